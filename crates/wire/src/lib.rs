@@ -1,9 +1,21 @@
 //! The tidings wire format: frames and their codec, shared by the broker and every client.
 //!
-//! No I/O, no async, no tokio: a decoder takes bytes and says either "here is a frame and how
-//! many bytes it used" or "need more". Start with [`frame`] for the frame set and [`codec`] for
-//! framing; `docs/protocol.md` is the byte-level description for third-party clients.
+//! No I/O, no async, no tokio: a decoder takes bytes and says either "here is a frame" or
+//! "need more" (`Ok(None)`). Start with [`frame`] for the frame set and the framing rule;
+//! [`Message`] is the section PUBLISH and DELIVER share; [`ReasonCode`] numbers every refusal.
+//! `docs/protocol.md` describes the same bytes for authors of clients in other languages, and
+//! the golden-byte tests in `frame/tests.rs` hold the two together.
 
+mod cursor;
+pub mod error;
+pub mod frame;
+pub mod reason;
 pub mod value;
 
+pub use error::WireError;
+pub use frame::{
+    check_decoder, peek_header, Deliver, DeliveryMode, Frame, FrameType, Hello, Message, Notice, Ping, Pong, SubId,
+    Subscribe, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, HEADER_LEN, PROTOCOL_VERSION,
+};
+pub use reason::ReasonCode;
 pub use value::{lookup, Property, Value};

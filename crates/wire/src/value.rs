@@ -32,8 +32,7 @@ impl Value {
     /// stuck with a number they meant as text.
     pub fn from_cli(text: &str) -> Value {
         let quoted = text.len() >= 2
-            && ((text.starts_with('\'') && text.ends_with('\''))
-                || (text.starts_with('"') && text.ends_with('"')));
+            && ((text.starts_with('\'') && text.ends_with('\'')) || (text.starts_with('"') && text.ends_with('"')));
         if quoted {
             return Value::Str(text[1..text.len() - 1].to_string());
         }

@@ -1,0 +1,106 @@
+//! Field readers and writers shared by every frame: big-endian integers, length-prefixed
+//! text and bytes. Written by hand because the layout is ours and tiny; a serialization
+//! framework would hide the byte layout that `docs/protocol.md` promises.
+
+use bytes::{BufMut, Bytes};
+
+use crate::error::WireError;
+
+/// Reads fields from one frame body, tracking the offset for error reports.
+pub(crate) struct Reader<'a> {
+    frame: &'static str,
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(frame: &'static str, buf: &'a [u8]) -> Reader<'a> {
+        Reader { frame, buf, pos: 0 }
+    }
+
+    pub(crate) fn position(&self) -> usize {
+        self.pos
+    }
+
+    fn take(&mut self, field: &'static str, need: usize) -> Result<&'a [u8], WireError> {
+        let have = self.buf.len() - self.pos;
+        if have < need {
+            return Err(WireError::UnexpectedEof { frame: self.frame, field, offset: self.pos, need, have });
+        }
+        let out = &self.buf[self.pos..self.pos + need];
+        self.pos += need;
+        Ok(out)
+    }
+
+    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
+        Ok(self.take(field, 1)?[0])
+    }
+
+    pub(crate) fn u16(&mut self, field: &'static str) -> Result<u16, WireError> {
+        let b = self.take(field, 2)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+
+    pub(crate) fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
+        let b = self.take(field, 4)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, WireError> {
+        let b = self.take(field, 8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_be_bytes(a))
+    }
+
+    /// A `u16` length followed by that many bytes of UTF-8.
+    pub(crate) fn str16(&mut self, field: &'static str) -> Result<&'a str, WireError> {
+        let len = usize::from(self.u16(field)?);
+        let offset = self.pos;
+        let bytes = self.take(field, len)?;
+        std::str::from_utf8(bytes).map_err(|_| WireError::InvalidUtf8 { frame: self.frame, field, offset })
+    }
+
+    /// A `u32` length followed by that many bytes; returns the range within the body.
+    pub(crate) fn bytes32(&mut self, field: &'static str) -> Result<std::ops::Range<usize>, WireError> {
+        let len = self.u32(field)? as usize;
+        let start = self.pos;
+        self.take(field, len)?;
+        Ok(start..start + len)
+    }
+
+    pub(crate) fn bool(&mut self, field: &'static str) -> Result<bool, WireError> {
+        match self.u8(field)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            v => Err(WireError::InvalidField { frame: self.frame, field, value: u64::from(v) }),
+        }
+    }
+
+    /// Fails unless every byte of the body was consumed.
+    pub(crate) fn finish(&self) -> Result<(), WireError> {
+        let extra = self.buf.len() - self.pos;
+        if extra == 0 {
+            Ok(())
+        } else {
+            Err(WireError::TrailingBytes { frame: self.frame, extra })
+        }
+    }
+}
+
+/// Writes a `u16`-length-prefixed string, refusing what does not fit.
+pub(crate) fn put_str16(out: &mut impl BufMut, field: &'static str, s: &str) -> Result<(), WireError> {
+    let len =
+        u16::try_from(s.len()).map_err(|_| WireError::TooLong { field, len: s.len(), max: usize::from(u16::MAX) })?;
+    out.put_u16(len);
+    out.put_slice(s.as_bytes());
+    Ok(())
+}
+
+/// Writes a `u32`-length-prefixed byte string.
+pub(crate) fn put_bytes32(out: &mut impl BufMut, field: &'static str, b: &Bytes) -> Result<(), WireError> {
+    let len = u32::try_from(b.len()).map_err(|_| WireError::TooLong { field, len: b.len(), max: u32::MAX as usize })?;
+    out.put_u32(len);
+    out.put_slice(b);
+    Ok(())
+}

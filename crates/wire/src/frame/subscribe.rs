@@ -1,0 +1,60 @@
+//! SUBSCRIBE. Layout: `id:u32 | mode:u8 | pattern:str16 | selector:str16` (empty selector = none).
+
+use bytes::{BufMut, BytesMut};
+
+use crate::cursor::{put_str16, Reader};
+use crate::error::WireError;
+
+/// The client-chosen number that names a subscription within its session. DELIVER frames carry
+/// it so a client with many subscriptions knows which one matched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubId(pub u32);
+
+/// How a subscription wants its messages. Reserved now so that guaranteed delivery can be added
+/// without a new frame type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DeliveryMode {
+    /// At most once, as fast as possible.
+    BestEffort = 0,
+    /// Exactly once and in order, across broker failures (gd-protocol.md).
+    Guaranteed = 1,
+}
+
+/// Asks for every message whose topic matches `pattern` and, if given, whose properties make
+/// `selector` true.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Subscribe {
+    /// Client-chosen id, unique among the session's active subscriptions.
+    pub id: SubId,
+    /// Best effort or guaranteed.
+    pub mode: DeliveryMode,
+    /// Topic pattern (`a.*.c`, `a.>`).
+    pub pattern: String,
+    /// Selector text over message properties; `None` matches every message of the pattern.
+    pub selector: Option<String>,
+}
+
+impl Subscribe {
+    pub(crate) fn encode_body(&self, out: &mut BytesMut) -> Result<(), WireError> {
+        out.put_u32(self.id.0);
+        out.put_u8(self.mode as u8);
+        put_str16(out, "pattern", &self.pattern)?;
+        put_str16(out, "selector", self.selector.as_deref().unwrap_or(""))
+    }
+
+    pub(crate) fn decode_body(body: &[u8]) -> Result<Subscribe, WireError> {
+        let mut r = Reader::new("SUBSCRIBE", body);
+        let id = SubId(r.u32("id")?);
+        let mode = match r.u8("mode")? {
+            0 => DeliveryMode::BestEffort,
+            1 => DeliveryMode::Guaranteed,
+            v => return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: u64::from(v) }),
+        };
+        let pattern = r.str16("pattern")?.to_string();
+        let selector = r.str16("selector")?;
+        let selector = (!selector.is_empty()).then(|| selector.to_string());
+        r.finish()?;
+        Ok(Subscribe { id, mode, pattern, selector })
+    }
+}

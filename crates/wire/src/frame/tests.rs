@@ -1,0 +1,201 @@
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+
+use super::*;
+use crate::reason::ReasonCode;
+use crate::value::{Property, Value};
+
+fn value() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        ".{0,8}".prop_map(Value::Str),
+        any::<i64>().prop_map(Value::Int),
+        any::<f64>().prop_filter("NaN is not equal to itself", |x| !x.is_nan()).prop_map(Value::Float),
+        any::<bool>().prop_map(Value::Bool),
+    ]
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    (
+        "[a-z]{1,6}(\\.[a-z]{1,6}){0,3}",
+        prop::collection::vec(("[a-z]{1,5}", value()), 0..5),
+        prop::collection::vec(any::<u8>(), 0..64),
+        any::<u64>(),
+    )
+        .prop_map(|(topic, props, payload, sent)| {
+            let props: Vec<Property> = props.into_iter().map(|(k, v)| Property::new(k, v)).collect();
+            Message::new(&topic, &props, Bytes::from(payload), sent).unwrap()
+        })
+}
+
+fn frame() -> impl Strategy<Value = Frame> {
+    prop_oneof![
+        (any::<u16>(), ".{0,12}").prop_map(|(version, client_name)| Frame::Hello(Hello { version, client_name })),
+        (any::<u16>(), any::<u32>(), ".{0,12}").prop_map(|(version, max_frame, server_name)| Frame::Welcome(Welcome {
+            version,
+            max_frame,
+            server_name
+        })),
+        message().prop_map(Frame::Publish),
+        (any::<u32>(), any::<bool>(), "[a-z.*>]{1,12}", proptest::option::of(".{1,20}")).prop_map(
+            |(id, g, pattern, selector)| {
+                let mode = if g { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort };
+                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector })
+            }
+        ),
+        any::<u32>().prop_map(|id| Frame::Unsubscribe(Unsubscribe { id: SubId(id) })),
+        (any::<u32>(), any::<u32>(), message()).prop_map(|(id, missed, message)| Frame::Deliver(Deliver {
+            id: SubId(id),
+            missed,
+            message
+        })),
+        any::<u64>().prop_map(|nonce| Frame::Ping(Ping { nonce })),
+        any::<u64>().prop_map(|nonce| Frame::Pong(Pong { nonce })),
+        (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Error(Notice { code, text })),
+        (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Disconnect(Notice { code, text })),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn every_frame_round_trips(f in frame()) {
+        let bytes = f.to_bytes().unwrap();
+        let mut buf = BytesMut::from(&bytes[..]);
+        let back = Frame::decode(&mut buf, DEFAULT_MAX_FRAME).unwrap().unwrap();
+        prop_assert_eq!(back, f);
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn every_truncated_prefix_asks_for_more(f in frame()) {
+        let bytes = f.to_bytes().unwrap();
+        for cut in 0..bytes.len() {
+            let mut buf = BytesMut::from(&bytes[..cut]);
+            prop_assert_eq!(Frame::decode(&mut buf, DEFAULT_MAX_FRAME), Ok(None));
+            prop_assert_eq!(buf.len(), cut, "nothing is consumed while incomplete");
+            let need = needed(&bytes[..cut]).unwrap();
+            prop_assert!(need > 0);
+        }
+    }
+
+    #[test]
+    fn frames_back_to_back_decode_in_order(fs in prop::collection::vec(frame(), 1..6)) {
+        let mut buf = BytesMut::new();
+        for f in &fs { f.encode(&mut buf).unwrap(); }
+        for f in &fs {
+            prop_assert_eq!(&Frame::decode(&mut buf, DEFAULT_MAX_FRAME).unwrap().unwrap(), f);
+        }
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn arbitrary_bytes_never_panic_the_decoder(data in prop::collection::vec(any::<u8>(), 0..256)) {
+        check_decoder(&data);
+    }
+}
+
+fn golden(f: Frame, expected: &[u8]) {
+    assert_eq!(&f.to_bytes().unwrap()[..], expected, "{f:?}");
+    let mut buf = BytesMut::from(expected);
+    assert_eq!(Frame::decode(&mut buf, DEFAULT_MAX_FRAME).unwrap(), Some(f));
+}
+
+#[test]
+fn hello_golden_bytes() {
+    golden(Frame::Hello(Hello { version: 1, client_name: "ab".into() }), &[0, 0, 0, 7, 0x01, 0, 1, 0, 2, b'a', b'b']);
+}
+
+#[test]
+fn welcome_golden_bytes() {
+    golden(
+        Frame::Welcome(Welcome { version: 1, max_frame: 1024, server_name: "b".into() }),
+        &[0, 0, 0, 10, 0x02, 0, 1, 0, 0, 4, 0, 0, 1, b'b'],
+    );
+}
+
+#[test]
+fn publish_golden_bytes() {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    golden(Frame::Publish(m), &[0, 0, 0, 19, 0x03, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b't', 0, 0, 0, 0, 0, 1, b'p']);
+}
+
+#[test]
+fn subscribe_golden_bytes() {
+    let s =
+        Subscribe { id: SubId(7), mode: DeliveryMode::BestEffort, pattern: "a.>".into(), selector: Some("x=1".into()) };
+    golden(Frame::Subscribe(s), &[0, 0, 0, 16, 0x04, 0, 0, 0, 7, 0, 0, 3, b'a', b'.', b'>', 0, 3, b'x', b'=', b'1']);
+}
+
+#[test]
+fn unsubscribe_golden_bytes() {
+    golden(Frame::Unsubscribe(Unsubscribe { id: SubId(258) }), &[0, 0, 0, 5, 0x05, 0, 0, 1, 2]);
+}
+
+#[test]
+fn deliver_golden_bytes_and_header_helper_agree() {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    let expected =
+        [0, 0, 0, 27, 0x06, 0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b't', 0, 0, 0, 0, 0, 1, b'p'];
+    golden(Frame::Deliver(Deliver { id: SubId(9), missed: 1, message: m.clone() }), &expected);
+    let mut hdr = BytesMut::new();
+    Deliver::encode_header(SubId(9), 1, &m, &mut hdr);
+    assert_eq!(hdr.len(), DELIVER_HEADER_LEN);
+    hdr.extend_from_slice(m.as_bytes());
+    assert_eq!(&hdr[..], &expected[..]);
+}
+
+#[test]
+fn ping_and_pong_golden_bytes() {
+    golden(Frame::Ping(Ping { nonce: 5 }), &[0, 0, 0, 9, 0x07, 0, 0, 0, 0, 0, 0, 0, 5]);
+    golden(Frame::Pong(Pong { nonce: 5 }), &[0, 0, 0, 9, 0x08, 0, 0, 0, 0, 0, 0, 0, 5]);
+}
+
+#[test]
+fn error_and_disconnect_golden_bytes() {
+    golden(Frame::Error(Notice::new(ReasonCode::InvalidTopic, "x")), &[0, 0, 0, 6, 0x09, 0, 6, 0, 1, b'x']);
+    golden(Frame::Disconnect(Notice::new(ReasonCode::Normal, "")), &[0, 0, 0, 5, 0x0A, 0, 0, 0, 0]);
+}
+
+#[test]
+fn oversized_frame_fails_before_its_body_arrives() {
+    let mut buf = BytesMut::from(&[0u8, 1, 0, 0][..]);
+    assert_eq!(Frame::decode(&mut buf, 1024), Err(WireError::FrameTooLarge { len: 65536, max: 1024 }));
+}
+
+#[test]
+fn unknown_frame_type_fails_at_the_header() {
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 9, 0x7f][..]);
+    assert_eq!(Frame::decode(&mut buf, 1024), Err(WireError::UnknownFrameType(0x7f)));
+}
+
+#[test]
+fn empty_frame_is_an_error() {
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 0][..]);
+    assert_eq!(Frame::decode(&mut buf, 1024), Err(WireError::EmptyFrame));
+}
+
+#[test]
+fn trailing_bytes_in_a_frame_are_an_error() {
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 10, 0x07, 0, 0, 0, 0, 0, 0, 0, 5, 9][..]);
+    assert_eq!(Frame::decode(&mut buf, 1024), Err(WireError::TrailingBytes { frame: "PING", extra: 1 }));
+}
+
+#[test]
+fn bad_delivery_mode_is_an_error() {
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 10, 0x04, 0, 0, 0, 1, 7, 0, 0, 0, 0][..]);
+    assert!(matches!(Frame::decode(&mut buf, 1024), Err(WireError::InvalidField { field: "mode", value: 7, .. })));
+}
+
+#[test]
+fn invalid_utf8_is_an_error() {
+    let mut buf = BytesMut::from(&[0u8, 0, 0, 6, 0x01, 0, 1, 0, 1, 0xff][..]);
+    assert!(matches!(Frame::decode(&mut buf, 1024), Err(WireError::InvalidUtf8 { field: "client_name", .. })));
+}
+
+#[test]
+fn a_partial_frame_in_a_datagram_is_an_error() {
+    let full = Frame::Ping(Ping { nonce: 1 }).to_bytes().unwrap();
+    let mut cut = full.slice(..full.len() - 1);
+    assert!(Frame::decode_datagram(&mut cut, 1024).is_err());
+    let mut whole = full.clone();
+    assert_eq!(Frame::decode_datagram(&mut whole, 1024).unwrap(), Frame::Ping(Ping { nonce: 1 }));
+}
