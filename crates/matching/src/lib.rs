@@ -1,1 +1,21 @@
-//! placeholder
+//! Matching for tidings: which subscriptions want a published message.
+//!
+//! This crate is a pure core: no I/O, no async, no clock, no threads, no randomness; it must never
+//! depend on tokio or any I/O crate (the broker's shell feeds it). It holds:
+//!
+//! - [`topic`]: validated [`Topic`]s and [`Pattern`]s (`*` is one level, `>` the rest).
+//! - [`selector`]: content selectors over a message's typed properties.
+//! - [`index`]: the [`SubscriptionIndex`], a trie of topic levels with a result cache per topic.
+//!
+//! Start reading at [`SubscriptionIndex::matches`], the hot path of every publish.
+
+pub mod index;
+pub mod selector;
+pub mod topic;
+
+mod cache;
+mod trie;
+
+pub use index::{SubscriptionId, SubscriptionIndex, DEFAULT_CACHE_CAPACITY};
+pub use selector::{Selector, SelectorError};
+pub use topic::{Pattern, PatternLevel, Topic, TopicError, MAX_TOPIC_BYTES, MAX_TOPIC_LEVELS};
