@@ -15,7 +15,7 @@ pub mod value;
 pub use error::WireError;
 pub use frame::{
     check_decoder, peek_header, Deliver, DeliveryMode, Frame, FrameType, Hello, Message, Notice, Ping, Pong, SubId,
-    Subscribe, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, HEADER_LEN, PROTOCOL_VERSION,
+    Subscribe, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN, HEADER_LEN, PROTOCOL_VERSION,
 };
 pub use reason::ReasonCode;
 pub use value::{lookup, Property, Value};

@@ -1,0 +1,35 @@
+//! The admin HTTP listener: `/metrics` (Prometheus text) and `/healthz`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use tokio::net::TcpListener;
+
+use crate::server::Shared;
+
+/// Serves until shutdown.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+    let shutdown = shared.shutdown.clone();
+    let app = Router::new().route("/metrics", get(metrics)).route("/healthz", get(healthz)).with_state(shared);
+    let _ = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let mut text = String::new();
+    match prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
+        Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
+    }
+}
+
+async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    if shared.shutdown.is_cancelled() {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else {
+        (StatusCode::OK, "ok\n")
+    }
+}

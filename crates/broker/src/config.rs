@@ -1,0 +1,268 @@
+//! The broker's configuration: one serde tree with defaults in code, so the broker runs with
+//! no file at all, and `--print-config` shows exactly what is in force.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The default port for client TCP and UDP. Chosen to stay clear of NATS (4222), MQTT (1883),
+/// Redis (6379) and AMQP (5672).
+pub const DEFAULT_PORT: u16 = 6464;
+
+/// The default port of the admin HTTP listener.
+pub const DEFAULT_ADMIN_PORT: u16 = 6465;
+
+/// Everything a broker needs to start.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// This broker's name: in WELCOME frames, logs and (later) link handshakes.
+    pub name: String,
+    /// Where to listen.
+    pub listen: Listen,
+    /// Per-session limits.
+    pub limits: Limits,
+    /// What happens to a subscriber that cannot keep up.
+    pub slow_consumer: SlowConsumer,
+    /// UDP session handling.
+    pub udp: Udp,
+}
+
+/// Listener addresses. An empty string turns a listener off.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Listen {
+    /// Client TCP listener (`HOST:PORT`; port 0 lets the OS pick).
+    pub tcp: String,
+    /// Client UDP listener; same frames in datagrams.
+    pub udp: String,
+    /// Admin HTTP listener: `/metrics`, `/healthz`.
+    pub admin: String,
+}
+
+/// Limits that keep one client from exhausting the broker.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest frame accepted, type byte and body, in bytes.
+    pub max_frame: usize,
+    /// Most active subscriptions one session may hold.
+    pub max_subscriptions_per_session: usize,
+}
+
+/// What the broker does when a subscriber's outbound queue is full.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum OverflowPolicy {
+    /// Drop the message for that subscriber only, count it, and report the count in the
+    /// subscriber's next delivery.
+    Drop,
+    /// Close the subscriber's connection with reason `slow_consumer`.
+    Disconnect,
+}
+
+/// Bounds on each subscriber's outbound queue and the overflow policy.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SlowConsumer {
+    /// Most messages queued for one subscriber connection.
+    pub max_messages: usize,
+    /// Most payload-and-header bytes queued for one subscriber connection.
+    pub max_bytes: usize,
+    /// What to do on overflow.
+    pub policy: OverflowPolicy,
+    /// How long a publisher may be held back while a subscriber's queue is past half full,
+    /// before that subscriber is treated as slow. Back-pressure absorbs bursts without loss;
+    /// this bound keeps a stuck subscriber from stalling its publishers for longer.
+    #[serde(with = "humantime_serde")]
+    pub max_stall: Duration,
+}
+
+/// UDP session settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Udp {
+    /// A UDP client's subscriptions expire after this long without a datagram from it.
+    #[serde(with = "humantime_serde")]
+    pub session_ttl: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            name: "tidings".to_string(),
+            listen: Listen::default(),
+            limits: Limits::default(),
+            slow_consumer: SlowConsumer::default(),
+            udp: Udp::default(),
+        }
+    }
+}
+
+impl Default for Listen {
+    fn default() -> Listen {
+        Listen {
+            tcp: format!("127.0.0.1:{DEFAULT_PORT}"),
+            udp: format!("127.0.0.1:{DEFAULT_PORT}"),
+            admin: format!("127.0.0.1:{DEFAULT_ADMIN_PORT}"),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits { max_frame: tidings_wire::DEFAULT_MAX_FRAME, max_subscriptions_per_session: 65_536 }
+    }
+}
+
+impl Default for SlowConsumer {
+    fn default() -> SlowConsumer {
+        SlowConsumer {
+            max_messages: 65_536,
+            max_bytes: 64 * 1024 * 1024,
+            policy: OverflowPolicy::Drop,
+            max_stall: Duration::from_millis(20),
+        }
+    }
+}
+
+impl Default for Udp {
+    fn default() -> Udp {
+        Udp { session_ttl: Duration::from_secs(30) }
+    }
+}
+
+/// A configuration that cannot be used, with every problem found.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML for this schema.
+    #[error("{path}: {message}")]
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message, which names the key and line.
+        message: String,
+    },
+    /// Values that parse but make no sense, each with its key path.
+    #[error("invalid configuration:\n{}", .0.iter().map(|p| format!("  - {p}")).collect::<Vec<_>>().join("\n"))]
+    Invalid(Vec<String>),
+}
+
+impl Config {
+    /// Reads a TOML file; keys not given keep their defaults.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.display().to_string(), source })?;
+        Config::from_toml(&text).map_err(|e| match e {
+            ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.display().to_string(), message },
+            other => other,
+        })
+    }
+
+    /// Parses TOML text and validates it.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let config: Config =
+            toml::from_str(text).map_err(|e| ConfigError::Parse { path: "<config>".into(), message: e.to_string() })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The effective configuration as TOML.
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_else(|e| format!("# cannot render configuration: {e}\n"))
+    }
+
+    /// Checks every value and reports all problems at once, each with its key path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut problems = Vec::new();
+        for (key, value) in
+            [("listen.tcp", &self.listen.tcp), ("listen.udp", &self.listen.udp), ("listen.admin", &self.listen.admin)]
+        {
+            if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
+                problems
+                    .push(format!("{key}: {value:?} is not HOST:PORT (an IP address and a port; empty turns it off)"));
+            }
+        }
+        if self.listen.tcp.is_empty() && self.listen.udp.is_empty() {
+            problems.push("listen: at least one of tcp and udp must be set".to_string());
+        }
+        if self.name.is_empty() || self.name.len() > 255 {
+            problems.push("name: must be 1 to 255 bytes".to_string());
+        }
+        if self.limits.max_frame < 64 || self.limits.max_frame > u32::MAX as usize {
+            problems.push(format!("limits.max_frame: {} is outside 64 ..= {}", self.limits.max_frame, u32::MAX));
+        }
+        if self.limits.max_subscriptions_per_session == 0 {
+            problems.push("limits.max_subscriptions_per_session: must be at least 1".to_string());
+        }
+        if self.slow_consumer.max_messages == 0 {
+            problems.push("slow_consumer.max_messages: must be at least 1".to_string());
+        }
+        if self.slow_consumer.max_bytes < self.limits.max_frame {
+            problems.push(format!(
+                "slow_consumer.max_bytes: {} is below limits.max_frame ({}), so a large message could never be queued",
+                self.slow_consumer.max_bytes, self.limits.max_frame
+            ));
+        }
+        if self.udp.session_ttl < Duration::from_millis(100) {
+            problems.push("udp.session_ttl: must be at least 100ms".to_string());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        assert_eq!(Config::from_toml("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn printed_config_parses_back_to_itself() {
+        let c = Config::default();
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_name() {
+        let err = Config::from_toml("[listen]\ntcpp = \"x\"\n").unwrap_err().to_string();
+        assert!(err.contains("tcpp"), "{err}");
+    }
+
+    #[test]
+    fn every_invalid_value_is_reported_at_once() {
+        let err = Config::from_toml("[listen]\ntcp = \"nope\"\nadmin = \"bad\"\n[slow_consumer]\nmax_messages = 0\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("listen.tcp") && err.contains("listen.admin") && err.contains("max_messages"), "{err}");
+    }
+
+    #[test]
+    fn durations_are_written_as_text() {
+        let c = Config::from_toml(
+            "[udp]\nsession_ttl = \"2s\"\n[slow_consumer]\nmax_stall = \"5ms\"\npolicy = \"disconnect\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.udp.session_ttl, Duration::from_secs(2));
+        assert_eq!(c.slow_consumer.max_stall, Duration::from_millis(5));
+        assert_eq!(c.slow_consumer.policy, OverflowPolicy::Disconnect);
+    }
+}

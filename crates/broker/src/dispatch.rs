@@ -1,0 +1,83 @@
+//! The broker's subscription table: the matching index behind one lock, and the fan-out of a
+//! published message to the queues of its matching subscriptions.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
+use tidings_wire::Message;
+
+use crate::metrics::Metrics;
+use crate::outbox::{Outbox, Push, Target};
+
+/// Shared by every session of a broker.
+pub struct Dispatcher {
+    index: Mutex<SubscriptionIndex<Arc<Target>>>,
+    metrics: Metrics,
+}
+
+/// Scratch space a session reuses across publishes, so dispatch allocates nothing per message.
+#[derive(Default)]
+pub struct DispatchScratch {
+    targets: Vec<Arc<Target>>,
+    /// Queues that reported congestion during the current batch of frames.
+    pub congested: Vec<Arc<Outbox>>,
+}
+
+impl Dispatcher {
+    /// An empty table.
+    pub fn new(metrics: Metrics) -> Dispatcher {
+        Dispatcher { index: Mutex::new(SubscriptionIndex::new()), metrics }
+    }
+
+    /// Adds a subscription.
+    pub fn subscribe(&self, pattern: Pattern, selector: Option<Selector>, target: Arc<Target>) -> SubscriptionId {
+        let id = self.index.lock().insert(pattern, selector, target);
+        self.metrics.subscriptions.inc();
+        id
+    }
+
+    /// Removes a subscription; unknown ids are ignored.
+    pub fn unsubscribe(&self, id: SubscriptionId) {
+        if self.index.lock().remove(id).is_some() {
+            self.metrics.subscriptions.dec();
+        }
+    }
+
+    /// Active subscriptions.
+    pub fn len(&self) -> usize {
+        self.index.lock().len()
+    }
+
+    /// True when there are no subscriptions.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Queues `message` for every matching subscription. The topic must be valid. Queues that
+    /// report congestion are collected in `scratch.congested` for the caller to wait on.
+    pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) {
+        let started = Instant::now();
+        self.metrics.messages_in.inc();
+        self.metrics.bytes_in.inc_by(message.encoded_len() as u64);
+        {
+            let mut index = self.index.lock();
+            if index.has_selectors() && message.property_count() > 0 {
+                let properties = message.properties();
+                index.matches(message.topic(), &properties, &mut scratch.targets);
+            } else {
+                index.matches(message.topic(), &[], &mut scratch.targets);
+            }
+        }
+        self.metrics.fanout.observe(scratch.targets.len() as f64);
+        for target in scratch.targets.drain(..) {
+            if target.outbox.push(&target, message) == Push::Congested
+                && !scratch.congested.iter().any(|o| Arc::ptr_eq(o, &target.outbox))
+            {
+                scratch.congested.push(Arc::clone(&target.outbox));
+            }
+        }
+        self.metrics.dispatch_seconds.observe(started.elapsed().as_secs_f64());
+    }
+}

@@ -1,0 +1,121 @@
+//! Prometheus metrics: what an operator watches and what the experiment suite reads.
+//!
+//! Handles are created once and cloned into sessions, so the hot path only touches atomics.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tidings_wire::ReasonCode;
+
+/// Labels a metric by transport.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TransportLabel {
+    /// `tcp` or `udp`.
+    pub transport: &'static str,
+}
+
+/// Labels a metric by protocol reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// A [`ReasonCode`] name.
+    pub reason: &'static str,
+}
+
+/// Every metric the broker exports.
+#[derive(Clone)]
+pub struct Metrics {
+    /// Open client sessions, by transport.
+    pub connections: Family<TransportLabel, Gauge>,
+    /// Sessions ever opened, by transport.
+    pub connections_opened: Family<TransportLabel, Counter>,
+    /// Active subscriptions.
+    pub subscriptions: Gauge,
+    /// Messages published to this broker.
+    pub messages_in: Counter,
+    /// Bytes of published messages (message sections).
+    pub bytes_in: Counter,
+    /// Deliveries written to subscribers.
+    pub messages_out: Counter,
+    /// Bytes written to subscribers, frame headers included.
+    pub bytes_out: Counter,
+    /// Deliveries dropped because a subscriber's queue was full.
+    pub slow_consumer_drops: Counter,
+    /// Subscribers disconnected because their queue was full.
+    pub slow_consumer_disconnects: Counter,
+    /// Times a publisher was held back by a congested subscriber.
+    pub publisher_stalls: Counter,
+    /// Frames refused, by reason.
+    pub protocol_errors: Family<ReasonLabel, Counter>,
+    /// UDP datagrams that did not decode, or came from a session the broker refused.
+    pub udp_datagrams_dropped: Counter,
+    /// Deliveries too large for one datagram.
+    pub udp_deliveries_too_large: Counter,
+    /// UDP sessions that expired for want of a keepalive.
+    pub udp_sessions_expired: Counter,
+    /// Time from reading a PUBLISH to having queued it for every matching subscriber.
+    pub dispatch_seconds: Histogram,
+    /// Matching subscriptions per published message.
+    pub fanout: Histogram,
+}
+
+impl Metrics {
+    /// Creates the metrics and registers them.
+    pub fn new(registry: &mut Registry) -> Metrics {
+        let m = Metrics {
+            connections: Family::default(),
+            connections_opened: Family::default(),
+            subscriptions: Gauge::default(),
+            messages_in: Counter::default(),
+            bytes_in: Counter::default(),
+            messages_out: Counter::default(),
+            bytes_out: Counter::default(),
+            slow_consumer_drops: Counter::default(),
+            slow_consumer_disconnects: Counter::default(),
+            publisher_stalls: Counter::default(),
+            protocol_errors: Family::default(),
+            udp_datagrams_dropped: Counter::default(),
+            udp_deliveries_too_large: Counter::default(),
+            udp_sessions_expired: Counter::default(),
+            dispatch_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 24)),
+            fanout: Histogram::new(exponential_buckets(1.0, 2.0, 18)),
+        };
+        let r = registry.sub_registry_with_prefix("tidings");
+        r.register("connections", "Open client sessions", m.connections.clone());
+        r.register("connections_opened", "Client sessions opened", m.connections_opened.clone());
+        r.register("subscriptions", "Active subscriptions", m.subscriptions.clone());
+        r.register("messages_in", "Messages published to this broker", m.messages_in.clone());
+        r.register("bytes_in", "Bytes of published message sections", m.bytes_in.clone());
+        r.register("messages_out", "Deliveries written to subscribers", m.messages_out.clone());
+        r.register("bytes_out", "Bytes written to subscribers", m.bytes_out.clone());
+        r.register(
+            "slow_consumer_drops",
+            "Deliveries dropped for full subscriber queues",
+            m.slow_consumer_drops.clone(),
+        );
+        r.register(
+            "slow_consumer_disconnects",
+            "Subscribers disconnected for full queues",
+            m.slow_consumer_disconnects.clone(),
+        );
+        r.register("publisher_stalls", "Publishers held back by a congested subscriber", m.publisher_stalls.clone());
+        r.register("protocol_errors", "Frames refused, by reason", m.protocol_errors.clone());
+        r.register("udp_datagrams_dropped", "UDP datagrams that did not decode", m.udp_datagrams_dropped.clone());
+        r.register(
+            "udp_deliveries_too_large",
+            "Deliveries too large for one UDP datagram",
+            m.udp_deliveries_too_large.clone(),
+        );
+        r.register("udp_sessions_expired", "UDP sessions expired without keepalive", m.udp_sessions_expired.clone());
+        r.register("dispatch_seconds", "Time from reading a PUBLISH to queueing it", m.dispatch_seconds.clone());
+        r.register("fanout", "Matching subscriptions per published message", m.fanout.clone());
+        m
+    }
+
+    /// Counts a refused frame.
+    pub fn protocol_error(&self, reason: ReasonCode) {
+        self.protocol_errors.get_or_create(&ReasonLabel { reason: reason.name() }).inc();
+    }
+}

@@ -1,0 +1,361 @@
+//! Each subscriber connection's bounded outbound queue, and the writers that drain it.
+//!
+//! A publisher's session pushes deliveries here and never waits on a socket: the queue is
+//! bounded in messages and bytes, and what does not fit is handled by the configured policy
+//! (drop and count, or disconnect). Past half full the push reports congestion, and the
+//! publisher's session may hold back for a bounded time (see `SlowConsumer::max_stall`), which
+//! absorbs bursts without loss yet never lets one stuck subscriber stall a publisher for long.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use parking_lot::Mutex;
+use tidings_wire::{Deliver, Frame, Message, Notice, SubId, DELIVER_HEADER_LEN};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::UdpSocket;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{OverflowPolicy, SlowConsumer};
+use crate::metrics::Metrics;
+
+/// Bodies up to this size are copied into the write buffer; larger ones go out by vectored
+/// write straight from the published buffer.
+const INLINE_BODY: usize = 2048;
+
+/// One subscription as the dispatcher sees it: where its deliveries go and how many it missed.
+pub struct Target {
+    /// The client's id for the subscription.
+    pub id: SubId,
+    /// Deliveries dropped since the last one written; reported in the next DELIVER.
+    missed: AtomicU32,
+    /// The connection's queue.
+    pub outbox: Arc<Outbox>,
+}
+
+impl Target {
+    /// A subscription feeding `outbox`.
+    pub fn new(id: SubId, outbox: Arc<Outbox>) -> Target {
+        Target { id, missed: AtomicU32::new(0), outbox }
+    }
+}
+
+enum Item {
+    Deliver(Arc<Target>, Message),
+    Frame(Bytes),
+}
+
+/// What happened to a pushed delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Push {
+    /// Queued.
+    Queued,
+    /// Queued, and the queue is past half full: the publisher should hold back a little.
+    Congested,
+    /// Dropped under the drop policy (counted, and reported to the subscriber).
+    Dropped,
+    /// The queue overflowed under the disconnect policy; the connection is closing.
+    Disconnected,
+    /// The connection is already closing.
+    Closed,
+}
+
+#[derive(Default)]
+struct State {
+    items: VecDeque<Item>,
+    bytes: usize,
+    closing: Option<Bytes>,
+    /// Set when a publisher gave up waiting on this queue; cleared when it empties. A slow
+    /// queue reports no congestion, so publishers stop waiting for it.
+    slow: bool,
+}
+
+/// A bounded queue of frames for one connection (TCP) or one UDP client.
+pub struct Outbox {
+    state: Mutex<State>,
+    wake_writer: Notify,
+    drained: Notify,
+    limits: SlowConsumer,
+    metrics: Metrics,
+    /// Cancelled when the connection is finished, from either side.
+    pub done: CancellationToken,
+}
+
+impl Outbox {
+    /// An empty queue with the broker's limits.
+    pub fn new(limits: SlowConsumer, metrics: Metrics) -> Arc<Outbox> {
+        Arc::new(Outbox {
+            state: Mutex::new(State::default()),
+            wake_writer: Notify::new(),
+            drained: Notify::new(),
+            limits,
+            metrics,
+            done: CancellationToken::new(),
+        })
+    }
+
+    /// Queues one delivery for `target` (whose outbox is `self`).
+    pub fn push(&self, target: &Arc<Target>, message: &Message) -> Push {
+        let size = DELIVER_HEADER_LEN + message.encoded_len();
+        let mut s = self.state.lock();
+        if s.closing.is_some() || self.done.is_cancelled() {
+            return Push::Closed;
+        }
+        if s.items.len() >= self.limits.max_messages || s.bytes + size > self.limits.max_bytes {
+            return match self.limits.policy {
+                OverflowPolicy::Drop => {
+                    target.missed.fetch_add(1, Ordering::Relaxed);
+                    self.metrics.slow_consumer_drops.inc();
+                    Push::Dropped
+                }
+                OverflowPolicy::Disconnect => {
+                    s.items.clear();
+                    s.bytes = 0;
+                    let notice = Notice::new(
+                        tidings_wire::ReasonCode::SlowConsumer,
+                        format!(
+                            "outbound queue over {} messages or {} bytes",
+                            self.limits.max_messages, self.limits.max_bytes
+                        ),
+                    );
+                    s.closing = Some(Frame::Error(notice).to_bytes().unwrap_or_default());
+                    drop(s);
+                    self.metrics.slow_consumer_disconnects.inc();
+                    self.wake_writer.notify_one();
+                    Push::Disconnected
+                }
+            };
+        }
+        let was_empty = s.items.is_empty();
+        s.items.push_back(Item::Deliver(Arc::clone(target), message.clone()));
+        s.bytes += size;
+        let congested =
+            !s.slow && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
+        drop(s);
+        if was_empty {
+            self.wake_writer.notify_one();
+        }
+        if congested {
+            Push::Congested
+        } else {
+            Push::Queued
+        }
+    }
+
+    /// Queues a control frame (WELCOME, PONG); these bypass the limits, since a client can
+    /// only have as many in flight as it sent requests for.
+    pub fn push_frame(&self, frame: &Frame) {
+        let Ok(bytes) = frame.to_bytes() else { return };
+        let mut s = self.state.lock();
+        if s.closing.is_some() {
+            return;
+        }
+        let was_empty = s.items.is_empty();
+        s.items.push_back(Item::Frame(bytes));
+        drop(s);
+        if was_empty {
+            self.wake_writer.notify_one();
+        }
+    }
+
+    /// Writes `frame` after what is already queued, then closes the connection.
+    pub fn close_with(&self, frame: &Frame) {
+        let bytes = frame.to_bytes().unwrap_or_default();
+        let mut s = self.state.lock();
+        if s.closing.is_none() {
+            s.closing = Some(bytes);
+        }
+        drop(s);
+        self.wake_writer.notify_one();
+    }
+
+    /// Closes at once, dropping anything queued (the peer is gone).
+    pub fn abort(&self) {
+        self.done.cancel();
+        self.wake_writer.notify_one();
+        self.drained.notify_waiters();
+    }
+
+    /// True while a publisher should hold back for this queue.
+    pub fn is_congested(&self) -> bool {
+        let s = self.state.lock();
+        !s.slow
+            && s.closing.is_none()
+            && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes)
+    }
+
+    /// Waits (at most until `deadline`) for the queue to fall below half full. Returns false
+    /// if it timed out; the queue is then marked slow so no publisher waits on it again until
+    /// it has emptied.
+    pub async fn wait_drained(&self, deadline: tokio::time::Instant) -> bool {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if !self.is_congested() || self.done.is_cancelled() {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.state.lock().slow = true;
+                return false;
+            }
+        }
+    }
+
+    /// Takes everything queued; `Err` carries the closing frame once the queue is closing.
+    fn take(&self, batch: &mut VecDeque<Item>) -> Option<Bytes> {
+        let mut s = self.state.lock();
+        std::mem::swap(&mut s.items, batch);
+        s.bytes = 0;
+        if batch.is_empty() {
+            s.slow = false;
+        }
+        if batch.is_empty() {
+            s.closing.clone()
+        } else {
+            None
+        }
+    }
+}
+
+/// Appends the frames of `batch` to `chunks`: small bodies copied into `scratch`, large ones
+/// shared. Returns (deliveries, bytes).
+fn encode_batch(batch: &mut VecDeque<Item>, scratch: &mut BytesMut, chunks: &mut VecDeque<Bytes>) -> (u64, u64) {
+    let (mut delivered, mut bytes) = (0u64, 0u64);
+    for item in batch.drain(..) {
+        match item {
+            Item::Deliver(target, message) => {
+                let missed = target.missed.swap(0, Ordering::Relaxed);
+                Deliver::encode_header(target.id, missed, &message, scratch);
+                let body = message.as_bytes();
+                if body.len() <= INLINE_BODY {
+                    scratch.extend_from_slice(body);
+                } else {
+                    chunks.push_back(scratch.split().freeze());
+                    chunks.push_back(body.clone());
+                }
+                delivered += 1;
+                bytes += (DELIVER_HEADER_LEN + body.len()) as u64;
+            }
+            Item::Frame(frame) => scratch.extend_from_slice(&frame),
+        }
+    }
+    if !scratch.is_empty() {
+        chunks.push_back(scratch.split().freeze());
+    }
+    (delivered, bytes)
+}
+
+/// Drains `outbox` into a stream until the connection closes. Owns the write half.
+pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outbox>) {
+    let mut batch = VecDeque::new();
+    let mut scratch = BytesMut::with_capacity(64 * 1024);
+    let mut chunks = VecDeque::new();
+    loop {
+        if outbox.done.is_cancelled() {
+            break;
+        }
+        if let Some(closing) = outbox.take(&mut batch) {
+            let _ = writer.write_all(&closing).await;
+            break;
+        }
+        if batch.is_empty() {
+            tokio::select! {
+                _ = outbox.wake_writer.notified() => continue,
+                _ = outbox.done.cancelled() => break,
+            }
+        }
+        let (delivered, bytes) = encode_batch(&mut batch, &mut scratch, &mut chunks);
+        if write_chunks(&mut writer, &mut chunks).await.is_err() {
+            break;
+        }
+        outbox.metrics.messages_out.inc_by(delivered);
+        outbox.metrics.bytes_out.inc_by(bytes);
+        outbox.drained.notify_waiters();
+        if scratch.capacity() < 16 * 1024 {
+            scratch.reserve(64 * 1024);
+        }
+    }
+    let _ = writer.shutdown().await;
+    outbox.done.cancel();
+    outbox.drained.notify_waiters();
+}
+
+async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
+    while !chunks.is_empty() {
+        let n = {
+            let slices: Vec<IoSlice<'_>> = chunks.iter().take(64).map(|c| IoSlice::new(c)).collect();
+            writer.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let mut left = n;
+        while left > 0 {
+            let Some(front) = chunks.front_mut() else { break };
+            if front.len() <= left {
+                left -= front.len();
+                chunks.pop_front();
+            } else {
+                bytes::Buf::advance(front, left);
+                left = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Drains `outbox` to one UDP client, a datagram per frame. A delivery too large for a
+/// datagram is counted and skipped.
+pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: Arc<Outbox>) {
+    const MAX_DATAGRAM: usize = 65_507;
+    let mut batch = VecDeque::new();
+    let mut frame = BytesMut::with_capacity(MAX_DATAGRAM);
+    loop {
+        if outbox.done.is_cancelled() {
+            break;
+        }
+        if let Some(closing) = outbox.take(&mut batch) {
+            let _ = socket.send_to(&closing, peer).await;
+            break;
+        }
+        if batch.is_empty() {
+            tokio::select! {
+                _ = outbox.wake_writer.notified() => continue,
+                _ = outbox.done.cancelled() => break,
+            }
+        }
+        for item in batch.drain(..) {
+            frame.clear();
+            let delivered = match item {
+                Item::Deliver(target, message) => {
+                    if DELIVER_HEADER_LEN + message.encoded_len() > MAX_DATAGRAM {
+                        outbox.metrics.udp_deliveries_too_large.inc();
+                        target.missed.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let missed = target.missed.swap(0, Ordering::Relaxed);
+                    Deliver::encode_header(target.id, missed, &message, &mut frame);
+                    frame.extend_from_slice(message.as_bytes());
+                    true
+                }
+                Item::Frame(bytes) => {
+                    frame.extend_from_slice(&bytes);
+                    false
+                }
+            };
+            // A UDP send error (the peer's port closed, ICMP unreachable) loses this datagram
+            // only; the session lives until its keepalive lapses.
+            if socket.send_to(&frame, peer).await.is_ok() && delivered {
+                outbox.metrics.messages_out.inc();
+                outbox.metrics.bytes_out.inc_by(frame.len() as u64);
+            }
+        }
+        outbox.drained.notify_waiters();
+    }
+    outbox.done.cancel();
+}

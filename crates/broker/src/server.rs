@@ -1,0 +1,162 @@
+//! Starting and stopping a broker: bind every listener, then serve until shut down.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+use thiserror::Error;
+use tokio::net::{TcpListener, UdpSocket};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::info;
+
+use crate::config::Config;
+use crate::dispatch::Dispatcher;
+use crate::metrics::Metrics;
+
+/// State every task of a broker shares.
+pub struct Shared {
+    /// The configuration in force.
+    pub config: Config,
+    /// Metric handles.
+    pub metrics: Metrics,
+    /// The registry `/metrics` renders.
+    pub registry: Registry,
+    /// The subscription table.
+    pub dispatcher: Dispatcher,
+    /// Cancelled to shut everything down.
+    pub shutdown: CancellationToken,
+    /// Every task the broker spawned, so shutdown can wait for them.
+    pub tasks: TaskTracker,
+}
+
+/// The addresses a broker actually bound; with port 0 these carry the OS-chosen ports.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct BoundAddresses {
+    /// Client TCP, if enabled.
+    pub tcp: Option<SocketAddr>,
+    /// Client UDP, if enabled.
+    pub udp: Option<SocketAddr>,
+    /// Admin HTTP, if enabled.
+    pub admin: Option<SocketAddr>,
+}
+
+/// Why a broker could not start.
+#[derive(Debug, Error)]
+pub enum StartError {
+    /// A listener could not bind.
+    #[error("cannot bind {what} listener on {addr}: {source}")]
+    Bind {
+        /// Which listener.
+        what: &'static str,
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// A broker that is serving.
+pub struct Running {
+    /// What it bound.
+    pub addresses: BoundAddresses,
+    shared: Arc<Shared>,
+}
+
+#[derive(Serialize)]
+struct ReadyLine<'a> {
+    ready: bool,
+    name: &'a str,
+    pid: u32,
+    #[serde(flatten)]
+    addresses: &'a BoundAddresses,
+}
+
+impl Running {
+    /// The one machine-readable line printed on stdout once every listener is bound:
+    /// `{"ready":true,"name":...,"pid":...,"tcp":"IP:PORT","udp":...,"admin":...}` (a
+    /// disabled listener is `null`). Scripts and tests read ports from it, so there are no
+    /// port races.
+    pub fn ready_line(&self) -> String {
+        let line = ReadyLine {
+            ready: true,
+            name: &self.shared.config.name,
+            pid: std::process::id(),
+            addresses: &self.addresses,
+        };
+        serde_json::to_string(&line).unwrap_or_default()
+    }
+
+    /// Asks every task to stop: clients get DISCONNECT(shutting_down), listeners close.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.cancel();
+    }
+
+    /// Waits until every task has finished (after [`Running::shutdown`]).
+    pub async fn wait(self) {
+        self.shared.shutdown.cancelled().await;
+        self.shared.tasks.close();
+        // Writers flush their DISCONNECT frames; a client that never reads must not hold
+        // the process hostage.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), self.shared.tasks.wait()).await;
+    }
+
+    /// The shared state, for tests and the admin view.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+}
+
+async fn bind_tcp(what: &'static str, addr: &str) -> Result<Option<TcpListener>, StartError> {
+    if addr.is_empty() {
+        return Ok(None);
+    }
+    TcpListener::bind(addr).await.map(Some).map_err(|source| StartError::Bind { what, addr: addr.to_string(), source })
+}
+
+/// Binds every listener and starts serving. Returns once all are bound.
+pub async fn start(config: Config) -> Result<Running, StartError> {
+    config.validate()?;
+    let tcp = bind_tcp("client TCP", &config.listen.tcp).await?;
+    let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
+    let udp = if config.listen.udp.is_empty() {
+        None
+    } else {
+        let socket = UdpSocket::bind(&config.listen.udp).await.map_err(|source| StartError::Bind {
+            what: "client UDP",
+            addr: config.listen.udp.clone(),
+            source,
+        })?;
+        Some(Arc::new(socket))
+    };
+    let addresses = BoundAddresses {
+        tcp: tcp.as_ref().and_then(|l| l.local_addr().ok()),
+        udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
+        admin: admin.as_ref().and_then(|l| l.local_addr().ok()),
+    };
+    let mut registry = Registry::default();
+    let metrics = Metrics::new(&mut registry);
+    let shared = Arc::new(Shared {
+        dispatcher: Dispatcher::new(metrics.clone()),
+        config,
+        metrics,
+        registry,
+        shutdown: CancellationToken::new(),
+        tasks: TaskTracker::new(),
+    });
+    if let Some(listener) = tcp {
+        shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared)));
+    }
+    if let Some(socket) = udp {
+        shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
+    }
+    if let Some(listener) = admin {
+        shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
+    }
+    info!(name = %shared.config.name, ?addresses, "broker started");
+    Ok(Running { addresses, shared })
+}

@@ -1,0 +1,224 @@
+//! A client session: the handshake, and what each frame does. Shared by TCP connections and
+//! UDP clients; the transports differ only in how bytes arrive and leave.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tidings_matching::{Pattern, Selector, SubscriptionId, Topic};
+use tidings_wire::{
+    DeliveryMode, Frame, Notice, Pong, ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
+};
+
+use crate::dispatch::DispatchScratch;
+use crate::outbox::{Outbox, Target};
+use crate::server::Shared;
+
+/// Which transport a session runs over; they differ in handshake and renewal rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A TCP connection: HELLO first, then anything.
+    Tcp,
+    /// A UDP client address: HELLO optional; an identical SUBSCRIBE renews.
+    Udp,
+}
+
+impl Transport {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        }
+    }
+}
+
+struct ActiveSubscription {
+    index_id: SubscriptionId,
+    pattern: String,
+    selector: Option<String>,
+}
+
+/// What a session should do after a frame.
+#[derive(Debug, PartialEq)]
+pub enum Next {
+    /// Carry on.
+    Continue,
+    /// The client said DISCONNECT: close quietly.
+    Close,
+    /// Refuse: send this ERROR and close.
+    Refuse(Notice),
+}
+
+/// One client's state: its handshake, its subscriptions, its queue.
+pub struct Session {
+    transport: Transport,
+    greeted: bool,
+    subscriptions: HashMap<SubId, ActiveSubscription>,
+    /// The client's outbound queue.
+    pub outbox: Arc<Outbox>,
+    shared: Arc<Shared>,
+    /// Reused across publishes.
+    pub scratch: DispatchScratch,
+}
+
+impl Session {
+    /// A session that has not yet said HELLO.
+    pub fn new(transport: Transport, outbox: Arc<Outbox>, shared: Arc<Shared>) -> Session {
+        shared
+            .metrics
+            .connections
+            .get_or_create(&crate::metrics::TransportLabel { transport: transport.label() })
+            .inc();
+        shared
+            .metrics
+            .connections_opened
+            .get_or_create(&crate::metrics::TransportLabel { transport: transport.label() })
+            .inc();
+        Session {
+            transport,
+            greeted: transport == Transport::Udp,
+            subscriptions: HashMap::new(),
+            outbox,
+            shared,
+            scratch: DispatchScratch::default(),
+        }
+    }
+
+    /// Handles one frame.
+    pub fn handle(&mut self, frame: Frame) -> Next {
+        let result = match frame {
+            Frame::Hello(hello) => self.hello(hello.version),
+            _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
+            Frame::Publish(message) => match Topic::parse(message.topic()) {
+                Ok(_) => {
+                    self.shared.dispatcher.publish(&message, &mut self.scratch);
+                    Ok(Next::Continue)
+                }
+                Err(e) => Err(Notice::new(ReasonCode::InvalidTopic, e.to_string())),
+            },
+            Frame::Subscribe(subscribe) => self.subscribe(subscribe),
+            Frame::Unsubscribe(u) => match self.subscriptions.remove(&u.id) {
+                Some(active) => {
+                    self.shared.dispatcher.unsubscribe(active.index_id);
+                    Ok(Next::Continue)
+                }
+                None => {
+                    Err(Notice::new(ReasonCode::UnknownSubscriptionId, format!("no subscription with id {}", u.id.0)))
+                }
+            },
+            Frame::Ping(ping) => {
+                self.outbox.push_frame(&Frame::Pong(Pong { nonce: ping.nonce }));
+                Ok(Next::Continue)
+            }
+            Frame::Pong(_) => Ok(Next::Continue),
+            Frame::Disconnect(_) => Ok(Next::Close),
+            Frame::Welcome(_) | Frame::Deliver(_) | Frame::Error(_) => Err(Notice::new(
+                ReasonCode::UnexpectedFrame,
+                "WELCOME, DELIVER and ERROR are sent by the broker, not to it",
+            )),
+        };
+        result.unwrap_or_else(|notice| {
+            if let Some(reason) = notice.reason() {
+                self.shared.metrics.protocol_error(reason);
+            }
+            Next::Refuse(notice)
+        })
+    }
+
+    fn hello(&mut self, version: u16) -> Result<Next, Notice> {
+        if self.greeted && self.transport == Transport::Tcp {
+            return Err(Notice::new(ReasonCode::DuplicateHello, "HELLO was already received on this session"));
+        }
+        if version != PROTOCOL_VERSION {
+            return Err(Notice::new(
+                ReasonCode::UnsupportedVersion,
+                format!("protocol version {version} is not supported; this broker speaks {PROTOCOL_VERSION}"),
+            ));
+        }
+        self.greeted = true;
+        self.outbox.push_frame(&Frame::Welcome(Welcome {
+            version: PROTOCOL_VERSION,
+            max_frame: self.shared.config.limits.max_frame as u32,
+            server_name: self.shared.config.name.clone(),
+        }));
+        Ok(Next::Continue)
+    }
+
+    fn subscribe(&mut self, s: Subscribe) -> Result<Next, Notice> {
+        if let Some(active) = self.subscriptions.get(&s.id) {
+            if self.transport == Transport::Udp && active.pattern == s.pattern && active.selector == s.selector {
+                return Ok(Next::Continue); // a UDP renewal
+            }
+            return Err(Notice::new(
+                ReasonCode::DuplicateSubscriptionId,
+                format!("subscription id {} is already active on this session", s.id.0),
+            ));
+        }
+        if s.mode == DeliveryMode::Guaranteed {
+            return Err(Notice::new(
+                ReasonCode::UnsupportedDeliveryMode,
+                "guaranteed delivery is not available on this broker yet",
+            ));
+        }
+        if self.subscriptions.len() >= self.shared.config.limits.max_subscriptions_per_session {
+            return Err(Notice::new(
+                ReasonCode::LimitExceeded,
+                format!(
+                    "at most {} subscriptions per session",
+                    self.shared.config.limits.max_subscriptions_per_session
+                ),
+            ));
+        }
+        let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
+        let selector = match &s.selector {
+            Some(text) => {
+                Some(Selector::parse(text).map_err(|e| Notice::new(ReasonCode::InvalidSelector, e.to_string()))?)
+            }
+            None => None,
+        };
+        let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
+        let index_id = self.shared.dispatcher.subscribe(pattern, selector, target);
+        self.subscriptions.insert(s.id, ActiveSubscription { index_id, pattern: s.pattern, selector: s.selector });
+        Ok(Next::Continue)
+    }
+
+    /// Waits, within the stall bound, for the queues this session's publishes congested.
+    pub async fn hold_back_for_congestion(&mut self) {
+        if self.scratch.congested.is_empty() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + self.shared.config.slow_consumer.max_stall;
+        self.shared.metrics.publisher_stalls.inc();
+        for outbox in self.scratch.congested.drain(..) {
+            outbox.wait_drained(deadline).await;
+        }
+    }
+
+    /// The number of active subscriptions.
+    pub fn subscription_count(&self) -> usize {
+        self.subscriptions.len()
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        for (_, active) in self.subscriptions.drain() {
+            self.shared.dispatcher.unsubscribe(active.index_id);
+        }
+        self.shared
+            .metrics
+            .connections
+            .get_or_create(&crate::metrics::TransportLabel { transport: self.transport.label() })
+            .dec();
+    }
+}
+
+/// The reason to give a client whose bytes did not decode.
+pub fn wire_error_notice(error: &WireError) -> Notice {
+    let reason = match error {
+        WireError::FrameTooLarge { .. } => ReasonCode::FrameTooLarge,
+        WireError::UnknownFrameType(_) => ReasonCode::UnknownFrameType,
+        _ => ReasonCode::MalformedFrame,
+    };
+    Notice::new(reason, error.to_string())
+}

@@ -1,0 +1,99 @@
+//! Client UDP: one socket, a session per client address, expiry of silent clients.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidings_wire::Frame;
+use tokio::net::UdpSocket;
+use tokio::time::Instant;
+
+use crate::outbox::{write_datagrams, Outbox};
+use crate::server::Shared;
+use crate::session::{Next, Session, Transport};
+
+struct UdpClient {
+    session: Session,
+    last_heard: Instant,
+}
+
+/// Serves datagrams until shutdown.
+pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
+    let ttl = shared.config.udp.session_ttl;
+    let mut clients: HashMap<SocketAddr, UdpClient> = HashMap::new();
+    let mut sweep = tokio::time::interval((ttl / 4).max(Duration::from_millis(25)));
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            _ = sweep.tick() => expire(&mut clients, ttl, &shared),
+            received = socket.recv_from(&mut buf) => {
+                // Errors here are ICMP reports about earlier sends; they concern one peer only.
+                if let Ok((len, peer)) = received {
+                    datagram(Bytes::copy_from_slice(&buf[..len]), peer, &socket, &mut clients, &shared).await;
+                }
+            }
+        }
+    }
+    for (_, client) in clients.drain() {
+        client.session.outbox.abort();
+    }
+}
+
+async fn datagram(
+    mut data: Bytes,
+    peer: SocketAddr,
+    socket: &Arc<UdpSocket>,
+    clients: &mut HashMap<SocketAddr, UdpClient>,
+    shared: &Arc<Shared>,
+) {
+    // Decode the whole datagram first: a garbage datagram is dropped whole and touches no state.
+    let mut frames = Vec::new();
+    while !data.is_empty() {
+        match Frame::decode_datagram(&mut data, shared.config.limits.max_frame) {
+            Ok(frame) => frames.push(frame),
+            Err(_) => {
+                shared.metrics.udp_datagrams_dropped.inc();
+                return;
+            }
+        }
+    }
+    let client = clients.entry(peer).or_insert_with(|| {
+        let outbox = Outbox::new(shared.config.slow_consumer.clone(), shared.metrics.clone());
+        shared.tasks.spawn(write_datagrams(Arc::clone(socket), peer, Arc::clone(&outbox)));
+        UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }
+    });
+    client.last_heard = Instant::now();
+    for frame in frames {
+        match client.session.handle(frame) {
+            Next::Continue => {}
+            Next::Close => {
+                if let Some(c) = clients.remove(&peer) {
+                    c.session.outbox.abort();
+                }
+                return;
+            }
+            Next::Refuse(notice) => {
+                if let Some(c) = clients.remove(&peer) {
+                    c.session.outbox.close_with(&Frame::Error(notice));
+                }
+                return;
+            }
+        }
+    }
+    client.session.hold_back_for_congestion().await;
+}
+
+fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &Shared) {
+    let now = Instant::now();
+    clients.retain(|_, c| {
+        let alive = now.duration_since(c.last_heard) < ttl;
+        if !alive {
+            shared.metrics.udp_sessions_expired.inc();
+            c.session.outbox.abort();
+        }
+        alive
+    });
+}

@@ -1,0 +1,183 @@
+//! A broker child process.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+/// The broker's ready line (see `tidings broker`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Ready {
+    /// Broker name.
+    pub name: String,
+    /// Process id.
+    pub pid: u32,
+    /// Client TCP address.
+    pub tcp: Option<SocketAddr>,
+    /// Client UDP address.
+    pub udp: Option<SocketAddr>,
+    /// Admin HTTP address.
+    pub admin: Option<SocketAddr>,
+}
+
+/// A running broker; killed on drop.
+pub struct BrokerProcess {
+    child: Child,
+    /// What it bound.
+    pub ready: Ready,
+    _stdout: Option<ChildStdout>,
+}
+
+impl BrokerProcess {
+    /// Starts `bin broker` on loopback port 0 for every listener, plus `extra` arguments,
+    /// and waits (at most 20 s) for its ready line.
+    pub fn start(bin: &Path, extra: &[&str]) -> std::io::Result<BrokerProcess> {
+        let mut args = vec!["broker", "--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        BrokerProcess::start_with_args(bin, &args)
+    }
+
+    /// Starts `bin` with exactly `args` and waits for the ready line.
+    pub fn start_with_args(bin: &Path, args: &[&str]) -> std::io::Result<BrokerProcess> {
+        let mut child = Command::new(bin)
+            .args(args)
+            .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no stdout"))?;
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut reader = BufReader::new(stdout);
+            let mut line = String::new();
+            let res = reader.read_line(&mut line).map(|_| line);
+            let _ = tx.send(res);
+            // Keep draining so the broker never blocks on a full pipe.
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let line = match rx.recv_timeout(Duration::from_secs(20)) {
+            Ok(Ok(line)) => line,
+            Ok(Err(e)) => {
+                let _ = child.kill();
+                return Err(e);
+            }
+            Err(_) => {
+                let _ = child.kill();
+                return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "broker printed no ready line in 20 s"));
+            }
+        };
+        let ready: Ready = serde_json::from_str(line.trim()).map_err(|e| {
+            let _ = child.kill();
+            std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad ready line {line:?}: {e}"))
+        })?;
+        Ok(BrokerProcess { child, ready, _stdout: None })
+    }
+
+    /// The client TCP address, as `HOST:PORT` text for CLI arguments.
+    pub fn tcp(&self) -> String {
+        self.ready.tcp.map(|a| a.to_string()).unwrap_or_default()
+    }
+
+    /// The client UDP address.
+    pub fn udp(&self) -> String {
+        self.ready.udp.map(|a| a.to_string()).unwrap_or_default()
+    }
+
+    /// Sends a signal to the broker.
+    pub fn signal(&self, signal: i32) -> std::io::Result<()> {
+        let pid = i32::try_from(self.child.id()).map_err(std::io::Error::other)?;
+        // `libc::kill` is an FFI call and the workspace forbids unsafe code, so signals go
+        // through kill(1); tests send a handful, so the extra process is no cost.
+        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(std::io::Error::other(format!("kill -{signal} {pid} failed")))
+        }
+    }
+
+    /// SIGTERM, then waits up to `timeout` for the exit.
+    pub fn terminate(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+        self.signal(libc::SIGTERM)?;
+        self.wait_timeout(timeout)
+    }
+
+    /// Waits up to `timeout` for the process to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Freezes the broker (SIGSTOP), as a stall fault.
+    pub fn pause(&self) -> std::io::Result<()> {
+        self.signal(libc::SIGSTOP)
+    }
+
+    /// Thaws it (SIGCONT).
+    pub fn resume(&self) -> std::io::Result<()> {
+        self.signal(libc::SIGCONT)
+    }
+
+    /// Kills it at once (SIGKILL), as a crash fault.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// `GET /metrics` from the admin listener.
+    pub fn metrics(&self) -> std::io::Result<String> {
+        let addr = self.ready.admin.ok_or_else(|| std::io::Error::other("admin listener disabled"))?;
+        http_get(addr, "/metrics")
+    }
+
+    /// The value of one metric sample (`name` with its labels as printed, e.g.
+    /// `tidings_connections{transport="tcp"}`), summed over matches.
+    pub fn metric(&self, name: &str) -> std::io::Result<f64> {
+        Ok(metric_value(&self.metrics()?, name))
+    }
+}
+
+impl Drop for BrokerProcess {
+    fn drop(&mut self) {
+        let _ = self.resume();
+        self.kill();
+    }
+}
+
+/// Sums the samples of a metric in Prometheus text (`name` may include a label block).
+pub fn metric_value(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.rsplit_once(' '))
+        .filter(|(key, _)| *key == name)
+        .filter_map(|(_, v)| v.parse::<f64>().ok())
+        .sum()
+}
+
+/// A minimal HTTP/1.0 GET for admin endpoints in tests: one request, read to close.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response)?;
+    match response.split_once("\r\n\r\n") {
+        Some((head, body)) if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") => {
+            Ok(body.to_string())
+        }
+        _ => Err(std::io::Error::other(format!("GET {path}: {}", response.lines().next().unwrap_or("no response")))),
+    }
+}
