@@ -1,0 +1,120 @@
+//! What routing puts on the wire and what the data path gets back. These are plain data with
+//! serde derives; the byte encoding belongs to the broker's wire format, not here.
+
+use serde::{Deserialize, Serialize};
+
+use crate::link_state::LinkStateAdvert;
+use crate::names::{BrokerName, CellName, PubendId, ViewId};
+use crate::summary::SummaryDelta;
+
+/// A control message from one broker's router to a neighbour's router.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum PeerMessage<F> {
+    /// Proof of life; any message counts, this one is sent when nothing else is due.
+    Heartbeat,
+    /// Link-state adverts: our own when it changes, everything we know when a link comes up,
+    /// and whatever we accepted from others (flooding).
+    Adverts(Vec<LinkStateAdvert>),
+    /// Changes to the summary this link carries (see [`crate::Scope`]).
+    Summary(Vec<SummaryDelta<F>>),
+}
+
+/// The routing header of a data message between brokers. The shell puts it in the frame next to
+/// the payload and hands it back to [`crate::Router::route`] on the receiving side.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct DataHeader {
+    /// The publishing endpoint; rendezvous hashing on it picks the link of each bundle.
+    pub pubend: PubendId,
+    /// The publishing cell: the root of the tree the message travels down.
+    pub root: CellName,
+    /// The link-state view every hop so far routed under. A receiver with another view drops
+    /// the message, so a message never mixes two trees (no loop, no duplicate).
+    pub view: ViewId,
+    /// How the receiver must treat the message.
+    pub hop: Hop,
+}
+
+/// The role of one data hop.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum Hop {
+    /// Across a bundle from the parent cell: the receiver is its cell's entry point and does all
+    /// of the cell's work (local delivery, cell mates, child cells).
+    Down,
+    /// Inside a cell from the entry broker: deliver to local subscribers if asked, and send the
+    /// message across the listed child-cell bundles on the entry broker's behalf (sideways
+    /// routing). Never forwarded inside the cell again.
+    Within {
+        /// Whether the receiver delivers to its own subscribers.
+        deliver: LocalDelivery,
+        /// Child cells the receiver sends the message down to.
+        across: Vec<CellName>,
+    },
+}
+
+/// Whether a broker hands a message to its own subscribers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub enum LocalDelivery {
+    /// Match the message against local subscriptions and deliver.
+    Deliver,
+    /// Another broker of the cell took care of local delivery; this copy only passes through.
+    Skip,
+}
+
+/// How a data message reached this broker.
+#[derive(Clone, Copy, Debug)]
+pub enum Arrival<'a> {
+    /// A local publisher sent it: this broker's cell is the root.
+    Published {
+        /// The publisher's pubend.
+        pubend: PubendId,
+    },
+    /// A neighbour forwarded it with this header.
+    Received {
+        /// The neighbour it came from.
+        from: &'a BrokerName,
+        /// The header it carried.
+        header: &'a DataHeader,
+    },
+}
+
+/// One copy to send: the peer and the header to put on it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct DataSend {
+    /// The neighbour to send the copy to.
+    pub to: BrokerName,
+    /// The header the copy carries.
+    pub header: DataHeader,
+}
+
+/// Why a data message went no further than this broker.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum DropReason {
+    /// The sender routed under another link-state view; routes are changing.
+    StaleView,
+    /// The root cell is not reachable in this broker's view.
+    UnknownTree,
+    /// A `Down` hop came from a broker that is not in our parent cell for that root.
+    NotFromParent,
+    /// A `Within` hop came from a broker that is not a linked cell mate.
+    NotFromMate,
+}
+
+/// The forwarding decision for one data message. Caller-owned and reused: `route` clears it.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize)]
+pub struct Forwarding {
+    /// Whether this broker delivers the message to its own matching subscribers.
+    pub deliver_locally: bool,
+    /// Copies to send, at most one per neighbour.
+    pub sends: Vec<DataSend>,
+    /// Set when the message was refused rather than routed (for metrics and logs).
+    pub dropped: Option<DropReason>,
+}
+
+impl Forwarding {
+    /// Resets the decision for the next message, keeping the allocation.
+    pub fn clear(&mut self) {
+        self.deliver_locally = false;
+        self.sends.clear();
+        self.dropped = None;
+    }
+}

@@ -1,0 +1,123 @@
+//! Newtypes for the values routing talks about, so a broker name is never confused with a cell
+//! name and a time is never confused with a count.
+//!
+//! Names are reference-counted strings: the data path copies a cell name into every forwarded
+//! header, and an `Arc<str>` clone is a counter increment rather than an allocation.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! name_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(transparent)]
+        pub struct $name(Arc<str>);
+
+        impl $name {
+            /// Wraps a name; topology validation, not this constructor, decides what is legal.
+            pub fn new(name: impl AsRef<str>) -> Self {
+                Self(Arc::from(name.as_ref()))
+            }
+
+            /// The name as text, for logs, hashing and comparisons with configuration.
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl fmt::Debug for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:?}", &*self.0)
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(name: &str) -> Self {
+                Self::new(name)
+            }
+        }
+
+        impl From<String> for $name {
+            fn from(name: String) -> Self {
+                Self(Arc::from(name))
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+name_type!(
+    /// The unique name of one broker process; the identity every link handshake announces.
+    BrokerName
+);
+
+name_type!(
+    /// The name of a cell: a group of fully interconnected brokers that back each other up. A
+    /// broker without an explicit cell is a cell of one, named after itself.
+    CellName
+);
+
+/// The identity of a publishing endpoint. Rendezvous hashing on it pins all of one pubend's
+/// traffic to one link of each bundle, so downstream soft state lives at one broker per cell.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct PubendId(pub u64);
+
+/// A broker's restart counter, announced in the link handshake and in its link-state adverts.
+/// It must grow on every restart so that the new process's adverts supersede the old ones.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Incarnation(pub u64);
+
+/// A point in time in milliseconds from an origin the shell chooses. The core never reads a
+/// clock: the shell passes `now` in, which is what makes simulated runs replayable.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Millis(pub u64);
+
+impl Millis {
+    /// The later time `self + duration_ms`, saturating instead of wrapping so a huge timeout
+    /// means "never" rather than "immediately".
+    pub fn after(self, duration_ms: u64) -> Millis {
+        Millis(self.0.saturating_add(duration_ms))
+    }
+}
+
+/// A digest of a broker's whole link-state database. Two brokers with the same view compute the
+/// same trees and the same bundle choices, so every data hop checks that sender and receiver
+/// share it; that is what makes delivery loop-free and duplicate-free while routes change.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ViewId(pub u64);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_serialize_as_plain_strings() {
+        let json = serde_json::to_string(&BrokerName::new("b1")).unwrap();
+        assert_eq!(json, "\"b1\"");
+        let back: CellName = serde_json::from_str("\"IB1\"").unwrap();
+        assert_eq!(back.as_str(), "IB1");
+    }
+
+    #[test]
+    fn a_huge_timeout_saturates_instead_of_wrapping() {
+        assert_eq!(Millis(u64::MAX - 1).after(10), Millis(u64::MAX));
+    }
+}

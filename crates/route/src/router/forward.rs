@@ -1,0 +1,213 @@
+//! The data path: per message, which neighbours get a copy. Everything that does not depend on
+//! the message is precomputed in [`DataRoutes`] whenever routes or summaries change, so a
+//! message costs one tree lookup, one summary test per child cell and one hash per entry
+//! candidate.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::Router;
+use crate::filter::{any_matches, minimize, Filter};
+use crate::message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery};
+use crate::names::{BrokerName, CellName, PubendId};
+use crate::rendezvous::{choose, Target};
+use crate::summary::{Scope, Scoped};
+use crate::tree::RouteTable;
+
+/// Precomputed routes for every tree this broker is in.
+#[derive(Clone, Debug)]
+pub(crate) struct DataRoutes<F> {
+    pub(crate) trees: BTreeMap<CellName, TreeRoutes<F>>,
+    /// Linked cell mates, sorted by name.
+    pub(crate) mates: Vec<MateRoute<F>>,
+}
+
+/// Our cell's place in one tree, with summaries filled in.
+#[derive(Clone, Debug)]
+pub(crate) struct TreeRoutes<F> {
+    pub(crate) parent: Option<CellName>,
+    pub(crate) children: Vec<ChildRoute<F>>,
+}
+
+/// One child cell: where a message may enter it and what lies behind it.
+#[derive(Clone, Debug)]
+pub(crate) struct ChildRoute<F> {
+    pub(crate) cell: CellName,
+    pub(crate) targets: Vec<Target>,
+    /// Per target: whether we have a two-way link to it ourselves.
+    pub(crate) direct: Vec<bool>,
+    /// Whether we have any link into the child cell, hence a summary of our own for it.
+    pub(crate) known: bool,
+    /// Interest behind the child cell, from our own links into it, minimized.
+    pub(crate) summary: Vec<F>,
+}
+
+/// A linked cell mate and what it told us.
+#[derive(Clone, Debug)]
+pub(crate) struct MateRoute<F> {
+    pub(crate) name: BrokerName,
+    /// Its local subscribers' interest.
+    pub(crate) local: Vec<F>,
+    /// Per root: interest it reaches through its own links into child cells.
+    pub(crate) down: BTreeMap<CellName, Vec<F>>,
+    /// Brokers it has two-way links with (for choosing a sideways helper).
+    pub(crate) links: BTreeSet<BrokerName>,
+}
+
+impl<F: Filter> DataRoutes<F> {
+    pub(crate) fn empty(table: &RouteTable) -> Self {
+        Self::build(table, &BTreeMap::new())
+    }
+
+    pub(crate) fn build(table: &RouteTable, received: &BTreeMap<BrokerName, Scoped<F>>) -> Self {
+        let mut trees = BTreeMap::new();
+        for (root, place) in &table.trees {
+            let scope = Scope::Tree(root.clone());
+            let children = place
+                .children
+                .iter()
+                .map(|bundle| {
+                    let linked: Vec<&BrokerName> = table
+                        .graph
+                        .members(&bundle.cell)
+                        .iter()
+                        .filter(|broker| table.graph.linked(&table.me, broker))
+                        .collect();
+                    let summary =
+                        minimize(linked.iter().filter_map(|broker| received.get(*broker)?.get(&scope)).flatten());
+                    let direct = bundle.targets.iter().map(|t| table.graph.linked(&table.me, &t.broker)).collect();
+                    ChildRoute {
+                        cell: bundle.cell.clone(),
+                        targets: bundle.targets.clone(),
+                        direct,
+                        known: !linked.is_empty(),
+                        summary,
+                    }
+                })
+                .collect();
+            trees.insert(root.clone(), TreeRoutes { parent: place.parent.clone(), children });
+        }
+        let mates = table.mates.iter().map(|mate| mate_route(table, received, mate)).collect();
+        Self { trees, mates }
+    }
+}
+
+fn mate_route<F: Filter>(
+    table: &RouteTable,
+    received: &BTreeMap<BrokerName, Scoped<F>>,
+    mate: &BrokerName,
+) -> MateRoute<F> {
+    let held = received.get(mate);
+    let local = held.and_then(|h| h.get(&Scope::Local)).map(|set| set.iter().cloned().collect()).unwrap_or_default();
+    let down = held
+        .into_iter()
+        .flatten()
+        .filter_map(|(scope, set)| match scope {
+            Scope::Tree(root) => Some((root.clone(), set.iter().cloned().collect())),
+            Scope::Local => None,
+        })
+        .collect();
+    let links = table.graph.links.get(mate).cloned().unwrap_or_default();
+    MateRoute { name: mate.clone(), local, down, links }
+}
+
+impl<F: Filter> Router<F> {
+    /// Decides where one data message goes from this broker; `out` is cleared first.
+    ///
+    /// A message enters each cell of its tree once, at the broker the parent cell's hashing
+    /// chose. That broker delivers locally, hands a copy to each linked cell mate with matching
+    /// local interest, and sends one copy into each child cell whose summary matches, directly
+    /// or, when it has no link to the chosen entry broker, sideways through a mate that has one.
+    pub fn route(&self, arrival: Arrival<'_>, message: &F::Message, out: &mut Forwarding) {
+        out.clear();
+        match arrival {
+            Arrival::Published { pubend } => {
+                let root = self.table.cell.clone();
+                match self.routes.trees.get(&root) {
+                    Some(tree) => self.enter(pubend, &root, tree, message, out),
+                    None => out.dropped = Some(DropReason::UnknownTree),
+                }
+            }
+            Arrival::Received { from, header } => self.route_received(from, header, message, out),
+        }
+    }
+
+    fn route_received(&self, from: &BrokerName, header: &DataHeader, message: &F::Message, out: &mut Forwarding) {
+        if header.view != self.table.view {
+            out.dropped = Some(DropReason::StaleView);
+            return;
+        }
+        let Some(tree) = self.routes.trees.get(&header.root) else {
+            out.dropped = Some(DropReason::UnknownTree);
+            return;
+        };
+        match &header.hop {
+            Hop::Down => {
+                if tree.parent.is_none() || self.table.cell_of(from) != tree.parent.as_ref() {
+                    out.dropped = Some(DropReason::NotFromParent);
+                    return;
+                }
+                self.enter(header.pubend, &header.root, tree, message, out);
+            }
+            Hop::Within { deliver, across } => {
+                if !self.routes.mates.iter().any(|mate| mate.name == *from) {
+                    out.dropped = Some(DropReason::NotFromMate);
+                    return;
+                }
+                out.deliver_locally = *deliver == LocalDelivery::Deliver;
+                for cell in across {
+                    let Some(child) = tree.children.iter().find(|child| child.cell == *cell) else { continue };
+                    if !child.known || !any_matches(&child.summary, message) {
+                        continue;
+                    }
+                    // Sideways hops are never repeated: without our own link, the copy stops.
+                    if let Some(index) = choose(header.pubend, &child.targets).filter(|i| child.direct[*i]) {
+                        out.sends.push(self.send(&child.targets[index].broker, header.pubend, &header.root, Hop::Down));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Our cell's work for a message that entered it here.
+    fn enter(
+        &self,
+        pubend: PubendId,
+        root: &CellName,
+        tree: &TreeRoutes<F>,
+        message: &F::Message,
+        out: &mut Forwarding,
+    ) {
+        out.deliver_locally = true;
+        let mut sideways: Vec<(usize, CellName)> = Vec::new();
+        for child in &tree.children {
+            if child.known && !any_matches(&child.summary, message) {
+                continue;
+            }
+            let Some(index) = choose(pubend, &child.targets) else { continue };
+            let target = &child.targets[index].broker;
+            if child.direct[index] {
+                out.sends.push(self.send(target, pubend, root, Hop::Down));
+                continue;
+            }
+            let helper = self.routes.mates.iter().position(|mate| {
+                mate.links.contains(target)
+                    && (child.known || mate.down.get(root).is_some_and(|down| any_matches(down, message)))
+            });
+            if let Some(helper) = helper {
+                sideways.push((helper, child.cell.clone()));
+            }
+        }
+        for (index, mate) in self.routes.mates.iter().enumerate() {
+            let deliver = if any_matches(&mate.local, message) { LocalDelivery::Deliver } else { LocalDelivery::Skip };
+            let across: Vec<CellName> =
+                sideways.iter().filter(|(helper, _)| *helper == index).map(|(_, cell)| cell.clone()).collect();
+            if deliver == LocalDelivery::Deliver || !across.is_empty() {
+                out.sends.push(self.send(&mate.name, pubend, root, Hop::Within { deliver, across }));
+            }
+        }
+    }
+
+    fn send(&self, to: &BrokerName, pubend: PubendId, root: &CellName, hop: Hop) -> DataSend {
+        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), view: self.table.view, hop } }
+    }
+}

@@ -1,0 +1,235 @@
+//! The router: one broker's routing state machine. Inputs go in through [`Router::handle`],
+//! actions come out into a caller-owned `Vec`; data messages ask [`Router::route`], a read-only
+//! query, which link copies go to.
+//!
+//! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
+//! timers; `interest` handles subscriptions and summaries; `forward` is the data path.
+
+mod forward;
+mod interest;
+mod links;
+mod snapshot;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{CloseReason, RouteError};
+use crate::filter::Filter;
+use crate::link_state::LinkStateDb;
+use crate::liveness::{LinkClock, LivenessSettings};
+use crate::message::PeerMessage;
+use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
+use crate::summary::Scoped;
+use crate::tree::RouteTable;
+
+use forward::DataRoutes;
+pub use snapshot::{ChildSnapshot, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot};
+
+/// Who this broker is and how its links prove liveness: all the router needs from the shell's
+/// configuration.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct RouterSettings {
+    /// This broker's name, as announced in link handshakes.
+    pub name: BrokerName,
+    /// This broker's cell (its own name for a cell of one).
+    pub cell: CellName,
+    /// This process's incarnation; must grow on every restart.
+    pub incarnation: Incarnation,
+    /// Heartbeat interval and missed-heartbeat limit.
+    pub liveness: LivenessSettings,
+}
+
+/// Everything that can happen to a router.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Input<F> {
+    /// A link handshake completed: the peer announced its name, cell and incarnation. A second
+    /// `LinkUp` for a linked peer (a new connection, or the peer restarted) replaces the link
+    /// and re-synchronises it from scratch.
+    LinkUp {
+        /// The peer's name.
+        peer: BrokerName,
+        /// The peer's cell.
+        cell: CellName,
+        /// The peer's incarnation.
+        incarnation: Incarnation,
+    },
+    /// The connection to a peer closed. Ignored unless it names the current incarnation of an up
+    /// link, so a late close of a replaced connection cannot take the new one down.
+    LinkDown {
+        /// The peer's name.
+        peer: BrokerName,
+        /// The incarnation its handshake announced.
+        incarnation: Incarnation,
+    },
+    /// A control message arrived from a linked peer.
+    Received {
+        /// The sender.
+        from: BrokerName,
+        /// The message.
+        message: PeerMessage<F>,
+    },
+    /// A local client subscribed with this filter (counted: two equal subscriptions need two
+    /// unsubscribes).
+    Subscribe {
+        /// The subscription's interest.
+        filter: F,
+    },
+    /// A local subscription with this filter ended.
+    Unsubscribe {
+        /// The subscription's interest.
+        filter: F,
+    },
+    /// Time passed; call at [`Router::next_deadline`] (earlier calls are harmless).
+    Tick,
+}
+
+/// What the shell must carry out.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Action<F> {
+    /// Send a control message on the link to this peer.
+    Send {
+        /// The peer.
+        to: BrokerName,
+        /// The message.
+        message: PeerMessage<F>,
+    },
+    /// Close the connection to this peer; the router already treats the link as down, so no
+    /// `LinkDown` needs to follow (one that does is ignored). Redial with backoff.
+    CloseLink {
+        /// The peer.
+        peer: BrokerName,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// The link-state view changed and trees were recomputed: data routed under the old view is
+    /// dropped at the next hop, and guaranteed-delivery streams may need to move.
+    RoutesChanged {
+        /// The new view.
+        view: ViewId,
+    },
+    /// An input was refused; nothing else changed (see [`RouteError`]).
+    Rejected {
+        /// What was wrong.
+        error: RouteError,
+    },
+}
+
+/// One up link.
+#[derive(Clone, Debug)]
+struct PeerLink {
+    cell: CellName,
+    incarnation: Incarnation,
+    clock: LinkClock,
+    up_since: Millis,
+}
+
+/// Counters for metrics; they only grow.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counters {
+    route_recomputations: u64,
+    adverts_accepted: u64,
+    summary_deltas_sent: u64,
+    links_declared_dead: u64,
+}
+
+/// One broker's routing core, generic over the subscription filter.
+///
+/// Invariants: `table` is always built from the current `db` once `settle` ran (its `view` is
+/// `db.digest()`); `received` and `sent` only hold up links; `routes` reflects `table`,
+/// `received` and `local`.
+#[derive(Clone, Debug)]
+pub struct Router<F: Filter> {
+    settings: RouterSettings,
+    db: LinkStateDb,
+    links: BTreeMap<BrokerName, PeerLink>,
+    table: RouteTable,
+    routes: DataRoutes<F>,
+    /// Local subscriptions, counted.
+    local: BTreeMap<F, u32>,
+    /// Summaries per up link, as the peer sent them.
+    received: BTreeMap<BrokerName, Scoped<F>>,
+    /// Summaries per up link, as we last sent them.
+    sent: BTreeMap<BrokerName, Scoped<F>>,
+    /// Set by every change that can alter routes or summaries; cleared by `settle`.
+    dirty: bool,
+    counters: Counters,
+}
+
+impl<F: Filter> Router<F> {
+    /// A router with no links: it knows only itself, and its own cell is its only tree.
+    pub fn new(settings: RouterSettings) -> Self {
+        let db = LinkStateDb::new(settings.name.clone(), settings.cell.clone(), settings.incarnation);
+        let table = RouteTable::build(db.digest(), settings.name.clone(), settings.cell.clone(), db.graph());
+        let routes = DataRoutes::empty(&table);
+        Self {
+            settings,
+            db,
+            links: BTreeMap::new(),
+            table,
+            routes,
+            local: BTreeMap::new(),
+            received: BTreeMap::new(),
+            sent: BTreeMap::new(),
+            dirty: false,
+            counters: Counters::default(),
+        }
+    }
+
+    /// Feeds one input at time `now`; actions to carry out are appended to `out`.
+    pub fn handle(&mut self, now: Millis, input: Input<F>, out: &mut Vec<Action<F>>) {
+        match input {
+            Input::LinkUp { peer, cell, incarnation } => self.handle_link_up(now, peer, cell, incarnation, out),
+            Input::LinkDown { peer, incarnation } => self.handle_link_down(&peer, incarnation, out),
+            Input::Received { from, message } => self.handle_received(now, from, message, out),
+            Input::Subscribe { filter } => self.handle_subscribe(filter),
+            Input::Unsubscribe { filter } => self.handle_unsubscribe(filter, out),
+            Input::Tick => self.handle_tick(now, out),
+        }
+        self.settle(out);
+    }
+
+    /// When the shell must next call `handle(now, Input::Tick)`: the earliest heartbeat or
+    /// liveness verdict over all links; `None` without links.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min()
+    }
+
+    /// This broker's name.
+    pub fn name(&self) -> &BrokerName {
+        &self.settings.name
+    }
+
+    /// This broker's cell.
+    pub fn cell(&self) -> &CellName {
+        &self.settings.cell
+    }
+
+    /// The current link-state view; data headers carry it.
+    pub fn view(&self) -> ViewId {
+        self.table.view
+    }
+
+    /// Peers with an up link, sorted.
+    pub fn peers(&self) -> impl Iterator<Item = &BrokerName> {
+        self.links.keys()
+    }
+
+    /// After any change: recompute trees if the view moved, send summary changes, and refresh
+    /// the data path's precomputed routes.
+    fn settle(&mut self, out: &mut Vec<Action<F>>) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        let view = self.db.digest();
+        if view != self.table.view {
+            self.table =
+                RouteTable::build(view, self.settings.name.clone(), self.settings.cell.clone(), self.db.graph());
+            self.counters.route_recomputations += 1;
+            out.push(Action::RoutesChanged { view });
+        }
+        self.routes = DataRoutes::build(&self.table, &self.received);
+        self.refresh_summaries(out);
+    }
+}

@@ -1,0 +1,189 @@
+//! The router's view as plain serializable data, for the admin `/state` endpoint, metrics and
+//! the simulator's cross-broker checks.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::Router;
+use crate::filter::{minimize, Filter};
+use crate::link_state::LinkStateAdvert;
+use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
+use crate::summary::{size, Scope, Scoped};
+
+/// Everything one broker knows about routing, at one moment.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct RouterSnapshot<F> {
+    /// This broker.
+    pub name: BrokerName,
+    /// Its cell.
+    pub cell: CellName,
+    /// Its incarnation.
+    pub incarnation: Incarnation,
+    /// The link-state view the trees below were computed from.
+    pub view: ViewId,
+    /// Up links.
+    pub links: Vec<LinkSnapshot>,
+    /// The link-state database, one advert per known broker.
+    pub adverts: Vec<LinkStateAdvert>,
+    /// Per publishing cell reachable from here: the tree and our cell's place in it.
+    pub trees: BTreeMap<CellName, TreeSnapshot<F>>,
+    /// Local interest, minimized.
+    pub local: Vec<F>,
+    /// Per up link: the summary it advertised to us.
+    pub received: BTreeMap<BrokerName, Vec<ScopeSnapshot<F>>>,
+    /// Per up link: the summary we advertised on it.
+    pub sent: BTreeMap<BrokerName, Vec<ScopeSnapshot<F>>>,
+    /// Counters and sizes.
+    pub metrics: RouterMetrics,
+}
+
+/// One up link.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct LinkSnapshot {
+    /// The peer.
+    pub peer: BrokerName,
+    /// Its cell.
+    pub cell: CellName,
+    /// Its incarnation.
+    pub incarnation: Incarnation,
+    /// When the link came up.
+    pub up_since: Millis,
+    /// When we last heard from the peer.
+    pub last_heard: Millis,
+}
+
+/// One tree as this broker computed it.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct TreeSnapshot<F> {
+    /// Parent of every cell of the tree but the root; equal on every broker with the same view.
+    pub parent_of: BTreeMap<CellName, CellName>,
+    /// Hops from the root of every cell of the tree.
+    pub depth_of: BTreeMap<CellName, u32>,
+    /// Our cell's parent (`None` at the root).
+    pub parent: Option<CellName>,
+    /// Our cell's children.
+    pub children: Vec<ChildSnapshot<F>>,
+}
+
+/// One child cell of ours in one tree.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct ChildSnapshot<F> {
+    /// The child cell.
+    pub cell: CellName,
+    /// Brokers a message may enter it through (rendezvous hashing picks one per pubend).
+    pub entry_candidates: Vec<BrokerName>,
+    /// Interest behind it, from our own links into it.
+    pub summary: Vec<F>,
+}
+
+/// One scope of a link's summary.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct ScopeSnapshot<F> {
+    /// The scope.
+    pub scope: Scope,
+    /// Its filters.
+    pub filters: Vec<F>,
+}
+
+/// Numbers for the broker's Prometheus exporter.
+#[derive(Clone, PartialEq, Eq, Debug, Default, Serialize)]
+pub struct RouterMetrics {
+    /// How often trees were recomputed (each link-state view change).
+    pub route_recomputations: u64,
+    /// Adverts accepted as newer than what we held.
+    pub adverts_accepted: u64,
+    /// Summary deltas sent, over all links.
+    pub summary_deltas_sent: u64,
+    /// Links declared down for missed heartbeats.
+    pub links_declared_dead: u64,
+    /// Distinct local filters.
+    pub local_filters: usize,
+    /// Per up link: filters in the summary it advertised to us, over all scopes.
+    pub summary_size_received: BTreeMap<BrokerName, usize>,
+    /// Per up link: filters in the summary we advertised on it, over all scopes.
+    pub summary_size_sent: BTreeMap<BrokerName, usize>,
+}
+
+fn scopes<F: Clone>(summary: &Scoped<F>) -> Vec<ScopeSnapshot<F>> {
+    summary
+        .iter()
+        .map(|(scope, filters)| ScopeSnapshot { scope: scope.clone(), filters: filters.iter().cloned().collect() })
+        .collect()
+}
+
+impl<F: Filter> Router<F> {
+    /// Counters and summary sizes, cheap enough to scrape.
+    pub fn metrics(&self) -> RouterMetrics {
+        let sizes = |map: &BTreeMap<BrokerName, Scoped<F>>| -> BTreeMap<BrokerName, usize> {
+            map.iter().map(|(peer, summary)| (peer.clone(), size(summary))).collect()
+        };
+        RouterMetrics {
+            route_recomputations: self.counters.route_recomputations,
+            adverts_accepted: self.counters.adverts_accepted,
+            summary_deltas_sent: self.counters.summary_deltas_sent,
+            links_declared_dead: self.counters.links_declared_dead,
+            local_filters: self.local.len(),
+            summary_size_received: sizes(&self.received),
+            summary_size_sent: sizes(&self.sent),
+        }
+    }
+
+    /// The full view, for `/state` (serialize it with any serde format whose map keys may be
+    /// strings) and for comparing brokers in tests.
+    pub fn snapshot(&self) -> RouterSnapshot<F> {
+        let links = self
+            .links
+            .iter()
+            .map(|(peer, link)| LinkSnapshot {
+                peer: peer.clone(),
+                cell: link.cell.clone(),
+                incarnation: link.incarnation,
+                up_since: link.up_since,
+                last_heard: link.clock.last_heard,
+            })
+            .collect();
+        let trees = self
+            .table
+            .trees
+            .iter()
+            .map(|(root, place)| {
+                let routes = self.routes.trees.get(root);
+                let children = place
+                    .children
+                    .iter()
+                    .map(|bundle| ChildSnapshot {
+                        cell: bundle.cell.clone(),
+                        entry_candidates: bundle.targets.iter().map(|t| t.broker.clone()).collect(),
+                        summary: routes
+                            .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
+                            .map(|c| c.summary.clone())
+                            .unwrap_or_default(),
+                    })
+                    .collect();
+                let tree = TreeSnapshot {
+                    parent_of: place.shape.parent_of.clone(),
+                    depth_of: place.shape.depth_of.clone(),
+                    parent: place.parent.clone(),
+                    children,
+                };
+                (root.clone(), tree)
+            })
+            .collect();
+        let per_link =
+            |map: &BTreeMap<BrokerName, Scoped<F>>| map.iter().map(|(p, s)| (p.clone(), scopes(s))).collect();
+        RouterSnapshot {
+            name: self.settings.name.clone(),
+            cell: self.settings.cell.clone(),
+            incarnation: self.settings.incarnation,
+            view: self.table.view,
+            links,
+            adverts: self.db.adverts().cloned().collect(),
+            trees,
+            local: minimize(self.local.keys()),
+            received: per_link(&self.received),
+            sent: per_link(&self.sent),
+            metrics: self.metrics(),
+        }
+    }
+}

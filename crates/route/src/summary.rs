@@ -1,0 +1,151 @@
+//! Summaries: what a broker tells each neighbour about the interest behind it.
+//!
+//! A summary is kept per *scope*:
+//! - [`Scope::Tree`]`(root)` toward the parent cell in `root`'s tree: the interest of our cell's
+//!   whole subtree there (local subscribers of every broker of the cell plus everything the
+//!   child cells advertised), minimized by covering. Trees differ per root in a graph with
+//!   cycles, so one summary per link would either over-deliver or never shrink.
+//! - Toward a cell mate, [`Scope::Local`] is our own subscribers' interest and
+//!   [`Scope::Tree`]`(root)` is only what our own links to child cells brought in. Mates need
+//!   both: the first to decide whether to hand us a copy, the second so that each of them can
+//!   advertise the interest reachable through any broker of the cell.
+//!
+//! Both ends remember the last state per link and scope; only differences travel, and a link
+//! that comes up starts from empty on both sides, so the first update is the full summary.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::filter::Filter;
+use crate::names::CellName;
+
+/// Which summary of a link an update is about.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub enum Scope {
+    /// The sender's own local subscribers (sent to cell mates only).
+    Local,
+    /// Interest reachable through the sender in the tree rooted at this publishing cell.
+    Tree(CellName),
+}
+
+/// One change to one or more scopes of a link's summary: the same filters were added to and
+/// removed from each listed scope. Grouping scopes keeps a new subscription that matters to many
+/// trees down to one entry.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize, Deserialize)]
+pub struct SummaryDelta<F> {
+    /// The scopes this change applies to, sorted.
+    pub scopes: Vec<Scope>,
+    /// Filters that are now part of each scope's summary.
+    pub added: Vec<F>,
+    /// Filters that are no longer part of each scope's summary.
+    pub removed: Vec<F>,
+}
+
+/// A link's summary, one filter set per scope; empty scopes are absent.
+pub(crate) type Scoped<F> = BTreeMap<Scope, BTreeSet<F>>;
+
+/// The deltas that turn `sent` into `desired`, scopes with identical changes grouped together.
+pub(crate) fn diff<F: Filter>(sent: &Scoped<F>, desired: &Scoped<F>) -> Vec<SummaryDelta<F>> {
+    let empty = BTreeSet::new();
+    let scopes: BTreeSet<&Scope> = sent.keys().chain(desired.keys()).collect();
+    let mut grouped: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>> = BTreeMap::new();
+    for scope in scopes {
+        let before = sent.get(scope).unwrap_or(&empty);
+        let after = desired.get(scope).unwrap_or(&empty);
+        if before == after {
+            continue;
+        }
+        let added: Vec<F> = after.difference(before).cloned().collect();
+        let removed: Vec<F> = before.difference(after).cloned().collect();
+        grouped.entry((added, removed)).or_default().push(scope.clone());
+    }
+    grouped.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
+}
+
+/// Why a batch of deltas could not be applied: the two ends no longer agree on the summary.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct OutOfSync {
+    pub(crate) scope: Scope,
+}
+
+/// Applies a batch of deltas, all or nothing: on an inconsistency `held` is left untouched.
+pub(crate) fn apply<F: Filter>(held: &mut Scoped<F>, deltas: &[SummaryDelta<F>]) -> Result<(), OutOfSync> {
+    let mut next = held.clone();
+    for delta in deltas {
+        for scope in &delta.scopes {
+            let set = next.entry(scope.clone()).or_default();
+            for filter in &delta.removed {
+                if !set.remove(filter) {
+                    return Err(OutOfSync { scope: scope.clone() });
+                }
+            }
+            for filter in &delta.added {
+                if !set.insert(filter.clone()) {
+                    return Err(OutOfSync { scope: scope.clone() });
+                }
+            }
+            if set.is_empty() {
+                next.remove(scope);
+            }
+        }
+    }
+    *held = next;
+    Ok(())
+}
+
+/// Number of filters over all scopes: the summary size the metrics report.
+pub(crate) fn size<F>(summary: &Scoped<F>) -> usize {
+    summary.values().map(BTreeSet::len).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::filter::test_filter::Range;
+
+    fn scoped(entries: &[(Scope, &[Range])]) -> Scoped<Range> {
+        entries.iter().map(|(scope, filters)| (scope.clone(), filters.iter().copied().collect())).collect()
+    }
+
+    fn tree(root: &str) -> Scope {
+        Scope::Tree(root.into())
+    }
+
+    #[test]
+    fn a_change_common_to_many_trees_travels_as_one_delta() {
+        let sent = scoped(&[(tree("A"), &[Range(0, 1)]), (tree("B"), &[Range(0, 1)])]);
+        let desired = scoped(&[(tree("A"), &[Range(0, 1), Range(5, 6)]), (tree("B"), &[Range(0, 1), Range(5, 6)])]);
+        let deltas = diff(&sent, &desired);
+        assert_eq!(deltas.len(), 1);
+        assert_eq!(deltas[0].scopes, vec![tree("A"), tree("B")]);
+        assert_eq!(deltas[0].added, vec![Range(5, 6)]);
+    }
+
+    #[test]
+    fn applying_the_diff_reproduces_the_desired_summary() {
+        let sent = scoped(&[(Scope::Local, &[Range(0, 1)]), (tree("A"), &[Range(2, 3)])]);
+        let desired = scoped(&[(tree("A"), &[Range(4, 4)]), (tree("C"), &[Range(1, 9)])]);
+        let mut held = sent.clone();
+        apply(&mut held, &diff(&sent, &desired)).unwrap();
+        assert_eq!(held, desired);
+    }
+
+    #[test]
+    fn removing_what_was_never_added_is_refused_and_changes_nothing() {
+        let mut held = scoped(&[(tree("A"), &[Range(0, 1)])]);
+        let before = held.clone();
+        let bad = [
+            SummaryDelta { scopes: vec![tree("A")], added: vec![Range(7, 7)], removed: vec![] },
+            SummaryDelta { scopes: vec![tree("B")], added: vec![], removed: vec![Range(0, 1)] },
+        ];
+        assert_eq!(apply(&mut held, &bad), Err(OutOfSync { scope: tree("B") }));
+        assert_eq!(held, before);
+    }
+
+    #[test]
+    fn no_change_means_no_delta() {
+        let same = scoped(&[(tree("A"), &[Range(0, 1)])]);
+        assert!(diff(&same, &same).is_empty());
+    }
+}
