@@ -1,1 +1,95 @@
-//! placeholder
+//! The async Rust client for tidings: publish, subscribe, ping, over TCP or UDP.
+//!
+//! Every byte on the wire is encoded and decoded by [`tidings_wire`]; this crate has no codec
+//! of its own and depends on no other tidings crate. It is a shell around sockets: the pure
+//! parts (the reconnect [`Backoff`] schedule, the subscription registry) take their inputs and
+//! are unit-tested without a broker.
+//!
+//! # Where to start reading
+//!
+//! - [`ClientBuilder`] (`builder.rs`): every setting and its default; [`Client::connect`] for the
+//!   defaults.
+//! - [`Client`] (`client.rs`): the handle; `publish*`, `subscribe*`, `ping`, `flush`, `close`.
+//! - [`Subscription`] (`subscription.rs`): a [`futures::Stream`] of [`Delivery`] values.
+//! - `tcp/` — the TCP connection: a shared write buffer (`tcp/outbox.rs`) that `publish`
+//!   encodes into and one writer drains with a single write per batch; the reader, and the
+//!   reconnect loop (`tcp/driver.rs`).
+//! - `udp.rs` — the UDP transport: one datagram per publish, retried requests, keepalive.
+//! - `shared.rs` — state both transports share: the registry of subscriptions, the PING
+//!   waiters, and the routing of inbound frames.
+//!
+//! # Semantics in one place
+//!
+//! - **Publishing** is fire-and-forget: `publish` returns once the frame is in the write
+//!   buffer. [`Client::flush`] is the barrier that says it reached the broker and was handled.
+//!   When more than [`ClientBuilder::max_pending_bytes`] are waiting to be written, `publish`
+//!   waits for the writer (backpressure).
+//! - **Subscribing** sends SUBSCRIBE then PING; the subscription is active when the PONG comes
+//!   back. A refusal (bad pattern or selector) is returned as [`ClientError::Refused`].
+//! - **Reconnecting** (TCP, on by default): when the connection drops for any reason other than
+//!   [`Client::close`] — including a broker ERROR about one bad request, or a DISCONNECT because
+//!   the broker shuts down — the client reconnects with exponential [`Backoff`] and jitter, says
+//!   HELLO again and re-sends SUBSCRIBE for every live subscription. Subscription streams
+//!   survive. Frames still in the write buffer when the connection dropped are lost
+//!   (best effort); calls made during the outage wait up to
+//!   [`ClientBuilder::reconnect_wait`] for the connection to come back, then fail with
+//!   [`ClientError::Timeout`]. [`Client::events`] reports each step.
+//! - **Ending**: subscription streams end when the client is closed (every [`Client`] handle
+//!   and [`Subscription`] dropped, or [`Client::close`]), when reconnecting gives up, or when
+//!   the broker refused that subscription; [`Subscription::error`] then says why.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use futures::StreamExt;
+//! use tidings_client::Client;
+//!
+//! # async fn demo() -> Result<(), tidings_client::ClientError> {
+//! let client = Client::connect("127.0.0.1:4222").await?;
+//! let mut temps = client.subscribe("plant.*.temp").await?;
+//! client.publish("plant.line3.temp", "21.5").await?;
+//! if let Some(delivery) = temps.next().await {
+//!     println!("{} = {:?} after {:?}", delivery.topic, delivery.payload, delivery.latency());
+//! }
+//! client.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod backoff;
+mod builder;
+mod client;
+mod delivery;
+mod error;
+mod event;
+mod registry;
+mod shared;
+mod subscription;
+mod tcp;
+mod udp;
+mod waiters;
+
+pub use backoff::Backoff;
+pub use builder::{ClientBuilder, Transport};
+pub use client::Client;
+pub use delivery::Delivery;
+pub use error::ClientError;
+pub use event::ConnectionEvent;
+pub use subscription::{SubscribeOptions, Subscription};
+pub use tidings_wire::{DeliveryMode, Message, Property, ReasonCode, SubId, Value};
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The clock behind [`Delivery::sent_us`] and [`Delivery::received_us`]: wall-clock
+/// microseconds since the Unix epoch (0 if the system clock is set before 1970).
+///
+/// Publishers stamp messages with it, subscribers stamp arrivals with it, so on one host (or
+/// hosts with synchronised clocks) `received_us - sent_us` is the end-to-end latency.
+///
+/// ```
+/// // Some time after September 2020.
+/// assert!(tidings_client::now_us() > 1_600_000_000_000_000);
+/// ```
+pub fn now_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}

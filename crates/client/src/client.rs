@@ -1,0 +1,252 @@
+//! The client handle.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tidings_wire::{Frame, Message, Property, SubId, Subscribe, WireError};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::builder::{ClientBuilder, Config, Transport};
+use crate::error::ClientError;
+use crate::event::ConnectionEvent;
+use crate::shared::{Link, Route, Shared};
+use crate::subscription::{SubscribeOptions, Subscription};
+use crate::waiters::Outcome;
+use crate::{now_us, tcp, udp};
+
+/// A connection to a tidings broker: a cheap, cloneable handle (`Send + Sync`).
+///
+/// The connection lives while any `Client` clone or [`Subscription`] exists; dropping the last
+/// one closes it as [`close`](Self::close) would, without waiting. See the crate docs for
+/// what happens on a lost connection.
+///
+/// ```no_run
+/// use tidings_client::{Client, Property};
+///
+/// # async fn demo() -> Result<(), tidings_client::ClientError> {
+/// let client = Client::connect("127.0.0.1:4222").await?;
+/// client.publish("plant.line3.temp", "21.5").await?;
+/// client.publish_with("trades.ibm", &[Property::new("price", 120i64)], "buy".into()).await?;
+/// client.flush().await?; // both have reached the broker and been handled
+/// println!("round trip {:?}", client.ping().await?);
+/// client.close().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    handle: Arc<Handle>,
+}
+
+/// What every `Client` clone and `Subscription` holds; when the last goes, the client closes.
+#[derive(Debug)]
+pub(crate) struct Handle {
+    shared: Arc<Shared>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.begin_close();
+    }
+}
+
+impl Handle {
+    fn begin_close(&self) {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.begin_close(&self.shared),
+            Link::Udp(udp) => udp.close(&self.shared),
+        }
+    }
+
+    /// Removes a subscription without waiting (a dropped [`Subscription`]).
+    pub(crate) fn forget(&self, id: SubId) {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.forget(&self.shared, id),
+            Link::Udp(udp) => udp.forget(&self.shared, id),
+        }
+    }
+
+    pub(crate) async fn unsubscribe(&self, id: SubId) -> Result<(), ClientError> {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.unsubscribe(&self.shared, id).await,
+            Link::Udp(udp) => udp.unsubscribe(&self.shared, id).await,
+        }
+    }
+
+    async fn barrier(&self) -> Outcome {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.barrier(&self.shared).await,
+            Link::Udp(udp) => udp.barrier(&self.shared).await,
+        }
+    }
+}
+
+impl Client {
+    /// Starts configuring a client for the broker at `addr` (`"host:port"`).
+    pub fn builder(addr: impl std::fmt::Display) -> ClientBuilder {
+        ClientBuilder::new(addr)
+    }
+
+    /// Connects over TCP with the defaults of [`ClientBuilder`].
+    pub async fn connect(addr: impl std::fmt::Display) -> Result<Client, ClientError> {
+        ClientBuilder::new(addr).connect().await
+    }
+
+    pub(crate) async fn open(config: Config) -> Result<Client, ClientError> {
+        let shared = match config.transport {
+            Transport::Tcp => tcp::connect(config).await?,
+            Transport::Udp => udp::connect(config).await?,
+        };
+        Ok(Client { handle: Arc::new(Handle { shared }) })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.shared
+    }
+
+    /// Publishes `payload` on `topic`, stamped with [`now_us`], without properties.
+    ///
+    /// Returns once the message is in the write buffer (TCP) or sent as a datagram (UDP);
+    /// [`flush`](Self::flush) waits for the broker.
+    pub async fn publish(&self, topic: &str, payload: impl Into<Bytes>) -> Result<(), ClientError> {
+        self.publish_with(topic, &[], payload.into()).await
+    }
+
+    /// Publishes with properties, which subscribers' selectors can test.
+    pub async fn publish_with(&self, topic: &str, properties: &[Property], payload: Bytes) -> Result<(), ClientError> {
+        self.publish_message(Message::new(topic, properties, payload, now_us())?).await
+    }
+
+    /// Publishes an already encoded message as is (its `sent_us` included): for load
+    /// generators that build messages ahead, and for forwarding a [`Delivery::message`](crate::Delivery::message).
+    ///
+    /// Fails without sending with [`WireError::FrameTooLarge`] when the frame is over the
+    /// broker's limit from WELCOME.
+    pub async fn publish_message(&self, message: Message) -> Result<(), ClientError> {
+        let len = 1 + message.encoded_len();
+        let max = self.shared().send_limit();
+        if len > max {
+            return Err(WireError::FrameTooLarge { len, max }.into());
+        }
+        let frame = Frame::Publish(message);
+        match &self.shared().link {
+            Link::Tcp(tcp) => tcp.publish(self.shared(), &frame).await,
+            Link::Udp(udp) => match self.shared().closed_error() {
+                Some(e) => Err(e),
+                None => udp.publish(&frame).await,
+            },
+        }
+    }
+
+    /// Subscribes to every message whose topic matches `pattern`, best effort. Returns once
+    /// the broker has the subscription active.
+    pub async fn subscribe(&self, pattern: &str) -> Result<Subscription, ClientError> {
+        self.subscribe_with(SubscribeOptions::new(pattern)).await
+    }
+
+    /// Subscribes with a selector or another delivery mode. A pattern or selector the
+    /// broker rejects fails with [`ClientError::Refused`], carrying its reason code and text
+    /// (over TCP the broker then closes the connection, and the client reconnects).
+    pub async fn subscribe_with(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
+        let shared = self.shared();
+        let id = shared.next_sub_id();
+        let frame = Subscribe {
+            id,
+            mode: options.mode,
+            pattern: options.pattern.clone(),
+            selector: options.selector.clone().filter(|s| !s.is_empty()),
+        };
+        let (tx, rx) = mpsc::channel(shared.config.subscription_capacity);
+        let end = Arc::new(OnceLock::new());
+        let route = Route { tx, end: end.clone() };
+        match &shared.link {
+            Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await?,
+            Link::Udp(udp) => udp.subscribe(shared, frame, route).await?,
+        }
+        Ok(Subscription::new(id, options, rx, end, self.handle.clone()))
+    }
+
+    /// Round trip: PING until PONG. Over TCP the PING queues behind buffered publishes, so
+    /// under load this includes their transfer; over UDP it counts from the first send.
+    pub async fn ping(&self) -> Result<Duration, ClientError> {
+        let start = Instant::now();
+        self.handle.barrier().await?;
+        Ok(start.elapsed())
+    }
+
+    /// Waits until everything sent so far has reached the broker and been handled (a PING
+    /// barrier). Over TCP, fails if the connection dropped meanwhile: buffered frames may
+    /// have been lost.
+    pub async fn flush(&self) -> Result<(), ClientError> {
+        self.handle.barrier().await
+    }
+
+    /// Closes the client: writes what is buffered, then DISCONNECT, and ends every
+    /// subscription stream. Waits for the writer up to the request timeout; closing a closed
+    /// client is fine.
+    pub async fn close(&self) -> Result<(), ClientError> {
+        self.handle.begin_close();
+        let limit = self.shared().config.request_timeout;
+        if tokio::time::timeout(limit, self.shared().stopped()).await.is_err() {
+            self.shared().finish(None);
+        }
+        Ok(())
+    }
+
+    /// The broker's name from WELCOME.
+    pub fn server_name(&self) -> Option<String> {
+        self.shared().server_name()
+    }
+
+    /// Whether the client can send right now: over TCP, connected and past the handshake;
+    /// over UDP, not closed.
+    pub fn is_connected(&self) -> bool {
+        match &self.shared().link {
+            Link::Tcp(tcp) => tcp.is_up(),
+            Link::Udp(_) => self.shared().closed_error().is_none(),
+        }
+    }
+
+    /// The error operations fail with now that the client is closed; `None` while open.
+    pub fn closed_error(&self) -> Option<ClientError> {
+        self.shared().closed_error()
+    }
+
+    /// Live subscriptions.
+    pub fn subscription_count(&self) -> usize {
+        self.shared().registry.lock().len()
+    }
+
+    /// Connection events from now on (connected, disconnected, reconnecting, refused,
+    /// closed).
+    pub fn events(&self) -> broadcast::Receiver<ConnectionEvent> {
+        self.shared().subscribe_events()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send<T: Send>(_: &T) {}
+    fn is_send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_are_send_and_sync() {
+        is_send_sync::<Client>();
+        is_send_sync::<Subscription>();
+    }
+
+    /// Never called: type-checks that every operation's future can be spawned.
+    #[allow(dead_code)]
+    fn futures_are_send(client: &Client, subscription: Subscription) {
+        is_send(&client.publish("a", "b"));
+        is_send(&client.publish_message(Message::new("a", &[], Bytes::new(), 0).unwrap()));
+        is_send(&client.subscribe("a"));
+        is_send(&client.ping());
+        is_send(&client.flush());
+        is_send(&client.close());
+        is_send(&subscription.unsubscribe());
+    }
+}

@@ -1,0 +1,86 @@
+//! One message as a subscription receives it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use tidings_wire::{Message, Property, SubId, Value};
+
+/// A message delivered to a [`Subscription`](crate::Subscription).
+///
+/// The payload shares the buffer the client read it into (no copy); properties are decoded
+/// once, and a message without properties costs no allocation for them.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    /// The subscription that matched (its [`id`](crate::Subscription::id)).
+    pub subscription: SubId,
+    /// The topic the message was published on.
+    pub topic: String,
+    /// The message's properties, in the order the publisher gave them.
+    pub properties: Vec<Property>,
+    /// The payload.
+    pub payload: Bytes,
+    /// The publisher's clock at sending, microseconds since the Unix epoch ([`now_us`](crate::now_us)).
+    pub sent_us: u64,
+    /// This client's clock when the bytes were read off the socket ([`now_us`](crate::now_us)).
+    pub received_us: u64,
+    /// Messages the broker dropped for this subscription (slow-consumer policy) since the
+    /// previous delivery.
+    pub missed: u32,
+    message: Message,
+}
+
+impl Delivery {
+    /// Builds a delivery from a DELIVER frame's parts (public so that tools can build
+    /// deliveries in their own tests).
+    pub fn new(subscription: SubId, missed: u32, message: Message, received_us: u64) -> Delivery {
+        Delivery {
+            subscription,
+            topic: message.topic().to_string(),
+            properties: message.properties(),
+            payload: message.payload(),
+            sent_us: message.sent_us(),
+            received_us,
+            missed,
+            message,
+        }
+    }
+
+    /// `received_us - sent_us` (zero if the publisher's clock is ahead of ours).
+    pub fn latency(&self) -> Duration {
+        Duration::from_micros(self.received_us.saturating_sub(self.sent_us))
+    }
+
+    /// The first property called `key`, if any.
+    pub fn property(&self, key: &str) -> Option<&Value> {
+        tidings_wire::lookup(&self.properties, key)
+    }
+
+    /// The message as it travelled, for forwarding it unchanged with
+    /// [`Client::publish_message`](crate::Client::publish_message).
+    pub fn message(&self) -> &Message {
+        &self.message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_exposes_every_field_of_the_message() {
+        let m = Message::new("a.b", &[Property::new("k", 7i64)], Bytes::from_static(b"xy"), 1_000).unwrap();
+        let d = Delivery::new(SubId(3), 2, m.clone(), 1_250);
+        assert_eq!((d.subscription, d.missed, d.sent_us, d.received_us), (SubId(3), 2, 1_000, 1_250));
+        assert_eq!(d.topic, "a.b");
+        assert_eq!(d.payload, Bytes::from_static(b"xy"));
+        assert_eq!(d.property("k"), Some(&Value::Int(7)));
+        assert_eq!(d.latency(), Duration::from_micros(250));
+        assert_eq!(d.message(), &m);
+    }
+
+    #[test]
+    fn latency_is_zero_when_the_publisher_clock_is_ahead() {
+        let m = Message::new("a", &[], Bytes::new(), 2_000).unwrap();
+        assert_eq!(Delivery::new(SubId(1), 0, m, 1_000).latency(), Duration::ZERO);
+    }
+}

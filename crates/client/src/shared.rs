@@ -1,0 +1,203 @@
+//! State that a client's handles and its background tasks share, and what both transports do
+//! with an inbound frame.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use parking_lot::Mutex;
+use tidings_wire::{Deliver, Frame, Ping, Pong, SubId, Welcome};
+use tokio::sync::{broadcast, mpsc, watch};
+use tracing::{debug, warn};
+
+use crate::builder::Config;
+use crate::delivery::Delivery;
+use crate::error::ClientError;
+use crate::event::ConnectionEvent;
+use crate::registry::Registry;
+use crate::tcp::TcpLink;
+use crate::udp::UdpLink;
+use crate::waiters::Waiters;
+
+/// Where a subscription's deliveries go, and where the reason it ended is left.
+#[derive(Debug)]
+pub(crate) struct Route {
+    pub(crate) tx: mpsc::Sender<Delivery>,
+    pub(crate) end: Arc<OnceLock<ClientError>>,
+}
+
+impl Route {
+    /// Ends the subscription's stream (once buffered deliveries are read) with `error`.
+    fn end_with(self, error: Option<&ClientError>) {
+        if let Some(e) = error {
+            let _ = self.end.set(e.clone());
+        }
+    }
+}
+
+/// The transport-specific half.
+#[derive(Debug)]
+pub(crate) enum Link {
+    Tcp(Arc<TcpLink>),
+    Udp(Arc<UdpLink>),
+}
+
+/// Shared by every handle and task of one client.
+///
+/// Lock order, where two are held: the TCP outbox, then `registry`, then `waiters`.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) config: Config,
+    pub(crate) link: Link,
+    pub(crate) registry: Mutex<Registry<Route>>,
+    pub(crate) waiters: Mutex<Waiters>,
+    /// Orders SUBSCRIBEs and PINGs (whose nonce it is); see `registry.rs`.
+    sequence: AtomicU64,
+    sub_ids: AtomicU32,
+    server_name: Mutex<Option<String>>,
+    /// The broker's frame limit from WELCOME.
+    send_limit: AtomicUsize,
+    events: broadcast::Sender<ConnectionEvent>,
+    /// Set once, when the client is closed for good: `None` for an orderly close.
+    terminal: OnceLock<Option<ClientError>>,
+    stop: watch::Sender<bool>,
+}
+
+impl Shared {
+    pub(crate) fn new(config: Config, link: Link) -> Shared {
+        let send_limit = AtomicUsize::new(config.max_frame);
+        Shared {
+            config,
+            link,
+            registry: Mutex::new(Registry::default()),
+            waiters: Mutex::new(Waiters::default()),
+            sequence: AtomicU64::new(1),
+            sub_ids: AtomicU32::new(1),
+            server_name: Mutex::new(None),
+            send_limit,
+            events: broadcast::channel(64).0,
+            terminal: OnceLock::new(),
+            stop: watch::Sender::new(false),
+        }
+    }
+
+    /// The next sequence number (PING nonce or SUBSCRIBE order).
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.sequence.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn next_sub_id(&self) -> SubId {
+        SubId(self.sub_ids.fetch_add(1, Ordering::Relaxed))
+    }
+
+    pub(crate) fn send_limit(&self) -> usize {
+        self.send_limit.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn server_name(&self) -> Option<String> {
+        self.server_name.lock().clone()
+    }
+
+    pub(crate) fn subscribe_events(&self) -> broadcast::Receiver<ConnectionEvent> {
+        self.events.subscribe()
+    }
+
+    pub(crate) fn emit(&self, event: ConnectionEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Records what the broker said in WELCOME.
+    pub(crate) fn welcomed(&self, welcome: &Welcome) {
+        *self.server_name.lock() = Some(welcome.server_name.clone());
+        self.send_limit.store(welcome.max_frame as usize, Ordering::Relaxed);
+    }
+
+    /// The error for an operation on a closed client, if it is closed.
+    pub(crate) fn closed_error(&self) -> Option<ClientError> {
+        self.terminal.get().map(|t| t.clone().unwrap_or(ClientError::Closed))
+    }
+
+    /// Resolves when the client is closed for good.
+    pub(crate) async fn stopped(&self) {
+        let mut rx = self.stop.subscribe();
+        let _ = rx.wait_for(|stopped| *stopped).await;
+    }
+
+    /// Closes the client for good (idempotent): ends every subscription stream and fails
+    /// every waiting call with `error` (or [`ClientError::Closed`]), and stops the tasks.
+    pub(crate) fn finish(&self, error: Option<ClientError>) {
+        if self.terminal.set(error.clone()).is_err() {
+            return;
+        }
+        let cause = error.clone().unwrap_or(ClientError::Closed);
+        if let Link::Tcp(tcp) = &self.link {
+            tcp.closed(error.clone());
+        }
+        for route in self.registry.lock().drain() {
+            route.end_with(error.as_ref());
+        }
+        self.waiters.lock().fail_all(&cause);
+        self.emit(ConnectionEvent::Closed { error });
+        self.stop.send_replace(true);
+    }
+
+    /// Handles one frame from the broker. Returns the error that ends the connection when
+    /// the frame is ERROR or DISCONNECT.
+    pub(crate) async fn handle_inbound(&self, frame: Frame, received_us: u64) -> Option<ClientError> {
+        match frame {
+            Frame::Deliver(deliver) => self.route(deliver, received_us).await,
+            Frame::Pong(Pong { nonce }) => {
+                self.registry.lock().confirm_before(nonce);
+                self.waiters.lock().resolve(nonce);
+            }
+            Frame::Error(notice) => {
+                let error = ClientError::refused(&notice);
+                self.refused(&error);
+                return Some(error);
+            }
+            Frame::Disconnect(notice) => return Some(ClientError::disconnected(&notice)),
+            Frame::Ping(Ping { nonce }) => self.send_control(Frame::Pong(Pong { nonce })),
+            Frame::Welcome(welcome) => self.welcomed(&welcome),
+            other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
+        }
+        None
+    }
+
+    /// Routes a delivery to its subscription. Waits when the subscription's buffer is full:
+    /// the reader then stops reading, and the broker sees backpressure.
+    async fn route(&self, deliver: Deliver, received_us: u64) {
+        let Deliver { id, missed, message } = deliver;
+        let delivery = Delivery::new(id, missed, message, received_us);
+        let (tx, delivery) = {
+            let registry = self.registry.lock();
+            let Some(route) = registry.sink(id) else {
+                debug!(subscription = id.0, "delivery for an unknown subscription dropped");
+                return;
+            };
+            match route.tx.try_send(delivery) {
+                Ok(()) => return,
+                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                Err(mpsc::error::TrySendError::Full(delivery)) => (route.tx.clone(), delivery),
+            }
+        };
+        let _ = tx.send(delivery).await;
+    }
+
+    /// An ERROR arrived: the subscription it refused (if any) ends with it, and every call
+    /// waiting for a PONG fails with it.
+    fn refused(&self, error: &ClientError) {
+        warn!(%error, "broker refused a request");
+        if let Some((_, route)) = self.registry.lock().take_refused(error.reason()) {
+            route.end_with(Some(error));
+        }
+        self.waiters.lock().fail_all(error);
+        self.emit(ConnectionEvent::Refused { error: error.clone() });
+    }
+
+    /// Sends a small control frame without waiting (best effort).
+    fn send_control(&self, frame: Frame) {
+        match &self.link {
+            Link::Tcp(tcp) => tcp.push_control(&frame),
+            Link::Udp(udp) => udp.try_send_frame(&frame),
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! One task per TCP client: it runs the reader and the writer of the current connection, and
+//! when the connection drops, reconnects.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tidings_wire::{frame::needed, Frame, Hello, Welcome, PROTOCOL_VERSION};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{lookup_host, TcpStream};
+use tokio::time::{sleep, timeout};
+use tracing::debug;
+
+use super::{Take, TcpLink};
+use crate::backoff::{Backoff, Schedule};
+use crate::builder::Config;
+use crate::error::ClientError;
+use crate::event::ConnectionEvent;
+use crate::now_us;
+use crate::shared::{Link, Shared};
+
+/// A connection past its handshake, with any bytes read after the WELCOME.
+struct Connection {
+    stream: TcpStream,
+    read_buf: BytesMut,
+    welcome: Welcome,
+}
+
+/// Opens the first connection and starts the client's task.
+pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> {
+    let connection = open(&config).await?;
+    let link = Arc::new(TcpLink::new(config.max_pending_bytes));
+    let shared = Arc::new(Shared::new(config, Link::Tcp(link.clone())));
+    link.go_up(&shared, &connection.welcome)?;
+    tokio::spawn(drive(shared.clone(), link, connection));
+    Ok(shared)
+}
+
+/// Connects and says HELLO, within `connect_timeout`.
+async fn open(config: &Config) -> Result<Connection, ClientError> {
+    let limit = config.connect_timeout;
+    timeout(limit, open_unbounded(config))
+        .await
+        .unwrap_or(Err(ClientError::Timeout { operation: "connect", after: limit }))
+}
+
+async fn open_unbounded(config: &Config) -> Result<Connection, ClientError> {
+    let mut last = None;
+    for addr in lookup_host(config.addr.as_str()).await? {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => return handshake(stream, config).await,
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.map(ClientError::from).unwrap_or_else(|| ClientError::NoAddress { addr: config.addr.clone() }))
+}
+
+async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection, ClientError> {
+    stream.set_nodelay(true)?;
+    let mut out = BytesMut::new();
+    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone() }).encode(&mut out)?;
+    stream.write_all(&out).await?;
+    let mut read_buf = BytesMut::with_capacity(config.read_buffer);
+    loop {
+        if let Some(frame) = Frame::decode(&mut read_buf, config.max_frame)? {
+            return match frame {
+                Frame::Welcome(welcome) if welcome.version == PROTOCOL_VERSION => {
+                    Ok(Connection { stream, read_buf, welcome })
+                }
+                Frame::Welcome(w) => Err(ClientError::VersionMismatch { ours: PROTOCOL_VERSION, theirs: w.version }),
+                Frame::Error(notice) => Err(ClientError::refused(&notice)),
+                Frame::Disconnect(notice) => Err(ClientError::disconnected(&notice)),
+                other => Err(ClientError::Protocol { detail: format!("{:?} before WELCOME", other.frame_type()) }),
+            };
+        }
+        if stream.read_buf(&mut read_buf).await? == 0 {
+            return Err(ClientError::ConnectionLost);
+        }
+    }
+}
+
+/// The client's task: serve a connection until it ends, then reconnect or finish.
+async fn drive(shared: Arc<Shared>, link: Arc<TcpLink>, mut connection: Connection) {
+    loop {
+        let Some(error) = serve(&shared, &link, connection).await else {
+            return shared.finish(None);
+        };
+        debug!(%error, "connection ended");
+        if !link.go_down(&shared, &error) {
+            return shared.finish(None);
+        }
+        let Some(backoff) = shared.config.reconnect else {
+            return shared.finish(Some(error));
+        };
+        match reconnect(&shared, &link, backoff, error).await {
+            Ok(next) => connection = next,
+            Err(error) => return shared.finish(error),
+        }
+    }
+}
+
+/// Runs reader and writer until one ends. `None`: the client closed (orderly).
+async fn serve(shared: &Shared, link: &TcpLink, connection: Connection) -> Option<ClientError> {
+    let Connection { stream, read_buf, .. } = connection;
+    let (reader, writer) = stream.into_split();
+    tokio::select! {
+        () = shared.stopped() => None,
+        error = read_loop(shared, reader, read_buf) => Some(error),
+        result = write_loop(link, writer) => result.err(),
+    }
+}
+
+/// Reads into a large buffer and handles every whole frame in it; returns why it stopped.
+async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut) -> ClientError {
+    let max_frame = shared.config.max_frame;
+    let chunk = shared.config.read_buffer;
+    let mut received_us = now_us();
+    loop {
+        loop {
+            match Frame::decode(&mut buf, max_frame) {
+                Ok(Some(frame)) => {
+                    if let Some(error) = shared.handle_inbound(frame, received_us).await {
+                        return error;
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return e.into(),
+            }
+        }
+        // Room for the rest of a large frame, and never less than half a chunk per read.
+        let want = needed(&buf).unwrap_or(0).max(chunk / 2);
+        if buf.capacity() - buf.len() < want {
+            buf.reserve(want.max(chunk));
+        }
+        match reader.read_buf(&mut buf).await {
+            Ok(0) => return ClientError::ConnectionLost,
+            Ok(_) => received_us = now_us(),
+            Err(e) => return e.into(),
+        }
+    }
+}
+
+/// Writes whatever is buffered, one write per batch. `Ok` after an orderly close.
+async fn write_loop(link: &TcpLink, mut writer: OwnedWriteHalf) -> Result<(), ClientError> {
+    let mut spare = BytesMut::with_capacity(64 * 1024);
+    loop {
+        match link.take(&mut spare) {
+            Take::Batch => {
+                writer.write_all(&spare).await?;
+                spare.clear();
+            }
+            Take::Empty => link.writer_wake.notified().await,
+            Take::Closing => {
+                writer.shutdown().await?;
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Reconnects with backoff. `Err(None)`: the client was closed meanwhile.
+async fn reconnect(
+    shared: &Shared,
+    link: &TcpLink,
+    backoff: Backoff,
+    mut last: ClientError,
+) -> Result<Connection, Option<ClientError>> {
+    let seed = now_us() ^ (u64::from(std::process::id()) << 32);
+    let mut schedule = Schedule::new(backoff, seed);
+    while let Some(delay) = schedule.next_delay() {
+        shared.emit(ConnectionEvent::Reconnecting { attempt: schedule.attempts(), delay });
+        let attempt = async {
+            sleep(delay).await;
+            open(&shared.config).await
+        };
+        let result = tokio::select! {
+            () = shared.stopped() => return Err(None),
+            result = attempt => result,
+        };
+        match result {
+            Ok(connection) => {
+                return match link.go_up(shared, &connection.welcome) {
+                    Ok(()) => Ok(connection),
+                    Err(_) => Err(None),
+                }
+            }
+            Err(error) => {
+                debug!(%error, attempt = schedule.attempts(), "reconnect failed");
+                last = error;
+            }
+        }
+    }
+    Err(Some(ClientError::ReconnectFailed { attempts: schedule.attempts(), last: Box::new(last) }))
+}

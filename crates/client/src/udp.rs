@@ -1,0 +1,253 @@
+//! The UDP transport: a connected socket, one datagram per publish, requests re-sent until
+//! their PONG arrives, and a keepalive that renews every subscription before the broker's TTL
+//! expires it.
+//!
+//! There is no connection to lose, so no reconnect: a broker that restarts simply gets the
+//! subscriptions again from the next keepalive.
+
+use std::cell::RefCell;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tidings_wire::{Frame, Hello, Notice, Ping, ReasonCode, SubId, Subscribe, Unsubscribe, PROTOCOL_VERSION};
+use tokio::net::{lookup_host, UdpSocket};
+use tokio::time::{interval_at, sleep, timeout, timeout_at, Instant, MissedTickBehavior};
+use tracing::{debug, warn};
+
+use crate::builder::Config;
+use crate::error::ClientError;
+use crate::now_us;
+use crate::shared::{Link, Route, Shared};
+use crate::waiters::Outcome;
+
+/// Frames are packed into datagrams up to this size (a frame larger than it goes alone):
+/// under a typical path MTU, so requests are not fragmented.
+const DATAGRAM_TARGET: usize = 1400;
+
+/// The largest UDP payload; the receive buffer holds one.
+const MAX_DATAGRAM: usize = 65_536;
+
+thread_local! {
+    /// Scratch space for encoding a publish; reused so publishing allocates nothing here.
+    static SCRATCH: RefCell<BytesMut> = RefCell::new(BytesMut::with_capacity(2048));
+}
+
+/// The UDP half of a client's shared state.
+#[derive(Debug)]
+pub(crate) struct UdpLink {
+    socket: UdpSocket,
+}
+
+/// Opens the socket, exchanges HELLO/WELCOME and starts the reader and keepalive tasks.
+pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> {
+    let limit = config.connect_timeout;
+    let socket = timeout(limit, open(&config))
+        .await
+        .unwrap_or(Err(ClientError::Timeout { operation: "connect", after: limit }))?;
+    let link = Arc::new(UdpLink { socket });
+    let shared = Arc::new(Shared::new(config, Link::Udp(link.clone())));
+    tokio::spawn(read_loop(shared.clone(), link.clone()));
+    match link.request(&shared, vec![hello(&shared.config)], "handshake").await {
+        // A retried HELLO whose first copy did arrive: the broker knows us, which is the point.
+        Err(e) if e.reason() == Some(ReasonCode::DuplicateHello) => {}
+        Err(e) => {
+            shared.finish(Some(e.clone()));
+            return Err(e);
+        }
+        Ok(()) => {}
+    }
+    tokio::spawn(keepalive(shared.clone(), link));
+    Ok(shared)
+}
+
+async fn open(config: &Config) -> Result<UdpSocket, ClientError> {
+    let Some(addr) = lookup_host(config.addr.as_str()).await?.next() else {
+        return Err(ClientError::NoAddress { addr: config.addr.clone() });
+    };
+    let local = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+    let socket = UdpSocket::bind(local).await?;
+    socket.connect(addr).await?;
+    Ok(socket)
+}
+
+fn hello(config: &Config) -> Frame {
+    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone() })
+}
+
+impl UdpLink {
+    /// Sends one PUBLISH datagram, waiting only if the socket's send buffer is full.
+    pub(crate) async fn publish(&self, frame: &Frame) -> Result<(), ClientError> {
+        loop {
+            let sent = SCRATCH.with(|scratch| {
+                let mut scratch = scratch.borrow_mut();
+                scratch.clear();
+                frame.encode(&mut scratch)?;
+                match self.socket.try_send(&scratch) {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+                    Err(e) => Err(ClientError::from(e)),
+                }
+            })?;
+            if sent {
+                return Ok(());
+            }
+            self.socket.writable().await?;
+        }
+    }
+
+    /// Subscribes: SUBSCRIBE + PING, re-sent until the PONG. On failure nothing stays
+    /// registered.
+    pub(crate) async fn subscribe(&self, shared: &Shared, frame: Subscribe, route: Route) -> Result<(), ClientError> {
+        let id = frame.id;
+        let request = vec![Frame::Subscribe(frame.clone())];
+        {
+            let mut registry = shared.registry.lock();
+            registry.insert(frame, route);
+            registry.mark_sent(id, shared.next_seq());
+        }
+        let outcome = self.request(shared, request, "subscribe").await;
+        if outcome.is_err() {
+            self.forget(shared, id);
+        }
+        outcome
+    }
+
+    /// Removes a subscription and sends one UNSUBSCRIBE (best effort; the broker's TTL
+    /// expires it anyway).
+    pub(crate) fn forget(&self, shared: &Shared, id: SubId) {
+        if shared.registry.lock().remove(id).is_some() {
+            self.try_send_frame(&Frame::Unsubscribe(Unsubscribe { id }));
+        }
+    }
+
+    /// Removes a subscription and waits until the broker confirms the UNSUBSCRIBE.
+    pub(crate) async fn unsubscribe(&self, shared: &Shared, id: SubId) -> Result<(), ClientError> {
+        shared.registry.lock().remove(id);
+        self.request(shared, vec![Frame::Unsubscribe(Unsubscribe { id })], "unsubscribe").await
+    }
+
+    /// PING until a PONG: the broker has handled what was sent before (what arrived of it).
+    pub(crate) async fn barrier(&self, shared: &Shared) -> Outcome {
+        self.request(shared, Vec::new(), "ping").await
+    }
+
+    /// Sends `frames` and a PING in one datagram, again every `udp_retry_interval`, until
+    /// the PONG arrives or `request_timeout` runs out.
+    async fn request(&self, shared: &Shared, mut frames: Vec<Frame>, operation: &'static str) -> Outcome {
+        if let Some(e) = shared.closed_error() {
+            return Err(e);
+        }
+        let nonce = shared.next_seq();
+        let mut rx = shared.waiters.lock().insert(nonce);
+        frames.push(Frame::Ping(Ping { nonce }));
+        let limit = shared.config.request_timeout;
+        let deadline = Instant::now() + limit;
+        let retry = shared.config.udp_retry_interval.max(Duration::from_millis(1));
+        let outcome = loop {
+            if let Err(e) = self.send_frames(&frames).await {
+                debug!(error = %e, "request datagram not sent; retrying");
+            }
+            match timeout_at((Instant::now() + retry).min(deadline), &mut rx).await {
+                Ok(Ok(outcome)) => break outcome,
+                Ok(Err(_)) => break Err(shared.closed_error().unwrap_or(ClientError::Closed)),
+                Err(_) if Instant::now() >= deadline => break Err(ClientError::Timeout { operation, after: limit }),
+                Err(_) => debug!(operation, "no PONG yet; re-sending"),
+            }
+        };
+        shared.waiters.lock().remove(nonce);
+        outcome
+    }
+
+    /// Packs frames into as few datagrams as `DATAGRAM_TARGET` allows and sends them.
+    async fn send_frames(&self, frames: &[Frame]) -> Result<(), ClientError> {
+        let mut datagram = BytesMut::new();
+        for frame in frames {
+            let start = datagram.len();
+            frame.encode(&mut datagram)?;
+            if datagram.len() > DATAGRAM_TARGET && start > 0 {
+                let next = datagram.split_off(start);
+                self.socket.send(&datagram).await?;
+                datagram = next;
+            }
+        }
+        if !datagram.is_empty() {
+            self.socket.send(&datagram).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends one frame without waiting (dropped if the socket is busy: UDP is lossy anyway).
+    pub(crate) fn try_send_frame(&self, frame: &Frame) {
+        let mut out = BytesMut::new();
+        if frame.encode(&mut out).is_ok() {
+            if let Err(e) = self.socket.try_send(&out) {
+                debug!(error = %e, "control datagram not sent");
+            }
+        }
+    }
+
+    /// Says DISCONNECT (best effort) and finishes the client.
+    pub(crate) fn close(&self, shared: &Shared) {
+        if shared.closed_error().is_none() {
+            self.try_send_frame(&Frame::Disconnect(Notice::new(ReasonCode::Normal, "client closed")));
+        }
+        shared.finish(None);
+    }
+}
+
+/// Receives datagrams and handles every frame in each, until the client closes.
+async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
+    let mut buf = BytesMut::with_capacity(MAX_DATAGRAM);
+    loop {
+        buf.clear();
+        buf.reserve(MAX_DATAGRAM);
+        let received = tokio::select! {
+            () = shared.stopped() => return,
+            received = link.socket.recv_buf(&mut buf) => received,
+        };
+        if let Err(e) = received {
+            // An ICMP "port unreachable" for an earlier datagram, typically: the broker is
+            // not there (yet). Keep listening; requests time out on their own.
+            debug!(error = %e, "udp receive failed");
+            tokio::select! {
+                () = shared.stopped() => return,
+                () = sleep(Duration::from_millis(50)) => continue,
+            }
+        }
+        let received_us = now_us();
+        let mut datagram = buf.split().freeze();
+        while !datagram.is_empty() {
+            match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
+                Ok(frame) => {
+                    if let Some(error) = shared.handle_inbound(frame, received_us).await {
+                        debug!(%error, "broker notice over udp");
+                    }
+                }
+                Err(error) => {
+                    warn!(%error, "dropping malformed datagram");
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Every third of the TTL: every live SUBSCRIBE again, and a PING.
+async fn keepalive(shared: Arc<Shared>, link: Arc<UdpLink>) {
+    let period = (shared.config.udp_ttl / 3).max(Duration::from_millis(10));
+    let mut ticker = interval_at(Instant::now() + period, period);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = shared.stopped() => return,
+            _ = ticker.tick() => {}
+        }
+        let mut frames: Vec<Frame> = shared.registry.lock().frames().cloned().map(Frame::Subscribe).collect();
+        frames.push(Frame::Ping(Ping { nonce: shared.next_seq() }));
+        if let Err(error) = link.send_frames(&frames).await {
+            debug!(%error, "keepalive not sent");
+        }
+    }
+}
