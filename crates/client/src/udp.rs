@@ -49,7 +49,7 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
     let link = Arc::new(UdpLink { socket });
     let shared = Arc::new(Shared::new(config, Link::Udp(link.clone())));
     tokio::spawn(read_loop(shared.clone(), link.clone()));
-    match link.request(&shared, vec![hello(&shared.config)], "handshake").await {
+    match link.request(&shared, vec![hello(&shared.config)], "handshake", limit).await {
         // A retried HELLO whose first copy did arrive: the broker knows us, which is the point.
         Err(e) if e.reason() == Some(ReasonCode::DuplicateHello) => {}
         Err(e) => {
@@ -107,7 +107,7 @@ impl UdpLink {
             registry.insert(frame, route);
             registry.mark_sent(id, shared.next_seq());
         }
-        let outcome = self.request(shared, request, "subscribe").await;
+        let outcome = self.request(shared, request, "subscribe", shared.config.request_timeout).await;
         if outcome.is_err() {
             self.forget(shared, id);
         }
@@ -125,24 +125,30 @@ impl UdpLink {
     /// Removes a subscription and waits until the broker confirms the UNSUBSCRIBE.
     pub(crate) async fn unsubscribe(&self, shared: &Shared, id: SubId) -> Result<(), ClientError> {
         shared.registry.lock().remove(id);
-        self.request(shared, vec![Frame::Unsubscribe(Unsubscribe { id })], "unsubscribe").await
+        let unsubscribe = vec![Frame::Unsubscribe(Unsubscribe { id })];
+        self.request(shared, unsubscribe, "unsubscribe", shared.config.request_timeout).await
     }
 
     /// PING until a PONG: the broker has handled what was sent before (what arrived of it).
     pub(crate) async fn barrier(&self, shared: &Shared) -> Outcome {
-        self.request(shared, Vec::new(), "ping").await
+        self.request(shared, Vec::new(), "ping", shared.config.request_timeout).await
     }
 
     /// Sends `frames` and a PING in one datagram, again every `udp_retry_interval`, until
-    /// the PONG arrives or `request_timeout` runs out.
-    async fn request(&self, shared: &Shared, mut frames: Vec<Frame>, operation: &'static str) -> Outcome {
+    /// the PONG arrives or `limit` runs out.
+    async fn request(
+        &self,
+        shared: &Shared,
+        mut frames: Vec<Frame>,
+        operation: &'static str,
+        limit: Duration,
+    ) -> Outcome {
         if let Some(e) = shared.closed_error() {
             return Err(e);
         }
         let nonce = shared.next_seq();
         let mut rx = shared.waiters.lock().insert(nonce);
         frames.push(Frame::Ping(Ping { nonce }));
-        let limit = shared.config.request_timeout;
         let deadline = Instant::now() + limit;
         let retry = shared.config.udp_retry_interval.max(Duration::from_millis(1));
         let outcome = loop {

@@ -240,14 +240,17 @@ impl TcpLink {
         {
             let mut outbox = self.outbox.lock();
             outbox.go_up()?;
-            shared.registry.lock().resend_all(|frame| {
+            let mut registry = shared.registry.lock();
+            registry.resend_all(|frame| {
                 let seq = shared.next_seq();
                 if let Err(error) = outbox.push(&Frame::Subscribe(frame.clone())) {
                     warn!(%error, subscription = frame.id.0, "cannot re-send subscription");
                 }
                 seq
             });
-            outbox.push(&Frame::Ping(Ping { nonce: shared.next_seq() }))?;
+            if registry.len() > 0 {
+                outbox.push(&Frame::Ping(Ping { nonce: shared.next_seq() }))?;
+            }
         }
         self.writer_wake.notify_one();
         self.progress.notify_waiters();
