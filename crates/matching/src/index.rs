@@ -2,15 +2,19 @@
 //! message?".
 //!
 //! Layout: the [`TopicTrie`] maps each distinct pattern to a group; a group holds the
-//! subscriptions to that pattern; the [`ResultCache`] maps a topic to the groups that match it.
-//! A publish on a cached topic is a hash lookup and a copy of each matched group's subscribers.
-//! Subscription ids are slots in a slab plus a generation, so a stale id never removes a later
-//! subscription that reused the slot.
+//! subscriptions to that pattern, those without a selector in a plain vector and those with one
+//! in a [`ContentIndex`]; the [`ResultCache`] maps a topic to the groups that match it. So the
+//! topic narrows first, then the content index finds the selectors the message can satisfy. A
+//! publish on a cached topic with no selectors is a hash lookup and a copy of each matched group's
+//! subscribers. Subscription ids are slots in a slab plus a generation, so a stale id never
+//! removes a later subscription that reused the slot.
 
 use tidings_wire::Property;
 
 use crate::cache::ResultCache;
+use crate::content::{AtomTable, ContentIndex, MessageView, PropertyId, Vocabulary, Work};
 use crate::selector::Selector;
+use crate::stats::MatchStats;
 use crate::topic::Pattern;
 use crate::trie::{GroupId, TopicTrie};
 
@@ -40,10 +44,11 @@ impl SubscriptionId {
 
 /// Where a live subscription is kept.
 #[derive(Debug, Clone, Copy)]
-struct Location {
-    group: GroupId,
-    /// Position in the group's `plain` and `plain_ids` vectors.
-    position: usize,
+enum Location {
+    /// At this position of the group's `plain` and `plain_ids` vectors.
+    Plain { group: GroupId, position: usize },
+    /// In this slot of the group's content index.
+    Content { group: GroupId, slot: u32 },
 }
 
 /// One slab slot for subscription ids.
@@ -66,12 +71,25 @@ struct Group<S> {
     plain: Vec<S>,
     /// `plain_ids[i]` is the subscription of `plain[i]`; needed to fix up a swap-removal.
     plain_ids: Vec<SubscriptionId>,
+    /// Subscribers with a selector.
+    content: ContentIndex<S>,
 }
 
-impl<S: Clone> Group<S> {
-    fn deliver(&self, _properties: &[Property], out: &mut Vec<S>) {
-        out.extend_from_slice(&self.plain);
+impl<S> Group<S> {
+    fn is_empty(&self) -> bool {
+        self.plain.is_empty() && self.content.len() == 0
     }
+}
+
+/// What the content indexes of all groups share, and the per-message scratch.
+#[derive(Debug, Default)]
+struct ContentState {
+    vocabulary: Vocabulary,
+    atoms: AtomTable,
+    /// The current message's properties by interned id (reused buffer).
+    resolved: Vec<(PropertyId, u32)>,
+    /// Counts messages that reached a content index; 0 is never a message's epoch.
+    epoch: u64,
 }
 
 /// Every subscription of a broker, indexed for matching published messages.
@@ -90,8 +108,8 @@ pub struct SubscriptionIndex<S> {
     cache: ResultCache,
     /// Reused buffer for the groups of an uncached topic.
     found: Vec<GroupId>,
-    len: usize,
-    with_selector: usize,
+    content: ContentState,
+    stats: MatchStats,
 }
 
 impl<S: Clone> Default for SubscriptionIndex<S> {
@@ -117,25 +135,36 @@ impl<S: Clone> SubscriptionIndex<S> {
             free_records: Vec::new(),
             cache: ResultCache::new(entries),
             found: Vec::new(),
-            len: 0,
-            with_selector: 0,
+            content: ContentState::default(),
+            stats: MatchStats::default(),
         }
     }
 
-    /// Adds a subscription and returns the id that removes it. Costs a trie walk of the pattern;
-    /// only a pattern new to the index invalidates cached topics (those it matches).
+    /// Adds a subscription and returns the id that removes it. Costs a trie walk of the pattern
+    /// and, with a selector, work in proportion to the selector's size; never a rebuild. Only a
+    /// pattern new to the index invalidates cached topics (those it matches).
     pub fn insert(&mut self, pattern: Pattern, selector: Option<Selector>, subscriber: S) -> SubscriptionId {
-        if let Some(selector) = selector {
-            selector.absurd();
-        }
         let group_id = self.group_for(pattern);
         let id = self.allocate_id();
-        let group = self.live_group(group_id);
-        let position = group.plain.len();
-        group.plain.push(subscriber);
-        group.plain_ids.push(id);
-        self.records[id.slot()].location = Some(Location { group: group_id, position });
-        self.len += 1;
+        let content = &mut self.content;
+        let group = live_group(&mut self.groups, group_id);
+        let location = match selector {
+            None => {
+                let position = group.plain.len();
+                group.plain.push(subscriber);
+                group.plain_ids.push(id);
+                Location::Plain { group: group_id, position }
+            }
+            Some(selector) => {
+                let before = group.content.unindexed_len();
+                let slot = group.content.insert(&selector, subscriber, &mut content.vocabulary, &mut content.atoms);
+                self.stats.unindexed_subscriptions += (group.content.unindexed_len() - before) as u64;
+                self.stats.subscriptions_with_selector += 1;
+                Location::Content { group: group_id, slot }
+            }
+        };
+        self.records[id.slot()].location = Some(location);
+        self.stats.subscriptions += 1;
         id
     }
 
@@ -149,21 +178,35 @@ impl<S: Clone> SubscriptionIndex<S> {
         let location = record.location.take()?;
         record.generation = record.generation.wrapping_add(1);
         self.free_records.push(id.slot() as u32);
-        self.len -= 1;
+        self.stats.subscriptions -= 1;
+        let (group_id, subscriber) = match location {
+            Location::Plain { group, position } => (group, self.remove_plain(group, position)?),
+            Location::Content { group, slot } => (group, self.remove_content(group, slot)?),
+        };
+        if self.groups.get(group_id.0 as usize).and_then(Option::as_ref).is_some_and(Group::is_empty) {
+            self.delete_group(group_id);
+        }
+        Some(subscriber)
+    }
 
-        let group = self.group_mut(location.group)?;
-        let subscriber = group.plain.swap_remove(location.position);
-        group.plain_ids.swap_remove(location.position);
-        let moved = group.plain_ids.get(location.position).copied();
-        let now_empty = group.plain.is_empty();
-        if let Some(moved) = moved {
-            if let Some(moved_location) = &mut self.records[moved.slot()].location {
-                moved_location.position = location.position;
+    fn remove_plain(&mut self, group: GroupId, position: usize) -> Option<S> {
+        let group = self.groups.get_mut(group.0 as usize)?.as_mut()?;
+        let subscriber = group.plain.swap_remove(position);
+        group.plain_ids.swap_remove(position);
+        if let Some(moved) = group.plain_ids.get(position) {
+            if let Some(Location::Plain { position: moved_position, .. }) = &mut self.records[moved.slot()].location {
+                *moved_position = position;
             }
         }
-        if now_empty {
-            self.delete_group(location.group);
-        }
+        Some(subscriber)
+    }
+
+    fn remove_content(&mut self, group: GroupId, slot: u32) -> Option<S> {
+        let group = self.groups.get_mut(group.0 as usize)?.as_mut()?;
+        let before = group.content.unindexed_len();
+        let subscriber = group.content.remove(slot, &mut self.content.vocabulary, &mut self.content.atoms)?;
+        self.stats.unindexed_subscriptions -= (before - group.content.unindexed_len()) as u64;
+        self.stats.subscriptions_with_selector -= 1;
         Some(subscriber)
     }
 
@@ -171,37 +214,34 @@ impl<S: Clone> SubscriptionIndex<S> {
     /// for `properties`. One entry per matching subscription (no dedupe). `topic` is a valid
     /// topic.
     pub fn matches(&mut self, topic: &str, properties: &[Property], out: &mut Vec<S>) {
+        self.stats.publishes += 1;
+        let before = out.len();
         if let Some(groups) = self.cache.get(topic) {
-            for group in groups {
-                if let Some(Some(group)) = self.groups.get(group.0 as usize) {
-                    group.deliver(properties, out);
-                }
-            }
-            return;
+            self.stats.cache_hits += 1;
+            deliver(groups, &mut self.groups, &mut self.content, properties, &mut self.stats, out);
+        } else {
+            self.stats.cache_misses += 1;
+            let mut found = std::mem::take(&mut self.found);
+            found.clear();
+            self.trie.collect(topic, &mut found);
+            self.cache.insert(topic, &found);
+            deliver(&found, &mut self.groups, &mut self.content, properties, &mut self.stats, out);
+            self.found = found;
         }
-        let mut found = std::mem::take(&mut self.found);
-        found.clear();
-        self.trie.collect(topic, &mut found);
-        self.cache.insert(topic, &found);
-        for group in &found {
-            if let Some(Some(group)) = self.groups.get(group.0 as usize) {
-                group.deliver(properties, out);
-            }
-        }
-        self.found = found;
+        self.stats.deliveries += (out.len() - before) as u64;
     }
 
     /// Number of subscriptions.
     pub fn len(&self) -> usize {
-        self.len
+        self.stats.subscriptions as usize
     }
 
     /// True when there are no subscriptions.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.stats.subscriptions == 0
     }
 
-    /// Number of topics the result cache currently remembers (a gauge for the broker's metrics).
+    /// Number of topics the result cache currently remembers (also in [`SubscriptionIndex::stats`]).
     pub fn cached_topics(&self) -> usize {
         self.cache.len()
     }
@@ -209,7 +249,18 @@ impl<S: Clone> SubscriptionIndex<S> {
     /// True when some subscription has a selector; when false, a broker can skip decoding a
     /// message's properties and pass an empty slice.
     pub fn has_selectors(&self) -> bool {
-        self.with_selector > 0
+        self.stats.subscriptions_with_selector > 0
+    }
+
+    /// Counters and gauges for the broker's metrics; a copy of a few words, cheap to call.
+    pub fn stats(&self) -> MatchStats {
+        MatchStats {
+            patterns: (self.groups.len() - self.free_groups.len()) as u64,
+            cached_topics: self.cache.len() as u64,
+            interned_properties: self.content.vocabulary.len() as u64,
+            interned_predicates: self.content.atoms.len() as u64,
+            ..self.stats
+        }
     }
 
     /// The group for `pattern`, created (and the cache invalidated) if the pattern is new.
@@ -226,7 +277,8 @@ impl<S: Clone> SubscriptionIndex<S> {
         };
         self.trie.insert(&pattern, id);
         self.cache.invalidate(&pattern);
-        self.groups[id.0 as usize] = Some(Group { pattern, plain: Vec::new(), plain_ids: Vec::new() });
+        let group = Group { pattern, plain: Vec::new(), plain_ids: Vec::new(), content: ContentIndex::default() };
+        self.groups[id.0 as usize] = Some(group);
         id
     }
 
@@ -240,18 +292,6 @@ impl<S: Clone> SubscriptionIndex<S> {
         self.free_groups.push(id);
     }
 
-    fn group_mut(&mut self, id: GroupId) -> Option<&mut Group<S>> {
-        self.groups.get_mut(id.0 as usize).and_then(Option::as_mut)
-    }
-
-    /// The group `id`, which the caller knows is live (it just came from `group_for`).
-    fn live_group(&mut self, id: GroupId) -> &mut Group<S> {
-        match self.groups[id.0 as usize] {
-            Some(ref mut group) => group,
-            None => unreachable!("group_for returns live groups"),
-        }
-    }
-
     /// A fresh id, reusing a freed slot when there is one.
     fn allocate_id(&mut self) -> SubscriptionId {
         if let Some(slot) = self.free_records.pop() {
@@ -260,6 +300,45 @@ impl<S: Clone> SubscriptionIndex<S> {
         self.records.push(Record::default());
         SubscriptionId::new(self.records.len() as u32 - 1, 0)
     }
+}
+
+/// The group `id`, which the caller knows is live (it just came from `group_for`).
+fn live_group<S>(groups: &mut [Option<Group<S>>], id: GroupId) -> &mut Group<S> {
+    match groups[id.0 as usize] {
+        Some(ref mut group) => group,
+        None => unreachable!("group_for returns live groups"),
+    }
+}
+
+/// Appends the matches of the groups `ids` (all live; the cache and trie only name live groups).
+/// The message's properties are resolved once, and only if some group has selectors.
+fn deliver<S: Clone>(
+    ids: &[GroupId],
+    groups: &mut [Option<Group<S>>],
+    content: &mut ContentState,
+    properties: &[Property],
+    stats: &mut MatchStats,
+    out: &mut Vec<S>,
+) {
+    let mut resolved = false;
+    let mut work = Work::default();
+    for id in ids {
+        let Some(Some(group)) = groups.get_mut(id.0 as usize) else { continue };
+        out.extend_from_slice(&group.plain);
+        if group.content.len() == 0 {
+            continue;
+        }
+        if !resolved {
+            content.epoch += 1;
+            MessageView::resolve_into(properties, &content.vocabulary, &mut content.resolved);
+            resolved = true;
+        }
+        let view = MessageView { properties, resolved: &content.resolved, epoch: content.epoch };
+        group.content.deliver(&view, &mut content.atoms, &mut work, out);
+    }
+    stats.index_hits += work.index_hits;
+    stats.unindexed_checks += work.unindexed_checks;
+    stats.selector_evaluations += work.selector_evaluations;
 }
 
 #[cfg(test)]

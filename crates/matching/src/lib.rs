@@ -5,17 +5,24 @@
 //!
 //! - [`topic`]: validated [`Topic`]s and [`Pattern`]s (`*` is one level, `>` the rest).
 //! - [`selector`]: content selectors over a message's typed properties.
-//! - [`index`]: the [`SubscriptionIndex`], a trie of topic levels with a result cache per topic.
+//! - [`index`]: the [`SubscriptionIndex`], a trie of topic levels with a result cache per topic,
+//!   then per pattern a content index of equality and range predicates (private module `content`).
+//! - [`covering`]: whether one filter (pattern and selector) accepts all that another does.
 //!
 //! Start reading at [`SubscriptionIndex::matches`], the hot path of every publish.
 
+pub mod covering;
 pub mod index;
 pub mod selector;
 pub mod topic;
 
 mod cache;
+mod content;
+mod stats;
 mod trie;
 
+pub use covering::{covers, Filter};
 pub use index::{SubscriptionId, SubscriptionIndex, DEFAULT_CACHE_CAPACITY};
-pub use selector::{Selector, SelectorError};
+pub use selector::{Selector, SelectorError, Span, Truth, MAX_SELECTOR_BYTES, MAX_SELECTOR_DEPTH};
+pub use stats::MatchStats;
 pub use topic::{Pattern, PatternLevel, Topic, TopicError, MAX_TOPIC_BYTES, MAX_TOPIC_LEVELS};

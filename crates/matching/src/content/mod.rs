@@ -1,0 +1,212 @@
+//! The content index of one pattern group: subscriptions with selectors, filed by an access
+//! predicate so that a message reaches only the subscriptions whose access predicate it
+//! satisfies, and only their residues are evaluated.
+//!
+//! Selectors with no indexable predicate (`a <> 1`, `name LIKE 'x%'`, `NOT ...`) are kept in a
+//! list and evaluated for every message of the group; [`crate::MatchStats`] counts them so an
+//! operator can see when that list grows.
+
+mod buckets;
+mod plan;
+mod shared;
+
+use rustc_hash::FxHashMap;
+
+pub(crate) use shared::{AtomTable, MessageView, PropertyId, Vocabulary};
+
+use self::buckets::{AccessKey, Member, PropertyIndex};
+use self::shared::Residue;
+use crate::selector::Selector;
+
+/// Work counters a delivery adds to (the index folds them into its statistics).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Work {
+    pub(crate) index_hits: u64,
+    pub(crate) unindexed_checks: u64,
+    pub(crate) selector_evaluations: u64,
+}
+
+/// How an entry is found.
+#[derive(Debug)]
+enum Filing {
+    /// In the buckets of these keys, at these positions.
+    Indexed(Box<[(AccessKey, u32)]>),
+    /// In the unindexed list, at this position.
+    Unindexed(u32),
+}
+
+#[derive(Debug)]
+struct Entry<S> {
+    subscriber: S,
+    filing: Filing,
+    residue: Residue,
+    /// The epoch of the last message that reached this entry; stops a second visit through
+    /// another key of the same access set.
+    seen: u64,
+}
+
+/// Subscriptions with selectors for one pattern.
+#[derive(Debug)]
+pub(crate) struct ContentIndex<S> {
+    /// Slab of entries; free slots are listed in `free`.
+    entries: Vec<Option<Entry<S>>>,
+    free: Vec<u32>,
+    properties: FxHashMap<PropertyId, PropertyIndex>,
+    unindexed: Vec<u32>,
+    len: usize,
+}
+
+impl<S> Default for ContentIndex<S> {
+    fn default() -> Self {
+        ContentIndex {
+            entries: Vec::new(),
+            free: Vec::new(),
+            properties: FxHashMap::default(),
+            unindexed: Vec::new(),
+            len: 0,
+        }
+    }
+}
+
+impl<S> ContentIndex<S> {
+    /// Adds a subscription; returns its slot. Costs the selector's size, nothing proportional to
+    /// the number of subscriptions.
+    pub(crate) fn insert(
+        &mut self,
+        selector: &Selector,
+        subscriber: S,
+        vocabulary: &mut Vocabulary,
+        atoms: &mut AtomTable,
+    ) -> u32 {
+        let conjuncts = selector.condition().conjuncts();
+        let cost = |name: &str, kind: &_| {
+            vocabulary.get(name).and_then(|id| self.properties.get(&id)).map_or(0, |index| index.cost(kind))
+        };
+        let access = plan::best_access(conjuncts, &cost);
+        let skip = access.as_ref().and_then(|(position, candidate)| candidate.exact.then_some(*position));
+        let keys: Vec<AccessKey> = access
+            .map(|(_, candidate)| candidate.keys)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, kind)| AccessKey { property: vocabulary.intern(name), kind })
+            .collect();
+        let residue = plan::residue(conjuncts, skip, vocabulary, atoms);
+
+        let slot = self.free.pop().unwrap_or_else(|| {
+            self.entries.push(None);
+            self.entries.len() as u32 - 1
+        });
+        let filing = if keys.is_empty() {
+            self.unindexed.push(slot);
+            Filing::Unindexed(self.unindexed.len() as u32 - 1)
+        } else {
+            let mut filed = Vec::with_capacity(keys.len());
+            for (link, key) in keys.into_iter().enumerate() {
+                let member = Member { slot, link: link as u32 };
+                let position = self.properties.entry(key.property).or_default().add(&key.kind, member);
+                filed.push((key, position));
+            }
+            Filing::Indexed(filed.into())
+        };
+        self.entries[slot as usize] = Some(Entry { subscriber, filing, residue, seen: 0 });
+        self.len += 1;
+        slot
+    }
+
+    /// Removes the subscription in `slot`, returning what it held.
+    pub(crate) fn remove(&mut self, slot: u32, vocabulary: &mut Vocabulary, atoms: &mut AtomTable) -> Option<S> {
+        let entry = self.entries.get_mut(slot as usize)?.take()?;
+        self.free.push(slot);
+        self.len -= 1;
+        match &entry.filing {
+            Filing::Unindexed(position) => {
+                let position = *position as usize;
+                self.unindexed.swap_remove(position);
+                if let Some(&moved) = self.unindexed.get(position) {
+                    if let Some(Some(Entry { filing: Filing::Unindexed(at), .. })) =
+                        self.entries.get_mut(moved as usize)
+                    {
+                        *at = position as u32;
+                    }
+                }
+            }
+            Filing::Indexed(keys) => {
+                for (key, position) in keys.iter() {
+                    self.unfile(key, *position);
+                    vocabulary.release(key.property);
+                }
+            }
+        }
+        entry.residue.release(atoms, vocabulary);
+        Some(entry.subscriber)
+    }
+
+    /// Takes the member at `position` out of `key`'s bucket and fixes up the member moved there.
+    fn unfile(&mut self, key: &AccessKey, position: u32) {
+        let Some(index) = self.properties.get_mut(&key.property) else { return };
+        let moved = index.remove(&key.kind, position);
+        if index.is_empty() {
+            self.properties.remove(&key.property);
+        }
+        let Some(moved) = moved else { return };
+        if let Some(Some(Entry { filing: Filing::Indexed(keys), .. })) = self.entries.get_mut(moved.slot as usize) {
+            if let Some((_, at)) = keys.get_mut(moved.link as usize) {
+                *at = position;
+            }
+        }
+    }
+
+    /// Appends the subscriber of every entry whose selector is TRUE for the message.
+    pub(crate) fn deliver(&mut self, view: &MessageView<'_>, atoms: &mut AtomTable, work: &mut Work, out: &mut Vec<S>)
+    where
+        S: Clone,
+    {
+        let ContentIndex { entries, properties, unindexed, .. } = self;
+        for &(property, position) in view.resolved {
+            let (Some(index), Some(found)) = (properties.get(&property), view.properties.get(position as usize)) else {
+                continue;
+            };
+            index.for_each_satisfied(&found.value, &mut |member| {
+                work.index_hits += 1;
+                consider(entries, member.slot, view, atoms, work, out);
+            });
+        }
+        for &slot in unindexed.iter() {
+            work.unindexed_checks += 1;
+            consider(entries, slot, view, atoms, work, out);
+        }
+    }
+
+    /// Number of subscriptions.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Number of subscriptions evaluated for every message.
+    pub(crate) fn unindexed_len(&self) -> usize {
+        self.unindexed.len()
+    }
+}
+
+/// Checks one candidate: skip if already seen for this message, else evaluate its residue.
+fn consider<S: Clone>(
+    entries: &mut [Option<Entry<S>>],
+    slot: u32,
+    view: &MessageView<'_>,
+    atoms: &mut AtomTable,
+    work: &mut Work,
+    out: &mut Vec<S>,
+) {
+    let Some(Some(entry)) = entries.get_mut(slot as usize) else { return };
+    if entry.seen == view.epoch {
+        return;
+    }
+    entry.seen = view.epoch;
+    if !entry.residue.is_empty() {
+        work.selector_evaluations += 1;
+        if !entry.residue.holds(atoms, view) {
+            return;
+        }
+    }
+    out.push(entry.subscriber.clone());
+}

@@ -1,0 +1,239 @@
+//! State the content indexes of all groups share: interned property names, interned atomic
+//! predicates with a per-message memo, and the per-message view of the properties.
+//!
+//! Interning is what keeps a subscription small: in the seed 004 workload a million selectors
+//! share the predicates `t1 = 'a'`, `t2 = 'b'` and `t3 = 'c'`, so each residue is three 4-byte
+//! ids, and each shared predicate is evaluated at most once per message however many candidates
+//! need it (the "predicate bit vector" of Fabret et al., SIGMOD 2001).
+
+use rustc_hash::FxHashMap;
+use tidings_wire::{Property, Value};
+
+use crate::selector::{compare_value, evaluate, Comparison, Condition, Literal, Resolve, Truth};
+
+/// An interned property name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) struct PropertyId(u32);
+
+/// An interned atomic predicate `property op literal`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct AtomId(u32);
+
+/// Reference-counted interning of property names.
+///
+/// Invariant: `ids[name] == id` exactly when `names[id] == Some((name, count))` with `count > 0`.
+#[derive(Debug, Default)]
+pub(crate) struct Vocabulary {
+    ids: FxHashMap<Box<str>, PropertyId>,
+    names: Vec<Option<(Box<str>, u32)>>,
+    free: Vec<PropertyId>,
+}
+
+impl Vocabulary {
+    /// The id of `name`, taking one reference to it.
+    pub(crate) fn intern(&mut self, name: &str) -> PropertyId {
+        if let Some(&id) = self.ids.get(name) {
+            if let Some(Some((_, count))) = self.names.get_mut(id.0 as usize) {
+                *count += 1;
+            }
+            return id;
+        }
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.names.push(None);
+            PropertyId(self.names.len() as u32 - 1)
+        });
+        self.names[id.0 as usize] = Some((name.into(), 1));
+        self.ids.insert(name.into(), id);
+        id
+    }
+
+    /// Drops one reference taken by [`Vocabulary::intern`].
+    pub(crate) fn release(&mut self, id: PropertyId) {
+        let Some(slot) = self.names.get_mut(id.0 as usize) else { return };
+        let Some((_, count)) = slot else { return };
+        *count -= 1;
+        if *count == 0 {
+            if let Some((name, _)) = slot.take() {
+                self.ids.remove(&name);
+            }
+            self.free.push(id);
+        }
+    }
+
+    /// The id of `name` if some selector uses it.
+    pub(crate) fn get(&self, name: &str) -> Option<PropertyId> {
+        self.ids.get(name).copied()
+    }
+
+    /// Number of distinct names in use.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// Hashable form of a literal (floats by bit pattern: interning is syntactic).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum LiteralKey {
+    Str(Box<str>),
+    Int(i64),
+    Float(u64),
+    Bool(bool),
+}
+
+impl LiteralKey {
+    fn of(literal: &Literal) -> LiteralKey {
+        match literal {
+            Literal::Str(text) => LiteralKey::Str(text.clone()),
+            Literal::Int(i) => LiteralKey::Int(*i),
+            Literal::Float(x) => LiteralKey::Float(x.to_bits()),
+            Literal::Bool(b) => LiteralKey::Bool(*b),
+        }
+    }
+}
+
+/// One interned predicate with its reference count and its answer for the current message.
+#[derive(Debug)]
+struct Atom {
+    property: PropertyId,
+    op: Comparison,
+    literal: Literal,
+    references: u32,
+    /// `(epoch, truth)`: the answer computed for message `epoch`.
+    memo: (u64, Truth),
+}
+
+/// Reference-counted interning of `property op literal` predicates.
+#[derive(Debug, Default)]
+pub(crate) struct AtomTable {
+    ids: FxHashMap<(PropertyId, Comparison, LiteralKey), AtomId>,
+    atoms: Vec<Option<Atom>>,
+    free: Vec<AtomId>,
+}
+
+impl AtomTable {
+    /// The id of `property op literal`, taking one reference. The caller's reference to
+    /// `property` passes to the table (released when the atom is).
+    pub(crate) fn intern(
+        &mut self,
+        property: PropertyId,
+        op: Comparison,
+        literal: &Literal,
+        vocabulary: &mut Vocabulary,
+    ) -> AtomId {
+        let key = (property, op, LiteralKey::of(literal));
+        if let Some(&id) = self.ids.get(&key) {
+            if let Some(Some(atom)) = self.atoms.get_mut(id.0 as usize) {
+                atom.references += 1;
+            }
+            vocabulary.release(property);
+            return id;
+        }
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.atoms.push(None);
+            AtomId(self.atoms.len() as u32 - 1)
+        });
+        let atom = Atom { property, op, literal: literal.clone(), references: 1, memo: (0, Truth::Unknown) };
+        self.atoms[id.0 as usize] = Some(atom);
+        self.ids.insert(key, id);
+        id
+    }
+
+    /// Drops one reference taken by [`AtomTable::intern`].
+    pub(crate) fn release(&mut self, id: AtomId, vocabulary: &mut Vocabulary) {
+        let Some(slot) = self.atoms.get_mut(id.0 as usize) else { return };
+        let Some(atom) = slot else { return };
+        atom.references -= 1;
+        if atom.references > 0 {
+            return;
+        }
+        if let Some(atom) = slot.take() {
+            self.ids.remove(&(atom.property, atom.op, LiteralKey::of(&atom.literal)));
+            vocabulary.release(atom.property);
+        }
+        self.free.push(id);
+    }
+
+    /// The atom's truth for the message `view` describes, computed at most once per message.
+    pub(crate) fn truth(&mut self, id: AtomId, view: &MessageView<'_>) -> Truth {
+        let Some(Some(atom)) = self.atoms.get_mut(id.0 as usize) else {
+            return Truth::Unknown;
+        };
+        if atom.memo.0 != view.epoch {
+            let truth = compare_value(atom.op, view.resolve(&atom.property), &atom.literal);
+            atom.memo = (view.epoch, truth);
+        }
+        atom.memo.1
+    }
+
+    /// Number of distinct predicates in use.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
+/// What is left to check of a selector once its access predicate matched: interned atoms and any
+/// other conjuncts, all of which must be TRUE.
+#[derive(Debug)]
+pub(crate) struct Residue {
+    pub(crate) atoms: Box<[AtomId]>,
+    pub(crate) rest: Option<Box<Condition<PropertyId>>>,
+}
+
+impl Residue {
+    /// True when nothing is left to check: the access predicate was the whole selector.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.atoms.is_empty() && self.rest.is_none()
+    }
+
+    /// Whether every remaining conjunct is TRUE for the message.
+    pub(crate) fn holds(&self, atoms: &mut AtomTable, view: &MessageView<'_>) -> bool {
+        self.atoms.iter().all(|&atom| atoms.truth(atom, view).is_true())
+            && self.rest.as_deref().is_none_or(|rest| evaluate(rest, view).is_true())
+    }
+
+    /// Returns the references this residue holds.
+    pub(crate) fn release(&self, atoms: &mut AtomTable, vocabulary: &mut Vocabulary) {
+        for &atom in self.atoms.iter() {
+            atoms.release(atom, vocabulary);
+        }
+        if let Some(rest) = &self.rest {
+            rest.for_each_property(&mut |&property| vocabulary.release(property));
+        }
+    }
+}
+
+/// One message as the content indexes see it: its properties by interned id.
+#[derive(Debug)]
+pub(crate) struct MessageView<'a> {
+    pub(crate) properties: &'a [Property],
+    /// `(id, position in properties)` for each property some selector names; first of duplicate
+    /// keys only, as [`tidings_wire::lookup`] does.
+    pub(crate) resolved: &'a [(PropertyId, u32)],
+    /// Distinguishes this message from every earlier one (memo and dedupe stamps).
+    pub(crate) epoch: u64,
+}
+
+impl MessageView<'_> {
+    /// Fills `resolved` with the properties of `properties` that `vocabulary` knows.
+    pub(crate) fn resolve_into(
+        properties: &[Property],
+        vocabulary: &Vocabulary,
+        resolved: &mut Vec<(PropertyId, u32)>,
+    ) {
+        resolved.clear();
+        for (position, property) in properties.iter().enumerate() {
+            if let Some(id) = vocabulary.get(&property.key) {
+                if !resolved.iter().any(|(seen, _)| *seen == id) {
+                    resolved.push((id, position as u32));
+                }
+            }
+        }
+    }
+}
+
+impl Resolve<PropertyId> for MessageView<'_> {
+    fn resolve(&self, property: &PropertyId) -> Option<&Value> {
+        let (_, position) = self.resolved.iter().find(|(id, _)| id == property)?;
+        self.properties.get(*position as usize).map(|p| &p.value)
+    }
+}
