@@ -56,15 +56,78 @@ pub(crate) struct Member {
     pub(crate) link: u32,
 }
 
+/// The members filed under one key. Most equality keys of a selective workload hold a single
+/// subscription, so one member is stored inline: a message reaching it costs no extra pointer
+/// chase (one cache miss fewer per candidate on a large index).
+#[derive(Debug)]
+pub(crate) enum Members {
+    One(Member),
+    Many(Vec<Member>),
+}
+
+impl Default for Members {
+    fn default() -> Self {
+        Members::Many(Vec::new())
+    }
+}
+
+impl Members {
+    pub(crate) fn as_slice(&self) -> &[Member] {
+        match self {
+            Members::One(member) => std::slice::from_ref(member),
+            Members::Many(members) => members,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.as_slice().is_empty()
+    }
+
+    /// Appends `member`; returns its position.
+    fn push(&mut self, member: Member) -> u32 {
+        match self {
+            Members::Many(members) if members.is_empty() => *self = Members::One(member),
+            Members::Many(members) => members.push(member),
+            Members::One(first) => *self = Members::Many(vec![*first, member]),
+        }
+        self.len() as u32 - 1
+    }
+
+    /// Removes the member at `position`; returns the member moved into its place, if any.
+    fn swap_remove(&mut self, position: usize) -> Option<Member> {
+        match self {
+            Members::One(_) if position == 0 => {
+                *self = Members::default();
+                None
+            }
+            Members::One(_) => None,
+            Members::Many(members) if position < members.len() => {
+                members.swap_remove(position);
+                let moved = members.get(position).copied();
+                if let [only] = members.as_slice() {
+                    // Back to inline; the remaining member is at position 0 either way.
+                    *self = Members::One(*only);
+                }
+                moved
+            }
+            Members::Many(_) => None,
+        }
+    }
+}
+
 /// Members at one range threshold.
 #[derive(Debug, Default)]
 struct RangeBucket {
-    strict: Vec<Member>,
-    inclusive: Vec<Member>,
+    strict: Members,
+    inclusive: Members,
 }
 
 impl RangeBucket {
-    fn side(&mut self, inclusion: Inclusion) -> &mut Vec<Member> {
+    fn side(&mut self, inclusion: Inclusion) -> &mut Members {
         match inclusion {
             Inclusion::Strict => &mut self.strict,
             Inclusion::Inclusive => &mut self.inclusive,
@@ -79,9 +142,9 @@ impl RangeBucket {
 /// All buckets for one property.
 #[derive(Debug, Default)]
 pub(crate) struct PropertyIndex {
-    strings: FxHashMap<Box<str>, Vec<Member>>,
-    numbers: FxHashMap<NumberKey, Vec<Member>>,
-    booleans: [Vec<Member>; 2],
+    strings: FxHashMap<Box<str>, Members>,
+    numbers: FxHashMap<NumberKey, Members>,
+    booleans: [Members; 2],
     above: BTreeMap<OrderedNumber, RangeBucket>,
     below: BTreeMap<OrderedNumber, RangeBucket>,
     /// Members in `above` and `below`, for cost estimates.
@@ -99,9 +162,7 @@ impl PropertyIndex {
             KeyKind::Below(..) => self.below_len += 1,
             KeyKind::Equal(..) => {}
         }
-        let bucket = self.bucket_mut(key);
-        bucket.push(member);
-        bucket.len() as u32 - 1
+        self.bucket_mut(key).push(member)
     }
 
     /// Removes the member at `position` under `key`; returns the member moved into its place.
@@ -113,12 +174,7 @@ impl PropertyIndex {
             KeyKind::Equal(..) => {}
         }
         let bucket = self.bucket_mut(key);
-        let position = position as usize;
-        if position >= bucket.len() {
-            return None;
-        }
-        bucket.swap_remove(position);
-        let moved = bucket.get(position).copied();
+        let moved = bucket.swap_remove(position as usize);
         let now_empty = bucket.is_empty();
         if now_empty {
             self.prune(key);
@@ -135,8 +191,8 @@ impl PropertyIndex {
     /// equality, half the property's bounds of that direction for ranges.
     pub(crate) fn cost(&self, key: &KeyKind) -> usize {
         match key {
-            KeyKind::Equal(EqualKey::Str(text)) => self.strings.get(text).map_or(0, Vec::len),
-            KeyKind::Equal(EqualKey::Number(number)) => self.numbers.get(number).map_or(0, Vec::len),
+            KeyKind::Equal(EqualKey::Str(text)) => self.strings.get(text).map_or(0, Members::len),
+            KeyKind::Equal(EqualKey::Number(number)) => self.numbers.get(number).map_or(0, Members::len),
             KeyKind::Equal(EqualKey::Bool(value)) => self.booleans[usize::from(*value)].len(),
             KeyKind::Above(..) => self.above_len / 2,
             KeyKind::Below(..) => self.below_len / 2,
@@ -145,9 +201,14 @@ impl PropertyIndex {
 
     /// Calls `visit` on every member whose predicate `value` satisfies.
     pub(crate) fn for_each_satisfied(&self, value: &Value, visit: &mut impl FnMut(Member)) {
-        let mut visit_all = |members: &[Member]| members.iter().for_each(|m| visit(*m));
+        let mut visit_all = |members: &Members| members.as_slice().iter().for_each(|m| visit(*m));
         let number = match value {
-            Value::Str(text) => return self.strings.get(text.as_str()).into_iter().for_each(|b| visit_all(b)),
+            Value::Str(text) => {
+                if let Some(bucket) = self.strings.get(text.as_str()) {
+                    visit_all(bucket);
+                }
+                return;
+            }
             Value::Bool(flag) => return visit_all(&self.booleans[usize::from(*flag)]),
             Value::Int(i) => Number::Int(*i),
             Value::Float(x) => Number::Float(*x),
@@ -170,7 +231,7 @@ impl PropertyIndex {
         }
     }
 
-    fn bucket_mut(&mut self, key: &KeyKind) -> &mut Vec<Member> {
+    fn bucket_mut(&mut self, key: &KeyKind) -> &mut Members {
         match key {
             KeyKind::Equal(EqualKey::Str(text)) => self.strings.entry(text.clone()).or_default(),
             KeyKind::Equal(EqualKey::Number(number)) => self.numbers.entry(*number).or_default(),

@@ -11,7 +11,7 @@
 //! conjunct is exactly its keys (everything but BETWEEN and OR), it leaves the residue.
 
 use super::buckets::{EqualKey, Inclusion, KeyKind};
-use super::shared::{AtomTable, PropertyId, Residue, Vocabulary};
+use super::shared::{AtomList, AtomTable, PropertyId, Residue, Vocabulary};
 use crate::selector::{Comparison, Condition, Literal, Name, Number, Operand, OrderedNumber};
 
 /// A candidate access set, with property names not yet interned.
@@ -142,5 +142,5 @@ pub(crate) fn residue(
         1 => rest.pop().map(Box::new),
         _ => Some(Box::new(Condition::And(rest))),
     };
-    Residue { atoms: atom_ids.into(), rest }
+    Residue { atoms: AtomList::new(atom_ids), rest }
 }

@@ -1,0 +1,149 @@
+//! Time per published event for the seed 004, range and mixed workloads, against the naive loop
+//! that evaluates every selector, and the no-selector hot path.
+//!
+//! `cargo bench -p tidings-matching --bench matching` (each group prints the matches per event
+//! once, so time per event can be read against the work it implies).
+
+// criterion_group! generates undocumented functions.
+#![allow(missing_docs)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Criterion};
+
+mod workloads;
+
+use workloads::{Event, Subscription};
+
+/// Events per workload; the benchmark cycles through them.
+const EVENTS: usize = 4096;
+
+fn quick(group: &mut BenchmarkGroup<'_, WallTime>) {
+    group.sample_size(10).warm_up_time(Duration::from_millis(300)).measurement_time(Duration::from_secs(2));
+}
+
+/// Benchmarks `matches` over `events` for an index of `subscriptions`, and reports the average
+/// number of matches per event.
+fn bench_index(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    label: &str,
+    parameter: usize,
+    subscriptions: &[Subscription],
+    events: &[Event],
+) {
+    let mut index = workloads::build(subscriptions);
+    let mut out = Vec::new();
+    let total: usize = events
+        .iter()
+        .map(|event| {
+            out.clear();
+            index.matches(&event.topic, &event.properties, &mut out);
+            out.len()
+        })
+        .sum();
+    eprintln!("{label}/{parameter}: {:.2} matches per event", total as f64 / events.len() as f64);
+    let mut next = 0;
+    group.bench_with_input(BenchmarkId::new(label, parameter), &parameter, |bencher, _| {
+        bencher.iter(|| {
+            let event = &events[next % events.len()];
+            next += 1;
+            out.clear();
+            index.matches(&event.topic, &event.properties, &mut out);
+            black_box(out.len())
+        })
+    });
+    let stats = index.stats();
+    eprintln!(
+        "{label}/{parameter}: per publish {:.2} index hits, {:.2} selector evaluations, {:.2} unindexed checks",
+        stats.index_hits as f64 / stats.publishes as f64,
+        stats.selector_evaluations as f64 / stats.publishes as f64,
+        stats.unindexed_checks as f64 / stats.publishes as f64,
+    );
+}
+
+fn bench_naive(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    parameter: usize,
+    subscriptions: &[Subscription],
+    events: &[Event],
+) {
+    let mut out = Vec::new();
+    let mut next = 0;
+    group.bench_with_input(BenchmarkId::new("every selector", parameter), &parameter, |bencher, _| {
+        bencher.iter(|| {
+            let event = &events[next % events.len()];
+            next += 1;
+            out.clear();
+            workloads::naive_matches(subscriptions, event, &mut out);
+            black_box(out.len())
+        })
+    });
+}
+
+fn seed004(c: &mut Criterion) {
+    let mut group = c.benchmark_group("seed004");
+    quick(&mut group);
+    for count in [1_000, 10_000, 100_000, 1_000_000] {
+        let subscriptions = workloads::seed004_subscriptions(count);
+        let events = workloads::seed004_events(count, EVENTS);
+        bench_index(&mut group, "index", count, &subscriptions, &events);
+        if count == 100_000 {
+            bench_naive(&mut group, count, &subscriptions, &events);
+        }
+    }
+    group.finish();
+}
+
+fn range(c: &mut Criterion) {
+    let mut group = c.benchmark_group("range");
+    quick(&mut group);
+    for count in [1_000, 10_000, 100_000] {
+        let subscriptions = workloads::range_subscriptions(count);
+        let events = workloads::range_events(count, EVENTS);
+        bench_index(&mut group, "index", count, &subscriptions, &events);
+        if count == 100_000 {
+            bench_naive(&mut group, count, &subscriptions, &events);
+        }
+    }
+    group.finish();
+}
+
+fn mixed(c: &mut Criterion) {
+    let mut group = c.benchmark_group("mixed");
+    quick(&mut group);
+    for count in [1_000, 10_000, 100_000] {
+        let subscriptions = workloads::mixed_subscriptions(count);
+        let events = workloads::mixed_events(count, EVENTS);
+        bench_index(&mut group, "index", count, &subscriptions, &events);
+        if count == 100_000 {
+            bench_naive(&mut group, count, &subscriptions, &events);
+        }
+    }
+    group.finish();
+}
+
+/// The hot path without selectors: a cached topic with a fan-out of `fanout` subscribers.
+fn topics_only(c: &mut Criterion) {
+    let mut group = c.benchmark_group("topics_only");
+    quick(&mut group);
+    for fanout in [1, 10, 100] {
+        let mut subscriptions = Vec::new();
+        for i in 0..10_000 {
+            subscriptions
+                .push(Subscription { pattern: workloads::pattern(&format!("plant.line{i}.temp")), selector: None });
+        }
+        for i in 0..fanout {
+            let text = if i % 2 == 0 { "plant.line7.*" } else { "plant.>" };
+            subscriptions.push(Subscription { pattern: workloads::pattern(text), selector: None });
+        }
+        let events: Vec<Event> =
+            (0..EVENTS).map(|_| Event { topic: "plant.line7.temp".to_owned(), properties: Vec::new() }).collect();
+        bench_index(&mut group, "cached", fanout, &subscriptions, &events);
+    }
+    group.finish();
+}
+
+criterion_group!(benches, topics_only, seed004, range, mixed);
+criterion_main!(benches);
