@@ -118,8 +118,9 @@ impl ClientBuilder {
     }
 
     /// Deliveries buffered per subscription before the reader waits for the application,
-    /// which in turn makes the broker's queue for this client fill (TCP backpressure).
-    /// Default 65,536; at least 1.
+    /// which in turn makes the broker's queue for this client fill (TCP backpressure). The
+    /// reader hands deliveries over one socket read at a time, so one read's worth may exceed
+    /// a small capacity. Default 65,536; at least 1.
     pub fn subscription_capacity(mut self, deliveries: usize) -> ClientBuilder {
         self.config.subscription_capacity = deliveries.max(1);
         self

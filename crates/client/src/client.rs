@@ -1,16 +1,16 @@
 //! The client handle.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tidings_wire::{Frame, Message, Property, SubId, Subscribe, WireError};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 use crate::builder::{ClientBuilder, Config, Transport};
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
-use crate::shared::{Link, Route, Shared};
+use crate::shared::{Link, Shared};
 use crate::subscription::{SubscribeOptions, Subscription};
 use crate::waiters::Outcome;
 use crate::{now_us, tcp, udp};
@@ -130,12 +130,25 @@ impl Client {
             return Err(WireError::FrameTooLarge { len, max }.into());
         }
         let frame = Frame::Publish(message);
-        match &self.shared().link {
-            Link::Tcp(tcp) => tcp.publish(self.shared(), &frame).await,
-            Link::Udp(udp) => match self.shared().closed_error() {
-                Some(e) => Err(e),
-                None => udp.publish(&frame).await,
-            },
+        // The fast path takes no await; the waiting path is boxed so that its larger state
+        // does not make every publish future bigger (they are moved on every call).
+        let shared = self.shared();
+        match &shared.link {
+            Link::Tcp(tcp) => {
+                if tcp.try_publish(&frame)? {
+                    return Ok(());
+                }
+                Box::pin(tcp.publish(shared, &frame)).await
+            }
+            Link::Udp(udp) => {
+                if let Some(e) = shared.closed_error() {
+                    return Err(e);
+                }
+                if udp.try_publish(&frame)? {
+                    return Ok(());
+                }
+                Box::pin(udp.publish(&frame)).await
+            }
         }
     }
 
@@ -157,14 +170,13 @@ impl Client {
             pattern: options.pattern.clone(),
             selector: options.selector.clone().filter(|s| !s.is_empty()),
         };
-        let (tx, rx) = mpsc::channel(shared.config.subscription_capacity);
-        let end = Arc::new(OnceLock::new());
-        let route = Route { tx, end: end.clone() };
+        let (subscription, route) =
+            Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());
         match &shared.link {
             Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await?,
             Link::Udp(udp) => udp.subscribe(shared, frame, route).await?,
         }
-        Ok(Subscription::new(id, options, rx, end, self.handle.clone()))
+        Ok(subscription)
     }
 
     /// Round trip: PING until PONG. Over TCP the PING queues behind buffered publishes, so

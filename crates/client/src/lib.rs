@@ -62,6 +62,7 @@ mod client;
 mod delivery;
 mod error;
 mod event;
+mod inbox;
 mod registry;
 mod shared;
 mod subscription;

@@ -5,7 +5,9 @@
 //! Sequence numbers order what the client sent on one connection: every SUBSCRIBE and every
 //! PING takes the next number from one counter, in the order they enter the write buffer.
 //! The broker handles frames in order, so a PONG for PING `n` confirms every SUBSCRIBE sent
-//! before `n`, and an ERROR about a subscription concerns the earliest unconfirmed one.
+//! before `n`. The client follows every SUBSCRIBE with its own PING, so by the time an ERROR
+//! is read, every SUBSCRIBE the broker handled before the refused frame has been confirmed:
+//! an ERROR about a subscription concerns exactly the earliest unconfirmed one.
 
 use std::collections::BTreeMap;
 

@@ -6,22 +6,32 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use tidings_wire::{Deliver, Frame, Ping, Pong, SubId, Welcome};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch, Semaphore, TryAcquireError};
 use tracing::{debug, warn};
 
 use crate::builder::Config;
 use crate::delivery::Delivery;
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
+use crate::inbox::Inbox;
 use crate::registry::Registry;
 use crate::tcp::TcpLink;
 use crate::udp::UdpLink;
 use crate::waiters::Waiters;
 
+/// What the reader hands a subscription: a batch of deliveries and the credit it took.
+pub(crate) type Batch = (Vec<Delivery>, u32);
+
 /// Where a subscription's deliveries go, and where the reason it ended is left.
+///
+/// The channel is unbounded; `credit` bounds it: the reader takes one permit per delivery
+/// (at most `subscription_capacity` per batch) before sending, the subscription gives them
+/// back as it takes batches out. A subscription that is dropped closes `credit`, so a reader
+/// waiting for credit never waits for a consumer that is gone.
 #[derive(Debug)]
 pub(crate) struct Route {
-    pub(crate) tx: mpsc::Sender<Delivery>,
+    pub(crate) tx: mpsc::UnboundedSender<Batch>,
+    pub(crate) credit: Arc<Semaphore>,
     pub(crate) end: Arc<OnceLock<ClientError>>,
 }
 
@@ -140,21 +150,28 @@ impl Shared {
         self.stop.send_replace(true);
     }
 
-    /// Handles one frame from the broker. Returns the error that ends the connection when
-    /// the frame is ERROR or DISCONNECT.
-    pub(crate) async fn handle_inbound(&self, frame: Frame, received_us: u64) -> Option<ClientError> {
+    /// Handles one frame from the broker; deliveries are collected in `inbox` for
+    /// [`hand_over`](Self::hand_over). Returns the error that ends the connection when the
+    /// frame is ERROR or DISCONNECT.
+    pub(crate) fn handle_inbound(&self, frame: Frame, received_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
         match frame {
-            Frame::Deliver(deliver) => self.route(deliver, received_us).await,
+            Frame::Deliver(Deliver { id, missed, message }) => {
+                inbox.push(Delivery::new(id, missed, message, received_us));
+            }
             Frame::Pong(Pong { nonce }) => {
                 self.registry.lock().confirm_before(nonce);
                 self.waiters.lock().resolve(nonce);
             }
             Frame::Error(notice) => {
+                self.doom();
                 let error = ClientError::refused(&notice);
                 self.refused(&error);
                 return Some(error);
             }
-            Frame::Disconnect(notice) => return Some(ClientError::disconnected(&notice)),
+            Frame::Disconnect(notice) => {
+                self.doom();
+                return Some(ClientError::disconnected(&notice));
+            }
             Frame::Ping(Ping { nonce }) => self.send_control(Frame::Pong(Pong { nonce })),
             Frame::Welcome(welcome) => self.welcomed(&welcome),
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
@@ -162,24 +179,46 @@ impl Shared {
         None
     }
 
-    /// Routes a delivery to its subscription. Waits when the subscription's buffer is full:
-    /// the reader then stops reading, and the broker sees backpressure.
-    async fn route(&self, deliver: Deliver, received_us: u64) {
-        let Deliver { id, missed, message } = deliver;
-        let delivery = Delivery::new(id, missed, message, received_us);
-        let (tx, delivery) = {
-            let registry = self.registry.lock();
-            let Some(route) = registry.sink(id) else {
-                debug!(subscription = id.0, "delivery for an unknown subscription dropped");
-                return;
+    /// Hands each subscription its batch. Waits while a subscription has no credit: the
+    /// reader then stops reading, and the broker sees backpressure.
+    pub(crate) async fn hand_over(&self, inbox: &mut Inbox) {
+        if inbox.is_empty() {
+            return;
+        }
+        let limit = u32::try_from(self.config.subscription_capacity).unwrap_or(u32::MAX);
+        for (id, batch) in inbox.take() {
+            let permits = u32::try_from(batch.len()).unwrap_or(u32::MAX).min(limit);
+            let (credit, tx) = {
+                let registry = self.registry.lock();
+                let Some(route) = registry.sink(id) else {
+                    debug!(subscription = id.0, "deliveries for an unknown subscription dropped");
+                    continue;
+                };
+                let acquired = match route.credit.try_acquire_many(permits) {
+                    Ok(granted) => {
+                        granted.forget();
+                        true
+                    }
+                    Err(TryAcquireError::Closed) => continue,
+                    Err(TryAcquireError::NoPermits) => false,
+                };
+                if acquired {
+                    let _ = route.tx.send((batch, permits));
+                    continue;
+                }
+                (route.credit.clone(), route.tx.clone())
             };
-            match route.tx.try_send(delivery) {
-                Ok(()) => return,
-                Err(mpsc::error::TrySendError::Closed(_)) => return,
-                Err(mpsc::error::TrySendError::Full(delivery)) => (route.tx.clone(), delivery),
+            let acquired = match credit.acquire_many(permits).await {
+                Ok(granted) => {
+                    granted.forget();
+                    true
+                }
+                Err(_) => false,
+            };
+            if acquired {
+                let _ = tx.send((batch, permits));
             }
-        };
-        let _ = tx.send(delivery).await;
+        }
     }
 
     /// An ERROR arrived: the subscription it refused (if any) ends with it, and every call
@@ -191,6 +230,14 @@ impl Shared {
         }
         self.waiters.lock().fail_all(error);
         self.emit(ConnectionEvent::Refused { error: error.clone() });
+    }
+
+    /// Over TCP, the broker closes the connection after ERROR or DISCONNECT: stop using it
+    /// before anyone is told, so that calls made after the news wait for the next connection.
+    fn doom(&self) {
+        if let Link::Tcp(tcp) = &self.link {
+            tcp.doom();
+        }
     }
 
     /// Sends a small control frame without waiting (best effort).

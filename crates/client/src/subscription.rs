@@ -2,15 +2,16 @@
 
 use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use futures::Stream;
 use tidings_wire::{DeliveryMode, SubId};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Semaphore};
 
 use crate::client::Handle;
 use crate::delivery::Delivery;
 use crate::error::ClientError;
+use crate::shared::{Batch, Route};
 
 /// What to subscribe to.
 ///
@@ -79,7 +80,11 @@ impl SubscribeOptions {
 pub struct Subscription {
     id: SubId,
     options: SubscribeOptions,
-    rx: mpsc::Receiver<Delivery>,
+    rx: mpsc::UnboundedReceiver<Batch>,
+    /// Given back to the reader as batches are taken out; see [`Route`](crate::shared::Route).
+    credit: Arc<Semaphore>,
+    /// The batch being yielded.
+    current: std::vec::IntoIter<Delivery>,
     end: Arc<OnceLock<ClientError>>,
     /// `None` once unsubscribed, so that drop does not unsubscribe twice.
     client: Option<Arc<Handle>>,
@@ -87,14 +92,28 @@ pub struct Subscription {
 }
 
 impl Subscription {
+    /// A subscription and the route the reader feeds it through.
     pub(crate) fn new(
         id: SubId,
         options: SubscribeOptions,
-        rx: mpsc::Receiver<Delivery>,
-        end: Arc<OnceLock<ClientError>>,
+        capacity: usize,
         client: Arc<Handle>,
-    ) -> Subscription {
-        Subscription { id, options, rx, end, client: Some(client), missed: 0 }
+    ) -> (Subscription, Route) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let credit = Arc::new(Semaphore::new(capacity.min(Semaphore::MAX_PERMITS)));
+        let end = Arc::new(OnceLock::new());
+        let route = Route { tx, credit: credit.clone(), end: end.clone() };
+        let subscription = Subscription {
+            id,
+            options,
+            rx,
+            credit,
+            current: Vec::new().into_iter(),
+            end,
+            client: Some(client),
+            missed: 0,
+        };
+        (subscription, route)
     }
 
     /// The id the client chose; deliveries carry it as [`Delivery::subscription`].
@@ -109,14 +128,18 @@ impl Subscription {
 
     /// The next delivery; `None` once the stream has ended.
     pub async fn recv(&mut self) -> Option<Delivery> {
-        let delivery = self.rx.recv().await;
-        self.count(delivery)
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// A delivery if one is buffered, without waiting.
     pub fn try_recv(&mut self) -> Option<Delivery> {
-        let delivery = self.rx.try_recv().ok();
-        self.count(delivery)
+        loop {
+            if let Some(delivery) = self.current.next() {
+                return self.count(delivery);
+            }
+            let batch = self.rx.try_recv().ok()?;
+            self.start(batch);
+        }
     }
 
     /// Total of [`Delivery::missed`] over the deliveries yielded so far: messages the broker
@@ -140,11 +163,27 @@ impl Subscription {
         }
     }
 
-    fn count(&mut self, delivery: Option<Delivery>) -> Option<Delivery> {
-        if let Some(d) = &delivery {
-            self.missed += u64::from(d.missed);
+    fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
+        loop {
+            if let Some(delivery) = self.current.next() {
+                return Poll::Ready(self.count(delivery));
+            }
+            match ready!(self.rx.poll_recv(cx)) {
+                Some(batch) => self.start(batch),
+                None => return Poll::Ready(None),
+            }
         }
-        delivery
+    }
+
+    /// Takes a batch out of the channel and gives its credit back to the reader.
+    fn start(&mut self, (batch, permits): Batch) {
+        self.credit.add_permits(permits as usize);
+        self.current = batch.into_iter();
+    }
+
+    fn count(&mut self, delivery: Delivery) -> Option<Delivery> {
+        self.missed += u64::from(delivery.missed);
+        Some(delivery)
     }
 }
 
@@ -152,13 +191,13 @@ impl Stream for Subscription {
     type Item = Delivery;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
-        let this = self.get_mut();
-        this.rx.poll_recv(cx).map(|delivery| this.count(delivery))
+        self.get_mut().poll_recv(cx)
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
+        self.credit.close();
         if let Some(client) = self.client.take() {
             client.forget(self.id);
         }

@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 
 use crate::builder::Config;
 use crate::error::ClientError;
+use crate::inbox::Inbox;
 use crate::now_us;
 use crate::shared::{Link, Route, Shared};
 use crate::waiters::Outcome;
@@ -77,24 +78,27 @@ fn hello(config: &Config) -> Frame {
 }
 
 impl UdpLink {
-    /// Sends one PUBLISH datagram, waiting only if the socket's send buffer is full.
-    pub(crate) async fn publish(&self, frame: &Frame) -> Result<(), ClientError> {
-        loop {
-            let sent = SCRATCH.with(|scratch| {
-                let mut scratch = scratch.borrow_mut();
-                scratch.clear();
-                frame.encode(&mut scratch)?;
-                match self.socket.try_send(&scratch) {
-                    Ok(_) => Ok(true),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
-                    Err(e) => Err(ClientError::from(e)),
-                }
-            })?;
-            if sent {
-                return Ok(());
+    /// Sends one PUBLISH datagram if the socket can take it now: `Ok(false)` when its send
+    /// buffer is full.
+    pub(crate) fn try_publish(&self, frame: &Frame) -> Result<bool, ClientError> {
+        SCRATCH.with(|scratch| {
+            let mut scratch = scratch.borrow_mut();
+            scratch.clear();
+            frame.encode(&mut scratch)?;
+            match self.socket.try_send(&scratch) {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+                Err(e) => Err(ClientError::from(e)),
             }
+        })
+    }
+
+    /// Sends one PUBLISH datagram, waiting while the socket's send buffer is full.
+    pub(crate) async fn publish(&self, frame: &Frame) -> Result<(), ClientError> {
+        while !self.try_publish(frame)? {
             self.socket.writable().await?;
         }
+        Ok(())
     }
 
     /// Subscribes: SUBSCRIBE + PING, re-sent until the PONG. On failure nothing stays
@@ -206,6 +210,7 @@ impl UdpLink {
 /// Receives datagrams and handles every frame in each, until the client closes.
 async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
     let mut buf = BytesMut::with_capacity(MAX_DATAGRAM);
+    let mut inbox = Inbox::default();
     loop {
         buf.clear();
         buf.reserve(MAX_DATAGRAM);
@@ -227,16 +232,17 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
         while !datagram.is_empty() {
             match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
                 Ok(frame) => {
-                    if let Some(error) = shared.handle_inbound(frame, received_us).await {
+                    if let Some(error) = shared.handle_inbound(frame, received_us, &mut inbox) {
                         debug!(%error, "broker notice over udp");
                     }
                 }
                 Err(error) => {
-                    warn!(%error, "dropping malformed datagram");
+                    warn!(%error, "dropping the rest of a malformed datagram");
                     break;
                 }
             }
         }
+        shared.hand_over(&mut inbox).await;
     }
 }
 

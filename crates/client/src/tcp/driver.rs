@@ -16,6 +16,7 @@ use crate::backoff::{Backoff, Schedule};
 use crate::builder::Config;
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
+use crate::inbox::Inbox;
 use crate::now_us;
 use crate::shared::{Link, Shared};
 
@@ -115,18 +116,24 @@ async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut
     let max_frame = shared.config.max_frame;
     let chunk = shared.config.read_buffer;
     let mut received_us = now_us();
+    let mut inbox = Inbox::default();
     loop {
         loop {
             match Frame::decode(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
-                    if let Some(error) = shared.handle_inbound(frame, received_us).await {
+                    if let Some(error) = shared.handle_inbound(frame, received_us, &mut inbox) {
+                        shared.hand_over(&mut inbox).await;
                         return error;
                     }
                 }
                 Ok(None) => break,
-                Err(e) => return e.into(),
+                Err(e) => {
+                    shared.hand_over(&mut inbox).await;
+                    return e.into();
+                }
             }
         }
+        shared.hand_over(&mut inbox).await;
         // Room for the rest of a large frame, and never less than half a chunk per read.
         let want = needed(&buf).unwrap_or(0).max(chunk / 2);
         if buf.capacity() - buf.len() < want {

@@ -47,14 +47,22 @@ impl TcpLink {
         matches!(self.outbox.lock().state(), State::Up)
     }
 
-    /// Buffers a PUBLISH. Waits while the buffer is over its high-water mark, and up to
+    /// Buffers a PUBLISH if that needs no waiting: `Ok(false)` when the buffer is over its
+    /// high-water mark or the connection is down. This is the whole of a publish, usually.
+    pub(crate) fn try_publish(&self, frame: &Frame) -> Result<bool, ClientError> {
+        let push = self.outbox.lock().push_publish(frame)?;
+        match push {
+            Push::Queued { wake } => {
+                self.wake_writer(wake);
+                Ok(true)
+            }
+            Push::Full | Push::Down => Ok(false),
+        }
+    }
+
+    /// Buffers a PUBLISH, waiting while the buffer is over its high-water mark, and up to
     /// `reconnect_wait` while the connection is down.
     pub(crate) async fn publish(&self, shared: &Shared, frame: &Frame) -> Result<(), ClientError> {
-        let push = self.outbox.lock().push_publish(frame)?;
-        if let Push::Queued { wake } = push {
-            self.wake_writer(wake);
-            return Ok(());
-        }
         let mut deadline = None;
         loop {
             let notified = self.progress.notified();
@@ -82,6 +90,7 @@ impl TcpLink {
     /// subscription stays registered, is re-sent by the reconnect, and is confirmed again.
     pub(crate) async fn subscribe(&self, shared: &Shared, frame: Subscribe, route: Route) -> Result<(), ClientError> {
         let id = frame.id;
+        let end = route.end.clone();
         let encoded = Frame::Subscribe(frame.clone());
         let (nonce, rx) = self
             .enqueue_barrier(shared, |outbox, registry| {
@@ -92,19 +101,25 @@ impl TcpLink {
             })
             .await?;
         let mut outcome = self.await_pong(shared, nonce, rx).await;
-        for _ in 1..SUBSCRIBE_TRIES {
-            let Err(error) = &outcome else { return Ok(()) };
-            let refused = !shared.registry.lock().contains(id);
-            if refused || shared.closed_error().is_some() || matches!(error, ClientError::Timeout { .. }) {
-                break;
+        for attempt in 1..=SUBSCRIBE_TRIES {
+            // Gone from the registry: refused (possibly on a later connection), or closed.
+            if !shared.registry.lock().contains(id) {
+                let closed = shared.closed_error().unwrap_or(ClientError::Closed);
+                return Err(end.get().cloned().unwrap_or(closed));
+            }
+            let error = match outcome {
+                Ok(()) => return Ok(()),
+                Err(error) => error,
+            };
+            let hopeless = matches!(error, ClientError::Timeout { .. }) || shared.closed_error().is_some();
+            if hopeless || attempt == SUBSCRIBE_TRIES {
+                self.forget(shared, id);
+                return Err(error);
             }
             debug!(subscription = id.0, %error, "subscription will be re-sent on the next connection");
             outcome = self.barrier(shared).await;
         }
-        if outcome.is_err() {
-            self.forget(shared, id);
-        }
-        outcome
+        Err(ClientError::ConnectionLost)
     }
 
     /// Removes a subscription and, when connected, tells the broker. Does not wait.
@@ -233,8 +248,9 @@ impl TcpLink {
         self.writer_wake.notify_one();
     }
 
-    /// A connection completed its handshake: re-send every subscription, then a PING whose
-    /// PONG confirms them, and open the buffer to callers.
+    /// A connection completed its handshake: re-send every subscription, each followed by a
+    /// PING whose PONG confirms it (so an ERROR names exactly one unconfirmed subscription),
+    /// and open the buffer to callers.
     fn go_up(&self, shared: &Shared, welcome: &Welcome) -> Result<(), ClientError> {
         shared.welcomed(welcome);
         {
@@ -243,19 +259,23 @@ impl TcpLink {
             let mut registry = shared.registry.lock();
             registry.resend_all(|frame| {
                 let seq = shared.next_seq();
-                if let Err(error) = outbox.push(&Frame::Subscribe(frame.clone())) {
+                let ping = Frame::Ping(Ping { nonce: shared.next_seq() });
+                if let Err(error) = outbox.push(&Frame::Subscribe(frame.clone())).and_then(|_| outbox.push(&ping)) {
                     warn!(%error, subscription = frame.id.0, "cannot re-send subscription");
                 }
                 seq
             });
-            if registry.len() > 0 {
-                outbox.push(&Frame::Ping(Ping { nonce: shared.next_seq() }))?;
-            }
         }
         self.writer_wake.notify_one();
         self.progress.notify_waiters();
         shared.emit(ConnectionEvent::Connected { server_name: welcome.server_name.clone() });
         Ok(())
+    }
+
+    /// The broker refused something or said DISCONNECT: the connection is as good as gone.
+    /// Stop buffering into it at once, so that calls made from now on wait for the next one.
+    pub(crate) fn doom(&self) {
+        self.outbox.lock().doom();
     }
 
     /// The connection was lost. Returns `false` when the client was closing anyway.

@@ -120,6 +120,15 @@ impl Outbox {
         }
     }
 
+    /// The connection is about to end: drop what was not written and accept nothing more
+    /// until the next connection (a no-op unless up).
+    pub(crate) fn doom(&mut self) {
+        if matches!(self.state, State::Up) {
+            self.buf.clear();
+            self.state = State::Down;
+        }
+    }
+
     /// A connection completed its handshake; the caller buffers the re-sent subscriptions.
     pub(crate) fn go_up(&mut self) -> Result<(), ClientError> {
         match self.state {
@@ -204,6 +213,17 @@ mod tests {
         o.push_publish(&publish(b"x")).unwrap();
         assert!(o.go_down());
         assert_eq!(o.take(&mut BytesMut::new()), Take::Empty);
+    }
+
+    #[test]
+    fn a_doomed_connection_takes_nothing_more_but_still_reconnects() {
+        let mut o = up(1 << 20);
+        o.push_publish(&publish(b"x")).unwrap();
+        o.doom();
+        assert!(matches!(o.push_publish(&publish(b"y")), Ok(Push::Down)));
+        assert_eq!(o.take(&mut BytesMut::new()), Take::Empty);
+        assert!(o.go_down());
+        o.go_up().unwrap();
     }
 
     #[test]

@@ -300,11 +300,56 @@ async fn a_refused_publish_fails_the_pending_flush_and_the_client_reconnects() {
     let broker = TcpBroker::start().await;
     let client = bounded("connect", fast(&broker).connect()).await.unwrap();
     let mut sub = bounded("subscribe", client.subscribe("ok")).await.unwrap();
+    let mut events = client.events();
     client.publish("forbidden", "x").await.unwrap();
-    let err = bounded("flush", client.flush()).await.unwrap_err();
-    assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
+    // The flush fails if its PING went out before the client read the ERROR; otherwise it
+    // waited for the next connection. Either way the refusal is an event.
+    if let Err(err) = bounded("flush", client.flush()).await {
+        assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
+    }
+    loop {
+        if let ConnectionEvent::Refused { error } = bounded("refused event", events.recv()).await.unwrap() {
+            assert_eq!(error.reason(), Some(ReasonCode::InvalidTopic));
+            break;
+        }
+    }
     bounded("flush after reconnect", client.flush()).await.unwrap();
     client.publish("ok", "fine").await.unwrap();
     assert_eq!(&bounded("delivery", sub.next()).await.unwrap().payload[..], b"fine");
     assert!(sub.error().is_none());
+}
+
+#[tokio::test]
+async fn a_full_subscription_holds_the_reader_back_without_losing_deliveries() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).subscription_capacity(4).connect()).await.unwrap();
+    let mut sub = bounded("subscribe", client.subscribe("x")).await.unwrap();
+    for i in 0..500u32 {
+        client.publish("x", Bytes::from(i.to_be_bytes().to_vec())).await.unwrap();
+    }
+    for i in 0..500u32 {
+        let d = bounded("delivery", sub.next()).await.unwrap();
+        assert_eq!(d.payload, Bytes::from(i.to_be_bytes().to_vec()));
+    }
+    bounded("flush", client.flush()).await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_subscription_frees_a_reader_waiting_for_it() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).subscription_capacity(2).connect()).await.unwrap();
+    let slow = bounded("subscribe", client.subscribe("slow")).await.unwrap();
+    let mut quick = bounded("subscribe", client.subscribe("quick")).await.unwrap();
+    // Separate reads, hence separate batches: the first takes the credit, later ones wait.
+    for _ in 0..3 {
+        for _ in 0..10 {
+            client.publish("slow", "unread").await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+    client.publish("quick", "here").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(quick.try_recv().is_none(), "the reader is waiting for the slow subscription");
+    drop(slow);
+    assert_eq!(&bounded("quick delivery", quick.next()).await.unwrap().payload[..], b"here");
 }
