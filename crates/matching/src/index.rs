@@ -455,4 +455,67 @@ mod tests {
         assert_eq!(matched(&mut index, "a.b"), [1]);
         assert_eq!(index.cached_topics(), 1);
     }
+
+    fn selector(text: &str) -> Option<Selector> {
+        Some(Selector::parse(text).unwrap())
+    }
+
+    fn matched_with(index: &mut SubscriptionIndex<u32>, topic: &str, properties: &[Property]) -> Vec<u32> {
+        let mut out = Vec::new();
+        index.matches(topic, properties, &mut out);
+        out.sort_unstable();
+        out
+    }
+
+    #[test]
+    fn selectors_filter_within_the_matching_patterns() {
+        for mut index in indexes() {
+            index.insert(pattern("quotes.*"), selector("price > 100"), 1);
+            index.insert(pattern("quotes.ibm"), selector("price > 200"), 2);
+            index.insert(pattern("quotes.>"), None, 3);
+            assert!(index.has_selectors());
+            let cheap = [Property::new("price", 150i64)];
+            assert_eq!(matched_with(&mut index, "quotes.ibm", &cheap), [1, 3]);
+            let dear = [Property::new("price", 250.0)];
+            assert_eq!(matched_with(&mut index, "quotes.ibm", &dear), [1, 2, 3]);
+            assert_eq!(matched_with(&mut index, "quotes.hp", &dear), [1, 3]);
+            assert_eq!(matched_with(&mut index, "quotes.ibm", &[]), [3]);
+        }
+    }
+
+    #[test]
+    fn removing_the_last_selector_clears_has_selectors() {
+        for mut index in indexes() {
+            let id = index.insert(pattern("a"), selector("x = 1"), 1);
+            index.insert(pattern("a"), None, 2);
+            assert!(index.has_selectors());
+            assert_eq!(index.remove(id), Some(1));
+            assert!(!index.has_selectors());
+            assert_eq!(matched_with(&mut index, "a", &[Property::new("x", 1i64)]), [2]);
+        }
+    }
+
+    #[test]
+    fn stats_count_the_work_done() {
+        let mut index = SubscriptionIndex::new();
+        index.insert(pattern("t"), selector("a = 1 AND b = 2"), 1);
+        index.insert(pattern("t"), selector("c <> 3"), 2);
+        index.insert(pattern("t.*"), None, 3);
+        let properties = [Property::new("a", 1i64), Property::new("b", 2i64)];
+        matched_with(&mut index, "t", &properties);
+        matched_with(&mut index, "t", &properties);
+        matched_with(&mut index, "t.x", &[]);
+        let stats = index.stats();
+        assert_eq!(stats.publishes, 3);
+        assert_eq!((stats.cache_hits, stats.cache_misses), (1, 2));
+        assert_eq!(stats.deliveries, 3);
+        assert_eq!(stats.index_hits, 2);
+        assert_eq!(stats.unindexed_checks, 2);
+        assert_eq!(stats.selector_evaluations, 4);
+        assert_eq!((stats.subscriptions, stats.subscriptions_with_selector), (3, 2));
+        assert_eq!(stats.unindexed_subscriptions, 1);
+        assert_eq!((stats.patterns, stats.cached_topics), (2, 2));
+        assert_eq!(stats.interned_properties, 3);
+        assert_eq!(stats.interned_predicates, 2, "b = 2 and c <> 3");
+    }
 }

@@ -43,6 +43,17 @@ fn comparisons_follow_sql_with_numeric_promotion() {
 }
 
 #[test]
+fn numbers_compare_exactly_and_integer_arithmetic_stays_integral() {
+    assert_eq!(truth("9007199254740993 = 9007199254740992.0"), Truth::False);
+    assert_eq!(truth("9007199254740992 = 9007199254740992.0"), Truth::True);
+    assert_eq!(truth("7 / 2 = 3"), Truth::True);
+    assert_eq!(truth("-7 / 2 = -3"), Truth::True);
+    assert_eq!(truth("7.0 / 2 = 3.5"), Truth::True);
+    assert_eq!(truth("1.0 / 0 = 1"), Truth::Unknown);
+    assert_eq!(truth("price BETWEEN 200 AND 100"), Truth::False);
+}
+
+#[test]
 fn missing_and_mistyped_properties_are_unknown() {
     assert_eq!(truth("missing = 1"), Truth::Unknown);
     assert_eq!(truth("symbol = 1"), Truth::Unknown);

@@ -264,3 +264,68 @@ impl PropertyIndex {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(slot: u32) -> Member {
+        Member { slot, link: 0 }
+    }
+
+    fn threshold(number: Number) -> OrderedNumber {
+        OrderedNumber::new(number).unwrap()
+    }
+
+    fn satisfied(index: &PropertyIndex, value: Value) -> Vec<u32> {
+        let mut slots = Vec::new();
+        index.for_each_satisfied(&value, &mut |m| slots.push(m.slot));
+        slots.sort_unstable();
+        slots
+    }
+
+    #[test]
+    fn one_member_is_inline_and_more_spill_to_a_vector() {
+        let mut members = Members::default();
+        assert!(members.is_empty());
+        assert_eq!(members.push(member(1)), 0);
+        assert!(matches!(members, Members::One(_)));
+        assert_eq!(members.push(member(2)), 1);
+        assert_eq!(members.push(member(3)), 2);
+        assert_eq!(members.swap_remove(0).map(|m| m.slot), Some(3));
+        assert_eq!(members.swap_remove(1).map(|m| m.slot), None);
+        assert!(matches!(members, Members::One(Member { slot: 3, .. })));
+        assert_eq!(members.swap_remove(0).map(|m| m.slot), None);
+        assert!(members.is_empty());
+    }
+
+    #[test]
+    fn thresholds_admit_their_own_value_only_when_inclusive() {
+        let mut index = PropertyIndex::default();
+        let five = threshold(Number::Int(5));
+        index.add(&KeyKind::Above(five, Inclusion::Strict), member(1));
+        index.add(&KeyKind::Above(five, Inclusion::Inclusive), member(2));
+        index.add(&KeyKind::Below(five, Inclusion::Strict), member(3));
+        index.add(&KeyKind::Below(five, Inclusion::Inclusive), member(4));
+        assert_eq!(satisfied(&index, Value::Int(5)), [2, 4]);
+        assert_eq!(satisfied(&index, Value::Float(5.5)), [1, 2]);
+        assert_eq!(satisfied(&index, Value::Float(4.5)), [3, 4]);
+        assert_eq!(satisfied(&index, Value::Float(f64::NAN)), [] as [u32; 0]);
+        assert_eq!(satisfied(&index, Value::from("5")), [] as [u32; 0]);
+    }
+
+    #[test]
+    fn equal_numbers_of_either_type_reach_the_same_bucket() {
+        let mut index = PropertyIndex::default();
+        let key = KeyKind::Equal(EqualKey::Number(Number::Float(2.0).key().unwrap()));
+        index.add(&key, member(1));
+        index.add(&KeyKind::Equal(EqualKey::Bool(true)), member(2));
+        assert_eq!(satisfied(&index, Value::Int(2)), [1]);
+        assert_eq!(satisfied(&index, Value::Float(2.0)), [1]);
+        assert_eq!(satisfied(&index, Value::Bool(true)), [2]);
+        assert_eq!(index.cost(&key), 1);
+        assert_eq!(index.remove(&key, 0).map(|m| m.slot), None);
+        assert_eq!(satisfied(&index, Value::Int(2)), [] as [u32; 0]);
+        assert!(!index.is_empty());
+    }
+}

@@ -210,3 +210,105 @@ fn consider<S: Clone>(
     }
     out.push(entry.subscriber.clone());
 }
+
+#[cfg(test)]
+mod tests {
+    use tidings_wire::Property;
+
+    use super::*;
+
+    /// A content index with its shared tables, and a message counter for epochs.
+    #[derive(Default)]
+    struct Fixture {
+        index: ContentIndex<u32>,
+        vocabulary: Vocabulary,
+        atoms: AtomTable,
+        epoch: u64,
+    }
+
+    impl Fixture {
+        fn insert(&mut self, selector: &str, subscriber: u32) -> u32 {
+            let selector = Selector::parse(selector).unwrap();
+            self.index.insert(&selector, subscriber, &mut self.vocabulary, &mut self.atoms)
+        }
+
+        fn remove(&mut self, slot: u32) -> Option<u32> {
+            self.index.remove(slot, &mut self.vocabulary, &mut self.atoms)
+        }
+
+        fn deliver(&mut self, properties: &[Property]) -> (Vec<u32>, Work) {
+            self.epoch += 1;
+            let mut resolved = Vec::new();
+            MessageView::resolve_into(properties, &self.vocabulary, &mut resolved);
+            let view = MessageView { properties, resolved: &resolved, epoch: self.epoch };
+            let (mut out, mut work) = (Vec::new(), Work::default());
+            self.index.deliver(&view, &mut self.atoms, &mut work, &mut out);
+            out.sort_unstable();
+            (out, work)
+        }
+    }
+
+    #[test]
+    fn a_shared_predicate_is_passed_over_for_a_selective_one() {
+        let mut fixture = Fixture::default();
+        for k in 0..100 {
+            fixture.insert(&format!("t1 = 'a' AND t4 = {k}"), k);
+        }
+        let (out, work) = fixture.deliver(&[Property::new("t1", "a"), Property::new("t4", 42i64)]);
+        assert_eq!(out, [42]);
+        assert!(work.index_hits <= 2, "only the first subscription is filed under t1: {work:?}");
+        assert_eq!(fixture.atoms.len(), 2, "t1 = 'a' is one shared predicate, plus the first one's t4 = 0");
+    }
+
+    #[test]
+    fn a_subscription_reached_by_two_keys_is_delivered_once() {
+        let mut fixture = Fixture::default();
+        fixture.insert("a = 1 OR b = 2", 7);
+        let (out, work) = fixture.deliver(&[Property::new("a", 1i64), Property::new("b", 2i64)]);
+        assert_eq!(out, [7]);
+        assert_eq!(work.index_hits, 2);
+        assert_eq!(work.selector_evaluations, 1);
+    }
+
+    #[test]
+    fn an_exact_access_predicate_leaves_nothing_to_evaluate() {
+        let mut fixture = Fixture::default();
+        fixture.insert("price > 10", 1);
+        fixture.insert("symbol IN ('IBM', 'HP')", 2);
+        let (out, work) = fixture.deliver(&[Property::new("price", 11.5), Property::new("symbol", "HP")]);
+        assert_eq!(out, [1, 2]);
+        assert_eq!(work.selector_evaluations, 0);
+    }
+
+    #[test]
+    fn unindexable_selectors_are_checked_for_every_message() {
+        let mut fixture = Fixture::default();
+        let slot = fixture.insert("a <> 1", 1);
+        fixture.insert("b LIKE 'x%'", 2);
+        assert_eq!(fixture.index.unindexed_len(), 2);
+        let (out, work) = fixture.deliver(&[Property::new("a", 2i64)]);
+        assert_eq!(out, [1]);
+        assert_eq!(work.unindexed_checks, 2);
+        assert_eq!(fixture.remove(slot), Some(1));
+        assert_eq!(fixture.index.unindexed_len(), 1);
+        let (out, _) = fixture.deliver(&[Property::new("b", "xy")]);
+        assert_eq!(out, [2]);
+    }
+
+    #[test]
+    fn removal_keeps_the_other_members_of_a_bucket_reachable() {
+        let mut fixture = Fixture::default();
+        let slots: Vec<u32> = (0..4).map(|i| fixture.insert("s = 'x' AND n > 0", i)).collect();
+        assert_eq!(fixture.remove(slots[0]), Some(0));
+        assert_eq!(fixture.remove(slots[0]), None);
+        assert_eq!(fixture.remove(slots[2]), Some(2));
+        let (out, _) = fixture.deliver(&[Property::new("s", "x"), Property::new("n", 1i64)]);
+        assert_eq!(out, [1, 3]);
+        fixture.remove(slots[1]);
+        fixture.remove(slots[3]);
+        assert_eq!(fixture.index.len(), 0);
+        assert!(fixture.index.properties.is_empty(), "emptied buckets are pruned");
+        assert_eq!(fixture.vocabulary.len(), 0, "names are released with their last user");
+        assert_eq!(fixture.atoms.len(), 0, "predicates are released with their last user");
+    }
+}

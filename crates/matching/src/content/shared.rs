@@ -264,3 +264,67 @@ impl Resolve<PropertyId> for MessageView<'_> {
         self.properties.get(*position as usize).map(|p| &p.value)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_freed_with_their_last_reference_and_their_ids_reused() {
+        let mut vocabulary = Vocabulary::default();
+        let a = vocabulary.intern("a");
+        assert_eq!(vocabulary.intern("a"), a);
+        vocabulary.release(a);
+        assert_eq!(vocabulary.get("a"), Some(a));
+        vocabulary.release(a);
+        assert_eq!(vocabulary.get("a"), None);
+        assert_eq!(vocabulary.intern("b"), a, "the freed id is reused");
+    }
+
+    #[test]
+    fn equal_predicates_are_one_atom_evaluated_once_per_message() {
+        let mut vocabulary = Vocabulary::default();
+        let mut atoms = AtomTable::default();
+        let name = vocabulary.intern("t1");
+        let first = atoms.intern(name, Comparison::Equal, &Literal::Str("a".into()), &mut vocabulary);
+        let name = vocabulary.intern("t1");
+        let second = atoms.intern(name, Comparison::Equal, &Literal::Str("a".into()), &mut vocabulary);
+        assert_eq!(first, second);
+        assert_eq!(atoms.len(), 1);
+
+        let properties = [Property::new("t1", "a")];
+        let mut resolved = Vec::new();
+        MessageView::resolve_into(&properties, &vocabulary, &mut resolved);
+        let view = MessageView { properties: &properties, resolved: &resolved, epoch: 1 };
+        assert_eq!(atoms.truth(first, &view), Truth::True);
+        let other = [Property::new("t1", "b")];
+        MessageView::resolve_into(&other, &vocabulary, &mut resolved);
+        let stale = MessageView { properties: &other, resolved: &resolved, epoch: 1 };
+        assert_eq!(atoms.truth(first, &stale), Truth::True, "same epoch: the memo answers");
+        let fresh = MessageView { properties: &other, resolved: &resolved, epoch: 2 };
+        assert_eq!(atoms.truth(first, &fresh), Truth::False);
+
+        atoms.release(first, &mut vocabulary);
+        atoms.release(second, &mut vocabulary);
+        assert_eq!(atoms.len(), 0);
+        assert_eq!(vocabulary.len(), 0);
+    }
+
+    #[test]
+    fn only_the_first_of_duplicate_properties_is_resolved() {
+        let mut vocabulary = Vocabulary::default();
+        let id = vocabulary.intern("a");
+        let properties = [Property::new("x", 0i64), Property::new("a", 1i64), Property::new("a", 2i64)];
+        let mut resolved = Vec::new();
+        MessageView::resolve_into(&properties, &vocabulary, &mut resolved);
+        assert_eq!(resolved, [(id, 1)]);
+    }
+
+    #[test]
+    fn short_atom_lists_are_inline() {
+        assert!(matches!(AtomList::new(vec![AtomId(1), AtomId(2), AtomId(3)]), AtomList::Inline(3, _)));
+        let long = AtomList::new((0..5).map(AtomId).collect());
+        assert!(matches!(long, AtomList::Heap(_)));
+        assert_eq!(long.as_slice().len(), 5);
+    }
+}
