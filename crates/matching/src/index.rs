@@ -1,9 +1,9 @@
 //! The subscription index: every subscription of a broker, and the answer to "who wants this
 //! message?".
 //!
-//! Layout: the [`TopicTrie`] maps each distinct pattern to a group; a group holds the
+//! Layout: the `TopicTrie` maps each distinct pattern to a group; a group holds the
 //! subscriptions to that pattern, those without a selector in a plain vector and those with one
-//! in a [`ContentIndex`]; the [`ResultCache`] maps a topic to the groups that match it. So the
+//! in a `ContentIndex`; the `ResultCache` maps a topic to the groups that match it. So the
 //! topic narrows first, then the content index finds the selectors the message can satisfy. A
 //! publish on a cached topic with no selectors is a hash lookup and a copy of each matched group's
 //! subscribers. Subscription ids are slots in a slab plus a generation, so a stale id never

@@ -9,7 +9,11 @@
 //!   then per pattern a content index of equality and range predicates (private module `content`).
 //! - [`covering`]: whether one filter (pattern and selector) accepts all that another does.
 //!
-//! Start reading at [`SubscriptionIndex::matches`], the hot path of every publish.
+//! Start reading at [`SubscriptionIndex::matches`], the hot path of every publish; then
+//! `content/mod.rs` for how selectors are found without evaluating them all. The selector
+//! language is specified in `docs/selectors.md`; why its parser is hand-written is in the
+//! [`selector`] module doc. For the CLI, [`SelectorError::render`] prints an error with a caret
+//! under the spot.
 
 pub mod covering;
 pub mod index;
