@@ -48,6 +48,17 @@ pub(crate) struct Handle {
 impl Drop for Handle {
     fn drop(&mut self) {
         self.begin_close();
+        // The orderly close finishes in the background; should the broker stop reading, give
+        // up after the request timeout rather than keep the task and socket forever.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let shared = self.shared.clone();
+            runtime.spawn(async move {
+                let limit = shared.config.request_timeout;
+                if tokio::time::timeout(limit, shared.stopped()).await.is_err() {
+                    shared.finish(None);
+                }
+            });
+        }
     }
 }
 
@@ -180,7 +191,8 @@ impl Client {
     }
 
     /// Round trip: PING until PONG. Over TCP the PING queues behind buffered publishes, so
-    /// under load this includes their transfer; over UDP it counts from the first send.
+    /// under load this includes their transfer (and, while disconnected, the wait for the
+    /// reconnect); over UDP it counts from the first send, retries included.
     pub async fn ping(&self) -> Result<Duration, ClientError> {
         let start = Instant::now();
         self.handle.barrier().await?;
@@ -188,8 +200,9 @@ impl Client {
     }
 
     /// Waits until everything sent so far has reached the broker and been handled (a PING
-    /// barrier). Over TCP, fails if the connection dropped meanwhile: buffered frames may
-    /// have been lost.
+    /// barrier; over UDP, what of it arrived). Over TCP it fails with the connection's error
+    /// if the connection drops before the PONG, since buffered frames were then lost; frames
+    /// lost with an earlier connection are reported by [`events`](Self::events), not here.
     pub async fn flush(&self) -> Result<(), ClientError> {
         self.handle.barrier().await
     }

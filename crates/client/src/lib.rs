@@ -15,8 +15,10 @@
 //!   encodes into and one writer drains with a single write per batch; the reader, and the
 //!   reconnect loop (`tcp/driver.rs`).
 //! - `udp.rs` — the UDP transport: one datagram per publish, retried requests, keepalive.
-//! - `shared.rs` — state both transports share: the registry of subscriptions, the PING
-//!   waiters, and the routing of inbound frames.
+//! - `shared.rs` — state both transports share: the registry of subscriptions
+//!   (`registry.rs`), the PING waiters (`waiters.rs`), and what to do with each inbound frame.
+//!   Deliveries from one socket read are grouped per subscription (`inbox.rs`) and handed
+//!   over as one batch: one wake-up per read, not per message.
 //!
 //! # Semantics in one place
 //!
@@ -25,15 +27,25 @@
 //!   When more than [`ClientBuilder::max_pending_bytes`] are waiting to be written, `publish`
 //!   waits for the writer (backpressure).
 //! - **Subscribing** sends SUBSCRIBE then PING; the subscription is active when the PONG comes
-//!   back. A refusal (bad pattern or selector) is returned as [`ClientError::Refused`].
+//!   back. A refusal (bad pattern or selector) is returned as [`ClientError::Refused`] with
+//!   the broker's reason code and text. Deliveries wait in a per-subscription buffer
+//!   ([`ClientBuilder::subscription_capacity`]); when it is full the reader stops reading, so
+//!   a slow consumer slows the broker's sending to this client rather than losing messages
+//!   here (the broker's own slow-consumer policy then applies, see [`Delivery::missed`]).
 //! - **Reconnecting** (TCP, on by default): when the connection drops for any reason other than
 //!   [`Client::close`] — including a broker ERROR about one bad request, or a DISCONNECT because
 //!   the broker shuts down — the client reconnects with exponential [`Backoff`] and jitter, says
 //!   HELLO again and re-sends SUBSCRIBE for every live subscription. Subscription streams
 //!   survive. Frames still in the write buffer when the connection dropped are lost
-//!   (best effort); calls made during the outage wait up to
-//!   [`ClientBuilder::reconnect_wait`] for the connection to come back, then fail with
-//!   [`ClientError::Timeout`]. [`Client::events`] reports each step.
+//!   (best effort, reported by [`ConnectionEvent::Disconnected`], not by a later `flush`);
+//!   calls made during the outage wait up to [`ClientBuilder::reconnect_wait`] for the
+//!   connection to come back, then fail with [`ClientError::Timeout`]. Calls waiting for a
+//!   PONG when the connection drops fail with its error (a `subscribe` instead waits for the
+//!   reconnect, which re-sends its SUBSCRIBE). [`Client::events`] reports each step. With
+//!   [`ClientBuilder::no_reconnect`] the first drop closes the client.
+//! - **UDP** has no connection to lose: requests are re-sent until answered, a keepalive
+//!   re-sends every SUBSCRIBE (and a PING) each third of [`ClientBuilder::udp_ttl`], and a
+//!   broker that restarts gets the subscriptions back from the next keepalive.
 //! - **Ending**: subscription streams end when the client is closed (every [`Client`] handle
 //!   and [`Subscription`] dropped, or [`Client::close`]), when reconnecting gives up, or when
 //!   the broker refused that subscription; [`Subscription::error`] then says why.

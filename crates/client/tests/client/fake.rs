@@ -337,6 +337,11 @@ impl UdpState {
     pub(crate) fn live_subscriptions(&self) -> usize {
         self.subs.len()
     }
+
+    /// Forgets every subscription, as a restarted broker would.
+    pub(crate) fn forget_subscriptions(&mut self) {
+        self.subs.clear();
+    }
 }
 
 pub(crate) struct UdpBroker {

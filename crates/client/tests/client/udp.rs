@@ -89,3 +89,14 @@ async fn udp_connect_times_out_when_nobody_answers() {
     let err = bounded("connect", builder.connect()).await.unwrap_err();
     assert!(matches!(err, ClientError::Timeout { .. }), "{err:?}");
 }
+
+#[tokio::test]
+async fn udp_subscriptions_come_back_after_a_broker_restart() {
+    let broker = UdpBroker::start().await;
+    let client = bounded("connect", udp(&broker).udp_ttl(Duration::from_millis(90)).connect()).await.unwrap();
+    let mut sub = bounded("subscribe", client.subscribe("r.>")).await.unwrap();
+    broker.shared.lock().forget_subscriptions();
+    broker.shared.wait_until("renewed by the keepalive", |s| s.live_subscriptions() == 1).await;
+    client.publish("r.1", "back").await.unwrap();
+    assert_eq!(&bounded("delivery", sub.next()).await.unwrap().payload[..], b"back");
+}
