@@ -61,6 +61,11 @@ impl SubscribeOptions {
 /// Dropping a subscription unsubscribes it without waiting; [`unsubscribe`](Self::unsubscribe)
 /// waits for the broker to confirm.
 ///
+/// All subscriptions of a client share its connection: one that is not read for long enough
+/// to fill its buffer ([`subscription_capacity`](crate::ClientBuilder::subscription_capacity))
+/// holds back the others, and the PONGs that `subscribe`, `ping` and `flush` wait for. Give
+/// consumers of very different speeds their own clients.
+///
 /// ```no_run
 /// use futures::StreamExt;
 /// # async fn demo(client: tidings_client::Client) -> Result<(), tidings_client::ClientError> {
