@@ -124,7 +124,7 @@ impl Default for SlowConsumer {
             max_messages: 65_536,
             max_bytes: 64 * 1024 * 1024,
             policy: OverflowPolicy::Drop,
-            max_stall: Duration::from_millis(20),
+            max_stall: Duration::from_millis(500),
         }
     }
 }

@@ -23,6 +23,10 @@ pub struct DispatchScratch {
     targets: Vec<Arc<Target>>,
     /// Queues that reported congestion during the current batch of frames.
     pub congested: Vec<Arc<Outbox>>,
+    /// Messages and bytes published in the current batch; counted into metrics once per batch
+    /// rather than per message, to keep shared atomics off the per-message path.
+    published: u64,
+    published_bytes: u64,
 }
 
 impl Dispatcher {
@@ -58,9 +62,8 @@ impl Dispatcher {
     /// Queues `message` for every matching subscription. The topic must be valid. Queues that
     /// report congestion are collected in `scratch.congested` for the caller to wait on.
     pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) {
-        let started = Instant::now();
-        self.metrics.messages_in.inc();
-        self.metrics.bytes_in.inc_by(message.encoded_len() as u64);
+        scratch.published += 1;
+        scratch.published_bytes += message.encoded_len() as u64;
         {
             let mut index = self.index.lock();
             if index.has_selectors() && message.property_count() > 0 {
@@ -70,7 +73,6 @@ impl Dispatcher {
                 index.matches(message.topic(), &[], &mut scratch.targets);
             }
         }
-        self.metrics.fanout.observe(scratch.targets.len() as f64);
         for target in scratch.targets.drain(..) {
             if target.outbox.push(&target, message) == Push::Congested
                 && !scratch.congested.iter().any(|o| Arc::ptr_eq(o, &target.outbox))
@@ -78,6 +80,19 @@ impl Dispatcher {
                 scratch.congested.push(Arc::clone(&target.outbox));
             }
         }
-        self.metrics.dispatch_seconds.observe(started.elapsed().as_secs_f64());
+    }
+
+    /// Ends a batch of frames read together: counts its publishes and records how long the
+    /// batch took from being read to having every PUBLISH queued (the publish-to-dispatch
+    /// latency of its last message).
+    pub fn finish_batch(&self, read_at: Instant, scratch: &mut DispatchScratch) {
+        if scratch.published == 0 {
+            return;
+        }
+        self.metrics.messages_in.inc_by(scratch.published);
+        self.metrics.bytes_in.inc_by(scratch.published_bytes);
+        self.metrics.dispatch_seconds.observe(read_at.elapsed().as_secs_f64());
+        scratch.published = 0;
+        scratch.published_bytes = 0;
     }
 }

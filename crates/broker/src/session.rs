@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use tidings_matching::{Pattern, Selector, SubscriptionId, Topic};
 use tidings_wire::{
-    DeliveryMode, Frame, Notice, Pong, ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
+    DeliveryMode, Frame, Message, Notice, Pong, ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
 };
 
 use crate::dispatch::DispatchScratch;
@@ -59,6 +59,7 @@ pub struct Session {
     shared: Arc<Shared>,
     /// Reused across publishes.
     pub scratch: DispatchScratch,
+    last_valid_topic: String,
 }
 
 impl Session {
@@ -81,6 +82,7 @@ impl Session {
             outbox,
             shared,
             scratch: DispatchScratch::default(),
+            last_valid_topic: String::new(),
         }
     }
 
@@ -89,13 +91,7 @@ impl Session {
         let result = match frame {
             Frame::Hello(hello) => self.hello(hello.version),
             _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
-            Frame::Publish(message) => match Topic::parse(message.topic()) {
-                Ok(_) => {
-                    self.shared.dispatcher.publish(&message, &mut self.scratch);
-                    Ok(Next::Continue)
-                }
-                Err(e) => Err(Notice::new(ReasonCode::InvalidTopic, e.to_string())),
-            },
+            Frame::Publish(message) => self.publish(&message),
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
             Frame::Unsubscribe(u) => match self.subscriptions.remove(&u.id) {
                 Some(active) => {
@@ -123,6 +119,22 @@ impl Session {
             }
             Next::Refuse(notice)
         })
+    }
+
+    fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
+        // Publishers tend to repeat a topic; validate each new one once.
+        if message.topic() != self.last_valid_topic {
+            Topic::parse(message.topic()).map_err(|e| Notice::new(ReasonCode::InvalidTopic, e.to_string()))?;
+            self.last_valid_topic.clear();
+            self.last_valid_topic.push_str(message.topic());
+        }
+        self.shared.dispatcher.publish(message, &mut self.scratch);
+        Ok(Next::Continue)
+    }
+
+    /// Ends a batch of frames read together (see [`crate::dispatch::Dispatcher::finish_batch`]).
+    pub fn finish_batch(&mut self, read_at: std::time::Instant) {
+        self.shared.dispatcher.finish_batch(read_at, &mut self.scratch);
     }
 
     fn hello(&mut self, version: u16) -> Result<Next, Notice> {

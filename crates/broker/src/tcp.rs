@@ -62,21 +62,25 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 Ok(_) => {}
             }
         }
+        let read_at = std::time::Instant::now();
         loop {
             match Frame::decode(&mut buf, max_frame) {
                 Ok(Some(frame)) => match session.handle(frame) {
                     Next::Continue => {}
                     Next::Close => {
+                        session.finish_batch(read_at);
                         outbox.close_with(&Frame::Disconnect(Notice::new(ReasonCode::Normal, "goodbye")));
                         break 'read;
                     }
                     Next::Refuse(notice) => {
+                        session.finish_batch(read_at);
                         outbox.close_with(&Frame::Error(notice));
                         break 'read;
                     }
                 },
                 Ok(None) => break,
                 Err(e) => {
+                    session.finish_batch(read_at);
                     let notice = wire_error_notice(&e);
                     if let Some(reason) = notice.reason() {
                         shared.metrics.protocol_error(reason);
@@ -86,6 +90,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 }
             }
         }
+        session.finish_batch(read_at);
         session.hold_back_for_congestion().await;
     }
     // Subscriptions go with the session, before the writer has finished flushing.

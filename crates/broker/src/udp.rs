@@ -66,16 +66,19 @@ async fn datagram(
         UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }
     });
     client.last_heard = Instant::now();
+    let read_at = std::time::Instant::now();
     for frame in frames {
         match client.session.handle(frame) {
             Next::Continue => {}
             Next::Close => {
+                client.session.finish_batch(read_at);
                 if let Some(c) = clients.remove(&peer) {
                     c.session.outbox.abort();
                 }
                 return;
             }
             Next::Refuse(notice) => {
+                client.session.finish_batch(read_at);
                 if let Some(c) = clients.remove(&peer) {
                     c.session.outbox.close_with(&Frame::Error(notice));
                 }
@@ -83,6 +86,7 @@ async fn datagram(
             }
         }
     }
+    client.session.finish_batch(read_at);
     client.session.hold_back_for_congestion().await;
 }
 

@@ -1,0 +1,90 @@
+//! `tidings broker`: run a broker until SIGINT or SIGTERM.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use tidings_broker::Config;
+
+/// Flags override the config file, which overrides the built-in defaults.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Client TCP listener, HOST:PORT (port 0: the OS picks; see the ready line).
+    #[arg(long, value_name = "HOST:PORT")]
+    listen: Option<String>,
+    /// Client UDP listener, HOST:PORT; `off` disables UDP.
+    #[arg(long, value_name = "HOST:PORT")]
+    udp: Option<String>,
+    /// Admin HTTP listener (/metrics, /healthz), HOST:PORT; `off` disables it.
+    #[arg(long, value_name = "HOST:PORT")]
+    admin: Option<String>,
+    /// Broker name.
+    #[arg(long)]
+    name: Option<String>,
+    /// TOML configuration file.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the effective configuration as TOML and exit.
+    #[arg(long)]
+    print_config: bool,
+}
+
+fn off_or(value: String) -> String {
+    if value == "off" {
+        String::new()
+    } else {
+        value
+    }
+}
+
+pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    if let Some(v) = &args.listen {
+        config.listen.tcp = off_or(v.clone());
+    }
+    if let Some(v) = &args.udp {
+        config.listen.udp = off_or(v.clone());
+    }
+    if let Some(v) = &args.admin {
+        config.listen.admin = off_or(v.clone());
+    }
+    if let Some(v) = &args.name {
+        config.name = v.clone();
+    }
+    config.validate()?;
+    Ok(config)
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let config = effective_config(&args)?;
+    if args.print_config {
+        print!("{}", config.to_toml());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let running = tidings_broker::start(config).await.context("broker failed to start")?;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{}", running.ready_line())?;
+        out.flush()?;
+    }
+    wait_for_signal().await?;
+    tracing::info!("shutting down");
+    running.shutdown();
+    running.wait().await;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn wait_for_signal() -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    Ok(())
+}

@@ -1,0 +1,122 @@
+//! `tidings sub`: subscribe and print deliveries, as text or one JSON object per line.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use base64::Engine;
+use futures::StreamExt;
+use serde_json::{json, Map};
+use tidings_client::{Client, Delivery, SubscribeOptions, Transport};
+use tidings_wire::{DeliveryMode, Value};
+
+/// Prints every delivery; with `--count N`, exits 0 after N.
+#[derive(clap::Args)]
+pub(crate) struct Args {
+    /// Broker address.
+    #[arg(long, short, default_value_t = super::default_server(), value_name = "HOST:PORT")]
+    server: String,
+    /// Subscribe over UDP instead of TCP.
+    #[arg(long)]
+    udp: bool,
+    /// Topic pattern: `*` matches one level, `>` all remaining levels.
+    pattern: String,
+    /// Selector over message properties, e.g. "sym = 'IBM' AND price > 100".
+    #[arg(long = "where", value_name = "SELECTOR")]
+    selector: Option<String>,
+    /// Exit after this many deliveries.
+    #[arg(long)]
+    count: Option<u64>,
+    /// One JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn value_json(v: &Value) -> serde_json::Value {
+    match v {
+        Value::Str(s) => json!(s),
+        Value::Int(i) => json!(i),
+        Value::Float(x) => json!(x),
+        Value::Bool(b) => json!(b),
+    }
+}
+
+/// The JSON contract of `sub --json`: topic, properties, payload or payload_base64, sent_us,
+/// latency_us, plus subscription and missed.
+pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
+    let mut properties = Map::new();
+    for p in &d.properties {
+        properties.entry(p.key.clone()).or_insert_with(|| value_json(&p.value));
+    }
+    let mut obj = Map::new();
+    obj.insert("topic".into(), json!(d.topic));
+    obj.insert("properties".into(), serde_json::Value::Object(properties));
+    match std::str::from_utf8(&d.payload) {
+        Ok(text) => obj.insert("payload".into(), json!(text)),
+        Err(_) => {
+            obj.insert("payload_base64".into(), json!(base64::engine::general_purpose::STANDARD.encode(&d.payload)))
+        }
+    };
+    obj.insert("sent_us".into(), json!(d.sent_us));
+    obj.insert("received_us".into(), json!(d.received_us));
+    obj.insert("latency_us".into(), json!(d.received_us.saturating_sub(d.sent_us)));
+    obj.insert("subscription".into(), json!(d.subscription.0));
+    obj.insert("missed".into(), json!(d.missed));
+    serde_json::Value::Object(obj)
+}
+
+fn delivery_text(d: &Delivery) -> String {
+    let props: Vec<String> = d.properties.iter().map(|p| format!("{}={}", p.key, p.value)).collect();
+    let payload = String::from_utf8_lossy(&d.payload);
+    let missed = if d.missed > 0 { format!(" (missed {})", d.missed) } else { String::new() };
+    format!(
+        "[{}] {}{}{} latency {} us",
+        d.topic,
+        payload,
+        if props.is_empty() { String::new() } else { format!(" {{{}}}", props.join(", ")) },
+        missed,
+        d.received_us.saturating_sub(d.sent_us)
+    )
+}
+
+pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Err(e) = tidings_matching::Pattern::parse(&args.pattern) {
+        eprintln!("error: invalid pattern {:?}: {e}", args.pattern);
+        return Ok(ExitCode::from(2));
+    }
+    if let Some(text) = &args.selector {
+        if let Err(e) = tidings_matching::Selector::parse(text) {
+            eprintln!("error: invalid selector: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    }
+    let transport = if args.udp { Transport::Udp } else { Transport::Tcp };
+    let client = Client::builder(args.server.as_str())
+        .name("tidings-sub")
+        .transport(transport)
+        .connect()
+        .await
+        .with_context(|| format!("cannot connect to {}", args.server))?;
+    let options = SubscribeOptions {
+        pattern: args.pattern.clone(),
+        selector: args.selector.clone(),
+        mode: DeliveryMode::BestEffort,
+    };
+    let mut subscription = client.subscribe_with(options).await.context("subscribe refused")?;
+    let mut seen = 0u64;
+    let mut out = std::io::stdout().lock();
+    if args.count == Some(0) {
+        return Ok(ExitCode::SUCCESS);
+    }
+    while let Some(delivery) = subscription.next().await {
+        let line = if args.json { delivery_json(&delivery).to_string() } else { delivery_text(&delivery) };
+        writeln!(out, "{line}")?;
+        out.flush()?;
+        seen += 1;
+        if args.count.is_some_and(|n| seen >= n) {
+            let _ = client.close().await;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    anyhow::bail!("the subscription ended after {seen} deliveries (connection closed)")
+}

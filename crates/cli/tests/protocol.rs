@@ -1,0 +1,494 @@
+//! Black-box tests of the broker binary at the frame level: handshake, pub/sub, wildcards,
+//! every kind of bad input, slow consumers, UDP, shutdown.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::net::UdpSocket;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tidings_testkit::{BrokerProcess, RawConnection};
+use tidings_wire::{
+    DeliveryMode, Frame, Hello, Message, Notice, Ping, Pong, Property, ReasonCode, SubId, Subscribe, Unsubscribe, Value,
+};
+
+const SECOND: Duration = Duration::from_secs(1);
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+fn broker(extra: &[&str]) -> BrokerProcess {
+    BrokerProcess::start(bin(), extra).expect("broker starts")
+}
+
+fn broker_with_config(toml: &str) -> (BrokerProcess, tempdir::Dir) {
+    let dir = tempdir::Dir::new();
+    let path = dir.path().join("broker.toml");
+    std::fs::write(&path, toml).unwrap();
+    let b = broker(&["--config", path.to_str().unwrap()]);
+    (b, dir)
+}
+
+/// A throwaway directory removed on drop (std only, to keep dev-dependencies small).
+mod tempdir {
+    use std::path::{Path, PathBuf};
+
+    pub(crate) struct Dir(PathBuf);
+
+    impl Dir {
+        pub(crate) fn new() -> Dir {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+            let p = std::env::temp_dir().join(format!("tidings-test-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn subscribe(c: &mut RawConnection, id: u32, pattern: &str) {
+    c.send(&Frame::Subscribe(Subscribe {
+        id: SubId(id),
+        mode: DeliveryMode::BestEffort,
+        pattern: pattern.into(),
+        selector: None,
+    }))
+    .unwrap();
+    barrier(c, u64::from(id) + 1_000_000);
+}
+
+/// PING and wait for its PONG: every earlier frame has been handled.
+fn barrier(c: &mut RawConnection, nonce: u64) {
+    c.send(&Frame::Ping(Ping { nonce })).unwrap();
+    loop {
+        match c.expect(5 * SECOND).unwrap() {
+            Frame::Pong(p) if p.nonce == nonce => return,
+            Frame::Deliver(_) => continue,
+            other => panic!("expected PONG {nonce}, got {other:?}"),
+        }
+    }
+}
+
+fn publish(c: &mut RawConnection, topic: &str, payload: &'static [u8]) {
+    let m = Message::new(topic, &[], Bytes::from_static(payload), 1).unwrap();
+    c.send(&Frame::Publish(m)).unwrap();
+}
+
+/// Collects deliveries until a PONG with `nonce`, after sending that PING.
+fn drain(c: &mut RawConnection, nonce: u64) -> Vec<(u32, String, Bytes)> {
+    c.send(&Frame::Ping(Ping { nonce })).unwrap();
+    let mut out = Vec::new();
+    loop {
+        match c.expect(5 * SECOND).unwrap() {
+            Frame::Pong(p) if p.nonce == nonce => return out,
+            Frame::Deliver(d) => out.push((d.id.0, d.message.topic().to_string(), d.message.payload())),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+fn expect_refusal(c: &mut RawConnection, reason: ReasonCode) {
+    match c.expect(5 * SECOND) {
+        Ok(Frame::Error(n)) => assert_eq!(n.reason(), Some(reason), "{n}"),
+        other => panic!("expected ERROR {reason}, got {other:?}"),
+    }
+    assert!(c.expect_closed(5 * SECOND), "connection should close after ERROR");
+}
+
+fn assert_still_serving(b: &BrokerProcess) {
+    let mut c = RawConnection::handshake(&b.tcp()).expect("broker still accepts");
+    barrier(&mut c, 77);
+}
+
+#[test]
+fn publish_reaches_matching_subscribers_only() {
+    let b = broker(&[]);
+    let mut sub = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut sub, 1, "plant.*.temp");
+    subscribe(&mut sub, 2, "plant.>");
+    subscribe(&mut sub, 3, "office.temp");
+    let mut pubr = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut pubr, "plant.line3.temp", b"a");
+    publish(&mut pubr, "plant.line3.pressure", b"b");
+    publish(&mut pubr, "plant", b"c");
+    publish(&mut pubr, "office.temp", b"d");
+    barrier(&mut pubr, 9);
+    let mut got = drain(&mut sub, 10);
+    got.sort();
+    let want: Vec<(u32, String, Bytes)> = vec![
+        (1, "plant.line3.temp".into(), Bytes::from_static(b"a")),
+        (2, "plant.line3.pressure".into(), Bytes::from_static(b"b")),
+        (2, "plant.line3.temp".into(), Bytes::from_static(b"a")),
+        (3, "office.temp".into(), Bytes::from_static(b"d")),
+    ];
+    assert_eq!(got, want);
+}
+
+#[test]
+fn properties_and_timestamp_arrive_intact() {
+    let b = broker(&[]);
+    let mut sub = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut sub, 1, "t");
+    let mut pubr = RawConnection::handshake(&b.tcp()).unwrap();
+    let props = vec![Property::new("sym", "IBM"), Property::new("price", 120i64), Property::new("up", true)];
+    let m = Message::new("t", &props, Bytes::from_static(b"x"), 123_456).unwrap();
+    pubr.send(&Frame::Publish(m)).unwrap();
+    match sub.expect(5 * SECOND).unwrap() {
+        Frame::Deliver(d) => {
+            assert_eq!(d.message.sent_us(), 123_456);
+            assert_eq!(d.message.properties(), props);
+            assert_eq!(d.missed, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn unsubscribe_stops_deliveries_and_others_continue() {
+    let b = broker(&[]);
+    let mut sub = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut sub, 1, "a");
+    subscribe(&mut sub, 2, "a");
+    sub.send(&Frame::Unsubscribe(Unsubscribe { id: SubId(1) })).unwrap();
+    barrier(&mut sub, 5);
+    let mut pubr = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut pubr, "a", b"x");
+    barrier(&mut pubr, 6);
+    let got = drain(&mut sub, 7);
+    assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), vec![2]);
+}
+
+#[test]
+fn disconnect_removes_the_sessions_subscriptions() {
+    let b = broker(&[]);
+    {
+        let mut sub = RawConnection::handshake(&b.tcp()).unwrap();
+        subscribe(&mut sub, 1, "a.>");
+        subscribe(&mut sub, 2, "b");
+        assert_eq!(b.metric("tidings_subscriptions").unwrap(), 2.0);
+        sub.send(&Frame::Disconnect(Notice::new(ReasonCode::Normal, "bye"))).unwrap();
+        assert!(sub.expect_closed(5 * SECOND));
+    }
+    {
+        let mut sub = RawConnection::handshake(&b.tcp()).unwrap();
+        subscribe(&mut sub, 1, "c");
+        // Dropped without a word: the broker sees EOF.
+    }
+    let deadline = Instant::now() + 5 * SECOND;
+    while b.metric("tidings_subscriptions").unwrap() != 0.0 {
+        assert!(Instant::now() < deadline, "subscriptions were not cleaned up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(b.metric("tidings_connections{transport=\"tcp\"}").unwrap(), 0.0);
+}
+
+#[test]
+fn a_frame_before_hello_is_refused() {
+    let b = broker(&[]);
+    let mut c = RawConnection::connect(&b.tcp()).unwrap();
+    c.send(&Frame::Ping(Ping { nonce: 1 })).unwrap();
+    expect_refusal(&mut c, ReasonCode::HandshakeRequired);
+    assert_still_serving(&b);
+}
+
+#[test]
+fn an_unsupported_version_and_a_second_hello_are_refused() {
+    let b = broker(&[]);
+    let mut c = RawConnection::connect(&b.tcp()).unwrap();
+    c.send(&Frame::Hello(Hello { version: 99, client_name: "x".into() })).unwrap();
+    expect_refusal(&mut c, ReasonCode::UnsupportedVersion);
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send(&Frame::Hello(Hello { version: 1, client_name: "x".into() })).unwrap();
+    expect_refusal(&mut c, ReasonCode::DuplicateHello);
+}
+
+#[test]
+fn malformed_unknown_and_oversized_frames_are_refused_and_others_carry_on() {
+    let (b, _dir) = broker_with_config("[limits]\nmax_frame = 1024\n");
+    let mut bystander = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut bystander, 1, "x");
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send_bytes(&[0, 0, 0, 3, 0x07, 1, 2]).unwrap(); // PING with a 2-byte nonce
+    expect_refusal(&mut c, ReasonCode::MalformedFrame);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send_bytes(&[0, 0, 0, 1, 0x7e]).unwrap();
+    expect_refusal(&mut c, ReasonCode::UnknownFrameType);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send_bytes(&[0, 0, 0x10, 0, 0x03]).unwrap(); // announces 4096 bytes
+    expect_refusal(&mut c, ReasonCode::FrameTooLarge);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send(&Frame::Deliver(tidings_wire::Deliver {
+        id: SubId(1),
+        missed: 0,
+        message: Message::new("x", &[], Bytes::new(), 0).unwrap(),
+    }))
+    .unwrap();
+    expect_refusal(&mut c, ReasonCode::UnexpectedFrame);
+
+    barrier(&mut bystander, 2);
+    let mut p = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut p, "x", b"still here");
+    barrier(&mut p, 4);
+    assert_eq!(drain(&mut bystander, 3).len(), 1);
+    let metrics = b.metrics().unwrap();
+    assert!(
+        tidings_testkit::metric_value(&metrics, "tidings_protocol_errors_total{reason=\"malformed_frame\"}") >= 1.0,
+        "{metrics}"
+    );
+}
+
+#[test]
+fn invalid_topics_patterns_and_ids_are_refused() {
+    let b = broker(&[]);
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut c, "a..b", b"x");
+    expect_refusal(&mut c, ReasonCode::InvalidTopic);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut c, "a.*", b"x");
+    expect_refusal(&mut c, ReasonCode::InvalidTopic);
+
+    for bad in ["a.>.b", "", "a b", "a.**"] {
+        let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+        c.send(&Frame::Subscribe(Subscribe {
+            id: SubId(1),
+            mode: DeliveryMode::BestEffort,
+            pattern: bad.into(),
+            selector: None,
+        }))
+        .unwrap();
+        expect_refusal(&mut c, ReasonCode::InvalidPattern);
+    }
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut c, 1, "a");
+    c.send(&Frame::Subscribe(Subscribe {
+        id: SubId(1),
+        mode: DeliveryMode::BestEffort,
+        pattern: "b".into(),
+        selector: None,
+    }))
+    .unwrap();
+    expect_refusal(&mut c, ReasonCode::DuplicateSubscriptionId);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send(&Frame::Unsubscribe(Unsubscribe { id: SubId(42) })).unwrap();
+    expect_refusal(&mut c, ReasonCode::UnknownSubscriptionId);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send(&Frame::Subscribe(Subscribe {
+        id: SubId(1),
+        mode: DeliveryMode::Guaranteed,
+        pattern: "a".into(),
+        selector: None,
+    }))
+    .unwrap();
+    expect_refusal(&mut c, ReasonCode::UnsupportedDeliveryMode);
+
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    c.send(&Frame::Subscribe(Subscribe {
+        id: SubId(1),
+        mode: DeliveryMode::BestEffort,
+        pattern: "a".into(),
+        selector: Some("price >".into()),
+    }))
+    .unwrap();
+    expect_refusal(&mut c, ReasonCode::InvalidSelector);
+    assert_eq!(b.metric("tidings_subscriptions").unwrap(), 0.0, "refusals leave no subscription behind");
+    assert_still_serving(&b);
+}
+
+/// A subscriber that never reads, against a queue of 64 messages, under the drop policy:
+/// its connection survives, drops are counted, and its next delivery says how many it missed.
+#[test]
+fn slow_consumer_drop_policy_counts_and_reports_missed_messages() {
+    let (b, _dir) = broker_with_config("[slow_consumer]\nmax_messages = 64\nmax_stall = \"2s\"\npolicy = \"drop\"\n");
+    let mut slow = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut slow, 1, "flood");
+    let mut fast = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut fast, 1, "flood");
+    let mut p = RawConnection::handshake(&b.tcp()).unwrap();
+    static PAYLOAD: [u8; 16 * 1024] = [7u8; 16 * 1024];
+    let fast_reader = std::thread::spawn(move || {
+        let mut n = 0;
+        while let Ok(Frame::Deliver(_)) = fast.expect(5 * SECOND) {
+            n += 1;
+            if n == 2000 {
+                break;
+            }
+        }
+        n
+    });
+    for _ in 0..2000 {
+        publish(&mut p, "flood", &PAYLOAD);
+    }
+    barrier(&mut p, 1);
+    assert_eq!(fast_reader.join().unwrap(), 2000, "a slow subscriber must not cost a fast one anything");
+    let drops = b.metric("tidings_slow_consumer_drops_total").unwrap();
+    assert!(drops > 0.0, "drops must be counted");
+    // Now read: the slow subscriber is still connected, and loss is reported, never silent.
+    let reader = std::thread::spawn(move || {
+        let (mut delivered, mut missed) = (0u64, 0u64);
+        loop {
+            match slow.expect(10 * SECOND).unwrap() {
+                Frame::Deliver(d) => {
+                    delivered += 1;
+                    missed += u64::from(d.missed);
+                    if d.message.payload() == Bytes::from_static(b"last") {
+                        return (delivered, missed);
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    });
+    std::thread::sleep(SECOND); // let the reader empty the queue, so "last" is not dropped too
+    publish(&mut p, "flood", b"last");
+    let (delivered, missed) = reader.join().unwrap();
+    assert_eq!(delivered + missed, 2001, "every message is either delivered or reported missed");
+    assert_eq!(missed as f64, drops);
+}
+
+#[test]
+fn slow_consumer_disconnect_policy_closes_only_the_slow_subscriber() {
+    let (b, _dir) =
+        broker_with_config("[slow_consumer]\nmax_messages = 64\nmax_stall = \"1ms\"\npolicy = \"disconnect\"\n");
+    let mut slow = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut slow, 1, "flood");
+    let mut p = RawConnection::handshake(&b.tcp()).unwrap();
+    static PAYLOAD: [u8; 16 * 1024] = [7u8; 16 * 1024];
+    for _ in 0..2000 {
+        publish(&mut p, "flood", &PAYLOAD);
+    }
+    barrier(&mut p, 1);
+    assert_eq!(b.metric("tidings_slow_consumer_disconnects_total").unwrap(), 1.0);
+    let mut saw_error = false;
+    loop {
+        match slow.expect(5 * SECOND) {
+            Ok(Frame::Deliver(_)) => continue,
+            Ok(Frame::Error(n)) => {
+                assert_eq!(n.reason(), Some(ReasonCode::SlowConsumer));
+                saw_error = true;
+            }
+            Ok(other) => panic!("{other:?}"),
+            Err(_) => break,
+        }
+    }
+    assert!(saw_error, "the slow subscriber is told why it was closed");
+    assert_still_serving(&b);
+}
+
+fn udp_socket(b: &BrokerProcess) -> UdpSocket {
+    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
+    s.connect(b.udp()).unwrap();
+    s.set_read_timeout(Some(5 * SECOND)).unwrap();
+    s
+}
+
+fn udp_send(s: &UdpSocket, f: &Frame) {
+    s.send(&f.to_bytes().unwrap()).unwrap();
+}
+
+fn udp_recv(s: &UdpSocket) -> Frame {
+    let mut buf = vec![0u8; 65_536];
+    let n = s.recv(&mut buf).unwrap();
+    let mut data = Bytes::copy_from_slice(&buf[..n]);
+    Frame::decode_datagram(&mut data, 1 << 20).unwrap()
+}
+
+#[test]
+fn udp_clients_subscribe_publish_and_ping() {
+    let b = broker(&[]);
+    let sub = udp_socket(&b);
+    udp_send(
+        &sub,
+        &Frame::Subscribe(Subscribe {
+            id: SubId(3),
+            mode: DeliveryMode::BestEffort,
+            pattern: "u.*".into(),
+            selector: None,
+        }),
+    );
+    udp_send(&sub, &Frame::Ping(Ping { nonce: 8 }));
+    assert_eq!(udp_recv(&sub), Frame::Pong(Pong { nonce: 8 }));
+    let publisher = udp_socket(&b);
+    let m = Message::new("u.v", &[Property::new("k", Value::Int(1))], Bytes::from_static(b"dgram"), 5).unwrap();
+    udp_send(&publisher, &Frame::Publish(m));
+    match udp_recv(&sub) {
+        Frame::Deliver(d) => {
+            assert_eq!(d.id, SubId(3));
+            assert_eq!(d.message.payload(), Bytes::from_static(b"dgram"));
+        }
+        other => panic!("{other:?}"),
+    }
+    // TCP subscribers get UDP publishes too.
+    let mut tcp = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut tcp, 1, "u.>");
+    let m = Message::new("u.w", &[], Bytes::from_static(b"both"), 5).unwrap();
+    udp_send(&publisher, &Frame::Publish(m));
+    assert!(matches!(tcp.expect(5 * SECOND).unwrap(), Frame::Deliver(_)));
+}
+
+#[test]
+fn garbage_datagrams_are_dropped_and_counted() {
+    let b = broker(&[]);
+    let s = udp_socket(&b);
+    s.send(b"\x00\x00\x00\x05\x99garbage").unwrap();
+    s.send(b"").unwrap();
+    s.send(&[0, 0, 0, 9, 7, 1]).unwrap(); // truncated PING
+    udp_send(&s, &Frame::Ping(Ping { nonce: 1 }));
+    assert_eq!(udp_recv(&s), Frame::Pong(Pong { nonce: 1 }));
+    assert!(b.metric("tidings_udp_datagrams_dropped_total").unwrap() >= 2.0);
+    assert_still_serving(&b);
+}
+
+#[test]
+fn udp_subscriptions_expire_without_keepalive() {
+    let (b, _dir) = broker_with_config("[udp]\nsession_ttl = \"300ms\"\n");
+    let sub = udp_socket(&b);
+    udp_send(
+        &sub,
+        &Frame::Subscribe(Subscribe {
+            id: SubId(1),
+            mode: DeliveryMode::BestEffort,
+            pattern: "x".into(),
+            selector: None,
+        }),
+    );
+    udp_send(&sub, &Frame::Ping(Ping { nonce: 1 }));
+    udp_recv(&sub);
+    assert_eq!(b.metric("tidings_subscriptions").unwrap(), 1.0);
+    let deadline = Instant::now() + 5 * SECOND;
+    while b.metric("tidings_subscriptions").unwrap() != 0.0 {
+        assert!(Instant::now() < deadline, "UDP subscription did not expire");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(b.metric("tidings_udp_sessions_expired_total").unwrap(), 1.0);
+}
+
+#[test]
+fn sigterm_tells_clients_and_exits_cleanly() {
+    let mut b = broker(&[]);
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    barrier(&mut c, 1);
+    let status = b.terminate(10 * SECOND).unwrap().expect("broker exits after SIGTERM");
+    assert!(status.success(), "{status:?}");
+    match c.expect(5 * SECOND) {
+        Ok(Frame::Disconnect(n)) => assert_eq!(n.reason(), Some(ReasonCode::ShuttingDown)),
+        other => panic!("expected DISCONNECT, got {other:?}"),
+    }
+}
