@@ -50,8 +50,19 @@ pub(crate) struct AccessKey {
 
 /// A subscription in a bucket: its slot, and which of its access keys put it here (to fix up its
 /// recorded position when a swap-removal moves it).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Member {
+#[derive(Debug, Clone)]
+pub(crate) struct Member<S> {
+    pub(crate) slot: u32,
+    pub(crate) link: u32,
+    /// A copy of the subscriber when reaching this member is enough to deliver: a single access
+    /// key and nothing left to evaluate (`price > 10`). Delivery then never touches the entry,
+    /// which keeps a range that reaches thousands of subscriptions to one sequential walk.
+    pub(crate) direct: Option<S>,
+}
+
+/// Which member a swap-removal moved, so its entry can record its new position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Moved {
     pub(crate) slot: u32,
     pub(crate) link: u32,
 }
@@ -60,19 +71,19 @@ pub(crate) struct Member {
 /// subscription, so one member is stored inline: a message reaching it costs no extra pointer
 /// chase (one cache miss fewer per candidate on a large index).
 #[derive(Debug)]
-pub(crate) enum Members {
-    One(Member),
-    Many(Vec<Member>),
+pub(crate) enum Members<S> {
+    One(Member<S>),
+    Many(Vec<Member<S>>),
 }
 
-impl Default for Members {
+impl<S> Default for Members<S> {
     fn default() -> Self {
         Members::Many(Vec::new())
     }
 }
 
-impl Members {
-    pub(crate) fn as_slice(&self) -> &[Member] {
+impl<S> Members<S> {
+    pub(crate) fn as_slice(&self) -> &[Member<S>] {
         match self {
             Members::One(member) => std::slice::from_ref(member),
             Members::Many(members) => members,
@@ -88,17 +99,21 @@ impl Members {
     }
 
     /// Appends `member`; returns its position.
-    fn push(&mut self, member: Member) -> u32 {
+    fn push(&mut self, member: Member<S>) -> u32 {
         match self {
             Members::Many(members) if members.is_empty() => *self = Members::One(member),
             Members::Many(members) => members.push(member),
-            Members::One(first) => *self = Members::Many(vec![*first, member]),
+            Members::One(_) => {
+                if let Members::One(first) = std::mem::take(self) {
+                    *self = Members::Many(vec![first, member]);
+                }
+            }
         }
         self.len() as u32 - 1
     }
 
     /// Removes the member at `position`; returns the member moved into its place, if any.
-    fn swap_remove(&mut self, position: usize) -> Option<Member> {
+    fn swap_remove(&mut self, position: usize) -> Option<Moved> {
         match self {
             Members::One(_) if position == 0 => {
                 *self = Members::default();
@@ -107,10 +122,12 @@ impl Members {
             Members::One(_) => None,
             Members::Many(members) if position < members.len() => {
                 members.swap_remove(position);
-                let moved = members.get(position).copied();
-                if let [only] = members.as_slice() {
+                let moved = members.get(position).map(|m| Moved { slot: m.slot, link: m.link });
+                if members.len() == 1 {
                     // Back to inline; the remaining member is at position 0 either way.
-                    *self = Members::One(*only);
+                    if let Some(only) = members.pop() {
+                        *self = Members::One(only);
+                    }
                 }
                 moved
             }
@@ -120,14 +137,20 @@ impl Members {
 }
 
 /// Members at one range threshold.
-#[derive(Debug, Default)]
-struct RangeBucket {
-    strict: Members,
-    inclusive: Members,
+#[derive(Debug)]
+struct RangeBucket<S> {
+    strict: Members<S>,
+    inclusive: Members<S>,
 }
 
-impl RangeBucket {
-    fn side(&mut self, inclusion: Inclusion) -> &mut Members {
+impl<S> Default for RangeBucket<S> {
+    fn default() -> Self {
+        RangeBucket { strict: Members::default(), inclusive: Members::default() }
+    }
+}
+
+impl<S> RangeBucket<S> {
+    fn side(&mut self, inclusion: Inclusion) -> &mut Members<S> {
         match inclusion {
             Inclusion::Strict => &mut self.strict,
             Inclusion::Inclusive => &mut self.inclusive,
@@ -140,22 +163,37 @@ impl RangeBucket {
 }
 
 /// All buckets for one property.
-#[derive(Debug, Default)]
-pub(crate) struct PropertyIndex {
-    strings: FxHashMap<Box<str>, Members>,
-    numbers: FxHashMap<NumberKey, Members>,
-    booleans: [Members; 2],
-    above: BTreeMap<OrderedNumber, RangeBucket>,
-    below: BTreeMap<OrderedNumber, RangeBucket>,
+#[derive(Debug)]
+pub(crate) struct PropertyIndex<S> {
+    strings: FxHashMap<Box<str>, Members<S>>,
+    numbers: FxHashMap<NumberKey, Members<S>>,
+    booleans: [Members<S>; 2],
+    above: BTreeMap<OrderedNumber, RangeBucket<S>>,
+    below: BTreeMap<OrderedNumber, RangeBucket<S>>,
     /// Members in `above` and `below`, for cost estimates.
     above_len: usize,
     below_len: usize,
     len: usize,
 }
 
-impl PropertyIndex {
+impl<S> Default for PropertyIndex<S> {
+    fn default() -> Self {
+        PropertyIndex {
+            strings: FxHashMap::default(),
+            numbers: FxHashMap::default(),
+            booleans: [Members::default(), Members::default()],
+            above: BTreeMap::new(),
+            below: BTreeMap::new(),
+            above_len: 0,
+            below_len: 0,
+            len: 0,
+        }
+    }
+}
+
+impl<S> PropertyIndex<S> {
     /// Files `member` under `key`; returns its position in the bucket.
-    pub(crate) fn add(&mut self, key: &KeyKind, member: Member) -> u32 {
+    pub(crate) fn add(&mut self, key: &KeyKind, member: Member<S>) -> u32 {
         self.len += 1;
         match key {
             KeyKind::Above(..) => self.above_len += 1,
@@ -166,7 +204,7 @@ impl PropertyIndex {
     }
 
     /// Removes the member at `position` under `key`; returns the member moved into its place.
-    pub(crate) fn remove(&mut self, key: &KeyKind, position: u32) -> Option<Member> {
+    pub(crate) fn remove(&mut self, key: &KeyKind, position: u32) -> Option<Moved> {
         self.len -= 1;
         match key {
             KeyKind::Above(..) => self.above_len -= 1,
@@ -191,8 +229,8 @@ impl PropertyIndex {
     /// equality, half the property's bounds of that direction for ranges.
     pub(crate) fn cost(&self, key: &KeyKind) -> usize {
         match key {
-            KeyKind::Equal(EqualKey::Str(text)) => self.strings.get(text).map_or(0, Members::len),
-            KeyKind::Equal(EqualKey::Number(number)) => self.numbers.get(number).map_or(0, Members::len),
+            KeyKind::Equal(EqualKey::Str(text)) => self.strings.get(text).map_or(0, |m| m.len()),
+            KeyKind::Equal(EqualKey::Number(number)) => self.numbers.get(number).map_or(0, |m| m.len()),
             KeyKind::Equal(EqualKey::Bool(value)) => self.booleans[usize::from(*value)].len(),
             KeyKind::Above(..) => self.above_len / 2,
             KeyKind::Below(..) => self.below_len / 2,
@@ -200,8 +238,8 @@ impl PropertyIndex {
     }
 
     /// Calls `visit` on every member whose predicate `value` satisfies.
-    pub(crate) fn for_each_satisfied(&self, value: &Value, visit: &mut impl FnMut(Member)) {
-        let mut visit_all = |members: &Members| members.as_slice().iter().for_each(|m| visit(*m));
+    pub(crate) fn for_each_satisfied(&self, value: &Value, visit: &mut impl FnMut(&Member<S>)) {
+        let mut visit_all = |members: &Members<S>| members.as_slice().iter().for_each(|m| visit(m));
         let number = match value {
             Value::Str(text) => {
                 if let Some(bucket) = self.strings.get(text.as_str()) {
@@ -231,7 +269,7 @@ impl PropertyIndex {
         }
     }
 
-    fn bucket_mut(&mut self, key: &KeyKind) -> &mut Members {
+    fn bucket_mut(&mut self, key: &KeyKind) -> &mut Members<S> {
         match key {
             KeyKind::Equal(EqualKey::Str(text)) => self.strings.entry(text.clone()).or_default(),
             KeyKind::Equal(EqualKey::Number(number)) => self.numbers.entry(*number).or_default(),
@@ -269,15 +307,15 @@ impl PropertyIndex {
 mod tests {
     use super::*;
 
-    fn member(slot: u32) -> Member {
-        Member { slot, link: 0 }
+    fn member(slot: u32) -> Member<u32> {
+        Member { slot, link: 0, direct: None }
     }
 
     fn threshold(number: Number) -> OrderedNumber {
         OrderedNumber::new(number).unwrap()
     }
 
-    fn satisfied(index: &PropertyIndex, value: Value) -> Vec<u32> {
+    fn satisfied(index: &PropertyIndex<u32>, value: Value) -> Vec<u32> {
         let mut slots = Vec::new();
         index.for_each_satisfied(&value, &mut |m| slots.push(m.slot));
         slots.sort_unstable();
@@ -286,7 +324,7 @@ mod tests {
 
     #[test]
     fn one_member_is_inline_and_more_spill_to_a_vector() {
-        let mut members = Members::default();
+        let mut members: Members<u32> = Members::default();
         assert!(members.is_empty());
         assert_eq!(members.push(member(1)), 0);
         assert!(matches!(members, Members::One(_)));
@@ -301,7 +339,7 @@ mod tests {
 
     #[test]
     fn thresholds_admit_their_own_value_only_when_inclusive() {
-        let mut index = PropertyIndex::default();
+        let mut index: PropertyIndex<u32> = PropertyIndex::default();
         let five = threshold(Number::Int(5));
         index.add(&KeyKind::Above(five, Inclusion::Strict), member(1));
         index.add(&KeyKind::Above(five, Inclusion::Inclusive), member(2));
@@ -316,7 +354,7 @@ mod tests {
 
     #[test]
     fn equal_numbers_of_either_type_reach_the_same_bucket() {
-        let mut index = PropertyIndex::default();
+        let mut index: PropertyIndex<u32> = PropertyIndex::default();
         let key = KeyKind::Equal(EqualKey::Number(Number::Float(2.0).key().unwrap()));
         index.add(&key, member(1));
         index.add(&KeyKind::Equal(EqualKey::Bool(true)), member(2));

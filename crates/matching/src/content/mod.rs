@@ -51,7 +51,7 @@ pub(crate) struct ContentIndex<S> {
     /// Slab of entries; free slots are listed in `free`.
     entries: Vec<Option<Entry<S>>>,
     free: Vec<u32>,
-    properties: FxHashMap<PropertyId, PropertyIndex>,
+    properties: FxHashMap<PropertyId, PropertyIndex<S>>,
     unindexed: Vec<u32>,
     len: usize,
 }
@@ -77,7 +77,10 @@ impl<S> ContentIndex<S> {
         subscriber: S,
         vocabulary: &mut Vocabulary,
         atoms: &mut AtomTable,
-    ) -> u32 {
+    ) -> u32
+    where
+        S: Clone,
+    {
         let conjuncts = selector.condition().conjuncts();
         let cost = |name: &str, kind: &_| {
             vocabulary.get(name).and_then(|id| self.properties.get(&id)).map_or(0, |index| index.cost(kind))
@@ -101,8 +104,9 @@ impl<S> ContentIndex<S> {
             Filing::Unindexed(self.unindexed.len() as u32 - 1)
         } else {
             let mut filed = Vec::with_capacity(keys.len());
+            let direct = (keys.len() == 1 && residue.is_empty()).then(|| subscriber.clone());
             for (link, key) in keys.into_iter().enumerate() {
-                let member = Member { slot, link: link as u32 };
+                let member = Member { slot, link: link as u32, direct: direct.clone() };
                 let position = self.properties.entry(key.property).or_default().add(&key.kind, member);
                 filed.push((key, position));
             }
@@ -168,7 +172,10 @@ impl<S> ContentIndex<S> {
             };
             index.for_each_satisfied(&found.value, &mut |member| {
                 work.index_hits += 1;
-                consider(entries, member.slot, view, atoms, work, out);
+                match &member.direct {
+                    Some(subscriber) => out.push(subscriber.clone()),
+                    None => consider(entries, member.slot, view, atoms, work, out),
+                }
             });
         }
         for &slot in unindexed.iter() {
@@ -198,10 +205,15 @@ fn consider<S: Clone>(
     out: &mut Vec<S>,
 ) {
     let Some(Some(entry)) = entries.get_mut(slot as usize) else { return };
-    if entry.seen == view.epoch {
-        return;
+    // Only an entry filed under several keys can be reached twice; skipping the stamp for the
+    // others saves dirtying a cache line per candidate when a range reaches thousands of them.
+    let filed_many = matches!(&entry.filing, Filing::Indexed(keys) if keys.len() > 1);
+    if filed_many {
+        if entry.seen == view.epoch {
+            return;
+        }
+        entry.seen = view.epoch;
     }
-    entry.seen = view.epoch;
     if !entry.residue.is_empty() {
         work.selector_evaluations += 1;
         if !entry.residue.holds(atoms, view) {
