@@ -239,7 +239,7 @@ impl<S> PropertyIndex<S> {
 
     /// Calls `visit` on every member whose predicate `value` satisfies.
     pub(crate) fn for_each_satisfied(&self, value: &Value, visit: &mut impl FnMut(&Member<S>)) {
-        let mut visit_all = |members: &Members<S>| members.as_slice().iter().for_each(|m| visit(m));
+        let mut visit_all = |members: &Members<S>| members.as_slice().iter().for_each(&mut *visit);
         let number = match value {
             Value::Str(text) => {
                 if let Some(bucket) = self.strings.get(text.as_str()) {
