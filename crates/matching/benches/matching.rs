@@ -145,5 +145,24 @@ fn topics_only(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, topics_only, seed004, range, mixed);
+/// Subscribe then unsubscribe one seed 004 subscription in an index that already holds
+/// `count`: the cost of churn, which must not grow with the index (no rebuild).
+fn churn(c: &mut Criterion) {
+    let mut group = c.benchmark_group("churn");
+    quick(&mut group);
+    for count in [1_000, 100_000] {
+        let mut index = workloads::build(&workloads::seed004_subscriptions(count));
+        let pattern = workloads::pattern("events");
+        let selector = workloads::selector("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = -1");
+        group.bench_with_input(BenchmarkId::new("subscribe and unsubscribe", count), &count, |bencher, _| {
+            bencher.iter(|| {
+                let id = index.insert(pattern.clone(), Some(selector.clone()), u32::MAX);
+                black_box(index.remove(id))
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, topics_only, seed004, range, mixed, churn);
 criterion_main!(benches);

@@ -33,19 +33,22 @@ impl Truth {
         }
     }
 
-    /// Three-valued NOT.
-    #[allow(clippy::should_implement_trait)]
-    pub fn not(self) -> Truth {
+    /// True only for [`Truth::True`].
+    pub fn is_true(self) -> bool {
+        self == Truth::True
+    }
+}
+
+impl std::ops::Not for Truth {
+    type Output = Truth;
+
+    /// Three-valued NOT: UNKNOWN stays UNKNOWN.
+    fn not(self) -> Truth {
         match self {
             Truth::True => Truth::False,
             Truth::False => Truth::True,
             Truth::Unknown => Truth::Unknown,
         }
-    }
-
-    /// True only for [`Truth::True`].
-    pub fn is_true(self) -> bool {
-        self == Truth::True
     }
 }
 
@@ -98,7 +101,7 @@ pub(crate) fn evaluate<P, R: Resolve<P> + ?Sized>(condition: &Condition<P>, mess
             Some(Value::Bool(value)) => Truth::from_bool(*value),
             _ => Truth::Unknown,
         },
-        Condition::Not(inner) => evaluate(inner, message).not(),
+        Condition::Not(inner) => !evaluate(inner, message),
         Condition::And(operands) => {
             let mut result = Truth::True;
             for operand in operands {
