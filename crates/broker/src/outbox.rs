@@ -69,8 +69,8 @@ struct State {
     items: VecDeque<Item>,
     bytes: usize,
     closing: Option<Bytes>,
-    /// Set when a publisher gave up waiting on this queue; cleared when it empties. A slow
-    /// queue reports no congestion, so publishers stop waiting for it.
+    /// Set when a publisher gave up waiting on this queue; cleared when the writer finds it
+    /// below a quarter full. A slow queue reports no congestion, so publishers stop waiting.
     slow: bool,
 }
 
@@ -209,11 +209,13 @@ impl Outbox {
     /// Takes everything queued; `Err` carries the closing frame once the queue is closing.
     fn take(&self, batch: &mut VecDeque<Item>) -> Option<Bytes> {
         let mut s = self.state.lock();
-        std::mem::swap(&mut s.items, batch);
-        s.bytes = 0;
-        if batch.is_empty() {
+        // A slow queue is forgiven once the writer finds it below a quarter full: the
+        // subscriber is keeping up again, so publishers may wait for it once more.
+        if s.items.len() * 4 < self.limits.max_messages && s.bytes * 4 < self.limits.max_bytes {
             s.slow = false;
         }
+        std::mem::swap(&mut s.items, batch);
+        s.bytes = 0;
         if batch.is_empty() {
             s.closing.clone()
         } else {
