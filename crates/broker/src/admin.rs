@@ -19,6 +19,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    shared.dispatcher.report_match_stats();
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
         Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use parking_lot::Mutex;
-use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
+use tidings_matching::{MatchStats, Pattern, Selector, SubscriptionId, SubscriptionIndex};
 use tidings_wire::Message;
 
 use crate::metrics::Metrics;
@@ -15,6 +15,8 @@ use crate::outbox::{Outbox, Push, Target};
 pub struct Dispatcher {
     index: Mutex<SubscriptionIndex<Arc<Target>>>,
     metrics: Metrics,
+    /// The index's counters as last copied into `metrics`.
+    reported: Mutex<MatchStats>,
 }
 
 /// Scratch space a session reuses across publishes, so dispatch allocates nothing per message.
@@ -32,7 +34,7 @@ pub struct DispatchScratch {
 impl Dispatcher {
     /// An empty table.
     pub fn new(metrics: Metrics) -> Dispatcher {
-        Dispatcher { index: Mutex::new(SubscriptionIndex::new()), metrics }
+        Dispatcher { index: Mutex::new(SubscriptionIndex::new()), metrics, reported: Mutex::new(MatchStats::default()) }
     }
 
     /// Adds a subscription.
@@ -66,9 +68,11 @@ impl Dispatcher {
         scratch.published_bytes += message.encoded_len() as u64;
         {
             let mut index = self.index.lock();
-            if index.has_selectors() && message.property_count() > 0 {
+            if index.has_selectors() {
+                let started = Instant::now();
                 let properties = message.properties();
                 index.matches(message.topic(), &properties, &mut scratch.targets);
+                self.metrics.match_seconds.observe(started.elapsed().as_secs_f64());
             } else {
                 index.matches(message.topic(), &[], &mut scratch.targets);
             }
@@ -80,6 +84,20 @@ impl Dispatcher {
                 scratch.congested.push(Arc::clone(&target.outbox));
             }
         }
+    }
+
+    /// Copies the index's counters into the Prometheus metrics; called when they are scraped,
+    /// so the matching path itself only bumps plain integers under the lock it already holds.
+    pub fn report_match_stats(&self) {
+        let now = self.index.lock().stats();
+        let mut last = self.reported.lock();
+        let m = &self.metrics;
+        m.selector_evaluations.inc_by(now.selector_evaluations.saturating_sub(last.selector_evaluations));
+        m.index_hits.inc_by(now.index_hits.saturating_sub(last.index_hits));
+        m.match_cache_hits.inc_by(now.cache_hits.saturating_sub(last.cache_hits));
+        m.match_cache_misses.inc_by(now.cache_misses.saturating_sub(last.cache_misses));
+        m.selector_subscriptions.set(now.subscriptions_with_selector as i64);
+        *last = now;
     }
 
     /// Ends a batch of frames read together: counts its publishes and records how long the

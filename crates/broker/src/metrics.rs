@@ -59,6 +59,19 @@ pub struct Metrics {
     /// PUBLISHes for every matching subscriber (one sample per batch: its last message's
     /// publish-to-dispatch latency).
     pub dispatch_seconds: Histogram,
+    /// Selector evaluations (the residue the content index could not decide by itself).
+    pub selector_evaluations: Counter,
+    /// Subscriptions found through the content index's equality and range buckets.
+    pub index_hits: Counter,
+    /// Topic lookups answered by the result cache.
+    pub match_cache_hits: Counter,
+    /// Topic lookups that walked the trie.
+    pub match_cache_misses: Counter,
+    /// Active subscriptions that have a selector.
+    pub selector_subscriptions: Gauge,
+    /// Time to match one message against an index that has selectors (topic-only matches are
+    /// a cache lookup and are not timed, to keep the clock off the common path).
+    pub match_seconds: Histogram,
 }
 
 impl Metrics {
@@ -80,6 +93,12 @@ impl Metrics {
             udp_deliveries_too_large: Counter::default(),
             udp_sessions_expired: Counter::default(),
             dispatch_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 24)),
+            selector_evaluations: Counter::default(),
+            index_hits: Counter::default(),
+            match_cache_hits: Counter::default(),
+            match_cache_misses: Counter::default(),
+            selector_subscriptions: Gauge::default(),
+            match_seconds: Histogram::new(exponential_buckets(1e-7, 2.0, 24)),
         };
         let r = registry.sub_registry_with_prefix("tidings");
         r.register("connections", "Open client sessions", m.connections.clone());
@@ -113,6 +132,12 @@ impl Metrics {
             "Time from reading a batch of PUBLISH frames to queueing them",
             m.dispatch_seconds.clone(),
         );
+        r.register("selector_evaluations", "Selector evaluations", m.selector_evaluations.clone());
+        r.register("index_hits", "Subscriptions found by the content index buckets", m.index_hits.clone());
+        r.register("match_cache_hits", "Topic lookups answered by the result cache", m.match_cache_hits.clone());
+        r.register("match_cache_misses", "Topic lookups that walked the trie", m.match_cache_misses.clone());
+        r.register("selector_subscriptions", "Active subscriptions with a selector", m.selector_subscriptions.clone());
+        r.register("match_seconds", "Time to match a message against selectors", m.match_seconds.clone());
         m
     }
 

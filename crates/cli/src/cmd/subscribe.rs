@@ -86,7 +86,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     if let Some(text) = &args.selector {
         if let Err(e) = tidings_matching::Selector::parse(text) {
-            eprintln!("error: invalid selector: {e}");
+            eprint!("invalid selector\n{}", e.render(text));
             return Ok(ExitCode::from(2));
         }
     }
