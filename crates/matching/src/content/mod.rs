@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 pub(crate) use shared::{AtomTable, MessageView, PropertyId, Vocabulary};
 
 use self::buckets::{AccessKey, Member, PropertyIndex};
-use self::shared::Residue;
+use self::shared::{AtomList, Residue};
 use crate::selector::Selector;
 
 /// Work counters a delivery adds to (the index folds them into its statistics).
@@ -24,6 +24,14 @@ pub(crate) struct Work {
     pub(crate) index_hits: u64,
     pub(crate) unindexed_checks: u64,
     pub(crate) selector_evaluations: u64,
+}
+
+/// The hot part of an entry, kept in its bucket member when the entry has one access key and
+/// only shared atoms to check: the subscriber and those atoms.
+#[derive(Debug, Clone)]
+pub(crate) struct Direct<S> {
+    subscriber: S,
+    atoms: AtomList,
 }
 
 /// How an entry is found.
@@ -51,7 +59,7 @@ pub(crate) struct ContentIndex<S> {
     /// Slab of entries; free slots are listed in `free`.
     entries: Vec<Option<Entry<S>>>,
     free: Vec<u32>,
-    properties: FxHashMap<PropertyId, PropertyIndex<S>>,
+    properties: FxHashMap<PropertyId, PropertyIndex<Direct<S>>>,
     unindexed: Vec<u32>,
     len: usize,
 }
@@ -104,7 +112,8 @@ impl<S> ContentIndex<S> {
             Filing::Unindexed(self.unindexed.len() as u32 - 1)
         } else {
             let mut filed = Vec::with_capacity(keys.len());
-            let direct = (keys.len() == 1 && residue.is_empty()).then(|| subscriber.clone());
+            let direct = (keys.len() == 1 && residue.rest.is_none())
+                .then(|| Direct { subscriber: subscriber.clone(), atoms: residue.atoms.clone() });
             for (link, key) in keys.into_iter().enumerate() {
                 let member = Member { slot, link: link as u32, direct: direct.clone() };
                 let position = self.properties.entry(key.property).or_default().add(&key.kind, member);
@@ -173,7 +182,7 @@ impl<S> ContentIndex<S> {
             index.for_each_satisfied(&found.value, &mut |member| {
                 work.index_hits += 1;
                 match &member.direct {
-                    Some(subscriber) => out.push(subscriber.clone()),
+                    Some(direct) => deliver_direct(direct, view, atoms, work, out),
                     None => consider(entries, member.slot, view, atoms, work, out),
                 }
             });
@@ -193,6 +202,23 @@ impl<S> ContentIndex<S> {
     pub(crate) fn unindexed_len(&self) -> usize {
         self.unindexed.len()
     }
+}
+
+/// Checks a candidate from its bucket member alone (see [`Direct`]).
+fn deliver_direct<S: Clone>(
+    direct: &Direct<S>,
+    view: &MessageView<'_>,
+    atoms: &mut AtomTable,
+    work: &mut Work,
+    out: &mut Vec<S>,
+) {
+    if !direct.atoms.as_slice().is_empty() {
+        work.selector_evaluations += 1;
+        if !direct.atoms.all_true(atoms, view) {
+            return;
+        }
+    }
+    out.push(direct.subscriber.clone());
 }
 
 /// Checks one candidate: skip if already seen for this message, else evaluate its residue.

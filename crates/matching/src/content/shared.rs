@@ -173,7 +173,7 @@ impl AtomTable {
 
 /// Atom ids of a residue: up to three inline (seed 004's residue is three), more on the heap.
 /// Inline saves a pointer chase, a cache miss per candidate on a large index.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum AtomList {
     Inline(u8, [AtomId; 3]),
     Heap(Box<[AtomId]>),
@@ -196,6 +196,11 @@ impl AtomList {
             AtomList::Heap(ids) => ids,
         }
     }
+
+    /// Whether every atom is TRUE for the message.
+    pub(crate) fn all_true(&self, atoms: &mut AtomTable, view: &MessageView<'_>) -> bool {
+        self.as_slice().iter().all(|&atom| atoms.truth(atom, view).is_true())
+    }
 }
 
 /// What is left to check of a selector once its access predicate matched: interned atoms and any
@@ -214,8 +219,7 @@ impl Residue {
 
     /// Whether every remaining conjunct is TRUE for the message.
     pub(crate) fn holds(&self, atoms: &mut AtomTable, view: &MessageView<'_>) -> bool {
-        self.atoms.as_slice().iter().all(|&atom| atoms.truth(atom, view).is_true())
-            && self.rest.as_deref().is_none_or(|rest| evaluate(rest, view).is_true())
+        self.atoms.all_true(atoms, view) && self.rest.as_deref().is_none_or(|rest| evaluate(rest, view).is_true())
     }
 
     /// Returns the references this residue holds.
