@@ -38,7 +38,7 @@ pub use filter::Filter;
 pub use link_state::{AdvertisedLink, LinkStateAdvert};
 pub use liveness::{LivenessSettings, ReconnectBackoff};
 pub use message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, PeerMessage};
-pub use names::{BrokerName, CellName, Incarnation, Millis, PubendId, ViewId};
+pub use names::{BrokerName, CellName, Incarnation, Millis, PubendId, TreeId, ViewId};
 pub use router::{
     Action, ChildSnapshot, Input, LinkSnapshot, Router, RouterMetrics, RouterSettings, RouterSnapshot, ScopeSnapshot,
     TreeSnapshot,

@@ -131,72 +131,127 @@ impl LinkStateDb {
         ViewId(hash)
     }
 
-    /// The graph of links that both ends advertise. A link only one end lists is either still
-    /// coming up or already going down, and using it would make brokers disagree.
+    /// The graph of links that both ends advertise, restricted to the brokers we can reach. A
+    /// link only one end lists is either still coming up or already going down, and using it
+    /// would make brokers disagree; the last adverts of brokers that died together still list
+    /// each other, and only reachability from us tells that island is gone.
     pub(crate) fn graph(&self) -> Graph {
-        let mut graph = Graph::default();
-        for advert in self.adverts.values() {
-            graph.cell_of.insert(advert.origin.clone(), advert.cell.clone());
-            graph.members.entry(advert.cell.clone()).or_default().push(advert.origin.clone());
-        }
-        for advert in self.adverts.values() {
-            for link in &advert.links {
-                let answered = self
-                    .adverts
-                    .get(&link.peer)
-                    .is_some_and(|peer| peer.links.iter().any(|back| back.peer == advert.origin));
-                if answered && link.peer != advert.origin {
-                    graph.links.entry(advert.origin.clone()).or_default().insert(link.peer.clone());
+        let adverts: Vec<&LinkStateAdvert> = self.adverts.values().collect();
+        let position = |name: &BrokerName| adverts.binary_search_by(|a| a.origin.cmp(name)).ok();
+        let listed: Vec<Vec<usize>> = adverts
+            .iter()
+            .map(|advert| {
+                let mut peers: Vec<usize> = advert.links.iter().filter_map(|link| position(&link.peer)).collect();
+                peers.sort_unstable();
+                peers.dedup();
+                peers
+            })
+            .collect();
+        let two_way: Vec<Vec<usize>> = listed
+            .iter()
+            .enumerate()
+            .map(|(me, peers)| {
+                peers.iter().copied().filter(|peer| *peer != me && listed[*peer].binary_search(&me).is_ok()).collect()
+            })
+            .collect();
+        let mut reached = vec![false; adverts.len()];
+        let mut frontier: Vec<usize> = position(&self.own.origin).into_iter().collect();
+        frontier.iter().for_each(|me| reached[*me] = true);
+        while let Some(broker) = frontier.pop() {
+            for peer in &two_way[broker] {
+                if !reached[*peer] {
+                    reached[*peer] = true;
+                    frontier.push(*peer);
                 }
             }
+        }
+        // Renumber the reached brokers densely, keeping name order.
+        let mut renumbered = vec![usize::MAX; adverts.len()];
+        let mut brokers = Vec::new();
+        for (old, advert) in adverts.iter().enumerate().filter(|(old, _)| reached[*old]) {
+            renumbered[old] = brokers.len();
+            brokers.push(advert.origin.clone());
+        }
+        let cells: Vec<CellName> = adverts
+            .iter()
+            .enumerate()
+            .filter(|(old, _)| reached[*old])
+            .map(|(_, advert)| advert.cell.clone())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let mut graph = Graph {
+            brokers,
+            broker_cell: Vec::new(),
+            links: Vec::new(),
+            members: vec![Vec::new(); cells.len()],
+            cells,
+        };
+        for (old, advert) in adverts.iter().enumerate().filter(|(old, _)| reached[*old]) {
+            let cell = graph.cell_index(&advert.cell).unwrap_or(0);
+            graph.members[cell].push(graph.broker_cell.len());
+            graph.broker_cell.push(cell);
+            graph.links.push(two_way[old].iter().map(|peer| renumbered[*peer]).collect());
         }
         graph
     }
 }
 
-/// Brokers, their cells and the two-way links between them, as one broker's database says.
-#[derive(Clone, Debug, Default)]
+/// The brokers we can reach, their cells and the two-way links between them, as one broker's
+/// database says. Brokers and cells are numbered in name order, so every broker with the same
+/// database numbers them alike and "lowest index" means "lowest name".
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub(crate) struct Graph {
-    pub(crate) cell_of: BTreeMap<BrokerName, CellName>,
-    /// Every broker with an advert, per cell, sorted by name.
-    pub(crate) members: BTreeMap<CellName, Vec<BrokerName>>,
-    /// Two-way links, both directions present.
-    pub(crate) links: BTreeMap<BrokerName, BTreeSet<BrokerName>>,
+    /// Reachable brokers, sorted by name.
+    pub(crate) brokers: Vec<BrokerName>,
+    /// Each broker's cell index.
+    pub(crate) broker_cell: Vec<usize>,
+    /// Each broker's two-way links, as sorted broker indices.
+    pub(crate) links: Vec<Vec<usize>>,
+    /// Cells of reachable brokers, sorted by name.
+    pub(crate) cells: Vec<CellName>,
+    /// Each cell's brokers, as sorted broker indices.
+    pub(crate) members: Vec<Vec<usize>>,
 }
 
 impl Graph {
-    pub(crate) fn linked(&self, a: &BrokerName, b: &BrokerName) -> bool {
-        self.links.get(a).is_some_and(|peers| peers.contains(b))
+    pub(crate) fn broker_index(&self, name: &BrokerName) -> Option<usize> {
+        self.brokers.binary_search(name).ok()
     }
 
-    /// A broker counts as live when it has at least one two-way link; a crashed broker's last
-    /// advert lingers, but its peers stop listing it.
-    pub(crate) fn is_live(&self, broker: &BrokerName) -> bool {
-        self.links.get(broker).is_some_and(|peers| !peers.is_empty())
+    pub(crate) fn cell_index(&self, name: &CellName) -> Option<usize> {
+        self.cells.binary_search(name).ok()
     }
 
-    pub(crate) fn members(&self, cell: &CellName) -> &[BrokerName] {
-        self.members.get(cell).map_or(&[], Vec::as_slice)
+    pub(crate) fn cell_of(&self, name: &BrokerName) -> Option<&CellName> {
+        self.broker_index(name).map(|index| &self.cells[self.broker_cell[index]])
     }
 
-    /// Neighbouring cells: cells joined by at least one two-way link.
-    pub(crate) fn cell_edges(&self) -> BTreeMap<CellName, BTreeSet<CellName>> {
-        let mut edges: BTreeMap<CellName, BTreeSet<CellName>> = BTreeMap::new();
-        for cell in self.members.keys() {
-            edges.entry(cell.clone()).or_default();
+    pub(crate) fn linked(&self, a: usize, b: usize) -> bool {
+        self.links.get(a).is_some_and(|peers| peers.binary_search(&b).is_ok())
+    }
+
+    /// Whether two brokers, by name, share a two-way link.
+    pub(crate) fn linked_by_name(&self, a: &BrokerName, b: &BrokerName) -> bool {
+        match (self.broker_index(a), self.broker_index(b)) {
+            (Some(a), Some(b)) => self.linked(a, b),
+            _ => false,
         }
-        for (broker, peers) in &self.links {
-            let Some(cell) = self.cell_of.get(broker) else { continue };
+    }
+
+    /// Neighbouring cells: cells joined by at least one two-way link, sorted.
+    pub(crate) fn cell_edges(&self) -> Vec<Vec<usize>> {
+        let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); self.cells.len()];
+        for (broker, peers) in self.links.iter().enumerate() {
+            let cell = self.broker_cell[broker];
             for peer in peers {
-                match self.cell_of.get(peer) {
-                    Some(peer_cell) if peer_cell != cell => {
-                        edges.entry(cell.clone()).or_default().insert(peer_cell.clone());
-                    }
-                    _ => {}
+                let peer_cell = self.broker_cell[*peer];
+                if peer_cell != cell {
+                    edges[cell].insert(peer_cell);
                 }
             }
         }
-        edges
+        edges.into_iter().map(|set| set.into_iter().collect()).collect()
     }
 }
 
@@ -228,11 +283,24 @@ mod tests {
         let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
         db.set_own_links(vec![AdvertisedLink { peer: "b".into(), peer_cell: "B".into() }]);
         db.offer(advert("b", "B", 1, 1, &[]));
-        assert!(!db.graph().linked(&"a".into(), &"b".into()));
+        assert!(!db.graph().linked_by_name(&"a".into(), &"b".into()));
         db.offer(advert("b", "B", 1, 2, &[("a", "A")]));
         let graph = db.graph();
-        assert!(graph.linked(&"a".into(), &"b".into()) && graph.linked(&"b".into(), &"a".into()));
-        assert_eq!(graph.cell_edges()[&CellName::new("A")].len(), 1);
+        assert!(graph.linked_by_name(&"a".into(), &"b".into()) && graph.linked_by_name(&"b".into(), &"a".into()));
+        assert_eq!(graph.cell_edges(), vec![vec![1], vec![0]]);
+    }
+
+    #[test]
+    fn brokers_that_died_together_do_not_linger_as_a_linked_island() {
+        let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
+        db.set_own_links(vec![AdvertisedLink { peer: "b".into(), peer_cell: "B".into() }]);
+        db.offer(advert("b", "B", 1, 1, &[("a", "A")]));
+        db.offer(advert("x", "X", 1, 1, &[("y", "Y")]));
+        db.offer(advert("y", "Y", 1, 1, &[("x", "X")]));
+        let graph = db.graph();
+        assert!(graph.linked_by_name(&"a".into(), &"b".into()));
+        assert!(!graph.linked_by_name(&"x".into(), &"y".into()));
+        assert_eq!(graph.cells, vec![CellName::new("A"), CellName::new("B")]);
     }
 
     #[test]

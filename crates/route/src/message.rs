@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::link_state::LinkStateAdvert;
-use crate::names::{BrokerName, CellName, PubendId, ViewId};
+use crate::names::{BrokerName, CellName, PubendId, TreeId};
 use crate::summary::SummaryDelta;
 
 /// A control message from one broker's router to a neighbour's router.
@@ -27,9 +27,9 @@ pub struct DataHeader {
     pub pubend: PubendId,
     /// The publishing cell: the root of the tree the message travels down.
     pub root: CellName,
-    /// The link-state view every hop so far routed under. A receiver with another view drops
-    /// the message, so a message never mixes two trees (no loop, no duplicate).
-    pub view: ViewId,
+    /// The tree every hop so far routed under. A receiver that no longer (or not yet) knows this
+    /// tree drops the message, so a message never mixes two trees (no loop, no duplicate).
+    pub tree: TreeId,
     /// How the receiver must treat the message.
     pub hop: Hop,
 }
@@ -89,10 +89,10 @@ pub struct DataSend {
 /// Why a data message went no further than this broker.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
 pub enum DropReason {
-    /// The sender routed under another link-state view; routes are changing.
-    StaleView,
+    /// The sender routed under a tree this broker does not hold (routes are changing).
+    UnknownTreeId,
     /// The root cell is not reachable in this broker's view.
-    UnknownTree,
+    UnknownRoot,
     /// A `Down` hop came from a broker that is not in our parent cell for that root.
     NotFromParent,
     /// A `Within` hop came from a broker that is not a linked cell mate.

@@ -97,12 +97,19 @@ impl Millis {
     }
 }
 
-/// A digest of a broker's whole link-state database. Two brokers with the same view compute the
-/// same trees and the same bundle choices, so every data hop checks that sender and receiver
-/// share it; that is what makes delivery loop-free and duplicate-free while routes change.
+/// A digest of a broker's whole link-state database: when it changes, routes are recomputed.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct ViewId(pub u64);
+
+/// A digest of one tree: every cell's parent and, for every bundle of the tree, the brokers a
+/// message may enter the child cell through. Brokers with the same `TreeId` for a root make the
+/// same choices for its messages, so every data hop carries it and a receiver routes the message
+/// only under a tree with that id; that is what keeps delivery loop-free and duplicate-free
+/// while routes change.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct TreeId(pub u64);
 
 #[cfg(test)]
 mod tests {

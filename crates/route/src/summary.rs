@@ -45,20 +45,29 @@ pub struct SummaryDelta<F> {
 /// A link's summary, one filter set per scope; empty scopes are absent.
 pub(crate) type Scoped<F> = BTreeMap<Scope, BTreeSet<F>>;
 
-/// The deltas that turn `sent` into `desired`, scopes with identical changes grouped together.
-pub(crate) fn diff<F: Filter>(sent: &Scoped<F>, desired: &Scoped<F>) -> Vec<SummaryDelta<F>> {
+/// The deltas that bring the listed scopes of `sent` to what `desired` says (absent means
+/// empty), scopes with identical changes grouped together; `sent` is updated to match.
+pub(crate) fn diff_scopes<'a, F: Filter + 'a>(
+    sent: &mut Scoped<F>,
+    scopes: BTreeSet<Scope>,
+    desired: impl Fn(&Scope) -> Option<&'a BTreeSet<F>>,
+) -> Vec<SummaryDelta<F>> {
     let empty = BTreeSet::new();
-    let scopes: BTreeSet<&Scope> = sent.keys().chain(desired.keys()).collect();
     let mut grouped: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>> = BTreeMap::new();
     for scope in scopes {
-        let before = sent.get(scope).unwrap_or(&empty);
-        let after = desired.get(scope).unwrap_or(&empty);
+        let before = sent.get(&scope).unwrap_or(&empty);
+        let after = desired(&scope).unwrap_or(&empty);
         if before == after {
             continue;
         }
         let added: Vec<F> = after.difference(before).cloned().collect();
         let removed: Vec<F> = before.difference(after).cloned().collect();
-        grouped.entry((added, removed)).or_default().push(scope.clone());
+        if after.is_empty() {
+            sent.remove(&scope);
+        } else {
+            sent.insert(scope.clone(), after.clone());
+        }
+        grouped.entry((added, removed)).or_default().push(scope);
     }
     grouped.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
 }
@@ -110,6 +119,15 @@ mod tests {
 
     fn tree(root: &str) -> Scope {
         Scope::Tree(root.into())
+    }
+
+    /// All scopes of either side, brought to `desired`.
+    fn diff(sent: &Scoped<Range>, desired: &Scoped<Range>) -> Vec<SummaryDelta<Range>> {
+        let mut sent = sent.clone();
+        let scopes = sent.keys().chain(desired.keys()).cloned().collect();
+        let deltas = diff_scopes(&mut sent, scopes, |scope| desired.get(scope));
+        assert_eq!(&sent, desired);
+        deltas
     }
 
     #[test]

@@ -10,31 +10,44 @@
 //!   that have an up link from the parent cell, preferring brokers that are *complete* (linked to
 //!   every live cell mate and to every entry candidate of their own children), so sideways hops
 //!   only last until link state has spread.
+//!
+//! Each tree gets a [`TreeId`]: a digest of its parents and entry candidates, which is exactly
+//! what brokers must agree on for a message to enter every cell at most once.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use crate::link_state::Graph;
-use crate::names::{BrokerName, CellName, ViewId};
-use crate::rendezvous::Target;
+use crate::names::{BrokerName, CellName, TreeId, ViewId};
+use crate::rendezvous::{fnv1a, mix, Target};
 
-/// The whole of one tree: every reachable cell's parent and depth.
-#[derive(Clone, Debug, Default)]
+/// The whole of one tree over the graph's cell indices: every reachable cell's parent and depth,
+/// and every bundle's entry candidates.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub(crate) struct TreeShape {
-    /// Parent of every reachable cell except the root.
-    pub(crate) parent_of: BTreeMap<CellName, CellName>,
-    /// Hops from the root for every reachable cell, the root included (0).
-    pub(crate) depth_of: BTreeMap<CellName, u32>,
+    /// Per cell: its parent (`None` for the root and for unreachable cells).
+    pub(crate) parent: Vec<Option<usize>>,
+    /// Per cell: hops from the root (`None` when unreachable).
+    pub(crate) depth: Vec<Option<u32>>,
+    /// Per cell but the root: the brokers a message may enter it through.
+    pub(crate) entries: Vec<Vec<usize>>,
 }
 
 impl TreeShape {
-    fn children_of(&self, cell: &CellName) -> Vec<CellName> {
-        self.parent_of.iter().filter(|(_, parent)| *parent == cell).map(|(child, _)| child.clone()).collect()
+    fn children(&self) -> Vec<Vec<usize>> {
+        let mut children = vec![Vec::new(); self.parent.len()];
+        for (child, parent) in self.parent.iter().enumerate() {
+            if let Some(parent) = parent {
+                children[*parent].push(child);
+            }
+        }
+        children
     }
 }
 
 /// Where this broker's cell sits in one tree, with what the data path needs precomputed.
 #[derive(Clone, Debug)]
 pub(crate) struct Place {
+    pub(crate) id: TreeId,
     pub(crate) parent: Option<CellName>,
     pub(crate) children: Vec<ChildBundle>,
     pub(crate) shape: TreeShape,
@@ -56,105 +69,125 @@ pub(crate) struct RouteTable {
     pub(crate) cell: CellName,
     pub(crate) graph: Graph,
     /// Our place in the tree of every cell we can reach, keyed by that (root) cell.
-    pub(crate) trees: BTreeMap<CellName, Place>,
+    pub(crate) trees: std::collections::BTreeMap<CellName, Place>,
     /// Cell mates we share a two-way link with, sorted.
     pub(crate) mates: Vec<BrokerName>,
 }
 
 impl RouteTable {
     pub(crate) fn build(view: ViewId, me: BrokerName, cell: CellName, graph: Graph) -> Self {
-        let edges = graph.cell_edges();
-        let reachable = bfs_depths(&edges, &cell);
-        let mut trees = BTreeMap::new();
-        for root in reachable.keys() {
-            let shape = shortest_path_tree(&edges, root);
-            let parent = shape.parent_of.get(&cell).cloned();
-            let children = shape
-                .children_of(&cell)
-                .into_iter()
-                .map(|child| {
-                    let grandchildren = shape.children_of(&child);
-                    let targets = entry_targets(&graph, &cell, &child, &grandchildren);
-                    ChildBundle { cell: child, targets }
-                })
+        let mut trees = std::collections::BTreeMap::new();
+        let mut mates = Vec::new();
+        if let (Some(me_index), Some(cell_index)) = (graph.broker_index(&me), graph.cell_index(&cell)) {
+            let edges = graph.cell_edges();
+            let cell_hash: Vec<u64> = graph.cells.iter().map(|c| fnv1a(c.as_str().as_bytes())).collect();
+            let broker_hash: Vec<u64> = graph.brokers.iter().map(|b| fnv1a(b.as_str().as_bytes())).collect();
+            // Every cell of the graph is reachable from ours: the graph holds reachable brokers only.
+            for root in 0..graph.cells.len() {
+                let mut shape = shortest_path_tree(&edges, root);
+                let children = shape.children();
+                shape.entries = (0..graph.cells.len())
+                    .map(|child| match shape.parent[child] {
+                        Some(parent) => entry_targets(&graph, parent, child, &children[child]),
+                        None => Vec::new(),
+                    })
+                    .collect();
+                let id = tree_id(&shape, root, &cell_hash, &broker_hash);
+                let own_children = children[cell_index]
+                    .iter()
+                    .map(|child| ChildBundle {
+                        cell: graph.cells[*child].clone(),
+                        targets: shape.entries[*child].iter().map(|b| Target::new(graph.brokers[*b].clone())).collect(),
+                    })
+                    .collect();
+                let parent = shape.parent[cell_index].map(|p| graph.cells[p].clone());
+                trees.insert(graph.cells[root].clone(), Place { id, parent, children: own_children, shape });
+            }
+            mates = graph.members[cell_index]
+                .iter()
+                .filter(|mate| **mate != me_index && graph.linked(me_index, **mate))
+                .map(|mate| graph.brokers[*mate].clone())
                 .collect();
-            trees.insert(root.clone(), Place { parent, children, shape });
         }
-        let mates =
-            graph.members(&cell).iter().filter(|mate| **mate != me && graph.linked(&me, mate)).cloned().collect();
         Self { view, me, cell, graph, trees, mates }
     }
 
     /// The cell a broker belongs to, as its own advert says.
     pub(crate) fn cell_of(&self, broker: &BrokerName) -> Option<&CellName> {
-        self.graph.cell_of.get(broker)
+        self.graph.cell_of(broker)
     }
 }
 
-fn bfs_depths(edges: &BTreeMap<CellName, BTreeSet<CellName>>, root: &CellName) -> BTreeMap<CellName, u32> {
-    let mut depth = BTreeMap::from([(root.clone(), 0u32)]);
-    let mut queue = VecDeque::from([root.clone()]);
+/// The digest data headers carry: parents and entry candidates, with pinned hashes.
+fn tree_id(shape: &TreeShape, root: usize, cell_hash: &[u64], broker_hash: &[u64]) -> TreeId {
+    let mut hash = mix(cell_hash[root]);
+    for (cell, parent) in shape.parent.iter().enumerate() {
+        let Some(parent) = parent else { continue };
+        hash = mix(hash ^ cell_hash[cell]);
+        hash = mix(hash ^ cell_hash[*parent]);
+        for entry in &shape.entries[cell] {
+            hash = mix(hash ^ broker_hash[*entry]);
+        }
+        hash = mix(hash ^ shape.entries[cell].len() as u64);
+    }
+    TreeId(hash)
+}
+
+/// The shortest-path tree rooted at `root` over cells numbered in name order, with neighbour
+/// lists sorted: each cell's parent is its lowest-numbered (so lowest-named) neighbour one hop
+/// closer to the root. The result depends only on the edges, never on traversal order.
+pub(crate) fn shortest_path_tree(edges: &[Vec<usize>], root: usize) -> TreeShape {
+    let mut depth: Vec<Option<u32>> = vec![None; edges.len()];
+    depth[root] = Some(0);
+    let mut queue = VecDeque::from([root]);
     while let Some(cell) = queue.pop_front() {
-        let next = depth.get(&cell).copied().unwrap_or(0) + 1;
-        for neighbour in edges.get(&cell).into_iter().flatten() {
-            if !depth.contains_key(neighbour) {
-                depth.insert(neighbour.clone(), next);
-                queue.push_back(neighbour.clone());
+        let next = depth[cell].map_or(0, |d| d + 1);
+        for neighbour in &edges[cell] {
+            if depth[*neighbour].is_none() {
+                depth[*neighbour] = Some(next);
+                queue.push_back(*neighbour);
             }
         }
     }
-    depth
-}
-
-/// The shortest-path tree rooted at `root`: each cell's parent is its lowest-named neighbour one
-/// hop closer to the root. The result depends only on the edges, never on traversal order.
-pub(crate) fn shortest_path_tree(edges: &BTreeMap<CellName, BTreeSet<CellName>>, root: &CellName) -> TreeShape {
-    let depth_of = bfs_depths(edges, root);
-    let mut parent_of = BTreeMap::new();
-    for (cell, depth) in &depth_of {
-        if *depth == 0 {
-            continue;
-        }
-        let parent =
-            edges.get(cell).into_iter().flatten().find(|neighbour| depth_of.get(*neighbour) == Some(&(depth - 1)));
-        if let Some(parent) = parent {
-            parent_of.insert(cell.clone(), parent.clone());
-        }
-    }
-    TreeShape { parent_of, depth_of }
+    let parent = (0..edges.len())
+        .map(|cell| match depth[cell] {
+            Some(d) if d > 0 => edges[cell].iter().copied().find(|n| depth[*n] == Some(d - 1)),
+            _ => None,
+        })
+        .collect();
+    TreeShape { parent, depth, entries: Vec::new() }
 }
 
 /// Brokers of `child` that a message from `parent` may enter through: those with an up link
 /// from some broker of `parent`, narrowed to the complete ones when there are any.
-fn entry_targets(graph: &Graph, parent: &CellName, child: &CellName, grandchildren: &[CellName]) -> Vec<Target> {
+fn entry_targets(graph: &Graph, parent: usize, child: usize, grandchildren: &[usize]) -> Vec<usize> {
     let candidates = reachable_from(graph, parent, child);
-    let onward: Vec<Vec<BrokerName>> =
-        grandchildren.iter().map(|grandchild| reachable_from(graph, child, grandchild)).collect();
-    let complete: Vec<BrokerName> = candidates
+    let onward: Vec<usize> = grandchildren.iter().flat_map(|g| reachable_from(graph, child, *g)).collect();
+    let complete: Vec<usize> = candidates
         .iter()
+        .copied()
         .filter(|candidate| {
-            let mates_ok = graph
-                .members(child)
+            let mates_ok = graph.members[child]
                 .iter()
-                .filter(|mate| mate != candidate && graph.is_live(mate))
-                .all(|mate| graph.linked(candidate, mate));
-            let onward_ok = onward.iter().flatten().all(|next| graph.linked(candidate, next));
-            mates_ok && onward_ok
+                .filter(|mate| **mate != *candidate && !graph.links[**mate].is_empty())
+                .all(|mate| graph.linked(*candidate, *mate));
+            mates_ok && onward.iter().all(|next| graph.linked(*candidate, *next))
         })
-        .cloned()
         .collect();
-    let chosen = if complete.is_empty() { candidates } else { complete };
-    chosen.into_iter().map(Target::new).collect()
+    if complete.is_empty() {
+        candidates
+    } else {
+        complete
+    }
 }
 
-/// Brokers of `to` with a two-way link from at least one broker of `from`, sorted.
-fn reachable_from(graph: &Graph, from: &CellName, to: &CellName) -> Vec<BrokerName> {
-    let senders = graph.members(from);
-    graph
-        .members(to)
+/// Brokers of cell `to` with a two-way link from at least one broker of cell `from`, sorted.
+fn reachable_from(graph: &Graph, from: usize, to: usize) -> Vec<usize> {
+    let senders = &graph.members[from];
+    graph.members[to]
         .iter()
-        .filter(|receiver| senders.iter().any(|sender| graph.linked(sender, receiver)))
-        .cloned()
+        .copied()
+        .filter(|receiver| senders.iter().any(|sender| graph.linked(*sender, *receiver)))
         .collect()
 }
 
@@ -162,29 +195,32 @@ fn reachable_from(graph: &Graph, from: &CellName, to: &CellName) -> Vec<BrokerNa
 mod tests {
     use super::*;
 
-    fn edges(pairs: &[(&str, &str)]) -> BTreeMap<CellName, BTreeSet<CellName>> {
-        let mut edges: BTreeMap<CellName, BTreeSet<CellName>> = BTreeMap::new();
+    /// Cells named by single letters, numbered alphabetically as the graph would number them.
+    fn edges(cells: &str, pairs: &[(char, char)]) -> Vec<Vec<usize>> {
+        let index = |c: char| cells.find(c).unwrap();
+        let mut edges = vec![Vec::new(); cells.len()];
         for (a, b) in pairs {
-            edges.entry((*a).into()).or_default().insert((*b).into());
-            edges.entry((*b).into()).or_default().insert((*a).into());
+            edges[index(*a)].push(index(*b));
+            edges[index(*b)].push(index(*a));
         }
+        edges.iter_mut().for_each(|e| e.sort());
         edges
     }
 
     #[test]
     fn equal_cost_paths_are_broken_towards_the_lower_named_parent() {
-        // A square: R - X - D and R - Y - D; D has two parents at depth 1 and takes X.
-        let square = edges(&[("R", "Y"), ("R", "X"), ("Y", "D"), ("X", "D")]);
-        let tree = shortest_path_tree(&square, &"R".into());
-        assert_eq!(tree.parent_of[&CellName::new("D")], CellName::new("X"));
-        assert_eq!(tree.depth_of[&CellName::new("D")], 2);
+        // A square: R - Y - D and R - X - D; D has two parents at depth 1 and takes X.
+        let square = edges("DRXY", &[('R', 'Y'), ('R', 'X'), ('Y', 'D'), ('X', 'D')]);
+        let tree = shortest_path_tree(&square, 1);
+        assert_eq!(tree.parent[0], Some(2), "D's parent is X");
+        assert_eq!(tree.depth[0], Some(2));
     }
 
     #[test]
     fn unreachable_cells_are_not_in_the_tree() {
-        let split = edges(&[("A", "B"), ("C", "D")]);
-        let tree = shortest_path_tree(&split, &"A".into());
-        assert!(!tree.depth_of.contains_key(&CellName::new("C")));
-        assert_eq!(tree.children_of(&"A".into()), vec![CellName::new("B")]);
+        let split = edges("ABCD", &[('A', 'B'), ('C', 'D')]);
+        let tree = shortest_path_tree(&split, 0);
+        assert_eq!(tree.depth[2], None);
+        assert_eq!(tree.children()[0], vec![1]);
     }
 }

@@ -8,22 +8,41 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::Router;
 use crate::filter::{any_matches, minimize, Filter};
 use crate::message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery};
-use crate::names::{BrokerName, CellName, PubendId};
+use crate::names::{BrokerName, CellName, PubendId, TreeId};
 use crate::rendezvous::{choose, Target};
 use crate::summary::{Scope, Scoped};
-use crate::tree::RouteTable;
+use crate::tree::{Place, RouteTable};
 
 /// Precomputed routes for every tree this broker is in.
 #[derive(Clone, Debug)]
 pub(crate) struct DataRoutes<F> {
-    pub(crate) trees: BTreeMap<CellName, TreeRoutes<F>>,
+    pub(crate) trees: BTreeMap<CellName, Generations<F>>,
     /// Linked cell mates, sorted by name.
     pub(crate) mates: Vec<MateRoute<F>>,
+}
+
+/// The current tree of a root and the one before it. Messages routed upstream under the
+/// previous tree are still carried under it, with today's links, so a link failure costs a
+/// sideways hop instead of the messages in flight (Gryphon's transient sideways routing).
+#[derive(Clone, Debug)]
+pub(crate) struct Generations<F> {
+    pub(crate) current: TreeRoutes<F>,
+    pub(crate) previous: Option<TreeRoutes<F>>,
+}
+
+impl<F> Generations<F> {
+    fn get(&self, id: TreeId) -> Option<&TreeRoutes<F>> {
+        if self.current.id == id {
+            return Some(&self.current);
+        }
+        self.previous.as_ref().filter(|previous| previous.id == id)
+    }
 }
 
 /// Our cell's place in one tree, with summaries filled in.
 #[derive(Clone, Debug)]
 pub(crate) struct TreeRoutes<F> {
+    pub(crate) id: TreeId,
     pub(crate) parent: Option<CellName>,
     pub(crate) children: Vec<ChildRoute<F>>,
 }
@@ -33,7 +52,8 @@ pub(crate) struct TreeRoutes<F> {
 pub(crate) struct ChildRoute<F> {
     pub(crate) cell: CellName,
     pub(crate) targets: Vec<Target>,
-    /// Per target: whether we have a two-way link to it ourselves.
+    /// Per target: whether we have a two-way link to it now (refreshed for both generations on
+    /// every rebuild, so an old tree is followed over today's links).
     pub(crate) direct: Vec<bool>,
     /// Whether we have any link into the child cell, hence a summary of our own for it.
     pub(crate) known: bool,
@@ -55,40 +75,82 @@ pub(crate) struct MateRoute<F> {
 
 impl<F: Filter> DataRoutes<F> {
     pub(crate) fn empty(table: &RouteTable) -> Self {
-        Self::build(table, &BTreeMap::new())
+        let mut routes = Self { trees: BTreeMap::new(), mates: Vec::new() };
+        routes.rebuild(table, &BTreeMap::new(), table.trees.keys());
+        routes
     }
 
-    pub(crate) fn build(table: &RouteTable, received: &BTreeMap<BrokerName, Scoped<F>>) -> Self {
-        let mut trees = BTreeMap::new();
-        for (root, place) in &table.trees {
-            let scope = Scope::Tree(root.clone());
-            let children = place
-                .children
-                .iter()
-                .map(|bundle| {
-                    let linked: Vec<&BrokerName> = table
-                        .graph
-                        .members(&bundle.cell)
-                        .iter()
-                        .filter(|broker| table.graph.linked(&table.me, broker))
-                        .collect();
-                    let summary =
-                        minimize(linked.iter().filter_map(|broker| received.get(*broker)?.get(&scope)).flatten());
-                    let direct = bundle.targets.iter().map(|t| table.graph.linked(&table.me, &t.broker)).collect();
-                    ChildRoute {
-                        cell: bundle.cell.clone(),
-                        targets: bundle.targets.clone(),
-                        direct,
-                        known: !linked.is_empty(),
-                        summary,
+    /// Recomputes the routes of the listed roots (and the mates) from the table and summaries.
+    /// A root whose tree changed keeps its former tree as the previous generation; a root no
+    /// longer in the table is forgotten.
+    pub(crate) fn rebuild<'r>(
+        &mut self,
+        table: &RouteTable,
+        received: &BTreeMap<BrokerName, Scoped<F>>,
+        roots: impl IntoIterator<Item = &'r CellName>,
+    ) {
+        self.mates = table.mates.iter().map(|mate| mate_route(table, received, mate)).collect();
+        for root in roots {
+            let Some(place) = table.trees.get(root) else {
+                self.trees.remove(root);
+                continue;
+            };
+            let current = tree_routes(table, received, root, place);
+            match self.trees.get_mut(root) {
+                Some(generations) if generations.current.id != current.id => {
+                    let mut previous = std::mem::replace(&mut generations.current, current);
+                    for child in &mut previous.children {
+                        child.direct = direct_links(table, &child.targets);
                     }
-                })
-                .collect();
-            trees.insert(root.clone(), TreeRoutes { parent: place.parent.clone(), children });
+                    generations.previous = Some(previous);
+                }
+                Some(generations) => {
+                    generations.current = current;
+                    for child in generations.previous.iter_mut().flat_map(|tree| tree.children.iter_mut()) {
+                        child.direct = direct_links(table, &child.targets);
+                    }
+                }
+                None => {
+                    self.trees.insert(root.clone(), Generations { current, previous: None });
+                }
+            }
         }
-        let mates = table.mates.iter().map(|mate| mate_route(table, received, mate)).collect();
-        Self { trees, mates }
     }
+}
+
+fn tree_routes<F: Filter>(
+    table: &RouteTable,
+    received: &BTreeMap<BrokerName, Scoped<F>>,
+    root: &CellName,
+    place: &Place,
+) -> TreeRoutes<F> {
+    let scope = Scope::Tree(root.clone());
+    let children = place
+        .children
+        .iter()
+        .map(|bundle| {
+            let graph = &table.graph;
+            let members = graph.cell_index(&bundle.cell).map_or(&[][..], |cell| &graph.members[cell]);
+            let linked: Vec<&BrokerName> = members
+                .iter()
+                .map(|broker| &graph.brokers[*broker])
+                .filter(|broker| graph.linked_by_name(&table.me, broker))
+                .collect();
+            let summary = minimize(linked.iter().filter_map(|broker| received.get(*broker)?.get(&scope)).flatten());
+            ChildRoute {
+                cell: bundle.cell.clone(),
+                direct: direct_links(table, &bundle.targets),
+                targets: bundle.targets.clone(),
+                known: !linked.is_empty(),
+                summary,
+            }
+        })
+        .collect();
+    TreeRoutes { id: place.id, parent: place.parent.clone(), children }
+}
+
+fn direct_links(table: &RouteTable, targets: &[Target]) -> Vec<bool> {
+    targets.iter().map(|target| table.graph.linked_by_name(&table.me, &target.broker)).collect()
 }
 
 fn mate_route<F: Filter>(
@@ -106,7 +168,11 @@ fn mate_route<F: Filter>(
             Scope::Local => None,
         })
         .collect();
-    let links = table.graph.links.get(mate).cloned().unwrap_or_default();
+    let graph = &table.graph;
+    let links = graph
+        .broker_index(mate)
+        .map(|index| graph.links[index].iter().map(|peer| graph.brokers[*peer].clone()).collect())
+        .unwrap_or_default();
     MateRoute { name: mate.clone(), local, down, links }
 }
 
@@ -121,10 +187,10 @@ impl<F: Filter> Router<F> {
         out.clear();
         match arrival {
             Arrival::Published { pubend } => {
-                let root = self.table.cell.clone();
-                match self.routes.trees.get(&root) {
-                    Some(tree) => self.enter(pubend, &root, tree, message, out),
-                    None => out.dropped = Some(DropReason::UnknownTree),
+                let root = &self.table.cell;
+                match self.routes.trees.get(root) {
+                    Some(generations) => self.enter(pubend, root, &generations.current, message, out),
+                    None => out.dropped = Some(DropReason::UnknownRoot),
                 }
             }
             Arrival::Received { from, header } => self.route_received(from, header, message, out),
@@ -132,12 +198,12 @@ impl<F: Filter> Router<F> {
     }
 
     fn route_received(&self, from: &BrokerName, header: &DataHeader, message: &F::Message, out: &mut Forwarding) {
-        if header.view != self.table.view {
-            out.dropped = Some(DropReason::StaleView);
+        let Some(generations) = self.routes.trees.get(&header.root) else {
+            out.dropped = Some(DropReason::UnknownRoot);
             return;
-        }
-        let Some(tree) = self.routes.trees.get(&header.root) else {
-            out.dropped = Some(DropReason::UnknownTree);
+        };
+        let Some(tree) = generations.get(header.tree) else {
+            out.dropped = Some(DropReason::UnknownTreeId);
             return;
         };
         match &header.hop {
@@ -160,8 +226,10 @@ impl<F: Filter> Router<F> {
                         continue;
                     }
                     // Sideways hops are never repeated: without our own link, the copy stops.
-                    if let Some(index) = choose(header.pubend, &child.targets).filter(|i| child.direct[*i]) {
-                        out.sends.push(self.send(&child.targets[index].broker, header.pubend, &header.root, Hop::Down));
+                    let Some(index) = choose(header.pubend, &child.targets) else { continue };
+                    if child.direct[index] {
+                        let target = &child.targets[index].broker;
+                        out.sends.push(self.send(target, header.pubend, &header.root, tree.id, Hop::Down));
                     }
                 }
             }
@@ -186,7 +254,7 @@ impl<F: Filter> Router<F> {
             let Some(index) = choose(pubend, &child.targets) else { continue };
             let target = &child.targets[index].broker;
             if child.direct[index] {
-                out.sends.push(self.send(target, pubend, root, Hop::Down));
+                out.sends.push(self.send(target, pubend, root, tree.id, Hop::Down));
                 continue;
             }
             let helper = self.routes.mates.iter().position(|mate| {
@@ -202,12 +270,12 @@ impl<F: Filter> Router<F> {
             let across: Vec<CellName> =
                 sideways.iter().filter(|(helper, _)| *helper == index).map(|(_, cell)| cell.clone()).collect();
             if deliver == LocalDelivery::Deliver || !across.is_empty() {
-                out.sends.push(self.send(&mate.name, pubend, root, Hop::Within { deliver, across }));
+                out.sends.push(self.send(&mate.name, pubend, root, tree.id, Hop::Within { deliver, across }));
             }
         }
     }
 
-    fn send(&self, to: &BrokerName, pubend: PubendId, root: &CellName, hop: Hop) -> DataSend {
-        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), view: self.table.view, hop } }
+    fn send(&self, to: &BrokerName, pubend: PubendId, root: &CellName, tree: TreeId, hop: Hop) -> DataSend {
+        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), tree, hop } }
     }
 }

@@ -42,7 +42,7 @@ impl<F: Filter> Router<F> {
         self.advertise_own_links(Some(&peer), out);
         let everything: Vec<LinkStateAdvert> = self.db.adverts().cloned().collect();
         out.push(Action::Send { to: peer, message: PeerMessage::Adverts(everything) });
-        self.dirty = true;
+        self.dirty.all = true;
     }
 
     pub(super) fn handle_link_down(&mut self, peer: &BrokerName, incarnation: Incarnation, out: &mut Vec<Action<F>>) {
@@ -62,7 +62,7 @@ impl<F: Filter> Router<F> {
         self.links.remove(peer);
         self.received.remove(peer);
         self.sent.remove(peer);
-        self.dirty = true;
+        self.dirty.all = true;
     }
 
     /// Re-issues our own advert if our link list changed, flooding it to every up link except
@@ -121,7 +121,7 @@ impl<F: Filter> Router<F> {
         }
         if !accepted.is_empty() {
             self.counters.adverts_accepted += accepted.len() as u64;
-            self.dirty = true;
+            self.dirty.view = true;
         }
         self.flood(accepted, Some(from), out);
         if !newer_here.is_empty() {
@@ -136,7 +136,7 @@ impl<F: Filter> Router<F> {
         if theirs.incarnation == ours {
             let own = self.db.outrun(theirs.sequence);
             self.flood(vec![own], None, out);
-            self.dirty = true;
+            self.dirty.view = true;
         } else {
             let error = RouteError::ForeignOwnAdvert { origin: theirs.origin, ours, claimed: theirs.incarnation };
             out.push(Action::Rejected { error });

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{CloseReason, RouteError};
 use crate::filter::Filter;
-use crate::link_state::LinkStateDb;
+use crate::link_state::{Graph, LinkStateDb};
 use crate::liveness::{LinkClock, LivenessSettings};
 use crate::message::PeerMessage;
 use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
@@ -24,6 +24,7 @@ use crate::summary::Scoped;
 use crate::tree::RouteTable;
 
 use forward::DataRoutes;
+use interest::{Advertised, Dirty};
 pub use snapshot::{ChildSnapshot, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot};
 
 /// Who this broker is and how its links prove liveness: all the router needs from the shell's
@@ -102,11 +103,14 @@ pub enum Action<F> {
         /// Why.
         reason: CloseReason,
     },
-    /// The link-state view changed and trees were recomputed: data routed under the old view is
-    /// dropped at the next hop, and guaranteed-delivery streams may need to move.
+    /// The link-state view changed and trees were recomputed. Data already routed under a
+    /// changed tree is still carried under it for one generation; guaranteed-delivery streams
+    /// of the listed roots may need to move to new links.
     RoutesChanged {
         /// The new view.
         view: ViewId,
+        /// Publishing cells whose tree (shape or bundle entries) changed, appeared or vanished.
+        trees_changed: Vec<CellName>,
     },
     /// An input was refused; nothing else changed (see [`RouteError`]).
     Rejected {
@@ -151,8 +155,10 @@ pub struct Router<F: Filter> {
     received: BTreeMap<BrokerName, Scoped<F>>,
     /// Summaries per up link, as we last sent them.
     sent: BTreeMap<BrokerName, Scoped<F>>,
-    /// Set by every change that can alter routes or summaries; cleared by `settle`.
-    dirty: bool,
+    /// What changed since the last `settle`.
+    dirty: Dirty,
+    /// What we advertise, per scope, as of the last `settle`.
+    advertised: Advertised<F>,
     counters: Counters,
 }
 
@@ -171,7 +177,8 @@ impl<F: Filter> Router<F> {
             local: BTreeMap::new(),
             received: BTreeMap::new(),
             sent: BTreeMap::new(),
-            dirty: false,
+            dirty: Dirty::default(),
+            advertised: Advertised::default(),
             counters: Counters::default(),
         }
     }
@@ -218,18 +225,46 @@ impl<F: Filter> Router<F> {
     /// After any change: recompute trees if the view moved, send summary changes, and refresh
     /// the data path's precomputed routes.
     fn settle(&mut self, out: &mut Vec<Action<F>>) {
-        if !self.dirty {
-            return;
+        // Our own advert changes with our links, so a link change also means a view check.
+        if self.dirty.view || self.dirty.all {
+            self.dirty.view = false;
+            let view = self.db.digest();
+            if view != self.table.view {
+                let graph = self.db.graph();
+                if graph == self.table.graph {
+                    // A half-open or half-closed link, or news from beyond our reach: same routes.
+                    self.table.view = view;
+                } else {
+                    // Trees that kept their id kept their routes: our own links did not change
+                    // (that would have set `all`), and neither did what we received.
+                    let mates = self.table.mates.clone();
+                    let changed = self.rebuild_table(view, graph, out);
+                    self.dirty.roots.extend(changed);
+                    self.dirty.table = true;
+                    self.dirty.mates_local |= mates != self.table.mates;
+                }
+            }
         }
-        self.dirty = false;
-        let view = self.db.digest();
-        if view != self.table.view {
-            self.table =
-                RouteTable::build(view, self.settings.name.clone(), self.settings.cell.clone(), self.db.graph());
-            self.counters.route_recomputations += 1;
-            out.push(Action::RoutesChanged { view });
-        }
-        self.routes = DataRoutes::build(&self.table, &self.received);
-        self.refresh_summaries(out);
+        self.settle_interest(out);
     }
+
+    /// Recomputes the trees; returns the roots whose tree changed.
+    fn rebuild_table(&mut self, view: ViewId, graph: Graph, out: &mut Vec<Action<F>>) -> Vec<CellName> {
+        let table = RouteTable::build(view, self.settings.name.clone(), self.settings.cell.clone(), graph);
+        let old = std::mem::replace(&mut self.table, table);
+        self.counters.route_recomputations += 1;
+        let trees_changed = changed_trees(&old, &self.table);
+        out.push(Action::RoutesChanged { view, trees_changed: trees_changed.clone() });
+        trees_changed
+    }
+}
+
+/// Roots whose tree id differs between two tables, including roots present in only one.
+fn changed_trees(old: &RouteTable, new: &RouteTable) -> Vec<CellName> {
+    let ids = |table: &RouteTable| -> BTreeMap<CellName, crate::names::TreeId> {
+        table.trees.iter().map(|(root, place)| (root.clone(), place.id)).collect()
+    };
+    let (old, new) = (ids(old), ids(new));
+    let roots: std::collections::BTreeSet<&CellName> = old.keys().chain(new.keys()).collect();
+    roots.into_iter().filter(|root| old.get(*root) != new.get(*root)).cloned().collect()
 }

@@ -8,8 +8,9 @@ use serde::Serialize;
 use super::Router;
 use crate::filter::{minimize, Filter};
 use crate::link_state::LinkStateAdvert;
-use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
+use crate::names::{BrokerName, CellName, Incarnation, Millis, TreeId, ViewId};
 use crate::summary::{size, Scope, Scoped};
+use crate::tree::TreeShape;
 
 /// Everything one broker knows about routing, at one moment.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize)]
@@ -56,8 +57,12 @@ pub struct LinkSnapshot {
 /// One tree as this broker computed it.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize)]
 pub struct TreeSnapshot<F> {
+    /// The tree's digest, carried by data headers.
+    pub id: TreeId,
     /// Parent of every cell of the tree but the root; equal on every broker with the same view.
     pub parent_of: BTreeMap<CellName, CellName>,
+    /// Entry candidates of every cell of the tree but the root.
+    pub entries: BTreeMap<CellName, Vec<BrokerName>>,
     /// Hops from the root of every cell of the tree.
     pub depth_of: BTreeMap<CellName, u32>,
     /// Our cell's parent (`None` at the root).
@@ -113,6 +118,27 @@ fn scopes<F: Clone>(summary: &Scoped<F>) -> Vec<ScopeSnapshot<F>> {
 }
 
 impl<F: Filter> Router<F> {
+    fn named_parents(&self, shape: &TreeShape) -> BTreeMap<CellName, CellName> {
+        let cells = &self.table.graph.cells;
+        shape.parent.iter().enumerate().filter_map(|(c, p)| Some((cells[c].clone(), cells[(*p)?].clone()))).collect()
+    }
+
+    fn named_depths(&self, shape: &TreeShape) -> BTreeMap<CellName, u32> {
+        let cells = &self.table.graph.cells;
+        shape.depth.iter().enumerate().filter_map(|(c, d)| Some((cells[c].clone(), (*d)?))).collect()
+    }
+
+    fn named_entries(&self, shape: &TreeShape) -> BTreeMap<CellName, Vec<BrokerName>> {
+        let graph = &self.table.graph;
+        shape
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, entries)| !entries.is_empty())
+            .map(|(c, entries)| (graph.cells[c].clone(), entries.iter().map(|b| graph.brokers[*b].clone()).collect()))
+            .collect()
+    }
+
     /// Counters and summary sizes, cheap enough to scrape.
     pub fn metrics(&self) -> RouterMetrics {
         let sizes = |map: &BTreeMap<BrokerName, Scoped<F>>| -> BTreeMap<BrokerName, usize> {
@@ -148,7 +174,7 @@ impl<F: Filter> Router<F> {
             .trees
             .iter()
             .map(|(root, place)| {
-                let routes = self.routes.trees.get(root);
+                let routes = self.routes.trees.get(root).map(|generations| &generations.current);
                 let children = place
                     .children
                     .iter()
@@ -162,8 +188,10 @@ impl<F: Filter> Router<F> {
                     })
                     .collect();
                 let tree = TreeSnapshot {
-                    parent_of: place.shape.parent_of.clone(),
-                    depth_of: place.shape.depth_of.clone(),
+                    id: place.id,
+                    entries: self.named_entries(&place.shape),
+                    parent_of: self.named_parents(&place.shape),
+                    depth_of: self.named_depths(&place.shape),
                     parent: place.parent.clone(),
                     children,
                 };

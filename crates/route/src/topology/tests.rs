@@ -1,4 +1,4 @@
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::*;
 use crate::tree::shortest_path_tree;
@@ -23,12 +23,16 @@ fn names(list: &[&str]) -> BTreeSet<BrokerName> {
 /// Brokers on the path from `from` to `to` (both included) along the shortest-path tree rooted
 /// at `from`, for files whose cells are single brokers.
 fn brokers_on_path(topology: &Topology, from: &str, to: &str) -> u32 {
-    let mut edges: BTreeMap<CellName, BTreeSet<CellName>> = BTreeMap::new();
+    let cells: Vec<&CellName> = topology.cells().keys().collect();
+    let index = |cell: &CellName| cells.binary_search(&cell).unwrap();
+    let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); cells.len()];
     for link in topology.cell_links() {
-        edges.entry(link.a.clone()).or_default().insert(link.b.clone());
-        edges.entry(link.b.clone()).or_default().insert(link.a.clone());
+        edges[index(&link.a)].insert(index(&link.b));
+        edges[index(&link.b)].insert(index(&link.a));
     }
-    shortest_path_tree(&edges, &from.into()).depth_of[&CellName::new(to)] + 1
+    let edges: Vec<Vec<usize>> = edges.into_iter().map(|e| e.into_iter().collect()).collect();
+    let tree = shortest_path_tree(&edges, index(&from.into()));
+    tree.depth[index(&to.into())].unwrap() + 1
 }
 
 #[test]
