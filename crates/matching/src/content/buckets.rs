@@ -7,7 +7,6 @@
 //! subscriptions.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use rustc_hash::FxHashMap;
 use tidings_wire::Value;
@@ -24,7 +23,8 @@ pub(crate) enum EqualKey {
 }
 
 /// Whether a range threshold itself satisfies the predicate (`>=`, `<=`) or not (`>`, `<`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Ordered `Strict` first, so that `(t, Strict) < (t, Inclusive)` in the range maps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Inclusion {
     Strict,
     Inclusive,
@@ -137,43 +137,35 @@ impl<S> Members<S> {
     }
 }
 
-/// Members at one range threshold.
+/// The range thresholds of one property, kept apart (boxed, created on first use) because most
+/// properties have none, and an unused part should cost a pointer, not two maps.
 #[derive(Debug)]
-struct RangeBucket<S> {
-    strict: Members<S>,
-    inclusive: Members<S>,
+struct Ranges<S> {
+    /// Lower bounds: `property > threshold` (strict) and `property >= threshold` (inclusive).
+    above: BTreeMap<(OrderedNumber, Inclusion), Members<S>>,
+    /// Upper bounds: `property < threshold` and `property <= threshold`.
+    below: BTreeMap<(OrderedNumber, Inclusion), Members<S>>,
+    /// Members in `above` and `below`, for cost estimates.
+    above_len: usize,
+    below_len: usize,
 }
 
-impl<S> Default for RangeBucket<S> {
+impl<S> Default for Ranges<S> {
     fn default() -> Self {
-        RangeBucket { strict: Members::default(), inclusive: Members::default() }
-    }
-}
-
-impl<S> RangeBucket<S> {
-    fn side(&mut self, inclusion: Inclusion) -> &mut Members<S> {
-        match inclusion {
-            Inclusion::Strict => &mut self.strict,
-            Inclusion::Inclusive => &mut self.inclusive,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.strict.is_empty() && self.inclusive.is_empty()
+        Ranges { above: BTreeMap::new(), below: BTreeMap::new(), above_len: 0, below_len: 0 }
     }
 }
 
 /// All buckets for one property.
+///
+/// Invariant: no map holds an empty bucket, and `booleans` / `ranges` are `None` when empty.
 #[derive(Debug)]
 pub(crate) struct PropertyIndex<S> {
     strings: FxHashMap<Box<str>, Members<S>>,
     numbers: FxHashMap<NumberKey, Members<S>>,
-    booleans: [Members<S>; 2],
-    above: BTreeMap<OrderedNumber, RangeBucket<S>>,
-    below: BTreeMap<OrderedNumber, RangeBucket<S>>,
-    /// Members in `above` and `below`, for cost estimates.
-    above_len: usize,
-    below_len: usize,
+    /// `property = FALSE`, `property = TRUE` (and a bare boolean `property`).
+    booleans: Option<Box<[Members<S>; 2]>>,
+    ranges: Option<Box<Ranges<S>>>,
     len: usize,
 }
 
@@ -182,11 +174,8 @@ impl<S> Default for PropertyIndex<S> {
         PropertyIndex {
             strings: FxHashMap::default(),
             numbers: FxHashMap::default(),
-            booleans: [Members::default(), Members::default()],
-            above: BTreeMap::new(),
-            below: BTreeMap::new(),
-            above_len: 0,
-            below_len: 0,
+            booleans: None,
+            ranges: None,
             len: 0,
         }
     }
@@ -196,21 +185,26 @@ impl<S> PropertyIndex<S> {
     /// Files `member` under `key`; returns its position in the bucket.
     pub(crate) fn add(&mut self, key: &KeyKind, member: Member<S>) -> u32 {
         self.len += 1;
-        match key {
-            KeyKind::Above(..) => self.above_len += 1,
-            KeyKind::Below(..) => self.below_len += 1,
-            KeyKind::Equal(..) => {}
+        let position = self.bucket_mut(key).push(member);
+        if let Some(ranges) = self.ranges.as_deref_mut() {
+            match key {
+                KeyKind::Above(..) => ranges.above_len += 1,
+                KeyKind::Below(..) => ranges.below_len += 1,
+                KeyKind::Equal(..) => {}
+            }
         }
-        self.bucket_mut(key).push(member)
+        position
     }
 
     /// Removes the member at `position` under `key`; returns the member moved into its place.
     pub(crate) fn remove(&mut self, key: &KeyKind, position: u32) -> Option<Moved> {
         self.len -= 1;
-        match key {
-            KeyKind::Above(..) => self.above_len -= 1,
-            KeyKind::Below(..) => self.below_len -= 1,
-            KeyKind::Equal(..) => {}
+        if let Some(ranges) = self.ranges.as_deref_mut() {
+            match key {
+                KeyKind::Above(..) => ranges.above_len -= 1,
+                KeyKind::Below(..) => ranges.below_len -= 1,
+                KeyKind::Equal(..) => {}
+            }
         }
         let bucket = self.bucket_mut(key);
         let moved = bucket.swap_remove(position as usize);
@@ -232,9 +226,9 @@ impl<S> PropertyIndex<S> {
         match key {
             KeyKind::Equal(EqualKey::Str(text)) => self.strings.get(text).map_or(0, |m| m.len()),
             KeyKind::Equal(EqualKey::Number(number)) => self.numbers.get(number).map_or(0, |m| m.len()),
-            KeyKind::Equal(EqualKey::Bool(value)) => self.booleans[usize::from(*value)].len(),
-            KeyKind::Above(..) => self.above_len / 2,
-            KeyKind::Below(..) => self.below_len / 2,
+            KeyKind::Equal(EqualKey::Bool(value)) => self.booleans.as_ref().map_or(0, |b| b[usize::from(*value)].len()),
+            KeyKind::Above(..) => self.ranges.as_ref().map_or(0, |r| r.above_len / 2),
+            KeyKind::Below(..) => self.ranges.as_ref().map_or(0, |r| r.below_len / 2),
         }
     }
 
@@ -248,25 +242,32 @@ impl<S> PropertyIndex<S> {
                 }
                 return;
             }
-            Value::Bool(flag) => return visit_all(&self.booleans[usize::from(*flag)]),
+            Value::Bool(flag) => {
+                if let Some(booleans) = &self.booleans {
+                    visit_all(&booleans[usize::from(*flag)]);
+                }
+                return;
+            }
             Value::Int(i) => Number::Int(*i),
             Value::Float(x) => Number::Float(*x),
         };
         if let Some(bucket) = number.key().and_then(|key| self.numbers.get(&key)) {
             visit_all(bucket);
         }
-        let Some(value) = OrderedNumber::new(number) else { return };
-        for (threshold, bucket) in self.above.range(..=value) {
-            if *threshold != value {
-                visit_all(&bucket.strict);
+        let (Some(ranges), Some(value)) = (self.ranges.as_deref(), OrderedNumber::new(number)) else { return };
+        // A threshold equal to the value admits it only when inclusive.
+        let admits = |threshold: &OrderedNumber, inclusion: &Inclusion| {
+            *threshold != value || *inclusion == Inclusion::Inclusive
+        };
+        for ((threshold, inclusion), members) in ranges.above.range(..=(value, Inclusion::Inclusive)) {
+            if admits(threshold, inclusion) {
+                visit_all(members);
             }
-            visit_all(&bucket.inclusive);
         }
-        for (threshold, bucket) in self.below.range((Bound::Included(value), Bound::Unbounded)) {
-            if *threshold != value {
-                visit_all(&bucket.strict);
+        for ((threshold, inclusion), members) in ranges.below.range((value, Inclusion::Strict)..) {
+            if admits(threshold, inclusion) {
+                visit_all(members);
             }
-            visit_all(&bucket.inclusive);
         }
     }
 
@@ -274,9 +275,16 @@ impl<S> PropertyIndex<S> {
         match key {
             KeyKind::Equal(EqualKey::Str(text)) => self.strings.entry(text.clone()).or_default(),
             KeyKind::Equal(EqualKey::Number(number)) => self.numbers.entry(*number).or_default(),
-            KeyKind::Equal(EqualKey::Bool(value)) => &mut self.booleans[usize::from(*value)],
-            KeyKind::Above(threshold, inclusion) => self.above.entry(*threshold).or_default().side(*inclusion),
-            KeyKind::Below(threshold, inclusion) => self.below.entry(*threshold).or_default().side(*inclusion),
+            KeyKind::Equal(EqualKey::Bool(value)) => {
+                let booleans = self.booleans.get_or_insert_with(|| Box::new([Members::default(), Members::default()]));
+                &mut booleans[usize::from(*value)]
+            }
+            KeyKind::Above(threshold, inclusion) => {
+                self.ranges.get_or_insert_with(Box::default).above.entry((*threshold, *inclusion)).or_default()
+            }
+            KeyKind::Below(threshold, inclusion) => {
+                self.ranges.get_or_insert_with(Box::default).below.entry((*threshold, *inclusion)).or_default()
+            }
         }
     }
 
@@ -289,15 +297,18 @@ impl<S> PropertyIndex<S> {
             KeyKind::Equal(EqualKey::Number(number)) => {
                 self.numbers.remove(number);
             }
-            KeyKind::Equal(EqualKey::Bool(_)) => {}
-            KeyKind::Above(threshold, _) => {
-                if self.above.get(threshold).is_some_and(RangeBucket::is_empty) {
-                    self.above.remove(threshold);
+            KeyKind::Equal(EqualKey::Bool(_)) => {
+                if self.booleans.as_ref().is_some_and(|b| b.iter().all(Members::is_empty)) {
+                    self.booleans = None;
                 }
             }
-            KeyKind::Below(threshold, _) => {
-                if self.below.get(threshold).is_some_and(RangeBucket::is_empty) {
-                    self.below.remove(threshold);
+            KeyKind::Above(threshold, inclusion) | KeyKind::Below(threshold, inclusion) => {
+                if let Some(ranges) = self.ranges.as_deref_mut() {
+                    let side = if matches!(key, KeyKind::Above(..)) { &mut ranges.above } else { &mut ranges.below };
+                    side.remove(&(*threshold, *inclusion));
+                }
+                if self.ranges.as_ref().is_some_and(|r| r.above.is_empty() && r.below.is_empty()) {
+                    self.ranges = None;
                 }
             }
         }
@@ -351,6 +362,23 @@ mod tests {
         assert_eq!(satisfied(&index, Value::Float(4.5)), [3, 4]);
         assert_eq!(satisfied(&index, Value::Float(f64::NAN)), [] as [u32; 0]);
         assert_eq!(satisfied(&index, Value::from("5")), [] as [u32; 0]);
+    }
+
+    #[test]
+    fn removing_a_bound_leaves_the_opposite_bound_at_the_same_threshold() {
+        let mut index: PropertyIndex<u32> = PropertyIndex::default();
+        let five = threshold(Number::Int(5));
+        let above = KeyKind::Above(five, Inclusion::Strict);
+        let below = KeyKind::Below(five, Inclusion::Strict);
+        index.add(&above, member(1));
+        index.add(&below, member(2));
+        index.remove(&above, 0);
+        assert_eq!(satisfied(&index, Value::Int(4)), [2]);
+        assert_eq!(satisfied(&index, Value::Int(6)), [] as [u32; 0]);
+        assert_eq!(index.cost(&above), 0);
+        index.remove(&below, 0);
+        assert!(index.is_empty());
+        assert!(index.ranges.is_none(), "an emptied range part is dropped");
     }
 
     #[test]
