@@ -62,14 +62,21 @@ fn implies(narrow: &Condition<Name>, wide: &Condition<Name>) -> bool {
     if let Condition::Or(branches) = narrow {
         return branches.iter().all(|branch| implies(branch, wide));
     }
+    let mut facts = Vec::new();
+    flatten(narrow, &mut facts);
+    implied_by(narrow, &facts, wide)
+}
+
+/// Whether `narrow` (not an OR), whose conjuncts are `facts`, forces `wide` TRUE. The facts are
+/// gathered once and reused over all of `wide`, so the cost is the product of the two sizes.
+fn implied_by(narrow: &Condition<Name>, facts: &[&Condition<Name>], wide: &Condition<Name>) -> bool {
+    if narrow == wide || *wide == Condition::Literal(true) {
+        return true;
+    }
     match wide {
-        Condition::And(conjuncts) => conjuncts.iter().all(|conjunct| implies(narrow, conjunct)),
-        Condition::Or(branches) => branches.iter().any(|branch| implies(narrow, branch)),
-        atomic => {
-            let mut facts = Vec::new();
-            flatten(narrow, &mut facts);
-            facts.contains(&atomic) || implied_by_facts(&facts, atomic)
-        }
+        Condition::And(conjuncts) => conjuncts.iter().all(|conjunct| implied_by(narrow, facts, conjunct)),
+        Condition::Or(branches) => branches.iter().any(|branch| implied_by(narrow, facts, branch)),
+        atomic => facts.contains(&atomic) || implied_by_facts(facts, atomic),
     }
 }
 

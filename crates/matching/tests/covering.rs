@@ -72,6 +72,16 @@ fn logic_is_followed_through_and_or() {
 
 /// Atomic predicates on properties `n`, `s` and `f` with literals of every type, so that
 /// mistyped comparisons (which are UNKNOWN) come up too; ill-typed text is filtered out later.
+#[test]
+fn large_selectors_are_compared_in_product_time_not_exponential_time() {
+    let ors = (0..200).map(|i| format!("a = {i}")).collect::<Vec<_>>().join(" OR ");
+    let ands = (0..100).map(|i| format!("b{i} > {i}")).collect::<Vec<_>>().join(" AND ");
+    assert!(selector_covers(&ors, &ors));
+    assert!(selector_covers("a >= 0 AND a < 200", &ors));
+    assert!(selector_covers(&ands, &format!("{ands} AND c = 1")));
+    assert!(!selector_covers(&format!("({ors}) AND z = 1"), &format!("({ors}) AND ({ands})")));
+}
+
 /// Every atomic predicate on property `p` over a small set of literals of every type.
 fn all_atoms() -> Vec<Selector> {
     let literals = ["0", "1", "1.5", "-1", "'a'", "'ab'", "'b'", "TRUE", "FALSE"];
