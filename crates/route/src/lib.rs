@@ -9,16 +9,33 @@
 //! - [`Router`] (in `router/`) is one broker's state machine: feed it [`Input`]s with
 //!   [`Router::handle`], carry out the [`Action`]s, and ask [`Router::route`] per data message.
 //! - `link_state`: adverts of up links flooded to every broker, and the graph they give.
-//! - `tree`: one shortest-path tree over cells per publishing cell, with fixed tie-breaks.
+//! - `tree`: one shortest-path tree over cells per publishing cell, with fixed tie-breaks, and
+//!   its [`TreeId`].
 //! - `summary`: per-link, per-tree interest summaries and the deltas that keep them in sync.
-//! - `rendezvous`: the pinned hash that picks one link of a bundle per pubend.
+//! - `rendezvous`: the pinned hash that picks one entry broker of a bundle per pubend.
 //! - `liveness`: heartbeat timing, missed-heartbeat verdicts and reconnect backoff.
 //! - [`filter`]: the [`Filter`] trait routing is generic over, and covering.
 //!
-//! Why messages arrive exactly once: a message travels down one tree; every hop carries the
-//! [`ViewId`] it was routed under and a receiver with another view drops it, so even while
-//! routes change no message mixes two trees. In each cell exactly one broker (the entry) acts
-//! for the cell, and sideways copies are never forwarded sideways again.
+//! How a shell drives one router:
+//! - After a link handshake (name, cell, incarnation): [`Input::LinkUp`]. When the connection
+//!   closes: [`Input::LinkDown`] with the incarnation of that handshake.
+//! - Every control frame from a peer: [`Input::Received`] with the decoded [`PeerMessage`].
+//! - Local subscribe and unsubscribe: [`Input::Subscribe`] / [`Input::Unsubscribe`].
+//! - At [`Router::next_deadline`]: [`Input::Tick`] (heartbeats, missed-heartbeat verdicts).
+//! - Carry out the actions: [`Action::Send`] a control frame, [`Action::CloseLink`] (then
+//!   redial with [`ReconnectBackoff`]), log [`Action::Rejected`], and on
+//!   [`Action::RoutesChanged`] tell whoever keeps per-route state (guaranteed delivery).
+//! - Per data message: [`Router::route`] with [`Arrival::Published`] for a local publisher or
+//!   [`Arrival::Received`] with the [`DataHeader`] the frame carried; deliver locally if
+//!   [`Forwarding::deliver_locally`], and send each [`DataSend`] with its header.
+//! - For `/state` and metrics: [`Router::snapshot`] and [`Router::metrics`].
+//!
+//! Why messages arrive exactly once: a message travels down one tree, and every hop carries the
+//! [`TreeId`] it was routed under; a broker routes it only under a tree with that id (its
+//! current one, or the one just before, so messages in flight survive one change) and drops it
+//! otherwise. All brokers that share a tree id make the same choices, so each cell is entered
+//! once, at one broker, which alone delivers to the cell; sideways copies are never forwarded
+//! sideways again.
 
 pub mod filter;
 pub mod topology;

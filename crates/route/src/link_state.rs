@@ -239,6 +239,13 @@ impl Graph {
         }
     }
 
+    /// A broker's two-way peers, by name, sorted.
+    pub(crate) fn neighbours(&self, name: &BrokerName) -> Vec<BrokerName> {
+        self.broker_index(name)
+            .map(|index| self.links[index].iter().map(|peer| self.brokers[*peer].clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Neighbouring cells: cells joined by at least one two-way link, sorted.
     pub(crate) fn cell_edges(&self) -> Vec<Vec<usize>> {
         let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); self.cells.len()];

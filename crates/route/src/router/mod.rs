@@ -235,13 +235,15 @@ impl<F: Filter> Router<F> {
                     // A half-open or half-closed link, or news from beyond our reach: same routes.
                     self.table.view = view;
                 } else {
-                    // Trees that kept their id kept their routes: our own links did not change
-                    // (that would have set `all`), and neither did what we received.
+                    // A tree that kept its id kept its routes, unless our own two-way links
+                    // changed (a peer's advert can complete or break one of them).
                     let mates = self.table.mates.clone();
+                    let neighbours = self.table.graph.neighbours(&self.settings.name);
                     let changed = self.rebuild_table(view, graph, out);
                     self.dirty.roots.extend(changed);
                     self.dirty.table = true;
                     self.dirty.mates_local |= mates != self.table.mates;
+                    self.dirty.all |= neighbours != self.table.graph.neighbours(&self.settings.name);
                 }
             }
         }
@@ -268,3 +270,6 @@ fn changed_trees(old: &RouteTable, new: &RouteTable) -> Vec<CellName> {
     let roots: std::collections::BTreeSet<&CellName> = old.keys().chain(new.keys()).collect();
     roots.into_iter().filter(|root| old.get(*root) != new.get(*root)).cloned().collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -36,7 +36,7 @@ fn random_topologies(count: u64) {
 
 #[test]
 fn random_topologies_deliver_each_message_once_per_matching_subscriber_through_faults() {
-    random_topologies(80);
+    random_topologies(60);
 }
 
 /// The same for a long while: `cargo test -p tidings-route --test simulation -- --ignored`.
