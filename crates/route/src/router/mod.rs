@@ -222,6 +222,17 @@ impl<F: Filter> Router<F> {
         self.links.keys()
     }
 
+    /// Linked peers in our cell's parent cell in the tree of `root` (messages published there
+    /// arrive from them): where guaranteed delivery sends acks and nacks upstream. Empty at the
+    /// root, or when `root` is not reachable.
+    pub fn upstream_peers(&self, root: &CellName) -> Vec<BrokerName> {
+        let Some(parent) = self.table.trees.get(root).and_then(|place| place.parent.as_ref()) else {
+            return Vec::new();
+        };
+        let graph = &self.table.graph;
+        graph.neighbours(&self.settings.name).into_iter().filter(|peer| graph.cell_of(peer) == Some(parent)).collect()
+    }
+
     /// After any change: recompute trees if the view moved, send summary changes, and refresh
     /// the data path's precomputed routes.
     fn settle(&mut self, out: &mut Vec<Action<F>>) {

@@ -97,6 +97,8 @@ fn linked_brokers_converge_on_one_view_and_one_tree_per_cell() {
     assert_eq!(snapshot.trees.len(), 3);
     assert_eq!(snapshot.trees[&CellName::new("A")].parent, Some(CellName::new("B")));
     assert!(snapshot.metrics.route_recomputations > 0);
+    assert_eq!(wired.router("c").upstream_peers(&"A".into()), vec![BrokerName::new("b")]);
+    assert!(wired.router("a").upstream_peers(&"A".into()).is_empty());
 }
 
 #[test]
