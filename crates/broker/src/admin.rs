@@ -1,4 +1,5 @@
-//! The admin HTTP listener: `/metrics` (Prometheus text) and `/healthz`.
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz`, and `/state` (JSON: this
+//! broker's links, link-state view, trees and summaries).
 
 use std::sync::Arc;
 
@@ -14,12 +15,17 @@ use crate::server::Shared;
 /// Serves until shutdown.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let shutdown = shared.shutdown.clone();
-    let app = Router::new().route("/metrics", get(metrics)).route("/healthz", get(healthz)).with_state(shared);
+    let app = Router::new()
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/state", get(state))
+        .with_state(shared);
     let _ = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
 }
 
 async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     shared.dispatcher.report_match_stats();
+    shared.cluster.report_metrics();
     let mut text = String::new();
     match prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
         Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text),
@@ -32,5 +38,12 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
     } else {
         (StatusCode::OK, "ok\n")
+    }
+}
+
+async fn state(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    match serde_json::to_string_pretty(&shared.cluster.state()) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
     }
 }

@@ -29,6 +29,109 @@ pub struct Config {
     pub slow_consumer: SlowConsumer,
     /// UDP session handling.
     pub udp: Udp,
+    /// Links to other brokers: this broker's cell, its link listener, liveness and queues.
+    pub cluster: Cluster,
+    /// Brokers to dial (`[[peer]]` entries); links may be dialled from either side.
+    pub peer: Vec<Peer>,
+}
+
+/// Broker-to-broker settings.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cluster {
+    /// Listener for links from other brokers (`HOST:PORT`); empty turns it off (the broker can
+    /// still dial its `[[peer]]` entries).
+    pub listen: String,
+    /// This broker's cell; empty means a cell of one, named after the broker.
+    pub cell: String,
+    /// The incarnation announced to peers; 0 means the wall-clock milliseconds at start, which
+    /// grow on every restart. It must grow across restarts so peers drop the old links' state.
+    pub incarnation: u64,
+    /// Time between heartbeats on every link.
+    #[serde(with = "humantime_serde")]
+    pub heartbeat_interval: Duration,
+    /// A link that stays silent for this many heartbeat intervals is declared down.
+    pub missed_heartbeats: u32,
+    /// First delay before redialling a lost peer; doubles per failure up to `reconnect_max`.
+    #[serde(with = "humantime_serde")]
+    pub reconnect_min: Duration,
+    /// Longest delay between redials.
+    #[serde(with = "humantime_serde")]
+    pub reconnect_max: Duration,
+    /// Most data messages queued on one link; beyond, messages are dropped and counted
+    /// (`tidings_link_drops`), and the link stays up.
+    pub link_queue_messages: usize,
+    /// Most data bytes queued on one link.
+    pub link_queue_bytes: usize,
+}
+
+/// A broker to dial.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Peer {
+    /// Its cluster listener, `HOST:PORT`.
+    pub address: String,
+}
+
+impl Default for Cluster {
+    fn default() -> Cluster {
+        Cluster {
+            listen: String::new(),
+            cell: String::new(),
+            incarnation: 0,
+            heartbeat_interval: Duration::from_millis(250),
+            missed_heartbeats: 3,
+            reconnect_min: Duration::from_millis(100),
+            reconnect_max: Duration::from_secs(5),
+            link_queue_messages: 65_536,
+            link_queue_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// The cell this broker announces: `cluster.cell`, or the broker's name.
+    pub fn cell(&self) -> &str {
+        if self.cluster.cell.is_empty() {
+            &self.name
+        } else {
+            &self.cluster.cell
+        }
+    }
+
+    fn validate_cluster(&self, problems: &mut Vec<String>) {
+        let c = &self.cluster;
+        if !c.listen.is_empty() && c.listen.parse::<SocketAddr>().is_err() {
+            problems.push(format!("cluster.listen: {:?} is not HOST:PORT (an IP address and a port)", c.listen));
+        }
+        if c.heartbeat_interval < Duration::from_millis(10) {
+            problems.push("cluster.heartbeat_interval: must be at least 10ms".to_string());
+        }
+        if c.missed_heartbeats == 0 {
+            problems.push("cluster.missed_heartbeats: must be at least 1".to_string());
+        }
+        if c.reconnect_min.is_zero() || c.reconnect_max < c.reconnect_min {
+            problems.push("cluster.reconnect_min: must be above zero and at most cluster.reconnect_max".to_string());
+        }
+        if c.link_queue_messages == 0 {
+            problems.push("cluster.link_queue_messages: must be at least 1".to_string());
+        }
+        if c.link_queue_bytes < self.limits.max_frame {
+            problems.push(format!(
+                "cluster.link_queue_bytes: {} is below limits.max_frame ({})",
+                c.link_queue_bytes, self.limits.max_frame
+            ));
+        }
+        for (index, peer) in self.peer.iter().enumerate() {
+            let port_ok = peer
+                .address
+                .rsplit_once(':')
+                .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+            if !port_ok {
+                problems.push(format!("peer[{index}].address: {:?} is not HOST:PORT", peer.address));
+            }
+        }
+    }
 }
 
 /// Listener addresses. An empty string turns a listener off.
@@ -98,6 +201,8 @@ impl Default for Config {
             limits: Limits::default(),
             slow_consumer: SlowConsumer::default(),
             udp: Udp::default(),
+            cluster: Cluster::default(),
+            peer: Vec::new(),
         }
     }
 }
@@ -218,6 +323,7 @@ impl Config {
         if self.udp.session_ttl < Duration::from_millis(100) {
             problems.push("udp.session_ttl: must be at least 100ms".to_string());
         }
+        self.validate_cluster(&mut problems);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -253,6 +359,29 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("listen.tcp") && err.contains("listen.admin") && err.contains("max_messages"), "{err}");
+    }
+
+    #[test]
+    fn peers_and_cluster_settings_parse_and_print() {
+        let c = Config::from_toml(
+            "[cluster]\nlisten = \"127.0.0.1:0\"\ncell = \"IB1\"\nheartbeat_interval = \"100ms\"\n\
+             [[peer]]\naddress = \"127.0.0.1:7000\"\n[[peer]]\naddress = \"localhost:7001\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.peer.len(), 2);
+        assert_eq!(c.cell(), "IB1");
+        assert_eq!(c.cluster.heartbeat_interval, Duration::from_millis(100));
+        assert_eq!(Config::from_toml(&c.to_toml()).unwrap(), c);
+    }
+
+    #[test]
+    fn bad_peer_addresses_and_cluster_values_are_reported_with_their_keys() {
+        let err = Config::from_toml("[cluster]\nmissed_heartbeats = 0\n[[peer]]\naddress = \"nope\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("peer[0].address") && err.contains("cluster.missed_heartbeats"), "{err}");
+        let err = Config::from_toml("[[peer]]\naddres = \"x:1\"\n").unwrap_err().to_string();
+        assert!(err.contains("addres"), "{err}");
     }
 
     #[test]

@@ -25,6 +25,8 @@ pub struct DispatchScratch {
     targets: Vec<Arc<Target>>,
     /// Queues that reported congestion during the current batch of frames.
     pub congested: Vec<Arc<Outbox>>,
+    /// Scratch for routing decisions when this broker has links.
+    pub route: crate::cluster::RouteScratch,
     /// Messages and bytes published in the current batch; counted into metrics once per batch
     /// rather than per message, to keep shared atomics off the per-message path.
     published: u64,
@@ -66,6 +68,12 @@ impl Dispatcher {
     pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) {
         scratch.published += 1;
         scratch.published_bytes += message.encoded_len() as u64;
+        self.deliver(message, scratch);
+    }
+
+    /// Queues `message` for every matching local subscription without counting it as
+    /// published here (it came from a peer broker).
+    pub fn deliver(&self, message: &Message, scratch: &mut DispatchScratch) {
         {
             let mut index = self.index.lock();
             if index.has_selectors() {

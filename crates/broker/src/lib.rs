@@ -5,8 +5,14 @@
 //! binds the listeners of a [`config::Config`] and spawns [`tcp`], [`udp`] and [`admin`].
 //! Each subscriber connection drains a bounded [`outbox`], so a slow subscriber costs only
 //! itself.
+//!
+//! Links to other brokers live in [`cluster`]: the link listener and diallers, the peer frame
+//! codec, per-link bounded queues, and the route core (`tidings-route`) that decides where each
+//! message goes. A published message is delivered locally by [`dispatch`] and offered to
+//! [`cluster::Cluster::forward`]; a message from a peer goes the same two ways.
 
 pub mod admin;
+pub mod cluster;
 pub mod config;
 pub mod dispatch;
 pub mod metrics;

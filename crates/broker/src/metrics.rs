@@ -24,6 +24,20 @@ pub struct ReasonLabel {
     pub reason: &'static str,
 }
 
+/// Labels a metric by neighbour broker.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PeerLabel {
+    /// The peer broker's name.
+    pub peer: String,
+}
+
+/// Labels a metric by a short static reason.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WhyLabel {
+    /// Why.
+    pub why: &'static str,
+}
+
 /// Every metric the broker exports.
 #[derive(Clone)]
 pub struct Metrics {
@@ -72,6 +86,32 @@ pub struct Metrics {
     /// Time to match one message against an index that has selectors (topic-only matches are
     /// a cache lookup and are not timed, to keep the clock off the common path).
     pub match_seconds: Histogram,
+    /// Broker links: data messages received, per peer.
+    pub link_messages_in: Family<PeerLabel, Counter>,
+    /// Broker links: data bytes received (frames), per peer.
+    pub link_bytes_in: Family<PeerLabel, Counter>,
+    /// Broker links: data messages written, per peer.
+    pub link_messages_out: Family<PeerLabel, Counter>,
+    /// Broker links: data bytes written (frames), per peer.
+    pub link_bytes_out: Family<PeerLabel, Counter>,
+    /// Broker links: data messages dropped because the link's queue was full, per peer.
+    pub link_drops: Family<PeerLabel, Counter>,
+    /// Broker links currently up.
+    pub links_up: Gauge,
+    /// Links established (handshakes completed and accepted).
+    pub links_established: Counter,
+    /// Links lost or closed, by why.
+    pub links_closed: Family<WhyLabel, Counter>,
+    /// Filters in the summary each peer advertised to us (all scopes), per peer.
+    pub summary_filters_received: Family<PeerLabel, Gauge>,
+    /// Filters in the summary we advertised to each peer (all scopes), per peer.
+    pub summary_filters_sent: Family<PeerLabel, Gauge>,
+    /// Route recomputations (link-state view changes that changed the graph).
+    pub route_recomputations: Counter,
+    /// Data messages from peers that routing refused, by why (routes changing).
+    pub route_drops: Family<WhyLabel, Counter>,
+    /// Frames from peers that did not decode or broke the protocol; the link was closed.
+    pub peer_protocol_errors: Counter,
 }
 
 impl Metrics {
@@ -99,7 +139,21 @@ impl Metrics {
             match_cache_misses: Counter::default(),
             selector_subscriptions: Gauge::default(),
             match_seconds: Histogram::new(exponential_buckets(1e-7, 2.0, 24)),
+            link_messages_in: Family::default(),
+            link_bytes_in: Family::default(),
+            link_messages_out: Family::default(),
+            link_bytes_out: Family::default(),
+            link_drops: Family::default(),
+            links_up: Gauge::default(),
+            links_established: Counter::default(),
+            links_closed: Family::default(),
+            summary_filters_received: Family::default(),
+            summary_filters_sent: Family::default(),
+            route_recomputations: Counter::default(),
+            route_drops: Family::default(),
+            peer_protocol_errors: Counter::default(),
         };
+        m.register_links(registry.sub_registry_with_prefix("tidings"));
         let r = registry.sub_registry_with_prefix("tidings");
         r.register("connections", "Open client sessions", m.connections.clone());
         r.register("connections_opened", "Client sessions opened", m.connections_opened.clone());
@@ -139,6 +193,51 @@ impl Metrics {
         r.register("selector_subscriptions", "Active subscriptions with a selector", m.selector_subscriptions.clone());
         r.register("match_seconds", "Time to match a message against selectors", m.match_seconds.clone());
         m
+    }
+
+    fn register_links(&self, r: &mut Registry) {
+        r.register("link_messages_in", "Data messages received per broker link", self.link_messages_in.clone());
+        r.register("link_bytes_in", "Data bytes received per broker link", self.link_bytes_in.clone());
+        r.register("link_messages_out", "Data messages written per broker link", self.link_messages_out.clone());
+        r.register("link_bytes_out", "Data bytes written per broker link", self.link_bytes_out.clone());
+        r.register("link_drops", "Data messages dropped for a full broker link queue", self.link_drops.clone());
+        r.register("links_up", "Broker links up", self.links_up.clone());
+        r.register("links_established", "Broker links established", self.links_established.clone());
+        r.register("links_closed", "Broker links closed, by why", self.links_closed.clone());
+        r.register(
+            "summary_filters_received",
+            "Filters in the summary a peer advertised",
+            self.summary_filters_received.clone(),
+        );
+        r.register(
+            "summary_filters_sent",
+            "Filters in the summary advertised to a peer",
+            self.summary_filters_sent.clone(),
+        );
+        r.register("route_recomputations", "Route recomputations", self.route_recomputations.clone());
+        r.register("route_drops", "Data messages from peers refused by routing", self.route_drops.clone());
+        r.register(
+            "peer_protocol_errors",
+            "Malformed or unexpected frames from peers",
+            self.peer_protocol_errors.clone(),
+        );
+    }
+
+    /// The counters of one link, registered under the peer's name.
+    pub fn link_counters(&self, peer: &str) -> crate::cluster::LinkCounters {
+        let label = PeerLabel { peer: peer.to_string() };
+        crate::cluster::LinkCounters {
+            messages_in: self.link_messages_in.get_or_create(&label).clone(),
+            bytes_in: self.link_bytes_in.get_or_create(&label).clone(),
+            messages_out: self.link_messages_out.get_or_create(&label).clone(),
+            bytes_out: self.link_bytes_out.get_or_create(&label).clone(),
+            drops: self.link_drops.get_or_create(&label).clone(),
+        }
+    }
+
+    /// Counts a closed link.
+    pub fn link_closed(&self, why: &'static str) {
+        self.links_closed.get_or_create(&WhyLabel { why }).inc();
     }
 
     /// Counts a refused frame.

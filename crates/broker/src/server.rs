@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::info;
 
+use crate::cluster::Cluster;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::metrics::Metrics;
@@ -25,6 +26,8 @@ pub struct Shared {
     pub registry: Registry,
     /// The subscription table.
     pub dispatcher: Dispatcher,
+    /// Links to other brokers and the router.
+    pub cluster: Cluster,
     /// Cancelled to shut everything down.
     pub shutdown: CancellationToken,
     /// Every task the broker spawned, so shutdown can wait for them.
@@ -40,6 +43,8 @@ pub struct BoundAddresses {
     pub udp: Option<SocketAddr>,
     /// Admin HTTP, if enabled.
     pub admin: Option<SocketAddr>,
+    /// Broker-to-broker link listener, if enabled.
+    pub cluster: Option<SocketAddr>,
 }
 
 /// Why a broker could not start.
@@ -74,12 +79,14 @@ struct ReadyLine<'a> {
     pid: u32,
     #[serde(flatten)]
     addresses: &'a BoundAddresses,
+    cell: &'a str,
+    incarnation: u64,
 }
 
 impl Running {
     /// The one machine-readable line printed on stdout once every listener is bound:
-    /// `{"ready":true,"name":...,"pid":...,"tcp":"IP:PORT","udp":...,"admin":...}` (a
-    /// disabled listener is `null`). Scripts and tests read ports from it, so there are no
+    /// `{"ready":true,"name":...,"pid":...,"tcp":"IP:PORT","udp":...,"admin":...,"cluster":...,
+    /// "cell":...,"incarnation":...}` (a disabled listener is `null`). Scripts and tests read ports from it, so there are no
     /// port races.
     pub fn ready_line(&self) -> String {
         let line = ReadyLine {
@@ -87,6 +94,8 @@ impl Running {
             name: &self.shared.config.name,
             pid: std::process::id(),
             addresses: &self.addresses,
+            cell: self.shared.config.cell(),
+            incarnation: self.shared.cluster.incarnation().0,
         };
         serde_json::to_string(&line).unwrap_or_default()
     }
@@ -123,6 +132,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
     let tcp = bind_tcp("client TCP", &config.listen.tcp).await?;
     let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
+    let cluster = bind_tcp("cluster link", &config.cluster.listen).await?;
     let udp = if config.listen.udp.is_empty() {
         None
     } else {
@@ -137,11 +147,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tcp: tcp.as_ref().and_then(|l| l.local_addr().ok()),
         udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
         admin: admin.as_ref().and_then(|l| l.local_addr().ok()),
+        cluster: cluster.as_ref().and_then(|l| l.local_addr().ok()),
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     let shared = Arc::new(Shared {
         dispatcher: Dispatcher::new(metrics.clone()),
+        cluster: Cluster::new(&config, metrics.clone()),
         config,
         metrics,
         registry,
@@ -154,6 +166,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let Some(socket) = udp {
         shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
     }
+    if let Some(listener) = cluster {
+        shared.tasks.spawn(crate::cluster::accept_loop(listener, Arc::clone(&shared)));
+    }
+    for peer in &shared.config.peer {
+        shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&shared)));
+    }
+    shared.tasks.spawn(crate::cluster::ticker(Arc::clone(&shared)));
     if let Some(listener) = admin {
         shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
     }

@@ -5,10 +5,12 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use tidings_matching::{Pattern, Selector, SubscriptionId, Topic};
+use tidings_route::{Arrival, PubendId};
 use tidings_wire::{
     DeliveryMode, Frame, Message, Notice, Pong, ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
 };
 
+use crate::cluster::RouteFilter;
 use crate::dispatch::DispatchScratch;
 use crate::outbox::{Outbox, Target};
 use crate::server::Shared;
@@ -36,6 +38,8 @@ struct ActiveSubscription {
     index_id: SubscriptionId,
     pattern: String,
     selector: Option<String>,
+    /// What the router was told, when this broker has a cluster.
+    route: Option<RouteFilter>,
 }
 
 /// What a session should do after a frame.
@@ -60,6 +64,8 @@ pub struct Session {
     /// Reused across publishes.
     pub scratch: DispatchScratch,
     last_valid_topic: String,
+    /// This session's publishing endpoint, chosen at its first publish while links are up.
+    pubend: Option<PubendId>,
 }
 
 impl Session {
@@ -83,6 +89,7 @@ impl Session {
             shared,
             scratch: DispatchScratch::default(),
             last_valid_topic: String::new(),
+            pubend: None,
         }
     }
 
@@ -96,6 +103,9 @@ impl Session {
             Frame::Unsubscribe(u) => match self.subscriptions.remove(&u.id) {
                 Some(active) => {
                     self.shared.dispatcher.unsubscribe(active.index_id);
+                    if let Some(filter) = active.route {
+                        self.shared.cluster.unsubscribe(filter);
+                    }
                     Ok(Next::Continue)
                 }
                 None => {
@@ -129,6 +139,11 @@ impl Session {
             self.last_valid_topic.push_str(message.topic());
         }
         self.shared.dispatcher.publish(message, &mut self.scratch);
+        let cluster = &self.shared.cluster;
+        if cluster.is_active() {
+            let pubend = *self.pubend.get_or_insert_with(|| cluster.new_pubend());
+            cluster.forward(Arrival::Published { pubend }, message, &mut self.scratch.route);
+        }
         Ok(Next::Continue)
     }
 
@@ -189,8 +204,13 @@ impl Session {
             None => None,
         };
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
+        let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
         let index_id = self.shared.dispatcher.subscribe(pattern, selector, target);
-        self.subscriptions.insert(s.id, ActiveSubscription { index_id, pattern: s.pattern, selector: s.selector });
+        if let Some(filter) = &route {
+            self.shared.cluster.subscribe(filter.clone());
+        }
+        self.subscriptions
+            .insert(s.id, ActiveSubscription { index_id, pattern: s.pattern, selector: s.selector, route });
         Ok(Next::Continue)
     }
 
@@ -216,6 +236,9 @@ impl Drop for Session {
     fn drop(&mut self) {
         for (_, active) in self.subscriptions.drain() {
             self.shared.dispatcher.unsubscribe(active.index_id);
+            if let Some(filter) = active.route {
+                self.shared.cluster.unsubscribe(filter);
+            }
         }
         self.shared
             .metrics

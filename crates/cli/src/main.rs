@@ -30,6 +30,9 @@ enum Command {
     Sub(cmd::subscribe::Args),
     /// Measure round trips to a broker.
     Ping(cmd::ping::Args),
+    /// Run a network of brokers from a topology file: up, status, down.
+    #[command(subcommand)]
+    Net(cmd::net::Which),
     /// Run benchmarks against a broker started for the purpose.
     #[command(subcommand)]
     Bench(cmd::bench::Which),
@@ -57,6 +60,7 @@ fn main() -> std::process::ExitCode {
             Command::Pub(args) => cmd::publish::run(args).await,
             Command::Sub(args) => cmd::subscribe::run(args).await,
             Command::Ping(args) => cmd::ping::run(args).await,
+            Command::Net(which) => cmd::net::run(which).await,
             Command::Bench(which) => cmd::bench::run(which).await,
         }
     });

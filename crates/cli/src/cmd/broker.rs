@@ -22,6 +22,15 @@ pub(crate) struct Args {
     /// Broker name.
     #[arg(long)]
     name: Option<String>,
+    /// This broker's cell (default: its name, a cell of one).
+    #[arg(long)]
+    cell: Option<String>,
+    /// Listener for links from other brokers, HOST:PORT; `off` disables it.
+    #[arg(long, value_name = "HOST:PORT")]
+    cluster_listen: Option<String>,
+    /// A broker to link to (its cluster listener); repeatable, added to the config's `[[peer]]`.
+    #[arg(long = "peer", value_name = "HOST:PORT")]
+    peers: Vec<String>,
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -55,6 +64,13 @@ pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
     if let Some(v) = &args.name {
         config.name = v.clone();
     }
+    if let Some(v) = &args.cell {
+        config.cluster.cell = v.clone();
+    }
+    if let Some(v) = &args.cluster_listen {
+        config.cluster.listen = off_or(v.clone());
+    }
+    config.peer.extend(args.peers.iter().map(|address| tidings_broker::config::Peer { address: address.clone() }));
     config.validate()?;
     Ok(config)
 }

@@ -2,6 +2,7 @@
 
 pub(crate) mod bench;
 pub(crate) mod broker;
+pub(crate) mod net;
 pub(crate) mod ping;
 pub(crate) mod publish;
 pub(crate) mod subscribe;

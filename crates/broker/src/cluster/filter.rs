@@ -1,0 +1,121 @@
+//! The real subscription filter for routing: a topic pattern and an optional selector from
+//! `tidings-matching`, plugged into the route core's [`Filter`] trait.
+//!
+//! Summaries travel between brokers, so a filter crosses the wire as text (the pattern and the
+//! selector's canonical form) and is parsed again on receipt; a peer that sends a filter that
+//! does not parse fails to decode, and its link is closed with that reason.
+
+use std::cell::OnceCell;
+use std::cmp::Ordering;
+
+use serde::{Deserialize, Serialize};
+use tidings_matching::{Pattern, Selector};
+use tidings_route::Filter;
+use tidings_wire::{Message, Property};
+
+/// A subscription's interest as routing sees it.
+///
+/// Equality and order are those of the texts (pattern, canonical selector), so equal filters
+/// compare equal on every broker and summaries sort the same everywhere.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(try_from = "FilterText", into = "FilterText")]
+pub struct RouteFilter {
+    filter: tidings_matching::Filter,
+    text: FilterText,
+}
+
+/// The wire and `/state` form of a [`RouteFilter`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterText {
+    /// The topic pattern.
+    pub pattern: String,
+    /// The selector's canonical text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+}
+
+impl RouteFilter {
+    /// A filter from a parsed pattern and selector.
+    pub fn new(pattern: Pattern, selector: Option<Selector>) -> RouteFilter {
+        let text = FilterText { pattern: pattern.to_string(), selector: selector.as_ref().map(ToString::to_string) };
+        RouteFilter { filter: tidings_matching::Filter { pattern, selector }, text }
+    }
+
+    /// The filter's texts.
+    pub fn text(&self) -> &FilterText {
+        &self.text
+    }
+}
+
+impl TryFrom<FilterText> for RouteFilter {
+    type Error = String;
+
+    fn try_from(text: FilterText) -> Result<RouteFilter, String> {
+        let pattern = Pattern::parse(&text.pattern).map_err(|e| format!("pattern {:?}: {e}", text.pattern))?;
+        let selector = match &text.selector {
+            Some(s) => Some(Selector::parse(s).map_err(|e| format!("selector {s:?}: {e}"))?),
+            None => None,
+        };
+        Ok(RouteFilter::new(pattern, selector))
+    }
+}
+
+impl From<RouteFilter> for FilterText {
+    fn from(filter: RouteFilter) -> FilterText {
+        filter.text
+    }
+}
+
+impl PartialEq for RouteFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for RouteFilter {}
+
+impl PartialOrd for RouteFilter {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RouteFilter {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+
+/// A message as the route core tests it: the topic, and the properties decoded once, on the
+/// first selector that asks for them.
+/// It holds a clone of the message (a reference count, not a copy of the bytes).
+pub struct Probe {
+    message: Message,
+    properties: OnceCell<Vec<Property>>,
+}
+
+impl Probe {
+    /// Wraps a message for one routing decision.
+    pub fn new(message: &Message) -> Probe {
+        Probe { message: message.clone(), properties: OnceCell::new() }
+    }
+}
+
+impl Filter for RouteFilter {
+    type Message = Probe;
+
+    fn matches(&self, probe: &Probe) -> bool {
+        if !self.filter.pattern.matches(probe.message.topic()) {
+            return false;
+        }
+        match &self.filter.selector {
+            None => true,
+            Some(selector) => selector.matches(probe.properties.get_or_init(|| probe.message.properties())),
+        }
+    }
+
+    fn covers(&self, other: &Self) -> bool {
+        tidings_matching::covers(&self.filter, &other.filter)
+    }
+}

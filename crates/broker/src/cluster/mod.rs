@@ -1,0 +1,397 @@
+//! Links to other brokers and the routing core behind them.
+//!
+//! [`Cluster`] owns the route core's [`Router`] and the table of up link connections behind one
+//! lock. Link tasks ([`link`]) read frames and feed the router; the router's actions are carried
+//! out under the same lock (control frames queued on links, links closed), so summary deltas
+//! leave in the order the router produced them. The data path ([`Cluster::forward`]) takes the
+//! lock shared: one routing decision, then a frame prefix per copy, the message section shared.
+//!
+//! A broker with no links skips all of this (`is_active` is one atomic load), so a lone
+//! broker's publish path is what it was before links existed.
+
+mod filter;
+pub mod frame;
+mod link;
+mod queue;
+mod state;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use bytes::BytesMut;
+use parking_lot::RwLock;
+use tidings_route::{
+    Action, Arrival, BrokerName, CellName, DataHeader, DropReason, Forwarding, Incarnation, Input, LivenessSettings,
+    Millis, PeerMessage, PubendId, Router, RouterSettings,
+};
+use tidings_wire::Message;
+use tokio::sync::Notify;
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::metrics::{Metrics, WhyLabel};
+
+pub use filter::{FilterText, Probe, RouteFilter};
+pub use frame::{Handshake, PeerFrame, PeerFrameError, PEER_PROTOCOL};
+pub use link::{accept_loop, dial_loop, ticker};
+pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
+
+/// Which side opened a link connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    /// We dialled the peer.
+    Outbound,
+    /// The peer dialled us.
+    Inbound,
+}
+
+/// One up link connection, as the shell tracks it.
+struct LinkEntry {
+    connection: u64,
+    incarnation: Incarnation,
+    direction: Direction,
+    remote: Option<SocketAddr>,
+    queue: Arc<LinkQueue>,
+    since: Instant,
+}
+
+struct Core {
+    router: Router<RouteFilter>,
+    links: BTreeMap<BrokerName, LinkEntry>,
+    actions: Vec<Action<RouteFilter>>,
+}
+
+/// Per-thread scratch for the data path, reused across messages.
+#[derive(Default)]
+pub struct RouteScratch {
+    forwarding: Forwarding,
+    prefix: BytesMut,
+}
+
+/// The broker's side of the network: identity, router, links.
+pub struct Cluster {
+    name: BrokerName,
+    cell: CellName,
+    incarnation: Incarnation,
+    liveness: LivenessSettings,
+    limits: LinkLimits,
+    started: Instant,
+    core: RwLock<Core>,
+    /// True while at least one link is up; the publish path checks it before anything else.
+    active: AtomicBool,
+    /// Whether this broker has a link listener or peers to dial; without either, local
+    /// subscriptions are not fed to the router (summaries cost a covering pass per change).
+    enabled: bool,
+    next_connection: AtomicU64,
+    next_pubend: AtomicU64,
+    /// Woken when the router's next deadline may have moved earlier.
+    timer: Notify,
+    metrics: Metrics,
+    /// When routes last changed (ms since start), for `/state`.
+    last_route_change: AtomicU64,
+}
+
+/// Why a handshake was refused; the text goes into the CLOSE frame.
+pub type Refusal = String;
+
+impl Cluster {
+    /// The cluster of a broker with `config`; no links yet.
+    pub fn new(config: &Config, metrics: Metrics) -> Cluster {
+        let incarnation = match config.cluster.incarnation {
+            0 => SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64),
+            fixed => fixed,
+        };
+        let name = BrokerName::new(&config.name);
+        let cell = CellName::new(config.cell());
+        let liveness = LivenessSettings {
+            heartbeat_interval_ms: config.cluster.heartbeat_interval.as_millis() as u64,
+            missed_heartbeats: config.cluster.missed_heartbeats,
+        };
+        let settings =
+            RouterSettings { name: name.clone(), cell: cell.clone(), incarnation: Incarnation(incarnation), liveness };
+        Cluster {
+            name,
+            cell,
+            incarnation: Incarnation(incarnation),
+            liveness,
+            limits: LinkLimits {
+                max_messages: config.cluster.link_queue_messages,
+                max_bytes: config.cluster.link_queue_bytes,
+            },
+            started: Instant::now(),
+            core: RwLock::new(Core { router: Router::new(settings), links: BTreeMap::new(), actions: Vec::new() }),
+            active: AtomicBool::new(false),
+            enabled: !config.cluster.listen.is_empty() || !config.peer.is_empty(),
+            next_connection: AtomicU64::new(1),
+            next_pubend: AtomicU64::new(1),
+            timer: Notify::new(),
+            metrics,
+            last_route_change: AtomicU64::new(0),
+        }
+    }
+
+    /// This broker's name.
+    pub fn name(&self) -> &BrokerName {
+        &self.name
+    }
+
+    /// The incarnation announced in handshakes.
+    pub fn incarnation(&self) -> Incarnation {
+        self.incarnation
+    }
+
+    /// Whether this broker takes part in a network (a link listener or peers to dial).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// Whether any link is up (if not, published messages have nowhere else to go).
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Milliseconds since this broker started: the route core's clock.
+    pub fn now(&self) -> Millis {
+        Millis(self.started.elapsed().as_millis() as u64)
+    }
+
+    /// A fresh publishing endpoint id for a client session: distinct across sessions and
+    /// restarts, so rendezvous hashing spreads publishers over the links of a bundle.
+    pub fn new_pubend(&self) -> PubendId {
+        let counter = self.next_pubend.fetch_add(1, Ordering::Relaxed);
+        let mut hash = 0xcbf2_9ce4_8422_2325u64;
+        for byte in self.name.as_str().bytes() {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        PubendId(mix(hash ^ mix(self.incarnation.0) ^ mix(counter.wrapping_mul(0x9e37_79b9_7f4a_7c15))))
+    }
+
+    /// The handshake this broker sends.
+    pub fn handshake(&self) -> Handshake {
+        Handshake {
+            protocol: PEER_PROTOCOL,
+            name: self.name.to_string(),
+            cell: self.cell.to_string(),
+            incarnation: self.incarnation.0,
+        }
+    }
+
+    /// A local subscription with this filter started.
+    pub fn subscribe(&self, filter: RouteFilter) {
+        if !self.enabled {
+            return;
+        }
+        self.handle(Input::Subscribe { filter });
+    }
+
+    /// A local subscription with this filter ended.
+    pub fn unsubscribe(&self, filter: RouteFilter) {
+        if !self.enabled {
+            return;
+        }
+        self.handle(Input::Unsubscribe { filter });
+    }
+
+    /// Feeds one input to the router and carries out its actions.
+    pub fn handle(&self, input: Input<RouteFilter>) {
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        core.router.handle(now, input, &mut core.actions);
+        self.execute(core);
+        drop(guard);
+        self.timer.notify_one();
+    }
+
+    /// A control message from the connection `connection` to `peer`; ignored unless that is
+    /// the peer's current connection (a replaced connection's leftovers must not touch the
+    /// new link's summaries).
+    pub fn received(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        if core.links.get(peer).map(|entry| entry.connection) != Some(connection) {
+            return;
+        }
+        core.router.handle(now, Input::Received { from: peer.clone(), message }, &mut core.actions);
+        self.execute(core);
+    }
+
+    /// A handshake completed on a new connection. Decides between this connection and one
+    /// already up to the same peer the same way on both sides: a newer incarnation wins;
+    /// between two connections of the same incarnations, the one dialled by the broker with
+    /// the smaller name wins. Returns the connection id, or why the connection is refused.
+    pub fn establish(
+        &self,
+        hello: &Handshake,
+        direction: Direction,
+        remote: Option<SocketAddr>,
+        queue: Arc<LinkQueue>,
+    ) -> Result<u64, Refusal> {
+        if hello.protocol != PEER_PROTOCOL {
+            return Err(format!(
+                "peer protocol {} is not supported; this broker speaks {PEER_PROTOCOL}",
+                hello.protocol
+            ));
+        }
+        if hello.name.is_empty() || hello.cell.is_empty() {
+            return Err("the handshake must name a broker and a cell".to_string());
+        }
+        if hello.name == self.name.as_str() {
+            return Err(format!(
+                "a broker named {} cannot link to itself (a loop, or two brokers share the name)",
+                self.name
+            ));
+        }
+        let peer = BrokerName::new(&hello.name);
+        let incarnation = Incarnation(hello.incarnation);
+        let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        if let Some(existing) = core.links.get(&peer) {
+            // A redial from the same side replaces the old connection (the dialler saw it
+            // die); two connections dialled from both sides keep the smaller name's.
+            let dialled_by_smaller = |d: Direction| (d == Direction::Outbound) == (self.name < peer);
+            let keep_existing = existing.incarnation > incarnation
+                || (existing.incarnation == incarnation
+                    && existing.direction != direction
+                    && dialled_by_smaller(existing.direction));
+            if keep_existing {
+                return Err(format!("{} already has a link to {peer}; duplicate connection refused", self.name));
+            }
+            existing.queue.close("replaced by a newer connection");
+            self.metrics.link_closed("replaced");
+        }
+        let entry = LinkEntry { connection, incarnation, direction, remote, queue, since: Instant::now() };
+        core.links.insert(peer.clone(), entry);
+        let input = Input::LinkUp { peer: peer.clone(), cell: CellName::new(&hello.cell), incarnation };
+        core.router.handle(now, input, &mut core.actions);
+        self.execute(core);
+        self.metrics.links_established.inc();
+        info!(%peer, cell = %hello.cell, ?direction, "link up");
+        drop(guard);
+        self.timer.notify_one();
+        Ok(connection)
+    }
+
+    /// A connection ended. If it was the peer's current one, the link is down.
+    pub fn closed(&self, peer: &BrokerName, connection: u64, why: &'static str) {
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
+        let incarnation = entry.incarnation;
+        core.links.remove(peer);
+        core.router.handle(now, Input::LinkDown { peer: peer.clone(), incarnation }, &mut core.actions);
+        self.execute(core);
+        self.metrics.link_closed(why);
+        info!(%peer, why, "link down");
+    }
+
+    /// Whether `peer` has an up link (dialers wait instead of opening a duplicate).
+    pub fn is_linked(&self, peer: &BrokerName) -> bool {
+        self.core.read().links.contains_key(peer)
+    }
+
+    /// When the router next needs a tick.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.core.read().router.next_deadline()
+    }
+
+    fn execute(&self, core: &mut Core) {
+        for action in core.actions.drain(..) {
+            match action {
+                Action::Send { to, message } => {
+                    if let Some(entry) = core.links.get(&to) {
+                        entry.queue.push_control(frame::control(&message));
+                    }
+                }
+                Action::CloseLink { peer, reason } => {
+                    if let Some(entry) = core.links.remove(&peer) {
+                        warn!(%peer, ?reason, "closing link");
+                        entry.queue.close(&format!("{reason:?}"));
+                        self.metrics.link_closed(match reason {
+                            tidings_route::CloseReason::MissedHeartbeats => "missed_heartbeats",
+                            tidings_route::CloseReason::Refused => "refused",
+                            tidings_route::CloseReason::OutOfSync => "out_of_sync",
+                        });
+                    }
+                }
+                Action::RoutesChanged { view, trees_changed } => {
+                    self.metrics.route_recomputations.inc();
+                    self.last_route_change.store(self.now().0, Ordering::Relaxed);
+                    info!(view = view.0, trees = trees_changed.len(), "routes recomputed");
+                }
+                Action::Rejected { error } => warn!(%error, "routing refused an input"),
+            }
+        }
+        self.active.store(!core.links.is_empty(), Ordering::Relaxed);
+        self.metrics.links_up.set(core.links.len() as i64);
+    }
+
+    /// Routes one message: from a local publisher (`Arrival::Published`) or from a peer. Queues
+    /// a copy on each link the router chose and returns whether this broker delivers it to its
+    /// own subscribers.
+    pub fn forward(&self, arrival: Arrival<'_>, message: &Message, scratch: &mut RouteScratch) -> bool {
+        let probe = Probe::new(message);
+        let core = self.core.read();
+        core.router.route(arrival, &probe, &mut scratch.forwarding);
+        if let Some(reason) = scratch.forwarding.dropped {
+            self.metrics.route_drops.get_or_create(&WhyLabel { why: drop_label(reason) }).inc();
+            return false;
+        }
+        let section = message.as_bytes();
+        for send in &scratch.forwarding.sends {
+            let Some(entry) = core.links.get(&send.to) else { continue };
+            frame::data_prefix(&send.header, section.len(), &mut scratch.prefix);
+            let prefix = scratch.prefix.split().freeze();
+            entry.queue.push_data(prefix, section.clone());
+        }
+        scratch.forwarding.deliver_locally
+    }
+
+    /// Routes a message that arrived from `from` with `header`.
+    pub fn forward_received(
+        &self,
+        from: &BrokerName,
+        header: &DataHeader,
+        message: &Message,
+        scratch: &mut RouteScratch,
+    ) -> bool {
+        self.forward(Arrival::Received { from, header }, message, scratch)
+    }
+
+    /// Copies the router's summary sizes into the metrics (called on scrape).
+    pub fn report_metrics(&self) {
+        let metrics = self.core.read().router.metrics();
+        for (peer, size) in &metrics.summary_size_received {
+            let label = crate::metrics::PeerLabel { peer: peer.to_string() };
+            self.metrics.summary_filters_received.get_or_create(&label).set(*size as i64);
+        }
+        for (peer, size) in &metrics.summary_size_sent {
+            let label = crate::metrics::PeerLabel { peer: peer.to_string() };
+            self.metrics.summary_filters_sent.get_or_create(&label).set(*size as i64);
+        }
+    }
+}
+
+fn drop_label(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::UnknownTreeId => "unknown_tree",
+        DropReason::UnknownRoot => "unknown_root",
+        DropReason::NotFromParent => "not_from_parent",
+        DropReason::NotFromMate => "not_from_mate",
+    }
+}
+
+/// A 64-bit finaliser (splitmix64), so consecutive counters give unrelated pubend ids.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}

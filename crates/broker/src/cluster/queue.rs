@@ -1,0 +1,258 @@
+//! One link's bounded outbound queue and the writer that drains it.
+//!
+//! A flood never cuts a broker link: data that does not fit is dropped and counted per link
+//! (`tidings_link_drops`), and the link stays up. Control frames (heartbeats, adverts,
+//! summaries) bypass the bound and go out ahead of queued data, so a full data queue delays
+//! neither liveness nor routing.
+
+use std::collections::VecDeque;
+use std::io::IoSlice;
+
+use bytes::{Buf, Bytes, BytesMut};
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::frame;
+
+/// The counters of one link, shared with the metrics registry (labelled by peer).
+#[derive(Clone, Default)]
+pub struct LinkCounters {
+    /// Data messages received on the link.
+    pub messages_in: Counter,
+    /// Data bytes received, frame headers included.
+    pub bytes_in: Counter,
+    /// Data messages written to the link.
+    pub messages_out: Counter,
+    /// Data bytes written, frame headers included.
+    pub bytes_out: Counter,
+    /// Data messages dropped because the link's queue was full.
+    pub drops: Counter,
+}
+
+/// Bounds of a link queue (data only).
+#[derive(Clone, Copy, Debug)]
+pub struct LinkLimits {
+    /// Most data messages queued.
+    pub max_messages: usize,
+    /// Most data bytes queued.
+    pub max_bytes: usize,
+}
+
+#[derive(Default)]
+struct State {
+    control: VecDeque<Bytes>,
+    data: VecDeque<(Bytes, Bytes)>,
+    data_bytes: usize,
+    closing: Option<Bytes>,
+}
+
+/// What happened to a pushed data message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataPush {
+    /// Queued.
+    Queued,
+    /// The queue was full: dropped and counted.
+    Dropped,
+    /// The link is closing.
+    Closed,
+}
+
+/// A bounded queue of frames for one link connection.
+pub struct LinkQueue {
+    state: Mutex<State>,
+    wake: Notify,
+    limits: LinkLimits,
+    counters: LinkCounters,
+    /// Cancelled when the connection is finished, from either side.
+    pub done: CancellationToken,
+}
+
+impl LinkQueue {
+    /// An empty queue.
+    pub fn new(limits: LinkLimits, counters: LinkCounters) -> LinkQueue {
+        LinkQueue {
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            limits,
+            counters,
+            done: CancellationToken::new(),
+        }
+    }
+
+    /// The link's counters.
+    pub fn counters(&self) -> &LinkCounters {
+        &self.counters
+    }
+
+    /// Queues a control frame, ahead of queued data.
+    pub fn push_control(&self, frame: Bytes) {
+        let mut s = self.state.lock();
+        if s.closing.is_some() {
+            return;
+        }
+        s.control.push_back(frame);
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// Queues a data frame (`prefix` from [`frame::data_prefix`], then the message section).
+    pub fn push_data(&self, prefix: Bytes, section: Bytes) -> DataPush {
+        let size = prefix.len() + section.len();
+        let mut s = self.state.lock();
+        if s.closing.is_some() || self.done.is_cancelled() {
+            return DataPush::Closed;
+        }
+        if s.data.len() >= self.limits.max_messages || s.data_bytes + size > self.limits.max_bytes {
+            drop(s);
+            self.counters.drops.inc();
+            return DataPush::Dropped;
+        }
+        let was_empty = s.data.is_empty() && s.control.is_empty();
+        s.data.push_back((prefix, section));
+        s.data_bytes += size;
+        drop(s);
+        if was_empty {
+            self.wake.notify_one();
+        }
+        DataPush::Queued
+    }
+
+    /// Writes a CLOSE frame with `reason` after queued control frames, drops queued data, and
+    /// ends the connection.
+    pub fn close(&self, reason: &str) {
+        let mut s = self.state.lock();
+        if s.closing.is_none() {
+            s.closing = Some(frame::close(reason));
+            s.data.clear();
+            s.data_bytes = 0;
+        }
+        drop(s);
+        self.wake.notify_one();
+    }
+
+    /// The connection is gone: stop the writer now, unless a CLOSE frame is on its way (the
+    /// writer then gives up on its own if the socket is dead).
+    pub fn abort_after_close(&self) {
+        if self.state.lock().closing.is_none() {
+            self.done.cancel();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Data messages and bytes waiting.
+    pub fn backlog(&self) -> (usize, usize) {
+        let s = self.state.lock();
+        (s.data.len(), s.data_bytes)
+    }
+
+    /// Moves everything queued into `chunks`, control first. Returns the data messages and
+    /// bytes taken, and the closing frame once nothing else is left.
+    fn take(&self, chunks: &mut VecDeque<Bytes>) -> (u64, u64, Option<Bytes>) {
+        let mut s = self.state.lock();
+        chunks.extend(s.control.drain(..));
+        let (mut messages, mut bytes) = (0u64, 0u64);
+        for (prefix, section) in s.data.drain(..) {
+            messages += 1;
+            bytes += (prefix.len() + section.len()) as u64;
+            chunks.push_back(prefix);
+            chunks.push_back(section);
+        }
+        s.data_bytes = 0;
+        let closing = if chunks.is_empty() { s.closing.clone() } else { None };
+        (messages, bytes, closing)
+    }
+}
+
+/// Drains `queue` into the connection until it closes. Small chunks are coalesced into one
+/// buffer so that a batch of small messages costs one write.
+pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std::sync::Arc<LinkQueue>) {
+    let mut chunks = VecDeque::new();
+    let mut scratch = BytesMut::with_capacity(64 * 1024);
+    let mut out = VecDeque::new();
+    loop {
+        if queue.done.is_cancelled() {
+            break;
+        }
+        let (messages, bytes, closing) = queue.take(&mut chunks);
+        if let Some(closing) = closing {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.write_all(&closing)).await;
+            break;
+        }
+        if chunks.is_empty() {
+            tokio::select! {
+                _ = queue.wake.notified() => continue,
+                _ = queue.done.cancelled() => break,
+            }
+        }
+        for chunk in chunks.drain(..) {
+            if chunk.len() <= 2048 {
+                scratch.extend_from_slice(&chunk);
+            } else {
+                if !scratch.is_empty() {
+                    out.push_back(scratch.split().freeze());
+                }
+                out.push_back(chunk);
+            }
+        }
+        if !scratch.is_empty() {
+            out.push_back(scratch.split().freeze());
+        }
+        if write_chunks(&mut writer, &mut out).await.is_err() {
+            break;
+        }
+        queue.counters.messages_out.inc_by(messages);
+        queue.counters.bytes_out.inc_by(bytes);
+        if scratch.capacity() < 16 * 1024 {
+            scratch.reserve(64 * 1024);
+        }
+    }
+    let _ = writer.shutdown().await;
+    queue.done.cancel();
+}
+
+async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
+    while !chunks.is_empty() {
+        let n = {
+            let slices: Vec<IoSlice<'_>> = chunks.iter().take(64).map(|c| IoSlice::new(c)).collect();
+            writer.write_vectored(&slices).await?
+        };
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        let mut left = n;
+        while left > 0 {
+            let Some(front) = chunks.front_mut() else { break };
+            if front.len() <= left {
+                left -= front.len();
+                chunks.pop_front();
+            } else {
+                front.advance(left);
+                left = 0;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_drops_and_counts_data_but_keeps_control() {
+        let queue = LinkQueue::new(LinkLimits { max_messages: 2, max_bytes: 1 << 20 }, LinkCounters::default());
+        let data = || (Bytes::from_static(b"pre"), Bytes::from_static(b"body"));
+        assert_eq!(queue.push_data(data().0, data().1), DataPush::Queued);
+        assert_eq!(queue.push_data(data().0, data().1), DataPush::Queued);
+        assert_eq!(queue.push_data(data().0, data().1), DataPush::Dropped);
+        queue.push_control(Bytes::from_static(b"hb"));
+        assert_eq!(queue.counters().drops.get(), 1);
+        let mut chunks = VecDeque::new();
+        let (messages, bytes, closing) = queue.take(&mut chunks);
+        assert_eq!((messages, bytes, closing), (2, 14, None));
+        assert_eq!(chunks.front().map(|c| &c[..]), Some(&b"hb"[..]), "control goes first");
+    }
+}

@@ -1,0 +1,304 @@
+//! Black-box tests of broker networks: `tidings net up` of the shared topologies, real clients,
+//! and the brokers' own metrics as the judge.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use serde_json::Value;
+use tidings_client::{Client, SubscribeOptions, Subscription};
+use tidings_testkit::{http_get, metric_value};
+use tidings_wire::{Property, Value as WireValue};
+
+/// One network at a time: 22 broker processes are plenty for a 2-core machine.
+static ONE_NETWORK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+fn topology(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/topologies").join(file)
+}
+
+fn scratch_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tidings-net-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A running network; `net down` (and SIGKILL of anything left) on drop.
+struct Network {
+    dir: PathBuf,
+    brokers: BTreeMap<String, Value>,
+}
+
+impl Network {
+    fn up(file: &Path, test: &str) -> Network {
+        let dir = scratch_dir(test);
+        let out = Command::new(bin())
+            .args(["net", "up"])
+            .arg(file)
+            .arg("--dir")
+            .arg(&dir)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        let network = Network::load(&dir);
+        assert!(
+            out.status.success(),
+            "net up failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        network
+    }
+
+    fn load(dir: &Path) -> Network {
+        let text = std::fs::read_to_string(dir.join("network.json")).unwrap_or_else(|_| "{}".into());
+        let json: Value = serde_json::from_str(&text).unwrap();
+        let brokers = json["brokers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|b| (b["name"].as_str().unwrap().to_string(), b))
+            .collect();
+        Network { dir: dir.to_path_buf(), brokers }
+    }
+
+    fn tcp(&self, broker: &str) -> String {
+        self.brokers[broker]["tcp"].as_str().unwrap().to_string()
+    }
+
+    fn admin(&self, broker: &str) -> SocketAddr {
+        self.brokers[broker]["admin"].as_str().unwrap().parse().unwrap()
+    }
+
+    fn metric(&self, broker: &str, name: &str) -> f64 {
+        metric_value(&http_get(self.admin(broker), "/metrics").unwrap(), name)
+    }
+
+    /// Data messages a broker received over all its links.
+    fn link_messages_in(&self, broker: &str) -> f64 {
+        let text = http_get(self.admin(broker), "/metrics").unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("tidings_link_messages_in_total{"))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+            .sum()
+    }
+
+    fn kill(&self, broker: &str) {
+        let pid = self.brokers[broker]["pid"].as_u64().unwrap();
+        Command::new("kill").arg("-KILL").arg(pid.to_string()).status().unwrap();
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        let _ = Command::new(bin()).args(["net", "down", "--dir"]).arg(&self.dir).output();
+        for broker in self.brokers.values() {
+            if let Some(pid) = broker["pid"].as_u64() {
+                let _ =
+                    Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(std::process::Stdio::null()).status();
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn subscribe(addr: &str, pattern: &str, selector: Option<&str>) -> (Client, Subscription) {
+    let client = Client::connect(addr).await.unwrap();
+    let mut options = SubscribeOptions::new(pattern);
+    if let Some(selector) = selector {
+        options = options.selector(selector);
+    }
+    let sub = client.subscribe_with(options).await.unwrap();
+    (client, sub)
+}
+
+fn number(delivery: &tidings_client::Delivery) -> i64 {
+    match delivery.property("n") {
+        Some(WireValue::Int(n)) => *n,
+        other => panic!("no n property: {other:?}"),
+    }
+}
+
+/// Publishes `t.warm` until every subscription got one, so summaries have reached the
+/// publisher along every path before the measured messages go out.
+async fn warm_up(publisher: &Client, subs: &mut [Subscription]) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut warm = vec![false; subs.len()];
+    while warm.iter().any(|w| !w) {
+        assert!(Instant::now() < deadline, "subscriptions did not propagate in 20 s: {warm:?}");
+        let properties = [Property::new("n", -1i64), Property::new("k", 0i64)];
+        publisher.publish_with("t.warm", &properties, Bytes::from_static(b"warm")).await.unwrap();
+        publisher.flush().await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        for (index, sub) in subs.iter_mut().enumerate() {
+            while let Some(d) = sub.try_recv() {
+                warm[index] |= d.topic == "t.warm";
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for sub in subs.iter_mut() {
+        while sub.try_recv().is_some() {}
+    }
+}
+
+/// Receives until `quiet` passes without a delivery; returns the `n` of each `t.data` delivery.
+async fn drain(sub: &mut Subscription, quiet: Duration) -> Vec<i64> {
+    let mut got = Vec::new();
+    while let Ok(Some(d)) = tokio::time::timeout(quiet, sub.next()).await {
+        if d.topic == "t.data" {
+            got.push(number(&d));
+        }
+    }
+    got
+}
+
+#[test]
+fn net_up_refuses_bad_topologies_before_starting_anything() {
+    let dir = scratch_dir("refused");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("duplicate", "name = \"d\"\n[[broker]]\nname = \"a\"\n[[broker]]\nname = \"a\"\n", "already used"),
+        (
+            "unknown-cell",
+            "name = \"u\"\n[[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n[[link]]\nbetween = [\"a\", \"zz\"]\n",
+            "zz",
+        ),
+        ("disconnected", "name = \"x\"\n[[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n", "connected"),
+        ("unknown-key", "name = \"k\"\n[[broker]]\nname = \"a\"\ncolour = \"red\"\n", "colour"),
+    ];
+    for (name, text, expect) in cases {
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(&file, text).unwrap();
+        let net = dir.join(format!("{name}-net"));
+        let out = Command::new(bin()).args(["net", "up"]).arg(&file).arg("--dir").arg(&net).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}: accepted");
+        assert!(stderr.contains(expect), "{name}: {stderr}");
+        assert!(!net.join("network.json").exists(), "{name}: something started");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subscriber_of_the_dense_narada_network_gets_exactly_one_copy() {
+    let _one = ONE_NETWORK.lock().await;
+    let net = Network::up(&topology("narada-22-dense.toml"), "dense-once");
+    let at = ["n22", "n1", "n3", "n7", "n10", "n15", "n18"];
+    let mut clients = Vec::new();
+    let mut subs = Vec::new();
+    for broker in at {
+        let (client, sub) = subscribe(&net.tcp(broker), "t.>", None).await;
+        clients.push(client);
+        subs.push(sub);
+    }
+    let publisher = Client::connect(net.tcp("n22").as_str()).await.unwrap();
+    warm_up(&publisher, &mut subs).await;
+    let count = 300i64;
+    for n in 0..count {
+        publisher.publish_with("t.data", &[Property::new("n", n)], Bytes::from_static(b"x")).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    for (broker, sub) in at.iter().zip(subs.iter_mut()) {
+        let mut got = drain(sub, Duration::from_millis(1500)).await;
+        got.sort_unstable();
+        let expected: Vec<i64> = (0..count).collect();
+        assert_eq!(got, expected, "subscriber at {broker}: duplicates or losses");
+    }
+    // Exactly once also means every broker received each message at most once over its links.
+    for broker in net.brokers.keys() {
+        let received = net.link_messages_in(broker);
+        assert!(received <= (count + 1000) as f64, "{broker} received {received} copies");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn brokers_in_a_branch_without_interest_receive_no_messages() {
+    let _one = ONE_NETWORK.lock().await;
+    let net = Network::up(&topology("narada-22-dense.toml"), "dense-selective");
+    // Interest only at n10 and n19 (reached through n1 and n8), for 10% of the messages.
+    let mut clients = Vec::new();
+    let mut subs = Vec::new();
+    for broker in ["n10", "n19"] {
+        let (client, sub) = subscribe(&net.tcp(broker), "t.>", Some("k = 0")).await;
+        clients.push(client);
+        subs.push(sub);
+    }
+    let publisher = Client::connect(net.tcp("n22").as_str()).await.unwrap();
+    warm_up(&publisher, &mut subs).await;
+    let before_n10 = net.link_messages_in("n10");
+    let count = 1000i64;
+    for n in 0..count {
+        let properties = [Property::new("n", n), Property::new("k", n % 10)];
+        publisher.publish_with("t.data", &properties, Bytes::from_static(b"x")).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    for sub in &mut subs {
+        let got = drain(sub, Duration::from_millis(1500)).await;
+        assert_eq!(got, (0..count).filter(|n| n % 10 == 0).collect::<Vec<_>>());
+    }
+    let uninterested =
+        ["n2", "n3", "n4", "n5", "n6", "n11", "n12", "n13", "n14", "n15", "n16", "n17", "n18", "n20", "n21"];
+    for broker in uninterested {
+        assert_eq!(net.link_messages_in(broker), 0.0, "{broker} is in a branch without interest");
+    }
+    let at_n10 = net.link_messages_in("n10") - before_n10;
+    assert_eq!(at_n10, (count / 10) as f64, "n10 should receive exactly the matching tenth");
+    assert_eq!(net.metric("n22", "tidings_link_drops_total"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn traffic_flows_through_the_cell_mate_when_a_bundle_broker_dies() {
+    let _one = ONE_NETWORK.lock().await;
+    let net = Network::up(&topology("gryphon-fig3.toml"), "fig3-failover");
+    let (_client, sub) = subscribe(&net.tcp("s1"), "t.>", None).await;
+    let mut subs = vec![sub];
+    let publisher = Client::connect(net.tcp("p1").as_str()).await.unwrap();
+    warm_up(&publisher, &mut subs).await;
+    let carrier = if net.link_messages_in("b1") > 0.0 { "b1" } else { "b2" };
+    let mate = if carrier == "b1" { "b2" } else { "b1" };
+    assert_eq!(net.link_messages_in(mate), 0.0, "one broker of the bundle carries the pubend");
+    net.kill(carrier);
+    let killed = Instant::now();
+    let mut n = 0i64;
+    let mut seen: BTreeMap<i64, u32> = BTreeMap::new();
+    let recovered = loop {
+        assert!(killed.elapsed() < Duration::from_secs(15), "no delivery through {mate} within 15 s");
+        publisher.publish_with("t.data", &[Property::new("n", n)], Bytes::from_static(b"x")).await.unwrap();
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut any = false;
+        while let Some(d) = subs[0].try_recv() {
+            if d.topic == "t.data" {
+                *seen.entry(number(&d)).or_default() += 1;
+                any = true;
+            }
+        }
+        if any && net.link_messages_in(mate) > 0.0 {
+            break killed.elapsed();
+        }
+    };
+    for extra in n..n + 100 {
+        publisher.publish_with("t.data", &[Property::new("n", extra)], Bytes::from_static(b"x")).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    for got in drain(&mut subs[0], Duration::from_millis(1500)).await {
+        *seen.entry(got).or_default() += 1;
+    }
+    assert!(seen.values().all(|c| *c == 1), "a message was delivered twice: {seen:?}");
+    for after in n..n + 100 {
+        assert_eq!(seen.get(&after), Some(&1), "message {after}, sent after recovery, was lost");
+    }
+    eprintln!("{carrier} killed; traffic flowed through {mate} after {recovered:?}");
+}
