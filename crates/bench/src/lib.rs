@@ -1,12 +1,36 @@
-//! The measurements behind `tidings bench`, with the methodology of the peer harness in
-//! `../shared/peers/` so that figures compare with NATS's as ratios.
+//! The experiment suite behind `tidings bench`: the seeds' experiments rerun against real broker
+//! processes through the client library, with the brokers' metrics read back, written as CSV,
+//! plots (PNG and SVG) and a Markdown report.
 //!
-//! [`throughput`] publishes one buffer as fast as the client accepts it and counts what every
-//! subscriber received; [`latency`] publishes on a fixed schedule and records end-to-end latency
-//! of every delivery. Both run the publisher and all subscribers in this process, each
-//! subscriber on its own connection, against a broker in another process ([`target`]).
+//! # Where to start reading
+//!
+//! - [`suite`]: the frame. An [`Experiment`](suite::Experiment) runs against a
+//!   [`Context`](suite::Context) and returns an [`Outcome`](suite::Outcome): a
+//!   [`Table`](suite::table::Table) (CSV), a [`Figure`](suite::figure::Figure) (PNG, SVG), a
+//!   Markdown body and [`Check`](suite::Check)s; the [`runner`](suite::runner) writes them and
+//!   `report.md`.
+//! - [`experiments`]: one module per seed experiment (`subscribers`, `sizes`, `fanout`,
+//!   `proxy`, `matching`, `hops`), with the seeds' own figures in [`seeds`].
+//! - The measurement engines: [`latency`] (fixed rate, many subscribers), [`flood`] (seed
+//!   002's STn/RTn method), [`experiments::content`] (seed 004's tag=value events).
+//! - What experiments run against: [`target`] (one broker), [`network`] (`tidings net up`),
+//!   [`metrics`] (Prometheus text), [`peer`] (NATS through the peer harness, or its committed
+//!   anchors), [`topology`] (the seed topology files).
+//! - [`cli`]: the `tidings bench` command line (the `tidings` binary only forwards to it).
+//!
+//! This crate drives brokers from outside, through their client port, admin port and process;
+//! it does not link the broker or the routing core.
 
+pub mod cli;
+pub mod experiments;
+pub mod flood;
 pub mod latency;
+pub mod metrics;
+pub mod network;
+pub mod peer;
+pub mod seeds;
 pub mod stats;
+pub mod suite;
 pub mod target;
 pub mod throughput;
+pub mod topology;

@@ -1,4 +1,4 @@
-//! Small statistics shared by the benchmarks.
+//! Small statistics shared by the benchmarks, and seed 002's windowed rates.
 
 /// The median of a non-empty sample (mean of the middle two for even sizes); 0 when empty.
 pub fn median(values: &[f64]) -> f64 {
@@ -15,6 +15,17 @@ pub fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// Seed 002's median: "sort ascending, take the N/2-th element; when there are two middle
+/// elements, take the smaller". `None` for an empty sample.
+pub fn lower_median(values: &[f64]) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    Some(v[(v.len() - 1) / 2])
+}
+
 /// (max - min) / median: how far repetitions disagree, as the peer harness reports it.
 pub fn spread(values: &[f64]) -> f64 {
     let m = median(values);
@@ -24,6 +35,72 @@ pub fn spread(values: &[f64]) -> f64 {
     let max = values.iter().copied().fold(f64::MIN, f64::max);
     let min = values.iter().copied().fold(f64::MAX, f64::min);
     (max - min) / m
+}
+
+/// Seed 002's throughput while message n passes: `M / (T[n] - T[n-M])`, for every n ≥ M
+/// where both times are known. `times[n]` is the time in seconds at which message n was sent
+/// (STn) or received (RTn), NaN when it never was. Two equal times give an infinite rate,
+/// kept as such: the median decides whether it matters.
+pub fn window_rates(times: &[f64], m: usize) -> Vec<f64> {
+    if m == 0 {
+        return Vec::new();
+    }
+    times
+        .iter()
+        .skip(m)
+        .zip(times.iter())
+        .filter(|(now, before)| now.is_finite() && before.is_finite())
+        .map(|(now, before)| m as f64 / (now - before))
+        .collect()
+}
+
+/// Block medians of a windowed-rate series, for plotting a long series as one point per
+/// `block` values (every value counts in its block; none is left out).
+pub fn block_medians(values: &[f64], block: usize) -> Vec<(usize, f64)> {
+    if block == 0 {
+        return Vec::new();
+    }
+    values
+        .chunks(block)
+        .enumerate()
+        .filter_map(|(i, chunk)| lower_median(chunk).map(|m| (i * block + chunk.len() / 2, m)))
+        .collect()
+}
+
+/// Mean, spread and extremes of a sample, in the sample's unit.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Moments {
+    /// Values.
+    pub count: u64,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Population variance.
+    pub variance: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Moments {
+    /// The moments of a recorded histogram (0s when it is empty).
+    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Moments {
+        if h.is_empty() {
+            return Moments { count: 0, mean: 0.0, variance: 0.0, min: 0.0, max: 0.0 };
+        }
+        Moments {
+            count: h.len(),
+            mean: h.mean(),
+            variance: h.stdev().powi(2),
+            min: h.min() as f64,
+            max: h.max() as f64,
+        }
+    }
+
+    /// Standard deviation.
+    pub fn stdev(&self) -> f64 {
+        self.variance.sqrt()
+    }
 }
 
 #[cfg(test)]
@@ -38,7 +115,60 @@ mod tests {
     }
 
     #[test]
+    fn lower_median_takes_the_smaller_middle_element() {
+        assert_eq!(lower_median(&[4.0, 1.0, 2.0, 3.0]), Some(2.0));
+        assert_eq!(lower_median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(lower_median(&[]), None);
+    }
+
+    #[test]
     fn spread_is_range_over_median() {
         assert_eq!(spread(&[9.0, 10.0, 11.0]), 0.2);
+    }
+
+    #[test]
+    fn window_rates_follow_the_seed_formula() {
+        // One message every 10 ms: M = 2 gives 2 / 0.02 = 100 msg/s at every n >= 2.
+        let times: Vec<f64> = (0..6).map(|n| n as f64 * 0.01).collect();
+        let rates = window_rates(&times, 2);
+        assert_eq!(rates.len(), 4);
+        for r in rates {
+            assert!((r - 100.0).abs() < 1e-9, "{r}");
+        }
+    }
+
+    #[test]
+    fn window_rates_skip_messages_that_never_arrived() {
+        let times = [0.0, 0.1, f64::NAN, 0.3, 0.4];
+        // Pairs (n, n-1): (1,0) ok, (2,1) missing, (3,2) missing, (4,3) ok.
+        assert_eq!(window_rates(&times, 1).len(), 2);
+        assert!(window_rates(&times, 0).is_empty());
+        assert!(window_rates(&times[..1], 5).is_empty());
+    }
+
+    #[test]
+    fn equal_times_give_an_infinite_rate_that_the_median_can_outvote() {
+        let times = [0.0, 0.0, 1.0, 2.0];
+        let rates = window_rates(&times, 1);
+        assert_eq!(rates, vec![f64::INFINITY, 1.0, 1.0]);
+        assert_eq!(lower_median(&rates), Some(1.0));
+    }
+
+    #[test]
+    fn block_medians_cover_every_value() {
+        let v: Vec<f64> = (0..10).map(f64::from).collect();
+        assert_eq!(block_medians(&v, 4), vec![(2, 1.0), (6, 5.0), (9, 8.0)]);
+    }
+
+    #[test]
+    fn moments_of_a_histogram() {
+        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
+        for v in [10, 20, 30] {
+            h.record(v).unwrap();
+        }
+        let m = Moments::of(&h);
+        assert_eq!((m.count, m.min, m.max), (3, 10.0, 30.0));
+        assert!((m.mean - 20.0).abs() < 0.1);
+        assert!((m.stdev() - 8.165).abs() < 0.1);
     }
 }

@@ -2,12 +2,15 @@
 
 use std::path::Path;
 
+use tidings_client::Transport;
 use tidings_testkit::BrokerProcess;
 
 /// A broker under test. When the benchmark started it, dropping this stops it.
 pub struct Target {
     /// Client TCP address.
     pub tcp: String,
+    /// Client UDP address, when known.
+    pub udp: Option<String>,
     /// Admin address, when known (for reading metrics).
     pub admin: Option<String>,
     process: Option<BrokerProcess>,
@@ -17,16 +20,38 @@ impl Target {
     /// Starts `bin broker` on loopback ports chosen by the OS, with `extra` arguments.
     pub fn spawn(bin: &Path, extra: &[&str]) -> anyhow::Result<Target> {
         let process = BrokerProcess::start(bin, extra)?;
-        Ok(Target { tcp: process.tcp(), admin: process.ready.admin.map(|a| a.to_string()), process: Some(process) })
+        Ok(Target {
+            tcp: process.tcp(),
+            udp: process.ready.udp.map(|a| a.to_string()),
+            admin: process.ready.admin.map(|a| a.to_string()),
+            process: Some(process),
+        })
     }
 
-    /// A broker someone else runs.
+    /// A broker someone else runs (TCP and UDP on the same address, metrics unknown).
     pub fn external(tcp: String) -> Target {
-        Target { tcp, admin: None, process: None }
+        Target { udp: Some(tcp.clone()), tcp, admin: None, process: None }
     }
 
-    /// A metric of the broker, when this benchmark started it.
+    /// The address a client of `transport` connects to.
+    pub fn addr(&self, transport: Transport) -> anyhow::Result<&str> {
+        match transport {
+            Transport::Tcp => Ok(&self.tcp),
+            Transport::Udp => self.udp.as_deref().ok_or_else(|| anyhow::anyhow!("the broker has no UDP listener")),
+        }
+    }
+
+    /// A metric of the broker, when its admin address is known.
     pub fn metric(&self, name: &str) -> Option<f64> {
-        self.process.as_ref().and_then(|p| p.metric(name).ok())
+        match &self.process {
+            Some(p) => p.metric(name).ok(),
+            None => None,
+        }
+    }
+
+    /// The broker's `/metrics` text, when this benchmark started it.
+    pub fn metrics(&self) -> anyhow::Result<String> {
+        let process = self.process.as_ref().ok_or_else(|| anyhow::anyhow!("metrics of an external broker"))?;
+        Ok(process.metrics()?)
     }
 }

@@ -1,0 +1,288 @@
+//! `tidings bench`: the command line. `EXPERIMENT [options] --out DIR` runs one seed
+//! experiment, `all` runs every one; `tput`, `latency` and `index` are the one-number
+//! foundation measurements ([`classic`]).
+
+pub mod classic;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use indicatif::ProgressBar;
+use tidings_client::Transport;
+
+use crate::experiments::{fanout, hops, matching, proxy, sizes, subscribers};
+use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
+use crate::suite::{runner, Context, Experiment, Scale};
+
+/// Which measurement.
+#[derive(clap::Subcommand)]
+pub enum Which {
+    /// 1 publisher -> N subscribers, as fast as possible (one number).
+    Tput(classic::TputArgs),
+    /// End-to-end latency at a fixed publish rate with N subscribers (one number).
+    Latency(classic::LatencyArgs),
+    /// Publish throughput with many non-matching subscriptions versus none (one number).
+    Index(classic::IndexArgs),
+    /// Seeds 003/000: latency vs 10..10,000 subscribers, TCP and UDP.
+    Subscribers(SubscribersArgs),
+    /// Seed 002: 1 -> 1 throughput vs message size (STn/RTn).
+    Sizes(SizesArgs),
+    /// Seed 002: 1 -> 10 subscribers.
+    Fanout(FanoutArgs),
+    /// Seed 002: through a second broker (`two-brokers.toml`), 1/5/7/10 subscribers.
+    Proxy(ProxyArgs),
+    /// Seed 004: 22 brokers, latency vs publish rate, size and matching rate.
+    Matching(NaradaArgs),
+    /// Seed 004: latency vs brokers on the path (1, 2, 4, 9).
+    Hops(NaradaArgs),
+    /// Every seed experiment, in order.
+    All(SuiteArgs),
+}
+
+/// Options of every seed experiment.
+#[derive(clap::Args, Clone)]
+pub struct SuiteArgs {
+    /// Output directory: EXPERIMENT.csv/.png/.svg, report.md, summary.json.
+    #[arg(long, value_name = "DIR", default_value = "bench-results")]
+    out: PathBuf,
+    /// A small version that finishes in about a minute (labelled as such in the report).
+    #[arg(long)]
+    quick: bool,
+    /// Repetitions per point; medians are reported.
+    #[arg(long, default_value_t = 1)]
+    reps: usize,
+    /// Also measure NATS in this session (needs nats-server and the peer harness).
+    #[arg(long)]
+    nats: bool,
+    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else PEERS/bin/peerbench).
+    #[arg(long, value_name = "PATH")]
+    peerbench: Option<PathBuf>,
+    /// nats-server (default: on PATH).
+    #[arg(long, value_name = "PATH")]
+    nats_server: Option<PathBuf>,
+    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else ../shared/topologies).
+    #[arg(long, value_name = "DIR")]
+    topologies: Option<PathBuf>,
+    /// The peer measurements, for the harness and the committed anchors (default:
+    /// $TIDINGS_PEERS, else ../shared/peers).
+    #[arg(long, value_name = "DIR")]
+    peers: Option<PathBuf>,
+}
+
+/// `tidings bench subscribers`.
+#[derive(clap::Args)]
+pub struct SubscribersArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Subscriber counts (default 10,50,100,250,500,750,1000,10000).
+    #[arg(long, value_delimiter = ',')]
+    counts: Option<Vec<usize>>,
+    /// Transports: tcp, udp or both (default tcp,udp).
+    #[arg(long, value_delimiter = ',', value_parser = transport)]
+    transports: Option<Vec<Transport>>,
+    /// Payload bytes (default 200).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Seconds of publishing per point (default 5).
+    #[arg(long)]
+    duration: Option<f64>,
+}
+
+/// `tidings bench sizes`.
+#[derive(clap::Args)]
+pub struct SizesArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Message sizes in bytes (default 1000,2000,...,10000).
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Messages per size (default 100000).
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+/// `tidings bench fanout`.
+#[derive(clap::Args)]
+pub struct FanoutArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Subscribers (default 10).
+    #[arg(long)]
+    subs: Option<usize>,
+    /// Message size in bytes (default 2000).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Messages (default 100000).
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+/// `tidings bench proxy`.
+#[derive(clap::Args)]
+pub struct ProxyArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Subscriber counts on the second broker (default 1,5,7,10).
+    #[arg(long, value_delimiter = ',')]
+    subs: Option<Vec<usize>>,
+    /// Message size in bytes (default 2000).
+    #[arg(long)]
+    size: Option<usize>,
+    /// Messages per point (default 100000).
+    #[arg(long)]
+    count: Option<u64>,
+}
+
+/// `tidings bench matching` and `tidings bench hops`.
+#[derive(clap::Args)]
+pub struct NaradaArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Matching rates in percent.
+    #[arg(long, value_delimiter = ',')]
+    matching: Option<Vec<u32>>,
+    /// Publish rates in msg/s.
+    #[arg(long, value_delimiter = ',')]
+    rates: Option<Vec<f64>>,
+    /// Payload sizes in bytes.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Option<Vec<usize>>,
+    /// Seconds of publishing per point.
+    #[arg(long)]
+    seconds: Option<f64>,
+}
+
+fn transport(text: &str) -> Result<Transport, String> {
+    match text {
+        "tcp" => Ok(Transport::Tcp),
+        "udp" => Ok(Transport::Udp),
+        other => Err(format!("unknown transport {other:?} (tcp or udp)")),
+    }
+}
+
+fn scale(suite: &SuiteArgs) -> Scale {
+    if suite.quick {
+        Scale::Quick
+    } else {
+        Scale::Full
+    }
+}
+
+fn narada_grid(grid: &mut crate::experiments::narada::Grid, a: &NaradaArgs) {
+    grid.matching = a.matching.clone().unwrap_or(grid.matching.clone());
+    grid.rates = a.rates.clone().unwrap_or(grid.rates.clone());
+    grid.sizes = a.sizes.clone().unwrap_or(grid.sizes.clone());
+    grid.seconds = a.seconds.unwrap_or(grid.seconds);
+}
+
+/// Every experiment at `scale` with its default parameters, in report order.
+pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
+    vec![
+        Box::new(subscribers::Subscribers(subscribers::Params::new(scale))),
+        Box::new(sizes::Sizes(sizes::Params::new(scale))),
+        Box::new(fanout::Fanout(fanout::Params::new(scale))),
+        Box::new(proxy::Proxy(proxy::Params::new(scale))),
+        Box::new(matching::Matching(matching::Params::new(scale))),
+        Box::new(hops::Hops(hops::Params::new(scale))),
+    ]
+}
+
+/// Runs `tidings bench ...`.
+pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
+    let (suite, experiment): (SuiteArgs, Option<Box<dyn Experiment>>) = match which {
+        Which::Tput(a) => return classic::run(classic::Classic::Tput(a)).await,
+        Which::Latency(a) => return classic::run(classic::Classic::Latency(a)).await,
+        Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
+        Which::All(suite) => (suite, None),
+        Which::Subscribers(a) => {
+            let mut p = subscribers::Params::new(scale(&a.suite));
+            p.counts = a.counts.unwrap_or(p.counts);
+            p.transports = a.transports.unwrap_or(p.transports);
+            p.size = a.size.unwrap_or(p.size);
+            p.duration = a.duration.map(std::time::Duration::from_secs_f64).unwrap_or(p.duration);
+            (a.suite, Some(Box::new(subscribers::Subscribers(p))))
+        }
+        Which::Sizes(a) => {
+            let mut p = sizes::Params::new(scale(&a.suite));
+            p.sizes = a.sizes.unwrap_or(p.sizes);
+            p.count = a.count.unwrap_or(p.count);
+            (a.suite, Some(Box::new(sizes::Sizes(p))))
+        }
+        Which::Fanout(a) => {
+            let mut p = fanout::Params::new(scale(&a.suite));
+            p.subscribers = a.subs.unwrap_or(p.subscribers);
+            p.size = a.size.unwrap_or(p.size);
+            p.count = a.count.unwrap_or(p.count);
+            (a.suite, Some(Box::new(fanout::Fanout(p))))
+        }
+        Which::Proxy(a) => {
+            let mut p = proxy::Params::new(scale(&a.suite));
+            p.subscribers = a.subs.unwrap_or(p.subscribers);
+            p.size = a.size.unwrap_or(p.size);
+            p.count = a.count.unwrap_or(p.count);
+            (a.suite, Some(Box::new(proxy::Proxy(p))))
+        }
+        Which::Matching(a) => {
+            let mut p = matching::Params::new(scale(&a.suite));
+            narada_grid(&mut p.grid, &a);
+            (a.suite, Some(Box::new(matching::Matching(p))))
+        }
+        Which::Hops(a) => {
+            let mut p = hops::Params::new(scale(&a.suite));
+            narada_grid(&mut p.grid, &a);
+            (a.suite, Some(Box::new(hops::Hops(p))))
+        }
+    };
+    let experiments = experiment.map(|e| vec![e]).unwrap_or_else(|| all(scale(&suite)));
+    run_suite(&suite, &experiments).await
+}
+
+fn dir_from(arg: &Option<PathBuf>, env: &str, default: &str) -> PathBuf {
+    arg.clone().or_else(|| std::env::var_os(env).map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(default))
+}
+
+async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<ExitCode> {
+    anyhow::ensure!(suite.reps >= 1, "--reps must be at least 1");
+    let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "../shared/peers");
+    let nats = if suite.nats {
+        match NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir) {
+            Ok(tools) => NatsMode::Measured(tools),
+            Err(why) => NatsMode::Unavailable(why),
+        }
+    } else {
+        NatsMode::NotRequested
+    };
+    if let NatsMode::Unavailable(why) = &nats {
+        eprintln!("warning: NATS will not be measured: {why}");
+    }
+    let mut ctx = Context {
+        scale: scale(suite),
+        reps: suite.reps,
+        tidings: std::env::current_exe().context("cannot find the tidings binary")?,
+        topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "../shared/topologies"),
+        peers: Peers { nats, anchors: Anchors::load(&peers_dir) },
+        out: suite.out.clone(),
+        bar: ProgressBar::hidden(),
+    };
+    let statuses = runner::run(&mut ctx, experiments).await?;
+    let failed: Vec<String> = statuses
+        .iter()
+        .filter(|s| !s.passed())
+        .map(|s| match &s.error {
+            Some(e) => format!("{} (did not run: {e})", s.experiment),
+            None => {
+                let names: Vec<&str> = s.checks.iter().filter(|c| !c.passed).map(|c| c.name.as_str()).collect();
+                format!("{} (failed checks: {})", s.experiment, names.join("; "))
+            }
+        })
+        .collect();
+    eprintln!("results in {}", suite.out.display());
+    if failed.is_empty() {
+        eprintln!("all {} experiments ran and every internal check held", statuses.len());
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!("FAILED: {}", failed.join(" | "));
+        Ok(ExitCode::FAILURE)
+    }
+}

@@ -1,0 +1,243 @@
+//! `fanout` (seed 002, experiment 3): one publisher, ten subscribers, 2000 B; RTn per
+//! subscriber and all together.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::thousands;
+use crate::flood::FloodSpec;
+use crate::peer::{anchors::Point, NatsServer};
+use crate::seeds::{self, RateRange};
+use crate::stats::{block_medians, window_rates};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::Table;
+use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::target::Target;
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Subscribers.
+    pub subscribers: usize,
+    /// Message size, bytes.
+    pub size: usize,
+    /// Messages.
+    pub count: u64,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let count = match scale {
+            Scale::Full => 100_000,
+            Scale::Quick => 10_000,
+        };
+        Params { subscribers: 10, size: 2000, count }
+    }
+}
+
+/// The experiment.
+pub struct Fanout(pub Params);
+
+impl Experiment for Fanout {
+    fn name(&self) -> &'static str {
+        "fanout"
+    }
+    fn title(&self) -> &'static str {
+        "1 publisher to 10 subscribers"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 002"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("subscribers (each its own connection)", self.0.subscribers.to_string()),
+            ("message size", format!("{} B", self.0.size)),
+            ("messages", thousands(self.0.count as f64)),
+            ("M (window of RTn)", WINDOW.to_string()),
+            ("broker", "one `tidings broker`, default settings, fresh for every repetition".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        (ctx.reps + usize::from(ctx.peers.tools().is_some())) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+/// RTn block medians of each subscriber in the last repetition, for the plot.
+type Traces = Vec<Vec<(usize, f64)>>;
+
+impl Fanout {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table = Table::new(seed002::COLUMNS);
+        let mut checks = FloodChecks::default();
+        let mut traces = Traces::new();
+        for rep in 1..=ctx.reps {
+            let target = Target::spawn(&ctx.tidings, &[])?;
+            let admin = target.admin.clone().ok_or_else(|| anyhow::anyhow!("broker without admin"))?;
+            let sites = Sites {
+                publisher: (target.tcp.clone(), admin.clone()),
+                subscribers: vec![target.tcp.clone(); p.subscribers],
+                subscriber_admins: vec![admin.clone()],
+                all_admins: vec![admin],
+            };
+            let spec = FloodSpec {
+                publisher: target.tcp.clone(),
+                subscribers: sites.subscribers.clone(),
+                size: p.size,
+                count: p.count,
+                topic: "bench.fanout".into(),
+                idle: Duration::from_secs(3),
+                drain: Duration::from_secs(60),
+            };
+            let m = seed002::measure(&sites, spec, &mut checks, &format!("rep {rep}")).await?;
+            seed002::rows(&mut table, p.size, rep, &m)?;
+            let block = (p.count as usize / 50).max(WINDOW);
+            traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
+            ctx.step(format!("rep {rep}: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
+        }
+        if let Some(tools) = ctx.peers.tools() {
+            let dir = ctx.scratch("fanout-nats")?;
+            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
+            let url = server.urls[0].as_str();
+            let rows =
+                seed002::nats_point(tools, &dir, (url, url), p.size, p.subscribers, p.count, ctx.reps, 1).await?;
+            seed002::peer_rows(&mut table, "this session", p.size, &rows)?;
+            ctx.step("nats");
+        } else if let Some(anchors) = &ctx.peers.anchors {
+            let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
+            seed002::peer_rows(&mut table, "committed anchor", p.size, &anchors.throughput(point))?;
+        }
+        Ok(Outcome {
+            figure: self.figure(&table, &traces),
+            body: self.body(&table),
+            table,
+            checks: checks.into_checks(),
+        })
+    }
+
+    fn cell(&self, table: &Table, system: &str, which: &str, column: &str) -> Option<f64> {
+        median_cell(table, system, self.0.subscribers, self.0.size, which, column)
+    }
+
+    fn figure(&self, table: &Table, traces: &Traces) -> Figure {
+        let range = seeds::SEED_002_FANOUT_10;
+        // The first and the last subscriber: all ten drawn over each other hide one another.
+        let shown = [(0, figure::TIDINGS), (traces.len().saturating_sub(1), figure::TIDINGS_ALT)];
+        let mut over_n: Vec<Series> = shown
+            .iter()
+            .filter_map(|&(i, color)| {
+                let t = traces.get(i)?;
+                let label = format!("tidings RTn, subscriber {} (medians of blocks of n)", i + 1);
+                Some(Series::new(label, Mark::Line, color, t.iter().map(|&(n, v)| (n as f64, v)).collect()))
+            })
+            .collect();
+        let last = traces.iter().flatten().map(|&(n, _)| n as f64).fold(0.0, f64::max);
+        for (bound, label) in
+            [(range.per_subscriber.0, "seed 002: 500-3000 msg/s per subscriber"), (range.per_subscriber.1, "")]
+        {
+            over_n.push(Series::new(label, Mark::Dashed, figure::SEED, vec![(0.0, bound), (last, bound)]));
+        }
+        let subs: Vec<f64> = (1..=self.0.subscribers).map(|i| i as f64).collect();
+        let per_sub = |system: &str, column: &str| {
+            subs.iter().filter_map(|&i| self.cell(table, system, &format!("{i}"), column).map(|v| (i, v))).collect()
+        };
+        let flat = |v: Option<f64>| v.map(|v| subs.iter().map(|&i| (i, v)).collect()).unwrap_or_default();
+        let per_subscriber = vec![
+            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", "rt_median_msg_s")),
+            Series::new(
+                "tidings received / time",
+                Mark::Points,
+                figure::TIDINGS_ALT,
+                per_sub("tidings", "received_msg_s"),
+            ),
+            Series::new(
+                "NATS median subscriber, received / time",
+                Mark::Dashed,
+                figure::NATS,
+                flat(self.cell(table, "nats", "all", "per_sub_median_msg_s")),
+            ),
+            Series::ranges(
+                "seed 002 per-subscriber range",
+                figure::SEED,
+                subs.iter().map(|&i| (i, range.per_subscriber.0, range.per_subscriber.1)).collect(),
+            ),
+        ];
+        let y = || Axis { label: "throughput (msg/s)".into(), scale: AxisScale::Log };
+        Figure {
+            title: "1 → 10 subscribers, 2000 B (seed 002)".into(),
+            panels: vec![
+                Panel {
+                    title: "RTn while message n passes".into(),
+                    x: Axis { label: "message number n".into(), scale: AxisScale::Linear },
+                    y: y(),
+                    series: over_n,
+                },
+                Panel {
+                    title: "per subscriber".into(),
+                    x: Axis { label: "subscriber".into(), scale: AxisScale::Linear },
+                    y: y(),
+                    series: per_subscriber,
+                },
+            ],
+        }
+    }
+
+    fn body(&self, table: &Table) -> String {
+        let RateRange { per_subscriber: (lo, hi), aggregate, .. } = seeds::SEED_002_FANOUT_10;
+        let (agg_lo, agg_hi) = aggregate.unwrap_or((f64::NAN, f64::NAN));
+        let cell = |system: &str, which: &str, column: &str| {
+            self.cell(table, system, which, column).map(thousands).unwrap_or_else(|| "n/a".into())
+        };
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "RTn = M / (In − In−M) per subscriber (M = {WINDOW}); per subscriber the seed's median, all \
+             together their sum (the seed adds its subscribers up). *Received / time* is the peer \
+             harness's figure, the one NATS is measured with.\n"
+        );
+        let _ = writeln!(out, "| | per subscriber (min / median / max) | all subscribers |");
+        let _ = writeln!(out, "|---|---|---|");
+        let rts: Vec<f64> = (1..=self.0.subscribers)
+            .filter_map(|i| self.cell(table, "tidings", &i.to_string(), "rt_median_msg_s"))
+            .collect();
+        let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
+        let _ = writeln!(
+            out,
+            "| tidings, RTn median | {} / {} / {} msg/s | {} msg/s ({} MB/s) |",
+            thousands(min),
+            thousands(crate::stats::median(&rts)),
+            thousands(max),
+            cell("tidings", "all", "rt_median_msg_s"),
+            cell("tidings", "all", "rt_median_mb_s")
+        );
+        for (system, name) in [("tidings", "tidings"), ("nats", "NATS")] {
+            let _ = writeln!(
+                out,
+                "| {name}, received / time | {} / {} / {} msg/s | {} msg/s ({} MB/s) |",
+                cell(system, "all", "per_sub_min_msg_s"),
+                cell(system, "all", "per_sub_median_msg_s"),
+                cell(system, "all", "per_sub_max_msg_s"),
+                cell(system, "all", "received_msg_s"),
+                cell(system, "all", "received_mb_s")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "| seed 002 (its LAN, ZeroMQ) | {} - {} msg/s (1 - 6 MB/s) | {} - {} msg/s (10 - 46 MB/s) |",
+            thousands(lo),
+            thousands(hi),
+            thousands(agg_lo),
+            thousands(agg_hi)
+        );
+        let _ = writeln!(out, "\nThe seed's sum hit its 35 MB/s network; on loopback the CPUs are the limit.");
+        let _ = writeln!(out, "\n{RTN_NOTE}");
+        out
+    }
+}

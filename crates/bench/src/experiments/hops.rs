@@ -1,0 +1,202 @@
+//! `hops` (seed 004, section 8.4): latency against the number of brokers between publisher and
+//! subscriber: measuring subscribers 1, 2 and 4 brokers from the publisher on
+//! `narada-22-dense.toml`, and 9 on `narada-22-sparse.toml`; matching 50 % and 10 %.
+
+use std::fmt::Write as _;
+
+use futures::future::BoxFuture;
+
+use super::list;
+use super::narada::{self, Grid, NaradaChecks};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::{num, Table};
+use crate::suite::{Context, Experiment, Outcome, Scale};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// The dense topology and its measuring brokers.
+    pub dense: (String, Vec<String>),
+    /// The sparse topology and its measuring brokers.
+    pub sparse: (String, Vec<String>),
+    /// The publisher's broker (in both).
+    pub publisher: String,
+    /// The grid.
+    pub grid: Grid,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let grid = match scale {
+            Scale::Full => Grid {
+                matching: vec![50, 10],
+                rates: vec![10.0, 100.0, 500.0, 1000.0],
+                sizes: vec![30, 250, 500],
+                seconds: 4.0,
+                min_events: 20,
+                per_broker: 5,
+            },
+            Scale::Quick => Grid {
+                matching: vec![50],
+                rates: vec![20.0, 200.0],
+                sizes: vec![500],
+                seconds: 1.5,
+                min_events: 20,
+                per_broker: 5,
+            },
+        };
+        Params {
+            dense: ("narada-22-dense.toml".into(), vec!["n22".into(), "n1".into(), "n10".into()]),
+            sparse: ("narada-22-sparse.toml".into(), vec!["n10".into()]),
+            publisher: "n22".into(),
+            grid,
+        }
+    }
+}
+
+/// The experiment.
+pub struct Hops(pub Params);
+
+impl Experiment for Hops {
+    fn name(&self) -> &'static str {
+        "hops"
+    }
+    fn title(&self) -> &'static str {
+        "latency against brokers on the path"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 004"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        vec![
+            (
+                "networks",
+                format!(
+                    "`{}` (measuring at {}), `{}` (measuring at {})",
+                    p.dense.0,
+                    list(&p.dense.1),
+                    p.sparse.0,
+                    list(&p.sparse.1)
+                ),
+            ),
+            ("publisher", p.publisher.clone()),
+            ("subscribers on every broker", p.grid.per_broker.to_string()),
+            ("matching rates, %", list(&p.grid.matching)),
+            ("publish rates, msg/s", list(&p.grid.rates)),
+            ("payload sizes, B", list(&p.grid.sizes)),
+            ("events per point", format!("{} s of publishing, at least {}", p.grid.seconds, p.grid.min_events)),
+        ]
+    }
+    fn points(&self, _: &Context) -> u64 {
+        2 * self.0.grid.len() as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(async move {
+            let p = &self.0;
+            let mut table = Table::new(narada::COLUMNS);
+            let mut checks = NaradaChecks::default();
+            for (topology, measuring) in [&p.dense, &p.sparse] {
+                let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
+                narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+            }
+            Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+        })
+    }
+}
+
+fn mean(table: &Table, path: usize, matching: u32, rate: f64, size: usize) -> Option<f64> {
+    table
+        .rows()
+        .iter()
+        .find(|r| {
+            table.cell(r, "brokers_on_path") == Some(&path.to_string())
+                && table.cell(r, "matching_pct") == Some(&matching.to_string())
+                && table.cell(r, "rate_msg_s") == Some(&num(rate))
+                && table.cell(r, "size_b") == Some(&size.to_string())
+        })
+        .and_then(|r| table.cell(r, "mean_ms"))
+        .and_then(|v| v.parse().ok())
+}
+
+impl Hops {
+    fn paths(table: &Table) -> Vec<usize> {
+        let mut paths: Vec<usize> =
+            table.rows().iter().filter_map(|r| table.cell(r, "brokers_on_path").and_then(|v| v.parse().ok())).collect();
+        paths.sort_unstable();
+        paths.dedup();
+        paths
+    }
+
+    fn figure(&self, table: &Table) -> Figure {
+        let g = &self.0.grid;
+        let size = g.sizes.iter().copied().max().unwrap_or(0);
+        let colors = [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5, 6, 7];
+        let paths = Self::paths(table);
+        let mut by_path = Vec::new();
+        for (i, (&m, &rate)) in g.matching.iter().flat_map(|m| g.rates.iter().map(move |r| (m, r))).enumerate() {
+            let pts = paths.iter().filter_map(|&p| mean(table, p, m, rate, size).map(|v| (p as f64, v))).collect();
+            by_path.push(Series::new(format!("{m}%, {rate} msg/s"), Mark::Line, colors[i % colors.len()], pts));
+        }
+        let m = g.matching.first().copied().unwrap_or(50);
+        let by_rate = paths
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| {
+                let pts = g.rates.iter().filter_map(|&r| mean(table, p, m, r, size).map(|v| (r, v))).collect();
+                Series::new(format!("{p} brokers on the path"), Mark::Line, colors[i % colors.len()], pts)
+            })
+            .collect();
+        let ms = || Axis { label: "mean latency (ms)".into(), scale: AxisScale::Log };
+        Figure {
+            title: format!("Latency vs brokers on the path, {size} B (seed 004, 8.4)"),
+            panels: vec![
+                Panel {
+                    title: "by brokers on the path".into(),
+                    x: Axis {
+                        label: "brokers on the path (publisher's and subscriber's included)".into(),
+                        scale: AxisScale::Linear,
+                    },
+                    y: ms(),
+                    series: by_path,
+                },
+                Panel {
+                    title: format!("{m}% matching, by publish rate"),
+                    x: Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log },
+                    y: ms(),
+                    series: by_rate,
+                },
+            ],
+        }
+    }
+
+    fn body(&self, table: &Table) -> String {
+        let g = &self.0.grid;
+        let paths = Self::paths(table);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Mean latency (ms) at each measuring subscriber. Seed 004 shows these as figures 8.4.2-8.4.7 \
+             without values; its text says latency falls as the brokers on the path fall (9, 4, 2, 1), \
+             with the same shape against rate and size.\n"
+        );
+        let head: Vec<String> = paths.iter().map(|p| format!("{p} brokers")).collect();
+        let _ = writeln!(out, "| matching | rate | size | {} |", head.join(" | "));
+        let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(paths.len()));
+        for &m in &g.matching {
+            for &size in &g.sizes {
+                for &rate in &g.rates {
+                    let cells: Vec<String> = paths
+                        .iter()
+                        .map(|&p| {
+                            mean(table, p, m, rate, size).map(|v| format!("{v:.2}")).unwrap_or_else(|| "n/a".into())
+                        })
+                        .collect();
+                    let _ = writeln!(out, "| {m}% | {rate} msg/s | {size} B | {} |", cells.join(" | "));
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,253 @@
+//! `matching` (seed 004, section 8.3): 22 brokers (`narada-22-sparse.toml`), five subscribers
+//! on every broker, the publisher at n22 and the measuring subscriber at n10 (9 brokers on the
+//! path); latency and throughput against publish rate, size and matching rate, and the traffic
+//! on every link.
+
+use std::fmt::Write as _;
+
+use futures::future::BoxFuture;
+
+use super::narada::{self, Grid, NaradaChecks};
+use super::{list, thousands};
+use crate::seeds;
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::{num, Table};
+use crate::suite::{Context, Experiment, Outcome, Scale};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Topology file.
+    pub topology: String,
+    /// The publisher's broker.
+    pub publisher: String,
+    /// The measuring subscriber's broker.
+    pub measuring: String,
+    /// The grid.
+    pub grid: Grid,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let grid = match scale {
+            Scale::Full => Grid {
+                matching: vec![100, 50, 25, 10],
+                rates: vec![1.0, 10.0, 100.0, 500.0, 1000.0],
+                sizes: vec![30, 250, 500],
+                seconds: 4.0,
+                min_events: 20,
+                per_broker: 5,
+            },
+            Scale::Quick => Grid {
+                matching: vec![100, 10],
+                rates: vec![20.0, 200.0],
+                sizes: vec![30, 500],
+                seconds: 1.5,
+                min_events: 20,
+                per_broker: 5,
+            },
+        };
+        Params { topology: "narada-22-sparse.toml".into(), publisher: "n22".into(), measuring: "n10".into(), grid }
+    }
+}
+
+/// The experiment.
+pub struct Matching(pub Params);
+
+impl Experiment for Matching {
+    fn name(&self) -> &'static str {
+        "matching"
+    }
+    fn title(&self) -> &'static str {
+        "content-based routing over 22 brokers: latency against publish rate, size and matching rate"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 004"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        vec![
+            ("topology", format!("`{}`", p.topology)),
+            ("publisher / measuring subscriber", format!("{} / {} (9 brokers on the path)", p.publisher, p.measuring)),
+            ("subscribers on every broker", p.grid.per_broker.to_string()),
+            ("events", "6 tag=value properties; matching decided by the 4th".into()),
+            ("selector (every subscriber)", format!("`{}`", super::content::SELECTOR)),
+            ("matching rates, %", list(&p.grid.matching)),
+            ("publish rates, msg/s", list(&p.grid.rates)),
+            ("payload sizes, B (plus ~60 B of properties)", list(&p.grid.sizes)),
+            ("events per point", format!("{} s of publishing, at least {}", p.grid.seconds, p.grid.min_events)),
+        ]
+    }
+    fn points(&self, _: &Context) -> u64 {
+        self.0.grid.len() as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(async move {
+            let p = &self.0;
+            let mut table = Table::new(narada::COLUMNS);
+            let mut checks = NaradaChecks::default();
+            narada::run(ctx, &p.topology, &p.publisher, &[p.measuring.as_str()], &p.grid, &mut table, &mut checks)
+                .await?;
+            Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+        })
+    }
+}
+
+/// (rate, size, matching) -> value of `column` in the measuring subscriber's row.
+fn value(table: &Table, matching: u32, rate: f64, size: usize, column: &str) -> Option<f64> {
+    table
+        .rows()
+        .iter()
+        .find(|r| {
+            table.cell(r, "matching_pct") == Some(&matching.to_string())
+                && table.cell(r, "rate_msg_s") == Some(&num(rate))
+                && table.cell(r, "size_b") == Some(&size.to_string())
+        })
+        .and_then(|r| table.cell(r, column))
+        .and_then(|v| v.parse().ok())
+}
+
+impl Matching {
+    fn figure(&self, table: &Table) -> Figure {
+        let g = &self.0.grid;
+        let (largest, fastest) =
+            (g.sizes.iter().copied().max().unwrap_or(0), g.rates.iter().copied().fold(0.0, f64::max));
+        let color = |i: usize| [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5][i % 4];
+        let mut by_rate = Vec::new();
+        let mut by_size = Vec::new();
+        for (i, &m) in g.matching.iter().enumerate() {
+            let pts = g.rates.iter().filter_map(|&r| value(table, m, r, largest, "mean_ms").map(|v| (r, v))).collect();
+            by_rate.push(Series::new(format!("tidings {m}%"), Mark::Line, color(i), pts));
+            let pts =
+                g.sizes.iter().filter_map(|&s| value(table, m, fastest, s, "mean_ms").map(|v| (s as f64, v))).collect();
+            by_size.push(Series::new(format!("tidings {m}%"), Mark::Line, color(i), pts));
+            let seed: Vec<(f64, f64)> =
+                seeds::SEED_004_POINTS.iter().filter(|p| p.matching == m).map(|p| (p.rate, p.mean_ms)).collect();
+            if !seed.is_empty() {
+                by_rate.push(Series::new(format!("seed 004 {m}% (quoted points)"), Mark::Points, color(i), seed));
+            }
+        }
+        let throughput: Vec<Series> = g
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| {
+                let pts = g
+                    .rates
+                    .iter()
+                    .filter_map(|&r| value(table, 100, r, s, "throughput_msg_s").map(|v| (r, v)))
+                    .collect();
+                Series::new(format!("tidings {s} B"), Mark::Line, color(i), pts)
+            })
+            .chain([Series::new(
+                "seed 004 (quoted points)",
+                Mark::Points,
+                figure::SEED,
+                seeds::SEED_004_THROUGHPUT.iter().map(|&(r, _, t)| (r, t)).collect(),
+            )])
+            .collect();
+        let ms = || Axis { label: "mean latency (ms)".into(), scale: AxisScale::Log };
+        let rate = || Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log };
+        Figure {
+            title: "22 brokers, 9 on the path: latency by matching rate (seed 004)".into(),
+            panels: vec![
+                Panel { title: format!("{largest} B"), x: rate(), y: ms(), series: by_rate },
+                Panel {
+                    title: format!("{fastest} msg/s"),
+                    x: Axis { label: "payload size (B)".into(), scale: AxisScale::Linear },
+                    y: ms(),
+                    series: by_size,
+                },
+                Panel {
+                    title: "throughput at the measuring subscriber, 100% matching".into(),
+                    x: rate(),
+                    y: Axis { label: "received (msg/s)".into(), scale: AxisScale::Log },
+                    series: throughput,
+                },
+            ],
+        }
+    }
+
+    fn body(&self, table: &Table) -> String {
+        let g = &self.0.grid;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Latency is one-way at the measuring subscriber (publisher and subscriber share a clock, as \
+             in the seed); variance in ms²; throughput = events received ÷ time from the first publish \
+             to the last receipt. Seed 004 quotes, per matching rate, its lowest and highest mean \
+             latency (SPARC Ultra-5 machines, JDK 1.2, 10 hops):\n"
+        );
+        let _ =
+            writeln!(out, "| matching | seed 004 low | seed 004 high | tidings, same rate and size (nearest point) |");
+        let _ = writeln!(out, "|---|---|---|---|");
+        for &m in &g.matching {
+            let quoted: Vec<_> = seeds::SEED_004_POINTS.iter().filter(|p| p.matching == m).collect();
+            let fmt = |p: &seeds::NaradaPoint| {
+                format!("{:.2} ms at {} msg/s, {} B (variance {} ms²)", p.mean_ms, p.rate, p.size, p.variance_ms2)
+            };
+            let ours: Vec<String> = quoted
+                .iter()
+                .filter_map(|p| {
+                    let rate = nearest(&g.rates, p.rate);
+                    let size = nearest(&g.sizes.iter().map(|&s| s as f64).collect::<Vec<_>>(), p.size as f64) as usize;
+                    value(table, m, rate, size, "mean_ms").map(|v| format!("{v:.2} ms at {rate} msg/s, {size} B"))
+                })
+                .collect();
+            let (low, high) = (quoted.first().map(|p| fmt(p)), quoted.last().map(|p| fmt(p)));
+            let _ = writeln!(
+                out,
+                "| {m}% | {} | {} | {} |",
+                low.unwrap_or_default(),
+                high.unwrap_or_default(),
+                ours.join("; ")
+            );
+        }
+        let _ = writeln!(out, "\n| matching | rate | size | mean | variance | min | max | received | throughput |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        for r in table.rows() {
+            let c = |k: &str| table.cell(r, k).unwrap_or_default().to_string();
+            let _ = writeln!(
+                out,
+                "| {}% | {} | {} B | {} ms | {} ms² | {} ms | {} ms | {} of {} | {} msg/s |",
+                c("matching_pct"),
+                c("rate_msg_s"),
+                c("size_b"),
+                c("mean_ms"),
+                c("variance_ms2"),
+                c("min_ms"),
+                c("max_ms"),
+                c("received"),
+                c("matched"),
+                c("throughput_msg_s")
+            );
+        }
+        let _ =
+            writeln!(out, "\nSeed 004's best throughput at the measuring subscriber was {} msg/s.", thousands(480.76));
+        out
+    }
+}
+
+/// The grid value nearest to `target` (on a log scale).
+fn nearest(values: &[f64], target: f64) -> f64 {
+    values.iter().copied().fold(f64::NAN, |best, v| {
+        if best.is_nan() || (v.ln() - target.ln()).abs() < (best.ln() - target.ln()).abs() {
+            v
+        } else {
+            best
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_grid_point_is_found_on_a_log_scale() {
+        assert_eq!(nearest(&[1.0, 10.0, 100.0, 1000.0], 952.0), 1000.0);
+        assert_eq!(nearest(&[1.0, 10.0, 100.0], 20.0), 10.0);
+        assert_eq!(nearest(&[30.0, 250.0, 500.0], 450.0), 500.0);
+    }
+}

@@ -1,0 +1,126 @@
+//! The seed experiments, one module each, and what they share.
+
+pub mod content;
+pub mod fanout;
+pub mod hops;
+pub mod matching;
+pub mod narada;
+pub mod proxy;
+pub mod seed002;
+pub mod sizes;
+pub mod subscribers;
+
+use crate::suite::Check;
+
+/// Collects one property over many points: it holds when it held at every point.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    name: String,
+    points: usize,
+    failures: Vec<String>,
+    notes: Vec<String>,
+}
+
+impl Tally {
+    /// A property called `name`.
+    pub fn new(name: &str) -> Tally {
+        Tally { name: name.to_string(), points: 0, failures: Vec::new(), notes: Vec::new() }
+    }
+
+    /// Records one point: `held`, and what was compared there.
+    pub fn record(&mut self, held: bool, point: impl Into<String>) {
+        self.points += 1;
+        if !held {
+            self.failures.push(point.into());
+        }
+    }
+
+    /// Adds a remark to the check's detail (for instance which points had nothing to check).
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+
+    /// The check: held at every point (and at least one point was checked).
+    pub fn check(self) -> Check {
+        let mut detail = if self.points == 0 {
+            "no point was checked".to_string()
+        } else if self.failures.is_empty() {
+            format!("held at all {} points", self.points)
+        } else {
+            format!("failed at {} of {} points: {}", self.failures.len(), self.points, self.failures.join("; "))
+        };
+        for n in &self.notes {
+            detail.push_str(&format!(" ({n})"));
+        }
+        Check::new(self.name, self.points > 0 && self.failures.is_empty(), detail)
+    }
+}
+
+/// A list for the parameter table: `10, 50, 100`.
+pub fn list<T: std::fmt::Display>(items: &[T]) -> String {
+    items.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(", ")
+}
+
+/// A quantity in µs as text with a unit that keeps it short: `850 µs`, `12.3 ms`, `1.37 s`.
+pub fn micros(us: f64) -> String {
+    if !us.is_finite() {
+        "n/a".into()
+    } else if us >= 1e6 {
+        format!("{:.2} s", us / 1e6)
+    } else if us >= 1e4 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{us:.0} µs")
+    }
+}
+
+/// A rate with thousands separators: `123,456`.
+pub fn thousands(value: f64) -> String {
+    if !value.is_finite() {
+        return "n/a".into();
+    }
+    let digits = format!("{:.0}", value.abs());
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if value < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tally_holds_only_when_every_point_held() {
+        let mut t = Tally::new("order");
+        t.record(true, "n=10");
+        assert!(t.clone().check().passed);
+        t.record(false, "n=100: 3 out of order");
+        let c = t.check();
+        assert!(!c.passed);
+        assert_eq!(c.detail, "failed at 1 of 2 points: n=100: 3 out of order");
+    }
+
+    #[test]
+    fn a_tally_with_nothing_checked_does_not_pass() {
+        assert!(!Tally::new("x").check().passed);
+    }
+
+    #[test]
+    fn numbers_read_well() {
+        assert_eq!(micros(850.0), "850 µs");
+        assert_eq!(micros(12_345.0), "12.3 ms");
+        assert_eq!(micros(1_369_857.0), "1.37 s");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(list(&[1, 2]), "1, 2");
+    }
+}

@@ -1,0 +1,263 @@
+//! What `matching` and `hops` share: start a seed 004 network, put five subscribers on every
+//! broker and measuring subscribers where asked, run a grid of (matching rate, size, publish
+//! rate) points, and check each point against the brokers' metrics.
+
+use std::time::Duration;
+
+use super::content::{PointSpec, Population};
+use super::Tally;
+use crate::metrics::{self, scrape_all, Snapshot};
+use crate::network::Network;
+use crate::suite::table::{num, Table};
+use crate::suite::{Check, Context};
+
+use crate::metrics::LINK_MESSAGES_OUT as LINK_MESSAGES;
+
+/// CSV columns.
+pub const COLUMNS: &[&str] = &[
+    "topology",
+    "matching_pct",
+    "rate_msg_s",
+    "achieved_msg_s",
+    "size_b",
+    "subscriber",
+    "brokers_on_path",
+    "published",
+    "matched",
+    "received",
+    "mean_ms",
+    "variance_ms2",
+    "min_ms",
+    "max_ms",
+    "throughput_msg_s",
+];
+
+/// The grid of one run.
+#[derive(Debug, Clone)]
+pub struct Grid {
+    /// Matching rates, percent.
+    pub matching: Vec<u32>,
+    /// Publish rates, msg/s.
+    pub rates: Vec<f64>,
+    /// Sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// Publishing per point...
+    pub seconds: f64,
+    /// ...but at least this many events.
+    pub min_events: u64,
+    /// Subscribers on every broker besides the measuring ones.
+    pub per_broker: usize,
+}
+
+impl Grid {
+    /// Events in a point at `rate`.
+    pub fn events(&self, rate: f64) -> u64 {
+        ((rate * self.seconds).round() as u64).max(self.min_events)
+    }
+
+    /// Points in the grid.
+    pub fn len(&self) -> usize {
+        self.matching.len() * self.rates.len() * self.sizes.len()
+    }
+
+    /// Whether the grid is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The checks every point makes.
+pub struct NaradaChecks {
+    exact: Tally,
+    selector: Tally,
+    published: Tally,
+    routed: Tally,
+}
+
+impl Default for NaradaChecks {
+    fn default() -> NaradaChecks {
+        NaradaChecks {
+            exact: Tally::new("every subscriber received exactly the matching events"),
+            selector: Tally::new("no delivery failed the subscriber's selector"),
+            published: Tally::new("the publisher's broker counted every event"),
+            routed: Tally::new(
+                "no event entered a branch without interest: every link carried 0 or exactly the \
+                 matching events, all links together the matching events × (brokers − 1)",
+            ),
+        }
+    }
+}
+
+impl NaradaChecks {
+    /// The checks, to return in an outcome.
+    pub fn into_checks(self) -> Vec<Check> {
+        vec![self.exact.check(), self.selector.check(), self.published.check(), self.routed.check()]
+    }
+}
+
+/// Runs `grid` on the network of `topology` with measuring subscribers at `measuring`; adds one
+/// row per point and measuring subscriber.
+pub async fn run(
+    ctx: &Context,
+    topology: &str,
+    publisher: &str,
+    measuring: &[&str],
+    grid: &Grid,
+    table: &mut Table,
+    checks: &mut NaradaChecks,
+) -> anyhow::Result<()> {
+    let dir = ctx.scratch(&format!("net-{topology}"))?;
+    let file = ctx.topologies.join(topology);
+    let network = Network::up(&ctx.tidings, &file, &dir, Duration::from_secs(120)).await?;
+    let admins = network.admins()?;
+    let publisher_index =
+        network.brokers.iter().position(|b| b.name == publisher).ok_or_else(|| anyhow::anyhow!("no {publisher}"))?;
+    let measuring_addrs: Vec<String> =
+        measuring.iter().map(|m| network.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
+    let others: Vec<String> = network.brokers.iter().flat_map(|b| vec![b.tcp.clone(); grid.per_broker]).collect();
+    let population = Population::connect(&network.broker(publisher)?.tcp, &measuring_addrs, &others).await?;
+    let name = network.topology.name.clone();
+    let mut id = 0;
+    for &matching in &grid.matching {
+        for &size in &grid.sizes {
+            for &rate in &grid.rates {
+                id += 1;
+                let spec = PointSpec { id, matching, rate, size, count: grid.events(rate) };
+                let before = scrape_all(admins.clone()).await?;
+                let r = population.point(spec, Duration::from_secs(5)).await?;
+                let after = scrape_all(admins.clone()).await?;
+                let at = format!("{name} {matching}% {size} B {rate} msg/s");
+                let short = r.delivered.iter().filter(|&&d| d != r.matched).count();
+                checks
+                    .exact
+                    .record(short == 0, format!("{at}: {short} subscribers did not get exactly {} events", r.matched));
+                checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
+                let counted = after[publisher_index].delta(&before[publisher_index], metrics::MESSAGES_IN);
+                checks
+                    .published
+                    .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published));
+                let routed = links(&before, &after, r.matched, network.brokers.len());
+                checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
+                for (sub, sample) in measuring.iter().zip(&r.measuring) {
+                    let path = network.topology.brokers_on_path(publisher, sub).unwrap_or(0);
+                    table.push(row(&name, &spec, r.achieved_rate, sub, path, r.matched, r.start_us, sample))?;
+                }
+                ctx.step(format!("{name} {matching}% {size} B {rate} msg/s"));
+            }
+        }
+    }
+    population.close().await;
+    Ok(())
+}
+
+/// Checks per-link traffic: each link carried 0 or `matched` messages, and all of them
+/// `matched × (brokers − 1)` (a tree that reaches every broker, each with interest, once).
+pub fn links(before: &[Snapshot], after: &[Snapshot], matched: u64, brokers: usize) -> Result<(), String> {
+    if !after.iter().any(|s| s.has(LINK_MESSAGES)) {
+        return Err(format!("the brokers export no per-link counter `{LINK_MESSAGES}`"));
+    }
+    let mut total = 0.0;
+    for (b, a) in before.iter().zip(after) {
+        for sample in a.samples.iter().filter(|s| s.name == LINK_MESSAGES) {
+            let earlier =
+                b.samples.iter().find(|s| s.name == sample.name && s.labels == sample.labels).map_or(0.0, |s| s.value);
+            let carried = sample.value - earlier;
+            if carried != 0.0 && carried != matched as f64 {
+                return Err(format!("link {:?} carried {carried} messages, not 0 or {matched}", sample.labels));
+            }
+            total += carried;
+        }
+    }
+    let expected = matched as f64 * brokers.saturating_sub(1) as f64;
+    if total == expected {
+        Ok(())
+    } else {
+        Err(format!("links carried {total} messages in all, not {expected}"))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    topology: &str,
+    p: &PointSpec,
+    achieved: f64,
+    sub: &str,
+    path: usize,
+    matched: u64,
+    start_us: u64,
+    s: &super::content::Sample,
+) -> Vec<String> {
+    let ms: Vec<f64> = s.latencies_us.iter().map(|&us| us as f64 / 1000.0).collect();
+    let n = ms.len() as f64;
+    let mean = if n > 0.0 { ms.iter().sum::<f64>() / n } else { f64::NAN };
+    let variance = if n > 0.0 { ms.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n } else { f64::NAN };
+    let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let secs = s.last_us.saturating_sub(start_us) as f64 / 1e6;
+    let throughput = if secs > 0.0 { n / secs } else { f64::NAN };
+    let finite = |v: f64| if v.is_finite() { num(v) } else { String::new() };
+    vec![
+        topology.into(),
+        p.matching.to_string(),
+        num(p.rate),
+        num(achieved),
+        p.size.to_string(),
+        sub.into(),
+        path.to_string(),
+        p.count.to_string(),
+        matched.to_string(),
+        ms.len().to_string(),
+        finite(mean),
+        finite(variance),
+        finite(min),
+        finite(max),
+        finite(throughput),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(values: &[(&str, f64)]) -> Snapshot {
+        Snapshot::parse(
+            &values.iter().map(|(l, v)| format!("{LINK_MESSAGES}{{link=\"{l}\"}} {v}\n")).collect::<String>(),
+        )
+    }
+
+    #[test]
+    fn links_that_carry_all_or_nothing_pass() {
+        let before = vec![snap(&[("a", 0.0), ("b", 5.0)]), snap(&[("c", 0.0)])];
+        let after = vec![snap(&[("a", 10.0), ("b", 5.0)]), snap(&[("c", 10.0)])];
+        assert_eq!(links(&before, &after, 10, 3), Ok(()));
+    }
+
+    #[test]
+    fn a_link_that_carried_unwanted_events_fails() {
+        let before = vec![snap(&[("a", 0.0)])];
+        let after = vec![snap(&[("a", 12.0)])];
+        assert!(links(&before, &after, 10, 2).unwrap_err().contains("carried 12"));
+        let after = vec![snap(&[("a", 10.0)])];
+        assert!(links(&before, &after, 10, 3).unwrap_err().contains("not 20"));
+    }
+
+    #[test]
+    fn missing_link_metrics_fail_the_check() {
+        assert!(links(&[Snapshot::default()], &[Snapshot::default()], 1, 2).is_err());
+    }
+
+    #[test]
+    fn grids_count_events_with_a_floor() {
+        let g = Grid {
+            matching: vec![100, 10],
+            rates: vec![1.0, 100.0],
+            sizes: vec![30],
+            seconds: 4.0,
+            min_events: 20,
+            per_broker: 5,
+        };
+        assert_eq!(g.events(1.0), 20);
+        assert_eq!(g.events(100.0), 400);
+        assert_eq!(g.len(), 4);
+    }
+}

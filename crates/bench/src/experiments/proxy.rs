@@ -1,0 +1,243 @@
+//! `proxy` (seed 002, experiments 4 and 5): the publisher on one broker, 1, 5, 7 and 10
+//! subscribers on a second (`two-brokers.toml`), 2000 B: what the hop through a second broker
+//! costs, as the seed measured a ZeroMQ proxy.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::{list, thousands};
+use crate::flood::FloodSpec;
+use crate::network::Network;
+use crate::peer::{anchors::Point, NatsServer};
+use crate::seeds;
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::Table;
+use crate::suite::{Context, Experiment, Outcome, Scale};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Subscriber counts on the second broker.
+    pub subscribers: Vec<usize>,
+    /// Message size, bytes.
+    pub size: usize,
+    /// Messages per point.
+    pub count: u64,
+    /// Topology file name under the topologies directory.
+    pub topology: String,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let (subscribers, count) = match scale {
+            Scale::Full => (vec![1, 5, 7, 10], 100_000),
+            Scale::Quick => (vec![1, 5], 10_000),
+        };
+        Params { subscribers, size: 2000, count, topology: "two-brokers.toml".into() }
+    }
+}
+
+/// The experiment.
+pub struct Proxy(pub Params);
+
+impl Experiment for Proxy {
+    fn name(&self) -> &'static str {
+        "proxy"
+    }
+    fn title(&self) -> &'static str {
+        "1 publisher to N subscribers through a second broker"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 002"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("topology", format!("`{}`: publisher at `phb`, subscribers at `shb`", self.0.topology)),
+            ("subscribers on the second broker", list(&self.0.subscribers)),
+            ("message size", format!("{} B", self.0.size)),
+            ("messages per point", thousands(self.0.count as f64)),
+            ("M (window of RTn)", WINDOW.to_string()),
+            ("NATS", "a two-node cluster (route), publisher on node A, subscribers on node B".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        let nats = if ctx.peers.tools().is_some() { self.0.subscribers.len() } else { 0 };
+        (self.0.subscribers.len() * ctx.reps + nats) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+impl Proxy {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let dir = ctx.scratch("proxy-net")?;
+        let network =
+            Network::up(&ctx.tidings, &ctx.topologies.join(&p.topology), &dir, Duration::from_secs(60)).await?;
+        let (phb, shb) = (network.broker("phb")?, network.broker("shb")?);
+        let admin =
+            |b: &crate::network::BrokerInfo| b.admin.clone().ok_or_else(|| anyhow::anyhow!("{} has no admin", b.name));
+        let mut table = Table::new(seed002::COLUMNS);
+        let mut checks = FloodChecks::default();
+        for &n in &p.subscribers {
+            for rep in 1..=ctx.reps {
+                let sites = Sites {
+                    publisher: (phb.tcp.clone(), admin(phb)?),
+                    subscribers: vec![shb.tcp.clone(); n],
+                    subscriber_admins: vec![admin(shb)?],
+                    all_admins: network.admins()?,
+                };
+                let spec = FloodSpec {
+                    publisher: phb.tcp.clone(),
+                    subscribers: sites.subscribers.clone(),
+                    size: p.size,
+                    count: p.count,
+                    topic: format!("bench.proxy.{n}.{rep}"),
+                    idle: Duration::from_secs(3),
+                    drain: Duration::from_secs(60),
+                };
+                let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
+                seed002::rows(&mut table, p.size, rep, &m)?;
+                ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
+            }
+        }
+        drop(network);
+        self.nats(ctx, &mut table).await?;
+        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+    }
+
+    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+        let p = &self.0;
+        if let Some(tools) = ctx.peers.tools() {
+            let dir = ctx.scratch("proxy-nats")?;
+            let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
+            let urls = (cluster.urls[0].as_str(), cluster.urls[1].as_str());
+            for &n in &p.subscribers {
+                let rows = seed002::nats_point(tools, &dir, urls, p.size, n, p.count, ctx.reps, 2).await?;
+                seed002::peer_rows(table, "this session", p.size, &rows)?;
+                ctx.step(format!("nats {n} subscribers"));
+            }
+        } else if let Some(anchors) = &ctx.peers.anchors {
+            for &n in &p.subscribers {
+                let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
+                seed002::peer_rows(table, "committed anchor", p.size, &anchors.throughput(point))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn cell(&self, table: &Table, system: &str, n: usize, which: &str, column: &str) -> Option<f64> {
+        median_cell(table, system, n, self.0.size, which, column)
+    }
+
+    /// The median over subscribers of their RTn medians at `n`.
+    fn per_subscriber_rt(&self, table: &Table, n: usize) -> Option<f64> {
+        let v: Vec<f64> =
+            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), "rt_median_msg_s")).collect();
+        (!v.is_empty()).then(|| crate::stats::median(&v))
+    }
+
+    fn figure(&self, table: &Table) -> Figure {
+        let ns = &self.0.subscribers;
+        let line = |system: &str, column: &str| -> Vec<(f64, f64)> {
+            ns.iter().filter_map(|&n| self.cell(table, system, n, "all", column).map(|v| (n as f64, v))).collect()
+        };
+        let rt: Vec<(f64, f64)> =
+            ns.iter().filter_map(|&n| self.per_subscriber_rt(table, n).map(|v| (n as f64, v))).collect();
+        let seed = |f: fn(&seeds::RateRange) -> Option<(f64, f64)>| {
+            seeds::SEED_002_PROXY.iter().filter_map(|r| f(r).map(|(lo, hi)| (r.subscribers as f64, lo, hi))).collect()
+        };
+        let x = || Axis { label: "subscribers on the second broker".into(), scale: AxisScale::Linear };
+        let y = || Axis { label: "throughput (msg/s)".into(), scale: AxisScale::Log };
+        Figure {
+            title: "Through a second broker, 2000 B (seed 002)".into(),
+            panels: vec![
+                Panel {
+                    title: "per subscriber".into(),
+                    x: x(),
+                    y: y(),
+                    series: vec![
+                        Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
+                        Series::new(
+                            "tidings received / time (median sub)",
+                            Mark::Points,
+                            figure::TIDINGS_ALT,
+                            line("tidings", "per_sub_median_msg_s"),
+                        ),
+                        Series::new(
+                            "NATS cluster, received / time (median sub)",
+                            Mark::Line,
+                            figure::NATS,
+                            line("nats", "per_sub_median_msg_s"),
+                        ),
+                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
+                    ],
+                },
+                Panel {
+                    title: "all subscribers".into(),
+                    x: x(),
+                    y: y(),
+                    series: vec![
+                        Series::new(
+                            "tidings, sum of RTn medians",
+                            Mark::Line,
+                            figure::TIDINGS,
+                            line("tidings", "rt_median_msg_s"),
+                        ),
+                        Series::new(
+                            "tidings received / time",
+                            Mark::Points,
+                            figure::TIDINGS_ALT,
+                            line("tidings", "received_msg_s"),
+                        ),
+                        Series::new(
+                            "NATS cluster, received / time",
+                            Mark::Line,
+                            figure::NATS,
+                            line("nats", "received_msg_s"),
+                        ),
+                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
+                    ],
+                },
+            ],
+        }
+    }
+
+    fn body(&self, table: &Table) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Per subscriber: the median over subscribers of each one's RTn median (M = {WINDOW}); all: the \
+             sum of the RTn medians. *Received / time* is the peer harness's figure, the one NATS \
+             (two-node cluster) is measured with.\n"
+        );
+        let _ = writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | tidings received / time, all | NATS per sub | NATS all | seed 002 per sub | seed 002 all |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let fmt = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
+        for &n in &self.0.subscribers {
+            let seed = seeds::SEED_002_PROXY.iter().find(|r| r.subscribers == n);
+            let range = |r: Option<(f64, f64)>| {
+                r.map(|(lo, hi)| format!("{} - {}", thousands(lo), thousands(hi))).unwrap_or_else(|| "-".into())
+            };
+            let _ = writeln!(
+                out,
+                "| {n} | {} | {} | {} | {} | {} | {} | {} |",
+                fmt(self.per_subscriber_rt(table, n)),
+                fmt(self.cell(table, "tidings", n, "all", "rt_median_msg_s")),
+                fmt(self.cell(table, "tidings", n, "all", "received_msg_s")),
+                fmt(self.cell(table, "nats", n, "all", "per_sub_median_msg_s")),
+                fmt(self.cell(table, "nats", n, "all", "received_msg_s")),
+                range(seed.map(|r| r.per_subscriber)),
+                range(seed.and_then(|r| r.aggregate))
+            );
+        }
+        let _ = writeln!(out, "\nSeed 002's figures are ranges read off its plots (msg/s); it used one ZeroMQ XSUB/XPUB proxy on a 35 MB/s LAN.");
+        let _ = writeln!(out, "\n{RTN_NOTE}");
+        out
+    }
+}

@@ -1,0 +1,290 @@
+//! What seed 002's three experiments (`sizes`, `fanout`, `proxy`) share: one measured point
+//! with its checks, its CSV rows, and NATS's run of the same point through the peer harness.
+
+use std::time::Duration;
+
+use super::Tally;
+use crate::flood::{Flood, FloodRun, FloodSpec};
+use crate::metrics::{self, scrape_all, Snapshot};
+use crate::peer::{nats, NatsTools, PeerRow};
+use crate::stats::{lower_median, median, window_rates};
+use crate::suite::table::{num, Table};
+use crate::suite::Check;
+
+/// Seed 002's M.
+pub const WINDOW: usize = 100;
+
+/// What the report says about reading RTn beside received / time.
+pub const RTN_NOTE: &str = "Why the RTn medians sit far above *received / time*: the client hands \
+    deliveries to the application one socket read at a time, and when the broker writes faster \
+    than the subscriber's loop wakes up, one read holds hundreds of messages; the application then \
+    takes them at memory speed, and most 100-message windows measure that speed rather than the \
+    arrival rate. *Received / time* is the sustained rate; the RTn median is what the seed's \
+    formula gives on these bursts, and the RTn trace shows them.";
+
+/// CSV columns of the three experiments. For a row with `subscriber` = `all`,
+/// `rt_median_msg_s` is the sum of the subscribers' RTn medians (the seed's "总和").
+pub const COLUMNS: &[&str] = &[
+    "system",
+    "source",
+    "subscribers",
+    "size_b",
+    "rep",
+    "subscriber",
+    "sent",
+    "received",
+    "lost",
+    "st_median_msg_s",
+    "rt_median_msg_s",
+    "rt_median_mb_s",
+    "received_msg_s",
+    "received_mb_s",
+    "per_sub_min_msg_s",
+    "per_sub_median_msg_s",
+    "per_sub_max_msg_s",
+    "broker_drops",
+];
+
+/// The brokers a point runs on.
+#[derive(Debug, Clone)]
+pub struct Sites {
+    /// The publisher's broker: client address and admin address.
+    pub publisher: (String, String),
+    /// Each subscriber's broker client address (one entry per subscriber).
+    pub subscribers: Vec<String>,
+    /// Admin addresses of the brokers that have subscribers.
+    pub subscriber_admins: Vec<String>,
+    /// Admin addresses of every broker of the setup.
+    pub all_admins: Vec<String>,
+}
+
+/// The three properties every point must have.
+pub struct FloodChecks {
+    published: Tally,
+    order: Tally,
+    accounted: Tally,
+}
+
+impl Default for FloodChecks {
+    fn default() -> FloodChecks {
+        FloodChecks {
+            published: Tally::new("the publisher's broker counted every message (messages in = sent)"),
+            order: Tally::new("no subscriber got a duplicate or an out-of-order message"),
+            accounted: Tally::new(
+                "every delivery accounted: received = messages out at the subscribers' brokers, and \
+                 sent × subscribers = received + drops (slow consumers and broker links)",
+            ),
+        }
+    }
+}
+
+impl FloodChecks {
+    /// The checks, to return in an outcome.
+    pub fn into_checks(self) -> Vec<Check> {
+        vec![self.published.check(), self.order.check(), self.accounted.check()]
+    }
+}
+
+/// One measured point.
+pub struct Measured {
+    /// What the clients saw.
+    pub run: FloodRun,
+    /// Slow-consumer drops at every broker during the run.
+    pub drops: f64,
+}
+
+/// Connects, probes, runs one point, and records its checks under the name `at`.
+pub async fn measure(sites: &Sites, spec: FloodSpec, checks: &mut FloodChecks, at: &str) -> anyhow::Result<Measured> {
+    let flood = Flood::connect(spec, Duration::from_secs(30)).await?;
+    let before = scrape_all(sites.all_admins.clone()).await?;
+    let publisher_before = scrape_all(vec![sites.publisher.1.clone()]).await?;
+    let subscriber_before = scrape_all(sites.subscriber_admins.clone()).await?;
+    let run = flood.run().await?;
+    let after = scrape_all(sites.all_admins.clone()).await?;
+    let publisher_after = scrape_all(vec![sites.publisher.1.clone()]).await?;
+    let subscriber_after = scrape_all(sites.subscriber_admins.clone()).await?;
+    let delta =
+        |a: &[Snapshot], b: &[Snapshot], name: &str| -> f64 { a.iter().zip(b).map(|(a, b)| a.delta(b, name)).sum() };
+    let counted = delta(&publisher_after, &publisher_before, metrics::MESSAGES_IN);
+    checks.published.record(counted == run.sent as f64, format!("{at}: counted {counted} of {}", run.sent));
+    let (dups, disorder): (u64, u64) =
+        run.subscribers.iter().fold((0, 0), |(d, o), s| (d + s.duplicates, o + s.out_of_order));
+    checks.order.record(dups == 0 && disorder == 0, format!("{at}: {dups} duplicates, {disorder} out of order"));
+    // A message dropped on the link to the subscribers' broker is lost to every subscriber
+    // behind it (the setups here have at most that one link).
+    let remote = sites.subscribers.iter().filter(|a| **a != sites.publisher.0).count() as f64;
+    let drops = delta(&after, &before, metrics::DROPS) + remote * delta(&after, &before, metrics::LINK_DROPS);
+    let out = delta(&subscriber_after, &subscriber_before, metrics::MESSAGES_OUT);
+    let received: u64 = run.subscribers.iter().map(|s| s.count).sum();
+    let expected = run.sent * run.subscribers.len() as u64;
+    let ended = run.subscribers.iter().filter(|s| s.ended.is_some()).count();
+    let held = ended == 0 && received as f64 == out && expected as f64 == received as f64 + drops;
+    checks.accounted.record(
+        held,
+        format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}"),
+    );
+    Ok(Measured { run, drops })
+}
+
+/// Our rows for one point: one per subscriber, then `all`.
+pub fn rows(table: &mut Table, size: usize, rep: usize, m: &Measured) -> anyhow::Result<()> {
+    let run = &m.run;
+    let n = run.subscribers.len();
+    let mb = |rate: f64| num(rate * size as f64 / 1e6);
+    let st = lower_median(&window_rates(&run.send_times, WINDOW)).unwrap_or(f64::NAN);
+    let mean_rates: Vec<f64> = run.subscribers.iter().map(|s| s.mean_rate()).collect();
+    let mut rt_sum = 0.0;
+    let base = |subscriber: String| {
+        vec!["tidings".into(), "this session".into(), n.to_string(), size.to_string(), rep.to_string(), subscriber]
+    };
+    for (i, s) in run.subscribers.iter().enumerate() {
+        let rt = lower_median(&window_rates(&s.times, WINDOW)).unwrap_or(f64::NAN);
+        rt_sum += rt;
+        let mut row = base((i + 1).to_string());
+        let lost = run.sent.saturating_sub(s.count);
+        row.extend([run.sent.to_string(), s.count.to_string(), lost.to_string(), num(st), num(rt), mb(rt)]);
+        let rate = s.mean_rate();
+        row.extend([num(rate), mb(rate), num(rate), num(rate), num(rate), String::new()]);
+        table.push(row)?;
+    }
+    let received: u64 = run.subscribers.iter().map(|s| s.count).sum();
+    let agg = run.aggregate_rate();
+    let (lo, hi) =
+        (mean_rates.iter().copied().fold(f64::INFINITY, f64::min), mean_rates.iter().copied().fold(0.0, f64::max));
+    let mut row = base("all".into());
+    row.extend([run.sent.to_string(), received.to_string(), run.lost().to_string(), num(st), num(rt_sum), mb(rt_sum)]);
+    row.extend([num(agg), mb(agg), num(lo), num(median(&mean_rates)), num(hi), num(m.drops)]);
+    table.push(row)
+}
+
+/// NATS's run of one point (blocking harness in a worker thread): one `all` row per repetition.
+#[allow(clippy::too_many_arguments)]
+pub async fn nats_point(
+    tools: &NatsTools,
+    scratch: &std::path::Path,
+    urls: (&str, &str),
+    size: usize,
+    subs: usize,
+    count: u64,
+    reps: usize,
+    hops: u64,
+) -> anyhow::Result<Vec<PeerRow>> {
+    let run = nats::PeerRun {
+        mode: nats::Mode::Throughput,
+        exp: "seed002".into(),
+        publisher: urls.0.to_string(),
+        subscriber: urls.1.to_string(),
+        size,
+        subs,
+        rate: 0,
+        reps,
+        duration: Duration::from_secs(60),
+        max: count,
+        drain: Duration::from_secs(20),
+        hops,
+    };
+    let (tools, scratch) = (tools.clone(), scratch.to_path_buf());
+    tokio::task::spawn_blocking(move || nats::run(&tools, &run, &scratch)).await?
+}
+
+/// A peer-harness throughput row (ours or a committed anchor) as an `all` row.
+pub fn peer_rows(table: &mut Table, source: &str, size: usize, rows: &[PeerRow]) -> anyhow::Result<()> {
+    for (i, r) in rows.iter().enumerate() {
+        let f = |c: &str| r.num(c).map(num).unwrap_or_default();
+        let subs = r.num("subs").unwrap_or(0.0);
+        table.push(vec![
+            "nats".into(),
+            source.into(),
+            num(subs),
+            size.to_string(),
+            (i + 1).to_string(),
+            "all".into(),
+            f("sent"),
+            f("recv_total"),
+            f("lost"),
+            String::new(),
+            String::new(),
+            String::new(),
+            f("agg_recv_msgs_s"),
+            f("agg_recv_MB_s"),
+            f("per_sub_min_msgs_s"),
+            f("per_sub_median_msgs_s"),
+            f("per_sub_max_msgs_s"),
+            String::new(),
+        ])?;
+    }
+    Ok(())
+}
+
+/// The median over repetitions of `column` in the rows of `system` with `subscribers` and
+/// `size` for subscriber `which` (`all` or a number).
+pub fn median_cell(
+    table: &Table,
+    system: &str,
+    subscribers: usize,
+    size: usize,
+    which: &str,
+    column: &str,
+) -> Option<f64> {
+    let values: Vec<f64> = table
+        .rows()
+        .iter()
+        .filter(|r| {
+            table.cell(r, "system") == Some(system)
+                && table.cell(r, "subscribers") == Some(&subscribers.to_string())
+                && table.cell(r, "size_b") == Some(&size.to_string())
+                && table.cell(r, "subscriber") == Some(which)
+        })
+        .filter_map(|r| table.cell(r, column).and_then(|v| v.parse().ok()))
+        .collect();
+    (!values.is_empty()).then(|| median(&values))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flood::Received;
+
+    fn received(times: Vec<f64>) -> Received {
+        Received {
+            count: times.iter().filter(|t| t.is_finite()).count() as u64,
+            times,
+            missed: 0,
+            out_of_order: 0,
+            duplicates: 0,
+            ended: None,
+        }
+    }
+
+    #[test]
+    fn rows_give_seed_rates_per_subscriber_and_their_sum() {
+        // 300 messages, one every 1 ms: STn = RTn = 100 / 0.1 s = 1000 msg/s.
+        let times: Vec<f64> = (0..300).map(|n| n as f64 * 0.001).collect();
+        let shifted: Vec<f64> = times.iter().map(|t| t + 0.001).collect();
+        let run = FloodRun {
+            sent: 300,
+            send_times: times,
+            publish_secs: 0.3,
+            subscribers: vec![received(shifted.clone()), received(shifted)],
+        };
+        let mut table = Table::new(COLUMNS);
+        rows(&mut table, 1000, 1, &Measured { run, drops: 0.0 }).unwrap();
+        assert_eq!(table.rows().len(), 3);
+        let rt = median_cell(&table, "tidings", 2, 1000, "1", "rt_median_msg_s").unwrap();
+        assert!((rt - 1000.0).abs() < 1.0, "{rt}");
+        let st = median_cell(&table, "tidings", 2, 1000, "all", "st_median_msg_s").unwrap();
+        assert!((st - 1000.0).abs() < 1.0, "{st}");
+        let sum = median_cell(&table, "tidings", 2, 1000, "all", "rt_median_msg_s").unwrap();
+        assert!((sum - 2000.0).abs() < 2.0, "{sum}");
+        assert_eq!(median_cell(&table, "tidings", 2, 1000, "all", "rt_median_mb_s"), Some(2.0));
+    }
+
+    #[test]
+    fn peer_rows_land_in_the_all_row() {
+        let rows_in =
+            crate::peer::parse_csv("subs,sent,recv_total,lost,agg_recv_msgs_s,agg_recv_MB_s\n10,5,50,0,1000,2\n");
+        let mut table = Table::new(COLUMNS);
+        peer_rows(&mut table, "this session", 2000, &rows_in).unwrap();
+        assert_eq!(median_cell(&table, "nats", 10, 2000, "all", "received_msg_s"), Some(1000.0));
+    }
+}

@@ -1,0 +1,211 @@
+//! `sizes` (seed 002, experiment 2): one publisher, one subscriber, message sizes 1000 to
+//! 10000 B, 100,000 messages each; STn and RTn medians in msg/s and MB/s.
+
+use std::fmt::Write as _;
+
+use futures::future::BoxFuture;
+
+use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::{list, thousands};
+use crate::flood::FloodSpec;
+use crate::peer::{anchors::Point, NatsServer};
+use crate::seeds;
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::Table;
+use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::target::Target;
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Message sizes, bytes.
+    pub sizes: Vec<usize>,
+    /// Messages per size.
+    pub count: u64,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        match scale {
+            Scale::Full => Params { sizes: (1..=10).map(|k| k * 1000).collect(), count: 100_000 },
+            Scale::Quick => Params { sizes: vec![1000, 5000, 10000], count: 10_000 },
+        }
+    }
+}
+
+/// The experiment.
+pub struct Sizes(pub Params);
+
+impl Experiment for Sizes {
+    fn name(&self) -> &'static str {
+        "sizes"
+    }
+    fn title(&self) -> &'static str {
+        "1 publisher to 1 subscriber, throughput against message size"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 002"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("message sizes, B", list(&self.0.sizes)),
+            ("messages per size", thousands(self.0.count as f64)),
+            ("M (window of STn, RTn)", WINDOW.to_string()),
+            ("median", "the seed's: sort, take the N/2-th, the smaller of two middle values".into()),
+            ("broker", "one `tidings broker`, default settings, started fresh for every point".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        let nats = usize::from(ctx.peers.tools().is_some());
+        (self.0.sizes.len() * (ctx.reps + nats)) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+impl Sizes {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table = Table::new(seed002::COLUMNS);
+        let mut checks = FloodChecks::default();
+        for &size in &p.sizes {
+            for rep in 1..=ctx.reps {
+                let target = Target::spawn(&ctx.tidings, &[])?;
+                let admin = target.admin.clone().ok_or_else(|| anyhow::anyhow!("broker without admin"))?;
+                let sites = Sites {
+                    publisher: (target.tcp.clone(), admin.clone()),
+                    subscribers: vec![target.tcp.clone()],
+                    subscriber_admins: vec![admin.clone()],
+                    all_admins: vec![admin],
+                };
+                let spec = FloodSpec {
+                    publisher: target.tcp.clone(),
+                    subscribers: sites.subscribers.clone(),
+                    size,
+                    count: p.count,
+                    topic: "bench.sizes".into(),
+                    idle: std::time::Duration::from_secs(3),
+                    drain: std::time::Duration::from_secs(60),
+                };
+                let m = seed002::measure(&sites, spec, &mut checks, &format!("{size} B")).await?;
+                seed002::rows(&mut table, size, rep, &m)?;
+                let rt = median_cell(&table, "tidings", 1, size, "1", "rt_median_msg_s").unwrap_or(0.0);
+                ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
+            }
+        }
+        self.nats(ctx, &mut table).await?;
+        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+    }
+
+    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+        if let Some(tools) = ctx.peers.tools() {
+            let dir = ctx.scratch("sizes-nats")?;
+            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
+            let url = server.urls[0].as_str();
+            for &size in &self.0.sizes {
+                let rows = seed002::nats_point(tools, &dir, (url, url), size, 1, self.0.count, ctx.reps, 1).await?;
+                seed002::peer_rows(table, "this session", size, &rows)?;
+                ctx.step(format!("nats {size} B"));
+            }
+        } else if let Some(anchors) = &ctx.peers.anchors {
+            for &size in &self.0.sizes {
+                let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
+                seed002::peer_rows(table, "committed anchor", size, &rows)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn series(&self, table: &Table, system: &str, which: &str, column: &str) -> Vec<(f64, f64)> {
+        let sizes = self.0.sizes.iter();
+        sizes.filter_map(|&s| median_cell(table, system, 1, s, which, column).map(|v| (s as f64, v))).collect()
+    }
+
+    fn figure(&self, table: &Table) -> Figure {
+        let x = || Axis { label: "message size (B)".into(), scale: AxisScale::Linear };
+        let panel = |title: &str, unit: &str, rt: &str, st: &str, peer: &str| {
+            let mut series = vec![
+                Series::new(
+                    "tidings RTn median (seed method)",
+                    Mark::Line,
+                    figure::TIDINGS,
+                    self.series(table, "tidings", "1", rt),
+                ),
+                Series::new(
+                    "tidings received / time (peer method)",
+                    Mark::Points,
+                    figure::TIDINGS_ALT,
+                    self.series(table, "tidings", "1", peer),
+                ),
+                Series::new(
+                    "NATS received / time (peer method)",
+                    Mark::Line,
+                    figure::NATS,
+                    self.series(table, "nats", "all", peer),
+                ),
+            ];
+            if !st.is_empty() {
+                series.insert(
+                    1,
+                    Series::new("tidings STn median", Mark::Line, 5, self.series(table, "tidings", "all", st)),
+                );
+            }
+            Panel { title: title.into(), x: x(), y: Axis { label: unit.into(), scale: AxisScale::Log }, series }
+        };
+        let mut bytes = panel("bandwidth", "throughput (MB/s, payload)", "rt_median_mb_s", "", "received_mb_s");
+        let ceiling = self.0.sizes.iter().map(|&s| (s as f64, seeds::SEED_002_CEILING_MB_S)).collect();
+        bytes.series.push(Series::new("seed 002: its network ceiling, 35 MB/s", Mark::Dashed, figure::SEED, ceiling));
+        Figure {
+            title: "1 → 1 throughput vs message size (seed 002)".into(),
+            panels: vec![
+                panel("messages", "throughput (msg/s)", "rt_median_msg_s", "st_median_msg_s", "received_msg_s"),
+                bytes,
+            ],
+        }
+    }
+
+    fn body(&self, table: &Table) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "STn = M / (On − On−M) with On the time the n-th publish call returned, RTn = M / (In − In−M) \
+             with In the time the subscriber's application received message n (M = {WINDOW}); the table \
+             gives the seed's median of each series. *Received / time* is the peer harness's figure \
+             (messages received ÷ time from the first publish to the last receipt), the one NATS is \
+             measured with: the harness records no per-message times, so NATS has no STn/RTn.\n"
+        );
+        let _ = writeln!(
+            out,
+            "| size | STn median | RTn median | RTn median MB/s | received / time | NATS received / time | NATS MB/s |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
+        let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
+        for &size in &self.0.sizes {
+            let ours = |which: &str, c: &str| median_cell(table, "tidings", 1, size, which, c);
+            let nats = |c: &str| median_cell(table, "nats", 1, size, "all", c);
+            let _ = writeln!(
+                out,
+                "| {size} B | {} | {} | {} | {} | {} | {} |",
+                cell(ours("all", "st_median_msg_s")),
+                cell(ours("1", "rt_median_msg_s")),
+                mb(ours("1", "rt_median_mb_s")),
+                cell(ours("1", "received_msg_s")),
+                cell(nats("received_msg_s")),
+                mb(nats("received_mb_s"))
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nSeed 002 kept no values for this figure; it reports that the receiving rate rose to \
+             its network's ceiling of about {} MB/s (1 Gb/s NIC, ZeroMQ 3.2.2, Core 2 Duo VM) and \
+             stayed there. Loopback has no such ceiling (22 Gbit/s measured by iperf3 in \
+             `../shared/peers/`), so here the brokers and clients' CPU is the limit.",
+            seeds::SEED_002_CEILING_MB_S
+        );
+        let _ = writeln!(out, "\n{RTN_NOTE}");
+        out
+    }
+}

@@ -1,0 +1,321 @@
+//! `subscribers` (seeds 003 and 000): latency against the number of subscribers, each on its
+//! own connection, over TCP and over UDP; "dropped subscribers" and lost messages.
+
+mod present;
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tidings_client::Transport;
+
+use super::{list, micros, Tally};
+use crate::latency::{self, LatencyResult, LatencySpec};
+use crate::metrics::{self, Snapshot};
+use crate::peer::{anchors::Point, nats, NatsServer, PeerRow};
+use crate::suite::table::{num, Table};
+use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::target::Target;
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Subscriber counts.
+    pub counts: Vec<usize>,
+    /// Transports.
+    pub transports: Vec<Transport>,
+    /// Payload bytes.
+    pub size: usize,
+    /// Publishing time per point.
+    pub duration: Duration,
+    /// Highest publish rate, msg/s.
+    pub max_rate: f64,
+    /// Highest deliveries per second (rate × subscribers).
+    pub max_deliveries: f64,
+}
+
+impl Params {
+    /// The seeds' parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let (counts, duration) = match scale {
+            Scale::Full => (vec![10, 50, 100, 250, 500, 750, 1000, 10000], Duration::from_secs(5)),
+            Scale::Quick => (vec![10, 100, 250], Duration::from_secs(2)),
+        };
+        Params {
+            counts,
+            transports: vec![Transport::Tcp, Transport::Udp],
+            size: 200,
+            duration,
+            max_rate: 1000.0,
+            max_deliveries: 1_000_000.0,
+        }
+    }
+
+    /// Publish rate with `n` subscribers: 1000 msg/s, less where that passes 1 M deliveries/s.
+    pub fn rate(&self, n: usize) -> f64 {
+        self.max_rate.min(self.max_deliveries / n.max(1) as f64)
+    }
+}
+
+/// The experiment.
+pub struct Subscribers(pub Params);
+
+fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Tcp => "tidings-tcp",
+        Transport::Udp => "tidings-udp",
+    }
+}
+
+const COLUMNS: &[&str] = &[
+    "system",
+    "source",
+    "subscribers",
+    "rate_msg_s",
+    "size_b",
+    "rep",
+    "sent",
+    "received",
+    "lost",
+    "dropped_subscribers",
+    "mean_us",
+    "stdev_us",
+    "p50_us",
+    "p99_us",
+    "max_us",
+    "broker_drops",
+    "setup_s",
+];
+
+impl Experiment for Subscribers {
+    fn name(&self) -> &'static str {
+        "subscribers"
+    }
+    fn title(&self) -> &'static str {
+        "latency against the number of subscribers, TCP and UDP"
+    }
+    fn seeds(&self) -> &'static str {
+        "seeds 003 and 000"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        let rates: Vec<String> = p.counts.iter().map(|&n| format!("{n}: {}", num(p.rate(n)))).collect();
+        vec![
+            ("subscribers (each its own connection)", list(&p.counts)),
+            ("transports", p.transports.iter().map(|&t| transport_name(t)).collect::<Vec<_>>().join(", ")),
+            ("publish rate, msg/s, by subscribers", rates.join("; ")),
+            ("rule", format!("min({} msg/s, {} deliveries/s ÷ subscribers)", p.max_rate, p.max_deliveries)),
+            ("payload", format!("{} B", p.size)),
+            ("publishing per point", format!("{:?}", p.duration)),
+            ("broker", "one `tidings broker`, default settings, started fresh for every point".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() } else { 0 };
+        (self.0.counts.len() * self.0.transports.len() * ctx.reps + nats) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+struct Checks {
+    subscribed: Tally,
+    published: Tally,
+    order: Tally,
+    accounted: Tally,
+}
+
+impl Subscribers {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
+        ctx.log(format!("subscribers: open-file limit {limit}"));
+        let mut table = Table::new(COLUMNS);
+        let mut checks = Checks {
+            subscribed: Tally::new("every subscription registered before publishing (broker gauge = subscribers)"),
+            published: Tally::new("the broker counted every publish (TCP: equal; UDP: not more than sent)"),
+            order: Tally::new("no duplicate deliveries; over TCP none out of order"),
+            accounted: Tally::new(
+                "every delivery accounted (TCP: received = broker's messages out and sent × subscribers = \
+                 received + broker drops; UDP: received ≤ broker's messages out)",
+            ),
+        };
+        let mut skipped = Vec::new();
+        for &transport in &p.transports {
+            for &n in &p.counts {
+                if (n as u64) * 2 + 256 > limit {
+                    skipped.push(format!("{n} subscribers ({}: open-file limit {limit})", transport_name(transport)));
+                    ctx.step(format!("skipped {n}"));
+                    continue;
+                }
+                for rep in 1..=ctx.reps {
+                    let r = self.point(ctx, transport, n, &mut checks).await?;
+                    table.push(row(transport_name(transport), "this session", n, p.rate(n), p.size, rep, &r))?;
+                    ctx.step(format!("{} n={n}: mean {}", transport_name(transport), micros(r.latency.mean_us)));
+                }
+            }
+        }
+        self.nats(ctx, &mut table).await?;
+        let figure = self.figure(&table);
+        let mut body = self.body(&table)?;
+        if !skipped.is_empty() {
+            let _ = writeln!(body, "\nNot run: {}.", skipped.join("; "));
+        }
+        let checks =
+            vec![checks.subscribed.check(), checks.published.check(), checks.order.check(), checks.accounted.check()];
+        Ok(Outcome { table, figure, body, checks })
+    }
+
+    async fn point(
+        &self,
+        ctx: &Context,
+        transport: Transport,
+        n: usize,
+        checks: &mut Checks,
+    ) -> anyhow::Result<Measured> {
+        let p = &self.0;
+        let target = Target::spawn(&ctx.tidings, &[])?;
+        let spec = LatencySpec {
+            size: p.size,
+            subscribers: n,
+            rate: p.rate(n),
+            duration: p.duration,
+            drain: Duration::from_secs(120),
+            idle: Duration::from_secs(5),
+            transport,
+            ..LatencySpec::default()
+        };
+        let prepared = latency::prepare(target.addr(transport)?, &spec).await?;
+        let before = Snapshot::parse(&target.metrics()?);
+        let latency = prepared.run().await?;
+        let after = Snapshot::parse(&target.metrics()?);
+        let at = format!("{} n={n}", transport_name(transport));
+        let gauge = before.sum(metrics::SUBSCRIPTIONS);
+        checks.subscribed.record(gauge == n as f64, format!("{at}: gauge {gauge}"));
+        let counted = after.delta(&before, metrics::MESSAGES_IN);
+        let sent = latency.sent as f64;
+        let published = if transport == Transport::Tcp { counted == sent } else { counted <= sent };
+        checks.published.record(published, format!("{at}: broker counted {counted} of {sent}"));
+        let in_order = latency.duplicates == 0 && (transport == Transport::Udp || latency.out_of_order == 0);
+        checks.order.record(
+            in_order,
+            format!("{at}: {} duplicates, {} out of order", latency.duplicates, latency.out_of_order),
+        );
+        let (out, drops) = (after.delta(&before, metrics::MESSAGES_OUT), after.delta(&before, metrics::DROPS));
+        if transport == Transport::Tcp {
+            let disconnects = after.delta(&before, metrics::DISCONNECTS);
+            let expected = latency.sent * n as u64;
+            let held = disconnects == 0.0
+                && latency.received as f64 == out
+                && expected as f64 == latency.received as f64 + drops;
+            let detail = format!(
+                "{at}: sent×subs {expected}, received {}, broker out {out}, drops {drops}, disconnects {disconnects}",
+                latency.received
+            );
+            checks.accounted.record(held, detail);
+        } else {
+            checks.accounted.record(
+                latency.received as f64 <= out,
+                format!("{at}: received {}, broker out {out}", latency.received),
+            );
+        }
+        Ok(Measured { latency, broker_drops: drops })
+    }
+
+    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+        let p = &self.0;
+        if let Some(tools) = ctx.peers.tools() {
+            let dir = ctx.scratch("subscribers-nats")?;
+            let tools = tools.clone();
+            let server = tokio::task::spawn_blocking({
+                let (tools, dir) = (tools.clone(), dir.clone());
+                move || NatsServer::single(&tools, &dir)
+            })
+            .await??;
+            for &n in &p.counts {
+                let run = nats::PeerRun {
+                    mode: nats::Mode::Latency,
+                    exp: "subscribers".into(),
+                    publisher: server.urls[0].clone(),
+                    subscriber: server.urls[0].clone(),
+                    size: p.size,
+                    subs: n,
+                    rate: p.rate(n).round() as u64,
+                    reps: ctx.reps,
+                    duration: p.duration,
+                    max: 0,
+                    drain: Duration::from_secs(60),
+                    hops: 1,
+                };
+                let (tools, dir) = (tools.clone(), dir.clone());
+                let rows = tokio::task::spawn_blocking(move || nats::run(&tools, &run, &dir)).await??;
+                for (i, r) in rows.iter().enumerate() {
+                    table.push(peer_row("nats", "this session", n, p.rate(n), p.size, i + 1, r))?;
+                }
+                ctx.step(format!("nats n={n}"));
+            }
+        } else if let Some(anchors) = &ctx.peers.anchors {
+            for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
+                let rows =
+                    anchors.latency(Point { exp: "E3", label: "nats", size: p.size as u64, subs: n as u64, hops: 1 });
+                for (i, r) in rows.iter().enumerate() {
+                    table.push(peer_row("nats", "committed anchor", n, 1000.0, p.size, i + 1, r))?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Our measurement at one point.
+struct Measured {
+    latency: LatencyResult,
+    broker_drops: f64,
+}
+
+fn row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, m: &Measured) -> Vec<String> {
+    let r = &m.latency;
+    vec![
+        system.into(),
+        source.into(),
+        n.to_string(),
+        num(rate),
+        size.to_string(),
+        rep.to_string(),
+        r.sent.to_string(),
+        r.received.to_string(),
+        r.lost.to_string(),
+        r.dropped_subscribers.to_string(),
+        num(r.mean_us),
+        num(r.stdev_us),
+        r.p50_us.to_string(),
+        r.p99_us.to_string(),
+        r.max_us.to_string(),
+        num(m.broker_drops),
+        format!("{:.2}", r.setup_secs),
+    ]
+}
+
+fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, r: &PeerRow) -> Vec<String> {
+    let f = |c: &str| r.num(c).map(num).unwrap_or_default();
+    vec![
+        system.into(),
+        source.into(),
+        n.to_string(),
+        num(rate),
+        size.to_string(),
+        rep.to_string(),
+        f("sent"),
+        f("delivered"),
+        f("lost"),
+        f("dropped_subs"),
+        f("mean_us"),
+        String::new(),
+        f("p50_us"),
+        f("p99_us"),
+        f("max_us"),
+        String::new(),
+        f("setup_secs"),
+    ]
+}

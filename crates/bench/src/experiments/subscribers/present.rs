@@ -1,0 +1,141 @@
+//! How `subscribers` shows its rows: the figure and the report's tables, beside the seeds'.
+
+use std::fmt::Write as _;
+
+use super::Subscribers;
+use crate::experiments::micros;
+use crate::peer::{median_of, PeerRow};
+use crate::seeds;
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::{num, Table};
+
+impl Subscribers {
+    /// The median over repetitions of `column` for `system` at `n` subscribers.
+    fn median(table: &Table, system: &str, n: usize, column: &str) -> Option<f64> {
+        let rows: Vec<PeerRow> = table
+            .rows()
+            .iter()
+            .filter(|r| table.cell(r, "system") == Some(system) && table.cell(r, "subscribers") == Some(&n.to_string()))
+            .map(|r| PeerRow([(column.to_string(), table.cell(r, column).unwrap_or_default().to_string())].into()))
+            .collect();
+        median_of(&rows, column)
+    }
+
+    fn series(&self, table: &Table, system: &str, column: &str) -> Vec<(f64, f64)> {
+        self.0.counts.iter().filter_map(|&n| Self::median(table, system, n, column).map(|v| (n as f64, v))).collect()
+    }
+
+    pub(super) fn figure(&self, table: &Table) -> Figure {
+        let x = || Axis { label: "subscribers (each its own connection)".into(), scale: AxisScale::Log };
+        let ours = |column: &str| {
+            vec![
+                Series::new("tidings TCP", Mark::Line, figure::TIDINGS, self.series(table, "tidings-tcp", column)),
+                Series::new("tidings UDP", Mark::Line, figure::TIDINGS_ALT, self.series(table, "tidings-udp", column)),
+                Series::new("NATS", Mark::Line, figure::NATS, self.series(table, "nats", column)),
+            ]
+        };
+        let seed = |t: &seeds::LatencyTable, color, values: &[f64]| {
+            Series::new(
+                t.label,
+                Mark::Dashed,
+                color,
+                t.subscribers.iter().copied().zip(values.iter().copied()).collect(),
+            )
+        };
+        let mut mean = ours("mean_us");
+        mean.push(seed(&seeds::SEED_003_LAN, figure::SEED, seeds::SEED_003_LAN.mean_us));
+        mean.push(seed(&seeds::SEED_000_LAN, 5, seeds::SEED_000_LAN.mean_us));
+        let mut dropped = ours("dropped_subscribers");
+        dropped.push(seed(&seeds::SEED_003_VM, figure::SEED, seeds::SEED_003_VM.dropped));
+        dropped.push(seed(&seeds::SEED_000_VM, 5, seeds::SEED_000_VM.dropped));
+        let latency_axis = |what: &str| Axis { label: format!("{what} latency (µs)"), scale: AxisScale::Log };
+        Figure {
+            title: "Latency vs subscribers (seeds 003, 000)".into(),
+            panels: vec![
+                Panel { title: "mean latency".into(), x: x(), y: latency_axis("mean"), series: mean },
+                Panel {
+                    title: "99th percentile latency".into(),
+                    x: x(),
+                    y: latency_axis("p99"),
+                    series: ours("p99_us"),
+                },
+                Panel {
+                    title: "dropped subscribers".into(),
+                    x: x(),
+                    y: Axis { label: "subscribers that missed messages".into(), scale: AxisScale::Linear },
+                    series: dropped,
+                },
+            ],
+        }
+    }
+
+    pub(super) fn body(&self, table: &Table) -> anyhow::Result<String> {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "Latency is one-way (publisher's clock at sending to the subscriber's at reading, one \
+             machine), over every delivery of every subscriber. A *dropped subscriber* is one that \
+             did not receive every message (seed 003's definition: it did not receive and report \
+             everything); *lost* counts deliveries that never arrived. The publisher sends 1000 msg/s \
+             up to 1000 subscribers and 100 msg/s at 10,000: at most 1 M deliveries/s. Medians over \
+             repetitions.\n"
+        );
+        let _ = writeln!(out, "| subscribers | system | mean | stdev | p50 | p99 | max | dropped subs | lost |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        for &n in &self.0.counts {
+            for system in ["tidings-tcp", "tidings-udp", "nats"] {
+                let m = |c: &str| Self::median(table, system, n, c);
+                let Some(mean) = m("mean_us") else { continue };
+                let us = |c: &str| m(c).map(micros).unwrap_or_else(|| "n/a".into());
+                let count = |c: &str| m(c).map(num).unwrap_or_else(|| "n/a".into());
+                let _ = writeln!(
+                    out,
+                    "| {n} | {system} | {} | {} | {} | {} | {} | {} | {} |",
+                    micros(mean),
+                    us("stdev_us"),
+                    us("p50_us"),
+                    us("p99_us"),
+                    us("max_us"),
+                    count("dropped_subscribers"),
+                    count("lost")
+                );
+            }
+        }
+        let _ = writeln!(out, "\nMean latency and dropped subscribers beside the seeds' (their LAN and VM tables):\n");
+        let _ = writeln!(
+            out,
+            "| subscribers | tidings TCP | tidings UDP | NATS | {} |",
+            seeds::LATENCY_TABLES.map(|t| t.label).join(" | ")
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        for &n in &self.0.counts {
+            let ours = |s: &str| match (
+                Self::median(table, s, n, "mean_us"),
+                Self::median(table, s, n, "dropped_subscribers"),
+            ) {
+                (Some(m), Some(d)) => format!("{} ({d:.0} dropped)", micros(m)),
+                _ => "n/a".into(),
+            };
+            let seed = |t: &seeds::LatencyTable| match t.at(n) {
+                Some((m, _, d)) => format!("{} ({d:.0} dropped)", micros(m)),
+                None => "-".into(),
+            };
+            let seeds: Vec<String> = seeds::LATENCY_TABLES.iter().map(|t| seed(t)).collect();
+            let _ = writeln!(
+                out,
+                "| {n} | {} | {} | {} | {} |",
+                ours("tidings-tcp"),
+                ours("tidings-udp"),
+                ours("nats"),
+                seeds.join(" | ")
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nThe seeds ran on a campus LAN and a VM over the internet; here everything shares one \
+             machine's loopback, so the comparison is of shape (how latency grows with subscribers) more \
+             than of level. NATS has no UDP transport."
+        );
+        Ok(out)
+    }
+}

@@ -1,0 +1,185 @@
+//! A broker network for an experiment: `tidings net up FILE --dir DIR` starts every broker of a
+//! topology file as its own process and writes `DIR/network.json`; `tidings net down --dir DIR`
+//! stops them. This module runs those two commands and reads the file; it never imitates a
+//! network with anything else.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde_json::Value;
+
+use crate::topology::Topology;
+
+/// One broker of a running network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerInfo {
+    /// Broker name from the topology file.
+    pub name: String,
+    /// Its cell, when the file gives one.
+    pub cell: Option<String>,
+    /// Client TCP address.
+    pub tcp: String,
+    /// Admin HTTP address (metrics), when it has one.
+    pub admin: Option<String>,
+}
+
+/// A running network; stopped on drop.
+pub struct Network {
+    /// Its brokers.
+    pub brokers: Vec<BrokerInfo>,
+    /// The topology it was started from.
+    pub topology: Topology,
+    tidings: PathBuf,
+    dir: PathBuf,
+    child: Option<Child>,
+}
+
+/// The error an experiment reports when the binary has no `net` command yet.
+pub fn unavailable(why: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "needs the broker network (`tidings net up FILE --dir DIR`), which this tidings binary cannot start: {why}"
+    )
+}
+
+impl Network {
+    /// Starts the network of `file` with `tidings net up`, and waits (at most `timeout`) for
+    /// `DIR/network.json` to list every broker of the file.
+    pub async fn up(tidings: &Path, file: &Path, dir: &Path, timeout: Duration) -> anyhow::Result<Network> {
+        let help =
+            Command::new(tidings).args(["net", "--help"]).stdout(Stdio::null()).stderr(Stdio::null()).status()?;
+        if !help.success() {
+            return Err(unavailable("`tidings net --help` fails"));
+        }
+        let topology = Topology::load(file)?;
+        let log = std::fs::File::create(dir.join("net-up.log"))?;
+        let child = Command::new(tidings)
+            .arg("net")
+            .arg("up")
+            .arg(file)
+            .arg("--dir")
+            .arg(dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn()
+            .context("starting `tidings net up`")?;
+        let mut network = Network {
+            brokers: Vec::new(),
+            topology,
+            tidings: tidings.to_path_buf(),
+            dir: dir.to_path_buf(),
+            child: Some(child),
+        };
+        let deadline = Instant::now() + timeout;
+        let json = dir.join("network.json");
+        loop {
+            // `net up` returns once the network has converged (the brokers are detached); a
+            // `network.json` that records the convergence is as good, should it stay running.
+            let exited = match network.child.as_mut() {
+                Some(child) => child.try_wait()?,
+                None => None,
+            };
+            if let Some(status) = exited {
+                network.child = None;
+                if !status.success() {
+                    let log = std::fs::read_to_string(dir.join("net-up.log")).unwrap_or_default();
+                    anyhow::bail!("`tidings net up` failed ({status}): {}", log.trim());
+                }
+            }
+            let text = std::fs::read_to_string(&json).unwrap_or_default();
+            let converged = serde_json::from_str::<Value>(&text).is_ok_and(|v| !v["converged_ms"].is_null());
+            if exited.is_some() || converged {
+                let brokers = parse_network(&text).with_context(|| format!("reading {}", json.display()))?;
+                anyhow::ensure!(
+                    brokers.len() == network.topology.brokers.len(),
+                    "{} lists {} brokers, the topology {}",
+                    json.display(),
+                    brokers.len(),
+                    network.topology.brokers.len()
+                );
+                network.brokers = brokers;
+                return Ok(network);
+            }
+            anyhow::ensure!(Instant::now() < deadline, "the network was not up within {timeout:?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The broker called `name`.
+    pub fn broker(&self, name: &str) -> anyhow::Result<&BrokerInfo> {
+        self.brokers.iter().find(|b| b.name == name).ok_or_else(|| anyhow::anyhow!("no broker {name:?} in the network"))
+    }
+
+    /// Every broker's admin address, in order (an error if one has none).
+    pub fn admins(&self) -> anyhow::Result<Vec<String>> {
+        self.brokers
+            .iter()
+            .map(|b| b.admin.clone().ok_or_else(|| anyhow::anyhow!("broker {} has no admin address", b.name)))
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        let _ = Command::new(&self.tidings)
+            .args(["net", "down", "--dir"])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Network {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Reads `network.json`: either `{"brokers": [...]}` or a bare list; each broker has `name`,
+/// `tcp` and optionally `cell` and `admin`.
+pub fn parse_network(text: &str) -> anyhow::Result<Vec<BrokerInfo>> {
+    let value: Value = serde_json::from_str(text)?;
+    let list = value.get("brokers").unwrap_or(&value).as_array().ok_or_else(|| anyhow::anyhow!("no broker list"))?;
+    list.iter()
+        .map(|b| {
+            let text = |key: &str| b.get(key).and_then(Value::as_str).map(str::to_string);
+            Ok(BrokerInfo {
+                name: text("name").ok_or_else(|| anyhow::anyhow!("a broker without a name: {b}"))?,
+                cell: text("cell"),
+                tcp: text("tcp").ok_or_else(|| anyhow::anyhow!("a broker without a tcp address: {b}"))?,
+                admin: text("admin"),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_files_are_read_in_both_shapes() {
+        let wrapped = r#"{"brokers":[{"name":"phb","cell":"phb","tcp":"127.0.0.1:1","admin":"127.0.0.1:2","pid":7}]}"#;
+        let b = &parse_network(wrapped).unwrap()[0];
+        assert_eq!((b.name.as_str(), b.tcp.as_str(), b.admin.as_deref()), ("phb", "127.0.0.1:1", Some("127.0.0.1:2")));
+        let bare = r#"[{"name":"a","tcp":"127.0.0.1:3"}]"#;
+        assert_eq!(parse_network(bare).unwrap()[0].cell, None);
+    }
+
+    #[test]
+    fn a_broker_without_an_address_is_an_error() {
+        assert!(parse_network(r#"[{"name":"a"}]"#).is_err());
+        assert!(parse_network(r#"{"x":1}"#).is_err());
+    }
+
+    #[test]
+    fn the_missing_network_is_named_in_the_error() {
+        assert!(unavailable("no net").to_string().starts_with("needs the broker network"));
+    }
+}

@@ -1,0 +1,264 @@
+//! `nats-server` on loopback (one node, or a two-node cluster) and the peer harness driving it.
+
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::{parse_csv, PeerRow};
+
+/// The programs needed to measure NATS.
+#[derive(Debug, Clone)]
+pub struct NatsTools {
+    /// `nats-server`.
+    pub server: PathBuf,
+    /// Its `--version` line.
+    pub server_version: String,
+    /// The peer harness binary.
+    pub peerbench: PathBuf,
+    /// The NATS client the harness was built with, from its `go.mod`.
+    pub client_version: String,
+}
+
+impl NatsTools {
+    /// Finds `nats-server` (`server`, else on `PATH`) and the harness (`peerbench`, else
+    /// `$TIDINGS_PEERBENCH`, else `PEERS/bin/peerbench`); the error says what is missing.
+    pub fn find(server: Option<PathBuf>, peerbench: Option<PathBuf>, peers_dir: &Path) -> Result<NatsTools, String> {
+        let server = server.or_else(|| on_path("nats-server")).ok_or("nats-server is not on PATH (--nats-server)")?;
+        let output = Command::new(&server)
+            .arg("--version")
+            .output()
+            .map_err(|e| format!("cannot run {}: {e}", server.display()))?;
+        let server_version = String::from_utf8_lossy(&output.stdout).trim().replace("nats-server: ", "nats-server ");
+        let peerbench = peerbench
+            .or_else(|| std::env::var_os("TIDINGS_PEERBENCH").map(PathBuf::from))
+            .unwrap_or_else(|| peers_dir.join("bin/peerbench"));
+        if !peerbench.is_file() {
+            return Err(format!(
+                "the peer harness is not at {} (build it as ../shared/peers/README.md says, or pass --peerbench)",
+                peerbench.display()
+            ));
+        }
+        let go_mod = std::fs::read_to_string(peers_dir.join("harness/go.mod")).unwrap_or_default();
+        let client_version = go_mod
+            .lines()
+            .find(|l| l.contains("nats-io/nats.go"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(|v| format!("nats.go {v}"))
+            .unwrap_or_else(|| "nats.go version unknown".into());
+        Ok(NatsTools { server, server_version, peerbench, client_version })
+    }
+}
+
+fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
+}
+
+/// Running `nats-server` processes, stopped on drop.
+pub struct NatsServer {
+    children: Vec<Child>,
+    /// Client URL of each node, `nats://127.0.0.1:PORT`.
+    pub urls: Vec<String>,
+}
+
+impl NatsServer {
+    /// One node with default settings (as `run_all.sh` starts it).
+    pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+        let port = free_port()?;
+        let child = spawn(tools, logs, "nats", &["-a", "127.0.0.1", "-p", &port.to_string()])?;
+        let server = NatsServer { children: vec![child], urls: vec![format!("nats://127.0.0.1:{port}")] };
+        wait_port(port)?;
+        Ok(server)
+    }
+
+    /// Two nodes joined by a route (as `run_all.sh` starts the E4 cluster).
+    pub fn cluster(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+        let (a, b, ra, rb) = (free_port()?, free_port()?, free_port()?, free_port()?);
+        let mut server = NatsServer { children: Vec::new(), urls: Vec::new() };
+        for (name, port, route, other) in [("nats-a", a, ra, rb), ("nats-b", b, rb, ra)] {
+            let args = [
+                "-a".to_string(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                port.to_string(),
+                "--cluster_name".into(),
+                "bench".into(),
+                "--cluster".into(),
+                format!("nats://127.0.0.1:{route}"),
+                "--routes".into(),
+                format!("nats://127.0.0.1:{other}"),
+            ];
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            server.children.push(spawn(tools, logs, name, &args)?);
+            server.urls.push(format!("nats://127.0.0.1:{port}"));
+        }
+        wait_port(a)?;
+        wait_port(b)?;
+        // The harness's probe messages wait for interest to cross the route; this only lets the
+        // route itself form first, as run_all.sh does.
+        std::thread::sleep(Duration::from_secs(2));
+        Ok(server)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
+    let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
+    Command::new(&tools.server)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .with_context(|| format!("starting {}", tools.server.display()))
+}
+
+/// A loopback port that was free a moment ago (the OS picks it; the race with other programs
+/// is the same one `run_all.sh` accepts with fixed ports, but smaller).
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn wait_port(port: u16) -> anyhow::Result<()> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    anyhow::bail!("nats-server did not listen on port {port} within 10 s")
+}
+
+/// The harness's two measurement modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// As fast as the client publishes (`-mode tput`).
+    Throughput,
+    /// At a fixed rate, one-way latency of every delivery (`-mode lat`).
+    Latency,
+}
+
+/// One `peerbench` invocation (flags as in `../shared/peers/run_all.sh`).
+#[derive(Debug, Clone)]
+pub struct PeerRun {
+    /// Mode.
+    pub mode: Mode,
+    /// Experiment id written to the CSV.
+    pub exp: String,
+    /// Publisher URL.
+    pub publisher: String,
+    /// Subscribers' URL.
+    pub subscriber: String,
+    /// Payload bytes.
+    pub size: usize,
+    /// Subscriber connections.
+    pub subs: usize,
+    /// Latency mode: messages per second.
+    pub rate: u64,
+    /// Repetitions.
+    pub reps: usize,
+    /// Publishing time limit.
+    pub duration: Duration,
+    /// Throughput mode: message cap.
+    pub max: u64,
+    /// Longest wait for stragglers.
+    pub drain: Duration,
+    /// Hops (label only).
+    pub hops: u64,
+}
+
+impl PeerRun {
+    fn args(&self, csv: &Path) -> Vec<String> {
+        let mode = match self.mode {
+            Mode::Throughput => "tput",
+            Mode::Latency => "lat",
+        };
+        let secs = |d: Duration| format!("{}ms", d.as_millis());
+        [
+            ("-mode", mode.to_string()),
+            ("-exp", self.exp.clone()),
+            ("-label", "nats".into()),
+            ("-peer", "nats".into()),
+            ("-hops", self.hops.to_string()),
+            ("-pub", self.publisher.clone()),
+            ("-sub", self.subscriber.clone()),
+            ("-topic", "bench.t".into()),
+            ("-size", self.size.to_string()),
+            ("-subs", self.subs.to_string()),
+            ("-rate", self.rate.to_string()),
+            ("-reps", self.reps.to_string()),
+            ("-dur", secs(self.duration)),
+            ("-max", self.max.to_string()),
+            ("-drain", secs(self.drain)),
+            ("-csv", csv.display().to_string()),
+        ]
+        .into_iter()
+        .flat_map(|(flag, value)| [flag.to_string(), value])
+        .collect()
+    }
+}
+
+/// Runs the harness (blocking) and returns its rows, one per repetition.
+pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
+    let csv = scratch.join(format!("peerbench-{}-{}.csv", run.exp, std::process::id()));
+    let _ = std::fs::remove_file(&csv);
+    let output = Command::new(&tools.peerbench)
+        .args(run.args(&csv))
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {}", tools.peerbench.display()))?;
+    anyhow::ensure!(
+        output.status.success(),
+        "peerbench failed ({}): {}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr).trim()
+    );
+    let rows = parse_csv(&std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?);
+    let _ = std::fs::remove_file(&csv);
+    anyhow::ensure!(rows.len() == run.reps, "peerbench wrote {} rows for {} repetitions", rows.len(), run.reps);
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harness_flags_follow_run_all() {
+        let run = PeerRun {
+            mode: Mode::Latency,
+            exp: "subscribers".into(),
+            publisher: "nats://127.0.0.1:1".into(),
+            subscriber: "nats://127.0.0.1:2".into(),
+            size: 200,
+            subs: 10,
+            rate: 1000,
+            reps: 1,
+            duration: Duration::from_secs(5),
+            max: 5000,
+            drain: Duration::from_secs(60),
+            hops: 1,
+        };
+        let args = run.args(Path::new("/tmp/x.csv")).join(" ");
+        assert!(args.starts_with("-mode lat -exp subscribers -label nats -peer nats -hops 1"));
+        assert!(args.contains("-pub nats://127.0.0.1:1 -sub nats://127.0.0.1:2"));
+        assert!(args.contains("-dur 5000ms -max 5000 -drain 60000ms -csv /tmp/x.csv"));
+    }
+
+    #[test]
+    fn free_ports_are_nonzero() {
+        assert_ne!(free_port().unwrap(), 0);
+    }
+}

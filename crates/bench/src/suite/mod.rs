@@ -1,0 +1,140 @@
+//! The experiment frame: an [`Experiment`] runs against a [`Context`] and returns an
+//! [`Outcome`] (a table, a figure, a Markdown body and its internal [`Check`]s); the
+//! [`runner`] writes `NAME.csv`, `NAME.png`, `NAME.svg` and the experiment's section of
+//! `report.md`, and fails the command when a check failed.
+//!
+//! Experiments that need more than one broker start a [`Network`](crate::network::Network);
+//! experiments that inject faults or read time series (guaranteed delivery, later) get the same
+//! context and return the same outcome.
+
+pub mod figure;
+pub mod report;
+pub mod runner;
+pub mod table;
+
+use std::path::PathBuf;
+
+use futures::future::BoxFuture;
+use indicatif::ProgressBar;
+
+use crate::peer::Peers;
+use figure::Figure;
+use table::Table;
+
+/// How big a run is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scale {
+    /// The seed's parameters.
+    Full,
+    /// A small version that finishes in about a minute (labelled as such in the report).
+    Quick,
+}
+
+impl Scale {
+    /// How the report names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Scale::Full => "full (the seed's parameters)",
+            Scale::Quick => "quick (`--quick`: a small version, not the seed's parameters)",
+        }
+    }
+}
+
+/// One internal check: a property of the run that must hold whatever the timing (every message
+/// accounted for, nothing delivered out of order, nothing sent down a branch without interest).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Check {
+    /// Short name.
+    pub name: String,
+    /// Whether it held.
+    pub passed: bool,
+    /// What was compared.
+    pub detail: String,
+}
+
+impl Check {
+    /// A check that held when `passed`.
+    pub fn new(name: impl Into<String>, passed: bool, detail: impl Into<String>) -> Check {
+        Check { name: name.into(), passed, detail: detail.into() }
+    }
+}
+
+/// What an experiment produced.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Every measured row (ours, NATS's, anchors), written as `NAME.csv`.
+    pub table: Table,
+    /// Written as `NAME.png` and `NAME.svg`.
+    pub figure: Figure,
+    /// Markdown: our figures beside the seed's and NATS's, and what to read into them.
+    pub body: String,
+    /// Internal checks; one failure fails the command.
+    pub checks: Vec<Check>,
+}
+
+/// One of the seed experiments.
+pub trait Experiment: Send + Sync {
+    /// File and section name: `sizes`.
+    fn name(&self) -> &'static str;
+    /// Section title.
+    fn title(&self) -> &'static str;
+    /// Which seeds it reruns: "seed 002".
+    fn seeds(&self) -> &'static str;
+    /// The parameters in effect, for the report.
+    fn parameters(&self) -> Vec<(&'static str, String)>;
+    /// How many measurement points it will run (the progress bar's length).
+    fn points(&self, ctx: &Context) -> u64;
+    /// Runs it.
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>>;
+}
+
+/// What every experiment may use.
+pub struct Context {
+    /// Full or quick.
+    pub scale: Scale,
+    /// Repetitions per point (the median is reported).
+    pub reps: usize,
+    /// The `tidings` binary that brokers and networks are started from.
+    pub tidings: PathBuf,
+    /// The directory with the seed topologies (`two-brokers.toml`, ...).
+    pub topologies: PathBuf,
+    /// NATS, when it is measured in this session, and the committed anchors.
+    pub peers: Peers,
+    /// Where outputs go.
+    pub out: PathBuf,
+    /// The current experiment's progress bar.
+    pub bar: ProgressBar,
+}
+
+impl Context {
+    /// Prints a line above the progress bars (stderr).
+    pub fn log(&self, line: impl AsRef<str>) {
+        if self.bar.is_hidden() {
+            eprintln!("{}", line.as_ref());
+        } else {
+            self.bar.println(line.as_ref());
+        }
+    }
+
+    /// Marks one point done, with what it was.
+    pub fn step(&self, what: impl Into<String>) {
+        self.bar.set_message(what.into());
+        self.bar.inc(1);
+    }
+
+    /// A scratch directory for this process (logs, network files), created empty; the
+    /// runner removes it at the end.
+    pub fn scratch(&self, name: &str) -> anyhow::Result<PathBuf> {
+        let dir = scratch_root().join(name);
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)?;
+        }
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+}
+
+/// Where [`Context::scratch`] directories live.
+pub fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join(format!("tidings-bench-{}", std::process::id()))
+}

@@ -1,0 +1,136 @@
+//! A table of results: written whole as CSV, and in part as Markdown for the report.
+
+use std::fmt::Write as _;
+
+/// Named columns and rows of text cells (numbers are formatted by whoever pushes them, so the
+/// CSV holds exactly what the report shows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    columns: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// An empty table with these columns.
+    pub fn new(columns: &[&str]) -> Table {
+        Table { columns: columns.iter().map(|c| c.to_string()).collect(), rows: Vec::new() }
+    }
+
+    /// Adds a row; it must have one cell per column.
+    pub fn push(&mut self, row: Vec<String>) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            row.len() == self.columns.len(),
+            "row has {} cells for {} columns ({:?})",
+            row.len(),
+            self.columns.len(),
+            self.columns
+        );
+        self.rows.push(row);
+        Ok(())
+    }
+
+    /// The rows pushed so far.
+    pub fn rows(&self) -> &[Vec<String>] {
+        &self.rows
+    }
+
+    /// The cell of `row` under `column`, if both exist.
+    pub fn cell<'a>(&'a self, row: &'a [String], column: &str) -> Option<&'a str> {
+        self.columns.iter().position(|c| c == column).and_then(|i| row.get(i)).map(String::as_str)
+    }
+
+    /// RFC 4180 CSV: a header line, then one line per row; cells with commas, quotes or line
+    /// breaks are quoted, quotes doubled.
+    pub fn to_csv(&self) -> String {
+        let mut out = String::new();
+        for line in std::iter::once(&self.columns).chain(&self.rows) {
+            let cells: Vec<String> = line.iter().map(|c| csv_cell(c)).collect();
+            out.push_str(&cells.join(","));
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A Markdown table of the named columns (in that order), optionally only the rows `keep`
+    /// accepts. Unknown columns are an error, so a renamed column cannot silently vanish.
+    pub fn to_markdown(&self, columns: &[&str], keep: impl Fn(&Table, &[String]) -> bool) -> anyhow::Result<String> {
+        let index: Vec<usize> = columns
+            .iter()
+            .map(|name| {
+                self.columns.iter().position(|c| c == name).ok_or_else(|| anyhow::anyhow!("no column {name:?}"))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let mut out = String::new();
+        let _ = writeln!(out, "| {} |", columns.join(" | "));
+        let _ = writeln!(out, "|{}", "---|".repeat(columns.len()));
+        for row in self.rows.iter().filter(|r| keep(self, r)) {
+            let cells: Vec<String> = index.iter().map(|&i| row[i].replace('|', "\\|")).collect();
+            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        }
+        Ok(out)
+    }
+}
+
+fn csv_cell(cell: &str) -> String {
+    if cell.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", cell.replace('"', "\"\""))
+    } else {
+        cell.to_string()
+    }
+}
+
+/// Formats a number for a table: integers without decimals, large values with no fraction,
+/// small ones with up to three significant decimals; NaN as empty, infinity as `inf`.
+pub fn num(value: f64) -> String {
+    if value.is_nan() {
+        String::new()
+    } else if value.is_infinite() {
+        "inf".to_string()
+    } else if value.fract() == 0.0 || value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn csv_quotes_only_cells_that_need_it() {
+        let mut t = Table::new(&["system", "note"]);
+        t.push(vec!["tidings".into(), "plain".into()]).unwrap();
+        t.push(vec!["nats".into(), "a, \"b\"".into()]).unwrap();
+        assert_eq!(t.to_csv(), "system,note\ntidings,plain\nnats,\"a, \"\"b\"\"\"\n");
+    }
+
+    #[test]
+    fn a_row_of_the_wrong_width_is_refused() {
+        let mut t = Table::new(&["a", "b"]);
+        assert!(t.push(vec!["1".into()]).is_err());
+        assert!(t.rows().is_empty());
+    }
+
+    #[test]
+    fn markdown_picks_columns_and_rows() {
+        let mut t = Table::new(&["system", "n", "mean"]);
+        t.push(vec!["tidings".into(), "10".into(), "1|2".into()]).unwrap();
+        t.push(vec!["nats".into(), "10".into(), "3".into()]).unwrap();
+        let md = t.to_markdown(&["mean", "system"], |t, r| t.cell(r, "system") == Some("tidings")).unwrap();
+        assert_eq!(md, "| mean | system |\n|---|---|\n| 1\\|2 | tidings |\n");
+        assert!(t.to_markdown(&["nope"], |_, _| true).is_err());
+    }
+
+    #[test]
+    fn numbers_are_formatted_by_magnitude() {
+        assert_eq!(num(12345.678), "12346");
+        assert_eq!(num(12.34), "12.3");
+        assert_eq!(num(0.12345), "0.123");
+        assert_eq!(num(3.0), "3");
+        assert_eq!(num(f64::NAN), "");
+        assert_eq!(num(f64::INFINITY), "inf");
+    }
+}
