@@ -5,17 +5,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use tidings_client::{Client, Transport};
 
 /// Sends PINGs one after another and reports the round-trip distribution.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Broker address.
-    #[arg(long, short, default_value_t = super::default_server(), value_name = "HOST:PORT")]
-    server: String,
-    /// Ping over UDP instead of TCP.
-    #[arg(long)]
-    udp: bool,
+    #[command(flatten)]
+    server: super::server::ServerArgs,
     /// Number of round trips.
     #[arg(long, default_value_t = 10)]
     count: u64,
@@ -25,19 +20,13 @@ pub(crate) struct Args {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let transport = if args.udp { Transport::Udp } else { Transport::Tcp };
-    let client = Client::builder(args.server.as_str())
-        .name("tidings-ping")
-        .transport(transport)
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", args.server))?;
+    let client = args.server.connect("tidings-ping").await?;
     let mut histogram = Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
     for i in 0..args.count {
         let rtt = client.ping().await.context("ping failed")?;
         let us = (rtt.as_micros() as u64).max(1);
         histogram.saturating_record(us);
-        println!("pong from {}: seq={} time={} us", args.server, i, us);
+        println!("pong from {}: seq={} time={} us", args.server.server, i, us);
         if i + 1 < args.count {
             tokio::time::sleep(Duration::from_millis(args.interval_ms)).await;
         }

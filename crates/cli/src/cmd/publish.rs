@@ -3,21 +3,17 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use bytes::{Bytes, BytesMut};
-use tidings_client::{now_us, Client, Transport};
+use tidings_client::now_us;
 use tidings_wire::{Message, Property, Value};
 
 /// Values are typed by their look: integer, float, true/false, else string. Quote a value
 /// (`-p "code='042'"`) to force a string.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Broker address.
-    #[arg(long, short, default_value_t = super::default_server(), value_name = "HOST:PORT")]
-    server: String,
-    /// Publish over UDP instead of TCP.
-    #[arg(long)]
-    udp: bool,
+    #[command(flatten)]
+    server: super::server::ServerArgs,
     /// Topic to publish on (dot-separated levels, no wildcards).
     topic: String,
     /// Payload text (empty when omitted).
@@ -65,13 +61,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         bail!("--rate must be a positive number");
     }
-    let transport = if args.udp { Transport::Udp } else { Transport::Tcp };
-    let client = Client::builder(args.server.as_str())
-        .name("tidings-pub")
-        .transport(transport)
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", args.server))?;
+    let client = args.server.connect("tidings-pub").await?;
     let payload = payload(&args);
     let interval = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     let started = Instant::now();

@@ -7,18 +7,14 @@ use anyhow::Context;
 use base64::Engine;
 use futures::StreamExt;
 use serde_json::{json, Map};
-use tidings_client::{Client, Delivery, SubscribeOptions, Transport};
+use tidings_client::{Delivery, SubscribeOptions};
 use tidings_wire::{DeliveryMode, Value};
 
 /// Prints every delivery; with `--count N`, exits 0 after N.
 #[derive(clap::Args)]
 pub(crate) struct Args {
-    /// Broker address.
-    #[arg(long, short, default_value_t = super::default_server(), value_name = "HOST:PORT")]
-    server: String,
-    /// Subscribe over UDP instead of TCP.
-    #[arg(long)]
-    udp: bool,
+    #[command(flatten)]
+    server: super::server::ServerArgs,
     /// Topic pattern: `*` matches one level, `>` all remaining levels.
     pattern: String,
     /// Selector over message properties, e.g. "sym = 'IBM' AND price > 100".
@@ -90,13 +86,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     }
-    let transport = if args.udp { Transport::Udp } else { Transport::Tcp };
-    let client = Client::builder(args.server.as_str())
-        .name("tidings-sub")
-        .transport(transport)
-        .connect()
-        .await
-        .with_context(|| format!("cannot connect to {}", args.server))?;
+    let client = args.server.connect("tidings-sub").await?;
     let options = SubscribeOptions {
         pattern: args.pattern.clone(),
         selector: args.selector.clone(),

@@ -1,0 +1,34 @@
+//! The `--server` and `--udp` options every client command shares, and the connection they
+//! describe.
+
+use anyhow::Context;
+use tidings_client::{Client, Transport};
+
+/// Which broker to talk to, and how.
+#[derive(clap::Args)]
+pub(crate) struct ServerArgs {
+    /// Broker address.
+    #[arg(long, short, default_value_t = default_server(), value_name = "HOST:PORT")]
+    pub(crate) server: String,
+    /// Use UDP instead of TCP.
+    #[arg(long)]
+    pub(crate) udp: bool,
+}
+
+impl ServerArgs {
+    /// Connects a client named `name` to the broker.
+    pub(crate) async fn connect(&self, name: &str) -> anyhow::Result<Client> {
+        let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
+        Client::builder(self.server.as_str())
+            .name(name)
+            .transport(transport)
+            .connect()
+            .await
+            .with_context(|| format!("cannot connect to {}", self.server))
+    }
+}
+
+/// The server address a client command uses when `--server` is not given.
+fn default_server() -> String {
+    format!("127.0.0.1:{}", tidings_broker::DEFAULT_PORT)
+}
