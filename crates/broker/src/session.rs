@@ -216,7 +216,7 @@ impl Session {
 
     /// Waits, within the stall bound, for the queues this session's publishes congested.
     pub async fn hold_back_for_congestion(&mut self) {
-        if self.scratch.congested.is_empty() {
+        if self.scratch.congested.is_empty() && self.scratch.route.congested.is_empty() {
             return;
         }
         let deadline = tokio::time::Instant::now() + self.shared.config.slow_consumer.max_stall;
@@ -224,6 +224,7 @@ impl Session {
         for outbox in self.scratch.congested.drain(..) {
             outbox.wait_drained(deadline).await;
         }
+        self.scratch.route.hold_back(deadline).await;
     }
 
     /// The number of active subscriptions.

@@ -85,13 +85,18 @@ impl Network {
         metric_value(&http_get(self.admin(broker), "/metrics").unwrap(), name)
     }
 
-    /// Data messages a broker received over all its links.
-    fn link_messages_in(&self, broker: &str) -> f64 {
+    /// A metric summed over all its label sets (every link, say).
+    fn total(&self, broker: &str, name: &str) -> f64 {
         let text = http_get(self.admin(broker), "/metrics").unwrap();
         text.lines()
-            .filter(|l| l.starts_with("tidings_link_messages_in_total{"))
+            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
             .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
             .sum()
+    }
+
+    /// Data messages a broker received over all its links.
+    fn link_messages_in(&self, broker: &str) -> f64 {
+        self.total(broker, "tidings_link_messages_in_total")
     }
 
     fn kill(&self, broker: &str) {
@@ -255,7 +260,7 @@ async fn brokers_in_a_branch_without_interest_receive_no_messages() {
     }
     let at_n10 = net.link_messages_in("n10") - before_n10;
     assert_eq!(at_n10, (count / 10) as f64, "n10 should receive exactly the matching tenth");
-    assert_eq!(net.metric("n22", "tidings_link_drops_total"), 0.0);
+    assert_eq!(net.total("n22", "tidings_link_drops_total"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -301,4 +306,115 @@ async fn traffic_flows_through_the_cell_mate_when_a_bundle_broker_dies() {
         assert_eq!(seen.get(&after), Some(&1), "message {after}, sent after recovery, was lost");
     }
     eprintln!("{carrier} killed; traffic flowed through {mate} after {recovered:?}");
+}
+
+/// Reads frames from a raw link connection until a CLOSE arrives; returns its reason.
+fn read_close(stream: &mut std::net::TcpStream) -> String {
+    use std::io::Read;
+    use tidings_broker::cluster::PeerFrame;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(frame) = PeerFrame::decode(&mut buf, 1 << 20).unwrap() {
+            if let PeerFrame::Close(reason) = frame {
+                return reason;
+            }
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "connection closed without a CLOSE frame");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn handshake(name: &str) -> Bytes {
+    use tidings_broker::cluster::{frame, Handshake, PEER_PROTOCOL};
+    frame::hello(&Handshake { protocol: PEER_PROTOCOL, name: name.into(), cell: name.into(), incarnation: 1 })
+}
+
+#[test]
+fn bad_input_from_a_peer_closes_only_that_link_with_a_clear_reason() {
+    use std::io::Write;
+    let broker =
+        tidings_testkit::BrokerProcess::start(bin(), &["--name", "solo", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let cases: [(&str, Vec<u8>, &str); 3] = [
+        ("garbage", vec![0, 0, 0, 1, 99], "unknown peer frame type 99"),
+        ("own name", handshake("solo").to_vec(), "cannot link to itself"),
+        ("oversized", vec![0xff, 0xff, 0xff, 0xff, 1], "over the limit"),
+    ];
+    for (what, bytes, expect) in cases {
+        let mut stream = std::net::TcpStream::connect(cluster).unwrap();
+        stream.write_all(&bytes).unwrap();
+        let reason = read_close(&mut stream);
+        assert!(reason.contains(expect), "{what}: {reason}");
+    }
+    // A malformed DATA frame after a good handshake closes that link, and nothing else.
+    let mut stream = std::net::TcpStream::connect(cluster).unwrap();
+    stream.write_all(&handshake("intruder")).unwrap();
+    stream.write_all(&[0, 0, 0, 4, 3, 0, 9, 1]).unwrap();
+    let reason = read_close(&mut stream);
+    assert!(reason.contains("malformed frame"), "{reason}");
+    assert_eq!(broker.metric("tidings_peer_protocol_errors_total").unwrap(), 1.0);
+    let mut good = std::net::TcpStream::connect(cluster).unwrap();
+    good.write_all(&handshake("friend")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while broker.metric("tidings_links_up").unwrap() != 1.0 {
+        assert!(Instant::now() < deadline, "a well-behaved peer could not link after the bad ones");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_into_a_stalled_broker_is_counted_as_link_drops_and_never_cuts_the_link() {
+    let _one = ONE_NETWORK.lock().await;
+    let dir = scratch_dir("flood-config");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("broker.toml");
+    // Liveness generous enough that a 1 s stall is a stall, not a death.
+    std::fs::write(
+        &config,
+        "[cluster]\nlink_queue_messages = 500\nheartbeat_interval = \"200ms\"\nmissed_heartbeats = 25\n",
+    )
+    .unwrap();
+    let net = {
+        let dir = scratch_dir("flood");
+        let out = Command::new(bin())
+            .args(["net", "up"])
+            .arg(topology("two-brokers.toml"))
+            .arg("--dir")
+            .arg(&dir)
+            .arg("--")
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        let network = Network::load(&dir);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        network
+    };
+    let (_client, sub) = subscribe(&net.tcp("shb"), "t.>", None).await;
+    let mut subs = vec![sub];
+    let publisher = Client::connect(net.tcp("phb").as_str()).await.unwrap();
+    warm_up(&publisher, &mut subs).await;
+    let shb_pid = net.brokers["shb"]["pid"].as_u64().unwrap().to_string();
+    Command::new("kill").args(["-STOP", &shb_pid]).status().unwrap();
+    // 60 MB: far more than the link queue and the kernel's socket buffers hold.
+    let count = 60_000i64;
+    for n in 0..count {
+        publisher.publish_with("t.data", &[Property::new("n", n)], Bytes::from_static(&[7; 1000])).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    Command::new("kill").args(["-CONT", &shb_pid]).status().unwrap();
+    let got = drain(&mut subs[0], Duration::from_millis(2000)).await;
+    let drops = net.total("phb", "tidings_link_drops_total");
+    assert!(drops > 0.0, "the stalled link never overflowed; the test proves nothing");
+    assert_eq!(got.len() as f64 + drops, count as f64, "every message is delivered or counted as dropped");
+    assert!(got.windows(2).all(|w| w[0] < w[1]), "the link delivers in order, without duplicates");
+    for broker in ["phb", "shb"] {
+        assert_eq!(net.metric(broker, "tidings_links_established_total"), 1.0, "{broker}: the link was cut");
+        assert_eq!(net.metric(broker, "tidings_links_up"), 1.0, "{broker}: the link is down");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

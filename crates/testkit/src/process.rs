@@ -22,6 +22,9 @@ pub struct Ready {
     pub udp: Option<SocketAddr>,
     /// Admin HTTP address.
     pub admin: Option<SocketAddr>,
+    /// Broker-to-broker link listener (absent from brokers without one).
+    #[serde(default)]
+    pub cluster: Option<SocketAddr>,
 }
 
 /// A running broker; killed on drop.

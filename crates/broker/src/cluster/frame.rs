@@ -166,27 +166,33 @@ pub fn close(reason: &str) -> Bytes {
     out.freeze()
 }
 
-/// Everything of a DATA frame before the message section: write it, then the section's bytes.
+/// Appends everything of a DATA frame before the message section to `out`: write it, then the
+/// section's bytes. Encodes in place (lengths patched afterwards), so it allocates nothing when
+/// `out` has room.
 pub fn data_prefix(header: &DataHeader, section_len: usize, out: &mut BytesMut) {
-    let mut encoded = BytesMut::with_capacity(64);
-    encoded.put_u64(header.pubend.0);
-    encoded.put_u64(header.tree.0);
-    put_str16(&mut encoded, header.root.as_str());
+    let start = out.len();
+    out.put_u32(0);
+    out.put_u8(DATA);
+    out.put_u16(0);
+    let header_start = out.len();
+    out.put_u64(header.pubend.0);
+    out.put_u64(header.tree.0);
+    put_str16(out, header.root.as_str());
     match &header.hop {
-        Hop::Down => encoded.put_u8(0),
+        Hop::Down => out.put_u8(0),
         Hop::Within { deliver, across } => {
-            encoded.put_u8(1);
-            encoded.put_u8(u8::from(*deliver == LocalDelivery::Deliver));
-            encoded.put_u16(across.len().min(u16::MAX as usize) as u16);
+            out.put_u8(1);
+            out.put_u8(u8::from(*deliver == LocalDelivery::Deliver));
+            out.put_u16(across.len().min(u16::MAX as usize) as u16);
             for cell in across.iter().take(u16::MAX as usize) {
-                put_str16(&mut encoded, cell.as_str());
+                put_str16(out, cell.as_str());
             }
         }
     }
-    out.put_u32((1 + 2 + encoded.len() + section_len) as u32);
-    out.put_u8(DATA);
-    out.put_u16(encoded.len() as u16);
-    out.extend_from_slice(&encoded);
+    let header_len = out.len() - header_start;
+    let length = (1 + 2 + header_len + section_len) as u32;
+    out[start..start + 4].copy_from_slice(&length.to_be_bytes());
+    out[start + 5..start + 7].copy_from_slice(&(header_len as u16).to_be_bytes());
 }
 
 fn put_str16(out: &mut BytesMut, text: &str) {

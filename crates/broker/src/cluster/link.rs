@@ -190,6 +190,7 @@ async fn read_loop(
     // Data proves the link alive too: under a flood, heartbeats may queue behind it.
     let liveness_every = Duration::from_millis((cluster.liveness.heartbeat_interval_ms / 2).max(1));
     let mut last_fed = Instant::now();
+    let hold_back = shared.config.slow_consumer.max_stall.min(shared.config.cluster.heartbeat_interval);
     loop {
         loop {
             let frame = match PeerFrame::decode(&mut buf, max_frame) {
@@ -223,9 +224,20 @@ async fn read_loop(
                 }
             }
         }
-        // Deliveries of forwarded messages never hold back a link (congestion is the local
-        // subscribers' outboxes' business).
-        dispatch.congested.clear();
+        // Congested subscribers or onward links hold this link back, briefly: not reading lets
+        // TCP push back on the sending broker, whose publishers then slow down. The bound is
+        // one heartbeat interval, far inside the liveness verdict.
+        if !dispatch.congested.is_empty() || !route.congested.is_empty() {
+            let deadline = tokio::time::Instant::now() + hold_back;
+            for outbox in dispatch.congested.drain(..) {
+                outbox.wait_drained(deadline).await;
+            }
+            route.hold_back(deadline).await;
+            if last_fed.elapsed() >= liveness_every {
+                cluster.received(peer, id, PeerMessage::Heartbeat);
+                last_fed = Instant::now();
+            }
+        }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }

@@ -70,6 +70,18 @@ struct Core {
 pub struct RouteScratch {
     forwarding: Forwarding,
     prefix: BytesMut,
+    /// Link queues that reported congestion since the sender last held back.
+    pub congested: Vec<Arc<LinkQueue>>,
+}
+
+impl RouteScratch {
+    /// Waits, until `deadline` at the latest, for every congested link queue to drain below
+    /// half full.
+    pub async fn hold_back(&mut self, deadline: tokio::time::Instant) {
+        for queue in self.congested.drain(..) {
+            queue.wait_drained(deadline).await;
+        }
+    }
 }
 
 /// The broker's side of the network: identity, router, links.
@@ -348,9 +360,16 @@ impl Cluster {
         let section = message.as_bytes();
         for send in &scratch.forwarding.sends {
             let Some(entry) = core.links.get(&send.to) else { continue };
+            if scratch.prefix.capacity() < 1024 {
+                scratch.prefix.reserve(64 * 1024);
+            }
             frame::data_prefix(&send.header, section.len(), &mut scratch.prefix);
             let prefix = scratch.prefix.split().freeze();
-            entry.queue.push_data(prefix, section.clone());
+            if entry.queue.push_data(prefix, section.clone()) == DataPush::Congested
+                && !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue))
+            {
+                scratch.congested.push(Arc::clone(&entry.queue));
+            }
         }
         scratch.forwarding.deliver_locally
     }

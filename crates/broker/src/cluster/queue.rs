@@ -1,7 +1,11 @@
 //! One link's bounded outbound queue and the writer that drains it.
 //!
 //! A flood never cuts a broker link: data that does not fit is dropped and counted per link
-//! (`tidings_link_drops`), and the link stays up. Control frames (heartbeats, adverts,
+//! (`tidings_link_drops`), and the link stays up. Past half full a push reports congestion, and
+//! the sender (a publisher's session, or the link reader forwarding a peer's messages) holds
+//! back for a bounded time, so bursts slow the publisher instead of being lost; a queue whose
+//! waiter timed out is marked slow and reports no congestion until it has drained, exactly as
+//! subscriber outboxes do. Control frames (heartbeats, adverts,
 //! summaries) bypass the bound and go out ahead of queued data, so a full data queue delays
 //! neither liveness nor routing.
 
@@ -47,6 +51,7 @@ struct State {
     data: VecDeque<(Bytes, Bytes)>,
     data_bytes: usize,
     closing: Option<Bytes>,
+    slow: bool,
 }
 
 /// What happened to a pushed data message.
@@ -54,6 +59,8 @@ struct State {
 pub enum DataPush {
     /// Queued.
     Queued,
+    /// Queued, and the queue is past half full: the sender should hold back a little.
+    Congested,
     /// The queue was full: dropped and counted.
     Dropped,
     /// The link is closing.
@@ -64,6 +71,7 @@ pub enum DataPush {
 pub struct LinkQueue {
     state: Mutex<State>,
     wake: Notify,
+    drained: Notify,
     limits: LinkLimits,
     counters: LinkCounters,
     /// Cancelled when the connection is finished, from either side.
@@ -76,6 +84,7 @@ impl LinkQueue {
         LinkQueue {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            drained: Notify::new(),
             limits,
             counters,
             done: CancellationToken::new(),
@@ -113,11 +122,41 @@ impl LinkQueue {
         let was_empty = s.data.is_empty() && s.control.is_empty();
         s.data.push_back((prefix, section));
         s.data_bytes += size;
+        let congested = !s.slow && self.past_half(&s);
         drop(s);
         if was_empty {
             self.wake.notify_one();
         }
-        DataPush::Queued
+        if congested {
+            DataPush::Congested
+        } else {
+            DataPush::Queued
+        }
+    }
+
+    fn past_half(&self, s: &State) -> bool {
+        s.data.len() * 2 > self.limits.max_messages || s.data_bytes * 2 > self.limits.max_bytes
+    }
+
+    /// Waits (at most until `deadline`) for the queue to fall below half full. Returns false if
+    /// it timed out; the queue is then marked slow, and nobody waits on it again until the
+    /// writer finds it below a quarter full.
+    pub async fn wait_drained(&self, deadline: tokio::time::Instant) -> bool {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let s = self.state.lock();
+                if s.slow || s.closing.is_some() || self.done.is_cancelled() || !self.past_half(&s) {
+                    return true;
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                self.state.lock().slow = true;
+                return false;
+            }
+        }
     }
 
     /// Writes a CLOSE frame with `reason` after queued control frames, drops queued data, and
@@ -152,6 +191,9 @@ impl LinkQueue {
     /// bytes taken, and the closing frame once nothing else is left.
     fn take(&self, chunks: &mut VecDeque<Bytes>) -> (u64, u64, Option<Bytes>) {
         let mut s = self.state.lock();
+        if s.data.len() * 4 < self.limits.max_messages && s.data_bytes * 4 < self.limits.max_bytes {
+            s.slow = false;
+        }
         chunks.extend(s.control.drain(..));
         let (mut messages, mut bytes) = (0u64, 0u64);
         for (prefix, section) in s.data.drain(..) {
@@ -205,12 +247,14 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
         }
         queue.counters.messages_out.inc_by(messages);
         queue.counters.bytes_out.inc_by(bytes);
+        queue.drained.notify_waiters();
         if scratch.capacity() < 16 * 1024 {
             scratch.reserve(64 * 1024);
         }
     }
     let _ = writer.shutdown().await;
     queue.done.cancel();
+    queue.drained.notify_waiters();
 }
 
 async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
@@ -246,7 +290,7 @@ mod tests {
         let queue = LinkQueue::new(LinkLimits { max_messages: 2, max_bytes: 1 << 20 }, LinkCounters::default());
         let data = || (Bytes::from_static(b"pre"), Bytes::from_static(b"body"));
         assert_eq!(queue.push_data(data().0, data().1), DataPush::Queued);
-        assert_eq!(queue.push_data(data().0, data().1), DataPush::Queued);
+        assert_eq!(queue.push_data(data().0, data().1), DataPush::Congested);
         assert_eq!(queue.push_data(data().0, data().1), DataPush::Dropped);
         queue.push_control(Bytes::from_static(b"hb"));
         assert_eq!(queue.counters().drops.get(), 1);
