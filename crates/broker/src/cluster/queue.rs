@@ -208,6 +208,13 @@ impl LinkQueue {
     }
 }
 
+/// Chunks up to this size (frame prefixes, small messages) are copied into one buffer; larger
+/// message sections go out by vectored write straight from the published buffer.
+const INLINE_CHUNK: usize = 512;
+
+/// Most buffers per vectored write (Linux allows 1024).
+const MAX_SLICES: usize = 256;
+
 /// Drains `queue` into the connection until it closes. Small chunks are coalesced into one
 /// buffer so that a batch of small messages costs one write.
 pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std::sync::Arc<LinkQueue>) {
@@ -230,7 +237,7 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
             }
         }
         for chunk in chunks.drain(..) {
-            if chunk.len() <= 2048 {
+            if chunk.len() <= INLINE_CHUNK {
                 scratch.extend_from_slice(&chunk);
             } else {
                 if !scratch.is_empty() {
@@ -260,7 +267,7 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
 async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
     while !chunks.is_empty() {
         let n = {
-            let slices: Vec<IoSlice<'_>> = chunks.iter().take(64).map(|c| IoSlice::new(c)).collect();
+            let slices: Vec<IoSlice<'_>> = chunks.iter().take(MAX_SLICES).map(|c| IoSlice::new(c)).collect();
             writer.write_vectored(&slices).await?
         };
         if n == 0 {
