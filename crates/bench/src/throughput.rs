@@ -12,8 +12,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use parking::Last;
 use serde::Serialize;
-use tidings_client::{now_us, Client};
-use tidings_wire::Message;
+use tidings_client::{now_us, Client, SubscribeOptions};
+use tidings_wire::{Message, Property};
 
 use crate::target::Target;
 
@@ -32,9 +32,11 @@ pub struct ThroughputSpec {
     pub drain: Duration,
     /// Topic.
     pub topic: String,
-    /// Extra subscriptions on other topics (none match), held by one more connection: the
+    /// Subscriptions that never match, held by one more connection: the cost of an index that
     /// cost of an index that is large but irrelevant to this message.
-    pub other_subscriptions: usize,
+    pub background: Background,
+    /// Properties every published message carries.
+    pub properties: Vec<Property>,
 }
 
 impl Default for ThroughputSpec {
@@ -46,9 +48,36 @@ impl Default for ThroughputSpec {
             max_messages: 1_000_000,
             drain: Duration::from_secs(20),
             topic: "bench.t".into(),
-            other_subscriptions: 0,
+            background: Background::None,
+            properties: Vec::new(),
         }
     }
+}
+
+/// Subscriptions that never match the benchmark's messages: what a large but irrelevant index
+/// costs the publish path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Background {
+    /// None.
+    None,
+    /// This many subscriptions on other topics (`other.N.>`): the topic trie must skip them.
+    Topics(usize),
+    /// This many subscriptions on the benchmark's own topic with seed 004 selectors
+    /// (`t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = N`) that the messages' `t4 = -1` never
+    /// satisfies: the content index must skip them without evaluating each.
+    Selectors(usize),
+}
+
+/// The seed 004 event: six tag=value pairs, with `t4 = -1` so no background selector matches.
+pub fn seed004_properties() -> Vec<Property> {
+    vec![
+        Property::new("t1", "a"),
+        Property::new("t2", "b"),
+        Property::new("t3", "c"),
+        Property::new("t4", -1i64),
+        Property::new("t5", "e"),
+        Property::new("t6", "f"),
+    ]
 }
 
 /// One run's figures.
@@ -117,18 +146,24 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
         counters.push(counter);
         clients.push(client);
     }
-    let other = if spec.other_subscriptions > 0 {
-        let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
-        let mut subs = Vec::with_capacity(spec.other_subscriptions);
-        for i in 0..spec.other_subscriptions {
-            subs.push(client.subscribe(&format!("other.{i}.>")).await?);
+    let background = match spec.background {
+        Background::None => None,
+        Background::Topics(n) | Background::Selectors(n) => {
+            let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
+            let mut subs = Vec::with_capacity(n);
+            for i in 0..n {
+                let options = match spec.background {
+                    Background::Topics(_) => SubscribeOptions::new(format!("other.{i}.>")),
+                    _ => SubscribeOptions::new(spec.topic.clone())
+                        .selector(format!("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = {i}")),
+                };
+                subs.push(client.subscribe_with(options).await?);
+            }
+            Some((client, subs))
         }
-        Some((client, subs))
-    } else {
-        None
     };
     let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
-    let message = Message::new(&spec.topic, &[], Bytes::from(vec![0u8; spec.size]), now_us())?;
+    let message = Message::new(&spec.topic, &spec.properties, Bytes::from(vec![0u8; spec.size]), now_us())?;
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < spec.max_messages {
@@ -173,7 +208,7 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
         let _ = c.close().await;
     }
     let _ = publisher.close().await;
-    if let Some((client, _subs)) = other {
+    if let Some((client, _subs)) = background {
         let _ = client.close().await;
     }
     for t in tasks {

@@ -10,7 +10,7 @@ use tidings_client::Transport;
 use crate::latency::{self, LatencySpec};
 use crate::stats::{median, spread};
 use crate::target::Target;
-use crate::throughput::{self, ThroughputSpec};
+use crate::throughput::{self, Background, ThroughputSpec};
 
 /// The foundation measurements.
 pub enum Classic {
@@ -79,6 +79,11 @@ pub struct IndexArgs {
     /// Non-matching subscriptions in the loaded case.
     #[arg(long, default_value_t = 10_000)]
     subscriptions: usize,
+    /// Make them selector subscriptions on the benchmark's own topic (seed 004 style, never
+    /// matching) instead of subscriptions on other topics; messages then carry six properties
+    /// in both runs.
+    #[arg(long)]
+    selectors: bool,
     /// Payload bytes.
     #[arg(long, default_value_t = 256)]
     size: usize,
@@ -146,14 +151,21 @@ pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
             summarize_tput(&label, &tput_reps(&a.common, &spec).await?)
         }
         Classic::Index(a) => {
+            let (background, properties) = if a.selectors {
+                (Background::Selectors(a.subscriptions), throughput::seed004_properties())
+            } else {
+                (Background::Topics(a.subscriptions), Vec::new())
+            };
             let base = ThroughputSpec {
                 size: a.size,
                 duration: Duration::from_secs_f64(a.common.duration),
+                properties,
                 ..ThroughputSpec::default()
             };
-            let loaded = ThroughputSpec { other_subscriptions: a.subscriptions, ..base.clone() };
+            let loaded = ThroughputSpec { background, ..base.clone() };
             let none = summarize_tput("index: no other subscriptions", &tput_reps(&a.common, &base).await?);
-            let label = format!("index: {} other subscriptions", a.subscriptions);
+            let kind = if a.selectors { "non-matching selector" } else { "other-topic" };
+            let label = format!("index: {} {kind} subscriptions", a.subscriptions);
             let many = summarize_tput(&label, &tput_reps(&a.common, &loaded).await?);
             let ratio = many["received_msg_s"].as_f64().unwrap_or(0.0) / none["received_msg_s"].as_f64().unwrap_or(1.0);
             println!("index: loaded / empty = {ratio:.3}");
