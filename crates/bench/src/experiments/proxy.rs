@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
-use super::{list, thousands};
+use super::{list, thousands, Tally};
 use crate::flood::FloodSpec;
 use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
@@ -84,6 +84,7 @@ impl Proxy {
             |b: &crate::network::BrokerInfo| b.admin.clone().ok_or_else(|| anyhow::anyhow!("{} has no admin", b.name));
         let mut table = Table::new(seed002::COLUMNS);
         let mut checks = FloodChecks::default();
+        let mut link = Tally::new("each message crossed the broker link once, whatever the subscribers behind it");
         for &n in &p.subscribers {
             for rep in 1..=ctx.reps {
                 let sites = Sites {
@@ -102,13 +103,20 @@ impl Proxy {
                     drain: Duration::from_secs(60),
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
+                let once = m.link_messages == m.run.sent as f64;
+                link.record(
+                    once,
+                    format!("{n} subscribers: {} link messages for {} sent", m.link_messages, m.run.sent),
+                );
                 seed002::rows(&mut table, p.size, rep, &m)?;
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
             }
         }
         drop(network);
         self.nats(ctx, &mut table).await?;
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+        let mut checks = checks.into_checks();
+        checks.push(link.check());
+        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks })
     }
 
     async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
@@ -230,8 +238,8 @@ impl Proxy {
                 fmt(self.per_subscriber_rt(table, n)),
                 fmt(self.cell(table, "tidings", n, "all", "rt_median_msg_s")),
                 fmt(self.cell(table, "tidings", n, "all", "received_msg_s")),
-                fmt(self.cell(table, "nats", n, "all", "per_sub_median_msg_s")),
-                fmt(self.cell(table, "nats", n, "all", "received_msg_s")),
+                seed002::nats_cell(table, n, self.0.size, "per_sub_median_msg_s"),
+                seed002::nats_cell(table, n, self.0.size, "received_msg_s"),
                 range(seed.map(|r| r.per_subscriber)),
                 range(seed.and_then(|r| r.aggregate))
             );

@@ -91,6 +91,8 @@ pub struct Measured {
     pub run: FloodRun,
     /// Slow-consumer drops at every broker during the run.
     pub drops: f64,
+    /// Data messages written on broker links, all brokers together.
+    pub link_messages: f64,
 }
 
 /// Connects, probes, runs one point, and records its checks under the name `at`.
@@ -123,7 +125,7 @@ pub async fn measure(sites: &Sites, spec: FloodSpec, checks: &mut FloodChecks, a
         held,
         format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}"),
     );
-    Ok(Measured { run, drops })
+    Ok(Measured { run, drops, link_messages: delta(&after, &before, metrics::LINK_MESSAGES_OUT) })
 }
 
 /// Our rows for one point: one per subscriber, then `all`.
@@ -216,6 +218,21 @@ pub fn peer_rows(table: &mut Table, source: &str, size: usize, rows: &[PeerRow])
     Ok(())
 }
 
+/// NATS's `column` at a point as text, with the share it lost when it lost any.
+pub fn nats_cell(table: &Table, subscribers: usize, size: usize, column: &str) -> String {
+    let cell = |c: &str| median_cell(table, "nats", subscribers, size, "all", c);
+    match cell(column) {
+        None => "n/a".into(),
+        Some(v) => match (cell("lost"), cell("sent")) {
+            (Some(lost), Some(sent)) if lost > 0.0 && sent > 0.0 => {
+                let share = 100.0 * lost / (sent * subscribers as f64);
+                format!("{} ({share:.0}% lost)", super::thousands(v))
+            }
+            _ => super::thousands(v),
+        },
+    }
+}
+
 /// The median over repetitions of `column` in the rows of `system` with `subscribers` and
 /// `size` for subscriber `which` (`all` or a number).
 pub fn median_cell(
@@ -268,7 +285,7 @@ mod tests {
             subscribers: vec![received(shifted.clone()), received(shifted)],
         };
         let mut table = Table::new(COLUMNS);
-        rows(&mut table, 1000, 1, &Measured { run, drops: 0.0 }).unwrap();
+        rows(&mut table, 1000, 1, &Measured { run, drops: 0.0, link_messages: 0.0 }).unwrap();
         assert_eq!(table.rows().len(), 3);
         let rt = median_cell(&table, "tidings", 2, 1000, "1", "rt_median_msg_s").unwrap();
         assert!((rt - 1000.0).abs() < 1.0, "{rt}");

@@ -193,7 +193,7 @@ impl Sizes {
                 cell(ours("1", "rt_median_msg_s")),
                 mb(ours("1", "rt_median_mb_s")),
                 cell(ours("1", "received_msg_s")),
-                cell(nats("received_msg_s")),
+                seed002::nats_cell(table, 1, size, "received_msg_s"),
                 mb(nats("received_mb_s"))
             );
         }

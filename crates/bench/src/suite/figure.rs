@@ -168,8 +168,8 @@ impl Panel {
         DB::ErrorType: 'static,
     {
         let (xs, ys) = self.extent();
-        let x = axis_range(&xs, self.x.scale);
-        let y = axis_range(&ys, self.y.scale);
+        let x = axis_range(&xs, self.x.scale, 0.0);
+        let y = axis_range(&ys, self.y.scale, HEADROOM);
         match (self.x.scale, self.y.scale) {
             (Scale::Linear, Scale::Linear) => self.draw_in(area, x, y),
             (Scale::Log, Scale::Linear) => self.draw_in(area, x.log_scale(), y),
@@ -214,6 +214,8 @@ impl Panel {
             .configure_mesh()
             .x_desc(&self.x.label)
             .y_desc(&self.y.label)
+            .x_labels(12)
+            .y_labels(12)
             .x_label_formatter(&|v| tick(*v))
             .y_label_formatter(&|v| tick(*v))
             .label_style(("sans-serif", 13))
@@ -285,9 +287,13 @@ impl Panel {
     }
 }
 
-/// The axis range covering `values`: decades for a log axis (positive values only), a 5 %
-/// margin for a linear one (always including 0 when the data is non-negative).
-fn axis_range(values: &[f64], scale: Scale) -> Range<f64> {
+/// Share of a vertical axis kept free above the data, for the legend in the upper left.
+const HEADROOM: f64 = 0.3;
+
+/// The axis range covering `values` with the share `headroom` of it free above them: whole
+/// decades for a log axis (positive values only; the lowest decade nudged so that its label is
+/// drawn), from 0 for a linear one when the data is non-negative.
+fn axis_range(values: &[f64], scale: Scale, headroom: f64) -> Range<f64> {
     let usable: Vec<f64> =
         values.iter().copied().filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0)).collect();
     let lo = usable.iter().copied().fold(f64::INFINITY, f64::min);
@@ -295,18 +301,17 @@ fn axis_range(values: &[f64], scale: Scale) -> Range<f64> {
     match scale {
         _ if usable.is_empty() => 0.0..1.0,
         Scale::Log => {
-            let lo = 10f64.powf(lo.log10().floor());
-            let hi = 10f64.powf(hi.log10().ceil());
-            if hi > lo {
-                lo..hi
-            } else {
-                lo..lo * 10.0
+            let bottom = lo.log10().floor();
+            let mut top = hi.log10().ceil().max(bottom + 1.0);
+            if top - hi.log10() < headroom * (top - bottom) {
+                top += 1.0;
             }
+            10f64.powf(bottom) * 0.999..10f64.powf(top)
         }
         Scale::Linear => {
             let lo = if lo >= 0.0 { 0.0 } else { lo };
             let span = if hi > lo { hi - lo } else { hi.abs().max(1.0) };
-            lo..hi + span * 0.08
+            lo..hi + span * (headroom / (1.0 - headroom)).max(0.05)
         }
     }
 }
@@ -337,16 +342,18 @@ mod tests {
 
     #[test]
     fn log_ranges_round_out_to_decades() {
-        assert_eq!(axis_range(&[15.0, 950.0, -3.0], Scale::Log), 10.0..1000.0);
-        assert_eq!(axis_range(&[100.0], Scale::Log), 100.0..1000.0);
-        assert_eq!(axis_range(&[], Scale::Log), 0.0..1.0);
+        let decades = |r: Range<f64>| (r.start.log10().round(), r.end.log10().round());
+        assert_eq!(decades(axis_range(&[15.0, 45.0, -3.0], Scale::Log, HEADROOM)), (1.0, 2.0));
+        assert_eq!(decades(axis_range(&[15.0, 950.0], Scale::Log, HEADROOM)), (1.0, 4.0), "room for the legend");
+        assert_eq!(decades(axis_range(&[15.0, 950.0], Scale::Log, 0.0)), (1.0, 3.0));
+        assert_eq!(decades(axis_range(&[100.0], Scale::Log, HEADROOM)), (2.0, 3.0));
+        assert_eq!(axis_range(&[], Scale::Log, HEADROOM), 0.0..1.0);
     }
 
     #[test]
     fn linear_ranges_start_at_zero_for_positive_data() {
-        let r = axis_range(&[5.0, 10.0], Scale::Linear);
-        assert_eq!(r.start, 0.0);
-        assert!(r.end > 10.0);
+        assert_eq!(axis_range(&[5.0, 10.0], Scale::Linear, 0.5), 0.0..20.0);
+        assert_eq!(axis_range(&[5.0, 10.0], Scale::Linear, 0.0), 0.0..10.5);
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub struct RunInfo {
     pub tidings: String,
     /// What NATS figures the section holds and where they come from.
     pub nats: String,
+    /// The command line that ran it.
+    pub command: String,
 }
 
 /// Runs `experiments` in order; writes outputs under `ctx.out`, `summary.json` at the end.
@@ -64,6 +66,7 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
             scale: ctx.scale.label().to_string(),
             tidings: format!("tidings {} ({} build)", env!("CARGO_PKG_VERSION"), profile()),
             nats: ctx.peers.describe(),
+            command: command_line(),
         };
         let result = experiment.run(ctx).await;
         bar.finish();
@@ -92,6 +95,15 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
     std::fs::write(ctx.out.join("summary.json"), serde_json::to_string_pretty(&statuses)?)?;
     let _ = std::fs::remove_dir_all(super::scratch_root());
     Ok(statuses)
+}
+
+/// `tidings bench ...` as it was invoked (the program path shortened to its name).
+fn command_line() -> String {
+    let mut args: Vec<String> = std::env::args().collect();
+    if let Some(first) = args.first_mut() {
+        *first = std::path::Path::new(first).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    }
+    args.join(" ")
 }
 
 fn profile() -> &'static str {
@@ -188,7 +200,13 @@ mod tests {
     }
 
     fn info() -> RunInfo {
-        RunInfo { started: "T".into(), scale: "quick".into(), tidings: "tidings 0".into(), nats: "NATS: no.".into() }
+        RunInfo {
+            started: "T".into(),
+            scale: "quick".into(),
+            tidings: "tidings 0".into(),
+            nats: "NATS: no.".into(),
+            command: "tidings bench fake".into(),
+        }
     }
 
     #[test]
@@ -202,6 +220,7 @@ mod tests {
         let s = section(&Fake, &info(), Ok(&outcome));
         assert!(s.starts_with("## `fake`: a fake (seed 999)"));
         assert!(s.contains("Run T, quick; tidings 0. NATS: no."));
+        assert!(s.contains("Command: `tidings bench fake`"));
         assert!(s.contains("| size | 10 B |"));
         assert!(s.contains("![fake](fake.png)"));
         assert!(s.contains("Internal checks (1 of 2 held)"));
