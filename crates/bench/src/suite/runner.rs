@@ -147,6 +147,7 @@ pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Out
     let _ = writeln!(out, "## `{name}`: {} ({})\n", experiment.title(), experiment.seeds());
     let _ =
         writeln!(out, "Run {}, {}; {}. {}.\n", info.started, info.scale, info.tidings, info.nats.trim_end_matches('.'));
+    let _ = writeln!(out, "Command: `{}`\n", info.command);
     let _ = writeln!(out, "| parameter | value |\n|---|---|");
     for (k, v) in experiment.parameters() {
         let _ = writeln!(out, "| {k} | {v} |");
