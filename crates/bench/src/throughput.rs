@@ -146,20 +146,25 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
         counters.push(counter);
         clients.push(client);
     }
+    // Spread over connections of at most 50,000 subscriptions, under the broker's per-session limit.
     let background = match spec.background {
-        Background::None => None,
+        Background::None => Vec::new(),
         Background::Topics(n) | Background::Selectors(n) => {
-            let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
-            let mut subs = Vec::with_capacity(n);
-            for i in 0..n {
-                let options = match spec.background {
-                    Background::Topics(_) => SubscribeOptions::new(format!("other.{i}.>")),
-                    _ => SubscribeOptions::new(spec.topic.clone())
-                        .selector(format!("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = {i}")),
-                };
-                subs.push(client.subscribe_with(options).await?);
+            let mut held = Vec::new();
+            for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
+                let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
+                let mut subs = Vec::with_capacity(chunk.len());
+                for i in chunk {
+                    let options = match spec.background {
+                        Background::Topics(_) => SubscribeOptions::new(format!("other.{i}.>")),
+                        _ => SubscribeOptions::new(spec.topic.clone())
+                            .selector(format!("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = {i}")),
+                    };
+                    subs.push(client.subscribe_with(options).await?);
+                }
+                held.push((client, subs));
             }
-            Some((client, subs))
+            held
         }
     };
     let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
@@ -208,7 +213,7 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
         let _ = c.close().await;
     }
     let _ = publisher.close().await;
-    if let Some((client, _subs)) = background {
+    for (client, _subs) in background {
         let _ = client.close().await;
     }
     for t in tasks {
