@@ -241,3 +241,19 @@ async fn reconvergence_after_a_bundle_broker_fails() {
         println!("{how} of {carrier}: longest gap in deliveries at s1 {gap:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement; run in release with --ignored --nocapture"]
+async fn subscription_cost_at_a_linked_broker() {
+    let net = Network::up("two-brokers.toml");
+    let client = Client::connect(net.tcp("shb").as_str()).await.unwrap();
+    let mut subs = Vec::new();
+    let mut last = Instant::now();
+    for batch in 0..4 {
+        for n in 0..500 {
+            subs.push(client.subscribe(&format!("bench.{batch}.{n}.>")).await.unwrap());
+        }
+        println!("subscriptions {}..{}: {:?} per subscription", batch * 500, (batch + 1) * 500, last.elapsed() / 500);
+        last = Instant::now();
+    }
+}

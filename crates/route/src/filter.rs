@@ -2,6 +2,7 @@
 //! the selector language: the broker plugs in (topic pattern, optional selector) from
 //! `tidings-matching`; tests plug in something small.
 
+use std::collections::BTreeMap;
 use std::fmt::Debug;
 
 /// One subscription's interest, as far as routing needs to know it.
@@ -19,28 +20,67 @@ pub trait Filter: Clone + Ord + Debug {
     /// Whether every message matching `other` also matches `self`. It may answer `false` when
     /// unsure: a missed covering only makes a summary larger, never wrong.
     fn covers(&self, other: &Self) -> bool;
+
+    /// A necessary condition for covering, so that [`minimize`] need not compare every pair:
+    /// the filter's fixed leading segments joined by `.` (for a topic pattern, its literal levels
+    /// before the first wildcard). Contract: if `a.covers(b)`, then `a`'s key is empty, equal to
+    /// `b`'s, or a prefix of `b`'s followed by a `.`. The default (empty for every filter) is
+    /// always correct and makes `minimize` quadratic.
+    fn covering_key(&self) -> &str {
+        ""
+    }
 }
 
 /// Reduces a set of filters to the entries no other entry covers, so the result matches exactly
 /// the same messages as the input. Among equivalent filters (each covers the other) the smallest
 /// by `Ord` is kept, so every broker reduces the same set to the same summary.
 ///
-/// Quadratic in the number of filters; summaries are expected to stay in the hundreds per link.
+/// Filters are grouped by [`Filter::covering_key`] and groups are visited from the fewest key
+/// segments up, so a filter is compared only with the members of its own group and with the
+/// survivors of the groups whose key is a prefix of its own: near-linear when keys spread the
+/// filters out (distinct topic prefixes), quadratic when they do not.
 pub fn minimize<'a, F: Filter + 'a>(filters: impl IntoIterator<Item = &'a F>) -> Vec<F> {
     let mut sorted: Vec<&F> = filters.into_iter().collect();
     sorted.sort();
     sorted.dedup();
-    let mut kept: Vec<&F> = Vec::with_capacity(sorted.len());
+    let mut groups: BTreeMap<(usize, &str), Vec<&F>> = BTreeMap::new();
     for filter in sorted {
-        if kept.iter().any(|k| k.covers(filter)) {
-            continue;
-        }
-        kept.retain(|k| !filter.covers(k));
-        kept.push(filter);
+        let key = filter.covering_key();
+        groups.entry((segments(key), key)).or_default().push(filter);
     }
-    let mut out: Vec<F> = kept.into_iter().cloned().collect();
+    let mut kept: BTreeMap<&str, Vec<&F>> = BTreeMap::new();
+    for ((_, key), members) in groups {
+        let mut survivors: Vec<&F> = Vec::new();
+        for filter in members {
+            let covered_outside = key_prefixes(key)
+                .any(|prefix| kept.get(prefix).is_some_and(|wider| wider.iter().any(|k| k.covers(filter))));
+            if covered_outside || survivors.iter().any(|k| k.covers(filter)) {
+                continue;
+            }
+            survivors.retain(|k| !filter.covers(k));
+            survivors.push(filter);
+        }
+        if !survivors.is_empty() {
+            kept.insert(key, survivors);
+        }
+    }
+    let mut out: Vec<F> = kept.into_values().flatten().cloned().collect();
     out.sort();
     out
+}
+
+fn segments(key: &str) -> usize {
+    if key.is_empty() {
+        0
+    } else {
+        key.matches('.').count() + 1
+    }
+}
+
+/// The proper prefixes of a key at segment boundaries, the empty key first.
+fn key_prefixes(key: &str) -> impl Iterator<Item = &str> {
+    let dots = key.match_indices('.').map(move |(at, _)| &key[..at]);
+    std::iter::once("").filter(move |_| !key.is_empty()).chain(dots)
 }
 
 /// Whether any filter of a summary matches the message: the per-link test of the data path.
@@ -79,6 +119,55 @@ mod tests {
         assert_eq!(minimize(&input), vec![Range(0, 10), Range(20, 30)]);
         let reversed: Vec<Range> = input.iter().rev().copied().collect();
         assert_eq!(minimize(&reversed), vec![Range(0, 10), Range(20, 30)]);
+    }
+
+    /// Dotted paths with an optional trailing wildcard: `a.b.>` covers everything under `a.b`.
+    #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+    struct Path(String, bool);
+
+    impl Filter for Path {
+        type Message = str;
+        fn matches(&self, message: &str) -> bool {
+            if self.1 {
+                message.starts_with(&format!("{}.", self.0))
+            } else {
+                message == self.0
+            }
+        }
+        fn covers(&self, other: &Self) -> bool {
+            (self.1 && other.0.starts_with(&format!("{}.", self.0))) || (self == other)
+        }
+        fn covering_key(&self) -> &str {
+            &self.0
+        }
+    }
+
+    #[test]
+    fn keyed_minimize_agrees_with_comparing_every_pair() {
+        let names = ["a", "a.b", "a.b.c", "a.c", "b", "b.a", "ab", "ab.c"];
+        let mut filters = Vec::new();
+        for (index, name) in names.iter().enumerate() {
+            filters.push(Path((*name).to_string(), index % 2 == 0));
+            filters.push(Path((*name).to_string(), index % 3 == 0));
+        }
+        let keyed = minimize(&filters);
+        let pairwise: Vec<Path> = {
+            let mut kept: Vec<Path> = Vec::new();
+            let mut sorted = filters.clone();
+            sorted.sort();
+            sorted.dedup();
+            for f in sorted {
+                if !kept.iter().any(|k| k.covers(&f)) {
+                    kept.retain(|k| !f.covers(k));
+                    kept.push(f);
+                }
+            }
+            kept.sort();
+            kept
+        };
+        assert_eq!(keyed, pairwise);
+        assert!(keyed.contains(&Path("a".into(), true)) && !keyed.contains(&Path("a.b.c".into(), true)));
+        assert!(keyed.contains(&Path("ab".into(), true)), "ab is not under a");
     }
 
     #[test]

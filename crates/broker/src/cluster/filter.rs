@@ -9,7 +9,7 @@ use std::cell::OnceCell;
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
-use tidings_matching::{Pattern, Selector};
+use tidings_matching::{Pattern, PatternLevel, Selector};
 use tidings_route::Filter;
 use tidings_wire::{Message, Property};
 
@@ -22,6 +22,8 @@ use tidings_wire::{Message, Property};
 pub struct RouteFilter {
     filter: tidings_matching::Filter,
     text: FilterText,
+    /// The pattern's literal levels before its first wildcard: what covering needs in common.
+    key: String,
 }
 
 /// The wire and `/state` form of a [`RouteFilter`].
@@ -39,7 +41,15 @@ impl RouteFilter {
     /// A filter from a parsed pattern and selector.
     pub fn new(pattern: Pattern, selector: Option<Selector>) -> RouteFilter {
         let text = FilterText { pattern: pattern.to_string(), selector: selector.as_ref().map(ToString::to_string) };
-        RouteFilter { filter: tidings_matching::Filter { pattern, selector }, text }
+        let literals: Vec<&str> = pattern
+            .levels()
+            .map_while(|level| match level {
+                PatternLevel::Literal(literal) => Some(literal),
+                PatternLevel::OneLevel | PatternLevel::RestLevels => None,
+            })
+            .collect();
+        let key = literals.join(".");
+        RouteFilter { filter: tidings_matching::Filter { pattern, selector }, text, key }
     }
 
     /// The filter's texts.
@@ -117,5 +127,33 @@ impl Filter for RouteFilter {
 
     fn covers(&self, other: &Self) -> bool {
         tidings_matching::covers(&self.filter, &other.filter)
+    }
+
+    fn covering_key(&self) -> &str {
+        &self.key
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(pattern: &str, selector: Option<&str>) -> RouteFilter {
+        RouteFilter::new(Pattern::parse(pattern).unwrap(), selector.map(|s| Selector::parse(s).unwrap()))
+    }
+
+    #[test]
+    fn the_covering_key_is_the_literal_prefix_of_the_pattern() {
+        assert_eq!(filter("a.b.>", None).covering_key(), "a.b");
+        assert_eq!(filter("a.*.c", None).covering_key(), "a");
+        assert_eq!(filter(">", None).covering_key(), "");
+        assert_eq!(filter("a.b", Some("k = 1")).covering_key(), "a.b");
+    }
+
+    #[test]
+    fn summaries_drop_covered_filters_across_key_groups() {
+        let filters = [filter("a.b.c", None), filter("a.>", None), filter("a.b.>", Some("k > 1")), filter("b.c", None)];
+        let kept = tidings_route::filter::minimize(&filters);
+        assert_eq!(kept, vec![filter("a.>", None), filter("b.c", None)]);
     }
 }

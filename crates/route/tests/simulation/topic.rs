@@ -11,11 +11,16 @@ pub(crate) struct Pattern {
     text: String,
     #[serde(skip)]
     levels: Vec<String>,
+    /// The literal levels before the first wildcard (the covering key).
+    #[serde(skip)]
+    key: String,
 }
 
 impl Pattern {
     pub(crate) fn new(text: &str) -> Self {
-        Self { text: text.to_string(), levels: text.split('.').map(str::to_string).collect() }
+        let levels: Vec<String> = text.split('.').map(str::to_string).collect();
+        let key = levels.iter().take_while(|l| *l != "*" && *l != ">").cloned().collect::<Vec<_>>().join(".");
+        Self { text: text.to_string(), levels, key }
     }
 }
 
@@ -44,6 +49,10 @@ impl Filter for Pattern {
 
     fn covers(&self, other: &Self) -> bool {
         covers(&self.levels, &other.levels)
+    }
+
+    fn covering_key(&self) -> &str {
+        &self.key
     }
 }
 
