@@ -174,7 +174,10 @@ impl Sizes {
              with In the time the subscriber's application received message n (M = {WINDOW}); the table \
              gives the seed's median of each series. *Received / time* is the peer harness's figure \
              (messages received ÷ time from the first publish to the last receipt), the one NATS is \
-             measured with: the harness records no per-message times, so NATS has no STn/RTn.\n"
+             measured with: the harness records no per-message times, so NATS has no STn/RTn. A \
+             publish call returns once the message is in the client's write buffer (as `zmq_send` \
+             does), so STn is the rate at which that buffer takes messages, held back only when \
+             it is full.\n"
         );
         let _ = writeln!(
             out,
