@@ -9,6 +9,7 @@
 //! A broker with no links skips all of this (`is_active` is one atomic load), so a lone
 //! broker's publish path is what it was before links existed.
 
+mod data;
 mod filter;
 pub mod frame;
 mod link;
@@ -21,19 +22,18 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use bytes::BytesMut;
 use parking_lot::RwLock;
 use tidings_route::{
-    Action, Arrival, BrokerName, CellName, DataHeader, DropReason, Forwarding, Incarnation, Input, LivenessSettings,
-    Millis, PeerMessage, PubendId, Router, RouterSettings,
+    Action, BrokerName, CellName, Incarnation, Input, LivenessSettings, Millis, PeerMessage, PubendId, Router,
+    RouterSettings,
 };
-use tidings_wire::Message;
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use crate::config::Config;
-use crate::metrics::{Metrics, WhyLabel};
+use crate::metrics::Metrics;
 
+pub use data::RouteScratch;
 pub use filter::{FilterText, Probe, RouteFilter};
 pub use frame::{Handshake, PeerFrame, PeerFrameError, PEER_PROTOCOL};
 pub use link::{accept_loop, dial_loop, ticker};
@@ -63,25 +63,6 @@ struct Core {
     router: Router<RouteFilter>,
     links: BTreeMap<BrokerName, LinkEntry>,
     actions: Vec<Action<RouteFilter>>,
-}
-
-/// Per-thread scratch for the data path, reused across messages.
-#[derive(Default)]
-pub struct RouteScratch {
-    forwarding: Forwarding,
-    prefix: BytesMut,
-    /// Link queues that reported congestion since the sender last held back.
-    pub congested: Vec<Arc<LinkQueue>>,
-}
-
-impl RouteScratch {
-    /// Waits, until `deadline` at the latest, for every congested link queue to drain below
-    /// half full.
-    pub async fn hold_back(&mut self, deadline: tokio::time::Instant) {
-        for queue in self.congested.drain(..) {
-            queue.wait_drained(deadline).await;
-        }
-    }
 }
 
 /// The broker's side of the network: identity, router, links.
@@ -346,45 +327,6 @@ impl Cluster {
         self.metrics.links_up.set(core.links.len() as i64);
     }
 
-    /// Routes one message: from a local publisher (`Arrival::Published`) or from a peer. Queues
-    /// a copy on each link the router chose and returns whether this broker delivers it to its
-    /// own subscribers.
-    pub fn forward(&self, arrival: Arrival<'_>, message: &Message, scratch: &mut RouteScratch) -> bool {
-        let probe = Probe::new(message);
-        let core = self.core.read();
-        core.router.route(arrival, &probe, &mut scratch.forwarding);
-        if let Some(reason) = scratch.forwarding.dropped {
-            self.metrics.route_drops.get_or_create(&WhyLabel { why: drop_label(reason) }).inc();
-            return false;
-        }
-        let section = message.as_bytes();
-        for send in &scratch.forwarding.sends {
-            let Some(entry) = core.links.get(&send.to) else { continue };
-            if scratch.prefix.capacity() < 1024 {
-                scratch.prefix.reserve(64 * 1024);
-            }
-            frame::data_prefix(&send.header, section.len(), &mut scratch.prefix);
-            let prefix = scratch.prefix.split().freeze();
-            if entry.queue.push_data(prefix, section.clone()) == DataPush::Congested
-                && !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue))
-            {
-                scratch.congested.push(Arc::clone(&entry.queue));
-            }
-        }
-        scratch.forwarding.deliver_locally
-    }
-
-    /// Routes a message that arrived from `from` with `header`.
-    pub fn forward_received(
-        &self,
-        from: &BrokerName,
-        header: &DataHeader,
-        message: &Message,
-        scratch: &mut RouteScratch,
-    ) -> bool {
-        self.forward(Arrival::Received { from, header }, message, scratch)
-    }
-
     /// Copies the router's summary sizes into the metrics (called on scrape).
     pub fn report_metrics(&self) {
         let metrics = self.core.read().router.metrics();
@@ -396,15 +338,6 @@ impl Cluster {
             let label = crate::metrics::PeerLabel { peer: peer.to_string() };
             self.metrics.summary_filters_sent.get_or_create(&label).set(*size as i64);
         }
-    }
-}
-
-fn drop_label(reason: DropReason) -> &'static str {
-    match reason {
-        DropReason::UnknownTreeId => "unknown_tree",
-        DropReason::UnknownRoot => "unknown_root",
-        DropReason::NotFromParent => "not_from_parent",
-        DropReason::NotFromMate => "not_from_mate",
     }
 }
 

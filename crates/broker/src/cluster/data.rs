@@ -1,0 +1,82 @@
+//! The data path: one routing decision per message, then a frame prefix per copy, with the
+//! message section shared by every copy.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tidings_route::{Arrival, BrokerName, DataHeader, DropReason, Forwarding};
+use tidings_wire::Message;
+
+use super::frame;
+use super::queue::{DataPush, LinkQueue};
+use super::{Cluster, Probe};
+use crate::metrics::WhyLabel;
+
+/// Per-thread scratch for the data path, reused across messages.
+#[derive(Default)]
+pub struct RouteScratch {
+    forwarding: Forwarding,
+    prefix: BytesMut,
+    /// Link queues that reported congestion since the sender last held back.
+    pub congested: Vec<Arc<LinkQueue>>,
+}
+
+impl RouteScratch {
+    /// Waits, until `deadline` at the latest, for every congested link queue to drain below
+    /// half full.
+    pub async fn hold_back(&mut self, deadline: tokio::time::Instant) {
+        for queue in self.congested.drain(..) {
+            queue.wait_drained(deadline).await;
+        }
+    }
+}
+
+impl Cluster {
+    /// Routes one message: from a local publisher (`Arrival::Published`) or from a peer. Queues
+    /// a copy on each link the router chose and returns whether this broker delivers it to its
+    /// own subscribers.
+    pub fn forward(&self, arrival: Arrival<'_>, message: &Message, scratch: &mut RouteScratch) -> bool {
+        let probe = Probe::new(message);
+        let core = self.core.read();
+        core.router.route(arrival, &probe, &mut scratch.forwarding);
+        if let Some(reason) = scratch.forwarding.dropped {
+            self.metrics.route_drops.get_or_create(&WhyLabel { why: drop_label(reason) }).inc();
+            return false;
+        }
+        let section = message.as_bytes();
+        for send in &scratch.forwarding.sends {
+            let Some(entry) = core.links.get(&send.to) else { continue };
+            if scratch.prefix.capacity() < 1024 {
+                scratch.prefix.reserve(64 * 1024);
+            }
+            frame::data_prefix(&send.header, section.len(), &mut scratch.prefix);
+            let prefix = scratch.prefix.split().freeze();
+            if entry.queue.push_data(prefix, section.clone()) == DataPush::Congested
+                && !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue))
+            {
+                scratch.congested.push(Arc::clone(&entry.queue));
+            }
+        }
+        scratch.forwarding.deliver_locally
+    }
+
+    /// Routes a message that arrived from `from` with `header`.
+    pub fn forward_received(
+        &self,
+        from: &BrokerName,
+        header: &DataHeader,
+        message: &Message,
+        scratch: &mut RouteScratch,
+    ) -> bool {
+        self.forward(Arrival::Received { from, header }, message, scratch)
+    }
+}
+
+fn drop_label(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::UnknownTreeId => "unknown_tree",
+        DropReason::UnknownRoot => "unknown_root",
+        DropReason::NotFromParent => "not_from_parent",
+        DropReason::NotFromMate => "not_from_mate",
+    }
+}
