@@ -418,3 +418,60 @@ async fn a_flood_into_a_stalled_broker_is_counted_as_link_drops_and_never_cuts_t
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+fn links_up(broker: &tidings_testkit::BrokerProcess) -> f64 {
+    broker.metric("tidings_links_up").unwrap_or(-1.0)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    start.elapsed()
+}
+
+#[test]
+fn a_restarted_peer_is_redialled_and_links_again_with_a_new_incarnation() {
+    use tidings_testkit::BrokerProcess;
+    let mut a = BrokerProcess::start(bin(), &["--name", "a", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let a_cluster = a.ready.cluster.unwrap().to_string();
+    let b = BrokerProcess::start(bin(), &["--name", "b", "--peer", &a_cluster]).unwrap();
+    wait_for("first link", Duration::from_secs(10), || links_up(&a) == 1.0 && links_up(&b) == 1.0);
+    let first = http_get(a.ready.admin.unwrap(), "/state").unwrap();
+    let first: Value = serde_json::from_str(&first).unwrap();
+    a.kill();
+    wait_for("b notices", Duration::from_secs(5), || links_up(&b) == 0.0);
+    let a = BrokerProcess::start(bin(), &["--name", "a", "--cluster-listen", &a_cluster]).unwrap();
+    let relinked = wait_for("relink", Duration::from_secs(10), || links_up(&a) == 1.0 && links_up(&b) == 1.0);
+    let second: Value = serde_json::from_str(&http_get(a.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    assert!(second["incarnation"].as_u64() > first["incarnation"].as_u64(), "the incarnation must grow");
+    let b_state: Value = serde_json::from_str(&http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    assert_eq!(b_state["router"]["links"][0]["incarnation"], second["incarnation"]);
+    eprintln!("b linked to the restarted a {relinked:?} after it started");
+}
+
+#[test]
+fn print_config_shows_the_cluster_settings_and_every_peer() {
+    let out = Command::new(bin())
+        .args(["broker", "--print-config", "--cell", "IB1", "--cluster-listen", "127.0.0.1:7100"])
+        .args(["--peer", "127.0.0.1:7101", "--peer", "host.example:7102"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for expected in [
+        "[cluster]",
+        "cell = \"IB1\"",
+        "listen = \"127.0.0.1:7100\"",
+        "heartbeat_interval",
+        "[[peer]]",
+        "host.example:7102",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    let bad = Command::new(bin()).args(["broker", "--print-config", "--peer", "nope"]).output().unwrap();
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("peer[0].address"));
+}

@@ -96,7 +96,8 @@ impl BrokerProcess {
         let pid = i32::try_from(self.child.id()).map_err(std::io::Error::other)?;
         // `libc::kill` is an FFI call and the workspace forbids unsafe code, so signals go
         // through kill(1); tests send a handful, so the extra process is no cost.
-        let status = Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).status()?;
+        let status =
+            Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).stderr(Stdio::null()).status()?;
         if status.success() {
             Ok(())
         } else {
