@@ -25,12 +25,25 @@ pub struct DispatchScratch {
     targets: Vec<Arc<Target>>,
     /// Queues that reported congestion during the current batch of frames.
     pub congested: Vec<Arc<Outbox>>,
+    /// Queues that went from empty to non-empty in the current batch; their writers are woken
+    /// once, by [`DispatchScratch::wake_writers`], when the batch is done.
+    wake: Vec<Arc<Outbox>>,
     /// Scratch for routing decisions when this broker has links.
     pub route: crate::cluster::RouteScratch,
     /// Messages and bytes published in the current batch; counted into metrics once per batch
     /// rather than per message, to keep shared atomics off the per-message path.
     published: u64,
     published_bytes: u64,
+}
+
+impl DispatchScratch {
+    /// Wakes the writer of every queue this batch filled. Call after each batch of frames,
+    /// before waiting on congested queues (whose writers must be awake to drain them).
+    pub fn wake_writers(&mut self) {
+        for outbox in self.wake.drain(..) {
+            outbox.wake();
+        }
+    }
 }
 
 impl Dispatcher {
@@ -86,7 +99,7 @@ impl Dispatcher {
             }
         }
         for target in scratch.targets.drain(..) {
-            if target.outbox.push(&target, message) == Push::Congested
+            if target.outbox.push(&target, message, &mut scratch.wake) == Push::Congested
                 && !scratch.congested.iter().any(|o| Arc::ptr_eq(o, &target.outbox))
             {
                 scratch.congested.push(Arc::clone(&target.outbox));
@@ -108,10 +121,12 @@ impl Dispatcher {
         *last = now;
     }
 
-    /// Ends a batch of frames read together: counts its publishes and records how long the
+    /// Ends a batch of frames read together: wakes the writers it queued for, counts its
+    /// publishes and records how long the
     /// batch took from being read to having every PUBLISH queued (the publish-to-dispatch
     /// latency of its last message).
     pub fn finish_batch(&self, read_at: Instant, scratch: &mut DispatchScratch) {
+        scratch.wake_writers();
         if scratch.published == 0 {
             return;
         }

@@ -98,8 +98,11 @@ impl Outbox {
         })
     }
 
-    /// Queues one delivery for `target` (whose outbox is `self`).
-    pub fn push(&self, target: &Arc<Target>, message: &Message) -> Push {
+    /// Queues one delivery for `target` (whose outbox is `self`). The writer is not woken
+    /// here: when the queue was empty, the outbox is added to `wake`, and the caller wakes
+    /// every writer once it has dispatched its whole batch of frames. One wake and one write
+    /// per subscriber per batch, instead of per message, is what makes fan-out cheap.
+    pub fn push(&self, target: &Arc<Target>, message: &Message, wake: &mut Vec<Arc<Outbox>>) -> Push {
         let size = DELIVER_HEADER_LEN + message.encoded_len();
         let mut s = self.state.lock();
         if s.closing.is_some() || self.done.is_cancelled() {
@@ -137,7 +140,7 @@ impl Outbox {
             !s.slow && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
         drop(s);
         if was_empty {
-            self.wake_writer.notify_one();
+            wake.push(Arc::clone(&target.outbox));
         }
         if congested {
             Push::Congested
@@ -160,6 +163,11 @@ impl Outbox {
         if was_empty {
             self.wake_writer.notify_one();
         }
+    }
+
+    /// Wakes the writer (see [`Outbox::push`]).
+    pub fn wake(&self) {
+        self.wake_writer.notify_one();
     }
 
     /// Writes `frame` after what is already queued, then closes the connection.
