@@ -44,6 +44,8 @@ pub struct RunInfo {
     pub nats: String,
     /// The command line that ran it.
     pub command: String,
+    /// The machine's 1-minute load average when it started (other programs included).
+    pub load: Option<f64>,
 }
 
 /// Runs `experiments` in order; writes outputs under `ctx.out`, `summary.json` at the end.
@@ -67,6 +69,7 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
             tidings: format!("tidings {} ({} build)", env!("CARGO_PKG_VERSION"), profile()),
             nats: ctx.peers.describe(),
             command: command_line(),
+            load: load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default()),
         };
         let result = experiment.run(ctx).await;
         bar.finish();
@@ -104,6 +107,11 @@ fn command_line() -> String {
         *first = std::path::Path::new(first).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     }
     args.join(" ")
+}
+
+/// The 1-minute load average from `/proc/loadavg` text.
+fn load_average(text: &str) -> Option<f64> {
+    text.split_whitespace().next()?.parse().ok()
 }
 
 fn profile() -> &'static str {
@@ -148,6 +156,13 @@ pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Out
     let _ =
         writeln!(out, "Run {}, {}; {}. {}.\n", info.started, info.scale, info.tidings, info.nats.trim_end_matches('.'));
     let _ = writeln!(out, "Command: `{}`\n", info.command);
+    if let Some(load) = info.load {
+        let _ = writeln!(
+            out,
+            "Load average (1 min) when it started: {load:.2}, everything on this machine included; \
+             a load above the CPU count means other programs competed for them.\n"
+        );
+    }
     let _ = writeln!(out, "| parameter | value |\n|---|---|");
     for (k, v) in experiment.parameters() {
         let _ = writeln!(out, "| {k} | {v} |");
@@ -207,6 +222,7 @@ mod tests {
             tidings: "tidings 0".into(),
             nats: "NATS: no.".into(),
             command: "tidings bench fake".into(),
+            load: Some(0.5),
         }
     }
 
@@ -222,10 +238,17 @@ mod tests {
         assert!(s.starts_with("## `fake`: a fake (seed 999)"));
         assert!(s.contains("Run T, quick; tidings 0. NATS: no."));
         assert!(s.contains("Command: `tidings bench fake`"));
+        assert!(s.contains("Load average (1 min) when it started: 0.50"));
         assert!(s.contains("| size | 10 B |"));
         assert!(s.contains("![fake](fake.png)"));
         assert!(s.contains("Internal checks (1 of 2 held)"));
         assert!(s.contains("- loss: **FAILED**. 3 lost"));
+    }
+
+    #[test]
+    fn the_load_average_is_the_first_field() {
+        assert_eq!(load_average("4.64 5.29 5.28 3/612 2401\n"), Some(4.64));
+        assert_eq!(load_average(""), None);
     }
 
     #[test]
