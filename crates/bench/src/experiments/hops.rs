@@ -99,10 +99,20 @@ impl Experiment for Hops {
             let mut checks = NaradaChecks::default();
             for (topology, measuring) in [&p.dense, &p.sparse] {
                 let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
+                // The link traffic is `matching`'s to show; here the routed check covers it.
                 narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
             }
             Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
         })
+    }
+}
+
+/// "1 broker", "4 brokers".
+fn brokers(n: usize) -> String {
+    if n == 1 {
+        "1 broker".into()
+    } else {
+        format!("{n} brokers")
     }
 }
 
@@ -145,7 +155,7 @@ impl Hops {
             .enumerate()
             .map(|(i, &p)| {
                 let pts = g.rates.iter().filter_map(|&r| mean(table, p, m, r, size).map(|v| (r, v))).collect();
-                Series::new(format!("{p} brokers on the path"), Mark::Line, colors[i % colors.len()], pts)
+                Series::new(format!("{} on the path", brokers(p)), Mark::Line, colors[i % colors.len()], pts)
             })
             .collect();
         let ms = || Axis { label: "mean latency (ms)".into(), scale: AxisScale::Log };
@@ -181,7 +191,7 @@ impl Hops {
              without values; its text says latency falls as the brokers on the path fall (9, 4, 2, 1), \
              with the same shape against rate and size.\n"
         );
-        let head: Vec<String> = paths.iter().map(|p| format!("{p} brokers")).collect();
+        let head: Vec<String> = paths.iter().map(|&p| brokers(p)).collect();
         let _ = writeln!(out, "| matching | rate | size | {} |", head.join(" | "));
         let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(paths.len()));
         for &m in &g.matching {

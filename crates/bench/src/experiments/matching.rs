@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::narada::{self, Grid, NaradaChecks};
+use super::narada::{self, Grid, NaradaChecks, Traffic};
 use super::{list, thousands};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
@@ -87,9 +87,14 @@ impl Experiment for Matching {
             let p = &self.0;
             let mut table = Table::new(narada::COLUMNS);
             let mut checks = NaradaChecks::default();
-            narada::run(ctx, &p.topology, &p.publisher, &[p.measuring.as_str()], &p.grid, &mut table, &mut checks)
-                .await?;
-            Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+            let measuring = [p.measuring.as_str()];
+            let traffic =
+                narada::run(ctx, &p.topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+            let mut figure = self.figure(&table);
+            figure.panels.push(links_panel(&traffic));
+            let mut body = self.body(&table);
+            body.push_str(&links_table(&traffic));
+            Ok(Outcome { figure, body, table, checks: checks.into_checks() })
         })
     }
 }
@@ -227,6 +232,61 @@ impl Matching {
             writeln!(out, "\nSeed 004's best throughput at the measuring subscriber was {} msg/s.", thousands(480.76));
         out
     }
+}
+
+/// Messages each link direction carried, beside the events published at each matching rate.
+fn links_panel(traffic: &[Traffic]) -> Panel {
+    let colors = [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5];
+    let mut series = Vec::new();
+    for (i, t) in traffic.iter().enumerate() {
+        let color = colors[i % colors.len()];
+        let points = t.links.values().enumerate().map(|(k, &v)| ((k + 1) as f64, v)).collect();
+        series.push(Series::new(format!("{}%: carried", t.matching), Mark::Points, color, points));
+        let last = t.links.len() as f64;
+        let published = vec![(1.0, t.published as f64), (last, t.published as f64)];
+        series.push(Series::new(format!("{}%: events published", t.matching), Mark::Dashed, color, published));
+    }
+    Panel {
+        title: "messages carried per link direction, all points".into(),
+        x: Axis { label: "link direction (sorted by name)".into(), scale: AxisScale::Linear },
+        y: Axis { label: "data messages".into(), scale: AxisScale::Linear },
+        series,
+    }
+}
+
+/// The report's view of link traffic: carrying links, what they carried, idle ones.
+fn links_table(traffic: &[Traffic]) -> String {
+    let mut out = String::from(
+        "\nMessages carried on the broker links, summed over every point of a matching rate (the \
+         brokers' `tidings_link_messages_out_total`, per link direction):\n\n\
+         | matching | events published | matching events | directions that carried messages | \
+         messages each carried | directions that carried none |\n|---|---|---|---|---|---|\n",
+    );
+    for t in traffic {
+        let carrying: Vec<f64> = t.links.values().copied().filter(|&v| v > 0.0).collect();
+        let lo = carrying.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = carrying.iter().copied().fold(0.0, f64::max);
+        let each = match carrying.len() {
+            0 => "-".to_string(),
+            _ if lo == hi => thousands(lo),
+            _ => format!("{} - {}", thousands(lo), thousands(hi)),
+        };
+        let _ = writeln!(
+            out,
+            "| {}% | {} | {} | {} | {each} | {} |",
+            t.matching,
+            thousands(t.published as f64),
+            thousands(t.matched as f64),
+            carrying.len(),
+            t.links.len() - carrying.len()
+        );
+    }
+    out.push_str(
+        "\nEvery broker has subscribers with the same selector, so each link of the publisher's tree \
+         should carry exactly the matching events, once each, and no link anything else: the \
+         non-matching events never leave the publisher's broker.\n",
+    );
+    out
 }
 
 /// The grid value nearest to `target` (on a log scale).

@@ -2,6 +2,7 @@
 //! broker and measuring subscribers where asked, run a grid of (matching rate, size, publish
 //! rate) points, and check each point against the brokers' metrics.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::content::{PointSpec, Population};
@@ -95,8 +96,32 @@ impl NaradaChecks {
     }
 }
 
+/// Messages carried on each link direction, summed over the points of one matching rate.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Traffic {
+    /// Matching rate, percent.
+    pub matching: u32,
+    /// Events published.
+    pub published: u64,
+    /// Of which matching.
+    pub matched: u64,
+    /// "from→to" to data messages written on that link.
+    pub links: BTreeMap<String, f64>,
+}
+
+/// Adds the link messages written between two scrapes (in the order of `names`) to `traffic`.
+fn add_links(traffic: &mut Traffic, names: &[String], before: &[Snapshot], after: &[Snapshot]) {
+    for ((name, b), a) in names.iter().zip(before).zip(after) {
+        let earlier = b.by_label(LINK_MESSAGES, "peer");
+        for (peer, value) in a.by_label(LINK_MESSAGES, "peer") {
+            let carried = value - earlier.get(&peer).copied().unwrap_or(0.0);
+            *traffic.links.entry(format!("{name}→{peer}")).or_insert(0.0) += carried;
+        }
+    }
+}
+
 /// Runs `grid` on the network of `topology` with measuring subscribers at `measuring`; adds one
-/// row per point and measuring subscriber.
+/// row per point and measuring subscriber; returns the link traffic of each matching rate.
 pub async fn run(
     ctx: &Context,
     topology: &str,
@@ -105,7 +130,7 @@ pub async fn run(
     grid: &Grid,
     table: &mut Table,
     checks: &mut NaradaChecks,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<Traffic>> {
     let dir = ctx.scratch(&format!("net-{topology}"))?;
     let file = ctx.topologies.join(topology);
     let network = Network::up(&ctx.tidings, &file, &dir, Duration::from_secs(120)).await?;
@@ -117,8 +142,11 @@ pub async fn run(
     let others: Vec<String> = network.brokers.iter().flat_map(|b| vec![b.tcp.clone(); grid.per_broker]).collect();
     let population = Population::connect(&network.broker(publisher)?.tcp, &measuring_addrs, &others).await?;
     let name = network.topology.name.clone();
+    let names: Vec<String> = network.brokers.iter().map(|b| b.name.clone()).collect();
+    let mut traffic = Vec::new();
     let mut id = 0;
     for &matching in &grid.matching {
+        let mut t = Traffic { matching, ..Traffic::default() };
         for &size in &grid.sizes {
             for &rate in &grid.rates {
                 id += 1;
@@ -136,6 +164,8 @@ pub async fn run(
                 checks
                     .published
                     .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published));
+                add_links(&mut t, &names, &before, &after);
+                (t.published, t.matched) = (t.published + r.published, t.matched + r.matched);
                 let routed = links(&before, &after, r.matched, network.brokers.len());
                 checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
                 for (sub, sample) in measuring.iter().zip(&r.measuring) {
@@ -145,9 +175,10 @@ pub async fn run(
                 ctx.step(format!("{name} {matching}% {size} B {rate} msg/s"));
             }
         }
+        traffic.push(t);
     }
     population.close().await;
-    Ok(())
+    Ok(traffic)
 }
 
 /// Checks per-link traffic: each link carried 0 or `matched` messages, and all of them
@@ -244,6 +275,17 @@ mod tests {
     #[test]
     fn missing_link_metrics_fail_the_check() {
         assert!(links(&[Snapshot::default()], &[Snapshot::default()], 1, 2).is_err());
+    }
+
+    #[test]
+    fn link_traffic_is_summed_per_direction() {
+        let mut t = Traffic::default();
+        let names = ["n1".to_string(), "n2".to_string()];
+        let sample = |v: f64| Snapshot::parse(&format!("{LINK_MESSAGES}{{peer=\"x\"}} {v}\n"));
+        add_links(&mut t, &names, &[sample(1.0), sample(0.0)], &[sample(4.0), sample(0.0)]);
+        add_links(&mut t, &names, &[sample(4.0), sample(0.0)], &[sample(6.0), sample(0.0)]);
+        assert_eq!(t.links.get("n1→x"), Some(&5.0));
+        assert_eq!(t.links.get("n2→x"), Some(&0.0));
     }
 
     #[test]
