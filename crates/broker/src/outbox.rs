@@ -299,7 +299,12 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
     outbox.drained.notify_waiters();
 }
 
-async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
+/// Writes every chunk with vectored writes, advancing past what each write took. Shared by
+/// client outboxes and broker-link queues.
+pub(crate) async fn write_chunks<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: &mut VecDeque<Bytes>,
+) -> std::io::Result<()> {
     while !chunks.is_empty() {
         let n = {
             let slices: Vec<IoSlice<'_>> = chunks.iter().take(SLICES_PER_WRITE).map(|c| IoSlice::new(c)).collect();

@@ -10,9 +10,8 @@
 //! neither liveness nor routing.
 
 use std::collections::VecDeque;
-use std::io::IoSlice;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -212,9 +211,6 @@ impl LinkQueue {
 /// message sections go out by vectored write straight from the published buffer.
 const INLINE_CHUNK: usize = 512;
 
-/// Most buffers per vectored write (Linux allows 1024).
-const MAX_SLICES: usize = 256;
-
 /// Drains `queue` into the connection until it closes. Small chunks are coalesced into one
 /// buffer so that a batch of small messages costs one write.
 pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std::sync::Arc<LinkQueue>) {
@@ -249,7 +245,7 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
         if !scratch.is_empty() {
             out.push_back(scratch.split().freeze());
         }
-        if write_chunks(&mut writer, &mut out).await.is_err() {
+        if crate::outbox::write_chunks(&mut writer, &mut out).await.is_err() {
             break;
         }
         queue.counters.messages_out.inc_by(messages);
@@ -262,30 +258,6 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
     let _ = writer.shutdown().await;
     queue.done.cancel();
     queue.drained.notify_waiters();
-}
-
-async fn write_chunks<W: AsyncWrite + Unpin>(writer: &mut W, chunks: &mut VecDeque<Bytes>) -> std::io::Result<()> {
-    while !chunks.is_empty() {
-        let n = {
-            let slices: Vec<IoSlice<'_>> = chunks.iter().take(MAX_SLICES).map(|c| IoSlice::new(c)).collect();
-            writer.write_vectored(&slices).await?
-        };
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        let mut left = n;
-        while left > 0 {
-            let Some(front) = chunks.front_mut() else { break };
-            if front.len() <= left {
-                left -= front.len();
-                chunks.pop_front();
-            } else {
-                front.advance(left);
-                left = 0;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
