@@ -108,11 +108,12 @@ impl Fanout {
             let url = server.urls[0].as_str();
             let rows =
                 seed002::nats_point(tools, &dir, (url, url), p.size, p.subscribers, p.count, ctx.reps, 1).await?;
-            seed002::peer_rows(&mut table, "this session", p.size, &rows)?;
+            seed002::peer_rows(&mut table, "nats", "this session", p.size, &rows)?;
             ctx.step("nats");
-        } else if let Some(anchors) = &ctx.peers.anchors {
+        }
+        if let Some(anchors) = &ctx.peers.anchors {
             let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(&mut table, "committed anchor", p.size, &anchors.throughput(point))?;
+            seed002::peer_rows(&mut table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
         }
         Ok(Outcome {
             figure: self.figure(&table, &traces),
@@ -162,6 +163,12 @@ impl Fanout {
                 Mark::Dashed,
                 figure::NATS,
                 flat(self.cell(table, "nats", "all", "per_sub_median_msg_s")),
+            ),
+            Series::new(
+                "NATS median subscriber, committed anchor",
+                Mark::Dashed,
+                figure::NATS_ANCHOR,
+                flat(self.cell(table, "nats-anchor", "all", "per_sub_median_msg_s")),
             ),
             Series::ranges(
                 "seed 002 per-subscriber range",
@@ -217,10 +224,10 @@ impl Fanout {
             cell("tidings", "all", "rt_median_msg_s"),
             cell("tidings", "all", "rt_median_mb_s")
         );
-        for (system, name) in [("tidings", "tidings"), ("nats", "NATS")] {
+        for (system, name) in [("tidings", "tidings"), ("nats", "NATS"), ("nats-anchor", "NATS, committed anchor")] {
             let all = match system {
-                "nats" => seed002::nats_cell(table, self.0.subscribers, self.0.size, "received_msg_s"),
-                _ => cell(system, "all", "received_msg_s"),
+                "tidings" => cell(system, "all", "received_msg_s"),
+                _ => seed002::nats_cell(table, system, self.0.subscribers, self.0.size, "received_msg_s"),
             };
             let _ = writeln!(
                 out,

@@ -127,13 +127,14 @@ impl Proxy {
             let urls = (cluster.urls[0].as_str(), cluster.urls[1].as_str());
             for &n in &p.subscribers {
                 let rows = seed002::nats_point(tools, &dir, urls, p.size, n, p.count, ctx.reps, 2).await?;
-                seed002::peer_rows(table, "this session", p.size, &rows)?;
+                seed002::peer_rows(table, "nats", "this session", p.size, &rows)?;
                 ctx.step(format!("nats {n} subscribers"));
             }
-        } else if let Some(anchors) = &ctx.peers.anchors {
+        }
+        if let Some(anchors) = &ctx.peers.anchors {
             for &n in &p.subscribers {
                 let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(table, "committed anchor", p.size, &anchors.throughput(point))?;
+                seed002::peer_rows(table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
             }
         }
         Ok(())
@@ -209,6 +210,12 @@ impl Proxy {
                             figure::NATS,
                             line("nats", "received_msg_s"),
                         ),
+                        Series::new(
+                            "NATS cluster, committed anchor",
+                            Mark::Dashed,
+                            figure::NATS_ANCHOR,
+                            line("nats-anchor", "received_msg_s"),
+                        ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
                     ],
                 },
@@ -224,8 +231,8 @@ impl Proxy {
              sum of the RTn medians. *Received / time* is the peer harness's figure, the one NATS \
              (two-node cluster) is measured with.\n"
         );
-        let _ = writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | tidings received / time, all | NATS per sub | NATS all | seed 002 per sub | seed 002 all |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | tidings received / time, all | NATS per sub | NATS all | NATS anchor all | seed 002 per sub | seed 002 all |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
         let fmt = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         for &n in &self.0.subscribers {
             let seed = seeds::SEED_002_PROXY.iter().find(|r| r.subscribers == n);
@@ -234,12 +241,13 @@ impl Proxy {
             };
             let _ = writeln!(
                 out,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 fmt(self.per_subscriber_rt(table, n)),
                 fmt(self.cell(table, "tidings", n, "all", "rt_median_msg_s")),
                 fmt(self.cell(table, "tidings", n, "all", "received_msg_s")),
-                seed002::nats_cell(table, n, self.0.size, "per_sub_median_msg_s"),
-                seed002::nats_cell(table, n, self.0.size, "received_msg_s"),
+                seed002::nats_cell(table, "nats", n, self.0.size, "per_sub_median_msg_s"),
+                seed002::nats_cell(table, "nats", n, self.0.size, "received_msg_s"),
+                seed002::nats_cell(table, "nats-anchor", n, self.0.size, "received_msg_s"),
                 range(seed.map(|r| r.per_subscriber)),
                 range(seed.and_then(|r| r.aggregate))
             );

@@ -189,13 +189,14 @@ pub async fn nats_point(
     tokio::task::spawn_blocking(move || nats::run(&tools, &run, &scratch)).await?
 }
 
-/// A peer-harness throughput row (ours or a committed anchor) as an `all` row.
-pub fn peer_rows(table: &mut Table, source: &str, size: usize, rows: &[PeerRow]) -> anyhow::Result<()> {
+/// Peer-harness throughput rows (NATS now, `nats`, or a committed anchor, `nats-anchor`) as
+/// `all` rows of `system`.
+pub fn peer_rows(table: &mut Table, system: &str, source: &str, size: usize, rows: &[PeerRow]) -> anyhow::Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let f = |c: &str| r.num(c).map(num).unwrap_or_default();
         let subs = r.num("subs").unwrap_or(0.0);
         table.push(vec![
-            "nats".into(),
+            system.into(),
             source.into(),
             num(subs),
             size.to_string(),
@@ -218,9 +219,10 @@ pub fn peer_rows(table: &mut Table, source: &str, size: usize, rows: &[PeerRow])
     Ok(())
 }
 
-/// NATS's `column` at a point as text, with the share it lost when it lost any.
-pub fn nats_cell(table: &Table, subscribers: usize, size: usize, column: &str) -> String {
-    let cell = |c: &str| median_cell(table, "nats", subscribers, size, "all", c);
+/// `system`'s (`nats` or `nats-anchor`) `column` at a point as text, with the share it lost
+/// when it lost any.
+pub fn nats_cell(table: &Table, system: &str, subscribers: usize, size: usize, column: &str) -> String {
+    let cell = |c: &str| median_cell(table, system, subscribers, size, "all", c);
     match cell(column) {
         None => "n/a".into(),
         Some(v) => match (cell("lost"), cell("sent")) {
@@ -301,7 +303,7 @@ mod tests {
         let rows_in =
             crate::peer::parse_csv("subs,sent,recv_total,lost,agg_recv_msgs_s,agg_recv_MB_s\n10,5,50,0,1000,2\n");
         let mut table = Table::new(COLUMNS);
-        peer_rows(&mut table, "this session", 2000, &rows_in).unwrap();
+        peer_rows(&mut table, "nats", "this session", 2000, &rows_in).unwrap();
         assert_eq!(median_cell(&table, "nats", 10, 2000, "all", "received_msg_s"), Some(1000.0));
     }
 }

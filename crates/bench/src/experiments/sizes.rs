@@ -106,13 +106,14 @@ impl Sizes {
             let url = server.urls[0].as_str();
             for &size in &self.0.sizes {
                 let rows = seed002::nats_point(tools, &dir, (url, url), size, 1, self.0.count, ctx.reps, 1).await?;
-                seed002::peer_rows(table, "this session", size, &rows)?;
+                seed002::peer_rows(table, "nats", "this session", size, &rows)?;
                 ctx.step(format!("nats {size} B"));
             }
-        } else if let Some(anchors) = &ctx.peers.anchors {
+        }
+        if let Some(anchors) = &ctx.peers.anchors {
             for &size in &self.0.sizes {
                 let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, "committed anchor", size, &rows)?;
+                seed002::peer_rows(table, "nats-anchor", "committed anchor", size, &rows)?;
             }
         }
         Ok(())
@@ -144,6 +145,12 @@ impl Sizes {
                     Mark::Line,
                     figure::NATS,
                     self.series(table, "nats", "all", peer),
+                ),
+                Series::new(
+                    "NATS, committed anchor",
+                    Mark::Dashed,
+                    figure::NATS_ANCHOR,
+                    self.series(table, "nats-anchor", "all", peer),
                 ),
             ];
             if !st.is_empty() {
@@ -181,9 +188,9 @@ impl Sizes {
         );
         let _ = writeln!(
             out,
-            "| size | STn median | RTn median | RTn median MB/s | received / time | NATS received / time | NATS MB/s |"
+            "| size | STn median | RTn median | RTn median MB/s | received / time | NATS received / time | NATS MB/s | NATS anchor |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
         let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
         for &size in &self.0.sizes {
@@ -191,13 +198,14 @@ impl Sizes {
             let nats = |c: &str| median_cell(table, "nats", 1, size, "all", c);
             let _ = writeln!(
                 out,
-                "| {size} B | {} | {} | {} | {} | {} | {} |",
+                "| {size} B | {} | {} | {} | {} | {} | {} | {} |",
                 cell(ours("all", "st_median_msg_s")),
                 cell(ours("1", "rt_median_msg_s")),
                 mb(ours("1", "rt_median_mb_s")),
                 cell(ours("1", "received_msg_s")),
-                seed002::nats_cell(table, 1, size, "received_msg_s"),
-                mb(nats("received_mb_s"))
+                seed002::nats_cell(table, "nats", 1, size, "received_msg_s"),
+                mb(nats("received_mb_s")),
+                seed002::nats_cell(table, "nats-anchor", 1, size, "received_msg_s")
             );
         }
         let _ = writeln!(

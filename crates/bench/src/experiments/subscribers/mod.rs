@@ -261,7 +261,8 @@ impl Subscribers {
         Ok(Measured { latency, broker_drops: drops })
     }
 
-    /// NATS's points, or the committed anchors; returns the points whose harness run failed.
+    /// NATS's points (when measured now) and the committed anchors; returns the points whose
+    /// harness run failed.
     async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<Vec<String>> {
         let mut failures = Vec::new();
         let p = &self.0;
@@ -302,12 +303,13 @@ impl Subscribers {
                 }
                 ctx.step(format!("nats n={n}"));
             }
-        } else if let Some(anchors) = &ctx.peers.anchors {
+        }
+        if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
                 let rows =
                     anchors.latency(Point { exp: "E3", label: "nats", size: p.size as u64, subs: n as u64, hops: 1 });
                 for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row("nats", "committed anchor", n, 1000.0, p.size, i + 1, r))?;
+                    table.push(peer_row("nats-anchor", "committed anchor", n, 1000.0, p.size, i + 1, r))?;
                 }
             }
         }

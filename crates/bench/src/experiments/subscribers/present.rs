@@ -32,6 +32,12 @@ impl Subscribers {
                 Series::new("tidings TCP", Mark::Line, figure::TIDINGS, self.series(table, "tidings-tcp", column)),
                 Series::new("tidings UDP", Mark::Line, figure::TIDINGS_ALT, self.series(table, "tidings-udp", column)),
                 Series::new("NATS", Mark::Line, figure::NATS, self.series(table, "nats", column)),
+                Series::new(
+                    "NATS, committed anchor",
+                    Mark::Dashed,
+                    figure::NATS_ANCHOR,
+                    self.series(table, "nats-anchor", column),
+                ),
             ]
         };
         let seed = |t: &seeds::LatencyTable, color, values: &[f64]| {
@@ -83,7 +89,7 @@ impl Subscribers {
         let _ = writeln!(out, "| subscribers | system | mean | stdev | p50 | p99 | max | dropped subs | lost |");
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
         for &n in &self.0.counts {
-            for system in ["tidings-tcp", "tidings-udp", "nats"] {
+            for system in ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"] {
                 let m = |c: &str| Self::median(table, system, n, c);
                 let Some(mean) = m("mean_us") else { continue };
                 let us = |c: &str| m(c).map(micros).unwrap_or_else(|| "n/a".into());
@@ -104,10 +110,10 @@ impl Subscribers {
         let _ = writeln!(out, "\nMean latency and dropped subscribers beside the seeds' (their LAN and VM tables):\n");
         let _ = writeln!(
             out,
-            "| subscribers | tidings TCP | tidings UDP | NATS | {} |",
+            "| subscribers | tidings TCP | tidings UDP | NATS | NATS, committed anchor | {} |",
             seeds::LATENCY_TABLES.map(|t| t.label).join(" | ")
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
         for &n in &self.0.counts {
             let ours = |s: &str| match (
                 Self::median(table, s, n, "mean_us"),
@@ -123,10 +129,11 @@ impl Subscribers {
             let seeds: Vec<String> = seeds::LATENCY_TABLES.iter().map(|t| seed(t)).collect();
             let _ = writeln!(
                 out,
-                "| {n} | {} | {} | {} | {} |",
+                "| {n} | {} | {} | {} | {} | {} |",
                 ours("tidings-tcp"),
                 ours("tidings-udp"),
                 ours("nats"),
+                ours("nats-anchor"),
                 seeds.join(" | ")
             );
         }
