@@ -43,6 +43,9 @@ pub struct LatencySpec {
     pub topic: String,
     /// TCP or UDP for every client.
     pub transport: Transport,
+    /// Deliveries each subscriber's client may hold for the application (the client's
+    /// default when `None`).
+    pub subscription_capacity: Option<usize>,
 }
 
 impl Default for LatencySpec {
@@ -56,6 +59,7 @@ impl Default for LatencySpec {
             idle: Duration::from_secs(5),
             topic: "bench.lat".into(),
             transport: Transport::Tcp,
+            subscription_capacity: None,
         }
     }
 }
@@ -136,12 +140,12 @@ pub async fn prepare(addr: &str, spec: &LatencySpec) -> anyhow::Result<Prepared>
     let started = Instant::now();
     let connected: Vec<(Client, Subscription)> = stream::iter(0..spec.subscribers)
         .map(|i| async move {
-            let client = Client::builder(addr)
-                .name(format!("lat-sub-{i}"))
-                .transport(spec.transport)
-                .no_reconnect()
-                .connect()
-                .await?;
+            let mut builder =
+                Client::builder(addr).name(format!("lat-sub-{i}")).transport(spec.transport).no_reconnect();
+            if let Some(capacity) = spec.subscription_capacity {
+                builder = builder.subscription_capacity(capacity);
+            }
+            let client = builder.connect().await?;
             let subscription = client.subscribe(&spec.topic).await?;
             anyhow::Ok((client, subscription))
         })

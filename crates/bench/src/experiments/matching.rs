@@ -234,18 +234,18 @@ impl Matching {
     }
 }
 
-/// Messages each link direction carried, beside the events published at each matching rate.
+/// Messages each link direction carried at each matching rate, beside the events published
+/// (the same number at every matching rate: the grid is the same).
 fn links_panel(traffic: &[Traffic]) -> Panel {
     let colors = [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5];
     let mut series = Vec::new();
     for (i, t) in traffic.iter().enumerate() {
-        let color = colors[i % colors.len()];
         let points = t.links.values().enumerate().map(|(k, &v)| ((k + 1) as f64, v)).collect();
-        series.push(Series::new(format!("{}%: carried", t.matching), Mark::Points, color, points));
-        let last = t.links.len() as f64;
-        let published = vec![(1.0, t.published as f64), (last, t.published as f64)];
-        series.push(Series::new(format!("{}%: events published", t.matching), Mark::Dashed, color, published));
+        series.push(Series::new(format!("{}% matching: carried", t.matching), Mark::Points, colors[i % 4], points));
     }
+    let most = traffic.iter().map(|t| t.published).max().unwrap_or(0) as f64;
+    let last = traffic.iter().map(|t| t.links.len()).max().unwrap_or(1) as f64;
+    series.push(Series::new("events published", Mark::Dashed, figure::SEED, vec![(1.0, most), (last, most)]));
     Panel {
         title: "messages carried per link direction, all points".into(),
         x: Axis { label: "link direction (sorted by name)".into(), scale: AxisScale::Linear },

@@ -51,6 +51,15 @@ impl Params {
         }
     }
 
+    /// Deliveries a UDP subscriber's client may hold for the application with `n` subscribers:
+    /// the client keeps each datagram's whole 64 KiB receive buffer alive while its delivery
+    /// waits, so the default (65,536 per subscription) could pin gigabytes per subscriber when
+    /// the subscribers fall behind. About 4 GiB in all, between 8 and 1024 per subscriber;
+    /// beyond it the kernel's socket buffer holds datagrams, then drops them.
+    pub fn udp_capacity(n: usize) -> usize {
+        ((4usize << 30) / (n.max(1) * 65_536)).clamp(8, 1024)
+    }
+
     /// Publish rate with `n` subscribers: 1000 msg/s, less where that passes 1 M deliveries/s.
     pub fn rate(&self, n: usize) -> f64 {
         self.max_rate.min(self.max_deliveries / n.max(1) as f64)
@@ -107,6 +116,11 @@ impl Experiment for Subscribers {
             ("rule", format!("min({} msg/s, {} deliveries/s ÷ subscribers)", p.max_rate, p.max_deliveries)),
             ("payload", format!("{} B", p.size)),
             ("publishing per point", format!("{:?}", p.duration)),
+            (
+                "deliveries a UDP client holds for the application",
+                p.counts.iter().map(|&n| format!("{n}: {}", Params::udp_capacity(n))).collect::<Vec<_>>().join("; ")
+                    + " (each pins a 64 KiB receive buffer in the client; TCP clients keep the default 65,536)",
+            ),
             ("broker", "one `tidings broker`, default settings, started fresh for every point".into()),
         ]
     }
@@ -209,6 +223,7 @@ impl Subscribers {
             drain: Duration::from_secs(120),
             idle: Duration::from_secs(5),
             transport,
+            subscription_capacity: (transport == Transport::Udp).then(|| Params::udp_capacity(n)),
             ..LatencySpec::default()
         };
         // Setting up thousands of clients can time out on a loaded machine before anything is
@@ -367,4 +382,23 @@ fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: u
         String::new(),
         f("setup_secs"),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rate_keeps_deliveries_under_a_million_per_second() {
+        let p = Params::new(Scale::Full);
+        assert_eq!(p.rate(1000), 1000.0);
+        assert_eq!(p.rate(10000), 100.0);
+    }
+
+    #[test]
+    fn udp_buffers_stay_near_four_gibibytes_in_all() {
+        assert_eq!(Params::udp_capacity(10), 1024);
+        assert_eq!(Params::udp_capacity(1000), 65);
+        assert_eq!(Params::udp_capacity(10000), 8);
+    }
 }
