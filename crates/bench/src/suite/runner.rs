@@ -95,9 +95,29 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
         print_status(&status);
         statuses.push(status);
     }
-    std::fs::write(ctx.out.join("summary.json"), serde_json::to_string_pretty(&statuses)?)?;
+    let path = ctx.out.join("summary.json");
+    let existing = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::write(&path, merge_summary(&existing, &statuses)?)?;
     let _ = std::fs::remove_dir_all(super::scratch_root());
     Ok(statuses)
+}
+
+/// `summary.json` with this run's statuses replacing those of the same experiments, the others
+/// kept, in report order (so that, like `report.md`, it covers every experiment run into the
+/// directory).
+pub fn merge_summary(existing: &str, statuses: &[Status]) -> anyhow::Result<String> {
+    let name = |v: &serde_json::Value| v["experiment"].as_str().unwrap_or_default().to_string();
+    let mut all: Vec<serde_json::Value> = serde_json::from_str::<Vec<serde_json::Value>>(existing)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|old| !statuses.iter().any(|s| s.experiment == name(old)))
+        .collect();
+    for s in statuses {
+        all.push(serde_json::to_value(s)?);
+    }
+    let rank = |v: &serde_json::Value| ORDER.iter().position(|o| *o == name(v)).unwrap_or(ORDER.len());
+    all.sort_by_key(rank);
+    Ok(serde_json::to_string_pretty(&all)?)
 }
 
 /// `tidings bench ...` as it was invoked (the program path shortened to its name).
@@ -243,6 +263,22 @@ mod tests {
         assert!(s.contains("![fake](fake.png)"));
         assert!(s.contains("Internal checks (1 of 2 held)"));
         assert!(s.contains("- loss: **FAILED**. 3 lost"));
+    }
+
+    #[test]
+    fn the_summary_keeps_other_experiments_and_replaces_this_ones() {
+        let status = |name: &str, passed: bool| Status {
+            experiment: name.into(),
+            completed: true,
+            error: None,
+            checks: vec![Check::new("c", passed, "")],
+        };
+        let first = merge_summary("", &[status("sizes", false), status("hops", true)]).unwrap();
+        let second = merge_summary(&first, &[status("sizes", true), status("subscribers", true)]).unwrap();
+        let v: Vec<serde_json::Value> = serde_json::from_str(&second).unwrap();
+        let names: Vec<&str> = v.iter().map(|s| s["experiment"].as_str().unwrap()).collect();
+        assert_eq!(names, ["subscribers", "sizes", "hops"]);
+        assert_eq!(v[1]["checks"][0]["passed"], true);
     }
 
     #[test]
