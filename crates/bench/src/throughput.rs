@@ -37,6 +37,9 @@ pub struct ThroughputSpec {
     pub background: Background,
     /// Properties every published message carries.
     pub properties: Vec<Property>,
+    /// Where the subscribers connect, when not to the publisher's broker: a second broker of a
+    /// network, to measure what the hop between them costs.
+    pub subscribe_at: Option<String>,
 }
 
 impl Default for ThroughputSpec {
@@ -50,6 +53,7 @@ impl Default for ThroughputSpec {
             topic: "bench.t".into(),
             background: Background::None,
             properties: Vec::new(),
+            subscribe_at: None,
         }
     }
 }
@@ -126,14 +130,33 @@ struct Counter {
     last: Last,
 }
 
+/// Through a network, subscriptions reach the publisher's broker a little after they were
+/// acknowledged: probes go out until every subscriber has seen one (as the peer harness does),
+/// then the counters restart from zero.
+async fn await_route(publisher: &Client, probe: &Message, counters: &[Arc<Counter>]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counters.iter().any(|c| c.received.load(Ordering::Relaxed) == 0) {
+        anyhow::ensure!(Instant::now() < deadline, "no route to the subscribers' broker after 10 s");
+        publisher.publish_message(probe.clone()).await?;
+        publisher.flush().await?;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Let the last probes arrive before counting starts.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for c in counters {
+        c.received.store(0, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
 /// Runs one throughput measurement against `target`.
 pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<ThroughputResult> {
     let mut clients = Vec::new();
     let mut counters = Vec::new();
     let mut tasks = Vec::new();
+    let subscribe_at = spec.subscribe_at.as_deref().unwrap_or(target.tcp.as_str());
     for i in 0..spec.subscribers {
-        let client =
-            Client::builder(target.tcp.as_str()).name(format!("bench-sub-{i}")).no_reconnect().connect().await?;
+        let client = Client::builder(subscribe_at).name(format!("bench-sub-{i}")).no_reconnect().connect().await?;
         let mut subscription = client.subscribe(&spec.topic).await?;
         let counter = Arc::new(Counter { received: AtomicU64::new(0), last: Last::default() });
         let c = Arc::clone(&counter);
@@ -169,6 +192,9 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     };
     let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
     let message = Message::new(&spec.topic, &spec.properties, Bytes::from(vec![0u8; spec.size]), now_us())?;
+    if spec.subscribe_at.is_some() {
+        await_route(&publisher, &message, &counters).await?;
+    }
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < spec.max_messages {

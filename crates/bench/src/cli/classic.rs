@@ -50,6 +50,10 @@ pub struct TputArgs {
     /// Message cap per repetition.
     #[arg(long, default_value_t = 1_000_000)]
     max: u64,
+    /// Subscribers connect here instead (another broker of a network started with
+    /// `tidings net up`); the publisher uses --server.
+    #[arg(long, value_name = "HOST:PORT", requires = "server")]
+    subscribe_at: Option<String>,
 }
 
 /// `tidings bench latency`.
@@ -145,6 +149,7 @@ pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
                 subscribers: a.subs,
                 duration: Duration::from_secs_f64(a.common.duration),
                 max_messages: a.max,
+                subscribe_at: a.subscribe_at.clone(),
                 ..ThroughputSpec::default()
             };
             let label = format!("tput size={} subs={}", a.size, a.subs);
