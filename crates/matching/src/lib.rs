@@ -8,6 +8,8 @@
 //! - [`index`]: the [`SubscriptionIndex`], a trie of topic levels with a result cache per topic,
 //!   then per pattern a content index of equality and range predicates (private module `content`).
 //! - [`covering`]: whether one filter (pattern and selector) accepts all that another does.
+//! - [`filter_set`]: a [`FilterSet`] that answers "does any filter accept this message?" without
+//!   mutating (the route core's per-link summary test).
 //!
 //! Start reading at [`SubscriptionIndex::matches`], the hot path of every publish; then
 //! `content/mod.rs` for how selectors are found without evaluating them all. The selector
@@ -16,6 +18,7 @@
 //! under the spot.
 
 pub mod covering;
+pub mod filter_set;
 pub mod index;
 pub mod selector;
 pub mod topic;
@@ -26,6 +29,7 @@ mod stats;
 mod trie;
 
 pub use covering::{covers, Filter};
+pub use filter_set::FilterSet;
 pub use index::{SubscriptionId, SubscriptionIndex, DEFAULT_CACHE_CAPACITY};
 pub use selector::{Selector, SelectorError, Span, Truth, MAX_SELECTOR_BYTES, MAX_SELECTOR_DEPTH};
 pub use stats::MatchStats;

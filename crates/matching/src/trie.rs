@@ -20,7 +20,7 @@ pub(crate) struct GroupId(pub(crate) u32);
 ///
 /// Invariant: apart from the root, every node leads to at least one group (empty nodes are pruned
 /// on removal), so the walk never wanders through dead branches.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Node {
     /// Children by literal level name.
     literal: FxHashMap<Box<str>, Node>,
@@ -39,7 +39,7 @@ impl Node {
 }
 
 /// Maps patterns to groups and topics to the groups that match them.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct TopicTrie {
     root: Node,
 }
@@ -85,6 +85,29 @@ impl TopicTrie {
     pub(crate) fn collect(&self, topic: &str, out: &mut Vec<GroupId>) {
         collect_below(&self.root, topic, out);
     }
+
+    /// Whether `accept` says yes to the group of some pattern that matches `topic` (a valid
+    /// topic); the walk stops at the first yes.
+    pub(crate) fn any(&self, topic: &str, accept: &mut impl FnMut(GroupId) -> bool) -> bool {
+        any_below(&self.root, topic, accept)
+    }
+}
+
+/// [`TopicTrie::any`] below `node` for the non-empty `topic` remaining; the same walk as
+/// [`collect_below`], stopping early.
+fn any_below(node: &Node, topic: &str, accept: &mut impl FnMut(GroupId) -> bool) -> bool {
+    if node.rest.is_some_and(&mut *accept) {
+        return true;
+    }
+    let (level, remaining) = match topic.split_once('.') {
+        Some((level, remaining)) => (level, Some(remaining)),
+        None => (topic, None),
+    };
+    let children = [node.literal.get(level), node.one_level.as_deref()];
+    children.into_iter().flatten().any(|child| match remaining {
+        None => child.here.is_some_and(&mut *accept),
+        Some(remaining) => any_below(child, remaining, accept),
+    })
 }
 
 /// Removes the pattern made of `levels` under `node`; prunes emptied children on the way back.

@@ -1,8 +1,13 @@
 //! What a summary is made of. Routing is generic over [`Filter`] so that it does not depend on
 //! the selector language: the broker plugs in (topic pattern, optional selector) from
 //! `tidings-matching`; tests plug in something small.
+//!
+//! Each filter type also names a [`FilterIndex`]: the structure the data path asks "does any
+//! filter of this summary match the message?", kept up to date from summary changes. The broker
+//! plugs in its topic trie, so a publish costs the filters that could match, not the summary's
+//! size; [`LinearIndex`] is the plain scan for filter types without an index.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 
 /// One subscription's interest, as far as routing needs to know it.
@@ -13,6 +18,10 @@ pub trait Filter: Clone + Ord + Debug {
     /// The part of a data message the filter is evaluated against (for example its topic and
     /// properties); unsized so that `str` or a borrowed view can be used directly.
     type Message: ?Sized;
+
+    /// How the data path finds whether any filter of a summary matches a message;
+    /// [`LinearIndex`] when the filter type has nothing better.
+    type Index: FilterIndex<Self>;
 
     /// Whether a message is of interest to this filter.
     fn matches(&self, message: &Self::Message) -> bool;
@@ -69,7 +78,8 @@ pub fn minimize<'a, F: Filter + 'a>(filters: impl IntoIterator<Item = &'a F>) ->
     out
 }
 
-fn segments(key: &str) -> usize {
+/// Number of `.`-separated segments of a covering key (0 for the empty key).
+pub(crate) fn segments(key: &str) -> usize {
     if key.is_empty() {
         0
     } else {
@@ -78,20 +88,67 @@ fn segments(key: &str) -> usize {
 }
 
 /// The proper prefixes of a key at segment boundaries, the empty key first.
-fn key_prefixes(key: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn key_prefixes(key: &str) -> impl Iterator<Item = &str> {
     let dots = key.match_indices('.').map(move |(at, _)| &key[..at]);
     std::iter::once("").filter(move |_| !key.is_empty()).chain(dots)
 }
 
-/// Whether any filter of a summary matches the message: the per-link test of the data path.
+/// Whether any filter of a summary matches the message, by trying each in turn: the reference
+/// every [`FilterIndex`] must agree with.
 pub fn any_matches<F: Filter>(summary: &[F], message: &F::Message) -> bool {
     summary.iter().any(|filter| filter.matches(message))
 }
 
+/// A set of filters that answers, for a message, whether any of them matches. The router keeps
+/// one per summary the data path tests (per child cell, per cell mate) and updates it with the
+/// summary's changes, never rebuilding it for one change.
+///
+/// Contract: after any sequence of `insert` and `remove` (a filter is removed only after it
+/// was inserted, and inserted again only after it was removed), `any_match` answers as
+/// [`any_matches`] over the filters held.
+pub trait FilterIndex<F: Filter>: Clone + Debug + Default {
+    /// Adds a filter the index does not hold.
+    fn insert(&mut self, filter: &F);
+
+    /// Removes a filter the index holds.
+    fn remove(&mut self, filter: &F);
+
+    /// Whether any filter held matches the message. Takes `&self` because routing a message
+    /// does not change the router.
+    fn any_match(&self, message: &F::Message) -> bool;
+}
+
+/// The index of filter types with no better one: a sorted set scanned in full per message.
+#[derive(Clone, Debug)]
+pub struct LinearIndex<F> {
+    filters: BTreeSet<F>,
+}
+
+impl<F> Default for LinearIndex<F> {
+    fn default() -> Self {
+        Self { filters: BTreeSet::new() }
+    }
+}
+
+impl<F: Filter> FilterIndex<F> for LinearIndex<F> {
+    fn insert(&mut self, filter: &F) {
+        self.filters.insert(filter.clone());
+    }
+
+    fn remove(&mut self, filter: &F) {
+        self.filters.remove(filter);
+    }
+
+    fn any_match(&self, message: &F::Message) -> bool {
+        self.filters.iter().any(|filter| filter.matches(message))
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod test_filter {
-    //! Integer ranges: the smallest filter with a non-trivial covering relation.
-    use super::Filter;
+    //! Integer ranges, the smallest filter with a non-trivial covering relation, and dotted
+    //! paths, the smallest with covering keys.
+    use super::{Filter, LinearIndex};
 
     /// Interest in the inclusive range `lo..=hi`.
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, serde::Serialize, serde::Deserialize)]
@@ -99,6 +156,7 @@ pub(crate) mod test_filter {
 
     impl Filter for Range {
         type Message = u32;
+        type Index = LinearIndex<Self>;
         fn matches(&self, message: &u32) -> bool {
             (self.0..=self.1).contains(message)
         }
@@ -106,27 +164,14 @@ pub(crate) mod test_filter {
             self.0 <= other.0 && other.1 <= self.1
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::test_filter::Range;
-    use super::*;
-
-    #[test]
-    fn covered_entries_are_removed_whatever_the_input_order() {
-        let input = [Range(3, 4), Range(0, 10), Range(20, 30), Range(5, 5)];
-        assert_eq!(minimize(&input), vec![Range(0, 10), Range(20, 30)]);
-        let reversed: Vec<Range> = input.iter().rev().copied().collect();
-        assert_eq!(minimize(&reversed), vec![Range(0, 10), Range(20, 30)]);
-    }
 
     /// Dotted paths with an optional trailing wildcard: `a.b.>` covers everything under `a.b`.
     #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
-    struct Path(String, bool);
+    pub(crate) struct Path(pub(crate) String, pub(crate) bool);
 
     impl Filter for Path {
         type Message = str;
+        type Index = LinearIndex<Self>;
         fn matches(&self, message: &str) -> bool {
             if self.1 {
                 message.starts_with(&format!("{}.", self.0))
@@ -140,6 +185,20 @@ mod tests {
         fn covering_key(&self) -> &str {
             &self.0
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_filter::{Path, Range};
+    use super::*;
+
+    #[test]
+    fn covered_entries_are_removed_whatever_the_input_order() {
+        let input = [Range(3, 4), Range(0, 10), Range(20, 30), Range(5, 5)];
+        assert_eq!(minimize(&input), vec![Range(0, 10), Range(20, 30)]);
+        let reversed: Vec<Range> = input.iter().rev().copied().collect();
+        assert_eq!(minimize(&reversed), vec![Range(0, 10), Range(20, 30)]);
     }
 
     #[test]

@@ -14,7 +14,10 @@
 //! - `summary`: per-link, per-tree interest summaries and the deltas that keep them in sync.
 //! - `rendezvous`: the pinned hash that picks one entry broker of a bundle per pubend.
 //! - `liveness`: heartbeat timing, missed-heartbeat verdicts and reconnect backoff.
-//! - [`filter`]: the [`Filter`] trait routing is generic over, and covering.
+//! - [`filter`]: the [`Filter`] trait routing is generic over, covering, and the
+//!   [`FilterIndex`] the data path tests summaries with.
+//! - `minimized`: a multiset of filters kept minimized by covering as filters come and go, so a
+//!   subscription change costs what it can affect, not every subscription.
 //!
 //! How a shell drives one router:
 //! - After a link handshake (name, cell, incarnation): [`Input::LinkUp`]. When the connection
@@ -44,6 +47,7 @@ mod error;
 mod link_state;
 mod liveness;
 mod message;
+mod minimized;
 mod names;
 mod rendezvous;
 mod router;
@@ -51,7 +55,7 @@ mod summary;
 mod tree;
 
 pub use error::{CloseReason, RouteError};
-pub use filter::Filter;
+pub use filter::{Filter, FilterIndex, LinearIndex};
 pub use link_state::{AdvertisedLink, LinkStateAdvert};
 pub use liveness::{LivenessSettings, ReconnectBackoff};
 pub use message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, PeerMessage};

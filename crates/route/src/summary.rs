@@ -79,27 +79,52 @@ pub(crate) struct OutOfSync {
 }
 
 /// Applies a batch of deltas, all or nothing: on an inconsistency `held` is left untouched.
+/// The batch is checked first against `held` and its own earlier entries, then applied, so the
+/// cost follows the batch, not the summary.
 pub(crate) fn apply<F: Filter>(held: &mut Scoped<F>, deltas: &[SummaryDelta<F>]) -> Result<(), OutOfSync> {
-    let mut next = held.clone();
+    let mut pending: BTreeMap<(&Scope, &F), bool> = BTreeMap::new();
     for delta in deltas {
         for scope in &delta.scopes {
-            let set = next.entry(scope.clone()).or_default();
             for filter in &delta.removed {
-                if !set.remove(filter) {
-                    return Err(OutOfSync { scope: scope.clone() });
-                }
+                check(&mut pending, held, scope, filter, false)?;
             }
             for filter in &delta.added {
-                if !set.insert(filter.clone()) {
-                    return Err(OutOfSync { scope: scope.clone() });
-                }
-            }
-            if set.is_empty() {
-                next.remove(scope);
+                check(&mut pending, held, scope, filter, true)?;
             }
         }
     }
-    *held = next;
+    for delta in deltas {
+        for scope in &delta.scopes {
+            let set = held.entry(scope.clone()).or_default();
+            for filter in &delta.removed {
+                set.remove(filter);
+            }
+            set.extend(delta.added.iter().cloned());
+            if set.is_empty() {
+                held.remove(scope);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `filter` is in (for `present == false`, a removal) or not in (an addition)
+/// `scope` as `held` and the batch so far have it, and records the change.
+fn check<'a, F: Filter>(
+    pending: &mut BTreeMap<(&'a Scope, &'a F), bool>,
+    held: &Scoped<F>,
+    scope: &'a Scope,
+    filter: &'a F,
+    present: bool,
+) -> Result<(), OutOfSync> {
+    let now = match pending.get(&(scope, filter)) {
+        Some(now) => *now,
+        None => held.get(scope).is_some_and(|set| set.contains(filter)),
+    };
+    if now == present {
+        return Err(OutOfSync { scope: scope.clone() });
+    }
+    pending.insert((scope, filter), present);
     Ok(())
 }
 

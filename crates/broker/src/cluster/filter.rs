@@ -9,8 +9,8 @@ use std::cell::OnceCell;
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
-use tidings_matching::{Pattern, PatternLevel, Selector};
-use tidings_route::Filter;
+use tidings_matching::{FilterSet, Pattern, PatternLevel, Selector};
+use tidings_route::{Filter, FilterIndex};
 use tidings_wire::{Message, Property};
 
 /// A subscription's interest as routing sees it.
@@ -110,10 +110,37 @@ impl Probe {
     pub fn new(message: &Message) -> Probe {
         Probe { message: message.clone(), properties: OnceCell::new() }
     }
+
+    /// The message's properties, decoded on first use.
+    fn properties(&self) -> &[Property] {
+        self.properties.get_or_init(|| self.message.properties())
+    }
+}
+
+/// The route core's index of a link summary: the topic trie of `tidings-matching`, so a
+/// publish costs the summary's filters whose pattern matches its topic, not the whole summary.
+#[derive(Clone, Debug, Default)]
+pub struct RouteIndex {
+    set: FilterSet,
+}
+
+impl FilterIndex<RouteFilter> for RouteIndex {
+    fn insert(&mut self, filter: &RouteFilter) {
+        self.set.insert(&filter.filter.pattern, filter.filter.selector.as_ref());
+    }
+
+    fn remove(&mut self, filter: &RouteFilter) {
+        self.set.remove(&filter.filter.pattern, filter.filter.selector.as_ref());
+    }
+
+    fn any_match(&self, probe: &Probe) -> bool {
+        self.set.any_match(probe.message.topic(), || probe.properties())
+    }
 }
 
 impl Filter for RouteFilter {
     type Message = Probe;
+    type Index = RouteIndex;
 
     fn matches(&self, probe: &Probe) -> bool {
         if !self.filter.pattern.matches(probe.message.topic()) {
@@ -121,7 +148,7 @@ impl Filter for RouteFilter {
         }
         match &self.filter.selector {
             None => true,
-            Some(selector) => selector.matches(probe.properties.get_or_init(|| probe.message.properties())),
+            Some(selector) => selector.matches(probe.properties()),
         }
     }
 
@@ -155,5 +182,42 @@ mod tests {
         let filters = [filter("a.b.c", None), filter("a.>", None), filter("a.b.>", Some("k > 1")), filter("b.c", None)];
         let kept = tidings_route::filter::minimize(&filters);
         assert_eq!(kept, vec![filter("a.>", None), filter("b.c", None)]);
+    }
+
+    #[test]
+    fn the_index_answers_as_trying_every_filter_of_the_summary() {
+        let filters = [
+            filter("a.b", None),
+            filter("a.*", Some("x > 1")),
+            filter("a.>", Some("y = 'k'")),
+            filter("*.c", None),
+            filter("q.r", Some("x = 5")),
+        ];
+        let messages = [
+            ("a.b", vec![]),
+            ("a.d", vec![Property::new("x", 2i64)]),
+            ("a.d", vec![Property::new("x", 1i64)]),
+            ("a.d.e", vec![Property::new("y", "k")]),
+            ("z.c", vec![]),
+            ("q.r", vec![Property::new("x", 5i64)]),
+            ("q.s", vec![Property::new("x", 5i64)]),
+        ];
+        let mut index = RouteIndex::default();
+        for count in 0..=filters.len() {
+            if count > 0 {
+                index.insert(&filters[count - 1]);
+            }
+            for (topic, properties) in &messages {
+                let message = Message::new(topic, properties, bytes::Bytes::new(), 0).unwrap();
+                let probe = Probe::new(&message);
+                let expected = tidings_route::filter::any_matches(&filters[..count], &probe);
+                assert_eq!(index.any_match(&probe), expected, "{topic} {properties:?} over {count} filters");
+            }
+        }
+        for removed in &filters {
+            index.remove(removed);
+        }
+        let message = Message::new("a.b", &[], bytes::Bytes::new(), 0).unwrap();
+        assert!(!index.any_match(&Probe::new(&message)));
     }
 }

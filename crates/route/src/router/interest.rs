@@ -1,70 +1,78 @@
 //! Interest: local subscriptions, summaries received from neighbours, and the summaries we
 //! advertise (see [`crate::summary`] for what each scope means).
+//!
+//! Two ways to settle. A topology change (links, trees) rebuilds the data path's summaries and
+//! what we advertise from everything held, and compares every scope of every link: rare, and
+//! the scopes' meaning may have moved. An interest change (a local subscription, a summary
+//! delta) is carried forward as a delta through the structures it feeds, each a
+//! [`Minimized`] set, so its cost follows the change and the filters it can cover, not the
+//! number of subscriptions (`propagate` does that part).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Action, Router};
 use crate::error::{CloseReason, RouteError};
-use crate::filter::{minimize, Filter};
+use crate::filter::Filter;
 use crate::message::PeerMessage;
+use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
 use crate::summary::{apply, diff_scopes, Scope, SummaryDelta};
 
-/// What changed since the last `settle`, so that only the affected trees are recomputed.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Dirty {
+/// What changed since the last `settle`.
+#[derive(Clone, Debug)]
+pub(super) struct Dirty<F> {
     /// The link-state database changed (routes may have).
     pub(super) view: bool,
-    /// Links or trees changed: every tree is recomputed and every scope of every link compared.
+    /// Links changed: every tree is recomputed and every scope of every link compared.
     pub(super) all: bool,
-    /// Our local subscriptions changed.
-    pub(super) local: bool,
-    /// A cell mate's local interest changed, or the set of linked mates did.
-    pub(super) mates_local: bool,
-    /// Trees were recomputed: cell mates' links may differ even where no tree id changed.
+    /// Trees were recomputed: summaries are rebuilt and compared as for `all`.
     pub(super) table: bool,
-    /// Trees whose received summaries changed.
-    pub(super) roots: BTreeSet<CellName>,
+    /// The net change of our minimized local interest.
+    pub(super) local: Delta<F>,
+    /// Summary deltas accepted from peers, in order of arrival.
+    pub(super) received: Vec<(BrokerName, SummaryDelta<F>)>,
 }
 
-/// What we advertise, kept between rounds so that a change recomputes only its own trees.
+impl<F> Default for Dirty<F> {
+    fn default() -> Self {
+        Self { view: false, all: false, table: false, local: Delta::default(), received: Vec::new() }
+    }
+}
+
+/// What we advertise per tree, kept minimized between rounds so that a change costs only what
+/// it touches.
+///
+/// Invariant (between rounds): `down` holds every root of the data path's current trees, its
+/// inputs the kept filters of that tree's child summaries; `subtree` holds the roots where our
+/// cell has a parent, its inputs our kept local filters, `down` of that root's kept filters,
+/// and every linked mate's local and that root's down summary.
 #[derive(Clone, Debug)]
 pub(super) struct Advertised<F> {
-    local: BTreeSet<F>,
     /// Per root: interest our own links into child cells bring in (for mates).
-    down: BTreeMap<CellName, BTreeSet<F>>,
+    pub(super) down: BTreeMap<CellName, Minimized<F>>,
     /// Per root in which our cell has a parent: our cell's whole subtree interest.
-    subtree: BTreeMap<CellName, BTreeSet<F>>,
+    pub(super) subtree: BTreeMap<CellName, Minimized<F>>,
 }
 
 impl<F> Default for Advertised<F> {
     fn default() -> Self {
-        Self { local: BTreeSet::new(), down: BTreeMap::new(), subtree: BTreeMap::new() }
+        Self { down: BTreeMap::new(), subtree: BTreeMap::new() }
     }
 }
 
 impl<F: Filter> Router<F> {
     pub(super) fn handle_subscribe(&mut self, filter: F) {
-        let count = self.local.entry(filter).or_insert(0);
-        *count += 1;
-        self.dirty.local |= *count == 1;
+        self.local.insert(&filter, &mut self.dirty.local);
     }
 
     pub(super) fn handle_unsubscribe(&mut self, filter: F, out: &mut Vec<Action<F>>) {
-        match self.local.get_mut(&filter) {
-            Some(count) if *count > 1 => *count -= 1,
-            Some(_) => {
-                self.local.remove(&filter);
-                self.dirty.local = true;
-            }
-            None => {
-                let error = RouteError::NotSubscribed { filter: format!("{filter:?}") };
-                out.push(Action::Rejected { error });
-            }
+        if !self.local.remove(&filter, &mut self.dirty.local) {
+            let error = RouteError::NotSubscribed { filter: format!("{filter:?}") };
+            out.push(Action::Rejected { error });
         }
     }
 
-    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: &[SummaryDelta<F>], out: &mut Vec<Action<F>>) {
+    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
         let is_mate = self.links.get(from).is_some_and(|link| link.cell == self.settings.cell);
         let local_scope = deltas.iter().any(|delta| delta.scopes.contains(&Scope::Local));
         if local_scope && !is_mate {
@@ -72,17 +80,8 @@ impl<F: Filter> Router<F> {
             return;
         }
         let held = self.received.entry(from.clone()).or_default();
-        match apply(held, deltas) {
-            Ok(()) => {
-                for scope in deltas.iter().flat_map(|delta| &delta.scopes) {
-                    match scope {
-                        Scope::Local => self.dirty.mates_local = true,
-                        Scope::Tree(root) => {
-                            self.dirty.roots.insert(root.clone());
-                        }
-                    }
-                }
-            }
+        match apply(held, &deltas) {
+            Ok(()) => self.dirty.received.extend(deltas.into_iter().map(|delta| (from.clone(), delta))),
             Err(out_of_sync) => {
                 let error = RouteError::SummaryOutOfSync { peer: from.clone(), scope: out_of_sync.scope };
                 out.push(Action::Rejected { error });
@@ -92,47 +91,49 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    /// Recomputes what changed interest affects: the data path's routes, what we advertise, and
-    /// the deltas each link must be sent.
+    /// Brings the data path's summaries, what we advertise, and what each link was sent up to
+    /// date with what changed.
     pub(super) fn settle_interest(&mut self, out: &mut Vec<Action<F>>) {
         let dirty = std::mem::take(&mut self.dirty);
-        if !(dirty.all || dirty.local || dirty.mates_local || dirty.table || !dirty.roots.is_empty()) {
-            return;
+        if dirty.all || dirty.table {
+            // Everything is derived again from what is held, changes included.
+            self.rebuild_interest(out);
+        } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
+            self.propagate(dirty.local, &dirty.received, out);
         }
-        let mut roots: BTreeSet<CellName> = dirty.roots;
-        if dirty.all {
-            roots.extend(self.routes.trees.keys().cloned());
-            roots.extend(self.table.trees.keys().cloned());
-        }
+    }
+
+    /// Rebuilds every tree's summaries and what we advertise, and sends each link what differs
+    /// from what it was sent.
+    fn rebuild_interest(&mut self, out: &mut Vec<Action<F>>) {
+        let roots: BTreeSet<CellName> = self.routes.trees.keys().chain(self.table.trees.keys()).cloned().collect();
         self.routes.rebuild(&self.table, &self.received, &roots);
-        if dirty.all || dirty.local {
-            self.advertised.local = minimize(self.local.keys()).into_iter().collect();
-        }
-        if dirty.local || dirty.mates_local {
-            roots.extend(self.table.trees.keys().cloned());
-        }
+        self.advertised = Advertised::default();
+        let roots: Vec<CellName> = self.routes.trees.keys().cloned().collect();
         for root in &roots {
             self.advertise(root);
         }
+        let local = self.local.kept_sorted();
+        let sets = |map: &BTreeMap<CellName, Minimized<F>>| -> BTreeMap<CellName, BTreeSet<F>> {
+            map.iter().map(|(root, set)| (root.clone(), set.kept_sorted())).filter(|(_, set)| !set.is_empty()).collect()
+        };
+        let (down, subtree) = (sets(&self.advertised.down), sets(&self.advertised.subtree));
         for (peer, link) in &self.links {
             let sent = self.sent.entry(peer.clone()).or_default();
-            let mut scopes: BTreeSet<Scope> = roots.iter().map(|root| Scope::Tree(root.clone())).collect();
-            if dirty.all {
-                scopes.extend(sent.keys().cloned());
-            }
             let mate = link.cell == self.settings.cell;
-            if mate && (dirty.all || dirty.local) {
+            let mut scopes: BTreeSet<Scope> = roots.iter().map(|root| Scope::Tree(root.clone())).collect();
+            scopes.extend(sent.keys().cloned());
+            if mate {
                 scopes.insert(Scope::Local);
             }
-            let advertised = &self.advertised;
             let table = &self.table;
             let deltas = diff_scopes(sent, scopes, |scope| match scope {
-                Scope::Local if mate => Some(&advertised.local),
+                Scope::Local if mate => Some(&local),
                 Scope::Local => None,
-                Scope::Tree(root) if mate => advertised.down.get(root),
+                Scope::Tree(root) if mate => down.get(root),
                 Scope::Tree(root) => {
                     let parent = table.trees.get(root).and_then(|place| place.parent.as_ref());
-                    advertised.subtree.get(root).filter(|_| parent == Some(&link.cell))
+                    subtree.get(root).filter(|_| parent == Some(&link.cell))
                 }
             });
             if !deltas.is_empty() {
@@ -142,35 +143,21 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    /// Recomputes what we advertise for one tree: what our links into child cells bring in,
-    /// and, if our cell has a parent there, the interest of our cell's whole subtree.
+    /// Builds what we advertise for one tree from scratch: what our links into child cells
+    /// bring in, and, if our cell has a parent there, the interest of our cell's whole subtree.
     fn advertise(&mut self, root: &CellName) {
         let Some(tree) = self.routes.trees.get(root).map(|generations| &generations.current) else {
-            self.advertised.down.remove(root);
-            self.advertised.subtree.remove(root);
             return;
         };
-        let below: BTreeSet<F> = minimize(tree.children.iter().flat_map(|child| &child.summary)).into_iter().collect();
-        let subtree: BTreeSet<F> = if tree.parent.is_some() {
-            let mates = self
-                .routes
-                .mates
-                .iter()
-                .flat_map(|mate| mate.local.iter().chain(mate.down.get(root).into_iter().flatten()));
-            minimize(self.advertised.local.iter().chain(&below).chain(mates)).into_iter().collect()
-        } else {
-            BTreeSet::new()
-        };
-        store(&mut self.advertised.down, root, below);
-        store(&mut self.advertised.subtree, root, subtree);
-    }
-}
-
-/// Keeps only non-empty sets, so an absent scope and an empty one are the same thing.
-fn store<F>(map: &mut BTreeMap<CellName, BTreeSet<F>>, root: &CellName, set: BTreeSet<F>) {
-    if set.is_empty() {
-        map.remove(root);
-    } else {
-        map.insert(root.clone(), set);
+        let below = Minimized::from_filters(tree.children.iter().flat_map(|child| child.summary.kept()));
+        if tree.parent.is_some() {
+            let scope = Scope::Tree(root.clone());
+            let mates = self.routes.mates.iter().filter_map(|mate| self.received.get(&mate.name)).flat_map(|held| {
+                held.get(&Scope::Local).into_iter().flatten().chain(held.get(&scope).into_iter().flatten())
+            });
+            let subtree = Minimized::from_filters(self.local.kept().chain(below.kept()).chain(mates));
+            self.advertised.subtree.insert(root.clone(), subtree);
+        }
+        self.advertised.down.insert(root.clone(), below);
     }
 }

@@ -104,7 +104,7 @@ impl<F: Filter> Router<F> {
         match message {
             PeerMessage::Heartbeat => {}
             PeerMessage::Adverts(adverts) => self.handle_adverts(&from, adverts, out),
-            PeerMessage::Summary(deltas) => self.handle_summary(&from, &deltas, out),
+            PeerMessage::Summary(deltas) => self.handle_summary(&from, deltas, out),
         }
     }
 

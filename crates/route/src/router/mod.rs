@@ -3,11 +3,15 @@
 //! query, which link copies go to.
 //!
 //! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
-//! timers; `interest` handles subscriptions and summaries; `forward` is the data path.
+//! timers; `interest` handles subscriptions and summaries, and rebuilds them on topology
+//! changes; `propagate` carries interest changes forward as deltas; `routes` holds what the data
+//! path precomputes and `forward` is the data path.
 
 mod forward;
 mod interest;
 mod links;
+mod propagate;
+mod routes;
 mod snapshot;
 
 use std::collections::BTreeMap;
@@ -19,12 +23,13 @@ use crate::filter::Filter;
 use crate::link_state::{Graph, LinkStateDb};
 use crate::liveness::{LinkClock, LivenessSettings};
 use crate::message::PeerMessage;
+use crate::minimized::Minimized;
 use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
 use crate::summary::Scoped;
 use crate::tree::RouteTable;
 
-use forward::DataRoutes;
 use interest::{Advertised, Dirty};
+use routes::DataRoutes;
 pub use snapshot::{ChildSnapshot, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot};
 
 /// Who this broker is and how its links prove liveness: all the router needs from the shell's
@@ -149,14 +154,14 @@ pub struct Router<F: Filter> {
     links: BTreeMap<BrokerName, PeerLink>,
     table: RouteTable,
     routes: DataRoutes<F>,
-    /// Local subscriptions, counted.
-    local: BTreeMap<F, u32>,
+    /// Local subscriptions, counted, and minimized: what we advertise as our own interest.
+    local: Minimized<F>,
     /// Summaries per up link, as the peer sent them.
     received: BTreeMap<BrokerName, Scoped<F>>,
     /// Summaries per up link, as we last sent them.
     sent: BTreeMap<BrokerName, Scoped<F>>,
     /// What changed since the last `settle`.
-    dirty: Dirty,
+    dirty: Dirty<F>,
     /// What we advertise, per scope, as of the last `settle`.
     advertised: Advertised<F>,
     counters: Counters,
@@ -174,7 +179,7 @@ impl<F: Filter> Router<F> {
             links: BTreeMap::new(),
             table,
             routes,
-            local: BTreeMap::new(),
+            local: Minimized::default(),
             received: BTreeMap::new(),
             sent: BTreeMap::new(),
             dirty: Dirty::default(),
@@ -248,27 +253,22 @@ impl<F: Filter> Router<F> {
                 } else {
                     // A tree that kept its id kept its routes, unless our own two-way links
                     // changed (a peer's advert can complete or break one of them).
-                    let mates = self.table.mates.clone();
-                    let neighbours = self.table.graph.neighbours(&self.settings.name);
-                    let changed = self.rebuild_table(view, graph, out);
-                    self.dirty.roots.extend(changed);
+                    // Rare: summaries are then rebuilt from what is held rather than patched.
+                    self.rebuild_table(view, graph, out);
                     self.dirty.table = true;
-                    self.dirty.mates_local |= mates != self.table.mates;
-                    self.dirty.all |= neighbours != self.table.graph.neighbours(&self.settings.name);
                 }
             }
         }
         self.settle_interest(out);
     }
 
-    /// Recomputes the trees; returns the roots whose tree changed.
-    fn rebuild_table(&mut self, view: ViewId, graph: Graph, out: &mut Vec<Action<F>>) -> Vec<CellName> {
+    /// Recomputes the trees and reports the roots whose tree changed.
+    fn rebuild_table(&mut self, view: ViewId, graph: Graph, out: &mut Vec<Action<F>>) {
         let table = RouteTable::build(view, self.settings.name.clone(), self.settings.cell.clone(), graph);
         let old = std::mem::replace(&mut self.table, table);
         self.counters.route_recomputations += 1;
         let trees_changed = changed_trees(&old, &self.table);
-        out.push(Action::RoutesChanged { view, trees_changed: trees_changed.clone() });
-        trees_changed
+        out.push(Action::RoutesChanged { view, trees_changed });
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Router;
-use crate::filter::{minimize, Filter};
+use crate::filter::Filter;
 use crate::link_state::LinkStateAdvert;
 use crate::names::{BrokerName, CellName, Incarnation, Millis, TreeId, ViewId};
 use crate::summary::{size, Scope, Scoped};
@@ -149,7 +149,7 @@ impl<F: Filter> Router<F> {
             adverts_accepted: self.counters.adverts_accepted,
             summary_deltas_sent: self.counters.summary_deltas_sent,
             links_declared_dead: self.counters.links_declared_dead,
-            local_filters: self.local.len(),
+            local_filters: self.local.distinct_inputs(),
             summary_size_received: sizes(&self.received),
             summary_size_sent: sizes(&self.sent),
         }
@@ -183,7 +183,7 @@ impl<F: Filter> Router<F> {
                         entry_candidates: bundle.targets.iter().map(|t| t.broker.clone()).collect(),
                         summary: routes
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
-                            .map(|c| c.summary.clone())
+                            .map(|c| c.summary.kept_sorted().into_iter().collect())
                             .unwrap_or_default(),
                     })
                     .collect();
@@ -208,7 +208,7 @@ impl<F: Filter> Router<F> {
             links,
             adverts: self.db.adverts().cloned().collect(),
             trees,
-            local: minimize(self.local.keys()),
+            local: self.local.kept_sorted().into_iter().collect(),
             received: per_link(&self.received),
             sent: per_link(&self.sent),
             metrics: self.metrics(),

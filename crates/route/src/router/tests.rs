@@ -289,3 +289,5 @@ fn the_state_view_and_the_wire_messages_serialize() {
     assert!(state["trees"]["C"]["parent_of"].is_object());
     assert!(state["received"]["c"].is_array());
 }
+
+mod incremental;

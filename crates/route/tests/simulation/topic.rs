@@ -3,7 +3,7 @@
 //! re-implemented here so route does not depend on it).
 
 use serde::Serialize;
-use tidings_route::Filter;
+use tidings_route::{Filter, LinearIndex};
 
 /// A topic pattern such as `a.*` or `b.>`, kept with its levels split once.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -32,6 +32,7 @@ impl std::fmt::Debug for Pattern {
 
 impl Filter for Pattern {
     type Message = str;
+    type Index = LinearIndex<Self>;
 
     fn matches(&self, topic: &str) -> bool {
         let mut levels = self.levels.iter();

@@ -1,0 +1,116 @@
+//! `Minimized` against `minimize` over random insert/remove sequences.
+
+use super::*;
+use crate::filter::minimize;
+use crate::filter::test_filter::{Path, Range};
+use crate::filter::LinearIndex;
+
+/// A small seeded generator (xorshift), so a failing sequence replays.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, bound: u32) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % u64::from(bound)) as u32
+    }
+}
+
+/// A range with a tag that covering ignores: tags make distinct but equivalent filters, so the
+/// tie-break (smallest kept) is exercised.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Tagged(Range, u8);
+
+impl Filter for Tagged {
+    type Message = u32;
+    type Index = LinearIndex<Self>;
+    fn matches(&self, message: &u32) -> bool {
+        self.0.matches(message)
+    }
+    fn covers(&self, other: &Self) -> bool {
+        self.0.covers(&other.0)
+    }
+}
+
+/// Runs `steps` random inserts and removes of filters drawn by `draw`, checking after each that
+/// the kept set is `minimize` of the inputs and that the reported delta is the kept set's change.
+fn agrees_with_minimize<F: Filter>(seed: u64, steps: usize, mut draw: impl FnMut(&mut Rng) -> F) {
+    let mut rng = Rng(seed);
+    let mut set = Minimized::default();
+    let mut model: BTreeMap<F, u32> = BTreeMap::new();
+    for step in 0..steps {
+        let mut delta = Delta::default();
+        let before = set.kept_sorted();
+        let held: Vec<F> = model.keys().cloned().collect();
+        if !held.is_empty() && rng.below(5) < 2 {
+            let filter = held[rng.below(held.len() as u32) as usize].clone();
+            assert!(set.remove(&filter, &mut delta));
+            let count = model.get_mut(&filter).unwrap();
+            *count -= 1;
+            if *count == 0 {
+                model.remove(&filter);
+            }
+        } else {
+            let filter = draw(&mut rng);
+            set.insert(&filter, &mut delta);
+            *model.entry(filter).or_insert(0) += 1;
+        }
+        let expected: BTreeSet<F> = minimize(model.keys()).into_iter().collect();
+        assert_eq!(set.kept_sorted(), expected, "seed {seed} step {step}");
+        assert_eq!(set.distinct_inputs(), model.len());
+        let mut applied = before;
+        for filter in &delta.removed {
+            assert!(applied.remove(filter), "seed {seed} step {step}: removed {filter:?} was not kept");
+        }
+        for filter in &delta.added {
+            assert!(applied.insert(filter.clone()), "seed {seed} step {step}: added {filter:?} was kept");
+        }
+        assert_eq!(applied, expected, "seed {seed} step {step}: delta");
+    }
+}
+
+#[test]
+fn ranges_without_keys_stay_minimized_through_random_changes() {
+    for seed in 1..=40 {
+        agrees_with_minimize(seed, 200, |rng| {
+            let lo = rng.below(12);
+            Range(lo, lo + rng.below(6))
+        });
+    }
+}
+
+#[test]
+fn equivalent_filters_keep_the_smallest_through_random_changes() {
+    for seed in 1..=40 {
+        agrees_with_minimize(seed, 200, |rng| {
+            let lo = rng.below(6);
+            Tagged(Range(lo, lo + rng.below(4)), rng.below(3) as u8)
+        });
+    }
+}
+
+#[test]
+fn keyed_paths_stay_minimized_through_random_changes() {
+    let names = ["a", "a.b", "a.b.c", "a.c", "a.b.d", "b", "b.a", "ab", "ab.c", "a.bc"];
+    for seed in 1..=40 {
+        agrees_with_minimize(seed, 300, |rng| {
+            Path(names[rng.below(names.len() as u32) as usize].to_string(), rng.below(2) == 0)
+        });
+    }
+}
+
+#[test]
+fn removing_a_wide_filter_brings_back_what_it_covered() {
+    let mut set = Minimized::default();
+    let mut delta = Delta::default();
+    for filter in [Path("a.b".into(), false), Path("a.c".into(), true), Path("a".into(), true)] {
+        set.insert(&filter, &mut delta);
+    }
+    assert_eq!(delta.added, [Path("a".into(), true)].into_iter().collect());
+    let mut delta = Delta::default();
+    assert!(set.remove(&Path("a".into(), true), &mut delta));
+    assert_eq!(delta.removed, [Path("a".into(), true)].into_iter().collect());
+    assert_eq!(delta.added, [Path("a.b".into(), false), Path("a.c".into(), true)].into_iter().collect());
+    assert!(!set.remove(&Path("a".into(), true), &mut delta), "no longer an input");
+}

@@ -1,0 +1,175 @@
+//! Interest changes carried forward as deltas, with no topology change in between: a local
+//! change or a peer's summary delta updates the data path's child summaries and mates' indexes,
+//! then what we advertise per tree, then what each link is sent. Each step hands the next only
+//! its net change, so a subscription costs its covering group times the number of trees, never
+//! the number of subscriptions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::{Action, Router};
+use crate::filter::{Filter, FilterIndex};
+use crate::message::PeerMessage;
+use crate::minimized::{Delta, Minimized};
+use crate::names::{BrokerName, CellName};
+use crate::summary::{Scope, Scoped, SummaryDelta};
+
+/// Net changes of what we advertise, in one round.
+struct Changes<F> {
+    local: Delta<F>,
+    down: BTreeMap<CellName, Delta<F>>,
+    subtree: BTreeMap<CellName, Delta<F>>,
+}
+
+/// Feeds a change into a minimized set; its own changes go to `delta`.
+fn feed<'a, F: Filter + 'a>(
+    set: &mut Minimized<F>,
+    removed: impl IntoIterator<Item = &'a F>,
+    added: impl IntoIterator<Item = &'a F>,
+    delta: &mut Delta<F>,
+) {
+    for filter in removed {
+        set.remove(filter, delta);
+    }
+    for filter in added {
+        set.insert(filter, delta);
+    }
+}
+
+/// Feeds a change into an index.
+fn index<F: Filter>(index: &mut F::Index, removed: &BTreeSet<F>, added: &BTreeSet<F>) {
+    for filter in removed {
+        index.remove(filter);
+    }
+    for filter in added {
+        index.insert(filter);
+    }
+}
+
+impl<F: Filter> Router<F> {
+    /// Carries a local change and accepted summary deltas forward and sends the result.
+    pub(super) fn propagate(
+        &mut self,
+        local: Delta<F>,
+        received: &[(BrokerName, SummaryDelta<F>)],
+        out: &mut Vec<Action<F>>,
+    ) {
+        let mut changes = Changes { local, down: BTreeMap::new(), subtree: BTreeMap::new() };
+        if !changes.local.is_empty() {
+            self.feed_subtrees(None, &changes.local.removed, &changes.local.added, &mut changes.subtree);
+        }
+        for (from, delta) in received {
+            for scope in &delta.scopes {
+                self.propagate_received(from, scope, delta, &mut changes);
+            }
+        }
+        self.send_changes(&changes, out);
+    }
+
+    /// Feeds a change into the subtree summary of `root`, or of every root when `None`.
+    fn feed_subtrees(
+        &mut self,
+        root: Option<&CellName>,
+        removed: &BTreeSet<F>,
+        added: &BTreeSet<F>,
+        changes: &mut BTreeMap<CellName, Delta<F>>,
+    ) {
+        for (name, subtree) in &mut self.advertised.subtree {
+            if root.is_none_or(|root| root == name) {
+                feed(subtree, removed, added, changes.entry(name.clone()).or_default());
+            }
+        }
+    }
+
+    fn propagate_received(
+        &mut self,
+        from: &BrokerName,
+        scope: &Scope,
+        delta: &SummaryDelta<F>,
+        changes: &mut Changes<F>,
+    ) {
+        let removed: BTreeSet<F> = delta.removed.iter().cloned().collect();
+        let added: BTreeSet<F> = delta.added.iter().cloned().collect();
+        if let Some(mate) = self.routes.mates.iter_mut().find(|mate| mate.name == *from) {
+            let root = match scope {
+                Scope::Local => {
+                    index(&mut mate.local, &removed, &added);
+                    None
+                }
+                Scope::Tree(root) => {
+                    index(mate.down.entry(root.clone()).or_default(), &removed, &added);
+                    Some(root)
+                }
+            };
+            self.feed_subtrees(root, &removed, &added, &mut changes.subtree);
+            return;
+        }
+        let Scope::Tree(root) = scope else { return };
+        let Some(tree) = self.routes.trees.get_mut(root) else { return };
+        let Some(child) = tree.current.children.iter_mut().find(|child| child.linked.contains(from)) else {
+            return;
+        };
+        let below = child.change(&delta.removed, &delta.added);
+        let Some(down) = self.advertised.down.get_mut(root) else { return };
+        let mut step = Delta::default();
+        feed(down, &below.removed, &below.added, &mut step);
+        let merged = changes.down.entry(root.clone()).or_default();
+        for filter in &step.removed {
+            merged.remove(filter.clone());
+        }
+        for filter in &step.added {
+            merged.add(filter.clone());
+        }
+        self.feed_subtrees(Some(root), &step.removed, &step.added, &mut changes.subtree);
+    }
+
+    /// Sends each link the changes of the scopes it is sent, grouping scopes with identical
+    /// changes, and records them as sent.
+    fn send_changes(&mut self, changes: &Changes<F>, out: &mut Vec<Action<F>>) {
+        for (peer, link) in &self.links {
+            let mut scoped: Vec<(Scope, &Delta<F>)> = Vec::new();
+            if link.cell == self.settings.cell {
+                scoped.push((Scope::Local, &changes.local));
+                scoped.extend(changes.down.iter().map(|(root, delta)| (Scope::Tree(root.clone()), delta)));
+            } else {
+                let parent_is_link = |root: &CellName| {
+                    self.table.trees.get(root).and_then(|place| place.parent.as_ref()) == Some(&link.cell)
+                };
+                scoped.extend(
+                    changes
+                        .subtree
+                        .iter()
+                        .filter(|(root, _)| parent_is_link(root))
+                        .map(|(root, delta)| (Scope::Tree(root.clone()), delta)),
+                );
+            }
+            let sent = self.sent.entry(peer.clone()).or_default();
+            let deltas = record(sent, scoped);
+            if !deltas.is_empty() {
+                self.counters.summary_deltas_sent += deltas.len() as u64;
+                out.push(Action::Send { to: peer.clone(), message: PeerMessage::Summary(deltas) });
+            }
+        }
+    }
+}
+
+/// Applies scope changes to what a link was sent; returns them as deltas, scopes with
+/// identical changes grouped together.
+fn record<F: Filter>(sent: &mut Scoped<F>, scoped: Vec<(Scope, &Delta<F>)>) -> Vec<SummaryDelta<F>> {
+    let mut grouped: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>> = BTreeMap::new();
+    for (scope, delta) in scoped {
+        if delta.is_empty() {
+            continue;
+        }
+        let set = sent.entry(scope.clone()).or_default();
+        for filter in &delta.removed {
+            set.remove(filter);
+        }
+        set.extend(delta.added.iter().cloned());
+        if set.is_empty() {
+            sent.remove(&scope);
+        }
+        let key = (delta.added.iter().cloned().collect(), delta.removed.iter().cloned().collect());
+        grouped.entry(key).or_default().push(scope);
+    }
+    grouped.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
+}
