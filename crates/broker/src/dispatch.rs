@@ -46,6 +46,15 @@ impl DispatchScratch {
     }
 }
 
+/// A batch cut short (a connection that ends mid-batch, a peer's CLOSE after its data) must not
+/// strand what it queued: a writer whose queue went from empty to non-empty is woken only by
+/// the batch that did it, and later pushes see a non-empty queue and wake nobody.
+impl Drop for DispatchScratch {
+    fn drop(&mut self) {
+        self.wake_writers();
+    }
+}
+
 impl Dispatcher {
     /// An empty table.
     pub fn new(metrics: Metrics) -> Dispatcher {

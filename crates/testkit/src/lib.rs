@@ -4,9 +4,12 @@
 //! [`BrokerProcess`] reads the broker's ready line, so there are no port races, and kills the
 //! process on drop, so a failing test leaves nothing behind. [`RawConnection`] sends and expects
 //! frames byte by byte, for the bad-input tests a well-behaved client cannot express.
+//! [`FaultProxy`] sits on one link and stalls or cuts it.
 
 mod process;
+mod proxy;
 mod raw;
 
 pub use process::{http_get, metric_value, BrokerProcess, Ready};
+pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;
