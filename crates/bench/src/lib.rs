@@ -10,7 +10,8 @@
 //!   Markdown body and [`Check`](suite::Check)s; the [`runner`](suite::runner) writes them and
 //!   `report.md`.
 //! - [`experiments`]: one module per seed experiment (`subscribers`, `sizes`, `fanout`,
-//!   `proxy`, `matching`, `hops`), with the seeds' own figures in [`seeds`].
+//!   `proxy`, `matching`, `hops`), with the seeds' own figures in [`seeds`], and `network`
+//!   (issue 4: what broker links cost, and faults).
 //! - The measurement engines: [`latency`] (fixed rate, many subscribers), [`flood`] (seed
 //!   002's STn/RTn method), [`experiments::content`] (seed 004's tag=value events).
 //! - What experiments run against: [`target`] (one broker), [`network`] (`tidings net up`),

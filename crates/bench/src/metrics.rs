@@ -14,8 +14,18 @@ pub const DROPS: &str = "tidings_slow_consumer_drops_total";
 pub const DISCONNECTS: &str = "tidings_slow_consumer_disconnects_total";
 /// Data messages dropped because a broker link's queue was full, per peer.
 pub const LINK_DROPS: &str = "tidings_link_drops_total";
+/// Data messages a broker received on each of its links (label `peer`).
+pub const LINK_MESSAGES_IN: &str = "tidings_link_messages_in_total";
 /// Data messages a broker wrote on each of its links (label `peer`).
 pub const LINK_MESSAGES_OUT: &str = "tidings_link_messages_out_total";
+/// Broker links up now (a gauge): a link that was cut and not yet re-established is missing.
+pub const LINKS_UP: &str = "tidings_links_up";
+/// Broker links established since the broker started: one per link at start, more after a cut.
+pub const LINKS_ESTABLISHED: &str = "tidings_links_established_total";
+/// Broker links lost or closed, by why (label `why`): a link cut under load shows here.
+pub const LINKS_CLOSED: &str = "tidings_links_closed_total";
+/// Data messages from peers that routing refused while routes were changing, by why.
+pub const ROUTE_DROPS: &str = "tidings_route_drops_total";
 /// Active subscriptions (a gauge).
 pub const SUBSCRIPTIONS: &str = "tidings_subscriptions";
 

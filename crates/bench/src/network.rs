@@ -23,6 +23,8 @@ pub struct BrokerInfo {
     pub tcp: String,
     /// Admin HTTP address (metrics), when it has one.
     pub admin: Option<String>,
+    /// Its process id, when `network.json` gives it (to read its CPU time or send it a fault).
+    pub pid: Option<u32>,
 }
 
 /// A running network; stopped on drop.
@@ -154,6 +156,7 @@ pub fn parse_network(text: &str) -> anyhow::Result<Vec<BrokerInfo>> {
                 cell: text("cell"),
                 tcp: text("tcp").ok_or_else(|| anyhow::anyhow!("a broker without a tcp address: {b}"))?,
                 admin: text("admin"),
+                pid: b.get("pid").and_then(Value::as_u64).and_then(|p| u32::try_from(p).ok()),
             })
         })
         .collect()
@@ -168,6 +171,7 @@ mod tests {
         let wrapped = r#"{"brokers":[{"name":"phb","cell":"phb","tcp":"127.0.0.1:1","admin":"127.0.0.1:2","pid":7}]}"#;
         let b = &parse_network(wrapped).unwrap()[0];
         assert_eq!((b.name.as_str(), b.tcp.as_str(), b.admin.as_deref()), ("phb", "127.0.0.1:1", Some("127.0.0.1:2")));
+        assert_eq!(b.pid, Some(7));
         let bare = r#"[{"name":"a","tcp":"127.0.0.1:3"}]"#;
         assert_eq!(parse_network(bare).unwrap()[0].cell, None);
     }

@@ -67,6 +67,15 @@ pub fn block_medians(values: &[f64], block: usize) -> Vec<(usize, f64)> {
         .collect()
 }
 
+/// The value at quantile `q` (0 to 1) of a sample, by the nearest rank on the sorted values;
+/// `None` for an empty sample.
+pub fn quantile(values: &[u64], q: f64) -> Option<u64> {
+    let mut v = values.to_vec();
+    v.sort_unstable();
+    let last = v.len().checked_sub(1)?;
+    v.get((last as f64 * q.clamp(0.0, 1.0)).round() as usize).copied()
+}
+
 /// Mean, spread and extremes of a sample, in the sample's unit.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct Moments {
@@ -106,6 +115,15 @@ impl Moments {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quantiles_take_the_nearest_rank() {
+        let v = [5, 1, 4, 2, 3];
+        assert_eq!(quantile(&v, 0.5), Some(3));
+        assert_eq!(quantile(&v, 0.0), Some(1));
+        assert_eq!(quantile(&v, 1.0), Some(5));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
 
     #[test]
     fn median_of_odd_and_even_samples() {

@@ -41,6 +41,11 @@ impl Target {
         }
     }
 
+    /// The broker's process id, when this benchmark started it (to read its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.process.as_ref().map(|p| p.ready.pid)
+    }
+
     /// A metric of the broker, when its admin address is known.
     pub fn metric(&self, name: &str) -> Option<f64> {
         match &self.process {

@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tidings_client::Transport;
 
-use crate::experiments::{fanout, hops, matching, proxy, sizes, subscribers};
+use crate::experiments::{fanout, hops, matching, network, proxy, sizes, subscribers};
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
 
@@ -36,7 +36,9 @@ pub enum Which {
     Matching(NaradaArgs),
     /// Seed 004: latency vs brokers on the path (1, 2, 4, 9).
     Hops(NaradaArgs),
-    /// Every seed experiment, in order.
+    /// Issue 4: one broker vs two (throughput, CPU, latency), the 9-broker path, faults.
+    Network(SuiteArgs),
+    /// Every seed experiment, in order, then `network`.
     All(SuiteArgs),
 }
 
@@ -185,6 +187,7 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
         Box::new(proxy::Proxy(proxy::Params::new(scale))),
         Box::new(matching::Matching(matching::Params::new(scale))),
         Box::new(hops::Hops(hops::Params::new(scale))),
+        Box::new(network::Network(network::Params::new(scale))),
     ]
 }
 
@@ -195,6 +198,10 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Latency(a) => return classic::run(classic::Classic::Latency(a)).await,
         Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
         Which::All(suite) => (suite, None),
+        Which::Network(suite) => {
+            let p = network::Params::new(scale(&suite));
+            (suite, Some(Box::new(network::Network(p))))
+        }
         Which::Subscribers(a) => {
             let mut p = subscribers::Params::new(scale(&a.suite));
             p.counts = a.counts.unwrap_or(p.counts);

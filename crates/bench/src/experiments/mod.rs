@@ -5,6 +5,7 @@ pub mod fanout;
 pub mod hops;
 pub mod matching;
 pub mod narada;
+pub mod network;
 pub mod proxy;
 pub mod seed002;
 pub mod sizes;

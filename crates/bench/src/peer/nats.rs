@@ -64,6 +64,12 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
+    /// The process id of each node, in the order of [`urls`](NatsServer::urls) (to read their
+    /// CPU time).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
     /// One node with default settings (as `run_all.sh` starts it).
     pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
         let port = free_port()?;

@@ -1,0 +1,242 @@
+//! CPU time of the processes in a run, from `/proc/PID/stat` (user + system time, in clock
+//! ticks): on a machine where the brokers and the clients share the cores, what each process
+//! spends per message says where the time goes; and what the report reads into it.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use super::present::ratio;
+use super::{median, show, Key, NATS, TIDINGS};
+use crate::suite::table::Table;
+
+/// A process whose CPU time is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Process {
+    /// A process by id: a broker, or a NATS node.
+    Pid(u32),
+    /// This process (the clients: publisher and subscribers).
+    This,
+    /// The children this process has waited for (the peer harness, which drives NATS).
+    WaitedChildren,
+}
+
+/// CPU seconds of every watched process at one moment.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct CpuSample {
+    seconds: BTreeMap<String, f64>,
+    taken: Instant,
+}
+
+/// CPU seconds each process spent between two samples, and the wall-clock seconds between them.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Spent {
+    /// By process name.
+    pub(super) by_process: BTreeMap<String, f64>,
+    /// Wall-clock time.
+    pub(super) wall_secs: f64,
+}
+
+impl CpuSample {
+    /// Reads the CPU time of each named process now; a process that cannot be read counts 0.
+    pub(super) fn take(processes: &[(&str, Process)]) -> CpuSample {
+        let ticks = clock_ticks();
+        let seconds = processes
+            .iter()
+            .map(|&(name, p)| {
+                let path = match p {
+                    Process::Pid(pid) => format!("/proc/{pid}/stat"),
+                    Process::This | Process::WaitedChildren => "/proc/self/stat".to_string(),
+                };
+                let stat = std::fs::read_to_string(path).unwrap_or_default();
+                let t = parse_stat(&stat).map_or(0, |t| match p {
+                    Process::WaitedChildren => t.children,
+                    _ => t.own,
+                });
+                (name.to_string(), t as f64 / ticks)
+            })
+            .collect();
+        CpuSample { seconds, taken: Instant::now() }
+    }
+
+    /// What each process spent since `earlier`.
+    pub(super) fn since(&self, earlier: &CpuSample) -> Spent {
+        let by_process = self
+            .seconds
+            .iter()
+            .map(|(name, &now)| (name.clone(), now - earlier.seconds.get(name).copied().unwrap_or(now)))
+            .collect();
+        Spent { by_process, wall_secs: self.taken.duration_since(earlier.taken).as_secs_f64() }
+    }
+}
+
+/// Adds CPU µs per received message of each process and of all together
+/// (`cpu_us_per_msg.NAME`, `cpu_us_per_msg.total`), and the CPUs they kept busy on average
+/// (`cpus_busy`: all their CPU time over the wall-clock time).
+pub(super) fn put(key: &Key, table: &mut Table, spent: &Spent, received: u64) -> anyhow::Result<()> {
+    let total: f64 = spent.by_process.values().sum();
+    if spent.wall_secs > 0.0 {
+        key.put(table, "cpus_busy", total / spent.wall_secs)?;
+    }
+    if received == 0 {
+        return Ok(());
+    }
+    let per = |secs: f64| secs * 1e6 / received as f64;
+    for (name, &secs) in &spent.by_process {
+        key.put(table, &format!("cpu_us_per_msg.{name}"), per(secs))?;
+    }
+    key.put(table, "cpu_us_per_msg.total", per(total))
+}
+
+/// Ticks of one process: its own (utime + stime) and its waited-for children's (cutime + cstime).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Ticks {
+    own: u64,
+    children: u64,
+}
+
+/// Fields 14-17 of `/proc/PID/stat`; the command name (field 2) may hold spaces and
+/// parentheses, so fields are counted after its last `)`.
+fn parse_stat(stat: &str) -> Option<Ticks> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<u64> = rest.split_whitespace().skip(11).take(4).map_while(|f| f.parse().ok()).collect();
+    match fields[..] {
+        [utime, stime, cutime, cstime] => Some(Ticks { own: utime + stime, children: cutime + cstime }),
+        _ => None,
+    }
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's value, when it cannot be run).
+fn clock_ticks() -> f64 {
+    static TICKS: OnceLock<f64> = OnceLock::new();
+    *TICKS.get_or_init(|| {
+        Command::new("getconf")
+            .arg("CLK_TCK")
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse::<f64>().ok())
+            .filter(|&t| t > 0.0)
+            .unwrap_or(100.0)
+    })
+}
+
+// What the report reads into the CPU time.
+
+/// CPU µs per message of `system` with `brokers`: (brokers' processes, clients, all).
+fn cpu_split(table: &Table, system: &str, brokers: usize) -> Option<(f64, f64, f64)> {
+    let m = |name: &str| median(table, "throughput", system, brokers, &format!("cpu_us_per_msg.{name}"));
+    let total = m("total")?;
+    let clients = m("clients").or_else(|| m("peerbench"))?;
+    Some((total - clients, clients, total))
+}
+
+/// CPUs kept busy by every process together, on average over a run.
+fn cores(table: &Table, system: &str, brokers: usize) -> Option<f64> {
+    median(table, "throughput", system, brokers, "cpus_busy")
+}
+
+pub(super) fn report(out: &mut String, table: &Table) {
+    let _ = writeln!(out, "### Where the time goes: CPU per message\n");
+    let _ = writeln!(
+        out,
+        "CPU time (user + system, from `/proc/PID/stat`) of each process during a throughput run, \
+         divided by the messages received, µs; *clients* is this process (publisher and subscriber) \
+         for tidings and the peer harness for NATS (where messages were lost, what they cost is spread over \
+         those received); *CPUs busy*: all their CPU time over the run's wall-clock time.\n"
+    );
+    let _ = writeln!(out, "| | brokers | per broker | clients | all | CPUs busy |\n|---|---|---|---|---|---|");
+    let f = |v: Option<f64>| show(v, |v| format!("{v:.1}"));
+    for (system, setup, brokers, names) in [
+        (TIDINGS, "tidings, one broker", 1, &["broker"][..]),
+        (TIDINGS, "tidings, two brokers", 2, &["phb", "shb"][..]),
+        (NATS, "NATS, one node", 1, &["nats"][..]),
+        (NATS, "NATS, cluster", 2, &["nats-a", "nats-b"][..]),
+    ] {
+        let Some((all_brokers, clients, total)) = cpu_split(table, system, brokers) else { continue };
+        let each: Vec<String> = names
+            .iter()
+            .map(|n| format!("{n} {}", f(median(table, "throughput", system, brokers, &format!("cpu_us_per_msg.{n}")))))
+            .collect();
+        let _ = writeln!(
+            out,
+            "| {setup} | {} | {} | {} | {} | {} |",
+            f(Some(all_brokers)),
+            each.join(", "),
+            f(Some(clients)),
+            f(Some(total)),
+            f(cores(table, system, brokers))
+        );
+    }
+    if let (Some(one), Some(two)) = (cpu_split(table, TIDINGS, 1), cpu_split(table, TIDINGS, 2)) {
+        bound(out, table, one, two);
+    }
+    out.push('\n');
+}
+
+/// What the CPU per message says about the ratio two / one.
+fn bound(out: &mut String, table: &Table, one: (f64, f64, f64), two: (f64, f64, f64)) {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let ceiling = one.2 / two.2;
+    let _ = write!(
+        out,
+        "\nA second broker adds {:.1} µs of broker CPU per message to the first's {:.1} ({:.1}× the broker CPU \
+         of one). Every process shares this machine's {cpus} CPUs, so where the CPUs are the limit throughput \
+         goes as the inverse of all the CPU a message costs, and two / one comes to {:.1} / {:.1} = {ceiling:.2}. ",
+        two.0 - one.0,
+        one.0,
+        two.0 / one.0,
+        one.2,
+        two.2
+    );
+    match (ratio(table, TIDINGS), cores(table, TIDINGS, 1)) {
+        (Some(r), Some(busy)) if r > ceiling => {
+            let _ = write!(
+                out,
+                "Measured {r:.2}, above that: one broker's runs kept {busy:.1} of the {cpus} CPUs busy, so they \
+                 were not CPU-bound, and the second broker used CPU that was idle. "
+            );
+        }
+        (Some(r), _) => {
+            let _ = write!(out, "Measured {r:.2}. ");
+        }
+        _ => {}
+    }
+    let _ = writeln!(
+        out,
+        "Perf profiles of the brokers (taken outside this command) put about 40 % of each broker's CPU in \
+         kernel copies (`copy_from_iter` / `copy_to_iter`): every broker a message crosses copies it in from \
+         one socket and out to another, so a second broker costs about as much CPU as the first, and on a \
+         machine whose CPUs the clients and brokers share, the ratio is bounded by that."
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_after_the_command_name() {
+        let stat = "4242 (tokio (rt) 1) S 1 4242 4242 0 -1 4194560 500 0 0 0 150 25 7 3 20 0 4 0 1 2 3";
+        assert_eq!(parse_stat(stat), Some(Ticks { own: 175, children: 10 }));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S 1 2"), None);
+    }
+
+    #[test]
+    fn this_process_spends_cpu_time() {
+        let watched = [("bench", Process::This), ("gone", Process::Pid(u32::MAX))];
+        let before = CpuSample::take(&watched);
+        // Spin until the kernel has charged at least one tick (or give up after 10 s).
+        let start = std::time::Instant::now();
+        let mut spent = CpuSample::take(&watched).since(&before);
+        while spent.by_process["bench"] == 0.0 && start.elapsed() < std::time::Duration::from_secs(10) {
+            std::hint::black_box((0..10_000u64).sum::<u64>());
+            spent = CpuSample::take(&watched).since(&before);
+        }
+        assert!(spent.by_process["bench"] > 0.0, "{spent:?}");
+        assert_eq!(spent.by_process["gone"], 0.0);
+        assert!(spent.wall_secs > 0.0);
+    }
+}

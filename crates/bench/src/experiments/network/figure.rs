@@ -1,0 +1,153 @@
+//! The plot of `network`: throughput and CPU per message through one and two brokers,
+//! latency by brokers on the path, and the gap a fault leaves.
+
+use super::present::path_points;
+use super::{median, ANCHOR, NATS, TIDINGS};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale, Series};
+use crate::suite::table::Table;
+
+/// `(x, median)` at one and two brokers, where there is one.
+fn by_brokers(table: &Table, part: &str, system: &str, quantity: &str) -> Vec<(f64, f64)> {
+    [1, 2].into_iter().filter_map(|b| median(table, part, system, b, quantity).map(|v| (b as f64, v))).collect()
+}
+
+/// CPU µs per message of the brokers alone (all processes but the clients).
+fn brokers_cpu(table: &Table, system: &str) -> Vec<(f64, f64)> {
+    let all = by_brokers(table, "throughput", system, "cpu_us_per_msg.total");
+    let clients = by_brokers(table, "throughput", system, "cpu_us_per_msg.clients");
+    all.iter().zip(&clients).map(|(&(x, a), &(_, c))| (x, a - c)).collect()
+}
+
+/// The fault rows in table order: (setup, [(quantity, value)]).
+pub(super) fn faults(table: &Table) -> Vec<(String, Vec<(String, f64)>)> {
+    let mut out: Vec<(String, Vec<(String, f64)>)> = Vec::new();
+    for r in table.rows().iter().filter(|r| table.cell(r, "part") == Some("reconvergence")) {
+        let (Some(setup), Some(quantity), Some(value)) =
+            (table.cell(r, "setup"), table.cell(r, "quantity"), table.cell(r, "value").and_then(|v| v.parse().ok()))
+        else {
+            continue;
+        };
+        match out.iter_mut().find(|(s, _)| s == setup) {
+            Some((_, values)) => values.push((quantity.to_string(), value)),
+            None => out.push((setup.to_string(), vec![(quantity.to_string(), value)])),
+        }
+    }
+    out
+}
+
+/// The four panels.
+pub(super) fn figure(table: &Table) -> Figure {
+    let brokers = || Axis { label: "brokers between publisher and subscriber".into(), scale: Scale::Linear };
+    let throughput = Panel {
+        title: "throughput, 2000 B, 1 subscriber".into(),
+        x: brokers(),
+        y: Axis { label: "received (msg/s)".into(), scale: Scale::Linear },
+        series: vec![
+            Series::new(
+                "tidings",
+                Mark::Line,
+                figure::TIDINGS,
+                by_brokers(table, "throughput", TIDINGS, "received_msg_s"),
+            ),
+            Series::new(
+                "NATS (one node; cluster)",
+                Mark::Line,
+                figure::NATS,
+                by_brokers(table, "throughput", NATS, "received_msg_s"),
+            ),
+            Series::new(
+                "NATS cluster, committed anchor",
+                Mark::Dashed,
+                figure::NATS_ANCHOR,
+                by_brokers(table, "throughput", ANCHOR, "received_msg_s"),
+            ),
+        ],
+    };
+    let cpu = Panel {
+        title: "CPU per message, all processes".into(),
+        x: brokers(),
+        y: Axis { label: "CPU per message received (µs)".into(), scale: Scale::Linear },
+        series: vec![
+            Series::new(
+                "tidings, all",
+                Mark::Line,
+                figure::TIDINGS,
+                by_brokers(table, "throughput", TIDINGS, "cpu_us_per_msg.total"),
+            ),
+            Series::new("tidings, brokers", Mark::Dashed, figure::TIDINGS, brokers_cpu(table, TIDINGS)),
+            Series::new(
+                "tidings, clients",
+                Mark::Points,
+                figure::TIDINGS_ALT,
+                by_brokers(table, "throughput", TIDINGS, "cpu_us_per_msg.clients"),
+            ),
+            Series::new(
+                "NATS, all",
+                Mark::Line,
+                figure::NATS,
+                by_brokers(table, "throughput", NATS, "cpu_us_per_msg.total"),
+            ),
+        ],
+    };
+    Figure {
+        title: "Through broker links, 2000 B (issue 4)".into(),
+        panels: vec![throughput, cpu, latency(table), gaps(table)],
+    }
+}
+
+fn latency(table: &Table) -> Panel {
+    let measuring: Vec<String> = table
+        .rows()
+        .iter()
+        .filter(|r| table.cell(r, "part") == Some("path"))
+        .filter_map(|r| table.cell(r, "setup").map(str::to_string))
+        .collect();
+    let path = |q: &str| -> Vec<(f64, f64)> {
+        let mut points: Vec<(f64, f64)> = path_points(table, &measuring)
+            .into_iter()
+            .filter_map(|(_, b)| median(table, "path", TIDINGS, b, q).map(|v| (b as f64, v)))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        points.dedup_by(|a, b| a.0 == b.0);
+        points
+    };
+    Panel {
+        title: "latency at 1000 msg/s, by brokers on the path".into(),
+        x: Axis { label: "brokers on the path (publisher's and subscriber's included)".into(), scale: Scale::Linear },
+        y: Axis { label: "latency (µs)".into(), scale: Scale::Log },
+        series: vec![
+            Series::new("tidings p50, narada-22-sparse", Mark::Line, figure::TIDINGS, path("p50_us")),
+            Series::new("tidings p99, narada-22-sparse", Mark::Dashed, figure::TIDINGS, path("p99_us")),
+            Series::new(
+                "tidings p50, two-brokers",
+                Mark::Points,
+                figure::TIDINGS_ALT,
+                by_brokers(table, "latency", TIDINGS, "p50_us"),
+            ),
+            Series::new("NATS cluster p50", Mark::Line, figure::NATS, by_brokers(table, "latency", NATS, "p50_us")),
+            Series::new(
+                "NATS cluster p50, committed anchor",
+                Mark::Dashed,
+                figure::NATS_ANCHOR,
+                by_brokers(table, "latency", ANCHOR, "p50_us"),
+            ),
+        ],
+    }
+}
+
+fn gaps(table: &Table) -> Panel {
+    let bars: Vec<(f64, f64, f64)> = faults(table)
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, values))| {
+            let gap = values.iter().find(|(q, _)| q == "longest_gap_ms")?.1;
+            Some(((i + 1) as f64, 0.0, gap))
+        })
+        .collect();
+    Panel {
+        title: "re-convergence: longest gap at s1".into(),
+        x: Axis { label: "fault of the carrying bundle broker: 1 = SIGKILL, 2 = SIGSTOP".into(), scale: Scale::Linear },
+        y: Axis { label: "longest gap in deliveries (ms)".into(), scale: Scale::Linear },
+        series: vec![Series::ranges("tidings, gryphon-fig3, 1 msg/ms", figure::TIDINGS, bars)],
+    }
+}

@@ -1,0 +1,281 @@
+//! `network` (issue 4's measurements): what a broker link costs and how the network behaves
+//! under load and faults. Throughput of 2000 B messages through two brokers
+//! (`two-brokers.toml`) against one, with every process's CPU time per message; latency at
+//! 1000 msg/s through one and two brokers and along the 9-broker path of
+//! `narada-22-sparse.toml`; the longest gap in deliveries when the bundle broker carrying
+//! traffic in `gryphon-fig3.toml` crashes or stalls; the cost of a subscription at a linked
+//! broker. NATS (one node against a two-node cluster) beside it, measured now or anchored.
+
+mod cpu;
+mod fault;
+mod figure;
+mod nats;
+mod path;
+mod present;
+mod tput;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::{list, micros, thousands, Tally};
+use crate::suite::table::{num, Table};
+use crate::suite::{Check, Context, Experiment, Outcome, Scale};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Payload bytes (the peer harness's E4).
+    pub size: usize,
+    /// Throughput: publishing time per run...
+    pub duration: Duration,
+    /// ...or at most this many messages.
+    pub max_messages: u64,
+    /// Latency: publish rate, msg/s.
+    pub rate: f64,
+    /// Latency: publishing time per repetition.
+    pub latency_duration: Duration,
+    /// The two-broker topology (publisher's broker `phb`, subscribers' broker `shb`).
+    pub two: String,
+    /// The long path: topology, publisher's broker, measuring subscribers' brokers.
+    pub path: (String, String, Vec<String>),
+    /// The fault topology: publisher's broker, subscriber's broker, the bundle brokers between.
+    pub fault: (String, String, String, Vec<String>),
+    /// How long deliveries are watched after a fault.
+    pub fault_window: Duration,
+    /// Subscriptions made at the linked broker (in batches of 500).
+    pub subscriptions: usize,
+}
+
+impl Params {
+    /// Issue 4's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let (duration, latency_duration, fault_window, subscriptions) = match scale {
+            Scale::Full => (Duration::from_secs(5), Duration::from_secs(5), Duration::from_secs(5), 2000),
+            Scale::Quick => (Duration::from_secs(1), Duration::from_secs(1), Duration::from_secs(3), 500),
+        };
+        let measuring = ["n22", "n1", "n7", "n10"].map(String::from).to_vec();
+        Params {
+            size: 2000,
+            duration,
+            max_messages: 1_000_000,
+            rate: 1000.0,
+            latency_duration,
+            two: "two-brokers.toml".into(),
+            path: ("narada-22-sparse.toml".into(), "n22".into(), measuring),
+            fault: ("gryphon-fig3.toml".into(), "p1".into(), "s1".into(), vec!["b1".into(), "b2".into()]),
+            fault_window,
+            subscriptions,
+        }
+    }
+
+    fn latency_count(&self) -> u64 {
+        (self.rate * self.latency_duration.as_secs_f64()).round() as u64
+    }
+}
+
+/// The experiment.
+pub struct Network(pub Params);
+
+impl Experiment for Network {
+    fn name(&self) -> &'static str {
+        "network"
+    }
+    fn title(&self) -> &'static str {
+        "throughput, latency and faults through broker links"
+    }
+    fn seeds(&self) -> &'static str {
+        "issue 4; seed 001's networks"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        vec![
+            ("message size", format!("{} B", p.size)),
+            (
+                "throughput",
+                format!(
+                    "1 subscriber, as fast as the client publishes for {} s (at most {} messages); one broker \
+                     and `{}` (publisher at phb, subscriber at shb) in turn, repetitions interleaved",
+                    p.duration.as_secs_f64(),
+                    thousands(p.max_messages as f64),
+                    p.two
+                ),
+            ),
+            (
+                "latency",
+                format!(
+                    "{} msg/s for {} s, 1 subscriber per broker measured",
+                    p.rate,
+                    p.latency_duration.as_secs_f64()
+                ),
+            ),
+            ("long path", format!("`{}`, publisher at {}, subscribers at {}", p.path.0, p.path.1, list(&p.path.2))),
+            (
+                "faults",
+                format!(
+                    "`{}`, publisher at {} every 1 ms, subscriber at {}; SIGKILL, then (fresh network) SIGSTOP, of \
+                     the bundle broker ({}) carrying traffic; deliveries watched for {} s",
+                    p.fault.0,
+                    p.fault.1,
+                    p.fault.2,
+                    p.fault.3.join(" or "),
+                    p.fault_window.as_secs_f64()
+                ),
+            ),
+            (
+                "subscriptions at a linked broker",
+                format!("{} (batches of 500), at shb and at one broker", p.subscriptions),
+            ),
+            ("NATS", "one node against a two-node cluster (route), through the peer harness, as its E4".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        let reps = ctx.reps as u64;
+        // NATS: 2 throughput runs per repetition, 2 latency points.
+        let nats = if ctx.peers.tools().is_some() { 2 * reps + 2 } else { 0 };
+        // Throughput runs (2 per repetition), latency and path repetitions, 2 faults, subscriptions.
+        4 * reps + 3 + nats
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+/// The internal checks.
+pub(super) struct Checks {
+    accounted: Tally,
+    link: Tally,
+    delivered: Tally,
+    resumed: Tally,
+}
+
+impl Default for Checks {
+    fn default() -> Checks {
+        Checks {
+            accounted: Tally::new(
+                "nothing lost on tidings in the throughput runs, or every loss counted (sent = received + \
+                 link, slow-consumer and route drops)",
+            ),
+            link: Tally::new(
+                "the flood never cut the phb→shb link (no link closed or re-established, the link up at both ends)",
+            ),
+            delivered: Tally::new("every measured subscriber received every message at 1000 msg/s"),
+            resumed: Tally::new("deliveries resumed after each fault (the network re-converged around it)"),
+        }
+    }
+}
+
+impl Checks {
+    fn into_checks(self) -> Vec<Check> {
+        vec![self.accounted.check(), self.link.check(), self.delivered.check(), self.resumed.check()]
+    }
+}
+
+impl Network {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let mut table = Table::new(COLUMNS);
+        let mut checks = Checks::default();
+        tput::tidings(ctx, &self.0, &mut table, &mut checks).await?;
+        nats::measured(ctx, &self.0, &mut table).await?;
+        nats::anchored(ctx, &self.0, &mut table)?;
+        path::long(ctx, &self.0, &mut table, &mut checks).await?;
+        fault::run(ctx, &self.0, &mut table, &mut checks).await?;
+        Ok(Outcome {
+            figure: present::figure(&table),
+            body: present::body(&self.0, &table),
+            table,
+            checks: checks.into_checks(),
+        })
+    }
+}
+
+/// CSV columns: one measured quantity per row, since the parts measure different things.
+/// `rep` is the repetition (in `subscribe`, the batch of 500 subscriptions).
+pub const COLUMNS: &[&str] = &["part", "system", "source", "setup", "brokers", "rep", "quantity", "value"];
+
+/// Where a row belongs: everything but the quantity and its value.
+#[derive(Debug, Clone)]
+pub(super) struct Key {
+    part: &'static str,
+    system: &'static str,
+    setup: String,
+    brokers: usize,
+    rep: usize,
+}
+
+impl Key {
+    fn new(part: &'static str, system: &'static str, setup: impl Into<String>, brokers: usize, rep: usize) -> Key {
+        Key { part, system, setup: setup.into(), brokers, rep }
+    }
+
+    /// Adds one row.
+    fn put(&self, table: &mut Table, quantity: &str, value: f64) -> anyhow::Result<()> {
+        let source = if self.system == ANCHOR { "committed anchor" } else { "this session" };
+        table.push(vec![
+            self.part.into(),
+            self.system.into(),
+            source.into(),
+            self.setup.clone(),
+            self.brokers.to_string(),
+            self.rep.to_string(),
+            quantity.into(),
+            num(value),
+        ])
+    }
+}
+
+/// Systems, as the `system` column names them.
+const TIDINGS: &str = "tidings";
+const NATS: &str = "nats";
+const ANCHOR: &str = "nats-anchor";
+
+/// The median over repetitions of `quantity` in `part` for `system` with `brokers`.
+fn median(table: &Table, part: &str, system: &str, brokers: usize, quantity: &str) -> Option<f64> {
+    let values: Vec<f64> = table
+        .rows()
+        .iter()
+        .filter(|r| {
+            table.cell(r, "part") == Some(part)
+                && table.cell(r, "system") == Some(system)
+                && table.cell(r, "brokers") == Some(&brokers.to_string())
+                && table.cell(r, "quantity") == Some(quantity)
+        })
+        .filter_map(|r| table.cell(r, "value").and_then(|v| v.parse().ok()))
+        .collect();
+    (!values.is_empty()).then(|| crate::stats::median(&values))
+}
+
+/// A measured figure as text, `n/a` when it is missing.
+fn show(value: Option<f64>, unit: fn(f64) -> String) -> String {
+    value.map(unit).unwrap_or_else(|| "n/a".into())
+}
+
+/// A latency cell: `micros` of the value.
+fn us(value: Option<f64>) -> String {
+    show(value, micros)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_are_taken_over_repetitions_of_one_point() {
+        let mut t = Table::new(COLUMNS);
+        for (rep, v) in [(1, 10.0), (2, 30.0), (3, 20.0)] {
+            Key::new("throughput", TIDINGS, "two brokers", 2, rep).put(&mut t, "received_msg_s", v).unwrap();
+        }
+        Key::new("throughput", NATS, "cluster", 2, 1).put(&mut t, "received_msg_s", 99.0).unwrap();
+        Key::new("throughput", ANCHOR, "cluster", 2, 1).put(&mut t, "received_msg_s", 98.0).unwrap();
+        assert_eq!(median(&t, "throughput", TIDINGS, 2, "received_msg_s"), Some(20.0));
+        assert_eq!(median(&t, "throughput", TIDINGS, 1, "received_msg_s"), None);
+        assert_eq!(t.cell(&t.rows()[4], "source"), Some("committed anchor"));
+        assert_eq!(us(None), "n/a");
+    }
+
+    #[test]
+    fn quick_runs_are_short() {
+        let p = Params::new(Scale::Quick);
+        assert!(p.duration <= Duration::from_secs(1) && p.latency_count() <= 1000);
+    }
+}

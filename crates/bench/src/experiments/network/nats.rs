@@ -1,0 +1,161 @@
+//! NATS beside tidings: throughput of one node against a two-node cluster (publisher on node
+//! A, subscriber on node B), runs interleaved as tidings's are, with CPU time per message;
+//! latency on the cluster through node A alone and across the route. Measured now through the
+//! peer harness when `--nats` found it, and the committed anchors (its E4) always.
+
+use std::time::Duration;
+
+use super::cpu::{self, CpuSample, Process};
+use super::{Key, Params, ANCHOR, NATS};
+use crate::peer::anchors::Point;
+use crate::peer::nats::{self, Mode, PeerRun};
+use crate::peer::{NatsServer, NatsTools, PeerRow};
+use crate::suite::table::Table;
+use crate::suite::Context;
+
+/// Setup labels: one node, then the cluster; the anchors' "one" is the cluster's node A.
+const ONE: &str = "one node";
+const CLUSTER: &str = "two-node cluster";
+const NODE_A: &str = "cluster, node A only";
+
+/// NATS measured in this session, when the tools were found.
+pub(super) async fn measured(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
+    let Some(tools) = ctx.peers.tools() else { return Ok(()) };
+    let dir = ctx.scratch("network-nats")?;
+    let single = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
+    let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
+    let (a, b) = (cluster.urls[0].clone(), cluster.urls[1].clone());
+    for rep in 1..=ctx.reps {
+        for (brokers, setup, server, sub) in [(1, ONE, &single, &single.urls[0]), (2, CLUSTER, &cluster, &b)] {
+            let names = if brokers == 1 { vec!["nats"] } else { vec!["nats-a", "nats-b"] };
+            let mut processes: Vec<(&str, Process)> =
+                names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
+            processes.push(("peerbench", Process::WaitedChildren));
+            let run = PeerRun {
+                mode: Mode::Throughput,
+                exp: "E4".into(),
+                publisher: server.urls[0].clone(),
+                subscriber: sub.clone(),
+                size: p.size,
+                subs: 1,
+                rate: 0,
+                reps: 1,
+                duration: p.duration,
+                max: p.max_messages,
+                drain: Duration::from_secs(20),
+                hops: brokers as u64,
+            };
+            let cpu = CpuSample::take(&processes);
+            let rows = harness(tools, &dir, run).await?;
+            let spent = CpuSample::take(&processes).since(&cpu);
+            let key = Key::new("throughput", NATS, setup, brokers, rep);
+            let received = throughput_rows(&key, table, rows.first())?;
+            cpu::put(&key, table, &spent, received)?;
+            ctx.step(format!("nats {setup}, rep {rep}"));
+        }
+    }
+    // What cut NATS's route under the flood, in the nodes' own words.
+    let logs: String =
+        ["nats-a.log", "nats-b.log"].iter().filter_map(|f| std::fs::read_to_string(dir.join(f)).ok()).collect();
+    let reports: Vec<&str> = logs.lines().filter(|l| l.contains("Slow Consumer")).collect();
+    let on = |kind: &str| reports.iter().filter(|l| l.contains(kind)).count() as f64;
+    let key = Key::new("throughput", NATS, CLUSTER, 2, 0);
+    key.put(table, "slow_consumer_reports", reports.len() as f64)?;
+    key.put(table, "slow_consumer_reports_on_clients", on("cid:"))?;
+    key.put(table, "slow_consumer_reports_on_routes", on("rid:"))?;
+    for (brokers, setup, sub) in [(1, NODE_A, &a), (2, CLUSTER, &b)] {
+        let run = PeerRun {
+            mode: Mode::Latency,
+            exp: "E4".into(),
+            publisher: a.clone(),
+            subscriber: sub.clone(),
+            size: p.size,
+            subs: 1,
+            rate: p.rate.round() as u64,
+            reps: ctx.reps,
+            duration: p.latency_duration,
+            max: 0,
+            drain: Duration::from_secs(30),
+            hops: brokers as u64,
+        };
+        for (i, row) in harness(tools, &dir, run).await?.iter().enumerate() {
+            latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row)?;
+        }
+        ctx.step(format!("nats latency, {setup}"));
+    }
+    Ok(())
+}
+
+/// The committed anchors of the same points (E4: the cluster, node A alone and across).
+pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
+    let Some(anchors) = &ctx.peers.anchors else { return Ok(()) };
+    for (brokers, setup) in [(1, NODE_A), (2, CLUSTER)] {
+        let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: 1, hops: brokers };
+        for (i, row) in anchors.throughput(point).iter().enumerate() {
+            throughput_rows(&Key::new("throughput", ANCHOR, setup, brokers as usize, i + 1), table, Some(row))?;
+        }
+        for (i, row) in anchors.latency(point).iter().enumerate() {
+            latency_rows(&Key::new("latency", ANCHOR, setup, brokers as usize, i + 1), table, row)?;
+        }
+    }
+    Ok(())
+}
+
+async fn harness(tools: &NatsTools, dir: &std::path::Path, run: PeerRun) -> anyhow::Result<Vec<PeerRow>> {
+    let (tools, dir) = (tools.clone(), dir.to_path_buf());
+    tokio::task::spawn_blocking(move || nats::run(&tools, &run, &dir)).await?
+}
+
+/// A harness throughput row as ours; returns the messages received.
+fn throughput_rows(key: &Key, table: &mut Table, row: Option<&PeerRow>) -> anyhow::Result<u64> {
+    let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
+    for (quantity, column) in [
+        ("sent", "sent"),
+        ("received", "recv_total"),
+        ("lost", "lost"),
+        ("lost_pct", "lost_pct"),
+        ("received_msg_s", "agg_recv_msgs_s"),
+        ("publish_msg_s", "pub_msgs_s"),
+        ("dropped_subscribers", "dropped_subs"),
+    ] {
+        if let Some(v) = row.num(column) {
+            key.put(table, quantity, v)?;
+        }
+    }
+    Ok(row.num("recv_total").unwrap_or(0.0) as u64)
+}
+
+/// A harness latency row as ours.
+fn latency_rows(key: &Key, table: &mut Table, row: &PeerRow) -> anyhow::Result<()> {
+    for (quantity, column) in [
+        ("sent", "sent"),
+        ("received", "delivered"),
+        ("p50_us", "p50_us"),
+        ("p99_us", "p99_us"),
+        ("mean_us", "mean_us"),
+    ] {
+        if let Some(v) = row.num(column) {
+            key.put(table, quantity, v)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::network::{median, COLUMNS};
+
+    #[test]
+    fn harness_rows_become_ours() {
+        let rows = crate::peer::parse_csv(
+            "sent,recv_total,lost,lost_pct,agg_recv_msgs_s,dropped_subs\n1000,90,910,91.0,150000,1\n",
+        );
+        let mut table = Table::new(COLUMNS);
+        let key = Key::new("throughput", NATS, CLUSTER, 2, 1);
+        assert_eq!(throughput_rows(&key, &mut table, rows.first()).unwrap(), 90);
+        assert_eq!(median(&table, "throughput", NATS, 2, "lost_pct"), Some(91.0));
+        assert_eq!(median(&table, "throughput", NATS, 2, "dropped_subscribers"), Some(1.0));
+        assert!(throughput_rows(&key, &mut table, None).is_err());
+    }
+}

@@ -1,0 +1,241 @@
+//! The report section of `network`: the medians over repetitions, each beside NATS's and the
+//! goals of issue 4.
+
+use std::fmt::Write as _;
+
+use super::{median, micros, show, thousands, us, Params, ANCHOR, NATS, TIDINGS};
+use crate::suite::table::Table;
+
+pub(super) use super::figure::figure;
+
+/// (system, its name in the report) for throughput: ours, NATS now, NATS anchored.
+const SYSTEMS: [(&str, &str); 3] = [
+    (TIDINGS, "tidings"),
+    (NATS, "NATS, this session (one node; two-node cluster)"),
+    (ANCHOR, "NATS, committed anchor (cluster: node A alone; across the route)"),
+];
+
+/// The same for latency, where NATS now is measured on the cluster too.
+const LATENCY_SYSTEMS: [(&str, &str); 3] = [
+    (TIDINGS, "tidings (phb alone; phb to shb)"),
+    (NATS, "NATS, this session (cluster: node A alone; across the route)"),
+    SYSTEMS[2],
+];
+
+fn rate(v: f64) -> String {
+    format!("{} msg/s", thousands(v))
+}
+
+/// The Markdown body.
+pub(super) fn body(p: &Params, table: &Table) -> String {
+    let mut out = String::new();
+    throughput(&mut out, table);
+    super::cpu::report(&mut out, table);
+    latency(&mut out, p, table);
+    path(&mut out, p, table);
+    faults(&mut out, table);
+    subscriptions(&mut out, table);
+    out
+}
+
+pub(super) fn ratio(table: &Table, system: &str) -> Option<f64> {
+    let m = |b| median(table, "throughput", system, b, "received_msg_s");
+    Some(m(2)? / m(1)?)
+}
+
+fn throughput(out: &mut String, table: &Table) {
+    let _ = writeln!(out, "### Throughput: one broker against two\n");
+    let _ = writeln!(
+        out,
+        "Received msg/s at the subscriber (received / time from the first publish to the last receipt), \
+         medians over repetitions; lost = sent − received.\n"
+    );
+    let _ = writeln!(out, "| | one | two | two / one | lost, one | lost, two |\n|---|---|---|---|---|---|");
+    for (system, name) in SYSTEMS {
+        let m = |b, q| median(table, "throughput", system, b, q);
+        let lost = |b| match (m(b, "lost"), m(b, "sent")) {
+            (Some(l), Some(s)) if s > 0.0 => format!("{} ({:.1} %)", thousands(l), 100.0 * l / s),
+            _ => "n/a".into(),
+        };
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} |",
+            show(m(1, "received_msg_s"), rate),
+            show(m(2, "received_msg_s"), rate),
+            show(ratio(table, system), |r| format!("{r:.2}")),
+            lost(1),
+            lost(2)
+        );
+    }
+    let verdict = |held: bool| if held { "met" } else { "**not met**" };
+    if let Some(r) = ratio(table, TIDINGS) {
+        let _ = writeln!(out, "\nGoal, two brokers at least 90 % of one: {} ({r:.2}).", verdict(r >= 0.9));
+    }
+    let drops = median(table, "throughput", TIDINGS, 2, "link_drops").unwrap_or(0.0);
+    let _ = writeln!(
+        out,
+        "Goal, a flood never cuts a broker link and what a link cannot carry is counted: see the checks \
+         below (link drops in the median two-broker run: {}).",
+        thousands(drops)
+    );
+    let nats = |q| median(table, "throughput", NATS, 2, q).unwrap_or(0.0);
+    let (dropped, reports) = (nats("dropped_subscribers"), nats("slow_consumer_reports"));
+    if dropped > 0.0 || reports > 0.0 {
+        let _ = writeln!(
+            out,
+            "NATS's cluster under the flood: {dropped:.0} dropped subscriber(s) in the median run (the harness's \
+             count); over the session the nodes logged {reports:.0} slow-consumer cuts, {:.0} of client \
+             connections and {:.0} of the route. A cut connection's backlog is lost \
+             and counted nowhere the subscriber can see.",
+            nats("slow_consumer_reports_on_clients"),
+            nats("slow_consumer_reports_on_routes")
+        );
+    }
+    out.push('\n');
+}
+
+fn latency(out: &mut String, p: &Params, table: &Table) {
+    let _ = writeln!(out, "### Latency through one broker and two, {} msg/s\n", p.rate);
+    let _ = writeln!(
+        out,
+        "tidings: one publisher at phb, one subscriber at phb and one at shb, on the same messages. NATS: \
+         publisher on node A, subscriber on node A, then on node B (the peer harness's E4).\n"
+    );
+    let _ = writeln!(out, "| | one broker: p50 / p99 / mean | two: p50 / p99 / mean | added by the hop, p50 |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    let mut added = Vec::new();
+    for (system, name) in LATENCY_SYSTEMS {
+        let m = |b, q| median(table, "latency", system, b, q);
+        let three = |b| format!("{} / {} / {}", us(m(b, "p50_us")), us(m(b, "p99_us")), us(m(b, "mean_us")));
+        let hop = m(2, "p50_us").zip(m(1, "p50_us")).map(|(two, one)| two - one);
+        added.push((system, hop));
+        let _ = writeln!(out, "| {name} | {} | {} | {} |", three(1), three(2), us(hop));
+    }
+    let find = |s: &str| added.iter().find(|(system, _)| *system == s).and_then(|(_, v)| *v);
+    if let (Some(ours), Some(theirs)) = (find(TIDINGS), find(NATS).or(find(ANCHOR))) {
+        let which = if find(NATS).is_some() { "measured now" } else { "committed anchor" };
+        let held = if ours <= theirs { "met" } else { "**not met**" };
+        let _ = writeln!(
+            out,
+            "\nGoal, a hop adds no more than NATS's ({which}): {held} ({} against {}).",
+            micros(ours),
+            micros(theirs)
+        );
+    }
+    out.push('\n');
+}
+
+fn path(out: &mut String, p: &Params, table: &Table) {
+    let (topology, publisher, measuring) = &p.path;
+    let _ = writeln!(out, "### Along the path of `{topology}`, publisher at {publisher}\n");
+    let _ = writeln!(out, "| subscriber at | brokers on the path | received / sent | p50 | p99 | added p50 per hop |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let rows = path_points(table, measuring);
+    let local = rows.iter().find(|(_, b)| *b == 1).and_then(|&(_, b)| median(table, "path", TIDINGS, b, "p50_us"));
+    for (name, brokers) in &rows {
+        let m = |q| median(table, "path", TIDINGS, *brokers, q);
+        let per_hop = match (m("p50_us"), local) {
+            (Some(p50), Some(l)) if *brokers > 1 => us(Some((p50 - l) / (*brokers - 1) as f64)),
+            _ => "-".into(),
+        };
+        let received = format!("{} / {}", show(m("received"), thousands), show(m("sent"), thousands));
+        let _ = writeln!(
+            out,
+            "| {name} | {brokers} | {received} | {} | {} | {per_hop} |",
+            us(m("p50_us")),
+            us(m("p99_us"))
+        );
+    }
+    out.push('\n');
+}
+
+/// (broker, brokers on the path) of each measuring subscriber that has rows.
+pub(super) fn path_points(table: &Table, measuring: &[String]) -> Vec<(String, usize)> {
+    measuring
+        .iter()
+        .filter_map(|name| {
+            let row = table
+                .rows()
+                .iter()
+                .find(|r| table.cell(r, "part") == Some("path") && table.cell(r, "setup") == Some(name.as_str()))?;
+            Some((name.clone(), table.cell(row, "brokers")?.parse().ok()?))
+        })
+        .collect()
+}
+
+fn faults(out: &mut String, table: &Table) {
+    let _ = writeln!(out, "### Re-convergence after the bundle broker carrying traffic fails\n");
+    let _ = writeln!(out, "| fault | longest gap in deliveries at s1 | not delivered / sent after the fault |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (setup, values) in super::figure::faults(table) {
+        let v = |q: &str| values.iter().find(|(n, _)| n == q).map(|(_, v)| *v);
+        let _ = writeln!(
+            out,
+            "| {setup} | {} | {} / {} |",
+            show(v("longest_gap_ms"), |ms| micros(ms * 1e3)),
+            show(v("lost"), thousands),
+            show(v("sent"), thousands)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nA crash resets the broker's connections, so its neighbours see the link go at once; a stall \
+         says nothing, and only missed heartbeats reveal it.\n"
+    );
+}
+
+fn subscriptions(out: &mut String, table: &Table) {
+    let _ = writeln!(out, "### Subscribing at a linked broker\n");
+    let _ = writeln!(
+        out,
+        "µs per subscription (acknowledged by the broker the client is connected to), each batch of 500 \
+         made on top of the previous ones:\n"
+    );
+    let _ = writeln!(out, "| where | batch 1, 2, ... |\n|---|---|");
+    for (brokers, name) in [(1, "one broker"), (2, "shb, linked to phb")] {
+        let batches: Vec<String> = table
+            .rows()
+            .iter()
+            .filter(|r| {
+                table.cell(r, "part") == Some("subscribe") && table.cell(r, "brokers") == Some(&brokers.to_string())
+            })
+            .filter_map(|r| table.cell(r, "value")?.parse().ok())
+            .map(thousands)
+            .collect();
+        let _ = writeln!(out, "| {name} | {} |", batches.join(", "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments::network::{Key, COLUMNS};
+    use crate::suite::Scale;
+
+    fn table() -> Table {
+        let mut t = Table::new(COLUMNS);
+        let mut put = |part, system, brokers, quantity: &str, value| {
+            Key::new(part, system, "s", brokers, 1).put(&mut t, quantity, value).unwrap();
+        };
+        for (b, rate, total, clients) in [(1, 100_000.0, 4.0, 2.0), (2, 95_000.0, 6.0, 2.0)] {
+            put("throughput", TIDINGS, b, "received_msg_s", rate);
+            put("throughput", TIDINGS, b, "cpu_us_per_msg.total", total);
+            put("throughput", TIDINGS, b, "cpu_us_per_msg.clients", clients);
+            put("throughput", TIDINGS, b, "cpus_busy", 1.2);
+        }
+        for (b, ours, theirs) in [(1, 150.0, 140.0), (2, 190.0, 220.0)] {
+            put("latency", TIDINGS, b, "p50_us", ours);
+            put("latency", NATS, b, "p50_us", theirs);
+        }
+        t
+    }
+
+    #[test]
+    fn the_body_states_each_goal_and_the_cpu_ceiling() {
+        let body = body(&Params::new(Scale::Quick), &table());
+        assert!(body.contains("two brokers at least 90 % of one: met (0.95)"), "{body}");
+        assert!(body.contains("4.0 / 6.0 = 0.67"), "{body}");
+        assert!(body.contains("Measured 0.95, above that: one broker's runs kept 1.2 of the"), "{body}");
+        assert!(body.contains("a hop adds no more than NATS's (measured now): met (40 µs against 80 µs)"), "{body}");
+    }
+}
