@@ -17,6 +17,13 @@ pub enum PeerMessage<F> {
     Adverts(Vec<LinkStateAdvert>),
     /// Changes to the summary this link carries (see [`crate::Scope`]).
     Summary(Vec<SummaryDelta<F>>),
+    /// Sent after the summary changes it vouches for: for each listed root, the sender's
+    /// `Tree(root)` summary is complete for the tree with this id (its own child cells, and
+    /// toward its parent cell also its cell mates, have said the same). The first one after a
+    /// link comes up also vouches for the `Local` scope. Until then the receiver sends copies
+    /// the summary it holds cannot rule out, so a new or moved route loses nothing while its
+    /// summaries travel.
+    Synced(Vec<(CellName, TreeId)>),
 }
 
 /// The routing header of a data message between brokers. The shell puts it in the frame next to

@@ -57,7 +57,7 @@ impl<F: Filter> Router<F> {
                 out.deliver_locally = *deliver == LocalDelivery::Deliver;
                 for cell in across {
                     let Some(child) = tree.children.iter().find(|child| child.cell == *cell) else { continue };
-                    if !child.known || !child.index.any_match(message) {
+                    if !child.known || (child.synced && !child.index.any_match(message)) {
                         continue;
                     }
                     // Sideways hops are never repeated: without our own link, the copy stops.
@@ -83,7 +83,7 @@ impl<F: Filter> Router<F> {
         out.deliver_locally = true;
         let mut sideways: Vec<(usize, CellName)> = Vec::new();
         for child in &tree.children {
-            if child.known && !child.index.any_match(message) {
+            if child.known && child.synced && !child.index.any_match(message) {
                 continue;
             }
             let Some(index) = choose(pubend, &child.targets) else { continue };
@@ -94,14 +94,20 @@ impl<F: Filter> Router<F> {
             }
             let helper = self.routes.mates.iter().position(|mate| {
                 mate.links.contains(target)
-                    && (child.known || mate.down.get(root).is_some_and(|down| down.any_match(message)))
+                    && (child.known
+                        || !mate.down_synced.contains(root)
+                        || mate.down.get(root).is_some_and(|down| down.any_match(message)))
             });
             if let Some(helper) = helper {
                 sideways.push((helper, child.cell.clone()));
             }
         }
         for (index, mate) in self.routes.mates.iter().enumerate() {
-            let deliver = if mate.local.any_match(message) { LocalDelivery::Deliver } else { LocalDelivery::Skip };
+            let deliver = if !mate.local_synced || mate.local.any_match(message) {
+                LocalDelivery::Deliver
+            } else {
+                LocalDelivery::Skip
+            };
             let across: Vec<CellName> =
                 sideways.iter().filter(|(helper, _)| *helper == index).map(|(_, cell)| cell.clone()).collect();
             if deliver == LocalDelivery::Deliver || !across.is_empty() {

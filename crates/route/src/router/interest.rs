@@ -108,6 +108,7 @@ impl<F: Filter> Router<F> {
     fn rebuild_interest(&mut self, out: &mut Vec<Action<F>>) {
         let roots: BTreeSet<CellName> = self.routes.trees.keys().chain(self.table.trees.keys()).cloned().collect();
         self.routes.rebuild(&self.table, &self.received, &roots);
+        self.sync_dirty = true;
         self.advertised = Advertised::default();
         let roots: Vec<CellName> = self.routes.trees.keys().cloned().collect();
         for root in &roots {

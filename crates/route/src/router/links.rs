@@ -37,6 +37,7 @@ impl<F: Filter> Router<F> {
         // A replaced link starts from scratch: the peer does the same on its side.
         self.received.remove(&peer);
         self.sent.remove(&peer);
+        self.forget_sync(&peer);
         let link = PeerLink { cell, incarnation, clock: LinkClock::new(now), up_since: now };
         self.links.insert(peer.clone(), link);
         self.advertise_own_links(Some(&peer), out);
@@ -62,6 +63,7 @@ impl<F: Filter> Router<F> {
         self.links.remove(peer);
         self.received.remove(peer);
         self.sent.remove(peer);
+        self.forget_sync(peer);
         self.dirty.all = true;
     }
 
@@ -105,6 +107,7 @@ impl<F: Filter> Router<F> {
             PeerMessage::Heartbeat => {}
             PeerMessage::Adverts(adverts) => self.handle_adverts(&from, adverts, out),
             PeerMessage::Summary(deltas) => self.handle_summary(&from, deltas, out),
+            PeerMessage::Synced(trees) => self.handle_synced(from, trees),
         }
     }
 

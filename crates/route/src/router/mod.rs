@@ -13,6 +13,7 @@ mod links;
 mod propagate;
 mod routes;
 mod snapshot;
+mod sync;
 
 use std::collections::BTreeMap;
 
@@ -24,7 +25,7 @@ use crate::link_state::{Graph, LinkStateDb};
 use crate::liveness::{LinkClock, LivenessSettings};
 use crate::message::PeerMessage;
 use crate::minimized::Minimized;
-use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
+use crate::names::{BrokerName, CellName, Incarnation, Millis, TreeId, ViewId};
 use crate::summary::Scoped;
 use crate::tree::RouteTable;
 
@@ -160,6 +161,12 @@ pub struct Router<F: Filter> {
     received: BTreeMap<BrokerName, Scoped<F>>,
     /// Summaries per up link, as we last sent them.
     sent: BTreeMap<BrokerName, Scoped<F>>,
+    /// Per up link: the last `Synced` the peer sent (absent: none since the link came up).
+    synced: BTreeMap<BrokerName, BTreeMap<CellName, TreeId>>,
+    /// Per up link: the last `Synced` we sent.
+    vouched: BTreeMap<BrokerName, BTreeMap<CellName, TreeId>>,
+    /// Links, trees or received `Synced` changed since the last `settle`.
+    sync_dirty: bool,
     /// What changed since the last `settle`.
     dirty: Dirty<F>,
     /// What we advertise, per scope, as of the last `settle`.
@@ -182,6 +189,9 @@ impl<F: Filter> Router<F> {
             local: Minimized::default(),
             received: BTreeMap::new(),
             sent: BTreeMap::new(),
+            synced: BTreeMap::new(),
+            vouched: BTreeMap::new(),
+            sync_dirty: false,
             dirty: Dirty::default(),
             advertised: Advertised::default(),
             counters: Counters::default(),
@@ -260,6 +270,7 @@ impl<F: Filter> Router<F> {
             }
         }
         self.settle_interest(out);
+        self.settle_sync(out);
     }
 
     /// Recomputes the trees and reports the roots whose tree changed.
@@ -274,7 +285,7 @@ impl<F: Filter> Router<F> {
 
 /// Roots whose tree id differs between two tables, including roots present in only one.
 fn changed_trees(old: &RouteTable, new: &RouteTable) -> Vec<CellName> {
-    let ids = |table: &RouteTable| -> BTreeMap<CellName, crate::names::TreeId> {
+    let ids = |table: &RouteTable| -> BTreeMap<CellName, TreeId> {
         table.trees.iter().map(|(root, place)| (root.clone(), place.id)).collect()
     };
     let (old, new) = (ids(old), ids(new));

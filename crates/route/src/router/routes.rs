@@ -56,6 +56,9 @@ pub(crate) struct ChildRoute<F: Filter> {
     pub(crate) direct: Vec<bool>,
     /// Whether we have any link into the child cell, hence a summary of our own for it.
     pub(crate) known: bool,
+    /// Whether every linked broker of the child cell vouched (`Synced`) for its summary in this
+    /// tree; until then the summary may lag the tree and cannot rule a message out.
+    pub(crate) synced: bool,
     /// Brokers of the child cell we have a two-way link to: whose summaries make ours.
     pub(crate) linked: Vec<BrokerName>,
     /// Interest behind the child cell, from our own links into it, minimized.
@@ -94,6 +97,10 @@ pub(crate) struct MateRoute<F: Filter> {
     pub(crate) down: BTreeMap<CellName, F::Index>,
     /// Brokers it has two-way links with (for choosing a sideways helper).
     pub(crate) links: BTreeSet<BrokerName>,
+    /// Whether it vouched for its `Local` scope (any `Synced` since the link came up).
+    pub(crate) local_synced: bool,
+    /// Roots whose `down` it vouched for, for the tree we have now.
+    pub(crate) down_synced: BTreeSet<CellName>,
 }
 
 impl<F: Filter> DataRoutes<F> {
@@ -171,6 +178,7 @@ fn tree_routes<F: Filter>(
                 direct: direct_links(table, &bundle.targets),
                 targets: bundle.targets.clone(),
                 known: !linked.is_empty(),
+                synced: false,
                 linked: linked.into_iter().cloned().collect(),
                 summary,
                 index,
@@ -204,7 +212,7 @@ fn mate_route<F: Filter>(
         .broker_index(mate)
         .map(|index| graph.links[index].iter().map(|peer| graph.brokers[*peer].clone()).collect())
         .unwrap_or_default();
-    MateRoute { name: mate.clone(), local, down, links }
+    MateRoute { name: mate.clone(), local, down, links, local_synced: false, down_synced: BTreeSet::new() }
 }
 
 fn indexed<F: Filter>(filters: &BTreeSet<F>) -> F::Index {

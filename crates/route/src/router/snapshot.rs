@@ -80,6 +80,9 @@ pub struct ChildSnapshot<F> {
     pub entry_candidates: Vec<BrokerName>,
     /// Interest behind it, from our own links into it.
     pub summary: Vec<F>,
+    /// Whether its brokers vouched for that summary in this tree; until they do, copies go in
+    /// whatever the summary says.
+    pub synced: bool,
 }
 
 /// One scope of a link's summary.
@@ -185,6 +188,9 @@ impl<F: Filter> Router<F> {
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
                             .map(|c| c.summary.kept_sorted().into_iter().collect())
                             .unwrap_or_default(),
+                        synced: routes
+                            .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
+                            .is_some_and(|c| c.synced),
                     })
                     .collect();
                 let tree = TreeSnapshot {
