@@ -121,6 +121,22 @@ impl PeerFrame {
         PeerFrame::decode_body(ty, body).map(Some)
     }
 
+    /// The frame's bytes, in the canonical form the encoders write.
+    pub fn encode(&self) -> Bytes {
+        match self {
+            PeerFrame::Hello(handshake) => hello(handshake),
+            PeerFrame::Control(message) => control(message),
+            PeerFrame::Data { header, message } => {
+                let section = message.as_bytes();
+                let mut out = BytesMut::new();
+                data_prefix(header, section.len(), &mut out);
+                out.extend_from_slice(section);
+                out.freeze()
+            }
+            PeerFrame::Close(reason) => close(reason),
+        }
+    }
+
     fn decode_body(ty: u8, body: Bytes) -> Result<PeerFrame, PeerFrameError> {
         match ty {
             HELLO => serde_json::from_slice(&body)
@@ -135,6 +151,22 @@ impl PeerFrame {
                 .map_err(|_| PeerFrameError::NotUtf8 { what: "CLOSE reason" }),
             other => Err(PeerFrameError::UnknownType(other)),
         }
+    }
+}
+
+/// The fuzzing and property-test oracle: decodes frames off arbitrary bytes until an error or
+/// the end. Must never panic; every frame it accepts re-encodes to bytes that decode to a frame
+/// with the same encoding, consuming exactly those bytes.
+pub fn check_decoder(data: &[u8]) {
+    const MAX: usize = 1 << 20;
+    let mut buf = BytesMut::from(data);
+    while let Ok(Some(frame)) = PeerFrame::decode(&mut buf, MAX) {
+        let bytes = frame.encode();
+        let mut again = BytesMut::from(&bytes[..]);
+        let decoded = PeerFrame::decode(&mut again, MAX);
+        assert!(again.is_empty(), "re-encoded {frame:?} left bytes behind");
+        let same = matches!(&decoded, Ok(Some(f)) if f.encode() == bytes);
+        assert!(same, "re-encoding changed {frame:?} into {decoded:?}");
     }
 }
 
