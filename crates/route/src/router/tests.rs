@@ -291,3 +291,4 @@ fn the_state_view_and_the_wire_messages_serialize() {
 }
 
 mod incremental;
+mod sync;
