@@ -15,6 +15,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkGroup, BenchmarkId, Cr
 
 mod workloads;
 
+use tidings_wire::Message;
 use workloads::{Event, Subscription};
 
 /// Events per workload; the benchmark cycles through them.
@@ -63,6 +64,51 @@ fn bench_index(
     );
 }
 
+/// How the broker hands a published message's properties to the index.
+#[derive(Clone, Copy)]
+enum Reading {
+    /// Decoded into owned values first, an allocation per key and per string value.
+    Decoded,
+    /// Read in place from the message buffer.
+    View,
+}
+
+/// Benchmarks `matches` as the broker calls it, from encoded messages, so the cost of getting at
+/// the properties is measured with the matching.
+fn bench_encoded(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    reading: Reading,
+    parameter: usize,
+    subscriptions: &[Subscription],
+    events: &[Event],
+) {
+    let mut index = workloads::build(subscriptions);
+    let messages: Vec<Message> = events
+        .iter()
+        .map(|e| {
+            Message::new(&e.topic, &e.properties, bytes::Bytes::new(), 0).unwrap_or_else(|error| panic!("{error}"))
+        })
+        .collect();
+    let label = match reading {
+        Reading::Decoded => "encoded, decoded",
+        Reading::View => "encoded, view",
+    };
+    let mut out = Vec::new();
+    let mut next = 0;
+    group.bench_with_input(BenchmarkId::new(label, parameter), &parameter, |bencher, _| {
+        bencher.iter(|| {
+            let message = &messages[next % messages.len()];
+            next += 1;
+            out.clear();
+            match reading {
+                Reading::Decoded => index.matches(message.topic(), &message.properties(), &mut out),
+                Reading::View => index.matches(message.topic(), &message.property_view(), &mut out),
+            }
+            black_box(out.len())
+        })
+    });
+}
+
 fn bench_naive(
     group: &mut BenchmarkGroup<'_, WallTime>,
     parameter: usize,
@@ -91,6 +137,8 @@ fn seed004(c: &mut Criterion) {
         bench_index(&mut group, "index", count, &subscriptions, &events);
         if count == 100_000 {
             bench_naive(&mut group, count, &subscriptions, &events);
+            bench_encoded(&mut group, Reading::Decoded, count, &subscriptions, &events);
+            bench_encoded(&mut group, Reading::View, count, &subscriptions, &events);
         }
     }
     group.finish();

@@ -8,7 +8,7 @@
 //! matches the topic are evaluated, so the cost follows the patterns that could match, not the
 //! number of filters held.
 
-use tidings_wire::Property;
+use tidings_wire::PropertyLookup;
 
 use crate::selector::Selector;
 use crate::topic::Pattern;
@@ -89,9 +89,9 @@ impl FilterSet {
     }
 
     /// Whether some filter accepts a message on `topic` (a valid topic) with the properties
-    /// `properties` returns; it is called only if a selector has to be evaluated, so a caller can
-    /// decode properties lazily.
-    pub fn any_match<'p>(&self, topic: &str, properties: impl Fn() -> &'p [Property]) -> bool {
+    /// `properties` returns (a list, or a view of an encoded message's); it is called only if a
+    /// selector has to be evaluated, so a caller can decode properties lazily.
+    pub fn any_match<'p, L: PropertyLookup + ?Sized + 'p>(&self, topic: &str, properties: impl Fn() -> &'p L) -> bool {
         self.trie.any(topic, &mut |id| {
             let Some(Some(group)) = self.groups.get(id.0 as usize) else { return false };
             group.plain > 0 || group.selectors.iter().any(|selector| selector.matches(properties()))
@@ -111,6 +111,8 @@ impl FilterSet {
 
 #[cfg(test)]
 mod tests {
+    use tidings_wire::Property;
+
     use super::*;
     use crate::covering::Filter;
 

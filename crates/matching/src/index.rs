@@ -9,7 +9,7 @@
 //! subscribers. Subscription ids are slots in a slab plus a generation, so a stale id never
 //! removes a later subscription that reused the slot.
 
-use tidings_wire::Property;
+use tidings_wire::PropertyLookup;
 
 use crate::cache::ResultCache;
 use crate::content::{AtomTable, ContentIndex, MessageView, PropertyId, Vocabulary, Work};
@@ -211,9 +211,11 @@ impl<S: Clone> SubscriptionIndex<S> {
     }
 
     /// Appends every subscriber whose pattern matches `topic` and whose selector (if any) is TRUE
-    /// for `properties`. One entry per matching subscription (no dedupe). `topic` is a valid
-    /// topic.
-    pub fn matches(&mut self, topic: &str, properties: &[Property], out: &mut Vec<S>) {
+    /// for `properties`: a list, or (allocation-free) a view of an encoded message's. One entry
+    /// per matching subscription (no dedupe). `topic` is a valid topic.
+    pub fn matches<L: PropertyLookup + ?Sized>(&mut self, topic: &str, properties: &L, out: &mut Vec<S>) {
+        // A reference is sized, so it can stand behind the `dyn` the content index reads through.
+        let properties: &dyn PropertyLookup = &properties;
         self.stats.publishes += 1;
         let before = out.len();
         if let Some(groups) = self.cache.get(topic) {
@@ -246,8 +248,7 @@ impl<S: Clone> SubscriptionIndex<S> {
         self.cache.len()
     }
 
-    /// True when some subscription has a selector; when false, a broker can skip decoding a
-    /// message's properties and pass an empty slice.
+    /// True when some subscription has a selector; when false, properties are never read.
     pub fn has_selectors(&self) -> bool {
         self.stats.subscriptions_with_selector > 0
     }
@@ -316,7 +317,7 @@ fn deliver<S: Clone>(
     ids: &[GroupId],
     groups: &mut [Option<Group<S>>],
     content: &mut ContentState,
-    properties: &[Property],
+    properties: &dyn PropertyLookup,
     stats: &mut MatchStats,
     out: &mut Vec<S>,
 ) {
@@ -343,6 +344,8 @@ fn deliver<S: Clone>(
 
 #[cfg(test)]
 mod tests {
+    use tidings_wire::Property;
+
     use super::*;
 
     /// Every test runs against an index without a cache and one with a cache, as nats-server's

@@ -1,13 +1,15 @@
 //! The index must answer exactly as a naive loop over all subscriptions does, with or without
 //! its cache, whatever the order of subscribes, unsubscribes and publishes, and whatever the
 //! selectors and message properties (including missing, mistyped and duplicated properties).
+//! Selectors and the index must also answer the same whether they read owned properties or the
+//! borrowed view of an encoded message, which is what the broker hands them.
 
 // Test helpers outside `#[test]` functions may unwrap: generated input is valid by construction.
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
 use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
-use tidings_wire::{Property, Value};
+use tidings_wire::{Message, Property, Value};
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -161,5 +163,61 @@ proptest! {
     #[test]
     fn the_index_with_a_tiny_evicting_cache_agrees_with_a_naive_loop(ops in prop::collection::vec(op(), 1..120)) {
         check(3, &ops)?;
+    }
+}
+
+/// The properties encoded as a published message would carry them.
+fn encoded(topic: &str, properties: &[Property]) -> Message {
+    Message::new(topic, properties, bytes::Bytes::new(), 0).unwrap()
+}
+
+/// Applies `ops` to one index, asking it about each publish both through the owned properties
+/// and through the view of their encoding.
+fn check_view(ops: &[Op]) -> Result<(), TestCaseError> {
+    let mut index = SubscriptionIndex::new();
+    let mut live = Vec::new();
+    for op in ops {
+        match op {
+            Op::Subscribe(pattern, selector, subscriber) => {
+                live.push(index.insert(pattern.clone(), selector.clone(), *subscriber));
+            }
+            Op::Unsubscribe(at) if !live.is_empty() => {
+                index.remove(live.swap_remove(at % live.len()));
+            }
+            Op::Unsubscribe(_) => {}
+            Op::Publish(topic, properties) => {
+                let message = encoded(topic, properties);
+                let (mut owned, mut viewed) = (Vec::new(), Vec::new());
+                index.matches(topic, properties, &mut owned);
+                index.matches(topic, &message.property_view(), &mut viewed);
+                owned.sort_unstable();
+                viewed.sort_unstable();
+                prop_assert_eq!(owned, viewed, "topic {} properties {:?}", topic, properties);
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_selector_over_the_encoded_view_equals_it_over_the_owned_properties(
+        text in selector_text(),
+        properties in properties(),
+    ) {
+        let selector = Selector::parse(&text).unwrap();
+        let message = encoded("t", &properties);
+        let owned = selector.evaluate(&properties);
+        prop_assert_eq!(selector.evaluate(&message.property_view()), owned, "{} over {:?}", text, properties);
+        prop_assert_eq!(selector.evaluate(&message.properties()), owned);
+    }
+
+    #[test]
+    fn the_index_over_the_encoded_view_equals_it_over_the_owned_properties(
+        ops in prop::collection::vec(op(), 1..120),
+    ) {
+        check_view(&ops)?;
     }
 }

@@ -32,6 +32,11 @@ impl<'a> Reader<'a> {
         Ok(out)
     }
 
+    /// Steps over `count` bytes.
+    pub(crate) fn skip(&mut self, field: &'static str, count: usize) -> Result<(), WireError> {
+        self.take(field, count).map(|_| ())
+    }
+
     pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
         Ok(self.take(field, 1)?[0])
     }

@@ -2,7 +2,8 @@
 //!
 //! No I/O, no async, no tokio: a decoder takes bytes and says either "here is a frame" or
 //! "need more" (`Ok(None)`). Start with [`frame`] for the frame set and the framing rule;
-//! [`Message`] is the section PUBLISH and DELIVER share; [`ReasonCode`] numbers every refusal.
+//! [`Message`] is the section PUBLISH and DELIVER share, and [`PropertiesRef`] reads its
+//! properties in place for matching; [`ReasonCode`] numbers every refusal.
 //! `docs/protocol.md` describes the same bytes for authors of clients in other languages, and
 //! the golden-byte tests in `frame/tests.rs` hold the two together.
 
@@ -11,6 +12,7 @@ pub mod error;
 pub mod frame;
 pub mod reason;
 pub mod value;
+pub mod view;
 
 pub use error::WireError;
 pub use frame::{
@@ -19,3 +21,4 @@ pub use frame::{
 };
 pub use reason::ReasonCode;
 pub use value::{lookup, Property, Value};
+pub use view::{PropertiesRef, PropertyLookup, ValueRef};

@@ -5,13 +5,12 @@
 //! selector's canonical form) and is parsed again on receipt; a peer that sends a filter that
 //! does not parse fails to decode, and its link is closed with that reason.
 
-use std::cell::OnceCell;
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
 use tidings_matching::{FilterSet, Pattern, PatternLevel, Selector};
 use tidings_route::{Filter, FilterIndex};
-use tidings_wire::{Message, Property};
+use tidings_wire::{Message, PropertiesRef};
 
 /// A subscription's interest as routing sees it.
 ///
@@ -97,23 +96,22 @@ impl Ord for RouteFilter {
     }
 }
 
-/// A message as the route core tests it: the topic, and the properties decoded once, on the
-/// first selector that asks for them.
+/// A message as the route core tests it: the topic, and the properties read in place from the
+/// message buffer (no decoding, no allocation) by each selector that asks for them.
 /// It holds a clone of the message (a reference count, not a copy of the bytes).
 pub struct Probe {
     message: Message,
-    properties: OnceCell<Vec<Property>>,
 }
 
 impl Probe {
     /// Wraps a message for one routing decision.
     pub fn new(message: &Message) -> Probe {
-        Probe { message: message.clone(), properties: OnceCell::new() }
+        Probe { message: message.clone() }
     }
 
-    /// The message's properties, decoded on first use.
-    fn properties(&self) -> &[Property] {
-        self.properties.get_or_init(|| self.message.properties())
+    /// The message's properties, as a view of its buffer.
+    fn properties(&self) -> PropertiesRef<'_> {
+        self.message.property_view()
     }
 }
 
@@ -134,7 +132,8 @@ impl FilterIndex<RouteFilter> for RouteIndex {
     }
 
     fn any_match(&self, probe: &Probe) -> bool {
-        self.set.any_match(probe.message.topic(), || probe.properties())
+        let properties = probe.properties();
+        self.set.any_match(probe.message.topic(), || &properties)
     }
 }
 
@@ -148,7 +147,7 @@ impl Filter for RouteFilter {
         }
         match &self.filter.selector {
             None => true,
-            Some(selector) => selector.matches(probe.properties()),
+            Some(selector) => selector.matches(&probe.properties()),
         }
     }
 
@@ -163,6 +162,8 @@ impl Filter for RouteFilter {
 
 #[cfg(test)]
 mod tests {
+    use tidings_wire::Property;
+
     use super::*;
 
     fn filter(pattern: &str, selector: Option<&str>) -> RouteFilter {

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
-use tidings_wire::Value;
+use tidings_wire::ValueRef;
 
 use super::shared::PropertyId;
 use crate::selector::{Number, NumberKey, OrderedNumber};
@@ -233,23 +233,23 @@ impl<S> PropertyIndex<S> {
     }
 
     /// Calls `visit` on every member whose predicate `value` satisfies.
-    pub(crate) fn for_each_satisfied(&self, value: &Value, visit: &mut impl FnMut(&Member<S>)) {
+    pub(crate) fn for_each_satisfied(&self, value: ValueRef<'_>, visit: &mut impl FnMut(&Member<S>)) {
         let mut visit_all = |members: &Members<S>| members.as_slice().iter().for_each(&mut *visit);
         let number = match value {
-            Value::Str(text) => {
-                if let Some(bucket) = self.strings.get(text.as_str()) {
+            ValueRef::Str(text) => {
+                if let Some(bucket) = self.strings.get(text) {
                     visit_all(bucket);
                 }
                 return;
             }
-            Value::Bool(flag) => {
+            ValueRef::Bool(flag) => {
                 if let Some(booleans) = &self.booleans {
-                    visit_all(&booleans[usize::from(*flag)]);
+                    visit_all(&booleans[usize::from(flag)]);
                 }
                 return;
             }
-            Value::Int(i) => Number::Int(*i),
-            Value::Float(x) => Number::Float(*x),
+            ValueRef::Int(i) => Number::Int(i),
+            ValueRef::Float(x) => Number::Float(x),
         };
         if let Some(bucket) = number.key().and_then(|key| self.numbers.get(&key)) {
             visit_all(bucket);
@@ -317,6 +317,8 @@ impl<S> PropertyIndex<S> {
 
 #[cfg(test)]
 mod tests {
+    use tidings_wire::Value;
+
     use super::*;
 
     fn member(slot: u32) -> Member<u32> {
@@ -329,7 +331,7 @@ mod tests {
 
     fn satisfied(index: &PropertyIndex<u32>, value: Value) -> Vec<u32> {
         let mut slots = Vec::new();
-        index.for_each_satisfied(&value, &mut |m| slots.push(m.slot));
+        index.for_each_satisfied(value.borrowed(), &mut |m| slots.push(m.slot));
         slots.sort_unstable();
         slots
     }

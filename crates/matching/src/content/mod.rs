@@ -176,10 +176,10 @@ impl<S> ContentIndex<S> {
     {
         let ContentIndex { entries, properties, unindexed, .. } = self;
         for &(property, position) in view.resolved {
-            let (Some(index), Some(found)) = (properties.get(&property), view.properties.get(position as usize)) else {
+            let (Some(index), Some(found)) = (properties.get(&property), view.properties.value_at(position)) else {
                 continue;
             };
-            index.for_each_satisfied(&found.value, &mut |member| {
+            index.for_each_satisfied(found, &mut |member| {
                 work.index_hits += 1;
                 match &member.direct {
                     Some(direct) => deliver_direct(direct, view, atoms, work, out),
@@ -277,8 +277,8 @@ mod tests {
         fn deliver(&mut self, properties: &[Property]) -> (Vec<u32>, Work) {
             self.epoch += 1;
             let mut resolved = Vec::new();
-            MessageView::resolve_into(properties, &self.vocabulary, &mut resolved);
-            let view = MessageView { properties, resolved: &resolved, epoch: self.epoch };
+            MessageView::resolve_into(&properties, &self.vocabulary, &mut resolved);
+            let view = MessageView { properties: &properties, resolved: &resolved, epoch: self.epoch };
             let (mut out, mut work) = (Vec::new(), Work::default());
             self.index.deliver(&view, &mut self.atoms, &mut work, &mut out);
             out.sort_unstable();

@@ -7,7 +7,7 @@
 //! need it (the "predicate bit vector" of Fabret et al., SIGMOD 2001).
 
 use rustc_hash::FxHashMap;
-use tidings_wire::{Property, Value};
+use tidings_wire::{PropertyLookup, ValueRef};
 
 use crate::selector::{compare_value, evaluate, Comparison, Condition, Literal, Resolve, Truth};
 
@@ -234,9 +234,10 @@ impl Residue {
 }
 
 /// One message as the content indexes see it: its properties by interned id.
-#[derive(Debug)]
 pub(crate) struct MessageView<'a> {
-    pub(crate) properties: &'a [Property],
+    /// A list of properties or a view of an encoded message's; a trait object so the content
+    /// index is compiled once, at the cost of an indirect call per resolved property.
+    pub(crate) properties: &'a dyn PropertyLookup,
     /// `(id, position in properties)` for each property some selector names; first of duplicate
     /// keys only, as [`tidings_wire::lookup`] does.
     pub(crate) resolved: &'a [(PropertyId, u32)],
@@ -247,30 +248,32 @@ pub(crate) struct MessageView<'a> {
 impl MessageView<'_> {
     /// Fills `resolved` with the properties of `properties` that `vocabulary` knows.
     pub(crate) fn resolve_into(
-        properties: &[Property],
+        properties: &dyn PropertyLookup,
         vocabulary: &Vocabulary,
         resolved: &mut Vec<(PropertyId, u32)>,
     ) {
         resolved.clear();
-        for (position, property) in properties.iter().enumerate() {
-            if let Some(id) = vocabulary.get(&property.key) {
+        properties.for_each_key(&mut |position, key| {
+            if let Some(id) = vocabulary.get(key) {
                 if !resolved.iter().any(|(seen, _)| *seen == id) {
-                    resolved.push((id, position as u32));
+                    resolved.push((id, position));
                 }
             }
-        }
+        });
     }
 }
 
 impl Resolve<PropertyId> for MessageView<'_> {
-    fn resolve(&self, property: &PropertyId) -> Option<&Value> {
+    fn resolve(&self, property: &PropertyId) -> Option<ValueRef<'_>> {
         let (_, position) = self.resolved.iter().find(|(id, _)| id == property)?;
-        self.properties.get(*position as usize).map(|p| &p.value)
+        self.properties.value_at(*position)
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use tidings_wire::Property;
+
     use super::*;
 
     #[test]

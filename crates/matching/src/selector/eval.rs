@@ -6,7 +6,7 @@
 
 use std::cmp::Ordering;
 
-use tidings_wire::{lookup, Property, Value};
+use tidings_wire::{PropertyLookup, ValueRef};
 
 use super::ast::{Arithmetic, Comparison, Condition, Literal, Name, Operand};
 use super::number::Number;
@@ -52,16 +52,16 @@ impl std::ops::Not for Truth {
     }
 }
 
-/// Where the evaluator finds property values: a message's property list by name, or the index's
-/// per-message table by interned id.
+/// Where the evaluator finds property values: a message's properties by name (a list or a view
+/// of the encoded message), or the index's per-message table by interned id.
 pub(crate) trait Resolve<P> {
     /// The value of `property`, if the message has it.
-    fn resolve(&self, property: &P) -> Option<&Value>;
+    fn resolve(&self, property: &P) -> Option<ValueRef<'_>>;
 }
 
-impl Resolve<Name> for [Property] {
-    fn resolve(&self, property: &Name) -> Option<&Value> {
-        lookup(self, property)
+impl<L: PropertyLookup + ?Sized> Resolve<Name> for L {
+    fn resolve(&self, property: &Name) -> Option<ValueRef<'_>> {
+        self.lookup(property)
     }
 }
 
@@ -74,12 +74,12 @@ enum Scalar<'a> {
 }
 
 impl<'a> Scalar<'a> {
-    fn of_value(value: &'a Value) -> Scalar<'a> {
+    fn of_value(value: ValueRef<'a>) -> Scalar<'a> {
         match value {
-            Value::Str(text) => Scalar::Str(text),
-            Value::Int(i) => Scalar::Number(Number::Int(*i)),
-            Value::Float(x) => Scalar::Number(Number::Float(*x)),
-            Value::Bool(b) => Scalar::Bool(*b),
+            ValueRef::Str(text) => Scalar::Str(text),
+            ValueRef::Int(i) => Scalar::Number(Number::Int(i)),
+            ValueRef::Float(x) => Scalar::Number(Number::Float(x)),
+            ValueRef::Bool(b) => Scalar::Bool(b),
         }
     }
 
@@ -98,7 +98,7 @@ pub(crate) fn evaluate<P, R: Resolve<P> + ?Sized>(condition: &Condition<P>, mess
     match condition {
         Condition::Literal(value) => Truth::from_bool(*value),
         Condition::Property(property) => match message.resolve(property) {
-            Some(Value::Bool(value)) => Truth::from_bool(*value),
+            Some(ValueRef::Bool(value)) => Truth::from_bool(value),
             _ => Truth::Unknown,
         },
         Condition::Not(inner) => !evaluate(inner, message),
@@ -142,7 +142,7 @@ pub(crate) fn evaluate<P, R: Resolve<P> + ?Sized>(condition: &Condition<P>, mess
 
 /// Evaluates a comparison of a property's value with a literal; the index's shared predicates
 /// use it.
-pub(crate) fn compare_value(op: Comparison, value: Option<&Value>, literal: &Literal) -> Truth {
+pub(crate) fn compare_value(op: Comparison, value: Option<ValueRef<'_>>, literal: &Literal) -> Truth {
     match value {
         Some(value) => compare(op, Scalar::of_value(value), Scalar::of_literal(literal)),
         None => Truth::Unknown,

@@ -24,7 +24,7 @@ mod parser;
 use std::fmt;
 use std::str::FromStr;
 
-use tidings_wire::Property;
+use tidings_wire::{Property, PropertyLookup};
 
 pub(crate) use ast::{Comparison, Condition, Literal, Name, Operand};
 pub use error::{SelectorError, Span};
@@ -61,13 +61,14 @@ impl Selector {
     }
 
     /// The selector's three-valued truth for a message with `properties` (the first of duplicate
-    /// keys wins, as in [`tidings_wire::lookup`]).
-    pub fn evaluate(&self, properties: &[Property]) -> Truth {
+    /// keys wins, as in [`tidings_wire::lookup`]): a list of properties or a view of an encoded
+    /// message's, which costs no allocation.
+    pub fn evaluate<L: PropertyLookup + ?Sized>(&self, properties: &L) -> Truth {
         evaluate(&self.condition, properties)
     }
 
     /// Whether a message with `properties` is delivered: the selector is TRUE.
-    pub fn matches(&self, properties: &[Property]) -> bool {
+    pub fn matches<L: PropertyLookup + ?Sized>(&self, properties: &L) -> bool {
         self.evaluate(properties).is_true()
     }
 

@@ -11,6 +11,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::cursor::{put_bytes32, put_str16, Reader};
 use crate::error::WireError;
 use crate::value::{Property, Value};
+use crate::view::{read_entry, PropertiesRef};
 
 /// A published message, held as its encoded bytes plus the offsets of its fields.
 ///
@@ -75,7 +76,7 @@ impl Message {
         let property_count = r.u16("property count")?;
         let props_start = r.position();
         for index in 0..usize::from(property_count) {
-            read_property(&mut r, index)?;
+            read_entry(&mut r, index)?;
         }
         let properties = props_start..r.position();
         let payload = r.bytes32("payload")?;
@@ -105,8 +106,9 @@ impl Message {
         usize::from(self.property_count)
     }
 
-    /// Decodes the properties, in the order the publisher gave them. Allocates: the broker
-    /// calls it only when some subscription has a selector.
+    /// Decodes the properties into owned values, in the order the publisher gave them.
+    /// Allocates a string per key and per text value; matching reads
+    /// [`Message::property_view`] instead.
     pub fn properties(&self) -> Vec<Property> {
         let mut out = Vec::with_capacity(self.property_count());
         let mut r = Reader::new("message", &self.body[self.properties.clone()]);
@@ -117,6 +119,11 @@ impl Message {
             }
         }
         out
+    }
+
+    /// The properties read in place from the message buffer: no allocation, for matching.
+    pub fn property_view(&self) -> PropertiesRef<'_> {
+        PropertiesRef::new(&self.body[self.properties.clone()], self.property_count)
     }
 
     /// The encoded message section, as carried by PUBLISH and DELIVER.
@@ -131,15 +138,8 @@ impl Message {
 }
 
 fn read_property(r: &mut Reader<'_>, index: usize) -> Result<Property, WireError> {
-    let key = r.str16("property key")?.to_string();
-    let value = match r.u8("property type")? {
-        0 => Value::Str(r.str16("property value")?.to_string()),
-        1 => Value::Int(r.u64("property value")? as i64),
-        2 => Value::Float(f64::from_bits(r.u64("property value")?)),
-        3 => Value::Bool(r.bool("property value")?),
-        code => return Err(WireError::UnknownValueType { index, code }),
-    };
-    Ok(Property { key, value })
+    let (key, value) = read_entry(r, index)?;
+    Ok(Property { key: key.to_string(), value: value.to_value() })
 }
 
 #[cfg(test)]
