@@ -91,6 +91,10 @@ pub struct IndexArgs {
     /// Payload bytes.
     #[arg(long, default_value_t = 256)]
     size: usize,
+    /// Message cap per repetition. High by default so that --duration bounds each run: with a
+    /// low cap the fast empty case ends in a second and the ratio compares unequal windows.
+    #[arg(long, default_value_t = 20_000_000)]
+    max: u64,
 }
 
 fn target(common: &Common) -> anyhow::Result<Target> {
@@ -164,6 +168,7 @@ pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
             let base = ThroughputSpec {
                 size: a.size,
                 duration: Duration::from_secs_f64(a.common.duration),
+                max_messages: a.max,
                 properties,
                 ..ThroughputSpec::default()
             };
