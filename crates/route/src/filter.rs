@@ -150,6 +150,19 @@ pub(crate) mod test_filter {
     //! paths, the smallest with covering keys.
     use super::{Filter, LinearIndex};
 
+    /// A small seeded generator (xorshift), so a failing random sequence replays.
+    pub(crate) struct Rng(pub(crate) u64);
+
+    impl Rng {
+        /// The next number below `bound`.
+        pub(crate) fn below(&mut self, bound: u32) -> u32 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            (self.0 % u64::from(bound)) as u32
+        }
+    }
+
     /// Interest in the inclusive range `lo..=hi`.
     #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug, serde::Serialize, serde::Deserialize)]
     pub(crate) struct Range(pub(crate) u32, pub(crate) u32);

@@ -2,20 +2,8 @@
 
 use super::*;
 use crate::filter::minimize;
-use crate::filter::test_filter::{Path, Range};
+use crate::filter::test_filter::{Path, Range, Rng};
 use crate::filter::LinearIndex;
-
-/// A small seeded generator (xorshift), so a failing sequence replays.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, bound: u32) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % u64::from(bound)) as u32
-    }
-}
 
 /// A range with a tag that covering ignores: tags make distinct but equivalent filters, so the
 /// tie-break (smallest kept) is exercised.

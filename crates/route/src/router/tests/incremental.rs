@@ -4,19 +4,8 @@
 use std::collections::BTreeSet;
 
 use super::*;
+use crate::filter::test_filter::Rng;
 use crate::filter::{any_matches, FilterIndex};
-
-/// A seeded xorshift, so a failing sequence replays.
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, bound: u32) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 % u64::from(bound)) as u32
-    }
-}
 
 fn kept_sets(map: &BTreeMap<CellName, Minimized<Range>>) -> BTreeMap<CellName, BTreeSet<Range>> {
     map.iter().map(|(root, set)| (root.clone(), set.kept_sorted())).collect()
