@@ -118,9 +118,20 @@ impl Session {
             }
             Frame::Pong(_) => Ok(Next::Continue),
             Frame::Disconnect(_) => Ok(Next::Close),
-            Frame::Welcome(_) | Frame::Deliver(_) | Frame::Error(_) => Err(Notice::new(
+            Frame::GuaranteedPublish(_) | Frame::DeliveryAck(_) => Err(Notice::new(
+                ReasonCode::UnsupportedDeliveryMode,
+                "guaranteed delivery is not served by this broker yet",
+            )),
+            Frame::Welcome(_)
+            | Frame::Deliver(_)
+            | Frame::Error(_)
+            | Frame::PublishAck(_)
+            | Frame::PublishRefused(_)
+            | Frame::GuaranteedDeliver(_)
+            | Frame::Gap(_)
+            | Frame::Subscribed(_) => Err(Notice::new(
                 ReasonCode::UnexpectedFrame,
-                "WELCOME, DELIVER and ERROR are sent by the broker, not to it",
+                "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
             )),
         };
         result.unwrap_or_else(|notice| {
