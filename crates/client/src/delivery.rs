@@ -21,8 +21,14 @@ pub struct Delivery {
     pub payload: Bytes,
     /// The publisher's clock at sending, microseconds since the Unix epoch ([`now_us`](crate::now_us)).
     pub sent_us: u64,
-    /// This client's clock when the bytes were read off the socket ([`now_us`](crate::now_us)).
+    /// This client's clock when the application received the delivery: when the
+    /// [`Subscription`](crate::Subscription) yielded it ([`now_us`](crate::now_us)). Latency
+    /// measured from here includes the time the delivery waited in the subscription's queue,
+    /// as a callback-based client (NATS) measures it.
     pub received_us: u64,
+    /// This client's clock when the bytes were read off the socket, before the delivery
+    /// waited for the consumer: `received_us - read_us` is the client-side queueing time.
+    pub read_us: u64,
     /// Messages the broker dropped for this subscription (slow-consumer policy) since the
     /// previous delivery.
     pub missed: u32,
@@ -30,24 +36,33 @@ pub struct Delivery {
 }
 
 impl Delivery {
-    /// Builds a delivery from a DELIVER frame's parts (public so that tools can build
-    /// deliveries in their own tests).
-    pub fn new(subscription: SubId, missed: u32, message: Message, received_us: u64) -> Delivery {
+    /// Builds a delivery from a DELIVER frame's parts read off the socket at `read_us`
+    /// (public so that tools can build deliveries in their own tests). `received_us` starts
+    /// equal to `read_us`; a subscription restamps it when it yields the delivery.
+    pub fn new(subscription: SubId, missed: u32, message: Message, read_us: u64) -> Delivery {
         Delivery {
             subscription,
             topic: message.topic().to_string(),
             properties: message.properties(),
             payload: message.payload(),
             sent_us: message.sent_us(),
-            received_us,
+            received_us: read_us,
+            read_us,
             missed,
             message,
         }
     }
 
-    /// `received_us - sent_us` (zero if the publisher's clock is ahead of ours).
+    /// `received_us - sent_us` (zero if the publisher's clock is ahead of ours): publish to
+    /// the application, queueing in this client included.
     pub fn latency(&self) -> Duration {
         Duration::from_micros(self.received_us.saturating_sub(self.sent_us))
+    }
+
+    /// `read_us - sent_us` (zero if the publisher's clock is ahead of ours): publish to this
+    /// client's socket read, without the wait for the consumer.
+    pub fn wire_latency(&self) -> Duration {
+        Duration::from_micros(self.read_us.saturating_sub(self.sent_us))
     }
 
     /// The first property called `key`, if any.
@@ -70,11 +85,12 @@ mod tests {
     fn delivery_exposes_every_field_of_the_message() {
         let m = Message::new("a.b", &[Property::new("k", 7i64)], Bytes::from_static(b"xy"), 1_000).unwrap();
         let d = Delivery::new(SubId(3), 2, m.clone(), 1_250);
-        assert_eq!((d.subscription, d.missed, d.sent_us, d.received_us), (SubId(3), 2, 1_000, 1_250));
+        assert_eq!((d.subscription, d.missed, d.sent_us, d.received_us, d.read_us), (SubId(3), 2, 1_000, 1_250, 1_250));
         assert_eq!(d.topic, "a.b");
         assert_eq!(d.payload, Bytes::from_static(b"xy"));
         assert_eq!(d.property("k"), Some(&Value::Int(7)));
         assert_eq!(d.latency(), Duration::from_micros(250));
+        assert_eq!(d.wire_latency(), Duration::from_micros(250));
         assert_eq!(d.message(), &m);
     }
 

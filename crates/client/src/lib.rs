@@ -96,7 +96,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The clock behind [`Delivery::sent_us`] and [`Delivery::received_us`]: wall-clock
 /// microseconds since the Unix epoch (0 if the system clock is set before 1970).
 ///
-/// Publishers stamp messages with it, subscribers stamp arrivals with it, so on one host (or
+/// Publishers stamp messages with it, subscriptions stamp deliveries with it as they yield
+/// them (and the reader when it reads the socket, [`Delivery::read_us`]), so on one host (or
 /// hosts with synchronised clocks) `received_us - sent_us` is the end-to-end latency.
 ///
 /// ```

@@ -153,10 +153,10 @@ impl Shared {
     /// Handles one frame from the broker; deliveries are collected in `inbox` for
     /// [`hand_over`](Self::hand_over). Returns the error that ends the connection when the
     /// frame is ERROR or DISCONNECT.
-    pub(crate) fn handle_inbound(&self, frame: Frame, received_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
+    pub(crate) fn handle_inbound(&self, frame: Frame, read_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
         match frame {
             Frame::Deliver(Deliver { id, missed, message }) => {
-                inbox.push(Delivery::new(id, missed, message, received_us));
+                inbox.push(Delivery::new(id, missed, message, read_us));
             }
             Frame::Pong(Pong { nonce }) => {
                 self.registry.lock().confirm_before(nonce);

@@ -186,8 +186,11 @@ impl Subscription {
         self.current = batch.into_iter();
     }
 
-    fn count(&mut self, delivery: Delivery) -> Option<Delivery> {
+    /// Counts what the broker dropped and stamps the moment the application receives the
+    /// delivery ([`Delivery::received_us`]).
+    fn count(&mut self, mut delivery: Delivery) -> Option<Delivery> {
         self.missed += u64::from(delivery.missed);
+        delivery.received_us = crate::now_us();
         Some(delivery)
     }
 }
