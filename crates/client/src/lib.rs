@@ -26,6 +26,12 @@
 //!   buffer. [`Client::flush`] is the barrier that says it reached the broker and was handled.
 //!   When more than [`ClientBuilder::max_pending_bytes`] are waiting to be written, `publish`
 //!   waits for the writer (backpressure).
+//! - **Guaranteed publishing** ([`Client::publish_guaranteed`], [`Client::send_guaranteed`])
+//!   waits for the broker's PUBLISH_ACK, sent only once the message is on disk: the [`Receipt`]
+//!   names its pubend and tick. Up to [`ClientBuilder::guaranteed_window`] publishes are in
+//!   flight; each carries this client's [`PublisherId`] and a sequence number, so after a
+//!   reconnect the ones not yet acknowledged are sent again and the broker, which recognises
+//!   them, logs none twice. TCP only.
 //! - **Subscribing** sends SUBSCRIBE then PING; the subscription is active when the PONG comes
 //!   back. A refusal (bad pattern or selector) is returned as [`ClientError::Refused`] with
 //!   the broker's reason code and text. Deliveries wait in a per-subscription buffer
@@ -75,6 +81,7 @@ mod delivery;
 mod error;
 mod event;
 mod inbox;
+mod publisher;
 mod registry;
 mod shared;
 mod subscription;
@@ -84,12 +91,13 @@ mod waiters;
 
 pub use backoff::Backoff;
 pub use builder::{ClientBuilder, Transport};
-pub use client::Client;
+pub use client::{Client, PendingAck};
 pub use delivery::Delivery;
 pub use error::ClientError;
 pub use event::ConnectionEvent;
+pub use publisher::Receipt;
 pub use subscription::{SubscribeOptions, Subscription};
-pub use tidings_wire::{DeliveryMode, Message, Property, ReasonCode, SubId, Value};
+pub use tidings_wire::{DeliveryMode, Message, Property, PubendId, PublisherId, ReasonCode, SubId, Tick, Value};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

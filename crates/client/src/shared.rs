@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use tidings_wire::{Deliver, Frame, Ping, Pong, SubId, Welcome};
-use tokio::sync::{broadcast, mpsc, watch, Semaphore, TryAcquireError};
+use tidings_wire::{Deliver, Frame, Ping, Pong, PublishAck, PublishRefused, SubId, Welcome};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore, TryAcquireError};
 use tracing::{debug, warn};
 
 use crate::builder::Config;
@@ -14,6 +14,7 @@ use crate::delivery::Delivery;
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
 use crate::inbox::Inbox;
+use crate::publisher::{Receipt, Window};
 use crate::registry::Registry;
 use crate::tcp::TcpLink;
 use crate::udp::UdpLink;
@@ -44,6 +45,9 @@ impl Route {
     }
 }
 
+/// Where the outcome of one guaranteed publish goes.
+pub(crate) type AckSink = oneshot::Sender<Result<Receipt, ClientError>>;
+
 /// The transport-specific half.
 #[derive(Debug)]
 pub(crate) enum Link {
@@ -53,13 +57,18 @@ pub(crate) enum Link {
 
 /// Shared by every handle and task of one client.
 ///
-/// Lock order, where two are held: the TCP outbox, then `registry`, then `waiters`.
+/// Lock order, where two are held: the TCP outbox, then `registry`, then `waiters`; the TCP
+/// outbox, then `publishing`.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) link: Link,
     pub(crate) registry: Mutex<Registry<Route>>,
     pub(crate) waiters: Mutex<Waiters>,
+    /// Guaranteed publishes awaiting their PUBLISH_ACK.
+    pub(crate) publishing: Mutex<Window<AckSink>>,
+    /// One permit per free place in the guaranteed window; an outcome gives its place back.
+    pub(crate) window_slots: Arc<Semaphore>,
     /// Orders SUBSCRIBEs and PINGs (whose nonce it is); see `registry.rs`.
     sequence: AtomicU64,
     sub_ids: AtomicU32,
@@ -75,7 +84,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(config: Config, link: Link) -> Shared {
         let send_limit = AtomicUsize::new(config.max_frame);
+        let window_slots = Arc::new(Semaphore::new(config.guaranteed_window.min(Semaphore::MAX_PERMITS)));
         Shared {
+            publishing: Mutex::new(Window::new(config.publisher)),
+            window_slots,
             config,
             link,
             registry: Mutex::new(Registry::default()),
@@ -146,6 +158,10 @@ impl Shared {
             route.end_with(error.as_ref());
         }
         self.waiters.lock().fail_all(&cause);
+        for sink in self.publishing.lock().drain() {
+            let _ = sink.send(Err(cause.clone()));
+        }
+        self.window_slots.close();
         self.emit(ConnectionEvent::Closed { error });
         self.stop.send_replace(true);
     }
@@ -174,9 +190,30 @@ impl Shared {
             }
             Frame::Ping(Ping { nonce }) => self.send_control(Frame::Pong(Pong { nonce })),
             Frame::Welcome(welcome) => self.welcomed(&welcome),
+            Frame::PublishAck(ack) => self.publish_outcome(ack.publisher, ack.seq, Ok(ack)),
+            Frame::PublishRefused(refused) => {
+                let PublishRefused { publisher, seq, reason } = refused;
+                self.publish_outcome(publisher, seq, Err(ClientError::refused(&reason)));
+            }
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
         }
         None
+    }
+
+    /// A guaranteed publish has its answer: its caller learns it and its window place is free.
+    fn publish_outcome(
+        &self,
+        publisher: tidings_wire::PublisherId,
+        seq: u64,
+        outcome: Result<PublishAck, ClientError>,
+    ) {
+        let Some(sink) = self.publishing.lock().close(publisher, seq) else {
+            debug!(seq, "an answer for a guaranteed publish no longer in flight");
+            return;
+        };
+        self.window_slots.add_permits(1);
+        let receipt = outcome.map(|a| Receipt { publisher: a.publisher, seq: a.seq, pubend: a.pubend, tick: a.tick });
+        let _ = sink.send(receipt);
     }
 
     /// Hands each subscription its batch. Waits while a subscription has no credit: the

@@ -4,7 +4,10 @@
 //! naive `*`/`>` loop. Patterns containing `invalid` and the selector `bad` are refused, as
 //! are topics containing `forbidden`; a SUBSCRIBE to a pattern containing `flaky` on the first
 //! connection drops that connection unanswered; a published property `missed` (Int) becomes
-//! the DELIVER's `missed` count.
+//! the DELIVER's `missed` count. Guaranteed publishes (GPUBLISH) are logged once per
+//! `(publisher, seq)` and acknowledged with the log position as tick; a topic containing
+//! `refuse` is refused (PUBLISH_REFUSED), and one containing `unacked` is logged on the first
+//! connection, which then drops before the acknowledgement.
 
 // Test harness: a panic here fails the test that drove it, which is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -17,8 +20,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tidings_wire::{
-    Deliver, Frame, Message, Notice, Pong, ReasonCode, SubId, Subscribe, Value, Welcome, DEFAULT_MAX_FRAME,
-    PROTOCOL_VERSION,
+    Deliver, Frame, GuaranteedPublish, Message, Notice, Pong, PubendId, PublishAck, PublishRefused, PublisherId,
+    ReasonCode, SubId, Subscribe, Tick, Value, Welcome, DEFAULT_MAX_FRAME, PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -119,6 +122,8 @@ pub(crate) struct TcpState {
     pub(crate) hellos: Vec<String>,
     /// Every frame after HELLO, from every connection, with the connection number.
     pub(crate) received: Vec<(usize, Frame)>,
+    /// Guaranteed publishes logged, once each, in order: (publisher, seq, payload).
+    pub(crate) log: Vec<(PublisherId, u64, Bytes)>,
     subs: Vec<(usize, SubId, String)>,
     conns: HashMap<usize, mpsc::UnboundedSender<Command>>,
 }
@@ -305,12 +310,38 @@ fn handle(conn: usize, frame: Frame, tx: &mpsc::UnboundedSender<Command>, shared
                     }
                 }
             }
+            Frame::GuaranteedPublish(publish) => guaranteed(conn, publish, tx, s),
             Frame::Disconnect(_) => {
                 let _ = tx.send(Command::Close);
             }
             _ => {}
         }
     });
+}
+
+fn guaranteed(conn: usize, p: GuaranteedPublish, tx: &mpsc::UnboundedSender<Command>, s: &mut TcpState) {
+    if p.message.topic().contains("refuse") {
+        let reason = Notice::new(ReasonCode::InvalidTopic, "refused");
+        let _ = tx.send(Command::Send(Frame::PublishRefused(PublishRefused {
+            publisher: p.publisher,
+            seq: p.seq,
+            reason,
+        })));
+        return;
+    }
+    let at = match s.log.iter().position(|(id, seq, _)| *id == p.publisher && *seq == p.seq) {
+        Some(at) => at,
+        None => {
+            s.log.push((p.publisher, p.seq, p.message.payload()));
+            s.log.len() - 1
+        }
+    };
+    if p.message.topic().contains("unacked") && conn == 1 {
+        let _ = tx.send(Command::Close);
+        return;
+    }
+    let ack = PublishAck { publisher: p.publisher, seq: p.seq, pubend: PubendId(1), tick: Tick(at as u64 + 1) };
+    let _ = tx.send(Command::Send(Frame::PublishAck(ack)));
 }
 
 // ---------------------------------------------------------------------------------------
