@@ -22,6 +22,30 @@ impl<'a> Reader<'a> {
         self.pos
     }
 
+    /// Bytes not read yet: bounds the capacity a decoder reserves for a count it was sent.
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    /// Fixed-size bytes (a nonce, a MAC).
+    pub(crate) fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
+        let mut out = [0u8; N];
+        out.copy_from_slice(self.take(field, N)?);
+        Ok(out)
+    }
+
+    /// A `u32` element count, checked against the bytes left: each element takes at least
+    /// `min_size` bytes, so a forged count cannot make the decoder reserve more than the frame.
+    pub(crate) fn count(&mut self, field: &'static str, min_size: usize) -> Result<usize, WireError> {
+        let offset = self.pos;
+        let count = self.u32(field)? as usize;
+        let need = count.saturating_mul(min_size.max(1));
+        if need > self.remaining() {
+            return Err(WireError::UnexpectedEof { frame: self.frame, field, offset, need, have: self.remaining() });
+        }
+        Ok(count)
+    }
+
     fn take(&mut self, field: &'static str, need: usize) -> Result<&'a [u8], WireError> {
         let have = self.buf.len() - self.pos;
         if have < need {
@@ -107,5 +131,12 @@ pub(crate) fn put_bytes32(out: &mut impl BufMut, field: &'static str, b: &Bytes)
     let len = u32::try_from(b.len()).map_err(|_| WireError::TooLong { field, len: b.len(), max: u32::MAX as usize })?;
     out.put_u32(len);
     out.put_slice(b);
+    Ok(())
+}
+
+/// Writes a `u32` element count, refusing a list too long to describe.
+pub(crate) fn put_count(out: &mut impl BufMut, field: &'static str, count: usize) -> Result<(), WireError> {
+    let n = u32::try_from(count).map_err(|_| WireError::TooLong { field, len: count, max: u32::MAX as usize })?;
+    out.put_u32(n);
     Ok(())
 }

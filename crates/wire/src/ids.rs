@@ -8,7 +8,7 @@ pub struct Tick(pub u64);
 
 /// A publishing endpoint: the persistent source of one ordered stream, hosted by one broker.
 /// Derived from the broker's name and the pubend's name, so it is the same across restarts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct PubendId(pub u64);
 
 /// A publisher's own id, chosen by the client (random per process by default). With the

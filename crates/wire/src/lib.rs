@@ -3,14 +3,18 @@
 //! No I/O, no async, no tokio: a decoder takes bytes and says either "here is a frame" or
 //! "need more" (`Ok(None)`). Start with [`frame`] for the frame set and the framing rule;
 //! [`Message`] is the section PUBLISH and DELIVER share, and [`PropertiesRef`] reads its
-//! properties in place for matching; [`ReasonCode`] numbers every refusal.
+//! properties in place for matching; [`ReasonCode`] numbers every refusal. [`peer`] is the
+//! broker-to-broker frame set (link handshake, routing control, best-effort and guaranteed
+//! data), in the same framing with its own type numbers.
 //! `docs/protocol.md` describes the same bytes for authors of clients in other languages, and
 //! the golden-byte tests in `frame/tests.rs` hold the two together.
 
 mod cursor;
 pub mod error;
 pub mod frame;
+mod framing;
 pub mod ids;
+pub mod peer;
 pub mod reason;
 pub mod value;
 pub mod view;

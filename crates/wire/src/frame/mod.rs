@@ -37,6 +37,7 @@ pub use subscribed::Subscribed;
 pub use unsubscribe::Unsubscribe;
 
 use crate::error::WireError;
+use crate::framing::{encode_frame, peek, split_body};
 
 /// The protocol version this crate speaks.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -159,10 +160,7 @@ impl Frame {
     /// Appends the whole frame (length, type, body) to `out`. Fails only for a field that
     /// cannot be encoded (a topic over 65535 bytes); `out` is then left as it was.
     pub fn encode(&self, out: &mut BytesMut) -> Result<(), WireError> {
-        let start = out.len();
-        out.put_u32(0);
-        out.put_u8(self.frame_type() as u8);
-        let res = match self {
+        encode_frame(out, self.frame_type() as u8, 0, |out| match self {
             Frame::Hello(f) => f.encode_body(out),
             Frame::Welcome(f) => f.encode_body(out),
             Frame::Publish(m) => {
@@ -206,23 +204,7 @@ impl Frame {
                 Ok(())
             }
             Frame::Subscribed(f) => f.encode_body(out),
-        };
-        if let Err(e) = res {
-            out.truncate(start);
-            return Err(e);
-        }
-        let len = out.len() - start - 4;
-        let len = u32::try_from(len).map_err(|_| WireError::TooLong { field: "frame", len, max: u32::MAX as usize });
-        match len {
-            Ok(len) => {
-                out[start..start + 4].copy_from_slice(&len.to_be_bytes());
-                Ok(())
-            }
-            Err(e) => {
-                out.truncate(start);
-                Err(e)
-            }
-        }
+        })
     }
 
     /// Encodes into a fresh buffer.
@@ -239,9 +221,7 @@ impl Frame {
         let Some((ty, len)) = peek_header(buf, max_frame)? else {
             return Ok(None);
         };
-        let mut frame = buf.split_to(4 + len);
-        frame.advance(HEADER_LEN);
-        Frame::decode_body(ty, frame.freeze()).map(Some)
+        Frame::decode_body(ty, split_body(buf, len)).map(Some)
     }
 
     /// Takes one frame off the front of a datagram. Unlike a stream, a datagram cannot grow,
@@ -292,27 +272,7 @@ impl Frame {
 /// `Ok(None)` while more bytes are needed. Size and type are checked as soon as the header is
 /// there, so an oversized or unknown frame fails before its body is buffered.
 pub fn peek_header(buf: &[u8], max_frame: usize) -> Result<Option<(u8, usize)>, WireError> {
-    if buf.len() < 4 {
-        return Ok(None);
-    }
-    let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
-    if len == 0 {
-        return Err(WireError::EmptyFrame);
-    }
-    if len > max_frame {
-        return Err(WireError::FrameTooLarge { len, max: max_frame });
-    }
-    if buf.len() < HEADER_LEN {
-        return Ok(None);
-    }
-    let ty = buf[4];
-    if !(0x01..=LAST_FRAME_TYPE).contains(&ty) {
-        return Err(WireError::UnknownFrameType(ty));
-    }
-    if buf.len() < 4 + len {
-        return Ok(None);
-    }
-    Ok(Some((ty, len)))
+    peek(buf, max_frame, |ty| (0x01..=LAST_FRAME_TYPE).contains(&ty).then_some(ty))
 }
 
 /// How many more bytes the frame at the front of `buf` needs, when the header says.

@@ -1,0 +1,480 @@
+use bytes::{Bytes, BytesMut};
+use proptest::prelude::*;
+
+use super::*;
+use crate::frame::{needed, Message, HEADER_LEN};
+use crate::value::Property;
+
+const MAX: usize = 1 << 20;
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-zA-Z0-9_.-]{0,8}"
+}
+
+fn message() -> impl Strategy<Value = Message> {
+    ("[a-z]{1,6}(\\.[a-z]{1,6}){0,2}", any::<i64>(), prop::collection::vec(any::<u8>(), 0..32), any::<u64>()).prop_map(
+        |(topic, k, payload, sent)| Message::new(&topic, &[Property::new("k", k)], Bytes::from(payload), sent).unwrap(),
+    )
+}
+
+fn ranges() -> impl Strategy<Value = Vec<TickRange>> {
+    prop::collection::vec((0u64..1000, 0u64..1000), 0..5).prop_map(|pairs| {
+        let mut next = 0u64;
+        pairs
+            .into_iter()
+            .map(|(gap, len)| {
+                let first = next + gap;
+                next = first + len + 1;
+                TickRange { first: Tick(first), last: Tick(first + len) }
+            })
+            .collect()
+    })
+}
+
+fn filter() -> impl Strategy<Value = FilterText> {
+    ("[a-z*>.]{1,10}", proptest::option::of("[a-z0-9 =<>']{1,12}"))
+        .prop_map(|(pattern, selector)| FilterText { pattern, selector })
+}
+
+fn control() -> impl Strategy<Value = PeerFrame> {
+    let link = (name(), name()).prop_map(|(peer, peer_cell)| AdvertLink { peer, peer_cell });
+    let advert = (name(), name(), any::<u64>(), any::<u64>(), prop::collection::vec(link, 0..3)).prop_map(
+        |(origin, cell, inc, sequence, links)| Advert { origin, cell, incarnation: Incarnation(inc), sequence, links },
+    );
+    let scope = prop_oneof![Just(Scope::Local), name().prop_map(Scope::Tree)];
+    let delta = (
+        prop::collection::vec(scope, 0..3),
+        prop::collection::vec(filter(), 0..3),
+        prop::collection::vec(filter(), 0..3),
+    )
+        .prop_map(|(scopes, added, removed)| SummaryDelta { scopes, added, removed });
+    let synced = (name(), any::<u64>()).prop_map(|(root, tree)| SyncedTree { root, tree: TreeId(tree) });
+    prop_oneof![
+        (any::<u16>(), any::<u16>(), any::<bool>(), any::<[u8; 32]>(), name(), name(), any::<u64>()).prop_map(
+            |(min_version, max_version, key, nonce, name, cell, inc)| PeerFrame::Hello(Hello {
+                min_version,
+                max_version,
+                auth: if key { AuthMode::SharedKey } else { AuthMode::Insecure },
+                nonce,
+                name,
+                cell,
+                incarnation: Incarnation(inc),
+            })
+        ),
+        any::<[u8; 32]>().prop_map(|proof| PeerFrame::Auth(Auth { proof })),
+        ".{0,20}".prop_map(|reason| PeerFrame::Close(Close { reason })),
+        Just(PeerFrame::Heartbeat),
+        prop::collection::vec(advert, 0..3).prop_map(PeerFrame::Adverts),
+        prop::collection::vec(delta, 0..3).prop_map(PeerFrame::Summary),
+        prop::collection::vec(synced, 0..3).prop_map(PeerFrame::Synced),
+    ]
+}
+
+fn routed() -> impl Strategy<Value = PeerFrame> {
+    let hop = prop_oneof![
+        Just(Hop::Down),
+        (any::<bool>(), prop::collection::vec(name(), 0..3))
+            .prop_map(|(deliver, across)| Hop::Within { deliver, across })
+    ];
+    (any::<u64>(), name(), any::<u64>(), hop, message()).prop_map(|(pubend, root, tree, hop, message)| {
+        PeerFrame::Routed(Routed {
+            header: RouteHeader { pubend: PubendId(pubend), root, tree: TreeId(tree), hop },
+            message,
+        })
+    })
+}
+
+fn guaranteed() -> impl Strategy<Value = PeerFrame> {
+    let pubend = any::<u64>().prop_map(PubendId);
+    let kind = prop_oneof![Just(SilenceKind::Final), Just(SilenceKind::Lost)];
+    let start = (any::<u64>(), any::<u64>()).prop_map(|(p, t)| PubendStart { pubend: PubendId(p), next_tick: Tick(t) });
+    prop_oneof![
+        (pubend.clone(), 0u64..1 << 40, 0u64..1000, 0u64..1000, any::<bool>(), message()).prop_map(
+            |(pubend, tick, before, after, requested_only, message)| PeerFrame::Data(Data {
+                pubend,
+                tick: Tick(tick),
+                final_from: Tick(tick.saturating_sub(before)),
+                final_to: Tick(tick + after),
+                requested_only,
+                message,
+            })
+        ),
+        (pubend.clone(), kind, any::<bool>(), ranges()).prop_map(|(pubend, kind, requested_only, ranges)| {
+            PeerFrame::Silence(Silence { pubend, kind, requested_only, ranges })
+        }),
+        (pubend.clone(), any::<u64>(), any::<u64>()).prop_map(|(pubend, a, r)| PeerFrame::Ack(Ack {
+            pubend,
+            ack_prefix: Tick(a),
+            release_prefix: Tick(r)
+        })),
+        (pubend.clone(), ranges()).prop_map(|(pubend, ranges)| PeerFrame::Nack(Nack { pubend, ranges })),
+        (pubend, any::<u64>()).prop_map(|(pubend, t)| PeerFrame::AckExpected(AckExpected { pubend, tick: Tick(t) })),
+        (name(), any::<u64>(), name(), any::<u64>()).prop_map(|(origin, id, root, tree)| PeerFrame::Barrier(Barrier {
+            origin,
+            id: BarrierId(id),
+            root,
+            tree: TreeId(tree)
+        })),
+        (name(), any::<u64>(), prop::collection::vec(start, 0..4)).prop_map(|(origin, id, starts)| {
+            PeerFrame::BarrierAck(BarrierAck { origin, id: BarrierId(id), starts })
+        }),
+    ]
+}
+
+fn frame() -> impl Strategy<Value = PeerFrame> {
+    prop_oneof![control(), routed(), guaranteed()]
+}
+
+proptest! {
+    #[test]
+    fn every_peer_frame_round_trips(f in frame()) {
+        let bytes = f.to_bytes().unwrap();
+        let mut buf = BytesMut::from(&bytes[..]);
+        prop_assert_eq!(PeerFrame::decode(&mut buf, MAX).unwrap().unwrap(), f);
+        prop_assert!(buf.is_empty());
+        check_decoder(&bytes);
+    }
+
+    #[test]
+    fn every_truncated_prefix_of_a_peer_frame_asks_for_more(f in frame()) {
+        let bytes = f.to_bytes().unwrap();
+        for cut in 0..bytes.len() {
+            let mut buf = BytesMut::from(&bytes[..cut]);
+            prop_assert_eq!(PeerFrame::decode(&mut buf, MAX), Ok(None));
+            prop_assert_eq!(buf.len(), cut, "nothing is consumed while incomplete");
+            prop_assert!(needed(&bytes[..cut]).unwrap() > 0);
+        }
+    }
+
+    #[test]
+    fn a_body_cut_short_inside_its_frame_is_an_error_not_a_panic(f in frame(), cut in any::<usize>()) {
+        let bytes = f.to_bytes().unwrap();
+        let body_len = bytes.len() - HEADER_LEN;
+        let keep = cut % (body_len + 1);
+        if keep < body_len {
+            let mut short = BytesMut::new();
+            short.extend_from_slice(&((keep + 1) as u32).to_be_bytes());
+            short.extend_from_slice(&bytes[4..HEADER_LEN + keep]);
+            let decoded = PeerFrame::decode(&mut short, MAX);
+            // A shorter body may still be a valid frame (a shorter list); it must not be this one.
+            prop_assert!(decoded.as_ref().map_or(true, |d| d.as_ref() != Some(&f)));
+        }
+    }
+
+    #[test]
+    fn peer_frames_back_to_back_decode_in_order(fs in prop::collection::vec(frame(), 1..6)) {
+        let mut buf = BytesMut::new();
+        for f in &fs { f.encode(&mut buf).unwrap(); }
+        for f in &fs {
+            prop_assert_eq!(&PeerFrame::decode(&mut buf, MAX).unwrap().unwrap(), f);
+        }
+        prop_assert!(buf.is_empty());
+    }
+
+    #[test]
+    fn the_routed_prefix_and_the_whole_frame_encode_the_same_bytes(f in routed()) {
+        let PeerFrame::Routed(r) = &f else { unreachable!() };
+        let h = &r.header;
+        let hop = match &h.hop {
+            Hop::Down => HopRef::Down,
+            Hop::Within { deliver, across } => HopRef::Within { deliver: *deliver, across: across.as_slice() },
+        };
+        let mut out = BytesMut::new();
+        Routed::encode_prefix(h.pubend, h.tree, &h.root, hop, r.message.encoded_len(), &mut out).unwrap();
+        out.extend_from_slice(r.message.as_bytes());
+        prop_assert_eq!(&out[..], &f.to_bytes().unwrap()[..]);
+    }
+}
+
+fn golden(f: PeerFrame, expected: &[u8]) {
+    assert_eq!(&f.to_bytes().unwrap()[..], expected, "{f:?}");
+    let mut buf = BytesMut::from(expected);
+    assert_eq!(PeerFrame::decode(&mut buf, MAX).unwrap(), Some(f));
+    assert!(buf.is_empty());
+}
+
+/// The message section of the golden DATA and ROUTED frames: topic `t`, payload `p`, sent 2.
+fn section() -> (Message, Vec<u8>) {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    let bytes = vec![0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b't', 0, 0, 0, 0, 0, 1, b'p'];
+    assert_eq!(&m.as_bytes()[..], &bytes[..]);
+    (m, bytes)
+}
+
+#[test]
+fn hello_golden_bytes() {
+    let mut nonce = [0u8; 32];
+    nonce[0] = 0xAA;
+    nonce[31] = 0xBB;
+    let hello = Hello {
+        min_version: 2,
+        max_version: 2,
+        auth: AuthMode::SharedKey,
+        nonce,
+        name: "b1".into(),
+        cell: "c".into(),
+        incarnation: Incarnation(7),
+    };
+    let mut expected = vec![0, 0, 0, 53, 0x01, 0, 2, 0, 2, 1];
+    expected.extend_from_slice(&nonce);
+    expected.extend_from_slice(&[0, 2, b'b', b'1', 0, 1, b'c', 0, 0, 0, 0, 0, 0, 0, 7]);
+    golden(PeerFrame::Hello(hello), &expected);
+}
+
+#[test]
+fn auth_golden_bytes() {
+    let proof: [u8; 32] = std::array::from_fn(|i| i as u8);
+    let mut expected = vec![0, 0, 0, 33, 0x02];
+    expected.extend(0u8..32);
+    golden(PeerFrame::Auth(Auth { proof }), &expected);
+}
+
+#[test]
+fn close_and_heartbeat_golden_bytes() {
+    golden(PeerFrame::Close(Close::new("bye")), &[0, 0, 0, 6, 0x03, 0, 3, b'b', b'y', b'e']);
+    golden(PeerFrame::Heartbeat, &[0, 0, 0, 1, 0x04]);
+}
+
+#[test]
+fn adverts_golden_bytes() {
+    let advert = Advert {
+        origin: "a".into(),
+        cell: "c".into(),
+        incarnation: Incarnation(3),
+        sequence: 4,
+        links: vec![AdvertLink { peer: "b".into(), peer_cell: "d".into() }],
+    };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 37, 0x05,
+        0, 0, 0, 1,                 // one advert
+        0, 1, b'a', 0, 1, b'c',     // origin, cell
+        0, 0, 0, 0, 0, 0, 0, 3,     // incarnation
+        0, 0, 0, 0, 0, 0, 0, 4,     // sequence
+        0, 0, 0, 1, 0, 1, b'b', 0, 1, b'd', // one link: peer b in cell d
+    ];
+    golden(PeerFrame::Adverts(vec![advert]), &expected);
+}
+
+#[test]
+fn summary_golden_bytes() {
+    let delta = SummaryDelta {
+        scopes: vec![Scope::Local, Scope::Tree("r".into())],
+        added: vec![FilterText { pattern: "a.>".into(), selector: Some("k=1".into()) }],
+        removed: vec![FilterText { pattern: "b".into(), selector: None }],
+    };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 37, 0x06,
+        0, 0, 0, 1,                           // one delta
+        0, 0, 0, 2, 0, 1, 0, 1, b'r',         // scopes: local, tree r
+        0, 0, 0, 1, 0, 3, b'a', b'.', b'>', 0, 3, b'k', b'=', b'1', // added a.> with k=1
+        0, 0, 0, 1, 0, 1, b'b', 0, 0,         // removed b, no selector
+    ];
+    golden(PeerFrame::Summary(vec![delta]), &expected);
+}
+
+#[test]
+fn synced_golden_bytes() {
+    golden(
+        PeerFrame::Synced(vec![SyncedTree { root: "r".into(), tree: TreeId(258) }]),
+        &[0, 0, 0, 16, 0x07, 0, 0, 0, 1, 0, 1, b'r', 0, 0, 0, 0, 0, 0, 1, 2],
+    );
+}
+
+#[test]
+fn routed_golden_bytes() {
+    let (message, bytes) = section();
+    let header = RouteHeader {
+        pubend: PubendId(9),
+        root: "r".into(),
+        tree: TreeId(5),
+        hop: Hop::Within { deliver: true, across: vec!["x".into()] },
+    };
+    #[rustfmt::skip]
+    let mut expected = vec![
+        0, 0, 0, 47, 0x08,
+        0, 0, 0, 0, 0, 0, 0, 9,     // pubend
+        0, 0, 0, 0, 0, 0, 0, 5,     // tree
+        0, 1, b'r',                 // root
+        1, 1, 0, 0, 0, 1, 0, 1, b'x', // within, deliver, across [x]
+    ];
+    expected.extend_from_slice(&bytes);
+    golden(PeerFrame::Routed(Routed { header, message }), &expected);
+    let down = RouteHeader { pubend: PubendId(1), root: String::new(), tree: TreeId(2), hop: Hop::Down };
+    let (message, section) = section();
+    let mut expected = vec![0, 0, 0, 38, 0x08, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
+    expected.extend_from_slice(&section);
+    golden(PeerFrame::Routed(Routed { header: down, message }), &expected);
+}
+
+#[test]
+fn data_golden_bytes() {
+    let (message, section) = section();
+    let data = Data {
+        pubend: PubendId(1),
+        tick: Tick(10),
+        final_from: Tick(8),
+        final_to: Tick(12),
+        requested_only: true,
+        message,
+    };
+    #[rustfmt::skip]
+    let mut expected = vec![
+        0, 0, 0, 52, 0x10,
+        0, 0, 0, 0, 0, 0, 0, 1,     // pubend
+        0, 0, 0, 0, 0, 0, 0, 10,    // tick
+        0, 0, 0, 0, 0, 0, 0, 8,     // final_from
+        0, 0, 0, 0, 0, 0, 0, 12,    // final_to
+        1,                          // requested_only
+    ];
+    expected.extend_from_slice(&section);
+    golden(PeerFrame::Data(data), &expected);
+}
+
+#[test]
+fn silence_golden_bytes() {
+    let silence = Silence {
+        pubend: PubendId(1),
+        kind: SilenceKind::Lost,
+        requested_only: false,
+        ranges: vec![TickRange { first: Tick(3), last: Tick(4) }],
+    };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 31, 0x11,
+        0, 0, 0, 0, 0, 0, 0, 1,     // pubend
+        1, 0,                       // lost, not requested-only
+        0, 0, 0, 1,                 // one range
+        0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4,
+    ];
+    golden(PeerFrame::Silence(silence), &expected);
+}
+
+#[test]
+fn ack_golden_bytes() {
+    let ack = Ack { pubend: PubendId(1), ack_prefix: Tick(5), release_prefix: Tick(3) };
+    golden(
+        PeerFrame::Ack(ack),
+        &[0, 0, 0, 25, 0x12, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 3],
+    );
+}
+
+#[test]
+fn nack_golden_bytes() {
+    let nack = Nack { pubend: PubendId(2), ranges: vec![TickRange { first: Tick(1), last: Tick(1) }] };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 29, 0x13,
+        0, 0, 0, 0, 0, 0, 0, 2,
+        0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
+    ];
+    golden(PeerFrame::Nack(nack), &expected);
+}
+
+#[test]
+fn ack_expected_golden_bytes() {
+    golden(
+        PeerFrame::AckExpected(AckExpected { pubend: PubendId(1), tick: Tick(9) }),
+        &[0, 0, 0, 17, 0x14, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 9],
+    );
+}
+
+#[test]
+fn barrier_golden_bytes() {
+    let barrier = Barrier { origin: "s".into(), id: BarrierId(7), root: "r".into(), tree: TreeId(1) };
+    golden(
+        PeerFrame::Barrier(barrier),
+        &[0, 0, 0, 23, 0x15, 0, 1, b's', 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, b'r', 0, 0, 0, 0, 0, 0, 0, 1],
+    );
+}
+
+#[test]
+fn barrier_ack_golden_bytes() {
+    let ack = BarrierAck {
+        origin: "s".into(),
+        id: BarrierId(7),
+        starts: vec![PubendStart { pubend: PubendId(1), next_tick: Tick(100) }],
+    };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 32, 0x16,
+        0, 1, b's', 0, 0, 0, 0, 0, 0, 0, 7, // origin, id
+        0, 0, 0, 1,                          // one pubend
+        0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 100,
+    ];
+    golden(PeerFrame::BarrierAck(ack), &expected);
+}
+
+#[test]
+fn overlapping_or_backward_ranges_are_refused() {
+    let nack = |ranges: &[(u64, u64)]| {
+        let mut b = BytesMut::new();
+        b.extend_from_slice(&[0x13, 0, 0, 0, 0, 0, 0, 0, 1]);
+        b.extend_from_slice(&(ranges.len() as u32).to_be_bytes());
+        for (f, l) in ranges {
+            b.extend_from_slice(&f.to_be_bytes());
+            b.extend_from_slice(&l.to_be_bytes());
+        }
+        let mut framed = BytesMut::new();
+        framed.extend_from_slice(&(b.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&b);
+        PeerFrame::decode(&mut framed, MAX)
+    };
+    assert!(nack(&[(1, 2), (4, 5)]).is_ok());
+    assert!(matches!(nack(&[(3, 2)]), Err(WireError::InvalidField { field: "range last", .. })));
+    assert!(matches!(nack(&[(1, 4), (4, 5)]), Err(WireError::InvalidField { field: "range first", .. })));
+    assert!(matches!(nack(&[(4, 5), (1, 2)]), Err(WireError::InvalidField { field: "range first", .. })));
+}
+
+#[test]
+fn data_whose_final_range_does_not_contain_its_tick_is_refused() {
+    let (message, _) = section();
+    let data = Data {
+        pubend: PubendId(1),
+        tick: Tick(5),
+        final_from: Tick(6),
+        final_to: Tick(7),
+        requested_only: false,
+        message,
+    };
+    let mut bytes = BytesMut::from(&PeerFrame::Data(data.clone()).to_bytes().unwrap()[..]);
+    assert!(matches!(PeerFrame::decode(&mut bytes, MAX), Err(WireError::InvalidField { field: "final_from", .. })));
+    let data = Data { final_from: Tick(1), final_to: Tick(4), ..data };
+    let mut bytes = BytesMut::from(&PeerFrame::Data(data).to_bytes().unwrap()[..]);
+    assert!(matches!(PeerFrame::decode(&mut bytes, MAX), Err(WireError::InvalidField { field: "final_to", .. })));
+}
+
+#[test]
+fn a_forged_count_fails_without_reserving_memory_for_it() {
+    let mut b = BytesMut::from(&[0u8, 0, 0, 5, 0x05, 0xFF, 0xFF, 0xFF, 0xFF][..]);
+    assert!(matches!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnexpectedEof { field: "adverts", .. })));
+}
+
+#[test]
+fn client_frame_types_and_unknown_bytes_are_refused_at_the_header() {
+    let mut b = BytesMut::from(&[0u8, 0, 0, 9, 0x09][..]);
+    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnknownFrameType(0x09)));
+    let mut b = BytesMut::from(&[0u8, 0, 0, 0][..]);
+    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::EmptyFrame));
+    let mut b = BytesMut::from(&[0u8, 0x10, 0, 0][..]);
+    assert_eq!(PeerFrame::decode(&mut b, 1024), Err(WireError::FrameTooLarge { len: 0x10_0000, max: 1024 }));
+    let mut b = BytesMut::from(&[0u8, 0, 0, 2, 0x04, 0][..]);
+    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::TrailingBytes { frame: "HEARTBEAT", extra: 1 }));
+}
+
+#[test]
+fn versions_negotiate_to_the_highest_both_speak() {
+    let hello = |min_version, max_version| Hello {
+        min_version,
+        max_version,
+        auth: AuthMode::Insecure,
+        nonce: [0; 32],
+        name: String::new(),
+        cell: String::new(),
+        incarnation: Incarnation(0),
+    };
+    assert_eq!(hello(2, 4).negotiate(&hello(1, 3)), Some(3));
+    assert_eq!(hello(2, 2).negotiate(&hello(2, 2)), Some(2));
+    assert_eq!(hello(3, 4).negotiate(&hello(1, 2)), None);
+}
