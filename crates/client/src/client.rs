@@ -86,6 +86,14 @@ impl Handle {
         }
     }
 
+    /// Sends a small frame without waiting (an acknowledgement); dropped while disconnected.
+    pub(crate) fn send_control(&self, frame: &Frame) {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.push_control(frame),
+            Link::Udp(udp) => udp.try_send_frame(frame),
+        }
+    }
+
     async fn barrier(&self) -> Outcome {
         match &self.shared.link {
             Link::Tcp(tcp) => tcp.barrier(&self.shared).await,
@@ -214,8 +222,17 @@ impl Client {
     /// Subscribes with a selector or another delivery mode. A pattern or selector the
     /// broker rejects fails with [`ClientError::Refused`], carrying its reason code and text
     /// (over TCP the broker then closes the connection, and the client reconnects).
+    ///
+    /// A guaranteed subscription ([`DeliveryMode::Guaranteed`](crate::DeliveryMode), TCP only)
+    /// returns once the broker confirmed it with SUBSCRIBED: from then on every matching
+    /// guaranteed publish reaches it exactly once, per publisher in order, with its
+    /// [`Delivery::position`]. What the application takes is acknowledged to the broker
+    /// automatically each time the subscription's buffer runs dry.
     pub async fn subscribe_with(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
         let shared = self.shared();
+        if options.mode == tidings_wire::DeliveryMode::Guaranteed && matches!(shared.link, Link::Udp(_)) {
+            return Err(ClientError::Unsupported { operation: "guaranteed subscriptions", transport: "UDP" });
+        }
         let id = shared.next_sub_id();
         let frame = Subscribe {
             id,
@@ -223,11 +240,20 @@ impl Client {
             pattern: options.pattern.clone(),
             selector: options.selector.clone().filter(|s| !s.is_empty()),
         };
-        let (subscription, route) =
+        let (subscription, route, confirmed) =
             Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());
         match &shared.link {
             Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await?,
             Link::Udp(udp) => udp.subscribe(shared, frame, route).await?,
+        }
+        if let Some(confirmed) = confirmed {
+            // Accepted (the PONG came); in force once the broker's barrier returned.
+            let limit = shared.config.request_timeout;
+            match tokio::time::timeout(limit, confirmed).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(subscription.error().unwrap_or(ClientError::ConnectionLost)),
+                Err(_) => return Err(ClientError::Timeout { operation: "waiting for SUBSCRIBED", after: limit }),
+            }
         }
         Ok(subscription)
     }

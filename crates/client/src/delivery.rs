@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use tidings_wire::{Message, Property, SubId, Value};
+use tidings_wire::{Message, Property, PubendId, SubId, Tick, Value};
 
 /// A message delivered to a [`Subscription`](crate::Subscription).
 ///
@@ -30,9 +30,58 @@ pub struct Delivery {
     /// waited for the consumer: `received_us - read_us` is the client-side queueing time.
     pub read_us: u64,
     /// Messages the broker dropped for this subscription (slow-consumer policy) since the
-    /// previous delivery.
+    /// previous delivery. Always 0 for a guaranteed subscription: nothing is dropped there.
     pub missed: u32,
+    /// For a guaranteed subscription, the message's place in its publisher's stream; `None`
+    /// for best effort.
+    pub position: Option<Position>,
     message: Message,
+}
+
+/// Where a guaranteed delivery sits: its pubend (one publisher's ordered stream) and its tick
+/// there. Per pubend, a subscription sees ticks only increase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Position {
+    /// The stream.
+    pub pubend: PubendId,
+    /// The place in it.
+    pub tick: Tick,
+}
+
+/// Ticks `from..=to` of `pubend` that a guaranteed subscription may have missed for good:
+/// the broker could no longer supply them (retention, damage on disk), or the subscription was
+/// set up anew after a lost connection and starts later than where it stood. Messages there
+/// may or may not have matched; a gap says so rather than skipping them silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GapNotice {
+    /// The subscription concerned.
+    pub subscription: SubId,
+    /// The stream with the gap.
+    pub pubend: PubendId,
+    /// First tick possibly missed.
+    pub from: Tick,
+    /// Last tick possibly missed (inclusive).
+    pub to: Tick,
+}
+
+/// What a subscription yields through [`Subscription::next_event`](crate::Subscription::next_event):
+/// a message, or (guaranteed subscriptions only) a gap notice, in stream order.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A message.
+    Message(Delivery),
+    /// Ticks possibly missed; see [`GapNotice`].
+    Gap(GapNotice),
+}
+
+impl Event {
+    /// The subscription the event is for.
+    pub fn subscription(&self) -> SubId {
+        match self {
+            Event::Message(d) => d.subscription,
+            Event::Gap(g) => g.subscription,
+        }
+    }
 }
 
 impl Delivery {
@@ -49,8 +98,14 @@ impl Delivery {
             received_us: read_us,
             read_us,
             missed,
+            position: None,
             message,
         }
+    }
+
+    /// Builds a delivery from a GDELIVER frame's parts read off the socket at `read_us`.
+    pub fn guaranteed(subscription: SubId, position: Position, message: Message, read_us: u64) -> Delivery {
+        Delivery { position: Some(position), ..Delivery::new(subscription, 0, message, read_us) }
     }
 
     /// `received_us - sent_us` (zero if the publisher's clock is ahead of ours): publish to

@@ -5,23 +5,26 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use tidings_wire::{Deliver, Frame, Ping, Pong, PublishAck, PublishRefused, SubId, Welcome};
+use tidings_wire::{
+    Deliver, Frame, Gap, GuaranteedDeliver, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribed, Welcome,
+};
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore, TryAcquireError};
 use tracing::{debug, warn};
 
 use crate::builder::Config;
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, Event, GapNotice, Position};
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
 use crate::inbox::Inbox;
 use crate::publisher::{Receipt, Window};
 use crate::registry::Registry;
+use crate::standing::Standing;
 use crate::tcp::TcpLink;
 use crate::udp::UdpLink;
 use crate::waiters::Waiters;
 
 /// What the reader hands a subscription: a batch of deliveries and the credit it took.
-pub(crate) type Batch = (Vec<Delivery>, u32);
+pub(crate) type Batch = (Vec<Event>, u32);
 
 /// Where a subscription's deliveries go, and where the reason it ended is left.
 ///
@@ -34,6 +37,15 @@ pub(crate) struct Route {
     pub(crate) tx: mpsc::UnboundedSender<Batch>,
     pub(crate) credit: Arc<Semaphore>,
     pub(crate) end: Arc<OnceLock<ClientError>>,
+    /// For a guaranteed subscription: where it stands, and who waits for its first SUBSCRIBED.
+    pub(crate) guaranteed: Option<GuaranteedRoute>,
+}
+
+/// The reader's side of a guaranteed subscription.
+#[derive(Debug, Default)]
+pub(crate) struct GuaranteedRoute {
+    pub(crate) standing: Standing,
+    pub(crate) confirm: Option<oneshot::Sender<()>>,
 }
 
 impl Route {
@@ -172,8 +184,17 @@ impl Shared {
     pub(crate) fn handle_inbound(&self, frame: Frame, read_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
         match frame {
             Frame::Deliver(Deliver { id, missed, message }) => {
-                inbox.push(Delivery::new(id, missed, message, read_us));
+                inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
+            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
+                self.reached(id, pubend, tick);
+                inbox.push(Event::Message(Delivery::guaranteed(id, Position { pubend, tick }, message, read_us)));
+            }
+            Frame::Gap(Gap { id, pubend, from, to }) => {
+                self.reached(id, pubend, to);
+                inbox.push(Event::Gap(GapNotice { subscription: id, pubend, from, to }));
+            }
+            Frame::Subscribed(subscribed) => self.subscribed(subscribed, inbox),
             Frame::Pong(Pong { nonce }) => {
                 self.registry.lock().confirm_before(nonce);
                 self.waiters.lock().resolve(nonce);
@@ -198,6 +219,31 @@ impl Shared {
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
         }
         None
+    }
+
+    /// A guaranteed subscription has everything of `pubend` through `tick`.
+    fn reached(&self, id: SubId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) {
+        if let Some(g) = self.registry.lock().sink_mut(id).and_then(|r| r.guaranteed.as_mut()) {
+            g.standing.reached(pubend, tick);
+        }
+    }
+
+    /// SUBSCRIBED: the first one confirms the subscription to its caller; one after a
+    /// reconnect may open gaps, which go to the subscription in stream order.
+    fn subscribed(&self, subscribed: Subscribed, inbox: &mut Inbox) {
+        let mut registry = self.registry.lock();
+        let Some(g) = registry.sink_mut(subscribed.id).and_then(|r| r.guaranteed.as_mut()) else {
+            debug!(subscription = subscribed.id.0, "SUBSCRIBED for no guaranteed subscription");
+            return;
+        };
+        for gap in g.standing.confirmed(subscribed.id, &subscribed.starts) {
+            warn!(subscription = gap.subscription.0, pubend = %gap.pubend, from = gap.from.0, to = gap.to.0,
+                "the subscription was set up again after a lost connection; these ticks were possibly missed");
+            inbox.push(Event::Gap(gap));
+        }
+        if let Some(confirm) = g.confirm.take() {
+            let _ = confirm.send(());
+        }
     }
 
     /// A guaranteed publish has its answer: its caller learns it and its window place is free.

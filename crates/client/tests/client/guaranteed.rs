@@ -1,10 +1,14 @@
 //! Guaranteed publishing against the fake broker: the window, acknowledgements, refusals, and
-//! a publish whose acknowledgement was lost with its connection.
+//! a publish whose acknowledgement was lost with its connection; guaranteed subscriptions,
+//! their acknowledgements, and the gap a re-subscription after a lost connection reports.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use tidings_client::{Backoff, Client, ClientBuilder, ClientError, PubendId, PublisherId, ReasonCode, Transport};
+use tidings_client::{
+    Backoff, Client, ClientBuilder, ClientError, DeliveryMode, Event, Position, PubendId, PublisherId, ReasonCode,
+    SubscribeOptions, Tick, Transport,
+};
 
 use crate::fake::{bounded, Behaviour, TcpBroker, UdpBroker};
 
@@ -82,4 +86,76 @@ async fn guaranteed_publishing_over_udp_is_refused_by_the_client() {
     let client = bounded("connect", Client::builder(broker.addr).transport(Transport::Udp).connect()).await.unwrap();
     let err = client.publish_guaranteed("g.t", &[], Bytes::new()).await.unwrap_err();
     assert!(matches!(err, ClientError::Unsupported { transport: "UDP", .. }), "{err}");
+}
+
+/// A client with a guaranteed subscription to `g.>` that has published ticks 1..=3 there.
+async fn subscribed_with_three_published() -> (TcpBroker, Client, tidings_client::Subscription) {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let options = SubscribeOptions::new("g.>").mode(DeliveryMode::Guaranteed);
+    let sub = bounded("subscribe", client.subscribe_with(options)).await.unwrap();
+    for i in 0..3u8 {
+        bounded("publish", client.publish_guaranteed("g.t", &[], Bytes::from(vec![i]))).await.unwrap();
+    }
+    (broker, client, sub)
+}
+
+fn acks(broker: &TcpBroker) -> Vec<u64> {
+    let state = broker.shared.lock();
+    state
+        .received
+        .iter()
+        .filter_map(|(_, f)| match f {
+            tidings_wire::Frame::DeliveryAck(a) => Some(a.tick.0),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_guaranteed_subscription_is_confirmed_then_delivers_positions_and_acknowledges_them() {
+    let (broker, client, mut sub) = subscribed_with_three_published().await;
+    for i in 0..3u8 {
+        let d = bounded("delivery", sub.recv()).await.unwrap();
+        assert_eq!(d.position, Some(Position { pubend: PubendId(1), tick: Tick(u64::from(i) + 1) }));
+        assert_eq!(d.payload[..], [i]);
+    }
+    broker
+        .shared
+        .wait_until("the broker hears the acknowledgement of tick 3", |s| {
+            s.received.iter().any(|(_, f)| matches!(f, tidings_wire::Frame::DeliveryAck(a) if a.tick == Tick(3)))
+        })
+        .await;
+    assert!(acks(&broker).windows(2).all(|w| w[0] < w[1]), "acknowledgements only advance");
+}
+
+#[tokio::test]
+async fn a_subscription_set_up_again_after_a_lost_connection_reports_the_ticks_it_may_have_missed() {
+    let (broker, client, mut sub) = subscribed_with_three_published().await;
+    broker.log_unseen(2);
+    broker.close_all(None);
+    bounded("reconnect", async {
+        while !client.is_connected() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    bounded("resubscribed", broker.shared.wait_until("resubscribed", |s| s.accepted >= 2)).await;
+    bounded("publish", client.publish_guaranteed("g.t", &[], Bytes::from_static(b"after"))).await.unwrap();
+    let mut seen = Vec::new();
+    while seen.len() < 5 {
+        match bounded("event", sub.next_event()).await.unwrap() {
+            Event::Message(d) => seen.push(format!("m{}", d.position.unwrap().tick.0)),
+            Event::Gap(g) => seen.push(format!("gap{}-{}", g.from.0, g.to.0)),
+        }
+    }
+    assert_eq!(seen, ["m1", "m2", "m3", "gap4-5", "m6"]);
+}
+
+#[tokio::test]
+async fn guaranteed_subscriptions_over_udp_are_refused_by_the_client() {
+    let broker = UdpBroker::start().await;
+    let client = bounded("connect", Client::builder(broker.addr).transport(Transport::Udp).connect()).await.unwrap();
+    let options = SubscribeOptions::new("g.>").mode(DeliveryMode::Guaranteed);
+    assert!(matches!(client.subscribe_with(options).await, Err(ClientError::Unsupported { .. })));
 }
