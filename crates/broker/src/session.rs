@@ -63,7 +63,9 @@ pub struct Session {
     shared: Arc<Shared>,
     /// Reused across publishes.
     pub scratch: DispatchScratch,
-    last_valid_topic: String,
+    /// The topic of the previous valid publish, to skip validating it again; `None` until the
+    /// first, so that no topic (the empty one included) passes unchecked.
+    last_valid_topic: Option<String>,
     /// This session's publishing endpoint, chosen at its first publish while links are up.
     pubend: Option<PubendId>,
 }
@@ -88,7 +90,7 @@ impl Session {
             outbox,
             shared,
             scratch: DispatchScratch::default(),
-            last_valid_topic: String::new(),
+            last_valid_topic: None,
             pubend: None,
         }
     }
@@ -144,10 +146,11 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         // Publishers tend to repeat a topic; validate each new one once.
-        if message.topic() != self.last_valid_topic {
+        if self.last_valid_topic.as_deref() != Some(message.topic()) {
             Topic::parse(message.topic()).map_err(|e| Notice::new(ReasonCode::InvalidTopic, e.to_string()))?;
-            self.last_valid_topic.clear();
-            self.last_valid_topic.push_str(message.topic());
+            let last = self.last_valid_topic.get_or_insert_with(String::new);
+            last.clear();
+            last.push_str(message.topic());
         }
         self.shared.dispatcher.publish(message, &mut self.scratch);
         let cluster = &self.shared.cluster;
