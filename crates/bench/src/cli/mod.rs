@@ -12,6 +12,7 @@ use indicatif::ProgressBar;
 use tidings_client::Transport;
 
 use crate::experiments::{fanout, hops, matching, network, proxy, sizes, subscribers};
+use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
 
@@ -63,11 +64,11 @@ pub struct SuiteArgs {
     /// nats-server (default: on PATH).
     #[arg(long, value_name = "PATH")]
     nats_server: Option<PathBuf>,
-    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else ../shared/topologies).
+    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else the repository's topologies/).
     #[arg(long, value_name = "DIR")]
     topologies: Option<PathBuf>,
     /// The peer measurements, for the harness and the committed anchors (default:
-    /// $TIDINGS_PEERS, else ../shared/peers).
+    /// $TIDINGS_PEERS, else the repository's bench/peers/).
     #[arg(long, value_name = "DIR")]
     peers: Option<PathBuf>,
 }
@@ -245,13 +246,9 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
     run_suite(&suite, &experiments).await
 }
 
-fn dir_from(arg: &Option<PathBuf>, env: &str, default: &str) -> PathBuf {
-    arg.clone().or_else(|| std::env::var_os(env).map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(default))
-}
-
 async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(suite.reps >= 1, "--reps must be at least 1");
-    let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "../shared/peers");
+    let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");
     let nats = if suite.nats {
         match NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir) {
             Ok(tools) => NatsMode::Measured(tools),
@@ -267,7 +264,7 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> an
         scale: scale(suite),
         reps: suite.reps,
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
-        topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "../shared/topologies"),
+        topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "topologies"),
         peers: Peers { nats, anchors: Anchors::load(&peers_dir) },
         out: suite.out.clone(),
         bar: ProgressBar::hidden(),
