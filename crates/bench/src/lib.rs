@@ -24,6 +24,7 @@
 //! it does not link the broker or the routing core.
 
 pub mod cli;
+pub mod engine;
 pub mod experiments;
 pub mod flood;
 pub mod latency;

@@ -247,9 +247,10 @@ impl Subscribers {
         let gauge = before.sum(metrics::SUBSCRIPTIONS);
         checks.subscribed.record(gauge == n as f64, format!("{at}: gauge {gauge}"));
         let counted = after.delta(&before, metrics::MESSAGES_IN);
-        let sent = latency.sent as f64;
+        // Probes are published before the data and counted by the broker too.
+        let sent = (latency.sent + latency.probes) as f64;
         let published = if transport == Transport::Tcp { counted == sent } else { counted <= sent };
-        checks.published.record(published, format!("{at}: broker counted {counted} of {sent}"));
+        checks.published.record(published, format!("{at}: broker counted {counted} of {sent} (data and probes)"));
         let in_order = latency.duplicates == 0 && (transport == Transport::Udp || latency.out_of_order == 0);
         checks.order.record(
             in_order,
@@ -260,17 +261,17 @@ impl Subscribers {
             let disconnects = after.delta(&before, metrics::DISCONNECTS);
             let expected = latency.sent * n as u64;
             let held = disconnects == 0.0
-                && latency.received as f64 == out
+                && (latency.received + latency.probes_received) as f64 == out
                 && expected as f64 == latency.received as f64 + drops;
             let detail = format!(
-                "{at}: sent×subs {expected}, received {}, broker out {out}, drops {drops}, disconnects {disconnects}",
-                latency.received
+                "{at}: sent×subs {expected}, received {} (+{} probes), broker out {out}, drops {drops}, disconnects {disconnects}",
+                latency.received, latency.probes_received
             );
             checks.accounted.record(held, detail);
         } else {
             checks.accounted.record(
-                latency.received as f64 <= out,
-                format!("{at}: received {}, broker out {out}", latency.received),
+                (latency.received + latency.probes_received) as f64 <= out,
+                format!("{at}: received {} (+{} probes), broker out {out}", latency.received, latency.probes_received),
             );
         }
         Ok(Measured { latency, broker_drops: drops })
