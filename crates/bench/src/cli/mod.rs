@@ -3,6 +3,7 @@
 //! foundation measurements ([`classic`]).
 
 pub mod classic;
+pub mod peers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,7 +59,8 @@ pub struct SuiteArgs {
     /// Also measure NATS in this session (needs nats-server and the peer harness).
     #[arg(long)]
     nats: bool,
-    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else PEERS/bin/peerbench).
+    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else built from PEERS/harness
+    /// with `go build`).
     #[arg(long, value_name = "PATH")]
     peerbench: Option<PathBuf>,
     /// nats-server (default: on PATH).
