@@ -53,9 +53,10 @@ pub struct SuiteArgs {
     /// A small version that finishes in about a minute (labelled as such in the report).
     #[arg(long)]
     quick: bool,
-    /// Repetitions per point; medians are reported.
-    #[arg(long, default_value_t = 1)]
-    reps: usize,
+    /// Repetitions per point; medians are reported with their min-max range (default: 3, or 1
+    /// with --quick).
+    #[arg(long)]
+    reps: Option<usize>,
     /// Also measure NATS in this session (needs nats-server and the peer harness).
     #[arg(long)]
     nats: bool,
@@ -249,7 +250,8 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
 }
 
 async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(suite.reps >= 1, "--reps must be at least 1");
+    let reps = suite.reps.unwrap_or(if suite.quick { 1 } else { 3 });
+    anyhow::ensure!(reps >= 1, "--reps must be at least 1");
     let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");
     let nats = if suite.nats {
         match NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir) {
@@ -264,7 +266,7 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> an
     }
     let mut ctx = Context {
         scale: scale(suite),
-        reps: suite.reps,
+        reps,
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
         topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "topologies"),
         peers: Peers { nats, anchors: Anchors::load(&peers_dir) },

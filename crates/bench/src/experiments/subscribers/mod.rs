@@ -12,7 +12,8 @@ use tidings_client::Transport;
 use super::{list, micros, Tally};
 use crate::latency::{self, LatencyResult, LatencySpec};
 use crate::metrics::{self, Snapshot};
-use crate::peer::{anchors::Point, nats, NatsServer, PeerRow};
+use crate::peer::{anchors::Point, nats, NatsServer, NatsTools, PeerRow};
+use crate::stats::load_average;
 use crate::suite::table::{num, Table};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -69,6 +70,9 @@ impl Params {
 /// The experiment.
 pub struct Subscribers(pub Params);
 
+/// The longest wait for stragglers, tidings and NATS alike.
+const DRAIN: Duration = Duration::from_secs(120);
+
 fn transport_name(t: Transport) -> &'static str {
     match t {
         Transport::Tcp => "tidings-tcp",
@@ -94,6 +98,11 @@ const COLUMNS: &[&str] = &[
     "max_us",
     "broker_drops",
     "setup_s",
+    "achieved_rate_msg_s",
+    "send_p50_us",
+    "send_p99_us",
+    "load_before",
+    "load_after",
 ];
 
 impl Experiment for Subscribers {
@@ -125,7 +134,7 @@ impl Experiment for Subscribers {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() } else { 0 };
+        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() * ctx.reps } else { 0 };
         (self.0.counts.len() * self.0.transports.len() * ctx.reps + nats) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
@@ -159,17 +168,21 @@ impl Subscribers {
             ),
         };
         let mut skipped = Vec::new();
+        let mut nats_failures = Vec::new();
         let mut ran = Tally::new("every point ran to the end (its setup retried at most once)");
-        for &transport in &p.transports {
-            for &n in &p.counts {
-                // The subscribers' sockets are this process's; the broker is another process.
-                if n as u64 + 256 > limit {
-                    skipped.push(format!("{n} subscribers ({}: open-file limit {limit})", transport_name(transport)));
-                    ctx.step(format!("skipped {n}"));
-                    continue;
-                }
-                for rep in 1..=ctx.reps {
+        // Point by point: every transport of tidings, then NATS on a fresh server, repetition by
+        // repetition, so that a change in the machine's load falls on both alike.
+        for &n in &p.counts {
+            // The subscribers' sockets are this process's; the broker is another process.
+            if n as u64 + 256 > limit {
+                skipped.push(format!("{n} subscribers (open-file limit {limit})"));
+                ctx.step(format!("skipped {n}"));
+                continue;
+            }
+            for rep in 1..=ctx.reps {
+                for &transport in &p.transports {
                     let at = format!("{} n={n}", transport_name(transport));
+                    let load_before = load_average();
                     let r = match self.point(ctx, transport, n, &mut checks).await {
                         Ok(r) => r,
                         Err(e) => {
@@ -179,12 +192,19 @@ impl Subscribers {
                         }
                     };
                     ran.record(true, at.clone());
-                    table.push(row(transport_name(transport), "this session", n, p.rate(n), p.size, rep, &r))?;
+                    let load = [load_before, load_average()];
+                    table.push(row(transport_name(transport), "this session", n, p.rate(n), p.size, rep, &r, load))?;
                     ctx.step(format!("{at}: mean {}", micros(r.latency.mean_us)));
+                }
+                if let Some(tools) = ctx.peers.tools() {
+                    if let Err(e) = self.nats_point(ctx, tools, n, rep, &mut table).await {
+                        nats_failures.push(format!("{n} subscribers, rep {rep}: {e:#}"));
+                    }
+                    ctx.step(format!("nats n={n}"));
                 }
             }
         }
-        let nats_failures = self.nats(ctx, &mut table).await?;
+        self.anchors(ctx, &mut table)?;
         let figure = self.figure(&table);
         let mut body = self.body(&table)?;
         if !skipped.is_empty() {
@@ -220,7 +240,7 @@ impl Subscribers {
             subscribers: n,
             rate: p.rate(n),
             duration: p.duration,
-            drain: Duration::from_secs(120),
+            drain: DRAIN,
             idle: Duration::from_secs(5),
             transport,
             subscription_capacity: (transport == Transport::Udp).then(|| Params::udp_capacity(n)),
@@ -277,59 +297,68 @@ impl Subscribers {
         Ok(Measured { latency, broker_drops: drops })
     }
 
-    /// NATS's points (when measured now) and the committed anchors; returns the points whose
-    /// harness run failed.
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<Vec<String>> {
-        let mut failures = Vec::new();
+    /// One repetition of NATS at `n` subscribers, on a fresh server, with tidings' drain wait.
+    async fn nats_point(
+        &self,
+        ctx: &Context,
+        tools: &NatsTools,
+        n: usize,
+        rep: usize,
+        table: &mut Table,
+    ) -> anyhow::Result<()> {
         let p = &self.0;
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("subscribers-nats")?;
-            let tools = tools.clone();
-            let server = tokio::task::spawn_blocking({
-                let (tools, dir) = (tools.clone(), dir.clone());
-                move || NatsServer::single(&tools, &dir)
-            })
-            .await??;
-            for &n in &p.counts {
-                let run = nats::PeerRun {
-                    mode: nats::Mode::Latency,
-                    exp: "subscribers".into(),
-                    publisher: server.urls[0].clone(),
-                    subscriber: server.urls[0].clone(),
-                    size: p.size,
-                    subs: n,
-                    rate: p.rate(n).round() as u64,
-                    reps: ctx.reps,
-                    duration: p.duration,
-                    max: 0,
-                    drain: Duration::from_secs(60),
-                    hops: 1,
-                };
-                let (tools, dir) = (tools.clone(), dir.clone());
-                let rows = match tokio::task::spawn_blocking(move || nats::run(&tools, &run, &dir)).await? {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        failures.push(format!("{n} subscribers: {e:#}"));
-                        ctx.step(format!("nats n={n}: failed"));
-                        continue;
-                    }
-                };
-                for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row("nats", "this session", n, p.rate(n), p.size, i + 1, r))?;
-                }
-                ctx.step(format!("nats n={n}"));
-            }
+        let dir = ctx.scratch("subscribers-nats")?;
+        let load_before = load_average();
+        let tools = tools.clone();
+        let (size, rate, duration) = (p.size, p.rate(n), p.duration);
+        let rows = tokio::task::spawn_blocking(move || {
+            let server = NatsServer::single(&tools, &dir)?;
+            let run = nats::PeerRun {
+                mode: nats::Mode::Latency,
+                exp: "subscribers".into(),
+                publisher: server.urls[0].clone(),
+                subscriber: server.urls[0].clone(),
+                size,
+                subs: n,
+                rate: rate.round() as u64,
+                reps: 1,
+                duration,
+                max: 0,
+                drain: DRAIN,
+                hops: 1,
+            };
+            nats::run(&tools, &run, &dir)
+        })
+        .await??;
+        let load = [load_before, load_average()];
+        for r in &rows {
+            table.push(peer_row("nats", "this session", n, rate, size, rep, r, load))?;
         }
+        Ok(())
+    }
+
+    /// The committed anchors of the peer harness, labelled as such.
+    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+        let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
                 let rows =
                     anchors.latency(Point { exp: "E3", label: "nats", size: p.size as u64, subs: n as u64, hops: 1 });
                 for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row("nats-anchor", "committed anchor", n, 1000.0, p.size, i + 1, r))?;
+                    table.push(peer_row(
+                        "nats-anchor",
+                        "committed anchor",
+                        n,
+                        1000.0,
+                        p.size,
+                        i + 1,
+                        r,
+                        [None, None],
+                    ))?;
                 }
             }
         }
-        Ok(failures)
+        Ok(())
     }
 }
 
@@ -339,8 +368,24 @@ struct Measured {
     broker_drops: f64,
 }
 
-fn row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, m: &Measured) -> Vec<String> {
+/// Loads of a cell: empty when unknown.
+fn load_cells(load: [Option<f64>; 2]) -> [String; 2] {
+    load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    system: &str,
+    source: &str,
+    n: usize,
+    rate: f64,
+    size: usize,
+    rep: usize,
+    m: &Measured,
+    load: [Option<f64>; 2],
+) -> Vec<String> {
     let r = &m.latency;
+    let [before, after] = load_cells(load);
     vec![
         system.into(),
         source.into(),
@@ -359,11 +404,27 @@ fn row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize,
         r.max_us.to_string(),
         num(m.broker_drops),
         format!("{:.2}", r.setup_secs),
+        num(r.achieved_rate),
+        r.send_p50_us.to_string(),
+        r.send_p99_us.to_string(),
+        before,
+        after,
     ]
 }
 
-fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, r: &PeerRow) -> Vec<String> {
+#[allow(clippy::too_many_arguments)]
+fn peer_row(
+    system: &str,
+    source: &str,
+    n: usize,
+    rate: f64,
+    size: usize,
+    rep: usize,
+    r: &PeerRow,
+    load: [Option<f64>; 2],
+) -> Vec<String> {
     let f = |c: &str| r.num(c).map(num).unwrap_or_default();
+    let [before, after] = load_cells(load);
     vec![
         system.into(),
         source.into(),
@@ -382,6 +443,11 @@ fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: u
         f("max_us"),
         String::new(),
         f("setup_secs"),
+        f("achieved_rate"),
+        f("send_p50_us"),
+        f("send_p99_us"),
+        before,
+        after,
     ]
 }
 
