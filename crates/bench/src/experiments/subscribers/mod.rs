@@ -193,7 +193,16 @@ impl Subscribers {
                     };
                     ran.record(true, at.clone());
                     let load = [load_before, load_average()];
-                    table.push(row(transport_name(transport), "this session", n, p.rate(n), p.size, rep, &r, load))?;
+                    let cells = At {
+                        system: transport_name(transport),
+                        source: "this session",
+                        n,
+                        rate: p.rate(n),
+                        size: p.size,
+                        rep,
+                        load,
+                    };
+                    table.push(row(&cells, &r))?;
                     ctx.step(format!("{at}: mean {}", micros(r.latency.mean_us)));
                 }
                 if let Some(tools) = ctx.peers.tools() {
@@ -332,7 +341,8 @@ impl Subscribers {
         .await??;
         let load = [load_before, load_average()];
         for r in &rows {
-            table.push(peer_row("nats", "this session", n, rate, size, rep, r, load))?;
+            let at = At { system: "nats", source: "this session", n, rate, size, rep, load };
+            table.push(peer_row(&at, r))?;
         }
         Ok(())
     }
@@ -345,16 +355,16 @@ impl Subscribers {
                 let rows =
                     anchors.latency(Point { exp: "E3", label: "nats", size: p.size as u64, subs: n as u64, hops: 1 });
                 for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row(
-                        "nats-anchor",
-                        "committed anchor",
+                    let at = At {
+                        system: "nats-anchor",
+                        source: "committed anchor",
                         n,
-                        1000.0,
-                        p.size,
-                        i + 1,
-                        r,
-                        [None, None],
-                    ))?;
+                        rate: 1000.0,
+                        size: p.size,
+                        rep: i + 1,
+                        load: [None, None],
+                    };
+                    table.push(peer_row(&at, r))?;
                 }
             }
         }
@@ -368,31 +378,29 @@ struct Measured {
     broker_drops: f64,
 }
 
-/// Loads of a cell: empty when unknown.
-fn load_cells(load: [Option<f64>; 2]) -> [String; 2] {
-    load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default())
-}
-
-#[allow(clippy::too_many_arguments)]
-fn row(
-    system: &str,
-    source: &str,
+/// Which point a row belongs to: its first six cells, and the load around it.
+struct At<'a> {
+    system: &'a str,
+    source: &'a str,
     n: usize,
     rate: f64,
     size: usize,
     rep: usize,
-    m: &Measured,
     load: [Option<f64>; 2],
-) -> Vec<String> {
+}
+
+impl At<'_> {
+    /// The first six cells, the row's own figures, then the load before and after.
+    fn cells(&self, figures: Vec<String>) -> Vec<String> {
+        let head = [self.system.into(), self.source.into(), self.n.to_string(), num(self.rate)];
+        let load = self.load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default());
+        head.into_iter().chain([self.size.to_string(), self.rep.to_string()]).chain(figures).chain(load).collect()
+    }
+}
+
+fn row(at: &At<'_>, m: &Measured) -> Vec<String> {
     let r = &m.latency;
-    let [before, after] = load_cells(load);
-    vec![
-        system.into(),
-        source.into(),
-        n.to_string(),
-        num(rate),
-        size.to_string(),
-        rep.to_string(),
+    at.cells(vec![
         r.sent.to_string(),
         r.received.to_string(),
         r.lost.to_string(),
@@ -407,31 +415,12 @@ fn row(
         num(r.achieved_rate),
         r.send_p50_us.to_string(),
         r.send_p99_us.to_string(),
-        before,
-        after,
-    ]
+    ])
 }
 
-#[allow(clippy::too_many_arguments)]
-fn peer_row(
-    system: &str,
-    source: &str,
-    n: usize,
-    rate: f64,
-    size: usize,
-    rep: usize,
-    r: &PeerRow,
-    load: [Option<f64>; 2],
-) -> Vec<String> {
+fn peer_row(at: &At<'_>, r: &PeerRow) -> Vec<String> {
     let f = |c: &str| r.num(c).map(num).unwrap_or_default();
-    let [before, after] = load_cells(load);
-    vec![
-        system.into(),
-        source.into(),
-        n.to_string(),
-        num(rate),
-        size.to_string(),
-        rep.to_string(),
+    at.cells(vec![
         f("sent"),
         f("delivered"),
         f("lost"),
@@ -446,9 +435,7 @@ fn peer_row(
         f("achieved_rate"),
         f("send_p50_us"),
         f("send_p99_us"),
-        before,
-        after,
-    ]
+    ])
 }
 
 #[cfg(test)]
