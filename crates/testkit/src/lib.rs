@@ -4,12 +4,13 @@
 //! [`BrokerProcess`] reads the broker's ready line, so there are no port races, and kills the
 //! process on drop, so a failing test leaves nothing behind. [`RawConnection`] sends and expects
 //! frames byte by byte, for the bad-input tests a well-behaved client cannot express.
-//! [`FaultProxy`] sits on one link and stalls or cuts it.
+//! [`FaultProxy`] sits on one link and stalls or cuts it. [`send_signal`] stops, continues or
+//! ends any process by id (through `rustix`, no unsafe code and no `kill(1)`).
 
 mod process;
 mod proxy;
 mod raw;
 
-pub use process::{http_get, metric_value, BrokerProcess, Ready};
+pub use process::{http_get, metric_value, send_signal, BrokerProcess, Ready, Signal};
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;
