@@ -67,8 +67,9 @@ pub(super) struct Barriers {
     slots: BTreeMap<(CellName, bool), Slot>,
     /// Shell requests not yet confirmed: roots still climbing, ticks gathered so far.
     requests: BTreeMap<u64, (BTreeSet<CellName>, BTreeMap<PubendId, Tick>)>,
-    /// The request number the next shell request joins, while it has not started.
-    queued_request: Option<u64>,
+    /// A request whose rounds have not started yet (they wait for rounds in flight): later
+    /// requests join it.
+    open_request: Option<u64>,
     /// Whether anything changed that `settle_barriers` must look at.
     dirty: bool,
 }
@@ -82,14 +83,23 @@ impl Barriers {
 
 impl<F: Filter> Router<F> {
     /// Asks for confirmation of every subscription fed so far; returns the request number that
-    /// [`GdAction::BarrierConfirmed`] will report. Requests made while the previous one is
-    /// still climbing share one number (and one round trip).
+    /// [`GdAction::BarrierConfirmed`] will report. A request leaves at once when no barrier of
+    /// ours is climbing; otherwise it waits for those in flight, and every request made
+    /// meanwhile joins it (same number, one round trip for the whole burst).
     pub fn request_barrier(&mut self, out: &mut Vec<Action<F>>) -> u64 {
-        if let Some(number) = self.barriers.queued_request {
+        if let Some(number) = self.barriers.open_request {
             return number;
         }
         let number = self.barriers.take_number();
-        self.barriers.queued_request = Some(number);
+        let roots: BTreeSet<CellName> = self.table.trees.keys().cloned().collect();
+        for root in &roots {
+            self.barriers.slots.entry((root.clone(), true)).or_default().next.push(Waiter::Shell(number));
+        }
+        self.barriers.requests.insert(number, (roots.clone(), BTreeMap::new()));
+        self.barriers.open_request = Some(number);
+        if roots.is_empty() {
+            self.finish_request(number, out);
+        }
         self.barriers.dirty = true;
         self.settle_barriers(out);
         number
@@ -144,16 +154,6 @@ impl<F: Filter> Router<F> {
         if !std::mem::take(&mut self.barriers.dirty) {
             return;
         }
-        if let Some(number) = self.barriers.queued_request.take() {
-            let roots: BTreeSet<CellName> = self.table.trees.keys().cloned().collect();
-            for root in &roots {
-                self.barriers.slots.entry((root.clone(), true)).or_default().next.push(Waiter::Shell(number));
-            }
-            self.barriers.requests.insert(number, (roots.clone(), BTreeMap::new()));
-            if roots.is_empty() {
-                self.finish_request(number, out);
-            }
-        }
         // Completing a round may start the next; loop until nothing moves.
         loop {
             let mut moved = false;
@@ -177,6 +177,9 @@ impl<F: Filter> Router<F> {
                 return false;
             }
             let waiters = std::mem::take(&mut slot.next);
+            if waiters.iter().any(|w| matches!(w, Waiter::Shell(n) if Some(*n) == self.barriers.open_request)) {
+                self.barriers.open_request = None;
+            }
             let number = self.barriers.take_number();
             let local = self.local_pubends(&key.0);
             let ticks_pending = !local.is_empty();
@@ -255,6 +258,9 @@ impl<F: Filter> Router<F> {
     }
 
     fn finish_request(&mut self, number: u64, out: &mut Vec<Action<F>>) {
+        if self.barriers.open_request == Some(number) {
+            self.barriers.open_request = None;
+        }
         let Some((_, ticks)) = self.barriers.requests.remove(&number) else { return };
         let ticks = ticks.into_iter().collect();
         out.push(Action::Guaranteed(GdAction::BarrierConfirmed { number, ticks }));
