@@ -24,6 +24,7 @@ pub mod measure;
 mod memfs;
 mod queue;
 mod recovery;
+mod reserve;
 mod store;
 mod types;
 mod writer;

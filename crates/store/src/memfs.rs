@@ -27,6 +27,8 @@ struct MemState {
 struct Space {
     capacity: Option<u64>,
     used: u64,
+    /// Between a power loss and [`MemFs::restart`] the machine is off: writes and syncs fail.
+    off: bool,
 }
 
 #[derive(Debug)]
@@ -50,6 +52,10 @@ struct MemFile {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn powered_off() -> io::Error {
+    io::Error::other("the simulated machine lost power")
 }
 
 fn apply(image: &mut Vec<u8>, change: &Change) {
@@ -77,10 +83,12 @@ impl MemFs {
     }
 
     /// Simulates a power loss: every file keeps its synced bytes plus a prefix of its unsynced
-    /// changes in order, the last kept write torn at a random length (chosen by `seed`). Drop the
-    /// store using this file system first; its handles see the new contents afterwards.
+    /// changes in order, the last kept write torn at a random length (chosen by `seed`). From then
+    /// on writes and syncs fail (the machine is off) until [`MemFs::restart`], so a store still
+    /// running cannot write after the fact; drop it, restart, and open a new one.
     pub fn power_loss(&self, seed: u64) {
         let mut rng = fastrand::Rng::with_seed(seed);
+        lock(&self.space).off = true;
         let state = lock(&self.state);
         let mut used = 0;
         for file in state.files.values() {
@@ -103,6 +111,11 @@ impl MemFs {
             contents.synced = image;
         }
         lock(&self.space).used = used;
+    }
+
+    /// Powers the machine back on after [`MemFs::power_loss`].
+    pub fn restart(&self) {
+        lock(&self.space).off = false;
     }
 
     /// The current (not necessarily synced) bytes of `path`, for tests that damage files.
@@ -139,6 +152,9 @@ impl LogFile for MemFile {
         let end = offset + buf.len() as u64;
         let growth = end.saturating_sub(contents.current.len() as u64);
         let mut space = lock(&self.space);
+        if space.off {
+            return Err(powered_off());
+        }
         let room = space.capacity.map_or(u64::MAX, |cap| cap.saturating_sub(space.used));
         let fits = if growth > room { buf.len() - (growth - room) as usize } else { buf.len() };
         let change = Change::Write { offset, bytes: buf[..fits].to_vec() };
@@ -165,6 +181,9 @@ impl LogFile for MemFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut contents = lock(&self.contents);
+        if lock(&self.space).off {
+            return Err(powered_off());
+        }
         contents.synced = contents.current.clone();
         contents.unsynced.clear();
         Ok(())
@@ -176,11 +195,14 @@ impl LogFile for MemFile {
 
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut contents = lock(&self.contents);
+        let mut space = lock(&self.space);
+        if space.off {
+            return Err(powered_off());
+        }
         let before = contents.current.len() as u64;
         let change = Change::SetLen(len);
         apply(&mut contents.current, &change);
         contents.unsynced.push(change);
-        let mut space = lock(&self.space);
         space.used = (space.used + len).saturating_sub(before);
         Ok(())
     }

@@ -15,6 +15,7 @@ use crate::error::StoreError;
 use crate::fs::{DirLock, Fs, StdFs};
 use crate::queue::{Op, Queue};
 use crate::recovery::{recover, segment_path, Recovered};
+use crate::reserve::Reserve;
 use crate::types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
 use crate::writer::GroupWriter;
 
@@ -41,11 +42,14 @@ pub struct Options {
     /// A new segment starts when the next group would pass this size (default 64 MiB). Release
     /// frees disk a whole segment at a time, so smaller segments free it sooner.
     pub segment_bytes: u64,
+    /// Bytes kept in a `RESERVE` file so that a release can still be logged (and free space)
+    /// when the disk is full (default 1 MiB).
+    pub reserve_bytes: u64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20 }
+        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, reserve_bytes: 1 << 20 }
     }
 }
 
@@ -181,7 +185,11 @@ impl Store {
             .or_insert_with(|| crate::catalog::SegmentMeta { file: Arc::clone(&file), high: Default::default() });
         let last_tick = catalog.pubends.iter().map(|(id, log)| (*id, log.highest)).collect();
         let shared = Arc::new(Shared { catalog: Mutex::new(catalog), ..Shared::default() });
+        let mut reserve =
+            Reserve { fs: Arc::clone(&fs), path: dir.join("RESERVE"), bytes: options.reserve_bytes, present: false };
+        reserve.ensure();
         let writer = GroupWriter {
+            reserve,
             fs,
             dir: dir.to_path_buf(),
             shared: Arc::clone(&shared),

@@ -15,6 +15,7 @@ use crate::error::StoreError;
 use crate::fs::{Fs, LogFile};
 use crate::queue::{Op, Taken};
 use crate::recovery::segment_path;
+use crate::reserve::Reserve;
 use crate::store::{Completion, CompletionSink, FsyncPolicy, OpKind, Shared};
 use crate::types::{PubendId, Tick};
 
@@ -40,6 +41,11 @@ pub(crate) struct GroupWriter {
     pub(crate) unsynced: bool,
     pub(crate) last_sync: Instant,
     pub(crate) buf: Vec<u8>,
+    pub(crate) reserve: Reserve,
+}
+
+fn is_full(result: &std::io::Result<()>) -> bool {
+    matches!(result, Err(e) if e.kind() == std::io::ErrorKind::StorageFull)
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -182,7 +188,13 @@ impl GroupWriter {
             p.loc.offset += self.end;
             p.loc.segment = self.active;
         });
-        if let Err(error) = self.file.write_all_at(&self.buf, self.end) {
+        let mut written = self.file.write_all_at(&self.buf, self.end);
+        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
+        if is_full(&written) && releasing && self.reserve.free() {
+            let _ = self.file.set_len(self.end);
+            written = self.file.write_all_at(&self.buf, self.end);
+        }
+        if let Err(error) = written {
             // Cut off whatever part of the group reached the file, so the next group overwrites
             // it and no half record is left in the middle of the segment.
             let _ = self.file.set_len(self.end);
@@ -265,5 +277,6 @@ impl GroupWriter {
             }
             self.shared.stats.segments_deleted.fetch_add(1, Relaxed);
         }
+        self.reserve.ensure();
     }
 }

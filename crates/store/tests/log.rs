@@ -11,7 +11,7 @@ use tidings_store::{
 };
 
 fn small_segments() -> Options {
-    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096 }
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0 }
 }
 
 #[test]
