@@ -147,7 +147,23 @@ fn parse_body(body: &[u8]) -> Option<Entry<'_>> {
 /// Finds the next offset after `from` where an intact record starts, if any: used to tell a
 /// torn tail (nothing valid follows) from damage in the middle (valid records follow).
 pub(crate) fn resync(bytes: &[u8], from: usize) -> Option<usize> {
-    (from + 1..bytes.len().saturating_sub(HEADER - 1)).find(|&at| matches!(decode(&bytes[at..]), Decoded::Record(..)))
+    let mut at = from + 1;
+    while at + HEADER <= bytes.len() {
+        // A record's length is at least 17, so one of its first four bytes is not zero: skip
+        // runs of zeros (a preallocated tail) instead of decoding at every offset.
+        let nonzero = at + bytes[at..].iter().position(|b| *b != 0)?;
+        let start = nonzero.saturating_sub(3).max(at);
+        if let Some(found) = (start..=nonzero).find(|&c| matches!(decode(&bytes[c..]), Decoded::Record(..))) {
+            return Some(found);
+        }
+        at = nonzero + 1;
+    }
+    None
+}
+
+/// True if nothing but zeros follows: the clean end of a preallocated segment.
+pub(crate) fn only_zeros(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::catalog::{Catalog, Loc, SegmentMeta};
-use crate::codec::{decode, resync, Decoded, Entry};
+use crate::codec::{decode, only_zeros, resync, Decoded, Entry};
 use crate::error::StoreError;
 use crate::fs::{Fs, LogFile};
 use crate::types::{PubendId, PublisherId, PublisherSeq, Tick, TickRange};
@@ -121,7 +121,7 @@ struct Scanner {
 }
 
 impl Scanner {
-    /// Scans one segment; returns its (possibly truncated) length.
+    /// Scans one segment; returns where its records end (the writer continues there).
     fn segment(&mut self, id: u64, file: Arc<dyn LogFile>, last: bool) -> Result<u64, StoreError> {
         let len = file.size().map_err(|e| StoreError::io("sizing a segment", &e))?;
         let mut bytes = vec![0; len as usize];
@@ -135,6 +135,7 @@ impl Scanner {
                     self.apply(entry, id, offset as u64, used as u32);
                     offset += used;
                 }
+                Decoded::Truncated | Decoded::Bad if only_zeros(&bytes[offset..]) => break,
                 Decoded::Truncated | Decoded::Bad => match resync(&bytes, offset) {
                     Some(next) => {
                         self.damaged(id, offset as u64, next - offset);
@@ -148,7 +149,7 @@ impl Scanner {
                 },
             }
         }
-        Ok(len)
+        Ok(offset as u64)
     }
 
     fn truncate(&mut self, file: &dyn LogFile, offset: u64, len: u64) -> Result<u64, StoreError> {

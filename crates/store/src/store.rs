@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 
@@ -13,26 +13,12 @@ use crate::catalog::{Catalog, Slot};
 use crate::codec::{decode, Decoded, Entry};
 use crate::error::StoreError;
 use crate::fs::{DirLock, Fs, StdFs};
+use crate::policy::FsyncPolicy;
 use crate::queue::{Op, Queue};
 use crate::recovery::{recover, segment_path, Recovered};
 use crate::reserve::Reserve;
 use crate::types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
 use crate::writer::GroupWriter;
-
-/// When appends are made durable, and so when they are acknowledged.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum FsyncPolicy {
-    /// Sync before completing: an acknowledged append survives a process crash and a power loss.
-    #[default]
-    Always,
-    /// Complete after the write reaches the OS; sync when the interval has passed since the last
-    /// sync (and when idle past it). A power loss loses up to the interval (plus one sync) of
-    /// acknowledged appends; a process crash loses none.
-    Batch(Duration),
-    /// Never sync appends (the kernel writes back when it likes). A process crash loses no
-    /// acknowledged append; a power loss may lose any that the kernel had not written back.
-    Never,
-}
 
 /// How to run the store.
 #[derive(Clone, Copy, Debug)]
@@ -178,6 +164,12 @@ impl Store {
         let scan = recover(&*fs, dir)?;
         let active = scan.catalog.active;
         let file = fs.open(&segment_path(dir, active)).map_err(|e| StoreError::io("opening the active segment", &e))?;
+        if let Err(error) = file.preallocate(options.segment_bytes) {
+            tracing::warn!(%error, "could not preallocate the active segment; syncs will be slower");
+        }
+        if scan.recovered.segments == 0 {
+            fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
+        }
         let mut catalog = scan.catalog;
         catalog
             .segments
@@ -190,6 +182,7 @@ impl Store {
         reserve.ensure();
         let writer = GroupWriter {
             reserve,
+            fresh: false,
             fs,
             dir: dir.to_path_buf(),
             shared: Arc::clone(&shared),

@@ -13,10 +13,11 @@ use crate::catalog::{Loc, SegmentMeta};
 use crate::codec::{self, MAX_BODY};
 use crate::error::StoreError;
 use crate::fs::{Fs, LogFile};
+use crate::policy::FsyncPolicy;
 use crate::queue::{Op, Taken};
 use crate::recovery::segment_path;
 use crate::reserve::Reserve;
-use crate::store::{Completion, CompletionSink, FsyncPolicy, OpKind, Shared};
+use crate::store::{Completion, CompletionSink, OpKind, Shared};
 use crate::types::{PubendId, Tick};
 
 /// Where an encoded data record landed in the group buffer.
@@ -42,10 +43,8 @@ pub(crate) struct GroupWriter {
     pub(crate) last_sync: Instant,
     pub(crate) buf: Vec<u8>,
     pub(crate) reserve: Reserve,
-}
-
-fn is_full(result: &std::io::Result<()>) -> bool {
-    matches!(result, Err(e) if e.kind() == std::io::ErrorKind::StorageFull)
+    /// The active segment has no record yet: its first write starts with the checkpoint.
+    pub(crate) fresh: bool,
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -180,28 +179,16 @@ impl GroupWriter {
         if self.buf.is_empty() {
             return Ok(());
         }
-        if self.end > 0 && self.end + self.buf.len() as u64 > self.segment_bytes {
-            let shift = self.rotate()?;
-            placed.iter_mut().for_each(|p| p.loc.offset += shift);
+        let mut written = self.write_group();
+        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
+        if matches!(written, Err(StoreError::NoSpace { .. })) && releasing && self.reserve.free() {
+            written = self.write_group();
         }
+        let base = written?;
         placed.iter_mut().for_each(|p| {
-            p.loc.offset += self.end;
+            p.loc.offset += base;
             p.loc.segment = self.active;
         });
-        let mut written = self.file.write_all_at(&self.buf, self.end);
-        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
-        if is_full(&written) && releasing && self.reserve.free() {
-            let _ = self.file.set_len(self.end);
-            written = self.file.write_all_at(&self.buf, self.end);
-        }
-        if let Err(error) = written {
-            // Cut off whatever part of the group reached the file, so the next group overwrites
-            // it and no half record is left in the middle of the segment.
-            let _ = self.file.set_len(self.end);
-            tracing::warn!(%error, "appending to the pubend log failed");
-            return Err(StoreError::io("appending to the log", &error));
-        }
-        self.end += self.buf.len() as u64;
         self.unsynced = true;
         let stats = &self.shared.stats;
         stats.groups.fetch_add(1, Relaxed);
@@ -220,34 +207,66 @@ impl GroupWriter {
         }
     }
 
-    /// Starts the next segment; the group buffer gets the checkpoint (every pubend's lease and
-    /// release prefix) in front. Returns how far the group's records moved.
-    fn rotate(&mut self) -> Result<u64, StoreError> {
+    /// Writes the group buffer (after the checkpoint, in a fresh segment) with one positioned
+    /// write; returns the offset of the group's first byte.
+    fn write_group(&mut self) -> Result<u64, StoreError> {
+        if self.end > 0 && self.end + self.buf.len() as u64 > self.segment_bytes {
+            self.rotate()?;
+        }
+        let mut head = Vec::new();
+        if self.fresh {
+            for (pubend, lease, released) in self.shared.lock_catalog().checkpoint() {
+                codec::encode_lease(&mut head, pubend, lease);
+                codec::encode_release(&mut head, pubend, released);
+            }
+        }
+        let base = self.end + head.len() as u64;
+        let bytes = if head.is_empty() {
+            &self.buf
+        } else {
+            head.extend_from_slice(&self.buf);
+            &head
+        };
+        if let Err(error) = self.file.write_all_at(bytes, self.end) {
+            // Cut off whatever part reached the file, so no half record stays in the middle of
+            // the segment; the next group overwrites the place.
+            let _ = self.file.set_len(self.end);
+            let _ = self.file.preallocate(self.segment_bytes);
+            tracing::warn!(%error, "appending to the pubend log failed");
+            return Err(StoreError::io("appending to the log", &error));
+        }
+        self.end += bytes.len() as u64;
+        self.fresh = false;
+        Ok(base)
+    }
+
+    /// Starts the next segment, preallocated so that syncs inside it flush data, not file size
+    /// and block maps. Its first write carries the checkpoint (every pubend's lease and release
+    /// prefix), so deleting older segments never loses them.
+    fn rotate(&mut self) -> Result<(), StoreError> {
         if self.unsynced {
             self.sync()?;
         }
         let next = self.active + 1;
         let path = segment_path(&self.dir, next);
         let file = self.fs.open(&path).map_err(|e| StoreError::io("creating a segment", &e))?;
+        if let Err(error) = file.preallocate(self.segment_bytes) {
+            drop(file);
+            let _ = self.fs.remove(&path);
+            return Err(StoreError::io("preallocating a segment", &error));
+        }
         self.fs.sync_dir(&self.dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
-        let mut head = Vec::new();
         {
             let mut catalog = self.shared.lock_catalog();
-            for (pubend, lease, released) in catalog.checkpoint() {
-                codec::encode_lease(&mut head, pubend, lease);
-                codec::encode_release(&mut head, pubend, released);
-            }
             let meta = SegmentMeta { file: Arc::clone(&file), high: BTreeMap::new() };
             catalog.segments.insert(next, meta);
             catalog.active = next;
         }
-        let shift = head.len() as u64;
-        head.extend_from_slice(&self.buf);
-        self.buf = head;
         self.file = file;
         self.active = next;
         self.end = 0;
-        Ok(shift)
+        self.fresh = true;
+        Ok(())
     }
 
     /// Makes the group visible to readers and applies leases and releases; deletes segments
