@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub(crate) mod bench;
+mod bench_store;
 pub(crate) mod broker;
 pub(crate) mod net;
 pub(crate) mod ping;

@@ -114,7 +114,7 @@ fn acks(broker: &TcpBroker) -> Vec<u64> {
 
 #[tokio::test]
 async fn a_guaranteed_subscription_is_confirmed_then_delivers_positions_and_acknowledges_them() {
-    let (broker, client, mut sub) = subscribed_with_three_published().await;
+    let (broker, _client, mut sub) = subscribed_with_three_published().await;
     for i in 0..3u8 {
         let d = bounded("delivery", sub.recv()).await.unwrap();
         assert_eq!(d.position, Some(Position { pubend: PubendId(1), tick: Tick(u64::from(i) + 1) }));

@@ -1,0 +1,153 @@
+//! What the store knows in memory about the log: the segments, and per pubend where each
+//! unreleased record lives, its lease, release prefix, dedup table and unservable (lost) ranges.
+//! Shared between the writer thread and readers behind one mutex that is never held across I/O.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::fs::LogFile;
+use crate::types::{PubendId, PublisherId, PublisherSeq, Tick, TickRange};
+
+/// Where one record's framed bytes are.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Loc {
+    pub(crate) segment: u64,
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
+    pub(crate) publisher: PublisherId,
+    pub(crate) seq: PublisherSeq,
+}
+
+/// One pubend's durable state as the log says it.
+#[derive(Debug, Default)]
+pub(crate) struct PubendLog {
+    pub(crate) index: BTreeMap<Tick, Loc>,
+    pub(crate) lease: Tick,
+    pub(crate) released: Tick,
+    pub(crate) highest: Tick,
+    pub(crate) dedup: BTreeMap<(PublisherId, PublisherSeq), Tick>,
+    /// Unservable ranges, first tick -> last tick (inclusive).
+    pub(crate) lost: BTreeMap<Tick, Tick>,
+}
+
+/// One segment file and, per pubend, the highest data tick it holds: the segment may go once
+/// every one of those ticks is released.
+#[derive(Debug)]
+pub(crate) struct SegmentMeta {
+    pub(crate) file: Arc<dyn LogFile>,
+    pub(crate) high: BTreeMap<PubendId, Tick>,
+}
+
+/// A slot in a read: a record to fetch, or a range that cannot be served.
+#[derive(Debug)]
+pub(crate) enum Slot {
+    Data { tick: Tick, file: Arc<dyn LogFile>, loc: Loc },
+    Lost(TickRange),
+}
+
+/// The in-memory catalog of the log.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    pub(crate) segments: BTreeMap<u64, SegmentMeta>,
+    pub(crate) pubends: BTreeMap<PubendId, PubendLog>,
+    /// The segment being appended to; never deleted.
+    pub(crate) active: u64,
+}
+
+impl Catalog {
+    /// Records a data record at `loc` (released ticks only count toward the segment's high mark).
+    pub(crate) fn add_data(&mut self, pubend: PubendId, tick: Tick, loc: Loc) {
+        if let Some(segment) = self.segments.get_mut(&loc.segment) {
+            let high = segment.high.entry(pubend).or_default();
+            *high = (*high).max(tick);
+        }
+        let log = self.pubends.entry(pubend).or_default();
+        log.highest = log.highest.max(tick);
+        if tick > log.released {
+            log.index.insert(tick, loc);
+            log.dedup.insert((loc.publisher, loc.seq), tick);
+        }
+    }
+
+    /// Raises the pubend's lease (never lowers it).
+    pub(crate) fn raise_lease(&mut self, pubend: PubendId, tick: Tick) {
+        let log = self.pubends.entry(pubend).or_default();
+        log.lease = log.lease.max(tick);
+    }
+
+    /// Moves the pubend's release prefix to `tick` (never back) and forgets released records.
+    pub(crate) fn release(&mut self, pubend: PubendId, tick: Tick) {
+        let log = self.pubends.entry(pubend).or_default();
+        if tick <= log.released {
+            return;
+        }
+        log.released = tick;
+        let kept = log.index.split_off(&Tick(tick.0.saturating_add(1)));
+        for loc in std::mem::replace(&mut log.index, kept).values() {
+            log.dedup.remove(&(loc.publisher, loc.seq));
+        }
+        let kept = log.lost.split_off(&Tick(tick.0.saturating_add(1)));
+        log.lost = kept;
+    }
+
+    /// Marks `range` of the pubend as unservable.
+    pub(crate) fn add_lost(&mut self, pubend: PubendId, range: TickRange) {
+        let log = self.pubends.entry(pubend).or_default();
+        if range.last > log.released && range.first <= range.last {
+            let first = range.first.max(Tick(log.released.0 + 1));
+            let last = log.lost.get(&first).map_or(range.last, |old| (*old).max(range.last));
+            log.lost.insert(first, last);
+            log.index.retain(|tick, _| *tick < first || *tick > last);
+        }
+    }
+
+    /// Removes the oldest segments whose every record is released (never the active one) and
+    /// returns their numbers, oldest first, for the caller to delete.
+    pub(crate) fn take_released_segments(&mut self) -> Vec<u64> {
+        let mut gone = Vec::new();
+        while let Some((&id, segment)) = self.segments.first_key_value() {
+            let released = segment
+                .high
+                .iter()
+                .all(|(pubend, high)| self.pubends.get(pubend).is_some_and(|log| *high <= log.released));
+            if id == self.active || !released {
+                break;
+            }
+            self.segments.remove(&id);
+            gone.push(id);
+        }
+        gone
+    }
+
+    /// Each pubend's lease and release prefix, written at the head of every new segment so
+    /// deleting older segments never loses them.
+    pub(crate) fn checkpoint(&self) -> Vec<(PubendId, Tick, Tick)> {
+        self.pubends.iter().map(|(id, log)| (*id, log.lease, log.released)).collect()
+    }
+
+    /// The records and lost ranges of `pubend` within `range`, in tick order, at most `max`
+    /// records.
+    pub(crate) fn locate(&self, pubend: PubendId, range: TickRange, max: usize) -> Vec<Slot> {
+        let Some(log) = self.pubends.get(&pubend) else { return Vec::new() };
+        let mut slots = Vec::new();
+        let lost_before = log.lost.range(..=range.first).next_back();
+        let lost = lost_before
+            .filter(|(_, last)| **last >= range.first)
+            .into_iter()
+            .chain(log.lost.range(Tick(range.first.0.saturating_add(1))..=range.last));
+        let mut lost = lost.peekable();
+        for (tick, loc) in log.index.range(range.first..=range.last).take(max) {
+            while let Some((first, last)) = lost.next_if(|(first, _)| **first < *tick) {
+                slots.push(Slot::Lost(TickRange { first: *first, last: *last }));
+            }
+            if let Some(segment) = self.segments.get(&loc.segment) {
+                let file = Arc::clone(&segment.file);
+                slots.push(Slot::Data { tick: *tick, file, loc: *loc });
+            }
+        }
+        if slots.iter().filter(|slot| matches!(slot, Slot::Data { .. })).count() < max {
+            slots.extend(lost.map(|(first, last)| Slot::Lost(TickRange { first: *first, last: *last })));
+        }
+        slots
+    }
+}

@@ -1,0 +1,231 @@
+//! The record format. Every record is framed as
+//! `[body length: u32 LE][CRC-32 of (length bytes ++ body): u32 LE][body]`, and the body is
+//! `[kind: u8][pubend: u64 LE][tick: u64 LE]` followed, for data, by
+//! `[publisher: u64 LE][publisher seq: u64 LE][payload]`. All integers little-endian.
+//! The checksum covers the length too, so a flipped length bit is caught, not followed.
+
+use crate::types::{PubendId, PublisherId, PublisherSeq, Tick};
+
+/// Bytes before the body: length and checksum.
+pub(crate) const HEADER: usize = 8;
+/// The largest body accepted (a guard against reading a garbage length as a huge record).
+pub(crate) const MAX_BODY: usize = 16 << 20;
+
+const KIND_DATA: u8 = 1;
+const KIND_LEASE: u8 = 2;
+const KIND_RELEASE: u8 = 3;
+const META_BODY: usize = 17;
+const DATA_FIXED: usize = 33;
+
+/// A decoded record, borrowing its payload from the segment bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Entry<'a> {
+    /// A message.
+    Data { pubend: PubendId, tick: Tick, publisher: PublisherId, seq: PublisherSeq, payload: &'a [u8] },
+    /// The pubend's tick lease was raised to `tick`.
+    Lease { pubend: PubendId, tick: Tick },
+    /// Every record of the pubend up to `tick` is released.
+    Release { pubend: PubendId, tick: Tick },
+}
+
+/// What [`decode`] found at an offset.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Decoded<'a> {
+    /// A whole, intact record and its framed length.
+    Record(Entry<'a>, usize),
+    /// The bytes end inside the record (a torn tail if nothing valid follows).
+    Truncated,
+    /// Framing or checksum is wrong.
+    Bad,
+}
+
+/// The framed size of a data record with `payload_len` payload bytes.
+pub(crate) fn data_len(payload_len: usize) -> usize {
+    HEADER + DATA_FIXED + payload_len
+}
+
+/// Appends a framed data record to `out`.
+pub(crate) fn encode_data(
+    out: &mut Vec<u8>,
+    pubend: PubendId,
+    tick: Tick,
+    publisher: PublisherId,
+    seq: PublisherSeq,
+    payload: &[u8],
+) {
+    let start = begin(out, DATA_FIXED + payload.len(), KIND_DATA, pubend, tick);
+    out.extend_from_slice(&publisher.0.to_le_bytes());
+    out.extend_from_slice(&seq.0.to_le_bytes());
+    out.extend_from_slice(payload);
+    seal(out, start);
+}
+
+/// Appends a framed lease record to `out`.
+pub(crate) fn encode_lease(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
+    let start = begin(out, META_BODY, KIND_LEASE, pubend, tick);
+    seal(out, start);
+}
+
+/// Appends a framed release record to `out`.
+pub(crate) fn encode_release(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
+    let start = begin(out, META_BODY, KIND_RELEASE, pubend, tick);
+    seal(out, start);
+}
+
+fn begin(out: &mut Vec<u8>, body: usize, kind: u8, pubend: PubendId, tick: Tick) -> usize {
+    let start = out.len();
+    out.reserve(HEADER + body);
+    // The body is at most MAX_BODY (checked by the writer), so it fits in u32.
+    out.extend_from_slice(&(body as u32).to_le_bytes());
+    out.extend_from_slice(&[0; 4]);
+    out.push(kind);
+    out.extend_from_slice(&pubend.0.to_le_bytes());
+    out.extend_from_slice(&tick.0.to_le_bytes());
+    start
+}
+
+fn seal(out: &mut [u8], start: usize) {
+    let crc = checksum(&out[start..start + 4], &out[start + HEADER..]);
+    out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+}
+
+fn checksum(length: &[u8], body: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(length);
+    hasher.update(body);
+    hasher.finalize()
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// Decodes the record that starts at `bytes[0]`.
+pub(crate) fn decode(bytes: &[u8]) -> Decoded<'_> {
+    if bytes.len() < HEADER {
+        return Decoded::Truncated;
+    }
+    let mut word = [0; 4];
+    word.copy_from_slice(&bytes[..4]);
+    let body_len = u32::from_le_bytes(word) as usize;
+    if !(META_BODY..=MAX_BODY).contains(&body_len) {
+        return Decoded::Bad;
+    }
+    if bytes.len() < HEADER + body_len {
+        return Decoded::Truncated;
+    }
+    word.copy_from_slice(&bytes[4..8]);
+    let body = &bytes[HEADER..HEADER + body_len];
+    if u32::from_le_bytes(word) != checksum(&bytes[..4], body) {
+        return Decoded::Bad;
+    }
+    match parse_body(body) {
+        Some(entry) => Decoded::Record(entry, HEADER + body_len),
+        None => Decoded::Bad,
+    }
+}
+
+fn parse_body(body: &[u8]) -> Option<Entry<'_>> {
+    let pubend = PubendId(u64_at(body, 1));
+    let tick = Tick(u64_at(body, 9));
+    match (body[0], body.len()) {
+        (KIND_LEASE, META_BODY) => Some(Entry::Lease { pubend, tick }),
+        (KIND_RELEASE, META_BODY) => Some(Entry::Release { pubend, tick }),
+        (KIND_DATA, len) if len >= DATA_FIXED => Some(Entry::Data {
+            pubend,
+            tick,
+            publisher: PublisherId(u64_at(body, 17)),
+            seq: PublisherSeq(u64_at(body, 25)),
+            payload: &body[DATA_FIXED..],
+        }),
+        _ => None,
+    }
+}
+
+/// Finds the next offset after `from` where an intact record starts, if any: used to tell a
+/// torn tail (nothing valid follows) from damage in the middle (valid records follow).
+pub(crate) fn resync(bytes: &[u8], from: usize) -> Option<usize> {
+    let mut at = from + 1;
+    while at + HEADER <= bytes.len() {
+        // A record's length is at least 17, so one of its first four bytes is not zero: skip
+        // runs of zeros (a preallocated tail) instead of decoding at every offset.
+        let nonzero = at + bytes[at..].iter().position(|b| *b != 0)?;
+        let start = nonzero.saturating_sub(3).max(at);
+        if let Some(found) = (start..=nonzero).find(|&c| matches!(decode(&bytes[c..]), Decoded::Record(..))) {
+            return Some(found);
+        }
+        at = nonzero + 1;
+    }
+    None
+}
+
+/// True if nothing but zeros follows: the clean end of a preallocated segment.
+pub(crate) fn only_zeros(bytes: &[u8]) -> bool {
+    bytes.iter().all(|b| *b == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        encode_data(&mut out, PubendId(7), Tick(9), PublisherId(3), PublisherSeq(4), payload);
+        out
+    }
+
+    #[test]
+    fn a_data_record_round_trips_with_its_framed_length() {
+        let bytes = data(b"hello");
+        assert_eq!(bytes.len(), data_len(5));
+        let expected = Entry::Data {
+            pubend: PubendId(7),
+            tick: Tick(9),
+            publisher: PublisherId(3),
+            seq: PublisherSeq(4),
+            payload: b"hello",
+        };
+        assert_eq!(decode(&bytes), Decoded::Record(expected, bytes.len()));
+    }
+
+    #[test]
+    fn lease_and_release_records_round_trip() {
+        let mut out = Vec::new();
+        encode_lease(&mut out, PubendId(1), Tick(2));
+        encode_release(&mut out, PubendId(1), Tick(3));
+        let Decoded::Record(lease, used) = decode(&out) else { panic!("lease did not decode") };
+        assert_eq!(lease, Entry::Lease { pubend: PubendId(1), tick: Tick(2) });
+        let Decoded::Record(release, _) = decode(&out[used..]) else { panic!("release") };
+        assert_eq!(release, Entry::Release { pubend: PubendId(1), tick: Tick(3) });
+    }
+
+    #[test]
+    fn every_truncated_prefix_is_truncated_never_a_record() {
+        let bytes = data(b"payload bytes");
+        for cut in 0..bytes.len() {
+            assert_eq!(decode(&bytes[..cut]), Decoded::Truncated, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn every_single_bit_flip_is_detected() {
+        let bytes = data(b"0123456789");
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(!matches!(decode(&flipped), Decoded::Record(..)), "bit {bit} flipped went unnoticed");
+        }
+    }
+
+    #[test]
+    fn resync_finds_the_record_after_a_damaged_one() {
+        let mut bytes = data(b"first");
+        let second = bytes.len();
+        bytes.extend(data(b"second"));
+        bytes[10] ^= 0xff;
+        assert_eq!(resync(&bytes, 0), Some(second));
+        assert_eq!(resync(&bytes, second), None);
+    }
+}

@@ -1,0 +1,39 @@
+//! The pubend log on disk: where a guaranteed publish is kept before it is acknowledged.
+//!
+//! Map:
+//! - [`Store`] (`store.rs`): open a directory (locked against a second broker), recover, submit
+//!   appends / lease raises / releases, read ranges. Completions come back through a
+//!   [`CompletionSink`] from a dedicated writer thread, so async brokers and synchronous
+//!   simulators both consume them; no async runtime here.
+//! - `writer.rs`: group commit. Everything queued while the previous group was being written
+//!   and synced becomes the next group: one positioned write, one `fdatasync`.
+//! - `codec.rs`: the record format, a CRC-32 per record. `recovery.rs`: open-time scan, torn-tail
+//!   cut, damage reported as lost ranges. `catalog.rs`: the in-memory index.
+//! - [`Fs`]/[`LogFile`] (`fs.rs`): the file I/O seam; [`MemFs`] (`memfs.rs`) loses unsynced bytes
+//!   on a simulated power loss and injects `ENOSPC`.
+//! - `measure.rs`: the append benchmark behind `tidings bench store` and the criterion benches.
+//!
+//! It must not depend on the delivery core: the broker converts between the two at the boundary.
+//! Start reading at `store.rs`; the format and the crash guarantees are in `docs/store.md`.
+
+mod catalog;
+mod codec;
+mod error;
+mod fs;
+pub mod measure;
+mod memfs;
+mod policy;
+mod queue;
+mod recovery;
+mod reserve;
+mod store;
+mod types;
+mod writer;
+
+pub use error::StoreError;
+pub use fs::{DirLock, Fs, LogFile, StdFs};
+pub use memfs::MemFs;
+pub use policy::{FsyncPolicy, DEFAULT_BATCH_INTERVAL};
+pub use recovery::{PubendRecovery, Recovered};
+pub use store::{Completion, CompletionSink, OpKind, Options, ReadItem, Store, StoreStats};
+pub use types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};

@@ -1,0 +1,307 @@
+//! The public face of the log: open (lock + recover), submit appends, lease raises and releases
+//! (completions come back through a [`CompletionSink`]), read ranges, and counters.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::catalog::{Catalog, Slot};
+use crate::codec::{decode, Decoded, Entry};
+use crate::error::StoreError;
+use crate::fs::{DirLock, Fs, StdFs};
+use crate::policy::FsyncPolicy;
+use crate::queue::{Op, Queue};
+use crate::recovery::{recover, segment_path, Recovered};
+use crate::reserve::Reserve;
+use crate::types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
+use crate::writer::GroupWriter;
+
+/// How to run the store.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// The fsync policy (default `always`).
+    pub fsync: FsyncPolicy,
+    /// A new segment starts when the next group would pass this size (default 64 MiB). Release
+    /// frees disk a whole segment at a time, so smaller segments free it sooner.
+    pub segment_bytes: u64,
+    /// Bytes kept in a `RESERVE` file so that a release can still be logged (and free space)
+    /// when the disk is full (default 1 MiB).
+    pub reserve_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, reserve_bytes: 1 << 20 }
+    }
+}
+
+/// Which kind of operation completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// [`Store::append`].
+    Append,
+    /// [`Store::raise_lease`].
+    Lease,
+    /// [`Store::release`].
+    Release,
+}
+
+/// The outcome of one submitted operation, reported once the write (and, under `always`, the
+/// sync) covering it returned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The caller's token.
+    pub token: Token,
+    /// What was done.
+    pub kind: OpKind,
+    /// The pubend.
+    pub pubend: PubendId,
+    /// The record's tick, the new lease or the new release prefix.
+    pub tick: Tick,
+    /// Whether it is logged.
+    pub result: Result<(), StoreError>,
+}
+
+/// Receives completions, one group at a time, on the writer thread. Keep it quick: hand them to
+/// a channel (the broker: a tokio sender; a simulator or test: a std channel or a vector).
+pub trait CompletionSink: Send + 'static {
+    /// Takes one group's completions, in submission order.
+    fn complete(&mut self, group: Vec<Completion>);
+}
+
+impl<F: FnMut(Vec<Completion>) + Send + 'static> CompletionSink for F {
+    fn complete(&mut self, group: Vec<Completion>) {
+        self(group)
+    }
+}
+
+/// One item of a read, in tick order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadItem {
+    /// A record, byte for byte as appended.
+    Data(Record),
+    /// Ticks the log cannot serve because their bytes are damaged: answer them as L (lost).
+    Lost(TickRange),
+}
+
+/// Counters for the broker's metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    /// Data records written.
+    pub appends: u64,
+    /// Groups written (one write each).
+    pub groups: u64,
+    /// The largest group, in data records.
+    pub max_group: u64,
+    /// fdatasync calls.
+    pub syncs: u64,
+    /// Bytes written.
+    pub bytes: u64,
+    /// Damaged records found by reads (each also logged as an error).
+    pub corrupt_records: u64,
+    /// Segments deleted after release.
+    pub segments_deleted: u64,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub(crate) appends: AtomicU64,
+    pub(crate) groups: AtomicU64,
+    pub(crate) max_group: AtomicU64,
+    pub(crate) syncs: AtomicU64,
+    pub(crate) bytes: AtomicU64,
+    pub(crate) corrupt_records: AtomicU64,
+    pub(crate) segments_deleted: AtomicU64,
+}
+
+/// State shared by callers, readers and the writer thread.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    pub(crate) queue: Queue,
+    pub(crate) catalog: Mutex<Catalog>,
+    pub(crate) stats: Stats,
+}
+
+impl Shared {
+    pub(crate) fn lock_catalog(&self) -> MutexGuard<'_, Catalog> {
+        self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The durable pubend log of one broker. Dropping it drains queued operations, syncs, and stops
+/// the writer thread.
+#[derive(Debug)]
+pub struct Store {
+    shared: Arc<Shared>,
+    writer: Option<JoinHandle<()>>,
+    _lock: Box<dyn DirLock>,
+}
+
+impl Store {
+    /// Opens (or creates) the log in `dir` on the real file system.
+    pub fn open(dir: &Path, options: Options, sink: impl CompletionSink) -> Result<(Store, Recovered), StoreError> {
+        Self::open_with(Arc::new(StdFs), dir, options, sink)
+    }
+
+    /// Opens (or creates) the log in `dir` on `fs`: locks `dir/LOCK`, reads and checks every
+    /// segment (cutting a torn tail), and starts the writer thread.
+    pub fn open_with(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        options: Options,
+        sink: impl CompletionSink,
+    ) -> Result<(Store, Recovered), StoreError> {
+        fs.create_dir_all(dir).map_err(|e| StoreError::io("creating the log directory", &e))?;
+        let lock_path = dir.join("LOCK");
+        let lock = fs.lock(&lock_path).map_err(|error| match error.kind() {
+            std::io::ErrorKind::WouldBlock => StoreError::Locked { path: lock_path.clone() },
+            _ => StoreError::io("locking the log directory", &error),
+        })?;
+        let scan = recover(&*fs, dir)?;
+        let active = scan.catalog.active;
+        let file = fs.open(&segment_path(dir, active)).map_err(|e| StoreError::io("opening the active segment", &e))?;
+        if let Err(error) = file.preallocate(options.segment_bytes) {
+            tracing::warn!(%error, "could not preallocate the active segment; syncs will be slower");
+        }
+        if scan.recovered.segments == 0 {
+            fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
+        }
+        let mut catalog = scan.catalog;
+        catalog
+            .segments
+            .entry(active)
+            .or_insert_with(|| crate::catalog::SegmentMeta { file: Arc::clone(&file), high: Default::default() });
+        let last_tick = catalog.pubends.iter().map(|(id, log)| (*id, log.highest)).collect();
+        let shared = Arc::new(Shared { catalog: Mutex::new(catalog), ..Shared::default() });
+        let mut reserve =
+            Reserve { fs: Arc::clone(&fs), path: dir.join("RESERVE"), bytes: options.reserve_bytes, present: false };
+        reserve.ensure();
+        let writer = GroupWriter {
+            reserve,
+            fresh: false,
+            fs,
+            dir: dir.to_path_buf(),
+            shared: Arc::clone(&shared),
+            policy: options.fsync,
+            segment_bytes: options.segment_bytes,
+            file,
+            active,
+            end: scan.active_end,
+            last_tick,
+            poisoned: false,
+            unsynced: false,
+            last_sync: Instant::now(),
+            buf: Vec::new(),
+        };
+        let sink: Box<dyn CompletionSink> = Box::new(sink);
+        let handle = std::thread::Builder::new()
+            .name("tidings-store-writer".into())
+            .spawn(move || writer.run(sink))
+            .map_err(|e| StoreError::io("starting the writer thread", &e))?;
+        let store = Store { shared, writer: Some(handle), _lock: lock };
+        Ok((store, scan.recovered))
+    }
+
+    fn submit(&self, op: Op) -> Result<(), StoreError> {
+        if self.shared.queue.push(op) {
+            Ok(())
+        } else {
+            Err(StoreError::Closed)
+        }
+    }
+
+    /// Submits a record. Ticks of one pubend must increase in submission order (T2). The
+    /// completion arrives once the group holding it is written and, under `always`, synced.
+    pub fn append(&self, token: Token, record: Record) -> Result<(), StoreError> {
+        let Record { pubend, tick, publisher, seq, payload } = record;
+        self.submit(Op::Append { token, pubend, tick, publisher, seq, payload })
+    }
+
+    /// Submits a raise of the pubend's tick lease `H`. Always synced before completion, whatever
+    /// the policy: the lease is what keeps ticks from going back after a crash (T1).
+    pub fn raise_lease(&self, token: Token, pubend: PubendId, tick: Tick) -> Result<(), StoreError> {
+        self.submit(Op::Lease { token, pubend, tick })
+    }
+
+    /// Submits a release of the pubend's records up to `tick`. Segments whose every record is
+    /// released are deleted (oldest first) after the release is durable.
+    pub fn release(&self, token: Token, pubend: PubendId, tick: Tick) -> Result<(), StoreError> {
+        self.submit(Op::Release { token, pubend, tick })
+    }
+
+    /// Reads the pubend's records in `range` (at most `max` records), in tick order, each checked
+    /// against its checksum. Damaged records come back as [`ReadItem::Lost`] (and are counted and
+    /// logged), never as data; an I/O error fails the read.
+    pub fn read(&self, pubend: PubendId, range: TickRange, max: usize) -> Result<Vec<ReadItem>, StoreError> {
+        let slots = self.shared.lock_catalog().locate(pubend, range, max);
+        let mut items = Vec::with_capacity(slots.len());
+        for slot in slots {
+            match slot {
+                Slot::Lost(range) => items.push(ReadItem::Lost(range)),
+                Slot::Data { tick, file, loc } => {
+                    let mut bytes = vec![0; loc.len as usize];
+                    file.read_exact_at(&mut bytes, loc.offset).map_err(|e| StoreError::io("reading the log", &e))?;
+                    items.push(match check(&bytes, pubend, tick) {
+                        Some(record) => ReadItem::Data(record),
+                        None => self.damaged(pubend, tick, loc.segment, loc.offset),
+                    });
+                }
+            }
+        }
+        Ok(items)
+    }
+
+    fn damaged(&self, pubend: PubendId, tick: Tick, segment: u64, offset: u64) -> ReadItem {
+        let error = StoreError::Corrupt { segment, offset };
+        tracing::error!(%error, pubend = pubend.0, tick = tick.0, "a logged record is damaged");
+        self.shared.stats.corrupt_records.fetch_add(1, Relaxed);
+        let range = TickRange { first: tick, last: tick };
+        self.shared.lock_catalog().add_lost(pubend, range);
+        ReadItem::Lost(range)
+    }
+
+    /// The store's counters.
+    pub fn stats(&self) -> StoreStats {
+        let s = &self.shared.stats;
+        StoreStats {
+            appends: s.appends.load(Relaxed),
+            groups: s.groups.load(Relaxed),
+            max_group: s.max_group.load(Relaxed),
+            syncs: s.syncs.load(Relaxed),
+            bytes: s.bytes.load(Relaxed),
+            corrupt_records: s.corrupt_records.load(Relaxed),
+            segments_deleted: s.segments_deleted.load(Relaxed),
+        }
+    }
+}
+
+/// Decodes a record read back for `pubend`/`tick`; `None` if it is not intact or not that record.
+fn check(bytes: &[u8], pubend: PubendId, tick: Tick) -> Option<Record> {
+    match decode(bytes) {
+        Decoded::Record(Entry::Data { pubend: p, tick: t, publisher, seq, payload }, used)
+            if p == pubend && t == tick && used == bytes.len() =>
+        {
+            Some(Record {
+                pubend,
+                tick,
+                publisher: PublisherId(publisher.0),
+                seq: PublisherSeq(seq.0),
+                payload: Bytes::copy_from_slice(payload),
+            })
+        }
+        _ => None,
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.shared.queue.close();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The group writer: the only code that writes the log. It encodes a whole group into one
+//! buffer, writes it with one positioned write, syncs once (per the fsync policy), then
+//! publishes the records to the catalog and completes the group. Runs on its own std thread so a
+//! sync never blocks an async runtime's workers.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::catalog::{Loc, SegmentMeta};
+use crate::codec::{self, MAX_BODY};
+use crate::error::StoreError;
+use crate::fs::{Fs, LogFile};
+use crate::policy::FsyncPolicy;
+use crate::queue::{Op, Taken};
+use crate::recovery::segment_path;
+use crate::reserve::Reserve;
+use crate::store::{Completion, CompletionSink, OpKind, Shared};
+use crate::types::{PubendId, Tick};
+
+/// Where an encoded data record landed in the group buffer.
+struct Placed {
+    pubend: PubendId,
+    tick: Tick,
+    loc: Loc,
+}
+
+/// The writer's state: the active segment and the group buffer, reused across groups.
+pub(crate) struct GroupWriter {
+    pub(crate) fs: Arc<dyn Fs>,
+    pub(crate) dir: PathBuf,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) policy: FsyncPolicy,
+    pub(crate) segment_bytes: u64,
+    pub(crate) file: Arc<dyn LogFile>,
+    pub(crate) active: u64,
+    pub(crate) end: u64,
+    pub(crate) last_tick: BTreeMap<PubendId, Tick>,
+    pub(crate) poisoned: bool,
+    pub(crate) unsynced: bool,
+    pub(crate) last_sync: Instant,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) reserve: Reserve,
+    /// The active segment has no record yet: its first write starts with the checkpoint.
+    pub(crate) fresh: bool,
+}
+
+fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
+    let (kind, token, pubend, tick) = match op {
+        Op::Append { token, pubend, tick, .. } => (OpKind::Append, token, pubend, tick),
+        Op::Lease { token, pubend, tick } => (OpKind::Lease, token, pubend, tick),
+        Op::Release { token, pubend, tick } => (OpKind::Release, token, pubend, tick),
+    };
+    Completion { token: *token, kind, pubend: *pubend, tick: *tick, result }
+}
+
+impl GroupWriter {
+    /// The thread body: take groups until the store closes.
+    pub(crate) fn run(mut self, mut sink: Box<dyn CompletionSink>) {
+        let mut spare = Vec::new();
+        loop {
+            let wait = self.sync_due_in();
+            match self.shared.queue.take(wait, spare) {
+                Taken::Group(mut ops) => {
+                    sink.complete(self.commit(&ops));
+                    ops.clear();
+                    spare = ops;
+                }
+                Taken::Idle => {
+                    self.sync_if_due();
+                    spare = Vec::new();
+                }
+                Taken::Closed => break,
+            }
+        }
+        if self.unsynced && !self.poisoned {
+            // A clean close makes everything durable, whatever the policy.
+            let _ = self.sync();
+        }
+    }
+
+    /// Under `batch`, how long until unsynced bytes are due; `None` waits for work.
+    fn sync_due_in(&self) -> Option<Duration> {
+        match self.policy {
+            FsyncPolicy::Batch(interval) if self.unsynced => Some(interval.saturating_sub(self.last_sync.elapsed())),
+            _ => None,
+        }
+    }
+
+    fn sync_if_due(&mut self) {
+        if let FsyncPolicy::Batch(interval) = self.policy {
+            if self.unsynced && self.last_sync.elapsed() >= interval {
+                let _ = self.sync();
+            }
+        }
+    }
+
+    fn sync(&mut self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let result = self.file.sync_data();
+        self.shared.stats.syncs.fetch_add(1, Relaxed);
+        self.last_sync = started;
+        match result {
+            Ok(()) => {
+                self.unsynced = false;
+                Ok(())
+            }
+            Err(error) => {
+                tracing::error!(%error, "fdatasync of the pubend log failed; refusing further writes");
+                self.poisoned = true;
+                Err(StoreError::io("syncing the log", &error))
+            }
+        }
+    }
+
+    /// Writes, syncs and publishes one group; returns one completion per operation.
+    pub(crate) fn commit(&mut self, ops: &[Op]) -> Vec<Completion> {
+        if self.poisoned {
+            return ops.iter().map(|op| completion(op, Err(StoreError::Poisoned))).collect();
+        }
+        self.buf.clear();
+        let mut placed = Vec::new();
+        let mut rejected = BTreeMap::new();
+        let mut ticks = BTreeMap::new();
+        for (index, op) in ops.iter().enumerate() {
+            if let Err(error) = self.encode(op, &mut ticks, &mut placed) {
+                rejected.insert(index, error);
+            }
+        }
+        let outcome = self.write_and_sync(ops, &mut placed);
+        if outcome.is_ok() {
+            self.last_tick.extend(ticks);
+            self.publish(ops, &placed, &rejected);
+        }
+        ops.iter()
+            .enumerate()
+            .map(|(index, op)| {
+                let result = match (rejected.remove(&index), &outcome) {
+                    (Some(error), _) => Err(error),
+                    (None, Err(error)) => Err(error.clone()),
+                    (None, Ok(())) => Ok(()),
+                };
+                completion(op, result)
+            })
+            .collect()
+    }
+
+    fn encode(
+        &mut self,
+        op: &Op,
+        ticks: &mut BTreeMap<PubendId, Tick>,
+        placed: &mut Vec<Placed>,
+    ) -> Result<(), StoreError> {
+        match op {
+            Op::Append { pubend, tick, publisher, seq, payload, .. } => {
+                let last = ticks.get(pubend).or(self.last_tick.get(pubend)).copied();
+                if let Some(last) = last.filter(|last| tick <= last) {
+                    return Err(StoreError::TickNotIncreasing { tick: tick.0, last: last.0 });
+                }
+                let len = codec::data_len(payload.len());
+                if len > MAX_BODY {
+                    return Err(StoreError::TooLarge { len, limit: MAX_BODY });
+                }
+                let offset = self.buf.len() as u64;
+                codec::encode_data(&mut self.buf, *pubend, *tick, *publisher, *seq, payload);
+                ticks.insert(*pubend, *tick);
+                let loc = Loc { segment: 0, offset, len: len as u32, publisher: *publisher, seq: *seq };
+                placed.push(Placed { pubend: *pubend, tick: *tick, loc });
+            }
+            Op::Lease { pubend, tick, .. } => codec::encode_lease(&mut self.buf, *pubend, *tick),
+            Op::Release { pubend, tick, .. } => codec::encode_release(&mut self.buf, *pubend, *tick),
+        }
+        Ok(())
+    }
+
+    fn write_and_sync(&mut self, ops: &[Op], placed: &mut [Placed]) -> Result<(), StoreError> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let mut written = self.write_group();
+        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
+        if matches!(written, Err(StoreError::NoSpace { .. })) && releasing && self.reserve.free() {
+            written = self.write_group();
+        }
+        let base = written?;
+        placed.iter_mut().for_each(|p| {
+            p.loc.offset += base;
+            p.loc.segment = self.active;
+        });
+        self.unsynced = true;
+        let stats = &self.shared.stats;
+        stats.groups.fetch_add(1, Relaxed);
+        stats.appends.fetch_add(placed.len() as u64, Relaxed);
+        stats.max_group.fetch_max(placed.len() as u64, Relaxed);
+        stats.bytes.fetch_add(self.buf.len() as u64, Relaxed);
+        let forced = ops.iter().any(|op| matches!(op, Op::Lease { .. }));
+        match self.policy {
+            FsyncPolicy::Always => self.sync(),
+            _ if forced => self.sync(),
+            FsyncPolicy::Batch(_) => {
+                self.sync_if_due();
+                Ok(())
+            }
+            FsyncPolicy::Never => Ok(()),
+        }
+    }
+
+    /// Writes the group buffer (after the checkpoint, in a fresh segment) with one positioned
+    /// write; returns the offset of the group's first byte.
+    fn write_group(&mut self) -> Result<u64, StoreError> {
+        if self.end > 0 && self.end + self.buf.len() as u64 > self.segment_bytes {
+            self.rotate()?;
+        }
+        let mut head = Vec::new();
+        if self.fresh {
+            for (pubend, lease, released) in self.shared.lock_catalog().checkpoint() {
+                codec::encode_lease(&mut head, pubend, lease);
+                codec::encode_release(&mut head, pubend, released);
+            }
+        }
+        let base = self.end + head.len() as u64;
+        let bytes = if head.is_empty() {
+            &self.buf
+        } else {
+            head.extend_from_slice(&self.buf);
+            &head
+        };
+        if let Err(error) = self.file.write_all_at(bytes, self.end) {
+            // Cut off whatever part reached the file, so no half record stays in the middle of
+            // the segment; the next group overwrites the place.
+            let _ = self.file.set_len(self.end);
+            let _ = self.file.preallocate(self.segment_bytes);
+            tracing::warn!(%error, "appending to the pubend log failed");
+            return Err(StoreError::io("appending to the log", &error));
+        }
+        self.end += bytes.len() as u64;
+        self.fresh = false;
+        Ok(base)
+    }
+
+    /// Starts the next segment, preallocated so that syncs inside it flush data, not file size
+    /// and block maps. Its first write carries the checkpoint (every pubend's lease and release
+    /// prefix), so deleting older segments never loses them.
+    fn rotate(&mut self) -> Result<(), StoreError> {
+        if self.unsynced {
+            self.sync()?;
+        }
+        let next = self.active + 1;
+        let path = segment_path(&self.dir, next);
+        let file = self.fs.open(&path).map_err(|e| StoreError::io("creating a segment", &e))?;
+        if let Err(error) = file.preallocate(self.segment_bytes) {
+            drop(file);
+            let _ = self.fs.remove(&path);
+            return Err(StoreError::io("preallocating a segment", &error));
+        }
+        self.fs.sync_dir(&self.dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
+        {
+            let mut catalog = self.shared.lock_catalog();
+            let meta = SegmentMeta { file: Arc::clone(&file), high: BTreeMap::new() };
+            catalog.segments.insert(next, meta);
+            catalog.active = next;
+        }
+        self.file = file;
+        self.active = next;
+        self.end = 0;
+        self.fresh = true;
+        Ok(())
+    }
+
+    /// Makes the group visible to readers and applies leases and releases; deletes segments
+    /// that became fully released (after making the release records durable).
+    fn publish(&mut self, ops: &[Op], placed: &[Placed], rejected: &BTreeMap<usize, StoreError>) {
+        let gone = {
+            let mut catalog = self.shared.lock_catalog();
+            for p in placed {
+                catalog.add_data(p.pubend, p.tick, p.loc);
+            }
+            for (index, op) in ops.iter().enumerate() {
+                match op {
+                    _ if rejected.contains_key(&index) => {}
+                    Op::Lease { pubend, tick, .. } => catalog.raise_lease(*pubend, *tick),
+                    Op::Release { pubend, tick, .. } => catalog.release(*pubend, *tick),
+                    Op::Append { .. } => {}
+                }
+            }
+            catalog.take_released_segments()
+        };
+        if gone.is_empty() || (self.unsynced && self.sync().is_err()) {
+            return;
+        }
+        for id in gone {
+            if let Err(error) = self.fs.remove(&segment_path(&self.dir, id)) {
+                tracing::warn!(%error, segment = id, "could not delete a released segment");
+            }
+            self.shared.stats.segments_deleted.fetch_add(1, Relaxed);
+        }
+        self.reserve.ensure();
+    }
+}

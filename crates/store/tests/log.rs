@@ -1,0 +1,151 @@
+//! The log's behaviour on a healthy disk: round trip, recovery, lease, dedup, release, lock.
+
+mod support;
+
+use std::sync::Arc;
+
+use support::{open, payload, record};
+use tidings_store::{
+    FsyncPolicy, MemFs, OpKind, Options, PubendId, PublisherId, PublisherSeq, ReadItem, StdFs, StoreError, Tick,
+    TickRange,
+};
+
+fn small_segments() -> Options {
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0 }
+}
+
+#[test]
+fn appended_records_read_back_byte_for_byte_before_and_after_a_restart() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    let records: Vec<_> = (1..=300).map(|t| record(t % 3, t, &payload(t % 3, t, 256))).collect();
+    let h = open(fs.clone(), dir, small_segments()).unwrap();
+    let done = h.append_in_groups(&records, 8);
+    assert!(done.iter().all(|c| c.result.is_ok() && c.kind == OpKind::Append));
+    let expected = |p: u64| records.iter().filter(|r| r.pubend.0 == p).cloned().collect::<Vec<_>>();
+    assert_eq!(h.records(1), expected(1));
+    drop(h);
+    let h = open(fs, dir, small_segments()).unwrap();
+    assert!(h.recovered.segments > 1, "4 KiB segments should have rotated");
+    for p in 0..3 {
+        assert_eq!(h.records(p), expected(p));
+        assert_eq!(h.recovered.pubends[&PubendId(p)].records, expected(p).len());
+    }
+}
+
+#[test]
+fn a_range_read_returns_only_ticks_in_range_and_at_most_max_records() {
+    let fs = Arc::new(MemFs::new());
+    let h = open(fs, "/log".as_ref(), Options::default()).unwrap();
+    let records: Vec<_> = (1..=50).map(|t| record(1, t * 10, b"x")).collect();
+    h.append_all(&records);
+    let range = TickRange { first: Tick(95), last: Tick(205) };
+    let items = h.store.read(PubendId(1), range, 5).unwrap();
+    let ticks: Vec<u64> = items
+        .iter()
+        .map(|i| match i {
+            ReadItem::Data(r) => r.tick.0,
+            ReadItem::Lost(_) => 0,
+        })
+        .collect();
+    assert_eq!(ticks, vec![100, 110, 120, 130, 140]);
+}
+
+#[test]
+fn the_lease_survives_a_restart_and_ticks_stay_above_it_when_the_clock_steps_back() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    // The clock reads 1_000_000 µs; the pubend leases 2 s ahead and logs two messages.
+    let h = open(fs.clone(), dir, Options::default()).unwrap();
+    assert!(h.lease(7, 3_000_000).result.is_ok());
+    h.append_all(&[record(7, 1_000_000, b"a"), record(7, 1_000_001, b"b")]);
+    drop(h);
+    // After the crash the clock has stepped back to 500_000 µs.
+    let stepped_back_now = 500_000;
+    let h = open(fs.clone(), dir, Options::default()).unwrap();
+    let state = &h.recovered.pubends[&PubendId(7)];
+    assert_eq!(state.lease, Tick(3_000_000));
+    let next = stepped_back_now.max(state.tick_floor().0 + 1);
+    assert!(next > 3_000_000, "a new tick must be above every tick that may have been used");
+    // A lower lease never lowers it.
+    assert!(h.lease(7, 10).result.is_ok());
+    drop(h);
+    let h = open(fs, dir, Options::default()).unwrap();
+    assert_eq!(h.recovered.pubends[&PubendId(7)].lease, Tick(3_000_000));
+}
+
+#[test]
+fn the_dedup_table_of_unreleased_records_survives_a_restart() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    let h = open(fs.clone(), dir, Options::default()).unwrap();
+    h.append_all(&[record(1, 10, b"a"), record(1, 20, b"b"), record(1, 30, b"c")]);
+    assert!(h.release(1, 10).result.is_ok());
+    drop(h);
+    let h = open(fs, dir, Options::default()).unwrap();
+    let dedup = &h.recovered.pubends[&PubendId(1)].dedup;
+    let key = |seq| (PublisherId(1001), PublisherSeq(seq));
+    assert_eq!(dedup.get(&key(20)), Some(&Tick(20)));
+    assert_eq!(dedup.get(&key(30)), Some(&Tick(30)));
+    assert_eq!(dedup.get(&key(10)), None, "released records leave the dedup table");
+    assert_eq!(h.recovered.pubends[&PubendId(1)].released, Tick(10));
+}
+
+#[test]
+fn release_deletes_whole_segments_only_once_every_record_in_them_is_released() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    let h = open(fs.clone(), dir, small_segments()).unwrap();
+    // Two pubends interleaved, ~300 B per record: about 13 records per 4 KiB segment.
+    let records: Vec<_> = (1..=200).map(|t| record(t % 2, t, &[7; 256])).collect();
+    h.append_in_groups(&records, 4);
+    let segments = |fs: &MemFs| fs.list_names(dir);
+    let before = segments(&fs);
+    // Releasing pubend 1 alone frees nothing: every segment also holds pubend 0.
+    assert!(h.release(1, 200).result.is_ok());
+    assert_eq!(segments(&fs), before);
+    // Releasing pubend 0 up to 100 frees the segments holding ticks up to about 100.
+    assert!(h.release(0, 100).result.is_ok());
+    let after = segments(&fs);
+    assert!(after.len() < before.len(), "{} -> {}", before.len(), after.len());
+    assert!(h.store.stats().segments_deleted > 0);
+    let left: Vec<u64> = h.records(0).iter().map(|r| r.tick.0).collect();
+    assert_eq!(left, (102..=200).step_by(2).collect::<Vec<_>>());
+    drop(h);
+    let h = open(fs, dir, small_segments()).unwrap();
+    assert_eq!(h.records(0).iter().map(|r| r.tick.0).collect::<Vec<_>>(), left);
+    assert_eq!(h.recovered.pubends[&PubendId(1)].released, Tick(200));
+    assert_eq!(h.recovered.pubends[&PubendId(0)].released, Tick(100));
+}
+
+#[test]
+fn a_tick_not_above_the_last_one_is_refused_and_the_rest_of_the_group_is_logged() {
+    let fs = Arc::new(MemFs::new());
+    let h = open(fs, "/log".as_ref(), Options::default()).unwrap();
+    let done = h.append_all(&[record(1, 5, b"a"), record(1, 5, b"b"), record(1, 6, b"c")]);
+    assert!(done[0].result.is_ok());
+    assert_eq!(done[1].result, Err(StoreError::TickNotIncreasing { tick: 5, last: 5 }));
+    assert!(done[2].result.is_ok());
+    assert_eq!(h.records(1).len(), 2);
+}
+
+#[test]
+fn a_second_store_on_the_same_directory_is_refused_until_the_first_closes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = open(Arc::new(StdFs), tmp.path(), Options::default()).unwrap();
+    let second = open(Arc::new(StdFs), tmp.path(), Options::default());
+    assert!(matches!(second, Err(StoreError::Locked { .. })), "{:?}", second.err());
+    drop(first);
+    assert!(open(Arc::new(StdFs), tmp.path(), Options::default()).is_ok());
+}
+
+#[test]
+fn the_real_file_system_round_trips_records_across_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let records: Vec<_> = (1..=100).map(|t| record(1, t, &payload(1, t, 300))).collect();
+    let h = open(Arc::new(StdFs), tmp.path(), small_segments()).unwrap();
+    h.append_in_groups(&records, 8);
+    drop(h);
+    let h = open(Arc::new(StdFs), tmp.path(), small_segments()).unwrap();
+    assert_eq!(h.records(1), records);
+}
