@@ -16,18 +16,21 @@
 //!   002's STn/RTn method), [`experiments::content`] (seed 004's tag=value events).
 //! - What experiments run against: [`target`] (one broker), [`network`] (`tidings net up`),
 //!   [`metrics`] (Prometheus text), [`peer`] (NATS through the peer harness, or its committed
-//!   anchors), [`topology`] (the seed topology files).
+//!   anchors), [`topology`] (the seed topology files), [`paths`] (where the shipped topologies
+//!   and peer harness are).
 //! - [`cli`]: the `tidings bench` command line (the `tidings` binary only forwards to it).
 //!
 //! This crate drives brokers from outside, through their client port, admin port and process;
 //! it does not link the broker or the routing core.
 
 pub mod cli;
+pub mod engine;
 pub mod experiments;
 pub mod flood;
 pub mod latency;
 pub mod metrics;
 pub mod network;
+pub mod paths;
 pub mod peer;
 pub mod seeds;
 pub mod stats;

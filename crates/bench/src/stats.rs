@@ -112,9 +112,65 @@ impl Moments {
     }
 }
 
+/// Repetitions of one figure: the median with the min-max range beside it, and whether the
+/// repetitions disagree by more than [`Spread::FLAG`] of the median (flagged in reports).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct Spread {
+    /// Median.
+    pub median: f64,
+    /// Smallest repetition.
+    pub min: f64,
+    /// Largest repetition.
+    pub max: f64,
+    /// (max - min) / median.
+    pub spread: f64,
+    /// `spread` > [`Spread::FLAG`].
+    pub flagged: bool,
+}
+
+impl Spread {
+    /// The spread above which a point is flagged.
+    pub const FLAG: f64 = 0.25;
+
+    /// The spread of `values` (NaN figures when empty).
+    pub fn of(values: &[f64]) -> Spread {
+        if values.is_empty() {
+            return Spread { median: f64::NAN, min: f64::NAN, max: f64::NAN, spread: f64::NAN, flagged: false };
+        }
+        let spread = spread(values);
+        Spread {
+            median: median(values),
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            spread,
+            flagged: spread > Spread::FLAG,
+        }
+    }
+
+    /// `median [min-max]`, with ` (spread N %!)` when flagged.
+    pub fn show(&self, format: impl Fn(f64) -> String) -> String {
+        let flag = if self.flagged { format!(" (spread {:.0} %!)", self.spread * 100.0) } else { String::new() };
+        format!("{} [{}-{}]{flag}", format(self.median), format(self.min), format(self.max))
+    }
+}
+
+/// The machine's 1-minute load average now (Linux `/proc/loadavg`), other programs included.
+pub fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg").ok()?.split_whitespace().next()?.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_spread_over_a_quarter_of_the_median_is_flagged() {
+        let s = Spread::of(&[100.0, 110.0, 130.0]);
+        assert_eq!((s.median, s.min, s.max, s.flagged), (110.0, 100.0, 130.0, true));
+        assert!(!Spread::of(&[100.0, 110.0, 120.0]).flagged);
+        assert_eq!(Spread::of(&[1.0, 2.0, 3.0]).show(|v| format!("{v:.0}")), "2 [1-3] (spread 100 %!)");
+        assert!(Spread::of(&[]).median.is_nan());
+    }
 
     #[test]
     fn quantiles_take_the_nearest_rank() {

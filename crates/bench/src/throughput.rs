@@ -1,19 +1,17 @@
-//! Throughput: one publisher sends one buffer as fast as the client accepts it; every
-//! subscriber counts what arrives. Same method as the peer harness (`-mode tput`): stop at the
-//! time limit or the message cap, flush, then wait until every subscriber has everything, or
-//! 3 s pass without progress, or the drain limit. Received msg/s = received / (last receive -
+//! Throughput: one publisher sends numbered messages as fast as the client accepts them; every
+//! subscriber counts what arrives by number ([`crate::engine`]: probes until the route is up,
+//! then data; duplicates and late probes cannot pass for data). Same method as the peer
+//! harness (`-mode tput`): stop at the time limit or the message cap, flush, then wait until
+//! every subscriber has everything, or 3 s pass without progress, or the drain limit. Received msg/s = received / (last receive -
 //! publish start); aggregate = all deliveries / (latest last receive - publish start).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use futures::StreamExt;
-use parking::Last;
 use serde::Serialize;
-use tidings_client::{now_us, Client, SubscribeOptions};
+use tidings_client::{now_us, Client, SubscribeOptions, Subscription};
 use tidings_wire::{Message, Property};
+
+use crate::engine::{self, Accounting, Drain, Engine, Subscribers, Tally, MARK_BYTES};
 
 use crate::target::Target;
 
@@ -101,104 +99,28 @@ pub struct ThroughputResult {
     pub aggregate_rate: f64,
     /// Payload MB/s (10^6 bytes) at the median subscriber.
     pub received_mb_s: f64,
-    /// sent × subscribers - received.
+    /// (subscriber, message) pairs that never arrived, by identity.
     pub lost: u64,
-}
-
-mod parking {
-    use std::sync::Mutex;
-    use std::time::Instant;
-
-    /// The last time something happened, shared with a reporting task.
-    #[derive(Default)]
-    pub(crate) struct Last(Mutex<Option<Instant>>);
-
-    impl Last {
-        pub(crate) fn set(&self, t: Instant) {
-            if let Ok(mut g) = self.0.lock() {
-                *g = Some(t);
-            }
-        }
-        pub(crate) fn get(&self) -> Option<Instant> {
-            self.0.lock().ok().and_then(|g| *g)
-        }
-    }
-}
-
-struct Counter {
-    received: AtomicU64,
-    last: Last,
-}
-
-/// Through a network, subscriptions reach the publisher's broker a little after they were
-/// acknowledged: probes go out until every subscriber has seen one (as the peer harness does),
-/// then the counters restart from zero.
-async fn await_route(publisher: &Client, probe: &Message, counters: &[Arc<Counter>]) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while counters.iter().any(|c| c.received.load(Ordering::Relaxed) == 0) {
-        anyhow::ensure!(Instant::now() < deadline, "no route to the subscribers' broker after 10 s");
-        publisher.publish_message(probe.clone()).await?;
-        publisher.flush().await?;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // Let the last probes arrive before counting starts.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    for c in counters {
-        c.received.store(0, Ordering::Relaxed);
-    }
-    Ok(())
+    /// Probe messages published before the run (brokers count them too).
+    pub probes: u64,
+    /// Every subscriber's losses, duplicates and reordering, by identity.
+    pub accounting: Accounting,
 }
 
 /// Runs one throughput measurement against `target`.
 pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<ThroughputResult> {
-    let mut clients = Vec::new();
-    let mut counters = Vec::new();
-    let mut tasks = Vec::new();
+    anyhow::ensure!(spec.size >= MARK_BYTES, "throughput messages need at least {MARK_BYTES} bytes");
     let subscribe_at = spec.subscribe_at.as_deref().unwrap_or(target.tcp.as_str());
-    for i in 0..spec.subscribers {
-        let client = Client::builder(subscribe_at).name(format!("bench-sub-{i}")).no_reconnect().connect().await?;
-        let mut subscription = client.subscribe(&spec.topic).await?;
-        let counter = Arc::new(Counter { received: AtomicU64::new(0), last: Last::default() });
-        let c = Arc::clone(&counter);
-        tasks.push(tokio::spawn(async move {
-            while subscription.next().await.is_some() {
-                c.received.fetch_add(1, Ordering::Relaxed);
-                c.last.set(Instant::now());
-            }
-        }));
-        counters.push(counter);
-        clients.push(client);
-    }
-    // Spread over connections of at most 50,000 subscriptions, under the broker's per-session limit.
-    let background = match spec.background {
-        Background::None => Vec::new(),
-        Background::Topics(n) | Background::Selectors(n) => {
-            let mut held = Vec::new();
-            for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
-                let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
-                let mut subs = Vec::with_capacity(chunk.len());
-                for i in chunk {
-                    let options = match spec.background {
-                        Background::Topics(_) => SubscribeOptions::new(format!("other.{i}.>")),
-                        _ => SubscribeOptions::new(spec.topic.clone())
-                            .selector(format!("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = {i}")),
-                    };
-                    subs.push(client.subscribe_with(options).await?);
-                }
-                held.push((client, subs));
-            }
-            held
-        }
-    };
+    let subscribers = Subscribers::at(subscribe_at, spec.subscribers, &spec.topic, spec.max_messages);
+    let engine = Engine::connect(&subscribers, |_| ()).await?;
+    let background = background(target, spec).await?;
     let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
-    let message = Message::new(&spec.topic, &spec.properties, Bytes::from(vec![0u8; spec.size]), now_us())?;
-    if spec.subscribe_at.is_some() {
-        await_route(&publisher, &message, &counters).await?;
-    }
+    let probes = engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let mut sent = 0u64;
     while sent < spec.max_messages {
-        publisher.publish_message(message.clone()).await?;
+        let message = Message::new(&spec.topic, &spec.properties, engine::payload(sent, 0, spec.size), now_us())?;
+        publisher.publish_message(message).await?;
         sent += 1;
         if sent.is_multiple_of(1024) && start.elapsed() >= spec.duration {
             break;
@@ -206,54 +128,70 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     }
     publisher.flush().await?;
     let publish_secs = start.elapsed().as_secs_f64();
-    let expected = sent * spec.subscribers as u64;
-    let deadline = start + spec.duration + spec.drain;
-    let (mut last_total, mut last_progress) = (0u64, Instant::now());
-    loop {
-        let total: u64 = counters.iter().map(|c| c.received.load(Ordering::Relaxed)).sum();
-        if total >= expected || Instant::now() >= deadline {
-            break;
-        }
-        if total != last_total {
-            last_total = total;
-            last_progress = Instant::now();
-        } else if last_progress.elapsed() >= Duration::from_secs(3) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut rates = Vec::new();
-    let mut total = 0u64;
-    let mut latest = start;
-    for c in &counters {
-        let n = c.received.load(Ordering::Relaxed);
-        total += n;
-        if let Some(last) = c.last.get() {
-            latest = latest.max(last);
-            rates.push(n as f64 / last.duration_since(start).as_secs_f64().max(1e-9));
-        } else {
-            rates.push(0.0);
-        }
-    }
-    for c in &clients {
-        let _ = c.close().await;
-    }
+    engine.drain(sent, Drain { idle: Duration::from_secs(3), max: spec.duration + spec.drain }).await;
+    let tallies: Vec<Tally> = engine.finish().await?.into_iter().map(|(t, ())| t).collect();
     let _ = publisher.close().await;
     for (client, _subs) in background {
         let _ = client.close().await;
     }
-    for t in tasks {
-        t.abort();
+    Ok(summarize(spec, sent, probes, publish_secs, start, &tallies))
+}
+
+/// Subscriptions that never match, spread over connections of at most 50,000 subscriptions
+/// (under the broker's per-session limit).
+async fn background(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Vec<(Client, Vec<Subscription>)>> {
+    let n = match spec.background {
+        Background::None => return Ok(Vec::new()),
+        Background::Topics(n) | Background::Selectors(n) => n,
+    };
+    let mut held = Vec::new();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(50_000) {
+        let client = Client::builder(target.tcp.as_str()).name("bench-other").no_reconnect().connect().await?;
+        let mut subs = Vec::with_capacity(chunk.len());
+        for i in chunk {
+            let options = match spec.background {
+                Background::Topics(_) => SubscribeOptions::new(format!("other.{i}.>")),
+                _ => SubscribeOptions::new(spec.topic.clone())
+                    .selector(format!("t1 = 'a' AND t2 = 'b' AND t3 = 'c' AND t4 = {i}")),
+            };
+            subs.push(client.subscribe_with(options).await?);
+        }
+        held.push((client, subs));
     }
+    Ok(held)
+}
+
+fn summarize(
+    spec: &ThroughputSpec,
+    sent: u64,
+    probes: u64,
+    publish_secs: f64,
+    start: Instant,
+    tallies: &[Tally],
+) -> ThroughputResult {
+    let mut rates = Vec::new();
+    let mut latest = start;
+    for t in tallies {
+        match t.last {
+            Some(last) => {
+                latest = latest.max(last);
+                rates.push(t.count as f64 / last.duration_since(start).as_secs_f64().max(1e-9));
+            }
+            None => rates.push(0.0),
+        }
+    }
+    let accounting = Accounting::of(sent, tallies);
     let received_rate = crate::stats::median(&rates);
-    Ok(ThroughputResult {
+    ThroughputResult {
         size: spec.size,
         subscribers: spec.subscribers,
         sent,
+        probes,
         publish_rate: sent as f64 / publish_secs.max(1e-9),
         received_rate,
-        aggregate_rate: total as f64 / latest.duration_since(start).as_secs_f64().max(1e-9),
+        aggregate_rate: accounting.received as f64 / latest.duration_since(start).as_secs_f64().max(1e-9),
         received_mb_s: received_rate * spec.size as f64 / 1e6,
-        lost: expected.saturating_sub(total),
-    })
+        lost: accounting.lost,
+        accounting,
+    }
 }

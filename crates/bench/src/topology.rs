@@ -1,4 +1,4 @@
-//! The seed topologies (`../shared/topologies/*.toml`), read for what the experiments need to
+//! The seed topologies (`topologies/*.toml`, schema in `docs/topologies.md`), read for what the experiments need to
 //! know about them: which brokers exist and how many brokers lie on the path between two.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -152,12 +152,9 @@ mod tests {
 
     #[test]
     fn the_narada_files_have_the_path_lengths_the_seed_gives() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/topologies");
-        let (Ok(sparse), Ok(dense)) =
-            (Topology::load(&dir.join("narada-22-sparse.toml")), Topology::load(&dir.join("narada-22-dense.toml")))
-        else {
-            return; // the shared directory is not part of this checkout
-        };
+        let dir = crate::paths::topologies();
+        let sparse = Topology::load(&dir.join("narada-22-sparse.toml")).unwrap();
+        let dense = Topology::load(&dir.join("narada-22-dense.toml")).unwrap();
         let path = |t: &Topology, to| t.brokers_on_path("n22", to);
         assert_eq!(
             [path(&sparse, "n22"), path(&sparse, "n1"), path(&sparse, "n7"), path(&sparse, "n10")],

@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::Mutex;
-use tidings_wire::{Deliver, Frame, Message, Notice, SubId, DELIVER_HEADER_LEN};
+use tidings_wire::{
+    Deliver, Frame, GuaranteedDeliver, Message, Notice, PubendId, SubId, Tick, DELIVER_HEADER_LEN,
+    GUARANTEED_DELIVER_HEADER_LEN,
+};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::UdpSocket;
 use tokio::sync::Notify;
@@ -50,8 +53,25 @@ impl Target {
 
 enum Item {
     Deliver(Arc<Target>, Message),
+    Guaranteed(SubId, PubendId, Tick, Message),
     Frame(Bytes),
 }
+
+/// What happened to a pushed guaranteed delivery. It is never dropped: the queue takes it even
+/// past its limits, and says so, so that the delivery core stops sending to this subscriber
+/// until [`Outbox::when_room`] fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuaranteedPush {
+    /// Queued; there is room for more.
+    Queued,
+    /// Queued, and the queue is now at its limits: send no more until there is room.
+    QueuedFull,
+    /// The connection is closing; nothing was queued.
+    Closed,
+}
+
+/// Run once when a queue that was full has been taken by its writer.
+pub type RoomCallback = Box<dyn FnOnce() + Send>;
 
 /// What happened to a pushed delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +96,8 @@ struct State {
     /// Set when a publisher gave up waiting on this queue; cleared when the writer finds it
     /// below a quarter full. A slow queue reports no congestion, so publishers stop waiting.
     slow: bool,
+    /// Who waits for room (guaranteed subscriptions held back by a full queue).
+    room: Vec<RoomCallback>,
 }
 
 /// A bounded queue of frames for one connection (TCP) or one UDP client.
@@ -153,6 +175,43 @@ impl Outbox {
         }
     }
 
+    /// Queues one guaranteed delivery. Unlike [`Outbox::push`] it never drops: the delivery
+    /// core hands over a message only once, so the queue takes it even when full, and
+    /// [`GuaranteedPush::QueuedFull`] tells the caller to stop until [`Outbox::when_room`].
+    /// The overshoot is bounded by what the core delivers in one step.
+    pub fn push_guaranteed(&self, id: SubId, pubend: PubendId, tick: Tick, message: &Message) -> GuaranteedPush {
+        let size = GUARANTEED_DELIVER_HEADER_LEN + message.encoded_len();
+        let mut s = self.state.lock();
+        if s.closing.is_some() || self.done.is_cancelled() {
+            return GuaranteedPush::Closed;
+        }
+        let was_empty = s.items.is_empty();
+        s.items.push_back(Item::Guaranteed(id, pubend, tick, message.clone()));
+        s.bytes += size;
+        let full = s.items.len() >= self.limits.max_messages || s.bytes >= self.limits.max_bytes;
+        drop(s);
+        if was_empty {
+            self.wake_writer.notify_one();
+        }
+        if full {
+            GuaranteedPush::QueuedFull
+        } else {
+            GuaranteedPush::Queued
+        }
+    }
+
+    /// Runs `callback` once the writer has taken what is queued (at once if the queue is
+    /// empty or closing: there is room, or nothing will ever drain it).
+    pub fn when_room(&self, callback: RoomCallback) {
+        let mut s = self.state.lock();
+        if s.items.is_empty() || s.closing.is_some() || self.done.is_cancelled() {
+            drop(s);
+            callback();
+            return;
+        }
+        s.room.push(callback);
+    }
+
     /// Queues a control frame (WELCOME, PONG); these bypass the limits, since a client can
     /// only have as many in flight as it sent requests for.
     pub fn push_frame(&self, frame: &Frame) {
@@ -219,7 +278,16 @@ impl Outbox {
     }
 
     /// Takes everything queued; `Err` carries the closing frame once the queue is closing.
+    /// Whoever waited for room is told, after the lock is released.
     fn take(&self, batch: &mut VecDeque<Item>) -> Option<Bytes> {
+        let (closing, room) = self.take_locked(batch);
+        for callback in room {
+            callback();
+        }
+        closing
+    }
+
+    fn take_locked(&self, batch: &mut VecDeque<Item>) -> (Option<Bytes>, Vec<RoomCallback>) {
         let mut s = self.state.lock();
         // A slow queue is forgiven once the writer finds it below a quarter full: the
         // subscriber is keeping up again, so publishers may wait for it once more.
@@ -228,10 +296,11 @@ impl Outbox {
         }
         std::mem::swap(&mut s.items, batch);
         s.bytes = 0;
+        let room = std::mem::take(&mut s.room);
         if batch.is_empty() {
-            s.closing.clone()
+            (s.closing.clone(), room)
         } else {
-            None
+            (None, room)
         }
     }
 }
@@ -245,15 +314,15 @@ fn encode_batch(batch: &mut VecDeque<Item>, scratch: &mut BytesMut, chunks: &mut
             Item::Deliver(target, message) => {
                 let missed = target.missed.swap(0, Ordering::Relaxed);
                 Deliver::encode_header(target.id, missed, &message, scratch);
-                let body = message.as_bytes();
-                if body.len() <= INLINE_BODY {
-                    scratch.extend_from_slice(body);
-                } else {
-                    chunks.push_back(scratch.split().freeze());
-                    chunks.push_back(body.clone());
-                }
+                push_body(message.as_bytes(), scratch, chunks);
                 delivered += 1;
-                bytes += (DELIVER_HEADER_LEN + body.len()) as u64;
+                bytes += (DELIVER_HEADER_LEN + message.encoded_len()) as u64;
+            }
+            Item::Guaranteed(id, pubend, tick, message) => {
+                GuaranteedDeliver::encode_header(id, pubend, tick, &message, scratch);
+                push_body(message.as_bytes(), scratch, chunks);
+                delivered += 1;
+                bytes += (GUARANTEED_DELIVER_HEADER_LEN + message.encoded_len()) as u64;
             }
             Item::Frame(frame) => scratch.extend_from_slice(&frame),
         }
@@ -262,6 +331,16 @@ fn encode_batch(batch: &mut VecDeque<Item>, scratch: &mut BytesMut, chunks: &mut
         chunks.push_back(scratch.split().freeze());
     }
     (delivered, bytes)
+}
+
+/// A message body after its header: copied when small, shared when large (see [`INLINE_BODY`]).
+fn push_body(body: &Bytes, scratch: &mut BytesMut, chunks: &mut VecDeque<Bytes>) {
+    if body.len() <= INLINE_BODY {
+        scratch.extend_from_slice(body);
+    } else {
+        chunks.push_back(scratch.split().freeze());
+        chunks.push_back(body.clone());
+    }
 }
 
 /// Drains `outbox` into a stream until the connection closes. Owns the write half.
@@ -362,6 +441,10 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
                     frame.extend_from_slice(message.as_bytes());
                     true
                 }
+                Item::Guaranteed(..) => {
+                    // Guaranteed subscriptions are refused over UDP; nothing queues these here.
+                    continue;
+                }
                 Item::Frame(bytes) => {
                     frame.extend_from_slice(&bytes);
                     false
@@ -377,4 +460,68 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
         outbox.drained.notify_waiters();
     }
     outbox.done.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+
+    fn outbox(max_messages: usize) -> Arc<Outbox> {
+        let limits = SlowConsumer { max_messages, ..SlowConsumer::default() };
+        Outbox::new(limits, Metrics::new(&mut prometheus_client::registry::Registry::default()))
+    }
+
+    fn message() -> Message {
+        Message::new("t", &[], Bytes::from_static(b"p"), 0).unwrap()
+    }
+
+    #[test]
+    fn guaranteed_deliveries_are_queued_past_the_limit_and_say_when_it_is_reached() {
+        let o = outbox(2);
+        assert_eq!(o.push_guaranteed(SubId(1), PubendId(1), Tick(1), &message()), GuaranteedPush::Queued);
+        assert_eq!(o.push_guaranteed(SubId(1), PubendId(1), Tick(2), &message()), GuaranteedPush::QueuedFull);
+        assert_eq!(o.push_guaranteed(SubId(1), PubendId(1), Tick(3), &message()), GuaranteedPush::QueuedFull);
+        let mut batch = VecDeque::new();
+        assert_eq!(o.take(&mut batch), None);
+        assert_eq!(batch.len(), 3, "nothing guaranteed was dropped");
+    }
+
+    #[test]
+    fn whoever_waits_for_room_is_told_when_the_writer_takes_the_queue() {
+        let o = outbox(1);
+        o.push_guaranteed(SubId(1), PubendId(1), Tick(1), &message());
+        let told = Arc::new(AtomicBool::new(false));
+        let flag = told.clone();
+        o.when_room(Box::new(move || flag.store(true, Ordering::SeqCst)));
+        assert!(!told.load(Ordering::SeqCst), "the queue is still full");
+        o.take(&mut VecDeque::new());
+        assert!(told.load(Ordering::SeqCst));
+        let again = Arc::new(AtomicBool::new(false));
+        let flag = again.clone();
+        o.when_room(Box::new(move || flag.store(true, Ordering::SeqCst)));
+        assert!(again.load(Ordering::SeqCst), "an empty queue has room at once");
+    }
+
+    #[test]
+    fn a_closing_queue_takes_no_guaranteed_delivery() {
+        let o = outbox(8);
+        o.close_with(&Frame::Ping(tidings_wire::Ping { nonce: 1 }));
+        assert_eq!(o.push_guaranteed(SubId(1), PubendId(1), Tick(1), &message()), GuaranteedPush::Closed);
+    }
+
+    #[test]
+    fn a_guaranteed_delivery_is_written_as_gdeliver() {
+        let o = outbox(8);
+        o.push_guaranteed(SubId(4), PubendId(5), Tick(6), &message());
+        let mut batch = VecDeque::new();
+        o.take(&mut batch);
+        let (mut scratch, mut chunks) = (BytesMut::new(), VecDeque::new());
+        assert_eq!(encode_batch(&mut batch, &mut scratch, &mut chunks).0, 1);
+        let mut wire: BytesMut = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let frame = Frame::decode(&mut wire, tidings_wire::DEFAULT_MAX_FRAME).unwrap().unwrap();
+        let expected = GuaranteedDeliver { id: SubId(4), pubend: PubendId(5), tick: Tick(6), message: message() };
+        assert_eq!(frame, Frame::GuaranteedDeliver(expected));
+    }
 }

@@ -63,7 +63,9 @@ pub struct Session {
     shared: Arc<Shared>,
     /// Reused across publishes.
     pub scratch: DispatchScratch,
-    last_valid_topic: String,
+    /// The topic of the previous valid publish, to skip validating it again; `None` until the
+    /// first, so that no topic (the empty one included) passes unchecked.
+    last_valid_topic: Option<String>,
     /// This session's publishing endpoint, chosen at its first publish while links are up.
     pubend: Option<PubendId>,
 }
@@ -88,7 +90,7 @@ impl Session {
             outbox,
             shared,
             scratch: DispatchScratch::default(),
-            last_valid_topic: String::new(),
+            last_valid_topic: None,
             pubend: None,
         }
     }
@@ -118,9 +120,20 @@ impl Session {
             }
             Frame::Pong(_) => Ok(Next::Continue),
             Frame::Disconnect(_) => Ok(Next::Close),
-            Frame::Welcome(_) | Frame::Deliver(_) | Frame::Error(_) => Err(Notice::new(
+            Frame::GuaranteedPublish(_) | Frame::DeliveryAck(_) => Err(Notice::new(
+                ReasonCode::UnsupportedDeliveryMode,
+                "guaranteed delivery is not served by this broker yet",
+            )),
+            Frame::Welcome(_)
+            | Frame::Deliver(_)
+            | Frame::Error(_)
+            | Frame::PublishAck(_)
+            | Frame::PublishRefused(_)
+            | Frame::GuaranteedDeliver(_)
+            | Frame::Gap(_)
+            | Frame::Subscribed(_) => Err(Notice::new(
                 ReasonCode::UnexpectedFrame,
-                "WELCOME, DELIVER and ERROR are sent by the broker, not to it",
+                "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
             )),
         };
         result.unwrap_or_else(|notice| {
@@ -133,10 +146,11 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         // Publishers tend to repeat a topic; validate each new one once.
-        if message.topic() != self.last_valid_topic {
+        if self.last_valid_topic.as_deref() != Some(message.topic()) {
             Topic::parse(message.topic()).map_err(|e| Notice::new(ReasonCode::InvalidTopic, e.to_string()))?;
-            self.last_valid_topic.clear();
-            self.last_valid_topic.push_str(message.topic());
+            let last = self.last_valid_topic.get_or_insert_with(String::new);
+            last.clear();
+            last.push_str(message.topic());
         }
         self.shared.dispatcher.publish(message, &mut self.scratch);
         let cluster = &self.shared.cluster;

@@ -24,7 +24,7 @@ fn bin() -> &'static Path {
 }
 
 fn topology(file: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/topologies").join(file)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies").join(file)
 }
 
 fn scratch_dir(test: &str) -> PathBuf {

@@ -262,6 +262,11 @@ fn invalid_topics_patterns_and_ids_are_refused() {
     publish(&mut c, "a.*", b"x");
     expect_refusal(&mut c, ReasonCode::InvalidTopic);
 
+    // The first publish of a session is checked too: an empty topic is no exception.
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut c, "", b"x");
+    expect_refusal(&mut c, ReasonCode::InvalidTopic);
+
     for bad in ["a.>.b", "", "a b", "a.**"] {
         let mut c = RawConnection::handshake(&b.tcp()).unwrap();
         c.send(&Frame::Subscribe(Subscribe {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tidings_wire::DEFAULT_MAX_FRAME;
+use tidings_wire::{PublisherId, DEFAULT_MAX_FRAME};
 
 use crate::backoff::Backoff;
 use crate::client::Client;
@@ -36,6 +36,9 @@ pub(crate) struct Config {
     pub(crate) read_buffer: usize,
     pub(crate) udp_ttl: Duration,
     pub(crate) udp_retry_interval: Duration,
+    pub(crate) publisher: PublisherId,
+    pub(crate) pubend: String,
+    pub(crate) guaranteed_window: usize,
 }
 
 /// Configures and opens a [`Client`].
@@ -80,6 +83,9 @@ impl ClientBuilder {
                 read_buffer: 128 * 1024,
                 udp_ttl: Duration::from_secs(30),
                 udp_retry_interval: Duration::from_millis(250),
+                publisher: PublisherId(rand::random()),
+                pubend: String::new(),
+                guaranteed_window: 256,
             },
         }
     }
@@ -170,6 +176,28 @@ impl ClientBuilder {
     /// [`request_timeout`](Self::request_timeout) runs out. Default 250 ms.
     pub fn udp_retry_interval(mut self, interval: Duration) -> ClientBuilder {
         self.config.udp_retry_interval = interval;
+        self
+    }
+
+    /// The id guaranteed publishes are sent under. Default: random per client. The broker
+    /// drops a `(publisher, seq)` it already logged, so only one client at a time may use an
+    /// id, and a restarted publisher that reuses one must continue its sequence numbers.
+    pub fn publisher_id(mut self, id: PublisherId) -> ClientBuilder {
+        self.config.publisher = id;
+        self
+    }
+
+    /// The pubend (publishing endpoint, one ordered stream hosted by the broker) guaranteed
+    /// publishes go to. Default: empty, the broker's default pubend.
+    pub fn pubend(mut self, name: impl Into<String>) -> ClientBuilder {
+        self.config.pubend = name.into();
+        self
+    }
+
+    /// Guaranteed publishes in flight (sent, not yet acknowledged) before the next one
+    /// waits. Default 256; at least 1.
+    pub fn guaranteed_window(mut self, publishes: usize) -> ClientBuilder {
+        self.config.guaranteed_window = publishes.max(1);
         self
     }
 

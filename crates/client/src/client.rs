@@ -10,6 +10,7 @@ use tokio::sync::broadcast;
 use crate::builder::{ClientBuilder, Config, Transport};
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
+use crate::publisher::Receipt;
 use crate::shared::{Link, Shared};
 use crate::subscription::{SubscribeOptions, Subscription};
 use crate::waiters::Outcome;
@@ -82,6 +83,14 @@ impl Handle {
         match &self.shared.link {
             Link::Tcp(tcp) => tcp.unsubscribe(&self.shared, id).await,
             Link::Udp(udp) => udp.unsubscribe(&self.shared, id).await,
+        }
+    }
+
+    /// Sends a small frame without waiting (an acknowledgement); dropped while disconnected.
+    pub(crate) fn send_control(&self, frame: &Frame) {
+        match &self.shared.link {
+            Link::Tcp(tcp) => tcp.push_control(frame),
+            Link::Udp(udp) => udp.try_send_frame(frame),
         }
     }
 
@@ -163,6 +172,47 @@ impl Client {
         }
     }
 
+    /// Publishes with guaranteed delivery and waits for the broker's acknowledgement: when
+    /// this returns `Ok`, the message is on disk at the broker and will reach every matching
+    /// guaranteed subscription exactly once, in this publisher's order. A lost connection
+    /// does not fail it: the publish is sent again after the reconnect, and the broker
+    /// recognises a retry by its `(publisher, seq)`.
+    pub async fn publish_guaranteed(
+        &self,
+        topic: &str,
+        properties: &[Property],
+        payload: Bytes,
+    ) -> Result<Receipt, ClientError> {
+        self.send_guaranteed(Message::new(topic, properties, payload, now_us())?).await?.await
+    }
+
+    /// Sends a guaranteed publish without waiting for its acknowledgement; the returned
+    /// [`PendingAck`] resolves to it. Waits only while
+    /// [`guaranteed_window`](crate::ClientBuilder::guaranteed_window) publishes are in flight,
+    /// so a loop of `send_guaranteed` keeps that many in flight. Over UDP it fails with
+    /// [`ClientError::Unsupported`]: a datagram transport cannot carry the window.
+    pub async fn send_guaranteed(&self, message: Message) -> Result<PendingAck, ClientError> {
+        let shared = self.shared();
+        let Link::Tcp(tcp) = &shared.link else {
+            return Err(ClientError::Unsupported { operation: "guaranteed publishing", transport: "UDP" });
+        };
+        let len = 1 + 8 + 8 + 2 + shared.config.pubend.len() + message.encoded_len();
+        let max = shared.send_limit();
+        if len > max {
+            return Err(WireError::FrameTooLarge { len, max }.into());
+        }
+        match shared.window_slots.acquire().await {
+            Ok(place) => place.forget(),
+            Err(_) => return Err(shared.closed_error().unwrap_or(ClientError::Closed)),
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if let Err(e) = tcp.publish_guaranteed(shared, message, tx) {
+            shared.window_slots.add_permits(1);
+            return Err(e);
+        }
+        Ok(PendingAck { rx, client: self.handle.clone() })
+    }
+
     /// Subscribes to every message whose topic matches `pattern`, best effort. Returns once
     /// the broker has the subscription active.
     pub async fn subscribe(&self, pattern: &str) -> Result<Subscription, ClientError> {
@@ -172,8 +222,17 @@ impl Client {
     /// Subscribes with a selector or another delivery mode. A pattern or selector the
     /// broker rejects fails with [`ClientError::Refused`], carrying its reason code and text
     /// (over TCP the broker then closes the connection, and the client reconnects).
+    ///
+    /// A guaranteed subscription ([`DeliveryMode::Guaranteed`](crate::DeliveryMode), TCP only)
+    /// returns once the broker confirmed it with SUBSCRIBED: from then on every matching
+    /// guaranteed publish reaches it exactly once, per publisher in order, with its
+    /// [`Delivery::position`]. What the application takes is acknowledged to the broker
+    /// automatically each time the subscription's buffer runs dry.
     pub async fn subscribe_with(&self, options: SubscribeOptions) -> Result<Subscription, ClientError> {
         let shared = self.shared();
+        if options.mode == tidings_wire::DeliveryMode::Guaranteed && matches!(shared.link, Link::Udp(_)) {
+            return Err(ClientError::Unsupported { operation: "guaranteed subscriptions", transport: "UDP" });
+        }
         let id = shared.next_sub_id();
         let frame = Subscribe {
             id,
@@ -181,11 +240,20 @@ impl Client {
             pattern: options.pattern.clone(),
             selector: options.selector.clone().filter(|s| !s.is_empty()),
         };
-        let (subscription, route) =
+        let (subscription, route, confirmed) =
             Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());
         match &shared.link {
             Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await?,
             Link::Udp(udp) => udp.subscribe(shared, frame, route).await?,
+        }
+        if let Some(confirmed) = confirmed {
+            // Accepted (the PONG came); in force once the broker's barrier returned.
+            let limit = shared.config.request_timeout;
+            match tokio::time::timeout(limit, confirmed).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(subscription.error().unwrap_or(ClientError::ConnectionLost)),
+                Err(_) => return Err(ClientError::Timeout { operation: "waiting for SUBSCRIBED", after: limit }),
+            }
         }
         Ok(subscription)
     }
@@ -238,6 +306,11 @@ impl Client {
         self.shared().closed_error()
     }
 
+    /// Guaranteed publishes sent and not yet answered by the broker.
+    pub fn guaranteed_in_flight(&self) -> usize {
+        self.shared().publishing.lock().len()
+    }
+
     /// Live subscriptions.
     pub fn subscription_count(&self) -> usize {
         self.shared().registry.lock().len()
@@ -247,6 +320,25 @@ impl Client {
     /// closed).
     pub fn events(&self) -> broadcast::Receiver<ConnectionEvent> {
         self.shared().subscribe_events()
+    }
+}
+
+/// The acknowledgement of one guaranteed publish, to come: a future of its [`Receipt`], or
+/// of why the broker refused it ([`ClientError::Refused`]) or the client closed first.
+/// Keeps the client open while held.
+#[derive(Debug)]
+pub struct PendingAck {
+    rx: tokio::sync::oneshot::Receiver<Result<Receipt, ClientError>>,
+    client: Arc<Handle>,
+}
+
+impl std::future::Future for PendingAck {
+    type Output = Result<Receipt, ClientError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.rx).poll(cx).map(|outcome| {
+            outcome.unwrap_or_else(|_| Err(self.client.shared.closed_error().unwrap_or(ClientError::Closed)))
+        })
     }
 }
 
@@ -267,6 +359,7 @@ mod tests {
     #[allow(dead_code)]
     fn futures_are_send(client: &Client, subscription: Subscription) {
         is_send(&client.publish("a", "b"));
+        is_send(&client.publish_guaranteed("a", &[], Bytes::new()));
         is_send(&client.publish_message(Message::new("a", &[], Bytes::new(), 0).unwrap()));
         is_send(&client.subscribe("a"));
         is_send(&client.ping());

@@ -61,6 +61,15 @@ pub enum ClientError {
     /// every handle).
     #[error("the client is closed")]
     Closed,
+    /// The operation needs something this client's transport does not offer (guaranteed
+    /// publishing over UDP).
+    #[error("{operation} is not available over {transport}")]
+    Unsupported {
+        /// What was asked.
+        operation: &'static str,
+        /// The transport that cannot do it.
+        transport: &'static str,
+    },
     /// An operation did not complete in time.
     #[error("{operation} timed out after {after:?}")]
     Timeout {

@@ -8,19 +8,19 @@
 
 use tidings_wire::SubId;
 
-use crate::delivery::Delivery;
+use crate::delivery::Event;
 
 /// Batches in first-seen order. A client has few subscriptions per connection, so a linear
 /// search (after checking the batch used last) beats hashing.
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
-    batches: Vec<(SubId, Vec<Delivery>)>,
+    batches: Vec<(SubId, Vec<Event>)>,
     last: usize,
 }
 
 impl Inbox {
-    pub(crate) fn push(&mut self, delivery: Delivery) {
-        let id = delivery.subscription;
+    pub(crate) fn push(&mut self, delivery: Event) {
+        let id = delivery.subscription();
         if self.batches.get(self.last).is_some_and(|(last, _)| *last == id) {
             self.batches[self.last].1.push(delivery);
             return;
@@ -42,7 +42,7 @@ impl Inbox {
     }
 
     /// Takes every batch, leaving the inbox empty.
-    pub(crate) fn take(&mut self) -> std::vec::Drain<'_, (SubId, Vec<Delivery>)> {
+    pub(crate) fn take(&mut self) -> std::vec::Drain<'_, (SubId, Vec<Event>)> {
         self.last = 0;
         self.batches.drain(..)
     }
@@ -54,9 +54,17 @@ mod tests {
     use tidings_wire::Message;
 
     use super::*;
+    use crate::delivery::Delivery;
 
-    fn delivery(id: u32, n: u8) -> Delivery {
-        Delivery::new(SubId(id), 0, Message::new("t", &[], Bytes::from(vec![n]), 0).unwrap(), 0)
+    fn delivery(id: u32, n: u8) -> Event {
+        Event::Message(Delivery::new(SubId(id), 0, Message::new("t", &[], Bytes::from(vec![n]), 0).unwrap(), 0))
+    }
+
+    fn first_byte(event: &Event) -> u8 {
+        match event {
+            Event::Message(d) => d.payload[0],
+            Event::Gap(_) => u8::MAX,
+        }
     }
 
     #[test]
@@ -66,7 +74,7 @@ mod tests {
             inbox.push(delivery(id, n));
         }
         let batches: Vec<(u32, Vec<u8>)> =
-            inbox.take().map(|(id, b)| (id.0, b.iter().map(|d| d.payload[0]).collect())).collect();
+            inbox.take().map(|(id, b)| (id.0, b.iter().map(first_byte).collect())).collect();
         assert_eq!(batches, [(1, vec![0, 2, 3]), (2, vec![1, 5]), (3, vec![4])]);
         assert!(inbox.is_empty());
         inbox.push(delivery(9, 9));

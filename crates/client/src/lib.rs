@@ -26,6 +26,12 @@
 //!   buffer. [`Client::flush`] is the barrier that says it reached the broker and was handled.
 //!   When more than [`ClientBuilder::max_pending_bytes`] are waiting to be written, `publish`
 //!   waits for the writer (backpressure).
+//! - **Guaranteed publishing** ([`Client::publish_guaranteed`], [`Client::send_guaranteed`])
+//!   waits for the broker's PUBLISH_ACK, sent only once the message is on disk: the [`Receipt`]
+//!   names its pubend and tick. Up to [`ClientBuilder::guaranteed_window`] publishes are in
+//!   flight; each carries this client's [`PublisherId`] and a sequence number, so after a
+//!   reconnect the ones not yet acknowledged are sent again and the broker, which recognises
+//!   them, logs none twice. TCP only.
 //! - **Subscribing** sends SUBSCRIBE then PING; the subscription is active when the PONG comes
 //!   back. A refusal (bad pattern or selector) is returned as [`ClientError::Refused`] with
 //!   the broker's reason code and text. Deliveries wait in a per-subscription buffer
@@ -75,8 +81,10 @@ mod delivery;
 mod error;
 mod event;
 mod inbox;
+mod publisher;
 mod registry;
 mod shared;
+mod standing;
 mod subscription;
 mod tcp;
 mod udp;
@@ -84,19 +92,21 @@ mod waiters;
 
 pub use backoff::Backoff;
 pub use builder::{ClientBuilder, Transport};
-pub use client::Client;
-pub use delivery::Delivery;
+pub use client::{Client, PendingAck};
+pub use delivery::{Delivery, Event, GapNotice, Position};
 pub use error::ClientError;
 pub use event::ConnectionEvent;
+pub use publisher::Receipt;
 pub use subscription::{SubscribeOptions, Subscription};
-pub use tidings_wire::{DeliveryMode, Message, Property, ReasonCode, SubId, Value};
+pub use tidings_wire::{DeliveryMode, Message, Property, PubendId, PublisherId, ReasonCode, SubId, Tick, Value};
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The clock behind [`Delivery::sent_us`] and [`Delivery::received_us`]: wall-clock
 /// microseconds since the Unix epoch (0 if the system clock is set before 1970).
 ///
-/// Publishers stamp messages with it, subscribers stamp arrivals with it, so on one host (or
+/// Publishers stamp messages with it, subscriptions stamp deliveries with it as they yield
+/// them (and the reader when it reads the socket, [`Delivery::read_us`]), so on one host (or
 /// hosts with synchronised clocks) `received_us - sent_us` is the end-to-end latency.
 ///
 /// ```

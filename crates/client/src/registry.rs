@@ -69,6 +69,11 @@ impl<S> Registry<S> {
         self.entries.get(&id).map(|e| &e.sink)
     }
 
+    /// Where deliveries for `id` go, to update it.
+    pub(crate) fn sink_mut(&mut self, id: SubId) -> Option<&mut S> {
+        self.entries.get_mut(&id).map(|e| &mut e.sink)
+    }
+
     pub(crate) fn remove(&mut self, id: SubId) -> Option<S> {
         self.entries.remove(&id).map(|e| e.sink)
     }

@@ -5,22 +5,26 @@ use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
-use tidings_wire::{Deliver, Frame, Ping, Pong, SubId, Welcome};
-use tokio::sync::{broadcast, mpsc, watch, Semaphore, TryAcquireError};
+use tidings_wire::{
+    Deliver, Frame, Gap, GuaranteedDeliver, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribed, Welcome,
+};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore, TryAcquireError};
 use tracing::{debug, warn};
 
 use crate::builder::Config;
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, Event, GapNotice, Position};
 use crate::error::ClientError;
 use crate::event::ConnectionEvent;
 use crate::inbox::Inbox;
+use crate::publisher::{Receipt, Window};
 use crate::registry::Registry;
+use crate::standing::Standing;
 use crate::tcp::TcpLink;
 use crate::udp::UdpLink;
 use crate::waiters::Waiters;
 
 /// What the reader hands a subscription: a batch of deliveries and the credit it took.
-pub(crate) type Batch = (Vec<Delivery>, u32);
+pub(crate) type Batch = (Vec<Event>, u32);
 
 /// Where a subscription's deliveries go, and where the reason it ended is left.
 ///
@@ -33,6 +37,15 @@ pub(crate) struct Route {
     pub(crate) tx: mpsc::UnboundedSender<Batch>,
     pub(crate) credit: Arc<Semaphore>,
     pub(crate) end: Arc<OnceLock<ClientError>>,
+    /// For a guaranteed subscription: where it stands, and who waits for its first SUBSCRIBED.
+    pub(crate) guaranteed: Option<GuaranteedRoute>,
+}
+
+/// The reader's side of a guaranteed subscription.
+#[derive(Debug, Default)]
+pub(crate) struct GuaranteedRoute {
+    pub(crate) standing: Standing,
+    pub(crate) confirm: Option<oneshot::Sender<()>>,
 }
 
 impl Route {
@@ -44,6 +57,9 @@ impl Route {
     }
 }
 
+/// Where the outcome of one guaranteed publish goes.
+pub(crate) type AckSink = oneshot::Sender<Result<Receipt, ClientError>>;
+
 /// The transport-specific half.
 #[derive(Debug)]
 pub(crate) enum Link {
@@ -53,13 +69,18 @@ pub(crate) enum Link {
 
 /// Shared by every handle and task of one client.
 ///
-/// Lock order, where two are held: the TCP outbox, then `registry`, then `waiters`.
+/// Lock order, where two are held: the TCP outbox, then `registry`, then `waiters`; the TCP
+/// outbox, then `publishing`.
 #[derive(Debug)]
 pub(crate) struct Shared {
     pub(crate) config: Config,
     pub(crate) link: Link,
     pub(crate) registry: Mutex<Registry<Route>>,
     pub(crate) waiters: Mutex<Waiters>,
+    /// Guaranteed publishes awaiting their PUBLISH_ACK.
+    pub(crate) publishing: Mutex<Window<AckSink>>,
+    /// One permit per free place in the guaranteed window; an outcome gives its place back.
+    pub(crate) window_slots: Arc<Semaphore>,
     /// Orders SUBSCRIBEs and PINGs (whose nonce it is); see `registry.rs`.
     sequence: AtomicU64,
     sub_ids: AtomicU32,
@@ -75,7 +96,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn new(config: Config, link: Link) -> Shared {
         let send_limit = AtomicUsize::new(config.max_frame);
+        let window_slots = Arc::new(Semaphore::new(config.guaranteed_window.min(Semaphore::MAX_PERMITS)));
         Shared {
+            publishing: Mutex::new(Window::new(config.publisher)),
+            window_slots,
             config,
             link,
             registry: Mutex::new(Registry::default()),
@@ -146,6 +170,10 @@ impl Shared {
             route.end_with(error.as_ref());
         }
         self.waiters.lock().fail_all(&cause);
+        for sink in self.publishing.lock().drain() {
+            let _ = sink.send(Err(cause.clone()));
+        }
+        self.window_slots.close();
         self.emit(ConnectionEvent::Closed { error });
         self.stop.send_replace(true);
     }
@@ -153,11 +181,20 @@ impl Shared {
     /// Handles one frame from the broker; deliveries are collected in `inbox` for
     /// [`hand_over`](Self::hand_over). Returns the error that ends the connection when the
     /// frame is ERROR or DISCONNECT.
-    pub(crate) fn handle_inbound(&self, frame: Frame, received_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
+    pub(crate) fn handle_inbound(&self, frame: Frame, read_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
         match frame {
             Frame::Deliver(Deliver { id, missed, message }) => {
-                inbox.push(Delivery::new(id, missed, message, received_us));
+                inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
+            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
+                self.reached(id, pubend, tick);
+                inbox.push(Event::Message(Delivery::guaranteed(id, Position { pubend, tick }, message, read_us)));
+            }
+            Frame::Gap(Gap { id, pubend, from, to }) => {
+                self.reached(id, pubend, to);
+                inbox.push(Event::Gap(GapNotice { subscription: id, pubend, from, to }));
+            }
+            Frame::Subscribed(subscribed) => self.subscribed(subscribed, inbox),
             Frame::Pong(Pong { nonce }) => {
                 self.registry.lock().confirm_before(nonce);
                 self.waiters.lock().resolve(nonce);
@@ -174,9 +211,55 @@ impl Shared {
             }
             Frame::Ping(Ping { nonce }) => self.send_control(Frame::Pong(Pong { nonce })),
             Frame::Welcome(welcome) => self.welcomed(&welcome),
+            Frame::PublishAck(ack) => self.publish_outcome(ack.publisher, ack.seq, Ok(ack)),
+            Frame::PublishRefused(refused) => {
+                let PublishRefused { publisher, seq, reason } = refused;
+                self.publish_outcome(publisher, seq, Err(ClientError::refused(&reason)));
+            }
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
         }
         None
+    }
+
+    /// A guaranteed subscription has everything of `pubend` through `tick`.
+    fn reached(&self, id: SubId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) {
+        if let Some(g) = self.registry.lock().sink_mut(id).and_then(|r| r.guaranteed.as_mut()) {
+            g.standing.reached(pubend, tick);
+        }
+    }
+
+    /// SUBSCRIBED: the first one confirms the subscription to its caller; one after a
+    /// reconnect may open gaps, which go to the subscription in stream order.
+    fn subscribed(&self, subscribed: Subscribed, inbox: &mut Inbox) {
+        let mut registry = self.registry.lock();
+        let Some(g) = registry.sink_mut(subscribed.id).and_then(|r| r.guaranteed.as_mut()) else {
+            debug!(subscription = subscribed.id.0, "SUBSCRIBED for no guaranteed subscription");
+            return;
+        };
+        for gap in g.standing.confirmed(subscribed.id, &subscribed.starts) {
+            warn!(subscription = gap.subscription.0, pubend = %gap.pubend, from = gap.from.0, to = gap.to.0,
+                "the subscription was set up again after a lost connection; these ticks were possibly missed");
+            inbox.push(Event::Gap(gap));
+        }
+        if let Some(confirm) = g.confirm.take() {
+            let _ = confirm.send(());
+        }
+    }
+
+    /// A guaranteed publish has its answer: its caller learns it and its window place is free.
+    fn publish_outcome(
+        &self,
+        publisher: tidings_wire::PublisherId,
+        seq: u64,
+        outcome: Result<PublishAck, ClientError>,
+    ) {
+        let Some(sink) = self.publishing.lock().close(publisher, seq) else {
+            debug!(seq, "an answer for a guaranteed publish no longer in flight");
+            return;
+        };
+        self.window_slots.add_permits(1);
+        let receipt = outcome.map(|a| Receipt { publisher: a.publisher, seq: a.seq, pubend: a.pubend, tick: a.tick });
+        let _ = sink.send(receipt);
     }
 
     /// Hands each subscription its batch. Waits while a subscription has no credit: the

@@ -4,14 +4,16 @@ use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::task::{ready, Context, Poll};
 
+use std::collections::BTreeMap;
+
 use futures::Stream;
-use tidings_wire::{DeliveryMode, SubId};
-use tokio::sync::{mpsc, Semaphore};
+use tidings_wire::{DeliveryAck, DeliveryMode, Frame, PubendId, SubId, Tick};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::client::Handle;
-use crate::delivery::Delivery;
+use crate::delivery::{Delivery, Event, GapNotice};
 use crate::error::ClientError;
-use crate::shared::{Batch, Route};
+use crate::shared::{Batch, GuaranteedRoute, Route};
 
 /// What to subscribe to.
 ///
@@ -89,25 +91,38 @@ pub struct Subscription {
     /// Given back to the reader as batches are taken out; see [`Route`](crate::shared::Route).
     credit: Arc<Semaphore>,
     /// The batch being yielded.
-    current: std::vec::IntoIter<Delivery>,
+    current: std::vec::IntoIter<Event>,
     end: Arc<OnceLock<ClientError>>,
     /// `None` once unsubscribed, so that drop does not unsubscribe twice.
     client: Option<Arc<Handle>>,
     missed: u64,
+    /// Gap notices passed over by [`recv`](Self::recv) and the stream, kept for
+    /// [`gaps`](Self::gaps).
+    gaps: Vec<GapNotice>,
+    /// Per pubend, the last tick yielded and not yet acknowledged to the broker.
+    unacked: BTreeMap<PubendId, Tick>,
 }
 
 impl Subscription {
-    /// A subscription and the route the reader feeds it through.
+    /// A subscription, the route the reader feeds it through and, for a guaranteed one, the
+    /// receiver of its first SUBSCRIBED.
     pub(crate) fn new(
         id: SubId,
         options: SubscribeOptions,
         capacity: usize,
         client: Arc<Handle>,
-    ) -> (Subscription, Route) {
+    ) -> (Subscription, Route, Option<oneshot::Receiver<()>>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let credit = Arc::new(Semaphore::new(capacity.min(Semaphore::MAX_PERMITS)));
         let end = Arc::new(OnceLock::new());
-        let route = Route { tx, credit: credit.clone(), end: end.clone() };
+        let (guaranteed, confirmed) = match options.mode {
+            DeliveryMode::Guaranteed => {
+                let (confirm, confirmed) = oneshot::channel();
+                (Some(GuaranteedRoute { confirm: Some(confirm), ..GuaranteedRoute::default() }), Some(confirmed))
+            }
+            DeliveryMode::BestEffort => (None, None),
+        };
+        let route = Route { tx, credit: credit.clone(), end: end.clone(), guaranteed };
         let subscription = Subscription {
             id,
             options,
@@ -117,8 +132,10 @@ impl Subscription {
             end,
             client: Some(client),
             missed: 0,
+            gaps: Vec::new(),
+            unacked: BTreeMap::new(),
         };
-        (subscription, route)
+        (subscription, route, confirmed)
     }
 
     /// The id the client chose; deliveries carry it as [`Delivery::subscription`].
@@ -131,20 +148,38 @@ impl Subscription {
         &self.options
     }
 
-    /// The next delivery; `None` once the stream has ended.
+    /// The next delivery; `None` once the stream has ended. A gap notice met on the way is
+    /// kept for [`gaps`](Self::gaps); use [`next_event`](Self::next_event) to get gaps in
+    /// stream order.
     pub async fn recv(&mut self) -> Option<Delivery> {
         std::future::poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next message or gap notice, in stream order; `None` once the stream has ended.
+    /// Only guaranteed subscriptions have gaps.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        std::future::poll_fn(|cx| self.poll_event(cx)).await
     }
 
     /// A delivery if one is buffered, without waiting.
     pub fn try_recv(&mut self) -> Option<Delivery> {
         loop {
-            if let Some(delivery) = self.current.next() {
-                return self.count(delivery);
+            if let Some(event) = self.current.next() {
+                match self.note(event) {
+                    Event::Message(delivery) => return Some(delivery),
+                    Event::Gap(gap) => self.gaps.push(gap),
+                }
+                continue;
             }
             let batch = self.rx.try_recv().ok()?;
             self.start(batch);
         }
+    }
+
+    /// Gap notices that [`recv`](Self::recv), [`try_recv`](Self::try_recv) or the stream
+    /// passed over: ticks this guaranteed subscription possibly missed.
+    pub fn gaps(&self) -> &[GapNotice] {
+        &self.gaps
     }
 
     /// Total of [`Delivery::missed`] over the deliveries yielded so far: messages the broker
@@ -170,8 +205,18 @@ impl Subscription {
 
     fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Delivery>> {
         loop {
-            if let Some(delivery) = self.current.next() {
-                return Poll::Ready(self.count(delivery));
+            match ready!(self.poll_event(cx)) {
+                Some(Event::Message(delivery)) => return Poll::Ready(Some(delivery)),
+                Some(Event::Gap(gap)) => self.gaps.push(gap),
+                None => return Poll::Ready(None),
+            }
+        }
+    }
+
+    fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        loop {
+            if let Some(event) = self.current.next() {
+                return Poll::Ready(Some(self.note(event)));
             }
             match ready!(self.rx.poll_recv(cx)) {
                 Some(batch) => self.start(batch),
@@ -180,15 +225,40 @@ impl Subscription {
         }
     }
 
+    /// Sends one cumulative DELIVERY_ACK per pubend for what the application has taken.
+    fn send_acks(&mut self) {
+        let Some(client) = &self.client else { return };
+        for (pubend, tick) in std::mem::take(&mut self.unacked) {
+            client.send_control(&Frame::DeliveryAck(DeliveryAck { id: self.id, pubend, tick }));
+        }
+    }
+
+    /// Counts what the broker dropped, stamps the moment the application receives a delivery
+    /// ([`Delivery::received_us`]), and remembers its place for the next acknowledgement, which
+    /// goes out as the last event of a batch is handed over: one ack per pubend per batch.
+    fn note(&mut self, mut event: Event) -> Event {
+        match &mut event {
+            Event::Message(delivery) => {
+                delivery.received_us = crate::now_us();
+                self.missed += u64::from(delivery.missed);
+                if let Some(p) = delivery.position {
+                    self.unacked.insert(p.pubend, p.tick);
+                }
+            }
+            Event::Gap(gap) => {
+                self.unacked.insert(gap.pubend, gap.to);
+            }
+        }
+        if self.current.as_slice().is_empty() {
+            self.send_acks();
+        }
+        event
+    }
+
     /// Takes a batch out of the channel and gives its credit back to the reader.
     fn start(&mut self, (batch, permits): Batch) {
         self.credit.add_permits(permits as usize);
         self.current = batch.into_iter();
-    }
-
-    fn count(&mut self, delivery: Delivery) -> Option<Delivery> {
-        self.missed += u64::from(delivery.missed);
-        Some(delivery)
     }
 }
 

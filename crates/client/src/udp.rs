@@ -227,12 +227,12 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
                 () = sleep(Duration::from_millis(50)) => continue,
             }
         }
-        let received_us = now_us();
+        let read_us = now_us();
         let mut datagram = buf.split().freeze();
         while !datagram.is_empty() {
             match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
                 Ok(frame) => {
-                    if let Some(error) = shared.handle_inbound(frame, received_us, &mut inbox) {
+                    if let Some(error) = shared.handle_inbound(frame, read_us, &mut inbox) {
                         debug!(%error, "broker notice over udp");
                     }
                 }

@@ -58,11 +58,11 @@ pub use error::{CloseReason, RouteError};
 pub use filter::{Filter, FilterIndex, LinearIndex};
 pub use link_state::{AdvertisedLink, LinkStateAdvert};
 pub use liveness::{LivenessSettings, ReconnectBackoff};
-pub use message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, PeerMessage};
-pub use names::{BrokerName, CellName, Incarnation, Millis, PubendId, TreeId, ViewId};
+pub use message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, PeerMessage, Verdict};
+pub use names::{BarrierId, BrokerName, CellName, Incarnation, Millis, PubendId, Tick, TreeId, ViewId};
 pub use router::{
-    Action, ChildSnapshot, Input, LinkSnapshot, Router, RouterMetrics, RouterSettings, RouterSnapshot, ScopeSnapshot,
-    TreeSnapshot,
+    Action, ChildSnapshot, GdAction, Input, LinkSnapshot, PubendChild, PubendRef, PubendRoute, Router, RouterMetrics,
+    RouterSettings, RouterSnapshot, ScopeSnapshot, TreeSnapshot, Via,
 };
 pub use summary::{Scope, SummaryDelta};
 pub use topology::Topology;

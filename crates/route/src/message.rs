@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::link_state::LinkStateAdvert;
-use crate::names::{BrokerName, CellName, PubendId, TreeId};
+use crate::names::{BarrierId, BrokerName, CellName, PubendId, Tick, TreeId};
 use crate::summary::SummaryDelta;
 
 /// A control message from one broker's router to a neighbour's router.
@@ -24,6 +24,26 @@ pub enum PeerMessage<F> {
     /// the summary it holds cannot rule out, so a new or moved route loses nothing while its
     /// summaries travel.
     Synced(Vec<(CellName, TreeId)>),
+    /// A subscription barrier climbing the tree of `root` (see the router's barrier module):
+    /// sent behind the summary deltas it vouches for, answered with [`PeerMessage::BarrierAck`]
+    /// once every broker above the receiver (toward `root`'s cell) holds them too.
+    Barrier {
+        /// The sender's round: its name and round number.
+        id: BarrierId,
+        /// The publishing cell whose tree the barrier climbs.
+        root: CellName,
+        /// Whether the receiver also asks its own cell mates (false when the sender is a
+        /// mate, so barriers never circle inside a cell).
+        relay_to_mates: bool,
+    },
+    /// The answer to a [`PeerMessage::Barrier`]: everything above the receiver holds the deltas.
+    BarrierAck {
+        /// The barrier answered.
+        id: BarrierId,
+        /// Per pubend hosted in `root`'s cell (as far as answered), its next tick when the
+        /// barrier reached its broker.
+        ticks: Vec<(PubendId, Tick)>,
+    },
 }
 
 /// The routing header of a data message between brokers. The shell puts it in the frame next to
@@ -91,6 +111,22 @@ pub struct DataSend {
     pub to: BrokerName,
     /// The header the copy carries.
     pub header: DataHeader,
+    /// Why the copy goes (or, in [`Forwarding::filtered`], why it does not).
+    pub verdict: Verdict,
+}
+
+/// The forwarding verdict for one child (a child cell, or a cell mate's local subscribers), in
+/// the terms of guaranteed delivery (gd-protocol §5): D becomes F on a filter edge.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum Verdict {
+    /// The child's vouched summary matches: send the message (D).
+    Deliver,
+    /// The child's summary is vouched and does not match: filtered (F). Guaranteed delivery
+    /// sends silence for the tick instead; best effort sends nothing.
+    Filtered,
+    /// The child's summary is not yet vouched for the current tree (`Synced` pending), so it
+    /// cannot rule the message out: send it, as for D.
+    Unsure,
 }
 
 /// Why a data message went no further than this broker.
@@ -115,6 +151,10 @@ pub struct Forwarding {
     pub sends: Vec<DataSend>,
     /// Set when the message was refused rather than routed (for metrics and logs).
     pub dropped: Option<DropReason>,
+    /// Children the message is filtered from (verdict [`Verdict::Filtered`]), with the hop a copy
+    /// would have taken: where guaranteed delivery sends silence. Filled only by
+    /// [`crate::Router::route_with_verdicts`]; best effort never pays for it.
+    pub filtered: Vec<DataSend>,
 }
 
 impl Forwarding {
@@ -123,5 +163,6 @@ impl Forwarding {
         self.deliver_locally = false;
         self.sends.clear();
         self.dropped = None;
+        self.filtered.clear();
     }
 }

@@ -77,6 +77,35 @@ name_type!(
 #[serde(transparent)]
 pub struct PubendId(pub u64);
 
+impl PubendId {
+    /// The stable id of the pubend `name` hosted by `broker`: a pinned hash of both names, so a
+    /// broker that restarts with the same pubend names gets the same ids (guaranteed-delivery
+    /// streams, acks and logs are keyed by it and must survive the restart). Distinct
+    /// (broker, name) pairs collide only by 64-bit hash accident.
+    pub fn derive(broker: &BrokerName, name: &str) -> PubendId {
+        let broker_hash = crate::rendezvous::fnv1a(broker.as_str().as_bytes());
+        let name_hash = crate::rendezvous::fnv1a(name.as_bytes());
+        PubendId(crate::rendezvous::mix(broker_hash ^ crate::rendezvous::mix(name_hash ^ name.len() as u64)))
+    }
+}
+
+/// A pubend's tick: a point on its stream, as the guaranteed-delivery core numbers it. Route
+/// only carries ticks (in barrier answers); it never interprets them.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Tick(pub u64);
+
+/// The identity of one subscription barrier: the broker that started it and its number there
+/// (numbers grow within one incarnation; the origin's incarnation is not needed because a
+/// restarted broker has no pending barriers to confuse).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
+pub struct BarrierId {
+    /// The broker that sent the barrier.
+    pub origin: BrokerName,
+    /// Its number at that broker.
+    pub number: u64,
+}
+
 /// A broker's restart counter, announced in the link handshake and in its link-state adverts.
 /// It must grow on every restart so that the new process's adverts supersede the old ones.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize, Deserialize)]
@@ -121,6 +150,16 @@ mod tests {
         assert_eq!(json, "\"b1\"");
         let back: CellName = serde_json::from_str("\"IB1\"").unwrap();
         assert_eq!(back.as_str(), "IB1");
+    }
+
+    #[test]
+    fn a_pubend_id_depends_only_on_its_broker_and_name() {
+        let a = PubendId::derive(&BrokerName::new("b1"), "orders");
+        assert_eq!(a, PubendId::derive(&BrokerName::new("b1"), "orders"), "same names, same id (a restart)");
+        assert_ne!(a, PubendId::derive(&BrokerName::new("b2"), "orders"));
+        assert_ne!(a, PubendId::derive(&BrokerName::new("b1"), "order"));
+        // Pinned: the id is part of persisted state and of the wire, so it must not drift.
+        assert_eq!(a, PubendId(2_861_153_369_876_119_371), "pinned value");
     }
 
     #[test]

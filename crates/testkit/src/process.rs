@@ -27,6 +27,34 @@ pub struct Ready {
     pub cluster: Option<SocketAddr>,
 }
 
+/// The signals tests and fault experiments send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Signal {
+    /// SIGTERM: orderly shutdown.
+    Term,
+    /// SIGKILL: a crash.
+    Kill,
+    /// SIGSTOP: a stall (the process keeps its sockets but does nothing).
+    Stop,
+    /// SIGCONT: the end of a stall.
+    Cont,
+}
+
+/// Sends `signal` to process `pid` through `rustix` (the workspace forbids the unsafe FFI call,
+/// and shelling out to `kill(1)` hid its errors).
+pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
+    use rustix::process::{kill_process, Pid, Signal as Raw};
+    let raw = i32::try_from(pid).ok().and_then(Pid::from_raw);
+    let pid = raw.ok_or_else(|| std::io::Error::other(format!("{pid} is not a process id")))?;
+    let signal = match signal {
+        Signal::Term => Raw::TERM,
+        Signal::Kill => Raw::KILL,
+        Signal::Stop => Raw::STOP,
+        Signal::Cont => Raw::CONT,
+    };
+    kill_process(pid, signal).map_err(std::io::Error::from)
+}
+
 /// A running broker; killed on drop, and its scratch directory (data directory, key file)
 /// removed.
 pub struct BrokerProcess {
@@ -127,22 +155,13 @@ impl BrokerProcess {
     }
 
     /// Sends a signal to the broker.
-    pub fn signal(&self, signal: i32) -> std::io::Result<()> {
-        let pid = i32::try_from(self.child.id()).map_err(std::io::Error::other)?;
-        // `libc::kill` is an FFI call and the workspace forbids unsafe code, so signals go
-        // through kill(1); tests send a handful, so the extra process is no cost.
-        let status =
-            Command::new("kill").arg(format!("-{signal}")).arg(pid.to_string()).stderr(Stdio::null()).status()?;
-        if status.success() {
-            Ok(())
-        } else {
-            Err(std::io::Error::other(format!("kill -{signal} {pid} failed")))
-        }
+    pub fn signal(&self, signal: Signal) -> std::io::Result<()> {
+        send_signal(self.child.id(), signal)
     }
 
     /// SIGTERM, then waits up to `timeout` for the exit.
     pub fn terminate(&mut self, timeout: Duration) -> std::io::Result<Option<ExitStatus>> {
-        self.signal(libc::SIGTERM)?;
+        self.signal(Signal::Term)?;
         self.wait_timeout(timeout)
     }
 
@@ -162,12 +181,12 @@ impl BrokerProcess {
 
     /// Freezes the broker (SIGSTOP), as a stall fault.
     pub fn pause(&self) -> std::io::Result<()> {
-        self.signal(libc::SIGSTOP)
+        self.signal(Signal::Stop)
     }
 
     /// Thaws it (SIGCONT).
     pub fn resume(&self) -> std::io::Result<()> {
-        self.signal(libc::SIGCONT)
+        self.signal(Signal::Cont)
     }
 
     /// Kills it at once (SIGKILL), as a crash fault.

@@ -13,6 +13,7 @@ mod cursor;
 pub mod error;
 pub mod frame;
 mod framing;
+pub mod ids;
 pub mod peer;
 pub mod reason;
 pub mod value;
@@ -20,9 +21,12 @@ pub mod view;
 
 pub use error::WireError;
 pub use frame::{
-    check_decoder, peek_header, Deliver, DeliveryMode, Frame, FrameType, Hello, Message, Notice, Ping, Pong, SubId,
-    Subscribe, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN, HEADER_LEN, PROTOCOL_VERSION,
+    check_decoder, peek_header, Deliver, DeliveryAck, DeliveryMode, Frame, FrameType, Gap, GuaranteedDeliver,
+    GuaranteedPublish, Hello, Message, Notice, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribe, Subscribed,
+    Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN, GUARANTEED_DELIVER_HEADER_LEN, HEADER_LEN,
+    PROTOCOL_VERSION,
 };
+pub use ids::{PubendId, PublisherId, Tick};
 pub use reason::ReasonCode;
 pub use value::{lookup, Property, Value};
 pub use view::{PropertiesRef, PropertyLookup, ValueRef};

@@ -1,14 +1,22 @@
 //! The foundation measurements, `tidings bench tput|latency|index`: one number each, with the
-//! peer harness's methodology, printed (and written as JSON to `$TIDINGS_BENCH_JSON`).
+//! peer harness's methodology, printed with the median and min-max of the repetitions (and
+//! written as typed JSON rows to `$TIDINGS_BENCH_JSON`). With `--nats`, NATS is measured point
+//! by point beside tidings: each repetition runs tidings on a fresh broker, then NATS on a fresh
+//! `nats-server` through the peer harness, with the same parameters and drain wait.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use serde::Serialize;
 use tidings_client::Transport;
 
+use super::peers::{self, NatsPoint};
 use crate::latency::{self, LatencySpec};
-use crate::stats::{median, spread};
+use crate::paths::dir_from;
+use crate::peer::NatsTools;
+use crate::stats::{load_average, Spread};
 use crate::target::Target;
 use crate::throughput::{self, Background, ThroughputSpec};
 
@@ -28,12 +36,24 @@ pub struct Common {
     /// Use this broker instead of starting one.
     #[arg(long, value_name = "HOST:PORT")]
     server: Option<String>,
-    /// Repetitions; the median is reported.
+    /// Repetitions; the median is reported with the min-max range.
     #[arg(long, default_value_t = 3)]
     reps: usize,
     /// Seconds of publishing per repetition.
     #[arg(long, default_value_t = 5.0)]
     duration: f64,
+    /// Also measure NATS, interleaved repetition by repetition (tput and latency only).
+    #[arg(long)]
+    nats: bool,
+    /// nats-server (default: on PATH).
+    #[arg(long, value_name = "PATH")]
+    nats_server: Option<PathBuf>,
+    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else built from PEERS/harness).
+    #[arg(long, value_name = "PATH")]
+    peerbench: Option<PathBuf>,
+    /// The peer harness directory (default: $TIDINGS_PEERS, else the repository's bench/peers/).
+    #[arg(long, value_name = "DIR")]
+    peers: Option<PathBuf>,
 }
 
 /// `tidings bench tput`.
@@ -41,7 +61,7 @@ pub struct Common {
 pub struct TputArgs {
     #[command(flatten)]
     common: Common,
-    /// Payload bytes.
+    /// Payload bytes (at least 16: the message's number and schedule).
     #[arg(long, default_value_t = 256)]
     size: usize,
     /// Subscribers.
@@ -97,6 +117,31 @@ pub struct IndexArgs {
     max: u64,
 }
 
+/// One repetition of one system at one point: the typed row behind the printout and the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `tidings` or `nats`.
+    pub system: String,
+    /// What was measured (`tput size=256 subs=1`).
+    pub point: String,
+    /// Repetition, from 1.
+    pub rep: usize,
+    /// The headline figure: received msg/s (tput) or p99 µs from the intended send time (latency).
+    pub value: f64,
+    /// Every figure of the repetition, by name.
+    pub figures: Vec<(String, f64)>,
+    /// Load average before the repetition.
+    pub load_before: Option<f64>,
+    /// Load average after it.
+    pub load_after: Option<f64>,
+}
+
+impl Row {
+    fn figure(&self, name: &str) -> f64 {
+        self.figures.iter().find(|(n, _)| n == name).map_or(f64::NAN, |(_, v)| *v)
+    }
+}
+
 fn target(common: &Common) -> anyhow::Result<Target> {
     match &common.server {
         Some(addr) => Ok(Target::external(addr.clone())),
@@ -107,123 +152,218 @@ fn target(common: &Common) -> anyhow::Result<Target> {
     }
 }
 
-async fn tput_reps(common: &Common, spec: &ThroughputSpec) -> anyhow::Result<Vec<throughput::ThroughputResult>> {
-    let mut out = Vec::new();
-    for rep in 0..common.reps {
-        let t = target(common)?;
-        let r = throughput::run(&t, spec).await?;
-        eprintln!(
-            "  rep {}: sent {} publish {:.0}/s received {:.0}/s ({:.1} MB/s) aggregate {:.0}/s lost {}",
-            rep + 1,
-            r.sent,
-            r.publish_rate,
-            r.received_rate,
-            r.received_mb_s,
-            r.aggregate_rate,
-            r.lost
-        );
-        out.push(r);
+fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
+    if !common.nats {
+        return Ok(None);
     }
-    Ok(out)
+    let peers_dir = dir_from(&common.peers, "TIDINGS_PEERS", "bench/peers");
+    let tools = NatsTools::find(common.nats_server.clone(), common.peerbench.clone(), &peers_dir)
+        .map_err(|why| anyhow::anyhow!("--nats: {why}"))?;
+    eprintln!("NATS: {} driven by {} ({})", tools.server_version, tools.peerbench.display(), tools.client_version);
+    Ok(Some(tools))
 }
 
-fn summarize_tput(label: &str, results: &[throughput::ThroughputResult]) -> serde_json::Value {
-    let recv: Vec<f64> = results.iter().map(|r| r.received_rate).collect();
-    let agg: Vec<f64> = results.iter().map(|r| r.aggregate_rate).collect();
-    let mb: Vec<f64> = results.iter().map(|r| r.received_mb_s).collect();
-    let lost: u64 = results.iter().map(|r| r.lost).sum();
-    println!(
-        "{label}: received {:.0} msg/s ({:.1} MB/s), aggregate {:.0} deliveries/s, lost {lost} (median of {}, spread {:.0}%)",
-        median(&recv),
-        median(&mb),
-        median(&agg),
-        results.len(),
-        spread(&recv) * 100.0
+fn tput_figures(r: &throughput::ThroughputResult) -> Vec<(String, f64)> {
+    [
+        ("sent", r.sent as f64),
+        ("publish_msg_s", r.publish_rate),
+        ("received_msg_s", r.received_rate),
+        ("received_mb_s", r.received_mb_s),
+        ("aggregate_deliveries_s", r.aggregate_rate),
+        ("lost", r.lost as f64),
+        ("duplicates", r.accounting.duplicates as f64),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+fn latency_figures(r: &latency::LatencyResult) -> Vec<(String, f64)> {
+    [
+        ("sent", r.sent as f64),
+        ("achieved_rate", r.achieved_rate),
+        ("mean_us", r.mean_us),
+        ("p50_us", r.p50_us as f64),
+        ("p99_us", r.p99_us as f64),
+        ("max_us", r.max_us as f64),
+        ("send_mean_us", r.send_mean_us),
+        ("send_p50_us", r.send_p50_us as f64),
+        ("send_p99_us", r.send_p99_us as f64),
+        ("send_max_us", r.send_max_us as f64),
+        ("lost", r.lost as f64),
+        ("dropped_subscribers", r.dropped_subscribers as f64),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+/// What one repetition of tidings measures.
+enum Measure<'a> {
+    Tput(&'a ThroughputSpec),
+    Latency(&'a LatencySpec),
+}
+
+async fn tidings_rep(common: &Common, measure: &Measure<'_>, point: &str, rep: usize) -> anyhow::Result<Row> {
+    let load_before = load_average();
+    let t = target(common)?;
+    let (value, figures) = match measure {
+        Measure::Tput(spec) => {
+            let r = throughput::run(&t, spec).await?;
+            (r.received_rate, tput_figures(&r))
+        }
+        Measure::Latency(spec) => {
+            let r = latency::run(&t, spec).await?;
+            (r.p99_us as f64, latency_figures(&r))
+        }
+    };
+    drop(t);
+    Ok(Row {
+        system: "tidings".into(),
+        point: point.into(),
+        rep,
+        value,
+        figures,
+        load_before,
+        load_after: load_average(),
+    })
+}
+
+/// Runs the repetitions, tidings then NATS in each, and prints every row as it comes.
+async fn interleaved(
+    common: &Common,
+    measure: Measure<'_>,
+    point: &str,
+    nats: Option<(&NatsTools, NatsPoint)>,
+) -> anyhow::Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    for rep in 1..=common.reps {
+        let row = tidings_rep(common, &measure, point, rep).await?;
+        print_row(&row);
+        rows.push(row);
+        if let Some((tools, nats_point)) = &nats {
+            let row = tokio::task::block_in_place(|| peers::nats_rep(tools, nats_point, point, rep))?;
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn print_row(row: &Row) {
+    let figures: Vec<String> = row.figures.iter().map(|(n, v)| format!("{n} {v:.0}")).collect();
+    let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
+    eprintln!(
+        "  {} rep {}: {} (load {} -> {})",
+        row.system,
+        row.rep,
+        figures.join(", "),
+        load(row.load_before),
+        load(row.load_after)
     );
-    serde_json::json!({"label": label, "received_msg_s": median(&recv), "received_mb_s": median(&mb),
-        "aggregate_deliveries_s": median(&agg), "lost": lost, "reps": results})
+}
+
+/// Prints the medians with their ranges, per system, and the ratio tidings / NATS.
+fn summarize(point: &str, headline: &str, rows: &[Row]) {
+    let of = |system: &str, figure: &str| -> Spread {
+        let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
+        Spread::of(&values)
+    };
+    let figures: Vec<String> = match headline {
+        "p99_us" => vec!["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"],
+        _ => vec!["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"],
+    }
+    .into_iter()
+    .map(String::from)
+    .collect();
+    for system in ["tidings", "nats"] {
+        if !rows.iter().any(|r| r.system == system) {
+            continue;
+        }
+        let parts: Vec<String> =
+            figures.iter().map(|f| format!("{f} {}", of(system, f).show(|v| format!("{v:.0}")))).collect();
+        let reps = rows.iter().filter(|r| r.system == system).count();
+        println!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "));
+    }
+    let (ours, theirs) = (of("tidings", headline).median, of("nats", headline).median);
+    if theirs.is_finite() && theirs > 0.0 {
+        println!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs);
+    }
 }
 
 /// Runs one of the foundation measurements and prints its summary.
 pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
     let summary = match which {
-        Classic::Tput(a) => {
-            let spec = ThroughputSpec {
-                size: a.size,
-                subscribers: a.subs,
-                duration: Duration::from_secs_f64(a.common.duration),
-                max_messages: a.max,
-                subscribe_at: a.subscribe_at.clone(),
-                ..ThroughputSpec::default()
-            };
-            let label = format!("tput size={} subs={}", a.size, a.subs);
-            summarize_tput(&label, &tput_reps(&a.common, &spec).await?)
-        }
-        Classic::Index(a) => {
-            let (background, properties) = if a.selectors {
-                (Background::Selectors(a.subscriptions), throughput::seed004_properties())
-            } else {
-                (Background::Topics(a.subscriptions), Vec::new())
-            };
-            let base = ThroughputSpec {
-                size: a.size,
-                duration: Duration::from_secs_f64(a.common.duration),
-                max_messages: a.max,
-                properties,
-                ..ThroughputSpec::default()
-            };
-            let loaded = ThroughputSpec { background, ..base.clone() };
-            let none = summarize_tput("index: no other subscriptions", &tput_reps(&a.common, &base).await?);
-            let kind = if a.selectors { "non-matching selector" } else { "other-topic" };
-            let label = format!("index: {} {kind} subscriptions", a.subscriptions);
-            let many = summarize_tput(&label, &tput_reps(&a.common, &loaded).await?);
-            let ratio = many["received_msg_s"].as_f64().unwrap_or(0.0) / none["received_msg_s"].as_f64().unwrap_or(1.0);
-            println!("index: loaded / empty = {ratio:.3}");
-            serde_json::json!({"empty": none, "loaded": many, "ratio": ratio})
-        }
-        Classic::Latency(a) => {
-            let spec = LatencySpec {
-                size: a.size,
-                subscribers: a.subs,
-                rate: a.rate,
-                duration: Duration::from_secs_f64(a.common.duration),
-                transport: if a.udp { Transport::Udp } else { Transport::Tcp },
-                ..LatencySpec::default()
-            };
-            let mut results = Vec::new();
-            for rep in 0..a.common.reps {
-                let t = target(&a.common)?;
-                let r = latency::run(&t, &spec).await?;
-                eprintln!(
-                    "  rep {}: mean {:.0} us p50 {} us p99 {} us max {} us lost {} dropped subscribers {}",
-                    rep + 1,
-                    r.mean_us,
-                    r.p50_us,
-                    r.p99_us,
-                    r.max_us,
-                    r.lost,
-                    r.dropped_subscribers
-                );
-                results.push(r);
-            }
-            let pick = |f: fn(&latency::LatencyResult) -> f64| median(&results.iter().map(f).collect::<Vec<_>>());
-            println!(
-                "latency subs={} rate={} size={}: mean {:.0} us, p50 {:.0} us, p99 {:.0} us, max {:.0} us, lost {} (median of {})",
-                a.subs,
-                a.rate,
-                a.size,
-                pick(|r| r.mean_us),
-                pick(|r| r.p50_us as f64),
-                pick(|r| r.p99_us as f64),
-                pick(|r| r.max_us as f64),
-                results.iter().map(|r| r.lost).sum::<u64>(),
-                results.len()
-            );
-            serde_json::json!({"reps": results})
-        }
+        Classic::Tput(a) => tput(a).await?,
+        Classic::Index(a) => index(a).await?,
+        Classic::Latency(a) => latency(a).await?,
     };
     if let Ok(path) = std::env::var("TIDINGS_BENCH_JSON") {
         std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {path}"))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn tput(a: TputArgs) -> anyhow::Result<serde_json::Value> {
+    let spec = ThroughputSpec {
+        size: a.size,
+        subscribers: a.subs,
+        duration: Duration::from_secs_f64(a.common.duration),
+        max_messages: a.max,
+        subscribe_at: a.subscribe_at.clone(),
+        ..ThroughputSpec::default()
+    };
+    anyhow::ensure!(!(a.common.nats && a.subscribe_at.is_some()), "--nats measures one broker, not --subscribe-at");
+    let tools = nats_tools(&a.common)?;
+    let point = format!("tput size={} subs={}", a.size, a.subs);
+    let nats = tools.as_ref().map(|t| (t, NatsPoint::of_tput(&spec)));
+    let rows = interleaved(&a.common, Measure::Tput(&spec), &point, nats).await?;
+    summarize(&point, "received_msg_s", &rows);
+    Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
+}
+
+async fn latency(a: LatencyArgs) -> anyhow::Result<serde_json::Value> {
+    let spec = LatencySpec {
+        size: a.size,
+        subscribers: a.subs,
+        rate: a.rate,
+        duration: Duration::from_secs_f64(a.common.duration),
+        transport: if a.udp { Transport::Udp } else { Transport::Tcp },
+        ..LatencySpec::default()
+    };
+    anyhow::ensure!(!(a.common.nats && a.udp), "--nats compares TCP only (NATS has no UDP clients)");
+    let tools = nats_tools(&a.common)?;
+    let point = format!("latency subs={} rate={} size={}", a.subs, a.rate, a.size);
+    let nats = tools.as_ref().map(|t| (t, NatsPoint::of_latency(&spec)));
+    let rows = interleaved(&a.common, Measure::Latency(&spec), &point, nats).await?;
+    summarize(&point, "p99_us", &rows);
+    Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
+}
+
+async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
+    anyhow::ensure!(!a.common.nats, "--nats is for tput and latency");
+    let (background, properties) = if a.selectors {
+        (Background::Selectors(a.subscriptions), throughput::seed004_properties())
+    } else {
+        (Background::Topics(a.subscriptions), Vec::new())
+    };
+    let base = ThroughputSpec {
+        size: a.size,
+        duration: Duration::from_secs_f64(a.common.duration),
+        max_messages: a.max,
+        properties,
+        ..ThroughputSpec::default()
+    };
+    let loaded = ThroughputSpec { background, ..base.clone() };
+    let kind = if a.selectors { "non-matching selector" } else { "other-topic" };
+    let (empty_point, loaded_point) =
+        ("index: no other subscriptions".to_string(), format!("index: {} {kind} subscriptions", a.subscriptions));
+    let empty = interleaved(&a.common, Measure::Tput(&base), &empty_point, None).await?;
+    summarize(&empty_point, "received_msg_s", &empty);
+    let many = interleaved(&a.common, Measure::Tput(&loaded), &loaded_point, None).await?;
+    summarize(&loaded_point, "received_msg_s", &many);
+    let median = |rows: &[Row]| Spread::of(&rows.iter().map(|r| r.value).collect::<Vec<_>>()).median;
+    let ratio = median(&many) / median(&empty);
+    println!("index: loaded / empty = {ratio:.3}");
+    Ok(serde_json::json!({"empty": empty, "loaded": many, "ratio": ratio}))
 }

@@ -3,6 +3,7 @@
 //! foundation measurements ([`classic`]).
 
 pub mod classic;
+pub mod peers;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -12,6 +13,7 @@ use indicatif::ProgressBar;
 use tidings_client::Transport;
 
 use crate::experiments::{fanout, hops, matching, network, proxy, sizes, subscribers};
+use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
 
@@ -51,23 +53,25 @@ pub struct SuiteArgs {
     /// A small version that finishes in about a minute (labelled as such in the report).
     #[arg(long)]
     quick: bool,
-    /// Repetitions per point; medians are reported.
-    #[arg(long, default_value_t = 1)]
-    reps: usize,
+    /// Repetitions per point; medians are reported with their min-max range (default: 3, or 1
+    /// with --quick).
+    #[arg(long)]
+    reps: Option<usize>,
     /// Also measure NATS in this session (needs nats-server and the peer harness).
     #[arg(long)]
     nats: bool,
-    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else PEERS/bin/peerbench).
+    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else built from PEERS/harness
+    /// with `go build`).
     #[arg(long, value_name = "PATH")]
     peerbench: Option<PathBuf>,
     /// nats-server (default: on PATH).
     #[arg(long, value_name = "PATH")]
     nats_server: Option<PathBuf>,
-    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else ../shared/topologies).
+    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else the repository's topologies/).
     #[arg(long, value_name = "DIR")]
     topologies: Option<PathBuf>,
     /// The peer measurements, for the harness and the committed anchors (default:
-    /// $TIDINGS_PEERS, else ../shared/peers).
+    /// $TIDINGS_PEERS, else the repository's bench/peers/).
     #[arg(long, value_name = "DIR")]
     peers: Option<PathBuf>,
 }
@@ -245,13 +249,10 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
     run_suite(&suite, &experiments).await
 }
 
-fn dir_from(arg: &Option<PathBuf>, env: &str, default: &str) -> PathBuf {
-    arg.clone().or_else(|| std::env::var_os(env).map(PathBuf::from)).unwrap_or_else(|| PathBuf::from(default))
-}
-
 async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(suite.reps >= 1, "--reps must be at least 1");
-    let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "../shared/peers");
+    let reps = suite.reps.unwrap_or(if suite.quick { 1 } else { 3 });
+    anyhow::ensure!(reps >= 1, "--reps must be at least 1");
+    let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");
     let nats = if suite.nats {
         match NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir) {
             Ok(tools) => NatsMode::Measured(tools),
@@ -265,9 +266,9 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> an
     }
     let mut ctx = Context {
         scale: scale(suite),
-        reps: suite.reps,
+        reps,
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
-        topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "../shared/topologies"),
+        topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "topologies"),
         peers: Peers { nats, anchors: Anchors::load(&peers_dir) },
         out: suite.out.clone(),
         bar: ProgressBar::hidden(),

@@ -1,7 +1,7 @@
 //! NATS beside tidings: measured in the same session with the peer harness
-//! (`../shared/peers/`, `peerbench`) against a `nats-server` this command starts on loopback,
-//! or, when that is not available, the committed anchors from `../shared/peers/results/`,
-//! labelled as such.
+//! (`bench/peers/harness`, built with `go build` when `--nats` is given) against a
+//! `nats-server` this command starts on loopback, or, when that is not available, the
+//! committed anchors from `bench/peers/results/`, labelled as such.
 
 pub mod anchors;
 pub mod nats;

@@ -24,7 +24,7 @@ pub struct NatsTools {
 
 impl NatsTools {
     /// Finds `nats-server` (`server`, else on `PATH`) and the harness (`peerbench`, else
-    /// `$TIDINGS_PEERBENCH`, else `PEERS/bin/peerbench`); the error says what is missing.
+    /// `$TIDINGS_PEERBENCH`, else built from `PEERS/harness`); the error says what is missing.
     pub fn find(server: Option<PathBuf>, peerbench: Option<PathBuf>, peers_dir: &Path) -> Result<NatsTools, String> {
         let server = server.or_else(|| on_path("nats-server")).ok_or("nats-server is not on PATH (--nats-server)")?;
         let output = Command::new(&server)
@@ -32,15 +32,11 @@ impl NatsTools {
             .output()
             .map_err(|e| format!("cannot run {}: {e}", server.display()))?;
         let server_version = String::from_utf8_lossy(&output.stdout).trim().replace("nats-server: ", "nats-server ");
-        let peerbench = peerbench
-            .or_else(|| std::env::var_os("TIDINGS_PEERBENCH").map(PathBuf::from))
-            .unwrap_or_else(|| peers_dir.join("bin/peerbench"));
-        if !peerbench.is_file() {
-            return Err(format!(
-                "the peer harness is not at {} (build it as ../shared/peers/README.md says, or pass --peerbench)",
-                peerbench.display()
-            ));
-        }
+        let peerbench = match peerbench.or_else(|| std::env::var_os("TIDINGS_PEERBENCH").map(PathBuf::from)) {
+            Some(given) if given.is_file() => given,
+            Some(given) => return Err(format!("the peer harness is not at {}", given.display())),
+            None => build_harness(peers_dir)?,
+        };
         let go_mod = std::fs::read_to_string(peers_dir.join("harness/go.mod")).unwrap_or_default();
         let client_version = go_mod
             .lines()
@@ -50,6 +46,31 @@ impl NatsTools {
             .unwrap_or_else(|| "nats.go version unknown".into());
         Ok(NatsTools { server, server_version, peerbench, client_version })
     }
+}
+
+/// Builds the peer harness from `PEERS/harness` into `PEERS/bin/peerbench` with `go build`
+/// (Go's build cache makes a rebuild of unchanged sources quick), so that the harness measured
+/// is always the one in the repository. Needs Go, a C compiler and libzmq (cgo).
+fn build_harness(peers_dir: &Path) -> Result<PathBuf, String> {
+    let source = peers_dir.join("harness");
+    if !source.join("main.go").is_file() {
+        return Err(format!("no peer harness source in {}", source.display()));
+    }
+    let out = std::path::absolute(peers_dir.join("bin/peerbench")).map_err(|e| e.to_string())?;
+    let output = Command::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(".")
+        .current_dir(&source)
+        .env("CGO_ENABLED", "1")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `go build` for the peer harness (is Go installed?): {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        return Err(format!("`go build` of the peer harness in {} failed: {}", source.display(), stderr.trim()));
+    }
+    Ok(out)
 }
 
 fn on_path(program: &str) -> Option<PathBuf> {
@@ -156,7 +177,7 @@ pub enum Mode {
     Latency,
 }
 
-/// One `peerbench` invocation (flags as in `../shared/peers/run_all.sh`).
+/// One `peerbench` invocation (flags as in `bench/peers/run_all.sh`).
 #[derive(Debug, Clone)]
 pub struct PeerRun {
     /// Mode.

@@ -7,8 +7,8 @@
 
 use bytes::{Bytes, BytesMut};
 use tidings_route::{
-    AdvertisedLink, BrokerName, CellName, DataHeader, Hop, Incarnation, LinkStateAdvert, LocalDelivery, PeerMessage,
-    PubendId, Scope, SummaryDelta, TreeId,
+    AdvertisedLink, BarrierId, BrokerName, CellName, DataHeader, Hop, Incarnation, LinkStateAdvert, LocalDelivery,
+    PeerMessage, PubendId, Scope, SummaryDelta, Tick, TreeId,
 };
 use tidings_wire::peer::{self, Close, HopRef, PeerFrame, RouteHeader, Routed};
 use tidings_wire::WireError;
@@ -27,6 +27,23 @@ pub(super) fn control_frame(message: &PeerMessage<RouteFilter>) -> PeerFrame {
                 .map(|(root, tree)| peer::SyncedTree { root: root.to_string(), tree: peer::TreeId(tree.0) })
                 .collect(),
         ),
+        PeerMessage::Barrier { id, root, relay_to_mates } => PeerFrame::Barrier(peer::Barrier {
+            origin: id.origin.to_string(),
+            id: peer::BarrierId(id.number),
+            root: root.to_string(),
+            relay_to_mates: *relay_to_mates,
+        }),
+        PeerMessage::BarrierAck { id, ticks } => PeerFrame::BarrierAck(peer::BarrierAck {
+            origin: id.origin.to_string(),
+            id: peer::BarrierId(id.number),
+            starts: ticks
+                .iter()
+                .map(|(pubend, tick)| peer::PubendStart {
+                    pubend: peer::PubendId(pubend.0),
+                    next_tick: peer::Tick(tick.0),
+                })
+                .collect(),
+        }),
     }
 }
 
@@ -42,6 +59,15 @@ pub(super) fn control_message(frame: PeerFrame) -> Result<Option<PeerMessage<Rou
         PeerFrame::Synced(trees) => {
             PeerMessage::Synced(trees.into_iter().map(|t| (CellName::from(t.root), TreeId(t.tree.0))).collect())
         }
+        PeerFrame::Barrier(b) => PeerMessage::Barrier {
+            id: BarrierId { origin: BrokerName::from(b.origin), number: b.id.0 },
+            root: CellName::from(b.root),
+            relay_to_mates: b.relay_to_mates,
+        },
+        PeerFrame::BarrierAck(a) => PeerMessage::BarrierAck {
+            id: BarrierId { origin: BrokerName::from(a.origin), number: a.id.0 },
+            ticks: a.starts.into_iter().map(|s| (PubendId(s.pubend.0), Tick(s.next_tick.0))).collect(),
+        },
         _ => return Ok(None),
     }))
 }
@@ -184,6 +210,15 @@ mod tests {
             PeerMessage::Adverts(vec![advert]),
             PeerMessage::Summary(vec![delta]),
             PeerMessage::Synced(vec![(CellName::new("r"), TreeId(77))]),
+            PeerMessage::Barrier {
+                id: BarrierId { origin: BrokerName::new("s"), number: 3 },
+                root: CellName::new("r"),
+                relay_to_mates: true,
+            },
+            PeerMessage::BarrierAck {
+                id: BarrierId { origin: BrokerName::new("s"), number: 3 },
+                ticks: vec![(PubendId(5), Tick(1000))],
+            },
         ] {
             assert_eq!(through_the_wire(&message), message);
         }

@@ -356,6 +356,8 @@ impl Cluster {
                     info!(view = view.0, trees = trees_changed.len(), "routes recomputed");
                 }
                 Action::Rejected { error } => warn!(%error, "routing refused an input"),
+                // No guaranteed delivery in this shell yet.
+                Action::Guaranteed(_) => {}
             }
         }
         self.active.store(!core.links.is_empty(), Ordering::Relaxed);

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use tidings_route::Topology;
+use tidings_testkit::{send_signal, Signal};
 
 /// What `net` can do.
 #[derive(clap::Subcommand)]
@@ -32,7 +33,7 @@ pub(crate) enum Which {
 /// `net up` arguments.
 #[derive(clap::Args)]
 pub(crate) struct UpArgs {
-    /// Topology file (schema: shared/topologies/README.md).
+    /// Topology file (schema: docs/topologies.md; examples in topologies/).
     file: PathBuf,
     #[command(flatten)]
     dir: DirArgs,
@@ -369,7 +370,7 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
     let network = read_network(dir)?;
     let list = brokers(&network);
     for b in &list {
-        signal(pid_of(b), "TERM");
+        signal(pid_of(b), Signal::Term);
     }
     let mut stopped = 0;
     for b in &list {
@@ -388,7 +389,7 @@ fn terminate(pid: u32, grace: Duration) -> bool {
     if pid == 0 || !alive(pid) {
         return true;
     }
-    signal(pid, "TERM");
+    signal(pid, Signal::Term);
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
         if !alive(pid) {
@@ -396,15 +397,15 @@ fn terminate(pid: u32, grace: Duration) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    signal(pid, "KILL");
+    signal(pid, Signal::Kill);
     std::thread::sleep(Duration::from_millis(50));
     !alive(pid)
 }
 
-/// Signals go through kill(1): the workspace forbids the unsafe FFI call.
-fn signal(pid: u32, name: &str) {
+/// Best effort: the process may have exited already.
+fn signal(pid: u32, signal: Signal) {
     if pid > 0 {
-        let _ = Command::new("kill").arg(format!("-{name}")).arg(pid.to_string()).stderr(Stdio::null()).status();
+        let _ = send_signal(pid, signal);
     }
 }
 

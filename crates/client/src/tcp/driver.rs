@@ -115,13 +115,13 @@ async fn serve(shared: &Shared, link: &TcpLink, connection: Connection) -> Optio
 async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut) -> ClientError {
     let max_frame = shared.config.max_frame;
     let chunk = shared.config.read_buffer;
-    let mut received_us = now_us();
+    let mut read_us = now_us();
     let mut inbox = Inbox::default();
     loop {
         loop {
             match Frame::decode(&mut buf, max_frame) {
                 Ok(Some(frame)) => {
-                    if let Some(error) = shared.handle_inbound(frame, received_us, &mut inbox) {
+                    if let Some(error) = shared.handle_inbound(frame, read_us, &mut inbox) {
                         shared.hand_over(&mut inbox).await;
                         return error;
                     }
@@ -141,7 +141,7 @@ async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut
         }
         match reader.read_buf(&mut buf).await {
             Ok(0) => return ClientError::ConnectionLost,
-            Ok(_) => received_us = now_us(),
+            Ok(_) => read_us = now_us(),
             Err(e) => return e.into(),
         }
     }

@@ -86,6 +86,28 @@ impl TcpLink {
         }
     }
 
+    /// Numbers a guaranteed publish, keeps it in the window and, when connected, buffers it.
+    /// While the connection is down it waits in the window and goes out with the others when
+    /// the connection is back (see `go_up`). The caller holds a window place already.
+    pub(crate) fn publish_guaranteed(
+        &self,
+        shared: &Shared,
+        message: tidings_wire::Message,
+        sink: crate::shared::AckSink,
+    ) -> Result<(), ClientError> {
+        let wake = {
+            let mut outbox = self.outbox.lock();
+            if let Some(e) = outbox.closed_error() {
+                return Err(e);
+            }
+            let mut window = shared.publishing.lock();
+            let frame = Frame::GuaranteedPublish(window.open(&shared.config.pubend, message, sink).clone());
+            matches!(outbox.state(), State::Up) && outbox.push(&frame)?
+        };
+        self.wake_writer(wake);
+        Ok(())
+    }
+
     /// Subscribes: SUBSCRIBE then PING. If the connection drops before the PONG, the
     /// subscription stays registered, is re-sent by the reconnect, and is confirmed again.
     pub(crate) async fn subscribe(&self, shared: &Shared, frame: Subscribe, route: Route) -> Result<(), ClientError> {
@@ -265,6 +287,13 @@ impl TcpLink {
                 }
                 seq
             });
+            // Guaranteed publishes not yet acknowledged go again, in sequence order; the
+            // broker answers the ones it already logged without logging them twice.
+            for frame in shared.publishing.lock().in_flight() {
+                if let Err(error) = outbox.push(&Frame::GuaranteedPublish(frame.clone())) {
+                    warn!(%error, seq = frame.seq, "cannot re-send a guaranteed publish");
+                }
+            }
         }
         self.writer_wake.notify_one();
         self.progress.notify_waiters();

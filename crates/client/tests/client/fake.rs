@@ -4,7 +4,12 @@
 //! naive `*`/`>` loop. Patterns containing `invalid` and the selector `bad` are refused, as
 //! are topics containing `forbidden`; a SUBSCRIBE to a pattern containing `flaky` on the first
 //! connection drops that connection unanswered; a published property `missed` (Int) becomes
-//! the DELIVER's `missed` count.
+//! the DELIVER's `missed` count. Guaranteed publishes (GPUBLISH) are logged once per
+//! `(publisher, seq)` and acknowledged with the log position as tick; a topic containing
+//! `refuse` is refused (PUBLISH_REFUSED), and one containing `unacked` is logged on the first
+//! connection, which then drops before the acknowledgement. A guaranteed SUBSCRIBE is
+//! confirmed with SUBSCRIBED (start: the next log position) and gets GDELIVER for each new
+//! logged publish that matches.
 
 // Test harness: a panic here fails the test that drove it, which is what it should do.
 #![allow(clippy::unwrap_used)]
@@ -17,7 +22,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use tidings_wire::{
-    Deliver, Frame, Message, Notice, Pong, ReasonCode, SubId, Subscribe, Value, Welcome, DEFAULT_MAX_FRAME,
+    Deliver, DeliveryMode, Frame, GuaranteedDeliver, GuaranteedPublish, Message, Notice, Pong, PubendId, PublishAck,
+    PublishRefused, PublisherId, ReasonCode, SubId, Subscribe, Subscribed, Tick, Value, Welcome, DEFAULT_MAX_FRAME,
     PROTOCOL_VERSION,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -119,6 +125,10 @@ pub(crate) struct TcpState {
     pub(crate) hellos: Vec<String>,
     /// Every frame after HELLO, from every connection, with the connection number.
     pub(crate) received: Vec<(usize, Frame)>,
+    /// Guaranteed publishes logged, once each, in order: (publisher, seq, payload).
+    pub(crate) log: Vec<(PublisherId, u64, Bytes)>,
+    /// Guaranteed subscriptions as (connection, id, pattern).
+    gsubs: Vec<(usize, SubId, String)>,
     subs: Vec<(usize, SubId, String)>,
     conns: HashMap<usize, mpsc::UnboundedSender<Command>>,
 }
@@ -192,6 +202,17 @@ impl TcpBroker {
             }
             s.conns.clear();
             s.subs.clear();
+            s.gsubs.clear();
+        });
+    }
+
+    /// Logs `n` guaranteed publishes no subscriber is sent: as if they were published while
+    /// the subscribers' connections were failing.
+    pub(crate) fn log_unseen(&self, n: usize) {
+        self.shared.update(|s| {
+            for i in 0..n {
+                s.log.push((PublisherId(u64::MAX), i as u64, Bytes::new()));
+            }
         });
     }
 
@@ -266,6 +287,7 @@ async fn serve(mut stream: TcpStream, conn: usize, shared: Arc<Shared<TcpState>>
     shared.update(|s| {
         s.conns.remove(&conn);
         s.subs.retain(|(c, _, _)| *c != conn);
+        s.gsubs.retain(|(c, _, _)| *c != conn);
     });
 }
 
@@ -278,6 +300,11 @@ fn handle(conn: usize, frame: Frame, tx: &mpsc::UnboundedSender<Command>, shared
             }
             Frame::Subscribe(sub) if sub.pattern.contains("flaky") && conn == 1 => {
                 let _ = tx.send(Command::Close);
+            }
+            Frame::Subscribe(sub) if sub.mode == DeliveryMode::Guaranteed => {
+                let starts = vec![(PubendId(1), Tick(s.log.len() as u64 + 1))];
+                let _ = tx.send(Command::Send(Frame::Subscribed(Subscribed { id: sub.id, starts })));
+                s.gsubs.push((conn, sub.id, sub.pattern));
             }
             Frame::Subscribe(sub) => {
                 let duplicate = s.subs.iter().any(|(c, id, _)| *c == conn && *id == sub.id);
@@ -305,12 +332,48 @@ fn handle(conn: usize, frame: Frame, tx: &mpsc::UnboundedSender<Command>, shared
                     }
                 }
             }
+            Frame::GuaranteedPublish(publish) => guaranteed(conn, publish, tx, s),
             Frame::Disconnect(_) => {
                 let _ = tx.send(Command::Close);
             }
             _ => {}
         }
     });
+}
+
+fn guaranteed(conn: usize, p: GuaranteedPublish, tx: &mpsc::UnboundedSender<Command>, s: &mut TcpState) {
+    if p.message.topic().contains("refuse") {
+        let reason = Notice::new(ReasonCode::InvalidTopic, "refused");
+        let _ = tx.send(Command::Send(Frame::PublishRefused(PublishRefused {
+            publisher: p.publisher,
+            seq: p.seq,
+            reason,
+        })));
+        return;
+    }
+    let at = match s.log.iter().position(|(id, seq, _)| *id == p.publisher && *seq == p.seq) {
+        Some(at) => at,
+        None => {
+            s.log.push((p.publisher, p.seq, p.message.payload()));
+            s.log.len() - 1
+        }
+    };
+    if p.message.topic().contains("unacked") && conn == 1 {
+        let _ = tx.send(Command::Close);
+        return;
+    }
+    let tick = Tick(at as u64 + 1);
+    if at + 1 == s.log.len() {
+        for (c, id, pattern) in &s.gsubs {
+            if let (true, Some(tx)) = (matches(pattern, p.message.topic()), s.conns.get(c)) {
+                let message = p.message.clone();
+                let deliver = GuaranteedDeliver { id: *id, pubend: PubendId(1), tick, message };
+                let _ = tx.send(Command::Send(Frame::GuaranteedDeliver(deliver)));
+            }
+        }
+    }
+    let ack = PublishAck { publisher: p.publisher, seq: p.seq, pubend: PubendId(1), tick };
+    let _ = tx.send(Command::Send(Frame::PublishAck(ack)));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -2,5 +2,6 @@
 //! sockets on 127.0.0.1. Every wait is bounded.
 
 mod fake;
+mod guaranteed;
 mod tcp;
 mod udp;

@@ -74,6 +74,21 @@ async fn deliveries_reach_the_subscription_whose_id_they_carry() {
 }
 
 #[tokio::test]
+async fn a_delivery_is_stamped_when_the_application_takes_it_not_when_the_socket_was_read() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let mut sub = bounded("subscribe", client.subscribe("slow.consumer")).await.unwrap();
+    client.publish("slow.consumer", "x").await.unwrap();
+    bounded("flush", client.flush()).await.unwrap();
+    // The consumer is busy elsewhere while the delivery waits in the subscription's queue.
+    let wait = Duration::from_millis(200);
+    tokio::time::sleep(wait).await;
+    let d = bounded("delivery", sub.next()).await.unwrap();
+    assert!(d.latency() >= wait, "latency {:?} must include the {wait:?} the consumer made it wait", d.latency());
+    assert!(d.read_us <= d.received_us && d.wire_latency() <= d.latency());
+}
+
+#[tokio::test]
 async fn subscribe_sends_pattern_and_selector_then_waits_for_the_pong() {
     let broker = TcpBroker::start().await;
     let client = bounded("connect", fast(&broker).connect()).await.unwrap();

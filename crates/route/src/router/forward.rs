@@ -4,10 +4,10 @@
 //! filter type's [`FilterIndex`], so a test costs the filters that could match) and one hash
 //! per entry candidate.
 
-use super::routes::TreeRoutes;
+use super::routes::{MateRoute, TreeRoutes};
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
-use crate::message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery};
+use crate::message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, Verdict};
 use crate::names::{BrokerName, CellName, PubendId, TreeId};
 use crate::rendezvous::choose;
 
@@ -19,20 +19,39 @@ impl<F: Filter> Router<F> {
     /// local interest, and sends one copy into each child cell whose summary matches, directly
     /// or, when it has no link to the chosen entry broker, sideways through a mate that has one.
     pub fn route(&self, arrival: Arrival<'_>, message: &F::Message, out: &mut Forwarding) {
+        self.route_as(arrival, message, false, out);
+    }
+
+    /// As [`Router::route`], and also lists in [`Forwarding::filtered`] the children the
+    /// message is filtered from (verdict F), each with the hop a copy would have taken: where
+    /// guaranteed delivery sends silence for the tick. Every copy in `sends` carries its verdict
+    /// (D, or unsure when the child's summary is not vouched yet).
+    pub fn route_with_verdicts(&self, arrival: Arrival<'_>, message: &F::Message, out: &mut Forwarding) {
+        self.route_as(arrival, message, true, out);
+    }
+
+    fn route_as(&self, arrival: Arrival<'_>, message: &F::Message, verdicts: bool, out: &mut Forwarding) {
         out.clear();
         match arrival {
             Arrival::Published { pubend } => {
                 let root = &self.table.cell;
                 match self.routes.trees.get(root) {
-                    Some(generations) => self.enter(pubend, root, &generations.current, message, out),
+                    Some(generations) => self.enter(pubend, root, &generations.current, message, verdicts, out),
                     None => out.dropped = Some(DropReason::UnknownRoot),
                 }
             }
-            Arrival::Received { from, header } => self.route_received(from, header, message, out),
+            Arrival::Received { from, header } => self.route_received(from, header, message, verdicts, out),
         }
     }
 
-    fn route_received(&self, from: &BrokerName, header: &DataHeader, message: &F::Message, out: &mut Forwarding) {
+    fn route_received(
+        &self,
+        from: &BrokerName,
+        header: &DataHeader,
+        message: &F::Message,
+        verdicts: bool,
+        out: &mut Forwarding,
+    ) {
         let Some(generations) = self.routes.trees.get(&header.root) else {
             out.dropped = Some(DropReason::UnknownRoot);
             return;
@@ -47,7 +66,7 @@ impl<F: Filter> Router<F> {
                     out.dropped = Some(DropReason::NotFromParent);
                     return;
                 }
-                self.enter(header.pubend, &header.root, tree, message, out);
+                self.enter(header.pubend, &header.root, tree, message, verdicts, out);
             }
             Hop::Within { deliver, across } => {
                 if !self.routes.mates.iter().any(|mate| mate.name == *from) {
@@ -57,14 +76,16 @@ impl<F: Filter> Router<F> {
                 out.deliver_locally = *deliver == LocalDelivery::Deliver;
                 for cell in across {
                     let Some(child) = tree.children.iter().find(|child| child.cell == *cell) else { continue };
-                    if !child.known || (child.synced && !child.index.any_match(message)) {
+                    let verdict = child_verdict(child.known, child.synced, || child.index.any_match(message));
+                    if !child.known || (verdict == Verdict::Filtered && !verdicts) {
                         continue;
                     }
                     // Sideways hops are never repeated: without our own link, the copy stops.
                     let Some(index) = choose(header.pubend, &child.targets) else { continue };
                     if child.direct[index] {
                         let target = &child.targets[index].broker;
-                        out.sends.push(self.send(target, header.pubend, &header.root, tree.id, Hop::Down));
+                        let send = self.send(target, header.pubend, &header.root, tree.id, Hop::Down, verdict);
+                        push(out, send);
                     }
                 }
             }
@@ -78,45 +99,99 @@ impl<F: Filter> Router<F> {
         root: &CellName,
         tree: &TreeRoutes<F>,
         message: &F::Message,
+        verdicts: bool,
         out: &mut Forwarding,
     ) {
         out.deliver_locally = true;
-        let mut sideways: Vec<(usize, CellName)> = Vec::new();
+        let mut sideways: Vec<(usize, CellName, Verdict)> = Vec::new();
         for child in &tree.children {
-            if child.known && child.synced && !child.index.any_match(message) {
+            let verdict = child_verdict(child.known, child.synced, || child.index.any_match(message));
+            if verdict == Verdict::Filtered && !verdicts {
                 continue;
             }
             let Some(index) = choose(pubend, &child.targets) else { continue };
             let target = &child.targets[index].broker;
             if child.direct[index] {
-                out.sends.push(self.send(target, pubend, root, tree.id, Hop::Down));
+                push(out, self.send(target, pubend, root, tree.id, Hop::Down, verdict));
                 continue;
             }
-            let helper = self.routes.mates.iter().position(|mate| {
-                mate.links.contains(target)
-                    && (child.known
-                        || !mate.down_synced.contains(root)
-                        || mate.down.get(root).is_some_and(|down| down.any_match(message)))
-            });
-            if let Some(helper) = helper {
-                sideways.push((helper, child.cell.clone()));
+            // Unknown to us: a helper's own summary decides, if it vouched for it.
+            let mate_verdict = |mate: &MateRoute<F>| {
+                child_verdict(true, mate.down_synced.contains(root), || {
+                    mate.down.get(root).is_some_and(|down| down.any_match(message))
+                })
+            };
+            let mates = &self.routes.mates;
+            let wants = |mate: &MateRoute<F>| child.known || mate_verdict(mate) != Verdict::Filtered;
+            match mates.iter().position(|mate| mate.links.contains(target) && wants(mate)) {
+                Some(helper) => {
+                    let verdict = if child.known { verdict } else { mate_verdict(&mates[helper]) };
+                    sideways.push((helper, child.cell.clone(), verdict));
+                }
+                None if verdicts => {
+                    if let Some(helper) = mates.iter().position(|mate| mate.links.contains(target)) {
+                        sideways.push((helper, child.cell.clone(), Verdict::Filtered));
+                    }
+                }
+                None => {}
             }
         }
         for (index, mate) in self.routes.mates.iter().enumerate() {
-            let deliver = if !mate.local_synced || mate.local.any_match(message) {
-                LocalDelivery::Deliver
-            } else {
-                LocalDelivery::Skip
-            };
+            let local = child_verdict(true, mate.local_synced, || mate.local.any_match(message));
+            let deliver = if local == Verdict::Filtered { LocalDelivery::Skip } else { LocalDelivery::Deliver };
+            let mine = || sideways.iter().filter(move |(helper, ..)| *helper == index);
             let across: Vec<CellName> =
-                sideways.iter().filter(|(helper, _)| *helper == index).map(|(_, cell)| cell.clone()).collect();
+                mine().filter(|(.., v)| *v != Verdict::Filtered).map(|(_, cell, _)| cell.clone()).collect();
+            let verdict = strongest(local, mine().map(|(.., v)| *v));
             if deliver == LocalDelivery::Deliver || !across.is_empty() {
-                out.sends.push(self.send(&mate.name, pubend, root, tree.id, Hop::Within { deliver, across }));
+                out.sends.push(self.send(&mate.name, pubend, root, tree.id, Hop::Within { deliver, across }, verdict));
+            } else if verdicts {
+                let filtered: Vec<CellName> = mine().map(|(_, cell, _)| cell.clone()).collect();
+                let hop = Hop::Within { deliver: LocalDelivery::Skip, across: filtered };
+                out.filtered.push(self.send(&mate.name, pubend, root, tree.id, hop, Verdict::Filtered));
             }
         }
     }
 
-    fn send(&self, to: &BrokerName, pubend: PubendId, root: &CellName, tree: TreeId, hop: Hop) -> DataSend {
-        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), tree, hop } }
+    fn send(
+        &self,
+        to: &BrokerName,
+        pubend: PubendId,
+        root: &CellName,
+        tree: TreeId,
+        hop: Hop,
+        verdict: Verdict,
+    ) -> DataSend {
+        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), tree, hop }, verdict }
+    }
+}
+
+/// A child's verdict: unknown or unvouched summaries cannot rule a message out.
+fn child_verdict(known: bool, synced: bool, matches: impl FnOnce() -> bool) -> Verdict {
+    if !known || !synced {
+        Verdict::Unsure
+    } else if matches() {
+        Verdict::Deliver
+    } else {
+        Verdict::Filtered
+    }
+}
+
+/// The verdict of one copy to a mate that carries several children: a copy goes if any of them
+/// wants it; it is "unsure" if none surely does but one cannot tell.
+fn strongest(first: Verdict, rest: impl Iterator<Item = Verdict>) -> Verdict {
+    std::iter::once(first).chain(rest).fold(Verdict::Filtered, |held, next| match (held, next) {
+        (Verdict::Deliver, _) | (_, Verdict::Deliver) => Verdict::Deliver,
+        (Verdict::Unsure, _) | (_, Verdict::Unsure) => Verdict::Unsure,
+        _ => Verdict::Filtered,
+    })
+}
+
+/// Files a copy under `sends` or, when filtered, under `filtered`.
+fn push(out: &mut Forwarding, send: DataSend) {
+    if send.verdict == Verdict::Filtered {
+        out.filtered.push(send);
+    } else {
+        out.sends.push(send);
     }
 }

@@ -38,6 +38,7 @@ impl<F: Filter> Router<F> {
         self.received.remove(&peer);
         self.sent.remove(&peer);
         self.forget_sync(&peer);
+        self.forget_barriers_of(&peer);
         let link = PeerLink { cell, incarnation, clock: LinkClock::new(now), up_since: now };
         self.links.insert(peer.clone(), link);
         self.advertise_own_links(Some(&peer), out);
@@ -64,6 +65,7 @@ impl<F: Filter> Router<F> {
         self.received.remove(peer);
         self.sent.remove(peer);
         self.forget_sync(peer);
+        self.forget_barriers_of(peer);
         self.dirty.all = true;
     }
 
@@ -108,6 +110,8 @@ impl<F: Filter> Router<F> {
             PeerMessage::Adverts(adverts) => self.handle_adverts(&from, adverts, out),
             PeerMessage::Summary(deltas) => self.handle_summary(&from, deltas, out),
             PeerMessage::Synced(trees) => self.handle_synced(from, trees),
+            PeerMessage::Barrier { id, root, relay_to_mates } => self.handle_barrier(from, id, root, relay_to_mates),
+            PeerMessage::BarrierAck { id, ticks } => self.handle_barrier_ack(&from, id, ticks),
         }
     }
 

@@ -7,10 +7,12 @@
 //! changes; `propagate` carries interest changes forward as deltas; `routes` holds what the data
 //! path precomputes and `forward` is the data path.
 
+mod barrier;
 mod forward;
 mod interest;
 mod links;
 mod propagate;
+mod pubend;
 mod routes;
 mod snapshot;
 mod sync;
@@ -25,11 +27,13 @@ use crate::link_state::{Graph, LinkStateDb};
 use crate::liveness::{LinkClock, LivenessSettings};
 use crate::message::PeerMessage;
 use crate::minimized::Minimized;
-use crate::names::{BrokerName, CellName, Incarnation, Millis, TreeId, ViewId};
+use crate::names::{BrokerName, CellName, Incarnation, Millis, PubendId, Tick, TreeId, ViewId};
 use crate::summary::Scoped;
 use crate::tree::RouteTable;
 
+use barrier::Barriers;
 use interest::{Advertised, Dirty};
+pub use pubend::{PubendChild, PubendRef, PubendRoute, Via};
 use routes::DataRoutes;
 pub use snapshot::{ChildSnapshot, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot};
 
@@ -89,6 +93,32 @@ pub enum Input<F> {
     },
     /// Time passed; call at [`Router::next_deadline`] (earlier calls are harmless).
     Tick,
+    /// A frame other than a control message (data, guaranteed-delivery traffic) arrived from
+    /// this linked peer: proof of life, so a link busy with data is not declared dead while its
+    /// heartbeats queue behind the data. Cheap; the shell may rate-limit it.
+    Heard {
+        /// The sender.
+        peer: BrokerName,
+    },
+    /// The shell keeps guaranteed-delivery streams of this pubend here (or hosts it, when its
+    /// home is this broker): its route changes are reported ([`GdAction::PubendsMoved`]), and a
+    /// hosted pubend's next tick answers barriers.
+    TrackPubend {
+        /// The pubend.
+        pubend: PubendRef,
+    },
+    /// The shell no longer keeps streams of this pubend.
+    UntrackPubend {
+        /// The pubend.
+        pubend: PubendRef,
+    },
+    /// The answer to [`GdAction::NextTicksWanted`]: the next tick of each local pubend.
+    NextTicks {
+        /// The round that asked.
+        round: u64,
+        /// Per hosted pubend, the tick its next message (or silence) will carry.
+        ticks: Vec<(PubendId, Tick)>,
+    },
 }
 
 /// What the shell must carry out.
@@ -122,6 +152,38 @@ pub enum Action<F> {
     Rejected {
         /// What was wrong.
         error: RouteError,
+    },
+    /// Something only guaranteed delivery needs; a best-effort shell ignores it.
+    Guaranteed(GdAction),
+}
+
+/// Actions for the guaranteed-delivery layer. Kept in one variant of [`Action`] so a shell
+/// without guaranteed delivery handles them all with one arm.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum GdAction {
+    /// Tracked pubends (see [`Input::TrackPubend`]) whose upstream, entry, children or tree
+    /// changed in a view change: only their streams reset.
+    PubendsMoved {
+        /// The pubends, sorted.
+        pubends: Vec<PubendId>,
+    },
+    /// A barrier round reached this broker in the pubends' own cell: answer with
+    /// [`Input::NextTicks`] for this round (each pubend's next tick, picked now).
+    NextTicksWanted {
+        /// The round to answer.
+        round: u64,
+        /// The hosted pubends.
+        pubends: Vec<PubendId>,
+    },
+    /// The barrier request with this number (see [`Router::request_barrier`]) came back: every
+    /// broker between here and every reachable publisher's broker holds the summaries of
+    /// every subscription fed before the request. From each listed pubend's tick on, every
+    /// matching message reaches this broker; pubends not listed had no tracking host.
+    BarrierConfirmed {
+        /// The request number.
+        number: u64,
+        /// Per pubend, the first tick the confirmed subscriptions are owed.
+        ticks: Vec<(PubendId, Tick)>,
     },
 }
 
@@ -171,6 +233,10 @@ pub struct Router<F: Filter> {
     dirty: Dirty<F>,
     /// What we advertise, per scope, as of the last `settle`.
     advertised: Advertised<F>,
+    /// Pubends the shell keeps streams of, with their last route.
+    tracked: pubend::Tracked,
+    /// Barrier rounds and requests.
+    barriers: Barriers,
     counters: Counters,
 }
 
@@ -194,6 +260,8 @@ impl<F: Filter> Router<F> {
             sync_dirty: false,
             dirty: Dirty::default(),
             advertised: Advertised::default(),
+            tracked: pubend::Tracked::new(),
+            barriers: Barriers::default(),
             counters: Counters::default(),
         }
     }
@@ -207,6 +275,16 @@ impl<F: Filter> Router<F> {
             Input::Subscribe { filter } => self.handle_subscribe(filter),
             Input::Unsubscribe { filter } => self.handle_unsubscribe(filter, out),
             Input::Tick => self.handle_tick(now, out),
+            Input::Heard { peer } => {
+                if let Some(link) = self.links.get_mut(&peer) {
+                    link.clock.heard(now);
+                }
+            }
+            Input::TrackPubend { pubend } => self.track(pubend),
+            Input::UntrackPubend { pubend } => {
+                self.tracked.remove(&pubend);
+            }
+            Input::NextTicks { round, ticks } => self.handle_next_ticks(round, ticks),
         }
         self.settle(out);
     }
@@ -271,6 +349,7 @@ impl<F: Filter> Router<F> {
         }
         self.settle_interest(out);
         self.settle_sync(out);
+        self.settle_barriers(out);
     }
 
     /// Recomputes the trees and reports the roots whose tree changed.
@@ -280,6 +359,8 @@ impl<F: Filter> Router<F> {
         self.counters.route_recomputations += 1;
         let trees_changed = changed_trees(&old, &self.table);
         out.push(Action::RoutesChanged { view, trees_changed });
+        self.report_moved_pubends(out);
+        self.routes_moved_for_barriers();
     }
 }
 

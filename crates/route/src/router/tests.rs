@@ -290,5 +290,6 @@ fn the_state_view_and_the_wire_messages_serialize() {
     assert!(state["received"]["c"].is_array());
 }
 
+mod gd;
 mod incremental;
 mod sync;

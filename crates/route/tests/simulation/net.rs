@@ -307,7 +307,7 @@ impl Net {
                     ));
                 }
             }
-            Action::RoutesChanged { .. } => {}
+            Action::RoutesChanged { .. } | Action::Guaranteed(_) => {}
             Action::Rejected { error } => {
                 self.violations.push(format!("{} rejected an input: {error}", self.nodes[node].name));
             }

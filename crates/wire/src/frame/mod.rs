@@ -5,21 +5,35 @@
 //! a length over the negotiated maximum fails before buffering anything.
 
 mod deliver;
+mod delivery_ack;
+mod gap;
+mod guaranteed_deliver;
+mod guaranteed_publish;
 mod hello;
 mod message;
 mod notice;
 mod ping;
+mod publish_ack;
+mod publish_refused;
 mod subscribe;
+mod subscribed;
 mod unsubscribe;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub use deliver::{Deliver, DELIVER_HEADER_LEN};
+pub use delivery_ack::DeliveryAck;
+pub use gap::Gap;
+pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN};
+pub use guaranteed_publish::GuaranteedPublish;
 pub use hello::Hello;
 pub use message::Message;
 pub use notice::Notice;
 pub use ping::{Ping, Pong};
+pub use publish_ack::PublishAck;
+pub use publish_refused::PublishRefused;
 pub use subscribe::{DeliveryMode, SubId, Subscribe};
+pub use subscribed::Subscribed;
 pub use unsubscribe::Unsubscribe;
 
 use crate::error::WireError;
@@ -58,7 +72,24 @@ pub enum FrameType {
     Error = 0x09,
     /// An orderly close.
     Disconnect = 0x0A,
+    /// Client publishes a message that must be logged and delivered exactly once.
+    GuaranteedPublish = 0x0B,
+    /// Broker has logged a guaranteed publish.
+    PublishAck = 0x0C,
+    /// Broker will not log a guaranteed publish; the session stays open.
+    PublishRefused = 0x0D,
+    /// Broker delivers a message of a guaranteed subscription.
+    GuaranteedDeliver = 0x0E,
+    /// Broker reports ticks a guaranteed subscription may have missed for good.
+    Gap = 0x0F,
+    /// Client acknowledges guaranteed deliveries up to a tick.
+    DeliveryAck = 0x10,
+    /// Broker confirms a guaranteed subscription and its start ticks.
+    Subscribed = 0x11,
 }
+
+/// The highest type byte this version knows; the header check refuses anything above.
+const LAST_FRAME_TYPE: u8 = FrameType::Subscribed as u8;
 
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -83,6 +114,20 @@ pub enum Frame {
     Error(Notice),
     /// See [`Notice`].
     Disconnect(Notice),
+    /// See [`GuaranteedPublish`].
+    GuaranteedPublish(GuaranteedPublish),
+    /// See [`PublishAck`].
+    PublishAck(PublishAck),
+    /// See [`PublishRefused`].
+    PublishRefused(PublishRefused),
+    /// See [`GuaranteedDeliver`].
+    GuaranteedDeliver(GuaranteedDeliver),
+    /// See [`Gap`].
+    Gap(Gap),
+    /// See [`DeliveryAck`].
+    DeliveryAck(DeliveryAck),
+    /// See [`Subscribed`].
+    Subscribed(Subscribed),
 }
 
 pub use welcome::Welcome;
@@ -102,6 +147,13 @@ impl Frame {
             Frame::Pong(_) => FrameType::Pong,
             Frame::Error(_) => FrameType::Error,
             Frame::Disconnect(_) => FrameType::Disconnect,
+            Frame::GuaranteedPublish(_) => FrameType::GuaranteedPublish,
+            Frame::PublishAck(_) => FrameType::PublishAck,
+            Frame::PublishRefused(_) => FrameType::PublishRefused,
+            Frame::GuaranteedDeliver(_) => FrameType::GuaranteedDeliver,
+            Frame::Gap(_) => FrameType::Gap,
+            Frame::DeliveryAck(_) => FrameType::DeliveryAck,
+            Frame::Subscribed(_) => FrameType::Subscribed,
         }
     }
 
@@ -133,6 +185,25 @@ impl Frame {
                 Ok(())
             }
             Frame::Error(n) | Frame::Disconnect(n) => n.encode_body(out),
+            Frame::GuaranteedPublish(f) => f.encode_body(out),
+            Frame::PublishAck(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
+            Frame::PublishRefused(f) => f.encode_body(out),
+            Frame::GuaranteedDeliver(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
+            Frame::Gap(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
+            Frame::DeliveryAck(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
+            Frame::Subscribed(f) => f.encode_body(out),
         })
     }
 
@@ -185,6 +256,13 @@ impl Frame {
             0x08 => Frame::Pong(Pong { nonce: ping::decode_nonce("PONG", &body)? }),
             0x09 => Frame::Error(Notice::decode_body("ERROR", &body)?),
             0x0A => Frame::Disconnect(Notice::decode_body("DISCONNECT", &body)?),
+            0x0B => Frame::GuaranteedPublish(GuaranteedPublish::decode_body(body)?),
+            0x0C => Frame::PublishAck(PublishAck::decode_body(&body)?),
+            0x0D => Frame::PublishRefused(PublishRefused::decode_body(&body)?),
+            0x0E => Frame::GuaranteedDeliver(GuaranteedDeliver::decode_body(body)?),
+            0x0F => Frame::Gap(Gap::decode_body(&body)?),
+            0x10 => Frame::DeliveryAck(DeliveryAck::decode_body(&body)?),
+            0x11 => Frame::Subscribed(Subscribed::decode_body(&body)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }
@@ -194,7 +272,7 @@ impl Frame {
 /// `Ok(None)` while more bytes are needed. Size and type are checked as soon as the header is
 /// there, so an oversized or unknown frame fails before its body is buffered.
 pub fn peek_header(buf: &[u8], max_frame: usize) -> Result<Option<(u8, usize)>, WireError> {
-    peek(buf, max_frame, |ty| (0x01..=0x0A).contains(&ty).then_some(ty))
+    peek(buf, max_frame, |ty| (0x01..=LAST_FRAME_TYPE).contains(&ty).then_some(ty))
 }
 
 /// How many more bytes the frame at the front of `buf` needs, when the header says.

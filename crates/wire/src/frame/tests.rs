@@ -2,6 +2,7 @@ use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 
 use super::*;
+use crate::ids::{PubendId, PublisherId, Tick};
 use crate::reason::ReasonCode;
 use crate::value::{Property, Value};
 
@@ -52,6 +53,39 @@ fn frame() -> impl Strategy<Value = Frame> {
         any::<u64>().prop_map(|nonce| Frame::Pong(Pong { nonce })),
         (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Error(Notice { code, text })),
         (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Disconnect(Notice { code, text })),
+        guaranteed_frame(),
+    ]
+}
+
+fn guaranteed_frame() -> impl Strategy<Value = Frame> {
+    let (id, pubend, tick) =
+        (any::<u32>().prop_map(SubId), any::<u64>().prop_map(PubendId), any::<u64>().prop_map(Tick));
+    prop_oneof![
+        (any::<u64>(), any::<u64>(), "[a-z]{0,8}", message()).prop_map(|(p, seq, pubend, message)| {
+            Frame::GuaranteedPublish(GuaranteedPublish { publisher: PublisherId(p), seq, pubend, message })
+        }),
+        (any::<u64>(), any::<u64>(), pubend.clone(), tick.clone()).prop_map(|(p, seq, pubend, tick)| {
+            Frame::PublishAck(PublishAck { publisher: PublisherId(p), seq, pubend, tick })
+        }),
+        (any::<u64>(), any::<u64>(), any::<u16>(), ".{0,20}").prop_map(|(p, seq, code, text)| {
+            Frame::PublishRefused(PublishRefused { publisher: PublisherId(p), seq, reason: Notice { code, text } })
+        }),
+        (id.clone(), pubend.clone(), tick.clone(), message()).prop_map(|(id, pubend, tick, message)| {
+            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message })
+        }),
+        (id.clone(), pubend.clone(), any::<u64>(), any::<u64>()).prop_map(|(id, pubend, a, b)| Frame::Gap(Gap {
+            id,
+            pubend,
+            from: Tick(a.min(b)),
+            to: Tick(a.max(b))
+        })),
+        (id.clone(), pubend.clone(), tick.clone()).prop_map(|(id, pubend, tick)| Frame::DeliveryAck(DeliveryAck {
+            id,
+            pubend,
+            tick
+        })),
+        (id, prop::collection::vec((pubend, tick), 0..4))
+            .prop_map(|(id, starts)| Frame::Subscribed(Subscribed { id, starts })),
     ]
 }
 
@@ -153,6 +187,77 @@ fn ping_and_pong_golden_bytes() {
 fn error_and_disconnect_golden_bytes() {
     golden(Frame::Error(Notice::new(ReasonCode::InvalidTopic, "x")), &[0, 0, 0, 6, 0x09, 0, 6, 0, 1, b'x']);
     golden(Frame::Disconnect(Notice::new(ReasonCode::Normal, "")), &[0, 0, 0, 5, 0x0A, 0, 0, 0, 0]);
+}
+
+#[test]
+fn guaranteed_publish_golden_bytes() {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    let f = GuaranteedPublish { publisher: PublisherId(1), seq: 2, pubend: "q".into(), message: m };
+    golden(
+        Frame::GuaranteedPublish(f),
+        &[
+            0, 0, 0, 38, 0x0B, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b'q', 0, 0, 0, 0, 0, 0, 0, 2, 0,
+            1, b't', 0, 0, 0, 0, 0, 1, b'p',
+        ],
+    );
+}
+
+#[test]
+fn publish_ack_and_refused_golden_bytes() {
+    let ack = PublishAck { publisher: PublisherId(1), seq: 2, pubend: PubendId(3), tick: Tick(4) };
+    golden(
+        Frame::PublishAck(ack),
+        &[
+            0, 0, 0, 33, 0x0C, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0,
+            0, 0, 4,
+        ],
+    );
+    let refused =
+        PublishRefused { publisher: PublisherId(1), seq: 2, reason: Notice::new(ReasonCode::InvalidTopic, "x") };
+    golden(
+        Frame::PublishRefused(refused),
+        &[0, 0, 0, 22, 0x0D, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 6, 0, 1, b'x'],
+    );
+}
+
+#[test]
+fn guaranteed_deliver_golden_bytes_and_header_helper_agree() {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    let expected = [
+        0, 0, 0, 39, 0x0E, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1,
+        b't', 0, 0, 0, 0, 0, 1, b'p',
+    ];
+    let f = GuaranteedDeliver { id: SubId(9), pubend: PubendId(3), tick: Tick(4), message: m.clone() };
+    golden(Frame::GuaranteedDeliver(f), &expected);
+    let mut hdr = BytesMut::new();
+    GuaranteedDeliver::encode_header(SubId(9), PubendId(3), Tick(4), &m, &mut hdr);
+    assert_eq!(hdr.len(), GUARANTEED_DELIVER_HEADER_LEN);
+    hdr.extend_from_slice(m.as_bytes());
+    assert_eq!(&hdr[..], &expected[..]);
+}
+
+#[test]
+fn gap_delivery_ack_and_subscribed_golden_bytes() {
+    golden(
+        Frame::Gap(Gap { id: SubId(1), pubend: PubendId(2), from: Tick(3), to: Tick(4) }),
+        &[0, 0, 0, 29, 0x0F, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4],
+    );
+    golden(
+        Frame::DeliveryAck(DeliveryAck { id: SubId(1), pubend: PubendId(2), tick: Tick(3) }),
+        &[0, 0, 0, 21, 0x10, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3],
+    );
+    golden(
+        Frame::Subscribed(Subscribed { id: SubId(1), starts: vec![(PubendId(2), Tick(3))] }),
+        &[0, 0, 0, 23, 0x11, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3],
+    );
+}
+
+#[test]
+fn a_gap_that_ends_before_it_starts_is_an_error() {
+    let mut buf = BytesMut::from(
+        &[0u8, 0, 0, 29, 0x0F, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3][..],
+    );
+    assert!(matches!(Frame::decode(&mut buf, 1024), Err(WireError::InvalidField { frame: "GAP", .. })));
 }
 
 #[test]

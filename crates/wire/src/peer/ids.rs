@@ -9,15 +9,7 @@ use bytes::{BufMut, BytesMut};
 
 use crate::cursor::{put_count, Reader};
 use crate::error::WireError;
-
-/// The identity of a publishing endpoint: one ordered stream of ticks (gd-protocol §1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct PubendId(pub u64);
-
-/// A position in a pubend's stream (gd-protocol §2). Every tick is eventually data (D), final
-/// silence (F) or lost (L); the frames below say which.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Tick(pub u64);
+pub use crate::ids::{PubendId, Tick};
 
 /// The routing tree a best-effort message was routed under; a receiver that holds another tree
 /// drops the message, so a message never mixes two trees.

@@ -5,7 +5,6 @@
 //! The figure is the longest gap in deliveries at s1. A stalled broker is always continued,
 //! and every network is stopped when it is dropped.
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -13,6 +12,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::StreamExt;
 use tidings_client::Client;
+use tidings_testkit::{send_signal, Signal};
 
 use super::{Checks, Key, Params, TIDINGS};
 use crate::metrics::{self, scrape_all};
@@ -48,11 +48,11 @@ struct Faulted {
 impl Faulted {
     fn inject(pid: u32, fault: Fault) -> anyhow::Result<Faulted> {
         let signal = match fault {
-            Fault::Crash => "-KILL",
-            Fault::Stall => "-STOP",
+            Fault::Crash => Signal::Kill,
+            Fault::Stall => Signal::Stop,
         };
         let faulted = Faulted { pid, fault };
-        anyhow::ensure!(signal_process(pid, signal)?, "kill {signal} {pid} failed");
+        send_signal(pid, signal).map_err(|e| anyhow::anyhow!("{signal:?} to {pid} failed: {e}"))?;
         Ok(faulted)
     }
 }
@@ -60,14 +60,9 @@ impl Faulted {
 impl Drop for Faulted {
     fn drop(&mut self) {
         if self.fault == Fault::Stall {
-            let _ = signal_process(self.pid, "-CONT");
+            let _ = send_signal(self.pid, Signal::Cont);
         }
     }
-}
-
-/// Sends a signal with kill(1) (the workspace forbids the unsafe FFI call).
-fn signal_process(pid: u32, signal: &str) -> anyhow::Result<bool> {
-    Ok(Command::new("kill").arg(signal).arg(pid.to_string()).stderr(Stdio::null()).status()?.success())
 }
 
 /// Both faults, each on a fresh network.

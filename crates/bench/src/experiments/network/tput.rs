@@ -113,7 +113,7 @@ async fn flood(
         let (held, detail) = link_held(&before, &after);
         checks.link.record(held, format!("{at}: {detail}"));
     }
-    let received = r.sent.saturating_sub(r.lost);
+    let received = r.accounting.received;
     let key = Key::new("throughput", TIDINGS, setup.label, setup.brokers, rep);
     for (quantity, value) in [
         ("sent", r.sent as f64),

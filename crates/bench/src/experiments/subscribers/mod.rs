@@ -12,7 +12,8 @@ use tidings_client::Transport;
 use super::{list, micros, Tally};
 use crate::latency::{self, LatencyResult, LatencySpec};
 use crate::metrics::{self, Snapshot};
-use crate::peer::{anchors::Point, nats, NatsServer, PeerRow};
+use crate::peer::{anchors::Point, nats, NatsServer, NatsTools, PeerRow};
+use crate::stats::load_average;
 use crate::suite::table::{num, Table};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -69,6 +70,9 @@ impl Params {
 /// The experiment.
 pub struct Subscribers(pub Params);
 
+/// The longest wait for stragglers, tidings and NATS alike.
+const DRAIN: Duration = Duration::from_secs(120);
+
 fn transport_name(t: Transport) -> &'static str {
     match t {
         Transport::Tcp => "tidings-tcp",
@@ -94,6 +98,11 @@ const COLUMNS: &[&str] = &[
     "max_us",
     "broker_drops",
     "setup_s",
+    "achieved_rate_msg_s",
+    "send_p50_us",
+    "send_p99_us",
+    "load_before",
+    "load_after",
 ];
 
 impl Experiment for Subscribers {
@@ -125,7 +134,7 @@ impl Experiment for Subscribers {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() } else { 0 };
+        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() * ctx.reps } else { 0 };
         (self.0.counts.len() * self.0.transports.len() * ctx.reps + nats) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
@@ -159,17 +168,21 @@ impl Subscribers {
             ),
         };
         let mut skipped = Vec::new();
+        let mut nats_failures = Vec::new();
         let mut ran = Tally::new("every point ran to the end (its setup retried at most once)");
-        for &transport in &p.transports {
-            for &n in &p.counts {
-                // The subscribers' sockets are this process's; the broker is another process.
-                if n as u64 + 256 > limit {
-                    skipped.push(format!("{n} subscribers ({}: open-file limit {limit})", transport_name(transport)));
-                    ctx.step(format!("skipped {n}"));
-                    continue;
-                }
-                for rep in 1..=ctx.reps {
+        // Point by point: every transport of tidings, then NATS on a fresh server, repetition by
+        // repetition, so that a change in the machine's load falls on both alike.
+        for &n in &p.counts {
+            // The subscribers' sockets are this process's; the broker is another process.
+            if n as u64 + 256 > limit {
+                skipped.push(format!("{n} subscribers (open-file limit {limit})"));
+                ctx.step(format!("skipped {n}"));
+                continue;
+            }
+            for rep in 1..=ctx.reps {
+                for &transport in &p.transports {
                     let at = format!("{} n={n}", transport_name(transport));
+                    let load_before = load_average();
                     let r = match self.point(ctx, transport, n, &mut checks).await {
                         Ok(r) => r,
                         Err(e) => {
@@ -179,12 +192,28 @@ impl Subscribers {
                         }
                     };
                     ran.record(true, at.clone());
-                    table.push(row(transport_name(transport), "this session", n, p.rate(n), p.size, rep, &r))?;
+                    let load = [load_before, load_average()];
+                    let cells = At {
+                        system: transport_name(transport),
+                        source: "this session",
+                        n,
+                        rate: p.rate(n),
+                        size: p.size,
+                        rep,
+                        load,
+                    };
+                    table.push(row(&cells, &r))?;
                     ctx.step(format!("{at}: mean {}", micros(r.latency.mean_us)));
+                }
+                if let Some(tools) = ctx.peers.tools() {
+                    if let Err(e) = self.nats_point(ctx, tools, n, rep, &mut table).await {
+                        nats_failures.push(format!("{n} subscribers, rep {rep}: {e:#}"));
+                    }
+                    ctx.step(format!("nats n={n}"));
                 }
             }
         }
-        let nats_failures = self.nats(ctx, &mut table).await?;
+        self.anchors(ctx, &mut table)?;
         let figure = self.figure(&table);
         let mut body = self.body(&table)?;
         if !skipped.is_empty() {
@@ -220,7 +249,7 @@ impl Subscribers {
             subscribers: n,
             rate: p.rate(n),
             duration: p.duration,
-            drain: Duration::from_secs(120),
+            drain: DRAIN,
             idle: Duration::from_secs(5),
             transport,
             subscription_capacity: (transport == Transport::Udp).then(|| Params::udp_capacity(n)),
@@ -247,9 +276,10 @@ impl Subscribers {
         let gauge = before.sum(metrics::SUBSCRIPTIONS);
         checks.subscribed.record(gauge == n as f64, format!("{at}: gauge {gauge}"));
         let counted = after.delta(&before, metrics::MESSAGES_IN);
-        let sent = latency.sent as f64;
+        // Probes are published before the data and counted by the broker too.
+        let sent = (latency.sent + latency.probes) as f64;
         let published = if transport == Transport::Tcp { counted == sent } else { counted <= sent };
-        checks.published.record(published, format!("{at}: broker counted {counted} of {sent}"));
+        checks.published.record(published, format!("{at}: broker counted {counted} of {sent} (data and probes)"));
         let in_order = latency.duplicates == 0 && (transport == Transport::Udp || latency.out_of_order == 0);
         checks.order.record(
             in_order,
@@ -260,75 +290,85 @@ impl Subscribers {
             let disconnects = after.delta(&before, metrics::DISCONNECTS);
             let expected = latency.sent * n as u64;
             let held = disconnects == 0.0
-                && latency.received as f64 == out
+                && (latency.received + latency.probes_received) as f64 == out
                 && expected as f64 == latency.received as f64 + drops;
             let detail = format!(
-                "{at}: sent×subs {expected}, received {}, broker out {out}, drops {drops}, disconnects {disconnects}",
-                latency.received
+                "{at}: sent×subs {expected}, received {} (+{} probes), broker out {out}, drops {drops}, disconnects {disconnects}",
+                latency.received, latency.probes_received
             );
             checks.accounted.record(held, detail);
         } else {
             checks.accounted.record(
-                latency.received as f64 <= out,
-                format!("{at}: received {}, broker out {out}", latency.received),
+                (latency.received + latency.probes_received) as f64 <= out,
+                format!("{at}: received {} (+{} probes), broker out {out}", latency.received, latency.probes_received),
             );
         }
         Ok(Measured { latency, broker_drops: drops })
     }
 
-    /// NATS's points (when measured now) and the committed anchors; returns the points whose
-    /// harness run failed.
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<Vec<String>> {
-        let mut failures = Vec::new();
+    /// One repetition of NATS at `n` subscribers, on a fresh server, with tidings' drain wait.
+    async fn nats_point(
+        &self,
+        ctx: &Context,
+        tools: &NatsTools,
+        n: usize,
+        rep: usize,
+        table: &mut Table,
+    ) -> anyhow::Result<()> {
         let p = &self.0;
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("subscribers-nats")?;
-            let tools = tools.clone();
-            let server = tokio::task::spawn_blocking({
-                let (tools, dir) = (tools.clone(), dir.clone());
-                move || NatsServer::single(&tools, &dir)
-            })
-            .await??;
-            for &n in &p.counts {
-                let run = nats::PeerRun {
-                    mode: nats::Mode::Latency,
-                    exp: "subscribers".into(),
-                    publisher: server.urls[0].clone(),
-                    subscriber: server.urls[0].clone(),
-                    size: p.size,
-                    subs: n,
-                    rate: p.rate(n).round() as u64,
-                    reps: ctx.reps,
-                    duration: p.duration,
-                    max: 0,
-                    drain: Duration::from_secs(60),
-                    hops: 1,
-                };
-                let (tools, dir) = (tools.clone(), dir.clone());
-                let rows = match tokio::task::spawn_blocking(move || nats::run(&tools, &run, &dir)).await? {
-                    Ok(rows) => rows,
-                    Err(e) => {
-                        failures.push(format!("{n} subscribers: {e:#}"));
-                        ctx.step(format!("nats n={n}: failed"));
-                        continue;
-                    }
-                };
-                for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row("nats", "this session", n, p.rate(n), p.size, i + 1, r))?;
-                }
-                ctx.step(format!("nats n={n}"));
-            }
+        let dir = ctx.scratch("subscribers-nats")?;
+        let load_before = load_average();
+        let tools = tools.clone();
+        let (size, rate, duration) = (p.size, p.rate(n), p.duration);
+        let rows = tokio::task::spawn_blocking(move || {
+            let server = NatsServer::single(&tools, &dir)?;
+            let run = nats::PeerRun {
+                mode: nats::Mode::Latency,
+                exp: "subscribers".into(),
+                publisher: server.urls[0].clone(),
+                subscriber: server.urls[0].clone(),
+                size,
+                subs: n,
+                rate: rate.round() as u64,
+                reps: 1,
+                duration,
+                max: 0,
+                drain: DRAIN,
+                hops: 1,
+            };
+            nats::run(&tools, &run, &dir)
+        })
+        .await??;
+        let load = [load_before, load_average()];
+        for r in &rows {
+            let at = At { system: "nats", source: "this session", n, rate, size, rep, load };
+            table.push(peer_row(&at, r))?;
         }
+        Ok(())
+    }
+
+    /// The committed anchors of the peer harness, labelled as such.
+    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+        let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
                 let rows =
                     anchors.latency(Point { exp: "E3", label: "nats", size: p.size as u64, subs: n as u64, hops: 1 });
                 for (i, r) in rows.iter().enumerate() {
-                    table.push(peer_row("nats-anchor", "committed anchor", n, 1000.0, p.size, i + 1, r))?;
+                    let at = At {
+                        system: "nats-anchor",
+                        source: "committed anchor",
+                        n,
+                        rate: 1000.0,
+                        size: p.size,
+                        rep: i + 1,
+                        load: [None, None],
+                    };
+                    table.push(peer_row(&at, r))?;
                 }
             }
         }
-        Ok(failures)
+        Ok(())
     }
 }
 
@@ -338,15 +378,29 @@ struct Measured {
     broker_drops: f64,
 }
 
-fn row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, m: &Measured) -> Vec<String> {
+/// Which point a row belongs to: its first six cells, and the load around it.
+struct At<'a> {
+    system: &'a str,
+    source: &'a str,
+    n: usize,
+    rate: f64,
+    size: usize,
+    rep: usize,
+    load: [Option<f64>; 2],
+}
+
+impl At<'_> {
+    /// The first six cells, the row's own figures, then the load before and after.
+    fn cells(&self, figures: Vec<String>) -> Vec<String> {
+        let head = [self.system.into(), self.source.into(), self.n.to_string(), num(self.rate)];
+        let load = self.load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default());
+        head.into_iter().chain([self.size.to_string(), self.rep.to_string()]).chain(figures).chain(load).collect()
+    }
+}
+
+fn row(at: &At<'_>, m: &Measured) -> Vec<String> {
     let r = &m.latency;
-    vec![
-        system.into(),
-        source.into(),
-        n.to_string(),
-        num(rate),
-        size.to_string(),
-        rep.to_string(),
+    at.cells(vec![
         r.sent.to_string(),
         r.received.to_string(),
         r.lost.to_string(),
@@ -358,18 +412,15 @@ fn row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize,
         r.max_us.to_string(),
         num(m.broker_drops),
         format!("{:.2}", r.setup_secs),
-    ]
+        num(r.achieved_rate),
+        r.send_p50_us.to_string(),
+        r.send_p99_us.to_string(),
+    ])
 }
 
-fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: usize, r: &PeerRow) -> Vec<String> {
+fn peer_row(at: &At<'_>, r: &PeerRow) -> Vec<String> {
     let f = |c: &str| r.num(c).map(num).unwrap_or_default();
-    vec![
-        system.into(),
-        source.into(),
-        n.to_string(),
-        num(rate),
-        size.to_string(),
-        rep.to_string(),
+    at.cells(vec![
         f("sent"),
         f("delivered"),
         f("lost"),
@@ -381,7 +432,10 @@ fn peer_row(system: &str, source: &str, n: usize, rate: f64, size: usize, rep: u
         f("max_us"),
         String::new(),
         f("setup_secs"),
-    ]
+        f("achieved_rate"),
+        f("send_p50_us"),
+        f("send_p99_us"),
+    ])
 }
 
 #[cfg(test)]

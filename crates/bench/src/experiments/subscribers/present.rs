@@ -6,11 +6,31 @@ use super::Subscribers;
 use crate::experiments::micros;
 use crate::peer::{median_of, PeerRow};
 use crate::seeds;
+use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::{num, Table};
 
 impl Subscribers {
     /// The median over repetitions of `column` for `system` at `n` subscribers.
+    /// Every repetition's value of `column` at `n` subscribers.
+    fn values(table: &Table, system: &str, n: usize, column: &str) -> Vec<f64> {
+        table
+            .rows()
+            .iter()
+            .filter(|r| table.cell(r, "system") == Some(system) && table.cell(r, "subscribers") == Some(&n.to_string()))
+            .filter_map(|r| table.cell(r, column).and_then(|v| v.parse().ok()))
+            .collect()
+    }
+
+    /// `median [min-max]` of `column`, flagged when the repetitions disagree by over 25 %.
+    fn ranged(table: &Table, system: &str, n: usize, column: &str) -> String {
+        let values = Self::values(table, system, n, column);
+        if values.is_empty() {
+            return "n/a".into();
+        }
+        Spread::of(&values).show(micros)
+    }
+
     fn median(table: &Table, system: &str, n: usize, column: &str) -> Option<f64> {
         let rows: Vec<PeerRow> = table
             .rows()
@@ -79,15 +99,24 @@ impl Subscribers {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "Latency is one-way (publisher's clock at sending to the subscriber's at reading, one \
-             machine), over every delivery of every subscriber. A *dropped subscriber* is one that \
+            "Latency is one-way, from the time the publisher's schedule said to send the message \
+             to the time the subscribing application took the delivery (one machine, one clock), \
+             over every delivery of every subscriber: a publisher that falls behind does not hide a \
+             stall. *send p99* measures from the actual send instead (for comparison only), and \
+             *achieved* is the publish rate reached. Both sides measure the same way (the peer \
+             harness in `bench/peers/`); NATS runs on a fresh server right after tidings at each \
+             point and repetition. A *dropped subscriber* is one that \
              did not receive every message (seed 003's definition: it did not receive and report \
              everything); *lost* counts deliveries that never arrived. The publisher sends 1000 msg/s \
              up to 1000 subscribers and 100 msg/s at 10,000: at most 1 M deliveries/s. Medians over \
-             repetitions.\n"
+             repetitions, with [min-max]; `!` marks a spread over 25 % of the median. The CSV has \
+             the load average before and after every point (the machine is shared).\n"
         );
-        let _ = writeln!(out, "| subscribers | system | mean | stdev | p50 | p99 | max | dropped subs | lost |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(
+            out,
+            "| subscribers | system | mean | p50 | p99 [min-max] | max | send p99 | achieved msg/s | dropped subs | lost |"
+        );
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for &n in &self.0.counts {
             for system in ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"] {
                 let m = |c: &str| Self::median(table, system, n, c);
@@ -96,12 +125,13 @@ impl Subscribers {
                 let count = |c: &str| m(c).map(num).unwrap_or_else(|| "n/a".into());
                 let _ = writeln!(
                     out,
-                    "| {n} | {system} | {} | {} | {} | {} | {} | {} | {} |",
+                    "| {n} | {system} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     micros(mean),
-                    us("stdev_us"),
                     us("p50_us"),
-                    us("p99_us"),
+                    Self::ranged(table, system, n, "p99_us"),
                     us("max_us"),
+                    us("send_p99_us"),
+                    count("achieved_rate_msg_s"),
                     count("dropped_subscribers"),
                     count("lost")
                 );

@@ -1,0 +1,3 @@
+//! Placeholder until the delivery benchmarks land.
+
+fn main() {}

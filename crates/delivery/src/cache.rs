@@ -1,0 +1,116 @@
+//! The bounded payload cache of one stream.
+//!
+//! **The limit.** Each stream keeps at most [`crate::Settings::payload_cache_bytes`] bytes of
+//! payloads (default 64 MiB; payload bytes only, not map overhead). When an insert goes over, the
+//! lowest ticks are evicted first, except ticks at or above a protected tick the stream names
+//! (at a subscriber-hosting broker: ticks not yet delivered to its caught-up subends, which must
+//! not wait for a refetch). An evicted payload leaves its D in the knowledge stream; whoever
+//! needs it again re-fetches it with a nack (the pubend reads it from its log). So the
+//! protected part is the only part that can exceed the limit, and it is bounded by how far data
+//! runs ahead of a gap before the gap is repaired.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::names::Tick;
+
+/// Payloads of D ticks still worth keeping.
+#[derive(Clone, Debug, Default)]
+pub struct PayloadCache {
+    payloads: BTreeMap<Tick, Bytes>,
+    bytes: usize,
+    evicted: u64,
+}
+
+impl PayloadCache {
+    /// The cached payload of `tick`.
+    pub fn get(&self, tick: Tick) -> Option<&Bytes> {
+        self.payloads.get(&tick)
+    }
+
+    /// Whether `tick`'s payload is cached.
+    pub fn contains(&self, tick: Tick) -> bool {
+        self.payloads.contains_key(&tick)
+    }
+
+    /// Caches a payload (keeping an existing one), then evicts the lowest unprotected ticks
+    /// until the cache fits `limit` bytes.
+    pub fn insert(&mut self, tick: Tick, payload: Bytes, limit: usize, protect_from: Tick) {
+        if self.payloads.contains_key(&tick) {
+            return;
+        }
+        self.bytes += payload.len();
+        self.payloads.insert(tick, payload);
+        while self.bytes > limit {
+            let Some((&lowest, _)) = self.payloads.first_key_value() else { break };
+            if lowest >= protect_from {
+                break;
+            }
+            if let Some(dropped) = self.payloads.remove(&lowest) {
+                self.bytes -= dropped.len();
+                self.evicted += 1;
+            }
+        }
+    }
+
+    /// Drops every payload at or below `tick` (acknowledged everywhere downstream).
+    pub fn drop_through(&mut self, tick: Tick) {
+        while let Some((&lowest, _)) = self.payloads.first_key_value() {
+            if lowest > tick {
+                break;
+            }
+            if let Some(dropped) = self.payloads.remove(&lowest) {
+                self.bytes -= dropped.len();
+            }
+        }
+    }
+
+    /// Payload bytes held.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Payloads evicted by the limit so far.
+    pub fn evicted(&self) -> u64 {
+        self.evicted
+    }
+
+    /// Payloads held.
+    pub fn len(&self) -> usize {
+        self.payloads.len()
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.payloads.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_lowest_unprotected_payloads_are_evicted_first() {
+        let mut cache = PayloadCache::default();
+        for tick in 1..=4 {
+            cache.insert(Tick(tick), Bytes::from_static(b"0123456789"), 25, Tick(4));
+        }
+        assert!(!cache.contains(Tick(1)) && !cache.contains(Tick(2)));
+        assert!(cache.contains(Tick(3)) && cache.contains(Tick(4)));
+        assert_eq!(cache.bytes(), 20);
+        assert_eq!(cache.evicted(), 2);
+    }
+
+    #[test]
+    fn protected_payloads_stay_even_over_the_limit() {
+        let mut cache = PayloadCache::default();
+        for tick in 1..=4 {
+            cache.insert(Tick(tick), Bytes::from_static(b"0123456789"), 5, Tick(1));
+        }
+        assert_eq!(cache.len(), 4);
+        cache.drop_through(Tick(3));
+        assert_eq!(cache.len(), 1);
+    }
+}

@@ -1,0 +1,240 @@
+//! [`Engine::handle`]: one handler per input; each finds the stream concerned, runs the
+//! operation, then settles acknowledgements and the stream's next deadline.
+
+use bytes::Bytes;
+
+use crate::engine::log::Log;
+use crate::engine::receive::DataIn;
+use crate::engine::stream::{Learned, Source, Stream};
+use crate::engine::types::{Action, Input, Matcher, StreamRoute};
+use crate::engine::{Ctx, Engine};
+use crate::error::DeliveryError;
+use crate::message::Message;
+use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
+use crate::store::{Recovered, StoreInput};
+
+/// Which streams an operation may create.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Create {
+    /// Only touch an existing stream.
+    Never,
+    /// Create a relay stream if there is none (routes and subends come before any data).
+    Relay,
+}
+
+impl<M: Matcher> Engine<M> {
+    /// Feeds one input at time `now`; actions to carry out are appended to `out`.
+    pub fn handle(&mut self, now: Millis, input: Input, out: &mut Vec<Action>) {
+        match input {
+            Input::Publish { pubend, publisher, seq, payload } => {
+                self.handle_publish(now, pubend, publisher, seq, payload, out)
+            }
+            Input::Received { from, from_cell, message } => self.handle_received(now, from, from_cell, message, out),
+            Input::Route { pubend, route } => self.handle_route(now, pubend, route, out),
+            Input::SubendAttach { pubend, subend, start } => self.handle_subend_attach(now, pubend, subend, start, out),
+            Input::SubendStart { pubend, subend, start } => self.handle_subend_start(now, pubend, subend, start, out),
+            Input::SubendDetach { pubend, subend } => self.handle_subend_detach(now, pubend, subend, out),
+            Input::OutboxFull { subend } => self.handle_outbox_full(subend),
+            Input::OutboxReady { subend } => self.handle_outbox_ready(now, subend, out),
+            Input::Store(store) => self.handle_store(now, store, out),
+            Input::EarlyRelease { pubend, up_to } => self.handle_early_release(now, pubend, up_to, out),
+            Input::Tick => self.handle_tick(now, out),
+        }
+    }
+
+    /// Runs `operation` on `pubend`'s stream with a context, then settles it.
+    fn with_stream(
+        &mut self,
+        now: Millis,
+        pubend: PubendId,
+        create: Create,
+        out: &mut Vec<Action>,
+        operation: impl FnOnce(&mut Stream, &mut Ctx<'_>),
+    ) {
+        if create == Create::Relay {
+            self.streams.entry(pubend).or_insert_with(|| Stream::relay(pubend));
+        }
+        let Some(stream) = self.streams.get_mut(&pubend) else {
+            self.counters.unknown_stream += 1;
+            return;
+        };
+        let mut ctx =
+            Ctx { now, pubend, settings: &self.settings, matcher: &self.matcher, out, counters: &mut self.counters };
+        operation(stream, &mut ctx);
+        stream.settle(&mut ctx);
+        stream.refresh_deadline(&ctx);
+    }
+
+    fn handle_publish(
+        &mut self,
+        now: Millis,
+        pubend: PubendId,
+        publisher: PublisherId,
+        seq: u64,
+        payload: Bytes,
+        out: &mut Vec<Action>,
+    ) {
+        let hosted = self.streams.get(&pubend).is_some_and(|s| matches!(s.source, Source::Log(_)));
+        if !hosted {
+            out.push(Action::Rejected { error: DeliveryError::PubendNotOpen { pubend } });
+            return;
+        }
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            if let Source::Log(log) = &mut stream.source {
+                log.publish(publisher, seq, payload, ctx);
+            }
+        });
+    }
+
+    fn handle_received(
+        &mut self,
+        now: Millis,
+        from: BrokerId,
+        from_cell: CellId,
+        message: Message,
+        out: &mut Vec<Action>,
+    ) {
+        let pubend = message.pubend();
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| match message {
+            Message::Data { tick, final_from, final_to, requested_only, payload, .. } => {
+                stream.on_data(DataIn { from, tick, final_from, final_to, requested_only, payload }, ctx)
+            }
+            Message::Silence { ranges, kind, requested_only, .. } => {
+                stream.on_silence(from, &ranges, kind, requested_only, ctx)
+            }
+            Message::Ack { ack_prefix, release_prefix, .. } => {
+                stream.on_ack(from_cell, ack_prefix, release_prefix, ctx)
+            }
+            Message::Nack { ranges, .. } => stream.on_nack(from_cell, &ranges, ctx),
+            Message::AckExpected { tick, .. } => stream.on_ack_expected(tick, ctx),
+        });
+    }
+
+    fn handle_route(&mut self, now: Millis, pubend: PubendId, route: StreamRoute, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| stream.route(route, ctx));
+    }
+
+    fn handle_subend_attach(
+        &mut self,
+        now: Millis,
+        pubend: PubendId,
+        subend: SubendId,
+        start: Option<Tick>,
+        out: &mut Vec<Action>,
+    ) {
+        self.subend_streams.entry(subend).or_default().insert(pubend);
+        self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
+            stream.subends.attach(subend, start, &mut stream.know, ctx);
+            stream.started(ctx);
+        });
+    }
+
+    fn handle_subend_start(
+        &mut self,
+        now: Millis,
+        pubend: PubendId,
+        subend: SubendId,
+        start: Tick,
+        out: &mut Vec<Action>,
+    ) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            if !stream.subends.contains(subend) {
+                ctx.out.push(Action::Rejected { error: DeliveryError::UnknownSubend { pubend, subend } });
+                return;
+            }
+            stream.subends.confirm(subend, start, &mut stream.know, ctx);
+            stream.started(ctx);
+        });
+    }
+
+    fn handle_subend_detach(&mut self, now: Millis, pubend: PubendId, subend: SubendId, out: &mut Vec<Action>) {
+        if let Some(pubends) = self.subend_streams.get_mut(&subend) {
+            pubends.remove(&pubend);
+            if pubends.is_empty() {
+                self.subend_streams.remove(&subend);
+            }
+        }
+        self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.subends.detach(subend));
+    }
+
+    fn handle_outbox_full(&mut self, subend: SubendId) {
+        for pubend in self.subend_streams.get(&subend).into_iter().flatten() {
+            if let Some(stream) = self.streams.get_mut(pubend) {
+                stream.subends.block(subend);
+            }
+        }
+    }
+
+    fn handle_outbox_ready(&mut self, now: Millis, subend: SubendId, out: &mut Vec<Action>) {
+        let pubends: Vec<PubendId> = self.subend_streams.get(&subend).into_iter().flatten().copied().collect();
+        for pubend in pubends {
+            self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                stream.subends.unblock(subend);
+                stream.learn(&[], Learned::Requested, ctx);
+            });
+        }
+    }
+
+    fn handle_store(&mut self, now: Millis, input: StoreInput, out: &mut Vec<Action>) {
+        match input {
+            StoreInput::Opened { pubend, recovered } => self.handle_store_opened(now, pubend, recovered, out),
+            StoreInput::AppendDone { pubend, synced_up_to } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                    let Source::Log(log) = &mut stream.source else { return };
+                    let ticks = log.append_done(synced_up_to, &mut stream.know, &mut stream.cache, ctx);
+                    let mut pieces = log.advance_silence(&mut stream.know, ctx);
+                    pieces.extend(ticks.iter().map(|&tick| TickRange::single(tick)));
+                    stream.learn(&pieces, Learned::FirstTime(&ticks), ctx);
+                })
+            }
+            StoreInput::ReadDone { pubend, range, records } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                    let Source::Log(log) = &mut stream.source else { return };
+                    log.read_done(range, records, &mut stream.cache, ctx);
+                    stream.learn(&[range], Learned::Requested, ctx);
+                })
+            }
+            StoreInput::LeaseDone { pubend, lease } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                    let Source::Log(log) = &mut stream.source else { return };
+                    log.lease_done(lease);
+                    let pieces = log.advance_silence(&mut stream.know, ctx);
+                    stream.learn(&pieces, Learned::FirstTime(&[]), ctx);
+                })
+            }
+        }
+    }
+
+    /// The pubend's log opened: the stream becomes the pubend (a relay stream created earlier
+    /// by a route keeps its children).
+    fn handle_store_opened(&mut self, now: Millis, pubend: PubendId, recovered: Recovered, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
+            let mut fresh = Stream::relay(pubend);
+            let log = Log::open(recovered, &mut fresh.know);
+            fresh.source = Source::Log(Box::new(log));
+            fresh.subends = std::mem::take(&mut stream.subends);
+            let children: Vec<_> =
+                std::mem::take(&mut stream.children).into_values().map(|child| child.link()).collect();
+            *stream = fresh;
+            stream.route(StreamRoute { upstream: None, children }, ctx);
+        });
+    }
+
+    fn handle_early_release(&mut self, now: Millis, pubend: PubendId, up_to: Tick, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.early_release(up_to, ctx);
+            let release = log.release;
+            stream.know.advance_done(release);
+            stream.cache.drop_through(release);
+        });
+    }
+
+    fn handle_tick(&mut self, now: Millis, out: &mut Vec<Action>) {
+        let due: Vec<PubendId> =
+            self.streams.iter().filter(|(_, s)| s.deadline.is_some_and(|d| d <= now)).map(|(&p, _)| p).collect();
+        for pubend in due {
+            self.with_stream(now, pubend, Create::Never, out, |stream, ctx| stream.on_timer(ctx));
+        }
+    }
+}

@@ -1,0 +1,211 @@
+//! The pubend at its publisher-hosting broker (gd-protocol §2.3, §8.1): tick assignment under a
+//! durable lease, log before send, silence up to `safe_now`, reads to answer nacks, release.
+
+use std::collections::BTreeMap;
+
+use bytes::Bytes;
+
+use crate::cache::PayloadCache;
+use crate::engine::types::Action;
+use crate::engine::Ctx;
+use crate::knowledge::{Joined, Know, Knowledge};
+use crate::names::{Millis, PublisherId, Tick, TickRange};
+use crate::ranges::RangeMap;
+use crate::store::{Recovered, StoreAction};
+
+/// A message whose tick is assigned but whose append is not yet durable.
+#[derive(Clone, Debug)]
+struct PendingRecord {
+    payload: Bytes,
+    publisher: PublisherId,
+    seq: u64,
+}
+
+/// The pubend's log-facing state.
+///
+/// Invariants: every tick `<= synced` that was assigned is durable; `pending` holds exactly the
+/// assigned ticks above `synced`; F is asserted only up to `safe_now <= lease` (T1, T3).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Log {
+    last_tick: Tick,
+    lease: Tick,
+    lease_asked: Option<Tick>,
+    synced: Tick,
+    pending: BTreeMap<Tick, PendingRecord>,
+    publishers: BTreeMap<PublisherId, u64>,
+    /// Knowledge holds every non-D tick up to here as F.
+    silence_to: Tick,
+    /// The release prefix last given to the store.
+    pub(crate) release: Tick,
+    release_sent_at: Option<Millis>,
+    /// Ticks released early, answered as lost.
+    pub(crate) lost: Option<TickRange>,
+    /// Reads in flight, and when they were asked (a repeat within the window is absorbed).
+    reading: RangeMap<Millis>,
+}
+
+impl Log {
+    /// The log as recovered from the store: logged ticks are D (payloads are read on demand),
+    /// and no tick up to `max(lease, highest logged)` is ever assigned again (T1).
+    pub(crate) fn open(recovered: Recovered, know: &mut Knowledge) -> Self {
+        know.advance_done(recovered.release);
+        let mut joined = Joined::default();
+        for &tick in &recovered.logged {
+            know.join(TickRange::single(tick), Know::Data, &mut joined);
+        }
+        let highest = recovered.logged.last().copied().unwrap_or(Tick(0));
+        let last_tick = recovered.lease.max(highest).max(recovered.release);
+        Self {
+            last_tick,
+            lease: recovered.lease,
+            synced: last_tick,
+            publishers: recovered.publishers.into_iter().collect(),
+            silence_to: recovered.release,
+            release: recovered.release,
+            ..Self::default()
+        }
+    }
+
+    fn now_tick(&self, ctx: &Ctx<'_>) -> Tick {
+        Tick(ctx.settings.ticks(ctx.now.0).max(1))
+    }
+
+    /// T3: the highest tick the pubend may call F now.
+    fn safe_now(&self, ctx: &Ctx<'_>) -> Tick {
+        let unlogged = self.pending.keys().next().map_or(Tick(u64::MAX), |t| t.prev());
+        self.now_tick(ctx).min(unlogged).min(self.lease)
+    }
+
+    /// Asserts F over the ticks that became safe; returns the new pieces.
+    pub(crate) fn advance_silence(&mut self, know: &mut Knowledge, ctx: &mut Ctx<'_>) -> Vec<TickRange> {
+        self.raise_lease(ctx);
+        let safe = self.safe_now(ctx);
+        let mut joined = Joined::default();
+        if let Some(range) = TickRange::new(self.silence_to.next(), safe) {
+            know.join(range, Know::Final, &mut joined);
+            self.silence_to = safe;
+        }
+        joined.new
+    }
+
+    fn raise_lease(&mut self, ctx: &mut Ctx<'_>) {
+        let now = self.now_tick(ctx).0;
+        let chunk = ctx.settings.ticks(ctx.settings.lease_chunk_ms);
+        if self.lease_asked.is_none() && self.lease.0 < now.saturating_add(chunk / 2) {
+            let up_to = Tick(now.saturating_add(chunk));
+            self.lease_asked = Some(up_to);
+            ctx.out.push(Action::Store(StoreAction::LeaseRaise { pubend: ctx.pubend, up_to }));
+        }
+    }
+
+    /// The store made the lease durable.
+    pub(crate) fn lease_done(&mut self, lease: Tick) {
+        self.lease = self.lease.max(lease);
+        if self.lease_asked.is_some_and(|asked| asked <= lease) {
+            self.lease_asked = None;
+        }
+    }
+
+    /// T4 then T2: a repeat of `(publisher, seq)` is dropped; a new message gets
+    /// `max(now, last + 1)` and is appended; it leaves the broker only once durable.
+    pub(crate) fn publish(&mut self, publisher: PublisherId, seq: u64, payload: Bytes, ctx: &mut Ctx<'_>) {
+        if self.publishers.get(&publisher).is_some_and(|&last| seq <= last) {
+            ctx.counters.duplicate_publishes += 1;
+            if self.pending.values().all(|p| p.publisher != publisher) {
+                ctx.out.push(Action::PublishAcked { pubend: ctx.pubend, publisher, seq });
+            }
+            return;
+        }
+        self.publishers.insert(publisher, seq);
+        let tick = self.now_tick(ctx).max(self.last_tick.next());
+        self.last_tick = tick;
+        let record = payload.clone();
+        self.pending.insert(tick, PendingRecord { payload, publisher, seq });
+        ctx.out.push(Action::Store(StoreAction::Append { pubend: ctx.pubend, tick, record, publisher, seq }));
+    }
+
+    /// Appends up to `synced_up_to` are durable: their ticks become D, their publishers are
+    /// acknowledged. Returns the new D ticks (to send first-time).
+    pub(crate) fn append_done(
+        &mut self,
+        synced_up_to: Tick,
+        know: &mut Knowledge,
+        cache: &mut PayloadCache,
+        ctx: &mut Ctx<'_>,
+    ) -> Vec<Tick> {
+        self.synced = self.synced.max(synced_up_to);
+        let rest = self.pending.split_off(&synced_up_to.next());
+        let durable = std::mem::replace(&mut self.pending, rest);
+        let mut ticks = Vec::with_capacity(durable.len());
+        let mut joined = Joined::default();
+        for (tick, record) in durable {
+            know.join(TickRange::single(tick), Know::Data, &mut joined);
+            cache.insert(tick, record.payload, ctx.settings.payload_cache_bytes, Tick(u64::MAX));
+            ctx.out.push(Action::PublishAcked { pubend: ctx.pubend, publisher: record.publisher, seq: record.seq });
+            ticks.push(tick);
+        }
+        ticks
+    }
+
+    /// Reads the D ticks among `missing` whose payloads are not cached, except ranges already
+    /// being read (asked within the nack window).
+    pub(crate) fn read(&mut self, missing: &[TickRange], know: &Knowledge, ctx: &mut Ctx<'_>) {
+        let window = ctx.settings.nack_repetition_min_ms;
+        for &range in missing {
+            let wanted = know.runs(range).any(|run| run.value == Know::Data);
+            let recent = self.reading.runs(range).any(|run| ctx.now < run.value.after(window));
+            if wanted && !recent {
+                self.reading.insert(range, ctx.now);
+                ctx.out.push(Action::Store(StoreAction::ReadRange { pubend: ctx.pubend, range }));
+            }
+        }
+    }
+
+    /// A read finished: its payloads are cached again.
+    pub(crate) fn read_done(
+        &mut self,
+        range: TickRange,
+        records: Vec<(Tick, Bytes)>,
+        cache: &mut PayloadCache,
+        ctx: &Ctx<'_>,
+    ) {
+        self.reading.remove(range, &mut Vec::new());
+        for (tick, record) in records {
+            cache.insert(tick, record, ctx.settings.payload_cache_bytes, Tick(u64::MAX));
+        }
+    }
+
+    /// Releases the log up to `release` (the minimum over the tree), at most once per RPT.
+    pub(crate) fn release_to(&mut self, release: Tick, ctx: &mut Ctx<'_>) -> bool {
+        let release = release.min(self.silence_to.max(self.synced.min(self.last_tick)));
+        let due = self.release_sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.release_propagation_ms));
+        if release <= self.release || !due {
+            return false;
+        }
+        self.release = release;
+        self.release_sent_at = Some(ctx.now);
+        self.reading.clear_through(release);
+        ctx.out.push(Action::Store(StoreAction::ReleasePrefix { pubend: ctx.pubend, tick: release }));
+        true
+    }
+
+    /// An administrative early release: records up to `up_to` go; nacks for them get L.
+    pub(crate) fn early_release(&mut self, up_to: Tick, ctx: &mut Ctx<'_>) {
+        let up_to = up_to.min(self.silence_to);
+        if up_to <= self.release {
+            return;
+        }
+        self.lost = TickRange::new(self.release.next(), up_to);
+        self.release = up_to;
+        self.release_sent_at = Some(ctx.now);
+        ctx.out.push(Action::Store(StoreAction::ReleasePrefix { pubend: ctx.pubend, tick: up_to }));
+    }
+
+    /// When the pubend next has silence to assert or a release to send.
+    pub(crate) fn deadline(&self, pending_release: bool, ctx: &Ctx<'_>) -> Option<Millis> {
+        let release =
+            self.release_sent_at.filter(|_| pending_release).map(|at| at.after(ctx.settings.release_propagation_ms));
+        let silence = Some(ctx.now.after(ctx.settings.silence_ms));
+        [release, silence].into_iter().flatten().min()
+    }
+}

@@ -1,0 +1,163 @@
+//! The engine: every guaranteed-delivery role of one broker behind one state machine. Inputs go
+//! in through [`Engine::handle`]; actions come out into a caller-owned `Vec`; the shell calls
+//! again with [`Input::Tick`] at [`Engine::next_deadline`].
+//!
+//! Layout: `types` holds the public inputs, actions and routes; `stream` what every role
+//! shares (one [`stream::Stream`] per pubend); `log` the pubend at its own broker; `upstream`
+//! and `receive` the relay side; `ostream` the filter edge towards one downstream cell;
+//! `subends` local delivery; `reply` packs answers into messages; `dispatch` the handlers.
+
+mod dispatch;
+mod log;
+mod ostream;
+mod receive;
+mod reply;
+mod stream;
+mod subends;
+mod types;
+mod upstream;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::names::{Millis, PubendId, SubendId};
+use crate::settings::Settings;
+
+use stream::Stream;
+pub use types::{Action, ChildLink, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
+
+/// Counters for metrics; they only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Nack messages sent upstream.
+    pub nacks_sent: u64,
+    /// Ticks nacked upstream.
+    pub nack_ticks_sent: u64,
+    /// Ticks a downstream nack asked for that an upstream nack already covered (consolidation).
+    pub nack_ticks_absorbed: u64,
+    /// Retransmission messages sent downstream (answers to nacks).
+    pub retransmitted: u64,
+    /// First-time Data for ticks already final here, dropped.
+    pub duplicates_dropped: u64,
+    /// Publishes dropped as repeats of a logged `(publisher, seq)`.
+    pub duplicate_publishes: u64,
+    /// Knowledge contradicting what was held (D against F): protocol errors, old value kept.
+    pub conflicts: u64,
+    /// Messages with impossible fields.
+    pub malformed: u64,
+    /// Messages for a pubend with no stream here.
+    pub unknown_stream: u64,
+}
+
+/// What one stream operation needs besides the stream.
+pub(crate) struct Ctx<'a> {
+    pub(crate) now: Millis,
+    pub(crate) pubend: PubendId,
+    pub(crate) settings: &'a Settings,
+    pub(crate) matcher: &'a dyn Matcher,
+    pub(crate) out: &'a mut Vec<Action>,
+    pub(crate) counters: &'a mut Counters,
+}
+
+/// Every guaranteed-delivery role of one broker: pubends it hosts, relayed streams, subends.
+pub struct Engine<M: Matcher> {
+    settings: Settings,
+    matcher: M,
+    streams: BTreeMap<PubendId, Stream>,
+    /// Which streams each local subend is attached to (flow control is per subend).
+    subend_streams: BTreeMap<SubendId, BTreeSet<PubendId>>,
+    counters: Counters,
+}
+
+impl<M: Matcher> Engine<M> {
+    /// An engine with no streams. After a restart, a new engine starts empty: all its soft state
+    /// is gone, and the pubends it hosts come back through [`crate::StoreInput::Opened`].
+    pub fn new(settings: Settings, matcher: M) -> Self {
+        Self {
+            settings,
+            matcher,
+            streams: BTreeMap::new(),
+            subend_streams: BTreeMap::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The matcher, to update filters as subscriptions and summaries change.
+    pub fn matcher_mut(&mut self) -> &mut M {
+        &mut self.matcher
+    }
+
+    /// The matcher.
+    pub fn matcher(&self) -> &M {
+        &self.matcher
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Counters so far.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// When the shell must next call `handle(now, Input::Tick)`.
+    pub fn next_deadline(&self) -> Option<Millis> {
+        self.streams.values().filter_map(|stream| stream.deadline).min()
+    }
+
+    /// Approximate bytes of state held for `pubend` (knowledge runs, payloads, curiosity).
+    pub fn stream_bytes(&self, pubend: PubendId) -> Option<usize> {
+        self.streams.get(&pubend).map(Stream::approx_bytes)
+    }
+
+    /// A read-only view of one stream, for invariant checks and `/state`.
+    pub fn inspect(&self, pubend: PubendId) -> Option<StreamView<'_>> {
+        self.streams.get(&pubend).map(|stream| StreamView { stream })
+    }
+}
+
+/// Read-only facts about one stream at one broker.
+pub struct StreamView<'a> {
+    stream: &'a Stream,
+}
+
+impl StreamView<'_> {
+    /// The knowledge value at `tick` (`None`: Q).
+    pub fn knowledge(&self, tick: crate::names::Tick) -> Option<crate::knowledge::Know> {
+        self.stream.know.get(tick)
+    }
+
+    /// The done prefix.
+    pub fn done(&self) -> crate::names::Tick {
+        self.stream.know.done()
+    }
+
+    /// The doubt horizon.
+    pub fn horizon(&self) -> crate::names::Tick {
+        self.stream.know.horizon()
+    }
+
+    /// What this stream last acknowledged (at a pubend: the log's release prefix).
+    pub fn acked(&self) -> crate::names::Tick {
+        self.stream.acked.ack
+    }
+
+    /// At the pubend's broker, the log's release prefix.
+    pub fn release(&self) -> Option<crate::names::Tick> {
+        match &self.stream.source {
+            stream::Source::Log(log) => Some(log.release),
+            stream::Source::Upstream(_) => None,
+        }
+    }
+
+    /// Runs held by the knowledge map.
+    pub fn runs(&self) -> usize {
+        self.stream.know.run_count()
+    }
+
+    /// Payloads cached.
+    pub fn cached(&self) -> usize {
+        self.stream.cache.len()
+    }
+}

@@ -1,0 +1,449 @@
+//! An ostream: what this broker has told one downstream cell about one pubend, and what that
+//! cell asked for (gd-protocol §5, §8.2). The filter edge is applied tick by tick as the
+//! istream's knowledge is walked; F ticks are told lazily (on the next Data, or after FPT).
+
+use std::collections::BTreeSet;
+
+use crate::cache::PayloadCache;
+use crate::engine::reply::Reply;
+use crate::engine::types::{Action, ChildLink, Verdict};
+use crate::engine::Ctx;
+use crate::knowledge::{Know, Knowledge};
+use crate::message::{Message, SilenceKind};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
+use crate::ranges::RangeMap;
+
+/// The upstream side of a filter edge, as an ostream reads it.
+pub(crate) struct View<'a> {
+    pub(crate) pubend: PubendId,
+    pub(crate) know: &'a Knowledge,
+    pub(crate) cache: &'a PayloadCache,
+    /// At the pubend: ticks released early (answered as lost).
+    pub(crate) lost: Option<TickRange>,
+}
+
+/// AckExpected state (pubend only).
+#[derive(Clone, Copy, Debug)]
+struct AckExpected {
+    since: Millis,
+    interval_ms: u64,
+}
+
+/// One downstream cell's ostream.
+///
+/// Invariants: every tick `<= told` was told to the cell, or lies in the untold F run
+/// `[lazy_from, told]`, or is acknowledged; `above` holds D ticks told above `told`; every D
+/// tick told is `<= last_data`.
+#[derive(Clone, Debug)]
+pub(crate) struct Ostream {
+    pub(crate) cell: CellId,
+    to: BrokerId,
+    via: Option<BrokerId>,
+    told: Tick,
+    lazy_from: Option<Tick>,
+    above: BTreeSet<Tick>,
+    last_data: Tick,
+    ack: Tick,
+    release: Tick,
+    /// C marks: when each range was last asked for.
+    curious: RangeMap<Millis>,
+    last_told_at: Millis,
+    ack_expected: Option<AckExpected>,
+}
+
+impl Ostream {
+    /// A fresh ostream; `start` is what the stream already acknowledged upstream (or released),
+    /// so a new child never pulls the aggregate back.
+    pub(crate) fn new(link: ChildLink, start: Tick, now: Millis) -> Self {
+        Self {
+            cell: link.cell,
+            to: link.broker,
+            via: link.via,
+            told: start,
+            lazy_from: None,
+            above: BTreeSet::new(),
+            last_data: Tick(0),
+            ack: start,
+            release: start,
+            curious: RangeMap::new(),
+            last_told_at: now,
+            ack_expected: None,
+        }
+    }
+
+    /// The entry broker changed inside the same cell: the ostream (acks, curiosity) survives.
+    pub(crate) fn relink(&mut self, link: ChildLink) {
+        self.to = link.broker;
+        self.via = link.via;
+    }
+
+    /// How the cell is reached.
+    pub(crate) fn link(&self) -> ChildLink {
+        ChildLink { cell: self.cell, broker: self.to, via: self.via }
+    }
+
+    /// Turns on AckExpected probing (the pubend's ostreams).
+    pub(crate) fn probe_acks(&mut self, now: Millis, interval_ms: u64) {
+        self.ack_expected = Some(AckExpected { since: now, interval_ms });
+    }
+
+    /// The ack prefix, extended over ticks that are F for this cell (an F counts as acknowledged
+    /// at once, so a link that never matches does not pin the log).
+    pub(crate) fn effective_ack(&self) -> Tick {
+        if self.ack >= self.last_data {
+            self.ack.max(self.told)
+        } else {
+            self.ack
+        }
+    }
+
+    /// The release prefix, extended like [`Self::effective_ack`].
+    pub(crate) fn effective_release(&self) -> Tick {
+        if self.release >= self.last_data {
+            self.release.max(self.told)
+        } else {
+            self.release
+        }
+    }
+
+    /// The highest tick told or being told.
+    pub(crate) fn told_max(&self) -> Tick {
+        self.told.max(self.last_data)
+    }
+
+    /// Sends `message` to the cell's entry broker.
+    pub(crate) fn send_message(&mut self, ctx: &mut Ctx<'_>, message: Message) {
+        self.last_told_at = ctx.now;
+        ctx.out.push(Action::Send { to: self.to, via: self.via, message });
+    }
+
+    /// Tells the untold F run now.
+    pub(crate) fn flush(&mut self, ctx: &mut Ctx<'_>, pubend: PubendId) {
+        if let Some(from) = self.lazy_from.take() {
+            let ranges = vec![TickRange { from, to: self.told }];
+            self.send_message(
+                ctx,
+                Message::Silence { pubend, ranges, kind: SilenceKind::Final, requested_only: false },
+            );
+        }
+    }
+
+    /// Walks the istream forward from `told` over final ticks: D ticks that pass the filter
+    /// are sent (first time), the rest join the lazy F run. Stops at the first Q tick, or at a
+    /// D whose payload is not cached (a nack from the cell will fetch it).
+    pub(crate) fn walk(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        let done = view.know.done();
+        if done > self.told {
+            self.told = done;
+            self.lazy_from = None;
+            self.above = self.above.split_off(&done.next());
+        }
+        let highest = view.know.highest_known();
+        let Some(range) = TickRange::new(self.told.next(), highest) else { return };
+        for run in view.know.runs(range) {
+            if run.range.from != self.told.next() {
+                return;
+            }
+            match run.value {
+                Know::Final => {
+                    self.lazy_from.get_or_insert(run.range.from);
+                    self.told = run.range.to;
+                }
+                Know::Lost => {
+                    self.flush(ctx, view.pubend);
+                    let ranges = vec![run.range];
+                    self.send_message(
+                        ctx,
+                        Message::Silence {
+                            pubend: view.pubend,
+                            ranges,
+                            kind: SilenceKind::Lost,
+                            requested_only: false,
+                        },
+                    );
+                    self.told = run.range.to;
+                }
+                Know::Data => {
+                    for tick in run.range.from.0..=run.range.to.0 {
+                        if !self.walk_data(Tick(tick), view, ctx) {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn walk_data(&mut self, tick: Tick, view: &View<'_>, ctx: &mut Ctx<'_>) -> bool {
+        if self.above.remove(&tick) {
+            self.flush(ctx, view.pubend);
+            self.told = tick;
+            return true;
+        }
+        let Some(payload) = view.cache.get(tick) else { return false };
+        if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
+            self.lazy_from.get_or_insert(tick);
+        } else {
+            let final_from = self.lazy_from.take().unwrap_or(tick);
+            let payload = payload.clone();
+            self.last_data = self.last_data.max(tick);
+            let message =
+                Message::Data { pubend: view.pubend, tick, final_from, final_to: tick, requested_only: false, payload };
+            self.send_message(ctx, message);
+        }
+        self.told = tick;
+        true
+    }
+
+    /// A first-time D tick that the walk could not reach (a gap lies below it): sent at once if
+    /// it passes the filter, bracketed only by silence this broker actually knows (S1).
+    pub(crate) fn first_time(&mut self, tick: Tick, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        if tick <= self.told || self.above.contains(&tick) {
+            return;
+        }
+        let Some(payload) = view.cache.get(tick) else { return };
+        if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
+            return;
+        }
+        let final_from = self.silence_before(tick, view, ctx);
+        let payload = payload.clone();
+        self.above.insert(tick);
+        self.last_data = self.last_data.max(tick);
+        self.send_message(
+            ctx,
+            Message::Data { pubend: view.pubend, tick, final_from, final_to: tick, requested_only: false, payload },
+        );
+    }
+
+    /// The first tick of the run of ticks just below `tick` that are F for this cell and not yet
+    /// told otherwise (`tick` itself if there is none).
+    fn silence_before(&self, tick: Tick, view: &View<'_>, ctx: &Ctx<'_>) -> Tick {
+        let mut from = tick;
+        let Some(range) = TickRange::new(self.told.next(), tick.prev()) else { return from };
+        for run in view.know.runs_rev(range) {
+            if run.range.to.next() != from {
+                break;
+            }
+            match run.value {
+                Know::Final => from = run.range.from,
+                Know::Lost => break,
+                Know::Data => {
+                    for below in (run.range.from.0..=run.range.to.0).rev().map(Tick) {
+                        let filtered = !self.above.contains(&below)
+                            && view
+                                .cache
+                                .get(below)
+                                .is_some_and(|p| ctx.matcher.child(view.pubend, self.cell, p) == Verdict::Final);
+                        if !filtered {
+                            return from;
+                        }
+                        from = below;
+                    }
+                }
+            }
+        }
+        from
+    }
+
+    /// Answers `range` from the istream (a retransmission: requested-only); pieces that cannot
+    /// be answered here (Q, or D without a cached payload) go to `missing`. Answered ticks lose
+    /// their C marks.
+    pub(crate) fn answer(
+        &mut self,
+        range: TickRange,
+        view: &View<'_>,
+        ctx: &mut Ctx<'_>,
+        missing: &mut Vec<TickRange>,
+    ) {
+        let mut reply = Reply::new(view.pubend, true);
+        let done = view.know.done();
+        let mut cursor = range.from;
+        if range.from <= done {
+            let below = TickRange { from: range.from, to: range.to.min(done) };
+            answer_done(below, view.lost, &mut reply);
+            cursor = below.to.next();
+        }
+        let first_missing = missing.len();
+        if let Some(rest) = TickRange::new(cursor, range.to) {
+            for run in view.know.runs(rest) {
+                if run.range.from > cursor {
+                    missing.push(TickRange { from: cursor, to: run.range.from.prev() });
+                }
+                self.answer_run(run.range, run.value, view, ctx, &mut reply, missing);
+                cursor = run.range.to.next();
+            }
+            if cursor <= rest.to {
+                missing.push(TickRange { from: cursor, to: rest.to });
+            }
+        }
+        for &tick in &reply.data_ticks {
+            self.last_data = self.last_data.max(tick);
+            if tick > self.told {
+                self.above.insert(tick);
+            }
+        }
+        let mut removed = Vec::new();
+        self.curious.remove(range, &mut removed);
+        for piece in &missing[first_missing..] {
+            for run in &removed {
+                if let Some(overlap) = TickRange::new(piece.from.max(run.range.from), piece.to.min(run.range.to)) {
+                    self.curious.insert(overlap, run.value);
+                }
+            }
+        }
+        for message in reply.finish() {
+            ctx.counters.retransmitted += 1;
+            self.send_message(ctx, message);
+        }
+    }
+
+    fn answer_run(
+        &self,
+        range: TickRange,
+        value: Know,
+        view: &View<'_>,
+        ctx: &Ctx<'_>,
+        reply: &mut Reply,
+        missing: &mut Vec<TickRange>,
+    ) {
+        match value {
+            Know::Final => reply.final_range(range),
+            Know::Lost => reply.lost_range(range),
+            Know::Data => {
+                for tick in (range.from.0..=range.to.0).map(Tick) {
+                    match view.cache.get(tick) {
+                        None => missing.push(TickRange::single(tick)),
+                        Some(payload) if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final => {
+                            reply.final_range(TickRange::single(tick))
+                        }
+                        Some(payload) => reply.data(tick, payload.clone()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A nack from the cell: marks C over the ticks it has not acknowledged and answers what the
+    /// istream can; the rest is appended to `missing`.
+    pub(crate) fn on_nack(
+        &mut self,
+        ranges: &[TickRange],
+        view: &View<'_>,
+        ctx: &mut Ctx<'_>,
+        missing: &mut Vec<TickRange>,
+    ) {
+        for range in ranges {
+            let Some(range) = TickRange::new(range.from.max(self.ack.next()), range.to) else { continue };
+            self.curious.insert(range, ctx.now);
+            self.answer(range, view, ctx, missing);
+        }
+    }
+
+    /// New knowledge or a payload arrived over `range`: answer the C marks it resolves.
+    pub(crate) fn answer_curious(&mut self, range: TickRange, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        let marked: Vec<TickRange> = self.curious.runs(range).map(|run| run.range).collect();
+        let mut missing = Vec::new();
+        for piece in marked {
+            self.answer(piece, view, ctx, &mut missing);
+        }
+    }
+
+    /// Whether the cell is curious about any tick of `range`.
+    pub(crate) fn is_curious(&self, range: TickRange) -> bool {
+        self.curious.runs(range).next().is_some()
+    }
+
+    /// C ranges held (to re-send upstream when the upstream changes).
+    pub(crate) fn curious_ranges(&self, out: &mut Vec<TickRange>) {
+        if let Some(first) = self.curious.first_tick() {
+            let to = self.curious.last_tick().unwrap_or(first);
+            out.extend(self.curious.runs(TickRange { from: first, to }).map(|run| run.range));
+        }
+    }
+
+    /// An Ack from the cell. Returns whether the ack prefix advanced.
+    pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
+        self.release = self.release.max(release.min(ack));
+        if ack <= self.ack {
+            return false;
+        }
+        self.ack = ack;
+        if ack >= self.told {
+            self.told = ack;
+            self.lazy_from = None;
+        } else if self.lazy_from.is_some_and(|from| from <= ack) {
+            self.lazy_from = Some(ack.next());
+        }
+        self.above = self.above.split_off(&ack.next());
+        self.curious.clear_through(ack);
+        if let Some(probe) = &mut self.ack_expected {
+            *probe = AckExpected { since: now, interval_ms: base_interval_ms };
+        }
+        true
+    }
+
+    /// Timers: flush lazy silence after FPT, forget old C marks, probe with AckExpected.
+    pub(crate) fn on_timer(&mut self, pubend: PubendId, ctx: &mut Ctx<'_>) {
+        let now = ctx.now;
+        if self.lazy_from.is_some() && now >= self.last_told_at.after(ctx.settings.silence_ms) {
+            self.flush(ctx, pubend);
+        }
+        let forget = ctx.settings.requested_forgetting_ms;
+        if let Some(first) = self.curious.first_tick() {
+            let to = self.curious.last_tick().unwrap_or(first);
+            let old: Vec<TickRange> = self
+                .curious
+                .runs(TickRange { from: first, to })
+                .filter(|run| now >= run.value.after(forget))
+                .map(|run| run.range)
+                .collect();
+            let mut removed = Vec::new();
+            for range in old {
+                self.curious.remove(range, &mut removed);
+            }
+        }
+        if let Some(probe) = self.ack_expected {
+            let tick = self.told_max();
+            if tick > self.effective_ack() && now >= probe.since.after(probe.interval_ms) {
+                self.send_message(ctx, Message::AckExpected { pubend, tick });
+                let interval_ms = (probe.interval_ms * 2).min(ctx.settings.ack_expected_max_ms);
+                self.ack_expected = Some(AckExpected { since: now, interval_ms });
+            }
+        }
+    }
+
+    /// When [`Self::on_timer`] has something to do.
+    pub(crate) fn deadline(&self, ctx: &Ctx<'_>) -> Option<Millis> {
+        let settings = ctx.settings;
+        let flush = self.lazy_from.map(|_| self.last_told_at.after(settings.silence_ms));
+        let forget = self.curious_oldest().map(|at| at.after(settings.requested_forgetting_ms));
+        let probe =
+            self.ack_expected.filter(|_| self.told_max() > self.effective_ack()).map(|p| p.since.after(p.interval_ms));
+        [flush, forget, probe].into_iter().flatten().min()
+    }
+
+    fn curious_oldest(&self) -> Option<Millis> {
+        let first = self.curious.first_tick()?;
+        let to = self.curious.last_tick().unwrap_or(first);
+        self.curious.runs(TickRange { from: first, to }).map(|run| run.value).min()
+    }
+}
+
+/// Ticks at or below the done prefix: final and acknowledged; lost where released early.
+fn answer_done(range: TickRange, lost: Option<TickRange>, reply: &mut Reply) {
+    let Some(lost) = lost else {
+        reply.final_range(range);
+        return;
+    };
+    if let Some(before) = TickRange::new(range.from, range.to.min(lost.from.prev())) {
+        if lost.from > Tick(0) {
+            reply.final_range(before);
+        }
+    }
+    if let Some(inside) = TickRange::new(range.from.max(lost.from), range.to.min(lost.to)) {
+        reply.lost_range(inside);
+    }
+    if let Some(after) = TickRange::new(range.from.max(lost.to.next()), range.to) {
+        reply.final_range(after);
+    }
+}

@@ -1,0 +1,103 @@
+//! Knowledge arriving from upstream at an intermediate or subscriber-hosting broker: Data and
+//! Silence are joined into the istream, then relayed through the filter edges.
+
+use bytes::Bytes;
+
+use crate::engine::stream::{Learned, Source, Stream};
+use crate::engine::Ctx;
+use crate::knowledge::{Joined, Know};
+use crate::message::SilenceKind;
+use crate::names::{BrokerId, Tick, TickRange};
+
+/// One Data message, as received.
+pub(crate) struct DataIn {
+    pub(crate) from: BrokerId,
+    pub(crate) tick: Tick,
+    pub(crate) final_from: Tick,
+    pub(crate) final_to: Tick,
+    pub(crate) requested_only: bool,
+    pub(crate) payload: Bytes,
+}
+
+impl Stream {
+    /// Data from upstream. A first-time Data for a tick already final here is a duplicate and
+    /// is dropped, except that it still answers curiosity (and refills an evicted payload).
+    pub(crate) fn on_data(&mut self, data: DataIn, ctx: &mut Ctx<'_>) {
+        let Source::Upstream(up) = &mut self.source else { return };
+        let DataIn { from, tick, final_from, final_to, requested_only, payload } = data;
+        if final_from > tick || final_to < tick {
+            ctx.counters.malformed += 1;
+            return;
+        }
+        up.heard(from, final_to, ctx.now);
+        let old_high = self.know.highest_known();
+        let mut joined = Joined::default();
+        if let Some(before) = TickRange::new(final_from, tick.prev()) {
+            self.know.join(before, Know::Final, &mut joined);
+        }
+        self.know.join(TickRange::single(tick), Know::Data, &mut joined);
+        if let Some(after) = TickRange::new(tick.next(), final_to) {
+            self.know.join(after, Know::Final, &mut joined);
+        }
+        ctx.counters.conflicts += u64::from(joined.conflicts);
+        let new_data = joined.new.iter().any(|piece| piece.from <= tick && tick <= piece.to);
+        let mut pieces = joined.new;
+        if tick > self.know.done() && self.know.get(tick) == Some(Know::Data) && !self.cache.contains(tick) {
+            self.cache.insert(tick, payload, ctx.settings.payload_cache_bytes, self.subends.protect_from());
+            if !new_data {
+                pieces.push(TickRange::single(tick));
+            }
+        }
+        up.resolve(&pieces, ctx.now);
+        if let Some(start) = self.subends.start() {
+            up.new_gaps(&self.know, old_high, start, ctx.now);
+        }
+        if requested_only {
+            self.learn(&pieces, Learned::Requested, ctx);
+        } else {
+            if !new_data {
+                ctx.counters.duplicates_dropped += 1;
+            }
+            let ticks = [tick];
+            let first = if new_data { &ticks[..] } else { &[] };
+            self.learn(&pieces, Learned::FirstTime(first), ctx);
+        }
+    }
+
+    /// Silence (F or L) from upstream. First-time silence is told on at once to every ostream
+    /// whose walk it extends (the upstream already rate-limits it).
+    pub(crate) fn on_silence(
+        &mut self,
+        from: BrokerId,
+        ranges: &[TickRange],
+        kind: SilenceKind,
+        requested_only: bool,
+        ctx: &mut Ctx<'_>,
+    ) {
+        let Source::Upstream(up) = &mut self.source else { return };
+        let Some(high) = ranges.iter().map(|r| r.to).max() else { return };
+        up.heard(from, high, ctx.now);
+        let old_high = self.know.highest_known();
+        let value = match kind {
+            SilenceKind::Final => Know::Final,
+            SilenceKind::Lost => Know::Lost,
+        };
+        let mut joined = Joined::default();
+        for &range in ranges {
+            self.know.join(range, value, &mut joined);
+        }
+        ctx.counters.conflicts += u64::from(joined.conflicts);
+        up.resolve(&joined.new, ctx.now);
+        if let Some(start) = self.subends.start() {
+            up.new_gaps(&self.know, old_high, start, ctx.now);
+        }
+        if requested_only {
+            self.learn(&joined.new, Learned::Requested, ctx);
+            return;
+        }
+        self.learn(&joined.new, Learned::FirstTime(&[]), ctx);
+        for child in self.children.values_mut() {
+            child.flush(ctx, self.pubend);
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! One pubend's stream at one broker: the istream (or, at the pubend's broker, the pubend's own
+//! knowledge), its ostreams per downstream cell, its local subends, and where it comes from.
+//! This file holds what every role shares: learning knowledge, answering, acks and routes.
+
+use std::collections::BTreeMap;
+
+use crate::cache::PayloadCache;
+use crate::engine::log::Log;
+use crate::engine::ostream::{Ostream, View};
+use crate::engine::subends::Subends;
+use crate::engine::types::{ChildLink, StreamRoute};
+use crate::engine::upstream::Upstream;
+use crate::engine::Ctx;
+use crate::knowledge::Knowledge;
+use crate::message::Message;
+use crate::names::{CellId, Millis, PubendId, Tick, TickRange};
+
+/// Where the stream's knowledge comes from.
+#[derive(Clone, Debug)]
+pub(crate) enum Source {
+    /// This broker hosts the pubend: knowledge comes from its log.
+    Log(Box<Log>),
+    /// Knowledge comes from an upstream cell.
+    Upstream(Box<Upstream>),
+}
+
+/// How knowledge reached the stream.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Learned<'a> {
+    /// First-time knowledge; the listed D ticks are new.
+    FirstTime(&'a [Tick]),
+    /// A retransmission answering curiosity (or a payload read back from the log).
+    Requested,
+}
+
+/// What this stream last acknowledged upstream.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Acked {
+    pub(crate) ack: Tick,
+    pub(crate) release: Tick,
+    pub(crate) sent_at: Option<Millis>,
+}
+
+/// One pubend's stream at this broker.
+#[derive(Clone, Debug)]
+pub(crate) struct Stream {
+    pub(crate) pubend: PubendId,
+    pub(crate) know: Knowledge,
+    pub(crate) cache: PayloadCache,
+    pub(crate) children: BTreeMap<CellId, Ostream>,
+    pub(crate) subends: Subends,
+    pub(crate) source: Source,
+    pub(crate) acked: Acked,
+    pub(crate) deadline: Option<Millis>,
+}
+
+impl Stream {
+    /// A stream fed from upstream, knowing nothing yet.
+    pub(crate) fn relay(pubend: PubendId) -> Self {
+        Self {
+            pubend,
+            know: Knowledge::new(),
+            cache: PayloadCache::default(),
+            children: BTreeMap::new(),
+            subends: Subends::default(),
+            source: Source::Upstream(Box::default()),
+            acked: Acked::default(),
+            deadline: None,
+        }
+    }
+
+    fn lost(&self) -> Option<TickRange> {
+        match &self.source {
+            Source::Log(log) => log.lost,
+            Source::Upstream(_) => None,
+        }
+    }
+
+    /// New final knowledge over `pieces` (and, for a first-time Data, its tick): answer the
+    /// curiosity it resolves, walk every ostream, deliver to subends, fetch missing payloads.
+    ///
+    /// A retransmission (`Learned::Requested`) is relayed only to ostreams curious for it: the
+    /// others are not walked now, and pick the ticks up in order with the next first-time
+    /// knowledge (or their own nack).
+    pub(crate) fn learn(&mut self, pieces: &[TickRange], learned: Learned<'_>, ctx: &mut Ctx<'_>) {
+        let lost = self.lost();
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        for child in self.children.values_mut() {
+            let mut curious = false;
+            for &piece in pieces {
+                if child.is_curious(piece) {
+                    curious = true;
+                    child.answer_curious(piece, &view, ctx);
+                }
+            }
+            if let Learned::Requested = learned {
+                if !curious {
+                    continue;
+                }
+            }
+            child.walk(&view, ctx);
+            if let Learned::FirstTime(ticks) = learned {
+                for &tick in ticks {
+                    child.first_time(tick, &view, ctx);
+                }
+            }
+        }
+        let mut fetch = Vec::new();
+        self.subends.advance(self.pubend, &self.know, &self.cache, ctx, &mut fetch);
+        if !fetch.is_empty() {
+            self.fetch(&fetch, ctx);
+        }
+    }
+
+    /// Asks for ticks this broker cannot answer: upstream with a nack, or from the log.
+    pub(crate) fn fetch(&mut self, missing: &[TickRange], ctx: &mut Ctx<'_>) {
+        match &mut self.source {
+            Source::Upstream(up) => up.nack(self.pubend, missing, ctx),
+            Source::Log(log) => log.read(missing, &self.know, ctx),
+        }
+    }
+
+    /// A nack from downstream cell `cell`.
+    pub(crate) fn on_nack(&mut self, cell: CellId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+        let lost = self.lost();
+        let Some(child) = self.children.get_mut(&cell) else { return };
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        let mut missing = Vec::new();
+        child.on_nack(ranges, &view, ctx, &mut missing);
+        if !missing.is_empty() {
+            self.fetch(&missing, ctx);
+        }
+    }
+
+    /// An ack from downstream cell `cell`.
+    pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
+        if let Some(child) = self.children.get_mut(&cell) {
+            child.on_ack(ack, release, ctx.now, ctx.settings.ack_expected_ms);
+        }
+    }
+
+    /// AckExpected from upstream: answer with an Ack if everything below `tick` is acknowledged
+    /// here; otherwise ask the laggards downstream, and nack what this broker's subends miss.
+    pub(crate) fn on_ack_expected(&mut self, tick: Tick, ctx: &mut Ctx<'_>) {
+        let (ack, release) = self.aggregate().unwrap_or((self.acked.ack, self.acked.release));
+        if ack < tick {
+            for child in self.children.values_mut() {
+                if child.effective_ack() < tick {
+                    let message = Message::AckExpected { pubend: self.pubend, tick };
+                    child.send_message(ctx, message);
+                }
+            }
+            if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {
+                if let Some(range) = TickRange::new(self.know.horizon().max(start), tick) {
+                    let mut unknown = Vec::new();
+                    self.know.unknown(range, &mut unknown);
+                    if !unknown.is_empty() {
+                        up.want_now(self.pubend, &unknown, ctx);
+                    }
+                }
+            }
+        }
+        if let Source::Upstream(up) = &self.source {
+            up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release.min(ack) }, ctx);
+            self.acked = Acked {
+                ack: ack.max(self.acked.ack),
+                release: release.max(self.acked.release),
+                sent_at: Some(ctx.now),
+            };
+        }
+    }
+
+    /// Min over ostreams (F counting as acknowledged) and subends; `None` with neither.
+    pub(crate) fn aggregate(&self) -> Option<(Tick, Tick)> {
+        let mut ack: Option<Tick> = self.subends.ack();
+        let mut release = ack;
+        for child in self.children.values() {
+            ack = Some(ack.map_or(child.effective_ack(), |a| a.min(child.effective_ack())));
+            release = Some(release.map_or(child.effective_release(), |r| r.min(child.effective_release())));
+        }
+        ack.zip(release).map(|(a, r)| (a, r.min(a)))
+    }
+
+    /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
+    /// into the done prefix, and release the pubend's log.
+    pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
+        let aggregate = match (&self.source, self.aggregate()) {
+            (_, Some(aggregate)) => aggregate,
+            (Source::Log(_), None) => {
+                let all = self.know.horizon().prev();
+                (all, all)
+            }
+            (Source::Upstream(_), None) => return,
+        };
+        let (ack, release) = aggregate;
+        match &mut self.source {
+            Source::Upstream(up) => {
+                let done = ack.min(self.subends.ack().unwrap_or(ack));
+                self.know.advance_done(done);
+                self.cache.drop_through(done);
+                up.forget_through(done);
+                let moved = ack > self.acked.ack || release > self.acked.release;
+                let due = self.acked.sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.ack_propagation_ms));
+                if moved && due {
+                    up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
+                    self.acked = Acked {
+                        ack: ack.max(self.acked.ack),
+                        release: release.max(self.acked.release),
+                        sent_at: Some(ctx.now),
+                    };
+                }
+            }
+            Source::Log(log) => {
+                if log.release_to(release, ctx) {
+                    self.know.advance_done(log.release);
+                    self.cache.drop_through(log.release);
+                }
+                self.acked.ack = ack;
+                self.acked.release = release;
+            }
+        }
+    }
+
+    /// Applies a new route: only what moved is reset. Ostreams are kept per downstream cell (an
+    /// entry-broker change keeps acks and curiosity); a new upstream cell voids consolidation
+    /// marks and receives every outstanding nack at once.
+    pub(crate) fn route(&mut self, route: StreamRoute, ctx: &mut Ctx<'_>) {
+        let links: BTreeMap<CellId, ChildLink> = route.children.iter().map(|link| (link.cell, *link)).collect();
+        self.children.retain(|cell, _| links.contains_key(cell));
+        let start = match &self.source {
+            Source::Log(log) => log.release,
+            Source::Upstream(_) => self.acked.ack.max(self.know.done()),
+        };
+        for (cell, link) in links {
+            match self.children.get_mut(&cell) {
+                Some(child) => child.relink(link),
+                None => {
+                    let mut child = Ostream::new(link, start, ctx.now);
+                    if matches!(self.source, Source::Log(_)) {
+                        child.probe_acks(ctx.now, ctx.settings.ack_expected_ms);
+                    }
+                    self.children.insert(cell, child);
+                }
+            }
+        }
+        if let Source::Upstream(up) = &mut self.source {
+            if up.reroute(route.upstream) {
+                let mut outstanding = Vec::new();
+                up.outstanding(&mut outstanding);
+                for child in self.children.values() {
+                    child.curious_ranges(&mut outstanding);
+                }
+                outstanding.sort();
+                if !outstanding.is_empty() {
+                    up.nack(self.pubend, &outstanding, ctx);
+                }
+            }
+        }
+        self.learn(&[], Learned::FirstTime(&[]), ctx);
+    }
+
+    /// Timers of the stream's ostreams and of its source.
+    pub(crate) fn on_timer(&mut self, ctx: &mut Ctx<'_>) {
+        if let Source::Log(log) = &mut self.source {
+            let pieces = log.advance_silence(&mut self.know, ctx);
+            self.learn(&pieces, Learned::FirstTime(&[]), ctx);
+        }
+        for child in self.children.values_mut() {
+            child.on_timer(self.pubend, ctx);
+        }
+        if let Source::Upstream(up) = &mut self.source {
+            up.on_timer(self.pubend, &self.know, self.subends.start(), ctx);
+        }
+    }
+
+    /// Recomputes when [`Self::on_timer`] is next needed.
+    pub(crate) fn refresh_deadline(&mut self, ctx: &Ctx<'_>) {
+        let children = self.children.values().filter_map(|child| child.deadline(ctx)).min();
+        let pending_ack = self.aggregate().is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
+        let source = match &self.source {
+            Source::Log(log) => log.deadline(pending_ack, ctx),
+            Source::Upstream(up) => {
+                let acks =
+                    self.acked.sent_at.filter(|_| pending_ack).map(|at| at.after(ctx.settings.ack_propagation_ms));
+                [up.deadline(self.subends.start().is_some(), ctx), acks].into_iter().flatten().min()
+            }
+        };
+        self.deadline = [children, source].into_iter().flatten().min();
+    }
+
+    /// Approximate bytes of state (knowledge runs, cached payloads, curiosity).
+    pub(crate) fn approx_bytes(&self) -> usize {
+        let upstream = match &self.source {
+            Source::Upstream(up) => up.run_count() * 32,
+            Source::Log(_) => 0,
+        };
+        self.know.approx_bytes() + self.cache.bytes() + upstream + std::mem::size_of::<Self>()
+    }
+}
+
+impl Stream {
+    /// A subend's start became known: the stream's gaps since the start are now curiosity.
+    pub(crate) fn started(&mut self, ctx: &mut Ctx<'_>) {
+        if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {
+            up.new_gaps(&self.know, start.prev(), start, ctx.now);
+        }
+        self.learn(&[], Learned::Requested, ctx);
+    }
+}

@@ -1,0 +1,251 @@
+//! The local subends of one stream at a subscriber-hosting broker (gd-protocol §8.3). They
+//! share the broker's one istream: subends that are caught up share one delivery pointer, so a
+//! message costs one index walk (the matcher's) whatever the number of subends; only subends
+//! that fell behind (full outbox, pending start, late start) keep a pointer of their own.
+//!
+//! Invariants: `delivered <= horizon - 1`; every lagging pointer is `<= delivered`; a subend is
+//! in `lagging` iff it is blocked, pending, or still catching up.
+
+use std::collections::BTreeMap;
+
+use crate::cache::PayloadCache;
+use crate::engine::types::Action;
+use crate::engine::Ctx;
+use crate::error::DeliveryError;
+use crate::knowledge::{Know, Knowledge};
+use crate::names::{PubendId, SubendId, Tick, TickRange};
+
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    /// σ; `None` while the subscription barrier runs.
+    start: Option<Tick>,
+    blocked: bool,
+}
+
+/// The subends of one stream.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Subends {
+    /// The stream's start at this broker: the first confirmed σ (nothing below is held).
+    start: Option<Tick>,
+    /// Caught-up subends have handled every tick `<= delivered`.
+    delivered: Tick,
+    members: BTreeMap<SubendId, Member>,
+    lagging: BTreeMap<SubendId, Tick>,
+    scratch: Vec<SubendId>,
+}
+
+impl Subends {
+    /// The stream's start here, once known.
+    pub(crate) fn start(&self) -> Option<Tick> {
+        self.start
+    }
+
+    /// Whether `subend` is attached.
+    pub(crate) fn contains(&self, subend: SubendId) -> bool {
+        self.members.contains_key(&subend)
+    }
+
+    /// Payloads above this tick must stay cached (not yet delivered to caught-up subends).
+    pub(crate) fn protect_from(&self) -> Tick {
+        if self.members.is_empty() {
+            Tick(u64::MAX)
+        } else {
+            self.delivered.next()
+        }
+    }
+
+    /// Everything every subend handled: the SHB side of the ack prefix.
+    pub(crate) fn ack(&self) -> Option<Tick> {
+        if self.members.is_empty() {
+            return None;
+        }
+        let lagging = self.lagging.values().min().copied();
+        Some(lagging.map_or(self.delivered, |lag| lag.min(self.delivered)))
+    }
+
+    /// A subend joins. A pending one (no σ yet) pins the acknowledgements where the stream is.
+    pub(crate) fn attach(&mut self, subend: SubendId, start: Option<Tick>, know: &mut Knowledge, ctx: &mut Ctx<'_>) {
+        self.members.insert(subend, Member { start: None, blocked: false });
+        self.lagging.insert(subend, self.delivered);
+        if let Some(start) = start {
+            self.confirm(subend, start, know, ctx);
+        }
+    }
+
+    /// The barrier confirmed σ for `subend`.
+    pub(crate) fn confirm(&mut self, subend: SubendId, start: Tick, know: &mut Knowledge, ctx: &mut Ctx<'_>) {
+        if self.start.is_none() {
+            self.start = Some(start);
+            self.delivered = start.prev().max(know.done());
+            know.advance_done(self.delivered);
+            for pointer in self.lagging.values_mut() {
+                *pointer = (*pointer).max(self.delivered);
+            }
+        }
+        let Some(member) = self.members.get_mut(&subend) else { return };
+        member.start = Some(start);
+        let floor = self.lagging.get(&subend).copied().unwrap_or(self.delivered);
+        if start.prev() < floor {
+            let error = DeliveryError::StartBelowDone { subend, start, done: floor };
+            ctx.out.push(Action::Rejected { error });
+        }
+        self.lagging.insert(subend, start.prev().max(floor).min(self.delivered));
+    }
+
+    /// A subend leaves.
+    pub(crate) fn detach(&mut self, subend: SubendId) {
+        self.members.remove(&subend);
+        self.lagging.remove(&subend);
+    }
+
+    /// The subend's outbox is full: it stops at what it has.
+    pub(crate) fn block(&mut self, subend: SubendId) {
+        if let Some(member) = self.members.get_mut(&subend) {
+            member.blocked = true;
+            self.lagging.entry(subend).or_insert(self.delivered);
+        }
+    }
+
+    /// The subend's outbox has room again.
+    pub(crate) fn unblock(&mut self, subend: SubendId) {
+        if let Some(member) = self.members.get_mut(&subend) {
+            member.blocked = false;
+        }
+    }
+
+    /// Delivers, in tick order, every D the doubt horizon passed to the caught-up subends whose
+    /// filter it passes, then lets lagging subends catch up. Ticks whose payload is missing
+    /// (evicted while a subend lagged) are appended to `fetch`.
+    pub(crate) fn advance(
+        &mut self,
+        pubend: PubendId,
+        know: &Knowledge,
+        cache: &PayloadCache,
+        ctx: &mut Ctx<'_>,
+        fetch: &mut Vec<TickRange>,
+    ) {
+        if self.start.is_none() || self.members.is_empty() {
+            return;
+        }
+        let horizon = know.horizon();
+        if let Some(range) = TickRange::new(self.delivered.next(), horizon.prev()) {
+            // Every tick below the horizon is final, so the runs cover the range without holes.
+            for run in know.runs(range) {
+                if !self.deliver_run(pubend, run.range, run.value, cache, ctx) {
+                    break;
+                }
+            }
+        }
+        self.catch_up(pubend, know, cache, ctx, fetch);
+    }
+
+    fn deliver_run(
+        &mut self,
+        pubend: PubendId,
+        range: TickRange,
+        value: Know,
+        cache: &PayloadCache,
+        ctx: &mut Ctx<'_>,
+    ) -> bool {
+        match value {
+            Know::Final => {}
+            Know::Lost => {
+                for (&subend, member) in &self.members {
+                    if !self.lagging.contains_key(&subend) {
+                        gap_notice(subend, member, pubend, range, ctx);
+                    }
+                }
+            }
+            Know::Data => {
+                for tick in (range.from.0..=range.to.0).map(Tick) {
+                    let Some(payload) = cache.get(tick) else { return false };
+                    self.scratch.clear();
+                    ctx.matcher.subends(pubend, payload, &mut self.scratch);
+                    for &subend in &self.scratch {
+                        let member = self.members.get(&subend);
+                        if member.is_some_and(|m| m.start.is_some_and(|s| s <= tick))
+                            && !self.lagging.contains_key(&subend)
+                        {
+                            ctx.out.push(Action::Deliver { subend, pubend, tick, payload: payload.clone() });
+                        }
+                    }
+                    self.delivered = tick;
+                }
+            }
+        }
+        self.delivered = range.to;
+        true
+    }
+
+    /// Lagging, unblocked, started subends replay what the caught-up ones already got.
+    fn catch_up(
+        &mut self,
+        pubend: PubendId,
+        know: &Knowledge,
+        cache: &PayloadCache,
+        ctx: &mut Ctx<'_>,
+        fetch: &mut Vec<TickRange>,
+    ) {
+        let ready: Vec<SubendId> = self
+            .lagging
+            .keys()
+            .filter(|s| self.members.get(s).is_some_and(|m| !m.blocked && m.start.is_some()))
+            .copied()
+            .collect();
+        for subend in ready {
+            let (Some(&member), Some(&pointer)) = (self.members.get(&subend), self.lagging.get(&subend)) else {
+                continue;
+            };
+            let reached = replay(subend, member, pointer, self.delivered, pubend, know, cache, ctx, fetch);
+            if reached >= self.delivered {
+                self.lagging.remove(&subend);
+            } else {
+                self.lagging.insert(subend, reached);
+            }
+        }
+    }
+}
+
+/// Replays `(pointer, until]` to one subend; returns how far it got.
+#[allow(clippy::too_many_arguments)]
+fn replay(
+    subend: SubendId,
+    member: Member,
+    pointer: Tick,
+    until: Tick,
+    pubend: PubendId,
+    know: &Knowledge,
+    cache: &PayloadCache,
+    ctx: &mut Ctx<'_>,
+    fetch: &mut Vec<TickRange>,
+) -> Tick {
+    let Some(range) = TickRange::new(pointer.next().max(know.done().next()), until) else { return until.max(pointer) };
+    let mut reached = range.from.prev();
+    for run in know.runs(range) {
+        match run.value {
+            Know::Final => {}
+            Know::Lost => gap_notice(subend, &member, pubend, run.range, ctx),
+            Know::Data => {
+                for tick in (run.range.from.0..=run.range.to.0).map(Tick) {
+                    let Some(payload) = cache.get(tick) else {
+                        fetch.push(TickRange::single(tick));
+                        return reached;
+                    };
+                    if member.start.is_some_and(|s| s <= tick) && ctx.matcher.subend(pubend, subend, payload) {
+                        ctx.out.push(Action::Deliver { subend, pubend, tick, payload: payload.clone() });
+                    }
+                    reached = tick;
+                }
+            }
+        }
+        reached = run.range.to;
+    }
+    until
+}
+
+fn gap_notice(subend: SubendId, member: &Member, pubend: PubendId, range: TickRange, ctx: &mut Ctx<'_>) {
+    let Some(start) = member.start else { return };
+    if let Some(range) = TickRange::new(range.from.max(start), range.to) {
+        ctx.out.push(Action::GapNotice { subend, pubend, range });
+    }
+}

@@ -1,0 +1,193 @@
+//! The engine's inputs, actions, routes and the matching interface it asks verdicts from.
+
+use bytes::Bytes;
+
+use crate::error::DeliveryError;
+use crate::message::Message;
+use crate::names::{BrokerId, CellId, PubendId, PublisherId, SubendId, Tick, TickRange};
+use crate::store::{StoreAction, StoreInput};
+
+/// What a filter edge makes of one data tick for one downstream.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Verdict {
+    /// The message matches: it stays D.
+    Data,
+    /// The message cannot match anything behind this edge: it becomes F.
+    Final,
+    /// The matcher cannot prove either (e.g. summaries still settling): treated as D, because
+    /// sending too much is safe and claiming F for a match is a silent loss.
+    Unsure,
+}
+
+/// The content filter the core asks, per message. The broker implements it over its routing
+/// summaries (children) and its local subscription index (subends).
+pub trait Matcher {
+    /// The filter edge towards downstream `cell` for pubend `pubend`.
+    fn child(&self, pubend: PubendId, cell: CellId, payload: &Bytes) -> Verdict;
+    /// Appends the local subends of `pubend` whose filter the message passes (one index walk:
+    /// the cost does not grow with the number of subends that do not match).
+    fn subends(&self, pubend: PubendId, payload: &Bytes, out: &mut Vec<SubendId>);
+    /// Whether one local subend's filter passes the message (used while it catches up alone).
+    fn subend(&self, pubend: PubendId, subend: SubendId, payload: &Bytes) -> bool;
+}
+
+/// The upstream cell of a stream: where its data comes from.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct UpstreamCell {
+    /// The cell.
+    pub cell: CellId,
+    /// Its brokers linked to us; acks and nacks go to all of them when we do not know which one
+    /// sends us the stream.
+    pub brokers: Vec<BrokerId>,
+}
+
+/// One downstream cell of a stream and how to reach it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ChildLink {
+    /// The downstream cell (the key of its ostream).
+    pub cell: CellId,
+    /// The broker of that cell that takes the stream (the bundle's entry for this pubend).
+    pub broker: BrokerId,
+    /// A cell mate of ours to relay through, when our own link to `broker` is down.
+    pub via: Option<BrokerId>,
+}
+
+/// Where one pubend's stream flows at this broker, from the routing layer.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct StreamRoute {
+    /// `None` at the pubend's own broker (or when the pubend is unreachable).
+    pub upstream: Option<UpstreamCell>,
+    /// Downstream cells in the pubend's tree below us.
+    pub children: Vec<ChildLink>,
+}
+
+/// Everything that can happen to an engine.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Input {
+    /// A local publisher published on a pubend this broker hosts.
+    Publish {
+        /// The stream.
+        pubend: PubendId,
+        /// The publisher.
+        publisher: PublisherId,
+        /// Its sequence number (retries repeat it).
+        seq: u64,
+        /// The message.
+        payload: Bytes,
+    },
+    /// A protocol message from a peer broker.
+    Received {
+        /// The sender.
+        from: BrokerId,
+        /// The sender's cell (acks and nacks are kept per downstream cell).
+        from_cell: CellId,
+        /// The message.
+        message: Message,
+    },
+    /// The routing layer (re)computed a stream's upstream and children.
+    Route {
+        /// The stream.
+        pubend: PubendId,
+        /// The new route.
+        route: StreamRoute,
+    },
+    /// A local subscription joins a stream; `start` is its start tick σ if already known,
+    /// `None` while the subscription barrier runs (the subend then pins acknowledgements).
+    SubendAttach {
+        /// The stream.
+        pubend: PubendId,
+        /// The subend.
+        subend: SubendId,
+        /// σ, if known.
+        start: Option<Tick>,
+    },
+    /// The barrier confirmed a pending subend's start tick.
+    SubendStart {
+        /// The stream.
+        pubend: PubendId,
+        /// The subend.
+        subend: SubendId,
+        /// σ.
+        start: Tick,
+    },
+    /// A local subscription left a stream.
+    SubendDetach {
+        /// The stream.
+        pubend: PubendId,
+        /// The subend.
+        subend: SubendId,
+    },
+    /// The subend's client outbox is full: stop delivering to it (nothing is dropped).
+    OutboxFull {
+        /// The subend.
+        subend: SubendId,
+    },
+    /// The subend's client outbox has room again: resume, in order.
+    OutboxReady {
+        /// The subend.
+        subend: SubendId,
+    },
+    /// A store completion.
+    Store(StoreInput),
+    /// An administrative early release: the pubend's log may drop everything up to `up_to`;
+    /// later nacks for those ticks are answered as lost.
+    EarlyRelease {
+        /// The stream.
+        pubend: PubendId,
+        /// The new release prefix.
+        up_to: Tick,
+    },
+    /// Time passed; call at [`crate::Engine::next_deadline`] (earlier calls are harmless).
+    Tick,
+}
+
+/// What the shell must carry out.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum Action {
+    /// Send a protocol message to a broker (through `via`, a cell mate, when given).
+    Send {
+        /// The destination.
+        to: BrokerId,
+        /// The cell mate to relay through.
+        via: Option<BrokerId>,
+        /// The message.
+        message: Message,
+    },
+    /// Hand a message to a local subscriber. Must not be dropped: a full outbox is reported
+    /// back with [`Input::OutboxFull`] instead.
+    Deliver {
+        /// The subend.
+        subend: SubendId,
+        /// The stream.
+        pubend: PubendId,
+        /// The message's tick.
+        tick: Tick,
+        /// The message.
+        payload: Bytes,
+    },
+    /// Tell a subscriber that messages in `range` may have been lost (early release).
+    GapNotice {
+        /// The subend.
+        subend: SubendId,
+        /// The stream.
+        pubend: PubendId,
+        /// The ticks concerned.
+        range: TickRange,
+    },
+    /// The publish `(publisher, seq)` and every earlier one of that publisher are durable.
+    PublishAcked {
+        /// The stream.
+        pubend: PubendId,
+        /// The publisher.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+    },
+    /// A durable operation for the store.
+    Store(StoreAction),
+    /// An input was refused; nothing else changed.
+    Rejected {
+        /// Why.
+        error: DeliveryError,
+    },
+}

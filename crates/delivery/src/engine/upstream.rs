@@ -1,0 +1,251 @@
+//! The upstream side of a stream at an intermediate or subscriber-hosting broker: where acks
+//! and nacks go, nack consolidation, and the curiosity this broker originates for its subends
+//! (gaps, GCT, NRT with backoff, DCT) — gd-protocol §8.2–§8.4.
+
+use crate::engine::types::{Action, UpstreamCell};
+use crate::engine::Ctx;
+use crate::knowledge::Knowledge;
+use crate::message::Message;
+use crate::names::{BrokerId, Millis, PubendId, Tick, TickRange};
+use crate::nrt::NackTimer;
+use crate::ranges::RangeMap;
+
+/// Curiosity this broker holds for its own subends, per Q range.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+struct Want {
+    /// When the gap was seen.
+    since: Millis,
+    /// When it was last nacked (`None`: waiting out GCT).
+    nacked_at: Option<Millis>,
+    /// Repetitions so far (0 after the first nack).
+    repeats: u8,
+}
+
+/// Upstream state of one stream. All soft.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Upstream {
+    cell: Option<UpstreamCell>,
+    /// The broker that last sent us data for this pubend (acks and nacks go there).
+    last_sender: Option<BrokerId>,
+    /// U: ticks nacked upstream and when; a younger mark absorbs a new nack (consolidation).
+    asked: RangeMap<Millis>,
+    wants: RangeMap<Want>,
+    timer: NackTimer,
+    /// The highest tick heard of and when, to estimate the pubend's clock (DCT).
+    latest: Option<(Tick, Millis)>,
+    dct_checked: Millis,
+}
+
+impl Upstream {
+    /// Sends `message` to the broker that last sent us the stream, else to every broker of the
+    /// upstream cell.
+    pub(crate) fn send(&self, message: Message, ctx: &mut Ctx<'_>) {
+        if let Some(to) = self.last_sender {
+            ctx.out.push(Action::Send { to, via: None, message });
+            return;
+        }
+        if let Some(cell) = &self.cell {
+            for &to in &cell.brokers {
+                ctx.out.push(Action::Send { to, via: None, message: message.clone() });
+            }
+        }
+    }
+
+    /// Knowledge arrived from `from`, reaching `high`.
+    pub(crate) fn heard(&mut self, from: BrokerId, high: Tick, now: Millis) {
+        if self.cell.as_ref().is_some_and(|cell| cell.brokers.contains(&from)) {
+            self.last_sender = Some(from);
+        }
+        if self.latest.is_none_or(|(tick, _)| high > tick) {
+            self.latest = Some((high, now));
+        }
+    }
+
+    /// Nacks `ranges` upstream, except ticks asked for within the consolidation window.
+    pub(crate) fn nack(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+        let window = ctx.settings.nack_repetition_min_ms;
+        let mut fresh = Vec::new();
+        for &range in ranges {
+            let mut cursor = range.from;
+            for run in self.asked.runs(range) {
+                if ctx.now < run.value.after(window) {
+                    if let Some(piece) = TickRange::new(cursor, run.range.from.prev()) {
+                        fresh.push(piece);
+                    }
+                    ctx.counters.nack_ticks_absorbed += run.range.len();
+                    cursor = run.range.to.next();
+                }
+            }
+            if let Some(piece) = TickRange::new(cursor, range.to) {
+                fresh.push(piece);
+            }
+        }
+        if fresh.is_empty() || self.cell.is_none() {
+            return;
+        }
+        let span = ctx.settings.max_nack_span_ticks.max(1);
+        let mut chunks = Vec::with_capacity(fresh.len());
+        for range in fresh {
+            self.asked.insert(range, ctx.now);
+            ctx.counters.nack_ticks_sent += range.len();
+            let mut from = range.from.0;
+            while from <= range.to.0 {
+                let to = from.saturating_add(span - 1).min(range.to.0);
+                chunks.push(TickRange { from: Tick(from), to: Tick(to) });
+                from = match to.checked_add(1) {
+                    Some(next) => next,
+                    None => break,
+                };
+            }
+        }
+        ctx.counters.nacks_sent += 1;
+        self.send(Message::Nack { pubend, ranges: chunks }, ctx);
+    }
+
+    /// Ticks became final: they are no longer wanted; a range nacked once and now fully answered
+    /// gives a round-trip sample (Karn's rule).
+    pub(crate) fn resolve(&mut self, pieces: &[TickRange], now: Millis) {
+        let mut removed = Vec::new();
+        for &piece in pieces {
+            self.wants.remove(piece, &mut removed);
+            self.asked.remove(piece, &mut Vec::new());
+        }
+        let mut sampled = None;
+        for run in removed {
+            if let (Some(at), 0) = (run.value.nacked_at, run.value.repeats) {
+                if sampled != Some(at) {
+                    sampled = Some(at);
+                    self.timer.sample(now.since(at));
+                }
+            }
+        }
+    }
+
+    /// Knowledge grew from `old_high` to the stream's highest tick: the Q ticks in between are
+    /// new gaps (GCT starts now).
+    pub(crate) fn new_gaps(&mut self, know: &Knowledge, old_high: Tick, start: Tick, now: Millis) {
+        let from = old_high.next().max(start).max(know.done().next());
+        let Some(range) = TickRange::new(from, know.highest_known()) else { return };
+        let mut gaps = Vec::new();
+        know.unknown(range, &mut gaps);
+        let mut filled = Vec::new();
+        for gap in gaps {
+            self.wants.fill(gap, Want { since: now, nacked_at: None, repeats: 0 }, &mut filled);
+        }
+    }
+
+    /// Marks `ranges` (Q ticks) as wanted and nacks them now (AckExpected, DCT).
+    pub(crate) fn want_now(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+        for &range in ranges {
+            self.wants.insert(range, Want { since: ctx.now, nacked_at: Some(ctx.now), repeats: 0 });
+        }
+        self.nack(pubend, ranges, ctx);
+    }
+
+    /// GCT and NRT expiries, and the periodic DCT check.
+    pub(crate) fn on_timer(&mut self, pubend: PubendId, know: &Knowledge, start: Option<Tick>, ctx: &mut Ctx<'_>) {
+        let mut due = Vec::new();
+        if let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) {
+            for run in self.wants.runs(TickRange { from: first, to: last }) {
+                if ctx.now >= self.want_due(run.value, ctx) {
+                    let repeats = if run.value.nacked_at.is_some() { run.value.repeats.saturating_add(1) } else { 0 };
+                    due.push((run.range, Want { since: run.value.since, nacked_at: Some(ctx.now), repeats }));
+                }
+            }
+        }
+        for &(range, want) in &due {
+            self.wants.insert(range, want);
+        }
+        let ranges: Vec<TickRange> = due.iter().map(|&(range, _)| range).collect();
+        if !ranges.is_empty() {
+            self.nack(pubend, &ranges, ctx);
+        }
+        if let (Some(dct), Some(start)) = (ctx.settings.delay_curiosity_ms, start) {
+            if ctx.now >= self.dct_checked.after(dct / 4) {
+                self.dct_checked = ctx.now;
+                self.check_delay(pubend, know, start, dct, ctx);
+            }
+        }
+    }
+
+    fn want_due(&self, want: Want, ctx: &Ctx<'_>) -> Millis {
+        match want.nacked_at {
+            None => want.since.after(ctx.settings.gap_curiosity_ms),
+            Some(at) => at.after(self.timer.interval_ms(ctx.settings, want.repeats)),
+        }
+    }
+
+    /// DCT: Q ticks that trail the estimated pubend clock by more than DCT are nacked even when
+    /// no later message revealed them (the tail-loss guard).
+    fn check_delay(&mut self, pubend: PubendId, know: &Knowledge, start: Tick, dct: u64, ctx: &mut Ctx<'_>) {
+        let Some((tick, at)) = self.latest else { return };
+        let estimate = tick.0.saturating_add(ctx.settings.ticks(ctx.now.since(at)));
+        let limit = Tick(estimate.saturating_sub(ctx.settings.ticks(dct)));
+        let from = know.horizon().max(start);
+        let Some(range) = TickRange::new(from, limit) else { return };
+        let mut unknown = Vec::new();
+        know.unknown(range, &mut unknown);
+        let mut fresh = Vec::new();
+        for piece in unknown {
+            self.wants.absent(piece, &mut fresh);
+        }
+        if !fresh.is_empty() {
+            self.want_now(pubend, &fresh, ctx);
+        }
+    }
+
+    /// When [`Self::on_timer`] has something to do.
+    pub(crate) fn deadline(&self, has_start: bool, ctx: &Ctx<'_>) -> Option<Millis> {
+        let wants = match (self.wants.first_tick(), self.wants.last_tick()) {
+            (Some(first), Some(last)) => {
+                self.wants.runs(TickRange { from: first, to: last }).map(|run| self.want_due(run.value, ctx)).min()
+            }
+            _ => None,
+        };
+        let dct = ctx
+            .settings
+            .delay_curiosity_ms
+            .filter(|_| has_start && self.latest.is_some())
+            .map(|dct| self.dct_checked.after(dct / 4));
+        [wants, dct].into_iter().flatten().min()
+    }
+
+    /// Drops curiosity at or below the done prefix.
+    pub(crate) fn forget_through(&mut self, tick: Tick) {
+        self.wants.clear_through(tick);
+        self.asked.clear_through(tick);
+    }
+
+    /// The routing layer gave a new upstream. Returns whether the upstream cell changed (then
+    /// consolidation marks are void and outstanding curiosity must be re-sent).
+    pub(crate) fn reroute(&mut self, cell: Option<UpstreamCell>) -> bool {
+        let changed = self.cell.as_ref().map(|c| c.cell) != cell.as_ref().map(|c| c.cell);
+        if let Some(sender) = self.last_sender {
+            if changed || !cell.as_ref().is_some_and(|c| c.brokers.contains(&sender)) {
+                self.last_sender = None;
+            }
+        }
+        if changed {
+            self.asked = RangeMap::new();
+        }
+        self.cell = cell;
+        changed
+    }
+
+    /// Ranges this broker itself has nacked and still waits for.
+    pub(crate) fn outstanding(&self, out: &mut Vec<TickRange>) {
+        if let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) {
+            out.extend(
+                self.wants
+                    .runs(TickRange { from: first, to: last })
+                    .filter(|run| run.value.nacked_at.is_some())
+                    .map(|run| run.range),
+            );
+        }
+    }
+
+    /// Runs held by the curiosity maps (for memory reports).
+    pub(crate) fn run_count(&self) -> usize {
+        self.wants.run_count() + self.asked.run_count()
+    }
+}

@@ -1,0 +1,80 @@
+//! Timer and size settings of the delivery core (gd-protocol §7.1). Durations are milliseconds
+//! of the shell's clock; the tick unit is set by `ticks_per_ms`.
+
+/// Every tunable of the core. [`Settings::default`] follows gd-protocol's proposals;
+/// [`Settings::seed_experiment`] the values of seed 001's failure-injection runs.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Settings {
+    /// Ticks per millisecond of the publishing broker's clock (1000: microsecond ticks).
+    pub ticks_per_ms: u64,
+    /// GCT: how long a gap may exist before its Q ticks are nacked.
+    pub gap_curiosity_ms: u64,
+    /// NRT before any round trip was measured.
+    pub nack_repetition_initial_ms: u64,
+    /// NRT floor; also how long an upstream nack absorbs repeats (consolidation window).
+    pub nack_repetition_min_ms: u64,
+    /// NRT cap, backoff included.
+    pub nack_repetition_max_ms: u64,
+    /// AET: unacknowledged sent ticks this old trigger an AckExpected.
+    pub ack_expected_ms: u64,
+    /// AckExpected backoff cap.
+    pub ack_expected_max_ms: u64,
+    /// DCT: nack Q ticks older than this behind the estimated pubend clock; `None` = infinite.
+    pub delay_curiosity_ms: Option<u64>,
+    /// FPT: an ostream with untold silence tells it after this long without telling anything.
+    pub silence_ms: u64,
+    /// APT: at most one Ack per this interval when only the ack prefix moved.
+    pub ack_propagation_ms: u64,
+    /// RPT: at most one release report per this interval.
+    pub release_propagation_ms: u64,
+    /// RFT: an ostream forgets an unanswered curiosity mark after this long.
+    pub requested_forgetting_ms: u64,
+    /// The pubend raises its durable tick lease this far ahead of its clock.
+    pub lease_chunk_ms: u64,
+    /// Bytes of cached payloads one stream keeps at most (see [`crate::cache`]).
+    pub payload_cache_bytes: usize,
+    /// A single nack covers at most this many ticks per range (a backlog is pulled as a window).
+    pub max_nack_span_ticks: u64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            ticks_per_ms: 1000,
+            gap_curiosity_ms: 100,
+            nack_repetition_initial_ms: 200,
+            nack_repetition_min_ms: 50,
+            nack_repetition_max_ms: 30_000,
+            ack_expected_ms: 1000,
+            ack_expected_max_ms: 30_000,
+            delay_curiosity_ms: Some(1000),
+            silence_ms: 250,
+            ack_propagation_ms: 100,
+            release_propagation_ms: 500,
+            requested_forgetting_ms: 1000,
+            lease_chunk_ms: 2000,
+            payload_cache_bytes: 64 << 20,
+            max_nack_span_ticks: 600_000,
+        }
+    }
+}
+
+impl Settings {
+    /// Seed 001 §4.2: GCT 200 ms, NRT 600 ms, AET 10 s, DCT infinite.
+    pub fn seed_experiment() -> Self {
+        Self {
+            gap_curiosity_ms: 200,
+            nack_repetition_initial_ms: 600,
+            nack_repetition_min_ms: 600,
+            ack_expected_ms: 10_000,
+            delay_curiosity_ms: None,
+            requested_forgetting_ms: 1200,
+            ..Self::default()
+        }
+    }
+
+    /// `ms` milliseconds as ticks.
+    pub fn ticks(&self, ms: u64) -> u64 {
+        ms.saturating_mul(self.ticks_per_ms)
+    }
+}

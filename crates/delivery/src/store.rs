@@ -1,0 +1,95 @@
+//! The store interface of a publisher-hosting broker, as actions and inputs: the core asks for
+//! durable writes and reads with [`StoreAction`]s and learns of their completion through
+//! [`StoreInput`]s, so it never blocks and a simulator can lose, delay or crash them.
+
+use bytes::Bytes;
+
+use crate::names::{PubendId, PublisherId, Tick, TickRange};
+
+/// A durable operation the shell must carry out on the pubend's log.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum StoreAction {
+    /// Append one record. Appends complete in the order they were issued: "synced up to `t`"
+    /// means every earlier append is durable too (T2).
+    Append {
+        /// The stream.
+        pubend: PubendId,
+        /// The tick assigned to the message.
+        tick: Tick,
+        /// The message.
+        record: Bytes,
+        /// Who published it.
+        publisher: PublisherId,
+        /// The publisher's sequence number (kept for duplicate suppression after a restart).
+        seq: u64,
+    },
+    /// Read the records in a range (to answer a nack); answered by [`StoreInput::ReadDone`].
+    ReadRange {
+        /// The stream.
+        pubend: PubendId,
+        /// The ticks wanted.
+        range: TickRange,
+    },
+    /// Records at or below `tick` will never be read again: delete them, and persist the prefix.
+    ReleasePrefix {
+        /// The stream.
+        pubend: PubendId,
+        /// The new release prefix.
+        tick: Tick,
+    },
+    /// Durably raise the tick lease H (T1); answered by [`StoreInput::LeaseDone`].
+    LeaseRaise {
+        /// The stream.
+        pubend: PubendId,
+        /// The new lease.
+        up_to: Tick,
+    },
+}
+
+/// What a pubend's log held when the broker (re)started.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Recovered {
+    /// The durable tick lease H.
+    pub lease: Tick,
+    /// The durable release prefix.
+    pub release: Tick,
+    /// Ticks of the records still in the log (above `release`), ascending.
+    pub logged: Vec<Tick>,
+    /// Per publisher, the highest sequence number logged.
+    pub publishers: Vec<(PublisherId, u64)>,
+}
+
+/// A completion coming back from the store.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum StoreInput {
+    /// The pubend's log was opened (on start or restart): the stream begins serving.
+    Opened {
+        /// The stream.
+        pubend: PubendId,
+        /// What the log held.
+        recovered: Recovered,
+    },
+    /// Every append up to and including `synced_up_to` is durable.
+    AppendDone {
+        /// The stream.
+        pubend: PubendId,
+        /// The highest durable tick.
+        synced_up_to: Tick,
+    },
+    /// A read finished: the records of the range still in the log.
+    ReadDone {
+        /// The stream.
+        pubend: PubendId,
+        /// The range asked for.
+        range: TickRange,
+        /// `(tick, record)` for each record found, ascending.
+        records: Vec<(Tick, Bytes)>,
+    },
+    /// The lease is durable up to `lease`.
+    LeaseDone {
+        /// The stream.
+        pubend: PubendId,
+        /// The durable lease.
+        lease: Tick,
+    },
+}

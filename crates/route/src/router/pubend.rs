@@ -1,0 +1,163 @@
+//! Routing queries for guaranteed delivery, per pubend rather than per message: where a
+//! pubend's stream comes from (upstream candidates, for acks and nacks), where it goes
+//! (children, for ostreams), and who shares our cell. The delivery core keeps per-pubend
+//! streams keyed by these answers, so route also tells it which tracked pubends' answers moved
+//! when the view changed: only those streams reset.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{Action, GdAction, Router};
+use crate::filter::Filter;
+use crate::names::{BrokerName, CellName, PubendId, TreeId};
+use crate::rendezvous::{choose, Target};
+
+/// A publishing endpoint as routing needs to know it: its id and the broker hosting it (its
+/// PHB), whose cell is the root of its tree.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug, Serialize)]
+pub struct PubendRef {
+    /// The pubend's stable id (see [`PubendId::derive`]).
+    pub id: PubendId,
+    /// The broker that hosts it.
+    pub home: BrokerName,
+}
+
+/// How this broker reaches the entry broker of a child cell.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub enum Via {
+    /// Over our own link.
+    Direct,
+    /// Sideways through this cell mate, which has the link.
+    Mate(BrokerName),
+}
+
+/// One child cell of our cell in a pubend's tree.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct PubendChild {
+    /// The child cell: guaranteed-delivery ostreams are keyed by it, so acks survive a change of
+    /// entry broker inside the cell.
+    pub cell: CellName,
+    /// The broker the pubend enters the child cell through (rendezvous hashing).
+    pub broker: BrokerName,
+    /// How we reach it; `None` when neither we nor a linked mate has a link to it (messages for
+    /// that child stop here until link state settles).
+    pub via: Option<Via>,
+}
+
+/// Everything routing says about one pubend at this broker, without a message.
+#[derive(Clone, PartialEq, Eq, Debug, Serialize)]
+pub struct PubendRoute {
+    /// The pubend.
+    pub pubend: PubendRef,
+    /// Its root cell.
+    pub root: CellName,
+    /// The tree it travels down now.
+    pub tree: TreeId,
+    /// The broker of our cell where the pubend enters it (at the root cell: its home). Only that
+    /// broker does the cell's work for the pubend (local delivery by mates, child cells).
+    pub entry: BrokerName,
+    /// Where acks and nacks go, best first. At our cell's entry broker: the linked brokers of the
+    /// parent cell, the parent cell's own entry broker first; at any other broker of the cell:
+    /// the entry broker, if linked. Empty at the home broker.
+    pub upstream: Vec<BrokerName>,
+    /// Child cells of our cell in the tree, seen from this broker (meaningful where we are the
+    /// entry broker, or a mate it routes sideways through).
+    pub children: Vec<PubendChild>,
+    /// Linked cell mates, sorted.
+    pub mates: Vec<BrokerName>,
+}
+
+impl PubendRoute {
+    /// What a stream depends on: if this differs between two answers, the pubend's streams at
+    /// this broker must reset.
+    fn stream_key(&self) -> (&TreeId, &BrokerName, &[BrokerName], &[PubendChild]) {
+        (&self.tree, &self.entry, &self.upstream, &self.children)
+    }
+}
+
+impl<F: Filter> Router<F> {
+    /// Where one pubend's stream comes from and goes to at this broker, or `None` when its home
+    /// is not reachable in our view.
+    pub fn pubend_route(&self, pubend: &PubendRef) -> Option<PubendRoute> {
+        let graph = &self.table.graph;
+        let root = graph.cell_of(&pubend.home)?.clone();
+        let place = self.table.trees.get(&root)?;
+        let own_cell = graph.cell_index(&self.settings.cell)?;
+        let entry = if place.parent.is_none() {
+            pubend.home.clone()
+        } else {
+            let targets: Vec<Target> =
+                place.shape.entries[own_cell].iter().map(|b| Target::new(graph.brokers[*b].clone())).collect();
+            targets[choose(pubend.id, &targets)?].broker.clone()
+        };
+        let me = &self.settings.name;
+        let upstream = if *me == entry {
+            self.parent_candidates(pubend.id, &root)
+        } else if graph.linked_by_name(me, &entry) {
+            vec![entry.clone()]
+        } else {
+            Vec::new()
+        };
+        let children = place
+            .children
+            .iter()
+            .filter_map(|bundle| {
+                let broker = bundle.targets[choose(pubend.id, &bundle.targets)?].broker.clone();
+                let via = if graph.linked_by_name(me, &broker) {
+                    Some(Via::Direct)
+                } else {
+                    self.table.mates.iter().find(|mate| graph.linked_by_name(mate, &broker)).cloned().map(Via::Mate)
+                };
+                Some(PubendChild { cell: bundle.cell.clone(), broker, via })
+            })
+            .collect();
+        let mates = self.table.mates.clone();
+        Some(PubendRoute { pubend: pubend.clone(), root, tree: place.id, entry, upstream, children, mates })
+    }
+
+    /// Linked brokers of our parent cell in `root`'s tree, the parent cell's entry broker for
+    /// the pubend first.
+    fn parent_candidates(&self, pubend: PubendId, root: &CellName) -> Vec<BrokerName> {
+        let mut peers = self.upstream_peers(root);
+        let graph = &self.table.graph;
+        let Some(place) = self.table.trees.get(root) else { return peers };
+        let Some(parent) = place.parent.as_ref().and_then(|cell| graph.cell_index(cell)) else { return peers };
+        let targets: Vec<Target> =
+            place.shape.entries[parent].iter().map(|b| Target::new(graph.brokers[*b].clone())).collect();
+        if let Some(first) = choose(pubend, &targets).map(|index| &targets[index].broker) {
+            if let Some(at) = peers.iter().position(|peer| peer == first) {
+                let entry = peers.remove(at);
+                peers.insert(0, entry);
+            }
+        }
+        peers
+    }
+
+    /// Pubends whose streams the shell keeps here; [`GdAction::PubendsMoved`] reports changes
+    /// to their routes.
+    pub(super) fn track(&mut self, pubend: PubendRef) {
+        let route = self.pubend_route(&pubend);
+        self.tracked.insert(pubend, route);
+    }
+
+    /// Recomputes every tracked pubend's route after a view change and reports those that moved.
+    pub(super) fn report_moved_pubends(&mut self, out: &mut Vec<Action<F>>) {
+        let pubends: Vec<PubendRef> = self.tracked.keys().cloned().collect();
+        let mut moved = Vec::new();
+        for pubend in pubends {
+            let route = self.pubend_route(&pubend);
+            let before = self.tracked.get(&pubend).and_then(Option::as_ref).map(PubendRoute::stream_key);
+            if before != route.as_ref().map(PubendRoute::stream_key) {
+                moved.push(pubend.id);
+            }
+            self.tracked.insert(pubend, route);
+        }
+        if !moved.is_empty() {
+            out.push(Action::Guaranteed(GdAction::PubendsMoved { pubends: moved }));
+        }
+    }
+}
+
+/// Per tracked pubend, its last route (`None`: unreachable then).
+pub(super) type Tracked = BTreeMap<PubendRef, Option<PubendRoute>>;
