@@ -33,6 +33,18 @@ pub struct Config {
     pub cluster: Cluster,
     /// Brokers to dial (`[[peer]]` entries); links may be dialled from either side.
     pub peer: Vec<Peer>,
+    /// Where the broker keeps what must survive a restart.
+    pub storage: Storage,
+}
+
+/// The broker's data directory: its incarnation counter today, the pubend log later. One
+/// broker at a time: a lock file keeps a second process off the same directory.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Storage {
+    /// The directory; empty means `tidings-data/<name>` under the working directory. Created
+    /// if missing.
+    pub dir: String,
 }
 
 /// Broker-to-broker settings.
@@ -44,9 +56,14 @@ pub struct Cluster {
     pub listen: String,
     /// This broker's cell; empty means a cell of one, named after the broker.
     pub cell: String,
-    /// The incarnation announced to peers; 0 means the wall-clock milliseconds at start, which
-    /// grow on every restart. It must grow across restarts so peers drop the old links' state.
-    pub incarnation: u64,
+    /// The network's shared secret key: a file of at least 32 bytes that every broker of the
+    /// network holds. Links prove possession of it in their handshake (never sending it), and a
+    /// peer that cannot is refused. Empty: no key (then `insecure` must be set to link).
+    pub key_file: String,
+    /// Link without authentication: anyone who reaches the link listener is believed. Only for
+    /// test networks on loopback; a broker with a listener or peers and neither a key nor this
+    /// flag refuses to start.
+    pub insecure: bool,
     /// Time between heartbeats on every link.
     #[serde(with = "humantime_serde")]
     pub heartbeat_interval: Duration,
@@ -78,7 +95,8 @@ impl Default for Cluster {
         Cluster {
             listen: String::new(),
             cell: String::new(),
-            incarnation: 0,
+            key_file: String::new(),
+            insecure: false,
             heartbeat_interval: Duration::from_millis(250),
             missed_heartbeats: 3,
             reconnect_min: Duration::from_millis(100),
@@ -99,8 +117,28 @@ impl Config {
         }
     }
 
+    /// The data directory in force: `storage.dir`, or `tidings-data/<name>`.
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        if self.storage.dir.is_empty() {
+            Path::new("tidings-data").join(&self.name)
+        } else {
+            std::path::PathBuf::from(&self.storage.dir)
+        }
+    }
+
     fn validate_cluster(&self, problems: &mut Vec<String>) {
         let c = &self.cluster;
+        let linked = !c.listen.is_empty() || !self.peer.is_empty();
+        if linked && c.key_file.is_empty() && !c.insecure {
+            problems.push(
+                "cluster.key_file: links need the network's shared key (`--cluster-key FILE`); \
+                 `cluster.insecure = true` (`--cluster-insecure`) links without one, for test networks only"
+                    .to_string(),
+            );
+        }
+        if !c.key_file.is_empty() && c.insecure {
+            problems.push("cluster.insecure: cannot be set together with cluster.key_file".to_string());
+        }
         if !c.listen.is_empty() && c.listen.parse::<SocketAddr>().is_err() {
             problems.push(format!("cluster.listen: {:?} is not HOST:PORT (an IP address and a port)", c.listen));
         }
@@ -203,6 +241,7 @@ impl Default for Config {
             udp: Udp::default(),
             cluster: Cluster::default(),
             peer: Vec::new(),
+            storage: Storage::default(),
         }
     }
 }
@@ -364,7 +403,7 @@ mod tests {
     #[test]
     fn peers_and_cluster_settings_parse_and_print() {
         let c = Config::from_toml(
-            "[cluster]\nlisten = \"127.0.0.1:0\"\ncell = \"IB1\"\nheartbeat_interval = \"100ms\"\n\
+            "[cluster]\nlisten = \"127.0.0.1:0\"\ncell = \"IB1\"\nheartbeat_interval = \"100ms\"\nkey_file = \"k\"\n\
              [[peer]]\naddress = \"127.0.0.1:7000\"\n[[peer]]\naddress = \"localhost:7001\"\n",
         )
         .unwrap();
@@ -382,6 +421,27 @@ mod tests {
         assert!(err.contains("peer[0].address") && err.contains("cluster.missed_heartbeats"), "{err}");
         let err = Config::from_toml("[[peer]]\naddres = \"x:1\"\n").unwrap_err().to_string();
         assert!(err.contains("addres"), "{err}");
+    }
+
+    #[test]
+    fn links_without_a_key_need_the_explicit_insecure_flag() {
+        let err = Config::from_toml("[cluster]\nlisten = \"127.0.0.1:0\"\n").unwrap_err().to_string();
+        assert!(err.contains("cluster.key_file") && err.contains("insecure"), "{err}");
+        let err = Config::from_toml("[[peer]]\naddress = \"127.0.0.1:1\"\n").unwrap_err().to_string();
+        assert!(err.contains("cluster.key_file"), "{err}");
+        assert!(Config::from_toml("[cluster]\nlisten = \"127.0.0.1:0\"\ninsecure = true\n").is_ok());
+        assert!(Config::from_toml("[cluster]\nlisten = \"127.0.0.1:0\"\nkey_file = \"k\"\n").is_ok());
+        let err = Config::from_toml("[cluster]\nkey_file = \"k\"\ninsecure = true\n").unwrap_err().to_string();
+        assert!(err.contains("cluster.insecure"), "{err}");
+        assert!(Config::from_toml("").is_ok(), "a lone broker needs neither");
+    }
+
+    #[test]
+    fn the_data_dir_defaults_to_one_per_broker_name() {
+        let c = Config::from_toml("name = \"b7\"\n").unwrap();
+        assert_eq!(c.data_dir(), Path::new("tidings-data/b7"));
+        let c = Config::from_toml("[storage]\ndir = \"/var/lib/t\"\n").unwrap();
+        assert_eq!(c.data_dir(), Path::new("/var/lib/t"));
     }
 
     #[test]

@@ -9,7 +9,9 @@
 //! Links to other brokers live in [`cluster`]: the link listener and diallers, the peer frame
 //! codec, per-link bounded queues, and the route core (`tidings-route`) that decides where each
 //! message goes. A published message is delivered locally by [`dispatch`] and offered to
-//! [`cluster::Cluster::forward`]; a message from a peer goes the same two ways.
+//! [`cluster::Cluster::forward`]; a message from a peer goes the same two ways. Links speak the
+//! binary peer frames of `tidings_wire::peer` and authenticate with the network's shared key
+//! ([`cluster::auth`]). [`storage`] is the broker's locked data directory (its incarnation).
 
 pub mod admin;
 pub mod cluster;
@@ -19,6 +21,7 @@ pub mod metrics;
 pub mod outbox;
 pub mod server;
 pub mod session;
+pub mod storage;
 pub mod tcp;
 pub mod udp;
 

@@ -112,6 +112,11 @@ pub struct Metrics {
     pub route_drops: Family<WhyLabel, Counter>,
     /// Frames from peers that did not decode or broke the protocol; the link was closed.
     pub peer_protocol_errors: Counter,
+    /// Link handshakes refused for failed authentication, by why (`wrong_key`, `no_key`,
+    /// `no_proof`).
+    pub link_auth_failures: Family<WhyLabel, Counter>,
+    /// Connections refused because they claimed the name of a peer whose link is up and alive.
+    pub link_takeovers_refused: Counter,
 }
 
 impl Metrics {
@@ -152,6 +157,8 @@ impl Metrics {
             route_recomputations: Counter::default(),
             route_drops: Family::default(),
             peer_protocol_errors: Counter::default(),
+            link_auth_failures: Family::default(),
+            link_takeovers_refused: Counter::default(),
         };
         m.register_links(registry.sub_registry_with_prefix("tidings"));
         let r = registry.sub_registry_with_prefix("tidings");
@@ -220,6 +227,16 @@ impl Metrics {
             "peer_protocol_errors",
             "Malformed or unexpected frames from peers",
             self.peer_protocol_errors.clone(),
+        );
+        r.register(
+            "link_auth_failures",
+            "Link handshakes refused for failed authentication, by why",
+            self.link_auth_failures.clone(),
+        );
+        r.register(
+            "link_takeovers_refused",
+            "Connections refused for claiming the name of a live linked peer",
+            self.link_takeovers_refused.clone(),
         );
     }
 

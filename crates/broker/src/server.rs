@@ -9,12 +9,13 @@ use thiserror::Error;
 use tokio::net::{TcpListener, UdpSocket};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::info;
+use tracing::{info, warn};
 
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, NetworkKey};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::metrics::Metrics;
+use crate::storage::DataDir;
 
 /// State every task of a broker shares.
 pub struct Shared {
@@ -28,6 +29,8 @@ pub struct Shared {
     pub dispatcher: Dispatcher,
     /// Links to other brokers and the router.
     pub cluster: Cluster,
+    /// The locked data directory (held for the life of the broker).
+    pub data: DataDir,
     /// Cancelled to shut everything down.
     pub shutdown: CancellationToken,
     /// Every task the broker spawned, so shutdown can wait for them.
@@ -63,6 +66,12 @@ pub enum StartError {
     /// The configuration is invalid.
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
+    /// The data directory cannot be used (another broker holds it, say).
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+    /// The cluster key file cannot be used.
+    #[error(transparent)]
+    Key(#[from] crate::cluster::KeyError),
 }
 
 /// A broker that is serving.
@@ -120,6 +129,14 @@ impl Running {
     }
 }
 
+fn load_key(path: &std::path::Path) -> Result<NetworkKey, StartError> {
+    let key = NetworkKey::load(path)?;
+    if NetworkKey::readable_by_others(path) {
+        warn!(path = %path.display(), "the cluster key file is readable by other users; chmod 600 it");
+    }
+    Ok(key)
+}
+
 async fn bind_tcp(what: &'static str, addr: &str) -> Result<Option<TcpListener>, StartError> {
     if addr.is_empty() {
         return Ok(None);
@@ -130,6 +147,11 @@ async fn bind_tcp(what: &'static str, addr: &str) -> Result<Option<TcpListener>,
 /// Binds every listener and starts serving. Returns once all are bound.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
+    let key = match config.cluster.key_file.as_str() {
+        "" => None,
+        path => Some(load_key(std::path::Path::new(path))?),
+    };
+    let data = DataDir::open(&config.data_dir())?;
     let tcp = bind_tcp("client TCP", &config.listen.tcp).await?;
     let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
     let cluster = bind_tcp("cluster link", &config.cluster.listen).await?;
@@ -153,7 +175,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(&mut registry);
     let shared = Arc::new(Shared {
         dispatcher: Dispatcher::new(metrics.clone()),
-        cluster: Cluster::new(&config, metrics.clone()),
+        cluster: Cluster::new(&config, metrics.clone(), data.incarnation(), key),
+        data,
         config,
         metrics,
         registry,
@@ -176,6 +199,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let Some(listener) = admin {
         shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
     }
-    info!(name = %shared.config.name, ?addresses, "broker started");
+    info!(name = %shared.config.name, ?addresses, data = %shared.data.path().display(), "broker started");
     Ok(Running { addresses, shared })
 }

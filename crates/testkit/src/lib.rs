@@ -2,7 +2,8 @@
 //! talk raw frames to them, read their metrics, and inject faults.
 //!
 //! [`BrokerProcess`] reads the broker's ready line, so there are no port races, and kills the
-//! process on drop, so a failing test leaves nothing behind. [`RawConnection`] sends and expects
+//! process on drop, so a failing test leaves nothing behind; each gets its own data directory
+//! and the test process's network key in a scratch directory removed on drop. [`RawConnection`] sends and expects
 //! frames byte by byte, for the bad-input tests a well-behaved client cannot express.
 //! [`FaultProxy`] sits on one link and stalls or cuts it. [`send_signal`] stops, continues or
 //! ends any process by id (through `rustix`, no unsafe code and no `kill(1)`).
@@ -11,6 +12,6 @@ mod process;
 mod proxy;
 mod raw;
 
-pub use process::{http_get, metric_value, send_signal, BrokerProcess, Ready, Signal};
+pub use process::{http_get, metric_value, send_signal, test_key_text, write_private, BrokerProcess, Ready, Signal};
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;

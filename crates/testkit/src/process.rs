@@ -4,7 +4,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -55,21 +55,56 @@ pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
     kill_process(pid, signal).map_err(std::io::Error::from)
 }
 
-/// A running broker; killed on drop.
+/// A running broker; killed on drop, and its scratch directory (data directory, key file)
+/// removed.
 pub struct BrokerProcess {
     child: Child,
     /// What it bound.
     pub ready: Ready,
     _stdout: Option<ChildStdout>,
+    scratch: Option<tempfile::TempDir>,
+}
+
+/// The network key every broker a test process starts shares (64 hex digits), so brokers
+/// started separately can link: generated once per test process.
+pub fn test_key_text() -> &'static str {
+    static KEY: OnceLock<String> = OnceLock::new();
+    KEY.get_or_init(|| {
+        let mut bytes = [0u8; 32];
+        // Without randomness a fixed key still exercises authentication; tests never face an
+        // attacker who could guess it.
+        let _ = getrandom::fill(&mut bytes);
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    })
 }
 
 impl BrokerProcess {
     /// Starts `bin broker` on loopback port 0 for every listener, plus `extra` arguments,
-    /// and waits (at most 20 s) for its ready line.
+    /// and waits (at most 20 s) for its ready line. Unless `extra` says otherwise, the broker
+    /// gets its own data directory and the test process's network key ([`test_key_text`]) in
+    /// a scratch directory removed when it is dropped, so tests never share state or litter.
     pub fn start(bin: &Path, extra: &[&str]) -> std::io::Result<BrokerProcess> {
+        let scratch = tempfile::Builder::new().prefix("tidings-broker-").tempdir()?;
+        let data = scratch.path().join("data").display().to_string();
+        let key = scratch.path().join("cluster.key");
+        write_private(&key, test_key_text())?;
+        let key = key.display().to_string();
         let mut args = vec!["broker", "--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0", "--admin", "127.0.0.1:0"];
+        if !extra.contains(&"--data") {
+            args.extend(["--data", data.as_str()]);
+        }
+        if !extra.contains(&"--cluster-key") && !extra.contains(&"--cluster-insecure") {
+            args.extend(["--cluster-key", key.as_str()]);
+        }
         args.extend_from_slice(extra);
-        BrokerProcess::start_with_args(bin, &args)
+        let mut broker = BrokerProcess::start_with_args(bin, &args)?;
+        broker.scratch = Some(scratch);
+        Ok(broker)
+    }
+
+    /// The scratch directory [`BrokerProcess::start`] made (holding `data/` and `cluster.key`).
+    pub fn scratch_dir(&self) -> Option<&Path> {
+        self.scratch.as_ref().map(tempfile::TempDir::path)
     }
 
     /// Starts `bin` with exactly `args` and waits for the ready line.
@@ -106,7 +141,7 @@ impl BrokerProcess {
             let _ = child.kill();
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad ready line {line:?}: {e}"))
         })?;
-        Ok(BrokerProcess { child, ready, _stdout: None })
+        Ok(BrokerProcess { child, ready, _stdout: None, scratch: None })
     }
 
     /// The client TCP address, as `HOST:PORT` text for CLI arguments.
@@ -178,6 +213,13 @@ impl Drop for BrokerProcess {
         let _ = self.resume();
         self.kill();
     }
+}
+
+/// Writes `text` to a file only its owner may read, as a key file should be.
+pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(text.as_bytes())
 }
 
 /// Sums the samples of a metric in Prometheus text (`name` may include a label block).

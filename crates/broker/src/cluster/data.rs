@@ -7,7 +7,7 @@ use bytes::BytesMut;
 use tidings_route::{Arrival, BrokerName, DataHeader, DropReason, Forwarding};
 use tidings_wire::Message;
 
-use super::frame;
+use super::convert;
 use super::queue::{DataPush, LinkQueue};
 use super::{Cluster, Probe};
 use crate::metrics::WhyLabel;
@@ -49,7 +49,11 @@ impl Cluster {
             if scratch.prefix.capacity() < 1024 {
                 scratch.prefix.reserve(64 * 1024);
             }
-            frame::data_prefix(&send.header, section.len(), &mut scratch.prefix);
+            if convert::routed_prefix(&send.header, section.len(), &mut scratch.prefix).is_err() {
+                // A header over the frame's field limits (a cell name over 64 KiB): never sent.
+                self.metrics.route_drops.get_or_create(&WhyLabel { why: "unencodable" }).inc();
+                continue;
+            }
             let prefix = scratch.prefix.split().freeze();
             if entry.queue.push_data(prefix, section.clone()) == DataPush::Congested
                 && !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue))

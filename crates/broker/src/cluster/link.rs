@@ -13,10 +13,14 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
-use super::frame::{self, Handshake, PeerFrame};
+use tidings_wire::peer::{PeerFrame, Routed};
+
+use super::convert;
+use super::handshake::{handshake, Refused};
 use super::queue::{write_link, LinkQueue};
 use super::{Direction, RouteScratch};
 use crate::dispatch::DispatchScratch;
+use crate::metrics::WhyLabel;
 use crate::server::Shared;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -114,24 +118,31 @@ async fn connection(
     shared: Arc<Shared>,
 ) -> Outcome {
     let _ = stream.set_nodelay(true);
+    let began = Instant::now();
     let (mut reader, mut writer) = stream.into_split();
-    if writer.write_all(&frame::hello(&shared.cluster.handshake())).await.is_err() {
-        return Outcome::default();
-    }
     let max_frame = max_peer_frame(&shared);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
-    let hello = match tokio::time::timeout(HANDSHAKE_TIMEOUT, read_hello(&mut reader, &mut buf, max_frame)).await {
-        Ok(Ok(hello)) => hello,
-        Ok(Err(reason)) => return refuse(&shared, writer, remote, None, &reason).await,
-        Err(_) => return refuse(&shared, writer, remote, None, "no HELLO within 5 s").await,
+    let cluster = &shared.cluster;
+    let shaking = handshake(&mut reader, &mut writer, &mut buf, direction, cluster, max_frame);
+    let verified = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shaking).await {
+        Ok(Ok(verified)) => verified,
+        Ok(Err(refused)) => return refuse(&shared, writer, remote, &refused).await,
+        Err(_) => return refuse(&shared, writer, remote, &Refused::timeout()).await,
     };
+    let hello = &verified.hello;
     let peer = BrokerName::new(&hello.name);
     let counters = shared.metrics.link_counters(&hello.name);
     let queue = Arc::new(LinkQueue::new(shared.cluster.limits, counters));
-    let id = match shared.cluster.establish(&hello, direction, remote, Arc::clone(&queue)) {
+    let id = match shared.cluster.establish(hello, direction, remote, Arc::clone(&queue)) {
         Ok(id) => id,
-        Err(reason) => return refuse(&shared, writer, remote, Some(peer), &reason).await,
+        Err(reason) => {
+            let refused = Refused { reason, auth_failure: None };
+            let outcome = refuse(&shared, writer, remote, &refused).await;
+            return Outcome { peer: Some(peer), ..outcome };
+        }
     };
+    let handshake_us = began.elapsed().as_micros() as u64;
+    info!(%peer, cell = %hello.cell, ?direction, version = verified.version, handshake_us, "link up");
     shared.tasks.spawn(write_link(writer, Arc::clone(&queue)));
     let why = read_loop(&mut reader, buf, &peer, id, &queue, &shared).await;
     queue.abort_after_close();
@@ -139,39 +150,21 @@ async fn connection(
     Outcome { peer: Some(peer), established: true }
 }
 
-async fn refuse(
-    shared: &Shared,
-    mut writer: OwnedWriteHalf,
-    remote: Option<SocketAddr>,
-    peer: Option<BrokerName>,
-    reason: &str,
-) -> Outcome {
-    warn!(?remote, ?peer, reason, "link refused");
+async fn refuse(shared: &Shared, mut writer: OwnedWriteHalf, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
+    let reason = refused.reason.as_str();
+    warn!(?remote, reason, "link refused");
     shared.metrics.link_closed("refused");
-    let _ = tokio::time::timeout(Duration::from_secs(1), writer.write_all(&frame::close(reason))).await;
+    if let Some(why) = refused.auth_failure {
+        shared.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), writer.write_all(&convert::close_bytes(reason))).await;
     let _ = writer.shutdown().await;
-    Outcome { peer, established: false }
+    Outcome::default()
 }
 
 fn max_peer_frame(shared: &Shared) -> usize {
-    // A DATA frame is a client message section plus a routing header.
+    // A ROUTED or DATA frame is a client message section plus a header.
     shared.config.limits.max_frame + 64 * 1024
-}
-
-async fn read_hello(reader: &mut OwnedReadHalf, buf: &mut BytesMut, max_frame: usize) -> Result<Handshake, String> {
-    loop {
-        match PeerFrame::decode(buf, max_frame) {
-            Ok(Some(PeerFrame::Hello(hello))) => return Ok(hello),
-            Ok(Some(PeerFrame::Close(reason))) => return Err(format!("peer closed during the handshake: {reason}")),
-            Ok(Some(_)) => return Err("the first frame on a link must be HELLO".to_string()),
-            Ok(None) => {}
-            Err(e) => return Err(format!("malformed handshake: {e}")),
-        }
-        match reader.read_buf(buf).await {
-            Ok(0) | Err(_) => return Err("connection closed during the handshake".to_string()),
-            Ok(_) => {}
-        }
-    }
 }
 
 /// Reads frames until the connection ends; returns why, as a metric label.
@@ -199,14 +192,11 @@ async fn read_loop(
                 Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
             };
             match frame {
-                PeerFrame::Control(message) => {
-                    cluster.received(peer, id, message);
-                    last_fed = Instant::now();
-                }
-                PeerFrame::Data { header, message } => {
+                PeerFrame::Routed(Routed { header, message }) => {
                     let counters = queue.counters();
                     counters.messages_in.inc();
                     counters.bytes_in.inc_by(message.encoded_len() as u64);
+                    let header = convert::data_header(header);
                     if cluster.forward_received(peer, &header, &message, &mut route) {
                         shared.dispatcher.deliver(&message, &mut dispatch);
                     }
@@ -215,13 +205,24 @@ async fn read_loop(
                         last_fed = Instant::now();
                     }
                 }
-                PeerFrame::Close(reason) => {
-                    info!(%peer, reason, "peer closed the link");
+                PeerFrame::Close(close) => {
+                    info!(%peer, reason = close.reason, "peer closed the link");
                     return "peer_closed";
                 }
-                PeerFrame::Hello(_) => {
-                    return protocol_error(shared, queue, peer, "unexpected HELLO after the handshake")
+                PeerFrame::Hello(_) | PeerFrame::Auth(_) => {
+                    return protocol_error(shared, queue, peer, "unexpected handshake frame after the handshake")
                 }
+                other => match convert::control_message(other) {
+                    Ok(Some(message)) => {
+                        cluster.received(peer, id, message);
+                        last_fed = Instant::now();
+                    }
+                    Ok(None) => {
+                        // Guaranteed-delivery frames: no broker speaks them yet.
+                        return protocol_error(shared, queue, peer, "guaranteed-delivery frames are not supported yet");
+                    }
+                    Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
+                },
             }
         }
         dispatch.wake_writers();

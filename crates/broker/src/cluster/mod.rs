@@ -9,9 +9,11 @@
 //! A broker with no links skips all of this (`is_active` is one atomic load), so a lone
 //! broker's publish path is what it was before links existed.
 
+pub mod auth;
+mod convert;
 mod data;
 mod filter;
-pub mod frame;
+mod handshake;
 mod link;
 mod queue;
 mod state;
@@ -20,22 +22,23 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use parking_lot::RwLock;
 use tidings_route::{
     Action, BrokerName, CellName, Incarnation, Input, LivenessSettings, Millis, PeerMessage, PubendId, Router,
     RouterSettings,
 };
+use tidings_wire::peer::{AuthMode, Hello, NONCE_LEN, PEER_PROTOCOL_MIN_VERSION, PEER_PROTOCOL_VERSION};
 use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::metrics::Metrics;
 
+pub use auth::{KeyError, NetworkKey};
 pub use data::RouteScratch;
 pub use filter::{FilterText, Probe, RouteFilter};
-pub use frame::{Handshake, PeerFrame, PeerFrameError, PEER_PROTOCOL};
 pub use link::{accept_loop, dial_loop, ticker};
 pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
 
@@ -57,6 +60,9 @@ struct LinkEntry {
     remote: Option<SocketAddr>,
     queue: Arc<LinkQueue>,
     since: Instant,
+    /// When a control frame (or a batch of data) last arrived: what "alive" means when a
+    /// newcomer claims this peer's name.
+    last_heard: Instant,
 }
 
 struct Core {
@@ -70,6 +76,8 @@ pub struct Cluster {
     name: BrokerName,
     cell: CellName,
     incarnation: Incarnation,
+    /// The network key links authenticate with; `None` on an insecure network.
+    key: Option<NetworkKey>,
     liveness: LivenessSettings,
     limits: LinkLimits,
     started: Instant,
@@ -92,12 +100,9 @@ pub struct Cluster {
 pub type Refusal = String;
 
 impl Cluster {
-    /// The cluster of a broker with `config`; no links yet.
-    pub fn new(config: &Config, metrics: Metrics) -> Cluster {
-        let incarnation = match config.cluster.incarnation {
-            0 => SystemTime::now().duration_since(UNIX_EPOCH).map_or(1, |d| d.as_millis() as u64),
-            fixed => fixed,
-        };
+    /// The cluster of a broker with `config`, this life's `incarnation` (from the data
+    /// directory) and the network `key` (`None`: insecure); no links yet.
+    pub fn new(config: &Config, metrics: Metrics, incarnation: u64, key: Option<NetworkKey>) -> Cluster {
         let name = BrokerName::new(&config.name);
         let cell = CellName::new(config.cell());
         let liveness = LivenessSettings {
@@ -110,6 +115,7 @@ impl Cluster {
             name,
             cell,
             incarnation: Incarnation(incarnation),
+            key,
             liveness,
             limits: LinkLimits {
                 max_messages: config.cluster.link_queue_messages,
@@ -163,14 +169,22 @@ impl Cluster {
         PubendId(mix(hash ^ mix(self.incarnation.0) ^ mix(counter.wrapping_mul(0x9e37_79b9_7f4a_7c15))))
     }
 
-    /// The handshake this broker sends.
-    pub fn handshake(&self) -> Handshake {
-        Handshake {
-            protocol: PEER_PROTOCOL,
+    /// The HELLO this broker sends, with a fresh `nonce`.
+    pub fn hello(&self, nonce: [u8; NONCE_LEN]) -> Hello {
+        Hello {
+            min_version: PEER_PROTOCOL_MIN_VERSION,
+            max_version: PEER_PROTOCOL_VERSION,
+            auth: if self.key.is_some() { AuthMode::SharedKey } else { AuthMode::Insecure },
+            nonce,
             name: self.name.to_string(),
             cell: self.cell.to_string(),
-            incarnation: self.incarnation.0,
+            incarnation: tidings_wire::peer::Incarnation(self.incarnation.0),
         }
+    }
+
+    /// The network key, if links authenticate.
+    pub fn key(&self) -> Option<&NetworkKey> {
+        self.key.as_ref()
     }
 
     /// A local subscription with this filter started.
@@ -207,30 +221,28 @@ impl Cluster {
         let now = self.now();
         let mut guard = self.core.write();
         let core = &mut *guard;
-        if core.links.get(peer).map(|entry| entry.connection) != Some(connection) {
+        let Some(entry) = core.links.get_mut(peer).filter(|entry| entry.connection == connection) else {
             return;
-        }
+        };
+        entry.last_heard = Instant::now();
         core.router.handle(now, Input::Received { from: peer.clone(), message }, &mut core.actions);
         self.execute(core);
     }
 
-    /// A handshake completed on a new connection. Decides between this connection and one
-    /// already up to the same peer the same way on both sides: a newer incarnation wins;
-    /// between two connections of the same incarnations, the one dialled by the broker with
-    /// the smaller name wins. Returns the connection id, or why the connection is refused.
+    /// A handshake completed (authenticated, unless the network is insecure) on a new
+    /// connection. A live link is never taken over: while the claimed name has a link heard
+    /// from within the liveness timeout, a newcomer claiming it is refused, whatever
+    /// incarnation it announces. The one exception is two connections crossing between the
+    /// same two processes (same incarnation, dialled from opposite sides): both ends keep the
+    /// one dialled by the broker with the smaller name. A link silent for the liveness timeout
+    /// is presumed dead and replaced. Returns the connection id, or why it is refused.
     pub fn establish(
         &self,
-        hello: &Handshake,
+        hello: &Hello,
         direction: Direction,
         remote: Option<SocketAddr>,
         queue: Arc<LinkQueue>,
     ) -> Result<u64, Refusal> {
-        if hello.protocol != PEER_PROTOCOL {
-            return Err(format!(
-                "peer protocol {} is not supported; this broker speaks {PEER_PROTOCOL}",
-                hello.protocol
-            ));
-        }
         if hello.name.is_empty() || hello.cell.is_empty() {
             return Err("the handshake must name a broker and a cell".to_string());
         }
@@ -241,35 +253,51 @@ impl Cluster {
             ));
         }
         let peer = BrokerName::new(&hello.name);
-        let incarnation = Incarnation(hello.incarnation);
+        let incarnation = Incarnation(hello.incarnation.0);
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
         let now = self.now();
         let mut guard = self.core.write();
         let core = &mut *guard;
         if let Some(existing) = core.links.get(&peer) {
-            // A redial from the same side replaces the old connection (the dialler saw it
-            // die); two connections dialled from both sides keep the smaller name's.
-            let dialled_by_smaller = |d: Direction| (d == Direction::Outbound) == (self.name < peer);
-            let keep_existing = existing.incarnation > incarnation
-                || (existing.incarnation == incarnation
-                    && existing.direction != direction
-                    && dialled_by_smaller(existing.direction));
-            if keep_existing {
-                return Err(format!("{} already has a link to {peer}; duplicate connection refused", self.name));
-            }
+            self.may_replace(existing, &peer, incarnation, direction)?;
             existing.queue.close("replaced by a newer connection");
             self.metrics.link_closed("replaced");
         }
-        let entry = LinkEntry { connection, incarnation, direction, remote, queue, since: Instant::now() };
+        let since = Instant::now();
+        let entry = LinkEntry { connection, incarnation, direction, remote, queue, since, last_heard: since };
         core.links.insert(peer.clone(), entry);
         let input = Input::LinkUp { peer: peer.clone(), cell: CellName::new(&hello.cell), incarnation };
         core.router.handle(now, input, &mut core.actions);
         self.execute(core);
         self.metrics.links_established.inc();
-        info!(%peer, cell = %hello.cell, ?direction, "link up");
         drop(guard);
         self.timer.notify_one();
         Ok(connection)
+    }
+
+    /// Whether a new connection claiming `peer` may replace the `existing` link (see
+    /// [`Cluster::establish`]).
+    fn may_replace(
+        &self,
+        existing: &LinkEntry,
+        peer: &BrokerName,
+        incarnation: Incarnation,
+        direction: Direction,
+    ) -> Result<(), Refusal> {
+        let timeout = self.liveness.heartbeat_interval_ms.saturating_mul(u64::from(self.liveness.missed_heartbeats));
+        if existing.last_heard.elapsed() >= Duration::from_millis(timeout) {
+            return Ok(());
+        }
+        if existing.incarnation == incarnation && existing.direction != direction {
+            let dialled_by_smaller = (existing.direction == Direction::Outbound) == (self.name < *peer);
+            return if dialled_by_smaller {
+                Err(format!("{} already has a link to {peer}; duplicate connection refused", self.name))
+            } else {
+                Ok(())
+            };
+        }
+        self.metrics.link_takeovers_refused.inc();
+        Err(format!("{peer} is linked to {} and alive; a second connection claiming that name is refused", self.name))
     }
 
     /// A connection ended. If it was the peer's current one, the link is down.
@@ -300,8 +328,15 @@ impl Cluster {
         for action in core.actions.drain(..) {
             match action {
                 Action::Send { to, message } => {
-                    if let Some(entry) = core.links.get(&to) {
-                        entry.queue.push_control(frame::control(&message));
+                    let Some(entry) = core.links.get(&to) else { continue };
+                    match convert::control_frame(&message).to_bytes() {
+                        Ok(bytes) => entry.queue.push_control(bytes),
+                        Err(e) => {
+                            // A name or filter over its field's limit: the peer would miss this
+                            // change, so start the link afresh rather than let summaries drift.
+                            warn!(peer = %to, error = %e, "cannot encode a control frame; closing the link");
+                            entry.queue.close(&format!("cannot encode a control frame: {e}"));
+                        }
                     }
                 }
                 Action::CloseLink { peer, reason } => {

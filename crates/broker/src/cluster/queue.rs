@@ -18,8 +18,6 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::frame;
-
 /// The counters of one link, shared with the metrics registry (labelled by peer).
 #[derive(Clone, Default)]
 pub struct LinkCounters {
@@ -106,7 +104,7 @@ impl LinkQueue {
         self.wake.notify_one();
     }
 
-    /// Queues a data frame (`prefix` from [`frame::data_prefix`], then the message section).
+    /// Queues a data frame (`prefix` from `convert::routed_prefix`, then the message section).
     pub fn push_data(&self, prefix: Bytes, section: Bytes) -> DataPush {
         let size = prefix.len() + section.len();
         let mut s = self.state.lock();
@@ -163,7 +161,7 @@ impl LinkQueue {
     pub fn close(&self, reason: &str) {
         let mut s = self.state.lock();
         if s.closing.is_none() {
-            s.closing = Some(frame::close(reason));
+            s.closing = Some(super::convert::close_bytes(reason));
             s.data.clear();
             s.data_bytes = 0;
         }

@@ -31,6 +31,15 @@ pub(crate) struct Args {
     /// A broker to link to (its cluster listener); repeatable, added to the config's `[[peer]]`.
     #[arg(long = "peer", value_name = "HOST:PORT")]
     peers: Vec<String>,
+    /// The network's shared key file (`[cluster] key_file`): links prove they hold it.
+    #[arg(long, value_name = "FILE")]
+    cluster_key: Option<PathBuf>,
+    /// Link without authentication (`[cluster] insecure`): test networks only.
+    #[arg(long)]
+    cluster_insecure: bool,
+    /// Data directory (`[storage] dir`; default `tidings-data/<name>`), locked while running.
+    #[arg(long, value_name = "DIR")]
+    data: Option<PathBuf>,
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -69,6 +78,15 @@ pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
     }
     if let Some(v) = &args.cluster_listen {
         config.cluster.listen = off_or(v.clone());
+    }
+    if let Some(v) = &args.cluster_key {
+        config.cluster.key_file = v.display().to_string();
+    }
+    if args.cluster_insecure {
+        config.cluster.insecure = true;
+    }
+    if let Some(v) = &args.data {
+        config.storage.dir = v.display().to_string();
     }
     config.peer.extend(args.peers.iter().map(|address| tidings_broker::config::Peer { address: address.clone() }));
     config.validate()?;

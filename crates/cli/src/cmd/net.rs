@@ -85,6 +85,7 @@ impl Started {
             "tcp": self.ready["tcp"], "udp": self.ready["udp"], "admin": self.ready["admin"],
             "cluster": self.ready["cluster"], "incarnation": self.ready["incarnation"],
             "peers": self.peers, "log": dir.join(format!("{}.log", self.name)),
+            "data": dir.join("data").join(&self.name),
         })
     }
 }
@@ -103,6 +104,7 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
         }
     }
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    write_key(&dir.join(KEY_FILE))?;
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
     let mut started: Vec<Started> = Vec::new();
     let result = start_all(&topology, &exe, dir, &args.broker_args, &mut started).and_then(|()| {
@@ -161,6 +163,26 @@ fn start_all(
     Ok(())
 }
 
+/// The network's key file in its directory: every broker of the network gets it.
+const KEY_FILE: &str = "cluster.key";
+
+/// Writes a fresh random network key, readable by its owner only.
+fn write_key(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let text = tidings_broker::cluster::auth::generate_key_text().context("no randomness for the network key")?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    // An existing file keeps its mode through `open`: set it explicitly.
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(text.as_bytes())?;
+    Ok(())
+}
+
 fn start_broker(
     exe: &Path,
     dir: &Path,
@@ -177,6 +199,8 @@ fn start_broker(
     command.args(["broker", "--name", name, "--cell", cell]);
     command.args(["--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
     command.args(["--cluster-listen", "127.0.0.1:0"]);
+    command.arg("--cluster-key").arg(dir.join(KEY_FILE));
+    command.arg("--data").arg(dir.join("data").join(name));
     for peer in dial {
         command.args(["--peer", peer]);
     }
@@ -264,6 +288,7 @@ fn write_network(
         "topology": topology.name(),
         "file": file,
         "converged_ms": converged_ms,
+        "key_file": dir.join(KEY_FILE),
         "brokers": started.iter().map(|s| s.to_json(dir)).collect::<Vec<_>>(),
     });
     let path = dir.join("network.json");

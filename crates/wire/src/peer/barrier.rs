@@ -1,11 +1,11 @@
 //! BARRIER, a subscription barrier travelling upstream. Layout:
-//! `origin:str16 | id:u64 | root:str16 | tree:u64`.
+//! `origin:str16 | id:u64 | root:str16 | relay_to_mates:u8`.
 
 use bytes::{BufMut, BytesMut};
 
 use crate::cursor::{put_str16, Reader};
 use crate::error::WireError;
-use crate::peer::{BarrierId, TreeId};
+use crate::peer::BarrierId;
 
 /// Sent upstream behind the summary deltas of a burst of new guaranteed subscriptions, on the
 /// same in-order links, toward the publishers of tree `root`; every broker it crosses already
@@ -19,9 +19,9 @@ pub struct Barrier {
     pub id: BarrierId,
     /// The root cell of the tree the barrier travels up.
     pub root: String,
-    /// The tree it was sent under; a broker that holds another tree for `root` drops it and
-    /// the origin retries.
-    pub tree: TreeId,
+    /// Whether the receiver also asks its own cell mates (false when the sender is a mate, so
+    /// barriers never circle inside a cell).
+    pub relay_to_mates: bool,
 }
 
 impl Barrier {
@@ -29,7 +29,7 @@ impl Barrier {
         put_str16(out, "origin", &self.origin)?;
         out.put_u64(self.id.0);
         put_str16(out, "root", &self.root)?;
-        out.put_u64(self.tree.0);
+        out.put_u8(u8::from(self.relay_to_mates));
         Ok(())
     }
 
@@ -38,8 +38,8 @@ impl Barrier {
         let origin = r.str16("origin")?.to_string();
         let id = BarrierId(r.u64("id")?);
         let root = r.str16("root")?.to_string();
-        let tree = TreeId(r.u64("tree")?);
+        let relay_to_mates = r.bool("relay_to_mates")?;
         r.finish()?;
-        Ok(Barrier { origin, id, root, tree })
+        Ok(Barrier { origin, id, root, relay_to_mates })
     }
 }

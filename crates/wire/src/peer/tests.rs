@@ -109,12 +109,9 @@ fn guaranteed() -> impl Strategy<Value = PeerFrame> {
         })),
         (pubend.clone(), ranges()).prop_map(|(pubend, ranges)| PeerFrame::Nack(Nack { pubend, ranges })),
         (pubend, any::<u64>()).prop_map(|(pubend, t)| PeerFrame::AckExpected(AckExpected { pubend, tick: Tick(t) })),
-        (name(), any::<u64>(), name(), any::<u64>()).prop_map(|(origin, id, root, tree)| PeerFrame::Barrier(Barrier {
-            origin,
-            id: BarrierId(id),
-            root,
-            tree: TreeId(tree)
-        })),
+        (name(), any::<u64>(), name(), any::<bool>()).prop_map(|(origin, id, root, relay_to_mates)| {
+            PeerFrame::Barrier(Barrier { origin, id: BarrierId(id), root, relay_to_mates })
+        }),
         (name(), any::<u64>(), prop::collection::vec(start, 0..4)).prop_map(|(origin, id, starts)| {
             PeerFrame::BarrierAck(BarrierAck { origin, id: BarrierId(id), starts })
         }),
@@ -382,11 +379,8 @@ fn ack_expected_golden_bytes() {
 
 #[test]
 fn barrier_golden_bytes() {
-    let barrier = Barrier { origin: "s".into(), id: BarrierId(7), root: "r".into(), tree: TreeId(1) };
-    golden(
-        PeerFrame::Barrier(barrier),
-        &[0, 0, 0, 23, 0x15, 0, 1, b's', 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, b'r', 0, 0, 0, 0, 0, 0, 0, 1],
-    );
+    let barrier = Barrier { origin: "s".into(), id: BarrierId(7), root: "r".into(), relay_to_mates: true };
+    golden(PeerFrame::Barrier(barrier), &[0, 0, 0, 16, 0x15, 0, 1, b's', 0, 0, 0, 0, 0, 0, 0, 7, 0, 1, b'r', 1]);
 }
 
 #[test]

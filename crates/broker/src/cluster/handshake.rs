@@ -1,0 +1,126 @@
+//! The link handshake: HELLO both ways (versions, auth mode, nonce, claimed identity), then,
+//! with a network key, AUTH both ways (see [`super::auth`]). Only a peer that passes is handed
+//! to [`super::Cluster::establish`]; until then its name and incarnation are just claims.
+
+use bytes::BytesMut;
+use tidings_wire::peer::{Auth, AuthMode, Hello, PeerFrame};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use super::auth::{Role, Transcript};
+use super::{Cluster, Direction};
+
+/// A peer that proved what it claims (or, on an insecure network, simply claimed it).
+pub(super) struct Verified {
+    /// Its HELLO.
+    pub(super) hello: Hello,
+    /// The peer protocol version the link speaks.
+    pub(super) version: u16,
+}
+
+/// Why a handshake failed: the text for the log and the CLOSE frame, and for an authentication
+/// failure the metric label.
+pub(super) struct Refused {
+    pub(super) reason: String,
+    pub(super) auth_failure: Option<&'static str>,
+}
+
+impl Refused {
+    /// The peer did not finish the handshake in time.
+    pub(super) fn timeout() -> Refused {
+        Refused::plain("no complete handshake within 5 s")
+    }
+
+    fn plain(reason: impl Into<String>) -> Refused {
+        Refused { reason: reason.into(), auth_failure: None }
+    }
+
+    fn auth(why: &'static str, reason: impl Into<String>) -> Refused {
+        Refused { reason: reason.into(), auth_failure: Some(why) }
+    }
+}
+
+/// Runs the handshake on a fresh connection. The caller bounds it in time.
+pub(super) async fn handshake(
+    reader: &mut OwnedReadHalf,
+    writer: &mut OwnedWriteHalf,
+    buf: &mut BytesMut,
+    direction: Direction,
+    cluster: &Cluster,
+    max_frame: usize,
+) -> Result<Verified, Refused> {
+    let nonce = super::auth::nonce().map_err(|e| Refused::plain(format!("no randomness for a nonce: {e}")))?;
+    let ours = cluster.hello(nonce);
+    send(writer, &PeerFrame::Hello(ours.clone())).await?;
+    let theirs = match next_frame(reader, buf, max_frame).await? {
+        PeerFrame::Hello(hello) => hello,
+        _ => return Err(Refused::plain("the first frame on a link must be HELLO")),
+    };
+    let version = agree(&ours, &theirs)?;
+    let Some(key) = cluster.key() else {
+        return Ok(Verified { hello: theirs, version });
+    };
+    let (me, them, transcript) = match direction {
+        Direction::Outbound => {
+            (Role::Dialler, Role::Listener, Transcript { dialler: &ours, listener: &theirs, version })
+        }
+        Direction::Inbound => {
+            (Role::Listener, Role::Dialler, Transcript { dialler: &theirs, listener: &ours, version })
+        }
+    };
+    send(writer, &PeerFrame::Auth(Auth { proof: transcript.proof(key, me) })).await?;
+    let proof = match next_frame(reader, buf, max_frame).await? {
+        PeerFrame::Auth(auth) => auth.proof,
+        _ => return Err(Refused::auth("no_proof", "the frame after HELLO must be AUTH")),
+    };
+    if !transcript.verify(key, them, &proof) {
+        return Err(Refused::auth(
+            "wrong_key",
+            "authentication failed: the peer's proof does not match this network's key",
+        ));
+    }
+    Ok(Verified { hello: theirs, version })
+}
+
+/// The version both speak and a matching auth mode, or why not.
+fn agree(ours: &Hello, theirs: &Hello) -> Result<u16, Refused> {
+    let version = ours.negotiate(theirs).ok_or_else(|| {
+        Refused::plain(format!(
+            "peer protocol versions {}..={} are not supported; this broker speaks {}..={}",
+            theirs.min_version, theirs.max_version, ours.min_version, ours.max_version
+        ))
+    })?;
+    match (ours.auth, theirs.auth) {
+        (AuthMode::SharedKey, AuthMode::Insecure) => {
+            Err(Refused::auth("no_key", "authentication required: the peer has no network key (it is insecure)"))
+        }
+        (AuthMode::Insecure, AuthMode::SharedKey) => Err(Refused::auth(
+            "no_key",
+            "this broker is insecure (no network key) and the peer uses one; give both the same key",
+        )),
+        _ => Ok(version),
+    }
+}
+
+async fn send(writer: &mut OwnedWriteHalf, frame: &PeerFrame) -> Result<(), Refused> {
+    let bytes = frame.to_bytes().map_err(|e| Refused::plain(format!("cannot encode the handshake: {e}")))?;
+    writer.write_all(&bytes).await.map_err(|_| Refused::plain("connection closed during the handshake"))
+}
+
+/// The next frame of the handshake; a CLOSE from the peer ends it with the peer's reason.
+async fn next_frame(reader: &mut OwnedReadHalf, buf: &mut BytesMut, max_frame: usize) -> Result<PeerFrame, Refused> {
+    loop {
+        match PeerFrame::decode(buf, max_frame) {
+            Ok(Some(PeerFrame::Close(close))) => {
+                return Err(Refused::plain(format!("peer closed during the handshake: {}", close.reason)))
+            }
+            Ok(Some(frame)) => return Ok(frame),
+            Ok(None) => {}
+            Err(e) => return Err(Refused::plain(format!("malformed handshake: {e}"))),
+        }
+        match reader.read_buf(buf).await {
+            Ok(0) | Err(_) => return Err(Refused::plain("connection closed during the handshake")),
+            Ok(_) => {}
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! Black-box tests of the link handshake against real broker processes: a fake peer speaks raw
+//! peer frames to a broker's link listener and tries what an attacker or a broken broker
+//! would. The judge is what the broker says (its CLOSE reason) and what it does afterwards (its
+//! metrics and `/state`): a refused peer changes nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use serde_json::Value;
+use tidings_broker::cluster::auth::{NetworkKey, Role, Transcript};
+use tidings_testkit::{http_get, test_key_text, BrokerProcess};
+use tidings_wire::peer::{
+    Advert, Auth, AuthMode, Hello, Incarnation, PeerFrame, NONCE_LEN, PEER_PROTOCOL_MIN_VERSION, PEER_PROTOCOL_VERSION,
+};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+fn the_test_key() -> NetworkKey {
+    NetworkKey::from_secret(test_key_text().as_bytes()).unwrap()
+}
+
+/// A raw link connection that dials a broker the way another broker would.
+struct FakePeer {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+impl FakePeer {
+    fn dial(addr: SocketAddr) -> FakePeer {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        FakePeer { stream, buf: BytesMut::new() }
+    }
+
+    fn send(&mut self, frame: &PeerFrame) {
+        self.stream.write_all(&frame.to_bytes().unwrap()).unwrap();
+    }
+
+    fn hello(name: &str, incarnation: u64, auth: AuthMode) -> Hello {
+        Hello {
+            min_version: PEER_PROTOCOL_MIN_VERSION,
+            max_version: PEER_PROTOCOL_VERSION,
+            auth,
+            nonce: [0x5a; NONCE_LEN],
+            name: name.into(),
+            cell: name.into(),
+            incarnation: Incarnation(incarnation),
+        }
+    }
+
+    /// The next frame, or `None` once the broker closed the connection.
+    fn next(&mut self) -> Option<PeerFrame> {
+        let mut chunk = [0u8; 4096];
+        loop {
+            if let Some(frame) = PeerFrame::decode(&mut self.buf, 1 << 24).unwrap() {
+                return Some(frame);
+            }
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    /// Reads until the broker's CLOSE; returns its reason.
+    fn close_reason(&mut self) -> String {
+        loop {
+            match self.next() {
+                Some(PeerFrame::Close(close)) => return close.reason,
+                Some(_) => {}
+                None => panic!("connection closed without a CLOSE frame"),
+            }
+        }
+    }
+
+    /// Dials as `name` with `key` (or none) and runs the handshake as a dialler; returns the
+    /// broker's HELLO. Whether the broker accepted shows in what follows.
+    fn handshake(addr: SocketAddr, name: &str, incarnation: u64, key: Option<&NetworkKey>) -> (FakePeer, Hello) {
+        let mut peer = FakePeer::dial(addr);
+        let auth = if key.is_some() { AuthMode::SharedKey } else { AuthMode::Insecure };
+        let ours = FakePeer::hello(name, incarnation, auth);
+        peer.send(&PeerFrame::Hello(ours.clone()));
+        let Some(PeerFrame::Hello(theirs)) = peer.next() else { panic!("the broker sent no HELLO") };
+        if let Some(key) = key {
+            let version = ours.negotiate(&theirs).unwrap();
+            let transcript = Transcript { dialler: &ours, listener: &theirs, version };
+            peer.send(&PeerFrame::Auth(Auth { proof: transcript.proof(key, Role::Dialler) }));
+        }
+        (peer, theirs)
+    }
+}
+
+fn metric(broker: &BrokerProcess, name: &str) -> f64 {
+    broker.metric(name).unwrap()
+}
+
+fn state(broker: &BrokerProcess) -> Value {
+    serde_json::from_str(&http_get(broker.ready.admin.unwrap(), "/state").unwrap()).unwrap()
+}
+
+fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Two real brokers, `a` listening and `b` dialling it, linked.
+fn linked_pair() -> (BrokerProcess, BrokerProcess) {
+    let a = BrokerProcess::start(bin(), &["--name", "a", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let a_cluster = a.ready.cluster.unwrap().to_string();
+    let b = BrokerProcess::start(bin(), &["--name", "b", "--peer", &a_cluster]).unwrap();
+    wait_for("a and b link", || metric(&a, "tidings_links_up") == 1.0 && metric(&b, "tidings_links_up") == 1.0);
+    wait_for("a and b agree on the view", || state(&a)["router"]["view"] == state(&b)["router"]["view"]);
+    (a, b)
+}
+
+/// What must not change when a peer is refused: a's links, its link-state view, what it knows
+/// of b.
+fn fingerprint(a: &BrokerProcess) -> (f64, f64, Value, Value) {
+    let s = state(a);
+    (
+        metric(a, "tidings_links_up"),
+        metric(a, "tidings_links_established_total"),
+        s["router"]["view"].clone(),
+        s["router"]["links"].clone(),
+    )
+}
+
+#[test]
+fn an_unauthenticated_or_wrong_key_peer_is_refused_and_changes_nothing() {
+    let (a, _b) = linked_pair();
+    let before = fingerprint(&a);
+    let cluster = a.ready.cluster.unwrap();
+
+    let (mut insecure, _) = FakePeer::handshake(cluster, "c", 1, None);
+    assert!(insecure.close_reason().contains("authentication required"));
+
+    let wrong = NetworkKey::from_secret(&[7u8; 32]).unwrap();
+    let (mut forger, _) = FakePeer::handshake(cluster, "b", 99, Some(&wrong));
+    let reason = forger.close_reason();
+    assert!(reason.contains("authentication failed"), "{reason}");
+
+    // A HELLO with a key mode but control frames instead of a proof.
+    let mut skipper = FakePeer::dial(cluster);
+    skipper.send(&PeerFrame::Hello(FakePeer::hello("d", 1, AuthMode::SharedKey)));
+    let forged =
+        Advert { origin: "b".into(), cell: "b".into(), incarnation: Incarnation(u64::MAX), sequence: 1, links: vec![] };
+    skipper.send(&PeerFrame::Adverts(vec![forged]));
+    let reason = skipper.close_reason();
+    assert!(reason.contains("must be AUTH"), "{reason}");
+
+    assert_eq!(metric(&a, "tidings_link_auth_failures_total{why=\"no_key\"}"), 1.0);
+    assert_eq!(metric(&a, "tidings_link_auth_failures_total{why=\"wrong_key\"}"), 1.0);
+    assert_eq!(metric(&a, "tidings_link_auth_failures_total{why=\"no_proof\"}"), 1.0);
+    assert_eq!(fingerprint(&a), before, "a refused peer changed the broker's links or view");
+}
+
+#[test]
+fn a_hello_claiming_the_name_of_a_live_linked_peer_is_refused() {
+    let (a, _b) = linked_pair();
+    let before = fingerprint(&a);
+    // The right key, b's name, a newer incarnation: what took over b's link before.
+    let (mut impostor, _) = FakePeer::handshake(a.ready.cluster.unwrap(), "b", u64::MAX, Some(&the_test_key()));
+    let reason = impostor.close_reason();
+    assert!(reason.contains("b is linked to a and alive"), "{reason}");
+    assert_eq!(metric(&a, "tidings_link_takeovers_refused_total"), 1.0);
+    assert_eq!(fingerprint(&a), before, "the impostor changed a's link to b");
+}
+
+#[test]
+fn bad_input_from_a_peer_closes_only_that_link_with_a_clear_reason() {
+    let broker = BrokerProcess::start(bin(), &["--name", "solo", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let key = the_test_key();
+    for (what, bytes, expect) in [
+        ("garbage", vec![0u8, 0, 0, 1, 99], "unknown frame type 0x63"),
+        ("oversized", vec![0xff, 0xff, 0xff, 0xff, 1], "exceeds the maximum"),
+    ] {
+        let mut peer = FakePeer::dial(cluster);
+        peer.stream.write_all(&bytes).unwrap();
+        let reason = peer.close_reason();
+        assert!(reason.contains(expect), "{what}: {reason}");
+    }
+    let (mut own_name, _) = FakePeer::handshake(cluster, "solo", 1, Some(&key));
+    assert!(own_name.close_reason().contains("cannot link to itself"));
+    // A malformed frame after a good handshake closes that link, and nothing else.
+    let (mut intruder, _) = FakePeer::handshake(cluster, "intruder", 1, Some(&key));
+    intruder.stream.write_all(&[0, 0, 0, 4, 0x08, 0, 9, 1]).unwrap();
+    let reason = intruder.close_reason();
+    assert!(reason.contains("malformed frame"), "{reason}");
+    assert_eq!(metric(&broker, "tidings_peer_protocol_errors_total"), 1.0);
+    let (_friend, _) = FakePeer::handshake(cluster, "friend", 1, Some(&key));
+    wait_for("a well-behaved peer links after the bad ones", || metric(&broker, "tidings_links_up") == 1.0);
+}
+
+#[test]
+fn a_second_broker_on_a_locked_data_dir_refuses_to_start() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("shared").display().to_string();
+    let first = BrokerProcess::start(bin(), &["--name", "one", "--data", &data]).unwrap();
+    let mut second = Command::new(bin())
+        .args(["broker", "--name", "two", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off"])
+        .args(["--data", &data])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = second.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = second.kill();
+            panic!("the second broker started on a locked data directory");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    second.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(stderr.contains("in use by another broker"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(Path::new(&data).join("incarnation")).unwrap(), "1\n", "untouched");
+    drop(first);
+}
+
+#[test]
+fn a_link_listener_without_a_key_needs_the_insecure_flag() {
+    let out =
+        Command::new(bin()).args(["broker", "--print-config", "--cluster-listen", "127.0.0.1:0"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cluster.key_file") && err.contains("--cluster-insecure"), "{err}");
+    let out = Command::new(bin())
+        .args(["broker", "--print-config", "--cluster-listen", "127.0.0.1:0", "--cluster-insecure"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn insecure_brokers_link_with_each_other_but_not_with_keyed_ones() {
+    let a =
+        BrokerProcess::start(bin(), &["--name", "a", "--cluster-listen", "127.0.0.1:0", "--cluster-insecure"]).unwrap();
+    let a_cluster = a.ready.cluster.unwrap().to_string();
+    let b = BrokerProcess::start(bin(), &["--name", "b", "--peer", &a_cluster, "--cluster-insecure"]).unwrap();
+    wait_for("insecure brokers link", || {
+        metric(&a, "tidings_links_up") == 1.0 && metric(&b, "tidings_links_up") == 1.0
+    });
+    let (mut keyed, _) = FakePeer::handshake(a.ready.cluster.unwrap(), "c", 1, Some(&the_test_key()));
+    let reason = keyed.close_reason();
+    assert!(reason.contains("this broker is insecure"), "{reason}");
+    assert_eq!(metric(&a, "tidings_links_up"), 1.0);
+}
