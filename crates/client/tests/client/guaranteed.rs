@@ -2,6 +2,9 @@
 //! a publish whose acknowledgement was lost with its connection; guaranteed subscriptions,
 //! their acknowledgements, and the gap a re-subscription after a lost connection reports.
 
+// Test setup helpers: a panic here fails the test that called them, which is what it should do.
+#![allow(clippy::unwrap_used)]
+
 use std::time::Duration;
 
 use bytes::Bytes;
