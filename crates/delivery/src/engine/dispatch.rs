@@ -187,6 +187,12 @@ impl<M: Matcher> Engine<M> {
                     stream.learn(&pieces, Learned::FirstTime(&ticks), ctx);
                 })
             }
+            StoreInput::AppendFailed { pubend, tick } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                    let Source::Log(log) = &mut stream.source else { return };
+                    log.append_failed(tick, ctx);
+                })
+            }
             StoreInput::ReadDone { pubend, range, records } => {
                 self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
                     let Source::Log(log) = &mut stream.source else { return };

@@ -151,6 +151,15 @@ impl StreamView<'_> {
         }
     }
 
+    /// At the pubend's broker, the tick the next publish gets at the earliest (the start tick
+    /// to confirm a new local subscription with); `None` at other brokers.
+    pub fn next_tick(&self) -> Option<crate::names::Tick> {
+        match &self.stream.source {
+            stream::Source::Log(log) => Some(log.next_tick()),
+            stream::Source::Upstream(_) => None,
+        }
+    }
+
     /// Runs held by the knowledge map.
     pub fn runs(&self) -> usize {
         self.stream.know.run_count()
