@@ -1,6 +1,7 @@
 //! A failed append (a full disk, say) is refused to its publisher, never becomes a data tick,
 //! and a retry of the same `(publisher, seq)` is logged as a new publish.
 
+#![allow(clippy::expect_used)]
 use bytes::Bytes;
 use tidings_delivery::{
     Action, CellId, Engine, Input, Matcher, Millis, PubendId, PublisherId, Recovered, Settings, StoreAction,
