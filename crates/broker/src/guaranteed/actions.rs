@@ -33,7 +33,7 @@ impl Driver {
         let publisher = PublisherId(publish.publisher.0);
         let key = (pubend, publisher, publish.seq);
         self.waiters.insert(key, Waiter { reply, since: Instant::now() });
-        let known = self.assigned.get(&pubend).and_then(|ticks| ticks.get(&(publisher, publish.seq))).copied();
+        let known = self.assigned.get(pubend, (publisher, publish.seq));
         if let Some(tick) = known {
             self.metrics.duplicate_publishes.inc();
             if self.durable.get(&pubend).is_some_and(|&durable| tick <= durable) {
@@ -72,14 +72,9 @@ impl Driver {
     fn store_action(&mut self, action: StoreAction) {
         match &action {
             StoreAction::Append { pubend, tick, publisher, seq, .. } => {
-                self.assigned.entry(*pubend).or_default().insert((*publisher, *seq), *tick);
+                self.assigned.insert(*pubend, (*publisher, *seq), *tick);
             }
-            StoreAction::ReleasePrefix { pubend, tick } => {
-                if let Some(ticks) = self.assigned.get_mut(pubend) {
-                    ticks.retain(|_, t| *t > *tick);
-                }
-            }
-            _ => {}
+            StoreAction::ReleasePrefix { .. } | StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } => {}
         }
         let token = self.token();
         if let Err(error) = journal::submit(&self.store, token, &action) {
@@ -119,12 +114,12 @@ impl Driver {
     pub(super) fn acked(&mut self, key: Key) {
         let (pubend, publisher, seq) = key;
         let Some(waiter) = self.waiters.remove(&key) else { return };
-        let tick = self.assigned.get(&pubend).and_then(|ticks| ticks.get(&(publisher, seq))).copied();
+        let tick = self.assigned.get(pubend, (publisher, seq));
         let ack = PublishAck {
             publisher: tidings_wire::PublisherId(publisher.0),
             seq,
             pubend: tidings_wire::PubendId(pubend.0),
-            // A retry of a publish whose record was already released: logged, tick forgotten.
+            // A retry of a publish too old to be remembered (see `assigned`): logged, tick forgotten.
             tick: tidings_wire::Tick(tick.unwrap_or_default().0),
         };
         waiter.reply.push_frame(&Frame::PublishAck(ack));
@@ -134,9 +129,7 @@ impl Driver {
 
     fn refused(&mut self, key: Key) {
         let (pubend, publisher, seq) = key;
-        if let Some(ticks) = self.assigned.get_mut(&pubend) {
-            ticks.remove(&(publisher, seq));
-        }
+        self.assigned.remove(pubend, (publisher, seq));
         let Some(waiter) = self.waiters.remove(&key) else { return };
         let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");
         let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };

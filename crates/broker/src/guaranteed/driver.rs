@@ -15,7 +15,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::journal::{self, Assigned};
+use super::assigned::Assigned;
+use super::journal;
 use super::matcher::LocalMatcher;
 use super::{Command, GuaranteedError, GuaranteedMetrics};
 use crate::outbox::Outbox;
@@ -141,6 +142,11 @@ impl Driver {
         for subend in subends {
             let start = self.next_tick(pubend);
             self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
+            // The core pauses a subend per stream: one paused by a full outbox stays paused on
+            // the new stream too, until its room callback fires.
+            if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {
+                self.feed(Input::OutboxFull { subend });
+            }
         }
     }
 

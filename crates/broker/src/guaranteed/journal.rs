@@ -16,9 +16,7 @@ use tracing::{error, warn};
 
 use super::{Command, GuaranteedError};
 
-/// Ticks of acknowledged publishes, per pubend, by `(publisher, seq)`: what a retry after a lost
-/// PUBLISH_ACK is answered with.
-pub(crate) type Assigned = BTreeMap<PubendId, BTreeMap<(PublisherId, u64), Tick>>;
+use super::assigned::Assigned;
 
 /// What opening the log found, in the core's terms.
 pub(crate) struct Opened {
@@ -35,18 +33,17 @@ pub(crate) fn open(dir: &Path, tx: mpsc::UnboundedSender<Command>) -> Result<Ope
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
     let (store, recovered) = Store::open(dir, Options::default(), sink).map_err(fail)?;
     let mut pubends = Vec::new();
-    let mut assigned = Assigned::new();
+    let mut assigned = Assigned::default();
     for (id, log) in recovered.pubends {
         if !log.lost.is_empty() {
             error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; they are not served");
         }
         let logged = logged_ticks(&store, id, &log).map_err(fail)?;
         let mut publishers = BTreeMap::new();
-        let ticks = assigned.entry(PubendId(id.0)).or_default();
         for ((publisher, seq), tick) in &log.dedup {
             let highest = publishers.entry(PublisherId(publisher.0)).or_insert(seq.0);
             *highest = (*highest).max(seq.0);
-            ticks.insert((PublisherId(publisher.0), seq.0), Tick(tick.0));
+            assigned.insert(PubendId(id.0), (PublisherId(publisher.0), seq.0), Tick(tick.0));
         }
         let core = Recovered {
             lease: Tick(log.lease.0),

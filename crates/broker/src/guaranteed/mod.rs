@@ -15,6 +15,7 @@
 //! reopened at start, before any client is served.
 
 mod actions;
+mod assigned;
 mod driver;
 mod journal;
 mod matcher;
