@@ -73,7 +73,8 @@ impl Log {
     /// T3: the highest tick the pubend may call F now.
     fn safe_now(&self, ctx: &Ctx<'_>) -> Tick {
         let unlogged = self.pending.keys().next().map_or(Tick(u64::MAX), |t| t.prev());
-        self.now_tick(ctx).min(unlogged).min(self.lease)
+        // A publish in this same millisecond may still take `now_tick`: F stops below it.
+        self.now_tick(ctx).prev().min(unlogged).min(self.lease)
     }
 
     /// Asserts F over the ticks that became safe; returns the new pieces.

@@ -151,6 +151,13 @@ impl StreamView<'_> {
         }
     }
 
+    /// Whether every tick of `range` is final here (gd-protocol S1: only then may F be claimed).
+    pub fn is_final(&self, range: crate::names::TickRange) -> bool {
+        let mut unknown = Vec::new();
+        self.stream.know.unknown(range, &mut unknown);
+        unknown.is_empty()
+    }
+
     /// Runs held by the knowledge map.
     pub fn runs(&self) -> usize {
         self.stream.know.run_count()

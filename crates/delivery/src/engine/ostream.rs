@@ -332,9 +332,12 @@ impl Ostream {
         ctx: &mut Ctx<'_>,
         missing: &mut Vec<TickRange>,
     ) {
-        for range in ranges {
-            let Some(range) = TickRange::new(range.from.max(self.ack.next()), range.to) else { continue };
-            self.curious.insert(range, ctx.now);
+        for &range in ranges {
+            // Curiosity is kept only above the ack prefix, but everything asked is answered: a
+            // fresh ostream (after a restart here) may start above what the cell really holds.
+            if let Some(marked) = TickRange::new(range.from.max(self.ack.next()), range.to) {
+                self.curious.insert(marked, ctx.now);
+            }
             self.answer(range, view, ctx, missing);
         }
     }
