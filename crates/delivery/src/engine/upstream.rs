@@ -216,20 +216,21 @@ impl Upstream {
         self.asked.clear_through(tick);
     }
 
-    /// The routing layer gave a new upstream. Returns whether the upstream cell changed (then
-    /// consolidation marks are void and outstanding curiosity must be re-sent).
+    /// The routing layer gave a new upstream. Returns whether it moved — another cell, or the
+    /// broker that sent us the stream is no longer among the cell's linked brokers: then
+    /// consolidation marks are void and outstanding curiosity must be re-sent to the new one.
     pub(crate) fn reroute(&mut self, cell: Option<UpstreamCell>) -> bool {
-        let changed = self.cell.as_ref().map(|c| c.cell) != cell.as_ref().map(|c| c.cell);
-        if let Some(sender) = self.last_sender {
-            if changed || !cell.as_ref().is_some_and(|c| c.brokers.contains(&sender)) {
-                self.last_sender = None;
-            }
-        }
-        if changed {
+        let same_cell = self.cell.as_ref().map(|c| c.cell) == cell.as_ref().map(|c| c.cell);
+        let same_brokers = self.cell.as_ref().map(|c| &c.brokers) == cell.as_ref().map(|c| &c.brokers);
+        let sender_kept =
+            self.last_sender.is_none_or(|sender| cell.as_ref().is_some_and(|c| c.brokers.contains(&sender)));
+        let moved = !same_cell || !sender_kept || (self.last_sender.is_none() && !same_brokers);
+        if moved {
+            self.last_sender = None;
             self.asked = RangeMap::new();
         }
         self.cell = cell;
-        changed
+        moved
     }
 
     /// Ranges this broker itself has nacked and still waits for.
