@@ -336,3 +336,47 @@ fn example_4_a_lost_tail_is_recovered_by_silence_or_by_ack_expected() {
         }
     }
 }
+
+#[test]
+fn example_5_early_release_past_a_pinned_subscriber_ends_in_one_gap_notice_then_order() {
+    let mut world = examples_world();
+    for (i, at) in (4000..5500).step_by(50).enumerate() {
+        if at == 4200 {
+            // s1's client stops reading: its subend pins C's acks, hence A's log, at ~4200.
+            world.run(4199, &|_, _, _| false);
+            world.feed(C, Input::OutboxFull { subend: SubendId(1) });
+        }
+        if at == 5000 {
+            world.run(4999, &|_, _, _| false);
+            assert!(
+                world.engines[&A].inspect(P).unwrap().release().unwrap().0 <= 4200,
+                "the blocked subend pins the log"
+            );
+            world.feed(A, Input::EarlyRelease { pubend: P, up_to: Tick(4800) });
+            // B restarts (its cache is gone) and a new subscriber s3 joins at D with σ = 4201.
+            world.add(B, 1, &[(2, FOR_C), (3, FOR_D)], &[], settings());
+            world.feed(
+                B,
+                Input::Route {
+                    pubend: P,
+                    route: StreamRoute { upstream: up(0, &[A]), children: vec![link(2, C), link(3, D)] },
+                },
+            );
+            world.add(D, 3, &[], &[(3, FOR_D)], settings());
+            world.feed(D, Input::Route { pubend: P, route: StreamRoute { upstream: up(1, &[B]), children: vec![] } });
+            world.feed(D, Input::SubendAttach { pubend: P, subend: SubendId(3), start: Some(Tick(4201)) });
+        }
+        world.publish(at, FOR_C | FOR_D, i as u64 + 1);
+    }
+    world.run(5600, &|_, _, _| false);
+    let notices: Vec<TickRange> = world.gaps.iter().filter(|(s, _)| s.0 == 3).map(|(_, r)| *r).collect();
+    assert_eq!(notices.first().map(|r| r.from), Some(Tick(4201)), "{notices:?}");
+    assert!(notices.windows(2).all(|w| w[0].to.next() == w[1].from), "{notices:?}");
+    assert_eq!(notices.last().map(|r| r.to), Some(Tick(4800)), "{notices:?}");
+    let after: Vec<u64> = (4850..5500).step_by(50).collect();
+    assert_eq!(world.delivered_to(3), after, "then (4800, ...] in order");
+    world.feed(C, Input::OutboxReady { subend: SubendId(1) });
+    world.run(5700, &|_, _, _| false);
+    let all: Vec<u64> = (4000..5500).step_by(50).collect();
+    assert_eq!(world.delivered_to(1), all, "the pinned subscriber catches up from C's cache, in order");
+}

@@ -20,6 +20,8 @@ pub(crate) struct View<'a> {
     pub(crate) cache: &'a PayloadCache,
     /// At the pubend: ticks released early (answered as lost).
     pub(crate) lost: Option<TickRange>,
+    /// True at the pubend: the done prefix there is authoritative for every ostream.
+    pub(crate) authoritative: bool,
 }
 
 /// AckExpected state (pubend only).
@@ -37,6 +39,10 @@ struct AckExpected {
 #[derive(Clone, Debug)]
 pub(crate) struct Ostream {
     pub(crate) cell: CellId,
+    /// The ack prefix this ostream was created with: at a relay, ticks at or below it that the
+    /// istream folded away were never told through this ostream, so they are not answered
+    /// from the done prefix but fetched upstream.
+    origin: Tick,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -57,6 +63,7 @@ impl Ostream {
     pub(crate) fn new(link: ChildLink, start: Tick, now: Millis) -> Self {
         Self {
             cell: link.cell,
+            origin: start,
             to: link.broker,
             via: link.via,
             told: start,
@@ -260,7 +267,13 @@ impl Ostream {
         let mut cursor = range.from;
         if range.from <= done {
             let below = TickRange { from: range.from, to: range.to.min(done) };
-            answer_done(below, view.lost, &mut reply);
+            let unknown_to = if view.authoritative { Tick(0) } else { self.origin.min(below.to) };
+            if let Some(unknown) = TickRange::new(below.from, unknown_to) {
+                missing.push(unknown);
+            }
+            if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
+                answer_done(known, view.lost, &mut reply);
+            }
             cursor = below.to.next();
         }
         let first_missing = missing.len();

@@ -83,8 +83,9 @@ impl Stream {
     /// others are not walked now, and pick the ticks up in order with the next first-time
     /// knowledge (or their own nack).
     pub(crate) fn learn(&mut self, pieces: &[TickRange], learned: Learned<'_>, ctx: &mut Ctx<'_>) {
+        let authoritative = matches!(self.source, Source::Log(_));
         let lost = self.lost();
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
         for child in self.children.values_mut() {
             let mut curious = false;
             for &piece in pieces {
@@ -122,9 +123,10 @@ impl Stream {
 
     /// A nack from downstream cell `cell`.
     pub(crate) fn on_nack(&mut self, cell: CellId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+        let authoritative = matches!(self.source, Source::Log(_));
         let lost = self.lost();
         let Some(child) = self.children.get_mut(&cell) else { return };
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
         let mut missing = Vec::new();
         child.on_nack(ranges, &view, ctx, &mut missing);
         if !missing.is_empty() {
