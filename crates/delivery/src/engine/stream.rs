@@ -51,6 +51,8 @@ pub(crate) struct Stream {
     pub(crate) subends: Subends,
     pub(crate) source: Source,
     pub(crate) acked: Acked,
+    /// The aggregate moved past what was last reported (waiting out APT/RPT).
+    pub(crate) ack_pending: bool,
     pub(crate) deadline: Option<Millis>,
 }
 
@@ -65,6 +67,7 @@ impl Stream {
             subends: Subends::default(),
             source: Source::Upstream(Box::default()),
             acked: Acked::default(),
+            ack_pending: false,
             deadline: None,
         }
     }
@@ -186,7 +189,9 @@ impl Stream {
     /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
-        let aggregate = match (&self.source, self.aggregate()) {
+        let aggregate = self.aggregate();
+        self.ack_pending = aggregate.is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
+        let aggregate = match (&self.source, aggregate) {
             (_, Some(aggregate)) => aggregate,
             (Source::Log(_), None) => {
                 let all = self.know.horizon().prev();
@@ -217,6 +222,7 @@ impl Stream {
                     self.know.advance_done(log.release);
                     self.cache.drop_through(log.release);
                 }
+                self.ack_pending = release > log.release;
                 self.acked.ack = ack;
                 self.acked.release = release;
             }
@@ -278,7 +284,7 @@ impl Stream {
     /// Recomputes when [`Self::on_timer`] is next needed.
     pub(crate) fn refresh_deadline(&mut self, ctx: &Ctx<'_>) {
         let children = self.children.values().filter_map(|child| child.deadline(ctx)).min();
-        let pending_ack = self.aggregate().is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
+        let pending_ack = self.ack_pending;
         let source = match &self.source {
             Source::Log(log) => log.deadline(pending_ack, ctx),
             Source::Upstream(up) => {
