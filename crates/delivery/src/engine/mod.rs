@@ -25,6 +25,9 @@ use crate::settings::Settings;
 use stream::Stream;
 pub use types::{Action, ChildLink, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
 
+#[cfg(test)]
+mod tests;
+
 /// Counters for metrics; they only grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
