@@ -230,7 +230,7 @@ impl Stream {
     }
 
     /// Applies a new route: only what moved is reset. Ostreams are kept per downstream cell (an
-    /// entry-broker change keeps acks and curiosity); a new upstream cell voids consolidation
+    /// entry-broker change keeps the acks, and re-tells what the new entry may lack); a new upstream cell voids consolidation
     /// marks and receives every outstanding nack at once.
     pub(crate) fn route(&mut self, route: StreamRoute, ctx: &mut Ctx<'_>) {
         let links: BTreeMap<CellId, ChildLink> = route.children.iter().map(|link| (link.cell, *link)).collect();
@@ -307,6 +307,18 @@ impl Stream {
 }
 
 impl Stream {
+    /// A peer restarted: reset what we assumed about it, downstream and upstream.
+    pub(crate) fn peer_restarted(&mut self, broker: crate::names::BrokerId) {
+        for child in self.children.values_mut() {
+            if child.link().broker == broker {
+                child.peer_restarted();
+            }
+        }
+        if let Source::Upstream(up) = &mut self.source {
+            up.forget_sender(broker);
+        }
+    }
+
     /// A subend's start became known: the stream's gaps since the start are now curiosity.
     pub(crate) fn started(&mut self, ctx: &mut Ctx<'_>) {
         if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {

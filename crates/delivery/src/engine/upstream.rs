@@ -233,6 +233,13 @@ impl Upstream {
         moved
     }
 
+    /// `broker` restarted: if it was our sender, send to the whole cell until one sends again.
+    pub(crate) fn forget_sender(&mut self, broker: BrokerId) {
+        if self.last_sender == Some(broker) {
+            self.last_sender = None;
+        }
+    }
+
     /// Ranges this broker itself has nacked and still waits for.
     pub(crate) fn outstanding(&self, out: &mut Vec<TickRange>) {
         if let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) {

@@ -25,7 +25,9 @@ impl Ostream {
         let done = view.know.done();
         let mut cursor = range.from;
         if range.from <= done {
-            let below = TickRange { from: range.from, to: range.to.min(done) };
+            // At or below what the cell itself acknowledged: a stale nack (it was reordered
+            // behind the ack); the cell holds these ticks, so nothing is said about them.
+            let below = TickRange { from: range.from.max(self.reported.next()), to: range.to.min(done) };
             let unknown_to = if view.authoritative { Tick(0) } else { self.origin.min(below.to) };
             if let Some(unknown) = TickRange::new(below.from, unknown_to) {
                 missing.push(unknown);
@@ -33,7 +35,7 @@ impl Ostream {
             if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
                 answer_done(known, view.lost, &mut reply);
             }
-            cursor = below.to.next();
+            cursor = range.to.min(done).next();
         }
         let first_missing = missing.len();
         if let Some(rest) = TickRange::new(cursor, range.to) {

@@ -45,6 +45,8 @@ pub(crate) struct Ostream {
     /// istream folded away were never told through this ostream, so they are not answered
     /// from the done prefix but fetched upstream.
     origin: Tick,
+    /// The highest ack the cell itself sent.
+    reported: Tick,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -66,6 +68,7 @@ impl Ostream {
         Self {
             cell: link.cell,
             origin: start,
+            reported: Tick(0),
             to: link.broker,
             via: link.via,
             told: start,
@@ -81,7 +84,11 @@ impl Ostream {
     }
 
     /// The entry broker changed inside the same cell: the ostream (acks, curiosity) survives.
+    /// A different entry broker holds different state: it is treated like a restarted one.
     pub(crate) fn relink(&mut self, link: ChildLink) {
+        if link.broker != self.to {
+            self.peer_restarted();
+        }
         self.to = link.broker;
         self.via = link.via;
     }
@@ -89,6 +96,18 @@ impl Ostream {
     /// How the cell is reached.
     pub(crate) fn link(&self) -> ChildLink {
         ChildLink { cell: self.cell, broker: self.to, via: self.via }
+    }
+
+    /// The cell's entry broker restarted with empty state: its old acks no longer say what it
+    /// holds, its curiosity is gone, and everything above its ack prefix is told again.
+    pub(crate) fn peer_restarted(&mut self) {
+        self.reported = Tick(0);
+        self.curious = RangeMap::new();
+        if self.told > self.ack {
+            self.told = self.ack;
+            self.lazy_from = None;
+            self.above.clear();
+        }
     }
 
     /// Turns on AckExpected probing (the pubend's ostreams).
@@ -270,6 +289,7 @@ impl Ostream {
     /// An Ack from the cell. Returns whether the ack prefix advanced.
     pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
         self.release = self.release.max(release.min(ack));
+        self.reported = self.reported.max(ack);
         if ack <= self.ack {
             return false;
         }
