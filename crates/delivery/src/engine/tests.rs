@@ -239,3 +239,16 @@ fn a_first_time_duplicate_of_a_final_tick_is_dropped() {
     assert!(sent(&out).is_empty());
     assert_eq!(engine.counters().duplicates_dropped, 1);
 }
+
+#[test]
+fn a_stream_stays_compact_over_a_million_ticks_when_acks_flow() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
+    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)) }, &mut out);
+    for n in 1..=100_000u64 {
+        out.clear();
+        engine.handle(Millis(n / 10), data(n * 10, n * 10 - 9, 1, false), &mut out);
+    }
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.horizon(), Tick(1_000_001));
+    assert!(view.runs() <= 2 && view.cached() <= 1, "runs {}, cached {}", view.runs(), view.cached());
+}

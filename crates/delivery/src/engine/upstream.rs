@@ -105,6 +105,9 @@ impl Upstream {
     /// Ticks became final: they are no longer wanted; a range nacked once and now fully answered
     /// gives a round-trip sample (Karn's rule).
     pub(crate) fn resolve(&mut self, pieces: &[TickRange], now: Millis) {
+        if self.wants.is_empty() && self.asked.is_empty() {
+            return;
+        }
         let mut removed = Vec::new();
         for &piece in pieces {
             self.wants.remove(piece, &mut removed);

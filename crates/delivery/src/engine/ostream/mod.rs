@@ -275,7 +275,7 @@ impl Ostream {
 
     /// Whether the cell is curious about any tick of `range`.
     pub(crate) fn is_curious(&self, range: TickRange) -> bool {
-        self.curious.runs(range).next().is_some()
+        !self.curious.is_empty() && self.curious.runs(range).next().is_some()
     }
 
     /// C ranges held (to re-send upstream when the upstream changes).
