@@ -31,6 +31,7 @@ impl<M: Matcher> Engine<M> {
             }
             Input::Received { from, from_cell, message } => self.handle_received(now, from, from_cell, message, out),
             Input::Route { pubend, route } => self.handle_route(now, pubend, route, out),
+            Input::PeerRestarted { broker } => self.handle_peer_restarted(now, broker, out),
             Input::SubendAttach { pubend, subend, start } => self.handle_subend_attach(now, pubend, subend, start, out),
             Input::SubendStart { pubend, subend, start } => self.handle_subend_start(now, pubend, subend, start, out),
             Input::SubendDetach { pubend, subend } => self.handle_subend_detach(now, pubend, subend, out),
@@ -112,6 +113,13 @@ impl<M: Matcher> Engine<M> {
 
     fn handle_route(&mut self, now: Millis, pubend: PubendId, route: StreamRoute, out: &mut Vec<Action>) {
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| stream.route(route, ctx));
+    }
+
+    fn handle_peer_restarted(&mut self, now: Millis, broker: BrokerId, out: &mut Vec<Action>) {
+        let pubends: Vec<PubendId> = self.streams.keys().copied().collect();
+        for pubend in pubends {
+            self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.peer_restarted(broker));
+        }
     }
 
     fn handle_subend_attach(
