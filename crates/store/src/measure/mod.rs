@@ -137,18 +137,22 @@ fn test_record(tick: u64, payload: &Bytes) -> Record {
     }
 }
 
-fn next_ack(done: &Receiver<Completion>) -> Result<Completion, StoreError> {
-    let completion = done.recv_timeout(Duration::from_secs(60)).map_err(|_| StoreError::Closed)?;
-    completion.result.clone().map(|()| completion)
+/// The next group's completions; any failure fails the run.
+fn next_group(done: &Receiver<Vec<Completion>>) -> Result<usize, StoreError> {
+    let group = done.recv_timeout(Duration::from_secs(60)).map_err(|_| StoreError::Closed)?;
+    for completion in &group {
+        completion.result.clone()?;
+    }
+    Ok(group.len())
 }
 
 /// Runs the closed loop against a fresh [`Store`] in `dir` (which should be empty).
 pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreError> {
+    // One message per group, as a broker's shell would take them: the loop then refills the
+    // whole window at once, like publishers answering a batch of acks.
     let (tx, done) = channel();
     let sink = move |group: Vec<Completion>| {
-        for completion in group {
-            let _ = tx.send(completion);
-        }
+        let _ = tx.send(group);
     };
     let options = Options { fsync: workload.fsync, ..Options::default() };
     let (store, _) = Store::open(dir, options, sink)?;
@@ -164,8 +168,8 @@ pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreErr
             store.append(Token(tick), test_record(tick, &payload))?;
             submitted.push_back(Instant::now());
         }
-        next_ack(&done)?;
-        if let Some(at) = submitted.pop_front() {
+        let acked = next_group(&done)?;
+        for at in submitted.drain(..acked.min(submitted.len())) {
             tally.ack(at);
         }
     }
