@@ -216,26 +216,6 @@ impl LogFile for MemFile {
         Ok(lock(&self.contents).current.len() as u64)
     }
 
-    fn preallocate(&self, len: u64) -> io::Result<()> {
-        let mut contents = lock(&self.contents);
-        let mut space = lock(&self.space);
-        let before = contents.current.len() as u64;
-        if space.off {
-            return Err(powered_off());
-        }
-        if len <= before {
-            return Ok(());
-        }
-        if space.capacity.is_some_and(|cap| space.used + len - before > cap) {
-            return Err(io::Error::from(io::ErrorKind::StorageFull));
-        }
-        let change = Change::SetLen(len);
-        apply(&mut contents.current, &change);
-        contents.unsynced.push(change);
-        space.used += len - before;
-        Ok(())
-    }
-
     fn set_len(&self, len: u64) -> io::Result<()> {
         let mut contents = lock(&self.contents);
         let mut space = lock(&self.space);

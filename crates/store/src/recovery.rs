@@ -152,7 +152,7 @@ impl Scanner {
         Ok(offset as u64)
     }
 
-    /// Cuts the torn `tail` (which starts at `offset`); the store preallocates the segment again.
+    /// Cuts the torn `tail` (which starts at `offset`) and any zero fill after it.
     fn truncate(&mut self, file: &dyn LogFile, offset: usize, tail: &[u8]) -> Result<u64, StoreError> {
         let torn = tail.iter().rposition(|b| *b != 0).map_or(0, |last| last + 1);
         tracing::warn!(offset, bytes = torn, "cutting a torn tail off the last segment");

@@ -164,9 +164,7 @@ impl Store {
         let scan = recover(&*fs, dir)?;
         let active = scan.catalog.active;
         let file = fs.open(&segment_path(dir, active)).map_err(|e| StoreError::io("opening the active segment", &e))?;
-        if let Err(error) = file.preallocate(options.segment_bytes) {
-            tracing::warn!(%error, "could not preallocate the active segment; syncs will be slower");
-        }
+        let filled = file.size().map_err(|e| StoreError::io("sizing the active segment", &e))?;
         if scan.recovered.segments == 0 {
             fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
         }
@@ -183,6 +181,7 @@ impl Store {
         let writer = GroupWriter {
             reserve,
             fresh: false,
+            filled,
             fs,
             dir: dir.to_path_buf(),
             shared: Arc::clone(&shared),
