@@ -220,6 +220,20 @@ impl Store {
         self.submit(Op::Append { token, pubend, tick, publisher, seq, payload })
     }
 
+    /// Submits several records at once (one lock, one wake-up of the writer), as a broker does
+    /// with the publishes of one socket read. Same rules and completions as [`Store::append`].
+    pub fn append_many(&self, records: impl IntoIterator<Item = (Token, Record)>) -> Result<(), StoreError> {
+        let ops = records.into_iter().map(|(token, record)| {
+            let Record { pubend, tick, publisher, seq, payload } = record;
+            Op::Append { token, pubend, tick, publisher, seq, payload }
+        });
+        if self.shared.queue.push_many(ops) {
+            Ok(())
+        } else {
+            Err(StoreError::Closed)
+        }
+    }
+
     /// Submits a raise of the pubend's tick lease `H`. Always synced before completion, whatever
     /// the policy: the lease is what keeps ticks from going back after a crash (T1).
     pub fn raise_lease(&self, token: Token, pubend: PubendId, tick: Tick) -> Result<(), StoreError> {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use support::{open, payload, record};
 use tidings_store::{
     FsyncPolicy, MemFs, OpKind, Options, PubendId, PublisherId, PublisherSeq, ReadItem, StdFs, StoreError, Tick,
-    TickRange,
+    TickRange, Token,
 };
 
 fn small_segments() -> Options {
@@ -148,4 +148,18 @@ fn the_real_file_system_round_trips_records_across_a_restart() {
     drop(h);
     let h = open(Arc::new(StdFs), tmp.path(), small_segments()).unwrap();
     assert_eq!(h.records(1), records);
+}
+
+#[test]
+fn append_many_completes_each_record_in_submission_order() {
+    let fs = Arc::new(MemFs::new());
+    let h = open(fs, "/log".as_ref(), Options::default()).unwrap();
+    let records: Vec<_> = (1..=50).map(|t| record(2, t, &payload(2, t, 64))).collect();
+    let batch = records.iter().enumerate().map(|(i, r)| (Token(i as u64), r.clone()));
+    h.store.append_many(batch).unwrap();
+    let done = h.wait(50);
+    let tokens: Vec<u64> = done.iter().map(|c| c.token.0).collect();
+    assert_eq!(tokens, (0..50).collect::<Vec<_>>());
+    assert!(done.iter().all(|c| c.result.is_ok()));
+    assert_eq!(h.records(2), records);
 }

@@ -163,10 +163,15 @@ pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreErr
     let more = |tick: u64, tally: &Tally| tick < workload.max_appends && tally.started.elapsed() < workload.duration;
     while more(tick, &tally) || !submitted.is_empty() {
         let submitting = more(tick, &tally);
-        while submitting && submitted.len() < workload.in_flight && tick < workload.max_appends {
-            tick += 1;
-            store.append(Token(tick), test_record(tick, &payload))?;
-            submitted.push_back(Instant::now());
+        if submitting {
+            // Refill the window in one submission, as publishers answering a batch of acks.
+            let room = (workload.in_flight - submitted.len()) as u64;
+            let batch = room.min(workload.max_appends - tick);
+            let first = tick + 1;
+            tick += batch;
+            store.append_many((first..=tick).map(|t| (Token(t), test_record(t, &payload))))?;
+            let now = Instant::now();
+            submitted.extend((0..batch).map(|_| now));
         }
         let acked = next_group(&done)?;
         for at in submitted.drain(..acked.min(submitted.len())) {
