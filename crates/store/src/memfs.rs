@@ -138,6 +138,12 @@ impl MemFs {
         self.list(dir).unwrap_or_default()
     }
 
+    /// Opens (creating) `path`; a shortcut for tests.
+    pub fn open_file(&self, path: &str) -> Arc<dyn LogFile> {
+        let opened = Fs::open(self, Path::new(path));
+        opened.unwrap_or_else(|_| unreachable!("MemFs::open never fails"))
+    }
+
     /// Writes `bytes` at `offset` of `path` and marks them synced (what a crash left behind).
     pub fn overwrite(&self, path: &Path, offset: u64, bytes: &[u8]) {
         let state = lock(&self.state);
