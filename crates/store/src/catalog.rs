@@ -178,8 +178,7 @@ mod tests {
 
     #[test]
     fn a_lost_range_interleaves_with_records_in_tick_order() {
-        let mut catalog = Catalog::default();
-        catalog.active = 1;
+        let mut catalog = Catalog { active: 1, ..Catalog::default() };
         let file: Arc<dyn LogFile> = crate::MemFs::new().open_file("/x");
         catalog.segments.insert(0, SegmentMeta { file, high: BTreeMap::new() });
         let loc = Loc { segment: 0, offset: 0, len: 1, publisher: PublisherId(1), seq: PublisherSeq(1) };
