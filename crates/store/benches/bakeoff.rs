@@ -3,7 +3,8 @@
 //! write + fdatasync. Prints a Markdown table.
 //!
 //! `cargo bench -p tidings-store --features engines --bench bakeoff`
-//! (`BAKEOFF_SECONDS`, default 3, per point; `BAKEOFF_DIR` for the directory, default a
+//! (`BAKEOFF_SECONDS`, default 3, per point; `BAKEOFF_REPS`, default 3 passes;
+//! `BAKEOFF_IN_FLIGHT`, default `1,16,256`; `BAKEOFF_DIR` for the directory, default a
 //! temporary one next to the target directory, i.e. on the same disk as the repository).
 
 #![allow(clippy::expect_used)]
@@ -30,9 +31,9 @@ fn load_average() -> String {
 }
 
 /// One pass over every point: raw fdatasync, then per window size the three engines.
-fn pass(seconds: f64) -> Vec<Report> {
+fn pass(seconds: f64, windows: &[usize]) -> Vec<Report> {
     let mut rows = vec![raw_fdatasync(scratch().path(), 256, 2000).expect("the disk syncs")];
-    for in_flight in [1, 16, 256] {
+    for &in_flight in windows {
         let workload = Workload {
             in_flight,
             payload: 256,
@@ -61,7 +62,11 @@ fn main() {
     let load_before = load_average();
     // Passes interleave the engines so that each sees the same (shared, noisy) machine; the
     // table gives, per point, the run with the median acked/s.
-    let passes: Vec<Vec<Report>> = (0..reps.max(1)).map(|_| pass(seconds)).collect();
+    let windows: Vec<usize> = std::env::var("BAKEOFF_IN_FLIGHT")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 16, 256]);
+    let passes: Vec<Vec<Report>> = (0..reps.max(1)).map(|_| pass(seconds, &windows)).collect();
     println!("load average (1/5/15 min) before: {load_before}; after: {}", load_average());
     println!("{} passes of {seconds} s per point; the median pass per point:", passes.len());
     println!("{}", Report::header());
