@@ -147,6 +147,7 @@ pub(super) struct Checks {
     link: Tally,
     delivered: Tally,
     resumed: Tally,
+    fault_losses: Tally,
 }
 
 impl Default for Checks {
@@ -161,13 +162,23 @@ impl Default for Checks {
             ),
             delivered: Tally::new("every measured subscriber received every message at 1000 msg/s"),
             resumed: Tally::new("deliveries resumed after each fault (the network re-converged around it)"),
+            fault_losses: Tally::new(
+                "every message lost at a fault is accounted: sent inside the fault window (after the last \
+                 delivery before the fault, before deliveries resumed) or counted as dropped by a surviving broker",
+            ),
         }
     }
 }
 
 impl Checks {
     fn into_checks(self) -> Vec<Check> {
-        vec![self.accounted.check(), self.link.check(), self.delivered.check(), self.resumed.check()]
+        vec![
+            self.accounted.check(),
+            self.link.check(),
+            self.delivered.check(),
+            self.resumed.check(),
+            self.fault_losses.check(),
+        ]
     }
 }
 
