@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::thousands;
 use crate::flood::FloodSpec;
-use crate::peer::{anchors::Point, NatsServer};
+use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
@@ -62,7 +62,7 @@ impl Experiment for Fanout {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (ctx.reps + usize::from(ctx.peers.tools().is_some())) as u64
+        (ctx.reps * (1 + usize::from(ctx.peers.tools().is_some()))) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -94,26 +94,25 @@ impl Fanout {
                 count: p.count,
                 topic: "bench.fanout".into(),
                 idle: Duration::from_secs(3),
-                drain: Duration::from_secs(60),
+                drain: seed002::DRAIN,
             };
             let m = seed002::measure(&sites, spec, &mut checks, &format!("rep {rep}")).await?;
             seed002::rows(&mut table, p.size, rep, &m)?;
             let block = (p.count as usize / 50).max(WINDOW);
             traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
             ctx.step(format!("rep {rep}: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
-        }
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("fanout-nats")?;
-            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
-            let url = server.urls[0].as_str();
-            let rows =
-                seed002::nats_point(tools, &dir, (url, url), p.size, p.subscribers, p.count, ctx.reps, 1).await?;
-            seed002::peer_rows(&mut table, "nats", "this session", p.size, &rows)?;
-            ctx.step("nats");
+            // NATS right after, on a fresh server, at the same repetition.
+            if let Some(tools) = ctx.peers.tools() {
+                let dir = ctx.scratch("fanout-nats")?;
+                let point = (p.size, p.subscribers, p.count);
+                let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, point, 1).await?;
+                seed002::peer_rows(&mut table, ("nats", "this session"), p.size, rep, &rows)?;
+                ctx.step(format!("nats rep {rep}"));
+            }
         }
         if let Some(anchors) = &ctx.peers.anchors {
             let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(&mut table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
+            seed002::peer_rows(&mut table, ("nats-anchor", "committed anchor"), p.size, 1, &anchors.throughput(point))?;
         }
         Ok(Outcome {
             figure: self.figure(&table, &traces),

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands, Tally};
 use crate::flood::FloodSpec;
 use crate::network::Network;
@@ -65,8 +65,8 @@ impl Experiment for Proxy {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = if ctx.peers.tools().is_some() { self.0.subscribers.len() } else { 0 };
-        (self.0.subscribers.len() * ctx.reps + nats) as u64
+        let nats = usize::from(ctx.peers.tools().is_some());
+        (self.0.subscribers.len() * ctx.reps * (1 + nats)) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -85,6 +85,13 @@ impl Proxy {
         let mut table = Table::new(seed002::COLUMNS);
         let mut checks = FloodChecks::default();
         let mut link = Tally::new("each message crossed the broker link once, whatever the subscribers behind it");
+        // NATS's two-node cluster serves every point, as the tidings network does; each point and
+        // repetition runs on NATS right after tidings.
+        let nats_dir = ctx.scratch("proxy-nats")?;
+        let cluster = match ctx.peers.tools() {
+            Some(tools) => Some(tokio::task::block_in_place(|| NatsServer::cluster(tools, &nats_dir))?),
+            None => None,
+        };
         for &n in &p.subscribers {
             for rep in 1..=ctx.reps {
                 let sites = Sites {
@@ -100,7 +107,7 @@ impl Proxy {
                     count: p.count,
                     topic: format!("bench.proxy.{n}.{rep}"),
                     idle: Duration::from_secs(3),
-                    drain: Duration::from_secs(60),
+                    drain: seed002::DRAIN,
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
                 let once = m.link_messages == m.run.sent as f64;
@@ -110,31 +117,28 @@ impl Proxy {
                 );
                 seed002::rows(&mut table, p.size, rep, &m)?;
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
+                if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
+                    let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
+                    let rows = seed002::nats_point(tools, &nats_dir, at, (p.size, n, p.count), 2).await?;
+                    seed002::peer_rows(&mut table, ("nats", "this session"), p.size, rep, &rows)?;
+                    ctx.step(format!("nats {n} subscribers"));
+                }
             }
         }
         drop(network);
-        self.nats(ctx, &mut table).await?;
+        drop(cluster);
+        self.anchors(ctx, &mut table)?;
         let mut checks = checks.into_checks();
         checks.push(link.check());
         Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks })
     }
 
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
         let p = &self.0;
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("proxy-nats")?;
-            let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
-            let urls = (cluster.urls[0].as_str(), cluster.urls[1].as_str());
-            for &n in &p.subscribers {
-                let rows = seed002::nats_point(tools, &dir, urls, p.size, n, p.count, ctx.reps, 2).await?;
-                seed002::peer_rows(table, "nats", "this session", p.size, &rows)?;
-                ctx.step(format!("nats {n} subscribers"));
-            }
-        }
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in &p.subscribers {
                 let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
+                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), p.size, 1, &anchors.throughput(point))?;
             }
         }
         Ok(())

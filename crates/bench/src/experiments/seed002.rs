@@ -159,39 +159,76 @@ pub fn rows(table: &mut Table, size: usize, rep: usize, m: &Measured) -> anyhow:
     table.push(row)
 }
 
-/// NATS's run of one point (blocking harness in a worker thread): one `all` row per repetition.
-#[allow(clippy::too_many_arguments)]
+/// Where NATS runs for one repetition.
+pub enum NatsAt<'a> {
+    /// A fresh single `nats-server`, started for this repetition (as tidings gets a fresh
+    /// broker) and stopped after it.
+    Fresh,
+    /// Servers already running (publisher's URL, subscribers' URL), as a tidings network that
+    /// serves every point.
+    Running(&'a str, &'a str),
+}
+
+/// One repetition of the peer harness's throughput mode at one point, with the drain wait
+/// tidings gets ([`DRAIN`]).
 pub async fn nats_point(
     tools: &NatsTools,
     scratch: &std::path::Path,
-    urls: (&str, &str),
-    size: usize,
-    subs: usize,
-    count: u64,
-    reps: usize,
+    at: NatsAt<'_>,
+    (size, subs, count): (usize, usize, u64),
     hops: u64,
 ) -> anyhow::Result<Vec<PeerRow>> {
-    let run = nats::PeerRun {
+    let mut run = nats::PeerRun {
         mode: nats::Mode::Throughput,
-        exp: "seed002".into(),
-        publisher: urls.0.to_string(),
-        subscriber: urls.1.to_string(),
+        exp: "flood".into(),
+        publisher: String::new(),
+        subscriber: String::new(),
         size,
         subs,
         rate: 0,
-        reps,
+        reps: 1,
         duration: Duration::from_secs(60),
         max: count,
-        drain: Duration::from_secs(20),
+        drain: DRAIN,
         hops,
     };
+    let running = match at {
+        NatsAt::Fresh => None,
+        NatsAt::Running(publisher, subscriber) => Some((publisher.to_string(), subscriber.to_string())),
+    };
     let (tools, scratch) = (tools.clone(), scratch.to_path_buf());
-    tokio::task::spawn_blocking(move || nats::run(&tools, &run, &scratch)).await?
+    tokio::task::spawn_blocking(move || {
+        let server = match running {
+            Some(urls) => {
+                (run.publisher, run.subscriber) = urls;
+                None
+            }
+            None => {
+                let server = crate::peer::NatsServer::single(&tools, &scratch)?;
+                (run.publisher, run.subscriber) = (server.urls[0].clone(), server.urls[0].clone());
+                Some(server)
+            }
+        };
+        let rows = nats::run(&tools, &run, &scratch);
+        drop(server);
+        rows
+    })
+    .await?
 }
+
+/// The longest wait for stragglers after a flood, tidings and NATS alike (and 3 s without
+/// progress, the harness's and [`FloodSpec::idle`] in every flood experiment).
+pub const DRAIN: Duration = Duration::from_secs(60);
 
 /// Peer-harness throughput rows (NATS now, `nats`, or a committed anchor, `nats-anchor`) as
 /// `all` rows of `system`.
-pub fn peer_rows(table: &mut Table, system: &str, source: &str, size: usize, rows: &[PeerRow]) -> anyhow::Result<()> {
+pub fn peer_rows(
+    table: &mut Table,
+    (system, source): (&str, &str),
+    size: usize,
+    first_rep: usize,
+    rows: &[PeerRow],
+) -> anyhow::Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let f = |c: &str| r.num(c).map(num).unwrap_or_default();
         let subs = r.num("subs").unwrap_or(0.0);
@@ -200,7 +237,7 @@ pub fn peer_rows(table: &mut Table, system: &str, source: &str, size: usize, row
             source.into(),
             num(subs),
             size.to_string(),
-            (i + 1).to_string(),
+            (first_rep + i).to_string(),
             "all".into(),
             f("sent"),
             f("recv_total"),
@@ -303,7 +340,7 @@ mod tests {
         let rows_in =
             crate::peer::parse_csv("subs,sent,recv_total,lost,agg_recv_msgs_s,agg_recv_MB_s\n10,5,50,0,1000,2\n");
         let mut table = Table::new(COLUMNS);
-        peer_rows(&mut table, "nats", "this session", 2000, &rows_in).unwrap();
+        peer_rows(&mut table, ("nats", "this session"), 2000, 1, &rows_in).unwrap();
         assert_eq!(median_cell(&table, "nats", 10, 2000, "all", "received_msg_s"), Some(1000.0));
     }
 }

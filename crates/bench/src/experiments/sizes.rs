@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands};
 use crate::flood::FloodSpec;
-use crate::peer::{anchors::Point, NatsServer};
+use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
@@ -58,7 +58,7 @@ impl Experiment for Sizes {
     }
     fn points(&self, ctx: &Context) -> u64 {
         let nats = usize::from(ctx.peers.tools().is_some());
-        (self.0.sizes.len() * (ctx.reps + nats)) as u64
+        (self.0.sizes.len() * ctx.reps * (1 + nats)) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -87,33 +87,30 @@ impl Sizes {
                     count: p.count,
                     topic: "bench.sizes".into(),
                     idle: std::time::Duration::from_secs(3),
-                    drain: std::time::Duration::from_secs(60),
+                    drain: seed002::DRAIN,
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{size} B")).await?;
                 seed002::rows(&mut table, size, rep, &m)?;
                 let rt = median_cell(&table, "tidings", 1, size, "1", "rt_median_msg_s").unwrap_or(0.0);
                 ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
+                // NATS right after, on a fresh server, at the same point and repetition.
+                if let Some(tools) = ctx.peers.tools() {
+                    let dir = ctx.scratch("sizes-nats")?;
+                    let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, (size, 1, p.count), 1).await?;
+                    seed002::peer_rows(&mut table, ("nats", "this session"), size, rep, &rows)?;
+                    ctx.step(format!("nats {size} B"));
+                }
             }
         }
-        self.nats(ctx, &mut table).await?;
+        self.anchors(ctx, &mut table)?;
         Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
     }
 
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("sizes-nats")?;
-            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
-            let url = server.urls[0].as_str();
-            for &size in &self.0.sizes {
-                let rows = seed002::nats_point(tools, &dir, (url, url), size, 1, self.0.count, ctx.reps, 1).await?;
-                seed002::peer_rows(table, "nats", "this session", size, &rows)?;
-                ctx.step(format!("nats {size} B"));
-            }
-        }
+    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
         if let Some(anchors) = &ctx.peers.anchors {
             for &size in &self.0.sizes {
                 let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, "nats-anchor", "committed anchor", size, &rows)?;
+                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, 1, &rows)?;
             }
         }
         Ok(())

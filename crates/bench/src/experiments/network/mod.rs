@@ -186,8 +186,12 @@ impl Network {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let mut table = Table::new(COLUMNS);
         let mut checks = Checks::default();
-        tput::tidings(ctx, &self.0, &mut table, &mut checks).await?;
-        nats::measured(ctx, &self.0, &mut table).await?;
+        // Throughput repetitions run tidings then NATS, repetition by repetition.
+        let servers = nats::start(ctx)?;
+        tput::tidings(ctx, &self.0, &mut table, &mut checks, servers.as_ref()).await?;
+        if let Some(servers) = servers {
+            nats::finish(ctx, &self.0, servers, &mut table).await?;
+        }
         nats::anchored(ctx, &self.0, &mut table)?;
         path::long(ctx, &self.0, &mut table, &mut checks).await?;
         fault::run(ctx, &self.0, &mut table, &mut checks).await?;

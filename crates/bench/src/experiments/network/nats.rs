@@ -18,42 +18,72 @@ const ONE: &str = "one node";
 const CLUSTER: &str = "two-node cluster";
 const NODE_A: &str = "cluster, node A only";
 
-/// NATS measured in this session, when the tools were found.
-pub(super) async fn measured(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
-    let Some(tools) = ctx.peers.tools() else { return Ok(()) };
+/// NATS's servers for this experiment: one node and a two-node cluster, alive for the whole
+/// run as tidings's broker and network are.
+pub(super) struct Servers {
+    tools: NatsTools,
+    dir: std::path::PathBuf,
+    single: NatsServer,
+    cluster: NatsServer,
+}
+
+/// Starts NATS's servers when `--nats` found the tools.
+pub(super) fn start(ctx: &Context) -> anyhow::Result<Option<Servers>> {
+    let Some(tools) = ctx.peers.tools() else { return Ok(None) };
     let dir = ctx.scratch("network-nats")?;
     let single = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
     let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
-    let (a, b) = (cluster.urls[0].clone(), cluster.urls[1].clone());
-    for rep in 1..=ctx.reps {
-        for (brokers, setup, server, sub) in [(1, ONE, &single, &single.urls[0]), (2, CLUSTER, &cluster, &b)] {
-            let names = if brokers == 1 { vec!["nats"] } else { vec!["nats-a", "nats-b"] };
-            let mut processes: Vec<(&str, Process)> =
-                names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
-            processes.push(("peerbench", Process::WaitedChildren));
-            let run = PeerRun {
-                mode: Mode::Throughput,
-                exp: "E4".into(),
-                publisher: server.urls[0].clone(),
-                subscriber: sub.clone(),
-                size: p.size,
-                subs: 1,
-                rate: 0,
-                reps: 1,
-                duration: p.duration,
-                max: p.max_messages,
-                drain: Duration::from_secs(20),
-                hops: brokers as u64,
-            };
-            let cpu = CpuSample::take(&processes);
-            let rows = harness(tools, &dir, run).await?;
-            let spent = CpuSample::take(&processes).since(&cpu);
-            let key = Key::new("throughput", NATS, setup, brokers, rep);
-            let received = throughput_rows(&key, table, rows.first())?;
-            cpu::put(&key, table, &spent, received)?;
-            ctx.step(format!("nats {setup}, rep {rep}"));
-        }
+    Ok(Some(Servers { tools: tools.clone(), dir, single, cluster }))
+}
+
+/// One throughput repetition on NATS (one node, then the cluster), run right after tidings's.
+pub(super) async fn throughput_rep(
+    ctx: &Context,
+    p: &Params,
+    servers: &Servers,
+    rep: usize,
+    table: &mut Table,
+) -> anyhow::Result<()> {
+    let Servers { tools, dir, single, cluster } = servers;
+    let b = cluster.urls[1].clone();
+    for (brokers, setup, server, sub) in [(1, ONE, single, &single.urls[0]), (2, CLUSTER, cluster, &b)] {
+        let names = if brokers == 1 { vec!["nats"] } else { vec!["nats-a", "nats-b"] };
+        let mut processes: Vec<(&str, Process)> =
+            names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
+        processes.push(("peerbench", Process::WaitedChildren));
+        let run = PeerRun {
+            mode: Mode::Throughput,
+            exp: "E4".into(),
+            publisher: server.urls[0].clone(),
+            subscriber: sub.clone(),
+            size: p.size,
+            subs: 1,
+            rate: 0,
+            reps: 1,
+            duration: p.duration,
+            max: p.max_messages,
+            // The tidings run's limit: publishing time plus 20 s.
+            drain: p.duration + Duration::from_secs(20),
+            hops: brokers as u64,
+        };
+        let cpu = CpuSample::take(&processes);
+        let rows = harness(tools, dir, run).await?;
+        let spent = CpuSample::take(&processes).since(&cpu);
+        let key = Key::new("throughput", NATS, setup, brokers, rep);
+        let received = throughput_rows(&key, table, rows.first())?;
+        cpu::put(&key, table, &spent, received)?;
+        ctx.step(format!("nats {setup}, rep {rep}"));
     }
+    Ok(())
+}
+
+/// After the throughput repetitions: what cut NATS's route, then latency on the cluster.
+pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &mut Table) -> anyhow::Result<()> {
+    let Servers { tools, dir, single, cluster } = servers;
+    drop(single);
+    let a = cluster.urls[0].clone();
+    let b = cluster.urls[1].clone();
+    let tools = &tools;
     // What cut NATS's route under the flood, in the nodes' own words.
     let logs: String =
         ["nats-a.log", "nats-b.log"].iter().filter_map(|f| std::fs::read_to_string(dir.join(f)).ok()).collect();
@@ -83,6 +113,7 @@ pub(super) async fn measured(ctx: &Context, p: &Params, table: &mut Table) -> an
         }
         ctx.step(format!("nats latency, {setup}"));
     }
+    drop(cluster);
     Ok(())
 }
 

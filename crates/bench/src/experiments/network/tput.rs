@@ -39,7 +39,13 @@ fn pid(b: &BrokerInfo) -> anyhow::Result<Process> {
 }
 
 /// Runs the tidings side: throughput, then latency, then subscriptions.
-pub(super) async fn tidings(ctx: &Context, p: &Params, table: &mut Table, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) async fn tidings(
+    ctx: &Context,
+    p: &Params,
+    table: &mut Table,
+    checks: &mut Checks,
+    nats: Option<&super::nats::Servers>,
+) -> anyhow::Result<()> {
     let single = Target::spawn(&ctx.tidings, &[])?;
     let one = Setup {
         label: "one broker",
@@ -66,6 +72,9 @@ pub(super) async fn tidings(ctx: &Context, p: &Params, table: &mut Table, checks
     for rep in 1..=ctx.reps {
         for setup in [&one, &two] {
             flood(ctx, p, setup, rep, table, checks).await?;
+        }
+        if let Some(servers) = nats {
+            super::nats::throughput_rep(ctx, p, servers, rep, table).await?;
         }
     }
     let measuring = [phb.name.clone(), shb.name.clone()];
