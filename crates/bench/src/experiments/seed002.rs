@@ -272,6 +272,40 @@ pub fn nats_cell(table: &Table, system: &str, subscribers: usize, size: usize, c
     }
 }
 
+/// `median [min-max]` over repetitions of `column` (as [`median_cell`] selects rows), `!`
+/// when the spread passes 25 %; `n/a` without rows.
+pub fn range_cell(table: &Table, system: &str, subscribers: usize, size: usize, which: &str, column: &str) -> String {
+    let values = values(table, system, subscribers, size, which, column);
+    if values.is_empty() {
+        return "n/a".into();
+    }
+    crate::stats::Spread::of(&values).show(super::thousands)
+}
+
+/// Median of ours over median of NATS's `received_msg_s` at one point, `n/a` when either is missing.
+pub fn ratio_cell(table: &Table, subscribers: usize, size: usize) -> String {
+    let ours = median_cell(table, "tidings", subscribers, size, "all", "received_msg_s");
+    let theirs = median_cell(table, "nats", subscribers, size, "all", "received_msg_s");
+    match (ours, theirs) {
+        (Some(a), Some(b)) if b > 0.0 => format!("{:.2}", a / b),
+        _ => "n/a".into(),
+    }
+}
+
+fn values(table: &Table, system: &str, subscribers: usize, size: usize, which: &str, column: &str) -> Vec<f64> {
+    table
+        .rows()
+        .iter()
+        .filter(|r| {
+            table.cell(r, "system") == Some(system)
+                && table.cell(r, "subscribers") == Some(&subscribers.to_string())
+                && table.cell(r, "size_b") == Some(&size.to_string())
+                && table.cell(r, "subscriber") == Some(which)
+        })
+        .filter_map(|r| table.cell(r, column).and_then(|v| v.parse().ok()))
+        .collect()
+}
+
 /// The median over repetitions of `column` in the rows of `system` with `subscribers` and
 /// `size` for subscriber `which` (`all` or a number).
 pub fn median_cell(
@@ -282,17 +316,7 @@ pub fn median_cell(
     which: &str,
     column: &str,
 ) -> Option<f64> {
-    let values: Vec<f64> = table
-        .rows()
-        .iter()
-        .filter(|r| {
-            table.cell(r, "system") == Some(system)
-                && table.cell(r, "subscribers") == Some(&subscribers.to_string())
-                && table.cell(r, "size_b") == Some(&size.to_string())
-                && table.cell(r, "subscriber") == Some(which)
-        })
-        .filter_map(|r| table.cell(r, column).and_then(|v| v.parse().ok()))
-        .collect();
+    let values = values(table, system, subscribers, size, which, column);
     (!values.is_empty()).then(|| median(&values))
 }
 

@@ -185,32 +185,49 @@ impl Sizes {
         );
         let _ = writeln!(
             out,
-            "| size | STn median | RTn median | RTn median MB/s | received / time | NATS received / time | NATS MB/s | NATS anchor |"
+            "Beside NATS, both measured the peer harness's way (received ÷ time), msg/s, median \
+             [min-max] of the repetitions (`!`: spread over 25 %):\n"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "| size | tidings | NATS | tidings / NATS | NATS MB/s | NATS, committed anchor |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
         let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
         for &size in &self.0.sizes {
-            let ours = |which: &str, c: &str| median_cell(table, "tidings", 1, size, which, c);
             let nats = |c: &str| median_cell(table, "nats", 1, size, "all", c);
             let _ = writeln!(
                 out,
-                "| {size} B | {} | {} | {} | {} | {} | {} | {} |",
-                cell(ours("all", "st_median_msg_s")),
-                cell(ours("1", "rt_median_msg_s")),
-                mb(ours("1", "rt_median_mb_s")),
-                cell(ours("1", "received_msg_s")),
-                seed002::nats_cell(table, "nats", 1, size, "received_msg_s"),
+                "| {size} B | {} | {} | {} | {} | {} |",
+                seed002::range_cell(table, "tidings", 1, size, "1", "received_msg_s"),
+                seed002::range_cell(table, "nats", 1, size, "all", "received_msg_s"),
+                seed002::ratio_cell(table, 1, size),
                 mb(nats("received_mb_s")),
                 seed002::nats_cell(table, "nats-anchor", 1, size, "received_msg_s")
             );
         }
         let _ = writeln!(
             out,
+            "\nThe seed's method, tidings only (STn and RTn medians: **not comparable with NATS**, whose \
+             harness records no per-message times, and the RTn median measures the bursts a socket \
+             read hands over, above the loopback limit; see below):\n"
+        );
+        let _ = writeln!(out, "| size | STn median | RTn median | RTn median MB/s |");
+        let _ = writeln!(out, "|---|---|---|---|");
+        for &size in &self.0.sizes {
+            let ours = |which: &str, c: &str| median_cell(table, "tidings", 1, size, which, c);
+            let _ = writeln!(
+                out,
+                "| {size} B | {} | {} | {} |",
+                cell(ours("all", "st_median_msg_s")),
+                cell(ours("1", "rt_median_msg_s")),
+                mb(ours("1", "rt_median_mb_s")),
+            );
+        }
+        let _ = writeln!(
+            out,
             "\nSeed 002 kept no values for this figure; it reports that the receiving rate rose to \
              its network's ceiling of about {} MB/s (1 Gb/s NIC, ZeroMQ 3.2.2, Core 2 Duo VM) and \
-             stayed there. Loopback has no such ceiling (22 Gbit/s measured by iperf3 in \
-             `../shared/peers/`), so here the brokers and clients' CPU is the limit.",
+             stayed there. Loopback has no such ceiling (22 Gbit/s measured by iperf3, \
+             `bench/peers/results/`), so here the brokers and clients' CPU is the limit.",
             seeds::SEED_002_CEILING_MB_S
         );
         let _ = writeln!(out, "\n{RTN_NOTE}");

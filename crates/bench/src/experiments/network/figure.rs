@@ -89,10 +89,7 @@ pub(super) fn figure(table: &Table) -> Figure {
             ),
         ],
     };
-    Figure {
-        title: "Through broker links, 2000 B (issue 4)".into(),
-        panels: vec![throughput, cpu, latency(table), gaps(table)],
-    }
+    Figure { title: "Through broker links, 2000 B".into(), panels: vec![throughput, cpu, latency(table), gaps(table)] }
 }
 
 fn latency(table: &Table) -> Panel {

@@ -85,7 +85,7 @@ impl Experiment for Network {
         "throughput, latency and faults through broker links"
     }
     fn seeds(&self) -> &'static str {
-        "issue 4; seed 001's networks"
+        "seed 001's networks"
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
