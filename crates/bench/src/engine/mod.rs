@@ -140,6 +140,9 @@ impl<S: Sink> Engine<S> {
             sent += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;
             if self.progress.iter().all(|p| p.probed.load(Ordering::Relaxed)) {
+                // Probes still in flight never count as data, but let them land before callers
+                // read the brokers' counters.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 return Ok(sent);
             }
         }

@@ -105,14 +105,27 @@ impl Fanout {
             if let Some(tools) = ctx.peers.tools() {
                 let dir = ctx.scratch("fanout-nats")?;
                 let point = (p.size, p.subscribers, p.count);
+                let load_before = crate::stats::load_average();
                 let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, point, 1).await?;
-                seed002::peer_rows(&mut table, ("nats", "this session"), p.size, rep, &rows)?;
+                seed002::peer_rows(
+                    &mut table,
+                    ("nats", "this session"),
+                    p.size,
+                    (rep, [load_before, crate::stats::load_average()]),
+                    &rows,
+                )?;
                 ctx.step(format!("nats rep {rep}"));
             }
         }
         if let Some(anchors) = &ctx.peers.anchors {
             let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(&mut table, ("nats-anchor", "committed anchor"), p.size, 1, &anchors.throughput(point))?;
+            seed002::peer_rows(
+                &mut table,
+                ("nats-anchor", "committed anchor"),
+                p.size,
+                (1, [None, None]),
+                &anchors.throughput(point),
+            )?;
         }
         Ok(Outcome {
             figure: self.figure(&table, &traces),

@@ -119,8 +119,15 @@ impl Proxy {
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
                 if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
                     let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
+                    let load_before = crate::stats::load_average();
                     let rows = seed002::nats_point(tools, &nats_dir, at, (p.size, n, p.count), 2).await?;
-                    seed002::peer_rows(&mut table, ("nats", "this session"), p.size, rep, &rows)?;
+                    seed002::peer_rows(
+                        &mut table,
+                        ("nats", "this session"),
+                        p.size,
+                        (rep, [load_before, crate::stats::load_average()]),
+                        &rows,
+                    )?;
                     ctx.step(format!("nats {n} subscribers"));
                 }
             }
@@ -138,7 +145,13 @@ impl Proxy {
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in &p.subscribers {
                 let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), p.size, 1, &anchors.throughput(point))?;
+                seed002::peer_rows(
+                    table,
+                    ("nats-anchor", "committed anchor"),
+                    p.size,
+                    (1, [None, None]),
+                    &anchors.throughput(point),
+                )?;
             }
         }
         Ok(())

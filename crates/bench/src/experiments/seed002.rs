@@ -7,7 +7,7 @@ use super::Tally;
 use crate::flood::{Flood, FloodRun, FloodSpec};
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::peer::{nats, NatsTools, PeerRow};
-use crate::stats::{lower_median, median, window_rates};
+use crate::stats::{load_average, lower_median, median, window_rates};
 use crate::suite::table::{num, Table};
 use crate::suite::Check;
 
@@ -43,7 +43,16 @@ pub const COLUMNS: &[&str] = &[
     "per_sub_median_msg_s",
     "per_sub_max_msg_s",
     "broker_drops",
+    "load_before",
+    "load_after",
 ];
+
+/// The load average before and after a point, as cells (empty when unknown).
+pub type Load = [Option<f64>; 2];
+
+fn load_cells(load: Load) -> [String; 2] {
+    load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default())
+}
 
 /// The brokers a point runs on.
 #[derive(Debug, Clone)]
@@ -93,10 +102,13 @@ pub struct Measured {
     pub drops: f64,
     /// Data messages written on broker links, all brokers together.
     pub link_messages: f64,
+    /// The machine's load average before and after the point.
+    pub load: Load,
 }
 
 /// Connects, probes, runs one point, and records its checks under the name `at`.
 pub async fn measure(sites: &Sites, spec: FloodSpec, checks: &mut FloodChecks, at: &str) -> anyhow::Result<Measured> {
+    let load_before = load_average();
     let flood = Flood::connect(spec, Duration::from_secs(30)).await?;
     let before = scrape_all(sites.all_admins.clone()).await?;
     let publisher_before = scrape_all(vec![sites.publisher.1.clone()]).await?;
@@ -125,7 +137,8 @@ pub async fn measure(sites: &Sites, spec: FloodSpec, checks: &mut FloodChecks, a
         held,
         format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}"),
     );
-    Ok(Measured { run, drops, link_messages: delta(&after, &before, metrics::LINK_MESSAGES_OUT) })
+    let link_messages = delta(&after, &before, metrics::LINK_MESSAGES_OUT);
+    Ok(Measured { run, drops, link_messages, load: [load_before, load_average()] })
 }
 
 /// Our rows for one point: one per subscriber, then `all`.
@@ -147,6 +160,7 @@ pub fn rows(table: &mut Table, size: usize, rep: usize, m: &Measured) -> anyhow:
         row.extend([run.sent.to_string(), s.count.to_string(), lost.to_string(), num(st), num(rt), mb(rt)]);
         let rate = s.mean_rate();
         row.extend([num(rate), mb(rate), num(rate), num(rate), num(rate), String::new()]);
+        row.extend(load_cells(m.load));
         table.push(row)?;
     }
     let received: u64 = run.subscribers.iter().map(|s| s.count).sum();
@@ -156,6 +170,7 @@ pub fn rows(table: &mut Table, size: usize, rep: usize, m: &Measured) -> anyhow:
     let mut row = base("all".into());
     row.extend([run.sent.to_string(), received.to_string(), run.lost().to_string(), num(st), num(rt_sum), mb(rt_sum)]);
     row.extend([num(agg), mb(agg), num(lo), num(median(&mean_rates)), num(hi), num(m.drops)]);
+    row.extend(load_cells(m.load));
     table.push(row)
 }
 
@@ -226,12 +241,13 @@ pub fn peer_rows(
     table: &mut Table,
     (system, source): (&str, &str),
     size: usize,
-    first_rep: usize,
+    (first_rep, load): (usize, Load),
     rows: &[PeerRow],
 ) -> anyhow::Result<()> {
     for (i, r) in rows.iter().enumerate() {
         let f = |c: &str| r.num(c).map(num).unwrap_or_default();
         let subs = r.num("subs").unwrap_or(0.0);
+        let [before, after] = load_cells(load);
         table.push(vec![
             system.into(),
             source.into(),
@@ -251,6 +267,8 @@ pub fn peer_rows(
             f("per_sub_median_msgs_s"),
             f("per_sub_max_msgs_s"),
             String::new(),
+            before,
+            after,
         ])?;
     }
     Ok(())
@@ -348,7 +366,7 @@ mod tests {
             subscribers: vec![received(shifted.clone()), received(shifted)],
         };
         let mut table = Table::new(COLUMNS);
-        rows(&mut table, 1000, 1, &Measured { run, drops: 0.0, link_messages: 0.0 }).unwrap();
+        rows(&mut table, 1000, 1, &Measured { run, drops: 0.0, link_messages: 0.0, load: [None, None] }).unwrap();
         assert_eq!(table.rows().len(), 3);
         let rt = median_cell(&table, "tidings", 2, 1000, "1", "rt_median_msg_s").unwrap();
         assert!((rt - 1000.0).abs() < 1.0, "{rt}");
@@ -364,7 +382,7 @@ mod tests {
         let rows_in =
             crate::peer::parse_csv("subs,sent,recv_total,lost,agg_recv_msgs_s,agg_recv_MB_s\n10,5,50,0,1000,2\n");
         let mut table = Table::new(COLUMNS);
-        peer_rows(&mut table, ("nats", "this session"), 2000, 1, &rows_in).unwrap();
+        peer_rows(&mut table, ("nats", "this session"), 2000, (1, [None, None]), &rows_in).unwrap();
         assert_eq!(median_cell(&table, "nats", 10, 2000, "all", "received_msg_s"), Some(1000.0));
     }
 }

@@ -96,8 +96,15 @@ impl Sizes {
                 // NATS right after, on a fresh server, at the same point and repetition.
                 if let Some(tools) = ctx.peers.tools() {
                     let dir = ctx.scratch("sizes-nats")?;
+                    let load_before = crate::stats::load_average();
                     let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, (size, 1, p.count), 1).await?;
-                    seed002::peer_rows(&mut table, ("nats", "this session"), size, rep, &rows)?;
+                    seed002::peer_rows(
+                        &mut table,
+                        ("nats", "this session"),
+                        size,
+                        (rep, [load_before, crate::stats::load_average()]),
+                        &rows,
+                    )?;
                     ctx.step(format!("nats {size} B"));
                 }
             }
@@ -110,7 +117,7 @@ impl Sizes {
         if let Some(anchors) = &ctx.peers.anchors {
             for &size in &self.0.sizes {
                 let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, 1, &rows)?;
+                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows)?;
             }
         }
         Ok(())
