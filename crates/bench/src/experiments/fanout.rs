@@ -105,15 +105,7 @@ impl Fanout {
             if let Some(tools) = ctx.peers.tools() {
                 let dir = ctx.scratch("fanout-nats")?;
                 let point = (p.size, p.subscribers, p.count);
-                let load_before = crate::stats::load_average();
-                let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, point, 1).await?;
-                seed002::peer_rows(
-                    &mut table,
-                    ("nats", "this session"),
-                    p.size,
-                    (rep, [load_before, crate::stats::load_average()]),
-                    &rows,
-                )?;
+                seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, point, (1, rep)).await?;
                 ctx.step(format!("nats rep {rep}"));
             }
         }

@@ -119,15 +119,7 @@ impl Proxy {
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
                 if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
                     let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
-                    let load_before = crate::stats::load_average();
-                    let rows = seed002::nats_point(tools, &nats_dir, at, (p.size, n, p.count), 2).await?;
-                    seed002::peer_rows(
-                        &mut table,
-                        ("nats", "this session"),
-                        p.size,
-                        (rep, [load_before, crate::stats::load_average()]),
-                        &rows,
-                    )?;
+                    seed002::nats_rep(&mut table, (tools, &nats_dir), at, (p.size, n, p.count), (2, rep)).await?;
                     ctx.step(format!("nats {n} subscribers"));
                 }
             }

@@ -231,6 +231,20 @@ pub async fn nats_point(
     .await?
 }
 
+/// One repetition of NATS at a point ([`nats_point`]), added to `table` as repetition `rep`
+/// with the load average around it.
+pub async fn nats_rep(
+    table: &mut Table,
+    (tools, scratch): (&NatsTools, &std::path::Path),
+    at: NatsAt<'_>,
+    point: (usize, usize, u64),
+    (hops, rep): (u64, usize),
+) -> anyhow::Result<()> {
+    let load_before = load_average();
+    let rows = nats_point(tools, scratch, at, point, hops).await?;
+    peer_rows(table, ("nats", "this session"), point.0, (rep, [load_before, load_average()]), &rows)
+}
+
 /// The longest wait for stragglers after a flood, tidings and NATS alike (and 3 s without
 /// progress, the harness's and [`FloodSpec::idle`] in every flood experiment).
 pub const DRAIN: Duration = Duration::from_secs(60);

@@ -96,15 +96,7 @@ impl Sizes {
                 // NATS right after, on a fresh server, at the same point and repetition.
                 if let Some(tools) = ctx.peers.tools() {
                     let dir = ctx.scratch("sizes-nats")?;
-                    let load_before = crate::stats::load_average();
-                    let rows = seed002::nats_point(tools, &dir, NatsAt::Fresh, (size, 1, p.count), 1).await?;
-                    seed002::peer_rows(
-                        &mut table,
-                        ("nats", "this session"),
-                        size,
-                        (rep, [load_before, crate::stats::load_average()]),
-                        &rows,
-                    )?;
+                    seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, (size, 1, p.count), (1, rep)).await?;
                     ctx.step(format!("nats {size} B"));
                 }
             }
