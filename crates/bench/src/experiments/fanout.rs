@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::thousands;
 use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
@@ -75,7 +75,7 @@ type Traces = Vec<Vec<(usize, f64)>>;
 impl Fanout {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         let mut traces = Traces::new();
         for rep in 1..=ctx.reps {
@@ -97,7 +97,7 @@ impl Fanout {
                 drain: seed002::DRAIN,
             };
             let m = seed002::measure(&sites, spec, &mut checks, &format!("rep {rep}")).await?;
-            seed002::rows(&mut table, p.size, rep, &m)?;
+            seed002::rows(&mut table, p.size, rep, &m);
             let block = (p.count as usize / 50).max(WINDOW);
             traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
             ctx.step(format!("rep {rep}: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
@@ -117,21 +117,21 @@ impl Fanout {
                 p.size,
                 (1, [None, None]),
                 &anchors.throughput(point),
-            )?;
+            );
         }
         Ok(Outcome {
             figure: self.figure(&table, &traces),
             body: self.body(&table),
-            table,
+            table: Table::of(seed002::COLUMNS, &table)?,
             checks: checks.into_checks(),
         })
     }
 
-    fn cell(&self, table: &Table, system: &str, which: &str, column: &str) -> Option<f64> {
+    fn cell(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, self.0.subscribers, self.0.size, which, column)
     }
 
-    fn figure(&self, table: &Table, traces: &Traces) -> Figure {
+    fn figure(&self, table: &[FloodRow], traces: &Traces) -> Figure {
         let range = seeds::SEED_002_FANOUT_10;
         // The first and the last subscriber: all ten drawn over each other hide one another.
         let shown = [(0, figure::TIDINGS), (traces.len().saturating_sub(1), figure::TIDINGS_ALT)];
@@ -150,29 +150,29 @@ impl Fanout {
             over_n.push(Series::new(label, Mark::Dashed, figure::SEED, vec![(0.0, bound), (last, bound)]));
         }
         let subs: Vec<f64> = (1..=self.0.subscribers).map(|i| i as f64).collect();
-        let per_sub = |system: &str, column: &str| {
+        let per_sub = |system: &str, column: Field| {
             subs.iter().filter_map(|&i| self.cell(table, system, &format!("{i}"), column).map(|v| (i, v))).collect()
         };
         let flat = |v: Option<f64>| v.map(|v| subs.iter().map(|&i| (i, v)).collect()).unwrap_or_default();
         let per_subscriber = vec![
-            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", "rt_median_msg_s")),
+            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", |r| r.rt_median_msg_s)),
             Series::new(
                 "tidings received / time",
                 Mark::Points,
                 figure::TIDINGS_ALT,
-                per_sub("tidings", "received_msg_s"),
+                per_sub("tidings", |r| r.received_msg_s),
             ),
             Series::new(
                 "NATS median subscriber, received / time",
                 Mark::Dashed,
                 figure::NATS,
-                flat(self.cell(table, "nats", "all", "per_sub_median_msg_s")),
+                flat(self.cell(table, "nats", "all", |r| r.per_sub_median_msg_s)),
             ),
             Series::new(
                 "NATS median subscriber, committed anchor",
                 Mark::Dashed,
                 figure::NATS_ANCHOR,
-                flat(self.cell(table, "nats-anchor", "all", "per_sub_median_msg_s")),
+                flat(self.cell(table, "nats-anchor", "all", |r| r.per_sub_median_msg_s)),
             ),
             Series::ranges(
                 "seed 002 per-subscriber range",
@@ -200,10 +200,10 @@ impl Fanout {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let RateRange { per_subscriber: (lo, hi), aggregate, .. } = seeds::SEED_002_FANOUT_10;
         let (agg_lo, agg_hi) = aggregate.unwrap_or((f64::NAN, f64::NAN));
-        let cell = |system: &str, which: &str, column: &str| {
+        let cell = |system: &str, which: &str, column: Field| {
             self.cell(table, system, which, column).map(thousands).unwrap_or_else(|| "n/a".into())
         };
         let mut out = String::new();
@@ -224,16 +224,16 @@ impl Fanout {
         let _ = writeln!(out, "|---|---|---|");
         for (system, name) in [("tidings", "tidings"), ("nats", "NATS"), ("nats-anchor", "NATS, committed anchor")] {
             let all = match system {
-                "nats-anchor" => seed002::nats_cell(table, system, n, size, "received_msg_s"),
-                _ => seed002::range_cell(table, system, n, size, "all", "received_msg_s"),
+                "nats-anchor" => seed002::nats_cell(table, system, n, size, |r| r.received_msg_s),
+                _ => seed002::range_cell(&seed002::values(table, system, n, size, "all", |r| r.received_msg_s)),
             };
             let _ = writeln!(
                 out,
                 "| {name}, received / time | {} / {} / {} msg/s | {all} msg/s ({} MB/s) |",
-                cell(system, "all", "per_sub_min_msg_s"),
-                cell(system, "all", "per_sub_median_msg_s"),
-                cell(system, "all", "per_sub_max_msg_s"),
-                cell(system, "all", "received_mb_s")
+                cell(system, "all", |r| r.per_sub_min_msg_s),
+                cell(system, "all", |r| r.per_sub_median_msg_s),
+                cell(system, "all", |r| r.per_sub_max_msg_s),
+                cell(system, "all", |r| r.received_mb_s)
             );
         }
         let _ = writeln!(
@@ -245,7 +245,7 @@ impl Fanout {
             thousands(agg_hi)
         );
         let rts: Vec<f64> = (1..=self.0.subscribers)
-            .filter_map(|i| self.cell(table, "tidings", &i.to_string(), "rt_median_msg_s"))
+            .filter_map(|i| self.cell(table, "tidings", &i.to_string(), |r| r.rt_median_msg_s))
             .collect();
         let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
         let _ = writeln!(
@@ -256,8 +256,8 @@ impl Fanout {
             thousands(min),
             thousands(crate::stats::median(&rts)),
             thousands(max),
-            cell("tidings", "all", "rt_median_msg_s"),
-            cell("tidings", "all", "rt_median_mb_s")
+            cell("tidings", "all", |r| r.rt_median_msg_s),
+            cell("tidings", "all", |r| r.rt_median_mb_s)
         );
         let _ = writeln!(out, "\nThe seed's sum hit its 35 MB/s network; on loopback the CPUs are the limit.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands, Tally};
 use crate::flood::FloodSpec;
 use crate::network::Network;
@@ -82,7 +82,7 @@ impl Proxy {
         let (phb, shb) = (network.broker("phb")?, network.broker("shb")?);
         let admin =
             |b: &crate::network::BrokerInfo| b.admin.clone().ok_or_else(|| anyhow::anyhow!("{} has no admin", b.name));
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         let mut link = Tally::new("each message crossed the broker link once, whatever the subscribers behind it");
         // NATS's two-node cluster serves every point, as the tidings network does; each point and
@@ -115,7 +115,7 @@ impl Proxy {
                     once,
                     format!("{n} subscribers: {} link messages for {} sent", m.link_messages, m.run.sent),
                 );
-                seed002::rows(&mut table, p.size, rep, &m)?;
+                seed002::rows(&mut table, p.size, rep, &m);
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
                 if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
                     let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
@@ -129,10 +129,15 @@ impl Proxy {
         self.anchors(ctx, &mut table)?;
         let mut checks = checks.into_checks();
         checks.push(link.check());
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks })
+        Ok(Outcome {
+            figure: self.figure(&table),
+            body: self.body(&table),
+            table: Table::of(seed002::COLUMNS, &table)?,
+            checks,
+        })
     }
 
-    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
         let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in &p.subscribers {
@@ -143,26 +148,26 @@ impl Proxy {
                     p.size,
                     (1, [None, None]),
                     &anchors.throughput(point),
-                )?;
+                );
             }
         }
         Ok(())
     }
 
-    fn cell(&self, table: &Table, system: &str, n: usize, which: &str, column: &str) -> Option<f64> {
+    fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, n, self.0.size, which, column)
     }
 
     /// The median over subscribers of their RTn medians at `n`.
-    fn per_subscriber_rt(&self, table: &Table, n: usize) -> Option<f64> {
+    fn per_subscriber_rt(&self, table: &[FloodRow], n: usize) -> Option<f64> {
         let v: Vec<f64> =
-            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), "rt_median_msg_s")).collect();
+            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s)).collect();
         (!v.is_empty()).then(|| crate::stats::median(&v))
     }
 
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[FloodRow]) -> Figure {
         let ns = &self.0.subscribers;
-        let line = |system: &str, column: &str| -> Vec<(f64, f64)> {
+        let line = |system: &str, column: Field| -> Vec<(f64, f64)> {
             ns.iter().filter_map(|&n| self.cell(table, system, n, "all", column).map(|v| (n as f64, v))).collect()
         };
         let rt: Vec<(f64, f64)> =
@@ -185,13 +190,13 @@ impl Proxy {
                             "tidings received / time (median sub)",
                             Mark::Points,
                             figure::TIDINGS_ALT,
-                            line("tidings", "per_sub_median_msg_s"),
+                            line("tidings", |r| r.per_sub_median_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, received / time (median sub)",
                             Mark::Line,
                             figure::NATS,
-                            line("nats", "per_sub_median_msg_s"),
+                            line("nats", |r| r.per_sub_median_msg_s),
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
                     ],
@@ -205,25 +210,25 @@ impl Proxy {
                             "tidings, sum of RTn medians",
                             Mark::Line,
                             figure::TIDINGS,
-                            line("tidings", "rt_median_msg_s"),
+                            line("tidings", |r| r.rt_median_msg_s),
                         ),
                         Series::new(
                             "tidings received / time",
                             Mark::Points,
                             figure::TIDINGS_ALT,
-                            line("tidings", "received_msg_s"),
+                            line("tidings", |r| r.received_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, received / time",
                             Mark::Line,
                             figure::NATS,
-                            line("nats", "received_msg_s"),
+                            line("nats", |r| r.received_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, committed anchor",
                             Mark::Dashed,
                             figure::NATS_ANCHOR,
-                            line("nats-anchor", "received_msg_s"),
+                            line("nats-anchor", |r| r.received_msg_s),
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
                     ],
@@ -232,7 +237,7 @@ impl Proxy {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -252,10 +257,10 @@ impl Proxy {
             let _ = writeln!(
                 out,
                 "| {n} | {} | {} | {} | {} |",
-                seed002::range_cell(table, "tidings", n, size, "all", "received_msg_s"),
-                seed002::range_cell(table, "nats", n, size, "all", "received_msg_s"),
+                seed002::range_cell(&seed002::values(table, "tidings", n, size, "all", |r| r.received_msg_s)),
+                seed002::range_cell(&seed002::values(table, "nats", n, size, "all", |r| r.received_msg_s)),
                 seed002::ratio_cell(table, n, size),
-                seed002::nats_cell(table, "nats-anchor", n, size, "received_msg_s"),
+                seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s),
             );
         }
         let _ = writeln!(
@@ -276,7 +281,7 @@ impl Proxy {
                 out,
                 "| {n} | {} | {} | {} | {} |",
                 fmt(self.per_subscriber_rt(table, n)),
-                fmt(self.cell(table, "tidings", n, "all", "rt_median_msg_s")),
+                fmt(self.cell(table, "tidings", n, "all", |r| r.rt_median_msg_s)),
                 range(seed.map(|r| r.per_subscriber)),
                 range(seed.and_then(|r| r.aggregate))
             );

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, NatsAt, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands};
 use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
@@ -68,7 +68,7 @@ impl Experiment for Sizes {
 impl Sizes {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         for &size in &p.sizes {
             for rep in 1..=ctx.reps {
@@ -90,8 +90,8 @@ impl Sizes {
                     drain: seed002::DRAIN,
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{size} B")).await?;
-                seed002::rows(&mut table, size, rep, &m)?;
-                let rt = median_cell(&table, "tidings", 1, size, "1", "rt_median_msg_s").unwrap_or(0.0);
+                seed002::rows(&mut table, size, rep, &m);
+                let rt = median_cell(&table, "tidings", 1, size, "1", |r| r.rt_median_msg_s).unwrap_or(0.0);
                 ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
                 // NATS right after, on a fresh server, at the same point and repetition.
                 if let Some(tools) = ctx.peers.tools() {
@@ -102,27 +102,32 @@ impl Sizes {
             }
         }
         self.anchors(ctx, &mut table)?;
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+        Ok(Outcome {
+            figure: self.figure(&table),
+            body: self.body(&table),
+            table: Table::of(seed002::COLUMNS, &table)?,
+            checks: checks.into_checks(),
+        })
     }
 
-    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
         if let Some(anchors) = &ctx.peers.anchors {
             for &size in &self.0.sizes {
                 let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows)?;
+                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows);
             }
         }
         Ok(())
     }
 
-    fn series(&self, table: &Table, system: &str, which: &str, column: &str) -> Vec<(f64, f64)> {
+    fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {
         let sizes = self.0.sizes.iter();
         sizes.filter_map(|&s| median_cell(table, system, 1, s, which, column).map(|v| (s as f64, v))).collect()
     }
 
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[FloodRow]) -> Figure {
         let x = || Axis { label: "message size (B)".into(), scale: AxisScale::Linear };
-        let panel = |title: &str, unit: &str, rt: &str, st: &str, peer: &str| {
+        let panel = |title: &str, unit: &str, rt: Field, st: Option<Field>, peer: Field| {
             let mut series = vec![
                 Series::new(
                     "tidings RTn median (seed method)",
@@ -149,7 +154,7 @@ impl Sizes {
                     self.series(table, "nats-anchor", "all", peer),
                 ),
             ];
-            if !st.is_empty() {
+            if let Some(st) = st {
                 series.insert(
                     1,
                     Series::new("tidings STn median", Mark::Line, 5, self.series(table, "tidings", "all", st)),
@@ -157,19 +162,26 @@ impl Sizes {
             }
             Panel { title: title.into(), x: x(), y: Axis { label: unit.into(), scale: AxisScale::Log }, series }
         };
-        let mut bytes = panel("bandwidth", "throughput (MB/s, payload)", "rt_median_mb_s", "", "received_mb_s");
+        let mut bytes =
+            panel("bandwidth", "throughput (MB/s, payload)", |r| r.rt_median_mb_s, None, |r| r.received_mb_s);
         let ceiling = self.0.sizes.iter().map(|&s| (s as f64, seeds::SEED_002_CEILING_MB_S)).collect();
         bytes.series.push(Series::new("seed 002: its network ceiling, 35 MB/s", Mark::Dashed, figure::SEED, ceiling));
         Figure {
             title: "1 → 1 throughput vs message size (seed 002)".into(),
             panels: vec![
-                panel("messages", "throughput (msg/s)", "rt_median_msg_s", "st_median_msg_s", "received_msg_s"),
+                panel(
+                    "messages",
+                    "throughput (msg/s)",
+                    |r| r.rt_median_msg_s,
+                    Some(|r| r.st_median_msg_s),
+                    |r| r.received_msg_s,
+                ),
                 bytes,
             ],
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -192,15 +204,15 @@ impl Sizes {
         let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
         for &size in &self.0.sizes {
-            let nats = |c: &str| median_cell(table, "nats", 1, size, "all", c);
+            let nats = |c: Field| median_cell(table, "nats", 1, size, "all", c);
             let _ = writeln!(
                 out,
                 "| {size} B | {} | {} | {} | {} | {} |",
-                seed002::range_cell(table, "tidings", 1, size, "1", "received_msg_s"),
-                seed002::range_cell(table, "nats", 1, size, "all", "received_msg_s"),
+                seed002::range_cell(&seed002::values(table, "tidings", 1, size, "1", |r| r.received_msg_s)),
+                seed002::range_cell(&seed002::values(table, "nats", 1, size, "all", |r| r.received_msg_s)),
                 seed002::ratio_cell(table, 1, size),
-                mb(nats("received_mb_s")),
-                seed002::nats_cell(table, "nats-anchor", 1, size, "received_msg_s")
+                mb(nats(|r| r.received_mb_s)),
+                seed002::nats_cell(table, "nats-anchor", 1, size, |r| r.received_msg_s)
             );
         }
         let _ = writeln!(
@@ -212,13 +224,13 @@ impl Sizes {
         let _ = writeln!(out, "| size | STn median | RTn median | RTn median MB/s |");
         let _ = writeln!(out, "|---|---|---|---|");
         for &size in &self.0.sizes {
-            let ours = |which: &str, c: &str| median_cell(table, "tidings", 1, size, which, c);
+            let ours = |which: &str, c: Field| median_cell(table, "tidings", 1, size, which, c);
             let _ = writeln!(
                 out,
                 "| {size} B | {} | {} | {} |",
-                cell(ours("all", "st_median_msg_s")),
-                cell(ours("1", "rt_median_msg_s")),
-                mb(ours("1", "rt_median_mb_s")),
+                cell(ours("all", |r| r.st_median_msg_s)),
+                cell(ours("1", |r| r.rt_median_msg_s)),
+                mb(ours("1", |r| r.rt_median_mb_s)),
             );
         }
         let _ = writeln!(
