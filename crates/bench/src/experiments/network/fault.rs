@@ -13,10 +13,10 @@ use futures::StreamExt;
 use tidings_client::Client;
 use tidings_testkit::{send_signal, Signal};
 
+use super::NetRow;
 use super::{Checks, Key, Params, TIDINGS};
 use crate::metrics::{self, scrape_all};
 use crate::network::Network as BrokerNetwork;
-use crate::suite::table::Table;
 use crate::suite::Context;
 
 /// How the carrying broker fails.
@@ -65,7 +65,7 @@ impl Drop for Faulted {
 }
 
 /// Both faults, each on a fresh network.
-pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Table, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, checks: &mut Checks) -> anyhow::Result<()> {
     for (i, fault) in [Fault::Crash, Fault::Stall].into_iter().enumerate() {
         let dir = ctx.scratch(&format!("network-fault-{i}"))?;
         let net =

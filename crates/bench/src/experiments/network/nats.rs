@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use super::cpu::{self, CpuSample, Process};
+use super::NetRow;
 use super::{Key, Params, ANCHOR, NATS};
 use crate::peer::anchors::Point;
 use crate::peer::nats::{self, Mode, PeerRun};
 use crate::peer::{NatsServer, NatsTools, PeerRow};
-use crate::suite::table::Table;
 use crate::suite::Context;
 
 /// Setup labels: one node, then the cluster; the anchors' "one" is the cluster's node A.
@@ -42,7 +42,7 @@ pub(super) async fn throughput_rep(
     p: &Params,
     servers: &Servers,
     rep: usize,
-    table: &mut Table,
+    table: &mut Vec<NetRow>,
 ) -> anyhow::Result<()> {
     let Servers { tools, dir, single, cluster } = servers;
     let b = cluster.urls[1].clone();
@@ -78,7 +78,7 @@ pub(super) async fn throughput_rep(
 }
 
 /// After the throughput repetitions: what cut NATS's route, then latency on the cluster.
-pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &mut Table) -> anyhow::Result<()> {
+pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &mut Vec<NetRow>) -> anyhow::Result<()> {
     let Servers { tools, dir, single, cluster } = servers;
     drop(single);
     let a = cluster.urls[0].clone();
@@ -118,7 +118,7 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
 }
 
 /// The committed anchors of the same points (E4: the cluster, node A alone and across).
-pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
+pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> anyhow::Result<()> {
     let Some(anchors) = &ctx.peers.anchors else { return Ok(()) };
     for (brokers, setup) in [(1, NODE_A), (2, CLUSTER)] {
         let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: 1, hops: brokers };
@@ -138,7 +138,7 @@ async fn harness(tools: &NatsTools, dir: &std::path::Path, run: PeerRun) -> anyh
 }
 
 /// A harness throughput row as ours; returns the messages received.
-fn throughput_rows(key: &Key, table: &mut Table, row: Option<&PeerRow>) -> anyhow::Result<u64> {
+fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) -> anyhow::Result<u64> {
     let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
     for (quantity, column) in [
         ("sent", "sent"),
@@ -157,7 +157,7 @@ fn throughput_rows(key: &Key, table: &mut Table, row: Option<&PeerRow>) -> anyho
 }
 
 /// A harness latency row as ours.
-fn latency_rows(key: &Key, table: &mut Table, row: &PeerRow) -> anyhow::Result<()> {
+fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
     for (quantity, column) in [
         ("sent", "sent"),
         ("received", "delivered"),
@@ -175,14 +175,14 @@ fn latency_rows(key: &Key, table: &mut Table, row: &PeerRow) -> anyhow::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::network::{median, COLUMNS};
+    use crate::experiments::network::median;
 
     #[test]
     fn harness_rows_become_ours() {
         let rows = crate::peer::parse_csv(
             "sent,recv_total,lost,lost_pct,agg_recv_msgs_s,dropped_subs\n1000,90,910,91.0,150000,1\n",
         );
-        let mut table = Table::new(COLUMNS);
+        let mut table = Vec::new();
         let key = Key::new("throughput", NATS, CLUSTER, 2, 1);
         assert_eq!(throughput_rows(&key, &mut table, rows.first()).unwrap(), 90);
         assert_eq!(median(&table, "throughput", NATS, 2, "lost_pct"), Some(91.0));

@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use super::NetRow;
 use super::{Checks, Key, Params, TIDINGS};
 use crate::experiments::content::{PointSpec, Population};
 use crate::network::Network as BrokerNetwork;
 use crate::stats::quantile;
-use crate::suite::table::Table;
 use crate::suite::Context;
 
 /// Who publishes and who is measured, and the part of the table their rows go to.
@@ -29,7 +29,7 @@ pub(super) async fn measure(
     net: &BrokerNetwork,
     route: Route<'_>,
     p: &Params,
-    table: &mut Table,
+    table: &mut Vec<NetRow>,
     checks: &mut Checks,
 ) -> anyhow::Result<()> {
     let Route { part, publisher, measuring } = route;
@@ -66,7 +66,12 @@ pub(super) async fn measure(
 }
 
 /// The long path: a fresh network of `p.path`'s topology.
-pub(super) async fn long(ctx: &Context, p: &Params, table: &mut Table, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) async fn long(
+    ctx: &Context,
+    p: &Params,
+    table: &mut Vec<NetRow>,
+    checks: &mut Checks,
+) -> anyhow::Result<()> {
     let (topology, publisher, measuring) = &p.path;
     let dir = ctx.scratch("network-path")?;
     let net = BrokerNetwork::up(&ctx.tidings, &ctx.topologies.join(topology), &dir, Duration::from_secs(120)).await?;
