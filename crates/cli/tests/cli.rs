@@ -27,7 +27,7 @@ fn finish(child: Child) -> Output {
         let _ = tx.send(child.wait_with_output());
     });
     let Ok(out) = rx.recv_timeout(Duration::from_secs(20)) else {
-        let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        let _ = tidings_testkit::send_signal(pid, tidings_testkit::Signal::Kill);
         panic!("command did not finish within 20 s");
     };
     out.unwrap()

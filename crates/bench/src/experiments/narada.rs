@@ -12,7 +12,7 @@ use crate::network::Network;
 use crate::suite::table::{num, Table};
 use crate::suite::{Check, Context};
 
-use crate::metrics::LINK_MESSAGES_OUT as LINK_MESSAGES;
+use crate::metrics::{LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
 
 /// CSV columns.
 pub const COLUMNS: &[&str] = &[
@@ -78,12 +78,13 @@ pub struct NaradaChecks {
 impl Default for NaradaChecks {
     fn default() -> NaradaChecks {
         NaradaChecks {
-            exact: Tally::new("every subscriber received exactly the matching events"),
+            exact: Tally::new("every subscriber received exactly the matching events (compared by number)"),
             selector: Tally::new("no delivery failed the subscriber's selector"),
             published: Tally::new("the publisher's broker counted every event"),
             routed: Tally::new(
                 "no event entered a branch without interest: every link carried 0 or exactly the \
-                 matching events, all links together the matching events × (brokers − 1)",
+                 matching events, all links together the matching events × (brokers − 1), and each \
+                 link's receiver read what its sender wrote",
             ),
         }
     }
@@ -140,7 +141,10 @@ pub async fn run(
     let measuring_addrs: Vec<String> =
         measuring.iter().map(|m| network.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
     let others: Vec<String> = network.brokers.iter().flat_map(|b| vec![b.tcp.clone(); grid.per_broker]).collect();
-    let population = Population::connect(&network.broker(publisher)?.tcp, &measuring_addrs, &others).await?;
+    let events =
+        grid.matching.len() as u64 * grid.sizes.len() as u64 * grid.rates.iter().map(|&r| grid.events(r)).sum::<u64>();
+    let mut population =
+        Population::connect(&network.broker(publisher)?.tcp, &measuring_addrs, &others, events).await?;
     let name = network.topology.name.clone();
     let names: Vec<String> = network.brokers.iter().map(|b| b.name.clone()).collect();
     let mut traffic = Vec::new();
@@ -155,10 +159,15 @@ pub async fn run(
                 let r = population.point(spec, Duration::from_secs(5)).await?;
                 let after = scrape_all(admins.clone()).await?;
                 let at = format!("{name} {matching}% {size} B {rate} msg/s");
-                let short = r.delivered.iter().filter(|&&d| d != r.matched).count();
-                checks
-                    .exact
-                    .record(short == 0, format!("{at}: {short} subscribers did not get exactly {} events", r.matched));
+                let inexact = r.inexact.join("; ");
+                checks.exact.record(
+                    r.inexact.is_empty(),
+                    format!(
+                        "{at}: {} subscribers did not get exactly the {} matching events: {inexact}",
+                        r.inexact.len(),
+                        r.matched
+                    ),
+                );
                 checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
                 let counted = after[publisher_index].delta(&before[publisher_index], metrics::MESSAGES_IN);
                 checks
@@ -166,7 +175,8 @@ pub async fn run(
                     .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published));
                 add_links(&mut t, &names, &before, &after);
                 (t.published, t.matched) = (t.published + r.published, t.matched + r.matched);
-                let routed = links(&before, &after, r.matched, network.brokers.len());
+                let routed = links(&before, &after, r.matched, network.brokers.len())
+                    .and_then(|()| cross_check(&names, &before, &after));
                 checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
                 for (sub, sample) in measuring.iter().zip(&r.measuring) {
                     let path = network.topology.brokers_on_path(publisher, sub).unwrap_or(0);
@@ -205,6 +215,27 @@ pub fn links(before: &[Snapshot], after: &[Snapshot], matched: u64, brokers: usi
     } else {
         Err(format!("links carried {total} messages in all, not {expected}"))
     }
+}
+
+/// Every link's sender and receiver agree: what broker a wrote to b (`LINK_MESSAGES_OUT` at a,
+/// peer b) is what b read from a (`LINK_MESSAGES_IN` at b, peer a), so a check that reads the
+/// senders' counters cannot pass on messages that never arrived.
+pub fn cross_check(names: &[String], before: &[Snapshot], after: &[Snapshot]) -> Result<(), String> {
+    let delta = |i: usize, name: &str| -> BTreeMap<String, f64> {
+        let earlier = before[i].by_label(name, "peer");
+        let later = after[i].by_label(name, "peer");
+        later.into_iter().map(|(peer, v)| (peer.clone(), v - earlier.get(&peer).copied().unwrap_or(0.0))).collect()
+    };
+    for (a, from) in names.iter().enumerate() {
+        for (peer, wrote) in delta(a, LINK_MESSAGES) {
+            let Some(b) = names.iter().position(|n| *n == peer) else { continue };
+            let read = delta(b, LINK_MESSAGES_IN).get(from).copied().unwrap_or(0.0);
+            if read != wrote {
+                return Err(format!("{from} wrote {wrote} messages to {peer}, which read {read} from {from}"));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -270,6 +301,21 @@ mod tests {
         assert!(links(&before, &after, 10, 2).unwrap_err().contains("carried 12"));
         let after = vec![snap(&[("a", 10.0)])];
         assert!(links(&before, &after, 10, 3).unwrap_err().contains("not 20"));
+    }
+
+    #[test]
+    fn a_sender_counter_without_the_receiver_s_fails_the_cross_check() {
+        let names = ["a".to_string(), "b".to_string()];
+        let at = |out: f64, inn: f64, peer: &str| {
+            Snapshot::parse(&format!(
+                "{LINK_MESSAGES}{{peer=\"{peer}\"}} {out}\n{LINK_MESSAGES_IN}{{peer=\"{peer}\"}} {inn}\n"
+            ))
+        };
+        let before = [at(0.0, 0.0, "b"), at(0.0, 0.0, "a")];
+        let agreed = [at(10.0, 0.0, "b"), at(0.0, 10.0, "a")];
+        assert_eq!(cross_check(&names, &before, &agreed), Ok(()));
+        let short = [at(10.0, 0.0, "b"), at(0.0, 7.0, "a")];
+        assert!(cross_check(&names, &before, &short).unwrap_err().contains("read 7"));
     }
 
     #[test]
