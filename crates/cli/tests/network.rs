@@ -57,7 +57,21 @@ impl Network {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        network.check_key_and_data_dirs();
         network
+    }
+
+    /// `net up` made a private network key and one data directory per broker, each holding
+    /// its first incarnation.
+    fn check_key_and_data_dirs(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let key = std::fs::metadata(self.dir.join("cluster.key")).expect("net up writes a network key");
+        assert_eq!(key.permissions().mode() & 0o777, 0o600, "the key file is readable by its owner only");
+        for (name, broker) in &self.brokers {
+            let data = PathBuf::from(broker["data"].as_str().unwrap());
+            assert_eq!(std::fs::read_to_string(data.join("incarnation")).unwrap(), "1\n", "{name}'s data dir");
+            assert_eq!(broker["incarnation"].as_u64(), Some(1), "{name}");
+        }
     }
 
     fn load(dir: &Path) -> Network {
