@@ -214,6 +214,20 @@ impl Cluster {
         self.execute(core);
     }
 
+    /// A frame other than a control message came in on `connection` from `peer`: proof the
+    /// link is alive, so a link busy with data is not declared dead while heartbeats queue
+    /// behind the data (ignored unless it is the peer's current connection).
+    pub fn heard(&self, peer: &BrokerName, connection: u64) {
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        if core.links.get(peer).map(|entry| entry.connection) != Some(connection) {
+            return;
+        }
+        core.router.handle(now, Input::Heard { peer: peer.clone() }, &mut core.actions);
+        self.execute(core);
+    }
+
     /// A handshake completed on a new connection. Decides between this connection and one
     /// already up to the same peer the same way on both sides: a newer incarnation wins;
     /// between two connections of the same incarnations, the one dialled by the broker with
@@ -312,6 +326,7 @@ impl Cluster {
                             tidings_route::CloseReason::MissedHeartbeats => "missed_heartbeats",
                             tidings_route::CloseReason::Refused => "refused",
                             tidings_route::CloseReason::OutOfSync => "out_of_sync",
+                            tidings_route::CloseReason::LimitExceeded(_) => "limit_exceeded",
                         });
                     }
                 }
