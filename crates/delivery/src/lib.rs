@@ -36,7 +36,8 @@
 //!    with [`Input::OutboxFull`] and room again with [`Input::OutboxReady`]. Never drop an
 //!    [`Action::Deliver`].
 //! 5. Every protocol message from a peer: [`Input::Received`] with the sender and its cell. Carry
-//!    out [`Action::Send`] to `to` (through `via`, a cell mate, when set).
+//!    out [`Action::Send`] to `to` (through `via`, a cell mate, when set). When a peer's link
+//!    handshake shows a new incarnation, feed [`Input::PeerRestarted`] before its messages.
 //! 6. Call `handle(now, Input::Tick)` at [`Engine::next_deadline`] (calling earlier is harmless);
 //!    `now` must not go backwards within one engine.
 //!

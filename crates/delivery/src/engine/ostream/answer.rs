@@ -22,22 +22,8 @@ impl Ostream {
         missing: &mut Vec<TickRange>,
     ) {
         let mut reply = Reply::new(view.pubend, true);
-        let done = view.know.done();
-        let mut cursor = range.from;
-        if range.from <= done {
-            // At or below what the cell itself acknowledged: a stale nack (it was reordered
-            // behind the ack); the cell holds these ticks, so nothing is said about them.
-            let below = TickRange { from: range.from.max(self.reported.next()), to: range.to.min(done) };
-            let unknown_to = if view.authoritative { Tick(0) } else { self.origin.min(below.to) };
-            if let Some(unknown) = TickRange::new(below.from, unknown_to) {
-                missing.push(unknown);
-            }
-            if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
-                answer_done(known, view.lost, &mut reply);
-            }
-            cursor = range.to.min(done).next();
-        }
         let first_missing = missing.len();
+        let mut cursor = self.answer_below_done(range, view, &mut reply, missing);
         if let Some(rest) = TickRange::new(cursor, range.to) {
             for run in view.know.runs(rest) {
                 if run.range.from > cursor {
@@ -56,18 +42,48 @@ impl Ostream {
                 self.above.insert(tick);
             }
         }
+        self.keep_curious_only(range, &missing[first_missing..]);
+        for message in reply.finish() {
+            ctx.counters.retransmitted += 1;
+            self.send_message(ctx, message);
+        }
+    }
+
+    /// The part of `range` at or below the done prefix; returns the first tick above it.
+    fn answer_below_done(
+        &self,
+        range: TickRange,
+        view: &View<'_>,
+        reply: &mut Reply,
+        missing: &mut Vec<TickRange>,
+    ) -> Tick {
+        let done = view.know.done();
+        if range.from > done {
+            return range.from;
+        }
+        // At or below what the cell itself acknowledged: a stale nack (it was reordered behind
+        // the ack); the cell holds these ticks, so nothing is said about them.
+        let below = TickRange { from: range.from.max(self.reported.next()), to: range.to.min(done) };
+        let unknown_to = if view.authoritative { Tick(0) } else { self.origin.min(below.to) };
+        if let Some(unknown) = TickRange::new(below.from, unknown_to) {
+            missing.push(unknown);
+        }
+        if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
+            answer_done(known, view.lost, reply);
+        }
+        range.to.min(done).next()
+    }
+
+    /// After answering `range`: its C marks stay only on the pieces still missing.
+    fn keep_curious_only(&mut self, range: TickRange, missing: &[TickRange]) {
         let mut removed = Vec::new();
         self.curious.remove(range, &mut removed);
-        for piece in &missing[first_missing..] {
+        for piece in missing {
             for run in &removed {
                 if let Some(overlap) = TickRange::new(piece.from.max(run.range.from), piece.to.min(run.range.to)) {
                     self.curious.insert(overlap, run.value);
                 }
             }
-        }
-        for message in reply.finish() {
-            ctx.counters.retransmitted += 1;
-            self.send_message(ctx, message);
         }
     }
 
