@@ -179,7 +179,7 @@ pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreErr
         }
     }
     let stats = store.stats();
-    let label = format!("segment log ({:?})", workload.fsync).to_lowercase();
+    let label = format!("segment log ({})", workload.fsync);
     Ok(tally.report(&label, workload.in_flight, stats.groups, stats.max_group, stats.syncs))
 }
 
