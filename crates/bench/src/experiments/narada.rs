@@ -9,7 +9,6 @@ use super::content::{PointSpec, Population};
 use super::Tally;
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::network::Network;
-use crate::suite::table::{num, Table};
 use crate::suite::{Check, Context};
 
 use crate::metrics::{LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
@@ -129,7 +128,7 @@ pub async fn run(
     publisher: &str,
     measuring: &[&str],
     grid: &Grid,
-    table: &mut Table,
+    table: &mut Vec<NaradaRow>,
     checks: &mut NaradaChecks,
 ) -> anyhow::Result<Vec<Traffic>> {
     let dir = ctx.scratch(&format!("net-{topology}"))?;
@@ -180,7 +179,16 @@ pub async fn run(
                 checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
                 for (sub, sample) in measuring.iter().zip(&r.measuring) {
                     let path = network.topology.brokers_on_path(publisher, sub).unwrap_or(0);
-                    table.push(row(&name, &spec, r.achieved_rate, sub, path, r.matched, r.start_us, sample))?;
+                    let at = RowAt {
+                        topology: &name,
+                        spec: &spec,
+                        achieved: r.achieved_rate,
+                        sub,
+                        path,
+                        matched: r.matched,
+                        start_us: r.start_us,
+                    };
+                    table.push(row(&at, sample));
                 }
                 ctx.step(format!("{name} {matching}% {size} B {rate} msg/s"));
             }
@@ -238,43 +246,76 @@ pub fn cross_check(names: &[String], before: &[Snapshot], after: &[Snapshot]) ->
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn row(
-    topology: &str,
-    p: &PointSpec,
+/// One point at one measuring subscriber: the typed row behind the CSV, the plots and the
+/// report. Latency in ms from the intended send time.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct NaradaRow {
+    /// Topology name.
+    pub topology: String,
+    /// Matching rate, percent.
+    pub matching_pct: u32,
+    /// Publish rate asked for.
+    pub rate_msg_s: f64,
+    /// Publish rate achieved.
+    pub achieved_msg_s: f64,
+    /// Payload bytes.
+    pub size_b: usize,
+    /// The measuring subscriber's broker.
+    pub subscriber: String,
+    /// Brokers between publisher and subscriber.
+    pub brokers_on_path: usize,
+    /// Events published.
+    pub published: u64,
+    /// Of which matching.
+    pub matched: u64,
+    /// Events the measuring subscriber received.
+    pub received: usize,
+    /// Mean latency.
+    pub mean_ms: Option<f64>,
+    /// Its variance.
+    pub variance_ms2: Option<f64>,
+    /// Minimum.
+    pub min_ms: Option<f64>,
+    /// Maximum.
+    pub max_ms: Option<f64>,
+    /// Events received / time from the first publish to the last receipt.
+    pub throughput_msg_s: Option<f64>,
+}
+
+/// Where a row belongs: the network, the point and the measuring subscriber.
+struct RowAt<'a> {
+    topology: &'a str,
+    spec: &'a PointSpec,
     achieved: f64,
-    sub: &str,
+    sub: &'a str,
     path: usize,
     matched: u64,
     start_us: u64,
-    s: &super::content::Sample,
-) -> Vec<String> {
+}
+
+fn row(at: &RowAt<'_>, s: &super::content::Sample) -> NaradaRow {
     let ms: Vec<f64> = s.latencies_us.iter().map(|&us| us as f64 / 1000.0).collect();
     let n = ms.len() as f64;
-    let mean = if n > 0.0 { ms.iter().sum::<f64>() / n } else { f64::NAN };
-    let variance = if n > 0.0 { ms.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n } else { f64::NAN };
-    let min = ms.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = ms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let secs = s.last_us.saturating_sub(start_us) as f64 / 1e6;
-    let throughput = if secs > 0.0 { n / secs } else { f64::NAN };
-    let finite = |v: f64| if v.is_finite() { num(v) } else { String::new() };
-    vec![
-        topology.into(),
-        p.matching.to_string(),
-        num(p.rate),
-        num(achieved),
-        p.size.to_string(),
-        sub.into(),
-        path.to_string(),
-        p.count.to_string(),
-        matched.to_string(),
-        ms.len().to_string(),
-        finite(mean),
-        finite(variance),
-        finite(min),
-        finite(max),
-        finite(throughput),
-    ]
+    let mean = (n > 0.0).then(|| ms.iter().sum::<f64>() / n);
+    let variance = mean.map(|mean| ms.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / n);
+    let secs = s.last_us.saturating_sub(at.start_us) as f64 / 1e6;
+    NaradaRow {
+        topology: at.topology.into(),
+        matching_pct: at.spec.matching,
+        rate_msg_s: at.spec.rate,
+        achieved_msg_s: at.achieved,
+        size_b: at.spec.size,
+        subscriber: at.sub.into(),
+        brokers_on_path: at.path,
+        published: at.spec.count,
+        matched: at.matched,
+        received: ms.len(),
+        mean_ms: mean,
+        variance_ms2: variance,
+        min_ms: ms.iter().copied().reduce(f64::min),
+        max_ms: ms.iter().copied().reduce(f64::max),
+        throughput_msg_s: (secs > 0.0).then(|| n / secs),
+    }
 }
 
 #[cfg(test)]
@@ -285,6 +326,13 @@ mod tests {
         Snapshot::parse(
             &values.iter().map(|(l, v)| format!("{LINK_MESSAGES}{{link=\"{l}\"}} {v}\n")).collect::<String>(),
         )
+    }
+
+    #[test]
+    fn every_column_is_a_field_of_the_typed_rows() {
+        let fields = serde_json::to_value(NaradaRow::default()).unwrap();
+        assert_eq!(fields.as_object().unwrap().len(), COLUMNS.len(), "a field is missing from the columns");
+        assert_eq!(crate::suite::table::Table::of(COLUMNS, &[NaradaRow::default()]).unwrap().rows().len(), 1);
     }
 
     #[test]

@@ -424,6 +424,13 @@ mod tests {
     use crate::flood::Received;
     use crate::suite::table::Table;
 
+    #[test]
+    fn every_column_is_a_field_of_the_typed_rows() {
+        let fields = serde_json::to_value(FloodRow::default()).unwrap();
+        assert_eq!(fields.as_object().unwrap().len(), COLUMNS.len(), "a field is missing from the columns");
+        assert_eq!(crate::suite::table::Table::of(COLUMNS, &[FloodRow::default()]).unwrap().rows().len(), 1);
+    }
+
     fn received(times: Vec<f64>) -> Received {
         Received {
             count: times.iter().filter(|t| t.is_finite()).count() as u64,
