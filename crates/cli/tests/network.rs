@@ -13,7 +13,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::Value;
 use tidings_client::{Client, SubscribeOptions, Subscription};
-use tidings_testkit::{http_get, metric_value};
+use tidings_testkit::{http_get, metric_value, send_signal, Signal};
 use tidings_wire::{Property, Value as WireValue};
 
 /// One network at a time: 22 broker processes are plenty for a 2-core machine.
@@ -57,7 +57,21 @@ impl Network {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+        network.check_key_and_data_dirs();
         network
+    }
+
+    /// `net up` made a private network key and one data directory per broker, each holding
+    /// its first incarnation.
+    fn check_key_and_data_dirs(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let key = std::fs::metadata(self.dir.join("cluster.key")).expect("net up writes a network key");
+        assert_eq!(key.permissions().mode() & 0o777, 0o600, "the key file is readable by its owner only");
+        for (name, broker) in &self.brokers {
+            let data = PathBuf::from(broker["data"].as_str().unwrap());
+            assert_eq!(std::fs::read_to_string(data.join("incarnation")).unwrap(), "1\n", "{name}'s data dir");
+            assert_eq!(broker["incarnation"].as_u64(), Some(1), "{name}");
+        }
     }
 
     fn load(dir: &Path) -> Network {
@@ -101,7 +115,7 @@ impl Network {
 
     fn kill(&self, broker: &str) {
         let pid = self.brokers[broker]["pid"].as_u64().unwrap();
-        Command::new("kill").arg("-KILL").arg(pid.to_string()).status().unwrap();
+        send_signal(pid as u32, Signal::Kill).unwrap();
     }
 }
 
@@ -110,8 +124,7 @@ impl Drop for Network {
         let _ = Command::new(bin()).args(["net", "down", "--dir"]).arg(&self.dir).output();
         for broker in self.brokers.values() {
             if let Some(pid) = broker["pid"].as_u64() {
-                let _ =
-                    Command::new("kill").arg("-KILL").arg(pid.to_string()).stderr(std::process::Stdio::null()).status();
+                let _ = send_signal(pid as u32, Signal::Kill);
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -340,8 +353,8 @@ async fn a_flood_into_a_stalled_broker_is_counted_as_link_drops_and_never_cuts_t
     let mut subs = vec![sub];
     let publisher = Client::connect(net.tcp("phb").as_str()).await.unwrap();
     warm_up(&publisher, &mut subs).await;
-    let shb_pid = net.brokers["shb"]["pid"].as_u64().unwrap().to_string();
-    Command::new("kill").args(["-STOP", &shb_pid]).status().unwrap();
+    let shb_pid = net.brokers["shb"]["pid"].as_u64().unwrap() as u32;
+    send_signal(shb_pid, Signal::Stop).unwrap();
     // 60 MB: far more than the link queue and the kernel's socket buffers hold.
     let count = 60_000i64;
     for n in 0..count {
@@ -349,7 +362,7 @@ async fn a_flood_into_a_stalled_broker_is_counted_as_link_drops_and_never_cuts_t
     }
     publisher.flush().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1000)).await;
-    Command::new("kill").args(["-CONT", &shb_pid]).status().unwrap();
+    send_signal(shb_pid, Signal::Cont).unwrap();
     let got = drain(&mut subs[0], Duration::from_millis(2000)).await;
     let drops = net.total("phb", "tidings_link_drops_total");
     assert!(drops > 0.0, "the stalled link never overflowed; the test proves nothing");

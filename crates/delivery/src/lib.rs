@@ -1,4 +1,48 @@
-//! The guaranteed-delivery core of tidings (placeholder map, completed below).
+//! The guaranteed-delivery core of tidings: exactly-once, in-order delivery of a pubend's
+//! messages through brokers that lose messages, crash and change routes (gd-protocol.md, seed 001
+//! §3). Pure and deterministic: no tokio, sockets, clocks, threads, randomness or file I/O; time
+//! comes in as [`Millis`], durable writes go out as [`StoreAction`]s and come back as
+//! [`StoreInput`]s, and every map whose order reaches an output is a `BTreeMap`.
+//!
+//! Map of the crate, in reading order:
+//! - [`names`]: [`Tick`], [`Millis`] and the small ids (brokers and cells are plain integers the
+//!   shell assigns).
+//! - [`ranges`]: [`ranges::RangeMap`], coalesced tick runs; [`knowledge`]: a stream's Q/D/F/L
+//!   values above a done prefix, with the join rules.
+//! - [`message`]: the protocol messages between brokers (the broker maps them to `wire::peer`).
+//! - [`Engine`] (in `engine/`): every role of one broker. One `Stream` per pubend holds the
+//!   istream (or, at the pubend's broker, the pubend's knowledge and its log state), one ostream
+//!   per downstream **cell**, and the local subends; `engine/mod.rs` lists its files.
+//! - [`settings`]: timers (GCT, NRT, AET, DCT, FPT, APT, RPT, RFT) and sizes, with the seed
+//!   experiment's profile; [`nrt`]: Jacobson/Karels nack timing; [`cache`]: the bounded payload
+//!   cache and its limit.
+//! - [`store`]: the store interface; [`memstore`]: an in-memory store that loses unsynced
+//!   appends on a simulated crash.
+//!
+//! # Driving an engine (the contract the broker and the simulator follow)
+//!
+//! 1. Create one [`Engine`] per broker incarnation with a [`Matcher`] (filter verdicts for
+//!    downstream cells, and the local subends a message matches). A restart is a new engine:
+//!    all soft state is gone.
+//! 2. For every pubend whose tree passes through this broker, feed [`Input::Route`] (upstream
+//!    cell and its linked brokers, downstream cells and their entry brokers) before its traffic,
+//!    and again whenever routing changes it. Messages for a pubend with no route are counted and
+//!    ignored.
+//! 3. For each pubend this broker hosts, open its log and feed [`StoreInput::Opened`]; then
+//!    [`Input::Publish`] per local publish. Carry out every [`Action::Store`] in order and feed
+//!    the completions back ([`StoreInput::AppendDone`] means every earlier append is durable too).
+//! 4. Local subscriptions: [`Input::SubendAttach`] (with σ, or `None` until the subscription
+//!    barrier gives [`Input::SubendStart`]), [`Input::SubendDetach`]; report a full client outbox
+//!    with [`Input::OutboxFull`] and room again with [`Input::OutboxReady`]. Never drop an
+//!    [`Action::Deliver`].
+//! 5. Every protocol message from a peer: [`Input::Received`] with the sender and its cell. Carry
+//!    out [`Action::Send`] to `to` (through `via`, a cell mate, when set). When a peer's link
+//!    handshake shows a new incarnation, feed [`Input::PeerRestarted`] before its messages.
+//! 6. Call `handle(now, Input::Tick)` at [`Engine::next_deadline`] (calling earlier is harmless);
+//!    `now` must not go backwards within one engine.
+//!
+//! A test network of engines driven this way lives in `tests/net/` (lossy, duplicating,
+//! reordering queue; crashes; invariants I1-I5 after every step).
 
 pub mod cache;
 pub mod knowledge;

@@ -163,8 +163,7 @@ impl<V: Copy + Eq> RangeMap<V> {
                 self.runs.insert(hi + 1, (run.range.to.0, run.value));
             }
         }
-        let inside: Vec<u64> = self.runs.range(lo..=hi).map(|(&from, _)| from).collect();
-        for from in inside {
+        while let Some((&from, _)) = self.runs.range(lo..=hi).next() {
             if let Some((to, value)) = self.runs.remove(&from) {
                 removed(Run { range: TickRange { from: Tick(from), to: Tick(to) }, value });
             }

@@ -54,6 +54,14 @@ pub enum RouteError {
         /// The filter, as its `Debug` form.
         filter: String,
     },
+    /// A peer exceeded a size limit; its link is closed.
+    #[error("{peer} exceeded the {limit:?} size limit; closing the link")]
+    LimitExceeded {
+        /// The sender.
+        peer: BrokerName,
+        /// Which limit.
+        limit: Limit,
+    },
     /// An advert under our own name from a newer incarnation: two brokers share a name, or our
     /// incarnation number went backwards across a restart.
     #[error("an advert for {origin} (us) claims incarnation {claimed:?}, above our {ours:?}")]
@@ -67,6 +75,15 @@ pub enum RouteError {
     },
 }
 
+/// What a peer exceeded (see [`crate::limits`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Serialize)]
+pub enum Limit {
+    /// Too many adverts in one message, links in one advert, or origins in all.
+    Adverts,
+    /// Too many filters or scopes in one message, or held for the link.
+    Summary,
+}
+
 /// Why the router wants a link closed.
 #[derive(Clone, PartialEq, Eq, Debug, Serialize)]
 pub enum CloseReason {
@@ -76,4 +93,6 @@ pub enum CloseReason {
     Refused,
     /// The peer sent something that cannot be reconciled on this link.
     OutOfSync,
+    /// The peer sent more than a size limit allows.
+    LimitExceeded(Limit),
 }

@@ -13,9 +13,12 @@
 //!   its [`TreeId`].
 //! - `summary`: per-link, per-tree interest summaries and the deltas that keep them in sync.
 //! - `rendezvous`: the pinned hash that picks one entry broker of a bundle per pubend.
+//! - [`limits`]: size limits on adverts and summaries, and the advert age-out.
 //! - `liveness`: heartbeat timing, missed-heartbeat verdicts and reconnect backoff.
 //! - [`filter`]: the [`Filter`] trait routing is generic over, covering, and the
 //!   [`FilterIndex`] the data path tests summaries with.
+//! - [`matching`] (feature `matching`): the production filter, a topic pattern and selector
+//!   from `tidings-matching`, with its topic-trie index and the message probe it tests.
 //! - `minimized`: a multiset of filters kept minimized by covering as filters come and go, so a
 //!   subscription change costs what it can affect, not every subscription.
 //!
@@ -41,6 +44,9 @@
 //! sideways again.
 
 pub mod filter;
+pub mod limits;
+#[cfg(feature = "matching")]
+pub mod matching;
 pub mod topology;
 
 mod error;
@@ -54,7 +60,7 @@ mod router;
 mod summary;
 mod tree;
 
-pub use error::{CloseReason, RouteError};
+pub use error::{CloseReason, Limit, RouteError};
 pub use filter::{Filter, FilterIndex, LinearIndex};
 pub use link_state::{AdvertisedLink, LinkStateAdvert};
 pub use liveness::{LivenessSettings, ReconnectBackoff};

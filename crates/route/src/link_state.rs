@@ -2,12 +2,17 @@
 //! and a sequence number, and every broker keeps the newest advert of every origin. From that
 //! database each broker derives the same graph, which is what lets all of them compute the same
 //! trees without talking about trees.
+//!
+//! Held adverts of other origins age out: each remembers when it was last accepted, origins
+//! re-issue theirs every quarter of the maximum age, and one not renewed within the maximum age
+//! is dropped (see the router's `links` module for who may vouch for an advert). A forged
+//! advert therefore dies within the maximum age of the last time a path accepted it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{BrokerName, CellName, Incarnation, ViewId};
+use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
 use crate::rendezvous::{fnv1a, mix};
 
 /// One broker's statement of its currently up links. Flooded to every broker; a newer version
@@ -49,8 +54,8 @@ pub(crate) enum Offer {
     Accepted,
     /// We already had this version: nothing to do.
     Known,
-    /// We hold a newer version: the sender is behind, send it ours.
-    Stale(LinkStateAdvert),
+    /// We hold a newer version: the sender is behind (it will hear the newer one by flooding).
+    Stale,
     /// It claims to be ours and is newer than ours (we restarted without a new incarnation
     /// number, or another broker uses our name).
     OwnNewer(LinkStateAdvert),
@@ -62,13 +67,51 @@ pub(crate) struct LinkStateDb {
     /// Our own advert; also present in `adverts`, which is what iteration and digests use.
     own: LinkStateAdvert,
     adverts: BTreeMap<BrokerName, LinkStateAdvert>,
+    /// When each other origin's advert was last accepted.
+    accepted_at: BTreeMap<BrokerName, Millis>,
 }
 
 impl LinkStateDb {
     pub(crate) fn new(me: BrokerName, cell: CellName, incarnation: Incarnation) -> Self {
         let own = LinkStateAdvert { origin: me.clone(), cell, incarnation, sequence: 0, links: Vec::new() };
         let adverts = BTreeMap::from([(me, own.clone())]);
-        Self { own, adverts }
+        Self { own, adverts, accepted_at: BTreeMap::new() }
+    }
+
+    /// Re-issues our own advert unchanged but for a higher sequence, so that it is renewed
+    /// everywhere before it ages out.
+    pub(crate) fn refresh_own(&mut self) -> LinkStateAdvert {
+        self.bump_own(|_| {})
+    }
+
+    /// Drops adverts of other origins not renewed for `max_age_ms`; returns whether any went.
+    pub(crate) fn expire(&mut self, now: Millis, max_age_ms: u64) -> bool {
+        let old: Vec<BrokerName> = self
+            .accepted_at
+            .iter()
+            .filter(|(_, at)| at.after(max_age_ms) <= now)
+            .map(|(origin, _)| origin.clone())
+            .collect();
+        for origin in &old {
+            self.accepted_at.remove(origin);
+            self.adverts.remove(origin);
+        }
+        !old.is_empty()
+    }
+
+    /// When the oldest held advert of another origin ages out.
+    pub(crate) fn next_expiry(&self, max_age_ms: u64) -> Option<Millis> {
+        self.accepted_at.values().min().map(|at| at.after(max_age_ms))
+    }
+
+    /// Origins held, our own included.
+    pub(crate) fn len(&self) -> usize {
+        self.adverts.len()
+    }
+
+    /// The advert held for an origin.
+    pub(crate) fn get(&self, origin: &BrokerName) -> Option<&LinkStateAdvert> {
+        self.adverts.get(origin)
     }
 
     pub(crate) fn own(&self) -> &LinkStateAdvert {
@@ -92,7 +135,7 @@ impl LinkStateDb {
         self.own.clone()
     }
 
-    pub(crate) fn offer(&mut self, advert: LinkStateAdvert) -> Offer {
+    pub(crate) fn offer(&mut self, advert: LinkStateAdvert, now: Millis) -> Offer {
         if advert.origin == self.own.origin {
             return if advert.version() > self.own.version() && advert != self.own {
                 Offer::OwnNewer(advert)
@@ -102,8 +145,9 @@ impl LinkStateDb {
         }
         match self.adverts.get(&advert.origin) {
             Some(held) if held.version() == advert.version() => Offer::Known,
-            Some(held) if held.version() > advert.version() => Offer::Stale(held.clone()),
+            Some(held) if held.version() > advert.version() => Offer::Stale,
             _ => {
+                self.accepted_at.insert(advert.origin.clone(), now);
                 self.adverts.insert(advert.origin.clone(), advert);
                 Offer::Accepted
             }
@@ -246,6 +290,24 @@ impl Graph {
             .unwrap_or_default()
     }
 
+    /// Hops from the nearest of `starts` to every broker (`usize::MAX`: unreachable).
+    pub(crate) fn distances_from_all(&self, starts: &[usize]) -> Vec<usize> {
+        let mut distance = vec![usize::MAX; self.brokers.len()];
+        let mut queue: std::collections::VecDeque<usize> = starts.iter().copied().collect();
+        for start in starts {
+            distance[*start] = 0;
+        }
+        while let Some(broker) = queue.pop_front() {
+            for peer in &self.links[broker] {
+                if distance[*peer] == usize::MAX {
+                    distance[*peer] = distance[broker] + 1;
+                    queue.push_back(*peer);
+                }
+            }
+        }
+        distance
+    }
+
     /// Neighbouring cells: cells joined by at least one two-way link, sorted.
     pub(crate) fn cell_edges(&self) -> Vec<Vec<usize>> {
         let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); self.cells.len()];
@@ -279,19 +341,19 @@ mod tests {
     #[test]
     fn a_restart_supersedes_a_higher_sequence_of_the_old_incarnation() {
         let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
-        assert!(matches!(db.offer(advert("b", "B", 1, 50, &[])), Offer::Accepted));
-        assert!(matches!(db.offer(advert("b", "B", 2, 0, &[])), Offer::Accepted));
-        assert!(matches!(db.offer(advert("b", "B", 1, 51, &[])), Offer::Stale(_)));
-        assert!(matches!(db.offer(advert("b", "B", 2, 0, &[])), Offer::Known));
+        assert!(matches!(db.offer(advert("b", "B", 1, 50, &[]), Millis(0)), Offer::Accepted));
+        assert!(matches!(db.offer(advert("b", "B", 2, 0, &[]), Millis(0)), Offer::Accepted));
+        assert!(matches!(db.offer(advert("b", "B", 1, 51, &[]), Millis(0)), Offer::Stale));
+        assert!(matches!(db.offer(advert("b", "B", 2, 0, &[]), Millis(0)), Offer::Known));
     }
 
     #[test]
     fn a_link_counts_only_when_both_ends_advertise_it() {
         let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
         db.set_own_links(vec![AdvertisedLink { peer: "b".into(), peer_cell: "B".into() }]);
-        db.offer(advert("b", "B", 1, 1, &[]));
+        db.offer(advert("b", "B", 1, 1, &[]), Millis(0));
         assert!(!db.graph().linked_by_name(&"a".into(), &"b".into()));
-        db.offer(advert("b", "B", 1, 2, &[("a", "A")]));
+        db.offer(advert("b", "B", 1, 2, &[("a", "A")]), Millis(0));
         let graph = db.graph();
         assert!(graph.linked_by_name(&"a".into(), &"b".into()) && graph.linked_by_name(&"b".into(), &"a".into()));
         assert_eq!(graph.cell_edges(), vec![vec![1], vec![0]]);
@@ -301,9 +363,9 @@ mod tests {
     fn brokers_that_died_together_do_not_linger_as_a_linked_island() {
         let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
         db.set_own_links(vec![AdvertisedLink { peer: "b".into(), peer_cell: "B".into() }]);
-        db.offer(advert("b", "B", 1, 1, &[("a", "A")]));
-        db.offer(advert("x", "X", 1, 1, &[("y", "Y")]));
-        db.offer(advert("y", "Y", 1, 1, &[("x", "X")]));
+        db.offer(advert("b", "B", 1, 1, &[("a", "A")]), Millis(0));
+        db.offer(advert("x", "X", 1, 1, &[("y", "Y")]), Millis(0));
+        db.offer(advert("y", "Y", 1, 1, &[("x", "X")]), Millis(0));
         let graph = db.graph();
         assert!(graph.linked_by_name(&"a".into(), &"b".into()));
         assert!(!graph.linked_by_name(&"x".into(), &"y".into()));
@@ -316,17 +378,31 @@ mod tests {
         let mut two = LinkStateDb::new("b".into(), "B".into(), Incarnation(1));
         let a = one.own().clone();
         let b = two.own().clone();
-        one.offer(b);
-        two.offer(a);
+        one.offer(b, Millis(0));
+        two.offer(a, Millis(0));
         assert_eq!(one.digest(), two.digest());
         two.set_own_links(Vec::new());
         assert_ne!(one.digest(), two.digest());
     }
 
     #[test]
+    fn an_advert_not_renewed_within_the_maximum_age_is_dropped() {
+        let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
+        db.offer(advert("b", "B", 1, 1, &[]), Millis(100));
+        db.offer(advert("c", "C", 1, 1, &[]), Millis(500));
+        assert_eq!(db.next_expiry(1000), Some(Millis(1100)));
+        assert!(!db.expire(Millis(1099), 1000));
+        assert!(db.expire(Millis(1100), 1000));
+        assert!(db.get(&"b".into()).is_none() && db.get(&"c".into()).is_some());
+        db.offer(advert("c", "C", 1, 2, &[]), Millis(1400));
+        assert!(!db.expire(Millis(1600), 1000), "renewed at 1400");
+        assert!(db.get(&"a".into()).is_some(), "our own advert never ages out");
+    }
+
+    #[test]
     fn our_own_advert_from_an_earlier_life_is_reported_not_stored() {
         let mut db = LinkStateDb::new("a".into(), "A".into(), Incarnation(1));
-        let offer = db.offer(advert("a", "A", 1, 9, &[("x", "X")]));
+        let offer = db.offer(advert("a", "A", 1, 9, &[("x", "X")]), Millis(0));
         assert!(matches!(offer, Offer::OwnNewer(_)));
         assert_eq!(db.outrun(9).sequence, 10);
     }

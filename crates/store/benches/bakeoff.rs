@@ -3,7 +3,8 @@
 //! write + fdatasync. Prints a Markdown table.
 //!
 //! `cargo bench -p tidings-store --features engines --bench bakeoff`
-//! (`BAKEOFF_SECONDS`, default 3, per point; `BAKEOFF_DIR` for the directory, default a
+//! (`BAKEOFF_SECONDS`, default 3, per point; `BAKEOFF_REPS`, default 3 passes;
+//! `BAKEOFF_IN_FLIGHT`, default `1,16,256`; `BAKEOFF_DIR` for the directory, default a
 //! temporary one next to the target directory, i.e. on the same disk as the repository).
 
 #![allow(clippy::expect_used)]
@@ -24,12 +25,15 @@ fn scratch() -> tempfile::TempDir {
 
 type Opener = fn(&std::path::Path) -> Result<Box<dyn Engine>, String>;
 
-fn main() {
-    let seconds = std::env::var("BAKEOFF_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(3.0);
-    let mut rows: Vec<Report> = Vec::new();
-    let dir = scratch();
-    rows.push(raw_fdatasync(dir.path(), 256, 2000).expect("the disk syncs"));
-    for in_flight in [1, 16, 256] {
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+}
+
+/// One pass over every point: raw fdatasync, then per window size the three engines.
+fn pass(seconds: f64, windows: &[usize]) -> Vec<Report> {
+    let mut rows = vec![raw_fdatasync(scratch().path(), 256, 2000).expect("the disk syncs")];
+    for &in_flight in windows {
         let workload = Workload {
             in_flight,
             payload: 256,
@@ -37,8 +41,7 @@ fn main() {
             max_appends: u64::MAX,
             fsync: FsyncPolicy::Always,
         };
-        let dir = scratch();
-        rows.push(store_appends(dir.path(), &workload).expect("the segment log runs"));
+        rows.push(store_appends(scratch().path(), &workload).expect("the segment log runs"));
         let engines: [Opener; 2] = [
             |dir| Fjall::open(dir).map(|e| Box::new(e) as Box<dyn Engine>),
             |dir| Redb::open(dir).map(|e| Box::new(e) as Box<dyn Engine>),
@@ -49,8 +52,28 @@ fn main() {
             rows.push(engine_appends(engine, &workload).expect("the engine runs"));
         }
     }
+    rows
+}
+
+fn main() {
+    let env = |name: &str| std::env::var(name).ok().and_then(|s| s.parse::<f64>().ok());
+    let seconds = env("BAKEOFF_SECONDS").unwrap_or(3.0);
+    let reps = env("BAKEOFF_REPS").unwrap_or(3.0) as usize;
+    let load_before = load_average();
+    // Passes interleave the engines so that each sees the same (shared, noisy) machine; the
+    // table gives, per point, the run with the median acked/s.
+    let windows: Vec<usize> = std::env::var("BAKEOFF_IN_FLIGHT")
+        .ok()
+        .map(|list| list.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .unwrap_or_else(|| vec![1, 16, 256]);
+    let passes: Vec<Vec<Report>> = (0..reps.max(1)).map(|_| pass(seconds, &windows)).collect();
+    println!("load average (1/5/15 min) before: {load_before}; after: {}", load_average());
+    println!("{} passes of {seconds} s per point; the median pass per point:", passes.len());
     println!("{}", Report::header());
-    for row in rows {
-        println!("{}", row.row());
+    for point in 0..passes[0].len() {
+        let mut runs: Vec<&Report> = passes.iter().map(|p| &p[point]).collect();
+        runs.sort_by(|a, b| a.acked_per_s.total_cmp(&b.acked_per_s));
+        let spread = (runs[runs.len() - 1].acked_per_s - runs[0].acked_per_s) / runs[runs.len() / 2].acked_per_s;
+        println!("{} spread {:.0}%", runs[runs.len() / 2].row(), spread * 100.0);
     }
 }

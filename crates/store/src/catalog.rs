@@ -86,8 +86,14 @@ impl Catalog {
         for loc in std::mem::replace(&mut log.index, kept).values() {
             log.dedup.remove(&(loc.publisher, loc.seq));
         }
-        let kept = log.lost.split_off(&Tick(tick.0.saturating_add(1)));
+        let above = Tick(tick.0.saturating_add(1));
+        let kept = log.lost.split_off(&above);
+        // A lost range that straddles the prefix keeps its unreleased part.
+        let straddling = log.lost.last_key_value().map(|(_, last)| *last).filter(|last| *last >= above);
         log.lost = kept;
+        if let Some(last) = straddling {
+            log.lost.insert(above, last);
+        }
     }
 
     /// Marks `range` of the pubend as unservable.
@@ -149,5 +155,49 @@ impl Catalog {
             slots.extend(lost.map(|(first, last)| Slot::Lost(TickRange { first: *first, last: *last })));
         }
         slots
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(first: u64, last: u64) -> TickRange {
+        TickRange { first: Tick(first), last: Tick(last) }
+    }
+
+    #[test]
+    fn release_keeps_the_unreleased_part_of_a_straddling_lost_range() {
+        let mut catalog = Catalog::default();
+        catalog.add_lost(PubendId(1), range(10, 20));
+        catalog.add_lost(PubendId(1), range(30, 40));
+        catalog.release(PubendId(1), Tick(15));
+        let lost: Vec<_> = catalog.pubends[&PubendId(1)].lost.iter().map(|(f, l)| (f.0, l.0)).collect();
+        assert_eq!(lost, vec![(16, 20), (30, 40)]);
+    }
+
+    #[test]
+    fn a_lost_range_interleaves_with_records_in_tick_order() {
+        let mut catalog = Catalog { active: 1, ..Catalog::default() };
+        let file: Arc<dyn LogFile> = crate::MemFs::new().open_file("/x");
+        catalog.segments.insert(0, SegmentMeta { file, high: BTreeMap::new() });
+        let loc = Loc { segment: 0, offset: 0, len: 1, publisher: PublisherId(1), seq: PublisherSeq(1) };
+        for tick in [5, 25, 45] {
+            catalog.add_data(PubendId(1), Tick(tick), loc);
+        }
+        catalog.add_lost(PubendId(1), range(10, 20));
+        catalog.add_lost(PubendId(1), range(30, 40));
+        let order: Vec<String> = catalog
+            .locate(PubendId(1), range(0, 100), usize::MAX)
+            .iter()
+            .map(|slot| match slot {
+                Slot::Data { tick, .. } => format!("d{}", tick.0),
+                Slot::Lost(r) => format!("l{}-{}", r.first.0, r.last.0),
+            })
+            .collect();
+        assert_eq!(order, ["d5", "l10-20", "d25", "l30-40", "d45"]);
+        let from_inside = catalog.locate(PubendId(1), range(15, 26), usize::MAX);
+        assert!(matches!(from_inside[0], Slot::Lost(r) if r == range(10, 20)));
+        assert_eq!(from_inside.len(), 2);
     }
 }

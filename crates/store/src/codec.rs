@@ -150,7 +150,7 @@ pub(crate) fn resync(bytes: &[u8], from: usize) -> Option<usize> {
     let mut at = from + 1;
     while at + HEADER <= bytes.len() {
         // A record's length is at least 17, so one of its first four bytes is not zero: skip
-        // runs of zeros (a preallocated tail) instead of decoding at every offset.
+        // runs of zeros (a zero-filled tail) instead of decoding at every offset.
         let nonzero = at + bytes[at..].iter().position(|b| *b != 0)?;
         let start = nonzero.saturating_sub(3).max(at);
         if let Some(found) = (start..=nonzero).find(|&c| matches!(decode(&bytes[c..]), Decoded::Record(..))) {
@@ -161,7 +161,7 @@ pub(crate) fn resync(bytes: &[u8], from: usize) -> Option<usize> {
     None
 }
 
-/// True if nothing but zeros follows: the clean end of a preallocated segment.
+/// True if nothing but zeros follows: the clean end of a zero-filled segment.
 pub(crate) fn only_zeros(bytes: &[u8]) -> bool {
     bytes.iter().all(|b| *b == 0)
 }

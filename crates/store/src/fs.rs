@@ -22,8 +22,6 @@ pub trait LogFile: Send + Sync + fmt::Debug {
     fn size(&self) -> io::Result<u64>;
     /// Cuts (or extends) the file to `len` bytes.
     fn set_len(&self, len: u64) -> io::Result<()>;
-    /// Allocates blocks up to `len` bytes (the size grows, reading as zeros; never shrinks).
-    fn preallocate(&self, len: u64) -> io::Result<()>;
 }
 
 /// A held directory lock; dropping it releases the lock. `Sync` so that a [`crate::Store`] can
@@ -68,13 +66,6 @@ impl LogFile for StdFile {
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
         self.0.set_len(len)
-    }
-    fn preallocate(&self, len: u64) -> io::Result<()> {
-        if self.0.metadata()?.len() >= len {
-            return Ok(());
-        }
-        let mode = rustix::fs::FallocateFlags::empty();
-        Ok(rustix::fs::fallocate(&self.0, mode, 0, len)?)
     }
 }
 

@@ -29,6 +29,8 @@ struct Space {
     used: u64,
     /// Between a power loss and [`MemFs::restart`] the machine is off: writes and syncs fail.
     off: bool,
+    /// Syncs fail with EIO (a dying disk) while set.
+    failing_syncs: bool,
 }
 
 #[derive(Debug)]
@@ -113,6 +115,11 @@ impl MemFs {
         lock(&self.space).used = used;
     }
 
+    /// Makes every sync fail with an I/O error (or work again).
+    pub fn fail_syncs(&self, failing: bool) {
+        lock(&self.space).failing_syncs = failing;
+    }
+
     /// Powers the machine back on after [`MemFs::power_loss`].
     pub fn restart(&self) {
         lock(&self.space).off = false;
@@ -129,6 +136,23 @@ impl MemFs {
     /// The names of the files in `dir`, sorted.
     pub fn list_names(&self, dir: &Path) -> Vec<String> {
         self.list(dir).unwrap_or_default()
+    }
+
+    /// Opens (creating) `path`; a shortcut for tests.
+    pub fn open_file(&self, path: &str) -> Arc<dyn LogFile> {
+        let opened = Fs::open(self, Path::new(path));
+        opened.unwrap_or_else(|_| unreachable!("MemFs::open never fails"))
+    }
+
+    /// Writes `bytes` at `offset` of `path` and marks them synced (what a crash left behind).
+    pub fn overwrite(&self, path: &Path, offset: u64, bytes: &[u8]) {
+        let state = lock(&self.state);
+        if let Some(file) = state.files.get(path) {
+            let mut contents = lock(&file.contents);
+            let change = Change::Write { offset, bytes: bytes.to_vec() };
+            apply(&mut contents.current, &change);
+            apply(&mut contents.synced, &change);
+        }
     }
 
     /// Overwrites bytes of `path` in place and marks them synced (bit rot on the platter).
@@ -181,9 +205,14 @@ impl LogFile for MemFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut contents = lock(&self.contents);
-        if lock(&self.space).off {
+        let space = lock(&self.space);
+        if space.off {
             return Err(powered_off());
         }
+        if space.failing_syncs {
+            return Err(io::Error::other("injected fdatasync failure"));
+        }
+        drop(space);
         contents.synced = contents.current.clone();
         contents.unsynced.clear();
         Ok(())
@@ -191,26 +220,6 @@ impl LogFile for MemFile {
 
     fn size(&self) -> io::Result<u64> {
         Ok(lock(&self.contents).current.len() as u64)
-    }
-
-    fn preallocate(&self, len: u64) -> io::Result<()> {
-        let mut contents = lock(&self.contents);
-        let mut space = lock(&self.space);
-        let before = contents.current.len() as u64;
-        if space.off {
-            return Err(powered_off());
-        }
-        if len <= before {
-            return Ok(());
-        }
-        if space.capacity.is_some_and(|cap| space.used + len - before > cap) {
-            return Err(io::Error::from(io::ErrorKind::StorageFull));
-        }
-        let change = Change::SetLen(len);
-        apply(&mut contents.current, &change);
-        contents.unsynced.push(change);
-        space.used += len - before;
-        Ok(())
     }
 
     fn set_len(&self, len: u64) -> io::Result<()> {

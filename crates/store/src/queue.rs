@@ -55,6 +55,18 @@ impl Queue {
         true
     }
 
+    /// Queues every op of `ops` under one lock and one wake-up; false if the queue is closed.
+    pub(crate) fn push_many(&self, ops: impl IntoIterator<Item = Op>) -> bool {
+        let mut pending = self.lock();
+        if pending.closed {
+            return false;
+        }
+        pending.ops.extend(ops);
+        drop(pending);
+        self.ready.notify_one();
+        true
+    }
+
     /// Closes the queue; the writer drains what is queued, then stops.
     pub(crate) fn close(&self) {
         self.lock().closed = true;

@@ -141,7 +141,7 @@ impl Scanner {
                         self.damaged(id, offset as u64, next - offset);
                         offset = next;
                     }
-                    None if last => return self.truncate(&*file, offset as u64, len),
+                    None if last => return self.truncate(&*file, offset, &bytes[offset..]),
                     None => {
                         self.damaged(id, offset as u64, bytes.len() - offset);
                         break;
@@ -152,12 +152,14 @@ impl Scanner {
         Ok(offset as u64)
     }
 
-    fn truncate(&mut self, file: &dyn LogFile, offset: u64, len: u64) -> Result<u64, StoreError> {
-        tracing::warn!(offset, bytes = len - offset, "cutting a torn tail off the last segment");
-        file.set_len(offset).map_err(|e| StoreError::io("cutting a torn tail", &e))?;
+    /// Cuts the torn `tail` (which starts at `offset`) and any zero fill after it.
+    fn truncate(&mut self, file: &dyn LogFile, offset: usize, tail: &[u8]) -> Result<u64, StoreError> {
+        let torn = tail.iter().rposition(|b| *b != 0).map_or(0, |last| last + 1);
+        tracing::warn!(offset, bytes = torn, "cutting a torn tail off the last segment");
+        file.set_len(offset as u64).map_err(|e| StoreError::io("cutting a torn tail", &e))?;
         file.sync_data().map_err(|e| StoreError::io("syncing the cut tail", &e))?;
-        self.truncated += len - offset;
-        Ok(offset)
+        self.truncated += torn as u64;
+        Ok(offset as u64)
     }
 
     fn damaged(&mut self, segment: u64, offset: u64, bytes: usize) {

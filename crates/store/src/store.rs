@@ -164,9 +164,7 @@ impl Store {
         let scan = recover(&*fs, dir)?;
         let active = scan.catalog.active;
         let file = fs.open(&segment_path(dir, active)).map_err(|e| StoreError::io("opening the active segment", &e))?;
-        if let Err(error) = file.preallocate(options.segment_bytes) {
-            tracing::warn!(%error, "could not preallocate the active segment; syncs will be slower");
-        }
+        let filled = file.size().map_err(|e| StoreError::io("sizing the active segment", &e))?;
         if scan.recovered.segments == 0 {
             fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
         }
@@ -183,6 +181,7 @@ impl Store {
         let writer = GroupWriter {
             reserve,
             fresh: false,
+            filled,
             fs,
             dir: dir.to_path_buf(),
             shared: Arc::clone(&shared),
@@ -219,6 +218,20 @@ impl Store {
     pub fn append(&self, token: Token, record: Record) -> Result<(), StoreError> {
         let Record { pubend, tick, publisher, seq, payload } = record;
         self.submit(Op::Append { token, pubend, tick, publisher, seq, payload })
+    }
+
+    /// Submits several records at once (one lock, one wake-up of the writer), as a broker does
+    /// with the publishes of one socket read. Same rules and completions as [`Store::append`].
+    pub fn append_many(&self, records: impl IntoIterator<Item = (Token, Record)>) -> Result<(), StoreError> {
+        let ops = records.into_iter().map(|(token, record)| {
+            let Record { pubend, tick, publisher, seq, payload } = record;
+            Op::Append { token, pubend, tick, publisher, seq, payload }
+        });
+        if self.shared.queue.push_many(ops) {
+            Ok(())
+        } else {
+            Err(StoreError::Closed)
+        }
     }
 
     /// Submits a raise of the pubend's tick lease `H`. Always synced before completion, whatever

@@ -20,6 +20,9 @@ use crate::reserve::Reserve;
 use crate::store::{Completion, CompletionSink, OpKind, Shared};
 use crate::types::{PubendId, Tick};
 
+/// How far ahead of the records a segment is filled with zeros.
+const FILL_AHEAD: u64 = 1 << 20;
+
 /// Where an encoded data record landed in the group buffer.
 struct Placed {
     pubend: PubendId,
@@ -45,6 +48,8 @@ pub(crate) struct GroupWriter {
     pub(crate) reserve: Reserve,
     /// The active segment has no record yet: its first write starts with the checkpoint.
     pub(crate) fresh: bool,
+    /// The active segment holds written zeros (or records) up to here.
+    pub(crate) filled: u64,
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -221,6 +226,7 @@ impl GroupWriter {
             }
         }
         let base = self.end + head.len() as u64;
+        self.fill_ahead(base + self.buf.len() as u64)?;
         let bytes = if head.is_empty() {
             &self.buf
         } else {
@@ -231,7 +237,7 @@ impl GroupWriter {
             // Cut off whatever part reached the file, so no half record stays in the middle of
             // the segment; the next group overwrites the place.
             let _ = self.file.set_len(self.end);
-            let _ = self.file.preallocate(self.segment_bytes);
+            self.filled = self.end;
             tracing::warn!(%error, "appending to the pubend log failed");
             return Err(StoreError::io("appending to the log", &error));
         }
@@ -240,9 +246,38 @@ impl GroupWriter {
         Ok(base)
     }
 
-    /// Starts the next segment, preallocated so that syncs inside it flush data, not file size
-    /// and block maps. Its first write carries the checkpoint (every pubend's lease and release
-    /// prefix), so deleting older segments never loses them.
+    /// Makes sure the file holds written zeros up to at least `needed`, filling up to
+    /// [`FILL_AHEAD`] further (within the segment size). Groups then overwrite blocks that are
+    /// already allocated and written, so their `fdatasync` flushes data only: no file size, no
+    /// block allocation, no unwritten-extent conversion, hence no file system journal commit
+    /// (which costs milliseconds on a busy ext4). The fill is synced by the group's own sync.
+    fn fill_ahead(&mut self, needed: u64) -> Result<(), StoreError> {
+        if needed <= self.filled {
+            return Ok(());
+        }
+        let mut target = (self.filled + FILL_AHEAD).min(self.segment_bytes).max(needed);
+        let zeros = vec![0; (target - self.filled) as usize];
+        let mut result = self.file.write_all_at(&zeros, self.filled);
+        if result.is_err() && target > needed {
+            // A nearly full disk: fill only what this group needs.
+            let _ = self.file.set_len(self.filled);
+            target = needed;
+            result = self.file.write_all_at(&zeros[..(needed - self.filled) as usize], self.filled);
+        }
+        match result {
+            Ok(()) => {
+                self.filled = target;
+                Ok(())
+            }
+            Err(error) => {
+                let _ = self.file.set_len(self.filled);
+                Err(StoreError::io("filling a segment with zeros", &error))
+            }
+        }
+    }
+
+    /// Starts the next segment. Its first write carries the checkpoint (every pubend's lease and
+    /// release prefix), so deleting older segments never loses them.
     fn rotate(&mut self) -> Result<(), StoreError> {
         if self.unsynced {
             self.sync()?;
@@ -250,11 +285,6 @@ impl GroupWriter {
         let next = self.active + 1;
         let path = segment_path(&self.dir, next);
         let file = self.fs.open(&path).map_err(|e| StoreError::io("creating a segment", &e))?;
-        if let Err(error) = file.preallocate(self.segment_bytes) {
-            drop(file);
-            let _ = self.fs.remove(&path);
-            return Err(StoreError::io("preallocating a segment", &error));
-        }
         self.fs.sync_dir(&self.dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
         {
             let mut catalog = self.shared.lock_catalog();
@@ -265,6 +295,7 @@ impl GroupWriter {
         self.file = file;
         self.active = next;
         self.end = 0;
+        self.filled = 0;
         self.fresh = true;
         Ok(())
     }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt, TryStreamExt};
 use tidings_client::{now_us, Client, Delivery, SubscribeOptions, Subscription, Transport};
-use tidings_wire::Message;
+use tidings_wire::{Message, Property};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -119,8 +119,20 @@ impl<S: Sink> Engine<S> {
     /// has reached the publisher's broker, through a network too. Returns how many probes were
     /// published (brokers count them with the data).
     pub async fn probe(&self, publisher: &Client, topic: &str, size: usize, timeout: Duration) -> anyhow::Result<u64> {
+        self.probe_with(publisher, topic, &[], size, timeout).await
+    }
+
+    /// [`probe`](Self::probe) with `properties` on every probe, for subscribers with selectors.
+    pub async fn probe_with(
+        &self,
+        publisher: &Client,
+        topic: &str,
+        properties: &[Property],
+        size: usize,
+        timeout: Duration,
+    ) -> anyhow::Result<u64> {
         let deadline = Instant::now() + timeout;
-        let probe = Message::new(topic, &[], payload(PROBE, 0, size), now_us())?;
+        let probe = Message::new(topic, properties, payload(PROBE, 0, size), now_us())?;
         let mut sent = 0;
         while Instant::now() < deadline {
             publisher.publish_message(probe.clone()).await?;
@@ -128,6 +140,9 @@ impl<S: Sink> Engine<S> {
             sent += 1;
             tokio::time::sleep(Duration::from_millis(20)).await;
             if self.progress.iter().all(|p| p.probed.load(Ordering::Relaxed)) {
+                // Probes still in flight never count as data, but let them land before callers
+                // read the brokers' counters.
+                tokio::time::sleep(Duration::from_millis(100)).await;
                 return Ok(sent);
             }
         }

@@ -7,19 +7,17 @@
 //! the others: a non-matching event that leaves the publisher's broker went where no one wanted
 //! it.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
-use futures::StreamExt;
-use tidings_client::{now_us, Client, SubscribeOptions, Subscription};
+use tidings_client::{now_us, Client, Delivery, SubscribeOptions};
 use tidings_wire::{Message, Property, Value};
+
+use crate::engine::{self, Engine, Mark, Sink, Subscribers};
 
 /// The selector of every subscriber: the first three tags equal the events', the fourth decides.
 pub const SELECTOR: &str = "t1 = 'v1' AND t2 = 'v2' AND t3 = 'v3' AND t4 = 'match'";
 const TOPIC: &str = "narada.events";
-const PROBE_POINT: u64 = u64::MAX;
 
 /// Whether event `i` matches at `percent` %: spread evenly, exactly ⌊count × percent / 100⌋
 /// of the first `count` events.
@@ -46,39 +44,59 @@ fn satisfies(properties: &[Property]) -> bool {
     is("t1", "v1") && is("t2", "v2") && is("t3", "v3") && is("t4", "match")
 }
 
+/// What one subscriber's sink shares with the run: the numbers it received in the current
+/// point, and for a measuring subscriber each delivery's latency.
 #[derive(Default)]
-struct Counters {
-    delivered: AtomicU64,
-    wrong: AtomicU64,
-    probes: AtomicU64,
+struct Shared {
+    /// Data messages received since the point started, by number.
+    numbers: Vec<u64>,
+    /// Deliveries that did not satisfy the selector.
+    wrong: u64,
+    /// Latencies (µs from the intended send time) and the last receipt (measuring only).
+    sample: Sample,
+}
+
+/// Records each first copy into the subscriber's [`Shared`].
+struct Content {
+    shared: Arc<Mutex<Shared>>,
+    measuring: bool,
+}
+
+impl Sink for Content {
+    fn first(&mut self, mark: Mark, d: &Delivery, _: Instant) {
+        let Ok(mut g) = self.shared.lock() else { return };
+        g.numbers.push(mark.number);
+        g.wrong += u64::from(!satisfies(&d.properties));
+        if self.measuring {
+            g.sample.latencies_us.push(d.received_us.saturating_sub(mark.intended_us));
+            g.sample.last_us = g.sample.last_us.max(d.received_us);
+        }
+    }
 }
 
 /// What one measuring subscriber saw during one point.
 #[derive(Debug, Clone, Default)]
 pub struct Sample {
-    /// Latencies (µs) of this point's deliveries.
+    /// Latencies (µs, from the intended send time) of this point's deliveries.
     pub latencies_us: Vec<u64>,
     /// Time of the last receipt, µs since the epoch.
     pub last_us: u64,
 }
 
-struct Subscriber {
-    counters: Arc<Counters>,
-    sample: Option<Arc<Mutex<(u64, Sample)>>>,
-}
-
 /// The subscribers of a run, connected and heard from.
 pub struct Population {
     publisher: Client,
-    clients: Vec<Client>,
-    subscribers: Vec<Subscriber>,
+    engine: Engine<Content>,
+    shared: Vec<Arc<Mutex<Shared>>>,
     measuring: usize,
+    /// The number of the next event (events are numbered across points).
+    next: u64,
 }
 
 /// One point of the workload.
 #[derive(Debug, Clone, Copy)]
 pub struct PointSpec {
-    /// Point number (carried in each payload).
+    /// Point number (for reports).
     pub id: u64,
     /// Matching rate, percent.
     pub matching: u32,
@@ -105,143 +123,116 @@ pub struct PointResult {
     pub measuring: Vec<Sample>,
     /// Deliveries to every subscriber in this point.
     pub delivered: Vec<u64>,
+    /// Subscribers whose deliveries were not exactly this point's matching events, by number.
+    pub inexact: Vec<String>,
     /// Deliveries that did not satisfy the selector, all subscribers.
     pub wrong: u64,
 }
 
 impl Population {
-    /// Connects the publisher, the measuring subscribers (first) and the others, then sends
-    /// probe events until every subscriber has heard one (interest has crossed the network).
-    pub async fn connect(publisher: &str, measuring: &[String], others: &[String]) -> anyhow::Result<Population> {
+    /// Connects the publisher, the measuring subscribers (first) and the others through the
+    /// measurement engine, then sends probe events until every subscriber has heard one
+    /// (interest has crossed the network). `events`: how many events all points will publish.
+    pub async fn connect(
+        publisher: &str,
+        measuring: &[String],
+        others: &[String],
+        events: u64,
+    ) -> anyhow::Result<Population> {
         let publisher = Client::builder(publisher).name("narada-pub").no_reconnect().connect().await?;
-        let mut population =
-            Population { publisher, clients: Vec::new(), subscribers: Vec::new(), measuring: measuring.len() };
-        for (i, addr) in measuring.iter().chain(others).enumerate() {
-            let client = Client::builder(addr).name(format!("narada-sub-{i}")).no_reconnect().connect().await?;
-            let options = SubscribeOptions::new(TOPIC).selector(SELECTOR);
-            let subscription = client
-                .subscribe_with(options)
-                .await
-                .map_err(|e| anyhow::anyhow!("the broker refused the selector subscription `{SELECTOR}`: {e}"))?;
-            let counters = Arc::new(Counters::default());
-            let sample = (i < measuring.len()).then(|| Arc::new(Mutex::new((0, Sample::default()))));
-            tokio::spawn(receive(subscription, counters.clone(), sample.clone()));
-            population.subscribers.push(Subscriber { counters, sample });
-            population.clients.push(client);
-        }
-        population.probe(Duration::from_secs(60)).await?;
-        Ok(population)
-    }
-
-    async fn probe(&self, timeout: Duration) -> anyhow::Result<()> {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
-            let message = Message::new(TOPIC, &properties(0, true), payload(PROBE_POINT, 0, 16), now_us())?;
-            self.publisher.publish_message(message).await?;
-            self.publisher.flush().await?;
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            if self.subscribers.iter().all(|s| s.counters.probes.load(Ordering::Relaxed) > 0) {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                return Ok(());
-            }
-        }
-        let heard = self.subscribers.iter().filter(|s| s.counters.probes.load(Ordering::Relaxed) > 0).count();
-        anyhow::bail!("only {heard} of {} subscribers heard the publisher within {timeout:?}", self.subscribers.len())
+        let subscribers = Subscribers {
+            addrs: measuring.iter().chain(others).cloned().collect(),
+            options: SubscribeOptions::new(TOPIC).selector(SELECTOR),
+            name: "narada-sub".into(),
+            ..Subscribers::at("", 0, TOPIC, events)
+        };
+        let shared: Vec<Arc<Mutex<Shared>>> = (0..subscribers.addrs.len()).map(|_| Arc::default()).collect();
+        let sink = |i: usize| Content { shared: shared[i].clone(), measuring: i < measuring.len() };
+        let engine = Engine::connect(&subscribers, sink)
+            .await
+            .map_err(|e| anyhow::anyhow!("subscribing with the selector `{SELECTOR}` failed: {e:#}"))?;
+        engine.probe_with(&publisher, TOPIC, &properties(0, true), 16, Duration::from_secs(60)).await?;
+        Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0 })
     }
 
     /// Publishes one point on an absolute schedule and waits until every subscriber has every
     /// matching event, or `idle` passes without progress.
-    pub async fn point(&self, spec: PointSpec, idle: Duration) -> anyhow::Result<PointResult> {
-        for s in self.subscribers.iter().filter_map(|s| s.sample.as_ref()) {
+    pub async fn point(&mut self, spec: PointSpec, idle: Duration) -> anyhow::Result<PointResult> {
+        for s in &self.shared {
             if let Ok(mut g) = s.lock() {
-                *g = (spec.id, Sample::default());
+                *g = Shared::default();
             }
         }
-        let before: Vec<(u64, u64)> = self
-            .subscribers
-            .iter()
-            .map(|s| (s.counters.delivered.load(Ordering::Relaxed), s.counters.wrong.load(Ordering::Relaxed)))
-            .collect();
+        let first = self.next;
         let interval = Duration::from_secs_f64(1.0 / spec.rate);
         let (start, start_us) = (Instant::now(), now_us());
-        let mut matched = 0;
         for i in 0..spec.count {
-            tokio::time::sleep_until((start + interval.mul_f64(i as f64)).into()).await;
-            let m = matches(i, spec.matching);
-            matched += u64::from(m);
-            let message = Message::new(TOPIC, &properties(i, m), payload(spec.id, i, spec.size), now_us())?;
+            let offset = interval.mul_f64(i as f64);
+            tokio::time::sleep_until((start + offset).into()).await;
+            let intended_us = start_us + offset.as_micros() as u64;
+            let payload = engine::payload(first + i, intended_us, spec.size);
+            let message = Message::new(TOPIC, &properties(i, matches(i, spec.matching)), payload, now_us())?;
             self.publisher.publish_message(message).await?;
         }
-        self.publisher.flush().await?;
         let achieved_rate = spec.count as f64 / start.elapsed().as_secs_f64().max(1e-9);
-        let delivered = |s: &Subscriber, b: &(u64, u64)| s.counters.delivered.load(Ordering::Relaxed) - b.0;
-        let (mut last, mut progress) = (u64::MAX, Instant::now());
+        self.publisher.flush().await?;
+        self.next += spec.count;
+        let want: Vec<u64> = (0..spec.count).filter(|&i| matches(i, spec.matching)).map(|i| first + i).collect();
+        self.wait(want.len(), idle).await;
+        Ok(self.result(&spec, &want, achieved_rate, start_us))
+    }
+
+    /// Waits until every subscriber has `matched` events of this point, or `idle` passes
+    /// without progress.
+    async fn wait(&self, matched: usize, idle: Duration) {
+        let (mut last, mut progress) = (usize::MAX, Instant::now());
         loop {
-            let counts: Vec<u64> = self.subscribers.iter().zip(&before).map(|(s, b)| delivered(s, b)).collect();
-            let total: u64 = counts.iter().sum();
+            let counts: Vec<usize> =
+                self.shared.iter().map(|s| s.lock().map(|g| g.numbers.len()).unwrap_or(0)).collect();
             if counts.iter().all(|&c| c >= matched) || progress.elapsed() >= idle {
-                break;
+                return;
             }
+            let total = counts.iter().sum();
             if total != last {
                 (last, progress) = (total, Instant::now());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let measuring = self.subscribers[..self.measuring]
-            .iter()
-            .filter_map(|s| s.sample.as_ref().and_then(|m| m.lock().ok().map(|g| g.1.clone())))
-            .collect();
-        Ok(PointResult {
+    }
+
+    fn result(&self, spec: &PointSpec, want: &[u64], achieved_rate: f64, start_us: u64) -> PointResult {
+        let mut r = PointResult {
             published: spec.count,
-            matched,
+            matched: want.len() as u64,
             achieved_rate,
             start_us,
-            measuring,
-            delivered: self.subscribers.iter().zip(&before).map(|(s, b)| delivered(s, b)).collect(),
-            wrong: self
-                .subscribers
-                .iter()
-                .zip(&before)
-                .map(|(s, b)| s.counters.wrong.load(Ordering::Relaxed) - b.1)
-                .sum(),
-        })
+            measuring: Vec::new(),
+            delivered: Vec::new(),
+            inexact: Vec::new(),
+            wrong: 0,
+        };
+        for (i, s) in self.shared.iter().enumerate() {
+            let Ok(g) = s.lock() else { continue };
+            let mut got = g.numbers.clone();
+            got.sort_unstable();
+            if got != want {
+                let extra = got.iter().filter(|n| want.binary_search(n).is_err()).count();
+                let missing = want.iter().filter(|n| got.binary_search(n).is_err()).count();
+                r.inexact.push(format!("subscriber {i}: {missing} matching events missing, {extra} others"));
+            }
+            r.delivered.push(got.len() as u64);
+            r.wrong += g.wrong;
+            if i < self.measuring {
+                r.measuring.push(g.sample.clone());
+            }
+        }
+        r
     }
 
     /// Closes every client.
     pub async fn close(self) {
-        for c in self.clients.iter().chain([&self.publisher]) {
-            let _ = c.close().await;
-        }
-    }
-}
-
-fn payload(point: u64, i: u64, size: usize) -> Bytes {
-    let mut b = BytesMut::with_capacity(size.max(16));
-    b.put_u64_le(i);
-    b.put_u64_le(point);
-    b.resize(size.max(16), 0);
-    b.freeze()
-}
-
-async fn receive(mut subscription: Subscription, counters: Arc<Counters>, sample: Option<Arc<Mutex<(u64, Sample)>>>) {
-    while let Some(d) = subscription.next().await {
-        let point = d.payload.get(8..16).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
-        if point == Some(PROBE_POINT) {
-            counters.probes.fetch_add(1, Ordering::Relaxed);
-            continue;
-        }
-        counters.delivered.fetch_add(1, Ordering::Relaxed);
-        if !satisfies(&d.properties) {
-            counters.wrong.fetch_add(1, Ordering::Relaxed);
-        }
-        if let (Some(sample), Some(point)) = (&sample, point) {
-            if let Ok(mut g) = sample.lock() {
-                if g.0 == point {
-                    g.1.latencies_us.push(d.received_us.saturating_sub(d.sent_us));
-                    g.1.last_us = g.1.last_us.max(d.received_us);
-                }
-            }
-        }
+        let _ = self.engine.finish().await;
+        let _ = self.publisher.close().await;
     }
 }
 
@@ -268,13 +259,5 @@ mod tests {
             assert_eq!(selector.matches(&properties(i, m)), m);
         }
         assert_eq!(properties(3, false).len(), 6);
-    }
-
-    #[test]
-    fn payloads_carry_point_and_number() {
-        let p = payload(7, 3, 30);
-        assert_eq!(p.len(), 30);
-        assert_eq!(&p[..8], &3u64.to_le_bytes());
-        assert_eq!(&p[8..16], &7u64.to_le_bytes());
     }
 }

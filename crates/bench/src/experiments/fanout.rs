@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::thousands;
 use crate::flood::FloodSpec;
-use crate::peer::{anchors::Point, NatsServer};
+use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
@@ -62,7 +62,7 @@ impl Experiment for Fanout {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (ctx.reps + usize::from(ctx.peers.tools().is_some())) as u64
+        (ctx.reps * (1 + usize::from(ctx.peers.tools().is_some()))) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -75,7 +75,7 @@ type Traces = Vec<Vec<(usize, f64)>>;
 impl Fanout {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         let mut traces = Traces::new();
         for rep in 1..=ctx.reps {
@@ -94,40 +94,44 @@ impl Fanout {
                 count: p.count,
                 topic: "bench.fanout".into(),
                 idle: Duration::from_secs(3),
-                drain: Duration::from_secs(60),
+                drain: seed002::DRAIN,
             };
             let m = seed002::measure(&sites, spec, &mut checks, &format!("rep {rep}")).await?;
-            seed002::rows(&mut table, p.size, rep, &m)?;
+            seed002::rows(&mut table, p.size, rep, &m);
             let block = (p.count as usize / 50).max(WINDOW);
             traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
             ctx.step(format!("rep {rep}: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
-        }
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("fanout-nats")?;
-            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
-            let url = server.urls[0].as_str();
-            let rows =
-                seed002::nats_point(tools, &dir, (url, url), p.size, p.subscribers, p.count, ctx.reps, 1).await?;
-            seed002::peer_rows(&mut table, "nats", "this session", p.size, &rows)?;
-            ctx.step("nats");
+            // NATS right after, on a fresh server, at the same repetition.
+            if let Some(tools) = ctx.peers.tools() {
+                let dir = ctx.scratch("fanout-nats")?;
+                let point = (p.size, p.subscribers, p.count);
+                seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, point, (1, rep)).await?;
+                ctx.step(format!("nats rep {rep}"));
+            }
         }
         if let Some(anchors) = &ctx.peers.anchors {
             let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(&mut table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
+            seed002::peer_rows(
+                &mut table,
+                ("nats-anchor", "committed anchor"),
+                p.size,
+                (1, [None, None]),
+                &anchors.throughput(point),
+            );
         }
         Ok(Outcome {
             figure: self.figure(&table, &traces),
             body: self.body(&table),
-            table,
+            table: Table::of(seed002::COLUMNS, &table)?,
             checks: checks.into_checks(),
         })
     }
 
-    fn cell(&self, table: &Table, system: &str, which: &str, column: &str) -> Option<f64> {
+    fn cell(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, self.0.subscribers, self.0.size, which, column)
     }
 
-    fn figure(&self, table: &Table, traces: &Traces) -> Figure {
+    fn figure(&self, table: &[FloodRow], traces: &Traces) -> Figure {
         let range = seeds::SEED_002_FANOUT_10;
         // The first and the last subscriber: all ten drawn over each other hide one another.
         let shown = [(0, figure::TIDINGS), (traces.len().saturating_sub(1), figure::TIDINGS_ALT)];
@@ -146,29 +150,29 @@ impl Fanout {
             over_n.push(Series::new(label, Mark::Dashed, figure::SEED, vec![(0.0, bound), (last, bound)]));
         }
         let subs: Vec<f64> = (1..=self.0.subscribers).map(|i| i as f64).collect();
-        let per_sub = |system: &str, column: &str| {
+        let per_sub = |system: &str, column: Field| {
             subs.iter().filter_map(|&i| self.cell(table, system, &format!("{i}"), column).map(|v| (i, v))).collect()
         };
         let flat = |v: Option<f64>| v.map(|v| subs.iter().map(|&i| (i, v)).collect()).unwrap_or_default();
         let per_subscriber = vec![
-            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", "rt_median_msg_s")),
+            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", |r| r.rt_median_msg_s)),
             Series::new(
                 "tidings received / time",
                 Mark::Points,
                 figure::TIDINGS_ALT,
-                per_sub("tidings", "received_msg_s"),
+                per_sub("tidings", |r| r.received_msg_s),
             ),
             Series::new(
                 "NATS median subscriber, received / time",
                 Mark::Dashed,
                 figure::NATS,
-                flat(self.cell(table, "nats", "all", "per_sub_median_msg_s")),
+                flat(self.cell(table, "nats", "all", |r| r.per_sub_median_msg_s)),
             ),
             Series::new(
                 "NATS median subscriber, committed anchor",
                 Mark::Dashed,
                 figure::NATS_ANCHOR,
-                flat(self.cell(table, "nats-anchor", "all", "per_sub_median_msg_s")),
+                flat(self.cell(table, "nats-anchor", "all", |r| r.per_sub_median_msg_s)),
             ),
             Series::ranges(
                 "seed 002 per-subscriber range",
@@ -196,10 +200,10 @@ impl Fanout {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let RateRange { per_subscriber: (lo, hi), aggregate, .. } = seeds::SEED_002_FANOUT_10;
         let (agg_lo, agg_hi) = aggregate.unwrap_or((f64::NAN, f64::NAN));
-        let cell = |system: &str, which: &str, column: &str| {
+        let cell = |system: &str, which: &str, column: Field| {
             self.cell(table, system, which, column).map(thousands).unwrap_or_else(|| "n/a".into())
         };
         let mut out = String::new();
@@ -209,33 +213,27 @@ impl Fanout {
              together their sum (the seed adds its subscribers up). *Received / time* is the peer \
              harness's figure, the one NATS is measured with.\n"
         );
-        let _ = writeln!(out, "| | per subscriber (min / median / max) | all subscribers |");
-        let _ = writeln!(out, "|---|---|---|");
-        let rts: Vec<f64> = (1..=self.0.subscribers)
-            .filter_map(|i| self.cell(table, "tidings", &i.to_string(), "rt_median_msg_s"))
-            .collect();
-        let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
+        let (n, size) = (self.0.subscribers, self.0.size);
         let _ = writeln!(
             out,
-            "| tidings, RTn median | {} / {} / {} msg/s | {} msg/s ({} MB/s) |",
-            thousands(min),
-            thousands(crate::stats::median(&rts)),
-            thousands(max),
-            cell("tidings", "all", "rt_median_msg_s"),
-            cell("tidings", "all", "rt_median_mb_s")
+            "Beside NATS, both the peer harness's way; all subscribers: median [min-max] of the \
+             repetitions (`!`: spread over 25 %), tidings / NATS {}.\n",
+            seed002::ratio_cell(table, n, size)
         );
+        let _ = writeln!(out, "| | per subscriber (min / median / max) | all subscribers |");
+        let _ = writeln!(out, "|---|---|---|");
         for (system, name) in [("tidings", "tidings"), ("nats", "NATS"), ("nats-anchor", "NATS, committed anchor")] {
             let all = match system {
-                "tidings" => cell(system, "all", "received_msg_s"),
-                _ => seed002::nats_cell(table, system, self.0.subscribers, self.0.size, "received_msg_s"),
+                "nats-anchor" => seed002::nats_cell(table, system, n, size, |r| r.received_msg_s),
+                _ => seed002::range_cell(&seed002::values(table, system, n, size, "all", |r| r.received_msg_s)),
             };
             let _ = writeln!(
                 out,
                 "| {name}, received / time | {} / {} / {} msg/s | {all} msg/s ({} MB/s) |",
-                cell(system, "all", "per_sub_min_msg_s"),
-                cell(system, "all", "per_sub_median_msg_s"),
-                cell(system, "all", "per_sub_max_msg_s"),
-                cell(system, "all", "received_mb_s")
+                cell(system, "all", |r| r.per_sub_min_msg_s),
+                cell(system, "all", |r| r.per_sub_median_msg_s),
+                cell(system, "all", |r| r.per_sub_max_msg_s),
+                cell(system, "all", |r| r.received_mb_s)
             );
         }
         let _ = writeln!(
@@ -245,6 +243,21 @@ impl Fanout {
             thousands(hi),
             thousands(agg_lo),
             thousands(agg_hi)
+        );
+        let rts: Vec<f64> = (1..=self.0.subscribers)
+            .filter_map(|i| self.cell(table, "tidings", &i.to_string(), |r| r.rt_median_msg_s))
+            .collect();
+        let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
+        let _ = writeln!(
+            out,
+            "\nThe seed's method, tidings only (**not comparable with NATS**, whose harness records no \
+             per-message times; see below): RTn median per subscriber {} / {} / {} msg/s (min / \
+             median / max), all {} msg/s ({} MB/s).",
+            thousands(min),
+            thousands(crate::stats::median(&rts)),
+            thousands(max),
+            cell("tidings", "all", |r| r.rt_median_msg_s),
+            cell("tidings", "all", |r| r.rt_median_mb_s)
         );
         let _ = writeln!(out, "\nThe seed's sum hit its 35 MB/s network; on loopback the CPUs are the limit.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

@@ -7,9 +7,9 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::list;
-use super::narada::{self, Grid, NaradaChecks};
+use super::narada::{self, Grid, NaradaChecks, NaradaRow};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
-use crate::suite::table::{num, Table};
+use crate::suite::table::Table;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -95,14 +95,15 @@ impl Experiment for Hops {
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(async move {
             let p = &self.0;
-            let mut table = Table::new(narada::COLUMNS);
+            let mut table: Vec<NaradaRow> = Vec::new();
             let mut checks = NaradaChecks::default();
             for (topology, measuring) in [&p.dense, &p.sparse] {
                 let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
                 // The link traffic is `matching`'s to show; here the routed check covers it.
                 narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
             }
-            Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+            let (figure, body) = (self.figure(&table), self.body(&table));
+            Ok(Outcome { figure, body, table: Table::of(narada::COLUMNS, &table)?, checks: checks.into_checks() })
         })
     }
 }
@@ -116,30 +117,22 @@ fn brokers(n: usize) -> String {
     }
 }
 
-fn mean(table: &Table, path: usize, matching: u32, rate: f64, size: usize) -> Option<f64> {
+fn mean(table: &[NaradaRow], path: usize, matching: u32, rate: f64, size: usize) -> Option<f64> {
     table
-        .rows()
         .iter()
-        .find(|r| {
-            table.cell(r, "brokers_on_path") == Some(&path.to_string())
-                && table.cell(r, "matching_pct") == Some(&matching.to_string())
-                && table.cell(r, "rate_msg_s") == Some(&num(rate))
-                && table.cell(r, "size_b") == Some(&size.to_string())
-        })
-        .and_then(|r| table.cell(r, "mean_ms"))
-        .and_then(|v| v.parse().ok())
+        .find(|r| r.brokers_on_path == path && r.matching_pct == matching && r.rate_msg_s == rate && r.size_b == size)
+        .and_then(|r| r.mean_ms)
 }
 
 impl Hops {
-    fn paths(table: &Table) -> Vec<usize> {
-        let mut paths: Vec<usize> =
-            table.rows().iter().filter_map(|r| table.cell(r, "brokers_on_path").and_then(|v| v.parse().ok())).collect();
+    fn paths(table: &[NaradaRow]) -> Vec<usize> {
+        let mut paths: Vec<usize> = table.iter().map(|r| r.brokers_on_path).collect();
         paths.sort_unstable();
         paths.dedup();
         paths
     }
 
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[NaradaRow]) -> Figure {
         let g = &self.0.grid;
         let size = g.sizes.iter().copied().max().unwrap_or(0);
         let colors = [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5, 6, 7];
@@ -181,7 +174,7 @@ impl Hops {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[NaradaRow]) -> String {
         let g = &self.0.grid;
         let paths = Self::paths(table);
         let mut out = String::new();

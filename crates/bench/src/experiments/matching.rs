@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::narada::{self, Grid, NaradaChecks, Traffic};
+use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use super::{list, thousands};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
@@ -85,7 +85,7 @@ impl Experiment for Matching {
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(async move {
             let p = &self.0;
-            let mut table = Table::new(narada::COLUMNS);
+            let mut table: Vec<NaradaRow> = Vec::new();
             let mut checks = NaradaChecks::default();
             let measuring = [p.measuring.as_str()];
             let traffic =
@@ -94,27 +94,21 @@ impl Experiment for Matching {
             figure.panels.push(links_panel(&traffic));
             let mut body = self.body(&table);
             body.push_str(&links_table(&traffic));
-            Ok(Outcome { figure, body, table, checks: checks.into_checks() })
+            Ok(Outcome { figure, body, table: Table::of(narada::COLUMNS, &table)?, checks: checks.into_checks() })
         })
     }
 }
 
-/// (rate, size, matching) -> value of `column` in the measuring subscriber's row.
-fn value(table: &Table, matching: u32, rate: f64, size: usize, column: &str) -> Option<f64> {
-    table
-        .rows()
-        .iter()
-        .find(|r| {
-            table.cell(r, "matching_pct") == Some(&matching.to_string())
-                && table.cell(r, "rate_msg_s") == Some(&num(rate))
-                && table.cell(r, "size_b") == Some(&size.to_string())
-        })
-        .and_then(|r| table.cell(r, column))
-        .and_then(|v| v.parse().ok())
+/// (rate, size, matching) -> `field` of the measuring subscriber's row.
+fn value(table: &[NaradaRow], matching: u32, rate: f64, size: usize, field: Field) -> Option<f64> {
+    table.iter().find(|r| r.matching_pct == matching && r.rate_msg_s == rate && r.size_b == size).and_then(field)
 }
 
+/// One figure of a row.
+type Field = fn(&NaradaRow) -> Option<f64>;
+
 impl Matching {
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[NaradaRow]) -> Figure {
         let g = &self.0.grid;
         let (largest, fastest) =
             (g.sizes.iter().copied().max().unwrap_or(0), g.rates.iter().copied().fold(0.0, f64::max));
@@ -122,10 +116,14 @@ impl Matching {
         let mut by_rate = Vec::new();
         let mut by_size = Vec::new();
         for (i, &m) in g.matching.iter().enumerate() {
-            let pts = g.rates.iter().filter_map(|&r| value(table, m, r, largest, "mean_ms").map(|v| (r, v))).collect();
-            by_rate.push(Series::new(format!("tidings {m}%"), Mark::Line, color(i), pts));
             let pts =
-                g.sizes.iter().filter_map(|&s| value(table, m, fastest, s, "mean_ms").map(|v| (s as f64, v))).collect();
+                g.rates.iter().filter_map(|&r| value(table, m, r, largest, |r| r.mean_ms).map(|v| (r, v))).collect();
+            by_rate.push(Series::new(format!("tidings {m}%"), Mark::Line, color(i), pts));
+            let pts = g
+                .sizes
+                .iter()
+                .filter_map(|&s| value(table, m, fastest, s, |r| r.mean_ms).map(|v| (s as f64, v)))
+                .collect();
             by_size.push(Series::new(format!("tidings {m}%"), Mark::Line, color(i), pts));
             let seed: Vec<(f64, f64)> =
                 seeds::SEED_004_POINTS.iter().filter(|p| p.matching == m).map(|p| (p.rate, p.mean_ms)).collect();
@@ -141,7 +139,7 @@ impl Matching {
                 let pts = g
                     .rates
                     .iter()
-                    .filter_map(|&r| value(table, 100, r, s, "throughput_msg_s").map(|v| (r, v)))
+                    .filter_map(|&r| value(table, 100, r, s, |r| r.throughput_msg_s).map(|v| (r, v)))
                     .collect();
                 Series::new(format!("tidings {s} B"), Mark::Line, color(i), pts)
             })
@@ -174,7 +172,7 @@ impl Matching {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[NaradaRow]) -> String {
         let g = &self.0.grid;
         let mut out = String::new();
         let _ = writeln!(
@@ -197,7 +195,7 @@ impl Matching {
                 .filter_map(|p| {
                     let rate = nearest(&g.rates, p.rate);
                     let size = nearest(&g.sizes.iter().map(|&s| s as f64).collect::<Vec<_>>(), p.size as f64) as usize;
-                    value(table, m, rate, size, "mean_ms").map(|v| format!("{v:.2} ms at {rate} msg/s, {size} B"))
+                    value(table, m, rate, size, |r| r.mean_ms).map(|v| format!("{v:.2} ms at {rate} msg/s, {size} B"))
                 })
                 .collect();
             let (low, high) = (quoted.first().map(|p| fmt(p)), quoted.last().map(|p| fmt(p)));
@@ -211,21 +209,21 @@ impl Matching {
         }
         let _ = writeln!(out, "\n| matching | rate | size | mean | variance | min | max | received | throughput |");
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
-        for r in table.rows() {
-            let c = |k: &str| table.cell(r, k).unwrap_or_default().to_string();
+        for r in table {
+            let c = |v: Option<f64>| v.map(num).unwrap_or_default();
             let _ = writeln!(
                 out,
                 "| {}% | {} | {} B | {} ms | {} ms² | {} ms | {} ms | {} of {} | {} msg/s |",
-                c("matching_pct"),
-                c("rate_msg_s"),
-                c("size_b"),
-                c("mean_ms"),
-                c("variance_ms2"),
-                c("min_ms"),
-                c("max_ms"),
-                c("received"),
-                c("matched"),
-                c("throughput_msg_s")
+                r.matching_pct,
+                num(r.rate_msg_s),
+                r.size_b,
+                c(r.mean_ms),
+                c(r.variance_ms2),
+                c(r.min_ms),
+                c(r.max_ms),
+                r.received,
+                r.matched,
+                c(r.throughput_msg_s)
             );
         }
         let _ =

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands, Tally};
 use crate::flood::FloodSpec;
 use crate::network::Network;
@@ -65,8 +65,8 @@ impl Experiment for Proxy {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = if ctx.peers.tools().is_some() { self.0.subscribers.len() } else { 0 };
-        (self.0.subscribers.len() * ctx.reps + nats) as u64
+        let nats = usize::from(ctx.peers.tools().is_some());
+        (self.0.subscribers.len() * ctx.reps * (1 + nats)) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -82,9 +82,16 @@ impl Proxy {
         let (phb, shb) = (network.broker("phb")?, network.broker("shb")?);
         let admin =
             |b: &crate::network::BrokerInfo| b.admin.clone().ok_or_else(|| anyhow::anyhow!("{} has no admin", b.name));
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         let mut link = Tally::new("each message crossed the broker link once, whatever the subscribers behind it");
+        // NATS's two-node cluster serves every point, as the tidings network does; each point and
+        // repetition runs on NATS right after tidings.
+        let nats_dir = ctx.scratch("proxy-nats")?;
+        let cluster = match ctx.peers.tools() {
+            Some(tools) => Some(tokio::task::block_in_place(|| NatsServer::cluster(tools, &nats_dir))?),
+            None => None,
+        };
         for &n in &p.subscribers {
             for rep in 1..=ctx.reps {
                 let sites = Sites {
@@ -100,7 +107,7 @@ impl Proxy {
                     count: p.count,
                     topic: format!("bench.proxy.{n}.{rep}"),
                     idle: Duration::from_secs(3),
-                    drain: Duration::from_secs(60),
+                    drain: seed002::DRAIN,
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
                 let once = m.link_messages == m.run.sent as f64;
@@ -108,52 +115,59 @@ impl Proxy {
                     once,
                     format!("{n} subscribers: {} link messages for {} sent", m.link_messages, m.run.sent),
                 );
-                seed002::rows(&mut table, p.size, rep, &m)?;
+                seed002::rows(&mut table, p.size, rep, &m);
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
+                if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
+                    let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
+                    seed002::nats_rep(&mut table, (tools, &nats_dir), at, (p.size, n, p.count), (2, rep)).await?;
+                    ctx.step(format!("nats {n} subscribers"));
+                }
             }
         }
         drop(network);
-        self.nats(ctx, &mut table).await?;
+        drop(cluster);
+        self.anchors(ctx, &mut table)?;
         let mut checks = checks.into_checks();
         checks.push(link.check());
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks })
+        Ok(Outcome {
+            figure: self.figure(&table),
+            body: self.body(&table),
+            table: Table::of(seed002::COLUMNS, &table)?,
+            checks,
+        })
     }
 
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
         let p = &self.0;
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("proxy-nats")?;
-            let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
-            let urls = (cluster.urls[0].as_str(), cluster.urls[1].as_str());
-            for &n in &p.subscribers {
-                let rows = seed002::nats_point(tools, &dir, urls, p.size, n, p.count, ctx.reps, 2).await?;
-                seed002::peer_rows(table, "nats", "this session", p.size, &rows)?;
-                ctx.step(format!("nats {n} subscribers"));
-            }
-        }
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in &p.subscribers {
                 let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(table, "nats-anchor", "committed anchor", p.size, &anchors.throughput(point))?;
+                seed002::peer_rows(
+                    table,
+                    ("nats-anchor", "committed anchor"),
+                    p.size,
+                    (1, [None, None]),
+                    &anchors.throughput(point),
+                );
             }
         }
         Ok(())
     }
 
-    fn cell(&self, table: &Table, system: &str, n: usize, which: &str, column: &str) -> Option<f64> {
+    fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, n, self.0.size, which, column)
     }
 
     /// The median over subscribers of their RTn medians at `n`.
-    fn per_subscriber_rt(&self, table: &Table, n: usize) -> Option<f64> {
+    fn per_subscriber_rt(&self, table: &[FloodRow], n: usize) -> Option<f64> {
         let v: Vec<f64> =
-            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), "rt_median_msg_s")).collect();
+            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s)).collect();
         (!v.is_empty()).then(|| crate::stats::median(&v))
     }
 
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[FloodRow]) -> Figure {
         let ns = &self.0.subscribers;
-        let line = |system: &str, column: &str| -> Vec<(f64, f64)> {
+        let line = |system: &str, column: Field| -> Vec<(f64, f64)> {
             ns.iter().filter_map(|&n| self.cell(table, system, n, "all", column).map(|v| (n as f64, v))).collect()
         };
         let rt: Vec<(f64, f64)> =
@@ -176,13 +190,13 @@ impl Proxy {
                             "tidings received / time (median sub)",
                             Mark::Points,
                             figure::TIDINGS_ALT,
-                            line("tidings", "per_sub_median_msg_s"),
+                            line("tidings", |r| r.per_sub_median_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, received / time (median sub)",
                             Mark::Line,
                             figure::NATS,
-                            line("nats", "per_sub_median_msg_s"),
+                            line("nats", |r| r.per_sub_median_msg_s),
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
                     ],
@@ -196,25 +210,25 @@ impl Proxy {
                             "tidings, sum of RTn medians",
                             Mark::Line,
                             figure::TIDINGS,
-                            line("tidings", "rt_median_msg_s"),
+                            line("tidings", |r| r.rt_median_msg_s),
                         ),
                         Series::new(
                             "tidings received / time",
                             Mark::Points,
                             figure::TIDINGS_ALT,
-                            line("tidings", "received_msg_s"),
+                            line("tidings", |r| r.received_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, received / time",
                             Mark::Line,
                             figure::NATS,
-                            line("nats", "received_msg_s"),
+                            line("nats", |r| r.received_msg_s),
                         ),
                         Series::new(
                             "NATS cluster, committed anchor",
                             Mark::Dashed,
                             figure::NATS_ANCHOR,
-                            line("nats-anchor", "received_msg_s"),
+                            line("nats-anchor", |r| r.received_msg_s),
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
                     ],
@@ -223,7 +237,7 @@ impl Proxy {
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -231,8 +245,32 @@ impl Proxy {
              sum of the RTn medians. *Received / time* is the peer harness's figure, the one NATS \
              (two-node cluster) is measured with.\n"
         );
-        let _ = writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | tidings received / time, all | NATS per sub | NATS all | NATS anchor all | seed 002 per sub | seed 002 all |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let size = self.0.size;
+        let _ = writeln!(
+            out,
+            "Beside NATS, both measured the peer harness's way (received ÷ time, all subscribers), \
+             msg/s, median [min-max] of the repetitions (`!`: spread over 25 %):\n"
+        );
+        let _ = writeln!(out, "| subscribers | tidings | NATS | tidings / NATS | NATS, committed anchor |");
+        let _ = writeln!(out, "|---|---|---|---|---|");
+        for &n in &self.0.subscribers {
+            let _ = writeln!(
+                out,
+                "| {n} | {} | {} | {} | {} |",
+                seed002::range_cell(&seed002::values(table, "tidings", n, size, "all", |r| r.received_msg_s)),
+                seed002::range_cell(&seed002::values(table, "nats", n, size, "all", |r| r.received_msg_s)),
+                seed002::ratio_cell(table, n, size),
+                seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s),
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nThe seed's method beside the seed's figures, tidings only (RTn medians: **not comparable \
+             with NATS**, whose harness records no per-message times; see below):\n"
+        );
+        let _ =
+            writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | seed 002 per sub | seed 002 all |");
+        let _ = writeln!(out, "|---|---|---|---|---|");
         let fmt = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         for &n in &self.0.subscribers {
             let seed = seeds::SEED_002_PROXY.iter().find(|r| r.subscribers == n);
@@ -241,13 +279,9 @@ impl Proxy {
             };
             let _ = writeln!(
                 out,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {n} | {} | {} | {} | {} |",
                 fmt(self.per_subscriber_rt(table, n)),
-                fmt(self.cell(table, "tidings", n, "all", "rt_median_msg_s")),
-                fmt(self.cell(table, "tidings", n, "all", "received_msg_s")),
-                seed002::nats_cell(table, "nats", n, self.0.size, "per_sub_median_msg_s"),
-                seed002::nats_cell(table, "nats", n, self.0.size, "received_msg_s"),
-                seed002::nats_cell(table, "nats-anchor", n, self.0.size, "received_msg_s"),
+                fmt(self.cell(table, "tidings", n, "all", |r| r.rt_median_msg_s)),
                 range(seed.map(|r| r.per_subscriber)),
                 range(seed.and_then(|r| r.aggregate))
             );

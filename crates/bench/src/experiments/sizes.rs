@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::seed002::{self, median_cell, FloodChecks, Sites, RTN_NOTE, WINDOW};
+use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::{list, thousands};
 use crate::flood::FloodSpec;
-use crate::peer::{anchors::Point, NatsServer};
+use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
@@ -58,7 +58,7 @@ impl Experiment for Sizes {
     }
     fn points(&self, ctx: &Context) -> u64 {
         let nats = usize::from(ctx.peers.tools().is_some());
-        (self.0.sizes.len() * (ctx.reps + nats)) as u64
+        (self.0.sizes.len() * ctx.reps * (1 + nats)) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -68,7 +68,7 @@ impl Experiment for Sizes {
 impl Sizes {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
-        let mut table = Table::new(seed002::COLUMNS);
+        let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         for &size in &p.sizes {
             for rep in 1..=ctx.reps {
@@ -87,46 +87,47 @@ impl Sizes {
                     count: p.count,
                     topic: "bench.sizes".into(),
                     idle: std::time::Duration::from_secs(3),
-                    drain: std::time::Duration::from_secs(60),
+                    drain: seed002::DRAIN,
                 };
                 let m = seed002::measure(&sites, spec, &mut checks, &format!("{size} B")).await?;
-                seed002::rows(&mut table, size, rep, &m)?;
-                let rt = median_cell(&table, "tidings", 1, size, "1", "rt_median_msg_s").unwrap_or(0.0);
+                seed002::rows(&mut table, size, rep, &m);
+                let rt = median_cell(&table, "tidings", 1, size, "1", |r| r.rt_median_msg_s).unwrap_or(0.0);
                 ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
+                // NATS right after, on a fresh server, at the same point and repetition.
+                if let Some(tools) = ctx.peers.tools() {
+                    let dir = ctx.scratch("sizes-nats")?;
+                    seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, (size, 1, p.count), (1, rep)).await?;
+                    ctx.step(format!("nats {size} B"));
+                }
             }
         }
-        self.nats(ctx, &mut table).await?;
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table, checks: checks.into_checks() })
+        self.anchors(ctx, &mut table)?;
+        Ok(Outcome {
+            figure: self.figure(&table),
+            body: self.body(&table),
+            table: Table::of(seed002::COLUMNS, &table)?,
+            checks: checks.into_checks(),
+        })
     }
 
-    async fn nats(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
-        if let Some(tools) = ctx.peers.tools() {
-            let dir = ctx.scratch("sizes-nats")?;
-            let server = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
-            let url = server.urls[0].as_str();
-            for &size in &self.0.sizes {
-                let rows = seed002::nats_point(tools, &dir, (url, url), size, 1, self.0.count, ctx.reps, 1).await?;
-                seed002::peer_rows(table, "nats", "this session", size, &rows)?;
-                ctx.step(format!("nats {size} B"));
-            }
-        }
+    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
         if let Some(anchors) = &ctx.peers.anchors {
             for &size in &self.0.sizes {
                 let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, "nats-anchor", "committed anchor", size, &rows)?;
+                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows);
             }
         }
         Ok(())
     }
 
-    fn series(&self, table: &Table, system: &str, which: &str, column: &str) -> Vec<(f64, f64)> {
+    fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {
         let sizes = self.0.sizes.iter();
         sizes.filter_map(|&s| median_cell(table, system, 1, s, which, column).map(|v| (s as f64, v))).collect()
     }
 
-    fn figure(&self, table: &Table) -> Figure {
+    fn figure(&self, table: &[FloodRow]) -> Figure {
         let x = || Axis { label: "message size (B)".into(), scale: AxisScale::Linear };
-        let panel = |title: &str, unit: &str, rt: &str, st: &str, peer: &str| {
+        let panel = |title: &str, unit: &str, rt: Field, st: Option<Field>, peer: Field| {
             let mut series = vec![
                 Series::new(
                     "tidings RTn median (seed method)",
@@ -153,7 +154,7 @@ impl Sizes {
                     self.series(table, "nats-anchor", "all", peer),
                 ),
             ];
-            if !st.is_empty() {
+            if let Some(st) = st {
                 series.insert(
                     1,
                     Series::new("tidings STn median", Mark::Line, 5, self.series(table, "tidings", "all", st)),
@@ -161,19 +162,26 @@ impl Sizes {
             }
             Panel { title: title.into(), x: x(), y: Axis { label: unit.into(), scale: AxisScale::Log }, series }
         };
-        let mut bytes = panel("bandwidth", "throughput (MB/s, payload)", "rt_median_mb_s", "", "received_mb_s");
+        let mut bytes =
+            panel("bandwidth", "throughput (MB/s, payload)", |r| r.rt_median_mb_s, None, |r| r.received_mb_s);
         let ceiling = self.0.sizes.iter().map(|&s| (s as f64, seeds::SEED_002_CEILING_MB_S)).collect();
         bytes.series.push(Series::new("seed 002: its network ceiling, 35 MB/s", Mark::Dashed, figure::SEED, ceiling));
         Figure {
             title: "1 → 1 throughput vs message size (seed 002)".into(),
             panels: vec![
-                panel("messages", "throughput (msg/s)", "rt_median_msg_s", "st_median_msg_s", "received_msg_s"),
+                panel(
+                    "messages",
+                    "throughput (msg/s)",
+                    |r| r.rt_median_msg_s,
+                    Some(|r| r.st_median_msg_s),
+                    |r| r.received_msg_s,
+                ),
                 bytes,
             ],
         }
     }
 
-    fn body(&self, table: &Table) -> String {
+    fn body(&self, table: &[FloodRow]) -> String {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -188,32 +196,49 @@ impl Sizes {
         );
         let _ = writeln!(
             out,
-            "| size | STn median | RTn median | RTn median MB/s | received / time | NATS received / time | NATS MB/s | NATS anchor |"
+            "Beside NATS, both measured the peer harness's way (received ÷ time), msg/s, median \
+             [min-max] of the repetitions (`!`: spread over 25 %):\n"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "| size | tidings | NATS | tidings / NATS | NATS MB/s | NATS, committed anchor |");
+        let _ = writeln!(out, "|---|---|---|---|---|---|");
         let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
         for &size in &self.0.sizes {
-            let ours = |which: &str, c: &str| median_cell(table, "tidings", 1, size, which, c);
-            let nats = |c: &str| median_cell(table, "nats", 1, size, "all", c);
+            let nats = |c: Field| median_cell(table, "nats", 1, size, "all", c);
             let _ = writeln!(
                 out,
-                "| {size} B | {} | {} | {} | {} | {} | {} | {} |",
-                cell(ours("all", "st_median_msg_s")),
-                cell(ours("1", "rt_median_msg_s")),
-                mb(ours("1", "rt_median_mb_s")),
-                cell(ours("1", "received_msg_s")),
-                seed002::nats_cell(table, "nats", 1, size, "received_msg_s"),
-                mb(nats("received_mb_s")),
-                seed002::nats_cell(table, "nats-anchor", 1, size, "received_msg_s")
+                "| {size} B | {} | {} | {} | {} | {} |",
+                seed002::range_cell(&seed002::values(table, "tidings", 1, size, "1", |r| r.received_msg_s)),
+                seed002::range_cell(&seed002::values(table, "nats", 1, size, "all", |r| r.received_msg_s)),
+                seed002::ratio_cell(table, 1, size),
+                mb(nats(|r| r.received_mb_s)),
+                seed002::nats_cell(table, "nats-anchor", 1, size, |r| r.received_msg_s)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "\nThe seed's method, tidings only (STn and RTn medians: **not comparable with NATS**, whose \
+             harness records no per-message times, and the RTn median measures the bursts a socket \
+             read hands over, above the loopback limit; see below):\n"
+        );
+        let _ = writeln!(out, "| size | STn median | RTn median | RTn median MB/s |");
+        let _ = writeln!(out, "|---|---|---|---|");
+        for &size in &self.0.sizes {
+            let ours = |which: &str, c: Field| median_cell(table, "tidings", 1, size, which, c);
+            let _ = writeln!(
+                out,
+                "| {size} B | {} | {} | {} |",
+                cell(ours("all", |r| r.st_median_msg_s)),
+                cell(ours("1", |r| r.rt_median_msg_s)),
+                mb(ours("1", |r| r.rt_median_mb_s)),
             );
         }
         let _ = writeln!(
             out,
             "\nSeed 002 kept no values for this figure; it reports that the receiving rate rose to \
              its network's ceiling of about {} MB/s (1 Gb/s NIC, ZeroMQ 3.2.2, Core 2 Duo VM) and \
-             stayed there. Loopback has no such ceiling (22 Gbit/s measured by iperf3 in \
-             `../shared/peers/`), so here the brokers and clients' CPU is the limit.",
+             stayed there. Loopback has no such ceiling (22 Gbit/s measured by iperf3, \
+             `bench/peers/results/`), so here the brokers and clients' CPU is the limit.",
             seeds::SEED_002_CEILING_MB_S
         );
         let _ = writeln!(out, "\n{RTN_NOTE}");

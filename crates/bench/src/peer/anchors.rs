@@ -1,5 +1,6 @@
-//! The peer harness's committed results (`../shared/peers/results/*.csv`): NATS figures from
-//! an earlier session on this kind of machine, shown when NATS is not measured now.
+//! The peer harness's committed results (`bench/peers/results/*.csv`, copied from the shared
+//! peer measurements): NATS figures from an earlier session on this kind of machine, shown when
+//! NATS is not measured now.
 
 use std::path::{Path, PathBuf};
 

@@ -29,6 +29,30 @@ impl Table {
         Ok(())
     }
 
+    /// A table of typed rows: each row is serialized (serde) and its fields written under
+    /// `columns`, in that order (numbers through [`num`], `None` as an empty cell). A column
+    /// that is not a field of the rows is an error, so CSV, plots and report text all come
+    /// from the same typed values.
+    pub fn of<T: serde::Serialize>(columns: &[&str], rows: &[T]) -> anyhow::Result<Table> {
+        let mut table = Table::new(columns);
+        for row in rows {
+            let value = serde_json::to_value(row)?;
+            let object = value.as_object().ok_or_else(|| anyhow::anyhow!("a row is not a struct"))?;
+            let cells = columns
+                .iter()
+                .map(|c| match object.get(*c) {
+                    None => Err(anyhow::anyhow!("the rows have no field {c:?}")),
+                    Some(serde_json::Value::Null) => Ok(String::new()),
+                    Some(serde_json::Value::Number(n)) => Ok(n.as_f64().map(num).unwrap_or_default()),
+                    Some(serde_json::Value::String(s)) => Ok(s.clone()),
+                    Some(other) => Ok(other.to_string()),
+                })
+                .collect::<anyhow::Result<Vec<String>>>()?;
+            table.push(cells)?;
+        }
+        Ok(table)
+    }
+
     /// The rows pushed so far.
     pub fn rows(&self) -> &[Vec<String>] {
         &self.rows
@@ -122,6 +146,23 @@ mod tests {
         let md = t.to_markdown(&["mean", "system"], |t, r| t.cell(r, "system") == Some("tidings")).unwrap();
         assert_eq!(md, "| mean | system |\n|---|---|\n| 1\\|2 | tidings |\n");
         assert!(t.to_markdown(&["nope"], |_, _| true).is_err());
+    }
+
+    #[test]
+    fn typed_rows_are_written_under_their_columns() {
+        #[derive(serde::Serialize)]
+        struct Row {
+            system: String,
+            mean: Option<f64>,
+            n: usize,
+        }
+        let rows = [
+            Row { system: "tidings".into(), mean: Some(12.34), n: 3 },
+            Row { system: "nats".into(), mean: None, n: 4 },
+        ];
+        let t = Table::of(&["n", "system", "mean"], &rows).unwrap();
+        assert_eq!(t.to_csv(), "n,system,mean\n3,tidings,12.3\n4,nats,\n");
+        assert!(Table::of(&["nope"], &rows).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tidings_route::{BrokerName, Input, PeerMessage, ReconnectBackoff};
+use tidings_route::{BrokerName, Input, ReconnectBackoff};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -201,7 +201,7 @@ async fn read_loop(
                         shared.dispatcher.deliver(&message, &mut dispatch);
                     }
                     if last_fed.elapsed() >= liveness_every {
-                        cluster.received(peer, id, PeerMessage::Heartbeat);
+                        cluster.heard(peer, id);
                         last_fed = Instant::now();
                     }
                 }
@@ -236,7 +236,7 @@ async fn read_loop(
             }
             route.hold_back(deadline).await;
             if last_fed.elapsed() >= liveness_every {
-                cluster.received(peer, id, PeerMessage::Heartbeat);
+                cluster.heard(peer, id);
                 last_fed = Instant::now();
             }
         }

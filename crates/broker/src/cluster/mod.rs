@@ -229,6 +229,20 @@ impl Cluster {
         self.execute(core);
     }
 
+    /// A frame other than a control message came in on `connection` from `peer`: proof the
+    /// link is alive, so a link busy with data is not declared dead while heartbeats queue
+    /// behind the data (ignored unless it is the peer's current connection).
+    pub fn heard(&self, peer: &BrokerName, connection: u64) {
+        let now = self.now();
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        if core.links.get(peer).map(|entry| entry.connection) != Some(connection) {
+            return;
+        }
+        core.router.handle(now, Input::Heard { peer: peer.clone() }, &mut core.actions);
+        self.execute(core);
+    }
+
     /// A handshake completed (authenticated, unless the network is insecure) on a new
     /// connection. A live link is never taken over: while the claimed name has a link heard
     /// from within the liveness timeout, a newcomer claiming it is refused, whatever
@@ -347,6 +361,7 @@ impl Cluster {
                             tidings_route::CloseReason::MissedHeartbeats => "missed_heartbeats",
                             tidings_route::CloseReason::Refused => "refused",
                             tidings_route::CloseReason::OutOfSync => "out_of_sync",
+                            tidings_route::CloseReason::LimitExceeded(_) => "limit_exceeded",
                         });
                     }
                 }

@@ -40,14 +40,14 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
 }
 
 fn measure(args: &Args) -> anyhow::Result<ExitCode> {
+    let load_before = load_average();
     let scratch = args.dir.join(format!("tidings-bench-store-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).with_context(|| format!("creating {}", scratch.display()))?;
     let result = points(args, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
     let rows = result?;
-    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!("fsync {}, {} B records, {} s per point", args.fsync, args.size, args.seconds);
-    println!("load average before/after: {}", load.split_whitespace().take(3).collect::<Vec<_>>().join(" "));
+    println!("load average (1/5/15 min) before: {load_before}; after: {}", load_average());
     println!("{}", Report::header());
     for row in rows {
         println!("{}", row.row());
@@ -69,4 +69,11 @@ fn points(args: &Args, scratch: &std::path::Path) -> anyhow::Result<Vec<Report>>
         rows.push(store_appends(&dir, &workload)?);
     }
     Ok(rows)
+}
+
+/// The 1, 5 and 15 minute load averages: the machine may be shared, and the figures mean little
+/// without them.
+fn load_average() -> String {
+    let text = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    text.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
 }

@@ -31,6 +31,7 @@ impl<M: Matcher> Engine<M> {
             }
             Input::Received { from, from_cell, message } => self.handle_received(now, from, from_cell, message, out),
             Input::Route { pubend, route } => self.handle_route(now, pubend, route, out),
+            Input::PeerRestarted { broker } => self.handle_peer_restarted(now, broker, out),
             Input::SubendAttach { pubend, subend, start } => self.handle_subend_attach(now, pubend, subend, start, out),
             Input::SubendStart { pubend, subend, start } => self.handle_subend_start(now, pubend, subend, start, out),
             Input::SubendDetach { pubend, subend } => self.handle_subend_detach(now, pubend, subend, out),
@@ -114,6 +115,13 @@ impl<M: Matcher> Engine<M> {
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| stream.route(route, ctx));
     }
 
+    fn handle_peer_restarted(&mut self, now: Millis, broker: BrokerId, out: &mut Vec<Action>) {
+        let pubends: Vec<PubendId> = self.streams.keys().copied().collect();
+        for pubend in pubends {
+            self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.peer_restarted(broker));
+        }
+    }
+
     fn handle_subend_attach(
         &mut self,
         now: Millis,
@@ -178,37 +186,56 @@ impl<M: Matcher> Engine<M> {
     fn handle_store(&mut self, now: Millis, input: StoreInput, out: &mut Vec<Action>) {
         match input {
             StoreInput::Opened { pubend, recovered } => self.handle_store_opened(now, pubend, recovered, out),
-            StoreInput::AppendDone { pubend, synced_up_to } => {
-                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
-                    let Source::Log(log) = &mut stream.source else { return };
-                    let ticks = log.append_done(synced_up_to, &mut stream.know, &mut stream.cache, ctx);
-                    let mut pieces = log.advance_silence(&mut stream.know, ctx);
-                    pieces.extend(ticks.iter().map(|&tick| TickRange::single(tick)));
-                    stream.learn(&pieces, Learned::FirstTime(&ticks), ctx);
-                })
-            }
-            StoreInput::AppendFailed { pubend, tick } => {
-                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
-                    let Source::Log(log) = &mut stream.source else { return };
-                    log.append_failed(tick, ctx);
-                })
-            }
-            StoreInput::ReadDone { pubend, range, records } => {
-                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
-                    let Source::Log(log) = &mut stream.source else { return };
-                    log.read_done(range, records, &mut stream.cache, ctx);
-                    stream.learn(&[range], Learned::Requested, ctx);
-                })
-            }
-            StoreInput::LeaseDone { pubend, lease } => {
-                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
-                    let Source::Log(log) = &mut stream.source else { return };
-                    log.lease_done(lease);
-                    let pieces = log.advance_silence(&mut stream.know, ctx);
-                    stream.learn(&pieces, Learned::FirstTime(&[]), ctx);
-                })
-            }
+            StoreInput::AppendDone { pubend, synced_up_to } => self.handle_append_done(now, pubend, synced_up_to, out),
+            StoreInput::AppendFailed { pubend, tick } => self.handle_append_failed(now, pubend, tick, out),
+            StoreInput::ReadDone { pubend, range, records } => self.handle_read_done(now, pubend, range, records, out),
+            StoreInput::LeaseDone { pubend, lease } => self.handle_lease_done(now, pubend, lease, out),
         }
+    }
+
+    /// Appends are durable: their ticks are D now, sent first-time, delivered locally.
+    fn handle_append_done(&mut self, now: Millis, pubend: PubendId, synced_up_to: Tick, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            let ticks = log.append_done(synced_up_to, &mut stream.know, &mut stream.cache, ctx);
+            let mut pieces = log.advance_silence(&mut stream.know, ctx);
+            pieces.extend(ticks.iter().map(|&tick| TickRange::single(tick)));
+            stream.learn(&pieces, Learned::FirstTime(&ticks), ctx);
+        });
+    }
+
+    /// The log could not take an append: its publisher is refused, the tick never becomes D.
+    fn handle_append_failed(&mut self, now: Millis, pubend: PubendId, tick: Tick, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.append_failed(tick, ctx);
+        });
+    }
+
+    /// Payloads read back from the log answer the curiosity that asked for them.
+    fn handle_read_done(
+        &mut self,
+        now: Millis,
+        pubend: PubendId,
+        range: TickRange,
+        records: Vec<(Tick, Bytes)>,
+        out: &mut Vec<Action>,
+    ) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.read_done(range, records, &mut stream.cache, ctx);
+            stream.learn(&[range], Learned::Requested, ctx);
+        });
+    }
+
+    /// A durable lease lets silence advance.
+    fn handle_lease_done(&mut self, now: Millis, pubend: PubendId, lease: Tick, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.lease_done(lease);
+            let pieces = log.advance_silence(&mut stream.know, ctx);
+            stream.learn(&pieces, Learned::FirstTime(&[]), ctx);
+        });
     }
 
     /// The pubend's log opened: the stream becomes the pubend (a relay stream created earlier

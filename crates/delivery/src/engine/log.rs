@@ -139,11 +139,13 @@ impl Log {
         ctx: &mut Ctx<'_>,
     ) -> Vec<Tick> {
         self.synced = self.synced.max(synced_up_to);
-        let rest = self.pending.split_off(&synced_up_to.next());
-        let durable = std::mem::replace(&mut self.pending, rest);
-        let mut ticks = Vec::with_capacity(durable.len());
+        let mut ticks = Vec::new();
         let mut joined = Joined::default();
-        for (tick, record) in durable {
+        while let Some(entry) = self.pending.first_entry() {
+            if *entry.key() > synced_up_to {
+                break;
+            }
+            let (tick, record) = entry.remove_entry();
             know.join(TickRange::single(tick), Know::Data, &mut joined);
             cache.insert(tick, record.payload, ctx.settings.payload_cache_bytes, Tick(u64::MAX));
             ctx.out.push(Action::PublishAcked { pubend: ctx.pubend, publisher: record.publisher, seq: record.seq });

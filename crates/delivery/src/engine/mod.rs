@@ -25,6 +25,9 @@ use crate::settings::Settings;
 use stream::Stream;
 pub use types::{Action, ChildLink, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
 
+#[cfg(test)]
+mod tests;
+
 /// Counters for metrics; they only grow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Counters {
@@ -158,6 +161,13 @@ impl StreamView<'_> {
             stream::Source::Log(log) => Some(log.next_tick()),
             stream::Source::Upstream(_) => None,
         }
+    }
+
+    /// Whether every tick of `range` is final here (gd-protocol S1: only then may F be claimed).
+    pub fn is_final(&self, range: crate::names::TickRange) -> bool {
+        let mut unknown = Vec::new();
+        self.stream.know.unknown(range, &mut unknown);
+        unknown.is_empty()
     }
 
     /// Runs held by the knowledge map.

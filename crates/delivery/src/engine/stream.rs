@@ -51,6 +51,8 @@ pub(crate) struct Stream {
     pub(crate) subends: Subends,
     pub(crate) source: Source,
     pub(crate) acked: Acked,
+    /// The aggregate moved past what was last reported (waiting out APT/RPT).
+    pub(crate) ack_pending: bool,
     pub(crate) deadline: Option<Millis>,
 }
 
@@ -65,6 +67,7 @@ impl Stream {
             subends: Subends::default(),
             source: Source::Upstream(Box::default()),
             acked: Acked::default(),
+            ack_pending: false,
             deadline: None,
         }
     }
@@ -83,8 +86,9 @@ impl Stream {
     /// others are not walked now, and pick the ticks up in order with the next first-time
     /// knowledge (or their own nack).
     pub(crate) fn learn(&mut self, pieces: &[TickRange], learned: Learned<'_>, ctx: &mut Ctx<'_>) {
+        let authoritative = matches!(self.source, Source::Log(_));
         let lost = self.lost();
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
         for child in self.children.values_mut() {
             let mut curious = false;
             for &piece in pieces {
@@ -122,9 +126,10 @@ impl Stream {
 
     /// A nack from downstream cell `cell`.
     pub(crate) fn on_nack(&mut self, cell: CellId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+        let authoritative = matches!(self.source, Source::Log(_));
         let lost = self.lost();
         let Some(child) = self.children.get_mut(&cell) else { return };
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost };
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
         let mut missing = Vec::new();
         child.on_nack(ranges, &view, ctx, &mut missing);
         if !missing.is_empty() {
@@ -184,7 +189,9 @@ impl Stream {
     /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
-        let aggregate = match (&self.source, self.aggregate()) {
+        let aggregate = self.aggregate();
+        self.ack_pending = aggregate.is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
+        let aggregate = match (&self.source, aggregate) {
             (_, Some(aggregate)) => aggregate,
             (Source::Log(_), None) => {
                 let all = self.know.horizon().prev();
@@ -215,6 +222,7 @@ impl Stream {
                     self.know.advance_done(log.release);
                     self.cache.drop_through(log.release);
                 }
+                self.ack_pending = release > log.release;
                 self.acked.ack = ack;
                 self.acked.release = release;
             }
@@ -222,7 +230,7 @@ impl Stream {
     }
 
     /// Applies a new route: only what moved is reset. Ostreams are kept per downstream cell (an
-    /// entry-broker change keeps acks and curiosity); a new upstream cell voids consolidation
+    /// entry-broker change keeps the acks, and re-tells what the new entry may lack); a new upstream cell voids consolidation
     /// marks and receives every outstanding nack at once.
     pub(crate) fn route(&mut self, route: StreamRoute, ctx: &mut Ctx<'_>) {
         let links: BTreeMap<CellId, ChildLink> = route.children.iter().map(|link| (link.cell, *link)).collect();
@@ -276,7 +284,7 @@ impl Stream {
     /// Recomputes when [`Self::on_timer`] is next needed.
     pub(crate) fn refresh_deadline(&mut self, ctx: &Ctx<'_>) {
         let children = self.children.values().filter_map(|child| child.deadline(ctx)).min();
-        let pending_ack = self.aggregate().is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
+        let pending_ack = self.ack_pending;
         let source = match &self.source {
             Source::Log(log) => log.deadline(pending_ack, ctx),
             Source::Upstream(up) => {
@@ -299,6 +307,18 @@ impl Stream {
 }
 
 impl Stream {
+    /// A peer restarted: reset what we assumed about it, downstream and upstream.
+    pub(crate) fn peer_restarted(&mut self, broker: crate::names::BrokerId) {
+        for child in self.children.values_mut() {
+            if child.link().broker == broker {
+                child.peer_restarted();
+            }
+        }
+        if let Source::Upstream(up) = &mut self.source {
+            up.forget_sender(broker);
+        }
+    }
+
     /// A subend's start became known: the stream's gaps since the start are now curiosity.
     pub(crate) fn started(&mut self, ctx: &mut Ctx<'_>) {
         if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {

@@ -91,6 +91,14 @@ pub enum Input {
         /// The new route.
         route: StreamRoute,
     },
+    /// A peer broker came back with a new incarnation (its link handshake said so): what we
+    /// believed it holds is void, so its ostreams stop trusting its old acks for answers and
+    /// re-tell everything unacknowledged, and it is no longer "the broker that last sent us"
+    /// anything. Feed it before any message of the new incarnation.
+    PeerRestarted {
+        /// The peer.
+        broker: BrokerId,
+    },
     /// A local subscription joins a stream; `start` is its start tick σ if already known,
     /// `None` while the subscription barrier runs (the subend then pins acknowledgements).
     SubendAttach {

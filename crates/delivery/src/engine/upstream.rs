@@ -105,6 +105,9 @@ impl Upstream {
     /// Ticks became final: they are no longer wanted; a range nacked once and now fully answered
     /// gives a round-trip sample (Karn's rule).
     pub(crate) fn resolve(&mut self, pieces: &[TickRange], now: Millis) {
+        if self.wants.is_empty() && self.asked.is_empty() {
+            return;
+        }
         let mut removed = Vec::new();
         for &piece in pieces {
             self.wants.remove(piece, &mut removed);
@@ -216,20 +219,28 @@ impl Upstream {
         self.asked.clear_through(tick);
     }
 
-    /// The routing layer gave a new upstream. Returns whether the upstream cell changed (then
-    /// consolidation marks are void and outstanding curiosity must be re-sent).
+    /// The routing layer gave a new upstream. Returns whether it moved — another cell, or the
+    /// broker that sent us the stream is no longer among the cell's linked brokers: then
+    /// consolidation marks are void and outstanding curiosity must be re-sent to the new one.
     pub(crate) fn reroute(&mut self, cell: Option<UpstreamCell>) -> bool {
-        let changed = self.cell.as_ref().map(|c| c.cell) != cell.as_ref().map(|c| c.cell);
-        if let Some(sender) = self.last_sender {
-            if changed || !cell.as_ref().is_some_and(|c| c.brokers.contains(&sender)) {
-                self.last_sender = None;
-            }
-        }
-        if changed {
+        let same_cell = self.cell.as_ref().map(|c| c.cell) == cell.as_ref().map(|c| c.cell);
+        let same_brokers = self.cell.as_ref().map(|c| &c.brokers) == cell.as_ref().map(|c| &c.brokers);
+        let sender_kept =
+            self.last_sender.is_none_or(|sender| cell.as_ref().is_some_and(|c| c.brokers.contains(&sender)));
+        let moved = !same_cell || !sender_kept || (self.last_sender.is_none() && !same_brokers);
+        if moved {
+            self.last_sender = None;
             self.asked = RangeMap::new();
         }
         self.cell = cell;
-        changed
+        moved
+    }
+
+    /// `broker` restarted: if it was our sender, send to the whole cell until one sends again.
+    pub(crate) fn forget_sender(&mut self, broker: BrokerId) {
+        if self.last_sender == Some(broker) {
+            self.last_sender = None;
+        }
     }
 
     /// Ranges this broker itself has nacked and still waits for.

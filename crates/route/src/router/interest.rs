@@ -11,12 +11,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Action, Router};
+use crate::error::Limit;
 use crate::error::{CloseReason, RouteError};
 use crate::filter::Filter;
+use crate::limits::{MAX_FILTERS_PER_LINK, MAX_FILTERS_PER_MESSAGE, MAX_SCOPES_PER_MESSAGE};
 use crate::message::PeerMessage;
 use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
-use crate::summary::{apply, diff_scopes, Scope, SummaryDelta};
+use crate::summary::{apply, diff_scopes, size, Scope, SummaryDelta};
 
 /// What changed since the last `settle`.
 #[derive(Clone, Debug)]
@@ -73,6 +75,12 @@ impl<F: Filter> Router<F> {
     }
 
     pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
+        let filters: usize = deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum();
+        let scopes: usize = deltas.iter().map(|delta| delta.scopes.len()).sum();
+        if filters > MAX_FILTERS_PER_MESSAGE || scopes > MAX_SCOPES_PER_MESSAGE {
+            self.exceeded(from, Limit::Summary, out);
+            return;
+        }
         let is_mate = self.links.get(from).is_some_and(|link| link.cell == self.settings.cell);
         let local_scope = deltas.iter().any(|delta| delta.scopes.contains(&Scope::Local));
         if local_scope && !is_mate {
@@ -81,6 +89,7 @@ impl<F: Filter> Router<F> {
         }
         let held = self.received.entry(from.clone()).or_default();
         match apply(held, &deltas) {
+            Ok(()) if size(held) > MAX_FILTERS_PER_LINK => self.exceeded(from, Limit::Summary, out),
             Ok(()) => self.dirty.received.extend(deltas.into_iter().map(|delta| (from.clone(), delta))),
             Err(out_of_sync) => {
                 let error = RouteError::SummaryOutOfSync { peer: from.clone(), scope: out_of_sync.scope };

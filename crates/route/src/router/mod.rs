@@ -237,6 +237,13 @@ pub struct Router<F: Filter> {
     tracked: pubend::Tracked,
     /// Barrier rounds and requests.
     barriers: Barriers,
+    /// Adverts that arrived by a path that could not vouch for them, per origin, with the
+    /// peers that sent that version; offered again when the view changes.
+    pending_adverts: BTreeMap<BrokerName, (crate::link_state::LinkStateAdvert, std::collections::BTreeSet<BrokerName>)>,
+    /// When our own advert is next re-issued (set once a link came up).
+    next_refresh: Option<Millis>,
+    /// The time of the input being handled.
+    now: Millis,
     counters: Counters,
 }
 
@@ -262,12 +269,16 @@ impl<F: Filter> Router<F> {
             advertised: Advertised::default(),
             tracked: pubend::Tracked::new(),
             barriers: Barriers::default(),
+            pending_adverts: BTreeMap::new(),
+            next_refresh: None,
+            now: Millis(0),
             counters: Counters::default(),
         }
     }
 
     /// Feeds one input at time `now`; actions to carry out are appended to `out`.
     pub fn handle(&mut self, now: Millis, input: Input<F>, out: &mut Vec<Action<F>>) {
+        self.now = self.now.max(now);
         match input {
             Input::LinkUp { peer, cell, incarnation } => self.handle_link_up(now, peer, cell, incarnation, out),
             Input::LinkDown { peer, incarnation } => self.handle_link_down(&peer, incarnation, out),
@@ -292,7 +303,15 @@ impl<F: Filter> Router<F> {
     /// When the shell must next call `handle(now, Input::Tick)`: the earliest heartbeat or
     /// liveness verdict over all links; `None` without links.
     pub fn next_deadline(&self) -> Option<Millis> {
-        self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min()
+        let links = self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min();
+        let refresh = self.next_refresh.filter(|_| !self.links.is_empty());
+        let expiry = self.db.next_expiry(self.advert_max_age_ms());
+        [links, refresh, expiry].into_iter().flatten().min()
+    }
+
+    /// How long adverts of other origins are held without renewal.
+    fn advert_max_age_ms(&self) -> u64 {
+        self.settings.liveness.heartbeat_interval_ms.max(1).saturating_mul(crate::limits::ADVERT_MAX_AGE_HEARTBEATS)
     }
 
     /// This broker's name.
@@ -329,6 +348,18 @@ impl<F: Filter> Router<F> {
     /// After any change: recompute trees if the view moved, send summary changes, and refresh
     /// the data path's precomputed routes.
     fn settle(&mut self, out: &mut Vec<Action<F>>) {
+        self.settle_view(out);
+        // A new view may let waiting adverts be vouched for; they change the view again.
+        while !self.pending_adverts.is_empty() && self.retry_pending_adverts(out) {
+            self.settle_view(out);
+        }
+        self.settle_interest(out);
+        self.settle_sync(out);
+        self.settle_barriers(out);
+    }
+
+    /// Recomputes the trees if the link-state view moved.
+    fn settle_view(&mut self, out: &mut Vec<Action<F>>) {
         // Our own advert changes with our links, so a link change also means a view check.
         if self.dirty.view || self.dirty.all {
             self.dirty.view = false;
@@ -347,9 +378,6 @@ impl<F: Filter> Router<F> {
                 }
             }
         }
-        self.settle_interest(out);
-        self.settle_sync(out);
-        self.settle_barriers(out);
     }
 
     /// Recomputes the trees and reports the roots whose tree changed.

@@ -111,6 +111,8 @@ pub struct RouterMetrics {
     pub summary_size_received: BTreeMap<BrokerName, usize>,
     /// Per up link: filters in the summary we advertised on it, over all scopes.
     pub summary_size_sent: BTreeMap<BrokerName, usize>,
+    /// Adverts waiting for a path that can vouch for them, per origin: (version, senders).
+    pub adverts_waiting: BTreeMap<BrokerName, ((Incarnation, u64), Vec<BrokerName>)>,
 }
 
 fn scopes<F: Clone>(summary: &Scoped<F>) -> Vec<ScopeSnapshot<F>> {
@@ -155,6 +157,11 @@ impl<F: Filter> Router<F> {
             local_filters: self.local.distinct_inputs(),
             summary_size_received: sizes(&self.received),
             summary_size_sent: sizes(&self.sent),
+            adverts_waiting: self
+                .pending_adverts
+                .iter()
+                .map(|(origin, (advert, from))| (origin.clone(), (advert.version(), from.iter().cloned().collect())))
+                .collect(),
         }
     }
 

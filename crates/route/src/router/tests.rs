@@ -170,7 +170,8 @@ fn a_silent_link_is_declared_down_after_the_configured_missed_heartbeats() {
     );
     assert!(taken.iter().any(|(_, a)| matches!(a, Action::RoutesChanged { .. })));
     assert_eq!(wired.router("a").peers().count(), 0);
-    assert_eq!(wired.router("a").next_deadline(), None);
+    // No link timers any more: only the age-out of the adverts held (200 intervals).
+    assert_eq!(wired.router("a").next_deadline(), Some(Millis(20_000)));
 }
 
 #[test]

@@ -101,9 +101,9 @@ fn take_group(queue: &Queue) -> Option<Vec<(u64, Bytes)>> {
     Some(std::mem::take(&mut pending.items))
 }
 
-fn push(queue: &Queue, item: (u64, Bytes)) {
+fn push(queue: &Queue, items: impl Iterator<Item = (u64, Bytes)>) {
     let (lock, ready) = &**queue;
-    lock.lock().unwrap_or_else(PoisonError::into_inner).items.push(item);
+    lock.lock().unwrap_or_else(PoisonError::into_inner).items.extend(items);
     ready.notify_one();
 }
 
@@ -134,10 +134,14 @@ pub fn engine_appends(mut engine: Box<dyn Engine>, workload: &Workload) -> Resul
     let (mut tick, mut group_count, mut max_group) = (0u64, 0u64, 0u64);
     let more = |tick: u64, tally: &Tally| tick < workload.max_appends && tally.started.elapsed() < workload.duration;
     while more(tick, &tally) || !submitted.is_empty() {
-        while more(tick, &tally) && submitted.len() < workload.in_flight {
-            tick += 1;
-            push(&queue, (tick, payload.clone()));
-            submitted.push_back(Instant::now());
+        if more(tick, &tally) {
+            let room = (workload.in_flight - submitted.len()) as u64;
+            let batch = room.min(workload.max_appends - tick);
+            let first = tick + 1;
+            tick += batch;
+            push(&queue, (first..=tick).map(|t| (t, payload.clone())));
+            let now = Instant::now();
+            submitted.extend((0..batch).map(|_| now));
         }
         let acked = groups.recv_timeout(Duration::from_secs(60)).map_err(|e| e.to_string())??;
         group_count += 1;

@@ -137,18 +137,22 @@ fn test_record(tick: u64, payload: &Bytes) -> Record {
     }
 }
 
-fn next_ack(done: &Receiver<Completion>) -> Result<Completion, StoreError> {
-    let completion = done.recv_timeout(Duration::from_secs(60)).map_err(|_| StoreError::Closed)?;
-    completion.result.clone().map(|()| completion)
+/// The next group's completions; any failure fails the run.
+fn next_group(done: &Receiver<Vec<Completion>>) -> Result<usize, StoreError> {
+    let group = done.recv_timeout(Duration::from_secs(60)).map_err(|_| StoreError::Closed)?;
+    for completion in &group {
+        completion.result.clone()?;
+    }
+    Ok(group.len())
 }
 
 /// Runs the closed loop against a fresh [`Store`] in `dir` (which should be empty).
 pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreError> {
+    // One message per group, as a broker's shell would take them: the loop then refills the
+    // whole window at once, like publishers answering a batch of acks.
     let (tx, done) = channel();
     let sink = move |group: Vec<Completion>| {
-        for completion in group {
-            let _ = tx.send(completion);
-        }
+        let _ = tx.send(group);
     };
     let options = Options { fsync: workload.fsync, ..Options::default() };
     let (store, _) = Store::open(dir, options, sink)?;
@@ -159,18 +163,23 @@ pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreErr
     let more = |tick: u64, tally: &Tally| tick < workload.max_appends && tally.started.elapsed() < workload.duration;
     while more(tick, &tally) || !submitted.is_empty() {
         let submitting = more(tick, &tally);
-        while submitting && submitted.len() < workload.in_flight && tick < workload.max_appends {
-            tick += 1;
-            store.append(Token(tick), test_record(tick, &payload))?;
-            submitted.push_back(Instant::now());
+        if submitting {
+            // Refill the window in one submission, as publishers answering a batch of acks.
+            let room = (workload.in_flight - submitted.len()) as u64;
+            let batch = room.min(workload.max_appends - tick);
+            let first = tick + 1;
+            tick += batch;
+            store.append_many((first..=tick).map(|t| (Token(t), test_record(t, &payload))))?;
+            let now = Instant::now();
+            submitted.extend((0..batch).map(|_| now));
         }
-        next_ack(&done)?;
-        if let Some(at) = submitted.pop_front() {
+        let acked = next_group(&done)?;
+        for at in submitted.drain(..acked.min(submitted.len())) {
             tally.ack(at);
         }
     }
     let stats = store.stats();
-    let label = format!("segment log ({:?})", workload.fsync).to_lowercase();
+    let label = format!("segment log ({})", workload.fsync);
     Ok(tally.report(&label, workload.in_flight, stats.groups, stats.max_group, stats.syncs))
 }
 

@@ -9,8 +9,8 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::present::ratio;
+use super::NetRow;
 use super::{median, show, Key, NATS, TIDINGS};
-use crate::suite::table::Table;
 
 /// A process whose CPU time is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -75,7 +75,7 @@ impl CpuSample {
 /// Adds CPU µs per received message of each process and of all together
 /// (`cpu_us_per_msg.NAME`, `cpu_us_per_msg.total`), and the CPUs they kept busy on average
 /// (`cpus_busy`: all their CPU time over the wall-clock time).
-pub(super) fn put(key: &Key, table: &mut Table, spent: &Spent, received: u64) -> anyhow::Result<()> {
+pub(super) fn put(key: &Key, table: &mut Vec<NetRow>, spent: &Spent, received: u64) -> anyhow::Result<()> {
     let total: f64 = spent.by_process.values().sum();
     if spent.wall_secs > 0.0 {
         key.put(table, "cpus_busy", total / spent.wall_secs)?;
@@ -125,7 +125,7 @@ fn clock_ticks() -> f64 {
 // What the report reads into the CPU time.
 
 /// CPU µs per message of `system` with `brokers`: (brokers' processes, clients, all).
-fn cpu_split(table: &Table, system: &str, brokers: usize) -> Option<(f64, f64, f64)> {
+fn cpu_split(table: &[NetRow], system: &str, brokers: usize) -> Option<(f64, f64, f64)> {
     let m = |name: &str| median(table, "throughput", system, brokers, &format!("cpu_us_per_msg.{name}"));
     let total = m("total")?;
     let clients = m("clients").or_else(|| m("peerbench"))?;
@@ -133,11 +133,11 @@ fn cpu_split(table: &Table, system: &str, brokers: usize) -> Option<(f64, f64, f
 }
 
 /// CPUs kept busy by every process together, on average over a run.
-fn cores(table: &Table, system: &str, brokers: usize) -> Option<f64> {
+fn cores(table: &[NetRow], system: &str, brokers: usize) -> Option<f64> {
     median(table, "throughput", system, brokers, "cpus_busy")
 }
 
-pub(super) fn report(out: &mut String, table: &Table) {
+pub(super) fn report(out: &mut String, table: &[NetRow]) {
     let _ = writeln!(out, "### Where the time goes: CPU per message\n");
     let _ = writeln!(
         out,
@@ -176,7 +176,7 @@ pub(super) fn report(out: &mut String, table: &Table) {
 }
 
 /// What the CPU per message says about the ratio two / one.
-fn bound(out: &mut String, table: &Table, one: (f64, f64, f64), two: (f64, f64, f64)) {
+fn bound(out: &mut String, table: &[NetRow], one: (f64, f64, f64), two: (f64, f64, f64)) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let ceiling = one.2 / two.2;
     let _ = write!(

@@ -5,7 +5,6 @@
 //! The figure is the longest gap in deliveries at s1. A stalled broker is always continued,
 //! and every network is stopped when it is dropped.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,10 +13,10 @@ use futures::StreamExt;
 use tidings_client::Client;
 use tidings_testkit::{send_signal, Signal};
 
+use super::NetRow;
 use super::{Checks, Key, Params, TIDINGS};
 use crate::metrics::{self, scrape_all};
 use crate::network::Network as BrokerNetwork;
-use crate::suite::table::Table;
 use crate::suite::Context;
 
 /// How the carrying broker fails.
@@ -66,7 +65,7 @@ impl Drop for Faulted {
 }
 
 /// Both faults, each on a fresh network.
-pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Table, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, checks: &mut Checks) -> anyhow::Result<()> {
     for (i, fault) in [Fault::Crash, Fault::Stall].into_iter().enumerate() {
         let dir = ctx.scratch(&format!("network-fault-{i}"))?;
         let net =
@@ -78,9 +77,21 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Table, checks: &m
             format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms),
         );
         let key = Key::new("reconvergence", TIDINGS, at.clone(), 0, 1);
+        let l = gap.losses;
+        checks.fault_losses.record(
+            l.unexplained == 0,
+            format!(
+                "{at}: {} lost of {} sent, {} in the fault window, {} counted as dropped by the surviving brokers, \
+                 {} unexplained",
+                l.lost, l.sent, l.at_fault, l.counted, l.unexplained
+            ),
+        );
         key.put(table, "longest_gap_ms", gap.longest_ms)?;
-        key.put(table, "lost", gap.lost as f64)?;
-        key.put(table, "sent", gap.sent as f64)?;
+        key.put(table, "lost", l.lost as f64)?;
+        key.put(table, "sent", l.sent as f64)?;
+        key.put(table, "lost_in_fault_window", l.at_fault as f64)?;
+        key.put(table, "drops_counted_by_survivors", l.counted)?;
+        key.put(table, "lost_unexplained", l.unexplained as f64)?;
         ctx.step(format!("{at}: longest gap {:.0} ms", gap.longest_ms));
     }
     Ok(())
@@ -90,8 +101,7 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Table, checks: &m
 struct Gap {
     carrier: String,
     longest_ms: f64,
-    sent: u64,
-    lost: u64,
+    losses: Losses,
     after: usize,
     tail_ms: f64,
     resumed: bool,
@@ -111,45 +121,25 @@ impl Drop for Tasks {
 async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<Gap> {
     let (_, publisher_at, subscriber_at, bundle) = &p.fault;
     let subscriber = Client::builder(net.broker(subscriber_at)?.tcp.as_str()).no_reconnect().connect().await?;
-    let mut subscription = subscriber.subscribe("bench.fault").await?;
+    let subscription = subscriber.subscribe("bench.fault").await?;
     let publisher = Client::builder(net.broker(publisher_at)?.tcp.as_str()).no_reconnect().connect().await?;
-    let arrivals: Arc<Mutex<Vec<Instant>>> = Arc::default();
-    let published = Arc::new(AtomicU64::new(0));
-    let receiver = tokio::spawn({
-        let arrivals = arrivals.clone();
-        async move {
-            while subscription.next().await.is_some() {
-                if let Ok(mut a) = arrivals.lock() {
-                    a.push(Instant::now());
-                }
-            }
-        }
-    });
-    // Publish every millisecond on an absolute schedule; the gap in deliveries is the outage.
-    let pacer = tokio::spawn({
-        let published = published.clone();
-        async move {
-            let start = tokio::time::Instant::now();
-            let mut n = 0u64;
-            while publisher.publish("bench.fault", Bytes::from(n.to_be_bytes().to_vec())).await.is_ok() {
-                n += 1;
-                published.store(n, Ordering::Relaxed);
-                tokio::time::sleep_until(start + Duration::from_millis(n)).await;
-            }
-        }
-    });
-    let tasks = Tasks(vec![receiver, pacer]);
-    let admins: Vec<String> = bundle
-        .iter()
-        .map(|b| net.broker(b)?.admin.clone().ok_or_else(|| anyhow::anyhow!("{b} has no admin")))
-        .collect::<anyhow::Result<_>>()?;
-    anyhow::ensure!(wait_for_traffic(&arrivals).await, "no delivery reached {subscriber_at} within 10 s");
-    let scrapes = scrape_all(admins).await?;
+    let log = Log::default();
+    let tasks =
+        Tasks(vec![tokio::spawn(receive(subscription, log.clone())), tokio::spawn(pace(publisher, log.clone()))]);
+    let admins = |names: &[&String]| -> anyhow::Result<Vec<String>> {
+        names.iter().map(|b| net.broker(b)?.admin.clone().ok_or_else(|| anyhow::anyhow!("{b} has no admin"))).collect()
+    };
+    anyhow::ensure!(wait_for_traffic(&log.arrivals).await, "no delivery reached {subscriber_at} within 10 s");
+    let scrapes = scrape_all(admins(&bundle.iter().collect::<Vec<_>>())?).await?;
     let carried: Vec<f64> = scrapes.iter().map(|s| s.sum(metrics::LINK_MESSAGES_IN)).collect();
     let busiest = carried.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
     let carrier = net.broker(&bundle[busiest])?;
     let pid = carrier.pid.ok_or_else(|| anyhow::anyhow!("network.json gives no pid for {}", carrier.name))?;
-    let (before, sent_before) = (count(&arrivals), published.load(Ordering::Relaxed));
+    // The brokers that stay up: what they count as dropped during the fault.
+    let survivors: Vec<&String> =
+        [publisher_at, subscriber_at].into_iter().chain(bundle.iter().filter(|b| **b != carrier.name)).collect();
+    let counted_before = scrape_all(admins(&survivors)?).await?;
+    let (before, sent_before) = (count(&log.arrivals), count(&log.sends));
     let faulted = Faulted::inject(pid, fault)?;
     let failed = Instant::now();
     tokio::time::sleep(p.fault_window).await;
@@ -158,24 +148,103 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     // What was published by the end has had time to arrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(faulted);
-    let arrived: Vec<Instant> = arrivals.lock().map(|a| a.clone()).unwrap_or_default();
+    let counted_after = scrape_all(admins(&survivors)?).await?;
+    let counted = [metrics::DROPS, metrics::LINK_DROPS, metrics::ROUTE_DROPS]
+        .iter()
+        .map(|name| counted_after.iter().zip(&counted_before).map(|(a, b)| a.delta(b, name)).sum::<f64>())
+        .sum::<f64>();
+    let arrived: Vec<(u64, Instant)> = log.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
+    let sends: Vec<Instant> = log.sends.lock().map(|s| s.clone()).unwrap_or_default();
     drop(tasks);
     let _ = subscriber.close().await;
-    let sent = published.load(Ordering::Relaxed) - sent_before;
-    let received = (arrived.len() - before) as u64;
-    let watched: Vec<Instant> = arrived[before.saturating_sub(1)..].iter().copied().filter(|&t| t <= end).collect();
+    let watched: Vec<Instant> =
+        arrived[before.saturating_sub(1)..].iter().map(|&(_, t)| t).filter(|&t| t <= end).collect();
     let mut gap = summarize(carrier.name.clone(), failed, end, &watched);
-    (gap.sent, gap.lost) = (sent, sent.saturating_sub(received));
+    gap.losses = attribute(&arrived, &sends, sent_before as u64, failed, counted);
     Ok(gap)
 }
 
-/// Deliveries so far.
-fn count(arrivals: &Mutex<Vec<Instant>>) -> usize {
-    arrivals.lock().map(|a| a.len()).unwrap_or(0)
+/// What the publisher sent and the subscriber received, by message number.
+#[derive(Clone, Default)]
+struct Log {
+    /// When message n was published (index n).
+    sends: Arc<Mutex<Vec<Instant>>>,
+    /// Message numbers as they arrived, with the time.
+    arrivals: Arc<Mutex<Vec<(u64, Instant)>>>,
+}
+
+async fn receive(mut subscription: tidings_client::Subscription, log: Log) {
+    while let Some(d) = subscription.next().await {
+        let n = d.payload.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+        if let (Some(n), Ok(mut a)) = (n, log.arrivals.lock()) {
+            a.push((n, Instant::now()));
+        }
+    }
+}
+
+/// Publishes message n every millisecond on an absolute schedule; the gap in deliveries is the
+/// outage.
+async fn pace(publisher: Client, log: Log) {
+    let start = tokio::time::Instant::now();
+    let mut n = 0u64;
+    loop {
+        if let Ok(mut s) = log.sends.lock() {
+            s.push(Instant::now());
+        }
+        if publisher.publish("bench.fault", Bytes::from(n.to_be_bytes().to_vec())).await.is_err() {
+            return;
+        }
+        n += 1;
+        tokio::time::sleep_until(start + Duration::from_millis(n)).await;
+    }
+}
+
+/// Best-effort losses at a fault, by identity: every message sent from `first` on that never
+/// arrived is either *in the fault window* (numbered after the last message delivered before
+/// the fault and before the first message sent after the fault that was delivered: in the
+/// failed broker's hands, or routed to it before the network re-converged) or outside it,
+/// where the surviving brokers must have counted it as dropped (`counted`).
+fn attribute(arrived: &[(u64, Instant)], sends: &[Instant], first: u64, failed: Instant, counted: f64) -> Losses {
+    let got: std::collections::BTreeSet<u64> = arrived.iter().map(|&(n, _)| n).collect();
+    let sent = sends.len() as u64;
+    let last_before = arrived.iter().filter(|&&(_, t)| t <= failed).map(|&(n, _)| n).max();
+    let sent_after = |n: u64| sends.get(n as usize).is_some_and(|&t| t > failed);
+    let first_after = got.iter().copied().find(|&n| sent_after(n)).unwrap_or(sent);
+    let window = last_before.map_or(first, |n| n + 1)..first_after;
+    let missing: Vec<u64> = (first..sent).filter(|n| !got.contains(n)).collect();
+    let at_fault = missing.iter().filter(|n| window.contains(n)).count() as u64;
+    let lost = missing.len() as u64;
+    Losses {
+        sent: sent - first,
+        lost,
+        at_fault,
+        counted,
+        unexplained: (lost - at_fault).saturating_sub(counted as u64),
+    }
+}
+
+/// Where a fault's losses went.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Losses {
+    /// Messages published from the fault on... (and the moments before it).
+    sent: u64,
+    /// ...of which never delivered.
+    lost: u64,
+    /// Lost messages sent inside the fault window (attributed to the fault).
+    at_fault: u64,
+    /// Drops the surviving brokers counted meanwhile.
+    counted: f64,
+    /// Lost outside the window and not counted by any broker.
+    unexplained: u64,
+}
+
+/// Entries so far.
+fn count<T>(log: &Mutex<Vec<T>>) -> usize {
+    log.lock().map(|a| a.len()).unwrap_or(0)
 }
 
 /// Waits (at most 10 s) until deliveries flow, then 300 ms more so the carrier's counters show it.
-async fn wait_for_traffic(arrivals: &Mutex<Vec<Instant>>) -> bool {
+async fn wait_for_traffic(arrivals: &Mutex<Vec<(u64, Instant)>>) -> bool {
     let deadline = Instant::now() + Duration::from_secs(10);
     while count(arrivals) == 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -196,8 +265,7 @@ fn summarize(carrier: String, failed: Instant, end: Instant, watched: &[Instant]
     Gap {
         carrier,
         longest_ms: longest.as_secs_f64() * 1e3,
-        sent: 0,
-        lost: 0,
+        losses: Losses::default(),
         after,
         tail_ms: tail.as_secs_f64() * 1e3,
         resumed: after > 0 && tail < Duration::from_millis(100),
@@ -217,5 +285,20 @@ mod tests {
         assert_eq!((g.longest_ms.round(), g.after, g.resumed), (798.0, 3, true));
         let g = summarize("b1".into(), ms(2), ms(3000), &watched[..3]);
         assert_eq!((g.longest_ms.round(), g.after, g.resumed), (2998.0, 0, false));
+    }
+
+    #[test]
+    fn losses_in_the_fault_window_are_attributed_and_others_must_be_counted() {
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let sends: Vec<Instant> = (0..10).map(ms).collect();
+        // 0-3 arrive before the fault at 4 ms; 4-6 are lost with the failed broker; 8 is lost
+        // after deliveries resumed at 7 ms (outside the window).
+        let arrived: Vec<(u64, Instant)> =
+            [0, 1, 2, 3, 7, 9].iter().map(|&n| (n, ms(n) + Duration::from_micros(300))).collect();
+        let l = attribute(&arrived, &sends, 0, ms(4), 0.0);
+        assert_eq!((l.sent, l.lost, l.at_fault, l.unexplained), (10, 4, 3, 1));
+        let l = attribute(&arrived, &sends, 0, ms(4), 1.0);
+        assert_eq!(l.unexplained, 0, "a drop a surviving broker counted explains the late loss");
     }
 }

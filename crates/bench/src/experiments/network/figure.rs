@@ -2,41 +2,37 @@
 //! latency by brokers on the path, and the gap a fault leaves.
 
 use super::present::path_points;
+use super::NetRow;
 use super::{median, ANCHOR, NATS, TIDINGS};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale, Series};
-use crate::suite::table::Table;
 
 /// `(x, median)` at one and two brokers, where there is one.
-fn by_brokers(table: &Table, part: &str, system: &str, quantity: &str) -> Vec<(f64, f64)> {
+fn by_brokers(table: &[NetRow], part: &str, system: &str, quantity: &str) -> Vec<(f64, f64)> {
     [1, 2].into_iter().filter_map(|b| median(table, part, system, b, quantity).map(|v| (b as f64, v))).collect()
 }
 
 /// CPU µs per message of the brokers alone (all processes but the clients).
-fn brokers_cpu(table: &Table, system: &str) -> Vec<(f64, f64)> {
+fn brokers_cpu(table: &[NetRow], system: &str) -> Vec<(f64, f64)> {
     let all = by_brokers(table, "throughput", system, "cpu_us_per_msg.total");
     let clients = by_brokers(table, "throughput", system, "cpu_us_per_msg.clients");
     all.iter().zip(&clients).map(|(&(x, a), &(_, c))| (x, a - c)).collect()
 }
 
 /// The fault rows in table order: (setup, [(quantity, value)]).
-pub(super) fn faults(table: &Table) -> Vec<(String, Vec<(String, f64)>)> {
+pub(super) fn faults(table: &[NetRow]) -> Vec<(String, Vec<(String, f64)>)> {
     let mut out: Vec<(String, Vec<(String, f64)>)> = Vec::new();
-    for r in table.rows().iter().filter(|r| table.cell(r, "part") == Some("reconvergence")) {
-        let (Some(setup), Some(quantity), Some(value)) =
-            (table.cell(r, "setup"), table.cell(r, "quantity"), table.cell(r, "value").and_then(|v| v.parse().ok()))
-        else {
-            continue;
-        };
+    for r in table.iter().filter(|r| r.part == "reconvergence") {
+        let (setup, quantity, value) = (&r.setup, &r.quantity, r.value);
         match out.iter_mut().find(|(s, _)| s == setup) {
-            Some((_, values)) => values.push((quantity.to_string(), value)),
-            None => out.push((setup.to_string(), vec![(quantity.to_string(), value)])),
+            Some((_, values)) => values.push((quantity.clone(), value)),
+            None => out.push((setup.clone(), vec![(quantity.clone(), value)])),
         }
     }
     out
 }
 
 /// The four panels.
-pub(super) fn figure(table: &Table) -> Figure {
+pub(super) fn figure(table: &[NetRow]) -> Figure {
     let brokers = || Axis { label: "brokers between publisher and subscriber".into(), scale: Scale::Linear };
     let throughput = Panel {
         title: "throughput, 2000 B, 1 subscriber".into(),
@@ -89,19 +85,11 @@ pub(super) fn figure(table: &Table) -> Figure {
             ),
         ],
     };
-    Figure {
-        title: "Through broker links, 2000 B (issue 4)".into(),
-        panels: vec![throughput, cpu, latency(table), gaps(table)],
-    }
+    Figure { title: "Through broker links, 2000 B".into(), panels: vec![throughput, cpu, latency(table), gaps(table)] }
 }
 
-fn latency(table: &Table) -> Panel {
-    let measuring: Vec<String> = table
-        .rows()
-        .iter()
-        .filter(|r| table.cell(r, "part") == Some("path"))
-        .filter_map(|r| table.cell(r, "setup").map(str::to_string))
-        .collect();
+fn latency(table: &[NetRow]) -> Panel {
+    let measuring: Vec<String> = table.iter().filter(|r| r.part == "path").map(|r| r.setup.clone()).collect();
     let path = |q: &str| -> Vec<(f64, f64)> {
         let mut points: Vec<(f64, f64)> = path_points(table, &measuring)
             .into_iter()
@@ -135,7 +123,7 @@ fn latency(table: &Table) -> Panel {
     }
 }
 
-fn gaps(table: &Table) -> Panel {
+fn gaps(table: &[NetRow]) -> Panel {
     let bars: Vec<(f64, f64, f64)> = faults(table)
         .iter()
         .enumerate()

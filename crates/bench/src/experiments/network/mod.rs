@@ -19,7 +19,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::{list, micros, thousands, Tally};
-use crate::suite::table::{num, Table};
+use crate::suite::table::Table;
 use crate::suite::{Check, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -85,7 +85,7 @@ impl Experiment for Network {
         "throughput, latency and faults through broker links"
     }
     fn seeds(&self) -> &'static str {
-        "issue 4; seed 001's networks"
+        "seed 001's networks"
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -147,6 +147,7 @@ pub(super) struct Checks {
     link: Tally,
     delivered: Tally,
     resumed: Tally,
+    fault_losses: Tally,
 }
 
 impl Default for Checks {
@@ -161,29 +162,43 @@ impl Default for Checks {
             ),
             delivered: Tally::new("every measured subscriber received every message at 1000 msg/s"),
             resumed: Tally::new("deliveries resumed after each fault (the network re-converged around it)"),
+            fault_losses: Tally::new(
+                "every message lost at a fault is accounted: sent inside the fault window (after the last \
+                 delivery before the fault, before deliveries resumed) or counted as dropped by a surviving broker",
+            ),
         }
     }
 }
 
 impl Checks {
     fn into_checks(self) -> Vec<Check> {
-        vec![self.accounted.check(), self.link.check(), self.delivered.check(), self.resumed.check()]
+        vec![
+            self.accounted.check(),
+            self.link.check(),
+            self.delivered.check(),
+            self.resumed.check(),
+            self.fault_losses.check(),
+        ]
     }
 }
 
 impl Network {
     async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
-        let mut table = Table::new(COLUMNS);
+        let mut table: Vec<NetRow> = Vec::new();
         let mut checks = Checks::default();
-        tput::tidings(ctx, &self.0, &mut table, &mut checks).await?;
-        nats::measured(ctx, &self.0, &mut table).await?;
+        // Throughput repetitions run tidings then NATS, repetition by repetition.
+        let servers = nats::start(ctx)?;
+        tput::tidings(ctx, &self.0, &mut table, &mut checks, servers.as_ref()).await?;
+        if let Some(servers) = servers {
+            nats::finish(ctx, &self.0, servers, &mut table).await?;
+        }
         nats::anchored(ctx, &self.0, &mut table)?;
         path::long(ctx, &self.0, &mut table, &mut checks).await?;
         fault::run(ctx, &self.0, &mut table, &mut checks).await?;
         Ok(Outcome {
             figure: present::figure(&table),
             body: present::body(&self.0, &table),
-            table,
+            table: Table::of(COLUMNS, &table)?,
             checks: checks.into_checks(),
         })
     }
@@ -192,6 +207,27 @@ impl Network {
 /// CSV columns: one measured quantity per row, since the parts measure different things.
 /// `rep` is the repetition (in `subscribe`, the batch of 500 subscriptions).
 pub const COLUMNS: &[&str] = &["part", "system", "source", "setup", "brokers", "rep", "quantity", "value"];
+
+/// One measured quantity: the typed row behind the CSV, the plot and the report.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct NetRow {
+    /// `throughput`, `latency`, `path`, `reconvergence` or `subscribe`.
+    pub part: String,
+    /// `tidings`, `nats` or `nats-anchor`.
+    pub system: String,
+    /// `this session` or `committed anchor`.
+    pub source: String,
+    /// What ran: `one broker`, `two brokers`, a broker's name, a fault...
+    pub setup: String,
+    /// Brokers between publisher and subscriber.
+    pub brokers: usize,
+    /// Repetition (in `subscribe`, the batch of 500 subscriptions).
+    pub rep: usize,
+    /// What was measured (`received_msg_s`, `p50_us`, ...).
+    pub quantity: String,
+    /// Its value.
+    pub value: f64,
+}
 
 /// Where a row belongs: everything but the quantity and its value.
 #[derive(Debug, Clone)]
@@ -209,18 +245,19 @@ impl Key {
     }
 
     /// Adds one row.
-    fn put(&self, table: &mut Table, quantity: &str, value: f64) -> anyhow::Result<()> {
+    fn put(&self, table: &mut Vec<NetRow>, quantity: &str, value: f64) -> anyhow::Result<()> {
         let source = if self.system == ANCHOR { "committed anchor" } else { "this session" };
-        table.push(vec![
-            self.part.into(),
-            self.system.into(),
-            source.into(),
-            self.setup.clone(),
-            self.brokers.to_string(),
-            self.rep.to_string(),
-            quantity.into(),
-            num(value),
-        ])
+        table.push(NetRow {
+            part: self.part.into(),
+            system: self.system.into(),
+            source: source.into(),
+            setup: self.setup.clone(),
+            brokers: self.brokers,
+            rep: self.rep,
+            quantity: quantity.into(),
+            value,
+        });
+        Ok(())
     }
 }
 
@@ -230,17 +267,12 @@ const NATS: &str = "nats";
 const ANCHOR: &str = "nats-anchor";
 
 /// The median over repetitions of `quantity` in `part` for `system` with `brokers`.
-fn median(table: &Table, part: &str, system: &str, brokers: usize, quantity: &str) -> Option<f64> {
+fn median(table: &[NetRow], part: &str, system: &str, brokers: usize, quantity: &str) -> Option<f64> {
     let values: Vec<f64> = table
-        .rows()
         .iter()
-        .filter(|r| {
-            table.cell(r, "part") == Some(part)
-                && table.cell(r, "system") == Some(system)
-                && table.cell(r, "brokers") == Some(&brokers.to_string())
-                && table.cell(r, "quantity") == Some(quantity)
-        })
-        .filter_map(|r| table.cell(r, "value").and_then(|v| v.parse().ok()))
+        .filter(|r| r.part == part && r.system == system && r.brokers == brokers && r.quantity == quantity)
+        .map(|r| r.value)
+        .filter(|v| v.is_finite())
         .collect();
     (!values.is_empty()).then(|| crate::stats::median(&values))
 }
@@ -261,7 +293,7 @@ mod tests {
 
     #[test]
     fn medians_are_taken_over_repetitions_of_one_point() {
-        let mut t = Table::new(COLUMNS);
+        let mut t = Vec::new();
         for (rep, v) in [(1, 10.0), (2, 30.0), (3, 20.0)] {
             Key::new("throughput", TIDINGS, "two brokers", 2, rep).put(&mut t, "received_msg_s", v).unwrap();
         }
@@ -269,7 +301,8 @@ mod tests {
         Key::new("throughput", ANCHOR, "cluster", 2, 1).put(&mut t, "received_msg_s", 98.0).unwrap();
         assert_eq!(median(&t, "throughput", TIDINGS, 2, "received_msg_s"), Some(20.0));
         assert_eq!(median(&t, "throughput", TIDINGS, 1, "received_msg_s"), None);
-        assert_eq!(t.cell(&t.rows()[4], "source"), Some("committed anchor"));
+        assert_eq!(t[4].source, "committed anchor");
+        assert_eq!(Table::of(COLUMNS, &t).unwrap().rows().len(), 5);
         assert_eq!(us(None), "n/a");
     }
 

@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use super::cpu::{self, CpuSample, Process};
+use super::NetRow;
 use super::{Key, Params, ANCHOR, NATS};
 use crate::peer::anchors::Point;
 use crate::peer::nats::{self, Mode, PeerRun};
 use crate::peer::{NatsServer, NatsTools, PeerRow};
-use crate::suite::table::Table;
 use crate::suite::Context;
 
 /// Setup labels: one node, then the cluster; the anchors' "one" is the cluster's node A.
@@ -18,42 +18,72 @@ const ONE: &str = "one node";
 const CLUSTER: &str = "two-node cluster";
 const NODE_A: &str = "cluster, node A only";
 
-/// NATS measured in this session, when the tools were found.
-pub(super) async fn measured(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
-    let Some(tools) = ctx.peers.tools() else { return Ok(()) };
+/// NATS's servers for this experiment: one node and a two-node cluster, alive for the whole
+/// run as tidings's broker and network are.
+pub(super) struct Servers {
+    tools: NatsTools,
+    dir: std::path::PathBuf,
+    single: NatsServer,
+    cluster: NatsServer,
+}
+
+/// Starts NATS's servers when `--nats` found the tools.
+pub(super) fn start(ctx: &Context) -> anyhow::Result<Option<Servers>> {
+    let Some(tools) = ctx.peers.tools() else { return Ok(None) };
     let dir = ctx.scratch("network-nats")?;
     let single = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
     let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
-    let (a, b) = (cluster.urls[0].clone(), cluster.urls[1].clone());
-    for rep in 1..=ctx.reps {
-        for (brokers, setup, server, sub) in [(1, ONE, &single, &single.urls[0]), (2, CLUSTER, &cluster, &b)] {
-            let names = if brokers == 1 { vec!["nats"] } else { vec!["nats-a", "nats-b"] };
-            let mut processes: Vec<(&str, Process)> =
-                names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
-            processes.push(("peerbench", Process::WaitedChildren));
-            let run = PeerRun {
-                mode: Mode::Throughput,
-                exp: "E4".into(),
-                publisher: server.urls[0].clone(),
-                subscriber: sub.clone(),
-                size: p.size,
-                subs: 1,
-                rate: 0,
-                reps: 1,
-                duration: p.duration,
-                max: p.max_messages,
-                drain: Duration::from_secs(20),
-                hops: brokers as u64,
-            };
-            let cpu = CpuSample::take(&processes);
-            let rows = harness(tools, &dir, run).await?;
-            let spent = CpuSample::take(&processes).since(&cpu);
-            let key = Key::new("throughput", NATS, setup, brokers, rep);
-            let received = throughput_rows(&key, table, rows.first())?;
-            cpu::put(&key, table, &spent, received)?;
-            ctx.step(format!("nats {setup}, rep {rep}"));
-        }
+    Ok(Some(Servers { tools: tools.clone(), dir, single, cluster }))
+}
+
+/// One throughput repetition on NATS (one node, then the cluster), run right after tidings's.
+pub(super) async fn throughput_rep(
+    ctx: &Context,
+    p: &Params,
+    servers: &Servers,
+    rep: usize,
+    table: &mut Vec<NetRow>,
+) -> anyhow::Result<()> {
+    let Servers { tools, dir, single, cluster } = servers;
+    let b = cluster.urls[1].clone();
+    for (brokers, setup, server, sub) in [(1, ONE, single, &single.urls[0]), (2, CLUSTER, cluster, &b)] {
+        let names = if brokers == 1 { vec!["nats"] } else { vec!["nats-a", "nats-b"] };
+        let mut processes: Vec<(&str, Process)> =
+            names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
+        processes.push(("peerbench", Process::WaitedChildren));
+        let run = PeerRun {
+            mode: Mode::Throughput,
+            exp: "E4".into(),
+            publisher: server.urls[0].clone(),
+            subscriber: sub.clone(),
+            size: p.size,
+            subs: 1,
+            rate: 0,
+            reps: 1,
+            duration: p.duration,
+            max: p.max_messages,
+            // The tidings run's limit: publishing time plus 20 s.
+            drain: p.duration + Duration::from_secs(20),
+            hops: brokers as u64,
+        };
+        let cpu = CpuSample::take(&processes);
+        let rows = harness(tools, dir, run).await?;
+        let spent = CpuSample::take(&processes).since(&cpu);
+        let key = Key::new("throughput", NATS, setup, brokers, rep);
+        let received = throughput_rows(&key, table, rows.first())?;
+        cpu::put(&key, table, &spent, received)?;
+        ctx.step(format!("nats {setup}, rep {rep}"));
     }
+    Ok(())
+}
+
+/// After the throughput repetitions: what cut NATS's route, then latency on the cluster.
+pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &mut Vec<NetRow>) -> anyhow::Result<()> {
+    let Servers { tools, dir, single, cluster } = servers;
+    drop(single);
+    let a = cluster.urls[0].clone();
+    let b = cluster.urls[1].clone();
+    let tools = &tools;
     // What cut NATS's route under the flood, in the nodes' own words.
     let logs: String =
         ["nats-a.log", "nats-b.log"].iter().filter_map(|f| std::fs::read_to_string(dir.join(f)).ok()).collect();
@@ -83,11 +113,12 @@ pub(super) async fn measured(ctx: &Context, p: &Params, table: &mut Table) -> an
         }
         ctx.step(format!("nats latency, {setup}"));
     }
+    drop(cluster);
     Ok(())
 }
 
 /// The committed anchors of the same points (E4: the cluster, node A alone and across).
-pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Table) -> anyhow::Result<()> {
+pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> anyhow::Result<()> {
     let Some(anchors) = &ctx.peers.anchors else { return Ok(()) };
     for (brokers, setup) in [(1, NODE_A), (2, CLUSTER)] {
         let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: 1, hops: brokers };
@@ -107,7 +138,7 @@ async fn harness(tools: &NatsTools, dir: &std::path::Path, run: PeerRun) -> anyh
 }
 
 /// A harness throughput row as ours; returns the messages received.
-fn throughput_rows(key: &Key, table: &mut Table, row: Option<&PeerRow>) -> anyhow::Result<u64> {
+fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) -> anyhow::Result<u64> {
     let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
     for (quantity, column) in [
         ("sent", "sent"),
@@ -126,7 +157,7 @@ fn throughput_rows(key: &Key, table: &mut Table, row: Option<&PeerRow>) -> anyho
 }
 
 /// A harness latency row as ours.
-fn latency_rows(key: &Key, table: &mut Table, row: &PeerRow) -> anyhow::Result<()> {
+fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
     for (quantity, column) in [
         ("sent", "sent"),
         ("received", "delivered"),
@@ -144,14 +175,14 @@ fn latency_rows(key: &Key, table: &mut Table, row: &PeerRow) -> anyhow::Result<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiments::network::{median, COLUMNS};
+    use crate::experiments::network::median;
 
     #[test]
     fn harness_rows_become_ours() {
         let rows = crate::peer::parse_csv(
             "sent,recv_total,lost,lost_pct,agg_recv_msgs_s,dropped_subs\n1000,90,910,91.0,150000,1\n",
         );
-        let mut table = Table::new(COLUMNS);
+        let mut table = Vec::new();
         let key = Key::new("throughput", NATS, CLUSTER, 2, 1);
         assert_eq!(throughput_rows(&key, &mut table, rows.first()).unwrap(), 90);
         assert_eq!(median(&table, "throughput", NATS, 2, "lost_pct"), Some(91.0));

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use tidings_client::Client;
 
 use super::cpu::{self, CpuSample, Process};
+use super::NetRow;
 use super::{path, thousands, Checks, Key, Params, TIDINGS};
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::network::{BrokerInfo, Network as BrokerNetwork};
-use crate::suite::table::Table;
 use crate::suite::Context;
 use crate::target::Target;
 use crate::throughput::{self, ThroughputSpec};
@@ -39,7 +39,13 @@ fn pid(b: &BrokerInfo) -> anyhow::Result<Process> {
 }
 
 /// Runs the tidings side: throughput, then latency, then subscriptions.
-pub(super) async fn tidings(ctx: &Context, p: &Params, table: &mut Table, checks: &mut Checks) -> anyhow::Result<()> {
+pub(super) async fn tidings(
+    ctx: &Context,
+    p: &Params,
+    table: &mut Vec<NetRow>,
+    checks: &mut Checks,
+    nats: Option<&super::nats::Servers>,
+) -> anyhow::Result<()> {
     let single = Target::spawn(&ctx.tidings, &[])?;
     let one = Setup {
         label: "one broker",
@@ -67,6 +73,9 @@ pub(super) async fn tidings(ctx: &Context, p: &Params, table: &mut Table, checks
         for setup in [&one, &two] {
             flood(ctx, p, setup, rep, table, checks).await?;
         }
+        if let Some(servers) = nats {
+            super::nats::throughput_rep(ctx, p, servers, rep, table).await?;
+        }
     }
     let measuring = [phb.name.clone(), shb.name.clone()];
     let route = path::Route { part: "latency", publisher: &phb.name, measuring: &measuring };
@@ -83,7 +92,7 @@ async fn flood(
     p: &Params,
     setup: &Setup,
     rep: usize,
-    table: &mut Table,
+    table: &mut Vec<NetRow>,
     checks: &mut Checks,
 ) -> anyhow::Result<()> {
     let spec = ThroughputSpec {
@@ -145,7 +154,11 @@ fn link_held(before: &[Snapshot], after: &[Snapshot]) -> (bool, String) {
 
 /// Subscribes `p.subscriptions` times at each address, in batches of 500; µs per subscription
 /// of each batch (the subscription is acknowledged by the broker the client is connected to).
-async fn subscriptions(p: &Params, at: &[(&'static str, usize, String)], table: &mut Table) -> anyhow::Result<()> {
+async fn subscriptions(
+    p: &Params,
+    at: &[(&'static str, usize, String)],
+    table: &mut Vec<NetRow>,
+) -> anyhow::Result<()> {
     const BATCH: usize = 500;
     for (setup, brokers, addr) in at {
         let client = Client::builder(addr.as_str()).name("bench-subscriptions").no_reconnect().connect().await?;

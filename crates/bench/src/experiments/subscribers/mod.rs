@@ -156,7 +156,7 @@ impl Subscribers {
         let p = &self.0;
         let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
         ctx.log(format!("subscribers: open-file limit {limit}"));
-        let mut table = Table::new(COLUMNS);
+        let mut table: Vec<Row> = Vec::new();
         let mut checks = Checks {
             retries: Vec::new(),
             subscribed: Tally::new("every subscription registered before publishing (broker gauge = subscribers)"),
@@ -202,7 +202,7 @@ impl Subscribers {
                         rep,
                         load,
                     };
-                    table.push(row(&cells, &r))?;
+                    table.push(row(&cells, &r));
                     ctx.step(format!("{at}: mean {}", micros(r.latency.mean_us)));
                 }
                 if let Some(tools) = ctx.peers.tools() {
@@ -233,7 +233,7 @@ impl Subscribers {
             checks.order.check(),
             checks.accounted.check(),
         ];
-        Ok(Outcome { table, figure, body, checks })
+        Ok(Outcome { table: Table::of(COLUMNS, &table)?, figure, body, checks })
     }
 
     async fn point(
@@ -313,7 +313,7 @@ impl Subscribers {
         tools: &NatsTools,
         n: usize,
         rep: usize,
-        table: &mut Table,
+        table: &mut Vec<Row>,
     ) -> anyhow::Result<()> {
         let p = &self.0;
         let dir = ctx.scratch("subscribers-nats")?;
@@ -342,13 +342,13 @@ impl Subscribers {
         let load = [load_before, load_average()];
         for r in &rows {
             let at = At { system: "nats", source: "this session", n, rate, size, rep, load };
-            table.push(peer_row(&at, r))?;
+            table.push(peer_row(&at, r));
         }
         Ok(())
     }
 
     /// The committed anchors of the peer harness, labelled as such.
-    fn anchors(&self, ctx: &Context, table: &mut Table) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<Row>) -> anyhow::Result<()> {
         let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
@@ -364,7 +364,7 @@ impl Subscribers {
                         rep: i + 1,
                         load: [None, None],
                     };
-                    table.push(peer_row(&at, r))?;
+                    table.push(peer_row(&at, r));
                 }
             }
         }
@@ -378,7 +378,58 @@ struct Measured {
     broker_drops: f64,
 }
 
-/// Which point a row belongs to: its first six cells, and the load around it.
+/// One measured repetition at one point, of tidings (TCP or UDP), NATS now, or a committed NATS
+/// anchor: the typed row behind the CSV, the plot and the report's tables. Latencies in µs from
+/// the intended send time; `send_*` from the actual one.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Row {
+    /// `tidings-tcp`, `tidings-udp`, `nats` or `nats-anchor`.
+    pub system: String,
+    /// `this session` or `committed anchor`.
+    pub source: String,
+    /// Subscriber connections.
+    pub subscribers: usize,
+    /// Publish rate asked for, msg/s.
+    pub rate_msg_s: f64,
+    /// Payload bytes.
+    pub size_b: usize,
+    /// Repetition, from 1.
+    pub rep: usize,
+    /// Messages published.
+    pub sent: Option<f64>,
+    /// Deliveries received (first copies, by number).
+    pub received: Option<f64>,
+    /// Deliveries that never arrived.
+    pub lost: Option<f64>,
+    /// Subscribers that missed something or whose stream ended.
+    pub dropped_subscribers: Option<f64>,
+    /// Mean latency.
+    pub mean_us: Option<f64>,
+    /// Its standard deviation.
+    pub stdev_us: Option<f64>,
+    /// Median latency.
+    pub p50_us: Option<f64>,
+    /// 99th percentile.
+    pub p99_us: Option<f64>,
+    /// Maximum.
+    pub max_us: Option<f64>,
+    /// Slow-consumer drops the broker counted.
+    pub broker_drops: Option<f64>,
+    /// Seconds to connect and subscribe everyone.
+    pub setup_s: Option<f64>,
+    /// Publish rate achieved.
+    pub achieved_rate_msg_s: Option<f64>,
+    /// Median from the actual send time.
+    pub send_p50_us: Option<f64>,
+    /// 99th percentile from the actual send time.
+    pub send_p99_us: Option<f64>,
+    /// Load average before the point.
+    pub load_before: Option<f64>,
+    /// Load average after it.
+    pub load_after: Option<f64>,
+}
+
+/// Which point a row belongs to, and the load around it.
 struct At<'a> {
     system: &'a str,
     source: &'a str,
@@ -390,57 +441,73 @@ struct At<'a> {
 }
 
 impl At<'_> {
-    /// The first six cells, the row's own figures, then the load before and after.
-    fn cells(&self, figures: Vec<String>) -> Vec<String> {
-        let head = [self.system.into(), self.source.into(), self.n.to_string(), num(self.rate)];
-        let load = self.load.map(|l| l.map(|l| format!("{l:.2}")).unwrap_or_default());
-        head.into_iter().chain([self.size.to_string(), self.rep.to_string()]).chain(figures).chain(load).collect()
+    /// A row of this point with nothing measured yet.
+    fn row(&self) -> Row {
+        Row {
+            system: self.system.into(),
+            source: self.source.into(),
+            subscribers: self.n,
+            rate_msg_s: self.rate,
+            size_b: self.size,
+            rep: self.rep,
+            load_before: self.load[0],
+            load_after: self.load[1],
+            ..Row::default()
+        }
     }
 }
 
-fn row(at: &At<'_>, m: &Measured) -> Vec<String> {
+fn row(at: &At<'_>, m: &Measured) -> Row {
     let r = &m.latency;
-    at.cells(vec![
-        r.sent.to_string(),
-        r.received.to_string(),
-        r.lost.to_string(),
-        r.dropped_subscribers.to_string(),
-        num(r.mean_us),
-        num(r.stdev_us),
-        r.p50_us.to_string(),
-        r.p99_us.to_string(),
-        r.max_us.to_string(),
-        num(m.broker_drops),
-        format!("{:.2}", r.setup_secs),
-        num(r.achieved_rate),
-        r.send_p50_us.to_string(),
-        r.send_p99_us.to_string(),
-    ])
+    let f = |v: u64| Some(v as f64);
+    Row {
+        sent: f(r.sent),
+        received: f(r.received),
+        lost: f(r.lost),
+        dropped_subscribers: Some(r.dropped_subscribers as f64),
+        mean_us: Some(r.mean_us),
+        stdev_us: Some(r.stdev_us),
+        p50_us: f(r.p50_us),
+        p99_us: f(r.p99_us),
+        max_us: f(r.max_us),
+        broker_drops: Some(m.broker_drops),
+        setup_s: Some(r.setup_secs),
+        achieved_rate_msg_s: Some(r.achieved_rate),
+        send_p50_us: f(r.send_p50_us),
+        send_p99_us: f(r.send_p99_us),
+        ..at.row()
+    }
 }
 
-fn peer_row(at: &At<'_>, r: &PeerRow) -> Vec<String> {
-    let f = |c: &str| r.num(c).map(num).unwrap_or_default();
-    at.cells(vec![
-        f("sent"),
-        f("delivered"),
-        f("lost"),
-        f("dropped_subs"),
-        f("mean_us"),
-        String::new(),
-        f("p50_us"),
-        f("p99_us"),
-        f("max_us"),
-        String::new(),
-        f("setup_secs"),
-        f("achieved_rate"),
-        f("send_p50_us"),
-        f("send_p99_us"),
-    ])
+fn peer_row(at: &At<'_>, r: &PeerRow) -> Row {
+    Row {
+        sent: r.num("sent"),
+        received: r.num("delivered"),
+        lost: r.num("lost"),
+        dropped_subscribers: r.num("dropped_subs"),
+        mean_us: r.num("mean_us"),
+        p50_us: r.num("p50_us"),
+        p99_us: r.num("p99_us"),
+        max_us: r.num("max_us"),
+        setup_s: r.num("setup_secs"),
+        achieved_rate_msg_s: r.num("achieved_rate"),
+        send_p50_us: r.num("send_p50_us"),
+        send_p99_us: r.num("send_p99_us"),
+        ..at.row()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_column_is_a_field_of_the_typed_rows() {
+        let table = Table::of(COLUMNS, &[Row::default()]).unwrap();
+        assert_eq!(table.rows().len(), 1);
+        let fields = serde_json::to_value(Row::default()).unwrap();
+        assert_eq!(fields.as_object().unwrap().len(), COLUMNS.len(), "a field is missing from COLUMNS");
+    }
 
     #[test]
     fn the_rate_keeps_deliveries_under_a_million_per_second() {

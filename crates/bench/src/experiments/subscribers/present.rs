@@ -2,52 +2,44 @@
 
 use std::fmt::Write as _;
 
-use super::Subscribers;
+use super::{Row, Subscribers};
 use crate::experiments::micros;
-use crate::peer::{median_of, PeerRow};
 use crate::seeds;
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
-use crate::suite::table::{num, Table};
+use crate::suite::table::num;
+
+/// One figure of a row.
+type Field = fn(&Row) -> Option<f64>;
 
 impl Subscribers {
-    /// The median over repetitions of `column` for `system` at `n` subscribers.
-    /// Every repetition's value of `column` at `n` subscribers.
-    fn values(table: &Table, system: &str, n: usize, column: &str) -> Vec<f64> {
-        table
-            .rows()
-            .iter()
-            .filter(|r| table.cell(r, "system") == Some(system) && table.cell(r, "subscribers") == Some(&n.to_string()))
-            .filter_map(|r| table.cell(r, column).and_then(|v| v.parse().ok()))
-            .collect()
+    /// Every repetition's value of `field` for `system` at `n` subscribers.
+    fn values(rows: &[Row], system: &str, n: usize, field: Field) -> Vec<f64> {
+        rows.iter().filter(|r| r.system == system && r.subscribers == n).filter_map(field).collect()
     }
 
-    /// `median [min-max]` of `column`, flagged when the repetitions disagree by over 25 %.
-    fn ranged(table: &Table, system: &str, n: usize, column: &str) -> String {
-        let values = Self::values(table, system, n, column);
+    /// `median [min-max]` of `field`, flagged when the repetitions disagree by over 25 %.
+    fn ranged(rows: &[Row], system: &str, n: usize, field: Field) -> String {
+        let values = Self::values(rows, system, n, field);
         if values.is_empty() {
             return "n/a".into();
         }
         Spread::of(&values).show(micros)
     }
 
-    fn median(table: &Table, system: &str, n: usize, column: &str) -> Option<f64> {
-        let rows: Vec<PeerRow> = table
-            .rows()
-            .iter()
-            .filter(|r| table.cell(r, "system") == Some(system) && table.cell(r, "subscribers") == Some(&n.to_string()))
-            .map(|r| PeerRow([(column.to_string(), table.cell(r, column).unwrap_or_default().to_string())].into()))
-            .collect();
-        median_of(&rows, column)
+    /// The median over repetitions of `field` for `system` at `n` subscribers.
+    fn median(rows: &[Row], system: &str, n: usize, field: Field) -> Option<f64> {
+        let values = Self::values(rows, system, n, field);
+        (!values.is_empty()).then(|| crate::stats::median(&values))
     }
 
-    fn series(&self, table: &Table, system: &str, column: &str) -> Vec<(f64, f64)> {
-        self.0.counts.iter().filter_map(|&n| Self::median(table, system, n, column).map(|v| (n as f64, v))).collect()
+    fn series(&self, rows: &[Row], system: &str, field: Field) -> Vec<(f64, f64)> {
+        self.0.counts.iter().filter_map(|&n| Self::median(rows, system, n, field).map(|v| (n as f64, v))).collect()
     }
 
-    pub(super) fn figure(&self, table: &Table) -> Figure {
+    pub(super) fn figure(&self, table: &[Row]) -> Figure {
         let x = || Axis { label: "subscribers (each its own connection)".into(), scale: AxisScale::Log };
-        let ours = |column: &str| {
+        let ours = |column: Field| {
             vec![
                 Series::new("tidings TCP", Mark::Line, figure::TIDINGS, self.series(table, "tidings-tcp", column)),
                 Series::new("tidings UDP", Mark::Line, figure::TIDINGS_ALT, self.series(table, "tidings-udp", column)),
@@ -68,10 +60,10 @@ impl Subscribers {
                 t.subscribers.iter().copied().zip(values.iter().copied()).collect(),
             )
         };
-        let mut mean = ours("mean_us");
+        let mut mean = ours(|r| r.mean_us);
         mean.push(seed(&seeds::SEED_003_LAN, figure::SEED, seeds::SEED_003_LAN.mean_us));
         mean.push(seed(&seeds::SEED_000_LAN, 5, seeds::SEED_000_LAN.mean_us));
-        let mut dropped = ours("dropped_subscribers");
+        let mut dropped = ours(|r| r.dropped_subscribers);
         dropped.push(seed(&seeds::SEED_003_VM, figure::SEED, seeds::SEED_003_VM.dropped));
         dropped.push(seed(&seeds::SEED_000_VM, 5, seeds::SEED_000_VM.dropped));
         let latency_axis = |what: &str| Axis { label: format!("{what} latency (µs)"), scale: AxisScale::Log };
@@ -83,7 +75,7 @@ impl Subscribers {
                     title: "99th percentile latency".into(),
                     x: x(),
                     y: latency_axis("p99"),
-                    series: ours("p99_us"),
+                    series: ours(|r| r.p99_us),
                 },
                 Panel {
                     title: "dropped subscribers".into(),
@@ -95,7 +87,7 @@ impl Subscribers {
         }
     }
 
-    pub(super) fn body(&self, table: &Table) -> anyhow::Result<String> {
+    pub(super) fn body(&self, table: &[Row]) -> anyhow::Result<String> {
         let mut out = String::new();
         let _ = writeln!(
             out,
@@ -119,21 +111,21 @@ impl Subscribers {
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
         for &n in &self.0.counts {
             for system in ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"] {
-                let m = |c: &str| Self::median(table, system, n, c);
-                let Some(mean) = m("mean_us") else { continue };
-                let us = |c: &str| m(c).map(micros).unwrap_or_else(|| "n/a".into());
-                let count = |c: &str| m(c).map(num).unwrap_or_else(|| "n/a".into());
+                let m = |c: Field| Self::median(table, system, n, c);
+                let Some(mean) = m(|r| r.mean_us) else { continue };
+                let us = |c: Field| m(c).map(micros).unwrap_or_else(|| "n/a".into());
+                let count = |c: Field| m(c).map(num).unwrap_or_else(|| "n/a".into());
                 let _ = writeln!(
                     out,
                     "| {n} | {system} | {} | {} | {} | {} | {} | {} | {} | {} |",
                     micros(mean),
-                    us("p50_us"),
-                    Self::ranged(table, system, n, "p99_us"),
-                    us("max_us"),
-                    us("send_p99_us"),
-                    count("achieved_rate_msg_s"),
-                    count("dropped_subscribers"),
-                    count("lost")
+                    us(|r| r.p50_us),
+                    Self::ranged(table, system, n, |r| r.p99_us),
+                    us(|r| r.max_us),
+                    us(|r| r.send_p99_us),
+                    count(|r| r.achieved_rate_msg_s),
+                    count(|r| r.dropped_subscribers),
+                    count(|r| r.lost)
                 );
             }
         }
@@ -146,8 +138,8 @@ impl Subscribers {
         let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
         for &n in &self.0.counts {
             let ours = |s: &str| match (
-                Self::median(table, s, n, "mean_us"),
-                Self::median(table, s, n, "dropped_subscribers"),
+                Self::median(table, s, n, |r| r.mean_us),
+                Self::median(table, s, n, |r| r.dropped_subscribers),
             ) {
                 (Some(m), Some(d)) => format!("{} ({d:.0} dropped)", micros(m)),
                 _ => "n/a".into(),

@@ -1,11 +1,13 @@
 //! An ostream: what this broker has told one downstream cell about one pubend, and what that
 //! cell asked for (gd-protocol §5, §8.2). The filter edge is applied tick by tick as the
 //! istream's knowledge is walked; F ticks are told lazily (on the next Data, or after FPT).
+//! Answers to nacks are in `answer`.
+
+mod answer;
 
 use std::collections::BTreeSet;
 
 use crate::cache::PayloadCache;
-use crate::engine::reply::Reply;
 use crate::engine::types::{Action, ChildLink, Verdict};
 use crate::engine::Ctx;
 use crate::knowledge::{Know, Knowledge};
@@ -20,6 +22,8 @@ pub(crate) struct View<'a> {
     pub(crate) cache: &'a PayloadCache,
     /// At the pubend: ticks released early (answered as lost).
     pub(crate) lost: Option<TickRange>,
+    /// True at the pubend: the done prefix there is authoritative for every ostream.
+    pub(crate) authoritative: bool,
 }
 
 /// AckExpected state (pubend only).
@@ -37,6 +41,12 @@ struct AckExpected {
 #[derive(Clone, Debug)]
 pub(crate) struct Ostream {
     pub(crate) cell: CellId,
+    /// The ack prefix this ostream was created with: at a relay, ticks at or below it that the
+    /// istream folded away were never told through this ostream, so they are not answered
+    /// from the done prefix but fetched upstream.
+    origin: Tick,
+    /// The highest ack the cell itself sent.
+    reported: Tick,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -57,6 +67,8 @@ impl Ostream {
     pub(crate) fn new(link: ChildLink, start: Tick, now: Millis) -> Self {
         Self {
             cell: link.cell,
+            origin: start,
+            reported: Tick(0),
             to: link.broker,
             via: link.via,
             told: start,
@@ -72,7 +84,11 @@ impl Ostream {
     }
 
     /// The entry broker changed inside the same cell: the ostream (acks, curiosity) survives.
+    /// A different entry broker holds different state: it is treated like a restarted one.
     pub(crate) fn relink(&mut self, link: ChildLink) {
+        if link.broker != self.to {
+            self.peer_restarted();
+        }
         self.to = link.broker;
         self.via = link.via;
     }
@@ -80,6 +96,18 @@ impl Ostream {
     /// How the cell is reached.
     pub(crate) fn link(&self) -> ChildLink {
         ChildLink { cell: self.cell, broker: self.to, via: self.via }
+    }
+
+    /// The cell's entry broker restarted with empty state: its old acks no longer say what it
+    /// holds, its curiosity is gone, and everything above its ack prefix is told again.
+    pub(crate) fn peer_restarted(&mut self) {
+        self.reported = Tick(0);
+        self.curious = RangeMap::new();
+        if self.told > self.ack {
+            self.told = self.ack;
+            self.lazy_from = None;
+            self.above.clear();
+        }
     }
 
     /// Turns on AckExpected probing (the pubend's ostreams).
@@ -245,112 +273,9 @@ impl Ostream {
         from
     }
 
-    /// Answers `range` from the istream (a retransmission: requested-only); pieces that cannot
-    /// be answered here (Q, or D without a cached payload) go to `missing`. Answered ticks lose
-    /// their C marks.
-    pub(crate) fn answer(
-        &mut self,
-        range: TickRange,
-        view: &View<'_>,
-        ctx: &mut Ctx<'_>,
-        missing: &mut Vec<TickRange>,
-    ) {
-        let mut reply = Reply::new(view.pubend, true);
-        let done = view.know.done();
-        let mut cursor = range.from;
-        if range.from <= done {
-            let below = TickRange { from: range.from, to: range.to.min(done) };
-            answer_done(below, view.lost, &mut reply);
-            cursor = below.to.next();
-        }
-        let first_missing = missing.len();
-        if let Some(rest) = TickRange::new(cursor, range.to) {
-            for run in view.know.runs(rest) {
-                if run.range.from > cursor {
-                    missing.push(TickRange { from: cursor, to: run.range.from.prev() });
-                }
-                self.answer_run(run.range, run.value, view, ctx, &mut reply, missing);
-                cursor = run.range.to.next();
-            }
-            if cursor <= rest.to {
-                missing.push(TickRange { from: cursor, to: rest.to });
-            }
-        }
-        for &tick in &reply.data_ticks {
-            self.last_data = self.last_data.max(tick);
-            if tick > self.told {
-                self.above.insert(tick);
-            }
-        }
-        let mut removed = Vec::new();
-        self.curious.remove(range, &mut removed);
-        for piece in &missing[first_missing..] {
-            for run in &removed {
-                if let Some(overlap) = TickRange::new(piece.from.max(run.range.from), piece.to.min(run.range.to)) {
-                    self.curious.insert(overlap, run.value);
-                }
-            }
-        }
-        for message in reply.finish() {
-            ctx.counters.retransmitted += 1;
-            self.send_message(ctx, message);
-        }
-    }
-
-    fn answer_run(
-        &self,
-        range: TickRange,
-        value: Know,
-        view: &View<'_>,
-        ctx: &Ctx<'_>,
-        reply: &mut Reply,
-        missing: &mut Vec<TickRange>,
-    ) {
-        match value {
-            Know::Final => reply.final_range(range),
-            Know::Lost => reply.lost_range(range),
-            Know::Data => {
-                for tick in (range.from.0..=range.to.0).map(Tick) {
-                    match view.cache.get(tick) {
-                        None => missing.push(TickRange::single(tick)),
-                        Some(payload) if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final => {
-                            reply.final_range(TickRange::single(tick))
-                        }
-                        Some(payload) => reply.data(tick, payload.clone()),
-                    }
-                }
-            }
-        }
-    }
-
-    /// A nack from the cell: marks C over the ticks it has not acknowledged and answers what the
-    /// istream can; the rest is appended to `missing`.
-    pub(crate) fn on_nack(
-        &mut self,
-        ranges: &[TickRange],
-        view: &View<'_>,
-        ctx: &mut Ctx<'_>,
-        missing: &mut Vec<TickRange>,
-    ) {
-        for range in ranges {
-            let Some(range) = TickRange::new(range.from.max(self.ack.next()), range.to) else { continue };
-            self.curious.insert(range, ctx.now);
-            self.answer(range, view, ctx, missing);
-        }
-    }
-
-    /// New knowledge or a payload arrived over `range`: answer the C marks it resolves.
-    pub(crate) fn answer_curious(&mut self, range: TickRange, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        let marked: Vec<TickRange> = self.curious.runs(range).map(|run| run.range).collect();
-        let mut missing = Vec::new();
-        for piece in marked {
-            self.answer(piece, view, ctx, &mut missing);
-        }
-    }
-
     /// Whether the cell is curious about any tick of `range`.
     pub(crate) fn is_curious(&self, range: TickRange) -> bool {
-        self.curious.runs(range).next().is_some()
+        !self.curious.is_empty() && self.curious.runs(range).next().is_some()
     }
 
     /// C ranges held (to re-send upstream when the upstream changes).
@@ -364,6 +289,7 @@ impl Ostream {
     /// An Ack from the cell. Returns whether the ack prefix advanced.
     pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
         self.release = self.release.max(release.min(ack));
+        self.reported = self.reported.max(ack);
         if ack <= self.ack {
             return false;
         }
@@ -426,24 +352,5 @@ impl Ostream {
         let first = self.curious.first_tick()?;
         let to = self.curious.last_tick().unwrap_or(first);
         self.curious.runs(TickRange { from: first, to }).map(|run| run.value).min()
-    }
-}
-
-/// Ticks at or below the done prefix: final and acknowledged; lost where released early.
-fn answer_done(range: TickRange, lost: Option<TickRange>, reply: &mut Reply) {
-    let Some(lost) = lost else {
-        reply.final_range(range);
-        return;
-    };
-    if let Some(before) = TickRange::new(range.from, range.to.min(lost.from.prev())) {
-        if lost.from > Tick(0) {
-            reply.final_range(before);
-        }
-    }
-    if let Some(inside) = TickRange::new(range.from.max(lost.from), range.to.min(lost.to)) {
-        reply.lost_range(inside);
-    }
-    if let Some(after) = TickRange::new(range.from.max(lost.to.next()), range.to) {
-        reply.final_range(after);
     }
 }

@@ -1,0 +1,59 @@
+//! `tidings bench tput` and `latency`: short runs against a broker the command starts, read
+//! back through the typed JSON rows (`$TIDINGS_BENCH_JSON`). No timing is asserted; what is
+//! checked holds whatever the machine's speed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> (Output, Value) {
+    let json = std::env::temp_dir().join(format!("tidings-bench-test-{}-{}.json", std::process::id(), args[0]));
+    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_tidings")))
+        .arg("bench")
+        .args(args)
+        .env("TIDINGS_BENCH_JSON", &json)
+        .output()
+        .unwrap();
+    let value = std::fs::read_to_string(&json).map(|t| serde_json::from_str(&t).unwrap()).unwrap_or(Value::Null);
+    let _ = std::fs::remove_file(&json);
+    (out, value)
+}
+
+fn figure(row: &Value, name: &str) -> f64 {
+    row["figures"].as_array().unwrap().iter().find(|f| f[0] == name).and_then(|f| f[1].as_f64()).unwrap()
+}
+
+#[test]
+fn throughput_counts_every_numbered_message_once() {
+    let (out, json) = bench(&["tput", "--reps", "1", "--duration", "0.3", "--max", "20000", "--subs", "2"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = &json["rows"][0];
+    assert_eq!(row["system"], "tidings");
+    assert!(figure(row, "sent") > 0.0);
+    assert_eq!((figure(row, "lost"), figure(row, "duplicates")), (0.0, 0.0));
+    assert!(row["load_before"].is_number() && row["load_after"].is_number());
+}
+
+#[test]
+fn latency_from_the_intended_send_time_is_never_below_latency_from_the_actual_one() {
+    let (out, json) = bench(&["latency", "--reps", "1", "--duration", "0.5", "--subs", "3", "--rate", "500"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = &json["rows"][0];
+    // Each message's intended time is at or before its actual send, so every quantile of the
+    // first distribution is at least the same quantile of the second.
+    for (intended, actual) in [("p50_us", "send_p50_us"), ("p99_us", "send_p99_us"), ("max_us", "send_max_us")] {
+        assert!(figure(row, intended) >= figure(row, actual), "{intended} < {actual}: {row}");
+    }
+    assert!(figure(row, "achieved_rate") > 0.0);
+    assert_eq!(figure(row, "lost"), 0.0);
+}
+
+#[test]
+fn nats_that_cannot_be_found_is_a_clear_error() {
+    let (out, _) = bench(&["latency", "--reps", "1", "--duration", "0.2", "--nats", "--nats-server", "/nonexistent"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent"), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -1,0 +1,162 @@
+//! Answers to curiosity: a nack, or C marks that new knowledge resolves, answered from the
+//! istream as requested-only retransmissions; what cannot be answered here is returned as
+//! missing (the stream fetches it upstream or from the log).
+
+use crate::engine::reply::Reply;
+use crate::engine::types::Verdict;
+use crate::engine::Ctx;
+use crate::knowledge::Know;
+use crate::names::{Tick, TickRange};
+
+use super::{Ostream, View};
+
+impl Ostream {
+    /// Answers `range` from the istream (a retransmission: requested-only); pieces that cannot
+    /// be answered here (Q, or D without a cached payload) go to `missing`. Answered ticks lose
+    /// their C marks.
+    pub(crate) fn answer(
+        &mut self,
+        range: TickRange,
+        view: &View<'_>,
+        ctx: &mut Ctx<'_>,
+        missing: &mut Vec<TickRange>,
+    ) {
+        let mut reply = Reply::new(view.pubend, true);
+        let first_missing = missing.len();
+        let mut cursor = self.answer_below_done(range, view, &mut reply, missing);
+        if let Some(rest) = TickRange::new(cursor, range.to) {
+            for run in view.know.runs(rest) {
+                if run.range.from > cursor {
+                    missing.push(TickRange { from: cursor, to: run.range.from.prev() });
+                }
+                self.answer_run(run.range, run.value, view, ctx, &mut reply, missing);
+                cursor = run.range.to.next();
+            }
+            if cursor <= rest.to {
+                missing.push(TickRange { from: cursor, to: rest.to });
+            }
+        }
+        for &tick in &reply.data_ticks {
+            self.last_data = self.last_data.max(tick);
+            if tick > self.told {
+                self.above.insert(tick);
+            }
+        }
+        self.keep_curious_only(range, &missing[first_missing..]);
+        for message in reply.finish() {
+            ctx.counters.retransmitted += 1;
+            self.send_message(ctx, message);
+        }
+    }
+
+    /// The part of `range` at or below the done prefix; returns the first tick above it.
+    fn answer_below_done(
+        &self,
+        range: TickRange,
+        view: &View<'_>,
+        reply: &mut Reply,
+        missing: &mut Vec<TickRange>,
+    ) -> Tick {
+        let done = view.know.done();
+        if range.from > done {
+            return range.from;
+        }
+        // At or below what the cell itself acknowledged: a stale nack (it was reordered behind
+        // the ack); the cell holds these ticks, so nothing is said about them.
+        let below = TickRange { from: range.from.max(self.reported.next()), to: range.to.min(done) };
+        let unknown_to = if view.authoritative { Tick(0) } else { self.origin.min(below.to) };
+        if let Some(unknown) = TickRange::new(below.from, unknown_to) {
+            missing.push(unknown);
+        }
+        if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
+            answer_done(known, view.lost, reply);
+        }
+        range.to.min(done).next()
+    }
+
+    /// After answering `range`: its C marks stay only on the pieces still missing.
+    fn keep_curious_only(&mut self, range: TickRange, missing: &[TickRange]) {
+        let mut removed = Vec::new();
+        self.curious.remove(range, &mut removed);
+        for piece in missing {
+            for run in &removed {
+                if let Some(overlap) = TickRange::new(piece.from.max(run.range.from), piece.to.min(run.range.to)) {
+                    self.curious.insert(overlap, run.value);
+                }
+            }
+        }
+    }
+
+    fn answer_run(
+        &self,
+        range: TickRange,
+        value: Know,
+        view: &View<'_>,
+        ctx: &Ctx<'_>,
+        reply: &mut Reply,
+        missing: &mut Vec<TickRange>,
+    ) {
+        match value {
+            Know::Final => reply.final_range(range),
+            Know::Lost => reply.lost_range(range),
+            Know::Data => {
+                for tick in (range.from.0..=range.to.0).map(Tick) {
+                    match view.cache.get(tick) {
+                        None => missing.push(TickRange::single(tick)),
+                        Some(payload) if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final => {
+                            reply.final_range(TickRange::single(tick))
+                        }
+                        Some(payload) => reply.data(tick, payload.clone()),
+                    }
+                }
+            }
+        }
+    }
+
+    /// A nack from the cell: marks C over the ticks it has not acknowledged and answers what the
+    /// istream can; the rest is appended to `missing`.
+    pub(crate) fn on_nack(
+        &mut self,
+        ranges: &[TickRange],
+        view: &View<'_>,
+        ctx: &mut Ctx<'_>,
+        missing: &mut Vec<TickRange>,
+    ) {
+        for &range in ranges {
+            // Curiosity is kept only above the ack prefix, but everything asked is answered: a
+            // fresh ostream (after a restart here) may start above what the cell really holds.
+            if let Some(marked) = TickRange::new(range.from.max(self.ack.next()), range.to) {
+                self.curious.insert(marked, ctx.now);
+            }
+            self.answer(range, view, ctx, missing);
+        }
+    }
+
+    /// New knowledge or a payload arrived over `range`: answer the C marks it resolves.
+    pub(crate) fn answer_curious(&mut self, range: TickRange, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        let marked: Vec<TickRange> = self.curious.runs(range).map(|run| run.range).collect();
+        let mut missing = Vec::new();
+        for piece in marked {
+            self.answer(piece, view, ctx, &mut missing);
+        }
+    }
+}
+
+/// Ticks at or below the done prefix: final and acknowledged; lost where released early.
+fn answer_done(range: TickRange, lost: Option<TickRange>, reply: &mut Reply) {
+    let Some(lost) = lost else {
+        reply.final_range(range);
+        return;
+    };
+    if let Some(before) = TickRange::new(range.from, range.to.min(lost.from.prev())) {
+        if lost.from > Tick(0) {
+            reply.final_range(before);
+        }
+    }
+    if let Some(inside) = TickRange::new(range.from.max(lost.from), range.to.min(lost.to)) {
+        reply.lost_range(inside);
+    }
+    if let Some(after) = TickRange::new(range.from.max(lost.to.next()), range.to) {
+        reply.final_range(after);
+    }
+}

@@ -1,0 +1,254 @@
+//! Role-level tests of the engine: pubend, relay, subends (the multi-broker scenarios are in
+//! `tests/`).
+
+use bytes::Bytes;
+
+use crate::engine::{Action, ChildLink, Engine, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
+use crate::message::Message;
+use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
+use crate::settings::Settings;
+use crate::store::{Recovered, StoreAction, StoreInput};
+
+const P: PubendId = PubendId(1);
+
+/// Payload byte 0 != 0 matches everything; 0 matches nothing.
+struct Byte0;
+
+impl Matcher for Byte0 {
+    fn child(&self, _: PubendId, _: CellId, payload: &Bytes) -> Verdict {
+        if payload[0] != 0 {
+            Verdict::Data
+        } else {
+            Verdict::Final
+        }
+    }
+    fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
+        if payload[0] != 0 {
+            out.extend([SubendId(1), SubendId(2)]);
+        }
+    }
+    fn subend(&self, _: PubendId, _: SubendId, payload: &Bytes) -> bool {
+        payload[0] != 0
+    }
+}
+
+fn child() -> ChildLink {
+    ChildLink { cell: CellId(9), broker: BrokerId(9), via: None }
+}
+
+fn pubend() -> (Engine<Byte0>, Vec<Action>) {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    engine.handle(
+        Millis(1),
+        Input::Route { pubend: P, route: StreamRoute { upstream: None, children: vec![child()] } },
+        &mut out,
+    );
+    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered: Recovered::default() }), &mut out);
+    (engine, out)
+}
+
+fn publish(engine: &mut Engine<Byte0>, now: u64, seq: u64, out: &mut Vec<Action>) {
+    let input = Input::Publish { pubend: P, publisher: PublisherId(1), seq, payload: Bytes::from_static(b"\x01m") };
+    engine.handle(Millis(now), input, out);
+}
+
+fn appends(out: &[Action]) -> Vec<Tick> {
+    out.iter()
+        .filter_map(|a| if let Action::Store(StoreAction::Append { tick, .. }) = a { Some(*tick) } else { None })
+        .collect()
+}
+
+fn sent(out: &[Action]) -> Vec<&Message> {
+    out.iter().filter_map(|a| if let Action::Send { message, .. } = a { Some(message) } else { None }).collect()
+}
+
+#[test]
+fn ticks_are_the_clock_or_one_more_than_the_last() {
+    let (mut engine, mut out) = pubend();
+    for seq in 1..=3 {
+        publish(&mut engine, 5, seq, &mut out);
+    }
+    assert_eq!(appends(&out), vec![Tick(5000), Tick(5001), Tick(5002)]);
+}
+
+#[test]
+fn a_repeated_publisher_sequence_number_gets_no_second_tick() {
+    let (mut engine, mut out) = pubend();
+    publish(&mut engine, 5, 1, &mut out);
+    publish(&mut engine, 6, 1, &mut out);
+    assert_eq!(appends(&out).len(), 1);
+    assert_eq!(engine.counters().duplicate_publishes, 1);
+}
+
+#[test]
+fn nothing_leaves_the_pubend_before_its_append_is_durable() {
+    let (mut engine, mut out) = pubend();
+    out.clear();
+    publish(&mut engine, 5, 1, &mut out);
+    assert!(sent(&out).iter().all(|m| !matches!(m, Message::Data { .. })));
+    engine.handle(Millis(6), Input::Store(StoreInput::AppendDone { pubend: P, synced_up_to: Tick(5000) }), &mut out);
+    assert!(sent(&out).iter().any(|m| matches!(m, Message::Data { tick: Tick(5000), .. })));
+    assert!(out.iter().any(|a| matches!(a, Action::PublishAcked { seq: 1, .. })));
+}
+
+#[test]
+fn silence_stops_below_an_unlogged_tick_and_at_the_lease() {
+    let (mut engine, mut out) = pubend();
+    // No lease yet: no F at all, however much time passes.
+    engine.handle(Millis(1000), Input::Tick, &mut out);
+    assert!(sent(&out).iter().all(|m| !matches!(m, Message::Silence { .. })));
+    engine.handle(Millis(1000), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(1_500_000) }), &mut out);
+    publish(&mut engine, 1000, 1, &mut out);
+    out.clear();
+    engine.handle(Millis(2000), Input::Tick, &mut out);
+    assert!(sent(&out).iter().any(|m| matches!(m, Message::Silence { .. })), "silence below the unlogged tick is told");
+    for message in sent(&out) {
+        if let Message::Silence { ranges, .. } = message {
+            assert!(ranges.iter().all(|r| r.to < Tick(1_000_000)), "F must stop below the unlogged tick: {ranges:?}");
+        }
+    }
+}
+
+fn relay(children: Vec<ChildLink>, brokers: Vec<BrokerId>) -> (Engine<Byte0>, Vec<Action>) {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    let route = StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers }), children };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    (engine, out)
+}
+
+fn data(tick: u64, from: u64, byte: u8, requested_only: bool) -> Input {
+    let message = Message::Data {
+        pubend: P,
+        tick: Tick(tick),
+        final_from: Tick(from),
+        final_to: Tick(tick),
+        requested_only,
+        payload: Bytes::from(vec![byte]),
+    };
+    Input::Received { from: BrokerId(0), from_cell: CellId(0), message }
+}
+
+#[test]
+fn an_f_tick_counts_as_acknowledged_at_once() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    for n in 1..=5 {
+        engine.handle(Millis(n * 200), data(n * 1000, n * 1000 - 999, 0, false), &mut out);
+    }
+    let acks: Vec<Tick> = sent(&out)
+        .iter()
+        .filter_map(|m| if let Message::Ack { ack_prefix, .. } = m { Some(*ack_prefix) } else { None })
+        .collect();
+    assert!(acks.last().is_some_and(|&a| a >= Tick(4000)), "a child that never matches must not pin acks: {acks:?}");
+    assert!(sent(&out).iter().all(|m| !matches!(m, Message::Data { .. })), "nothing matched");
+}
+
+fn ack_targets(out: &[Action]) -> Vec<BrokerId> {
+    out.iter()
+        .filter_map(|a| if let Action::Send { to, message: Message::Ack { .. }, .. } = a { Some(*to) } else { None })
+        .collect()
+}
+
+#[test]
+fn acks_go_to_the_last_sender_else_to_every_upstream_broker() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0), BrokerId(5)]);
+    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)) }, &mut out);
+    let probe = |tick| Input::Received {
+        from: BrokerId(5),
+        from_cell: CellId(0),
+        message: Message::AckExpected { pubend: P, tick: Tick(tick) },
+    };
+    out.clear();
+    engine.handle(Millis(2), probe(0), &mut out);
+    assert_eq!(ack_targets(&out), vec![BrokerId(0), BrokerId(5)]);
+    engine.handle(Millis(3), data(1000, 1, 1, false), &mut out);
+    out.clear();
+    engine.handle(Millis(4), probe(1000), &mut out);
+    assert_eq!(ack_targets(&out), vec![BrokerId(0)]);
+}
+
+fn delivered(out: &[Action], subend: u64) -> Vec<Tick> {
+    out.iter()
+        .filter_map(|a| {
+            if let Action::Deliver { subend: s, tick, .. } = a {
+                (s.0 == subend).then_some(*tick)
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn a_full_outbox_holds_deliveries_back_and_releases_them_in_order() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
+    for subend in [1, 2] {
+        engine.handle(
+            Millis(1),
+            Input::SubendAttach { pubend: P, subend: SubendId(subend), start: Some(Tick(1)) },
+            &mut out,
+        );
+    }
+    engine.handle(Millis(2), Input::OutboxFull { subend: SubendId(1) }, &mut out);
+    for n in 1..=3 {
+        engine.handle(Millis(2 + n), data(n * 10, n * 10 - 9, 1, false), &mut out);
+    }
+    assert_eq!(delivered(&out, 1), vec![]);
+    assert_eq!(delivered(&out, 2), vec![Tick(10), Tick(20), Tick(30)]);
+    let acks: Vec<Tick> = sent(&out)
+        .iter()
+        .filter_map(|m| if let Message::Ack { ack_prefix, .. } = m { Some(*ack_prefix) } else { None })
+        .collect();
+    assert!(acks.iter().all(|&a| a < Tick(10)), "the held subend pins the acks: {acks:?}");
+    out.clear();
+    engine.handle(Millis(10), Input::OutboxReady { subend: SubendId(1) }, &mut out);
+    assert_eq!(delivered(&out, 1), vec![Tick(10), Tick(20), Tick(30)]);
+    engine.handle(Millis(11), data(40, 31, 1, false), &mut out);
+    assert_eq!(
+        delivered(&out, 1),
+        vec![Tick(10), Tick(20), Tick(30), Tick(40)],
+        "caught up: back on the shared pointer"
+    );
+}
+
+#[test]
+fn curiosity_is_forgotten_after_the_requested_forgetting_interval() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(1), data(1000, 1, 1, false), &mut out);
+    let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(1001), to: Tick(1500) }] };
+    engine.handle(Millis(2), Input::Received { from: BrokerId(9), from_cell: CellId(9), message: nack }, &mut out);
+    assert!(sent(&out).iter().any(|m| matches!(m, Message::Nack { .. })), "Q ticks are nacked upstream");
+    let forget = engine.settings().requested_forgetting_ms;
+    let later = Millis(3 + forget);
+    engine.handle(later, Input::Tick, &mut out);
+    out.clear();
+    engine.handle(later, data(1200, 1001, 1, true), &mut out);
+    assert!(
+        sent(&out).iter().all(|m| !matches!(m, Message::Data { requested_only: true, .. })),
+        "the mark was forgotten"
+    );
+}
+
+#[test]
+fn a_first_time_duplicate_of_a_final_tick_is_dropped() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(1), data(1000, 1, 1, false), &mut out);
+    out.clear();
+    engine.handle(Millis(2), data(1000, 1, 1, false), &mut out);
+    assert!(sent(&out).is_empty());
+    assert_eq!(engine.counters().duplicates_dropped, 1);
+}
+
+#[test]
+fn a_stream_stays_compact_over_a_million_ticks_when_acks_flow() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
+    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)) }, &mut out);
+    for n in 1..=100_000u64 {
+        out.clear();
+        engine.handle(Millis(n / 10), data(n * 10, n * 10 - 9, 1, false), &mut out);
+    }
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.horizon(), Tick(1_000_001));
+    assert!(view.runs() <= 2 && view.cached() <= 1, "runs {}, cached {}", view.runs(), view.cached());
+}

@@ -1,0 +1,231 @@
+//! The real subscription filter for routing (feature `matching`): a topic pattern and an
+//! optional selector from `tidings-matching`, plugged into the route core's [`Filter`] trait.
+//! It lives below the broker's shell so that every user of routing (the broker, the
+//! simulator, benches) routes with the production matching code rather than a copy.
+//!
+//! Summaries travel between brokers, so a filter crosses the wire as text (the pattern and the
+//! selector's canonical form) and is parsed again on receipt; a peer that sends a filter that
+//! does not parse fails to decode, and its link is closed with that reason.
+
+use std::cmp::Ordering;
+
+use crate::filter::{Filter, FilterIndex};
+use serde::{Deserialize, Serialize};
+use tidings_matching::{FilterSet, Pattern, PatternLevel, Selector};
+use tidings_wire::{Message, PropertiesRef};
+
+/// A subscription's interest as routing sees it.
+///
+/// Equality and order are those of the texts (pattern, canonical selector), so equal filters
+/// compare equal on every broker and summaries sort the same everywhere.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(try_from = "FilterText", into = "FilterText")]
+pub struct RouteFilter {
+    filter: tidings_matching::Filter,
+    text: FilterText,
+    /// The pattern's literal levels before its first wildcard: what covering needs in common.
+    key: String,
+}
+
+/// The wire and `/state` form of a [`RouteFilter`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilterText {
+    /// The topic pattern.
+    pub pattern: String,
+    /// The selector's canonical text, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<String>,
+}
+
+impl RouteFilter {
+    /// A filter from a parsed pattern and selector.
+    pub fn new(pattern: Pattern, selector: Option<Selector>) -> RouteFilter {
+        let text = FilterText { pattern: pattern.to_string(), selector: selector.as_ref().map(ToString::to_string) };
+        let literals: Vec<&str> = pattern
+            .levels()
+            .map_while(|level| match level {
+                PatternLevel::Literal(literal) => Some(literal),
+                PatternLevel::OneLevel | PatternLevel::RestLevels => None,
+            })
+            .collect();
+        let key = literals.join(".");
+        RouteFilter { filter: tidings_matching::Filter { pattern, selector }, text, key }
+    }
+
+    /// The filter's texts.
+    pub fn text(&self) -> &FilterText {
+        &self.text
+    }
+}
+
+impl TryFrom<FilterText> for RouteFilter {
+    type Error = String;
+
+    fn try_from(text: FilterText) -> Result<RouteFilter, String> {
+        let pattern = Pattern::parse(&text.pattern).map_err(|e| format!("pattern {:?}: {e}", text.pattern))?;
+        let selector = match &text.selector {
+            Some(s) => Some(Selector::parse(s).map_err(|e| format!("selector {s:?}: {e}"))?),
+            None => None,
+        };
+        Ok(RouteFilter::new(pattern, selector))
+    }
+}
+
+impl From<RouteFilter> for FilterText {
+    fn from(filter: RouteFilter) -> FilterText {
+        filter.text
+    }
+}
+
+impl PartialEq for RouteFilter {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Eq for RouteFilter {}
+
+impl PartialOrd for RouteFilter {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for RouteFilter {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.text.cmp(&other.text)
+    }
+}
+
+/// A message as the route core tests it: the topic, and the properties read in place from the
+/// message buffer (no decoding, no allocation) by each selector that asks for them.
+/// It holds a clone of the message (a reference count, not a copy of the bytes).
+pub struct Probe {
+    message: Message,
+}
+
+impl Probe {
+    /// Wraps a message for one routing decision.
+    pub fn new(message: &Message) -> Probe {
+        Probe { message: message.clone() }
+    }
+
+    /// The message's topic.
+    pub fn topic(&self) -> &str {
+        self.message.topic()
+    }
+
+    /// The message's properties, as a view of its buffer.
+    fn properties(&self) -> PropertiesRef<'_> {
+        self.message.property_view()
+    }
+}
+
+/// The route core's index of a link summary: the topic trie of `tidings-matching`, so a
+/// publish costs the summary's filters whose pattern matches its topic, not the whole summary.
+#[derive(Clone, Debug, Default)]
+pub struct RouteIndex {
+    set: FilterSet,
+}
+
+impl FilterIndex<RouteFilter> for RouteIndex {
+    fn insert(&mut self, filter: &RouteFilter) {
+        self.set.insert(&filter.filter.pattern, filter.filter.selector.as_ref());
+    }
+
+    fn remove(&mut self, filter: &RouteFilter) {
+        self.set.remove(&filter.filter.pattern, filter.filter.selector.as_ref());
+    }
+
+    fn any_match(&self, probe: &Probe) -> bool {
+        let properties = probe.properties();
+        self.set.any_match(probe.message.topic(), || &properties)
+    }
+}
+
+impl Filter for RouteFilter {
+    type Message = Probe;
+    type Index = RouteIndex;
+
+    fn matches(&self, probe: &Probe) -> bool {
+        if !self.filter.pattern.matches(probe.message.topic()) {
+            return false;
+        }
+        match &self.filter.selector {
+            None => true,
+            Some(selector) => selector.matches(&probe.properties()),
+        }
+    }
+
+    fn covers(&self, other: &Self) -> bool {
+        tidings_matching::covers(&self.filter, &other.filter)
+    }
+
+    fn covering_key(&self) -> &str {
+        &self.key
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tidings_wire::Property;
+
+    use super::*;
+
+    fn filter(pattern: &str, selector: Option<&str>) -> RouteFilter {
+        RouteFilter::new(Pattern::parse(pattern).unwrap(), selector.map(|s| Selector::parse(s).unwrap()))
+    }
+
+    #[test]
+    fn the_covering_key_is_the_literal_prefix_of_the_pattern() {
+        assert_eq!(filter("a.b.>", None).covering_key(), "a.b");
+        assert_eq!(filter("a.*.c", None).covering_key(), "a");
+        assert_eq!(filter(">", None).covering_key(), "");
+        assert_eq!(filter("a.b", Some("k = 1")).covering_key(), "a.b");
+    }
+
+    #[test]
+    fn summaries_drop_covered_filters_across_key_groups() {
+        let filters = [filter("a.b.c", None), filter("a.>", None), filter("a.b.>", Some("k > 1")), filter("b.c", None)];
+        let kept = crate::filter::minimize(&filters);
+        assert_eq!(kept, vec![filter("a.>", None), filter("b.c", None)]);
+    }
+
+    #[test]
+    fn the_index_answers_as_trying_every_filter_of_the_summary() {
+        let filters = [
+            filter("a.b", None),
+            filter("a.*", Some("x > 1")),
+            filter("a.>", Some("y = 'k'")),
+            filter("*.c", None),
+            filter("q.r", Some("x = 5")),
+        ];
+        let messages = [
+            ("a.b", vec![]),
+            ("a.d", vec![Property::new("x", 2i64)]),
+            ("a.d", vec![Property::new("x", 1i64)]),
+            ("a.d.e", vec![Property::new("y", "k")]),
+            ("z.c", vec![]),
+            ("q.r", vec![Property::new("x", 5i64)]),
+            ("q.s", vec![Property::new("x", 5i64)]),
+        ];
+        let mut index = RouteIndex::default();
+        for count in 0..=filters.len() {
+            if count > 0 {
+                index.insert(&filters[count - 1]);
+            }
+            for (topic, properties) in &messages {
+                let message = Message::new(topic, properties, bytes::Bytes::new(), 0).unwrap();
+                let probe = Probe::new(&message);
+                let expected = crate::filter::any_matches(&filters[..count], &probe);
+                assert_eq!(index.any_match(&probe), expected, "{topic} {properties:?} over {count} filters");
+            }
+        }
+        for removed in &filters {
+            index.remove(removed);
+        }
+        let message = Message::new("a.b", &[], bytes::Bytes::new(), 0).unwrap();
+        assert!(!index.any_match(&Probe::new(&message)));
+    }
+}
