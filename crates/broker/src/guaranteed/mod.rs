@@ -13,6 +13,9 @@
 //! `tidings_route::PubendId::derive(broker name, pubend name)`, so it is the same after a
 //! restart and its log (under `<data dir>/pubends`) is found again. Every pubend in the log is
 //! reopened at start, before any client is served.
+//!
+//! Between brokers: [`peer`] converts the core's messages to and from the `wire::peer` frames,
+//! but links do not carry guaranteed traffic yet; guaranteed delivery is local to one broker.
 
 mod actions;
 mod assigned;
@@ -20,6 +23,7 @@ mod driver;
 mod journal;
 mod matcher;
 mod metrics;
+pub mod peer;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
