@@ -180,7 +180,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
-    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, gd_metrics)?;
+    let fsync = config.storage.fsync_policy().unwrap_or_default();
+    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics)?;
     let shared = Arc::new(Shared {
         dispatcher: Dispatcher::new(metrics.clone()),
         cluster: Cluster::new(&config, metrics.clone(), data.incarnation(), key),

@@ -67,11 +67,12 @@ impl Driver {
     pub(super) fn open(
         dir: &Path,
         broker: &str,
+        options: tidings_store::Options,
         metrics: GuaranteedMetrics,
         tx: mpsc::UnboundedSender<Command>,
         rx: mpsc::UnboundedReceiver<Command>,
     ) -> Result<Driver, GuaranteedError> {
-        let opened = journal::open(dir, tx.clone())?;
+        let opened = journal::open(dir, options, tx.clone())?;
         let mut driver = Driver {
             engine: Engine::new(Settings::default(), LocalMatcher::default()),
             store: opened.store,

@@ -26,12 +26,16 @@ pub(crate) struct Opened {
 }
 
 /// Opens the log in `dir`; completions are sent to the driver as [`Command::Completed`].
-pub(crate) fn open(dir: &Path, tx: mpsc::UnboundedSender<Command>) -> Result<Opened, GuaranteedError> {
+pub(crate) fn open(
+    dir: &Path,
+    options: Options,
+    tx: mpsc::UnboundedSender<Command>,
+) -> Result<Opened, GuaranteedError> {
     let sink = move |group: Vec<Completion>| {
         let _ = tx.send(Command::Completed(group));
     };
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
-    let (store, recovered) = Store::open(dir, Options::default(), sink).map_err(fail)?;
+    let (store, recovered) = Store::open(dir, options, sink).map_err(fail)?;
     let mut pubends = Vec::new();
     let mut assigned = Assigned::default();
     for (id, log) in recovered.pubends {

@@ -90,10 +90,12 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
+        fsync: tidings_store::FsyncPolicy,
         metrics: GuaranteedMetrics,
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let driver = Driver::open(&data_dir.join("pubends"), broker, metrics, tx.clone(), rx)?;
+        let options = tidings_store::Options { fsync, ..tidings_store::Options::default() };
+        let driver = Driver::open(&data_dir.join("pubends"), broker, options, metrics, tx.clone(), rx)?;
         Ok((Guaranteed { tx, next_subend: AtomicU64::new(1) }, driver))
     }
 
