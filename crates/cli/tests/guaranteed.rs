@@ -96,6 +96,11 @@ fn publishes_from_two_publishers_reach_two_subscribers_exactly_once_in_tick_orde
     assert_exactly_once_in_order(&half, &matching);
     assert!(b.metric("tidings_gd_publishes_acked_total").unwrap() >= 120.0);
     assert!(b.metric("tidings_gd_fsyncs_total").unwrap() >= 1.0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_gd_subends").unwrap() > 0.0 {
+        assert!(Instant::now() < deadline, "the subscribers left but their subends stayed attached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn gpublish(conn: &mut RawConnection, publisher: u64, seq: u64, topic: &str) -> u64 {
