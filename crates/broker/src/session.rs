@@ -190,14 +190,12 @@ impl Session {
         Ok(Next::Continue)
     }
 
+    /// A DELIVERY_ACK. One for a subscription that is gone is ignored: a client acknowledges a
+    /// batch after the fact, so its last ack may cross its own UNSUBSCRIBE.
     fn delivery_ack(&mut self, ack: &DeliveryAck) -> Result<Next, Notice> {
-        let Some(&subend) = self.guaranteed.get(&ack.id) else {
-            return Err(Notice::new(
-                ReasonCode::UnknownSubscriptionId,
-                format!("no guaranteed subscription with id {}", ack.id.0),
-            ));
-        };
-        self.shared.guaranteed.delivery_ack(subend, ack.pubend, ack.tick);
+        if let Some(&subend) = self.guaranteed.get(&ack.id) {
+            self.shared.guaranteed.delivery_ack(subend, ack.pubend, ack.tick);
+        }
         Ok(Next::Continue)
     }
 
