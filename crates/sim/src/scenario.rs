@@ -409,7 +409,7 @@ impl<L: Layer> Run<L> {
     fn probe(&mut self) -> Result<(), String> {
         let live: Vec<usize> = (0..self.net.nodes.len()).filter(|i| self.net.alive(*i)).collect();
         let truth = quiet(&self.net).ok_or("the converged network is not quiet")?;
-        for _ in 0..live.len().min(6) * 4 {
+        for _ in 0..live.len().min(6) * 2 {
             let Some(&publisher) = self.rng.pick(&live) else { break };
             self.net.hops.clear();
             let content = random_content(&mut self.rng);
