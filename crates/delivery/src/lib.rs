@@ -44,6 +44,34 @@
 //! A test network of engines driven this way lives in `tests/net/` (lossy, duplicating,
 //! reordering queue; crashes; invariants I1-I5 after every step).
 
+//!
+//! # Where this differs from gd-protocol.md (and why)
+//!
+//! - Relays tell first-time silence to every ostream whose walk it extends, and run FPT per
+//!   ostream for lazily-F (filtered) ticks; seed §3.1 sends first-time silence only to curious
+//!   ostreams, which would leave a child that never matches without a moving horizon until an
+//!   AckExpected.
+//! - A retransmission is relayed only to curious ostreams (seed §3.1), but a non-curious
+//!   ostream's in-order walk still tells the tick with the next first-time knowledge.
+//! - An IB's aggregated ack is not bounded by its own doubt horizon (§8.2): its istream is a
+//!   cache, and it acknowledges for the consumers behind it.
+//! - "F counts as acknowledged" is applied per ostream: once a cell acknowledged every D told
+//!   to it, its ack extends over everything told or lazily F.
+//! - Nacks for ticks folded into the done prefix are answered F (§8.1 says L where D/F is
+//!   unknown; L would give spurious gap notices): nobody behind the asker needs them. Formally
+//!   this can say F for a message that matches the asker's filter (I2) after an entry broker
+//!   restarted; a relay answers so only for ticks its ostream itself told, a nack behind the
+//!   cell's own ack is stale and not answered, and L is used for early-released ticks.
+//! - AckExpected carries the highest tick told (§7), not `now - AET` (seed §3.2); AET runs at
+//!   the pubend's ostreams only.
+//! - Consolidation window = the NRT floor (seed: C forgotten after the minimum repetition
+//!   interval); NRT is estimated per stream, not per upstream link; long nacks are split in
+//!   chunks but sent at once (no windowed backlog pull).
+//! - Release equals ack (no durable subscriptions or checkpoints yet); early release exists.
+//! - The payload-cache limit is per stream (see [`cache`]); at an SHB, payloads not yet
+//!   delivered to caught-up subends are never evicted.
+//! - Not built: merge edges / total order (I6), durable subscriptions.
+
 pub mod cache;
 pub mod knowledge;
 pub mod memstore;

@@ -54,6 +54,9 @@ impl<V: Copy + Eq> RangeMap<V> {
 
     /// The run containing `tick`, if any.
     pub fn run_at(&self, tick: Tick) -> Option<Run<V>> {
+        if self.is_beyond_last(tick.0) {
+            return None;
+        }
         let (&from, &(to, value)) = self.runs.range(..=tick.0).next_back()?;
         (to >= tick.0).then_some(Run { range: TickRange { from: Tick(from), to: Tick(to) }, value })
     }
@@ -92,8 +95,18 @@ impl<V: Copy + Eq> RangeMap<V> {
         })
     }
 
+    /// True when every run ends before `tick` (the common case of new ticks arriving at the
+    /// end of a stream; it spares a tree search).
+    fn is_beyond_last(&self, tick: u64) -> bool {
+        self.runs.last_key_value().is_none_or(|(_, &(to, _))| tick > to)
+    }
+
     /// The sub-ranges of `range` that hold no value, in tick order, appended to `out`.
     pub fn absent(&self, range: TickRange, out: &mut Vec<TickRange>) {
+        if self.is_beyond_last(range.from.0) {
+            out.push(range);
+            return;
+        }
         let mut next = range.from.0;
         for run in self.runs(range) {
             if run.range.from.0 > next {
@@ -180,7 +193,7 @@ impl<V: Copy + Eq> RangeMap<V> {
                 }
             }
         }
-        if to < u64::MAX {
+        if to < u64::MAX && !self.is_beyond_last(to) {
             let next = self.runs.range((Bound::Excluded(to), Bound::Unbounded)).next().map(|(&f, &r)| (f, r));
             if let Some((next_from, (next_to, next_value))) = next {
                 if next_from == to + 1 && next_value == value {

@@ -25,7 +25,8 @@
 //! How a shell drives one router:
 //! - After a link handshake (name, cell, incarnation): [`Input::LinkUp`]. When the connection
 //!   closes: [`Input::LinkDown`] with the incarnation of that handshake.
-//! - Every control frame from a peer: [`Input::Received`] with the decoded [`PeerMessage`].
+//! - Every control frame from a peer: [`Input::Received`] with the decoded [`PeerMessage`];
+//!   any other frame from it (data): [`Input::Heard`], so a busy link is not declared dead.
 //! - Local subscribe and unsubscribe: [`Input::Subscribe`] / [`Input::Unsubscribe`].
 //! - At [`Router::next_deadline`]: [`Input::Tick`] (heartbeats, missed-heartbeat verdicts).
 //! - Carry out the actions: [`Action::Send`] a control frame, [`Action::CloseLink`] (then
@@ -35,6 +36,23 @@
 //!   [`Arrival::Received`] with the [`DataHeader`] the frame carried; deliver locally if
 //!   [`Forwarding::deliver_locally`], and send each [`DataSend`] with its header.
 //! - For `/state` and metrics: [`Router::snapshot`] and [`Router::metrics`].
+//!
+//! What guaranteed delivery asks of it (all additive; a best-effort shell ignores
+//! [`Action::Guaranteed`]):
+//! - [`Router::pubend_route`]: for one pubend, its upstream candidates, children (cell, entry
+//!   broker, direct or via a mate) and cell mates, without a message. [`Input::TrackPubend`]
+//!   makes view changes report [`GdAction::PubendsMoved`] for the pubends whose route moved.
+//! - [`Router::route_with_verdicts`]: the forwarding decision with a [`Verdict`] per child:
+//!   D and unsure copies in `sends`, filtered children (where silence goes) in `filtered`.
+//! - [`Router::request_barrier`]: confirms a burst of subscriptions once every broker up to
+//!   every publisher's broker holds their summaries ([`PeerMessage::Barrier`] /
+//!   [`PeerMessage::BarrierAck`], [`GdAction::NextTicksWanted`] answered by
+//!   [`Input::NextTicks`], then [`GdAction::BarrierConfirmed`] with each pubend's start tick).
+//! - [`PubendId::derive`]: stable pubend ids from the broker's and the pubend's names.
+//!
+//! Link state from peers is believed only from paths that can vouch for it (a neighbour
+//! speaks for itself; other origins only through peers no farther from them), ages out when
+//! not renewed, and is bounded by [`limits`]; see the router's `links` module.
 //!
 //! Why messages arrive exactly once: a message travels down one tree, and every hop carries the
 //! [`TreeId`] it was routed under; a broker routes it only under a tree with that id (its

@@ -6,7 +6,7 @@
 //! - [`scenario`]: one run — converge, chaos with checks after every step, heal, check.
 //! - [`net`]: the network: in-order links with per-frame delays, loud and silent cuts,
 //!   partitions, crashes and restarts (soft state lost), stalls, subscription churn; `data`
-//!   is its data path.
+//!   is its data path and `channel` its connections.
 //! - [`check`]: ground truth and the invariants (at-most-once always; no-interest branches and
 //!   exactly-once whenever the network is quiet; trees at checkpoints).
 //! - [`barrier`]: the subscription-barrier property, judged at every confirmation.
@@ -31,6 +31,7 @@
 //! deltas over an in-order stream by design, and TCP does not do that either.
 
 pub mod barrier;
+mod channel;
 pub mod check;
 mod data;
 pub mod layer;

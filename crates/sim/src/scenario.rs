@@ -377,31 +377,13 @@ impl<L: Layer> Run<L> {
         result.map_err(|e| format!("{phase}: {e}"))
     }
 
-    /// Connects everything possible and exchanges control traffic until two rounds in a row
-    /// change nothing; time moves half a heartbeat per round so no healthy link dies.
+    /// Converges (see [`converge`]), judging barrier confirmations after every round.
     fn converge(&mut self) -> Result<(), String> {
-        let mut quiet_rounds = 0;
-        for _ in 0..400 {
-            let before = self.net.control_sent;
-            let mut changed = false;
-            let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
-            for key in keys {
-                changed |= self.net.connect(key);
-            }
-            drain(&mut self.net, &mut self.rng);
-            self.net.advance(LIVENESS.heartbeat_interval_ms / 2);
-            drain(&mut self.net, &mut self.rng);
-            self.coverage.barriers += barrier::judge(&mut self.net, &mut self.requests)?;
-            if !changed && self.net.control_sent == before && links_settled(&self.net).is_ok() {
-                quiet_rounds += 1;
-                if quiet_rounds == 2 {
-                    return Ok(());
-                }
-            } else {
-                quiet_rounds = 0;
-            }
-        }
-        Err(format!("no convergence after 400 rounds: {:?}", links_settled(&self.net).err()))
+        let Run { net, rng, coverage, requests, .. } = self;
+        converge_with(net, rng, |net| {
+            coverage.barriers += barrier::judge(net, requests)?;
+            Ok(())
+        })
     }
 
     /// Publishes from several brokers into the settled network; each message must reach every
@@ -409,7 +391,7 @@ impl<L: Layer> Run<L> {
     fn probe(&mut self) -> Result<(), String> {
         let live: Vec<usize> = (0..self.net.nodes.len()).filter(|i| self.net.alive(*i)).collect();
         let truth = quiet(&self.net).ok_or("the converged network is not quiet")?;
-        for _ in 0..live.len().min(6) * 4 {
+        for _ in 0..live.len().min(6) * 2 {
             let Some(&publisher) = self.rng.pick(&live) else { break };
             self.net.hops.clear();
             let content = random_content(&mut self.rng);
@@ -425,8 +407,17 @@ impl<L: Layer> Run<L> {
 }
 
 /// Connects everything possible and exchanges control traffic until two rounds in a row change
-/// nothing (for hand-written scenarios).
+/// nothing; time moves half a heartbeat per round so no healthy link dies.
 pub fn converge<L: Layer>(net: &mut Net<L>, rng: &mut Rng) -> Result<(), String> {
+    converge_with(net, rng, |_| Ok(()))
+}
+
+/// As [`converge`], calling `each_round` after every round.
+fn converge_with<L: Layer>(
+    net: &mut Net<L>,
+    rng: &mut Rng,
+    mut each_round: impl FnMut(&mut Net<L>) -> Result<(), String>,
+) -> Result<(), String> {
     let mut quiet_rounds = 0;
     for _ in 0..400 {
         let before = net.control_sent;
@@ -438,6 +429,7 @@ pub fn converge<L: Layer>(net: &mut Net<L>, rng: &mut Rng) -> Result<(), String>
         drain(net, rng);
         net.advance(LIVENESS.heartbeat_interval_ms / 2);
         drain(net, rng);
+        each_round(net)?;
         if !changed && net.control_sent == before && links_settled(net).is_ok() {
             quiet_rounds += 1;
             if quiet_rounds == 2 {

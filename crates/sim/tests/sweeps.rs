@@ -6,7 +6,7 @@ use tidings_sim::topology::{random_topology, seed_topology, SEED_TOPOLOGIES};
 use tidings_sim::{run, NoLayer, Rng};
 
 /// Chaos steps per random run.
-const STEPS: usize = 250;
+const STEPS: usize = 150;
 
 #[test]
 fn random_networks_keep_every_routing_invariant_at_every_step_through_faults() {

@@ -69,11 +69,12 @@ fn main() {
     let passes: Vec<Vec<Report>> = (0..reps.max(1)).map(|_| pass(seconds, &windows)).collect();
     println!("load average (1/5/15 min) before: {load_before}; after: {}", load_average());
     println!("{} passes of {seconds} s per point; the median pass per point:", passes.len());
-    println!("{}", Report::header());
+    let header = Report::header().replacen(" |\n", " | spread |\n", 1);
+    println!("{header}---|");
     for point in 0..passes[0].len() {
         let mut runs: Vec<&Report> = passes.iter().map(|p| &p[point]).collect();
         runs.sort_by(|a, b| a.acked_per_s.total_cmp(&b.acked_per_s));
         let spread = (runs[runs.len() - 1].acked_per_s - runs[0].acked_per_s) / runs[runs.len() / 2].acked_per_s;
-        println!("{} spread {:.0}%", runs[runs.len() / 2].row(), spread * 100.0);
+        println!("{} {:.0}% |", runs[runs.len() / 2].row(), spread * 100.0);
     }
 }

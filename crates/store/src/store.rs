@@ -103,6 +103,8 @@ pub struct StoreStats {
     pub bytes: u64,
     /// Damaged records found by reads (each also logged as an error).
     pub corrupt_records: u64,
+    /// Damaged stretches found when the log was opened (as in [`Recovered::corrupt_spans`]).
+    pub corrupt_spans_at_open: u64,
     /// Segments deleted after release.
     pub segments_deleted: u64,
 }
@@ -115,6 +117,7 @@ pub(crate) struct Stats {
     pub(crate) syncs: AtomicU64,
     pub(crate) bytes: AtomicU64,
     pub(crate) corrupt_records: AtomicU64,
+    pub(crate) corrupt_spans_at_open: AtomicU64,
     pub(crate) segments_deleted: AtomicU64,
 }
 
@@ -175,6 +178,7 @@ impl Store {
             .or_insert_with(|| crate::catalog::SegmentMeta { file: Arc::clone(&file), high: Default::default() });
         let last_tick = catalog.pubends.iter().map(|(id, log)| (*id, log.highest)).collect();
         let shared = Arc::new(Shared { catalog: Mutex::new(catalog), ..Shared::default() });
+        shared.stats.corrupt_spans_at_open.store(scan.recovered.corrupt_spans, Relaxed);
         let mut reserve =
             Reserve { fs: Arc::clone(&fs), path: dir.join("RESERVE"), bytes: options.reserve_bytes, present: false };
         reserve.ensure();
@@ -287,6 +291,7 @@ impl Store {
             syncs: s.syncs.load(Relaxed),
             bytes: s.bytes.load(Relaxed),
             corrupt_records: s.corrupt_records.load(Relaxed),
+            corrupt_spans_at_open: s.corrupt_spans_at_open.load(Relaxed),
             segments_deleted: s.segments_deleted.load(Relaxed),
         }
     }

@@ -166,6 +166,7 @@ fn a_bit_flip_found_at_open_becomes_a_lost_range_and_the_rest_still_serves() {
     fs.corrupt(&segment(dir, last), 700, 0x01);
     let h = open(fs, dir, small_segments()).unwrap();
     assert_eq!(h.recovered.corrupt_spans, 2);
+    assert_eq!(h.store.stats().corrupt_spans_at_open, 2);
     assert_eq!(h.recovered.truncated_bytes, 0, "damage in the last segment is not a torn tail");
     let items = h.read_all(1);
     let lost: Vec<TickRange> = items

@@ -2,6 +2,7 @@
 
 pub mod content;
 pub mod fanout;
+pub mod flood_rows;
 pub mod hops;
 pub mod matching;
 pub mod narada;

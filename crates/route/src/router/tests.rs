@@ -1,5 +1,5 @@
 //! The router's protocol, broker by broker: handshakes, liveness, refusals, summaries and the
-//! data path's checks. Whole networks are exercised by the simulation in `tests/simulation`.
+//! data path's checks. Whole networks are exercised by the simulator in `crates/sim`.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -291,6 +291,7 @@ fn the_state_view_and_the_wire_messages_serialize() {
     assert!(state["received"]["c"].is_array());
 }
 
+mod adverts;
 mod gd;
 mod incremental;
 mod sync;
