@@ -101,6 +101,7 @@ impl MemStore {
                 release: log.release,
                 logged: log.durable.keys().copied().collect(),
                 publishers: log.publishers.iter().map(|(&p, &s)| (p, s)).collect(),
+                lost: Vec::new(),
             },
         };
         StoreInput::Opened { pubend, recovered }

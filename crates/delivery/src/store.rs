@@ -57,6 +57,9 @@ pub struct Recovered {
     pub logged: Vec<Tick>,
     /// Per publisher, the highest sequence number logged.
     pub publishers: Vec<(PublisherId, u64)>,
+    /// Ticks whose records were damaged on disk and can never be served: they become L, so a
+    /// subscriber gets a gap notice for them instead of a silent F.
+    pub lost: Vec<TickRange>,
 }
 
 /// A completion coming back from the store.

@@ -40,7 +40,7 @@ pub(crate) fn open(
     let mut assigned = Assigned::default();
     for (id, log) in recovered.pubends {
         if !log.lost.is_empty() {
-            error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; they are not served");
+            error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; subscribers get gap notices for them");
         }
         let logged = logged_ticks(&store, id, &log).map_err(fail)?;
         let mut publishers = BTreeMap::new();
@@ -49,11 +49,13 @@ pub(crate) fn open(
             *highest = (*highest).max(seq.0);
             assigned.insert(PubendId(id.0), (PublisherId(publisher.0), seq.0), Tick(tick.0));
         }
+        let lost = log.lost.iter().map(|r| TickRange { from: Tick(r.first.0), to: Tick(r.last.0) }).collect();
         let core = Recovered {
             lease: Tick(log.lease.0),
             release: Tick(log.released.0),
             logged,
             publishers: publishers.into_iter().collect(),
+            lost,
         };
         pubends.push((PubendId(id.0), core));
     }

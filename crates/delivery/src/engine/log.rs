@@ -55,8 +55,14 @@ impl Log {
         for &tick in &recovered.logged {
             know.join(TickRange::single(tick), Know::Data, &mut joined);
         }
+        // Damaged ticks are L before any silence is asserted, and silence only fills Q (see
+        // `advance_silence`), so they are answered as lost, never claimed as F.
+        for &range in &recovered.lost {
+            know.join(range, Know::Lost, &mut joined);
+        }
         let highest = recovered.logged.last().copied().unwrap_or(Tick(0));
-        let last_tick = recovered.lease.max(highest).max(recovered.release);
+        let highest_lost = recovered.lost.iter().map(|r| r.to).max().unwrap_or(Tick(0));
+        let last_tick = recovered.lease.max(highest).max(highest_lost).max(recovered.release);
         Self {
             last_tick,
             lease: recovered.lease,
@@ -85,7 +91,12 @@ impl Log {
         let safe = self.safe_now(ctx);
         let mut joined = Joined::default();
         if let Some(range) = TickRange::new(self.silence_to.next(), safe) {
-            know.join(range, Know::Final, &mut joined);
+            // Only unknown ticks become F: a D stays D, and an L (damaged on disk) stays L.
+            let mut unknown = Vec::new();
+            know.unknown(range, &mut unknown);
+            for piece in unknown {
+                know.join(piece, Know::Final, &mut joined);
+            }
             self.silence_to = safe;
         }
         joined.new

@@ -252,3 +252,26 @@ fn a_stream_stays_compact_over_a_million_ticks_when_acks_flow() {
     assert_eq!(view.horizon(), Tick(1_000_001));
     assert!(view.runs() <= 2 && view.cached() <= 1, "runs {}, cached {}", view.runs(), view.cached());
 }
+
+#[test]
+fn ticks_damaged_on_disk_stay_lost_under_silence_and_are_answered_as_lost() {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    let route = StreamRoute { upstream: None, children: vec![child()] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    let damaged = TickRange { from: Tick(3_000), to: Tick(3_005) };
+    let recovered = Recovered { lease: Tick(4_000), lost: vec![damaged], ..Recovered::default() };
+    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
+    engine.handle(Millis(3_000), Input::Tick, &mut out);
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.knowledge(Tick(2_999)), Some(crate::knowledge::Know::Final), "silence covers the rest");
+    assert_eq!(view.knowledge(Tick(3_002)), Some(crate::knowledge::Know::Lost), "silence never turns L into F");
+    out.clear();
+    let nack = Message::Nack { pubend: P, ranges: vec![damaged] };
+    engine.handle(Millis(3_001), Input::Received { from: BrokerId(9), from_cell: CellId(9), message: nack }, &mut out);
+    let answered_lost = sent(&out).iter().any(|m| {
+        matches!(m, Message::Silence { kind: crate::message::SilenceKind::Lost, ranges, .. }
+            if ranges.iter().any(|r| r.from <= Tick(3_002) && Tick(3_002) <= r.to))
+    });
+    assert!(answered_lost, "a nack for damaged ticks is answered with L: {out:?}");
+}

@@ -190,6 +190,9 @@ impl Ostream {
                         },
                     );
                     self.told = run.range.to;
+                    // Like data, a loss must be acknowledged for real: were this Silence lost,
+                    // a later nack below the release would be answered F, hiding the loss.
+                    self.last_data = self.last_data.max(run.range.to);
                 }
                 Know::Data => {
                     for tick in run.range.from.0..=run.range.to.0 {
