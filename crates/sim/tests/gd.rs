@@ -2,7 +2,9 @@
 //! every step (I1-I5) and at the end (exactly Expected, logs released). A failure prints its
 //! seed, the shrunk plan and the replay command; `SIM_SEEDS=<n>` soaks.
 
-use tidings_sim::gd::{run_gd, Mode};
+use std::cell::RefCell;
+
+use tidings_sim::gd::{run_gd, Mode, Stats};
 use tidings_sim::sweep::{plans, sweep};
 use tidings_sim::topology::{random_topology, seed_topology, SEED_TOPOLOGIES};
 use tidings_sim::Rng;
@@ -13,12 +15,20 @@ const STEPS: usize = 300;
 #[test]
 fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
     let name = "random_networks_deliver_exactly_expected_over_a_lossy_channel";
-    let plans = plans(1, 20, STEPS);
+    let plans = plans(1, 1000, STEPS);
+    let stats = RefCell::new(Stats::default());
     let coverage = sweep(name, &plans, |plan| {
         let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
-        run_gd(&topology, plan, Mode::LOSSY).map(|(coverage, _)| coverage)
+        let (coverage, run) = run_gd(&topology, plan, Mode::LOSSY)?;
+        stats.borrow_mut().add(&run);
+        Ok(coverage)
     });
-    println!("{coverage:?}");
+    let stats = stats.into_inner();
+    println!("{coverage:?}\n{stats:?}");
+    if plans.len() >= 100 {
+        assert!(stats.deliveries > 10 * plans.len() as u64, "few deliveries were judged: {stats:?}");
+        assert!(stats.unconfirmed * 100 < plans.len() as u64, "barriers often failed: {stats:?}");
+    }
 }
 
 #[test]

@@ -81,6 +81,20 @@ pub struct Stats {
     pub data_judged: u64,
     /// Final claims judged (I2).
     pub finals_judged: u64,
+    /// Subscribers that gave up on a barrier that never listed every pubend.
+    pub unconfirmed: u64,
+}
+
+impl Stats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, other: &Stats) {
+        self.deliveries += other.deliveries;
+        self.frames += other.frames;
+        self.releases += other.releases;
+        self.data_judged += other.data_judged;
+        self.finals_judged += other.finals_judged;
+        self.unconfirmed += other.unconfirmed;
+    }
 }
 
 /// Decodes a payload into its message id.
