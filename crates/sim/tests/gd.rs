@@ -53,3 +53,34 @@ fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
         println!("{file}: {coverage:?}");
     }
 }
+
+/// Not a check: runs `SIM_SEEDS` seeds (default 50) of each mode without shrinking and prints
+/// the kinds of failure, for the report (`cargo test -p tidings-sim --test gd -- --ignored
+/// --nocapture failure_census`).
+#[test]
+#[ignore]
+fn failure_census() {
+    for (label, mode) in [("churn", Mode::CHURN), ("faults", Mode::FAULTS), ("full", Mode::FULL)] {
+        let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let plans = plans(1, 50, STEPS);
+        for plan in &plans {
+            let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+            if let Err(failure) = run_gd(&topology, plan, mode) {
+                let kind: String = failure.message.split([':', '(']).take(2).collect::<Vec<_>>().join(":");
+                kinds.entry(kind).or_insert((0, plan.seed)).0 += 1;
+            }
+        }
+        println!("{label}: {} seeds; failures by kind (count, first seed): {kinds:?}", plans.len());
+    }
+}
+
+/// Replays one seed of the faults-only mode (for diagnosis: `SIM_SEED=<s> SIM_DEBUG=1`).
+#[test]
+#[ignore]
+fn faults_only_replay() {
+    let plans = plans(2, 1, STEPS);
+    sweep("faults_only_replay", &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        run_gd(&topology, plan, Mode::FAULTS).map(|(coverage, _)| coverage)
+    });
+}

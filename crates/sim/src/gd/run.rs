@@ -38,6 +38,10 @@ impl Mode {
     pub const FULL: Mode = Mode { faults: true, churn: true };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
     pub const LOSSY: Mode = Mode { faults: false, churn: false };
+    /// The lossy channel and subscriber churn.
+    pub const CHURN: Mode = Mode { faults: false, churn: true };
+    /// The lossy channel and faults, subscribers set up first.
+    pub const FAULTS: Mode = Mode { faults: true, churn: false };
 }
 
 /// The state of one run.
