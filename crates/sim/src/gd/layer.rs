@@ -99,7 +99,13 @@ pub struct GdNode {
     pub routes: BTreeMap<PubendId, StreamRoute>,
     /// I1: the final value last seen per (pubend, tick) in this incarnation.
     seen: BTreeMap<(PubendId, Tick), Know>,
+    /// How far this incarnation's clock is behind the network's (a restart may step the clock
+    /// back, as NTP may: only the durable tick lease keeps a pubend from reusing ticks).
+    skew: u64,
 }
+
+/// Upper bound of the clock step back of a restarted broker, in ms.
+pub const MAX_SKEW_MS: u64 = 400;
 
 /// The layer: settings, names and the shared truth.
 pub struct GdLayer {
@@ -405,11 +411,14 @@ impl Layer for GdLayer {
             *starts
         };
         let matcher = SimMatcher { node: index, world: self.world.clone() };
+        let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
+        let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
         GdNode {
             index,
             engine: Engine::new(self.settings.clone(), matcher),
             booted: false,
-            rng: Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation),
+            rng,
+            skew,
             sync_at: None,
             pending: Vec::new(),
             routes: BTreeMap::new(),
@@ -429,7 +438,7 @@ impl Layer for GdLayer {
         input: LayerInput<GdFrame>,
         out: &mut Out,
     ) {
-        let now = Millis(now.0);
+        let now = Millis(now.0.saturating_sub(node.skew));
         if !node.booted {
             self.boot(node, store, now, out);
         }
@@ -461,7 +470,8 @@ impl Layer for GdLayer {
         if !node.booted {
             return Some(RouteMillis(0));
         }
-        [node.engine.next_deadline(), node.sync_at].into_iter().flatten().min().map(|at| RouteMillis(at.0))
+        let at = [node.engine.next_deadline(), node.sync_at].into_iter().flatten().min();
+        at.map(|at| RouteMillis(at.0 + node.skew))
     }
 
     fn answers_ticks(&self) -> bool {

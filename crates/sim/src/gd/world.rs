@@ -83,6 +83,10 @@ pub struct Stats {
     pub finals_judged: u64,
     /// Subscribers that gave up on a barrier that never listed every pubend.
     pub unconfirmed: u64,
+    /// Ticks nacked upstream, summed over the engines alive at the end.
+    pub nack_ticks_sent: u64,
+    /// Ticks a downstream nack asked for that an upstream nack already covered.
+    pub nack_ticks_absorbed: u64,
 }
 
 impl Stats {
@@ -94,6 +98,8 @@ impl Stats {
         self.data_judged += other.data_judged;
         self.finals_judged += other.finals_judged;
         self.unconfirmed += other.unconfirmed;
+        self.nack_ticks_sent += other.nack_ticks_sent;
+        self.nack_ticks_absorbed += other.nack_ticks_absorbed;
     }
 }
 
@@ -249,6 +255,14 @@ impl World {
         if let Some(text) = failed {
             self.violation(text);
         }
+    }
+
+    /// Whether every live started subscriber has everything it is owed of `pubend` so far.
+    pub fn caught_up(&self, pubend: PubendId) -> bool {
+        self.subs.values().filter(|sub| !sub.gone).all(|sub| {
+            let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
+            self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), Tick(u64::MAX)).is_empty()
+        })
     }
 
     /// G2 at the end: every live started subscriber got exactly Expected.
