@@ -59,6 +59,8 @@ pub enum Command {
         /// The peer's node.
         peer: usize,
     },
+    /// The local publisher reconnected after a crash of its broker: it retries.
+    Retry,
     /// Replays a barrier confirmation that arrived before the driver knew its number.
     Confirmed {
         /// The request number.
@@ -143,6 +145,9 @@ impl GdLayer {
         } else {
             (0..self.names.len()).find(|&n| world.linked(me, n) && world.linked(n, to))
         };
+        if world.blackout.is_some_and(|wire| hop.is_some_and(|h| wire == (me.min(h), me.max(h)))) {
+            return;
+        }
         if let Some(hop) = hop {
             out.push(LayerOutput::Send { to: self.names[hop].clone(), frame });
         }
@@ -150,23 +155,21 @@ impl GdLayer {
 
     fn boot(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
         node.booted = true;
-        let (pubend, retries) = {
-            let world = self.world.borrow();
-            let retries: Vec<(u64, u64)> = world
-                .publishes
-                .get(&node.index)
-                .into_iter()
-                .flatten()
-                .filter(|p| !p.acked)
-                .map(|p| (p.seq, p.msg))
-                .collect();
-            (world.pubends.get(&node.index).copied(), retries)
-        };
+        let pubend = self.world.borrow().pubends.get(&node.index).copied();
         if let Some(pubend) = pubend {
             self.drive(node, store, now, Input::Store(store.open(pubend)), out);
-            for (seq, msg) in retries {
-                self.command(node, store, now, Command::Publish { seq, msg }, out);
-            }
+        }
+    }
+
+    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
+    fn retry(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+        let retries: Vec<(u64, u64)> = {
+            let world = self.world.borrow();
+            let publishes = world.publishes.get(&node.index).into_iter().flatten();
+            publishes.filter(|p| !p.acked).map(|p| (p.seq, p.msg)).collect()
+        };
+        for (seq, msg) in retries {
+            self.command(node, store, now, Command::Publish { seq, msg }, out);
         }
     }
 
@@ -198,6 +201,7 @@ impl GdLayer {
                 let broker = BrokerId(peer as u32);
                 self.drive(node, store, now, Input::PeerRestarted { broker }, out);
             }
+            Command::Retry => self.retry(node, store, now, out),
             Command::Confirmed { number, ticks } => {
                 for (pubend, tick) in ticks {
                     self.start_subends(node, store, now, number, pubend, tick, out);

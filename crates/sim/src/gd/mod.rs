@@ -12,7 +12,7 @@ pub mod matcher;
 pub mod run;
 pub mod world;
 
-pub use run::{run_gd, run_gd_with, Mode};
+pub use run::{measure_blackout, run_gd, run_gd_with, Mode};
 pub use world::Stats;
 
 use tidings_delivery::Settings;

@@ -18,7 +18,8 @@ use crate::layer::LayerInput;
 use crate::net::{home_pubend, Net, LIVENESS};
 use crate::rng::Rng;
 use crate::scenario::{Coverage, Failure, Plan};
-use crate::topics::{random_content, random_filter};
+use crate::topics::{filter, random_content, random_filter};
+use tidings_route::matching::RouteFilter;
 
 /// Virtual time the healed network gets to deliver everything owed and release the logs.
 pub const SETTLE_MS: u64 = 20_000;
@@ -34,19 +35,24 @@ pub struct Mode {
     /// Publishing brokers crash (loudly or silently) and restart (with a clock stepped back)
     /// while everything else stays up.
     pub pubend_crashes: bool,
+    /// Brokers of every role crash and restart while no subscriber is owed anything (the
+    /// network settles, then the publisher reconnects and retries).
+    pub idle_crashes: bool,
 }
 
 impl Mode {
     /// Everything.
-    pub const FULL: Mode = Mode { faults: true, churn: true, pubend_crashes: true };
+    pub const FULL: Mode = Mode { faults: true, churn: true, pubend_crashes: true, idle_crashes: false };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
-    pub const LOSSY: Mode = Mode { faults: false, churn: false, pubend_crashes: false };
+    pub const LOSSY: Mode = Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: false };
     /// The lossy channel and subscriber churn.
-    pub const CHURN: Mode = Mode { faults: false, churn: true, pubend_crashes: false };
+    pub const CHURN: Mode = Mode { faults: false, churn: true, pubend_crashes: false, idle_crashes: false };
     /// The lossy channel and crashes of publishing brokers.
-    pub const PUBEND_CRASHES: Mode = Mode { faults: false, churn: false, pubend_crashes: true };
+    pub const PUBEND_CRASHES: Mode = Mode { faults: false, churn: false, pubend_crashes: true, idle_crashes: false };
+    /// The lossy channel and crashes of every role while nothing is owed.
+    pub const IDLE_CRASHES: Mode = Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: true };
     /// The lossy channel and faults, subscribers set up first.
-    pub const FAULTS: Mode = Mode { faults: true, churn: false, pubend_crashes: false };
+    pub const FAULTS: Mode = Mode { faults: true, churn: false, pubend_crashes: false, idle_crashes: false };
 }
 
 /// The state of one run.
@@ -87,9 +93,55 @@ pub fn run_gd_with(
         let counters = layer.engine.counters();
         stats.nack_ticks_sent += counters.nack_ticks_sent;
         stats.nack_ticks_absorbed += counters.nack_ticks_absorbed;
+        stats.nacks_sent += counters.nacks_sent;
     }
     run.coverage.exactly_once = stats.deliveries as usize;
     Ok((run.coverage, stats))
+}
+
+/// The nack-consolidation measurement: `publisher` publishes every 5 ms for 3 s into a
+/// network whose other brokers each hold one catch-all guaranteed subscriber; from 1 s on,
+/// every delivery frame on the wire between `a` and `b` is lost for `blackout_ms` (the
+/// routing link stays up), then the network settles. Returns the run's figures.
+pub fn measure_blackout(
+    topology: &Topology,
+    seed: u64,
+    publisher: &BrokerName,
+    wire: (&BrokerName, &BrokerName),
+    blackout_ms: u64,
+) -> Result<Stats, String> {
+    let plan = Plan { seed, steps: 0, skip: Default::default() };
+    let mut run = GdRun::new(topology, &plan, Mode::LOSSY, settings());
+    let home = run.net.node_of(publisher);
+    let pubend = PubendId(home_pubend(publisher).id.0);
+    run.world.borrow_mut().pubends = [(home, pubend)].into_iter().collect();
+    run.pump(500);
+    for node in (0..run.net.nodes.len()).filter(|&n| n != home) {
+        run.subscribe_with(node, filter(">", None));
+    }
+    run.pump(500);
+    let (a, b) = (run.net.node_of(wire.0), run.net.node_of(wire.1));
+    for slot in 0..600u64 {
+        if slot == 200 {
+            run.world.borrow_mut().blackout = Some((a.min(b), a.max(b)));
+        }
+        if slot * 5 == 1000 + blackout_ms {
+            run.world.borrow_mut().blackout = None;
+        }
+        run.publish_at(home);
+        run.pump(5);
+        run.check()?;
+    }
+    run.world.borrow_mut().blackout = None;
+    run.settle()?;
+    let mut stats = run.world.borrow().stats;
+    for layer in run.net.nodes.iter().filter_map(|n| n.layer.as_ref()) {
+        let counters = layer.engine.counters();
+        stats.nack_ticks_sent += counters.nack_ticks_sent;
+        stats.nack_ticks_absorbed += counters.nack_ticks_absorbed;
+        stats.nacks_sent += counters.nacks_sent;
+    }
+    Ok(stats)
 }
 
 impl GdRun {
@@ -250,6 +302,10 @@ impl GdRun {
     fn publish(&mut self) {
         let hosts: Vec<usize> = self.world.borrow().pubends.keys().copied().collect();
         let Some(&node) = self.rng.pick(&hosts) else { return };
+        self.publish_at(node);
+    }
+
+    fn publish_at(&mut self, node: usize) {
         let content = random_content(&mut self.rng);
         if !self.net.alive(node) || self.net.nodes[node].stalled {
             return;
@@ -268,6 +324,10 @@ impl GdRun {
 
     fn subscribe(&mut self, node: usize) {
         let filter = random_filter(&mut self.rng);
+        self.subscribe_with(node, filter);
+    }
+
+    fn subscribe_with(&mut self, node: usize, filter: RouteFilter) {
         if !self.net.alive(node) {
             return;
         }
@@ -339,7 +399,27 @@ impl GdRun {
         if self.net.alive(node) && self.world.borrow().caught_up(pubend) {
             self.crash(node, loud);
             self.restart(node);
+            self.command(node, Command::Retry);
         }
+    }
+
+    /// A broker of any role crashes while no subscriber is owed anything, restarts, the
+    /// network settles, and its publisher retries what was not acknowledged.
+    fn crash_idle(&mut self) {
+        let node = self.rng.below(self.net.nodes.len());
+        let loud = self.rng.chance(50);
+        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
+        let idle = pubends.iter().all(|&p| self.world.borrow().caught_up(p));
+        if !idle || !self.net.alive(node) {
+            return;
+        }
+        self.crash(node, loud);
+        if !loud {
+            self.pump(4 * LIVENESS.heartbeat_interval_ms);
+        }
+        self.restart(node);
+        self.pump(4 * LIVENESS.heartbeat_interval_ms);
+        self.command(node, Command::Retry);
     }
 
     fn restart(&mut self, node: usize) {
@@ -385,6 +465,7 @@ impl GdRun {
             89..=91 if self.mode.faults => self.fault(),
             92..=99 if self.mode.faults => self.repair(&keys),
             89..=90 if self.mode.pubend_crashes => self.crash_pubend(),
+            89..=90 if self.mode.idle_crashes => self.crash_idle(),
             _ => self.net.advance(1),
         }
         self.refresh();
@@ -447,6 +528,7 @@ impl GdRun {
                 let dead: Vec<usize> = (0..self.net.nodes.len()).filter(|i| !self.net.alive(*i)).collect();
                 if let Some(&node) = self.rng.pick(&dead) {
                     self.restart(node);
+                    self.command(node, Command::Retry);
                 }
             }
         }
@@ -460,6 +542,9 @@ impl GdRun {
             if !self.net.alive(node) {
                 self.restart(node);
             }
+        }
+        for node in 0..self.net.nodes.len() {
+            self.command(node, Command::Retry);
         }
         let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
         for key in keys {

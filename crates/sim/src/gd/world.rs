@@ -56,6 +56,8 @@ pub struct World {
     pub cell_of: Vec<u32>,
     /// Open connections (lower, higher), as the driver last saw them.
     pub links: BTreeSet<(usize, usize)>,
+    /// A wire whose delivery frames are all lost while set (a blackout of one link's data).
+    pub blackout: Option<(usize, usize)>,
     /// Safety violations, first first.
     pub violations: Vec<String>,
     /// Starts per node (seeds each incarnation's store-delay randomness).
@@ -83,6 +85,8 @@ pub struct Stats {
     pub finals_judged: u64,
     /// Subscribers that gave up on a barrier that never listed every pubend.
     pub unconfirmed: u64,
+    /// Nack messages sent upstream, summed over the engines alive at the end.
+    pub nacks_sent: u64,
     /// Ticks nacked upstream, summed over the engines alive at the end.
     pub nack_ticks_sent: u64,
     /// Ticks a downstream nack asked for that an upstream nack already covered.
@@ -99,6 +103,7 @@ impl Stats {
         self.finals_judged += other.finals_judged;
         self.unconfirmed += other.unconfirmed;
         self.nack_ticks_sent += other.nack_ticks_sent;
+        self.nacks_sent += other.nacks_sent;
         self.nack_ticks_absorbed += other.nack_ticks_absorbed;
     }
 }
