@@ -45,6 +45,21 @@ pub struct Storage {
     /// The directory; empty means `tidings-data/<name>` under the working directory. Created
     /// if missing.
     pub dir: String,
+    /// When the pubend log syncs before acknowledging a guaranteed publish: `always` (the
+    /// default, also when empty: nothing acknowledged is lost to a crash or a power loss),
+    /// `batch` or `batch:<N>ms` (a power loss may lose up to the interval), `never` (only a
+    /// process crash is survived). See `docs/store.md`.
+    pub fsync: String,
+}
+
+impl Storage {
+    /// The fsync policy in force.
+    pub fn fsync_policy(&self) -> Result<tidings_store::FsyncPolicy, String> {
+        match self.fsync.as_str() {
+            "" => Ok(tidings_store::FsyncPolicy::Always),
+            text => text.parse(),
+        }
+    }
 }
 
 /// Broker-to-broker settings.
@@ -350,6 +365,9 @@ impl Config {
         if self.limits.max_subscriptions_per_session == 0 {
             problems.push("limits.max_subscriptions_per_session: must be at least 1".to_string());
         }
+        if let Err(e) = self.storage.fsync_policy() {
+            problems.push(format!("storage.fsync: {e}"));
+        }
         if self.slow_consumer.max_messages == 0 {
             problems.push("slow_consumer.max_messages: must be at least 1".to_string());
         }
@@ -442,6 +460,17 @@ mod tests {
         assert_eq!(c.data_dir(), Path::new("tidings-data/b7"));
         let c = Config::from_toml("[storage]\ndir = \"/var/lib/t\"\n").unwrap();
         assert_eq!(c.data_dir(), Path::new("/var/lib/t"));
+    }
+
+    #[test]
+    fn the_fsync_policy_defaults_to_always_and_a_bad_one_is_refused() {
+        let c = Config::from_toml("").unwrap();
+        assert_eq!(c.storage.fsync_policy(), Ok(tidings_store::FsyncPolicy::Always));
+        let c = Config::from_toml("[storage]\nfsync = \"batch:5ms\"\n").unwrap();
+        assert!(c.validate().is_ok());
+        assert!(matches!(c.storage.fsync_policy(), Ok(tidings_store::FsyncPolicy::Batch(_))));
+        let error = Config::from_toml("[storage]\nfsync = \"sometimes\"\n").unwrap_err();
+        assert!(error.to_string().contains("storage.fsync"), "{error}");
     }
 
     #[test]

@@ -12,11 +12,14 @@
 //! [`cluster::Cluster::forward`]; a message from a peer goes the same two ways. Links speak the
 //! binary peer frames of `tidings_wire::peer` and authenticate with the network's shared key
 //! ([`cluster::auth`]). [`storage`] is the broker's locked data directory (its incarnation).
+//! [`guaranteed`] serves guaranteed publishes and subscriptions: one driver task owns the
+//! delivery core and the pubend log (under `<data dir>/pubends`).
 
 pub mod admin;
 pub mod cluster;
 pub mod config;
 pub mod dispatch;
+pub mod guaranteed;
 pub mod metrics;
 pub mod outbox;
 pub mod server;

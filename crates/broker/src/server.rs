@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use crate::cluster::{Cluster, NetworkKey};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::guaranteed::{Guaranteed, GuaranteedError, GuaranteedMetrics};
 use crate::metrics::Metrics;
 use crate::storage::DataDir;
 
@@ -31,6 +32,8 @@ pub struct Shared {
     pub cluster: Cluster,
     /// The locked data directory (held for the life of the broker).
     pub data: DataDir,
+    /// Guaranteed delivery: the handle on its driver task.
+    pub guaranteed: Guaranteed,
     /// Cancelled to shut everything down.
     pub shutdown: CancellationToken,
     /// Every task the broker spawned, so shutdown can wait for them.
@@ -69,6 +72,9 @@ pub enum StartError {
     /// The data directory cannot be used (another broker holds it, say).
     #[error(transparent)]
     Storage(#[from] crate::storage::StorageError),
+    /// The pubend log cannot be opened.
+    #[error(transparent)]
+    Guaranteed(#[from] GuaranteedError),
     /// The cluster key file cannot be used.
     #[error(transparent)]
     Key(#[from] crate::cluster::KeyError),
@@ -173,16 +179,21 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
+    let gd_metrics = GuaranteedMetrics::new(&mut registry);
+    let fsync = config.storage.fsync_policy().unwrap_or_default();
+    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics)?;
     let shared = Arc::new(Shared {
         dispatcher: Dispatcher::new(metrics.clone()),
         cluster: Cluster::new(&config, metrics.clone(), data.incarnation(), key),
         data,
+        guaranteed,
         config,
         metrics,
         registry,
         shutdown: CancellationToken::new(),
         tasks: TaskTracker::new(),
     });
+    shared.tasks.spawn(driver.run(shared.shutdown.clone()));
     if let Some(listener) = tcp {
         shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared)));
     }

@@ -4,10 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use tidings_delivery::SubendId;
 use tidings_matching::{Pattern, Selector, SubscriptionId, Topic};
 use tidings_route::{Arrival, PubendId};
 use tidings_wire::{
-    DeliveryMode, Frame, Message, Notice, Pong, ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
+    DeliveryAck, DeliveryMode, Frame, GuaranteedPublish, Message, Notice, Pong, PublishRefused, ReasonCode, SubId,
+    Subscribe, Welcome, WireError, PROTOCOL_VERSION,
 };
 
 use crate::cluster::RouteFilter;
@@ -58,6 +60,8 @@ pub struct Session {
     transport: Transport,
     greeted: bool,
     subscriptions: HashMap<SubId, ActiveSubscription>,
+    /// Guaranteed subscriptions, served by the guaranteed driver.
+    guaranteed: HashMap<SubId, SubendId>,
     /// The client's outbound queue.
     pub outbox: Arc<Outbox>,
     shared: Arc<Shared>,
@@ -87,6 +91,7 @@ impl Session {
             transport,
             greeted: transport == Transport::Udp,
             subscriptions: HashMap::new(),
+            guaranteed: HashMap::new(),
             outbox,
             shared,
             scratch: DispatchScratch::default(),
@@ -102,6 +107,14 @@ impl Session {
             _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
             Frame::Publish(message) => self.publish(&message),
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
+            Frame::GuaranteedPublish(publish) => self.guaranteed_publish(publish),
+            Frame::DeliveryAck(ack) => self.delivery_ack(&ack),
+            Frame::Unsubscribe(u) if self.guaranteed.contains_key(&u.id) => {
+                if let Some(subend) = self.guaranteed.remove(&u.id) {
+                    self.shared.guaranteed.unsubscribe(subend);
+                }
+                Ok(Next::Continue)
+            }
             Frame::Unsubscribe(u) => match self.subscriptions.remove(&u.id) {
                 Some(active) => {
                     self.shared.dispatcher.unsubscribe(active.index_id);
@@ -120,10 +133,6 @@ impl Session {
             }
             Frame::Pong(_) => Ok(Next::Continue),
             Frame::Disconnect(_) => Ok(Next::Close),
-            Frame::GuaranteedPublish(_) | Frame::DeliveryAck(_) => Err(Notice::new(
-                ReasonCode::UnsupportedDeliveryMode,
-                "guaranteed delivery is not served by this broker yet",
-            )),
             Frame::Welcome(_)
             | Frame::Deliver(_)
             | Frame::Error(_)
@@ -145,18 +154,47 @@ impl Session {
     }
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
-        // Publishers tend to repeat a topic; validate each new one once.
+        self.check_topic(message)?;
+        self.shared.dispatcher.publish(message, &mut self.scratch);
+        let cluster = &self.shared.cluster;
+        if cluster.is_active() {
+            let pubend = *self.pubend.get_or_insert_with(|| cluster.new_pubend());
+            cluster.forward(Arrival::Published { pubend }, message, &mut self.scratch.route);
+        }
+        Ok(Next::Continue)
+    }
+
+    /// Publishers tend to repeat a topic; validate each new one once.
+    fn check_topic(&mut self, message: &Message) -> Result<(), Notice> {
         if self.last_valid_topic.as_deref() != Some(message.topic()) {
             Topic::parse(message.topic()).map_err(|e| Notice::new(ReasonCode::InvalidTopic, e.to_string()))?;
             let last = self.last_valid_topic.get_or_insert_with(String::new);
             last.clear();
             last.push_str(message.topic());
         }
-        self.shared.dispatcher.publish(message, &mut self.scratch);
-        let cluster = &self.shared.cluster;
-        if cluster.is_active() {
-            let pubend = *self.pubend.get_or_insert_with(|| cluster.new_pubend());
-            cluster.forward(Arrival::Published { pubend }, message, &mut self.scratch.route);
+        Ok(())
+    }
+
+    /// A GPUBLISH: logged by the guaranteed driver, which answers PUBLISH_ACK once it is durable
+    /// (or PUBLISH_REFUSED). An invalid topic is refused with the publish, not the session.
+    fn guaranteed_publish(&mut self, publish: GuaranteedPublish) -> Result<Next, Notice> {
+        if self.transport == Transport::Udp {
+            return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed publishing needs TCP"));
+        }
+        if let Err(reason) = self.check_topic(&publish.message) {
+            let refused = PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
+            self.outbox.push_frame(&Frame::PublishRefused(refused));
+            return Ok(Next::Continue);
+        }
+        self.shared.guaranteed.publish(publish, Arc::clone(&self.outbox));
+        Ok(Next::Continue)
+    }
+
+    /// A DELIVERY_ACK. One for a subscription that is gone is ignored: a client acknowledges a
+    /// batch after the fact, so its last ack may cross its own UNSUBSCRIBE.
+    fn delivery_ack(&mut self, ack: &DeliveryAck) -> Result<Next, Notice> {
+        if let Some(&subend) = self.guaranteed.get(&ack.id) {
+            self.shared.guaranteed.delivery_ack(subend, ack.pubend, ack.tick);
         }
         Ok(Next::Continue)
     }
@@ -186,6 +224,12 @@ impl Session {
     }
 
     fn subscribe(&mut self, s: Subscribe) -> Result<Next, Notice> {
+        if self.guaranteed.contains_key(&s.id) {
+            return Err(Notice::new(
+                ReasonCode::DuplicateSubscriptionId,
+                format!("subscription id {} is already active on this session", s.id.0),
+            ));
+        }
         if let Some(active) = self.subscriptions.get(&s.id) {
             if self.transport == Transport::Udp && active.pattern == s.pattern && active.selector == s.selector {
                 return Ok(Next::Continue); // a UDP renewal
@@ -195,13 +239,10 @@ impl Session {
                 format!("subscription id {} is already active on this session", s.id.0),
             ));
         }
-        if s.mode == DeliveryMode::Guaranteed {
-            return Err(Notice::new(
-                ReasonCode::UnsupportedDeliveryMode,
-                "guaranteed delivery is not available on this broker yet",
-            ));
+        if s.mode == DeliveryMode::Guaranteed && self.transport == Transport::Udp {
+            return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed subscriptions need TCP"));
         }
-        if self.subscriptions.len() >= self.shared.config.limits.max_subscriptions_per_session {
+        if self.subscriptions.len() + self.guaranteed.len() >= self.shared.config.limits.max_subscriptions_per_session {
             return Err(Notice::new(
                 ReasonCode::LimitExceeded,
                 format!(
@@ -217,6 +258,11 @@ impl Session {
             }
             None => None,
         };
+        if s.mode == DeliveryMode::Guaranteed {
+            let subend = self.shared.guaranteed.subscribe(s.id, pattern, selector, Arc::clone(&self.outbox));
+            self.guaranteed.insert(s.id, subend);
+            return Ok(Next::Continue);
+        }
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
         let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
         let index_id = self.shared.dispatcher.subscribe(pattern, selector, target);
@@ -243,12 +289,15 @@ impl Session {
 
     /// The number of active subscriptions.
     pub fn subscription_count(&self) -> usize {
-        self.subscriptions.len()
+        self.subscriptions.len() + self.guaranteed.len()
     }
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
+        for (_, subend) in self.guaranteed.drain() {
+            self.shared.guaranteed.unsubscribe(subend);
+        }
         for (_, active) in self.subscriptions.drain() {
             self.shared.dispatcher.unsubscribe(active.index_id);
             if let Some(filter) = active.route {

@@ -18,19 +18,9 @@ fn tidings(args: &[&str]) -> Output {
     finish(child)
 }
 
-/// Waits at most 20 s for `child`, reading its output while it runs (so a long output cannot
-/// fill the pipe and stall it); kills it and fails the test past that.
+/// Waits at most 20 s for `child`; kills it and fails the test past that.
 fn finish(child: Child) -> Output {
-    let pid = child.id();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    let Ok(out) = rx.recv_timeout(Duration::from_secs(20)) else {
-        let _ = tidings_testkit::send_signal(pid, tidings_testkit::Signal::Kill);
-        panic!("command did not finish within 20 s");
-    };
-    out.unwrap()
+    tidings_testkit::finish_within(child, Duration::from_secs(20))
 }
 
 /// Starts `tidings sub ...` and returns once its subscription is active: the broker's

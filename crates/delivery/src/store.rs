@@ -76,6 +76,14 @@ pub enum StoreInput {
         /// The highest durable tick.
         synced_up_to: Tick,
     },
+    /// The append of `tick` failed (nothing of it is durable); later appends may still succeed.
+    /// Feed it before any [`StoreInput::AppendDone`] covering a later tick.
+    AppendFailed {
+        /// The stream.
+        pubend: PubendId,
+        /// The tick of the failed append.
+        tick: Tick,
+    },
     /// A read finished: the records of the range still in the log.
     ReadDone {
         /// The stream.

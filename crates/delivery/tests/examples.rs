@@ -114,6 +114,7 @@ impl World {
                 Action::Deliver { subend, tick, .. } => self.delivered.push((subend, tick)),
                 Action::GapNotice { subend, range, .. } => self.gaps.push((subend, range)),
                 Action::PublishAcked { .. } => {}
+                Action::PublishRefused { .. } => panic!("no append fails in these examples"),
                 Action::Rejected { error } => panic!("{error}"),
             }
         }

@@ -24,8 +24,9 @@ pub trait LogFile: Send + Sync + fmt::Debug {
     fn set_len(&self, len: u64) -> io::Result<()>;
 }
 
-/// A held directory lock; dropping it releases the lock.
-pub trait DirLock: Send + fmt::Debug {}
+/// A held directory lock; dropping it releases the lock. `Sync` so that a [`crate::Store`] can
+/// be shared with readers on other threads.
+pub trait DirLock: Send + Sync + fmt::Debug {}
 
 /// The directory operations the store needs.
 pub trait Fs: Send + Sync + fmt::Debug {

@@ -55,6 +55,24 @@ pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
     kill_process(pid, signal).map_err(std::io::Error::from)
 }
 
+/// Waits at most `timeout` for `child` (reading its output while it runs, so a long output
+/// cannot fill the pipe and stall it); kills it and panics past that, failing the test.
+pub fn finish_within(child: std::process::Child, timeout: Duration) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(out)) => out,
+        Ok(Err(error)) => panic!("waiting for process {pid} failed: {error}"),
+        Err(_) => {
+            let _ = send_signal(pid, Signal::Kill);
+            panic!("process {pid} did not finish within {timeout:?}");
+        }
+    }
+}
+
 /// A running broker; killed on drop, and its scratch directory (data directory, key file)
 /// removed.
 pub struct BrokerProcess {

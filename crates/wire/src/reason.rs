@@ -46,11 +46,14 @@ pub enum ReasonCode {
     /// The peer sent a frame that is valid but not allowed in this direction (a DELIVER to
     /// the broker, say).
     UnexpectedFrame = 17,
+    /// The broker could not log a guaranteed publish (a full disk, a failed write); nothing of
+    /// it was kept, and the publisher may retry later.
+    StorageUnavailable = 18,
 }
 
 impl ReasonCode {
     /// Every code, in number order (for docs and exhaustive tests).
-    pub const ALL: [ReasonCode; 18] = [
+    pub const ALL: [ReasonCode; 19] = [
         ReasonCode::Normal,
         ReasonCode::MalformedFrame,
         ReasonCode::FrameTooLarge,
@@ -69,6 +72,7 @@ impl ReasonCode {
         ReasonCode::LimitExceeded,
         ReasonCode::Internal,
         ReasonCode::UnexpectedFrame,
+        ReasonCode::StorageUnavailable,
     ];
 
     /// The number on the wire.
@@ -103,6 +107,7 @@ impl ReasonCode {
             ReasonCode::LimitExceeded => "limit_exceeded",
             ReasonCode::Internal => "internal",
             ReasonCode::UnexpectedFrame => "unexpected_frame",
+            ReasonCode::StorageUnavailable => "storage_unavailable",
         }
     }
 }

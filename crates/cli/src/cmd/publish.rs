@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use bytes::{Bytes, BytesMut};
-use tidings_client::now_us;
+use tidings_client::{now_us, PublisherId};
 use tidings_wire::{Message, Property, Value};
 
 /// Values are typed by their look: integer, float, true/false, else string. Quote a value
@@ -30,6 +30,21 @@ pub(crate) struct Args {
     /// Pad the payload to this many bytes.
     #[arg(long, value_name = "BYTES")]
     size: Option<usize>,
+    /// Guaranteed delivery: wait for the broker's acknowledgement of every publish (on disk),
+    /// adding the properties `seq` and `publisher`; exit non-zero if any was not acknowledged.
+    #[arg(long)]
+    guaranteed: bool,
+    /// With --guaranteed: the pubend (ordered stream) to publish on; the broker's default
+    /// pubend (`default`) when omitted.
+    #[arg(long, value_name = "NAME", requires = "guaranteed")]
+    pubend: Option<String>,
+    /// With --guaranteed: publishes in flight before the next waits.
+    #[arg(long, value_name = "N", default_value_t = 256, requires = "guaranteed")]
+    window: usize,
+    /// With --guaranteed: one JSON line per acknowledged publish (pubend, tick, seq, publisher,
+    /// topic).
+    #[arg(long, requires = "guaranteed")]
+    json: bool,
 }
 
 /// Parses `KEY=VALUE` into a typed property.
@@ -61,9 +76,12 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
         bail!("--rate must be a positive number");
     }
-    let client = args.server.connect("tidings-pub").await?;
     let payload = payload(&args);
     let interval = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
+    if args.guaranteed {
+        return guaranteed(&args, properties, payload, interval).await;
+    }
+    let client = args.server.connect("tidings-pub").await?;
     let started = Instant::now();
     for i in 0..args.count {
         if let Some(interval) = interval {
@@ -88,6 +106,42 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     client.close().await?;
     Ok(ExitCode::SUCCESS)
+}
+
+async fn guaranteed(
+    args: &Args,
+    properties: Vec<Property>,
+    payload: Bytes,
+    interval: Option<Duration>,
+) -> anyhow::Result<ExitCode> {
+    if args.udp_requested() {
+        bail!("--guaranteed needs TCP");
+    }
+    let publisher = PublisherId(rand::random());
+    let builder = args
+        .server
+        .builder("tidings-pub")
+        .publisher_id(publisher)
+        .pubend(args.pubend.clone().unwrap_or_default())
+        .guaranteed_window(args.window);
+    let client = args.server.connect_with(builder).await?;
+    let run = super::publish_guaranteed::Run {
+        client,
+        publisher,
+        topic: &args.topic,
+        properties,
+        payload,
+        count: args.count,
+        interval,
+        json: args.json,
+    };
+    super::publish_guaranteed::run(run).await
+}
+
+impl Args {
+    fn udp_requested(&self) -> bool {
+        self.server.udp
+    }
 }
 
 #[cfg(test)]

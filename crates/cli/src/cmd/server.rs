@@ -2,7 +2,7 @@
 //! describe.
 
 use anyhow::Context;
-use tidings_client::{Client, Transport};
+use tidings_client::{Client, ClientBuilder, Transport};
 
 /// Which broker to talk to, and how.
 #[derive(clap::Args)]
@@ -18,13 +18,18 @@ pub(crate) struct ServerArgs {
 impl ServerArgs {
     /// Connects a client named `name` to the broker.
     pub(crate) async fn connect(&self, name: &str) -> anyhow::Result<Client> {
+        self.connect_with(self.builder(name)).await
+    }
+
+    /// The builder [`ServerArgs::connect`] uses, for commands that set more options.
+    pub(crate) fn builder(&self, name: &str) -> ClientBuilder {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
-        Client::builder(self.server.as_str())
-            .name(name)
-            .transport(transport)
-            .connect()
-            .await
-            .with_context(|| format!("cannot connect to {}", self.server))
+        Client::builder(self.server.as_str()).name(name).transport(transport)
+    }
+
+    /// Connects with `builder`.
+    pub(crate) async fn connect_with(&self, builder: ClientBuilder) -> anyhow::Result<Client> {
+        builder.connect().await.with_context(|| format!("cannot connect to {}", self.server))
     }
 }
 

@@ -5,9 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use base64::Engine;
-use futures::StreamExt;
 use serde_json::{json, Map};
-use tidings_client::{Delivery, SubscribeOptions};
+use tidings_client::{Delivery, Event, SubscribeOptions};
 use tidings_wire::{DeliveryMode, Value};
 
 /// Prints every delivery; with `--count N`, exits 0 after N.
@@ -26,6 +25,11 @@ pub(crate) struct Args {
     /// One JSON object per line.
     #[arg(long)]
     json: bool,
+    /// Guaranteed delivery: every matching message published after the subscription is
+    /// confirmed arrives exactly once, in tick order per pubend; `--json` lines add `pubend`
+    /// and `tick`, and a gap notice prints as `{"gap":true,"pubend","from","to","subscription"}`.
+    #[arg(long)]
+    guaranteed: bool,
 }
 
 fn value_json(v: &Value) -> serde_json::Value {
@@ -38,7 +42,7 @@ fn value_json(v: &Value) -> serde_json::Value {
 }
 
 /// The JSON contract of `sub --json`: topic, properties, payload or payload_base64, sent_us,
-/// latency_us, plus subscription and missed.
+/// latency_us, plus subscription and missed; guaranteed deliveries add pubend and tick.
 pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     let mut properties = Map::new();
     for p in &d.properties {
@@ -58,6 +62,10 @@ pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     obj.insert("latency_us".into(), json!(d.received_us.saturating_sub(d.sent_us)));
     obj.insert("subscription".into(), json!(d.subscription.0));
     obj.insert("missed".into(), json!(d.missed));
+    if let Some(position) = d.position {
+        obj.insert("pubend".into(), json!(position.pubend.to_string()));
+        obj.insert("tick".into(), json!(position.tick.0));
+    }
     serde_json::Value::Object(obj)
 }
 
@@ -90,7 +98,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let options = SubscribeOptions {
         pattern: args.pattern.clone(),
         selector: args.selector.clone(),
-        mode: DeliveryMode::BestEffort,
+        mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
     };
     let mut subscription = client.subscribe_with(options).await.context("subscribe refused")?;
     let mut seen = 0u64;
@@ -98,7 +106,22 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.count == Some(0) {
         return Ok(ExitCode::SUCCESS);
     }
-    while let Some(delivery) = subscription.next().await {
+    while let Some(event) = subscription.next_event().await {
+        let delivery = match event {
+            Event::Message(delivery) => delivery,
+            Event::Gap(gap) => {
+                let line = if args.json {
+                    json!({"gap": true, "pubend": gap.pubend.to_string(), "from": gap.from.0, "to": gap.to.0,
+                        "subscription": gap.subscription.0})
+                    .to_string()
+                } else {
+                    format!("gap in pubend {}: ticks {}..={} may be missing", gap.pubend, gap.from, gap.to)
+                };
+                writeln!(out, "{line}")?;
+                out.flush()?;
+                continue;
+            }
+        };
         let line = if args.json { delivery_json(&delivery).to_string() } else { delivery_text(&delivery) };
         writeln!(out, "{line}")?;
         out.flush()?;

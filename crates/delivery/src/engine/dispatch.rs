@@ -191,6 +191,7 @@ impl<M: Matcher> Engine<M> {
         match input {
             StoreInput::Opened { pubend, recovered } => self.handle_store_opened(now, pubend, recovered, out),
             StoreInput::AppendDone { pubend, synced_up_to } => self.handle_append_done(now, pubend, synced_up_to, out),
+            StoreInput::AppendFailed { pubend, tick } => self.handle_append_failed(now, pubend, tick, out),
             StoreInput::ReadDone { pubend, range, records } => self.handle_read_done(now, pubend, range, records, out),
             StoreInput::LeaseDone { pubend, lease } => self.handle_lease_done(now, pubend, lease, out),
         }
@@ -204,6 +205,14 @@ impl<M: Matcher> Engine<M> {
             let mut pieces = log.advance_silence(&mut stream.know, ctx);
             pieces.extend(ticks.iter().map(|&tick| TickRange::single(tick)));
             stream.learn(&pieces, Learned::FirstTime(&ticks), ctx);
+        });
+    }
+
+    /// The log could not take an append: its publisher is refused, the tick never becomes D.
+    fn handle_append_failed(&mut self, now: Millis, pubend: PubendId, tick: Tick, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.append_failed(tick, ctx);
         });
     }
 

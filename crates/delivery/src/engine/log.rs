@@ -1,7 +1,7 @@
 //! The pubend at its publisher-hosting broker (gd-protocol §2.3, §8.1): tick assignment under a
 //! durable lease, log before send, silence up to `safe_now`, reads to answer nacks, release.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use bytes::Bytes;
 
@@ -33,6 +33,8 @@ pub(crate) struct Log {
     synced: Tick,
     pending: BTreeMap<Tick, PendingRecord>,
     publishers: BTreeMap<PublisherId, u64>,
+    /// Publishes whose append failed: a retry of one is a new publish, not a repeat.
+    failed: BTreeSet<(PublisherId, u64)>,
     /// Knowledge holds every non-D tick up to here as F.
     silence_to: Tick,
     /// The release prefix last given to the store.
@@ -116,14 +118,16 @@ impl Log {
     /// T4 then T2: a repeat of `(publisher, seq)` is dropped; a new message gets
     /// `max(now, last + 1)` and is appended; it leaves the broker only once durable.
     pub(crate) fn publish(&mut self, publisher: PublisherId, seq: u64, payload: Bytes, ctx: &mut Ctx<'_>) {
-        if self.publishers.get(&publisher).is_some_and(|&last| seq <= last) {
+        let retry_of_failed = self.failed.remove(&(publisher, seq));
+        if !retry_of_failed && self.publishers.get(&publisher).is_some_and(|&last| seq <= last) {
             ctx.counters.duplicate_publishes += 1;
             if self.pending.values().all(|p| p.publisher != publisher) {
                 ctx.out.push(Action::PublishAcked { pubend: ctx.pubend, publisher, seq });
             }
             return;
         }
-        self.publishers.insert(publisher, seq);
+        let last = self.publishers.entry(publisher).or_insert(seq);
+        *last = (*last).max(seq);
         let tick = self.now_tick(ctx).max(self.last_tick.next());
         self.last_tick = tick;
         let record = payload.clone();
@@ -154,6 +158,21 @@ impl Log {
             ticks.push(tick);
         }
         ticks
+    }
+
+    /// The store could not log the append of `tick`: the tick never becomes D (silence may
+    /// later claim it as F, as for any unassigned tick), its publisher is refused, and a retry
+    /// of the same `(publisher, seq)` is taken as a new publish rather than a repeat.
+    pub(crate) fn append_failed(&mut self, tick: Tick, ctx: &mut Ctx<'_>) {
+        let Some(record) = self.pending.remove(&tick) else { return };
+        self.failed.insert((record.publisher, record.seq));
+        ctx.out.push(Action::PublishRefused { pubend: ctx.pubend, publisher: record.publisher, seq: record.seq });
+    }
+
+    /// The tick the next publish will get at the earliest: a subscription confirmed now with
+    /// this start sees every message published after it (gd-protocol §11.5).
+    pub(crate) fn next_tick(&self) -> Tick {
+        self.last_tick.next()
     }
 
     /// Reads the D ticks among `missing` whose payloads are not cached, except ranges already

@@ -154,6 +154,15 @@ impl StreamView<'_> {
         }
     }
 
+    /// At the pubend's broker, the tick the next publish gets at the earliest (the start tick
+    /// to confirm a new local subscription with); `None` at other brokers.
+    pub fn next_tick(&self) -> Option<crate::names::Tick> {
+        match &self.stream.source {
+            stream::Source::Log(log) => Some(log.next_tick()),
+            stream::Source::Upstream(_) => None,
+        }
+    }
+
     /// Whether every tick of `range` is final here (gd-protocol S1: only then may F be claimed).
     pub fn is_final(&self, range: crate::names::TickRange) -> bool {
         let mut unknown = Vec::new();

@@ -191,6 +191,16 @@ pub enum Action {
         /// Its sequence number.
         seq: u64,
     },
+    /// The publish `(publisher, seq)` could not be logged (the store failed its append, e.g. a
+    /// full disk): it was not acknowledged and will not be delivered; the publisher may retry.
+    PublishRefused {
+        /// The stream.
+        pubend: PubendId,
+        /// The publisher.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+    },
     /// A durable operation for the store.
     Store(StoreAction),
     /// An input was refused; nothing else changed.

@@ -264,6 +264,7 @@ impl Net {
                 }
                 None
             }
+            Action::PublishRefused { .. } => panic!("the in-memory store never fails an append"),
             Action::Rejected { error } => panic!("rejected: {error}"),
         }
     }

@@ -198,6 +198,7 @@ impl<F: Filter> Router<F> {
             slot.current = Some(round);
         }
         let me = self.settings.name.clone();
+        let mates = self.table.mates.clone();
         let Some(slot) = self.barriers.slots.get_mut(key) else { return false };
         let Some(round) = slot.current.as_mut() else { return false };
         for peer in targets {
@@ -206,7 +207,8 @@ impl<F: Filter> Router<F> {
             }
             round.awaiting.insert(peer.clone());
             let id = BarrierId { origin: me.clone(), number: round.number };
-            let message = PeerMessage::Barrier { id, root: key.0.clone(), relay_to_mates: key.1 };
+            let relay_to_mates = key.1 && !mates.contains(&peer);
+            let message = PeerMessage::Barrier { id, root: key.0.clone(), relay_to_mates };
             out.push(Action::Send { to: peer, message });
         }
         if !round.awaiting.is_empty() || round.ticks_pending {

@@ -1,0 +1,139 @@
+//! What the driver does with a GPUBLISH and with each action of the engine.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tidings_delivery::{Action, Input, PubendId, PublisherId, Recovered, StoreAction, StoreInput, SubendId, Tick};
+use tidings_wire::{Frame, Gap, GuaranteedPublish, Message, Notice, PublishAck, PublishRefused, ReasonCode};
+use tracing::{debug, warn};
+
+use super::driver::{Driver, Waiter};
+use super::{journal, DEFAULT_PUBEND};
+use crate::outbox::{GuaranteedPush, Outbox};
+
+type Key = (PubendId, PublisherId, u64);
+
+impl Driver {
+    /// The id of a pubend of this broker by its name (`""` is [`DEFAULT_PUBEND`]).
+    pub(super) fn pubend_id(&self, name: &str) -> PubendId {
+        let name = if name.is_empty() { DEFAULT_PUBEND } else { name };
+        PubendId(tidings_route::PubendId::derive(&self.broker, name).0)
+    }
+
+    /// A GPUBLISH. A retry of a publish already given a tick is answered from the driver's
+    /// table (at once if durable, else when its append completes) and never reaches the core
+    /// twice; the core's own duplicate check covers retries of publishes logged before a
+    /// restart whose record was released since.
+    pub(super) fn publish(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>) {
+        let pubend = self.pubend_id(&publish.pubend);
+        if !self.hosted.contains(&pubend) {
+            self.open_pubend(pubend, Recovered::default());
+        }
+        let publisher = PublisherId(publish.publisher.0);
+        let key = (pubend, publisher, publish.seq);
+        self.waiters.insert(key, Waiter { reply, since: Instant::now() });
+        let known = self.assigned.get(pubend, (publisher, publish.seq));
+        if let Some(tick) = known {
+            self.metrics.duplicate_publishes.inc();
+            if self.durable.get(&pubend).is_some_and(|&durable| tick <= durable) {
+                self.acked(key);
+            }
+            return;
+        }
+        let payload = publish.message.as_bytes().clone();
+        self.feed(Input::Publish { pubend, publisher, seq: publish.seq, payload });
+    }
+
+    /// Carries out one action of the engine.
+    pub(super) fn carry_out(&mut self, action: Action) {
+        match action {
+            Action::Send { to, message, .. } => {
+                debug!(to = to.0, ?message, "no links carry guaranteed traffic yet; message not sent");
+            }
+            Action::Deliver { subend, pubend, tick, payload } => self.deliver(subend, pubend, tick, payload),
+            Action::GapNotice { subend, pubend, range } => {
+                if let Some(entry) = self.subends.get(&subend) {
+                    let (from, to) = (tidings_wire::Tick(range.from.0), tidings_wire::Tick(range.to.0));
+                    let gap = Gap { id: entry.id, pubend: tidings_wire::PubendId(pubend.0), from, to };
+                    entry.outbox.push_frame(&Frame::Gap(gap));
+                }
+            }
+            Action::PublishAcked { pubend, publisher, seq } => self.acked((pubend, publisher, seq)),
+            Action::PublishRefused { pubend, publisher, seq } => self.refused((pubend, publisher, seq)),
+            Action::Store(StoreAction::ReadRange { pubend, range }) => {
+                journal::read(Arc::clone(&self.store), pubend, range, self.tx.clone());
+            }
+            Action::Store(store) => self.store_action(store),
+            Action::Rejected { error } => Self::warn_rejected(&error),
+        }
+    }
+
+    fn store_action(&mut self, action: StoreAction) {
+        match &action {
+            StoreAction::Append { pubend, tick, publisher, seq, .. } => {
+                self.assigned.insert(*pubend, (*publisher, *seq), *tick);
+            }
+            StoreAction::ReleasePrefix { .. } | StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } => {}
+        }
+        let token = self.token();
+        if let Err(error) = journal::submit(&self.store, token, &action) {
+            warn!(%error, "the pubend log did not take a write");
+            if let StoreAction::Append { pubend, tick, .. } = action {
+                self.inputs.push_back(Input::Store(StoreInput::AppendFailed { pubend, tick }));
+            }
+        }
+    }
+
+    fn deliver(&mut self, subend: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
+        let Some(entry) = self.subends.get_mut(&subend) else { return };
+        let message = match Message::decode(payload) {
+            Ok(message) => message,
+            Err(error) => {
+                warn!(%error, pubend = pubend.0, tick = tick.0, "a logged message does not decode; not delivered");
+                return;
+            }
+        };
+        let wire = (tidings_wire::PubendId(pubend.0), tidings_wire::Tick(tick.0));
+        self.metrics.deliveries.inc();
+        match entry.outbox.push_guaranteed(entry.id, wire.0, wire.1, &message) {
+            GuaranteedPush::Queued | GuaranteedPush::Closed => {}
+            GuaranteedPush::QueuedFull if entry.blocked => {}
+            GuaranteedPush::QueuedFull => {
+                entry.blocked = true;
+                self.metrics.outbox_full.inc();
+                self.inputs.push_back(Input::OutboxFull { subend });
+                let tx = self.tx.clone();
+                entry.outbox.when_room(Box::new(move || {
+                    let _ = tx.send(super::Command::Room { subend });
+                }));
+            }
+        }
+    }
+
+    pub(super) fn acked(&mut self, key: Key) {
+        let (pubend, publisher, seq) = key;
+        let Some(waiter) = self.waiters.remove(&key) else { return };
+        let tick = self.assigned.get(pubend, (publisher, seq));
+        let ack = PublishAck {
+            publisher: tidings_wire::PublisherId(publisher.0),
+            seq,
+            pubend: tidings_wire::PubendId(pubend.0),
+            // A retry of a publish too old to be remembered (see `assigned`): logged, tick forgotten.
+            tick: tidings_wire::Tick(tick.unwrap_or_default().0),
+        };
+        waiter.reply.push_frame(&Frame::PublishAck(ack));
+        self.metrics.publishes_acked.inc();
+        self.metrics.ack_seconds.observe(waiter.since.elapsed().as_secs_f64());
+    }
+
+    fn refused(&mut self, key: Key) {
+        let (pubend, publisher, seq) = key;
+        self.assigned.remove(pubend, (publisher, seq));
+        let Some(waiter) = self.waiters.remove(&key) else { return };
+        let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");
+        let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };
+        waiter.reply.push_frame(&Frame::PublishRefused(refused));
+        self.metrics.publishes_refused.inc();
+    }
+}

@@ -1,0 +1,232 @@
+//! The driver task: the one owner of the delivery engine and the pubend log. Every input goes
+//! through [`Driver::feed`], which runs the engine and carries out its actions (which may feed
+//! more inputs, e.g. a full outbox); the loop sleeps until the next command or the engine's
+//! next deadline.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tidings_delivery::{Counters, Engine, Input, Millis, PubendId, PublisherId, Settings, SubendId, Tick};
+use tidings_store::{Completion, Store, StoreStats};
+use tidings_wire::{SubId, Subscribed};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::assigned::Assigned;
+use super::journal;
+use super::matcher::LocalMatcher;
+use super::{Command, GuaranteedError, GuaranteedMetrics};
+use crate::outbox::Outbox;
+
+/// A local guaranteed subscription.
+pub(super) struct Subend {
+    pub(super) id: SubId,
+    pub(super) outbox: Arc<Outbox>,
+    /// Its outbox filled; the engine was told, and a room callback is pending.
+    pub(super) blocked: bool,
+}
+
+/// A publisher waiting for its PUBLISH_ACK.
+pub(super) struct Waiter {
+    pub(super) reply: Arc<Outbox>,
+    pub(super) since: Instant,
+}
+
+/// The guaranteed-delivery driver (spawn [`Driver::run`]).
+pub struct Driver {
+    pub(super) engine: Engine<LocalMatcher>,
+    pub(super) store: Arc<Store>,
+    pub(super) rx: mpsc::UnboundedReceiver<Command>,
+    pub(super) tx: mpsc::UnboundedSender<Command>,
+    pub(super) broker: tidings_route::BrokerName,
+    pub(super) metrics: GuaranteedMetrics,
+    /// Pubends hosted here (their log is open in the engine).
+    pub(super) hosted: BTreeSet<PubendId>,
+    pub(super) subends: BTreeMap<SubendId, Subend>,
+    /// Ticks given to publishes (pending or durable), by `(publisher, seq)`.
+    pub(super) assigned: Assigned,
+    /// Per pubend, every tick up to here is durable.
+    pub(super) durable: BTreeMap<PubendId, Tick>,
+    pub(super) waiters: BTreeMap<(PubendId, PublisherId, u64), Waiter>,
+    pub(super) next_token: u64,
+    pub(super) inputs: VecDeque<Input>,
+    pub(super) counters: Counters,
+    pub(super) stats: StoreStats,
+}
+
+/// Milliseconds since the Unix epoch: ticks are the pubend's clock, and must keep growing
+/// across restarts (the core's lease guards against a clock stepped back).
+fn now() -> Millis {
+    Millis(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+}
+
+impl Driver {
+    pub(super) fn open(
+        dir: &Path,
+        broker: &str,
+        options: tidings_store::Options,
+        metrics: GuaranteedMetrics,
+        tx: mpsc::UnboundedSender<Command>,
+        rx: mpsc::UnboundedReceiver<Command>,
+    ) -> Result<Driver, GuaranteedError> {
+        let opened = journal::open(dir, options, tx.clone())?;
+        let mut driver = Driver {
+            engine: Engine::new(Settings::default(), LocalMatcher::default()),
+            store: opened.store,
+            rx,
+            tx,
+            broker: tidings_route::BrokerName::new(broker),
+            metrics,
+            hosted: BTreeSet::new(),
+            subends: BTreeMap::new(),
+            assigned: opened.assigned,
+            durable: BTreeMap::new(),
+            waiters: BTreeMap::new(),
+            next_token: 0,
+            inputs: VecDeque::new(),
+            counters: Counters::default(),
+            stats: StoreStats::default(),
+        };
+        for (pubend, recovered) in opened.pubends {
+            let highest = recovered.logged.last().copied().unwrap_or_default();
+            driver.durable.insert(pubend, highest);
+            driver.open_pubend(pubend, recovered);
+        }
+        Ok(driver)
+    }
+
+    /// Serves commands and timers until `shutdown`.
+    pub async fn run(mut self, shutdown: CancellationToken) {
+        loop {
+            let sleep = self.sleep_time();
+            tokio::select! {
+                command = self.rx.recv() => match command {
+                    Some(command) => self.command(command),
+                    None => break,
+                },
+                () = tokio::time::sleep(sleep) => self.feed(Input::Tick),
+                () = shutdown.cancelled() => break,
+            }
+            self.report();
+        }
+    }
+
+    fn sleep_time(&self) -> Duration {
+        match self.engine.next_deadline() {
+            Some(deadline) => Duration::from_millis(deadline.since(now()).max(1)),
+            None => Duration::from_secs(1),
+        }
+    }
+
+    /// Feeds one input, then every input its actions caused, carrying out every action.
+    pub(super) fn feed(&mut self, input: Input) {
+        self.inputs.push_back(input);
+        let mut actions = Vec::new();
+        while let Some(input) = self.inputs.pop_front() {
+            self.engine.handle(now(), input, &mut actions);
+            for action in actions.drain(..) {
+                self.carry_out(action);
+            }
+        }
+    }
+
+    /// Opens a pubend's stream in the engine and attaches every local subend to it from its
+    /// next tick (pubends that appear after a subscription are covered from their start).
+    pub(super) fn open_pubend(&mut self, pubend: PubendId, recovered: tidings_delivery::Recovered) {
+        self.hosted.insert(pubend);
+        self.metrics.pubends.set(self.hosted.len() as i64);
+        self.feed(Input::Store(tidings_delivery::StoreInput::Opened { pubend, recovered }));
+        let subends: Vec<SubendId> = self.subends.keys().copied().collect();
+        for subend in subends {
+            let start = self.next_tick(pubend);
+            self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
+            // The core pauses a subend per stream: one paused by a full outbox stays paused on
+            // the new stream too, until its room callback fires.
+            if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {
+                self.feed(Input::OutboxFull { subend });
+            }
+        }
+    }
+
+    pub(super) fn next_tick(&self, pubend: PubendId) -> Tick {
+        self.engine.inspect(pubend).and_then(|view| view.next_tick()).unwrap_or(Tick(1))
+    }
+
+    fn command(&mut self, command: Command) {
+        match command {
+            Command::Publish { publish, reply } => self.publish(publish, reply),
+            Command::Subscribe { subend, id, pattern, selector, outbox } => {
+                self.engine.matcher_mut().insert(subend, pattern, selector);
+                self.subends.insert(subend, Subend { id, outbox: Arc::clone(&outbox), blocked: false });
+                self.metrics.subends.set(self.subends.len() as i64);
+                let mut starts = Vec::new();
+                for pubend in self.hosted.clone() {
+                    let start = self.next_tick(pubend);
+                    starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
+                    self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
+                }
+                outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
+            }
+            Command::Unsubscribe { subend } => {
+                for pubend in self.hosted.clone() {
+                    self.feed(Input::SubendDetach { pubend, subend });
+                }
+                self.engine.matcher_mut().remove(subend);
+                self.subends.remove(&subend);
+                self.metrics.subends.set(self.subends.len() as i64);
+            }
+            Command::DeliveryAck { subend, pubend, tick } => {
+                debug!(subend = subend.0, pubend = pubend.0, tick = tick.0, "delivery ack");
+            }
+            Command::Room { subend } => {
+                if let Some(entry) = self.subends.get_mut(&subend) {
+                    entry.blocked = false;
+                    self.feed(Input::OutboxReady { subend });
+                }
+            }
+            Command::Completed(group) => self.completed(&group),
+            Command::ReadDone { pubend, range, records } => {
+                self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records }))
+            }
+        }
+    }
+
+    fn completed(&mut self, group: &[Completion]) {
+        let (inputs, appends) = journal::inputs(group);
+        if appends > 0 {
+            self.metrics.group_size.observe(appends as f64);
+        }
+        for input in inputs {
+            if let tidings_delivery::StoreInput::AppendDone { pubend, synced_up_to } = input {
+                let durable = self.durable.entry(pubend).or_default();
+                *durable = (*durable).max(synced_up_to);
+            }
+            self.feed(Input::Store(input));
+        }
+    }
+
+    /// Copies the engine's and the store's counters into the metrics.
+    fn report(&mut self) {
+        let c = self.engine.counters();
+        let old = std::mem::replace(&mut self.counters, c);
+        self.metrics.nacks_sent.inc_by(c.nacks_sent - old.nacks_sent);
+        self.metrics.nack_ticks_absorbed.inc_by(c.nack_ticks_absorbed - old.nack_ticks_absorbed);
+        self.metrics.retransmits.inc_by(c.retransmitted - old.retransmitted);
+        let s = self.store.stats();
+        let old = std::mem::replace(&mut self.stats, s);
+        self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));
+        self.metrics.log_bytes.inc_by(s.bytes.saturating_sub(old.bytes));
+    }
+
+    pub(super) fn token(&mut self) -> tidings_store::Token {
+        self.next_token += 1;
+        tidings_store::Token(self.next_token)
+    }
+
+    pub(super) fn warn_rejected(error: &tidings_delivery::DeliveryError) {
+        warn!(%error, "the delivery core refused an input");
+    }
+}

@@ -1,0 +1,188 @@
+//! The boundary between the delivery core's store actions and `tidings-store`: opening and
+//! recovering the pubend log, submitting actions, and turning completions back into inputs.
+//! The two crates keep their own id types on purpose (the log format must not change because
+//! the core did); the conversions live here only.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction, StoreInput, Tick, TickRange};
+use tidings_store as store;
+use tidings_store::{Completion, OpKind, Options, ReadItem, Store, StoreError, Token};
+use tokio::sync::mpsc;
+use tracing::{error, warn};
+
+use super::{Command, GuaranteedError};
+
+use super::assigned::Assigned;
+
+/// What opening the log found, in the core's terms.
+pub(crate) struct Opened {
+    pub(crate) store: Arc<Store>,
+    pub(crate) pubends: Vec<(PubendId, Recovered)>,
+    pub(crate) assigned: Assigned,
+}
+
+/// Opens the log in `dir`; completions are sent to the driver as [`Command::Completed`].
+pub(crate) fn open(
+    dir: &Path,
+    options: Options,
+    tx: mpsc::UnboundedSender<Command>,
+) -> Result<Opened, GuaranteedError> {
+    let sink = move |group: Vec<Completion>| {
+        let _ = tx.send(Command::Completed(group));
+    };
+    let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
+    let (store, recovered) = Store::open(dir, options, sink).map_err(fail)?;
+    let mut pubends = Vec::new();
+    let mut assigned = Assigned::default();
+    for (id, log) in recovered.pubends {
+        if !log.lost.is_empty() {
+            error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; they are not served");
+        }
+        let logged = logged_ticks(&store, id, &log).map_err(fail)?;
+        let mut publishers = BTreeMap::new();
+        for ((publisher, seq), tick) in &log.dedup {
+            let highest = publishers.entry(PublisherId(publisher.0)).or_insert(seq.0);
+            *highest = (*highest).max(seq.0);
+            assigned.insert(PubendId(id.0), (PublisherId(publisher.0), seq.0), Tick(tick.0));
+        }
+        let core = Recovered {
+            lease: Tick(log.lease.0),
+            release: Tick(log.released.0),
+            logged,
+            publishers: publishers.into_iter().collect(),
+        };
+        pubends.push((PubendId(id.0), core));
+    }
+    Ok(Opened { store: Arc::new(store), pubends, assigned })
+}
+
+/// The ticks of the records still in a pubend's log (read once at start).
+fn logged_ticks(store: &Store, id: store::PubendId, log: &store::PubendRecovery) -> Result<Vec<Tick>, StoreError> {
+    if log.highest <= log.released {
+        return Ok(Vec::new());
+    }
+    let range = store::TickRange { first: store::Tick(log.released.0 + 1), last: log.highest };
+    let items = store.read(id, range, usize::MAX)?;
+    Ok(items
+        .into_iter()
+        .filter_map(|item| match item {
+            ReadItem::Data(record) => Some(Tick(record.tick.0)),
+            ReadItem::Lost(_) => None,
+        })
+        .collect())
+}
+
+/// Submits one store action (reads excepted: see [`read`]). An error means the store is closed.
+pub(crate) fn submit(store: &Store, token: Token, action: &StoreAction) -> Result<(), StoreError> {
+    match action {
+        StoreAction::Append { pubend, tick, record, publisher, seq } => store.append(
+            token,
+            store::Record {
+                pubend: store::PubendId(pubend.0),
+                tick: store::Tick(tick.0),
+                publisher: store::PublisherId(publisher.0),
+                seq: store::PublisherSeq(*seq),
+                payload: record.clone(),
+            },
+        ),
+        StoreAction::LeaseRaise { pubend, up_to } => {
+            store.raise_lease(token, store::PubendId(pubend.0), store::Tick(up_to.0))
+        }
+        StoreAction::ReleasePrefix { pubend, tick } => {
+            store.release(token, store::PubendId(pubend.0), store::Tick(tick.0))
+        }
+        StoreAction::ReadRange { .. } => Ok(()),
+    }
+}
+
+/// Reads a range on tokio's blocking pool; the records come back as [`Command::ReadDone`].
+/// Damaged records are left out (the core asks again later; they are logged by the store).
+pub(crate) fn read(store: Arc<Store>, pubend: PubendId, range: TickRange, tx: mpsc::UnboundedSender<Command>) {
+    tokio::task::spawn_blocking(move || {
+        let wanted = store::TickRange { first: store::Tick(range.from.0), last: store::Tick(range.to.0) };
+        let records = match store.read(store::PubendId(pubend.0), wanted, usize::MAX) {
+            Ok(items) => items
+                .into_iter()
+                .filter_map(|item| match item {
+                    ReadItem::Data(record) => Some((Tick(record.tick.0), record.payload)),
+                    ReadItem::Lost(_) => None,
+                })
+                .collect::<Vec<(Tick, Bytes)>>(),
+            Err(error) => {
+                warn!(%error, pubend = pubend.0, "reading the pubend log failed");
+                Vec::new()
+            }
+        };
+        let _ = tx.send(Command::ReadDone { pubend, range, records });
+    });
+}
+
+/// Turns one group of completions into core inputs, in order: consecutive successful appends of
+/// a pubend become one `AppendDone` (it covers every earlier append), and a failed append is
+/// reported before any later success of its pubend. Returns the inputs and the number of
+/// appends in the group.
+pub(crate) fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
+    let mut out = Vec::new();
+    let mut synced: BTreeMap<PubendId, Tick> = BTreeMap::new();
+    let mut appends = 0;
+    for completion in group {
+        let pubend = PubendId(completion.pubend.0);
+        let tick = Tick(completion.tick.0);
+        match (completion.kind, &completion.result) {
+            (OpKind::Append, Ok(())) => {
+                appends += 1;
+                synced.insert(pubend, tick);
+            }
+            (OpKind::Append, Err(error)) => {
+                appends += 1;
+                warn!(%error, pubend = pubend.0, tick = tick.0, "a guaranteed publish could not be logged");
+                if let Some(synced_up_to) = synced.remove(&pubend) {
+                    out.push(StoreInput::AppendDone { pubend, synced_up_to });
+                }
+                out.push(StoreInput::AppendFailed { pubend, tick });
+            }
+            (OpKind::Lease, Ok(())) => out.push(StoreInput::LeaseDone { pubend, lease: tick }),
+            (OpKind::Lease | OpKind::Release, Err(error)) => {
+                error!(%error, pubend = pubend.0, kind = ?completion.kind, "the pubend log refused a write");
+            }
+            (OpKind::Release, Ok(())) => {}
+        }
+    }
+    out.extend(synced.into_iter().map(|(pubend, synced_up_to)| StoreInput::AppendDone { pubend, synced_up_to }));
+    (out, appends)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(tick: u64, result: Result<(), StoreError>) -> Completion {
+        Completion {
+            token: Token(tick),
+            kind: OpKind::Append,
+            pubend: store::PubendId(1),
+            tick: store::Tick(tick),
+            result,
+        }
+    }
+
+    #[test]
+    fn a_failed_append_is_reported_after_the_successes_before_it_and_before_those_after() {
+        let full = Err(StoreError::NoSpace { op: "appending" });
+        let (inputs, appends) = inputs(&[done(1, Ok(())), done(2, Ok(())), done(3, full), done(4, Ok(()))]);
+        let p = PubendId(1);
+        assert_eq!(appends, 4);
+        assert_eq!(
+            inputs,
+            vec![
+                StoreInput::AppendDone { pubend: p, synced_up_to: Tick(2) },
+                StoreInput::AppendFailed { pubend: p, tick: Tick(3) },
+                StoreInput::AppendDone { pubend: p, synced_up_to: Tick(4) },
+            ]
+        );
+    }
+}

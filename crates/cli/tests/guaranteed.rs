@@ -1,0 +1,256 @@
+//! Guaranteed delivery through real broker processes and the `tidings` command: what
+//! `pub --guaranteed --json` acknowledges reaches every matching `sub --guaranteed` exactly once,
+//! in tick order; retries are deduplicated; a SIGKILLed broker keeps every acknowledged publish.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::Value;
+use tidings_testkit::{BrokerProcess, RawConnection, Signal};
+use tidings_wire::{Frame, GuaranteedPublish, Message, PublisherId, SubId, Subscribe};
+
+fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits at most 30 s for a command, killing it past that.
+fn wait(child: Child) -> Output {
+    tidings_testkit::finish_within(child, Duration::from_secs(30))
+}
+
+/// The JSON lines of a command that must succeed.
+fn json_lines(child: Child) -> Vec<Value> {
+    let out = wait(child);
+    assert!(out.status.success(), "command failed: {}", String::from_utf8_lossy(&out.stderr));
+    BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect()
+}
+
+/// Starts `sub --guaranteed --json` and returns once the broker holds one more guaranteed
+/// subscription (the driver sent SUBSCRIBED in the same step).
+fn start_sub(b: &BrokerProcess, extra: &[&str]) -> Child {
+    let before = b.metric("tidings_gd_subends").unwrap();
+    let server = b.tcp();
+    let mut args = vec!["sub", "--server", server.as_str(), "--guaranteed", "--json"];
+    args.extend_from_slice(extra);
+    let child = spawn(&args);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_gd_subends").unwrap() <= before {
+        assert!(Instant::now() < deadline, "the guaranteed subscription was not confirmed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn publish(server: &str, topic: &str, count: u64, extra: &[&str]) -> Child {
+    let count = count.to_string();
+    let mut args = vec!["pub", "--server", server, "--guaranteed", "--json", topic, "x", "--count", count.as_str()];
+    args.extend_from_slice(extra);
+    spawn(&args)
+}
+
+/// `(publisher, seq)` of a line of either command.
+fn id(line: &Value) -> (String, u64) {
+    let source = line.get("properties").unwrap_or(line);
+    (source["publisher"].as_str().unwrap().to_string(), source["seq"].as_u64().unwrap())
+}
+
+/// Checks a subscriber's lines against the acknowledged publishes it should have got: the same
+/// `(publisher, seq)` set, each once, in tick order, with the acknowledged tick.
+fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
+    let mut expected: Vec<&Value> = acked.to_vec();
+    expected.sort_by_key(|a| a["tick"].as_u64().unwrap());
+    let got_ids: Vec<(String, u64)> = got.iter().map(id).collect();
+    let want_ids: Vec<(String, u64)> = expected.iter().map(|a| id(a)).collect();
+    assert_eq!(got_ids, want_ids, "deliveries differ from the acknowledged publishes (order, loss or duplicates)");
+    for (g, a) in got.iter().zip(&expected) {
+        assert_eq!(g["tick"], a["tick"]);
+        assert_eq!(g["pubend"], a["pubend"]);
+        assert_eq!(g["missed"], 0);
+    }
+}
+
+#[test]
+fn publishes_from_two_publishers_reach_two_subscribers_exactly_once_in_tick_order() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let all = start_sub(&b, &["g.>", "--count", "120"]);
+    let half = start_sub(&b, &["g.>", "--where", "seq <= 30", "--count", "60"]);
+    let p1 = publish(&b.tcp(), "g.one", 60, &["--window", "8"]);
+    let p2 = publish(&b.tcp(), "g.two", 60, &[]);
+    let mut acked = json_lines(p1);
+    acked.extend(json_lines(p2));
+    assert_eq!(acked.len(), 120, "every publish is acknowledged");
+    let all = json_lines(all);
+    assert_exactly_once_in_order(&all, &acked.iter().collect::<Vec<_>>());
+    let half = json_lines(half);
+    let matching: Vec<&Value> = acked.iter().filter(|a| a["seq"].as_u64().unwrap() <= 30).collect();
+    assert_exactly_once_in_order(&half, &matching);
+    assert!(b.metric("tidings_gd_publishes_acked_total").unwrap() >= 120.0);
+    assert!(b.metric("tidings_gd_fsyncs_total").unwrap() >= 1.0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_gd_subends").unwrap() > 0.0 {
+        assert!(Instant::now() < deadline, "the subscribers left but their subends stayed attached");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn gpublish(conn: &mut RawConnection, publisher: u64, seq: u64, topic: &str) -> u64 {
+    let message = Message::new(topic, &[], Bytes::from_static(b"r"), 0).unwrap();
+    let publish = GuaranteedPublish { publisher: PublisherId(publisher), seq, pubend: String::new(), message };
+    conn.send(&Frame::GuaranteedPublish(publish)).unwrap();
+    loop {
+        match conn.expect(Duration::from_secs(10)).unwrap() {
+            Frame::PublishAck(ack) if ack.publisher == PublisherId(publisher) && ack.seq == seq => return ack.tick.0,
+            Frame::PublishAck(_) => {}
+            other => panic!("expected PUBLISH_ACK, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_retry_after_a_lost_ack_gets_the_same_tick_and_is_delivered_once() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let sub = start_sub(&b, &["r.>", "--count", "2"]);
+    let mut first = RawConnection::handshake(&b.tcp()).unwrap();
+    let tick = gpublish(&mut first, 77, 1, "r.a");
+    assert_eq!(gpublish(&mut first, 77, 1, "r.a"), tick, "a retry on the same connection");
+    drop(first);
+    let mut second = RawConnection::handshake(&b.tcp()).unwrap();
+    assert_eq!(gpublish(&mut second, 77, 1, "r.a"), tick, "a retry on a new connection");
+    let next = gpublish(&mut second, 77, 2, "r.b");
+    assert!(next > tick);
+    let lines = json_lines(sub);
+    let topics: Vec<&str> = lines.iter().map(|l| l["topic"].as_str().unwrap()).collect();
+    assert_eq!(topics, ["r.a", "r.b"], "the retried publish was delivered once");
+    assert_eq!(lines[0]["tick"].as_u64(), Some(tick));
+    assert!(b.metric("tidings_gd_duplicate_publishes_total").unwrap() >= 2.0);
+}
+
+fn start_on(data: &Path, listen: &str, config: &Path) -> BrokerProcess {
+    let data = data.display().to_string();
+    let config = config.display().to_string();
+    let args =
+        ["broker", "--listen", listen, "--udp", "off", "--admin", "127.0.0.1:0", "--data", &data, "--config", &config];
+    BrokerProcess::start_with_args(bin(), &args).unwrap()
+}
+
+/// Every record of every pubend in a stopped broker's log: tick -> (publisher hex, seq).
+fn logged(data: &Path) -> BTreeMap<u64, (String, u64)> {
+    let sink = |_: Vec<tidings_store::Completion>| {};
+    let dir = data.join("pubends");
+    let (store, recovered) = tidings_store::Store::open(&dir, tidings_store::Options::default(), sink).unwrap();
+    let mut out = BTreeMap::new();
+    for (pubend, log) in &recovered.pubends {
+        let range = tidings_store::TickRange { first: tidings_store::Tick(1), last: log.highest };
+        for item in store.read(*pubend, range, usize::MAX).unwrap() {
+            if let tidings_store::ReadItem::Data(record) = item {
+                let publisher = format!("{}", PublisherId(record.publisher.0));
+                assert!(out.insert(record.tick.0, (publisher, record.seq.0)).is_none());
+            }
+        }
+    }
+    out
+}
+
+/// A guaranteed subscriber that never reads, and a flood on another pubend until its queue is
+/// full: its subend stops, and the log keeps everything published after it (nothing is
+/// released while a subscriber still needs it).
+fn pin_the_log(b: &BrokerProcess) -> RawConnection {
+    let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
+    let mode = tidings_wire::DeliveryMode::Guaranteed;
+    raw.send(&Frame::Subscribe(Subscribe { id: SubId(1), mode, pattern: "k.>".into(), selector: None })).unwrap();
+    assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Subscribed(_)));
+    let fill = publish(&b.tcp(), "k.fill", 300, &["--pubend", "fill", "--size", "65536"]);
+    assert_eq!(json_lines(fill).len(), 300);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_gd_outbox_full_total").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "the silent subscriber's queue never filled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    raw
+}
+
+#[test]
+fn a_broker_killed_while_a_publisher_retries_keeps_every_acknowledged_publish_once() {
+    let scratch = tempfile::tempdir().unwrap();
+    let data = scratch.path().join("data");
+    let config = scratch.path().join("broker.toml");
+    std::fs::write(&config, "[slow_consumer]\nmax_messages = 16\n").unwrap();
+    let mut b = start_on(&data, "127.0.0.1:0", &config);
+    let listen = b.tcp();
+    let _pin = pin_the_log(&b);
+    let publisher = publish(&listen, "k.t", 400, &["--rate", "200", "--window", "16"]);
+    std::thread::sleep(Duration::from_millis(700));
+    b.kill();
+    let first_life = logged(&data);
+    let mut b = start_on(&data, &listen, &config);
+    let acked = json_lines(publisher);
+    assert_eq!(acked.len(), 400, "the publisher got every acknowledgement, across the crash");
+    b.kill();
+    let ours = |key: &(String, u64)| key.0 == acked[0]["publisher"].as_str().unwrap();
+    let before: BTreeMap<(String, u64), u64> =
+        first_life.iter().filter(|(_, key)| ours(key)).map(|(tick, key)| (key.clone(), *tick)).collect();
+    assert!(!before.is_empty(), "the crash came after some publishes were logged");
+    let last_before = before.values().max().copied().unwrap_or(0);
+    for ack in &acked {
+        let tick = ack["tick"].as_u64().unwrap();
+        match before.get(&id(ack)) {
+            Some(logged) => assert_eq!(*logged, tick, "a retry of a publish logged before the crash got a new tick"),
+            None => assert!(tick > last_before, "acknowledged {ack} is missing from the log of before the crash"),
+        }
+    }
+    let ticks: Vec<u64> = acked.iter().map(|a| a["tick"].as_u64().unwrap()).collect();
+    assert!(ticks.windows(2).all(|w| w[0] < w[1]), "ticks follow the publisher's sequence, none reused");
+    let after = logged(&data);
+    let mut seen = BTreeMap::new();
+    for (tick, key) in after.iter().filter(|(_, key)| ours(key)) {
+        assert!(seen.insert(key.clone(), *tick).is_none(), "{key:?} is logged twice");
+    }
+    // (No subscriber pins the second life's log: what it released is gone, as it should be.)
+    for (key, tick) in &seen {
+        let ack = acked.iter().find(|a| &id(a) == key).expect("a logged publish was acknowledged");
+        assert_eq!(ack["tick"].as_u64(), Some(*tick));
+    }
+}
+
+#[test]
+fn a_flood_past_a_stalled_subscribers_queue_drops_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("broker.toml");
+    std::fs::write(&config, "[slow_consumer]\nmax_messages = 16\n").unwrap();
+    let b = BrokerProcess::start(bin(), &["--config", config.to_str().unwrap()]).unwrap();
+    let sub = start_sub(&b, &["f.>", "--count", "5000"]);
+    tidings_testkit::send_signal(sub.id(), Signal::Stop).unwrap();
+    let acked = json_lines(publish(&b.tcp(), "f.x", 5000, &["--size", "500"]));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_gd_outbox_full_total").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "the stalled subscriber's queue never filled");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tidings_testkit::send_signal(sub.id(), Signal::Cont).unwrap();
+    let got = json_lines(sub);
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_guaranteed_subscription_with_a_bad_selector_is_refused() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
+    let subscribe = Subscribe {
+        id: SubId(1),
+        mode: tidings_wire::DeliveryMode::Guaranteed,
+        pattern: "a.>".into(),
+        selector: Some("x >".into()),
+    };
+    raw.send(&Frame::Subscribe(subscribe)).unwrap();
+    assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Error(_)), "a bad selector is refused");
+}
