@@ -343,6 +343,11 @@ impl GdLayer {
                 }
                 None
             }
+            Action::PublishRefused { seq, .. } => {
+                let text = format!("node {me} refused publish {seq}, but the memstore never fails an append");
+                self.world.borrow_mut().violations.push(text);
+                None
+            }
             Action::Store(store_action) => self.store(node, store, now, store_action),
             Action::Rejected { error } => {
                 self.world.borrow_mut().violations.push(format!("node {me} rejected an input: {error}"));
