@@ -44,6 +44,18 @@ fn random_networks_deliver_exactly_expected_through_faults_and_churn() {
 }
 
 #[test]
+fn the_seed_networks_deliver_exactly_expected_over_a_lossy_channel() {
+    let name = "the_seed_networks_deliver_exactly_expected_over_a_lossy_channel";
+    for (file, seeds) in SEED_TOPOLOGIES.iter().zip([40, 40, 5, 5]) {
+        let topology = seed_topology(file).unwrap_or_else(|e| panic!("{e}"));
+        let coverage = sweep(name, &plans(1000, seeds, STEPS), |plan| {
+            run_gd(&topology, plan, Mode::LOSSY).map(|(coverage, _)| coverage)
+        });
+        println!("{file}: {coverage:?}");
+    }
+}
+
+#[test]
 #[ignore = "fails today, as the random networks through faults and churn do"]
 fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
     let name = "the_seed_networks_deliver_exactly_expected_through_faults_and_churn";
@@ -62,7 +74,14 @@ fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
 #[test]
 #[ignore]
 fn failure_census() {
-    for (label, mode) in [("churn", Mode::CHURN), ("faults", Mode::FAULTS), ("full", Mode::FULL)] {
+    let modes = [
+        ("churn", Mode::CHURN),
+        ("idle crashes", Mode::IDLE_CRASHES),
+        ("pubend crashes", Mode::PUBEND_CRASHES),
+        ("faults", Mode::FAULTS),
+        ("full", Mode::FULL),
+    ];
+    for (label, mode) in modes {
         let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let plans = plans(1, 50, STEPS);
         for plan in &plans {
