@@ -79,3 +79,20 @@ fn skipping_nack_consolidation_is_caught_by_nack_accounting_only() {
     assert!(sent_broken > sent, "without consolidation no more ticks were nacked upstream");
     assert_eq!(absorbed_broken, 0);
 }
+
+/// Ignoring the tick lease matters only after a pubend restarts with its clock stepped back,
+/// which the idle-crash mode does; that mode still fails a few seeds without any breakage
+/// (see its sweep), so the breakage counts as caught on a seed that passes without it.
+#[test]
+fn ignoring_the_tick_lease_after_a_crash_is_caught() {
+    let broken = Settings { mutations: Mutations { no_lease_after_crash: true, ..Mutations::default() }, ..settings() };
+    for plan in plans(1, 60, 300) {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        let Err(failure) = run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, broken.clone()) else { continue };
+        if run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, settings()).is_ok() {
+            println!("no lease: caught at seed {}: {}", plan.seed, failure.message);
+            return;
+        }
+    }
+    panic!("ignoring the tick lease went unnoticed for 60 seeds");
+}

@@ -107,7 +107,7 @@ pub struct GdNode {
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
-pub const MAX_SKEW_MS: u64 = 400;
+pub const MAX_SKEW_MS: u64 = 1500;
 
 /// The layer: settings, names and the shared truth.
 pub struct GdLayer {
