@@ -1,5 +1,5 @@
 //! Topology files: the brokers of a network, their cells, and the links between cells, in the
-//! schema of `shared/topologies/README.md`. The launcher (`tidings net up FILE`) parses a file
+//! schema of `docs/topologies.md`. The launcher (`tidings net up FILE`) parses a file
 //! here, refuses it with every problem listed, and otherwise asks who each broker must dial.
 //!
 //! The file is only the *intended* network: at run time routing learns the actual one from link

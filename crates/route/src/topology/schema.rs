@@ -1,4 +1,4 @@
-//! The topology file as written, exactly the schema of `shared/topologies/README.md`. Unknown
+//! The topology file as written, exactly the schema of `docs/topologies.md`. Unknown
 //! keys are errors, so a misspelt `adress` is reported instead of silently ignored.
 
 use serde::Deserialize;

@@ -3,8 +3,8 @@ use std::collections::BTreeSet;
 use super::*;
 use crate::tree::shortest_path_tree;
 
-fn shared_file(name: &str) -> Topology {
-    let path = format!("{}/../../../shared/topologies/{name}", env!("CARGO_MANIFEST_DIR"));
+fn example_file(name: &str) -> Topology {
+    let path = format!("{}/../../topologies/{name}", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     Topology::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
@@ -37,7 +37,7 @@ fn brokers_on_path(topology: &Topology, from: &str, to: &str) -> u32 {
 
 #[test]
 fn two_brokers_is_one_link_between_two_cells_of_one() {
-    let topology = shared_file("two-brokers.toml");
+    let topology = example_file("two-brokers.toml");
     assert_eq!(topology.name(), "two-brokers");
     assert_eq!(topology.brokers().len(), 2);
     assert_eq!(topology.cells().len(), 2);
@@ -47,7 +47,7 @@ fn two_brokers_is_one_link_between_two_cells_of_one() {
 
 #[test]
 fn gryphon_figure_3_has_ten_brokers_in_eight_cells_with_full_bundles() {
-    let topology = shared_file("gryphon-fig3.toml");
+    let topology = example_file("gryphon-fig3.toml");
     assert_eq!(topology.brokers().len(), 10);
     assert_eq!(topology.cells().len(), 8);
     assert_eq!(topology.cells()[&CellName::new("IB1")], vec![BrokerName::new("b1"), BrokerName::new("b2")]);
@@ -62,7 +62,7 @@ fn gryphon_figure_3_has_ten_brokers_in_eight_cells_with_full_bundles() {
 
 #[test]
 fn narada_sparse_puts_nine_brokers_between_publisher_and_n10() {
-    let topology = shared_file("narada-22-sparse.toml");
+    let topology = example_file("narada-22-sparse.toml");
     assert_eq!(topology.brokers().len(), 22);
     assert_eq!(topology.cell_links().len(), 23);
     assert_eq!(topology.broker("n7").unwrap().address.as_deref(), Some("SC2.B.1"));
@@ -74,7 +74,7 @@ fn narada_sparse_puts_nine_brokers_between_publisher_and_n10() {
 
 #[test]
 fn narada_dense_shortens_the_paths_to_n10_and_n7_to_four_brokers() {
-    let topology = shared_file("narada-22-dense.toml");
+    let topology = example_file("narada-22-dense.toml");
     assert_eq!(topology.cell_links().len(), 25);
     assert_eq!(brokers_on_path(&topology, "n22", "n10"), 4);
     assert_eq!(brokers_on_path(&topology, "n22", "n7"), 4);
@@ -83,7 +83,7 @@ fn narada_dense_shortens_the_paths_to_n10_and_n7_to_four_brokers() {
 
 #[test]
 fn router_settings_carry_the_cell_of_the_file() {
-    let topology = shared_file("gryphon-fig3.toml");
+    let topology = example_file("gryphon-fig3.toml");
     let settings = topology.router_settings("b3", Incarnation(4), LivenessSettings::default()).unwrap();
     assert_eq!(settings.cell.as_str(), "IB2");
     assert_eq!(settings.incarnation, Incarnation(4));
@@ -91,7 +91,7 @@ fn router_settings_carry_the_cell_of_the_file() {
 
 #[test]
 fn an_unknown_broker_name_is_refused_with_the_names_there_are() {
-    let topology = shared_file("two-brokers.toml");
+    let topology = example_file("two-brokers.toml");
     let error = topology.expected_peers("nope").unwrap_err();
     assert_eq!(error.to_string(), "no broker named \"nope\" in topology \"two-brokers\" (brokers: phb, shb)");
 }

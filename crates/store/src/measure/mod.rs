@@ -184,7 +184,7 @@ pub fn store_appends(dir: &Path, workload: &Workload) -> Result<Report, StoreErr
 }
 
 /// Raw disk cost: `count` times, write `payload` bytes at the end of a file and `fdatasync` it
-/// (what `shared/peers/fsync_bench.py` measures).
+/// (what the raw fdatasync figures in `bench/peers/RESULTS.md` measures).
 pub fn raw_fdatasync(dir: &Path, payload: usize, count: u64) -> std::io::Result<Report> {
     let path = dir.join("fdatasync.bin");
     let mut file = OpenOptions::new().create(true).append(true).truncate(false).open(&path)?;
