@@ -5,14 +5,19 @@
 //! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation);
 //! [`matcher`] answers the engine's filter questions with the production matching code;
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
-//! [`run`] is one run: workload, chaos, healing, the final exactly-once check.
+//! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
+//! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.
 
+mod chaos;
 pub mod layer;
 pub mod matcher;
+mod measure;
+mod routes;
 pub mod run;
 pub mod world;
 
-pub use run::{measure_blackout, run_gd, run_gd_with, Mode};
+pub use measure::measure_blackout;
+pub use run::{run_gd, run_gd_with, Mode};
 pub use world::Stats;
 
 use tidings_delivery::Settings;

@@ -8,17 +8,17 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
-use tidings_delivery::{CellId, ChildLink, PubendId, Settings, StreamRoute, SubendId, Tick, TickRange, UpstreamCell};
-use tidings_route::{BrokerName, PubendRoute, Topology, Via};
+use tidings_delivery::{PubendId, Settings, SubendId, Tick, TickRange};
+use tidings_route::{BrokerName, Topology};
 
-use crate::gd::layer::{Command, GdFrame, GdLayer, MATE_CELL};
+use crate::gd::layer::{Command, GdFrame, GdLayer};
 use crate::gd::world::{Publish, Subscriber, World};
 use crate::gd::{settings, Stats};
 use crate::layer::LayerInput;
 use crate::net::{home_pubend, Net, LIVENESS};
 use crate::rng::Rng;
 use crate::scenario::{Coverage, Failure, Plan};
-use crate::topics::{filter, random_content, random_filter};
+use crate::topics::{random_content, random_filter};
 use tidings_route::matching::RouteFilter;
 
 /// Virtual time the healed network gets to deliver everything owed and release the logs.
@@ -56,13 +56,13 @@ impl Mode {
 }
 
 /// The state of one run.
-struct GdRun {
-    mode: Mode,
-    net: Net<GdLayer>,
-    world: Rc<RefCell<World>>,
-    rng: Rng,
-    plan: Plan,
-    coverage: Coverage,
+pub(super) struct GdRun {
+    pub(super) mode: Mode,
+    pub(super) net: Net<GdLayer>,
+    pub(super) world: Rc<RefCell<World>>,
+    pub(super) rng: Rng,
+    pub(super) plan: Plan,
+    pub(super) coverage: Coverage,
 }
 
 /// Runs one plan on a topology; returns what it covered and the run's figures.
@@ -88,64 +88,13 @@ pub fn run_gd_with(
         run.step().map_err(|m| fail(&run, Some(step), m))?;
     }
     run.settle().map_err(|m| fail(&run, None, format!("after healing: {m}")))?;
-    let mut stats = run.world.borrow().stats;
-    for layer in run.net.nodes.iter().filter_map(|n| n.layer.as_ref()) {
-        let counters = layer.engine.counters();
-        stats.nack_ticks_sent += counters.nack_ticks_sent;
-        stats.nack_ticks_absorbed += counters.nack_ticks_absorbed;
-        stats.nacks_sent += counters.nacks_sent;
-    }
+    let stats = run.stats();
     run.coverage.exactly_once = stats.deliveries as usize;
     Ok((run.coverage, stats))
 }
 
-/// The nack-consolidation measurement: `publisher` publishes every 5 ms for 3 s into a
-/// network whose other brokers each hold one catch-all guaranteed subscriber; from 1 s on,
-/// every delivery frame on the wire between `a` and `b` is lost for `blackout_ms` (the
-/// routing link stays up), then the network settles. Returns the run's figures.
-pub fn measure_blackout(
-    topology: &Topology,
-    seed: u64,
-    publisher: &BrokerName,
-    wire: (&BrokerName, &BrokerName),
-    blackout_ms: u64,
-) -> Result<Stats, String> {
-    let plan = Plan { seed, steps: 0, skip: Default::default() };
-    let mut run = GdRun::new(topology, &plan, Mode::LOSSY, settings());
-    let home = run.net.node_of(publisher);
-    let pubend = PubendId(home_pubend(publisher).id.0);
-    run.world.borrow_mut().pubends = [(home, pubend)].into_iter().collect();
-    run.pump(500);
-    for node in (0..run.net.nodes.len()).filter(|&n| n != home) {
-        run.subscribe_with(node, filter(">", None));
-    }
-    run.pump(500);
-    let (a, b) = (run.net.node_of(wire.0), run.net.node_of(wire.1));
-    for slot in 0..600u64 {
-        if slot == 200 {
-            run.world.borrow_mut().blackout = Some((a.min(b), a.max(b)));
-        }
-        if slot * 5 == 1000 + blackout_ms {
-            run.world.borrow_mut().blackout = None;
-        }
-        run.publish_at(home);
-        run.pump(5);
-        run.check()?;
-    }
-    run.world.borrow_mut().blackout = None;
-    run.settle()?;
-    let mut stats = run.world.borrow().stats;
-    for layer in run.net.nodes.iter().filter_map(|n| n.layer.as_ref()) {
-        let counters = layer.engine.counters();
-        stats.nack_ticks_sent += counters.nack_ticks_sent;
-        stats.nack_ticks_absorbed += counters.nack_ticks_absorbed;
-        stats.nacks_sent += counters.nacks_sent;
-    }
-    Ok(stats)
-}
-
 impl GdRun {
-    fn new(topology: &Topology, plan: &Plan, mode: Mode, settings: Settings) -> Self {
+    pub(super) fn new(topology: &Topology, plan: &Plan, mode: Mode, settings: Settings) -> Self {
         let mut rng = Rng::new(plan.seed ^ 0x006d_5eed);
         let names: Vec<BrokerName> = topology.brokers().iter().map(|b| b.name.clone()).collect();
         let mut cells: Vec<_> = topology.brokers().iter().map(|b| b.cell.clone()).collect();
@@ -179,7 +128,19 @@ impl GdRun {
         self.check()
     }
 
-    fn check(&self) -> Result<(), String> {
+    /// The run's figures, with the nack counters of the engines alive now.
+    pub(super) fn stats(&self) -> Stats {
+        let mut stats = self.world.borrow().stats;
+        for layer in self.net.nodes.iter().filter_map(|n| n.layer.as_ref()) {
+            let counters = layer.engine.counters();
+            stats.nack_ticks_sent += counters.nack_ticks_sent;
+            stats.nack_ticks_absorbed += counters.nack_ticks_absorbed;
+            stats.nacks_sent += counters.nacks_sent;
+        }
+        stats
+    }
+
+    pub(super) fn check(&self) -> Result<(), String> {
         let world = self.world.borrow();
         match (world.violations.first(), self.net.violations.first()) {
             (Some(v), _) | (None, Some(v)) => Err(v.clone()),
@@ -187,97 +148,13 @@ impl GdRun {
         }
     }
 
-    fn command(&mut self, node: usize, command: Command) {
+    pub(super) fn command(&mut self, node: usize, command: Command) {
         let from = self.net.nodes[node].name.clone();
         self.net.layer_input(node, LayerInput::Frame { from, frame: GdFrame::Command(command) });
     }
 
-    /// Mirrors the open connections into the world and feeds every changed route.
-    fn refresh(&mut self) {
-        let links = self.net.wires.iter().filter(|(_, w)| w.conn.is_some()).map(|(k, _)| *k).collect();
-        self.world.borrow_mut().links = links;
-        let pubends: Vec<(usize, PubendId)> = self.world.borrow().pubends.iter().map(|(&n, &p)| (n, p)).collect();
-        for (home, pubend) in pubends {
-            let reference = home_pubend(&self.net.nodes[home].name);
-            let raw: Vec<Option<StreamRoute>> = (0..self.net.nodes.len())
-                .map(|node| {
-                    let router = self.net.router(node)?;
-                    Some(router.pubend_route(&reference).map(|r| self.stream_route(node, &r)).unwrap_or_default())
-                })
-                .collect();
-            let interested = self.interested(&raw);
-            for (node, route) in raw.into_iter().enumerate() {
-                let Some(mut route) = route else { continue };
-                route.children.retain(|child| interested[child.broker.0 as usize]);
-                let Some(layer) = self.net.nodes[node].layer.as_ref() else { continue };
-                if layer.routes.get(&pubend) != Some(&route) {
-                    self.command(node, Command::Route { pubend, route });
-                }
-            }
-        }
-    }
-
-    /// Per node: whether it or a node below it in the routes has a live subscriber. A child
-    /// without one is not in the pubend's tree (gd-protocol §9.1: it is not waited for).
-    fn interested(&self, routes: &[Option<StreamRoute>]) -> Vec<bool> {
-        let world = self.world.borrow();
-        let mut interested: Vec<bool> =
-            (0..routes.len()).map(|node| world.subs.values().any(|sub| sub.node == node && !sub.gone)).collect();
-        // Fixed point over the child relation (routes may briefly disagree and even loop).
-        loop {
-            let mut changed = false;
-            for (node, route) in routes.iter().enumerate() {
-                let below = route.iter().flat_map(|r| &r.children).any(|c| interested[c.broker.0 as usize]);
-                if below && !interested[node] {
-                    interested[node] = true;
-                    changed = true;
-                }
-            }
-            if !changed {
-                return interested;
-            }
-        }
-    }
-
-    /// Routing's answer as delivery's route: upstream by cell (a cell mate is a pseudo cell
-    /// of its own), children the child cells (at the entry broker) and the linked mates.
-    fn stream_route(&self, me: usize, route: &PubendRoute) -> StreamRoute {
-        let world = self.world.borrow();
-        let cell = |node: usize| {
-            if world.cell_of[node] == world.cell_of[me] {
-                CellId(MATE_CELL + node as u32)
-            } else {
-                CellId(world.cell_of[node])
-            }
-        };
-        let broker = |name: &BrokerName| tidings_delivery::BrokerId(self.net.node_of(name) as u32);
-        let upstream = route.upstream.first().map(|first| {
-            let first_cell = cell(self.net.node_of(first));
-            let brokers =
-                route.upstream.iter().filter(|b| cell(self.net.node_of(b)) == first_cell).map(broker).collect();
-            UpstreamCell { cell: first_cell, brokers }
-        });
-        let mut children = Vec::new();
-        if route.entry == self.net.nodes[me].name {
-            for child in &route.children {
-                let via = match &child.via {
-                    Some(Via::Direct) => None,
-                    Some(Via::Mate(mate)) => Some(broker(mate)),
-                    None => continue,
-                };
-                let cell = CellId(world.cell_of[self.net.node_of(&child.broker)]);
-                children.push(ChildLink { cell, broker: broker(&child.broker), via });
-            }
-            for mate in &route.mates {
-                let node = self.net.node_of(mate);
-                children.push(ChildLink { cell: cell(node), broker: broker(mate), via: None });
-            }
-        }
-        StreamRoute { upstream, children }
-    }
-
     /// Delivers and lets time pass for `ms` of virtual time.
-    fn pump(&mut self, ms: u64) {
+    pub(super) fn pump(&mut self, ms: u64) {
         let end = self.net.now.after(ms);
         while self.net.now < end {
             let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
@@ -299,13 +176,13 @@ impl GdRun {
         self.refresh();
     }
 
-    fn publish(&mut self) {
+    pub(super) fn publish(&mut self) {
         let hosts: Vec<usize> = self.world.borrow().pubends.keys().copied().collect();
         let Some(&node) = self.rng.pick(&hosts) else { return };
         self.publish_at(node);
     }
 
-    fn publish_at(&mut self, node: usize) {
+    pub(super) fn publish_at(&mut self, node: usize) {
         let content = random_content(&mut self.rng);
         if !self.net.alive(node) || self.net.nodes[node].stalled {
             return;
@@ -322,12 +199,12 @@ impl GdRun {
         self.command(node, Command::Publish { seq, msg });
     }
 
-    fn subscribe(&mut self, node: usize) {
+    pub(super) fn subscribe(&mut self, node: usize) {
         let filter = random_filter(&mut self.rng);
         self.subscribe_with(node, filter);
     }
 
-    fn subscribe_with(&mut self, node: usize, filter: RouteFilter) {
+    pub(super) fn subscribe_with(&mut self, node: usize, filter: RouteFilter) {
         if !self.net.alive(node) {
             return;
         }
@@ -360,7 +237,7 @@ impl GdRun {
         }
     }
 
-    fn unsubscribe(&mut self, node: usize) {
+    pub(super) fn unsubscribe(&mut self, node: usize) {
         let subs: Vec<SubendId> =
             self.world.borrow().subs.iter().filter(|(_, s)| s.node == node && !s.gone).map(|(&id, _)| id).collect();
         let Some(&subend) = self.rng.pick(&subs) else { return };
@@ -370,173 +247,16 @@ impl GdRun {
         }
     }
 
-    fn end_sub(&mut self, node: usize, subend: SubendId) {
+    pub(super) fn end_sub(&mut self, node: usize, subend: SubendId) {
         if let Some(sub) = self.world.borrow_mut().subs.get_mut(&subend) {
             sub.gone = true;
         }
         self.net.unsubscribe(node, subend.0);
     }
 
-    fn crash(&mut self, node: usize, loud: bool) {
-        self.coverage.crashes += 1;
-        self.net.crash(node, loud);
-        let subs: Vec<SubendId> =
-            self.world.borrow().subs.iter().filter(|(_, s)| s.node == node && !s.gone).map(|(&id, _)| id).collect();
-        for subend in subs {
-            self.end_sub(node, subend);
-        }
-        self.world.borrow_mut().confirmed.remove(&node);
-    }
-
-    /// A publishing broker crashes and comes straight back (its store keeps synced appends,
-    /// its clock may step back). Only while every subscriber has what it is owed of that
-    /// pubend: a restarted pubend knows no tree until routing reconverges, and today's core
-    /// releases its log at once then (reported as a finding, not exercised here).
-    fn crash_pubend(&mut self) {
-        let hosts: Vec<(usize, PubendId)> = self.world.borrow().pubends.iter().map(|(&n, &p)| (n, p)).collect();
-        let Some(&(node, pubend)) = self.rng.pick(&hosts) else { return };
-        let loud = self.rng.chance(50);
-        if self.net.alive(node) && self.world.borrow().caught_up(pubend) {
-            self.crash(node, loud);
-            self.restart(node);
-            self.command(node, Command::Retry);
-        }
-    }
-
-    /// A broker of any role crashes while no subscriber is owed anything, restarts, the
-    /// network settles, and its publisher retries what was not acknowledged.
-    fn crash_idle(&mut self) {
-        let node = self.rng.below(self.net.nodes.len());
-        let loud = self.rng.chance(50);
-        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
-        let idle = pubends.iter().all(|&p| self.world.borrow().caught_up(p));
-        if !idle || !self.net.alive(node) {
-            return;
-        }
-        self.crash(node, loud);
-        if !loud {
-            self.pump(4 * LIVENESS.heartbeat_interval_ms);
-        }
-        self.restart(node);
-        self.pump(4 * LIVENESS.heartbeat_interval_ms);
-        self.command(node, Command::Retry);
-    }
-
-    fn restart(&mut self, node: usize) {
-        self.net.start(node);
-        for peer in 0..self.net.nodes.len() {
-            if peer != node && self.net.alive(peer) {
-                self.command(peer, Command::PeerRestarted { peer: node });
-            }
-        }
-    }
-
-    /// One chaos step and the checks.
-    fn step(&mut self) -> Result<(), String> {
-        let n = self.net.nodes.len();
-        let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
-        match self.rng.below(100) {
-            0..=59 => {
-                // Frames due are delivered (a round: one per connection direction) before
-                // time moves on, so only faults, never the scheduler, starve a link.
-                let mut busy = self.net.busy();
-                if busy.is_empty() {
-                    self.net.advance(self.rng.between(1, 30) as u64);
-                }
-                self.rng.shuffle(&mut busy);
-                for (key, direction) in busy {
-                    self.net.deliver(key, direction);
-                }
-            }
-            60..=62 if self.mode.churn => {
-                let node = self.rng.below(n);
-                self.subscribe(node);
-            }
-            63..=64 if self.mode.churn => {
-                let node = self.rng.below(n);
-                self.unsubscribe(node);
-            }
-            65..=79 => self.publish(),
-            80..=88 => {
-                if let Some(&key) = self.rng.pick(&keys) {
-                    self.net.connect(key);
-                }
-            }
-            89..=91 if self.mode.faults => self.fault(),
-            92..=99 if self.mode.faults => self.repair(&keys),
-            89..=90 if self.mode.pubend_crashes => self.crash_pubend(),
-            89..=90 if self.mode.idle_crashes => self.crash_idle(),
-            _ => self.net.advance(1),
-        }
-        self.refresh();
-        self.check()
-    }
-
-    /// Draws a fault and applies it unless the plan skips it.
-    fn fault(&mut self) {
-        let number = self.coverage.faults;
-        self.coverage.faults += 1;
-        let n = self.net.nodes.len();
-        let loud = self.rng.chance(50);
-        let kind = self.rng.below(100);
-        let node = self.rng.below(n);
-        let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
-        let key = self.rng.pick(&keys).copied();
-        let side: Vec<bool> = (0..n).map(|_| self.rng.chance(50)).collect();
-        if self.plan.skip.contains(&number) {
-            return;
-        }
-        let dead = (0..n).filter(|i| !self.net.alive(*i)).count();
-        if !loud {
-            self.coverage.silent_faults += 1;
-        }
-        match kind {
-            0..=29 if (dead + 1) * 3 <= n && self.net.alive(node) => self.crash(node, loud),
-            30..=39 if self.net.alive(node) => {
-                self.coverage.stalls += 1;
-                self.net.nodes[node].stalled = true;
-            }
-            40..=49 => {
-                self.coverage.partitions += 1;
-                for key in keys.into_iter().filter(|(a, b)| side[*a] != side[*b]) {
-                    self.net.cut(key, loud);
-                }
-            }
-            _ => {
-                if let Some(key) = key {
-                    self.net.cut(key, loud);
-                }
-            }
-        }
-    }
-
-    fn repair(&mut self, keys: &[(usize, usize)]) {
-        match self.rng.below(3) {
-            0 => {
-                let cut: Vec<(usize, usize)> = keys.iter().copied().filter(|k| self.net.wires[k].cut).collect();
-                if let Some(&key) = self.rng.pick(&cut) {
-                    self.net.repair(key);
-                }
-            }
-            1 => {
-                let stalled: Vec<usize> = (0..self.net.nodes.len()).filter(|i| self.net.nodes[*i].stalled).collect();
-                if let Some(&node) = self.rng.pick(&stalled) {
-                    self.net.nodes[node].stalled = false;
-                }
-            }
-            _ => {
-                let dead: Vec<usize> = (0..self.net.nodes.len()).filter(|i| !self.net.alive(*i)).collect();
-                if let Some(&node) = self.rng.pick(&dead) {
-                    self.restart(node);
-                    self.command(node, Command::Retry);
-                }
-            }
-        }
-    }
-
     /// Heals every fault, then lets time pass until every live subscriber has exactly its
     /// Expected and every pubend released its whole log, or [`SETTLE_MS`] runs out.
-    fn settle(&mut self) -> Result<(), String> {
+    pub(super) fn settle(&mut self) -> Result<(), String> {
         for node in 0..self.net.nodes.len() {
             self.net.nodes[node].stalled = false;
             if !self.net.alive(node) {
