@@ -10,13 +10,13 @@ use std::rc::Rc;
 use bytes::Bytes;
 use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
-    Action, BrokerId, CellId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StoreAction,
-    StreamRoute, SubendId, Tick, TickRange,
+    BrokerId, CellId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
+    Tick,
 };
 use tidings_route::{BrokerName, GdAction, Millis as RouteMillis};
 
 use crate::gd::matcher::SimMatcher;
-use crate::gd::world::{message_of, World};
+use crate::gd::world::World;
 use crate::layer::{Layer, LayerInput, LayerOutput};
 use crate::rng::Rng;
 
@@ -89,21 +89,21 @@ pub enum GdFrame {
 
 /// One broker's delivery state (all of it is lost at a crash but the store).
 pub struct GdNode {
-    index: usize,
+    pub(super) index: usize,
     /// The engine.
     pub engine: Engine<SimMatcher>,
-    booted: bool,
-    rng: Rng,
-    sync_at: Option<Millis>,
+    pub(super) booted: bool,
+    pub(super) rng: Rng,
+    pub(super) sync_at: Option<Millis>,
     /// Appends issued and not yet synced: (pubend, tick, message).
-    pending: Vec<(PubendId, Tick, u64)>,
+    pub(super) pending: Vec<(PubendId, Tick, u64)>,
     /// The routes last fed, per pubend.
     pub routes: BTreeMap<PubendId, StreamRoute>,
     /// I1: the final value last seen per (pubend, tick) in this incarnation.
-    seen: BTreeMap<(PubendId, Tick), Know>,
+    pub(super) seen: BTreeMap<(PubendId, Tick), Know>,
     /// How far this incarnation's clock is behind the network's (a restart may step the clock
     /// back, as NTP may: only the durable tick lease keeps a pubend from reusing ticks).
-    skew: u64,
+    pub(super) skew: u64,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -123,7 +123,7 @@ pub struct GdLayer {
     pub seed: u64,
 }
 
-type Out = Vec<LayerOutput<GdFrame>>;
+pub(super) type Out = Vec<LayerOutput<GdFrame>>;
 
 impl GdLayer {
     fn cell_for(&self, origin: usize, me: usize) -> CellId {
@@ -136,7 +136,7 @@ impl GdLayer {
     }
 
     /// Sends a frame towards `to`: directly, through `via`, or through a common neighbour.
-    fn send(&self, me: usize, to: usize, via: Option<usize>, frame: GdFrame, out: &mut Out) {
+    pub(super) fn send(&self, me: usize, to: usize, via: Option<usize>, frame: GdFrame, out: &mut Out) {
         let world = self.world.borrow();
         let hop = if world.linked(me, to) {
             Some(to)
@@ -173,7 +173,14 @@ impl GdLayer {
         }
     }
 
-    fn command(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, command: Command, out: &mut Out) {
+    pub(super) fn command(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: Millis,
+        command: Command,
+        out: &mut Out,
+    ) {
         let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
         match command {
             Command::Route { pubend, route } => {
@@ -265,142 +272,6 @@ impl GdLayer {
         };
         for subend in waiting {
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
-        }
-    }
-
-    fn sync(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
-        node.sync_at = None;
-        let done = store.sync();
-        {
-            let mut world = self.world.borrow_mut();
-            for (pubend, tick, msg) in node.pending.drain(..) {
-                world.durable.entry(pubend).or_default().insert(tick, msg);
-            }
-        }
-        for input in done {
-            self.drive(node, store, now, Input::Store(input), out);
-        }
-    }
-
-    /// Feeds the engine one input and carries out every action, judging each.
-    fn drive(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, input: Input, out: &mut Out) {
-        let mut work = vec![input];
-        while let Some(input) = work.pop() {
-            let mut actions = Vec::new();
-            node.engine.handle(now, input, &mut actions);
-            for action in actions {
-                if let Some(next) = self.act(node, store, now, action, out) {
-                    work.push(next);
-                }
-            }
-        }
-    }
-
-    fn act(
-        &self,
-        node: &mut GdNode,
-        store: &mut MemStore,
-        now: Millis,
-        action: Action,
-        out: &mut Out,
-    ) -> Option<Input> {
-        let me = node.index;
-        match action {
-            Action::Send { to, via, message } => {
-                let to = to.0 as usize;
-                let engine = &node.engine;
-                let pubend = message.pubend();
-                let is_final = |from: Tick, upto: Tick| {
-                    engine.inspect(pubend).is_some_and(|v| TickRange::new(from, upto).is_none_or(|r| v.is_final(r)))
-                };
-                {
-                    let mut world = self.world.borrow_mut();
-                    world.stats.frames += 1;
-                    world.judge_send(to, &message, is_final);
-                    if let Some(last) =
-                        world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
-                    {
-                        *last = format!("{last} by node {me}: {message:?}");
-                    }
-                }
-                let frame = GdFrame::Peer { origin: me, to, message };
-                self.send(me, to, via.map(|v| v.0 as usize), frame, out);
-                None
-            }
-            Action::Deliver { subend, pubend, tick, payload } => {
-                self.world.borrow_mut().judge_delivery(me, subend, pubend, tick, message_of(&payload));
-                None
-            }
-            Action::GapNotice { subend, pubend, range } => {
-                let text = format!("gap notice to {subend:?} for {pubend:?} {range:?} without early release");
-                self.world.borrow_mut().violations.push(text);
-                None
-            }
-            Action::PublishAcked { seq, .. } => {
-                let mut world = self.world.borrow_mut();
-                for publish in world.publishes.entry(me).or_default().iter_mut().filter(|p| p.seq <= seq) {
-                    publish.acked = true;
-                }
-                None
-            }
-            Action::PublishRefused { seq, .. } => {
-                let text = format!("node {me} refused publish {seq}, but the memstore never fails an append");
-                self.world.borrow_mut().violations.push(text);
-                None
-            }
-            Action::Store(store_action) => self.store(node, store, now, store_action),
-            Action::Rejected { error } => {
-                self.world.borrow_mut().violations.push(format!("node {me} rejected an input: {error}"));
-                None
-            }
-        }
-    }
-
-    fn store(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, action: StoreAction) -> Option<Input> {
-        match &action {
-            StoreAction::Append { pubend, tick, record, .. } => {
-                let mut world = self.world.borrow_mut();
-                let assigned = world.assigned.entry(*pubend).or_default();
-                *assigned = (*assigned).max(*tick);
-                node.pending.push((*pubend, *tick, message_of(record).unwrap_or(u64::MAX)));
-                self.schedule_sync(node, now);
-            }
-            StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
-            StoreAction::ReleasePrefix { pubend, tick } => self.world.borrow_mut().judge_release(*pubend, *tick),
-            StoreAction::ReadRange { .. } => {}
-        }
-        store.apply(&action).map(Input::Store)
-    }
-
-    fn schedule_sync(&self, node: &mut GdNode, now: Millis) {
-        if node.sync_at.is_none() {
-            node.sync_at = Some(now.after(node.rng.below(MAX_SYNC_MS as usize + 1) as u64));
-        }
-    }
-
-    /// I1: within this incarnation no tick goes from final back to Q or to another final
-    /// value (but L to D/F), judged over every durable tick above the done prefix.
-    fn judge_knowledge(&self, node: &mut GdNode) {
-        let mut world = self.world.borrow_mut();
-        let World { durable, violations, .. } = &mut *world;
-        for (&pubend, log) in durable.iter() {
-            let Some(view) = node.engine.inspect(pubend) else { continue };
-            for &tick in log.range(view.done().next()..).map(|(t, _)| t) {
-                let now = view.knowledge(tick);
-                let before = node.seen.get(&(pubend, tick)).copied();
-                match (before, now) {
-                    (Some(b), None) => {
-                        violations.push(format!("I1: node {} {pubend:?} {tick:?} {b:?} -> Q", node.index))
-                    }
-                    (Some(b), Some(n)) if b != n && b != Know::Lost => {
-                        violations.push(format!("I1: node {} {pubend:?} {tick:?} {b:?} -> {n:?}", node.index))
-                    }
-                    _ => {}
-                }
-                if let Some(now) = now {
-                    node.seen.insert((pubend, tick), now);
-                }
-            }
         }
     }
 }

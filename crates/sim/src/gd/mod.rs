@@ -2,12 +2,14 @@
 //! router, on the same virtual clock, network and crash model, with the invariants of
 //! gd-protocol §10 judged at every step.
 //!
-//! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation);
+//! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
+//! `actions` carries out and judges what the engine asks);
 //! [`matcher`] answers the engine's filter questions with the production matching code;
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
 //! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.
 
+mod actions;
 mod chaos;
 pub mod layer;
 pub mod matcher;
