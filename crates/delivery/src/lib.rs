@@ -90,5 +90,5 @@ pub use error::DeliveryError;
 pub use knowledge::Know;
 pub use message::{Message, SilenceKind};
 pub use names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
-pub use settings::Settings;
+pub use settings::{Mutations, Settings};
 pub use store::{Recovered, StoreAction, StoreInput};

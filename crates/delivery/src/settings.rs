@@ -35,6 +35,28 @@ pub struct Settings {
     pub payload_cache_bytes: usize,
     /// A single nack covers at most this many ticks per range (a backlog is pulled as a window).
     pub max_nack_span_ticks: u64,
+    /// Deliberate breakages for the simulator's mutation tests; all off by default.
+    #[doc(hidden)]
+    pub mutations: Mutations,
+}
+
+/// Deliberate breakages of the core, each checked at the one place it breaks, so the
+/// simulator can show that its checks catch them. All off by default; never set in production.
+#[doc(hidden)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Mutations {
+    /// Send every nack upstream, even for ticks already asked within the window.
+    pub skip_nack_consolidation: bool,
+    /// Acknowledge upstream once any one ostream (or subend) acknowledged (max, not min).
+    pub ack_before_every_ostream: bool,
+    /// Treat an append as durable (and send it) as soon as it is issued.
+    pub forward_before_store: bool,
+    /// The pubend claims F up to its clock, over ticks whose appends are still pending.
+    pub claim_f_for_q: bool,
+    /// After a restart the pubend ignores its durable tick lease.
+    pub no_lease_after_crash: bool,
+    /// Subends deliver D ticks beyond the doubt horizon (up to the highest known tick).
+    pub deliver_past_horizon: bool,
 }
 
 impl Default for Settings {
@@ -55,6 +77,7 @@ impl Default for Settings {
             lease_chunk_ms: 2000,
             payload_cache_bytes: 64 << 20,
             max_nack_span_ticks: 600_000,
+            mutations: Mutations::default(),
         }
     }
 }

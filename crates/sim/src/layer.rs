@@ -69,6 +69,12 @@ pub trait Layer {
 
     /// When the node next needs a [`LayerInput::Tick`].
     fn next_deadline(&self, node: &Self::Node) -> Option<Millis>;
+
+    /// Whether the layer answers [`GdAction::NextTicksWanted`] itself (a delivery core knows
+    /// its pubends' next ticks); otherwise the simulator answers with the publish count.
+    fn answers_ticks(&self) -> bool {
+        false
+    }
 }
 
 /// No second layer: routing alone.

@@ -13,7 +13,8 @@
 //! - [`sweep`]: many seeds, shrinking a failure, the one-line replay command.
 //! - [`topology`]: random networks and the seed networks under the repository's
 //!   `topologies/`; [`topics`]: what clients publish and subscribe to; [`rng`]: SplitMix64.
-//! - [`layer`]: the extension point for a second protocol layer.
+//! - [`layer`]: the extension point for a second protocol layer; [`gd`]: guaranteed delivery
+//!   (the `tidings-delivery` engine on every broker, invariants I1-I5 at every step).
 //!
 //! Extension point (the guaranteed-delivery core): implement [`layer::Layer`] — per-broker soft
 //! state built by `start` over a durable `Store` (which `crash` trims to what was synced), and
@@ -34,6 +35,7 @@ pub mod barrier;
 mod channel;
 pub mod check;
 mod data;
+pub mod gd;
 pub mod layer;
 pub mod net;
 pub mod rng;

@@ -466,7 +466,7 @@ impl<L: Layer> Net<L> {
     /// confirmations; the second layer sees them all.
     fn guaranteed(&mut self, node: usize, gd: GdAction) {
         match &gd {
-            GdAction::NextTicksWanted { round, pubends } => {
+            GdAction::NextTicksWanted { round, pubends } if !self.layer.answers_ticks() => {
                 let next = self.messages.iter().filter(|m| m.publisher == node).count() as u64;
                 let ticks = pubends.iter().map(|p| (*p, Tick(next))).collect();
                 self.pending.push_back((node, Input::NextTicks { round: *round, ticks }));
@@ -474,12 +474,14 @@ impl<L: Layer> Net<L> {
             GdAction::BarrierConfirmed { number, ticks } => {
                 self.confirmations.push(Confirmation { node, number: *number, ticks: ticks.clone() });
             }
-            GdAction::PubendsMoved { .. } => {}
+            GdAction::PubendsMoved { .. } | GdAction::NextTicksWanted { .. } => {}
         }
         self.layer_input(node, LayerInput::Routing(gd));
     }
 
-    pub(crate) fn layer_input(&mut self, node: usize, input: LayerInput<L::Frame>) {
+    /// Feeds the second layer of `node` one input and carries out what it asks (a driver
+    /// injects its workload this way).
+    pub fn layer_input(&mut self, node: usize, input: LayerInput<L::Frame>) {
         let n = &mut self.nodes[node];
         let Some(layer_node) = n.layer.as_mut() else { return };
         let mut out = Vec::new();

@@ -85,6 +85,10 @@ impl<M: Matcher> Engine<M> {
                 log.publish(publisher, seq, payload, ctx);
             }
         });
+        if self.settings.mutations.forward_before_store {
+            let tick = Tick(u64::MAX - 1);
+            self.handle_append_done(now, pubend, tick, out);
+        }
     }
 
     fn handle_received(
@@ -243,7 +247,7 @@ impl<M: Matcher> Engine<M> {
     fn handle_store_opened(&mut self, now: Millis, pubend: PubendId, recovered: Recovered, out: &mut Vec<Action>) {
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
             let mut fresh = Stream::relay(pubend);
-            let log = Log::open(recovered, &mut fresh.know);
+            let log = Log::open(recovered, &mut fresh.know, ctx.settings.mutations.no_lease_after_crash);
             fresh.source = Source::Log(Box::new(log));
             fresh.subends = std::mem::take(&mut stream.subends);
             let children: Vec<_> =

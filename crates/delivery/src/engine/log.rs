@@ -49,7 +49,10 @@ pub(crate) struct Log {
 impl Log {
     /// The log as recovered from the store: logged ticks are D (payloads are read on demand),
     /// and no tick up to `max(lease, highest logged)` is ever assigned again (T1).
-    pub(crate) fn open(recovered: Recovered, know: &mut Knowledge) -> Self {
+    pub(crate) fn open(mut recovered: Recovered, know: &mut Knowledge, no_lease: bool) -> Self {
+        if no_lease {
+            recovered.lease = Tick(0);
+        }
         know.advance_done(recovered.release);
         let mut joined = Joined::default();
         for &tick in &recovered.logged {
@@ -80,6 +83,9 @@ impl Log {
 
     /// T3: the highest tick the pubend may call F now.
     fn safe_now(&self, ctx: &Ctx<'_>) -> Tick {
+        if ctx.settings.mutations.claim_f_for_q {
+            return self.now_tick(ctx).prev();
+        }
         let unlogged = self.pending.keys().next().map_or(Tick(u64::MAX), |t| t.prev());
         // A publish in this same millisecond may still take `now_tick`: F stops below it.
         self.now_tick(ctx).prev().min(unlogged).min(self.lease)

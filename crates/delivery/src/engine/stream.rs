@@ -186,10 +186,22 @@ impl Stream {
         ack.zip(release).map(|(a, r)| (a, r.min(a)))
     }
 
+    /// Mutation `ack_before_every_ostream`: the max instead of the min.
+    fn aggregate_any(&self) -> Option<(Tick, Tick)> {
+        let mut ack: Option<Tick> = self.subends.ack();
+        for child in self.children.values() {
+            ack = Some(ack.map_or(child.effective_ack(), |a| a.max(child.effective_ack())));
+        }
+        ack.map(|a| (a, a))
+    }
+
     /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
-        let aggregate = self.aggregate();
+        let aggregate = match ctx.settings.mutations.ack_before_every_ostream {
+            false => self.aggregate(),
+            true => self.aggregate_any(),
+        };
         self.ack_pending = aggregate.is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
         let aggregate = match (&self.source, aggregate) {
             (_, Some(aggregate)) => aggregate,

@@ -127,7 +127,10 @@ impl Subends {
         if self.start.is_none() || self.members.is_empty() {
             return;
         }
-        let horizon = know.horizon();
+        let horizon = match ctx.settings.mutations.deliver_past_horizon {
+            false => know.horizon(),
+            true => know.highest_known().next(),
+        };
         if let Some(range) = TickRange::new(self.delivered.next(), horizon.prev()) {
             // Every tick below the horizon is final, so the runs cover the range without holes.
             for run in know.runs(range) {

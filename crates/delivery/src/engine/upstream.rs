@@ -68,7 +68,7 @@ impl Upstream {
         for &range in ranges {
             let mut cursor = range.from;
             for run in self.asked.runs(range) {
-                if ctx.now < run.value.after(window) {
+                if ctx.now < run.value.after(window) && !ctx.settings.mutations.skip_nack_consolidation {
                     if let Some(piece) = TickRange::new(cursor, run.range.from.prev()) {
                         fresh.push(piece);
                     }

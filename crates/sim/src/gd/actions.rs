@@ -1,0 +1,147 @@
+//! Carrying out what a broker's engine asks, judging each action against the run's truth as
+//! it happens: sends (I2, I3), deliveries (I5), releases (I4), publish acknowledgements,
+//! store operations with their seeded sync delay; and I1 after every input.
+
+use tidings_delivery::memstore::MemStore;
+use tidings_delivery::{Action, Input, Know, Millis, StoreAction, Tick, TickRange};
+
+use crate::gd::layer::{GdFrame, GdLayer, GdNode, Out, MAX_SYNC_MS};
+use crate::gd::world::{message_of, World};
+
+impl GdLayer {
+    pub(super) fn sync(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+        node.sync_at = None;
+        let done = store.sync();
+        {
+            let mut world = self.world.borrow_mut();
+            for (pubend, tick, msg) in node.pending.drain(..) {
+                world.durable.entry(pubend).or_default().insert(tick, msg);
+            }
+        }
+        for input in done {
+            self.drive(node, store, now, Input::Store(input), out);
+        }
+    }
+
+    /// Feeds the engine one input and carries out every action, judging each.
+    pub(super) fn drive(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, input: Input, out: &mut Out) {
+        let mut work = vec![input];
+        while let Some(input) = work.pop() {
+            let mut actions = Vec::new();
+            node.engine.handle(now, input, &mut actions);
+            for action in actions {
+                if let Some(next) = self.act(node, store, now, action, out) {
+                    work.push(next);
+                }
+            }
+        }
+    }
+
+    fn act(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: Millis,
+        action: Action,
+        out: &mut Out,
+    ) -> Option<Input> {
+        let me = node.index;
+        match action {
+            Action::Send { to, via, message } => {
+                let to = to.0 as usize;
+                let engine = &node.engine;
+                let pubend = message.pubend();
+                let is_final = |from: Tick, upto: Tick| {
+                    engine.inspect(pubend).is_some_and(|v| TickRange::new(from, upto).is_none_or(|r| v.is_final(r)))
+                };
+                {
+                    let mut world = self.world.borrow_mut();
+                    world.stats.frames += 1;
+                    world.judge_send(to, &message, is_final);
+                    if let Some(last) =
+                        world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
+                    {
+                        *last = format!("{last} by node {me}: {message:?}");
+                    }
+                }
+                let frame = GdFrame::Peer { origin: me, to, message };
+                self.send(me, to, via.map(|v| v.0 as usize), frame, out);
+                None
+            }
+            Action::Deliver { subend, pubend, tick, payload } => {
+                self.world.borrow_mut().judge_delivery(me, subend, pubend, tick, message_of(&payload));
+                None
+            }
+            Action::GapNotice { subend, pubend, range } => {
+                let text = format!("gap notice to {subend:?} for {pubend:?} {range:?} without early release");
+                self.world.borrow_mut().violations.push(text);
+                None
+            }
+            Action::PublishAcked { seq, .. } => {
+                let mut world = self.world.borrow_mut();
+                for publish in world.publishes.entry(me).or_default().iter_mut().filter(|p| p.seq <= seq) {
+                    publish.acked = true;
+                }
+                None
+            }
+            Action::PublishRefused { seq, .. } => {
+                let text = format!("node {me} refused publish {seq}, but the memstore never fails an append");
+                self.world.borrow_mut().violations.push(text);
+                None
+            }
+            Action::Store(store_action) => self.store(node, store, now, store_action),
+            Action::Rejected { error } => {
+                self.world.borrow_mut().violations.push(format!("node {me} rejected an input: {error}"));
+                None
+            }
+        }
+    }
+
+    fn store(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, action: StoreAction) -> Option<Input> {
+        match &action {
+            StoreAction::Append { pubend, tick, record, .. } => {
+                let mut world = self.world.borrow_mut();
+                let assigned = world.assigned.entry(*pubend).or_default();
+                *assigned = (*assigned).max(*tick);
+                node.pending.push((*pubend, *tick, message_of(record).unwrap_or(u64::MAX)));
+                self.schedule_sync(node, now);
+            }
+            StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
+            StoreAction::ReleasePrefix { pubend, tick } => self.world.borrow_mut().judge_release(*pubend, *tick),
+            StoreAction::ReadRange { .. } => {}
+        }
+        store.apply(&action).map(Input::Store)
+    }
+
+    fn schedule_sync(&self, node: &mut GdNode, now: Millis) {
+        if node.sync_at.is_none() {
+            node.sync_at = Some(now.after(node.rng.below(MAX_SYNC_MS as usize + 1) as u64));
+        }
+    }
+
+    /// I1: within this incarnation no tick goes from final back to Q or to another final
+    /// value (but L to D/F), judged over every durable tick above the done prefix.
+    pub(super) fn judge_knowledge(&self, node: &mut GdNode) {
+        let mut world = self.world.borrow_mut();
+        let World { durable, violations, .. } = &mut *world;
+        for (&pubend, log) in durable.iter() {
+            let Some(view) = node.engine.inspect(pubend) else { continue };
+            for &tick in log.range(view.done().next()..).map(|(t, _)| t) {
+                let now = view.knowledge(tick);
+                let before = node.seen.get(&(pubend, tick)).copied();
+                match (before, now) {
+                    (Some(b), None) => {
+                        violations.push(format!("I1: node {} {pubend:?} {tick:?} {b:?} -> Q", node.index))
+                    }
+                    (Some(b), Some(n)) if b != n && b != Know::Lost => {
+                        violations.push(format!("I1: node {} {pubend:?} {tick:?} {b:?} -> {n:?}", node.index))
+                    }
+                    _ => {}
+                }
+                if let Some(now) = now {
+                    node.seen.insert((pubend, tick), now);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The guaranteed-delivery layer of one simulated broker: a production `tidings_delivery`
+//! [`Engine`] driven by the contract of its `lib.rs`, over a [`MemStore`] whose completions
+//! are delayed by a seeded amount and whose unsynced appends a crash loses. Every action the
+//! engine takes is judged against the run's [`World`] as it happens.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+use bytes::Bytes;
+use tidings_delivery::memstore::MemStore;
+use tidings_delivery::{
+    BrokerId, CellId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
+    Tick,
+};
+use tidings_route::{BrokerName, GdAction, Millis as RouteMillis};
+
+use crate::gd::matcher::SimMatcher;
+use crate::gd::world::World;
+use crate::layer::{Layer, LayerInput, LayerOutput};
+use crate::rng::Rng;
+
+/// Delivery's cell ids for a broker's own cell mates: cell mates are separate downstreams of
+/// the entry broker, so each gets a pseudo cell of its own.
+pub const MATE_CELL: u32 = 1 << 20;
+
+/// Upper bound of the seeded delay of a store sync, in ms.
+pub const MAX_SYNC_MS: u64 = 15;
+
+/// What the driver asks a broker's layer to do (delivered as a frame from the broker itself).
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// Routing changed this pubend's stream here.
+    Route {
+        /// The stream.
+        pubend: PubendId,
+        /// Its route.
+        route: StreamRoute,
+    },
+    /// A local guaranteed publisher publishes (or retries) message `msg` as `seq`.
+    Publish {
+        /// Its sequence number.
+        seq: u64,
+        /// The message id.
+        msg: u64,
+    },
+    /// A local guaranteed subscription joins every pubend, start pending on the barrier.
+    Attach {
+        /// The subend.
+        subend: SubendId,
+    },
+    /// A local subscription ends.
+    Detach {
+        /// The subend.
+        subend: SubendId,
+    },
+    /// A peer came back with a new incarnation.
+    PeerRestarted {
+        /// The peer's node.
+        peer: usize,
+    },
+    /// The local publisher reconnected after a crash of its broker: it retries.
+    Retry,
+    /// Replays a barrier confirmation that arrived before the driver knew its number.
+    Confirmed {
+        /// The request number.
+        number: u64,
+        /// Per pubend, the start tick.
+        ticks: Vec<(PubendId, Tick)>,
+    },
+}
+
+/// A frame of the layer: a protocol message between brokers (relayed by a common neighbour
+/// when the two are not linked), or a driver command.
+#[derive(Clone, Debug)]
+pub enum GdFrame {
+    /// A protocol message from `origin` to `to`.
+    Peer {
+        /// The sending broker.
+        origin: usize,
+        /// The broker it is for.
+        to: usize,
+        /// The message.
+        message: Message,
+    },
+    /// A driver command.
+    Command(Command),
+}
+
+/// One broker's delivery state (all of it is lost at a crash but the store).
+pub struct GdNode {
+    pub(super) index: usize,
+    /// The engine.
+    pub engine: Engine<SimMatcher>,
+    pub(super) booted: bool,
+    pub(super) rng: Rng,
+    pub(super) sync_at: Option<Millis>,
+    /// Appends issued and not yet synced: (pubend, tick, message).
+    pub(super) pending: Vec<(PubendId, Tick, u64)>,
+    /// The routes last fed, per pubend.
+    pub routes: BTreeMap<PubendId, StreamRoute>,
+    /// I1: the final value last seen per (pubend, tick) in this incarnation.
+    pub(super) seen: BTreeMap<(PubendId, Tick), Know>,
+    /// How far this incarnation's clock is behind the network's (a restart may step the clock
+    /// back, as NTP may: only the durable tick lease keeps a pubend from reusing ticks).
+    pub(super) skew: u64,
+}
+
+/// Upper bound of the clock step back of a restarted broker, in ms.
+pub const MAX_SKEW_MS: u64 = 1500;
+
+/// The layer: settings, names and the shared truth.
+pub struct GdLayer {
+    /// The engines' settings.
+    pub settings: Settings,
+    /// The run's truth.
+    pub world: Rc<RefCell<World>>,
+    /// Broker names by node index.
+    pub names: Vec<BrokerName>,
+    /// Node index by broker name.
+    pub index: BTreeMap<BrokerName, usize>,
+    /// The run's seed.
+    pub seed: u64,
+}
+
+pub(super) type Out = Vec<LayerOutput<GdFrame>>;
+
+impl GdLayer {
+    fn cell_for(&self, origin: usize, me: usize) -> CellId {
+        let world = self.world.borrow();
+        if world.cell_of[origin] == world.cell_of[me] {
+            CellId(MATE_CELL + origin as u32)
+        } else {
+            CellId(world.cell_of[origin])
+        }
+    }
+
+    /// Sends a frame towards `to`: directly, through `via`, or through a common neighbour.
+    pub(super) fn send(&self, me: usize, to: usize, via: Option<usize>, frame: GdFrame, out: &mut Out) {
+        let world = self.world.borrow();
+        let hop = if world.linked(me, to) {
+            Some(to)
+        } else if let Some(via) = via.filter(|&v| world.linked(me, v)) {
+            Some(via)
+        } else {
+            (0..self.names.len()).find(|&n| world.linked(me, n) && world.linked(n, to))
+        };
+        if world.blackout.is_some_and(|wire| hop.is_some_and(|h| wire == (me.min(h), me.max(h)))) {
+            return;
+        }
+        if let Some(hop) = hop {
+            out.push(LayerOutput::Send { to: self.names[hop].clone(), frame });
+        }
+    }
+
+    fn boot(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+        node.booted = true;
+        let pubend = self.world.borrow().pubends.get(&node.index).copied();
+        if let Some(pubend) = pubend {
+            self.drive(node, store, now, Input::Store(store.open(pubend)), out);
+        }
+    }
+
+    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
+    fn retry(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+        let retries: Vec<(u64, u64)> = {
+            let world = self.world.borrow();
+            let publishes = world.publishes.get(&node.index).into_iter().flatten();
+            publishes.filter(|p| !p.acked).map(|p| (p.seq, p.msg)).collect()
+        };
+        for (seq, msg) in retries {
+            self.command(node, store, now, Command::Publish { seq, msg }, out);
+        }
+    }
+
+    pub(super) fn command(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: Millis,
+        command: Command,
+        out: &mut Out,
+    ) {
+        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
+        match command {
+            Command::Route { pubend, route } => {
+                node.routes.insert(pubend, route.clone());
+                self.world.borrow_mut().routes.insert((node.index, pubend), route.clone());
+                self.drive(node, store, now, Input::Route { pubend, route }, out);
+            }
+            Command::Publish { seq, msg } => {
+                let Some(&pubend) = self.world.borrow().pubends.get(&node.index) else { return };
+                let payload = Bytes::copy_from_slice(&msg.to_le_bytes());
+                let publisher = PublisherId(node.index as u64);
+                self.drive(node, store, now, Input::Publish { pubend, publisher, seq, payload }, out);
+            }
+            Command::Attach { subend } => {
+                for pubend in pubends {
+                    self.drive(node, store, now, Input::SubendAttach { pubend, subend, start: None }, out);
+                }
+            }
+            Command::Detach { subend } => {
+                for pubend in pubends {
+                    self.drive(node, store, now, Input::SubendDetach { pubend, subend }, out);
+                }
+            }
+            Command::PeerRestarted { peer } => {
+                let broker = BrokerId(peer as u32);
+                self.drive(node, store, now, Input::PeerRestarted { broker }, out);
+            }
+            Command::Retry => self.retry(node, store, now, out),
+            Command::Confirmed { number, ticks } => {
+                for (pubend, tick) in ticks {
+                    self.start_subends(node, store, now, number, pubend, tick, out);
+                }
+            }
+        }
+    }
+
+    fn routing(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, gd: GdAction, out: &mut Out) {
+        match gd {
+            GdAction::NextTicksWanted { round, pubends } => {
+                let world = self.world.borrow();
+                let now_tick = self.settings.ticks(now.0) + 1;
+                let ticks = pubends
+                    .iter()
+                    .map(|p| {
+                        let assigned = world.assigned.get(&PubendId(p.0)).map_or(0, |t| t.0 + 1);
+                        (*p, tidings_route::Tick(now_tick.max(assigned)))
+                    })
+                    .collect();
+                out.push(LayerOutput::Route(tidings_route::Input::NextTicks { round, ticks }));
+            }
+            GdAction::BarrierConfirmed { number, ticks } => {
+                let confirmed = ticks.iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
+                self.world.borrow_mut().confirmed.insert(node.index, (number, confirmed));
+                for (pubend, tick) in ticks {
+                    self.start_subends(node, store, now, number, PubendId(pubend.0), Tick(tick.0), out);
+                }
+            }
+            GdAction::PubendsMoved { .. } => {}
+        }
+    }
+
+    /// The barrier `number` confirmed: subends waiting on it (or an earlier one) start.
+    #[allow(clippy::too_many_arguments)]
+    fn start_subends(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: Millis,
+        number: u64,
+        pubend: PubendId,
+        start: Tick,
+        out: &mut Out,
+    ) {
+        let waiting: Vec<SubendId> = {
+            let mut world = self.world.borrow_mut();
+            if !world.pubends.values().any(|p| *p == pubend) {
+                return;
+            }
+            let me = node.index;
+            let subs = world.subs.iter_mut().filter(|(_, s)| s.node == me && !s.gone);
+            let mut waiting = Vec::new();
+            for (&id, sub) in subs {
+                if sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend) {
+                    sub.starts.insert(pubend, start);
+                    waiting.push(id);
+                }
+            }
+            waiting
+        };
+        for subend in waiting {
+            self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
+        }
+    }
+}
+
+impl Layer for GdLayer {
+    type Frame = GdFrame;
+    type Node = GdNode;
+    type Store = MemStore;
+
+    fn start(&self, broker: &BrokerName, _: &mut MemStore) -> GdNode {
+        let index = self.index[broker];
+        let incarnation = {
+            let mut world = self.world.borrow_mut();
+            world.routes.retain(|(node, _), _| *node != index);
+            let starts = world.starts.entry(index).or_default();
+            *starts += 1;
+            *starts
+        };
+        let matcher = SimMatcher { node: index, world: self.world.clone() };
+        let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
+        let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
+        GdNode {
+            index,
+            engine: Engine::new(self.settings.clone(), matcher),
+            booted: false,
+            rng,
+            skew,
+            sync_at: None,
+            pending: Vec::new(),
+            routes: BTreeMap::new(),
+            seen: BTreeMap::new(),
+        }
+    }
+
+    fn crash(&self, store: &mut MemStore) {
+        store.crash();
+    }
+
+    fn handle(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: RouteMillis,
+        input: LayerInput<GdFrame>,
+        out: &mut Out,
+    ) {
+        let now = Millis(now.0.saturating_sub(node.skew));
+        if !node.booted {
+            self.boot(node, store, now, out);
+        }
+        match input {
+            LayerInput::Frame { frame: GdFrame::Command(command), .. } => self.command(node, store, now, command, out),
+            LayerInput::Frame { frame: GdFrame::Peer { origin, to, message }, .. } => {
+                if to != node.index {
+                    self.send(node.index, to, None, GdFrame::Peer { origin, to, message }, out);
+                } else {
+                    let from_cell = self.cell_for(origin, to);
+                    let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };
+                    self.drive(node, store, now, input, out);
+                }
+            }
+            LayerInput::Routing(gd) => self.routing(node, store, now, gd, out),
+            LayerInput::Tick => {
+                if node.sync_at.is_some_and(|at| at <= now) {
+                    self.sync(node, store, now, out);
+                }
+                if node.engine.next_deadline().is_some_and(|d| d <= now) {
+                    self.drive(node, store, now, Input::Tick, out);
+                }
+            }
+        }
+        self.judge_knowledge(node);
+    }
+
+    fn next_deadline(&self, node: &GdNode) -> Option<RouteMillis> {
+        if !node.booted {
+            return Some(RouteMillis(0));
+        }
+        let at = [node.engine.next_deadline(), node.sync_at].into_iter().flatten().min();
+        at.map(|at| RouteMillis(at.0 + node.skew))
+    }
+
+    fn answers_ticks(&self) -> bool {
+        true
+    }
+}

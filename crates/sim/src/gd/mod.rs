@@ -1,0 +1,45 @@
+//! Guaranteed delivery in the simulator: a production `tidings_delivery` engine beside every
+//! router, on the same virtual clock, network and crash model, with the invariants of
+//! gd-protocol §10 judged at every step.
+//!
+//! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
+//! `actions` carries out and judges what the engine asks);
+//! [`matcher`] answers the engine's filter questions with the production matching code;
+//! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
+//! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
+//! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.
+
+mod actions;
+mod chaos;
+pub mod layer;
+pub mod matcher;
+mod measure;
+mod routes;
+pub mod run;
+pub mod world;
+
+pub use measure::measure_blackout;
+pub use run::{run_gd, run_gd_with, Mode};
+pub use world::Stats;
+
+use tidings_delivery::Settings;
+
+/// The engines' settings in the simulator: the protocol's timers scaled to the simulated
+/// network (frames take up to 60 ms, heartbeats 100 ms), so repair happens within a run.
+pub fn settings() -> Settings {
+    Settings {
+        gap_curiosity_ms: 20,
+        nack_repetition_initial_ms: 80,
+        nack_repetition_min_ms: 40,
+        nack_repetition_max_ms: 2000,
+        ack_expected_ms: 200,
+        ack_expected_max_ms: 2000,
+        delay_curiosity_ms: Some(300),
+        silence_ms: 50,
+        ack_propagation_ms: 20,
+        release_propagation_ms: 50,
+        requested_forgetting_ms: 150,
+        lease_chunk_ms: 500,
+        ..Settings::default()
+    }
+}

@@ -1,0 +1,295 @@
+//! Ground truth of a guaranteed-delivery run, shared by every simulated broker's layer and the
+//! driver: what was made durable at each pubend (the only source of Expected), the
+//! subscribers with their start ticks and what they received, the publishers, and the
+//! invariant checks I3-I5 that are judged as actions happen.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tidings_delivery::{Message, PubendId, SubendId, Tick};
+use tidings_route::matching::{Probe, RouteFilter};
+use tidings_route::Filter;
+
+/// One guaranteed subscriber.
+#[derive(Clone, Debug)]
+pub struct Subscriber {
+    /// Its broker (node index).
+    pub node: usize,
+    /// Its filter.
+    pub filter: RouteFilter,
+    /// Gone (unsubscribed, or its broker crashed: non-durable subscribers end with it).
+    pub gone: bool,
+    /// σ per pubend, from the barrier confirmation.
+    pub starts: BTreeMap<PubendId, Tick>,
+    /// Ticks delivered per pubend, in order.
+    pub delivered: BTreeMap<PubendId, Vec<Tick>>,
+    /// The barrier request that confirms it.
+    pub barrier: Option<u64>,
+}
+
+/// One publish of a guaranteed publisher: its sequence number and message id.
+#[derive(Clone, Copy, Debug)]
+pub struct Publish {
+    /// Sequence number (retries repeat it).
+    pub seq: u64,
+    /// The message (an index into [`World::probes`]).
+    pub msg: u64,
+    /// Acknowledged by the broker (durable).
+    pub acked: bool,
+}
+
+/// The shared state of a run.
+#[derive(Default)]
+pub struct World {
+    /// Every message's routing probe, by message id (the payload carries the id).
+    pub probes: Vec<Probe>,
+    /// The guaranteed pubends, by hosting node.
+    pub pubends: BTreeMap<usize, PubendId>,
+    /// Per pubend: every tick made durable, with its message (never removed: Expected).
+    pub durable: BTreeMap<PubendId, BTreeMap<Tick, u64>>,
+    /// Per pubend: the highest tick ever assigned (durable or not).
+    pub assigned: BTreeMap<PubendId, Tick>,
+    /// Guaranteed subscribers.
+    pub subs: BTreeMap<SubendId, Subscriber>,
+    /// Per publishing node: its publishes in order.
+    pub publishes: BTreeMap<usize, Vec<Publish>>,
+    /// Cell index of each node (delivery's `CellId` across cells).
+    pub cell_of: Vec<u32>,
+    /// Open connections (lower, higher), as the driver last saw them.
+    pub links: BTreeSet<(usize, usize)>,
+    /// A wire whose delivery frames are all lost while set (a blackout of one link's data).
+    pub blackout: Option<(usize, usize)>,
+    /// Safety violations, first first.
+    pub violations: Vec<String>,
+    /// Starts per node (seeds each incarnation's store-delay randomness).
+    pub starts: BTreeMap<usize, u64>,
+    /// Per (node, pubend), the route its engine was last fed (for the filter-edge truth).
+    pub routes: BTreeMap<(usize, PubendId), tidings_delivery::StreamRoute>,
+    /// Per node, the last barrier confirmation (number, start ticks) of its incarnation.
+    pub confirmed: BTreeMap<usize, (u64, Vec<(PubendId, Tick)>)>,
+    /// Figures for the report.
+    pub stats: Stats,
+}
+
+/// Counts over a run.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Deliveries judged against Expected.
+    pub deliveries: u64,
+    /// Frames sent by the delivery engines.
+    pub frames: u64,
+    /// Releases judged (I4).
+    pub releases: u64,
+    /// Data sends judged against the pubend's log (I3).
+    pub data_judged: u64,
+    /// Final claims judged (I2).
+    pub finals_judged: u64,
+    /// Subscribers that gave up on a barrier that never listed every pubend.
+    pub unconfirmed: u64,
+    /// Nack messages sent upstream, summed over the engines alive at the end.
+    pub nacks_sent: u64,
+    /// Ticks nacked upstream, summed over the engines alive at the end.
+    pub nack_ticks_sent: u64,
+    /// Ticks a downstream nack asked for that an upstream nack already covered.
+    pub nack_ticks_absorbed: u64,
+}
+
+impl Stats {
+    /// Adds another run's figures.
+    pub fn add(&mut self, other: &Stats) {
+        self.deliveries += other.deliveries;
+        self.frames += other.frames;
+        self.releases += other.releases;
+        self.data_judged += other.data_judged;
+        self.finals_judged += other.finals_judged;
+        self.unconfirmed += other.unconfirmed;
+        self.nack_ticks_sent += other.nack_ticks_sent;
+        self.nacks_sent += other.nacks_sent;
+        self.nack_ticks_absorbed += other.nack_ticks_absorbed;
+    }
+}
+
+/// Decodes a payload into its message id.
+pub fn message_of(payload: &[u8]) -> Option<u64> {
+    payload.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes)
+}
+
+impl World {
+    /// Whether a connection is open between two nodes.
+    pub fn linked(&self, a: usize, b: usize) -> bool {
+        self.links.contains(&(a.min(b), a.max(b)))
+    }
+
+    /// Whether a subscriber's filter passes a message.
+    pub fn wants(&self, sub: &Subscriber, msg: u64) -> bool {
+        self.probes.get(msg as usize).is_some_and(|probe| sub.filter.matches(probe))
+    }
+
+    /// Whether a live subscriber at `node` or below it in `pubend`'s routes passes a message:
+    /// the filter edge towards `node` may say F only if not (routing's summaries would say the
+    /// same once settled).
+    pub fn wanted_below(&self, pubend: PubendId, node: usize, msg: u64) -> bool {
+        let mut seen = BTreeSet::new();
+        let mut walk = vec![node];
+        while let Some(at) = walk.pop() {
+            if !seen.insert(at) {
+                continue;
+            }
+            if self.subs.values().any(|sub| sub.node == at && !sub.gone && self.wants(sub, msg)) {
+                return true;
+            }
+            if let Some(route) = self.routes.get(&(at, pubend)) {
+                walk.extend(route.children.iter().map(|child| child.broker.0 as usize));
+            }
+        }
+        false
+    }
+
+    fn violation(&mut self, text: String) {
+        self.violations.push(text);
+    }
+
+    /// The ticks `sub` is owed on `pubend` in `[from, to]`, in order.
+    fn owed(&self, sub: &Subscriber, pubend: PubendId, from: Tick, to: Tick) -> Vec<Tick> {
+        let Some(&start) = sub.starts.get(&pubend) else { return Vec::new() };
+        let from = from.max(start);
+        if from > to {
+            return Vec::new();
+        }
+        let Some(log) = self.durable.get(&pubend) else { return Vec::new() };
+        log.range(from..=to).filter(|(_, &msg)| self.wants(sub, msg)).map(|(&t, _)| t).collect()
+    }
+
+    /// I5 at every delivery: the subscriber's sequence stays a prefix of Expected.
+    pub fn judge_delivery(&mut self, node: usize, subend: SubendId, pubend: PubendId, tick: Tick, msg: Option<u64>) {
+        self.stats.deliveries += 1;
+        let Some(sub) = self.subs.get(&subend) else {
+            return self.violation(format!("delivery to unknown subend {subend:?} at node {node}"));
+        };
+        if sub.node != node || sub.gone {
+            return self
+                .violation(format!("{subend:?} (gone {}) got {pubend:?} tick {tick:?} at node {node}", sub.gone));
+        }
+        let truth = self.durable.get(&pubend).and_then(|log| log.get(&tick)).copied();
+        if truth.is_none() || truth != msg {
+            return self
+                .violation(format!("{subend:?} got {pubend:?} tick {tick:?} msg {msg:?}; the log holds {truth:?}"));
+        }
+        let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
+        let from = last.map_or(Tick(0), Tick::next);
+        let owed = self.owed(sub, pubend, from, tick);
+        if owed != [tick] {
+            let text = format!(
+                "I5: {subend:?} at node {node} got {pubend:?} tick {tick:?} after {last:?} (start {:?}); Expected from there: {owed:?}",
+                sub.starts.get(&pubend)
+            );
+            return self.violation(text);
+        }
+        if let Some(sub) = self.subs.get_mut(&subend) {
+            sub.delivered.entry(pubend).or_default().push(tick);
+        }
+    }
+
+    /// I3 and I2 for one message a broker sends: Data carries exactly the pubend's durable
+    /// record (facts originate at the PHB); final claims cover only ticks the sender holds as
+    /// final (`is_final`) and no tick a live, started subscriber at the receiver is owed.
+    pub fn judge_send(&mut self, to: usize, message: &Message, is_final: impl Fn(Tick, Tick) -> bool) {
+        match message {
+            Message::Data { pubend, tick, final_from, final_to, payload, .. } => {
+                self.stats.data_judged += 1;
+                let truth = self.durable.get(pubend).and_then(|log| log.get(tick)).copied();
+                if truth.is_none() || truth != message_of(payload) {
+                    self.violation(format!("I3: Data {pubend:?} tick {tick:?} sent, the log holds {truth:?}"));
+                }
+                if *final_from < *tick {
+                    self.judge_final(to, *pubend, *final_from, tick.prev(), &is_final);
+                }
+                if *final_to > *tick {
+                    self.judge_final(to, *pubend, tick.next(), *final_to, &is_final);
+                }
+            }
+            Message::Silence { pubend, ranges, kind: tidings_delivery::SilenceKind::Final, .. } => {
+                for range in ranges {
+                    self.judge_final(to, *pubend, range.from, range.to, &is_final);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn judge_final(
+        &mut self,
+        to: usize,
+        pubend: PubendId,
+        from: Tick,
+        upto: Tick,
+        is_final: &impl Fn(Tick, Tick) -> bool,
+    ) {
+        self.stats.finals_judged += 1;
+        if !is_final(from, upto) {
+            return self.violation(format!("I2: F claimed for {pubend:?} [{from:?}, {upto:?}] while Q at the sender"));
+        }
+        let owed: Vec<(SubendId, Vec<Tick>)> = self
+            .subs
+            .iter()
+            .filter(|(_, sub)| sub.node == to && !sub.gone)
+            .map(|(&id, sub)| (id, self.owed(sub, pubend, from, upto)))
+            .filter(|(_, owed)| !owed.is_empty())
+            .collect();
+        if let Some((id, owed)) = owed.first() {
+            let text =
+                format!("I2: F sent for {pubend:?} [{from:?}, {upto:?}] to node {to}, which {id:?} is owed {owed:?}");
+            self.violation(text);
+        }
+    }
+
+    /// I4 at every release of a pubend's log: no live started subscriber is still owed a
+    /// tick at or below the release prefix.
+    pub fn judge_release(&mut self, pubend: PubendId, release: Tick) {
+        self.stats.releases += 1;
+        let mut failed = None;
+        for (&id, sub) in self.subs.iter().filter(|(_, sub)| !sub.gone) {
+            let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
+            let from = last.map_or(Tick(0), Tick::next);
+            let owed = self.owed(sub, pubend, from, release);
+            if !owed.is_empty() {
+                failed =
+                    Some(format!("I4: {pubend:?} released through {release:?} while {id:?} is still owed {owed:?}"));
+                break;
+            }
+        }
+        if let Some(text) = failed {
+            self.violation(text);
+        }
+    }
+
+    /// Whether every live started subscriber has everything it is owed of `pubend` so far.
+    pub fn caught_up(&self, pubend: PubendId) -> bool {
+        self.subs.values().filter(|sub| !sub.gone).all(|sub| {
+            let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
+            self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), Tick(u64::MAX)).is_empty()
+        })
+    }
+
+    /// G2 at the end: every live started subscriber got exactly Expected.
+    pub fn judge_complete(&self) -> Result<(), String> {
+        for (&id, sub) in self.subs.iter().filter(|(_, sub)| !sub.gone) {
+            for &pubend in self.pubends.values() {
+                if !sub.starts.contains_key(&pubend) {
+                    return Err(format!("{id:?} at node {} never got a start tick for {pubend:?}", sub.node));
+                }
+                let expected = self.owed(sub, pubend, Tick(0), Tick(u64::MAX));
+                let got = sub.delivered.get(&pubend).cloned().unwrap_or_default();
+                if got != expected {
+                    let missing: Vec<&Tick> = expected.iter().filter(|t| !got.contains(t)).take(5).collect();
+                    return Err(format!(
+                        "G2: {id:?} at node {} got {} of {} owed on {pubend:?}; first missing {missing:?}",
+                        sub.node,
+                        got.len(),
+                        expected.len()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

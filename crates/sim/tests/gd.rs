@@ -1,0 +1,126 @@
+//! Guaranteed delivery under chaos: the delivery engines on every simulated broker, checked at
+//! every step (I1-I5) and at the end (exactly Expected, logs released). A failure prints its
+//! seed, the shrunk plan and the replay command; `SIM_SEEDS=<n>` soaks.
+
+use std::cell::RefCell;
+
+use tidings_sim::gd::{run_gd, Mode, Stats};
+use tidings_sim::sweep::{plans, sweep};
+use tidings_sim::topology::{random_topology, seed_topology, SEED_TOPOLOGIES};
+use tidings_sim::Rng;
+
+/// Chaos steps per run.
+const STEPS: usize = 300;
+
+#[test]
+fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
+    let name = "random_networks_deliver_exactly_expected_over_a_lossy_channel";
+    let plans = plans(1, 1000, STEPS);
+    let stats = RefCell::new(Stats::default());
+    let coverage = sweep(name, &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        let (coverage, run) = run_gd(&topology, plan, Mode::LOSSY)?;
+        stats.borrow_mut().add(&run);
+        Ok(coverage)
+    });
+    let stats = stats.into_inner();
+    println!("{coverage:?}\n{stats:?}");
+    if plans.len() >= 100 {
+        assert!(stats.deliveries > 10 * plans.len() as u64, "few deliveries were judged: {stats:?}");
+        assert!(stats.unconfirmed * 100 < plans.len() as u64, "barriers often failed: {stats:?}");
+    }
+}
+
+#[test]
+#[ignore = "fails today: release across partitions, late first subend at a relay, reroutes (see the report)"]
+fn random_networks_deliver_exactly_expected_through_faults_and_churn() {
+    let name = "random_networks_deliver_exactly_expected_through_faults_and_churn";
+    let plans = plans(1, 20, STEPS);
+    let coverage = sweep(name, &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        run_gd(&topology, plan, Mode::FULL).map(|(coverage, _)| coverage)
+    });
+    println!("{coverage:?}");
+}
+
+#[test]
+fn the_seed_networks_deliver_exactly_expected_over_a_lossy_channel() {
+    let name = "the_seed_networks_deliver_exactly_expected_over_a_lossy_channel";
+    for (file, seeds) in SEED_TOPOLOGIES.iter().zip([40, 40, 5, 5]) {
+        let topology = seed_topology(file).unwrap_or_else(|e| panic!("{e}"));
+        let coverage = sweep(name, &plans(1000, seeds, STEPS), |plan| {
+            run_gd(&topology, plan, Mode::LOSSY).map(|(coverage, _)| coverage)
+        });
+        println!("{file}: {coverage:?}");
+    }
+}
+
+#[test]
+#[ignore = "fails today, as the random networks through faults and churn do"]
+fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
+    let name = "the_seed_networks_deliver_exactly_expected_through_faults_and_churn";
+    for (file, seeds) in SEED_TOPOLOGIES.iter().zip([5, 5, 1, 1]) {
+        let topology = seed_topology(file).unwrap_or_else(|e| panic!("{e}"));
+        let coverage = sweep(name, &plans(1000, seeds, STEPS), |plan| {
+            run_gd(&topology, plan, Mode::FULL).map(|(coverage, _)| coverage)
+        });
+        println!("{file}: {coverage:?}");
+    }
+}
+
+/// Not a check: runs `SIM_SEEDS` seeds (default 50) of each mode without shrinking and prints
+/// the kinds of failure, for the report (`cargo test -p tidings-sim --test gd -- --ignored
+/// --nocapture failure_census`).
+#[test]
+#[ignore]
+fn failure_census() {
+    let modes = [
+        ("churn", Mode::CHURN),
+        ("idle crashes", Mode::IDLE_CRASHES),
+        ("pubend crashes", Mode::PUBEND_CRASHES),
+        ("faults", Mode::FAULTS),
+        ("full", Mode::FULL),
+    ];
+    for (label, mode) in modes {
+        let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
+        let plans = plans(1, 50, STEPS);
+        for plan in &plans {
+            let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+            if let Err(failure) = run_gd(&topology, plan, mode) {
+                let kind: String = failure.message.split([':', '(']).take(2).collect::<Vec<_>>().join(":");
+                kinds.entry(kind).or_insert((0, plan.seed)).0 += 1;
+            }
+        }
+        println!("{label}: {} seeds; failures by kind (count, first seed): {kinds:?}", plans.len());
+    }
+}
+
+#[test]
+#[ignore = "fails today: a restarted pubend knows no tree until routing reconverges and releases its log at once (see the report)"]
+fn random_networks_deliver_exactly_expected_through_publisher_crashes() {
+    let name = "random_networks_deliver_exactly_expected_through_publisher_crashes";
+    let plans = plans(1, 200, STEPS);
+    let coverage = sweep(name, &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        run_gd(&topology, plan, Mode::PUBEND_CRASHES).map(|(coverage, _)| coverage)
+    });
+    println!("{coverage:?}");
+    if plans.len() >= 100 {
+        assert!(coverage.crashes > plans.len(), "few crashes: {coverage:?}");
+    }
+}
+
+#[test]
+#[ignore = "fails today: after a relay restarts, a child whose horizon is stuck behind F ticks it was told (and lost) is counted as having acknowledged them; its nacks are then stale (see the report)"]
+fn random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_idle() {
+    let name = "random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_idle";
+    let plans = plans(1, 200, STEPS);
+    let coverage = sweep(name, &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        run_gd(&topology, plan, Mode::IDLE_CRASHES).map(|(coverage, _)| coverage)
+    });
+    println!("{coverage:?}");
+    if plans.len() >= 100 {
+        assert!(coverage.crashes > plans.len(), "few crashes: {coverage:?}");
+    }
+}
