@@ -100,6 +100,8 @@ impl Driver {
 
     /// Serves commands and timers until `shutdown`.
     pub async fn run(mut self, shutdown: CancellationToken) {
+        // What opening the log found (damage included) shows in the metrics at once.
+        self.report();
         loop {
             let sleep = self.sleep_time();
             tokio::select! {
@@ -219,6 +221,9 @@ impl Driver {
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));
         self.metrics.log_bytes.inc_by(s.bytes.saturating_sub(old.bytes));
+        self.metrics.corrupt_records.inc_by(s.corrupt_records.saturating_sub(old.corrupt_records));
+        self.metrics.segments_deleted.inc_by(s.segments_deleted.saturating_sub(old.segments_deleted));
+        self.metrics.corrupt_at_open.inc_by(s.corrupt_spans_at_open.saturating_sub(old.corrupt_spans_at_open));
     }
 
     pub(super) fn token(&mut self) -> tidings_store::Token {

@@ -22,6 +22,12 @@ pub struct GuaranteedMetrics {
     pub group_size: Histogram,
     /// Bytes written to the pubend log.
     pub log_bytes: Counter,
+    /// Log records found damaged by a read: never served, their ticks are lost.
+    pub corrupt_records: Counter,
+    /// Damaged stretches found when the log was opened (their ticks are answered as lost).
+    pub corrupt_at_open: Counter,
+    /// Log segments deleted after release.
+    pub segments_deleted: Counter,
     /// Guaranteed deliveries queued to subscribers.
     pub deliveries: Counter,
     /// Times a subscriber's outbox filled and its subend stopped (nothing dropped).
@@ -49,6 +55,9 @@ impl GuaranteedMetrics {
             fsyncs: Counter::default(),
             group_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             log_bytes: Counter::default(),
+            corrupt_records: Counter::default(),
+            corrupt_at_open: Counter::default(),
+            segments_deleted: Counter::default(),
             deliveries: Counter::default(),
             outbox_full: Counter::default(),
             nacks_sent: Counter::default(),
@@ -65,6 +74,9 @@ impl GuaranteedMetrics {
         r.register("fsyncs", "fdatasync calls of the pubend log", m.fsyncs.clone());
         r.register("group_size", "Appends per group commit", m.group_size.clone());
         r.register("log_bytes", "Bytes written to the pubend log", m.log_bytes.clone());
+        r.register("corrupt_records", "Pubend log records found damaged by a read", m.corrupt_records.clone());
+        r.register("corrupt_at_open", "Damaged stretches found opening the pubend log", m.corrupt_at_open.clone());
+        r.register("segments_deleted", "Pubend log segments deleted after release", m.segments_deleted.clone());
         r.register("deliveries", "Guaranteed deliveries queued", m.deliveries.clone());
         r.register("outbox_full", "Guaranteed subscribers paused by a full outbox", m.outbox_full.clone());
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());
