@@ -20,6 +20,7 @@ use tidings_testkit::Signal;
 
 use super::proxy::{self, LinkMode, LinkProxy};
 use super::{alive, brokers, pid_of, read_network, save_network, DirArgs};
+use crate::cmd::outln;
 
 /// The fault log in the network's directory, one JSON object per line.
 pub(crate) const LOG_FILE: &str = "faults.jsonl";
@@ -191,7 +192,7 @@ fn restart(broker: &Value, dir: &Path) -> anyhow::Result<()> {
         }
     }
     save_network(dir, &network)?;
-    println!("restarted {name}: pid {}, incarnation {}", ready["pid"], ready["incarnation"]);
+    outln!("restarted {name}: pid {}, incarnation {}", ready["pid"], ready["incarnation"])?;
     Ok(())
 }
 
@@ -207,6 +208,6 @@ fn log(dir: &Path, kind: Kind, target: &Target, event: &str) -> anyhow::Result<(
         .open(&path)
         .with_context(|| format!("cannot write {}", path.display()))?;
     writeln!(file, "{line}")?;
-    println!("{event} {kind} {} at {unix_ms}", target.name());
+    outln!("{event} {kind} {} at {unix_ms}", target.name())?;
     Ok(())
 }

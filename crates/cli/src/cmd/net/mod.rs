@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cmd::outln;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use tidings_route::Topology;
@@ -139,13 +140,13 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     });
     match result {
         Ok(converged_ms) => {
-            print_table(&started);
-            println!(
+            print_table(&started)?;
+            outln!(
                 "{} brokers of {:?} up; converged {converged_ms} ms after the last start; state in {}",
                 started.len(),
                 topology.name(),
                 dir.join("network.json").display()
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
@@ -400,28 +401,35 @@ fn pid_of(broker: &Value) -> u32 {
     broker["pid"].as_u64().unwrap_or(0) as u32
 }
 
-fn print_table(started: &[Started]) {
-    println!("{:<10} {:<8} {:<10} {:<22} {:<22}", "BROKER", "CELL", "ADDRESS", "CLIENT", "ADMIN");
+fn print_table(started: &[Started]) -> std::io::Result<()> {
+    outln!("{:<10} {:<8} {:<10} {:<22} {:<22}", "BROKER", "CELL", "ADDRESS", "CLIENT", "ADMIN")?;
     for s in started {
         let show = |key: &str| s.addr(key).map(|a| a.to_string()).unwrap_or_else(|| "-".into());
-        println!(
+        outln!(
             "{:<10} {:<8} {:<10} {:<22} {:<22}",
             s.name,
             s.cell,
             s.address.as_deref().unwrap_or("-"),
             show("tcp"),
             show("admin")
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn status(dir: &Path) -> anyhow::Result<ExitCode> {
     let network = read_network(dir)?;
-    println!("topology {}", network["topology"].as_str().unwrap_or("?"));
-    println!(
+    outln!("topology {}", network["topology"].as_str().unwrap_or("?"))?;
+    outln!(
         "{:<10} {:<8} {:<8} {:<9} {:<8} {:<22} {:<20}",
-        "BROKER", "CELL", "PID", "HEALTH", "LINKS", "CLIENT", "VIEW"
-    );
+        "BROKER",
+        "CELL",
+        "PID",
+        "HEALTH",
+        "LINKS",
+        "CLIENT",
+        "VIEW"
+    )?;
     let mut healthy = true;
     for b in brokers(&network) {
         let admin = b["admin"].as_str().and_then(|a| a.parse().ok());
@@ -439,7 +447,7 @@ fn status(dir: &Path) -> anyhow::Result<ExitCode> {
             None => ("-".to_string(), "-".to_string()),
         };
         healthy &= health == "ok" && links == expected.to_string();
-        println!(
+        outln!(
             "{:<10} {:<8} {:<8} {:<9} {:<8} {:<22} {:<20}",
             b["name"].as_str().unwrap_or("?"),
             b["cell"].as_str().unwrap_or("?"),
@@ -448,7 +456,7 @@ fn status(dir: &Path) -> anyhow::Result<ExitCode> {
             format!("{links}/{expected}"),
             b["tcp"].as_str().unwrap_or("-"),
             view
-        );
+        )?;
     }
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -470,7 +478,7 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
     }
     std::fs::remove_file(dir.join("network.json"))
         .with_context(|| format!("cannot remove {}/network.json", dir.display()))?;
-    println!("{stopped} of {} brokers stopped", list.len());
+    outln!("{stopped} of {} brokers stopped", list.len())?;
     Ok(ExitCode::SUCCESS)
 }
 

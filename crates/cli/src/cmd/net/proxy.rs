@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, ExitCode};
 
+use crate::cmd::outln;
 use anyhow::Context;
 use serde_json::{json, Value};
 use tidings_testkit::{FaultProxy, Signal};
@@ -115,7 +116,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut stall = signal(SignalKind::user_defined2())?;
     let mut heal = signal(SignalKind::hangup())?;
     let mut term = signal(SignalKind::terminate())?;
-    println!("{}", json!({ "listen": proxy.addr(), "pid": std::process::id(), "to": args.to }));
+    outln!("{}", json!({ "listen": proxy.addr(), "pid": std::process::id(), "to": args.to }))?;
     loop {
         tokio::select! {
             _ = cut.recv() => proxy.cut(),
