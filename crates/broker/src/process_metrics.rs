@@ -28,47 +28,37 @@ impl Collector for ProcessCollector {
         // A /proc that cannot be read (not Linux, or a sandbox) leaves the metrics out.
         if let Some(sample) = read_sample() {
             let cpu = ConstCounter::new(sample.cpu_seconds);
-            cpu.encode(encoder.encode_descriptor(
-                "process_cpu_seconds",
-                "User and system CPU time spent, in seconds",
-                None,
-                cpu.metric_type(),
-            )?)?;
-            for (name, help, value) in [
-                ("process_resident_memory_bytes", "Resident memory size in bytes", sample.resident_bytes),
-                ("process_virtual_memory_bytes", "Virtual memory size in bytes", sample.virtual_bytes),
-            ] {
-                let gauge = ConstGauge::new(value);
-                gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)?;
-            }
+            let help = "User and system CPU time spent, in seconds";
+            cpu.encode(encoder.encode_descriptor("process_cpu_seconds", help, None, cpu.metric_type())?)?;
+            gauge(
+                &mut encoder,
+                "process_resident_memory_bytes",
+                "Resident memory size in bytes",
+                sample.resident_bytes,
+            )?;
+            gauge(&mut encoder, "process_virtual_memory_bytes", "Virtual memory size in bytes", sample.virtual_bytes)?;
             let start = ConstGauge::new(sample.start_time_seconds);
+            let help = "Start time of the process since the Unix epoch, in seconds";
             start.encode(encoder.encode_descriptor(
                 "process_start_time_seconds",
-                "Start time of the process since the Unix epoch, in seconds",
+                help,
                 None,
                 start.metric_type(),
             )?)?;
         }
         if let Ok(entries) = std::fs::read_dir("/proc/self/fd") {
-            let open = ConstGauge::new(entries.count() as i64);
-            open.encode(encoder.encode_descriptor(
-                "process_open_fds",
-                "Open file descriptors",
-                None,
-                open.metric_type(),
-            )?)?;
+            gauge(&mut encoder, "process_open_fds", "Open file descriptors", entries.count() as i64)?;
         }
         if let Ok(limit) = max_fds() {
-            let max = ConstGauge::new(limit);
-            max.encode(encoder.encode_descriptor(
-                "process_max_fds",
-                "The limit on open file descriptors",
-                None,
-                max.metric_type(),
-            )?)?;
+            gauge(&mut encoder, "process_max_fds", "The limit on open file descriptors", limit)?;
         }
         Ok(())
     }
+}
+
+fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: i64) -> Result<(), std::fmt::Error> {
+    let gauge = ConstGauge::new(value);
+    gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
 }
 
 fn read_sample() -> Option<Sample> {
