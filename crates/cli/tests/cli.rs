@@ -365,3 +365,13 @@ fn sub_says_on_stderr_when_its_broker_goes_and_comes_back_and_keeps_receiving() 
     let line = BufReader::new(stdout).lines().next().unwrap().unwrap();
     assert!(line.contains("\"t.after\""), "{line}");
 }
+
+#[test]
+fn a_udp_port_that_refuses_fails_at_once() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let out = tidings(&["ping", "--udp", "--server", &format!("127.0.0.1:{port}"), "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(4), "waited for the 5 s handshake timeout");
+}
