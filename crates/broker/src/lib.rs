@@ -21,6 +21,7 @@ pub mod config;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
+pub mod live;
 pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;

@@ -38,7 +38,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let (mut reader, writer) = stream.into_split();
-    let outbox = Outbox::new(shared.config.slow_consumer.clone(), shared.metrics.clone());
+    let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone());
     shared.tasks.spawn(write_stream(writer, Arc::clone(&outbox)));
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     let max_frame = shared.config.limits.max_frame;

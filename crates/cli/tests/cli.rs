@@ -375,3 +375,39 @@ fn a_udp_port_that_refuses_fails_at_once() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(started.elapsed() < Duration::from_secs(4), "waited for the 5 s handshake timeout");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_changed_limit_to_a_live_broker_without_dropping_its_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "[limits]\nmax_subscriptions_per_session = 2\n").unwrap();
+    let data = dir.path().join("data");
+    let args = ["broker", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--udp", "off"];
+    let all: Vec<&str> = args.into_iter().chain(["--admin", "127.0.0.1:0", "--data", data.to_str().unwrap()]).collect();
+    let b = BrokerProcess::start_with_args(bin(), &all).unwrap();
+    let client = tidings_client::Client::connect(b.tcp()).await.unwrap();
+    let _one = client.subscribe("a").await.unwrap();
+    let _two = client.subscribe("b").await.unwrap();
+    assert!(client.subscribe("c").await.is_err(), "the limit of 2 holds");
+    // A refused frame closes the connection; the client reconnects and subscribes again.
+    let subscribed = || b.metric("tidings_subscriptions").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subscribed() < 2.0 {
+        assert!(Instant::now() < deadline, "the client did not resubscribe");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let opened = || b.metric("tidings_connections_opened_total{transport=\"tcp\"}").unwrap();
+    let before = opened();
+
+    std::fs::write(&config, "[limits]\nmax_subscriptions_per_session = 3\n[listen]\ntcp = \"127.0.0.1:1\"\n").unwrap();
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    while b.metric("tidings_config_reloads_total").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "the broker did not reload");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let third = client.subscribe("c").await.expect("the new limit of 3 applies");
+    assert_eq!(opened(), before, "the reload dropped no client");
+    assert_eq!(subscribed(), 3.0);
+    assert!(client.subscribe("d").await.is_err(), "the new limit of 3 holds");
+    drop(third);
+}
