@@ -98,7 +98,13 @@ struct State {
     slow: bool,
     /// Who waits for room (guaranteed subscriptions held back by a full queue).
     room: Vec<RoomCallback>,
+    /// Bytes of control replies (PONG) queued: bounded by pausing the connection's reader.
+    control: usize,
 }
+
+/// Control replies a connection may have queued before its reader pauses: a client that sends
+/// PINGs without reading the PONGs stalls itself, not the broker's memory.
+pub const CONTROL_BACKLOG: usize = 64 * 1024;
 
 /// A bounded queue of frames for one connection (TCP) or one UDP client.
 pub struct Outbox {
@@ -212,8 +218,9 @@ impl Outbox {
         s.room.push(callback);
     }
 
-    /// Queues a control frame (WELCOME, PONG); these bypass the limits, since a client can
-    /// only have as many in flight as it sent requests for.
+    /// Queues a control frame (WELCOME, PONG). It is never dropped, and it is counted: past
+    /// [`CONTROL_BACKLOG`] the connection's reader waits ([`Outbox::wait_control_room`]) until the
+    /// client has read its replies, so a client asking without reading is held back by TCP.
     pub fn push_frame(&self, frame: &Frame) {
         let Ok(bytes) = frame.to_bytes() else { return };
         let mut s = self.state.lock();
@@ -221,6 +228,7 @@ impl Outbox {
             return;
         }
         let was_empty = s.items.is_empty();
+        s.control += bytes.len();
         s.items.push_back(Item::Frame(bytes));
         drop(s);
         if was_empty {
@@ -249,6 +257,20 @@ impl Outbox {
         self.done.cancel();
         self.wake_writer.notify_one();
         self.drained.notify_waiters();
+    }
+
+    /// Waits while this connection's queued control replies are past [`CONTROL_BACKLOG`] (the
+    /// writer takes them as the client reads), or until the connection is done.
+    pub async fn wait_control_room(&self) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state.lock().control <= CONTROL_BACKLOG || self.done.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// True while a publisher should hold back for this queue.
@@ -296,6 +318,7 @@ impl Outbox {
         }
         std::mem::swap(&mut s.items, batch);
         s.bytes = 0;
+        s.control = 0;
         let room = std::mem::take(&mut s.room);
         if batch.is_empty() {
             (s.closing.clone(), room)

@@ -92,6 +92,12 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         }
         session.finish_batch(read_at);
         session.hold_back_for_congestion().await;
+        // A client that asks (PING) without reading the answers waits here, on TCP.
+        tokio::select! {
+            () = outbox.wait_control_room() => {}
+            () = shared.shutdown.cancelled() => {}
+            () = outbox.done.cancelled() => {}
+        }
     }
     // Subscriptions go with the session, before the writer has finished flushing.
     drop(session);

@@ -501,3 +501,30 @@ fn sigterm_tells_clients_and_exits_cleanly() {
         other => panic!("expected DISCONNECT, got {other:?}"),
     }
 }
+
+#[test]
+fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
+    use std::io::Write;
+    let b = broker(&[]);
+    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let idle_rss = rss();
+    let mut raw = std::net::TcpStream::connect(b.tcp()).unwrap();
+    let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "flood".into() });
+    raw.write_all(&hello.to_bytes().unwrap()).unwrap();
+    let mut burst = Vec::new();
+    for nonce in 0..10_000u64 {
+        burst.extend_from_slice(&Frame::Ping(Ping { nonce }).to_bytes().unwrap());
+    }
+    // Without a bound the broker reads every PING and queues every PONG (7 GiB in 21 s was
+    // seen); with one, it stops reading once the unread PONGs pass the bound, and the
+    // writes block. Stop at the first write that blocks for a second, or at 400 MB.
+    raw.set_write_timeout(Some(SECOND)).unwrap();
+    let mut sent = 0usize;
+    while sent < 400_000_000 && raw.write_all(&burst).is_ok() {
+        sent += burst.len();
+    }
+    assert!(sent < 100_000_000, "the broker kept reading PINGs whose PONGs were never read: {sent} bytes taken");
+    let grown = rss() - idle_rss;
+    assert!(grown < 64.0 * 1024.0 * 1024.0, "the broker grew {grown} bytes for one unread connection");
+    assert_still_serving(&b);
+}
