@@ -16,6 +16,7 @@
 //! delivery core and the pubend log (under `<data dir>/pubends`).
 
 pub mod admin;
+pub mod admission;
 pub mod cluster;
 pub mod config;
 pub mod dispatch;

@@ -100,6 +100,11 @@ impl Session {
         }
     }
 
+    /// Whether the client has said HELLO (always, over UDP).
+    pub fn is_greeted(&self) -> bool {
+        self.greeted
+    }
+
     /// Handles one frame.
     pub fn handle(&mut self, frame: Frame) -> Next {
         let result = match frame {
