@@ -219,6 +219,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     shared.tasks.spawn(crate::cluster::ticker(Arc::clone(&shared)));
     if let Some(listener) = admin {
+        if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) {
+            // /state and /metrics say a lot about the clients and the network, to anyone.
+            let admin = &shared.config.listen.admin;
+            warn!(%admin, "the admin port has no authentication and listens beyond loopback");
+        }
         shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
     }
     let show = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
