@@ -371,7 +371,8 @@ fn push_body(body: &Bytes, scratch: &mut BytesMut, chunks: &mut VecDeque<Bytes>)
 /// Drains `outbox` into a stream until the connection closes. Owns the write half.
 pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outbox>) {
     let mut batch = VecDeque::new();
-    let mut scratch = BytesMut::with_capacity(64 * 1024);
+    // Grows with the batches written; an idle subscriber holds none.
+    let mut scratch = BytesMut::new();
     let mut chunks = VecDeque::new();
     loop {
         if outbox.done.is_cancelled() {
@@ -394,9 +395,6 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
         outbox.metrics.messages_out.inc_by(delivered);
         outbox.metrics.bytes_out.inc_by(bytes);
         outbox.drained.notify_waiters();
-        if scratch.capacity() < 16 * 1024 {
-            scratch.reserve(64 * 1024);
-        }
     }
     let _ = writer.shutdown().await;
     outbox.done.cancel();

@@ -4,7 +4,6 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use tidings_wire::{Frame, Notice, ReasonCode};
-use tokio::io::AsyncReadExt;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
@@ -13,7 +12,47 @@ use crate::outbox::{write_stream, Outbox};
 use crate::server::Shared;
 use crate::session::{wire_error_notice, Next, Session, Transport};
 
+/// Reads grow the buffer up to this while frames keep coming...
 const READ_CHUNK: usize = 64 * 1024;
+/// ...and start from this; an idle connection holds no read buffer at all.
+const MIN_READ_CHUNK: usize = 4 * 1024;
+
+/// A connection's read buffer: allocated when bytes arrive, grown while reads fill it, and
+/// given back once the connection goes quiet, so 10,000 idle clients do not hold 64 KiB each.
+struct ReadBuffer {
+    buf: BytesMut,
+    chunk: usize,
+}
+
+impl ReadBuffer {
+    fn new() -> ReadBuffer {
+        ReadBuffer { buf: BytesMut::new(), chunk: MIN_READ_CHUNK }
+    }
+
+    /// Room for the next read; returns how much.
+    fn prepare(&mut self) -> usize {
+        if self.buf.capacity() - self.buf.len() < self.chunk / 4 {
+            self.buf.reserve(self.chunk);
+        }
+        self.buf.capacity() - self.buf.len()
+    }
+
+    /// A read of `n` bytes into `room`: a full read doubles the next, a small one halves it.
+    fn after_read(&mut self, n: usize, room: usize) {
+        if n == room {
+            self.chunk = (self.chunk * 2).min(READ_CHUNK);
+        } else if n < room / 8 {
+            self.chunk = (self.chunk / 2).max(MIN_READ_CHUNK);
+        }
+    }
+
+    /// Once every frame read is handled: a quiet connection gives its buffer back.
+    fn settle(&mut self) {
+        if self.buf.is_empty() && self.chunk == MIN_READ_CHUNK {
+            self.buf = BytesMut::new();
+        }
+    }
+}
 
 /// The largest frame read before HELLO: a HELLO is a few bytes, and an unknown peer must not
 /// make the broker buffer megabytes.
@@ -70,18 +109,16 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal) {
 
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
-    let (mut reader, writer) = stream.into_split();
+    let (reader, writer) = stream.into_split();
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone());
     shared.tasks.spawn(write_stream(writer, Arc::clone(&outbox)));
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     let max_frame = shared.config.limits.max_frame;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut read = ReadBuffer::new();
     let handshake = tokio::time::sleep(shared.config.limits.handshake_timeout);
     tokio::pin!(handshake);
     'read: loop {
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
+        read.settle();
         tokio::select! {
             biased;
             _ = outbox.done.cancelled() => break 'read,
@@ -95,18 +132,30 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 outbox.close_with(&Frame::Error(notice));
                 break 'read;
             }
-            read = reader.read_buf(&mut buf) => match read {
-                Ok(0) | Err(_) => {
+            ready = reader.readable() => {
+                if ready.is_err() {
                     outbox.abort();
                     break 'read;
                 }
-                Ok(_) => {}
+                let room = read.prepare();
+                match reader.try_read_buf(&mut read.buf) {
+                    Ok(0) => {
+                        outbox.abort();
+                        break 'read;
+                    }
+                    Ok(n) => read.after_read(n, room),
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue 'read,
+                    Err(_) => {
+                        outbox.abort();
+                        break 'read;
+                    }
+                }
             }
         }
         let read_at = std::time::Instant::now();
         loop {
             let limit = if session.is_greeted() { max_frame } else { PRE_HELLO_MAX_FRAME };
-            match Frame::decode(&mut buf, limit) {
+            match Frame::decode(&mut read.buf, limit) {
                 Ok(Some(frame)) => match session.handle(frame) {
                     Next::Continue => {}
                     Next::Close => {
