@@ -48,8 +48,14 @@ impl Driver {
     /// Carries out one action of the engine.
     pub(super) fn carry_out(&mut self, action: Action) {
         match action {
-            Action::Send { to, message, .. } => {
-                debug!(to = to.0, ?message, "no links carry guaranteed traffic yet; message not sent");
+            Action::Send { to, message, via } => {
+                let sent = self.net.as_mut().is_some_and(|net| net.send(to, &message));
+                if sent {
+                    self.metrics.peer_frames_sent.inc();
+                } else {
+                    self.metrics.peer_frames_unsent.inc();
+                    debug!(to = to.0, ?via, ?message, "no link to the destination; guaranteed message not sent");
+                }
             }
             Action::Deliver { subend, pubend, tick, payload } => self.deliver(subend, pubend, tick, payload),
             Action::GapNotice { subend, pubend, range } => {

@@ -38,6 +38,14 @@ pub struct GuaranteedMetrics {
     pub nack_ticks_absorbed: Counter,
     /// Retransmissions sent downstream (answers to nacks).
     pub retransmits: Counter,
+    /// Guaranteed subscriptions confirmed (SUBSCRIBED sent; in a network, after the barrier).
+    pub subscriptions_confirmed: Counter,
+    /// Guaranteed-delivery frames queued on links to peers.
+    pub peer_frames_sent: Counter,
+    /// Guaranteed-delivery frames not sent: no link to the destination (the core recovers).
+    pub peer_frames_unsent: Counter,
+    /// Peers seen back with a new incarnation (their streams re-told).
+    pub peer_restarts: Counter,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -63,6 +71,10 @@ impl GuaranteedMetrics {
             nacks_sent: Counter::default(),
             nack_ticks_absorbed: Counter::default(),
             retransmits: Counter::default(),
+            subscriptions_confirmed: Counter::default(),
+            peer_frames_sent: Counter::default(),
+            peer_frames_unsent: Counter::default(),
+            peer_restarts: Counter::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
         };
@@ -82,6 +94,10 @@ impl GuaranteedMetrics {
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());
         r.register("nack_ticks_absorbed", "Nacked ticks absorbed by consolidation", m.nack_ticks_absorbed.clone());
         r.register("retransmits", "Retransmissions answering nacks", m.retransmits.clone());
+        r.register("subscriptions_confirmed", "Guaranteed subscriptions confirmed", m.subscriptions_confirmed.clone());
+        r.register("peer_frames_sent", "Guaranteed frames queued on links", m.peer_frames_sent.clone());
+        r.register("peer_frames_unsent", "Guaranteed frames with no link to send on", m.peer_frames_unsent.clone());
+        r.register("peer_restarts", "Peers seen back with a new incarnation", m.peer_restarts.clone());
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         m

@@ -1,0 +1,261 @@
+//! The driver's side of the broker network: which pubends it keeps streams of, the routes it
+//! feeds the engine, the peers it hears from and sends to.
+//!
+//! - Pubends: every broker lists the pubends it hosts in its link-state advert; routing reports
+//!   the advertised set ([`GdAction::PubendsAdvertised`]) and the driver tracks each remote one
+//!   (so routing reports its moves) and keeps a stream of it.
+//! - Routes: routing's per-pubend answer ([`PubendRoute`]) becomes the engine's
+//!   [`StreamRoute`] at the start and on every [`GdAction::PubendsMoved`], as the simulator
+//!   does (`crates/sim/src/gd/routes.rs`): the upstream by cell, and at the cell's entry broker
+//!   the child cells and the linked cell mates (each mate a pseudo cell of its own).
+//! - Peers: the engine knows brokers and cells as small integers, numbered here once per life
+//!   of the driver. A peer whose link handshake shows a new incarnation is reported with
+//!   [`Input::PeerRestarted`] before any of its frames (the link task reads them only after
+//!   the handshake that told us).
+//! - Frames go out in the guaranteed lane of the link to the destination (never dropped for a
+//!   full link, in order); with no link to it (or a route through a cell mate, not built yet)
+//!   they are dropped, and the core's nacks, acks and AckExpected recover once a route exists
+//!   again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tidings_delivery::{BrokerId, CellId, ChildLink, Input, Message, PubendId, StreamRoute, Tick, UpstreamCell};
+use tidings_route::{BrokerName, CellName, GdAction, PubendRef, PubendRoute, Via};
+use tracing::debug;
+
+use super::driver::Driver;
+use super::peer;
+use crate::cluster::Cluster;
+
+/// Delivery's cell ids for our own cell mates: each mate is a separate downstream of the
+/// entry broker, so each gets a pseudo cell of its own (as in the simulator).
+const MATE_CELL: u32 = 1 << 20;
+
+/// How far before its confirmation a subscription starts on a pubend that its barrier did not
+/// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's
+/// clock, so this is the clock skew between brokers that is tolerated.
+pub(super) const LATE_PUBEND_MARGIN_MS: u64 = 5_000;
+
+/// The network as the driver sees it.
+pub(super) struct Net {
+    pub(super) cluster: Arc<Cluster>,
+    names: Vec<BrokerName>,
+    ids: BTreeMap<BrokerName, BrokerId>,
+    cells: BTreeMap<CellName, CellId>,
+    /// Linked (or once linked) peers: their cell and last incarnation.
+    peers: BTreeMap<BrokerName, (CellName, u64)>,
+    /// Remote pubends whose streams are kept here.
+    pub(super) remote: BTreeMap<PubendId, PubendRef>,
+    /// The route last fed per pubend.
+    routes: BTreeMap<PubendId, StreamRoute>,
+    scratch: BytesMut,
+}
+
+impl Net {
+    pub(super) fn new(cluster: Arc<Cluster>) -> Net {
+        Net {
+            cluster,
+            names: Vec::new(),
+            ids: BTreeMap::new(),
+            cells: BTreeMap::new(),
+            peers: BTreeMap::new(),
+            remote: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            scratch: BytesMut::new(),
+        }
+    }
+
+    fn broker_id(&mut self, name: &BrokerName) -> BrokerId {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = BrokerId(self.names.len() as u32);
+        self.names.push(name.clone());
+        self.ids.insert(name.clone(), id);
+        id
+    }
+
+    fn cell_id(&mut self, cell: &CellName) -> CellId {
+        let next = CellId(self.cells.len() as u32);
+        *self.cells.entry(cell.clone()).or_insert(next)
+    }
+
+    /// The cell a message from `broker` comes from, as the engine keys it.
+    fn cell_of(&mut self, broker: &BrokerName) -> CellId {
+        let cell = self.peers.get(broker).map(|(cell, _)| cell.clone());
+        match cell {
+            Some(cell) if cell != *self.cluster.cell() => self.cell_id(&cell),
+            // A mate, or a peer not heard of (treated as its own cell).
+            _ => CellId(MATE_CELL + self.broker_id(broker).0),
+        }
+    }
+
+    /// Routing's answer as the engine's route.
+    fn stream_route(&mut self, route: &PubendRoute) -> StreamRoute {
+        let upstream = match route.upstream.first() {
+            Some(first) => {
+                let cell = self.cell_of(first);
+                let mut brokers = Vec::new();
+                for broker in &route.upstream {
+                    if self.cell_of(broker) == cell {
+                        brokers.push(self.broker_id(broker));
+                    }
+                }
+                Some(UpstreamCell { cell, brokers })
+            }
+            None => None,
+        };
+        let mut children = Vec::new();
+        if route.entry == *self.cluster.name() {
+            for child in &route.children {
+                let via = match &child.via {
+                    Some(Via::Direct) => None,
+                    Some(Via::Mate(mate)) => Some(self.broker_id(mate)),
+                    None => continue,
+                };
+                let cell = self.cell_id(&child.cell);
+                children.push(ChildLink { cell, broker: self.broker_id(&child.broker), via });
+            }
+            for mate in &route.mates {
+                let broker = self.broker_id(mate);
+                children.push(ChildLink { cell: CellId(MATE_CELL + broker.0), broker, via: None });
+            }
+        }
+        StreamRoute { upstream, children }
+    }
+
+    /// Sends one message of the engine on our own link to `to`. Relaying through a cell mate
+    /// (`via`) is not built: frames carry no destination, so the message is dropped and the
+    /// core recovers it once our own link is back or the route moves.
+    pub(super) fn send(&mut self, to: BrokerId, message: &Message) -> bool {
+        let Some(name) = self.names.get(to.0 as usize) else { return false };
+        let frame = match peer::to_frame(message) {
+            Ok(frame) => frame,
+            Err(error) => {
+                debug!(%error, "a guaranteed message does not encode; not sent");
+                return false;
+            }
+        };
+        if frame.encode(&mut self.scratch).is_err() {
+            self.scratch.clear();
+            return false;
+        }
+        let bytes = self.scratch.split().freeze();
+        self.cluster.send_guaranteed(name, bytes)
+    }
+}
+
+impl Driver {
+    /// A link handshake completed: a new incarnation of a known peer voids what we believed
+    /// it holds.
+    pub(super) fn peer_up(&mut self, peer: BrokerName, cell: CellName, incarnation: u64) {
+        let Some(net) = self.net.as_mut() else { return };
+        let previous = net.peers.insert(peer.clone(), (cell, incarnation));
+        let broker = net.broker_id(&peer);
+        if previous.is_some_and(|(_, before)| before != incarnation) {
+            self.metrics.peer_restarts.inc();
+            self.feed(Input::PeerRestarted { broker });
+        }
+    }
+
+    /// A guaranteed frame from a linked peer.
+    pub(super) fn received(&mut self, from: BrokerName, message: Message) {
+        let Some(net) = self.net.as_mut() else { return };
+        let from_cell = net.cell_of(&from);
+        let from = net.broker_id(&from);
+        self.feed(Input::Received { from, from_cell, message });
+    }
+
+    /// One of routing's guaranteed-delivery actions.
+    pub(super) fn routing(&mut self, action: GdAction) {
+        match action {
+            GdAction::PubendsAdvertised { pubends } => self.advertised(pubends),
+            GdAction::PubendsMoved { pubends } => {
+                for pubend in pubends {
+                    self.refresh_route(PubendId(pubend.0));
+                }
+            }
+            GdAction::NextTicksWanted { round, pubends } => {
+                let ticks =
+                    pubends.iter().map(|p| (*p, tidings_route::Tick(self.next_tick(PubendId(p.0)).0))).collect();
+                if let Some(net) = &self.net {
+                    net.cluster.handle(tidings_route::Input::NextTicks { round, ticks });
+                }
+            }
+            GdAction::BarrierConfirmed { number, ticks } => {
+                let ticks = ticks.into_iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
+                self.barrier_confirmed(number, &ticks);
+            }
+        }
+    }
+
+    /// The advertised pubends changed: keep streams of the new remote ones, drop the gone.
+    fn advertised(&mut self, pubends: Vec<PubendRef>) {
+        let Some(net) = self.net.as_mut() else { return };
+        let me = net.cluster.name().clone();
+        let now: BTreeMap<PubendId, PubendRef> =
+            pubends.into_iter().filter(|p| p.home != me).map(|p| (PubendId(p.id.0), p)).collect();
+        let gone: Vec<PubendRef> =
+            net.remote.iter().filter(|(id, _)| !now.contains_key(id)).map(|(_, p)| p.clone()).collect();
+        for pubend in &gone {
+            net.remote.remove(&PubendId(pubend.id.0));
+            net.routes.remove(&PubendId(pubend.id.0));
+            net.cluster.handle(tidings_route::Input::UntrackPubend { pubend: pubend.clone() });
+        }
+        for pubend in gone {
+            self.feed(Input::Route { pubend: PubendId(pubend.id.0), route: StreamRoute::default() });
+        }
+        let Some(net) = self.net.as_mut() else { return };
+        let new: Vec<PubendRef> = now.into_values().filter(|p| !net.remote.contains_key(&PubendId(p.id.0))).collect();
+        for pubend in new {
+            let id = PubendId(pubend.id.0);
+            if let Some(net) = self.net.as_mut() {
+                net.remote.insert(id, pubend.clone());
+                net.cluster.handle(tidings_route::Input::TrackPubend { pubend });
+            }
+            self.refresh_route(id);
+            self.attach_late(id, None);
+        }
+    }
+
+    /// Feeds the pubend's current route if it differs from the last one fed.
+    pub(super) fn refresh_route(&mut self, pubend: PubendId) {
+        let Some(net) = self.net.as_mut() else { return };
+        let reference = match net.remote.get(&pubend) {
+            Some(reference) => reference.clone(),
+            None if self.hosted.contains(&pubend) => {
+                PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() }
+            }
+            None => return,
+        };
+        let route = net.cluster.pubend_route(&reference).map(|r| net.stream_route(&r)).unwrap_or_default();
+        if net.routes.get(&pubend) == Some(&route) {
+            return;
+        }
+        debug!(pubend = pubend.0, ?route, "pubend route");
+        net.routes.insert(pubend, route.clone());
+        self.feed(Input::Route { pubend, route });
+    }
+
+    /// A pubend this broker hosts was opened: routing tracks it (so it is advertised and its
+    /// next tick answers barriers) and its stream gets its route.
+    pub(super) fn host(&mut self, pubend: PubendId) {
+        let Some(net) = self.net.as_ref() else { return };
+        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() };
+        net.cluster.handle(tidings_route::Input::TrackPubend { pubend: reference });
+        self.refresh_route(pubend);
+    }
+
+    /// Every pubend with a stream here: hosted and remote.
+    pub(super) fn pubends(&self) -> Vec<PubendId> {
+        let mut all: Vec<PubendId> = self.hosted.iter().copied().collect();
+        if let Some(net) = &self.net {
+            all.extend(net.remote.keys().copied());
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
