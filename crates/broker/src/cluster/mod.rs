@@ -172,6 +172,11 @@ impl Cluster {
         self.core.read().router.pubend_route(pubend)
     }
 
+    /// Whether `cell` is reachable in the tree rooted at `root` (see `Router::cell_reachable`).
+    pub(crate) fn cell_reachable(&self, root: &CellName, cell: &CellName) -> bool {
+        self.core.read().router.cell_reachable(root, cell)
+    }
+
     /// Queues a guaranteed-delivery frame in the guaranteed lane of the link to `to`; false if
     /// there is no up link to it (the core recovers by nacks and re-sends).
     pub(crate) fn send_guaranteed(&self, to: &BrokerName, frame: bytes::Bytes) -> bool {

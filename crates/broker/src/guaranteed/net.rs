@@ -44,6 +44,8 @@ pub(super) struct Net {
     names: Vec<BrokerName>,
     ids: BTreeMap<BrokerName, BrokerId>,
     cells: BTreeMap<CellName, CellId>,
+    /// Cell names by delivery's cell id.
+    cell_names: Vec<CellName>,
     /// Linked (or once linked) peers: their cell and last incarnation.
     peers: BTreeMap<BrokerName, (CellName, u64)>,
     /// Remote pubends whose streams are kept here.
@@ -60,6 +62,7 @@ impl Net {
             names: Vec::new(),
             ids: BTreeMap::new(),
             cells: BTreeMap::new(),
+            cell_names: Vec::new(),
             peers: BTreeMap::new(),
             remote: BTreeMap::new(),
             routes: BTreeMap::new(),
@@ -78,8 +81,13 @@ impl Net {
     }
 
     fn cell_id(&mut self, cell: &CellName) -> CellId {
-        let next = CellId(self.cells.len() as u32);
-        *self.cells.entry(cell.clone()).or_insert(next)
+        if let Some(id) = self.cells.get(cell) {
+            return *id;
+        }
+        let id = CellId(self.cell_names.len() as u32);
+        self.cell_names.push(cell.clone());
+        self.cells.insert(cell.clone(), id);
+        id
     }
 
     /// The cell a message from `broker` comes from, as the engine keys it.
@@ -110,10 +118,10 @@ impl Net {
         let mut children = Vec::new();
         if route.entry == *self.cluster.name() {
             for child in &route.children {
+                // Unreachable now: kept, sends fail until a link is back (the core recovers).
                 let via = match &child.via {
-                    Some(Via::Direct) => None,
                     Some(Via::Mate(mate)) => Some(self.broker_id(mate)),
-                    None => continue,
+                    Some(Via::Direct) | None => None,
                 };
                 let cell = self.cell_id(&child.cell);
                 children.push(ChildLink { cell, broker: self.broker_id(&child.broker), via });
@@ -124,6 +132,26 @@ impl Net {
             }
         }
         StreamRoute { upstream, children }
+    }
+
+    /// Children of the last route that routing no longer lists stay in the route while their
+    /// cell is unreachable in the pubend's tree (`root`; `None`: the home itself is out of
+    /// view): a broker that crashed or was cut off drops out of the view, and a pubend with no
+    /// child left would release (and answer F for) what that subtree still needs. The stream
+    /// waits for it instead (back-pressure in the log, never loss); a cell reachable through
+    /// another part of the tree is let go.
+    fn keep_unreachable_children(&self, pubend: PubendId, root: Option<&CellName>, route: &mut StreamRoute) {
+        let Some(last) = self.routes.get(&pubend) else { return };
+        for child in &last.children {
+            if route.children.iter().any(|c| c.cell == child.cell) {
+                continue;
+            }
+            // Mates are pseudo cells (our own cell, always reachable): let go.
+            let Some(cell) = self.cell_names.get(child.cell.0 as usize) else { continue };
+            if root.is_none_or(|root| !self.cluster.cell_reachable(root, cell)) {
+                route.children.push(*child);
+            }
+        }
     }
 
     /// Sends one message of the engine on our own link to `to`. Relaying through a cell mate
@@ -152,11 +180,16 @@ impl Driver {
     /// it holds.
     pub(super) fn peer_up(&mut self, peer: BrokerName, cell: CellName, incarnation: u64) {
         let Some(net) = self.net.as_mut() else { return };
+        debug!(%peer, %cell, incarnation, "peer up");
         let previous = net.peers.insert(peer.clone(), (cell, incarnation));
         let broker = net.broker_id(&peer);
         if previous.is_some_and(|(_, before)| before != incarnation) {
             self.metrics.peer_restarts.inc();
             self.feed(Input::PeerRestarted { broker });
+        }
+        // Children kept while unreachable are let go now if routing placed them elsewhere.
+        for pubend in self.pubends() {
+            self.refresh_route(pubend);
         }
     }
 
@@ -230,11 +263,13 @@ impl Driver {
             }
             None => return,
         };
-        let route = net.cluster.pubend_route(&reference).map(|r| net.stream_route(&r)).unwrap_or_default();
+        let answer = net.cluster.pubend_route(&reference);
+        let mut route = answer.as_ref().map(|r| net.stream_route(r)).unwrap_or_default();
+        net.keep_unreachable_children(pubend, answer.as_ref().map(|r| &r.root), &mut route);
         if net.routes.get(&pubend) == Some(&route) {
             return;
         }
-        debug!(pubend = pubend.0, ?route, "pubend route");
+        debug!(me = %net.cluster.name(), pubend = pubend.0, ?route, "pubend route");
         net.routes.insert(pubend, route.clone());
         self.feed(Input::Route { pubend, route });
     }

@@ -118,6 +118,16 @@ impl<F: Filter> Router<F> {
         Some(PubendRoute { pubend: pubend.clone(), root, tree: place.id, entry, upstream, children, mates })
     }
 
+    /// Whether `cell` is reachable in the tree rooted at `root` in our view. Guaranteed delivery
+    /// keeps waiting for a child cell that left a pubend's route by becoming unreachable (a
+    /// crash or a cut), but not for one that is reachable through another part of the tree.
+    pub fn cell_reachable(&self, root: &CellName, cell: &CellName) -> bool {
+        let (Some(place), Some(index)) = (self.table.trees.get(root), self.table.graph.cell_index(cell)) else {
+            return false;
+        };
+        place.shape.depth.get(index).is_some_and(Option::is_some)
+    }
+
     /// Linked brokers of our parent cell in `root`'s tree, the parent cell's entry broker for
     /// the pubend first.
     fn parent_candidates(&self, pubend: PubendId, root: &CellName) -> Vec<BrokerName> {

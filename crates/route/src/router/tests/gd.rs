@@ -201,3 +201,22 @@ fn a_hosted_pubend_is_advertised_to_every_broker_with_its_home_and_withdrawn_whe
     let seen = advertised(&mut wired);
     assert!(seen.iter().any(|(at, p)| at == "c" && p.is_empty()), "the withdrawal reaches c: {seen:?}");
 }
+
+#[test]
+fn a_cell_cut_off_is_unreachable_in_the_tree_and_reachable_again_through_another_path() {
+    let mut wired = Wired::new(&[("a", "A"), ("b", "B"), ("c", "C")]);
+    for (x, y) in [("a", "b"), ("b", "c")] {
+        wired.link(x, y);
+    }
+    wired.pump();
+    let (root, c) = (CellName::new("A"), CellName::new("C"));
+    assert!(wired.router("a").cell_reachable(&root, &c));
+    assert!(!wired.router("a").cell_reachable(&root, &CellName::new("nowhere")));
+    wired.input("b", Input::LinkDown { peer: "c".into(), incarnation: Incarnation(1) });
+    wired.input("c", Input::LinkDown { peer: "b".into(), incarnation: Incarnation(1) });
+    wired.pump();
+    assert!(!wired.router("a").cell_reachable(&root, &c), "c is cut off");
+    wired.link("a", "c");
+    wired.pump();
+    assert!(wired.router("a").cell_reachable(&root, &c), "c is back, now as a's own child");
+}
