@@ -79,8 +79,13 @@ struct Node {
 
 impl Node {
     fn new(scratch: &Path, name: &str) -> Node {
+        Node::in_cell(scratch, name, name)
+    }
+
+    fn in_cell(scratch: &Path, name: &str, cell: &str) -> Node {
         let config = scratch.join(format!("{name}.toml"));
-        std::fs::write(&config, "[cluster]\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n").unwrap();
+        let text = format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n");
+        std::fs::write(&config, text).unwrap();
         let key = scratch.join("cluster.key");
         tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
         Node { name: name.into(), data: scratch.join(name), config, key }
@@ -194,4 +199,159 @@ fn the_publishers_broker_restarted_on_its_data_dir_loses_duplicates_and_reorders
         home = a.start(&home_tcp, &home_cluster, &[]);
     });
     assert!(metric(&b, "tidings_gd_peer_restarts_total") >= 1.0, "b saw the home's new incarnation");
+}
+
+/// One guaranteed subscriber of the fig3 test: where, its selector, and what matches it.
+struct FigSub {
+    at: &'static str,
+    selector: Option<&'static str>,
+}
+
+impl FigSub {
+    fn matches(&self, ack: &Value, per_publisher: u64) -> bool {
+        self.selector.is_none() || ack["seq"].as_u64().unwrap() <= per_publisher / 2
+    }
+
+    fn expected(&self, per_publisher: u64, publishers: u64) -> u64 {
+        publishers * if self.selector.is_none() { per_publisher } else { per_publisher / 2 }
+    }
+}
+
+/// The Gryphon failure-injection network (`topologies/gryphon-fig3.toml`): p1 in cell PHB;
+/// IB1 = b1, b2; IB2 = b3, b4; s1, s2 under IB1; s3, s4, s5 under IB2 (every broker of a cell
+/// linked to every broker of a linked cell, and to its mates). The link b1-s1 goes through a
+/// cutting proxy. Started in dependency order, each dialling those before it.
+struct Fig3 {
+    _scratch: tempfile::TempDir,
+    nodes: std::collections::BTreeMap<&'static str, Node>,
+    brokers: std::collections::BTreeMap<&'static str, BrokerProcess>,
+    proxy: tidings_testkit::FaultProxy,
+}
+
+const FIG3: [(&str, &str, &[&str]); 10] = [
+    ("p1", "PHB", &[]),
+    ("b1", "IB1", &["p1"]),
+    ("b2", "IB1", &["p1", "b1"]),
+    ("b3", "IB2", &["p1"]),
+    ("b4", "IB2", &["p1", "b3"]),
+    ("s1", "s1", &["b1", "b2"]),
+    ("s2", "s2", &["b1", "b2"]),
+    ("s3", "s3", &["b3", "b4"]),
+    ("s4", "s4", &["b3", "b4"]),
+    ("s5", "s5", &["b3", "b4"]),
+];
+
+impl Fig3 {
+    fn up() -> Fig3 {
+        let scratch = tempfile::tempdir().unwrap();
+        let mut nodes = std::collections::BTreeMap::new();
+        let mut brokers: std::collections::BTreeMap<&'static str, BrokerProcess> = std::collections::BTreeMap::new();
+        let mut proxy = None;
+        for (name, cell, peers) in FIG3 {
+            let node = Node::in_cell(scratch.path(), name, cell);
+            let dial: Vec<String> = peers
+                .iter()
+                .map(|peer| {
+                    let addr = brokers[peer].ready.cluster.unwrap();
+                    if (name, *peer) == ("s1", "b1") {
+                        let cut = tidings_testkit::FaultProxy::start(addr).unwrap();
+                        let through = cut.addr().to_string();
+                        proxy = Some(cut);
+                        through
+                    } else {
+                        addr.to_string()
+                    }
+                })
+                .collect();
+            brokers.insert(name, node.start("127.0.0.1:0", "127.0.0.1:0", &dial));
+            nodes.insert(name, node);
+        }
+        let fig = Fig3 { _scratch: scratch, nodes, brokers, proxy: proxy.unwrap() };
+        fig.wait_linked(Duration::from_secs(30));
+        fig
+    }
+
+    /// Each broker's expected number of links (b1 excluded once it is dead).
+    fn wait_linked(&self, timeout: Duration) {
+        let expected = |name: &str| match name {
+            "p1" | "b1" | "b2" => 4.0,
+            "b3" | "b4" => 5.0,
+            _ => 2.0,
+        };
+        wait_for("the fig3 network links up", timeout, || {
+            self.brokers.iter().all(|(name, b)| links_up(b, expected(name))())
+        });
+    }
+}
+
+#[test]
+fn gryphon_fig3_survives_a_stopped_killed_and_cut_relay_and_a_restarted_publishers_broker() {
+    let mut fig = Fig3::up();
+    let subs = [
+        FigSub { at: "s1", selector: None },
+        FigSub { at: "s2", selector: None },
+        FigSub { at: "s3", selector: Some("seq <= 150") },
+        FigSub { at: "s4", selector: None },
+        FigSub { at: "s5", selector: None },
+    ];
+    let per_publisher = 300u64;
+    let children: Vec<Child> = subs
+        .iter()
+        .map(|sub| {
+            let count = sub.expected(per_publisher, 4).to_string();
+            let mut args = vec!["f.>".to_string(), "--count".into(), count];
+            if let Some(selector) = sub.selector {
+                args.extend(["--where".into(), selector.into()]);
+            }
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            start_sub(&fig.brokers[sub.at], &args)
+        })
+        .collect();
+    let p1_tcp = fig.brokers["p1"].tcp();
+    let p1_cluster = cluster_addr(&fig.brokers["p1"]);
+    let publishers: Vec<Child> = (0..4)
+        .map(|n| {
+            let pubend = format!("fig{n}");
+            let topic = format!("f.p{n}");
+            publish(&p1_tcp, &topic, per_publisher, &["--rate", "25", "--window", "16", "--pubend", &pubend])
+        })
+        .collect();
+    let pause = |ms: u64| std::thread::sleep(Duration::from_millis(ms));
+    // 12 s of publishing: the cut, then b1 stopped and killed, then p1 stopped, killed, restarted.
+    pause(1000);
+    fig.proxy.cut();
+    pause(3000);
+    fig.proxy.heal();
+    pause(1000);
+    fig.brokers["b1"].pause().unwrap();
+    pause(2000);
+    fig.brokers.get_mut("b1").unwrap().kill();
+    fig.brokers.remove("b1");
+    pause(500);
+    fig.brokers["p1"].pause().unwrap();
+    pause(2000);
+    fig.brokers.get_mut("p1").unwrap().kill();
+    let p1 = fig.nodes["p1"].start(&p1_tcp, &p1_cluster, &[]);
+    fig.brokers.insert("p1", p1);
+    let mut acked = Vec::new();
+    for publisher in publishers {
+        let lines = json_lines(publisher);
+        assert_eq!(lines.len() as u64, per_publisher, "every publish acknowledged, across p1's restart");
+        acked.extend(lines);
+    }
+    let mut failures = 0;
+    for (sub, child) in subs.iter().zip(children) {
+        let (got, _) = lines_so_far(child);
+        let pubends: std::collections::BTreeSet<&str> = acked.iter().map(|a| a["pubend"].as_str().unwrap()).collect();
+        assert_eq!(pubends.len(), 4, "one pubend per publisher");
+        for pubend in pubends {
+            let want: Vec<Value> =
+                acked.iter().filter(|a| a["pubend"] == *pubend && sub.matches(a, per_publisher)).cloned().collect();
+            let mine: Vec<Value> = got.iter().filter(|g| g["pubend"] == *pubend).cloned().collect();
+            eprintln!("{}: pubend {pubend}: {} of {}", sub.at, mine.len(), want.len());
+            let check = std::panic::catch_unwind(|| assert_exactly_once_in_order(&mine, &want));
+            failures += usize::from(check.is_err());
+        }
+    }
+    assert_eq!(failures, 0, "subscriber streams differ from the acknowledged publishes (see above)");
 }
