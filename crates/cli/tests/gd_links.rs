@@ -148,6 +148,32 @@ fn a_publish_acknowledged_at_one_broker_reaches_a_subscriber_at_another_once_in_
     assert_exactly_once_in_order(&json_lines(late), &second);
     assert!(metric(&a, "tidings_gd_peer_frames_sent_total") > 0.0);
     assert_eq!(metric(&a, "tidings_gd_peer_frames_unsent_total"), 0.0);
+    let pubend = first[0]["pubend"].as_str().unwrap();
+    let per_pubend = |b: &BrokerProcess, name: &str, kind: &str| {
+        metric(b, &format!("tidings_gd_pubend_{name}_total{{pubend=\"{pubend}\",kind=\"{kind}\"}}"))
+    };
+    assert_eq!(per_pubend(&a, "acked", "publish"), 500.0);
+    assert!(per_pubend(&a, "sent", "data") >= 500.0, "every publish went to b at least once");
+    assert!(per_pubend(&b, "received", "data") >= 500.0);
+    assert!(per_pubend(&b, "sent", "ack") >= 1.0, "b acknowledges upstream");
+    // /state shows the pubend at both ends: hosted at a with b as its child, b's upstream a.
+    let state = |b: &BrokerProcess| -> Value {
+        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap()
+    };
+    let stream = |b: &BrokerProcess| {
+        let state = state(b);
+        let pubends = state["guaranteed"]["pubends"].as_array().unwrap().clone();
+        pubends.into_iter().find(|p| p["pubend"] == pubend).unwrap_or_default()
+    };
+    let last = second.iter().map(|a| a["tick"].as_u64().unwrap()).max().unwrap();
+    // The snapshot is refreshed every 250 ms.
+    wait_for("b's /state shows everything done", Duration::from_secs(10), || {
+        stream(&b)["done"].as_u64().is_some_and(|done| done >= last)
+    });
+    let (at_a, at_b) = (stream(&a), stream(&b));
+    assert_eq!((at_a["hosted"].as_bool(), at_b["hosted"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(at_a["children"], serde_json::json!(["b"]));
+    assert_eq!(at_b["upstream"], serde_json::json!(["a"]));
 }
 
 /// Publishes at `a` while `kill` is done to the network (at about 1/3 of the publishes), and

@@ -61,6 +61,9 @@ pub struct Driver {
     pub(super) stats: StoreStats,
     /// The broker network, when this broker takes part in one.
     pub(super) net: Option<super::net::Net>,
+    /// The `/state` snapshot, shared with the admin endpoint, and when it was last refreshed.
+    pub(super) state: Arc<parking_lot::Mutex<super::state::GuaranteedState>>,
+    pub(super) snapshot_at: Option<Instant>,
 }
 
 /// Milliseconds since the Unix epoch: ticks are the pubend's clock, and must keep growing
@@ -97,6 +100,8 @@ impl Driver {
             counters: Counters::default(),
             stats: StoreStats::default(),
             net: cluster.is_enabled().then(|| super::net::Net::new(Arc::clone(&cluster))),
+            state: Arc::default(),
+            snapshot_at: None,
         };
         for (pubend, recovered) in opened.pubends {
             let highest = recovered.logged.last().copied().unwrap_or_default();
@@ -111,7 +116,8 @@ impl Driver {
         // What opening the log found (damage included) shows in the metrics at once.
         self.report();
         loop {
-            let sleep = self.sleep_time();
+            // Woken at least every snapshot period, so `/state` is never older than that.
+            let sleep = self.sleep_time().min(super::state::EVERY);
             tokio::select! {
                 command = self.rx.recv() => match command {
                     Some(command) => self.command(command),
@@ -121,6 +127,7 @@ impl Driver {
                 () = shutdown.cancelled() => break,
             }
             self.report();
+            self.snapshot();
         }
     }
 

@@ -27,7 +27,10 @@ mod matcher;
 mod metrics;
 mod net;
 pub mod peer;
+mod state;
 mod subscribe;
+
+pub use state::{GuaranteedState, PubendState};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -95,6 +98,7 @@ pub(crate) enum Command {
 pub struct Guaranteed {
     tx: mpsc::UnboundedSender<Command>,
     next_subend: AtomicU64,
+    state: Arc<parking_lot::Mutex<GuaranteedState>>,
 }
 
 impl Guaranteed {
@@ -112,7 +116,13 @@ impl Guaranteed {
         let options = tidings_store::Options { fsync, ..tidings_store::Options::default() };
         let dir = data_dir.join("pubends");
         let driver = Driver::open(&dir, broker, options, metrics, tx.clone(), rx, cluster)?;
-        Ok((Guaranteed { tx, next_subend: AtomicU64::new(1) }, driver))
+        let state = driver.shared_state();
+        Ok((Guaranteed { tx, next_subend: AtomicU64::new(1), state }, driver))
+    }
+
+    /// The latest snapshot of guaranteed delivery here, for `/state`.
+    pub fn state(&self) -> GuaranteedState {
+        self.state.lock().clone()
     }
 
     fn send(&self, command: Command) {

@@ -154,6 +154,14 @@ impl Net {
         }
     }
 
+    /// The last route fed for `pubend`, as broker names: (upstream, children).
+    pub(super) fn route_names(&self, pubend: PubendId) -> (Vec<String>, Vec<String>) {
+        let name = |id: &BrokerId| self.names.get(id.0 as usize).map(ToString::to_string).unwrap_or_default();
+        let Some(route) = self.routes.get(&pubend) else { return Default::default() };
+        let upstream = route.upstream.iter().flat_map(|up| &up.brokers).map(name).collect();
+        (upstream, route.children.iter().map(|child| name(&child.broker)).collect())
+    }
+
     /// Sends one message of the engine on our own link to `to`. Relaying through a cell mate
     /// (`via`) is not built: frames carry no destination, so the message is dropped and the
     /// core recovers it once our own link is back or the route moves.
@@ -196,6 +204,7 @@ impl Driver {
     /// A guaranteed frame from a linked peer.
     pub(super) fn received(&mut self, from: BrokerName, message: Message) {
         let Some(net) = self.net.as_mut() else { return };
+        self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
         let from_cell = net.cell_of(&from);
         let from = net.broker_id(&from);
         self.feed(Input::Received { from, from_cell, message });
