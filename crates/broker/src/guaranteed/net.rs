@@ -233,24 +233,15 @@ impl Driver {
         }
     }
 
-    /// The advertised pubends changed: keep streams of the new remote ones, drop the gone.
+    /// The advertised pubends changed: keep a stream of every new remote one. A pubend that
+    /// leaves the adverts keeps its stream and its subends' places in it: its home may only be
+    /// out of view for a while (its route is then empty, see `keep_unreachable_children`), and
+    /// attaching again later would restart the subends at a guessed tick.
     fn advertised(&mut self, pubends: Vec<PubendRef>) {
         let Some(net) = self.net.as_mut() else { return };
         let me = net.cluster.name().clone();
-        let now: BTreeMap<PubendId, PubendRef> =
-            pubends.into_iter().filter(|p| p.home != me).map(|p| (PubendId(p.id.0), p)).collect();
-        let gone: Vec<PubendRef> =
-            net.remote.iter().filter(|(id, _)| !now.contains_key(id)).map(|(_, p)| p.clone()).collect();
-        for pubend in &gone {
-            net.remote.remove(&PubendId(pubend.id.0));
-            net.routes.remove(&PubendId(pubend.id.0));
-            net.cluster.handle(tidings_route::Input::UntrackPubend { pubend: pubend.clone() });
-        }
-        for pubend in gone {
-            self.feed(Input::Route { pubend: PubendId(pubend.id.0), route: StreamRoute::default() });
-        }
-        let Some(net) = self.net.as_mut() else { return };
-        let new: Vec<PubendRef> = now.into_values().filter(|p| !net.remote.contains_key(&PubendId(p.id.0))).collect();
+        let new: Vec<PubendRef> =
+            pubends.into_iter().filter(|p| p.home != me && !net.remote.contains_key(&PubendId(p.id.0))).collect();
         for pubend in new {
             let id = PubendId(pubend.id.0);
             if let Some(net) = self.net.as_mut() {
