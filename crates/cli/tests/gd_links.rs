@@ -83,8 +83,14 @@ impl Node {
     }
 
     fn in_cell(scratch: &Path, name: &str, cell: &str) -> Node {
+        Node::configured(scratch, name, cell, "")
+    }
+
+    /// With `extra` lines in the `[cluster]` table, then any other tables.
+    fn configured(scratch: &Path, name: &str, cell: &str, extra: &str) -> Node {
         let config = scratch.join(format!("{name}.toml"));
-        let text = format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n");
+        let text =
+            format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n{extra}");
         std::fs::write(&config, text).unwrap();
         let key = scratch.join("cluster.key");
         tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
@@ -174,6 +180,27 @@ fn a_publish_acknowledged_at_one_broker_reaches_a_subscriber_at_another_once_in_
     assert_eq!((at_a["hosted"].as_bool(), at_b["hosted"].as_bool()), (Some(true), Some(false)));
     assert_eq!(at_a["children"], serde_json::json!(["b"]));
     assert_eq!(at_b["upstream"], serde_json::json!(["a"]));
+}
+
+#[test]
+fn a_flood_through_a_tiny_link_queue_to_a_stalled_subscriber_drops_nothing_guaranteed() {
+    let scratch = tempfile::tempdir().unwrap();
+    // One queued data message per link, and 16 per client: guaranteed frames take their own lane.
+    let tiny = "link_queue_messages = 1\n[slow_consumer]\nmax_messages = 16\n";
+    let (a, b) = (Node::configured(scratch.path(), "a", "a", tiny), Node::configured(scratch.path(), "b", "b", tiny));
+    let b = b.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let a = a.start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&b)]);
+    wait_for("a and b link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&b, 1.0)());
+    let sub = start_sub(&b, &["f.>", "--count", "3000"]);
+    tidings_testkit::send_signal(sub.id(), tidings_testkit::Signal::Stop).unwrap();
+    let acked = json_lines(publish(&a.tcp(), "f.x", 3000, &["--size", "500", "--window", "64"]));
+    wait_for("the stalled subscriber's queue fills", Duration::from_secs(20), || {
+        metric(&b, "tidings_gd_outbox_full_total") >= 1.0
+    });
+    tidings_testkit::send_signal(sub.id(), tidings_testkit::Signal::Cont).unwrap();
+    let (got, _) = lines_so_far(sub);
+    assert_exactly_once_in_order(&got, &acked);
+    assert_eq!(metric(&a, "tidings_gd_peer_frames_unsent_total"), 0.0);
 }
 
 /// Publishes at `a` while `kill` is done to the network (at about 1/3 of the publishes), and
