@@ -99,7 +99,9 @@ impl Driver {
             inputs: VecDeque::new(),
             counters: Counters::default(),
             stats: StoreStats::default(),
-            net: cluster.is_enabled().then(|| super::net::Net::new(Arc::clone(&cluster))),
+            net: cluster
+                .is_enabled()
+                .then(|| super::net::Net::new(Arc::clone(&cluster), dir.with_file_name("gd-children.json"))),
             state: Arc::default(),
             snapshot_at: None,
         };

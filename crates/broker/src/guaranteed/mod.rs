@@ -21,6 +21,7 @@
 
 mod actions;
 mod assigned;
+mod children;
 mod driver;
 mod journal;
 mod matcher;

@@ -7,7 +7,11 @@
 //! - Routes: routing's per-pubend answer ([`PubendRoute`]) becomes the engine's
 //!   [`StreamRoute`] at the start and on every [`GdAction::PubendsMoved`], as the simulator
 //!   does (`crates/sim/src/gd/routes.rs`): the upstream by cell, and at the cell's entry broker
-//!   the child cells and the linked cell mates (each mate a pseudo cell of its own).
+//!   the child cells and the linked cell mates (each mate a pseudo cell of its own). Unlike
+//!   the simulator, children are not pruned by interest (nobody here sees every subscriber),
+//!   and a child cell that drops out of routing's answer because it became unreachable (a
+//!   crash, a cut) is kept, as are the children of the previous life after a restart
+//!   ([`super::children`]): a stream releases only what every child it may owe acknowledged.
 //! - Peers: the engine knows brokers and cells as small integers, numbered here once per life
 //!   of the driver. A peer whose link handshake shows a new incarnation is reported with
 //!   [`Input::PeerRestarted`] before any of its frames (the link task reads them only after
@@ -25,6 +29,7 @@ use tidings_delivery::{BrokerId, CellId, ChildLink, Input, Message, PubendId, St
 use tidings_route::{BrokerName, CellName, GdAction, PubendRef, PubendRoute, Via};
 use tracing::debug;
 
+use super::children::{Child, Remembered};
 use super::driver::Driver;
 use super::peer;
 use crate::cluster::Cluster;
@@ -52,12 +57,16 @@ pub(super) struct Net {
     pub(super) remote: BTreeMap<PubendId, PubendRef>,
     /// The route last fed per pubend.
     routes: BTreeMap<PubendId, StreamRoute>,
+    /// Child cells per pubend as last fed, also in the previous life.
+    remembered: Remembered,
     scratch: BytesMut,
 }
 
 impl Net {
-    pub(super) fn new(cluster: Arc<Cluster>) -> Net {
+    /// `children_file`: where the streams' child cells are remembered across restarts.
+    pub(super) fn new(cluster: Arc<Cluster>, children_file: std::path::PathBuf) -> Net {
         Net {
+            remembered: Remembered::load(children_file),
             cluster,
             names: Vec::new(),
             ids: BTreeMap::new(),
@@ -140,9 +149,12 @@ impl Net {
     /// child left would release (and answer F for) what that subtree still needs. The stream
     /// waits for it instead (back-pressure in the log, never loss); a cell reachable through
     /// another part of the tree is let go.
-    fn keep_unreachable_children(&self, pubend: PubendId, root: Option<&CellName>, route: &mut StreamRoute) {
-        let Some(last) = self.routes.get(&pubend) else { return };
-        for child in &last.children {
+    fn keep_unreachable_children(&mut self, pubend: PubendId, root: Option<&CellName>, route: &mut StreamRoute) {
+        let last = match self.routes.get(&pubend) {
+            Some(last) => last.children.clone(),
+            None => self.remembered_children(pubend),
+        };
+        for child in &last {
             if route.children.iter().any(|c| c.cell == child.cell) {
                 continue;
             }
@@ -152,6 +164,28 @@ impl Net {
                 route.children.push(*child);
             }
         }
+    }
+
+    /// The children of `pubend` remembered from the previous life (or none), as delivery's ids.
+    fn remembered_children(&mut self, pubend: PubendId) -> Vec<ChildLink> {
+        let remembered: Vec<Child> = self.remembered.get(pubend).map(<[Child]>::to_vec).unwrap_or_default();
+        remembered
+            .iter()
+            .map(|(cell, broker)| ChildLink { cell: self.cell_id(cell), broker: self.broker_id(broker), via: None })
+            .collect()
+    }
+
+    /// Remembers the child cells just fed for `pubend` (cell mates are not cells: left out).
+    fn remember(&mut self, pubend: PubendId, route: &StreamRoute) {
+        let children = route
+            .children
+            .iter()
+            .filter_map(|child| {
+                let cell = self.cell_names.get(child.cell.0 as usize)?;
+                Some((cell.clone(), self.names.get(child.broker.0 as usize)?.clone()))
+            })
+            .collect();
+        self.remembered.update(pubend, children);
     }
 
     /// The last route fed for `pubend`, as broker names: (upstream, children).
@@ -271,6 +305,7 @@ impl Driver {
         }
         debug!(me = %net.cluster.name(), pubend = pubend.0, ?route, "pubend route");
         net.routes.insert(pubend, route.clone());
+        net.remember(pubend, &route);
         self.feed(Input::Route { pubend, route });
     }
 
