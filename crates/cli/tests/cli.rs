@@ -315,3 +315,63 @@ fn every_help_has_examples_and_the_top_level_lists_every_command() {
         assert!(!help.to_lowercase().contains("seed 0"), "{command:?} speaks of seeds");
     }
 }
+
+#[test]
+fn sub_says_on_stderr_when_its_broker_goes_and_comes_back_and_keeps_receiving() {
+    let first = broker(&[]);
+    let server = first.tcp();
+    let mut sub = Command::new(bin())
+        .args(["sub", "--server", &server, "t.>", "--count", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while first.metric("tidings_subscriptions").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "sub did not subscribe");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    drop(first); // SIGKILL
+    let data = scratch.path().join("data");
+    let args = ["broker", "--listen", &server, "--udp", "off", "--admin", "127.0.0.1:0", "--data"];
+    let mut second = None;
+    for _ in 0..50 {
+        // The port may take a moment to be free again.
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(data.to_str().unwrap());
+        match BrokerProcess::start_with_args(bin(), &all) {
+            Ok(b) => {
+                second = Some(b);
+                break;
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(100)),
+        }
+    }
+    let second = second.expect("a broker on the same port");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while second.metric("tidings_subscriptions").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "sub did not resubscribe");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(tidings(&["pub", "--server", &server, "t.after", "back"]).status.success());
+    let stdout = sub.stdout.take().unwrap();
+    let out = finish(sub);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for said in ["connected to", "disconnected from", "reconnecting to", "reconnected to"] {
+        assert!(err.contains(said), "stderr lacks {said:?}: {err}");
+    }
+    let line = BufReader::new(stdout).lines().next().unwrap().unwrap();
+    assert!(line.contains("\"t.after\""), "{line}");
+}
+
+#[test]
+fn a_udp_port_that_refuses_fails_at_once() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let out = tidings(&["ping", "--udp", "--server", &format!("127.0.0.1:{port}"), "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(4), "waited for the 5 s handshake timeout");
+}

@@ -90,6 +90,39 @@ fn delivery_text(d: &Delivery) -> String {
     )
 }
 
+/// Says on stderr when the connection changes (stdout stays deliveries only): connected,
+/// disconnected and why, each reconnect attempt, and reconnected with the subscriptions re-sent.
+fn report_connection_changes(client: &tidings_client::Client, server: &str) {
+    use tidings_client::ConnectionEvent;
+    let name = client.server_name().unwrap_or_default();
+    eprintln!("connected to {server} (broker {name:?})");
+    let mut events = client.events();
+    let server = server.to_string();
+    tokio::spawn(async move {
+        let mut down = false;
+        while let Ok(event) = events.recv().await {
+            match event {
+                ConnectionEvent::Connected { server_name } if down => {
+                    eprintln!("reconnected to {server} (broker {server_name:?}); subscriptions re-sent");
+                    down = false;
+                }
+                ConnectionEvent::Connected { .. } => {}
+                ConnectionEvent::Disconnected { error } => {
+                    eprintln!("disconnected from {server}: {error}");
+                    down = true;
+                }
+                ConnectionEvent::Reconnecting { attempt, delay } => {
+                    eprintln!("reconnecting to {server} (attempt {attempt}, in {} ms)", delay.as_millis());
+                }
+                ConnectionEvent::Refused { error } => eprintln!("refused by {server}: {error}"),
+                ConnectionEvent::Closed { error: Some(error) } => eprintln!("gave up on {server}: {error}"),
+                // Closed without error, and kinds a newer client may add.
+                _ => {}
+            }
+        }
+    });
+}
+
 /// A pattern as the broker accepts it (checked here so a typo is a usage error, exit 2).
 fn pattern(text: &str) -> Result<String, String> {
     tidings_matching::Pattern::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
@@ -103,6 +136,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let client = args.server.connect("tidings-sub").await?;
+    report_connection_changes(&client, &args.server.server);
     let mut subscriptions = Vec::new();
     for pattern in &args.patterns {
         let options = SubscribeOptions {
