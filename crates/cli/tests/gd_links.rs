@@ -172,9 +172,9 @@ fn a_publish_acknowledged_at_one_broker_reaches_a_subscriber_at_another_once_in_
         pubends.into_iter().find(|p| p["pubend"] == pubend).unwrap_or_default()
     };
     let last = second.iter().map(|a| a["tick"].as_u64().unwrap()).max().unwrap();
-    // The snapshot is refreshed every 250 ms.
-    wait_for("b's /state shows everything done", Duration::from_secs(10), || {
-        stream(&b)["done"].as_u64().is_some_and(|done| done >= last)
+    // The snapshots are refreshed every 250 ms.
+    wait_for("/state shows the pubend at a, and everything done at b", Duration::from_secs(10), || {
+        stream(&a)["hosted"].as_bool().is_some() && stream(&b)["done"].as_u64().is_some_and(|done| done >= last)
     });
     let (at_a, at_b) = (stream(&a), stream(&b));
     assert_eq!((at_a["hosted"].as_bool(), at_b["hosted"].as_bool()), (Some(true), Some(false)));
