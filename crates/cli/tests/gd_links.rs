@@ -388,6 +388,8 @@ fn fig3_run(per_publisher: u64, cut_ms: u64) {
     fig.proxy.cut();
     pause(cut_ms);
     fig.proxy.heal();
+    // After a long cut s1's redial backoff has grown: b1 is stopped only once it is back.
+    wait_for("s1 links to b1 again after the cut", Duration::from_secs(30), links_up(&fig.brokers["s1"], 2.0));
     pause(1000);
     fig.brokers["b1"].pause().unwrap();
     pause(2000);
