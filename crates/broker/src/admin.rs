@@ -49,8 +49,15 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     }
 }
 
+/// The cluster's state, with guaranteed delivery's under `guaranteed`.
 async fn state(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    match serde_json::to_string_pretty(&shared.cluster.state()) {
+    let state = serde_json::to_value(shared.cluster.state()).and_then(|mut state| {
+        if let serde_json::Value::Object(map) = &mut state {
+            map.insert("guaranteed".into(), serde_json::to_value(shared.guaranteed.state())?);
+        }
+        serde_json::to_string_pretty(&state)
+    });
+    match state {
         Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
     }

@@ -31,7 +31,7 @@ pub struct Shared {
     /// The subscription table.
     pub dispatcher: Dispatcher,
     /// Links to other brokers and the router.
-    pub cluster: Cluster,
+    pub cluster: Arc<Cluster>,
     /// The locked data directory (held for the life of the broker).
     pub data: DataDir,
     /// Guaranteed delivery: the handle on its driver task.
@@ -191,11 +191,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let metrics = Metrics::new(&mut registry);
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
     let fsync = config.storage.fsync_policy().unwrap_or_default();
-    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics)?;
+    let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key));
+    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics, Arc::clone(&network))?;
     let shared = Arc::new(Shared {
         live: crate::live::Live::new(&config),
         dispatcher: Dispatcher::new(metrics.clone()),
-        cluster: Cluster::new(&config, metrics.clone(), data.incarnation(), key),
+        cluster: network,
         data,
         guaranteed,
         config,

@@ -61,7 +61,7 @@ pub struct Session {
     greeted: bool,
     subscriptions: HashMap<SubId, ActiveSubscription>,
     /// Guaranteed subscriptions, served by the guaranteed driver.
-    guaranteed: HashMap<SubId, SubendId>,
+    guaranteed: HashMap<SubId, (SubendId, Option<RouteFilter>)>,
     /// The client's outbound queue.
     pub outbox: Arc<Outbox>,
     shared: Arc<Shared>,
@@ -115,8 +115,11 @@ impl Session {
             Frame::GuaranteedPublish(publish) => self.guaranteed_publish(publish),
             Frame::DeliveryAck(ack) => self.delivery_ack(&ack),
             Frame::Unsubscribe(u) if self.guaranteed.contains_key(&u.id) => {
-                if let Some(subend) = self.guaranteed.remove(&u.id) {
+                if let Some((subend, route)) = self.guaranteed.remove(&u.id) {
                     self.shared.guaranteed.unsubscribe(subend);
+                    if let Some(filter) = route {
+                        self.shared.cluster.unsubscribe(filter);
+                    }
                 }
                 Ok(Next::Continue)
             }
@@ -198,7 +201,7 @@ impl Session {
     /// A DELIVERY_ACK. One for a subscription that is gone is ignored: a client acknowledges a
     /// batch after the fact, so its last ack may cross its own UNSUBSCRIBE.
     fn delivery_ack(&mut self, ack: &DeliveryAck) -> Result<Next, Notice> {
-        if let Some(&subend) = self.guaranteed.get(&ack.id) {
+        if let Some(&(subend, _)) = self.guaranteed.get(&ack.id) {
             self.shared.guaranteed.delivery_ack(subend, ack.pubend, ack.tick);
         }
         Ok(Next::Continue)
@@ -258,13 +261,17 @@ impl Session {
             }
             None => None,
         };
+        let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
         if s.mode == DeliveryMode::Guaranteed {
+            // Into the summaries first: the driver's barrier then vouches for this filter.
+            if let Some(filter) = &route {
+                self.shared.cluster.subscribe(filter.clone());
+            }
             let subend = self.shared.guaranteed.subscribe(s.id, pattern, selector, Arc::clone(&self.outbox));
-            self.guaranteed.insert(s.id, subend);
+            self.guaranteed.insert(s.id, (subend, route));
             return Ok(Next::Continue);
         }
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
-        let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
         let index_id = self.shared.dispatcher.subscribe(pattern, selector, target);
         if let Some(filter) = &route {
             self.shared.cluster.subscribe(filter.clone());
@@ -295,8 +302,11 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        for (_, subend) in self.guaranteed.drain() {
+        for (_, (subend, route)) in self.guaranteed.drain() {
             self.shared.guaranteed.unsubscribe(subend);
+            if let Some(filter) = route {
+                self.shared.cluster.unsubscribe(filter);
+            }
         }
         for (_, active) in self.subscriptions.drain() {
             self.shared.dispatcher.unsubscribe(active.index_id);

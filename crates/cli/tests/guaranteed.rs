@@ -4,24 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
+mod gd_common;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use gd_common::{assert_exactly_once_in_order, bin, id, publish, spawn};
 use serde_json::Value;
 use tidings_testkit::{BrokerProcess, RawConnection, Signal};
 use tidings_wire::{Frame, GuaranteedPublish, Message, PublisherId, SubId, Subscribe};
-
-fn bin() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_tidings"))
-}
-
-fn spawn(args: &[&str]) -> Child {
-    Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
-}
 
 /// Waits at most 30 s for a command, killing it past that.
 fn wait(child: Child) -> Output {
@@ -49,34 +44,6 @@ fn start_sub(b: &BrokerProcess, extra: &[&str]) -> Child {
         std::thread::sleep(Duration::from_millis(20));
     }
     child
-}
-
-fn publish(server: &str, topic: &str, count: u64, extra: &[&str]) -> Child {
-    let count = count.to_string();
-    let mut args = vec!["pub", "--server", server, "--guaranteed", "--json", topic, "x", "--count", count.as_str()];
-    args.extend_from_slice(extra);
-    spawn(&args)
-}
-
-/// `(publisher, seq)` of a line of either command.
-fn id(line: &Value) -> (String, u64) {
-    let source = line.get("properties").unwrap_or(line);
-    (source["publisher"].as_str().unwrap().to_string(), source["seq"].as_u64().unwrap())
-}
-
-/// Checks a subscriber's lines against the acknowledged publishes it should have got: the same
-/// `(publisher, seq)` set, each once, in tick order, with the acknowledged tick.
-fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
-    let mut expected: Vec<&Value> = acked.to_vec();
-    expected.sort_by_key(|a| a["tick"].as_u64().unwrap());
-    let got_ids: Vec<(String, u64)> = got.iter().map(id).collect();
-    let want_ids: Vec<(String, u64)> = expected.iter().map(|a| id(a)).collect();
-    assert_eq!(got_ids, want_ids, "deliveries differ from the acknowledged publishes (order, loss or duplicates)");
-    for (g, a) in got.iter().zip(&expected) {
-        assert_eq!(g["tick"], a["tick"]);
-        assert_eq!(g["pubend"], a["pubend"]);
-        assert_eq!(g["missed"], 0);
-    }
 }
 
 #[test]

@@ -153,8 +153,14 @@ fn an_unauthenticated_or_wrong_key_peer_is_refused_and_changes_nothing() {
     // A HELLO with a key mode but control frames instead of a proof.
     let mut skipper = FakePeer::dial(cluster);
     skipper.send(&PeerFrame::Hello(FakePeer::hello("d", 1, AuthMode::SharedKey)));
-    let forged =
-        Advert { origin: "b".into(), cell: "b".into(), incarnation: Incarnation(u64::MAX), sequence: 1, links: vec![] };
+    let forged = Advert {
+        origin: "b".into(),
+        cell: "b".into(),
+        incarnation: Incarnation(u64::MAX),
+        sequence: 1,
+        links: vec![],
+        pubends: vec![],
+    };
     skipper.send(&PeerFrame::Adverts(vec![forged]));
     let reason = skipper.close_reason();
     assert!(reason.contains("must be AUTH"), "{reason}");

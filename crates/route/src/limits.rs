@@ -8,6 +8,9 @@ pub const MAX_ADVERTS_PER_MESSAGE: usize = 4096;
 /// Links listed in one advert.
 pub const MAX_LINKS_PER_ADVERT: usize = 1024;
 
+/// Hosted pubends listed in one advert (a broker hosting more advertises the first ones only).
+pub const MAX_PUBENDS_PER_ADVERT: usize = 1024;
+
 /// Origins held in the link-state database, our own included.
 pub const MAX_ORIGINS: usize = 4096;
 

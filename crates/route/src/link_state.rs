@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::names::{BrokerName, CellName, Incarnation, Millis, ViewId};
+use crate::names::{BrokerName, CellName, Incarnation, Millis, PubendId, ViewId};
 use crate::rendezvous::{fnv1a, mix};
 
 /// One broker's statement of its currently up links. Flooded to every broker; a newer version
@@ -29,6 +29,10 @@ pub struct LinkStateAdvert {
     pub sequence: u64,
     /// The origin's up links, sorted by peer name.
     pub links: Vec<AdvertisedLink>,
+    /// The guaranteed-delivery pubends the origin hosts, sorted: how every broker learns a
+    /// pubend's home (its tree's root), riding on the flood that already reaches everyone.
+    #[serde(default)]
+    pub pubends: Vec<PubendId>,
 }
 
 /// One link in an advert: the peer and the cell the peer announced in its handshake.
@@ -73,7 +77,14 @@ pub(crate) struct LinkStateDb {
 
 impl LinkStateDb {
     pub(crate) fn new(me: BrokerName, cell: CellName, incarnation: Incarnation) -> Self {
-        let own = LinkStateAdvert { origin: me.clone(), cell, incarnation, sequence: 0, links: Vec::new() };
+        let own = LinkStateAdvert {
+            origin: me.clone(),
+            cell,
+            incarnation,
+            sequence: 0,
+            links: Vec::new(),
+            pubends: Vec::new(),
+        };
         let adverts = BTreeMap::from([(me, own.clone())]);
         Self { own, adverts, accepted_at: BTreeMap::new() }
     }
@@ -121,6 +132,11 @@ impl LinkStateDb {
     /// Replaces our own link list, bumping the sequence; returns the new advert to flood.
     pub(crate) fn set_own_links(&mut self, links: Vec<AdvertisedLink>) -> LinkStateAdvert {
         self.bump_own(|own| own.links = links)
+    }
+
+    /// Replaces our own hosted pubend list, bumping the sequence; returns the new advert to flood.
+    pub(crate) fn set_own_pubends(&mut self, pubends: Vec<PubendId>) -> LinkStateAdvert {
+        self.bump_own(|own| own.pubends = pubends)
     }
 
     /// Raises our sequence above `seen` (a copy of our advert from an earlier life).
@@ -171,6 +187,9 @@ impl LinkStateDb {
                 hash = mix(hash ^ fnv1a(link.peer.as_str().as_bytes()));
             }
             hash = mix(hash ^ advert.links.len() as u64);
+            for pubend in &advert.pubends {
+                hash = mix(hash ^ pubend.0);
+            }
         }
         ViewId(hash)
     }
@@ -335,6 +354,7 @@ mod tests {
             incarnation: Incarnation(incarnation),
             sequence,
             links: peers.iter().map(|(p, c)| AdvertisedLink { peer: (*p).into(), peer_cell: (*c).into() }).collect(),
+            pubends: Vec::new(),
         }
     }
 

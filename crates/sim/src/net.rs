@@ -474,7 +474,7 @@ impl<L: Layer> Net<L> {
             GdAction::BarrierConfirmed { number, ticks } => {
                 self.confirmations.push(Confirmation { node, number: *number, ticks: ticks.clone() });
             }
-            GdAction::PubendsMoved { .. } | GdAction::NextTicksWanted { .. } => {}
+            GdAction::PubendsMoved { .. } | GdAction::PubendsAdvertised { .. } | GdAction::NextTicksWanted { .. } => {}
         }
         self.layer_input(node, LayerInput::Routing(gd));
     }

@@ -118,6 +118,7 @@ fn advert_to_wire(advert: &LinkStateAdvert) -> peer::Advert {
             .iter()
             .map(|l| peer::AdvertLink { peer: l.peer.to_string(), peer_cell: l.peer_cell.to_string() })
             .collect(),
+        pubends: advert.pubends.iter().map(|p| tidings_wire::PubendId(p.0)).collect(),
     }
 }
 
@@ -132,6 +133,7 @@ fn advert_from_wire(advert: peer::Advert) -> LinkStateAdvert {
             .into_iter()
             .map(|l| AdvertisedLink { peer: BrokerName::from(l.peer), peer_cell: CellName::from(l.peer_cell) })
             .collect(),
+        pubends: advert.pubends.iter().map(|p| PubendId(p.0)).collect(),
     }
 }
 
@@ -199,6 +201,7 @@ mod tests {
             incarnation: Incarnation(4),
             sequence: 9,
             links: vec![AdvertisedLink { peer: BrokerName::new("b"), peer_cell: CellName::new("c2") }],
+            pubends: vec![PubendId(77)],
         };
         let delta = SummaryDelta {
             scopes: vec![Scope::Local, Scope::Tree(CellName::new("r"))],

@@ -212,17 +212,25 @@ async fn read_loop(
                 PeerFrame::Hello(_) | PeerFrame::Auth(_) => {
                     return protocol_error(shared, queue, peer, "unexpected handshake frame after the handshake")
                 }
-                other => match convert::control_message(other) {
-                    Ok(Some(message)) => {
-                        cluster.received(peer, id, message);
-                        last_fed = Instant::now();
+                other => {
+                    if let Some(message) = crate::guaranteed::peer::from_frame(&other) {
+                        // Guaranteed-delivery traffic goes to the driver, in arrival order.
+                        shared.guaranteed.received(peer.clone(), message);
+                        if last_fed.elapsed() >= liveness_every {
+                            cluster.heard(peer, id);
+                            last_fed = Instant::now();
+                        }
+                        continue;
                     }
-                    Ok(None) => {
-                        // Guaranteed-delivery frames: no broker speaks them yet.
-                        return protocol_error(shared, queue, peer, "guaranteed-delivery frames are not supported yet");
+                    match convert::control_message(other) {
+                        Ok(Some(message)) => {
+                            cluster.received(peer, id, message);
+                            last_fed = Instant::now();
+                        }
+                        Ok(None) => return protocol_error(shared, queue, peer, "unexpected frame on a link"),
+                        Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
                     }
-                    Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
-                },
+                }
             }
         }
         dispatch.wake_writers();

@@ -94,6 +94,9 @@ pub struct Cluster {
     metrics: Metrics,
     /// When routes last changed (ms since start), for `/state`.
     last_route_change: AtomicU64,
+    /// The guaranteed-delivery driver's inbox: link-ups and routing's guaranteed actions go
+    /// there (sent under the lock, never blocking).
+    guaranteed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<crate::guaranteed::Command>>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -130,6 +133,56 @@ impl Cluster {
             timer: Notify::new(),
             metrics,
             last_route_change: AtomicU64::new(0),
+            guaranteed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Connects the guaranteed-delivery driver: from now on it hears of link-ups and of
+    /// routing's guaranteed actions.
+    pub(crate) fn attach_guaranteed(&self, tx: tokio::sync::mpsc::UnboundedSender<crate::guaranteed::Command>) {
+        let _ = self.guaranteed.set(tx);
+    }
+
+    fn tell_guaranteed(&self, command: crate::guaranteed::Command) {
+        if let Some(tx) = self.guaranteed.get() {
+            // Fails only once the driver stopped (shutdown).
+            let _ = tx.send(command);
+        }
+    }
+
+    /// This broker's cell.
+    pub fn cell(&self) -> &CellName {
+        &self.cell
+    }
+
+    /// Asks routing to confirm every subscription fed so far (the start-tick barrier); the
+    /// number comes back in `GdAction::BarrierConfirmed`, through the driver's inbox.
+    pub(crate) fn request_barrier(&self) -> u64 {
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        let number = core.router.request_barrier(&mut core.actions);
+        self.execute(core);
+        drop(guard);
+        self.timer.notify_one();
+        number
+    }
+
+    /// Where a pubend's stream comes from and goes to here (see `Router::pubend_route`).
+    pub(crate) fn pubend_route(&self, pubend: &tidings_route::PubendRef) -> Option<tidings_route::PubendRoute> {
+        self.core.read().router.pubend_route(pubend)
+    }
+
+    /// Whether `cell` is reachable in the tree rooted at `root` (see `Router::cell_reachable`).
+    pub(crate) fn cell_reachable(&self, root: &CellName, cell: &CellName) -> bool {
+        self.core.read().router.cell_reachable(root, cell)
+    }
+
+    /// Queues a guaranteed-delivery frame in the guaranteed lane of the link to `to`; false if
+    /// there is no up link to it (the core recovers by nacks and re-sends).
+    pub(crate) fn send_guaranteed(&self, to: &BrokerName, frame: bytes::Bytes) -> bool {
+        match self.core.read().links.get(to) {
+            Some(entry) => entry.queue.push_guaranteed(frame),
+            None => false,
         }
     }
 
@@ -280,7 +333,15 @@ impl Cluster {
         let since = Instant::now();
         let entry = LinkEntry { connection, incarnation, direction, remote, queue, since, last_heard: since };
         core.links.insert(peer.clone(), entry);
-        let input = Input::LinkUp { peer: peer.clone(), cell: CellName::new(&hello.cell), incarnation };
+        let cell = CellName::new(&hello.cell);
+        // Before the router's actions and before any frame of this connection is read, so the
+        // driver learns of a restarted peer ahead of its messages.
+        self.tell_guaranteed(crate::guaranteed::Command::PeerUp {
+            peer: peer.clone(),
+            cell: cell.clone(),
+            incarnation: incarnation.0,
+        });
+        let input = Input::LinkUp { peer: peer.clone(), cell, incarnation };
         core.router.handle(now, input, &mut core.actions);
         self.execute(core);
         self.metrics.links_established.inc();
@@ -371,8 +432,7 @@ impl Cluster {
                     info!(view = view.0, trees = trees_changed.len(), "routes recomputed");
                 }
                 Action::Rejected { error } => warn!(%error, "routing refused an input"),
-                // No guaranteed delivery in this shell yet.
-                Action::Guaranteed(_) => {}
+                Action::Guaranteed(gd) => self.tell_guaranteed(crate::guaranteed::Command::Routing(gd)),
             }
         }
         self.active.store(!core.links.is_empty(), Ordering::Relaxed);

@@ -45,6 +45,9 @@ pub struct LinkLimits {
 #[derive(Default)]
 struct State {
     control: VecDeque<Bytes>,
+    /// The guaranteed lane: never bounded here (the delivery core's ostreams are the queue and
+    /// recover what a lost connection takes), FIFO with itself.
+    guaranteed: VecDeque<Bytes>,
     data: VecDeque<(Bytes, Bytes)>,
     data_bytes: usize,
     closing: Option<Bytes>,
@@ -102,6 +105,23 @@ impl LinkQueue {
         s.control.push_back(frame);
         drop(s);
         self.wake.notify_one();
+    }
+
+    /// Queues a guaranteed-delivery frame (DATA, SILENCE, ACK, NACK, ACK_EXPECTED) in the
+    /// guaranteed lane: never dropped for a full queue, and in the order pushed, so a SILENCE
+    /// or ACK_EXPECTED never overtakes the DATA it follows. False once the link is closing.
+    pub fn push_guaranteed(&self, frame: Bytes) -> bool {
+        let mut s = self.state.lock();
+        if s.closing.is_some() || self.done.is_cancelled() {
+            return false;
+        }
+        let was_empty = s.guaranteed.is_empty() && s.data.is_empty() && s.control.is_empty();
+        s.guaranteed.push_back(frame);
+        drop(s);
+        if was_empty {
+            self.wake.notify_one();
+        }
+        true
     }
 
     /// Queues a data frame (`prefix` from `convert::routed_prefix`, then the message section).
@@ -163,6 +183,7 @@ impl LinkQueue {
         if s.closing.is_none() {
             s.closing = Some(super::convert::close_bytes(reason));
             s.data.clear();
+            s.guaranteed.clear();
             s.data_bytes = 0;
         }
         drop(s);
@@ -192,6 +213,7 @@ impl LinkQueue {
             s.slow = false;
         }
         chunks.extend(s.control.drain(..));
+        chunks.extend(s.guaranteed.drain(..));
         let (mut messages, mut bytes) = (0u64, 0u64);
         for (prefix, section) in s.data.drain(..) {
             messages += 1;
@@ -275,5 +297,21 @@ mod tests {
         let (messages, bytes, closing) = queue.take(&mut chunks);
         assert_eq!((messages, bytes, closing), (2, 14, None));
         assert_eq!(chunks.front().map(|c| &c[..]), Some(&b"hb"[..]), "control goes first");
+    }
+
+    #[test]
+    fn guaranteed_frames_are_never_dropped_on_a_full_queue_and_keep_their_order() {
+        let queue = LinkQueue::new(LinkLimits { max_messages: 1, max_bytes: 1 << 20 }, LinkCounters::default());
+        assert_eq!(queue.push_data(Bytes::from_static(b"p"), Bytes::from_static(b"d")), DataPush::Congested);
+        assert_eq!(queue.push_data(Bytes::from_static(b"p"), Bytes::from_static(b"d")), DataPush::Dropped);
+        for frame in [&b"data1"[..], b"silence", b"data2", b"ack_expected"] {
+            assert!(queue.push_guaranteed(Bytes::copy_from_slice(frame)));
+        }
+        let mut chunks = VecDeque::new();
+        queue.take(&mut chunks);
+        let lane: Vec<&[u8]> = chunks.iter().take(4).map(|c| &c[..]).collect();
+        assert_eq!(lane, [&b"data1"[..], b"silence", b"data2", b"ack_expected"]);
+        queue.close("bye");
+        assert!(!queue.push_guaranteed(Bytes::from_static(b"late")), "a closing link takes nothing more");
     }
 }

@@ -48,8 +48,15 @@ impl Driver {
     /// Carries out one action of the engine.
     pub(super) fn carry_out(&mut self, action: Action) {
         match action {
-            Action::Send { to, message, .. } => {
-                debug!(to = to.0, ?message, "no links carry guaranteed traffic yet; message not sent");
+            Action::Send { to, message, via } => {
+                let sent = self.net.as_mut().is_some_and(|net| net.send(to, &message));
+                if sent {
+                    self.metrics.peer_frames_sent.inc();
+                    self.metrics.pubend_sent.get_or_create(&super::metrics::label(&message)).inc();
+                } else {
+                    self.metrics.peer_frames_unsent.inc();
+                    debug!(to = to.0, ?via, ?message, "no link to the destination; guaranteed message not sent");
+                }
             }
             Action::Deliver { subend, pubend, tick, payload } => self.deliver(subend, pubend, tick, payload),
             Action::GapNotice { subend, pubend, range } => {
@@ -124,6 +131,8 @@ impl Driver {
         };
         waiter.reply.push_frame(&Frame::PublishAck(ack));
         self.metrics.publishes_acked.inc();
+        let label = super::metrics::PubendKind { pubend: format!("{:016x}", pubend.0), kind: "publish" };
+        self.metrics.pubend_acked.get_or_create(&label).inc();
         self.metrics.ack_seconds.observe(waiter.since.elapsed().as_secs_f64());
     }
 

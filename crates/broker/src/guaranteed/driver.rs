@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tidings_delivery::{Counters, Engine, Input, Millis, PubendId, PublisherId, Settings, SubendId, Tick};
 use tidings_store::{Completion, Store, StoreStats};
-use tidings_wire::{SubId, Subscribed};
+use tidings_wire::SubId;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
@@ -27,6 +27,10 @@ pub(super) struct Subend {
     pub(super) outbox: Arc<Outbox>,
     /// Its outbox filled; the engine was told, and a room callback is pending.
     pub(super) blocked: bool,
+    /// The barrier it waits for before SUBSCRIBED (in a network).
+    pub(super) barrier: Option<u64>,
+    /// When it was confirmed (SUBSCRIBED sent).
+    pub(super) confirmed_at: Option<Millis>,
 }
 
 /// A publisher waiting for its PUBLISH_ACK.
@@ -55,11 +59,16 @@ pub struct Driver {
     pub(super) inputs: VecDeque<Input>,
     pub(super) counters: Counters,
     pub(super) stats: StoreStats,
+    /// The broker network, when this broker takes part in one.
+    pub(super) net: Option<super::net::Net>,
+    /// The `/state` snapshot, shared with the admin endpoint, and when it was last refreshed.
+    pub(super) state: Arc<parking_lot::Mutex<super::state::GuaranteedState>>,
+    pub(super) snapshot_at: Option<Instant>,
 }
 
 /// Milliseconds since the Unix epoch: ticks are the pubend's clock, and must keep growing
 /// across restarts (the core's lease guards against a clock stepped back).
-fn now() -> Millis {
+pub(super) fn now() -> Millis {
     Millis(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
 }
 
@@ -71,6 +80,7 @@ impl Driver {
         metrics: GuaranteedMetrics,
         tx: mpsc::UnboundedSender<Command>,
         rx: mpsc::UnboundedReceiver<Command>,
+        cluster: Arc<crate::cluster::Cluster>,
     ) -> Result<Driver, GuaranteedError> {
         let opened = journal::open(dir, options, tx.clone())?;
         let mut driver = Driver {
@@ -89,6 +99,11 @@ impl Driver {
             inputs: VecDeque::new(),
             counters: Counters::default(),
             stats: StoreStats::default(),
+            net: cluster
+                .is_enabled()
+                .then(|| super::net::Net::new(Arc::clone(&cluster), dir.with_file_name("gd-children.json"))),
+            state: Arc::default(),
+            snapshot_at: None,
         };
         for (pubend, recovered) in opened.pubends {
             let highest = recovered.logged.last().copied().unwrap_or_default();
@@ -103,7 +118,8 @@ impl Driver {
         // What opening the log found (damage included) shows in the metrics at once.
         self.report();
         loop {
-            let sleep = self.sleep_time();
+            // Woken at least every snapshot period, so `/state` is never older than that.
+            let sleep = self.sleep_time().min(super::state::EVERY);
             tokio::select! {
                 command = self.rx.recv() => match command {
                     Some(command) => self.command(command),
@@ -113,6 +129,7 @@ impl Driver {
                 () = shutdown.cancelled() => break,
             }
             self.report();
+            self.snapshot();
         }
     }
 
@@ -141,16 +158,9 @@ impl Driver {
         self.hosted.insert(pubend);
         self.metrics.pubends.set(self.hosted.len() as i64);
         self.feed(Input::Store(tidings_delivery::StoreInput::Opened { pubend, recovered }));
-        let subends: Vec<SubendId> = self.subends.keys().copied().collect();
-        for subend in subends {
-            let start = self.next_tick(pubend);
-            self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
-            // The core pauses a subend per stream: one paused by a full outbox stays paused on
-            // the new stream too, until its room callback fires.
-            if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {
-                self.feed(Input::OutboxFull { subend });
-            }
-        }
+        self.host(pubend);
+        let start = self.next_tick(pubend);
+        self.attach_late(pubend, Some(start));
     }
 
     pub(super) fn next_tick(&self, pubend: PubendId) -> Tick {
@@ -161,19 +171,10 @@ impl Driver {
         match command {
             Command::Publish { publish, reply } => self.publish(publish, reply),
             Command::Subscribe { subend, id, pattern, selector, outbox } => {
-                self.engine.matcher_mut().insert(subend, pattern, selector);
-                self.subends.insert(subend, Subend { id, outbox: Arc::clone(&outbox), blocked: false });
-                self.metrics.subends.set(self.subends.len() as i64);
-                let mut starts = Vec::new();
-                for pubend in self.hosted.clone() {
-                    let start = self.next_tick(pubend);
-                    starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
-                    self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
-                }
-                outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
+                self.subscribe(subend, id, pattern, selector, outbox)
             }
             Command::Unsubscribe { subend } => {
-                for pubend in self.hosted.clone() {
+                for pubend in self.pubends() {
                     self.feed(Input::SubendDetach { pubend, subend });
                 }
                 self.engine.matcher_mut().remove(subend);
@@ -193,6 +194,9 @@ impl Driver {
             Command::ReadDone { pubend, range, records, lost } => {
                 self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records, lost }))
             }
+            Command::PeerUp { peer, cell, incarnation } => self.peer_up(peer, cell, incarnation),
+            Command::Received { from, message } => self.received(from, message),
+            Command::Routing(action) => self.routing(action),
         }
     }
 

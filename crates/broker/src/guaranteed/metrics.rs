@@ -1,9 +1,21 @@
 //! Metrics of guaranteed delivery: what the log and the core are doing, per broker.
 
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+/// Labels a per-pubend metric: the pubend (hex id) and the kind of protocol message (`data`,
+/// `retransmit`, `silence`, `ack`, `nack`, `ack_expected`; `publish` for acked publishes).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PubendKind {
+    /// The pubend, as its 16 hex digits.
+    pub pubend: String,
+    /// The kind of message.
+    pub kind: &'static str,
+}
 
 /// Handles for the guaranteed-delivery metrics (cheap to clone: atomics behind `Arc`s).
 #[derive(Clone)]
@@ -41,6 +53,20 @@ pub struct GuaranteedMetrics {
     pub nack_ticks_absorbed: Counter,
     /// Retransmissions sent downstream (answers to nacks).
     pub retransmits: Counter,
+    /// Guaranteed subscriptions confirmed (SUBSCRIBED sent; in a network, after the barrier).
+    pub subscriptions_confirmed: Counter,
+    /// Guaranteed-delivery frames queued on links to peers.
+    pub peer_frames_sent: Counter,
+    /// Guaranteed-delivery frames not sent: no link to the destination (the core recovers).
+    pub peer_frames_unsent: Counter,
+    /// Peers seen back with a new incarnation (their streams re-told).
+    pub peer_restarts: Counter,
+    /// Per pubend: protocol messages sent to peers, by kind (retransmits answer nacks).
+    pub pubend_sent: Family<PubendKind, Counter>,
+    /// Per pubend: protocol messages received from peers, by kind.
+    pub pubend_received: Family<PubendKind, Counter>,
+    /// Per pubend: publishes acknowledged (kind `publish`).
+    pub pubend_acked: Family<PubendKind, Counter>,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -67,6 +93,13 @@ impl GuaranteedMetrics {
             nacks_sent: Counter::default(),
             nack_ticks_absorbed: Counter::default(),
             retransmits: Counter::default(),
+            subscriptions_confirmed: Counter::default(),
+            peer_frames_sent: Counter::default(),
+            peer_frames_unsent: Counter::default(),
+            peer_restarts: Counter::default(),
+            pubend_sent: Family::default(),
+            pubend_received: Family::default(),
+            pubend_acked: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
         };
@@ -87,8 +120,29 @@ impl GuaranteedMetrics {
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());
         r.register("nack_ticks_absorbed", "Nacked ticks absorbed by consolidation", m.nack_ticks_absorbed.clone());
         r.register("retransmits", "Retransmissions answering nacks", m.retransmits.clone());
+        r.register("subscriptions_confirmed", "Guaranteed subscriptions confirmed", m.subscriptions_confirmed.clone());
+        r.register("peer_frames_sent", "Guaranteed frames queued on links", m.peer_frames_sent.clone());
+        r.register("peer_frames_unsent", "Guaranteed frames with no link to send on", m.peer_frames_unsent.clone());
+        r.register("peer_restarts", "Peers seen back with a new incarnation", m.peer_restarts.clone());
+        r.register("pubend_sent", "Protocol messages sent per pubend and kind", m.pubend_sent.clone());
+        r.register("pubend_received", "Protocol messages received per pubend and kind", m.pubend_received.clone());
+        r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.clone());
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         m
     }
+}
+
+/// The label of one protocol message: its pubend and kind.
+pub(super) fn label(message: &tidings_delivery::Message) -> PubendKind {
+    use tidings_delivery::Message;
+    let kind = match message {
+        Message::Data { requested_only: true, .. } => "retransmit",
+        Message::Data { .. } => "data",
+        Message::Silence { .. } => "silence",
+        Message::Ack { .. } => "ack",
+        Message::Nack { .. } => "nack",
+        Message::AckExpected { .. } => "ack_expected",
+    };
+    PubendKind { pubend: format!("{:016x}", message.pubend().0), kind }
 }

@@ -14,16 +14,24 @@
 //! restart and its log (under `<data dir>/pubends`) is found again. Every pubend in the log is
 //! reopened at start, before any client is served.
 //!
-//! Between brokers: [`peer`] converts the core's messages to and from the `wire::peer` frames,
-//! but links do not carry guaranteed traffic yet; guaranteed delivery is local to one broker.
+//! Between brokers ([`net`]): the driver keeps a stream of every pubend the link-state adverts
+//! list, feeds the engine routing's routes for them, takes frames from the links (converted by
+//! [`peer`]) and sends the engine's messages in the links' guaranteed lanes; subscriptions
+//! start after routing's barrier ([`subscribe`]).
 
 mod actions;
 mod assigned;
+mod children;
 mod driver;
 mod journal;
 mod matcher;
 mod metrics;
+mod net;
 pub mod peer;
+mod state;
+mod subscribe;
+
+pub use state::{GuaranteedState, PubendState};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,8 +64,15 @@ pub enum GuaranteedError {
     },
 }
 
-/// What the driver is asked to do; sessions send these through [`Guaranteed`].
+/// What the driver is asked to do; sessions send these through [`Guaranteed`], the cluster
+/// directly.
 pub(crate) enum Command {
+    /// A link handshake with `peer` completed.
+    PeerUp { peer: tidings_route::BrokerName, cell: tidings_route::CellName, incarnation: u64 },
+    /// A guaranteed-delivery frame from a linked peer.
+    Received { from: tidings_route::BrokerName, message: tidings_delivery::Message },
+    /// One of routing's guaranteed-delivery actions.
+    Routing(tidings_route::GdAction),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`.
     Publish { publish: GuaranteedPublish, reply: Arc<Outbox> },
     /// A guaranteed SUBSCRIBE, already validated; SUBSCRIBED goes to `outbox`.
@@ -84,6 +99,7 @@ pub(crate) enum Command {
 pub struct Guaranteed {
     tx: mpsc::UnboundedSender<Command>,
     next_subend: AtomicU64,
+    state: Arc<parking_lot::Mutex<GuaranteedState>>,
 }
 
 impl Guaranteed {
@@ -94,11 +110,20 @@ impl Guaranteed {
         broker: &str,
         fsync: tidings_store::FsyncPolicy,
         metrics: GuaranteedMetrics,
+        cluster: Arc<crate::cluster::Cluster>,
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
         let (tx, rx) = mpsc::unbounded_channel();
+        cluster.attach_guaranteed(tx.clone());
         let options = tidings_store::Options { fsync, ..tidings_store::Options::default() };
-        let driver = Driver::open(&data_dir.join("pubends"), broker, options, metrics, tx.clone(), rx)?;
-        Ok((Guaranteed { tx, next_subend: AtomicU64::new(1) }, driver))
+        let dir = data_dir.join("pubends");
+        let driver = Driver::open(&dir, broker, options, metrics, tx.clone(), rx, cluster)?;
+        let state = driver.shared_state();
+        Ok((Guaranteed { tx, next_subend: AtomicU64::new(1), state }, driver))
+    }
+
+    /// The latest snapshot of guaranteed delivery here, for `/state`.
+    pub fn state(&self) -> GuaranteedState {
+        self.state.lock().clone()
     }
 
     fn send(&self, command: Command) {
@@ -122,6 +147,11 @@ impl Guaranteed {
     /// The subscription ended (UNSUBSCRIBE or the session closed).
     pub fn unsubscribe(&self, subend: SubendId) {
         self.send(Command::Unsubscribe { subend });
+    }
+
+    /// A guaranteed-delivery frame from the linked peer `from`.
+    pub(crate) fn received(&self, from: tidings_route::BrokerName, message: tidings_delivery::Message) {
+        self.send(Command::Received { from, message });
     }
 
     /// The subscriber took everything of `pubend` up to `tick`.

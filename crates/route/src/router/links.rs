@@ -3,7 +3,7 @@
 use super::{Action, PeerLink, Router};
 use crate::error::{CloseReason, Limit, RouteError};
 use crate::filter::Filter;
-use crate::limits::{MAX_ADVERTS_PER_MESSAGE, MAX_LINKS_PER_ADVERT, MAX_ORIGINS};
+use crate::limits::{MAX_ADVERTS_PER_MESSAGE, MAX_LINKS_PER_ADVERT, MAX_ORIGINS, MAX_PUBENDS_PER_ADVERT};
 use crate::link_state::{AdvertisedLink, LinkStateAdvert, Offer};
 use crate::liveness::{Due, LinkClock};
 use crate::message::PeerMessage;
@@ -135,7 +135,9 @@ impl<F: Filter> Router<F> {
     /// between brokers and outlive its age-out.
     fn handle_adverts(&mut self, from: &BrokerName, adverts: Vec<LinkStateAdvert>, out: &mut Vec<Action<F>>) {
         let too_many = adverts.len() > MAX_ADVERTS_PER_MESSAGE
-            || adverts.iter().any(|advert| advert.links.len() > MAX_LINKS_PER_ADVERT);
+            || adverts.iter().any(|advert| {
+                advert.links.len() > MAX_LINKS_PER_ADVERT || advert.pubends.len() > MAX_PUBENDS_PER_ADVERT
+            });
         if too_many {
             self.exceeded(from, Limit::Adverts, out);
             return;

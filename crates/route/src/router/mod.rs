@@ -102,7 +102,7 @@ pub enum Input<F> {
     },
     /// The shell keeps guaranteed-delivery streams of this pubend here (or hosts it, when its
     /// home is this broker): its route changes are reported ([`GdAction::PubendsMoved`]), and a
-    /// hosted pubend's next tick answers barriers.
+    /// hosted pubend's next tick answers barriers and is listed in our link-state advert.
     TrackPubend {
         /// The pubend.
         pubend: PubendRef,
@@ -166,6 +166,12 @@ pub enum GdAction {
     PubendsMoved {
         /// The pubends, sorted.
         pubends: Vec<PubendId>,
+    },
+    /// The pubends hosted anywhere in the network, as the link-state adverts list them,
+    /// changed: the shell tracks the new ones ([`Input::TrackPubend`]) to keep their streams.
+    PubendsAdvertised {
+        /// Every advertised pubend with its home, sorted.
+        pubends: Vec<PubendRef>,
     },
     /// A barrier round reached this broker in the pubends' own cell: answer with
     /// [`Input::NextTicks`] for this round (each pubend's next tick, picked now).
@@ -237,6 +243,8 @@ pub struct Router<F: Filter> {
     tracked: pubend::Tracked,
     /// Barrier rounds and requests.
     barriers: Barriers,
+    /// The pubends the adverts listed when last reported, and the view that was in.
+    advertised_pubends: (ViewId, Vec<PubendRef>),
     /// Adverts that arrived by a path that could not vouch for them, per origin, with the
     /// peers that sent that version; offered again when the view changes.
     pending_adverts: BTreeMap<BrokerName, (crate::link_state::LinkStateAdvert, std::collections::BTreeSet<BrokerName>)>,
@@ -269,6 +277,7 @@ impl<F: Filter> Router<F> {
             advertised: Advertised::default(),
             tracked: pubend::Tracked::new(),
             barriers: Barriers::default(),
+            advertised_pubends: (ViewId(0), Vec::new()),
             pending_adverts: BTreeMap::new(),
             next_refresh: None,
             now: Millis(0),
@@ -291,9 +300,13 @@ impl<F: Filter> Router<F> {
                     link.clock.heard(now);
                 }
             }
-            Input::TrackPubend { pubend } => self.track(pubend),
+            Input::TrackPubend { pubend } => {
+                self.track(pubend);
+                self.advertise_own_pubends(out);
+            }
             Input::UntrackPubend { pubend } => {
                 self.tracked.remove(&pubend);
+                self.advertise_own_pubends(out);
             }
             Input::NextTicks { round, ticks } => self.handle_next_ticks(round, ticks),
         }
@@ -353,6 +366,7 @@ impl<F: Filter> Router<F> {
         while !self.pending_adverts.is_empty() && self.retry_pending_adverts(out) {
             self.settle_view(out);
         }
+        self.settle_advertised_pubends(out);
         self.settle_interest(out);
         self.settle_sync(out);
         self.settle_barriers(out);

@@ -10,6 +10,8 @@ use serde::Serialize;
 
 use super::{Action, GdAction, Router};
 use crate::filter::Filter;
+use crate::limits::MAX_PUBENDS_PER_ADVERT;
+use crate::message::PeerMessage;
 use crate::names::{BrokerName, CellName, PubendId, TreeId};
 use crate::rendezvous::{choose, Target};
 
@@ -116,6 +118,16 @@ impl<F: Filter> Router<F> {
         Some(PubendRoute { pubend: pubend.clone(), root, tree: place.id, entry, upstream, children, mates })
     }
 
+    /// Whether `cell` is reachable in the tree rooted at `root` in our view. Guaranteed delivery
+    /// keeps waiting for a child cell that left a pubend's route by becoming unreachable (a
+    /// crash or a cut), but not for one that is reachable through another part of the tree.
+    pub fn cell_reachable(&self, root: &CellName, cell: &CellName) -> bool {
+        let (Some(place), Some(index)) = (self.table.trees.get(root), self.table.graph.cell_index(cell)) else {
+            return false;
+        };
+        place.shape.depth.get(index).is_some_and(Option::is_some)
+    }
+
     /// Linked brokers of our parent cell in `root`'s tree, the parent cell's entry broker for
     /// the pubend first.
     fn parent_candidates(&self, pubend: PubendId, root: &CellName) -> Vec<BrokerName> {
@@ -139,6 +151,46 @@ impl<F: Filter> Router<F> {
     pub(super) fn track(&mut self, pubend: PubendRef) {
         let route = self.pubend_route(&pubend);
         self.tracked.insert(pubend, route);
+    }
+
+    /// Re-issues our advert if the pubends hosted here changed (tracked ones whose home we are).
+    pub(super) fn advertise_own_pubends(&mut self, out: &mut Vec<Action<F>>) {
+        let me = &self.settings.name;
+        let hosted: Vec<PubendId> = self
+            .tracked
+            .keys()
+            .filter(|pubend| pubend.home == *me)
+            .map(|pubend| pubend.id)
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .take(MAX_PUBENDS_PER_ADVERT)
+            .collect();
+        if hosted == self.db.own().pubends {
+            return;
+        }
+        let own = self.db.set_own_pubends(hosted);
+        for peer in self.links.keys() {
+            out.push(Action::Send { to: peer.clone(), message: PeerMessage::Adverts(vec![own.clone()]) });
+        }
+        self.dirty.view = true;
+    }
+
+    /// Reports the pubends the adverts list, when that changed with the view.
+    pub(super) fn settle_advertised_pubends(&mut self, out: &mut Vec<Action<F>>) {
+        if self.advertised_pubends.0 == self.table.view {
+            return;
+        }
+        let pubends: std::collections::BTreeSet<PubendRef> = self
+            .db
+            .adverts()
+            .flat_map(|advert| advert.pubends.iter().map(|id| PubendRef { id: *id, home: advert.origin.clone() }))
+            .collect();
+        let pubends: Vec<PubendRef> = pubends.into_iter().collect();
+        let changed = pubends != self.advertised_pubends.1;
+        self.advertised_pubends = (self.table.view, pubends);
+        if changed {
+            out.push(Action::Guaranteed(GdAction::PubendsAdvertised { pubends: self.advertised_pubends.1.clone() }));
+        }
     }
 
     /// Recomputes every tracked pubend's route after a view change and reports those that moved.

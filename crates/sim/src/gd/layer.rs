@@ -238,7 +238,7 @@ impl GdLayer {
                     self.start_subends(node, store, now, number, PubendId(pubend.0), Tick(tick.0), out);
                 }
             }
-            GdAction::PubendsMoved { .. } => {}
+            GdAction::PubendsMoved { .. } | GdAction::PubendsAdvertised { .. } => {}
         }
     }
 

@@ -38,8 +38,16 @@ fn filter() -> impl Strategy<Value = FilterText> {
 
 fn control() -> impl Strategy<Value = PeerFrame> {
     let link = (name(), name()).prop_map(|(peer, peer_cell)| AdvertLink { peer, peer_cell });
-    let advert = (name(), name(), any::<u64>(), any::<u64>(), prop::collection::vec(link, 0..3)).prop_map(
-        |(origin, cell, inc, sequence, links)| Advert { origin, cell, incarnation: Incarnation(inc), sequence, links },
+    let pubends = prop::collection::vec(any::<u64>().prop_map(crate::PubendId), 0..3);
+    let advert = (name(), name(), any::<u64>(), any::<u64>(), prop::collection::vec(link, 0..3), pubends).prop_map(
+        |(origin, cell, inc, sequence, links, pubends)| Advert {
+            origin,
+            cell,
+            incarnation: Incarnation(inc),
+            sequence,
+            links,
+            pubends,
+        },
     );
     let scope = prop_oneof![Just(Scope::Local), name().prop_map(Scope::Tree)];
     let delta = (
@@ -240,15 +248,17 @@ fn adverts_golden_bytes() {
         incarnation: Incarnation(3),
         sequence: 4,
         links: vec![AdvertLink { peer: "b".into(), peer_cell: "d".into() }],
+        pubends: vec![crate::PubendId(0x0102)],
     };
     #[rustfmt::skip]
     let expected = [
-        0, 0, 0, 37, 0x05,
+        0, 0, 0, 49, 0x05,
         0, 0, 0, 1,                 // one advert
         0, 1, b'a', 0, 1, b'c',     // origin, cell
         0, 0, 0, 0, 0, 0, 0, 3,     // incarnation
         0, 0, 0, 0, 0, 0, 0, 4,     // sequence
         0, 0, 0, 1, 0, 1, b'b', 0, 1, b'd', // one link: peer b in cell d
+        0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1, 2, // one hosted pubend: 0x0102
     ];
     golden(PeerFrame::Adverts(vec![advert]), &expected);
 }

@@ -170,3 +170,53 @@ fn a_barrier_waits_for_an_ack_and_a_new_parent_is_asked_when_the_old_link_dies()
         |(at, gd)| at.as_str() == "c" && matches!(gd, GdAction::BarrierConfirmed { number: n, .. } if *n == number)
     ));
 }
+
+#[test]
+fn a_hosted_pubend_is_advertised_to_every_broker_with_its_home_and_withdrawn_when_untracked() {
+    let mut wired = line();
+    wired.taken();
+    wired.input("a", Input::TrackPubend { pubend: pubend("a") });
+    wired.pump();
+    let advertised = |wired: &mut Wired| -> Vec<(String, Vec<PubendRef>)> {
+        wired
+            .taken()
+            .into_iter()
+            .filter_map(|(at, action)| match action {
+                Action::Guaranteed(GdAction::PubendsAdvertised { pubends }) => Some((at.to_string(), pubends)),
+                _ => None,
+            })
+            .collect()
+    };
+    let seen = advertised(&mut wired);
+    for broker in ["a", "b", "c"] {
+        let last = seen.iter().rev().find(|(at, _)| at == broker).map(|(_, p)| p.clone());
+        assert_eq!(last, Some(vec![pubend("a")]), "{broker} learns a's pubend and its home");
+    }
+    // Tracking a remote pubend does not advertise it.
+    wired.input("c", Input::TrackPubend { pubend: pubend("a") });
+    wired.pump();
+    assert!(advertised(&mut wired).is_empty());
+    wired.input("a", Input::UntrackPubend { pubend: pubend("a") });
+    wired.pump();
+    let seen = advertised(&mut wired);
+    assert!(seen.iter().any(|(at, p)| at == "c" && p.is_empty()), "the withdrawal reaches c: {seen:?}");
+}
+
+#[test]
+fn a_cell_cut_off_is_unreachable_in_the_tree_and_reachable_again_through_another_path() {
+    let mut wired = Wired::new(&[("a", "A"), ("b", "B"), ("c", "C")]);
+    for (x, y) in [("a", "b"), ("b", "c")] {
+        wired.link(x, y);
+    }
+    wired.pump();
+    let (root, c) = (CellName::new("A"), CellName::new("C"));
+    assert!(wired.router("a").cell_reachable(&root, &c));
+    assert!(!wired.router("a").cell_reachable(&root, &CellName::new("nowhere")));
+    wired.input("b", Input::LinkDown { peer: "c".into(), incarnation: Incarnation(1) });
+    wired.input("c", Input::LinkDown { peer: "b".into(), incarnation: Incarnation(1) });
+    wired.pump();
+    assert!(!wired.router("a").cell_reachable(&root, &c), "c is cut off");
+    wired.link("a", "c");
+    wired.pump();
+    assert!(wired.router("a").cell_reachable(&root, &c), "c is back, now as a's own child");
+}

@@ -1,0 +1,331 @@
+//! The driver's side of the broker network: which pubends it keeps streams of, the routes it
+//! feeds the engine, the peers it hears from and sends to.
+//!
+//! - Pubends: every broker lists the pubends it hosts in its link-state advert; routing reports
+//!   the advertised set ([`GdAction::PubendsAdvertised`]) and the driver tracks each remote one
+//!   (so routing reports its moves) and keeps a stream of it.
+//! - Routes: routing's per-pubend answer ([`PubendRoute`]) becomes the engine's
+//!   [`StreamRoute`] at the start and on every [`GdAction::PubendsMoved`], as the simulator
+//!   does (`crates/sim/src/gd/routes.rs`): the upstream by cell, and at the cell's entry broker
+//!   the child cells and the linked cell mates (each mate a pseudo cell of its own). Unlike
+//!   the simulator, children are not pruned by interest (nobody here sees every subscriber),
+//!   and a child cell that drops out of routing's answer because it became unreachable (a
+//!   crash, a cut) is kept, as are the children of the previous life after a restart
+//!   ([`super::children`]): a stream releases only what every child it may owe acknowledged.
+//! - Peers: the engine knows brokers and cells as small integers, numbered here once per life
+//!   of the driver. A peer whose link handshake shows a new incarnation is reported with
+//!   [`Input::PeerRestarted`] before any of its frames (the link task reads them only after
+//!   the handshake that told us).
+//! - Frames go out in the guaranteed lane of the link to the destination (never dropped for a
+//!   full link, in order); with no link to it (or a route through a cell mate, not built yet)
+//!   they are dropped, and the core's nacks, acks and AckExpected recover once a route exists
+//!   again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tidings_delivery::{BrokerId, CellId, ChildLink, Input, Message, PubendId, StreamRoute, Tick, UpstreamCell};
+use tidings_route::{BrokerName, CellName, GdAction, PubendRef, PubendRoute, Via};
+use tracing::debug;
+
+use super::children::{Child, Remembered};
+use super::driver::Driver;
+use super::peer;
+use crate::cluster::Cluster;
+
+/// Delivery's cell ids for our own cell mates: each mate is a separate downstream of the
+/// entry broker, so each gets a pseudo cell of its own (as in the simulator).
+const MATE_CELL: u32 = 1 << 20;
+
+/// How far before its confirmation a subscription starts on a pubend that its barrier did not
+/// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's
+/// clock, so this is the clock skew between brokers that is tolerated.
+pub(super) const LATE_PUBEND_MARGIN_MS: u64 = 5_000;
+
+/// The network as the driver sees it.
+pub(super) struct Net {
+    pub(super) cluster: Arc<Cluster>,
+    names: Vec<BrokerName>,
+    ids: BTreeMap<BrokerName, BrokerId>,
+    cells: BTreeMap<CellName, CellId>,
+    /// Cell names by delivery's cell id.
+    cell_names: Vec<CellName>,
+    /// Linked (or once linked) peers: their cell and last incarnation.
+    peers: BTreeMap<BrokerName, (CellName, u64)>,
+    /// Remote pubends whose streams are kept here.
+    pub(super) remote: BTreeMap<PubendId, PubendRef>,
+    /// The route last fed per pubend.
+    routes: BTreeMap<PubendId, StreamRoute>,
+    /// Child cells per pubend as last fed, also in the previous life.
+    remembered: Remembered,
+    scratch: BytesMut,
+}
+
+impl Net {
+    /// `children_file`: where the streams' child cells are remembered across restarts.
+    pub(super) fn new(cluster: Arc<Cluster>, children_file: std::path::PathBuf) -> Net {
+        Net {
+            remembered: Remembered::load(children_file),
+            cluster,
+            names: Vec::new(),
+            ids: BTreeMap::new(),
+            cells: BTreeMap::new(),
+            cell_names: Vec::new(),
+            peers: BTreeMap::new(),
+            remote: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            scratch: BytesMut::new(),
+        }
+    }
+
+    fn broker_id(&mut self, name: &BrokerName) -> BrokerId {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = BrokerId(self.names.len() as u32);
+        self.names.push(name.clone());
+        self.ids.insert(name.clone(), id);
+        id
+    }
+
+    fn cell_id(&mut self, cell: &CellName) -> CellId {
+        if let Some(id) = self.cells.get(cell) {
+            return *id;
+        }
+        let id = CellId(self.cell_names.len() as u32);
+        self.cell_names.push(cell.clone());
+        self.cells.insert(cell.clone(), id);
+        id
+    }
+
+    /// The cell a message from `broker` comes from, as the engine keys it.
+    fn cell_of(&mut self, broker: &BrokerName) -> CellId {
+        let cell = self.peers.get(broker).map(|(cell, _)| cell.clone());
+        match cell {
+            Some(cell) if cell != *self.cluster.cell() => self.cell_id(&cell),
+            // A mate, or a peer not heard of (treated as its own cell).
+            _ => CellId(MATE_CELL + self.broker_id(broker).0),
+        }
+    }
+
+    /// Routing's answer as the engine's route.
+    fn stream_route(&mut self, route: &PubendRoute) -> StreamRoute {
+        let upstream = match route.upstream.first() {
+            Some(first) => {
+                let cell = self.cell_of(first);
+                let mut brokers = Vec::new();
+                for broker in &route.upstream {
+                    if self.cell_of(broker) == cell {
+                        brokers.push(self.broker_id(broker));
+                    }
+                }
+                Some(UpstreamCell { cell, brokers })
+            }
+            None => None,
+        };
+        let mut children = Vec::new();
+        if route.entry == *self.cluster.name() {
+            for child in &route.children {
+                // Unreachable now: kept, sends fail until a link is back (the core recovers).
+                let via = match &child.via {
+                    Some(Via::Mate(mate)) => Some(self.broker_id(mate)),
+                    Some(Via::Direct) | None => None,
+                };
+                let cell = self.cell_id(&child.cell);
+                children.push(ChildLink { cell, broker: self.broker_id(&child.broker), via });
+            }
+            for mate in &route.mates {
+                let broker = self.broker_id(mate);
+                children.push(ChildLink { cell: CellId(MATE_CELL + broker.0), broker, via: None });
+            }
+        }
+        StreamRoute { upstream, children }
+    }
+
+    /// Children of the last route that routing no longer lists stay in the route while their
+    /// cell is unreachable in the pubend's tree (`root`; `None`: the home itself is out of
+    /// view): a broker that crashed or was cut off drops out of the view, and a pubend with no
+    /// child left would release (and answer F for) what that subtree still needs. The stream
+    /// waits for it instead (back-pressure in the log, never loss); a cell reachable through
+    /// another part of the tree is let go.
+    fn keep_unreachable_children(&mut self, pubend: PubendId, root: Option<&CellName>, route: &mut StreamRoute) {
+        let last = match self.routes.get(&pubend) {
+            Some(last) => last.children.clone(),
+            None => self.remembered_children(pubend),
+        };
+        for child in &last {
+            if route.children.iter().any(|c| c.cell == child.cell) {
+                continue;
+            }
+            // Mates are pseudo cells (our own cell, always reachable): let go.
+            let Some(cell) = self.cell_names.get(child.cell.0 as usize) else { continue };
+            if root.is_none_or(|root| !self.cluster.cell_reachable(root, cell)) {
+                route.children.push(*child);
+            }
+        }
+    }
+
+    /// The children of `pubend` remembered from the previous life (or none), as delivery's ids.
+    fn remembered_children(&mut self, pubend: PubendId) -> Vec<ChildLink> {
+        let remembered: Vec<Child> = self.remembered.get(pubend).map(<[Child]>::to_vec).unwrap_or_default();
+        remembered
+            .iter()
+            .map(|(cell, broker)| ChildLink { cell: self.cell_id(cell), broker: self.broker_id(broker), via: None })
+            .collect()
+    }
+
+    /// Remembers the child cells just fed for `pubend` (cell mates are not cells: left out).
+    fn remember(&mut self, pubend: PubendId, route: &StreamRoute) {
+        let children = route
+            .children
+            .iter()
+            .filter_map(|child| {
+                let cell = self.cell_names.get(child.cell.0 as usize)?;
+                Some((cell.clone(), self.names.get(child.broker.0 as usize)?.clone()))
+            })
+            .collect();
+        self.remembered.update(pubend, children);
+    }
+
+    /// The last route fed for `pubend`, as broker names: (upstream, children).
+    pub(super) fn route_names(&self, pubend: PubendId) -> (Vec<String>, Vec<String>) {
+        let name = |id: &BrokerId| self.names.get(id.0 as usize).map(ToString::to_string).unwrap_or_default();
+        let Some(route) = self.routes.get(&pubend) else { return Default::default() };
+        let upstream = route.upstream.iter().flat_map(|up| &up.brokers).map(name).collect();
+        (upstream, route.children.iter().map(|child| name(&child.broker)).collect())
+    }
+
+    /// Sends one message of the engine on our own link to `to`. Relaying through a cell mate
+    /// (`via`) is not built: frames carry no destination, so the message is dropped and the
+    /// core recovers it once our own link is back or the route moves.
+    pub(super) fn send(&mut self, to: BrokerId, message: &Message) -> bool {
+        let Some(name) = self.names.get(to.0 as usize) else { return false };
+        let frame = match peer::to_frame(message) {
+            Ok(frame) => frame,
+            Err(error) => {
+                debug!(%error, "a guaranteed message does not encode; not sent");
+                return false;
+            }
+        };
+        if frame.encode(&mut self.scratch).is_err() {
+            self.scratch.clear();
+            return false;
+        }
+        let bytes = self.scratch.split().freeze();
+        self.cluster.send_guaranteed(name, bytes)
+    }
+}
+
+impl Driver {
+    /// A link handshake completed: a new incarnation of a known peer voids what we believed
+    /// it holds.
+    pub(super) fn peer_up(&mut self, peer: BrokerName, cell: CellName, incarnation: u64) {
+        let Some(net) = self.net.as_mut() else { return };
+        debug!(%peer, %cell, incarnation, "peer up");
+        let previous = net.peers.insert(peer.clone(), (cell, incarnation));
+        let broker = net.broker_id(&peer);
+        if previous.is_some_and(|(_, before)| before != incarnation) {
+            self.metrics.peer_restarts.inc();
+            self.feed(Input::PeerRestarted { broker });
+        }
+        // Children kept while unreachable are let go now if routing placed them elsewhere.
+        for pubend in self.pubends() {
+            self.refresh_route(pubend);
+        }
+    }
+
+    /// A guaranteed frame from a linked peer.
+    pub(super) fn received(&mut self, from: BrokerName, message: Message) {
+        let Some(net) = self.net.as_mut() else { return };
+        self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
+        let from_cell = net.cell_of(&from);
+        let from = net.broker_id(&from);
+        self.feed(Input::Received { from, from_cell, message });
+    }
+
+    /// One of routing's guaranteed-delivery actions.
+    pub(super) fn routing(&mut self, action: GdAction) {
+        match action {
+            GdAction::PubendsAdvertised { pubends } => self.advertised(pubends),
+            GdAction::PubendsMoved { pubends } => {
+                for pubend in pubends {
+                    self.refresh_route(PubendId(pubend.0));
+                }
+            }
+            GdAction::NextTicksWanted { round, pubends } => {
+                let ticks =
+                    pubends.iter().map(|p| (*p, tidings_route::Tick(self.next_tick(PubendId(p.0)).0))).collect();
+                if let Some(net) = &self.net {
+                    net.cluster.handle(tidings_route::Input::NextTicks { round, ticks });
+                }
+            }
+            GdAction::BarrierConfirmed { number, ticks } => {
+                let ticks = ticks.into_iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
+                self.barrier_confirmed(number, &ticks);
+            }
+        }
+    }
+
+    /// The advertised pubends changed: keep a stream of every new remote one. A pubend that
+    /// leaves the adverts keeps its stream and its subends' places in it: its home may only be
+    /// out of view for a while (its route is then empty, see `keep_unreachable_children`), and
+    /// attaching again later would restart the subends at a guessed tick.
+    fn advertised(&mut self, pubends: Vec<PubendRef>) {
+        let Some(net) = self.net.as_mut() else { return };
+        let me = net.cluster.name().clone();
+        let new: Vec<PubendRef> =
+            pubends.into_iter().filter(|p| p.home != me && !net.remote.contains_key(&PubendId(p.id.0))).collect();
+        for pubend in new {
+            let id = PubendId(pubend.id.0);
+            if let Some(net) = self.net.as_mut() {
+                net.remote.insert(id, pubend.clone());
+                net.cluster.handle(tidings_route::Input::TrackPubend { pubend });
+            }
+            self.refresh_route(id);
+            self.attach_late(id, None);
+        }
+    }
+
+    /// Feeds the pubend's current route if it differs from the last one fed.
+    pub(super) fn refresh_route(&mut self, pubend: PubendId) {
+        let Some(net) = self.net.as_mut() else { return };
+        let reference = match net.remote.get(&pubend) {
+            Some(reference) => reference.clone(),
+            None if self.hosted.contains(&pubend) => {
+                PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() }
+            }
+            None => return,
+        };
+        let answer = net.cluster.pubend_route(&reference);
+        let mut route = answer.as_ref().map(|r| net.stream_route(r)).unwrap_or_default();
+        net.keep_unreachable_children(pubend, answer.as_ref().map(|r| &r.root), &mut route);
+        if net.routes.get(&pubend) == Some(&route) {
+            return;
+        }
+        debug!(me = %net.cluster.name(), pubend = pubend.0, ?route, "pubend route");
+        net.routes.insert(pubend, route.clone());
+        net.remember(pubend, &route);
+        self.feed(Input::Route { pubend, route });
+    }
+
+    /// A pubend this broker hosts was opened: routing tracks it (so it is advertised and its
+    /// next tick answers barriers) and its stream gets its route.
+    pub(super) fn host(&mut self, pubend: PubendId) {
+        let Some(net) = self.net.as_ref() else { return };
+        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() };
+        net.cluster.handle(tidings_route::Input::TrackPubend { pubend: reference });
+        self.refresh_route(pubend);
+    }
+
+    /// Every pubend with a stream here: hosted and remote.
+    pub(super) fn pubends(&self) -> Vec<PubendId> {
+        let mut all: Vec<PubendId> = self.hosted.iter().copied().collect();
+        if let Some(net) = &self.net {
+            all.extend(net.remote.keys().copied());
+        }
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}

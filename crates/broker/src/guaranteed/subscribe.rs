@@ -1,0 +1,113 @@
+//! Guaranteed subscriptions and their start ticks.
+//!
+//! On a lone broker (no links configured) a subscription starts at once, at each hosted
+//! pubend's next tick. In a network it starts only after routing's barrier
+//! (gd-protocol §11.5): the session already fed its filter into the routing summaries, the
+//! driver attaches the subend to every pubend with its start pending and asks for a barrier;
+//! [`GdAction::BarrierConfirmed`](tidings_route::GdAction::BarrierConfirmed) brings each
+//! reachable pubend's next tick at its home, and SUBSCRIBED goes to the client with them.
+//!
+//! A pubend the barrier did not report (it did not exist yet when its home answered, or its
+//! home was unreachable), or one that appears later, starts at the subscription's
+//! confirmation time on the broker clock less [`LATE_PUBEND_MARGIN_MS`]: its ticks are its
+//! home's clock, and it did not exist when the summaries were already in place.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tidings_delivery::{Input, Millis, PubendId, SubendId, Tick};
+use tidings_matching::{Pattern, Selector};
+use tidings_wire::{SubId, Subscribed};
+
+use super::driver::{now, Driver, Subend};
+use super::net::LATE_PUBEND_MARGIN_MS;
+use crate::outbox::Outbox;
+
+impl Driver {
+    /// A guaranteed SUBSCRIBE (its routing filter is already in the summaries).
+    pub(super) fn subscribe(
+        &mut self,
+        subend: SubendId,
+        id: SubId,
+        pattern: Pattern,
+        selector: Option<Selector>,
+        outbox: Arc<Outbox>,
+    ) {
+        self.engine.matcher_mut().insert(subend, pattern, selector);
+        let entry = Subend { id, outbox: Arc::clone(&outbox), blocked: false, barrier: None, confirmed_at: None };
+        self.subends.insert(subend, entry);
+        self.metrics.subends.set(self.subends.len() as i64);
+        let Some(net) = self.net.as_ref() else {
+            let mut starts = Vec::new();
+            for pubend in self.hosted.clone() {
+                let start = self.next_tick(pubend);
+                starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
+                self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
+            }
+            self.confirm_subend(subend, Millis(0));
+            outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
+            return;
+        };
+        let number = net.cluster.request_barrier();
+        if let Some(entry) = self.subends.get_mut(&subend) {
+            entry.barrier = Some(number);
+        }
+        for pubend in self.pubends() {
+            self.feed(Input::SubendAttach { pubend, subend, start: None });
+        }
+    }
+
+    fn confirm_subend(&mut self, subend: SubendId, at: Millis) {
+        self.metrics.subscriptions_confirmed.inc();
+        if let Some(entry) = self.subends.get_mut(&subend) {
+            entry.confirmed_at = Some(at);
+            entry.barrier = None;
+        }
+    }
+
+    /// The start of a subscription confirmed at `at` on a pubend its barrier did not report.
+    fn late_start(&self, at: Millis) -> Tick {
+        Tick(self.engine.settings().ticks(at.0.saturating_sub(LATE_PUBEND_MARGIN_MS)).max(1))
+    }
+
+    /// Barrier `number` came back: every subscription waiting on it (or an earlier one) starts.
+    pub(super) fn barrier_confirmed(&mut self, number: u64, ticks: &BTreeMap<PubendId, Tick>) {
+        let waiting: Vec<SubendId> = self
+            .subends
+            .iter()
+            .filter(|(_, entry)| entry.barrier.is_some_and(|b| b <= number))
+            .map(|(subend, _)| *subend)
+            .collect();
+        let at = now();
+        for subend in waiting {
+            let mut starts = Vec::new();
+            for pubend in self.pubends() {
+                let start = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
+                starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
+                self.feed(Input::SubendStart { pubend, subend, start });
+            }
+            self.confirm_subend(subend, at);
+            if let Some(entry) = self.subends.get(&subend) {
+                let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts });
+                entry.outbox.push_frame(&frame);
+            }
+        }
+    }
+
+    /// A pubend appeared after subscriptions were made: confirmed ones start at `start` (a
+    /// hosted pubend's next tick) or else at their late start, pending ones wait for their
+    /// barrier like the rest.
+    pub(super) fn attach_late(&mut self, pubend: PubendId, start: Option<Tick>) {
+        let subends: Vec<(SubendId, Option<Millis>)> =
+            self.subends.iter().map(|(subend, entry)| (*subend, entry.confirmed_at)).collect();
+        for (subend, confirmed_at) in subends {
+            let start = confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
+            self.feed(Input::SubendAttach { pubend, subend, start });
+            // The core pauses a subend per stream: one paused by a full outbox stays paused on
+            // the new stream too, until its room callback fires.
+            if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {
+                self.feed(Input::OutboxFull { subend });
+            }
+        }
+    }
+}

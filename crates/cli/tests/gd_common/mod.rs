@@ -1,0 +1,59 @@
+//! Helpers shared by the guaranteed-delivery process tests: the `tidings` binary, `pub` and
+//! `sub --guaranteed --json`, and the exactly-once, in-tick-order check.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::Value;
+
+pub(crate) fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+pub(crate) fn spawn(args: &[&str]) -> Child {
+    Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// `pub --guaranteed --json` of `count` messages on `topic`.
+pub(crate) fn publish(server: &str, topic: &str, count: u64, extra: &[&str]) -> Child {
+    let count = count.to_string();
+    let mut args = vec!["pub", "--server", server, "--guaranteed", "--json", topic, "x", "--count", count.as_str()];
+    args.extend_from_slice(extra);
+    spawn(&args)
+}
+
+/// `(publisher, seq)` of a line of either command.
+pub(crate) fn id(line: &Value) -> (String, u64) {
+    let source = line.get("properties").unwrap_or(line);
+    (source["publisher"].as_str().unwrap().to_string(), source["seq"].as_u64().unwrap())
+}
+
+/// A subscriber's lines against the acknowledged publishes: the same `(publisher, seq)` set,
+/// each once, in tick order, with the acknowledged tick and no gap notice.
+pub(crate) fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
+    let mut expected: Vec<&Value> = acked.to_vec();
+    expected.sort_by_key(|a| a["tick"].as_u64().unwrap());
+    let got_ids: Vec<(String, u64)> = got.iter().map(id).collect();
+    let want_ids: Vec<(String, u64)> = expected.iter().map(|a| id(a)).collect();
+    if got_ids != want_ids {
+        let seqs = |ids: &[(String, u64)]| ids.iter().map(|(_, seq)| *seq).collect::<Vec<u64>>();
+        let (got_seqs, want_seqs) = (seqs(&got_ids), seqs(&want_ids));
+        let mut missing: Vec<(u64, u64)> = Vec::new();
+        for seq in want_seqs.iter().filter(|s| !got_seqs.contains(s)) {
+            match missing.last_mut() {
+                Some(run) if run.1 + 1 == *seq => run.1 = *seq,
+                _ => missing.push((*seq, *seq)),
+            }
+        }
+        let gaps: Vec<&Value> = got.iter().filter(|g| g["missed"] != 0).collect();
+        eprintln!("got {} of {}; missing seqs {missing:?}; gap notices {gaps:?}", got.len(), acked.len());
+    }
+    assert_eq!(got_ids, want_ids, "deliveries differ from the acknowledged publishes (order, loss or duplicates)");
+    for (g, a) in got.iter().zip(&expected) {
+        assert_eq!(g["tick"], a["tick"]);
+        assert_eq!(g["pubend"], a["pubend"]);
+        assert_eq!(g["missed"], 0, "a gap was notified: {g}");
+    }
+}
