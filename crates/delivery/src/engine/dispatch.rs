@@ -136,7 +136,7 @@ impl<M: Matcher> Engine<M> {
     ) {
         self.subend_streams.entry(subend).or_default().insert(pubend);
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
-            stream.subends.attach(subend, start, &mut stream.know, ctx);
+            stream.subends.attach(subend, start, &stream.know, ctx);
             stream.started(ctx);
         });
     }
@@ -154,7 +154,7 @@ impl<M: Matcher> Engine<M> {
                 ctx.out.push(Action::Rejected { error: DeliveryError::UnknownSubend { pubend, subend } });
                 return;
             }
-            stream.subends.confirm(subend, start, &mut stream.know, ctx);
+            stream.subends.confirm(subend, start, &stream.know, ctx);
             stream.started(ctx);
         });
     }
@@ -247,6 +247,13 @@ impl<M: Matcher> Engine<M> {
     fn handle_store_opened(&mut self, now: Millis, pubend: PubendId, recovered: Recovered, out: &mut Vec<Action>) {
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
             let mut fresh = Stream::relay(pubend);
+            // A log with a past belonged to a broker that ran before: the cells of its tree
+            // then are unknown now, so the release waits (see `holds`).
+            let past = recovered.lease > Tick(0) || recovered.release > Tick(0) || !recovered.logged.is_empty();
+            if past {
+                fresh.holds.restarted(recovered.release, ctx.now);
+            }
+            fresh.holds.absorb(std::mem::take(&mut stream.holds));
             let log = Log::open(recovered, &mut fresh.know, ctx.settings.mutations.no_lease_after_crash);
             fresh.source = Source::Log(Box::new(log));
             fresh.subends = std::mem::take(&mut stream.subends);

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::cache::PayloadCache;
+use crate::engine::holds::Holds;
 use crate::engine::log::Log;
 use crate::engine::ostream::{Ostream, View};
 use crate::engine::subends::Subends;
@@ -39,6 +40,8 @@ pub(crate) struct Acked {
     pub(crate) ack: Tick,
     pub(crate) release: Tick,
     pub(crate) sent_at: Option<Millis>,
+    /// An Ack is owed even if nothing moved (a new upstream, or it restarted).
+    pub(crate) force: bool,
 }
 
 /// One pubend's stream at this broker.
@@ -48,6 +51,8 @@ pub(crate) struct Stream {
     pub(crate) know: Knowledge,
     pub(crate) cache: PayloadCache,
     pub(crate) children: BTreeMap<CellId, Ostream>,
+    /// Cells that left the tree (and, at a restarted pubend, the ones it cannot know yet).
+    pub(crate) holds: Holds,
     pub(crate) subends: Subends,
     pub(crate) source: Source,
     pub(crate) acked: Acked,
@@ -64,6 +69,7 @@ impl Stream {
             know: Knowledge::new(),
             cache: PayloadCache::default(),
             children: BTreeMap::new(),
+            holds: Holds::default(),
             subends: Subends::default(),
             source: Source::Upstream(Box::default()),
             acked: Acked::default(),
@@ -139,8 +145,11 @@ impl Stream {
 
     /// An ack from downstream cell `cell`.
     pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
-        if let Some(child) = self.children.get_mut(&cell) {
-            child.on_ack(ack, release, ctx.now, ctx.settings.ack_expected_ms);
+        match self.children.get_mut(&cell) {
+            Some(child) => {
+                child.on_ack(ack, release, ctx.now, ctx.settings.ack_expected_ms);
+            }
+            None => self.holds.on_ack(cell, ack, release, ctx.now, ctx.settings.ack_expected_ms),
         }
     }
 
@@ -171,17 +180,22 @@ impl Stream {
                 ack: ack.max(self.acked.ack),
                 release: release.max(self.acked.release),
                 sent_at: Some(ctx.now),
+                force: false,
             };
         }
     }
 
-    /// Min over ostreams (F counting as acknowledged) and subends; `None` with neither.
+    /// Min over ostreams (F counting as acknowledged), subends and holds; `None` with none.
     pub(crate) fn aggregate(&self) -> Option<(Tick, Tick)> {
         let mut ack: Option<Tick> = self.subends.ack();
         let mut release = ack;
         for child in self.children.values() {
             ack = Some(ack.map_or(child.effective_ack(), |a| a.min(child.effective_ack())));
             release = Some(release.map_or(child.effective_release(), |r| r.min(child.effective_release())));
+        }
+        if let Some((held_ack, held_release)) = self.holds.floor() {
+            ack = Some(ack.map_or(held_ack, |a| a.min(held_ack)));
+            release = Some(release.map_or(held_release, |r| r.min(held_release)));
         }
         ack.zip(release).map(|(a, r)| (a, r.min(a)))
     }
@@ -198,19 +212,18 @@ impl Stream {
     /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
+        self.holds.expire(ctx.now, ctx.settings.departed_retention_ms);
         let aggregate = match ctx.settings.mutations.ack_before_every_ostream {
             false => self.aggregate(),
             true => self.aggregate_any(),
         };
-        self.ack_pending = aggregate.is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
-        let aggregate = match (&self.source, aggregate) {
-            (_, Some(aggregate)) => aggregate,
-            (Source::Log(_), None) => {
-                let all = self.know.horizon().prev();
-                (all, all)
-            }
-            (Source::Upstream(_), None) => return,
-        };
+        // Nobody behind this stream: everything it holds is F for its consumers, so it is all
+        // acknowledged (a relay or an SHB left without consumers must not pin the log).
+        let aggregate = aggregate.unwrap_or_else(|| match &self.source {
+            Source::Log(_) => (self.know.horizon().prev(), self.know.horizon().prev()),
+            Source::Upstream(_) => (self.know.highest_known(), self.know.highest_known()),
+        });
+        self.ack_pending = aggregate.0 > self.acked.ack || aggregate.1 > self.acked.release || self.acked.force;
         let (ack, release) = aggregate;
         match &mut self.source {
             Source::Upstream(up) => {
@@ -218,15 +231,12 @@ impl Stream {
                 self.know.advance_done(done);
                 self.cache.drop_through(done);
                 up.forget_through(done);
-                let moved = ack > self.acked.ack || release > self.acked.release;
+                let moved = ack > self.acked.ack || release > self.acked.release || self.acked.force;
                 let due = self.acked.sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.ack_propagation_ms));
                 if moved && due {
+                    let (ack, release) = (ack.max(self.acked.ack), release.max(self.acked.release));
                     up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
-                    self.acked = Acked {
-                        ack: ack.max(self.acked.ack),
-                        release: release.max(self.acked.release),
-                        sent_at: Some(ctx.now),
-                    };
+                    self.acked = Acked { ack, release, sent_at: Some(ctx.now), force: false };
                 }
             }
             Source::Log(log) => {
@@ -246,7 +256,12 @@ impl Stream {
     /// marks and receives every outstanding nack at once.
     pub(crate) fn route(&mut self, route: StreamRoute, ctx: &mut Ctx<'_>) {
         let links: BTreeMap<CellId, ChildLink> = route.children.iter().map(|link| (link.cell, *link)).collect();
-        self.children.retain(|cell, _| links.contains_key(cell));
+        let leaving: Vec<CellId> = self.children.keys().filter(|cell| !links.contains_key(cell)).copied().collect();
+        for cell in leaving {
+            if let Some(child) = self.children.remove(&cell) {
+                self.holds.leave(child, ctx.now);
+            }
+        }
         let start = match &self.source {
             Source::Log(log) => log.release,
             Source::Upstream(_) => self.acked.ack.max(self.know.done()),
@@ -255,6 +270,11 @@ impl Stream {
             match self.children.get_mut(&cell) {
                 Some(child) => child.relink(link),
                 None => {
+                    if let Some(mut child) = self.holds.rejoin(cell) {
+                        child.relink(link);
+                        self.children.insert(cell, child);
+                        continue;
+                    }
                     let mut child = Ostream::new(link, start, ctx.now);
                     if matches!(self.source, Source::Log(_)) {
                         child.probe_acks(ctx.now, ctx.settings.ack_expected_ms);
@@ -265,6 +285,7 @@ impl Stream {
         }
         if let Source::Upstream(up) = &mut self.source {
             if up.reroute(route.upstream) {
+                self.acked.force = true;
                 let mut outstanding = Vec::new();
                 up.outstanding(&mut outstanding);
                 for child in self.children.values() {
@@ -305,7 +326,8 @@ impl Stream {
                 [up.deadline(self.subends.start().is_some(), ctx), acks].into_iter().flatten().min()
             }
         };
-        self.deadline = [children, source].into_iter().flatten().min();
+        let holds = self.holds.deadline(ctx.settings.departed_retention_ms);
+        self.deadline = [children, source, holds].into_iter().flatten().min();
     }
 
     /// Approximate bytes of state (knowledge runs, cached payloads, curiosity).
@@ -328,6 +350,8 @@ impl Stream {
         }
         if let Source::Upstream(up) = &mut self.source {
             up.forget_sender(broker);
+            // Its fresh ostream towards us waits for our ack before it counts us.
+            self.acked.force |= up.is_upstream(broker);
         }
     }
 

@@ -243,6 +243,11 @@ impl Upstream {
         }
     }
 
+    /// Whether `broker` is one of the upstream cell's linked brokers.
+    pub(crate) fn is_upstream(&self, broker: BrokerId) -> bool {
+        self.cell.as_ref().is_some_and(|cell| cell.brokers.contains(&broker))
+    }
+
     /// Ranges this broker itself has nacked and still waits for.
     pub(crate) fn outstanding(&self, out: &mut Vec<TickRange>) {
         if let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) {

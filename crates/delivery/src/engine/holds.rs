@@ -1,0 +1,88 @@
+//! What still holds a stream's acknowledgements (and, at the pubend, its log's release) besides
+//! the ostreams of the current tree: downstream cells that left the tree, and, at a pubend
+//! that just restarted, the cells it cannot know about yet.
+//!
+//! gd-protocol §9.1 lets a link that is not in the pubend's tree go unwaited for. That is unsafe
+//! when a cell leaves the tree because of a partition, a reroute or a restart of the pubend's
+//! broker: its subscribers are still owed the ticks it had not acknowledged, and the cell that
+//! takes it over starts its new ostream at its own ack prefix. So a cell that leaves keeps its
+//! ostream here, holding the aggregate where it last acknowledged, until it comes back into the
+//! tree (its ostream, acks and all, is restored) or [`Settings::departed_retention_ms`] passes
+//! (it is then taken as gone for good). A restarted pubend holds its release at the recovered
+//! prefix for the same retention: the cells that were in its tree are unknown to it.
+//!
+//! [`Settings::departed_retention_ms`]: crate::Settings::departed_retention_ms
+
+use std::collections::BTreeMap;
+
+use crate::engine::ostream::Ostream;
+use crate::names::{CellId, Millis, Tick};
+
+/// A cell that left the tree, and since when.
+#[derive(Clone, Debug)]
+struct Departed {
+    ostream: Ostream,
+    since: Millis,
+}
+
+/// The holds of one stream. All soft but the restart hold's tick (the recovered release).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Holds {
+    departed: BTreeMap<CellId, Departed>,
+    /// At a restarted pubend: the recovered release prefix, and when the hold began.
+    restart: Option<(Tick, Millis)>,
+}
+
+impl Holds {
+    /// A pubend reopened a log that had a past: nothing above `release` is released before the
+    /// retention passes (and then only as far as the tree it knows by then acknowledged).
+    pub(crate) fn restarted(&mut self, release: Tick, now: Millis) {
+        self.restart = Some((release, now));
+    }
+
+    /// Takes over the departed cells of `other` (the relay stream a pubend's log replaces).
+    pub(crate) fn absorb(&mut self, other: Holds) {
+        self.departed.extend(other.departed);
+    }
+
+    /// `ostream`'s cell left the tree.
+    pub(crate) fn leave(&mut self, ostream: Ostream, now: Millis) {
+        self.departed.insert(ostream.cell, Departed { ostream, since: now });
+    }
+
+    /// `cell` is back in the tree: its ostream, if it is still held.
+    pub(crate) fn rejoin(&mut self, cell: CellId) -> Option<Ostream> {
+        self.departed.remove(&cell).map(|departed| departed.ostream)
+    }
+
+    /// An ack from a departed cell (routes may disagree for a while): it still counts.
+    pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, now: Millis, interval_ms: u64) {
+        if let Some(departed) = self.departed.get_mut(&cell) {
+            departed.ostream.on_ack(ack, release, now, interval_ms);
+        }
+    }
+
+    /// Drops the holds older than `retention_ms` (`None`: none ever expires).
+    pub(crate) fn expire(&mut self, now: Millis, retention_ms: Option<u64>) {
+        let Some(retention) = retention_ms else { return };
+        self.departed.retain(|_, departed| now < departed.since.after(retention));
+        if self.restart.is_some_and(|(_, since)| now >= since.after(retention)) {
+            self.restart = None;
+        }
+    }
+
+    /// The lowest (ack, release) the holds allow; `None` without holds.
+    pub(crate) fn floor(&self) -> Option<(Tick, Tick)> {
+        let restart = self.restart.map(|(tick, _)| (tick, tick));
+        let departed = self.departed.values().map(|d| (d.ostream.effective_ack(), d.ostream.effective_release()));
+        restart.into_iter().chain(departed).reduce(|(a, r), (b, s)| (a.min(b), r.min(s)))
+    }
+
+    /// When the oldest hold expires.
+    pub(crate) fn deadline(&self, retention_ms: Option<u64>) -> Option<Millis> {
+        let retention = retention_ms?;
+        let restart = self.restart.map(|(_, since)| since);
+        let oldest = self.departed.values().map(|d| d.since).chain(restart).min()?;
+        Some(oldest.after(retention))
+    }
+}
