@@ -87,6 +87,9 @@ fn failure_census() {
         for plan in &plans {
             let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
             if let Err(failure) = run_gd(&topology, plan, mode) {
+                if std::env::var("SIM_SEED").is_ok() {
+                    println!("{label} seed {}: {}", plan.seed, failure.message);
+                }
                 let kind: String = failure.message.split([':', '(']).take(2).collect::<Vec<_>>().join(":");
                 kinds.entry(kind).or_insert((0, plan.seed)).0 += 1;
             }

@@ -262,9 +262,12 @@ impl Stream {
                 self.holds.leave(child, ctx.now);
             }
         }
-        let start = match &self.source {
-            Source::Log(log) => log.release,
-            Source::Upstream(_) => self.acked.ack.max(self.know.done()),
+        let (start, known) = match &self.source {
+            Source::Log(log) => (log.release, log.release),
+            Source::Upstream(_) => {
+                let start = self.acked.ack.max(self.know.done());
+                (start, self.know.highest_known())
+            }
         };
         for (cell, link) in links {
             match self.children.get_mut(&cell) {
@@ -275,7 +278,7 @@ impl Stream {
                         self.children.insert(cell, child);
                         continue;
                     }
-                    let mut child = Ostream::new(link, start, ctx.now);
+                    let mut child = Ostream::new(link, start, known, ctx.now);
                     if matches!(self.source, Source::Log(_)) {
                         child.probe_acks(ctx.now, ctx.settings.ack_expected_ms);
                     }

@@ -97,7 +97,20 @@ impl Ostream {
         missing: &mut Vec<TickRange>,
     ) {
         match value {
-            Know::Final => reply.final_range(range),
+            Know::Final => match self.suspect(range) {
+                // F learned through this broker's own filter edge is no answer for a cell that
+                // joined since: it is fetched upstream (and passed through, see `pass_through`).
+                Some(suspect) => {
+                    if let Some(before) = TickRange::new(range.from, suspect.from.prev()) {
+                        reply.final_range(before);
+                    }
+                    missing.push(suspect);
+                    if let Some(after) = TickRange::new(suspect.to.next(), range.to) {
+                        reply.final_range(after);
+                    }
+                }
+                None => reply.final_range(range),
+            },
             Know::Lost => reply.lost_range(range),
             Know::Data => {
                 for tick in (range.from.0..=range.to.0).map(Tick) {
@@ -140,6 +153,58 @@ impl Ostream {
             self.answer(piece, view, ctx, &mut missing);
         }
     }
+}
+
+impl Ostream {
+    /// A retransmission from upstream covers ticks this cell is curious about inside its suspect
+    /// range: the upstream's answer (filtered for this broker's cell, which now includes the
+    /// cell) is passed on as it is, since this broker's own F for them proves nothing.
+    pub(crate) fn pass_through(&mut self, answer: &Upstreamed<'_>, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        if self.suspect_to.is_none() || self.curious.is_empty() {
+            return;
+        }
+        let mut ranges = Vec::new();
+        for &range in answer.ranges {
+            if let Some(suspect) = self.suspect(range) {
+                ranges.extend(self.curious.runs(suspect).map(|run| run.range));
+            }
+        }
+        let mut reply = Reply::new(view.pubend, true);
+        if let Some((tick, payload)) = answer.data {
+            let single = TickRange::single(tick);
+            if self.suspect(single).is_some() && self.is_curious(single) {
+                if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
+                    ranges.push(single);
+                } else {
+                    self.last_data = self.last_data.max(tick);
+                    reply.data(tick, payload.clone());
+                }
+                self.curious.remove(single, &mut Vec::new());
+            }
+        }
+        ranges.sort();
+        for &range in &ranges {
+            self.curious.remove(range, &mut Vec::new());
+            match answer.lost {
+                true => reply.lost_range(range),
+                false => reply.final_range(range),
+            }
+        }
+        for message in reply.finish() {
+            ctx.counters.retransmitted += 1;
+            self.send_message(ctx, message);
+        }
+    }
+}
+
+/// A retransmission as it came from upstream.
+pub(crate) struct Upstreamed<'a> {
+    /// Ticks it says are F (or L when `lost`).
+    pub(crate) ranges: &'a [TickRange],
+    /// Whether `ranges` are L.
+    pub(crate) lost: bool,
+    /// Its D tick, if a Data.
+    pub(crate) data: Option<(Tick, &'a bytes::Bytes)>,
 }
 
 /// Ticks at or below the done prefix: final and acknowledged; lost where released early.

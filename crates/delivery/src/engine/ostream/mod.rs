@@ -5,6 +5,8 @@
 
 mod answer;
 
+pub(crate) use answer::Upstreamed;
+
 use std::collections::BTreeSet;
 
 use crate::cache::PayloadCache;
@@ -47,6 +49,12 @@ pub(crate) struct Ostream {
     origin: Tick,
     /// The highest ack the cell itself sent.
     reported: Tick,
+    /// At a relay, a cell that joined the tree while the istream already held knowledge above
+    /// `origin`: that knowledge was filtered for the old tree, so its F ticks up to here may
+    /// hide messages this cell wants. They are not told; the cell's nacks for them are fetched
+    /// upstream and the answers passed through; the ostream holds the acks at the cell's own
+    /// until the cell acknowledges past here.
+    suspect_to: Option<Tick>,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -64,14 +72,18 @@ pub(crate) struct Ostream {
 impl Ostream {
     /// A fresh ostream; `start` is what the stream already acknowledged upstream (or released),
     /// so a new child never pulls the aggregate back.
-    pub(crate) fn new(link: ChildLink, start: Tick, now: Millis) -> Self {
+    /// `known` is the highest tick the istream already holds at a relay (`start` at the pubend,
+    /// whose knowledge is the truth for every cell).
+    pub(crate) fn new(link: ChildLink, start: Tick, known: Tick, now: Millis) -> Self {
+        let suspect_to = (known > start).then_some(known);
         Self {
             cell: link.cell,
             origin: start,
             reported: Tick(0),
+            suspect_to,
             to: link.broker,
             via: link.via,
-            told: start,
+            told: start.max(known),
             lazy_from: None,
             above: BTreeSet::new(),
             last_data: Tick(0),
@@ -118,7 +130,9 @@ impl Ostream {
     /// The ack prefix, extended over ticks that are F for this cell (an F counts as acknowledged
     /// at once, so a link that never matches does not pin the log).
     pub(crate) fn effective_ack(&self) -> Tick {
-        if self.ack >= self.last_data {
+        if self.suspect_to.is_some() {
+            self.ack
+        } else if self.ack >= self.last_data {
             self.ack.max(self.told)
         } else {
             self.ack
@@ -127,7 +141,9 @@ impl Ostream {
 
     /// The release prefix, extended like [`Self::effective_ack`].
     pub(crate) fn effective_release(&self) -> Tick {
-        if self.release >= self.last_data {
+        if self.suspect_to.is_some() {
+            self.release
+        } else if self.release >= self.last_data {
             self.release.max(self.told)
         } else {
             self.release
@@ -160,7 +176,7 @@ impl Ostream {
     /// are sent (first time), the rest join the lazy F run. Stops at the first Q tick, or at a
     /// D whose payload is not cached (a nack from the cell will fetch it).
     pub(crate) fn walk(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        let done = view.know.done();
+        let done = view.know.done().max(self.suspect_to.unwrap_or(Tick(0)));
         if done > self.told {
             self.told = done;
             self.lazy_from = None;
@@ -276,6 +292,12 @@ impl Ostream {
         from
     }
 
+    /// The part of `range` whose F ticks may not be told to this cell (see `suspect_to`).
+    pub(crate) fn suspect(&self, range: TickRange) -> Option<TickRange> {
+        let to = self.suspect_to?;
+        TickRange::new(range.from.max(self.origin.next()), range.to.min(to))
+    }
+
     /// Whether the cell is curious about any tick of `range`.
     pub(crate) fn is_curious(&self, range: TickRange) -> bool {
         !self.curious.is_empty() && self.curious.runs(range).next().is_some()
@@ -297,6 +319,9 @@ impl Ostream {
             return false;
         }
         self.ack = ack;
+        if self.suspect_to.is_some_and(|to| ack >= to) {
+            self.suspect_to = None;
+        }
         if ack >= self.told {
             self.told = ack;
             self.lazy_from = None;
