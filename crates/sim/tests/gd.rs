@@ -81,13 +81,14 @@ fn failure_census() {
         ("faults", Mode::FAULTS),
         ("full", Mode::FULL),
     ];
-    for (label, mode) in modes {
+    let only = std::env::var("SIM_CENSUS_MODE").ok();
+    for (label, mode) in modes.into_iter().filter(|(label, _)| only.as_deref().is_none_or(|o| o == *label)) {
         let mut kinds: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
         let plans = plans(1, 50, STEPS);
         for plan in &plans {
             let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
             if let Err(failure) = run_gd(&topology, plan, mode) {
-                if std::env::var("SIM_SEED").is_ok() {
+                if std::env::var("SIM_CENSUS_VERBOSE").is_ok() {
                     println!("{label} seed {}: {}", plan.seed, failure.message);
                 }
                 let kind: String = failure.message.split([':', '(']).take(2).collect::<Vec<_>>().join(":");

@@ -108,7 +108,7 @@ impl<M: Matcher> Engine<M> {
                 stream.on_silence(from, &ranges, kind, requested_only, ctx)
             }
             Message::Ack { ack_prefix, release_prefix, .. } => {
-                stream.on_ack(from_cell, ack_prefix, release_prefix, ctx)
+                stream.on_ack(from, from_cell, ack_prefix, release_prefix, ctx)
             }
             Message::Nack { ranges, .. } => stream.on_nack(from_cell, &ranges, ctx),
             Message::AckExpected { tick, .. } => stream.on_ack_expected(tick, ctx),

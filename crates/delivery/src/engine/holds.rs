@@ -10,13 +10,16 @@
 //! tree (its ostream, acks and all, is restored) or [`Settings::departed_retention_ms`] passes
 //! (it is then taken as gone for good). A restarted pubend holds its release at the recovered
 //! prefix for the same retention: the cells that were in its tree are unknown to it.
+//! Holds are kept per (cell, entry broker): when another broker of the same cell becomes its
+//! entry (the old entry was cut off or restarted), the new entry's acks say nothing about the
+//! subscribers behind the old one, so the old entry's ostream is held the same way.
 //!
 //! [`Settings::departed_retention_ms`]: crate::Settings::departed_retention_ms
 
 use std::collections::BTreeMap;
 
 use crate::engine::ostream::Ostream;
-use crate::names::{CellId, Millis, Tick};
+use crate::names::{BrokerId, CellId, Millis, Tick};
 
 /// A cell that left the tree, and since when.
 #[derive(Clone, Debug)]
@@ -28,7 +31,7 @@ struct Departed {
 /// The holds of one stream. All soft but the restart hold's tick (the recovered release).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Holds {
-    departed: BTreeMap<CellId, Departed>,
+    departed: BTreeMap<(CellId, BrokerId), Departed>,
     /// At a restarted pubend: the recovered release prefix, and when the hold began.
     restart: Option<(Tick, Millis)>,
 }
@@ -45,19 +48,32 @@ impl Holds {
         self.departed.extend(other.departed);
     }
 
-    /// `ostream`'s cell left the tree.
+    /// `ostream`'s cell left the tree, or its entry broker stopped being the cell's entry.
     pub(crate) fn leave(&mut self, ostream: Ostream, now: Millis) {
-        self.departed.insert(ostream.cell, Departed { ostream, since: now });
+        let key = (ostream.cell, ostream.link().broker);
+        self.departed.insert(key, Departed { ostream, since: now });
     }
 
-    /// `cell` is back in the tree: its ostream, if it is still held.
-    pub(crate) fn rejoin(&mut self, cell: CellId) -> Option<Ostream> {
-        self.departed.remove(&cell).map(|departed| departed.ostream)
+    /// `cell` is back in the tree through `broker`: the ostream held for that entry, if any.
+    pub(crate) fn rejoin(&mut self, cell: CellId, broker: BrokerId) -> Option<Ostream> {
+        self.departed.remove(&(cell, broker)).map(|departed| departed.ostream)
     }
 
-    /// An ack from a departed cell (routes may disagree for a while): it still counts.
-    pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, now: Millis, interval_ms: u64) {
-        if let Some(departed) = self.departed.get_mut(&cell) {
+    /// A copy of some ostream held for `cell` (through another entry broker): a new entry of
+    /// the cell starts from what the cell acknowledged, while the old entry stays held.
+    pub(crate) fn any_of(&self, cell: CellId) -> Option<Ostream> {
+        let mut held = self.departed.range((cell, BrokerId(0))..=(cell, BrokerId(u32::MAX)));
+        held.next().map(|(_, departed)| departed.ostream.clone())
+    }
+
+    /// Whether an ostream is held for `cell` through `broker`.
+    pub(crate) fn holds(&self, cell: CellId, broker: BrokerId) -> bool {
+        self.departed.contains_key(&(cell, broker))
+    }
+
+    /// An ack from a departed entry (routes may disagree for a while): it still counts.
+    pub(crate) fn on_ack(&mut self, key: (CellId, BrokerId), ack: Tick, release: Tick, now: Millis, interval_ms: u64) {
+        if let Some(departed) = self.departed.get_mut(&key) {
             departed.ostream.on_ack(ack, release, now, interval_ms);
         }
     }

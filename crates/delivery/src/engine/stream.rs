@@ -14,7 +14,7 @@ use crate::engine::upstream::Upstream;
 use crate::engine::Ctx;
 use crate::knowledge::Knowledge;
 use crate::message::Message;
-use crate::names::{CellId, Millis, PubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
 
 /// Where the stream's knowledge comes from.
 #[derive(Clone, Debug)]
@@ -144,12 +144,14 @@ impl Stream {
     }
 
     /// An ack from downstream cell `cell`.
-    pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
+    pub(crate) fn on_ack(&mut self, from: BrokerId, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
+        let (now, interval) = (ctx.now, ctx.settings.ack_expected_ms);
         match self.children.get_mut(&cell) {
-            Some(child) => {
-                child.on_ack(ack, release, ctx.now, ctx.settings.ack_expected_ms);
+            // An ack from a former entry of the cell counts for its held ostream only.
+            Some(child) if child.link().broker == from || !self.holds.holds(cell, from) => {
+                child.on_ack(ack, release, now, interval);
             }
-            None => self.holds.on_ack(cell, ack, release, ctx.now, ctx.settings.ack_expected_ms),
+            _ => self.holds.on_ack((cell, from), ack, release, now, interval),
         }
     }
 
@@ -271,9 +273,20 @@ impl Stream {
         };
         for (cell, link) in links {
             match self.children.get_mut(&cell) {
-                Some(child) => child.relink(link),
+                Some(child) if child.link().broker == link.broker => child.relink(link),
+                Some(child) => {
+                    // Another entry broker of the same cell: the old entry's subscribers are not
+                    // behind the new one, so its ostream is held; the new entry gets the one held
+                    // for it, or a copy (its acks are the cell's last).
+                    let old = child.clone();
+                    if let Some(held) = self.holds.rejoin(cell, link.broker) {
+                        *child = held;
+                    }
+                    child.relink(link);
+                    self.holds.leave(old, ctx.now);
+                }
                 None => {
-                    if let Some(mut child) = self.holds.rejoin(cell) {
+                    if let Some(mut child) = self.holds.rejoin(cell, link.broker).or_else(|| self.holds.any_of(cell)) {
                         child.relink(link);
                         self.children.insert(cell, child);
                         continue;

@@ -135,6 +135,13 @@ impl Ostream {
         ctx: &mut Ctx<'_>,
         missing: &mut Vec<TickRange>,
     ) {
+        // A nack wholly below the cell's own ack long after that ack moved is not a reordered
+        // one: the entry broker lost what it acknowledged (it restarted, and no link handshake
+        // told this broker). It is treated as restarted, so its nacks are answered.
+        let long_ago = ctx.now >= self.reported_at.after(ctx.settings.nack_repetition_max_ms);
+        if long_ago && ranges.iter().any(|range| range.to <= self.reported) {
+            self.peer_restarted();
+        }
         for &range in ranges {
             // Curiosity is kept only above the ack prefix, but everything asked is answered: a
             // fresh ostream (after a restart here) may start above what the cell really holds.

@@ -47,8 +47,9 @@ pub(crate) struct Ostream {
     /// istream folded away were never told through this ostream, so they are not answered
     /// from the done prefix but fetched upstream.
     origin: Tick,
-    /// The highest ack the cell itself sent.
+    /// The highest ack the cell itself sent, and when it last moved.
     reported: Tick,
+    reported_at: Millis,
     /// At a relay, a cell that joined the tree while the istream already held knowledge above
     /// `origin`: that knowledge was filtered for the old tree, so its F ticks up to here may
     /// hide messages this cell wants. They are not told; the cell's nacks for them are fetched
@@ -80,6 +81,7 @@ impl Ostream {
             cell: link.cell,
             origin: start,
             reported: Tick(0),
+            reported_at: now,
             suspect_to,
             to: link.broker,
             via: link.via,
@@ -314,7 +316,10 @@ impl Ostream {
     /// An Ack from the cell. Returns whether the ack prefix advanced.
     pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
         self.release = self.release.max(release.min(ack));
-        self.reported = self.reported.max(ack);
+        if ack > self.reported {
+            self.reported = ack;
+            self.reported_at = now;
+        }
         if ack <= self.ack {
             return false;
         }
