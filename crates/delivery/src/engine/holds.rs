@@ -59,13 +59,6 @@ impl Holds {
         self.departed.remove(&(cell, broker)).map(|departed| departed.ostream)
     }
 
-    /// A copy of some ostream held for `cell` (through another entry broker): a new entry of
-    /// the cell starts from what the cell acknowledged, while the old entry stays held.
-    pub(crate) fn any_of(&self, cell: CellId) -> Option<Ostream> {
-        let mut held = self.departed.range((cell, BrokerId(0))..=(cell, BrokerId(u32::MAX)));
-        held.next().map(|(_, departed)| departed.ostream.clone())
-    }
-
     /// Whether an ostream is held for `cell` through `broker`.
     pub(crate) fn holds(&self, cell: CellId, broker: BrokerId) -> bool {
         self.departed.contains_key(&(cell, broker))

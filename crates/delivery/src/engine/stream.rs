@@ -272,32 +272,32 @@ impl Stream {
             }
         };
         for (cell, link) in links {
-            match self.children.get_mut(&cell) {
-                Some(child) if child.link().broker == link.broker => child.relink(link),
-                Some(child) => {
-                    // Another entry broker of the same cell: the old entry's subscribers are not
-                    // behind the new one, so its ostream is held; the new entry gets the one held
-                    // for it, or a copy (its acks are the cell's last).
-                    let old = child.clone();
-                    if let Some(held) = self.holds.rejoin(cell, link.broker) {
-                        *child = held;
-                    }
+            if let Some(child) = self.children.get_mut(&cell) {
+                if child.link().broker == link.broker {
                     child.relink(link);
+                    continue;
+                }
+                // Another entry broker of the same cell: the old entry's subscribers are not
+                // behind the new one (nor are the new one's behind the old), so the old ostream
+                // is held and the new entry gets the one held for it, or a fresh one.
+                if let Some(old) = self.children.remove(&cell) {
                     self.holds.leave(old, ctx.now);
                 }
+            }
+            let child = match self.holds.rejoin(cell, link.broker) {
+                Some(mut held) => {
+                    held.relink(link);
+                    held
+                }
                 None => {
-                    if let Some(mut child) = self.holds.rejoin(cell, link.broker).or_else(|| self.holds.any_of(cell)) {
-                        child.relink(link);
-                        self.children.insert(cell, child);
-                        continue;
-                    }
                     let mut child = Ostream::new(link, start, known, ctx.now);
                     if matches!(self.source, Source::Log(_)) {
                         child.probe_acks(ctx.now, ctx.settings.ack_expected_ms);
                     }
-                    self.children.insert(cell, child);
+                    child
                 }
-            }
+            };
+            self.children.insert(cell, child);
         }
         if let Source::Upstream(up) = &mut self.source {
             if up.reroute(route.upstream) {
