@@ -148,6 +148,12 @@ impl Ostream {
             if let Some(marked) = TickRange::new(range.from.max(self.ack.next()), range.to) {
                 self.curious.insert(marked, ctx.now);
             }
+            // Ticks folded away before this ostream existed are fetched upstream (see
+            // `answer_below_done`); their marks route the answer back (`pass_through`).
+            let below_origin = TickRange::new(range.from.max(self.reported.next()), range.to.min(self.origin));
+            if let Some(marked) = below_origin.filter(|_| !view.authoritative) {
+                self.curious.insert(marked, ctx.now);
+            }
             self.answer(range, view, ctx, missing);
         }
     }
@@ -163,23 +169,24 @@ impl Ostream {
 }
 
 impl Ostream {
-    /// A retransmission from upstream covers ticks this cell is curious about inside its suspect
-    /// range: the upstream's answer (filtered for this broker's cell, which now includes the
-    /// cell) is passed on as it is, since this broker's own F for them proves nothing.
+    /// A retransmission from upstream covers ticks this cell is curious about that this broker
+    /// fetched for it: inside its suspect range (the upstream's answer is filtered for this
+    /// broker's cell, which now includes the cell, while this broker's own F proves nothing) or
+    /// at or below its origin (folded here before the ostream existed). It is passed on as is.
     pub(crate) fn pass_through(&mut self, answer: &Upstreamed<'_>, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        if self.suspect_to.is_none() || self.curious.is_empty() {
+        if self.curious.is_empty() {
             return;
         }
         let mut ranges = Vec::new();
         for &range in answer.ranges {
-            if let Some(suspect) = self.suspect(range) {
-                ranges.extend(self.curious.runs(suspect).map(|run| run.range));
+            if let Some(fetched) = self.fetched(range) {
+                ranges.extend(self.curious.runs(fetched).map(|run| run.range));
             }
         }
         let mut reply = Reply::new(view.pubend, true);
         if let Some((tick, payload)) = answer.data {
             let single = TickRange::single(tick);
-            if self.suspect(single).is_some() && self.is_curious(single) {
+            if self.fetched(single).is_some() && self.is_curious(single) {
                 if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
                     ranges.push(single);
                 } else {

@@ -300,6 +300,13 @@ impl Ostream {
         TickRange::new(range.from.max(self.origin.next()), range.to.min(to))
     }
 
+    /// The part of `range` whose answers from upstream are passed through to this cell: at or
+    /// below the origin, and the suspect range.
+    fn fetched(&self, range: TickRange) -> Option<TickRange> {
+        let to = self.origin.max(self.suspect_to.unwrap_or(Tick(0)));
+        TickRange::new(range.from, range.to.min(to))
+    }
+
     /// Whether the cell is curious about any tick of `range`.
     pub(crate) fn is_curious(&self, range: TickRange) -> bool {
         !self.curious.is_empty() && self.curious.runs(range).next().is_some()
