@@ -58,6 +58,8 @@ pub(crate) struct Stream {
     pub(crate) acked: Acked,
     /// The aggregate moved past what was last reported (waiting out APT/RPT).
     pub(crate) ack_pending: bool,
+    /// Since when the stream has had no consumer at all (no child, no hold, no subend).
+    pub(crate) idle_since: Option<Millis>,
     pub(crate) deadline: Option<Millis>,
 }
 
@@ -74,6 +76,7 @@ impl Stream {
             source: Source::Upstream(Box::default()),
             acked: Acked::default(),
             ack_pending: false,
+            idle_since: None,
             deadline: None,
         }
     }
@@ -219,12 +222,13 @@ impl Stream {
             false => self.aggregate(),
             true => self.aggregate_any(),
         };
-        // Nobody behind this stream: everything it holds is F for its consumers, so it is all
-        // acknowledged (a relay or an SHB left without consumers must not pin the log).
-        let aggregate = aggregate.unwrap_or_else(|| match &self.source {
-            Source::Log(_) => (self.know.horizon().prev(), self.know.horizon().prev()),
-            Source::Upstream(_) => (self.know.highest_known(), self.know.highest_known()),
-        });
+        let aggregate = match aggregate {
+            Some(aggregate) => {
+                self.idle_since = None;
+                aggregate
+            }
+            None => self.idle_aggregate(ctx),
+        };
         self.ack_pending = aggregate.0 > self.acked.ack || aggregate.1 > self.acked.release || self.acked.force;
         let (ack, release) = aggregate;
         match &mut self.source {
@@ -250,6 +254,21 @@ impl Stream {
                 self.acked.ack = ack;
                 self.acked.release = release;
             }
+        }
+    }
+
+    /// Nobody behind this stream: everything it holds is F for its consumers, so it is all
+    /// acknowledged (a relay or an SHB left without consumers must not pin the log), but only
+    /// once it has stayed so for the departed retention: while routes settle, a relay may
+    /// briefly have no child, and a child that joins then starts at what the stream acked.
+    fn idle_aggregate(&mut self, ctx: &Ctx<'_>) -> (Tick, Tick) {
+        let since = *self.idle_since.get_or_insert(ctx.now);
+        let settled = ctx.settings.departed_retention_ms.is_some_and(|ms| ctx.now >= since.after(ms));
+        match &self.source {
+            Source::Log(log) if !settled => (log.release, log.release),
+            Source::Log(_) => (self.know.horizon().prev(), self.know.horizon().prev()),
+            Source::Upstream(_) if !settled => (self.acked.ack, self.acked.release),
+            Source::Upstream(_) => (self.know.highest_known(), self.know.highest_known()),
         }
     }
 
@@ -343,7 +362,9 @@ impl Stream {
             }
         };
         let holds = self.holds.deadline(ctx.settings.departed_retention_ms);
-        self.deadline = [children, source, holds].into_iter().flatten().min();
+        let idle = self.idle_since.zip(ctx.settings.departed_retention_ms).map(|(since, ms)| since.after(ms));
+        let idle = idle.filter(|&at| at > ctx.now);
+        self.deadline = [children, source, holds, idle].into_iter().flatten().min();
     }
 
     /// Approximate bytes of state (knowledge runs, cached payloads, curiosity).
