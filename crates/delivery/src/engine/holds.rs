@@ -59,11 +59,6 @@ impl Holds {
         self.departed.remove(&(cell, broker)).map(|departed| departed.ostream)
     }
 
-    /// Whether an ostream is held for `cell` through `broker`.
-    pub(crate) fn holds(&self, cell: CellId, broker: BrokerId) -> bool {
-        self.departed.contains_key(&(cell, broker))
-    }
-
     /// An ack from a departed entry (routes may disagree for a while): it still counts.
     pub(crate) fn on_ack(&mut self, key: (CellId, BrokerId), ack: Tick, release: Tick, now: Millis, interval_ms: u64) {
         if let Some(departed) = self.departed.get_mut(&key) {

@@ -150,10 +150,11 @@ impl Stream {
     pub(crate) fn on_ack(&mut self, from: BrokerId, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
         let (now, interval) = (ctx.now, ctx.settings.ack_expected_ms);
         match self.children.get_mut(&cell) {
-            // An ack from a former entry of the cell counts for its held ostream only.
-            Some(child) if child.link().broker == from || !self.holds.holds(cell, from) => {
+            Some(child) if child.link().broker == from => {
                 child.on_ack(ack, release, now, interval);
             }
+            // Another broker of the cell speaks for its own subtree only: its ack counts for the
+            // ostream held for it, if any (it is not behind the entry this route names).
             _ => self.holds.on_ack((cell, from), ack, release, now, interval),
         }
     }
