@@ -13,12 +13,16 @@
 //! Holds are kept per (cell, entry broker): when another broker of the same cell becomes its
 //! entry (the old entry was cut off or restarted), the new entry's acks say nothing about the
 //! subscribers behind the old one, so the old entry's ostream is held the same way.
+//! Last, a stream with no consumer at all acknowledges everything it holds only once it has
+//! stayed so for the same retention ([`Stream::idle_aggregate`]).
 //!
 //! [`Settings::departed_retention_ms`]: crate::Settings::departed_retention_ms
 
 use std::collections::BTreeMap;
 
 use crate::engine::ostream::Ostream;
+use crate::engine::stream::{Source, Stream};
+use crate::engine::Ctx;
 use crate::names::{BrokerId, CellId, Millis, Tick};
 
 /// A cell that left the tree, and since when.
@@ -88,5 +92,22 @@ impl Holds {
         let restart = self.restart.map(|(_, since)| since);
         let oldest = self.departed.values().map(|d| d.since).chain(restart).min()?;
         Some(oldest.after(retention))
+    }
+}
+
+impl Stream {
+    /// Nobody behind this stream: everything it holds is F for its consumers, so it is all
+    /// acknowledged (a relay or an SHB left without consumers must not pin the log), but only
+    /// once it has stayed so for the departed retention: while routes settle, a relay may
+    /// briefly have no child, and a child that joins then starts at what the stream acked.
+    pub(crate) fn idle_aggregate(&mut self, ctx: &Ctx<'_>) -> (Tick, Tick) {
+        let since = *self.idle_since.get_or_insert(ctx.now);
+        let settled = ctx.settings.departed_retention_ms.is_some_and(|ms| ctx.now >= since.after(ms));
+        match &self.source {
+            Source::Log(log) if !settled => (log.release, log.release),
+            Source::Log(_) => (self.know.horizon().prev(), self.know.horizon().prev()),
+            Source::Upstream(_) if !settled => (self.acked.ack, self.acked.release),
+            Source::Upstream(_) => (self.know.highest_known(), self.know.highest_known()),
+        }
     }
 }

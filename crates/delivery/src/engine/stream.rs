@@ -258,21 +258,6 @@ impl Stream {
         }
     }
 
-    /// Nobody behind this stream: everything it holds is F for its consumers, so it is all
-    /// acknowledged (a relay or an SHB left without consumers must not pin the log), but only
-    /// once it has stayed so for the departed retention: while routes settle, a relay may
-    /// briefly have no child, and a child that joins then starts at what the stream acked.
-    fn idle_aggregate(&mut self, ctx: &Ctx<'_>) -> (Tick, Tick) {
-        let since = *self.idle_since.get_or_insert(ctx.now);
-        let settled = ctx.settings.departed_retention_ms.is_some_and(|ms| ctx.now >= since.after(ms));
-        match &self.source {
-            Source::Log(log) if !settled => (log.release, log.release),
-            Source::Log(_) => (self.know.horizon().prev(), self.know.horizon().prev()),
-            Source::Upstream(_) if !settled => (self.acked.ack, self.acked.release),
-            Source::Upstream(_) => (self.know.highest_known(), self.know.highest_known()),
-        }
-    }
-
     /// Applies a new route: only what moved is reset. Ostreams are kept per downstream cell (an
     /// entry-broker change keeps the acks, and re-tells what the new entry may lack); a new upstream cell voids consolidation
     /// marks and receives every outstanding nack at once.
