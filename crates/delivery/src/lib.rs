@@ -87,8 +87,15 @@
 //! - A cell that joins a relay's tree while the relay holds knowledge above its start gets a
 //!   suspect range: that knowledge was filtered for the old tree, so its F ticks are not told
 //!   by the walk; the cell's nacks for them are fetched upstream and the answers passed
-//!   through, and its ack is not extended over them. Answers from upstream for ticks folded
-//!   before a cell's ostream existed are passed through the same way.
+//!   through, and its ack is not extended over them. A cell that returns to the tree (its held
+//!   ostream restored) gets the same for what the relay learned above what it was told.
+//!   Answers from upstream for ticks folded before a cell's ostream existed are passed
+//!   through the same way.
+//! - Acks and nacks go to the upstream broker that last sent the stream (seed: the cell); if it
+//!   has been silent for [`Settings::nack_repetition_max_ms`] (routes may have moved the
+//!   cell's entry, and it no longer counts this broker as a child) they go to the whole cell.
+//! - An ack counts only from the entry broker the route names for the cell (or for the
+//!   ostream held for another broker of it): a mate speaks for its own subtree only.
 //! - A nack wholly below a cell's own ack, arriving [`Settings::nack_repetition_max_ms`] after
 //!   that ack last moved, is not a reordered one: the entry broker lost its state (a restart no
 //!   link handshake reported), and its ostream is treated as restarted.

@@ -292,6 +292,9 @@ impl Stream {
             let child = match self.holds.rejoin(cell, link.broker) {
                 Some(mut held) => {
                     held.relink(link);
+                    if matches!(self.source, Source::Upstream(_)) {
+                        held.rejoined(known);
+                    }
                     held
                 }
                 None => {

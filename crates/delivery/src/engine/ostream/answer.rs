@@ -169,6 +169,28 @@ impl Ostream {
 }
 
 impl Ostream {
+    /// The part of `range` whose F ticks may not be told to this cell (see `suspect`).
+    pub(crate) fn suspect(&self, range: TickRange) -> Option<TickRange> {
+        let suspect = self.suspect?;
+        TickRange::new(range.from.max(suspect.from), range.to.min(suspect.to))
+    }
+
+    /// The part of `range` whose answers from upstream are passed through to this cell: at or
+    /// below the origin, and the suspect range.
+    fn fetched(&self, range: TickRange) -> Option<TickRange> {
+        let to = self.origin.max(self.suspect.map_or(Tick(0), |s| s.to));
+        TickRange::new(range.from, range.to.min(to))
+    }
+
+    /// The cell came back into the tree (its ostream was held): what the istream learned above
+    /// what it was told was filtered for a tree without it, so it becomes suspect.
+    pub(crate) fn rejoined(&mut self, known: Tick) {
+        if let Some(fresh) = TickRange::new(self.told.next(), known) {
+            let from = self.suspect.map_or(fresh.from, |s| s.from.min(fresh.from));
+            self.suspect = Some(TickRange { from, to: known });
+        }
+    }
+
     /// A retransmission from upstream covers ticks this cell is curious about that this broker
     /// fetched for it: inside its suspect range (the upstream's answer is filtered for this
     /// broker's cell, which now includes the cell, while this broker's own F proves nothing) or

@@ -50,12 +50,12 @@ pub(crate) struct Ostream {
     /// The highest ack the cell itself sent, and when it last moved.
     reported: Tick,
     reported_at: Millis,
-    /// At a relay, a cell that joined the tree while the istream already held knowledge above
-    /// `origin`: that knowledge was filtered for the old tree, so its F ticks up to here may
-    /// hide messages this cell wants. They are not told; the cell's nacks for them are fetched
+    /// At a relay, a cell that joined (or rejoined) the tree while the istream already held
+    /// knowledge it was not told: that knowledge was filtered for the old tree, so its F ticks
+    /// may hide messages this cell wants. They are not told; the cell's nacks for them are fetched
     /// upstream and the answers passed through; the ostream holds the acks at the cell's own
     /// until the cell acknowledges past here.
-    suspect_to: Option<Tick>,
+    suspect: Option<TickRange>,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -76,13 +76,13 @@ impl Ostream {
     /// `known` is the highest tick the istream already holds at a relay (`start` at the pubend,
     /// whose knowledge is the truth for every cell).
     pub(crate) fn new(link: ChildLink, start: Tick, known: Tick, now: Millis) -> Self {
-        let suspect_to = (known > start).then_some(known);
+        let suspect = TickRange::new(start.next(), known);
         Self {
             cell: link.cell,
             origin: start,
             reported: Tick(0),
             reported_at: now,
-            suspect_to,
+            suspect,
             to: link.broker,
             via: link.via,
             told: start.max(known),
@@ -132,7 +132,7 @@ impl Ostream {
     /// The ack prefix, extended over ticks that are F for this cell (an F counts as acknowledged
     /// at once, so a link that never matches does not pin the log).
     pub(crate) fn effective_ack(&self) -> Tick {
-        if self.suspect_to.is_some() {
+        if self.suspect.is_some() {
             self.ack
         } else if self.ack >= self.last_data {
             self.ack.max(self.told)
@@ -143,7 +143,7 @@ impl Ostream {
 
     /// The release prefix, extended like [`Self::effective_ack`].
     pub(crate) fn effective_release(&self) -> Tick {
-        if self.suspect_to.is_some() {
+        if self.suspect.is_some() {
             self.release
         } else if self.release >= self.last_data {
             self.release.max(self.told)
@@ -178,7 +178,7 @@ impl Ostream {
     /// are sent (first time), the rest join the lazy F run. Stops at the first Q tick, or at a
     /// D whose payload is not cached (a nack from the cell will fetch it).
     pub(crate) fn walk(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        let done = view.know.done().max(self.suspect_to.unwrap_or(Tick(0)));
+        let done = view.know.done().max(self.suspect.map_or(Tick(0), |s| s.to));
         if done > self.told {
             self.told = done;
             self.lazy_from = None;
@@ -294,19 +294,6 @@ impl Ostream {
         from
     }
 
-    /// The part of `range` whose F ticks may not be told to this cell (see `suspect_to`).
-    pub(crate) fn suspect(&self, range: TickRange) -> Option<TickRange> {
-        let to = self.suspect_to?;
-        TickRange::new(range.from.max(self.origin.next()), range.to.min(to))
-    }
-
-    /// The part of `range` whose answers from upstream are passed through to this cell: at or
-    /// below the origin, and the suspect range.
-    fn fetched(&self, range: TickRange) -> Option<TickRange> {
-        let to = self.origin.max(self.suspect_to.unwrap_or(Tick(0)));
-        TickRange::new(range.from, range.to.min(to))
-    }
-
     /// Whether the cell is curious about any tick of `range`.
     pub(crate) fn is_curious(&self, range: TickRange) -> bool {
         !self.curious.is_empty() && self.curious.runs(range).next().is_some()
@@ -331,8 +318,8 @@ impl Ostream {
             return false;
         }
         self.ack = ack;
-        if self.suspect_to.is_some_and(|to| ack >= to) {
-            self.suspect_to = None;
+        if self.suspect.is_some_and(|suspect| ack >= suspect.to) {
+            self.suspect = None;
         }
         if ack >= self.told {
             self.told = ack;
