@@ -76,7 +76,8 @@ fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
 
 /// Not a check: runs `SIM_SEEDS` seeds (default 50) of each mode without shrinking and prints
 /// the kinds of failure, for the report (`cargo test -p tidings-sim --test gd -- --ignored
-/// --nocapture failure_census`).
+/// --nocapture failure_census`). `SIM_CENSUS_MODE=<label>` runs one mode only;
+/// `SIM_CENSUS_VERBOSE=1` prints every failing seed's message.
 #[test]
 #[ignore]
 fn failure_census() {
