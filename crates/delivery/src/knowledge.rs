@@ -81,6 +81,12 @@ impl Knowledge {
         self.map.first_absent_from(self.done.next()).unwrap_or(Tick(u64::MAX))
     }
 
+    /// The first Q tick at or above `from` (and above the done prefix): a subend's doubt
+    /// horizon, which need not wait for ticks below its start that nobody asked for.
+    pub fn horizon_from(&self, from: Tick) -> Tick {
+        self.map.first_absent_from(from.max(self.done.next())).unwrap_or(Tick(u64::MAX))
+    }
+
     /// The highest tick holding a final value (the unknown horizon `u`), at least `done`.
     pub fn highest_known(&self) -> Tick {
         self.map.last_tick().unwrap_or(self.done).max(self.done)

@@ -70,6 +70,46 @@
 //! - Release equals ack (no durable subscriptions or checkpoints yet); early release exists.
 //! - The payload-cache limit is per stream (see [`cache`]); at an SHB, payloads not yet
 //!   delivered to caught-up subends are never evicted.
+//! - Release under crashes, cuts and churn (§9.1/§9.2 say a link not in P's tree is not
+//!   waited for; that loses ticks when a cell leaves the tree by a partition, a reroute or a
+//!   restart): a cell that leaves keeps its ostream as a hold (`engine/holds.rs`) that pins
+//!   the aggregate where it last acknowledged until it returns or
+//!   [`Settings::departed_retention_ms`] passes (`None`: the log stays pinned). Holds are per
+//!   (cell, entry broker): when another broker of the cell becomes its entry, the old entry's
+//!   ostream is held and the new entry gets its own (held or fresh, never a copy of the old
+//!   entry's acks). A restarted pubend holds its release at the recovered prefix for the same
+//!   retention (it cannot know its tree yet).
+//! - A stream with no consumer at all (no child, hold or subend) acknowledges everything it
+//!   holds (F counts as acknowledged), but only after staying so for the departed retention:
+//!   while routes settle a relay may briefly have no child, and children that join then start
+//!   at its ack.
+//! - A relay's subend start does not move its done prefix (the children's acks bound it).
+//! - A cell that joins a relay's tree while the relay holds knowledge above its start gets a
+//!   suspect range: that knowledge was filtered for the old tree, so its F ticks are not told
+//!   by the walk; the cell's nacks for them are fetched upstream and the answers passed
+//!   through, and its ack is not extended over them. A cell that returns to the tree (its held
+//!   ostream restored) gets the same for what the relay learned above what it was told.
+//!   Answers from upstream for ticks folded before a cell's ostream existed are passed
+//!   through the same way.
+//! - Acks and nacks go to the upstream broker that last sent the stream (seed: the cell); if it
+//!   has been silent for [`Settings::nack_repetition_max_ms`] (routes may have moved the
+//!   cell's entry, and it no longer counts this broker as a child) they go to the whole cell.
+//! - An ack counts only from the entry broker the route names for the cell (or for the
+//!   ostream held for another broker of it): a mate speaks for its own subtree only.
+//! - A nack wholly below a cell's own ack, arriving [`Settings::nack_repetition_max_ms`] after
+//!   that ack last moved, is not a reordered one: the entry broker lost its state (a restart no
+//!   link handshake reported), and its ostream is treated as restarted.
+//! - After a reroute or an upstream restart the stream re-acks at once.
+//! - Known limit (I2 under tree changes): a relay's F was judged by its upstream's filter for
+//!   the relay's subtree as it was then. When a subscriber moves below the relay deeper than
+//!   its direct children (or routes disagree for a while), the relay can tell or answer F for
+//!   a tick that subscriber is still owed. In the simulator's census (50 seeds per mode) every
+//!   remaining failure of the crash/cut/churn modes is of this kind: with filter verdicts that
+//!   do not depend on the tree (F only when no live subscriber anywhere wants the message),
+//!   churn, idle crashes and pubend crashes pass 200 seeds and faults/full fail 1 each in 200.
+//!   Answering F only at the pubend does not help (its verdict reads the same moving tree);
+//!   it needs verdicts from subscription summaries that cover moved subscribers, or a nack
+//!   that asks for the pubend's verdict (a wire change).
 //! - Not built: merge edges / total order (I6), durable subscriptions.
 
 pub mod cache;

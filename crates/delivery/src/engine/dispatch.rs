@@ -109,7 +109,7 @@ impl<M: Matcher> Engine<M> {
                 stream.on_silence(from, &ranges, kind, requested_only, ctx)
             }
             Message::Ack { ack_prefix, release_prefix, .. } => {
-                stream.on_ack(from_cell, ack_prefix, release_prefix, ctx)
+                stream.on_ack(from, from_cell, ack_prefix, release_prefix, ctx)
             }
             Message::Nack { ranges, .. } => stream.on_nack(from_cell, &ranges, ctx),
             Message::AckExpected { tick, .. } => stream.on_ack_expected(tick, ctx),
@@ -137,7 +137,7 @@ impl<M: Matcher> Engine<M> {
     ) {
         self.subend_streams.entry(subend).or_default().insert(pubend);
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
-            stream.subends.attach(subend, start, &mut stream.know, ctx);
+            stream.subends.attach(subend, start, &stream.know, ctx);
             stream.started(ctx);
         });
     }
@@ -155,7 +155,7 @@ impl<M: Matcher> Engine<M> {
                 ctx.out.push(Action::Rejected { error: DeliveryError::UnknownSubend { pubend, subend } });
                 return;
             }
-            stream.subends.confirm(subend, start, &mut stream.know, ctx);
+            stream.subends.confirm(subend, start, &stream.know, ctx);
             stream.started(ctx);
         });
     }
@@ -255,6 +255,13 @@ impl<M: Matcher> Engine<M> {
     fn handle_store_opened(&mut self, now: Millis, pubend: PubendId, recovered: Recovered, out: &mut Vec<Action>) {
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
             let mut fresh = Stream::relay(pubend);
+            // A log with a past belonged to a broker that ran before: the cells of its tree
+            // then are unknown now, so the release waits (see `holds`).
+            let past = recovered.lease > Tick(0) || recovered.release > Tick(0) || !recovered.logged.is_empty();
+            if past {
+                fresh.holds.restarted(recovered.release, ctx.now);
+            }
+            fresh.holds.absorb(std::mem::take(&mut stream.holds));
             let log = Log::open(recovered, &mut fresh.know, ctx.settings.mutations.no_lease_after_crash);
             fresh.source = Source::Log(Box::new(log));
             fresh.subends = std::mem::take(&mut stream.subends);

@@ -5,9 +5,10 @@
 //! Layout: `types` holds the public inputs, actions and routes; `stream` what every role
 //! shares (one [`stream::Stream`] per pubend); `log` the pubend at its own broker; `upstream`
 //! and `receive` the relay side; `ostream` the filter edge towards one downstream cell;
-//! `subends` local delivery; `reply` packs answers into messages; `dispatch` the handlers.
+//! `subends` local delivery; `holds` cells that left the tree; `reply` packs answers into messages; `dispatch` the handlers.
 
 mod dispatch;
+mod holds;
 mod log;
 mod ostream;
 mod receive;

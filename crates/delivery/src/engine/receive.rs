@@ -4,6 +4,7 @@
 use bytes::Bytes;
 
 use crate::cache::PayloadCache;
+use crate::engine::ostream::{Upstreamed, View};
 use crate::engine::stream::{Learned, Source, Stream};
 use crate::engine::Ctx;
 use crate::knowledge::{Joined, Know, Knowledge};
@@ -21,6 +22,14 @@ pub(crate) struct DataIn {
 }
 
 impl Stream {
+    /// Passes a retransmission on to the children curious about it inside their suspect ranges.
+    fn pass_through(&mut self, answer: &Upstreamed<'_>, ctx: &mut Ctx<'_>) {
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost: None, authoritative: false };
+        for child in self.children.values_mut() {
+            child.pass_through(answer, &view, ctx);
+        }
+    }
+
     /// Data from upstream. A first-time Data for a tick already final here is a duplicate and
     /// is dropped, except that it still answers curiosity (and refills an evicted payload).
     pub(crate) fn on_data(&mut self, data: DataIn, ctx: &mut Ctx<'_>) {
@@ -44,7 +53,7 @@ impl Stream {
         let new_data = joined.new.iter().any(|piece| piece.from <= tick && tick <= piece.to);
         let mut pieces = joined.new;
         if tick > self.know.done() && self.know.get(tick) == Some(Know::Data) && !self.cache.contains(tick) {
-            self.cache.insert(tick, payload, ctx.settings.payload_cache_bytes, self.subends.protect_from());
+            self.cache.insert(tick, payload.clone(), ctx.settings.payload_cache_bytes, self.subends.protect_from());
             if !new_data {
                 pieces.push(TickRange::single(tick));
             }
@@ -54,6 +63,13 @@ impl Stream {
             up.new_gaps(&self.know, old_high, start, ctx.now);
         }
         if requested_only {
+            let finals: Vec<TickRange> =
+                [TickRange::new(final_from, tick.prev()), TickRange::new(tick.next(), final_to)]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+            let answer = Upstreamed { ranges: &finals, lost: false, data: Some((tick, &payload)) };
+            self.pass_through(&answer, ctx);
             self.learn(&pieces, Learned::Requested, ctx);
         } else {
             if !new_data {
@@ -96,6 +112,8 @@ impl Stream {
             up.new_gaps(&self.know, old_high, start, ctx.now);
         }
         if requested_only {
+            let answer = Upstreamed { ranges, lost: kind == SilenceKind::Lost, data: None };
+            self.pass_through(&answer, ctx);
             self.learn(&joined.new, Learned::Requested, ctx);
             return;
         }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::cache::PayloadCache;
+use crate::engine::holds::Holds;
 use crate::engine::log::Log;
 use crate::engine::ostream::{Ostream, View};
 use crate::engine::subends::Subends;
@@ -13,7 +14,7 @@ use crate::engine::upstream::Upstream;
 use crate::engine::Ctx;
 use crate::knowledge::Knowledge;
 use crate::message::Message;
-use crate::names::{CellId, Millis, PubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
 
 /// Where the stream's knowledge comes from.
 #[derive(Clone, Debug)]
@@ -39,6 +40,8 @@ pub(crate) struct Acked {
     pub(crate) ack: Tick,
     pub(crate) release: Tick,
     pub(crate) sent_at: Option<Millis>,
+    /// An Ack is owed even if nothing moved (a new upstream, or it restarted).
+    pub(crate) force: bool,
 }
 
 /// One pubend's stream at this broker.
@@ -48,11 +51,15 @@ pub(crate) struct Stream {
     pub(crate) know: Knowledge,
     pub(crate) cache: PayloadCache,
     pub(crate) children: BTreeMap<CellId, Ostream>,
+    /// Cells that left the tree (and, at a restarted pubend, the ones it cannot know yet).
+    pub(crate) holds: Holds,
     pub(crate) subends: Subends,
     pub(crate) source: Source,
     pub(crate) acked: Acked,
     /// The aggregate moved past what was last reported (waiting out APT/RPT).
     pub(crate) ack_pending: bool,
+    /// Since when the stream has had no consumer at all (no child, no hold, no subend).
+    pub(crate) idle_since: Option<Millis>,
     pub(crate) deadline: Option<Millis>,
 }
 
@@ -64,10 +71,12 @@ impl Stream {
             know: Knowledge::new(),
             cache: PayloadCache::default(),
             children: BTreeMap::new(),
+            holds: Holds::default(),
             subends: Subends::default(),
             source: Source::Upstream(Box::default()),
             acked: Acked::default(),
             ack_pending: false,
+            idle_since: None,
             deadline: None,
         }
     }
@@ -138,9 +147,15 @@ impl Stream {
     }
 
     /// An ack from downstream cell `cell`.
-    pub(crate) fn on_ack(&mut self, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
-        if let Some(child) = self.children.get_mut(&cell) {
-            child.on_ack(ack, release, ctx.now, ctx.settings.ack_expected_ms);
+    pub(crate) fn on_ack(&mut self, from: BrokerId, cell: CellId, ack: Tick, release: Tick, ctx: &mut Ctx<'_>) {
+        let (now, interval) = (ctx.now, ctx.settings.ack_expected_ms);
+        match self.children.get_mut(&cell) {
+            Some(child) if child.link().broker == from => {
+                child.on_ack(ack, release, now, interval);
+            }
+            // Another broker of the cell speaks for its own subtree only: its ack counts for the
+            // ostream held for it, if any (it is not behind the entry this route names).
+            _ => self.holds.on_ack((cell, from), ack, release, now, interval),
         }
     }
 
@@ -171,17 +186,22 @@ impl Stream {
                 ack: ack.max(self.acked.ack),
                 release: release.max(self.acked.release),
                 sent_at: Some(ctx.now),
+                force: false,
             };
         }
     }
 
-    /// Min over ostreams (F counting as acknowledged) and subends; `None` with neither.
+    /// Min over ostreams (F counting as acknowledged), subends and holds; `None` with none.
     pub(crate) fn aggregate(&self) -> Option<(Tick, Tick)> {
         let mut ack: Option<Tick> = self.subends.ack();
         let mut release = ack;
         for child in self.children.values() {
             ack = Some(ack.map_or(child.effective_ack(), |a| a.min(child.effective_ack())));
             release = Some(release.map_or(child.effective_release(), |r| r.min(child.effective_release())));
+        }
+        if let Some((held_ack, held_release)) = self.holds.floor() {
+            ack = Some(ack.map_or(held_ack, |a| a.min(held_ack)));
+            release = Some(release.map_or(held_release, |r| r.min(held_release)));
         }
         ack.zip(release).map(|(a, r)| (a, r.min(a)))
     }
@@ -198,19 +218,19 @@ impl Stream {
     /// After every input: propagate acknowledgements (rate-limited), fold acknowledged ticks
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
+        self.holds.expire(ctx.now, ctx.settings.departed_retention_ms);
         let aggregate = match ctx.settings.mutations.ack_before_every_ostream {
             false => self.aggregate(),
             true => self.aggregate_any(),
         };
-        self.ack_pending = aggregate.is_some_and(|(a, r)| a > self.acked.ack || r > self.acked.release);
-        let aggregate = match (&self.source, aggregate) {
-            (_, Some(aggregate)) => aggregate,
-            (Source::Log(_), None) => {
-                let all = self.know.horizon().prev();
-                (all, all)
+        let aggregate = match aggregate {
+            Some(aggregate) => {
+                self.idle_since = None;
+                aggregate
             }
-            (Source::Upstream(_), None) => return,
+            None => self.idle_aggregate(ctx),
         };
+        self.ack_pending = aggregate.0 > self.acked.ack || aggregate.1 > self.acked.release || self.acked.force;
         let (ack, release) = aggregate;
         match &mut self.source {
             Source::Upstream(up) => {
@@ -218,15 +238,12 @@ impl Stream {
                 self.know.advance_done(done);
                 self.cache.drop_through(done);
                 up.forget_through(done);
-                let moved = ack > self.acked.ack || release > self.acked.release;
+                let moved = ack > self.acked.ack || release > self.acked.release || self.acked.force;
                 let due = self.acked.sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.ack_propagation_ms));
                 if moved && due {
+                    let (ack, release) = (ack.max(self.acked.ack), release.max(self.acked.release));
                     up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
-                    self.acked = Acked {
-                        ack: ack.max(self.acked.ack),
-                        release: release.max(self.acked.release),
-                        sent_at: Some(ctx.now),
-                    };
+                    self.acked = Acked { ack, release, sent_at: Some(ctx.now), force: false };
                 }
             }
             Source::Log(log) => {
@@ -246,25 +263,53 @@ impl Stream {
     /// marks and receives every outstanding nack at once.
     pub(crate) fn route(&mut self, route: StreamRoute, ctx: &mut Ctx<'_>) {
         let links: BTreeMap<CellId, ChildLink> = route.children.iter().map(|link| (link.cell, *link)).collect();
-        self.children.retain(|cell, _| links.contains_key(cell));
-        let start = match &self.source {
-            Source::Log(log) => log.release,
-            Source::Upstream(_) => self.acked.ack.max(self.know.done()),
+        let leaving: Vec<CellId> = self.children.keys().filter(|cell| !links.contains_key(cell)).copied().collect();
+        for cell in leaving {
+            if let Some(child) = self.children.remove(&cell) {
+                self.holds.leave(child, ctx.now);
+            }
+        }
+        let (start, known) = match &self.source {
+            Source::Log(log) => (log.release, log.release),
+            Source::Upstream(_) => {
+                let start = self.acked.ack.max(self.know.done());
+                (start, self.know.highest_known())
+            }
         };
         for (cell, link) in links {
-            match self.children.get_mut(&cell) {
-                Some(child) => child.relink(link),
+            if let Some(child) = self.children.get_mut(&cell) {
+                if child.link().broker == link.broker {
+                    child.relink(link);
+                    continue;
+                }
+                // Another entry broker of the same cell: the old entry's subscribers are not
+                // behind the new one (nor are the new one's behind the old), so the old ostream
+                // is held and the new entry gets the one held for it, or a fresh one.
+                if let Some(old) = self.children.remove(&cell) {
+                    self.holds.leave(old, ctx.now);
+                }
+            }
+            let child = match self.holds.rejoin(cell, link.broker) {
+                Some(mut held) => {
+                    held.relink(link);
+                    if matches!(self.source, Source::Upstream(_)) {
+                        held.rejoined(known);
+                    }
+                    held
+                }
                 None => {
-                    let mut child = Ostream::new(link, start, ctx.now);
+                    let mut child = Ostream::new(link, start, known, ctx.now);
                     if matches!(self.source, Source::Log(_)) {
                         child.probe_acks(ctx.now, ctx.settings.ack_expected_ms);
                     }
-                    self.children.insert(cell, child);
+                    child
                 }
-            }
+            };
+            self.children.insert(cell, child);
         }
         if let Source::Upstream(up) = &mut self.source {
             if up.reroute(route.upstream) {
+                self.acked.force = true;
                 let mut outstanding = Vec::new();
                 up.outstanding(&mut outstanding);
                 for child in self.children.values() {
@@ -305,7 +350,10 @@ impl Stream {
                 [up.deadline(self.subends.start().is_some(), ctx), acks].into_iter().flatten().min()
             }
         };
-        self.deadline = [children, source].into_iter().flatten().min();
+        let holds = self.holds.deadline(ctx.settings.departed_retention_ms);
+        let idle = self.idle_since.zip(ctx.settings.departed_retention_ms).map(|(since, ms)| since.after(ms));
+        let idle = idle.filter(|&at| at > ctx.now);
+        self.deadline = [children, source, holds, idle].into_iter().flatten().min();
     }
 
     /// Approximate bytes of state (knowledge runs, cached payloads, curiosity).
@@ -328,6 +376,8 @@ impl Stream {
         }
         if let Source::Upstream(up) = &mut self.source {
             up.forget_sender(broker);
+            // Its fresh ostream towards us waits for our ack before it counts us.
+            self.acked.force |= up.is_upstream(broker);
         }
     }
 

@@ -64,7 +64,7 @@ impl Subends {
     }
 
     /// A subend joins. A pending one (no σ yet) pins the acknowledgements where the stream is.
-    pub(crate) fn attach(&mut self, subend: SubendId, start: Option<Tick>, know: &mut Knowledge, ctx: &mut Ctx<'_>) {
+    pub(crate) fn attach(&mut self, subend: SubendId, start: Option<Tick>, know: &Knowledge, ctx: &mut Ctx<'_>) {
         self.members.insert(subend, Member { start: None, blocked: false });
         self.lagging.insert(subend, self.delivered);
         if let Some(start) = start {
@@ -73,11 +73,12 @@ impl Subends {
     }
 
     /// The barrier confirmed σ for `subend`.
-    pub(crate) fn confirm(&mut self, subend: SubendId, start: Tick, know: &mut Knowledge, ctx: &mut Ctx<'_>) {
+    pub(crate) fn confirm(&mut self, subend: SubendId, start: Tick, know: &Knowledge, ctx: &mut Ctx<'_>) {
         if self.start.is_none() {
             self.start = Some(start);
+            // The done prefix is not moved here: at a relay, children may still need ticks
+            // below σ (the stream settles it to the minimum over children and subends).
             self.delivered = start.prev().max(know.done());
-            know.advance_done(self.delivered);
             for pointer in self.lagging.values_mut() {
                 *pointer = (*pointer).max(self.delivered);
             }
@@ -128,7 +129,7 @@ impl Subends {
             return;
         }
         let horizon = match ctx.settings.mutations.deliver_past_horizon {
-            false => know.horizon(),
+            false => know.horizon_from(self.delivered.next()),
             true => know.highest_known().next(),
         };
         if let Some(range) = TickRange::new(self.delivered.next(), horizon.prev()) {

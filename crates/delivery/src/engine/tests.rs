@@ -333,3 +333,66 @@ fn a_relay_told_l_for_a_data_tick_whose_payload_it_evicted_takes_the_loss() {
         "a payload still cached is kept and served"
     );
 }
+
+/// A pubend with one D tick (5000) told to cell 9 through broker 9.
+fn pubend_with_one_message() -> (Engine<Byte0>, Vec<Action>) {
+    let (mut engine, mut out) = pubend();
+    engine.handle(Millis(1), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(1_000_000) }), &mut out);
+    publish(&mut engine, 5, 1, &mut out);
+    engine.handle(Millis(6), Input::Store(StoreInput::AppendDone { pubend: P, synced_up_to: Tick(5000) }), &mut out);
+    (engine, out)
+}
+
+fn ack_from(engine: &mut Engine<Byte0>, now: u64, broker: u32, tick: u64, out: &mut Vec<Action>) {
+    let message = Message::Ack { pubend: P, ack_prefix: Tick(tick), release_prefix: Tick(tick) };
+    engine.handle(Millis(now), Input::Received { from: BrokerId(broker), from_cell: CellId(9), message }, out);
+    engine.handle(Millis(now + 1000), Input::Tick, out);
+}
+
+fn released(engine: &Engine<Byte0>) -> Tick {
+    engine.inspect(P).and_then(|view| view.release()).unwrap_or(Tick(0))
+}
+
+/// Broker 8's ack for cell 9 releases nothing; broker 9's then releases tick 5000.
+fn only_broker_9_releases(engine: &mut Engine<Byte0>, out: &mut Vec<Action>) {
+    ack_from(engine, 20, 8, 5000, out);
+    assert!(released(engine) < Tick(5000), "the subscribers behind broker 9 were not heard from");
+    ack_from(engine, 2000, 9, 5000, out);
+    assert!(released(engine) >= Tick(5000), "broker 9's own ack releases");
+}
+
+#[test]
+fn an_ack_from_a_broker_that_is_not_the_cells_entry_does_not_release() {
+    let (mut engine, mut out) = pubend_with_one_message();
+    only_broker_9_releases(&mut engine, &mut out);
+}
+
+#[test]
+fn a_cells_former_entry_broker_holds_the_release_until_it_acknowledges() {
+    let (mut engine, mut out) = pubend_with_one_message();
+    let moved = ChildLink { cell: CellId(9), broker: BrokerId(8), via: None };
+    let route = StreamRoute { upstream: None, children: vec![moved] };
+    engine.handle(Millis(10), Input::Route { pubend: P, route }, &mut out);
+    only_broker_9_releases(&mut engine, &mut out);
+}
+
+#[test]
+fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention() {
+    let settings = Settings { departed_retention_ms: Some(1_000), ..Settings::default() };
+    let mut engine = Engine::new(settings, Byte0);
+    let mut out = Vec::new();
+    let route =
+        StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }), children: vec![] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    engine.handle(Millis(2), data(1000, 1, 1, false), &mut out);
+    let acked = |out: &[Action]| {
+        sent(out)
+            .iter()
+            .filter_map(|m| if let Message::Ack { ack_prefix, .. } = m { Some(*ack_prefix) } else { None })
+            .max()
+    };
+    engine.handle(Millis(500), Input::Tick, &mut out);
+    assert!(acked(&out).is_none_or(|a| a < Tick(1000)), "a relay may briefly have no child while routes settle");
+    engine.handle(Millis(1_100), Input::Tick, &mut out);
+    assert!(acked(&out).is_some_and(|a| a >= Tick(1000)), "nobody behind it for the retention: all is acknowledged");
+}

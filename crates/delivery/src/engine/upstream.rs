@@ -25,8 +25,9 @@ struct Want {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Upstream {
     cell: Option<UpstreamCell>,
-    /// The broker that last sent us data for this pubend (acks and nacks go there).
+    /// The broker that last sent us data for this pubend (acks and nacks go there), and when.
     last_sender: Option<BrokerId>,
+    last_heard: Millis,
     /// U: ticks nacked upstream and when; a younger mark absorbs a new nack (consolidation).
     asked: RangeMap<Millis>,
     wants: RangeMap<Want>,
@@ -38,9 +39,11 @@ pub(crate) struct Upstream {
 
 impl Upstream {
     /// Sends `message` to the broker that last sent us the stream, else to every broker of the
-    /// upstream cell.
+    /// upstream cell. A sender silent for the longest nack interval may no longer count this
+    /// broker as its child (routes moved the cell's entry): the whole cell is asked then.
     pub(crate) fn send(&self, message: Message, ctx: &mut Ctx<'_>) {
-        if let Some(to) = self.last_sender {
+        let fresh = ctx.now < self.last_heard.after(ctx.settings.nack_repetition_max_ms);
+        if let Some(to) = self.last_sender.filter(|_| fresh) {
             ctx.out.push(Action::Send { to, via: None, message });
             return;
         }
@@ -55,6 +58,7 @@ impl Upstream {
     pub(crate) fn heard(&mut self, from: BrokerId, high: Tick, now: Millis) {
         if self.cell.as_ref().is_some_and(|cell| cell.brokers.contains(&from)) {
             self.last_sender = Some(from);
+            self.last_heard = now;
         }
         if self.latest.is_none_or(|(tick, _)| high > tick) {
             self.latest = Some((high, now));
@@ -241,6 +245,11 @@ impl Upstream {
         if self.last_sender == Some(broker) {
             self.last_sender = None;
         }
+    }
+
+    /// Whether `broker` is one of the upstream cell's linked brokers.
+    pub(crate) fn is_upstream(&self, broker: BrokerId) -> bool {
+        self.cell.as_ref().is_some_and(|cell| cell.brokers.contains(&broker))
     }
 
     /// Ranges this broker itself has nacked and still waits for.

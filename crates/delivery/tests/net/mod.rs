@@ -53,6 +53,7 @@ pub fn test_settings() -> Settings {
         release_propagation_ms: 50,
         requested_forgetting_ms: 100,
         lease_chunk_ms: 500,
+        departed_retention_ms: Some(1_000),
         ..Settings::default()
     }
 }

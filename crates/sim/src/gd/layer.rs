@@ -226,7 +226,10 @@ impl GdLayer {
                     .iter()
                     .map(|p| {
                         let assigned = world.assigned.get(&PubendId(p.0)).map_or(0, |t| t.0 + 1);
-                        (*p, tidings_route::Tick(now_tick.max(assigned)))
+                        // A restarted broker's clock may be behind: the pubend's own horizon
+                        // (its silence runs up to its lease) bounds the next tick from below.
+                        let horizon = node.engine.inspect(PubendId(p.0)).map_or(0, |v| v.horizon().0);
+                        (*p, tidings_route::Tick(now_tick.max(assigned).max(horizon)))
                     })
                     .collect();
                 out.push(LayerOutput::Route(tidings_route::Input::NextTicks { round, ticks }));

@@ -40,6 +40,8 @@ pub fn settings() -> Settings {
         release_propagation_ms: 50,
         requested_forgetting_ms: 150,
         lease_chunk_ms: 500,
+        // Longer than any partition of a run (faults heal at the end), well inside SETTLE_MS.
+        departed_retention_ms: Some(5_000),
         ..Settings::default()
     }
 }

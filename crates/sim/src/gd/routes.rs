@@ -24,13 +24,22 @@ impl GdRun {
                 })
                 .collect();
             let interested = self.interested(&raw);
+            let mut changed = Vec::new();
             for (node, route) in raw.into_iter().enumerate() {
                 let Some(mut route) = route else { continue };
                 route.children.retain(|child| interested[child.broker.0 as usize]);
                 let Some(layer) = self.net.nodes[node].layer.as_ref() else { continue };
                 if layer.routes.get(&pubend) != Some(&route) {
-                    self.command(node, Command::Route { pubend, route });
+                    changed.push((node, route));
                 }
+            }
+            // The truth the matchers read is the whole new tree before any engine hears of it:
+            // a parent fed first must not judge its child cell by the child's stale route.
+            for (node, route) in &changed {
+                self.world.borrow_mut().routes.insert((*node, pubend), route.clone());
+            }
+            for (node, route) in changed {
+                self.command(node, Command::Route { pubend, route });
             }
         }
     }

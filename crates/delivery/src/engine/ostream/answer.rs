@@ -97,7 +97,20 @@ impl Ostream {
         missing: &mut Vec<TickRange>,
     ) {
         match value {
-            Know::Final => reply.final_range(range),
+            Know::Final => match self.suspect(range) {
+                // F learned through this broker's own filter edge is no answer for a cell that
+                // joined since: it is fetched upstream (and passed through, see `pass_through`).
+                Some(suspect) => {
+                    if let Some(before) = TickRange::new(range.from, suspect.from.prev()) {
+                        reply.final_range(before);
+                    }
+                    missing.push(suspect);
+                    if let Some(after) = TickRange::new(suspect.to.next(), range.to) {
+                        reply.final_range(after);
+                    }
+                }
+                None => reply.final_range(range),
+            },
             Know::Lost => reply.lost_range(range),
             Know::Data => {
                 for tick in (range.from.0..=range.to.0).map(Tick) {
@@ -122,10 +135,23 @@ impl Ostream {
         ctx: &mut Ctx<'_>,
         missing: &mut Vec<TickRange>,
     ) {
+        // A nack wholly below the cell's own ack long after that ack moved is not a reordered
+        // one: the entry broker lost what it acknowledged (it restarted, and no link handshake
+        // told this broker). It is treated as restarted, so its nacks are answered.
+        let long_ago = ctx.now >= self.reported_at.after(ctx.settings.nack_repetition_max_ms);
+        if long_ago && ranges.iter().any(|range| range.to <= self.reported) {
+            self.peer_restarted();
+        }
         for &range in ranges {
             // Curiosity is kept only above the ack prefix, but everything asked is answered: a
             // fresh ostream (after a restart here) may start above what the cell really holds.
             if let Some(marked) = TickRange::new(range.from.max(self.ack.next()), range.to) {
+                self.curious.insert(marked, ctx.now);
+            }
+            // Ticks folded away before this ostream existed are fetched upstream (see
+            // `answer_below_done`); their marks route the answer back (`pass_through`).
+            let below_origin = TickRange::new(range.from.max(self.reported.next()), range.to.min(self.origin));
+            if let Some(marked) = below_origin.filter(|_| !view.authoritative) {
                 self.curious.insert(marked, ctx.now);
             }
             self.answer(range, view, ctx, missing);
@@ -140,6 +166,81 @@ impl Ostream {
             self.answer(piece, view, ctx, &mut missing);
         }
     }
+}
+
+impl Ostream {
+    /// The part of `range` whose F ticks may not be told to this cell (see `suspect`).
+    pub(crate) fn suspect(&self, range: TickRange) -> Option<TickRange> {
+        let suspect = self.suspect?;
+        TickRange::new(range.from.max(suspect.from), range.to.min(suspect.to))
+    }
+
+    /// The part of `range` whose answers from upstream are passed through to this cell: at or
+    /// below the origin, and the suspect range.
+    fn fetched(&self, range: TickRange) -> Option<TickRange> {
+        let to = self.origin.max(self.suspect.map_or(Tick(0), |s| s.to));
+        TickRange::new(range.from, range.to.min(to))
+    }
+
+    /// The cell came back into the tree (its ostream was held): what the istream learned above
+    /// what it was told was filtered for a tree without it, so it becomes suspect.
+    pub(crate) fn rejoined(&mut self, known: Tick) {
+        if let Some(fresh) = TickRange::new(self.told.next(), known) {
+            let from = self.suspect.map_or(fresh.from, |s| s.from.min(fresh.from));
+            self.suspect = Some(TickRange { from, to: known });
+        }
+    }
+
+    /// A retransmission from upstream covers ticks this cell is curious about that this broker
+    /// fetched for it: inside its suspect range (the upstream's answer is filtered for this
+    /// broker's cell, which now includes the cell, while this broker's own F proves nothing) or
+    /// at or below its origin (folded here before the ostream existed). It is passed on as is.
+    pub(crate) fn pass_through(&mut self, answer: &Upstreamed<'_>, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        if self.curious.is_empty() {
+            return;
+        }
+        let mut ranges = Vec::new();
+        for &range in answer.ranges {
+            if let Some(fetched) = self.fetched(range) {
+                ranges.extend(self.curious.runs(fetched).map(|run| run.range));
+            }
+        }
+        let mut reply = Reply::new(view.pubend, true);
+        if let Some((tick, payload)) = answer.data {
+            let single = TickRange::single(tick);
+            if self.fetched(single).is_some() && self.is_curious(single) {
+                if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
+                    ranges.push(single);
+                } else {
+                    self.last_data = self.last_data.max(tick);
+                    reply.data(tick, payload.clone());
+                }
+                self.curious.remove(single, &mut Vec::new());
+            }
+        }
+        ranges.sort();
+        for &range in &ranges {
+            self.curious.remove(range, &mut Vec::new());
+            match answer.lost {
+                true => reply.lost_range(range),
+                false => reply.final_range(range),
+            }
+        }
+        for message in reply.finish() {
+            ctx.counters.retransmitted += 1;
+            self.send_message(ctx, message);
+        }
+    }
+}
+
+/// A retransmission as it came from upstream.
+pub(crate) struct Upstreamed<'a> {
+    /// Ticks it says are F (or L when `lost`).
+    pub(crate) ranges: &'a [TickRange],
+    /// Whether `ranges` are L.
+    pub(crate) lost: bool,
+    /// Its D tick, if a Data.
+    pub(crate) data: Option<(Tick, &'a bytes::Bytes)>,
 }
 
 /// Ticks at or below the done prefix: final and acknowledged; lost where released early.

@@ -5,6 +5,8 @@
 
 mod answer;
 
+pub(crate) use answer::Upstreamed;
+
 use std::collections::BTreeSet;
 
 use crate::cache::PayloadCache;
@@ -45,8 +47,15 @@ pub(crate) struct Ostream {
     /// istream folded away were never told through this ostream, so they are not answered
     /// from the done prefix but fetched upstream.
     origin: Tick,
-    /// The highest ack the cell itself sent.
+    /// The highest ack the cell itself sent, and when it last moved.
     reported: Tick,
+    reported_at: Millis,
+    /// At a relay, a cell that joined (or rejoined) the tree while the istream already held
+    /// knowledge it was not told: that knowledge was filtered for the old tree, so its F ticks
+    /// may hide messages this cell wants. They are not told; the cell's nacks for them are fetched
+    /// upstream and the answers passed through; the ostream holds the acks at the cell's own
+    /// until the cell acknowledges past here.
+    suspect: Option<TickRange>,
     to: BrokerId,
     via: Option<BrokerId>,
     told: Tick,
@@ -64,14 +73,19 @@ pub(crate) struct Ostream {
 impl Ostream {
     /// A fresh ostream; `start` is what the stream already acknowledged upstream (or released),
     /// so a new child never pulls the aggregate back.
-    pub(crate) fn new(link: ChildLink, start: Tick, now: Millis) -> Self {
+    /// `known` is the highest tick the istream already holds at a relay (`start` at the pubend,
+    /// whose knowledge is the truth for every cell).
+    pub(crate) fn new(link: ChildLink, start: Tick, known: Tick, now: Millis) -> Self {
+        let suspect = TickRange::new(start.next(), known);
         Self {
             cell: link.cell,
             origin: start,
             reported: Tick(0),
+            reported_at: now,
+            suspect,
             to: link.broker,
             via: link.via,
-            told: start,
+            told: start.max(known),
             lazy_from: None,
             above: BTreeSet::new(),
             last_data: Tick(0),
@@ -118,7 +132,9 @@ impl Ostream {
     /// The ack prefix, extended over ticks that are F for this cell (an F counts as acknowledged
     /// at once, so a link that never matches does not pin the log).
     pub(crate) fn effective_ack(&self) -> Tick {
-        if self.ack >= self.last_data {
+        if self.suspect.is_some() {
+            self.ack
+        } else if self.ack >= self.last_data {
             self.ack.max(self.told)
         } else {
             self.ack
@@ -127,7 +143,9 @@ impl Ostream {
 
     /// The release prefix, extended like [`Self::effective_ack`].
     pub(crate) fn effective_release(&self) -> Tick {
-        if self.release >= self.last_data {
+        if self.suspect.is_some() {
+            self.release
+        } else if self.release >= self.last_data {
             self.release.max(self.told)
         } else {
             self.release
@@ -160,7 +178,7 @@ impl Ostream {
     /// are sent (first time), the rest join the lazy F run. Stops at the first Q tick, or at a
     /// D whose payload is not cached (a nack from the cell will fetch it).
     pub(crate) fn walk(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        let done = view.know.done();
+        let done = view.know.done().max(self.suspect.map_or(Tick(0), |s| s.to));
         if done > self.told {
             self.told = done;
             self.lazy_from = None;
@@ -292,11 +310,17 @@ impl Ostream {
     /// An Ack from the cell. Returns whether the ack prefix advanced.
     pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
         self.release = self.release.max(release.min(ack));
-        self.reported = self.reported.max(ack);
+        if ack > self.reported {
+            self.reported = ack;
+            self.reported_at = now;
+        }
         if ack <= self.ack {
             return false;
         }
         self.ack = ack;
+        if self.suspect.is_some_and(|suspect| ack >= suspect.to) {
+            self.suspect = None;
+        }
         if ack >= self.told {
             self.told = ack;
             self.lazy_from = None;
