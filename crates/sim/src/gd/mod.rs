@@ -16,6 +16,8 @@ pub mod matcher;
 mod measure;
 mod routes;
 pub mod run;
+#[cfg(test)]
+mod tests;
 pub mod world;
 
 pub use measure::measure_blackout;

@@ -223,12 +223,16 @@ impl GdRun {
     }
 
     /// Asks for a barrier covering `subend`; a confirmation that came back at once is replayed.
+    /// The subend keeps the number of its first request: any confirmation from that number on
+    /// covers it. (Moving it to each re-request's number starved subscribers whose barrier
+    /// took longer than the re-request interval: every confirmation came for a number the
+    /// subend had just given up.)
     fn barrier(&mut self, node: usize, subend: SubendId) {
         let Some(number) = self.net.request_barrier(node) else { return };
         let confirmed = {
             let mut world = self.world.borrow_mut();
             if let Some(sub) = world.subs.get_mut(&subend) {
-                sub.barrier = Some(number);
+                sub.barrier.get_or_insert(number);
             }
             world.confirmed.get(&node).filter(|(n, _)| *n >= number).cloned()
         };

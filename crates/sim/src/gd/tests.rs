@@ -1,0 +1,23 @@
+//! Regression tests of the driver itself (the sweeps live under `tests/`).
+
+use std::collections::BTreeSet;
+
+use crate::gd::{run_gd, Mode};
+use crate::scenario::Plan;
+use crate::topology::random_topology;
+use crate::Rng;
+
+/// Seeds of the lossy sweep whose subscriptions' first barrier confirmed after settling began
+/// re-asking (deep cell trees, every broker subscribing at once): 6 of 1,000 seeds used to
+/// give up on them.
+const SLOW_BARRIER_SEEDS: [u64; 3] = [546, 810, 976];
+
+#[test]
+fn a_barrier_slower_than_the_re_requests_still_starts_its_subscribers() {
+    for seed in SLOW_BARRIER_SEEDS {
+        let plan = Plan { seed, steps: 300, skip: BTreeSet::new() };
+        let topology = random_topology(&mut Rng::new(seed ^ 0x7090));
+        let (_, stats) = run_gd(&topology, &plan, Mode::LOSSY).unwrap_or_else(|f| panic!("seed {seed}: {f:?}"));
+        assert_eq!(stats.unconfirmed, 0, "seed {seed}: subscribers gave up on their barrier");
+    }
+}
