@@ -1,0 +1,99 @@
+//! Verdicts per downstream of a pubend's stream without an arriving copy (what guaranteed
+//! delivery's filter edges ask when they judge stored ticks).
+
+use super::*;
+use crate::message::Verdict;
+use crate::router::PubendRef;
+
+fn pubend(home: &str) -> PubendRef {
+    PubendRef { id: PubendId::derive(&home.into(), "p"), home: home.into() }
+}
+
+/// Message queued between two brokers: from, to, message.
+type Queued = (BrokerName, BrokerName, PeerMessage<Range>);
+
+/// Delivers queued messages except `Synced` ones, which it returns undelivered.
+fn pump_holding_synced(wired: &mut Wired) -> Vec<Queued> {
+    let mut held = Vec::new();
+    while let Some((from, to, message)) = wired.queue.pop_front() {
+        if matches!(message, PeerMessage::Synced(_)) {
+            held.push((from, to, message));
+        } else {
+            wired.input(to.as_str(), Input::Received { from, message });
+        }
+    }
+    held
+}
+
+#[test]
+fn a_child_cell_is_f_only_where_its_vouched_summary_rules_the_message_out() {
+    let mut wired = line();
+    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let p = pubend("a");
+    for (at, child) in [("a", "B"), ("b", "C")] {
+        let router = wired.router(at);
+        assert_eq!(router.child_cell_verdict(&p, &child.into(), &30), Verdict::Filtered, "{at}");
+        assert_eq!(router.child_cell_verdict(&p, &child.into(), &15), Verdict::Deliver, "{at}");
+    }
+    let router = wired.router("a");
+    assert_eq!(router.child_cell_verdict(&p, &"C".into(), &30), Verdict::Unsure, "not a child of A");
+    assert_eq!(router.child_cell_verdict(&pubend("nowhere"), &"B".into(), &30), Verdict::Unsure);
+}
+
+#[test]
+fn a_restarted_relay_is_unsure_until_its_child_vouches_again() {
+    let mut wired = line();
+    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let settings =
+        RouterSettings { name: "b".into(), cell: "B".into(), incarnation: Incarnation(2), liveness: LIVENESS };
+    wired.routers.insert("b".into(), Router::new(settings));
+    for peer in ["a", "c"] {
+        wired.input(peer, Input::LinkUp { peer: "b".into(), cell: "B".into(), incarnation: Incarnation(2) });
+        let cell = wired.router(peer).cell().clone();
+        wired.input("b", Input::LinkUp { peer: peer.into(), cell, incarnation: Incarnation(1) });
+    }
+    let held = pump_holding_synced(&mut wired);
+    let p = pubend("a");
+    assert_eq!(wired.router("b").child_cell_verdict(&p, &"C".into(), &30), Verdict::Unsure);
+    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &30), Verdict::Unsure);
+    // Once c vouches again, the relay may say F (and so may a, once b vouched in turn).
+    for (from, to, message) in held.into_iter().filter(|(from, _, _)| from.as_str() == "c") {
+        wired.input(to.as_str(), Input::Received { from, message });
+    }
+    wired.pump();
+    assert_eq!(wired.router("b").child_cell_verdict(&p, &"C".into(), &30), Verdict::Filtered);
+    assert_eq!(wired.router("b").child_cell_verdict(&p, &"C".into(), &15), Verdict::Deliver);
+    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &30), Verdict::Filtered);
+}
+
+#[test]
+fn a_mates_local_subscribers_are_f_only_once_it_vouched_for_them() {
+    let mut wired = Wired::new(&[("a1", "A"), ("a2", "A")]);
+    wired.link("a1", "a2");
+    wired.input("a2", Input::Subscribe { filter: Range(1, 5) });
+    let held = pump_holding_synced(&mut wired);
+    assert_eq!(wired.router("a1").mate_verdict(&"a2".into(), &30), Verdict::Unsure);
+    for (from, to, message) in held {
+        wired.input(to.as_str(), Input::Received { from, message });
+    }
+    wired.pump();
+    let router = wired.router("a1");
+    assert_eq!(router.mate_verdict(&"a2".into(), &3), Verdict::Deliver);
+    assert_eq!(router.mate_verdict(&"a2".into(), &30), Verdict::Filtered);
+    assert_eq!(router.mate_verdict(&"zz".into(), &30), Verdict::Unsure, "not a mate");
+}
+
+#[test]
+fn a_child_cell_we_have_no_link_into_is_judged_by_the_mate_a_sideways_copy_takes() {
+    let mut wired = Wired::new(&[("a1", "A"), ("a2", "A"), ("b", "B")]);
+    wired.link("a1", "a2");
+    wired.link("a2", "b");
+    wired.input("b", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let router = wired.router("a1");
+    let p = pubend("a1");
+    assert_eq!(router.child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver);
+    assert_eq!(router.child_cell_verdict(&p, &"B".into(), &30), Verdict::Filtered);
+}
