@@ -23,6 +23,7 @@
 //! This crate drives brokers from outside, through their client port, admin port and process;
 //! it does not link the broker or the routing core.
 
+pub mod acked;
 pub mod cli;
 pub mod engine;
 pub mod experiments;

@@ -57,3 +57,21 @@ fn nats_that_cannot_be_found_is_a_clear_error() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent"), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+#[test]
+fn acked_publishing_counts_every_publish_acknowledged_after_its_sync_and_leaves_no_log_behind() {
+    let dir = std::env::temp_dir().join(format!("tidings-bench-acked-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_text = dir.display().to_string();
+    let (out, json) = bench(&["acked", "--reps", "1", "--duration", "0.5", "--window", "32", "--dir", &dir_text]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = &json["rows"][0];
+    assert_eq!(row["system"], "tidings");
+    assert!(figure(row, "acked") > 0.0, "{row}");
+    assert_eq!(figure(row, "acked"), figure(row, "published"), "every publish was acknowledged: {row}");
+    assert_eq!(figure(row, "errors"), 0.0);
+    assert!(figure(row, "p50_us") <= figure(row, "p99_us") && figure(row, "p99_us") <= figure(row, "max_us"));
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    assert!(left.is_empty(), "the scratch log is removed: {left:?}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

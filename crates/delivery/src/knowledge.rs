@@ -3,7 +3,8 @@
 //! monotone.
 //!
 //! Invariants: no run at or below `done` (detail there is folded away after acknowledgement);
-//! a final value never turns into Q or into another final value, except L into D or F.
+//! a final value never turns into Q or into another final value, except L into D or F, and D
+//! into L where the pubend's log found the record unreadable ([`Knowledge::damage`]).
 
 use crate::names::{Tick, TickRange};
 use crate::ranges::{RangeMap, Run};
@@ -105,6 +106,22 @@ impl Knowledge {
         self.map.fill(range, value, &mut joined.new);
     }
 
+    /// Turns the D ticks in `range` into L: their record was found damaged when the log read
+    /// it, so no one can ever supply the message. The one change of a final value besides L
+    /// into D/F; without it a tick known D whose payload is gone would be nacked forever (an
+    /// L answer never overwrites a D in [`Self::join`]). The changed pieces go to `joined.new`.
+    pub fn damage(&mut self, range: TickRange, joined: &mut Joined) {
+        let Some(range) = TickRange::new(range.from.max(self.done.next()), range.to) else {
+            return;
+        };
+        let data: Vec<TickRange> =
+            self.map.runs(range).filter(|run| run.value == Know::Data).map(|run| run.range).collect();
+        for piece in data {
+            self.map.insert(piece, Know::Lost);
+            joined.new.push(piece);
+        }
+    }
+
     /// Folds every tick `<= tick` into the done prefix, dropping its detail.
     pub fn advance_done(&mut self, tick: Tick) {
         if tick > self.done {
@@ -154,6 +171,21 @@ mod tests {
         assert_eq!(j.new, vec![r(4, 4)]);
         assert_eq!(k.get(Tick(4)), Some(Know::Data));
         assert_eq!(k.get(Tick(5)), Some(Know::Lost));
+    }
+
+    #[test]
+    fn damage_turns_only_data_into_lost() {
+        let mut k = Knowledge::new();
+        let mut j = Joined::default();
+        k.join(r(1, 4), Know::Final, &mut j);
+        k.join(r(5, 5), Know::Data, &mut j);
+        k.join(r(6, 9), Know::Final, &mut j);
+        let mut j = Joined::default();
+        k.damage(r(1, 9), &mut j);
+        assert_eq!(j.new, vec![r(5, 5)]);
+        assert_eq!(k.get(Tick(5)), Some(Know::Lost));
+        assert_eq!(k.get(Tick(4)), Some(Know::Final));
+        assert_eq!(k.get(Tick(6)), Some(Know::Final));
     }
 
     #[test]

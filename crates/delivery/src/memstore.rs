@@ -58,7 +58,7 @@ impl MemStore {
                 let records = log
                     .map(|log| log.durable.range(range.from..=range.to).map(|(&t, (r, _, _))| (t, r.clone())).collect())
                     .unwrap_or_default();
-                Some(StoreInput::ReadDone { pubend: *pubend, range: *range, records })
+                Some(StoreInput::ReadDone { pubend: *pubend, range: *range, records, lost: Vec::new() })
             }
         }
     }

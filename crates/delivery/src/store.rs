@@ -95,6 +95,9 @@ pub enum StoreInput {
         range: TickRange,
         /// `(tick, record)` for each record found, ascending.
         records: Vec<(Tick, Bytes)>,
+        /// Ticks whose records the store found damaged (checksum mismatch): they can never be
+        /// served and become L (gap notices), never F.
+        lost: Vec<TickRange>,
     },
     /// The lease is durable up to `lease`.
     LeaseDone {

@@ -28,6 +28,8 @@ pub enum Classic {
     Latency(LatencyArgs),
     /// Publish throughput with many non-matching subscriptions versus none.
     Index(IndexArgs),
+    /// Acknowledged guaranteed publishing against NATS JetStream.
+    Acked(super::acked::AckedArgs),
 }
 
 /// Options every measurement shares.
@@ -35,13 +37,13 @@ pub enum Classic {
 pub struct Common {
     /// Use this broker instead of starting one.
     #[arg(long, value_name = "HOST:PORT")]
-    server: Option<String>,
+    pub(super) server: Option<String>,
     /// Repetitions; the median is reported with the min-max range.
     #[arg(long, default_value_t = 3)]
-    reps: usize,
+    pub(super) reps: usize,
     /// Seconds of publishing per repetition.
     #[arg(long, default_value_t = 5.0)]
-    duration: f64,
+    pub(super) duration: f64,
     /// Also measure NATS, interleaved repetition by repetition (tput and latency only).
     #[arg(long)]
     nats: bool,
@@ -152,7 +154,7 @@ fn target(common: &Common) -> anyhow::Result<Target> {
     }
 }
 
-fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
+pub(super) fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
     if !common.nats {
         return Ok(None);
     }
@@ -250,7 +252,7 @@ async fn interleaved(
     Ok(rows)
 }
 
-fn print_row(row: &Row) {
+pub(super) fn print_row(row: &Row) {
     let figures: Vec<String> = row.figures.iter().map(|(n, v)| format!("{n} {v:.0}")).collect();
     let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
     eprintln!(
@@ -264,12 +266,13 @@ fn print_row(row: &Row) {
 }
 
 /// Prints the medians with their ranges, per system, and the ratio tidings / NATS.
-fn summarize(point: &str, headline: &str, rows: &[Row]) {
+pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) {
     let of = |system: &str, figure: &str| -> Spread {
         let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
         Spread::of(&values)
     };
     let figures: Vec<String> = match headline {
+        "acked_msg_s" => vec!["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"],
         "p99_us" => vec!["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"],
         _ => vec!["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"],
     }
@@ -297,6 +300,7 @@ pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
         Classic::Tput(a) => tput(a).await?,
         Classic::Index(a) => index(a).await?,
         Classic::Latency(a) => latency(a).await?,
+        Classic::Acked(a) => super::acked::run(a).await?,
     };
     if let Ok(path) = std::env::var("TIDINGS_BENCH_JSON") {
         std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {path}"))?;

@@ -2,6 +2,7 @@
 //! experiment, `all` runs every one; `tput`, `latency` and `index` are the one-number
 //! foundation measurements ([`classic`]).
 
+pub mod acked;
 pub mod classic;
 pub mod peers;
 
@@ -26,6 +27,9 @@ pub enum Which {
     Latency(classic::LatencyArgs),
     /// Publish throughput with many non-matching subscriptions versus none (one number).
     Index(classic::IndexArgs),
+    /// Guaranteed publishing acknowledged after the sync, beside NATS JetStream with
+    /// `sync_interval: always` (one number).
+    Acked(acked::AckedArgs),
     /// Seeds 003/000: latency vs 10..10,000 subscribers, TCP and UDP.
     Subscribers(SubscribersArgs),
     /// Seed 002: 1 -> 1 throughput vs message size (STn/RTn).
@@ -201,6 +205,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Tput(a) => return classic::run(classic::Classic::Tput(a)).await,
         Which::Latency(a) => return classic::run(classic::Classic::Latency(a)).await,
         Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
+        Which::Acked(a) => return classic::run(classic::Classic::Acked(a)).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));

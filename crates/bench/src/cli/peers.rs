@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use super::classic::Row;
+use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
 use crate::peer::nats::{self, Mode, PeerRun};
 use crate::peer::{NatsServer, NatsTools};
@@ -108,5 +109,46 @@ pub fn nats_rep(tools: &NatsTools, point: &NatsPoint, label: &str, rep: usize) -
     let figures: Vec<(String, f64)> =
         names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect();
     let value = figures.iter().find(|(n, _)| n == headline).map_or(f64::NAN, |(_, v)| *v);
+    Ok(Row { system: "nats".into(), point: label.into(), rep, value, figures, load_before, load_after: load_average() })
+}
+
+/// JetStream figures of a harness row, named as `tidings bench acked` names its own.
+const JETSTREAM: &[(&str, &str)] = &[
+    ("published", "published"),
+    ("acked", "acked"),
+    ("errors", "errors"),
+    ("secs", "secs"),
+    ("acked_msg_s", "acked_msgs_s"),
+    ("mean_us", "mean_us"),
+    ("p50_us", "p50_us"),
+    ("p99_us", "p99_us"),
+    ("max_us", "max_us"),
+];
+
+/// One repetition of acknowledged publishing against a fresh JetStream server whose store is
+/// under `parent` and syncs every write (blocking).
+pub fn jetstream_rep(
+    tools: &NatsTools,
+    spec: &AckedSpec,
+    parent: &std::path::Path,
+    label: &str,
+    rep: usize,
+) -> anyhow::Result<Row> {
+    let scratch = ScratchDir::new(parent, "jetstream")?;
+    let store = scratch.0.join("store");
+    let load_before = load_average();
+    let server = NatsServer::jetstream_always(tools, &scratch.0, &store)?;
+    let run = nats::JsRun {
+        url: server.urls[0].clone(),
+        size: spec.size,
+        window: spec.window,
+        duration: spec.duration,
+        max: spec.max,
+    };
+    let row = nats::run_js(tools, &run, &scratch.0)?;
+    drop(server);
+    let figures: Vec<(String, f64)> =
+        JETSTREAM.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect();
+    let value = row.num("acked_msgs_s").unwrap_or(f64::NAN);
     Ok(Row { system: "nats".into(), point: label.into(), rep, value, figures, load_before, load_after: load_average() })
 }

@@ -130,6 +130,24 @@ impl NatsServer {
     }
 }
 
+impl NatsServer {
+    /// One node with JetStream on, its file store in `store_dir`, syncing every write before
+    /// it acknowledges (`sync_interval: always`): the peer of tidings' `fsync = always`.
+    pub fn jetstream_always(tools: &NatsTools, logs: &Path, store_dir: &Path) -> anyhow::Result<NatsServer> {
+        let port = free_port()?;
+        let config = logs.join("jetstream.conf");
+        let text = format!(
+            "listen: \"127.0.0.1:{port}\"\njetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n",
+            store_dir.display().to_string()
+        );
+        std::fs::write(&config, text)?;
+        let child = spawn(tools, logs, "nats-js", &["-c", &config.display().to_string()])?;
+        let server = NatsServer { children: vec![child], urls: vec![format!("nats://127.0.0.1:{port}")] };
+        wait_port(port)?;
+        Ok(server)
+    }
+}
+
 impl Drop for NatsServer {
     fn drop(&mut self) {
         for child in &mut self.children {
@@ -237,12 +255,49 @@ impl PeerRun {
     }
 }
 
-/// Runs the harness (blocking) and returns its rows, one per repetition.
-pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
-    let csv = scratch.join(format!("peerbench-{}-{}.csv", run.exp, std::process::id()));
+/// One run of the harness's JetStream mode (`-mode js -js-mode async`): acknowledged
+/// publishes with `window` in flight.
+#[derive(Debug, Clone)]
+pub struct JsRun {
+    /// The server's URL.
+    pub url: String,
+    /// Payload bytes.
+    pub size: usize,
+    /// Acks in flight.
+    pub window: usize,
+    /// Publishing time.
+    pub duration: Duration,
+    /// Publish cap.
+    pub max: u64,
+}
+
+/// Runs the JetStream mode once (blocking) and returns its row.
+pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<PeerRow> {
+    let csv = scratch.join(format!("peerbench-js-{}.csv", std::process::id()));
     let _ = std::fs::remove_file(&csv);
+    let args = [
+        ("-mode", "js".to_string()),
+        ("-js-mode", "async".into()),
+        ("-exp", "acked".into()),
+        ("-label", "nats-js".into()),
+        ("-pub", run.url.clone()),
+        ("-size", run.size.to_string()),
+        ("-window", run.window.to_string()),
+        ("-reps", "1".into()),
+        ("-dur", format!("{}ms", run.duration.as_millis())),
+        ("-max", run.max.to_string()),
+        ("-sync-note", "always".into()),
+        ("-csv", csv.display().to_string()),
+    ];
+    let args: Vec<String> = args.iter().flat_map(|(flag, value)| [flag.to_string(), value.clone()]).collect();
+    let rows = harness(tools, &args, &csv)?;
+    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no JetStream row"))
+}
+
+/// Runs the harness with `args` (blocking), then reads and removes the CSV it wrote.
+fn harness(tools: &NatsTools, args: &[String], csv: &Path) -> anyhow::Result<Vec<PeerRow>> {
     let output = Command::new(&tools.peerbench)
-        .args(run.args(&csv))
+        .args(args)
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running {}", tools.peerbench.display()))?;
@@ -252,8 +307,16 @@ pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<V
         output.status,
         String::from_utf8_lossy(&output.stderr).trim()
     );
-    let rows = parse_csv(&std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?);
+    let rows = parse_csv(&std::fs::read_to_string(csv).with_context(|| format!("reading {}", csv.display()))?);
+    let _ = std::fs::remove_file(csv);
+    Ok(rows)
+}
+
+/// Runs the harness (blocking) and returns its rows, one per repetition.
+pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
+    let csv = scratch.join(format!("peerbench-{}-{}.csv", run.exp, std::process::id()));
     let _ = std::fs::remove_file(&csv);
+    let rows = harness(tools, &run.args(&csv), &csv)?;
     anyhow::ensure!(rows.len() == run.reps, "peerbench wrote {} rows for {} repetitions", rows.len(), run.reps);
     Ok(rows)
 }

@@ -190,8 +190,8 @@ impl Driver {
                 }
             }
             Command::Completed(group) => self.completed(&group),
-            Command::ReadDone { pubend, range, records } => {
-                self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records }))
+            Command::ReadDone { pubend, range, records, lost } => {
+                self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records, lost }))
             }
         }
     }
@@ -217,6 +217,7 @@ impl Driver {
         self.metrics.nacks_sent.inc_by(c.nacks_sent - old.nacks_sent);
         self.metrics.nack_ticks_absorbed.inc_by(c.nack_ticks_absorbed - old.nack_ticks_absorbed);
         self.metrics.retransmits.inc_by(c.retransmitted - old.retransmitted);
+        self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);
         let s = self.store.stats();
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));

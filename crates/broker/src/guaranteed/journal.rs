@@ -42,14 +42,15 @@ pub(crate) fn open(
         if !log.lost.is_empty() {
             error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; subscribers get gap notices for them");
         }
-        let logged = logged_ticks(&store, id, &log).map_err(fail)?;
+        let (logged, damaged) = logged_ticks(&store, id, &log).map_err(fail)?;
         let mut publishers = BTreeMap::new();
         for ((publisher, seq), tick) in &log.dedup {
             let highest = publishers.entry(PublisherId(publisher.0)).or_insert(seq.0);
             *highest = (*highest).max(seq.0);
             assigned.insert(PubendId(id.0), (PublisherId(publisher.0), seq.0), Tick(tick.0));
         }
-        let lost = log.lost.iter().map(|r| TickRange { from: Tick(r.first.0), to: Tick(r.last.0) }).collect();
+        let lost =
+            log.lost.iter().map(|r| TickRange { from: Tick(r.first.0), to: Tick(r.last.0) }).chain(damaged).collect();
         let core = Recovered {
             lease: Tick(log.lease.0),
             release: Tick(log.released.0),
@@ -62,20 +63,19 @@ pub(crate) fn open(
     Ok(Opened { store: Arc::new(store), pubends, assigned })
 }
 
-/// The ticks of the records still in a pubend's log (read once at start).
-fn logged_ticks(store: &Store, id: store::PubendId, log: &store::PubendRecovery) -> Result<Vec<Tick>, StoreError> {
+/// The ticks of the records still in a pubend's log (read once at start), and the ranges that
+/// read found damaged (they join the recovery's lost ranges).
+fn logged_ticks(
+    store: &Store,
+    id: store::PubendId,
+    log: &store::PubendRecovery,
+) -> Result<(Vec<Tick>, Vec<TickRange>), StoreError> {
     if log.highest <= log.released {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), Vec::new()));
     }
     let range = store::TickRange { first: store::Tick(log.released.0 + 1), last: log.highest };
-    let items = store.read(id, range, usize::MAX)?;
-    Ok(items
-        .into_iter()
-        .filter_map(|item| match item {
-            ReadItem::Data(record) => Some(Tick(record.tick.0)),
-            ReadItem::Lost(_) => None,
-        })
-        .collect())
+    let (records, lost) = split(store.read(id, range, usize::MAX)?);
+    Ok((records.into_iter().map(|(tick, _)| tick).collect(), lost))
 }
 
 /// Submits one store action (reads excepted: see [`read`]). An error means the store is closed.
@@ -102,25 +102,41 @@ pub(crate) fn submit(store: &Store, token: Token, action: &StoreAction) -> Resul
 }
 
 /// Reads a range on tokio's blocking pool; the records come back as [`Command::ReadDone`].
-/// Damaged records are left out (the core asks again later; they are logged by the store).
+/// Ranges the store found damaged come back as `lost`: the core turns them into L (gap notices
+/// to the subscribers owed them) rather than asking again forever. A failed read (an I/O error,
+/// not damage) returns nothing and the core asks again later.
 pub(crate) fn read(store: Arc<Store>, pubend: PubendId, range: TickRange, tx: mpsc::UnboundedSender<Command>) {
     tokio::task::spawn_blocking(move || {
         let wanted = store::TickRange { first: store::Tick(range.from.0), last: store::Tick(range.to.0) };
-        let records = match store.read(store::PubendId(pubend.0), wanted, usize::MAX) {
-            Ok(items) => items
-                .into_iter()
-                .filter_map(|item| match item {
-                    ReadItem::Data(record) => Some((Tick(record.tick.0), record.payload)),
-                    ReadItem::Lost(_) => None,
-                })
-                .collect::<Vec<(Tick, Bytes)>>(),
+        let (records, lost) = match store.read(store::PubendId(pubend.0), wanted, usize::MAX) {
+            Ok(items) => split(items),
             Err(error) => {
                 warn!(%error, pubend = pubend.0, "reading the pubend log failed");
-                Vec::new()
+                (Vec::new(), Vec::new())
             }
         };
-        let _ = tx.send(Command::ReadDone { pubend, range, records });
+        if !lost.is_empty() {
+            error!(
+                pubend = pubend.0,
+                ?lost,
+                "records of the pubend log are damaged; subscribers get gap notices for them"
+            );
+        }
+        let _ = tx.send(Command::ReadDone { pubend, range, records, lost });
     });
+}
+
+/// A read's records, and the tick ranges it found damaged, in the core's terms.
+fn split(items: Vec<ReadItem>) -> (Vec<(Tick, Bytes)>, Vec<TickRange>) {
+    let mut records = Vec::new();
+    let mut lost = Vec::new();
+    for item in items {
+        match item {
+            ReadItem::Data(record) => records.push((Tick(record.tick.0), record.payload)),
+            ReadItem::Lost(r) => lost.push(TickRange { from: Tick(r.first.0), to: Tick(r.last.0) }),
+        }
+    }
+    (records, lost)
 }
 
 /// Turns one group of completions into core inputs, in order: consecutive successful appends of

@@ -28,6 +28,9 @@ pub struct GuaranteedMetrics {
     pub corrupt_at_open: Counter,
     /// Log segments deleted after release.
     pub segments_deleted: Counter,
+    /// Ticks known to hold a message that became lost because the record was unreadable
+    /// (their subscribers got gap notices).
+    pub damaged_ticks: Counter,
     /// Guaranteed deliveries queued to subscribers.
     pub deliveries: Counter,
     /// Times a subscriber's outbox filled and its subend stopped (nothing dropped).
@@ -58,6 +61,7 @@ impl GuaranteedMetrics {
             corrupt_records: Counter::default(),
             corrupt_at_open: Counter::default(),
             segments_deleted: Counter::default(),
+            damaged_ticks: Counter::default(),
             deliveries: Counter::default(),
             outbox_full: Counter::default(),
             nacks_sent: Counter::default(),
@@ -77,6 +81,7 @@ impl GuaranteedMetrics {
         r.register("corrupt_records", "Pubend log records found damaged by a read", m.corrupt_records.clone());
         r.register("corrupt_at_open", "Damaged stretches found opening the pubend log", m.corrupt_at_open.clone());
         r.register("segments_deleted", "Pubend log segments deleted after release", m.segments_deleted.clone());
+        r.register("damaged_ticks", "Message ticks lost to unreadable records (gap notices)", m.damaged_ticks.clone());
         r.register("deliveries", "Guaranteed deliveries queued", m.deliveries.clone());
         r.register("outbox_full", "Guaranteed subscribers paused by a full outbox", m.outbox_full.clone());
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());

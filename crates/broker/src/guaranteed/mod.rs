@@ -75,6 +75,8 @@ pub(crate) enum Command {
         pubend: tidings_delivery::PubendId,
         range: tidings_delivery::TickRange,
         records: Vec<(tidings_delivery::Tick, bytes::Bytes)>,
+        /// Ranges found damaged: they become L.
+        lost: Vec<tidings_delivery::TickRange>,
     },
 }
 

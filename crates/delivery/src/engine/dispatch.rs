@@ -9,6 +9,7 @@ use crate::engine::stream::{Learned, Source, Stream};
 use crate::engine::types::{Action, Input, Matcher, StreamRoute};
 use crate::engine::{Ctx, Engine};
 use crate::error::DeliveryError;
+use crate::knowledge::Joined;
 use crate::message::Message;
 use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
 use crate::store::{Recovered, StoreInput};
@@ -192,7 +193,9 @@ impl<M: Matcher> Engine<M> {
             StoreInput::Opened { pubend, recovered } => self.handle_store_opened(now, pubend, recovered, out),
             StoreInput::AppendDone { pubend, synced_up_to } => self.handle_append_done(now, pubend, synced_up_to, out),
             StoreInput::AppendFailed { pubend, tick } => self.handle_append_failed(now, pubend, tick, out),
-            StoreInput::ReadDone { pubend, range, records } => self.handle_read_done(now, pubend, range, records, out),
+            StoreInput::ReadDone { pubend, range, records, lost } => {
+                self.handle_read_done(now, pubend, range, (records, lost), out)
+            }
             StoreInput::LeaseDone { pubend, lease } => self.handle_lease_done(now, pubend, lease, out),
         }
     }
@@ -222,12 +225,17 @@ impl<M: Matcher> Engine<M> {
         now: Millis,
         pubend: PubendId,
         range: TickRange,
-        records: Vec<(Tick, Bytes)>,
+        (records, lost): (Vec<(Tick, Bytes)>, Vec<TickRange>),
         out: &mut Vec<Action>,
     ) {
         self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
             let Source::Log(log) = &mut stream.source else { return };
             log.read_done(range, records, &mut stream.cache, ctx);
+            let mut joined = Joined::default();
+            for &damaged in &lost {
+                stream.know.damage(damaged, &mut joined);
+            }
+            ctx.counters.damaged_ticks += joined.new.iter().map(|r| r.to.0 - r.from.0 + 1).sum::<u64>();
             stream.learn(&[range], Learned::Requested, ctx);
         });
     }

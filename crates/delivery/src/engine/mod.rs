@@ -49,6 +49,10 @@ pub struct Counters {
     pub malformed: u64,
     /// Messages for a pubend with no stream here.
     pub unknown_stream: u64,
+    /// Ticks known to hold a message whose record turned out unreadable (damaged in the log
+    /// at the pubend, or told lost by upstream while this broker lacked the payload): they
+    /// became L and their subscribers got gap notices.
+    pub damaged_ticks: u64,
 }
 
 /// What one stream operation needs besides the stream.

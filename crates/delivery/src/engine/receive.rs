@@ -3,9 +3,10 @@
 
 use bytes::Bytes;
 
+use crate::cache::PayloadCache;
 use crate::engine::stream::{Learned, Source, Stream};
 use crate::engine::Ctx;
-use crate::knowledge::{Joined, Know};
+use crate::knowledge::{Joined, Know, Knowledge};
 use crate::message::SilenceKind;
 use crate::names::{BrokerId, Tick, TickRange};
 
@@ -85,6 +86,9 @@ impl Stream {
         let mut joined = Joined::default();
         for &range in ranges {
             self.know.join(range, value, &mut joined);
+            if value == Know::Lost {
+                damage_uncached(&mut self.know, &self.cache, range, &mut joined, ctx);
+            }
         }
         ctx.counters.conflicts += u64::from(joined.conflicts);
         up.resolve(&joined.new, ctx.now);
@@ -98,6 +102,28 @@ impl Stream {
         self.learn(&joined.new, Learned::FirstTime(&[]), ctx);
         for child in self.children.values_mut() {
             child.flush(ctx, self.pubend);
+        }
+    }
+}
+
+/// L from upstream over ticks known D here whose payload this broker does not hold: the
+/// record was found damaged at the pubend and can never be supplied, so they become L
+/// (gap notices) instead of being nacked forever. A payload still cached here is served.
+fn damage_uncached(
+    know: &mut Knowledge,
+    cache: &PayloadCache,
+    range: TickRange,
+    joined: &mut Joined,
+    ctx: &mut Ctx<'_>,
+) {
+    let data: Vec<TickRange> = know.runs(range).filter(|run| run.value == Know::Data).map(|run| run.range).collect();
+    for run in data {
+        for tick in run.from.0..=run.to.0 {
+            if !cache.contains(Tick(tick)) {
+                let before = joined.new.len();
+                know.damage(TickRange::single(Tick(tick)), joined);
+                ctx.counters.damaged_ticks += (joined.new.len() - before) as u64;
+            }
         }
     }
 }

@@ -275,3 +275,61 @@ fn ticks_damaged_on_disk_stay_lost_under_silence_and_are_answered_as_lost() {
     });
     assert!(answered_lost, "a nack for damaged ticks is answered with L: {out:?}");
 }
+
+#[test]
+fn a_record_found_damaged_by_a_read_becomes_lost_and_the_nack_is_answered_with_l() {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    let route = StreamRoute { upstream: None, children: vec![child()] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    let recovered = Recovered { lease: Tick(4_000), logged: vec![Tick(2_000)], ..Recovered::default() };
+    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
+    let tick = TickRange::single(Tick(2_000));
+    out.clear();
+    let nack = Message::Nack { pubend: P, ranges: vec![tick] };
+    engine.handle(Millis(5), Input::Received { from: BrokerId(9), from_cell: CellId(9), message: nack }, &mut out);
+    let read = out.iter().find_map(|a| match a {
+        Action::Store(StoreAction::ReadRange { range, .. }) => Some(*range),
+        _ => None,
+    });
+    let read = read.unwrap_or_else(|| panic!("the nack for a logged tick reads the log: {out:?}"));
+    out.clear();
+    let done = StoreInput::ReadDone { pubend: P, range: read, records: Vec::new(), lost: vec![tick] };
+    engine.handle(Millis(6), Input::Store(done), &mut out);
+    let answered_lost = sent(&out).iter().any(|m| {
+        matches!(m, Message::Silence { kind: crate::message::SilenceKind::Lost, ranges, .. }
+            if ranges.iter().any(|r| r.from <= Tick(2_000) && Tick(2_000) <= r.to))
+    });
+    assert!(answered_lost, "the damaged tick is answered with L: {out:?}");
+    assert_eq!(engine.inspect(P).unwrap().knowledge(Tick(2_000)), Some(crate::knowledge::Know::Lost));
+    assert_eq!(engine.counters().damaged_ticks, 1);
+}
+
+#[test]
+fn a_relay_told_l_for_a_data_tick_whose_payload_it_evicted_takes_the_loss() {
+    let settings = Settings { payload_cache_bytes: 1, ..Settings::default() };
+    let mut engine = Engine::new(settings, Byte0);
+    let mut out = Vec::new();
+    let route = StreamRoute {
+        upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }),
+        children: vec![child()],
+    };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    engine.handle(Millis(2), data(5, 1, 1, false), &mut out);
+    engine.handle(Millis(3), data(6, 6, 1, false), &mut out);
+    engine.handle(Millis(3), data(7, 7, 1, false), &mut out);
+    let lost = Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(5), to: Tick(7) }],
+        kind: crate::message::SilenceKind::Lost,
+        requested_only: true,
+    };
+    engine.handle(Millis(4), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: lost }, &mut out);
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.knowledge(Tick(5)), Some(crate::knowledge::Know::Lost), "the evicted payload is gone for good");
+    assert_eq!(
+        view.knowledge(Tick(7)),
+        Some(crate::knowledge::Know::Data),
+        "a payload still cached is kept and served"
+    );
+}

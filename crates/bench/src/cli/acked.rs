@@ -1,0 +1,89 @@
+//! `tidings bench acked`: guaranteed publishing acknowledged after the sync ([`crate::acked`]),
+//! beside NATS JetStream with `sync_interval: always` in the same run, repetition by
+//! repetition, each on a fresh server and the same disk.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::classic::{nats_tools, print_row, summarize, Common, Row};
+use super::peers;
+use crate::acked::{self, AckedResult, AckedSpec};
+use crate::stats::load_average;
+
+/// `tidings bench acked`.
+#[derive(clap::Args)]
+pub struct AckedArgs {
+    #[command(flatten)]
+    pub(super) common: Common,
+    /// Payload bytes.
+    #[arg(long, default_value_t = 256)]
+    pub(super) size: usize,
+    /// Publishes in flight (tidings' guaranteed window; JetStream's PublishAsyncMaxPending).
+    #[arg(long, default_value_t = 256)]
+    pub(super) window: usize,
+    /// Publish cap per repetition.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub(super) max: u64,
+    /// Where the broker's pubend log and JetStream's store are created (default: the working
+    /// directory, so the disk measured is the one a broker started here would use). Removed
+    /// afterwards.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub(super) dir: PathBuf,
+}
+
+fn acked_figures(r: &AckedResult) -> Vec<(String, f64)> {
+    [
+        ("published", r.published as f64),
+        ("acked", r.acked as f64),
+        ("errors", r.errors as f64),
+        ("secs", r.secs),
+        ("acked_msg_s", r.acked_rate),
+        ("mean_us", r.mean_us),
+        ("p50_us", r.p50_us as f64),
+        ("p99_us", r.p99_us as f64),
+        ("max_us", r.max_us as f64),
+    ]
+    .into_iter()
+    .map(|(n, v)| (n.to_string(), v))
+    .collect()
+}
+
+/// Guaranteed publishing, acknowledged after the sync, against JetStream with `sync_interval:
+/// always`; each repetition a fresh broker then a fresh nats-server, on the same disk.
+pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
+    anyhow::ensure!(a.common.server.is_none(), "acked starts its own broker (its log goes under --dir)");
+    let spec =
+        AckedSpec { size: a.size, window: a.window, duration: Duration::from_secs_f64(a.common.duration), max: a.max };
+    let tools = nats_tools(&a.common)?;
+    let point = format!("acked size={} window={} fsync=always", a.size, a.window);
+    let exe = std::env::current_exe().context("cannot find the tidings binary")?;
+    let mut rows = Vec::new();
+    for rep in 1..=a.common.reps {
+        let load_before = load_average();
+        let (target, data) = acked::spawn_broker(&exe, &a.dir)?;
+        let result = acked::run(&target, &spec).await;
+        drop(target);
+        drop(data);
+        let r = result?;
+        let row = Row {
+            system: "tidings".into(),
+            point: point.clone(),
+            rep,
+            value: r.acked_rate,
+            figures: acked_figures(&r),
+            load_before,
+            load_after: load_average(),
+        };
+        print_row(&row);
+        rows.push(row);
+        if let Some(tools) = &tools {
+            let row = tokio::task::block_in_place(|| peers::jetstream_rep(tools, &spec, &a.dir, &point, rep))?;
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+    summarize(&point, "acked_msg_s", &rows);
+    Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
+}
