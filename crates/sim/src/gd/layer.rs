@@ -13,7 +13,8 @@ use tidings_delivery::{
     BrokerId, CellId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
     Tick,
 };
-use tidings_route::{BrokerName, GdAction, Millis as RouteMillis};
+use tidings_route::matching::RouteFilter;
+use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
 
 use crate::gd::matcher::SimMatcher;
 use crate::gd::world::World;
@@ -185,7 +186,6 @@ impl GdLayer {
         match command {
             Command::Route { pubend, route } => {
                 node.routes.insert(pubend, route.clone());
-                self.world.borrow_mut().routes.insert((node.index, pubend), route.clone());
                 self.drive(node, store, now, Input::Route { pubend, route }, out);
             }
             Command::Publish { seq, msg } => {
@@ -274,43 +274,9 @@ impl GdLayer {
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
         }
     }
-}
 
-impl Layer for GdLayer {
-    type Frame = GdFrame;
-    type Node = GdNode;
-    type Store = MemStore;
-
-    fn start(&self, broker: &BrokerName, _: &mut MemStore) -> GdNode {
-        let index = self.index[broker];
-        let incarnation = {
-            let mut world = self.world.borrow_mut();
-            world.routes.retain(|(node, _), _| *node != index);
-            let starts = world.starts.entry(index).or_default();
-            *starts += 1;
-            *starts
-        };
-        let matcher = SimMatcher { node: index, world: self.world.clone() };
-        let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
-        let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
-        GdNode {
-            index,
-            engine: Engine::new(self.settings.clone(), matcher),
-            booted: false,
-            rng,
-            skew,
-            sync_at: None,
-            pending: Vec::new(),
-            routes: BTreeMap::new(),
-            seen: BTreeMap::new(),
-        }
-    }
-
-    fn crash(&self, store: &mut MemStore) {
-        store.crash();
-    }
-
-    fn handle(
+    /// One input, with the router lent to the matcher.
+    fn handle_input(
         &self,
         node: &mut GdNode,
         store: &mut MemStore,
@@ -344,6 +310,56 @@ impl Layer for GdLayer {
             }
         }
         self.judge_knowledge(node);
+    }
+}
+
+impl Layer for GdLayer {
+    type Frame = GdFrame;
+    type Node = GdNode;
+    type Store = MemStore;
+
+    fn start(&self, broker: &BrokerName, _: &mut MemStore) -> GdNode {
+        let index = self.index[broker];
+        let incarnation = {
+            let mut world = self.world.borrow_mut();
+            let starts = world.starts.entry(index).or_default();
+            *starts += 1;
+            *starts
+        };
+        let matcher = SimMatcher { node: index, world: self.world.clone(), router: None };
+        let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
+        let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
+        GdNode {
+            index,
+            engine: Engine::new(self.settings.clone(), matcher),
+            booted: false,
+            rng,
+            skew,
+            sync_at: None,
+            pending: Vec::new(),
+            routes: BTreeMap::new(),
+            seen: BTreeMap::new(),
+        }
+    }
+
+    fn crash(&self, store: &mut MemStore) {
+        store.crash();
+    }
+
+    /// The engine's matcher holds the router while the input runs (its filter verdicts come
+    /// from the summaries), and gives it back after.
+    fn handle(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        router: &mut Option<Router<RouteFilter>>,
+        now: RouteMillis,
+        input: LayerInput<GdFrame>,
+        out: &mut Out,
+    ) {
+        std::mem::swap(router, &mut node.engine.matcher_mut().router);
+        self.handle_input(node, store, now, input, out);
+        std::mem::swap(router, &mut node.engine.matcher_mut().router);
     }
 
     fn next_deadline(&self, node: &GdNode) -> Option<RouteMillis> {

@@ -4,7 +4,8 @@
 //!
 //! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
 //! `actions` carries out and judges what the engine asks);
-//! [`matcher`] answers the engine's filter questions with the production matching code;
+//! [`matcher`] answers the engine's filter questions as the broker knows them (child edges
+//! from its router's vouched summaries, subends with the production matching code);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
 //! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.

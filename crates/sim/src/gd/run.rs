@@ -110,6 +110,8 @@ impl GdRun {
         for &node in candidates.iter().take(publishers) {
             world.pubends.insert(node, PubendId(home_pubend(&names[node]).id.0));
         }
+        world.names = names.clone();
+        world.cell_names = cells;
         let world = Rc::new(RefCell::new(world));
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let layer = GdLayer { settings, world: world.clone(), names, index, seed: plan.seed };

@@ -21,3 +21,19 @@ fn a_barrier_slower_than_the_re_requests_still_starts_its_subscribers() {
         assert_eq!(stats.unconfirmed, 0, "seed {seed}: subscribers gave up on their barrier");
     }
 }
+
+#[test]
+fn the_filter_edges_judge_by_the_routers_vouched_summaries() {
+    let mut totals = crate::gd::Stats::default();
+    for seed in 1..=4 {
+        let plan = Plan { seed, steps: 300, skip: BTreeSet::new() };
+        let topology = random_topology(&mut Rng::new(seed ^ 0x7090));
+        let (_, stats) = run_gd(&topology, &plan, Mode::LOSSY).unwrap_or_else(|f| panic!("seed {seed}: {f:?}"));
+        totals.add(&stats);
+    }
+    assert!(totals.edges_final > 0, "no tick was filtered by a summary: {totals:?}");
+    assert!(totals.edges_data > 0, "no tick matched a summary: {totals:?}");
+    // Links stay up and subscriptions are made before the first publish: every child vouched
+    // for its summary by then, so nothing is left unsure.
+    assert_eq!(totals.edges_unsure, 0, "summaries never vouched for: {totals:?}");
+}
