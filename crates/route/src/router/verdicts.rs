@@ -5,14 +5,26 @@
 //! copy go?". The answers come from the same summaries, vouching and sideways helpers as
 //! [`Router::route_with_verdicts`], so a child whose summary is not vouched for the current
 //! tree (a relay that just restarted, a tree that just moved) is `Unsure`, never F.
+//!
+//! The same summaries say which downstreams are in a pubend's tree at all (gd-protocol §9.1):
+//! one whose vouched summary is empty could never match, so its acks are not waited for.
 
 use super::forward::child_verdict;
 use super::pubend::PubendRef;
+use super::routes::{ChildRoute, MateRoute};
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
 use crate::message::Verdict;
 use crate::names::{BrokerName, CellName};
 use crate::rendezvous::choose;
+use crate::summary::Scope;
+
+/// Whose summary judges a child cell: ours (we have links into it), or, without one, that of
+/// the mate a sideways copy would go through (its interest in the root's tree).
+enum Judge<'a, F: Filter> {
+    Own(&'a ChildRoute<F>),
+    Mate(&'a MateRoute<F>, &'a CellName),
+}
 
 impl<F: Filter> Router<F> {
     /// The filter edge towards child cell `cell` of our cell in `pubend`'s current tree: F only
@@ -20,22 +32,26 @@ impl<F: Filter> Router<F> {
     /// the mate a sideways copy would go through) rules the message out. `Unsure` when `cell`
     /// is not such a child in our view (the caller's route is older or newer than ours).
     pub fn child_cell_verdict(&self, pubend: &PubendRef, cell: &CellName, message: &F::Message) -> Verdict {
-        let Some(root) = self.table.graph.cell_of(&pubend.home) else { return Verdict::Unsure };
-        let Some(tree) = self.routes.trees.get(root).map(|generations| &generations.current) else {
-            return Verdict::Unsure;
-        };
-        let Some(child) = tree.children.iter().find(|child| child.cell == *cell) else { return Verdict::Unsure };
-        if child.known {
-            return child_verdict(true, child.synced, || child.index.any_match(message));
-        }
-        let Some(target) = choose(pubend.id, &child.targets).map(|index| &child.targets[index].broker) else {
-            return Verdict::Unsure;
-        };
-        match self.routes.mates.iter().find(|mate| mate.links.contains(target)) {
-            Some(helper) => child_verdict(true, helper.down_synced.contains(root), || {
+        match self.judge(pubend, cell) {
+            Some(Judge::Own(child)) => child_verdict(true, child.synced, || child.index.any_match(message)),
+            Some(Judge::Mate(helper, root)) => child_verdict(true, helper.down_synced.contains(root), || {
                 helper.down.get(root).is_some_and(|down| down.any_match(message))
             }),
             None => Verdict::Unsure,
+        }
+    }
+
+    /// Whether child cell `cell` is in `pubend`'s tree below us: false only when the summary
+    /// [`Router::child_cell_verdict`] judges by is vouched and empty (nothing behind the child
+    /// could match, so guaranteed delivery need not wait for its acks). A child we cannot
+    /// judge is in.
+    pub fn child_cell_in_tree(&self, pubend: &PubendRef, cell: &CellName) -> bool {
+        match self.judge(pubend, cell) {
+            Some(Judge::Own(child)) => !child.synced || child.summary.kept().next().is_some(),
+            Some(Judge::Mate(helper, root)) => {
+                !helper.down_synced.contains(root) || self.holds_any(&helper.name, &Scope::Tree(root.clone()))
+            }
+            None => true,
         }
     }
 
@@ -47,5 +63,31 @@ impl<F: Filter> Router<F> {
             Some(held) => child_verdict(true, held.local_synced, || held.local.any_match(message)),
             None => Verdict::Unsure,
         }
+    }
+
+    /// Whether linked cell mate `mate`'s local subscribers are in a pubend's tree: false only
+    /// when the mate vouched for an empty local summary.
+    pub fn mate_in_tree(&self, mate: &BrokerName) -> bool {
+        match self.routes.mates.iter().find(|held| held.name == *mate) {
+            Some(held) => !held.local_synced || self.holds_any(mate, &Scope::Local),
+            None => true,
+        }
+    }
+
+    fn judge(&self, pubend: &PubendRef, cell: &CellName) -> Option<Judge<'_, F>> {
+        let root = self.table.graph.cell_of(&pubend.home)?;
+        let tree = &self.routes.trees.get(root)?.current;
+        let child = tree.children.iter().find(|child| child.cell == *cell)?;
+        if child.known {
+            return Some(Judge::Own(child));
+        }
+        let target = &child.targets[choose(pubend.id, &child.targets)?].broker;
+        let helper = self.routes.mates.iter().find(|mate| mate.links.contains(target))?;
+        Some(Judge::Mate(helper, root))
+    }
+
+    /// Whether `peer`'s summary for `scope` holds any filter.
+    fn holds_any(&self, peer: &BrokerName, scope: &Scope) -> bool {
+        self.received.get(peer).and_then(|scoped| scoped.get(scope)).is_some_and(|filters| !filters.is_empty())
     }
 }

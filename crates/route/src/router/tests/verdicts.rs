@@ -97,3 +97,42 @@ fn a_child_cell_we_have_no_link_into_is_judged_by_the_mate_a_sideways_copy_takes
     assert_eq!(router.child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver);
     assert_eq!(router.child_cell_verdict(&p, &"B".into(), &30), Verdict::Filtered);
 }
+
+#[test]
+fn a_downstream_leaves_the_tree_only_once_it_vouched_for_an_empty_summary() {
+    let mut wired = Wired::new(&[("a1", "A"), ("a2", "A"), ("b", "B")]);
+    wired.link("a1", "a2");
+    wired.link("a1", "b");
+    let held = pump_holding_synced(&mut wired);
+    let p = pubend("a1");
+    let router = wired.router("a1");
+    assert!(router.child_cell_in_tree(&p, &"B".into()), "not vouched yet: it may want anything");
+    assert!(router.mate_in_tree(&"a2".into()), "not vouched yet: it may want anything");
+    for (from, to, message) in held {
+        wired.input(to.as_str(), Input::Received { from, message });
+    }
+    wired.pump();
+    let router = wired.router("a1");
+    assert!(!router.child_cell_in_tree(&p, &"B".into()), "vouched and empty");
+    assert!(!router.mate_in_tree(&"a2".into()), "vouched and empty");
+    wired.input("b", Input::Subscribe { filter: Range(1, 5) });
+    wired.input("a2", Input::Subscribe { filter: Range(1, 5) });
+    wired.pump();
+    let router = wired.router("a1");
+    assert!(router.child_cell_in_tree(&p, &"B".into()));
+    assert!(router.mate_in_tree(&"a2".into()));
+    assert!(router.child_cell_in_tree(&p, &"Z".into()), "a child we cannot judge is in");
+}
+
+#[test]
+fn a_child_cell_reached_sideways_is_in_the_tree_by_the_helpers_summary() {
+    let mut wired = Wired::new(&[("a1", "A"), ("a2", "A"), ("b", "B")]);
+    wired.link("a1", "a2");
+    wired.link("a2", "b");
+    wired.pump();
+    let p = pubend("a1");
+    assert!(!wired.router("a1").child_cell_in_tree(&p, &"B".into()));
+    wired.input("b", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    assert!(wired.router("a1").child_cell_in_tree(&p, &"B".into()));
+}
