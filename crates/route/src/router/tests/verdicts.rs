@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::message::Verdict;
+use crate::names::Tick;
 use crate::router::PubendRef;
 
 fn pubend(home: &str) -> PubendRef {
@@ -135,4 +136,41 @@ fn a_child_cell_reached_sideways_is_in_the_tree_by_the_helpers_summary() {
     wired.input("b", Input::Subscribe { filter: Range(10, 20) });
     wired.pump();
     assert!(wired.router("a1").child_cell_in_tree(&p, &"B".into()));
+}
+
+#[test]
+fn a_barrier_confirms_only_once_every_relay_on_the_way_judges_the_new_subscription_d() {
+    let mut wired = line();
+    let p = pubend("a");
+    wired.input("a", Input::TrackPubend { pubend: p.clone() });
+    wired.pump();
+    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
+    let mut out = Vec::new();
+    wired.routers.get_mut("c").unwrap().request_barrier(&mut out);
+    for action in out {
+        if let Action::Send { to, message } = action {
+            wired.queue.push_back(("c".into(), to, message));
+        }
+    }
+    // The summary lag: until the deltas arrive, the relays filter the new subscription's matches.
+    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &15), Verdict::Filtered);
+    let mut confirmed = false;
+    while let Some((from, to, message)) = wired.queue.pop_front() {
+        wired.input(to.as_str(), Input::Received { from, message });
+        for (at, action) in wired.taken() {
+            match action {
+                Action::Guaranteed(GdAction::NextTicksWanted { round, pubends }) => {
+                    let ticks = pubends.iter().map(|p| (*p, Tick(7))).collect();
+                    wired.input(at.as_str(), Input::NextTicks { round, ticks });
+                }
+                Action::Guaranteed(GdAction::BarrierConfirmed { .. }) if at.as_str() == "c" => {
+                    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver);
+                    assert_eq!(wired.router("b").child_cell_verdict(&p, &"C".into(), &15), Verdict::Deliver);
+                    confirmed = true;
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(confirmed, "the barrier never confirmed");
 }
