@@ -14,7 +14,7 @@ use tidings_delivery::{
     Tick,
 };
 use tidings_route::matching::RouteFilter;
-use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
+use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, PubendRef, Router};
 
 use crate::gd::matcher::SimMatcher;
 use crate::gd::world::World;
@@ -136,20 +136,26 @@ impl GdLayer {
         }
     }
 
-    /// Sends a frame towards `to`: directly, through `via`, or through a common neighbour.
+    /// Sends a frame towards `to`: directly, through `via`, or sideways through a cell mate
+    /// (of ours or of the receiver) linked to both, as gd-protocol §11.3 lets data, acks and
+    /// nacks travel; never through a broker of a third cell. Otherwise the frame is lost.
     pub(super) fn send(&self, me: usize, to: usize, via: Option<usize>, frame: GdFrame, out: &mut Out) {
-        let world = self.world.borrow();
+        let mut world = self.world.borrow_mut();
         let hop = if world.linked(me, to) {
             Some(to)
         } else if let Some(via) = via.filter(|&v| world.linked(me, v)) {
             Some(via)
         } else {
-            (0..self.names.len()).find(|&n| world.linked(me, n) && world.linked(n, to))
+            let mate = |n: usize| world.cell_of[n] == world.cell_of[me] || world.cell_of[n] == world.cell_of[to];
+            (0..self.names.len()).find(|&n| mate(n) && world.linked(me, n) && world.linked(n, to))
         };
         if world.blackout.is_some_and(|wire| hop.is_some_and(|h| wire == (me.min(h), me.max(h)))) {
             return;
         }
         if let Some(hop) = hop {
+            if hop != to {
+                world.stats.sideways += 1;
+            }
             out.push(LayerOutput::Send { to: self.names[hop].clone(), frame });
         }
     }
@@ -275,6 +281,25 @@ impl GdLayer {
         }
     }
 
+    /// gd-protocol §11.3: a child cell sends its acks and nacks to the broker of ours that
+    /// terminates its link, which may not be our cell's entry broker for the pubend (the data
+    /// came sideways through it); that broker has no stream towards the child and hands them
+    /// sideways to the entry. Returns the entry to relay to, if this is such a broker.
+    fn sideways_entry(&self, node: &GdNode, origin: usize, message: &Message) -> Option<usize> {
+        if !matches!(message, Message::Ack { .. } | Message::Nack { .. }) {
+            return None;
+        }
+        let world = self.world.borrow();
+        if world.cell_of[origin] == world.cell_of[node.index] {
+            return None;
+        }
+        let home = world.pubends.iter().find(|(_, p)| **p == message.pubend()).map(|(home, _)| *home)?;
+        let reference = PubendRef { id: tidings_route::PubendId(message.pubend().0), home: self.names[home].clone() };
+        let route = node.engine.matcher().router.as_ref()?.pubend_route(&reference)?;
+        let entry = self.index.get(&route.entry).copied()?;
+        (entry != node.index && world.cell_of[entry] == world.cell_of[node.index]).then_some(entry)
+    }
+
     /// One input, with the router lent to the matcher.
     fn handle_input(
         &self,
@@ -291,8 +316,11 @@ impl GdLayer {
         match input {
             LayerInput::Frame { frame: GdFrame::Command(command), .. } => self.command(node, store, now, command, out),
             LayerInput::Frame { frame: GdFrame::Peer { origin, to, message }, .. } => {
+                let entry = self.sideways_entry(node, origin, &message);
                 if to != node.index {
                     self.send(node.index, to, None, GdFrame::Peer { origin, to, message }, out);
+                } else if let Some(entry) = entry {
+                    self.send(node.index, entry, None, GdFrame::Peer { origin, to: entry, message }, out);
                 } else {
                     let from_cell = self.cell_for(origin, to);
                     let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };

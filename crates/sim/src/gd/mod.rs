@@ -8,9 +8,11 @@
 //! from its router's vouched summaries, subends with the production matching code);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
-//! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.
+//! fed by `routes`, its steps drawn by `chaos`, its bundles thinned by `bundles` in
+//! [`Mode::CELLS`]); `measure` holds the nack-consolidation measurement.
 
 mod actions;
+mod bundles;
 mod chaos;
 pub mod layer;
 pub mod matcher;

@@ -93,6 +93,9 @@ pub struct Stats {
     pub nack_ticks_sent: u64,
     /// Ticks a downstream nack asked for that an upstream nack already covered.
     pub nack_ticks_absorbed: u64,
+    /// Delivery frames relayed sideways through a cell mate (towards the mate holding the
+    /// link, or from it back to the broker the frame is for).
+    pub sideways: u64,
     /// Child-edge verdicts the routers gave the engines: D.
     pub edges_data: u64,
     /// Child-edge verdicts the routers gave the engines: F.
@@ -114,6 +117,7 @@ impl Stats {
         self.nack_ticks_sent += other.nack_ticks_sent;
         self.nacks_sent += other.nacks_sent;
         self.nack_ticks_absorbed += other.nack_ticks_absorbed;
+        self.sideways += other.sideways;
         self.edges_data += other.edges_data;
         self.edges_final += other.edges_final;
         self.edges_unsure += other.edges_unsure;
