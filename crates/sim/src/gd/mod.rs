@@ -3,7 +3,7 @@
 //! gd-protocol §10 judged at every step.
 //!
 //! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
-//! `actions` carries out and judges what the engine asks);
+//! `actions` carries out and judges what the engine asks, `relay` carries its frames);
 //! [`matcher`] answers the engine's filter questions as the broker knows them (child edges
 //! from its router's vouched summaries, subends with the production matching code);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
@@ -17,6 +17,7 @@ mod chaos;
 pub mod layer;
 pub mod matcher;
 mod measure;
+mod relay;
 mod routes;
 pub mod run;
 #[cfg(test)]
