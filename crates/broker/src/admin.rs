@@ -4,12 +4,13 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 
+use crate::exposition;
 use crate::server::Shared;
 
 /// Serves until shutdown.
@@ -23,13 +24,20 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let _ = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+/// OpenMetrics for a scraper that asks for it (Prometheus does), else the classic text format;
+/// the content type always says which.
+async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> impl IntoResponse {
     shared.dispatcher.report_match_stats();
     shared.cluster.report_metrics();
     let mut text = String::new();
-    match prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
-        Ok(()) => (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
+        return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string());
+    }
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    if exposition::wants_openmetrics(accept) {
+        (StatusCode::OK, [(header::CONTENT_TYPE, exposition::OPENMETRICS)], text)
+    } else {
+        (StatusCode::OK, [(header::CONTENT_TYPE, exposition::CLASSIC)], exposition::classic(&text))
     }
 }
 

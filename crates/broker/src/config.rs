@@ -35,6 +35,36 @@ pub struct Config {
     pub peer: Vec<Peer>,
     /// Where the broker keeps what must survive a restart.
     pub storage: Storage,
+    /// What the broker logs, and in what shape.
+    pub log: Log,
+}
+
+/// The broker's log: a level or filter, and a shape for people or for log collectors.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Log {
+    /// `error`, `warn`, `info`, `debug`, `trace`, or a filter such as
+    /// `info,tidings_broker::cluster=debug`. `--log-level` and `RUST_LOG` override it.
+    pub level: String,
+    /// `text`: one line per event, coloured only on a terminal. `json`: one object per line.
+    pub format: LogFormat,
+}
+
+impl Default for Log {
+    fn default() -> Log {
+        Log { level: "info".to_string(), format: LogFormat::Text }
+    }
+}
+
+/// The shape of log lines.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// For people: a line per event.
+    #[default]
+    Text,
+    /// For log collectors: a JSON object per line.
+    Json,
 }
 
 /// The broker's data directory: its incarnation counter today, the pubend log later. One
@@ -257,6 +287,7 @@ impl Default for Config {
             cluster: Cluster::default(),
             peer: Vec::new(),
             storage: Storage::default(),
+            log: Log::default(),
         }
     }
 }
@@ -355,6 +386,9 @@ impl Config {
         }
         if self.listen.tcp.is_empty() && self.listen.udp.is_empty() {
             problems.push("listen: at least one of tcp and udp must be set".to_string());
+        }
+        if self.log.level.trim().is_empty() {
+            problems.push("log.level: must name a level (error, warn, info, debug, trace) or a filter".to_string());
         }
         if self.name.is_empty() || self.name.len() > 255 {
             problems.push("name: must be 1 to 255 bytes".to_string());

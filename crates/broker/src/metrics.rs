@@ -161,7 +161,13 @@ impl Metrics {
             link_takeovers_refused: Counter::default(),
         };
         m.register_links(registry.sub_registry_with_prefix("tidings"));
+        registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
         let r = registry.sub_registry_with_prefix("tidings");
+        r.register(
+            "build",
+            "The running tidings: its version",
+            prometheus_client::metrics::info::Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
         r.register("connections", "Open client sessions", m.connections.clone());
         r.register("connections_opened", "Client sessions opened", m.connections_opened.clone());
         r.register("subscriptions", "Active subscriptions", m.subscriptions.clone());

@@ -10,14 +10,39 @@ mod cmd;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// A publish/subscribe broker network.
 #[derive(Parser)]
-#[command(name = "tidings", version, about, propagate_version = true)]
+#[command(
+    name = "tidings",
+    version,
+    about,
+    propagate_version = true,
+    after_help = "Examples:
+  tidings broker                                  # a broker on 127.0.0.1:6464, admin on :6465
+  tidings sub 'prices.>' --where \"price > 100\"    # print matching deliveries
+  tidings pub prices.ibm '120.5' -p price=120.5   # publish one message
+  tidings net up topologies/narada-22-dense.toml  # a network of 22 brokers on loopback
+  tidings bench tput --nats                       # throughput, beside NATS if installed"
+)]
 struct Cli {
+    #[command(flatten)]
+    log: LogArgs,
     #[command(subcommand)]
     command: Command,
+}
+
+/// Logging options every command takes.
+#[derive(clap::Args)]
+struct LogArgs {
+    /// Log level or filter (error, warn, info, debug, trace, or e.g. `info,tidings_broker=debug`);
+    /// overrides RUST_LOG and the broker's `[log] level`.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    log_level: Option<String>,
+    /// Log lines as `text` or `json` (one object per line); overrides the broker's `[log] format`.
+    #[arg(long, global = true, value_name = "FORMAT", value_parser = ["text", "json"])]
+    log_format: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -30,23 +55,36 @@ enum Command {
     Sub(cmd::subscribe::Args),
     /// Measure round trips to a broker.
     Ping(cmd::ping::Args),
-    /// Run a network of brokers from a topology file: up, status, down.
+    /// Run a network of brokers from a topology file: up, status, fault, down.
     #[command(subcommand)]
     Net(cmd::net::Which),
     /// Run benchmarks against a broker started for the purpose.
     #[command(subcommand)]
     Bench(cmd::bench::Which),
+    /// Print a shell completion script.
+    Completions(cmd::docs::CompletionArgs),
+    /// Print the manual page, or write every page into a directory.
+    Man(cmd::docs::ManArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    // The broker's config file may set its log level and format: read it before logging starts
+    // (a bad config is reported plainly, without a log line).
+    let broker_config = match &cli.command {
+        Command::Broker(args) => match cmd::broker::effective_config(args) {
+            Ok(config) => Some(config),
+            Err(e) => return cmd::exit_with(&e),
+        },
+        _ => None,
+    };
+    let (level, json) = match &broker_config {
+        Some(config) => (config.log.level.clone(), config.log.format == tidings_broker::config::LogFormat::Json),
+        None => ("info".to_string(), false),
+    };
+    if let Err(e) = init_logging(&cli.log, &level, json) {
+        return cmd::exit_with(&e);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -55,20 +93,45 @@ fn main() -> std::process::ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        match cli.command {
-            Command::Broker(args) => cmd::broker::run(args).await,
-            Command::Pub(args) => cmd::publish::run(args).await,
-            Command::Sub(args) => cmd::subscribe::run(args).await,
-            Command::Ping(args) => cmd::ping::run(args).await,
-            Command::Net(which) => cmd::net::run(which).await,
-            Command::Bench(which) => cmd::bench::run(which).await,
+        match (cli.command, broker_config) {
+            (Command::Broker(args), config) => cmd::broker::run(args, config).await,
+            (Command::Pub(args), _) => cmd::publish::run(args).await,
+            (Command::Sub(args), _) => cmd::subscribe::run(args).await,
+            (Command::Ping(args), _) => cmd::ping::run(args).await,
+            (Command::Net(which), _) => cmd::net::run(which).await,
+            (Command::Bench(which), _) => cmd::bench::run(which).await,
+            (Command::Completions(args), _) => cmd::docs::completions(&args, Cli::command()),
+            (Command::Man(args), _) => cmd::docs::man(&args, Cli::command()),
         }
     });
     match result {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
-        }
+        Err(e) => cmd::exit_with(&e),
     }
+}
+
+/// Logs go to stderr: coloured only on a terminal (a log file gets no escape codes), as text or
+/// JSON. `--log-level` beats `RUST_LOG`, which beats the config's level.
+fn init_logging(args: &LogArgs, config_level: &str, config_json: bool) -> anyhow::Result<()> {
+    use std::io::IsTerminal;
+    use tracing_subscriber::EnvFilter;
+    let filter = match (&args.log_level, std::env::var("RUST_LOG")) {
+        (Some(level), _) => {
+            EnvFilter::try_new(level).map_err(|e| cmd::UsageError(format!("--log-level {level:?}: {e}")))?
+        }
+        (None, Ok(text)) if !text.is_empty() => {
+            EnvFilter::try_new(&text).map_err(|e| cmd::UsageError(format!("RUST_LOG {text:?}: {e}")))?
+        }
+        _ => {
+            EnvFilter::try_new(config_level).map_err(|e| cmd::UsageError(format!("log.level {config_level:?}: {e}")))?
+        }
+    };
+    let json = args.log_format.as_deref().map_or(config_json, |f| f == "json");
+    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    Ok(())
 }

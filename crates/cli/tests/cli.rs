@@ -130,22 +130,136 @@ fn ping_reports_the_round_trip_distribution() {
     }
 }
 
+/// Asserts a usage error: exit status 2 and a message containing `says`.
+fn assert_usage_error(args: &[&str], says: &str) {
+    let out = tidings(args);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(err.contains(says), "{args:?}: {err:?} does not say {says:?}");
+}
+
 #[test]
-fn bad_arguments_get_clear_errors_and_a_nonzero_exit() {
+fn usage_errors_exit_2_naming_the_flag_and_connection_failures_exit_1() {
     let b = broker(&[]);
     let server = b.tcp();
-    let out = tidings(&["sub", "--server", &server, "a.>.b"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid pattern"));
-    let out = tidings(&["pub", "--server", &server, "a.*", "x"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid topic"));
-    let out = tidings(&["pub", "--server", &server, "a", "-p", "novalue"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("KEY=VALUE"));
+    assert_usage_error(&["sub", "--server", &server, "a.>.b"], "<PATTERNS>");
+    assert_usage_error(&["pub", "--server", &server, "a.*", "x"], "<TOPIC>");
+    assert_usage_error(&["pub", "--server", &server, "a", "-p", "novalue"], "KEY=VALUE");
+    assert_usage_error(
+        &["pub", "--server", &server, "a", "--rate", "0"],
+        "--rate <MSGS_PER_SEC>': must be a number above 0",
+    );
+    assert_usage_error(&["pub", "--server", &server, "a", "--count", "0"], "--count <COUNT>': must be at least 1");
+    assert_usage_error(&["sub", "--server", &server, "a", "--count", "0"], "must be at least 1");
+    assert_usage_error(&["ping", "--server", &server, "--count", "0"], "must be at least 1");
+    assert_usage_error(&["bench", "tput", "--reps", "0"], "--reps <REPS>': must be at least 1");
+    assert_usage_error(&["pub", "--server", "nats://x:4222", "a"], "unknown scheme");
+    assert_usage_error(&["broker", "--listen", "nowhere"], "listen.tcp");
+    assert_usage_error(&["pub", "--server", &server, "a", "--log-level", "loud=="], "--log-level");
     let out = tidings(&["pub", "--server", "127.0.0.1:1", "a", "x"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot connect"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot connect") && err.matches("Connection refused").count() == 1, "{err}");
+}
+
+#[test]
+fn a_client_pointed_at_the_admin_port_is_told_so() {
+    let b = broker(&[]);
+    let admin = b.ready.admin.unwrap().to_string();
+    let out = tidings(&["ping", "--server", &admin, "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("looks like the admin port"));
+}
+
+#[test]
+fn the_server_may_be_a_url_or_come_from_the_environment() {
+    let b = broker(&[]);
+    let url = format!("tidings://{}", b.tcp());
+    assert!(tidings(&["ping", "--server", &url, "--count", "1"]).status.success());
+    let child = Command::new(bin())
+        .args(["ping", "--count", "1"])
+        .env("TIDINGS_SERVER", b.tcp())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = finish(child);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_closed_stdout_ends_a_command_quietly_with_status_0() {
+    let b = broker(&[]);
+    let mut child = Command::new(bin())
+        .args(["ping", "--server", &b.tcp(), "--count", "100000", "--interval-ms", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("pong"), "{first}");
+    // The reader is gone (as `| head -1` leaves): the next write fails with EPIPE.
+    let out = finish(child);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn pub_from_standard_input_round_trips_a_binary_payload_and_sub_takes_several_patterns() {
+    use std::io::Write;
+    let b = broker(&[]);
+    let server = b.tcp();
+    let sub = start_sub(&b, &["sub", "--server", &server, "a.>", "b.*", "--count", "2", "--json"]);
+    // Two subscriptions: wait for the second as well.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric("tidings_subscriptions").unwrap() < 2.0 {
+        assert!(Instant::now() < deadline, "the second pattern did not subscribe");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let payload: Vec<u8> = (0..=255u8).rev().collect();
+    let mut publisher = Command::new(bin())
+        .args(["pub", "--server", &server, "a.x.y", "--file", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    publisher.stdin.take().unwrap().write_all(&payload).unwrap();
+    assert!(finish(publisher).status.success());
+    let file = std::env::temp_dir().join(format!("tidings-payload-{}", std::process::id()));
+    std::fs::write(&file, b"from a file").unwrap();
+    assert!(tidings(&["pub", "--server", &server, "b.z", "--file", file.to_str().unwrap()]).status.success());
+    let _ = std::fs::remove_file(&file);
+    let got = lines(sub);
+    use base64::Engine;
+    let decoded = base64::engine::general_purpose::STANDARD.decode(got[0]["payload_base64"].as_str().unwrap()).unwrap();
+    assert_eq!((got[0]["topic"].as_str(), decoded), (Some("a.x.y"), payload));
+    assert_eq!((got[1]["topic"].as_str(), got[1]["payload"].as_str()), (Some("b.z"), Some("from a file")));
+}
+
+#[test]
+fn a_broker_log_written_to_a_file_has_no_escape_codes_and_can_be_json() {
+    for (format, check) in [("text", "broker started"), ("json", "\"level\":\"INFO\"")] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = std::fs::File::create(dir.path().join("log")).unwrap();
+        let mut child = Command::new(bin())
+            .args(["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off", "--log-format", format])
+            .arg("--data")
+            .arg(dir.path().join("data"))
+            .stdout(Stdio::piped())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mut ready = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut ready).unwrap();
+        tidings_testkit::send_signal(child.id(), tidings_testkit::Signal::Term).unwrap();
+        assert!(finish(child).status.success());
+        let text = std::fs::read_to_string(dir.path().join("log")).unwrap();
+        assert!(!text.contains('\x1b'), "escape codes in {text:?}");
+        assert!(text.contains(check), "{format}: {text}");
+    }
 }
 
 #[test]
@@ -171,4 +285,33 @@ fn a_bad_config_file_is_refused_with_every_problem() {
 
 fn broker(extra: &[&str]) -> BrokerProcess {
     BrokerProcess::start(bin(), extra).expect("broker starts")
+}
+
+#[test]
+fn completions_and_manual_pages_come_from_the_command_line_itself() {
+    let out = tidings(&["completions", "bash"]);
+    assert!(out.status.success());
+    let script = String::from_utf8_lossy(&out.stdout);
+    assert!(script.contains("_tidings") && script.contains("--log-level"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(tidings(&["man", "--out", dir.path().to_str().unwrap()]).status.success());
+    for page in ["tidings.1", "tidings-net-fault.1", "tidings-pub.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap_or_default();
+        assert!(text.contains(".TH"), "{page} is not a manual page");
+    }
+}
+
+#[test]
+fn every_help_has_examples_and_the_top_level_lists_every_command() {
+    let top = String::from_utf8_lossy(&tidings(&["--help"]).stdout).to_string();
+    for command in ["broker", "pub", "sub", "ping", "net", "bench", "completions", "man"] {
+        assert!(top.contains(&format!("  {command} ")), "top-level help lacks {command}");
+    }
+    for command in
+        [&["--help"][..], &["pub", "--help"], &["sub", "--help"], &["broker", "--help"], &["net", "fault", "--help"]]
+    {
+        let help = String::from_utf8_lossy(&tidings(command).stdout).to_string();
+        assert!(help.contains("Examples:"), "{command:?} has no examples");
+        assert!(!help.to_lowercase().contains("seed 0"), "{command:?} speaks of seeds");
+    }
 }

@@ -41,12 +41,18 @@ struct Network {
 
 impl Network {
     fn up(file: &Path, test: &str) -> Network {
+        Network::up_with(file, test, &[])
+    }
+
+    /// `net up` with extra options (`--faults`).
+    fn up_with(file: &Path, test: &str, options: &[&str]) -> Network {
         let dir = scratch_dir(test);
         let out = Command::new(bin())
             .args(["net", "up"])
             .arg(file)
             .arg("--dir")
             .arg(&dir)
+            .args(options)
             .env("RUST_LOG", "warn")
             .output()
             .unwrap();
@@ -111,6 +117,17 @@ impl Network {
     /// Data messages a broker received over all its links.
     fn link_messages_in(&self, broker: &str) -> f64 {
         self.total(broker, "tidings_link_messages_in_total")
+    }
+
+    /// Starts `tidings net fault ARGS` on this network (it runs for its `--after` + `--for`).
+    fn fault(&self, args: &[&str]) -> std::process::Child {
+        Command::new(bin()).args(["net", "fault"]).args(args).arg("--dir").arg(&self.dir).spawn().unwrap()
+    }
+
+    /// Links up at a broker, as its /state lists them (0 while it does not answer).
+    fn links(&self, broker: &str) -> usize {
+        let state = http_get(self.admin(broker), "/state").ok().and_then(|s| serde_json::from_str::<Value>(&s).ok());
+        state.and_then(|s| s["router"]["links"].as_array().map(Vec::len)).unwrap_or(0)
     }
 
     fn kill(&self, broker: &str) {
@@ -386,6 +403,54 @@ fn wait_for(what: &str, timeout: Duration, mut check: impl FnMut() -> bool) -> D
         std::thread::sleep(Duration::from_millis(20));
     }
     start.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn net_fault_cuts_and_heals_a_link_and_restarts_a_killed_broker_where_it_was() {
+    let _one = ONE_NETWORK.lock().await;
+    let net = Network::up_with(&topology("two-brokers.toml"), "fault", &["--faults"]);
+    let (_client, mut sub) = subscribe(&net.tcp("shb"), "t.>", None).await;
+
+    let mut cut = net.fault(&["cut", "phb", "shb", "--for", "2s"]);
+    wait_for("the cut to take the link down", Duration::from_secs(10), || net.links("phb") == 0);
+    assert!(cut.wait().unwrap().success(), "net fault cut failed");
+    wait_for("the link to come back after the cut", Duration::from_secs(20), || net.links("phb") == 1);
+
+    let old_pid = net.brokers["phb"]["pid"].as_u64();
+    assert!(net.fault(&["kill", "phb", "--for", "300ms"]).wait().unwrap().success(), "net fault kill failed");
+    let restarted = Network::load(&net.dir);
+    assert_ne!(restarted.brokers["phb"]["pid"].as_u64(), old_pid, "a new process");
+    assert_eq!(restarted.brokers["phb"]["incarnation"].as_u64(), Some(2), "on the same data directory");
+    wait_for("the restarted broker to link again", Duration::from_secs(20), || net.links("shb") == 1);
+
+    // Clients find the restarted broker where it was, and messages cross the healed link.
+    let publisher = Client::connect(net.tcp("phb").as_str()).await.unwrap();
+    warm_up(&publisher, std::slice::from_mut(&mut sub)).await;
+    for n in 0..100i64 {
+        publisher.publish_with("t.data", &[Property::new("n", n)], Bytes::from_static(b"x")).await.unwrap();
+    }
+    publisher.flush().await.unwrap();
+    assert_eq!(drain(&mut sub, Duration::from_millis(500)).await, (0..100).collect::<Vec<_>>());
+
+    let log = std::fs::read_to_string(net.dir.join("faults.jsonl")).unwrap();
+    let events: Vec<(String, String, String)> = log
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|v| {
+            (
+                v["fault"].as_str().unwrap().into(),
+                v["target"].as_str().unwrap().into(),
+                v["event"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    let expected =
+        [("cut", "phb-shb", "begin"), ("cut", "phb-shb", "end"), ("kill", "phb", "begin"), ("kill", "phb", "end")];
+    assert_eq!(events, expected.map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string())));
+    let mut stall = net.fault(&["stall", "phb", "shb", "--for", "200ms"]);
+    assert!(stall.wait().unwrap().success(), "a link stall ends by itself");
+    let refused = Command::new(bin()).args(["net", "fault", "cut", "phb", "--dir"]).arg(&net.dir).output().unwrap();
+    assert!(!refused.status.success() && String::from_utf8_lossy(&refused.stderr).contains("takes a link"));
 }
 
 #[test]

@@ -212,5 +212,31 @@ fn churn(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, topics_only, seed004, range, mixed, churn);
+/// Well-formed abuse: what one message or subscription can cost the broker. One message with
+/// 65,535 properties, each named as one of 227 selectors' properties (repeated names: only the
+/// first counts; property resolution must be linear in the message), and 30 subscriptions `big LIKE '%_..._b%'` (4,000 `_`) against a
+/// 65,000-character property (a LIKE must be linear in the text).
+fn abuse(c: &mut Criterion) {
+    use tidings_wire::Property;
+    let mut group = c.benchmark_group("abuse");
+    quick(&mut group);
+    let subscriptions: Vec<Subscription> = (0..227)
+        .map(|i| Subscription {
+            pattern: workloads::pattern("t"),
+            selector: Some(workloads::selector(&format!("p{i} = {i}"))),
+        })
+        .collect();
+    let properties = (0..65_535i64).map(|i| Property::new(format!("p{}", i % 227), -1i64)).collect();
+    let events = [Event { topic: "t".to_owned(), properties }];
+    bench_index(&mut group, "65535 properties, 227 selectors", 227, &subscriptions, &events);
+    let like = format!("big LIKE '%{}b%'", "_".repeat(4000));
+    let subscriptions: Vec<Subscription> = (0..30)
+        .map(|_| Subscription { pattern: workloads::pattern("t"), selector: Some(workloads::selector(&like)) })
+        .collect();
+    let events = [Event { topic: "t".to_owned(), properties: vec![Property::new("big", "a".repeat(65_000))] }];
+    bench_index(&mut group, "LIKE with 4000 _ over 65 KB", 30, &subscriptions, &events);
+    group.finish();
+}
+
+criterion_group!(benches, topics_only, seed004, range, mixed, churn, abuse);
 criterion_main!(benches);

@@ -12,7 +12,7 @@
 use tidings_wire::PropertyLookup;
 
 use crate::cache::ResultCache;
-use crate::content::{AtomTable, ContentIndex, MessageView, PropertyId, Vocabulary, Work};
+use crate::content::{AtomTable, ContentIndex, MessageView, Resolved, Vocabulary, Work};
 use crate::selector::Selector;
 use crate::stats::MatchStats;
 use crate::topic::Pattern;
@@ -87,7 +87,7 @@ struct ContentState {
     vocabulary: Vocabulary,
     atoms: AtomTable,
     /// The current message's properties by interned id (reused buffer).
-    resolved: Vec<(PropertyId, u32)>,
+    resolved: Resolved,
     /// Counts messages that reached a content index; 0 is never a message's epoch.
     epoch: u64,
 }

@@ -38,6 +38,12 @@ pub enum Signal {
     Stop,
     /// SIGCONT: the end of a stall.
     Cont,
+    /// SIGUSR1: a fault point cuts its link.
+    Usr1,
+    /// SIGUSR2: a fault point stalls its link.
+    Usr2,
+    /// SIGHUP: a fault point heals its link.
+    Hup,
 }
 
 /// Sends `signal` to process `pid` through `rustix` (the workspace forbids the unsafe FFI call,
@@ -51,6 +57,9 @@ pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
         Signal::Kill => Raw::KILL,
         Signal::Stop => Raw::STOP,
         Signal::Cont => Raw::CONT,
+        Signal::Usr1 => Raw::USR1,
+        Signal::Usr2 => Raw::USR2,
+        Signal::Hup => Raw::HUP,
     };
     kill_process(pid, signal).map_err(std::io::Error::from)
 }

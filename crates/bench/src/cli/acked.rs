@@ -10,6 +10,7 @@ use anyhow::Context;
 use super::classic::{nats_tools, print_row, summarize, Common, Row};
 use super::peers;
 use crate::acked::{self, AckedResult, AckedSpec};
+use crate::cli::parse::at_least_one;
 use crate::stats::load_average;
 
 /// `tidings bench acked`.
@@ -18,10 +19,10 @@ pub struct AckedArgs {
     #[command(flatten)]
     pub(super) common: Common,
     /// Payload bytes.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     pub(super) size: usize,
     /// Publishes in flight (tidings' guaranteed window; JetStream's PublishAsyncMaxPending).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     pub(super) window: usize,
     /// Publish cap per repetition.
     #[arg(long, default_value_t = 2_000_000)]
@@ -84,6 +85,6 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
             rows.push(row);
         }
     }
-    summarize(&point, "acked_msg_s", &rows);
+    summarize(&point, "acked_msg_s", &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }

@@ -13,7 +13,9 @@ use serde::Serialize;
 use tidings_client::Transport;
 
 use super::peers::{self, NatsPoint};
+use crate::cli::parse::{above_zero, at_least_one};
 use crate::latency::{self, LatencySpec};
+use crate::outln;
 use crate::paths::dir_from;
 use crate::peer::NatsTools;
 use crate::stats::{load_average, Spread};
@@ -39,10 +41,10 @@ pub struct Common {
     #[arg(long, value_name = "HOST:PORT")]
     pub(super) server: Option<String>,
     /// Repetitions; the median is reported with the min-max range.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = at_least_one::<usize>)]
     pub(super) reps: usize,
     /// Seconds of publishing per repetition.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = 5.0, value_parser = above_zero)]
     pub(super) duration: f64,
     /// Also measure NATS, interleaved repetition by repetition (tput and latency only).
     #[arg(long)]
@@ -64,10 +66,10 @@ pub struct TputArgs {
     #[command(flatten)]
     common: Common,
     /// Payload bytes (at least 16: the message's number and schedule).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     size: usize,
     /// Subscribers.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one::<usize>)]
     subs: usize,
     /// Message cap per repetition.
     #[arg(long, default_value_t = 1_000_000)]
@@ -84,13 +86,13 @@ pub struct LatencyArgs {
     #[command(flatten)]
     common: Common,
     /// Payload bytes.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = at_least_one::<usize>)]
     size: usize,
     /// Subscribers.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = at_least_one::<usize>)]
     subs: usize,
     /// Messages per second.
-    #[arg(long, default_value_t = 1000.0)]
+    #[arg(long, default_value_t = 1000.0, value_parser = above_zero)]
     rate: f64,
     /// Over UDP instead of TCP.
     #[arg(long)]
@@ -103,15 +105,15 @@ pub struct IndexArgs {
     #[command(flatten)]
     common: Common,
     /// Non-matching subscriptions in the loaded case.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = at_least_one::<usize>)]
     subscriptions: usize,
-    /// Make them selector subscriptions on the benchmark's own topic (seed 004 style, never
+    /// Make them selector subscriptions on the benchmark's own topic (as in the 22-broker experiment, never
     /// matching) instead of subscriptions on other topics; messages then carry six properties
     /// in both runs.
     #[arg(long)]
     selectors: bool,
     /// Payload bytes.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     size: usize,
     /// Message cap per repetition. High by default so that --duration bounds each run: with a
     /// low cap the fast empty case ends in a second and the ratio compares unequal windows.
@@ -266,7 +268,7 @@ pub(super) fn print_row(row: &Row) {
 }
 
 /// Prints the medians with their ranges, per system, and the ratio tidings / NATS.
-pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) {
+pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) -> std::io::Result<()> {
     let of = |system: &str, figure: &str| -> Spread {
         let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
         Spread::of(&values)
@@ -286,12 +288,13 @@ pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) {
         let parts: Vec<String> =
             figures.iter().map(|f| format!("{f} {}", of(system, f).show(|v| format!("{v:.0}")))).collect();
         let reps = rows.iter().filter(|r| r.system == system).count();
-        println!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "));
+        outln!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "))?;
     }
     let (ours, theirs) = (of("tidings", headline).median, of("nats", headline).median);
     if theirs.is_finite() && theirs > 0.0 {
-        println!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs);
+        outln!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs)?;
     }
+    Ok(())
 }
 
 /// Runs one of the foundation measurements and prints its summary.
@@ -322,7 +325,7 @@ async fn tput(a: TputArgs) -> anyhow::Result<serde_json::Value> {
     let point = format!("tput size={} subs={}", a.size, a.subs);
     let nats = tools.as_ref().map(|t| (t, NatsPoint::of_tput(&spec)));
     let rows = interleaved(&a.common, Measure::Tput(&spec), &point, nats).await?;
-    summarize(&point, "received_msg_s", &rows);
+    summarize(&point, "received_msg_s", &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }
 
@@ -340,7 +343,7 @@ async fn latency(a: LatencyArgs) -> anyhow::Result<serde_json::Value> {
     let point = format!("latency subs={} rate={} size={}", a.subs, a.rate, a.size);
     let nats = tools.as_ref().map(|t| (t, NatsPoint::of_latency(&spec)));
     let rows = interleaved(&a.common, Measure::Latency(&spec), &point, nats).await?;
-    summarize(&point, "p99_us", &rows);
+    summarize(&point, "p99_us", &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }
 
@@ -363,11 +366,11 @@ async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     let (empty_point, loaded_point) =
         ("index: no other subscriptions".to_string(), format!("index: {} {kind} subscriptions", a.subscriptions));
     let empty = interleaved(&a.common, Measure::Tput(&base), &empty_point, None).await?;
-    summarize(&empty_point, "received_msg_s", &empty);
+    summarize(&empty_point, "received_msg_s", &empty)?;
     let many = interleaved(&a.common, Measure::Tput(&loaded), &loaded_point, None).await?;
-    summarize(&loaded_point, "received_msg_s", &many);
+    summarize(&loaded_point, "received_msg_s", &many)?;
     let median = |rows: &[Row]| Spread::of(&rows.iter().map(|r| r.value).collect::<Vec<_>>()).median;
     let ratio = median(&many) / median(&empty);
-    println!("index: loaded / empty = {ratio:.3}");
+    outln!("index: loaded / empty = {ratio:.3}")?;
     Ok(serde_json::json!({"empty": empty, "loaded": many, "ratio": ratio}))
 }

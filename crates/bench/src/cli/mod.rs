@@ -4,6 +4,7 @@
 
 pub mod acked;
 pub mod classic;
+pub mod parse;
 pub mod peers;
 
 use std::path::PathBuf;
@@ -13,10 +14,22 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tidings_client::Transport;
 
+use crate::cli::parse::{above_zero, at_least_one};
 use crate::experiments::{fanout, hops, matching, network, proxy, sizes, subscribers};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
+
+/// `println!` that hands a write error back instead of panicking, so a closed stdout
+/// (`tidings ... | head`) can end a command quietly: the caller propagates it with `?` and the
+/// command's exit path turns a broken pipe into status 0.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)
+    }};
+}
 
 /// Which measurement.
 #[derive(clap::Subcommand)]
@@ -30,21 +43,21 @@ pub enum Which {
     /// Guaranteed publishing acknowledged after the sync, beside NATS JetStream with
     /// `sync_interval: always` (one number).
     Acked(acked::AckedArgs),
-    /// Seeds 003/000: latency vs 10..10,000 subscribers, TCP and UDP.
+    /// Latency against 10 to 10,000 subscribers, TCP and UDP.
     Subscribers(SubscribersArgs),
-    /// Seed 002: 1 -> 1 throughput vs message size (STn/RTn).
+    /// One publisher to one subscriber: throughput against message size.
     Sizes(SizesArgs),
-    /// Seed 002: 1 -> 10 subscribers.
+    /// One publisher to 10 subscribers.
     Fanout(FanoutArgs),
-    /// Seed 002: through a second broker (`two-brokers.toml`), 1/5/7/10 subscribers.
+    /// Through a second broker (`two-brokers.toml`), 1, 5, 7 and 10 subscribers.
     Proxy(ProxyArgs),
-    /// Seed 004: 22 brokers, latency vs publish rate, size and matching rate.
+    /// 22 brokers: latency against publish rate, message size and matching rate.
     Matching(NaradaArgs),
-    /// Seed 004: latency vs brokers on the path (1, 2, 4, 9).
+    /// Latency against brokers on the path (1, 2, 4, 9).
     Hops(NaradaArgs),
-    /// Issue 4: one broker vs two (throughput, CPU, latency), the 9-broker path, faults.
+    /// One broker against two (throughput, CPU, latency), the 9-broker path, link faults.
     Network(SuiteArgs),
-    /// Every seed experiment, in order, then `network`.
+    /// Every experiment above, in order, with a report and plots.
     All(SuiteArgs),
 }
 
@@ -59,7 +72,7 @@ pub struct SuiteArgs {
     quick: bool,
     /// Repetitions per point; medians are reported with their min-max range (default: 3, or 1
     /// with --quick).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     reps: Option<usize>,
     /// Also measure NATS in this session (needs nats-server and the peer harness).
     #[arg(long)]
@@ -71,7 +84,7 @@ pub struct SuiteArgs {
     /// nats-server (default: on PATH).
     #[arg(long, value_name = "PATH")]
     nats_server: Option<PathBuf>,
-    /// The seed topologies (default: $TIDINGS_TOPOLOGIES, else the repository's topologies/).
+    /// The topology files (default: $TIDINGS_TOPOLOGIES, else the repository's topologies/).
     #[arg(long, value_name = "DIR")]
     topologies: Option<PathBuf>,
     /// The peer measurements, for the harness and the committed anchors (default:
@@ -86,16 +99,16 @@ pub struct SubscribersArgs {
     #[command(flatten)]
     suite: SuiteArgs,
     /// Subscriber counts (default 10,50,100,250,500,750,1000,10000).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one::<usize>)]
     counts: Option<Vec<usize>>,
     /// Transports: tcp, udp or both (default tcp,udp).
     #[arg(long, value_delimiter = ',', value_parser = transport)]
     transports: Option<Vec<Transport>>,
     /// Payload bytes (default 200).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     size: Option<usize>,
     /// Seconds of publishing per point (default 5).
-    #[arg(long)]
+    #[arg(long, value_parser = above_zero)]
     duration: Option<f64>,
 }
 
@@ -105,10 +118,10 @@ pub struct SizesArgs {
     #[command(flatten)]
     suite: SuiteArgs,
     /// Message sizes in bytes (default 1000,2000,...,10000).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one::<usize>)]
     sizes: Option<Vec<usize>>,
     /// Messages per size (default 100000).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     count: Option<u64>,
 }
 
@@ -118,13 +131,13 @@ pub struct FanoutArgs {
     #[command(flatten)]
     suite: SuiteArgs,
     /// Subscribers (default 10).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     subs: Option<usize>,
     /// Message size in bytes (default 2000).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     size: Option<usize>,
     /// Messages (default 100000).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     count: Option<u64>,
 }
 
@@ -134,13 +147,13 @@ pub struct ProxyArgs {
     #[command(flatten)]
     suite: SuiteArgs,
     /// Subscriber counts on the second broker (default 1,5,7,10).
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one::<usize>)]
     subs: Option<Vec<usize>>,
     /// Message size in bytes (default 2000).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<usize>)]
     size: Option<usize>,
     /// Messages per point (default 100000).
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     count: Option<u64>,
 }
 
@@ -153,13 +166,13 @@ pub struct NaradaArgs {
     #[arg(long, value_delimiter = ',')]
     matching: Option<Vec<u32>>,
     /// Publish rates in msg/s.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = above_zero)]
     rates: Option<Vec<f64>>,
     /// Payload sizes in bytes.
-    #[arg(long, value_delimiter = ',')]
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one::<usize>)]
     sizes: Option<Vec<usize>>,
     /// Seconds of publishing per point.
-    #[arg(long)]
+    #[arg(long, value_parser = above_zero)]
     seconds: Option<f64>,
 }
 

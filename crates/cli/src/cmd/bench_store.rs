@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::cmd::outln;
 use anyhow::Context as _;
+use tidings_bench::cli::parse::{above_zero, at_least_one};
 use tidings_store::measure::{raw_fdatasync, store_appends, Report, Workload};
 use tidings_store::FsyncPolicy;
 
@@ -19,13 +21,13 @@ pub(crate) struct Args {
     #[arg(long, value_name = "DIR", default_value = ".")]
     dir: PathBuf,
     /// Appends kept in flight, one point each.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,256")]
+    #[arg(long, value_delimiter = ',', default_value = "1,16,256", value_parser = at_least_one::<usize>)]
     in_flight: Vec<usize>,
     /// Payload bytes per record.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, value_parser = at_least_one::<usize>)]
     size: usize,
     /// Seconds per point.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, value_parser = above_zero)]
     seconds: f64,
     /// The fsync policy: always, batch (10 ms), batch:<N>ms, never.
     #[arg(long, default_value = "always")]
@@ -46,11 +48,11 @@ fn measure(args: &Args) -> anyhow::Result<ExitCode> {
     let result = points(args, &scratch);
     let _ = std::fs::remove_dir_all(&scratch);
     let rows = result?;
-    println!("fsync {}, {} B records, {} s per point", args.fsync, args.size, args.seconds);
-    println!("load average (1/5/15 min) before: {load_before}; after: {}", load_average());
-    println!("{}", Report::header());
+    outln!("fsync {}, {} B records, {} s per point", args.fsync, args.size, args.seconds)?;
+    outln!("load average (1/5/15 min) before: {load_before}; after: {}", load_average())?;
+    outln!("{}", Report::header())?;
     for row in rows {
-        println!("{}", row.row());
+        outln!("{}", row.row())?;
     }
     Ok(ExitCode::SUCCESS)
 }

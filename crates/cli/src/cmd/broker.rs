@@ -9,6 +9,11 @@ use tidings_broker::Config;
 
 /// Flags override the config file, which overrides the built-in defaults.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  tidings broker                                   # built-in defaults, no file needed
+  tidings broker --config /etc/tidings/broker.toml
+  tidings broker --print-config > broker.toml      # every setting with its default
+  tidings broker --name b1 --cluster-listen 127.0.0.1:6466 --cluster-key net.key --peer 10.0.0.2:6466")]
 pub(crate) struct Args {
     /// Client TCP listener, HOST:PORT (port 0: the OS picks; see the ready line).
     #[arg(long, value_name = "HOST:PORT")]
@@ -58,7 +63,7 @@ fn off_or(value: String) -> String {
 
 pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
     let mut config = match &args.config {
-        Some(path) => Config::from_file(path)?,
+        Some(path) => Config::from_file(path).map_err(|e| super::UsageError(e.to_string()))?,
         None => Config::default(),
     };
     if let Some(v) = &args.listen {
@@ -89,36 +94,58 @@ pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
         config.storage.dir = v.display().to_string();
     }
     config.peer.extend(args.peers.iter().map(|address| tidings_broker::config::Peer { address: address.clone() }));
-    config.validate()?;
+    config.validate().map_err(|e| super::UsageError(e.to_string()))?;
     Ok(config)
 }
 
-pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let config = effective_config(&args)?;
+/// Runs the broker on `config` (read already, so logging could follow its `[log]` section).
+pub(crate) async fn run(args: Args, config: Option<Config>) -> anyhow::Result<ExitCode> {
+    let config = match config {
+        Some(config) => config,
+        None => effective_config(&args)?,
+    };
     if args.print_config {
-        print!("{}", config.to_toml());
+        {
+            use std::io::Write as _;
+            write!(std::io::stdout().lock(), "{}", config.to_toml())?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
+    // Signal handlers first: a SIGTERM sent as soon as the ready line is read must stop the
+    // broker in order, not kill it with the default action.
+    let signals = Signals::install()?;
     let running = tidings_broker::start(config).await.context("broker failed to start")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", running.ready_line())?;
         out.flush()?;
     }
-    wait_for_signal().await?;
+    signals.wait().await;
     tracing::info!("shutting down");
     running.shutdown();
     running.wait().await;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
-    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// The signals that stop the broker in order.
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn install() -> anyhow::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
+            int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+        })
     }
-    Ok(())
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
 }

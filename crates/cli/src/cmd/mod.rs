@@ -3,9 +3,70 @@
 pub(crate) mod bench;
 mod bench_store;
 pub(crate) mod broker;
+pub(crate) mod docs;
 pub(crate) mod net;
 pub(crate) mod ping;
 pub(crate) mod publish;
 mod publish_guaranteed;
 mod server;
 pub(crate) mod subscribe;
+
+use std::process::ExitCode;
+
+/// A command line that cannot work as written (a bad topic, property or option): exit status 2,
+/// as for clap's own usage errors; a failure to reach or use a broker exits 1.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct UsageError(pub(crate) String);
+
+/// Prints an error once and picks the exit status: 2 for usage errors, 0 when stdout was
+/// closed by its reader (`tidings sub | head`: the reader has what it wanted; output goes
+/// through [`outln`], which returns that error instead of panicking), else 1.
+pub(crate) fn exit_with(error: &anyhow::Error) -> ExitCode {
+    let broken_pipe = error
+        .chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|e| e.kind() == std::io::ErrorKind::BrokenPipe);
+    if broken_pipe {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("error: {}", render(error));
+    if error.chain().any(|c| c.is::<UsageError>()) {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The error and its causes, each said once: a context that already quotes its cause (as
+/// `cannot bind 127.0.0.1:80: Address already in use` does) does not get it repeated.
+fn render(error: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+pub(crate) use tidings_bench::outln;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_quoted_by_its_context_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        let error = anyhow::Error::new(io).context("cannot bind 127.0.0.1:80: Address already in use");
+        assert_eq!(render(&error), "cannot bind 127.0.0.1:80: Address already in use");
+        let error = anyhow::anyhow!("refused").context("cannot connect to b1");
+        assert_eq!(render(&error), "cannot connect to b1: refused");
+    }
+}

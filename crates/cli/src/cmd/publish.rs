@@ -3,32 +3,44 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::bail;
+use anyhow::Context;
 use bytes::{Bytes, BytesMut};
+use tidings_bench::cli::parse::{above_zero, at_least_one};
 use tidings_client::{now_us, PublisherId};
 use tidings_wire::{Message, Property, Value};
 
 /// Values are typed by their look: integer, float, true/false, else string. Quote a value
 /// (`-p "code='042'"`) to force a string.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  tidings pub prices.ibm 'IBM 120.5' -p sym=IBM -p price=120.5
+  tidings pub sensors.t1 --file reading.bin          # a binary payload from a file
+  some-producer | tidings pub logs.app --file -      # the payload from standard input
+  tidings pub load.test --count 100000 --rate 5000 --size 256
+  tidings pub orders.new '{\"id\":7}' --guaranteed --json   # wait until it is on disk")]
 pub(crate) struct Args {
     #[command(flatten)]
     server: super::server::ServerArgs,
     /// Topic to publish on (dot-separated levels, no wildcards).
+    #[arg(value_parser = topic)]
     topic: String,
     /// Payload text (empty when omitted).
+    #[arg(conflicts_with = "file")]
     payload: Option<String>,
+    /// Read the payload from this file (any bytes); `-` reads standard input to its end.
+    #[arg(long, value_name = "PATH")]
+    file: Option<std::path::PathBuf>,
     /// A property, KEY=VALUE; repeatable.
-    #[arg(short = 'p', long = "prop", value_name = "KEY=VALUE")]
-    properties: Vec<String>,
+    #[arg(short = 'p', long = "prop", value_name = "KEY=VALUE", value_parser = parse_property)]
+    properties: Vec<Property>,
     /// Number of messages to publish.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_one::<u64>)]
     count: u64,
     /// Messages per second (absolute schedule); unlimited when omitted.
-    #[arg(long, value_name = "MSGS_PER_SEC")]
+    #[arg(long, value_name = "MSGS_PER_SEC", value_parser = above_zero)]
     rate: Option<f64>,
     /// Pad the payload to this many bytes.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", value_parser = at_least_one::<usize>)]
     size: Option<usize>,
     /// Guaranteed delivery: wait for the broker's acknowledgement of every publish (on disk),
     /// adding the properties `seq` and `publisher`; exit non-zero if any was not acknowledged.
@@ -39,7 +51,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME", requires = "guaranteed")]
     pubend: Option<String>,
     /// With --guaranteed: publishes in flight before the next waits.
-    #[arg(long, value_name = "N", default_value_t = 256, requires = "guaranteed")]
+    #[arg(long, value_name = "N", default_value_t = 256, requires = "guaranteed", value_parser = at_least_one::<usize>)]
     window: usize,
     /// With --guaranteed: one JSON line per acknowledged publish (pubend, tick, seq, publisher,
     /// topic).
@@ -48,35 +60,45 @@ pub(crate) struct Args {
 }
 
 /// Parses `KEY=VALUE` into a typed property.
-pub(crate) fn parse_property(text: &str) -> anyhow::Result<Property> {
+pub(crate) fn parse_property(text: &str) -> Result<Property, String> {
     let Some((key, value)) = text.split_once('=') else {
-        bail!("property {text:?} is not KEY=VALUE");
+        return Err(format!("{text:?} is not KEY=VALUE"));
     };
     if key.is_empty() {
-        bail!("property {text:?} has an empty key");
+        return Err(format!("{text:?} has an empty key"));
     }
     Ok(Property { key: key.to_string(), value: Value::from_cli(value) })
 }
 
-fn payload(args: &Args) -> Bytes {
-    let mut p = BytesMut::from(args.payload.as_deref().unwrap_or("").as_bytes());
+/// A topic as the broker accepts it (checked here so a typo is a usage error, exit 2).
+fn topic(text: &str) -> Result<String, String> {
+    tidings_matching::Topic::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
+}
+
+fn payload(args: &Args) -> anyhow::Result<Bytes> {
+    let mut p = match &args.file {
+        Some(path) if path.as_os_str() == "-" => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+                .context("cannot read standard input")?;
+            BytesMut::from(&bytes[..])
+        }
+        Some(path) => {
+            BytesMut::from(&std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?[..])
+        }
+        None => BytesMut::from(args.payload.as_deref().unwrap_or("").as_bytes()),
+    };
     if let Some(size) = args.size {
         if p.len() < size {
             p.resize(size, b'x');
         }
     }
-    p.freeze()
+    Ok(p.freeze())
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let properties = args.properties.iter().map(|p| parse_property(p)).collect::<anyhow::Result<Vec<_>>>()?;
-    if let Err(e) = tidings_matching::Topic::parse(&args.topic) {
-        bail!("invalid topic {:?}: {e}", args.topic);
-    }
-    if args.rate.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
-        bail!("--rate must be a positive number");
-    }
-    let payload = payload(&args);
+    let properties = args.properties.clone();
+    let payload = payload(&args)?;
     let interval = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     if args.guaranteed {
         return guaranteed(&args, properties, payload, interval).await;
@@ -115,7 +137,7 @@ async fn guaranteed(
     interval: Option<Duration>,
 ) -> anyhow::Result<ExitCode> {
     if args.udp_requested() {
-        bail!("--guaranteed needs TCP");
+        return Err(super::UsageError("--guaranteed needs TCP: drop --udp".into()).into());
     }
     let publisher = PublisherId(rand::random());
     let builder = args
@@ -154,7 +176,7 @@ mod tests {
         assert_eq!(parse_property("sym=IBM").unwrap().value, Value::Str("IBM".into()));
         assert_eq!(parse_property("code='042'").unwrap().value, Value::Str("042".into()));
         assert_eq!(parse_property("eq=a=b").unwrap().value, Value::Str("a=b".into()));
-        assert!(parse_property("novalue").is_err());
+        assert!(parse_property("novalue").unwrap_err().contains("KEY=VALUE"));
         assert!(parse_property("=1").is_err());
     }
 }

@@ -1,18 +1,24 @@
 //! The `--server` and `--udp` options every client command shares, and the connection they
 //! describe.
 
+use std::time::Duration;
+
 use anyhow::Context;
 use tidings_client::{Client, ClientBuilder, Transport};
 
 /// Which broker to talk to, and how.
 #[derive(clap::Args)]
 pub(crate) struct ServerArgs {
-    /// Broker address.
-    #[arg(long, short, default_value_t = default_server(), value_name = "HOST:PORT")]
+    /// Broker address: HOST, HOST:PORT or tidings://HOST:PORT (port 6464 when omitted).
+    #[arg(long, short, env = "TIDINGS_SERVER", default_value_t = default_server(), value_name = "ADDRESS",
+          value_parser = server_address)]
     pub(crate) server: String,
     /// Use UDP instead of TCP.
     #[arg(long)]
     pub(crate) udp: bool,
+    /// Give up connecting (handshake included) after this long, e.g. 500ms or 10s.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub(crate) connect_timeout: Duration,
 }
 
 impl ServerArgs {
@@ -24,7 +30,7 @@ impl ServerArgs {
     /// The builder [`ServerArgs::connect`] uses, for commands that set more options.
     pub(crate) fn builder(&self, name: &str) -> ClientBuilder {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
-        Client::builder(self.server.as_str()).name(name).transport(transport)
+        Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout)
     }
 
     /// Connects with `builder`.
@@ -36,4 +42,47 @@ impl ServerArgs {
 /// The server address a client command uses when `--server` is not given.
 fn default_server() -> String {
     format!("127.0.0.1:{}", tidings_broker::DEFAULT_PORT)
+}
+
+/// Accepts `host`, `host:port`, `[v6]:port` and `tidings://host:port`, as users of other
+/// brokers' tools type them; returns `host:port`.
+fn server_address(text: &str) -> Result<String, String> {
+    let rest = match text.split_once("://") {
+        Some(("tidings", rest)) => rest,
+        Some((scheme, _)) => return Err(format!("unknown scheme {scheme:?} (use tidings://HOST:PORT or HOST:PORT)")),
+        None => text,
+    };
+    let rest = rest.trim_end_matches('/');
+    if rest.is_empty() || rest.contains('/') || rest.contains(char::is_whitespace) {
+        return Err(format!("{text:?} is not HOST, HOST:PORT or tidings://HOST:PORT"));
+    }
+    let has_port = match rest.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && (!host.contains(':') || host.ends_with(']')) => {
+            port.parse::<u16>().map_err(|_| format!("{port:?} in {text:?} is not a port"))?;
+            true
+        }
+        _ => false,
+    };
+    if has_port {
+        Ok(rest.to_string())
+    } else {
+        Ok(format!("{rest}:{}", tidings_broker::DEFAULT_PORT))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_is_host_host_port_or_a_tidings_url() {
+        assert_eq!(server_address("localhost"), Ok("localhost:6464".to_string()));
+        assert_eq!(server_address("10.0.0.1:7000"), Ok("10.0.0.1:7000".to_string()));
+        assert_eq!(server_address("tidings://b1:7000"), Ok("b1:7000".to_string()));
+        assert_eq!(server_address("tidings://b1/"), Ok("b1:6464".to_string()));
+        assert_eq!(server_address("[::1]:7000"), Ok("[::1]:7000".to_string()));
+        assert!(server_address("nats://b1:4222").unwrap_err().contains("scheme"));
+        assert!(server_address("b1:http").unwrap_err().contains("not a port"));
+        assert!(server_address("").is_err());
+    }
 }

@@ -6,21 +6,28 @@ use std::process::ExitCode;
 use anyhow::Context;
 use base64::Engine;
 use serde_json::{json, Map};
+use tidings_bench::cli::parse::at_least_one;
 use tidings_client::{Delivery, Event, SubscribeOptions};
 use tidings_wire::{DeliveryMode, Value};
 
 /// Prints every delivery; with `--count N`, exits 0 after N.
 #[derive(clap::Args)]
+#[command(after_help = "Examples:
+  tidings sub 'prices.>'                             # every topic under prices
+  tidings sub 'prices.*' 'news.>' --json             # several patterns, one JSON object per line
+  tidings sub 'prices.>' --where \"sym = 'IBM' AND price > 100\"
+  tidings sub 'orders.>' --guaranteed --count 10     # exactly once, in order; exit after 10")]
 pub(crate) struct Args {
     #[command(flatten)]
     server: super::server::ServerArgs,
-    /// Topic pattern: `*` matches one level, `>` all remaining levels.
-    pattern: String,
-    /// Selector over message properties, e.g. "sym = 'IBM' AND price > 100".
+    /// Topic patterns: `*` matches one level, `>` all remaining levels. One subscription each.
+    #[arg(required = true, num_args = 1.., value_parser = pattern)]
+    patterns: Vec<String>,
+    /// Selector over message properties, e.g. "sym = 'IBM' AND price > 100" (for every pattern).
     #[arg(long = "where", value_name = "SELECTOR")]
     selector: Option<String>,
     /// Exit after this many deliveries.
-    #[arg(long)]
+    #[arg(long, value_parser = at_least_one::<u64>)]
     count: Option<u64>,
     /// One JSON object per line.
     #[arg(long)]
@@ -83,11 +90,12 @@ fn delivery_text(d: &Delivery) -> String {
     )
 }
 
+/// A pattern as the broker accepts it (checked here so a typo is a usage error, exit 2).
+fn pattern(text: &str) -> Result<String, String> {
+    tidings_matching::Pattern::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
+}
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Err(e) = tidings_matching::Pattern::parse(&args.pattern) {
-        eprintln!("error: invalid pattern {:?}: {e}", args.pattern);
-        return Ok(ExitCode::from(2));
-    }
     if let Some(text) = &args.selector {
         if let Err(e) = tidings_matching::Selector::parse(text) {
             eprint!("invalid selector\n{}", e.render(text));
@@ -95,18 +103,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let client = args.server.connect("tidings-sub").await?;
-    let options = SubscribeOptions {
-        pattern: args.pattern.clone(),
-        selector: args.selector.clone(),
-        mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
-    };
-    let mut subscription = client.subscribe_with(options).await.context("subscribe refused")?;
+    let mut subscriptions = Vec::new();
+    for pattern in &args.patterns {
+        let options = SubscribeOptions {
+            pattern: pattern.clone(),
+            selector: args.selector.clone(),
+            mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
+        };
+        let subscription =
+            client.subscribe_with(options).await.with_context(|| format!("subscribe to {pattern:?} refused"))?;
+        // Each subscription as a stream of its events, so all of them are read as they come.
+        subscriptions.push(Box::pin(futures::stream::unfold(subscription, |mut s| async move {
+            s.next_event().await.map(|event| (event, s))
+        })));
+    }
+    let mut events = futures::stream::select_all(subscriptions);
     let mut seen = 0u64;
     let mut out = std::io::stdout().lock();
-    if args.count == Some(0) {
-        return Ok(ExitCode::SUCCESS);
-    }
-    while let Some(event) = subscription.next_event().await {
+    while let Some(event) = futures::StreamExt::next(&mut events).await {
         let delivery = match event {
             Event::Message(delivery) => delivery,
             Event::Gap(gap) => {

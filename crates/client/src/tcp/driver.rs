@@ -63,6 +63,9 @@ async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection,
     stream.write_all(&out).await?;
     let mut read_buf = BytesMut::with_capacity(config.read_buffer);
     loop {
+        if let Some(detail) = foreign_protocol(&read_buf) {
+            return Err(ClientError::Protocol { detail });
+        }
         if let Some(frame) = Frame::decode(&mut read_buf, config.max_frame)? {
             return match frame {
                 Frame::Welcome(welcome) if welcome.version == PROTOCOL_VERSION => {
@@ -77,6 +80,18 @@ async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection,
         if stream.read_buf(&mut read_buf).await? == 0 {
             return Err(ClientError::ConnectionLost);
         }
+    }
+}
+
+/// Names the protocol a server answered in when it is not tidings, so a client pointed at the
+/// wrong port is told so instead of getting a frame-size error from the first bytes.
+fn foreign_protocol(first: &[u8]) -> Option<String> {
+    if first.starts_with(b"HTTP/") {
+        Some("the server answered in HTTP: this looks like the admin port, not the client port".into())
+    } else if first.starts_with(b"INFO {") {
+        Some("the server answered as a NATS server, not a tidings broker".into())
+    } else {
+        None
     }
 }
 

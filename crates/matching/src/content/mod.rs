@@ -12,7 +12,7 @@ mod shared;
 
 use rustc_hash::FxHashMap;
 
-pub(crate) use shared::{AtomTable, MessageView, PropertyId, Vocabulary};
+pub(crate) use shared::{AtomTable, MessageView, PropertyId, Resolved, Vocabulary};
 
 use self::buckets::{AccessKey, Member, PropertyIndex};
 use self::shared::{AtomList, Residue};
@@ -175,7 +175,7 @@ impl<S> ContentIndex<S> {
         S: Clone,
     {
         let ContentIndex { entries, properties, unindexed, .. } = self;
-        for &(property, position) in view.resolved {
+        for &(property, position) in view.resolved.list() {
             let (Some(index), Some(found)) = (properties.get(&property), view.properties.value_at(position)) else {
                 continue;
             };
@@ -276,7 +276,7 @@ mod tests {
 
         fn deliver(&mut self, properties: &[Property]) -> (Vec<u32>, Work) {
             self.epoch += 1;
-            let mut resolved = Vec::new();
+            let mut resolved = Resolved::default();
             MessageView::resolve_into(&properties, &self.vocabulary, &mut resolved);
             let view = MessageView { properties: &properties, resolved: &resolved, epoch: self.epoch };
             let (mut out, mut work) = (Vec::new(), Work::default());

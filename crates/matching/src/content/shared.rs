@@ -238,26 +238,56 @@ pub(crate) struct MessageView<'a> {
     /// A list of properties or a view of an encoded message's; a trait object so the content
     /// index is compiled once, at the cost of an indirect call per resolved property.
     pub(crate) properties: &'a dyn PropertyLookup,
-    /// `(id, position in properties)` for each property some selector names; first of duplicate
-    /// keys only, as [`tidings_wire::lookup`] does.
-    pub(crate) resolved: &'a [(PropertyId, u32)],
+    /// Where each property some selector names sits in `properties`.
+    pub(crate) resolved: &'a Resolved,
     /// Distinguishes this message from every earlier one (memo and dedupe stamps).
     pub(crate) epoch: u64,
 }
 
+/// The current message's properties that some selector names, by interned id: a list to walk
+/// and a table by id, so resolving a message is linear in its properties and each lookup
+/// constant, however many properties a publisher sends or selectors name (a list searched per
+/// property made 65,535 properties against 227 selectors cost 0.8 s a message).
+#[derive(Debug, Default)]
+pub(crate) struct Resolved {
+    /// `(id, position in properties)`, first of duplicate keys only, as
+    /// [`tidings_wire::lookup`] does.
+    list: Vec<(PropertyId, u32)>,
+    /// By id: the generation that set it and the position. Stamped rather than cleared, so a
+    /// message costs nothing for the ids it does not have.
+    slots: Vec<(u64, u32)>,
+    generation: u64,
+}
+
+impl Resolved {
+    /// The resolved properties in message order.
+    pub(crate) fn list(&self) -> &[(PropertyId, u32)] {
+        &self.list
+    }
+
+    fn position(&self, id: PropertyId) -> Option<u32> {
+        match self.slots.get(id.0 as usize) {
+            Some(&(generation, position)) if generation == self.generation => Some(position),
+            _ => None,
+        }
+    }
+}
+
 impl MessageView<'_> {
     /// Fills `resolved` with the properties of `properties` that `vocabulary` knows.
-    pub(crate) fn resolve_into(
-        properties: &dyn PropertyLookup,
-        vocabulary: &Vocabulary,
-        resolved: &mut Vec<(PropertyId, u32)>,
-    ) {
-        resolved.clear();
+    pub(crate) fn resolve_into(properties: &dyn PropertyLookup, vocabulary: &Vocabulary, resolved: &mut Resolved) {
+        resolved.list.clear();
+        resolved.generation += 1;
+        let generation = resolved.generation;
         properties.for_each_key(&mut |position, key| {
-            if let Some(id) = vocabulary.get(key) {
-                if !resolved.iter().any(|(seen, _)| *seen == id) {
-                    resolved.push((id, position));
-                }
+            let Some(id) = vocabulary.get(key) else { return };
+            let index = id.0 as usize;
+            if resolved.slots.len() <= index {
+                resolved.slots.resize(index + 1, (0, 0));
+            }
+            if resolved.slots[index].0 != generation {
+                resolved.slots[index] = (generation, position);
+                resolved.list.push((id, position));
             }
         });
     }
@@ -265,8 +295,7 @@ impl MessageView<'_> {
 
 impl Resolve<PropertyId> for MessageView<'_> {
     fn resolve(&self, property: &PropertyId) -> Option<ValueRef<'_>> {
-        let (_, position) = self.resolved.iter().find(|(id, _)| id == property)?;
-        self.properties.value_at(*position)
+        self.properties.value_at(self.resolved.position(*property)?)
     }
 }
 
@@ -300,7 +329,7 @@ mod tests {
         assert_eq!(atoms.len(), 1);
 
         let properties = [Property::new("t1", "a")];
-        let mut resolved = Vec::new();
+        let mut resolved = Resolved::default();
         MessageView::resolve_into(&properties, &vocabulary, &mut resolved);
         let view = MessageView { properties: &properties, resolved: &resolved, epoch: 1 };
         assert_eq!(atoms.truth(first, &view), Truth::True);
@@ -322,9 +351,13 @@ mod tests {
         let mut vocabulary = Vocabulary::default();
         let id = vocabulary.intern("a");
         let properties = [Property::new("x", 0i64), Property::new("a", 1i64), Property::new("a", 2i64)];
-        let mut resolved = Vec::new();
+        let mut resolved = Resolved::default();
         MessageView::resolve_into(&properties, &vocabulary, &mut resolved);
-        assert_eq!(resolved, [(id, 1)]);
+        assert_eq!(resolved.list(), [(id, 1)]);
+        assert_eq!(resolved.position(id), Some(1));
+        // The next message does not see the previous one's positions.
+        MessageView::resolve_into(&[Property::new("x", 0i64)], &vocabulary, &mut resolved);
+        assert_eq!((resolved.list(), resolved.position(id)), (&[][..], None));
     }
 
     #[test]

@@ -3,10 +3,17 @@
 //!
 //! A pattern is compiled to the segments between its `%`s. The first segment must match at the
 //! start, the last at the end, and each middle one is found leftmost in what is left (leftmost is
-//! always safe: it leaves the most room for the rest). A segment without `_` is found with
-//! `str::find`, which is linear, so the usual patterns (`'abc%'`, `'%abc%'`, `'a%b%c'`) cost time
-//! linear in the text and pattern, whatever a publisher puts in the property; only a middle
-//! segment holding `_` is searched position by position (text length times segment length).
+//! always safe: it leaves the most room for the rest). Matching costs time linear in the text,
+//! whatever a publisher puts in the property and whatever a subscriber puts in the pattern:
+//! - a middle segment's leading and trailing `_`s only skip characters (`%___b%` is a `b` at
+//!   least three characters in), so they cost nothing per text character;
+//! - what is left, its *core*, is found with `str::find` when it has no `_` (linear), else by
+//!   shift-and over one 64-bit word (one table lookup and three word operations per text
+//!   character), which limits a core holding `_` to 64 characters: a longer one is refused
+//!   when the selector is parsed, since searching it would cost the text times the pattern.
+
+/// The longest middle-segment core that may hold `_` (one machine word of shift-and state).
+pub(crate) const MAX_WILDCARD_CORE: usize = 64;
 
 /// One element of a segment.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,10 +28,99 @@ struct Segment {
     parts: Box<[Part]>,
     /// The segment as text when it has no `_`, for a linear-time search.
     literal: Option<Box<str>>,
+    /// How a middle segment is searched for (first and last are anchored and need none).
+    search: Option<Search>,
+}
+
+/// A middle segment as `lead` skipped characters, a core, and `trail` skipped characters.
+#[derive(Debug, Clone)]
+struct Search {
+    lead: usize,
+    trail: usize,
+    core: Core,
+}
+
+#[derive(Debug, Clone)]
+enum Core {
+    /// No `_` in the core: `str::find`.
+    Literal(Box<str>),
+    /// Shift-and: bit `i` of a character's mask says the core's `i`th part accepts it.
+    ShiftAnd { len: usize, ascii: Box<[u64; 128]>, other: Box<[(char, u64)]>, any: u64 },
+}
+
+impl Search {
+    fn new(parts: &[Part]) -> Result<Search, &'static str> {
+        let lead = parts.iter().take_while(|p| **p == Part::AnyOne).count();
+        let trail = parts[lead..].iter().rev().take_while(|p| **p == Part::AnyOne).count();
+        let core = &parts[lead..parts.len() - trail];
+        if core.iter().all(|p| *p != Part::AnyOne) {
+            let text = core.iter().filter_map(|p| if let Part::Literal(c) = p { Some(*c) } else { None }).collect();
+            return Ok(Search { lead, trail, core: Core::Literal(text) });
+        }
+        if core.len() > MAX_WILDCARD_CORE {
+            return Err("between two % signs, `_` may be used only within 64 characters of literal text (longer would cost the text times the pattern to match)");
+        }
+        let mut any = 0u64;
+        let mut ascii = Box::new([0u64; 128]);
+        let mut other: Vec<(char, u64)> = Vec::new();
+        for (i, part) in core.iter().enumerate() {
+            match part {
+                Part::AnyOne => any |= 1 << i,
+                Part::Literal(c) if c.is_ascii() => ascii[*c as usize] |= 1 << i,
+                Part::Literal(c) => match other.iter_mut().find(|(o, _)| o == c) {
+                    Some((_, mask)) => *mask |= 1 << i,
+                    None => other.push((*c, 1 << i)),
+                },
+            }
+        }
+        for mask in ascii.iter_mut() {
+            *mask |= any;
+        }
+        for (_, mask) in other.iter_mut() {
+            *mask |= any;
+        }
+        other.sort_unstable_by_key(|(c, _)| *c);
+        Ok(Search { lead, trail, core: Core::ShiftAnd { len: core.len(), ascii, other: other.into(), any } })
+    }
+
+    /// The rest of `text` after the leftmost occurrence.
+    fn skip_past<'a>(&self, text: &'a str) -> Option<&'a str> {
+        let text = skip_chars(text, self.lead)?;
+        let after_core = match &self.core {
+            Core::Literal(core) => &text[text.find(&**core)? + core.len()..],
+            Core::ShiftAnd { len, ascii, other, any } => {
+                let last = 1u64 << (len - 1);
+                let mut state = 0u64;
+                let mut end = None;
+                for (at, c) in text.char_indices() {
+                    let mask = match c {
+                        c if c.is_ascii() => ascii[c as usize],
+                        c => other.binary_search_by_key(&c, |(o, _)| *o).map_or(*any, |i| other[i].1),
+                    };
+                    state = ((state << 1) | 1) & mask;
+                    if state & last != 0 {
+                        end = Some(at + c.len_utf8());
+                        break;
+                    }
+                }
+                &text[end?..]
+            }
+        };
+        skip_chars(after_core, self.trail)
+    }
+}
+
+/// `text` without its first `n` characters, if it has that many.
+fn skip_chars(text: &str, n: usize) -> Option<&str> {
+    if n == 0 {
+        return Some(text);
+    }
+    let (at, c) = text.char_indices().nth(n - 1)?;
+    Some(&text[at + c.len_utf8()..])
 }
 
 impl Segment {
-    fn new(parts: Vec<Part>) -> Segment {
+    fn new(parts: Vec<Part>, middle: bool) -> Result<Segment, &'static str> {
         let literal = parts
             .iter()
             .map(|part| match part {
@@ -33,7 +129,8 @@ impl Segment {
             })
             .collect::<Option<String>>()
             .map(String::into_boxed_str);
-        Segment { parts: parts.into(), literal }
+        let search = if middle { Some(Search::new(&parts)?) } else { None };
+        Ok(Segment { parts: parts.into(), literal, search })
     }
 
     /// If `text` starts with this segment, the rest of `text`.
@@ -62,23 +159,6 @@ impl Segment {
             (Part::AnyOne, Some(_)) => true,
             (Part::Literal(want), Some(c)) => *want == c,
         })
-    }
-
-    /// The rest of `text` after the leftmost occurrence of this segment.
-    fn skip_past<'a>(&self, text: &'a str) -> Option<&'a str> {
-        if let Some(literal) = &self.literal {
-            let at = text.find(&**literal)?;
-            return Some(&text[at + literal.len()..]);
-        }
-        let mut rest = text;
-        loop {
-            if let Some(after) = self.strip_prefix(rest) {
-                return Some(after);
-            }
-            let mut chars = rest.chars();
-            chars.next()?;
-            rest = chars.as_str();
-        }
     }
 }
 
@@ -117,13 +197,19 @@ impl LikePattern {
             match c {
                 // Consecutive `%` are one `%`: an empty middle segment would match anywhere.
                 '%' if parts.is_empty() && !segments.is_empty() => {}
-                '%' => segments.push(Segment::new(std::mem::take(&mut parts))),
+                '%' => segments.push(std::mem::take(&mut parts)),
                 '_' => parts.push(Part::AnyOne),
                 c => parts.push(Part::Literal(c)),
             }
         }
-        segments.push(Segment::new(parts));
-        Ok(LikePattern { text: text.into(), escape, segments: segments.into() })
+        segments.push(parts);
+        let last = segments.len() - 1;
+        let segments = segments
+            .into_iter()
+            .enumerate()
+            .map(|(i, parts)| Segment::new(parts, i > 0 && i < last))
+            .collect::<Result<Box<[Segment]>, _>>()?;
+        Ok(LikePattern { text: text.into(), escape, segments })
     }
 
     /// The pattern as written.
@@ -148,7 +234,7 @@ impl LikePattern {
             return false;
         };
         for segment in middle {
-            match segment.skip_past(remaining) {
+            match segment.search.as_ref().and_then(|search| search.skip_past(remaining)) {
                 Some(after) => remaining = after,
                 None => return false,
             }
@@ -209,11 +295,33 @@ mod tests {
     }
 
     #[test]
-    fn an_adversarial_subject_costs_linear_time() {
-        let pattern = LikePattern::compile(&format!("%{}b%", "a".repeat(2000)), None).unwrap();
-        let subject = "a".repeat(200_000);
-        assert!(!pattern.matches(&subject));
-        assert!(pattern.matches(&format!("{subject}b")));
+    fn adversarial_patterns_and_subjects_cost_linear_time() {
+        // A long literal piece against a near miss, and the attack's 4,000 `_` then `b` (its
+        // underscores only skip characters) against 65,000 characters without a b.
+        for (filler, repeat, subject) in [("a", 2000, 200_000), ("_", 4000, 65_000)] {
+            let pattern = LikePattern::compile(&format!("%{}b%", filler.repeat(repeat)), None).unwrap();
+            let subject = "a".repeat(subject);
+            assert!(!pattern.matches(&subject));
+            assert!(pattern.matches(&format!("{subject}b")));
+        }
+        let pattern = LikePattern::compile(&format!("%{}b%", "_".repeat(4000)), None).unwrap();
+        assert!(!pattern.matches(&format!("{}b", "a".repeat(3999))), "the b must come after 4,000 characters");
+        assert!(pattern.matches(&format!("{}b", "a".repeat(4000))));
+        assert!(like("%a__%", "xxabc"));
+        assert!(!like("%a__%", "xxab"));
+    }
+
+    #[test]
+    fn a_wildcard_core_longer_than_a_word_is_refused_and_one_of_a_word_matches() {
+        let long = format!("%a{}b%", "_".repeat(63));
+        assert!(LikePattern::compile(&long, None).unwrap_err().contains("64 characters"));
+        let word = format!("%a{}b%", "_".repeat(62));
+        let pattern = LikePattern::compile(&word, None).unwrap();
+        assert!(pattern.matches(&format!("xa{}bx", "c".repeat(62))));
+        assert!(!pattern.matches(&format!("xa{}bx", "c".repeat(61))));
+        assert!(like(&format!("a{}b", "_".repeat(100)), &format!("a{}b", "x".repeat(100))), "anchored: no limit");
+        assert!(like("%é_ü%", "aébüc"));
+        assert!(!like("%é_ü%", "aébxc"));
     }
 
     #[test]
@@ -242,7 +350,7 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn matching_agrees_with_the_textbook_dynamic_program(pattern in "[ab%_]{0,8}", subject in "[abc]{0,10}") {
+        fn matching_agrees_with_the_textbook_dynamic_program(pattern in "[abé%_]{0,10}", subject in "[abcé]{0,12}") {
             let chars: Vec<char> = pattern.chars().collect();
             let text: Vec<char> = subject.chars().collect();
             proptest::prop_assert_eq!(like(&pattern, &subject), reference(&chars, &text), "{} LIKE {}", subject, pattern);

@@ -6,18 +6,25 @@
 //! side, so every link is dialled exactly once), waits until every broker sees every link of the
 //! topology and all agree on one link-state view, then prints the table and writes
 //! `DIR/network.json`. Brokers are detached: they outlive the command, logs go to `DIR/N.log`.
+//!
+//! `up --faults` puts every link through a fault point (one [`proxy`] process per link), and
+//! [`fault`] stalls, cuts, kills and restarts parts of the running network on a schedule.
+
+mod fault;
+mod proxy;
 
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cmd::outln;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use tidings_route::Topology;
-use tidings_testkit::{send_signal, Signal};
+use tidings_testkit::{http_get, send_signal, Signal};
 
 /// What `net` can do.
 #[derive(clap::Subcommand)]
@@ -28,6 +35,11 @@ pub(crate) enum Which {
     Status(DirArgs),
     /// Stop every broker of a running network (SIGTERM, then SIGKILL after 10 s).
     Down(DirArgs),
+    /// Stall, cut, kill or restart part of a running network, now or on a schedule.
+    Fault(fault::Args),
+    /// One link's fault point (started by `net up --faults`; not for direct use).
+    #[command(hide = true)]
+    LinkProxy(proxy::Args),
 }
 
 /// `net up` arguments.
@@ -40,6 +52,10 @@ pub(crate) struct UpArgs {
     /// Give up if the network has not converged after this many seconds.
     #[arg(long, default_value_t = 30)]
     timeout: u64,
+    /// Run every broker link through a fault point, so `tidings net fault stall|cut A B` can
+    /// stall or cut it (costs one small proxy process and one extra copy per link).
+    #[arg(long)]
+    faults: bool,
     /// Extra arguments for every broker, after `--` (e.g. `-- --config tuning.toml`).
     #[arg(last = true)]
     broker_args: Vec<String>,
@@ -58,6 +74,8 @@ pub(crate) async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Up(args) => up(&args),
         Which::Status(args) => status(&args.dir),
         Which::Down(args) => down(&args.dir),
+        Which::Fault(args) => fault::run(&args),
+        Which::LinkProxy(args) => proxy::run(args).await,
     }
 }
 
@@ -68,6 +86,8 @@ struct Started {
     address: Option<String>,
     peers: Vec<String>,
     ready: Value,
+    /// The arguments that restart it on the same addresses, data directory and links.
+    restart: Vec<String>,
 }
 
 impl Started {
@@ -85,7 +105,7 @@ impl Started {
             "tcp": self.ready["tcp"], "udp": self.ready["udp"], "admin": self.ready["admin"],
             "cluster": self.ready["cluster"], "incarnation": self.ready["incarnation"],
             "peers": self.peers, "log": dir.join(format!("{}.log", self.name)),
-            "data": dir.join("data").join(&self.name),
+            "data": dir.join("data").join(&self.name), "restart": self.restart,
         })
     }
 }
@@ -106,29 +126,35 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     write_key(&dir.join(KEY_FILE))?;
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
+    let _ = std::fs::remove_file(dir.join(fault::LOG_FILE));
     let mut started: Vec<Started> = Vec::new();
-    let result = start_all(&topology, &exe, dir, &args.broker_args, &mut started).and_then(|()| {
-        write_network(dir, &topology, &args.file, &started, None)?;
+    let mut links: Vec<proxy::LinkProxy> = Vec::new();
+    let net = Net { topology: &topology, exe: &exe, dir, extra: &args.broker_args, faults: args.faults };
+    let result = net.start_all(&mut started, &mut links).and_then(|()| {
+        write_network(dir, &topology, &args.file, &started, &links, None)?;
         let began = Instant::now();
         converge(&topology, &started, Duration::from_secs(args.timeout))?;
         let converged_ms = began.elapsed().as_millis() as u64;
-        write_network(dir, &topology, &args.file, &started, Some(converged_ms))?;
+        write_network(dir, &topology, &args.file, &started, &links, Some(converged_ms))?;
         Ok(converged_ms)
     });
     match result {
         Ok(converged_ms) => {
-            print_table(&started);
-            println!(
+            print_table(&started)?;
+            outln!(
                 "{} brokers of {:?} up; converged {converged_ms} ms after the last start; state in {}",
                 started.len(),
                 topology.name(),
                 dir.join("network.json").display()
-            );
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
             for broker in &started {
                 terminate(broker.pid(), Duration::from_secs(5));
+            }
+            for link in &links {
+                terminate(link.pid, Duration::from_secs(5));
             }
             let _ = std::fs::remove_file(dir.join("network.json"));
             Err(e.context(format!("network not started; brokers' logs are in {}", dir.display())))
@@ -136,31 +162,92 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn start_all(
-    topology: &Topology,
-    exe: &Path,
-    dir: &Path,
-    extra: &[String],
-    started: &mut Vec<Started>,
-) -> anyhow::Result<()> {
-    for spec in topology.brokers() {
-        let name = spec.name.to_string();
-        let expected = topology.expected_peers(&name)?;
-        let dial: Vec<String> = started
-            .iter()
-            .filter(|s| expected.iter().any(|p| p.as_str() == s.name))
-            .filter_map(|s| s.addr("cluster").map(|a| a.to_string()))
-            .collect();
-        let ready = start_broker(exe, dir, &name, spec.cell.as_str(), &dial, extra)?;
-        started.push(Started {
-            name,
-            cell: spec.cell.to_string(),
-            address: spec.address.clone(),
-            peers: expected.iter().map(ToString::to_string).collect(),
-            ready,
-        });
+/// What starting a network needs to know, whatever broker it is at.
+struct Net<'a> {
+    topology: &'a Topology,
+    exe: &'a Path,
+    dir: &'a Path,
+    extra: &'a [String],
+    faults: bool,
+}
+
+impl Net<'_> {
+    /// Starts the brokers in file order; each dials the expected peers already started (through
+    /// a new fault point per link with `--faults`).
+    fn start_all(&self, started: &mut Vec<Started>, links: &mut Vec<proxy::LinkProxy>) -> anyhow::Result<()> {
+        for spec in self.topology.brokers() {
+            let name = spec.name.to_string();
+            let expected = self.topology.expected_peers(&name)?;
+            let mut dial = Vec::new();
+            for peer in started.iter().filter(|s| expected.iter().any(|p| p.as_str() == s.name)) {
+                let Some(cluster) = peer.addr("cluster") else { continue };
+                if self.faults {
+                    let link = proxy::LinkProxy::start(self.exe, self.dir, [&peer.name, &name], cluster)?;
+                    dial.push(link.listen.to_string());
+                    links.push(link);
+                } else {
+                    dial.push(cluster.to_string());
+                }
+            }
+            let listen = Listen::any();
+            let args = broker_args(self.dir, &name, spec.cell.as_str(), &listen, &dial, self.extra);
+            let ready = start_broker(self.exe, self.dir, &name, &args, false)?;
+            let restart =
+                broker_args(self.dir, &name, spec.cell.as_str(), &Listen::from_ready(&ready), &dial, self.extra);
+            started.push(Started {
+                name,
+                cell: spec.cell.to_string(),
+                address: spec.address.clone(),
+                peers: expected.iter().map(ToString::to_string).collect(),
+                ready,
+                restart,
+            });
+        }
+        Ok(())
     }
-    Ok(())
+}
+
+/// The addresses a broker listens on.
+struct Listen {
+    tcp: String,
+    udp: String,
+    admin: String,
+    cluster: String,
+}
+
+impl Listen {
+    /// Ports chosen by the OS, on loopback only.
+    fn any() -> Listen {
+        let any = || "127.0.0.1:0".to_string();
+        Listen { tcp: any(), udp: any(), admin: any(), cluster: any() }
+    }
+
+    /// The ports a broker got, so a restart binds the same ones and its peers and clients find
+    /// it where it was.
+    fn from_ready(ready: &Value) -> Listen {
+        let get = |key: &str| ready[key].as_str().unwrap_or("127.0.0.1:0").to_string();
+        Listen { tcp: get("tcp"), udp: get("udp"), admin: get("admin"), cluster: get("cluster") }
+    }
+}
+
+fn broker_args(dir: &Path, name: &str, cell: &str, listen: &Listen, dial: &[String], extra: &[String]) -> Vec<String> {
+    let path = |p: PathBuf| p.to_string_lossy().into_owned();
+    let mut args: Vec<String> = vec!["broker".into(), "--name".into(), name.into(), "--cell".into(), cell.into()];
+    for (flag, addr) in [
+        ("--listen", &listen.tcp),
+        ("--udp", &listen.udp),
+        ("--admin", &listen.admin),
+        ("--cluster-listen", &listen.cluster),
+    ] {
+        args.extend([flag.to_string(), addr.clone()]);
+    }
+    args.extend(["--cluster-key".into(), path(dir.join(KEY_FILE))]);
+    args.extend(["--data".into(), path(dir.join("data").join(name))]);
+    for peer in dial {
+        args.extend(["--peer".into(), peer.clone()]);
+    }
+    args.extend(extra.iter().cloned());
+    args
 }
 
 /// The network's key file in its directory: every broker of the network gets it.
@@ -183,47 +270,41 @@ fn write_key(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn start_broker(
-    exe: &Path,
-    dir: &Path,
-    name: &str,
-    cell: &str,
-    dial: &[String],
-    extra: &[String],
+/// Starts a broker detached (its own process group: a Ctrl-C meant for `net up` must not reach
+/// it) and returns its ready line. A restart appends to the log rather than replacing it, so
+/// what led to the crash stays readable.
+fn start_broker(exe: &Path, dir: &Path, name: &str, args: &[String], restart: bool) -> anyhow::Result<Value> {
+    let log = dir.join(format!("{name}.log"));
+    let stderr = std::fs::OpenOptions::new().create(true).append(restart).write(true).truncate(!restart).open(&log)?;
+    let mut command = Command::new(exe);
+    command.args(args);
+    spawn_ready(command, &dir.join(format!("{name}.ready")), stderr, &format!("broker {name}"), &log)
+}
+
+/// Spawns a detached process that prints one JSON ready line on stdout, and waits for it.
+fn spawn_ready(
+    mut command: Command,
+    ready_path: &Path,
+    stderr: std::fs::File,
+    what: &str,
+    log: &Path,
 ) -> anyhow::Result<Value> {
     use std::os::unix::process::CommandExt;
-    let ready_path = dir.join(format!("{name}.ready"));
-    let stdout = std::fs::File::create(&ready_path)?;
-    let stderr = std::fs::File::create(dir.join(format!("{name}.log")))?;
-    let mut command = Command::new(exe);
-    command.args(["broker", "--name", name, "--cell", cell]);
-    command.args(["--listen", "127.0.0.1:0", "--udp", "127.0.0.1:0", "--admin", "127.0.0.1:0"]);
-    command.args(["--cluster-listen", "127.0.0.1:0"]);
-    command.arg("--cluster-key").arg(dir.join(KEY_FILE));
-    command.arg("--data").arg(dir.join("data").join(name));
-    for peer in dial {
-        command.args(["--peer", peer]);
-    }
-    command.args(extra);
-    // Its own process group: a Ctrl-C meant for `net up` must not reach the brokers.
+    let stdout = std::fs::File::create(ready_path)?;
     command.stdin(Stdio::null()).stdout(stdout).stderr(stderr).process_group(0);
-    let mut child = command.spawn().with_context(|| format!("cannot start broker {name}"))?;
+    let mut child = command.spawn().with_context(|| format!("cannot start {what}"))?;
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let text = std::fs::read_to_string(&ready_path).unwrap_or_default();
+        let text = std::fs::read_to_string(ready_path).unwrap_or_default();
         if let Some(line) = text.lines().next().filter(|_| text.contains('\n')) {
-            return serde_json::from_str(line)
-                .with_context(|| format!("broker {name} printed a bad ready line {line:?}"));
+            return serde_json::from_str(line).with_context(|| format!("{what} printed a bad ready line {line:?}"));
         }
         if let Ok(Some(status)) = child.try_wait() {
-            bail!(
-                "broker {name} exited ({status}) before it was ready; see {}",
-                dir.join(format!("{name}.log")).display()
-            );
+            bail!("{what} exited ({status}) before it was ready; see {}", log.display());
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            bail!("broker {name} printed no ready line within 20 s");
+            bail!("{what} printed no ready line within 20 s");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -282,6 +363,7 @@ fn write_network(
     topology: &Topology,
     file: &Path,
     started: &[Started],
+    links: &[proxy::LinkProxy],
     converged_ms: Option<u64>,
 ) -> anyhow::Result<()> {
     let doc = json!({
@@ -290,10 +372,16 @@ fn write_network(
         "converged_ms": converged_ms,
         "key_file": dir.join(KEY_FILE),
         "brokers": started.iter().map(|s| s.to_json(dir)).collect::<Vec<_>>(),
+        "links": links.iter().map(proxy::LinkProxy::to_json).collect::<Vec<_>>(),
     });
+    save_network(dir, &doc)
+}
+
+/// Replaces network.json atomically: a reader never sees half a file.
+fn save_network(dir: &Path, doc: &Value) -> anyhow::Result<()> {
     let path = dir.join("network.json");
     let tmp = dir.join("network.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&doc)?)?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(doc)?)?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
 }
@@ -313,28 +401,35 @@ fn pid_of(broker: &Value) -> u32 {
     broker["pid"].as_u64().unwrap_or(0) as u32
 }
 
-fn print_table(started: &[Started]) {
-    println!("{:<10} {:<8} {:<10} {:<22} {:<22}", "BROKER", "CELL", "ADDRESS", "CLIENT", "ADMIN");
+fn print_table(started: &[Started]) -> std::io::Result<()> {
+    outln!("{:<10} {:<8} {:<10} {:<22} {:<22}", "BROKER", "CELL", "ADDRESS", "CLIENT", "ADMIN")?;
     for s in started {
         let show = |key: &str| s.addr(key).map(|a| a.to_string()).unwrap_or_else(|| "-".into());
-        println!(
+        outln!(
             "{:<10} {:<8} {:<10} {:<22} {:<22}",
             s.name,
             s.cell,
             s.address.as_deref().unwrap_or("-"),
             show("tcp"),
             show("admin")
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn status(dir: &Path) -> anyhow::Result<ExitCode> {
     let network = read_network(dir)?;
-    println!("topology {}", network["topology"].as_str().unwrap_or("?"));
-    println!(
+    outln!("topology {}", network["topology"].as_str().unwrap_or("?"))?;
+    outln!(
         "{:<10} {:<8} {:<8} {:<9} {:<8} {:<22} {:<20}",
-        "BROKER", "CELL", "PID", "HEALTH", "LINKS", "CLIENT", "VIEW"
-    );
+        "BROKER",
+        "CELL",
+        "PID",
+        "HEALTH",
+        "LINKS",
+        "CLIENT",
+        "VIEW"
+    )?;
     let mut healthy = true;
     for b in brokers(&network) {
         let admin = b["admin"].as_str().and_then(|a| a.parse().ok());
@@ -352,7 +447,7 @@ fn status(dir: &Path) -> anyhow::Result<ExitCode> {
             None => ("-".to_string(), "-".to_string()),
         };
         healthy &= health == "ok" && links == expected.to_string();
-        println!(
+        outln!(
             "{:<10} {:<8} {:<8} {:<9} {:<8} {:<22} {:<20}",
             b["name"].as_str().unwrap_or("?"),
             b["cell"].as_str().unwrap_or("?"),
@@ -361,7 +456,7 @@ fn status(dir: &Path) -> anyhow::Result<ExitCode> {
             format!("{links}/{expected}"),
             b["tcp"].as_str().unwrap_or("-"),
             view
-        );
+        )?;
     }
     Ok(if healthy { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
@@ -378,9 +473,12 @@ fn down(dir: &Path) -> anyhow::Result<ExitCode> {
             stopped += 1;
         }
     }
+    for link in proxy::links(&network) {
+        terminate(link.pid, Duration::from_secs(2));
+    }
     std::fs::remove_file(dir.join("network.json"))
         .with_context(|| format!("cannot remove {}/network.json", dir.display()))?;
-    println!("{stopped} of {} brokers stopped", list.len());
+    outln!("{stopped} of {} brokers stopped", list.len())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -417,18 +515,5 @@ fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
         Err(_) => false,
-    }
-}
-
-/// A minimal HTTP/1.0 GET for the admin endpoints.
-fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    match response.split_once("\r\n\r\n") {
-        Some((head, body)) if head.contains(" 200 ") => Ok(body.to_string()),
-        _ => Err(std::io::Error::other(format!("GET {path}: {}", response.lines().next().unwrap_or("no response")))),
     }
 }
