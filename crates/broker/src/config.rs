@@ -237,6 +237,16 @@ pub struct Limits {
     pub max_frame: usize,
     /// Most active subscriptions one session may hold.
     pub max_subscriptions_per_session: usize,
+    /// Most client TCP connections at once; a connection past it is refused with ERROR
+    /// `limit_exceeded`. Capped at start below the process's open-file limit, so the admin
+    /// port and the data directory always have descriptors.
+    pub max_connections: usize,
+    /// Most client TCP connections from one source address at once.
+    pub max_connections_per_address: usize,
+    /// A connection that has not completed HELLO within this is closed. Before HELLO a frame
+    /// may be at most 4 KiB, whatever `max_frame` says: an unknown peer buffers little.
+    #[serde(with = "humantime_serde")]
+    pub handshake_timeout: std::time::Duration,
 }
 
 /// What the broker does when a subscriber's outbound queue is full.
@@ -304,7 +314,13 @@ impl Default for Listen {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_frame: tidings_wire::DEFAULT_MAX_FRAME, max_subscriptions_per_session: 65_536 }
+        Limits {
+            max_frame: tidings_wire::DEFAULT_MAX_FRAME,
+            max_subscriptions_per_session: 65_536,
+            max_connections: 50_000,
+            max_connections_per_address: 20_000,
+            handshake_timeout: std::time::Duration::from_secs(10),
+        }
     }
 }
 
@@ -398,6 +414,12 @@ impl Config {
         }
         if self.limits.max_subscriptions_per_session == 0 {
             problems.push("limits.max_subscriptions_per_session: must be at least 1".to_string());
+        }
+        if self.limits.max_connections == 0 || self.limits.max_connections_per_address == 0 {
+            problems.push("limits.max_connections, limits.max_connections_per_address: must be at least 1".to_string());
+        }
+        if self.limits.handshake_timeout.is_zero() {
+            problems.push("limits.handshake_timeout: must be above zero".to_string());
         }
         if let Err(e) = self.storage.fsync_policy() {
             problems.push(format!("storage.fsync: {e}"));

@@ -16,11 +16,13 @@
 //! delivery core and the pubend log (under `<data dir>/pubends`).
 
 pub mod admin;
+pub mod admission;
 pub mod cluster;
 pub mod config;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
+pub mod live;
 pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;

@@ -117,6 +117,8 @@ pub struct Metrics {
     pub link_auth_failures: Family<WhyLabel, Counter>,
     /// Connections refused because they claimed the name of a peer whose link is up and alive.
     pub link_takeovers_refused: Counter,
+    /// Configuration reloads (SIGHUP) applied.
+    pub config_reloads: Counter,
 }
 
 impl Metrics {
@@ -159,6 +161,7 @@ impl Metrics {
             peer_protocol_errors: Counter::default(),
             link_auth_failures: Family::default(),
             link_takeovers_refused: Counter::default(),
+            config_reloads: Counter::default(),
         };
         m.register_links(registry.sub_registry_with_prefix("tidings"));
         registry.register_collector(Box::new(crate::process_metrics::ProcessCollector));
@@ -169,6 +172,7 @@ impl Metrics {
             prometheus_client::metrics::info::Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         r.register("connections", "Open client sessions", m.connections.clone());
+        r.register("config_reloads", "Configuration reloads (SIGHUP) applied", m.config_reloads.clone());
         r.register("connections_opened", "Client sessions opened", m.connections_opened.clone());
         r.register("subscriptions", "Active subscriptions", m.subscriptions.clone());
         r.register("messages_in", "Messages published to this broker", m.messages_in.clone());

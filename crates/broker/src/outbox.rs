@@ -38,7 +38,8 @@ const SLICES_PER_WRITE: usize = 256;
 pub struct Target {
     /// The client's id for the subscription.
     pub id: SubId,
-    /// Deliveries dropped since the last one written; reported in the next DELIVER.
+    /// Deliveries dropped since the last one queued: the next one queued carries the count, so
+    /// `missed` arrives on the first delivery after the gap, not on an older one still queued.
     missed: AtomicU32,
     /// The connection's queue.
     pub outbox: Arc<Outbox>,
@@ -52,7 +53,8 @@ impl Target {
 }
 
 enum Item {
-    Deliver(Arc<Target>, Message),
+    /// A delivery and the drops just before it.
+    Deliver(Arc<Target>, Message, u32),
     Guaranteed(SubId, PubendId, Tick, Message),
     Frame(Bytes),
 }
@@ -98,7 +100,13 @@ struct State {
     slow: bool,
     /// Who waits for room (guaranteed subscriptions held back by a full queue).
     room: Vec<RoomCallback>,
+    /// Bytes of control replies (PONG) queued: bounded by pausing the connection's reader.
+    control: usize,
 }
+
+/// Control replies a connection may have queued before its reader pauses: a client that sends
+/// PINGs without reading the PONGs stalls itself, not the broker's memory.
+pub const CONTROL_BACKLOG: usize = 64 * 1024;
 
 /// A bounded queue of frames for one connection (TCP) or one UDP client.
 pub struct Outbox {
@@ -160,7 +168,8 @@ impl Outbox {
             };
         }
         let was_empty = s.items.is_empty();
-        s.items.push_back(Item::Deliver(Arc::clone(target), message.clone()));
+        let missed = target.missed.swap(0, Ordering::Relaxed);
+        s.items.push_back(Item::Deliver(Arc::clone(target), message.clone(), missed));
         s.bytes += size;
         let congested =
             !s.slow && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
@@ -212,8 +221,9 @@ impl Outbox {
         s.room.push(callback);
     }
 
-    /// Queues a control frame (WELCOME, PONG); these bypass the limits, since a client can
-    /// only have as many in flight as it sent requests for.
+    /// Queues a control frame (WELCOME, PONG). It is never dropped, and it is counted: past
+    /// [`CONTROL_BACKLOG`] the connection's reader waits ([`Outbox::wait_control_room`]) until the
+    /// client has read its replies, so a client asking without reading is held back by TCP.
     pub fn push_frame(&self, frame: &Frame) {
         let Ok(bytes) = frame.to_bytes() else { return };
         let mut s = self.state.lock();
@@ -221,6 +231,7 @@ impl Outbox {
             return;
         }
         let was_empty = s.items.is_empty();
+        s.control += bytes.len();
         s.items.push_back(Item::Frame(bytes));
         drop(s);
         if was_empty {
@@ -249,6 +260,20 @@ impl Outbox {
         self.done.cancel();
         self.wake_writer.notify_one();
         self.drained.notify_waiters();
+    }
+
+    /// Waits while this connection's queued control replies are past [`CONTROL_BACKLOG`] (the
+    /// writer takes them as the client reads), or until the connection is done.
+    pub async fn wait_control_room(&self) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state.lock().control <= CONTROL_BACKLOG || self.done.is_cancelled() {
+                return;
+            }
+            notified.await;
+        }
     }
 
     /// True while a publisher should hold back for this queue.
@@ -296,6 +321,7 @@ impl Outbox {
         }
         std::mem::swap(&mut s.items, batch);
         s.bytes = 0;
+        s.control = 0;
         let room = std::mem::take(&mut s.room);
         if batch.is_empty() {
             (s.closing.clone(), room)
@@ -311,8 +337,7 @@ fn encode_batch(batch: &mut VecDeque<Item>, scratch: &mut BytesMut, chunks: &mut
     let (mut delivered, mut bytes) = (0u64, 0u64);
     for item in batch.drain(..) {
         match item {
-            Item::Deliver(target, message) => {
-                let missed = target.missed.swap(0, Ordering::Relaxed);
+            Item::Deliver(target, message, missed) => {
                 Deliver::encode_header(target.id, missed, &message, scratch);
                 push_body(message.as_bytes(), scratch, chunks);
                 delivered += 1;
@@ -427,16 +452,22 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
                 _ = outbox.done.cancelled() => break,
             }
         }
+        // Deliveries too large for a datagram, by subscription: told on its next one here.
+        let mut too_large: Vec<(Arc<Target>, u32)> = Vec::new();
         for item in batch.drain(..) {
             frame.clear();
             let delivered = match item {
-                Item::Deliver(target, message) => {
+                Item::Deliver(target, message, missed) => {
+                    let carried = too_large.iter_mut().find(|(t, _)| Arc::ptr_eq(t, &target));
+                    let missed = missed.saturating_add(carried.map_or(0, |(_, n)| std::mem::take(n)));
                     if DELIVER_HEADER_LEN + message.encoded_len() > MAX_DATAGRAM {
                         outbox.metrics.udp_deliveries_too_large.inc();
-                        target.missed.fetch_add(1, Ordering::Relaxed);
+                        match too_large.iter_mut().find(|(t, _)| Arc::ptr_eq(t, &target)) {
+                            Some((_, n)) => *n = missed.saturating_add(1),
+                            None => too_large.push((target, missed.saturating_add(1))),
+                        }
                         continue;
                     }
-                    let missed = target.missed.swap(0, Ordering::Relaxed);
                     Deliver::encode_header(target.id, missed, &message, &mut frame);
                     frame.extend_from_slice(message.as_bytes());
                     true
@@ -456,6 +487,10 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
                 outbox.metrics.messages_out.inc();
                 outbox.metrics.bytes_out.inc_by(frame.len() as u64);
             }
+        }
+        // Not followed by another delivery in this batch: the next one queued carries them.
+        for (target, n) in too_large {
+            target.missed.fetch_add(n, Ordering::Relaxed);
         }
         outbox.drained.notify_waiters();
     }
@@ -523,5 +558,33 @@ mod tests {
         let frame = Frame::decode(&mut wire, tidings_wire::DEFAULT_MAX_FRAME).unwrap().unwrap();
         let expected = GuaranteedDeliver { id: SubId(4), pubend: PubendId(5), tick: Tick(6), message: message() };
         assert_eq!(frame, Frame::GuaranteedDeliver(expected));
+    }
+
+    #[test]
+    fn missed_arrives_on_the_first_delivery_after_the_gap_not_on_an_older_one_still_queued() {
+        let o = outbox(2);
+        let target = Arc::new(Target::new(SubId(3), Arc::clone(&o)));
+        let mut wake = Vec::new();
+        let mut push = || o.push(&target, &message(), &mut wake);
+        assert_ne!(push(), Push::Dropped);
+        assert_ne!(push(), Push::Dropped);
+        assert_eq!((push(), push()), (Push::Dropped, Push::Dropped), "the queue holds two");
+        let mut older = VecDeque::new();
+        o.take(&mut older);
+        assert_ne!(o.push(&target, &message(), &mut wake), Push::Dropped);
+        let mut newer = VecDeque::new();
+        o.take(&mut newer);
+        let missed = |batch: &mut VecDeque<Item>| -> Vec<u32> {
+            let (mut scratch, mut chunks) = (BytesMut::new(), VecDeque::new());
+            encode_batch(batch, &mut scratch, &mut chunks);
+            let mut wire: BytesMut = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+            let mut out = Vec::new();
+            while let Some(Frame::Deliver(d)) = Frame::decode(&mut wire, tidings_wire::DEFAULT_MAX_FRAME).unwrap() {
+                out.push(d.missed);
+            }
+            out
+        };
+        assert_eq!(missed(&mut older), [0, 0], "the deliveries queued before the gap say nothing");
+        assert_eq!(missed(&mut newer), [2], "the first one after it says two");
     }
 }

@@ -20,8 +20,10 @@ use crate::storage::DataDir;
 
 /// State every task of a broker shares.
 pub struct Shared {
-    /// The configuration in force.
+    /// The configuration the broker started with.
     pub config: Config,
+    /// The settings a reload may change, read where they are needed.
+    pub live: crate::live::Live,
     /// Metric handles.
     pub metrics: Metrics,
     /// The registry `/metrics` renders.
@@ -115,6 +117,14 @@ impl Running {
         serde_json::to_string(&line).unwrap_or_default()
     }
 
+    /// Applies the live settings of `new` (a reloaded config file; `running` is what the broker
+    /// runs with) and says which changed settings took effect and which wait for a restart.
+    pub fn reload(&self, running: &Config, new: &Config) -> crate::live::Reload {
+        let outcome = crate::live::reload(&self.shared.live, running, new);
+        self.shared.metrics.config_reloads.inc();
+        outcome
+    }
+
     /// Asks every task to stop: clients get DISCONNECT(shutting_down), listeners close.
     pub fn shutdown(&self) {
         self.shared.shutdown.cancel();
@@ -183,6 +193,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let fsync = config.storage.fsync_policy().unwrap_or_default();
     let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics)?;
     let shared = Arc::new(Shared {
+        live: crate::live::Live::new(&config),
         dispatcher: Dispatcher::new(metrics.clone()),
         cluster: Cluster::new(&config, metrics.clone(), data.incarnation(), key),
         data,
@@ -208,8 +219,22 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     shared.tasks.spawn(crate::cluster::ticker(Arc::clone(&shared)));
     if let Some(listener) = admin {
+        if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) {
+            // /state and /metrics say a lot about the clients and the network, to anyone.
+            let admin = &shared.config.listen.admin;
+            warn!(%admin, "the admin port has no authentication and listens beyond loopback");
+        }
         shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
     }
-    info!(name = %shared.config.name, ?addresses, data = %shared.data.path().display(), "broker started");
+    let show = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
+    info!(
+        name = %shared.config.name,
+        tcp = %show(addresses.tcp),
+        udp = %show(addresses.udp),
+        admin = %show(addresses.admin),
+        cluster = %show(addresses.cluster),
+        data = %shared.data.path().display(),
+        "broker started"
+    );
     Ok(Running { addresses, shared })
 }

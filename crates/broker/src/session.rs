@@ -100,6 +100,11 @@ impl Session {
         }
     }
 
+    /// Whether the client has said HELLO (always, over UDP).
+    pub fn is_greeted(&self) -> bool {
+        self.greeted
+    }
+
     /// Handles one frame.
     pub fn handle(&mut self, frame: Frame) -> Next {
         let result = match frame {
@@ -242,14 +247,9 @@ impl Session {
         if s.mode == DeliveryMode::Guaranteed && self.transport == Transport::Udp {
             return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed subscriptions need TCP"));
         }
-        if self.subscriptions.len() + self.guaranteed.len() >= self.shared.config.limits.max_subscriptions_per_session {
-            return Err(Notice::new(
-                ReasonCode::LimitExceeded,
-                format!(
-                    "at most {} subscriptions per session",
-                    self.shared.config.limits.max_subscriptions_per_session
-                ),
-            ));
+        let max = self.shared.live.max_subscriptions_per_session();
+        if self.subscriptions.len() + self.guaranteed.len() >= max {
+            return Err(Notice::new(ReasonCode::LimitExceeded, format!("at most {max} subscriptions per session")));
         }
         let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
         let selector = match &s.selector {
@@ -279,7 +279,7 @@ impl Session {
         if self.scratch.congested.is_empty() && self.scratch.route.congested.is_empty() {
             return;
         }
-        let deadline = tokio::time::Instant::now() + self.shared.config.slow_consumer.max_stall;
+        let deadline = tokio::time::Instant::now() + self.shared.live.max_stall();
         self.shared.metrics.publisher_stalls.inc();
         for outbox in self.scratch.congested.drain(..) {
             outbox.wait_drained(deadline).await;

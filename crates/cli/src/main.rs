@@ -111,27 +111,23 @@ fn main() -> std::process::ExitCode {
 }
 
 /// Logs go to stderr: coloured only on a terminal (a log file gets no escape codes), as text or
-/// JSON. `--log-level` beats `RUST_LOG`, which beats the config's level.
+/// JSON. `--log-level` beats `RUST_LOG`, which beats the config's level. The filter sits behind
+/// a reload handle so a broker's SIGHUP can change its level live.
 fn init_logging(args: &LogArgs, config_level: &str, config_json: bool) -> anyhow::Result<()> {
     use std::io::IsTerminal;
-    use tracing_subscriber::EnvFilter;
-    let filter = match (&args.log_level, std::env::var("RUST_LOG")) {
-        (Some(level), _) => {
-            EnvFilter::try_new(level).map_err(|e| cmd::UsageError(format!("--log-level {level:?}: {e}")))?
-        }
-        (None, Ok(text)) if !text.is_empty() => {
-            EnvFilter::try_new(&text).map_err(|e| cmd::UsageError(format!("RUST_LOG {text:?}: {e}")))?
-        }
-        _ => {
-            EnvFilter::try_new(config_level).map_err(|e| cmd::UsageError(format!("log.level {config_level:?}: {e}")))?
-        }
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::{reload, EnvFilter};
+    let (filter, pinned) = match (&args.log_level, std::env::var("RUST_LOG")) {
+        (Some(level), _) => (cmd::log_filter(level, "--log-level")?, true),
+        (None, Ok(text)) if !text.is_empty() => (cmd::log_filter(&text, "RUST_LOG")?, true),
+        _ => (cmd::log_filter(config_level, "log.level")?, false),
     };
     let json = args.log_format.as_deref().map_or(config_json, |f| f == "json");
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_env_filter(filter);
-    if json {
-        builder.json().init();
-    } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
-    }
+    let (filter, handle) = reload::Layer::new(filter);
+    let plain = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    let shaped = if json { plain.json().boxed() } else { plain.with_ansi(std::io::stderr().is_terminal()).boxed() };
+    tracing_subscriber::registry().with(filter).with(shaped).init();
+    let level: Box<dyn Fn(EnvFilter) -> bool + Send + Sync> = Box::new(move |new| handle.reload(new).is_ok());
+    cmd::LOG_LEVEL.set(cmd::LogLevel { set: level, pinned }).ok();
     Ok(())
 }

@@ -23,16 +23,26 @@ fn finish(child: Child) -> Output {
     tidings_testkit::finish_within(child, Duration::from_secs(20))
 }
 
+/// Starts `tidings ARGS` with stdout and stderr captured.
+fn spawn(args: &[&str]) -> Child {
+    Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// Waits (at most 10 s) until the broker's metric `name` reaches `at_least`.
+fn wait_metric(b: &BrokerProcess, name: &str, at_least: f64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while b.metric(name).unwrap() < at_least {
+        assert!(Instant::now() < deadline, "{what}: {name} stayed below {at_least}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Starts `tidings sub ...` and returns once its subscription is active: the broker's
 /// subscription gauge has grown by one.
 fn start_sub(b: &BrokerProcess, args: &[&str]) -> Child {
     let before = b.metric("tidings_subscriptions").unwrap();
-    let child = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.metric("tidings_subscriptions").unwrap() <= before {
-        assert!(Instant::now() < deadline, "subscriber did not subscribe");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let child = spawn(args);
+    wait_metric(b, "tidings_subscriptions", before + 1.0, "subscriber did not subscribe");
     child
 }
 
@@ -314,4 +324,106 @@ fn every_help_has_examples_and_the_top_level_lists_every_command() {
         assert!(help.contains("Examples:"), "{command:?} has no examples");
         assert!(!help.to_lowercase().contains("seed 0"), "{command:?} speaks of seeds");
     }
+}
+
+#[test]
+fn sub_says_on_stderr_when_its_broker_goes_and_comes_back_and_keeps_receiving() {
+    let first = broker(&[]);
+    let server = first.tcp();
+    let mut sub = start_sub(&first, &["sub", "--server", &server, "t.>", "--count", "1", "--json"]);
+    let scratch = tempfile::tempdir().unwrap();
+    drop(first); // SIGKILL
+    let second = broker_on(&server, scratch.path());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while second.metric("tidings_subscriptions").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "sub did not resubscribe");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(tidings(&["pub", "--server", &server, "t.after", "back"]).status.success());
+    let stdout = sub.stdout.take().unwrap();
+    let out = finish(sub);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for said in ["connected to", "disconnected from", "reconnecting to", "reconnected to"] {
+        assert!(err.contains(said), "stderr lacks {said:?}: {err}");
+    }
+    let lines: Vec<String> = BufReader::new(stdout).lines().map(Result::unwrap).collect();
+    let gap: serde_json::Value = serde_json::from_str(&lines[0]).unwrap();
+    assert_eq!((gap["gap"].as_bool(), gap["unknown"].as_bool()), (Some(true), Some(true)), "{lines:?}");
+    assert!(lines[1].contains("\"t.after\""), "{lines:?}");
+}
+
+#[test]
+fn a_udp_port_that_refuses_fails_at_once() {
+    let port = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let started = Instant::now();
+    let out = tidings(&["ping", "--udp", "--server", &format!("127.0.0.1:{port}"), "--count", "1"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refused"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(started.elapsed() < Duration::from_secs(4), "waited for the 5 s handshake timeout");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_applies_a_changed_limit_to_a_live_broker_without_dropping_its_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("broker.toml");
+    std::fs::write(&config, "[limits]\nmax_subscriptions_per_session = 2\n").unwrap();
+    let data = dir.path().join("data");
+    let args = ["broker", "--config", config.to_str().unwrap(), "--listen", "127.0.0.1:0", "--udp", "off"];
+    let all: Vec<&str> = args.into_iter().chain(["--admin", "127.0.0.1:0", "--data", data.to_str().unwrap()]).collect();
+    let b = BrokerProcess::start_with_args(bin(), &all).unwrap();
+    let client = tidings_client::Client::connect(b.tcp()).await.unwrap();
+    let _one = client.subscribe("a").await.unwrap();
+    let _two = client.subscribe("b").await.unwrap();
+    assert!(client.subscribe("c").await.is_err(), "the limit of 2 holds");
+    // A refused frame closes the connection; the client reconnects and subscribes again.
+    let subscribed = || b.metric("tidings_subscriptions").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while subscribed() < 2.0 {
+        assert!(Instant::now() < deadline, "the client did not resubscribe");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let opened = || b.metric("tidings_connections_opened_total{transport=\"tcp\"}").unwrap();
+    let before = opened();
+
+    std::fs::write(&config, "[limits]\nmax_subscriptions_per_session = 3\n[listen]\ntcp = \"127.0.0.1:1\"\n").unwrap();
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    while b.metric("tidings_config_reloads_total").unwrap() < 1.0 {
+        assert!(Instant::now() < deadline, "the broker did not reload");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let third = client.subscribe("c").await.expect("the new limit of 3 applies");
+    assert_eq!(opened(), before, "the reload dropped no client");
+    assert_eq!(subscribed(), 3.0);
+    assert!(client.subscribe("d").await.is_err(), "the new limit of 3 holds");
+    drop(third);
+}
+
+/// A broker on `tcp` (an address a killed broker had), as soon as the port is free again.
+fn broker_on(tcp: &str, dir: &Path) -> BrokerProcess {
+    let data = dir.join("data");
+    let args = ["broker", "--listen", tcp, "--udp", "off", "--admin", "127.0.0.1:0", "--data", data.to_str().unwrap()];
+    for _ in 0..50 {
+        if let Ok(b) = BrokerProcess::start_with_args(bin(), &args) {
+            return b;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("no broker could bind {tcp} again");
+}
+
+#[test]
+fn a_publisher_whose_broker_restarts_says_what_the_drop_cost() {
+    let first = broker(&[]);
+    let server = first.tcp();
+    let publisher = spawn(&["pub", "--server", &server, "t.x", "y", "--count", "60000", "--rate", "20000"]);
+    wait_metric(&first, "tidings_messages_in_total", 1000.0, "the publisher did not start");
+    let scratch = tempfile::tempdir().unwrap();
+    drop(first); // SIGKILL mid-run
+    let _second = broker_on(&server, scratch.path());
+    let out = finish(publisher);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("dropped 1 time(s)") && err.contains("of 60000 messages were never sent"), "{err}");
+    let unsent: u64 = err.split("time(s): ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert_eq!(out.status.code(), Some(if unsent > 0 { 1 } else { 0 }), "{err}");
 }

@@ -501,3 +501,74 @@ fn sigterm_tells_clients_and_exits_cleanly() {
         other => panic!("expected DISCONNECT, got {other:?}"),
     }
 }
+
+#[test]
+fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
+    use std::io::Write;
+    let b = broker(&[]);
+    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let idle_rss = rss();
+    let mut raw = std::net::TcpStream::connect(b.tcp()).unwrap();
+    let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "flood".into() });
+    raw.write_all(&hello.to_bytes().unwrap()).unwrap();
+    let mut burst = Vec::new();
+    for nonce in 0..10_000u64 {
+        burst.extend_from_slice(&Frame::Ping(Ping { nonce }).to_bytes().unwrap());
+    }
+    // Without a bound the broker reads every PING and queues every PONG (7 GiB in 21 s was
+    // seen); with one, it stops reading once the unread PONGs pass the bound, and the
+    // writes block. Stop at the first write that blocks for a second, or at 400 MB.
+    raw.set_write_timeout(Some(SECOND)).unwrap();
+    let mut sent = 0usize;
+    while sent < 400_000_000 && raw.write_all(&burst).is_ok() {
+        sent += burst.len();
+    }
+    assert!(sent < 100_000_000, "the broker kept reading PINGs whose PONGs were never read: {sent} bytes taken");
+    let grown = rss() - idle_rss;
+    assert!(grown < 64.0 * 1024.0 * 1024.0, "the broker grew {grown} bytes for one unread connection");
+    assert_still_serving(&b);
+}
+
+#[test]
+fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_handshake_timeout() {
+    let (b, _dir) = broker_with_config("[limits]\nhandshake_timeout = \"300ms\"\n");
+    // All but the last byte of an 8 MiB frame, before HELLO: refused at the header.
+    let mut c = RawConnection::connect(&b.tcp()).unwrap();
+    c.send_bytes(&[0, 0x80, 0, 0, 0x03]).unwrap();
+    expect_refusal(&mut c, ReasonCode::FrameTooLarge);
+    // Nothing at all: closed at the handshake timeout.
+    let mut silent = RawConnection::connect(&b.tcp()).unwrap();
+    let started = Instant::now();
+    expect_refusal(&mut silent, ReasonCode::HandshakeRequired);
+    assert!(started.elapsed() >= Duration::from_millis(250), "closed before its timeout");
+    // After HELLO the configured max_frame (8 MiB by default) applies again.
+    let mut greeted = RawConnection::handshake(&b.tcp()).unwrap();
+    publish(&mut greeted, "x", &[b'y'; 8192]);
+    barrier(&mut greeted, 1);
+}
+
+#[test]
+fn connections_past_the_per_address_limit_are_refused_with_a_reason_and_places_come_back() {
+    let (b, _dir) = broker_with_config("[limits]\nmax_connections_per_address = 2\n");
+    let first = RawConnection::handshake(&b.tcp()).unwrap();
+    let _second = RawConnection::handshake(&b.tcp()).unwrap();
+    let mut third = RawConnection::connect(&b.tcp()).unwrap();
+    match third.expect(5 * SECOND) {
+        Ok(Frame::Error(n)) => {
+            assert_eq!(n.reason(), Some(ReasonCode::LimitExceeded), "{n}");
+            assert!(n.to_string().contains("this address"), "{n}");
+        }
+        other => panic!("expected ERROR limit_exceeded, got {other:?}"),
+    }
+    assert!(third.expect_closed(5 * SECOND));
+    drop(first);
+    let deadline = Instant::now() + 5 * SECOND;
+    loop {
+        if let Ok(mut again) = RawConnection::handshake(&b.tcp()) {
+            barrier(&mut again, 9);
+            break;
+        }
+        assert!(Instant::now() < deadline, "the closed connection's place never came back");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -20,6 +20,9 @@ pub enum ConnectionEvent {
     Disconnected {
         /// Why.
         error: ClientError,
+        /// Best-effort publishes still in the client's write buffer, discarded unsent. Those
+        /// already written to the socket may be lost too; their number cannot be known.
+        unsent_publishes: u64,
     },
     /// A reconnect attempt is about to be made after `delay`.
     Reconnecting {

@@ -219,8 +219,14 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
             received = link.socket.recv_buf(&mut buf) => received,
         };
         if let Err(e) = received {
-            // An ICMP "port unreachable" for an earlier datagram, typically: the broker is
-            // not there (yet). Keep listening; requests time out on their own.
+            // An ICMP "port unreachable" for an earlier datagram, typically. Before the first
+            // WELCOME nothing answers at that address: the handshake fails now rather than at
+            // its timeout. After it, the broker may be restarting: keep listening, and let
+            // requests time out on their own.
+            if e.kind() == io::ErrorKind::ConnectionRefused && shared.server_name().is_none() {
+                shared.waiters.lock().fail_all(&ClientError::from(e));
+                continue;
+            }
             debug!(error = %e, "udp receive failed");
             tokio::select! {
                 () = shared.stopped() => return,

@@ -113,24 +113,74 @@ pub(crate) async fn run(args: Args, config: Option<Config>) -> anyhow::Result<Ex
     }
     // Signal handlers first: a SIGTERM sent as soon as the ready line is read must stop the
     // broker in order, not kill it with the default action.
-    let signals = Signals::install()?;
-    let running = tidings_broker::start(config).await.context("broker failed to start")?;
+    let mut signals = Signals::install()?;
+    let running = tidings_broker::start(config.clone()).await.context("broker failed to start")?;
     {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{}", running.ready_line())?;
         out.flush()?;
     }
-    signals.wait().await;
+    let mut current = config;
+    while signals.wait().await == Wake::Reload {
+        current = reload(&args, &running, current);
+    }
     tracing::info!("shutting down");
     running.shutdown();
     running.wait().await;
     Ok(ExitCode::SUCCESS)
 }
 
-/// The signals that stop the broker in order.
+/// SIGHUP: reads the config file again (flags still override it), applies what can change
+/// live, logs what changed and what waits for a restart; a bad file changes nothing.
+fn reload(args: &Args, running: &tidings_broker::Running, current: Config) -> Config {
+    if args.config.is_none() {
+        tracing::warn!("SIGHUP: nothing to reload (the broker was started without --config)");
+        return current;
+    }
+    let new = match effective_config(args) {
+        Ok(new) => new,
+        Err(error) => {
+            tracing::error!(error = %format!("{error:#}"), "SIGHUP: the config file is refused; nothing changed");
+            return current;
+        }
+    };
+    let outcome = running.reload(&current, &new);
+    if new.log.level != current.log.level {
+        match (super::LOG_LEVEL.get(), super::log_filter(&new.log.level, "log.level")) {
+            (Some(log), _) if log.pinned => {
+                tracing::warn!("log.level changed but --log-level or RUST_LOG fixes the level")
+            }
+            (Some(log), Ok(filter)) => {
+                (log.set)(filter);
+            }
+            (_, Err(error)) => tracing::error!(%error, "SIGHUP: log.level not applied"),
+            (None, _) => {}
+        }
+    }
+    if outcome.applied.is_empty() && outcome.need_restart.is_empty() {
+        tracing::info!("SIGHUP: configuration reloaded, nothing changed");
+    } else {
+        tracing::info!(
+            applied = %outcome.applied.join(", "),
+            need_restart = %outcome.need_restart.join(", "),
+            "SIGHUP: configuration reloaded"
+        );
+    }
+    tidings_broker::live::with_live(&current, &new)
+}
+
+/// Why the broker woke up.
+#[derive(Debug, PartialEq, Eq)]
+enum Wake {
+    Stop,
+    Reload,
+}
+
+/// The signals the broker acts on.
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -139,13 +189,15 @@ impl Signals {
         Ok(Signals {
             term: signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?,
             int: signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?,
+            hup: signal(SignalKind::hangup()).context("cannot listen for SIGHUP")?,
         })
     }
 
-    async fn wait(mut self) {
+    async fn wait(&mut self) -> Wake {
         tokio::select! {
-            _ = self.term.recv() => {}
-            _ = self.int.recv() => {}
+            _ = self.term.recv() => Wake::Stop,
+            _ = self.int.recv() => Wake::Stop,
+            _ = self.hup.recv() => Wake::Reload,
         }
     }
 }

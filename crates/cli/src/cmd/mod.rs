@@ -12,6 +12,23 @@ mod server;
 pub(crate) mod subscribe;
 
 use std::process::ExitCode;
+use std::sync::OnceLock;
+
+/// The log's level, changeable while the process runs (a broker's SIGHUP).
+pub(crate) struct LogLevel {
+    /// Replaces the filter; false if the log is gone.
+    pub(crate) set: Box<dyn Fn(tracing_subscriber::EnvFilter) -> bool + Send + Sync>,
+    /// Set by `--log-level` or `RUST_LOG`, which a config file does not override.
+    pub(crate) pinned: bool,
+}
+
+/// Set once logging starts.
+pub(crate) static LOG_LEVEL: OnceLock<LogLevel> = OnceLock::new();
+
+/// A log filter from `text`; a bad one is a usage error naming where it came from.
+pub(crate) fn log_filter(text: &str, from: &str) -> Result<tracing_subscriber::EnvFilter, UsageError> {
+    tracing_subscriber::EnvFilter::try_new(text).map_err(|e| UsageError(format!("{from} {text:?}: {e}")))
+}
 
 /// A command line that cannot work as written (a bad topic, property or option): exit status 2,
 /// as for clap's own usage errors; a failure to reach or use a broker exits 1.

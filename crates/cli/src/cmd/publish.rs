@@ -104,6 +104,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         return guaranteed(&args, properties, payload, interval).await;
     }
     let client = args.server.connect("tidings-pub").await?;
+    let mut events = client.events();
     let started = Instant::now();
     for i in 0..args.count {
         if let Some(interval) = interval {
@@ -127,7 +128,35 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         );
     }
     client.close().await?;
-    Ok(ExitCode::SUCCESS)
+    Ok(report_drops(&mut events, args.count, &args.server.server))
+}
+
+/// Says what connection drops cost a best-effort run: the publishes discarded unsent (exit
+/// status 1), and that those written just before a drop may be lost too, uncounted.
+fn report_drops(
+    events: &mut tokio::sync::broadcast::Receiver<tidings_client::ConnectionEvent>,
+    count: u64,
+    server: &str,
+) -> ExitCode {
+    let (mut drops, mut unsent) = (0u64, 0u64);
+    while let Ok(event) = events.try_recv() {
+        if let tidings_client::ConnectionEvent::Disconnected { unsent_publishes, .. } = event {
+            drops += 1;
+            unsent += unsent_publishes;
+        }
+    }
+    if drops == 0 {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "the connection to {server} dropped {drops} time(s): {unsent} of {count} messages were never sent; \
+         messages written just before a drop may be lost as well (best effort cannot count them)"
+    );
+    if unsent > 0 {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 async fn guaranteed(

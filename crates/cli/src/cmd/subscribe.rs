@@ -90,6 +90,46 @@ fn delivery_text(d: &Delivery) -> String {
     )
 }
 
+/// Says on stderr when the connection changes (stdout stays deliveries only): connected,
+/// disconnected and why, each reconnect attempt, and reconnected with the subscriptions re-sent.
+/// Each reconnect is also handed back, for a gap line on stdout.
+fn report_connection_changes(
+    client: &tidings_client::Client,
+    server: &str,
+) -> tokio::sync::mpsc::UnboundedReceiver<()> {
+    let (reconnected, reconnects) = tokio::sync::mpsc::unbounded_channel();
+    use tidings_client::ConnectionEvent;
+    let name = client.server_name().unwrap_or_default();
+    eprintln!("connected to {server} (broker {name:?})");
+    let mut events = client.events();
+    let server = server.to_string();
+    tokio::spawn(async move {
+        let mut down = false;
+        while let Ok(event) = events.recv().await {
+            match event {
+                ConnectionEvent::Connected { server_name } if down => {
+                    eprintln!("reconnected to {server} (broker {server_name:?}); subscriptions re-sent");
+                    down = false;
+                    let _ = reconnected.send(());
+                }
+                ConnectionEvent::Connected { .. } => {}
+                ConnectionEvent::Disconnected { error, .. } => {
+                    eprintln!("disconnected from {server}: {error}");
+                    down = true;
+                }
+                ConnectionEvent::Reconnecting { attempt, delay } => {
+                    eprintln!("reconnecting to {server} (attempt {attempt}, in {} ms)", delay.as_millis());
+                }
+                ConnectionEvent::Refused { error } => eprintln!("refused by {server}: {error}"),
+                ConnectionEvent::Closed { error: Some(error) } => eprintln!("gave up on {server}: {error}"),
+                // Closed without error, and kinds a newer client may add.
+                _ => {}
+            }
+        }
+    });
+    reconnects
+}
+
 /// A pattern as the broker accepts it (checked here so a typo is a usage error, exit 2).
 fn pattern(text: &str) -> Result<String, String> {
     tidings_matching::Pattern::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
@@ -103,7 +143,9 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     let client = args.server.connect("tidings-sub").await?;
+    let mut reconnects = report_connection_changes(&client, &args.server.server);
     let mut subscriptions = Vec::new();
+    let mut ids = Vec::new();
     for pattern in &args.patterns {
         let options = SubscribeOptions {
             pattern: pattern.clone(),
@@ -112,6 +154,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         };
         let subscription =
             client.subscribe_with(options).await.with_context(|| format!("subscribe to {pattern:?} refused"))?;
+        ids.push(subscription.id());
         // Each subscription as a stream of its events, so all of them are read as they come.
         subscriptions.push(Box::pin(futures::stream::unfold(subscription, |mut s| async move {
             s.next_event().await.map(|event| (event, s))
@@ -120,7 +163,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     let mut events = futures::stream::select_all(subscriptions);
     let mut seen = 0u64;
     let mut out = std::io::stdout().lock();
-    while let Some(event) = futures::StreamExt::next(&mut events).await {
+    loop {
+        let event = tokio::select! {
+            event = futures::StreamExt::next(&mut events) => event,
+            Some(()) = reconnects.recv(), if !args.guaranteed => {
+                // Best effort cannot say what the outage cost: say that it may have cost.
+                for id in &ids {
+                    let line = if args.json {
+                        json!({"gap": true, "subscription": id.0, "unknown": true}).to_string()
+                    } else {
+                        format!("subscription {}: messages published while disconnected may be missing (best effort cannot count them)", id.0)
+                    };
+                    writeln!(out, "{line}")?;
+                }
+                out.flush()?;
+                continue;
+            }
+        };
+        let Some(event) = event else { break };
         let delivery = match event {
             Event::Message(delivery) => delivery,
             Event::Gap(gap) => {

@@ -309,11 +309,11 @@ impl TcpLink {
 
     /// The connection was lost. Returns `false` when the client was closing anyway.
     fn go_down(&self, shared: &Shared, error: &ClientError) -> bool {
-        let reconnect = self.outbox.lock().go_down();
+        let (reconnect, unsent_publishes) = self.outbox.lock().go_down();
         if reconnect {
             shared.waiters.lock().fail_all(error);
             self.progress.notify_waiters();
-            shared.emit(ConnectionEvent::Disconnected { error: error.clone() });
+            shared.emit(ConnectionEvent::Disconnected { error: error.clone(), unsent_publishes });
         }
         reconnect
     }

@@ -50,11 +50,13 @@ pub(crate) struct Outbox {
     buf: BytesMut,
     state: State,
     high_water: usize,
+    /// PUBLISH frames in `buf`: what a dropped connection certainly did not send.
+    publishes: u64,
 }
 
 impl Outbox {
     pub(crate) fn new(high_water: usize) -> Outbox {
-        Outbox { buf: BytesMut::new(), state: State::Down, high_water }
+        Outbox { buf: BytesMut::new(), state: State::Down, high_water, publishes: 0 }
     }
 
     pub(crate) fn state(&self) -> &State {
@@ -80,7 +82,11 @@ impl Outbox {
             return Err(e);
         }
         match self.state {
-            State::Up if self.buf.len() < self.high_water => self.push(frame).map(|wake| Push::Queued { wake }),
+            State::Up if self.buf.len() < self.high_water => {
+                let wake = self.push(frame)?;
+                self.publishes += 1;
+                Ok(Push::Queued { wake })
+            }
             State::Up => Ok(Push::Full),
             _ => Ok(Push::Down),
         }
@@ -99,6 +105,7 @@ impl Outbox {
     pub(crate) fn take(&mut self, spare: &mut BytesMut) -> Take {
         if !self.buf.is_empty() {
             std::mem::swap(&mut self.buf, spare);
+            self.publishes = 0;
             Take::Batch
         } else if matches!(self.state, State::Closing) {
             Take::Closing
@@ -109,15 +116,19 @@ impl Outbox {
 
     /// The connection was lost: drops what was not written. Returns `false` when the client
     /// was closing (or closed) anyway, so it should not reconnect.
-    pub(crate) fn go_down(&mut self) -> bool {
+    /// The connection dropped: what was buffered is discarded. Returns whether to reconnect,
+    /// and how many PUBLISH frames were discarded unsent.
+    pub(crate) fn go_down(&mut self) -> (bool, u64) {
         self.buf.clear();
-        match self.state {
+        let unsent = std::mem::take(&mut self.publishes);
+        let reconnect = match self.state {
             State::Up | State::Down => {
                 self.state = State::Down;
                 true
             }
             State::Closing | State::Closed(_) => false,
-        }
+        };
+        (reconnect, unsent)
     }
 
     /// The connection is about to end: drop what was not written and accept nothing more
@@ -127,6 +138,7 @@ impl Outbox {
             self.buf.clear();
             self.state = State::Down;
         }
+        // `go_down` follows and reports them; a doomed buffer's publishes are unsent too.
     }
 
     /// A connection completed its handshake; the caller buffers the re-sent subscriptions.
@@ -211,8 +223,13 @@ mod tests {
         assert!(matches!(o.push_publish(&publish(b"x")), Ok(Push::Down)));
         o.go_up().unwrap();
         o.push_publish(&publish(b"x")).unwrap();
-        assert!(o.go_down());
+        o.push_publish(&publish(b"y")).unwrap();
+        assert_eq!(o.go_down(), (true, 2), "two publishes discarded unsent");
         assert_eq!(o.take(&mut BytesMut::new()), Take::Empty);
+        o.go_up().unwrap();
+        o.push_publish(&publish(b"z")).unwrap();
+        o.take(&mut BytesMut::new());
+        assert_eq!(o.go_down(), (true, 0), "a taken batch is no longer counted as unsent");
     }
 
     #[test]
@@ -222,7 +239,7 @@ mod tests {
         o.doom();
         assert!(matches!(o.push_publish(&publish(b"y")), Ok(Push::Down)));
         assert_eq!(o.take(&mut BytesMut::new()), Take::Empty);
-        assert!(o.go_down());
+        assert_eq!(o.go_down(), (true, 1), "the doomed buffer's publish is reported unsent");
         o.go_up().unwrap();
     }
 
@@ -237,7 +254,7 @@ mod tests {
         assert_eq!(o.take(&mut spare), Take::Batch);
         assert_eq!(frames(spare), [publish(b"x"), bye]);
         assert_eq!(o.take(&mut BytesMut::new()), Take::Closing);
-        assert!(!o.go_down(), "a lost connection while closing does not reconnect");
+        assert!(!o.go_down().0, "a lost connection while closing does not reconnect");
     }
 
     #[test]

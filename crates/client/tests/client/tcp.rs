@@ -149,7 +149,7 @@ async fn reconnect_resubscribes_and_the_stream_survives() {
     let mut saw_disconnect = false;
     loop {
         match bounded("events", events.recv()).await.unwrap() {
-            ConnectionEvent::Disconnected { error } => {
+            ConnectionEvent::Disconnected { error, .. } => {
                 assert_eq!(error.reason(), Some(ReasonCode::ShuttingDown));
                 saw_disconnect = true;
             }
