@@ -44,6 +44,11 @@
 //!   makes view changes report [`GdAction::PubendsMoved`] for the pubends whose route moved.
 //! - [`Router::route_with_verdicts`]: the forwarding decision with a [`Verdict`] per child:
 //!   D and unsure copies in `sends`, filtered children (where silence goes) in `filtered`.
+//! - [`Router::child_cell_verdict`] and [`Router::mate_verdict`]: the same verdicts per
+//!   downstream of a pubend's stream without an arriving copy, for filter edges that judge
+//!   stored ticks (nack answers, silence); [`Router::child_cell_in_tree`] and
+//!   [`Router::mate_in_tree`]: whether a downstream is in the pubend's tree at all (its
+//!   vouched summary is not empty), so its acks are waited for.
 //! - [`Router::request_barrier`]: confirms a burst of subscriptions once every broker up to
 //!   every publisher's broker holds their summaries ([`PeerMessage::Barrier`] /
 //!   [`PeerMessage::BarrierAck`], [`GdAction::NextTicksWanted`] answered by

@@ -10,7 +10,7 @@
 //! routing's frames ride an in-order stream per link, as TCP gives them.
 
 use tidings_route::matching::RouteFilter;
-use tidings_route::{BrokerName, GdAction, Input, Millis};
+use tidings_route::{BrokerName, GdAction, Input, Millis, Router};
 
 /// What the simulator tells a layer's node.
 #[derive(Clone, Debug)]
@@ -57,11 +57,14 @@ pub trait Layer {
     /// A broker crashed: its node is gone; drop from the store whatever was not synced.
     fn crash(&self, store: &mut Self::Store);
 
-    /// Feeds one input to a node.
+    /// Feeds one input to a node. `router` is the broker's router (`None` while it is down),
+    /// lent for the input: what the layer may consult as a production broker would, e.g. for
+    /// filter verdicts from the summaries.
     fn handle(
         &self,
         node: &mut Self::Node,
         store: &mut Self::Store,
+        router: &mut Option<Router<RouteFilter>>,
         now: Millis,
         input: LayerInput<Self::Frame>,
         out: &mut Vec<LayerOutput<Self::Frame>>,
@@ -90,7 +93,16 @@ impl Layer for NoLayer {
 
     fn crash(&self, _: &mut ()) {}
 
-    fn handle(&self, _: &mut (), _: &mut (), _: Millis, _: LayerInput<()>, _: &mut Vec<LayerOutput<()>>) {}
+    fn handle(
+        &self,
+        _: &mut (),
+        _: &mut (),
+        _: &mut Option<Router<RouteFilter>>,
+        _: Millis,
+        _: LayerInput<()>,
+        _: &mut Vec<LayerOutput<()>>,
+    ) {
+    }
 
     fn next_deadline(&self, _: &()) -> Option<Millis> {
         None

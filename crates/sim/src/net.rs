@@ -485,7 +485,7 @@ impl<L: Layer> Net<L> {
         let n = &mut self.nodes[node];
         let Some(layer_node) = n.layer.as_mut() else { return };
         let mut out = Vec::new();
-        self.layer.handle(layer_node, &mut n.store, self.now, input, &mut out);
+        self.layer.handle(layer_node, &mut n.store, &mut n.router, self.now, input, &mut out);
         for output in out {
             match output {
                 LayerOutput::Send { to, frame } => self.enqueue_lossy(node, self.index[&to], frame),

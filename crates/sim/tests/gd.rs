@@ -39,7 +39,7 @@ fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
     println!("{coverage:?}\n{stats:?}");
     if plans.len() >= 100 {
         assert!(stats.deliveries > 10 * plans.len() as u64, "few deliveries were judged: {stats:?}");
-        assert!(stats.unconfirmed * 100 < plans.len() as u64, "barriers often failed: {stats:?}");
+        assert_eq!(stats.unconfirmed, 0, "subscribers gave up on their barrier: {stats:?}");
     }
 }
 

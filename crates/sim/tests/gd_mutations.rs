@@ -86,7 +86,7 @@ fn skipping_nack_consolidation_is_caught_by_nack_accounting_only() {
 #[test]
 fn ignoring_the_tick_lease_after_a_crash_is_caught() {
     let broken = Settings { mutations: Mutations { no_lease_after_crash: true, ..Mutations::default() }, ..settings() };
-    for plan in plans(1, 60, 300) {
+    for plan in plans(1, 100, 300) {
         let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
         let Err(failure) = run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, broken.clone()) else { continue };
         if run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, settings()).is_ok() {
@@ -94,5 +94,5 @@ fn ignoring_the_tick_lease_after_a_crash_is_caught() {
             return;
         }
     }
-    panic!("ignoring the tick lease went unnoticed for 60 seeds");
+    panic!("ignoring the tick lease went unnoticed for 100 seeds");
 }

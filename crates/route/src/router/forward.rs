@@ -167,7 +167,7 @@ impl<F: Filter> Router<F> {
 }
 
 /// A child's verdict: unknown or unvouched summaries cannot rule a message out.
-fn child_verdict(known: bool, synced: bool, matches: impl FnOnce() -> bool) -> Verdict {
+pub(super) fn child_verdict(known: bool, synced: bool, matches: impl FnOnce() -> bool) -> Verdict {
     if !known || !synced {
         Verdict::Unsure
     } else if matches() {

@@ -16,6 +16,7 @@ mod pubend;
 mod routes;
 mod snapshot;
 mod sync;
+mod verdicts;
 
 use std::collections::BTreeMap;
 

@@ -295,3 +295,4 @@ mod adverts;
 mod gd;
 mod incremental;
 mod sync;
+mod verdicts;

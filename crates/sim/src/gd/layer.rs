@@ -10,10 +10,10 @@ use std::rc::Rc;
 use bytes::Bytes;
 use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
-    BrokerId, CellId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
-    Tick,
+    BrokerId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId, Tick,
 };
-use tidings_route::{BrokerName, GdAction, Millis as RouteMillis};
+use tidings_route::matching::RouteFilter;
+use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
 
 use crate::gd::matcher::SimMatcher;
 use crate::gd::world::World;
@@ -126,33 +126,6 @@ pub struct GdLayer {
 pub(super) type Out = Vec<LayerOutput<GdFrame>>;
 
 impl GdLayer {
-    fn cell_for(&self, origin: usize, me: usize) -> CellId {
-        let world = self.world.borrow();
-        if world.cell_of[origin] == world.cell_of[me] {
-            CellId(MATE_CELL + origin as u32)
-        } else {
-            CellId(world.cell_of[origin])
-        }
-    }
-
-    /// Sends a frame towards `to`: directly, through `via`, or through a common neighbour.
-    pub(super) fn send(&self, me: usize, to: usize, via: Option<usize>, frame: GdFrame, out: &mut Out) {
-        let world = self.world.borrow();
-        let hop = if world.linked(me, to) {
-            Some(to)
-        } else if let Some(via) = via.filter(|&v| world.linked(me, v)) {
-            Some(via)
-        } else {
-            (0..self.names.len()).find(|&n| world.linked(me, n) && world.linked(n, to))
-        };
-        if world.blackout.is_some_and(|wire| hop.is_some_and(|h| wire == (me.min(h), me.max(h)))) {
-            return;
-        }
-        if let Some(hop) = hop {
-            out.push(LayerOutput::Send { to: self.names[hop].clone(), frame });
-        }
-    }
-
     fn boot(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
         node.booted = true;
         let pubend = self.world.borrow().pubends.get(&node.index).copied();
@@ -185,7 +158,6 @@ impl GdLayer {
         match command {
             Command::Route { pubend, route } => {
                 node.routes.insert(pubend, route.clone());
-                self.world.borrow_mut().routes.insert((node.index, pubend), route.clone());
                 self.drive(node, store, now, Input::Route { pubend, route }, out);
             }
             Command::Publish { seq, msg } => {
@@ -277,6 +249,46 @@ impl GdLayer {
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
         }
     }
+
+    /// One input, with the router lent to the matcher.
+    fn handle_input(
+        &self,
+        node: &mut GdNode,
+        store: &mut MemStore,
+        now: RouteMillis,
+        input: LayerInput<GdFrame>,
+        out: &mut Out,
+    ) {
+        let now = Millis(now.0.saturating_sub(node.skew));
+        if !node.booted {
+            self.boot(node, store, now, out);
+        }
+        match input {
+            LayerInput::Frame { frame: GdFrame::Command(command), .. } => self.command(node, store, now, command, out),
+            LayerInput::Frame { frame: GdFrame::Peer { origin, to, message }, .. } => {
+                let entry = self.sideways_entry(node, origin, &message);
+                if to != node.index {
+                    self.send(node.index, to, None, GdFrame::Peer { origin, to, message }, out);
+                } else if let Some(entry) = entry {
+                    self.send(node.index, entry, None, GdFrame::Peer { origin, to: entry, message }, out);
+                } else {
+                    let from_cell = self.cell_for(origin, to);
+                    let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };
+                    self.drive(node, store, now, input, out);
+                }
+            }
+            LayerInput::Routing(gd) => self.routing(node, store, now, gd, out),
+            LayerInput::Tick => {
+                if node.sync_at.is_some_and(|at| at <= now) {
+                    self.sync(node, store, now, out);
+                }
+                if node.engine.next_deadline().is_some_and(|d| d <= now) {
+                    self.drive(node, store, now, Input::Tick, out);
+                }
+            }
+        }
+        self.judge_knowledge(node);
+    }
 }
 
 impl Layer for GdLayer {
@@ -288,12 +300,11 @@ impl Layer for GdLayer {
         let index = self.index[broker];
         let incarnation = {
             let mut world = self.world.borrow_mut();
-            world.routes.retain(|(node, _), _| *node != index);
             let starts = world.starts.entry(index).or_default();
             *starts += 1;
             *starts
         };
-        let matcher = SimMatcher { node: index, world: self.world.clone() };
+        let matcher = SimMatcher { node: index, world: self.world.clone(), router: None };
         let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
         let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
         GdNode {
@@ -313,40 +324,20 @@ impl Layer for GdLayer {
         store.crash();
     }
 
+    /// The engine's matcher holds the router while the input runs (its filter verdicts come
+    /// from the summaries), and gives it back after.
     fn handle(
         &self,
         node: &mut GdNode,
         store: &mut MemStore,
+        router: &mut Option<Router<RouteFilter>>,
         now: RouteMillis,
         input: LayerInput<GdFrame>,
         out: &mut Out,
     ) {
-        let now = Millis(now.0.saturating_sub(node.skew));
-        if !node.booted {
-            self.boot(node, store, now, out);
-        }
-        match input {
-            LayerInput::Frame { frame: GdFrame::Command(command), .. } => self.command(node, store, now, command, out),
-            LayerInput::Frame { frame: GdFrame::Peer { origin, to, message }, .. } => {
-                if to != node.index {
-                    self.send(node.index, to, None, GdFrame::Peer { origin, to, message }, out);
-                } else {
-                    let from_cell = self.cell_for(origin, to);
-                    let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };
-                    self.drive(node, store, now, input, out);
-                }
-            }
-            LayerInput::Routing(gd) => self.routing(node, store, now, gd, out),
-            LayerInput::Tick => {
-                if node.sync_at.is_some_and(|at| at <= now) {
-                    self.sync(node, store, now, out);
-                }
-                if node.engine.next_deadline().is_some_and(|d| d <= now) {
-                    self.drive(node, store, now, Input::Tick, out);
-                }
-            }
-        }
-        self.judge_knowledge(node);
+        std::mem::swap(router, &mut node.engine.matcher_mut().router);
+        self.handle_input(node, store, now, input, out);
+        std::mem::swap(router, &mut node.engine.matcher_mut().router);
     }
 
     fn next_deadline(&self, node: &GdNode) -> Option<RouteMillis> {

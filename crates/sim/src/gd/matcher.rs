@@ -1,42 +1,52 @@
-//! The simulator's [`Matcher`]: filter verdicts from the production matching code
-//! (`RouteFilter::matches` on the message's routing probe) over the run's live guaranteed
-//! subscriptions.
+//! The simulator's [`Matcher`]: the filter verdicts a broker can know, from its own router
+//! (what a production broker has), with the production matching code.
 //!
-//! Child edges: a message is F for a downstream cell only if no live subscription at the
-//! child's entry broker or below it (following the routes the engines were fed) passes it:
-//! what routing's summaries say once settled, computed from the truth rather than from the
-//! summaries (so a summary lag never shows up as a delivery failure). Subends: the broker's
-//! own subscriptions.
+//! Child edges: a message is F for a downstream cell only if the broker's router says so
+//! ([`Router::child_cell_verdict`]: the child's summary as routing holds it, and only once
+//! the child vouched for it in the current tree), and F for a cell mate's local subscribers
+//! only if the mate vouched for its local summary ([`Router::mate_verdict`]). A router that
+//! does not know (restarted, tree moved, summaries not synced yet) answers `Unsure`, so the
+//! run judges the summaries, their vouching and the subscription barrier, not a ground truth
+//! the brokers could not have. Subends: the broker's own subscriptions.
+//!
+//! The matcher holds its broker's router only while the engine runs (the layer lends it for
+//! each input, see `GdLayer::handle`); without one every child edge is `Unsure`.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, Verdict};
-use tidings_route::Filter;
+use tidings_route::matching::RouteFilter;
+use tidings_route::{Filter, PubendRef, Router, Verdict as RouteVerdict};
 
+use crate::gd::layer::MATE_CELL;
 use crate::gd::world::{message_of, World};
 
 /// Verdicts for one broker.
 pub struct SimMatcher {
     /// The broker.
     pub node: usize,
-    /// The run's truth.
+    /// The run's truth (message contents, local subscriptions, names).
     pub world: Rc<RefCell<World>>,
+    /// The broker's router, lent for the duration of one input.
+    pub router: Option<Router<RouteFilter>>,
 }
 
 impl Matcher for SimMatcher {
     fn child(&self, pubend: PubendId, cell: CellId, payload: &Bytes) -> Verdict {
-        let world = self.world.borrow();
-        let route = world.routes.get(&(self.node, pubend));
-        let Some(child) = route.and_then(|r| r.children.iter().find(|c| c.cell == cell)) else {
-            return Verdict::Unsure;
-        };
-        match message_of(payload) {
-            Some(msg) if !world.wanted_below(pubend, child.broker.0 as usize, msg) => Verdict::Final,
-            Some(_) => Verdict::Data,
+        let mut world = self.world.borrow_mut();
+        let verdict = match self.router.as_ref() {
+            Some(router) => router_verdict(router, &world, pubend, cell, payload),
             None => Verdict::Unsure,
-        }
+        };
+        let count = match verdict {
+            Verdict::Data => &mut world.stats.edges_data,
+            Verdict::Final => &mut world.stats.edges_final,
+            Verdict::Unsure => &mut world.stats.edges_unsure,
+        };
+        *count += 1;
+        verdict
     }
 
     fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
@@ -50,5 +60,37 @@ impl Matcher for SimMatcher {
         let world = self.world.borrow();
         let Some(msg) = message_of(payload) else { return false };
         world.subs.get(&subend).is_some_and(|sub| sub.node == self.node && world.wants(sub, msg))
+    }
+}
+
+/// The router's verdict for the edge towards `cell` (a child cell, or a mate's pseudo cell).
+fn router_verdict(
+    router: &Router<RouteFilter>,
+    world: &World,
+    pubend: PubendId,
+    cell: CellId,
+    payload: &Bytes,
+) -> Verdict {
+    let Some(probe) = message_of(payload).and_then(|msg| world.probes.get(msg as usize)) else {
+        return Verdict::Unsure;
+    };
+    let verdict = match cell.0.checked_sub(MATE_CELL) {
+        Some(mate) => match world.names.get(mate as usize) {
+            Some(name) => router.mate_verdict(name, probe),
+            None => RouteVerdict::Unsure,
+        },
+        None => {
+            let home = world.pubends.iter().find(|(_, p)| **p == pubend).map(|(home, _)| *home);
+            let (Some(home), Some(cell)) = (home, world.cell_names.get(cell.0 as usize)) else {
+                return Verdict::Unsure;
+            };
+            let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: world.names[home].clone() };
+            router.child_cell_verdict(&reference, cell, probe)
+        }
+    };
+    match verdict {
+        RouteVerdict::Deliver => Verdict::Data,
+        RouteVerdict::Filtered => Verdict::Final,
+        RouteVerdict::Unsure => Verdict::Unsure,
     }
 }

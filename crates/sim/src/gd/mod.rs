@@ -3,19 +3,25 @@
 //! gd-protocol §10 judged at every step.
 //!
 //! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
-//! `actions` carries out and judges what the engine asks);
-//! [`matcher`] answers the engine's filter questions with the production matching code;
+//! `actions` carries out and judges what the engine asks, `relay` carries its frames);
+//! [`matcher`] answers the engine's filter questions as the broker knows them (child edges
+//! from its router's vouched summaries, subends with the production matching code);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
-//! fed by `routes`, its steps drawn by `chaos`); `measure` holds the nack-consolidation measurement.
+//! fed by `routes`, its steps drawn by `chaos`, its bundles thinned by `bundles` in
+//! [`Mode::CELLS`]); `measure` holds the nack-consolidation measurement.
 
 mod actions;
+mod bundles;
 mod chaos;
 pub mod layer;
 pub mod matcher;
 mod measure;
+mod relay;
 mod routes;
 pub mod run;
+#[cfg(test)]
+mod tests;
 pub mod world;
 
 pub use measure::measure_blackout;

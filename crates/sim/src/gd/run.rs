@@ -11,6 +11,7 @@ use std::rc::Rc;
 use tidings_delivery::{PubendId, Settings, SubendId, Tick, TickRange};
 use tidings_route::{BrokerName, Topology};
 
+use crate::gd::bundles::thin_bundles;
 use crate::gd::layer::{Command, GdFrame, GdLayer};
 use crate::gd::world::{Publish, Subscriber, World};
 use crate::gd::{settings, Stats};
@@ -38,21 +39,33 @@ pub struct Mode {
     /// Brokers of every role crash and restart while no subscriber is owed anything (the
     /// network settles, then the publisher reconnects and retries).
     pub idle_crashes: bool,
+    /// Bundles between cells keep only some of their links (at least one each): a pubend's
+    /// entry broker often has no link of its own into a child cell's entry, so data goes
+    /// sideways through a cell mate and acks and nacks come back the same way.
+    pub partial_bundles: bool,
 }
 
 impl Mode {
     /// Everything.
-    pub const FULL: Mode = Mode { faults: true, churn: true, pubend_crashes: true, idle_crashes: false };
+    pub const FULL: Mode =
+        Mode { faults: true, churn: true, pubend_crashes: true, idle_crashes: false, partial_bundles: false };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
-    pub const LOSSY: Mode = Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: false };
+    pub const LOSSY: Mode =
+        Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
     /// The lossy channel and subscriber churn.
-    pub const CHURN: Mode = Mode { faults: false, churn: true, pubend_crashes: false, idle_crashes: false };
+    pub const CHURN: Mode =
+        Mode { faults: false, churn: true, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
     /// The lossy channel and crashes of publishing brokers.
-    pub const PUBEND_CRASHES: Mode = Mode { faults: false, churn: false, pubend_crashes: true, idle_crashes: false };
+    pub const PUBEND_CRASHES: Mode =
+        Mode { faults: false, churn: false, pubend_crashes: true, idle_crashes: false, partial_bundles: false };
     /// The lossy channel and crashes of every role while nothing is owed.
-    pub const IDLE_CRASHES: Mode = Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: true };
+    pub const IDLE_CRASHES: Mode =
+        Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: true, partial_bundles: false };
+    /// The lossy channel over partial bundles (sideways routing through cell mates).
+    pub const CELLS: Mode = Mode { partial_bundles: true, ..Mode::LOSSY };
     /// The lossy channel and faults, subscribers set up first.
-    pub const FAULTS: Mode = Mode { faults: true, churn: false, pubend_crashes: false, idle_crashes: false };
+    pub const FAULTS: Mode =
+        Mode { faults: true, churn: false, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
 }
 
 /// The state of one run.
@@ -110,10 +123,15 @@ impl GdRun {
         for &node in candidates.iter().take(publishers) {
             world.pubends.insert(node, PubendId(home_pubend(&names[node]).id.0));
         }
+        world.names = names.clone();
+        world.cell_names = cells;
         let world = Rc::new(RefCell::new(world));
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
         let layer = GdLayer { settings, world: world.clone(), names, index, seed: plan.seed };
-        let net = Net::new(topology, layer, plan.seed);
+        let mut net = Net::new(topology, layer, plan.seed);
+        if mode.partial_bundles {
+            thin_bundles(&mut net, &mut Rng::new(plan.seed ^ 0x00b0_4d1e));
+        }
         GdRun { mode, net, world, rng, plan: plan.clone(), coverage: Coverage::default() }
     }
 
@@ -223,12 +241,16 @@ impl GdRun {
     }
 
     /// Asks for a barrier covering `subend`; a confirmation that came back at once is replayed.
+    /// The subend keeps the number of its first request: any confirmation from that number on
+    /// covers it. (Moving it to each re-request's number starved subscribers whose barrier
+    /// took longer than the re-request interval: every confirmation came for a number the
+    /// subend had just given up.)
     fn barrier(&mut self, node: usize, subend: SubendId) {
         let Some(number) = self.net.request_barrier(node) else { return };
         let confirmed = {
             let mut world = self.world.borrow_mut();
             if let Some(sub) = world.subs.get_mut(&subend) {
-                sub.barrier = Some(number);
+                sub.barrier.get_or_insert(number);
             }
             world.confirmed.get(&node).filter(|(n, _)| *n >= number).cloned()
         };

@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_delivery::{Message, PubendId, SubendId, Tick};
 use tidings_route::matching::{Probe, RouteFilter};
-use tidings_route::Filter;
+use tidings_route::{BrokerName, CellName, Filter};
 
 /// One guaranteed subscriber.
 #[derive(Clone, Debug)]
@@ -62,8 +62,10 @@ pub struct World {
     pub violations: Vec<String>,
     /// Starts per node (seeds each incarnation's store-delay randomness).
     pub starts: BTreeMap<usize, u64>,
-    /// Per (node, pubend), the route its engine was last fed (for the filter-edge truth).
-    pub routes: BTreeMap<(usize, PubendId), tidings_delivery::StreamRoute>,
+    /// Broker names by node index.
+    pub names: Vec<BrokerName>,
+    /// Cell names by delivery cell index (the index of [`World::cell_of`]).
+    pub cell_names: Vec<CellName>,
     /// Per node, the last barrier confirmation (number, start ticks) of its incarnation.
     pub confirmed: BTreeMap<usize, (u64, Vec<(PubendId, Tick)>)>,
     /// Figures for the report.
@@ -91,6 +93,16 @@ pub struct Stats {
     pub nack_ticks_sent: u64,
     /// Ticks a downstream nack asked for that an upstream nack already covered.
     pub nack_ticks_absorbed: u64,
+    /// Delivery frames relayed sideways through a cell mate (towards the mate holding the
+    /// link, or from it back to the broker the frame is for).
+    pub sideways: u64,
+    /// Child-edge verdicts the routers gave the engines: D.
+    pub edges_data: u64,
+    /// Child-edge verdicts the routers gave the engines: F.
+    pub edges_final: u64,
+    /// Child-edge verdicts the routers gave the engines: unsure (summary not vouched, no
+    /// router, or a child the router does not see).
+    pub edges_unsure: u64,
 }
 
 impl Stats {
@@ -105,6 +117,10 @@ impl Stats {
         self.nack_ticks_sent += other.nack_ticks_sent;
         self.nacks_sent += other.nacks_sent;
         self.nack_ticks_absorbed += other.nack_ticks_absorbed;
+        self.sideways += other.sideways;
+        self.edges_data += other.edges_data;
+        self.edges_final += other.edges_final;
+        self.edges_unsure += other.edges_unsure;
     }
 }
 
@@ -122,26 +138,6 @@ impl World {
     /// Whether a subscriber's filter passes a message.
     pub fn wants(&self, sub: &Subscriber, msg: u64) -> bool {
         self.probes.get(msg as usize).is_some_and(|probe| sub.filter.matches(probe))
-    }
-
-    /// Whether a live subscriber at `node` or below it in `pubend`'s routes passes a message:
-    /// the filter edge towards `node` may say F only if not (routing's summaries would say the
-    /// same once settled).
-    pub fn wanted_below(&self, pubend: PubendId, node: usize, msg: u64) -> bool {
-        let mut seen = BTreeSet::new();
-        let mut walk = vec![node];
-        while let Some(at) = walk.pop() {
-            if !seen.insert(at) {
-                continue;
-            }
-            if self.subs.values().any(|sub| sub.node == at && !sub.gone && self.wants(sub, msg)) {
-                return true;
-            }
-            if let Some(route) = self.routes.get(&(at, pubend)) {
-                walk.extend(route.children.iter().map(|child| child.broker.0 as usize));
-            }
-        }
-        false
     }
 
     fn violation(&mut self, text: String) {

@@ -1,0 +1,93 @@
+//! Filter verdicts per downstream of a pubend's stream, asked without an arriving copy:
+//! guaranteed delivery's filter edges (gd-protocol §5) judge stored ticks when they answer a
+//! nack or send silence, long after the copy arrived, so they ask "would this message be F
+//! for that child cell (or that mate's local subscribers) now?" rather than "where does this
+//! copy go?". The answers come from the same summaries, vouching and sideways helpers as
+//! [`Router::route_with_verdicts`], so a child whose summary is not vouched for the current
+//! tree (a relay that just restarted, a tree that just moved) is `Unsure`, never F.
+//!
+//! The same summaries say which downstreams are in a pubend's tree at all (gd-protocol §9.1):
+//! one whose vouched summary is empty could never match, so its acks are not waited for.
+
+use super::forward::child_verdict;
+use super::pubend::PubendRef;
+use super::routes::{ChildRoute, MateRoute};
+use super::Router;
+use crate::filter::{Filter, FilterIndex};
+use crate::message::Verdict;
+use crate::names::{BrokerName, CellName};
+use crate::rendezvous::choose;
+use crate::summary::Scope;
+
+/// Whose summary judges a child cell: ours (we have links into it), or, without one, that of
+/// the mate a sideways copy would go through (its interest in the root's tree).
+enum Judge<'a, F: Filter> {
+    Own(&'a ChildRoute<F>),
+    Mate(&'a MateRoute<F>, &'a CellName),
+}
+
+impl<F: Filter> Router<F> {
+    /// The filter edge towards child cell `cell` of our cell in `pubend`'s current tree: F only
+    /// if the child's vouched summary (ours, or, without a link of ours into the child, that of
+    /// the mate a sideways copy would go through) rules the message out. `Unsure` when `cell`
+    /// is not such a child in our view (the caller's route is older or newer than ours).
+    pub fn child_cell_verdict(&self, pubend: &PubendRef, cell: &CellName, message: &F::Message) -> Verdict {
+        match self.judge(pubend, cell) {
+            Some(Judge::Own(child)) => child_verdict(true, child.synced, || child.index.any_match(message)),
+            Some(Judge::Mate(helper, root)) => child_verdict(true, helper.down_synced.contains(root), || {
+                helper.down.get(root).is_some_and(|down| down.any_match(message))
+            }),
+            None => Verdict::Unsure,
+        }
+    }
+
+    /// Whether child cell `cell` is in `pubend`'s tree below us: false only when the summary
+    /// [`Router::child_cell_verdict`] judges by is vouched and empty (nothing behind the child
+    /// could match, so guaranteed delivery need not wait for its acks). A child we cannot
+    /// judge is in.
+    pub fn child_cell_in_tree(&self, pubend: &PubendRef, cell: &CellName) -> bool {
+        match self.judge(pubend, cell) {
+            Some(Judge::Own(child)) => !child.synced || child.summary.kept().next().is_some(),
+            Some(Judge::Mate(helper, root)) => {
+                !helper.down_synced.contains(root) || self.holds_any(&helper.name, &Scope::Tree(root.clone()))
+            }
+            None => true,
+        }
+    }
+
+    /// The filter edge towards linked cell mate `mate`'s local subscribers: F only if the
+    /// mate vouched for its local summary and that rules the message out; `Unsure` for a
+    /// broker that is not a linked mate.
+    pub fn mate_verdict(&self, mate: &BrokerName, message: &F::Message) -> Verdict {
+        match self.routes.mates.iter().find(|held| held.name == *mate) {
+            Some(held) => child_verdict(true, held.local_synced, || held.local.any_match(message)),
+            None => Verdict::Unsure,
+        }
+    }
+
+    /// Whether linked cell mate `mate`'s local subscribers are in a pubend's tree: false only
+    /// when the mate vouched for an empty local summary.
+    pub fn mate_in_tree(&self, mate: &BrokerName) -> bool {
+        match self.routes.mates.iter().find(|held| held.name == *mate) {
+            Some(held) => !held.local_synced || self.holds_any(mate, &Scope::Local),
+            None => true,
+        }
+    }
+
+    fn judge(&self, pubend: &PubendRef, cell: &CellName) -> Option<Judge<'_, F>> {
+        let root = self.table.graph.cell_of(&pubend.home)?;
+        let tree = &self.routes.trees.get(root)?.current;
+        let child = tree.children.iter().find(|child| child.cell == *cell)?;
+        if child.known {
+            return Some(Judge::Own(child));
+        }
+        let target = &child.targets[choose(pubend.id, &child.targets)?].broker;
+        let helper = self.routes.mates.iter().find(|mate| mate.links.contains(target))?;
+        Some(Judge::Mate(helper, root))
+    }
+
+    /// Whether `peer`'s summary for `scope` holds any filter.
+    fn holds_any(&self, peer: &BrokerName, scope: &Scope) -> bool {
+        self.received.get(peer).and_then(|scoped| scoped.get(scope)).is_some_and(|filters| !filters.is_empty())
+    }
+}

@@ -1,0 +1,27 @@
+//! Guaranteed delivery through cells of several brokers whose bundles keep only some links:
+//! data enters a child cell sideways through a cell mate, and acks and nacks come back the
+//! same way (`Mode::CELLS`). A failure prints its seed and the replay command.
+
+use std::cell::RefCell;
+
+use tidings_sim::gd::{run_gd, Mode, Stats};
+use tidings_sim::sweep::{plans, sweep};
+use tidings_sim::topology::random_topology;
+use tidings_sim::Rng;
+
+#[test]
+#[ignore = "fails today: 7 of 100 seeds never release part of a log (a child cell kept in the tree by a mate's summary, which covers all of the mate's child cells, has no consumers and never acknowledges; 2 of 100 with the gdcore branch's core)"]
+fn random_networks_with_partial_bundles_deliver_exactly_expected_over_a_lossy_channel() {
+    let name = "random_networks_with_partial_bundles_deliver_exactly_expected_over_a_lossy_channel";
+    let plans = plans(1, 200, 300);
+    let stats = RefCell::new(Stats::default());
+    let coverage = sweep(name, &plans, |plan| {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        let (coverage, run) = run_gd(&topology, plan, Mode::CELLS)?;
+        stats.borrow_mut().add(&run);
+        Ok(coverage)
+    });
+    let stats = stats.into_inner();
+    println!("{coverage:?}\n{stats:?}");
+    assert!(stats.sideways > 0, "nothing went sideways: {stats:?}");
+}
