@@ -427,3 +427,33 @@ fn a_publisher_whose_broker_restarts_says_what_the_drop_cost() {
     let unsent: u64 = err.split("time(s): ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     assert_eq!(out.status.code(), Some(if unsent > 0 { 1 } else { 0 }), "{err}");
 }
+
+#[test]
+fn a_peer_that_cannot_be_reached_is_a_warning_in_the_log() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log");
+    let data = dir.path().join("data");
+    let mut child = Command::new(bin())
+        .args(["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off", "--cluster-insecure"])
+        .args(["--cluster-listen", "127.0.0.1:0", "--peer", &closed, "--data", data.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains("cannot reach peer") || Instant::now() > deadline {
+            // Several redials (from 100 ms apart) happen in the next second: none may warn again.
+            std::thread::sleep(Duration::from_secs(1));
+            break std::fs::read_to_string(&log).unwrap_or_default();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(text.contains("cannot reach peer") && text.contains(&closed), "{text}");
+    assert_eq!(text.matches("cannot reach peer").count(), 1, "repeated within 30 s: {text}");
+}

@@ -58,6 +58,7 @@ pub async fn dial_loop(address: String, shared: Arc<Shared>) {
     let min_ms = settings.reconnect_min.as_millis() as u64;
     let mut backoff = ReconnectBackoff::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
     let mut peer: Option<BrokerName> = None;
+    let mut unreachable = Unreachable::default();
     loop {
         if shared.shutdown.is_cancelled() {
             return;
@@ -67,6 +68,7 @@ pub async fn dial_loop(address: String, shared: Arc<Shared>) {
         } else {
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address.as_str())).await {
                 Ok(Ok(stream)) => {
+                    unreachable.reached(&address);
                     let remote = stream.peer_addr().ok();
                     let outcome = connection(stream, Direction::Outbound, remote, Arc::clone(&shared)).await;
                     if outcome.established {
@@ -74,8 +76,8 @@ pub async fn dial_loop(address: String, shared: Arc<Shared>) {
                     }
                     peer = outcome.peer.or(peer);
                 }
-                Ok(Err(e)) => debug!(%address, error = %e, "dial failed"),
-                Err(_) => debug!(%address, "dial timed out"),
+                Ok(Err(e)) => unreachable.failed(&address, &e.to_string()),
+                Err(_) => unreachable.failed(&address, "timed out"),
             }
             backoff.next_delay_ms()
         };
@@ -83,6 +85,36 @@ pub async fn dial_loop(address: String, shared: Arc<Shared>) {
             _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
             _ = shared.shutdown.cancelled() => return,
         }
+    }
+}
+
+/// How often a peer that stays unreachable is reported again.
+const UNREACHABLE_WARN_EVERY: Duration = Duration::from_secs(30);
+
+/// Says at WARN that a configured peer cannot be dialled: at the first failure, then at most
+/// every 30 s while it lasts (each attempt at DEBUG), and at INFO once it answers again.
+#[derive(Default)]
+struct Unreachable {
+    failures: u64,
+    warned: Option<std::time::Instant>,
+}
+
+impl Unreachable {
+    fn failed(&mut self, address: &str, error: &str) {
+        self.failures += 1;
+        if self.warned.is_none_or(|at| at.elapsed() >= UNREACHABLE_WARN_EVERY) {
+            warn!(%address, error, attempts = self.failures, "cannot reach peer; retrying");
+            self.warned = Some(std::time::Instant::now());
+        } else {
+            debug!(%address, error, attempts = self.failures, "dial failed");
+        }
+    }
+
+    fn reached(&mut self, address: &str) {
+        if self.warned.is_some() {
+            info!(%address, failed_attempts = self.failures, "peer reachable again");
+        }
+        *self = Unreachable::default();
     }
 }
 
