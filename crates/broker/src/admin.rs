@@ -2,6 +2,7 @@
 //! broker's links, link-state view, trees and summaries).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
@@ -13,15 +14,51 @@ use tokio::net::TcpListener;
 use crate::exposition;
 use crate::server::Shared;
 
-/// Serves until shutdown.
+/// A request's headers must arrive within this (a client trickling them holds nothing long).
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// A connection lives at most this long, whatever it does: a slow body or a reader that never
+/// reads the response is cut, and a keep-alive scraper simply reconnects.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Serves until shutdown. Each connection through hyper directly rather than `axum::serve`,
+/// which has no header timeout: the admin port must not be held by slow requests.
 pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let shutdown = shared.shutdown.clone();
+    let tasks = shared.tasks.clone();
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
         .route("/state", get(state))
         .with_state(shared);
-    let _ = axum::serve(listener, app).with_graceful_shutdown(async move { shutdown.cancelled().await }).await;
+    loop {
+        let stream = tokio::select! {
+            () = shutdown.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of descriptors and the like: back off rather than spin.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        let shutdown = shutdown.clone();
+        tasks.spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let mut app = app.clone();
+                tower_service::Service::call(&mut app, request)
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            tokio::select! {
+                _ = tokio::time::timeout(CONNECTION_LIFETIME, connection) => {}
+                () = shutdown.cancelled() => {}
+            }
+        });
+    }
 }
 
 /// OpenMetrics for a scraper that asks for it (Prometheus does), else the classic text format;

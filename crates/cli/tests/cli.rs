@@ -457,3 +457,19 @@ fn a_peer_that_cannot_be_reached_is_a_warning_in_the_log() {
     assert!(text.contains("cannot reach peer") && text.contains(&closed), "{text}");
     assert_eq!(text.matches("cannot reach peer").count(), 1, "repeated within 30 s: {text}");
 }
+
+#[test]
+fn a_request_that_trickles_its_headers_is_cut_off_and_the_admin_port_keeps_serving() {
+    use std::io::{Read, Write};
+    let b = broker(&[]);
+    let admin = b.ready.admin.unwrap();
+    let mut slow = std::net::TcpStream::connect(admin).unwrap();
+    slow.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").unwrap(); // never finished
+    assert!(tidings_testkit::http_get(admin, "/healthz").is_ok(), "the port answers others meanwhile");
+    slow.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    let _ = slow.read_to_end(&mut answer);
+    assert!(started.elapsed() < Duration::from_secs(15), "a trickling request held its connection");
+    assert!(!String::from_utf8_lossy(&answer).contains(" 200 "), "{}", String::from_utf8_lossy(&answer));
+}
