@@ -1,5 +1,6 @@
-//! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz`, and `/state` (JSON: this
-//! broker's links, link-state view, trees and summaries).
+//! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz` (alive), `/readyz` (its
+//! configured links are up), and `/state` (JSON: this broker's links, link-state view, trees and
+//! summaries).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     let app = Router::new()
         .route("/metrics", get(metrics))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .route("/state", get(state))
         .with_state(shared);
     loop {
@@ -84,6 +86,23 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     } else {
         (StatusCode::OK, "ok\n")
     }
+}
+
+/// Ready to take traffic: not shutting down, and at least as many broker links up as peers
+/// configured to dial (a broker whose links are down serves only its own clients). 503 until
+/// then; the body says what is missing.
+async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+    let links_up = shared.metrics.links_up.get().max(0) as usize;
+    let peers = shared.config.peer.len();
+    let ready = !shared.shutdown.is_cancelled() && links_up >= peers;
+    let body = serde_json::json!({
+        "ready": ready,
+        "shutting_down": shared.shutdown.is_cancelled(),
+        "links_up": links_up,
+        "peers_configured": peers,
+    });
+    let status = if ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string())
 }
 
 /// The cluster's state, with guaranteed delivery's under `guaranteed`.

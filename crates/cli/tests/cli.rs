@@ -473,3 +473,14 @@ fn a_request_that_trickles_its_headers_is_cut_off_and_the_admin_port_keeps_servi
     assert!(started.elapsed() < Duration::from_secs(15), "a trickling request held its connection");
     assert!(!String::from_utf8_lossy(&answer).contains(" 200 "), "{}", String::from_utf8_lossy(&answer));
 }
+
+#[test]
+fn readyz_says_ready_only_once_the_configured_peers_are_linked() {
+    let alone = broker(&[]);
+    let body = tidings_testkit::http_get(alone.ready.admin.unwrap(), "/readyz").unwrap();
+    assert!(body.contains("\"ready\":true"), "{body}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
+    let waiting = broker(&["--cluster-insecure", "--cluster-listen", "127.0.0.1:0", "--peer", &closed]);
+    let refused = tidings_testkit::http_get(waiting.ready.admin.unwrap(), "/readyz").unwrap_err().to_string();
+    assert!(refused.contains("503"), "{refused}");
+}

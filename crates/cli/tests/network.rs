@@ -415,6 +415,9 @@ async fn net_fault_cuts_and_heals_a_link_and_restarts_a_killed_broker_where_it_w
     wait_for("the cut to take the link down", Duration::from_secs(10), || net.links("phb") == 0);
     assert!(cut.wait().unwrap().success(), "net fault cut failed");
     wait_for("the link to come back after the cut", Duration::from_secs(20), || net.links("phb") == 1);
+    wait_for("the dialling broker to say it is ready", Duration::from_secs(10), || {
+        http_get(net.admin("shb"), "/readyz").is_ok_and(|body| body.contains("\"ready\":true"))
+    });
 
     let old_pid = net.brokers["phb"]["pid"].as_u64();
     assert!(net.fault(&["kill", "phb", "--for", "300ms"]).wait().unwrap().success(), "net fault kill failed");
