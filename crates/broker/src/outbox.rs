@@ -102,7 +102,13 @@ struct State {
     room: Vec<RoomCallback>,
     /// Bytes of control replies (PONG) queued: bounded by pausing the connection's reader.
     control: usize,
+    /// Drops since the last slow-consumer warning, and when that was.
+    drops_unreported: u64,
+    warned_at: Option<std::time::Instant>,
 }
+
+/// A slow subscriber is named in the log at most this often.
+const SLOW_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Control replies a connection may have queued before its reader pauses: a client that sends
 /// PINGs without reading the PONGs stalls itself, not the broker's memory.
@@ -110,6 +116,8 @@ pub const CONTROL_BACKLOG: usize = 64 * 1024;
 
 /// A bounded queue of frames for one connection (TCP) or one UDP client.
 pub struct Outbox {
+    /// Who the queue belongs to (address, and the client's name once it said HELLO), for the log.
+    pub client: Mutex<String>,
     state: Mutex<State>,
     wake_writer: Notify,
     drained: Notify,
@@ -123,6 +131,7 @@ impl Outbox {
     /// An empty queue with the broker's limits.
     pub fn new(limits: SlowConsumer, metrics: Metrics) -> Arc<Outbox> {
         Arc::new(Outbox {
+            client: Mutex::new(String::new()),
             state: Mutex::new(State::default()),
             wake_writer: Notify::new(),
             drained: Notify::new(),
@@ -147,6 +156,14 @@ impl Outbox {
                 OverflowPolicy::Drop => {
                     target.missed.fetch_add(1, Ordering::Relaxed);
                     self.metrics.slow_consumer_drops.inc();
+                    s.drops_unreported += 1;
+                    if s.warned_at.is_none_or(|at| at.elapsed() >= SLOW_WARN_EVERY) {
+                        let dropped = std::mem::take(&mut s.drops_unreported);
+                        s.warned_at = Some(std::time::Instant::now());
+                        drop(s);
+                        let client = self.client.lock().clone();
+                        tracing::warn!(%client, dropped, "slow consumer: its queue is full, deliveries dropped");
+                    }
                     Push::Dropped
                 }
                 OverflowPolicy::Disconnect => {
@@ -162,6 +179,8 @@ impl Outbox {
                     s.closing = Some(Frame::Error(notice).to_bytes().unwrap_or_default());
                     drop(s);
                     self.metrics.slow_consumer_disconnects.inc();
+                    let client = self.client.lock().clone();
+                    tracing::warn!(%client, "slow consumer disconnected: its queue overflowed");
                     self.wake_writer.notify_one();
                     Push::Disconnected
                 }

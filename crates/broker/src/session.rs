@@ -108,7 +108,7 @@ impl Session {
     /// Handles one frame.
     pub fn handle(&mut self, frame: Frame) -> Next {
         let result = match frame {
-            Frame::Hello(hello) => self.hello(hello.version),
+            Frame::Hello(hello) => self.hello(hello.version, &hello.client_name),
             _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
             Frame::Publish(message) => self.publish(&message),
             Frame::Subscribe(subscribe) => self.subscribe(subscribe),
@@ -212,7 +212,7 @@ impl Session {
         self.shared.dispatcher.finish_batch(read_at, &mut self.scratch);
     }
 
-    fn hello(&mut self, version: u16) -> Result<Next, Notice> {
+    fn hello(&mut self, version: u16, name: &str) -> Result<Next, Notice> {
         if self.greeted && self.transport == Transport::Tcp {
             return Err(Notice::new(ReasonCode::DuplicateHello, "HELLO was already received on this session"));
         }
@@ -223,6 +223,12 @@ impl Session {
             ));
         }
         self.greeted = true;
+        {
+            let mut client = self.outbox.client.lock();
+            if !name.is_empty() && !client.contains(" (") {
+                client.push_str(&format!(" ({name})"));
+            }
+        }
         self.outbox.push_frame(&Frame::Welcome(Welcome {
             version: PROTOCOL_VERSION,
             max_frame: self.shared.config.limits.max_frame as u32,

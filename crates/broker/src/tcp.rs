@@ -98,6 +98,20 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
+/// Names a client whose frame was refused (its connection closes), at most once a second for
+/// the whole broker: a flood of bad clients is counted in `tidings_protocol_errors_total`, not
+/// written to the log line by line.
+fn refused(outbox: &Outbox, notice: &Notice) {
+    static LAST: parking_lot::Mutex<Option<std::time::Instant>> = parking_lot::Mutex::new(None);
+    let mut last = LAST.lock();
+    if last.is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1)) {
+        *last = Some(std::time::Instant::now());
+        drop(last);
+        let client = outbox.client.lock().clone();
+        warn!(%client, reason = notice.reason().map_or("?", |r| r.name()), text = %notice.text, "refused a frame; closing the connection");
+    }
+}
+
 /// Says why in an ERROR frame and closes; a client that does not read it is not waited for.
 async fn refuse(mut stream: TcpStream, refusal: Refusal) {
     use tokio::io::AsyncWriteExt;
@@ -109,9 +123,13 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal) {
 
 async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
+    let stream_peer = stream.peer_addr();
     let (reader, writer) = stream.into_split();
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone());
     shared.tasks.spawn(write_stream(writer, Arc::clone(&outbox)));
+    if let Ok(peer) = stream_peer {
+        *outbox.client.lock() = peer.to_string();
+    }
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     let max_frame = shared.config.limits.max_frame;
     let mut read = ReadBuffer::new();
@@ -165,6 +183,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                     }
                     Next::Refuse(notice) => {
                         session.finish_batch(read_at);
+                        refused(&outbox, &notice);
                         outbox.close_with(&Frame::Error(notice));
                         break 'read;
                     }
@@ -173,6 +192,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 Err(e) => {
                     session.finish_batch(read_at);
                     let notice = wire_error_notice(&e);
+                    refused(&outbox, &notice);
                     if let Some(reason) = notice.reason() {
                         shared.metrics.protocol_error(reason);
                     }

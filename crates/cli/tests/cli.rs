@@ -428,34 +428,86 @@ fn a_publisher_whose_broker_restarts_says_what_the_drop_cost() {
     assert_eq!(out.status.code(), Some(if unsent > 0 { 1 } else { 0 }), "{err}");
 }
 
+/// A broker whose log goes to a file the test reads (stderr captured, `RUST_LOG=warn`).
+struct LoggedBroker {
+    child: Child,
+    log: std::path::PathBuf,
+    ready: serde_json::Value,
+    _dir: tempfile::TempDir,
+}
+
+impl LoggedBroker {
+    fn start(args: &[&str]) -> LoggedBroker {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log");
+        let data = dir.path().join("data");
+        let mut child = Command::new(bin())
+            .args(["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off", "--data"])
+            .arg(&data)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        LoggedBroker { child, log, ready: serde_json::from_str(&line).unwrap(), _dir: dir }
+    }
+
+    /// The log once it contains `text` (at most 10 s), then `settle` later.
+    fn log_with(&self, text: &str, settle: Duration) -> String {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_to_string(&self.log).unwrap_or_default().contains(text) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(settle);
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for LoggedBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 #[test]
 fn a_peer_that_cannot_be_reached_is_a_warning_in_the_log() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log");
-    let data = dir.path().join("data");
-    let mut child = Command::new(bin())
-        .args(["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off", "--cluster-insecure"])
-        .args(["--cluster-listen", "127.0.0.1:0", "--peer", &closed, "--data", data.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let text = loop {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        if text.contains("cannot reach peer") || Instant::now() > deadline {
-            // Several redials (from 100 ms apart) happen in the next second: none may warn again.
-            std::thread::sleep(Duration::from_secs(1));
-            break std::fs::read_to_string(&log).unwrap_or_default();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let _ = child.kill();
-    let _ = child.wait();
+    let b = LoggedBroker::start(&["--cluster-insecure", "--cluster-listen", "127.0.0.1:0", "--peer", &closed]);
+    // Several redials (from 100 ms apart) happen in the second after the first: none may warn.
+    let text = b.log_with("cannot reach peer", Duration::from_secs(1));
     assert!(text.contains("cannot reach peer") && text.contains(&closed), "{text}");
     assert_eq!(text.matches("cannot reach peer").count(), 1, "repeated within 30 s: {text}");
+}
+
+#[test]
+fn a_slow_consumer_and_a_refused_client_are_named_in_the_log_once_not_per_message() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("b.toml");
+    std::fs::write(&config, "[slow_consumer]\nmax_messages = 16\nmax_stall = \"1ms\"\n").unwrap();
+    let b = LoggedBroker::start(&["--config", config.to_str().unwrap()]);
+    let tcp = b.ready["tcp"].as_str().unwrap().to_string();
+    let mut stalled = tidings_testkit::RawConnection::handshake(&tcp).unwrap();
+    let subscribe = tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+        id: tidings_wire::SubId(1),
+        pattern: "t.>".into(),
+        selector: None,
+        mode: tidings_wire::DeliveryMode::BestEffort,
+    });
+    stalled.send(&subscribe).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let out = tidings(&["pub", "--server", &tcp, "t.x", "--count", "20000", "--size", "2000"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut bad = std::net::TcpStream::connect(&tcp).unwrap();
+    bad.write_all(&[0, 0, 0, 1, 0x7e]).unwrap(); // an unknown frame type before HELLO
+    let text = b.log_with("refused a frame", Duration::from_millis(200));
+    assert_eq!(text.matches("slow consumer:").count(), 1, "{text}");
+    assert!(text.contains("127.0.0.1:") && text.contains("(raw)"), "the client is named by address and name: {text}");
+    assert!(text.contains("refused a frame") && text.contains("unknown_frame_type"), "{text}");
 }
 
 #[test]
