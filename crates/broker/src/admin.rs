@@ -88,6 +88,20 @@ async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
     }
 }
 
+/// The filter page a `/state` query asks for; anything unreadable is the default.
+fn filter_page(query: &str) -> tidings_route::FilterPage {
+    let mut page = tidings_route::FilterPage { offset: 0, limit: 100 };
+    for (key, value) in query.split('&').filter_map(|pair| pair.split_once('=')) {
+        match (key, value) {
+            ("filters", "all") => page.limit = usize::MAX,
+            ("filters", n) => page.limit = n.parse().unwrap_or(page.limit),
+            ("offset", n) => page.offset = n.parse().unwrap_or(0),
+            _ => {}
+        }
+    }
+    page
+}
+
 /// Ready to take traffic: not shutting down, and at least as many broker links up as peers
 /// configured to dial (a broker whose links are down serves only its own clients). 503 until
 /// then; the body says what is missing.
@@ -106,8 +120,12 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 }
 
 /// The cluster's state, with guaranteed delivery's under `guaranteed`.
-async fn state(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
-    let state = serde_json::to_value(shared.cluster.state()).and_then(|mut state| {
+/// `/state?filters=N&offset=M` (or `filters=all`): every filter list (local interest,
+/// summaries, children's summaries) is shown from its `offset`th filter, at most `filters` of
+/// them (default 100); their sizes are always under `router.metrics`.
+async fn state(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> impl IntoResponse {
+    let page = filter_page(uri.query().unwrap_or(""));
+    let state = serde_json::to_value(shared.cluster.state(page)).and_then(|mut state| {
         if let serde_json::Value::Object(map) = &mut state {
             map.insert("guaranteed".into(), serde_json::to_value(shared.guaranteed.state())?);
         }

@@ -536,3 +536,28 @@ fn readyz_says_ready_only_once_the_configured_peers_are_linked() {
     let refused = tidings_testkit::http_get(waiting.ready.admin.unwrap(), "/readyz").unwrap_err().to_string();
     assert!(refused.contains("503"), "{refused}");
 }
+
+#[test]
+fn state_shows_a_page_of_each_filter_list_and_every_size() {
+    let b = broker(&["--cluster-insecure", "--cluster-listen", "127.0.0.1:0"]);
+    let mut raw = tidings_testkit::RawConnection::handshake(&b.tcp()).unwrap();
+    for id in 0..150u32 {
+        let subscribe = tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+            id: tidings_wire::SubId(id),
+            pattern: format!("t.{id}"),
+            selector: None,
+            mode: tidings_wire::DeliveryMode::BestEffort,
+        });
+        raw.send(&subscribe).unwrap();
+    }
+    wait_metric(&b, "tidings_subscriptions", 150.0, "the subscriptions did not register");
+    let admin = b.ready.admin.unwrap();
+    let state = |query: &str| -> serde_json::Value {
+        serde_json::from_str(&tidings_testkit::http_get(admin, &format!("/state{query}")).unwrap()).unwrap()
+    };
+    let first = state("");
+    assert_eq!(first["router"]["local"].as_array().unwrap().len(), 100, "a page by default");
+    assert_eq!(first["router"]["metrics"]["local_filters"], 150, "the size is always there");
+    assert_eq!(state("?filters=10&offset=145")["router"]["local"].as_array().unwrap().len(), 5);
+    assert_eq!(state("?filters=all")["router"]["local"].as_array().unwrap().len(), 150);
+}

@@ -90,8 +90,8 @@ pub use liveness::{LivenessSettings, ReconnectBackoff};
 pub use message::{Arrival, DataHeader, DataSend, DropReason, Forwarding, Hop, LocalDelivery, PeerMessage, Verdict};
 pub use names::{BarrierId, BrokerName, CellName, Incarnation, Millis, PubendId, Tick, TreeId, ViewId};
 pub use router::{
-    Action, ChildSnapshot, GdAction, Input, LinkSnapshot, PubendChild, PubendRef, PubendRoute, Router, RouterMetrics,
-    RouterSettings, RouterSnapshot, ScopeSnapshot, TreeSnapshot, Via,
+    Action, ChildSnapshot, FilterPage, GdAction, Input, LinkSnapshot, PubendChild, PubendRef, PubendRoute, Router,
+    RouterMetrics, RouterSettings, RouterSnapshot, ScopeSnapshot, TreeSnapshot, Via,
 };
 pub use summary::{Scope, SummaryDelta};
 pub use topology::Topology;

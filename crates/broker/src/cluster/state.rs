@@ -56,8 +56,8 @@ pub struct ConnectionState {
 }
 
 impl Cluster {
-    /// The current `/state` document.
-    pub fn state(&self) -> ClusterState {
+    /// The current `/state` document, with one page of every filter list.
+    pub fn state(&self, page: tidings_route::FilterPage) -> ClusterState {
         let core = self.core.read();
         let connections = core
             .links
@@ -80,7 +80,7 @@ impl Cluster {
                 }
             })
             .collect();
-        let router = core.router.snapshot();
+        let router = core.router.snapshot_page(page);
         ClusterState {
             name: self.name.clone(),
             cell: self.cell.clone(),

@@ -36,7 +36,9 @@ use barrier::Barriers;
 use interest::{Advertised, Dirty};
 pub use pubend::{PubendChild, PubendRef, PubendRoute, Via};
 use routes::DataRoutes;
-pub use snapshot::{ChildSnapshot, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot};
+pub use snapshot::{
+    ChildSnapshot, FilterPage, LinkSnapshot, RouterMetrics, RouterSnapshot, ScopeSnapshot, TreeSnapshot,
+};
 
 /// Who this broker is and how its links prove liveness: all the router needs from the shell's
 /// configuration.

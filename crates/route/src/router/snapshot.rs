@@ -115,10 +115,29 @@ pub struct RouterMetrics {
     pub adverts_waiting: BTreeMap<BrokerName, ((Incarnation, u64), Vec<BrokerName>)>,
 }
 
-fn scopes<F: Clone>(summary: &Scoped<F>) -> Vec<ScopeSnapshot<F>> {
+/// Which filters of each list a snapshot shows: a broker with 100,000 subscriptions must not
+/// answer `/state` with every one of them by default. Sizes are always in [`RouterMetrics`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct FilterPage {
+    /// Filters skipped at the start of each (sorted) list.
+    pub offset: usize,
+    /// Most filters shown per list.
+    pub limit: usize,
+}
+
+impl FilterPage {
+    /// Every filter.
+    pub const ALL: FilterPage = FilterPage { offset: 0, limit: usize::MAX };
+
+    fn apply<F>(self, filters: impl IntoIterator<Item = F>) -> Vec<F> {
+        filters.into_iter().skip(self.offset).take(self.limit).collect()
+    }
+}
+
+fn scopes<F: Clone>(summary: &Scoped<F>, page: FilterPage) -> Vec<ScopeSnapshot<F>> {
     summary
         .iter()
-        .map(|(scope, filters)| ScopeSnapshot { scope: scope.clone(), filters: filters.iter().cloned().collect() })
+        .map(|(scope, filters)| ScopeSnapshot { scope: scope.clone(), filters: page.apply(filters.iter().cloned()) })
         .collect()
 }
 
@@ -165,9 +184,14 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    /// The full view, for `/state` (serialize it with any serde format whose map keys may be
-    /// strings) and for comparing brokers in tests.
+    /// The full view, for comparing brokers in tests (serialize it with any serde format whose
+    /// map keys may be strings).
     pub fn snapshot(&self) -> RouterSnapshot<F> {
+        self.snapshot_page(FilterPage::ALL)
+    }
+
+    /// The view with one page of every filter list, for `/state`.
+    pub fn snapshot_page(&self, page: FilterPage) -> RouterSnapshot<F> {
         let links = self
             .links
             .iter()
@@ -193,7 +217,7 @@ impl<F: Filter> Router<F> {
                         entry_candidates: bundle.targets.iter().map(|t| t.broker.clone()).collect(),
                         summary: routes
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
-                            .map(|c| c.summary.kept_sorted().into_iter().collect())
+                            .map(|c| page.apply(c.summary.kept_sorted()))
                             .unwrap_or_default(),
                         synced: routes
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
@@ -212,7 +236,7 @@ impl<F: Filter> Router<F> {
             })
             .collect();
         let per_link =
-            |map: &BTreeMap<BrokerName, Scoped<F>>| map.iter().map(|(p, s)| (p.clone(), scopes(s))).collect();
+            |map: &BTreeMap<BrokerName, Scoped<F>>| map.iter().map(|(p, s)| (p.clone(), scopes(s, page))).collect();
         RouterSnapshot {
             name: self.settings.name.clone(),
             cell: self.settings.cell.clone(),
@@ -221,7 +245,7 @@ impl<F: Filter> Router<F> {
             links,
             adverts: self.db.adverts().cloned().collect(),
             trees,
-            local: self.local.kept_sorted().into_iter().collect(),
+            local: page.apply(self.local.kept_sorted()),
             received: per_link(&self.received),
             sent: per_link(&self.sent),
             metrics: self.metrics(),
