@@ -61,6 +61,8 @@ enum Command {
     /// Run benchmarks against a broker started for the purpose.
     #[command(subcommand)]
     Bench(cmd::bench::Which),
+    /// What a running broker says about itself (from its admin port).
+    Info(cmd::info::Args),
     /// Print a shell completion script.
     Completions(cmd::docs::CompletionArgs),
     /// Print the manual page, or write every page into a directory.
@@ -100,6 +102,7 @@ fn main() -> std::process::ExitCode {
             (Command::Ping(args), _) => cmd::ping::run(args).await,
             (Command::Net(which), _) => cmd::net::run(which).await,
             (Command::Bench(which), _) => cmd::bench::run(which).await,
+            (Command::Info(args), _) => cmd::info::run(&args),
             (Command::Completions(args), _) => cmd::docs::completions(&args, Cli::command()),
             (Command::Man(args), _) => cmd::docs::man(&args, Cli::command()),
         }

@@ -561,3 +561,15 @@ fn state_shows_a_page_of_each_filter_list_and_every_size() {
     assert_eq!(state("?filters=10&offset=145")["router"]["local"].as_array().unwrap().len(), 5);
     assert_eq!(state("?filters=all")["router"]["local"].as_array().unwrap().len(), 150);
 }
+
+#[test]
+fn info_reads_a_running_broker_from_its_admin_port() {
+    let b = broker(&[]);
+    let admin = b.ready.admin.unwrap().to_string();
+    let _client = tidings_testkit::RawConnection::handshake(&b.tcp()).unwrap();
+    let out = tidings(&["info", "--admin", &admin]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("alive true, ready true") && text.contains("connections 1,"), "{text}");
+    assert_usage_error(&["info", "--admin", "nowhere"], "--admin");
+}
