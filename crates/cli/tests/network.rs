@@ -107,11 +107,7 @@ impl Network {
 
     /// A metric summed over all its label sets (every link, say).
     fn total(&self, broker: &str, name: &str) -> f64 {
-        let text = http_get(self.admin(broker), "/metrics").unwrap();
-        text.lines()
-            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum()
+        tidings_testkit::metric_total(&http_get(self.admin(broker), "/metrics").unwrap(), name)
     }
 
     /// Data messages a broker received over all its links.

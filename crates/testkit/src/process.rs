@@ -259,6 +259,15 @@ pub fn metric_value(text: &str, name: &str) -> f64 {
         .sum()
 }
 
+/// Sums a metric over all its label sets (every link, every reason...) in Prometheus text.
+pub fn metric_total(text: &str, name: &str) -> f64 {
+    text.lines()
+        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum::<f64>()
+        + 0.0 // an empty sum is -0.0
+}
+
 /// A minimal HTTP/1.0 GET for admin endpoints in tests: one request, read to close.
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;

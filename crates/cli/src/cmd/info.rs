@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::Value;
-use tidings_testkit::{http_get, metric_value};
+use tidings_testkit::{http_get, metric_total, metric_value};
 
 use crate::cmd::outln;
 
@@ -34,14 +34,7 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let metrics = http_get(admin, "/metrics").context("cannot read /metrics")?;
     let alive = http_get(admin, "/healthz").is_ok();
     let ready = http_get(admin, "/readyz").is_ok();
-    let sum = |name: &str| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-            .sum::<f64>()
-            + 0.0 // an empty sum is -0.0
-    };
+    let sum = |name: &str| metric_total(&metrics, name);
     let router = &state["router"];
     outln!(
         "broker {} (cell {}, incarnation {})",
