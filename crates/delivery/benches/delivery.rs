@@ -147,7 +147,7 @@ fn shb(c: &mut Criterion) {
             for s in 0..subends {
                 engine.handle(
                     Millis(1),
-                    Input::SubendAttach { pubend: P, subend: SubendId(s), start: Some(Tick(1)) },
+                    Input::SubendAttach { pubend: P, subend: SubendId(s), start: Some(Tick(1)), durable: false },
                     &mut out,
                 );
             }
@@ -176,7 +176,7 @@ fn memory(_: &mut Criterion) {
         if subend {
             engine.handle(
                 Millis(1),
-                Input::SubendAttach { pubend: P, subend: SubendId(0), start: Some(Tick(1)) },
+                Input::SubendAttach { pubend: P, subend: SubendId(0), start: Some(Tick(1)), durable: false },
                 &mut out,
             );
         }

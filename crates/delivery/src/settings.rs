@@ -35,6 +35,10 @@ pub struct Settings {
     pub payload_cache_bytes: usize,
     /// A single nack covers at most this many ticks per range (a backlog is pulled as a window).
     pub max_nack_span_ticks: u64,
+    /// A subend catching up (a durable subscriber back after an absence, or one whose outbox
+    /// was full) fetches payloads missing from the cache at most this many messages at a time:
+    /// a backlog is pulled through the log or upstream as a window, never as one huge read.
+    pub catch_up_window: u64,
     /// How long a downstream cell that left a stream's tree (a route change, a partition, a
     /// restart of the pubend's broker) still holds the acknowledgements and the log's release
     /// where it last acknowledged; `None`: until it comes back (the log stays pinned).
@@ -81,6 +85,7 @@ impl Default for Settings {
             lease_chunk_ms: 2000,
             payload_cache_bytes: 64 << 20,
             max_nack_span_ticks: 600_000,
+            catch_up_window: 4096,
             departed_retention_ms: Some(300_000),
             mutations: Mutations::default(),
         }

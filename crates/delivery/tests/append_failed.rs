@@ -42,7 +42,11 @@ fn opened_engine(out: &mut Vec<Action>) -> Engine<Everyone> {
     let recovered = Recovered { lease: Tick(1_000_000_000), ..Recovered::default() };
     engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered }), out);
     let start = engine.inspect(P).and_then(|view| view.next_tick()).expect("a hosted pubend has a next tick");
-    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(start) }, out);
+    engine.handle(
+        Millis(1),
+        Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(start), durable: false },
+        out,
+    );
     engine
 }
 

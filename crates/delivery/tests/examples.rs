@@ -200,7 +200,10 @@ fn examples_world() -> World {
     );
     for (id, subend) in [(C, 1), (D, 2)] {
         world.feed(id, Input::Route { pubend: P, route: StreamRoute { upstream: up(1, &[B]), children: vec![] } });
-        world.feed(id, Input::SubendAttach { pubend: P, subend: SubendId(subend), start: Some(Tick(900)) });
+        world.feed(
+            id,
+            Input::SubendAttach { pubend: P, subend: SubendId(subend), start: Some(Tick(900)), durable: false },
+        );
     }
     world.run(900, &|_, _, _| false);
     world
@@ -296,7 +299,7 @@ fn example_3_an_entry_broker_crash_stalls_then_fails_over_and_the_nack_follows_t
     world
         .feed(B1, Input::Route { pubend: P, route: StreamRoute { upstream: up(0, &[A]), children: vec![link(2, C)] } });
     world.feed(C, Input::Route { pubend: P, route: StreamRoute { upstream: up(1, &[B1, B2]), children: vec![] } });
-    world.feed(C, Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1900)) });
+    world.feed(C, Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1900)), durable: false });
     world.publish(2000, FOR_C, 1);
     world.run(2005, &|_, _, _| false);
     assert_eq!(world.delivered_to(1), vec![2000]);
@@ -365,7 +368,10 @@ fn example_5_early_release_past_a_pinned_subscriber_ends_in_one_gap_notice_then_
             );
             world.add(D, 3, &[], &[(3, FOR_D)], settings());
             world.feed(D, Input::Route { pubend: P, route: StreamRoute { upstream: up(1, &[B]), children: vec![] } });
-            world.feed(D, Input::SubendAttach { pubend: P, subend: SubendId(3), start: Some(Tick(4201)) });
+            world.feed(
+                D,
+                Input::SubendAttach { pubend: P, subend: SubendId(3), start: Some(Tick(4201)), durable: false },
+            );
         }
         world.publish(at, FOR_C | FOR_D, i as u64 + 1);
     }

@@ -42,7 +42,7 @@ impl Driver {
             for pubend in self.hosted.clone() {
                 let start = self.next_tick(pubend);
                 starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
-                self.feed(Input::SubendAttach { pubend, subend, start: Some(start) });
+                self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable: false });
             }
             self.confirm_subend(subend, Millis(0));
             outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
@@ -53,7 +53,7 @@ impl Driver {
             entry.barrier = Some(number);
         }
         for pubend in self.pubends() {
-            self.feed(Input::SubendAttach { pubend, subend, start: None });
+            self.feed(Input::SubendAttach { pubend, subend, start: None, durable: false });
         }
     }
 
@@ -102,7 +102,7 @@ impl Driver {
             self.subends.iter().map(|(subend, entry)| (*subend, entry.confirmed_at)).collect();
         for (subend, confirmed_at) in subends {
             let start = confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
-            self.feed(Input::SubendAttach { pubend, subend, start });
+            self.feed(Input::SubendAttach { pubend, subend, start, durable: false });
             // The core pauses a subend per stream: one paused by a full outbox stays paused on
             // the new stream too, until its room callback fires.
             if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {

@@ -33,7 +33,12 @@ impl<M: Matcher> Engine<M> {
             Input::Received { from, from_cell, message } => self.handle_received(now, from, from_cell, message, out),
             Input::Route { pubend, route } => self.handle_route(now, pubend, route, out),
             Input::PeerRestarted { broker } => self.handle_peer_restarted(now, broker, out),
-            Input::SubendAttach { pubend, subend, start } => self.handle_subend_attach(now, pubend, subend, start, out),
+            Input::SubendAttach { pubend, subend, start, durable } => {
+                self.handle_subend_attach(now, pubend, subend, (start, durable), out)
+            }
+            Input::SubendCheckpoint { pubend, subend, tick } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.subends.checkpoint(subend, tick))
+            }
             Input::SubendStart { pubend, subend, start } => self.handle_subend_start(now, pubend, subend, start, out),
             Input::SubendDetach { pubend, subend } => self.handle_subend_detach(now, pubend, subend, out),
             Input::OutboxFull { subend } => self.handle_outbox_full(subend),
@@ -132,12 +137,12 @@ impl<M: Matcher> Engine<M> {
         now: Millis,
         pubend: PubendId,
         subend: SubendId,
-        start: Option<Tick>,
+        (start, durable): (Option<Tick>, bool),
         out: &mut Vec<Action>,
     ) {
         self.subend_streams.entry(subend).or_default().insert(pubend);
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
-            stream.subends.attach(subend, start, &stream.know, ctx);
+            stream.subends.attach(subend, start, durable, &stream.know, ctx);
             stream.started(ctx);
         });
     }

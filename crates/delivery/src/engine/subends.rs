@@ -5,6 +5,16 @@
 //!
 //! Invariants: `delivered <= horizon - 1`; every lagging pointer is `<= delivered`; a subend is
 //! in `lagging` iff it is blocked, pending, or still catching up.
+//!
+//! **Durable subends** (seed 004's persistent clients) are acknowledged by their checkpoint, not
+//! by what was handed to their outbox: the shell feeds [`Input::SubendCheckpoint`] once the
+//! application's acknowledgement is durable at this broker, and until then the stream's
+//! acknowledgement upstream (and so the pubend's log) stays pinned at it. A durable subend whose
+//! client is away is simply blocked; when it comes back it is attached again from where its
+//! client acknowledged, and catches up alone, fetching what the cache lost a window at a time
+//! ([`crate::Settings::catch_up_window`]).
+//!
+//! [`Input::SubendCheckpoint`]: crate::Input::SubendCheckpoint
 
 use std::collections::BTreeMap;
 
@@ -31,6 +41,8 @@ pub(crate) struct Subends {
     delivered: Tick,
     members: BTreeMap<SubendId, Member>,
     lagging: BTreeMap<SubendId, Tick>,
+    /// Durable subends and the checkpoint each is acknowledged by.
+    checkpoints: BTreeMap<SubendId, Tick>,
     scratch: Vec<SubendId>,
 }
 
@@ -59,16 +71,63 @@ impl Subends {
         if self.members.is_empty() {
             return None;
         }
-        let lagging = self.lagging.values().min().copied();
+        let lagging = self.lagging.values().chain(self.checkpoints.values()).min().copied();
         Some(lagging.map_or(self.delivered, |lag| lag.min(self.delivered)))
     }
 
     /// A subend joins. A pending one (no σ yet) pins the acknowledgements where the stream is.
-    pub(crate) fn attach(&mut self, subend: SubendId, start: Option<Tick>, know: &Knowledge, ctx: &mut Ctx<'_>) {
+    ///
+    /// A durable one may join below where the stream is (a durable subscription restored after
+    /// a restart, or its client back after an absence: `start` is one past its checkpoint) and
+    /// is then replayed from there; attaching one that is attached already rewinds it.
+    pub(crate) fn attach(
+        &mut self,
+        subend: SubendId,
+        start: Option<Tick>,
+        durable: bool,
+        know: &Knowledge,
+        ctx: &mut Ctx<'_>,
+    ) {
         self.members.insert(subend, Member { start: None, blocked: false });
         self.lagging.insert(subend, self.delivered);
+        if let (true, Some(start)) = (durable, start) {
+            self.resume(subend, start, know);
+            return;
+        }
+        self.checkpoints.remove(&subend);
+        if durable {
+            // Pending: pinned by its lagging pointer until confirmed, then by its checkpoint.
+            self.checkpoints.insert(subend, self.delivered);
+        }
         if let Some(start) = start {
             self.confirm(subend, start, know, ctx);
+        }
+    }
+
+    /// A durable subend (re)starts after `start - 1`, which may be below what the stream
+    /// delivered; below the done prefix it gets a gap notice when it catches up.
+    fn resume(&mut self, subend: SubendId, start: Tick, know: &Knowledge) {
+        if self.start.is_none() {
+            self.start = Some(start);
+            self.delivered = start.prev().max(know.done());
+            for pointer in self.lagging.values_mut() {
+                *pointer = (*pointer).max(self.delivered);
+            }
+        }
+        if let Some(member) = self.members.get_mut(&subend) {
+            member.start = Some(start);
+        }
+        // Back after an absence, it stays pinned where its acknowledgements were made durable.
+        let checkpoint = self.checkpoints.get(&subend).map_or(start.prev(), |&c| c.min(start.prev()));
+        self.checkpoints.insert(subend, checkpoint);
+        self.lagging.insert(subend, start.prev().min(self.delivered));
+    }
+
+    /// The application behind durable `subend` acknowledged everything up to `tick`, durably
+    /// at this broker: the stream may acknowledge it upstream.
+    pub(crate) fn checkpoint(&mut self, subend: SubendId, tick: Tick) {
+        if let Some(checkpoint) = self.checkpoints.get_mut(&subend) {
+            *checkpoint = (*checkpoint).max(tick);
         }
     }
 
@@ -85,6 +144,9 @@ impl Subends {
         }
         let Some(member) = self.members.get_mut(&subend) else { return };
         member.start = Some(start);
+        if let Some(checkpoint) = self.checkpoints.get_mut(&subend) {
+            *checkpoint = start.prev();
+        }
         let floor = self.lagging.get(&subend).copied().unwrap_or(self.delivered);
         if start.prev() < floor {
             let error = DeliveryError::StartBelowDone { subend, start, done: floor };
@@ -97,6 +159,7 @@ impl Subends {
     pub(crate) fn detach(&mut self, subend: SubendId) {
         self.members.remove(&subend);
         self.lagging.remove(&subend);
+        self.checkpoints.remove(&subend);
     }
 
     /// The subend's outbox is full: it stops at what it has.
@@ -223,6 +286,11 @@ fn replay(
     ctx: &mut Ctx<'_>,
     fetch: &mut Vec<TickRange>,
 ) -> Tick {
+    // Below the done prefix nothing is held any more: a subend that was behind it (a durable
+    // one back after its log was released early) is told exactly which ticks it lost.
+    if let Some(lost) = TickRange::new(pointer.next(), know.done().min(until)) {
+        gap_notice(subend, &member, pubend, lost, ctx);
+    }
     let Some(range) = TickRange::new(pointer.next().max(know.done().next()), until) else { return until.max(pointer) };
     let mut reached = range.from.prev();
     for run in know.runs(range) {
@@ -232,7 +300,7 @@ fn replay(
             Know::Data => {
                 for tick in (run.range.from.0..=run.range.to.0).map(Tick) {
                     let Some(payload) = cache.get(tick) else {
-                        fetch.push(TickRange::single(tick));
+                        fetch.push(window(tick, until, know, cache, ctx.settings.catch_up_window));
                         return reached;
                     };
                     if member.start.is_some_and(|s| s <= tick) && ctx.matcher.subend(pubend, subend, payload) {
@@ -245,6 +313,32 @@ fn replay(
         reached = run.range.to;
     }
     until
+}
+
+/// The ticks to fetch for a subend that found `from`'s payload missing: from there through the
+/// next `messages` D ticks whose payload is missing too (one range: the F ticks between are
+/// answered as ranges, cheaply), so a backlog is pulled a window at a time.
+fn window(from: Tick, until: Tick, know: &Knowledge, cache: &PayloadCache, messages: u64) -> TickRange {
+    let mut to = from;
+    let (mut counted, mut scanned) = (0, 0);
+    let messages = messages.max(1);
+    let Some(range) = TickRange::new(from, until) else { return TickRange::single(from) };
+    'runs: for run in know.runs(range) {
+        if run.value != Know::Data {
+            continue;
+        }
+        for tick in (run.range.from.0..=run.range.to.0).map(Tick) {
+            scanned += 1;
+            if counted >= messages || scanned > 4 * messages {
+                break 'runs;
+            }
+            if !cache.contains(tick) {
+                to = tick;
+                counted += 1;
+            }
+        }
+    }
+    TickRange { from, to }
 }
 
 fn gap_notice(subend: SubendId, member: &Member, pubend: PubendId, range: TickRange, ctx: &mut Ctx<'_>) {

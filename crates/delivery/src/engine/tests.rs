@@ -153,7 +153,11 @@ fn ack_targets(out: &[Action]) -> Vec<BrokerId> {
 #[test]
 fn acks_go_to_the_last_sender_else_to_every_upstream_broker() {
     let (mut engine, mut out) = relay(vec![], vec![BrokerId(0), BrokerId(5)]);
-    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)) }, &mut out);
+    engine.handle(
+        Millis(1),
+        Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)), durable: false },
+        &mut out,
+    );
     let probe = |tick| Input::Received {
         from: BrokerId(5),
         from_cell: CellId(0),
@@ -186,7 +190,7 @@ fn a_full_outbox_holds_deliveries_back_and_releases_them_in_order() {
     for subend in [1, 2] {
         engine.handle(
             Millis(1),
-            Input::SubendAttach { pubend: P, subend: SubendId(subend), start: Some(Tick(1)) },
+            Input::SubendAttach { pubend: P, subend: SubendId(subend), start: Some(Tick(1)), durable: false },
             &mut out,
         );
     }
@@ -243,7 +247,11 @@ fn a_first_time_duplicate_of_a_final_tick_is_dropped() {
 #[test]
 fn a_stream_stays_compact_over_a_million_ticks_when_acks_flow() {
     let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
-    engine.handle(Millis(1), Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)) }, &mut out);
+    engine.handle(
+        Millis(1),
+        Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)), durable: false },
+        &mut out,
+    );
     for n in 1..=100_000u64 {
         out.clear();
         engine.handle(Millis(n / 10), data(n * 10, n * 10 - 9, 1, false), &mut out);
@@ -396,3 +404,6 @@ fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention
     engine.handle(Millis(1_100), Input::Tick, &mut out);
     assert!(acked(&out).is_some_and(|a| a >= Tick(1000)), "nobody behind it for the retention: all is acknowledged");
 }
+
+#[path = "tests_durable.rs"]
+mod durable;

@@ -108,6 +108,21 @@ pub enum Input {
         subend: SubendId,
         /// σ, if known.
         start: Option<Tick>,
+        /// A durable subscription's subend: acknowledged upstream only by the checkpoints fed
+        /// with [`Input::SubendCheckpoint`], never by what reached its outbox. Attached again
+        /// (its client back, or restored after a restart) with σ one past where its client
+        /// acknowledged, it is replayed from there, even below what the stream delivered.
+        durable: bool,
+    },
+    /// The application behind a durable subend acknowledged every tick up to `tick`, and that
+    /// is now durable at this broker: the stream may acknowledge it upstream.
+    SubendCheckpoint {
+        /// The stream.
+        pubend: PubendId,
+        /// The durable subend.
+        subend: SubendId,
+        /// The last tick acknowledged.
+        tick: Tick,
     },
     /// The barrier confirmed a pending subend's start tick.
     SubendStart {

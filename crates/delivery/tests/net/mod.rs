@@ -153,7 +153,7 @@ impl Net {
         n.subends.push((subend, start));
         self.sub_info.insert(subend, (node, topics, start));
         self.delivered.insert(subend, Vec::new());
-        self.input(node, Input::SubendAttach { pubend: P, subend, start: Some(start) });
+        self.input(node, Input::SubendAttach { pubend: P, subend, start: Some(start), durable: false });
     }
 
     /// Feeds what a (re)started broker learns: its route, its pubend's log, its subends.
@@ -167,7 +167,7 @@ impl Net {
             self.input(id, Input::Store(open));
         }
         for (subend, start) in subends {
-            self.input(id, Input::SubendAttach { pubend: P, subend, start: Some(start) });
+            self.input(id, Input::SubendAttach { pubend: P, subend, start: Some(start), durable: false });
         }
     }
 

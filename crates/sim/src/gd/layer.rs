@@ -168,7 +168,13 @@ impl GdLayer {
             }
             Command::Attach { subend } => {
                 for pubend in pubends {
-                    self.drive(node, store, now, Input::SubendAttach { pubend, subend, start: None }, out);
+                    self.drive(
+                        node,
+                        store,
+                        now,
+                        Input::SubendAttach { pubend, subend, start: None, durable: false },
+                        out,
+                    );
                 }
             }
             Command::Detach { subend } => {
