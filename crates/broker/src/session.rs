@@ -14,6 +14,7 @@ use tidings_wire::{
 
 use crate::cluster::RouteFilter;
 use crate::dispatch::DispatchScratch;
+use crate::guaranteed::durable::DurableSpec;
 use crate::outbox::{Outbox, Target};
 use crate::server::Shared;
 
@@ -61,7 +62,9 @@ pub struct Session {
     greeted: bool,
     subscriptions: HashMap<SubId, ActiveSubscription>,
     /// Guaranteed subscriptions, served by the guaranteed driver.
-    guaranteed: HashMap<SubId, (SubendId, Option<RouteFilter>)>,
+    /// Guaranteed subscriptions: subend, routing filter (the driver keeps a durable one's), and
+    /// durable name.
+    guaranteed: HashMap<SubId, (SubendId, Option<RouteFilter>, Option<String>)>,
     /// The client's outbound queue.
     pub outbox: Arc<Outbox>,
     shared: Arc<Shared>,
@@ -115,8 +118,11 @@ impl Session {
             Frame::GuaranteedPublish(publish) => self.guaranteed_publish(publish),
             Frame::DeliveryAck(ack) => self.delivery_ack(&ack),
             Frame::Unsubscribe(u) if self.guaranteed.contains_key(&u.id) => {
-                if let Some((subend, route)) = self.guaranteed.remove(&u.id) {
-                    self.shared.guaranteed.unsubscribe(subend);
+                if let Some((subend, route, durable)) = self.guaranteed.remove(&u.id) {
+                    match durable {
+                        Some(name) => self.shared.guaranteed.delete_durable(&name, subend),
+                        None => self.shared.guaranteed.unsubscribe(subend),
+                    }
                     if let Some(filter) = route {
                         self.shared.cluster.unsubscribe(filter);
                     }
@@ -201,7 +207,7 @@ impl Session {
     /// A DELIVERY_ACK. One for a subscription that is gone is ignored: a client acknowledges a
     /// batch after the fact, so its last ack may cross its own UNSUBSCRIBE.
     fn delivery_ack(&mut self, ack: &DeliveryAck) -> Result<Next, Notice> {
-        if let Some(&(subend, _)) = self.guaranteed.get(&ack.id) {
+        if let Some(&(subend, _, _)) = self.guaranteed.get(&ack.id) {
             self.shared.guaranteed.delivery_ack(subend, ack.pubend, ack.tick);
         }
         Ok(Next::Continue)
@@ -267,6 +273,14 @@ impl Session {
             }
             None => None,
         };
+        if let Some(name) = s.durable {
+            // The driver keeps a durable subscription's filter in the summaries, across sessions.
+            let spec = DurableSpec { name: name.clone(), pattern: s.pattern, selector: s.selector };
+            let subend =
+                self.shared.guaranteed.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
+            self.guaranteed.insert(s.id, (subend, None, Some(name)));
+            return Ok(Next::Continue);
+        }
         let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
         if s.mode == DeliveryMode::Guaranteed {
             // Into the summaries first: the driver's barrier then vouches for this filter.
@@ -274,7 +288,7 @@ impl Session {
                 self.shared.cluster.subscribe(filter.clone());
             }
             let subend = self.shared.guaranteed.subscribe(s.id, pattern, selector, Arc::clone(&self.outbox));
-            self.guaranteed.insert(s.id, (subend, route));
+            self.guaranteed.insert(s.id, (subend, route, None));
             return Ok(Next::Continue);
         }
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
@@ -308,8 +322,11 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        for (_, (subend, route)) in self.guaranteed.drain() {
-            self.shared.guaranteed.unsubscribe(subend);
+        for (_, (subend, route, durable)) in self.guaranteed.drain() {
+            match durable {
+                Some(name) => self.shared.guaranteed.leave_durable(&name, subend),
+                None => self.shared.guaranteed.unsubscribe(subend),
+            }
             if let Some(filter) = route {
                 self.shared.cluster.unsubscribe(filter);
             }

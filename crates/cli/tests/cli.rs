@@ -497,6 +497,7 @@ fn a_slow_consumer_and_a_refused_client_are_named_in_the_log_once_not_per_messag
         pattern: "t.>".into(),
         selector: None,
         mode: tidings_wire::DeliveryMode::BestEffort,
+        durable: None,
     });
     stalled.send(&subscribe).unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -547,6 +548,7 @@ fn state_shows_a_page_of_each_filter_list_and_every_size() {
             pattern: format!("t.{id}"),
             selector: None,
             mode: tidings_wire::DeliveryMode::BestEffort,
+            durable: None,
         });
         raw.send(&subscribe).unwrap();
     }

@@ -13,7 +13,7 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use gd_common::{assert_exactly_once_in_order, bin, id, publish, spawn};
+use gd_common::{assert_exactly_once_in_order, bin, id, publish, spawn, start_on};
 use serde_json::Value;
 use tidings_testkit::{BrokerProcess, RawConnection, Signal};
 use tidings_wire::{Frame, GuaranteedPublish, Message, PublisherId, SubId, Subscribe};
@@ -104,14 +104,6 @@ fn a_retry_after_a_lost_ack_gets_the_same_tick_and_is_delivered_once() {
     assert!(b.metric("tidings_gd_duplicate_publishes_total").unwrap() >= 2.0);
 }
 
-fn start_on(data: &Path, listen: &str, config: &Path) -> BrokerProcess {
-    let data = data.display().to_string();
-    let config = config.display().to_string();
-    let args =
-        ["broker", "--listen", listen, "--udp", "off", "--admin", "127.0.0.1:0", "--data", &data, "--config", &config];
-    BrokerProcess::start_with_args(bin(), &args).unwrap()
-}
-
 /// Every record of every pubend in a stopped broker's log: tick -> (publisher hex, seq).
 fn logged(data: &Path) -> BTreeMap<u64, (String, u64)> {
     let sink = |_: Vec<tidings_store::Completion>| {};
@@ -136,7 +128,8 @@ fn logged(data: &Path) -> BTreeMap<u64, (String, u64)> {
 fn pin_the_log(b: &BrokerProcess) -> RawConnection {
     let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
     let mode = tidings_wire::DeliveryMode::Guaranteed;
-    raw.send(&Frame::Subscribe(Subscribe { id: SubId(1), mode, pattern: "k.>".into(), selector: None })).unwrap();
+    raw.send(&Frame::Subscribe(Subscribe { id: SubId(1), mode, pattern: "k.>".into(), selector: None, durable: None }))
+        .unwrap();
     assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Subscribed(_)));
     let fill = publish(&b.tcp(), "k.fill", 300, &["--pubend", "fill", "--size", "65536"]);
     assert_eq!(json_lines(fill).len(), 300);
@@ -219,6 +212,7 @@ fn a_guaranteed_subscription_with_a_bad_selector_is_refused() {
         mode: tidings_wire::DeliveryMode::Guaranteed,
         pattern: "a.>".into(),
         selector: Some("x >".into()),
+        durable: None,
     };
     raw.send(&Frame::Subscribe(subscribe)).unwrap();
     assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Error(_)), "a bad selector is refused");

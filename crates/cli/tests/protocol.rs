@@ -62,6 +62,7 @@ fn subscribe(c: &mut RawConnection, id: u32, pattern: &str) {
         mode: DeliveryMode::BestEffort,
         pattern: pattern.into(),
         selector: None,
+        durable: None,
     }))
     .unwrap();
     barrier(c, u64::from(id) + 1_000_000);
@@ -274,6 +275,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
             mode: DeliveryMode::BestEffort,
             pattern: bad.into(),
             selector: None,
+            durable: None,
         }))
         .unwrap();
         expect_refusal(&mut c, ReasonCode::InvalidPattern);
@@ -286,6 +288,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         mode: DeliveryMode::BestEffort,
         pattern: "b".into(),
         selector: None,
+        durable: None,
     }))
     .unwrap();
     expect_refusal(&mut c, ReasonCode::DuplicateSubscriptionId);
@@ -300,6 +303,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         mode: DeliveryMode::Guaranteed,
         pattern: "a".into(),
         selector: None,
+        durable: None,
     }))
     .unwrap();
     let confirmed = c.expect(Duration::from_secs(5)).unwrap();
@@ -314,6 +318,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         mode: DeliveryMode::BestEffort,
         pattern: "a".into(),
         selector: Some("price >".into()),
+        durable: None,
     }))
     .unwrap();
     expect_refusal(&mut c, ReasonCode::InvalidSelector);
@@ -430,6 +435,7 @@ fn udp_clients_subscribe_publish_and_ping() {
             mode: DeliveryMode::BestEffort,
             pattern: "u.*".into(),
             selector: None,
+            durable: None,
         }),
     );
     udp_send(&sub, &Frame::Ping(Ping { nonce: 8 }));
@@ -476,6 +482,7 @@ fn udp_subscriptions_expire_without_keepalive() {
             mode: DeliveryMode::BestEffort,
             pattern: "x".into(),
             selector: None,
+            durable: None,
         }),
     );
     udp_send(&sub, &Frame::Ping(Ping { nonce: 1 }));

@@ -239,6 +239,7 @@ impl Client {
             mode: options.mode,
             pattern: options.pattern.clone(),
             selector: options.selector.clone().filter(|s| !s.is_empty()),
+            durable: options.durable.clone(),
         };
         let (subscription, route, confirmed) =
             Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());

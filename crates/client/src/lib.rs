@@ -97,7 +97,7 @@ pub use delivery::{Delivery, Event, GapNotice, Position};
 pub use error::ClientError;
 pub use event::ConnectionEvent;
 pub use publisher::Receipt;
-pub use subscription::{SubscribeOptions, Subscription};
+pub use subscription::{Acks, SubscribeOptions, Subscription};
 pub use tidings_wire::{DeliveryMode, Message, Property, PubendId, PublisherId, ReasonCode, SubId, Tick, Value};
 
 use std::time::{SystemTime, UNIX_EPOCH};

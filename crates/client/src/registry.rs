@@ -137,7 +137,13 @@ mod tests {
     use tidings_wire::DeliveryMode;
 
     fn sub(id: u32) -> Subscribe {
-        Subscribe { id: SubId(id), mode: DeliveryMode::BestEffort, pattern: format!("p{id}"), selector: None }
+        Subscribe {
+            id: SubId(id),
+            mode: DeliveryMode::BestEffort,
+            pattern: format!("p{id}"),
+            selector: None,
+            durable: None,
+        }
     }
 
     fn registry(ids: &[u32]) -> Registry<u32> {

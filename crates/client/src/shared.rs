@@ -187,7 +187,12 @@ impl Shared {
                 inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
             Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
-                self.reached(id, pubend, tick);
+                if !self.reached(id, pubend, tick) {
+                    // A durable subscription resumed from its last acknowledgement, below what
+                    // this client already had: the application does not see it twice.
+                    debug!(subscription = id.0, tick = tick.0, "a guaranteed delivery already received; skipped");
+                    return None;
+                }
                 inbox.push(Event::Message(Delivery::guaranteed(id, Position { pubend, tick }, message, read_us)));
             }
             Frame::Gap(Gap { id, pubend, from, to }) => {
@@ -221,10 +226,12 @@ impl Shared {
         None
     }
 
-    /// A guaranteed subscription has everything of `pubend` through `tick`.
-    fn reached(&self, id: SubId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) {
-        if let Some(g) = self.registry.lock().sink_mut(id).and_then(|r| r.guaranteed.as_mut()) {
-            g.standing.reached(pubend, tick);
+    /// A guaranteed subscription has everything of `pubend` through `tick`; false if it had
+    /// `tick` already.
+    fn reached(&self, id: SubId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) -> bool {
+        match self.registry.lock().sink_mut(id).and_then(|r| r.guaranteed.as_mut()) {
+            Some(g) => g.standing.reached(pubend, tick),
+            None => true,
         }
     }
 

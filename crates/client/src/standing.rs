@@ -36,11 +36,15 @@ impl Standing {
         gaps
     }
 
-    /// The subscription has everything of `pubend` up to `through`.
-    pub(crate) fn reached(&mut self, pubend: PubendId, through: Tick) {
+    /// The subscription has everything of `pubend` up to `through`. False if `through` was
+    /// behind what it expected (it had that tick already: a durable subscription resumes from
+    /// its last acknowledgement, which may be behind what this client received).
+    pub(crate) fn reached(&mut self, pubend: PubendId, through: Tick) -> bool {
         let next = Tick(through.0.saturating_add(1));
-        let expected = self.expected.entry(pubend).or_insert(next);
+        let expected = self.expected.entry(pubend).or_insert(through);
+        let new = through >= *expected;
         *expected = (*expected).max(next);
+        new
     }
 }
 
@@ -67,6 +71,18 @@ mod tests {
         let gaps = s.confirmed(SubId(1), &[(P, Tick(200)), (Q, Tick(5))]);
         assert_eq!(gaps, [GapNotice { subscription: SubId(1), pubend: P, from: Tick(151), to: Tick(199) }]);
         assert!(s.confirmed(SubId(1), &[(P, Tick(200))]).is_empty(), "a confirmation at the same place opens none");
+    }
+
+    #[test]
+    fn a_tick_below_the_expected_one_is_a_repeat() {
+        let mut s = Standing::default();
+        s.confirmed(SubId(1), &[(P, Tick(100))]);
+        assert!(s.reached(P, Tick(100)));
+        assert!(s.reached(P, Tick(150)));
+        s.confirmed(SubId(1), &[(P, Tick(120))]);
+        assert!(!s.reached(P, Tick(120)), "resumed below what was received");
+        assert!(!s.reached(P, Tick(150)));
+        assert!(s.reached(P, Tick(151)));
     }
 
     #[test]

@@ -11,7 +11,7 @@ use tidings_wire::{DeliveryAck, DeliveryMode, Frame, PubendId, SubId, Tick};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::client::Handle;
-use crate::delivery::{Delivery, Event, GapNotice};
+use crate::delivery::{Delivery, Event, GapNotice, Position};
 use crate::error::ClientError;
 use crate::shared::{Batch, GuaranteedRoute, Route};
 
@@ -31,12 +31,53 @@ pub struct SubscribeOptions {
     pub selector: Option<String>,
     /// Best effort (the default) or guaranteed.
     pub mode: DeliveryMode,
+    /// A durable subscription's name (see [`durable`](Self::durable)).
+    pub durable: Option<String>,
+    /// Who acknowledges what a guaranteed subscription delivered.
+    pub acks: Acks,
+}
+
+/// How a guaranteed subscription's deliveries are acknowledged to the broker. A durable
+/// subscription resumes after the last acknowledged message, so this is where "processed"
+/// is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Acks {
+    /// Each delivery counts as acknowledged once the application has taken it from the
+    /// subscription (sent once per batch).
+    #[default]
+    Automatic,
+    /// Only what the application passes to [`Subscription::ack`] is acknowledged: a message
+    /// taken but not acknowledged comes again after a reconnect or a restart.
+    Explicit,
 }
 
 impl SubscribeOptions {
     /// Every message whose topic matches `pattern`, best effort.
     pub fn new(pattern: impl Into<String>) -> SubscribeOptions {
-        SubscribeOptions { pattern: pattern.into(), selector: None, mode: DeliveryMode::BestEffort }
+        SubscribeOptions {
+            pattern: pattern.into(),
+            selector: None,
+            mode: DeliveryMode::BestEffort,
+            durable: None,
+            acks: Acks::Automatic,
+        }
+    }
+
+    /// A durable subscription named `name` (guaranteed): the broker keeps it while no client
+    /// holds it, its messages are kept for it, and a client subscribing again with the same
+    /// name (and the same pattern and selector) receives everything after the last message it
+    /// acknowledged, exactly once, in order. Only one client may hold a name at a time;
+    /// [`Subscription::unsubscribe`] deletes it, dropping the subscription only leaves it.
+    pub fn durable(mut self, name: impl Into<String>) -> SubscribeOptions {
+        self.mode = DeliveryMode::Guaranteed;
+        self.durable = Some(name.into());
+        self
+    }
+
+    /// Acknowledge only what [`Subscription::ack`] is given.
+    pub fn explicit_acks(mut self) -> SubscribeOptions {
+        self.acks = Acks::Explicit;
+        self
     }
 
     /// Only messages whose properties make `selector` true.
@@ -176,6 +217,17 @@ impl Subscription {
         }
     }
 
+    /// The next message or gap notice if one is buffered, without waiting.
+    pub fn try_next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.current.next() {
+                return Some(self.note(event));
+            }
+            let batch = self.rx.try_recv().ok()?;
+            self.start(batch);
+        }
+    }
+
     /// Gap notices that [`recv`](Self::recv), [`try_recv`](Self::try_recv) or the stream
     /// passed over: ticks this guaranteed subscription possibly missed.
     pub fn gaps(&self) -> &[GapNotice] {
@@ -225,6 +277,20 @@ impl Subscription {
         }
     }
 
+    /// Acknowledges `position` and everything before it in its pubend's stream (with
+    /// [`Acks::Explicit`]; automatic acks do this by themselves). Acknowledgements are
+    /// cumulative and go out with [`flush_acks`](Self::flush_acks).
+    pub fn ack(&mut self, position: Position) {
+        let tick = self.unacked.entry(position.pubend).or_insert(position.tick);
+        *tick = (*tick).max(position.tick);
+    }
+
+    /// Sends the acknowledgements not yet sent (one DELIVERY_ACK per pubend). Call it when the
+    /// application has caught up, before it closes or waits.
+    pub fn flush_acks(&mut self) {
+        self.send_acks();
+    }
+
     /// Sends one cumulative DELIVERY_ACK per pubend for what the application has taken.
     fn send_acks(&mut self) {
         let Some(client) = &self.client else { return };
@@ -241,15 +307,17 @@ impl Subscription {
             Event::Message(delivery) => {
                 delivery.received_us = crate::now_us();
                 self.missed += u64::from(delivery.missed);
-                if let Some(p) = delivery.position {
+                if let (Some(p), Acks::Automatic) = (delivery.position, self.options.acks) {
                     self.unacked.insert(p.pubend, p.tick);
                 }
             }
             Event::Gap(gap) => {
-                self.unacked.insert(gap.pubend, gap.to);
+                if self.options.acks == Acks::Automatic {
+                    self.unacked.insert(gap.pubend, gap.to);
+                }
             }
         }
-        if self.current.as_slice().is_empty() {
+        if self.current.as_slice().is_empty() && self.options.acks == Acks::Automatic {
             self.send_acks();
         }
         event

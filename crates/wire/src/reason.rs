@@ -49,11 +49,16 @@ pub enum ReasonCode {
     /// The broker could not log a guaranteed publish (a full disk, a failed write); nothing of
     /// it was kept, and the publisher may retry later.
     StorageUnavailable = 18,
+    /// The durable subscription name is held by another session right now.
+    DurableInUse = 19,
+    /// A durable subscription of that name exists with another pattern or selector (delete it
+    /// with UNSUBSCRIBE first), or the name is not a valid durable name.
+    DurableMismatch = 20,
 }
 
 impl ReasonCode {
     /// Every code, in number order (for docs and exhaustive tests).
-    pub const ALL: [ReasonCode; 19] = [
+    pub const ALL: [ReasonCode; 21] = [
         ReasonCode::Normal,
         ReasonCode::MalformedFrame,
         ReasonCode::FrameTooLarge,
@@ -73,6 +78,8 @@ impl ReasonCode {
         ReasonCode::Internal,
         ReasonCode::UnexpectedFrame,
         ReasonCode::StorageUnavailable,
+        ReasonCode::DurableInUse,
+        ReasonCode::DurableMismatch,
     ];
 
     /// The number on the wire.
@@ -108,6 +115,8 @@ impl ReasonCode {
             ReasonCode::Internal => "internal",
             ReasonCode::UnexpectedFrame => "unexpected_frame",
             ReasonCode::StorageUnavailable => "storage_unavailable",
+            ReasonCode::DurableInUse => "durable_in_use",
+            ReasonCode::DurableMismatch => "durable_mismatch",
         }
     }
 }

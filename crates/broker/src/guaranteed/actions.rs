@@ -60,10 +60,10 @@ impl Driver {
             }
             Action::Deliver { subend, pubend, tick, payload } => self.deliver(subend, pubend, tick, payload),
             Action::GapNotice { subend, pubend, range } => {
-                if let Some(entry) = self.subends.get(&subend) {
+                if let Some((entry, outbox)) = self.subends.get(&subend).and_then(|e| Some((e, e.outbox.as_ref()?))) {
                     let (from, to) = (tidings_wire::Tick(range.from.0), tidings_wire::Tick(range.to.0));
                     let gap = Gap { id: entry.id, pubend: tidings_wire::PubendId(pubend.0), from, to };
-                    entry.outbox.push_frame(&Frame::Gap(gap));
+                    outbox.push_frame(&Frame::Gap(gap));
                 }
             }
             Action::PublishAcked { pubend, publisher, seq } => self.acked((pubend, publisher, seq)),
@@ -94,6 +94,7 @@ impl Driver {
 
     fn deliver(&mut self, subend: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
         let Some(entry) = self.subends.get_mut(&subend) else { return };
+        let Some(outbox) = entry.outbox.clone() else { return };
         let message = match Message::decode(payload) {
             Ok(message) => message,
             Err(error) => {
@@ -103,7 +104,7 @@ impl Driver {
         };
         let wire = (tidings_wire::PubendId(pubend.0), tidings_wire::Tick(tick.0));
         self.metrics.deliveries.inc();
-        match entry.outbox.push_guaranteed(entry.id, wire.0, wire.1, &message) {
+        match outbox.push_guaranteed(entry.id, wire.0, wire.1, &message) {
             GuaranteedPush::Queued | GuaranteedPush::Closed => {}
             GuaranteedPush::QueuedFull if entry.blocked => {}
             GuaranteedPush::QueuedFull => {
@@ -111,7 +112,7 @@ impl Driver {
                 self.metrics.outbox_full.inc();
                 self.inputs.push_back(Input::OutboxFull { subend });
                 let tx = self.tx.clone();
-                entry.outbox.when_room(Box::new(move || {
+                outbox.when_room(Box::new(move || {
                     let _ = tx.send(super::Command::Room { subend });
                 }));
             }

@@ -24,13 +24,16 @@ use crate::outbox::Outbox;
 /// A local guaranteed subscription.
 pub(super) struct Subend {
     pub(super) id: SubId,
-    pub(super) outbox: Arc<Outbox>,
+    /// `None` while a durable subscription's client is away.
+    pub(super) outbox: Option<Arc<Outbox>>,
     /// Its outbox filled; the engine was told, and a room callback is pending.
     pub(super) blocked: bool,
     /// The barrier it waits for before SUBSCRIBED (in a network).
     pub(super) barrier: Option<u64>,
     /// When it was confirmed (SUBSCRIBED sent).
     pub(super) confirmed_at: Option<Millis>,
+    /// A durable subscription's subend (see [`super::durable`]).
+    pub(super) durable: bool,
 }
 
 /// A publisher waiting for its PUBLISH_ACK.
@@ -64,6 +67,18 @@ pub struct Driver {
     /// The `/state` snapshot, shared with the admin endpoint, and when it was last refreshed.
     pub(super) state: Arc<parking_lot::Mutex<super::state::GuaranteedState>>,
     pub(super) snapshot_at: Option<Instant>,
+    /// Durable subscriptions and their store.
+    pub(super) durables: super::durable::Durables,
+    /// Subend numbers, shared with the sessions' handle.
+    pub(super) next_subend: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// What the driver shares with the sessions' handle, and its command channel.
+pub(super) struct Handles {
+    pub(super) claims: Arc<parking_lot::Mutex<super::durable::Claims>>,
+    pub(super) next_subend: Arc<std::sync::atomic::AtomicU64>,
+    pub(super) tx: mpsc::UnboundedSender<Command>,
+    pub(super) rx: mpsc::UnboundedReceiver<Command>,
 }
 
 /// Milliseconds since the Unix epoch: ticks are the pubend's clock, and must keep growing
@@ -78,11 +93,13 @@ impl Driver {
         broker: &str,
         options: tidings_store::Options,
         metrics: GuaranteedMetrics,
-        tx: mpsc::UnboundedSender<Command>,
-        rx: mpsc::UnboundedReceiver<Command>,
         cluster: Arc<crate::cluster::Cluster>,
+        handles: Handles,
     ) -> Result<Driver, GuaranteedError> {
+        let Handles { claims, next_subend, tx, rx } = handles;
         let opened = journal::open(dir, options, tx.clone())?;
+        let data_dir = dir.parent().unwrap_or(dir);
+        let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let mut driver = Driver {
             engine: Engine::new(Settings::default(), LocalMatcher::default()),
             store: opened.store,
@@ -104,12 +121,15 @@ impl Driver {
                 .then(|| super::net::Net::new(Arc::clone(&cluster), dir.with_file_name("gd-children.json"))),
             state: Arc::default(),
             snapshot_at: None,
+            durables: super::durable::Durables::new(store, claims),
+            next_subend,
         };
         for (pubend, recovered) in opened.pubends {
             let highest = recovered.logged.last().copied().unwrap_or_default();
             driver.durable.insert(pubend, highest);
             driver.open_pubend(pubend, recovered);
         }
+        driver.restore_durables()?;
         Ok(driver)
     }
 
@@ -128,6 +148,7 @@ impl Driver {
                 () = tokio::time::sleep(sleep) => self.feed(Input::Tick),
                 () = shutdown.cancelled() => break,
             }
+            self.flush_checkpoints();
             self.report();
             self.snapshot();
         }
@@ -170,22 +191,23 @@ impl Driver {
     fn command(&mut self, command: Command) {
         match command {
             Command::Publish { publish, reply } => self.publish(publish, reply),
-            Command::Subscribe { subend, id, pattern, selector, outbox } => {
-                self.subscribe(subend, id, pattern, selector, outbox)
-            }
-            Command::Unsubscribe { subend } => {
-                for pubend in self.pubends() {
-                    self.feed(Input::SubendDetach { pubend, subend });
-                }
-                self.engine.matcher_mut().remove(subend);
-                self.subends.remove(&subend);
-                self.metrics.subends.set(self.subends.len() as i64);
-            }
+            Command::Subscribe { subend, id, pattern, selector, outbox, durable } => match durable {
+                Some(spec) => self.subscribe_durable(subend, id, spec, (pattern, selector), outbox),
+                None => self.subscribe(subend, id, (pattern, selector), false, outbox),
+            },
+            Command::Unsubscribe { subend } => match self.subends.get(&subend).is_some_and(|entry| entry.durable) {
+                true => self.delete_durable(subend),
+                false => self.remove_subend(subend),
+            },
+            Command::Away { subend } => self.durable_away(subend),
             Command::DeliveryAck { subend, pubend, tick } => {
                 debug!(subend = subend.0, pubend = pubend.0, tick = tick.0, "delivery ack");
+                self.durable_ack(subend, PubendId(pubend.0), Tick(tick.0));
             }
+            Command::CheckpointsSaved { saved, result } => self.checkpoints_saved(saved, result),
             Command::Room { subend } => {
-                if let Some(entry) = self.subends.get_mut(&subend) {
+                // A durable subscription's old outbox may call back after its client left.
+                if let Some(entry) = self.subends.get_mut(&subend).filter(|entry| entry.outbox.is_some()) {
                     entry.blocked = false;
                     self.feed(Input::OutboxReady { subend });
                 }
@@ -198,6 +220,16 @@ impl Driver {
             Command::Received { from, message } => self.received(from, message),
             Command::Routing(action) => self.routing(action),
         }
+    }
+
+    /// A subend leaves every stream and the matcher.
+    pub(super) fn remove_subend(&mut self, subend: SubendId) {
+        for pubend in self.pubends() {
+            self.feed(Input::SubendDetach { pubend, subend });
+        }
+        self.engine.matcher_mut().remove(subend);
+        self.subends.remove(&subend);
+        self.metrics.subends.set(self.subends.len() as i64);
     }
 
     fn completed(&mut self, group: &[Completion]) {

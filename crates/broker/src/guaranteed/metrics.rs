@@ -71,6 +71,18 @@ pub struct GuaranteedMetrics {
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
     pub subends: Gauge,
+    /// Durable subscriptions created.
+    pub durable_created: Counter,
+    /// Durable subscriptions taken up again by a client.
+    pub durable_resumed: Counter,
+    /// Durable subscriptions deleted.
+    pub durable_deleted: Counter,
+    /// Checkpoint writes of durable subscriptions made durable.
+    pub durable_checkpoints: Counter,
+    /// Checkpoint writes that failed (retried; the messages stay held).
+    pub durable_checkpoint_failures: Counter,
+    /// Durable subscriptions, held by a client or not.
+    pub durables: Gauge,
 }
 
 impl GuaranteedMetrics {
@@ -102,6 +114,12 @@ impl GuaranteedMetrics {
             pubend_acked: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
+            durable_created: Counter::default(),
+            durable_resumed: Counter::default(),
+            durable_deleted: Counter::default(),
+            durable_checkpoints: Counter::default(),
+            durable_checkpoint_failures: Counter::default(),
+            durables: Gauge::default(),
         };
         let r = registry.sub_registry_with_prefix("tidings_gd");
         r.register("publishes_acked", "Guaranteed publishes acknowledged", m.publishes_acked.clone());
@@ -129,6 +147,13 @@ impl GuaranteedMetrics {
         r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.clone());
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
+        r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());
+        r.register("durable_resumed", "Durable subscriptions taken up again by a client", m.durable_resumed.clone());
+        r.register("durable_deleted", "Durable subscriptions deleted", m.durable_deleted.clone());
+        r.register("durable_checkpoints", "Durable checkpoint writes made durable", m.durable_checkpoints.clone());
+        let failures = m.durable_checkpoint_failures.clone();
+        r.register("durable_checkpoint_failures", "Durable checkpoint writes that failed (retried)", failures);
+        r.register("durables", "Durable subscriptions, held or not", m.durables.clone());
         m
     }
 }

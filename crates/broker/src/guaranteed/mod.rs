@@ -23,6 +23,8 @@ mod actions;
 mod assigned;
 mod children;
 mod driver;
+pub mod durable;
+mod durable_store;
 mod journal;
 mod matcher;
 mod metrics;
@@ -62,6 +64,9 @@ pub enum GuaranteedError {
         /// Why.
         source: tidings_store::StoreError,
     },
+    /// The durable subscriptions' store could not be opened or read.
+    #[error("{0}")]
+    Durable(#[from] durable_store::DurableStoreError),
 }
 
 /// What the driver is asked to do; sessions send these through [`Guaranteed`], the cluster
@@ -75,10 +80,25 @@ pub(crate) enum Command {
     Routing(tidings_route::GdAction),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`.
     Publish { publish: GuaranteedPublish, reply: Arc<Outbox> },
-    /// A guaranteed SUBSCRIBE, already validated; SUBSCRIBED goes to `outbox`.
-    Subscribe { subend: SubendId, id: SubId, pattern: Pattern, selector: Option<Selector>, outbox: Arc<Outbox> },
-    /// An UNSUBSCRIBE or a closed session.
+    /// A guaranteed SUBSCRIBE, already validated (a durable name already claimed); SUBSCRIBED
+    /// goes to `outbox`.
+    Subscribe {
+        subend: SubendId,
+        id: SubId,
+        pattern: Pattern,
+        selector: Option<Selector>,
+        outbox: Arc<Outbox>,
+        durable: Option<durable::DurableSpec>,
+    },
+    /// An UNSUBSCRIBE or a closed session (a durable subscription is deleted).
     Unsubscribe { subend: SubendId },
+    /// The session holding a durable subscription closed: it stays.
+    Away { subend: SubendId },
+    /// A checkpoint write finished.
+    CheckpointsSaved {
+        saved: Vec<(String, tidings_delivery::PubendId, tidings_delivery::Tick)>,
+        result: Result<(), String>,
+    },
     /// A DELIVERY_ACK from the subscriber.
     DeliveryAck { subend: SubendId, pubend: PubendId, tick: Tick },
     /// A subend's outbox that was full has room again.
@@ -98,7 +118,8 @@ pub(crate) enum Command {
 /// The sessions' handle on the driver: cheap to call, never blocks.
 pub struct Guaranteed {
     tx: mpsc::UnboundedSender<Command>,
-    next_subend: AtomicU64,
+    next_subend: Arc<AtomicU64>,
+    claims: Arc<parking_lot::Mutex<durable::Claims>>,
     state: Arc<parking_lot::Mutex<GuaranteedState>>,
 }
 
@@ -116,9 +137,13 @@ impl Guaranteed {
         cluster.attach_guaranteed(tx.clone());
         let options = tidings_store::Options { fsync, ..tidings_store::Options::default() };
         let dir = data_dir.join("pubends");
-        let driver = Driver::open(&dir, broker, options, metrics, tx.clone(), rx, cluster)?;
+        let next_subend = Arc::new(AtomicU64::new(1));
+        let claims = Arc::default();
+        let handles =
+            driver::Handles { claims: Arc::clone(&claims), next_subend: Arc::clone(&next_subend), tx: tx.clone(), rx };
+        let driver = Driver::open(&dir, broker, options, metrics, cluster, handles)?;
         let state = driver.shared_state();
-        Ok((Guaranteed { tx, next_subend: AtomicU64::new(1), state }, driver))
+        Ok((Guaranteed { tx, next_subend, claims, state }, driver))
     }
 
     /// The latest snapshot of guaranteed delivery here, for `/state`.
@@ -140,8 +165,36 @@ impl Guaranteed {
     /// Returns the subend, to unsubscribe with.
     pub fn subscribe(&self, id: SubId, pattern: Pattern, selector: Option<Selector>, outbox: Arc<Outbox>) -> SubendId {
         let subend = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
-        self.send(Command::Subscribe { subend, id, pattern, selector, outbox });
+        self.send(Command::Subscribe { subend, id, pattern, selector, outbox, durable: None });
         subend
+    }
+
+    /// A durable SUBSCRIBE: claims the name (refused at once if another session holds it or it
+    /// stands for another filter), then resumes or creates it. Returns the name's subend.
+    pub fn subscribe_durable(
+        &self,
+        id: SubId,
+        spec: durable::DurableSpec,
+        (pattern, selector): (Pattern, Option<Selector>),
+        outbox: Arc<Outbox>,
+    ) -> Result<SubendId, tidings_wire::Notice> {
+        // A number is taken whether or not the name is new: they are plentiful.
+        let fresh = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
+        let subend = self.claims.lock().claim(&spec.name, &spec.pattern, spec.selector.as_deref(), fresh)?;
+        self.send(Command::Subscribe { subend, id, pattern, selector, outbox, durable: Some(spec) });
+        Ok(subend)
+    }
+
+    /// The session holding durable subscription `name` closed: the subscription stays.
+    pub fn leave_durable(&self, name: &str, subend: SubendId) {
+        self.claims.lock().release(name);
+        self.send(Command::Away { subend });
+    }
+
+    /// UNSUBSCRIBE of durable subscription `name`: it is deleted.
+    pub fn delete_durable(&self, name: &str, subend: SubendId) {
+        self.claims.lock().remove(name);
+        self.send(Command::Unsubscribe { subend });
     }
 
     /// The subscription ended (UNSUBSCRIBE or the session closed).

@@ -29,12 +29,19 @@ impl Driver {
         &mut self,
         subend: SubendId,
         id: SubId,
-        pattern: Pattern,
-        selector: Option<Selector>,
+        (pattern, selector): (Pattern, Option<Selector>),
+        durable: bool,
         outbox: Arc<Outbox>,
     ) {
         self.engine.matcher_mut().insert(subend, pattern, selector);
-        let entry = Subend { id, outbox: Arc::clone(&outbox), blocked: false, barrier: None, confirmed_at: None };
+        let entry = Subend {
+            id,
+            outbox: Some(Arc::clone(&outbox)),
+            blocked: false,
+            barrier: None,
+            confirmed_at: None,
+            durable,
+        };
         self.subends.insert(subend, entry);
         self.metrics.subends.set(self.subends.len() as i64);
         let Some(net) = self.net.as_ref() else {
@@ -42,9 +49,10 @@ impl Driver {
             for pubend in self.hosted.clone() {
                 let start = self.next_tick(pubend);
                 starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
-                self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable: false });
+                self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable });
+                self.durable_started(subend, pubend, start);
             }
-            self.confirm_subend(subend, Millis(0));
+            self.confirm_subend(subend, now());
             outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
             return;
         };
@@ -53,7 +61,7 @@ impl Driver {
             entry.barrier = Some(number);
         }
         for pubend in self.pubends() {
-            self.feed(Input::SubendAttach { pubend, subend, start: None, durable: false });
+            self.feed(Input::SubendAttach { pubend, subend, start: None, durable });
         }
     }
 
@@ -85,11 +93,14 @@ impl Driver {
                 let start = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
                 starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
                 self.feed(Input::SubendStart { pubend, subend, start });
+                self.durable_started(subend, pubend, start);
             }
             self.confirm_subend(subend, at);
             if let Some(entry) = self.subends.get(&subend) {
                 let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts });
-                entry.outbox.push_frame(&frame);
+                if let Some(outbox) = &entry.outbox {
+                    outbox.push_frame(&frame);
+                }
             }
         }
     }
@@ -98,11 +109,24 @@ impl Driver {
     /// hosted pubend's next tick) or else at their late start, pending ones wait for their
     /// barrier like the rest.
     pub(super) fn attach_late(&mut self, pubend: PubendId, start: Option<Tick>) {
-        let subends: Vec<(SubendId, Option<Millis>)> =
-            self.subends.iter().map(|(subend, entry)| (*subend, entry.confirmed_at)).collect();
-        for (subend, confirmed_at) in subends {
-            let start = confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
-            self.feed(Input::SubendAttach { pubend, subend, start, durable: false });
+        // A durable subend starts one past its checkpoint; the others at `start` or their late
+        // start. Lowest first, so the stream here starts at the lowest and every later subend
+        // attaches at or above it.
+        let mut attach: Vec<(SubendId, Option<Tick>, bool)> = self
+            .subends
+            .iter()
+            .map(|(&subend, entry)| {
+                let late = entry.confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
+                let durable = self.durable_start(subend, pubend).or(late.filter(|_| entry.durable));
+                (subend, if entry.durable { durable } else { late }, entry.durable)
+            })
+            .collect();
+        attach.sort_by_key(|&(subend, start, _)| (start.is_none(), start, subend));
+        for (subend, start, durable) in attach {
+            self.feed(Input::SubendAttach { pubend, subend, start, durable });
+            if let (true, Some(start)) = (durable, start) {
+                self.durable_started(subend, pubend, start);
+            }
             // The core pauses a subend per stream: one paused by a full outbox stays paused on
             // the new stream too, until its room callback fires.
             if self.subends.get(&subend).is_some_and(|entry| entry.blocked) {

@@ -16,7 +16,9 @@ use tidings_wire::{DeliveryMode, Value};
   tidings sub 'prices.>'                             # every topic under prices
   tidings sub 'prices.*' 'news.>' --json             # several patterns, one JSON object per line
   tidings sub 'prices.>' --where \"sym = 'IBM' AND price > 100\"
-  tidings sub 'orders.>' --guaranteed --count 10     # exactly once, in order; exit after 10")]
+  tidings sub 'orders.>' --guaranteed --count 10     # exactly once, in order; exit after 10
+  tidings sub 'orders.>' --durable billing --json    # kept while away; resumes where it stopped
+  tidings durable rm billing                         # delete it (or UNSUBSCRIBE from a client)")]
 pub(crate) struct Args {
     #[command(flatten)]
     server: super::server::ServerArgs,
@@ -37,6 +39,18 @@ pub(crate) struct Args {
     /// and `tick`, and a gap notice prints as `{"gap":true,"pubend","from","to","subscription"}`.
     #[arg(long)]
     guaranteed: bool,
+    /// A durable subscription named NAME (implies --guaranteed; one pattern): the broker keeps
+    /// it and its messages while no client holds it, and `tidings sub --durable NAME` again
+    /// prints everything after the last line this command printed, exactly once, in order.
+    /// Each line is acknowledged after it is written to stdout. The name stays after exit;
+    /// delete it with `tidings durable rm NAME`.
+    #[arg(long, value_name = "NAME", value_parser = durable_name)]
+    durable: Option<String>,
+}
+
+/// A durable name as the broker accepts it (a usage error otherwise).
+fn durable_name(text: &str) -> Result<String, String> {
+    tidings_broker::guaranteed::durable::check_name(text).map(|()| text.to_string()).map_err(|n| n.text)
 }
 
 fn value_json(v: &Value) -> serde_json::Value {
@@ -142,15 +156,32 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     }
+    if args.durable.is_some() && args.patterns.len() != 1 {
+        eprintln!("error: --durable takes exactly one pattern");
+        return Ok(ExitCode::from(2));
+    }
     let client = args.server.connect("tidings-sub").await?;
+    if let Some(name) = &args.durable {
+        let options = SubscribeOptions::new(&args.patterns[0]).durable(name).explicit_acks();
+        let options = match &args.selector {
+            Some(selector) => options.selector(selector),
+            None => options,
+        };
+        let _reconnects = report_connection_changes(&client, &args.server.server);
+        let subscription = client
+            .subscribe_with(options)
+            .await
+            .with_context(|| format!("durable subscription {name:?} to {:?} refused", args.patterns[0]))?;
+        return durable(&client, subscription, &args).await;
+    }
     let mut reconnects = report_connection_changes(&client, &args.server.server);
     let mut subscriptions = Vec::new();
     let mut ids = Vec::new();
     for pattern in &args.patterns {
         let options = SubscribeOptions {
-            pattern: pattern.clone(),
-            selector: args.selector.clone(),
             mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
+            selector: args.selector.clone(),
+            ..SubscribeOptions::new(pattern)
         };
         let subscription =
             client.subscribe_with(options).await.with_context(|| format!("subscribe to {pattern:?} refused"))?;
@@ -184,14 +215,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let delivery = match event {
             Event::Message(delivery) => delivery,
             Event::Gap(gap) => {
-                let line = if args.json {
-                    json!({"gap": true, "pubend": gap.pubend.to_string(), "from": gap.from.0, "to": gap.to.0,
-                        "subscription": gap.subscription.0})
-                    .to_string()
-                } else {
-                    format!("gap in pubend {}: ticks {}..={} may be missing", gap.pubend, gap.from, gap.to)
-                };
-                writeln!(out, "{line}")?;
+                writeln!(out, "{}", gap_line(&gap, args.json))?;
                 out.flush()?;
                 continue;
             }
@@ -206,4 +230,61 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         }
     }
     anyhow::bail!("the subscription ended after {seen} deliveries (connection closed)")
+}
+
+fn gap_line(gap: &tidings_client::GapNotice, json: bool) -> String {
+    if json {
+        json!({"gap": true, "pubend": gap.pubend.to_string(), "from": gap.from.0, "to": gap.to.0,
+            "subscription": gap.subscription.0})
+        .to_string()
+    } else {
+        format!("gap in pubend {}: ticks {}..={} may be missing", gap.pubend, gap.from, gap.to)
+    }
+}
+
+/// A durable subscription's loop: each line is acknowledged once written and flushed, and the
+/// acknowledgements go to the broker whenever nothing more is buffered (and before exit), so
+/// the next `sub --durable` with the name prints exactly what this one did not.
+async fn durable(
+    client: &tidings_client::Client,
+    mut subscription: tidings_client::Subscription,
+    args: &Args,
+) -> anyhow::Result<ExitCode> {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let mut seen = 0u64;
+    loop {
+        let event = match subscription.try_next_event() {
+            Some(event) => Some(event),
+            None => {
+                out.flush()?;
+                subscription.flush_acks();
+                subscription.next_event().await
+            }
+        };
+        let Some(event) = event else { break };
+        let position = match &event {
+            Event::Message(delivery) => {
+                let line = if args.json { delivery_json(delivery).to_string() } else { delivery_text(delivery) };
+                writeln!(out, "{line}")?;
+                seen += 1;
+                delivery.position
+            }
+            Event::Gap(gap) => {
+                writeln!(out, "{}", gap_line(gap, args.json))?;
+                Some(tidings_client::Position { pubend: gap.pubend, tick: gap.to })
+            }
+        };
+        if let Some(position) = position {
+            subscription.ack(position);
+        }
+        if args.count.is_some_and(|n| seen >= n) {
+            out.flush()?;
+            subscription.flush_acks();
+            // Not unsubscribed: the name stays for the next run. Close sends what is queued.
+            let _ = client.close().await;
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    out.flush()?;
+    anyhow::bail!("the durable subscription ended after {seen} deliveries (connection closed)")
 }

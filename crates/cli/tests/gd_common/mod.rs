@@ -12,6 +12,16 @@ pub(crate) fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tidings"))
 }
 
+/// A broker on data directory `data` listening for clients on `listen` (a port to restart on,
+/// or `127.0.0.1:0`), with `config`.
+pub(crate) fn start_on(data: &Path, listen: &str, config: &Path) -> tidings_testkit::BrokerProcess {
+    let data = data.display().to_string();
+    let config = config.display().to_string();
+    let args =
+        ["broker", "--listen", listen, "--udp", "off", "--admin", "127.0.0.1:0", "--data", &data, "--config", &config];
+    tidings_testkit::BrokerProcess::start_with_args(bin(), &args).unwrap()
+}
+
 pub(crate) fn spawn(args: &[&str]) -> Child {
     Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
 }

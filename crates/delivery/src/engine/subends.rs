@@ -198,7 +198,9 @@ impl Subends {
         if let Some(range) = TickRange::new(self.delivered.next(), horizon.prev()) {
             // Every tick below the horizon is final, so the runs cover the range without holes.
             for run in know.runs(range) {
-                if !self.deliver_run(pubend, run.range, run.value, cache, ctx) {
+                if let Err(missing) = self.deliver_run(pubend, run.range, run.value, cache, ctx) {
+                    // Not cached (a restart emptied the cache, or it was evicted): fetched.
+                    fetch.push(window(missing, range.to, know, cache, ctx.settings.catch_up_window));
                     break;
                 }
             }
@@ -213,7 +215,7 @@ impl Subends {
         value: Know,
         cache: &PayloadCache,
         ctx: &mut Ctx<'_>,
-    ) -> bool {
+    ) -> Result<(), Tick> {
         match value {
             Know::Final => {}
             Know::Lost => {
@@ -225,7 +227,7 @@ impl Subends {
             }
             Know::Data => {
                 for tick in (range.from.0..=range.to.0).map(Tick) {
-                    let Some(payload) = cache.get(tick) else { return false };
+                    let Some(payload) = cache.get(tick) else { return Err(tick) };
                     self.scratch.clear();
                     ctx.matcher.subends(pubend, payload, &mut self.scratch);
                     for &subend in &self.scratch {
@@ -241,7 +243,7 @@ impl Subends {
             }
         }
         self.delivered = range.to;
-        true
+        Ok(())
     }
 
     /// Lagging, unblocked, started subends replay what the caught-up ones already got.

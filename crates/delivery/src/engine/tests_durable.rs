@@ -112,3 +112,42 @@ fn a_durable_subend_behind_an_early_release_is_told_the_exact_range_it_lost() {
     assert_eq!(gaps, vec![TickRange { from: Tick(10_001), to: Tick(30_000) }]);
     assert_eq!(delivered(&out, 1), vec![Tick(40_000)], "then what is still there");
 }
+
+#[test]
+fn a_durable_subend_restored_after_a_restart_is_replayed_from_the_log() {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    let recovered = Recovered {
+        lease: Tick(5_000_000),
+        release: Tick(0),
+        logged: vec![Tick(1000), Tick(2000), Tick(3000)],
+        publishers: vec![(PublisherId(1), 3)],
+        lost: vec![],
+    };
+    engine.handle(Millis(4000), Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
+    engine.handle(Millis(4000), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(9_000_000) }), &mut out);
+    // Restored away, then back.
+    attach(&mut engine, 4000, 1, Some(1001), &mut out);
+    engine.handle(Millis(4000), Input::OutboxFull { subend: SubendId(1) }, &mut out);
+    attach(&mut engine, 4100, 1, Some(1001), &mut out);
+    engine.handle(Millis(4200), Input::Tick, &mut out);
+    let reads: Vec<TickRange> = out
+        .iter()
+        .filter_map(|a| if let Action::Store(StoreAction::ReadRange { range, .. }) = a { Some(*range) } else { None })
+        .collect();
+    assert!(!reads.is_empty(), "the log is read: {out:?}");
+    out.clear();
+    for range in reads {
+        let records = [2000, 3000]
+            .into_iter()
+            .filter(|&t| range.from.0 <= t && t <= range.to.0)
+            .map(|t| (Tick(t), Bytes::from_static(b"\x01")))
+            .collect();
+        engine.handle(
+            Millis(4200),
+            Input::Store(StoreInput::ReadDone { pubend: P, range, records, lost: vec![] }),
+            &mut out,
+        );
+    }
+    assert_eq!(delivered(&out, 1), vec![Tick(2000), Tick(3000)]);
+}

@@ -37,12 +37,17 @@ fn frame() -> impl Strategy<Value = Frame> {
             server_name
         })),
         message().prop_map(Frame::Publish),
-        (any::<u32>(), any::<bool>(), "[a-z.*>]{1,12}", proptest::option::of(".{1,20}")).prop_map(
-            |(id, g, pattern, selector)| {
-                let mode = if g { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort };
-                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector })
-            }
-        ),
+        (
+            any::<u32>(),
+            any::<bool>(),
+            "[a-z.*>]{1,12}",
+            proptest::option::of(".{1,20}"),
+            proptest::option::of("[a-z]{1,8}")
+        )
+            .prop_map(|(id, g, pattern, selector, durable)| {
+                let mode = if g || durable.is_some() { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort };
+                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector, durable })
+            }),
         any::<u32>().prop_map(|id| Frame::Unsubscribe(Unsubscribe { id: SubId(id) })),
         (any::<u32>(), any::<u32>(), message()).prop_map(|(id, missed, message)| Frame::Deliver(Deliver {
             id: SubId(id),
@@ -154,9 +159,23 @@ fn publish_golden_bytes() {
 
 #[test]
 fn subscribe_golden_bytes() {
-    let s =
-        Subscribe { id: SubId(7), mode: DeliveryMode::BestEffort, pattern: "a.>".into(), selector: Some("x=1".into()) };
+    let s = Subscribe {
+        id: SubId(7),
+        mode: DeliveryMode::BestEffort,
+        pattern: "a.>".into(),
+        selector: Some("x=1".into()),
+        durable: None,
+    };
     golden(Frame::Subscribe(s), &[0, 0, 0, 16, 0x04, 0, 0, 0, 7, 0, 0, 3, b'a', b'.', b'>', 0, 3, b'x', b'=', b'1']);
+}
+
+#[test]
+fn durable_subscribe_golden_bytes() {
+    let s = |mode| Subscribe { id: SubId(7), mode, pattern: "a".into(), selector: None, durable: Some("d".into()) };
+    let bytes = [0, 0, 0, 14, 0x04, 0, 0, 0, 7, 2, 0, 1, b'a', 0, 0, 0, 1, b'd'];
+    golden(Frame::Subscribe(s(DeliveryMode::Guaranteed)), &bytes);
+    let best_effort = Frame::Subscribe(s(DeliveryMode::BestEffort));
+    assert!(best_effort.encode(&mut BytesMut::new()).is_err(), "durable implies guaranteed");
 }
 
 #[test]

@@ -1,0 +1,122 @@
+//! Durable subscriptions through real broker processes: a subscriber away while messages are
+//! published gets every one once, in order, when it comes back, also when its broker was
+//! SIGKILLed while it was away or while it was catching up.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod gd_common;
+
+use std::io::{BufRead, BufReader};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use gd_common::{assert_exactly_once_in_order, publish, spawn, start_on};
+use serde_json::Value;
+use tidings_testkit::BrokerProcess;
+
+/// The JSON lines a command printed, whatever its exit, and its stderr.
+fn lines(child: Child) -> (Vec<Value>, String) {
+    let out = tidings_testkit::finish_within(child, Duration::from_secs(60));
+    let lines = BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    (lines, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// The JSON lines of a command that must succeed.
+fn ok_lines(child: Child) -> Vec<Value> {
+    let out = tidings_testkit::finish_within(child, Duration::from_secs(60));
+    assert!(out.status.success(), "command failed: {}", String::from_utf8_lossy(&out.stderr));
+    BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect()
+}
+
+fn wait_for(b: &BrokerProcess, metric: &str, at_least: f64, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.metric(metric).unwrap_or(0.0) < at_least {
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `sub --durable NAME k.> --json --count N` on `b`.
+fn durable_sub(b: &BrokerProcess, name: &str, count: usize) -> Child {
+    let server = b.tcp();
+    let count = count.to_string();
+    spawn(&["sub", "--server", &server, "--durable", name, "k.>", "--json", "--count", &count])
+}
+
+/// A broker on `<scratch>/data` with an empty `<scratch>/broker.toml`, to restart on its port.
+fn restartable() -> (tempfile::TempDir, BrokerProcess) {
+    let scratch = tempfile::tempdir().unwrap();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    std::fs::write(&config, "").unwrap();
+    let b = start_on(&data, "127.0.0.1:0", &config);
+    (scratch, b)
+}
+
+#[test]
+fn a_durable_subscriber_back_after_a_broker_kill_gets_what_it_missed_once_in_order() {
+    let (scratch, mut b) = restartable();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    let listen = b.tcp();
+    let first = durable_sub(&b, "d", 50);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let mut acked = ok_lines(publish(&listen, "k.a", 200, &[]));
+    let mut got = ok_lines(first);
+    assert_eq!(got.len(), 50);
+    // Away: 2,000 more are published, then its broker dies and comes back.
+    acked.extend(ok_lines(publish(&listen, "k.b", 2000, &["--window", "256"])));
+    b.kill();
+    let b = start_on(&data, &listen, &config);
+    assert_eq!(b.metric("tidings_gd_durables").unwrap(), 1.0, "the durable subscription came back with its broker");
+    let rest = acked.len() - got.len();
+    got.extend(ok_lines(durable_sub(&b, "d", rest)));
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn a_durable_subscriber_whose_broker_is_killed_mid_catch_up_sees_no_duplicate_and_no_gap() {
+    let (scratch, mut b) = restartable();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    let listen = b.tcp();
+    let first = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let acked = ok_lines(publish(&listen, "k.a", 10_000, &["--window", "256"]));
+    let mut got = ok_lines(first);
+    // Back, and its broker killed while it catches up; the same subscriber process reconnects.
+    let back = durable_sub(&b, "d", acked.len() - 1);
+    wait_for(&b, "tidings_gd_durable_resumed_total", 1.0, "the subscriber did not come back");
+    b.kill();
+    let b = start_on(&data, &listen, &config);
+    let (back, stderr) = lines(back);
+    assert!(stderr.contains("reconnected"), "the broker died before the catch-up ended: {stderr}");
+    got.extend(back);
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+    drop(b);
+}
+
+#[test]
+fn a_second_holder_is_refused_and_unsubscribing_deletes_the_name() {
+    let b = BrokerProcess::start(gd_common::bin(), &[]).unwrap();
+    let server = b.tcp();
+    let holder = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let second = tidings_testkit::finish_within(
+        spawn(&["sub", "--server", &server, "--durable", "d", "k.>", "--count", "1"]),
+        Duration::from_secs(20),
+    );
+    assert!(!second.status.success());
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(err.contains("held by another session"), "{err}");
+    ok_lines(publish(&server, "k.a", 1, &[]));
+    assert_eq!(ok_lines(holder).len(), 1);
+    let mismatch = tidings_testkit::finish_within(
+        spawn(&["sub", "--server", &server, "--durable", "d", "other.>", "--count", "1"]),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&mismatch.stderr);
+    assert!(err.contains("exists for pattern"), "{err}");
+    let bad = tidings_testkit::finish_within(
+        spawn(&["sub", "--server", &server, "--durable", "no spaces", "k.>"]),
+        Duration::from_secs(20),
+    );
+    assert_eq!(bad.status.code(), Some(2), "an invalid name is a usage error");
+}
