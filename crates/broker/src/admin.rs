@@ -1,14 +1,16 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz` (alive), `/readyz` (its
-//! configured links are up), and `/state` (JSON: this broker's links, link-state view, trees and
-//! summaries).
+//! configured links are up), `/state` (JSON: this broker's links, link-state view, trees and
+//! summaries, guaranteed delivery and durable subscriptions), and `DELETE /durable/{name}`
+//! (deletes a durable subscription no client holds).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::extract::Path;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::routing::{delete, get};
 use axum::Router;
 use tokio::net::TcpListener;
 
@@ -31,6 +33,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/state", get(state))
+        .route("/durable/{name}", delete(delete_durable))
         .with_state(shared);
     loop {
         let stream = tokio::select! {
@@ -134,5 +137,16 @@ async fn state(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> impl 
     match state {
         Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
+    }
+}
+
+/// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.
+async fn delete_durable(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> impl IntoResponse {
+    match shared.guaranteed.delete_durable_by_name(&name) {
+        Some(true) => (StatusCode::OK, format!("deleted durable subscription {name:?}\n")),
+        Some(false) => {
+            (StatusCode::CONFLICT, format!("durable subscription {name:?} is held by a client; close it first\n"))
+        }
+        None => (StatusCode::NOT_FOUND, format!("no durable subscription {name:?}\n")),
     }
 }

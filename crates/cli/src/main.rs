@@ -63,6 +63,9 @@ enum Command {
     Bench(cmd::bench::Which),
     /// What a running broker says about itself (from its admin port).
     Info(cmd::info::Args),
+    /// A running broker's durable subscriptions: list, delete.
+    #[command(subcommand)]
+    Durable(cmd::durable::Which),
     /// Print a shell completion script.
     Completions(cmd::docs::CompletionArgs),
     /// Print the manual page, or write every page into a directory.
@@ -103,6 +106,7 @@ fn main() -> std::process::ExitCode {
             (Command::Net(which), _) => cmd::net::run(which).await,
             (Command::Bench(which), _) => cmd::bench::run(which).await,
             (Command::Info(args), _) => cmd::info::run(&args),
+            (Command::Durable(which), _) => cmd::durable::run(&which),
             (Command::Completions(args), _) => cmd::docs::completions(&args, Cli::command()),
             (Command::Man(args), _) => cmd::docs::man(&args, Cli::command()),
         }

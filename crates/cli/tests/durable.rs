@@ -94,29 +94,51 @@ fn a_durable_subscriber_whose_broker_is_killed_mid_catch_up_sees_no_duplicate_an
 }
 
 #[test]
-fn a_second_holder_is_refused_and_unsubscribing_deletes_the_name() {
+fn a_second_holder_is_refused_and_an_operator_lists_and_deletes_the_name() {
     let b = BrokerProcess::start(gd_common::bin(), &[]).unwrap();
     let server = b.tcp();
+    let admin = b.ready.admin.unwrap().to_string();
     let holder = durable_sub(&b, "d", 1);
     wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
-    let second = tidings_testkit::finish_within(
-        spawn(&["sub", "--server", &server, "--durable", "d", "k.>", "--count", "1"]),
-        Duration::from_secs(20),
-    );
+    let run = |args: &[&str]| tidings_testkit::finish_within(spawn(args), Duration::from_secs(20));
+    let second = run(&["sub", "--server", &server, "--durable", "d", "k.>", "--count", "1"]);
     assert!(!second.status.success());
     let err = String::from_utf8_lossy(&second.stderr);
     assert!(err.contains("held by another session"), "{err}");
+    let held = run(&["durable", "rm", "d", "--admin", &admin]);
+    assert!(!held.status.success(), "a held name is not deleted from under its client");
     ok_lines(publish(&server, "k.a", 1, &[]));
     assert_eq!(ok_lines(holder).len(), 1);
-    let mismatch = tidings_testkit::finish_within(
-        spawn(&["sub", "--server", &server, "--durable", "d", "other.>", "--count", "1"]),
-        Duration::from_secs(20),
-    );
+    let mismatch = run(&["sub", "--server", &server, "--durable", "d", "other.>", "--count", "1"]);
     let err = String::from_utf8_lossy(&mismatch.stderr);
     assert!(err.contains("exists for pattern"), "{err}");
-    let bad = tidings_testkit::finish_within(
-        spawn(&["sub", "--server", &server, "--durable", "no spaces", "k.>"]),
-        Duration::from_secs(20),
-    );
+    let bad = run(&["sub", "--server", &server, "--durable", "no spaces", "k.>"]);
     assert_eq!(bad.status.code(), Some(2), "an invalid name is a usage error");
+    // `/state` is a snapshot refreshed every 250 ms: the holder's leaving shows within a second.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let listed = loop {
+        let listed = ok_lines(spawn(&["durable", "ls", "--json", "--admin", &admin]));
+        let listed = listed[0].as_array().unwrap().clone();
+        if listed.first().is_some_and(|d| d["held"] == false) || Instant::now() > deadline {
+            break listed;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0]["name"], "d");
+    assert_eq!(listed[0]["held"], false, "{listed:?}");
+    assert!(listed[0]["pubends"][0]["checkpoint"].as_u64().unwrap() > 0, "{listed:?}");
+    let removed = run(&["durable", "rm", "d", "--admin", &admin]);
+    assert!(removed.status.success(), "{}", String::from_utf8_lossy(&removed.stderr));
+    wait_for_zero(&b, "tidings_gd_durables");
+    let unknown = run(&["durable", "rm", "d", "--admin", &admin]);
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no durable subscription"));
+}
+
+fn wait_for_zero(b: &BrokerProcess, metric: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while b.metric(metric).unwrap() > 0.0 {
+        assert!(Instant::now() < deadline, "{metric} did not drop to 0");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

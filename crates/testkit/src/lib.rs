@@ -13,8 +13,8 @@ mod proxy;
 mod raw;
 
 pub use process::{
-    finish_within, http_get, metric_total, metric_value, send_signal, test_key_text, write_private, BrokerProcess,
-    Ready, Signal,
+    finish_within, http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private,
+    BrokerProcess, Ready, Signal,
 };
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;

@@ -270,15 +270,25 @@ pub fn metric_total(text: &str, name: &str) -> f64 {
 
 /// A minimal HTTP/1.0 GET for admin endpoints in tests: one request, read to close.
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
+    match http_request(addr, "GET", path)? {
+        (200, body) => Ok(body),
+        (status, body) => Err(std::io::Error::other(format!("GET {path}: status {status}: {}", body.trim()))),
+    }
+}
+
+/// `METHOD path` over HTTP/1.0 to `addr`: the status and the body, whatever the status.
+pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    write!(stream, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
     let mut response = String::new();
     stream.read_to_string(&mut response)?;
-    match response.split_once("\r\n\r\n") {
-        Some((head, body)) if head.starts_with("HTTP/1.0 200") || head.starts_with("HTTP/1.1 200") => {
-            Ok(body.to_string())
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok());
+    match status {
+        Some(status) => Ok((status, body.to_string())),
+        None => {
+            Err(std::io::Error::other(format!("{method} {path}: {}", head.lines().next().unwrap_or("no response"))))
         }
-        _ => Err(std::io::Error::other(format!("GET {path}: {}", response.lines().next().unwrap_or("no response")))),
     }
 }

@@ -111,9 +111,9 @@ impl Claims {
         self.names.remove(name);
     }
 
-    /// Whether `name` exists and no session holds it (for deletion from the admin port).
-    pub fn is_free(&self, name: &str) -> Option<bool> {
-        self.names.get(name).map(|claim| !claim.held)
+    /// `None` if `name` does not exist; else its subend if no session holds it.
+    pub fn free_subend(&self, name: &str) -> Option<Option<SubendId>> {
+        self.names.get(name).map(|claim| (!claim.held).then_some(claim.subend))
     }
 }
 

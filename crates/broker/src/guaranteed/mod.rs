@@ -33,7 +33,7 @@ pub mod peer;
 mod state;
 mod subscribe;
 
-pub use state::{GuaranteedState, PubendState};
+pub use state::{DurableState, DurableStream, GuaranteedState, PubendState};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -189,6 +189,23 @@ impl Guaranteed {
     pub fn leave_durable(&self, name: &str, subend: SubendId) {
         self.claims.lock().release(name);
         self.send(Command::Away { subend });
+    }
+
+    /// Deletes durable subscription `name` for an operator (`tidings durable rm`): `None` if
+    /// there is no such name, `Some(false)` if a client holds it (it is not taken from under it).
+    pub fn delete_durable_by_name(&self, name: &str) -> Option<bool> {
+        let subend = {
+            let mut claims = self.claims.lock();
+            match claims.free_subend(name)? {
+                Some(subend) => {
+                    claims.remove(name);
+                    subend
+                }
+                None => return Some(false),
+            }
+        };
+        self.send(Command::Unsubscribe { subend });
+        Some(true)
     }
 
     /// UNSUBSCRIBE of durable subscription `name`: it is deleted.

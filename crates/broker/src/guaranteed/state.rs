@@ -20,6 +20,40 @@ pub struct GuaranteedState {
     pub subends: usize,
     /// Every pubend with a stream here.
     pub pubends: Vec<PubendState>,
+    /// Durable subscriptions, held by a client or not.
+    pub durables: Vec<DurableState>,
+}
+
+/// One durable subscription, for `/state` and `tidings durable ls`.
+#[derive(Clone, Debug, Serialize)]
+pub struct DurableState {
+    /// Its name.
+    pub name: String,
+    /// Its pattern.
+    pub pattern: String,
+    /// Its selector, if any.
+    pub selector: Option<String>,
+    /// Whether a client holds it now.
+    pub held: bool,
+    /// Per pubend: where it stands.
+    pub pubends: Vec<DurableStream>,
+}
+
+/// Where a durable subscription stands in one pubend's stream.
+#[derive(Clone, Debug, Serialize)]
+pub struct DurableStream {
+    /// The pubend, as 16 hex digits.
+    pub pubend: String,
+    /// The last tick its clients acknowledged.
+    pub acked: u64,
+    /// The checkpoint in the store: the log is held for everything after it.
+    pub checkpoint: u64,
+    /// How far the checkpoint is behind the stream's doubt horizon, in milliseconds of the
+    /// pubend's clock (0 when caught up).
+    pub behind_ms: u64,
+    /// Whether this checkpoint is what holds the stream's acknowledgement (and so the pubend's
+    /// log) where it is.
+    pub pins: bool,
 }
 
 /// One pubend's stream at this broker.
@@ -60,7 +94,35 @@ impl Driver {
         }
         self.snapshot_at = Some(Instant::now());
         let pubends = self.pubends().into_iter().filter_map(|pubend| self.pubend_state(pubend)).collect();
-        *self.state.lock() = GuaranteedState { subends: self.subends.len(), pubends };
+        let durables = self.durables.by_name.iter().map(|(name, durable)| self.durable_state(name, durable)).collect();
+        *self.state.lock() = GuaranteedState { subends: self.subends.len(), pubends, durables };
+    }
+
+    fn durable_state(&self, name: &str, durable: &super::durable::Durable) -> DurableState {
+        let per_ms = self.engine.settings().ticks_per_ms.max(1);
+        let pubends = durable
+            .saved
+            .iter()
+            .map(|(pubend, checkpoint)| {
+                let view = self.engine.inspect(*pubend);
+                let horizon = view.as_ref().map_or(checkpoint.0, |v| v.horizon().0.saturating_sub(1));
+                let acked = view.as_ref().map_or(0, |v| v.acked().0);
+                DurableStream {
+                    pubend: format!("{:016x}", pubend.0),
+                    acked: durable.acked.get(pubend).map_or(checkpoint.0, |t| t.0),
+                    checkpoint: checkpoint.0,
+                    behind_ms: horizon.saturating_sub(checkpoint.0) / per_ms,
+                    pins: acked <= checkpoint.0 && checkpoint.0 < horizon,
+                }
+            })
+            .collect();
+        DurableState {
+            name: name.to_string(),
+            pattern: durable.record.pattern.clone(),
+            selector: durable.record.selector.clone(),
+            held: durable.held,
+            pubends,
+        }
     }
 
     fn pubend_state(&self, pubend: PubendId) -> Option<PubendState> {

@@ -21,7 +21,7 @@ pub(crate) struct Args {
     admin: String,
 }
 
-fn default_admin() -> String {
+pub(crate) fn default_admin() -> String {
     format!("127.0.0.1:{}", tidings_broker::DEFAULT_ADMIN_PORT)
 }
 

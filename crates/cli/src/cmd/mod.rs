@@ -4,6 +4,7 @@ pub(crate) mod bench;
 mod bench_store;
 pub(crate) mod broker;
 pub(crate) mod docs;
+pub(crate) mod durable;
 pub(crate) mod info;
 pub(crate) mod net;
 pub(crate) mod ping;
