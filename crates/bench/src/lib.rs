@@ -24,6 +24,7 @@
 //! it does not link the broker or the routing core.
 
 pub mod acked;
+pub mod catchup;
 pub mod cli;
 pub mod engine;
 pub mod experiments;

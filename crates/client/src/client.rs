@@ -71,6 +71,12 @@ impl Handle {
         }
     }
 
+    /// Stops setting a subscription up again after reconnects, telling the broker nothing (a
+    /// dropped durable [`Subscription`]: left, not deleted).
+    pub(crate) fn leave(&self, id: SubId) {
+        self.shared.registry.lock().remove(id);
+    }
+
     /// Removes a subscription without waiting (a dropped [`Subscription`]).
     pub(crate) fn forget(&self, id: SubId) {
         match &self.shared.link {

@@ -342,7 +342,14 @@ impl Drop for Subscription {
     fn drop(&mut self) {
         self.credit.close();
         if let Some(client) = self.client.take() {
-            client.forget(self.id);
+            if self.options.durable.is_some() {
+                // A durable subscription is left, not deleted: it is not set up again after a
+                // reconnect, and the broker keeps the name (held by this connection until it
+                // closes; `unsubscribe` deletes it).
+                client.leave(self.id);
+            } else {
+                client.forget(self.id);
+            }
         }
     }
 }

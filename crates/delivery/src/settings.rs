@@ -39,6 +39,10 @@ pub struct Settings {
     /// was full) fetches payloads missing from the cache at most this many messages at a time:
     /// a backlog is pulled through the log or upstream as a window, never as one huge read.
     pub catch_up_window: u64,
+    /// A subend catching up is replayed at most this many messages per input; the rest goes on
+    /// at the stream's next timer, due at once. Small enough that live traffic waits for at
+    /// most one turn (a few hundred microseconds), large enough to amortise the turn.
+    pub catch_up_turn: u64,
     /// How long a downstream cell that left a stream's tree (a route change, a partition, a
     /// restart of the pubend's broker) still holds the acknowledgements and the log's release
     /// where it last acknowledged; `None`: until it comes back (the log stays pinned).
@@ -86,6 +90,7 @@ impl Default for Settings {
             payload_cache_bytes: 64 << 20,
             max_nack_span_ticks: 600_000,
             catch_up_window: 4096,
+            catch_up_turn: 1024,
             departed_retention_ms: Some(300_000),
             mutations: Mutations::default(),
         }

@@ -32,6 +32,8 @@ pub enum Classic {
     Index(IndexArgs),
     /// Acknowledged guaranteed publishing against NATS JetStream.
     Acked(super::acked::AckedArgs),
+    /// A durable subscriber's catch-up and the live latency beside it.
+    CatchUp(super::catchup::CatchUpArgs),
 }
 
 /// Options every measurement shares.
@@ -275,6 +277,9 @@ pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) -> std::io::R
     };
     let figures: Vec<String> = match headline {
         "acked_msg_s" => vec!["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"],
+        "catchup_msg_s" => {
+            vec!["catchup_msg_s", "alone_p50_us", "alone_p99_us", "during_p50_us", "during_p99_us", "p99_ratio"]
+        }
         "p99_us" => vec!["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"],
         _ => vec!["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"],
     }
@@ -304,6 +309,7 @@ pub async fn run(which: Classic) -> anyhow::Result<ExitCode> {
         Classic::Index(a) => index(a).await?,
         Classic::Latency(a) => latency(a).await?,
         Classic::Acked(a) => super::acked::run(a).await?,
+        Classic::CatchUp(a) => super::catchup::run(a).await?,
     };
     if let Ok(path) = std::env::var("TIDINGS_BENCH_JSON") {
         std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {path}"))?;

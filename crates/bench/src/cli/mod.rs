@@ -3,6 +3,7 @@
 //! foundation measurements ([`classic`]).
 
 pub mod acked;
+pub mod catchup;
 pub mod classic;
 pub mod parse;
 pub mod peers;
@@ -43,6 +44,9 @@ pub enum Which {
     /// Guaranteed publishing acknowledged after the sync, beside NATS JetStream with
     /// `sync_interval: always` (one number).
     Acked(acked::AckedArgs),
+    /// A durable subscriber replaying a backlog, and live guaranteed latency alone and
+    /// during it (one number).
+    CatchUp(catchup::CatchUpArgs),
     /// Latency against 10 to 10,000 subscribers, TCP and UDP.
     Subscribers(SubscribersArgs),
     /// One publisher to one subscriber: throughput against message size.
@@ -219,6 +223,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Latency(a) => return classic::run(classic::Classic::Latency(a)).await,
         Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
         Which::Acked(a) => return classic::run(classic::Classic::Acked(a)).await,
+        Which::CatchUp(a) => return classic::run(classic::Classic::CatchUp(a)).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));

@@ -156,6 +156,8 @@ impl Driver {
 
     fn sleep_time(&self) -> Duration {
         match self.engine.next_deadline() {
+            // Due now (a catch-up's next turn): it takes turns with the commands waiting.
+            Some(deadline) if deadline <= now() => Duration::ZERO,
             Some(deadline) => Duration::from_millis(deadline.since(now()).max(1)),
             None => Duration::from_secs(1),
         }

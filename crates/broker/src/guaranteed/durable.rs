@@ -260,14 +260,18 @@ impl Driver {
             self.feed(Input::OutboxReady { subend });
             return;
         }
-        let mut starts = Vec::new();
-        for pubend in self.pubends() {
-            let Some(start) = self.durable_start(subend, pubend) else { continue };
-            starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
+        let starts: Vec<(PubendId, Tick)> = self
+            .pubends()
+            .into_iter()
+            .filter_map(|pubend| Some((pubend, self.durable_start(subend, pubend)?)))
+            .collect();
+        // SUBSCRIBED first: the replay that attaching starts comes after it on the connection.
+        let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
+        outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+        self.metrics.durable_resumed.inc();
+        for (pubend, start) in starts {
             self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable: true });
         }
-        self.metrics.durable_resumed.inc();
-        outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
     }
 
     fn create_durable(

@@ -45,15 +45,15 @@ impl Driver {
         self.subends.insert(subend, entry);
         self.metrics.subends.set(self.subends.len() as i64);
         let Some(net) = self.net.as_ref() else {
-            let mut starts = Vec::new();
-            for pubend in self.hosted.clone() {
-                let start = self.next_tick(pubend);
-                starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
+            let starts: Vec<(PubendId, Tick)> =
+                self.hosted.iter().map(|&pubend| (pubend, self.next_tick(pubend))).collect();
+            let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
+            outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+            for (pubend, start) in starts {
                 self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable });
                 self.durable_started(subend, pubend, start);
             }
             self.confirm_subend(subend, now());
-            outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts }));
             return;
         };
         let number = net.cluster.request_barrier();
@@ -88,20 +88,24 @@ impl Driver {
             .collect();
         let at = now();
         for subend in waiting {
-            let mut starts = Vec::new();
-            for pubend in self.pubends() {
-                let start = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
-                starts.push((tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0)));
-                self.feed(Input::SubendStart { pubend, subend, start });
-                self.durable_started(subend, pubend, start);
-            }
-            self.confirm_subend(subend, at);
+            let starts: Vec<(PubendId, Tick)> = self
+                .pubends()
+                .into_iter()
+                .map(|pubend| (pubend, ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at))))
+                .collect();
+            // SUBSCRIBED first: what starting delivers comes after it on the connection.
             if let Some(entry) = self.subends.get(&subend) {
-                let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts });
+                let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
+                let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts: wire });
                 if let Some(outbox) = &entry.outbox {
                     outbox.push_frame(&frame);
                 }
             }
+            for (pubend, start) in starts {
+                self.feed(Input::SubendStart { pubend, subend, start });
+                self.durable_started(subend, pubend, start);
+            }
+            self.confirm_subend(subend, at);
         }
     }
 

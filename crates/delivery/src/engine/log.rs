@@ -183,7 +183,9 @@ impl Log {
     /// The tick the next publish will get at the earliest: a subscription confirmed now with
     /// this start sees every message published after it (gd-protocol §11.5).
     pub(crate) fn next_tick(&self) -> Tick {
-        self.last_tick.next()
+        // Above every tick already told F too: a publish gets at least the clock, which is past
+        // the silence.
+        self.last_tick.next().max(self.silence_to.next())
     }
 
     /// Reads the D ticks among `missing` whose payloads are not cached, except ranges already

@@ -329,6 +329,8 @@ impl Stream {
         if let Source::Log(log) = &mut self.source {
             let pieces = log.advance_silence(&mut self.know, ctx);
             self.learn(&pieces, Learned::FirstTime(&[]), ctx);
+        } else if self.subends.has_more() {
+            self.learn(&[], Learned::Requested, ctx);
         }
         for child in self.children.values_mut() {
             child.on_timer(self.pubend, ctx);
@@ -353,7 +355,8 @@ impl Stream {
         let holds = self.holds.deadline(ctx.settings.departed_retention_ms);
         let idle = self.idle_since.zip(ctx.settings.departed_retention_ms).map(|(since, ms)| since.after(ms));
         let idle = idle.filter(|&at| at > ctx.now);
-        self.deadline = [children, source, holds, idle].into_iter().flatten().min();
+        let more = self.subends.has_more().then_some(ctx.now);
+        self.deadline = [children, source, holds, idle, more].into_iter().flatten().min();
     }
 
     /// Approximate bytes of state (knowledge runs, cached payloads, curiosity).

@@ -43,6 +43,10 @@ pub(crate) struct Subends {
     lagging: BTreeMap<SubendId, Tick>,
     /// Durable subends and the checkpoint each is acknowledged by.
     checkpoints: BTreeMap<SubendId, Tick>,
+    /// A catch-up stopped at its budget ([`crate::Settings::catch_up_turn`] messages per
+    /// input) and goes on at the stream's next timer, which is then due at once: a long replay
+    /// takes turns with every other input instead of holding the broker.
+    more: bool,
     scratch: Vec<SubendId>,
 }
 
@@ -50,6 +54,11 @@ impl Subends {
     /// The stream's start here, once known.
     pub(crate) fn start(&self) -> Option<Tick> {
         self.start
+    }
+
+    /// Whether a catch-up has more to replay now.
+    pub(crate) fn has_more(&self) -> bool {
+        self.more
     }
 
     /// Whether `subend` is attached.
@@ -261,11 +270,19 @@ impl Subends {
             .filter(|s| self.members.get(s).is_some_and(|m| !m.blocked && m.start.is_some()))
             .copied()
             .collect();
+        let mut budget = ctx.settings.catch_up_turn.max(1);
+        self.more = false;
         for subend in ready {
             let (Some(&member), Some(&pointer)) = (self.members.get(&subend), self.lagging.get(&subend)) else {
                 continue;
             };
-            let reached = replay(subend, member, pointer, self.delivered, pubend, know, cache, ctx, fetch);
+            if budget == 0 {
+                self.more = true;
+                break;
+            }
+            let reached =
+                replay(subend, member, (pointer, self.delivered), pubend, know, cache, ctx, fetch, &mut budget);
+            self.more |= budget == 0 && reached < self.delivered;
             if reached >= self.delivered {
                 self.lagging.remove(&subend);
             } else {
@@ -280,13 +297,13 @@ impl Subends {
 fn replay(
     subend: SubendId,
     member: Member,
-    pointer: Tick,
-    until: Tick,
+    (pointer, until): (Tick, Tick),
     pubend: PubendId,
     know: &Knowledge,
     cache: &PayloadCache,
     ctx: &mut Ctx<'_>,
     fetch: &mut Vec<TickRange>,
+    budget: &mut u64,
 ) -> Tick {
     // Below the done prefix nothing is held any more: a subend that was behind it (a durable
     // one back after its log was released early) is told exactly which ticks it lost.
@@ -301,10 +318,14 @@ fn replay(
             Know::Lost => gap_notice(subend, &member, pubend, run.range, ctx),
             Know::Data => {
                 for tick in (run.range.from.0..=run.range.to.0).map(Tick) {
+                    if *budget == 0 {
+                        return reached;
+                    }
                     let Some(payload) = cache.get(tick) else {
                         fetch.push(window(tick, until, know, cache, ctx.settings.catch_up_window));
                         return reached;
                     };
+                    *budget -= 1;
                     if member.start.is_some_and(|s| s <= tick) && ctx.matcher.subend(pubend, subend, payload) {
                         ctx.out.push(Action::Deliver { subend, pubend, tick, payload: payload.clone() });
                     }

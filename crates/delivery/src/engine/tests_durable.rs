@@ -151,3 +151,25 @@ fn a_durable_subend_restored_after_a_restart_is_replayed_from_the_log() {
     }
     assert_eq!(delivered(&out, 1), vec![Tick(2000), Tick(3000)]);
 }
+
+#[test]
+fn a_long_catch_up_takes_turns_a_window_per_input() {
+    let settings = Settings { catch_up_turn: 2, ..Settings::default() };
+    let mut engine = Engine::new(settings, Byte0);
+    let mut out = Vec::new();
+    let route =
+        StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }), children: vec![] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    attach(&mut engine, 1, 1, Some(1), &mut out);
+    engine.handle(Millis(1), Input::OutboxFull { subend: SubendId(1) }, &mut out);
+    for n in 1..=5 {
+        engine.handle(Millis(1 + n), data(n * 10, n * 10 - 9, 1, false), &mut out);
+    }
+    out.clear();
+    attach(&mut engine, 10, 1, Some(1), &mut out);
+    assert_eq!(delivered(&out, 1), vec![Tick(10), Tick(20)], "one window");
+    assert_eq!(engine.next_deadline(), Some(Millis(10)), "the rest is due at once");
+    engine.handle(Millis(10), Input::Tick, &mut out);
+    engine.handle(Millis(11), Input::Tick, &mut out);
+    assert_eq!(delivered(&out, 1), vec![Tick(10), Tick(20), Tick(30), Tick(40), Tick(50)]);
+}
