@@ -142,3 +142,38 @@ fn wait_for_zero(b: &BrokerProcess, metric: &str) {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// How many times the publisher's broker is killed: 5 here, 20 with `TIDINGS_LONG=1`.
+fn kills() -> usize {
+    if std::env::var_os("TIDINGS_LONG").is_some() {
+        20
+    } else {
+        5
+    }
+}
+
+#[test]
+fn the_broker_killed_again_and_again_under_load_loses_and_repeats_nothing_for_a_durable_subscriber() {
+    let (scratch, mut b) = restartable();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    let listen = b.tcp();
+    let total = 1500;
+    let first = durable_sub(&b, "d", total);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let publisher = publish(&listen, "k.a", total as u64, &["--rate", "400", "--window", "16"]);
+    // Killed at moments spread over the run, each time restarted on its data and port: the
+    // publisher retries what was not acknowledged, the subscriber reconnects and resumes.
+    let mut seed = u64::from(std::process::id());
+    for _ in 0..kills() {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        std::thread::sleep(Duration::from_millis(150 + (seed >> 33) % 300));
+        b.kill();
+        b = start_on(&data, &listen, &config);
+    }
+    let acked = ok_lines(publisher);
+    assert_eq!(acked.len(), total, "every publish was acknowledged in the end");
+    let (got, stderr) = lines(first);
+    assert!(stderr.contains("reconnected"), "{stderr}");
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+    drop(b);
+}

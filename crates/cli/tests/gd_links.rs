@@ -424,3 +424,33 @@ fn fig3_run(per_publisher: u64, cut_ms: u64) {
     assert_eq!(failures, 0, "subscriber streams differ from the acknowledged publishes (see above)");
     assert!(fig.proxy.stats().accepted >= 2, "s1 linked to b1 again after the cut: {:?}", fig.proxy.stats());
 }
+
+#[test]
+fn a_durable_subscriber_at_another_broker_gets_what_was_published_while_it_and_its_broker_were_away() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (na, nb) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "b"));
+    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let mut b = nb.start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&a)]);
+    wait_for("a and b link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&b, 1.0)());
+    let (b_tcp, b_cluster) = (b.tcp(), cluster_addr(&b));
+    let durable = |b: &BrokerProcess, count: usize| {
+        let (server, count) = (b.tcp(), count.to_string());
+        spawn(&["sub", "--server", &server, "--durable", "far", "d.>", "--json", "--count", &count])
+    };
+    let first = durable(&b, 100);
+    wait_for("the durable subscription is confirmed", Duration::from_secs(20), || {
+        metric(&b, "tidings_gd_subscriptions_confirmed_total") >= 1.0
+    });
+    let mut acked = json_lines(publish(&a.tcp(), "d.one", 100, &["--window", "16"]));
+    let mut got = json_lines(first);
+    // Its client away: published and acknowledged at a.
+    acked.extend(json_lines(publish(&a.tcp(), "d.two", 1000, &["--window", "64"])));
+    // Its broker killed: more is published while b is down, then b comes back on its data.
+    b.kill();
+    acked.extend(json_lines(publish(&a.tcp(), "d.three", 500, &["--window", "64"])));
+    let b = nb.start(&b_tcp, &b_cluster, &[cluster_addr(&a)]);
+    wait_for("b links up again", Duration::from_secs(20), || links_up(&b, 1.0)());
+    assert_eq!(metric(&b, "tidings_gd_durables"), 1.0, "the durable subscription came back with b");
+    got.extend(json_lines(durable(&b, acked.len() - got.len())));
+    assert_exactly_once_in_order(&got, &acked);
+}
