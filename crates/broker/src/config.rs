@@ -35,8 +35,51 @@ pub struct Config {
     pub peer: Vec<Peer>,
     /// Where the broker keeps what must survive a restart.
     pub storage: Storage,
+    /// How much of each pubend's log may be kept for subscribers that are behind.
+    pub retention: Retention,
     /// What the broker logs, and in what shape.
     pub log: Log,
+}
+
+/// Per-pubend limits on the log kept for subscribers that are behind (a durable subscriber
+/// away holds everything after its checkpoint). Zero means no limit. What happens at a limit is
+/// [`RetentionPolicy`]; either way nothing is lost silently.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Retention {
+    /// Most bytes of records one pubend's log keeps (0: no limit).
+    pub max_bytes: u64,
+    /// Oldest record one pubend's log keeps, by its tick (0: no limit).
+    #[serde(with = "humantime_serde")]
+    pub max_age: Duration,
+    /// What a limit does.
+    pub policy: RetentionPolicy,
+    /// Under `backpressure`, how long a publish waits for room before it is refused.
+    #[serde(with = "humantime_serde")]
+    pub max_wait: Duration,
+}
+
+impl Default for Retention {
+    fn default() -> Retention {
+        Retention {
+            max_bytes: 0,
+            max_age: Duration::ZERO,
+            policy: RetentionPolicy::Backpressure,
+            max_wait: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a pubend's log at its retention limit does.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum RetentionPolicy {
+    /// New publishes wait (their acknowledgements are held) until a subscriber that is behind
+    /// catches up or is deleted, and are refused with `limit_exceeded` after `max_wait`.
+    Backpressure,
+    /// The oldest records are released early: a subscriber behind them gets one gap notice
+    /// with the exact tick range it lost.
+    Release,
 }
 
 /// The broker's log: a level or filter, and a shape for people or for log collectors.
@@ -297,6 +340,7 @@ impl Default for Config {
             cluster: Cluster::default(),
             peer: Vec::new(),
             storage: Storage::default(),
+            retention: Retention::default(),
             log: Log::default(),
         }
     }
@@ -392,6 +436,12 @@ impl Config {
     /// Checks every value and reports all problems at once, each with its key path.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = Vec::new();
+        if self.retention.policy == RetentionPolicy::Backpressure
+            && (self.retention.max_bytes > 0 || !self.retention.max_age.is_zero())
+            && self.retention.max_wait.is_zero()
+        {
+            problems.push("retention.max_wait: must be above zero with the backpressure policy".to_string());
+        }
         for (key, value) in
             [("listen.tcp", &self.listen.tcp), ("listen.udp", &self.listen.udp), ("listen.admin", &self.listen.admin)]
         {

@@ -192,7 +192,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
     let fsync = config.storage.fsync_policy().unwrap_or_default();
     let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key));
-    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, fsync, gd_metrics, Arc::clone(&network))?;
+    let storage = (fsync, config.retention.clone());
+    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, storage, gd_metrics, Arc::clone(&network))?;
     let shared = Arc::new(Shared {
         live: crate::live::Live::new(&config),
         dispatcher: Dispatcher::new(metrics.clone()),

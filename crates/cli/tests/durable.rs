@@ -177,3 +177,77 @@ fn the_broker_killed_again_and_again_under_load_loses_and_repeats_nothing_for_a_
     assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
     drop(b);
 }
+
+/// A broker whose config is `config`, on a scratch data directory.
+fn configured(config: &str) -> (tempfile::TempDir, BrokerProcess) {
+    let scratch = tempfile::tempdir().unwrap();
+    let (data, path) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    std::fs::write(&path, config).unwrap();
+    let b = start_on(&data, "127.0.0.1:0", &path);
+    (scratch, b)
+}
+
+/// Publishes `count` 200-byte messages at `b` in one burst, returning what `pub` printed and
+/// whether it succeeded.
+fn burst(b: &BrokerProcess, topic: &str, count: u64) -> (Vec<Value>, bool, String) {
+    let out =
+        tidings_testkit::finish_within(publish(&b.tcp(), topic, count, &["--size", "200"]), Duration::from_secs(60));
+    let lines = BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    (lines, out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn the_release_policy_tells_a_subscriber_behind_it_exactly_which_ticks_it_lost() {
+    let (_scratch, b) = configured("[retention]\nmax_bytes = 60000\npolicy = \"release\"\n");
+    let first = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let (mut acked, ok, _) = burst(&b, "k.a", 1);
+    assert!(ok);
+    let got = ok_lines(first);
+    // Away: two bursts a second apart, together past the limit.
+    for topic in ["k.b", "k.c"] {
+        let (lines, ok, err) = burst(&b, topic, 200);
+        assert!(ok, "{err}");
+        acked.extend(lines);
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    wait_for(&b, "tidings_gd_early_releases_total", 1.0, "the log was not released at its limit");
+    // The release point, from /state (refreshed every 250 ms), tells how many are still there.
+    std::thread::sleep(Duration::from_millis(600));
+    let state: Value =
+        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    let release = state["guaranteed"]["pubends"][0]["release"].as_u64().unwrap();
+    let still = acked.iter().filter(|a| a["tick"].as_u64().unwrap() > release).count();
+    let (lines, _) = lines(durable_sub(&b, "d", still));
+    let gaps: Vec<&Value> = lines.iter().filter(|l| l["gap"] == true).collect();
+    assert_eq!(gaps.len(), 1, "one gap notice: {gaps:?}");
+    let (from, to) = (gaps[0]["from"].as_u64().unwrap(), gaps[0]["to"].as_u64().unwrap());
+    assert_eq!(from, got[0]["tick"].as_u64().unwrap() + 1, "the gap starts right after what it had");
+    assert_eq!(to, release, "and ends where the log was released");
+    let tick = |v: &Value| v["tick"].as_u64().unwrap();
+    let kept: Vec<&Value> = acked.iter().filter(|a| tick(a) > to).collect();
+    let lost = acked.iter().filter(|a| tick(a) >= from && tick(a) <= to).count();
+    assert!(lost > 0 && !kept.is_empty(), "the limit took some, not all: lost {lost}, kept {}", kept.len());
+    let delivered: Vec<Value> = lines.iter().filter(|l| l["gap"] != true).cloned().collect();
+    assert_exactly_once_in_order(&delivered, &kept);
+    assert_eq!(lines[0]["gap"], true, "the gap comes first, in stream order");
+}
+
+#[test]
+fn the_backpressure_policy_refuses_publishes_past_the_limit_and_loses_nothing_acknowledged() {
+    let config = "[retention]\nmax_bytes = 30000\npolicy = \"backpressure\"\nmax_wait = \"300ms\"\n";
+    let (_scratch, b) = configured(config);
+    let first = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let (mut acked, ok, _) = burst(&b, "k.a", 1);
+    assert!(ok);
+    let mut got = ok_lines(first);
+    let (lines, ok, err) = burst(&b, "k.b", 400);
+    assert!(!ok, "past the limit, publishes are refused");
+    assert!(err.contains("retention limit"), "{err}");
+    assert!(!lines.is_empty() && lines.len() < 400, "some were acknowledged before the limit: {}", lines.len());
+    assert!(b.metric("tidings_gd_publishes_held_total").unwrap() >= 1.0);
+    acked.extend(lines);
+    got.extend(ok_lines(durable_sub(&b, "d", acked.len() - 1)));
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+}

@@ -78,10 +78,14 @@ impl Driver {
 
     fn store_action(&mut self, action: StoreAction) {
         match &action {
-            StoreAction::Append { pubend, tick, publisher, seq, .. } => {
+            StoreAction::Append { pubend, tick, publisher, seq, record } => {
                 self.assigned.insert(*pubend, (*publisher, *seq), *tick);
+                self.retained.entry(*pubend).or_default().add(*tick, record.len() as u64);
             }
-            StoreAction::ReleasePrefix { .. } | StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } => {}
+            StoreAction::ReleasePrefix { pubend, tick } => {
+                self.retained.entry(*pubend).or_default().release(*tick);
+            }
+            StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } => {}
         }
         let token = self.token();
         if let Err(error) = journal::submit(&self.store, token, &action) {

@@ -71,6 +71,11 @@ pub struct Driver {
     pub(super) durables: super::durable::Durables,
     /// Subend numbers, shared with the sessions' handle.
     pub(super) next_subend: Arc<std::sync::atomic::AtomicU64>,
+    /// Retention limits, and what each hosted pubend's log holds.
+    pub(crate) retention: crate::config::Retention,
+    pub(super) retained: BTreeMap<PubendId, super::retention::Retained>,
+    /// Publishes waiting for room under the backpressure policy, oldest first.
+    pub(super) held: VecDeque<(tidings_wire::GuaranteedPublish, Arc<Outbox>, Instant)>,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -123,8 +128,16 @@ impl Driver {
             snapshot_at: None,
             durables: super::durable::Durables::new(store, claims),
             next_subend,
+            retention: crate::config::Retention::default(),
+            retained: BTreeMap::new(),
+            held: VecDeque::new(),
         };
+        let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
+            let retained = driver.retained.entry(pubend).or_default();
+            for &tick in &recovered.logged {
+                retained.add(tick, average);
+            }
             let highest = recovered.logged.last().copied().unwrap_or_default();
             driver.durable.insert(pubend, highest);
             driver.open_pubend(pubend, recovered);
@@ -149,6 +162,7 @@ impl Driver {
                 () = shutdown.cancelled() => break,
             }
             self.flush_checkpoints();
+            self.enforce_retention();
             self.report();
             self.snapshot();
         }
@@ -192,7 +206,7 @@ impl Driver {
 
     fn command(&mut self, command: Command) {
         match command {
-            Command::Publish { publish, reply } => self.publish(publish, reply),
+            Command::Publish { publish, reply } => self.admit(publish, reply),
             Command::Subscribe { subend, id, pattern, selector, outbox, durable } => match durable {
                 Some(spec) => self.subscribe_durable(subend, id, spec, (pattern, selector), outbox),
                 None => self.subscribe(subend, id, (pattern, selector), false, outbox),

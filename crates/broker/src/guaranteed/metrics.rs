@@ -83,6 +83,10 @@ pub struct GuaranteedMetrics {
     pub durable_checkpoint_failures: Counter,
     /// Durable subscriptions, held by a client or not.
     pub durables: Gauge,
+    /// Publishes held back by a pubend log at its retention limit (backpressure policy).
+    pub publishes_held: Counter,
+    /// Early releases of a pubend log past its retention limit (release policy).
+    pub early_releases: Counter,
 }
 
 impl GuaranteedMetrics {
@@ -120,6 +124,8 @@ impl GuaranteedMetrics {
             durable_checkpoints: Counter::default(),
             durable_checkpoint_failures: Counter::default(),
             durables: Gauge::default(),
+            publishes_held: Counter::default(),
+            early_releases: Counter::default(),
         };
         let r = registry.sub_registry_with_prefix("tidings_gd");
         r.register("publishes_acked", "Guaranteed publishes acknowledged", m.publishes_acked.clone());
@@ -154,6 +160,8 @@ impl GuaranteedMetrics {
         let failures = m.durable_checkpoint_failures.clone();
         r.register("durable_checkpoint_failures", "Durable checkpoint writes that failed (retried)", failures);
         r.register("durables", "Durable subscriptions, held or not", m.durables.clone());
+        r.register("publishes_held", "Publishes held back at a retention limit", m.publishes_held.clone());
+        r.register("early_releases", "Pubend logs released early at a retention limit", m.early_releases.clone());
         m
     }
 }

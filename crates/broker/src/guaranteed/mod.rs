@@ -30,6 +30,7 @@ mod matcher;
 mod metrics;
 mod net;
 pub mod peer;
+mod retention;
 mod state;
 mod subscribe;
 
@@ -129,7 +130,7 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        fsync: tidings_store::FsyncPolicy,
+        (fsync, retention): (tidings_store::FsyncPolicy, crate::config::Retention),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
@@ -141,7 +142,8 @@ impl Guaranteed {
         let claims = Arc::default();
         let handles =
             driver::Handles { claims: Arc::clone(&claims), next_subend: Arc::clone(&next_subend), tx: tx.clone(), rx };
-        let driver = Driver::open(&dir, broker, options, metrics, cluster, handles)?;
+        let mut driver = Driver::open(&dir, broker, options, metrics, cluster, handles)?;
+        driver.retention = retention;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))
     }

@@ -79,6 +79,8 @@ pub struct PubendState {
     pub next_tick: Option<u64>,
     /// Payloads cached.
     pub cached: usize,
+    /// At the home: bytes of records its log keeps (what `[retention] max_bytes` limits).
+    pub log_bytes: Option<u64>,
 }
 
 impl Driver {
@@ -139,6 +141,7 @@ impl Driver {
             release: view.release().map(|t| t.0),
             next_tick: view.next_tick().map(|t| t.0),
             cached: view.cached(),
+            log_bytes: self.hosted.contains(&pubend).then(|| self.retained.get(&pubend).map_or(0, |r| r.bytes())),
         })
     }
 }
