@@ -174,6 +174,23 @@ pub(crate) fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
     (out, appends)
 }
 
+/// The average bytes of the `records` records found in the log under `dir` (its segment files'
+/// size over their count; 0 with none): what retention counts each of them as.
+pub(crate) fn average_record_bytes(dir: &std::path::Path, records: usize) -> u64 {
+    if records == 0 {
+        return 0;
+    }
+    let bytes: u64 = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|entry| entry.path().extension().is_some_and(|e| e == "log"))
+        .filter_map(|entry| entry.metadata().ok())
+        .map(|metadata| metadata.len())
+        .sum();
+    bytes / records as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,21 +220,4 @@ mod tests {
             ]
         );
     }
-}
-
-/// The average bytes of the `records` records found in the log under `dir` (its segment files'
-/// size over their count; 0 with none): what retention counts each of them as.
-pub(crate) fn average_record_bytes(dir: &std::path::Path, records: usize) -> u64 {
-    if records == 0 {
-        return 0;
-    }
-    let bytes: u64 = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|entry| entry.path().extension().is_some_and(|e| e == "log"))
-        .filter_map(|entry| entry.metadata().ok())
-        .map(|metadata| metadata.len())
-        .sum();
-    bytes / records as u64
 }

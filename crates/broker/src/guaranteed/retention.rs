@@ -86,47 +86,6 @@ fn cutoff(max_age: Duration, now: Tick) -> u64 {
     now.0.saturating_sub(max_age.as_micros() as u64)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn limits(max_bytes: u64, max_age: Duration, policy: RetentionPolicy) -> Retention {
-        Retention { max_bytes, max_age, policy, max_wait: Duration::from_secs(1) }
-    }
-
-    #[test]
-    fn bytes_over_the_limit_release_whole_oldest_seconds_until_it_fits() {
-        let mut r = Retained::default();
-        for second in 0..5 {
-            r.add(Tick(second * BUCKET + 10), 100);
-            r.add(Tick(second * BUCKET + 20), 100);
-        }
-        let l = limits(500, Duration::ZERO, RetentionPolicy::Release);
-        assert!(r.over(&l, Tick(5 * BUCKET)));
-        assert_eq!(r.release_point(&l, Tick(5 * BUCKET)), Some(Tick(3 * BUCKET - 1)), "three seconds go: 400 left");
-        r.release(Tick(3 * BUCKET - 1));
-        assert_eq!(r.bytes(), 400);
-        assert!(!r.over(&l, Tick(5 * BUCKET)));
-        let backpressure = limits(300, Duration::ZERO, RetentionPolicy::Backpressure);
-        assert!(r.over(&backpressure, Tick(5 * BUCKET)));
-        assert_eq!(r.release_point(&backpressure, Tick(5 * BUCKET)), None, "backpressure releases nothing");
-    }
-
-    #[test]
-    fn age_over_the_limit_releases_everything_older() {
-        let mut r = Retained::default();
-        r.add(Tick(BUCKET), 1);
-        r.add(Tick(9 * BUCKET), 1);
-        let l = limits(0, Duration::from_secs(5), RetentionPolicy::Release);
-        let now = Tick(10 * BUCKET);
-        assert!(r.over(&l, now));
-        assert_eq!(r.release_point(&l, now), Some(Tick(5 * BUCKET - 1)));
-        r.release(Tick(5 * BUCKET - 1));
-        assert!(!r.over(&l, now));
-        assert!(!r.over(&limits(0, Duration::ZERO, RetentionPolicy::Release), now), "no limits, never over");
-    }
-}
-
 impl super::driver::Driver {
     /// A GPUBLISH, held back if its pubend's log is at a retention limit under the backpressure
     /// policy (a retry of a publish already logged is answered as usual).
@@ -211,5 +170,46 @@ fn describe(r: &Retention) -> String {
         (0, _) => format!("max_age {}", humantime::format_duration(r.max_age)),
         (bytes, true) => format!("max_bytes {bytes}"),
         (bytes, false) => format!("max_bytes {bytes}, max_age {}", humantime::format_duration(r.max_age)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_bytes: u64, max_age: Duration, policy: RetentionPolicy) -> Retention {
+        Retention { max_bytes, max_age, policy, max_wait: Duration::from_secs(1) }
+    }
+
+    #[test]
+    fn bytes_over_the_limit_release_whole_oldest_seconds_until_it_fits() {
+        let mut r = Retained::default();
+        for second in 0..5 {
+            r.add(Tick(second * BUCKET + 10), 100);
+            r.add(Tick(second * BUCKET + 20), 100);
+        }
+        let l = limits(500, Duration::ZERO, RetentionPolicy::Release);
+        assert!(r.over(&l, Tick(5 * BUCKET)));
+        assert_eq!(r.release_point(&l, Tick(5 * BUCKET)), Some(Tick(3 * BUCKET - 1)), "three seconds go: 400 left");
+        r.release(Tick(3 * BUCKET - 1));
+        assert_eq!(r.bytes(), 400);
+        assert!(!r.over(&l, Tick(5 * BUCKET)));
+        let backpressure = limits(300, Duration::ZERO, RetentionPolicy::Backpressure);
+        assert!(r.over(&backpressure, Tick(5 * BUCKET)));
+        assert_eq!(r.release_point(&backpressure, Tick(5 * BUCKET)), None, "backpressure releases nothing");
+    }
+
+    #[test]
+    fn age_over_the_limit_releases_everything_older() {
+        let mut r = Retained::default();
+        r.add(Tick(BUCKET), 1);
+        r.add(Tick(9 * BUCKET), 1);
+        let l = limits(0, Duration::from_secs(5), RetentionPolicy::Release);
+        let now = Tick(10 * BUCKET);
+        assert!(r.over(&l, now));
+        assert_eq!(r.release_point(&l, now), Some(Tick(5 * BUCKET - 1)));
+        r.release(Tick(5 * BUCKET - 1));
+        assert!(!r.over(&l, now));
+        assert!(!r.over(&limits(0, Duration::ZERO, RetentionPolicy::Release), now), "no limits, never over");
     }
 }
