@@ -34,7 +34,10 @@
 //! 4. Local subscriptions: [`Input::SubendAttach`] (with σ, or `None` until the subscription
 //!    barrier gives [`Input::SubendStart`]), [`Input::SubendDetach`]; report a full client outbox
 //!    with [`Input::OutboxFull`] and room again with [`Input::OutboxReady`]. Never drop an
-//!    [`Action::Deliver`].
+//!    [`Action::Deliver`]. Durable subscriptions restored on a new engine are attached before
+//!    any other input of their stream, lowest checkpoint first: the first one attached sets
+//!    the stream's start and may be acknowledged upstream at once, so one attached later below
+//!    it would find its ticks folded away (told as a gap).
 //! 5. Every protocol message from a peer: [`Input::Received`] with the sender and its cell. Carry
 //!    out [`Action::Send`] to `to` (through `via`, a cell mate, when set). When a peer's link
 //!    handshake shows a new incarnation, feed [`Input::PeerRestarted`] before its messages.
@@ -67,7 +70,7 @@
 //! - Consolidation window = the NRT floor (seed: C forgotten after the minimum repetition
 //!   interval); NRT is estimated per stream, not per upstream link; long nacks are split in
 //!   chunks but sent at once (no windowed backlog pull).
-//! - Release equals ack (no durable subscriptions or checkpoints yet); early release exists.
+//! - Release equals ack (a durable subend acknowledges its checkpoint); early release exists.
 //! - The payload-cache limit is per stream (see [`cache`]); at an SHB, payloads not yet
 //!   delivered to caught-up subends are never evicted.
 //! - Release under crashes, cuts and churn (§9.1/§9.2 say a link not in P's tree is not
@@ -110,7 +113,11 @@
 //!   Answering F only at the pubend does not help (its verdict reads the same moving tree);
 //!   it needs verdicts from subscription summaries that cover moved subscribers, or a nack
 //!   that asks for the pubend's verdict (a wire change).
-//! - Not built: merge edges / total order (I6), durable subscriptions.
+//! - Not built: merge edges / total order (I6).
+//! - Known limit (durable subscriptions across a crash of their broker, outside this crate):
+//!   while a broker is down its subscriptions are out of the routing summaries, so a relay
+//!   may judge a message published (or in flight) meanwhile F for its cell and never send it
+//!   to the restored durable subscriber (the simulator's durable sweep, `IN_FLIGHT_AT_CRASH`).
 
 pub mod cache;
 pub mod knowledge;

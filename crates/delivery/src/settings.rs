@@ -69,6 +69,9 @@ pub struct Mutations {
     pub no_lease_after_crash: bool,
     /// Subends deliver D ticks beyond the doubt horizon (up to the highest known tick).
     pub deliver_past_horizon: bool,
+    /// Durable subends are acknowledged by what reached their outbox, not by their checkpoint
+    /// (a crash of their broker then loses what the application had not acknowledged).
+    pub ack_durable_by_delivery: bool,
 }
 
 impl Default for Settings {

@@ -96,3 +96,26 @@ fn ignoring_the_tick_lease_after_a_crash_is_caught() {
     }
     panic!("ignoring the tick lease went unnoticed for 100 seeds");
 }
+
+/// A durable subend acknowledged by delivery instead of by its checkpoint: the log is released
+/// above what the application acknowledged, so when its client comes back (or its broker
+/// restarts) from the checkpoint, what it had not acknowledged is gone. Caught as a loss (a gap
+/// notice, a release above a stored checkpoint, a tick missing or told F) on a seed the durable
+/// mode passes without the breakage.
+#[test]
+fn acknowledging_a_durable_subend_by_delivery_is_caught_as_a_loss() {
+    let broken = Mutations { ack_durable_by_delivery: true, ..Mutations::default() };
+    let settings_broken = Settings { mutations: broken, ..settings() };
+    for plan in plans(1, SEEDS, 300) {
+        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
+        let Err(failure) = run_gd_with(&topology, &plan, Mode::DURABLE, settings_broken.clone()) else { continue };
+        if run_gd_with(&topology, &plan, Mode::DURABLE, settings()).is_err() {
+            continue;
+        }
+        let loss = ["gap notice", "I4:", "I5:", "G2:", "I2:"].iter().any(|kind| failure.message.contains(kind));
+        assert!(loss, "seed {}: caught, but not as a loss: {}", plan.seed, failure.message);
+        println!("durable acked by delivery: caught at seed {}: {}", plan.seed, failure.message);
+        return;
+    }
+    panic!("acknowledging durable subends by delivery went unnoticed for {SEEDS} seeds");
+}

@@ -47,6 +47,8 @@ pub(crate) struct Subends {
     /// input) and goes on at the stream's next timer, which is then due at once: a long replay
     /// takes turns with every other input instead of holding the broker.
     more: bool,
+    /// Mutation `ack_durable_by_delivery` (set at attach): checkpoints do not count.
+    ack_by_delivery: bool,
     scratch: Vec<SubendId>,
 }
 
@@ -80,7 +82,8 @@ impl Subends {
         if self.members.is_empty() {
             return None;
         }
-        let lagging = self.lagging.values().chain(self.checkpoints.values()).min().copied();
+        let checkpoints = self.checkpoints.values().filter(|_| !self.ack_by_delivery);
+        let lagging = self.lagging.values().chain(checkpoints).min().copied();
         Some(lagging.map_or(self.delivered, |lag| lag.min(self.delivered)))
     }
 
@@ -97,6 +100,7 @@ impl Subends {
         know: &Knowledge,
         ctx: &mut Ctx<'_>,
     ) {
+        self.ack_by_delivery = ctx.settings.mutations.ack_durable_by_delivery;
         self.members.insert(subend, Member { start: None, blocked: false });
         self.lagging.insert(subend, self.delivered);
         if let (true, Some(start)) = (durable, start) {

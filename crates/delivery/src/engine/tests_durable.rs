@@ -173,3 +173,31 @@ fn a_long_catch_up_takes_turns_a_window_per_input() {
     engine.handle(Millis(11), Input::Tick, &mut out);
     assert_eq!(delivered(&out, 1), vec![Tick(10), Tick(20), Tick(30), Tick(40), Tick(50)]);
 }
+
+/// The simulator's SHB crashes (seed 18 of its durable sweep): a fresh engine takes the first
+/// durable subend restored as the stream's start and acknowledges up to its checkpoint at once,
+/// so a subend restored after it with a lower checkpoint found its ticks folded away (a gap
+/// notice). The contract (lib.rs, step 4) restores them lowest checkpoint first; then each is
+/// replayed from its own checkpoint and the acks stay at the lowest.
+#[test]
+fn durable_subends_restored_lowest_checkpoint_first_are_each_replayed_from_their_checkpoint() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
+    attach(&mut engine, 1, 1, Some(11), &mut out);
+    attach(&mut engine, 1, 2, Some(31), &mut out);
+    for subend in [1, 2] {
+        engine.handle(Millis(1), Input::OutboxFull { subend: SubendId(subend) }, &mut out);
+    }
+    assert!(acks(&out).iter().all(|&a| a <= Tick(10)), "pinned at the lowest checkpoint: {:?}", acks(&out));
+    for n in 2..=4 {
+        engine.handle(Millis(n * 100), data(n * 10, n * 10 - 9, 1, false), &mut out);
+    }
+    out.clear();
+    for subend in [1, 2] {
+        engine.handle(Millis(500), Input::OutboxReady { subend: SubendId(subend) }, &mut out);
+    }
+    assert!(!out.iter().any(|a| matches!(a, Action::GapNotice { .. })), "no gap: {out:?}");
+    assert_eq!(delivered(&out, 1), vec![Tick(20), Tick(30), Tick(40)]);
+    assert_eq!(delivered(&out, 2), vec![Tick(40)]);
+    engine.handle(Millis(700), Input::Tick, &mut out);
+    assert!(acks(&out).iter().all(|&a| a <= Tick(10)), "still at the lowest checkpoint: {:?}", acks(&out));
+}

@@ -28,7 +28,27 @@ impl GdLayer {
         let mut work = vec![input];
         while let Some(input) = work.pop() {
             let mut actions = Vec::new();
-            node.engine.handle(now, input, &mut actions);
+            let trace = std::env::var("SIM_TRACE").ok().and_then(|t| t.parse::<usize>().ok()) == Some(node.index);
+            let shown = trace && !matches!(input, Input::Tick | Input::Received { .. } | Input::Store(_));
+            if shown {
+                eprintln!("TRACE {now:?} node {} in {input:?}", node.index);
+            }
+            let before: Vec<_> = node
+                .engine
+                .inspect(tidings_delivery::PubendId(11403624436054962915))
+                .map(|v| v.done())
+                .into_iter()
+                .collect();
+            node.engine.handle(now, input.clone(), &mut actions);
+            let after: Vec<_> = node
+                .engine
+                .inspect(tidings_delivery::PubendId(11403624436054962915))
+                .map(|v| v.done())
+                .into_iter()
+                .collect();
+            if trace && before != after {
+                eprintln!("TRACE {now:?} done {before:?} -> {after:?} after {input:?}");
+            }
             for action in actions {
                 if let Some(next) = self.act(node, store, now, action, out) {
                     work.push(next);
@@ -69,7 +89,11 @@ impl GdLayer {
                 None
             }
             Action::Deliver { subend, pubend, tick, payload } => {
-                self.world.borrow_mut().judge_delivery(me, subend, pubend, tick, message_of(&payload));
+                let durable = self.world.borrow().subs.get(&subend).is_some_and(|s| s.durable.is_some());
+                match durable {
+                    true => self.hand(node, now, (subend, pubend, tick, message_of(&payload))),
+                    false => self.world.borrow_mut().judge_delivery(me, subend, pubend, tick, message_of(&payload)),
+                }
                 None
             }
             Action::GapNotice { subend, pubend, range } => {

@@ -8,14 +8,23 @@ use crate::gd::run::GdRun;
 use crate::net::LIVENESS;
 
 impl GdRun {
+    /// A broker crashes: its non-durable subscribers end with it; its durable ones stay (their
+    /// clients are cut off) and are restored when it restarts.
     pub(super) fn crash(&mut self, node: usize, loud: bool) {
         self.coverage.crashes += 1;
         self.net.crash(node, loud);
-        let subs: Vec<SubendId> =
-            self.world.borrow().subs.iter().filter(|(_, s)| s.node == node && !s.gone).map(|(&id, _)| id).collect();
+        let subs: Vec<SubendId> = self
+            .world
+            .borrow()
+            .subs
+            .iter()
+            .filter(|(_, s)| s.node == node && !s.gone && s.durable.is_none())
+            .map(|(&id, _)| id)
+            .collect();
         for subend in subs {
             self.end_sub(node, subend);
         }
+        self.durables_down(node);
         self.world.borrow_mut().confirmed.remove(&node);
     }
 
@@ -60,6 +69,7 @@ impl GdRun {
                 self.command(peer, Command::PeerRestarted { peer: node });
             }
         }
+        self.durables_up(node);
     }
 
     /// One chaos step and the checks.
@@ -97,6 +107,8 @@ impl GdRun {
             92..=99 if self.mode.faults => self.repair(&keys),
             89..=90 if self.mode.pubend_crashes => self.crash_pubend(),
             89..=90 if self.mode.idle_crashes => self.crash_idle(),
+            94..=95 if self.mode.shb_crashes => self.crash_shb(),
+            96..=98 if self.mode.durable => self.toggle_client(),
             _ => self.net.advance(1),
         }
         self.refresh();

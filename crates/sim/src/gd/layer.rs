@@ -15,6 +15,7 @@ use tidings_delivery::{
 use tidings_route::matching::RouteFilter;
 use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
 
+use crate::gd::durable::Clients;
 use crate::gd::matcher::SimMatcher;
 use crate::gd::world::World;
 use crate::layer::{Layer, LayerInput, LayerOutput};
@@ -46,6 +47,18 @@ pub enum Command {
     },
     /// A local guaranteed subscription joins every pubend, start pending on the barrier.
     Attach {
+        /// The subend.
+        subend: SubendId,
+        /// A durable subscription (acknowledged by its checkpoints).
+        durable: bool,
+    },
+    /// The client of a durable subscription went away (its subend stays, blocked).
+    ClientAway {
+        /// The subend.
+        subend: SubendId,
+    },
+    /// The client of a durable subscription came back.
+    ClientBack {
         /// The subend.
         subend: SubendId,
     },
@@ -104,6 +117,8 @@ pub struct GdNode {
     /// How far this incarnation's clock is behind the network's (a restart may step the clock
     /// back, as NTP may: only the durable tick lease keeps a pubend from reusing ticks).
     pub(super) skew: u64,
+    /// The durable subscribers' outboxes, acknowledgements and checkpoint writes in flight.
+    pub(super) clients: Clients,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -132,6 +147,7 @@ impl GdLayer {
         if let Some(pubend) = pubend {
             self.drive(node, store, now, Input::Store(store.open(pubend)), out);
         }
+        self.restore_durables(node, store, now, out);
     }
 
     /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
@@ -166,17 +182,13 @@ impl GdLayer {
                 let publisher = PublisherId(node.index as u64);
                 self.drive(node, store, now, Input::Publish { pubend, publisher, seq, payload }, out);
             }
-            Command::Attach { subend } => {
+            Command::Attach { subend, durable } => {
                 for pubend in pubends {
-                    self.drive(
-                        node,
-                        store,
-                        now,
-                        Input::SubendAttach { pubend, subend, start: None, durable: false },
-                        out,
-                    );
+                    self.drive(node, store, now, Input::SubendAttach { pubend, subend, start: None, durable }, out);
                 }
             }
+            Command::ClientAway { subend } => self.client_away(node, store, now, subend, out),
+            Command::ClientBack { subend } => self.client_back(node, store, now, subend, out),
             Command::Detach { subend } => {
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendDetach { pubend, subend }, out);
@@ -246,6 +258,10 @@ impl GdLayer {
             for (&id, sub) in subs {
                 if sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend) {
                     sub.starts.insert(pubend, start);
+                    // Stored with the start (the shell writes it before promising anything).
+                    if let Some(durable) = sub.durable.as_mut() {
+                        durable.checkpoint.entry(pubend).or_insert(start.prev());
+                    }
                     waiting.push(id);
                 }
             }
@@ -288,6 +304,9 @@ impl GdLayer {
                 if node.sync_at.is_some_and(|at| at <= now) {
                     self.sync(node, store, now, out);
                 }
+                if node.clients.deadline().is_some_and(|at| at <= now) {
+                    self.run_clients(node, store, now, out);
+                }
                 if node.engine.next_deadline().is_some_and(|d| d <= now) {
                     self.drive(node, store, now, Input::Tick, out);
                 }
@@ -323,6 +342,7 @@ impl Layer for GdLayer {
             pending: Vec::new(),
             routes: BTreeMap::new(),
             seen: BTreeMap::new(),
+            clients: Clients::default(),
         }
     }
 
@@ -350,7 +370,7 @@ impl Layer for GdLayer {
         if !node.booted {
             return Some(RouteMillis(0));
         }
-        let at = [node.engine.next_deadline(), node.sync_at].into_iter().flatten().min();
+        let at = [node.engine.next_deadline(), node.sync_at, node.clients.deadline()].into_iter().flatten().min();
         at.map(|at| RouteMillis(at.0 + node.skew))
     }
 

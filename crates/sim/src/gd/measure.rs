@@ -28,7 +28,7 @@ pub fn measure_blackout(
     run.world.borrow_mut().pubends = [(home, pubend)].into_iter().collect();
     run.pump(500);
     for node in (0..run.net.nodes.len()).filter(|&n| n != home) {
-        run.subscribe_with(node, filter(">", None));
+        run.subscribe_with(node, filter(">", None), false);
     }
     run.pump(500);
     let (a, b) = (run.net.node_of(wire.0), run.net.node_of(wire.1));

@@ -9,17 +9,22 @@
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
 //! fed by `routes`, its steps drawn by `chaos`, its bundles thinned by `bundles` in
-//! [`Mode::CELLS`]); `measure` holds the nack-consolidation measurement.
+//! [`Mode::CELLS`]); `measure` holds the nack-consolidation measurement. `durable` is the
+//! durable subscribers' shell at their broker (outbox, application acknowledgements,
+//! checkpoint store), `shb` the driver's side of them (clients away and back, crashes of
+//! their broker at any moment).
 
 mod actions;
 mod bundles;
 mod chaos;
+mod durable;
 pub mod layer;
 pub mod matcher;
 mod measure;
 mod relay;
 mod routes;
 pub mod run;
+mod shb;
 #[cfg(test)]
 mod tests;
 pub mod world;

@@ -13,7 +13,7 @@ use tidings_route::{BrokerName, Topology};
 
 use crate::gd::bundles::thin_bundles;
 use crate::gd::layer::{Command, GdFrame, GdLayer};
-use crate::gd::world::{Publish, Subscriber, World};
+use crate::gd::world::{Durable, Publish, Subscriber, World};
 use crate::gd::{settings, Stats};
 use crate::layer::LayerInput;
 use crate::net::{home_pubend, Net, LIVENESS};
@@ -43,29 +43,80 @@ pub struct Mode {
     /// entry broker often has no link of its own into a child cell's entry, so data goes
     /// sideways through a cell mate and acks and nacks come back the same way.
     pub partial_bundles: bool,
+    /// Half the subscribers (a seeded choice) are durable: acknowledged by checkpoints their
+    /// application's acknowledgements make, their clients going away and coming back.
+    pub durable: bool,
+    /// Brokers hosting a durable subscriber crash at any moment and restart, restoring each
+    /// durable subscription from its stored checkpoint.
+    pub shb_crashes: bool,
 }
 
 impl Mode {
     /// Everything.
-    pub const FULL: Mode =
-        Mode { faults: true, churn: true, pubend_crashes: true, idle_crashes: false, partial_bundles: false };
+    pub const FULL: Mode = Mode {
+        faults: true,
+        churn: true,
+        pubend_crashes: true,
+        idle_crashes: false,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
-    pub const LOSSY: Mode =
-        Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
+    pub const LOSSY: Mode = Mode {
+        faults: false,
+        churn: false,
+        pubend_crashes: false,
+        idle_crashes: false,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
     /// The lossy channel and subscriber churn.
-    pub const CHURN: Mode =
-        Mode { faults: false, churn: true, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
+    pub const CHURN: Mode = Mode {
+        faults: false,
+        churn: true,
+        pubend_crashes: false,
+        idle_crashes: false,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
     /// The lossy channel and crashes of publishing brokers.
-    pub const PUBEND_CRASHES: Mode =
-        Mode { faults: false, churn: false, pubend_crashes: true, idle_crashes: false, partial_bundles: false };
+    pub const PUBEND_CRASHES: Mode = Mode {
+        faults: false,
+        churn: false,
+        pubend_crashes: true,
+        idle_crashes: false,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
     /// The lossy channel and crashes of every role while nothing is owed.
-    pub const IDLE_CRASHES: Mode =
-        Mode { faults: false, churn: false, pubend_crashes: false, idle_crashes: true, partial_bundles: false };
+    pub const IDLE_CRASHES: Mode = Mode {
+        faults: false,
+        churn: false,
+        pubend_crashes: false,
+        idle_crashes: true,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
     /// The lossy channel over partial bundles (sideways routing through cell mates).
     pub const CELLS: Mode = Mode { partial_bundles: true, ..Mode::LOSSY };
     /// The lossy channel and faults, subscribers set up first.
-    pub const FAULTS: Mode =
-        Mode { faults: true, churn: false, pubend_crashes: false, idle_crashes: false, partial_bundles: false };
+    pub const FAULTS: Mode = Mode {
+        faults: true,
+        churn: false,
+        pubend_crashes: false,
+        idle_crashes: false,
+        partial_bundles: false,
+        durable: false,
+        shb_crashes: false,
+    };
+    /// The lossy channel, durable subscribers whose clients come and go, and crashes of
+    /// their brokers at any moment.
+    pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, ..Mode::LOSSY };
 }
 
 /// The state of one run.
@@ -219,10 +270,11 @@ impl GdRun {
 
     pub(super) fn subscribe(&mut self, node: usize) {
         let filter = random_filter(&mut self.rng);
-        self.subscribe_with(node, filter);
+        let durable = self.mode.durable && self.rng.chance(50);
+        self.subscribe_with(node, filter, durable);
     }
 
-    pub(super) fn subscribe_with(&mut self, node: usize, filter: RouteFilter) {
+    pub(super) fn subscribe_with(&mut self, node: usize, filter: RouteFilter, durable: bool) {
         if !self.net.alive(node) {
             return;
         }
@@ -234,9 +286,10 @@ impl GdRun {
             starts: BTreeMap::new(),
             delivered: BTreeMap::new(),
             barrier: None,
+            durable: durable.then(|| Durable { connected: true, ..Durable::default() }),
         };
         self.world.borrow_mut().subs.insert(SubendId(id), sub);
-        self.command(node, Command::Attach { subend: SubendId(id) });
+        self.command(node, Command::Attach { subend: SubendId(id), durable });
         self.barrier(node, SubendId(id));
     }
 
@@ -245,7 +298,7 @@ impl GdRun {
     /// covers it. (Moving it to each re-request's number starved subscribers whose barrier
     /// took longer than the re-request interval: every confirmation came for a number the
     /// subend had just given up.)
-    fn barrier(&mut self, node: usize, subend: SubendId) {
+    pub(super) fn barrier(&mut self, node: usize, subend: SubendId) {
         let Some(number) = self.net.request_barrier(node) else { return };
         let confirmed = {
             let mut world = self.world.borrow_mut();
@@ -288,6 +341,7 @@ impl GdRun {
         for node in 0..self.net.nodes.len() {
             self.command(node, Command::Retry);
         }
+        self.clients_back();
         let keys: Vec<(usize, usize)> = self.net.wires.keys().copied().collect();
         for key in keys {
             self.net.repair(key);
@@ -380,15 +434,18 @@ impl GdRun {
 
     fn finished(&self) -> Result<(), String> {
         self.world.borrow().judge_complete()?;
+        self.world.borrow().judge_checkpointed()?;
         let world = self.world.borrow();
         let unacked = world.publishes.values().flatten().filter(|p| !p.acked).count();
         if unacked > 0 {
             return Err(format!("{unacked} publishes never acknowledged"));
         }
         for (&home, &pubend) in &world.pubends {
-            let held = self.net.nodes[home].store.held(pubend, TickRange { from: Tick(0), to: Tick(u64::MAX) });
+            // A durable subscriber pins the log at its checkpoint, its last tick received.
+            let floor = world.checkpoint_floor(pubend);
+            let held = self.net.nodes[home].store.held(pubend, TickRange { from: Tick(0), to: floor });
             if held > 0 {
-                return Err(format!("{pubend:?} at node {home} still holds {held} records"));
+                return Err(format!("{pubend:?} at node {home} still holds {held} records up to {floor:?}"));
             }
         }
         Ok(())

@@ -24,6 +24,23 @@ pub struct Subscriber {
     pub delivered: BTreeMap<PubendId, Vec<Tick>>,
     /// The barrier request that confirms it.
     pub barrier: Option<u64>,
+    /// A durable subscriber's client and checkpoints (`None`: non-durable).
+    pub durable: Option<Durable>,
+}
+
+/// What a durable subscriber has beyond a plain one: its client (which outlives the
+/// subscriber's broker, and may be away) and the checkpoint store of that broker (durable
+/// across its crashes). `Subscriber::delivered` holds what the application accepted: a
+/// redelivery of a tick at or below the last one it received is skipped, as a real client does.
+#[derive(Clone, Debug, Default)]
+pub struct Durable {
+    /// The client is connected to its broker (its subend unblocked).
+    pub connected: bool,
+    /// Per pubend, the stored checkpoint: every tick up to it was acknowledged by the
+    /// application and that acknowledgement is durable at the broker.
+    pub checkpoint: BTreeMap<PubendId, Tick>,
+    /// Redeliveries the client skipped (ticks at or below the last it received).
+    pub skipped: u64,
 }
 
 /// One publish of a guaranteed publisher: its sequence number and message id.
@@ -87,6 +104,14 @@ pub struct Stats {
     pub finals_judged: u64,
     /// Subscribers that gave up on a barrier that never listed every pubend.
     pub unconfirmed: u64,
+    /// Redeliveries durable clients skipped (received before, not yet checkpointed).
+    pub skipped: u64,
+    /// Checkpoints the durable subscribers' brokers made durable.
+    pub checkpoints: u64,
+    /// Crashes of brokers hosting a durable subscriber (at any moment).
+    pub shb_crashes: u64,
+    /// Times a durable subscriber's client went away.
+    pub clients_away: u64,
     /// Nack messages sent upstream, summed over the engines alive at the end.
     pub nacks_sent: u64,
     /// Ticks nacked upstream, summed over the engines alive at the end.
@@ -114,6 +139,10 @@ impl Stats {
         self.data_judged += other.data_judged;
         self.finals_judged += other.finals_judged;
         self.unconfirmed += other.unconfirmed;
+        self.skipped += other.skipped;
+        self.checkpoints += other.checkpoints;
+        self.shb_crashes += other.shb_crashes;
+        self.clients_away += other.clients_away;
         self.nack_ticks_sent += other.nack_ticks_sent;
         self.nacks_sent += other.nacks_sent;
         self.nack_ticks_absorbed += other.nack_ticks_absorbed;
@@ -140,12 +169,12 @@ impl World {
         self.probes.get(msg as usize).is_some_and(|probe| sub.filter.matches(probe))
     }
 
-    fn violation(&mut self, text: String) {
+    pub(super) fn violation(&mut self, text: String) {
         self.violations.push(text);
     }
 
     /// The ticks `sub` is owed on `pubend` in `[from, to]`, in order.
-    fn owed(&self, sub: &Subscriber, pubend: PubendId, from: Tick, to: Tick) -> Vec<Tick> {
+    pub(super) fn owed(&self, sub: &Subscriber, pubend: PubendId, from: Tick, to: Tick) -> Vec<Tick> {
         let Some(&start) = sub.starts.get(&pubend) else { return Vec::new() };
         let from = from.max(start);
         if from > to {
@@ -155,7 +184,8 @@ impl World {
         log.range(from..=to).filter(|(_, &msg)| self.wants(sub, msg)).map(|(&t, _)| t).collect()
     }
 
-    /// I5 at every delivery: the subscriber's sequence stays a prefix of Expected.
+    /// I5 at every delivery: the subscriber's sequence stays a prefix of Expected. (A durable
+    /// subscriber's deliveries are judged when its client receives them: `judge_received`.)
     pub fn judge_delivery(&mut self, node: usize, subend: SubendId, pubend: PubendId, tick: Tick, msg: Option<u64>) {
         self.stats.deliveries += 1;
         let Some(sub) = self.subs.get(&subend) else {
@@ -239,12 +269,18 @@ impl World {
     }
 
     /// I4 at every release of a pubend's log: no live started subscriber is still owed a
-    /// tick at or below the release prefix.
+    /// tick at or below the release prefix (a durable one: above its stored checkpoint).
     pub fn judge_release(&mut self, pubend: PubendId, release: Tick) {
         self.stats.releases += 1;
         let mut failed = None;
         for (&id, sub) in self.subs.iter().filter(|(_, sub)| !sub.gone) {
             let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
+            // A durable subscriber is owed again everything above its checkpoint (what it
+            // received since comes again after a crash of its broker).
+            let last = match &sub.durable {
+                Some(durable) => durable.checkpoint.get(&pubend).copied(),
+                None => last,
+            };
             let from = last.map_or(Tick(0), Tick::next);
             let owed = self.owed(sub, pubend, from, release);
             if !owed.is_empty() {
