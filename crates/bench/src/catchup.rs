@@ -6,24 +6,23 @@
 //! 2. `backlog` guaranteed messages of `size` bytes are published and acknowledged (the
 //!    durable subscription holds them in the log);
 //! 3. a live guaranteed subscriber on `live.>` and a live guaranteed publisher at `live_rate`
-//!    start; for `baseline` the live latency is recorded alone;
+//!    start, each a `tidings` process of its own; for `baseline` the live latency is recorded
+//!    alone;
 //! 4. the durable client comes back: the catch-up runs from its SUBSCRIBE to its last backlog
 //!    message, and the live latency is recorded over exactly that time.
 //!
 //! Clock points: the catch-up rate is backlog messages over the time from just before the
 //! durable SUBSCRIBE is sent to the moment the application takes the last one; live latency
-//! runs from the message's send timestamp (set just before the client is asked to publish it)
-//! to the moment the live subscriber's application takes it.
+//! runs from the message's send timestamp (set by `tidings pub` just before its client is asked
+//! to publish it) to the moment `tidings sub`'s application takes it (its `latency_us`).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use serde::Serialize;
-use tidings_client::{now_us, Client, DeliveryMode, Message, SubscribeOptions};
-use tokio::sync::Mutex;
+use tidings_client::{now_us, Client, Message, SubscribeOptions};
 
 use crate::target::Target;
 
@@ -93,11 +92,12 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
     publisher.close().await?;
     // 3. Live traffic, measured alone.
     let live = Live::start(target, spec).await?;
+    let alone_from = now_us();
     tokio::time::sleep(spec.baseline).await;
-    let alone = live.take().await;
+    let alone = live.between(alone_from, now_us())?;
     // 4. The catch-up, with live traffic measured over exactly its time.
     let back = Client::connect(&target.tcp).await?;
-    let started = Instant::now();
+    let (started, during_from) = (Instant::now(), now_us());
     let mut sub = back.subscribe_with(SubscribeOptions::new("backlog.>").durable(DURABLE)).await?;
     let mut replayed = 0u64;
     while replayed < spec.backlog {
@@ -108,8 +108,11 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
         }
     }
     let secs = started.elapsed().as_secs_f64();
-    let during = live.take().await;
-    live.stop().await;
+    let during_to = now_us();
+    // Deliveries received during the catch-up are in the subscriber's output a little later.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let during = live.between(during_from, during_to)?;
+    drop(live);
     sub.unsubscribe().await?;
     back.close().await?;
     let q = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q);
@@ -126,63 +129,65 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
     })
 }
 
-/// A live guaranteed publisher at a fixed rate and a live guaranteed subscriber recording
-/// latencies.
+/// Live traffic in processes of their own (`tidings pub --guaranteed --rate` and `tidings sub
+/// --guaranteed --json`), as a live subscriber is in practice: the catch-up's own client then
+/// competes with it for the machine, as another application would, but not for its runtime.
+/// Each delivery's latency is the subscriber's `latency_us` (its application's receipt less
+/// the publisher's stamp), filed by its `received_us`.
 struct Live {
-    latencies: Arc<Mutex<Histogram<u64>>>,
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    received: Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
+    children: Vec<std::process::Child>,
 }
 
 impl Live {
     async fn start(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<Live> {
-        let latencies = Arc::new(Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3)?));
-        let stop = Arc::new(AtomicBool::new(false));
-        let subscriber = Client::connect(&target.tcp).await?;
-        let mut sub = subscriber.subscribe_with(SubscribeOptions::new("live.>").mode(DeliveryMode::Guaranteed)).await?;
-        let (h, s) = (Arc::clone(&latencies), Arc::clone(&stop));
-        let receive = tokio::spawn(async move {
-            while !s.load(Ordering::Relaxed) {
-                let Ok(Some(delivery)) = tokio::time::timeout(Duration::from_millis(200), sub.recv()).await else {
-                    continue;
-                };
-                let latency = now_us().saturating_sub(delivery.sent_us);
-                h.lock().await.saturating_record(latency);
+        use std::io::BufRead;
+        let exe = std::env::current_exe()?;
+        let mut sub = std::process::Command::new(&exe)
+            .args(["sub", "--server", &target.tcp, "live.>", "--guaranteed", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let stdout = sub.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&received);
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+                if let (Some(at), Some(latency)) = (v["received_us"].as_u64(), v["latency_us"].as_u64()) {
+                    sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((at, latency));
+                }
             }
-            drop(subscriber);
-            Ok(())
         });
-        let publisher = Client::connect(&target.tcp).await?;
-        let (s, rate, size) = (Arc::clone(&stop), spec.live_rate.max(1), spec.size);
-        let publish = tokio::spawn(async move {
-            let payload = Bytes::from(vec![0x11; size]);
-            let every = Duration::from_secs_f64(1.0 / rate as f64);
-            let mut next = tokio::time::Instant::now();
-            while !s.load(Ordering::Relaxed) {
-                next += every;
-                tokio::time::sleep_until(next).await;
-                let message = Message::new("live.t", &[], payload.clone(), now_us())?;
-                // The acknowledgement is not waited for: the window bounds what is in flight.
-                drop(publisher.send_guaranteed(message).await?);
-            }
-            publisher.close().await?;
-            Ok(())
-        });
-        Ok(Live { latencies, stop, tasks: vec![receive, publish] })
+        // The subscription is confirmed before the first live message is published.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let (rate, size) = (spec.live_rate.to_string(), spec.size.to_string());
+        let publisher = std::process::Command::new(&exe)
+            .args(["pub", "--server", &target.tcp, "live.t", "x", "--guaranteed", "--rate", &rate])
+            .args(["--size", &size, "--count", "1000000000"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Ok(Live { received, children: vec![sub, publisher] })
     }
 
-    /// The latencies recorded since the last call.
-    async fn take(&self) -> Histogram<u64> {
-        let mut h = self.latencies.lock().await;
-        let taken = h.clone();
-        h.reset();
-        taken
+    /// The latencies of deliveries received in `[from, to]` (µs since the epoch).
+    fn between(&self, from: u64, to: u64) -> anyhow::Result<Histogram<u64>> {
+        let mut h = Histogram::new_with_bounds(1, 60_000_000, 3)?;
+        let received = self.received.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for &(_, latency) in received.iter().filter(|(at, _)| (from..=to).contains(at)) {
+            h.saturating_record(latency);
+        }
+        Ok(h)
     }
+}
 
-    async fn stop(self) {
-        self.stop.store(true, Ordering::Relaxed);
-        for task in self.tasks {
-            let _ = task.await;
+impl Drop for Live {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }

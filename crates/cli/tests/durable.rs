@@ -251,3 +251,26 @@ fn the_backpressure_policy_refuses_publishes_past_the_limit_and_loses_nothing_ac
     got.extend(ok_lines(durable_sub(&b, "d", acked.len() - 1)));
     assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
 }
+
+#[test]
+fn a_durable_subscription_that_matches_nothing_does_not_hold_the_log() {
+    let b = BrokerProcess::start(gd_common::bin(), &[]).unwrap();
+    let server = b.tcp();
+    let rare = spawn(&["sub", "--server", &server, "--durable", "rare", "k.>", "--where", "seq > 1000000", "--json"]);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let acked = ok_lines(publish(&server, "k.a", 200, &[]));
+    let last = acked.iter().map(|a| a["tick"].as_u64().unwrap()).max().unwrap();
+    let release = || -> u64 {
+        let state: Value =
+            serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+        state["guaranteed"]["pubends"][0]["release"].as_u64().unwrap_or(0)
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while release() < last {
+        assert!(Instant::now() < deadline, "the log is still held for a subscription none of it matched");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    tidings_testkit::send_signal(rare.id(), tidings_testkit::Signal::Kill).unwrap();
+    let (lines, _) = lines(rare);
+    assert!(lines.is_empty(), "nothing matched: {lines:?}");
+}

@@ -21,6 +21,11 @@ pub struct PayloadCache {
     payloads: BTreeMap<Tick, Bytes>,
     bytes: usize,
     evicted: u64,
+    /// The lowest tick a local subend still has to read (`None`: none lags).
+    wanted_from: Option<Tick>,
+    /// Payloads from here on are not delivered yet to caught-up local subends: never evicted,
+    /// whatever an insert says.
+    protected_from: Option<Tick>,
 }
 
 impl PayloadCache {
@@ -42,16 +47,29 @@ impl PayloadCache {
         }
         self.bytes += payload.len();
         self.payloads.insert(tick, payload);
+        let protect_from = self.protected_from.map_or(protect_from, |p| p.min(protect_from));
         while self.bytes > limit {
             let Some((&lowest, _)) = self.payloads.first_key_value() else { break };
-            if lowest >= protect_from {
-                break;
-            }
-            if let Some(dropped) = self.payloads.remove(&lowest) {
+            let victim = match self.wanted_from {
+                Some(wanted) if lowest >= wanted => match self.payloads.range(..protect_from).next_back() {
+                    Some((&highest, _)) => highest,
+                    None => break,
+                },
+                _ if lowest >= protect_from => break,
+                _ => lowest,
+            };
+            if let Some(dropped) = self.payloads.remove(&victim) {
                 self.bytes -= dropped.len();
                 self.evicted += 1;
             }
         }
+    }
+
+    /// Where the local subends stand: payloads from `wanted` on are what the slowest reads
+    /// next, and those from `protected` on are not delivered yet to the caught-up ones.
+    pub fn want_from(&mut self, wanted: Option<Tick>, protected: Tick) {
+        self.wanted_from = wanted;
+        self.protected_from = Some(protected);
     }
 
     /// Drops every payload at or below `tick` (acknowledged everywhere downstream).
@@ -90,6 +108,17 @@ impl PayloadCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn while_a_subend_catches_up_the_stretch_it_reads_next_is_kept() {
+        let mut cache = PayloadCache::default();
+        cache.want_from(Some(Tick(3)), Tick(100));
+        for tick in 1..=6 {
+            cache.insert(Tick(tick), Bytes::from_static(b"0123456789"), 30, Tick(100));
+        }
+        let kept: Vec<u64> = cache.payloads.keys().map(|t| t.0).collect();
+        assert_eq!(kept, [3, 4, 5], "below it first, then the highest");
+    }
 
     #[test]
     fn the_lowest_unprotected_payloads_are_evicted_first() {

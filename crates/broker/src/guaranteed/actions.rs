@@ -97,6 +97,9 @@ impl Driver {
     }
 
     fn deliver(&mut self, subend: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
+        if self.subends.get(&subend).is_some_and(|entry| entry.durable && entry.outbox.is_some()) {
+            self.durable_delivered(subend, pubend, tick);
+        }
         let Some(entry) = self.subends.get_mut(&subend) else { return };
         let Some(outbox) = entry.outbox.clone() else { return };
         let message = match Message::decode(payload) {

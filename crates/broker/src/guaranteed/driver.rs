@@ -153,6 +153,12 @@ impl Driver {
         loop {
             // Woken at least every snapshot period, so `/state` is never older than that.
             let sleep = self.sleep_time().min(super::state::EVERY);
+            if sleep.is_zero() {
+                // A catch-up's next turn is due: the sessions' tasks (live traffic) run first.
+                // Without this the loop would find a branch ready at every turn and keep its
+                // worker thread until the runtime's budget ran out, tens of milliseconds.
+                tokio::task::yield_now().await;
+            }
             tokio::select! {
                 command = self.rx.recv() => match command {
                     Some(command) => self.command(command),

@@ -139,6 +139,8 @@ pub(super) struct Durable {
     pub(super) saved: BTreeMap<PubendId, Tick>,
     /// A session holds it.
     pub(super) held: bool,
+    /// Per pubend, the last tick handed to its outbox.
+    pub(super) delivered: BTreeMap<PubendId, Tick>,
 }
 
 /// Every durable name, and the checkpoint writer's state.
@@ -151,9 +153,19 @@ pub(super) struct Durables {
     dirty: BTreeSet<(String, PubendId)>,
     /// A write is in flight (one at a time, so writes land in order).
     writing: bool,
-    /// A failed write is retried no earlier than this.
+    /// The next write starts no earlier than this (after a failure: a second later; after a
+    /// success: [`CHECKPOINT_EVERY`] later).
     retry_at: Option<std::time::Instant>,
 }
+
+/// At most one checkpoint write per this interval. Each is a synced transaction on the disk the
+/// pubend log syncs on too: back to back, a fast catch-up's checkpoints would put a sync ahead
+/// of every live publish. A checkpoint written later only holds the log a little longer.
+/// A checkpoint moves over ticks that did not match once they are this far (one second of the
+/// pubend's clock) past it.
+const PASSED_TICKS: u64 = 1_000_000;
+
+pub(super) const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Durables {
     pub(super) fn new(store: DurableStore, claims: Arc<parking_lot::Mutex<Claims>>) -> Durables {
@@ -205,7 +217,14 @@ impl Driver {
                 Subend { id: SubId(0), outbox: None, blocked: true, barrier: None, confirmed_at, durable: true };
             self.subends.insert(subend, entry);
             self.durables.by_subend.insert(subend, name.clone());
-            let durable = Durable { record, subend, acked: checkpoints.clone(), saved: checkpoints, held: false };
+            let durable = Durable {
+                record,
+                subend,
+                acked: checkpoints.clone(),
+                saved: checkpoints,
+                held: false,
+                delivered: BTreeMap::new(),
+            };
             self.durables.by_name.insert(name, durable);
         }
         self.metrics.subends.set(self.subends.len() as i64);
@@ -297,7 +316,14 @@ impl Driver {
         if let Some(net) = &self.net {
             net.cluster.subscribe(crate::cluster::RouteFilter::new(pattern.clone(), selector.clone()));
         }
-        let durable = Durable { record, subend, acked: BTreeMap::new(), saved: BTreeMap::new(), held: true };
+        let durable = Durable {
+            record,
+            subend,
+            acked: BTreeMap::new(),
+            saved: BTreeMap::new(),
+            held: true,
+            delivered: BTreeMap::new(),
+        };
         self.durables.by_name.insert(name.clone(), durable);
         self.durables.by_subend.insert(subend, name);
         self.metrics.durable_created.inc();
@@ -355,8 +381,37 @@ impl Driver {
         }
     }
 
+    /// A delivery to a durable subend's outbox (checked against its client's acks).
+    pub(super) fn durable_delivered(&mut self, subend: SubendId, pubend: PubendId, tick: Tick) {
+        let Some(name) = self.durables.by_subend.get(&subend) else { return };
+        if let Some(durable) = self.durables.by_name.get_mut(name) {
+            durable.delivered.insert(pubend, tick);
+        }
+    }
+
+    /// A held durable subscription whose client acknowledged everything delivered to it moves
+    /// its checkpoint to where its stream stands, once that is [`PASSED_TICKS`] further: ticks
+    /// that did not match it are not held for it.
+    fn checkpoint_passed_ticks(&mut self) {
+        let mut moved = Vec::new();
+        for (name, durable) in self.durables.by_name.iter_mut().filter(|(_, d)| d.held) {
+            for (pubend, acked) in durable.acked.iter_mut() {
+                let delivered = durable.delivered.get(pubend).copied().unwrap_or_default();
+                let position = self.engine.inspect(*pubend).and_then(|view| view.subend_position(durable.subend));
+                if let Some(position) = position.filter(|&p| *acked >= delivered && p.0 >= acked.0 + PASSED_TICKS) {
+                    *acked = position;
+                    moved.push((name.clone(), *pubend));
+                }
+            }
+        }
+        self.durables.dirty.extend(moved);
+    }
+
     /// Starts a checkpoint write if some moved and none is in flight.
     pub(super) fn flush_checkpoints(&mut self) {
+        if !self.durables.writing && self.durables.retry_at.is_none_or(|at| at <= std::time::Instant::now()) {
+            self.checkpoint_passed_ticks();
+        }
         let d = &mut self.durables;
         if d.writing || d.dirty.is_empty() || d.retry_at.is_some_and(|at| at > std::time::Instant::now()) {
             return;
@@ -390,7 +445,7 @@ impl Driver {
             }
             return;
         }
-        self.durables.retry_at = None;
+        self.durables.retry_at = Some(std::time::Instant::now() + CHECKPOINT_EVERY);
         self.metrics.durable_checkpoints.inc();
         for (name, pubend, tick) in saved {
             let Some(durable) = self.durables.by_name.get_mut(&name) else { continue };

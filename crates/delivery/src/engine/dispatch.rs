@@ -67,6 +67,7 @@ impl<M: Matcher> Engine<M> {
         };
         let mut ctx =
             Ctx { now, pubend, settings: &self.settings, matcher: &self.matcher, out, counters: &mut self.counters };
+        stream.cache.want_from(stream.subends.wanted_from(), stream.subends.protect_from());
         operation(stream, &mut ctx);
         stream.settle(&mut ctx);
         stream.refresh_deadline(&ctx);

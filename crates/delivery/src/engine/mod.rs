@@ -175,6 +175,13 @@ impl StreamView<'_> {
         unknown.is_empty()
     }
 
+    /// Everything up to this tick was handed to local `subend` or did not match it: a durable
+    /// subscription whose client acknowledged every delivery may checkpoint here, so a filter
+    /// that rarely matches does not hold the log until its next match.
+    pub fn subend_position(&self, subend: crate::names::SubendId) -> Option<crate::names::Tick> {
+        self.stream.subends.position(subend)
+    }
+
     /// Runs held by the knowledge map.
     pub fn runs(&self) -> usize {
         self.stream.know.run_count()

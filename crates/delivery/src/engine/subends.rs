@@ -58,6 +58,18 @@ impl Subends {
         self.start
     }
 
+    /// Everything up to this tick was handed to `subend` or did not match it (`None` before
+    /// its start is known).
+    pub(crate) fn position(&self, subend: SubendId) -> Option<Tick> {
+        self.members.get(&subend)?.start?;
+        Some(self.lagging.get(&subend).copied().unwrap_or(self.delivered))
+    }
+
+    /// The lowest tick a lagging subend reads next (`None`: none lags).
+    pub(crate) fn wanted_from(&self) -> Option<Tick> {
+        self.lagging.values().min().map(|pointer| pointer.next())
+    }
+
     /// Whether a catch-up has more to replay now.
     pub(crate) fn has_more(&self) -> bool {
         self.more
