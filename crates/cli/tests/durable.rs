@@ -119,7 +119,8 @@ fn a_second_holder_is_refused_and_an_operator_lists_and_deletes_the_name() {
     let listed = loop {
         let listed = ok_lines(spawn(&["durable", "ls", "--json", "--admin", &admin]));
         let listed = listed[0].as_array().unwrap().clone();
-        if listed.first().is_some_and(|d| d["held"] == false) || Instant::now() > deadline {
+        let written = |d: &Value| d["pubends"][0]["checkpoint"].as_u64().is_some_and(|c| c > 0);
+        if listed.first().is_some_and(|d| d["held"] == false && written(d)) || Instant::now() > deadline {
             break listed;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -46,6 +46,10 @@ pub(crate) struct Route {
 pub(crate) struct GuaranteedRoute {
     pub(crate) standing: Standing,
     pub(crate) confirm: Option<oneshot::Sender<()>>,
+    /// A durable subscription resumes where the broker's checkpoint is, which may be past
+    /// ticks this client never saw because none of them matched: the broker reports every loss
+    /// itself (a GAP), so no gap is inferred from where it starts.
+    pub(crate) durable: bool,
 }
 
 impl Route {
@@ -243,7 +247,8 @@ impl Shared {
             debug!(subscription = subscribed.id.0, "SUBSCRIBED for no guaranteed subscription");
             return;
         };
-        for gap in g.standing.confirmed(subscribed.id, &subscribed.starts) {
+        let gaps = g.standing.confirmed(subscribed.id, &subscribed.starts);
+        for gap in gaps.into_iter().filter(|_| !g.durable) {
             warn!(subscription = gap.subscription.0, pubend = %gap.pubend, from = gap.from.0, to = gap.to.0,
                 "the subscription was set up again after a lost connection; these ticks were possibly missed");
             inbox.push(Event::Gap(gap));

@@ -159,7 +159,11 @@ impl Subscription {
         let (guaranteed, confirmed) = match options.mode {
             DeliveryMode::Guaranteed => {
                 let (confirm, confirmed) = oneshot::channel();
-                (Some(GuaranteedRoute { confirm: Some(confirm), ..GuaranteedRoute::default() }), Some(confirmed))
+                let durable = options.durable.is_some();
+                (
+                    Some(GuaranteedRoute { confirm: Some(confirm), durable, ..GuaranteedRoute::default() }),
+                    Some(confirmed),
+                )
             }
             DeliveryMode::BestEffort => (None, None),
         };

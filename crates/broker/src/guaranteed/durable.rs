@@ -156,6 +156,8 @@ pub(super) struct Durables {
     /// The next write starts no earlier than this (after a failure: a second later; after a
     /// success: [`CHECKPOINT_EVERY`] later).
     retry_at: Option<std::time::Instant>,
+    /// A client left: its last acknowledgements are written at once, not after the interval.
+    urgent: bool,
 }
 
 /// At most one checkpoint write per this interval. Each is a synced transaction on the disk the
@@ -177,6 +179,7 @@ impl Durables {
             dirty: BTreeSet::new(),
             writing: false,
             retry_at: None,
+            urgent: false,
         }
     }
 
@@ -337,6 +340,12 @@ impl Driver {
         if let Some(durable) = self.durables.by_name.get_mut(&name) {
             durable.held = false;
         }
+        // What its client acknowledged before leaving is written now: a crash of this broker
+        // right after must not give the next client those messages again.
+        self.durables.urgent = true;
+        if self.durables.retry_at.is_some() && !self.durables.writing {
+            self.durables.retry_at = None;
+        }
         if let Some(entry) = self.subends.get_mut(&subend) {
             entry.outbox = None;
             if !entry.blocked {
@@ -445,7 +454,8 @@ impl Driver {
             }
             return;
         }
-        self.durables.retry_at = Some(std::time::Instant::now() + CHECKPOINT_EVERY);
+        let urgent = std::mem::take(&mut self.durables.urgent);
+        self.durables.retry_at = (!urgent).then(|| std::time::Instant::now() + CHECKPOINT_EVERY);
         self.metrics.durable_checkpoints.inc();
         for (name, pubend, tick) in saved {
             let Some(durable) = self.durables.by_name.get_mut(&name) else { continue };
