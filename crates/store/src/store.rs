@@ -199,6 +199,7 @@ impl Store {
             unsynced: false,
             last_sync: Instant::now(),
             buf: Vec::new(),
+            short_of_space: false,
         };
         let sink: Box<dyn CompletionSink> = Box::new(sink);
         let handle = std::thread::Builder::new()

@@ -50,6 +50,9 @@ pub(crate) struct GroupWriter {
     pub(crate) fresh: bool,
     /// The active segment holds written zeros (or records) up to here.
     pub(crate) filled: u64,
+    /// A write met a full disk since released segments were last deleted: the next deletion
+    /// happens in line, so the space is back before the next append.
+    pub(crate) short_of_space: bool,
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -185,6 +188,7 @@ impl GroupWriter {
             return Ok(());
         }
         let mut written = self.write_group();
+        self.short_of_space |= matches!(written, Err(StoreError::NoSpace { .. }));
         let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
         if matches!(written, Err(StoreError::NoSpace { .. })) && releasing && self.reserve.free() {
             written = self.write_group();
@@ -321,11 +325,27 @@ impl GroupWriter {
         if gone.is_empty() || (self.unsynced && self.sync().is_err()) {
             return;
         }
-        for id in gone {
-            if let Err(error) = self.fs.remove(&segment_path(&self.dir, id)) {
-                tracing::warn!(%error, segment = id, "could not delete a released segment");
+        let (fs, dir, shared) = (Arc::clone(&self.fs), self.dir.clone(), Arc::clone(&self.shared));
+        let delete = move || {
+            for id in gone {
+                if let Err(error) = fs.remove(&segment_path(&dir, id)) {
+                    tracing::warn!(%error, segment = id, "could not delete a released segment");
+                }
+                shared.stats.segments_deleted.fetch_add(1, Relaxed);
             }
-            self.shared.stats.segments_deleted.fetch_add(1, Relaxed);
+        };
+        if std::mem::take(&mut self.short_of_space) || !self.reserve.present {
+            // The disk was full: the space must be back before the next append.
+            delete();
+        } else {
+            // Unlinking a full segment takes milliseconds, and every append queued behind it (a
+            // live publisher's acknowledgement) would wait: it goes on a thread of its own. The
+            // release records are durable already, so the files are dead whenever they go (a
+            // crash first leaves them to the next open, which finds them released).
+            let deleting = std::thread::Builder::new().name("tidings-store-delete".into()).spawn(delete);
+            if let Err(error) = deleting {
+                tracing::warn!(%error, "could not start deleting released segments; they go at the next open");
+            }
         }
         self.reserve.ensure();
     }

@@ -100,6 +100,28 @@ fn the_dedup_table_of_unreleased_records_survives_a_restart() {
 }
 
 #[test]
+fn with_room_on_the_disk_released_segments_are_deleted_off_the_writer_thread() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    let h = open(fs.clone(), dir, Options { reserve_bytes: 1024, ..small_segments() }).unwrap();
+    let records: Vec<_> = (1..=200).map(|t| record(0, t, &[7; 256])).collect();
+    h.append_in_groups(&records, 4);
+    let before = fs.list_names(dir).len();
+    assert!(h.release(0, 150).result.is_ok());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while h.store.stats().segments_deleted == 0 {
+        assert!(std::time::Instant::now() < deadline, "released segments were never deleted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    while fs.list_names(dir).len() >= before {
+        assert!(std::time::Instant::now() < deadline, "the files are still there");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let left: Vec<u64> = h.records(0).iter().map(|r| r.tick.0).collect();
+    assert_eq!(left, (151..=200).collect::<Vec<_>>());
+}
+
+#[test]
 fn release_deletes_whole_segments_only_once_every_record_in_them_is_released() {
     let fs = Arc::new(MemFs::new());
     let dir = std::path::Path::new("/log");
