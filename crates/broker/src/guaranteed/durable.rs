@@ -198,10 +198,7 @@ impl Driver {
             let pattern = Pattern::parse(&record.pattern);
             let selector = record.selector.as_deref().map(Selector::parse).transpose();
             let (Ok(pattern), Ok(selector)) = (pattern, selector) else {
-                warn!(
-                    name,
-                    "a stored durable subscription no longer parses; skipped (delete it with `tidings durable rm`)"
-                );
+                warn!(name, "a stored durable subscription no longer parses; skipped (it stays in the store)");
                 continue;
             };
             let subend = SubendId(self.next_subend.fetch_add(1, std::sync::atomic::Ordering::Relaxed));

@@ -121,7 +121,11 @@ impl Driver {
             .iter()
             .map(|(&subend, entry)| {
                 let late = entry.confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
-                let durable = self.durable_start(subend, pubend).or(late.filter(|_| entry.durable));
+                // A durable subscription with no checkpoint on this pubend yet (it appeared after
+                // the last one was written) takes everything since the subscription was made,
+                // not only what comes next: the pubend may have logged messages for it already.
+                let durable =
+                    self.durable_start(subend, pubend).or_else(|| entry.confirmed_at.map(|at| self.late_start(at)));
                 (subend, if entry.durable { durable } else { late }, entry.durable)
             })
             .collect();
