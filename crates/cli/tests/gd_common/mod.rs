@@ -58,7 +58,13 @@ pub(crate) fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
             }
         }
         let gaps: Vec<&Value> = got.iter().filter(|g| g["missed"] != 0).collect();
-        eprintln!("got {} of {}; missing seqs {missing:?}; gap notices {gaps:?}", got.len(), acked.len());
+        let mut seen = std::collections::BTreeSet::new();
+        let repeated: Vec<&(String, u64)> = got_ids.iter().filter(|id| !seen.insert(*id)).collect();
+        eprintln!(
+            "got {} of {}; missing seqs {missing:?}; repeated {repeated:?}; gap notices {gaps:?}",
+            got.len(),
+            acked.len()
+        );
     }
     assert_eq!(got_ids, want_ids, "deliveries differ from the acknowledged publishes (order, loss or duplicates)");
     for (g, a) in got.iter().zip(&expected) {
