@@ -62,21 +62,11 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
     let mut rows = Vec::new();
     for rep in 1..=a.common.reps {
-        let load_before = load_average();
-        let (target, data) = acked::spawn_broker(&exe, &a.dir)?;
-        let result = acked::run(&target, &spec).await;
-        drop(target);
-        drop(data);
-        let r = result?;
-        let row = Row {
-            system: "tidings".into(),
-            point: point.clone(),
-            rep,
-            value: r.acked_rate,
-            figures: acked_figures(&r),
-            load_before,
-            load_after: load_average(),
-        };
+        let spec_ref = &spec;
+        let r =
+            fresh_broker_rep(&exe, &a.dir, (&point, rep), |target| async move { acked::run(&target, spec_ref).await })
+                .await?;
+        let row = r.row(|r| (r.acked_rate, acked_figures(r)));
         print_row(&row);
         rows.push(row);
         if let Some(tools) = &tools {
@@ -87,4 +77,50 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     }
     summarize(&point, "acked_msg_s", &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
+}
+
+/// One repetition of a measurement on a fresh broker with its data under `dir`, and the load
+/// average around it.
+pub(super) struct Rep<R> {
+    result: R,
+    point: String,
+    rep: usize,
+    load_before: Option<f64>,
+    load_after: Option<f64>,
+}
+
+impl<R> Rep<R> {
+    /// The row: `figures` gives the headline and every figure.
+    pub(super) fn row(&self, figures: impl FnOnce(&R) -> (f64, Vec<(String, f64)>)) -> Row {
+        let (value, figures) = figures(&self.result);
+        Row {
+            system: "tidings".into(),
+            point: self.point.clone(),
+            rep: self.rep,
+            value,
+            figures,
+            load_before: self.load_before,
+            load_after: self.load_after,
+        }
+    }
+}
+
+/// Starts a fresh broker (data under `dir`, removed after), runs `measure` against it, stops it.
+pub(super) async fn fresh_broker_rep<R, F, Fut>(
+    exe: &std::path::Path,
+    dir: &std::path::Path,
+    (point, rep): (&str, usize),
+    measure: F,
+) -> anyhow::Result<Rep<R>>
+where
+    F: FnOnce(std::sync::Arc<crate::target::Target>) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<R>>,
+{
+    let load_before = load_average();
+    let (target, data) = acked::spawn_broker(exe, dir)?;
+    let target = std::sync::Arc::new(target);
+    let result = measure(std::sync::Arc::clone(&target)).await;
+    drop(target);
+    drop(data);
+    Ok(Rep { result: result?, point: point.to_string(), rep, load_before, load_after: load_average() })
 }

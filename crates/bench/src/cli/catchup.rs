@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use super::classic::{print_row, summarize, Common, Row};
-use crate::acked;
+use super::acked::fresh_broker_rep;
+use super::classic::{print_row, summarize, Common};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
 use crate::cli::parse::{above_zero, at_least_one};
-use crate::stats::load_average;
 
 /// `tidings bench catch-up`.
 #[derive(clap::Args)]
@@ -70,21 +69,11 @@ pub(super) async fn run(a: CatchUpArgs) -> anyhow::Result<serde_json::Value> {
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
     let mut rows = Vec::new();
     for rep in 1..=a.common.reps {
-        let load_before = load_average();
-        let (target, data) = acked::spawn_broker(&exe, &a.dir)?;
-        let result = catchup::run(&target, &spec).await;
-        drop(target);
-        drop(data);
-        let r = result?;
-        let row = Row {
-            system: "tidings".into(),
-            point: point.clone(),
-            rep,
-            value: r.catchup_rate,
-            figures: figures(&r),
-            load_before,
-            load_after: load_average(),
-        };
+        let spec = &spec;
+        let r =
+            fresh_broker_rep(&exe, &a.dir, (&point, rep), |target| async move { catchup::run(&target, spec).await })
+                .await?;
+        let row = r.row(|r| (r.catchup_rate, figures(r)));
         print_row(&row);
         rows.push(row);
     }

@@ -20,6 +20,16 @@ fn checkpoint(engine: &mut Engine<Byte0>, now: u64, tick: u64, out: &mut Vec<Act
     engine.handle(Millis(now), Input::SubendCheckpoint { pubend: P, subend: SubendId(1), tick: Tick(tick) }, out);
 }
 
+/// A relay for `P` below upstream broker 0, with `settings`.
+fn relay_with(settings: Settings) -> (Engine<Byte0>, Vec<Action>) {
+    let mut engine = Engine::new(settings, Byte0);
+    let mut out = Vec::new();
+    let route =
+        StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }), children: vec![] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    (engine, out)
+}
+
 #[test]
 fn a_durable_subend_is_acknowledged_upstream_only_by_its_checkpoint() {
     let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
@@ -64,11 +74,7 @@ fn a_durable_subend_back_after_an_absence_gets_everything_after_its_checkpoint_i
 #[test]
 fn a_durable_subend_missing_payloads_fetches_a_window_at_a_time() {
     let settings = Settings { payload_cache_bytes: 1, catch_up_window: 2, ..Settings::default() };
-    let mut engine = Engine::new(settings, Byte0);
-    let mut out = Vec::new();
-    let route =
-        StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }), children: vec![] };
-    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    let (mut engine, mut out) = relay_with(settings);
     attach(&mut engine, 1, 1, Some(1), &mut out);
     engine.handle(Millis(2), Input::OutboxFull { subend: SubendId(1) }, &mut out);
     // A second, live subend keeps the stream moving while the durable one is away.
@@ -155,11 +161,7 @@ fn a_durable_subend_restored_after_a_restart_is_replayed_from_the_log() {
 #[test]
 fn a_long_catch_up_takes_turns_a_window_per_input() {
     let settings = Settings { catch_up_turn: 2, ..Settings::default() };
-    let mut engine = Engine::new(settings, Byte0);
-    let mut out = Vec::new();
-    let route =
-        StreamRoute { upstream: Some(UpstreamCell { cell: CellId(0), brokers: vec![BrokerId(0)] }), children: vec![] };
-    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    let (mut engine, mut out) = relay_with(settings);
     attach(&mut engine, 1, 1, Some(1), &mut out);
     engine.handle(Millis(1), Input::OutboxFull { subend: SubendId(1) }, &mut out);
     for n in 1..=5 {

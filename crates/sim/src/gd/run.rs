@@ -53,15 +53,7 @@ pub struct Mode {
 
 impl Mode {
     /// Everything.
-    pub const FULL: Mode = Mode {
-        faults: true,
-        churn: true,
-        pubend_crashes: true,
-        idle_crashes: false,
-        partial_bundles: false,
-        durable: false,
-        shb_crashes: false,
-    };
+    pub const FULL: Mode = Mode { faults: true, churn: true, pubend_crashes: true, ..Mode::LOSSY };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
     pub const LOSSY: Mode = Mode {
         faults: false,
@@ -73,47 +65,15 @@ impl Mode {
         shb_crashes: false,
     };
     /// The lossy channel and subscriber churn.
-    pub const CHURN: Mode = Mode {
-        faults: false,
-        churn: true,
-        pubend_crashes: false,
-        idle_crashes: false,
-        partial_bundles: false,
-        durable: false,
-        shb_crashes: false,
-    };
+    pub const CHURN: Mode = Mode { churn: true, ..Mode::LOSSY };
     /// The lossy channel and crashes of publishing brokers.
-    pub const PUBEND_CRASHES: Mode = Mode {
-        faults: false,
-        churn: false,
-        pubend_crashes: true,
-        idle_crashes: false,
-        partial_bundles: false,
-        durable: false,
-        shb_crashes: false,
-    };
+    pub const PUBEND_CRASHES: Mode = Mode { pubend_crashes: true, ..Mode::LOSSY };
     /// The lossy channel and crashes of every role while nothing is owed.
-    pub const IDLE_CRASHES: Mode = Mode {
-        faults: false,
-        churn: false,
-        pubend_crashes: false,
-        idle_crashes: true,
-        partial_bundles: false,
-        durable: false,
-        shb_crashes: false,
-    };
+    pub const IDLE_CRASHES: Mode = Mode { idle_crashes: true, ..Mode::LOSSY };
     /// The lossy channel over partial bundles (sideways routing through cell mates).
     pub const CELLS: Mode = Mode { partial_bundles: true, ..Mode::LOSSY };
     /// The lossy channel and faults, subscribers set up first.
-    pub const FAULTS: Mode = Mode {
-        faults: true,
-        churn: false,
-        pubend_crashes: false,
-        idle_crashes: false,
-        partial_bundles: false,
-        durable: false,
-        shb_crashes: false,
-    };
+    pub const FAULTS: Mode = Mode { faults: true, ..Mode::LOSSY };
     /// The lossy channel, durable subscribers whose clients come and go, and crashes of
     /// their brokers at any moment.
     pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, ..Mode::LOSSY };
