@@ -45,6 +45,16 @@ pub(crate) enum Slot {
     Lost(TickRange),
 }
 
+impl Slot {
+    /// Where a data slot's record ends in its segment.
+    pub(crate) fn end(&self) -> Option<u64> {
+        match self {
+            Slot::Data { loc, .. } => Some(loc.offset + u64::from(loc.len)),
+            Slot::Lost(_) => None,
+        }
+    }
+}
+
 /// The in-memory catalog of the log.
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {

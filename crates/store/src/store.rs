@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::catalog::{Catalog, Slot};
+use crate::catalog::{Catalog, Loc, Slot};
 use crate::codec::{decode, Decoded, Entry};
 use crate::error::StoreError;
 use crate::fs::{DirLock, Fs, StdFs};
@@ -257,18 +257,32 @@ impl Store {
     pub fn read(&self, pubend: PubendId, range: TickRange, max: usize) -> Result<Vec<ReadItem>, StoreError> {
         let slots = self.shared.lock_catalog().locate(pubend, range, max);
         let mut items = Vec::with_capacity(slots.len());
-        for slot in slots {
-            match slot {
-                Slot::Lost(range) => items.push(ReadItem::Lost(range)),
-                Slot::Data { tick, file, loc } => {
-                    let mut bytes = vec![0; loc.len as usize];
-                    file.read_exact_at(&mut bytes, loc.offset).map_err(|e| StoreError::io("reading the log", &e))?;
-                    items.push(match check(&bytes, pubend, tick) {
-                        Some(record) => ReadItem::Data(record),
-                        None => self.damaged(pubend, tick, loc.segment, loc.offset),
-                    });
+        let mut span = Vec::new();
+        let mut rest = slots.as_slice();
+        while let Some((first, tail)) = rest.split_first() {
+            let Slot::Data { file, loc: start, .. } = first else {
+                if let Slot::Lost(range) = first {
+                    items.push(ReadItem::Lost(*range));
                 }
+                rest = tail;
+                continue;
+            };
+            // Records next to each other in one segment are read with one system call: a
+            // catch-up reads thousands of small records in a row.
+            let taken = 1 + tail.iter().take_while(|slot| in_span(slot, start)).count();
+            let (run, after) = rest.split_at(taken);
+            let end = run.iter().filter_map(Slot::end).max().unwrap_or(start.offset);
+            span.resize((end - start.offset) as usize, 0);
+            file.read_exact_at(&mut span, start.offset).map_err(|e| StoreError::io("reading the log", &e))?;
+            for slot in run {
+                let Slot::Data { tick, loc, .. } = slot else { continue };
+                let at = (loc.offset - start.offset) as usize;
+                items.push(match check(&span[at..at + loc.len as usize], pubend, *tick) {
+                    Some(record) => ReadItem::Data(record),
+                    None => self.damaged(pubend, *tick, loc.segment, loc.offset),
+                });
             }
+            rest = after;
         }
         Ok(items)
     }
@@ -296,6 +310,17 @@ impl Store {
             segments_deleted: s.segments_deleted.load(Relaxed),
         }
     }
+}
+
+/// The most bytes one read of neighbouring records takes (a span is a buffer of this size).
+const SPAN_BYTES: u64 = 1 << 20;
+
+/// Whether `slot` joins the span read from `start`: the same segment, after it, within
+/// [`SPAN_BYTES`] (records of other pubends between are read and skipped).
+fn in_span(slot: &Slot, start: &Loc) -> bool {
+    matches!(slot, Slot::Data { loc, .. }
+        if loc.segment == start.segment && loc.offset >= start.offset
+            && loc.offset + u64::from(loc.len) - start.offset <= SPAN_BYTES)
 }
 
 /// Decodes a record read back for `pubend`/`tick`; `None` if it is not intact or not that record.
