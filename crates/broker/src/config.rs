@@ -123,6 +123,10 @@ pub struct Storage {
     /// `batch` or `batch:<N>ms` (a power loss may lose up to the interval), `never` (only a
     /// process crash is survived). See `docs/store.md`.
     pub fsync: String,
+    /// Fault testing only: the pubend log holds every write in memory until it is synced, so
+    /// killing the broker (SIGKILL) loses exactly what a power cut would. Slower; the broker
+    /// warns at start when it is on.
+    pub fault_drop_unsynced: bool,
 }
 
 impl Storage {

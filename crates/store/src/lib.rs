@@ -28,6 +28,7 @@ mod recovery;
 mod reserve;
 mod store;
 mod types;
+mod unsynced;
 mod writer;
 
 pub use error::StoreError;
@@ -37,3 +38,4 @@ pub use policy::{FsyncPolicy, DEFAULT_BATCH_INTERVAL};
 pub use recovery::{PubendRecovery, Recovered};
 pub use store::{Completion, CompletionSink, OpKind, Options, ReadItem, Store, StoreStats};
 pub use types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
+pub use unsynced::DropUnsyncedFs;

@@ -96,13 +96,13 @@ impl Driver {
     pub(super) fn open(
         dir: &Path,
         broker: &str,
-        options: tidings_store::Options,
+        (options, fs): (tidings_store::Options, Arc<dyn tidings_store::Fs>),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
         handles: Handles,
     ) -> Result<Driver, GuaranteedError> {
         let Handles { claims, next_subend, tx, rx } = handles;
-        let opened = journal::open(dir, options, tx.clone())?;
+        let opened = journal::open(dir, (options, fs), tx.clone())?;
         let data_dir = dir.parent().unwrap_or(dir);
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let mut driver = Driver {

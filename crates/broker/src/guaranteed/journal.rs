@@ -25,17 +25,18 @@ pub(crate) struct Opened {
     pub(crate) assigned: Assigned,
 }
 
-/// Opens the log in `dir`; completions are sent to the driver as [`Command::Completed`].
+/// Opens the log in `dir` on `fs`; completions are sent to the driver as
+/// [`Command::Completed`].
 pub(crate) fn open(
     dir: &Path,
-    options: Options,
+    (options, fs): (Options, Arc<dyn store::Fs>),
     tx: mpsc::UnboundedSender<Command>,
 ) -> Result<Opened, GuaranteedError> {
     let sink = move |group: Vec<Completion>| {
         let _ = tx.send(Command::Completed(group));
     };
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
-    let (store, recovered) = Store::open(dir, options, sink).map_err(fail)?;
+    let (store, recovered) = Store::open_with(fs, dir, options, sink).map_err(fail)?;
     let mut pubends = Vec::new();
     let mut assigned = Assigned::default();
     for (id, log) in recovered.pubends {

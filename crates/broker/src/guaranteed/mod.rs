@@ -130,7 +130,7 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (fsync, retention): (tidings_store::FsyncPolicy, crate::config::Retention),
+        (fsync, retention, drop_unsynced): (tidings_store::FsyncPolicy, crate::config::Retention, bool),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
@@ -142,7 +142,11 @@ impl Guaranteed {
         let claims = Arc::default();
         let handles =
             driver::Handles { claims: Arc::clone(&claims), next_subend: Arc::clone(&next_subend), tx: tx.clone(), rx };
-        let mut driver = Driver::open(&dir, broker, options, metrics, cluster, handles)?;
+        let fs: Arc<dyn tidings_store::Fs> = match drop_unsynced {
+            true => Arc::new(tidings_store::DropUnsyncedFs),
+            false => Arc::new(tidings_store::StdFs),
+        };
+        let mut driver = Driver::open(&dir, broker, (options, fs), metrics, cluster, handles)?;
         driver.retention = retention;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))
