@@ -22,6 +22,7 @@ pub mod config;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
+mod hush;
 pub mod live;
 pub mod metrics;
 pub mod outbox;

@@ -7,6 +7,7 @@
 mod gd_common;
 
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -294,4 +295,75 @@ fn a_durable_subscription_that_matches_nothing_does_not_hold_the_log() {
     tidings_testkit::send_signal(rare.id(), tidings_testkit::Signal::Kill).unwrap();
     let (lines, _) = lines(rare);
     assert!(lines.is_empty(), "nothing matched: {lines:?}");
+}
+
+/// A broker whose data directory is a tmpfs of `size` of its own: `unshare` gives the broker a
+/// mount namespace (and a user namespace, so no privilege is needed where those are allowed),
+/// the tmpfs is mounted over `<scratch>/data` inside it and goes away with the broker.
+fn on_small_tmpfs(size: &str) -> (tempfile::TempDir, BrokerProcess) {
+    let scratch = tempfile::tempdir().unwrap();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(&config, "").unwrap();
+    let (data, config) = (data.display().to_string(), config.display().to_string());
+    let mount = format!("mount -t tmpfs -o size={size} tidings-test \"$0\" && exec \"$@\"");
+    let tidings = gd_common::bin().display().to_string();
+    let args = [
+        "-rm",
+        "sh",
+        "-c",
+        &mount,
+        &data,
+        &tidings,
+        "broker",
+        "--listen",
+        "127.0.0.1:0",
+        "--udp",
+        "off",
+        "--admin",
+        "127.0.0.1:0",
+        "--data",
+        &data,
+        "--config",
+        &config,
+    ];
+    let b = BrokerProcess::start_with_args(Path::new("unshare"), &args)
+        .expect("a broker on a tmpfs of its own (needs `unshare -rm`: user and mount namespaces)");
+    (scratch, b)
+}
+
+#[test]
+fn a_full_disk_refuses_publishes_clearly_loses_nothing_acknowledged_and_reads_go_on() {
+    let (_scratch, b) = on_small_tmpfs("12m");
+    let server = b.tcp();
+    // A durable subscriber takes one message and leaves: the log keeps everything after it.
+    let first = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let (mut acked, ok, err) = burst(&b, "k.a", 1);
+    assert!(ok, "{err}");
+    let mut got = ok_lines(first);
+    // Publishing until the disk is full: the publisher is told why, and stops.
+    let out = tidings_testkit::finish_within(
+        publish(&server, "k.b", 100_000, &["--size", "4000", "--window", "32"]),
+        Duration::from_secs(120),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a full disk must refuse publishes");
+    assert!(err.contains("storage"), "the refusal says the storage failed: {err}");
+    let full: Vec<Value> =
+        BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
+    assert!(full.len() > 100 && full.len() < 100_000, "some were acknowledged before the disk filled: {}", full.len());
+    acked.extend(full);
+    // Best effort goes on beside the full disk.
+    let listener = spawn(&["sub", "--server", &server, "be.>", "--count", "1", "--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = tidings_testkit::finish_within(
+        spawn(&["pub", "--server", &server, "be.x", "still here"]),
+        Duration::from_secs(20),
+    );
+    assert!(sent.status.success(), "{}", String::from_utf8_lossy(&sent.stderr));
+    assert_eq!(ok_lines(listener).len(), 1, "a best-effort message went through");
+    // Reads go on: the durable subscriber comes back and gets every acknowledged message.
+    got.extend(ok_lines(durable_sub(&b, "d", acked.len() - 1)));
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
 }

@@ -158,7 +158,10 @@ pub(crate) fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
             }
             (OpKind::Append, Err(error)) => {
                 appends += 1;
-                warn!(%error, pubend = pubend.0, tick = tick.0, "a guaranteed publish could not be logged");
+                static HUSH: crate::hush::Hush = crate::hush::Hush::new();
+                if let Some(held) = HUSH.pass() {
+                    warn!(%error, pubend = pubend.0, tick = tick.0, "a guaranteed publish could not be logged (and {held} more since the last warning)");
+                }
                 if let Some(synced_up_to) = synced.remove(&pubend) {
                     out.push(StoreInput::AppendDone { pubend, synced_up_to });
                 }
