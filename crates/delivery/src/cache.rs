@@ -74,14 +74,11 @@ impl PayloadCache {
 
     /// Drops every payload at or below `tick` (acknowledged everywhere downstream).
     pub fn drop_through(&mut self, tick: Tick) {
-        while let Some((&lowest, _)) = self.payloads.first_key_value() {
-            if lowest > tick {
-                break;
-            }
-            if let Some(dropped) = self.payloads.remove(&lowest) {
-                self.bytes -= dropped.len();
-            }
-        }
+        // One split of the tree rather than a removal per payload (a release can cover
+        // hundreds of thousands).
+        let kept = self.payloads.split_off(&Tick(tick.0.saturating_add(1)));
+        let dropped = std::mem::replace(&mut self.payloads, kept);
+        self.bytes -= dropped.values().map(Bytes::len).sum::<usize>();
     }
 
     /// Payload bytes held.

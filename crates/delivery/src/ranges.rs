@@ -152,13 +152,21 @@ impl<V: Copy + Eq> RangeMap<V> {
         self.cut(range, |run| removed.push(run));
     }
 
-    /// Removes every value at or below `tick`.
+    /// Removes every value at or below `tick`. One split of the tree, not a removal per run: a
+    /// released prefix can be a million runs (each message a D run beside an F run), and the
+    /// stream's broker waits for this.
     pub fn clear_through(&mut self, tick: Tick) {
-        if let Some(first) = self.first_tick() {
-            if first <= tick {
-                self.cut(TickRange { from: first, to: tick }, |_| ());
-            }
+        if self.first_tick().is_none_or(|first| first > tick) {
+            return;
         }
+        if tick.0 == u64::MAX {
+            self.runs.clear();
+            return;
+        }
+        if let Some(run) = self.run_at(tick).filter(|run| run.range.to > tick) {
+            self.runs.insert(tick.0 + 1, (run.range.to.0, run.value));
+        }
+        self.runs = self.runs.split_off(&tick.0.saturating_add(1));
     }
 
     /// Removes `range` from the map, splitting runs at its edges; `removed` sees each clipped run.

@@ -25,7 +25,6 @@ pub(crate) struct PubendLog {
     pub(crate) lease: Tick,
     pub(crate) released: Tick,
     pub(crate) highest: Tick,
-    pub(crate) dedup: BTreeMap<(PublisherId, PublisherSeq), Tick>,
     /// Unservable ranges, first tick -> last tick (inclusive).
     pub(crate) lost: BTreeMap<Tick, Tick>,
 }
@@ -75,7 +74,6 @@ impl Catalog {
         log.highest = log.highest.max(tick);
         if tick > log.released {
             log.index.insert(tick, loc);
-            log.dedup.insert((loc.publisher, loc.seq), tick);
         }
     }
 
@@ -85,17 +83,18 @@ impl Catalog {
         log.lease = log.lease.max(tick);
     }
 
-    /// Moves the pubend's release prefix to `tick` (never back) and forgets released records.
-    pub(crate) fn release(&mut self, pubend: PubendId, tick: Tick) {
+    /// Moves the pubend's release prefix to `tick` (never back) and forgets released records,
+    /// returning their index entries for the caller to free outside the catalog lock.
+    pub(crate) fn release(&mut self, pubend: PubendId, tick: Tick) -> BTreeMap<Tick, Loc> {
         let log = self.pubends.entry(pubend).or_default();
         if tick <= log.released {
-            return;
+            return BTreeMap::new();
         }
         log.released = tick;
+        // Cheap under the catalog lock, which appends wait for: no per-record work (the dedup
+        // table is derived from the index at open, not kept up to date record by record).
         let kept = log.index.split_off(&Tick(tick.0.saturating_add(1)));
-        for loc in std::mem::replace(&mut log.index, kept).values() {
-            log.dedup.remove(&(loc.publisher, loc.seq));
-        }
+        let released = std::mem::replace(&mut log.index, kept);
         let above = Tick(tick.0.saturating_add(1));
         let kept = log.lost.split_off(&above);
         // A lost range that straddles the prefix keeps its unreleased part.
@@ -104,6 +103,7 @@ impl Catalog {
         if let Some(last) = straddling {
             log.lost.insert(above, last);
         }
+        released
     }
 
     /// Marks `range` of the pubend as unservable.
@@ -181,7 +181,7 @@ mod tests {
         let mut catalog = Catalog::default();
         catalog.add_lost(PubendId(1), range(10, 20));
         catalog.add_lost(PubendId(1), range(30, 40));
-        catalog.release(PubendId(1), Tick(15));
+        drop(catalog.release(PubendId(1), Tick(15)));
         let lost: Vec<_> = catalog.pubends[&PubendId(1)].lost.iter().map(|(f, l)| (f.0, l.0)).collect();
         assert_eq!(lost, vec![(16, 20), (30, 40)]);
     }

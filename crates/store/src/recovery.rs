@@ -102,7 +102,7 @@ fn summarize(catalog: &Catalog) -> Recovered {
                 released: log.released,
                 highest: log.highest,
                 records: log.index.len(),
-                dedup: log.dedup.clone(),
+                dedup: log.index.iter().map(|(tick, loc)| ((loc.publisher, loc.seq), *tick)).collect(),
                 lost: lost.collect(),
             };
             (*id, state)
@@ -181,7 +181,7 @@ impl Scanner {
                 self.catalog.add_data(pubend, tick, loc);
             }
             Entry::Lease { pubend, tick } => self.catalog.raise_lease(pubend, tick),
-            Entry::Release { pubend, tick } => self.catalog.release(pubend, tick),
+            Entry::Release { pubend, tick } => drop(self.catalog.release(pubend, tick)),
         }
     }
 

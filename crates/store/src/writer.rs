@@ -307,6 +307,9 @@ impl GroupWriter {
     /// Makes the group visible to readers and applies leases and releases; deletes segments
     /// that became fully released (after making the release records durable).
     fn publish(&mut self, ops: &[Op], placed: &[Placed], rejected: &BTreeMap<usize, StoreError>) {
+        // Released index entries are freed after the lock is let go: readers and the next
+        // group wait for the lock, not for the allocator.
+        let mut forgotten = Vec::new();
         let gone = {
             let mut catalog = self.shared.lock_catalog();
             for p in placed {
@@ -316,12 +319,13 @@ impl GroupWriter {
                 match op {
                     _ if rejected.contains_key(&index) => {}
                     Op::Lease { pubend, tick, .. } => catalog.raise_lease(*pubend, *tick),
-                    Op::Release { pubend, tick, .. } => catalog.release(*pubend, *tick),
+                    Op::Release { pubend, tick, .. } => forgotten.push(catalog.release(*pubend, *tick)),
                     Op::Append { .. } => {}
                 }
             }
             catalog.take_released_segments()
         };
+        drop(forgotten);
         if gone.is_empty() || (self.unsynced && self.sync().is_err()) {
             return;
         }
