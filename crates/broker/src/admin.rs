@@ -1,13 +1,14 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz` (alive), `/readyz` (its
 //! configured links are up), `/state` (JSON: this broker's links, link-state view, trees and
-//! summaries, guaranteed delivery and durable subscriptions), and `DELETE /durable/{name}`
-//! (deletes a durable subscription no client holds).
+//! summaries, guaranteed delivery and durable subscriptions), `/connz` and `/subsz` (open
+//! connections and subscriptions, a page at a time), and `DELETE /durable/{name}` (deletes a
+//! durable subscription no client holds).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::Path;
 use axum::extract::State;
+use axum::extract::{Path, Query};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{delete, get};
@@ -33,6 +34,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/state", get(state))
+        .route("/connz", get(connz))
+        .route("/subsz", get(subsz))
         .route("/durable/{name}", delete(delete_durable))
         .with_state(shared);
     loop {
@@ -138,6 +141,42 @@ async fn state(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> impl 
         Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
     }
+}
+
+/// A list page a query asks for (`offset`, `limit`) and, for `/subsz`, a pattern to look for.
+#[derive(serde::Deserialize, Default)]
+struct ListQuery {
+    offset: Option<usize>,
+    limit: Option<usize>,
+    pattern: Option<String>,
+}
+
+impl ListQuery {
+    /// From 0 by default; at most 100 entries by default and 10,000 in any case.
+    fn page(&self) -> (usize, usize) {
+        (self.offset.unwrap_or(0), self.limit.unwrap_or(100).min(10_000))
+    }
+}
+
+fn json<T: serde::Serialize>(value: &T) -> (StatusCode, [(header::HeaderName, &'static str); 1], String) {
+    match serde_json::to_string_pretty(value) {
+        Ok(body) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], body),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
+    }
+}
+
+/// `/connz?offset=N&limit=M`: open connections, oldest first, with their queue depth and
+/// counts; `total` is how many there are in all.
+async fn connz(State(shared): State<Arc<Shared>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
+    let (offset, limit) = query.page();
+    json(&shared.connections.page(offset, limit))
+}
+
+/// `/subsz?offset=N&limit=M&pattern=TEXT`: subscriptions of open connections (only those whose
+/// pattern contains TEXT, when given), by connection.
+async fn subsz(State(shared): State<Arc<Shared>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
+    let (offset, limit) = query.page();
+    json(&shared.connections.subscriptions(offset, limit, query.pattern.as_deref()))
 }
 
 /// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.

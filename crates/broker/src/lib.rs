@@ -19,6 +19,7 @@ pub mod admin;
 pub mod admission;
 pub mod cluster;
 pub mod config;
+pub mod connz;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;

@@ -9,7 +9,7 @@
 use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -125,6 +125,19 @@ pub struct Outbox {
     metrics: Metrics,
     /// Cancelled when the connection is finished, from either side.
     pub done: CancellationToken,
+    /// This connection's own counts, for `/connz`.
+    pub counts: OutboxCounts,
+}
+
+/// What one outbox delivered and dropped (the broker-wide totals are in the metrics).
+#[derive(Debug, Default)]
+pub struct OutboxCounts {
+    /// Messages written to the client.
+    pub messages_out: AtomicU64,
+    /// Bytes written to the client.
+    pub bytes_out: AtomicU64,
+    /// Deliveries dropped because the queue was full.
+    pub dropped: AtomicU64,
 }
 
 impl Outbox {
@@ -138,7 +151,14 @@ impl Outbox {
             limits,
             metrics,
             done: CancellationToken::new(),
+            counts: OutboxCounts::default(),
         })
+    }
+
+    /// Frames and bytes queued now.
+    pub fn depth(&self) -> (usize, usize) {
+        let s = self.state.lock();
+        (s.items.len(), s.bytes)
     }
 
     /// Queues one delivery for `target` (whose outbox is `self`). The writer is not woken
@@ -156,6 +176,7 @@ impl Outbox {
                 OverflowPolicy::Drop => {
                     target.missed.fetch_add(1, Ordering::Relaxed);
                     self.metrics.slow_consumer_drops.inc();
+                    self.counts.dropped.fetch_add(1, Ordering::Relaxed);
                     s.drops_unreported += 1;
                     if s.warned_at.is_none_or(|at| at.elapsed() >= SLOW_WARN_EVERY) {
                         let dropped = std::mem::take(&mut s.drops_unreported);
@@ -413,6 +434,8 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
         }
         outbox.metrics.messages_out.inc_by(delivered);
         outbox.metrics.bytes_out.inc_by(bytes);
+        outbox.counts.messages_out.fetch_add(delivered, Ordering::Relaxed);
+        outbox.counts.bytes_out.fetch_add(bytes, Ordering::Relaxed);
         outbox.drained.notify_waiters();
     }
     let _ = writer.shutdown().await;
@@ -503,6 +526,8 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
             if socket.send_to(&frame, peer).await.is_ok() && delivered {
                 outbox.metrics.messages_out.inc();
                 outbox.metrics.bytes_out.inc_by(frame.len() as u64);
+                outbox.counts.messages_out.fetch_add(1, Ordering::Relaxed);
+                outbox.counts.bytes_out.fetch_add(frame.len() as u64, Ordering::Relaxed);
             }
         }
         // Not followed by another delivery in this batch: the next one queued carries them.

@@ -40,6 +40,8 @@ pub struct Shared {
     pub shutdown: CancellationToken,
     /// Every task the broker spawned, so shutdown can wait for them.
     pub tasks: TaskTracker,
+    /// Open connections and their subscriptions, for `/connz` and `/subsz`.
+    pub connections: crate::connz::Connections,
 }
 
 /// The addresses a broker actually bound; with port 0 these carry the OS-chosen ports.
@@ -210,6 +212,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         registry,
         shutdown: CancellationToken::new(),
         tasks: TaskTracker::new(),
+        connections: crate::connz::Connections::default(),
     });
     shared.tasks.spawn(driver.run(shared.shutdown.clone()));
     if let Some(listener) = tcp {

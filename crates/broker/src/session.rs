@@ -75,6 +75,8 @@ pub struct Session {
     last_valid_topic: Option<String>,
     /// This session's publishing endpoint, chosen at its first publish while links are up.
     pubend: Option<PubendId>,
+    /// Its entry in `/connz`.
+    conn: Arc<crate::connz::Conn>,
 }
 
 impl Session {
@@ -90,7 +92,9 @@ impl Session {
             .connections_opened
             .get_or_create(&crate::metrics::TransportLabel { transport: transport.label() })
             .inc();
+        let conn = shared.connections.open(transport, Arc::clone(&outbox));
         Session {
+            conn,
             transport,
             greeted: transport == Transport::Udp,
             subscriptions: HashMap::new(),
@@ -110,6 +114,7 @@ impl Session {
 
     /// Handles one frame.
     pub fn handle(&mut self, frame: Frame) -> Next {
+        self.conn.frames_in.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let result = match frame {
             Frame::Hello(hello) => self.hello(hello.version, &hello.client_name),
             _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
@@ -118,6 +123,7 @@ impl Session {
             Frame::GuaranteedPublish(publish) => self.guaranteed_publish(publish),
             Frame::DeliveryAck(ack) => self.delivery_ack(&ack),
             Frame::Unsubscribe(u) if self.guaranteed.contains_key(&u.id) => {
+                self.conn.unsubscribed(u.id.0);
                 if let Some((subend, route, durable)) = self.guaranteed.remove(&u.id) {
                     match durable {
                         Some(name) => self.shared.guaranteed.delete_durable(&name, subend),
@@ -131,6 +137,7 @@ impl Session {
             }
             Frame::Unsubscribe(u) => match self.subscriptions.remove(&u.id) {
                 Some(active) => {
+                    self.conn.unsubscribed(u.id.0);
                     self.shared.dispatcher.unsubscribe(active.index_id);
                     if let Some(filter) = active.route {
                         self.shared.cluster.unsubscribe(filter);
@@ -273,12 +280,24 @@ impl Session {
             }
             None => None,
         };
+        let info = crate::connz::SubInfo {
+            id: s.id.0,
+            pattern: s.pattern.clone(),
+            selector: s.selector.clone(),
+            mode: match (&s.durable, s.mode) {
+                (Some(_), _) => "durable",
+                (None, DeliveryMode::Guaranteed) => "guaranteed",
+                (None, _) => "best-effort",
+            },
+            durable: s.durable.clone(),
+        };
         if let Some(name) = s.durable {
             // The driver keeps a durable subscription's filter in the summaries, across sessions.
             let spec = DurableSpec { name: name.clone(), pattern: s.pattern, selector: s.selector };
             let subend =
                 self.shared.guaranteed.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
             self.guaranteed.insert(s.id, (subend, None, Some(name)));
+            self.conn.subscribed(info);
             return Ok(Next::Continue);
         }
         let route = self.shared.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()));
@@ -289,6 +308,7 @@ impl Session {
             }
             let subend = self.shared.guaranteed.subscribe(s.id, pattern, selector, Arc::clone(&self.outbox));
             self.guaranteed.insert(s.id, (subend, route, None));
+            self.conn.subscribed(info);
             return Ok(Next::Continue);
         }
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
@@ -298,6 +318,7 @@ impl Session {
         }
         self.subscriptions
             .insert(s.id, ActiveSubscription { index_id, pattern: s.pattern, selector: s.selector, route });
+        self.conn.subscribed(info);
         Ok(Next::Continue)
     }
 
@@ -322,6 +343,7 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.shared.connections.close(&self.conn);
         for (_, (subend, route, durable)) in self.guaranteed.drain() {
             match durable {
                 Some(name) => self.shared.guaranteed.leave_durable(&name, subend),

@@ -30,11 +30,8 @@ fn spawn(args: &[&str]) -> Child {
 
 /// Waits (at most 10 s) until the broker's metric `name` reaches `at_least`.
 fn wait_metric(b: &BrokerProcess, name: &str, at_least: f64, what: &str) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.metric(name).unwrap() < at_least {
-        assert!(Instant::now() < deadline, "{what}: {name} stayed below {at_least}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let what = format!("{what}: {name} stayed below {at_least}");
+    tidings_testkit::wait_until(&what, Duration::from_secs(10), || b.metric(name).unwrap() >= at_least);
 }
 
 /// Starts `tidings sub ...` and returns once its subscription is active: the broker's
@@ -574,4 +571,70 @@ fn info_reads_a_running_broker_from_its_admin_port() {
     assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("alive true, ready true") && text.contains("connections 1,"), "{text}");
     assert_usage_error(&["info", "--admin", "nowhere"], "--admin");
+}
+
+#[test]
+fn connz_and_subsz_list_connections_and_subscriptions_a_page_at_a_time() {
+    let b = broker(&[]);
+    let admin = b.ready.admin.unwrap();
+    let get = |path: &str| -> serde_json::Value {
+        serde_json::from_str(&tidings_testkit::http_get(admin, path).unwrap()).unwrap()
+    };
+    let server = b.tcp();
+    let mut subs: Vec<Child> = ["orders.>", "prices.eu"]
+        .iter()
+        .map(|pattern| spawn(&["sub", "--server", &server, pattern, "--where", "qty > 2"]))
+        .collect();
+    let mut raw = tidings_testkit::RawConnection::handshake(&server).unwrap();
+    for id in 0..3u32 {
+        raw.send(&tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+            id: tidings_wire::SubId(id),
+            pattern: format!("raw.{id}"),
+            selector: None,
+            mode: tidings_wire::DeliveryMode::BestEffort,
+            durable: None,
+        }))
+        .unwrap();
+    }
+    wait_metric(&b, "tidings_subscriptions", 5.0, "the subscriptions did not register");
+    let all = get("/connz");
+    assert_eq!(all["total"], 3, "{all}");
+    let items = all["items"].as_array().unwrap();
+    assert!(items.iter().all(|c| c["transport"] == "tcp" && c["client"].as_str().unwrap().contains("127.0.0.1")));
+    let counts: Vec<u64> = items.iter().map(|c| c["subscriptions"].as_u64().unwrap()).collect();
+    assert_eq!(counts.iter().sum::<u64>(), 5, "{all}");
+    let second = get("/connz?offset=1&limit=1");
+    assert_eq!((second["total"].as_u64(), second["items"].as_array().unwrap().len()), (Some(3), 1));
+    assert_eq!(second["items"][0]["id"], items[1]["id"], "pages follow one order");
+    let orders = get("/subsz?pattern=orders");
+    assert_eq!(orders["total"], 1, "{orders}");
+    assert_eq!(orders["items"][0]["pattern"], "orders.>");
+    assert_eq!(orders["items"][0]["selector"], "qty > 2");
+    assert_eq!(orders["items"][0]["mode"], "best-effort");
+    assert_eq!(get("/subsz?limit=2")["items"].as_array().unwrap().len(), 2);
+    // Unsubscribing and leaving show at once.
+    raw.send(&tidings_wire::Frame::Unsubscribe(tidings_wire::Unsubscribe { id: tidings_wire::SubId(0) })).unwrap();
+    wait_metric_at_most(&b, "tidings_subscriptions", 4.0);
+    assert_eq!(get("/subsz?pattern=raw.")["total"], 2);
+    let admin = admin.to_string();
+    let out = tidings(&["info", "--admin", &admin, "--subscriptions", "--pattern", "orders.>"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("best-effort orders.> where qty > 2"), "{text}");
+    assert!(text.contains("1 of 1 subscriptions"), "{text}");
+    let out = tidings(&["info", "--admin", &admin, "--connections", "--limit", "2"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("2 of 3 connections"), "{text}");
+    for sub in &mut subs {
+        let _ = sub.kill();
+        let _ = sub.wait();
+    }
+    drop(raw);
+    wait_metric_at_most(&b, "tidings_connections", 0.0);
+    assert_eq!(get("/connz")["total"], 0, "closed connections leave the list");
+}
+
+/// Waits until `metric` is at most `value`.
+fn wait_metric_at_most(b: &BrokerProcess, metric: &str, value: f64) {
+    let what = format!("{metric} stayed above {value}");
+    tidings_testkit::wait_until(&what, Duration::from_secs(10), || b.metric(metric).unwrap_or(f64::MAX) <= value);
 }

@@ -18,3 +18,14 @@ pub use process::{
 };
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;
+
+/// Polls `check` every 20 ms until it holds, panicking with `what` after `timeout`: the one
+/// way tests wait for a broker to reach a state (a metric, a page of `/connz`) without sleeping
+/// a guessed time.
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut check: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !check() {
+        assert!(std::time::Instant::now() < deadline, "{what} (waited {timeout:?})");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

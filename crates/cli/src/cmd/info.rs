@@ -14,11 +14,28 @@ use crate::cmd::outln;
 #[derive(clap::Args)]
 #[command(after_help = "Examples:
   tidings info                          # the broker whose admin port is 127.0.0.1:6465
-  tidings info --admin 10.0.0.7:6465")]
+  tidings info --admin 10.0.0.7:6465
+  tidings info --connections            # who is connected: queue depth, counts, subscriptions
+  tidings info --subscriptions --pattern orders")]
 pub(crate) struct Args {
     /// The broker's admin address (HOST:PORT).
     #[arg(long, default_value_t = default_admin(), value_name = "HOST:PORT")]
     admin: String,
+    /// List the open connections (`/connz`), one line each.
+    #[arg(long)]
+    connections: bool,
+    /// List the subscriptions of open connections (`/subsz`), one line each.
+    #[arg(long)]
+    subscriptions: bool,
+    /// With --subscriptions: only those whose pattern contains this text.
+    #[arg(long, value_name = "TEXT", requires = "subscriptions")]
+    pattern: Option<String>,
+    /// With a list: skip this many entries.
+    #[arg(long, default_value_t = 0)]
+    offset: usize,
+    /// With a list: show at most this many entries.
+    #[arg(long, default_value_t = 100, value_parser = tidings_bench::cli::parse::at_least_one::<usize>)]
+    limit: usize,
 }
 
 pub(crate) fn default_admin() -> String {
@@ -29,6 +46,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let admin: SocketAddr = args.admin.parse().map_err(|_| {
         super::UsageError(format!("--admin {:?} is not HOST:PORT (an IP address and a port)", args.admin))
     })?;
+    if args.connections || args.subscriptions {
+        return list(admin, args);
+    }
     let state: Value = serde_json::from_str(&http_get(admin, "/state?filters=0").context("cannot read /state")?)
         .context("/state is not JSON")?;
     let metrics = http_get(admin, "/metrics").context("cannot read /metrics")?;
@@ -62,4 +82,49 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         outln!("  guaranteed pubends {}", pubends.len())?;
     }
     Ok(if alive && ready { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+/// `--connections` / `--subscriptions`: one page of `/connz` or `/subsz`, a line per entry,
+/// then how many there are in all.
+fn list(admin: SocketAddr, args: &Args) -> anyhow::Result<ExitCode> {
+    let (path, what) = if args.connections { ("/connz", "connections") } else { ("/subsz", "subscriptions") };
+    let mut query = format!("{path}?offset={}&limit={}", args.offset, args.limit);
+    if let Some(pattern) = &args.pattern {
+        query.push_str("&pattern=");
+        query.extend(form_urlencoded::byte_serialize(pattern.as_bytes()));
+    }
+    let page: Value = serde_json::from_str(&http_get(admin, &query).with_context(|| format!("cannot read {path}"))?)
+        .with_context(|| format!("{path} is not JSON"))?;
+    let items = page["items"].as_array().cloned().unwrap_or_default();
+    for item in &items {
+        let line = if args.connections {
+            format!(
+                "{:>6} {} {}  up {} s, {} subscriptions, queued {} ({} B), in {}, out {} ({} B), dropped {}",
+                item["id"],
+                item["transport"].as_str().unwrap_or("?"),
+                item["client"].as_str().unwrap_or("?"),
+                item["uptime_s"],
+                item["subscriptions"],
+                item["queued"],
+                item["queued_bytes"],
+                item["frames_in"],
+                item["messages_out"],
+                item["bytes_out"],
+                item["dropped"]
+            )
+        } else {
+            let selector = item["selector"].as_str().map(|s| format!(" where {s}")).unwrap_or_default();
+            let durable = item["durable"].as_str().map(|d| format!(" (durable {d})")).unwrap_or_default();
+            format!(
+                "{:>6} #{} {} {}{selector}{durable}",
+                item["connection"],
+                item["id"],
+                item["mode"].as_str().unwrap_or("?"),
+                item["pattern"].as_str().unwrap_or("?")
+            )
+        };
+        outln!("{line}")?;
+    }
+    outln!("{} of {} {what} (from {})", items.len(), page["total"], args.offset)?;
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,177 @@
+//! The broker's open connections and their subscriptions, for `/connz` and `/subsz` (as
+//! nats-server's endpoints of those names): who is connected, over what, since when, with which
+//! subscriptions, how deep its queue is and what it sent, received and lost. Sessions register
+//! here when they open and leave when they drop; the admin listener reads a page at a time.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::outbox::Outbox;
+use crate::session::Transport;
+
+/// Every open connection (a TCP connection or a UDP client address), by id.
+#[derive(Default)]
+pub struct Connections {
+    next: AtomicU64,
+    open: Mutex<BTreeMap<u64, Arc<Conn>>>,
+}
+
+/// One open connection's entry.
+pub struct Conn {
+    id: u64,
+    transport: Transport,
+    started_ms: u64,
+    outbox: Arc<Outbox>,
+    /// Frames read from the client.
+    pub frames_in: AtomicU64,
+    subscriptions: Mutex<BTreeMap<u32, SubInfo>>,
+}
+
+/// One subscription as `/subsz` shows it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SubInfo {
+    /// The client's id for it.
+    pub id: u32,
+    /// Its topic pattern.
+    pub pattern: String,
+    /// Its selector, if any.
+    pub selector: Option<String>,
+    /// `best-effort`, `guaranteed` or `durable`.
+    pub mode: &'static str,
+    /// A durable subscription's name.
+    pub durable: Option<String>,
+}
+
+/// One connection as `/connz` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ConnInfo {
+    /// The broker's id for the connection (unique while it runs).
+    pub id: u64,
+    /// `tcp` or `udp`.
+    pub transport: &'static str,
+    /// The client's address and, once it said HELLO, its name.
+    pub client: String,
+    /// Seconds since it connected.
+    pub uptime_s: u64,
+    /// Subscriptions it holds.
+    pub subscriptions: usize,
+    /// Frames and bytes queued for it now.
+    pub queued: usize,
+    /// See `queued`.
+    pub queued_bytes: usize,
+    /// Frames read from it.
+    pub frames_in: u64,
+    /// Messages and bytes written to it.
+    pub messages_out: u64,
+    /// See `messages_out`.
+    pub bytes_out: u64,
+    /// Deliveries dropped for it (its queue was full).
+    pub dropped: u64,
+}
+
+/// A page of a list, with the list's full length.
+#[derive(Clone, Debug, Serialize)]
+pub struct Page<T> {
+    /// Entries in the whole list.
+    pub total: usize,
+    /// The first entry's place in it.
+    pub offset: usize,
+    /// At most this many are shown.
+    pub limit: usize,
+    /// The entries shown.
+    pub items: Vec<T>,
+}
+
+/// A `/subsz` entry: a subscription and its connection.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubEntry {
+    /// The connection's id (as `/connz` shows it).
+    pub connection: u64,
+    /// The subscription.
+    #[serde(flatten)]
+    pub subscription: SubInfo,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Connections {
+    /// Registers a new connection; it stays listed until [`Connections::close`].
+    pub fn open(&self, transport: Transport, outbox: Arc<Outbox>) -> Arc<Conn> {
+        let id = self.next.fetch_add(1, Relaxed) + 1;
+        let conn = Arc::new(Conn {
+            id,
+            transport,
+            started_ms: now_ms(),
+            outbox,
+            frames_in: AtomicU64::new(0),
+            subscriptions: Mutex::default(),
+        });
+        self.open.lock().insert(id, Arc::clone(&conn));
+        conn
+    }
+
+    /// The connection ended.
+    pub fn close(&self, conn: &Conn) {
+        self.open.lock().remove(&conn.id);
+    }
+
+    /// The connections from the `offset`th, at most `limit`, oldest first.
+    pub fn page(&self, offset: usize, limit: usize) -> Page<ConnInfo> {
+        // The entries are copied out first: the lock is held for the copy, not the encoding.
+        let (total, shown): (usize, Vec<Arc<Conn>>) = {
+            let open = self.open.lock();
+            (open.len(), open.values().skip(offset).take(limit).cloned().collect())
+        };
+        Page { total, offset, limit, items: shown.iter().map(|c| c.info()).collect() }
+    }
+
+    /// The subscriptions from the `offset`th, at most `limit`, by connection then id; only
+    /// those whose pattern contains `pattern` when it is given.
+    pub fn subscriptions(&self, offset: usize, limit: usize, pattern: Option<&str>) -> Page<SubEntry> {
+        let conns: Vec<Arc<Conn>> = self.open.lock().values().cloned().collect();
+        let all = conns.iter().flat_map(|conn| {
+            let subs: Vec<SubInfo> = conn.subscriptions.lock().values().cloned().collect();
+            subs.into_iter().map(|subscription| SubEntry { connection: conn.id, subscription })
+        });
+        let wanted: Vec<SubEntry> =
+            all.filter(|e| pattern.is_none_or(|p| e.subscription.pattern.contains(p))).collect();
+        let total = wanted.len();
+        Page { total, offset, limit, items: wanted.into_iter().skip(offset).take(limit).collect() }
+    }
+}
+
+impl Conn {
+    /// A subscription was made.
+    pub fn subscribed(&self, sub: SubInfo) {
+        self.subscriptions.lock().insert(sub.id, sub);
+    }
+
+    /// A subscription ended.
+    pub fn unsubscribed(&self, id: u32) {
+        self.subscriptions.lock().remove(&id);
+    }
+
+    fn info(&self) -> ConnInfo {
+        let (queued, queued_bytes) = self.outbox.depth();
+        let counts = &self.outbox.counts;
+        ConnInfo {
+            id: self.id,
+            transport: self.transport.label(),
+            client: self.outbox.client.lock().clone(),
+            uptime_s: now_ms().saturating_sub(self.started_ms) / 1000,
+            subscriptions: self.subscriptions.lock().len(),
+            queued,
+            queued_bytes,
+            frames_in: self.frames_in.load(Relaxed),
+            messages_out: counts.messages_out.load(Relaxed),
+            bytes_out: counts.bytes_out.load(Relaxed),
+            dropped: counts.dropped.load(Relaxed),
+        }
+    }
+}
