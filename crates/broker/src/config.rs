@@ -294,6 +294,9 @@ pub struct Limits {
     /// may be at most 4 KiB, whatever `max_frame` says: an unknown peer buffers little.
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: std::time::Duration,
+    /// Most bytes queued to all clients together (0: no bound but each queue's own). Past it
+    /// the connections holding the most are cut, slowest first, with reason `slow_consumer`.
+    pub max_queued_bytes: usize,
 }
 
 /// What the broker does when a subscriber's outbound queue is full.
@@ -368,6 +371,7 @@ impl Default for Limits {
             max_connections: 50_000,
             max_connections_per_address: 20_000,
             handshake_timeout: std::time::Duration::from_secs(10),
+            max_queued_bytes: 512 * 1024 * 1024,
         }
     }
 }
@@ -485,6 +489,12 @@ impl Config {
             problems.push(format!(
                 "slow_consumer.max_bytes: {} is below limits.max_frame ({}), so a large message could never be queued",
                 self.slow_consumer.max_bytes, self.limits.max_frame
+            ));
+        }
+        if self.limits.max_queued_bytes != 0 && self.limits.max_queued_bytes < self.slow_consumer.max_bytes {
+            problems.push(format!(
+                "limits.max_queued_bytes: {} is below slow_consumer.max_bytes ({}): one queue could exhaust it",
+                self.limits.max_queued_bytes, self.slow_consumer.max_bytes
             ));
         }
         if self.udp.session_ttl < Duration::from_millis(100) {

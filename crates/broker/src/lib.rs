@@ -17,6 +17,7 @@
 
 pub mod admin;
 pub mod admission;
+pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod connz;

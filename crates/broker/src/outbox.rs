@@ -23,6 +23,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::QueueBudget;
 use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::metrics::Metrics;
 
@@ -57,6 +58,18 @@ enum Item {
     Deliver(Arc<Target>, Message, u32),
     Guaranteed(SubId, PubendId, Tick, Message),
     Frame(Bytes),
+}
+
+impl Item {
+    /// The bytes it was charged to the queue budget (deliveries; control frames are bounded
+    /// apart, by [`CONTROL_BACKLOG`]).
+    fn charged(&self) -> usize {
+        match self {
+            Item::Deliver(_, message, _) => DELIVER_HEADER_LEN + message.encoded_len(),
+            Item::Guaranteed(.., message) => GUARANTEED_DELIVER_HEADER_LEN + message.encoded_len(),
+            Item::Frame(_) => 0,
+        }
+    }
 }
 
 /// What happened to a pushed guaranteed delivery. It is never dropped: the queue takes it even
@@ -102,6 +115,9 @@ struct State {
     room: Vec<RoomCallback>,
     /// Bytes of control replies (PONG) queued: bounded by pausing the connection's reader.
     control: usize,
+    /// Bytes of deliveries charged to the broker's [`QueueBudget`] and not yet refunded:
+    /// those queued here and those in the batch being written.
+    held: usize,
     /// Drops since the last slow-consumer warning, and when that was.
     drops_unreported: u64,
     warned_at: Option<std::time::Instant>,
@@ -113,6 +129,14 @@ const SLOW_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// Control replies a connection may have queued before its reader pauses: a client that sends
 /// PINGs without reading the PONGs stalls itself, not the broker's memory.
 pub const CONTROL_BACKLOG: usize = 64 * 1024;
+
+impl Drop for Outbox {
+    fn drop(&mut self) {
+        // Whatever was never written goes back to the budget with the connection.
+        let held = std::mem::take(&mut self.state.get_mut().held);
+        self.budget.refund(held);
+    }
+}
 
 /// A bounded queue of frames for one connection (TCP) or one UDP client.
 pub struct Outbox {
@@ -127,6 +151,7 @@ pub struct Outbox {
     pub done: CancellationToken,
     /// This connection's own counts, for `/connz`.
     pub counts: OutboxCounts,
+    budget: Arc<QueueBudget>,
 }
 
 /// What one outbox delivered and dropped (the broker-wide totals are in the metrics).
@@ -141,9 +166,9 @@ pub struct OutboxCounts {
 }
 
 impl Outbox {
-    /// An empty queue with the broker's limits.
-    pub fn new(limits: SlowConsumer, metrics: Metrics) -> Arc<Outbox> {
-        Arc::new(Outbox {
+    /// An empty queue with the broker's limits, charging what it queues to `budget`.
+    pub fn new(limits: SlowConsumer, metrics: Metrics, budget: &Arc<QueueBudget>) -> Arc<Outbox> {
+        let outbox = Arc::new(Outbox {
             client: Mutex::new(String::new()),
             state: Mutex::new(State::default()),
             wake_writer: Notify::new(),
@@ -152,7 +177,44 @@ impl Outbox {
             metrics,
             done: CancellationToken::new(),
             counts: OutboxCounts::default(),
-        })
+            budget: Arc::clone(budget),
+        });
+        budget.register(&outbox);
+        outbox
+    }
+
+    /// Bytes this connection holds against the budget.
+    pub fn held(&self) -> usize {
+        self.state.lock().held
+    }
+
+    /// Cut by the budget: what is queued goes (and is refunded) and the connection ends at once,
+    /// even a write in progress to a client that does not read.
+    pub(crate) fn cut(&self) {
+        let mut s = self.state.lock();
+        let queued = std::mem::take(&mut s.bytes);
+        s.items.clear();
+        s.held -= queued.min(s.held);
+        drop(s);
+        self.budget.refund(queued);
+        self.metrics.slow_consumer_disconnects.inc();
+        self.abort();
+    }
+
+    /// Charges `size` queued bytes (the state lock held by the caller); true when the broker's
+    /// total is past its budget and connections must be cut once the lock is let go.
+    fn charge(&self, s: &mut State, size: usize) -> bool {
+        s.held += size;
+        self.budget.charge(size)
+    }
+
+    /// A batch of `bytes` was written.
+    fn written(&self, bytes: usize) {
+        let mut s = self.state.lock();
+        let refund = bytes.min(s.held);
+        s.held -= refund;
+        drop(s);
+        self.budget.refund(refund);
     }
 
     /// Frames and bytes queued now.
@@ -189,7 +251,9 @@ impl Outbox {
                 }
                 OverflowPolicy::Disconnect => {
                     s.items.clear();
-                    s.bytes = 0;
+                    let queued = std::mem::take(&mut s.bytes);
+                    s.held -= queued.min(s.held);
+                    self.budget.refund(queued);
                     let notice = Notice::new(
                         tidings_wire::ReasonCode::SlowConsumer,
                         format!(
@@ -213,7 +277,11 @@ impl Outbox {
         s.bytes += size;
         let congested =
             !s.slow && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
+        let over = self.charge(&mut s, size);
         drop(s);
+        if over {
+            self.budget.shed();
+        }
         if was_empty {
             wake.push(Arc::clone(&target.outbox));
         }
@@ -238,7 +306,11 @@ impl Outbox {
         s.items.push_back(Item::Guaranteed(id, pubend, tick, message.clone()));
         s.bytes += size;
         let full = s.items.len() >= self.limits.max_messages || s.bytes >= self.limits.max_bytes;
+        let over = self.charge(&mut s, size);
         drop(s);
+        if over {
+            self.budget.shed();
+        }
         if was_empty {
             self.wake_writer.notify_one();
         }
@@ -428,8 +500,16 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
                 _ = outbox.done.cancelled() => break,
             }
         }
+        let charged: usize = batch.iter().map(Item::charged).sum();
         let (delivered, bytes) = encode_batch(&mut batch, &mut scratch, &mut chunks);
-        if write_chunks(&mut writer, &mut chunks).await.is_err() {
+        // A connection cut (by the queue budget, or its peer gone) stops even mid-write: a
+        // client that never reads would otherwise hold this batch forever.
+        let written = tokio::select! {
+            result = write_chunks(&mut writer, &mut chunks) => result.is_ok(),
+            () = outbox.done.cancelled() => false,
+        };
+        outbox.written(charged);
+        if !written {
             break;
         }
         outbox.metrics.messages_out.inc_by(delivered);
@@ -492,6 +572,7 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
                 _ = outbox.done.cancelled() => break,
             }
         }
+        let charged: usize = batch.iter().map(Item::charged).sum();
         // Deliveries too large for a datagram, by subscription: told on its next one here.
         let mut too_large: Vec<(Arc<Target>, u32)> = Vec::new();
         for item in batch.drain(..) {
@@ -534,6 +615,7 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
         for (target, n) in too_large {
             target.missed.fetch_add(n, Ordering::Relaxed);
         }
+        outbox.written(charged);
         outbox.drained.notify_waiters();
     }
     outbox.done.cancel();
@@ -547,7 +629,7 @@ mod tests {
 
     fn outbox(max_messages: usize) -> Arc<Outbox> {
         let limits = SlowConsumer { max_messages, ..SlowConsumer::default() };
-        Outbox::new(limits, Metrics::new(&mut prometheus_client::registry::Registry::default()))
+        Outbox::new(limits, Metrics::new(&mut prometheus_client::registry::Registry::default()), &QueueBudget::new(0))
     }
 
     fn message() -> Message {

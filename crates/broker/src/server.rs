@@ -42,6 +42,8 @@ pub struct Shared {
     pub tasks: TaskTracker,
     /// Open connections and their subscriptions, for `/connz` and `/subsz`.
     pub connections: crate::connz::Connections,
+    /// The bytes queued to all clients together (`[limits] max_queued_bytes`).
+    pub budget: Arc<crate::budget::QueueBudget>,
 }
 
 /// The addresses a broker actually bound; with port 0 these carry the OS-chosen ports.
@@ -191,6 +193,14 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
+    let budget = crate::budget::QueueBudget::new(config.limits.max_queued_bytes);
+    let prefixed = registry.sub_registry_with_prefix("tidings");
+    prefixed.register("queued_bytes", "Bytes queued to all clients together", budget.gauge.clone());
+    prefixed.register(
+        "queue_budget_cuts",
+        "Connections cut because the queued bytes of all clients passed limits.max_queued_bytes",
+        budget.cuts.clone(),
+    );
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
     let fsync = config.storage.fsync_policy().unwrap_or_default();
     let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key));
@@ -213,6 +223,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         shutdown: CancellationToken::new(),
         tasks: TaskTracker::new(),
         connections: crate::connz::Connections::default(),
+        budget,
     });
     shared.tasks.spawn(driver.run(shared.shutdown.clone()));
     if let Some(listener) = tcp {

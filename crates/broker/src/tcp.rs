@@ -125,7 +125,7 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
     let stream_peer = stream.peer_addr();
     let (reader, writer) = stream.into_split();
-    let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone());
+    let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     shared.tasks.spawn(write_stream(writer, Arc::clone(&outbox)));
     if let Ok(peer) = stream_peer {
         *outbox.client.lock() = peer.to_string();

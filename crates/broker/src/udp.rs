@@ -61,7 +61,7 @@ async fn datagram(
         }
     }
     let client = clients.entry(peer).or_insert_with(|| {
-        let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone());
+        let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
         *outbox.client.lock() = format!("udp {peer}");
         shared.tasks.spawn(write_datagrams(Arc::clone(socket), peer, Arc::clone(&outbox)));
         UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }

@@ -579,3 +579,58 @@ fn connections_past_the_per_address_limit_are_refused_with_a_reason_and_places_c
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_reader_goes_on() {
+    // Each queue may hold 4 MiB, all of them together 6 MiB: three subscribers that never read
+    // would hold 12 MiB (plus a batch each in flight) without the global budget.
+    let config = "[limits]\nmax_frame = 1048576\nmax_queued_bytes = 6291456\n\
+                  [slow_consumer]\nmax_bytes = 4194304\nmax_messages = 100000\nmax_stall = \"1ms\"\n";
+    let (b, _dir) = broker_with_config(config);
+    let mut stalled: Vec<RawConnection> = (0..3)
+        .map(|_| {
+            let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+            subscribe(&mut c, 1, "flood");
+            c
+        })
+        .collect();
+    let mut reader = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut reader, 1, "flood");
+    let mut p = RawConnection::handshake(&b.tcp()).unwrap();
+    barrier(&mut p, 0);
+    static PAYLOAD: [u8; 16 * 1024] = [7u8; 16 * 1024];
+    let (mut sent, mut got) = (0u64, 0u64);
+    for round in 0..20u64 {
+        for _ in 0..100 {
+            publish(&mut p, "flood", &PAYLOAD);
+            sent += 1;
+        }
+        barrier(&mut p, round + 1);
+        // The reader keeps up: it takes everything published so far.
+        while got < sent {
+            match reader.expect(5 * SECOND).unwrap() {
+                Frame::Deliver(_) => got += 1,
+                other => panic!("the reader got {other:?}"),
+            }
+        }
+    }
+    let cuts = b.metric("tidings_queue_budget_cuts_total").unwrap();
+    assert!(cuts >= 1.0, "the budget was passed and connections were cut");
+    assert!(b.metric("tidings_queued_bytes").unwrap() <= 6291456.0, "the total is back within the budget");
+    let mut told = 0;
+    for c in &mut stalled {
+        // A cut connection ends: whatever it still reads, it reaches the end of the stream.
+        let deadline = Instant::now() + 5 * SECOND;
+        while Instant::now() < deadline {
+            match c.expect(SECOND) {
+                Ok(Frame::Deliver(_)) => continue,
+                Ok(other) => panic!("{other:?}"),
+                Err(_) => break,
+            }
+        }
+        told += usize::from(c.expect_closed(SECOND));
+    }
+    assert!(told as f64 >= cuts.min(3.0), "every cut connection was closed ({told} of {cuts})");
+    assert_eq!(got, sent, "the subscriber that reads lost nothing");
+    assert_still_serving(&b);
+}

@@ -1,0 +1,90 @@
+//! One budget for the bytes queued to all clients together. Each outbox is bounded on its own
+//! (`[slow_consumer] max_bytes`), but a dozen stalled subscribers each at its bound add up to
+//! more than the machine may have; past `[limits] max_queued_bytes`, the connections holding
+//! the most are cut (slowest first) until the total fits again.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+
+use parking_lot::Mutex;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
+
+use crate::outbox::Outbox;
+
+/// The shared budget; every outbox charges what it queues and refunds what it wrote or dropped.
+pub struct QueueBudget {
+    limit: usize,
+    used: AtomicUsize,
+    outboxes: Mutex<Vec<Weak<Outbox>>>,
+    /// Bytes queued to clients now (`tidings_queued_bytes`).
+    pub gauge: Gauge,
+    /// Connections cut to bring the total back under the limit.
+    pub cuts: Counter,
+}
+
+impl QueueBudget {
+    /// A budget of `limit` bytes (0: none).
+    pub fn new(limit: usize) -> Arc<QueueBudget> {
+        Arc::new(QueueBudget {
+            limit: if limit == 0 { usize::MAX } else { limit },
+            used: AtomicUsize::new(0),
+            outboxes: Mutex::default(),
+            gauge: Gauge::default(),
+            cuts: Counter::default(),
+        })
+    }
+
+    /// Lists `outbox` among those that may be cut.
+    pub(crate) fn register(&self, outbox: &Arc<Outbox>) {
+        let mut outboxes = self.outboxes.lock();
+        // Connections come and go: the dead entries go whenever the list doubles.
+        if outboxes.len() >= 64 && outboxes.len().is_power_of_two() {
+            outboxes.retain(|weak| weak.strong_count() > 0);
+        }
+        outboxes.push(Arc::downgrade(outbox));
+    }
+
+    /// `bytes` more are queued; true when the total is now past the limit. One atomic add per
+    /// delivery; the gauge follows at each refund (once per batch written).
+    pub(crate) fn charge(&self, bytes: usize) -> bool {
+        self.used.fetch_add(bytes, Relaxed) + bytes > self.limit
+    }
+
+    /// `bytes` were written or dropped.
+    pub(crate) fn refund(&self, bytes: usize) {
+        let used = self.used.fetch_sub(bytes, Relaxed).saturating_sub(bytes);
+        self.gauge.set(used as i64);
+    }
+
+    /// Bytes charged and not yet refunded.
+    pub fn used(&self) -> usize {
+        self.used.load(Relaxed)
+    }
+
+    /// Cuts the connections holding the most until the total is within the limit. Called with
+    /// no outbox lock held.
+    pub(crate) fn shed(&self) {
+        let outboxes: Vec<Arc<Outbox>> = self.outboxes.lock().iter().filter_map(Weak::upgrade).collect();
+        let mut by_held: Vec<(usize, Arc<Outbox>)> = outboxes
+            .into_iter()
+            .map(|o| (o.held(), o))
+            .filter(|(held, o)| *held > 0 && !o.done.is_cancelled())
+            .collect();
+        by_held.sort_by_key(|(held, _)| std::cmp::Reverse(*held));
+        for (held, outbox) in by_held {
+            if self.used() <= self.limit {
+                break;
+            }
+            self.cuts.inc();
+            let client = outbox.client.lock().clone();
+            tracing::warn!(
+                %client,
+                held,
+                limit = self.limit,
+                "the broker's queued bytes are past limits.max_queued_bytes: the connection holding the most is cut"
+            );
+            outbox.cut();
+        }
+    }
+}
