@@ -6,6 +6,9 @@ use super::faults::Window;
 use super::series::{LatencyBin, NackBin, Series};
 use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series as Line, SEED};
 
+/// Palette entries of the brokers' lines: every one but the fault markers' ([`SEED`]).
+const COLORS: [usize; 7] = [0, 1, 2, 3, 5, 6, 7];
+
 /// Vertical markers at the fault instants, spanning `0..=high`.
 fn markers(windows: &[Window], t0_ms: u64, high: f64) -> Line {
     let x = |ms: u64| ms.saturating_sub(t0_ms) as f64 / 1e3;
@@ -29,7 +32,8 @@ fn latency_panel(series: &Series, i: usize, windows: &[Window], t0_ms: u64) -> P
         series.t_s.iter().zip(bins).filter_map(|(t, b)| f(b).map(|v| (*t, v))).collect()
     };
     let mut lines = vec![
-        Line::new("p50", Mark::Line, 0, pick(|b| b.p50_ms)),
+        // Points, not lines: a line would bridge the bins without deliveries of an outage.
+        Line::new("p50", Mark::Points, 0, pick(|b| b.p50_ms)),
         Line::new("max", Mark::Points, 2, pick(|b| b.max_ms)),
     ];
     lines.push(markers(windows, t0_ms, top(&lines)));
@@ -49,7 +53,7 @@ fn nack_lines(series: &Series, f: fn(&NackBin) -> f64) -> Vec<Line> {
         .enumerate()
         .map(|(c, (name, bins))| {
             let points = series.t_s.iter().zip(bins).map(|(t, b)| (*t, f(b))).collect();
-            Line::new(name.clone(), Mark::Line, c + 1, points)
+            Line::new(name.clone(), Mark::Line, COLORS[c % COLORS.len()], points)
         })
         .collect()
 }
