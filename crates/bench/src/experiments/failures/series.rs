@@ -17,6 +17,8 @@ pub(super) struct Delivery {
     pub sent_us: u64,
     /// `received_us`.
     pub received_us: u64,
+    /// The publisher id (16 hex digits as a number; 0 if absent).
+    pub publisher: u64,
 }
 
 impl Delivery {
@@ -30,7 +32,14 @@ impl Delivery {
 pub(super) fn deliveries(lines: &[Value]) -> Vec<Delivery> {
     lines
         .iter()
-        .filter_map(|l| Some(Delivery { sent_us: l["sent_us"].as_u64()?, received_us: l["received_us"].as_u64()? }))
+        .filter_map(|l| {
+            let publisher = l["properties"]["publisher"].as_str().and_then(|p| u64::from_str_radix(p, 16).ok());
+            Some(Delivery {
+                sent_us: l["sent_us"].as_u64()?,
+                received_us: l["received_us"].as_u64()?,
+                publisher: publisher.unwrap_or(0),
+            })
+        })
         .collect()
 }
 
@@ -159,7 +168,7 @@ mod tests {
 
     #[test]
     fn deliveries_and_scrapes_fall_into_their_bins() {
-        let d = |sent: u64, received: u64| Delivery { sent_us: sent, received_us: received };
+        let d = |sent: u64, received: u64| Delivery { sent_us: sent, received_us: received, publisher: 1 };
         let subs = vec![("s1".to_string(), vec![d(0, 1_000), d(50_000, 52_000), d(100_000, 400_000)])];
         let s = |us: u64, nacks: f64, ticks: f64| Sample { unix_us: us, nacks, nack_ticks: ticks, absorbed_ticks: 0.0 };
         let samples = vec![("b1".to_string(), vec![s(0, 0.0, 0.0), s(150_000, 2.0, 4000.0), s(250_000, 1.0, 500.0)])];
