@@ -26,6 +26,15 @@ pub const LINKS_ESTABLISHED: &str = "tidings_links_established_total";
 pub const LINKS_CLOSED: &str = "tidings_links_closed_total";
 /// Data messages from peers that routing refused while routes were changing, by why.
 pub const ROUTE_DROPS: &str = "tidings_route_drops_total";
+/// Guaranteed delivery: nack messages a broker sent upstream.
+pub const GD_NACKS_SENT: &str = "tidings_gd_nacks_sent_total";
+/// Guaranteed delivery: ticks (µs of the pubend's clock) a broker nacked upstream: the nack
+/// range of seed 001's failure figures.
+pub const GD_NACK_TICKS_SENT: &str = "tidings_gd_nack_ticks_sent_total";
+/// Guaranteed delivery: nacked ticks from downstream a broker absorbed (consolidation).
+pub const GD_NACK_TICKS_ABSORBED: &str = "tidings_gd_nack_ticks_absorbed_total";
+/// Guaranteed subscriptions confirmed (after the network's barrier).
+pub const GD_SUBSCRIPTIONS_CONFIRMED: &str = "tidings_gd_subscriptions_confirmed_total";
 /// Active subscriptions (a gauge).
 pub const SUBSCRIPTIONS: &str = "tidings_subscriptions";
 

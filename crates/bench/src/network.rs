@@ -49,6 +49,18 @@ impl Network {
     /// Starts the network of `file` with `tidings net up`, and waits (at most `timeout`) for
     /// `DIR/network.json` to list every broker of the file.
     pub async fn up(tidings: &Path, file: &Path, dir: &Path, timeout: Duration) -> anyhow::Result<Network> {
+        Network::up_with(tidings, file, dir, timeout, &[]).await
+    }
+
+    /// [`Network::up`] with more arguments for `net up` (`--faults`, and `--` then every
+    /// broker's extra arguments), for experiments that fault links or configure the brokers.
+    pub async fn up_with(
+        tidings: &Path,
+        file: &Path,
+        dir: &Path,
+        timeout: Duration,
+        extra: &[String],
+    ) -> anyhow::Result<Network> {
         let help =
             Command::new(tidings).args(["net", "--help"]).stdout(Stdio::null()).stderr(Stdio::null()).status()?;
         if !help.success() {
@@ -62,6 +74,7 @@ impl Network {
             .arg(file)
             .arg("--dir")
             .arg(dir)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log)
@@ -112,6 +125,11 @@ impl Network {
     /// The broker called `name`.
     pub fn broker(&self, name: &str) -> anyhow::Result<&BrokerInfo> {
         self.brokers.iter().find(|b| b.name == name).ok_or_else(|| anyhow::anyhow!("no broker {name:?} in the network"))
+    }
+
+    /// The network's directory (`network.json`, logs, `faults.jsonl`).
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// Every broker's admin address, in order (an error if one has none).

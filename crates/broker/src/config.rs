@@ -39,6 +39,8 @@ pub struct Config {
     pub retention: Retention,
     /// What the broker logs, and in what shape.
     pub log: Log,
+    /// Guaranteed delivery: the liveness timer profile.
+    pub guaranteed: crate::guaranteed::liveness::GuaranteedConfig,
 }
 
 /// Per-pubend limits on the log kept for subscribers that are behind (a durable subscriber
@@ -349,6 +351,7 @@ impl Default for Config {
             storage: Storage::default(),
             retention: Retention::default(),
             log: Log::default(),
+            guaranteed: Default::default(),
         }
     }
 }

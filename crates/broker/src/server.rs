@@ -209,7 +209,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"
         );
     }
-    let storage = (fsync, config.retention.clone(), config.storage.fault_drop_unsynced);
+    let storage = (fsync, config.retention.clone(), config.storage.fault_drop_unsynced, config.guaranteed.liveness);
     let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, storage, gd_metrics, Arc::clone(&network))?;
     let shared = Arc::new(Shared {
         live: crate::live::Live::new(&config),

@@ -75,3 +75,30 @@ fn acked_publishing_counts_every_publish_acknowledged_after_its_sync_and_leaves_
     assert!(left.is_empty(), "the scratch log is removed: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `bench failures --quick`: the seed's three faults in `gryphon-fig3.toml`; every internal
+/// check (exactly once and in order at both subscribers, recovery after each fault) held, and
+/// the time series and plots were written. No timing is asserted.
+#[test]
+fn failures_quick_delivers_every_acknowledged_publish_once_in_order_through_the_faults() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out_text = out_dir.path().display().to_string();
+    let (out, _) = bench(&["failures", "--quick", "--out", &out_text]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("summary.json")).unwrap()).unwrap();
+    let failures = summary.as_array().unwrap().iter().find(|s| s["experiment"] == "failures").unwrap();
+    assert_eq!(failures["completed"], true, "{failures}");
+    let checks = failures["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 3, "{failures}");
+    assert!(checks.iter().all(|c| c["passed"] == true), "{failures}");
+    let csv = std::fs::read_to_string(out_dir.path().join("failures.csv")).unwrap();
+    assert!(csv.starts_with("t_s,s1_deliveries,s1_latency_p50_ms"), "{}", &csv[..80.min(csv.len())]);
+    for fault in ["b1-s1 link cut", "b1 crash", "p1 crash"] {
+        assert!(csv.contains(&format!("fail: {fault}")), "{fault} is marked in the series");
+    }
+    for ext in ["png", "svg"] {
+        assert!(out_dir.path().join(format!("failures.{ext}")).is_file());
+    }
+}

@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use tidings_client::Transport;
 
 use crate::cli::parse::{above_zero, at_least_one};
-use crate::experiments::{fanout, hops, matching, network, proxy, sizes, subscribers};
+use crate::experiments::{failures, fanout, hops, matching, network, proxy, sizes, subscribers};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
@@ -61,6 +61,9 @@ pub enum Which {
     Hops(NaradaArgs),
     /// One broker against two (throughput, CPU, latency), the 9-broker path, link faults.
     Network(SuiteArgs),
+    /// Guaranteed delivery in `gryphon-fig3.toml` through a link cut and two broker crashes
+    /// (seed 001's figure 6): latency and nacks over time.
+    Failures(SuiteArgs),
     /// Every experiment above, in order, with a report and plots.
     All(SuiteArgs),
 }
@@ -213,6 +216,7 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
         Box::new(matching::Matching(matching::Params::new(scale))),
         Box::new(hops::Hops(hops::Params::new(scale))),
         Box::new(network::Network(network::Params::new(scale))),
+        Box::new(failures::Failures(failures::Params::new(scale))),
     ]
 }
 
@@ -228,6 +232,10 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));
             (suite, Some(Box::new(network::Network(p))))
+        }
+        Which::Failures(suite) => {
+            let p = failures::Params::new(scale(&suite));
+            (suite, Some(Box::new(failures::Failures(p))))
         }
         Which::Subscribers(a) => {
             let mut p = subscribers::Params::new(scale(&a.suite));

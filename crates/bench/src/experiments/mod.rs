@@ -1,6 +1,7 @@
 //! The seed experiments, one module each, and what they share.
 
 pub mod content;
+pub mod failures;
 pub mod fanout;
 pub mod flood_rows;
 pub mod hops;

@@ -96,7 +96,7 @@ impl Driver {
     pub(super) fn open(
         dir: &Path,
         broker: &str,
-        (options, fs): (tidings_store::Options, Arc<dyn tidings_store::Fs>),
+        (options, fs, settings): (tidings_store::Options, Arc<dyn tidings_store::Fs>, Settings),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
         handles: Handles,
@@ -106,7 +106,7 @@ impl Driver {
         let data_dir = dir.parent().unwrap_or(dir);
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let mut driver = Driver {
-            engine: Engine::new(Settings::default(), LocalMatcher::default()),
+            engine: Engine::new(settings, LocalMatcher::default()),
             store: opened.store,
             rx,
             tx,
@@ -273,6 +273,7 @@ impl Driver {
         let c = self.engine.counters();
         let old = std::mem::replace(&mut self.counters, c);
         self.metrics.nacks_sent.inc_by(c.nacks_sent - old.nacks_sent);
+        self.metrics.nack_ticks_sent.inc_by(c.nack_ticks_sent - old.nack_ticks_sent);
         self.metrics.nack_ticks_absorbed.inc_by(c.nack_ticks_absorbed - old.nack_ticks_absorbed);
         self.metrics.retransmits.inc_by(c.retransmitted - old.retransmitted);
         self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);

@@ -49,6 +49,8 @@ pub struct GuaranteedMetrics {
     pub outbox_full: Counter,
     /// Nacks sent upstream.
     pub nacks_sent: Counter,
+    /// Ticks nacked upstream (the nack range of seed 001's failure figures; ticks are µs).
+    pub nack_ticks_sent: Counter,
     /// Nacked ticks absorbed by consolidation.
     pub nack_ticks_absorbed: Counter,
     /// Retransmissions sent downstream (answers to nacks).
@@ -107,6 +109,7 @@ impl GuaranteedMetrics {
             deliveries: Counter::default(),
             outbox_full: Counter::default(),
             nacks_sent: Counter::default(),
+            nack_ticks_sent: Counter::default(),
             nack_ticks_absorbed: Counter::default(),
             retransmits: Counter::default(),
             subscriptions_confirmed: Counter::default(),
@@ -142,6 +145,7 @@ impl GuaranteedMetrics {
         r.register("deliveries", "Guaranteed deliveries queued", m.deliveries.clone());
         r.register("outbox_full", "Guaranteed subscribers paused by a full outbox", m.outbox_full.clone());
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());
+        r.register("nack_ticks_sent", "Ticks nacked upstream (the nack range)", m.nack_ticks_sent.clone());
         r.register("nack_ticks_absorbed", "Nacked ticks absorbed by consolidation", m.nack_ticks_absorbed.clone());
         r.register("retransmits", "Retransmissions answering nacks", m.retransmits.clone());
         r.register("subscriptions_confirmed", "Guaranteed subscriptions confirmed", m.subscriptions_confirmed.clone());

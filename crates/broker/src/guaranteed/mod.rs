@@ -26,6 +26,7 @@ mod driver;
 pub mod durable;
 mod durable_store;
 mod journal;
+pub mod liveness;
 mod matcher;
 mod metrics;
 mod net;
@@ -130,7 +131,12 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (fsync, retention, drop_unsynced): (tidings_store::FsyncPolicy, crate::config::Retention, bool),
+        (fsync, retention, drop_unsynced, liveness): (
+            tidings_store::FsyncPolicy,
+            crate::config::Retention,
+            bool,
+            liveness::Liveness,
+        ),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
@@ -146,7 +152,7 @@ impl Guaranteed {
             true => Arc::new(tidings_store::DropUnsyncedFs),
             false => Arc::new(tidings_store::StdFs),
         };
-        let mut driver = Driver::open(&dir, broker, (options, fs), metrics, cluster, handles)?;
+        let mut driver = Driver::open(&dir, broker, (options, fs, liveness.settings()), metrics, cluster, handles)?;
         driver.retention = retention;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))

@@ -1,0 +1,78 @@
+//! The plot of `failures`, after seed 001's figure 6: latency at each subscriber over time,
+//! and nacks sent and nack range at s1 and the intermediate brokers, with every fault's stall,
+//! failure and end marked by a vertical bar.
+
+use super::faults::Window;
+use super::series::{LatencyBin, NackBin, Series};
+use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series as Line, SEED};
+
+/// Palette entries of the brokers' lines: every one but the fault markers' ([`SEED`]).
+const COLORS: [usize; 7] = [0, 1, 2, 3, 5, 6, 7];
+
+/// Vertical markers at the fault instants, spanning `0..=high`.
+fn markers(windows: &[Window], t0_ms: u64, high: f64) -> Line {
+    let x = |ms: u64| ms.saturating_sub(t0_ms) as f64 / 1e3;
+    let ranges = windows.iter().flat_map(|w| [w.stalled_ms, w.failed_ms, w.ended_ms]).map(|t| (x(t), 0.0, high));
+    Line::ranges("faults (stall, fail, end)", SEED, ranges.collect())
+}
+
+fn time() -> Axis {
+    Axis { label: "time since publishing began (s)".into(), scale: Scale::Linear }
+}
+
+/// The largest y of `lines`, at least 1.
+fn top(lines: &[Line]) -> f64 {
+    lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(1.0, f64::max)
+}
+
+/// Latency (p50 and max) at one subscriber.
+fn latency_panel(series: &Series, i: usize, windows: &[Window], t0_ms: u64) -> Panel {
+    let (name, bins) = &series.latency[i];
+    let pick = |f: fn(&LatencyBin) -> Option<f64>| -> Vec<(f64, f64)> {
+        series.t_s.iter().zip(bins).filter_map(|(t, b)| f(b).map(|v| (*t, v))).collect()
+    };
+    let mut lines = vec![
+        // Points, not lines: a line would bridge the bins without deliveries of an outage.
+        Line::new("p50", Mark::Points, 0, pick(|b| b.p50_ms)),
+        Line::new("max", Mark::Points, 2, pick(|b| b.max_ms)),
+    ];
+    lines.push(markers(windows, t0_ms, top(&lines)));
+    Panel {
+        title: format!("latency at {name}, per bin"),
+        x: time(),
+        y: Axis { label: "latency (ms)".into(), scale: Scale::Linear },
+        series: lines,
+    }
+}
+
+/// One nack quantity at every watched broker, a line each.
+fn nack_lines(series: &Series, f: fn(&NackBin) -> f64) -> Vec<Line> {
+    series
+        .nacks
+        .iter()
+        .enumerate()
+        .map(|(c, (name, bins))| {
+            let points = series.t_s.iter().zip(bins).map(|(t, b)| (*t, f(b))).collect();
+            Line::new(name.clone(), Mark::Line, COLORS[c % COLORS.len()], points)
+        })
+        .collect()
+}
+
+/// The four panels.
+pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
+    let mut panels: Vec<Panel> = (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect();
+    for (title, unit, f) in [
+        ("nacks sent, per bin", "nacks", (|b: &NackBin| b.nacks) as fn(&NackBin) -> f64),
+        ("nack range sent, per bin", "nacked ticks (ms)", |b: &NackBin| b.range_ms),
+    ] {
+        let mut lines = nack_lines(series, f);
+        lines.push(markers(windows, t0_ms, top(&lines)));
+        panels.push(Panel {
+            title: title.into(),
+            x: time(),
+            y: Axis { label: unit.into(), scale: Scale::Linear },
+            series: lines,
+        });
+    }
+    Figure { title: "guaranteed delivery through faults, gryphon-fig3 (seed 001, figure 6)".into(), panels }
+}

@@ -1,0 +1,111 @@
+//! One run of `failures`: the network up with fault points and the seed's liveness profile,
+//! two guaranteed subscribers, four guaranteed publishers, the metrics sampled while the fault
+//! schedule runs, then everything read back from the tools' files and the fault log.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::clients::{self, Tool};
+use super::faults::{self, Window};
+use super::sampler::{unix_us, Sample, Sampler};
+use super::series::{self, Delivery, Series};
+use super::verify::{verify, Verdict};
+use super::Params;
+use crate::network::Network;
+use crate::suite::Context;
+
+/// What a run left behind.
+pub(super) struct Run {
+    /// When publishing began (Unix µs).
+    pub t0_us: u64,
+    /// The binned series.
+    pub series: Series,
+    /// The faults, as the fault log has them.
+    pub windows: Vec<Window>,
+    /// Per subscriber: its deliveries and its verdict.
+    pub subscribers: Vec<(String, Vec<Delivery>, Verdict)>,
+    /// Publishes sent and acknowledged, and publishers that exited with an error.
+    pub published: (u64, usize, Vec<String>),
+    /// Subscribers that did not get their count before the deadline (killed).
+    pub unfinished: Vec<String>,
+}
+
+/// Starts the network and runs the schedule.
+pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
+    let dir = ctx.scratch("failures")?;
+    let config = dir.join("liveness.toml");
+    std::fs::write(&config, format!("[guaranteed]\nliveness = \"{}\"\n", p.liveness))?;
+    let net_dir = dir.join("net");
+    std::fs::create_dir_all(&net_dir)?;
+    let extra = ["--faults", "--", "--config"].map(String::from).into_iter().chain([config.display().to_string()]);
+    let file = ctx.topologies.join(&p.topology);
+    let net =
+        Network::up_with(&ctx.tidings, &file, &net_dir, Duration::from_secs(90), &extra.collect::<Vec<_>>()).await?;
+    ctx.step("network up");
+    let admin = |name: &str| -> anyhow::Result<String> {
+        net.broker(name)?.admin.clone().ok_or_else(|| anyhow::anyhow!("{name} has no admin address"))
+    };
+    let per_publisher = (p.rate * p.schedule().as_secs_f64()).round() as u64;
+    let total = per_publisher * p.publishers as u64;
+    let mut subs = Vec::new();
+    for s in &p.subscribers {
+        let server = (net.broker(s)?.tcp.as_str(), admin(s)?);
+        subs.push(clients::subscribe(&ctx.tidings, &dir, s, (server.0, &server.1), "failures.>", total).await?);
+    }
+    let watched = p.watched.iter().map(|b| Ok((b.clone(), admin(b)?))).collect::<anyhow::Result<Vec<_>>>()?;
+    let sampler = Sampler::start(watched, p.bin);
+    let t0_us = unix_us();
+    let home = net.broker(&p.publisher_at)?.tcp.clone();
+    let mut pubs = (1..=p.publishers)
+        .map(|i| clients::publish(&ctx.tidings, &dir, &home, &format!("f{i}"), (per_publisher, p.rate, p.size)))
+        .collect::<anyhow::Result<Vec<Tool>>>()?;
+    let (tidings, fault_dir, params) = (ctx.tidings.clone(), net.dir().to_path_buf(), p.clone());
+    let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
+    ctx.step("faults injected");
+    let deadline = Instant::now() + p.drain;
+    let mut failed_publishers = Vec::new();
+    for t in &mut pubs {
+        if !t.finish(deadline).await?.is_some_and(|s| s.success()) {
+            failed_publishers.push(t.name.clone());
+        }
+    }
+    let mut unfinished = Vec::new();
+    for t in &mut subs {
+        if t.finish(Instant::now().max(deadline) + p.drain).await?.is_none() {
+            unfinished.push(t.name.clone());
+        }
+    }
+    let end_us = unix_us();
+    let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
+    injected?;
+    let windows = faults::windows(&std::fs::read_to_string(net.dir().join("faults.jsonl")).unwrap_or_default())?;
+    let mut acked = Vec::new();
+    for t in &pubs {
+        acked.extend(t.lines()?);
+    }
+    let mut subscribers = Vec::new();
+    for (name, t) in p.subscribers.iter().zip(&subs) {
+        let lines = t.lines()?;
+        subscribers.push((name.clone(), series::deliveries(&lines), verify(&acked, &lines)));
+    }
+    let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
+    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &samples, &windows);
+    keep_logs(ctx, &net_dir, &dir);
+    Ok(Run { t0_us, series, windows, subscribers, published: (total, acked.len(), failed_publishers), unfinished })
+}
+
+/// Copies the network's fault log and the tools' lines next to the results, so a failed check
+/// can be looked into after the scratch directory is gone.
+fn keep_logs(ctx: &Context, net_dir: &Path, dir: &Path) {
+    let keep = ctx.out.join("failures-logs");
+    if std::fs::create_dir_all(&keep).is_err() {
+        return;
+    }
+    let _ = std::fs::copy(net_dir.join("faults.jsonl"), keep.join("faults.jsonl"));
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "jsonl" || e == "log") {
+            let _ = std::fs::copy(&path, keep.join(entry.file_name()));
+        }
+    }
+}

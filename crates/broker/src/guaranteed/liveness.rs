@@ -1,0 +1,48 @@
+//! `[guaranteed] liveness`: which timer profile of the delivery core a broker runs with, so an
+//! experiment can run a network with seed 001's failure-injection settings instead of the
+//! defaults without a new build.
+
+use serde::{Deserialize, Serialize};
+
+/// The delivery core's liveness timers (GCT, NRT, AET, DCT) in force.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum Liveness {
+    /// gd-protocol's proposals: GCT 100 ms, NRT 200 ms (floor 50 ms), AET 1 s, DCT 1 s.
+    #[default]
+    Default,
+    /// Seed 001 §4.2: GCT 200 ms, NRT 600 ms, AET 10 s, DCT infinite.
+    Seed001,
+}
+
+impl Liveness {
+    /// The core's settings for this profile.
+    pub fn settings(self) -> tidings_delivery::Settings {
+        match self {
+            Liveness::Default => tidings_delivery::Settings::default(),
+            Liveness::Seed001 => tidings_delivery::Settings::seed_experiment(),
+        }
+    }
+}
+
+/// Guaranteed-delivery settings of the broker (`[guaranteed]`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuaranteedConfig {
+    /// The liveness timer profile: `default` or `seed001` (seed 001's failure runs).
+    pub liveness: Liveness,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_seed_profile_has_the_seeds_timers() {
+        let s = Liveness::Seed001.settings();
+        assert_eq!((s.gap_curiosity_ms, s.nack_repetition_min_ms, s.ack_expected_ms), (200, 600, 10_000));
+        assert_eq!(s.delay_curiosity_ms, None);
+        let c: GuaranteedConfig = toml::from_str("liveness = \"seed001\"").unwrap();
+        assert_eq!(c.liveness, Liveness::Seed001);
+    }
+}
