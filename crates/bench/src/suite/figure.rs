@@ -63,6 +63,8 @@ pub enum Mark {
     Points,
     /// Vertical bars from low to high at each x: a range a seed gives in words.
     Range,
+    /// Thin vertical lines from low to high at each x: when something happened (a fault).
+    Event,
 }
 
 /// A named set of points (or ranges) in one colour.
@@ -89,6 +91,11 @@ impl Series {
     /// Vertical ranges (x, low, high).
     pub fn ranges(label: impl Into<String>, color: usize, ranges: Vec<(f64, f64, f64)>) -> Series {
         Series { label: label.into(), mark: Mark::Range, color, points: Vec::new(), ranges }
+    }
+
+    /// Event markers: thin vertical lines (x, low, high).
+    pub fn events(label: impl Into<String>, color: usize, ranges: Vec<(f64, f64, f64)>) -> Series {
+        Series { label: label.into(), mark: Mark::Event, color, points: Vec::new(), ranges }
     }
 }
 
@@ -266,11 +273,20 @@ impl Panel {
                         )
                         .map_err(boxed)?
                 }
+                Mark::Event => chart
+                    .draw_series(
+                        s.ranges
+                            .iter()
+                            .filter(|&&(x, lo, hi)| visible(&(x, lo)) && visible(&(x, hi)))
+                            .map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], color.stroke_width(1))),
+                    )
+                    .map_err(boxed)?,
             };
             let mark = s.mark;
             if !s.label.is_empty() {
                 legend.label(s.label.clone()).legend(move |(x, y)| match mark {
                     Mark::Range => PathElement::new(vec![(x + 10, y - 6), (x + 10, y + 6)], color.stroke_width(3)),
+                    Mark::Event => PathElement::new(vec![(x + 10, y - 6), (x + 10, y + 6)], color.stroke_width(1)),
                     _ => PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2)),
                 });
             }

@@ -9,11 +9,11 @@ use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series as Line, SEE
 /// Palette entries of the brokers' lines: every one but the fault markers' ([`SEED`]).
 const COLORS: [usize; 7] = [0, 1, 2, 3, 5, 6, 7];
 
-/// Vertical markers at the fault instants, spanning `0..=high`.
-fn markers(windows: &[Window], t0_ms: u64, high: f64) -> Line {
+/// Thin vertical lines at the fault instants, spanning `low..=high`.
+fn markers(windows: &[Window], t0_ms: u64, (low, high): (f64, f64)) -> Line {
     let x = |ms: u64| ms.saturating_sub(t0_ms) as f64 / 1e3;
-    let ranges = windows.iter().flat_map(|w| [w.stalled_ms, w.failed_ms, w.ended_ms]).map(|t| (x(t), 0.0, high));
-    Line::ranges("faults (stall, fail, end)", SEED, ranges.collect())
+    let ranges = windows.iter().flat_map(|w| [w.stalled_ms, w.failed_ms, w.ended_ms]).map(|t| (x(t), low, high));
+    Line::events("faults (stall, fail, end)", SEED, ranges.collect())
 }
 
 fn time() -> Axis {
@@ -36,11 +36,12 @@ fn latency_panel(series: &Series, i: usize, windows: &[Window], t0_ms: u64) -> P
         Line::new("p50", Mark::Points, 0, pick(|b| b.p50_ms)),
         Line::new("max", Mark::Points, 2, pick(|b| b.max_ms)),
     ];
-    lines.push(markers(windows, t0_ms, top(&lines)));
+    // Log scale: milliseconds in steady state and seconds in an outage, both readable.
+    lines.push(markers(windows, t0_ms, (0.1, top(&lines))));
     Panel {
         title: format!("latency at {name}, per bin"),
         x: time(),
-        y: Axis { label: "latency (ms)".into(), scale: Scale::Linear },
+        y: Axis { label: "latency (ms)".into(), scale: Scale::Log },
         series: lines,
     }
 }
@@ -52,8 +53,9 @@ fn nack_lines(series: &Series, f: fn(&NackBin) -> f64) -> Vec<Line> {
         .iter()
         .enumerate()
         .map(|(c, (name, bins))| {
-            let points = series.t_s.iter().zip(bins).map(|(t, b)| (*t, f(b))).collect();
-            Line::new(name.clone(), Mark::Line, COLORS[c % COLORS.len()], points)
+            // The bins with nacks only: the series is zero nearly everywhere.
+            let points = series.t_s.iter().zip(bins).map(|(t, b)| (*t, f(b))).filter(|(_, v)| *v > 0.0).collect();
+            Line::new(name.clone(), Mark::Points, COLORS[c % COLORS.len()], points)
         })
         .collect()
 }
@@ -66,7 +68,7 @@ pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure 
         ("nack range sent, per bin", "nacked ticks (ms)", |b: &NackBin| b.range_ms),
     ] {
         let mut lines = nack_lines(series, f);
-        lines.push(markers(windows, t0_ms, top(&lines)));
+        lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
         panels.push(Panel {
             title: title.into(),
             x: time(),
