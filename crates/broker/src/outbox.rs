@@ -123,6 +123,10 @@ struct State {
     warned_at: Option<std::time::Instant>,
 }
 
+/// A congested queue with no batch written for this long belongs to a client that stopped
+/// reading: publishers stop waiting for it (see [`Outbox::wait_drained`]).
+pub const NO_PROGRESS: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// A slow subscriber is named in the log at most this often.
 const SLOW_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -396,9 +400,11 @@ impl Outbox {
             && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes)
     }
 
-    /// Waits (at most until `deadline`) for the queue to fall below half full. Returns false
-    /// if it timed out; the queue is then marked slow so no publisher waits on it again until
-    /// it has emptied.
+    /// Waits (at most until `deadline`) for the queue to fall below half full, as long as the
+    /// client keeps reading: a queue whose writer wrote nothing for [`NO_PROGRESS`] belongs to
+    /// a client that stopped, and waiting longer would only pause the publisher (and every
+    /// other subscriber of it) for nothing. Returns false if it gave up; the queue is then marked slow
+    /// so no publisher waits on it again until it has emptied.
     pub async fn wait_drained(&self, deadline: tokio::time::Instant) -> bool {
         loop {
             let notified = self.drained.notified();
@@ -407,7 +413,8 @@ impl Outbox {
             if !self.is_congested() || self.done.is_cancelled() {
                 return true;
             }
-            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+            let wake = deadline.min(tokio::time::Instant::now() + NO_PROGRESS);
+            if tokio::time::timeout_at(wake, notified).await.is_err() {
                 self.state.lock().slow = true;
                 return false;
             }
@@ -505,7 +512,7 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
         // A connection cut (by the queue budget, or its peer gone) stops even mid-write: a
         // client that never reads would otherwise hold this batch forever.
         let written = tokio::select! {
-            result = write_chunks(&mut writer, &mut chunks) => result.is_ok(),
+            result = write_chunks_with(&mut writer, &mut chunks, || outbox.drained.notify_waiters()) => result.is_ok(),
             () = outbox.done.cancelled() => false,
         };
         outbox.written(charged);
@@ -529,6 +536,16 @@ pub(crate) async fn write_chunks<W: AsyncWrite + Unpin>(
     writer: &mut W,
     chunks: &mut VecDeque<Bytes>,
 ) -> std::io::Result<()> {
+    write_chunks_with(writer, chunks, || ()).await
+}
+
+/// [`write_chunks`], calling `progress` after every write that took bytes: a client reading a
+/// large batch slowly is still reading.
+async fn write_chunks_with<W: AsyncWrite + Unpin>(
+    writer: &mut W,
+    chunks: &mut VecDeque<Bytes>,
+    mut progress: impl FnMut(),
+) -> std::io::Result<()> {
     while !chunks.is_empty() {
         let n = {
             let slices: Vec<IoSlice<'_>> = chunks.iter().take(SLICES_PER_WRITE).map(|c| IoSlice::new(c)).collect();
@@ -537,6 +554,7 @@ pub(crate) async fn write_chunks<W: AsyncWrite + Unpin>(
         if n == 0 {
             return Err(std::io::ErrorKind::WriteZero.into());
         }
+        progress();
         let mut left = n;
         while left > 0 {
             let Some(front) = chunks.front_mut() else { break };

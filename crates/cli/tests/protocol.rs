@@ -634,3 +634,47 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
     assert_eq!(got, sent, "the subscriber that reads lost nothing");
     assert_still_serving(&b);
 }
+
+#[test]
+fn a_subscriber_that_stops_reading_holds_the_publisher_back_only_briefly() {
+    // Small queues, so a subscriber that never reads congests within a few hundred milliseconds.
+    let config = "[limits]\nmax_frame = 262144\n[slow_consumer]\nmax_bytes = 1048576\nmax_stall = \"500ms\"\n";
+    let (b, _dir) = broker_with_config(config);
+    let mut healthy = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut healthy, 1, "t");
+    let arrivals = std::thread::spawn(move || {
+        let mut at = Vec::new();
+        while let Ok(frame) = healthy.expect(3 * SECOND) {
+            if let Frame::Deliver(_) = frame {
+                at.push(Instant::now());
+            }
+        }
+        at
+    });
+    let server = b.tcp();
+    let publisher = std::thread::spawn(move || {
+        let mut p = RawConnection::handshake(&server).unwrap();
+        static PAYLOAD: [u8; 32 * 1024] = [1u8; 32 * 1024];
+        let until = Instant::now() + 4 * SECOND;
+        while Instant::now() < until {
+            publish(&mut p, "t", &PAYLOAD);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    });
+    // Every 500 ms one more subscriber that never reads.
+    let mut stalled = Vec::new();
+    for id in 0..5 {
+        std::thread::sleep(Duration::from_millis(500));
+        let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+        subscribe(&mut c, 10 + id, "t");
+        stalled.push(c);
+    }
+    publisher.join().unwrap();
+    let at = arrivals.join().unwrap();
+    assert!(at.len() > 1000, "the healthy subscriber received {}", at.len());
+    let longest = at.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    // Waiting out max_stall for each newly stalled subscriber paused everyone ~500 ms.
+    assert!(longest < Duration::from_millis(250), "the healthy subscriber waited {longest:?} at once");
+    assert!(b.metric("tidings_publisher_stalls_total").unwrap() >= 1.0, "the stalled ones did congest");
+    drop(stalled);
+}
