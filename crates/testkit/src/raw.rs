@@ -19,6 +19,9 @@ impl RawConnection {
         let addr: SocketAddr = addr.parse().map_err(std::io::Error::other)?;
         let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
         stream.set_nodelay(true)?;
+        // A broker that stopped reading (a paused reader, a full queue) fails a send, never
+        // hangs the test.
+        stream.set_write_timeout(Some(Duration::from_secs(5)))?;
         Ok(RawConnection { stream, buf: BytesMut::new() })
     }
 

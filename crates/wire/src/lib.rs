@@ -16,6 +16,8 @@ mod framing;
 pub mod ids;
 pub mod peer;
 pub mod reason;
+#[cfg(any(test, feature = "proptest"))]
+pub mod strategies;
 pub mod value;
 pub mod view;
 
