@@ -102,3 +102,29 @@ fn failures_quick_delivers_every_acknowledged_publish_once_in_order_through_the_
         assert!(out_dir.path().join(format!("failures.{ext}")).is_file());
     }
 }
+
+/// `bench overhead --quick`: best effort and guaranteed on `two-brokers.toml` with 10 and 100
+/// subscribers; every internal check (each subscriber got all of its share, none twice or out
+/// of order, every guaranteed publish acknowledged) held, and the rows and plots were written.
+/// No timing is asserted.
+#[test]
+fn overhead_quick_delivers_every_subscribers_share_in_both_modes() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out_text = out_dir.path().display().to_string();
+    let (out, _) = bench(&["overhead", "--quick", "--out", &out_text]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("summary.json")).unwrap()).unwrap();
+    let overhead = summary.as_array().unwrap().iter().find(|s| s["experiment"] == "overhead").unwrap();
+    assert_eq!(overhead["completed"], true, "{overhead}");
+    let checks = overhead["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4, "{overhead}");
+    assert!(checks.iter().all(|c| c["passed"] == true), "{overhead}");
+    let csv = std::fs::read_to_string(out_dir.path().join("overhead.csv")).unwrap();
+    for mode in ["best-effort", "guaranteed"] {
+        assert!(csv.lines().any(|l| l.starts_with(mode)), "a {mode} row: {csv}");
+    }
+    for ext in ["png", "svg"] {
+        assert!(out_dir.path().join(format!("overhead.{ext}")).is_file());
+    }
+}
