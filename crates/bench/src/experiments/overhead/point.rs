@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::engine::{self, Accounting, Drain, Engine, Mark, Sink, Subscribers};
 use crate::experiments::network::cpu::{CpuSample, Process, Spent};
+use crate::latency;
 
 /// Where the two brokers are.
 pub(super) struct Brokers {
@@ -144,9 +145,7 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     let interval = Duration::from_secs_f64(1.0 / load.rate);
     let (start, start_us) = (Instant::now(), now_us());
     for m in 0..sent {
-        let offset = interval.mul_f64(m as f64);
-        tokio::time::sleep_until((start + offset).into()).await;
-        let intended_us = start_us + offset.as_micros() as u64;
+        let intended_us = latency::scheduled((start, start_us), interval, m).await;
         let (group, number) = (m % load.groups as u64, m / load.groups as u64);
         let payload = engine::payload(number, intended_us, load.size);
         let message = Message::new(&format!("overhead.{group}"), &[], payload, now_us())?;
