@@ -192,9 +192,7 @@ impl Prepared {
         let interval = Duration::from_secs_f64(1.0 / spec.rate);
         let (start, start_us) = (Instant::now(), now_us());
         for n in 0..count {
-            let offset = interval.mul_f64(n as f64);
-            tokio::time::sleep_until((start + offset).into()).await;
-            let intended_us = start_us + offset.as_micros() as u64;
+            let intended_us = scheduled((start, start_us), interval, n).await;
             let message = Message::new(&spec.topic, &[], engine::payload(n, intended_us, spec.size), now_us())?;
             publisher.publish_message(message).await?;
         }
@@ -214,6 +212,15 @@ impl Prepared {
         let run = Run { achieved_rate, probes, setup_secs, accounting };
         Ok(summarize(spec, &run, &intended, &actual))
     }
+}
+
+/// Waits for message `n`'s place on an absolute schedule, one every `interval` from `start`
+/// (an instant and the same moment in Unix µs), and returns that place in Unix µs: its
+/// intended send time, so that a publisher falling behind cannot move the schedule.
+pub async fn scheduled(start: (Instant, u64), interval: Duration, n: u64) -> u64 {
+    let offset = interval.mul_f64(n as f64);
+    tokio::time::sleep_until((start.0 + offset).into()).await;
+    start.1 + offset.as_micros() as u64
 }
 
 struct Run {

@@ -76,23 +76,27 @@ fn acked_publishing_counts_every_publish_acknowledged_after_its_sync_and_leaves_
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Runs `bench NAME --quick --out OUT` and asserts that it succeeded, that `summary.json` says
+/// the experiment completed, and that all of its `checks` internal checks held.
+fn quick_suite_held(name: &str, out: &Path, checks: usize) {
+    let out_text = out.display().to_string();
+    let (run, _) = bench(&[name, "--quick", "--out", &out_text]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let summary: Value = serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let status = summary.as_array().unwrap().iter().find(|s| s["experiment"] == name).unwrap();
+    assert_eq!(status["completed"], true, "{status}");
+    let held = status["checks"].as_array().unwrap();
+    assert_eq!(held.len(), checks, "{status}");
+    assert!(held.iter().all(|c| c["passed"] == true), "{status}");
+}
+
 /// `bench failures --quick`: the seed's three faults in `gryphon-fig3.toml`; every internal
 /// check (exactly once and in order at both subscribers, recovery after each fault) held, and
 /// the time series and plots were written. No timing is asserted.
 #[test]
 fn failures_quick_delivers_every_acknowledged_publish_once_in_order_through_the_faults() {
     let out_dir = tempfile::tempdir().unwrap();
-    let out_text = out_dir.path().display().to_string();
-    let (out, _) = bench(&["failures", "--quick", "--out", &out_text]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let summary: Value =
-        serde_json::from_str(&std::fs::read_to_string(out_dir.path().join("summary.json")).unwrap()).unwrap();
-    let failures = summary.as_array().unwrap().iter().find(|s| s["experiment"] == "failures").unwrap();
-    assert_eq!(failures["completed"], true, "{failures}");
-    let checks = failures["checks"].as_array().unwrap();
-    assert_eq!(checks.len(), 3, "{failures}");
-    assert!(checks.iter().all(|c| c["passed"] == true), "{failures}");
+    quick_suite_held("failures", out_dir.path(), 3);
     let csv = std::fs::read_to_string(out_dir.path().join("failures.csv")).unwrap();
     assert!(csv.starts_with("t_s,s1_deliveries,s1_latency_p50_ms"), "{}", &csv[..80.min(csv.len())]);
     for fault in ["b1-s1 link cut", "b1 crash", "p1 crash"] {
@@ -100,5 +104,22 @@ fn failures_quick_delivers_every_acknowledged_publish_once_in_order_through_the_
     }
     for ext in ["png", "svg"] {
         assert!(out_dir.path().join(format!("failures.{ext}")).is_file());
+    }
+}
+
+/// `bench overhead --quick`: best effort and guaranteed on `two-brokers.toml` with 10 and 100
+/// subscribers; every internal check (each subscriber got all of its share, none twice or out
+/// of order, every guaranteed publish acknowledged) held, and the rows and plots were written.
+/// No timing is asserted.
+#[test]
+fn overhead_quick_delivers_every_subscribers_share_in_both_modes() {
+    let out_dir = tempfile::tempdir().unwrap();
+    quick_suite_held("overhead", out_dir.path(), 4);
+    let csv = std::fs::read_to_string(out_dir.path().join("overhead.csv")).unwrap();
+    for mode in ["best-effort", "guaranteed"] {
+        assert!(csv.lines().any(|l| l.starts_with(mode)), "a {mode} row: {csv}");
+    }
+    for ext in ["png", "svg"] {
+        assert!(out_dir.path().join(format!("overhead.{ext}")).is_file());
     }
 }

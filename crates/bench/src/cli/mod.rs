@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use tidings_client::Transport;
 
 use crate::cli::parse::{above_zero, at_least_one};
-use crate::experiments::{failures, fanout, hops, matching, network, proxy, sizes, subscribers};
+use crate::experiments::{failures, fanout, hops, matching, network, overhead, proxy, sizes, subscribers};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
@@ -61,6 +61,9 @@ pub enum Which {
     Hops(NaradaArgs),
     /// One broker against two (throughput, CPU, latency), the 9-broker path, link faults.
     Network(SuiteArgs),
+    /// Guaranteed delivery against best effort on two brokers (seed 001 §4.1): each broker's
+    /// CPU and the local and remote latency against the number of subscribers.
+    Overhead(SuiteArgs),
     /// Guaranteed delivery in `gryphon-fig3.toml` through a link cut and two broker crashes
     /// (seed 001's figure 6): latency and nacks over time.
     Failures(SuiteArgs),
@@ -216,6 +219,7 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
         Box::new(matching::Matching(matching::Params::new(scale))),
         Box::new(hops::Hops(hops::Params::new(scale))),
         Box::new(network::Network(network::Params::new(scale))),
+        Box::new(overhead::Overhead(overhead::Params::new(scale))),
         Box::new(failures::Failures(failures::Params::new(scale))),
     ]
 }
@@ -232,6 +236,10 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));
             (suite, Some(Box::new(network::Network(p))))
+        }
+        Which::Overhead(suite) => {
+            let p = overhead::Params::new(scale(&suite));
+            (suite, Some(Box::new(overhead::Overhead(p))))
         }
         Which::Failures(suite) => {
             let p = failures::Params::new(scale(&suite));

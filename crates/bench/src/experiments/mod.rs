@@ -8,6 +8,7 @@ pub mod hops;
 pub mod matching;
 pub mod narada;
 pub mod network;
+pub mod overhead;
 pub mod proxy;
 pub mod seed002;
 pub mod sizes;

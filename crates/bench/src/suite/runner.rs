@@ -9,7 +9,8 @@ use super::report::{self, Machine};
 use super::{Check, Context, Experiment, Outcome};
 
 /// Section order in `report.md`.
-pub const ORDER: &[&str] = &["subscribers", "sizes", "fanout", "proxy", "matching", "hops", "network", "failures"];
+pub const ORDER: &[&str] =
+    &["subscribers", "sizes", "fanout", "proxy", "matching", "hops", "network", "overhead", "failures"];
 
 /// How one experiment ended.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -119,6 +119,15 @@ pub fn num(value: f64) -> String {
     }
 }
 
+/// Tests of typed rows: `columns` name every field of `T`, and a default row fits under them,
+/// so that a field added to a row cannot be left out of the CSV.
+#[cfg(test)]
+pub fn assert_columns<T: serde::Serialize + Default>(columns: &[&str]) {
+    assert_eq!(Table::of(columns, &[T::default()]).unwrap().rows().len(), 1);
+    let fields = serde_json::to_value(T::default()).unwrap();
+    assert_eq!(fields.as_object().unwrap().len(), columns.len(), "a field is missing from the columns");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

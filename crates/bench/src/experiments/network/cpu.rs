@@ -14,7 +14,7 @@ use super::{median, show, Key, NATS, TIDINGS};
 
 /// A process whose CPU time is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub(super) enum Process {
+pub(crate) enum Process {
     /// A process by id: a broker, or a NATS node.
     Pid(u32),
     /// This process (the clients: publisher and subscribers).
@@ -25,23 +25,23 @@ pub(super) enum Process {
 
 /// CPU seconds of every watched process at one moment.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct CpuSample {
+pub(crate) struct CpuSample {
     seconds: BTreeMap<String, f64>,
     taken: Instant,
 }
 
 /// CPU seconds each process spent between two samples, and the wall-clock seconds between them.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) struct Spent {
+pub(crate) struct Spent {
     /// By process name.
-    pub(super) by_process: BTreeMap<String, f64>,
+    pub(crate) by_process: BTreeMap<String, f64>,
     /// Wall-clock time.
-    pub(super) wall_secs: f64,
+    pub(crate) wall_secs: f64,
 }
 
 impl CpuSample {
     /// Reads the CPU time of each named process now; a process that cannot be read counts 0.
-    pub(super) fn take(processes: &[(&str, Process)]) -> CpuSample {
+    pub(crate) fn take(processes: &[(&str, Process)]) -> CpuSample {
         let ticks = clock_ticks();
         let seconds = processes
             .iter()
@@ -62,7 +62,7 @@ impl CpuSample {
     }
 
     /// What each process spent since `earlier`.
-    pub(super) fn since(&self, earlier: &CpuSample) -> Spent {
+    pub(crate) fn since(&self, earlier: &CpuSample) -> Spent {
         let by_process = self
             .seconds
             .iter()

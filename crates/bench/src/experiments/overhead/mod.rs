@@ -1,0 +1,190 @@
+//! `overhead` (seed 001 §4.1, figures 4 and 5): what guaranteed delivery costs against best
+//! effort on the same traffic, in `two-brokers.toml`. A publisher at the publisher's broker
+//! (phb) sends 2000 msg/s of 250 B; N subscribers at the subscribers' broker (shb), each on
+//! its own connection, each get 2 msg/s; a few subscribers at phb give the local latency. Per
+//! point: each broker's CPU, median and p99 latency local and remote, best effort and
+//! guaranteed interleaved repetition by repetition. The run fails if a subscriber missed any
+//! of its share, got a copy twice or out of order, or a guaranteed publish was not acknowledged.
+
+mod point;
+mod present;
+mod rows;
+
+pub use rows::Row;
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+
+use super::{list, Tally};
+use crate::engine::Drain;
+use crate::network::Network;
+use crate::stats::load_average;
+use crate::suite::table::Table;
+use crate::suite::{Context, Experiment, Outcome, Scale};
+use point::{Brokers, Load};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// The topology file.
+    pub topology: String,
+    /// Subscriber counts at the subscribers' broker.
+    pub counts: Vec<usize>,
+    /// Subscribers at the publisher's broker (local latency), each on its own group.
+    pub local: usize,
+    /// Topics the traffic is spread over: each subscriber gets rate / groups msg/s.
+    pub groups: usize,
+    /// Publish rate, msg/s.
+    pub rate: f64,
+    /// Payload bytes.
+    pub size: usize,
+    /// Publishing time per point.
+    pub duration: Duration,
+}
+
+impl Params {
+    /// The seed's parameters (16,000 connections where the open-file limit allows), or the
+    /// quick version (a few seconds, 10 and 100 subscribers).
+    pub fn new(scale: Scale) -> Params {
+        let (counts, duration) = match scale {
+            Scale::Full => (vec![100, 1000, 4000, 16000], Duration::from_secs(20)),
+            Scale::Quick => (vec![10, 100], Duration::from_secs(3)),
+        };
+        Params {
+            topology: "two-brokers.toml".into(),
+            counts,
+            local: 10,
+            groups: 1000,
+            rate: 2000.0,
+            size: 250,
+            duration,
+        }
+    }
+
+    fn load(&self, remote: usize, guaranteed: bool) -> Load {
+        Load {
+            remote,
+            local: self.local,
+            groups: self.groups,
+            rate: self.rate,
+            size: self.size,
+            duration: self.duration,
+            guaranteed,
+            drain: Drain { idle: Duration::from_secs(10), max: Duration::from_secs(120) },
+        }
+    }
+}
+
+/// The experiment.
+pub struct Overhead(pub Params);
+
+impl Experiment for Overhead {
+    fn name(&self) -> &'static str {
+        "overhead"
+    }
+    fn title(&self) -> &'static str {
+        "the price of guaranteed delivery: broker CPU and latency against best effort"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 001, §4.1 and figures 4 and 5"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        let share = p.rate / p.groups as f64;
+        vec![
+            ("network", format!("`{}` (phb: publisher's broker, shb: subscribers' broker), `tidings net up`", p.topology)),
+            ("publisher", format!("one at phb, {} msg/s of {} B, spread over {} topics", p.rate, p.size, p.groups)),
+            ("subscribers at shb (remote), each its own connection", list(&p.counts)),
+            ("subscribers at phb (local)", format!("{}, each its own connection", p.local)),
+            ("each subscriber's share", format!("one topic: {share} msg/s")),
+            ("modes", "best effort; guaranteed (guaranteed subscriptions, publishes acknowledged after the pubend log's sync, `fsync = always`)".into()),
+            ("publishing per point", format!("{:?}", p.duration)),
+            ("CPU", "utime + stime from `/proc/PID/stat` over the publishing, % of one core".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        (self.0.counts.len() * ctx.reps * 2) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(self.run_all(ctx))
+    }
+}
+
+/// The run's checks, point by point.
+struct Checks {
+    ran: Tally,
+    share: Tally,
+    order: Tally,
+    acked: Tally,
+}
+
+impl Overhead {
+    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
+        ctx.log(format!("overhead: open-file limit {limit}"));
+        let mut checks = Checks {
+            ran: Tally::new("every point ran to the end"),
+            share: Tally::new("every subscriber received all of its share (no loss, no stream ended)"),
+            order: Tally::new("no duplicate and no out-of-order delivery"),
+            acked: Tally::new("every guaranteed publish acknowledged after its sync"),
+        };
+        let (mut table, mut skipped) = (Vec::new(), Vec::new());
+        for &n in &p.counts {
+            // The subscribers' sockets are this process's; each broker is a process of its own.
+            if (n + p.local) as u64 + 256 > limit {
+                skipped.push(format!("{n} subscribers (open-file limit {limit})"));
+                (0..ctx.reps * 2).for_each(|_| ctx.step(format!("skipped {n}")));
+                continue;
+            }
+            let dir = ctx.scratch(&format!("overhead-{n}"))?;
+            let net =
+                Network::up(&ctx.tidings, &ctx.topologies.join(&p.topology), &dir, Duration::from_secs(60)).await?;
+            let pid = |name: &str| net.broker(name)?.pid.ok_or_else(|| anyhow::anyhow!("{name} has no pid"));
+            let brokers = Brokers {
+                phb: net.broker("phb")?.tcp.clone(),
+                shb: net.broker("shb")?.tcp.clone(),
+                pids: (pid("phb")?, pid("shb")?),
+            };
+            // Repetition by repetition, both modes, so a change in the machine's load falls on both.
+            for rep in 1..=ctx.reps {
+                for guaranteed in [false, true] {
+                    let load = p.load(n, guaranteed);
+                    let at = format!("{} n={n} rep {rep}", rows::mode(guaranteed));
+                    let before = load_average();
+                    match point::run(&brokers, &load).await {
+                        Ok(m) => {
+                            checks.ran.record(true, at.clone());
+                            let row = rows::row(&load, rep, &m, [before, load_average()]);
+                            record(&mut checks, &at, &row);
+                            ctx.step(format!("{at}: remote p50 {} µs", row.remote_p50_us));
+                            table.push(row);
+                        }
+                        Err(e) => {
+                            checks.ran.record(false, format!("{at}: {e:#}"));
+                            ctx.step(format!("{at}: failed"));
+                        }
+                    }
+                }
+            }
+        }
+        let mut body = present::body(p, &table);
+        if !skipped.is_empty() {
+            body.push_str(&format!("\nNot run: {}.\n", skipped.join("; ")));
+        }
+        let checks = vec![checks.ran.check(), checks.share.check(), checks.order.check(), checks.acked.check()];
+        Ok(Outcome { table: Table::of(rows::COLUMNS, &table)?, figure: present::figure(&table), body, checks })
+    }
+}
+
+/// Records one repetition's checks.
+fn record(checks: &mut Checks, at: &str, r: &Row) {
+    checks.share.record(r.lost == 0 && r.ended == 0, format!("{at}: {} lost, {} streams ended", r.lost, r.ended));
+    let order = format!("{at}: {} duplicates, {} out of order", r.duplicates, r.out_of_order);
+    checks.order.record(r.duplicates == 0 && r.out_of_order == 0, order);
+    if r.mode == rows::mode(true) {
+        let detail = format!("{at}: {} of {} acknowledged, {} failed", r.acked, r.sent, r.ack_failed);
+        checks.acked.record(r.acked == r.sent && r.ack_failed == 0, detail);
+    }
+}
