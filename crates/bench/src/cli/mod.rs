@@ -63,7 +63,7 @@ pub enum Which {
     Network(SuiteArgs),
     /// Guaranteed delivery against best effort on two brokers (seed 001 §4.1): each broker's
     /// CPU and the local and remote latency against the number of subscribers.
-    Overhead(SuiteArgs),
+    Overhead(OverheadArgs),
     /// Guaranteed delivery in `gryphon-fig3.toml` through a link cut and two broker crashes
     /// (seed 001's figure 6): latency and nacks over time.
     Failures(SuiteArgs),
@@ -118,6 +118,20 @@ pub struct SubscribersArgs {
     #[arg(long, value_parser = at_least_one::<usize>)]
     size: Option<usize>,
     /// Seconds of publishing per point (default 5).
+    #[arg(long, value_parser = above_zero)]
+    duration: Option<f64>,
+}
+
+/// `tidings bench overhead`.
+#[derive(clap::Args)]
+pub struct OverheadArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// Subscriber counts at the subscribers' broker (default 100,1000,4000,16000; with --quick
+    /// 10,100). Counts past the open-file limit are skipped and listed as not run.
+    #[arg(long, value_delimiter = ',', value_parser = at_least_one::<usize>)]
+    counts: Option<Vec<usize>>,
+    /// Seconds of publishing per point (default 20; with --quick 3).
     #[arg(long, value_parser = above_zero)]
     duration: Option<f64>,
 }
@@ -237,9 +251,11 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             let p = network::Params::new(scale(&suite));
             (suite, Some(Box::new(network::Network(p))))
         }
-        Which::Overhead(suite) => {
-            let p = overhead::Params::new(scale(&suite));
-            (suite, Some(Box::new(overhead::Overhead(p))))
+        Which::Overhead(a) => {
+            let mut p = overhead::Params::new(scale(&a.suite));
+            p.counts = a.counts.unwrap_or(p.counts);
+            p.duration = a.duration.map(std::time::Duration::from_secs_f64).unwrap_or(p.duration);
+            (a.suite, Some(Box::new(overhead::Overhead(p))))
         }
         Which::Failures(suite) => {
             let p = failures::Params::new(scale(&suite));
