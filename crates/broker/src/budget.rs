@@ -66,16 +66,19 @@ impl QueueBudget {
     /// no outbox lock held.
     pub(crate) fn shed(&self) {
         let outboxes: Vec<Arc<Outbox>> = self.outboxes.lock().iter().filter_map(Weak::upgrade).collect();
-        let mut by_held: Vec<(usize, Arc<Outbox>)> = outboxes
-            .into_iter()
-            .map(|o| (o.held(), o))
-            .filter(|(held, o)| *held > 0 && !o.done.is_cancelled())
-            .collect();
+        // What connections already cut still hold (a batch their writer is giving up) comes
+        // back shortly: it is not a reason to cut anyone else.
+        let (cut, live): (Vec<_>, Vec<_>) = outboxes.into_iter().partition(|o| o.done.is_cancelled());
+        let returning: usize = cut.iter().map(|o| o.held()).sum();
+        let mut by_held: Vec<(usize, Arc<Outbox>)> =
+            live.into_iter().map(|o| (o.held(), o)).filter(|(held, _)| *held > 0).collect();
         by_held.sort_by_key(|(held, _)| std::cmp::Reverse(*held));
+        let mut remaining = self.used().saturating_sub(returning);
         for (held, outbox) in by_held {
-            if self.used() <= self.limit {
+            if remaining <= self.limit {
                 break;
             }
+            remaining = remaining.saturating_sub(held);
             self.cuts.inc();
             let client = outbox.client.lock().clone();
             tracing::warn!(
