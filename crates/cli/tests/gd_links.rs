@@ -182,6 +182,33 @@ fn a_publish_acknowledged_at_one_broker_reaches_a_subscriber_at_another_once_in_
     assert_eq!(at_b["upstream"], serde_json::json!(["a"]));
 }
 
+/// Routing's summaries judge the filter edges: what no subscriber behind a link wants crosses
+/// it as silence (F), not data, and what one wants still arrives exactly once, in order.
+#[test]
+fn a_guaranteed_message_nobody_behind_a_link_wants_crosses_it_as_silence() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (a, b) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "b"));
+    let b = b.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let a = a.start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&b)]);
+    wait_for("a and b link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&b, 1.0)());
+    let sub = start_sub(&b, &["g.wanted", "--count", "200"]);
+    let mut acked = Vec::new();
+    for topic in ["g.other", "g.wanted", "g.other"] {
+        let count = if topic == "g.wanted" { 200 } else { 150 };
+        let lines = json_lines(publish(&a.tcp(), topic, count, &["--window", "16"]));
+        assert_eq!(lines.len(), count as usize, "every publish is acknowledged");
+        if topic == "g.wanted" {
+            acked = lines;
+        }
+    }
+    assert_exactly_once_in_order(&json_lines(sub), &acked);
+    let pubend = acked[0]["pubend"].as_str().unwrap();
+    let sent = |kind: &str| metric(&a, &format!("tidings_gd_pubend_sent_total{{pubend=\"{pubend}\",kind=\"{kind}\"}}"));
+    // 500 publishes, 200 wanted: unjudged edges would send all 500 as data.
+    assert!(sent("data") >= 200.0, "what b wants went as data: {}", sent("data"));
+    assert!(sent("data") < 300.0, "what nobody at b wants went as data too: {}", sent("data"));
+}
+
 #[test]
 fn a_flood_through_a_tiny_link_queue_to_a_stalled_subscriber_drops_nothing_guaranteed() {
     let scratch = tempfile::tempdir().unwrap();

@@ -104,20 +104,21 @@
 //!   link handshake reported), and its ostream is treated as restarted.
 //! - After a reroute or an upstream restart the stream re-acks at once.
 //! - Known limit (I2 under tree changes): a relay's F was judged by its upstream's filter for
-//!   the relay's subtree as it was then. When a subscriber moves below the relay deeper than
-//!   its direct children (or routes disagree for a while), the relay can tell or answer F for
-//!   a tick that subscriber is still owed. In the simulator's census (50 seeds per mode) every
-//!   remaining failure of the crash/cut/churn modes is of this kind: with filter verdicts that
-//!   do not depend on the tree (F only when no live subscriber anywhere wants the message),
-//!   churn, idle crashes and pubend crashes pass 200 seeds and faults/full fail 1 each in 200.
-//!   Answering F only at the pubend does not help (its verdict reads the same moving tree);
-//!   it needs verdicts from subscription summaries that cover moved subscribers, or a nack
-//!   that asks for the pubend's verdict (a wire change).
+//!   the relay's subtree as it was then. Two route-crate rules keep that subtree honest: a
+//!   broker does not vouch for its cell while a reachable cell mate is not linked to it (it
+//!   cannot hear that mate's subscribers), and a departed link's interest stays in its
+//!   neighbour's summaries for the departed retention (`route/src/router/departed.rs`), so a
+//!   subscriber behind a cut link, a partition or a restarting broker is not judged F while
+//!   the logs still wait for it. What remains: when a subscriber moves below a relay deeper
+//!   than its direct children while routes disagree, the relay can still tell or answer F for
+//!   a tick it is owed. The simulator's census (200 seeds per mode) fails 3 of 200 with
+//!   faults and 2 of 200 with everything (one of them I4); churn, idle crashes and pubend
+//!   crashes pass. The cure is a nack that asks for the pubend's verdict past relays' F (a
+//!   wire change).
 //! - Not built: merge edges / total order (I6).
-//! - Known limit (durable subscriptions across a crash of their broker, outside this crate):
-//!   while a broker is down its subscriptions are out of the routing summaries, so a relay
-//!   may judge a message published (or in flight) meanwhile F for its cell and never send it
-//!   to the restored durable subscriber (the simulator's durable sweep, `IN_FLIGHT_AT_CRASH`).
+//! - Durable subscriptions across a crash of their broker: while the broker is down its
+//!   neighbours hold its interest (above), so messages published or in flight meanwhile are
+//!   not judged F for it; the simulator's durable sweep fails 1 of 100 seeds (the limit above).
 
 pub mod cache;
 pub mod knowledge;

@@ -104,6 +104,7 @@ impl Net {
                     cell: (*cell).into(),
                     incarnation: Incarnation(1),
                     liveness,
+                    departed_interest_ms: 0,
                 };
                 (BrokerName::new(name), Router::new(settings))
             })

@@ -72,12 +72,17 @@ pub(crate) struct RouteTable {
     pub(crate) trees: std::collections::BTreeMap<CellName, Place>,
     /// Cell mates we share a two-way link with, sorted.
     pub(crate) mates: Vec<BrokerName>,
+    /// A member of our cell is reachable but not linked to us: we cannot hear its local
+    /// interest, so we must not vouch for our cell's whole subtree (its summary would leave
+    /// that member's subscribers out, and a parent would judge their messages F).
+    pub(crate) cell_split: bool,
 }
 
 impl RouteTable {
     pub(crate) fn build(view: ViewId, me: BrokerName, cell: CellName, graph: Graph) -> Self {
         let mut trees = std::collections::BTreeMap::new();
         let mut mates = Vec::new();
+        let mut cell_split = false;
         if let (Some(me_index), Some(cell_index)) = (graph.broker_index(&me), graph.cell_index(&cell)) {
             let edges = graph.cell_edges();
             let cell_hash: Vec<u64> = graph.cells.iter().map(|c| fnv1a(c.as_str().as_bytes())).collect();
@@ -108,8 +113,9 @@ impl RouteTable {
                 .filter(|mate| **mate != me_index && graph.linked(me_index, **mate))
                 .map(|mate| graph.brokers[*mate].clone())
                 .collect();
+            cell_split = mates.len() + 1 < graph.members[cell_index].len();
         }
-        Self { view, me, cell, graph, trees, mates }
+        Self { view, me, cell, graph, trees, mates, cell_split }
     }
 
     /// The cell a broker belongs to, as its own advert says.

@@ -78,6 +78,12 @@ pub trait Layer {
     fn answers_ticks(&self) -> bool {
         false
     }
+
+    /// How long routers hold a departed link's interest (`RouterSettings::departed_interest_ms`):
+    /// none for routing alone, the departed retention for guaranteed delivery.
+    fn departed_interest_ms(&self) -> u64 {
+        0
+    }
 }
 
 /// No second layer: routing alone.

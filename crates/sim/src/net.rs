@@ -248,6 +248,7 @@ impl<L: Layer> Net<L> {
             cell: n.cell.clone(),
             incarnation: Incarnation(n.incarnation),
             liveness: LIVENESS,
+            departed_interest_ms: self.layer.departed_interest_ms(),
         };
         n.router = Some(Router::new(settings));
         n.layer = Some(self.layer.start(&n.name, &mut n.store));

@@ -43,10 +43,15 @@ fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
     }
 }
 
+/// 50 seeds by default. A soak of 200 (`SIM_SEEDS=200`, release build) fails 2: seed 57 (I2)
+/// and 139 (I4), the known limit in delivery's lib.rs.
 #[test]
-#[ignore = "fails today: relays tell or answer F judged for their subtree before a reroute moved an owed subscriber below them (I2; delivery's lib.rs, known limit)"]
 fn random_networks_deliver_exactly_expected_through_faults_and_churn() {
-    random_sweep("random_networks_deliver_exactly_expected_through_faults_and_churn", 20, Mode::FULL);
+    let (coverage, runs) =
+        random_sweep("random_networks_deliver_exactly_expected_through_faults_and_churn", 50, Mode::FULL);
+    if runs >= 50 {
+        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
+    }
 }
 
 #[test]
@@ -62,7 +67,6 @@ fn the_seed_networks_deliver_exactly_expected_over_a_lossy_channel() {
 }
 
 #[test]
-#[ignore = "fails today, as the random networks through faults and churn do (I2 under reroutes)"]
 fn the_seed_networks_deliver_exactly_expected_through_faults_and_churn() {
     let name = "the_seed_networks_deliver_exactly_expected_through_faults_and_churn";
     for (file, seeds) in SEED_TOPOLOGIES.iter().zip([5, 5, 1, 1]) {
@@ -106,8 +110,7 @@ fn failure_census() {
     }
 }
 
-/// 50 seeds by default (debug test time); of seeds 1-100, 64 still fails with the known limit
-/// of I2 under reroutes (a pubend's restart reshapes its tree; delivery's lib.rs).
+/// 50 seeds by default (debug test time); seeds 1-200 pass.
 #[test]
 fn random_networks_deliver_exactly_expected_through_publisher_crashes() {
     let (coverage, runs) =

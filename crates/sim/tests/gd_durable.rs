@@ -15,19 +15,15 @@ use tidings_sim::Rng;
 /// Chaos steps per run.
 const STEPS: usize = 300;
 
-/// Seeds of 1-100 that fail today, all the same way: a message already on its way when a
-/// durable subscriber's broker crashed was judged F by a relay upstream while that broker was
-/// down, so its durable filter was out of the routing summaries (the routers withdraw a down
-/// broker's subscriptions), and the restored subscriber is never sent it (I2). Not the delivery
-/// core: durable subscriptions need their filters kept in the summaries while their broker is
-/// down (a routing and broker change). Traced on seed 21; 4 and 17 fail the same way (I2 to a
-/// restarted subscriber's broker).
-const IN_FLIGHT_AT_CRASH: [u64; 3] = [4, 17, 21];
-
+/// 53 seeds by default. Seeds 4, 17 and 21 failed until the routers held a departed link's
+/// interest (`route/src/router/departed.rs`): a message in flight when a durable subscriber's
+/// broker crashed was judged F upstream while its filter was out of the summaries. A soak of
+/// 100 (`SIM_SEEDS=100`, release build) fails 1 today: seed 74 (I2), the known limit in
+/// delivery's lib.rs.
 #[test]
 fn durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_of_their_broker() {
     let name = "durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_of_their_broker";
-    let plans: Vec<_> = plans(1, 53, STEPS).into_iter().filter(|p| !IN_FLIGHT_AT_CRASH.contains(&p.seed)).collect();
+    let plans = plans(1, 53, STEPS);
     let stats = RefCell::new(Stats::default());
     let coverage = sweep(name, &plans, |plan| {
         let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
@@ -44,17 +40,6 @@ fn durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_
         assert!(stats.skipped > 0, "no client ever skipped a redelivery: {stats:?}");
         assert!(stats.deliveries > 10 * plans.len() as u64, "few deliveries were judged: {stats:?}");
     }
-}
-
-#[test]
-#[ignore = "fails today: a message in flight when a durable subscriber's broker crashes is judged F upstream while its filter is out of the routing summaries (see IN_FLIGHT_AT_CRASH)"]
-fn durable_subscribers_get_messages_in_flight_when_their_broker_crashed() {
-    let name = "durable_subscribers_get_messages_in_flight_when_their_broker_crashed";
-    let plans: Vec<_> = plans(1, 100, STEPS).into_iter().filter(|p| IN_FLIGHT_AT_CRASH.contains(&p.seed)).collect();
-    sweep(name, &plans, |plan| {
-        let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
-        run_gd(&topology, plan, Mode::DURABLE).map(|(coverage, _)| coverage)
-    });
 }
 
 /// Not a check: runs `SIM_SEEDS` seeds (default 50) of [`Mode::DURABLE`] without shrinking and

@@ -112,8 +112,16 @@ impl Cluster {
             heartbeat_interval_ms: config.cluster.heartbeat_interval.as_millis() as u64,
             missed_heartbeats: config.cluster.missed_heartbeats,
         };
-        let settings =
-            RouterSettings { name: name.clone(), cell: cell.clone(), incarnation: Incarnation(incarnation), liveness };
+        // Departed links' interest is held as long as guaranteed delivery holds a departed
+        // cell's log, so no tick the log still keeps for it is judged F meanwhile.
+        let departed_interest_ms = config.guaranteed.liveness.settings().departed_retention_ms.unwrap_or(u64::MAX);
+        let settings = RouterSettings {
+            name: name.clone(),
+            cell: cell.clone(),
+            incarnation: Incarnation(incarnation),
+            liveness,
+            departed_interest_ms,
+        };
         Cluster {
             name,
             cell,
@@ -175,6 +183,24 @@ impl Cluster {
     /// Whether `cell` is reachable in the tree rooted at `root` (see `Router::cell_reachable`).
     pub(crate) fn cell_reachable(&self, root: &CellName, cell: &CellName) -> bool {
         self.core.read().router.cell_reachable(root, cell)
+    }
+
+    /// Guaranteed delivery's filter edge toward child cell `cell` of `pubend`'s tree (see
+    /// `Router::child_cell_verdict`): F only when that child's vouched summary rules the
+    /// message out, `Unsure` whenever routing cannot say.
+    pub(crate) fn child_cell_verdict(
+        &self,
+        pubend: &tidings_route::PubendRef,
+        cell: &CellName,
+        message: &tidings_wire::Message,
+    ) -> tidings_route::Verdict {
+        self.core.read().router.child_cell_verdict(pubend, cell, &Probe::new(message))
+    }
+
+    /// Guaranteed delivery's filter edge toward linked cell mate `mate`'s own subscribers (see
+    /// `Router::mate_verdict`).
+    pub(crate) fn mate_verdict(&self, mate: &BrokerName, message: &tidings_wire::Message) -> tidings_route::Verdict {
+        self.core.read().router.mate_verdict(mate, &Probe::new(message))
     }
 
     /// Queues a guaranteed-delivery frame in the guaranteed lane of the link to `to`; false if

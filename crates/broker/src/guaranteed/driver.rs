@@ -105,8 +105,13 @@ impl Driver {
         let opened = journal::open(dir, (options, fs), tx.clone())?;
         let data_dir = dir.parent().unwrap_or(dir);
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
+        let names = super::edges::SharedNames::default();
+        let matcher = match cluster.is_enabled() {
+            true => LocalMatcher::with_edges(super::edges::Edges::new(Arc::clone(&cluster), Arc::clone(&names))),
+            false => LocalMatcher::default(),
+        };
         let mut driver = Driver {
-            engine: Engine::new(settings, LocalMatcher::default()),
+            engine: Engine::new(settings, matcher),
             store: opened.store,
             rx,
             tx,
@@ -123,7 +128,7 @@ impl Driver {
             stats: StoreStats::default(),
             net: cluster
                 .is_enabled()
-                .then(|| super::net::Net::new(Arc::clone(&cluster), dir.with_file_name("gd-children.json"))),
+                .then(|| super::net::Net::new(Arc::clone(&cluster), dir.with_file_name("gd-children.json"), names)),
             state: Arc::default(),
             snapshot_at: None,
             durables: super::durable::Durables::new(store, claims),

@@ -1,6 +1,7 @@
 //! The delivery core's [`Matcher`] over this broker's local guaranteed subscriptions: the
 //! production matching index (`tidings-matching`), keyed by subend, so a message costs one index
-//! walk however many subends do not match it.
+//! walk however many subends do not match it. Downstream cells are judged by routing's
+//! summaries ([`Edges`]).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -9,6 +10,8 @@ use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, Verdict};
 use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
 use tidings_wire::Message;
+
+use super::edges::Edges;
 
 /// One subend's filter, kept beside the index to test a single subend that catches up alone.
 struct Filter {
@@ -24,9 +27,16 @@ struct Filter {
 pub(crate) struct LocalMatcher {
     index: RefCell<SubscriptionIndex<SubendId>>,
     filters: BTreeMap<SubendId, Filter>,
+    /// Verdicts for downstream cells; `None` (a broker without a network) judges none.
+    edges: Option<Edges>,
 }
 
 impl LocalMatcher {
+    /// A matcher whose downstream edges `edges` judges.
+    pub(crate) fn with_edges(edges: Edges) -> LocalMatcher {
+        LocalMatcher { edges: Some(edges), ..LocalMatcher::default() }
+    }
+
     /// Adds a subend's filter.
     pub(crate) fn insert(&mut self, subend: SubendId, pattern: Pattern, selector: Option<Selector>) {
         let index_id = self.index.get_mut().insert(pattern.clone(), selector.clone(), subend);
@@ -42,10 +52,12 @@ impl LocalMatcher {
 }
 
 impl Matcher for LocalMatcher {
-    /// No summaries of other brokers' subscriptions are consulted yet: every downstream cell is
-    /// `Unsure`, which sends too much rather than claiming F for a match.
-    fn child(&self, _: PubendId, _: CellId, _: &Bytes) -> Verdict {
-        Verdict::Unsure
+    /// Routing's summaries judge (see [`Edges`]); without them every downstream is `Unsure`.
+    fn child(&self, pubend: PubendId, cell: CellId, payload: &Bytes) -> Verdict {
+        match &self.edges {
+            Some(edges) => edges.verdict(pubend, cell, payload),
+            None => Verdict::Unsure,
+        }
     }
 
     fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {

@@ -25,6 +25,7 @@ mod children;
 mod driver;
 pub mod durable;
 mod durable_store;
+mod edges;
 mod journal;
 pub mod liveness;
 mod matcher;

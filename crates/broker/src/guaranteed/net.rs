@@ -31,12 +31,13 @@ use tracing::debug;
 
 use super::children::{Child, Remembered};
 use super::driver::Driver;
+use super::edges::SharedNames;
 use super::peer;
 use crate::cluster::Cluster;
 
 /// Delivery's cell ids for our own cell mates: each mate is a separate downstream of the
 /// entry broker, so each gets a pseudo cell of its own (as in the simulator).
-const MATE_CELL: u32 = 1 << 20;
+pub(super) const MATE_CELL: u32 = 1 << 20;
 
 /// How far before its confirmation a subscription starts on a pubend that its barrier did not
 /// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's
@@ -59,13 +60,16 @@ pub(super) struct Net {
     routes: BTreeMap<PubendId, StreamRoute>,
     /// Child cells per pubend as last fed, also in the previous life.
     remembered: Remembered,
+    /// The same names for the matcher's filter edges (`super::edges`).
+    shared: SharedNames,
     scratch: BytesMut,
 }
 
 impl Net {
     /// `children_file`: where the streams' child cells are remembered across restarts.
-    pub(super) fn new(cluster: Arc<Cluster>, children_file: std::path::PathBuf) -> Net {
+    pub(super) fn new(cluster: Arc<Cluster>, children_file: std::path::PathBuf, shared: SharedNames) -> Net {
         Net {
+            shared,
             remembered: Remembered::load(children_file),
             cluster,
             names: Vec::new(),
@@ -85,6 +89,7 @@ impl Net {
         }
         let id = BrokerId(self.names.len() as u32);
         self.names.push(name.clone());
+        self.shared.write().brokers.push(name.clone());
         self.ids.insert(name.clone(), id);
         id
     }
@@ -95,6 +100,7 @@ impl Net {
         }
         let id = CellId(self.cell_names.len() as u32);
         self.cell_names.push(cell.clone());
+        self.shared.write().cells.push(cell.clone());
         self.cells.insert(cell.clone(), id);
         id
     }
@@ -280,6 +286,7 @@ impl Driver {
             let id = PubendId(pubend.id.0);
             if let Some(net) = self.net.as_mut() {
                 net.remote.insert(id, pubend.clone());
+                net.shared.write().homes.insert(id, pubend.home.clone());
                 net.cluster.handle(tidings_route::Input::TrackPubend { pubend });
             }
             self.refresh_route(id);

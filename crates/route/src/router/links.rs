@@ -36,6 +36,7 @@ impl<F: Filter> Router<F> {
             }
         }
         // A replaced link starts from scratch: the peer does the same on its side.
+        self.hold_departed(&peer);
         self.received.remove(&peer);
         self.sent.remove(&peer);
         self.forget_sync(&peer);
@@ -66,6 +67,7 @@ impl<F: Filter> Router<F> {
 
     fn forget_link(&mut self, peer: &BrokerName) {
         self.links.remove(peer);
+        self.hold_departed(peer);
         self.received.remove(peer);
         self.sent.remove(peer);
         self.forget_sync(peer);
@@ -261,6 +263,7 @@ impl<F: Filter> Router<F> {
     }
 
     pub(super) fn handle_tick(&mut self, now: Millis, out: &mut Vec<Action<F>>) {
+        self.expire_departed(now);
         let max_age = self.advert_max_age_ms();
         if self.db.expire(now, max_age) {
             self.dirty.view = true;

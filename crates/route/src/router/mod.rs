@@ -8,6 +8,7 @@
 //! path precomputes and `forward` is the data path.
 
 mod barrier;
+mod departed;
 mod forward;
 mod interest;
 mod links;
@@ -52,6 +53,9 @@ pub struct RouterSettings {
     pub incarnation: Incarnation,
     /// Heartbeat interval and missed-heartbeat limit.
     pub liveness: LivenessSettings,
+    /// How long a departed link's interest still counts as ours (0: not at all); see
+    /// `router/departed.rs`. Set it to guaranteed delivery's departed retention.
+    pub departed_interest_ms: u64,
 }
 
 /// Everything that can happen to a router.
@@ -226,8 +230,11 @@ pub struct Router<F: Filter> {
     links: BTreeMap<BrokerName, PeerLink>,
     table: RouteTable,
     routes: DataRoutes<F>,
-    /// Local subscriptions, counted, and minimized: what we advertise as our own interest.
+    /// Local subscriptions, counted, and minimized: what we advertise as our own interest
+    /// (departed links' interest included while it is held).
     local: Minimized<F>,
+    /// Departed links' interest held in `local`, per peer.
+    departed: BTreeMap<BrokerName, departed::Departed<F>>,
     /// Summaries per up link, as the peer sent them.
     received: BTreeMap<BrokerName, Scoped<F>>,
     /// Summaries per up link, as we last sent them.
@@ -271,6 +278,7 @@ impl<F: Filter> Router<F> {
             table,
             routes,
             local: Minimized::default(),
+            departed: BTreeMap::new(),
             received: BTreeMap::new(),
             sent: BTreeMap::new(),
             synced: BTreeMap::new(),
@@ -317,12 +325,13 @@ impl<F: Filter> Router<F> {
     }
 
     /// When the shell must next call `handle(now, Input::Tick)`: the earliest heartbeat or
-    /// liveness verdict over all links; `None` without links.
+    /// liveness verdict over all links, or end of a departed link's interest hold; `None`
+    /// without either.
     pub fn next_deadline(&self) -> Option<Millis> {
         let links = self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min();
         let refresh = self.next_refresh.filter(|_| !self.links.is_empty());
         let expiry = self.db.next_expiry(self.advert_max_age_ms());
-        [links, refresh, expiry].into_iter().flatten().min()
+        [links, refresh, expiry, self.next_departed_expiry()].into_iter().flatten().min()
     }
 
     /// How long adverts of other origins are held without renewal.

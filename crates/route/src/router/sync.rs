@@ -68,7 +68,8 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    /// The trees whose summary toward `peer` is complete now.
+    /// The trees whose summary toward `peer` is complete now. Toward a parent, never while our
+    /// cell is split (a reachable mate we have no link to): its subscribers are not in it.
     fn vouch_for(&self, peer: &BrokerName, mate: bool) -> BTreeMap<CellName, TreeId> {
         let peer_cell = self.links.get(peer).map(|link| &link.cell);
         let mut vouch = BTreeMap::new();
@@ -79,6 +80,7 @@ impl<F: Filter> Router<F> {
                 children_done
             } else {
                 tree.parent.as_ref() == peer_cell
+                    && !self.table.cell_split
                     && children_done
                     && self.routes.mates.iter().all(|m| m.down_synced.contains(root))
             };

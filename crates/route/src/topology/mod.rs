@@ -180,7 +180,8 @@ impl Topology {
         Ok(peers)
     }
 
-    /// The router settings for one broker of this topology.
+    /// The router settings for one broker of this topology (departed links' interest not
+    /// held; set [`RouterSettings::departed_interest_ms`] for guaranteed delivery).
     pub fn router_settings(
         &self,
         broker: &str,
@@ -188,7 +189,13 @@ impl Topology {
         liveness: LivenessSettings,
     ) -> Result<RouterSettings, TopologyError> {
         let spec = self.broker(broker)?;
-        Ok(RouterSettings { name: spec.name.clone(), cell: spec.cell.clone(), incarnation, liveness })
+        Ok(RouterSettings {
+            name: spec.name.clone(),
+            cell: spec.cell.clone(),
+            incarnation,
+            liveness,
+            departed_interest_ms: 0,
+        })
     }
 
     fn members(&self, cell: &CellName) -> &[BrokerName] {

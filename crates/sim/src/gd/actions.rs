@@ -33,22 +33,7 @@ impl GdLayer {
             if shown {
                 eprintln!("TRACE {now:?} node {} in {input:?}", node.index);
             }
-            let before: Vec<_> = node
-                .engine
-                .inspect(tidings_delivery::PubendId(11403624436054962915))
-                .map(|v| v.done())
-                .into_iter()
-                .collect();
-            node.engine.handle(now, input.clone(), &mut actions);
-            let after: Vec<_> = node
-                .engine
-                .inspect(tidings_delivery::PubendId(11403624436054962915))
-                .map(|v| v.done())
-                .into_iter()
-                .collect();
-            if trace && before != after {
-                eprintln!("TRACE {now:?} done {before:?} -> {after:?} after {input:?}");
-            }
+            node.engine.handle(now, input, &mut actions);
             for action in actions {
                 if let Some(next) = self.act(node, store, now, action, out) {
                     work.push(next);

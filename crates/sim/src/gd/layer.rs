@@ -377,4 +377,8 @@ impl Layer for GdLayer {
     fn answers_ticks(&self) -> bool {
         true
     }
+
+    fn departed_interest_ms(&self) -> u64 {
+        self.settings.departed_retention_ms.unwrap_or(u64::MAX)
+    }
 }

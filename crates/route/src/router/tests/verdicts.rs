@@ -47,8 +47,13 @@ fn a_restarted_relay_is_unsure_until_its_child_vouches_again() {
     let mut wired = line();
     wired.input("c", Input::Subscribe { filter: Range(10, 20) });
     wired.pump();
-    let settings =
-        RouterSettings { name: "b".into(), cell: "B".into(), incarnation: Incarnation(2), liveness: LIVENESS };
+    let settings = RouterSettings {
+        name: "b".into(),
+        cell: "B".into(),
+        incarnation: Incarnation(2),
+        liveness: LIVENESS,
+        departed_interest_ms: 0,
+    };
     wired.routers.insert("b".into(), Router::new(settings));
     for peer in ["a", "c"] {
         wired.input(peer, Input::LinkUp { peer: "b".into(), cell: "B".into(), incarnation: Incarnation(2) });
