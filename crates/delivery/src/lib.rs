@@ -83,9 +83,10 @@
 //!   entry's acks). A restarted pubend holds its release at the recovered prefix for the same
 //!   retention (it cannot know its tree yet).
 //! - A stream with no consumer at all (no child, hold or subend) acknowledges everything it
-//!   holds (F counts as acknowledged), but only after staying so for the departed retention:
-//!   while routes settle a relay may briefly have no child, and children that join then start
-//!   at its ack.
+//!   holds (F counts as acknowledged), but only after the departed retention counted from
+//!   when its last child or subend left (a hold waits out the same retention itself): while
+//!   routes settle a relay may briefly have no child, and children that join then start at
+//!   its ack.
 //! - A relay's subend start does not move its done prefix (the children's acks bound it).
 //! - A cell that joins a relay's tree while the relay holds knowledge above its start gets a
 //!   suspect range: that knowledge was filtered for the old tree, so its F ticks are not told

@@ -58,7 +58,7 @@ pub(crate) struct Stream {
     pub(crate) acked: Acked,
     /// The aggregate moved past what was last reported (waiting out APT/RPT).
     pub(crate) ack_pending: bool,
-    /// Since when the stream has had no consumer at all (no child, no hold, no subend).
+    /// Since when the stream has had no child and no subend (holds aside: see `settle`).
     pub(crate) idle_since: Option<Millis>,
     pub(crate) deadline: Option<Millis>,
 }
@@ -219,15 +219,20 @@ impl Stream {
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
         self.holds.expire(ctx.now, ctx.settings.departed_retention_ms);
+        // Idle counts from when the last child or subend left, holds or not: a hold waits the
+        // retention itself, and a second full wait after it expires would pin the log twice
+        // as long as the retention says.
+        if !self.children.is_empty() || self.subends.ack().is_some() {
+            self.idle_since = None;
+        } else {
+            self.idle_since.get_or_insert(ctx.now);
+        }
         let aggregate = match ctx.settings.mutations.ack_before_every_ostream {
             false => self.aggregate(),
             true => self.aggregate_any(),
         };
         let aggregate = match aggregate {
-            Some(aggregate) => {
-                self.idle_since = None;
-                aggregate
-            }
+            Some(aggregate) => aggregate,
             None => self.idle_aggregate(ctx),
         };
         self.ack_pending = aggregate.0 > self.acked.ack || aggregate.1 > self.acked.release || self.acked.force;

@@ -29,7 +29,7 @@ impl GdLayer {
         while let Some(input) = work.pop() {
             let mut actions = Vec::new();
             let trace = std::env::var("SIM_TRACE").ok().and_then(|t| t.parse::<usize>().ok()) == Some(node.index);
-            let shown = trace && !matches!(input, Input::Tick | Input::Received { .. } | Input::Store(_));
+            let shown = trace && !matches!(input, Input::Tick | Input::Store(_));
             if shown {
                 eprintln!("TRACE {now:?} node {} in {input:?}", node.index);
             }
