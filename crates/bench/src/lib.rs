@@ -35,6 +35,7 @@ pub mod network;
 pub mod paths;
 pub mod peer;
 pub mod seeds;
+pub mod snmp;
 pub mod stats;
 pub mod suite;
 pub mod target;

@@ -310,6 +310,11 @@ pub enum OverflowPolicy {
     Drop,
     /// Close the subscriber's connection with reason `slow_consumer`.
     Disconnect,
+    /// Drop the oldest delivery queued for that client to make room, count it, and report the
+    /// count in the next delivery to its subscription. UDP clients use it (`[udp]
+    /// queue_messages`): a late datagram is worth less than a new one, and a queue that keeps
+    /// the oldest turns a slow reader into seconds of latency and then loses it all anyway.
+    DropOldest,
 }
 
 /// Bounds on each subscriber's outbound queue and the overflow policy.
@@ -336,6 +341,15 @@ pub struct Udp {
     /// A UDP client's subscriptions expire after this long without a datagram from it.
     #[serde(with = "humantime_serde")]
     pub session_ttl: Duration,
+    /// Most deliveries queued for one UDP client; past it the oldest is dropped (and counted in
+    /// its subscription's `missed`). At 1,000 msg/s, 256 is a quarter second of latency at most.
+    pub queue_messages: usize,
+    /// The client UDP socket's receive buffer, in bytes (`SO_RCVBUF`; the kernel caps it at
+    /// `net.core.rmem_max`, and the broker says so at start).
+    pub recv_buffer: usize,
+    /// The client UDP socket's send buffer, in bytes (`SO_SNDBUF`; capped at
+    /// `net.core.wmem_max`).
+    pub send_buffer: usize,
 }
 
 impl Default for Config {
@@ -392,7 +406,7 @@ impl Default for SlowConsumer {
 
 impl Default for Udp {
     fn default() -> Udp {
-        Udp { session_ttl: Duration::from_secs(30) }
+        Udp { session_ttl: Duration::from_secs(30), queue_messages: 256, recv_buffer: 8 << 20, send_buffer: 8 << 20 }
     }
 }
 
@@ -500,6 +514,9 @@ impl Config {
                 self.limits.max_queued_bytes, self.slow_consumer.max_bytes
             ));
         }
+        if self.udp.queue_messages == 0 {
+            problems.push("udp.queue_messages: must be at least 1".to_string());
+        }
         if self.udp.session_ttl < Duration::from_millis(100) {
             problems.push("udp.session_ttl: must be at least 100ms".to_string());
         }
@@ -531,6 +548,14 @@ mod tests {
     fn unknown_keys_are_refused_with_their_name() {
         let err = Config::from_toml("[listen]\ntcpp = \"x\"\n").unwrap_err().to_string();
         assert!(err.contains("tcpp"), "{err}");
+    }
+
+    #[test]
+    fn udp_queues_and_buffers_are_settings() {
+        let c = Config::from_toml("[udp]\nqueue_messages = 64\nrecv_buffer = 1048576\n").unwrap();
+        assert_eq!((c.udp.queue_messages, c.udp.recv_buffer, c.udp.send_buffer), (64, 1 << 20, 8 << 20));
+        let err = Config::from_toml("[udp]\nqueue_messages = 0\n").unwrap_err().to_string();
+        assert!(err.contains("udp.queue_messages"), "{err}");
     }
 
     #[test]

@@ -221,6 +221,22 @@ impl Outbox {
         self.budget.refund(refund);
     }
 
+    /// Drop-oldest: removes the oldest queued delivery (control frames stay), carries its drop
+    /// into its subscription's next `missed`, and returns the bytes to refund to the budget
+    /// (the caller refunds once the lock is let go); `None` when no delivery is queued.
+    fn drop_oldest(&self, s: &mut State) -> Option<usize> {
+        let at = s.items.iter().position(|item| matches!(item, Item::Deliver(..)))?;
+        let Some(Item::Deliver(target, message, missed)) = s.items.remove(at) else { return None };
+        let size = DELIVER_HEADER_LEN + message.encoded_len();
+        s.bytes -= size.min(s.bytes);
+        let refund = size.min(s.held);
+        s.held -= refund;
+        target.missed.fetch_add(missed.saturating_add(1), Ordering::Relaxed);
+        self.metrics.slow_consumer_drops.inc();
+        self.counts.dropped.fetch_add(1, Ordering::Relaxed);
+        Some(refund)
+    }
+
     /// Frames and bytes queued now.
     pub fn depth(&self) -> (usize, usize) {
         let s = self.state.lock();
@@ -237,9 +253,18 @@ impl Outbox {
         if s.closing.is_some() || self.done.is_cancelled() {
             return Push::Closed;
         }
-        if s.items.len() >= self.limits.max_messages || s.bytes + size > self.limits.max_bytes {
+        let full = |s: &State| s.items.len() >= self.limits.max_messages || s.bytes + size > self.limits.max_bytes;
+        if full(&s) && self.limits.policy == OverflowPolicy::DropOldest {
+            let mut refund = 0;
+            while full(&s) {
+                let Some(freed) = self.drop_oldest(&mut s) else { break };
+                refund += freed;
+            }
+            self.budget.refund(refund);
+        }
+        if full(&s) {
             return match self.limits.policy {
-                OverflowPolicy::Drop => {
+                OverflowPolicy::Drop | OverflowPolicy::DropOldest => {
                     target.missed.fetch_add(1, Ordering::Relaxed);
                     self.metrics.slow_consumer_drops.inc();
                     self.counts.dropped.fetch_add(1, Ordering::Relaxed);
@@ -279,8 +304,10 @@ impl Outbox {
         let missed = target.missed.swap(0, Ordering::Relaxed);
         s.items.push_back(Item::Deliver(Arc::clone(target), message.clone(), missed));
         s.bytes += size;
-        let congested =
-            !s.slow && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
+        // Under drop-oldest a full queue makes room by itself: publishers are never held back.
+        let congested = !s.slow
+            && self.limits.policy != OverflowPolicy::DropOldest
+            && (s.items.len() * 2 > self.limits.max_messages || s.bytes * 2 > self.limits.max_bytes);
         let over = self.charge(&mut s, size);
         drop(s);
         if over {
@@ -728,5 +755,44 @@ mod tests {
         };
         assert_eq!(missed(&mut older), [0, 0], "the deliveries queued before the gap say nothing");
         assert_eq!(missed(&mut newer), [2], "the first one after it says two");
+    }
+
+    #[test]
+    fn drop_oldest_keeps_the_newest_deliveries_and_counts_what_it_dropped() {
+        let limits = SlowConsumer { max_messages: 3, policy: OverflowPolicy::DropOldest, ..SlowConsumer::default() };
+        let budget = QueueBudget::new(0);
+        let o = Outbox::new(limits, Metrics::new(&mut prometheus_client::registry::Registry::default()), &budget);
+        let target = Arc::new(Target::new(SubId(3), Arc::clone(&o)));
+        let numbered = |n: u8| Message::new("t", &[], Bytes::from(vec![n]), 0).unwrap();
+        let mut wake = Vec::new();
+        o.push_frame(&Frame::Ping(tidings_wire::Ping { nonce: 9 }));
+        for n in 0..8 {
+            assert_eq!(o.push(&target, &numbered(n), &mut wake), Push::Queued, "never dropped nor congested");
+        }
+        // The queued PING takes one of the three places.
+        assert_eq!(o.counts.dropped.load(Ordering::Relaxed), 6);
+        assert_eq!(o.held(), 2 * (DELIVER_HEADER_LEN + numbered(0).encoded_len()), "the dropped bytes were refunded");
+        let mut batch = VecDeque::new();
+        o.take(&mut batch);
+        let (mut scratch, mut chunks) = (BytesMut::new(), VecDeque::new());
+        encode_batch(&mut batch, &mut scratch, &mut chunks);
+        let mut wire: BytesMut = chunks.iter().flat_map(|c| c.iter().copied()).collect();
+        let mut frames = Vec::new();
+        while let Some(frame) = Frame::decode(&mut wire, tidings_wire::DEFAULT_MAX_FRAME).unwrap() {
+            frames.push(frame);
+        }
+        assert!(matches!(frames[0], Frame::Ping(_)), "control frames are never dropped: {frames:?}");
+        let delivered: Vec<(u8, u32)> = frames[1..]
+            .iter()
+            .map(|f| match f {
+                Frame::Deliver(d) => (d.message.payload()[0], d.missed),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        let payloads: Vec<u8> = delivered.iter().map(|(n, _)| *n).collect();
+        assert_eq!(payloads, [6, 7], "the newest two, in order");
+        let reported: u32 =
+            delivered.iter().map(|(_, missed)| missed).sum::<u32>() + target.missed.load(Ordering::Relaxed);
+        assert_eq!(reported, 6, "every drop is reported once: {delivered:?}");
     }
 }

@@ -183,6 +183,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             addr: config.listen.udp.clone(),
             source,
         })?;
+        crate::udp::size_buffers(&socket, &config.udp);
         Some(Arc::new(socket))
     };
     let addresses = BoundAddresses {

@@ -10,6 +10,7 @@ use tidings_wire::Frame;
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
+use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::outbox::{write_datagrams, Outbox};
 use crate::server::Shared;
 use crate::session::{Next, Session, Transport};
@@ -61,7 +62,14 @@ async fn datagram(
         }
     }
     let client = clients.entry(peer).or_insert_with(|| {
-        let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
+        // A UDP client's queue is short and drops its oldest datagram when full: see `[udp]
+        // queue_messages`.
+        let limits = SlowConsumer {
+            max_messages: shared.config.udp.queue_messages,
+            policy: OverflowPolicy::DropOldest,
+            ..shared.live.get().slow_consumer
+        };
+        let outbox = Outbox::new(limits, shared.metrics.clone(), &shared.budget);
         *outbox.client.lock() = format!("udp {peer}");
         shared.tasks.spawn(write_datagrams(Arc::clone(socket), peer, Arc::clone(&outbox)));
         UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }
@@ -101,4 +109,35 @@ fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &
         }
         alive
     });
+}
+
+/// Sets the client socket's buffer sizes from `[udp]`, and says when the kernel gave less than
+/// asked (`net.core.rmem_max` / `wmem_max` cap them; Linux reports twice what it keeps for its
+/// own bookkeeping, so a size granted below the request was capped).
+pub fn size_buffers(socket: &UdpSocket, config: &crate::config::Udp) {
+    let sock = socket2::SockRef::from(socket);
+    let tries = [
+        ("receive", "net.core.rmem_max", config.recv_buffer, sock.set_recv_buffer_size(config.recv_buffer)),
+        ("send", "net.core.wmem_max", config.send_buffer, sock.set_send_buffer_size(config.send_buffer)),
+    ];
+    for (what, sysctl, wanted, set) in tries {
+        let granted = match what {
+            "receive" => sock.recv_buffer_size(),
+            _ => sock.send_buffer_size(),
+        };
+        match (set, granted) {
+            (Ok(()), Ok(granted)) if granted >= wanted => {
+                tracing::debug!(what, granted, "client UDP socket buffer");
+            }
+            (Ok(()), Ok(granted)) => tracing::warn!(
+                what,
+                wanted,
+                granted,
+                "the kernel capped the client UDP socket's {what} buffer; raise {sysctl} to let bursts through without loss"
+            ),
+            (Err(error), _) | (_, Err(error)) => {
+                tracing::warn!(what, %error, "cannot size the client UDP socket's {what} buffer");
+            }
+        }
+    }
 }

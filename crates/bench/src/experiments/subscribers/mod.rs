@@ -101,6 +101,8 @@ const COLUMNS: &[&str] = &[
     "p99_us",
     "max_us",
     "broker_drops",
+    "rcvbuf_errors",
+    "sndbuf_errors",
     "setup_s",
     "achieved_rate_msg_s",
     "send_p50_us",
@@ -274,7 +276,9 @@ impl Subscribers {
             }
         };
         let before = Snapshot::parse(&target.metrics()?);
+        let kernel_before = crate::snmp::UdpCounters::read();
         let latency = prepared.run().await?;
+        let kernel = crate::snmp::UdpCounters::read().zip(kernel_before).map(|(after, before)| after.since(&before));
         let after = Snapshot::parse(&target.metrics()?);
         let at = format!("{} n={n}", transport_name(transport));
         let gauge = before.sum(metrics::SUBSCRIPTIONS);
@@ -307,7 +311,7 @@ impl Subscribers {
                 format!("{at}: received {} (+{} probes), broker out {out}", latency.received, latency.probes_received),
             );
         }
-        Ok(Measured { latency, broker_drops: drops })
+        Ok(Measured { latency, broker_drops: drops, kernel })
     }
 
     /// One repetition of NATS at `n` subscribers, on a fresh server, with tidings' drain wait.

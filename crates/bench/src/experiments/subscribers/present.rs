@@ -8,6 +8,7 @@ use crate::seeds;
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::num;
+use tidings_client::Transport;
 
 /// One figure of a row.
 type Field = fn(&Row) -> Option<f64>;
@@ -126,6 +127,38 @@ impl Subscribers {
                     count(|r| r.achieved_rate_msg_s),
                     count(|r| r.dropped_subscribers),
                     count(|r| r.lost)
+                );
+            }
+        }
+        if self.0.transports.contains(&Transport::Udp) {
+            let _ = writeln!(
+                out,
+                "\nWhere UDP deliveries were lost (medians): the broker's queue for each client keeps the \
+                 newest `[udp] queue_messages` and drops the oldest (*broker queue*); the kernel drops \
+                 at a receiving socket whose buffer is full (*receivers' buffers*, `RcvbufErrors`) and \
+                 at a full send buffer (*send buffer*, `SndbufErrors`), both read from /proc/net/snmp \
+                 over the point, machine-wide. The bench's receivers are one socket per subscriber, \
+                 each read by a task of the client library, one datagram per system call.\n"
+            );
+            let _ = writeln!(
+                out,
+                "| subscribers | lost | broker queue | receivers' buffers | send buffer | not attributed |"
+            );
+            let _ = writeln!(out, "|---|---|---|---|---|---|");
+            for &n in &self.0.counts {
+                let m = |c: Field| Self::median(table, "tidings-udp", n, c);
+                let Some(lost) = m(|r| r.lost) else { continue };
+                let parts = [m(|r| r.broker_drops), m(|r| r.rcvbuf_errors), m(|r| r.sndbuf_errors)];
+                let shown = |v: Option<f64>| v.map(num).unwrap_or_else(|| "n/a".into());
+                let attributed: f64 = parts.iter().flatten().sum();
+                let _ = writeln!(
+                    out,
+                    "| {n} | {} | {} | {} | {} | {} |",
+                    num(lost),
+                    shown(parts[0]),
+                    shown(parts[1]),
+                    shown(parts[2]),
+                    num((lost - attributed).max(0.0))
                 );
             }
         }

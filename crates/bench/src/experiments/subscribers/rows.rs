@@ -8,6 +8,8 @@ use crate::peer::PeerRow;
 pub(super) struct Measured {
     pub(super) latency: LatencyResult,
     pub(super) broker_drops: f64,
+    /// The kernel's UDP drop counters over the point (machine-wide), if readable.
+    pub(super) kernel: Option<crate::snmp::UdpCounters>,
 }
 
 /// One measured repetition at one point, of tidings (TCP or UDP), NATS now, or a committed NATS
@@ -45,8 +47,13 @@ pub struct Row {
     pub p99_us: Option<f64>,
     /// Maximum.
     pub max_us: Option<f64>,
-    /// Slow-consumer drops the broker counted.
+    /// Slow-consumer drops the broker counted (UDP: oldest datagrams dropped from a full queue).
     pub broker_drops: Option<f64>,
+    /// Datagrams the kernel dropped at a full receiving socket buffer over the point
+    /// (`RcvbufErrors`, machine-wide: the bench's own receivers on an idle machine).
+    pub rcvbuf_errors: Option<f64>,
+    /// Datagrams the kernel refused for a full send buffer (`SndbufErrors`, machine-wide).
+    pub sndbuf_errors: Option<f64>,
     /// Seconds to connect and subscribe everyone.
     pub setup_s: Option<f64>,
     /// Publish rate achieved.
@@ -103,6 +110,8 @@ pub(super) fn row(at: &At<'_>, m: &Measured) -> Row {
         p99_us: f(r.p99_us),
         max_us: f(r.max_us),
         broker_drops: Some(m.broker_drops),
+        rcvbuf_errors: m.kernel.map(|k| k.rcvbuf_errors as f64),
+        sndbuf_errors: m.kernel.map(|k| k.sndbuf_errors as f64),
         setup_s: Some(r.setup_secs),
         achieved_rate_msg_s: Some(r.achieved_rate),
         send_p50_us: f(r.send_p50_us),
