@@ -179,3 +179,22 @@ fn a_barrier_confirms_only_once_every_relay_on_the_way_judges_the_new_subscripti
     }
     assert!(confirmed, "the barrier never confirmed");
 }
+
+#[test]
+fn a_split_cell_is_unsure_until_its_members_link_again() {
+    // p (cell P) links to a1 and a2 of cell A, which are not linked to each other: a1 cannot
+    // hear a2's subscribers, so it must not vouch for A's whole subtree.
+    let mut wired = Wired::new(&[("p", "P"), ("a1", "A"), ("a2", "A")]);
+    wired.link("p", "a1");
+    wired.link("p", "a2");
+    wired.input("a2", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let p = pubend("p");
+    assert!(wired.router("a1").table.cell_split);
+    assert_eq!(wired.router("p").child_cell_verdict(&p, &"A".into(), &30), Verdict::Unsure, "a1 vouched for a2");
+    wired.link("a1", "a2");
+    wired.pump();
+    assert!(!wired.router("a1").table.cell_split);
+    assert_eq!(wired.router("p").child_cell_verdict(&p, &"A".into(), &30), Verdict::Filtered);
+    assert_eq!(wired.router("p").child_cell_verdict(&p, &"A".into(), &15), Verdict::Deliver);
+}
