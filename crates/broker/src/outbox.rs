@@ -223,7 +223,8 @@ impl Outbox {
 
     /// Drop-oldest: removes the oldest queued delivery (control frames stay), carries its drop
     /// into its subscription's next `missed`, and returns the bytes to refund to the budget
-    /// (the caller refunds once the lock is let go); `None` when no delivery is queued.
+    /// (an atomic, so the caller may refund them under the lock); `None` when no delivery is
+    /// queued.
     fn drop_oldest(&self, s: &mut State) -> Option<usize> {
         let at = s.items.iter().position(|item| matches!(item, Item::Deliver(..)))?;
         let Some(Item::Deliver(target, message, missed)) = s.items.remove(at) else { return None };
