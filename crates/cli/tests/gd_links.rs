@@ -182,6 +182,36 @@ fn a_publish_acknowledged_at_one_broker_reaches_a_subscriber_at_another_once_in_
     assert_eq!(at_b["upstream"], serde_json::json!(["a"]));
 }
 
+/// A bundle that lost links (gd-protocol §11.3): the publisher's broker a1 has no link into
+/// cell B, only its cell mate a2 has. Data for b1 goes sideways through a2 (SIDEWAYS names
+/// a1 as its origin), and b1's acks come back to a1's ostream through a2 (sideways, or
+/// handed on by a2 as a broker of the cell that is not the pubend's entry). Without SIDEWAYS
+/// b1 gets nothing (checked: the subscriber times out).
+#[test]
+fn a_child_cell_reachable_only_through_a_cell_mate_gets_everything_sideways() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (a1, a2) = (Node::in_cell(scratch.path(), "a1", "A"), Node::in_cell(scratch.path(), "a2", "A"));
+    let b1 = Node::in_cell(scratch.path(), "b1", "B").start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let a2 = a2.start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&b1)]);
+    let a1 = a1.start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&a2)]);
+    wait_for("a1-a2 and a2-b1 link up", Duration::from_secs(20), || {
+        links_up(&a1, 1.0)() && links_up(&a2, 2.0)() && links_up(&b1, 1.0)()
+    });
+    let sub = start_sub(&b1, &["g.>", "--count", "300"]);
+    let acked = json_lines(publish(&a1.tcp(), "g.side", 300, &["--window", "16"]));
+    assert_eq!(acked.len(), 300, "every publish is acknowledged");
+    assert_exactly_once_in_order(&json_lines(sub), &acked);
+    assert!(metric(&a1, "tidings_gd_sideways_sent_total") > 0.0, "a1 sent sideways");
+    assert!(metric(&a2, "tidings_gd_sideways_carried_total") > 0.0, "a2 carried frames on");
+    // b1's acknowledgements reached a1 through a2: a1 heard more acks than a2 sent of its own.
+    let pubend = acked[0]["pubend"].as_str().unwrap();
+    let acks = |b: &BrokerProcess, dir: &str| {
+        metric(b, &format!("tidings_gd_pubend_{dir}_total{{pubend=\"{pubend}\",kind=\"ack\"}}")).max(0.0)
+    };
+    assert!(acks(&b1, "sent") > 0.0, "b1 acknowledged");
+    wait_for("b1's acks reach a1", Duration::from_secs(20), || acks(&a1, "received") > acks(&a2, "sent"));
+}
+
 /// Routing's summaries judge the filter edges: what no subscriber behind a link wants crosses
 /// it as silence (F), not data, and what one wants still arrives exactly once, in order.
 #[test]

@@ -241,6 +241,13 @@ async fn read_loop(
                     info!(%peer, reason = close.reason, "peer closed the link");
                     return "peer_closed";
                 }
+                PeerFrame::Sideways(frame) => {
+                    shared.guaranteed.sideways(peer.clone(), frame);
+                    if last_fed.elapsed() >= liveness_every {
+                        cluster.heard(peer, id);
+                        last_fed = Instant::now();
+                    }
+                }
                 PeerFrame::Hello(_) | PeerFrame::Auth(_) => {
                     return protocol_error(shared, queue, peer, "unexpected handshake frame after the handshake")
                 }

@@ -203,6 +203,17 @@ impl Cluster {
         self.core.read().router.mate_verdict(mate, &Probe::new(message))
     }
 
+    /// Where to hand a guaranteed frame for `to` that has no link from here (see
+    /// `Router::sideways_hop`).
+    pub(crate) fn sideways_hop(&self, to: &BrokerName, via: Option<&BrokerName>) -> Option<BrokerName> {
+        self.core.read().router.sideways_hop(to, via)
+    }
+
+    /// The cell of `broker` in routing's view, linked to us or not.
+    pub(crate) fn cell_of_broker(&self, broker: &BrokerName) -> Option<CellName> {
+        self.core.read().router.cell_of_broker(broker)
+    }
+
     /// Queues a guaranteed-delivery frame in the guaranteed lane of the link to `to`; false if
     /// there is no up link to it (the core recovers by nacks and re-sends).
     pub(crate) fn send_guaranteed(&self, to: &BrokerName, frame: bytes::Bytes) -> bool {

@@ -9,6 +9,7 @@ use tidings_wire::{Frame, Gap, GuaranteedPublish, Message, Notice, PublishAck, P
 use tracing::{debug, warn};
 
 use super::driver::{Driver, Waiter};
+use super::net::Sent;
 use super::{journal, DEFAULT_PUBEND};
 use crate::outbox::{GuaranteedPush, Outbox};
 
@@ -49,8 +50,11 @@ impl Driver {
     pub(super) fn carry_out(&mut self, action: Action) {
         match action {
             Action::Send { to, message, via } => {
-                let sent = self.net.as_mut().is_some_and(|net| net.send(to, &message));
-                if sent {
+                let sent = self.net.as_mut().map_or(Sent::Not, |net| net.send(to, via, &message));
+                if sent != Sent::Not {
+                    if sent == Sent::Sideways {
+                        self.metrics.sideways_sent.inc();
+                    }
                     self.metrics.peer_frames_sent.inc();
                     self.metrics.pubend_sent.get_or_create(&super::metrics::label(&message)).inc();
                 } else {

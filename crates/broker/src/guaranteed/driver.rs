@@ -245,6 +245,7 @@ impl Driver {
             }
             Command::PeerUp { peer, cell, incarnation } => self.peer_up(peer, cell, incarnation),
             Command::Received { from, message } => self.received(from, message),
+            Command::Sideways { carrier, frame } => self.sideways(carrier, frame),
             Command::Routing(action) => self.routing(action),
         }
     }

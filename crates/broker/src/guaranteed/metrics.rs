@@ -63,6 +63,14 @@ pub struct GuaranteedMetrics {
     pub peer_frames_unsent: Counter,
     /// Peers seen back with a new incarnation (their streams re-told).
     pub peer_restarts: Counter,
+    /// Frames sent sideways through a cell mate (no link of our own to the destination).
+    pub sideways_sent: Counter,
+    /// Sideways frames carried on for another broker, and acks and nacks handed on to our
+    /// cell's entry broker for their pubend.
+    pub sideways_carried: Counter,
+    /// Sideways frames this broker was asked to carry but had no link to hand on (the core
+    /// recovers).
+    pub sideways_unsent: Counter,
     /// Per pubend: protocol messages sent to peers, by kind (retransmits answer nacks).
     pub pubend_sent: Family<PubendKind, Counter>,
     /// Per pubend: protocol messages received from peers, by kind.
@@ -116,6 +124,9 @@ impl GuaranteedMetrics {
             peer_frames_sent: Counter::default(),
             peer_frames_unsent: Counter::default(),
             peer_restarts: Counter::default(),
+            sideways_sent: Counter::default(),
+            sideways_carried: Counter::default(),
+            sideways_unsent: Counter::default(),
             pubend_sent: Family::default(),
             pubend_received: Family::default(),
             pubend_acked: Family::default(),
@@ -152,6 +163,9 @@ impl GuaranteedMetrics {
         r.register("peer_frames_sent", "Guaranteed frames queued on links", m.peer_frames_sent.clone());
         r.register("peer_frames_unsent", "Guaranteed frames with no link to send on", m.peer_frames_unsent.clone());
         r.register("peer_restarts", "Peers seen back with a new incarnation", m.peer_restarts.clone());
+        r.register("sideways_sent", "Guaranteed frames sent through a cell mate", m.sideways_sent.clone());
+        r.register("sideways_carried", "Guaranteed frames carried on for other brokers", m.sideways_carried.clone());
+        r.register("sideways_unsent", "Sideways frames with no link to hand on", m.sideways_unsent.clone());
         r.register("pubend_sent", "Protocol messages sent per pubend and kind", m.pubend_sent.clone());
         r.register("pubend_received", "Protocol messages received per pubend and kind", m.pubend_received.clone());
         r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.clone());

@@ -79,6 +79,8 @@ pub(crate) enum Command {
     PeerUp { peer: tidings_route::BrokerName, cell: tidings_route::CellName, incarnation: u64 },
     /// A guaranteed-delivery frame from a linked peer.
     Received { from: tidings_route::BrokerName, message: tidings_delivery::Message },
+    /// A SIDEWAYS frame brought by linked peer `carrier` (for us, or for us to hand on).
+    Sideways { carrier: tidings_route::BrokerName, frame: tidings_wire::peer::Sideways },
     /// One of routing's guaranteed-delivery actions.
     Routing(tidings_route::GdAction),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`.
@@ -235,6 +237,11 @@ impl Guaranteed {
     /// A guaranteed-delivery frame from the linked peer `from`.
     pub(crate) fn received(&self, from: tidings_route::BrokerName, message: tidings_delivery::Message) {
         self.send(Command::Received { from, message });
+    }
+
+    /// A SIDEWAYS frame from the linked peer `carrier`.
+    pub(crate) fn sideways(&self, carrier: tidings_route::BrokerName, frame: tidings_wire::peer::Sideways) {
+        self.send(Command::Sideways { carrier, frame });
     }
 
     /// The subscriber took everything of `pubend` up to `tick`.

@@ -17,9 +17,13 @@
 //!   [`Input::PeerRestarted`] before any of its frames (the link task reads them only after
 //!   the handshake that told us).
 //! - Frames go out in the guaranteed lane of the link to the destination (never dropped for a
-//!   full link, in order); with no link to it (or a route through a cell mate, not built yet)
-//!   they are dropped, and the core's nacks, acks and AckExpected recover once a route exists
-//!   again.
+//!   full link, in order). With no link to it they go sideways (gd-protocol §11.3): wrapped in
+//!   SIDEWAYS, naming their origin and destination, through a broker linked to both that is a
+//!   cell mate of ours or of the destination (routing's `via` first), which hands them on; with
+//!   no such broker they are dropped, and the core's nacks, acks and AckExpected recover once
+//!   a route exists again. An ack or nack from a child cell that reaches a broker of ours that
+//!   is not the pubend's entry broker (the child's link ends here, or it asked the whole cell)
+//!   is handed on to the entry the same way, so the entry's ostream hears it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -27,6 +31,7 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tidings_delivery::{BrokerId, CellId, ChildLink, Input, Message, PubendId, StreamRoute, Tick, UpstreamCell};
 use tidings_route::{BrokerName, CellName, GdAction, PubendRef, PubendRoute, Via};
+use tidings_wire::peer::{PeerFrame, Sideways};
 use tracing::debug;
 
 use super::children::{Child, Remembered};
@@ -105,9 +110,10 @@ impl Net {
         id
     }
 
-    /// The cell a message from `broker` comes from, as the engine keys it.
+    /// The cell a message from `broker` comes from, as the engine keys it. A broker never
+    /// linked to us (the origin of a sideways frame) is placed by routing's view.
     fn cell_of(&mut self, broker: &BrokerName) -> CellId {
-        let cell = self.peers.get(broker).map(|(cell, _)| cell.clone());
+        let cell = self.peers.get(broker).map(|(cell, _)| cell.clone()).or_else(|| self.cluster.cell_of_broker(broker));
         match cell {
             Some(cell) if cell != *self.cluster.cell() => self.cell_id(&cell),
             // A mate, or a peer not heard of (treated as its own cell).
@@ -202,25 +208,70 @@ impl Net {
         (upstream, route.children.iter().map(|child| name(&child.broker)).collect())
     }
 
-    /// Sends one message of the engine on our own link to `to`. Relaying through a cell mate
-    /// (`via`) is not built: frames carry no destination, so the message is dropped and the
-    /// core recovers it once our own link is back or the route moves.
-    pub(super) fn send(&mut self, to: BrokerId, message: &Message) -> bool {
-        let Some(name) = self.names.get(to.0 as usize) else { return false };
+    /// Sends one message of the engine to `to`: on our own link, else sideways through a
+    /// broker linked to both (`via`, the cell mate routing chose for a child cell, first).
+    pub(super) fn send(&mut self, to: BrokerId, via: Option<BrokerId>, message: &Message) -> Sent {
+        let Some(name) = self.names.get(to.0 as usize).cloned() else { return Sent::Not };
         let frame = match peer::to_frame(message) {
             Ok(frame) => frame,
             Err(error) => {
                 debug!(%error, "a guaranteed message does not encode; not sent");
-                return false;
+                return Sent::Not;
             }
         };
+        if let Some(bytes) = self.encode(&frame) {
+            if self.cluster.send_guaranteed(&name, bytes) {
+                return Sent::Direct;
+            }
+        }
+        let via = via.and_then(|via| self.names.get(via.0 as usize).cloned());
+        let Some(hop) = self.cluster.sideways_hop(&name, via.as_ref()) else { return Sent::Not };
+        let origin = self.cluster.name().to_string();
+        let sideways = PeerFrame::Sideways(Sideways { origin, to: name.to_string(), frame: Box::new(frame) });
+        let Some(bytes) = self.encode(&sideways) else { return Sent::Not };
+        if self.cluster.send_guaranteed(&hop, bytes) {
+            Sent::Sideways
+        } else {
+            Sent::Not
+        }
+    }
+
+    /// Hands a sideways frame on to its destination, on our own link only (a sideways frame
+    /// crosses two links at most).
+    fn hand_on(&mut self, frame: &Sideways) -> bool {
+        let to = BrokerName::from(frame.to.as_str());
+        let Some(bytes) = self.encode(&PeerFrame::Sideways(frame.clone())) else { return false };
+        self.cluster.send_guaranteed(&to, bytes)
+    }
+
+    fn encode(&mut self, frame: &PeerFrame) -> Option<bytes::Bytes> {
         if frame.encode(&mut self.scratch).is_err() {
             self.scratch.clear();
-            return false;
+            return None;
         }
-        let bytes = self.scratch.split().freeze();
-        self.cluster.send_guaranteed(name, bytes)
+        Some(self.scratch.split().freeze())
     }
+
+    /// The entry broker of our cell for `pubend`, when it is a cell mate and not us: an ack or
+    /// nack from a child cell that reaches us belongs to its ostream there.
+    fn mate_entry(&self, pubend: PubendId) -> Option<BrokerName> {
+        let reference = self.remote.get(&pubend)?;
+        let route = self.cluster.pubend_route(reference)?;
+        let mine = self.cluster.cell();
+        let entry_cell = self.cluster.cell_of_broker(&route.entry);
+        (route.entry != *self.cluster.name() && entry_cell.as_ref() == Some(mine)).then_some(route.entry)
+    }
+}
+
+/// How [`Net::send`] sent a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Sent {
+    /// On our own link to the destination.
+    Direct,
+    /// Through a broker linked to both.
+    Sideways,
+    /// Not at all: no link and no broker to go through.
+    Not,
 }
 
 impl Driver {
@@ -243,9 +294,50 @@ impl Driver {
 
     /// A guaranteed frame from a linked peer.
     pub(super) fn received(&mut self, from: BrokerName, message: Message) {
-        let Some(net) = self.net.as_mut() else { return };
         self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
+        self.take_in(from, message);
+    }
+
+    /// A SIDEWAYS frame from linked peer `carrier`: for us, its message is taken in as from
+    /// its origin; for another broker, it is handed on.
+    pub(super) fn sideways(&mut self, carrier: BrokerName, frame: Sideways) {
+        let Some(net) = self.net.as_mut() else { return };
+        if frame.to != net.cluster.name().as_str() {
+            if net.hand_on(&frame) {
+                self.metrics.sideways_carried.inc();
+            } else {
+                self.metrics.sideways_unsent.inc();
+                debug!(%carrier, to = frame.to, "no link to hand a sideways frame on to");
+            }
+            return;
+        }
+        let Some(message) = peer::from_frame(&frame.frame) else { return };
+        self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
+        self.take_in(BrokerName::from(frame.origin.as_str()), message);
+    }
+
+    /// A message from `from` (directly or sideways) into the core, unless it is an ack or
+    /// nack from another cell for a pubend whose entry broker in our cell is a mate: that
+    /// belongs to the entry's ostream and is handed on to it.
+    fn take_in(&mut self, from: BrokerName, message: Message) {
+        let Some(net) = self.net.as_mut() else { return };
         let from_cell = net.cell_of(&from);
+        let upstream_bound = matches!(message, Message::Ack { .. } | Message::Nack { .. });
+        if upstream_bound && from_cell.0 < MATE_CELL {
+            if let Some(entry) = net.mate_entry(message.pubend()) {
+                let frame = match peer::to_frame(&message) {
+                    Ok(frame) => frame,
+                    Err(_) => return,
+                };
+                let sideways = Sideways { origin: from.to_string(), to: entry.to_string(), frame: Box::new(frame) };
+                if net.hand_on(&sideways) {
+                    self.metrics.sideways_carried.inc();
+                } else {
+                    self.metrics.sideways_unsent.inc();
+                }
+                return;
+            }
+        }
         let from = net.broker_id(&from);
         self.feed(Input::Received { from, from_cell, message });
     }

@@ -5,9 +5,7 @@
 //! inclusive ("every tick up to and including"), the wire's are exclusive ("every tick below",
 //! so 0 says nothing). Tick 0 is never assigned, so inclusive 0 and exclusive 0 both mean
 //! "nothing yet" and map to each other.
-//!
-//! Not yet used by the links: guaranteed traffic does not cross brokers yet (the subscriber's
-//! broker cannot learn a remote pubend's home broker, which `Router::pubend_route` needs).
+//! A frame with no link to its destination travels inside a SIDEWAYS (see `net`).
 
 use tidings_delivery::{Message, PubendId, SilenceKind, Tick, TickRange};
 use tidings_wire::peer::{self, PeerFrame};

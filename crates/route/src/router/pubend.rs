@@ -118,6 +118,38 @@ impl<F: Filter> Router<F> {
         Some(PubendRoute { pubend: pubend.clone(), root, tree: place.id, entry, upstream, children, mates })
     }
 
+    /// The cell of any broker in our view (linked to us or not): a frame handed sideways names
+    /// its origin, whose cell the receiver's core keys the stream by.
+    pub fn cell_of_broker(&self, broker: &BrokerName) -> Option<CellName> {
+        self.table.graph.cell_of(broker).cloned()
+    }
+
+    /// The broker to hand a guaranteed frame for `to` through when this broker has no link of
+    /// its own to `to` (gd-protocol §11.3): one with an up link from us that our view shows
+    /// linked to `to`, and a cell mate of ours or of `to` (never a broker of a third cell, so a
+    /// sideways frame crosses exactly two links). `via`, the mate routing chose for a child
+    /// cell, is preferred; otherwise the first such broker by name. `None` if `to` is linked to
+    /// us (send it directly) or nobody qualifies (the frame waits for the core's recovery).
+    pub fn sideways_hop(&self, to: &BrokerName, via: Option<&BrokerName>) -> Option<BrokerName> {
+        if self.links.contains_key(to) {
+            return None;
+        }
+        let graph = &self.table.graph;
+        let (mine, theirs) = (graph.cell_of(&self.settings.name), graph.cell_of(to));
+        let fits = |hop: &BrokerName| {
+            let cell = graph.cell_of(hop);
+            hop != to
+                && self.links.contains_key(hop)
+                && graph.linked_by_name(hop, to)
+                && cell.is_some()
+                && (cell == mine || cell == theirs)
+        };
+        if let Some(via) = via.filter(|via| fits(via)) {
+            return Some(via.clone());
+        }
+        self.links.keys().find(|hop| fits(hop)).cloned()
+    }
+
     /// Whether `cell` is reachable in the tree rooted at `root` in our view. Guaranteed delivery
     /// keeps waiting for a child cell that left a pubend's route by becoming unreachable (a
     /// crash or a cut), but not for one that is reachable through another part of the tree.

@@ -22,6 +22,7 @@ mod hello;
 mod ids;
 mod nack;
 mod routed;
+mod sideways;
 mod silence;
 mod summary;
 mod synced;
@@ -40,6 +41,7 @@ pub use hello::{AuthMode, Hello, NONCE_LEN};
 pub use ids::{BarrierId, Incarnation, PubendId, Tick, TickRange, TreeId};
 pub use nack::Nack;
 pub use routed::{Hop, HopRef, RouteHeader, Routed};
+pub use sideways::Sideways;
 pub use silence::{Silence, SilenceKind};
 pub use summary::{FilterText, Scope, SummaryDelta};
 pub use synced::SyncedTree;
@@ -88,6 +90,8 @@ pub enum PeerFrameType {
     Barrier = 0x15,
     /// Its answer: see [`BarrierAck`].
     BarrierAck = 0x16,
+    /// A stream frame handed through a cell mate: see [`Sideways`].
+    Sideways = 0x17,
 }
 
 impl PeerFrameType {
@@ -110,6 +114,7 @@ impl PeerFrameType {
             0x14 => T::AckExpected,
             0x15 => T::Barrier,
             0x16 => T::BarrierAck,
+            0x17 => T::Sideways,
             _ => return None,
         })
     }
@@ -148,6 +153,8 @@ pub enum PeerFrame {
     Barrier(Barrier),
     /// See [`BarrierAck`].
     BarrierAck(BarrierAck),
+    /// See [`Sideways`].
+    Sideways(Sideways),
 }
 
 impl PeerFrame {
@@ -170,6 +177,7 @@ impl PeerFrame {
             PeerFrame::AckExpected(_) => T::AckExpected,
             PeerFrame::Barrier(_) => T::Barrier,
             PeerFrame::BarrierAck(_) => T::BarrierAck,
+            PeerFrame::Sideways(_) => T::Sideways,
         }
     }
 
@@ -215,6 +223,7 @@ impl PeerFrame {
             }
             PeerFrame::Barrier(f) => f.encode_body(out),
             PeerFrame::BarrierAck(f) => f.encode_body(out),
+            PeerFrame::Sideways(f) => f.encode_body(out),
         }
     }
 
@@ -248,6 +257,7 @@ impl PeerFrame {
             T::AckExpected => PeerFrame::AckExpected(AckExpected::decode_body(&body)?),
             T::Barrier => PeerFrame::Barrier(Barrier::decode_body(&body)?),
             T::BarrierAck => PeerFrame::BarrierAck(BarrierAck::decode_body(&body)?),
+            T::Sideways => PeerFrame::Sideways(Sideways::decode_body(body)?),
         })
     }
 }

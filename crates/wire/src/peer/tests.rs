@@ -126,8 +126,16 @@ fn guaranteed() -> impl Strategy<Value = PeerFrame> {
     ]
 }
 
+/// A stream frame handed through a cell mate (only stream frames may be carried).
+fn sideways() -> impl Strategy<Value = PeerFrame> {
+    let stream =
+        guaranteed().prop_filter("a stream frame", |f| !matches!(f, PeerFrame::Barrier(_) | PeerFrame::BarrierAck(_)));
+    (name(), name(), stream)
+        .prop_map(|(origin, to, frame)| PeerFrame::Sideways(Sideways { origin, to, frame: Box::new(frame) }))
+}
+
 fn frame() -> impl Strategy<Value = PeerFrame> {
-    prop_oneof![control(), routed(), guaranteed()]
+    prop_oneof![control(), routed(), guaranteed(), sideways()]
 }
 
 proptest! {
@@ -367,16 +375,58 @@ fn ack_golden_bytes() {
     );
 }
 
-#[test]
-fn nack_golden_bytes() {
+/// The NACK of the golden examples (pubend 2, tick 1) and its bytes.
+fn nack_example() -> (Nack, Vec<u8>) {
     let nack = Nack { pubend: PubendId(2), ranges: vec![TickRange { first: Tick(1), last: Tick(1) }] };
     #[rustfmt::skip]
-    let expected = [
+    let bytes = vec![
         0, 0, 0, 29, 0x13,
         0, 0, 0, 0, 0, 0, 0, 2,
         0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1,
     ];
+    (nack, bytes)
+}
+
+#[test]
+fn nack_golden_bytes() {
+    let (nack, expected) = nack_example();
     golden(PeerFrame::Nack(nack), &expected);
+}
+
+#[test]
+fn sideways_golden_bytes() {
+    let (nack, inner) = nack_example();
+    let sideways = Sideways { origin: "e".into(), to: "d".into(), frame: Box::new(PeerFrame::Nack(nack)) };
+    let mut expected = vec![0, 0, 0, 40, 0x17, 0, 1, b'e', 0, 1, b'd'];
+    expected.extend_from_slice(&inner);
+    golden(PeerFrame::Sideways(sideways), &expected);
+}
+
+#[test]
+fn sideways_carries_only_one_whole_stream_frame() {
+    let inner = |frame: &PeerFrame| frame.to_bytes().unwrap().to_vec();
+    let nack = PeerFrame::Nack(Nack { pubend: PubendId(2), ranges: vec![] });
+    let barrier =
+        PeerFrame::Barrier(Barrier { origin: "s".into(), id: BarrierId(7), root: "r".into(), relay_to_mates: true });
+    let wrap = |body: Vec<u8>| {
+        let mut frame = ((body.len() + 7) as u32).to_be_bytes().to_vec();
+        frame.extend_from_slice(&[0x17, 0, 1, b'e', 0, 1, b'd']);
+        frame.extend_from_slice(&body);
+        BytesMut::from(&frame[..])
+    };
+    let decode = |mut buf: BytesMut| PeerFrame::decode(&mut buf, MAX);
+    assert!(decode(wrap(inner(&nack))).unwrap().is_some());
+    let not_stream = decode(wrap(inner(&barrier))).unwrap_err();
+    assert!(matches!(not_stream, WireError::InvalidField { frame: "SIDEWAYS", .. }), "{not_stream}");
+    let mut twice = inner(&nack);
+    twice.extend_from_slice(&inner(&nack));
+    assert!(matches!(decode(wrap(twice)).unwrap_err(), WireError::TrailingBytes { frame: "SIDEWAYS", .. }));
+    let mut short = inner(&nack);
+    short.pop();
+    assert!(matches!(decode(wrap(short)).unwrap_err(), WireError::UnexpectedEof { frame: "SIDEWAYS", .. }));
+    let nested = Sideways { origin: "e".into(), to: "d".into(), frame: Box::new(nack) };
+    let twice_sideways = Sideways { origin: "e".into(), to: "d".into(), frame: Box::new(PeerFrame::Sideways(nested)) };
+    assert!(PeerFrame::Sideways(twice_sideways).to_bytes().is_err(), "a SIDEWAYS never carries a SIDEWAYS");
 }
 
 #[test]
