@@ -594,26 +594,43 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
             c
         })
         .collect();
-    let mut reader = RawConnection::handshake(&b.tcp()).unwrap();
-    subscribe(&mut reader, 1, "flood");
     let mut p = RawConnection::handshake(&b.tcp()).unwrap();
     barrier(&mut p, 0);
     static PAYLOAD: [u8; 16 * 1024] = [7u8; 16 * 1024];
-    let (mut sent, mut got) = (0u64, 0u64);
-    for round in 0..20u64 {
-        for _ in 0..100 {
-            publish(&mut p, "flood", &PAYLOAD);
-            sent += 1;
+    const ROUNDS: u64 = 10;
+    const PER_ROUND: u64 = 100;
+    let mut round = 0;
+    let mut flood = |p: &mut RawConnection| {
+        for _ in 0..ROUNDS {
+            for _ in 0..PER_ROUND {
+                publish(p, "flood", &PAYLOAD);
+            }
+            round += 1;
+            barrier(p, round);
         }
-        barrier(&mut p, round + 1);
-        // The reader keeps up: it takes everything published so far.
-        while got < sent {
-            match reader.expect(5 * SECOND).unwrap() {
-                Frame::Deliver(_) => got += 1,
-                other => panic!("the reader got {other:?}"),
+    };
+    // First the stalled subscribers fill their queues past the budget (16 MB published, 4 MiB
+    // held each at most): the ones holding the most are cut.
+    flood(&mut p);
+    // Then a subscriber that reads, all the time on its own thread, gets everything published
+    // after it subscribed, beside whatever stalled subscriber is left.
+    let mut reader = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut reader, 1, "flood");
+    barrier(&mut reader, 1);
+    let reading = std::thread::spawn(move || {
+        let mut got = 0u64;
+        while got < ROUNDS * PER_ROUND {
+            match reader.expect(10 * SECOND) {
+                Ok(Frame::Deliver(_)) => got += 1,
+                Ok(other) => panic!("the reader got {other:?}"),
+                Err(error) => panic!("the reader stopped after {got} deliveries: {error}"),
             }
         }
-    }
+        got
+    });
+    flood(&mut p);
+    let sent = ROUNDS * PER_ROUND;
+    let got = reading.join().unwrap();
     let cuts = b.metric("tidings_queue_budget_cuts_total").unwrap();
     assert!(cuts >= 1.0, "the budget was passed and connections were cut");
     assert!(b.metric("tidings_queued_bytes").unwrap() <= 6291456.0, "the total is back within the budget");
