@@ -104,22 +104,32 @@
 //!   that ack last moved, is not a reordered one: the entry broker lost its state (a restart no
 //!   link handshake reported), and its ostream is treated as restarted.
 //! - After a reroute or an upstream restart the stream re-acks at once.
+//! - F is taken only from the current upstream cell (`Upstream::speaks_for_us`). F is
+//!   relative to the subtree it was judged for, and after a reroute a former upstream (a
+//!   former entry broker of our own cell, now a mate child, or the old parent cell) may
+//!   still tell F it judged for its old tree: of its Data only the D is taken (true for
+//!   everyone), its brackets and silences are dropped and learned again from the upstream
+//!   (`Counters::foreign_finals`). Before this rule a relay that became its cell's entry
+//!   passed such F on to a mate whose subscriber wanted the tick (simulator seed 57).
 //! - Known limit (I2 under tree changes): a relay's F was judged by its upstream's filter for
 //!   the relay's subtree as it was then. Two route-crate rules keep that subtree honest: a
 //!   broker does not vouch for its cell while a reachable cell mate is not linked to it (it
 //!   cannot hear that mate's subscribers), and a departed link's interest stays in its
 //!   neighbour's summaries for the departed retention (`route/src/router/departed.rs`), so a
 //!   subscriber behind a cut link, a partition or a restarting broker is not judged F while
-//!   the logs still wait for it. What remains: when a subscriber moves below a relay deeper
-//!   than its direct children while routes disagree, the relay can still tell or answer F for
-//!   a tick it is owed. The simulator's census (200 seeds per mode) fails 3 of 200 with
-//!   faults and 2 of 200 with everything (one of them I4); churn, idle crashes and pubend
-//!   crashes pass. The cure is a nack that asks for the pubend's verdict past relays' F (a
-//!   wire change).
+//!   the logs still wait for it. What remains: a cell that joins a relay's tree may be told
+//!   F that the relay's upstream judged before it knew the cell's interest (durable seed 74:
+//!   a message judged while the summaries were still moving). The simulator's census (1,000
+//!   seeds per mode, release build, `failure_census`) fails 0 with churn or idle crashes, 4
+//!   with pubend crashes (also before the rule above), 7 with faults and 4 with everything
+//!   at once (I2, I4, I5 and one input the engine rejected; not yet each traced); the durable
+//!   census fails 1 of 300. The cure for the first is a nack that asks for the pubend's
+//!   verdict past relays' F (a wire change).
 //! - Not built: merge edges / total order (I6).
 //! - Durable subscriptions across a crash of their broker: while the broker is down its
 //!   neighbours hold its interest (above), so messages published or in flight meanwhile are
-//!   not judged F for it; the simulator's durable sweep fails 1 of 100 seeds (the limit above).
+//!   not judged F for it; the simulator's durable census fails 1 of 300 seeds (seed 74, the
+//!   limit above).
 
 pub mod cache;
 pub mod knowledge;

@@ -10,7 +10,7 @@ use crate::engine::types::{Action, Input, Matcher, StreamRoute};
 use crate::engine::{Ctx, Engine};
 use crate::error::DeliveryError;
 use crate::knowledge::Joined;
-use crate::message::Message;
+use crate::message::{Message, SilenceKind};
 use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
 use crate::store::{Recovered, StoreInput};
 
@@ -109,7 +109,14 @@ impl<M: Matcher> Engine<M> {
         let pubend = message.pubend();
         self.with_stream(now, pubend, Create::Never, out, |stream, ctx| match message {
             Message::Data { tick, final_from, final_to, requested_only, payload, .. } => {
+                // A D is true for everyone; its F brackets only for the subtree they were
+                // judged for.
+                let (final_from, final_to) =
+                    if stream.speaks_for_us(from_cell) { (final_from, final_to) } else { (tick, tick) };
                 stream.on_data(DataIn { from, tick, final_from, final_to, requested_only, payload }, ctx)
+            }
+            Message::Silence { kind: SilenceKind::Final, .. } if !stream.speaks_for_us(from_cell) => {
+                ctx.counters.foreign_finals += 1;
             }
             Message::Silence { ranges, kind, requested_only, .. } => {
                 stream.on_silence(from, &ranges, kind, requested_only, ctx)

@@ -44,6 +44,10 @@ pub struct Counters {
     pub duplicates_dropped: u64,
     /// Publishes dropped as repeats of a logged `(publisher, seq)`.
     pub duplicate_publishes: u64,
+    /// F silences from a broker that is not this stream's upstream cell (a former upstream,
+    /// or a former entry of our own cell): judged for another subtree, so dropped; what they
+    /// covered is learned again from the upstream.
+    pub foreign_finals: u64,
     /// Knowledge contradicting what was held (D against F): protocol errors, old value kept.
     pub conflicts: u64,
     /// Messages with impossible fields.

@@ -375,6 +375,17 @@ impl Stream {
 }
 
 impl Stream {
+    /// Whether F from a broker of `cell` speaks for this broker's subtree (see
+    /// `Upstream::speaks_for_us`); at the pubend nothing comes from upstream.
+    pub(crate) fn speaks_for_us(&self, cell: CellId) -> bool {
+        match &self.source {
+            Source::Upstream(up) => up.speaks_for_us(cell),
+            Source::Log(_) => true,
+        }
+    }
+}
+
+impl Stream {
     /// A peer restarted: reset what we assumed about it, downstream and upstream.
     pub(crate) fn peer_restarted(&mut self, broker: crate::names::BrokerId) {
         for child in self.children.values_mut() {

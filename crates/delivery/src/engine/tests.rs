@@ -407,3 +407,48 @@ fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention
 
 #[path = "tests_durable.rs"]
 mod durable;
+
+/// F is relative to the subtree it was judged for: after a reroute, a former upstream (here a
+/// former entry broker of our own cell, cell 5) may still send F it judged for the old tree.
+/// Only the D of its Data is taken; its silences wait for the current upstream (cell 0).
+#[test]
+fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    let from_former = |message| Input::Received { from: BrokerId(7), from_cell: CellId(5), message };
+    let silence = |from, to| Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(from), to: Tick(to) }],
+        kind: crate::message::SilenceKind::Final,
+        requested_only: false,
+    };
+    engine.handle(Millis(2), from_former(silence(1, 999)), &mut out);
+    let data = Message::Data {
+        pubend: P,
+        tick: Tick(1500),
+        final_from: Tick(1000),
+        final_to: Tick(1999),
+        requested_only: false,
+        payload: Bytes::from_static(b"\x01"),
+    };
+    engine.handle(Millis(3), from_former(data), &mut out);
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.knowledge(Tick(500)), None, "a former upstream's F is not taken");
+    assert_eq!(view.knowledge(Tick(1200)), None, "nor the F brackets of its Data");
+    assert_eq!(view.knowledge(Tick(1500)), Some(crate::knowledge::Know::Data), "its D is true for everyone");
+    assert_eq!(engine.counters().foreign_finals, 1);
+    let told_final = |out: &[Action]| {
+        sent(out).iter().any(|m| match m {
+            Message::Silence { ranges, .. } => ranges.iter().any(|r| r.from <= Tick(999)),
+            Message::Data { final_from, .. } => *final_from <= Tick(1200),
+            _ => false,
+        })
+    };
+    assert!(!told_final(&out), "no F for those ticks reaches the child");
+    engine.handle(
+        Millis(4),
+        Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence(1, 999) },
+        &mut out,
+    );
+    let view = engine.inspect(P).unwrap();
+    assert_eq!(view.knowledge(Tick(500)), Some(crate::knowledge::Know::Final), "the upstream's F is taken");
+}

@@ -6,7 +6,7 @@ use crate::engine::types::{Action, UpstreamCell};
 use crate::engine::Ctx;
 use crate::knowledge::Knowledge;
 use crate::message::Message;
-use crate::names::{BrokerId, Millis, PubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
 use crate::nrt::NackTimer;
 use crate::ranges::RangeMap;
 
@@ -245,6 +245,15 @@ impl Upstream {
         if self.last_sender == Some(broker) {
             self.last_sender = None;
         }
+    }
+
+    /// Whether F told by a broker of `cell` speaks for this broker's subtree: only the current
+    /// upstream cell judges our filter edge. F is relative to the subtree it was judged for; a
+    /// broker that fed this stream under an older route (a former entry of our own cell, now
+    /// a mate child, or the old parent cell) judged it for another subtree, and its F may hide
+    /// messages the subscribers behind us now want. With no upstream known, nothing is refused.
+    pub(crate) fn speaks_for_us(&self, cell: CellId) -> bool {
+        self.cell.as_ref().is_none_or(|upstream| upstream.cell == cell)
     }
 
     /// Whether `broker` is one of the upstream cell's linked brokers.
