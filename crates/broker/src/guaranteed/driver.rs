@@ -283,6 +283,7 @@ impl Driver {
         self.metrics.nack_ticks_absorbed.inc_by(c.nack_ticks_absorbed - old.nack_ticks_absorbed);
         self.metrics.retransmits.inc_by(c.retransmitted - old.retransmitted);
         self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);
+        self.metrics.foreign_finals.inc_by(c.foreign_finals - old.foreign_finals);
         let s = self.store.stats();
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));
