@@ -119,12 +119,16 @@
 //!   subscriber behind a cut link, a partition or a restarting broker is not judged F while
 //!   the logs still wait for it. What remains: a cell that joins a relay's tree may be told
 //!   F that the relay's upstream judged before it knew the cell's interest (durable seed 74:
-//!   a message judged while the summaries were still moving). The simulator's census (1,000
-//!   seeds per mode, release build, `failure_census`) fails 0 with churn or idle crashes, 4
-//!   with pubend crashes (also before the rule above), 7 with faults and 4 with everything
-//!   at once (I2, I4, I5 and one input the engine rejected; not yet each traced); the durable
-//!   census fails 1 of 300. The cure for the first is a nack that asks for the pubend's
-//!   verdict past relays' F (a wire change).
+//!   a message judged while the summaries were still moving; seed 483 with faults: the
+//!   pubend itself told a relay F for a subscriber that had just moved below it). The
+//!   simulator's census (1,000 seeds per mode, release build, `failure_census`; before the
+//!   upstream-only F rule above in brackets) fails 0 with churn, 0 (1) with idle crashes, 4
+//!   (10) with pubend crashes, 7 (17) with faults and 4 (15) with everything at once (I2, I4,
+//!   I5, and one subscription confirmed below what its broker had already delivered, seed
+//!   436); the durable census fails 1 of 300. Withholding a joining cell's F for a while and
+//!   fetching it upstream instead was tried: it cured 483 and 74 but left streams waiting
+//!   (G2) in 30 of 5,000 runs, so it is not in. The cure is a nack that asks for the
+//!   pubend's verdict past relays' F (a wire change).
 //! - Not built: merge edges / total order (I6).
 //! - Durable subscriptions across a crash of their broker: while the broker is down its
 //!   neighbours hold its interest (above), so messages published or in flight meanwhile are
