@@ -126,8 +126,9 @@
 //!   (10) with pubend crashes, 7 (17) with faults and 4 (15) with everything at once (I2, I4,
 //!   I5, and one subscription confirmed below what its broker had already delivered, seed
 //!   436); the durable census fails 1 of 300. Withholding a joining cell's F for a while and
-//!   fetching it upstream instead was tried: it cured 483 and 74 but left streams waiting
-//!   (G2) in 30 of 5,000 runs, so it is not in. The cure is a nack that asks for the
+//!   fetching it upstream instead was tried: it cured 483 and 74 but 57 of the 5,000 runs
+//!   failed instead of 15 (33 subscribers left waiting, G2; 21 logs never released), so it
+//!   is not in. The cure is a nack that asks for the
 //!   pubend's verdict past relays' F (a wire change).
 //! - Not built: merge edges / total order (I6).
 //! - Durable subscriptions across a crash of their broker: while the broker is down its
