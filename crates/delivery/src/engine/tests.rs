@@ -130,11 +130,6 @@ fn data(tick: u64, from: u64, byte: u8, requested_only: bool) -> Input {
     Input::Received { from: BrokerId(0), from_cell: CellId(0), message }
 }
 
-/// A Silence of `kind` over `[from, to]`.
-fn silence(from: u64, to: u64, kind: crate::message::SilenceKind, requested_only: bool) -> Message {
-    Message::Silence { pubend: P, ranges: vec![TickRange { from: Tick(from), to: Tick(to) }], kind, requested_only }
-}
-
 #[test]
 fn an_f_tick_counts_as_acknowledged_at_once() {
     let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
@@ -331,7 +326,12 @@ fn a_relay_told_l_for_a_data_tick_whose_payload_it_evicted_takes_the_loss() {
     engine.handle(Millis(2), data(5, 1, 1, false), &mut out);
     engine.handle(Millis(3), data(6, 6, 1, false), &mut out);
     engine.handle(Millis(3), data(7, 7, 1, false), &mut out);
-    let lost = silence(5, 7, crate::message::SilenceKind::Lost, true);
+    let lost = Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(5), to: Tick(7) }],
+        kind: crate::message::SilenceKind::Lost,
+        requested_only: true,
+    };
     engine.handle(Millis(4), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: lost }, &mut out);
     let view = engine.inspect(P).unwrap();
     assert_eq!(view.knowledge(Tick(5)), Some(crate::knowledge::Know::Lost), "the evicted payload is gone for good");
@@ -415,8 +415,13 @@ mod durable;
 fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
     let from_former = |message| Input::Received { from: BrokerId(7), from_cell: CellId(5), message };
-    let final_silence = |from, to| silence(from, to, crate::message::SilenceKind::Final, false);
-    engine.handle(Millis(2), from_former(final_silence(1, 999)), &mut out);
+    let silence = |from, to| Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(from), to: Tick(to) }],
+        kind: crate::message::SilenceKind::Final,
+        requested_only: false,
+    };
+    engine.handle(Millis(2), from_former(silence(1, 999)), &mut out);
     let data = Message::Data {
         pubend: P,
         tick: Tick(1500),
@@ -441,7 +446,7 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     assert!(!told_final(&out), "no F for those ticks reaches the child");
     engine.handle(
         Millis(4),
-        Input::Received { from: BrokerId(0), from_cell: CellId(0), message: final_silence(1, 999) },
+        Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence(1, 999) },
         &mut out,
     );
     let view = engine.inspect(P).unwrap();
@@ -455,8 +460,13 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
 fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
     let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
     engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
-    let message = silence(3000, 4000, crate::message::SilenceKind::Final, false);
-    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message }, &mut out);
+    let silence = Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(3000), to: Tick(4000) }],
+        kind: crate::message::SilenceKind::Final,
+        requested_only: false,
+    };
+    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
     out.clear();
     let gct = Settings::default().gap_curiosity_ms;
     engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
