@@ -44,7 +44,7 @@ fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
 }
 
 /// 100 seeds by default. Seeds 1-200 pass (`SIM_SEEDS=200`, release build; 57 and 139 failed
-/// until relays took F only from their upstream cell); of 1,000, 6 fail (the known limit in
+/// until relays took F only from their upstream cell); of 1,000, 4 fail (the known limit in
 /// delivery's lib.rs).
 #[test]
 fn random_networks_deliver_exactly_expected_through_faults_and_churn() {
@@ -111,9 +111,8 @@ fn failure_census() {
     }
 }
 
-/// 50 seeds by default (debug test time); seeds 1-200 pass, 2 of 1,000 fail (920, 940; the
-/// known limit in delivery's lib.rs; 535 never released its log until relays became curious
-/// about their own holes).
+/// 50 seeds by default (debug test time); seeds 1-200 pass, 4 of 1,000 fail (535, 931 and two
+/// more; the known limit in delivery's lib.rs).
 #[test]
 fn random_networks_deliver_exactly_expected_through_publisher_crashes() {
     let (coverage, runs) =
@@ -129,8 +128,8 @@ fn random_networks_deliver_exactly_expected_through_subscriber_churn() {
     random_sweep("random_networks_deliver_exactly_expected_through_subscriber_churn", 50, Mode::CHURN);
 }
 
-/// 50 seeds by default (debug test time); seeds 1-200 pass, 1 of 1,000 fails (844, I2, the
-/// known limit in delivery's lib.rs).
+/// 50 seeds by default (debug test time); seeds 1-1,000 pass (103 and 114 failed until relays
+/// took F only from their upstream cell).
 #[test]
 fn random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_idle() {
     let (coverage, runs) = random_sweep(

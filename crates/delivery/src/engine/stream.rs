@@ -400,15 +400,6 @@ impl Stream {
         }
     }
 
-    /// From where this broker is itself curious about gaps: its subends' start; at a relay
-    /// with children but no subend yet, above what it acknowledged. Curiosity is the subends'
-    /// in the seed, and children's nacks usually reach a relay first; but a child that has no
-    /// subscriber and no child of its own (a cell mate that is a leaf of the tree) never nacks,
-    /// and a hole in the relay's istream would then hold every ack below it forever.
-    pub(crate) fn curiosity_start(&self) -> Option<Tick> {
-        self.subends.start().or_else(|| (!self.children.is_empty()).then(|| self.acked.ack.next()))
-    }
-
     /// A subend's start became known: the stream's gaps since the start are now curiosity.
     pub(crate) fn started(&mut self, ctx: &mut Ctx<'_>) {
         if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {

@@ -452,31 +452,3 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     let view = engine.inspect(P).unwrap();
     assert_eq!(view.knowledge(Tick(500)), Some(crate::knowledge::Know::Final), "the upstream's F is taken");
 }
-
-/// A relay with a child but no subscriber of its own is curious about holes in its istream
-/// too: a child that is a leaf without subscribers never nacks, and the hole would hold every
-/// ack below it (and the pubend's log) forever (simulator seed 535, pubend crashes).
-#[test]
-fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
-    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
-    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
-    let silence = Message::Silence {
-        pubend: P,
-        ranges: vec![TickRange { from: Tick(3000), to: Tick(4000) }],
-        kind: crate::message::SilenceKind::Final,
-        requested_only: false,
-    };
-    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
-    out.clear();
-    let gct = Settings::default().gap_curiosity_ms;
-    engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
-    let nacked: Vec<TickRange> = out
-        .iter()
-        .filter_map(|a| match a {
-            Action::Send { to: BrokerId(0), message: Message::Nack { ranges, .. }, .. } => Some(ranges.clone()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    assert_eq!(nacked, vec![TickRange { from: Tick(1001), to: Tick(2999) }], "the hole is nacked upstream");
-}
