@@ -617,6 +617,10 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
     let mut reader = RawConnection::handshake(&b.tcp()).unwrap();
     subscribe(&mut reader, 1, "flood");
     barrier(&mut reader, 1);
+    // The reader's own 4 MiB queue must not overflow (the drop policy would then lose a
+    // delivery on a loaded machine): each round waits until the reader has had the one before.
+    let progress = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let seen = std::sync::Arc::clone(&progress);
     let reading = std::thread::spawn(move || {
         let mut got = 0u64;
         while got < ROUNDS * PER_ROUND {
@@ -625,10 +629,22 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
                 Ok(other) => panic!("the reader got {other:?}"),
                 Err(error) => panic!("the reader stopped after {got} deliveries: {error}"),
             }
+            seen.store(got, std::sync::atomic::Ordering::Release);
         }
         got
     });
-    flood(&mut p);
+    for done in 0..ROUNDS {
+        let deadline = Instant::now() + 20 * SECOND;
+        while progress.load(std::sync::atomic::Ordering::Acquire) < done * PER_ROUND {
+            assert!(Instant::now() < deadline, "the reader fell behind round {done}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..PER_ROUND {
+            publish(&mut p, "flood", &PAYLOAD);
+        }
+        round += 1;
+        barrier(&mut p, round);
+    }
     let sent = ROUNDS * PER_ROUND;
     let got = reading.join().unwrap();
     let cuts = b.metric("tidings_queue_budget_cuts_total").unwrap();
