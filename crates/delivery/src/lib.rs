@@ -121,20 +121,29 @@
 //!   F that the relay's upstream judged before it knew the cell's interest (durable seed 74:
 //!   a message judged while the summaries were still moving; seed 483 with faults: the
 //!   pubend itself told a relay F for a subscriber that had just moved below it). The
-//!   simulator's census (1,000 seeds per mode, release build, `failure_census`; before the
-//!   upstream-only F rule above in brackets) fails 0 with churn, 0 (1) with idle crashes, 4
-//!   (10) with pubend crashes, 7 (17) with faults and 4 (15) with everything at once (I2, I4,
-//!   I5, and one subscription confirmed below what its broker had already delivered, seed
-//!   436); the durable census fails 1 of 300. Withholding a joining cell's F for a while and
-//!   fetching it upstream instead was tried: it cured 483 and 74 but 57 of the 5,000 runs
-//!   failed instead of 15 (33 subscribers left waiting, G2; 21 logs never released), so it
-//!   is not in. The cure is a nack that asks for the
-//!   pubend's verdict past relays' F (a wire change).
+//!   simulator's census (1,000 seeds per mode, release build, `failure_census`) fails 0 with
+//!   churn, 0 with idle crashes, 3 with pubend crashes, 3 with faults and 5 with everything at
+//!   once (I2, I4, I5, and subscriptions confirmed below what their broker had already
+//!   delivered, seeds 436 and 602): 11 of 5,000; seeds 1-200 pass in every mode. Before the
+//!   upstream-only F rule above and relay curiosity (below) it failed 1, 10, 17 and 15 (churn
+//!   not run); the durable census passes 300 of 300 (1 failed before). Withholding a joining
+//!   cell's F for a while and fetching it upstream instead was tried: it cured 483 and 74 but
+//!   57 of the 5,000 runs failed instead of 15 (33 subscribers left waiting, G2; 21 logs never
+//!   released), so it is not in. The cure is a nack that asks for the pubend's verdict past
+//!   relays' F (a wire change).
+//! - A relay with children but no subend of its own is curious about holes in its istream
+//!   above what it acknowledged and above the knowledge it already had
+//!   (`Stream::curiosity_start`); the seed leaves curiosity to the subends. A cell mate that is
+//!   a leaf of the tree with no subscriber never nacks, so a hole at its relay held every ack
+//!   below it and the pubend's log forever (simulator seed 535). The children's nacks are
+//!   absorbed by the relay's own (consolidation). A relay just (re)started asks nothing below
+//!   the first tick it hears of: real ticks are microseconds since 1970, and a first attempt
+//!   without that bound nacked all of them and froze its broker (`bench failures`, 1 run in 8).
 //! - Not built: merge edges / total order (I6).
 //! - Durable subscriptions across a crash of their broker: while the broker is down its
 //!   neighbours hold its interest (above), so messages published or in flight meanwhile are
-//!   not judged F for it; the simulator's durable census fails 1 of 300 seeds (seed 74, the
-//!   limit above).
+//!   not judged F for it; the simulator's durable census passes 300 seeds (seed 74 failed
+//!   with the limit above before relays became curious about their holes).
 
 pub mod cache;
 pub mod knowledge;

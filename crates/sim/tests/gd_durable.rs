@@ -18,8 +18,8 @@ const STEPS: usize = 300;
 /// 53 seeds by default. Seeds 4, 17 and 21 failed until the routers held a departed link's
 /// interest (`route/src/router/departed.rs`): a message in flight when a durable subscriber's
 /// broker crashed was judged F upstream while its filter was out of the summaries. A soak of
-/// 300 (`SIM_SEEDS=300`, release build) fails 1 today: seed 74 (I2), the known limit in
-/// delivery's lib.rs.
+/// 300 (`SIM_SEEDS=300`, release build) passes; seed 74 (I2) failed until relays became
+/// curious about holes in their own istream.
 #[test]
 fn durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_of_their_broker() {
     let name = "durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_of_their_broker";

@@ -33,6 +33,7 @@ impl Stream {
     /// Data from upstream. A first-time Data for a tick already final here is a duplicate and
     /// is dropped, except that it still answers curiosity (and refills an evicted payload).
     pub(crate) fn on_data(&mut self, data: DataIn, ctx: &mut Ctx<'_>) {
+        let curiosity = self.curiosity_start();
         let Source::Upstream(up) = &mut self.source else { return };
         let DataIn { from, tick, final_from, final_to, requested_only, payload } = data;
         if final_from > tick || final_to < tick {
@@ -59,7 +60,7 @@ impl Stream {
             }
         }
         up.resolve(&pieces, ctx.now);
-        if let Some(start) = self.subends.start() {
+        if let Some(start) = curiosity {
             up.new_gaps(&self.know, old_high, start, ctx.now);
         }
         if requested_only {
@@ -91,6 +92,7 @@ impl Stream {
         requested_only: bool,
         ctx: &mut Ctx<'_>,
     ) {
+        let curiosity = self.curiosity_start();
         let Source::Upstream(up) = &mut self.source else { return };
         let Some(high) = ranges.iter().map(|r| r.to).max() else { return };
         up.heard(from, high, ctx.now);
@@ -108,7 +110,7 @@ impl Stream {
         }
         ctx.counters.conflicts += u64::from(joined.conflicts);
         up.resolve(&joined.new, ctx.now);
-        if let Some(start) = self.subends.start() {
+        if let Some(start) = curiosity {
             up.new_gaps(&self.know, old_high, start, ctx.now);
         }
         if requested_only {

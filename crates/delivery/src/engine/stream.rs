@@ -400,6 +400,19 @@ impl Stream {
         }
     }
 
+    /// From where this broker is itself curious about gaps: its subends' start; at a relay
+    /// with children but no subend yet, above what it acknowledged. Curiosity is the subends'
+    /// in the seed, and children's nacks usually reach a relay first; but a child that has no
+    /// subscriber and no child of its own (a cell mate that is a leaf of the tree) never nacks,
+    /// and a hole in the relay's istream would then hold every ack below it forever. Only holes
+    /// above knowledge the relay already had: a relay restarted empty (or a stream just begun)
+    /// does not ask for the whole history below the first tick it hears of (real ticks are
+    /// microseconds since 1970); what its children need there, they ask for.
+    pub(crate) fn curiosity_start(&self) -> Option<Tick> {
+        let relay = !self.children.is_empty() && self.know.highest_known() > Tick(0);
+        self.subends.start().or_else(|| relay.then(|| self.acked.ack.next()))
+    }
+
     /// A subend's start became known: the stream's gaps since the start are now curiosity.
     pub(crate) fn started(&mut self, ctx: &mut Ctx<'_>) {
         if let (Some(start), Source::Upstream(up)) = (self.subends.start(), &mut self.source) {

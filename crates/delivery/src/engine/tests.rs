@@ -452,3 +452,59 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     let view = engine.inspect(P).unwrap();
     assert_eq!(view.knowledge(Tick(500)), Some(crate::knowledge::Know::Final), "the upstream's F is taken");
 }
+
+/// A relay with a child but no subscriber of its own is curious about holes in its istream
+/// too: a child that is a leaf without subscribers never nacks, and the hole would hold every
+/// ack below it (and the pubend's log) forever (simulator seed 535, pubend crashes).
+#[test]
+fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
+    let silence = Message::Silence {
+        pubend: P,
+        ranges: vec![TickRange { from: Tick(3000), to: Tick(4000) }],
+        kind: crate::message::SilenceKind::Final,
+        requested_only: false,
+    };
+    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
+    out.clear();
+    let gct = Settings::default().gap_curiosity_ms;
+    engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
+    let nacked: Vec<TickRange> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { to: BrokerId(0), message: Message::Nack { ranges, .. }, .. } => Some(ranges.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert_eq!(nacked, vec![TickRange { from: Tick(1001), to: Tick(2999) }], "the hole is nacked upstream");
+}
+
+/// A relay that starts (or restarts empty) on a stream far from tick 0 asks only for holes
+/// above what it first heard, never for the whole history below it: real ticks are
+/// microseconds since 1970, and a relay that nacked them all froze its broker (`bench
+/// failures`, b1 restarted). A hole above is asked for, in a bounded number of ranges.
+#[test]
+fn a_relay_started_on_a_running_stream_nacks_only_holes_above_its_first_knowledge() {
+    const NOW: u64 = 1_795_734_490_000_000;
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(10), data(NOW, NOW - 500, 1, false), &mut out);
+    // A hole of a whole day of ticks above it: far more than one nack's ranges.
+    let day = 86_400_000_000;
+    engine.handle(Millis(20), data(NOW + day, NOW + day, 2, false), &mut out);
+    out.clear();
+    let gct = Settings::default().gap_curiosity_ms;
+    engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
+    let nacked: Vec<TickRange> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send { message: Message::Nack { ranges, .. }, .. } => Some(ranges.clone()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    assert!(!nacked.is_empty(), "the hole above is asked for");
+    assert_eq!(nacked[0].from, Tick(NOW + 1), "nothing below the first knowledge: {:?}", nacked[0]);
+    assert!(nacked.len() <= 256, "one nack holds a bounded number of ranges: {}", nacked.len());
+}

@@ -10,6 +10,11 @@ use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
 use crate::nrt::NackTimer;
 use crate::ranges::RangeMap;
 
+/// Most ranges (each at most `max_nack_span_ticks`) in one nack. A hole of years of ticks (a
+/// stream restarted far from where it was) is asked for a bounded piece at a time rather than
+/// as billions of ranges in one message.
+const MAX_NACK_CHUNKS: usize = 256;
+
 /// Curiosity this broker holds for its own subends, per Q range.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 struct Want {
@@ -89,13 +94,18 @@ impl Upstream {
         }
         let span = ctx.settings.max_nack_span_ticks.max(1);
         let mut chunks = Vec::with_capacity(fresh.len());
-        for range in fresh {
-            self.asked.insert(range, ctx.now);
-            ctx.counters.nack_ticks_sent += range.len();
+        'ranges: for range in fresh {
             let mut from = range.from.0;
             while from <= range.to.0 {
+                if chunks.len() == MAX_NACK_CHUNKS {
+                    // The rest stays wanted (not asked): the next repetition asks for it.
+                    break 'ranges;
+                }
                 let to = from.saturating_add(span - 1).min(range.to.0);
-                chunks.push(TickRange { from: Tick(from), to: Tick(to) });
+                let chunk = TickRange { from: Tick(from), to: Tick(to) };
+                self.asked.insert(chunk, ctx.now);
+                ctx.counters.nack_ticks_sent += chunk.len();
+                chunks.push(chunk);
                 from = match to.checked_add(1) {
                     Some(next) => next,
                     None => break,

@@ -94,7 +94,7 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     Ok(Run { t0_us, series, windows, subscribers, published: (total, acked.len(), failed_publishers), unfinished })
 }
 
-/// Copies the network's fault log and the tools' lines next to the results, so a failed check
+/// Copies the network's fault log, the brokers' logs and the tools' lines next to the results, so a failed check
 /// can be looked into after the scratch directory is gone.
 fn keep_logs(ctx: &Context, net_dir: &Path, dir: &Path) {
     let keep = ctx.out.join("failures-logs");
@@ -102,6 +102,14 @@ fn keep_logs(ctx: &Context, net_dir: &Path, dir: &Path) {
         return;
     }
     let _ = std::fs::copy(net_dir.join("faults.jsonl"), keep.join("faults.jsonl"));
+    // The brokers' own logs (NAME.log in the network directory, named as the tools that run
+    // at them are) go along as broker-NAME.log.
+    for entry in std::fs::read_dir(net_dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "log") {
+            let _ = std::fs::copy(&path, keep.join(format!("broker-{}", entry.file_name().to_string_lossy())));
+        }
+    }
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         let path = entry.path();
         if path.extension().is_some_and(|e| e == "jsonl" || e == "log") {
