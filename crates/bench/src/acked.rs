@@ -72,11 +72,21 @@ impl Drop for ScratchDir {
     }
 }
 
-/// Starts a fresh broker with its pubend log in a scratch directory under `parent`.
-pub fn spawn_broker(exe: &std::path::Path, parent: &std::path::Path) -> anyhow::Result<(Target, ScratchDir)> {
+/// Starts a fresh broker with its pubend log in a scratch directory under `parent`, on its
+/// defaults or on `config`.
+pub fn spawn_broker(
+    exe: &std::path::Path,
+    parent: &std::path::Path,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<(Target, ScratchDir)> {
     let dir = ScratchDir::new(parent, "acked")?;
     let data = dir.0.display().to_string();
-    let target = Target::spawn(exe, &["--data", &data])?;
+    let config = config.map(|c| c.display().to_string());
+    let mut args = vec!["--data", &data];
+    if let Some(config) = &config {
+        args.extend(["--config", config]);
+    }
+    let target = Target::spawn(exe, &args)?;
     Ok((target, dir))
 }
 

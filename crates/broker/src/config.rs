@@ -114,7 +114,7 @@ pub enum LogFormat {
 
 /// The broker's data directory: its incarnation counter today, the pubend log later. One
 /// broker at a time: a lock file keeps a second process off the same directory.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Storage {
     /// The directory; empty means `tidings-data/<name>` under the working directory. Created
@@ -129,6 +129,26 @@ pub struct Storage {
     /// killing the broker (SIGKILL) loses exactly what a power cut would. Slower; the broker
     /// warns at start when it is on.
     pub fault_drop_unsynced: bool,
+    /// Under `fsync = "always"`, how long the log writer waits for more publishes before it
+    /// syncs a small group while publishes arrive steadily (`0s` turns it off; default 3 ms).
+    /// Acknowledgements still wait for the sync. One sync then carries several publishes, and
+    /// the guaranteed publisher's CPU cost at its broker drops by about a third (`bench
+    /// overhead`). A publish after a quiet spell, a large group, and publishers that each wait
+    /// for their last ack (a wait that gathers nothing turns waiting off for a second) are
+    /// synced at once.
+    #[serde(with = "humantime_serde")]
+    pub linger: Duration,
+}
+
+impl Default for Storage {
+    fn default() -> Storage {
+        Storage {
+            dir: String::new(),
+            fsync: String::new(),
+            fault_drop_unsynced: false,
+            linger: Duration::from_millis(3),
+        }
+    }
 }
 
 impl Storage {
@@ -138,6 +158,12 @@ impl Storage {
             "" => Ok(tidings_store::FsyncPolicy::Always),
             text => text.parse(),
         }
+    }
+
+    /// The pubend log's options.
+    pub fn log_options(&self) -> tidings_store::Options {
+        let fsync = self.fsync_policy().unwrap_or_default();
+        tidings_store::Options { fsync, linger: self.linger, ..tidings_store::Options::default() }
     }
 }
 

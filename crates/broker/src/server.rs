@@ -203,14 +203,18 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         budget.cuts.clone(),
     );
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
-    let fsync = config.storage.fsync_policy().unwrap_or_default();
     let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key));
     if config.storage.fault_drop_unsynced {
         tracing::warn!(
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"
         );
     }
-    let storage = (fsync, config.retention.clone(), config.storage.fault_drop_unsynced, config.guaranteed.liveness);
+    let storage = (
+        config.storage.log_options(),
+        config.retention.clone(),
+        config.storage.fault_drop_unsynced,
+        config.guaranteed.liveness,
+    );
     let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, storage, gd_metrics, Arc::clone(&network))?;
     let shared = Arc::new(Shared {
         live: crate::live::Live::new(&config),

@@ -20,6 +20,7 @@ mod catalog;
 mod codec;
 mod error;
 mod fs;
+mod linger;
 pub mod measure;
 mod memfs;
 mod policy;

@@ -73,6 +73,11 @@ impl Queue {
         self.ready.notify_all();
     }
 
+    /// Takes whatever is queued now into `ops`, without waiting.
+    pub(crate) fn take_now(&self, ops: &mut Vec<Op>) {
+        ops.append(&mut self.lock().ops);
+    }
+
     /// Waits for operations (at most `wait`, if given) and takes all of them.
     pub(crate) fn take(&self, wait: Option<Duration>, spare: Vec<Op>) -> Taken {
         let mut pending = self.lock();

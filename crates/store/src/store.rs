@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -31,11 +31,15 @@ pub struct Options {
     /// Bytes kept in a `RESERVE` file so that a release can still be logged (and free space)
     /// when the disk is full (default 1 MiB).
     pub reserve_bytes: u64,
+    /// Under `always`, how long the writer waits for more appends before it writes and syncs a
+    /// small group while appends arrive steadily, so one sync carries several (the rules, and
+    /// why, are in `linger.rs`). Zero turns it off (default).
+    pub linger: Duration,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, reserve_bytes: 1 << 20 }
+        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, reserve_bytes: 1 << 20, linger: Duration::ZERO }
     }
 }
 
@@ -107,6 +111,10 @@ pub struct StoreStats {
     pub corrupt_spans_at_open: u64,
     /// Segments deleted after release.
     pub segments_deleted: u64,
+    /// Waits for more appends before a sync (`Options::linger`).
+    pub lingers: u64,
+    /// Of those, waits that gathered nothing (each turns waiting off for a while).
+    pub lingers_fruitless: u64,
 }
 
 #[derive(Debug, Default)]
@@ -119,6 +127,8 @@ pub(crate) struct Stats {
     pub(crate) corrupt_records: AtomicU64,
     pub(crate) corrupt_spans_at_open: AtomicU64,
     pub(crate) segments_deleted: AtomicU64,
+    pub(crate) lingers: AtomicU64,
+    pub(crate) lingers_fruitless: AtomicU64,
 }
 
 /// State shared by callers, readers and the writer thread.
@@ -198,6 +208,7 @@ impl Store {
             poisoned: false,
             unsynced: false,
             last_sync: Instant::now(),
+            linger: crate::linger::Linger::new(options.linger),
             buf: Vec::new(),
             short_of_space: false,
         };
@@ -308,6 +319,8 @@ impl Store {
             corrupt_records: s.corrupt_records.load(Relaxed),
             corrupt_spans_at_open: s.corrupt_spans_at_open.load(Relaxed),
             segments_deleted: s.segments_deleted.load(Relaxed),
+            lingers: s.lingers.load(Relaxed),
+            lingers_fruitless: s.lingers_fruitless.load(Relaxed),
         }
     }
 }

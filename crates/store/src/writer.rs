@@ -13,6 +13,7 @@ use crate::catalog::{Loc, SegmentMeta};
 use crate::codec::{self, MAX_BODY};
 use crate::error::StoreError;
 use crate::fs::{Fs, LogFile};
+use crate::linger::Linger;
 use crate::policy::FsyncPolicy;
 use crate::queue::{Op, Taken};
 use crate::recovery::segment_path;
@@ -44,6 +45,8 @@ pub(crate) struct GroupWriter {
     pub(crate) poisoned: bool,
     pub(crate) unsynced: bool,
     pub(crate) last_sync: Instant,
+    /// When to wait for more appends before a sync ([`crate::Options::linger`]).
+    pub(crate) linger: Linger,
     pub(crate) buf: Vec<u8>,
     pub(crate) reserve: Reserve,
     /// The active segment has no record yet: its first write starts with the checkpoint.
@@ -72,7 +75,18 @@ impl GroupWriter {
             let wait = self.sync_due_in();
             match self.shared.queue.take(wait, spare) {
                 Taken::Group(mut ops) => {
+                    if self.policy == FsyncPolicy::Always && self.linger.should(ops.len(), Instant::now()) {
+                        // Plain sleep, not a wait on the queue: every arrival would wake it.
+                        std::thread::sleep(self.linger.wait);
+                        let taken = ops.len();
+                        self.shared.queue.take_now(&mut ops);
+                        let gathered = ops.len() > taken;
+                        self.linger.waited(gathered, Instant::now());
+                        self.shared.stats.lingers.fetch_add(1, Relaxed);
+                        self.shared.stats.lingers_fruitless.fetch_add(u64::from(!gathered), Relaxed);
+                    }
                     sink.complete(self.commit(&ops));
+                    self.linger.committed(Instant::now());
                     ops.clear();
                     spare = ops;
                 }

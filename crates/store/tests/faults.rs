@@ -14,7 +14,7 @@ use tidings_store::{
 };
 
 fn small_segments() -> Options {
-    Options { fsync: FsyncPolicy::Always, segment_bytes: 8192, reserve_bytes: 4096 }
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 8192, reserve_bytes: 4096, ..Options::default() }
 }
 
 /// Submits `records` without waiting and returns the ones acknowledged (successfully) when

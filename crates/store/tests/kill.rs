@@ -19,7 +19,7 @@ use tidings_store::{Completion, FsyncPolicy, Options, StdFs, Store, Token};
 const CHILD_DIR: &str = "STORE_KILL_CHILD_DIR";
 
 fn options() -> Options {
-    Options { fsync: FsyncPolicy::Always, segment_bytes: 64 * 1024, reserve_bytes: 4096 }
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 64 * 1024, reserve_bytes: 4096, ..Options::default() }
 }
 
 /// The payload of tick `t`: its length varies so records straddle sector boundaries.

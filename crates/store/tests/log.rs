@@ -18,7 +18,7 @@ fn crash(fs: &MemFs, h: support::Harness) {
 }
 
 fn small_segments() -> Options {
-    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0 }
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0, ..Options::default() }
 }
 
 #[test]
@@ -213,4 +213,28 @@ fn reads_of_pubends_interleaved_across_segments_return_each_pubends_records_in_o
         let expected: Vec<_> = mine[100..140].iter().cloned().map(ReadItem::Data).collect();
         assert_eq!(read, expected, "pubend {pubend}");
     }
+}
+
+#[test]
+fn under_always_steady_appends_share_one_sync_when_the_writer_lingers() {
+    // One append, then forty more in quick succession: the writer, having committed a group a
+    // moment ago, waits its linger for the rest, so a handful of syncs carry them all, and every
+    // one is still completed only after the sync that covers it (MemFs drops unsynced bytes).
+    let fs = Arc::new(MemFs::new());
+    let options = Options { linger: std::time::Duration::from_millis(50), ..small_segments() };
+    let h = open(fs.clone(), "/log".as_ref(), options).unwrap();
+    let records: Vec<_> = (1..=41).map(|t| record(1, t, &payload(1, t, 64))).collect();
+    assert!(h.append_all(&records[..1])[0].result.is_ok());
+    let before = h.store.stats().syncs;
+    for (index, record) in records[1..].iter().enumerate() {
+        h.store.append(Token(index as u64), record.clone()).unwrap();
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
+    let done = h.wait(40);
+    assert!(done.iter().all(|c| c.result.is_ok()));
+    let syncs = h.store.stats().syncs - before;
+    assert!(syncs <= 20, "40 steady appends took {syncs} syncs");
+    crash(&fs, h);
+    let h = open(fs, "/log".as_ref(), small_segments()).unwrap();
+    assert_eq!(h.records(1), records, "every completed append was synced");
 }

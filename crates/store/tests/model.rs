@@ -31,7 +31,7 @@ impl Model {
 }
 
 fn options() -> Options {
-    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0 }
+    Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0, ..Options::default() }
 }
 
 fn check_recovery(h: &Harness, model: &Model, seed: u64, step: usize) {

@@ -32,6 +32,10 @@ pub struct AckedArgs {
     /// afterwards.
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub(super) dir: PathBuf,
+    /// A config file for the broker the bench starts (e.g. `[storage] linger = "0s"`), to
+    /// measure other settings than the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(super) broker_config: Option<PathBuf>,
 }
 
 fn acked_figures(r: &AckedResult) -> Vec<(String, f64)> {
@@ -63,9 +67,10 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     let mut rows = Vec::new();
     for rep in 1..=a.common.reps {
         let spec_ref = &spec;
-        let r =
-            fresh_broker_rep(&exe, &a.dir, (&point, rep), |target| async move { acked::run(&target, spec_ref).await })
-                .await?;
+        let r = fresh_broker_rep(&exe, (&a.dir, a.broker_config.as_deref()), (&point, rep), |target| async move {
+            acked::run(&target, spec_ref).await
+        })
+        .await?;
         let row = r.row(|r| (r.acked_rate, acked_figures(r)));
         print_row(&row);
         rows.push(row);
@@ -108,7 +113,7 @@ impl<R> Rep<R> {
 /// Starts a fresh broker (data under `dir`, removed after), runs `measure` against it, stops it.
 pub(super) async fn fresh_broker_rep<R, F, Fut>(
     exe: &std::path::Path,
-    dir: &std::path::Path,
+    (dir, config): (&std::path::Path, Option<&std::path::Path>),
     (point, rep): (&str, usize),
     measure: F,
 ) -> anyhow::Result<Rep<R>>
@@ -117,7 +122,7 @@ where
     Fut: std::future::Future<Output = anyhow::Result<R>>,
 {
     let load_before = load_average();
-    let (target, data) = acked::spawn_broker(exe, dir)?;
+    let (target, data) = acked::spawn_broker(exe, dir, config)?;
     let target = std::sync::Arc::new(target);
     let result = measure(std::sync::Arc::clone(&target)).await;
     drop(target);

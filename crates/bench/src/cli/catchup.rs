@@ -35,6 +35,10 @@ pub struct CatchUpArgs {
     /// Where the broker's data is created (removed afterwards).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub(super) dir: PathBuf,
+    /// A config file for the broker the bench starts (e.g. `[storage] linger = "0s"`), to
+    /// measure other settings than the defaults.
+    #[arg(long, value_name = "FILE")]
+    pub(super) broker_config: Option<PathBuf>,
 }
 
 fn figures(r: &CatchUpResult) -> Vec<(String, f64)> {
@@ -70,9 +74,10 @@ pub(super) async fn run(a: CatchUpArgs) -> anyhow::Result<serde_json::Value> {
     let mut rows = Vec::new();
     for rep in 1..=a.common.reps {
         let spec = &spec;
-        let r =
-            fresh_broker_rep(&exe, &a.dir, (&point, rep), |target| async move { catchup::run(&target, spec).await })
-                .await?;
+        let r = fresh_broker_rep(&exe, (&a.dir, a.broker_config.as_deref()), (&point, rep), |target| async move {
+            catchup::run(&target, spec).await
+        })
+        .await?;
         let row = r.row(|r| (r.catchup_rate, figures(r)));
         print_row(&row);
         rows.push(row);

@@ -134,6 +134,10 @@ pub struct OverheadArgs {
     /// Seconds of publishing per point (default 20; with --quick 3).
     #[arg(long, value_parser = above_zero)]
     duration: Option<f64>,
+    /// The brokers' `[storage] linger` (how long the log writer waits for more publishes
+    /// before a sync), e.g. `0s` or `2ms`; default: the broker's own default.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    linger: Option<std::time::Duration>,
 }
 
 /// `tidings bench sizes`.
@@ -255,6 +259,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             let mut p = overhead::Params::new(scale(&a.suite));
             p.counts = a.counts.unwrap_or(p.counts);
             p.duration = a.duration.map(std::time::Duration::from_secs_f64).unwrap_or(p.duration);
+            p.linger = a.linger;
             (a.suite, Some(Box::new(overhead::Overhead(p))))
         }
         Which::Failures(suite) => {

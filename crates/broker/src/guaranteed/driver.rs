@@ -287,6 +287,8 @@ impl Driver {
         let s = self.store.stats();
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));
+        self.metrics.lingers.inc_by(s.lingers.saturating_sub(old.lingers));
+        self.metrics.lingers_fruitless.inc_by(s.lingers_fruitless.saturating_sub(old.lingers_fruitless));
         self.metrics.log_bytes.inc_by(s.bytes.saturating_sub(old.bytes));
         self.metrics.corrupt_records.inc_by(s.corrupt_records.saturating_sub(old.corrupt_records));
         self.metrics.segments_deleted.inc_by(s.segments_deleted.saturating_sub(old.segments_deleted));

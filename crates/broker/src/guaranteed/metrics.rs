@@ -30,6 +30,10 @@ pub struct GuaranteedMetrics {
     pub ack_seconds: Histogram,
     /// fdatasync calls of the pubend log.
     pub fsyncs: Counter,
+    /// Waits of the log writer for more publishes before a sync (`[storage] linger`).
+    pub lingers: Counter,
+    /// Of those, waits that gathered nothing.
+    pub lingers_fruitless: Counter,
     /// Appends per group commit (one write and one sync each).
     pub group_size: Histogram,
     /// Bytes written to the pubend log.
@@ -111,6 +115,8 @@ impl GuaranteedMetrics {
             duplicate_publishes: Counter::default(),
             ack_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             fsyncs: Counter::default(),
+            lingers: Counter::default(),
+            lingers_fruitless: Counter::default(),
             group_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
             log_bytes: Counter::default(),
             corrupt_records: Counter::default(),
@@ -151,6 +157,12 @@ impl GuaranteedMetrics {
         r.register("duplicate_publishes", "Retried publishes already logged", m.duplicate_publishes.clone());
         r.register("ack_seconds", "GPUBLISH to PUBLISH_ACK", m.ack_seconds.clone());
         r.register("fsyncs", "fdatasync calls of the pubend log", m.fsyncs.clone());
+        r.register("log_lingers", "Waits of the log writer for more publishes before a sync", m.lingers.clone());
+        r.register(
+            "log_lingers_fruitless",
+            "Waits of the log writer that gathered no publish (waiting then pauses for a second)",
+            m.lingers_fruitless.clone(),
+        );
         r.register("group_size", "Appends per group commit", m.group_size.clone());
         r.register("log_bytes", "Bytes written to the pubend log", m.log_bytes.clone());
         r.register("corrupt_records", "Pubend log records found damaged by a read", m.corrupt_records.clone());

@@ -134,8 +134,8 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (fsync, retention, drop_unsynced, liveness): (
-            tidings_store::FsyncPolicy,
+        (options, retention, drop_unsynced, liveness): (
+            tidings_store::Options,
             crate::config::Retention,
             bool,
             liveness::Liveness,
@@ -145,7 +145,6 @@ impl Guaranteed {
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
         let (tx, rx) = mpsc::unbounded_channel();
         cluster.attach_guaranteed(tx.clone());
-        let options = tidings_store::Options { fsync, ..tidings_store::Options::default() };
         let dir = data_dir.join("pubends");
         let next_subend = Arc::new(AtomicU64::new(1));
         let claims = Arc::default();

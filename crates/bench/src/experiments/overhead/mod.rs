@@ -41,6 +41,8 @@ pub struct Params {
     pub size: usize,
     /// Publishing time per point.
     pub duration: Duration,
+    /// The brokers' `[storage] linger` (`None`: their default).
+    pub linger: Option<Duration>,
 }
 
 impl Params {
@@ -59,6 +61,7 @@ impl Params {
             rate: 2000.0,
             size: 250,
             duration,
+            linger: None,
         }
     }
 
@@ -101,6 +104,7 @@ impl Experiment for Overhead {
             ("modes", "best effort; guaranteed (guaranteed subscriptions, publishes acknowledged after the pubend log's sync, `fsync = always`)".into()),
             ("publishing per point", format!("{:?}", p.duration)),
             ("CPU", "utime + stime from `/proc/PID/stat` over the publishing, % of one core".into()),
+            ("log writer linger (`[storage] linger`)", p.linger.map_or("the broker's default".into(), |l| format!("{l:?}"))),
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
@@ -139,8 +143,15 @@ impl Overhead {
                 continue;
             }
             let dir = ctx.scratch(&format!("overhead-{n}"))?;
-            let net =
-                Network::up(&ctx.tidings, &ctx.topologies.join(&p.topology), &dir, Duration::from_secs(60)).await?;
+            let mut extra = Vec::new();
+            if let Some(linger) = p.linger {
+                let config = dir.join("storage.toml");
+                std::fs::write(&config, format!("[storage]\nlinger = \"{}us\"\n", linger.as_micros()))?;
+                extra =
+                    ["--", "--config"].map(String::from).into_iter().chain([config.display().to_string()]).collect();
+            }
+            let file = ctx.topologies.join(&p.topology);
+            let net = Network::up_with(&ctx.tidings, &file, &dir, Duration::from_secs(60), &extra).await?;
             let pid = |name: &str| net.broker(name)?.pid.ok_or_else(|| anyhow::anyhow!("{name} has no pid"));
             let brokers = Brokers {
                 phb: net.broker("phb")?.tcp.clone(),
