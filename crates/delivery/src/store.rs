@@ -106,4 +106,10 @@ pub enum StoreInput {
         /// The durable lease.
         lease: Tick,
     },
+    /// The lease could not be raised (a full disk): it is asked for again at the next silence
+    /// interval. Until it is, silence stops at the old lease.
+    LeaseFailed {
+        /// The stream.
+        pubend: PubendId,
+    },
 }

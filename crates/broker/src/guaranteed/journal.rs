@@ -169,7 +169,15 @@ pub(crate) fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
             }
             (OpKind::Lease, Ok(())) => out.push(StoreInput::LeaseDone { pubend, lease: tick }),
             (OpKind::Lease | OpKind::Release, Err(error)) => {
-                error!(%error, pubend = pubend.0, kind = ?completion.kind, "the pubend log refused a write");
+                static HUSH: crate::hush::Hush = crate::hush::Hush::new();
+                if let Some(held) = HUSH.pass() {
+                    error!(%error, pubend = pubend.0, kind = ?completion.kind, "the pubend log refused a write (and {held} more since the last report)");
+                }
+                // A failed release is retried by the next one (the prefix only grows); a failed
+                // lease must be asked for again.
+                if completion.kind == OpKind::Lease {
+                    out.push(StoreInput::LeaseFailed { pubend });
+                }
             }
             (OpKind::Release, Ok(())) => {}
         }

@@ -206,6 +206,11 @@ impl<M: Matcher> Engine<M> {
             StoreInput::Opened { pubend, recovered } => self.handle_store_opened(now, pubend, recovered, out),
             StoreInput::AppendDone { pubend, synced_up_to } => self.handle_append_done(now, pubend, synced_up_to, out),
             StoreInput::AppendFailed { pubend, tick } => self.handle_append_failed(now, pubend, tick, out),
+            StoreInput::LeaseFailed { pubend } => self.with_stream(now, pubend, Create::Never, out, |stream, _| {
+                if let Source::Log(log) = &mut stream.source {
+                    log.lease_failed();
+                }
+            }),
             StoreInput::ReadDone { pubend, range, records, lost } => {
                 self.handle_read_done(now, pubend, range, (records, lost), out)
             }

@@ -126,6 +126,13 @@ impl Log {
         }
     }
 
+    /// The lease could not be raised: it is asked for again at the next silence interval (a
+    /// lease asked and never answered would stop silence at the old lease for good, and with
+    /// it every delivery above: a full disk that later had room again left the stream stuck).
+    pub(crate) fn lease_failed(&mut self) {
+        self.lease_asked = None;
+    }
+
     /// T4 then T2: a repeat of `(publisher, seq)` is dropped; a new message gets
     /// `max(now, last + 1)` and is appended; it leaves the broker only once durable.
     pub(crate) fn publish(&mut self, publisher: PublisherId, seq: u64, payload: Bytes, ctx: &mut Ctx<'_>) {

@@ -508,3 +508,25 @@ fn a_relay_started_on_a_running_stream_nacks_only_holes_above_its_first_knowledg
     assert_eq!(nacked[0].from, Tick(NOW + 1), "nothing below the first knowledge: {:?}", nacked[0]);
     assert!(nacked.len() <= 256, "one nack holds a bounded number of ranges: {}", nacked.len());
 }
+
+/// A lease the store could not raise (a full disk) is asked for again: before, it stayed
+/// asked forever, silence stopped at the old lease and nothing above it was ever delivered,
+/// even once the disk had room again (`durable.rs`, the full-disk test, with the log writer's
+/// linger changing which write met the full disk).
+#[test]
+fn a_lease_the_store_could_not_raise_is_asked_for_again() {
+    let lease_raises = |out: &[Action]| {
+        out.iter().filter(|a| matches!(a, Action::Store(crate::store::StoreAction::LeaseRaise { .. }))).count()
+    };
+    let (mut engine, mut out) = pubend();
+    out.clear();
+    engine.handle(Millis(1000), Input::Tick, &mut out);
+    assert_eq!(lease_raises(&out), 1, "the lease is asked for");
+    out.clear();
+    engine.handle(Millis(1300), Input::Tick, &mut out);
+    assert_eq!(lease_raises(&out), 0, "once at a time");
+    engine.handle(Millis(1400), Input::Store(StoreInput::LeaseFailed { pubend: P }), &mut out);
+    out.clear();
+    engine.handle(Millis(1700), Input::Tick, &mut out);
+    assert_eq!(lease_raises(&out), 1, "after a failure it is asked for again");
+}
