@@ -82,11 +82,13 @@ fn skipping_nack_consolidation_is_caught_by_nack_accounting_only() {
 
 /// Ignoring the tick lease matters only after a pubend restarts with its clock stepped back,
 /// which the idle-crash mode does; that mode still fails a few seeds without any breakage
-/// (see its sweep), so the breakage counts as caught on a seed that passes without it.
+/// (see its sweep), so the breakage counts as caught on a seed that passes without it. Up to
+/// 200 seeds: since relays became curious about their own holes the first seed that shows it
+/// is 110 (an I5 failure: a message at a reused tick).
 #[test]
 fn ignoring_the_tick_lease_after_a_crash_is_caught() {
     let broken = Settings { mutations: Mutations { no_lease_after_crash: true, ..Mutations::default() }, ..settings() };
-    for plan in plans(1, 100, 300) {
+    for plan in plans(1, 200, 300) {
         let topology = random_topology(&mut Rng::new(plan.seed ^ 0x7090));
         let Err(failure) = run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, broken.clone()) else { continue };
         if run_gd_with(&topology, &plan, Mode::IDLE_CRASHES, settings()).is_ok() {
@@ -94,7 +96,7 @@ fn ignoring_the_tick_lease_after_a_crash_is_caught() {
             return;
         }
     }
-    panic!("ignoring the tick lease went unnoticed for 100 seeds");
+    panic!("ignoring the tick lease went unnoticed for 200 seeds");
 }
 
 /// A durable subend acknowledged by delivery instead of by its checkpoint: the log is released
