@@ -122,9 +122,9 @@
 //!   a message judged while the summaries were still moving; seed 483 with faults: the
 //!   pubend itself told a relay F for a subscriber that had just moved below it). The
 //!   simulator's census (1,000 seeds per mode, release build, `failure_census`) fails 0 with
-//!   churn, 0 with idle crashes, 3 with pubend crashes, 3 with faults and 5 with everything at
-//!   once (I2, I4, I5, and subscriptions confirmed below what their broker had already
-//!   delivered, seeds 436 and 602): 11 of 5,000; seeds 1-200 pass in every mode. Before the
+//!   churn, 0 with idle crashes, 2 with pubend crashes, 3 with faults and 4 with everything at
+//!   once (I2, I4, I5, and a subscription confirmed below what its broker had already
+//!   delivered, seed 436): 9 of 5,000; seeds 1-200 pass in every mode. Before the
 //!   upstream-only F rule above and relay curiosity (below) it failed 1, 10, 17 and 15 (churn
 //!   not run); the durable census passes 300 of 300 (1 failed before). Withholding a joining
 //!   cell's F for a while and fetching it upstream instead was tried: it cured 483 and 74 but
@@ -139,6 +139,11 @@
 //!   absorbed by the relay's own (consolidation). A relay just (re)started asks nothing below
 //!   the first tick it hears of: real ticks are microseconds since 1970, and a first attempt
 //!   without that bound nacked all of them and froze its broker (`bench failures`, 1 run in 8).
+//! - A child's walk that stops at a D tick whose payload is not cached fetches it (the pubend
+//!   reads its log, a relay nacks upstream) instead of waiting for the cell to nack: a cell
+//!   whose knowledge already reaches past the tick (from before a pubend restart emptied the
+//!   pubend's cache) knows of no gap and never nacks, and the stream stalled for good
+//!   (simulator seed 647, pubend crashes; `Stream::fetch_stalled`).
 //! - Not built: merge edges / total order (I6).
 //! - Durable subscriptions across a crash of their broker: while the broker is down its
 //!   neighbours hold its interest (above), so messages published or in flight meanwhile are

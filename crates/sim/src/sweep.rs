@@ -2,7 +2,10 @@
 //! how to replay it.
 //!
 //! Environment: `SIM_SEED=<s>` runs that seed only; `SIM_SEEDS=<n>` runs `n` seeds (a soak);
-//! `SIM_STEPS=<n>` and `SIM_SKIP=<i,j,..>` replay a shrunk plan exactly.
+//! `SIM_STEPS=<n>` and `SIM_SKIP=<i,j,..>` replay a shrunk plan exactly. To look into one:
+//! `SIM_DEBUG=1` adds every broker's routes and stream state to the failure message, and
+//! `SIM_TRACE=<node>` prints that broker's inputs (timer ticks and store completions left out)
+//! and every frame it sends, on stderr.
 
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};

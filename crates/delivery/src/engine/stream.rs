@@ -107,7 +107,10 @@ impl Stream {
                 }
             }
             if let Learned::Requested = learned {
-                if !curious {
+                // A retransmission matters to a child that asked for it, or whose walk waits
+                // for one of its payloads.
+                let refilled = child.stalled.is_some_and(|s| pieces.iter().any(|p| p.from <= s.tick && s.tick <= p.to));
+                if !curious && !refilled {
                     continue;
                 }
             }
@@ -120,6 +123,39 @@ impl Stream {
         }
         let mut fetch = Vec::new();
         self.subends.advance(self.pubend, &self.know, &self.cache, ctx, &mut fetch);
+        if !fetch.is_empty() {
+            self.fetch(&fetch, ctx);
+        }
+        self.fetch_stalled(ctx);
+    }
+
+    /// Fetches the payloads children's walks stopped at (the pubend reads its log, a relay
+    /// nacks upstream), a window of missing payloads at a time, again after the nack interval
+    /// while still stopped. Before, the walk waited for the cell to nack; a cell that knew of
+    /// no gap (its own knowledge already reached past the tick, from before a restart of the
+    /// pubend emptied its cache) never did, and the stream stalled for good (simulator seed
+    /// 647, pubend crashes).
+    pub(crate) fn fetch_stalled(&mut self, ctx: &mut Ctx<'_>) {
+        let interval = ctx.settings.nack_repetition_min_ms;
+        let highest = self.know.highest_known();
+        let mut fetch = Vec::new();
+        for child in self.children.values_mut() {
+            let Some(stalled) = &mut child.stalled else { continue };
+            if stalled.fetched_at.is_some_and(|at| ctx.now < at.after(interval)) {
+                continue;
+            }
+            stalled.fetched_at = Some(ctx.now);
+            let window = crate::engine::subends::window(
+                stalled.tick,
+                highest,
+                &self.know,
+                &self.cache,
+                ctx.settings.catch_up_window,
+            );
+            if !fetch.contains(&window) {
+                fetch.push(window);
+            }
+        }
         if !fetch.is_empty() {
             self.fetch(&fetch, ctx);
         }
@@ -340,6 +376,7 @@ impl Stream {
         for child in self.children.values_mut() {
             child.on_timer(self.pubend, ctx);
         }
+        self.fetch_stalled(ctx);
         if let Source::Upstream(up) = &mut self.source {
             up.on_timer(self.pubend, &self.know, self.subends.start(), ctx);
         }

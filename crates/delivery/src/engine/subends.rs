@@ -357,7 +357,7 @@ fn replay(
 /// The ticks to fetch for a subend that found `from`'s payload missing: from there through the
 /// next `messages` D ticks whose payload is missing too (one range: the F ticks between are
 /// answered as ranges, cheaply), so a backlog is pulled a window at a time.
-fn window(from: Tick, until: Tick, know: &Knowledge, cache: &PayloadCache, messages: u64) -> TickRange {
+pub(crate) fn window(from: Tick, until: Tick, know: &Knowledge, cache: &PayloadCache, messages: u64) -> TickRange {
     let mut to = from;
     let (mut counted, mut scanned) = (0, 0);
     let messages = messages.max(1);

@@ -530,3 +530,37 @@ fn a_lease_the_store_could_not_raise_is_asked_for_again() {
     engine.handle(Millis(1700), Input::Tick, &mut out);
     assert_eq!(lease_raises(&out), 1, "after a failure it is asked for again");
 }
+
+/// A pubend restarted on its log knows its records as D but holds none of their payloads: a
+/// child whose walk stops at one is served from the log without waiting for a nack, which a
+/// cell whose knowledge already reaches past the tick would never send (simulator seed 647,
+/// pubend crashes: the stream stalled for good).
+#[test]
+fn a_walk_stopped_at_an_uncached_payload_reads_the_log_without_a_nack() {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    engine.handle(
+        Millis(1),
+        Input::Route { pubend: P, route: StreamRoute { upstream: None, children: vec![child()] } },
+        &mut out,
+    );
+    let recovered = Recovered { lease: Tick(9_000_000), logged: vec![Tick(2000), Tick(3000)], ..Recovered::default() };
+    let mut all = Vec::new();
+    engine.handle(Millis(5000), Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
+    all.append(&mut out);
+    engine.handle(Millis(5300), Input::Tick, &mut out);
+    all.append(&mut out);
+    let out = all;
+    let reads: Vec<TickRange> = out
+        .iter()
+        .filter_map(|a| match a {
+            Action::Store(crate::store::StoreAction::ReadRange { range, .. }) => Some(*range),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        reads.iter().any(|r| r.from <= Tick(2000) && Tick(2000) <= r.to),
+        "the first logged payload is read for the child's walk: {out:?}"
+    );
+    assert!(sent(&out).iter().all(|m| !matches!(m, Message::Nack { .. })));
+}

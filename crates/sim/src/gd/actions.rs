@@ -35,6 +35,9 @@ impl GdLayer {
             }
             node.engine.handle(now, input, &mut actions);
             for action in actions {
+                if trace && matches!(action, Action::Send { .. }) {
+                    eprintln!("TRACE {now:?} node {} out {action:?}", node.index);
+                }
                 if let Some(next) = self.act(node, store, now, action, out) {
                     work.push(next);
                 }

@@ -68,6 +68,19 @@ pub(crate) struct Ostream {
     curious: RangeMap<Millis>,
     last_told_at: Millis,
     ack_expected: Option<AckExpected>,
+    /// The D tick the walk stopped at because its payload is not cached. The stream fetches it
+    /// (`Stream::fetch_stalled`): the cell cannot be counted on to nack it, since it may know
+    /// nothing of a gap (what it holds may already reach past the tick, or nothing follows it).
+    pub(crate) stalled: Option<Stalled>,
+}
+
+/// Where a walk stopped for want of a payload, and when it was last fetched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stalled {
+    /// The D tick whose payload is missing.
+    pub(crate) tick: Tick,
+    /// When the stream last fetched it (`None`: not yet).
+    pub(crate) fetched_at: Option<Millis>,
 }
 
 impl Ostream {
@@ -94,6 +107,7 @@ impl Ostream {
             curious: RangeMap::new(),
             last_told_at: now,
             ack_expected: None,
+            stalled: None,
         }
     }
 
@@ -176,8 +190,19 @@ impl Ostream {
 
     /// Walks the istream forward from `told` over final ticks: D ticks that pass the filter
     /// are sent (first time), the rest join the lazy F run. Stops at the first Q tick, or at a
-    /// D whose payload is not cached (a nack from the cell will fetch it).
+    /// D whose payload is not cached (noted in `stalled`: the stream fetches it).
     pub(crate) fn walk(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        let stalled = self.stalled.take();
+        self.walk_on(view, ctx);
+        // Still stopped at the same tick: keep when it was fetched.
+        if let (Some(old), Some(new)) = (stalled, &mut self.stalled) {
+            if old.tick == new.tick {
+                new.fetched_at = old.fetched_at;
+            }
+        }
+    }
+
+    fn walk_on(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
         let done = view.know.done().max(self.suspect.map_or(Tick(0), |s| s.to));
         if done > self.told {
             self.told = done;
@@ -229,7 +254,12 @@ impl Ostream {
             self.told = tick;
             return true;
         }
-        let Some(payload) = view.cache.get(tick) else { return false };
+        let Some(payload) = view.cache.get(tick) else {
+            if self.stalled.is_none_or(|s| s.tick != tick) {
+                self.stalled = Some(Stalled { tick, fetched_at: None });
+            }
+            return false;
+        };
         if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
             self.lazy_from.get_or_insert(tick);
         } else {
@@ -372,7 +402,10 @@ impl Ostream {
         let forget = self.curious_oldest().map(|at| at.after(settings.requested_forgetting_ms));
         let probe =
             self.ack_expected.filter(|_| self.told_max() > self.effective_ack()).map(|p| p.since.after(p.interval_ms));
-        [flush, forget, probe].into_iter().flatten().min()
+        // A stalled walk is fetched for again after the nack interval (the fetch may be lost).
+        let stalled =
+            self.stalled.map(|s| s.fetched_at.map_or(ctx.now, |at| at.after(settings.nack_repetition_min_ms)));
+        [flush, forget, probe, stalled].into_iter().flatten().min()
     }
 
     fn curious_oldest(&self) -> Option<Millis> {
