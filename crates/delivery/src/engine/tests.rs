@@ -37,6 +37,11 @@ fn child() -> ChildLink {
 }
 
 fn pubend() -> (Engine<Byte0>, Vec<Action>) {
+    pubend_on(Recovered::default(), Millis(1))
+}
+
+/// A pubend with one child whose log opens at `at` with `recovered`; the actions of the open.
+fn pubend_on(recovered: Recovered, at: Millis) -> (Engine<Byte0>, Vec<Action>) {
     let mut engine = Engine::new(Settings::default(), Byte0);
     let mut out = Vec::new();
     engine.handle(
@@ -44,7 +49,7 @@ fn pubend() -> (Engine<Byte0>, Vec<Action>) {
         Input::Route { pubend: P, route: StreamRoute { upstream: None, children: vec![child()] } },
         &mut out,
     );
-    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered: Recovered::default() }), &mut out);
+    engine.handle(at, Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
     (engine, out)
 }
 
@@ -537,16 +542,9 @@ fn a_lease_the_store_could_not_raise_is_asked_for_again() {
 /// pubend crashes: the stream stalled for good).
 #[test]
 fn a_walk_stopped_at_an_uncached_payload_reads_the_log_without_a_nack() {
-    let mut engine = Engine::new(Settings::default(), Byte0);
-    let mut out = Vec::new();
-    engine.handle(
-        Millis(1),
-        Input::Route { pubend: P, route: StreamRoute { upstream: None, children: vec![child()] } },
-        &mut out,
-    );
     let recovered = Recovered { lease: Tick(9_000_000), logged: vec![Tick(2000), Tick(3000)], ..Recovered::default() };
+    let (mut engine, mut out) = pubend_on(recovered, Millis(5000));
     let mut all = Vec::new();
-    engine.handle(Millis(5000), Input::Store(StoreInput::Opened { pubend: P, recovered }), &mut out);
     all.append(&mut out);
     engine.handle(Millis(5300), Input::Tick, &mut out);
     all.append(&mut out);
