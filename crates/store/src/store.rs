@@ -208,7 +208,11 @@ impl Store {
             poisoned: false,
             unsynced: false,
             last_sync: Instant::now(),
-            linger: crate::linger::Linger::new(options.linger),
+            // Only `always` syncs per group: the other policies have nothing to wait for.
+            linger: crate::linger::Linger::new(match options.fsync {
+                FsyncPolicy::Always => options.linger,
+                _ => Duration::ZERO,
+            }),
             buf: Vec::new(),
             short_of_space: false,
         };

@@ -75,7 +75,7 @@ impl GroupWriter {
             let wait = self.sync_due_in();
             match self.shared.queue.take(wait, spare) {
                 Taken::Group(mut ops) => {
-                    if self.policy == FsyncPolicy::Always && self.linger.should(ops.len(), Instant::now()) {
+                    if self.linger.should(ops.len(), Instant::now()) {
                         // Plain sleep, not a wait on the queue: every arrival would wake it.
                         std::thread::sleep(self.linger.wait);
                         let taken = ops.len();
