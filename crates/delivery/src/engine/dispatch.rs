@@ -136,7 +136,7 @@ impl<M: Matcher> Engine<M> {
     fn handle_peer_restarted(&mut self, now: Millis, broker: BrokerId, out: &mut Vec<Action>) {
         let pubends: Vec<PubendId> = self.streams.keys().copied().collect();
         for pubend in pubends {
-            self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.peer_restarted(broker));
+            self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.peer_restarted(broker, now));
         }
     }
 

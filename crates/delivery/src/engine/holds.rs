@@ -13,6 +13,11 @@
 //! Holds are kept per (cell, entry broker): when another broker of the same cell becomes its
 //! entry (the old entry was cut off or restarted), the new entry's acks say nothing about the
 //! subscribers behind the old one, so the old entry's ostream is held the same way.
+//! When a child cell's entry broker restarts (empty: its own holds and children are gone), its
+//! old ostream is held the same way: the new incarnation acknowledges for the subtree it knows
+//! so far, and the cells that hung below the old one may come back anywhere, lower
+//! (simulator seed 920: a restarted relay's first child acknowledged past a subtree that then
+//! rejoined below that child, and the pubend released what the subtree was still owed).
 //! Last, a stream with no consumer at all acknowledges everything it holds only once it has
 //! stayed so for the same retention ([`Stream::idle_aggregate`]).
 //!
@@ -36,6 +41,9 @@ struct Departed {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Holds {
     departed: BTreeMap<(CellId, BrokerId), Departed>,
+    /// Ostreams whose entry broker restarted, frozen where the old incarnation acknowledged
+    /// (acks from the new one go to the live ostream, never here).
+    restarted_entries: Vec<Departed>,
     /// At a restarted pubend: the recovered release prefix, and when the hold began.
     restart: Option<(Tick, Millis)>,
 }
@@ -50,12 +58,19 @@ impl Holds {
     /// Takes over the departed cells of `other` (the relay stream a pubend's log replaces).
     pub(crate) fn absorb(&mut self, other: Holds) {
         self.departed.extend(other.departed);
+        self.restarted_entries.extend(other.restarted_entries);
     }
 
     /// `ostream`'s cell left the tree, or its entry broker stopped being the cell's entry.
     pub(crate) fn leave(&mut self, ostream: Ostream, now: Millis) {
         let key = (ostream.cell, ostream.link().broker);
         self.departed.insert(key, Departed { ostream, since: now });
+    }
+
+    /// `ostream`'s entry broker restarted empty: what its old incarnation had not acknowledged
+    /// stays pinned for the retention, whatever the new one acknowledges.
+    pub(crate) fn entry_restarted(&mut self, ostream: Ostream, now: Millis) {
+        self.restarted_entries.push(Departed { ostream, since: now });
     }
 
     /// `cell` is back in the tree through `broker`: the ostream held for that entry, if any.
@@ -74,6 +89,7 @@ impl Holds {
     pub(crate) fn expire(&mut self, now: Millis, retention_ms: Option<u64>) {
         let Some(retention) = retention_ms else { return };
         self.departed.retain(|_, departed| now < departed.since.after(retention));
+        self.restarted_entries.retain(|held| now < held.since.after(retention));
         if self.restart.is_some_and(|(_, since)| now >= since.after(retention)) {
             self.restart = None;
         }
@@ -82,7 +98,8 @@ impl Holds {
     /// The lowest (ack, release) the holds allow; `None` without holds.
     pub(crate) fn floor(&self) -> Option<(Tick, Tick)> {
         let restart = self.restart.map(|(tick, _)| (tick, tick));
-        let departed = self.departed.values().map(|d| (d.ostream.effective_ack(), d.ostream.effective_release()));
+        let departed = self.departed.values().chain(&self.restarted_entries);
+        let departed = departed.map(|d| (d.ostream.effective_ack(), d.ostream.effective_release()));
         restart.into_iter().chain(departed).reduce(|(a, r), (b, s)| (a.min(b), r.min(s)))
     }
 
@@ -90,7 +107,8 @@ impl Holds {
     pub(crate) fn deadline(&self, retention_ms: Option<u64>) -> Option<Millis> {
         let retention = retention_ms?;
         let restart = self.restart.map(|(_, since)| since);
-        let oldest = self.departed.values().map(|d| d.since).chain(restart).min()?;
+        let departed = self.departed.values().chain(&self.restarted_entries);
+        let oldest = departed.map(|d| d.since).chain(restart).min()?;
         Some(oldest.after(retention))
     }
 }

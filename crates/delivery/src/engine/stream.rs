@@ -424,9 +424,10 @@ impl Stream {
 
 impl Stream {
     /// A peer restarted: reset what we assumed about it, downstream and upstream.
-    pub(crate) fn peer_restarted(&mut self, broker: crate::names::BrokerId) {
+    pub(crate) fn peer_restarted(&mut self, broker: crate::names::BrokerId, now: Millis) {
         for child in self.children.values_mut() {
             if child.link().broker == broker {
+                self.holds.entry_restarted(child.clone(), now);
                 child.peer_restarted();
             }
         }

@@ -408,6 +408,19 @@ fn a_cells_former_entry_broker_holds_the_release_until_it_acknowledges() {
     only_broker_9_releases(&mut engine, &mut out);
 }
 
+/// A restarted entry broker acknowledges for the subtree it knows so far; the cells that hung
+/// below its old incarnation may come back anywhere (simulator seed 920).
+#[test]
+fn a_restarted_entry_brokers_acks_release_nothing_its_old_incarnation_had_not_until_the_retention() {
+    let (mut engine, mut out) = pubend_with_one_message();
+    engine.handle(Millis(10), Input::PeerRestarted { broker: BrokerId(9) }, &mut out);
+    ack_from(&mut engine, 20, 9, 5000, &mut out);
+    assert!(released(&engine) < Tick(5000), "the old incarnation never acknowledged tick 5000");
+    let retention = Settings::default().departed_retention_ms.unwrap();
+    engine.handle(Millis(10 + retention), Input::Tick, &mut out);
+    assert!(released(&engine) >= Tick(5000), "after the retention the new incarnation's ack releases");
+}
+
 #[test]
 fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention() {
     let settings = Settings { departed_retention_ms: Some(1_000), ..Settings::default() };
