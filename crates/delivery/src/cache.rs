@@ -15,6 +15,26 @@ use bytes::Bytes;
 
 use crate::names::Tick;
 
+/// Payloads released from a cache, to be freed by the shell where it costs nothing that waits
+/// ([`crate::Action::Free`]). A release during a durable subscriber's catch-up covers hundreds
+/// of thousands of payloads; freeing them took 11-22 ms of the broker's single driver task at
+/// each release (every half second), and every live message waited behind it (`bench
+/// catch-up`: live p99 22-47 ms against 1-5 ms without a catch-up).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Released(BTreeMap<Tick, Bytes>);
+
+impl Released {
+    /// Payloads held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing was released.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Payloads of D ticks still worth keeping.
 #[derive(Clone, Debug, Default)]
 pub struct PayloadCache {
@@ -72,13 +92,15 @@ impl PayloadCache {
         self.protected_from = Some(protected);
     }
 
-    /// Drops every payload at or below `tick` (acknowledged everywhere downstream).
-    pub fn drop_through(&mut self, tick: Tick) {
+    /// Takes out every payload at or below `tick` (acknowledged everywhere downstream); the
+    /// caller hands them to the shell to free ([`Released`]).
+    pub fn drop_through(&mut self, tick: Tick) -> Released {
         // One split of the tree rather than a removal per payload (a release can cover
         // hundreds of thousands).
         let kept = self.payloads.split_off(&Tick(tick.0.saturating_add(1)));
         let dropped = std::mem::replace(&mut self.payloads, kept);
         self.bytes -= dropped.values().map(Bytes::len).sum::<usize>();
+        Released(dropped)
     }
 
     /// Payload bytes held.

@@ -41,7 +41,9 @@
 //! 5. Every protocol message from a peer: [`Input::Received`] with the sender and its cell. Carry
 //!    out [`Action::Send`] to `to` (through `via`, a cell mate, when set). When a peer's link
 //!    handshake shows a new incarnation, feed [`Input::PeerRestarted`] before its messages.
-//! 6. Call `handle(now, Input::Tick)` at [`Engine::next_deadline`] (calling earlier is harmless);
+//! 6. Drop what [`Action::Free`] hands over (payloads a release took out of a cache) where no
+//!    latency waits for it: a release can cover hundreds of thousands of payloads.
+//! 7. Call `handle(now, Input::Tick)` at [`Engine::next_deadline`] (calling earlier is harmless);
 //!    `now` must not go backwards within one engine.
 //!
 //! A test network of engines driven this way lives in `tests/net/` (lossy, duplicating,

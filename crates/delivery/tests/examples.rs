@@ -113,7 +113,7 @@ impl World {
                 }
                 Action::Deliver { subend, tick, .. } => self.delivered.push((subend, tick)),
                 Action::GapNotice { subend, range, .. } => self.gaps.push((subend, range)),
-                Action::PublishAcked { .. } => {}
+                Action::PublishAcked { .. } | Action::Free(_) => {}
                 Action::PublishRefused { .. } => panic!("no append fails in these examples"),
                 Action::Rejected { error } => panic!("{error}"),
             }

@@ -77,6 +77,7 @@ impl Driver {
             }
             Action::Store(store) => self.store_action(store),
             Action::Rejected { error } => Self::warn_rejected(&error),
+            Action::Free(released) => free(released),
         }
     }
 
@@ -156,5 +157,17 @@ impl Driver {
         let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };
         waiter.reply.push_frame(&Frame::PublishRefused(refused));
         self.metrics.publishes_refused.inc();
+    }
+}
+
+/// Payloads fewer than this are freed where they are released; more go to tokio's blocking
+/// pool, so the driver (and every live message behind it) does not wait for the frees.
+const FREE_INLINE: usize = 1024;
+
+/// Frees released payloads, off the driver when there are many (see [`tidings_delivery::cache::Released`]).
+fn free(released: tidings_delivery::cache::Released) {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if released.len() >= FREE_INLINE => drop(runtime.spawn_blocking(move || drop(released))),
+        _ => drop(released),
     }
 }

@@ -296,7 +296,7 @@ impl<M: Matcher> Engine<M> {
             log.early_release(up_to, ctx);
             let release = log.release;
             stream.know.advance_done(release);
-            stream.cache.drop_through(release);
+            super::stream::free(stream.cache.drop_through(release), ctx);
         });
     }
 

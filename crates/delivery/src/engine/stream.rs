@@ -9,7 +9,7 @@ use crate::engine::holds::Holds;
 use crate::engine::log::Log;
 use crate::engine::ostream::{Ostream, View};
 use crate::engine::subends::Subends;
-use crate::engine::types::{ChildLink, StreamRoute};
+use crate::engine::types::{Action, ChildLink, StreamRoute};
 use crate::engine::upstream::Upstream;
 use crate::engine::Ctx;
 use crate::knowledge::Knowledge;
@@ -277,7 +277,7 @@ impl Stream {
             Source::Upstream(up) => {
                 let done = ack.min(self.subends.ack().unwrap_or(ack));
                 self.know.advance_done(done);
-                self.cache.drop_through(done);
+                free(self.cache.drop_through(done), ctx);
                 up.forget_through(done);
                 let moved = ack > self.acked.ack || release > self.acked.release || self.acked.force;
                 let due = self.acked.sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.ack_propagation_ms));
@@ -290,7 +290,7 @@ impl Stream {
             Source::Log(log) => {
                 if log.release_to(release, ctx) {
                     self.know.advance_done(log.release);
-                    self.cache.drop_through(log.release);
+                    free(self.cache.drop_through(log.release), ctx);
                 }
                 self.ack_pending = release > log.release;
                 self.acked.ack = ack;
@@ -457,5 +457,12 @@ impl Stream {
             up.new_gaps(&self.know, start.prev(), start, ctx.now);
         }
         self.learn(&[], Learned::Requested, ctx);
+    }
+}
+
+/// Hands payloads a release took out of the cache to the shell to free ([`Action::Free`]).
+pub(crate) fn free(released: crate::cache::Released, ctx: &mut Ctx<'_>) {
+    if !released.is_empty() {
+        ctx.out.push(Action::Free(released));
     }
 }

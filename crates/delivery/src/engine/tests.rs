@@ -399,6 +399,19 @@ fn an_ack_from_a_broker_that_is_not_the_cells_entry_does_not_release() {
     only_broker_9_releases(&mut engine, &mut out);
 }
 
+/// Released payloads go to the shell to free (hundreds of thousands at once during a
+/// catch-up: freeing them in the engine held the broker's driver for 11-22 ms).
+#[test]
+fn a_release_hands_the_released_payloads_to_the_shell() {
+    let (mut engine, mut out) = pubend_with_one_message();
+    out.clear();
+    ack_from(&mut engine, 20, 9, 5000, &mut out);
+    assert!(released(&engine) >= Tick(5000));
+    let freed: usize = out.iter().map(|a| if let Action::Free(r) = a { r.len() } else { 0 }).sum();
+    assert_eq!(freed, 1, "the payload of tick 5000 is handed out once");
+    assert_eq!(engine.stream_bytes(P).map(|b| b < 1 << 20), Some(true));
+}
+
 #[test]
 fn a_cells_former_entry_broker_holds_the_release_until_it_acknowledges() {
     let (mut engine, mut out) = pubend_with_one_message();

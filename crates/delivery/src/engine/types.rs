@@ -218,6 +218,9 @@ pub enum Action {
     },
     /// A durable operation for the store.
     Store(StoreAction),
+    /// Payloads the stream no longer needs: drop them, off any path latency depends on if
+    /// there are many (a thread of their own); a simulator may drop them at once.
+    Free(crate::cache::Released),
     /// An input was refused; nothing else changed.
     Rejected {
         /// Why.

@@ -106,6 +106,8 @@ impl GdLayer {
                 self.world.borrow_mut().violations.push(format!("node {me} rejected an input: {error}"));
                 None
             }
+            // Simulated time does not wait for frees.
+            Action::Free(_) => None,
         }
     }
 
