@@ -376,6 +376,10 @@ pub struct Udp {
     /// The client UDP socket's send buffer, in bytes (`SO_SNDBUF`; capped at
     /// `net.core.wmem_max`).
     pub send_buffer: usize,
+    /// Most UDP sessions open at once; a new client past it gets ERROR `limit_exceeded`. Each
+    /// session holds a queue and a writer task, and only clients that proved their address
+    /// (an address token) get one.
+    pub max_sessions: usize,
 }
 
 impl Default for Config {
@@ -432,7 +436,13 @@ impl Default for SlowConsumer {
 
 impl Default for Udp {
     fn default() -> Udp {
-        Udp { session_ttl: Duration::from_secs(30), queue_messages: 256, recv_buffer: 8 << 20, send_buffer: 8 << 20 }
+        Udp {
+            session_ttl: Duration::from_secs(30),
+            queue_messages: 256,
+            recv_buffer: 8 << 20,
+            send_buffer: 8 << 20,
+            max_sessions: 100_000,
+        }
     }
 }
 

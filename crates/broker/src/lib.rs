@@ -34,6 +34,7 @@ pub mod session;
 pub mod storage;
 pub mod tcp;
 pub mod udp;
+mod udp_token;
 
 pub use config::{Config, OverflowPolicy, DEFAULT_ADMIN_PORT, DEFAULT_PORT};
 pub use server::{start, BoundAddresses, Running, StartError};

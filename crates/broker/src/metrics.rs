@@ -69,6 +69,10 @@ pub struct Metrics {
     pub udp_deliveries_too_large: Counter,
     /// UDP sessions that expired for want of a keepalive.
     pub udp_sessions_expired: Counter,
+    /// UDP datagrams without a valid address token: answered with a TOKEN and nothing else.
+    pub udp_unvalidated: Counter,
+    /// UDP sessions refused because `[udp] max_sessions` were open.
+    pub udp_sessions_refused: Counter,
     /// Time from reading a batch of frames off a socket to having queued each of its
     /// PUBLISHes for every matching subscriber (one sample per batch: its last message's
     /// publish-to-dispatch latency).
@@ -139,6 +143,8 @@ impl Metrics {
             udp_datagrams_dropped: Counter::default(),
             udp_deliveries_too_large: Counter::default(),
             udp_sessions_expired: Counter::default(),
+            udp_unvalidated: Counter::default(),
+            udp_sessions_refused: Counter::default(),
             dispatch_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 24)),
             selector_evaluations: Counter::default(),
             index_hits: Counter::default(),
@@ -198,6 +204,12 @@ impl Metrics {
             m.udp_deliveries_too_large.clone(),
         );
         r.register("udp_sessions_expired", "UDP sessions expired without keepalive", m.udp_sessions_expired.clone());
+        r.register(
+            "udp_unvalidated_datagrams",
+            "UDP datagrams without a valid address token",
+            m.udp_unvalidated.clone(),
+        );
+        r.register("udp_sessions_refused", "UDP sessions refused at max_sessions", m.udp_sessions_refused.clone());
         r.register(
             "dispatch_seconds",
             "Time from reading a batch of PUBLISH frames to queueing them",

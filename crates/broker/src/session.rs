@@ -165,6 +165,9 @@ impl Session {
                 ReasonCode::UnexpectedFrame,
                 "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
             )),
+            Frame::Token(_) => {
+                Err(Notice::new(ReasonCode::UnexpectedFrame, "TOKEN is for UDP, and only first in a datagram"))
+            }
         };
         result.unwrap_or_else(|notice| {
             if let Some(reason) = notice.reason() {
@@ -333,6 +336,15 @@ impl Session {
             outbox.wait_drained(deadline).await;
         }
         self.scratch.route.hold_back(deadline).await;
+    }
+
+    /// Lets the queues this session's publishes congested go, without waiting: one task
+    /// serves every UDP client, so holding one UDP publisher back would stop them all (and UDP
+    /// has no flow control to pass the wait on). Each congested subscriber's own overflow
+    /// policy applies instead.
+    pub fn forgo_hold_back(&mut self) {
+        self.scratch.congested.clear();
+        self.scratch.route.congested.clear();
     }
 
     /// The number of active subscriptions.

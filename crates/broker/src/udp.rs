@@ -1,4 +1,5 @@
-//! Client UDP: one socket, a session per client address, expiry of silent clients.
+//! Client UDP: one socket, a session per client address that proved it receives there (an
+//! address token first in every datagram, `udp_token.rs`), expiry of silent clients.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -6,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tidings_wire::Frame;
+use tidings_wire::{Frame, Notice, ReasonCode};
 use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
@@ -14,6 +15,11 @@ use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::outbox::{write_datagrams, Outbox};
 use crate::server::Shared;
 use crate::session::{Next, Session, Transport};
+use crate::udp_token::TokenKey;
+
+/// Bytes of a TOKEN frame: a datagram shorter than this gets no answer at all, so a forged
+/// source address never makes the broker send more than it received.
+const TOKEN_FRAME_LEN: usize = tidings_wire::HEADER_LEN + tidings_wire::TOKEN_LEN;
 
 struct UdpClient {
     session: Session,
@@ -22,6 +28,13 @@ struct UdpClient {
 
 /// Serves datagrams until shutdown.
 pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
+    let key = match TokenKey::generate() {
+        Ok(key) => key,
+        Err(error) => {
+            tracing::error!(%error, "no random source for UDP address tokens; UDP clients are not served");
+            return;
+        }
+    };
     let ttl = shared.config.udp.session_ttl;
     let mut clients: HashMap<SocketAddr, UdpClient> = HashMap::new();
     let mut sweep = tokio::time::interval((ttl / 4).max(Duration::from_millis(25)));
@@ -33,7 +46,8 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
             received = socket.recv_from(&mut buf) => {
                 // Errors here are ICMP reports about earlier sends; they concern one peer only.
                 if let Ok((len, peer)) = received {
-                    datagram(Bytes::copy_from_slice(&buf[..len]), peer, &socket, &mut clients, &shared).await;
+                    let data = Bytes::copy_from_slice(&buf[..len]);
+                    datagram(data, (peer, &key), &socket, &mut clients, &shared);
                 }
             }
         }
@@ -43,14 +57,15 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
     }
 }
 
-async fn datagram(
+fn datagram(
     mut data: Bytes,
-    peer: SocketAddr,
+    (peer, key): (SocketAddr, &TokenKey),
     socket: &Arc<UdpSocket>,
     clients: &mut HashMap<SocketAddr, UdpClient>,
     shared: &Arc<Shared>,
 ) {
     // Decode the whole datagram first: a garbage datagram is dropped whole and touches no state.
+    let len = data.len();
     let mut frames = Vec::new();
     while !data.is_empty() {
         match Frame::decode_datagram(&mut data, shared.config.limits.max_frame) {
@@ -60,6 +75,25 @@ async fn datagram(
                 return;
             }
         }
+    }
+    // Only a client that receives at its address speaks for it (see `tidings_wire::Token`).
+    if !matches!(frames.first(), Some(Frame::Token(token)) if key.verify(peer, token)) {
+        shared.metrics.udp_unvalidated.inc();
+        if len >= TOKEN_FRAME_LEN {
+            if let Ok(bytes) = Frame::Token(key.token(peer)).to_bytes() {
+                let _ = socket.try_send_to(&bytes, peer);
+            }
+        }
+        return;
+    }
+    frames.remove(0);
+    if !clients.contains_key(&peer) && clients.len() >= shared.config.udp.max_sessions {
+        shared.metrics.udp_sessions_refused.inc();
+        let refusal = Frame::Error(Notice::new(ReasonCode::LimitExceeded, "too many UDP sessions"));
+        if let Ok(bytes) = refusal.to_bytes() {
+            let _ = socket.try_send_to(&bytes, peer);
+        }
+        return;
     }
     let client = clients.entry(peer).or_insert_with(|| {
         // A UDP client's queue is short and drops its oldest datagram when full: see `[udp]
@@ -96,7 +130,7 @@ async fn datagram(
         }
     }
     client.session.finish_batch(read_at);
-    client.session.hold_back_for_congestion().await;
+    client.session.forgo_hold_back();
 }
 
 fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &Shared) {

@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tidings_testkit::{BrokerProcess, RawConnection};
 use tidings_wire::{
-    DeliveryMode, Frame, Hello, Message, Notice, Ping, Pong, Property, ReasonCode, SubId, Subscribe, Unsubscribe, Value,
+    DeliveryMode, Frame, Hello, Message, Notice, Ping, Pong, Property, ReasonCode, SubId, Subscribe, Token,
+    Unsubscribe, Value,
 };
 
 const SECOND: Duration = Duration::from_secs(1);
@@ -406,15 +407,42 @@ fn slow_consumer_disconnect_policy_closes_only_the_slow_subscriber() {
     assert_still_serving(&b);
 }
 
+/// A raw UDP client that proved its address: every datagram it sends starts with its TOKEN.
+struct RawUdp {
+    socket: UdpSocket,
+    token: Token,
+}
+
+impl RawUdp {
+    /// Asks for the address token (a PING datagram without one gets a TOKEN back).
+    fn open(b: &BrokerProcess) -> RawUdp {
+        let socket = udp_socket(b);
+        let ping = Frame::Ping(Ping { nonce: 0 }).to_bytes().unwrap();
+        let mut padded = ping.to_vec();
+        padded.extend_from_slice(&ping); // a datagram shorter than a TOKEN frame gets no answer
+        socket.send(&padded).unwrap();
+        match udp_recv(&socket) {
+            Frame::Token(token) => RawUdp { socket, token },
+            other => panic!("expected TOKEN, got {other:?}"),
+        }
+    }
+
+    fn send(&self, f: &Frame) {
+        let mut datagram = Frame::Token(self.token).to_bytes().unwrap().to_vec();
+        datagram.extend_from_slice(&f.to_bytes().unwrap());
+        self.socket.send(&datagram).unwrap();
+    }
+
+    fn recv(&self) -> Frame {
+        udp_recv(&self.socket)
+    }
+}
+
 fn udp_socket(b: &BrokerProcess) -> UdpSocket {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.connect(b.udp()).unwrap();
     s.set_read_timeout(Some(5 * SECOND)).unwrap();
     s
-}
-
-fn udp_send(s: &UdpSocket, f: &Frame) {
-    s.send(&f.to_bytes().unwrap()).unwrap();
 }
 
 fn udp_recv(s: &UdpSocket) -> Frame {
@@ -424,26 +452,82 @@ fn udp_recv(s: &UdpSocket) -> Frame {
     Frame::decode_datagram(&mut data, 1 << 20).unwrap()
 }
 
+fn udp_subscribe(id: u32, pattern: &str) -> Frame {
+    Frame::Subscribe(Subscribe {
+        id: SubId(id),
+        mode: DeliveryMode::BestEffort,
+        pattern: pattern.into(),
+        selector: None,
+        durable: None,
+    })
+}
+
+/// A forged source address cannot open a session, speak for one (DISCONNECT), or make the
+/// broker send the victim more bytes than it sent.
+#[test]
+fn a_udp_datagram_without_its_addresss_token_opens_nothing_and_speaks_for_no_session() {
+    let b = broker(&[]);
+    // As a forger would: SUBSCRIBE and PING with no token.
+    let forged = udp_socket(&b);
+    let mut datagram = udp_subscribe(1, "v.>").to_bytes().unwrap().to_vec();
+    datagram.extend_from_slice(&Frame::Ping(Ping { nonce: 1 }).to_bytes().unwrap());
+    forged.send(&datagram).unwrap();
+    assert!(matches!(udp_recv(&forged), Frame::Token(_)), "the answer is a TOKEN, nothing else");
+    assert_eq!(b.metric("tidings_subscriptions").unwrap(), 0.0, "no session, no subscription");
+    assert!(b.metric("tidings_udp_unvalidated_datagrams_total").unwrap() >= 1.0);
+    // A datagram shorter than a TOKEN frame gets no answer at all.
+    forged.send(&Frame::Ping(Ping { nonce: 2 }).to_bytes().unwrap()).unwrap();
+    forged.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(forged.recv(&mut buf).is_err(), "no answer bigger than the question");
+    // A real subscriber; a DISCONNECT without its token does not cut it off.
+    let sub = RawUdp::open(&b);
+    sub.send(&udp_subscribe(2, "v.>"));
+    sub.send(&Frame::Ping(Ping { nonce: 3 }));
+    assert_eq!(sub.recv(), Frame::Pong(Pong { nonce: 3 }));
+    let disconnect = Frame::Disconnect(Notice::new(ReasonCode::Normal, "forged")).to_bytes().unwrap();
+    let mut padded = disconnect.to_vec();
+    padded.extend_from_slice(&Frame::Ping(Ping { nonce: 4 }).to_bytes().unwrap());
+    sub.socket.send(&padded).unwrap();
+    assert!(matches!(sub.recv(), Frame::Token(_)));
+    let mut publisher = RawConnection::handshake(&b.tcp()).unwrap();
+    let m = Message::new("v.w", &[], Bytes::from_static(b"still here"), 5).unwrap();
+    publisher.send(&Frame::Publish(m)).unwrap();
+    match sub.recv() {
+        Frame::Deliver(d) => assert_eq!(d.message.payload(), Bytes::from_static(b"still here")),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.metric("tidings_subscriptions").unwrap(), 1.0);
+}
+
+#[test]
+fn udp_sessions_past_the_limit_are_refused_with_a_reason() {
+    let (b, _dir) = broker_with_config("[udp]\nmax_sessions = 1\n");
+    let first = RawUdp::open(&b);
+    first.send(&Frame::Ping(Ping { nonce: 1 }));
+    assert_eq!(first.recv(), Frame::Pong(Pong { nonce: 1 }));
+    let second = RawUdp::open(&b);
+    second.send(&Frame::Ping(Ping { nonce: 2 }));
+    match second.recv() {
+        Frame::Error(n) => assert_eq!(n.reason(), Some(ReasonCode::LimitExceeded)),
+        other => panic!("expected ERROR limit_exceeded, got {other:?}"),
+    }
+    assert_eq!(b.metric("tidings_udp_sessions_refused_total").unwrap(), 1.0);
+    first.send(&Frame::Ping(Ping { nonce: 3 }));
+    assert_eq!(first.recv(), Frame::Pong(Pong { nonce: 3 }), "the open session goes on");
+}
+
 #[test]
 fn udp_clients_subscribe_publish_and_ping() {
     let b = broker(&[]);
-    let sub = udp_socket(&b);
-    udp_send(
-        &sub,
-        &Frame::Subscribe(Subscribe {
-            id: SubId(3),
-            mode: DeliveryMode::BestEffort,
-            pattern: "u.*".into(),
-            selector: None,
-            durable: None,
-        }),
-    );
-    udp_send(&sub, &Frame::Ping(Ping { nonce: 8 }));
-    assert_eq!(udp_recv(&sub), Frame::Pong(Pong { nonce: 8 }));
-    let publisher = udp_socket(&b);
+    let sub = RawUdp::open(&b);
+    sub.send(&udp_subscribe(3, "u.*"));
+    sub.send(&Frame::Ping(Ping { nonce: 8 }));
+    assert_eq!(sub.recv(), Frame::Pong(Pong { nonce: 8 }));
+    let publisher = RawUdp::open(&b);
     let m = Message::new("u.v", &[Property::new("k", Value::Int(1))], Bytes::from_static(b"dgram"), 5).unwrap();
-    udp_send(&publisher, &Frame::Publish(m));
-    match udp_recv(&sub) {
+    publisher.send(&Frame::Publish(m));
+    match sub.recv() {
         Frame::Deliver(d) => {
             assert_eq!(d.id, SubId(3));
             assert_eq!(d.message.payload(), Bytes::from_static(b"dgram"));
@@ -454,19 +538,19 @@ fn udp_clients_subscribe_publish_and_ping() {
     let mut tcp = RawConnection::handshake(&b.tcp()).unwrap();
     subscribe(&mut tcp, 1, "u.>");
     let m = Message::new("u.w", &[], Bytes::from_static(b"both"), 5).unwrap();
-    udp_send(&publisher, &Frame::Publish(m));
+    publisher.send(&Frame::Publish(m));
     assert!(matches!(tcp.expect(5 * SECOND).unwrap(), Frame::Deliver(_)));
 }
 
 #[test]
 fn garbage_datagrams_are_dropped_and_counted() {
     let b = broker(&[]);
-    let s = udp_socket(&b);
-    s.send(b"\x00\x00\x00\x05\x99garbage").unwrap();
-    s.send(b"").unwrap();
-    s.send(&[0, 0, 0, 9, 7, 1]).unwrap(); // truncated PING
-    udp_send(&s, &Frame::Ping(Ping { nonce: 1 }));
-    assert_eq!(udp_recv(&s), Frame::Pong(Pong { nonce: 1 }));
+    let s = RawUdp::open(&b);
+    s.socket.send(b"\x00\x00\x00\x05\x99garbage").unwrap();
+    s.socket.send(b"").unwrap();
+    s.socket.send(&[0, 0, 0, 9, 7, 1]).unwrap(); // truncated PING
+    s.send(&Frame::Ping(Ping { nonce: 1 }));
+    assert_eq!(s.recv(), Frame::Pong(Pong { nonce: 1 }));
     assert!(b.metric("tidings_udp_datagrams_dropped_total").unwrap() >= 2.0);
     assert_still_serving(&b);
 }
@@ -474,19 +558,10 @@ fn garbage_datagrams_are_dropped_and_counted() {
 #[test]
 fn udp_subscriptions_expire_without_keepalive() {
     let (b, _dir) = broker_with_config("[udp]\nsession_ttl = \"300ms\"\n");
-    let sub = udp_socket(&b);
-    udp_send(
-        &sub,
-        &Frame::Subscribe(Subscribe {
-            id: SubId(1),
-            mode: DeliveryMode::BestEffort,
-            pattern: "x".into(),
-            selector: None,
-            durable: None,
-        }),
-    );
-    udp_send(&sub, &Frame::Ping(Ping { nonce: 1 }));
-    udp_recv(&sub);
+    let sub = RawUdp::open(&b);
+    sub.send(&udp_subscribe(1, "x"));
+    sub.send(&Frame::Ping(Ping { nonce: 1 }));
+    sub.recv();
     assert_eq!(b.metric("tidings_subscriptions").unwrap(), 1.0);
     let deadline = Instant::now() + 5 * SECOND;
     while b.metric("tidings_subscriptions").unwrap() != 0.0 {

@@ -4,6 +4,10 @@
 //!
 //! There is no connection to lose, so no reconnect: a broker that restarts simply gets the
 //! subscriptions again from the next keepalive.
+//!
+//! Every datagram starts with the address token the broker gave (a TOKEN frame): the broker
+//! answers a datagram without a valid one with its TOKEN only, and the client then sends
+//! again at once (see `tidings_wire::Token`).
 
 use std::cell::RefCell;
 use std::io;
@@ -11,8 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tidings_wire::{Frame, Hello, Notice, Ping, ReasonCode, SubId, Subscribe, Unsubscribe, PROTOCOL_VERSION};
+use tidings_wire::{Frame, Hello, Notice, Ping, ReasonCode, SubId, Subscribe, Token, Unsubscribe, PROTOCOL_VERSION};
 use tokio::net::{lookup_host, UdpSocket};
+use tokio::sync::watch;
 use tokio::time::{interval_at, sleep, timeout, timeout_at, Instant, MissedTickBehavior};
 use tracing::{debug, warn};
 
@@ -39,6 +44,8 @@ thread_local! {
 #[derive(Debug)]
 pub(crate) struct UdpLink {
     socket: UdpSocket,
+    /// The broker's address token for this socket, once it gave one.
+    token: watch::Sender<Option<Token>>,
 }
 
 /// Opens the socket, exchanges HELLO/WELCOME and starts the reader and keepalive tasks.
@@ -47,7 +54,7 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
     let socket = timeout(limit, open(&config))
         .await
         .unwrap_or(Err(ClientError::Timeout { operation: "connect", after: limit }))?;
-    let link = Arc::new(UdpLink { socket });
+    let link = Arc::new(UdpLink { socket, token: watch::Sender::new(None) });
     let shared = Arc::new(Shared::new(config, Link::Udp(link.clone())));
     tokio::spawn(read_loop(shared.clone(), link.clone()));
     match link.request(&shared, vec![hello(&shared.config)], "handshake", limit).await {
@@ -78,12 +85,21 @@ fn hello(config: &Config) -> Frame {
 }
 
 impl UdpLink {
+    /// Starts a datagram with the address token, if the broker gave one yet.
+    fn put_token(&self, out: &mut BytesMut) {
+        if let Some(token) = *self.token.borrow() {
+            // A TOKEN frame has a fixed size: encoding it cannot fail.
+            let _ = Frame::Token(token).encode(out);
+        }
+    }
+
     /// Sends one PUBLISH datagram if the socket can take it now: `Ok(false)` when its send
     /// buffer is full.
     pub(crate) fn try_publish(&self, frame: &Frame) -> Result<bool, ClientError> {
         SCRATCH.with(|scratch| {
             let mut scratch = scratch.borrow_mut();
             scratch.clear();
+            self.put_token(&mut scratch);
             frame.encode(&mut scratch)?;
             match self.socket.try_send(&scratch) {
                 Ok(_) => Ok(true),
@@ -152,6 +168,9 @@ impl UdpLink {
         }
         let nonce = shared.next_seq();
         let mut rx = shared.waiters.lock().insert(nonce);
+        // A new token from the broker means the last datagram was not taken: send again at once.
+        let mut tokens = self.token.subscribe();
+        tokens.borrow_and_update();
         frames.push(Frame::Ping(Ping { nonce }));
         let deadline = Instant::now() + limit;
         let retry = shared.config.udp_retry_interval.max(Duration::from_millis(1));
@@ -159,7 +178,14 @@ impl UdpLink {
             if let Err(e) = self.send_frames(&frames).await {
                 debug!(error = %e, "request datagram not sent; retrying");
             }
-            match timeout_at((Instant::now() + retry).min(deadline), &mut rx).await {
+            let answer = tokio::select! {
+                answer = timeout_at((Instant::now() + retry).min(deadline), &mut rx) => answer,
+                Ok(()) = tokens.changed() => {
+                    tokens.borrow_and_update();
+                    continue;
+                }
+            };
+            match answer {
                 Ok(Ok(outcome)) => break outcome,
                 Ok(Err(_)) => break Err(shared.closed_error().unwrap_or(ClientError::Closed)),
                 Err(_) if Instant::now() >= deadline => break Err(ClientError::Timeout { operation, after: limit }),
@@ -173,16 +199,20 @@ impl UdpLink {
     /// Packs frames into as few datagrams as `DATAGRAM_TARGET` allows and sends them.
     async fn send_frames(&self, frames: &[Frame]) -> Result<(), ClientError> {
         let mut datagram = BytesMut::new();
+        self.put_token(&mut datagram);
+        let prefix = datagram.len();
         for frame in frames {
             let start = datagram.len();
             frame.encode(&mut datagram)?;
-            if datagram.len() > DATAGRAM_TARGET && start > 0 {
+            if datagram.len() > DATAGRAM_TARGET && start > prefix {
                 let next = datagram.split_off(start);
                 self.socket.send(&datagram).await?;
-                datagram = next;
+                datagram.clear();
+                self.put_token(&mut datagram);
+                datagram.extend_from_slice(&next);
             }
         }
-        if !datagram.is_empty() {
+        if datagram.len() > prefix {
             self.socket.send(&datagram).await?;
         }
         Ok(())
@@ -191,6 +221,7 @@ impl UdpLink {
     /// Sends one frame without waiting (dropped if the socket is busy: UDP is lossy anyway).
     pub(crate) fn try_send_frame(&self, frame: &Frame) {
         let mut out = BytesMut::new();
+        self.put_token(&mut out);
         if frame.encode(&mut out).is_ok() {
             if let Err(e) = self.socket.try_send(&out) {
                 debug!(error = %e, "control datagram not sent");
@@ -237,6 +268,9 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
         let mut datagram = buf.split().freeze();
         while !datagram.is_empty() {
             match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
+                Ok(Frame::Token(token)) => {
+                    link.token.send_replace(Some(token));
+                }
                 Ok(frame) => {
                     if let Some(error) = shared.handle_inbound(frame, read_us, &mut inbox) {
                         debug!(%error, "broker notice over udp");

@@ -25,8 +25,8 @@ pub use error::WireError;
 pub use frame::{
     check_decoder, peek_header, Deliver, DeliveryAck, DeliveryMode, Frame, FrameType, Gap, GuaranteedDeliver,
     GuaranteedPublish, Hello, Message, Notice, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribe, Subscribed,
-    Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN, GUARANTEED_DELIVER_HEADER_LEN, HEADER_LEN,
-    PROTOCOL_VERSION,
+    Token, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN, GUARANTEED_DELIVER_HEADER_LEN, HEADER_LEN,
+    PROTOCOL_VERSION, TOKEN_LEN,
 };
 pub use ids::{PubendId, PublisherId, Tick};
 pub use reason::ReasonCode;

@@ -17,6 +17,7 @@ mod publish_ack;
 mod publish_refused;
 mod subscribe;
 mod subscribed;
+mod token;
 mod unsubscribe;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -34,6 +35,7 @@ pub use publish_ack::PublishAck;
 pub use publish_refused::PublishRefused;
 pub use subscribe::{DeliveryMode, SubId, Subscribe};
 pub use subscribed::Subscribed;
+pub use token::{Token, TOKEN_LEN};
 pub use unsubscribe::Unsubscribe;
 
 use crate::error::WireError;
@@ -86,10 +88,12 @@ pub enum FrameType {
     DeliveryAck = 0x10,
     /// Broker confirms a guaranteed subscription and its start ticks.
     Subscribed = 0x11,
+    /// Either way over UDP: the address token a datagram starts with.
+    Token = 0x12,
 }
 
 /// The highest type byte this version knows; the header check refuses anything above.
-const LAST_FRAME_TYPE: u8 = FrameType::Subscribed as u8;
+const LAST_FRAME_TYPE: u8 = FrameType::Token as u8;
 
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +132,8 @@ pub enum Frame {
     DeliveryAck(DeliveryAck),
     /// See [`Subscribed`].
     Subscribed(Subscribed),
+    /// See [`Token`].
+    Token(Token),
 }
 
 pub use welcome::Welcome;
@@ -154,6 +160,7 @@ impl Frame {
             Frame::Gap(_) => FrameType::Gap,
             Frame::DeliveryAck(_) => FrameType::DeliveryAck,
             Frame::Subscribed(_) => FrameType::Subscribed,
+            Frame::Token(_) => FrameType::Token,
         }
     }
 
@@ -204,6 +211,10 @@ impl Frame {
                 Ok(())
             }
             Frame::Subscribed(f) => f.encode_body(out),
+            Frame::Token(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
         })
     }
 
@@ -263,6 +274,7 @@ impl Frame {
             0x0F => Frame::Gap(Gap::decode_body(&body)?),
             0x10 => Frame::DeliveryAck(DeliveryAck::decode_body(&body)?),
             0x11 => Frame::Subscribed(Subscribed::decode_body(&body)?),
+            0x12 => Frame::Token(Token::decode_body(&body)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

@@ -184,6 +184,16 @@ fn gap_delivery_ack_and_subscribed_golden_bytes() {
 }
 
 #[test]
+fn token_golden_bytes() {
+    let token: [u8; TOKEN_LEN] = std::array::from_fn(|i| i as u8);
+    let mut expected = vec![0, 0, 0, 17, 0x12];
+    expected.extend(token);
+    golden(Frame::Token(Token(token)), &expected);
+    let mut short = BytesMut::from(&[0u8, 0, 0, 2, 0x12, 7][..]);
+    assert!(Frame::decode(&mut short, 1024).is_err(), "a token is 16 bytes, no fewer");
+}
+
+#[test]
 fn a_gap_that_ends_before_it_starts_is_an_error() {
     let mut buf = BytesMut::from(
         &[0u8, 0, 0, 29, 0x0F, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 3][..],
