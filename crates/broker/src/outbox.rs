@@ -205,6 +205,24 @@ impl Outbox {
         self.abort();
     }
 
+    /// The writer is gone: what is still queued will never be written. Queued deliveries
+    /// hold their subscription's target, which holds this outbox, so left in place they would
+    /// keep the outbox (and every byte queued in it, and its share of the broker's queue budget)
+    /// alive forever after the connection ended: 400 MB stayed with a killed stalled
+    /// subscriber before this.
+    fn discard(&self) {
+        let mut s = self.state.lock();
+        let items = std::mem::take(&mut s.items);
+        let room = std::mem::take(&mut s.room);
+        s.bytes = 0;
+        s.control = 0;
+        let held = std::mem::take(&mut s.held);
+        drop(s);
+        self.budget.refund(held);
+        drop(items);
+        drop(room);
+    }
+
     /// Charges `size` queued bytes (the state lock held by the caller); true when the broker's
     /// total is past its budget and connections must be cut once the lock is let go.
     fn charge(&self, s: &mut State, size: usize) -> bool {
@@ -555,6 +573,7 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
     }
     let _ = writer.shutdown().await;
     outbox.done.cancel();
+    outbox.discard();
     outbox.drained.notify_waiters();
 }
 
@@ -665,6 +684,7 @@ pub async fn write_datagrams(socket: Arc<UdpSocket>, peer: SocketAddr, outbox: A
         outbox.drained.notify_waiters();
     }
     outbox.done.cancel();
+    outbox.discard();
 }
 
 #[cfg(test)]

@@ -611,6 +611,39 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     assert_still_serving(&b);
 }
 
+/// A stalled subscriber's queue is given back when it goes: to the queue budget (queued
+/// deliveries held their own queue alive, 400 MB stayed for good) and to the operating system
+/// (mimalloc kept freed pages resident until told to purge at once).
+#[test]
+fn a_stalled_subscribers_queue_is_freed_and_returned_to_the_os_when_it_leaves() {
+    let b = broker(&[]);
+    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let idle_rss = rss();
+    let mut stalled = RawConnection::handshake(&b.tcp()).unwrap();
+    subscribe(&mut stalled, 1, "burst.>");
+    barrier(&mut stalled, 1);
+    // It reads no more. About 64 MiB (its queue's default byte bound) piles up.
+    let mut publisher = RawConnection::handshake(&b.tcp()).unwrap();
+    static PAYLOAD: [u8; 4000] = [b'z'; 4000];
+    for _ in 0..20_000 {
+        publish(&mut publisher, "burst.x", &PAYLOAD);
+    }
+    barrier(&mut publisher, 2);
+    let queued = b.metric("tidings_queued_bytes").unwrap();
+    assert!(queued > 32.0 * 1024.0 * 1024.0, "the burst queued only {queued} bytes");
+    let peak = rss();
+    drop(stalled);
+    tidings_testkit::wait_until("the queue goes back to the budget", 10 * SECOND, || {
+        b.metric("tidings_queued_bytes").unwrap() == 0.0
+    });
+    // At once: with mimalloc's default purge delay it took 8 s of metric scrapes here.
+    tidings_testkit::wait_until("the memory goes back to the operating system", 3 * SECOND, || {
+        rss() < idle_rss + 24.0 * 1024.0 * 1024.0
+    });
+    assert!(peak > idle_rss + 48.0 * 1024.0 * 1024.0, "the burst never grew the broker ({peak} from {idle_rss})");
+    assert_still_serving(&b);
+}
+
 #[test]
 fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_handshake_timeout() {
     let (b, _dir) = broker_with_config("[limits]\nhandshake_timeout = \"300ms\"\n");
