@@ -16,14 +16,15 @@ use clap::{CommandFactory, Parser, Subcommand};
 /// operating system.
 const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 
-/// A broker's memory goes back to the operating system as soon as it is freed: a burst (a
-/// stalled subscriber's 400 MB queue, say) otherwise stayed resident after the subscriber left,
-/// because mimalloc purges a delayed page only when the thread that freed it allocates again,
-/// and that thread may stay idle (measured: 557 MB resident 5 s after such a burst by default,
-/// 22 MB with a purge delay of 0; 50 ms kept all of it; throughput did not move). mimalloc
-/// reads the setting from its environment variable when the process starts, before `main`,
-/// and the workspace forbids the unsafe call that would set it later: so the broker runs itself
-/// again, once, with the variable set. An operator's own value is kept.
+/// With `[limits] return_freed_memory` (the default), a broker's memory goes back to the
+/// operating system as soon as it is freed: a burst (a stalled subscriber's 400 MB queue, say)
+/// otherwise stayed resident after the subscriber left, because mimalloc purges a delayed page
+/// only when the thread that freed it allocates again, and that thread may stay idle
+/// (measured: 557 MB resident 5 s after such a burst by default, 22 MB with a purge delay of
+/// 0; delays of 1, 10 and 50 ms kept all of it). mimalloc reads the setting from its
+/// environment variable when the process starts, before `main`, and the workspace forbids the
+/// unsafe call that would set it later: so the broker runs itself again, once, with the
+/// variable set. An operator's own value of the variable is kept.
 fn purge_freed_memory_at_once() {
     use std::os::unix::process::CommandExt;
     if std::env::var_os(PURGE_DELAY).is_some() {
@@ -99,9 +100,6 @@ enum Command {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Broker(_)) {
-        purge_freed_memory_at_once();
-    }
     // The broker's config file may set its log level and format: read it before logging starts
     // (a bad config is reported plainly, without a log line).
     let broker_config = match &cli.command {
@@ -111,6 +109,9 @@ fn main() -> std::process::ExitCode {
         },
         _ => None,
     };
+    if broker_config.as_ref().is_some_and(|config| config.limits.return_freed_memory) {
+        purge_freed_memory_at_once();
+    }
     let (level, json) = match &broker_config {
         Some(config) => (config.log.level.clone(), config.log.format == tidings_broker::config::LogFormat::Json),
         None => ("info".to_string(), false),
