@@ -409,7 +409,7 @@ fn a_release_hands_the_released_payloads_to_the_shell() {
     assert!(released(&engine) >= Tick(5000));
     let freed: usize = out.iter().map(|a| if let Action::Free(r) = a { r.len() } else { 0 }).sum();
     assert_eq!(freed, 1, "the payload of tick 5000 is handed out once");
-    assert_eq!(engine.stream_bytes(P).map(|b| b < 1 << 20), Some(true));
+    assert_eq!(engine.inspect(P).map(|view| view.cached()), Some(0), "and the cache no longer holds it");
 }
 
 #[test]
