@@ -125,7 +125,12 @@
 //!   cannot hear that mate's subscribers), and a departed link's interest stays in its
 //!   neighbour's summaries for the departed retention (`route/src/router/departed.rs`), so a
 //!   subscriber behind a cut link, a partition or a restarting broker is not judged F while
-//!   the logs still wait for it. What remains: a cell that joins a relay's tree may be told
+//!   the logs still wait for it. That held interest also counts at the filter edge toward the
+//!   departed peer's own cell (or its local subscribers, for a mate) when it comes back: a
+//!   relay restarted empty vouches at once for the subtree it knows, before its children link
+//!   to it again, and ticks judged by that summary alone were F for them (real processes:
+//!   `cli/tests/gd_links.rs`, a relay killed and restarted empty, lost 1-5 messages in about
+//!   half the runs). What remains: a cell that joins a relay's tree may be told
 //!   F that the relay's upstream judged before it knew the cell's interest (durable seed 74:
 //!   a message judged while the summaries were still moving; seed 483 with faults: the
 //!   pubend itself told a relay F for a subscriber that had just moved below it). The

@@ -50,6 +50,7 @@ impl Driver {
     pub(super) fn carry_out(&mut self, action: Action) {
         match action {
             Action::Send { to, message, via } => {
+                tracing::trace!(me = %self.broker, to = to.0, ?via, ?message, "gd out");
                 let sent = self.net.as_mut().map_or(Sent::Not, |net| net.send(to, via, &message));
                 if sent != Sent::Not {
                     if sent == Sent::Sideways {
@@ -102,6 +103,7 @@ impl Driver {
     }
 
     fn deliver(&mut self, subend: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
+        tracing::trace!(me = %self.broker, subend = subend.0, pubend = pubend.0, tick = tick.0, "gd deliver");
         if self.subends.get(&subend).is_some_and(|entry| entry.durable && entry.outbox.is_some()) {
             self.durable_delivered(subend, pubend, tick);
         }

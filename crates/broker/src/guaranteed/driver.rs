@@ -193,6 +193,10 @@ impl Driver {
         self.inputs.push_back(input);
         let mut actions = Vec::new();
         while let Some(input) = self.inputs.pop_front() {
+            if tracing::enabled!(tracing::Level::TRACE) && !matches!(input, Input::Tick | Input::Publish { .. }) {
+                // The protocol's inputs, one per line, for tracing a network's exchange.
+                tracing::trace!(me = %self.broker, ?input, "gd in");
+            }
             self.engine.handle(now(), input, &mut actions);
             for action in actions.drain(..) {
                 self.carry_out(action);

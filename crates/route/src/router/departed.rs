@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 
 use super::Router;
 use crate::filter::Filter;
-use crate::names::{BrokerName, Millis};
+use crate::names::{BrokerName, CellName, Millis};
 
 /// One departed peer's interest and when it stops counting.
 #[derive(Clone, Debug)]
@@ -56,6 +56,31 @@ impl<F: Filter> Router<F> {
     /// When the next hold ends.
     pub(super) fn next_departed_expiry(&self) -> Option<Millis> {
         self.departed.values().map(|held| held.until).min()
+    }
+
+    /// Whether a held departed peer of child cell `cell` (by the graph's cell membership) or
+    /// the departed mate `mate` wanted `message`. A filter edge asks this before it judges F:
+    /// a peer that comes back empty (restarted on a new data directory) vouches at once for
+    /// the subtree it knows so far, which lacks the subscribers that will link to it again a
+    /// moment later; judged by that summary alone, the ticks published meanwhile were F for
+    /// them and lost (`a_relay_killed_and_restarted_empty...` in `cli/tests/gd_links.rs`).
+    pub(super) fn departed_wants(
+        &self,
+        cell: Option<&CellName>,
+        mate: Option<&BrokerName>,
+        message: &F::Message,
+    ) -> bool {
+        self.departed.iter().any(|(peer, held)| {
+            let ours = mate == Some(peer) || cell.is_some_and(|cell| self.table.graph.cell_of(peer) == Some(cell));
+            ours && held.filters.iter().any(|filter| filter.matches(message))
+        })
+    }
+
+    /// Whether a departed peer of child cell `cell`, or the departed mate `mate`, is held.
+    pub(super) fn departed_held(&self, cell: Option<&CellName>, mate: Option<&BrokerName>) -> bool {
+        self.departed
+            .keys()
+            .any(|peer| mate == Some(peer) || cell.is_some_and(|cell| self.table.graph.cell_of(peer) == Some(cell)))
     }
 
     fn release_departed(&mut self, peer: &BrokerName) {

@@ -32,20 +32,24 @@ impl<F: Filter> Router<F> {
     /// the mate a sideways copy would go through) rules the message out. `Unsure` when `cell`
     /// is not such a child in our view (the caller's route is older or newer than ours).
     pub fn child_cell_verdict(&self, pubend: &PubendRef, cell: &CellName, message: &F::Message) -> Verdict {
-        match self.judge(pubend, cell) {
+        let verdict = match self.judge(pubend, cell) {
             Some(Judge::Own(child)) => child_verdict(true, child.synced, || child.index.any_match(message)),
             Some(Judge::Mate(helper, root)) => child_verdict(true, helper.down_synced.contains(root), || {
                 helper.down.get(root).is_some_and(|down| down.any_match(message))
             }),
             None => Verdict::Unsure,
-        }
+        };
+        self.unless_departed_wants(verdict, Some(cell), None, message)
     }
 
     /// Whether child cell `cell` is in `pubend`'s tree below us: false only when the summary
     /// [`Router::child_cell_verdict`] judges by is vouched and empty (nothing behind the child
-    /// could match, so guaranteed delivery need not wait for its acks). A child we cannot
-    /// judge is in.
+    /// could match, so guaranteed delivery need not wait for its acks) and no departed broker
+    /// of the cell is held. A child we cannot judge is in.
     pub fn child_cell_in_tree(&self, pubend: &PubendRef, cell: &CellName) -> bool {
+        if self.departed_held(Some(cell), None) {
+            return true;
+        }
         match self.judge(pubend, cell) {
             Some(Judge::Own(child)) => !child.synced || child.summary.kept().next().is_some(),
             Some(Judge::Mate(helper, root)) => {
@@ -59,15 +63,36 @@ impl<F: Filter> Router<F> {
     /// mate vouched for its local summary and that rules the message out; `Unsure` for a
     /// broker that is not a linked mate.
     pub fn mate_verdict(&self, mate: &BrokerName, message: &F::Message) -> Verdict {
-        match self.routes.mates.iter().find(|held| held.name == *mate) {
+        let verdict = match self.routes.mates.iter().find(|held| held.name == *mate) {
             Some(held) => child_verdict(true, held.local_synced, || held.local.any_match(message)),
             None => Verdict::Unsure,
+        };
+        self.unless_departed_wants(verdict, None, Some(mate), message)
+    }
+
+    /// A summary's F stands only if no held departed peer of that downstream wanted the
+    /// message (`router/departed.rs`): interest held for a peer that went away still counts
+    /// toward it when it comes back, until the hold ends.
+    fn unless_departed_wants(
+        &self,
+        verdict: Verdict,
+        cell: Option<&CellName>,
+        mate: Option<&BrokerName>,
+        message: &F::Message,
+    ) -> Verdict {
+        if verdict == Verdict::Filtered && self.departed_wants(cell, mate, message) {
+            Verdict::Deliver
+        } else {
+            verdict
         }
     }
 
     /// Whether linked cell mate `mate`'s local subscribers are in a pubend's tree: false only
     /// when the mate vouched for an empty local summary.
     pub fn mate_in_tree(&self, mate: &BrokerName) -> bool {
+        if self.departed_held(None, Some(mate)) {
+            return true;
+        }
         match self.routes.mates.iter().find(|held| held.name == *mate) {
             Some(held) => !held.local_synced || self.holds_any(mate, &Scope::Local),
             None => true,

@@ -198,3 +198,44 @@ fn a_split_cell_is_unsure_until_its_members_link_again() {
     assert_eq!(wired.router("p").child_cell_verdict(&p, &"A".into(), &30), Verdict::Filtered);
     assert_eq!(wired.router("p").child_cell_verdict(&p, &"A".into(), &15), Verdict::Deliver);
 }
+
+#[test]
+fn a_child_that_comes_back_empty_is_not_judged_f_for_the_interest_held_for_it() {
+    // a - b - c; c subscribes; b dies and comes back with empty state (a new data directory:
+    // same name, same incarnation), links to a first and vouches for the empty subtree it
+    // knows, before c links to it again.
+    let mut wired = line();
+    wired.routers.get_mut("a").unwrap().settings.departed_interest_ms = 1_000;
+    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let p = pubend("a");
+    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver);
+    for (at, peer) in [("a", "b"), ("c", "b")] {
+        wired.input(at, Input::LinkDown { peer: peer.into(), incarnation: Incarnation(1) });
+    }
+    wired.pump();
+    let settings = RouterSettings {
+        name: "b".into(),
+        cell: "B".into(),
+        incarnation: Incarnation(1),
+        liveness: LIVENESS,
+        departed_interest_ms: 0,
+    };
+    wired.routers.insert("b".into(), Router::new(settings));
+    wired.input("a", Input::LinkUp { peer: "b".into(), cell: "B".into(), incarnation: Incarnation(1) });
+    wired.input("b", Input::LinkUp { peer: "a".into(), cell: "A".into(), incarnation: Incarnation(1) });
+    wired.pump();
+    let a = wired.router("a");
+    assert!(a.child_cell_in_tree(&p, &"B".into()), "b's held interest keeps it in the tree");
+    assert_eq!(a.child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver, "c's interest is held for b");
+    assert_eq!(a.child_cell_verdict(&p, &"B".into(), &30), Verdict::Filtered, "b vouched, and nobody wants 30");
+    // Once the hold ends, b's own (empty, vouched) summary judges alone.
+    while wired.now < Millis(1_100) {
+        wired.now = wired.now.after(20);
+        for name in ["a", "b"] {
+            wired.input(name, Input::Tick);
+        }
+        wired.pump();
+    }
+    assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &15), Verdict::Filtered);
+}
