@@ -331,6 +331,14 @@ pub struct Limits {
     /// against 569-651 k msg/s); `false` keeps the allocator's lazy default, under which a
     /// burst's pages stayed resident while the threads that freed them were idle.
     pub return_freed_memory: bool,
+    /// A published message whose matching took longer than this (its topic's subscriptions'
+    /// selectors against its properties) closes its publisher's connection with ERROR
+    /// `limit_exceeded` (0: never). Matching runs beside every other session's, never under
+    /// a lock that stops them, but it holds one of the broker's threads: a client sending
+    /// messages built to be costly (a long text against many LIKE selectors) is cut at its
+    /// first such message instead of taking a core for as long as it likes.
+    #[serde(with = "humantime_serde")]
+    pub max_match_time: std::time::Duration,
 }
 
 /// What the broker does when a subscriber's outbound queue is full.
@@ -426,6 +434,7 @@ impl Default for Limits {
             handshake_timeout: std::time::Duration::from_secs(10),
             max_queued_bytes: 512 * 1024 * 1024,
             return_freed_memory: true,
+            max_match_time: std::time::Duration::from_millis(500),
         }
     }
 }

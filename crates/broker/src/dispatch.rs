@@ -1,11 +1,16 @@
-//! The broker's subscription table: the matching index behind one lock, and the fan-out of a
-//! published message to the queues of its matching subscriptions.
+//! The broker's subscription table: the matching index behind a read-write lock, and the
+//! fan-out of a published message to the queues of its matching subscriptions.
+//!
+//! Sessions match at once under the read side, each with its own [`MatchScratch`]; only
+//! subscribing, unsubscribing and writing back cache misses and counters take the write side.
+//! With one lock held across every match, one costly message (a long text against many LIKE
+//! selectors) stopped every other publisher for as long as it took.
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use parking_lot::Mutex;
-use tidings_matching::{MatchStats, Pattern, Selector, SubscriptionId, SubscriptionIndex};
+use parking_lot::{Mutex, RwLock};
+use tidings_matching::{MatchScratch, MatchStats, Pattern, Selector, SubscriptionId, SubscriptionIndex};
 use tidings_wire::Message;
 
 use crate::metrics::Metrics;
@@ -13,7 +18,7 @@ use crate::outbox::{Outbox, Push, Target};
 
 /// Shared by every session of a broker.
 pub struct Dispatcher {
-    index: Mutex<SubscriptionIndex<Arc<Target>>>,
+    index: RwLock<SubscriptionIndex<Arc<Target>>>,
     metrics: Metrics,
     /// The index's counters as last copied into `metrics`.
     reported: Mutex<MatchStats>,
@@ -23,6 +28,8 @@ pub struct Dispatcher {
 #[derive(Default)]
 pub struct DispatchScratch {
     targets: Vec<Arc<Target>>,
+    /// This session's matching state (see the module doc).
+    matching: MatchScratch,
     /// Queues that reported congestion during the current batch of frames.
     pub congested: Vec<Arc<Outbox>>,
     /// Queues that went from empty to non-empty in the current batch; their writers are woken
@@ -58,26 +65,30 @@ impl Drop for DispatchScratch {
 impl Dispatcher {
     /// An empty table.
     pub fn new(metrics: Metrics) -> Dispatcher {
-        Dispatcher { index: Mutex::new(SubscriptionIndex::new()), metrics, reported: Mutex::new(MatchStats::default()) }
+        Dispatcher {
+            index: RwLock::new(SubscriptionIndex::new()),
+            metrics,
+            reported: Mutex::new(MatchStats::default()),
+        }
     }
 
     /// Adds a subscription.
     pub fn subscribe(&self, pattern: Pattern, selector: Option<Selector>, target: Arc<Target>) -> SubscriptionId {
-        let id = self.index.lock().insert(pattern, selector, target);
+        let id = self.index.write().insert(pattern, selector, target);
         self.metrics.subscriptions.inc();
         id
     }
 
     /// Removes a subscription; unknown ids are ignored.
     pub fn unsubscribe(&self, id: SubscriptionId) {
-        if self.index.lock().remove(id).is_some() {
+        if self.index.write().remove(id).is_some() {
             self.metrics.subscriptions.dec();
         }
     }
 
     /// Active subscriptions.
     pub fn len(&self) -> usize {
-        self.index.lock().len()
+        self.index.read().len()
     }
 
     /// True when there are no subscriptions.
@@ -87,24 +98,35 @@ impl Dispatcher {
 
     /// Queues `message` for every matching subscription. The topic must be valid. Queues that
     /// report congestion are collected in `scratch.congested` for the caller to wait on.
-    pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) {
+    /// Returns how long matching took when it was timed (some subscription has a selector).
+    pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) -> Option<std::time::Duration> {
         scratch.published += 1;
         scratch.published_bytes += message.encoded_len() as u64;
-        self.deliver(message, scratch);
+        self.deliver(message, scratch)
     }
 
     /// Queues `message` for every matching local subscription without counting it as
     /// published here (it came from a peer broker).
-    pub fn deliver(&self, message: &Message, scratch: &mut DispatchScratch) {
-        {
-            let mut index = self.index.lock();
+    pub fn deliver(&self, message: &Message, scratch: &mut DispatchScratch) -> Option<std::time::Duration> {
+        let spent = {
+            let index = self.index.read();
             // Only selector matching is timed: without selectors a match is a cache lookup, and
             // reading the clock would cost more than it.
             let started = index.has_selectors().then(Instant::now);
-            index.matches(message.topic(), &message.property_view(), &mut scratch.targets);
-            if let Some(started) = started {
-                self.metrics.match_seconds.observe(started.elapsed().as_secs_f64());
-            }
+            index.matches_shared(
+                message.topic(),
+                &message.property_view(),
+                &mut scratch.matching,
+                &mut scratch.targets,
+            );
+            started.map(|started| {
+                let spent = started.elapsed();
+                self.metrics.match_seconds.observe(spent.as_secs_f64());
+                spent
+            })
+        };
+        if scratch.matching.wants_absorb() {
+            self.absorb(scratch);
         }
         for target in scratch.targets.drain(..) {
             if target.outbox.push(&target, message, &mut scratch.wake) == Push::Congested
@@ -113,12 +135,30 @@ impl Dispatcher {
                 scratch.congested.push(Arc::clone(&target.outbox));
             }
         }
+        spent
+    }
+
+    /// Ends a batch of deliveries: what matching found and counted goes into the index (see
+    /// [`Dispatcher::absorb`]).
+    pub fn settle(&self, scratch: &mut DispatchScratch) {
+        if scratch.matching.has_pending() {
+            self.absorb(scratch);
+        }
+    }
+
+    /// Writes a session's cache misses and counters into the index, if nobody else holds it:
+    /// waiting here would queue every other session's matching behind whatever match holds
+    /// the read side now, so a busy index leaves them for a later batch.
+    fn absorb(&self, scratch: &mut DispatchScratch) {
+        if let Some(mut index) = self.index.try_write() {
+            index.absorb(&mut scratch.matching);
+        }
     }
 
     /// Copies the index's counters into the Prometheus metrics; called when they are scraped,
     /// so the matching path itself only bumps plain integers under the lock it already holds.
     pub fn report_match_stats(&self) {
-        let now = self.index.lock().stats();
+        let now = self.index.read().stats();
         let mut last = self.reported.lock();
         let m = &self.metrics;
         m.selector_evaluations.inc_by(now.selector_evaluations.saturating_sub(last.selector_evaluations));
@@ -135,6 +175,7 @@ impl Dispatcher {
     /// latency of its last message).
     pub fn finish_batch(&self, read_at: Instant, scratch: &mut DispatchScratch) {
         scratch.wake_writers();
+        self.settle(scratch);
         if scratch.published == 0 {
             return;
         }

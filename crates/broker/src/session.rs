@@ -56,6 +56,20 @@ pub enum Next {
     Refuse(Notice),
 }
 
+/// A match this long makes a session's next publishes match off the worker (see
+/// [`Session::publish`]): far above a normal match (microseconds), far below a stall anyone
+/// notices.
+const COSTLY_MATCH: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// How many publishes after a costly match still match off the worker.
+const COSTLY_STREAK: u32 = 1_000;
+
+/// Whether this thread is a worker of a multi-threaded runtime (where `block_in_place` works).
+fn on_worker_pool() -> bool {
+    tokio::runtime::Handle::try_current()
+        .is_ok_and(|handle| handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
+}
+
 /// One client's state: its handshake, its subscriptions, its queue.
 pub struct Session {
     transport: Transport,
@@ -75,6 +89,8 @@ pub struct Session {
     last_valid_topic: Option<String>,
     /// This session's publishing endpoint, chosen at its first publish while links are up.
     pubend: Option<PubendId>,
+    /// Publishes left to match off the runtime's worker (see [`Session::publish`]).
+    costly_left: u32,
     /// Its entry in `/connz`.
     conn: Arc<crate::connz::Conn>,
 }
@@ -104,6 +120,7 @@ impl Session {
             scratch: DispatchScratch::default(),
             last_valid_topic: None,
             pubend: None,
+            costly_left: 0,
         }
     }
 
@@ -179,7 +196,28 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         self.check_topic(message)?;
-        self.shared.dispatcher.publish(message, &mut self.scratch);
+        let spent = if self.costly_left > 0 && on_worker_pool() {
+            // Matching this session's messages has been costly: do it with the worker's other
+            // duties handed to another thread, so sockets are still polled meanwhile. A task
+            // that computes for long on a worker stops the runtime's I/O until it yields (a
+            // light client's round trip took as long as a burst of costly matches).
+            tokio::task::block_in_place(|| self.shared.dispatcher.publish(message, &mut self.scratch))
+        } else {
+            self.shared.dispatcher.publish(message, &mut self.scratch)
+        };
+        self.costly_left = match spent {
+            Some(spent) if spent >= COSTLY_MATCH => COSTLY_STREAK,
+            _ => self.costly_left.saturating_sub(1),
+        };
+        let bound = self.shared.config.limits.max_match_time;
+        if let Some(spent) = spent.filter(|spent| !bound.is_zero() && *spent > bound) {
+            let text = format!(
+                "matching this message took {} ms, past the broker's [limits] max_match_time of {} ms",
+                spent.as_millis(),
+                bound.as_millis()
+            );
+            return Err(Notice::new(ReasonCode::LimitExceeded, text));
+        }
         let cluster = &self.shared.cluster;
         if cluster.is_active() {
             let pubend = *self.pubend.get_or_insert_with(|| cluster.new_pubend());

@@ -9,6 +9,10 @@
 //!
 //! Eviction is CLOCK (second chance): a hit marks its entry, and the hand sweeping for a victim
 //! clears marks until it finds an unmarked entry. It approximates LRU without a linked list.
+//! The mark is an atomic flag, so lookups need only shared access: many callers read the cache
+//! at once, and only insertions and invalidations need the index to themselves.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use indexmap::IndexMap;
 use rustc_hash::FxBuildHasher;
@@ -22,7 +26,7 @@ struct Entry {
     /// Groups whose pattern matches the topic, as the trie returned them.
     groups: Box<[GroupId]>,
     /// Set by a hit; the clock hand spares a marked entry once.
-    referenced: bool,
+    referenced: AtomicBool,
 }
 
 /// A bounded map from topic to matching groups.
@@ -43,10 +47,18 @@ impl ResultCache {
     }
 
     /// The cached groups for `topic`, marking the entry as recently used.
-    pub(crate) fn get(&mut self, topic: &str) -> Option<&[GroupId]> {
-        let entry = self.entries.get_mut(topic)?;
-        entry.referenced = true;
+    pub(crate) fn get(&self, topic: &str) -> Option<&[GroupId]> {
+        let entry = self.entries.get(topic)?;
+        // Relaxed: the mark is a hint to the clock hand, ordered with nothing else.
+        if !entry.referenced.load(Ordering::Relaxed) {
+            entry.referenced.store(true, Ordering::Relaxed);
+        }
         Some(&entry.groups)
+    }
+
+    /// Whether the cache remembers anything at all (capacity above 0).
+    pub(crate) fn enabled(&self) -> bool {
+        self.capacity > 0
     }
 
     /// Remembers the groups for `topic`, evicting one entry first when full.
@@ -57,7 +69,7 @@ impl ResultCache {
         if self.entries.len() >= self.capacity {
             self.evict_one();
         }
-        let entry = Entry { groups: groups.into(), referenced: false };
+        let entry = Entry { groups: groups.into(), referenced: AtomicBool::new(false) };
         self.entries.insert(topic.into(), entry);
     }
 
@@ -85,8 +97,8 @@ impl ResultCache {
             let Some((_, entry)) = self.entries.get_index_mut(self.hand) else {
                 return;
             };
-            if entry.referenced {
-                entry.referenced = false;
+            if *entry.referenced.get_mut() {
+                *entry.referenced.get_mut() = false;
                 self.hand += 1;
             } else {
                 // The last entry moves into the hand's place; it gets its look next.

@@ -81,15 +81,49 @@ impl<S> Group<S> {
     }
 }
 
-/// What the content indexes of all groups share, and the per-message scratch.
+/// What the content indexes of all groups share.
 #[derive(Debug, Default)]
 struct ContentState {
     vocabulary: Vocabulary,
     atoms: AtomTable,
+}
+
+/// Cache misses a caller remembers before it may write them into the shared cache.
+const MAX_PENDING_MISSES: usize = 64;
+
+/// Publishes a caller counts before it asks to fold its counters into the index's.
+const COUNTS_PER_ABSORB: u64 = 1024;
+
+/// One caller's working state for [`SubscriptionIndex::matches_shared`]: everything matching
+/// writes, so the index itself is only read and many callers (a broker's sessions) match
+/// through it at once. What the index should remember (topics that missed the cache) and count
+/// waits here until the caller has the index to itself ([`SubscriptionIndex::absorb`]).
+#[derive(Debug, Default)]
+pub struct MatchScratch {
+    /// Reused buffer for the groups of an uncached topic.
+    found: Vec<GroupId>,
     /// The current message's properties by interned id (reused buffer).
     resolved: Resolved,
+    work: Work,
     /// Counts messages that reached a content index; 0 is never a message's epoch.
     epoch: u64,
+    /// Topics that missed the cache: the groups found, and the index generation they hold for.
+    misses: Vec<(Box<str>, Box<[GroupId]>, u64)>,
+    /// Counters not yet folded into the index's.
+    counted: MatchStats,
+}
+
+impl MatchScratch {
+    /// Whether [`SubscriptionIndex::absorb`] has something worth taking exclusive access for:
+    /// cache entries to write, or a batch of counters.
+    pub fn wants_absorb(&self) -> bool {
+        !self.misses.is_empty() || self.counted.publishes >= COUNTS_PER_ABSORB
+    }
+
+    /// Whether anything at all waits for [`SubscriptionIndex::absorb`].
+    pub fn has_pending(&self) -> bool {
+        !self.misses.is_empty() || self.counted.publishes > 0
+    }
 }
 
 /// Every subscription of a broker, indexed for matching published messages.
@@ -106,10 +140,13 @@ pub struct SubscriptionIndex<S> {
     records: Vec<Record>,
     free_records: Vec<u32>,
     cache: ResultCache,
-    /// Reused buffer for the groups of an uncached topic.
-    found: Vec<GroupId>,
+    /// Bumped whenever a pattern appears or disappears: a cache miss found under an older
+    /// generation may be stale and is not remembered.
+    generation: u64,
     content: ContentState,
     stats: MatchStats,
+    /// The scratch of [`SubscriptionIndex::matches`] (exclusive callers).
+    scratch: MatchScratch,
 }
 
 impl<S: Clone> Default for SubscriptionIndex<S> {
@@ -134,9 +171,10 @@ impl<S: Clone> SubscriptionIndex<S> {
             records: Vec::new(),
             free_records: Vec::new(),
             cache: ResultCache::new(entries),
-            found: Vec::new(),
+            generation: 0,
             content: ContentState::default(),
             stats: MatchStats::default(),
+            scratch: MatchScratch::default(),
         }
     }
 
@@ -214,23 +252,63 @@ impl<S: Clone> SubscriptionIndex<S> {
     /// for `properties`: a list, or (allocation-free) a view of an encoded message's. One entry
     /// per matching subscription (no dedupe). `topic` is a valid topic.
     pub fn matches<L: PropertyLookup + ?Sized>(&mut self, topic: &str, properties: &L, out: &mut Vec<S>) {
+        let mut scratch = std::mem::take(&mut self.scratch);
+        self.matches_shared(topic, properties, &mut scratch, out);
+        self.absorb(&mut scratch);
+        self.scratch = scratch;
+    }
+
+    /// [`SubscriptionIndex::matches`] through shared access: the index is only read, and what
+    /// matching writes goes to the caller's `scratch`. Callers that share the index behind a
+    /// read-write lock match at once under the read side, and call
+    /// [`SubscriptionIndex::absorb`] under the write side when
+    /// [`MatchScratch::wants_absorb`] says so (a topic missed the cache, or counters piled up),
+    /// so one expensive message never stops the others' matching.
+    pub fn matches_shared<L: PropertyLookup + ?Sized>(
+        &self,
+        topic: &str,
+        properties: &L,
+        scratch: &mut MatchScratch,
+        out: &mut Vec<S>,
+    ) {
         // A reference is sized, so it can stand behind the `dyn` the content index reads through.
         let properties: &dyn PropertyLookup = &properties;
-        self.stats.publishes += 1;
+        scratch.counted.publishes += 1;
         let before = out.len();
         if let Some(groups) = self.cache.get(topic) {
-            self.stats.cache_hits += 1;
-            deliver(groups, &mut self.groups, &mut self.content, properties, &mut self.stats, out);
+            scratch.counted.cache_hits += 1;
+            deliver(groups, &self.groups, &self.content, properties, scratch, out);
         } else {
-            self.stats.cache_misses += 1;
-            let mut found = std::mem::take(&mut self.found);
+            scratch.counted.cache_misses += 1;
+            let mut found = std::mem::take(&mut scratch.found);
             found.clear();
             self.trie.collect(topic, &mut found);
-            self.cache.insert(topic, &found);
-            deliver(&found, &mut self.groups, &mut self.content, properties, &mut self.stats, out);
-            self.found = found;
+            if self.cache.enabled() && scratch.misses.len() < MAX_PENDING_MISSES {
+                scratch.misses.push((topic.into(), found.as_slice().into(), self.generation));
+            }
+            deliver(&found, &self.groups, &self.content, properties, scratch, out);
+            scratch.found = found;
         }
-        self.stats.deliveries += (out.len() - before) as u64;
+        scratch.counted.deliveries += (out.len() - before) as u64;
+    }
+
+    /// Writes what `scratch` found into the cache (each miss still current: no pattern came or
+    /// went since) and folds its counters into the index's.
+    pub fn absorb(&mut self, scratch: &mut MatchScratch) {
+        for (topic, groups, generation) in scratch.misses.drain(..) {
+            if generation == self.generation && self.cache.get(&topic).is_none() {
+                self.cache.insert(&topic, &groups);
+            }
+        }
+        let counted = std::mem::take(&mut scratch.counted);
+        let stats = &mut self.stats;
+        stats.publishes += counted.publishes;
+        stats.cache_hits += counted.cache_hits;
+        stats.cache_misses += counted.cache_misses;
+        stats.deliveries += counted.deliveries;
+        stats.index_hits += counted.index_hits;
+        stats.unindexed_checks += counted.unindexed_checks;
+        stats.selector_evaluations += counted.selector_evaluations;
     }
 
     /// Number of subscriptions.
@@ -278,6 +356,7 @@ impl<S: Clone> SubscriptionIndex<S> {
         };
         self.trie.insert(&pattern, id);
         self.cache.invalidate(&pattern);
+        self.generation += 1;
         let group = Group { pattern, plain: Vec::new(), plain_ids: Vec::new(), content: ContentIndex::default() };
         self.groups[id.0 as usize] = Some(group);
         id
@@ -290,6 +369,7 @@ impl<S: Clone> SubscriptionIndex<S> {
         };
         self.trie.remove(&group.pattern);
         self.cache.invalidate(&group.pattern);
+        self.generation += 1;
         self.free_groups.push(id);
     }
 
@@ -315,31 +395,32 @@ fn live_group<S>(groups: &mut [Option<Group<S>>], id: GroupId) -> &mut Group<S> 
 /// The message's properties are resolved once, and only if some group has selectors.
 fn deliver<S: Clone>(
     ids: &[GroupId],
-    groups: &mut [Option<Group<S>>],
-    content: &mut ContentState,
+    groups: &[Option<Group<S>>],
+    content: &ContentState,
     properties: &dyn PropertyLookup,
-    stats: &mut MatchStats,
+    scratch: &mut MatchScratch,
     out: &mut Vec<S>,
 ) {
     let mut resolved = false;
-    let mut work = Work::default();
     for id in ids {
-        let Some(Some(group)) = groups.get_mut(id.0 as usize) else { continue };
+        let Some(Some(group)) = groups.get(id.0 as usize) else { continue };
         out.extend_from_slice(&group.plain);
         if group.content.len() == 0 {
             continue;
         }
         if !resolved {
-            content.epoch += 1;
-            MessageView::resolve_into(properties, &content.vocabulary, &mut content.resolved);
+            scratch.epoch += 1;
+            MessageView::resolve_into(properties, &content.vocabulary, &mut scratch.resolved);
             resolved = true;
         }
-        let view = MessageView { properties, resolved: &content.resolved, epoch: content.epoch };
-        group.content.deliver(&view, &mut content.atoms, &mut work, out);
+        let view = MessageView { properties, resolved: &scratch.resolved, epoch: scratch.epoch };
+        group.content.deliver(&view, &content.atoms, &mut scratch.work, out);
     }
-    stats.index_hits += work.index_hits;
-    stats.unindexed_checks += work.unindexed_checks;
-    stats.selector_evaluations += work.selector_evaluations;
+    let work = &mut scratch.work;
+    let counted = &mut scratch.counted;
+    counted.index_hits += std::mem::take(&mut work.index_hits);
+    counted.unindexed_checks += std::mem::take(&mut work.unindexed_checks);
+    counted.selector_evaluations += std::mem::take(&mut work.selector_evaluations);
 }
 
 #[cfg(test)]
@@ -520,5 +601,56 @@ mod tests {
         assert_eq!((stats.patterns, stats.cached_topics), (2, 2));
         assert_eq!(stats.interned_properties, 3);
         assert_eq!(stats.interned_predicates, 2, "b = 2 and c <> 3");
+    }
+
+    #[test]
+    fn callers_sharing_the_index_match_at_once_and_alike() {
+        let mut index = SubscriptionIndex::new();
+        index.insert(pattern("a.>"), None, 1);
+        index.insert(pattern("a.*"), Some(Selector::parse("n > 5").unwrap()), 2);
+        index.insert(pattern("a.b"), Some(Selector::parse("n = 7 AND k <> 'x'").unwrap()), 3);
+        let props = |n: i64| [Property::new("n", n), Property::new("k", "y")];
+        let index = &index;
+        std::thread::scope(|scope| {
+            for worker in 0..4 {
+                scope.spawn(move || {
+                    let mut scratch = MatchScratch::default();
+                    for round in 0..500i64 {
+                        let n = (round + worker) % 10;
+                        let mut out = Vec::new();
+                        index.matches_shared("a.b", &props(n), &mut scratch, &mut out);
+                        out.sort_unstable();
+                        let mut expected = vec![1];
+                        expected.extend((n > 5).then_some(2));
+                        expected.extend((n == 7).then_some(3));
+                        assert_eq!(out, expected, "n = {n}");
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn a_shared_callers_cache_miss_is_remembered_only_while_no_pattern_came_or_went() {
+        let mut index = SubscriptionIndex::new();
+        index.insert(pattern("a.*"), None, 1);
+        let mut scratch = MatchScratch::default();
+        let mut out = Vec::new();
+        index.matches_shared("a.b", &[], &mut scratch, &mut out);
+        assert!(scratch.wants_absorb(), "a miss waits to be written into the cache");
+        index.absorb(&mut scratch);
+        assert_eq!(index.cached_topics(), 1);
+        assert!(!scratch.wants_absorb());
+        assert_eq!(index.stats().publishes, 1);
+
+        // A miss found before a new pattern arrived would be stale: it is not remembered.
+        let mut other = MatchScratch::default();
+        index.matches_shared("a.c", &[], &mut other, &mut out);
+        index.insert(pattern("a.c"), None, 2);
+        index.absorb(&mut other);
+        let mut found = Vec::new();
+        index.matches_shared("a.c", &[], &mut other, &mut found);
+        found.sort_unstable();
+        assert_eq!(found, [1, 2]);
     }
 }

@@ -30,7 +30,7 @@ mod trie;
 
 pub use covering::{covers, Filter};
 pub use filter_set::FilterSet;
-pub use index::{SubscriptionId, SubscriptionIndex, DEFAULT_CACHE_CAPACITY};
+pub use index::{MatchScratch, SubscriptionId, SubscriptionIndex, DEFAULT_CACHE_CAPACITY};
 pub use selector::{Selector, SelectorError, Span, Truth, MAX_SELECTOR_BYTES, MAX_SELECTOR_DEPTH};
 pub use stats::MatchStats;
 pub use topic::{Pattern, PatternLevel, Topic, TopicError, MAX_TOPIC_BYTES, MAX_TOPIC_LEVELS};

@@ -273,6 +273,7 @@ async fn read_loop(
             }
         }
         dispatch.wake_writers();
+        shared.dispatcher.settle(&mut dispatch);
         // Congested subscribers or onward links hold this link back, briefly: not reading lets
         // TCP push back on the sending broker, whose publishers then slow down. The bound is
         // one heartbeat interval, far inside the liveness verdict.

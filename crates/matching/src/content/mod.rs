@@ -18,12 +18,21 @@ use self::buckets::{AccessKey, Member, PropertyIndex};
 use self::shared::{AtomList, Residue};
 use crate::selector::Selector;
 
-/// Work counters a delivery adds to (the index folds them into its statistics).
-#[derive(Debug, Default, Clone, Copy)]
+/// What one matching caller writes while it reads the shared index: work counters (the index
+/// folds them into its statistics), each predicate's truth for the current message, and which
+/// entries the current group already reached. Kept by the caller, so many callers can match
+/// through one index at once (a broker's sessions each have their own).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Work {
     pub(crate) index_hits: u64,
     pub(crate) unindexed_checks: u64,
     pub(crate) selector_evaluations: u64,
+    /// By atom id: the message epoch whose truth is remembered, and that truth.
+    pub(crate) memo: Vec<(u64, crate::selector::Truth)>,
+    /// By entry slot: the visit (`visit`) that last reached the entry; stops a second visit
+    /// through another key of the same access set.
+    seen: Vec<u64>,
+    visit: u64,
 }
 
 /// The hot part of an entry, kept in its bucket member when the entry has one access key and
@@ -48,9 +57,6 @@ struct Entry<S> {
     subscriber: S,
     filing: Filing,
     residue: Residue,
-    /// The epoch of the last message that reached this entry; stops a second visit through
-    /// another key of the same access set.
-    seen: u64,
 }
 
 /// Subscriptions with selectors for one pattern.
@@ -121,7 +127,7 @@ impl<S> ContentIndex<S> {
             }
             Filing::Indexed(filed.into())
         };
-        self.entries[slot as usize] = Some(Entry { subscriber, filing, residue, seen: 0 });
+        self.entries[slot as usize] = Some(Entry { subscriber, filing, residue });
         self.len += 1;
         slot
     }
@@ -170,11 +176,12 @@ impl<S> ContentIndex<S> {
     }
 
     /// Appends the subscriber of every entry whose selector is TRUE for the message.
-    pub(crate) fn deliver(&mut self, view: &MessageView<'_>, atoms: &mut AtomTable, work: &mut Work, out: &mut Vec<S>)
+    pub(crate) fn deliver(&self, view: &MessageView<'_>, atoms: &AtomTable, work: &mut Work, out: &mut Vec<S>)
     where
         S: Clone,
     {
         let ContentIndex { entries, properties, unindexed, .. } = self;
+        work.visit += 1;
         for &(property, position) in view.resolved.list() {
             let (Some(index), Some(found)) = (properties.get(&property), view.properties.value_at(position)) else {
                 continue;
@@ -208,13 +215,13 @@ impl<S> ContentIndex<S> {
 fn deliver_direct<S: Clone>(
     direct: &Direct<S>,
     view: &MessageView<'_>,
-    atoms: &mut AtomTable,
+    atoms: &AtomTable,
     work: &mut Work,
     out: &mut Vec<S>,
 ) {
     if !direct.atoms.as_slice().is_empty() {
         work.selector_evaluations += 1;
-        if !direct.atoms.all_true(atoms, view) {
+        if !direct.atoms.all_true(atoms, view, &mut work.memo) {
             return;
         }
     }
@@ -223,26 +230,30 @@ fn deliver_direct<S: Clone>(
 
 /// Checks one candidate: skip if already seen for this message, else evaluate its residue.
 fn consider<S: Clone>(
-    entries: &mut [Option<Entry<S>>],
+    entries: &[Option<Entry<S>>],
     slot: u32,
     view: &MessageView<'_>,
-    atoms: &mut AtomTable,
+    atoms: &AtomTable,
     work: &mut Work,
     out: &mut Vec<S>,
 ) {
-    let Some(Some(entry)) = entries.get_mut(slot as usize) else { return };
+    let Some(Some(entry)) = entries.get(slot as usize) else { return };
     // Only an entry filed under several keys can be reached twice; skipping the stamp for the
-    // others saves dirtying a cache line per candidate when a range reaches thousands of them.
+    // others saves a write per candidate when a range reaches thousands of them.
     let filed_many = matches!(&entry.filing, Filing::Indexed(keys) if keys.len() > 1);
     if filed_many {
-        if entry.seen == view.epoch {
+        let at = slot as usize;
+        if work.seen.len() <= at {
+            work.seen.resize(at + 1, 0);
+        }
+        if work.seen[at] == work.visit {
             return;
         }
-        entry.seen = view.epoch;
+        work.seen[at] = work.visit;
     }
     if !entry.residue.is_empty() {
         work.selector_evaluations += 1;
-        if !entry.residue.holds(atoms, view) {
+        if !entry.residue.holds(atoms, view, &mut work.memo) {
             return;
         }
     }
@@ -280,7 +291,7 @@ mod tests {
             MessageView::resolve_into(&properties, &self.vocabulary, &mut resolved);
             let view = MessageView { properties: &properties, resolved: &resolved, epoch: self.epoch };
             let (mut out, mut work) = (Vec::new(), Work::default());
-            self.index.deliver(&view, &mut self.atoms, &mut work, &mut out);
+            self.index.deliver(&view, &self.atoms, &mut work, &mut out);
             out.sort_unstable();
             (out, work)
         }

@@ -98,8 +98,6 @@ struct Atom {
     op: Comparison,
     literal: Literal,
     references: u32,
-    /// `(epoch, truth)`: the answer computed for message `epoch`.
-    memo: (u64, Truth),
 }
 
 /// Reference-counted interning of `property op literal` predicates.
@@ -132,7 +130,7 @@ impl AtomTable {
             self.atoms.push(None);
             AtomId(self.atoms.len() as u32 - 1)
         });
-        let atom = Atom { property, op, literal: literal.clone(), references: 1, memo: (0, Truth::Unknown) };
+        let atom = Atom { property, op, literal: literal.clone(), references: 1 };
         self.atoms[id.0 as usize] = Some(atom);
         self.ids.insert(key, id);
         id
@@ -153,16 +151,20 @@ impl AtomTable {
         self.free.push(id);
     }
 
-    /// The atom's truth for the message `view` describes, computed at most once per message.
-    pub(crate) fn truth(&mut self, id: AtomId, view: &MessageView<'_>) -> Truth {
-        let Some(Some(atom)) = self.atoms.get_mut(id.0 as usize) else {
+    /// The atom's truth for the message `view` describes, computed at most once per message:
+    /// `memo` (the caller's, by atom id) remembers it for the message's epoch.
+    pub(crate) fn truth(&self, id: AtomId, view: &MessageView<'_>, memo: &mut Vec<(u64, Truth)>) -> Truth {
+        let Some(Some(atom)) = self.atoms.get(id.0 as usize) else {
             return Truth::Unknown;
         };
-        if atom.memo.0 != view.epoch {
-            let truth = compare_value(atom.op, view.resolve(&atom.property), &atom.literal);
-            atom.memo = (view.epoch, truth);
+        let at = id.0 as usize;
+        if memo.len() <= at {
+            memo.resize(at + 1, (0, Truth::Unknown));
         }
-        atom.memo.1
+        if memo[at].0 != view.epoch {
+            memo[at] = (view.epoch, compare_value(atom.op, view.resolve(&atom.property), &atom.literal));
+        }
+        memo[at].1
     }
 
     /// Number of distinct predicates in use.
@@ -198,8 +200,8 @@ impl AtomList {
     }
 
     /// Whether every atom is TRUE for the message.
-    pub(crate) fn all_true(&self, atoms: &mut AtomTable, view: &MessageView<'_>) -> bool {
-        self.as_slice().iter().all(|&atom| atoms.truth(atom, view).is_true())
+    pub(crate) fn all_true(&self, atoms: &AtomTable, view: &MessageView<'_>, memo: &mut Vec<(u64, Truth)>) -> bool {
+        self.as_slice().iter().all(|&atom| atoms.truth(atom, view, memo).is_true())
     }
 }
 
@@ -218,8 +220,8 @@ impl Residue {
     }
 
     /// Whether every remaining conjunct is TRUE for the message.
-    pub(crate) fn holds(&self, atoms: &mut AtomTable, view: &MessageView<'_>) -> bool {
-        self.atoms.all_true(atoms, view) && self.rest.as_deref().is_none_or(|rest| evaluate(rest, view).is_true())
+    pub(crate) fn holds(&self, atoms: &AtomTable, view: &MessageView<'_>, memo: &mut Vec<(u64, Truth)>) -> bool {
+        self.atoms.all_true(atoms, view, memo) && self.rest.as_deref().is_none_or(|rest| evaluate(rest, view).is_true())
     }
 
     /// Returns the references this residue holds.
@@ -332,13 +334,14 @@ mod tests {
         let mut resolved = Resolved::default();
         MessageView::resolve_into(&properties, &vocabulary, &mut resolved);
         let view = MessageView { properties: &properties, resolved: &resolved, epoch: 1 };
-        assert_eq!(atoms.truth(first, &view), Truth::True);
+        let mut memo = Vec::new();
+        assert_eq!(atoms.truth(first, &view, &mut memo), Truth::True);
         let other = [Property::new("t1", "b")];
         MessageView::resolve_into(&other, &vocabulary, &mut resolved);
         let stale = MessageView { properties: &other, resolved: &resolved, epoch: 1 };
-        assert_eq!(atoms.truth(first, &stale), Truth::True, "same epoch: the memo answers");
+        assert_eq!(atoms.truth(first, &stale, &mut memo), Truth::True, "same epoch: the memo answers");
         let fresh = MessageView { properties: &other, resolved: &resolved, epoch: 2 };
-        assert_eq!(atoms.truth(first, &fresh), Truth::False);
+        assert_eq!(atoms.truth(first, &fresh, &mut memo), Truth::False);
 
         atoms.release(first, &mut vocabulary);
         atoms.release(second, &mut vocabulary);
