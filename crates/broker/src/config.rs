@@ -394,6 +394,13 @@ pub struct Udp {
     /// session holds a queue and a writer task, and only clients that proved their address
     /// (an address token) get one.
     pub max_sessions: usize,
+    /// Largest datagram the broker packs deliveries into, in bytes. Deliveries queued for one
+    /// client go out several to a datagram up to this size (each a whole frame, as clients
+    /// read them), so a busy subscriber costs a system call and a socket buffer slot per
+    /// datagram, not per message; a delivery larger than this goes alone (up to 65,507). The
+    /// default fits one Ethernet frame, so no datagram is fragmented on a LAN; on loopback or
+    /// with jumbo frames it may be larger.
+    pub max_datagram: usize,
 }
 
 impl Default for Config {
@@ -458,6 +465,7 @@ impl Default for Udp {
             recv_buffer: 8 << 20,
             send_buffer: 8 << 20,
             max_sessions: 100_000,
+            max_datagram: 1472,
         }
     }
 }
@@ -565,6 +573,9 @@ impl Config {
                 "limits.max_queued_bytes: {} is below slow_consumer.max_bytes ({}): one queue could exhaust it",
                 self.limits.max_queued_bytes, self.slow_consumer.max_bytes
             ));
+        }
+        if !(512..=65_507).contains(&self.udp.max_datagram) {
+            problems.push("udp.max_datagram: must be 512 to 65507 bytes".to_string());
         }
         if self.udp.queue_messages == 0 {
             problems.push("udp.queue_messages: must be at least 1".to_string());

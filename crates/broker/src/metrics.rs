@@ -67,6 +67,8 @@ pub struct Metrics {
     pub udp_datagrams_dropped: Counter,
     /// Deliveries too large for one datagram.
     pub udp_deliveries_too_large: Counter,
+    /// Datagrams sent to UDP clients carrying deliveries (several deliveries may share one).
+    pub udp_datagrams_sent: Counter,
     /// UDP sessions that expired for want of a keepalive.
     pub udp_sessions_expired: Counter,
     /// UDP datagrams without a valid address token: answered with a TOKEN and nothing else.
@@ -142,6 +144,7 @@ impl Metrics {
             protocol_errors: Family::default(),
             udp_datagrams_dropped: Counter::default(),
             udp_deliveries_too_large: Counter::default(),
+            udp_datagrams_sent: Counter::default(),
             udp_sessions_expired: Counter::default(),
             udp_unvalidated: Counter::default(),
             udp_sessions_refused: Counter::default(),
@@ -202,6 +205,11 @@ impl Metrics {
             "udp_deliveries_too_large",
             "Deliveries too large for one UDP datagram",
             m.udp_deliveries_too_large.clone(),
+        );
+        r.register(
+            "udp_datagrams_sent",
+            "Datagrams of deliveries sent to UDP clients (deliveries are packed several to one)",
+            m.udp_datagrams_sent.clone(),
         );
         r.register("udp_sessions_expired", "UDP sessions expired without keepalive", m.udp_sessions_expired.clone());
         r.register(

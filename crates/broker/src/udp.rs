@@ -105,7 +105,12 @@ fn datagram(
         };
         let outbox = Outbox::new(limits, shared.metrics.clone(), &shared.budget);
         *outbox.client.lock() = format!("udp {peer}");
-        shared.tasks.spawn(write_datagrams(Arc::clone(socket), peer, Arc::clone(&outbox)));
+        shared.tasks.spawn(write_datagrams(
+            Arc::clone(socket),
+            peer,
+            Arc::clone(&outbox),
+            shared.config.udp.max_datagram,
+        ));
         UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }
     });
     client.last_heard = Instant::now();

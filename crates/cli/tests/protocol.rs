@@ -542,6 +542,43 @@ fn udp_clients_subscribe_publish_and_ping() {
     assert!(matches!(tcp.expect(5 * SECOND).unwrap(), Frame::Deliver(_)));
 }
 
+/// Deliveries queued for a UDP client together go out packed, whole frames up to the
+/// datagram size, every one of them once.
+#[test]
+fn a_udp_subscribers_queued_deliveries_are_packed_into_few_datagrams() {
+    let b = broker(&[]);
+    let sub = RawUdp::open(&b);
+    sub.send(&udp_subscribe(4, "p.>"));
+    sub.send(&Frame::Ping(Ping { nonce: 9 }));
+    assert_eq!(sub.recv(), Frame::Pong(Pong { nonce: 9 }));
+    // Fifty publishes in one TCP write are dispatched as one batch, so the subscriber's
+    // writer finds them queued together.
+    let mut publisher = RawConnection::handshake(&b.tcp()).unwrap();
+    let mut burst = Vec::new();
+    for n in 0..50i64 {
+        let m = Message::new("p.q", &[Property::new("n", Value::Int(n))], Bytes::from(vec![b'x'; 200]), 5).unwrap();
+        burst.extend_from_slice(&Frame::Publish(m).to_bytes().unwrap());
+    }
+    publisher.send_bytes(&burst).unwrap();
+    let (mut got, mut datagrams) = (Vec::new(), 0);
+    let mut buf = vec![0u8; 65_536];
+    while got.len() < 50 {
+        let len = sub.socket.recv(&mut buf).unwrap();
+        assert!(len <= 1472, "a datagram of {len} bytes, past the default max_datagram");
+        datagrams += 1;
+        let mut data = Bytes::copy_from_slice(&buf[..len]);
+        while !data.is_empty() {
+            match Frame::decode_datagram(&mut data, 1 << 20).unwrap() {
+                Frame::Deliver(d) => got.push(d.message.properties().first().map(|p| p.value.clone())),
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert_eq!(got, (0..50).map(|n| Some(Value::Int(n))).collect::<Vec<_>>(), "each once, in order");
+    assert!(datagrams <= 50 / 4, "{datagrams} datagrams for 50 deliveries of about 250 bytes");
+    assert_eq!(b.metric("tidings_udp_datagrams_sent_total").unwrap(), f64::from(datagrams));
+}
+
 #[test]
 fn garbage_datagrams_are_dropped_and_counted() {
     let b = broker(&[]);

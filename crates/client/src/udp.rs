@@ -14,7 +14,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tidings_wire::{Frame, Hello, Notice, Ping, ReasonCode, SubId, Subscribe, Token, Unsubscribe, PROTOCOL_VERSION};
 use tokio::net::{lookup_host, UdpSocket};
 use tokio::sync::watch;
@@ -240,14 +240,17 @@ impl UdpLink {
 
 /// Receives datagrams and handles every frame in each, until the client closes.
 async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
-    let mut buf = BytesMut::with_capacity(MAX_DATAGRAM);
+    // One receive buffer for every datagram; each datagram's bytes are copied out of it at
+    // their own size. Receiving straight into a fresh 64 KiB buffer per datagram kept that
+    // whole buffer alive while any of its deliveries waited for the application: a few
+    // hundred bytes of message pinned 64 KiB, and a subscriber behind by a thousand
+    // deliveries held 64 MiB.
+    let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut inbox = Inbox::default();
     loop {
-        buf.clear();
-        buf.reserve(MAX_DATAGRAM);
         let received = tokio::select! {
             () = shared.stopped() => return,
-            received = link.socket.recv_buf(&mut buf) => received,
+            received = link.socket.recv(&mut buf) => received,
         };
         if let Err(e) = received {
             // An ICMP "port unreachable" for an earlier datagram, typically. Before the first
@@ -264,8 +267,9 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
                 () = sleep(Duration::from_millis(50)) => continue,
             }
         }
+        let Ok(len) = received else { continue };
         let read_us = now_us();
-        let mut datagram = buf.split().freeze();
+        let mut datagram = Bytes::copy_from_slice(&buf[..len]);
         while !datagram.is_empty() {
             match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
                 Ok(Frame::Token(token)) => {

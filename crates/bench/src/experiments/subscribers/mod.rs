@@ -57,12 +57,12 @@ impl Params {
     }
 
     /// Deliveries a UDP subscriber's client may hold for the application with `n` subscribers:
-    /// the client keeps each datagram's whole 64 KiB receive buffer alive while its delivery
-    /// waits, so the default (65,536 per subscription) could pin gigabytes per subscriber when
-    /// the subscribers fall behind. About 4 GiB in all, between 8 and 1024 per subscriber;
-    /// beyond it the kernel's socket buffer holds datagrams, then drops them.
+    /// each keeps its datagram's bytes alive (up to the broker's 1,472-byte datagrams) while it
+    /// waits, so the default (65,536 per subscription) could pin gigabytes in all when the
+    /// subscribers fall behind. About 4 GiB in all, between 8 and 1024 per subscriber; beyond
+    /// it the kernel's socket buffer holds datagrams, then drops them.
     pub fn udp_capacity(n: usize) -> usize {
-        ((4usize << 30) / (n.max(1) * 65_536)).clamp(8, 1024)
+        ((4usize << 30) / (n.max(1) * 1472)).clamp(8, 1024)
     }
 
     /// Publish rate with `n` subscribers: 1000 msg/s, less where that passes 1 M deliveries/s.
@@ -134,7 +134,7 @@ impl Experiment for Subscribers {
             (
                 "deliveries a UDP client holds for the application",
                 p.counts.iter().map(|&n| format!("{n}: {}", Params::udp_capacity(n))).collect::<Vec<_>>().join("; ")
-                    + " (each pins a 64 KiB receive buffer in the client; TCP clients keep the default 65,536)",
+                    + " (each holds its datagram, at most 1,472 bytes; TCP clients keep the default 65,536)",
             ),
             ("broker", "one `tidings broker`, default settings, started fresh for every point".into()),
         ]
@@ -399,7 +399,7 @@ mod tests {
     #[test]
     fn udp_buffers_stay_near_four_gibibytes_in_all() {
         assert_eq!(Params::udp_capacity(10), 1024);
-        assert_eq!(Params::udp_capacity(1000), 65);
-        assert_eq!(Params::udp_capacity(10000), 8);
+        assert_eq!(Params::udp_capacity(1000), 1024);
+        assert_eq!(Params::udp_capacity(10000), 291);
     }
 }
