@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tidings_testkit::{BrokerProcess, RawConnection};
+use tidings_testkit::{BrokerProcess, Neighbour, RawConnection};
 use tidings_wire::{
     DeliveryMode, Frame, Hello, Message, Notice, Ping, Pong, Property, ReasonCode, SubId, Subscribe, Token,
     Unsubscribe, Value,
@@ -627,6 +627,8 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     let b = broker(&[]);
     let rss = || b.metric("process_resident_memory_bytes").unwrap();
     let idle_rss = rss();
+    let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
+    let neighbour = Neighbour::start(&b.tcp()).unwrap();
     let mut raw = std::net::TcpStream::connect(b.tcp()).unwrap();
     let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "flood".into() });
     raw.write_all(&hello.to_bytes().unwrap()).unwrap();
@@ -645,6 +647,7 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     assert!(sent < 100_000_000, "the broker kept reading PINGs whose PONGs were never read: {sent} bytes taken");
     let grown = rss() - idle_rss;
     assert!(grown < 64.0 * 1024.0 * 1024.0, "the broker grew {grown} bytes for one unread connection");
+    neighbour.stop().assert_unharmed(&idle, "a PING flood that reads no PONG");
     assert_still_serving(&b);
 }
 
@@ -684,10 +687,20 @@ fn a_stalled_subscribers_queue_is_freed_and_returned_to_the_os_when_it_leaves() 
 #[test]
 fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_handshake_timeout() {
     let (b, _dir) = broker_with_config("[limits]\nhandshake_timeout = \"300ms\"\n");
-    // All but the last byte of an 8 MiB frame, before HELLO: refused at the header.
-    let mut c = RawConnection::connect(&b.tcp()).unwrap();
-    c.send_bytes(&[0, 0x80, 0, 0, 0x03]).unwrap();
-    expect_refusal(&mut c, ReasonCode::FrameTooLarge);
+    let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
+    let neighbour = Neighbour::start(&b.tcp()).unwrap();
+    // All but the last byte of an 8 MiB frame, before HELLO, from 150 connections (they cost
+    // 1.6 GB once): each refused at the header.
+    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let idle_rss = rss();
+    for _ in 0..150 {
+        let mut c = RawConnection::connect(&b.tcp()).unwrap();
+        c.send_bytes(&[0, 0x80, 0, 0, 0x03]).unwrap();
+        expect_refusal(&mut c, ReasonCode::FrameTooLarge);
+    }
+    let grown = rss() - idle_rss;
+    assert!(grown < 32.0 * 1024.0 * 1024.0, "150 partial frames before HELLO grew the broker {grown} bytes");
+    neighbour.stop().assert_unharmed(&idle, "150 partial 8 MiB frames before HELLO");
     // Nothing at all: closed at the handshake timeout.
     let mut silent = RawConnection::connect(&b.tcp()).unwrap();
     let started = Instant::now();
@@ -739,6 +752,8 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
             c
         })
         .collect();
+    let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
+    let neighbour = Neighbour::start(&b.tcp()).unwrap();
     let mut p = RawConnection::handshake(&b.tcp()).unwrap();
     barrier(&mut p, 0);
     static PAYLOAD: [u8; 16 * 1024] = [7u8; 16 * 1024];
@@ -757,6 +772,7 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
     // First the stalled subscribers fill their queues past the budget (16 MB published, 4 MiB
     // held each at most): the ones holding the most are cut.
     flood(&mut p);
+    neighbour.stop().assert_unharmed(&idle, "three stalled subscribers passing the queue budget");
     // Then a subscriber that reads, all the time on its own thread, gets everything published
     // after it subscribed, beside whatever stalled subscriber is left.
     let mut reader = RawConnection::handshake(&b.tcp()).unwrap();

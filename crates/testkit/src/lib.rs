@@ -6,12 +6,15 @@
 //! and the test process's network key in a scratch directory removed on drop. [`RawConnection`] sends and expects
 //! frames byte by byte, for the bad-input tests a well-behaved client cannot express.
 //! [`FaultProxy`] sits on one link and stalls or cuts it. [`send_signal`] stops, continues or
-//! ends any process by id (through `rustix`, no unsafe code and no `kill(1)`).
+//! ends any process by id (through `rustix`, no unsafe code and no `kill(1)`). [`Neighbour`]
+//! is a well-behaved client beside an attack, timing its own round trips.
 
+mod neighbour;
 mod process;
 mod proxy;
 mod raw;
 
+pub use neighbour::{Neighbour, NeighbourReport};
 pub use process::{
     finish_within, http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private,
     BrokerProcess, Ready, Signal,

@@ -1,0 +1,129 @@
+//! A well-behaved client beside an attack: it publishes on a topic of its own and times each
+//! delivery back to itself, so a test can say what the attack cost everyone else (the
+//! hardening issue's measure: a healthy subscriber keeps its latency and loses nothing).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tidings_wire::{DeliveryMode, Frame, Message, Ping, SubId, Subscribe};
+
+use crate::RawConnection;
+
+/// How long the neighbour waits for one delivery before it counts it lost.
+const PATIENCE: Duration = Duration::from_secs(5);
+
+/// Pause between round trips.
+const EVERY: Duration = Duration::from_millis(10);
+
+/// What the neighbour saw.
+#[derive(Debug, Clone)]
+pub struct NeighbourReport {
+    /// Round trips completed.
+    pub rounds: usize,
+    /// Publishes whose delivery did not come back within 5 s (or at all).
+    pub lost: usize,
+    /// The 99th percentile round trip.
+    pub p99: Duration,
+    /// The slowest round trip.
+    pub max: Duration,
+}
+
+impl std::fmt::Display for NeighbourReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} round trips, p99 {:?}, max {:?}, {} lost", self.rounds, self.p99, self.max, self.lost)
+    }
+}
+
+/// Below this, a p99 is not compared with twice the idle one: a debug build on a shared
+/// two-core machine jitters by tens of milliseconds with nothing attacking it.
+const FLOOR: Duration = Duration::from_millis(50);
+
+impl NeighbourReport {
+    /// Panics unless the neighbour lost nothing during `what` and kept its p99 within twice
+    /// its `idle` one (or under 50 ms); prints both either way, as the measure of the attack.
+    pub fn assert_unharmed(&self, idle: &NeighbourReport, what: &str) {
+        eprintln!("neighbour during {what}: {self}; idle: {idle}");
+        assert_eq!(self.lost, 0, "the neighbour lost a delivery during {what}: {self}");
+        assert!(self.rounds >= 5, "the neighbour hardly ran during {what}: {self}");
+        let bound = (idle.p99 * 2).max(FLOOR);
+        assert!(self.p99 <= bound, "the neighbour's p99 during {what} passed {bound:?}: {self}; idle: {idle}");
+    }
+}
+
+/// A publishing and subscribing client on its own thread, until [`Neighbour::stop`].
+pub struct Neighbour {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<NeighbourReport>,
+}
+
+impl Neighbour {
+    /// Connects to the broker at `addr`, subscribes to a topic of its own and starts its round
+    /// trips (publish, then wait for the delivery), one every 10 ms.
+    pub fn start(addr: &str) -> std::io::Result<Neighbour> {
+        let mut c = RawConnection::handshake(addr)?;
+        let topic = format!("neighbour.{}", std::process::id());
+        let subscribe = Subscribe {
+            id: SubId(1),
+            mode: DeliveryMode::BestEffort,
+            pattern: topic.clone(),
+            selector: None,
+            durable: None,
+        };
+        c.send(&Frame::Subscribe(subscribe))?;
+        c.send(&Frame::Ping(Ping { nonce: 1 }))?;
+        loop {
+            if matches!(c.expect(PATIENCE)?, Frame::Pong(_)) {
+                break;
+            }
+        }
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || round_trips(c, &topic, &flag));
+        Ok(Neighbour { stop, thread })
+    }
+
+    /// Runs for `time`, then stops: the neighbour alone, as a baseline.
+    pub fn measure(addr: &str, time: Duration) -> std::io::Result<NeighbourReport> {
+        let n = Neighbour::start(addr)?;
+        std::thread::sleep(time);
+        Ok(n.stop())
+    }
+
+    /// Stops and reports.
+    pub fn stop(self) -> NeighbourReport {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or(NeighbourReport { rounds: 0, lost: 1, p99: PATIENCE, max: PATIENCE })
+    }
+}
+
+fn round_trips(mut c: RawConnection, topic: &str, stop: &AtomicBool) -> NeighbourReport {
+    let mut times = Vec::new();
+    let mut lost = 0;
+    while !stop.load(Ordering::Relaxed) {
+        let Ok(message) = Message::new(topic, &[], Bytes::from_static(b"ok"), 0) else { break };
+        let sent = Instant::now();
+        if c.send(&Frame::Publish(message)).is_err() {
+            lost += 1;
+            break;
+        }
+        match c.expect(PATIENCE) {
+            Ok(Frame::Deliver(_)) => times.push(sent.elapsed()),
+            _ => {
+                lost += 1;
+                break;
+            }
+        }
+        std::thread::sleep(EVERY);
+    }
+    times.sort_unstable();
+    let at = |q: f64| times.get(((times.len() as f64 * q).ceil() as usize).saturating_sub(1)).copied();
+    NeighbourReport {
+        rounds: times.len(),
+        lost,
+        p99: at(0.99).unwrap_or_default(),
+        max: times.last().copied().unwrap_or_default(),
+    }
+}
