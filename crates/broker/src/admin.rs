@@ -131,14 +131,21 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
 /// them (default 100); their sizes are always under `router.metrics`.
 async fn state(State(shared): State<Arc<Shared>>, uri: axum::http::Uri) -> impl IntoResponse {
     let page = filter_page(uri.query().unwrap_or(""));
-    let state = serde_json::to_value(shared.cluster.state(page)).and_then(|mut state| {
-        if let serde_json::Value::Object(map) = &mut state {
-            map.insert("guaranteed".into(), serde_json::to_value(shared.guaranteed.state())?);
-        }
-        serde_json::to_string_pretty(&state)
-    });
-    match state {
-        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
+    // Built off the runtime's workers: a task that computes for long on one stops the
+    // runtime's socket polling until it yields, and every client waits (`filters=all` over
+    // 100,000 subscriptions takes a while).
+    let built = tokio::task::spawn_blocking(move || {
+        serde_json::to_value(shared.cluster.state(page)).and_then(|mut state| {
+            if let serde_json::Value::Object(map) = &mut state {
+                map.insert("guaranteed".into(), serde_json::to_value(shared.guaranteed.state())?);
+            }
+            serde_json::to_string_pretty(&state)
+        })
+    })
+    .await;
+    match built {
+        Ok(Ok(json)) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json),
+        Ok(Err(e)) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
     }
 }

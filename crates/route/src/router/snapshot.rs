@@ -132,6 +132,20 @@ impl FilterPage {
     fn apply<F>(self, filters: impl IntoIterator<Item = F>) -> Vec<F> {
         filters.into_iter().skip(self.offset).take(self.limit).collect()
     }
+
+    /// The page of `filters` in sorted order, cloning only the page: the smallest
+    /// `offset + limit` are selected in linear time and only they are sorted. Cloning all
+    /// 100,000 filters of a summary into a sorted set to show 100 took 0.3 s of `/state`.
+    fn of_unsorted<'a, F: Ord + Clone + 'a>(self, filters: impl Iterator<Item = &'a F>) -> Vec<F> {
+        let mut all: Vec<&F> = filters.collect();
+        let end = self.offset.saturating_add(self.limit).min(all.len());
+        if end < all.len() && end > 0 {
+            all.select_nth_unstable(end - 1);
+        }
+        all.truncate(end);
+        all.sort_unstable();
+        all.into_iter().skip(self.offset).cloned().collect()
+    }
 }
 
 fn scopes<F: Clone>(summary: &Scoped<F>, page: FilterPage) -> Vec<ScopeSnapshot<F>> {
@@ -217,7 +231,7 @@ impl<F: Filter> Router<F> {
                         entry_candidates: bundle.targets.iter().map(|t| t.broker.clone()).collect(),
                         summary: routes
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
-                            .map(|c| page.apply(c.summary.kept_sorted()))
+                            .map(|c| page.of_unsorted(c.summary.kept()))
                             .unwrap_or_default(),
                         synced: routes
                             .and_then(|r| r.children.iter().find(|c| c.cell == bundle.cell))
@@ -245,10 +259,27 @@ impl<F: Filter> Router<F> {
             links,
             adverts: self.db.adverts().cloned().collect(),
             trees,
-            local: page.apply(self.local.kept_sorted()),
+            local: page.of_unsorted(self.local.kept()),
             received: per_link(&self.received),
             sent: per_link(&self.sent),
             metrics: self.metrics(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FilterPage;
+
+    #[test]
+    fn a_page_of_unsorted_filters_is_the_same_page_of_them_sorted() {
+        let filters: Vec<u32> = (0..500u32).map(|i| i.wrapping_mul(2_654_435_761) % 1000).collect();
+        let mut sorted = filters.clone();
+        sorted.sort_unstable();
+        for (offset, limit) in [(0, 100), (0, 0), (450, 100), (499, 1), (500, 10), (0, usize::MAX), (7, 3)] {
+            let page = FilterPage { offset, limit };
+            let want: Vec<u32> = sorted.iter().skip(offset).take(limit).copied().collect();
+            assert_eq!(page.of_unsorted(filters.iter()), want, "offset {offset} limit {limit}");
         }
     }
 }
