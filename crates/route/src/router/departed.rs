@@ -17,14 +17,17 @@
 use std::collections::BTreeSet;
 
 use super::Router;
-use crate::filter::Filter;
+use crate::filter::{Filter, FilterIndex};
 use crate::names::{BrokerName, CellName, Millis};
 
 /// One departed peer's interest and when it stops counting.
 #[derive(Clone, Debug)]
-pub(super) struct Departed<F> {
+pub(super) struct Departed<F: Filter> {
     until: Millis,
     filters: BTreeSet<F>,
+    /// The same filters, indexed: filter edges ask them for every message while the hold
+    /// lasts, and a relay's summary may hold 100,000 filters.
+    index: F::Index,
 }
 
 impl<F: Filter> Router<F> {
@@ -41,7 +44,11 @@ impl<F: Filter> Router<F> {
         for filter in &filters {
             self.local.insert(filter, &mut self.dirty.local);
         }
-        self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), filters });
+        let mut index = F::Index::default();
+        for filter in &filters {
+            index.insert(filter);
+        }
+        self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), filters, index });
     }
 
     /// Drops the holds whose time passed.
@@ -72,7 +79,7 @@ impl<F: Filter> Router<F> {
     ) -> bool {
         self.departed.iter().any(|(peer, held)| {
             let ours = mate == Some(peer) || cell.is_some_and(|cell| self.table.graph.cell_of(peer) == Some(cell));
-            ours && held.filters.iter().any(|filter| filter.matches(message))
+            ours && held.index.any_match(message)
         })
     }
 
