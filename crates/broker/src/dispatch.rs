@@ -156,7 +156,8 @@ impl Dispatcher {
     }
 
     /// Copies the index's counters into the Prometheus metrics; called when they are scraped,
-    /// so the matching path itself only bumps plain integers under the lock it already holds.
+    /// so the matching path itself only bumps plain integers in its session's scratch (written
+    /// back to the index with its cache misses, see [`Dispatcher::absorb`]).
     pub fn report_match_stats(&self) {
         let now = self.index.read().stats();
         let mut last = self.reported.lock();
