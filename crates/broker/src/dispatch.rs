@@ -138,8 +138,8 @@ impl Dispatcher {
         spent
     }
 
-    /// Ends a batch of deliveries: what matching found and counted goes into the index (see
-    /// [`Dispatcher::absorb`]).
+    /// Ends a batch of deliveries: what matching found and counted goes into the index, if
+    /// nobody else holds it.
     pub fn settle(&self, scratch: &mut DispatchScratch) {
         if scratch.matching.has_pending() {
             self.absorb(scratch);
@@ -157,7 +157,7 @@ impl Dispatcher {
 
     /// Copies the index's counters into the Prometheus metrics; called when they are scraped,
     /// so the matching path itself only bumps plain integers in its session's scratch (written
-    /// back to the index with its cache misses, see [`Dispatcher::absorb`]).
+    /// back to the index with its cache misses at the end of a batch).
     pub fn report_match_stats(&self) {
         let now = self.index.read().stats();
         let mut last = self.reported.lock();
