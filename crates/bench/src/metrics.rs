@@ -35,6 +35,10 @@ pub const GD_NACK_TICKS_SENT: &str = "tidings_gd_nack_ticks_sent_total";
 pub const GD_NACK_TICKS_ABSORBED: &str = "tidings_gd_nack_ticks_absorbed_total";
 /// Guaranteed subscriptions confirmed (after the network's barrier).
 pub const GD_SUBSCRIPTIONS_CONFIRMED: &str = "tidings_gd_subscriptions_confirmed_total";
+/// Guaranteed protocol messages sent to peers, per pubend and `kind` (`data`, `retransmit`, ...).
+pub const GD_PUBEND_SENT: &str = "tidings_gd_pubend_sent_total";
+/// Guaranteed protocol messages received from peers, per pubend and `kind`.
+pub const GD_PUBEND_RECEIVED: &str = "tidings_gd_pubend_received_total";
 /// Active subscriptions (a gauge).
 pub const SUBSCRIPTIONS: &str = "tidings_subscriptions";
 

@@ -16,7 +16,7 @@ use indicatif::ProgressBar;
 use tidings_client::Transport;
 
 use crate::cli::parse::{above_zero, at_least_one};
-use crate::experiments::{failures, fanout, hops, matching, network, overhead, proxy, sizes, subscribers};
+use crate::experiments::{failures, fanout, hops, matching, network, overhead, persistent, proxy, sizes, subscribers};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};
@@ -59,6 +59,9 @@ pub enum Which {
     Matching(NaradaArgs),
     /// Latency against brokers on the path (1, 2, 4, 9).
     Hops(NaradaArgs),
+    /// Persistent clients over 22 brokers (seed 004 §8.3.4): durable subscribers at n7 and
+    /// n10 against best effort, latency against publish rate and size.
+    Persistent(NaradaArgs),
     /// One broker against two (throughput, CPU, latency), the 9-broker path, link faults.
     Network(SuiteArgs),
     /// Guaranteed delivery against best effort on two brokers (seed 001 §4.1): each broker's
@@ -236,6 +239,7 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
         Box::new(proxy::Proxy(proxy::Params::new(scale))),
         Box::new(matching::Matching(matching::Params::new(scale))),
         Box::new(hops::Hops(hops::Params::new(scale))),
+        Box::new(persistent::Persistent(persistent::Params::new(scale))),
         Box::new(network::Network(network::Params::new(scale))),
         Box::new(overhead::Overhead(overhead::Params::new(scale))),
         Box::new(failures::Failures(failures::Params::new(scale))),
@@ -303,6 +307,11 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             let mut p = hops::Params::new(scale(&a.suite));
             narada_grid(&mut p.grid, &a);
             (a.suite, Some(Box::new(hops::Hops(p))))
+        }
+        Which::Persistent(a) => {
+            let mut p = persistent::Params::new(scale(&a.suite));
+            narada_grid(&mut p.grid, &a);
+            (a.suite, Some(Box::new(persistent::Persistent(p))))
         }
     };
     let experiments = experiment.map(|e| vec![e]).unwrap_or_else(|| all(scale(&suite)));

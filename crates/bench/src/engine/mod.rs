@@ -14,9 +14,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::{stream, StreamExt, TryStreamExt};
-use tidings_client::{now_us, Client, Delivery, SubscribeOptions, Subscription, Transport};
+use tidings_client::{now_us, Client, Delivery, PendingAck, SubscribeOptions, Subscription, Transport};
 use tidings_wire::{Message, Property};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
 pub use mark::{payload, Mark, MARK_BYTES, PROBE};
@@ -50,6 +50,9 @@ pub struct Subscribers {
     pub name: String,
     /// Data messages the run will number (0..expected).
     pub expected: u64,
+    /// Durable subscriptions, named `{durable}-{i}` (each subscriber its own name, as only
+    /// one client may hold a name); `None`: as `options` says.
+    pub durable: Option<String>,
 }
 
 impl Subscribers {
@@ -62,6 +65,7 @@ impl Subscribers {
             capacity: None,
             name: "bench-sub".into(),
             expected,
+            durable: None,
         }
     }
 }
@@ -200,7 +204,11 @@ async fn subscribe(spec: &Subscribers, i: usize, addr: String) -> anyhow::Result
         builder = builder.subscription_capacity(capacity);
     }
     let client = builder.connect().await?;
-    let subscription = client.subscribe_with(spec.options.clone()).await?;
+    let options = match &spec.durable {
+        Some(prefix) => spec.options.clone().durable(format!("{prefix}-{i}")),
+        None => spec.options.clone(),
+    };
+    let subscription = client.subscribe_with(options).await?;
     Ok((client, subscription))
 }
 
@@ -236,4 +244,18 @@ async fn receive<S: Sink>(
     }
     sink.finish();
     (tally, sink)
+}
+
+/// Waits for every guaranteed publish's acknowledgement sent down `rx` (each for at most 30 s):
+/// (acknowledged, failed). Run as its own task beside a publishing loop, so the loop keeps the
+/// client's window full instead of waiting on each acknowledgement.
+pub async fn count_acks(mut rx: mpsc::UnboundedReceiver<PendingAck>) -> (u64, u64) {
+    let (mut acked, mut failed) = (0, 0);
+    while let Some(pending) = rx.recv().await {
+        match tokio::time::timeout(Duration::from_secs(30), pending).await {
+            Ok(Ok(_)) => acked += 1,
+            _ => failed += 1,
+        }
+    }
+    (acked, failed)
 }

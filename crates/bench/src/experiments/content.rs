@@ -10,14 +10,43 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tidings_client::{now_us, Client, Delivery, SubscribeOptions};
+use tidings_client::{now_us, Client, Delivery, DeliveryMode, PendingAck, SubscribeOptions};
 use tidings_wire::{Message, Property, Value};
+use tokio::sync::mpsc;
 
 use crate::engine::{self, Engine, Mark, Sink, Subscribers};
 
 /// The selector of every subscriber: the first three tags equal the events', the fourth decides.
 pub const SELECTOR: &str = "t1 = 'v1' AND t2 = 'v2' AND t3 = 'v3' AND t4 = 'match'";
-const TOPIC: &str = "narada.events";
+
+/// How a population subscribes and its publisher publishes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Best-effort subscriptions and publishes: seed 004's transient clients.
+    BestEffort,
+    /// Durable subscriptions, one name per subscriber, and guaranteed publishes acknowledged
+    /// once the publisher's broker has them on disk: seed 004's persistent clients.
+    Durable,
+}
+
+impl Kind {
+    /// The topic of the population's events: each kind its own, so two populations can stay
+    /// connected to one network and a point of one sends nothing to the other.
+    pub fn topic(self) -> &'static str {
+        match self {
+            Kind::BestEffort => "narada.events",
+            Kind::Durable => "narada.persistent",
+        }
+    }
+
+    /// How the reports name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::BestEffort => "best effort",
+            Kind::Durable => "durable",
+        }
+    }
+}
 
 /// Whether event `i` matches at `percent` %: spread evenly, exactly ⌊count × percent / 100⌋
 /// of the first `count` events.
@@ -91,6 +120,7 @@ pub struct Population {
     measuring: usize,
     /// The number of the next event (events are numbered across points).
     next: u64,
+    kind: Kind,
 }
 
 /// One point of the workload.
@@ -127,32 +157,45 @@ pub struct PointResult {
     pub inexact: Vec<String>,
     /// Deliveries that did not satisfy the selector, all subscribers.
     pub wrong: u64,
+    /// Guaranteed publishes acknowledged and failed ([`Kind::Durable`] only).
+    pub acked: Option<(u64, u64)>,
 }
 
 impl Population {
     /// Connects the publisher, the measuring subscribers (first) and the others through the
     /// measurement engine, then sends probe events until every subscriber has heard one
     /// (interest has crossed the network). `events`: how many events all points will publish.
+    /// Durable subscriptions need no probe: each is in force once its broker confirmed it,
+    /// which it does only after the network's barrier.
     pub async fn connect(
         publisher: &str,
         measuring: &[String],
         others: &[String],
         events: u64,
+        kind: Kind,
     ) -> anyhow::Result<Population> {
         let publisher = Client::builder(publisher).name("narada-pub").no_reconnect().connect().await?;
+        let topic = kind.topic();
+        let (mode, durable) = match kind {
+            Kind::BestEffort => (DeliveryMode::BestEffort, None),
+            Kind::Durable => (DeliveryMode::Guaranteed, Some("narada-persistent".to_string())),
+        };
         let subscribers = Subscribers {
             addrs: measuring.iter().chain(others).cloned().collect(),
-            options: SubscribeOptions::new(TOPIC).selector(SELECTOR),
+            options: SubscribeOptions::new(topic).selector(SELECTOR).mode(mode),
             name: "narada-sub".into(),
-            ..Subscribers::at("", 0, TOPIC, events)
+            durable,
+            ..Subscribers::at("", 0, topic, events)
         };
         let shared: Vec<Arc<Mutex<Shared>>> = (0..subscribers.addrs.len()).map(|_| Arc::default()).collect();
         let sink = |i: usize| Content { shared: shared[i].clone(), measuring: i < measuring.len() };
         let engine = Engine::connect(&subscribers, sink)
             .await
             .map_err(|e| anyhow::anyhow!("subscribing with the selector `{SELECTOR}` failed: {e:#}"))?;
-        engine.probe_with(&publisher, TOPIC, &properties(0, true), 16, Duration::from_secs(60)).await?;
-        Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0 })
+        if kind == Kind::BestEffort {
+            engine.probe_with(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
+        }
+        Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0, kind })
     }
 
     /// Publishes one point on an absolute schedule and waits until every subscriber has every
@@ -165,21 +208,33 @@ impl Population {
         }
         let first = self.next;
         let interval = Duration::from_secs_f64(1.0 / spec.rate);
+        let (tx, rx) = mpsc::unbounded_channel::<PendingAck>();
+        let acks = tokio::spawn(engine::count_acks(rx));
         let (start, start_us) = (Instant::now(), now_us());
         for i in 0..spec.count {
             let offset = interval.mul_f64(i as f64);
             tokio::time::sleep_until((start + offset).into()).await;
             let intended_us = start_us + offset.as_micros() as u64;
             let payload = engine::payload(first + i, intended_us, spec.size);
-            let message = Message::new(TOPIC, &properties(i, matches(i, spec.matching)), payload, now_us())?;
-            self.publisher.publish_message(message).await?;
+            let properties = properties(i, matches(i, spec.matching));
+            let message = Message::new(self.kind.topic(), &properties, payload, now_us())?;
+            match self.kind {
+                Kind::BestEffort => self.publisher.publish_message(message).await?,
+                Kind::Durable => {
+                    let _ = tx.send(self.publisher.send_guaranteed(message).await?);
+                }
+            }
         }
         let achieved_rate = spec.count as f64 / start.elapsed().as_secs_f64().max(1e-9);
         self.publisher.flush().await?;
+        drop(tx);
+        let acked = acks.await?;
         self.next += spec.count;
         let want: Vec<u64> = (0..spec.count).filter(|&i| matches(i, spec.matching)).map(|i| first + i).collect();
         self.wait(want.len(), idle).await;
-        Ok(self.result(&spec, &want, achieved_rate, start_us))
+        let mut r = self.result(&spec, &want, achieved_rate, start_us);
+        r.acked = (self.kind == Kind::Durable).then_some(acked);
+        Ok(r)
     }
 
     /// Waits until every subscriber has `matched` events of this point, or `idle` passes
@@ -210,6 +265,7 @@ impl Population {
             delivered: Vec::new(),
             inexact: Vec::new(),
             wrong: 0,
+            acked: None,
         };
         for (i, s) in self.shared.iter().enumerate() {
             let Ok(g) = s.lock() else { continue };
@@ -227,6 +283,11 @@ impl Population {
             }
         }
         r
+    }
+
+    /// How this population subscribes and publishes.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 
     /// Closes every client.

@@ -29,22 +29,8 @@ impl Params {
     /// The seed's parameters, or the quick version.
     pub fn new(scale: Scale) -> Params {
         let grid = match scale {
-            Scale::Full => Grid {
-                matching: vec![50, 10],
-                rates: vec![10.0, 100.0, 500.0, 1000.0],
-                sizes: vec![30, 250, 500],
-                seconds: 4.0,
-                min_events: 20,
-                per_broker: 5,
-            },
-            Scale::Quick => Grid {
-                matching: vec![50],
-                rates: vec![20.0, 200.0],
-                sizes: vec![500],
-                seconds: 1.5,
-                min_events: 20,
-                per_broker: 5,
-            },
+            Scale::Full => Grid::seed(&[50, 10], &[10.0, 100.0, 500.0, 1000.0], &[30, 250, 500], 4.0),
+            Scale::Quick => Grid::seed(&[50], &[20.0, 200.0], &[500], 1.5),
         };
         Params {
             dense: ("narada-22-dense.toml".into(), vec!["n22".into(), "n1".into(), "n10".into()]),

@@ -31,22 +31,8 @@ impl Params {
     /// The seed's parameters, or the quick version.
     pub fn new(scale: Scale) -> Params {
         let grid = match scale {
-            Scale::Full => Grid {
-                matching: vec![100, 50, 25, 10],
-                rates: vec![1.0, 10.0, 100.0, 500.0, 1000.0],
-                sizes: vec![30, 250, 500],
-                seconds: 4.0,
-                min_events: 20,
-                per_broker: 5,
-            },
-            Scale::Quick => Grid {
-                matching: vec![100, 10],
-                rates: vec![20.0, 200.0],
-                sizes: vec![30, 500],
-                seconds: 1.5,
-                min_events: 20,
-                per_broker: 5,
-            },
+            Scale::Full => Grid::seed(&[100, 50, 25, 10], &[1.0, 10.0, 100.0, 500.0, 1000.0], &[30, 250, 500], 4.0),
+            Scale::Quick => Grid::seed(&[100, 10], &[20.0, 200.0], &[30, 500], 1.5),
         };
         Params { topology: "narada-22-sparse.toml".into(), publisher: "n22".into(), measuring: "n10".into(), grid }
     }

@@ -9,6 +9,7 @@ pub mod matching;
 pub mod narada;
 pub mod network;
 pub mod overhead;
+pub mod persistent;
 pub mod proxy;
 pub mod seed002;
 pub mod sizes;

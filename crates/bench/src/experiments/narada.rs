@@ -5,13 +5,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::content::{PointSpec, Population};
+use super::content::{Kind, PointSpec, Population};
 use super::Tally;
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::network::Network;
 use crate::suite::{Check, Context};
 
-use crate::metrics::{LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
+use crate::metrics::{GD_PUBEND_RECEIVED, GD_PUBEND_SENT, LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
 
 /// CSV columns.
 pub const COLUMNS: &[&str] = &[
@@ -50,6 +50,19 @@ pub struct Grid {
 }
 
 impl Grid {
+    /// A grid with seed 004's population (five subscribers on every broker) and at least 20
+    /// events per point: `seconds` of publishing at each of `rates`.
+    pub fn seed(matching: &[u32], rates: &[f64], sizes: &[usize], seconds: f64) -> Grid {
+        Grid {
+            matching: matching.to_vec(),
+            rates: rates.to_vec(),
+            sizes: sizes.to_vec(),
+            seconds,
+            min_events: 20,
+            per_broker: 5,
+        }
+    }
+
     /// Events in a point at `rate`.
     pub fn events(&self, rate: f64) -> u64 {
         ((rate * self.seconds).round() as u64).max(self.min_events)
@@ -79,11 +92,14 @@ impl Default for NaradaChecks {
         NaradaChecks {
             exact: Tally::new("every subscriber received exactly the matching events (compared by number)"),
             selector: Tally::new("no delivery failed the subscriber's selector"),
-            published: Tally::new("the publisher's broker counted every event"),
+            published: Tally::new(
+                "the publisher's broker counted every event (best effort) or acknowledged every one (guaranteed)",
+            ),
             routed: Tally::new(
                 "no event entered a branch without interest: every link carried 0 or exactly the \
                  matching events, all links together the matching events × (brokers − 1), and each \
-                 link's receiver read what its sender wrote",
+                 link's receiver read what its sender wrote (guaranteed: every broker but the \
+                 publisher's received exactly the matching events, and nothing was retransmitted)",
             ),
         }
     }
@@ -120,6 +136,121 @@ fn add_links(traffic: &mut Traffic, names: &[String], before: &[Snapshot], after
     }
 }
 
+/// A seed 004 network, up, with what each point's checks read from it.
+pub struct Narada {
+    network: Network,
+    admins: Vec<String>,
+    publisher: String,
+    publisher_index: usize,
+    names: Vec<String>,
+    /// The topology's name.
+    pub name: String,
+}
+
+impl Narada {
+    /// Starts the network of `topology` with the publisher's broker `publisher`.
+    pub async fn up(ctx: &Context, topology: &str, publisher: &str) -> anyhow::Result<Narada> {
+        let dir = ctx.scratch(&format!("net-{topology}"))?;
+        let file = ctx.topologies.join(topology);
+        let network = Network::up(&ctx.tidings, &file, &dir, Duration::from_secs(120)).await?;
+        let admins = network.admins()?;
+        let publisher_index = network
+            .brokers
+            .iter()
+            .position(|b| b.name == publisher)
+            .ok_or_else(|| anyhow::anyhow!("no {publisher}"))?;
+        let name = network.topology.name.clone();
+        let names = network.brokers.iter().map(|b| b.name.clone()).collect();
+        Ok(Narada { network, admins, publisher: publisher.to_string(), publisher_index, names, name })
+    }
+
+    /// Connects a population: measuring subscribers at `measuring`, `per_broker` on every
+    /// broker, the publisher at the publisher's broker.
+    pub async fn population(
+        &self,
+        measuring: &[&str],
+        per_broker: usize,
+        events: u64,
+        kind: Kind,
+    ) -> anyhow::Result<Population> {
+        let n = &self.network;
+        let measuring: Vec<String> =
+            measuring.iter().map(|m| n.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
+        let others: Vec<String> = n.brokers.iter().flat_map(|b| vec![b.tcp.clone(); per_broker]).collect();
+        Population::connect(&n.broker(&self.publisher)?.tcp, &measuring, &others, events, kind).await
+    }
+
+    /// Runs one point of `population` and checks it against the brokers' metrics: every
+    /// subscriber got exactly the matching events; the publisher's broker counted (best
+    /// effort) or acknowledged (durable) every event; no link carried an unwanted one. Adds the
+    /// link traffic to `traffic`; returns the measuring subscribers' rows and, for a durable
+    /// population, the publishes acknowledged and failed.
+    pub async fn point(
+        &self,
+        population: &mut Population,
+        spec: PointSpec,
+        measuring: &[&str],
+        checks: &mut NaradaChecks,
+        traffic: &mut Traffic,
+    ) -> anyhow::Result<(Vec<NaradaRow>, Option<(u64, u64)>)> {
+        let before = scrape_all(self.admins.clone()).await?;
+        let r = population.point(spec, Duration::from_secs(5)).await?;
+        let after = scrape_all(self.admins.clone()).await?;
+        let kind = population.kind().label();
+        let at = format!("{} {kind} {}% {} B {} msg/s", self.name, spec.matching, spec.size, spec.rate);
+        let inexact = r.inexact.join("; ");
+        checks.exact.record(
+            r.inexact.is_empty(),
+            format!(
+                "{at}: {} subscribers did not get exactly the {} matching events: {inexact}",
+                r.inexact.len(),
+                r.matched
+            ),
+        );
+        checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
+        let publisher = self.publisher_index;
+        match r.acked {
+            Some((acked, failed)) => checks.published.record(
+                acked == r.published && failed == 0,
+                format!("{at}: {acked} of {} guaranteed publishes acknowledged, {failed} failed", r.published),
+            ),
+            None => {
+                let counted = after[publisher].delta(&before[publisher], metrics::MESSAGES_IN);
+                checks
+                    .published
+                    .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published))
+            }
+        }
+        add_links(traffic, &self.names, &before, &after);
+        (traffic.published, traffic.matched) = (traffic.published + r.published, traffic.matched + r.matched);
+        let routed = match r.acked {
+            Some(_) => guaranteed_links(&before, &after, r.matched, self.publisher_index),
+            None => links(&before, &after, r.matched, self.names.len())
+                .and_then(|()| cross_check(&self.names, &before, &after)),
+        };
+        checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
+        let topology = &self.network.topology;
+        let rows = measuring
+            .iter()
+            .zip(&r.measuring)
+            .map(|(sub, sample)| {
+                let path = topology.brokers_on_path(&self.publisher, sub).unwrap_or(0);
+                let at = RowAt {
+                    topology: &self.name,
+                    spec: &spec,
+                    achieved: r.achieved_rate,
+                    sub,
+                    path,
+                    matched: r.matched,
+                    start_us: r.start_us,
+                };
+                row(&at, sample)
+            })
+            .collect();
+        Ok((rows, r.acked))
+    }
+}
+
 /// Runs `grid` on the network of `topology` with measuring subscribers at `measuring`; adds one
 /// row per point and measuring subscriber; returns the link traffic of each matching rate.
 pub async fn run(
@@ -131,21 +262,10 @@ pub async fn run(
     table: &mut Vec<NaradaRow>,
     checks: &mut NaradaChecks,
 ) -> anyhow::Result<Vec<Traffic>> {
-    let dir = ctx.scratch(&format!("net-{topology}"))?;
-    let file = ctx.topologies.join(topology);
-    let network = Network::up(&ctx.tidings, &file, &dir, Duration::from_secs(120)).await?;
-    let admins = network.admins()?;
-    let publisher_index =
-        network.brokers.iter().position(|b| b.name == publisher).ok_or_else(|| anyhow::anyhow!("no {publisher}"))?;
-    let measuring_addrs: Vec<String> =
-        measuring.iter().map(|m| network.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
-    let others: Vec<String> = network.brokers.iter().flat_map(|b| vec![b.tcp.clone(); grid.per_broker]).collect();
+    let net = Narada::up(ctx, topology, publisher).await?;
     let events =
         grid.matching.len() as u64 * grid.sizes.len() as u64 * grid.rates.iter().map(|&r| grid.events(r)).sum::<u64>();
-    let mut population =
-        Population::connect(&network.broker(publisher)?.tcp, &measuring_addrs, &others, events).await?;
-    let name = network.topology.name.clone();
-    let names: Vec<String> = network.brokers.iter().map(|b| b.name.clone()).collect();
+    let mut population = net.population(measuring, grid.per_broker, events, Kind::BestEffort).await?;
     let mut traffic = Vec::new();
     let mut id = 0;
     for &matching in &grid.matching {
@@ -154,43 +274,8 @@ pub async fn run(
             for &rate in &grid.rates {
                 id += 1;
                 let spec = PointSpec { id, matching, rate, size, count: grid.events(rate) };
-                let before = scrape_all(admins.clone()).await?;
-                let r = population.point(spec, Duration::from_secs(5)).await?;
-                let after = scrape_all(admins.clone()).await?;
-                let at = format!("{name} {matching}% {size} B {rate} msg/s");
-                let inexact = r.inexact.join("; ");
-                checks.exact.record(
-                    r.inexact.is_empty(),
-                    format!(
-                        "{at}: {} subscribers did not get exactly the {} matching events: {inexact}",
-                        r.inexact.len(),
-                        r.matched
-                    ),
-                );
-                checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
-                let counted = after[publisher_index].delta(&before[publisher_index], metrics::MESSAGES_IN);
-                checks
-                    .published
-                    .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published));
-                add_links(&mut t, &names, &before, &after);
-                (t.published, t.matched) = (t.published + r.published, t.matched + r.matched);
-                let routed = links(&before, &after, r.matched, network.brokers.len())
-                    .and_then(|()| cross_check(&names, &before, &after));
-                checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
-                for (sub, sample) in measuring.iter().zip(&r.measuring) {
-                    let path = network.topology.brokers_on_path(publisher, sub).unwrap_or(0);
-                    let at = RowAt {
-                        topology: &name,
-                        spec: &spec,
-                        achieved: r.achieved_rate,
-                        sub,
-                        path,
-                        matched: r.matched,
-                        start_us: r.start_us,
-                    };
-                    table.push(row(&at, sample));
-                }
-                ctx.step(format!("{name} {matching}% {size} B {rate} msg/s"));
+                table.extend(net.point(&mut population, spec, measuring, checks, &mut t).await?.0);
+                ctx.step(format!("{} {matching}% {size} B {rate} msg/s", net.name));
             }
         }
         traffic.push(t);
@@ -222,6 +307,36 @@ pub fn links(before: &[Snapshot], after: &[Snapshot], matched: u64, brokers: usi
         Ok(())
     } else {
         Err(format!("links carried {total} messages in all, not {expected}"))
+    }
+}
+
+/// The guaranteed counterpart of [`links`]: guaranteed data does not count as link messages
+/// but per pubend and kind. Every broker but the publisher's received exactly `matched` data
+/// messages (each matching event once, nothing else), all brokers together sent as many as
+/// they received, and nothing was retransmitted (loopback loses nothing, so a retransmission
+/// would mean a nack for something never lost).
+pub fn guaranteed_links(before: &[Snapshot], after: &[Snapshot], matched: u64, publisher: usize) -> Result<(), String> {
+    let kind = |s: &[Snapshot], i: usize, name: &str, kind: &str| {
+        s[i].by_label(name, "kind").get(kind).copied().unwrap_or(0.0)
+    };
+    let grew = |i: usize, name: &str, k: &str| kind(after, i, name, k) - kind(before, i, name, k);
+    let (mut sent, mut received) = (0.0, 0.0);
+    for i in 0..after.len() {
+        let got = grew(i, GD_PUBEND_RECEIVED, "data");
+        let want = if i == publisher { 0.0 } else { matched as f64 };
+        if got != want {
+            return Err(format!("broker {} received {got} guaranteed data messages, not {want}", i + 1));
+        }
+        let again = grew(i, GD_PUBEND_SENT, "retransmit");
+        if again != 0.0 {
+            return Err(format!("broker {} retransmitted {again} guaranteed messages", i + 1));
+        }
+        (sent, received) = (sent + grew(i, GD_PUBEND_SENT, "data"), received + got);
+    }
+    if sent == received {
+        Ok(())
+    } else {
+        Err(format!("the brokers sent {sent} guaranteed data messages and received {received}"))
     }
 }
 
@@ -364,6 +479,24 @@ mod tests {
         assert_eq!(cross_check(&names, &before, &agreed), Ok(()));
         let short = [at(10.0, 0.0, "b"), at(0.0, 7.0, "a")];
         assert!(cross_check(&names, &before, &short).unwrap_err().contains("read 7"));
+    }
+
+    #[test]
+    fn guaranteed_links_want_each_matching_event_once_at_every_other_broker() {
+        let at = |sent: f64, received: f64, again: f64| {
+            Snapshot::parse(&format!(
+                "{GD_PUBEND_SENT}{{pubend=\"p\",kind=\"data\"}} {sent}\n\
+                 {GD_PUBEND_SENT}{{pubend=\"p\",kind=\"retransmit\"}} {again}\n\
+                 {GD_PUBEND_RECEIVED}{{pubend=\"p\",kind=\"data\"}} {received}\n"
+            ))
+        };
+        let before = [at(0.0, 0.0, 0.0), at(0.0, 0.0, 0.0), at(0.0, 0.0, 0.0)];
+        let chain = [at(5.0, 0.0, 0.0), at(5.0, 5.0, 0.0), at(0.0, 5.0, 0.0)];
+        assert_eq!(guaranteed_links(&before, &chain, 5, 0), Ok(()));
+        let unwanted = [at(6.0, 0.0, 0.0), at(6.0, 6.0, 0.0), at(0.0, 6.0, 0.0)];
+        assert!(guaranteed_links(&before, &unwanted, 5, 0).unwrap_err().contains("received 6"));
+        let repaired = [at(5.0, 0.0, 1.0), at(5.0, 5.0, 0.0), at(0.0, 5.0, 0.0)];
+        assert!(guaranteed_links(&before, &repaired, 5, 0).unwrap_err().contains("retransmitted"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::NetRow;
 use super::{Checks, Key, Params, TIDINGS};
-use crate::experiments::content::{PointSpec, Population};
+use crate::experiments::content::{Kind, PointSpec, Population};
 use crate::network::Network as BrokerNetwork;
 use crate::stats::quantile;
 use crate::suite::Context;
@@ -36,7 +36,8 @@ pub(super) async fn measure(
     let addrs: Vec<String> =
         measuring.iter().map(|m| net.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
     let events = ctx.reps as u64 * p.latency_count();
-    let mut population = Population::connect(&net.broker(publisher)?.tcp, &addrs, &[], events).await?;
+    let mut population =
+        Population::connect(&net.broker(publisher)?.tcp, &addrs, &[], events, Kind::BestEffort).await?;
     for rep in 1..=ctx.reps {
         let spec = PointSpec { id: rep as u64, matching: 100, rate: p.rate, size: p.size, count: p.latency_count() };
         let r = population.point(spec, Duration::from_secs(5)).await?;

@@ -138,7 +138,7 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
         stream::iter(probes).buffer_unordered(32).try_collect::<Vec<_>>().await?;
     }
     let (tx, rx) = mpsc::unbounded_channel::<PendingAck>();
-    let acks = tokio::spawn(count_acks(rx));
+    let acks = tokio::spawn(engine::count_acks(rx));
     let processes = [("phb", Process::Pid(b.pids.0)), ("shb", Process::Pid(b.pids.1)), ("clients", Process::This)];
     let before = CpuSample::take(&processes);
     let sent = load.per_group() * load.groups as u64;
@@ -171,16 +171,4 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     let accounting = tallies.map(|t| Accounting::of(load.per_group(), &t));
     let latency = shared.map(|h| h.lock().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone()));
     Ok(Measured { sent, acked, achieved_rate, cpu, latency, accounting, setup_secs })
-}
-
-/// Waits for every guaranteed publish's acknowledgement: (acknowledged, failed).
-async fn count_acks(mut rx: mpsc::UnboundedReceiver<PendingAck>) -> (u64, u64) {
-    let (mut acked, mut failed) = (0, 0);
-    while let Some(pending) = rx.recv().await {
-        match tokio::time::timeout(Duration::from_secs(30), pending).await {
-            Ok(Ok(_)) => acked += 1,
-            _ => failed += 1,
-        }
-    }
-    (acked, failed)
 }

@@ -1,0 +1,293 @@
+//! `persistent` (seed 004 §8.3.4, figures 8.3.6 and 8.3.7): the matching experiment on
+//! `narada-22-sparse.toml` at 50 % matching with persistent clients: five durable subscribers
+//! on every broker and measuring ones at n7 and n10, the publisher at n22 publishing with
+//! guaranteed delivery (acknowledged once its broker has the event on disk). Beside each
+//! point, the same point with best-effort subscribers and publishes, interleaved point by
+//! point in the same network, so the figure shows what persistence costs and nothing else.
+
+use std::fmt::Write as _;
+
+use futures::future::BoxFuture;
+
+use super::content::{Kind, PointSpec};
+use super::list;
+use super::narada::{self, Grid, Narada, NaradaChecks, NaradaRow, Traffic};
+use crate::stats::Spread;
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::table::{num, Table};
+use crate::suite::{Context, Experiment, Outcome, Scale};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// Topology file.
+    pub topology: String,
+    /// The publisher's broker.
+    pub publisher: String,
+    /// The measuring subscribers' brokers (the seed's nodes 7 and 10).
+    pub measuring: Vec<String>,
+    /// The grid (one matching rate, as the seed's figures).
+    pub grid: Grid,
+}
+
+impl Params {
+    /// The seed's parameters, or the quick version.
+    pub fn new(scale: Scale) -> Params {
+        let grid = match scale {
+            Scale::Full => Grid::seed(&[50], &[10.0, 100.0, 500.0, 1000.0], &[50, 250, 500], 4.0),
+            Scale::Quick => Grid::seed(&[50], &[20.0, 200.0], &[100], 1.5),
+        };
+        Params {
+            topology: "narada-22-sparse.toml".into(),
+            publisher: "n22".into(),
+            measuring: vec!["n7".into(), "n10".into()],
+            grid,
+        }
+    }
+}
+
+/// CSV columns: the delivery kind and repetition, then the matching experiment's.
+fn columns() -> Vec<&'static str> {
+    ["delivery", "rep", "acked"].into_iter().chain(narada::COLUMNS.iter().copied()).collect()
+}
+
+/// One point of one kind at one measuring subscriber.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PersistentRow {
+    /// `durable` or `best effort`.
+    pub delivery: String,
+    /// Repetition, from 1.
+    pub rep: usize,
+    /// Guaranteed publishes acknowledged (durable points only).
+    pub acked: Option<u64>,
+    /// The point, as the matching experiment records it.
+    #[serde(flatten)]
+    pub point: NaradaRow,
+}
+
+/// The experiment.
+pub struct Persistent(pub Params);
+
+impl Experiment for Persistent {
+    fn name(&self) -> &'static str {
+        "persistent"
+    }
+    fn title(&self) -> &'static str {
+        "persistent clients over 22 brokers: durable subscribers against best effort"
+    }
+    fn seeds(&self) -> &'static str {
+        "seed 004, §8.3.4 and figures 8.3.6, 8.3.7"
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        let p = &self.0;
+        vec![
+            ("topology", format!("`{}`", p.topology)),
+            ("publisher / measuring subscribers", format!("{} / {}", p.publisher, p.measuring.join(" and "))),
+            ("subscribers on every broker", format!("{} of each kind", p.grid.per_broker)),
+            (
+                "durable",
+                "each subscriber its own durable name; publishes guaranteed, acknowledged after the sync at the publisher's broker"
+                    .into(),
+            ),
+            ("best effort", "the same subscribers and events, best-effort subscriptions and publishes".into()),
+            ("selector (every subscriber)", format!("`{}`", super::content::SELECTOR)),
+            ("matching rates, %", list(&p.grid.matching)),
+            ("publish rates, msg/s", list(&p.grid.rates)),
+            ("payload sizes, B (plus ~60 B of properties)", list(&p.grid.sizes)),
+            ("events per point", format!("{} s of publishing, at least {}", p.grid.seconds, p.grid.min_events)),
+            ("order", "both kinds stay connected; each point runs both, the order alternating by repetition".into()),
+        ]
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        (self.0.grid.len() * 2 * ctx.reps) as u64
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(async move {
+            let p = &self.0;
+            let (table, checks) = measure(ctx, p).await?;
+            Ok(Outcome {
+                figure: figure(p, &table),
+                body: body(p, &table),
+                table: Table::of(&columns(), &table)?,
+                checks: checks.into_checks(),
+            })
+        })
+    }
+}
+
+/// Both populations on one network, every point of the grid `ctx.reps` times, the kinds
+/// interleaved.
+async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow>, NaradaChecks)> {
+    let g = &p.grid;
+    let net = Narada::up(ctx, &p.topology, &p.publisher).await?;
+    let measuring: Vec<&str> = p.measuring.iter().map(String::as_str).collect();
+    let events = ctx.reps as u64
+        * g.matching.len() as u64
+        * g.sizes.len() as u64
+        * g.rates.iter().map(|&r| g.events(r)).sum::<u64>();
+    let mut best_effort = net.population(&measuring, g.per_broker, events, Kind::BestEffort).await?;
+    let mut durable = net.population(&measuring, g.per_broker, events, Kind::Durable).await?;
+    ctx.step("both populations connected");
+    let (mut table, mut checks, mut traffic) = (Vec::new(), NaradaChecks::default(), Traffic::default());
+    let mut id = 0;
+    for rep in 1..=ctx.reps {
+        for &matching in &g.matching {
+            for &size in &g.sizes {
+                for &rate in &g.rates {
+                    let mut order = [(Kind::BestEffort, &mut best_effort), (Kind::Durable, &mut durable)];
+                    if rep % 2 == 0 {
+                        order.reverse();
+                    }
+                    for (kind, population) in order {
+                        id += 1;
+                        let spec = PointSpec { id, matching, rate, size, count: g.events(rate) };
+                        let (rows, acked) = net.point(population, spec, &measuring, &mut checks, &mut traffic).await?;
+                        for point in rows {
+                            let acked = acked.map(|(acked, _)| acked);
+                            table.push(PersistentRow { delivery: kind.label().into(), rep, acked, point });
+                        }
+                        ctx.step(format!("rep {rep}: {} {size} B {rate} msg/s", kind.label()));
+                    }
+                }
+            }
+        }
+    }
+    best_effort.close().await;
+    durable.close().await;
+    Ok((table, checks))
+}
+
+/// The per-repetition mean latencies of one (kind, subscriber, size, rate), ms.
+fn means(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64) -> Vec<f64> {
+    table
+        .iter()
+        .filter(|r| r.delivery == kind.label() && r.point.subscriber == sub)
+        .filter(|r| r.point.size_b == size && r.point.rate_msg_s == rate)
+        .filter_map(|r| r.point.mean_ms)
+        .collect()
+}
+
+/// The median over repetitions of the mean latency, if any repetition had one.
+fn median_mean(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64) -> Option<f64> {
+    let m = means(table, kind, sub, size, rate);
+    (!m.is_empty()).then(|| Spread::of(&m).median)
+}
+
+fn figure(p: &Params, table: &[PersistentRow]) -> Figure {
+    let g = &p.grid;
+    let (largest, fastest) = (g.sizes.iter().copied().max().unwrap_or(0), g.rates.iter().copied().fold(0.0, f64::max));
+    let colors = [figure::TIDINGS, figure::TIDINGS_ALT, figure::NATS_ANCHOR, 5];
+    let mut by_rate = Vec::new();
+    let mut by_size = Vec::new();
+    let lines = p.measuring.iter().flat_map(|s| [(s, Kind::Durable), (s, Kind::BestEffort)]);
+    for (i, (sub, kind)) in lines.enumerate() {
+        let label = format!("{sub}, {}", kind.label());
+        let pts = g.rates.iter().filter_map(|&r| median_mean(table, kind, sub, largest, r).map(|v| (r, v))).collect();
+        by_rate.push(Series::new(label.clone(), Mark::Line, colors[i % 4], pts));
+        let pts =
+            g.sizes.iter().filter_map(|&s| median_mean(table, kind, sub, s, fastest).map(|v| (s as f64, v))).collect();
+        by_size.push(Series::new(label, Mark::Line, colors[i % 4], pts));
+    }
+    let ms = || Axis { label: "mean latency (ms), median of repetitions".into(), scale: AxisScale::Log };
+    Figure {
+        title: "persistent clients, 22 brokers, 50% matching (seed 004 figures 8.3.6-8.3.7)".into(),
+        panels: vec![
+            Panel {
+                title: format!("{largest} B"),
+                x: Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log },
+                y: ms(),
+                series: by_rate,
+            },
+            Panel {
+                title: format!("{fastest} msg/s"),
+                x: Axis { label: "payload size (B)".into(), scale: AxisScale::Linear },
+                y: ms(),
+                series: by_size,
+            },
+        ],
+    }
+}
+
+fn body(p: &Params, table: &[PersistentRow]) -> String {
+    let g = &p.grid;
+    let mut out = String::new();
+    let path = |sub: &str| table.iter().find(|r| r.point.subscriber == sub).map_or(0, |r| r.point.brokers_on_path);
+    let _ = writeln!(
+        out,
+        "Latency is one-way from each event's scheduled send time to its delivery at the measuring \
+         subscriber (one clock). {} is {} brokers from the publisher, {} is {}. Each cell is the median \
+         over repetitions of the point's mean latency, with the range of the repetitions; the \
+         ratio is durable over best effort.\n",
+        p.measuring.first().map_or("", String::as_str),
+        p.measuring.first().map_or(0, |s| path(s)),
+        p.measuring.get(1).map_or("", String::as_str),
+        p.measuring.get(1).map_or(0, |s| path(s)),
+    );
+    let _ = writeln!(out, "| subscriber | size | rate | durable mean (ms) | best effort mean (ms) | ratio |");
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    for sub in &p.measuring {
+        for &size in &g.sizes {
+            for &rate in &g.rates {
+                let d = Spread::of(&means(table, Kind::Durable, sub, size, rate));
+                let b = Spread::of(&means(table, Kind::BestEffort, sub, size, rate));
+                let ratio = if b.median > 0.0 { format!("{:.2}", d.median / b.median) } else { "n/a".into() };
+                let _ = writeln!(
+                    out,
+                    "| {sub} | {size} B | {} msg/s | {} | {} | {ratio} |",
+                    num(rate),
+                    d.show(|v| format!("{v:.2}")),
+                    b.show(|v| format!("{v:.2}"))
+                );
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\nThe seed's persistent clients had their events written to a stable store at the publisher's \
+         node and replicated once (node 7) or twice (node 10) before delivery. Here the publisher's \
+         broker logs each guaranteed event and acknowledges it after the sync; the durable subscribers' \
+         brokers keep their subscriptions and checkpoints on disk. tidings does not replicate the \
+         pubend log to other brokers: the second replication of the seed has no counterpart, and n10's \
+         figure is the one-replica cost seen nine brokers away."
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_column_is_a_field_of_the_rows() {
+        let t = Table::of(&columns(), &[PersistentRow::default()]).unwrap();
+        assert_eq!(t.rows().len(), 1);
+        let fields = serde_json::to_value(PersistentRow::default()).unwrap();
+        assert_eq!(fields.as_object().unwrap().len(), columns().len());
+    }
+
+    #[test]
+    fn the_median_is_over_the_matching_rows_only() {
+        let row = |delivery: &str, rep: usize, sub: &str, mean: f64| PersistentRow {
+            delivery: delivery.into(),
+            rep,
+            acked: None,
+            point: NaradaRow {
+                subscriber: sub.into(),
+                size_b: 50,
+                rate_msg_s: 10.0,
+                mean_ms: Some(mean),
+                ..NaradaRow::default()
+            },
+        };
+        let t = [
+            row("durable", 1, "n7", 3.0),
+            row("durable", 2, "n7", 5.0),
+            row("durable", 3, "n7", 4.0),
+            row("best effort", 1, "n7", 1.0),
+            row("durable", 1, "n10", 9.0),
+        ];
+        assert_eq!(median_mean(&t, Kind::Durable, "n7", 50, 10.0), Some(4.0));
+        assert_eq!(median_mean(&t, Kind::BestEffort, "n7", 50, 10.0), Some(1.0));
+        assert_eq!(median_mean(&t, Kind::Durable, "n7", 250, 10.0), None);
+    }
+}
