@@ -32,6 +32,9 @@ impl Matcher for OneSubend {
     fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
         subend.0 == target(payload)
     }
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 fn target(payload: &Bytes) -> u64 {

@@ -130,20 +130,30 @@
 //!   relay restarted empty vouches at once for the subtree it knows, before its children link
 //!   to it again, and ticks judged by that summary alone were F for them (real processes:
 //!   `cli/tests/gd_links.rs`, a relay killed and restarted empty, lost 1-5 messages in about
-//!   half the runs). What remains: a cell that joins a relay's tree may be told
-//!   F that the relay's upstream judged before it knew the cell's interest (durable seed 74:
-//!   a message judged while the summaries were still moving; seed 483 with faults: the
-//!   pubend itself told a relay F for a subscriber that had just moved below it). The
+//!   half the runs).
+//! - F is told lazily (the F run rides on the next Data, or a Silence after FPT), so it is
+//!   judged again at the moment it is told if the summaries moved since it was judged
+//!   ([`engine::Matcher::epoch`], the router's verdict epoch; `Ostream::rejudge`): a tick that
+//!   passes now cuts the untold run short and is sent as Data. Before, a message judged F for
+//!   a child while a subscriber's interest was still on its way up was told F tens of
+//!   milliseconds later, after the interest had arrived, and that subscriber never got it: the
+//!   cause of all five census failures below (813, 911, 492, 223, 940). Each F-judged tick is
+//!   judged at most twice more, and only when the epoch moved; the untold run still counts as
+//!   acknowledged (making it wait for its telling moved the timing of 4 of the 5,000 runs
+//!   onto other races).
+//! - What remains: a cell whose entry broker for a tree changes from one broker to its mate
+//!   (the former entry becomes the new entry's sideways child) can be told F that the
+//!   upstream judged for the cell by the new entry's summary before the former entry's
+//!   interest reached it there (faults seeds 443 and 603, full 603: the F arrives 40-100 ms
+//!   after the reroute and is relayed sideways to the mate whose subscriber wants it). The
 //!   simulator's census (1,000 seeds per mode, release build, `failure_census`) fails 0 with
-//!   churn, 0 with idle crashes, 1 with pubend crashes, 2 with faults and 2 with everything at
-//!   once (four I2 of this kind, one I5, seed 223): 5 of 5,000; seeds 1-200 pass in every mode.
-//!   Before the upstream-only F rule above and relay curiosity (below) it failed 1, 10, 17 and
-//!   15 (churn not run), and 9 before restarted entry brokers were held (above); the durable
-//!   census passes 300 of 300 (1 failed before). Withholding a joining
-//!   cell's F for a while and fetching it upstream instead was tried: it cured 483 and 74 but
-//!   57 of the 5,000 runs failed instead of 15 (33 subscribers left waiting, G2; 21 logs never
-//!   released), so it is not in. The cure is a nack that asks for the pubend's verdict past
-//!   relays' F (a wire change).
+//!   churn, idle crashes and pubend crashes, 2 with faults and 1 with everything at once: 3
+//!   of 5,000 (5 before the rejudging, 1, 10, 17 and 15 before the upstream-only F rule and
+//!   relay curiosity); the durable census passes 300 of 300. Withholding a joining cell's F
+//!   for a while and fetching it upstream instead was tried: it cured two seeds but failed 57
+//!   of the 5,000 runs (subscribers left waiting, logs never released). The cure is a barrier
+//!   run for the cell at the reroute, its F below the barrier's tick fetched from the pubend's
+//!   own verdict (a wire change).
 //! - A relay with children but no subend of its own is curious about holes in its istream
 //!   above what it acknowledged and above the knowledge it already had
 //!   (`Stream::curiosity_start`); the seed leaves curiosity to the subends. A cell mate that is

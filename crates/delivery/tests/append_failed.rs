@@ -20,6 +20,9 @@ impl Matcher for Everyone {
     fn subend(&self, _: PubendId, _: SubendId, _: &Bytes) -> bool {
         true
     }
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 const P: PubendId = PubendId(7);

@@ -36,6 +36,9 @@ impl Matcher for BitMatcher {
     fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
         self.subends.get(&subend).is_some_and(|bits| payload[0] & bits != 0)
     }
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 fn settings() -> Settings {

@@ -197,6 +197,12 @@ impl Cluster {
         self.core.read().router.child_cell_verdict(pubend, cell, &Probe::new(message))
     }
 
+    /// The router's verdict epoch (see `Router::verdict_epoch`): guaranteed delivery judges
+    /// again an F it told lazily when this moved.
+    pub(crate) fn verdict_epoch(&self) -> u64 {
+        self.core.read().router.verdict_epoch()
+    }
+
     /// Guaranteed delivery's filter edge toward linked cell mate `mate`'s own subscribers (see
     /// `Router::mate_verdict`).
     pub(crate) fn mate_verdict(&self, mate: &BrokerName, message: &tidings_wire::Message) -> tidings_route::Verdict {

@@ -288,6 +288,7 @@ impl Driver {
         self.metrics.retransmits.inc_by(c.retransmitted - old.retransmitted);
         self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);
         self.metrics.foreign_finals.inc_by(c.foreign_finals - old.foreign_finals);
+        self.metrics.rejudged.inc_by(c.rejudged - old.rejudged);
         let s = self.store.stats();
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));

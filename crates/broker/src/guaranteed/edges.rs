@@ -45,6 +45,11 @@ impl Edges {
         Edges { cluster, names }
     }
 
+    /// The router's verdict epoch (`Router::verdict_epoch`).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.cluster.verdict_epoch()
+    }
+
     /// The verdict for downstream `cell` (a child cell, or a mate's pseudo cell) of `pubend`.
     pub(crate) fn verdict(&self, pubend: PubendId, cell: CellId, payload: &Bytes) -> Verdict {
         let Ok(message) = Message::decode(payload.clone()) else { return Verdict::Unsure };

@@ -74,6 +74,9 @@ impl Matcher for LocalMatcher {
         filter.pattern.matches(message.topic())
             && filter.selector.as_ref().is_none_or(|s| s.matches(&message.property_view()))
     }
+    fn epoch(&self) -> u64 {
+        self.edges.as_ref().map_or(0, Edges::epoch)
+    }
 }
 
 #[cfg(test)]

@@ -70,6 +70,8 @@ pub struct GuaranteedMetrics {
     /// F silences from a broker that is not a stream's upstream cell (a former upstream after
     /// a reroute), dropped: judged for another subtree.
     pub foreign_finals: Counter,
+    /// Untold F runs cut back when judged again after the routing summaries moved.
+    pub rejudged: Counter,
     /// Frames sent sideways through a cell mate (no link of our own to the destination).
     pub sideways_sent: Counter,
     /// Sideways frames carried on for another broker, and acks and nacks handed on to our
@@ -134,6 +136,7 @@ impl GuaranteedMetrics {
             peer_frames_unsent: Counter::default(),
             peer_restarts: Counter::default(),
             foreign_finals: Counter::default(),
+            rejudged: Counter::default(),
             sideways_sent: Counter::default(),
             sideways_carried: Counter::default(),
             sideways_unsent: Counter::default(),
@@ -180,6 +183,11 @@ impl GuaranteedMetrics {
         r.register("peer_frames_unsent", "Guaranteed frames with no link to send on", m.peer_frames_unsent.clone());
         r.register("peer_restarts", "Peers seen back with a new incarnation", m.peer_restarts.clone());
         r.register("foreign_finals", "F silences from a former upstream, dropped", m.foreign_finals.clone());
+        r.register(
+            "rejudged",
+            "Untold F runs cut back: a tick passed the filter when judged again",
+            m.rejudged.clone(),
+        );
         r.register("sideways_sent", "Guaranteed frames sent through a cell mate", m.sideways_sent.clone());
         r.register("sideways_carried", "Guaranteed frames carried on for other brokers", m.sideways_carried.clone());
         r.register("sideways_unsent", "Sideways frames with no link to hand on", m.sideways_unsent.clone());

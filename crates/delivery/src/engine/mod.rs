@@ -58,6 +58,9 @@ pub struct Counters {
     /// at the pubend, or told lost by upstream while this broker lacked the payload): they
     /// became L and their subscribers got gap notices.
     pub damaged_ticks: u64,
+    /// Untold F runs cut back because a tick judged F in them passed the filter edge when
+    /// judged again after the summaries moved (the F would have been a lie).
+    pub rejudged: u64,
 }
 
 /// What one stream operation needs besides the stream.

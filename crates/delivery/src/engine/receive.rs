@@ -120,8 +120,9 @@ impl Stream {
             return;
         }
         self.learn(&joined.new, Learned::FirstTime(&[]), ctx);
-        for child in self.children.values_mut() {
-            child.flush(ctx, self.pubend);
+        let (view, children) = self.split();
+        for child in children.values_mut() {
+            child.flush(&view, ctx);
         }
     }
 }

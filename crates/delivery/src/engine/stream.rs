@@ -88,6 +88,15 @@ impl Stream {
         }
     }
 
+    /// The stream as its ostreams read it, and the ostreams (borrowed apart, so a walk can
+    /// read the istream while it changes an ostream).
+    pub(crate) fn split(&mut self) -> (View<'_>, &mut BTreeMap<CellId, Ostream>) {
+        let authoritative = matches!(self.source, Source::Log(_));
+        let lost = self.lost();
+        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
+        (view, &mut self.children)
+    }
+
     /// New final knowledge over `pieces` (and, for a first-time Data, its tick): answer the
     /// curiosity it resolves, walk every ostream, deliver to subends, fetch missing payloads.
     ///
@@ -95,10 +104,8 @@ impl Stream {
     /// others are not walked now, and pick the ticks up in order with the next first-time
     /// knowledge (or their own nack).
     pub(crate) fn learn(&mut self, pieces: &[TickRange], learned: Learned<'_>, ctx: &mut Ctx<'_>) {
-        let authoritative = matches!(self.source, Source::Log(_));
-        let lost = self.lost();
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
-        for child in self.children.values_mut() {
+        let (view, children) = self.split();
+        for child in children.values_mut() {
             let mut curious = false;
             for &piece in pieces {
                 if child.is_curious(piece) {
@@ -171,10 +178,8 @@ impl Stream {
 
     /// A nack from downstream cell `cell`.
     pub(crate) fn on_nack(&mut self, cell: CellId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
-        let authoritative = matches!(self.source, Source::Log(_));
-        let lost = self.lost();
-        let Some(child) = self.children.get_mut(&cell) else { return };
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
+        let (view, children) = self.split();
+        let Some(child) = children.get_mut(&cell) else { return };
         let mut missing = Vec::new();
         child.on_nack(ranges, &view, ctx, &mut missing);
         if !missing.is_empty() {
@@ -373,8 +378,9 @@ impl Stream {
         } else if self.subends.has_more() {
             self.learn(&[], Learned::Requested, ctx);
         }
-        for child in self.children.values_mut() {
-            child.on_timer(self.pubend, ctx);
+        let (view, children) = self.split();
+        for child in children.values_mut() {
+            child.on_timer(&view, ctx);
         }
         self.fetch_stalled(ctx);
         if let Source::Upstream(up) = &mut self.source {

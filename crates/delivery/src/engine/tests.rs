@@ -30,6 +30,9 @@ impl Matcher for Byte0 {
     fn subend(&self, _: PubendId, _: SubendId, payload: &Bytes) -> bool {
         payload[0] != 0
     }
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 fn child() -> ChildLink {
@@ -581,4 +584,88 @@ fn a_walk_stopped_at_an_uncached_payload_reads_the_log_without_a_nack() {
         "the first logged payload is read for the child's walk: {out:?}"
     );
     assert!(nacked(&out).is_empty(), "no nack was needed");
+}
+
+/// A matcher whose child verdict a test switches, bumping the epoch as a router would when
+/// a summary delta arrives.
+struct Switch {
+    passes: bool,
+    epoch: u64,
+}
+
+impl Matcher for Switch {
+    fn child(&self, _: PubendId, _: CellId, _: &Bytes) -> Verdict {
+        if self.passes {
+            Verdict::Data
+        } else {
+            Verdict::Final
+        }
+    }
+    fn subends(&self, _: PubendId, _: &Bytes, _: &mut Vec<SubendId>) {}
+    fn subend(&self, _: PubendId, _: SubendId, _: &Bytes) -> bool {
+        false
+    }
+    fn epoch(&self) -> u64 {
+        self.epoch
+    }
+}
+
+/// A pubend whose one child was judged F for its one message (tick 5000) at epoch 1, told
+/// nothing yet: the silence interval is long, so the F run stays untold.
+fn lazy_f_over_one_message() -> Engine<Switch> {
+    let settings = Settings { silence_ms: 10_000, ..Settings::default() };
+    let mut engine = Engine::new(settings, Switch { passes: false, epoch: 1 });
+    let mut out = Vec::new();
+    let route = StreamRoute { upstream: None, children: vec![child()] };
+    engine.handle(Millis(1), Input::Route { pubend: P, route }, &mut out);
+    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered: Recovered::default() }), &mut out);
+    engine.handle(Millis(1), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(100_000_000) }), &mut out);
+    let input = Input::Publish { pubend: P, publisher: PublisherId(1), seq: 1, payload: Bytes::from_static(b"\x01m") };
+    engine.handle(Millis(5), input, &mut out);
+    engine.handle(Millis(6), Input::Store(StoreInput::AppendDone { pubend: P, synced_up_to: Tick(5000) }), &mut out);
+    engine.handle(Millis(100), Input::Tick, &mut out);
+    assert!(sent(&out).iter().all(|m| !matches!(m, Message::Data { .. } | Message::Silence { .. })), "{out:?}");
+    engine
+}
+
+/// The F judged for a tick when nobody behind the child wanted it is not told after the
+/// child's interest arrived (the summaries moved before the lazy F run was told): the tick is
+/// judged again and sent as Data, and the F before it still told. Without the rejudging the
+/// timer told one Silence over the whole run, the message included (simulator seed 813).
+#[test]
+fn an_untold_f_is_judged_again_when_the_summaries_moved_before_it_is_told() {
+    let mut engine = lazy_f_over_one_message();
+    let mut out = Vec::new();
+    assert_eq!(engine.counters().rejudged, 0);
+    *engine.matcher_mut() = Switch { passes: true, epoch: 2 };
+    engine.handle(Millis(20_000), Input::Tick, &mut out);
+    let told = sent(&out);
+    assert!(
+        told.iter().any(|m| matches!(m, Message::Data { tick: Tick(5000), .. })),
+        "the message is sent once it passes: {told:?}"
+    );
+    let claims_f_over_it = |m: &&Message| match m {
+        Message::Silence { ranges, .. } => ranges.iter().any(|r| r.from <= Tick(5000) && Tick(5000) <= r.to),
+        Message::Data { tick, final_from, final_to, .. } => {
+            (*final_from..*tick).contains(&Tick(5000)) || (tick.next()..=*final_to).contains(&Tick(5000))
+        }
+        _ => false,
+    };
+    assert!(!told.iter().any(claims_f_over_it), "no F is claimed for it: {told:?}");
+    assert_eq!(engine.counters().rejudged, 1);
+}
+
+/// With the summaries unchanged, the lazy F run is told as before, judged once.
+#[test]
+fn an_untold_f_run_is_told_as_judged_while_the_epoch_holds() {
+    let mut engine = lazy_f_over_one_message();
+    let mut out = Vec::new();
+    engine.handle(Millis(20_000), Input::Tick, &mut out);
+    let told = sent(&out);
+    assert!(told.iter().all(|m| !matches!(m, Message::Data { .. })), "{told:?}");
+    assert!(
+        told.iter().any(|m| matches!(m, Message::Silence { ranges, .. } if ranges.iter().any(|r| r.from <= Tick(5000) && Tick(5000) <= r.to))),
+        "the F run over the message is told: {told:?}"
+    );
+    assert_eq!(engine.counters().rejudged, 0);
 }

@@ -29,6 +29,12 @@ pub trait Matcher {
     fn subends(&self, pubend: PubendId, payload: &Bytes, out: &mut Vec<SubendId>);
     /// Whether one local subend's filter passes the message (used while it catches up alone).
     fn subend(&self, pubend: PubendId, subend: SubendId, payload: &Bytes) -> bool;
+    /// A number that changes whenever what [`Self::child`] judges by may have changed (a
+    /// summary delta or vouch heard, a link up or down, a tree moved). An F judged at one epoch
+    /// and told at another is judged again first: F told lazily must hold for the summaries of
+    /// the moment it is told, not only of the moment it was judged. A matcher whose verdicts
+    /// never change may return a constant.
+    fn epoch(&self) -> u64;
 }
 
 /// The upstream cell of a stream: where its data comes from.

@@ -35,6 +35,9 @@ impl Matcher for TopicMatcher {
     fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
         self.subends.get(&subend).is_some_and(|t| t.contains(&payload[0]))
     }
+    fn epoch(&self) -> u64 {
+        0
+    }
 }
 
 pub const P: PubendId = PubendId(1);

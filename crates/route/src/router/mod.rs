@@ -263,6 +263,8 @@ pub struct Router<F: Filter> {
     /// The time of the input being handled.
     now: Millis,
     counters: Counters,
+    /// Bumped by every input that may change a filter verdict (see [`Router::verdict_epoch`]).
+    verdict_epoch: u64,
 }
 
 impl<F: Filter> Router<F> {
@@ -293,12 +295,30 @@ impl<F: Filter> Router<F> {
             next_refresh: None,
             now: Millis(0),
             counters: Counters::default(),
+            verdict_epoch: 0,
         }
+    }
+
+    /// A number that changes whenever the verdicts of the filter edges
+    /// ([`Router::child_cell_verdict`], [`Router::mate_verdict`]) may have changed: with every
+    /// summary, vouch or advert a peer sends, every link up or down, and every tick (a link
+    /// judged dead, a departed hold ended). Heartbeats, barriers and local subscriptions leave
+    /// it alone. Guaranteed delivery judges a lazily told F again when it moved.
+    pub fn verdict_epoch(&self) -> u64 {
+        self.verdict_epoch
     }
 
     /// Feeds one input at time `now`; actions to carry out are appended to `out`.
     pub fn handle(&mut self, now: Millis, input: Input<F>, out: &mut Vec<Action<F>>) {
         self.now = self.now.max(now);
+        let verdicts_may_move = match &input {
+            Input::LinkUp { .. } | Input::LinkDown { .. } | Input::Tick => true,
+            Input::Received { message, .. } => {
+                matches!(message, PeerMessage::Summary(_) | PeerMessage::Synced(_) | PeerMessage::Adverts(_))
+            }
+            _ => false,
+        };
+        self.verdict_epoch += u64::from(verdicts_may_move);
         match input {
             Input::LinkUp { peer, cell, incarnation } => self.handle_link_up(now, peer, cell, incarnation, out),
             Input::LinkDown { peer, incarnation } => self.handle_link_down(&peer, incarnation, out),

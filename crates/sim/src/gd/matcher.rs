@@ -61,6 +61,9 @@ impl Matcher for SimMatcher {
         let Some(msg) = message_of(payload) else { return false };
         world.subs.get(&subend).is_some_and(|sub| sub.node == self.node && world.wants(sub, msg))
     }
+    fn epoch(&self) -> u64 {
+        self.router.as_ref().map_or(0, Router::verdict_epoch)
+    }
 }
 
 /// The router's verdict for the edge towards `cell` (a child cell, or a mate's pseudo cell).

@@ -39,7 +39,9 @@ struct AckExpected {
 ///
 /// Invariants: every tick `<= told` was told to the cell, or lies in the untold F run
 /// `[lazy_from, told]`, or is acknowledged; `above` holds D ticks told above `told`; every D
-/// tick told is `<= last_data`.
+/// tick told is `<= last_data`; `filtered` holds the D ticks of the untold F run (judged F by
+/// the filter edge at `lazy_epoch`, so judged again if the summaries moved before the run is
+/// told).
 #[derive(Clone, Debug)]
 pub(crate) struct Ostream {
     pub(crate) cell: CellId,
@@ -60,6 +62,10 @@ pub(crate) struct Ostream {
     via: Option<BrokerId>,
     told: Tick,
     lazy_from: Option<Tick>,
+    /// The matcher's epoch when the untold F run began.
+    lazy_epoch: u64,
+    /// D ticks of the untold F run, judged F by the filter edge.
+    filtered: Vec<Tick>,
     above: BTreeSet<Tick>,
     last_data: Tick,
     ack: Tick,
@@ -72,6 +78,16 @@ pub(crate) struct Ostream {
     /// (`Stream::fetch_stalled`): the cell cannot be counted on to nack it, since it may know
     /// nothing of a gap (what it holds may already reach past the tick, or nothing follows it).
     pub(crate) stalled: Option<Stalled>,
+}
+
+/// What the walk does after one D tick.
+enum Step {
+    /// Go on to the next tick.
+    On,
+    /// Stop: the payload is not here.
+    Stop,
+    /// The untold F run was judged again and cut back: walk again from `told`.
+    Again,
 }
 
 /// Where a walk stopped for want of a payload, and when it was last fetched.
@@ -100,6 +116,8 @@ impl Ostream {
             via: link.via,
             told: start.max(known),
             lazy_from: None,
+            lazy_epoch: 0,
+            filtered: Vec::new(),
             above: BTreeSet::new(),
             last_data: Tick(0),
             ack: start,
@@ -133,7 +151,7 @@ impl Ostream {
         self.curious = RangeMap::new();
         if self.told > self.ack {
             self.told = self.ack;
-            self.lazy_from = None;
+            self.clear_lazy();
             self.above.clear();
         }
     }
@@ -177,15 +195,66 @@ impl Ostream {
         ctx.out.push(Action::Send { to: self.to, via: self.via, message });
     }
 
-    /// Tells the untold F run now.
-    pub(crate) fn flush(&mut self, ctx: &mut Ctx<'_>, pubend: PubendId) {
+    /// Tells the untold F run now, judged again first if the summaries moved since it began
+    /// ([`Self::rejudge`]); when a tick of it now passes the filter, the run is cut short there
+    /// and the walk goes on from that tick (it is sent as Data, and the F before it with it).
+    pub(crate) fn flush(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        if self.rejudge(view, ctx) {
+            self.walk(view, ctx);
+        }
+        self.tell_lazy(ctx, view.pubend);
+    }
+
+    /// Sends the untold F run as a Silence.
+    fn tell_lazy(&mut self, ctx: &mut Ctx<'_>, pubend: PubendId) {
         if let Some(from) = self.lazy_from.take() {
+            self.filtered.clear();
             let ranges = vec![TickRange { from, to: self.told }];
             self.send_message(
                 ctx,
                 Message::Silence { pubend, ranges, kind: SilenceKind::Final, requested_only: false },
             );
         }
+    }
+
+    /// Starts the untold F run at `from` if none is open (its epoch is the matcher's now).
+    fn open_lazy(&mut self, from: Tick, ctx: &Ctx<'_>) {
+        if self.lazy_from.is_none() {
+            self.lazy_from = Some(from);
+            self.lazy_epoch = ctx.matcher.epoch();
+        }
+    }
+
+    fn clear_lazy(&mut self) {
+        self.lazy_from = None;
+        self.filtered.clear();
+    }
+
+    /// Before the untold F run is told: if the matcher's epoch moved since it began, its D
+    /// ticks are judged again. A tick judged F lazily, before a subscriber's interest reached
+    /// this broker's summaries (a cell that just moved below this child, say), is otherwise
+    /// told F after the interest is known, and the subscriber never gets it (simulator seed
+    /// 813, faults). Returns true when one now passes (or its payload is gone): the run is cut
+    /// back to just below it and the caller walks on from there. Each tick is judged at most
+    /// twice more this way, and only when the summaries moved.
+    fn rejudge(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) -> bool {
+        let Some(from) = self.lazy_from else { return false };
+        let epoch = ctx.matcher.epoch();
+        if epoch == self.lazy_epoch {
+            return false;
+        }
+        self.lazy_epoch = epoch;
+        let passes = |tick: &Tick| {
+            view.cache.get(*tick).is_none_or(|p| ctx.matcher.child(view.pubend, self.cell, p) != Verdict::Final)
+        };
+        let Some(&first) = self.filtered.iter().find(|t| passes(t)) else { return false };
+        ctx.counters.rejudged += 1;
+        self.told = first.prev();
+        self.filtered.retain(|&t| t < first);
+        if from >= first {
+            self.lazy_from = None;
+        }
+        true
     }
 
     /// Walks the istream forward from `told` over final ticks: D ticks that pass the filter
@@ -206,7 +275,7 @@ impl Ostream {
         let done = view.know.done().max(self.suspect.map_or(Tick(0), |s| s.to));
         if done > self.told {
             self.told = done;
-            self.lazy_from = None;
+            self.clear_lazy();
             self.above = self.above.split_off(&done.next());
         }
         let highest = view.know.highest_known();
@@ -217,11 +286,14 @@ impl Ostream {
             }
             match run.value {
                 Know::Final => {
-                    self.lazy_from.get_or_insert(run.range.from);
+                    self.open_lazy(run.range.from, ctx);
                     self.told = run.range.to;
                 }
                 Know::Lost => {
-                    self.flush(ctx, view.pubend);
+                    if self.rejudge(view, ctx) {
+                        return self.walk_on(view, ctx);
+                    }
+                    self.tell_lazy(ctx, view.pubend);
                     let ranges = vec![run.range];
                     self.send_message(
                         ctx,
@@ -239,8 +311,11 @@ impl Ostream {
                 }
                 Know::Data => {
                     for tick in run.range.from.0..=run.range.to.0 {
-                        if !self.walk_data(Tick(tick), view, ctx) {
-                            return;
+                        match self.walk_data(Tick(tick), view, ctx) {
+                            Step::On => {}
+                            Step::Stop => return,
+                            // Rejudged: the run was cut back below `tick`; walk again from there.
+                            Step::Again => return self.walk_on(view, ctx),
                         }
                     }
                 }
@@ -248,21 +323,35 @@ impl Ostream {
         }
     }
 
-    fn walk_data(&mut self, tick: Tick, view: &View<'_>, ctx: &mut Ctx<'_>) -> bool {
-        if self.above.remove(&tick) {
-            self.flush(ctx, view.pubend);
+    fn walk_data(&mut self, tick: Tick, view: &View<'_>, ctx: &mut Ctx<'_>) -> Step {
+        if self.above.contains(&tick) {
+            if self.rejudge(view, ctx) {
+                return Step::Again;
+            }
+            self.above.remove(&tick);
+            self.tell_lazy(ctx, view.pubend);
             self.told = tick;
-            return true;
+            return Step::On;
         }
         let Some(payload) = view.cache.get(tick) else {
             if self.stalled.is_none_or(|s| s.tick != tick) {
                 self.stalled = Some(Stalled { tick, fetched_at: None });
             }
-            return false;
+            return Step::Stop;
         };
+        // The epoch is read before the judgment: a shell may change the summaries between the
+        // two, and the run must carry the oldest epoch it was judged at.
+        let epoch = if self.lazy_from.is_none() { ctx.matcher.epoch() } else { self.lazy_epoch };
         if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
-            self.lazy_from.get_or_insert(tick);
+            if self.lazy_from.is_none() {
+                (self.lazy_from, self.lazy_epoch) = (Some(tick), epoch);
+            }
+            self.filtered.push(tick);
         } else {
+            if self.rejudge(view, ctx) {
+                return Step::Again;
+            }
+            self.filtered.clear();
             let final_from = self.lazy_from.take().unwrap_or(tick);
             let payload = payload.clone();
             self.last_data = self.last_data.max(tick);
@@ -271,7 +360,7 @@ impl Ostream {
             self.send_message(ctx, message);
         }
         self.told = tick;
-        true
+        Step::On
     }
 
     /// A first-time D tick that the walk could not reach (a gap lies below it): sent at once if
@@ -353,9 +442,10 @@ impl Ostream {
         }
         if ack >= self.told {
             self.told = ack;
-            self.lazy_from = None;
+            self.clear_lazy();
         } else if self.lazy_from.is_some_and(|from| from <= ack) {
             self.lazy_from = Some(ack.next());
+            self.filtered.retain(|&t| t > ack);
         }
         self.above = self.above.split_off(&ack.next());
         self.curious.clear_through(ack);
@@ -366,10 +456,10 @@ impl Ostream {
     }
 
     /// Timers: flush lazy silence after FPT, forget old C marks, probe with AckExpected.
-    pub(crate) fn on_timer(&mut self, pubend: PubendId, ctx: &mut Ctx<'_>) {
-        let now = ctx.now;
+    pub(crate) fn on_timer(&mut self, view: &View<'_>, ctx: &mut Ctx<'_>) {
+        let (now, pubend) = (ctx.now, view.pubend);
         if self.lazy_from.is_some() && now >= self.last_told_at.after(ctx.settings.silence_ms) {
-            self.flush(ctx, pubend);
+            self.flush(view, ctx);
         }
         let forget = ctx.settings.requested_forgetting_ms;
         if let Some(first) = self.curious.first_tick() {
