@@ -148,6 +148,37 @@ impl NatsServer {
     }
 }
 
+impl NatsServer {
+    /// Two nodes joined by a route, JetStream on in both with every write synced before it is
+    /// acknowledged (`sync_interval: always`, stores under `logs`); node A carries the server
+    /// tag `a`, so a stream can be placed on it.
+    pub fn cluster_jetstream(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+        let (clients, routes) = ([free_port()?, free_port()?], [free_port()?, free_port()?]);
+        let mut server = NatsServer { children: Vec::new(), urls: Vec::new() };
+        for (i, name) in ["nats-a", "nats-b"].into_iter().enumerate() {
+            let store = logs.join(format!("{name}-store"));
+            let text = format!(
+                "server_name: {name}\nserver_tags: [\"{}\"]\nlisten: 127.0.0.1:{}\n\
+                 jetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n\
+                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ nats-route://127.0.0.1:{} ]\n}}\n",
+                ["a", "b"][i],
+                clients[i],
+                store.display().to_string(),
+                routes[i],
+                routes[1 - i],
+            );
+            let config = logs.join(format!("{name}.conf"));
+            std::fs::write(&config, text)?;
+            server.children.push(spawn(tools, logs, name, &["-c", &config.display().to_string()])?);
+            server.urls.push(format!("nats://127.0.0.1:{}", clients[i]));
+        }
+        for port in clients {
+            wait_port(port)?;
+        }
+        Ok(server)
+    }
+}
+
 impl Drop for NatsServer {
     fn drop(&mut self) {
         for child in &mut self.children {
@@ -157,8 +188,10 @@ impl Drop for NatsServer {
     }
 }
 
-fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
-    let log = std::fs::File::create(logs.join(format!("{name}.log")))?;
+/// Starts `nats-server ARGS` with its output in `logs/NAME.log` (appended: a server restarted
+/// on its store keeps one log).
+pub(crate) fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
+    let log = std::fs::File::options().create(true).append(true).open(logs.join(format!("{name}.log")))?;
     Command::new(&tools.server)
         .args(args)
         .stdin(Stdio::null())
@@ -170,11 +203,11 @@ fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::R
 
 /// A loopback port that was free a moment ago (the OS picks it; the race with other programs
 /// is the same one `run_all.sh` accepts with fixed ports, but smaller).
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn wait_port(port: u16) -> anyhow::Result<()> {
+pub(crate) fn wait_port(port: u16) -> anyhow::Result<()> {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
@@ -319,6 +352,24 @@ pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<V
     let rows = harness(tools, &run.args(&csv), &csv)?;
     anyhow::ensure!(rows.len() == run.reps, "peerbench wrote {} rows for {} repetitions", rows.len(), run.reps);
     Ok(rows)
+}
+
+/// The first JSON line of `path` (a peer tool's stdout, being written) with the key `key`,
+/// waiting for it up to `wait`.
+pub(crate) async fn json_line(path: &Path, key: &str, wait: Duration) -> anyhow::Result<serde_json::Value> {
+    let deadline = Instant::now() + wait;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let found = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v.get(key).is_some());
+        if let Some(v) = found {
+            return Ok(v);
+        }
+        anyhow::ensure!(Instant::now() < deadline, "no line with {key:?} in {} within {wait:?}", path.display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 #[cfg(test)]

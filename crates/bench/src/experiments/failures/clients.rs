@@ -23,9 +23,11 @@ pub(super) struct Tool {
 }
 
 impl Tool {
-    fn spawn(tidings: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
+    /// Starts `program ARGS` with its stdout in `dir/NAME.jsonl` and its stderr in
+    /// `dir/NAME.log`.
+    pub(super) fn spawn(program: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
         let out = dir.join(format!("{name}.jsonl"));
-        let child = Command::new(tidings)
+        let child = Command::new(program)
             .args(args)
             .stdin(Stdio::null())
             .stdout(std::fs::File::create(&out)?)
@@ -55,6 +57,30 @@ impl Tool {
         let text = std::fs::read_to_string(&self.out)?;
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }
+}
+
+/// Waits for the publishers (each until `drain` from now) and then the subscribers (each for
+/// `drain` more): the publishers that did not exit successfully, and the subscribers still
+/// running when stopped (killed: they had not received their count).
+pub(super) async fn finish_all(
+    pubs: &mut [Tool],
+    subs: &mut [Tool],
+    drain: Duration,
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let deadline = Instant::now() + drain;
+    let mut failed = Vec::new();
+    for t in pubs.iter_mut() {
+        if !t.finish(deadline).await?.is_some_and(|s| s.success()) {
+            failed.push(t.name.clone());
+        }
+    }
+    let mut unfinished = Vec::new();
+    for t in subs.iter_mut() {
+        if t.finish(Instant::now().max(deadline) + drain).await?.is_none() {
+            unfinished.push(t.name.clone());
+        }
+    }
+    Ok((failed, unfinished))
 }
 
 impl Drop for Tool {

@@ -8,6 +8,7 @@
 
 mod clients;
 mod faults;
+mod nats;
 mod plot;
 mod recovery;
 mod run;
@@ -128,13 +129,18 @@ impl Experiment for Failures {
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(async move {
             let r = run::run(ctx, &self.0).await?;
-            outcome(&self.0, &r)
+            let peer = match ctx.peers.tools() {
+                Some(tools) => Some(nats::run(ctx, tools, &self.0).await),
+                None => None,
+            };
+            outcome(&self.0, &r, peer)
         })
     }
 }
 
-/// The table, figure, report text and checks of a run.
-fn outcome(p: &Params, r: &run::Run) -> anyhow::Result<Outcome> {
+/// The table, figure, report text and checks of a run (and of NATS's, when measured: its
+/// findings are reported, never checked).
+fn outcome(p: &Params, r: &run::Run, peer: Option<anyhow::Result<nats::NatsRun>>) -> anyhow::Result<Outcome> {
     let mut body = String::new();
     let (sent, acked, failed) = &r.published;
     let _ = writeln!(
@@ -153,14 +159,59 @@ fn outcome(p: &Params, r: &run::Run) -> anyhow::Result<Outcome> {
     for name in &r.unfinished {
         exact.note(format!("{name} had not received every scheduled publish when it was stopped"));
     }
-    let _ = writeln!(body, "\n| fault | subscriber | baseline p50 (ms) | worst latency (ms) | first new delivery after the end (ms) | ... from every publisher (ms) | latency under 2x baseline after the end (ms) |\n|---|---|---|---|---|---|---|");
     let mut recovered = Tally::new("every subscriber recovered after every fault");
     let t0_ms = r.t0_us / 1000;
-    let end_ms = t0_ms + (r.series.t_s.len() as u64) * p.bin.as_millis() as u64;
-    for (k, w) in r.windows.iter().enumerate() {
-        let until = r.windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
-        for (i, (name, ds, _)) in r.subscribers.iter().enumerate() {
-            let bins = (&r.series.latency[i].1[..], r.t0_us, p.bin.as_micros() as u64);
+    let subs: Vec<(&str, &[series::Delivery])> = r.subscribers.iter().map(|(n, d, _)| (n.as_str(), &d[..])).collect();
+    recovery_table(p, (&r.series, r.t0_us), &r.windows, &subs, &mut body, Some(&mut recovered));
+    let _ = writeln!(body, "\nThe seed (figure 6, b1-s1 cut for 10 s) shows the latency at s1 rising during the failure and going back to normal after it, nacks from s1 during it, and s2 stable. Recovery is counted from the fault's end (the link healed, the broker restarted); \
+        \"back under 2x\" is the first bin after it whose median is, however few deliveries it holds (after a crash of p1 \
+        the publishers reconnect one by one, on their clients' backoff: the column \"from every publisher\" shows when the \
+        last was back). The CSV has one row per bin; the fault log and the clients' lines are kept in `failures-logs/`.");
+    let mut figure = plot::figure(&r.series, &r.windows, t0_ms);
+    match peer {
+        Some(Ok(n)) => {
+            nats_section(p, &n, &mut body);
+            figure.panels.extend(plot::latency_panels(&n.run.series, &n.run.windows, n.run.t0_us / 1000));
+        }
+        Some(Err(e)) => {
+            let _ = writeln!(
+                body,
+                "\nNATS JetStream was to be measured with the same schedule, but the run failed: {e:#}."
+            );
+        }
+        None => {}
+    }
+    Ok(Outcome {
+        table: r.series.table()?,
+        figure,
+        body,
+        checks: vec![exact.check(), recovered.check(), faults_ran(&r.windows)],
+    })
+}
+
+/// The faults the log shows happened: all three, in order.
+fn faults_ran(windows: &[faults::Window]) -> Check {
+    let names: Vec<&str> = windows.iter().map(|w| w.label).collect();
+    Check::new("every fault was injected", windows.len() == faults::steps().len(), names.join(", "))
+}
+
+/// The recovery table of one run: per fault and subscriber, the latency baseline, the worst,
+/// and how long after the fault's end new messages came through. Each row is recorded in
+/// `recovered` when given (tidings' run is checked, NATS's only reported).
+fn recovery_table(
+    p: &Params,
+    (series, t0_us): (&series::Series, u64),
+    windows: &[faults::Window],
+    subscribers: &[(&str, &[series::Delivery])],
+    body: &mut String,
+    mut recovered: Option<&mut Tally>,
+) {
+    let _ = writeln!(body, "\n| fault | subscriber | baseline p50 (ms) | worst latency (ms) | first new delivery after the end (ms) | ... from every publisher (ms) | latency under 2x baseline after the end (ms) |\n|---|---|---|---|---|---|---|");
+    let end_ms = t0_us / 1000 + (series.t_s.len() as u64) * p.bin.as_millis() as u64;
+    for (k, w) in windows.iter().enumerate() {
+        let until = windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
+        for (i, (name, ds)) in subscribers.iter().enumerate() {
+            let bins = (&series.latency[i].1[..], t0_us, p.bin.as_micros() as u64);
             let rec = recovery::recovery(w, ds, bins, until, p.baseline.as_millis() as u64);
             let show = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.0}"));
             let _ = writeln!(
@@ -173,32 +224,46 @@ fn outcome(p: &Params, r: &run::Run) -> anyhow::Result<Outcome> {
                 show(rec.all_new_ms),
                 show(rec.back_ms)
             );
-            recovered.record(
-                rec.recovered(),
-                format!(
-                    "{} at {name}: first new {} ms, from every publisher {} ms, back under 2x baseline {} ms",
-                    w.label,
-                    show(rec.first_new_ms),
-                    show(rec.all_new_ms),
-                    show(rec.back_ms)
-                ),
-            );
+            if let Some(tally) = recovered.as_deref_mut() {
+                tally.record(
+                    rec.recovered(),
+                    format!(
+                        "{} at {name}: first new {} ms, from every publisher {} ms, back under 2x baseline {} ms",
+                        w.label,
+                        show(rec.first_new_ms),
+                        show(rec.all_new_ms),
+                        show(rec.back_ms)
+                    ),
+                );
+            }
         }
     }
-    let _ = writeln!(body, "\nThe seed (figure 6, b1-s1 cut for 10 s) shows the latency at s1 rising during the failure and going back to normal after it, nacks from s1 during it, and s2 stable. Recovery is counted from the fault's end (the link healed, the broker restarted); \
-        \"back under 2x\" is the first bin after it whose median is, however few deliveries it holds (after a crash of p1 \
-        the publishers reconnect one by one, on their clients' backoff: the column \"from every publisher\" shows when the \
-        last was back). The CSV has one row per bin; the fault log and the clients' lines are kept in `failures-logs/`.");
-    Ok(Outcome {
-        table: r.series.table()?,
-        figure: plot::figure(&r.series, &r.windows, t0_ms),
-        body,
-        checks: vec![exact.check(), recovered.check(), faults_ran(&r.windows)],
-    })
 }
 
-/// The faults the log shows happened: all three, in order.
-fn faults_ran(windows: &[faults::Window]) -> Check {
-    let names: Vec<&str> = windows.iter().map(|w| w.label).collect();
-    Check::new("every fault was injected", windows.len() == faults::steps().len(), names.join(", "))
+/// NATS's run, reported beside tidings': what its subscribers lost, repeated or reordered,
+/// and how it recovered.
+fn nats_section(p: &Params, peer: &nats::NatsRun, body: &mut String) {
+    let n = &peer.run;
+    let (sent, acked, failed) = &n.published;
+    let _ = writeln!(
+        body,
+        "\n### NATS JetStream, the same schedule\n\n{}: three nodes, an R3 file stream with `sync_interval: always`, \
+         durable pull consumers acknowledging each message, the peer harness's `jspub` (synchronous acknowledged \
+         publish, retried with the same `Nats-Msg-Id` until acknowledged) and `jssub`. Publishers at n1 (p1), s1's \
+         consumer at n3, s2's at n2 (b1), each client given every node with its own first; the n2-n3 route (b1-s1) \
+         through a fault point. {sent} publishes scheduled, {acked} acknowledged{}.\n",
+        peer.version,
+        match failed.is_empty() {
+            true => String::new(),
+            false => format!("; publishers that did not get every publish acknowledged: {}", failed.join(", ")),
+        }
+    );
+    for (name, _, v) in &n.subscribers {
+        let _ = writeln!(body, "- {name}: {}", v.describe());
+    }
+    for name in &n.unfinished {
+        let _ = writeln!(body, "- {name} had not received every acknowledged publish when it was stopped");
+    }
+    let subs: Vec<(&str, &[series::Delivery])> = n.subscribers.iter().map(|(s, d, _)| (s.as_str(), &d[..])).collect();
+    recovery_table(p, (&n.series, n.t0_us), &n.windows, &subs, body, None);
 }

@@ -60,6 +60,11 @@ fn nack_lines(series: &Series, f: fn(&NackBin) -> f64) -> Vec<Line> {
         .collect()
 }
 
+/// A latency panel per subscriber of `series` (a peer's run, beside ours).
+pub(super) fn latency_panels(series: &Series, windows: &[Window], t0_ms: u64) -> Vec<Panel> {
+    (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect()
+}
+
 /// The four panels.
 pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
     let mut panels: Vec<Panel> = (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect();

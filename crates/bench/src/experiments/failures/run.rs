@@ -3,7 +3,7 @@
 //! schedule runs, then everything read back from the tools' files and the fault log.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::clients::{self, Tool};
 use super::faults::{self, Window};
@@ -62,19 +62,7 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     let (tidings, fault_dir, params) = (ctx.tidings.clone(), net.dir().to_path_buf(), p.clone());
     let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
     ctx.step("faults injected");
-    let deadline = Instant::now() + p.drain;
-    let mut failed_publishers = Vec::new();
-    for t in &mut pubs {
-        if !t.finish(deadline).await?.is_some_and(|s| s.success()) {
-            failed_publishers.push(t.name.clone());
-        }
-    }
-    let mut unfinished = Vec::new();
-    for t in &mut subs {
-        if t.finish(Instant::now().max(deadline) + p.drain).await?.is_none() {
-            unfinished.push(t.name.clone());
-        }
-    }
+    let (failed_publishers, unfinished) = clients::finish_all(&mut pubs, &mut subs, p.drain).await?;
     let end_us = unix_us();
     let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
     injected?;

@@ -6,6 +6,7 @@
 //! guaranteed interleaved repetition by repetition. The run fails if a subscriber missed any
 //! of its share, got a copy twice or out of order, or a guaranteed publish was not acknowledged.
 
+mod nats;
 mod point;
 mod present;
 mod rows;
@@ -108,7 +109,8 @@ impl Experiment for Overhead {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (self.0.counts.len() * ctx.reps * 2) as u64
+        let modes = if ctx.peers.tools().is_some() { 4 } else { 2 };
+        (self.0.counts.len() * ctx.reps * modes) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -134,7 +136,7 @@ impl Overhead {
             order: Tally::new("no duplicate and no out-of-order delivery"),
             acked: Tally::new("every guaranteed publish acknowledged after its sync"),
         };
-        let (mut table, mut skipped) = (Vec::new(), Vec::new());
+        let (mut table, mut skipped, mut peer_failures) = (Vec::new(), Vec::new(), Vec::new());
         for &n in &p.counts {
             // The subscribers' sockets are this process's; each broker is a process of its own.
             if (n + p.local) as u64 + 256 > limit {
@@ -178,11 +180,25 @@ impl Overhead {
                         }
                     }
                 }
+                // NATS's two modes right after, on the same counts (reported, never checked).
+                let Some(tools) = ctx.peers.tools() else { continue };
+                for js in [false, true] {
+                    match nats::rep(tools, &dir, &p.load(n, js), rep).await {
+                        Ok(row) => {
+                            ctx.step(format!("{} n={n} rep {rep}: remote p50 {} µs", row.mode, row.remote_p50_us));
+                            table.push(row);
+                        }
+                        Err(e) => peer_failures.push(format!("n={n} rep {rep} js={js}: {e:#}")),
+                    }
+                }
             }
         }
         let mut body = present::body(p, &table);
         if !skipped.is_empty() {
             body.push_str(&format!("\nNot run: {}.\n", skipped.join("; ")));
+        }
+        if !peer_failures.is_empty() {
+            body.push_str(&format!("\nNATS runs that failed: {}.\n", peer_failures.join("; ")));
         }
         let checks = vec![checks.ran.check(), checks.share.check(), checks.order.check(), checks.acked.check()];
         Ok(Outcome { table: Table::of(rows::COLUMNS, &table)?, figure: present::figure(&table), body, checks })

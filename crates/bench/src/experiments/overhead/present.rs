@@ -4,15 +4,26 @@
 
 use std::fmt::Write as _;
 
+use super::nats::{CORE, JETSTREAM};
 use super::rows::{mode, Row};
 use super::Params;
 use crate::stats::median;
-use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series, NATS, TIDINGS};
+use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
+
+/// Every mode with its colour, each durable one after its cheap one: tidings' best effort
+/// and guaranteed, then NATS core and JetStream (measured with `--nats`).
+const MODES: [(&str, usize); 4] =
+    [("best-effort", TIDINGS_ALT), ("guaranteed", TIDINGS), (CORE, NATS_ANCHOR), (JETSTREAM, NATS)];
 
 /// The median over repetitions of `value` for one mode at `n` subscribers.
-fn med(rows: &[Row], guaranteed: bool, n: usize, value: impl Fn(&Row) -> f64) -> Option<f64> {
-    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode(guaranteed) && r.subscribers == n).map(value).collect();
+fn med(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> f64) -> Option<f64> {
+    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode && r.subscribers == n).map(value).collect();
     (!v.is_empty()).then(|| median(&v))
+}
+
+/// The modes the rows hold, in [`MODES`] order.
+fn modes(rows: &[Row]) -> Vec<(&'static str, usize)> {
+    MODES.into_iter().filter(|(m, _)| rows.iter().any(|r| r.mode == *m)).collect()
 }
 
 /// Subscriber counts measured, ascending.
@@ -25,12 +36,12 @@ fn counts(rows: &[Row]) -> Vec<usize> {
 
 /// One series per mode of `value` against subscribers; `dashed` for the second of a panel.
 fn series(rows: &[Row], what: &str, dashed: bool, value: impl Fn(&Row) -> f64 + Copy) -> Vec<Series> {
-    [false, true]
+    modes(rows)
         .into_iter()
-        .map(|g| {
-            let points = counts(rows).into_iter().filter_map(|n| Some((n as f64, med(rows, g, n, value)?))).collect();
+        .map(|(m, color)| {
+            let points = counts(rows).into_iter().filter_map(|n| Some((n as f64, med(rows, m, n, value)?))).collect();
             let mark = if dashed { Mark::Dashed } else { Mark::Line };
-            Series::new(format!("{what}, {}", mode(g)), mark, if g { NATS } else { TIDINGS }, points)
+            Series::new(format!("{what}, {m}"), mark, color, points)
         })
         .collect()
 }
@@ -78,14 +89,15 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
         out,
         "| subscribers | mode | phb CPU | shb CPU | local p50 | local p99 | remote p50 | remote p99 | reps |\n|---|---|---|---|---|---|---|---|---|"
     );
+    let present = modes(rows);
     for n in counts(rows) {
-        for g in [false, true] {
+        for &(g, _) in &present {
             let m = |v: fn(&Row) -> f64| med(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
-            let reps = rows.iter().filter(|r| r.mode == mode(g) && r.subscribers == n).count();
+            let reps = rows.iter().filter(|r| r.mode == g && r.subscribers == n).count();
             let _ = writeln!(
                 out,
                 "| {n} | {} | {} | {} | {} | {} | {} | {} | {reps} |",
-                mode(g),
+                g,
                 m(|r| r.phb_cpu_pct),
                 m(|r| r.shb_cpu_pct),
                 m(|r| ms(r.local_p50_us)),
@@ -94,20 +106,25 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
                 m(|r| ms(r.remote_p99_us)),
             );
         }
-        let diff = |v: fn(&Row) -> f64| match (med(rows, true, n, v), med(rows, false, n, v)) {
-            (Some(a), Some(b)) => format!("{:+.1}", a - b),
-            _ => "n/a".into(),
-        };
-        let _ = writeln!(
-            out,
-            "| {n} | difference | {} | {} | {} | {} | {} | {} | |",
-            diff(|r| r.phb_cpu_pct),
-            diff(|r| r.shb_cpu_pct),
-            diff(|r| ms(r.local_p50_us)),
-            diff(|r| ms(r.local_p99_us)),
-            diff(|r| ms(r.remote_p50_us)),
-            diff(|r| ms(r.remote_p99_us)),
-        );
+        for (cheap, durable, label) in [(mode(false), mode(true), "tidings"), (CORE, JETSTREAM, "NATS")] {
+            let diff = |v: fn(&Row) -> f64| match (med(rows, durable, n, v), med(rows, cheap, n, v)) {
+                (Some(a), Some(b)) => format!("{:+.1}", a - b),
+                _ => "n/a".into(),
+            };
+            if med(rows, durable, n, |r| r.phb_cpu_pct).is_none() {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "| {n} | {label}: {durable} - {cheap} | {} | {} | {} | {} | {} | {} | |",
+                diff(|r| r.phb_cpu_pct),
+                diff(|r| r.shb_cpu_pct),
+                diff(|r| ms(r.local_p50_us)),
+                diff(|r| ms(r.local_p99_us)),
+                diff(|r| ms(r.remote_p50_us)),
+                diff(|r| ms(r.remote_p99_us)),
+            );
+        }
     }
     let _ = writeln!(
         out,
@@ -116,7 +133,11 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
          at the publisher's broker (the logging); about 100 ms more latency, local and remote alike, from the logging. \
          Here each subscriber takes one of {} topics ({} msg/s); the {} local subscribers take topics 0..{} (so the local \
          figures rest on fewer deliveries: see `local_samples` in the CSV). Both brokers and every client share this \
-         machine's cores, so the CPU figures include their contention.",
+         machine's cores, so the CPU figures include their contention. With `--nats`, NATS runs the same traffic \
+         on a fresh two-node cluster right after tidings in each repetition: core NATS, and JetStream with an R1 \
+         file stream on the publisher's node syncing every write (`sync_interval: always`), acknowledged \
+         publishes (256 in flight) and a durable pull consumer per subscriber acknowledging each message; for \
+         NATS, phb and shb are its two nodes and the CPU is read over the publishing as for tidings.",
         p.groups,
         p.rate / p.groups as f64,
         p.local,

@@ -1,0 +1,164 @@
+//! `overhead` against NATS (with `--nats`): the same traffic on a two-node NATS cluster, core
+//! NATS against JetStream (an R1 file stream on node A syncing every write, acknowledged
+//! publishes, a durable pull consumer per subscriber acknowledging each message), as NATS's
+//! own price of durability beside ours. The peer harness (`peerbench -mode overhead`) runs
+//! each mode right after tidings' two in the same repetition, on a fresh cluster; each
+//! nats-server's CPU and the harness's are read from `/proc` over the publishing (between
+//! the harness's `ready` and `published` lines), as tidings' brokers' are.
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+
+use super::point::Load;
+use super::rows::Row;
+use crate::experiments::network::cpu::{CpuSample, Process};
+use crate::peer::nats::json_line as line;
+use crate::peer::{NatsServer, NatsTools};
+use crate::stats::load_average;
+
+/// The modes' names in rows and legends.
+pub(super) const CORE: &str = "nats-core";
+/// See [`CORE`].
+pub(super) const JETSTREAM: &str = "jetstream";
+
+/// One repetition of one NATS mode; `dir` is scratch for its servers and logs.
+pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) -> anyhow::Result<Row> {
+    let js = load.guaranteed;
+    let mode = if js { JETSTREAM } else { CORE };
+    let logs = dir.join(format!("{mode}-{}-{rep}", load.remote));
+    std::fs::create_dir_all(&logs)?;
+    let server = tokio::task::block_in_place(|| NatsServer::cluster_jetstream(tools, &logs))?;
+    let pids = server.pids();
+    let out = logs.join("peerbench.jsonl");
+    let secs = load.duration.as_secs_f64();
+    let args: Vec<String> = [
+        "-mode",
+        "overhead",
+        "-pub",
+        &server.urls[0],
+        "-sub",
+        &server.urls[1],
+        "-subs",
+        &load.remote.to_string(),
+        "-local",
+        &load.local.to_string(),
+        "-groups",
+        &load.groups.to_string(),
+        "-rate",
+        &load.rate.to_string(),
+        "-size",
+        &load.size.to_string(),
+        "-dur",
+        &format!("{secs}s"),
+        "-rep",
+        &rep.to_string(),
+        // One argument: Go's flag package reads `-js false` as `-js` (true) and stops at `false`.
+        &format!("-js={js}"),
+        "-place-tag",
+        "a",
+        "-drain",
+        &format!("{}s", load.drain.idle.as_secs()),
+        "-csv",
+        &logs.join("overhead.csv").display().to_string(),
+    ]
+    .map(String::from)
+    .into();
+    let mut child = Harness(
+        Command::new(&tools.peerbench)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out)?)
+            .stderr(std::fs::File::create(logs.join("peerbench.log"))?)
+            .spawn()
+            .with_context(|| format!("starting {}", tools.peerbench.display()))?,
+    );
+    let harness = child.0.id();
+    let processes =
+        [("phb", Process::Pid(pids[0])), ("shb", Process::Pid(pids[1])), ("clients", Process::Pid(harness))];
+    let before_load = load_average();
+    line(&out, "ready", Duration::from_secs(600)).await.context("the harness never got its subscribers ready")?;
+    let before = CpuSample::take(&processes);
+    let published = secs + 60.0;
+    line(&out, "published", Duration::from_secs_f64(published))
+        .await
+        .context("the harness never finished publishing")?;
+    let cpu = CpuSample::take(&processes).since(&before);
+    let status = child.wait(load.drain.max + Duration::from_secs(30)).await?;
+    anyhow::ensure!(
+        status.is_some_and(|s| s.success()),
+        "the peer harness failed ({mode}, see {})",
+        logs.join("peerbench.log").display()
+    );
+    let result = line(&out, "sent", Duration::from_secs(1)).await?;
+    let int = |k: &str| result[k].as_u64().unwrap_or(0);
+    let us = |k: &str| result[k].as_f64().unwrap_or(0.0).round() as u64;
+    let pct = |name: &str| {
+        let spent = cpu.by_process.get(name).copied().unwrap_or(0.0);
+        if cpu.wall_secs > 0.0 {
+            100.0 * spent / cpu.wall_secs
+        } else {
+            0.0
+        }
+    };
+    Ok(Row {
+        mode: mode.into(),
+        subscribers: load.remote,
+        local_subscribers: load.local,
+        groups: load.groups,
+        rep,
+        rate_msg_s: load.rate,
+        achieved_rate_msg_s: result["achieved_rate_msg_s"].as_f64().unwrap_or(0.0),
+        size_b: load.size,
+        sent: int("sent"),
+        acked: int("acked"),
+        ack_failed: int("ack_failed"),
+        phb_cpu_pct: pct("phb"),
+        shb_cpu_pct: pct("shb"),
+        clients_cpu_pct: pct("clients"),
+        cpu_wall_s: cpu.wall_secs,
+        local_p50_us: us("local_p50_us"),
+        local_p99_us: us("local_p99_us"),
+        local_samples: int("local_samples"),
+        remote_p50_us: us("remote_p50_us"),
+        remote_p99_us: us("remote_p99_us"),
+        remote_samples: int("remote_samples"),
+        lost: int("lost"),
+        duplicates: int("duplicates"),
+        out_of_order: int("out_of_order"),
+        ended: int("dropped_subscribers") as usize,
+        setup_s: result["setup_s"].as_f64().unwrap_or(0.0),
+        load_before: before_load,
+        load_after: load_average(),
+    })
+}
+
+/// The harness's process, killed on drop if it is still running.
+struct Harness(Child);
+
+impl Harness {
+    /// Its exit status, or `None` if it ran past `wait` (then it is killed).
+    async fn wait(&mut self, wait: Duration) -> anyhow::Result<Option<ExitStatus>> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(status) = self.0.try_wait()? {
+                return Ok(Some(status));
+            }
+            if Instant::now() >= deadline {
+                return Ok(None);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
