@@ -72,6 +72,17 @@ pub(super) fn figure(rows: &[Row]) -> Figure {
     }
 }
 
+/// The report table's figures, in its column order: each broker's CPU, then latency local and
+/// remote (p50, p99, ms).
+const FIGURES: [fn(&Row) -> f64; 6] = [
+    |r| r.phb_cpu_pct,
+    |r| r.shb_cpu_pct,
+    |r| ms(r.local_p50_us),
+    |r| ms(r.local_p99_us),
+    |r| ms(r.remote_p50_us),
+    |r| ms(r.remote_p99_us),
+];
+
 /// Microseconds as milliseconds.
 fn ms(us: u64) -> f64 {
     us as f64 / 1e3
@@ -94,17 +105,7 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
         for &(g, _) in &present {
             let m = |v: fn(&Row) -> f64| med(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
             let reps = rows.iter().filter(|r| r.mode == g && r.subscribers == n).count();
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} | {} | {} | {} | {reps} |",
-                g,
-                m(|r| r.phb_cpu_pct),
-                m(|r| r.shb_cpu_pct),
-                m(|r| ms(r.local_p50_us)),
-                m(|r| ms(r.local_p99_us)),
-                m(|r| ms(r.remote_p50_us)),
-                m(|r| ms(r.remote_p99_us)),
-            );
+            let _ = writeln!(out, "| {n} | {g} | {} | {reps} |", FIGURES.map(m).join(" | "));
         }
         for (cheap, durable, label) in [(mode(false), mode(true), "tidings"), (CORE, JETSTREAM, "NATS")] {
             let diff = |v: fn(&Row) -> f64| match (med(rows, durable, n, v), med(rows, cheap, n, v)) {
@@ -114,16 +115,7 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
             if med(rows, durable, n, |r| r.phb_cpu_pct).is_none() {
                 continue;
             }
-            let _ = writeln!(
-                out,
-                "| {n} | {label}: {durable} - {cheap} | {} | {} | {} | {} | {} | {} | |",
-                diff(|r| r.phb_cpu_pct),
-                diff(|r| r.shb_cpu_pct),
-                diff(|r| ms(r.local_p50_us)),
-                diff(|r| ms(r.local_p99_us)),
-                diff(|r| ms(r.remote_p50_us)),
-                diff(|r| ms(r.remote_p99_us)),
-            );
+            let _ = writeln!(out, "| {n} | {label}: {durable} - {cheap} | {} | |", FIGURES.map(diff).join(" | "));
         }
     }
     let _ = writeln!(
