@@ -125,6 +125,11 @@ impl<S> Registry<S> {
         self.entries.values().map(|e| &e.frame)
     }
 
+    /// Where each subscription's deliveries go, in id order.
+    pub(crate) fn sinks(&self) -> impl Iterator<Item = &S> {
+        self.entries.values().map(|e| &e.sink)
+    }
+
     /// Removes every subscription.
     pub(crate) fn drain(&mut self) -> Vec<S> {
         std::mem::take(&mut self.entries).into_values().map(|e| e.sink).collect()

@@ -160,6 +160,15 @@ impl Shared {
         let _ = rx.wait_for(|stopped| *stopped).await;
     }
 
+    /// The client is closing: no subscription takes more deliveries, so the reader never waits
+    /// for a consumer that will not read again (what arrives from now on is dropped; a durable
+    /// subscription gets it again, unacknowledged, on its next run).
+    pub(crate) fn stop_taking_deliveries(&self) {
+        for route in self.registry.lock().sinks() {
+            route.credit.close();
+        }
+    }
+
     /// Closes the client for good (idempotent): ends every subscription stream and fails
     /// every waiting call with `error` (or [`ClientError::Closed`]), and stops the tasks.
     pub(crate) fn finish(&self, error: Option<ClientError>) {
