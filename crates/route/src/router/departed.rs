@@ -51,13 +51,14 @@ impl<F: Filter> Router<F> {
         self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), filters, index });
     }
 
-    /// Drops the holds whose time passed.
-    pub(super) fn expire_departed(&mut self, now: Millis) {
+    /// Ends the holds due by `now`; true if one ended.
+    pub(super) fn expire_departed(&mut self, now: Millis) -> bool {
         let due: Vec<BrokerName> =
             self.departed.iter().filter(|(_, held)| held.until <= now).map(|(peer, _)| peer.clone()).collect();
-        for peer in due {
-            self.release_departed(&peer);
+        for peer in &due {
+            self.release_departed(peer);
         }
+        !due.is_empty()
     }
 
     /// When the next hold ends.
