@@ -51,14 +51,13 @@ impl<F: Filter> Router<F> {
         self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), filters, index });
     }
 
-    /// Ends the holds due by `now`; true if one ended.
-    pub(super) fn expire_departed(&mut self, now: Millis) -> bool {
+    /// Drops the holds whose time passed.
+    pub(super) fn expire_departed(&mut self, now: Millis) {
         let due: Vec<BrokerName> =
             self.departed.iter().filter(|(_, held)| held.until <= now).map(|(peer, _)| peer.clone()).collect();
-        for peer in &due {
-            self.release_departed(peer);
+        for peer in due {
+            self.release_departed(&peer);
         }
-        !due.is_empty()
     }
 
     /// When the next hold ends.

@@ -262,21 +262,17 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    /// The timer: heartbeats due, links judged dead, adverts expired or refreshed, departed
-    /// holds ended. Only the last four move the verdict epoch.
     pub(super) fn handle_tick(&mut self, now: Millis, out: &mut Vec<Action<F>>) {
-        let mut moved = self.expire_departed(now);
+        self.expire_departed(now);
         let max_age = self.advert_max_age_ms();
         if self.db.expire(now, max_age) {
             self.dirty.view = true;
-            moved = true;
         }
         if self.next_refresh.is_some_and(|at| at <= now) {
             let own = self.db.refresh_own();
             self.flood(vec![own], None, out);
             self.dirty.view = true;
             self.next_refresh = Some(now.after(max_age / 4));
-            moved = true;
         }
         let settings = self.settings.liveness;
         let mut dead = Vec::new();
@@ -287,7 +283,6 @@ impl<F: Filter> Router<F> {
                 Due::Dead => dead.push(peer.clone()),
             }
         }
-        self.verdict_epoch += u64::from(moved || !dead.is_empty());
         if dead.is_empty() {
             return;
         }

@@ -301,12 +301,9 @@ impl<F: Filter> Router<F> {
 
     /// A number that changes whenever the verdicts of the filter edges
     /// ([`Router::child_cell_verdict`], [`Router::mate_verdict`]) may have changed: with every
-    /// summary, vouch or advert a peer sends, every link up or down, and every tick that did
-    /// something (a link judged dead, an advert expired or refreshed, a departed hold ended).
-    /// Heartbeats, barriers, local subscriptions and ticks that changed nothing leave it alone:
-    /// guaranteed delivery judges a lazily told F again when it moved, and a bump at every
-    /// heartbeat tick cut every open F run twice a second (each cut a stall, a log read and a
-    /// nack from downstream: 60-80 ms median latency at a remote broker in `bench overhead`).
+    /// summary, vouch or advert a peer sends, every link up or down, and every tick (a link
+    /// judged dead, a departed hold ended). Heartbeats, barriers and local subscriptions leave
+    /// it alone. Guaranteed delivery judges a lazily told F again when it moved.
     pub fn verdict_epoch(&self) -> u64 {
         self.verdict_epoch
     }
@@ -315,7 +312,7 @@ impl<F: Filter> Router<F> {
     pub fn handle(&mut self, now: Millis, input: Input<F>, out: &mut Vec<Action<F>>) {
         self.now = self.now.max(now);
         let verdicts_may_move = match &input {
-            Input::LinkUp { .. } | Input::LinkDown { .. } => true,
+            Input::LinkUp { .. } | Input::LinkDown { .. } | Input::Tick => true,
             Input::Received { message, .. } => {
                 matches!(message, PeerMessage::Summary(_) | PeerMessage::Synced(_) | PeerMessage::Adverts(_))
             }

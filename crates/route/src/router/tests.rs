@@ -155,18 +155,15 @@ fn unsubscribing_what_was_never_subscribed_is_refused() {
 fn a_silent_link_is_declared_down_after_the_configured_missed_heartbeats() {
     let mut wired = line();
     assert_eq!(wired.router("a").next_deadline(), Some(Millis(0)), "first heartbeat is due at once");
-    let epoch = wired.router("a").verdict_epoch();
     for now in [0, 100, 200, 299] {
         wired.now = Millis(now);
         wired.input("a", Input::Tick);
         wired.queue.clear(); // b's heartbeats never arrive, nor do a's
     }
     assert!(wired.taken().is_empty(), "still within three intervals");
-    assert_eq!(wired.router("a").verdict_epoch(), epoch, "ticks that only sent heartbeats move no verdict");
     assert_eq!(wired.router("a").next_deadline(), Some(Millis(300)));
     wired.now = Millis(300);
     wired.input("a", Input::Tick);
-    assert!(wired.router("a").verdict_epoch() > epoch, "a link judged dead may move verdicts");
     let taken = wired.taken();
     assert!(
         taken.iter().any(|(_, a)| matches!(a, Action::CloseLink { reason: CloseReason::MissedHeartbeats, .. })),

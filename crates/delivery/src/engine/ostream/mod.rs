@@ -9,6 +9,8 @@ pub(crate) use answer::Upstreamed;
 
 use std::collections::BTreeSet;
 
+use bytes::Bytes;
+
 use crate::cache::PayloadCache;
 use crate::engine::types::{Action, ChildLink, Verdict};
 use crate::engine::Ctx;
@@ -39,9 +41,9 @@ struct AckExpected {
 ///
 /// Invariants: every tick `<= told` was told to the cell, or lies in the untold F run
 /// `[lazy_from, told]`, or is acknowledged; `above` holds D ticks told above `told`; every D
-/// tick told is `<= last_data`; `filtered` holds the D ticks of the untold F run (judged F by
-/// the filter edge at `lazy_epoch`, so judged again if the summaries moved before the run is
-/// told).
+/// tick told is `<= last_data`; `filtered` holds the D ticks of the untold F run with their
+/// payloads (judged F by the filter edge at `lazy_epoch`, so judged again if the summaries
+/// moved before the run is told).
 #[derive(Clone, Debug)]
 pub(crate) struct Ostream {
     pub(crate) cell: CellId,
@@ -64,8 +66,13 @@ pub(crate) struct Ostream {
     lazy_from: Option<Tick>,
     /// The matcher's epoch when the untold F run began.
     lazy_epoch: u64,
-    /// D ticks of the untold F run, judged F by the filter edge.
-    filtered: Vec<Tick>,
+    /// D ticks of the untold F run, judged F by the filter edge, each with its payload: the
+    /// run is judged again whenever the summaries may have moved (every routing timer tick
+    /// among them), and without the payload (released from the cache once the F tick counted
+    /// as acknowledged) a tick had to be taken as passing, which cut the run, stalled the
+    /// stream on a log read and drew a nack from downstream twice a second (remote median
+    /// latency 60-80 ms in `bench overhead`). The run lasts until the next Data or FPT.
+    filtered: Vec<(Tick, Bytes)>,
     above: BTreeSet<Tick>,
     last_data: Tick,
     ack: Tick,
@@ -244,13 +251,13 @@ impl Ostream {
             return false;
         }
         self.lazy_epoch = epoch;
-        let passes = |tick: &Tick| {
-            view.cache.get(*tick).is_none_or(|p| ctx.matcher.child(view.pubend, self.cell, p) != Verdict::Final)
+        let passes = |payload: &Bytes| ctx.matcher.child(view.pubend, self.cell, payload) != Verdict::Final;
+        let Some(first) = self.filtered.iter().find(|(_, payload)| passes(payload)).map(|(tick, _)| *tick) else {
+            return false;
         };
-        let Some(&first) = self.filtered.iter().find(|t| passes(t)) else { return false };
         ctx.counters.rejudged += 1;
         self.told = first.prev();
-        self.filtered.retain(|&t| t < first);
+        self.filtered.retain(|&(t, _)| t < first);
         if from >= first {
             self.lazy_from = None;
         }
@@ -346,7 +353,7 @@ impl Ostream {
             if self.lazy_from.is_none() {
                 (self.lazy_from, self.lazy_epoch) = (Some(tick), epoch);
             }
-            self.filtered.push(tick);
+            self.filtered.push((tick, payload.clone()));
         } else {
             if self.rejudge(view, ctx) {
                 return Step::Again;
@@ -445,7 +452,7 @@ impl Ostream {
             self.clear_lazy();
         } else if self.lazy_from.is_some_and(|from| from <= ack) {
             self.lazy_from = Some(ack.next());
-            self.filtered.retain(|&t| t > ack);
+            self.filtered.retain(|&(t, _)| t > ack);
         }
         self.above = self.above.split_off(&ack.next());
         self.curious.clear_through(ack);
