@@ -144,12 +144,17 @@
 //! - What remains: a cell whose entry broker for a tree changes from one broker to its mate
 //!   (the former entry becomes the new entry's sideways child) can be told F that the
 //!   upstream judged for the cell by the new entry's summary before the former entry's
-//!   interest reached it there (faults seeds 443 and 603, full 603: the F arrives 40-100 ms
-//!   after the reroute and is relayed sideways to the mate whose subscriber wants it). The
-//!   simulator's census (1,000 seeds per mode, release build, `failure_census`) fails 0 with
-//!   churn, idle crashes and pubend crashes, 2 with faults and 1 with everything at once: 3
-//!   of 5,000 (5 before the rejudging, 1, 10, 17 and 15 before the upstream-only F rule and
-//!   relay curiosity); the durable census passes 300 of 300. Withholding a joining cell's F
+//!   interest reached it there (faults seeds 443 and 603: the F arrives 40-100 ms after the
+//!   reroute and is relayed sideways to the mate whose subscriber wants it); the same with a
+//!   relay whose new child joined after its upstream judged (pubend crashes seed 940: the
+//!   restarted pubend judged F for a child cell by a summary that did not yet hold a cell
+//!   rerouted below it). The simulator's census (1,000 seeds per mode, release build,
+//!   `failure_census`) fails 0 with churn, idle crashes and everything at once, 1 with pubend
+//!   crashes and 2 with faults: 3 of 5,000 (5 before the rejudging, 1, 10, 17 and 15 before
+//!   the upstream-only F rule and relay curiosity); the durable census passes 300 of 300.
+//!   Seed 940 passed, and full 603 failed, while a rejudged tick whose payload was released
+//!   counted as passing: the stall that followed moved the timing, not the rule (the run now
+//!   keeps its payloads; `Ostream::filtered`). Withholding a joining cell's F
 //!   for a while and fetching it upstream instead was tried: it cured two seeds but failed 57
 //!   of the 5,000 runs (subscribers left waiting, logs never released). The cure is a barrier
 //!   run for the cell at the reroute, its F below the barrier's tick fetched from the pubend's
