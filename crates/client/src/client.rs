@@ -283,21 +283,21 @@ impl Client {
     }
 
     /// Closes the client: waits until the broker has handled what was sent (a PING barrier,
-    /// while connected), writes DISCONNECT, and ends every subscription stream. Each wait is
-    /// bounded by the request timeout; closing a closed client is fine.
+    /// while connected), writes DISCONNECT, and ends every subscription stream. Both waits
+    /// together are bounded by the request timeout; closing a closed client is fine.
     ///
     /// Why the barrier: a connection closed with deliveries still unread is reset, and a broker
     /// writing to it then may drop the session before reading the frames that came before the
     /// reset, such as a durable subscription's last acknowledgements, whose next client would
     /// receive those messages again.
     pub async fn close(&self) -> Result<(), ClientError> {
-        let limit = self.shared().config.request_timeout;
+        let deadline = tokio::time::Instant::now() + self.shared().config.request_timeout;
         if matches!(self.shared().link, Link::Tcp(_)) && self.is_connected() {
             self.shared().stop_taking_deliveries();
-            let _ = tokio::time::timeout(limit, self.flush()).await;
+            let _ = tokio::time::timeout_at(deadline, self.flush()).await;
         }
         self.handle.begin_close();
-        if tokio::time::timeout(limit, self.shared().stopped()).await.is_err() {
+        if tokio::time::timeout_at(deadline, self.shared().stopped()).await.is_err() {
             self.shared().finish(None);
         }
         Ok(())

@@ -293,6 +293,22 @@ async fn publish_waits_when_the_broker_stops_reading() {
     assert!(blocked, "publish never waited for the writer");
 }
 
+/// Close first waits for the broker to have handled what was sent (a PING barrier), then for
+/// the writer: against a broker that answers nothing it waits out the barrier, and both waits
+/// together stay within one request timeout.
+#[tokio::test]
+async fn close_against_a_broker_that_answers_nothing_returns_within_the_request_timeout() {
+    let broker = TcpBroker::start_with(Behaviour { stall: true, ..Behaviour::default() }).await;
+    let limit = Duration::from_millis(600);
+    let client = bounded("connect", fast(&broker).request_timeout(limit).connect()).await.unwrap();
+    let started = std::time::Instant::now();
+    bounded("close", client.close()).await.unwrap();
+    let took = started.elapsed();
+    assert!(took >= limit / 2, "closed at once ({took:?}): the barrier was not waited for");
+    assert!(took < limit + Duration::from_millis(500), "close took {took:?} against a {limit:?} request timeout");
+    assert!(matches!(client.publish("x", "late").await, Err(ClientError::Closed)));
+}
+
 #[tokio::test]
 async fn connect_fails_cleanly_when_nothing_listens() {
     let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
