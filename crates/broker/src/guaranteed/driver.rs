@@ -163,14 +163,27 @@ impl Driver {
                 // Without this the loop would find a branch ready at every turn and keep its
                 // worker thread until the runtime's budget ran out, tens of milliseconds.
                 tokio::task::yield_now().await;
-            }
-            tokio::select! {
-                command = self.rx.recv() => match command {
-                    Some(command) => self.command(command),
-                    None => break,
-                },
-                () = tokio::time::sleep(sleep) => self.feed(Input::Tick),
-                () = shutdown.cancelled() => break,
+                // Then the commands that came meanwhile, else the turn, without the timer: a
+                // zero sleep still waits for the timer wheel's next millisecond, which cost
+                // every turn of a catch-up about 0.9 ms (half a million replayed messages a
+                // second with turns of 1,024, a fifth of that with turns of 256).
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                match self.rx.try_recv() {
+                    Ok(command) => self.command(command),
+                    Err(tokio::sync::mpsc::error::TryRecvError::Empty) => self.feed(Input::Tick),
+                    Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => break,
+                }
+            } else {
+                tokio::select! {
+                    command = self.rx.recv() => match command {
+                        Some(command) => self.command(command),
+                        None => break,
+                    },
+                    () = tokio::time::sleep(sleep) => self.feed(Input::Tick),
+                    () = shutdown.cancelled() => break,
+                }
             }
             self.flush_checkpoints();
             self.enforce_retention();
