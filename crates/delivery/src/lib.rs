@@ -154,7 +154,14 @@
 //!   the upstream-only F rule and relay curiosity); the durable census passes 300 of 300.
 //!   Seed 940 passed, and full 603 failed, while a rejudged tick whose payload was released
 //!   counted as passing: the stall that followed moved the timing, not the rule (the run now
-//!   keeps its payloads; `Ostream::filtered`). Withholding a joining cell's F
+//!   keeps its payloads; `Ostream::filtered`). Traced hop by hop for 443: the pubend's broker
+//!   judged the ticks F for one child cell under its tree, in which the subscriber's broker is
+//!   reached through another child (which got them as Data), while the subscriber's broker had
+//!   already moved its upstream below the first child; the F, sound for the tree it was judged
+//!   under, was relayed down the new path and taken as final. The cure this points to: an F
+//!   carries the tree id it was judged under, relays pass it on, and a broker whose tree for
+//!   that root differs takes it as Q (gd-protocol §11.5's "knowledge not provably sufficient
+//!   does not filter"); a wire change. Withholding a joining cell's F
 //!   for a while and fetching it upstream instead was tried: it cured two seeds but failed 57
 //!   of the 5,000 runs (subscribers left waiting, logs never released). The cure is a barrier
 //!   run for the cell at the reroute, its F below the barrier's tick fetched from the pubend's
