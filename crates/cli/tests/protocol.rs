@@ -712,6 +712,50 @@ fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_
     barrier(&mut greeted, 1);
 }
 
+/// Idle connections up to the broker's limit (20,000 of them once shut new clients and the
+/// admin port out): the next one is refused with a reason, the admin port answers, a neighbour
+/// connected before them keeps its latency and loses nothing, and each costs little memory.
+/// Scaled to the open-file limit (the test and the broker each hold a socket per connection).
+#[test]
+fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighbour() {
+    let fds = tidings_testkit::raise_open_file_limit();
+    let n = usize::try_from(fds.saturating_sub(256)).unwrap_or(usize::MAX).min(4000);
+    assert!(n >= 500, "the open-file limit ({fds}) leaves room for only {n} connections");
+    let (b, _dir) = broker_with_config(&format!("[limits]\nmax_connections = {}\n", n + 2));
+    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
+    let neighbour = Neighbour::start(&b.tcp()).unwrap();
+    let before = rss();
+    let mut held: Vec<RawConnection> = (0..n).map(|_| RawConnection::handshake(&b.tcp()).unwrap()).collect();
+    // The limit is n + 2: the neighbour holds one place, so at most one more gets in.
+    let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "one more".into() });
+    let refused = (0..3).find_map(|_| {
+        let mut c = RawConnection::connect(&b.tcp()).unwrap();
+        let _ = c.send(&hello); // a refused connection may be closed already; its ERROR is read below
+        match c.expect(5 * SECOND) {
+            Ok(Frame::Error(notice)) => Some(notice),
+            _ => {
+                held.push(c); // admitted: it keeps its place
+                None
+            }
+        }
+    });
+    let notice = refused.expect("a connection past the limit was admitted");
+    assert_eq!(notice.reason(), Some(ReasonCode::LimitExceeded), "{notice}");
+    assert!(notice.to_string().contains("holds its most client connections"), "{notice}");
+    let admin = b.ready.admin.expect("admin port");
+    let started = Instant::now();
+    tidings_testkit::http_get(admin, "/healthz").expect("the admin port answers");
+    assert!(started.elapsed() < SECOND, "/healthz took {:?} beside {n} idle connections", started.elapsed());
+    // Read buffers go back half a second after the handshake; RSS is read after that.
+    std::thread::sleep(SECOND);
+    let per_connection = (rss() - before) / n as f64;
+    assert!(per_connection < 16.0 * 1024.0, "{per_connection} bytes per idle connection (goal under 16 KB)");
+    eprintln!("{n} idle connections: {per_connection:.0} bytes each");
+    neighbour.stop().assert_unharmed(&idle, &format!("{n} idle connections"));
+    drop(held);
+}
+
 #[test]
 fn connections_past_the_per_address_limit_are_refused_with_a_reason_and_places_come_back() {
     let (b, _dir) = broker_with_config("[limits]\nmax_connections_per_address = 2\n");
