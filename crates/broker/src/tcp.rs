@@ -26,7 +26,8 @@ const KEEP_EMPTY_BUFFER: std::time::Duration = std::time::Duration::from_millis(
 /// Quiet means empty for [`KEEP_EMPTY_BUFFER`], not empty once: a publisher sending a frame
 /// every half millisecond emptied it at every read, and with freed memory returned to the
 /// operating system at once (`return_freed_memory`) each read then cost a page fault and a
-/// zeroed page, a sixth of a guaranteed publisher's CPU at its broker.
+/// zeroed page (`perf` on the broker under `bench overhead`: `exc_page_fault` below
+/// `ReadBuffer::prepare`).
 struct ReadBuffer {
     buf: BytesMut,
     chunk: usize,

@@ -16,8 +16,8 @@ mod raw;
 
 pub use neighbour::{Neighbour, NeighbourReport};
 pub use process::{
-    finish_within, http_get, http_request, metric_total, metric_value, raise_open_file_limit, send_signal,
-    test_key_text, write_private, BrokerProcess, Ready, Signal,
+    finish_within, http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private,
+    BrokerProcess, Ready, Signal,
 };
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;

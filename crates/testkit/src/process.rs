@@ -64,19 +64,6 @@ pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
     kill_process(pid, signal).map_err(std::io::Error::from)
 }
 
-/// Raises this process's open-file limit to its hard limit and returns the soft limit now in
-/// force: a test that holds thousands of sockets scales itself to what the machine allows
-/// instead of failing on a default of 1,024.
-pub fn raise_open_file_limit() -> u64 {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let mut limit = getrlimit(Resource::Nofile);
-    if limit.current != limit.maximum {
-        limit.current = limit.maximum;
-        let _ = setrlimit(Resource::Nofile, limit);
-    }
-    getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
-}
-
 /// Waits at most `timeout` for `child` (reading its output while it runs, so a long output
 /// cannot fill the pipe and stall it); kills it and panics past that, failing the test.
 pub fn finish_within(child: std::process::Child, timeout: Duration) -> std::process::Output {

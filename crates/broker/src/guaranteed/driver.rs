@@ -164,9 +164,9 @@ impl Driver {
                 // worker thread until the runtime's budget ran out, tens of milliseconds.
                 tokio::task::yield_now().await;
                 // Then the commands that came meanwhile, else the turn, without the timer: a
-                // zero sleep still waits for the timer wheel's next millisecond, which cost
-                // every turn of a catch-up about 0.9 ms (half a million replayed messages a
-                // second with turns of 1,024, a fifth of that with turns of 256).
+                // zero sleep still waits for the timer wheel's next millisecond, about 0.9 ms
+                // per turn of a catch-up (`bench catch-up`: 529 k against 595 k msg/s with turns
+                // of 1,024; 217 k against 562 k with turns of 256).
                 if shutdown.is_cancelled() {
                     break;
                 }
