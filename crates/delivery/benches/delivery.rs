@@ -13,7 +13,7 @@ use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tidings_delivery::{
     Action, BrokerId, CellId, ChildLink, Engine, Input, Matcher, Message, Millis, PubendId, PublisherId, Recovered,
-    Settings, StoreInput, StreamRoute, SubendId, Tick, UpstreamCell, Verdict,
+    Settings, StoreInput, StreamRoute, SubendId, Tick, TreeTag, UpstreamCell, Verdict,
 };
 
 const P: PubendId = PubendId(1);
@@ -34,6 +34,10 @@ impl Matcher for OneSubend {
     }
     fn epoch(&self) -> u64 {
         0
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 
@@ -110,6 +114,7 @@ fn data(tick: u64, payload: &Bytes) -> Input {
         final_from: Tick(tick - 9),
         final_to: Tick(tick),
         requested_only: false,
+        tree: TreeTag(0),
         payload: payload.clone(),
     };
     Input::Received { from: BrokerId(0), from_cell: CellId(0), message }

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 
-use crate::names::{PubendId, Tick, TickRange};
+use crate::names::{PubendId, Tick, TickRange, TreeTag};
 
 /// Whether a silence reports nothing-for-you or messages that can no longer be supplied.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -32,6 +32,8 @@ pub enum Message {
         final_to: Tick,
         /// A retransmission answering curiosity: relayed only to ostreams curious for it.
         requested_only: bool,
+        /// The tree the F brackets were judged under (the sender stamps it as it sends).
+        tree: TreeTag,
         /// The message.
         payload: Bytes,
     },
@@ -45,6 +47,8 @@ pub enum Message {
         kind: SilenceKind,
         /// A retransmission answering curiosity.
         requested_only: bool,
+        /// The tree an F was judged under (the sender stamps it as it sends; L ignores it).
+        tree: TreeTag,
     },
     /// Upstream: every tick `<= ack_prefix` is acknowledged (A), every tick `<= release_prefix`
     /// may be released from the pubend log.
@@ -73,6 +77,14 @@ pub enum Message {
 }
 
 impl Message {
+    /// Stamps the tree a downstream message's F was judged under; other messages are left as
+    /// they are.
+    pub(crate) fn stamp_tree(&mut self, stamp: TreeTag) {
+        if let Message::Data { tree, .. } | Message::Silence { tree, .. } = self {
+            *tree = stamp;
+        }
+    }
+
     /// The stream the message belongs to.
     pub fn pubend(&self) -> PubendId {
         match self {

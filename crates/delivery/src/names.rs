@@ -73,6 +73,13 @@ id!(
     /// One publishing client, for duplicate suppression of its retried publishes.
     PublisherId(u64)
 );
+id!(
+    /// The routing tree a filter edge judged a pubend's messages under (the router's tree id
+    /// for the pubend's root; `TreeTag(0)` where no tree is known). F is relative to the
+    /// subtree it was judged for, so every F told carries the sender's tag and is taken only
+    /// by a receiver under the same tree.
+    TreeTag(u64)
+);
 
 /// An inclusive range of ticks `[from, to]`; never empty (`from <= to`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]

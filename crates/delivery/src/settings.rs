@@ -72,6 +72,9 @@ pub struct Mutations {
     /// Durable subends are acknowledged by what reached their outbox, not by their checkpoint
     /// (a crash of their broker then loses what the application had not acknowledged).
     pub ack_durable_by_delivery: bool,
+    /// F is taken whatever tree it was judged under, and a tree move at a relay leaves the F
+    /// it holds as answers (both halves of the tree rule, `TreeTag`).
+    pub take_f_from_any_tree: bool,
 }
 
 impl Default for Settings {

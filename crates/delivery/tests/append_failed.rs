@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use tidings_delivery::{
     Action, CellId, Engine, Input, Matcher, Millis, PubendId, PublisherId, Recovered, Settings, StoreAction,
-    StoreInput, SubendId, Tick, Verdict,
+    StoreInput, SubendId, Tick, TreeTag, Verdict,
 };
 
 struct Everyone;
@@ -22,6 +22,10 @@ impl Matcher for Everyone {
     }
     fn epoch(&self) -> u64 {
         0
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 

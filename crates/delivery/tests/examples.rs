@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
     Action, BrokerId, CellId, ChildLink, Engine, Input, Matcher, Message, Millis, PubendId, PublisherId, Settings,
-    SilenceKind, StreamRoute, SubendId, Tick, TickRange, UpstreamCell, Verdict,
+    SilenceKind, StreamRoute, SubendId, Tick, TickRange, TreeTag, UpstreamCell, Verdict,
 };
 
 const P: PubendId = PubendId(7);
@@ -38,6 +38,10 @@ impl Matcher for BitMatcher {
     }
     fn epoch(&self) -> u64 {
         0
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 

@@ -2,11 +2,13 @@
 //! the simulator to report a failure within a few seeds of the lossy-channel sweep (which
 //! passes with every switch off). Breakages no check catches are listed in the report.
 
+use std::collections::BTreeSet;
+
 use tidings_delivery::{Mutations, Settings};
 use tidings_sim::gd::{run_gd_with, settings, Mode};
 use tidings_sim::sweep::plans;
 use tidings_sim::topology::random_topology;
-use tidings_sim::Rng;
+use tidings_sim::{Plan, Rng};
 
 /// Seeds a breakage gets to show (the lossy sweep passes 1,000 without it).
 const SEEDS: u64 = 30;
@@ -120,4 +122,26 @@ fn acknowledging_a_durable_subend_by_delivery_is_caught_as_a_loss() {
         return;
     }
     panic!("acknowledging durable subends by delivery went unnoticed for {SEEDS} seeds");
+}
+
+/// F taken whatever routing tree it was judged under, and F a relay took under an old tree
+/// given as answers after the tree moved: the census seeds this rule cured (faults 443 and
+/// 603, pubend crashes 940; each sends a subscriber F for ticks it is owed after a reroute)
+/// fail again, and pass as built.
+#[test]
+fn taking_f_judged_under_another_tree_is_caught() {
+    let broken = Settings { mutations: Mutations { take_f_from_any_tree: true, ..Mutations::default() }, ..settings() };
+    let mut caught = Vec::new();
+    for (seed, mode) in [(443, Mode::FAULTS), (603, Mode::FAULTS), (940, Mode::PUBEND_CRASHES)] {
+        let plan = Plan { seed, steps: 300, skip: BTreeSet::new() };
+        let topology = random_topology(&mut Rng::new(seed ^ 0x7090));
+        if let Err(failure) = run_gd_with(&topology, &plan, mode, settings()) {
+            panic!("seed {seed} fails as built: {}", failure.message);
+        }
+        if let Err(failure) = run_gd_with(&topology, &plan, mode, broken.clone()) {
+            caught.push(format!("seed {seed}: {}", failure.message));
+        }
+    }
+    assert!(!caught.is_empty(), "ignoring the tree of an F went unnoticed");
+    println!("F from any tree: caught at {caught:?}");
 }

@@ -197,6 +197,11 @@ impl Cluster {
         self.core.read().router.child_cell_verdict(pubend, cell, &Probe::new(message))
     }
 
+    /// The tree the router judges `pubend` under (see `Router::pubend_tree`).
+    pub(crate) fn pubend_tree(&self, pubend: &tidings_route::PubendRef) -> Option<tidings_route::TreeId> {
+        self.core.read().router.pubend_tree(pubend)
+    }
+
     /// The router's verdict epoch (see `Router::verdict_epoch`): guaranteed delivery judges
     /// again an F it told lazily when this moved.
     pub(crate) fn verdict_epoch(&self) -> u64 {

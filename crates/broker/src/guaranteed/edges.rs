@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use parking_lot::RwLock;
-use tidings_delivery::{CellId, PubendId, Verdict};
+use tidings_delivery::{CellId, PubendId, TreeTag, Verdict};
 use tidings_route::{BrokerName, CellName, PubendRef, Verdict as RouteVerdict};
 use tidings_wire::Message;
 
@@ -48,6 +48,14 @@ impl Edges {
     /// The router's verdict epoch (`Router::verdict_epoch`).
     pub(crate) fn epoch(&self) -> u64 {
         self.cluster.verdict_epoch()
+    }
+
+    /// The tree routing judges `pubend` under now (`Router::pubend_tree`; `TreeTag(0)` when
+    /// its home's cell is unknown).
+    pub(crate) fn tree(&self, pubend: PubendId) -> TreeTag {
+        let home = self.names.read().homes.get(&pubend).unwrap_or_else(|| self.cluster.name()).clone();
+        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home };
+        TreeTag(self.cluster.pubend_tree(&reference).map_or(0, |id| id.0))
     }
 
     /// The verdict for downstream `cell` (a child cell, or a mate's pseudo cell) of `pubend`.

@@ -7,7 +7,7 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use bytes::Bytes;
-use tidings_delivery::{CellId, Matcher, PubendId, SubendId, Verdict};
+use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
 use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
 use tidings_wire::Message;
 
@@ -76,6 +76,10 @@ impl Matcher for LocalMatcher {
     }
     fn epoch(&self) -> u64 {
         self.edges.as_ref().map_or(0, Edges::epoch)
+    }
+
+    fn tree(&self, pubend: PubendId) -> TreeTag {
+        self.edges.as_ref().map_or(TreeTag(0), |edges| edges.tree(pubend))
     }
 }
 

@@ -7,7 +7,7 @@
 //! "nothing yet" and map to each other.
 //! A frame with no link to its destination travels inside a SIDEWAYS (see `net`).
 
-use tidings_delivery::{Message, PubendId, SilenceKind, Tick, TickRange};
+use tidings_delivery::{Message, PubendId, SilenceKind, Tick, TickRange, TreeTag};
 use tidings_wire::peer::{self, PeerFrame};
 use tidings_wire::WireError;
 
@@ -42,21 +42,25 @@ fn core_ranges(ranges: &[peer::TickRange]) -> Vec<TickRange> {
 pub fn to_frame(message: &Message) -> Result<PeerFrame, WireError> {
     let wire_pubend = |p: PubendId| tidings_wire::PubendId(p.0);
     Ok(match message {
-        Message::Data { pubend, tick, final_from, final_to, requested_only, payload } => PeerFrame::Data(peer::Data {
-            pubend: wire_pubend(*pubend),
-            tick: wire_tick(*tick),
-            final_from: wire_tick(*final_from),
-            final_to: wire_tick(*final_to),
-            requested_only: *requested_only,
-            message: tidings_wire::Message::decode(payload.clone())?,
-        }),
-        Message::Silence { pubend, ranges, kind, requested_only } => PeerFrame::Silence(peer::Silence {
+        Message::Data { pubend, tick, final_from, final_to, requested_only, tree, payload } => {
+            PeerFrame::Data(peer::Data {
+                pubend: wire_pubend(*pubend),
+                tick: wire_tick(*tick),
+                final_from: wire_tick(*final_from),
+                final_to: wire_tick(*final_to),
+                requested_only: *requested_only,
+                tree: peer::TreeId(tree.0),
+                message: tidings_wire::Message::decode(payload.clone())?,
+            })
+        }
+        Message::Silence { pubend, ranges, kind, requested_only, tree } => PeerFrame::Silence(peer::Silence {
             pubend: wire_pubend(*pubend),
             kind: match kind {
                 SilenceKind::Final => peer::SilenceKind::Final,
                 SilenceKind::Lost => peer::SilenceKind::Lost,
             },
             requested_only: *requested_only,
+            tree: peer::TreeId(tree.0),
             ranges: wire_ranges(ranges),
         }),
         Message::Ack { pubend, ack_prefix, release_prefix } => PeerFrame::Ack(peer::Ack {
@@ -83,6 +87,7 @@ pub fn from_frame(frame: &PeerFrame) -> Option<Message> {
             final_from: core_tick(d.final_from),
             final_to: core_tick(d.final_to),
             requested_only: d.requested_only,
+            tree: TreeTag(d.tree.0),
             payload: d.message.as_bytes().clone(),
         },
         PeerFrame::Silence(s) => Message::Silence {
@@ -93,6 +98,7 @@ pub fn from_frame(frame: &PeerFrame) -> Option<Message> {
                 peer::SilenceKind::Lost => SilenceKind::Lost,
             },
             requested_only: s.requested_only,
+            tree: TreeTag(s.tree.0),
         },
         PeerFrame::Ack(a) => Message::Ack {
             pubend: pubend(a.pubend),
@@ -131,6 +137,7 @@ mod tests {
                 final_from: Tick(8),
                 final_to: Tick(12),
                 requested_only: true,
+                tree: TreeTag(0x5EED),
                 payload,
             },
             Message::Silence {
@@ -138,6 +145,7 @@ mod tests {
                 ranges: vec![range(1, 3), range(5, 5)],
                 kind: SilenceKind::Lost,
                 requested_only: false,
+                tree: TreeTag(3),
             },
             Message::Ack { pubend: p, ack_prefix: Tick(7), release_prefix: Tick(4) },
             Message::Ack { pubend: p, ack_prefix: Tick(0), release_prefix: Tick(0) },

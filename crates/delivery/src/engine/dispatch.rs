@@ -68,6 +68,9 @@ impl<M: Matcher> Engine<M> {
         let mut ctx =
             Ctx { now, pubend, settings: &self.settings, matcher: &self.matcher, out, counters: &mut self.counters };
         stream.cache.want_from(stream.subends.wanted_from(), stream.subends.protect_from());
+        if !ctx.settings.mutations.take_f_from_any_tree {
+            stream.follow_tree(ctx.matcher.tree(pubend));
+        }
         operation(stream, &mut ctx);
         stream.settle(&mut ctx);
         stream.refresh_deadline(&ctx);
@@ -107,16 +110,30 @@ impl<M: Matcher> Engine<M> {
         out: &mut Vec<Action>,
     ) {
         let pubend = message.pubend();
+        let tree_here = self.matcher.tree(pubend);
+        let any_tree = self.settings.mutations.take_f_from_any_tree;
         self.with_stream(now, pubend, Create::Never, out, |stream, ctx| match message {
-            Message::Data { tick, final_from, final_to, requested_only, payload, .. } => {
+            Message::Data { tick, final_from, final_to, requested_only, payload, tree, .. } => {
                 // A D is true for everyone; its F brackets only for the subtree they were
-                // judged for.
-                let (final_from, final_to) =
-                    if stream.speaks_for_us(from_cell) { (final_from, final_to) } else { (tick, tick) };
+                // judged for: from our upstream cell, under the tree we route by.
+                let speaks = stream.speaks_for_us(from_cell);
+                let bracketed = final_from < tick || final_to > tick;
+                let (final_from, final_to) = if speaks && (tree == tree_here || any_tree) {
+                    (final_from, final_to)
+                } else {
+                    if bracketed {
+                        *if speaks { &mut ctx.counters.stale_tree_finals } else { &mut ctx.counters.foreign_finals } +=
+                            1;
+                    }
+                    (tick, tick)
+                };
                 stream.on_data(DataIn { from, tick, final_from, final_to, requested_only, payload }, ctx)
             }
             Message::Silence { kind: SilenceKind::Final, .. } if !stream.speaks_for_us(from_cell) => {
                 ctx.counters.foreign_finals += 1;
+            }
+            Message::Silence { kind: SilenceKind::Final, tree, .. } if tree != tree_here && !any_tree => {
+                ctx.counters.stale_tree_finals += 1;
             }
             Message::Silence { ranges, kind, requested_only, .. } => {
                 stream.on_silence(from, &ranges, kind, requested_only, ctx)

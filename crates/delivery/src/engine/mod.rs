@@ -48,6 +48,10 @@ pub struct Counters {
     /// or a former entry of our own cell): judged for another subtree, so dropped; what they
     /// covered is learned again from the upstream.
     pub foreign_finals: u64,
+    /// F (silences, or a Data's brackets) from the upstream cell judged under another tree
+    /// than ours for the pubend ([`crate::TreeTag`]): sound for the subtree it was judged
+    /// for, which may lack subscribers now below us, so dropped and learned again.
+    pub stale_tree_finals: u64,
     /// Knowledge contradicting what was held (D against F): protocol errors, old value kept.
     pub conflicts: u64,
     /// Messages with impossible fields.

@@ -24,7 +24,15 @@ pub(crate) struct DataIn {
 impl Stream {
     /// Passes a retransmission on to the children curious about it inside their suspect ranges.
     fn pass_through(&mut self, answer: &Upstreamed<'_>, ctx: &mut Ctx<'_>) {
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost: None, authoritative: false };
+        let view = View {
+            pubend: self.pubend,
+            know: &self.know,
+            cache: &self.cache,
+            lost: None,
+            authoritative: false,
+            acked_upstream: self.acked.ack,
+            fresh: &self.fresh,
+        };
         for child in self.children.values_mut() {
             child.pass_through(answer, &view, ctx);
         }
@@ -45,10 +53,12 @@ impl Stream {
         let mut joined = Joined::default();
         if let Some(before) = TickRange::new(final_from, tick.prev()) {
             self.know.join(before, Know::Final, &mut joined);
+            self.fresh.insert(before, ());
         }
         self.know.join(TickRange::single(tick), Know::Data, &mut joined);
         if let Some(after) = TickRange::new(tick.next(), final_to) {
             self.know.join(after, Know::Final, &mut joined);
+            self.fresh.insert(after, ());
         }
         ctx.counters.conflicts += u64::from(joined.conflicts);
         let new_data = joined.new.iter().any(|piece| piece.from <= tick && tick <= piece.to);
@@ -104,6 +114,9 @@ impl Stream {
         let mut joined = Joined::default();
         for &range in ranges {
             self.know.join(range, value, &mut joined);
+            if value == Know::Final {
+                self.fresh.insert(range, ());
+            }
             if value == Know::Lost {
                 damage_uncached(&mut self.know, &self.cache, range, &mut joined, ctx);
             }

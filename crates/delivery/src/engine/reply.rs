@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::message::{Message, SilenceKind};
-use crate::names::{PubendId, Tick, TickRange};
+use crate::names::{PubendId, Tick, TickRange, TreeTag};
 
 /// A Data being built: its silence brackets can still grow.
 struct PendingData {
@@ -88,6 +88,7 @@ impl Reply {
                 final_from: data.final_from,
                 final_to: data.final_to,
                 requested_only: self.requested_only,
+                tree: TreeTag(0),
                 payload: data.payload,
             });
         }
@@ -106,6 +107,7 @@ impl Reply {
                     ranges,
                     kind,
                     requested_only: self.requested_only,
+                    tree: TreeTag(0),
                 });
             }
         }
@@ -136,6 +138,7 @@ mod tests {
                 final_from: Tick(1001),
                 final_to: Tick(1011),
                 requested_only: true,
+                tree: TreeTag(0),
                 payload: Bytes::from_static(b"m2"),
             }]
         );
@@ -156,7 +159,8 @@ mod tests {
                 pubend: PubendId(1),
                 ranges: vec![r(1, 4), r(8, 9)],
                 kind: SilenceKind::Final,
-                requested_only: false
+                requested_only: false,
+                tree: TreeTag(0),
             }
         );
     }

@@ -14,7 +14,8 @@ use crate::engine::upstream::Upstream;
 use crate::engine::Ctx;
 use crate::knowledge::Knowledge;
 use crate::message::Message;
-use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange, TreeTag};
+use crate::ranges::RangeMap;
 
 /// Where the stream's knowledge comes from.
 #[derive(Clone, Debug)]
@@ -61,6 +62,12 @@ pub(crate) struct Stream {
     /// Since when the stream has had no child and no subend (holds aside: see `settle`).
     pub(crate) idle_since: Option<Millis>,
     pub(crate) deadline: Option<Millis>,
+    /// The tree the matcher judged this pubend under at the last operation (see
+    /// [`Stream::follow_tree`]).
+    pub(crate) tree: TreeTag,
+    /// F the upstream told under `tree` (see [`View::fresh`]), kept above what this broker
+    /// acknowledged upstream.
+    pub(crate) fresh: RangeMap<()>,
 }
 
 impl Stream {
@@ -78,6 +85,28 @@ impl Stream {
             ack_pending: false,
             idle_since: None,
             deadline: None,
+            tree: TreeTag(0),
+            fresh: RangeMap::new(),
+        }
+    }
+
+    /// Called before every operation with the matcher's tree for the pubend. At a relay, a
+    /// move makes what the istream holds above each cell's ack suspect for that cell
+    /// ([`Ostream::tree_moved`]): the F in it was judged upstream under the old tree, so it is
+    /// neither told nor given as an answer, but fetched upstream again (simulator seed 940,
+    /// pubend crashes: a relay answered a fetch for a cell that had just joined below its
+    /// child with F it had taken under the old tree).
+    pub(crate) fn follow_tree(&mut self, tree: TreeTag) {
+        if self.tree == tree {
+            return;
+        }
+        self.tree = tree;
+        self.fresh = RangeMap::new();
+        if matches!(self.source, Source::Upstream(_)) {
+            let known = self.know.highest_known();
+            for child in self.children.values_mut() {
+                child.tree_moved(known);
+            }
         }
     }
 
@@ -93,7 +122,15 @@ impl Stream {
     pub(crate) fn split(&mut self) -> (View<'_>, &mut BTreeMap<CellId, Ostream>) {
         let authoritative = matches!(self.source, Source::Log(_));
         let lost = self.lost();
-        let view = View { pubend: self.pubend, know: &self.know, cache: &self.cache, lost, authoritative };
+        let view = View {
+            pubend: self.pubend,
+            know: &self.know,
+            cache: &self.cache,
+            lost,
+            authoritative,
+            acked_upstream: self.acked.ack,
+            fresh: &self.fresh,
+        };
         (view, &mut self.children)
     }
 
@@ -260,6 +297,7 @@ impl Stream {
     /// into the done prefix, and release the pubend's log.
     pub(crate) fn settle(&mut self, ctx: &mut Ctx<'_>) {
         self.holds.expire(ctx.now, ctx.settings.departed_retention_ms);
+        self.fresh.clear_through(self.acked.ack);
         // Idle counts from when the last child or subend left, holds or not: a hold waits the
         // retention itself, and a second full wait after it expires would pin the log twice
         // as long as the retention says.

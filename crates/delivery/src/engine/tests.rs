@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use crate::engine::{Action, ChildLink, Engine, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
 use crate::message::Message;
-use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, PublisherId, SubendId, Tick, TickRange, TreeTag};
 use crate::settings::Settings;
 use crate::store::{Recovered, StoreAction, StoreInput};
 
@@ -32,6 +32,10 @@ impl Matcher for Byte0 {
     }
     fn epoch(&self) -> u64 {
         0
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 
@@ -78,6 +82,7 @@ fn final_silence(from: u64, to: u64) -> Message {
         ranges: vec![TickRange { from: Tick(from), to: Tick(to) }],
         kind: crate::message::SilenceKind::Final,
         requested_only: false,
+        tree: TreeTag(0),
     }
 }
 
@@ -152,6 +157,7 @@ fn data(tick: u64, from: u64, byte: u8, requested_only: bool) -> Input {
         final_from: Tick(from),
         final_to: Tick(tick),
         requested_only,
+        tree: TreeTag(0),
         payload: Bytes::from(vec![byte]),
     };
     Input::Received { from: BrokerId(0), from_cell: CellId(0), message }
@@ -358,6 +364,7 @@ fn a_relay_told_l_for_a_data_tick_whose_payload_it_evicted_takes_the_loss() {
         ranges: vec![TickRange { from: Tick(5), to: Tick(7) }],
         kind: crate::message::SilenceKind::Lost,
         requested_only: true,
+        tree: TreeTag(0),
     };
     engine.handle(Millis(4), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: lost }, &mut out);
     let view = engine.inspect(P).unwrap();
@@ -461,6 +468,9 @@ fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention
 #[path = "tests_durable.rs"]
 mod durable;
 
+#[path = "tests_tree.rs"]
+mod tree;
+
 /// F is relative to the subtree it was judged for: after a reroute, a former upstream (here a
 /// former entry broker of our own cell, cell 5) may still send F it judged for the old tree.
 /// Only the D of its Data is taken; its silences wait for the current upstream (cell 0).
@@ -475,6 +485,7 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
         final_from: Tick(1000),
         final_to: Tick(1999),
         requested_only: false,
+        tree: TreeTag(0),
         payload: Bytes::from_static(b"\x01"),
     };
     engine.handle(Millis(3), from_former(data), &mut out);
@@ -482,7 +493,7 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     assert_eq!(view.knowledge(Tick(500)), None, "a former upstream's F is not taken");
     assert_eq!(view.knowledge(Tick(1200)), None, "nor the F brackets of its Data");
     assert_eq!(view.knowledge(Tick(1500)), Some(crate::knowledge::Know::Data), "its D is true for everyone");
-    assert_eq!(engine.counters().foreign_finals, 1);
+    assert_eq!(engine.counters().foreign_finals, 2, "the silence and the Data's brackets");
     let told_final = |out: &[Action]| {
         sent(out).iter().any(|m| match m {
             Message::Silence { ranges, .. } => ranges.iter().any(|r| r.from <= Tick(999)),
@@ -607,6 +618,10 @@ impl Matcher for Switch {
     }
     fn epoch(&self) -> u64 {
         self.epoch
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 

@@ -4,7 +4,7 @@ use bytes::Bytes;
 
 use crate::error::DeliveryError;
 use crate::message::Message;
-use crate::names::{BrokerId, CellId, PubendId, PublisherId, SubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, PubendId, PublisherId, SubendId, Tick, TickRange, TreeTag};
 use crate::store::{StoreAction, StoreInput};
 
 /// What a filter edge makes of one data tick for one downstream.
@@ -35,6 +35,9 @@ pub trait Matcher {
     /// the moment it is told, not only of the moment it was judged. A matcher whose verdicts
     /// never change may return a constant.
     fn epoch(&self) -> u64;
+    /// The tree [`Self::child`] judges `pubend`'s messages under now (see [`TreeTag`]): F told
+    /// downstream is stamped with it, and F received is taken only under the same tag.
+    fn tree(&self, pubend: PubendId) -> TreeTag;
 }
 
 /// The upstream cell of a stream: where its data comes from.

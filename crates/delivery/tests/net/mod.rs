@@ -11,7 +11,7 @@ use bytes::Bytes;
 use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
     Action, BrokerId, CellId, ChildLink, Engine, Input, Know, Matcher, Message, Millis, PubendId, PublisherId,
-    Settings, SilenceKind, StoreAction, StreamRoute, SubendId, Tick, TickRange, UpstreamCell, Verdict,
+    Settings, SilenceKind, StoreAction, StreamRoute, SubendId, Tick, TickRange, TreeTag, UpstreamCell, Verdict,
 };
 
 /// Payload byte 0 is the topic; a filter is a set of topics.
@@ -37,6 +37,10 @@ impl Matcher for TopicMatcher {
     }
     fn epoch(&self) -> u64 {
         0
+    }
+
+    fn tree(&self, _: PubendId) -> TreeTag {
+        TreeTag(0)
     }
 }
 

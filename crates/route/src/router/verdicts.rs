@@ -15,7 +15,7 @@ use super::routes::{ChildRoute, MateRoute};
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
 use crate::message::Verdict;
-use crate::names::{BrokerName, CellName};
+use crate::names::{BrokerName, CellName, TreeId};
 use crate::rendezvous::choose;
 use crate::summary::Scope;
 
@@ -97,6 +97,16 @@ impl<F: Filter> Router<F> {
             Some(held) => !held.local_synced || self.holds_any(mate, &Scope::Local),
             None => true,
         }
+    }
+
+    /// The id of the tree the filter edges judge `pubend`'s messages under now (its root's
+    /// current tree here), `None` when its home's cell is not known. Guaranteed delivery tags
+    /// each F it tells with it, and takes an F only under the same id: an F is sound only for
+    /// the subtree it was judged for, and a receiver whose tree moved since may have gained
+    /// subscribers below it that the judging summary did not hold.
+    pub fn pubend_tree(&self, pubend: &PubendRef) -> Option<TreeId> {
+        let root = self.table.graph.cell_of(&pubend.home)?;
+        Some(self.routes.trees.get(root)?.current.id)
     }
 
     fn judge(&self, pubend: &PubendRef, cell: &CellName) -> Option<Judge<'_, F>> {

@@ -65,7 +65,7 @@ impl GdLayer {
                 {
                     let mut world = self.world.borrow_mut();
                     world.stats.frames += 1;
-                    world.judge_send(to, &message, is_final);
+                    world.judge_send(&message, is_final);
                     if let Some(last) =
                         world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
                     {

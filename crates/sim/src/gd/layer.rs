@@ -10,7 +10,8 @@ use std::rc::Rc;
 use bytes::Bytes;
 use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
-    BrokerId, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId, Tick,
+    BrokerId, Engine, Input, Know, Matcher, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
+    Tick,
 };
 use tidings_route::matching::RouteFilter;
 use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
@@ -295,6 +296,18 @@ impl GdLayer {
                     self.send(node.index, entry, None, GdFrame::Peer { origin, to: entry, message }, out);
                 } else {
                     let from_cell = self.cell_for(origin, to);
+                    if let Message::Data { pubend, tree, .. } | Message::Silence { pubend, tree, .. } = &message {
+                        let any_tree = self.settings.mutations.take_f_from_any_tree;
+                        if any_tree || *tree == node.engine.matcher().tree(*pubend) {
+                            let mut world = self.world.borrow_mut();
+                            world.judge_receipt(to, &message);
+                            if let Some(last) =
+                                world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
+                            {
+                                *last = format!("{last} by node {origin}: {message:?}");
+                            }
+                        }
+                    }
                     let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };
                     self.drive(node, store, now, input, out);
                 }

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
-use tidings_delivery::{CellId, Matcher, PubendId, SubendId, Verdict};
+use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
 use tidings_route::matching::RouteFilter;
 use tidings_route::{Filter, PubendRef, Router, Verdict as RouteVerdict};
 
@@ -63,6 +63,15 @@ impl Matcher for SimMatcher {
     }
     fn epoch(&self) -> u64 {
         self.router.as_ref().map_or(0, Router::verdict_epoch)
+    }
+
+    fn tree(&self, pubend: PubendId) -> TreeTag {
+        let world = self.world.borrow();
+        let home = world.pubends.iter().find(|(_, p)| **p == pubend).map(|(home, _)| *home);
+        let tree = self.router.as_ref().zip(home).and_then(|(router, home)| {
+            router.pubend_tree(&PubendRef { id: tidings_route::PubendId(pubend.0), home: world.names[home].clone() })
+        });
+        TreeTag(tree.map_or(0, |id| id.0))
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tidings_delivery::{Message, PubendId, SubendId, Tick};
+use tidings_delivery::{Message, PubendId, SubendId, Tick, TickRange};
 use tidings_route::matching::{Probe, RouteFilter};
 use tidings_route::{BrokerName, CellName, Filter};
 
@@ -215,45 +215,37 @@ impl World {
         }
     }
 
-    /// I3 and I2 for one message a broker sends: Data carries exactly the pubend's durable
-    /// record (facts originate at the PHB); final claims cover only ticks the sender holds as
-    /// final (`is_final`) and no tick a live, started subscriber at the receiver is owed.
-    pub fn judge_send(&mut self, to: usize, message: &Message, is_final: impl Fn(Tick, Tick) -> bool) {
-        match message {
-            Message::Data { pubend, tick, final_from, final_to, payload, .. } => {
-                self.stats.data_judged += 1;
-                let truth = self.durable.get(pubend).and_then(|log| log.get(tick)).copied();
-                if truth.is_none() || truth != message_of(payload) {
-                    self.violation(format!("I3: Data {pubend:?} tick {tick:?} sent, the log holds {truth:?}"));
-                }
-                if *final_from < *tick {
-                    self.judge_final(to, *pubend, *final_from, tick.prev(), &is_final);
-                }
-                if *final_to > *tick {
-                    self.judge_final(to, *pubend, tick.next(), *final_to, &is_final);
-                }
+    /// I3 and the sender's half of I2 for one message a broker sends: Data carries exactly
+    /// the pubend's durable record (facts originate at the PHB); final claims cover only ticks
+    /// the sender holds as final (`is_final`).
+    pub fn judge_send(&mut self, message: &Message, is_final: impl Fn(Tick, Tick) -> bool) {
+        if let Message::Data { pubend, tick, payload, .. } = message {
+            self.stats.data_judged += 1;
+            let truth = self.durable.get(pubend).and_then(|log| log.get(tick)).copied();
+            if truth.is_none() || truth != message_of(payload) {
+                self.violation(format!("I3: Data {pubend:?} tick {tick:?} sent, the log holds {truth:?}"));
             }
-            Message::Silence { pubend, ranges, kind: tidings_delivery::SilenceKind::Final, .. } => {
-                for range in ranges {
-                    self.judge_final(to, *pubend, range.from, range.to, &is_final);
-                }
+        }
+        for (pubend, range) in finals_of(message) {
+            self.stats.finals_judged += 1;
+            if !is_final(range.from, range.to) {
+                let (from, upto) = (range.from, range.to);
+                return self
+                    .violation(format!("I2: F claimed for {pubend:?} [{from:?}, {upto:?}] while Q at the sender"));
             }
-            _ => {}
         }
     }
 
-    fn judge_final(
-        &mut self,
-        to: usize,
-        pubend: PubendId,
-        from: Tick,
-        upto: Tick,
-        is_final: &impl Fn(Tick, Tick) -> bool,
-    ) {
-        self.stats.finals_judged += 1;
-        if !is_final(from, upto) {
-            return self.violation(format!("I2: F claimed for {pubend:?} [{from:?}, {upto:?}] while Q at the sender"));
+    /// The receiver's half of I2, for a message node `to` takes (its tree tag is the one `to`
+    /// routes the pubend by; an F judged under another tree is dropped there): its final
+    /// claims cover no tick a live, started subscriber at `to` is owed.
+    pub fn judge_receipt(&mut self, to: usize, message: &Message) {
+        for (pubend, range) in finals_of(message) {
+            self.judge_final(to, pubend, range.from, range.to);
         }
+    }
+
+    fn judge_final(&mut self, to: usize, pubend: PubendId, from: Tick, upto: Tick) {
         let owed: Vec<(SubendId, Vec<Tick>)> = self
             .subs
             .iter()
@@ -323,5 +315,22 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+/// The final claims of a downstream message: a Data's brackets, an F silence's ranges.
+fn finals_of(message: &Message) -> Vec<(PubendId, TickRange)> {
+    match message {
+        Message::Data { pubend, tick, final_from, final_to, .. } => {
+            [TickRange::new(*final_from, tick.prev()), TickRange::new(tick.next(), *final_to)]
+                .into_iter()
+                .flatten()
+                .map(|range| (*pubend, range))
+                .collect()
+        }
+        Message::Silence { pubend, ranges, kind: tidings_delivery::SilenceKind::Final, .. } => {
+            ranges.iter().map(|range| (*pubend, *range)).collect()
+        }
+        _ => Vec::new(),
     }
 }

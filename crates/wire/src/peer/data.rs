@@ -1,12 +1,12 @@
 //! DATA, one guaranteed message and the silence around it. Layout:
-//! `pubend:u64 | tick:u64 | final_from:u64 | final_to:u64 | requested_only:u8 | message section`.
+//! `pubend:u64 | tick:u64 | final_from:u64 | final_to:u64 | requested_only:u8 | tree:u64 | message section`.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::cursor::Reader;
 use crate::error::WireError;
 use crate::frame::Message;
-use crate::peer::{PubendId, Tick};
+use crate::peer::{PubendId, Tick, TreeId};
 
 /// Tick `tick` of `pubend` is this message (D); ticks `final_from..tick` and `tick+1..=final_to`
 /// are final silence (F), so one frame closes the gap back to the previous message
@@ -23,6 +23,10 @@ pub struct Data {
     pub final_to: Tick,
     /// A retransmission answering curiosity: forward it only to links that asked (nacked).
     pub requested_only: bool,
+    /// The routing tree the sender judged the final ranges under: they hold only for the
+    /// subtree it judged them for, so a receiver routing the pubend by another tree takes
+    /// the D and drops the F.
+    pub tree: TreeId,
     /// The published message section, verbatim.
     pub message: Message,
 }
@@ -34,6 +38,7 @@ impl Data {
         out.put_u64(self.final_from.0);
         out.put_u64(self.final_to.0);
         out.put_u8(u8::from(self.requested_only));
+        out.put_u64(self.tree.0);
         out.put_slice(self.message.as_bytes());
     }
 
@@ -50,7 +55,8 @@ impl Data {
             return Err(WireError::InvalidField { frame: "DATA", field: "final_to", value: final_to.0 });
         }
         let requested_only = r.bool("requested_only")?;
+        let tree = TreeId(r.u64("tree")?);
         let message = Message::decode(body.slice(r.position()..))?;
-        Ok(Data { pubend, tick, final_from, final_to, requested_only, message })
+        Ok(Data { pubend, tick, final_from, final_to, requested_only, tree, message })
     }
 }

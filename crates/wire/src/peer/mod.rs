@@ -50,11 +50,12 @@ use crate::error::WireError;
 use crate::framing::{encode_frame, peek, split_body};
 
 /// The newest peer protocol version this crate speaks. Version 1 was the JSON handshake and
-/// JSON control frames; 2 is this binary frame set with authenticated links.
-pub const PEER_PROTOCOL_VERSION: u16 = 2;
+/// JSON control frames; 2 the binary frame set with authenticated links; 3 adds the tree id
+/// to DATA and SILENCE (an F is sound only under the tree it was judged for).
+pub const PEER_PROTOCOL_VERSION: u16 = 3;
 
 /// The oldest peer protocol version this crate speaks.
-pub const PEER_PROTOCOL_MIN_VERSION: u16 = 2;
+pub const PEER_PROTOCOL_MIN_VERSION: u16 = 3;
 
 /// The type byte of each broker-to-broker frame. Numbers are protocol and never reused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,12 +1,12 @@
 //! SILENCE, ticks that carry no message for the receiver. Layout:
-//! `pubend:u64 | kind:u8 | requested_only:u8 | count:u32 | count × (first:u64 | last:u64)`.
+//! `pubend:u64 | kind:u8 | requested_only:u8 | tree:u64 | count:u32 | count × (first:u64 | last:u64)`.
 
 use bytes::{BufMut, BytesMut};
 
 use crate::cursor::Reader;
 use crate::error::WireError;
 use crate::peer::ids::{put_ranges, read_ranges};
-use crate::peer::{PubendId, TickRange};
+use crate::peer::{PubendId, TickRange, TreeId};
 
 /// What the silent ticks are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,6 +29,9 @@ pub struct Silence {
     pub kind: SilenceKind,
     /// A retransmission answering curiosity: forward only to links that asked.
     pub requested_only: bool,
+    /// The routing tree the sender judged final ticks under (see [`crate::peer::Data::tree`]);
+    /// lost ticks are lost for everyone.
+    pub tree: TreeId,
     /// The silent ticks, sorted and disjoint.
     pub ranges: Vec<TickRange>,
 }
@@ -38,6 +41,7 @@ impl Silence {
         out.put_u64(self.pubend.0);
         out.put_u8(self.kind as u8);
         out.put_u8(u8::from(self.requested_only));
+        out.put_u64(self.tree.0);
         put_ranges(out, &self.ranges)
     }
 
@@ -50,8 +54,9 @@ impl Silence {
             v => return Err(WireError::InvalidField { frame: "SILENCE", field: "kind", value: u64::from(v) }),
         };
         let requested_only = r.bool("requested_only")?;
+        let tree = TreeId(r.u64("tree")?);
         let ranges = read_ranges(&mut r, "SILENCE")?;
         r.finish()?;
-        Ok(Silence { pubend, kind, requested_only, ranges })
+        Ok(Silence { pubend, kind, requested_only, tree, ranges })
     }
 }

@@ -97,19 +97,22 @@ fn guaranteed() -> impl Strategy<Value = PeerFrame> {
     let kind = prop_oneof![Just(SilenceKind::Final), Just(SilenceKind::Lost)];
     let start = (any::<u64>(), any::<u64>()).prop_map(|(p, t)| PubendStart { pubend: PubendId(p), next_tick: Tick(t) });
     prop_oneof![
-        (pubend.clone(), 0u64..1 << 40, 0u64..1000, 0u64..1000, any::<bool>(), message()).prop_map(
-            |(pubend, tick, before, after, requested_only, message)| PeerFrame::Data(Data {
+        (pubend.clone(), 0u64..1 << 40, 0u64..1000, 0u64..1000, any::<bool>(), any::<u64>(), message()).prop_map(
+            |(pubend, tick, before, after, requested_only, tree, message)| PeerFrame::Data(Data {
                 pubend,
                 tick: Tick(tick),
                 final_from: Tick(tick.saturating_sub(before)),
                 final_to: Tick(tick + after),
                 requested_only,
+                tree: TreeId(tree),
                 message,
             })
         ),
-        (pubend.clone(), kind, any::<bool>(), ranges()).prop_map(|(pubend, kind, requested_only, ranges)| {
-            PeerFrame::Silence(Silence { pubend, kind, requested_only, ranges })
-        }),
+        (pubend.clone(), kind, any::<bool>(), any::<u64>(), ranges()).prop_map(
+            |(pubend, kind, requested_only, tree, ranges)| {
+                PeerFrame::Silence(Silence { pubend, kind, requested_only, tree: TreeId(tree), ranges })
+            }
+        ),
         (pubend.clone(), any::<u64>(), any::<u64>()).prop_map(|(pubend, a, r)| PeerFrame::Ack(Ack {
             pubend,
             ack_prefix: Tick(a),
@@ -220,15 +223,15 @@ fn hello_golden_bytes() {
     nonce[0] = 0xAA;
     nonce[31] = 0xBB;
     let hello = Hello {
-        min_version: 2,
-        max_version: 2,
+        min_version: 3,
+        max_version: 3,
         auth: AuthMode::SharedKey,
         nonce,
         name: "b1".into(),
         cell: "c".into(),
         incarnation: Incarnation(7),
     };
-    let mut expected = vec![0, 0, 0, 53, 0x01, 0, 2, 0, 2, 1];
+    let mut expected = vec![0, 0, 0, 53, 0x01, 0, 3, 0, 3, 1];
     expected.extend_from_slice(&nonce);
     expected.extend_from_slice(&[0, 2, b'b', b'1', 0, 1, b'c', 0, 0, 0, 0, 0, 0, 0, 7]);
     golden(PeerFrame::Hello(hello), &expected);
@@ -332,16 +335,18 @@ fn data_golden_bytes() {
         final_from: Tick(8),
         final_to: Tick(12),
         requested_only: true,
+        tree: TreeId(0x0102),
         message,
     };
     #[rustfmt::skip]
     let mut expected = vec![
-        0, 0, 0, 52, 0x10,
+        0, 0, 0, 60, 0x10,
         0, 0, 0, 0, 0, 0, 0, 1,     // pubend
         0, 0, 0, 0, 0, 0, 0, 10,    // tick
         0, 0, 0, 0, 0, 0, 0, 8,     // final_from
         0, 0, 0, 0, 0, 0, 0, 12,    // final_to
         1,                          // requested_only
+        0, 0, 0, 0, 0, 0, 1, 2,     // tree
     ];
     expected.extend_from_slice(&section);
     golden(PeerFrame::Data(data), &expected);
@@ -353,13 +358,15 @@ fn silence_golden_bytes() {
         pubend: PubendId(1),
         kind: SilenceKind::Lost,
         requested_only: false,
+        tree: TreeId(7),
         ranges: vec![TickRange { first: Tick(3), last: Tick(4) }],
     };
     #[rustfmt::skip]
     let expected = [
-        0, 0, 0, 31, 0x11,
+        0, 0, 0, 39, 0x11,
         0, 0, 0, 0, 0, 0, 0, 1,     // pubend
         1, 0,                       // lost, not requested-only
+        0, 0, 0, 0, 0, 0, 0, 7,     // tree
         0, 0, 0, 1,                 // one range
         0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4,
     ];
@@ -490,6 +497,7 @@ fn data_whose_final_range_does_not_contain_its_tick_is_refused() {
         final_from: Tick(6),
         final_to: Tick(7),
         requested_only: false,
+        tree: TreeId(1),
         message,
     };
     let mut bytes = BytesMut::from(&PeerFrame::Data(data.clone()).to_bytes().unwrap()[..]);

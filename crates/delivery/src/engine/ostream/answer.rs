@@ -69,7 +69,20 @@ impl Ostream {
             missing.push(unknown);
         }
         if let Some(known) = TickRange::new(below.from.max(unknown_to.next()), below.to) {
-            answer_done(known, view.lost, reply);
+            // Done here is final for the tree it was judged under. The suspect part (the tree
+            // moved since, `tree_moved`) that this broker has not acknowledged upstream is
+            // fetched there; what it acknowledged cannot be asked again (the upstream takes
+            // such a nack as a stale one, and may have released it), so that F stands.
+            let (held, fetchable) = match TickRange::new(view.acked_upstream.next().max(known.from), known.to) {
+                Some(above) if !view.authoritative => (TickRange::new(known.from, above.from.prev()), Some(above)),
+                _ => (Some(known), None),
+            };
+            if let Some(held) = held {
+                answer_done(held, view.lost, reply);
+            }
+            if let Some(fetchable) = fetchable {
+                self.split_suspect(fetchable, view, missing, |piece| answer_done(piece, view.lost, reply));
+            }
         }
         range.to.min(done).next()
     }
@@ -97,20 +110,9 @@ impl Ostream {
         missing: &mut Vec<TickRange>,
     ) {
         match value {
-            Know::Final => match self.suspect(range) {
-                // F learned through this broker's own filter edge is no answer for a cell that
-                // joined since: it is fetched upstream (and passed through, see `pass_through`).
-                Some(suspect) => {
-                    if let Some(before) = TickRange::new(range.from, suspect.from.prev()) {
-                        reply.final_range(before);
-                    }
-                    missing.push(suspect);
-                    if let Some(after) = TickRange::new(suspect.to.next(), range.to) {
-                        reply.final_range(after);
-                    }
-                }
-                None => reply.final_range(range),
-            },
+            // F learned through this broker's own filter edge is no answer for a cell that
+            // joined since: it is fetched upstream (and passed through, see `pass_through`).
+            Know::Final => self.split_suspect(range, view, missing, |piece| reply.final_range(piece)),
             Know::Lost => reply.lost_range(range),
             Know::Data => {
                 for tick in (range.from.0..=range.to.0).map(Tick) {
@@ -169,10 +171,39 @@ impl Ostream {
 }
 
 impl Ostream {
-    /// The part of `range` whose F ticks may not be told to this cell (see `suspect`).
-    pub(crate) fn suspect(&self, range: TickRange) -> Option<TickRange> {
-        let suspect = self.suspect?;
-        TickRange::new(range.from.max(suspect.from), range.to.min(suspect.to))
+    /// Splits the final ticks of `range` into those that may be told to this cell (handed to
+    /// `tell`, in order) and those that may not (`missing`, fetched upstream): inside the
+    /// suspect range, except what the upstream confirmed F under the current tree since it
+    /// last moved (`View::fresh`).
+    fn split_suspect(
+        &self,
+        range: TickRange,
+        view: &View<'_>,
+        missing: &mut Vec<TickRange>,
+        mut tell: impl FnMut(TickRange),
+    ) {
+        let Some(hull) = self.suspect.and_then(|s| TickRange::new(range.from.max(s.from), range.to.min(s.to))) else {
+            tell(range);
+            return;
+        };
+        if let Some(before) = TickRange::new(range.from, hull.from.prev()) {
+            tell(before);
+        }
+        let mut cursor = hull.from;
+        for run in view.fresh.runs(hull) {
+            let fresh = TickRange { from: run.range.from.max(hull.from), to: run.range.to.min(hull.to) };
+            if let Some(gap) = TickRange::new(cursor, fresh.from.prev()) {
+                missing.push(gap);
+            }
+            tell(fresh);
+            cursor = fresh.to.next();
+        }
+        if let Some(gap) = TickRange::new(cursor, hull.to) {
+            missing.push(gap);
+        }
+        if let Some(after) = TickRange::new(hull.to.next(), range.to) {
+            tell(after);
+        }
     }
 
     /// The part of `range` whose answers from upstream are passed through to this cell: at or
@@ -188,6 +219,20 @@ impl Ostream {
         if let Some(fresh) = TickRange::new(self.told.next(), known) {
             let from = self.suspect.map_or(fresh.from, |s| s.from.min(fresh.from));
             self.suspect = Some(TickRange { from, to: known });
+        }
+    }
+
+    /// The pubend's tree moved at this relay: F the istream holds above what the cell
+    /// acknowledged was judged upstream for this broker's subtree in the old tree, which may
+    /// lack subscribers now behind the cell, so it becomes suspect like a joining cell's
+    /// (told or not: a cell that gained a child below it fetches through us what it was told).
+    pub(crate) fn tree_moved(&mut self, known: Tick) {
+        if let Some(held) = TickRange::new(self.ack.next(), known) {
+            let (from, to) = match self.suspect {
+                Some(s) => (s.from.min(held.from), s.to.max(known)),
+                None => (held.from, known),
+            };
+            self.suspect = Some(TickRange { from, to });
         }
     }
 

@@ -16,7 +16,7 @@ use crate::engine::types::{Action, ChildLink, Verdict};
 use crate::engine::Ctx;
 use crate::knowledge::{Know, Knowledge};
 use crate::message::{Message, SilenceKind};
-use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange};
+use crate::names::{BrokerId, CellId, Millis, PubendId, Tick, TickRange, TreeTag};
 use crate::ranges::RangeMap;
 
 /// The upstream side of a filter edge, as an ostream reads it.
@@ -28,6 +28,13 @@ pub(crate) struct View<'a> {
     pub(crate) lost: Option<TickRange>,
     /// True at the pubend: the done prefix there is authoritative for every ostream.
     pub(crate) authoritative: bool,
+    /// At a relay, the ack prefix it sent upstream: ticks at or below it cannot be fetched
+    /// again (the upstream takes such a nack as a stale one, and may have released them).
+    pub(crate) acked_upstream: Tick,
+    /// At a relay, ticks the upstream told F under the current tree since it last moved: F
+    /// judged for this broker's whole subtree as it is now, so an answer for every cell,
+    /// suspect or not.
+    pub(crate) fresh: &'a RangeMap<()>,
 }
 
 /// AckExpected state (pubend only).
@@ -197,7 +204,11 @@ impl Ostream {
     }
 
     /// Sends `message` to the cell's entry broker.
-    pub(crate) fn send_message(&mut self, ctx: &mut Ctx<'_>, message: Message) {
+    /// Every message downstream goes through here, so every F is stamped with the tree it was
+    /// judged under: the matcher's now (a tree move bumps the verdict epoch, so an F run judged
+    /// under an older tree is judged again before it is told).
+    pub(crate) fn send_message(&mut self, ctx: &mut Ctx<'_>, mut message: Message) {
+        message.stamp_tree(ctx.matcher.tree(ctx.pubend));
         self.last_told_at = ctx.now;
         ctx.out.push(Action::Send { to: self.to, via: self.via, message });
     }
@@ -219,7 +230,7 @@ impl Ostream {
             let ranges = vec![TickRange { from, to: self.told }];
             self.send_message(
                 ctx,
-                Message::Silence { pubend, ranges, kind: SilenceKind::Final, requested_only: false },
+                Message::Silence { pubend, ranges, kind: SilenceKind::Final, requested_only: false, tree: TreeTag(0) },
             );
         }
     }
@@ -309,6 +320,7 @@ impl Ostream {
                             ranges,
                             kind: SilenceKind::Lost,
                             requested_only: false,
+                            tree: TreeTag(0),
                         },
                     );
                     self.told = run.range.to;
@@ -360,11 +372,7 @@ impl Ostream {
             }
             self.filtered.clear();
             let final_from = self.lazy_from.take().unwrap_or(tick);
-            let payload = payload.clone();
-            self.last_data = self.last_data.max(tick);
-            let message =
-                Message::Data { pubend: view.pubend, tick, final_from, final_to: tick, requested_only: false, payload };
-            self.send_message(ctx, message);
+            self.send_data(ctx, view.pubend, (final_from, tick), payload.clone());
         }
         self.told = tick;
         Step::On
@@ -381,13 +389,23 @@ impl Ostream {
             return;
         }
         let final_from = self.silence_before(tick, view, ctx);
-        let payload = payload.clone();
         self.above.insert(tick);
+        self.send_data(ctx, view.pubend, (final_from, tick), payload.clone());
+    }
+
+    /// Sends first-time Data for `tick`, closing the silence from `final_from`.
+    fn send_data(&mut self, ctx: &mut Ctx<'_>, pubend: PubendId, (final_from, tick): (Tick, Tick), payload: Bytes) {
         self.last_data = self.last_data.max(tick);
-        self.send_message(
-            ctx,
-            Message::Data { pubend: view.pubend, tick, final_from, final_to: tick, requested_only: false, payload },
-        );
+        let message = Message::Data {
+            pubend,
+            tick,
+            final_from,
+            final_to: tick,
+            requested_only: false,
+            tree: TreeTag(0),
+            payload,
+        };
+        self.send_message(ctx, message);
     }
 
     /// The first tick of the run of ticks just below `tick` that are F for this cell and not yet
