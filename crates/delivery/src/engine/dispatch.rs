@@ -65,12 +65,24 @@ impl<M: Matcher> Engine<M> {
             self.counters.unknown_stream += 1;
             return;
         };
-        let mut ctx =
-            Ctx { now, pubend, settings: &self.settings, matcher: &self.matcher, out, counters: &mut self.counters };
-        stream.cache.want_from(stream.subends.wanted_from(), stream.subends.protect_from());
-        if !ctx.settings.mutations.take_f_from_any_tree {
-            stream.follow_tree(ctx.matcher.tree(pubend));
+        // The tree moves only with the matcher's verdict epoch (a link, an advert): asked again
+        // only then, not on every input.
+        let epoch = self.matcher.epoch();
+        if stream.tree_epoch != Some(epoch) {
+            stream.tree_epoch = Some(epoch);
+            stream.follow_tree(self.matcher.tree(pubend), !self.settings.mutations.take_f_from_any_tree);
         }
+        let tree = stream.tree;
+        let mut ctx = Ctx {
+            now,
+            pubend,
+            tree,
+            settings: &self.settings,
+            matcher: &self.matcher,
+            out,
+            counters: &mut self.counters,
+        };
+        stream.cache.want_from(stream.subends.wanted_from(), stream.subends.protect_from());
         operation(stream, &mut ctx);
         stream.settle(&mut ctx);
         stream.refresh_deadline(&ctx);
@@ -110,7 +122,6 @@ impl<M: Matcher> Engine<M> {
         out: &mut Vec<Action>,
     ) {
         let pubend = message.pubend();
-        let tree_here = self.matcher.tree(pubend);
         let any_tree = self.settings.mutations.take_f_from_any_tree;
         self.with_stream(now, pubend, Create::Never, out, |stream, ctx| match message {
             Message::Data { tick, final_from, final_to, requested_only, payload, tree, .. } => {
@@ -118,7 +129,7 @@ impl<M: Matcher> Engine<M> {
                 // judged for: from our upstream cell, under the tree we route by.
                 let speaks = stream.speaks_for_us(from_cell);
                 let bracketed = final_from < tick || final_to > tick;
-                let (final_from, final_to) = if speaks && (tree == tree_here || any_tree) {
+                let (final_from, final_to) = if speaks && (tree == ctx.tree || any_tree) {
                     (final_from, final_to)
                 } else {
                     if bracketed {
@@ -132,7 +143,7 @@ impl<M: Matcher> Engine<M> {
             Message::Silence { kind: SilenceKind::Final, .. } if !stream.speaks_for_us(from_cell) => {
                 ctx.counters.foreign_finals += 1;
             }
-            Message::Silence { kind: SilenceKind::Final, tree, .. } if tree != tree_here && !any_tree => {
+            Message::Silence { kind: SilenceKind::Final, tree, .. } if tree != ctx.tree && !any_tree => {
                 ctx.counters.stale_tree_finals += 1;
             }
             Message::Silence { ranges, kind, requested_only, .. } => {

@@ -20,7 +20,7 @@ mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::names::{Millis, PubendId, SubendId};
+use crate::names::{Millis, PubendId, SubendId, TreeTag};
 use crate::settings::Settings;
 
 use stream::Stream;
@@ -71,6 +71,8 @@ pub struct Counters {
 pub(crate) struct Ctx<'a> {
     pub(crate) now: Millis,
     pub(crate) pubend: PubendId,
+    /// The tree the stream's filter edges judge under now (`Stream::tree`).
+    pub(crate) tree: TreeTag,
     pub(crate) settings: &'a Settings,
     pub(crate) matcher: &'a dyn Matcher,
     pub(crate) out: &'a mut Vec<Action>,

@@ -65,6 +65,8 @@ pub(crate) struct Stream {
     /// The tree the matcher judged this pubend under at the last operation (see
     /// [`Stream::follow_tree`]).
     pub(crate) tree: TreeTag,
+    /// The matcher's verdict epoch when `tree` was last asked.
+    pub(crate) tree_epoch: Option<u64>,
     /// F the upstream told under `tree` (see [`View::fresh`]), kept above what this broker
     /// acknowledged upstream.
     pub(crate) fresh: RangeMap<()>,
@@ -86,6 +88,7 @@ impl Stream {
             idle_since: None,
             deadline: None,
             tree: TreeTag(0),
+            tree_epoch: None,
             fresh: RangeMap::new(),
         }
     }
@@ -96,13 +99,13 @@ impl Stream {
     /// neither told nor given as an answer, but fetched upstream again (simulator seed 940,
     /// pubend crashes: a relay answered a fetch for a cell that had just joined below its
     /// child with F it had taken under the old tree).
-    pub(crate) fn follow_tree(&mut self, tree: TreeTag) {
+    pub(crate) fn follow_tree(&mut self, tree: TreeTag, suspect_on_move: bool) {
         if self.tree == tree {
             return;
         }
         self.tree = tree;
         self.fresh = RangeMap::new();
-        if matches!(self.source, Source::Upstream(_)) {
+        if suspect_on_move && matches!(self.source, Source::Upstream(_)) {
             let known = self.know.highest_known();
             for child in self.children.values_mut() {
                 child.tree_moved(known);

@@ -205,10 +205,10 @@ impl Ostream {
 
     /// Sends `message` to the cell's entry broker.
     /// Every message downstream goes through here, so every F is stamped with the tree it was
-    /// judged under: the matcher's now (a tree move bumps the verdict epoch, so an F run judged
+    /// judged under: the stream's now (a tree move bumps the verdict epoch, so an F run judged
     /// under an older tree is judged again before it is told).
     pub(crate) fn send_message(&mut self, ctx: &mut Ctx<'_>, mut message: Message) {
-        message.stamp_tree(ctx.matcher.tree(ctx.pubend));
+        message.stamp_tree(ctx.tree);
         self.last_told_at = ctx.now;
         ctx.out.push(Action::Send { to: self.to, via: self.via, message });
     }
