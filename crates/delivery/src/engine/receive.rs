@@ -4,7 +4,7 @@
 use bytes::Bytes;
 
 use crate::cache::PayloadCache;
-use crate::engine::ostream::{Upstreamed, View};
+use crate::engine::ostream::Upstreamed;
 use crate::engine::stream::{Learned, Source, Stream};
 use crate::engine::Ctx;
 use crate::knowledge::{Joined, Know, Knowledge};
@@ -24,16 +24,8 @@ pub(crate) struct DataIn {
 impl Stream {
     /// Passes a retransmission on to the children curious about it inside their suspect ranges.
     fn pass_through(&mut self, answer: &Upstreamed<'_>, ctx: &mut Ctx<'_>) {
-        let view = View {
-            pubend: self.pubend,
-            know: &self.know,
-            cache: &self.cache,
-            lost: None,
-            authoritative: false,
-            acked_upstream: self.acked.ack,
-            fresh: &self.fresh,
-        };
-        for child in self.children.values_mut() {
+        let (view, children) = self.split();
+        for child in children.values_mut() {
             child.pass_through(answer, &view, ctx);
         }
     }

@@ -65,12 +65,7 @@ impl GdLayer {
                 {
                     let mut world = self.world.borrow_mut();
                     world.stats.frames += 1;
-                    world.judge_send(&message, is_final);
-                    if let Some(last) =
-                        world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
-                    {
-                        *last = format!("{last} by node {me}: {message:?}");
-                    }
+                    world.judge_send(me, &message, is_final);
                 }
                 let frame = GdFrame::Peer { origin: me, to, message };
                 self.send(me, to, via.map(|v| v.0 as usize), frame, out);

@@ -299,13 +299,7 @@ impl GdLayer {
                     if let Message::Data { pubend, tree, .. } | Message::Silence { pubend, tree, .. } = &message {
                         let any_tree = self.settings.mutations.take_f_from_any_tree;
                         if any_tree || *tree == node.engine.matcher().tree(*pubend) {
-                            let mut world = self.world.borrow_mut();
-                            world.judge_receipt(to, &message);
-                            if let Some(last) =
-                                world.violations.last_mut().filter(|v| v.starts_with("I2") && !v.contains(" by "))
-                            {
-                                *last = format!("{last} by node {origin}: {message:?}");
-                            }
+                            self.world.borrow_mut().judge_receipt(origin, to, &message);
                         }
                     }
                     let input = Input::Received { from: BrokerId(origin as u32), from_cell, message };

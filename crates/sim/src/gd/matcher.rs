@@ -67,10 +67,7 @@ impl Matcher for SimMatcher {
 
     fn tree(&self, pubend: PubendId) -> TreeTag {
         let world = self.world.borrow();
-        let home = world.pubends.iter().find(|(_, p)| **p == pubend).map(|(home, _)| *home);
-        let tree = self.router.as_ref().zip(home).and_then(|(router, home)| {
-            router.pubend_tree(&PubendRef { id: tidings_route::PubendId(pubend.0), home: world.names[home].clone() })
-        });
+        let tree = self.router.as_ref().zip(pubend_ref(&world, pubend)).and_then(|(router, p)| router.pubend_tree(&p));
         TreeTag(tree.map_or(0, |id| id.0))
     }
 }
@@ -92,11 +89,10 @@ fn router_verdict(
             None => RouteVerdict::Unsure,
         },
         None => {
-            let home = world.pubends.iter().find(|(_, p)| **p == pubend).map(|(home, _)| *home);
-            let (Some(home), Some(cell)) = (home, world.cell_names.get(cell.0 as usize)) else {
+            let (Some(reference), Some(cell)) = (pubend_ref(world, pubend), world.cell_names.get(cell.0 as usize))
+            else {
                 return Verdict::Unsure;
             };
-            let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: world.names[home].clone() };
             router.child_cell_verdict(&reference, cell, probe)
         }
     };
@@ -105,4 +101,10 @@ fn router_verdict(
         RouteVerdict::Filtered => Verdict::Final,
         RouteVerdict::Unsure => Verdict::Unsure,
     }
+}
+
+/// The pubend as routing names it: its id and its hosting broker.
+fn pubend_ref(world: &World, pubend: PubendId) -> Option<PubendRef> {
+    let home = world.pubends.iter().find(|(_, p)| **p == pubend).map(|(home, _)| *home)?;
+    Some(PubendRef { id: tidings_route::PubendId(pubend.0), home: world.names[home].clone() })
 }

@@ -218,7 +218,7 @@ impl World {
     /// I3 and the sender's half of I2 for one message a broker sends: Data carries exactly
     /// the pubend's durable record (facts originate at the PHB); final claims cover only ticks
     /// the sender holds as final (`is_final`).
-    pub fn judge_send(&mut self, message: &Message, is_final: impl Fn(Tick, Tick) -> bool) {
+    pub fn judge_send(&mut self, from: usize, message: &Message, is_final: impl Fn(Tick, Tick) -> bool) {
         if let Message::Data { pubend, tick, payload, .. } = message {
             self.stats.data_judged += 1;
             let truth = self.durable.get(pubend).and_then(|log| log.get(tick)).copied();
@@ -229,9 +229,9 @@ impl World {
         for (pubend, range) in finals_of(message) {
             self.stats.finals_judged += 1;
             if !is_final(range.from, range.to) {
-                let (from, upto) = (range.from, range.to);
-                return self
-                    .violation(format!("I2: F claimed for {pubend:?} [{from:?}, {upto:?}] while Q at the sender"));
+                let (first, upto) = (range.from, range.to);
+                let text = format!("I2: F claimed for {pubend:?} [{first:?}, {upto:?}] while Q at the sender");
+                return self.violation(format!("{text} by node {from}: {message:?}"));
             }
         }
     }
@@ -239,13 +239,18 @@ impl World {
     /// The receiver's half of I2, for a message node `to` takes (its tree tag is the one `to`
     /// routes the pubend by; an F judged under another tree is dropped there): its final
     /// claims cover no tick a live, started subscriber at `to` is owed.
-    pub fn judge_receipt(&mut self, to: usize, message: &Message) {
+    pub fn judge_receipt(&mut self, from: usize, to: usize, message: &Message) {
         for (pubend, range) in finals_of(message) {
-            self.judge_final(to, pubend, range.from, range.to);
+            if let Some(text) = self.owed_at(to, pubend, range) {
+                return self.violation(format!("{text} by node {from}: {message:?}"));
+            }
         }
     }
 
-    fn judge_final(&mut self, to: usize, pubend: PubendId, from: Tick, upto: Tick) {
+    /// Why final `range` of `pubend` told to node `to` is a lie, if it is: a live, started
+    /// subscriber there is owed a tick in it.
+    fn owed_at(&self, to: usize, pubend: PubendId, range: TickRange) -> Option<String> {
+        let (from, upto) = (range.from, range.to);
         let owed: Vec<(SubendId, Vec<Tick>)> = self
             .subs
             .iter()
@@ -253,11 +258,8 @@ impl World {
             .map(|(&id, sub)| (id, self.owed(sub, pubend, from, upto)))
             .filter(|(_, owed)| !owed.is_empty())
             .collect();
-        if let Some((id, owed)) = owed.first() {
-            let text =
-                format!("I2: F sent for {pubend:?} [{from:?}, {upto:?}] to node {to}, which {id:?} is owed {owed:?}");
-            self.violation(text);
-        }
+        let (id, owed) = owed.first()?;
+        Some(format!("I2: F sent for {pubend:?} [{from:?}, {upto:?}] to node {to}, which {id:?} is owed {owed:?}"))
     }
 
     /// I4 at every release of a pubend's log: no live started subscriber is still owed a
