@@ -162,20 +162,20 @@
 //!   The cost: F under a tree a receiver does not share yet is learned again by nack once
 //!   the trees agree (milliseconds after a link changes), and every DATA and SILENCE is 8
 //!   bytes longer.
-//! - Known limit (I2 against the start barrier): everything at once, seed 223 fails (999 of
-//!   1,000 in that mode; 4,999 of 5,000 in all). The publisher's broker judged a message F
-//!   for the cell of a subscriber whose start barrier it had answered 16 ms earlier (start
-//!   tick below the message's), and told it; the subscriber's broker took the F before the
-//!   barrier confirmed the subscription, so no check saw an owed tick, and its subscriber
-//!   later missed the message. The same F is sent without the tree rule; there a later
-//!   re-tell of the stream happened to repair it. Traced at the router: the publisher's
-//!   broker judged the subscriber's cell by its own summary of it (from both of that cell's
-//!   brokers, vouched for the current tree), which did not yet hold the new subscription,
-//!   while its cell mate held it (the barrier's answer can come through the mate). Judging
-//!   a child also by the mates' interest in the tree (`down`) cured 223 in a trial, with a
-//!   router test of that path, but failed two other seeds of 2,000 (everything at once 785,
-//!   a release while a subscriber was owed; faults 699, a log never released), not yet
-//!   understood, so it is not built.
+//! - I2 against the start barrier (simulator seed 223, everything at once; cured): the
+//!   publisher's broker judged a message F for the cell of a subscriber whose start barrier it
+//!   had answered 16 ms earlier, by its own summary of that cell, which lacked the new
+//!   subscription: the subscriber's delta to it was lost on a link only one side had declared
+//!   down, and the barrier's answer reached the subscriber through a cell mate that held the
+//!   delta. The subscriber's broker took the F before the subscription was confirmed, and its
+//!   subscriber missed the message. Now an F judged by our own summary of a child stands only
+//!   if no linked mate with a link into that child holds matching interest below it
+//!   (`Router::own_verdict`, guaranteed delivery only). Judging *membership in the tree* the
+//!   same way (a mate's interest in the root keeps the child in) was tried and broke two other
+//!   seeds (a release while owed, a log never released), so a child whose own vouched
+//!   summary is empty still leaves the tree: a D sent to it on a mate's word is not waited for.
+//!   Known limit: that child's subscriber could miss the tick if the D is lost before the
+//!   child's own summary reaches us.
 //! - A relay with children but no subend of its own is curious about holes in its istream
 //!   above what it acknowledged and above the knowledge it already had
 //!   (`Stream::curiosity_start`); the seed leaves curiosity to the subends. A cell mate that is

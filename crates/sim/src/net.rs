@@ -423,7 +423,16 @@ impl<L: Layer> Net<L> {
         while let Some((node, input)) = self.pending.pop_front() {
             let Some(router) = self.nodes[node].router.as_mut() else { continue };
             let mut actions = std::mem::take(&mut self.actions);
+            let trace = routing_traced();
+            if trace && !matches!(input, Input::Tick | Input::Received { message: PeerMessage::Heartbeat, .. }) {
+                eprintln!("ROUTE {:?} node {node} in {input:?}", self.now);
+            }
             router.handle(self.now, input, &mut actions);
+            for action in actions.iter().filter(|_| trace) {
+                if !matches!(action, Action::Send { message: PeerMessage::Heartbeat, .. }) {
+                    eprintln!("ROUTE {:?} node {node} out {action:?}", self.now);
+                }
+            }
             for action in actions.drain(..) {
                 self.apply(node, action);
             }
@@ -495,4 +504,11 @@ impl<L: Layer> Net<L> {
         }
         self.run_pending();
     }
+}
+
+/// Whether `SIM_RTRACE` asks for every router's inputs and actions (heartbeats and timer ticks
+/// left out) on stderr; read once, as the check runs for every input.
+fn routing_traced() -> bool {
+    static TRACED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *TRACED.get_or_init(|| std::env::var_os("SIM_RTRACE").is_some())
 }

@@ -125,14 +125,16 @@ fn acknowledging_a_durable_subend_by_delivery_is_caught_as_a_loss() {
 }
 
 /// F taken whatever routing tree it was judged under, and F a relay took under an old tree
-/// given as answers after the tree moved: the census seeds this rule cured (faults 443 and
-/// 603, pubend crashes 940; each sends a subscriber F for ticks it is owed after a reroute)
-/// fail again, and pass as built.
+/// given as answers after the tree moved: a subscriber is sent F for a tick it is owed after a
+/// reroute. The rule cured census seeds faults 443 and 603 and pubend crashes 940; since a
+/// child is also judged by its mates' interest (`Router::own_verdict`) those pass without it,
+/// and of 3,000 seeds swept (faults, pubend crashes and everything at once, 1,000 each) the
+/// mutation is caught at everything-at-once seed 768, which passes as built.
 #[test]
 fn taking_f_judged_under_another_tree_is_caught() {
     let broken = Settings { mutations: Mutations { take_f_from_any_tree: true, ..Mutations::default() }, ..settings() };
     let mut caught = Vec::new();
-    for (seed, mode) in [(443, Mode::FAULTS), (603, Mode::FAULTS), (940, Mode::PUBEND_CRASHES)] {
+    for (seed, mode) in [(768, Mode::FULL), (443, Mode::FAULTS), (940, Mode::PUBEND_CRASHES)] {
         let plan = Plan { seed, steps: 300, skip: BTreeSet::new() };
         let topology = random_topology(&mut Rng::new(seed ^ 0x7090));
         if let Err(failure) = run_gd_with(&topology, &plan, mode, settings()) {
@@ -145,3 +147,4 @@ fn taking_f_judged_under_another_tree_is_caught() {
     assert!(!caught.is_empty(), "ignoring the tree of an F went unnoticed");
     println!("F from any tree: caught at {caught:?}");
 }
+

@@ -239,3 +239,32 @@ fn a_child_that_comes_back_empty_is_not_judged_f_for_the_interest_held_for_it() 
     }
     assert_eq!(wired.router("a").child_cell_verdict(&p, &"B".into(), &15), Verdict::Filtered);
 }
+
+#[test]
+fn a_child_is_not_f_while_a_mate_with_a_link_into_it_holds_matching_interest() {
+    // x1, x2 (cell X, x2 publishes) both linked to a (cell A). a's new subscription reaches x2
+    // only through x1 (its own delta to x2 is lost, as on a link one side has not yet declared
+    // down), which is how a start barrier's answer can reach a before x2's summary of A holds it.
+    let mut wired = Wired::new(&[("x1", "X"), ("x2", "X"), ("a", "A")]);
+    for (one, other) in [("x1", "x2"), ("x1", "a"), ("x2", "a")] {
+        wired.link(one, other);
+    }
+    wired.input("a", Input::Subscribe { filter: Range(10, 20) });
+    wired.pump();
+    let p = pubend("x2");
+    assert_eq!(wired.router("x2").child_cell_verdict(&p, &"A".into(), &35), Verdict::Filtered);
+    wired.input("a", Input::Subscribe { filter: Range(30, 40) });
+    while let Some((from, to, message)) = wired.queue.pop_front() {
+        if !(from.as_str() == "a" && to.as_str() == "x2") {
+            wired.input(to.as_str(), Input::Received { from, message });
+        }
+    }
+    let router = wired.router("x2");
+    assert_eq!(router.child_cell_verdict(&p, &"A".into(), &35), Verdict::Deliver, "x1 holds it for A");
+    assert_eq!(router.child_cell_verdict(&p, &"A".into(), &50), Verdict::Filtered, "nobody wants it");
+    let mut out = Forwarding::default();
+    router.route_with_verdicts(Arrival::Published { pubend: p.id }, &35, &mut out);
+    assert_eq!(out.sends.iter().map(|s| (s.to.as_str(), s.verdict)).collect::<Vec<_>>(), [("a", Verdict::Deliver)]);
+    router.route(Arrival::Published { pubend: p.id }, &35, &mut out);
+    assert!(out.sends.is_empty(), "best effort judges by x2's own summary alone");
+}
