@@ -147,4 +147,3 @@ fn taking_f_judged_under_another_tree_is_caught() {
     assert!(!caught.is_empty(), "ignoring the tree of an F went unnoticed");
     println!("F from any tree: caught at {caught:?}");
 }
-

@@ -1,12 +1,10 @@
 //! The nack-consolidation measurement: a blackout of one link's delivery frames under steady
 //! traffic.
 
-use tidings_delivery::PubendId;
 use tidings_route::{BrokerName, Topology};
 
 use crate::gd::run::{GdRun, Mode};
 use crate::gd::{settings, Stats};
-use crate::net::home_pubend;
 use crate::scenario::Plan;
 use crate::topics::filter;
 
@@ -22,10 +20,8 @@ pub fn measure_blackout(
     blackout_ms: u64,
 ) -> Result<Stats, String> {
     let plan = Plan { seed, steps: 0, skip: Default::default() };
-    let mut run = GdRun::new(topology, &plan, Mode::LOSSY, settings());
+    let mut run = GdRun::with_publisher(topology, &plan, Mode::LOSSY, settings(), Some(publisher));
     let home = run.net.node_of(publisher);
-    let pubend = PubendId(home_pubend(publisher).id.0);
-    run.world.borrow_mut().pubends = [(home, pubend)].into_iter().collect();
     run.pump(500);
     for node in (0..run.net.nodes.len()).filter(|&n| n != home) {
         run.subscribe_with(node, filter(">", None), false);

@@ -119,6 +119,18 @@ pub fn run_gd_with(
 
 impl GdRun {
     pub(super) fn new(topology: &Topology, plan: &Plan, mode: Mode, settings: Settings) -> Self {
+        Self::with_publisher(topology, plan, mode, settings, None)
+    }
+
+    /// As [`GdRun::new`], with the one publishing broker given instead of drawn (a
+    /// measurement's fixed scenario); its pubend is open from the start like a drawn one.
+    pub(super) fn with_publisher(
+        topology: &Topology,
+        plan: &Plan,
+        mode: Mode,
+        settings: Settings,
+        publisher: Option<&BrokerName>,
+    ) -> Self {
         let mut rng = Rng::new(plan.seed ^ 0x006d_5eed);
         let names: Vec<BrokerName> = topology.brokers().iter().map(|b| b.name.clone()).collect();
         let mut cells: Vec<_> = topology.brokers().iter().map(|b| b.cell.clone()).collect();
@@ -131,7 +143,12 @@ impl GdRun {
         let publishers = rng.between(1, 3.min(names.len()));
         let mut candidates: Vec<usize> = (0..names.len()).collect();
         rng.shuffle(&mut candidates);
-        for &node in candidates.iter().take(publishers) {
+        let fixed = publisher.and_then(|name| names.iter().position(|n| n == name));
+        let chosen: Vec<usize> = match fixed {
+            Some(node) => vec![node],
+            None => candidates.iter().take(publishers).copied().collect(),
+        };
+        for node in chosen {
             world.pubends.insert(node, PubendId(home_pubend(&names[node]).id.0));
         }
         world.names = names.clone();
