@@ -72,12 +72,23 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
 /// OpenMetrics for a scraper that asks for it (Prometheus does), else the classic text format;
 /// the content type always says which.
 async fn metrics(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> impl IntoResponse {
-    shared.dispatcher.report_match_stats();
-    shared.cluster.report_metrics();
-    let mut text = String::new();
-    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &shared.registry) {
-        return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string());
-    }
+    // Built off the runtime's workers, as `/state` is: the process metrics count
+    // `/proc/self/fd`, which with thousands of connections held a worker for milliseconds at
+    // every scrape, and every session on it waited.
+    let built = tokio::task::spawn_blocking(move || {
+        shared.dispatcher.report_match_stats();
+        shared.cluster.report_metrics();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &shared.registry).map(|()| text)
+    })
+    .await;
+    let text = match built {
+        Ok(Ok(text)) => text,
+        Ok(Err(e)) => {
+            return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string())
+        }
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, [(header::CONTENT_TYPE, "text/plain")], e.to_string()),
+    };
     let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
     if exposition::wants_openmetrics(accept) {
         (StatusCode::OK, [(header::CONTENT_TYPE, exposition::OPENMETRICS)], text)

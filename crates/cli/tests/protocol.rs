@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tidings_testkit::{BrokerProcess, Neighbour, RawConnection};
+use tidings_testkit::{attack, BrokerProcess, Neighbour, RawConnection};
 use tidings_wire::{
     DeliveryMode, Frame, Hello, Message, Notice, Ping, Pong, Property, ReasonCode, SubId, Subscribe, Token,
     Unsubscribe, Value,
@@ -640,10 +640,13 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     // seen); with one, it stops reading once the unread PONGs pass the bound, and the
     // writes block. Stop at the first write that blocks for a second, or at 400 MB.
     raw.set_write_timeout(Some(SECOND)).unwrap();
-    let mut sent = 0usize;
-    while sent < 400_000_000 && raw.write_all(&burst).is_ok() {
-        sent += burst.len();
-    }
+    let sent = attack(|| {
+        let mut sent = 0usize;
+        while sent < 400_000_000 && raw.write_all(&burst).is_ok() {
+            sent += burst.len();
+        }
+        sent
+    });
     assert!(sent < 100_000_000, "the broker kept reading PINGs whose PONGs were never read: {sent} bytes taken");
     let grown = rss() - idle_rss;
     assert!(grown < 64.0 * 1024.0 * 1024.0, "the broker grew {grown} bytes for one unread connection");
@@ -693,11 +696,14 @@ fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_
     // 1.6 GB once): each refused at the header.
     let rss = || b.metric("process_resident_memory_bytes").unwrap();
     let idle_rss = rss();
-    for _ in 0..150 {
-        let mut c = RawConnection::connect(&b.tcp()).unwrap();
-        c.send_bytes(&[0, 0x80, 0, 0, 0x03]).unwrap();
-        expect_refusal(&mut c, ReasonCode::FrameTooLarge);
-    }
+    let tcp = b.tcp();
+    attack(|| {
+        for _ in 0..150 {
+            let mut c = RawConnection::connect(&tcp).unwrap();
+            c.send_bytes(&[0, 0x80, 0, 0, 0x03]).unwrap();
+            expect_refusal(&mut c, ReasonCode::FrameTooLarge);
+        }
+    });
     let grown = rss() - idle_rss;
     assert!(grown < 32.0 * 1024.0 * 1024.0, "150 partial frames before HELLO grew the broker {grown} bytes");
     neighbour.stop().assert_unharmed(&idle, "150 partial 8 MiB frames before HELLO");
@@ -727,7 +733,8 @@ fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighb
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
     let before = rss();
-    let mut held: Vec<RawConnection> = (0..n).map(|_| RawConnection::handshake(&b.tcp()).unwrap()).collect();
+    let tcp = b.tcp();
+    let mut held: Vec<RawConnection> = attack(|| (0..n).map(|_| RawConnection::handshake(&tcp).unwrap()).collect());
     // The limit is n + 2: the neighbour holds one place, so at most one more gets in.
     let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "one more".into() });
     let refused = (0..3).find_map(|_| {
@@ -816,7 +823,7 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
     };
     // First the stalled subscribers fill their queues past the budget (16 MB published, 4 MiB
     // held each at most): the ones holding the most are cut.
-    flood(&mut p);
+    attack(|| flood(&mut p));
     neighbour.stop().assert_unharmed(&idle, "three stalled subscribers passing the queue budget");
     // Then a subscriber that reads, all the time on its own thread, gets everything published
     // after it subscribed, beside whatever stalled subscriber is left.

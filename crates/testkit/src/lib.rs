@@ -14,7 +14,7 @@ mod process;
 mod proxy;
 mod raw;
 
-pub use neighbour::{Neighbour, NeighbourReport};
+pub use neighbour::{attack, Neighbour, NeighbourReport};
 pub use process::{
     finish_within, http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private,
     BrokerProcess, Ready, Signal,
