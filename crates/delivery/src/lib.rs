@@ -169,8 +169,11 @@
 //!   down, and the barrier's answer reached the subscriber through a cell mate that held the
 //!   delta. The subscriber's broker took the F before the subscription was confirmed, and its
 //!   subscriber missed the message. Now an F judged by our own summary of a child stands only
-//!   if no linked mate with a link into that child holds matching interest below it
-//!   (`Router::own_verdict`, guaranteed delivery only). Judging *membership in the tree* the
+//!   if no linked mate with a link into that child holds matching interest below it that our
+//!   own summaries of the mate's other children do not explain; otherwise the edge is unsure,
+//!   hence D (`Router::own_verdict`, guaranteed delivery only; a settled network still sends
+//!   only toward interest, which the routing sweeps check).
+//!   Judging *membership in the tree* the
 //!   same way (a mate's interest in the root keeps the child in) was tried and broke two other
 //!   seeds (a release while owed, a log never released), so a child whose own vouched
 //!   summary is empty still leaves the tree: a D sent to it on a mate's word is not waited for.

@@ -76,7 +76,7 @@ impl<F: Filter> Router<F> {
                 out.deliver_locally = *deliver == LocalDelivery::Deliver;
                 for cell in across {
                     let Some(child) = tree.children.iter().find(|child| child.cell == *cell) else { continue };
-                    let verdict = self.own_verdict(&header.root, child, message, verdicts);
+                    let verdict = self.own_verdict((&header.root, tree), child, message, verdicts);
                     if !child.known || (verdict == Verdict::Filtered && !verdicts) {
                         continue;
                     }
@@ -105,7 +105,7 @@ impl<F: Filter> Router<F> {
         out.deliver_locally = true;
         let mut sideways: Vec<(usize, CellName, Verdict)> = Vec::new();
         for child in &tree.children {
-            let verdict = self.own_verdict(root, child, message, verdicts);
+            let verdict = self.own_verdict((root, tree), child, message, verdicts);
             if verdict == Verdict::Filtered && !verdicts {
                 continue;
             }
@@ -168,25 +168,38 @@ impl<F: Filter> Router<F> {
 
 impl<F: Filter> Router<F> {
     /// A child cell's verdict by our own summary of it; for guaranteed delivery (`verdicts`),
-    /// an F it gives stands only if no linked mate with a link into the child holds matching
-    /// interest below it for `root`. A start barrier's answer may reach us through such a mate
-    /// while the child's own delta to us is still on its way (or lost on a link that has not
-    /// yet been declared down): the mate's summary then holds the new subscription and ours
-    /// does not, and an F judged by ours alone would skip a tick the subscriber is owed
-    /// (simulator seed 223, everything at once). Best effort keeps the one-summary test.
+    /// an F it gives becomes `Unsure` while a linked mate with a link into the child holds
+    /// matching interest below it for `root` that none of our own summaries of its other
+    /// children explains. A start barrier's answer may reach us through such a mate while the
+    /// child's own delta to us is still on its way (or lost on a link that has not yet been
+    /// declared down): the mate's summary then holds the new subscription and ours does not, and
+    /// an F judged by ours alone would skip a tick the subscriber is owed (simulator seed 223,
+    /// everything at once). Interest our summary of another child of the mate's holds (or a
+    /// child we have no summary of might hold) explains it, so a settled network still sends a
+    /// message only toward interest. Best effort keeps the one-summary test.
     pub(super) fn own_verdict(
         &self,
-        root: &CellName,
+        (root, tree): (&CellName, &TreeRoutes<F>),
         child: &ChildRoute<F>,
         message: &F::Message,
         verdicts: bool,
     ) -> Verdict {
         let verdict = child_verdict(child.known, child.synced, || child.index.any_match(message));
-        if verdicts
-            && verdict == Verdict::Filtered
-            && self.mates_into(child).any(|mate| mate.down.get(root).is_some_and(|down| down.any_match(message)))
-        {
-            Verdict::Deliver
+        if !verdicts || verdict != Verdict::Filtered {
+            return verdict;
+        }
+        let explained = |mate: &MateRoute<F>| {
+            tree.children.iter().any(|other| {
+                other.cell != child.cell
+                    && self.links_into(mate, &other.cell)
+                    && (!other.known || other.index.any_match(message))
+            })
+        };
+        let unexplained = self
+            .mates_into(child)
+            .any(|mate| mate.down.get(root).is_some_and(|down| down.any_match(message)) && !explained(mate));
+        if unexplained {
+            Verdict::Unsure
         } else {
             verdict
         }
@@ -195,10 +208,13 @@ impl<F: Filter> Router<F> {
     /// Linked cell mates with a link into `child`: whose summaries of what lies below them for a
     /// root include that child's interest.
     pub(super) fn mates_into<'a>(&'a self, child: &'a ChildRoute<F>) -> impl Iterator<Item = &'a MateRoute<F>> + 'a {
-        self.routes
-            .mates
-            .iter()
-            .filter(move |mate| child.targets.iter().any(|target| mate.links.contains(&target.broker)))
+        self.routes.mates.iter().filter(move |mate| self.links_into(mate, &child.cell))
+    }
+
+    /// Whether `mate` has a link to any broker of `cell` (not only to the entry candidates we
+    /// would choose: its summary holds what any of its links into the cell told it).
+    fn links_into(&self, mate: &MateRoute<F>, cell: &CellName) -> bool {
+        mate.links.iter().any(|broker| self.table.graph.cell_of(broker) == Some(cell))
     }
 }
 

@@ -11,7 +11,7 @@
 
 use super::forward::child_verdict;
 use super::pubend::PubendRef;
-use super::routes::{ChildRoute, MateRoute};
+use super::routes::{ChildRoute, MateRoute, TreeRoutes};
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
 use crate::message::Verdict;
@@ -22,7 +22,7 @@ use crate::summary::Scope;
 /// Whose summary judges a child cell: ours (we have links into it), or, without one, that of
 /// the mate a sideways copy would go through (its interest in the root's tree).
 enum Judge<'a, F: Filter> {
-    Own(&'a ChildRoute<F>, &'a CellName),
+    Own(&'a ChildRoute<F>, &'a CellName, &'a TreeRoutes<F>),
     Mate(&'a MateRoute<F>, &'a CellName),
 }
 
@@ -33,7 +33,7 @@ impl<F: Filter> Router<F> {
     /// is not such a child in our view (the caller's route is older or newer than ours).
     pub fn child_cell_verdict(&self, pubend: &PubendRef, cell: &CellName, message: &F::Message) -> Verdict {
         let verdict = match self.judge(pubend, cell) {
-            Some(Judge::Own(child, root)) => self.own_verdict(root, child, message, true),
+            Some(Judge::Own(child, root, tree)) => self.own_verdict((root, tree), child, message, true),
             Some(Judge::Mate(helper, root)) => child_verdict(true, helper.down_synced.contains(root), || {
                 helper.down.get(root).is_some_and(|down| down.any_match(message))
             }),
@@ -51,7 +51,7 @@ impl<F: Filter> Router<F> {
             return true;
         }
         match self.judge(pubend, cell) {
-            Some(Judge::Own(child, _)) => !child.synced || child.summary.kept().next().is_some(),
+            Some(Judge::Own(child, ..)) => !child.synced || child.summary.kept().next().is_some(),
             Some(Judge::Mate(helper, root)) => {
                 !helper.down_synced.contains(root) || self.holds_any(&helper.name, &Scope::Tree(root.clone()))
             }
@@ -114,7 +114,7 @@ impl<F: Filter> Router<F> {
         let tree = &self.routes.trees.get(root)?.current;
         let child = tree.children.iter().find(|child| child.cell == *cell)?;
         if child.known {
-            return Some(Judge::Own(child, root));
+            return Some(Judge::Own(child, root, tree));
         }
         let target = &child.targets[choose(pubend.id, &child.targets)?].broker;
         let helper = self.routes.mates.iter().find(|mate| mate.links.contains(target))?;

@@ -26,6 +26,17 @@ fn pump_holding_synced(wired: &mut Wired) -> Vec<Queued> {
     held
 }
 
+/// `brokers` linked as `links`, with one subscription at a broker, everything delivered.
+fn settled(brokers: &[(&str, &str)], links: &[(&str, &str)], (at, filter): (&str, Range)) -> Wired {
+    let mut wired = Wired::new(brokers);
+    for (one, other) in links {
+        wired.link(one, other);
+    }
+    wired.input(at, Input::Subscribe { filter });
+    wired.pump();
+    wired
+}
+
 #[test]
 fn a_child_cell_is_f_only_where_its_vouched_summary_rules_the_message_out() {
     let mut wired = line();
@@ -93,11 +104,7 @@ fn a_mates_local_subscribers_are_f_only_once_it_vouched_for_them() {
 
 #[test]
 fn a_child_cell_we_have_no_link_into_is_judged_by_the_mate_a_sideways_copy_takes() {
-    let mut wired = Wired::new(&[("a1", "A"), ("a2", "A"), ("b", "B")]);
-    wired.link("a1", "a2");
-    wired.link("a2", "b");
-    wired.input("b", Input::Subscribe { filter: Range(10, 20) });
-    wired.pump();
+    let wired = settled(&[("a1", "A"), ("a2", "A"), ("b", "B")], &[("a1", "a2"), ("a2", "b")], ("b", Range(10, 20)));
     let router = wired.router("a1");
     let p = pubend("a1");
     assert_eq!(router.child_cell_verdict(&p, &"B".into(), &15), Verdict::Deliver);
@@ -260,11 +267,24 @@ fn a_child_is_not_f_while_a_mate_with_a_link_into_it_holds_matching_interest() {
         }
     }
     let router = wired.router("x2");
-    assert_eq!(router.child_cell_verdict(&p, &"A".into(), &35), Verdict::Deliver, "x1 holds it for A");
+    assert_eq!(router.child_cell_verdict(&p, &"A".into(), &35), Verdict::Unsure, "x1 holds it below it");
     assert_eq!(router.child_cell_verdict(&p, &"A".into(), &50), Verdict::Filtered, "nobody wants it");
     let mut out = Forwarding::default();
     router.route_with_verdicts(Arrival::Published { pubend: p.id }, &35, &mut out);
-    assert_eq!(out.sends.iter().map(|s| (s.to.as_str(), s.verdict)).collect::<Vec<_>>(), [("a", Verdict::Deliver)]);
+    assert_eq!(out.sends.iter().map(|s| (s.to.as_str(), s.verdict)).collect::<Vec<_>>(), [("a", Verdict::Unsure)]);
     router.route(Arrival::Published { pubend: p.id }, &35, &mut out);
     assert!(out.sends.is_empty(), "best effort judges by x2's own summary alone");
+}
+
+#[test]
+fn a_mates_interest_behind_another_child_leaves_a_child_f() {
+    // x1 and x2 (cell X) both reach a (cell A) and b (cell B); b's subscriber is in x1's summary
+    // of what lies below it, and x2's own summary of B explains it: A stays F for it.
+    let brokers = [("x1", "X"), ("x2", "X"), ("a", "A"), ("b", "B")];
+    let links = [("x1", "x2"), ("x1", "a"), ("x2", "a"), ("x1", "b"), ("x2", "b")];
+    let wired = settled(&brokers, &links, ("b", Range(30, 40)));
+    let router = wired.router("x2");
+    let p = pubend("x2");
+    assert_eq!(router.child_cell_verdict(&p, &"A".into(), &35), Verdict::Filtered);
+    assert_eq!(router.child_cell_verdict(&p, &"B".into(), &35), Verdict::Deliver);
 }
