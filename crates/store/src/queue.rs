@@ -50,17 +50,7 @@ impl Queue {
 
     /// Queues `op`; false if the queue is closed.
     pub(crate) fn push(&self, op: Op) -> bool {
-        let mut pending = self.lock();
-        if pending.closed {
-            return false;
-        }
-        pending.ops.push(op);
-        let wake = std::mem::take(&mut pending.waiting);
-        drop(pending);
-        if wake {
-            self.ready.notify_one();
-        }
-        true
+        self.push_many(std::iter::once(op))
     }
 
     /// Queues every op of `ops` under one lock and one wake-up; false if the queue is closed.
@@ -129,9 +119,10 @@ mod tests {
         let queue = Arc::new(Queue::default());
         let writer = {
             let queue = Arc::clone(&queue);
-            std::thread::spawn(move || match queue.take(None, Vec::new()) {
+            // Bounded, so a push that fails to wake it fails the test instead of hanging it.
+            std::thread::spawn(move || match queue.take(Some(Duration::from_secs(10)), Vec::new()) {
                 Taken::Group(ops) => ops.len(),
-                other => panic!("{other:?}"),
+                other => panic!("the push did not wake the waiting writer: {other:?}"),
             })
         };
         // The writer is waiting (or about to): the push must wake it, however they interleave.
