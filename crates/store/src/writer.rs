@@ -86,7 +86,7 @@ impl GroupWriter {
                         self.shared.stats.lingers_fruitless.fetch_add(u64::from(!gathered), Relaxed);
                     }
                     sink.complete(self.commit(&ops));
-                    self.linger.committed(Instant::now());
+                    self.linger.committed(ops.len(), Instant::now());
                     ops.clear();
                     spare = ops;
                 }
