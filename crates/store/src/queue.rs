@@ -3,7 +3,7 @@
 //! syncing waits here and becomes the next group, so groups size themselves with no timer.
 
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -34,6 +34,10 @@ struct Pending {
     /// anyone waits or not, and one per publish was two thirds of a guaranteed publisher's
     /// broker's futex calls (the writer mostly sleeps out its linger or syncs, not waits).
     waiting: bool,
+    /// When the first and the last of `ops` were pushed: how spread out the arrivals a paced
+    /// sleep gathered were (see `linger.rs`).
+    first_at: Option<Instant>,
+    last_at: Option<Instant>,
 }
 
 /// The submission queue.
@@ -60,6 +64,9 @@ impl Queue {
             return false;
         }
         pending.ops.extend(ops);
+        let now = Instant::now();
+        pending.first_at.get_or_insert(now);
+        pending.last_at = Some(now);
         let wake = std::mem::take(&mut pending.waiting);
         drop(pending);
         if wake {
@@ -74,9 +81,14 @@ impl Queue {
         self.ready.notify_all();
     }
 
-    /// Takes whatever is queued now into `ops`, without waiting.
-    pub(crate) fn take_now(&self, ops: &mut Vec<Op>) {
-        ops.append(&mut self.lock().ops);
+    /// Takes whatever is queued now into `ops`, without waiting; returns the time between
+    /// the first and the last push of what it took (zero for none or one push).
+    pub(crate) fn take_now(&self, ops: &mut Vec<Op>) -> Duration {
+        let mut pending = self.lock();
+        ops.append(&mut pending.ops);
+        let first = pending.first_at.take();
+        let last = pending.last_at.take();
+        first.zip(last).map_or(Duration::ZERO, |(first, last)| last.saturating_duration_since(first))
     }
 
     /// Waits for operations (at most `wait`, if given) and takes all of them.
@@ -101,6 +113,8 @@ impl Queue {
         if pending.ops.is_empty() {
             return Taken::Closed;
         }
+        pending.first_at = None;
+        pending.last_at = None;
         Taken::Group(std::mem::replace(&mut pending.ops, spare))
     }
 }

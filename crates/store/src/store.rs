@@ -31,9 +31,10 @@ pub struct Options {
     /// Bytes kept in a `RESERVE` file so that a release can still be logged (and free space)
     /// when the disk is full (default 1 MiB).
     pub reserve_bytes: u64,
-    /// Under `always`, how long the writer waits for more appends before it writes and syncs a
-    /// small group while appends arrive steadily, so one sync carries several (the rules, and
-    /// why, are in `linger.rs`). Zero turns it off (default).
+    /// Under `always`, the period at which the writer paces its syncs while appends arrive
+    /// steadily in small groups: after such a commit it takes the next group one period after
+    /// that commit began, so one sync carries several appends and none waits longer than a
+    /// period (the rules, and why, are in `linger.rs`). Zero turns it off (default).
     pub linger: Duration,
 }
 

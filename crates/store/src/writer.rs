@@ -45,7 +45,7 @@ pub(crate) struct GroupWriter {
     pub(crate) poisoned: bool,
     pub(crate) unsynced: bool,
     pub(crate) last_sync: Instant,
-    /// When to wait for more appends before a sync ([`crate::Options::linger`]).
+    /// When to take the next group while appends come steadily ([`crate::Options::linger`]).
     pub(crate) linger: Linger,
     pub(crate) buf: Vec<u8>,
     pub(crate) reserve: Reserve,
@@ -72,24 +72,20 @@ impl GroupWriter {
     pub(crate) fn run(mut self, mut sink: Box<dyn CompletionSink>) {
         let mut spare = Vec::new();
         loop {
+            if let Some(until) = self.linger.pace() {
+                // Plain sleep, not a wait on the queue: every arrival would wake it.
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                let mut ops = spare;
+                let spread = self.shared.queue.take_now(&mut ops);
+                let fruitful = self.linger.waited(ops.len(), spread, Instant::now());
+                self.shared.stats.lingers.fetch_add(1, Relaxed);
+                self.shared.stats.lingers_fruitless.fetch_add(u64::from(!fruitful), Relaxed);
+                spare = self.commit_group(ops, sink.as_mut());
+                continue;
+            }
             let wait = self.sync_due_in();
             match self.shared.queue.take(wait, spare) {
-                Taken::Group(mut ops) => {
-                    if self.linger.should(ops.len(), Instant::now()) {
-                        // Plain sleep, not a wait on the queue: every arrival would wake it.
-                        std::thread::sleep(self.linger.wait);
-                        let taken = ops.len();
-                        self.shared.queue.take_now(&mut ops);
-                        let gathered = ops.len() > taken;
-                        self.linger.waited(gathered, Instant::now());
-                        self.shared.stats.lingers.fetch_add(1, Relaxed);
-                        self.shared.stats.lingers_fruitless.fetch_add(u64::from(!gathered), Relaxed);
-                    }
-                    sink.complete(self.commit(&ops));
-                    self.linger.committed(ops.len(), Instant::now());
-                    ops.clear();
-                    spare = ops;
-                }
+                Taken::Group(ops) => spare = self.commit_group(ops, sink.as_mut()),
                 Taken::Idle => {
                     self.sync_if_due();
                     spare = Vec::new();
@@ -101,6 +97,17 @@ impl GroupWriter {
             // A clean close makes everything durable, whatever the policy.
             let _ = self.sync();
         }
+    }
+
+    /// Commits `ops` (if any) and tells the pacing; returns the emptied vector for reuse.
+    fn commit_group(&mut self, mut ops: Vec<Op>, sink: &mut dyn CompletionSink) -> Vec<Op> {
+        if !ops.is_empty() {
+            let started = Instant::now();
+            sink.complete(self.commit(&ops));
+            self.linger.committed(ops.len(), started);
+            ops.clear();
+        }
+        ops
     }
 
     /// Under `batch`, how long until unsynced bytes are due; `None` waits for work.
