@@ -43,6 +43,11 @@ pub struct Settings {
     /// at the stream's next timer, due at once. Small enough that live traffic waits for at
     /// most one turn (a few hundred microseconds), large enough to amortise the turn.
     pub catch_up_turn: u64,
+    /// At most this many messages per second replayed to the catch-ups of one stream at this
+    /// broker (0: no limit). A replay as fast as the broker can go takes every core the
+    /// machine has (the broker's, and the catching-up client's), and live traffic then waits
+    /// for a core; a bound leaves some.
+    pub catch_up_rate: u64,
     /// How long a downstream cell that left a stream's tree (a route change, a partition, a
     /// restart of the pubend's broker) still holds the acknowledgements and the log's release
     /// where it last acknowledged; `None`: until it comes back (the log stays pinned).
@@ -97,6 +102,7 @@ impl Default for Settings {
             max_nack_span_ticks: 600_000,
             catch_up_window: 4096,
             catch_up_turn: 1024,
+            catch_up_rate: 0,
             departed_retention_ms: Some(300_000),
             mutations: Mutations::default(),
         }

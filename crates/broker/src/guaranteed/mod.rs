@@ -134,11 +134,11 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (options, retention, drop_unsynced, liveness): (
+        (options, retention, drop_unsynced, guaranteed): (
             tidings_store::Options,
             crate::config::Retention,
             bool,
-            liveness::Liveness,
+            liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,
         cluster: Arc<crate::cluster::Cluster>,
@@ -154,7 +154,7 @@ impl Guaranteed {
             true => Arc::new(tidings_store::DropUnsyncedFs),
             false => Arc::new(tidings_store::StdFs),
         };
-        let mut driver = Driver::open(&dir, broker, (options, fs, liveness.settings()), metrics, cluster, handles)?;
+        let mut driver = Driver::open(&dir, broker, (options, fs, guaranteed.settings()), metrics, cluster, handles)?;
         driver.retention = retention;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))

@@ -31,7 +31,8 @@ pub(crate) enum Source {
 pub(crate) enum Learned<'a> {
     /// First-time knowledge; the listed D ticks are new.
     FirstTime(&'a [Tick]),
-    /// A retransmission answering curiosity (or a payload read back from the log).
+    /// A retransmission answering curiosity, a payload read back from the log, or no news at
+    /// all (an outbox with room, a start, the timer): a catch-up's turn.
     Requested,
 }
 
@@ -169,7 +170,8 @@ impl Stream {
             }
         }
         let mut fetch = Vec::new();
-        self.subends.advance(self.pubend, &self.know, &self.cache, ctx, &mut fetch);
+        let turn = matches!(learned, Learned::Requested);
+        self.subends.advance(self.pubend, &self.know, &self.cache, ctx, (&mut fetch, turn));
         if !fetch.is_empty() {
             self.fetch(&fetch, ctx);
         }
@@ -416,7 +418,9 @@ impl Stream {
         if let Source::Log(log) = &mut self.source {
             let pieces = log.advance_silence(&mut self.know, ctx);
             self.learn(&pieces, Learned::FirstTime(&[]), ctx);
-        } else if self.subends.has_more() {
+        }
+        if self.subends.has_more() {
+            // A catch-up's next turn.
             self.learn(&[], Learned::Requested, ctx);
         }
         let (view, children) = self.split();
@@ -444,7 +448,7 @@ impl Stream {
         let holds = self.holds.deadline(ctx.settings.departed_retention_ms);
         let idle = self.idle_since.zip(ctx.settings.departed_retention_ms).map(|(since, ms)| since.after(ms));
         let idle = idle.filter(|&at| at > ctx.now);
-        let more = self.subends.has_more().then_some(ctx.now);
+        let more = self.subends.more_at(ctx);
         self.deadline = [children, source, holds, idle, more].into_iter().flatten().min();
     }
 

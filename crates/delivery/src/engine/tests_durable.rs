@@ -158,16 +158,22 @@ fn a_durable_subend_restored_after_a_restart_is_replayed_from_the_log() {
     assert_eq!(delivered(&out, 1), vec![Tick(2000), Tick(3000)]);
 }
 
-#[test]
-fn a_long_catch_up_takes_turns_a_window_per_input() {
-    let settings = Settings { catch_up_turn: 2, ..Settings::default() };
+/// A relay with durable subend 1 attached at tick 1 and away (its outbox full) while `messages`
+/// D ticks (10, 20, ...) pass; the actions so far are cleared.
+fn away_with_backlog(settings: Settings, messages: u64) -> (Engine<Byte0>, Vec<Action>) {
     let (mut engine, mut out) = relay_with(settings);
     attach(&mut engine, 1, 1, Some(1), &mut out);
     engine.handle(Millis(1), Input::OutboxFull { subend: SubendId(1) }, &mut out);
-    for n in 1..=5 {
+    for n in 1..=messages {
         engine.handle(Millis(1 + n), data(n * 10, n * 10 - 9, 1, false), &mut out);
     }
     out.clear();
+    (engine, out)
+}
+
+#[test]
+fn a_long_catch_up_takes_turns_a_window_per_input() {
+    let (mut engine, mut out) = away_with_backlog(Settings { catch_up_turn: 2, ..Settings::default() }, 5);
     attach(&mut engine, 10, 1, Some(1), &mut out);
     assert_eq!(delivered(&out, 1), vec![Tick(10), Tick(20)], "one window");
     assert_eq!(engine.next_deadline(), Some(Millis(10)), "the rest is due at once");
@@ -202,4 +208,30 @@ fn durable_subends_restored_lowest_checkpoint_first_are_each_replayed_from_their
     assert_eq!(delivered(&out, 2), vec![Tick(40)]);
     engine.handle(Millis(700), Input::Tick, &mut out);
     assert!(acks(&out).iter().all(|&a| a <= Tick(10)), "still at the lowest checkpoint: {:?}", acks(&out));
+}
+
+#[test]
+fn a_rate_bound_spreads_a_catch_up_over_time_and_it_still_ends() {
+    // Turns of 4, 2 messages per ms, at most 4 turns (16 messages) saved up: 50 messages take
+    // 16 at once and the other 34 at 2 per ms, about 17 ms.
+    let settings = Settings { catch_up_turn: 4, catch_up_rate: 2000, ..Settings::default() };
+    let (mut engine, mut out) = away_with_backlog(settings, 50);
+    attach(&mut engine, 100, 1, Some(1), &mut out);
+    let mut now = 100;
+    let mut live = 51;
+    while delivered(&out, 1).len() < 50 {
+        assert!(now < 200, "the catch-up ended: {:?}", delivered(&out, 1));
+        let due = engine.next_deadline().expect("a catch-up under way has a turn due");
+        assert!(due.0 <= now + 2, "a turn is at most two milliseconds away at 2 per ms: {due:?} at {now}");
+        if due.0 > now {
+            // Live traffic in between does not put the turn off.
+            now += 1;
+            engine.handle(Millis(now), data(live * 10, live * 10 - 9, 1, false), &mut out);
+            live += 1;
+            continue;
+        }
+        engine.handle(Millis(now), Input::Tick, &mut out);
+    }
+    assert_eq!(delivered(&out, 1)[..50], (1..=50).map(|n| Tick(n * 10)).collect::<Vec<_>>());
+    assert!((115..=120).contains(&now), "34 messages at 2 per ms after the first 16: ended at {now}");
 }
