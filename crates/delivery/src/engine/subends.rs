@@ -88,7 +88,7 @@ impl Subends {
         if !self.more {
             return None;
         }
-        let (turn, per_ms) = (ctx.settings.catch_up_turn.max(1), ctx.settings.catch_up_rate.div_ceil(1000));
+        let (turn, per_ms) = bound(ctx);
         match per_ms == 0 || self.tokens >= turn {
             true => Some(ctx.now),
             // Counted from when the tokens were counted, not from now: live input in between
@@ -100,8 +100,7 @@ impl Subends {
 
     /// The messages a catch-up turn may replay now (counting what the rate bound let in).
     fn turn_budget(&mut self, ctx: &Ctx<'_>) -> u64 {
-        let turn = ctx.settings.catch_up_turn.max(1);
-        let per_ms = ctx.settings.catch_up_rate.div_ceil(1000);
+        let (turn, per_ms) = bound(ctx);
         if per_ms == 0 {
             return turn;
         }
@@ -354,10 +353,15 @@ impl Subends {
                 self.lagging.insert(subend, reached);
             }
         }
-        if ctx.settings.catch_up_rate > 0 {
+        if bound(ctx).1 > 0 {
             self.tokens -= granted - budget;
         }
     }
+}
+
+/// A catch-up turn's size, and the rate bound in messages per millisecond (0: none).
+fn bound(ctx: &Ctx<'_>) -> (u64, u64) {
+    (ctx.settings.catch_up_turn.max(1), ctx.settings.catch_up_rate.div_ceil(1000))
 }
 
 /// Replays `(pointer, until]` to one subend; returns how far it got.
