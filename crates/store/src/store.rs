@@ -76,6 +76,11 @@ pub struct Completion {
 pub trait CompletionSink: Send + 'static {
     /// Takes one group's completions, in submission order.
     fn complete(&mut self, group: Vec<Completion>);
+
+    /// Hears how long one `fdatasync` of the log took, before the completions it covers, so a
+    /// broker can show the disk's share of its ack latency (a slow sync holds every publish in
+    /// its group). Ignored unless implemented.
+    fn synced(&mut self, _took: Duration) {}
 }
 
 impl<F: FnMut(Vec<Completion>) + Send + 'static> CompletionSink for F {
@@ -216,6 +221,7 @@ impl Store {
             }),
             buf: Vec::new(),
             short_of_space: false,
+            sync_times: Vec::new(),
         };
         let sink: Box<dyn CompletionSink> = Box::new(sink);
         let handle = std::thread::Builder::new()

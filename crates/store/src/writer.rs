@@ -56,6 +56,8 @@ pub(crate) struct GroupWriter {
     /// A write met a full disk since released segments were last deleted: the next deletion
     /// happens in line, so the space is back before the next append.
     pub(crate) short_of_space: bool,
+    /// How long each sync since the last report took (told to the sink, then cleared).
+    pub(crate) sync_times: Vec<Duration>,
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -88,6 +90,7 @@ impl GroupWriter {
                 Taken::Group(ops) => spare = self.commit_group(ops, sink.as_mut()),
                 Taken::Idle => {
                     self.sync_if_due();
+                    self.tell_syncs(sink.as_mut());
                     spare = Vec::new();
                 }
                 Taken::Closed => break,
@@ -103,7 +106,9 @@ impl GroupWriter {
     fn commit_group(&mut self, mut ops: Vec<Op>, sink: &mut dyn CompletionSink) -> Vec<Op> {
         if !ops.is_empty() {
             let started = Instant::now();
-            sink.complete(self.commit(&ops));
+            let done = self.commit(&ops);
+            self.tell_syncs(sink);
+            sink.complete(done);
             self.linger.committed(ops.len(), started);
             ops.clear();
         }
@@ -126,9 +131,16 @@ impl GroupWriter {
         }
     }
 
+    fn tell_syncs(&mut self, sink: &mut dyn CompletionSink) {
+        for took in self.sync_times.drain(..) {
+            sink.synced(took);
+        }
+    }
+
     fn sync(&mut self) -> Result<(), StoreError> {
         let started = Instant::now();
         let result = self.file.sync_data();
+        self.sync_times.push(started.elapsed());
         self.shared.stats.syncs.fetch_add(1, Relaxed);
         self.last_sync = started;
         match result {

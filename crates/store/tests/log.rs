@@ -238,3 +238,48 @@ fn under_always_steady_appends_share_one_sync_when_the_writer_lingers() {
     let h = open(fs, "/log".as_ref(), small_segments()).unwrap();
     assert_eq!(h.records(1), records, "every completed append was synced");
 }
+
+#[test]
+fn the_sink_hears_each_sync_and_how_long_it_took_before_the_completions_it_covers() {
+    // A broker shows the disk's share of its ack latency from these reports, so there must be
+    // one per fdatasync, told before the group it made durable is completed.
+    #[derive(Debug, PartialEq)]
+    enum Heard {
+        Synced,
+        Completed(usize),
+    }
+    struct Recorder(std::sync::mpsc::Sender<Heard>);
+    impl tidings_store::CompletionSink for Recorder {
+        fn complete(&mut self, group: Vec<tidings_store::Completion>) {
+            let _ = self.0.send(Heard::Completed(group.len()));
+        }
+        fn synced(&mut self, took: std::time::Duration) {
+            assert!(took < std::time::Duration::from_secs(60), "a sync time that is not one: {took:?}");
+            let _ = self.0.send(Heard::Synced);
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let fs = Arc::new(MemFs::new());
+    let (store, _) = tidings_store::Store::open_with(fs, "/log".as_ref(), small_segments(), Recorder(tx)).unwrap();
+    let mut completed = 0;
+    let mut heard = Vec::new();
+    for tick in 1..=30 {
+        store.append(Token(tick), record(1, tick, &payload(1, tick, 100))).unwrap();
+        if tick % 10 == 0 {
+            while completed < tick as usize {
+                let event = rx.recv_timeout(std::time::Duration::from_secs(20)).unwrap();
+                if let Heard::Completed(n) = event {
+                    completed += n;
+                }
+                heard.push(event);
+            }
+        }
+    }
+    let syncs = store.stats().syncs;
+    assert_eq!(heard.iter().filter(|h| **h == Heard::Synced).count() as u64, syncs, "one report per sync");
+    for (index, event) in heard.iter().enumerate() {
+        if let Heard::Completed(_) = event {
+            assert_eq!(heard.get(index.wrapping_sub(1)), Some(&Heard::Synced), "a group completed unsynced: {heard:?}");
+        }
+    }
+}

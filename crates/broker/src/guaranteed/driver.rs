@@ -105,7 +105,7 @@ impl Driver {
         handles: Handles,
     ) -> Result<Driver, GuaranteedError> {
         let Handles { claims, next_subend, tx, rx } = handles;
-        let opened = journal::open(dir, (options, fs), tx.clone())?;
+        let opened = journal::open(dir, (options, fs), tx.clone(), metrics.fsync_seconds.clone())?;
         let data_dir = dir.parent().unwrap_or(dir);
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let names = super::edges::SharedNames::default();

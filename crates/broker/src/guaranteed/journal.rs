@@ -6,8 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use prometheus_client::metrics::histogram::Histogram;
 use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction, StoreInput, Tick, TickRange};
 use tidings_store as store;
 use tidings_store::{Completion, OpKind, Options, ReadItem, Store, StoreError, Token};
@@ -25,16 +27,31 @@ pub(crate) struct Opened {
     pub(crate) assigned: Assigned,
 }
 
+/// Hands the writer thread's completions to the driver and times its syncs.
+struct Sink {
+    tx: mpsc::UnboundedSender<Command>,
+    fsync_seconds: Histogram,
+}
+
+impl store::CompletionSink for Sink {
+    fn complete(&mut self, group: Vec<Completion>) {
+        let _ = self.tx.send(Command::Completed(group));
+    }
+
+    fn synced(&mut self, took: Duration) {
+        self.fsync_seconds.observe(took.as_secs_f64());
+    }
+}
+
 /// Opens the log in `dir` on `fs`; completions are sent to the driver as
-/// [`Command::Completed`].
+/// [`Command::Completed`], and each sync's time goes to `fsync_seconds`.
 pub(crate) fn open(
     dir: &Path,
     (options, fs): (Options, Arc<dyn store::Fs>),
     tx: mpsc::UnboundedSender<Command>,
+    fsync_seconds: Histogram,
 ) -> Result<Opened, GuaranteedError> {
-    let sink = move |group: Vec<Completion>| {
-        let _ = tx.send(Command::Completed(group));
-    };
+    let sink = Sink { tx, fsync_seconds };
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
     let (store, recovered) = Store::open_with(fs, dir, options, sink).map_err(fail)?;
     let mut pubends = Vec::new();

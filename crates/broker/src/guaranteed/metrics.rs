@@ -30,6 +30,8 @@ pub struct GuaranteedMetrics {
     pub ack_seconds: Histogram,
     /// fdatasync calls of the pubend log.
     pub fsyncs: Counter,
+    /// How long each fdatasync of the pubend log took: the disk's share of `ack_seconds`.
+    pub fsync_seconds: Histogram,
     /// Waits of the log writer for more publishes before a sync (`[storage] linger`).
     pub lingers: Counter,
     /// Of those, waits that gathered nothing.
@@ -117,6 +119,7 @@ impl GuaranteedMetrics {
             duplicate_publishes: Counter::default(),
             ack_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             fsyncs: Counter::default(),
+            fsync_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             lingers: Counter::default(),
             lingers_fruitless: Counter::default(),
             group_size: Histogram::new(exponential_buckets(1.0, 2.0, 14)),
@@ -160,6 +163,7 @@ impl GuaranteedMetrics {
         r.register("duplicate_publishes", "Retried publishes already logged", m.duplicate_publishes.clone());
         r.register("ack_seconds", "GPUBLISH to PUBLISH_ACK", m.ack_seconds.clone());
         r.register("fsyncs", "fdatasync calls of the pubend log", m.fsyncs.clone());
+        r.register("fsync_seconds", "Time of each fdatasync of the pubend log", m.fsync_seconds.clone());
         r.register("log_lingers", "Waits of the log writer for more publishes before a sync", m.lingers.clone());
         r.register(
             "log_lingers_fruitless",
