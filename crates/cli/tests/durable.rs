@@ -369,3 +369,39 @@ fn a_full_disk_refuses_publishes_clearly_loses_nothing_acknowledged_and_reads_go
     got.extend(ok_lines(durable_sub(&b, "d", acked.len() - 1)));
     assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
 }
+
+#[test]
+fn while_a_durable_subscriber_is_away_its_lag_and_the_logs_release_lag_grow_and_fall_when_it_is_back() {
+    let b = BrokerProcess::start(gd_common::bin(), &[]).unwrap();
+    let server = b.tcp();
+    let first = durable_sub(&b, "d", 1);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let mut acked = ok_lines(publish(&server, "k.a", 1, &[]));
+    let mut got = ok_lines(first);
+    acked.extend(ok_lines(publish(&server, "k.b", 50, &[])));
+    let pubend = || -> Value {
+        let state = tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap();
+        serde_json::from_str::<Value>(&state).unwrap()["guaranteed"]["pubends"][0].clone()
+    };
+    // `/state` is a snapshot refreshed every 250 ms: a field may not be there yet.
+    let lag = |key: &str| pubend()[key].as_u64().unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while lag("release_lag_ms") < 1000 || lag("subend_lag_ms_max") < 1000 {
+        assert!(Instant::now() < deadline, "the away subscriber's lag did not show: {}", pubend());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(lag("subends_behind"), 1, "{}", pubend());
+    let metrics = b.metrics().unwrap();
+    assert!(tidings_testkit::metric_total(&metrics, "tidings_gd_release_lag_ms") >= 1000.0, "{metrics}");
+    // Back, and staying (it waits for one more than it missed): caught up, acknowledged,
+    // released, nothing held and nobody behind.
+    let back = durable_sub(&b, "d", 51);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while pubend()["release_lag_ms"] != 0 || pubend()["subends_behind"] != 0 {
+        assert!(Instant::now() < deadline, "the log stayed held after the catch-up: {}", pubend());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    acked.extend(ok_lines(publish(&server, "k.c", 1, &[])));
+    got.extend(ok_lines(back));
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+}

@@ -24,6 +24,10 @@ use crate::outbox::Outbox;
 /// Commands served before a due turn of a catch-up (or any timer due now) is taken.
 const COMMANDS_PER_TURN: usize = 64;
 
+/// A turn of the driver's loop this long is logged as a warning: every guaranteed message of
+/// the broker waited for it.
+const SLOW_TURN: Duration = Duration::from_millis(20);
+
 /// A local guaranteed subscription.
 pub(super) struct Subend {
     pub(super) id: SubId,
@@ -158,6 +162,7 @@ impl Driver {
     pub async fn run(mut self, shutdown: CancellationToken) {
         // What opening the log found (damage included) shows in the metrics at once.
         self.report();
+        let (mut busy, mut what);
         loop {
             // Woken at least every snapshot period, so `/state` is never older than that.
             let sleep = self.sleep_time().min(super::state::EVERY);
@@ -175,6 +180,7 @@ impl Driver {
                 if shutdown.is_cancelled() {
                     break;
                 }
+                (busy, what) = (Instant::now(), "catch-up turn");
                 for _ in 0..COMMANDS_PER_TURN {
                     match self.rx.try_recv() {
                         Ok(command) => self.command(command),
@@ -186,10 +192,18 @@ impl Driver {
             } else {
                 tokio::select! {
                     command = self.rx.recv() => match command {
-                        Some(command) => self.command(command),
+                        Some(command) => {
+                            busy = Instant::now();
+                            what = command.kind();
+                            self.command(command);
+                        }
                         None => break,
                     },
-                    () = tokio::time::sleep(sleep) => self.feed(Input::Tick),
+                    () = tokio::time::sleep(sleep) => {
+                        busy = Instant::now();
+                        what = "timer";
+                        self.feed(Input::Tick);
+                    }
                     () = shutdown.cancelled() => break,
                 }
             }
@@ -197,6 +211,16 @@ impl Driver {
             self.enforce_retention();
             self.report();
             self.snapshot();
+            self.busy(busy, what);
+        }
+    }
+
+    /// Times one turn of the loop: every guaranteed message of this broker waits for it.
+    fn busy(&self, since: Instant, what: &'static str) {
+        let took = since.elapsed();
+        self.metrics.driver_turn_seconds.observe(took.as_secs_f64());
+        if took >= SLOW_TURN {
+            warn!(took_ms = took.as_millis() as u64, what, "the guaranteed-delivery driver was busy for long");
         }
     }
 

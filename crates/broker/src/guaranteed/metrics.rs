@@ -17,6 +17,13 @@ pub struct PubendKind {
     pub kind: &'static str,
 }
 
+/// Labels a per-pubend gauge: the pubend (hex id).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PubendLabel {
+    /// The pubend, as its 16 hex digits.
+    pub pubend: String,
+}
+
 /// Handles for the guaranteed-delivery metrics (cheap to clone: atomics behind `Arc`s).
 #[derive(Clone)]
 pub struct GuaranteedMetrics {
@@ -30,6 +37,9 @@ pub struct GuaranteedMetrics {
     pub ack_seconds: Histogram,
     /// fdatasync calls of the pubend log.
     pub fsyncs: Counter,
+    /// How long each turn of the driver's loop took (a command or a timer, with its actions):
+    /// every guaranteed message of the broker waits behind the turn in progress.
+    pub driver_turn_seconds: Histogram,
     /// How long each fdatasync of the pubend log took: the disk's share of `ack_seconds`.
     pub fsync_seconds: Histogram,
     /// Waits of the log writer for more publishes before a sync (`[storage] linger`).
@@ -88,6 +98,14 @@ pub struct GuaranteedMetrics {
     pub pubend_received: Family<PubendKind, Counter>,
     /// Per pubend: publishes acknowledged (kind `publish`).
     pub pubend_acked: Family<PubendKind, Counter>,
+    /// Per pubend: how far the doubt horizon trails the pubend's clock, ms (gd-protocol §13),
+    /// refreshed with `/state`.
+    pub horizon_lag_ms: Family<PubendLabel, Gauge>,
+    /// Per hosted pubend: how long the oldest message its log still holds has waited for
+    /// release, ms (0: everything logged is released).
+    pub release_lag_ms: Family<PubendLabel, Gauge>,
+    /// Per pubend: the largest lag of a local guaranteed subscription behind its clock, ms.
+    pub subend_lag_ms_max: Family<PubendLabel, Gauge>,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -119,6 +137,7 @@ impl GuaranteedMetrics {
             duplicate_publishes: Counter::default(),
             ack_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             fsyncs: Counter::default(),
+            driver_turn_seconds: Histogram::new(exponential_buckets(1e-6, 2.0, 22)),
             fsync_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             lingers: Counter::default(),
             lingers_fruitless: Counter::default(),
@@ -146,6 +165,9 @@ impl GuaranteedMetrics {
             pubend_sent: Family::default(),
             pubend_received: Family::default(),
             pubend_acked: Family::default(),
+            horizon_lag_ms: Family::default(),
+            release_lag_ms: Family::default(),
+            subend_lag_ms_max: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
             durable_created: Counter::default(),
@@ -163,6 +185,7 @@ impl GuaranteedMetrics {
         r.register("duplicate_publishes", "Retried publishes already logged", m.duplicate_publishes.clone());
         r.register("ack_seconds", "GPUBLISH to PUBLISH_ACK", m.ack_seconds.clone());
         r.register("fsyncs", "fdatasync calls of the pubend log", m.fsyncs.clone());
+        r.register("driver_turn_seconds", "Time of each turn of the driver's loop", m.driver_turn_seconds.clone());
         r.register("fsync_seconds", "Time of each fdatasync of the pubend log", m.fsync_seconds.clone());
         r.register("log_lingers", "Waits of the log writer for more publishes before a sync", m.lingers.clone());
         r.register(
@@ -198,6 +221,14 @@ impl GuaranteedMetrics {
         r.register("pubend_sent", "Protocol messages sent per pubend and kind", m.pubend_sent.clone());
         r.register("pubend_received", "Protocol messages received per pubend and kind", m.pubend_received.clone());
         r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.clone());
+        r.register("horizon_lag_ms", "Doubt horizon behind the pubend's clock (ms)", m.horizon_lag_ms.clone());
+        r.register(
+            "release_lag_ms",
+            "Age of the oldest unreleased message in the pubend log (ms)",
+            m.release_lag_ms.clone(),
+        );
+        let lag = m.subend_lag_ms_max.clone();
+        r.register("subend_lag_ms_max", "Largest lag of a local guaranteed subscription (ms)", lag);
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());

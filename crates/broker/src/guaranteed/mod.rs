@@ -120,6 +120,27 @@ pub(crate) enum Command {
     },
 }
 
+impl Command {
+    /// Its name, for the driver's warning about a long turn.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Command::PeerUp { .. } => "peer up",
+            Command::Received { .. } => "received",
+            Command::Sideways { .. } => "sideways",
+            Command::Routing(_) => "routing",
+            Command::Publish { .. } => "publish",
+            Command::Subscribe { .. } => "subscribe",
+            Command::Unsubscribe { .. } => "unsubscribe",
+            Command::Away { .. } => "away",
+            Command::CheckpointsSaved { .. } => "checkpoints saved",
+            Command::DeliveryAck { .. } => "delivery ack",
+            Command::Room { .. } => "room",
+            Command::Completed(_) => "log completions",
+            Command::ReadDone { .. } => "log read",
+        }
+    }
+}
+
 /// The sessions' handle on the driver: cheap to call, never blocks.
 pub struct Guaranteed {
     tx: mpsc::UnboundedSender<Command>,

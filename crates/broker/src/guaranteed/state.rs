@@ -81,6 +81,20 @@ pub struct PubendState {
     pub cached: usize,
     /// At the home: bytes of records its log keeps (what `[retention] max_bytes` limits).
     pub log_bytes: Option<u64>,
+    /// How far the doubt horizon trails the pubend's clock as estimated here (its ticks are
+    /// its wall clock), in milliseconds: while idle up to the pubend's silence period; more
+    /// means knowledge is not arriving (a cut link, a stalled upstream).
+    pub horizon_lag_ms: u64,
+    /// At the home: how long the oldest message the log still holds has waited for every
+    /// subscriber's acknowledgement, in milliseconds (at most: it counts from the tick after
+    /// the release prefix); 0 once everything logged is released.
+    pub release_lag_ms: Option<u64>,
+    /// The largest lag of a local guaranteed subscription (how far what it was handed trails
+    /// the pubend's clock), in milliseconds; 0 with none.
+    pub subend_lag_ms_max: u64,
+    /// Local guaranteed subscriptions handed less than the stream knows, up to its doubt
+    /// horizon (a full outbox, a catch-up in progress, a durable subscription's client away).
+    pub subends_behind: usize,
 }
 
 impl Driver {
@@ -130,7 +144,29 @@ impl Driver {
     fn pubend_state(&self, pubend: PubendId) -> Option<PubendState> {
         let view = self.engine.inspect(pubend)?;
         let (upstream, children) = self.net.as_ref().map(|net| net.route_names(pubend)).unwrap_or_default();
+        let settings = self.engine.settings();
+        let clock = settings.ticks(super::driver::now().0);
+        let lag_ms = |tick: tidings_delivery::Tick| clock.saturating_sub(tick.0) / settings.ticks_per_ms.max(1);
+        let positions: Vec<_> = self.subends.keys().filter_map(|&subend| view.subend_position(subend)).collect();
+        let label = super::metrics::PubendLabel { pubend: format!("{:016x}", pubend.0) };
+        let horizon_lag_ms = lag_ms(view.horizon());
+        // Zero once everything logged is released; else the age of the oldest tick still held.
+        let logged = self.durable.get(&pubend).copied().unwrap_or_default();
+        let release_lag_ms = view.release().map(|release| match release < logged {
+            true => lag_ms(tidings_delivery::Tick(release.0 + 1)),
+            false => 0,
+        });
+        let subend_lag_ms_max = positions.iter().min().map_or(0, |&lowest| lag_ms(lowest));
+        self.metrics.horizon_lag_ms.get_or_create(&label).set(horizon_lag_ms as i64);
+        self.metrics.subend_lag_ms_max.get_or_create(&label).set(subend_lag_ms_max as i64);
+        if let Some(lag) = release_lag_ms {
+            self.metrics.release_lag_ms.get_or_create(&label).set(lag as i64);
+        }
         Some(PubendState {
+            horizon_lag_ms,
+            release_lag_ms,
+            subend_lag_ms_max,
+            subends_behind: positions.iter().filter(|&&position| position.0 + 1 < view.horizon().0).count(),
             pubend: format!("{:016x}", pubend.0),
             hosted: self.hosted.contains(&pubend),
             upstream,
