@@ -319,6 +319,13 @@ pub struct Limits {
     pub max_connections: usize,
     /// Most client TCP connections from one source address at once.
     pub max_connections_per_address: usize,
+    /// Most new client TCP connections accepted per second (0: no bound), with a burst of a
+    /// twentieth of a second's worth. Setting a connection up costs the broker about 0.2 ms of
+    /// a core; 4,000 opened as fast as one client can put a neighbour's p99 at 6 ms against
+    /// 0.3 ms idle on two cores. Connections past the rate wait in the kernel's listen backlog
+    /// (a reconnect storm of 10,000 clients takes 10 s at the default), as EMQX's
+    /// `max_conn_rate` does.
+    pub max_connection_rate: u32,
     /// A connection that has not completed HELLO within this is closed. Before HELLO a frame
     /// may be at most 4 KiB, whatever `max_frame` says: an unknown peer buffers little.
     #[serde(with = "humantime_serde")]
@@ -439,6 +446,7 @@ impl Default for Limits {
             max_subscriptions_per_session: 65_536,
             max_connections: 50_000,
             max_connections_per_address: 20_000,
+            max_connection_rate: 1_000,
             handshake_timeout: std::time::Duration::from_secs(10),
             max_queued_bytes: 512 * 1024 * 1024,
             return_freed_memory: true,

@@ -92,30 +92,36 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             "limits.max_connections capped below the open-file limit (raise it with ulimit -n)"
         );
     }
+    let mut pace = Pace::new(limits.max_connection_rate);
     loop {
+        let ready = pace.ready();
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => match admission.admit(peer.ip()) {
-                    Ok(place) => {
-                        debug!(%peer, "client connected");
-                        let shared2 = Arc::clone(&shared);
-                        shared.tasks.spawn(async move {
-                            connection(stream, shared2).await;
-                            drop(place);
-                        });
-                        // Let the sessions already running have their turn: otherwise a burst
-                        // of connections is accepted and set up for tokio's whole cooperative
-                        // budget (128 accepts, 10-15 ms) before anything else on this thread
-                        // runs, and a neighbour's round trip waits that long (4,000 idle
-                        // connections opened at once put its p99 at 9-16 ms against 0.2 ms).
-                        tokio::task::yield_now().await;
+            () = tokio::time::sleep_until(pace.next), if !ready => continue,
+            accepted = listener.accept(), if ready => match accepted {
+                Ok((stream, peer)) => {
+                    pace.taken();
+                    match admission.admit(peer.ip()) {
+                        Ok(place) => {
+                            debug!(%peer, "client connected");
+                            let shared2 = Arc::clone(&shared);
+                            shared.tasks.spawn(async move {
+                                connection(stream, shared2).await;
+                                drop(place);
+                            });
+                            // Let the sessions already running have their turn: otherwise a burst
+                            // of connections is accepted and set up for tokio's whole cooperative
+                            // budget (128 accepts, 10-15 ms) before anything else on this thread
+                            // runs, and a neighbour's round trip waits that long (4,000 idle
+                            // connections opened at once put its p99 at 9-16 ms against 0.2 ms).
+                            tokio::task::yield_now().await;
+                        }
+                        Err(refusal) => {
+                            shared.metrics.protocol_error(ReasonCode::LimitExceeded);
+                            shared.tasks.spawn(refuse(stream, refusal));
+                        }
                     }
-                    Err(refusal) => {
-                        shared.metrics.protocol_error(ReasonCode::LimitExceeded);
-                        shared.tasks.spawn(refuse(stream, refusal));
-                    }
-                },
+                }
                 Err(e) => {
                     // Out of file descriptors and the like: back off rather than spin.
                     warn!(error = %e, "accept failed");
@@ -123,6 +129,42 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                 }
             }
         }
+    }
+}
+
+/// Paces accepts to `[limits] max_connection_rate` (the generic cell rate algorithm: each
+/// accept moves a theoretical arrival time on by one interval; a burst of a twentieth of a
+/// second is allowed). Hand-written: a dozen lines, where a rate-limiting crate would bring a
+/// clock abstraction and a keyed store the accept loop does not need.
+struct Pace {
+    /// Time per connection (zero: no bound).
+    every: std::time::Duration,
+    burst: std::time::Duration,
+    /// When the next accept is due at the earliest, less the burst.
+    next: tokio::time::Instant,
+}
+
+impl Pace {
+    fn new(rate: u32) -> Pace {
+        let every = if rate == 0 { std::time::Duration::ZERO } else { std::time::Duration::from_secs(1) / rate };
+        let (burst, now) = (every * (rate / 20).max(1), tokio::time::Instant::now());
+        Pace { every, burst, next: now.checked_sub(burst).unwrap_or(now) }
+    }
+
+    /// Whether an accept may happen now (else not before `next`).
+    fn ready(&mut self) -> bool {
+        if self.every.is_zero() {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        let earliest = now.checked_sub(self.burst).unwrap_or(now);
+        self.next = self.next.max(earliest);
+        self.next <= now
+    }
+
+    /// An accept happened.
+    fn taken(&mut self) {
+        self.next += self.every;
     }
 }
 
@@ -253,6 +295,32 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn accepts_are_paced_to_the_rate_after_a_burst_of_a_twentieth_of_a_second() {
+        let mut pace = Pace::new(1000);
+        let start = tokio::time::Instant::now();
+        let mut accepted = 0;
+        while start.elapsed() < std::time::Duration::from_secs(1) {
+            if pace.ready() {
+                pace.taken();
+                accepted += 1;
+            } else {
+                tokio::time::sleep_until(pace.next).await;
+            }
+        }
+        // 50 at once, then one a millisecond.
+        assert!((1040..=1060).contains(&accepted), "{accepted} accepted in a second at 1,000/s");
+        tokio::time::advance(std::time::Duration::from_secs(10)).await;
+        let burst = std::iter::from_fn(|| pace.ready().then(|| pace.taken())).take(1000).count();
+        assert_eq!(burst, 51, "after a quiet spell: the one due now and the burst, not ten seconds' worth");
+        let mut unbounded = Pace::new(0);
+        assert!((0..100_000).all(|_| {
+            let ready = unbounded.ready();
+            unbounded.taken();
+            ready
+        }));
+    }
 
     #[test]
     fn an_empty_read_buffer_goes_back_once_its_release_is_due_not_at_every_read() {
