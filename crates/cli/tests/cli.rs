@@ -567,7 +567,7 @@ fn state_shows_a_page_of_each_filter_list_and_every_size() {
 #[test]
 fn state_with_100000_subscriptions_is_small_quick_and_slows_no_one() {
     let b = broker(&["--cluster-insecure", "--cluster-listen", "127.0.0.1:0"]);
-    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let rss = || b.rss().unwrap();
     let before = rss();
     let mut holders = Vec::new();
     for half in 0..2u32 {

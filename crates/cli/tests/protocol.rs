@@ -625,7 +625,7 @@ fn sigterm_tells_clients_and_exits_cleanly() {
 fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     use std::io::Write;
     let b = broker(&[]);
-    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let rss = || b.rss().unwrap();
     let idle_rss = rss();
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
@@ -660,7 +660,7 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
 #[test]
 fn a_stalled_subscribers_queue_is_freed_and_returned_to_the_os_when_it_leaves() {
     let b = broker(&[]);
-    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let rss = || b.rss().unwrap();
     let idle_rss = rss();
     let mut stalled = RawConnection::handshake(&b.tcp()).unwrap();
     subscribe(&mut stalled, 1, "burst.>");
@@ -694,7 +694,7 @@ fn before_hello_a_large_frame_is_refused_at_its_header_and_a_silent_peer_at_the_
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
     // All but the last byte of an 8 MiB frame, before HELLO, from 150 connections (they cost
     // 1.6 GB once): each refused at the header.
-    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let rss = || b.rss().unwrap();
     let idle_rss = rss();
     let tcp = b.tcp();
     attack(|| {
@@ -729,7 +729,7 @@ fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighb
     let n = usize::try_from(fds.saturating_sub(256)).unwrap_or(usize::MAX).min(4000);
     assert!(n >= 500, "the open-file limit ({fds}) leaves room for only {n} connections");
     let (b, _dir) = broker_with_config(&format!("[limits]\nmax_connections = {}\n", n + 2));
-    let rss = || b.metric("process_resident_memory_bytes").unwrap();
+    let rss = || b.rss().unwrap();
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
     let before = rss();
