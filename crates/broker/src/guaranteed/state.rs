@@ -148,6 +148,7 @@ impl Driver {
         let clock = settings.ticks(super::driver::now().0);
         let lag_ms = |tick: tidings_delivery::Tick| clock.saturating_sub(tick.0) / settings.ticks_per_ms.max(1);
         let positions: Vec<_> = self.subends.keys().filter_map(|&subend| view.subend_position(subend)).collect();
+        // The lag gauges are set here, with the snapshot, so they are as fresh as `/state`.
         let label = super::metrics::PubendLabel { pubend: format!("{:016x}", pubend.0) };
         let horizon_lag_ms = lag_ms(view.horizon());
         // Zero once everything logged is released; else the age of the oldest tick still held.
@@ -167,7 +168,7 @@ impl Driver {
             release_lag_ms,
             subend_lag_ms_max,
             subends_behind: positions.iter().filter(|&&position| position.0 + 1 < view.horizon().0).count(),
-            pubend: format!("{:016x}", pubend.0),
+            pubend: label.pubend,
             hosted: self.hosted.contains(&pubend),
             upstream,
             children,
