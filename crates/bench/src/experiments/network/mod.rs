@@ -163,8 +163,8 @@ impl Default for Checks {
             delivered: Tally::new("every measured subscriber received every message at 1000 msg/s"),
             resumed: Tally::new("deliveries resumed after each fault (the network re-converged around it)"),
             fault_losses: Tally::new(
-                "every message lost at a fault is accounted: sent inside the fault window (after the last \
-                 delivery before the fault, before deliveries resumed) or counted as dropped by a surviving broker",
+                "every message lost at a fault is accounted: in the fault window (the one run of losses \
+                 from the fault to the next delivery) or counted as dropped by a surviving broker",
             ),
         }
     }

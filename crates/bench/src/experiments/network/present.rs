@@ -185,9 +185,10 @@ fn faults(out: &mut String, table: &[NetRow]) {
         out,
         "\nA crash resets the broker's connections, so its neighbours see the link go at once; a stall \
          says nothing, and only missed heartbeats reveal it. Delivery is best effort: messages are \
-         numbered, and every one lost is accounted for by number. The *fault window* runs from the \
-         last message delivered before the fault to the first message sent after the fault that \
-         was delivered: what the failed broker held, or what was routed to it before the network \
+         numbered, and every one lost is accounted for by number. The *fault window* is the run of \
+         messages from the first one lost, if it was sent before the fault took effect (50 ms after \
+         the signal: a loaded machine may schedule the broker's threads that late), to the next one \
+         delivered: what the failed broker held, or what was routed to it before the network \
          re-converged. No broker can count those (the failed one is gone or frozen); any other loss \
          must show in a surviving broker's drop counters, or the check fails.\n"
     );
