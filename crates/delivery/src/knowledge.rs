@@ -35,6 +35,12 @@ pub struct Knowledge {
     map: RangeMap<Know>,
     /// Every tick `<= done` is final and acknowledged downstream; no detail kept.
     done: Tick,
+    /// Every tick above `done` and below this holds a value: the doubt horizon, kept up to date
+    /// as values arrive. Walking to it from `done` costs a step per run, and a durable
+    /// subscriber away holds `done` back under a backlog of a million messages (two runs each),
+    /// which made every `horizon()` milliseconds long. Values above `done` never go back to Q,
+    /// so the horizon only moves up and the walks add up to one pass over the stream.
+    horizon: Tick,
 }
 
 impl Knowledge {
@@ -78,13 +84,24 @@ impl Knowledge {
 
     /// The doubt horizon: the first Q tick above the done prefix.
     pub fn horizon(&self) -> Tick {
-        self.map.first_absent_from(self.done.next()).unwrap_or(Tick(u64::MAX))
+        self.horizon.max(self.done.next())
     }
 
     /// The first Q tick at or above `from` (and above the done prefix): a subend's doubt
     /// horizon, which need not wait for ticks below its start that nobody asked for.
     pub fn horizon_from(&self, from: Tick) -> Tick {
-        self.map.first_absent_from(from.max(self.done.next())).unwrap_or(Tick(u64::MAX))
+        let from = from.max(self.done.next());
+        match from <= self.horizon() {
+            // Everything from the done prefix up to the horizon holds a value.
+            true => self.horizon(),
+            false => self.map.first_absent_from(from).unwrap_or(Tick(u64::MAX)),
+        }
+    }
+
+    /// Moves the cached horizon over the values that now follow it.
+    fn settle_horizon(&mut self) {
+        let from = self.horizon();
+        self.horizon = self.map.first_absent_from(from).unwrap_or(Tick(u64::MAX));
     }
 
     /// The highest tick holding a final value (the unknown horizon `u`), at least `done`.
@@ -110,6 +127,7 @@ impl Knowledge {
             joined.new.push(piece);
         }
         self.map.fill(range, value, &mut joined.new);
+        self.settle_horizon();
     }
 
     /// Turns the D ticks in `range` into L: their record was found damaged when the log read
@@ -133,6 +151,7 @@ impl Knowledge {
         if tick > self.done {
             self.done = tick;
             self.map.clear_through(tick);
+            self.settle_horizon();
         }
     }
 
@@ -206,5 +225,31 @@ mod tests {
         k.advance_done(Tick(5));
         assert_eq!(k.horizon(), Tick(6));
         assert_eq!(k.run_count(), 1);
+    }
+
+    proptest::proptest! {
+        /// The cached horizon agrees with a walk tick by tick, whatever order values and done
+        /// prefixes come in.
+        #[test]
+        fn the_kept_horizon_is_the_first_unknown_tick_above_done(
+            ops in proptest::collection::vec((0u8..4, 1u64..80, 0u64..12), 1..60),
+        ) {
+            let mut k = Knowledge::new();
+            let mut j = Joined::default();
+            for (kind, from, len) in ops {
+                match kind {
+                    0 => k.join(r(from, from + len), Know::Final, &mut j),
+                    1 => k.join(r(from, from + len), Know::Data, &mut j),
+                    2 => k.join(r(from, from + len), Know::Lost, &mut j),
+                    _ => k.advance_done(Tick(from)),
+                }
+                let walked = (k.done().0 + 1..).find(|&t| k.get(Tick(t)).is_none()).map(Tick);
+                proptest::prop_assert_eq!(Some(k.horizon()), walked);
+                for at in [1, 20, 40, 60, 90] {
+                    let walked = (at.max(k.done().0 + 1)..).find(|&t| k.get(Tick(t)).is_none()).map(Tick);
+                    proptest::prop_assert_eq!(Some(k.horizon_from(Tick(at))), walked);
+                }
+            }
+        }
     }
 }

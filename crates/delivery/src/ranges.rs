@@ -123,10 +123,15 @@ impl<V: Copy + Eq> RangeMap<V> {
     }
 
     /// The first tick `>= tick` with no value (`None` only if every tick up to `u64::MAX` has one).
+    /// One tree search, then a walk over the touching runs that follow.
     pub fn first_absent_from(&self, tick: Tick) -> Option<Tick> {
-        let mut at = tick.0;
-        while let Some(run) = self.run_at(Tick(at)) {
-            at = run.range.to.0.checked_add(1)?;
+        let Some(run) = self.run_at(tick) else { return Some(tick) };
+        let mut at = run.range.to.0.checked_add(1)?;
+        for (&from, &(to, _)) in self.runs.range(at..) {
+            if from != at {
+                break;
+            }
+            at = to.checked_add(1)?;
         }
         Some(Tick(at))
     }
