@@ -143,11 +143,27 @@ pub(crate) struct Shared {
     pub(crate) queue: Queue,
     pub(crate) catalog: Mutex<Catalog>,
     pub(crate) stats: Stats,
+    /// Read buffers kept between reads (at most [`SPARE_SPANS`]). A catch-up reads a span of up
+    /// to [`SPAN_BYTES`] about 140 times a second; allocated afresh each time, with freed memory
+    /// returned to the OS at once (the broker's default), each span cost 256 page faults, the
+    /// kernel zeroing those pages and a TLB shootdown when they went back.
+    spans: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Shared {
     pub(crate) fn lock_catalog(&self) -> MutexGuard<'_, Catalog> {
         self.catalog.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn take_span(&self) -> Vec<u8> {
+        self.spans.lock().unwrap_or_else(PoisonError::into_inner).pop().unwrap_or_default()
+    }
+
+    fn give_span(&self, span: Vec<u8>) {
+        let mut spans = self.spans.lock().unwrap_or_else(PoisonError::into_inner);
+        if spans.len() < SPARE_SPANS && span.capacity() as u64 <= SPAN_BYTES {
+            spans.push(span);
+        }
     }
 }
 
@@ -279,8 +295,21 @@ impl Store {
     pub fn read(&self, pubend: PubendId, range: TickRange, max: usize) -> Result<Vec<ReadItem>, StoreError> {
         let slots = self.shared.lock_catalog().locate(pubend, range, max);
         let mut items = Vec::with_capacity(slots.len());
-        let mut span = Vec::new();
-        let mut rest = slots.as_slice();
+        let mut span = self.shared.take_span();
+        let result = self.read_spans(pubend, &slots, &mut span, &mut items);
+        self.shared.give_span(span);
+        result.map(|()| items)
+    }
+
+    /// Reads `slots` into `items`, neighbouring records with one system call through `span`.
+    fn read_spans(
+        &self,
+        pubend: PubendId,
+        slots: &[Slot],
+        span: &mut Vec<u8>,
+        items: &mut Vec<ReadItem>,
+    ) -> Result<(), StoreError> {
+        let mut rest = slots;
         while let Some((first, tail)) = rest.split_first() {
             let Slot::Data { file, loc: start, .. } = first else {
                 if let Slot::Lost(range) = first {
@@ -295,7 +324,7 @@ impl Store {
             let (run, after) = rest.split_at(taken);
             let end = run.iter().filter_map(Slot::end).max().unwrap_or(start.offset);
             span.resize((end - start.offset) as usize, 0);
-            file.read_exact_at(&mut span, start.offset).map_err(|e| StoreError::io("reading the log", &e))?;
+            file.read_exact_at(span, start.offset).map_err(|e| StoreError::io("reading the log", &e))?;
             for slot in run {
                 let Slot::Data { tick, loc, .. } = slot else { continue };
                 let at = (loc.offset - start.offset) as usize;
@@ -306,7 +335,7 @@ impl Store {
             }
             rest = after;
         }
-        Ok(items)
+        Ok(())
     }
 
     fn damaged(&self, pubend: PubendId, tick: Tick, segment: u64, offset: u64) -> ReadItem {
@@ -338,6 +367,10 @@ impl Store {
 
 /// The most bytes one read of neighbouring records takes (a span is a buffer of this size).
 const SPAN_BYTES: u64 = 1 << 20;
+
+/// Span buffers kept for the next reads: one per reader that runs at once in practice (a
+/// catch-up, a nack, a retention check), so at most this many MiB stay allocated.
+const SPARE_SPANS: usize = 4;
 
 /// Whether `slot` joins the span read from `start`: the same segment, after it, within
 /// [`SPAN_BYTES`] (records of other pubends between are read and skipped).
@@ -371,5 +404,27 @@ impl Drop for Store {
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spare_read_buffers_are_reused_and_bounded_in_number_and_size() {
+        let shared = Shared::default();
+        let mut span = shared.take_span();
+        span.resize(4096, 0);
+        let kept = span.as_ptr();
+        shared.give_span(span);
+        assert_eq!(shared.take_span().as_ptr(), kept, "the next read reuses the buffer");
+        // A span grown past the bound by one huge record is not kept.
+        shared.give_span(Vec::with_capacity(SPAN_BYTES as usize + 1));
+        assert_eq!(shared.spans.lock().unwrap().len(), 0);
+        for _ in 0..SPARE_SPANS + 3 {
+            shared.give_span(Vec::with_capacity(16));
+        }
+        assert_eq!(shared.spans.lock().unwrap().len(), SPARE_SPANS);
     }
 }
