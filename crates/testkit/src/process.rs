@@ -233,13 +233,23 @@ impl BrokerProcess {
     /// thousands of connections lists `/proc/self/fd` (7-20 ms for 8,000 descriptors), which a
     /// neighbour timed beside the test would count against the attack.
     pub fn rss(&self) -> std::io::Result<f64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        let kib = status
-            .lines()
-            .find_map(|line| line.strip_prefix("VmRSS:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-            .ok_or_else(|| std::io::Error::other("no VmRSS in /proc/PID/status"))?;
+        let kib = self
+            .status("VmRSS")?
+            .trim_end_matches("kB")
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| std::io::Error::other("VmRSS in /proc/PID/status is not a number"))?;
         Ok(kib * 1024.0)
+    }
+
+    /// One field of its `/proc/PID/status` (e.g. `THP_enabled`), trimmed.
+    pub fn status(&self, field: &str) -> std::io::Result<String> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .map(|rest| rest.trim().to_string())
+            .ok_or_else(|| std::io::Error::other(format!("no {field} in /proc/PID/status")))
     }
 
     /// The value of one metric sample (`name` with its labels as printed, e.g.
