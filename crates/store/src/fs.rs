@@ -38,6 +38,8 @@ pub trait Fs: Send + Sync + fmt::Debug {
     fn open(&self, path: &Path) -> io::Result<Arc<dyn LogFile>>;
     /// Deletes `path`.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to` (atomically, replacing `to`).
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes `dir`'s entries (created and removed files) durable.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// Takes an exclusive lock on `path`, failing with `WouldBlock` if anyone holds it.
@@ -99,6 +101,9 @@ impl Fs for StdFs {
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         File::open(dir)?.sync_all()

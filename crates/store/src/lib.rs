@@ -9,6 +9,7 @@
 //!   and synced becomes the next group: one positioned write, one `fdatasync`.
 //! - `codec.rs`: the record format, a CRC-32 per record. `recovery.rs`: open-time scan, torn-tail
 //!   cut, damage reported as lost ranges. `catalog.rs`: the in-memory index.
+//! - `delete.rs`: released segments deleted a slice at a time, off the writer thread.
 //! - [`Fs`]/[`LogFile`] (`fs.rs`): the file I/O seam; [`MemFs`] (`memfs.rs`) loses unsynced bytes
 //!   on a simulated power loss and injects `ENOSPC`.
 //! - `measure.rs`: the append benchmark behind `tidings bench store` and the criterion benches.
@@ -18,6 +19,7 @@
 
 mod catalog;
 mod codec;
+mod delete;
 mod error;
 mod fs;
 mod linger;

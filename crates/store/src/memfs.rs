@@ -283,6 +283,13 @@ impl Fs for MemFs {
         Ok(())
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut state = lock(&self.state);
+        let file = state.files.remove(from).ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
+        state.files.insert(to.to_path_buf(), file);
+        Ok(())
+    }
+
     fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
         Ok(())
     }

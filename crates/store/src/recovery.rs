@@ -66,6 +66,7 @@ pub(crate) fn segment_path(dir: &Path, id: u64) -> PathBuf {
 
 fn segment_ids(fs: &dyn Fs, dir: &Path) -> Result<Vec<u64>, StoreError> {
     let names = fs.list(dir).map_err(|e| StoreError::io("listing the log directory", &e))?;
+    crate::delete::remove_leftovers(fs, dir, &names);
     let mut ids: Vec<u64> = names.iter().filter_map(|name| name.strip_suffix(".log")?.parse().ok()).collect();
     ids.sort_unstable();
     Ok(ids)

@@ -95,6 +95,9 @@ impl Fs for DropUnsyncedFs {
     fn remove(&self, path: &Path) -> io::Result<()> {
         StdFs.remove(path)
     }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        StdFs.rename(from, to)
+    }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         StdFs.sync_dir(dir)
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::catalog::{Loc, SegmentMeta};
 use crate::codec::{self, MAX_BODY};
+use crate::delete;
 use crate::error::StoreError;
 use crate::fs::{Fs, LogFile};
 use crate::linger::Linger;
@@ -363,9 +364,14 @@ impl GroupWriter {
             return;
         }
         let (fs, dir, shared) = (Arc::clone(&self.fs), self.dir.clone(), Arc::clone(&self.shared));
-        let delete = move || {
+        let delete = move |gradually: bool| {
             for id in gone {
-                if let Err(error) = fs.remove(&segment_path(&dir, id)) {
+                let path = segment_path(&dir, id);
+                let removed = match gradually {
+                    true => delete::remove_gradually(&*fs, &path, delete::SLICE, delete::PAUSE),
+                    false => fs.remove(&path),
+                };
+                if let Err(error) = removed {
                     tracing::warn!(%error, segment = id, "could not delete a released segment");
                 }
                 shared.stats.segments_deleted.fetch_add(1, Relaxed);
@@ -373,13 +379,14 @@ impl GroupWriter {
         };
         if std::mem::take(&mut self.short_of_space) || !self.reserve.present {
             // The disk was full: the space must be back before the next append.
-            delete();
+            delete(false);
         } else {
-            // Unlinking a full segment takes milliseconds, and every append queued behind it (a
-            // live publisher's acknowledgement) would wait: it goes on a thread of its own. The
-            // release records are durable already, so the files are dead whenever they go (a
-            // crash first leaves them to the next open, which finds them released).
-            let deleting = std::thread::Builder::new().name("tidings-store-delete".into()).spawn(delete);
+            // Deleting a full segment costs the file system milliseconds, and every append
+            // queued behind it (a live publisher's acknowledgement) would wait: it goes on a
+            // thread of its own, a slice at a time (see `delete.rs`). The release records are
+            // durable already, so the files are dead whenever they go (a crash first leaves them
+            // to the next open, which finds them released).
+            let deleting = std::thread::Builder::new().name("tidings-store-delete".into()).spawn(move || delete(true));
             if let Err(error) = deleting {
                 tracing::warn!(%error, "could not start deleting released segments; they go at the next open");
             }
