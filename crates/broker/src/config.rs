@@ -337,7 +337,9 @@ pub struct Limits {
     /// 0), so a burst (a stalled subscriber's queue) does not stay resident after it. It costs
     /// about a tenth of best-effort throughput (`tidings bench tput --subs 4`: 506-603 k
     /// against 569-651 k msg/s); `false` keeps the allocator's lazy default, under which a
-    /// burst's pages stayed resident while the threads that freed them were idle.
+    /// burst's pages stayed resident while the threads that freed them were idle. Transparent
+    /// huge pages are turned off with it: each page given back and touched again would be a
+    /// 2 MiB fault (see `purge_freed_memory_at_once` in the CLI).
     pub return_freed_memory: bool,
     /// A published message whose matching took longer than this (its topic's subscriptions'
     /// selectors against its properties) closes its publisher's connection with ERROR
