@@ -14,6 +14,9 @@
 //! The file is first renamed out of the log's name space (`NNN.deleting`), so a crash halfway
 //! leaves no shortened segment for recovery to take as damage; the next open removes what is
 //! left. RocksDB deletes large files in chunks for the same reason (`bytes_max_delete_chunk`).
+//! Unlike an unlinked file, a cut one no longer serves a read that located its records before
+//! the release: such a read fails, and the core, which asks for a range again after a failed
+//! read, finds those ticks released (nobody needed them any more).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
