@@ -834,8 +834,22 @@ fn past_the_global_queue_budget_the_connections_holding_the_most_are_cut_and_a_r
         }
     };
     // First the stalled subscribers fill their queues past the budget (16 MB published, 4 MiB
-    // held each at most): the ones holding the most are cut.
-    attack(|| flood(&mut p));
+    // held each at most): the ones holding the most are cut. Then publishing goes on for a
+    // second at 3 MB/s, against whatever stalled subscriber is left: the neighbour takes one
+    // round trip every 5 ms, and the flood alone lasts a few of them, too few for a p99.
+    attack(|| {
+        flood(&mut p);
+        let until = Instant::now() + SECOND;
+        let mut nonce = 1_000_000;
+        while Instant::now() < until {
+            for _ in 0..PER_ROUND / 10 {
+                publish(&mut p, "flood", &PAYLOAD);
+            }
+            nonce += 1;
+            barrier(&mut p, nonce);
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    });
     neighbour.stop().assert_unharmed(&idle, "three stalled subscribers passing the queue budget");
     // Then a subscriber that reads, all the time on its own thread, gets everything published
     // after it subscribed, beside whatever stalled subscriber is left.
