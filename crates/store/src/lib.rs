@@ -39,6 +39,6 @@ pub use fs::{DirLock, Fs, LogFile, StdFs};
 pub use memfs::MemFs;
 pub use policy::{FsyncPolicy, DEFAULT_BATCH_INTERVAL};
 pub use recovery::{PubendRecovery, Recovered};
-pub use store::{Completion, CompletionSink, OpKind, Options, ReadItem, Store, StoreStats};
+pub use store::{Completion, CompletionSink, OpKind, Options, ReadItem, Store, StoreStats, WRITER_THREAD};
 pub use types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
 pub use unsynced::DropUnsyncedFs;

@@ -139,7 +139,12 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     }
     let (tx, rx) = mpsc::unbounded_channel::<PendingAck>();
     let acks = tokio::spawn(engine::count_acks(rx));
-    let processes = [("phb", Process::Pid(b.pids.0)), ("shb", Process::Pid(b.pids.1)), ("clients", Process::This)];
+    let processes = [
+        ("phb", Process::Pid(b.pids.0)),
+        ("phb_log_writer", Process::Threads(b.pids.0, &tidings_store::WRITER_THREAD[..15])),
+        ("shb", Process::Pid(b.pids.1)),
+        ("clients", Process::This),
+    ];
     let before = CpuSample::take(&processes);
     let sent = load.per_group() * load.groups as u64;
     let interval = Duration::from_secs_f64(1.0 / load.rate);

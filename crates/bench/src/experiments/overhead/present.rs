@@ -72,10 +72,11 @@ pub(super) fn figure(rows: &[Row]) -> Figure {
     }
 }
 
-/// The report table's figures, in its column order: each broker's CPU, then latency local and
-/// remote (p50, p99, ms).
-const FIGURES: [fn(&Row) -> f64; 6] = [
+/// The report table's figures, in its column order: each broker's CPU (the publisher's, then
+/// its log writer's share of it), then latency local and remote (p50, p99, ms).
+const FIGURES: [fn(&Row) -> f64; 7] = [
     |r| r.phb_cpu_pct,
+    |r| r.phb_log_writer_cpu_pct,
     |r| r.shb_cpu_pct,
     |r| ms(r.local_p50_us),
     |r| ms(r.local_p99_us),
@@ -94,11 +95,12 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
     let _ = writeln!(
         out,
         "Medians over repetitions (each row of the CSV is one repetition). CPU in % of one core over the \
-         publishing; latency from the scheduled send time to the subscriber's receipt, ms.\n"
+         publishing (*of which log writer*: the publisher's broker's pubend log writer thread, its writes and \
+         syncs); latency from the scheduled send time to the subscriber's receipt, ms.\n"
     );
     let _ = writeln!(
         out,
-        "| subscribers | mode | phb CPU | shb CPU | local p50 | local p99 | remote p50 | remote p99 | reps |\n|---|---|---|---|---|---|---|---|---|"
+        "| subscribers | mode | phb CPU | of which log writer | shb CPU | local p50 | local p99 | remote p50 | remote p99 | reps |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     let present = modes(rows);
     for n in counts(rows) {
