@@ -62,6 +62,11 @@ pub struct CatchUpResult {
     pub during_p50_us: u64,
     /// See `during_p50_us`.
     pub during_p99_us: u64,
+    /// How long the live publisher's and subscriber's threads waited for a CPU while runnable,
+    /// ms per second of the baseline: the share of their latency the machine's load makes.
+    pub alone_cpu_wait_ms_s: f64,
+    /// The same over the catch-up.
+    pub during_cpu_wait_ms_s: f64,
 }
 
 const DURABLE: &str = "catchup";
@@ -92,12 +97,13 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
     publisher.close().await?;
     // 3. Live traffic, measured alone.
     let live = Live::start(target, spec).await?;
-    let alone_from = now_us();
+    let (alone_from, alone_waits) = (now_us(), live.waiting());
     tokio::time::sleep(spec.baseline).await;
     let alone = live.between(alone_from, now_us())?;
+    let alone_cpu_wait_ms_s = alone_waits.per_second();
     // 4. The catch-up, with live traffic measured over exactly its time.
     let back = Client::connect(&target.tcp).await?;
-    let (started, during_from) = (Instant::now(), now_us());
+    let (started, during_from, during_waits) = (Instant::now(), now_us(), live.waiting());
     let mut sub = back.subscribe_with(SubscribeOptions::new("backlog.>").durable(DURABLE)).await?;
     let mut replayed = 0u64;
     while replayed < spec.backlog {
@@ -109,6 +115,7 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
     }
     let secs = started.elapsed().as_secs_f64();
     let during_to = now_us();
+    let during_cpu_wait_ms_s = during_waits.per_second();
     // Deliveries received during the catch-up are in the subscriber's output a little later.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let during = live.between(during_from, during_to)?;
@@ -126,7 +133,25 @@ pub async fn run(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<CatchUpR
         alone_p99_us: q(&alone, 0.99),
         during_p50_us: q(&during, 0.5),
         during_p99_us: q(&during, 0.99),
+        alone_cpu_wait_ms_s,
+        during_cpu_wait_ms_s,
     })
+}
+
+/// The live processes' time waiting for a CPU from some moment on.
+struct Waiting<'a> {
+    live: &'a Live,
+    since: (Instant, Duration),
+}
+
+impl Waiting<'_> {
+    /// Milliseconds of waiting per second since then (a thread that ended took its count
+    /// with it: an undercount, never a negative).
+    fn per_second(&self) -> f64 {
+        let (at, waited) = self.since;
+        let wall = at.elapsed().as_secs_f64();
+        self.live.waited().saturating_sub(waited).as_secs_f64() * 1e3 / wall.max(1e-9)
+    }
 }
 
 /// Live traffic in processes of their own (`tidings pub --guaranteed --rate` and `tidings sub
@@ -170,6 +195,16 @@ impl Live {
             .spawn()?;
         tokio::time::sleep(Duration::from_millis(500)).await;
         Ok(Live { received, children: vec![sub, publisher] })
+    }
+
+    /// How long the live processes have waited for a CPU while runnable, in all.
+    fn waited(&self) -> Duration {
+        self.children.iter().map(|child| crate::experiments::network::cpu::waited_for_cpu(child.id())).sum()
+    }
+
+    /// Starts counting the live processes' waits for a CPU.
+    fn waiting(&self) -> Waiting<'_> {
+        Waiting { live: self, since: (Instant::now(), self.waited()) }
     }
 
     /// The latencies of deliveries received in `[from, to]` (µs since the epoch).

@@ -53,6 +53,8 @@ fn figures(r: &CatchUpResult) -> Vec<(String, f64)> {
         ("during_p50_us", r.during_p50_us as f64),
         ("during_p99_us", r.during_p99_us as f64),
         ("p99_ratio", r.during_p99_us as f64 / r.alone_p99_us.max(1) as f64),
+        ("alone_cpu_wait_ms_s", r.alone_cpu_wait_ms_s),
+        ("during_cpu_wait_ms_s", r.during_cpu_wait_ms_s),
     ]
     .into_iter()
     .map(|(n, v)| (n.to_string(), v))

@@ -278,7 +278,16 @@ pub(super) fn summarize(point: &str, headline: &str, rows: &[Row]) -> std::io::R
     let figures: Vec<String> = match headline {
         "acked_msg_s" => vec!["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"],
         "catchup_msg_s" => {
-            vec!["catchup_msg_s", "alone_p50_us", "alone_p99_us", "during_p50_us", "during_p99_us", "p99_ratio"]
+            vec![
+                "catchup_msg_s",
+                "alone_p50_us",
+                "alone_p99_us",
+                "during_p50_us",
+                "during_p99_us",
+                "p99_ratio",
+                "alone_cpu_wait_ms_s",
+                "during_cpu_wait_ms_s",
+            ]
         }
         "p99_us" => vec!["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"],
         _ => vec!["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"],

@@ -123,6 +123,19 @@ fn threads(pid: u32, prefix: &str) -> u64 {
         .sum()
 }
 
+/// How long the threads of `pid` have been runnable but waiting for a CPU, in all (the second
+/// field of each thread's `/proc/PID/task/TID/schedstat`; zero when it cannot be read): where
+/// every core is busy, the time a latency-sensitive process loses before it even runs.
+pub(crate) fn waited_for_cpu(pid: u32) -> std::time::Duration {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return std::time::Duration::ZERO };
+    let nanos = tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum();
+    std::time::Duration::from_nanos(nanos)
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's value, when it cannot be run).
 fn clock_ticks() -> f64 {
     static TICKS: OnceLock<f64> = OnceLock::new();
@@ -278,5 +291,31 @@ mod tests {
             .unwrap();
         assert!(spent.by_process["spinner"] > 0.0, "{spent:?}");
         assert_eq!(spent.by_process["nobody"], 0.0);
+    }
+
+    #[test]
+    fn threads_that_outnumber_the_cores_wait_for_them() {
+        if !std::path::Path::new("/proc/self/schedstat").exists() {
+            eprintln!("this kernel keeps no schedstat: nothing to read");
+            return;
+        }
+        let before = waited_for_cpu(std::process::id());
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let end = std::time::Instant::now() + std::time::Duration::from_millis(300);
+        let spinners: Vec<_> = (0..cores * 3)
+            .map(|_| {
+                std::thread::spawn(move || {
+                    while std::time::Instant::now() < end {
+                        std::hint::black_box((0..1_000u64).sum::<u64>());
+                    }
+                })
+            })
+            .collect();
+        // Read while the spinners still run: a thread's wait goes with it when it ends.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let waited = waited_for_cpu(std::process::id()).saturating_sub(before);
+        spinners.into_iter().for_each(|s| s.join().unwrap());
+        assert!(waited > std::time::Duration::ZERO, "three spinners per core never waited");
+        assert_eq!(waited_for_cpu(u32::MAX), std::time::Duration::ZERO);
     }
 }
