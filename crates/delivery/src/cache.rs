@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::names::Tick;
+use crate::names::{Tick, TickRange};
 
 /// Payloads released from a cache, to be freed by the shell where it costs nothing that waits
 /// ([`crate::Action::Free`]). A release during a durable subscriber's catch-up covers hundreds
@@ -57,6 +57,13 @@ impl PayloadCache {
     /// Whether `tick`'s payload is cached.
     pub fn contains(&self, tick: Tick) -> bool {
         self.payloads.contains_key(&tick)
+    }
+
+    /// The ticks in `range` whose payloads are cached, in order: one walk of the tree where a
+    /// lookup per tick would cost a descent each (a catch-up's window scan asks about
+    /// thousands of ticks at a time).
+    pub fn ticks_in(&self, range: TickRange) -> impl Iterator<Item = Tick> + '_ {
+        self.payloads.range(range.from..=range.to).map(|(&tick, _)| tick)
     }
 
     /// Caches a payload (keeping an existing one), then evicts the lowest unprotected ticks
