@@ -17,6 +17,12 @@ use crate::engine::{self, Accounting, Drain, Engine, Mark, Sink, Subscribers};
 use crate::experiments::network::cpu::{CpuSample, Process, Spent};
 use crate::latency;
 
+/// The log writer thread's name as the kernel keeps it (its first 15 bytes).
+const LOG_WRITER: &str = match tidings_store::WRITER_THREAD.split_at_checked(15) {
+    Some((kept, _)) => kept,
+    None => tidings_store::WRITER_THREAD,
+};
+
 /// Where the two brokers are.
 pub(super) struct Brokers {
     /// Client address of the publisher's broker.
@@ -141,7 +147,7 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     let acks = tokio::spawn(engine::count_acks(rx));
     let processes = [
         ("phb", Process::Pid(b.pids.0)),
-        ("phb_log_writer", Process::Threads(b.pids.0, &tidings_store::WRITER_THREAD[..15])),
+        ("phb_log_writer", Process::Threads(b.pids.0, LOG_WRITER)),
         ("shb", Process::Pid(b.pids.1)),
         ("clients", Process::This),
     ];
