@@ -116,7 +116,7 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
         acked: int("acked"),
         ack_failed: int("ack_failed"),
         phb_cpu_pct: pct("phb"),
-        phb_log_writer_cpu_pct: 0.0,
+        phb_log_writer_cpu_pct: None,
         shb_cpu_pct: pct("shb"),
         clients_cpu_pct: pct("clients"),
         cpu_wall_s: cpu.wall_secs,

@@ -17,7 +17,12 @@ const MODES: [(&str, usize); 4] =
 
 /// The median over repetitions of `value` for one mode at `n` subscribers.
 fn med(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> f64) -> Option<f64> {
-    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode && r.subscribers == n).map(value).collect();
+    med_of(rows, mode, n, |r| Some(value(r)))
+}
+
+/// The median of a figure some rows do not have (`None` when none of the point's rows has it).
+fn med_of(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> Option<f64>) -> Option<f64> {
+    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode && r.subscribers == n).filter_map(value).collect();
     (!v.is_empty()).then(|| median(&v))
 }
 
@@ -74,14 +79,14 @@ pub(super) fn figure(rows: &[Row]) -> Figure {
 
 /// The report table's figures, in its column order: each broker's CPU (the publisher's, then
 /// its log writer's share of it), then latency local and remote (p50, p99, ms).
-const FIGURES: [fn(&Row) -> f64; 7] = [
-    |r| r.phb_cpu_pct,
+const FIGURES: [fn(&Row) -> Option<f64>; 7] = [
+    |r| Some(r.phb_cpu_pct),
     |r| r.phb_log_writer_cpu_pct,
-    |r| r.shb_cpu_pct,
-    |r| ms(r.local_p50_us),
-    |r| ms(r.local_p99_us),
-    |r| ms(r.remote_p50_us),
-    |r| ms(r.remote_p99_us),
+    |r| Some(r.shb_cpu_pct),
+    |r| Some(ms(r.local_p50_us)),
+    |r| Some(ms(r.local_p99_us)),
+    |r| Some(ms(r.remote_p50_us)),
+    |r| Some(ms(r.remote_p99_us)),
 ];
 
 /// Microseconds as milliseconds.
@@ -105,12 +110,12 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
     let present = modes(rows);
     for n in counts(rows) {
         for &(g, _) in &present {
-            let m = |v: fn(&Row) -> f64| med(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
+            let m = |v: fn(&Row) -> Option<f64>| med_of(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
             let reps = rows.iter().filter(|r| r.mode == g && r.subscribers == n).count();
             let _ = writeln!(out, "| {n} | {g} | {} | {reps} |", FIGURES.map(m).join(" | "));
         }
         for (cheap, durable, label) in [(mode(false), mode(true), "tidings"), (CORE, JETSTREAM, "NATS")] {
-            let diff = |v: fn(&Row) -> f64| match (med(rows, durable, n, v), med(rows, cheap, n, v)) {
+            let diff = |v: fn(&Row) -> Option<f64>| match (med_of(rows, durable, n, v), med_of(rows, cheap, n, v)) {
                 (Some(a), Some(b)) => format!("{:+.1}", a - b),
                 _ => "n/a".into(),
             };

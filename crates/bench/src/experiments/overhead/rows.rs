@@ -33,8 +33,8 @@ pub struct Row {
     pub ack_failed: u64,
     /// CPU of the publisher's broker.
     pub phb_cpu_pct: f64,
-    /// Of which its pubend log's writer thread (writes and syncs; tidings only, 0 for NATS).
-    pub phb_log_writer_cpu_pct: f64,
+    /// Of which its pubend log's writer thread (writes and syncs; tidings only, empty for NATS).
+    pub phb_log_writer_cpu_pct: Option<f64>,
     /// CPU of the subscribers' broker.
     pub shb_cpu_pct: f64,
     /// CPU of this process (publisher and every subscriber's client).
@@ -137,7 +137,7 @@ pub(super) fn row(load: &Load, rep: usize, m: &Measured, load_avg: [Option<f64>;
         acked: m.acked.0,
         ack_failed: m.acked.1,
         phb_cpu_pct: pct("phb"),
-        phb_log_writer_cpu_pct: pct("phb_log_writer"),
+        phb_log_writer_cpu_pct: Some(pct("phb_log_writer")),
         shb_cpu_pct: pct("shb"),
         clients_cpu_pct: pct("clients"),
         cpu_wall_s: m.cpu.wall_secs,
