@@ -57,7 +57,7 @@ impl Driver {
                         self.metrics.sideways_sent.inc();
                     }
                     self.metrics.peer_frames_sent.inc();
-                    self.metrics.pubend_sent.get_or_create(&super::metrics::label(&message)).inc();
+                    self.metrics.pubend_sent.message(&message);
                 } else {
                     self.metrics.peer_frames_unsent.inc();
                     debug!(to = to.0, ?via, ?message, "no link to the destination; guaranteed message not sent");
@@ -146,8 +146,7 @@ impl Driver {
         };
         waiter.reply.push_frame(&Frame::PublishAck(ack));
         self.metrics.publishes_acked.inc();
-        let label = super::metrics::PubendKind { pubend: format!("{:016x}", pubend.0), kind: "publish" };
-        self.metrics.pubend_acked.get_or_create(&label).inc();
+        self.metrics.pubend_acked.inc(pubend.0, "publish");
         self.metrics.ack_seconds.observe(waiter.since.elapsed().as_secs_f64());
     }
 

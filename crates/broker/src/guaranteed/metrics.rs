@@ -1,5 +1,7 @@
 //! Metrics of guaranteed delivery: what the log and the core are doing, per broker.
 
+use std::collections::HashMap;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -10,11 +12,11 @@ use prometheus_client::registry::Registry;
 /// Labels a per-pubend metric: the pubend (hex id) and the kind of protocol message (`data`,
 /// `retransmit`, `silence`, `ack`, `nack`, `ack_expected`; `publish` for acked publishes).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PubendKind {
+struct PubendKind {
     /// The pubend, as its 16 hex digits.
-    pub pubend: String,
+    pubend: String,
     /// The kind of message.
-    pub kind: &'static str,
+    kind: &'static str,
 }
 
 /// Labels a per-pubend gauge: the pubend (hex id).
@@ -93,11 +95,11 @@ pub struct GuaranteedMetrics {
     /// recovers).
     pub sideways_unsent: Counter,
     /// Per pubend: protocol messages sent to peers, by kind (retransmits answer nacks).
-    pub pubend_sent: Family<PubendKind, Counter>,
+    pub pubend_sent: PubendCounters,
     /// Per pubend: protocol messages received from peers, by kind.
-    pub pubend_received: Family<PubendKind, Counter>,
+    pub pubend_received: PubendCounters,
     /// Per pubend: publishes acknowledged (kind `publish`).
-    pub pubend_acked: Family<PubendKind, Counter>,
+    pub pubend_acked: PubendCounters,
     /// Per pubend: how far the doubt horizon trails the pubend's clock, ms (gd-protocol §13),
     /// refreshed with `/state`.
     pub horizon_lag_ms: Family<PubendLabel, Gauge>,
@@ -162,9 +164,9 @@ impl GuaranteedMetrics {
             sideways_sent: Counter::default(),
             sideways_carried: Counter::default(),
             sideways_unsent: Counter::default(),
-            pubend_sent: Family::default(),
-            pubend_received: Family::default(),
-            pubend_acked: Family::default(),
+            pubend_sent: PubendCounters::default(),
+            pubend_received: PubendCounters::default(),
+            pubend_acked: PubendCounters::default(),
             horizon_lag_ms: Family::default(),
             release_lag_ms: Family::default(),
             subend_lag_ms_max: Family::default(),
@@ -218,9 +220,13 @@ impl GuaranteedMetrics {
         r.register("sideways_sent", "Guaranteed frames sent through a cell mate", m.sideways_sent.clone());
         r.register("sideways_carried", "Guaranteed frames carried on for other brokers", m.sideways_carried.clone());
         r.register("sideways_unsent", "Sideways frames with no link to hand on", m.sideways_unsent.clone());
-        r.register("pubend_sent", "Protocol messages sent per pubend and kind", m.pubend_sent.clone());
-        r.register("pubend_received", "Protocol messages received per pubend and kind", m.pubend_received.clone());
-        r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.clone());
+        r.register("pubend_sent", "Protocol messages sent per pubend and kind", m.pubend_sent.family.clone());
+        r.register(
+            "pubend_received",
+            "Protocol messages received per pubend and kind",
+            m.pubend_received.family.clone(),
+        );
+        r.register("pubend_acked", "Publishes acknowledged per pubend", m.pubend_acked.family.clone());
         r.register("horizon_lag_ms", "Doubt horizon behind the pubend's clock (ms)", m.horizon_lag_ms.clone());
         r.register(
             "release_lag_ms",
@@ -244,16 +250,67 @@ impl GuaranteedMetrics {
     }
 }
 
-/// The label of one protocol message: its pubend and kind.
-pub(super) fn label(message: &tidings_delivery::Message) -> PubendKind {
+/// One per-pubend counter family, with the handles already used kept. The driver counts
+/// every protocol message it sends or takes in and every acknowledged publish; through the
+/// family alone each count formatted the pubend's 16 hex digits and looked the label up under
+/// the family's lock. Clones share the counts (the family's atomics), each with its own handles.
+#[derive(Clone, Default)]
+pub struct PubendCounters {
+    family: Family<PubendKind, Counter>,
+    handles: HashMap<(u64, &'static str), Counter>,
+}
+
+impl PubendCounters {
+    /// Counts one `kind` for `pubend`.
+    pub fn inc(&mut self, pubend: u64, kind: &'static str) {
+        let family = &self.family;
+        self.handles
+            .entry((pubend, kind))
+            .or_insert_with(|| family.get_or_create(&PubendKind { pubend: format!("{pubend:016x}"), kind }).clone())
+            .inc();
+    }
+
+    /// Counts one protocol message under its pubend and kind.
+    pub(super) fn message(&mut self, message: &tidings_delivery::Message) {
+        self.inc(message.pubend().0, kind(message));
+    }
+}
+
+/// The kind label of one protocol message.
+fn kind(message: &tidings_delivery::Message) -> &'static str {
     use tidings_delivery::Message;
-    let kind = match message {
+    match message {
         Message::Data { requested_only: true, .. } => "retransmit",
         Message::Data { .. } => "data",
         Message::Silence { .. } => "silence",
         Message::Ack { .. } => "ack",
         Message::Nack { .. } => "nack",
         Message::AckExpected { .. } => "ack_expected",
-    };
-    PubendKind { pubend: format!("{:016x}", message.pubend().0), kind }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exposition(counters: &PubendCounters) -> String {
+        let mut registry = Registry::default();
+        registry.register("pubend_sent", "test", counters.family.clone());
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text
+    }
+
+    #[test]
+    fn kept_handles_count_into_the_family_under_the_hex_label_and_clones_share_the_counts() {
+        let mut counters = PubendCounters::default();
+        let mut clone = counters.clone();
+        counters.inc(0xab, "data");
+        counters.inc(0xab, "data");
+        clone.inc(0xab, "data");
+        counters.inc(0xab, "nack");
+        let text = exposition(&counters);
+        assert!(text.contains(r#"pubend_sent_total{pubend="00000000000000ab",kind="data"} 3"#), "{text}");
+        assert!(text.contains(r#"pubend_sent_total{pubend="00000000000000ab",kind="nack"} 1"#), "{text}");
+    }
 }

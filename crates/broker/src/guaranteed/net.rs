@@ -294,7 +294,7 @@ impl Driver {
 
     /// A guaranteed frame from a linked peer.
     pub(super) fn received(&mut self, from: BrokerName, message: Message) {
-        self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
+        self.metrics.pubend_received.message(&message);
         self.take_in(from, message);
     }
 
@@ -312,7 +312,7 @@ impl Driver {
             return;
         }
         let Some(message) = peer::from_frame(&frame.frame) else { return };
-        self.metrics.pubend_received.get_or_create(&super::metrics::label(&message)).inc();
+        self.metrics.pubend_received.message(&message);
         self.take_in(BrokerName::from(frame.origin.as_str()), message);
     }
 
