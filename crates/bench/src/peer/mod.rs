@@ -43,7 +43,7 @@ impl Peers {
     /// One sentence for the report: where the NATS figures come from.
     pub fn describe(&self) -> String {
         let anchors = match &self.anchors {
-            Some(a) => format!("the committed anchors in `{}` ({})", a.source.display(), a.versions),
+            Some(a) => format!("the committed anchors in `{}` ({})", crate::paths::shown(&a.source), a.versions),
             None => "no committed anchors either (their directory was not found)".to_string(),
         };
         match &self.nats {
@@ -51,7 +51,7 @@ impl Peers {
                 "NATS measured in this session: {} on loopback, driven by the peer harness `{}` ({}); \
                  beside it, {anchors}",
                 t.server_version,
-                t.peerbench.display(),
+                crate::paths::shown(&t.peerbench),
                 t.client_version
             ),
             NatsMode::NotRequested => {

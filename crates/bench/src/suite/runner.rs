@@ -121,11 +121,18 @@ pub fn merge_summary(existing: &str, statuses: &[Status]) -> anyhow::Result<Stri
     Ok(serde_json::to_string_pretty(&all)?)
 }
 
-/// `tidings bench ...` as it was invoked (the program path shortened to its name).
+/// `tidings bench ...` as it was invoked: the program path shortened to its name, and absolute
+/// paths shown as [`crate::paths::shown`] shows them (the report does not name this machine's
+/// directories).
 fn command_line() -> String {
     let mut args: Vec<String> = std::env::args().collect();
     if let Some(first) = args.first_mut() {
         *first = std::path::Path::new(first).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    }
+    for arg in args.iter_mut().skip(1) {
+        if std::path::Path::new(arg).is_absolute() {
+            *arg = crate::paths::shown(std::path::Path::new(arg));
+        }
     }
     args.join(" ")
 }
