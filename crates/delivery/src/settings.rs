@@ -46,7 +46,7 @@ pub struct Settings {
     /// turns of 1,024 the live median beside a 1 M-message catch-up was 2.2-2.6 ms (1.1 alone),
     /// with 128 1.4-1.8 ms (one run 2.3), for a catch-up about 5 % slower (median of ten runs
     /// 600 k against 624 k msg/s of seven; `tidings bench catch-up`, 2 cores, 2026-11-28). The
-    /// live p99 stayed where it was (8-16 ms either way): it waits for a core, not a turn.
+    /// live p99 stayed where it was (8-16 ms either way): its tail is not the turn.
     pub catch_up_turn: u64,
     /// At most this many messages per second replayed to the catch-ups of one stream at this
     /// broker (0: no limit). A replay as fast as the broker can go takes every core the

@@ -112,13 +112,16 @@ fn parse_stat(stat: &str) -> Option<Ticks> {
     }
 }
 
+/// The directories of `pid`'s threads under `/proc` (none when it cannot be read).
+fn tasks(pid: u32) -> impl Iterator<Item = std::path::PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().map(|task| task.path())
+}
+
 /// Ticks of the threads of `pid` whose name starts with `prefix` (0 when none can be read).
 fn threads(pid: u32, prefix: &str) -> u64 {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0 };
-    tasks
-        .flatten()
-        .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|comm| comm.starts_with(prefix)))
-        .filter_map(|task| parse_stat(&std::fs::read_to_string(task.path().join("stat")).ok()?))
+    tasks(pid)
+        .filter(|task| std::fs::read_to_string(task.join("comm")).is_ok_and(|comm| comm.starts_with(prefix)))
+        .filter_map(|task| parse_stat(&std::fs::read_to_string(task.join("stat")).ok()?))
         .map(|t| t.own)
         .sum()
 }
@@ -127,10 +130,8 @@ fn threads(pid: u32, prefix: &str) -> u64 {
 /// field of each thread's `/proc/PID/task/TID/schedstat`; zero when it cannot be read): where
 /// every core is busy, the time a latency-sensitive process loses before it even runs.
 pub(crate) fn waited_for_cpu(pid: u32) -> std::time::Duration {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return std::time::Duration::ZERO };
-    let nanos = tasks
-        .flatten()
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+    let nanos = tasks(pid)
+        .filter_map(|task| std::fs::read_to_string(task.join("schedstat")).ok())
         .filter_map(|stat| stat.split_whitespace().nth(1)?.parse::<u64>().ok())
         .sum();
     std::time::Duration::from_nanos(nanos)
