@@ -1,8 +1,13 @@
 //! The broker's data directory: what must survive a restart, kept by one process at a time.
 //!
-//! Today it holds the incarnation counter (`incarnation`, decimal text): read, incremented and
-//! written back durably on every start, so a restarted broker always announces a larger
-//! incarnation than any earlier life, whatever the wall clock says. A `lock` file, held with an
+//! Today it holds the incarnation counter (`incarnation`, decimal text): read, advanced and
+//! written back durably on every start. A new life's incarnation is the larger of the previous
+//! one plus one and the wall clock in microseconds since the Unix epoch: the counter keeps it
+//! growing on a directory that survives, whatever the clock says; the clock keeps it growing when
+//! the directory is lost (an empty restart), where a counter alone would start again at 1 and
+//! peers would take the new life for the old one, trusting acks and curiosity it no longer holds
+//! (issue 38, failure A). Only a lost directory *and* a clock stepped back past the previous
+//! start can repeat a number. A `lock` file, held with an
 //! exclusive advisory lock (`flock`) for the life of the process, keeps a second broker off the
 //! directory: two processes sharing one counter (and, later, one pubend log) would corrupt both.
 
@@ -78,14 +83,16 @@ impl DataDir {
         &self.path
     }
 
-    /// This life's incarnation: one more than the previous start's, 1 for a new directory.
+    /// This life's incarnation: larger than the previous start's on this directory, and than any
+    /// earlier life's while the wall clock moves forward.
     pub fn incarnation(&self) -> u64 {
         self.incarnation
     }
 }
 
-/// Reads the counter, adds one and writes it back so that it survives a crash at any point:
-/// write a temporary file, sync it, rename it over the old one, sync the directory.
+/// Reads the counter, advances it (see the module doc) and writes it back so that it survives a
+/// crash at any point: write a temporary file, sync it, rename it over the old one, sync the
+/// directory.
 fn next_incarnation(dir: &Path) -> Result<u64, StorageError> {
     let io = |what: &'static str| move |source| StorageError::Io { dir: dir.to_path_buf(), what, source };
     let previous = match std::fs::read_to_string(dir.join(INCARNATION_FILE)) {
@@ -96,7 +103,10 @@ fn next_incarnation(dir: &Path) -> Result<u64, StorageError> {
         Err(e) if e.kind() == ErrorKind::NotFound => 0,
         Err(e) => return Err(io("read the incarnation file")(e)),
     };
-    let next = previous.saturating_add(1);
+    let clock = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| u64::try_from(since.as_micros()).unwrap_or(u64::MAX));
+    let next = previous.saturating_add(1).max(clock);
     let temp = dir.join(format!("{INCARNATION_FILE}.tmp"));
     let mut file = File::create(&temp).map_err(io("create the incarnation file"))?;
     file.write_all(format!("{next}\n").as_bytes()).map_err(io("write the incarnation file"))?;
@@ -115,11 +125,30 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("b1");
         let first = DataDir::open(&dir).unwrap();
-        assert_eq!(first.incarnation(), 1);
+        let one = first.incarnation();
         assert!(matches!(DataDir::open(&dir), Err(StorageError::Locked { .. })));
         drop(first);
-        assert_eq!(DataDir::open(&dir).unwrap().incarnation(), 2);
-        assert_eq!(std::fs::read_to_string(dir.join("incarnation")).unwrap(), "2\n");
+        let two = DataDir::open(&dir).unwrap().incarnation();
+        assert!(two > one, "{two} after {one}");
+        assert_eq!(std::fs::read_to_string(dir.join("incarnation")).unwrap(), format!("{two}\n"));
+    }
+
+    #[test]
+    fn a_counter_ahead_of_the_clock_still_grows_by_one() {
+        let root = tempfile::tempdir().unwrap();
+        let ahead = u64::MAX / 2;
+        std::fs::write(root.path().join("incarnation"), format!("{ahead}\n")).unwrap();
+        assert_eq!(DataDir::open(root.path()).unwrap().incarnation(), ahead + 1);
+    }
+
+    #[test]
+    fn a_life_on_an_emptied_directory_announces_more_than_the_life_before_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("b1");
+        let before = DataDir::open(&dir).unwrap().incarnation();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let after = DataDir::open(&dir).unwrap().incarnation();
+        assert!(after > before, "{after} after {before} on an emptied directory");
     }
 
     #[test]

@@ -293,6 +293,57 @@ fn a_relay_killed_and_restarted_empty_loses_duplicates_and_reorders_nothing() {
     assert!(links_up(&relay, 2.0)(), "the restarted relay is linked to both ends");
 }
 
+/// Issue 38, failure A: the relay of a chain `b - m - a` is killed, stays down 5 s, loses its
+/// data directory and comes back while both its links are cut; the link to the publishers'
+/// broker heals 3 s later, the one to the subscribers' broker 3 s after that. Had the new life
+/// announced the incarnation of the old (a number kept only in the directory starts again at
+/// 1), the publishers' broker would take it for the old one and let the new life's acks release
+/// what the subscribers behind it had not yet got: they missed a range without a word. Every
+/// acknowledged publish must reach both subscribers at `b`, once, in order.
+#[test]
+fn a_relay_restarted_empty_behind_a_cut_leaves_no_silent_hole_downstream() {
+    use tidings_testkit::FaultProxy;
+    let scratch = tempfile::tempdir().unwrap();
+    let (na, nm, nb) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "m"), Node::new(scratch.path(), "b"));
+    let mut relay = nm.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let (relay_tcp, relay_cluster) = (relay.tcp(), cluster_addr(&relay));
+    let (to_a, to_b) = (
+        FaultProxy::start(relay.ready.cluster.unwrap()).unwrap(),
+        FaultProxy::start(relay.ready.cluster.unwrap()).unwrap(),
+    );
+    let b = nb.start("127.0.0.1:0", "127.0.0.1:0", &[to_b.addr().to_string()]);
+    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[to_a.addr().to_string()]);
+    wait_for("the chain links up", Duration::from_secs(20), || {
+        links_up(&a, 1.0)() && links_up(&b, 1.0)() && links_up(&relay, 2.0)()
+    });
+    let count: u64 = 4500;
+    let plain = start_sub(&b, &["c.>", "--count", &count.to_string()]);
+    let durable = start_sub(&b, &["c.>", "--durable", "far", "--count", &count.to_string()]);
+    let mut at_relay = start_sub(&relay, &["c.*"]);
+    let publisher = publish(&a.tcp(), "c.data", count, &["--rate", "300", "--window", "16"]);
+    std::thread::sleep(Duration::from_secs(2));
+    relay.kill();
+    std::thread::sleep(Duration::from_secs(5));
+    to_a.cut();
+    to_b.cut();
+    std::fs::remove_dir_all(&nm.data).unwrap();
+    relay = nm.start(&relay_tcp, &relay_cluster, &[]);
+    std::thread::sleep(Duration::from_secs(3));
+    to_a.heal();
+    std::thread::sleep(Duration::from_secs(3));
+    to_b.heal();
+    let acked = json_lines(publisher);
+    assert_eq!(acked.len() as u64, count, "the publisher got every acknowledgement, across the faults");
+    for (name, sub) in [("plain", plain), ("durable", durable)] {
+        let (got, finished) = lines_so_far(sub);
+        assert!(finished, "the {name} subscriber at b got all {count} (it got {})", got.len());
+        assert_exactly_once_in_order(&got, &acked);
+    }
+    let _ = at_relay.kill();
+    let _ = at_relay.wait();
+    drop(relay);
+}
+
 #[test]
 fn the_publishers_broker_restarted_on_its_data_dir_loses_duplicates_and_reorders_nothing() {
     let scratch = tempfile::tempdir().unwrap();

@@ -68,15 +68,16 @@ impl Network {
     }
 
     /// `net up` made a private network key and one data directory per broker, each holding
-    /// its first incarnation.
+    /// the incarnation it announced.
     fn check_key_and_data_dirs(&self) {
         use std::os::unix::fs::PermissionsExt;
         let key = std::fs::metadata(self.dir.join("cluster.key")).expect("net up writes a network key");
         assert_eq!(key.permissions().mode() & 0o777, 0o600, "the key file is readable by its owner only");
         for (name, broker) in &self.brokers {
             let data = PathBuf::from(broker["data"].as_str().unwrap());
-            assert_eq!(std::fs::read_to_string(data.join("incarnation")).unwrap(), "1\n", "{name}'s data dir");
-            assert_eq!(broker["incarnation"].as_u64(), Some(1), "{name}");
+            let stored = std::fs::read_to_string(data.join("incarnation")).unwrap();
+            let announced = broker["incarnation"].as_u64().unwrap();
+            assert_eq!(stored, format!("{announced}\n"), "{name}'s data dir holds the incarnation it announced");
         }
     }
 
@@ -419,7 +420,9 @@ async fn net_fault_cuts_and_heals_a_link_and_restarts_a_killed_broker_where_it_w
     assert!(net.fault(&["kill", "phb", "--for", "300ms"]).wait().unwrap().success(), "net fault kill failed");
     let restarted = Network::load(&net.dir);
     assert_ne!(restarted.brokers["phb"]["pid"].as_u64(), old_pid, "a new process");
-    assert_eq!(restarted.brokers["phb"]["incarnation"].as_u64(), Some(2), "on the same data directory");
+    let (before, after) =
+        (net.brokers["phb"]["incarnation"].as_u64(), restarted.brokers["phb"]["incarnation"].as_u64());
+    assert!(after > before, "on the same data directory: {after:?} after {before:?}");
     wait_for("the restarted broker to link again", Duration::from_secs(20), || net.links("shb") == 1);
 
     // Clients find the restarted broker where it was, and messages cross the healed link.
@@ -474,11 +477,7 @@ fn a_restarted_peer_is_redialled_and_links_again_with_a_new_incarnation() {
     let a = BrokerProcess::start(bin(), &args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap();
     let relinked = wait_for("relink", Duration::from_secs(10), || links_up(&a) == 1.0 && links_up(&b) == 1.0);
     let second: Value = serde_json::from_str(&http_get(a.ready.admin.unwrap(), "/state").unwrap()).unwrap();
-    assert_eq!(
-        second["incarnation"].as_u64(),
-        first["incarnation"].as_u64().map(|i| i + 1),
-        "the counter grows by one"
-    );
+    assert!(second["incarnation"].as_u64() > first["incarnation"].as_u64(), "the incarnation grows");
     let b_state: Value = serde_json::from_str(&http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
     assert_eq!(b_state["router"]["links"][0]["incarnation"], second["incarnation"]);
     eprintln!("b linked to the restarted a {relinked:?} after it started");
