@@ -118,6 +118,9 @@ pub struct Metrics {
     pub route_drops: Family<WhyLabel, Counter>,
     /// Frames from peers that did not decode or broke the protocol; the link was closed.
     pub peer_protocol_errors: Counter,
+    /// Guaranteed frames from peers whose body did not decode, refused alone (the link stayed
+    /// up): a peer's bug to look into, which the protocol recovers from by asking again.
+    pub peer_frames_refused: Counter,
     /// Link handshakes refused for failed authentication, by why (`wrong_key`, `no_key`,
     /// `no_proof`).
     pub link_auth_failures: Family<WhyLabel, Counter>,
@@ -168,6 +171,7 @@ impl Metrics {
             route_recomputations: Counter::default(),
             route_drops: Family::default(),
             peer_protocol_errors: Counter::default(),
+            peer_frames_refused: Counter::default(),
             link_auth_failures: Family::default(),
             link_takeovers_refused: Counter::default(),
             config_reloads: Counter::default(),
@@ -257,6 +261,11 @@ impl Metrics {
             "peer_protocol_errors",
             "Malformed or unexpected frames from peers",
             self.peer_protocol_errors.clone(),
+        );
+        r.register(
+            "peer_frames_refused",
+            "Malformed guaranteed frames from peers, refused alone with the link kept up",
+            self.peer_frames_refused.clone(),
         );
         r.register(
             "link_auth_failures",

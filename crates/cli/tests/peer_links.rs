@@ -209,11 +209,42 @@ fn bad_input_from_a_peer_closes_only_that_link_with_a_clear_reason() {
     wait_for("a well-behaved peer links after the bad ones", || metric(&broker, "tidings_links_up") == 1.0);
 }
 
+/// A guaranteed frame whose body is malformed (a NACK whose ranges are not sorted) is refused
+/// alone: the link stays up and keeps working. Closing the link for it made the peer redial
+/// and send the same frame again, ten times a second, for minutes (issue 38, failure B).
+#[test]
+fn a_malformed_guaranteed_frame_is_refused_alone_and_the_link_stays_up() {
+    let broker = BrokerProcess::start(bin(), &["--name", "solo", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let (mut peer, _) = FakePeer::handshake(cluster, "relay", 1, Some(&the_test_key()));
+    wait_for("the peer links", || metric(&broker, "tidings_links_up") == 1.0);
+    // NACK (0x13): pubend 7, two ranges, [10, 20] then [5, 6]: out of order.
+    let mut body = vec![0x13];
+    body.extend(7u64.to_be_bytes());
+    body.extend(2u32.to_be_bytes());
+    for tick in [10u64, 20, 5, 6] {
+        body.extend(tick.to_be_bytes());
+    }
+    let mut frame = (body.len() as u32).to_be_bytes().to_vec();
+    frame.extend(body);
+    for _ in 0..3 {
+        peer.stream.write_all(&frame).unwrap();
+    }
+    peer.send(&PeerFrame::Heartbeat);
+    wait_for("the three frames are refused", || metric(&broker, "tidings_peer_frames_refused_total") == 3.0);
+    assert_eq!(metric(&broker, "tidings_peer_protocol_errors_total"), 0.0, "no link was closed for them");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(metric(&broker, "tidings_links_up"), 1.0, "the link is still up");
+    assert_eq!(state(&broker)["router"]["links"][0]["peer"], "relay", "{}", state(&broker));
+}
+
 #[test]
 fn a_second_broker_on_a_locked_data_dir_refuses_to_start() {
     let scratch = tempfile::tempdir().unwrap();
     let data = scratch.path().join("shared").display().to_string();
     let first = BrokerProcess::start(bin(), &["--name", "one", "--data", &data]).unwrap();
+    let counter = Path::new(&data).join("incarnation");
+    let before = std::fs::read_to_string(&counter).unwrap();
     let mut second = Command::new(bin())
         .args(["broker", "--name", "two", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "off"])
         .args(["--data", &data])
@@ -236,7 +267,7 @@ fn a_second_broker_on_a_locked_data_dir_refuses_to_start() {
     second.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
     assert!(!status.success());
     assert!(stderr.contains("in use by another broker"), "{stderr}");
-    assert_eq!(std::fs::read_to_string(Path::new(&data).join("incarnation")).unwrap(), "1\n", "untouched");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), before, "untouched");
     drop(first);
 }
 

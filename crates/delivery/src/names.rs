@@ -110,4 +110,20 @@ impl TickRange {
     pub fn is_empty(&self) -> bool {
         false
     }
+
+    /// Sorts `ranges` and merges those that overlap or touch, in place: the form every range
+    /// list on the wire must have (sorted, disjoint). Curiosity gathered from several sources
+    /// (the broker's own wants, each child's, several stalled catch-up windows) overlaps, and a
+    /// frame built from it unmerged is refused by the receiver (issue 38, failure B).
+    pub fn normalize(ranges: &mut Vec<TickRange>) {
+        ranges.sort_unstable();
+        let mut merged: Vec<TickRange> = Vec::with_capacity(ranges.len());
+        for &range in ranges.iter() {
+            match merged.last_mut() {
+                Some(last) if range.from.0 <= last.to.0.saturating_add(1) => last.to = last.to.max(range.to),
+                _ => merged.push(range),
+            }
+        }
+        *ranges = merged;
+    }
 }

@@ -13,7 +13,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
-use tidings_wire::peer::{PeerFrame, Routed};
+use tidings_wire::peer::{peek_header, PeerFrame, Routed};
+use tidings_wire::HEADER_LEN;
 
 use super::convert;
 use super::handshake::{handshake, Refused};
@@ -218,10 +219,22 @@ async fn read_loop(
     let hold_back = shared.config.slow_consumer.max_stall.min(shared.config.cluster.heartbeat_interval);
     loop {
         loop {
-            let frame = match PeerFrame::decode(&mut buf, max_frame) {
-                Ok(Some(frame)) => frame,
+            let (ty, len) = match peek_header(&buf, max_frame) {
+                Ok(Some(header)) => header,
                 Ok(None) => break,
                 Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
+            };
+            let bytes = buf.split_to(4 + len).freeze(); // the length prefix, then `len` bytes from the type on
+            let frame = match PeerFrame::decode_body(ty, bytes.slice(HEADER_LEN..)) {
+                Ok(frame) => frame,
+                Err(e) if ty.is_repeated_by_protocol() => {
+                    refuse_frame(shared, peer, &e, &bytes);
+                    continue;
+                }
+                Err(e) => {
+                    let reason = format!("malformed frame: {e} ({})", hex_prefix(&bytes));
+                    return protocol_error(shared, queue, peer, &reason);
+                }
             };
             match frame {
                 PeerFrame::Routed(Routed { header, message }) => {
@@ -304,6 +317,28 @@ async fn read_loop(
             }
         }
     }
+}
+
+/// A guaranteed frame whose body does not decode: refused alone, said at WARN with its bytes
+/// (at most once a second, with a count of those held back) and counted; the link stays up.
+/// The protocol asks again for what it carried; closing the link made the sender redial and
+/// send the same frame again, about ten times a second, for minutes (issue 38, failure B).
+fn refuse_frame(shared: &Shared, peer: &BrokerName, error: &tidings_wire::WireError, bytes: &[u8]) {
+    static HUSH: crate::hush::Hush = crate::hush::Hush::new();
+    shared.metrics.peer_frames_refused.inc();
+    if let Some(held) = HUSH.pass() {
+        warn!(%peer, %error, frame = hex_prefix(bytes), held, "refused a malformed guaranteed frame from a peer; the link stays up");
+    }
+}
+
+/// The first bytes of a frame in hex, for a log line: enough to see its header and fields.
+fn hex_prefix(bytes: &[u8]) -> String {
+    const SHOWN: usize = 96;
+    let mut text: String = bytes.iter().take(SHOWN).map(|b| format!("{b:02x}")).collect();
+    if bytes.len() > SHOWN {
+        text.push_str(&format!("... ({} bytes)", bytes.len()));
+    }
+    text
 }
 
 fn protocol_error(shared: &Shared, queue: &LinkQueue, peer: &BrokerName, reason: &str) -> &'static str {

@@ -32,7 +32,7 @@ use bytes::BytesMut;
 use tidings_delivery::{BrokerId, CellId, ChildLink, Input, Message, PubendId, StreamRoute, Tick, UpstreamCell};
 use tidings_route::{BrokerName, CellName, GdAction, PubendRef, PubendRoute, Via};
 use tidings_wire::peer::{PeerFrame, Sideways};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use super::children::{Child, Remembered};
 use super::driver::Driver;
@@ -215,7 +215,7 @@ impl Net {
         let frame = match peer::to_frame(message) {
             Ok(frame) => frame,
             Err(error) => {
-                debug!(%error, "a guaranteed message does not encode; not sent");
+                unsendable(&error, message);
                 return Sent::Not;
             }
         };
@@ -245,8 +245,9 @@ impl Net {
     }
 
     fn encode(&mut self, frame: &PeerFrame) -> Option<bytes::Bytes> {
-        if frame.encode(&mut self.scratch).is_err() {
+        if let Err(error) = frame.encode(&mut self.scratch) {
             self.scratch.clear();
+            unsendable(&error, frame);
             return None;
         }
         Some(self.scratch.split().freeze())
@@ -260,6 +261,18 @@ impl Net {
         let mine = self.cluster.cell();
         let entry_cell = self.cluster.cell_of_broker(&route.entry);
         (route.entry != *self.cluster.name() && entry_cell.as_ref() == Some(mine)).then_some(route.entry)
+    }
+}
+
+/// Says at WARN (at most once a second, with a count of those held back) that a guaranteed
+/// message of ours does not encode, with its content: a peer would refuse it, so it is not
+/// sent, and the bug that built it is ours. The protocol asks again; nothing loops on it.
+fn unsendable(error: &tidings_wire::WireError, what: &dyn std::fmt::Debug) {
+    static HUSH: crate::hush::Hush = crate::hush::Hush::new();
+    if let Some(held) = HUSH.pass() {
+        let content = format!("{what:?}");
+        let content = content.get(..content.len().min(512)).unwrap_or(&content);
+        warn!(%error, content, held, "a guaranteed frame of ours is malformed; not sent");
     }
 }
 

@@ -527,6 +527,52 @@ fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
     assert_eq!(nacked(&out), vec![TickRange { from: Tick(1001), to: Tick(2999) }], "the hole is nacked upstream");
 }
 
+/// Every nack a broker sends is sorted and disjoint, even when the curiosity it gathers
+/// overlaps: here the relay's own wants and a child's nack, re-sent together when the route
+/// moves upstream. Unmerged, that nack was refused by the receiver as malformed, the link
+/// closed, and the same frame went out again after every redial (issue 38, failure B).
+#[test]
+fn a_nack_gathered_from_overlapping_curiosity_is_sorted_and_disjoint() {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
+    let silence = final_silence(3000, 4000);
+    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
+    let gct = Settings::default().gap_curiosity_ms;
+    engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
+    let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(1500), to: Tick(2500) }] };
+    engine.handle(
+        Millis(30 + gct),
+        Input::Received { from: BrokerId(9), from_cell: CellId(9), message: nack },
+        &mut out,
+    );
+    out.clear();
+    let moved = StreamRoute {
+        upstream: Some(UpstreamCell { cell: CellId(5), brokers: vec![BrokerId(5)] }),
+        children: vec![child()],
+    };
+    engine.handle(Millis(40 + gct), Input::Route { pubend: P, route: moved }, &mut out);
+    let nacks: Vec<&Vec<TickRange>> = sent(&out)
+        .into_iter()
+        .filter_map(|m| if let Message::Nack { ranges, .. } = m { Some(ranges) } else { None })
+        .collect();
+    assert!(!nacks.is_empty(), "the outstanding curiosity is asked of the new upstream");
+    for ranges in nacks {
+        assert!(
+            ranges.windows(2).all(|w| w[0].to.0.saturating_add(1) < w[1].from.0),
+            "sorted and disjoint: {ranges:?}"
+        );
+    }
+}
+
+/// Normalizing sorts, merges overlapping and touching ranges, and keeps separate ones apart.
+#[test]
+fn normalized_ranges_are_sorted_merged_and_disjoint() {
+    let r = |from, to| TickRange { from: Tick(from), to: Tick(to) };
+    let mut ranges = vec![r(50, 60), r(1, 10), r(5, 20), r(21, 30), r(40, 45), r(41, 42)];
+    TickRange::normalize(&mut ranges);
+    assert_eq!(ranges, vec![r(1, 30), r(40, 45), r(50, 60)]);
+}
+
 /// A relay that starts (or restarts empty) on a stream far from tick 0 asks only for holes
 /// above what it first heard, never for the whole history below it: real ticks are
 /// microseconds since 1970, and a relay that nacked them all froze its broker (`bench

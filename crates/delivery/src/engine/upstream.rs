@@ -70,11 +70,14 @@ impl Upstream {
         }
     }
 
-    /// Nacks `ranges` upstream, except ticks asked for within the consolidation window.
+    /// Nacks `ranges` upstream, except ticks asked for within the consolidation window. The
+    /// ranges may come in any order and overlap; the nack sent is sorted and disjoint.
     pub(crate) fn nack(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
         let window = ctx.settings.nack_repetition_min_ms;
+        let mut ranges = ranges.to_vec();
+        TickRange::normalize(&mut ranges);
         let mut fresh = Vec::new();
-        for &range in ranges {
+        for &range in &ranges {
             let mut cursor = range.from;
             for run in self.asked.runs(range) {
                 if ctx.now < run.value.after(window) && !ctx.settings.mutations.skip_nack_consolidation {

@@ -46,9 +46,13 @@ impl TickRange {
 /// Bytes one encoded range takes: the decoder's bound on a forged count.
 pub(crate) const RANGE_LEN: usize = 16;
 
-/// Writes a range list. Encoding does not check order: a sender that breaks the invariant
-/// gets its frame refused by the receiver, which is where the check protects anyone.
+/// Writes a range list, refusing one that is not sorted and disjoint: the receiver would
+/// refuse the frame, so the sender learns of its own bug where it happens, with the frame in
+/// hand, instead of only as a peer's complaint.
 pub(crate) fn put_ranges(out: &mut BytesMut, ranges: &[TickRange]) -> Result<(), WireError> {
+    if let Some(pair) = ranges.windows(2).find(|pair| pair[0].last >= pair[1].first) {
+        return Err(WireError::InvalidField { frame: "range list", field: "range first", value: pair[1].first.0 });
+    }
     put_count(out, "ranges", ranges.len())?;
     for range in ranges {
         out.put_u64(range.first.0);

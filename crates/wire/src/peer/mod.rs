@@ -96,6 +96,18 @@ pub enum PeerFrameType {
 }
 
 impl PeerFrameType {
+    /// Whether the guaranteed-delivery protocol repeats what this frame says until it is
+    /// answered (DATA, SILENCE, ACK, NACK, ACK_EXPECTED, and SIDEWAYS carrying them): one such
+    /// frame with a bad body can be refused alone while the link stays up, since losing it is
+    /// a loss the protocol already recovers from. Closing the link for it instead made the
+    /// sender redial and send the same frame again, forever (issue 38, failure B).
+    pub fn is_repeated_by_protocol(self) -> bool {
+        use PeerFrameType as T;
+        matches!(self, T::Data | T::Silence | T::Ack | T::Nack | T::AckExpected | T::Sideways)
+    }
+}
+
+impl PeerFrameType {
     /// The frame type of a type byte, if it names one.
     pub fn from_u8(byte: u8) -> Option<PeerFrameType> {
         use PeerFrameType as T;

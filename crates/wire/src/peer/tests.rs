@@ -540,3 +540,16 @@ fn versions_negotiate_to_the_highest_both_speak() {
     assert_eq!(hello(2, 2).negotiate(&hello(2, 2)), Some(2));
     assert_eq!(hello(3, 4).negotiate(&hello(1, 2)), None);
 }
+
+/// A sender never puts on the wire a range list the receiver would refuse: out of order or
+/// overlapping, the frame does not encode (issue 38, failure B).
+#[test]
+fn a_nack_or_silence_with_unsorted_or_overlapping_ranges_does_not_encode() {
+    let r = |first, last| TickRange::new(Tick(first), Tick(last)).unwrap();
+    for ranges in [vec![r(10, 20), r(5, 6)], vec![r(1, 10), r(10, 12)]] {
+        let nack = PeerFrame::Nack(Nack { pubend: PubendId(7), ranges: ranges.clone() });
+        assert!(nack.to_bytes().is_err(), "{ranges:?}");
+    }
+    let fine = PeerFrame::Nack(Nack { pubend: PubendId(7), ranges: vec![r(1, 10), r(11, 12)] });
+    assert!(fine.to_bytes().is_ok());
+}
