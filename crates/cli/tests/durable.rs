@@ -78,6 +78,32 @@ fn a_durable_subscriber_back_after_a_broker_kill_gets_what_it_missed_once_in_ord
     assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
 }
 
+/// Issue 38, failure C: a durable subscriber stopped (SIGTERM) just after its broker was killed
+/// (SIGKILL) prints nothing twice when it comes back: the broker's last acknowledgement of it
+/// may predate what it printed, and `sub --durable` keeps its own checkpoint (it re-printed its
+/// last 7-10 lines before).
+#[test]
+fn a_durable_subscriber_stopped_after_its_broker_was_killed_prints_nothing_twice() {
+    let (scratch, mut b) = restartable();
+    let (data, config) = (scratch.path().join("data"), scratch.path().join("broker.toml"));
+    let listen = b.tcp();
+    let total = 3000;
+    let first = durable_sub(&b, "dd", total);
+    wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
+    let publisher = publish(&listen, "k.a", total as u64, &["--rate", "300", "--window", "16"]);
+    std::thread::sleep(Duration::from_secs(6));
+    b.kill();
+    tidings_testkit::send_signal(first.id(), tidings_testkit::Signal::Term).unwrap();
+    let (mut got, stderr) = lines(first);
+    assert!(!got.is_empty() && got.len() < total, "the first run printed part of the stream: {} ({stderr})", got.len());
+    let b = start_on(&data, &listen, &config);
+    let acked = ok_lines(publisher);
+    assert_eq!(acked.len(), total, "every publish was acknowledged in the end");
+    got.extend(ok_lines(durable_sub(&b, "dd", total - got.len())));
+    assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+    drop(b);
+}
+
 // The first subscriber leaves after one message while thousands more are on their way to it:
 // its client closes with deliveries unread. That once cost its last acknowledgement (the reset
 // connection ended the broker's session before the ack was read), and the next client got the

@@ -35,6 +35,12 @@ pub struct Delivery {
     /// For a guaranteed subscription, the message's place in its publisher's stream; `None`
     /// for best effort.
     pub position: Option<Position>,
+    /// The broker delivered this tick to this subscription before (a durable subscription
+    /// resumed from its last acknowledgement, which trails what was taken). It is handed over
+    /// flagged, never dropped silently, so the application decides and a "no duplicate" check
+    /// sees it; [`SubscribeOptions::resume_from`](crate::SubscribeOptions::resume_from) skips
+    /// what the application's own checkpoint already holds.
+    pub redelivered: bool,
     message: Message,
 }
 
@@ -66,6 +72,9 @@ pub struct GapNotice {
 
 /// What a subscription yields through [`Subscription::next_event`](crate::Subscription::next_event):
 /// a message, or (guaranteed subscriptions only) a gap notice, in stream order.
+// A delivery inline, not boxed: events move through the subscription's channel in batches,
+// and a box would cost one allocation per message on the hot path.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum Event {
     /// A message.
@@ -99,6 +108,7 @@ impl Delivery {
             read_us,
             missed,
             position: None,
+            redelivered: false,
             message,
         }
     }

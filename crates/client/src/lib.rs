@@ -76,6 +76,7 @@
 
 mod backoff;
 mod builder;
+mod checkpoint;
 mod client;
 mod delivery;
 mod error;
@@ -92,6 +93,7 @@ mod waiters;
 
 pub use backoff::Backoff;
 pub use builder::{ClientBuilder, Transport};
+pub use checkpoint::{Checkpoint, CheckpointError};
 pub use client::{Client, PendingAck};
 pub use delivery::{Delivery, Event, GapNotice, Position};
 pub use error::ClientError;

@@ -200,13 +200,11 @@ impl Shared {
                 inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
             Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
-                if !self.reached(id, pubend, tick) {
-                    // A durable subscription resumed from its last acknowledgement, below what
-                    // this client already had: the application does not see it twice.
-                    debug!(subscription = id.0, tick = tick.0, "a guaranteed delivery already received; skipped");
-                    return None;
-                }
-                inbox.push(Event::Message(Delivery::guaranteed(id, Position { pubend, tick }, message, read_us)));
+                let mut delivery = Delivery::guaranteed(id, Position { pubend, tick }, message, read_us);
+                // Below what this client already had (a durable subscription resumed from its
+                // last acknowledgement): handed over flagged, for the application to judge.
+                delivery.redelivered = !self.reached(id, pubend, tick);
+                inbox.push(Event::Message(delivery));
             }
             Frame::Gap(Gap { id, pubend, from, to }) => {
                 self.reached(id, pubend, to);

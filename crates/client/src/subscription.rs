@@ -10,6 +10,7 @@ use futures::Stream;
 use tidings_wire::{DeliveryAck, DeliveryMode, Frame, PubendId, SubId, Tick};
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::checkpoint::Checkpoint;
 use crate::client::Handle;
 use crate::delivery::{Delivery, Event, GapNotice, Position};
 use crate::error::ClientError;
@@ -35,6 +36,8 @@ pub struct SubscribeOptions {
     pub durable: Option<String>,
     /// Who acknowledges what a guaranteed subscription delivered.
     pub acks: Acks,
+    /// What the application already holds (see [`resume_from`](Self::resume_from)).
+    pub resume: Option<Checkpoint>,
 }
 
 /// How a guaranteed subscription's deliveries are acknowledged to the broker. A durable
@@ -60,6 +63,7 @@ impl SubscribeOptions {
             mode: DeliveryMode::BestEffort,
             durable: None,
             acks: Acks::Automatic,
+            resume: None,
         }
     }
 
@@ -71,6 +75,18 @@ impl SubscribeOptions {
     pub fn durable(mut self, name: impl Into<String>) -> SubscribeOptions {
         self.mode = DeliveryMode::Guaranteed;
         self.durable = Some(name.into());
+        self
+    }
+
+    /// Resume from the application's own `checkpoint` (kept with its output, from
+    /// [`Subscription::checkpoint`]; [`Checkpoint::new`] the first time): deliveries it already
+    /// holds, or that this subscription already yielded, are acknowledged to the broker and not
+    /// handed over again (counted in [`Subscription::skipped`]). The broker's record of a
+    /// durable subscription trails what it delivered; this is how an application that keeps
+    /// its own position gets everything after it exactly once. Without it, such deliveries are
+    /// handed over flagged [`Delivery::redelivered`](crate::Delivery::redelivered).
+    pub fn resume_from(mut self, checkpoint: Checkpoint) -> SubscribeOptions {
+        self.resume = Some(checkpoint);
         self
     }
 
@@ -142,6 +158,12 @@ pub struct Subscription {
     gaps: Vec<GapNotice>,
     /// Per pubend, the last tick yielded and not yet acknowledged to the broker.
     unacked: BTreeMap<PubendId, Tick>,
+    /// Per pubend, the last tick (or gap end) yielded, with the resume checkpoint under it.
+    checkpoint: Checkpoint,
+    /// Deliveries not handed over because the checkpoint held them.
+    skipped: u64,
+    /// Deliveries handed over flagged [`Delivery::redelivered`].
+    redelivered: u64,
 }
 
 impl Subscription {
@@ -168,6 +190,7 @@ impl Subscription {
             DeliveryMode::BestEffort => (None, None),
         };
         let route = Route { tx, credit: credit.clone(), end: end.clone(), guaranteed };
+        let checkpoint = options.resume.clone().unwrap_or_default();
         let subscription = Subscription {
             id,
             options,
@@ -179,6 +202,9 @@ impl Subscription {
             missed: 0,
             gaps: Vec::new(),
             unacked: BTreeMap::new(),
+            checkpoint,
+            skipped: 0,
+            redelivered: 0,
         };
         (subscription, route, confirmed)
     }
@@ -211,8 +237,9 @@ impl Subscription {
         loop {
             if let Some(event) = self.current.next() {
                 match self.note(event) {
-                    Event::Message(delivery) => return Some(delivery),
-                    Event::Gap(gap) => self.gaps.push(gap),
+                    Some(Event::Message(delivery)) => return Some(delivery),
+                    Some(Event::Gap(gap)) => self.gaps.push(gap),
+                    None => {}
                 }
                 continue;
             }
@@ -225,7 +252,10 @@ impl Subscription {
     pub fn try_next_event(&mut self) -> Option<Event> {
         loop {
             if let Some(event) = self.current.next() {
-                return Some(self.note(event));
+                match self.note(event) {
+                    Some(event) => return Some(event),
+                    None => continue,
+                }
             }
             let batch = self.rx.try_recv().ok()?;
             self.start(batch);
@@ -242,6 +272,23 @@ impl Subscription {
     /// dropped for this subscription.
     pub fn missed(&self) -> u64 {
         self.missed
+    }
+
+    /// Where the application stands: per pubend, the last tick yielded (or the end of a gap
+    /// notice yielded), on top of the checkpoint resumed from. Store it with the output it
+    /// covers and resume from it with [`SubscribeOptions::resume_from`].
+    pub fn checkpoint(&self) -> &Checkpoint {
+        &self.checkpoint
+    }
+
+    /// Deliveries not handed over because the checkpoint resumed from held them.
+    pub fn skipped(&self) -> u64 {
+        self.skipped
+    }
+
+    /// Deliveries handed over flagged [`Delivery::redelivered`].
+    pub fn redelivered(&self) -> u64 {
+        self.redelivered
     }
 
     /// Why the stream ended, when it ended for a reason other than an orderly close: the
@@ -272,7 +319,10 @@ impl Subscription {
     fn poll_event(&mut self, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         loop {
             if let Some(event) = self.current.next() {
-                return Poll::Ready(Some(self.note(event)));
+                match self.note(event) {
+                    Some(event) => return Poll::Ready(Some(event)),
+                    None => continue,
+                }
             }
             match ready!(self.rx.poll_recv(cx)) {
                 Some(batch) => self.start(batch),
@@ -285,8 +335,7 @@ impl Subscription {
     /// [`Acks::Explicit`]; automatic acks do this by themselves). Acknowledgements are
     /// cumulative and go out with [`flush_acks`](Self::flush_acks).
     pub fn ack(&mut self, position: Position) {
-        let tick = self.unacked.entry(position.pubend).or_insert(position.tick);
-        *tick = (*tick).max(position.tick);
+        self.acknowledge(position.pubend, position.tick);
     }
 
     /// Sends the acknowledgements not yet sent (one DELIVERY_ACK per pubend). Call it when the
@@ -304,27 +353,51 @@ impl Subscription {
     }
 
     /// Counts what the broker dropped, stamps the moment the application receives a delivery
-    /// ([`Delivery::received_us`]), and remembers its place for the next acknowledgement, which
-    /// goes out as the last event of a batch is handed over: one ack per pubend per batch.
-    fn note(&mut self, mut event: Event) -> Event {
-        match &mut event {
-            Event::Message(delivery) => {
+    /// ([`Delivery::received_us`]), and remembers its place for the checkpoint and for the next
+    /// acknowledgement, which goes out as the last event of a batch is handed over: one ack per
+    /// pubend per batch. A delivery the resume checkpoint holds is acknowledged and not handed
+    /// over (`None`).
+    fn note(&mut self, mut event: Event) -> Option<Event> {
+        let held = match &event {
+            Event::Message(d) => d.position.filter(|&p| self.options.resume.is_some() && self.checkpoint.holds(p)),
+            Event::Gap(_) => None,
+        };
+        let handed = match (&mut event, held) {
+            (_, Some(p)) => {
+                self.skipped += 1;
+                self.acknowledge(p.pubend, p.tick);
+                false
+            }
+            (Event::Message(delivery), None) => {
                 delivery.received_us = crate::now_us();
                 self.missed += u64::from(delivery.missed);
-                if let (Some(p), Acks::Automatic) = (delivery.position, self.options.acks) {
-                    self.unacked.insert(p.pubend, p.tick);
+                self.redelivered += u64::from(delivery.redelivered);
+                if let Some(p) = delivery.position {
+                    self.checkpoint.advance(p.pubend, p.tick);
+                    if self.options.acks == Acks::Automatic {
+                        self.acknowledge(p.pubend, p.tick);
+                    }
                 }
+                true
             }
-            Event::Gap(gap) => {
+            (Event::Gap(gap), None) => {
+                self.checkpoint.advance(gap.pubend, gap.to);
                 if self.options.acks == Acks::Automatic {
-                    self.unacked.insert(gap.pubend, gap.to);
+                    self.acknowledge(gap.pubend, gap.to);
                 }
+                true
             }
-        }
-        if self.current.as_slice().is_empty() && self.options.acks == Acks::Automatic {
+        };
+        if self.current.as_slice().is_empty() && (self.options.acks == Acks::Automatic || held.is_some()) {
             self.send_acks();
         }
-        event
+        handed.then_some(event)
+    }
+
+    /// Marks `pubend` acknowledged through `tick` for the next DELIVERY_ACK (never lower).
+    fn acknowledge(&mut self, pubend: PubendId, tick: Tick) {
+        let last = self.unacked.entry(pubend).or_insert(tick);
+        *last = (*last).max(tick);
     }
 
     /// Takes a batch out of the channel and gives its credit back to the reader.

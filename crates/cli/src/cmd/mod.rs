@@ -12,6 +12,7 @@ pub(crate) mod publish;
 mod publish_guaranteed;
 mod server;
 pub(crate) mod subscribe;
+mod subscribe_durable;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;
@@ -88,4 +89,20 @@ mod tests {
         let error = anyhow::anyhow!("refused").context("cannot connect to b1");
         assert_eq!(render(&error), "cannot connect to b1: refused");
     }
+}
+
+/// Takes over SIGTERM and SIGINT now (their default would end the process at once) and returns
+/// a future that completes when either arrives, for a command that must finish what it was
+/// doing before it exits.
+pub(crate) fn terminated() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use anyhow::Context;
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("cannot listen for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("cannot listen for SIGINT")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }

@@ -41,11 +41,17 @@ pub(crate) struct Args {
     guaranteed: bool,
     /// A durable subscription named NAME (implies --guaranteed; one pattern): the broker keeps
     /// it and its messages while no client holds it, and `tidings sub --durable NAME` again
-    /// prints everything after the last line this command printed, exactly once, in order.
-    /// Each line is acknowledged after it is written to stdout. The name stays after exit;
+    /// prints everything after the last line this command printed, exactly once, in order,
+    /// even if the broker was killed in between. The command keeps its place in a checkpoint
+    /// file (see --checkpoint), saved after each batch of lines is flushed and before it is
+    /// acknowledged; SIGTERM and SIGINT end it after saving. The name stays after exit;
     /// delete it with `tidings durable rm NAME`.
     #[arg(long, value_name = "NAME", value_parser = durable_name)]
     durable: Option<String>,
+    /// With --durable: the checkpoint file. Default: $XDG_STATE_HOME/tidings/checkpoints/
+    /// (else ~/.local/state/tidings/checkpoints/), named for the server and NAME.
+    #[arg(long, value_name = "FILE", requires = "durable")]
+    checkpoint: Option<std::path::PathBuf>,
 }
 
 /// A durable name as the broker accepts it (a usage error otherwise).
@@ -63,7 +69,8 @@ fn value_json(v: &Value) -> serde_json::Value {
 }
 
 /// The JSON contract of `sub --json`: topic, properties, payload or payload_base64, sent_us,
-/// latency_us, plus subscription and missed; guaranteed deliveries add pubend and tick.
+/// latency_us, plus subscription and missed; guaranteed deliveries add pubend, tick and
+/// redelivered (true when the broker delivered that tick to this subscription before).
 pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     let mut properties = Map::new();
     for p in &d.properties {
@@ -86,14 +93,16 @@ pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     if let Some(position) = d.position {
         obj.insert("pubend".into(), json!(position.pubend.to_string()));
         obj.insert("tick".into(), json!(position.tick.0));
+        obj.insert("redelivered".into(), json!(d.redelivered));
     }
     serde_json::Value::Object(obj)
 }
 
-fn delivery_text(d: &Delivery) -> String {
+pub(crate) fn delivery_text(d: &Delivery) -> String {
     let props: Vec<String> = d.properties.iter().map(|p| format!("{}={}", p.key, p.value)).collect();
     let payload = String::from_utf8_lossy(&d.payload);
     let missed = if d.missed > 0 { format!(" (missed {})", d.missed) } else { String::new() };
+    let missed = if d.redelivered { format!("{missed} (redelivered)") } else { missed };
     format!(
         "[{}] {}{}{} latency {} us",
         d.topic,
@@ -160,20 +169,27 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!("error: --durable takes exactly one pattern");
         return Ok(ExitCode::from(2));
     }
-    let client = args.server.connect("tidings-sub").await?;
     if let Some(name) = &args.durable {
-        let options = SubscribeOptions::new(&args.patterns[0]).durable(name).explicit_acks();
+        let path = match &args.checkpoint {
+            Some(path) => path.clone(),
+            None => super::subscribe_durable::default_path(&args.server.server, name)?,
+        };
+        let resume = super::subscribe_durable::load(&path)?;
+        let options = SubscribeOptions::new(&args.patterns[0]).durable(name).explicit_acks().resume_from(resume);
         let options = match &args.selector {
             Some(selector) => options.selector(selector),
             None => options,
         };
+        let client = args.server.connect("tidings-sub").await?;
         let _reconnects = report_connection_changes(&client, &args.server.server);
         let subscription = client
             .subscribe_with(options)
             .await
             .with_context(|| format!("durable subscription {name:?} to {:?} refused", args.patterns[0]))?;
-        return durable(&client, subscription, &args).await;
+        let run = super::subscribe_durable::Run { json: args.json, count: args.count, checkpoint: &path };
+        return super::subscribe_durable::run(&client, subscription, run).await;
     }
+    let client = args.server.connect("tidings-sub").await?;
     let mut reconnects = report_connection_changes(&client, &args.server.server);
     let mut subscriptions = Vec::new();
     let mut ids = Vec::new();
@@ -232,7 +248,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     anyhow::bail!("the subscription ended after {seen} deliveries (connection closed)")
 }
 
-fn gap_line(gap: &tidings_client::GapNotice, json: bool) -> String {
+pub(crate) fn gap_line(gap: &tidings_client::GapNotice, json: bool) -> String {
     if json {
         json!({"gap": true, "pubend": gap.pubend.to_string(), "from": gap.from.0, "to": gap.to.0,
             "subscription": gap.subscription.0})
@@ -240,51 +256,4 @@ fn gap_line(gap: &tidings_client::GapNotice, json: bool) -> String {
     } else {
         format!("gap in pubend {}: ticks {}..={} may be missing", gap.pubend, gap.from, gap.to)
     }
-}
-
-/// A durable subscription's loop: each line is acknowledged once written and flushed, and the
-/// acknowledgements go to the broker whenever nothing more is buffered (and before exit), so
-/// the next `sub --durable` with the name prints exactly what this one did not.
-async fn durable(
-    client: &tidings_client::Client,
-    mut subscription: tidings_client::Subscription,
-    args: &Args,
-) -> anyhow::Result<ExitCode> {
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut seen = 0u64;
-    loop {
-        let event = match subscription.try_next_event() {
-            Some(event) => Some(event),
-            None => {
-                out.flush()?;
-                subscription.flush_acks();
-                subscription.next_event().await
-            }
-        };
-        let Some(event) = event else { break };
-        let position = match &event {
-            Event::Message(delivery) => {
-                let line = if args.json { delivery_json(delivery).to_string() } else { delivery_text(delivery) };
-                writeln!(out, "{line}")?;
-                seen += 1;
-                delivery.position
-            }
-            Event::Gap(gap) => {
-                writeln!(out, "{}", gap_line(gap, args.json))?;
-                Some(tidings_client::Position { pubend: gap.pubend, tick: gap.to })
-            }
-        };
-        if let Some(position) = position {
-            subscription.ack(position);
-        }
-        if args.count.is_some_and(|n| seen >= n) {
-            out.flush()?;
-            subscription.flush_acks();
-            // Not unsubscribed: the name stays for the next run. Close sends what is queued.
-            let _ = client.close().await;
-            return Ok(ExitCode::SUCCESS);
-        }
-    }
-    out.flush()?;
-    anyhow::bail!("the durable subscription ended after {seen} deliveries (connection closed)")
 }

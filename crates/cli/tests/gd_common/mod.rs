@@ -22,8 +22,17 @@ pub(crate) fn start_on(data: &Path, listen: &str, config: &Path) -> tidings_test
     tidings_testkit::BrokerProcess::start_with_args(bin(), &args).unwrap()
 }
 
+/// Runs the `tidings` binary with `args`, its output piped. `sub --durable` keeps its
+/// checkpoint files under a state directory of this test process, not the user's.
 pub(crate) fn spawn(args: &[&str]) -> Child {
-    Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+    let state = std::env::temp_dir().join(format!("tidings-test-state-{}", std::process::id()));
+    Command::new(bin())
+        .args(args)
+        .env("XDG_STATE_HOME", state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// `pub --guaranteed --json` of `count` messages on `topic`.

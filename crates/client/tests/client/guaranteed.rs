@@ -162,3 +162,31 @@ async fn guaranteed_subscriptions_over_udp_are_refused_by_the_client() {
     let options = SubscribeOptions::new("g.>").mode(DeliveryMode::Guaranteed);
     assert!(matches!(client.subscribe_with(options).await, Err(ClientError::Unsupported { .. })));
 }
+
+/// A subscription resumed from the application's checkpoint is not handed what the checkpoint
+/// holds: those deliveries are counted as skipped and acknowledged, and the checkpoint moves on
+/// with what is handed over (issue 38, failure C: a durable subscriber printed its last lines
+/// again after its broker was killed).
+#[tokio::test]
+async fn a_subscription_resumed_from_a_checkpoint_skips_and_acknowledges_what_it_holds() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let mut held = tidings_client::Checkpoint::new();
+    held.advance(PubendId(1), Tick(2));
+    let options = SubscribeOptions::new("g.>").mode(DeliveryMode::Guaranteed).resume_from(held);
+    let mut sub = bounded("subscribe", client.subscribe_with(options)).await.unwrap();
+    for i in 0..3u8 {
+        bounded("publish", client.publish_guaranteed("g.t", &[], Bytes::from(vec![i]))).await.unwrap();
+    }
+    let d = bounded("delivery", sub.recv()).await.unwrap();
+    assert_eq!(d.position, Some(Position { pubend: PubendId(1), tick: Tick(3) }), "ticks 1 and 2 are held");
+    assert!(!d.redelivered);
+    assert_eq!(sub.skipped(), 2);
+    assert_eq!(sub.checkpoint().iter().collect::<Vec<_>>(), [(PubendId(1), Tick(3))]);
+    broker
+        .shared
+        .wait_until("the broker hears tick 3 acknowledged", |s| {
+            s.received.iter().any(|(_, f)| matches!(f, tidings_wire::Frame::DeliveryAck(a) if a.tick == Tick(3)))
+        })
+        .await;
+}
