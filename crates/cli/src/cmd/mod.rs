@@ -77,20 +77,6 @@ fn render(error: &anyhow::Error) -> String {
 
 pub(crate) use tidings_bench::outln;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_cause_already_quoted_by_its_context_is_not_repeated() {
-        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
-        let error = anyhow::Error::new(io).context("cannot bind 127.0.0.1:80: Address already in use");
-        assert_eq!(render(&error), "cannot bind 127.0.0.1:80: Address already in use");
-        let error = anyhow::anyhow!("refused").context("cannot connect to b1");
-        assert_eq!(render(&error), "cannot connect to b1: refused");
-    }
-}
-
 /// Takes over SIGTERM and SIGINT now (their default would end the process at once) and returns
 /// a future that completes when either arrives, for a command that must finish what it was
 /// doing before it exits.
@@ -105,4 +91,18 @@ pub(crate) fn terminated() -> anyhow::Result<impl std::future::Future<Output = (
             _ = int.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_already_quoted_by_its_context_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::AddrInUse, "Address already in use");
+        let error = anyhow::Error::new(io).context("cannot bind 127.0.0.1:80: Address already in use");
+        assert_eq!(render(&error), "cannot bind 127.0.0.1:80: Address already in use");
+        let error = anyhow::anyhow!("refused").context("cannot connect to b1");
+        assert_eq!(render(&error), "cannot connect to b1: refused");
+    }
 }
