@@ -317,7 +317,10 @@ pub struct Limits {
     /// `limit_exceeded`. Capped at start below the process's open-file limit, so the admin
     /// port and the data directory always have descriptors.
     pub max_connections: usize,
-    /// Most client TCP connections from one source address at once.
+    /// Most client TCP connections from one source address at once; 0 (the default): an
+    /// eighth of `max_connections` as in force after the open-file cap, so one host can never
+    /// shut everyone else out (a fixed default above the capped total once could). Set it
+    /// for a known gateway; it may not exceed `max_connections`.
     pub max_connections_per_address: usize,
     /// Most new client TCP connections accepted per second (0: no bound), with a burst of a
     /// twentieth of a second's worth. Setting a connection up costs the broker about 0.2 ms of
@@ -447,7 +450,7 @@ impl Default for Limits {
             max_frame: tidings_wire::DEFAULT_MAX_FRAME,
             max_subscriptions_per_session: 65_536,
             max_connections: 50_000,
-            max_connections_per_address: 20_000,
+            max_connections_per_address: 0,
             max_connection_rate: 1_000,
             handshake_timeout: std::time::Duration::from_secs(10),
             max_queued_bytes: 512 * 1024 * 1024,
@@ -561,8 +564,14 @@ impl Config {
         if self.limits.max_subscriptions_per_session == 0 {
             problems.push("limits.max_subscriptions_per_session: must be at least 1".to_string());
         }
-        if self.limits.max_connections == 0 || self.limits.max_connections_per_address == 0 {
-            problems.push("limits.max_connections, limits.max_connections_per_address: must be at least 1".to_string());
+        if self.limits.max_connections == 0 {
+            problems.push("limits.max_connections: must be at least 1".to_string());
+        }
+        if self.limits.max_connections_per_address > self.limits.max_connections {
+            problems.push(format!(
+                "limits.max_connections_per_address: {} is above limits.max_connections ({}): one address could take every place",
+                self.limits.max_connections_per_address, self.limits.max_connections
+            ));
         }
         if self.limits.handshake_timeout.is_zero() {
             problems.push("limits.handshake_timeout: must be above zero".to_string());

@@ -92,6 +92,13 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             "limits.max_connections capped below the open-file limit (raise it with ulimit -n)"
         );
     }
+    if admission.per_address() >= admission.max() {
+        warn!(
+            max_connections = admission.max(),
+            max_connections_per_address = admission.per_address(),
+            "limits.max_connections_per_address is not below the connections in force: one address can take every place"
+        );
+    }
     let mut pace = Pace::new(limits.max_connection_rate);
     loop {
         let ready = pace.ready();

@@ -740,7 +740,8 @@ fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighb
     let fds = tidings_broker::admission::fd_limit().unwrap_or(u64::MAX);
     let n = usize::try_from(fds.saturating_sub(256)).unwrap_or(usize::MAX).min(4000);
     assert!(n >= 500, "the open-file limit ({fds}) leaves room for only {n} connections");
-    let (b, _dir) = broker_with_config(&format!("[limits]\nmax_connections = {}\n", n + 2));
+    let toml = format!("[limits]\nmax_connections = {0}\nmax_connections_per_address = {0}\n", n + 2);
+    let (b, _dir) = broker_with_config(&toml);
     let rss = || b.rss().unwrap();
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
@@ -800,6 +801,23 @@ fn connections_past_the_per_address_limit_are_refused_with_a_reason_and_places_c
         assert!(Instant::now() < deadline, "the closed connection's place never came back");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The attack: the per-address bound (20,000) was above the total in force (about 19,900), so
+/// one host took every place. Now, unless configured, one address gets an eighth of them.
+#[test]
+fn by_default_one_address_gets_an_eighth_of_the_places_and_never_all_of_them() {
+    let (b, _dir) = broker_with_config("[limits]\nmax_connections = 16\n");
+    let held: Vec<RawConnection> = (0..2).map(|_| RawConnection::handshake(&b.tcp()).unwrap()).collect();
+    let mut third = RawConnection::connect(&b.tcp()).unwrap();
+    match third.expect(5 * SECOND) {
+        Ok(Frame::Error(n)) => {
+            assert_eq!(n.reason(), Some(ReasonCode::LimitExceeded), "{n}");
+            assert!(n.to_string().contains("this address holds its most client connections (2)"), "{n}");
+        }
+        other => panic!("expected ERROR limit_exceeded at 2 of 16 places, got {other:?}"),
+    }
+    drop(held);
 }
 
 #[test]
