@@ -185,6 +185,9 @@ impl Session {
             Frame::Token(_) => {
                 Err(Notice::new(ReasonCode::UnexpectedFrame, "TOKEN is for UDP, and only first in a datagram"))
             }
+            Frame::TokenIssued(_) => {
+                Err(Notice::new(ReasonCode::UnexpectedFrame, "TOKEN_ISSUED is sent by the broker, not to it"))
+            }
         };
         result.unwrap_or_else(|notice| {
             if let Some(reason) = notice.reason() {
