@@ -333,6 +333,15 @@ pub struct Limits {
     /// may be at most 4 KiB, whatever `max_frame` says: an unknown peer buffers little.
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: std::time::Duration,
+    /// A frame that has not arrived whole this long after its first byte closes its connection
+    /// (clients with ERROR `limit_exceeded`, links with CLOSE), before and after HELLO. Half a
+    /// frame is memory held for the sender: without a bound, 150 connections each holding
+    /// half of an 8 MiB frame kept 1.2 GiB for as long as they liked. 10 s lets a whole
+    /// `max_frame` (8 MiB) through at 7 Mbit/s; a slower client needs a larger value or
+    /// smaller frames. Time a broker spends not reading (holding a publisher back for a
+    /// congested subscriber, at most `slow_consumer.max_stall`) counts too.
+    #[serde(with = "humantime_serde")]
+    pub frame_timeout: std::time::Duration,
     /// Most bytes queued to all clients together (0: no bound but each queue's own). Past it
     /// the connections holding the most are cut, slowest first, with reason `slow_consumer`.
     pub max_queued_bytes: usize,
@@ -453,6 +462,7 @@ impl Default for Limits {
             max_connections_per_address: 0,
             max_connection_rate: 1_000,
             handshake_timeout: std::time::Duration::from_secs(10),
+            frame_timeout: std::time::Duration::from_secs(10),
             max_queued_bytes: 512 * 1024 * 1024,
             return_freed_memory: true,
             max_match_time: std::time::Duration::from_millis(500),
@@ -573,8 +583,8 @@ impl Config {
                 self.limits.max_connections_per_address, self.limits.max_connections
             ));
         }
-        if self.limits.handshake_timeout.is_zero() {
-            problems.push("limits.handshake_timeout: must be above zero".to_string());
+        if self.limits.handshake_timeout.is_zero() || self.limits.frame_timeout.is_zero() {
+            problems.push("limits.handshake_timeout, limits.frame_timeout: must be above zero".to_string());
         }
         if let Err(e) = self.storage.fsync_policy() {
             problems.push(format!("storage.fsync: {e}"));
