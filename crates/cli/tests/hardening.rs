@@ -10,8 +10,8 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use tidings_testkit::{BrokerProcess, RawConnection};
-use tidings_wire::{Frame, ReasonCode};
+use tidings_testkit::{BrokerProcess, Neighbour, RawConnection};
+use tidings_wire::{DeliveryMode, Frame, Ping, ReasonCode, SubId, Subscribe};
 
 const SECOND: Duration = Duration::from_secs(1);
 
@@ -89,4 +89,70 @@ fn before_a_link_is_verified_a_large_frame_is_refused_at_its_header() {
     let closed = started.elapsed();
     eprintln!("an unverified peer's 8 MiB header: closed after {closed:?}");
     assert!(closed < 3 * SECOND, "closed after {closed:?}: held until the handshake bound (5 s)");
+}
+
+/// A client holding `n` subscriptions (`bulk.0` ... `bulk.{n-1}`), all confirmed.
+fn subscribed_client(b: &BrokerProcess, n: u32) -> RawConnection {
+    let mut c = RawConnection::handshake(&b.tcp()).unwrap();
+    let mut bytes = bytes::BytesMut::new();
+    for id in 0..n {
+        let subscribe = Subscribe {
+            id: SubId(id),
+            mode: DeliveryMode::BestEffort,
+            pattern: format!("bulk.{id}"),
+            selector: None,
+            durable: None,
+        };
+        Frame::Subscribe(subscribe).encode(&mut bytes).unwrap();
+        if bytes.len() >= 1 << 20 {
+            c.send_bytes(&bytes.split()).unwrap();
+        }
+    }
+    c.send_bytes(&bytes).unwrap();
+    c.send(&Frame::Ping(Ping { nonce: 1 })).unwrap();
+    loop {
+        match c.expect(120 * SECOND).unwrap() {
+            Frame::Pong(_) => return c,
+            Frame::Error(n) => panic!("{n}"),
+            _ => {}
+        }
+    }
+}
+
+/// A neighbour's worst round trip while a client holding `n` subscriptions disconnects and
+/// the broker removes them all.
+fn neighbour_during_a_bulk_disconnect(n: u32) -> tidings_testkit::NeighbourReport {
+    let toml = format!("[limits]\nmax_subscriptions_per_session = {n}\n");
+    // With a cluster listener, as the attack's broker had: each subscription is routed too.
+    let b = BrokerProcess::start_configured(bin(), &toml, &["--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let bulk = subscribed_client(&b, n);
+    let neighbour = Neighbour::start(&b.tcp()).unwrap();
+    std::thread::sleep(SECOND / 2);
+    drop(bulk);
+    tidings_testkit::wait_until("the leaving client's subscriptions are removed", 120 * SECOND, || {
+        b.metric("tidings_subscriptions").unwrap() <= 1.0
+    });
+    std::thread::sleep(SECOND / 2);
+    let report = neighbour.stop();
+    eprintln!("neighbour while {n} subscriptions were removed at a disconnect: {report}");
+    report
+}
+
+/// The attack: a healthy client's round trip waited 3.1 s while one client's 1,000,000
+/// subscriptions were removed at its disconnect. They are now removed off the runtime's
+/// workers, a slice under the index's lock at a time. (The bound is generous for a loaded
+/// two-core machine; the figure is printed.)
+#[test]
+fn a_client_leaving_with_many_subscriptions_does_not_hold_up_its_neighbours() {
+    let report = neighbour_during_a_bulk_disconnect(100_000);
+    assert_eq!(report.lost, 0, "{report}");
+    assert!(report.max < SECOND / 2, "the neighbour waited {:?} behind a bulk disconnect", report.max);
+}
+
+/// The measurement at full size: `cargo test --release -p tidings-cli --test
+/// hardening -- --ignored --nocapture bulk_disconnect_of_a_million`.
+#[test]
+#[ignore]
+fn bulk_disconnect_of_a_million_subscriptions_measured() {
+    neighbour_during_a_bulk_disconnect(1_000_000);
 }
