@@ -156,3 +156,35 @@ fn a_client_leaving_with_many_subscriptions_does_not_hold_up_its_neighbours() {
 fn bulk_disconnect_of_a_million_subscriptions_measured() {
     neighbour_during_a_bulk_disconnect(1_000_000);
 }
+
+/// The issue's measurement: 150 connections each holding most of an 8 MiB frame for 60 s,
+/// under the default limits (`max_queued_bytes` 512 MiB, `frame_timeout` 10 s). Prints the
+/// broker's peak RSS and when the last one was closed: `cargo test -p tidings-cli --test
+/// hardening -- --ignored --nocapture half_frames_held_a_minute`.
+#[test]
+#[ignore]
+fn half_frames_held_a_minute_measured() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let idle = b.rss().unwrap();
+    let started = Instant::now();
+    let mut held = hold_half_frames(&b, 150, 8 << 20, 8_000_000);
+    let (mut peak, mut peak_reading, mut closed_by) = (0.0f64, 0.0f64, None);
+    while started.elapsed() < 60 * SECOND {
+        peak = peak.max(b.rss().unwrap());
+        peak_reading = peak_reading.max(b.metric("tidings_reading_bytes").unwrap());
+        if closed_by.is_none() && b.metric("tidings_connections{transport=\"tcp\"}").unwrap() == 0.0 {
+            closed_by = Some(started.elapsed());
+        }
+        std::thread::sleep(SECOND / 2);
+    }
+    let closed = held.iter_mut().map(|c| c.expect_closed(SECOND / 10)).filter(|closed| *closed).count();
+    let mib = |bytes: f64| bytes / 1024.0 / 1024.0;
+    eprintln!(
+        "150 half frames held 60 s: RSS idle {:.0} MiB, peak {:.0} MiB; frames being read peaked at {:.0} MiB \
+         (budget 512 MiB); {closed} of 150 connections closed, the last by {closed_by:?}; RSS at the end {:.0} MiB",
+        mib(idle),
+        mib(peak),
+        mib(peak_reading),
+        mib(b.rss().unwrap())
+    );
+}
