@@ -11,6 +11,13 @@ use parking_lot::Mutex;
 /// Descriptors kept back from clients: listeners, the admin port, links, the data directory.
 const RESERVED_FDS: usize = 128;
 
+/// Unless configured, one source address may hold at most this fraction (1/8) of the global
+/// bound in force. A fixed number cannot be right for every broker: 1,000 is too few for one
+/// gateway in front of a large deployment and, under a low open-file limit, still too many; an
+/// eighth lets one host (a NAT gateway, a reconnect loop) hold many places while seven-eighths
+/// always stay for everyone else, whatever `ulimit -n` made of `max_connections`.
+const DEFAULT_ADDRESS_SHARE: usize = 8;
+
 /// The connection counts of one listener.
 #[derive(Debug)]
 pub struct Admission {
@@ -52,14 +59,23 @@ impl std::fmt::Display for Refusal {
 
 impl Admission {
     /// Bounds from the config, the global one capped below the open-file limit (`fd_limit`).
+    /// A `per_address` of 0 means an eighth of the global bound in force
+    /// ([`DEFAULT_ADDRESS_SHARE`]), computed after the cap so it stays below it.
     pub fn new(max: usize, per_address: usize, fd_limit: Option<u64>) -> Arc<Admission> {
         let cap = fd_limit.map_or(usize::MAX, |n| (n as usize).saturating_sub(RESERVED_FDS).max(1));
-        Arc::new(Admission { max: max.min(cap), per_address, counts: Mutex::new(Counts::default()) })
+        let max = max.min(cap);
+        let per_address = if per_address == 0 { (max / DEFAULT_ADDRESS_SHARE).max(1) } else { per_address };
+        Arc::new(Admission { max, per_address, counts: Mutex::new(Counts::default()) })
     }
 
     /// The global bound in force (after the cap).
     pub fn max(&self) -> usize {
         self.max
+    }
+
+    /// The per-address bound in force.
+    pub fn per_address(&self) -> usize {
+        self.per_address
     }
 
     /// Takes a place for a connection from `address`, or says why not.
@@ -119,5 +135,21 @@ mod tests {
         drop(first);
         assert!(admission.admit(a).is_ok(), "a closed connection gives its place back");
         assert_eq!(Admission::new(50_000, 10, Some(1000)).max(), 872, "capped below the open-file limit");
+    }
+
+    #[test]
+    fn by_default_one_address_holds_at_most_an_eighth_of_the_places_in_force() {
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        // The attack's figures: 50,000 configured, about 19,900 in force under ulimit 20,000.
+        let admission = Admission::new(50_000, 0, Some(20_000));
+        assert_eq!(admission.max(), 19_872);
+        assert_eq!(admission.per_address(), 19_872 / 8, "an eighth of the bound in force, not of the configured");
+        let small = Admission::new(16, 0, None);
+        let held: Vec<Admitted> = (0..2).map(|_| small.admit(a).unwrap()).collect();
+        assert_eq!(small.admit(a).unwrap_err(), Refusal::AddressFull(2));
+        let b: IpAddr = "127.0.0.2".parse().unwrap();
+        assert!(small.admit(b).is_ok(), "another address still gets in");
+        drop(held);
+        assert_eq!(Admission::new(50_000, 300, Some(20_000)).per_address(), 300, "a configured bound is kept");
     }
 }

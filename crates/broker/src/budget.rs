@@ -2,6 +2,12 @@
 //! (`[slow_consumer] max_bytes`), but a dozen stalled subscribers each at its bound add up to
 //! more than the machine may have; past `[limits] max_queued_bytes`, the connections holding
 //! the most are cut (slowest first) until the total fits again.
+//!
+//! Frames being read count against the same limit: a client that announces a large frame and
+//! sends it slowly, or half of it, held its bytes outside any budget (150 connections held
+//! 1.2 GiB). A read buffer past its first chunk charges its growth here before it grows, and
+//! may take only what queued bytes and other readers leave; past that its connection is closed.
+//! Queued bytes are not cut for readers (a reader cannot make the broker cut a subscriber).
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Weak};
@@ -21,6 +27,10 @@ pub struct QueueBudget {
     pub gauge: Gauge,
     /// Connections cut to bring the total back under the limit.
     pub cuts: Counter,
+    reading: AtomicUsize,
+    /// Bytes held for frames being read, past each connection's first chunk
+    /// (`tidings_reading_bytes`).
+    pub reading_gauge: Gauge,
 }
 
 impl QueueBudget {
@@ -32,6 +42,8 @@ impl QueueBudget {
             outboxes: Mutex::default(),
             gauge: Gauge::default(),
             cuts: Counter::default(),
+            reading: AtomicUsize::new(0),
+            reading_gauge: Gauge::default(),
         })
     }
 
@@ -60,6 +72,24 @@ impl QueueBudget {
     /// Bytes charged and not yet refunded.
     pub fn used(&self) -> usize {
         self.used.load(Relaxed)
+    }
+
+    /// `bytes` more for a frame being read: true and charged if the frames being read and the
+    /// bytes queued stay within the limit, else false and nothing charged.
+    pub(crate) fn charge_read(&self, bytes: usize) -> bool {
+        let reading = self.reading.fetch_add(bytes, Relaxed) + bytes;
+        if reading.saturating_add(self.used()) > self.limit {
+            self.reading.fetch_sub(bytes, Relaxed);
+            return false;
+        }
+        self.reading_gauge.set(reading as i64);
+        true
+    }
+
+    /// `bytes` of frames being read were handled or given up.
+    pub(crate) fn refund_read(&self, bytes: usize) {
+        let reading = self.reading.fetch_sub(bytes, Relaxed).saturating_sub(bytes);
+        self.reading_gauge.set(reading as i64);
     }
 
     /// Cuts the connections holding the most until the total is within the limit. Called with

@@ -317,7 +317,10 @@ pub struct Limits {
     /// `limit_exceeded`. Capped at start below the process's open-file limit, so the admin
     /// port and the data directory always have descriptors.
     pub max_connections: usize,
-    /// Most client TCP connections from one source address at once.
+    /// Most client TCP connections from one source address at once; 0 (the default): an
+    /// eighth of `max_connections` as in force after the open-file cap, so one host can never
+    /// shut everyone else out (a fixed default above the capped total once could). Set it
+    /// for a known gateway; it may not exceed `max_connections`.
     pub max_connections_per_address: usize,
     /// Most new client TCP connections accepted per second (0: no bound), with a burst of a
     /// twentieth of a second's worth. Setting a connection up costs the broker about 0.2 ms of
@@ -330,6 +333,15 @@ pub struct Limits {
     /// may be at most 4 KiB, whatever `max_frame` says: an unknown peer buffers little.
     #[serde(with = "humantime_serde")]
     pub handshake_timeout: std::time::Duration,
+    /// A frame that has not arrived whole this long after its first byte closes its connection
+    /// (clients with ERROR `limit_exceeded`, links with CLOSE), before and after HELLO. Half a
+    /// frame is memory held for the sender: without a bound, 150 connections each holding
+    /// half of an 8 MiB frame kept 1.2 GiB for as long as they liked. 10 s lets a whole
+    /// `max_frame` (8 MiB) through at 7 Mbit/s; a slower client needs a larger value or
+    /// smaller frames. Time a broker spends not reading (holding a publisher back for a
+    /// congested subscriber, at most `slow_consumer.max_stall`) counts too.
+    #[serde(with = "humantime_serde")]
+    pub frame_timeout: std::time::Duration,
     /// Most bytes queued to all clients together (0: no bound but each queue's own). Past it
     /// the connections holding the most are cut, slowest first, with reason `slow_consumer`.
     pub max_queued_bytes: usize,
@@ -447,9 +459,10 @@ impl Default for Limits {
             max_frame: tidings_wire::DEFAULT_MAX_FRAME,
             max_subscriptions_per_session: 65_536,
             max_connections: 50_000,
-            max_connections_per_address: 20_000,
+            max_connections_per_address: 0,
             max_connection_rate: 1_000,
             handshake_timeout: std::time::Duration::from_secs(10),
+            frame_timeout: std::time::Duration::from_secs(10),
             max_queued_bytes: 512 * 1024 * 1024,
             return_freed_memory: true,
             max_match_time: std::time::Duration::from_millis(500),
@@ -561,11 +574,17 @@ impl Config {
         if self.limits.max_subscriptions_per_session == 0 {
             problems.push("limits.max_subscriptions_per_session: must be at least 1".to_string());
         }
-        if self.limits.max_connections == 0 || self.limits.max_connections_per_address == 0 {
-            problems.push("limits.max_connections, limits.max_connections_per_address: must be at least 1".to_string());
+        if self.limits.max_connections == 0 {
+            problems.push("limits.max_connections: must be at least 1".to_string());
         }
-        if self.limits.handshake_timeout.is_zero() {
-            problems.push("limits.handshake_timeout: must be above zero".to_string());
+        if self.limits.max_connections_per_address > self.limits.max_connections {
+            problems.push(format!(
+                "limits.max_connections_per_address: {} is above limits.max_connections ({}): one address could take every place",
+                self.limits.max_connections_per_address, self.limits.max_connections
+            ));
+        }
+        if self.limits.handshake_timeout.is_zero() || self.limits.frame_timeout.is_zero() {
+            problems.push("limits.handshake_timeout, limits.frame_timeout: must be above zero".to_string());
         }
         if let Err(e) = self.storage.fsync_policy() {
             problems.push(format!("storage.fsync: {e}"));

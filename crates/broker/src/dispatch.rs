@@ -62,6 +62,10 @@ impl Drop for DispatchScratch {
     }
 }
 
+/// Subscriptions removed under one hold of the index's lock in [`Dispatcher::unsubscribe_many`]:
+/// a few hundred microseconds' worth, so a publisher waits no longer than that.
+pub const BULK_SLICE: usize = 256;
+
 impl Dispatcher {
     /// An empty table.
     pub fn new(metrics: Metrics) -> Dispatcher {
@@ -83,6 +87,17 @@ impl Dispatcher {
     pub fn unsubscribe(&self, id: SubscriptionId) {
         if self.index.write().remove(id).is_some() {
             self.metrics.subscriptions.dec();
+        }
+    }
+
+    /// Removes many subscriptions, [`BULK_SLICE`] under one hold of the index's lock at a
+    /// time: between slices, publishers match and other sessions subscribe.
+    pub fn unsubscribe_many(&self, ids: &[SubscriptionId]) {
+        for slice in ids.chunks(BULK_SLICE) {
+            let mut index = self.index.write();
+            let removed = slice.iter().filter(|id| index.remove(**id).is_some()).count();
+            drop(index);
+            self.metrics.subscriptions.dec_by(removed as i64);
         }
     }
 

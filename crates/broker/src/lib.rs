@@ -29,6 +29,7 @@ pub mod live;
 pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;
+mod read_buffer;
 pub mod server;
 pub mod session;
 pub mod storage;

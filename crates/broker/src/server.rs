@@ -198,6 +198,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let prefixed = registry.sub_registry_with_prefix("tidings");
     prefixed.register("queued_bytes", "Bytes queued to all clients together", budget.gauge.clone());
     prefixed.register(
+        "reading_bytes",
+        "Bytes held for frames being read, past each connection's first read chunk",
+        budget.reading_gauge.clone(),
+    );
+    prefixed.register(
         "queue_budget_cuts",
         "Connections cut because the queued bytes of all clients passed limits.max_queued_bytes",
         budget.cuts.clone(),

@@ -2,79 +2,15 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use tidings_wire::{Frame, Notice, ReasonCode};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
 use crate::admission::{Admission, Refusal};
 use crate::outbox::{write_stream, Outbox};
+use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
 use crate::server::Shared;
 use crate::session::{wire_error_notice, Next, Session, Transport};
-
-/// Reads grow the buffer up to this while frames keep coming...
-const READ_CHUNK: usize = 64 * 1024;
-/// ...and start from this; an idle connection holds no read buffer at all.
-const MIN_READ_CHUNK: usize = 4 * 1024;
-
-/// How long an empty read buffer is kept for the next read before it goes back.
-const KEEP_EMPTY_BUFFER: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// A connection's read buffer: allocated when bytes arrive, grown while reads fill it, and
-/// given back once the connection goes quiet, so 10,000 idle clients do not hold 64 KiB each.
-///
-/// Quiet means empty for [`KEEP_EMPTY_BUFFER`], not empty once: a publisher sending a frame
-/// every half millisecond emptied it at every read, and with freed memory returned to the
-/// operating system at once (`return_freed_memory`) each read then cost a page fault and a
-/// zeroed page (`perf` on the broker under `bench overhead`: `exc_page_fault` below
-/// `ReadBuffer::prepare`).
-struct ReadBuffer {
-    buf: BytesMut,
-    chunk: usize,
-    /// A release of the empty buffer is scheduled.
-    releasing: bool,
-}
-
-impl ReadBuffer {
-    fn new() -> ReadBuffer {
-        ReadBuffer { buf: BytesMut::new(), chunk: MIN_READ_CHUNK, releasing: false }
-    }
-
-    /// Room for the next read; returns how much.
-    fn prepare(&mut self) -> usize {
-        if self.buf.capacity() - self.buf.len() < self.chunk / 4 {
-            self.buf.reserve(self.chunk);
-        }
-        self.buf.capacity() - self.buf.len()
-    }
-
-    /// A read of `n` bytes into `room`: a full read doubles the next, a small one halves it.
-    fn after_read(&mut self, n: usize, room: usize) {
-        if n == room {
-            self.chunk = (self.chunk * 2).min(READ_CHUNK);
-        } else if n < room / 8 {
-            self.chunk = (self.chunk / 2).max(MIN_READ_CHUNK);
-        }
-    }
-
-    /// Once every frame read is handled: true if the buffer is held empty at its smallest, so
-    /// it should go back unless a read comes within [`KEEP_EMPTY_BUFFER`]; a release that is
-    /// already scheduled is not moved (a steady reader gives its buffer back once per period).
-    fn settle(&mut self) -> bool {
-        let idle = self.buf.is_empty() && self.buf.capacity() > 0 && self.chunk == MIN_READ_CHUNK;
-        let schedule = idle && !self.releasing;
-        self.releasing |= idle;
-        schedule
-    }
-
-    /// The scheduled release is due: the buffer goes back if it is still empty.
-    fn release(&mut self) {
-        self.releasing = false;
-        if self.buf.is_empty() {
-            self.buf = BytesMut::new();
-        }
-    }
-}
 
 /// The largest frame read before HELLO: a HELLO is a few bytes, and an unknown peer must not
 /// make the broker buffer megabytes.
@@ -90,6 +26,13 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             max_connections = admission.max(),
             open_file_limit = fds.unwrap_or(0),
             "limits.max_connections capped below the open-file limit (raise it with ulimit -n)"
+        );
+    }
+    if admission.per_address() >= admission.max() {
+        warn!(
+            max_connections = admission.max(),
+            max_connections_per_address = admission.per_address(),
+            "limits.max_connections_per_address is not below the connections in force: one address can take every place"
         );
     }
     let mut pace = Pace::new(limits.max_connection_rate);
@@ -182,6 +125,14 @@ fn refused(outbox: &Outbox, notice: &Notice) {
     }
 }
 
+/// Closes a connection that passed one of the broker's limits, with ERROR `limit_exceeded`.
+fn limit_exceeded(shared: &Shared, outbox: &Outbox, text: &str) {
+    let notice = Notice::new(ReasonCode::LimitExceeded, text);
+    shared.metrics.protocol_error(ReasonCode::LimitExceeded);
+    refused(outbox, &notice);
+    outbox.close_with(&Frame::Error(notice));
+}
+
 /// Says why in an ERROR frame and closes; a client that does not read it is not waited for.
 async fn refuse(mut stream: TcpStream, refusal: Refusal) {
     use tokio::io::AsyncWriteExt;
@@ -202,15 +153,18 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
     }
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     let max_frame = shared.config.limits.max_frame;
-    let mut read = ReadBuffer::new();
+    let limits = &shared.config.limits;
+    let mut read = ReadBuffer::new(Arc::clone(&shared.budget), limits.frame_timeout);
     let handshake = tokio::time::sleep(shared.config.limits.handshake_timeout);
     tokio::pin!(handshake);
     let release = tokio::time::sleep(KEEP_EMPTY_BUFFER);
     tokio::pin!(release);
+    let mut decoded = 0;
     'read: loop {
-        if read.settle() {
+        if read.settle(decoded) {
             release.as_mut().reset(tokio::time::Instant::now() + KEEP_EMPTY_BUFFER);
         }
+        decoded = 0;
         tokio::select! {
             biased;
             _ = outbox.done.cancelled() => break 'read,
@@ -228,12 +182,20 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
                 read.release();
                 continue 'read;
             }
+            () = until(read.frame_deadline()) => {
+                // Half a frame held memory for as long as the client liked (see `read_buffer`).
+                limit_exceeded(&shared, &outbox, "a frame did not arrive whole within limits.frame_timeout");
+                break 'read;
+            }
             ready = reader.readable() => {
                 if ready.is_err() {
                     outbox.abort();
                     break 'read;
                 }
-                let room = read.prepare();
+                let Ok(room) = read.prepare() else {
+                    limit_exceeded(&shared, &outbox, "the broker's memory for frames being read (limits.max_queued_bytes) is spent");
+                    break 'read;
+                };
                 match reader.try_read_buf(&mut read.buf) {
                     Ok(0) => {
                         outbox.abort();
@@ -252,20 +214,23 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
         loop {
             let limit = if session.is_greeted() { max_frame } else { PRE_HELLO_MAX_FRAME };
             match Frame::decode(&mut read.buf, limit) {
-                Ok(Some(frame)) => match session.handle(frame) {
-                    Next::Continue => {}
-                    Next::Close => {
-                        session.finish_batch(read_at);
-                        outbox.close_with(&Frame::Disconnect(Notice::new(ReasonCode::Normal, "goodbye")));
-                        break 'read;
+                Ok(Some(frame)) => {
+                    decoded += 1;
+                    match session.handle(frame) {
+                        Next::Continue => {}
+                        Next::Close => {
+                            session.finish_batch(read_at);
+                            outbox.close_with(&Frame::Disconnect(Notice::new(ReasonCode::Normal, "goodbye")));
+                            break 'read;
+                        }
+                        Next::Refuse(notice) => {
+                            session.finish_batch(read_at);
+                            refused(&outbox, &notice);
+                            outbox.close_with(&Frame::Error(notice));
+                            break 'read;
+                        }
                     }
-                    Next::Refuse(notice) => {
-                        session.finish_batch(read_at);
-                        refused(&outbox, &notice);
-                        outbox.close_with(&Frame::Error(notice));
-                        break 'read;
-                    }
-                },
+                }
                 Ok(None) => break,
                 Err(e) => {
                     session.finish_batch(read_at);
@@ -320,25 +285,5 @@ mod tests {
             unbounded.taken();
             ready
         }));
-    }
-
-    #[test]
-    fn an_empty_read_buffer_goes_back_once_its_release_is_due_not_at_every_read() {
-        let mut read = ReadBuffer::new();
-        assert!(!read.settle(), "nothing held yet");
-        let room = read.prepare();
-        read.buf.extend_from_slice(b"frame");
-        read.after_read(5, room);
-        assert!(!read.settle(), "bytes still to decode");
-        read.buf.clear();
-        assert!(read.settle(), "held empty: a release is scheduled");
-        assert!(!read.settle(), "and not scheduled again while it is pending");
-        read.buf.extend_from_slice(b"partial");
-        read.release();
-        assert!(read.buf.capacity() > 0, "a buffer holding a partial frame stays");
-        read.buf.clear();
-        assert!(read.settle());
-        read.release();
-        assert_eq!(read.buf.capacity(), 0, "an empty one goes back");
     }
 }

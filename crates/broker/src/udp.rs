@@ -15,7 +15,7 @@ use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::outbox::{write_datagrams, Outbox};
 use crate::server::Shared;
 use crate::session::{Next, Session, Transport};
-use crate::udp_token::TokenKey;
+use crate::udp_token::{ReplyPace, TokenKey};
 
 /// Bytes of a TOKEN frame: a datagram shorter than this gets no answer at all, so a forged
 /// source address never makes the broker send more than it received.
@@ -39,6 +39,7 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
     let mut clients: HashMap<SocketAddr, UdpClient> = HashMap::new();
     let mut sweep = tokio::time::interval((ttl / 4).max(Duration::from_millis(25)));
     let mut buf = vec![0u8; 65_536];
+    let mut pace = ReplyPace::new(std::time::Instant::now());
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
@@ -47,7 +48,7 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
                 // Errors here are ICMP reports about earlier sends; they concern one peer only.
                 if let Ok((len, peer)) = received {
                     let data = Bytes::copy_from_slice(&buf[..len]);
-                    datagram(data, (peer, &key), &socket, &mut clients, &shared);
+                    datagram(data, (peer, &key, &mut pace), &socket, &mut clients, &shared);
                 }
             }
         }
@@ -59,7 +60,7 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
 
 fn datagram(
     mut data: Bytes,
-    (peer, key): (SocketAddr, &TokenKey),
+    (peer, key, pace): (SocketAddr, &TokenKey, &mut ReplyPace),
     socket: &Arc<UdpSocket>,
     clients: &mut HashMap<SocketAddr, UdpClient>,
     shared: &Arc<Shared>,
@@ -79,8 +80,12 @@ fn datagram(
     // Only a client that receives at its address speaks for it (see `tidings_wire::Token`).
     if !matches!(frames.first(), Some(Frame::Token(token)) if key.verify(peer, token)) {
         shared.metrics.udp_unvalidated.inc();
-        if len >= TOKEN_FRAME_LEN {
-            if let Ok(bytes) = Frame::Token(key.token(peer)).to_bytes() {
+        // Only a request is answered: never a datagram holding a broker's frame (another
+        // broker's TOKEN_ISSUED, whose source may be forged, must not start a loop), never a
+        // datagram smaller than the answer, and a few a second per source address at most.
+        let request = !frames.iter().any(Frame::is_from_broker);
+        if request && len >= TOKEN_FRAME_LEN && pace.allow(peer.ip(), std::time::Instant::now()) {
+            if let Ok(bytes) = Frame::TokenIssued(key.token(peer)).to_bytes() {
                 let _ = socket.try_send_to(&bytes, peer);
             }
         }

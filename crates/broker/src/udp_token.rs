@@ -8,7 +8,9 @@
 //! next datagram gets the new token back. (QUIC's retry tokens also expire, because they stand
 //! for a handshake already paid; here the token is only an address check.)
 
+use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -51,6 +53,44 @@ impl TokenKey {
     }
 }
 
+/// Token answers to one source address per second at most. A client needs one when it starts
+/// and one after each broker restart; a few more cover lost datagrams.
+const REPLIES_PER_ADDRESS: u32 = 4;
+
+/// Source addresses counted per second at most; past it a new address gets no answer until the
+/// next second, so a flood of forged sources cannot grow the table.
+const ADDRESSES_PER_WINDOW: usize = 16_384;
+
+/// Bounds token answers per source address (per IP, any port): a forged source can make the
+/// broker send a victim at most [`REPLIES_PER_ADDRESS`] answers of 21 bytes a second, however
+/// many datagrams the forger sends. A fixed one-second window, cleared whole: no timer, no
+/// per-entry expiry, and at most [`ADDRESSES_PER_WINDOW`] entries.
+pub(crate) struct ReplyPace {
+    window: Instant,
+    sent: HashMap<IpAddr, u32>,
+}
+
+impl ReplyPace {
+    /// An empty table whose first window starts at `now`.
+    pub(crate) fn new(now: Instant) -> ReplyPace {
+        ReplyPace { window: now, sent: HashMap::new() }
+    }
+
+    /// Whether a token answer may go to `peer` at `now`; counts it if so.
+    pub(crate) fn allow(&mut self, peer: IpAddr, now: Instant) -> bool {
+        if now.duration_since(self.window) >= Duration::from_secs(1) {
+            self.window = now;
+            self.sent.clear();
+        }
+        if !self.sent.contains_key(&peer) && self.sent.len() >= ADDRESSES_PER_WINDOW {
+            return false;
+        }
+        let sent = self.sent.entry(peer).or_insert(0);
+        *sent += 1;
+        *sent <= REPLIES_PER_ADDRESS
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,5 +106,20 @@ mod tests {
         assert!(!other.verify(a, &key.token(a)), "a restarted broker draws another key");
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:4000".parse().unwrap();
         assert!(key.verify(mapped, &key.token(a)), "v4 and v4-mapped v6 are one address");
+    }
+
+    #[test]
+    fn token_answers_to_one_address_are_a_few_a_second_and_the_table_is_bounded() {
+        let start = Instant::now();
+        let mut pace = ReplyPace::new(start);
+        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let answered = (0..100).filter(|_| pace.allow(a, start)).count();
+        assert_eq!(answered, REPLIES_PER_ADDRESS as usize, "a flood from one address gets a few answers");
+        assert!(pace.allow("127.0.0.2".parse().unwrap(), start), "another address is counted apart");
+        assert!(pace.allow(a, start + Duration::from_secs(1)), "the next second starts afresh");
+        let mut full = ReplyPace::new(start);
+        let many = (0..=ADDRESSES_PER_WINDOW as u32).filter(|i| full.allow(IpAddr::from(i.to_be_bytes()), start));
+        assert_eq!(many.count(), ADDRESSES_PER_WINDOW, "past the table's bound a new address waits");
+        assert!(full.sent.len() <= ADDRESSES_PER_WINDOW);
     }
 }

@@ -422,7 +422,7 @@ impl RawUdp {
         padded.extend_from_slice(&ping); // a datagram shorter than a TOKEN frame gets no answer
         socket.send(&padded).unwrap();
         match udp_recv(&socket) {
-            Frame::Token(token) => RawUdp { socket, token },
+            Frame::TokenIssued(token) => RawUdp { socket, token },
             other => panic!("expected TOKEN, got {other:?}"),
         }
     }
@@ -472,7 +472,7 @@ fn a_udp_datagram_without_its_addresss_token_opens_nothing_and_speaks_for_no_ses
     let mut datagram = udp_subscribe(1, "v.>").to_bytes().unwrap().to_vec();
     datagram.extend_from_slice(&Frame::Ping(Ping { nonce: 1 }).to_bytes().unwrap());
     forged.send(&datagram).unwrap();
-    assert!(matches!(udp_recv(&forged), Frame::Token(_)), "the answer is a TOKEN, nothing else");
+    assert!(matches!(udp_recv(&forged), Frame::TokenIssued(_)), "the answer is a TOKEN_ISSUED, nothing else");
     assert_eq!(b.metric("tidings_subscriptions").unwrap(), 0.0, "no session, no subscription");
     assert!(b.metric("tidings_udp_unvalidated_datagrams_total").unwrap() >= 1.0);
     // A datagram shorter than a TOKEN frame gets no answer at all.
@@ -489,7 +489,7 @@ fn a_udp_datagram_without_its_addresss_token_opens_nothing_and_speaks_for_no_ses
     let mut padded = disconnect.to_vec();
     padded.extend_from_slice(&Frame::Ping(Ping { nonce: 4 }).to_bytes().unwrap());
     sub.socket.send(&padded).unwrap();
-    assert!(matches!(sub.recv(), Frame::Token(_)));
+    assert!(matches!(sub.recv(), Frame::TokenIssued(_)));
     let mut publisher = RawConnection::handshake(&b.tcp()).unwrap();
     let m = Message::new("v.w", &[], Bytes::from_static(b"still here"), 5).unwrap();
     publisher.send(&Frame::Publish(m)).unwrap();
@@ -498,6 +498,49 @@ fn a_udp_datagram_without_its_addresss_token_opens_nothing_and_speaks_for_no_ses
         other => panic!("{other:?}"),
     }
     assert_eq!(b.metric("tidings_subscriptions").unwrap(), 1.0);
+}
+
+/// The attack: one datagram forged with broker B's address as its source made broker A answer
+/// B with a TOKEN, which B answered with a TOKEN, and so on until one restarted. Here a relay
+/// carries each broker's answer to the other (the forged source a relay's own socket, as the
+/// tokens are invalid either way) and counts the answers: one, then silence.
+#[test]
+fn a_forged_datagram_between_two_brokers_gets_one_answer_not_a_loop() {
+    let (a, b) = (broker(&[]), broker(&[]));
+    let (to_a, to_b) = (udp_socket(&a), udp_socket(&b));
+    for s in [&to_a, &to_b] {
+        s.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
+    }
+    let mut forged = udp_subscribe(1, "v.>").to_bytes().unwrap().to_vec();
+    forged.extend_from_slice(&Frame::Ping(Ping { nonce: 1 }).to_bytes().unwrap());
+    to_a.send(&forged).unwrap();
+    let mut answers = 0;
+    let mut buf = vec![0u8; 65_536];
+    let (mut from, mut to) = (&to_a, &to_b);
+    while answers < 10 {
+        let Ok(n) = from.recv(&mut buf) else { break };
+        answers += 1;
+        to.send(&buf[..n]).unwrap();
+        (from, to) = (to, from);
+    }
+    eprintln!("UDP datagrams exchanged between two brokers after one forged datagram: {answers}");
+    assert_eq!(answers, 1, "the first broker answers the forged datagram; the second answers nothing");
+    // A flood of requests from one address gets a few answers a second, not one each.
+    for nonce in 0..50 {
+        let mut request = Frame::Ping(Ping { nonce }).to_bytes().unwrap().to_vec();
+        request.extend_from_slice(&Frame::Ping(Ping { nonce }).to_bytes().unwrap());
+        to_b.send(&request).unwrap();
+    }
+    let started = Instant::now();
+    let mut flood_answers = 0;
+    while to_b.recv(&mut buf).is_ok() {
+        flood_answers += 1;
+    }
+    assert!(
+        flood_answers <= 4 * (1 + started.elapsed().as_secs() as usize),
+        "{flood_answers} token answers to 50 requests"
+    );
+    assert!(flood_answers >= 1, "a request is still answered");
 }
 
 #[test]
@@ -740,7 +783,8 @@ fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighb
     let fds = tidings_broker::admission::fd_limit().unwrap_or(u64::MAX);
     let n = usize::try_from(fds.saturating_sub(256)).unwrap_or(usize::MAX).min(4000);
     assert!(n >= 500, "the open-file limit ({fds}) leaves room for only {n} connections");
-    let (b, _dir) = broker_with_config(&format!("[limits]\nmax_connections = {}\n", n + 2));
+    let toml = format!("[limits]\nmax_connections = {0}\nmax_connections_per_address = {0}\n", n + 2);
+    let (b, _dir) = broker_with_config(&toml);
     let rss = || b.rss().unwrap();
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
@@ -800,6 +844,23 @@ fn connections_past_the_per_address_limit_are_refused_with_a_reason_and_places_c
         assert!(Instant::now() < deadline, "the closed connection's place never came back");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The attack: the per-address bound (20,000) was above the total in force (about 19,900), so
+/// one host took every place. Now, unless configured, one address gets an eighth of them.
+#[test]
+fn by_default_one_address_gets_an_eighth_of_the_places_and_never_all_of_them() {
+    let (b, _dir) = broker_with_config("[limits]\nmax_connections = 16\n");
+    let held: Vec<RawConnection> = (0..2).map(|_| RawConnection::handshake(&b.tcp()).unwrap()).collect();
+    let mut third = RawConnection::connect(&b.tcp()).unwrap();
+    match third.expect(5 * SECOND) {
+        Ok(Frame::Error(n)) => {
+            assert_eq!(n.reason(), Some(ReasonCode::LimitExceeded), "{n}");
+            assert!(n.to_string().contains("this address holds its most client connections (2)"), "{n}");
+        }
+        other => panic!("expected ERROR limit_exceeded at 2 of 16 places, got {other:?}"),
+    }
+    drop(held);
 }
 
 #[test]

@@ -272,7 +272,7 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
         let mut datagram = Bytes::copy_from_slice(&buf[..len]);
         while !datagram.is_empty() {
             match Frame::decode_datagram(&mut datagram, shared.config.max_frame) {
-                Ok(Frame::Token(token)) => {
+                Ok(Frame::TokenIssued(token)) => {
                     link.token.send_replace(Some(token));
                 }
                 Ok(frame) => {

@@ -90,6 +90,7 @@ pub struct BrokerProcess {
     pub ready: Ready,
     _stdout: Option<ChildStdout>,
     scratch: Option<tempfile::TempDir>,
+    config_dir: Option<tempfile::TempDir>,
 }
 
 /// The network key every broker a test process starts shares (64 hex digits), so brokers
@@ -126,6 +127,20 @@ impl BrokerProcess {
         args.extend_from_slice(extra);
         let mut broker = BrokerProcess::start_with_args(bin, &args)?;
         broker.scratch = Some(scratch);
+        Ok(broker)
+    }
+
+    /// [`BrokerProcess::start`] with `toml` as its config file (kept in a directory removed
+    /// when the broker is dropped), plus `extra` arguments.
+    pub fn start_configured(bin: &Path, toml: &str, extra: &[&str]) -> std::io::Result<BrokerProcess> {
+        let dir = tempfile::Builder::new().prefix("tidings-config-").tempdir()?;
+        let path = dir.path().join("broker.toml");
+        std::fs::write(&path, toml)?;
+        let path = path.display().to_string();
+        let mut args = vec!["--config", path.as_str()];
+        args.extend_from_slice(extra);
+        let mut broker = BrokerProcess::start(bin, &args)?;
+        broker.config_dir = Some(dir);
         Ok(broker)
     }
 
@@ -168,7 +183,7 @@ impl BrokerProcess {
             let _ = child.kill();
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad ready line {line:?}: {e}"))
         })?;
-        Ok(BrokerProcess { child, ready, _stdout: None, scratch: None })
+        Ok(BrokerProcess { child, ready, _stdout: None, scratch: None, config_dir: None })
     }
 
     /// The client TCP address, as `HOST:PORT` text for CLI arguments.

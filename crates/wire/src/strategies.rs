@@ -100,5 +100,6 @@ pub fn guaranteed_frame() -> impl Strategy<Value = Frame> {
         (id, prop::collection::vec((pubend, tick), 0..4))
             .prop_map(|(id, starts)| Frame::Subscribed(Subscribed { id, starts })),
         any::<[u8; crate::frame::TOKEN_LEN]>().prop_map(|token| Frame::Token(crate::frame::Token(token))),
+        any::<[u8; crate::frame::TOKEN_LEN]>().prop_map(|token| Frame::TokenIssued(crate::frame::Token(token))),
     ]
 }

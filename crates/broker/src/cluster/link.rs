@@ -22,11 +22,15 @@ use super::queue::{write_link, LinkQueue};
 use super::{Direction, RouteScratch};
 use crate::dispatch::DispatchScratch;
 use crate::metrics::WhyLabel;
+use crate::read_buffer::{until, ReadBuffer};
 use crate::server::Shared;
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
-const READ_CHUNK: usize = 64 * 1024;
+/// The largest frame read before a peer is verified: HELLO and AUTH are a few hundred bytes,
+/// and an unknown peer must not make the broker buffer megabytes (it could, 8 MiB for 5 s per
+/// connection, when the handshake read frames of a link's full size).
+const HANDSHAKE_MAX_FRAME: usize = 4096;
 
 /// Accepts link connections from other brokers until shutdown.
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
@@ -153,10 +157,9 @@ async fn connection(
     let _ = stream.set_nodelay(true);
     let began = Instant::now();
     let (mut reader, mut writer) = stream.into_split();
-    let max_frame = max_peer_frame(&shared);
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut buf = BytesMut::with_capacity(HANDSHAKE_MAX_FRAME);
     let cluster = &shared.cluster;
-    let shaking = handshake(&mut reader, &mut writer, &mut buf, direction, cluster, max_frame);
+    let shaking = handshake(&mut reader, &mut writer, &mut buf, direction, cluster, HANDSHAKE_MAX_FRAME);
     let verified = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shaking).await {
         Ok(Ok(verified)) => verified,
         Ok(Err(refused)) => return refuse(&shared, writer, remote, &refused).await,
@@ -203,7 +206,7 @@ fn max_peer_frame(shared: &Shared) -> usize {
 /// Reads frames until the connection ends; returns why, as a metric label.
 async fn read_loop(
     reader: &mut OwnedReadHalf,
-    mut buf: BytesMut,
+    handshake_rest: BytesMut,
     peer: &BrokerName,
     id: u64,
     queue: &LinkQueue,
@@ -217,14 +220,18 @@ async fn read_loop(
     let liveness_every = Duration::from_millis((cluster.liveness.heartbeat_interval_ms / 2).max(1));
     let mut last_fed = Instant::now();
     let hold_back = shared.config.slow_consumer.max_stall.min(shared.config.cluster.heartbeat_interval);
+    let mut read = ReadBuffer::new(Arc::clone(&shared.budget), shared.config.limits.frame_timeout);
+    read.buf = handshake_rest;
     loop {
+        let mut decoded = 0;
         loop {
-            let (ty, len) = match peek_header(&buf, max_frame) {
+            let (ty, len) = match peek_header(&read.buf, max_frame) {
                 Ok(Some(header)) => header,
                 Ok(None) => break,
                 Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
             };
-            let bytes = buf.split_to(4 + len).freeze(); // the length prefix, then `len` bytes from the type on
+            let bytes = read.buf.split_to(4 + len).freeze(); // the length prefix, then `len` bytes from the type on
+            decoded += 1;
             let frame = match PeerFrame::decode_body(ty, bytes.slice(HEADER_LEN..)) {
                 Ok(frame) => frame,
                 Err(e) if ty.is_repeated_by_protocol() => {
@@ -301,9 +308,11 @@ async fn read_loop(
                 last_fed = Instant::now();
             }
         }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
-        }
+        // A link's buffer is not given back when quiet: links are few and busy.
+        read.settle(decoded);
+        let Ok(room) = read.prepare() else {
+            return protocol_error(shared, queue, peer, "the broker's memory for frames being read is spent");
+        };
         tokio::select! {
             biased;
             _ = queue.done.cancelled() => return "closed",
@@ -311,9 +320,12 @@ async fn read_loop(
                 queue.close("broker shutting down");
                 return "shutdown";
             }
-            read = reader.read_buf(&mut buf) => match read {
+            () = until(read.frame_deadline()) => {
+                return protocol_error(shared, queue, peer, "a frame did not arrive whole within limits.frame_timeout");
+            }
+            got = reader.read_buf(&mut read.buf) => match got {
                 Ok(0) | Err(_) => return "connection_lost",
-                Ok(_) => {}
+                Ok(n) => read.after_read(n, room),
             }
         }
     }

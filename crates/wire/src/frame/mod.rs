@@ -88,12 +88,16 @@ pub enum FrameType {
     DeliveryAck = 0x10,
     /// Broker confirms a guaranteed subscription and its start ticks.
     Subscribed = 0x11,
-    /// Either way over UDP: the address token a datagram starts with.
+    /// Client to broker over UDP: the address token a datagram starts with.
     Token = 0x12,
+    /// Broker to client over UDP: the address token, in answer to a datagram without a valid
+    /// one. A type of its own so that an answer is never mistaken for a request: a broker
+    /// answers nothing that holds it, so two brokers cannot answer each other forever.
+    TokenIssued = 0x13,
 }
 
 /// The highest type byte this version knows; the header check refuses anything above.
-const LAST_FRAME_TYPE: u8 = FrameType::Token as u8;
+const LAST_FRAME_TYPE: u8 = FrameType::TokenIssued as u8;
 
 /// One decoded frame.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,8 +136,10 @@ pub enum Frame {
     DeliveryAck(DeliveryAck),
     /// See [`Subscribed`].
     Subscribed(Subscribed),
-    /// See [`Token`].
+    /// See [`Token`]: a client's, first in its datagram.
     Token(Token),
+    /// See [`Token`]: the broker's answer giving a client its token.
+    TokenIssued(Token),
 }
 
 pub use welcome::Welcome;
@@ -161,7 +167,25 @@ impl Frame {
             Frame::DeliveryAck(_) => FrameType::DeliveryAck,
             Frame::Subscribed(_) => FrameType::Subscribed,
             Frame::Token(_) => FrameType::Token,
+            Frame::TokenIssued(_) => FrameType::TokenIssued,
         }
+    }
+
+    /// Whether only a broker sends this frame (an answer, a delivery, a notice of its own):
+    /// a datagram holding one is not a client's request, and a broker answers none of it.
+    pub fn is_from_broker(&self) -> bool {
+        matches!(
+            self,
+            Frame::Welcome(_)
+                | Frame::Deliver(_)
+                | Frame::Error(_)
+                | Frame::PublishAck(_)
+                | Frame::PublishRefused(_)
+                | Frame::GuaranteedDeliver(_)
+                | Frame::Gap(_)
+                | Frame::Subscribed(_)
+                | Frame::TokenIssued(_)
+        )
     }
 
     /// Appends the whole frame (length, type, body) to `out`. Fails only for a field that
@@ -211,7 +235,7 @@ impl Frame {
                 Ok(())
             }
             Frame::Subscribed(f) => f.encode_body(out),
-            Frame::Token(f) => {
+            Frame::Token(f) | Frame::TokenIssued(f) => {
                 f.encode_body(out);
                 Ok(())
             }
@@ -275,6 +299,7 @@ impl Frame {
             0x10 => Frame::DeliveryAck(DeliveryAck::decode_body(&body)?),
             0x11 => Frame::Subscribed(Subscribed::decode_body(&body)?),
             0x12 => Frame::Token(Token::decode_body(&body)?),
+            0x13 => Frame::TokenIssued(Token::decode_body(&body)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

@@ -189,6 +189,11 @@ fn token_golden_bytes() {
     let mut expected = vec![0, 0, 0, 17, 0x12];
     expected.extend(token);
     golden(Frame::Token(Token(token)), &expected);
+    let mut issued = vec![0, 0, 0, 17, 0x13];
+    issued.extend(token);
+    golden(Frame::TokenIssued(Token(token)), &issued);
+    assert!(Frame::TokenIssued(Token(token)).is_from_broker(), "an answer is never a request");
+    assert!(!Frame::Token(Token(token)).is_from_broker());
     let mut short = BytesMut::from(&[0u8, 0, 0, 2, 0x12, 7][..]);
     assert!(Frame::decode(&mut short, 1024).is_err(), "a token is 16 bytes, no fewer");
 }

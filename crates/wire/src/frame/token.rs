@@ -1,4 +1,5 @@
-//! TOKEN, both directions over UDP only. Layout: `token:16 bytes`.
+//! TOKEN (client to broker) and TOKEN_ISSUED (broker to client), over UDP only. Layout of
+//! both: `token:16 bytes`.
 
 use bytes::{BufMut, BytesMut};
 
@@ -12,8 +13,11 @@ pub const TOKEN_LEN: usize = 16;
 /// token does. A datagram's source address is not checked by anyone: without this, a forged
 /// SUBSCRIBE made the broker send a victim messages it never asked for, and a forged
 /// DISCONNECT cut a real subscriber off. The broker answers a datagram that does not start with
-/// a valid TOKEN with a TOKEN of its own (and nothing else); the client puts that TOKEN first
-/// in every datagram after it. Only a host that receives at the address can learn its token.
+/// a valid TOKEN with a TOKEN_ISSUED (and nothing else); the client puts that token first, as
+/// a TOKEN, in every datagram after it. Only a host that receives at the address can learn its
+/// token. The answer has a type of its own and a broker never answers a datagram holding a
+/// broker's frame: when both were TOKEN, one forged datagram made two brokers answer each
+/// other's answers forever.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Token(pub [u8; TOKEN_LEN]);
 
