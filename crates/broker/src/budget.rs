@@ -74,11 +74,15 @@ impl QueueBudget {
         self.used.load(Relaxed)
     }
 
-    /// `bytes` more for a frame being read: true and charged if the frames being read and the
-    /// bytes queued stay within the limit, else false and nothing charged.
+    /// `bytes` more for a frame being read: true and charged if the frames being read stay
+    /// within the limit, else false and nothing charged. Reading has a budget of the same size
+    /// beside the queued bytes', not a share of theirs: subscribers that fill the queues must
+    /// not starve a publisher's reads (queued bytes past the limit are shed from the
+    /// connections holding the most), and a reader must not cut subscribers by reading. Memory
+    /// for both stays within twice the limit.
     pub(crate) fn charge_read(&self, bytes: usize) -> bool {
         let reading = self.reading.fetch_add(bytes, Relaxed) + bytes;
-        if reading.saturating_add(self.used()) > self.limit {
+        if reading > self.limit {
             self.reading.fetch_sub(bytes, Relaxed);
             return false;
         }

@@ -176,6 +176,9 @@ async fn guaranteed(
         .pubend(args.pubend.clone().unwrap_or_default())
         .guaranteed_window(args.window);
     let client = args.server.connect_with(builder).await?;
+    // Drops and returns of the connection on stderr: unacknowledged publishes are sent again
+    // after a reconnect, and a user watching a run should see why it paused.
+    let _reconnects = super::subscribe::report_connection_changes(&client, &args.server.server);
     let run = super::publish_guaranteed::Run {
         client,
         publisher,

@@ -116,7 +116,7 @@ pub(crate) fn delivery_text(d: &Delivery) -> String {
 /// Says on stderr when the connection changes (stdout stays deliveries only): connected,
 /// disconnected and why, each reconnect attempt, and reconnected with the subscriptions re-sent.
 /// Each reconnect is also handed back, for a gap line on stdout.
-fn report_connection_changes(
+pub(crate) fn report_connection_changes(
     client: &tidings_client::Client,
     server: &str,
 ) -> tokio::sync::mpsc::UnboundedReceiver<()> {
@@ -131,7 +131,7 @@ fn report_connection_changes(
         while let Ok(event) = events.recv().await {
             match event {
                 ConnectionEvent::Connected { server_name } if down => {
-                    eprintln!("reconnected to {server} (broker {server_name:?}); subscriptions re-sent");
+                    eprintln!("reconnected to {server} (broker {server_name:?}); subscriptions and unacknowledged work sent again");
                     down = false;
                     let _ = reconnected.send(());
                 }
