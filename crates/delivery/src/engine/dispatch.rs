@@ -178,7 +178,7 @@ impl<M: Matcher> Engine<M> {
     ) {
         self.subend_streams.entry(subend).or_default().insert(pubend);
         self.with_stream(now, pubend, Create::Relay, out, |stream, ctx| {
-            stream.subends.attach(subend, start, durable, &stream.know, ctx);
+            stream.subends.attach(pubend, subend, start, durable, &stream.know, ctx);
             stream.started(ctx);
         });
     }
@@ -196,7 +196,7 @@ impl<M: Matcher> Engine<M> {
                 ctx.out.push(Action::Rejected { error: DeliveryError::UnknownSubend { pubend, subend } });
                 return;
             }
-            stream.subends.confirm(subend, start, &stream.know, ctx);
+            stream.subends.confirm(pubend, subend, start, &stream.know, ctx);
             stream.started(ctx);
         });
     }

@@ -143,6 +143,7 @@ impl Subends {
     /// is then replayed from there; attaching one that is attached already rewinds it.
     pub(crate) fn attach(
         &mut self,
+        pubend: PubendId,
         subend: SubendId,
         start: Option<Tick>,
         durable: bool,
@@ -162,7 +163,7 @@ impl Subends {
             self.checkpoints.insert(subend, self.delivered);
         }
         if let Some(start) = start {
-            self.confirm(subend, start, know, ctx);
+            self.confirm(pubend, subend, start, know, ctx);
         }
     }
 
@@ -193,8 +194,19 @@ impl Subends {
         }
     }
 
-    /// The barrier confirmed σ for `subend`.
-    pub(crate) fn confirm(&mut self, subend: SubendId, start: Tick, know: &Knowledge, ctx: &mut Ctx<'_>) {
+    /// The barrier confirmed σ for `subend`. A σ below what the stream already acknowledged
+    /// cannot be served from there: the subend starts after the done prefix, and the ticks
+    /// between are told to it as a gap notice first, never skipped silently (a plain
+    /// subscription set up again after its broker's crash lost them without a word: nemesis
+    /// finding D).
+    pub(crate) fn confirm(
+        &mut self,
+        pubend: PubendId,
+        subend: SubendId,
+        start: Tick,
+        know: &Knowledge,
+        ctx: &mut Ctx<'_>,
+    ) {
         if self.start.is_none() {
             self.start = Some(start);
             // The done prefix is not moved here: at a relay, children may still need ticks
@@ -213,6 +225,7 @@ impl Subends {
         if start.prev() < floor {
             let error = DeliveryError::StartBelowDone { subend, start, done: floor };
             ctx.out.push(Action::Rejected { error });
+            ctx.out.push(Action::GapNotice { subend, pubend, range: TickRange { from: start, to: floor } });
         }
         self.lagging.insert(subend, start.prev().max(floor).min(self.delivered));
     }

@@ -730,3 +730,29 @@ fn an_untold_f_run_is_told_as_judged_while_the_epoch_holds() {
     );
     assert_eq!(engine.counters().rejudged, 0);
 }
+
+/// A subscription whose barrier confirms a start below what the stream already delivered and
+/// acknowledged starts after it, and is told the ticks between as a gap notice first: they
+/// were lost without a word before (a plain subscription set up again after its broker's crash,
+/// nemesis finding D).
+#[test]
+fn a_start_below_the_done_prefix_is_told_as_a_gap_not_skipped_silently() {
+    let (mut engine, mut out) = relay(vec![], vec![BrokerId(0)]);
+    engine.handle(
+        Millis(1),
+        Input::SubendAttach { pubend: P, subend: SubendId(1), start: Some(Tick(1)), durable: false },
+        &mut out,
+    );
+    engine.handle(Millis(2), data(100, 1, 1, false), &mut out);
+    out.clear();
+    engine.handle(
+        Millis(3),
+        Input::SubendAttach { pubend: P, subend: SubendId(2), start: Some(Tick(50)), durable: false },
+        &mut out,
+    );
+    let gaps: Vec<(SubendId, TickRange)> = out
+        .iter()
+        .filter_map(|a| if let Action::GapNotice { subend, range, .. } = a { Some((*subend, *range)) } else { None })
+        .collect();
+    assert_eq!(gaps, [(SubendId(2), TickRange { from: Tick(50), to: Tick(100) })], "{out:?}");
+}
