@@ -9,7 +9,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context as _;
 
 use super::check::{self, Ack, Line, Subscriber, Verdict};
-use super::schedule::{Fault, Kind, Schedule};
+use super::schedule::{Fault, Kind, Schedule, STALL_FIRST};
 use crate::experiments::failures::clients::{subscribe_with, Tool};
 use crate::experiments::failures::faults::net_fault;
 use crate::network::Network;
@@ -186,6 +186,15 @@ fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Ve
     let mut done = Vec::new();
     for fault in track {
         std::thread::sleep((started + fault.at).saturating_duration_since(Instant::now()));
+        if fault.kind == Kind::StallKill {
+            let stall: Vec<&str> =
+                ["stall"].into_iter().chain(fault.targets.iter().flatten().map(String::as_str)).collect();
+            if let Err(e) = net_fault(tidings, dir, &stall, None) {
+                done.push(Done { fault, ended_us: unix_us(), error: Some(format!("{e:#}")) });
+                continue;
+            }
+            std::thread::sleep(STALL_FIRST);
+        }
         let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
             let runs: Vec<_> = fault
                 .commands()
@@ -208,9 +217,9 @@ fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Ve
 }
 
 /// How long the subscribers may take, after the publishers, to catch up.
-const DRAIN: Duration = Duration::from_secs(20);
+const DRAIN: Duration = Duration::from_secs(30);
 /// How long without a new line ends the drain early.
-const QUIET: Duration = Duration::from_secs(5);
+const QUIET: Duration = Duration::from_secs(8);
 
 /// Waits until every subscriber has every expected publish (nothing lost silently), or nothing
 /// new arrived for [`QUIET`], or [`DRAIN`] passed; then every subscriber's lines.

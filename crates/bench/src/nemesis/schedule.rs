@@ -5,7 +5,8 @@
 //! Clients sit at the topology's edge brokers (those with the fewest links): two brokers get
 //! the three guaranteed publishers; plain, selector and durable subscribers go to the other edge
 //! brokers (to the same two when there are no others), so traffic crosses the relays between.
-//! Faults run on two tracks, one for brokers (stall, kill, power loss, empty restart) and one
+//! Faults run on two tracks, one for brokers (stall, kill, power loss, empty restart, a stall
+//! then a kill) and one
 //! for links (link stall, cut, partition), each fault over before the next on its track starts,
 //! every one over one and a half seconds before publishing ends. An empty restart hits only a
 //! relay (a broker with no client): the data of a publisher's or durable subscriber's broker is
@@ -30,6 +31,9 @@ pub enum Kind {
     PowerLoss,
     /// SIGKILL a relay, restart it on an empty data directory.
     EmptyRestart,
+    /// SIGSTOP a broker for [`STALL_FIRST`], then SIGKILL it (a failure that loses what was in
+    /// flight, as seed 001 made its crashes), restart it on its data at the end.
+    StallKill,
     /// Hold a link's bytes, connections open.
     LinkStall,
     /// Reset a link's connections and refuse new ones.
@@ -46,6 +50,7 @@ impl Kind {
             Kind::Kill => "kill",
             Kind::PowerLoss => "power-loss",
             Kind::EmptyRestart => "empty-restart",
+            Kind::StallKill => "stall-kill",
             Kind::LinkStall => "link-stall",
             Kind::Cut => "cut",
             Kind::Partition => "partition",
@@ -62,16 +67,20 @@ pub struct Fault {
     pub targets: Vec<Vec<String>>,
     /// When it begins, from the start of publishing.
     pub at: Duration,
-    /// How long it lasts.
+    /// How long it lasts (a stall-kill's kill: its stall comes first).
     pub lasting: Duration,
 }
 
+/// How long a stall-kill's broker is stalled before it is killed.
+pub const STALL_FIRST: Duration = Duration::from_secs(1);
+
 impl Fault {
-    /// The `tidings net fault` argument lists that make it (one per link of a partition).
+    /// The `tidings net fault` argument lists that make it, side by side (one per link of a
+    /// partition), each `--for` [`Fault::lasting`]; a stall-kill's stall is made before them.
     pub fn commands(&self) -> Vec<Vec<String>> {
         let verb = match self.kind {
             Kind::Stall | Kind::LinkStall => "stall",
-            Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart => "kill",
+            Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill => "kill",
             Kind::Cut | Kind::Partition => "cut",
         };
         self.targets
@@ -205,7 +214,7 @@ pub fn generate(seed: u64, topology: &Topology, duration: Duration) -> Schedule 
     let mut faults = Vec::new();
     let end = duration.saturating_sub(Duration::from_millis(1500));
     let kill = if power_loss { Kind::PowerLoss } else { Kind::Kill };
-    let mut broker_kinds = vec![Kind::Stall, kill, kill];
+    let mut broker_kinds = vec![Kind::Stall, kill, kill, Kind::StallKill];
     if !relays.is_empty() {
         broker_kinds.push(Kind::EmptyRestart);
     }
@@ -232,8 +241,8 @@ pub fn generate(seed: u64, topology: &Topology, duration: Duration) -> Schedule 
     Schedule { seed, power_loss, publishers, subscribers, faults }
 }
 
-/// Faults of one track, one after the other from 1.5 s, each 0.5-3 s long after a pause of
-/// 0.5-2.5 s, until the next would not be over by `end`.
+/// Faults of one track, one after the other from 1.5 s, each 0.5-3 s long (a stall-kill 1 s
+/// more) after a pause of 0.5-2.5 s, until the next would not be over by `end`.
 fn track(
     rng: &mut Rng,
     end: Duration,
@@ -245,12 +254,13 @@ fn track(
     loop {
         let at = t + ms(rng.between(500, 2500));
         let lasting = ms(rng.between(500, 3000));
-        if at + lasting > end {
+        let Some((kind, targets)) = pick(rng) else { return };
+        let stall = if kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
+        if at + stall + lasting > end {
             return;
         }
-        let Some((kind, targets)) = pick(rng) else { return };
         faults.push(Fault { kind, targets, at, lasting });
-        t = at + lasting;
+        t = at + stall + lasting;
     }
 }
 
@@ -276,7 +286,8 @@ mod tests {
             let s = generate(seed, &t, d);
             assert!(!s.faults.is_empty(), "seed {seed} has no fault");
             for f in &s.faults {
-                assert!(f.at + f.lasting <= d - Duration::from_millis(1500), "{f}");
+                let stall = if f.kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
+                assert!(f.at + stall + f.lasting <= d - Duration::from_millis(1500), "{f}");
                 if f.kind == Kind::EmptyRestart {
                     assert_eq!(f.targets, [["b"]], "only the relay is emptied");
                 }
