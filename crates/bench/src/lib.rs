@@ -20,8 +20,12 @@
 //!   and peer harness are).
 //! - [`cli`]: the `tidings bench` command line (the `tidings` binary only forwards to it).
 //!
+//! - [`nemesis`]: random, seeded fault schedules over real processes, every acknowledged
+//!   publish checked against every subscriber's output (`tidings bench nemesis`).
+//!
 //! This crate drives brokers from outside, through their client port, admin port and process;
-//! it does not link the broker or the routing core.
+//! it does not link the broker or the routing core (the nemesis takes only the simulator's
+//! seeded generator and the matching crate's selector evaluation).
 
 pub mod acked;
 pub mod catchup;
@@ -31,6 +35,7 @@ pub mod experiments;
 pub mod flood;
 pub mod latency;
 pub mod metrics;
+pub mod nemesis;
 pub mod network;
 pub mod paths;
 pub mod peer;

@@ -72,6 +72,9 @@ pub enum Which {
     Failures(SuiteArgs),
     /// Every experiment above, in order, with a report and plots.
     All(SuiteArgs),
+    /// Random, seeded fault schedules over real brokers and clients, every acknowledged publish
+    /// checked against every subscriber's output (not part of `all`).
+    Nemesis(crate::nemesis::NemesisArgs),
 }
 
 /// Options of every seed experiment.
@@ -254,6 +257,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
         Which::Acked(a) => return classic::run(classic::Classic::Acked(a)).await,
         Which::CatchUp(a) => return classic::run(classic::Classic::CatchUp(a)).await,
+        Which::Nemesis(a) => return crate::nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));

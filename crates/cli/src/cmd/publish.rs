@@ -54,7 +54,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "N", default_value_t = 256, requires = "guaranteed", value_parser = at_least_one::<usize>)]
     window: usize,
     /// With --guaranteed: one JSON line per acknowledged publish (pubend, tick, seq, publisher,
-    /// topic).
+    /// topic, properties).
     #[arg(long, requires = "guaranteed")]
     json: bool,
 }

@@ -2,7 +2,9 @@
 //!
 //! Each message carries the properties `seq` (its number in this run, from 1, which is also the
 //! client's sequence number) and `publisher` (the publisher id, 16 hex digits). With `--json`
-//! one line per acknowledged publish: `{"pubend","tick","seq","publisher","topic"}`. The exit
+//! one line per acknowledged publish: `{"pubend","tick","seq","publisher","topic","properties"}`,
+//! `properties` being every property of the message as `sub --json` prints them (so a checker
+//! can tell whether a subscriber's selector should have let it through). The exit
 //! status is non-zero if any publish was not acknowledged. These lines are a contract for
 //! outside checkers: every acknowledged publish matching a guaranteed subscription confirmed
 //! before it was published reaches that subscriber exactly once, in tick order.
@@ -31,7 +33,7 @@ pub(crate) struct Run<'a> {
     pub(crate) json: bool,
 }
 
-type Outcome = (u64, Result<Receipt, ClientError>);
+type Outcome = (u64, Vec<Property>, Result<Receipt, ClientError>);
 
 /// Publishes `count` messages and prints each acknowledgement as it comes, in sequence order.
 pub(crate) async fn run(run: Run<'_>) -> anyhow::Result<ExitCode> {
@@ -50,7 +52,9 @@ pub(crate) async fn run(run: Run<'_>) -> anyhow::Result<ExitCode> {
         properties.push(Property { key: "publisher".into(), value: Value::Str(publisher_text.clone()) });
         let message = Message::new(run.topic, &properties, run.payload.clone(), now_us())?;
         let pending = run.client.send_guaranteed(message).await.context("guaranteed publish")?;
-        in_flight.push_back(pending.map(move |outcome| (seq, outcome)));
+        // Only the `--json` line needs them: not kept otherwise.
+        let kept = if run.json { properties } else { Vec::new() };
+        in_flight.push_back(pending.map(move |outcome| (seq, kept, outcome)));
         while let Some(Some(outcome)) = in_flight.next().now_or_never() {
             failed += report(&mut out, outcome, run.topic, run.json)?;
         }
@@ -71,7 +75,7 @@ pub(crate) async fn run(run: Run<'_>) -> anyhow::Result<ExitCode> {
 }
 
 /// Prints one outcome; returns 1 if the publish was not acknowledged.
-fn report(out: &mut impl Write, (seq, outcome): Outcome, topic: &str, json: bool) -> anyhow::Result<u64> {
+fn report(out: &mut impl Write, (seq, properties, outcome): Outcome, topic: &str, json: bool) -> anyhow::Result<u64> {
     match outcome {
         Ok(receipt) => {
             if json {
@@ -81,6 +85,7 @@ fn report(out: &mut impl Write, (seq, outcome): Outcome, topic: &str, json: bool
                     "seq": receipt.seq,
                     "publisher": receipt.publisher.to_string(),
                     "topic": topic,
+                    "properties": super::subscribe::properties_json(&properties),
                 });
                 writeln!(out, "{line}")?;
                 out.flush()?;

@@ -68,17 +68,23 @@ fn value_json(v: &Value) -> serde_json::Value {
     }
 }
 
+/// Properties as one JSON object (the first of a repeated key wins, as selectors see them);
+/// shared by `sub --json` and `pub --guaranteed --json`, so a checker reads both alike.
+pub(crate) fn properties_json(properties: &[tidings_wire::Property]) -> serde_json::Value {
+    let mut map = Map::new();
+    for p in properties {
+        map.entry(p.key.clone()).or_insert_with(|| value_json(&p.value));
+    }
+    serde_json::Value::Object(map)
+}
+
 /// The JSON contract of `sub --json`: topic, properties, payload or payload_base64, sent_us,
 /// latency_us, plus subscription and missed; guaranteed deliveries add pubend, tick and
 /// redelivered (true when the broker delivered that tick to this subscription before).
 pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
-    let mut properties = Map::new();
-    for p in &d.properties {
-        properties.entry(p.key.clone()).or_insert_with(|| value_json(&p.value));
-    }
     let mut obj = Map::new();
     obj.insert("topic".into(), json!(d.topic));
-    obj.insert("properties".into(), serde_json::Value::Object(properties));
+    obj.insert("properties".into(), properties_json(&d.properties));
     match std::str::from_utf8(&d.payload) {
         Ok(text) => obj.insert("payload".into(), json!(text)),
         Err(_) => {

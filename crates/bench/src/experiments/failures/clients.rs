@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::metrics::{self, GD_SUBSCRIPTIONS_CONFIRMED};
 
 /// A client process whose stdout goes to `out`; killed on drop if still running.
-pub(super) struct Tool {
+pub(crate) struct Tool {
     /// What it is, for errors.
     pub name: String,
     /// Its JSON lines.
@@ -25,7 +25,7 @@ pub(super) struct Tool {
 impl Tool {
     /// Starts `program ARGS` with its stdout in `dir/NAME.jsonl` and its stderr in
     /// `dir/NAME.log`.
-    pub(super) fn spawn(program: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
+    pub(crate) fn spawn(program: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
         let out = dir.join(format!("{name}.jsonl"));
         let child = Command::new(program)
             .args(args)
@@ -38,7 +38,7 @@ impl Tool {
     }
 
     /// Waits until it exits or `deadline` passes (then kills it); its status if it exited.
-    pub(super) async fn finish(&mut self, deadline: Instant) -> anyhow::Result<Option<ExitStatus>> {
+    pub(crate) async fn finish(&mut self, deadline: Instant) -> anyhow::Result<Option<ExitStatus>> {
         loop {
             if let Some(status) = self.child.try_wait()? {
                 return Ok(Some(status));
@@ -53,7 +53,7 @@ impl Tool {
     }
 
     /// Its JSON lines so far (a line cut short by a kill is skipped).
-    pub(super) fn lines(&self) -> anyhow::Result<Vec<Value>> {
+    pub(crate) fn lines(&self) -> anyhow::Result<Vec<Value>> {
         let text = std::fs::read_to_string(&self.out)?;
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }
@@ -62,7 +62,7 @@ impl Tool {
 /// Waits for the publishers (each until `drain` from now) and then the subscribers (each for
 /// `drain` more): the publishers that did not exit successfully, and the subscribers still
 /// running when stopped (killed: they had not received their count).
-pub(super) async fn finish_all(
+pub(crate) async fn finish_all(
     pubs: &mut [Tool],
     subs: &mut [Tool],
     drain: Duration,
@@ -94,7 +94,7 @@ impl Drop for Tool {
 
 /// `sub --guaranteed --json PATTERN --count N` at `server`, returned once its broker (admin
 /// address `admin`) counts the subscription confirmed: it then gets every later publish.
-pub(super) async fn subscribe(
+pub(crate) async fn subscribe(
     tidings: &Path,
     dir: &Path,
     name: &str,
@@ -102,10 +102,24 @@ pub(super) async fn subscribe(
     pattern: &str,
     count: u64,
 ) -> anyhow::Result<Tool> {
+    let args = ["--guaranteed", "--json", pattern, "--count", &count.to_string()].map(String::from);
+    subscribe_with(tidings, dir, name, (server, admin), &args).await
+}
+
+/// `sub --server SERVER ARGS` (a guaranteed or durable subscription), returned once its broker
+/// (admin address `admin`) counts one more subscription confirmed.
+pub(crate) async fn subscribe_with(
+    tidings: &Path,
+    dir: &Path,
+    name: &str,
+    (server, admin): (&str, &str),
+    args: &[String],
+) -> anyhow::Result<Tool> {
     let confirmed = || metrics::scrape(admin).map(|s| s.sum(GD_SUBSCRIPTIONS_CONFIRMED)).unwrap_or(0.0);
     let before = confirmed();
-    let args = ["sub", "--server", server, "--guaranteed", "--json", pattern, "--count", &count.to_string()];
-    let tool = Tool::spawn(tidings, dir, name, &args.map(String::from))?;
+    let args: Vec<String> =
+        ["sub", "--server", server].map(String::from).into_iter().chain(args.iter().cloned()).collect();
+    let tool = Tool::spawn(tidings, dir, name, &args)?;
     let deadline = Instant::now() + Duration::from_secs(30);
     while confirmed() <= before {
         anyhow::ensure!(Instant::now() < deadline, "the guaranteed subscription of {name} was not confirmed in 30 s");
@@ -115,7 +129,7 @@ pub(super) async fn subscribe(
 }
 
 /// `pub --guaranteed --json --pubend PUBEND TOPIC --count N --rate R --size S` at `server`.
-pub(super) fn publish(
+pub(crate) fn publish(
     tidings: &Path,
     dir: &Path,
     server: &str,

@@ -47,8 +47,9 @@ pub(super) fn inject(tidings: &Path, dir: &Path, p: &Params) -> anyhow::Result<(
     Ok(())
 }
 
-/// `tidings net fault ARGS [--for D] --dir DIR`, which must succeed.
-fn net_fault(tidings: &Path, dir: &Path, args: &[&str], lasting: Option<Duration>) -> anyhow::Result<()> {
+/// `tidings net fault ARGS [--for D] --dir DIR`, which must succeed (also the nemesis's
+/// faults).
+pub(crate) fn net_fault(tidings: &Path, dir: &Path, args: &[&str], lasting: Option<Duration>) -> anyhow::Result<()> {
     let mut command = Command::new(tidings);
     command.args(["net", "fault"]).args(args).arg("--dir").arg(dir);
     if let Some(d) = lasting {

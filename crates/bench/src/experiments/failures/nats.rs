@@ -205,7 +205,7 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params) -> anyhow:
     let mut subscribers = Vec::new();
     for (name, t) in ["s1", "s2"].into_iter().zip(&subs) {
         let lines = t.lines()?;
-        subscribers.push((format!("NATS {name}"), series::deliveries(&lines), verify(&acked, &lines)));
+        subscribers.push((format!("NATS {name}"), series::deliveries(&lines), verify(&acked, &lines)?));
     }
     let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
     let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &[], &windows);

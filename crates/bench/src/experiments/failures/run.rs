@@ -74,7 +74,7 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     let mut subscribers = Vec::new();
     for (name, t) in p.subscribers.iter().zip(&subs) {
         let lines = t.lines()?;
-        subscribers.push((name.clone(), series::deliveries(&lines), verify(&acked, &lines)));
+        subscribers.push((name.clone(), series::deliveries(&lines), verify(&acked, &lines)?));
     }
     let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
     let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &samples, &windows);

@@ -6,7 +6,8 @@
 //! or cut (connections reset, new ones refused) at its fault point. `--after` waits before the
 //! fault and `--for` ends it (a killed broker is restarted), so one command line per fault makes
 //! a script such as "stall 2.5 s, then cut for 10 s"; without `--for` the fault lasts until
-//! `heal` (or `restart`). Every begin and end is appended to `DIR/faults.jsonl` with its wall
+//! `heal` (or `restart`). `--empty` restarts a broker on an empty data directory instead, as
+//! if its disk had been replaced (for fault tests: what it had kept is gone). Every begin and end is appended to `DIR/faults.jsonl` with its wall
 //! clock time, for experiments to draw on their time axis.
 
 use std::io::Write;
@@ -31,7 +32,8 @@ pub(crate) const LOG_FILE: &str = "faults.jsonl";
   tidings net fault stall b1 --for 2.5s           # SIGSTOP b1, SIGCONT 2.5 s later
   tidings net fault cut b1 s1 --after 3s --for 10s # the b1-s1 link (needs `net up --faults`)
   tidings net fault kill p1 --for 5s              # crash p1, restart it on its data 5 s later
-  tidings net fault restart p1                    # restart a broker killed earlier")]
+  tidings net fault restart p1                    # restart a broker killed earlier
+  tidings net fault kill b2 --for 2s --empty      # crash b2, restart it on an empty data directory")]
 pub(crate) struct Args {
     /// What to do.
     #[arg(value_enum)]
@@ -45,6 +47,10 @@ pub(crate) struct Args {
     /// End the fault after this long (a killed broker is restarted); without it, it lasts.
     #[arg(long = "for", value_parser = humantime::parse_duration)]
     lasting: Option<Duration>,
+    /// With `restart` or `kill --for`: delete the broker's data directory before restarting it
+    /// (a replaced disk: its logs, durable subscriptions and incarnation are gone).
+    #[arg(long)]
+    empty: bool,
     #[command(flatten)]
     dir: DirArgs,
 }
@@ -87,18 +93,20 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         (Kind::Cut, Target::Broker(_)) => bail!("`cut` takes a link: two broker names"),
         (Kind::Kill | Kind::Restart, Target::Link(_)) => bail!("`{:?}` takes one broker", args.kind),
         (Kind::Restart, _) if args.lasting.is_some() => bail!("`restart` takes no --for"),
+        (Kind::Kill, _) if args.empty && args.lasting.is_none() => bail!("`kill --empty` needs --for"),
+        (Kind::Stall | Kind::Cut | Kind::Heal, _) if args.empty => bail!("--empty goes with `restart` or `kill --for`"),
         _ => {}
     }
     if let Some(after) = args.after {
         std::thread::sleep(after);
     }
-    begin(args.kind, &target, dir)?;
+    begin(args.kind, &target, dir, args.empty)?;
     // `heal` and `restart` end a fault begun by an earlier command.
     let event = if matches!(args.kind, Kind::Heal | Kind::Restart) { "end" } else { "begin" };
     log(dir, args.kind, &target, event)?;
     if let Some(lasting) = args.lasting.filter(|_| args.kind != Kind::Heal) {
         std::thread::sleep(lasting);
-        end(args.kind, &target, dir)?;
+        end(args.kind, &target, dir, args.empty)?;
         log(dir, args.kind, &target, "end")?;
     }
     Ok(ExitCode::SUCCESS)
@@ -129,12 +137,14 @@ fn find(network: &Value, names: &[String], dir: &Path) -> anyhow::Result<Target>
     }
 }
 
-fn begin(kind: Kind, target: &Target, dir: &Path) -> anyhow::Result<()> {
+/// Starts a fault (or, for `heal` and `restart`, ends one); `empty` restarts on an empty data
+/// directory.
+fn begin(kind: Kind, target: &Target, dir: &Path, empty: bool) -> anyhow::Result<()> {
     match (kind, target) {
         (Kind::Stall, Target::Broker(b)) => stop_or_continue(b, Signal::Stop),
         (Kind::Heal, Target::Broker(b)) => stop_or_continue(b, Signal::Cont),
         (Kind::Kill, Target::Broker(b)) => kill(b),
-        (Kind::Restart, Target::Broker(b)) => restart(b, dir),
+        (Kind::Restart, Target::Broker(b)) => restart(b, dir, empty),
         (Kind::Stall, Target::Link(l)) => l.set(LinkMode::Stall),
         (Kind::Cut, Target::Link(l)) => l.set(LinkMode::Cut),
         (Kind::Heal, Target::Link(l)) => l.set(LinkMode::Heal),
@@ -143,10 +153,10 @@ fn begin(kind: Kind, target: &Target, dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Undoes a fault whose `--for` has passed.
-fn end(kind: Kind, target: &Target, dir: &Path) -> anyhow::Result<()> {
+fn end(kind: Kind, target: &Target, dir: &Path, empty: bool) -> anyhow::Result<()> {
     match kind {
-        Kind::Stall | Kind::Cut => begin(Kind::Heal, target, dir),
-        Kind::Kill => begin(Kind::Restart, target, dir),
+        Kind::Stall | Kind::Cut => begin(Kind::Heal, target, dir, false),
+        Kind::Kill => begin(Kind::Restart, target, dir, empty),
         Kind::Restart | Kind::Heal => Ok(()),
     }
 }
@@ -171,10 +181,20 @@ fn kill(broker: &Value) -> anyhow::Result<()> {
 
 /// Starts a broker again with the arguments that started it, bound to the ports it had, and
 /// records its new process in network.json (read afresh: another fault may have changed it).
-fn restart(broker: &Value, dir: &Path) -> anyhow::Result<()> {
+/// With `empty`, its data directory is deleted first.
+fn restart(broker: &Value, dir: &Path, empty: bool) -> anyhow::Result<()> {
     let name = broker["name"].as_str().unwrap_or("?");
     if alive(pid_of(broker)) {
         bail!("broker {name} is running (pid {}); kill it first", pid_of(broker));
+    }
+    if empty {
+        let data = broker["data"].as_str().context("network.json has no data directory for this broker")?;
+        match std::fs::remove_dir_all(data) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(e).with_context(|| format!("cannot empty {data}"));
+            }
+            _ => {}
+        }
     }
     let args: Vec<String> = broker["restart"]
         .as_array()
@@ -207,7 +227,9 @@ fn log(dir: &Path, kind: Kind, target: &Target, event: &str) -> anyhow::Result<(
         .append(true)
         .open(&path)
         .with_context(|| format!("cannot write {}", path.display()))?;
-    writeln!(file, "{line}")?;
+    // One write of the whole line: the cuts of a partition are logged by processes side by
+    // side, and an append of one buffer is not interleaved with another's.
+    file.write_all(format!("{line}\n").as_bytes())?;
     outln!("{event} {kind} {} at {unix_ms}", target.name())?;
     Ok(())
 }

@@ -1,0 +1,119 @@
+//! `tidings bench nemesis`: random, seeded fault schedules against real broker processes, each
+//! checked from the command-line tools' own JSON lines (issue 38). A schedule starts the
+//! topology with `tidings net up --faults`, three guaranteed publishers and four subscribers
+//! (plain, with a selector, durable, durable with a selector), stalls, kills, power-cuts and
+//! empties brokers and stalls, cuts and partitions links with `tidings net fault` while they
+//! run, heals everything, drains, and compares every acknowledged publish with every
+//! subscriber's output ([`check`]). A failing schedule is reported with its seed and the command
+//! that replays it, and its logs are kept.
+//!
+//! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes.
+//! - [`check`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
+
+pub mod check;
+pub mod report;
+pub mod run;
+pub mod schedule;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::topology::Topology;
+
+/// `tidings bench nemesis` arguments.
+#[derive(clap::Args, Clone)]
+#[command(after_help = "Examples:
+  tidings bench nemesis --topology topologies/chain-3.toml --schedules 20 --duration 60s --seed 1
+  tidings bench nemesis --topology topologies/gryphon-fig3.toml --schedules 1 --seed 42 --duration 20s  # replay one")]
+pub struct NemesisArgs {
+    /// The topology file to start (`tidings net up --faults FILE`).
+    #[arg(long, value_name = "FILE")]
+    pub topology: PathBuf,
+    /// How many schedules to run, with seeds SEED, SEED+1, ...
+    #[arg(long, default_value_t = 1, value_parser = crate::cli::parse::at_least_one::<u64>)]
+    pub schedules: u64,
+    /// How long each schedule publishes (faults happen within it).
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    pub duration: Duration,
+    /// The first schedule's seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Each publisher's rate, msg/s.
+    #[arg(long, default_value_t = 40.0, value_parser = crate::cli::parse::above_zero)]
+    pub rate: f64,
+    /// Output directory: nemesis.csv, recovery.csv, summary.md, and seed-N/ with the logs of
+    /// each failing schedule.
+    #[arg(long, value_name = "DIR", default_value = "nemesis-results")]
+    pub out: PathBuf,
+    /// Keep every schedule's logs in DIR/seed-N/, not only the failing ones'.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+impl NemesisArgs {
+    /// The command line that runs schedule `seed` alone.
+    pub fn replay(&self, seed: u64) -> String {
+        format!(
+            "tidings bench nemesis --topology {} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
+            self.topology.display(),
+            self.duration.as_millis(),
+            self.rate,
+            self.out.display()
+        )
+    }
+}
+
+/// Runs the schedules; exit status 1 if any failed.
+pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
+    let topology = Topology::load(&args.topology)?;
+    let setup = run::Setup {
+        tidings: std::env::current_exe().context("cannot find the tidings binary")?,
+        topology: args.topology.clone(),
+        duration: args.duration,
+        rate: args.rate,
+    };
+    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
+    let scratch = std::env::temp_dir().join(format!("tidings-nemesis-{}", std::process::id()));
+    let bar = ProgressBar::new(args.schedules);
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} schedules, {elapsed} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let mut rows = Vec::new();
+    for i in 0..args.schedules {
+        let seed = args.seed.wrapping_add(i);
+        let s = schedule::generate(seed, &topology, args.duration);
+        bar.set_message(format!("seed {seed}: {} faults", s.faults.len()));
+        let dir = scratch.join(format!("seed-{seed}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let outcome = run::run(&setup, &s, &dir).await;
+        let row = report::Row::new(&topology.name, &s, &outcome);
+        let keep = args.out.join(format!("seed-{seed}"));
+        if row.failed || args.keep {
+            report::keep(&dir, &keep);
+        }
+        if row.failed {
+            bar.suspend(|| {
+                eprintln!(
+                    "FAILED seed {seed}: {}\n  kept in {}\n  replay: {}",
+                    row.why,
+                    keep.display(),
+                    args.replay(seed)
+                )
+            });
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        rows.push(row);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let _ = std::fs::remove_dir_all(&scratch);
+    let summary = report::write(&args, &rows)?;
+    print!("{summary}");
+    Ok(if rows.iter().any(|r| r.failed) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}

@@ -1,0 +1,258 @@
+//! One nemesis schedule against real processes: `tidings net up --faults` on loopback, the
+//! schedule's `sub` and `pub --guaranteed` tools, its faults made with `tidings net fault` on two
+//! tracks, then the drain and the check of every output line. Every process is stopped on every
+//! path out (the network and the tools stop on drop).
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context as _;
+
+use super::check::{self, Ack, Line, Subscriber, Verdict};
+use super::schedule::{Fault, Kind, Schedule, STALL_FIRST};
+use crate::experiments::failures::clients::{subscribe_with, Tool};
+use crate::experiments::failures::faults::net_fault;
+use crate::network::Network;
+
+/// What every schedule of a run shares.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The `tidings` binary.
+    pub tidings: PathBuf,
+    /// The topology file.
+    pub topology: PathBuf,
+    /// How long the publishers publish.
+    pub duration: Duration,
+    /// Each publisher's rate, msg/s.
+    pub rate: f64,
+}
+
+/// A fault as it happened.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// The fault.
+    pub fault: Fault,
+    /// When it ended: the link healed or the broker restarted (Unix µs).
+    pub ended_us: u64,
+    /// Why a `net fault` command failed, if one did.
+    pub error: Option<String>,
+}
+
+/// One schedule's result.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// Acknowledged publishes.
+    pub acked: usize,
+    /// Per subscriber: name, durable, verdict.
+    pub verdicts: Vec<(String, bool, Verdict)>,
+    /// Per fault and affected subscriber: the fault's kind and the time from its end to the
+    /// subscriber's next delivery, ms.
+    pub recoveries: Vec<(Kind, f64)>,
+    /// The faults as they happened.
+    pub faults: Vec<Done>,
+    /// Publishers that did not exit successfully (some publish not acknowledged in time).
+    pub failed_publishers: Vec<String>,
+}
+
+impl Outcome {
+    /// Whether any subscriber saw the guarantee broken, or a fault could not be made.
+    pub fn failed(&self) -> bool {
+        self.verdicts.iter().any(|(_, durable, v)| v.failed(*durable)) || self.faults.iter().any(|d| d.error.is_some())
+    }
+}
+
+/// Unix time now, µs.
+fn unix_us() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
+}
+
+/// The brokers' configuration: quick link-failure detection, seed 001's liveness timers, and
+/// unsynced writes dropped at a kill when the schedule says so.
+fn config(s: &Schedule) -> String {
+    let mut text = "[cluster]\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 3\n\n\
+                    [guaranteed]\nliveness = \"seed001\"\n"
+        .to_string();
+    if s.power_loss {
+        text.push_str("\n[storage]\nfault_drop_unsynced = true\n");
+    }
+    text
+}
+
+/// Runs schedule `s` in `dir` (created empty by the caller; the tools' lines, the brokers' logs
+/// and `faults.jsonl` stay there).
+pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outcome> {
+    let config_file = dir.join("broker.toml");
+    std::fs::write(&config_file, config(s))?;
+    let net_dir = dir.join("net");
+    std::fs::create_dir_all(&net_dir)?;
+    let extra: Vec<String> = ["--faults", "--", "--config"]
+        .map(String::from)
+        .into_iter()
+        .chain([config_file.display().to_string()])
+        .collect();
+    let net = Network::up_with(&setup.tidings, &setup.topology, &net_dir, Duration::from_secs(90), &extra).await?;
+    let mut subs = Vec::new();
+    for sub in &s.subscribers {
+        let b = net.broker(&sub.broker)?;
+        let admin = b.admin.clone().with_context(|| format!("{} has no admin address", b.name))?;
+        subs.push(subscribe_with(&setup.tidings, dir, &sub.name, (&b.tcp, &admin), &sub.args()).await?);
+    }
+    // Let the subscriptions reach every pubend's broker before anything is published.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let count = (setup.rate * setup.duration.as_secs_f64()).round().max(1.0) as u64;
+    let mut pubs = Vec::new();
+    for p in &s.publishers {
+        let args = [
+            "pub",
+            "--server",
+            &net.broker(&p.broker)?.tcp,
+            "--guaranteed",
+            "--json",
+            &p.topic,
+            "x",
+            "-p",
+            &format!("shade={}", p.shade),
+            "--count",
+            &count.to_string(),
+            "--rate",
+            &setup.rate.to_string(),
+        ];
+        pubs.push(Tool::spawn(&setup.tidings, dir, &p.name, &args.map(String::from))?);
+    }
+    let started = Instant::now();
+    let tracks: Vec<Vec<Fault>> = [false, true]
+        .iter()
+        .map(|links| s.faults.iter().filter(|f| is_link(f.kind) == *links).cloned().collect())
+        .collect();
+    let mut handles = Vec::new();
+    for track in tracks {
+        let (tidings, fault_dir) = (setup.tidings.clone(), net.dir().to_path_buf());
+        handles.push(tokio::task::spawn_blocking(move || inject(&tidings, &fault_dir, started, track)));
+    }
+    let mut faults = Vec::new();
+    for h in handles {
+        faults.extend(h.await?);
+    }
+    let mut failed_publishers = Vec::new();
+    let deadline = started + setup.duration + Duration::from_secs(30);
+    for p in &mut pubs {
+        if !p.finish(deadline).await?.is_some_and(|status| status.success()) {
+            failed_publishers.push(p.name.clone());
+        }
+    }
+    let acks: Vec<Ack> = pubs
+        .iter()
+        .map(|p| p.lines())
+        .collect::<anyhow::Result<Vec<_>>>()?
+        .iter()
+        .flatten()
+        .filter_map(Ack::parse)
+        .collect();
+    let checked: Vec<Subscriber> = s
+        .subscribers
+        .iter()
+        .map(|sub| {
+            Ok(Subscriber {
+                name: sub.name.clone(),
+                pattern: tidings_matching::Pattern::parse(&sub.pattern)?,
+                selector: sub
+                    .selector
+                    .as_deref()
+                    .map(tidings_matching::Selector::parse)
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("{e:?}"))?,
+                durable: sub.durable.is_some(),
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let lines = drain(&subs, &acks, &checked).await?;
+    drop(subs);
+    let verdicts =
+        checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, check::check(&acks, c, l))).collect();
+    let recoveries = faults
+        .iter()
+        .flat_map(|d| lines.iter().filter_map(move |l| recovery(d, l).map(|ms| (d.fault.kind, ms))))
+        .collect();
+    drop(net);
+    Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
+}
+
+fn is_link(kind: Kind) -> bool {
+    matches!(kind, Kind::LinkStall | Kind::Cut | Kind::Partition)
+}
+
+/// Runs one track's faults at their times (blocking); a partition's cuts run side by side.
+fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Vec<Done> {
+    let mut done = Vec::new();
+    for fault in track {
+        std::thread::sleep((started + fault.at).saturating_duration_since(Instant::now()));
+        if fault.kind == Kind::StallKill {
+            let stall: Vec<&str> =
+                ["stall"].into_iter().chain(fault.targets.iter().flatten().map(String::as_str)).collect();
+            if let Err(e) = net_fault(tidings, dir, &stall, None) {
+                done.push(Done { fault, ended_us: unix_us(), error: Some(format!("{e:#}")) });
+                continue;
+            }
+            std::thread::sleep(STALL_FIRST);
+        }
+        let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
+            let runs: Vec<_> = fault
+                .commands()
+                .into_iter()
+                .map(|args| {
+                    scope.spawn(move || {
+                        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                        net_fault(tidings, dir, &args, Some(fault.lasting))
+                    })
+                })
+                .collect();
+            runs.into_iter()
+                .map(|r| r.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a fault thread panicked"))))
+                .collect()
+        });
+        let error = results.into_iter().filter_map(Result::err).map(|e| format!("{e:#}")).next();
+        done.push(Done { fault, ended_us: unix_us(), error });
+    }
+    done
+}
+
+/// How long the subscribers may take, after the publishers, to catch up.
+const DRAIN: Duration = Duration::from_secs(30);
+/// How long without a new line ends the drain early.
+const QUIET: Duration = Duration::from_secs(8);
+
+/// Waits until every subscriber has every expected publish (nothing lost silently), or nothing
+/// new arrived for [`QUIET`], or [`DRAIN`] passed; then every subscriber's lines.
+async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::Result<Vec<Vec<Line>>> {
+    let began = Instant::now();
+    let (mut total, mut changed) = (0, Instant::now());
+    loop {
+        let lines: Vec<Vec<Line>> = subs
+            .iter()
+            .map(|t| Ok(t.lines()?.iter().filter_map(Line::parse).collect()))
+            .collect::<anyhow::Result<_>>()?;
+        let complete = checked.iter().zip(&lines).all(|(c, l)| check::check(acks, c, l).lost_silent == 0);
+        let now: usize = lines.iter().map(Vec::len).sum();
+        if now != total {
+            (total, changed) = (now, Instant::now());
+        }
+        if complete || changed.elapsed() >= QUIET || began.elapsed() >= DRAIN {
+            return Ok(lines);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// How long after a fault's end a subscriber had its next delivery, ms, if the fault affected
+/// it: it received nothing in the 500 ms before the end, and something after.
+fn recovery(done: &Done, lines: &[Line]) -> Option<f64> {
+    let received = lines.iter().filter_map(|l| match l {
+        Line::Delivery { received_us, .. } => Some(*received_us),
+        Line::Gap { .. } => None,
+    });
+    let end = done.ended_us;
+    if received.clone().any(|r| r < end && r + 500_000 >= end) {
+        return None;
+    }
+    received.filter(|r| *r >= end).min().map(|r| (r - end) as f64 / 1e3)
+}

@@ -1,0 +1,315 @@
+//! A nemesis schedule, generated from one `u64` seed (the simulator's SplitMix64, so a seed
+//! names the same schedule on every machine): who publishes and subscribes where, and which
+//! faults hit the network when, for how long.
+//!
+//! Clients sit at the topology's edge brokers (those with the fewest links): two brokers get
+//! the three guaranteed publishers; plain, selector and durable subscribers go to the other edge
+//! brokers (to the same two when there are no others), so traffic crosses the relays between.
+//! Faults run on two tracks, one for brokers (stall, kill, power loss, empty restart, a stall
+//! then a kill) and one
+//! for links (link stall, cut, partition), each fault over before the next on its track starts,
+//! every one over one and a half seconds before publishing ends. An empty restart hits only a
+//! relay (a broker with no client): the data of a publisher's or durable subscriber's broker is
+//! what the guarantee rests on. Whether kills lose unsynced log writes (`[storage]
+//! fault_drop_unsynced`, a power cut) is decided per schedule: then every kill is a power loss.
+
+use std::fmt;
+use std::time::Duration;
+
+use tidings_sim::rng::Rng;
+
+use crate::topology::Topology;
+
+/// What a fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// SIGSTOP a broker, SIGCONT at the end.
+    Stall,
+    /// SIGKILL a broker, restart it on its data at the end.
+    Kill,
+    /// The same with unsynced log writes dropped (a power cut).
+    PowerLoss,
+    /// SIGKILL a relay, restart it on an empty data directory.
+    EmptyRestart,
+    /// SIGSTOP a broker for [`STALL_FIRST`], then SIGKILL it (a failure that loses what was in
+    /// flight, as seed 001 made its crashes), restart it on its data at the end.
+    StallKill,
+    /// Hold a link's bytes, connections open.
+    LinkStall,
+    /// Reset a link's connections and refuse new ones.
+    Cut,
+    /// Cut several links at once.
+    Partition,
+}
+
+impl Kind {
+    /// Its name in reports and the CSV.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Stall => "stall",
+            Kind::Kill => "kill",
+            Kind::PowerLoss => "power-loss",
+            Kind::EmptyRestart => "empty-restart",
+            Kind::StallKill => "stall-kill",
+            Kind::LinkStall => "link-stall",
+            Kind::Cut => "cut",
+            Kind::Partition => "partition",
+        }
+    }
+}
+
+/// One fault.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fault {
+    /// What it does.
+    pub kind: Kind,
+    /// A broker (one name) or links (pairs of names).
+    pub targets: Vec<Vec<String>>,
+    /// When it begins, from the start of publishing.
+    pub at: Duration,
+    /// How long it lasts (a stall-kill's kill: its stall comes first).
+    pub lasting: Duration,
+}
+
+/// How long a stall-kill's broker is stalled before it is killed.
+pub const STALL_FIRST: Duration = Duration::from_secs(1);
+
+impl Fault {
+    /// The `tidings net fault` argument lists that make it, side by side (one per link of a
+    /// partition), each `--for` [`Fault::lasting`]; a stall-kill's stall is made before them.
+    pub fn commands(&self) -> Vec<Vec<String>> {
+        let verb = match self.kind {
+            Kind::Stall | Kind::LinkStall => "stall",
+            Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill => "kill",
+            Kind::Cut | Kind::Partition => "cut",
+        };
+        self.targets
+            .iter()
+            .map(|t| {
+                let mut args: Vec<String> = std::iter::once(verb.to_string()).chain(t.iter().cloned()).collect();
+                if self.kind == Kind::EmptyRestart {
+                    args.push("--empty".into());
+                }
+                args
+            })
+            .collect()
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let targets: Vec<String> = self.targets.iter().map(|t| t.join("-")).collect();
+        write!(
+            f,
+            "{} {} at {:.1}s for {:.1}s",
+            self.kind.name(),
+            targets.join("+"),
+            self.at.as_secs_f64(),
+            self.lasting.as_secs_f64()
+        )
+    }
+}
+
+/// A subscriber of the schedule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sub {
+    /// Its name (also its output file's).
+    pub name: String,
+    /// The broker it is connected to.
+    pub broker: String,
+    /// Its topic pattern.
+    pub pattern: String,
+    /// Its selector, if any.
+    pub selector: Option<String>,
+    /// Its durable name, if durable.
+    pub durable: Option<String>,
+}
+
+impl Sub {
+    /// The `sub` arguments after `--server`.
+    pub fn args(&self) -> Vec<String> {
+        let mut args = vec!["--json".to_string()];
+        match &self.durable {
+            Some(name) => args.extend(["--durable".to_string(), name.clone()]),
+            None => args.push("--guaranteed".into()),
+        }
+        args.push(self.pattern.clone());
+        if let Some(s) = &self.selector {
+            args.extend(["--where".to_string(), s.clone()]);
+        }
+        args
+    }
+}
+
+/// A guaranteed publisher of the schedule: topic `nem.tI`, property `shade = I + 1`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pub {
+    /// Its name (also its output file's).
+    pub name: String,
+    /// The broker it is connected to.
+    pub broker: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its `shade` property (what the selectors look at, with `seq`).
+    pub shade: u64,
+}
+
+/// Everything a seed decides.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Schedule {
+    /// The seed.
+    pub seed: u64,
+    /// Every kill drops the log writes not yet synced.
+    pub power_loss: bool,
+    /// The publishers.
+    pub publishers: Vec<Pub>,
+    /// The subscribers.
+    pub subscribers: Vec<Sub>,
+    /// The faults, by track then time.
+    pub faults: Vec<Fault>,
+}
+
+/// Selectors the selector subscribers pick from (over `shade` and the publisher's `seq`).
+const SELECTORS: [&str; 4] = ["shade <> 2", "shade = 1 OR seq > 100", "seq < 400 AND shade >= 2", "shade IN (1, 3)"];
+
+/// The schedule of `seed` on `topology`, publishing for `duration`.
+pub fn generate(seed: u64, topology: &Topology, duration: Duration) -> Schedule {
+    let mut rng = Rng::new(seed);
+    let degree = |b: &String| topology.links.iter().filter(|(x, y)| x == b || y == b).count();
+    let fewest = topology.brokers.iter().map(degree).min().unwrap_or(0);
+    let mut edge: Vec<String> = topology.brokers.iter().filter(|b| degree(b) == fewest).cloned().collect();
+    rng.shuffle(&mut edge);
+    let pub_at: Vec<String> = edge.iter().take(2).cloned().collect();
+    let sub_at: Vec<String> = if edge.len() > 3 { edge[2..].to_vec() } else { edge.clone() };
+    let publishers = (0..3)
+        .map(|i| Pub {
+            name: format!("pub{i}"),
+            broker: pub_at[i % pub_at.len()].clone(),
+            topic: format!("nem.t{i}"),
+            shade: i as u64 + 1,
+        })
+        .collect();
+    let mut selector = || Some(rng.pick(&SELECTORS).copied().unwrap_or(SELECTORS[0]).to_string());
+    let kinds: [(&str, Option<String>, bool); 4] = [
+        ("plain", None, false),
+        ("select", selector(), false),
+        ("durable", None, true),
+        ("durable-select", selector(), true),
+    ];
+    let subscribers = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, (name, selector, durable))| Sub {
+            name: name.to_string(),
+            broker: sub_at[i % sub_at.len()].clone(),
+            pattern: "nem.>".into(),
+            selector,
+            durable: durable.then(|| format!("nem{seed}-{i}")),
+        })
+        .collect::<Vec<_>>();
+    let clients: Vec<&String> = pub_at.iter().chain(&sub_at).collect();
+    let relays: Vec<String> = topology.brokers.iter().filter(|b| !clients.contains(b)).cloned().collect();
+    let power_loss = rng.chance(30);
+    let links: Vec<Vec<String>> = topology.links.iter().map(|(a, b)| vec![a.clone(), b.clone()]).collect();
+    let mut faults = Vec::new();
+    let end = duration.saturating_sub(Duration::from_millis(1500));
+    let kill = if power_loss { Kind::PowerLoss } else { Kind::Kill };
+    let mut broker_kinds = vec![Kind::Stall, kill, kill, Kind::StallKill];
+    if !relays.is_empty() {
+        broker_kinds.push(Kind::EmptyRestart);
+    }
+    track(&mut rng, end, &mut faults, |rng| {
+        let kind = *rng.pick(&broker_kinds)?;
+        let pool = if kind == Kind::EmptyRestart { &relays } else { &topology.brokers };
+        Some((kind, vec![vec![rng.pick(pool)?.clone()]]))
+    });
+    track(&mut rng, end, &mut faults, |rng| {
+        let kind = *rng.pick(&[Kind::LinkStall, Kind::Cut, Kind::Cut, Kind::Partition])?;
+        if kind != Kind::Partition {
+            return Some((kind, vec![rng.pick(&links)?.clone()]));
+        }
+        // Isolate a broker, or cut two to three links at random.
+        if rng.chance(50) {
+            let b = rng.pick(&topology.brokers)?.clone();
+            return Some((kind, links.iter().filter(|l| l.contains(&b)).cloned().collect()));
+        }
+        let mut some = links.clone();
+        rng.shuffle(&mut some);
+        some.truncate(rng.between(2, 3));
+        Some((kind, some))
+    });
+    Schedule { seed, power_loss, publishers, subscribers, faults }
+}
+
+/// Faults of one track, one after the other from 1.5 s, each 0.5-3 s long (a stall-kill 1 s
+/// more) after a pause of 0.5-2.5 s, until the next would not be over by `end`.
+fn track(
+    rng: &mut Rng,
+    end: Duration,
+    faults: &mut Vec<Fault>,
+    mut pick: impl FnMut(&mut Rng) -> Option<(Kind, Vec<Vec<String>>)>,
+) {
+    let ms = |n: usize| Duration::from_millis(n as u64);
+    let mut t = ms(1000);
+    loop {
+        let at = t + ms(rng.between(500, 2500));
+        let lasting = ms(rng.between(500, 3000));
+        let Some((kind, targets)) = pick(rng) else { return };
+        let stall = if kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
+        if at + stall + lasting > end {
+            return;
+        }
+        faults.push(Fault { kind, targets, at, lasting });
+        t = at + stall + lasting;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain() -> Topology {
+        Topology::parse(
+            "name = \"chain-3\"\n[[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n[[broker]]\nname = \"c\"\n\
+             [[link]]\nbetween = [\"a\", \"b\"]\n[[link]]\nbetween = [\"b\", \"c\"]\n",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_seed_names_one_schedule_and_faults_end_in_time() {
+        let t = chain();
+        let d = Duration::from_secs(20);
+        assert_eq!(generate(7, &t, d), generate(7, &t, d));
+        assert_ne!(generate(7, &t, d).faults, generate(8, &t, d).faults);
+        for seed in 0..50 {
+            let s = generate(seed, &t, d);
+            assert!(!s.faults.is_empty(), "seed {seed} has no fault");
+            for f in &s.faults {
+                let stall = if f.kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
+                assert!(f.at + stall + f.lasting <= d - Duration::from_millis(1500), "{f}");
+                if f.kind == Kind::EmptyRestart {
+                    assert_eq!(f.targets, [["b"]], "only the relay is emptied");
+                }
+            }
+            assert!(s.publishers.iter().all(|p| p.broker != "b"), "clients sit at the edge");
+        }
+    }
+
+    #[test]
+    fn faults_become_net_fault_commands() {
+        let f = Fault {
+            kind: Kind::EmptyRestart,
+            targets: vec![vec!["b".into()]],
+            at: Duration::ZERO,
+            lasting: Duration::from_secs(1),
+        };
+        assert_eq!(f.commands(), [["kill", "b", "--empty"]]);
+        let p = Fault {
+            kind: Kind::Partition,
+            targets: vec![vec!["a".into(), "b".into()], vec!["b".into(), "c".into()]],
+            ..f
+        };
+        assert_eq!(p.commands(), [["cut", "a", "b"], ["cut", "b", "c"]]);
+    }
+}

@@ -1,0 +1,78 @@
+//! Issue 38: the nemesis, bounded. A few seeded fault schedules against real broker processes
+//! (`tidings bench nemesis`, one schedule per seed): brokers stalled, killed, power-cut and
+//! emptied, links stalled, cut and partitioned, while three guaranteed publishers and plain,
+//! selector and durable subscribers run; every acknowledged publish is then checked against
+//! every subscriber's output. A failure names its seed and the command that replays it (the
+//! long run is the same command with more schedules; see docs/results/nemesis.md).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One network at a time: the machine may have two cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn topology(file: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies").join(file)
+}
+
+/// Runs `schedules` schedules from `seed` on `file`, each publishing for `duration`, and fails
+/// with the summary (every failing seed, what it lost or repeated, and its replay command).
+fn nemesis(file: &str, seed: u64, schedules: u64, duration: &str) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let out = tempfile::tempdir().unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_tidings"))
+        .args(["bench", "nemesis", "--topology"])
+        .arg(topology(file))
+        .args(["--seed", &seed.to_string(), "--schedules", &schedules.to_string(), "--duration", duration])
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let summary = std::fs::read_to_string(out.path().join("summary.md")).unwrap_or_default();
+    let subscribers = std::fs::read_to_string(out.path().join("subscribers.csv")).unwrap_or_default();
+    eprintln!("{summary}\n{subscribers}\n{}", String::from_utf8_lossy(&run.stderr));
+    assert!(run.status.success(), "the nemesis found the guarantee broken (or could not run):\n{summary}");
+    let rows = std::fs::read_to_string(out.path().join("nemesis.csv")).unwrap();
+    assert_eq!(rows.lines().count() as u64, schedules + 1, "one CSV row per schedule:\n{rows}");
+}
+
+#[test]
+fn nemesis_on_a_three_broker_chain() {
+    nemesis("chain-3.toml", 2, 1, "15s");
+}
+
+#[test]
+fn nemesis_on_gryphon_fig3() {
+    nemesis("gryphon-fig3.toml", 101, 1, "20s");
+}
+
+/// Seed 15 stalls then kills a and c, the subscribers' brokers, while links are cut. Found
+/// failing (finding D, not one of the fixes under way): a plain subscription set up again after
+/// its broker's restart asks to start at the tick after its last; the delivery core refuses it
+/// ("asked to start at t…, below the stream's done prefix t…") and the ticks between are lost
+/// with no gap notice.
+#[test]
+fn nemesis_on_a_three_broker_chain_through_crashes_of_the_subscribers_brokers() {
+    nemesis("chain-3.toml", 15, 1, "20s");
+}
+
+/// Seed 1 empties the relay b at 10.5 s: what crosses b is then lost silently by every
+/// subscriber, durable ones too, and b's peers refuse its adverts ("an advert for b (us) claims
+/// incarnation 2, above our 1").
+#[test]
+#[ignore = "fails until fix A lands (a relay restarted on an empty data directory re-announces incarnation 1)"]
+fn nemesis_on_a_three_broker_chain_with_its_relay_emptied() {
+    nemesis("chain-3.toml", 1, 1, "15s");
+}
+
+/// Seed 106 stalls then kills s4 twice and kills p1: the b3-b4 link then closes again and again
+/// on "malformed frame: NACK frame: field range first has invalid value", and the last seconds
+/// of every pubend are lost silently.
+#[test]
+#[ignore = "fails until fix B lands (a malformed NACK after a stall then a kill makes a link loop)"]
+fn nemesis_on_gryphon_fig3_through_stalls_then_kills() {
+    nemesis("gryphon-fig3.toml", 106, 1, "30s");
+}
