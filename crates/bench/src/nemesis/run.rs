@@ -95,7 +95,12 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     for sub in &s.subscribers {
         let b = net.broker(&sub.broker)?;
         let admin = b.admin.clone().with_context(|| format!("{} has no admin address", b.name))?;
-        subs.push(subscribe_with(&setup.tidings, dir, &sub.name, (&b.tcp, &admin), &sub.args()).await?);
+        let mut args = sub.args();
+        if sub.durable.is_some() {
+            // The command's own checkpoint, in the schedule's directory rather than the user's.
+            args.extend(["--checkpoint".into(), dir.join(format!("{}.checkpoint", sub.name)).display().to_string()]);
+        }
+        subs.push(subscribe_with(&setup.tidings, dir, &sub.name, (&b.tcp, &admin), &args).await?);
     }
     // Let the subscriptions reach every pubend's broker before anything is published.
     tokio::time::sleep(Duration::from_secs(1)).await;

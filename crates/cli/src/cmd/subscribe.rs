@@ -7,7 +7,7 @@ use anyhow::Context;
 use base64::Engine;
 use serde_json::{json, Map};
 use tidings_bench::cli::parse::at_least_one;
-use tidings_client::{Delivery, Event, SubscribeOptions};
+use tidings_client::{Checkpoint, Delivery, Event, SubscribeOptions};
 use tidings_wire::{DeliveryMode, Value};
 
 /// Prints every delivery; with `--count N`, exits 0 after N.
@@ -205,18 +205,24 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             selector: args.selector.clone(),
             ..SubscribeOptions::new(pattern)
         };
+        // Guaranteed: a tick this command printed already (a subscription set up again after
+        // a reconnect may start below it) is skipped and counted, not printed twice.
+        let options = if args.guaranteed { options.resume_from(Checkpoint::new()) } else { options };
         let subscription =
             client.subscribe_with(options).await.with_context(|| format!("subscribe to {pattern:?} refused"))?;
         ids.push(subscription.id());
         // Each subscription as a stream of its events, so all of them are read as they come.
+        // Each event comes with how many deliveries were skipped since the one before.
         subscriptions.push(Box::pin(futures::stream::unfold(subscription, |mut s| async move {
-            s.next_event().await.map(|event| (event, s))
+            let before = s.skipped();
+            s.next_event().await.map(|event| ((event, s.skipped() - before), s))
         })));
     }
     let mut events = futures::stream::select_all(subscriptions);
     let mut seen = 0u64;
+    let mut skipped = 0u64;
     let mut out = std::io::stdout().lock();
-    loop {
+    let ended = loop {
         let event = tokio::select! {
             event = futures::StreamExt::next(&mut events) => event,
             Some(()) = reconnects.recv(), if !args.guaranteed => {
@@ -233,7 +239,8 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let Some(event) = event else { break };
+        let Some((event, newly_skipped)) = event else { break false };
+        skipped += newly_skipped;
         let delivery = match event {
             Event::Message(delivery) => delivery,
             Event::Gap(gap) => {
@@ -247,11 +254,17 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         out.flush()?;
         seen += 1;
         if args.count.is_some_and(|n| seen >= n) {
-            let _ = client.close().await;
-            return Ok(ExitCode::SUCCESS);
+            break true;
         }
+    };
+    if skipped > 0 {
+        eprintln!("skipped {skipped} deliveries this command had printed already (delivered again after a reconnect)");
     }
-    anyhow::bail!("the subscription ended after {seen} deliveries (connection closed)")
+    if !ended {
+        anyhow::bail!("the subscription ended after {seen} deliveries (connection closed)")
+    }
+    let _ = client.close().await;
+    Ok(ExitCode::SUCCESS)
 }
 
 pub(crate) fn gap_line(gap: &tidings_client::GapNotice, json: bool) -> String {

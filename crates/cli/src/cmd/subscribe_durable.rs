@@ -32,8 +32,13 @@ pub(crate) fn default_path(server: &str, name: &str) -> anyhow::Result<PathBuf> 
         (_, Some(home)) if !home.is_empty() => PathBuf::from(home).join(".local/state"),
         _ => anyhow::bail!("no $XDG_STATE_HOME or $HOME for the checkpoint file; give --checkpoint FILE"),
     };
+    Ok(default_path_in(&state, server, name))
+}
+
+/// The checkpoint file for `server` and `name` under the state directory `state`.
+fn default_path_in(state: &Path, server: &str, name: &str) -> PathBuf {
     let server: String = server.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' { c } else { '_' }).collect();
-    Ok(state.join("tidings/checkpoints").join(format!("{server}-{name}")))
+    state.join("tidings/checkpoints").join(format!("{server}-{name}"))
 }
 
 /// The checkpoint stored at `path`, empty if there is none; a file that does not parse is a
@@ -54,7 +59,11 @@ fn save(path: &Path, checkpoint: &Checkpoint) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let temp = path.with_extension("tmp");
+    // Beside it, named for it and this process: two commands never share a temporary file
+    // (`with_extension` would cut a name such as `127.0.0.1_6464-orders` at its first dot).
+    let mut temp = path.as_os_str().to_owned();
+    temp.push(format!(".tmp-{}", std::process::id()));
+    let temp = PathBuf::from(temp);
     std::fs::write(&temp, checkpoint.to_text())
         .and_then(|()| std::fs::rename(&temp, path))
         .with_context(|| format!("cannot write the checkpoint file {}", path.display()))
@@ -153,5 +162,42 @@ fn report(subscription: &Subscription) {
     }
     if subscription.redelivered() > 0 {
         eprintln!("{} deliveries came again (printed, flagged redelivered)", subscription.redelivered());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two checkpoints of one broker address in one directory, saved in turn, each load back
+    /// as saved: their temporary files are their own (a shared one, cut at the address's first
+    /// dot, made one command's rename fail for the other).
+    #[test]
+    fn checkpoints_beside_each_other_are_saved_and_loaded_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (
+            default_path_in(dir.path(), "127.0.0.1:6464", "one"),
+            default_path_in(dir.path(), "127.0.0.1:6464", "two"),
+        );
+        let (mut one, mut two) = (Checkpoint::new(), Checkpoint::new());
+        one.advance(tidings_client::PubendId(1), tidings_client::Tick(10));
+        two.advance(tidings_client::PubendId(2), tidings_client::Tick(20));
+        save(&a, &one).unwrap();
+        save(&b, &two).unwrap();
+        assert_eq!((load(&a).unwrap(), load(&b).unwrap()), (one, two));
+        assert_eq!(
+            std::fs::read_dir(dir.path().join("tidings/checkpoints")).unwrap().count(),
+            2,
+            "no temporary file left"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_file_that_does_not_parse_is_a_usage_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad");
+        std::fs::write(&path, "not a checkpoint").unwrap();
+        let error = load(&path).unwrap_err();
+        assert!(error.downcast_ref::<UsageError>().is_some_and(|e| e.0.contains("bad")), "{error}");
     }
 }
