@@ -32,6 +32,7 @@ pub mod process_metrics;
 mod read_buffer;
 pub mod server;
 pub mod session;
+mod slice;
 pub mod storage;
 pub mod tcp;
 pub mod udp;

@@ -211,12 +211,18 @@ async fn connection(stream: TcpStream, shared: Arc<Shared>) {
             }
         }
         let read_at = std::time::Instant::now();
+        let mut slice = crate::slice::Slice::new();
         loop {
             let limit = if session.is_greeted() { max_frame } else { PRE_HELLO_MAX_FRAME };
             match Frame::decode(&mut read.buf, limit) {
                 Ok(Some(frame)) => {
                     decoded += 1;
                     match session.handle(frame) {
+                        Next::Continue if slice.spent() => {
+                            // What this slice queued goes out before others take their turn.
+                            session.finish_batch(read_at);
+                            tokio::task::yield_now().await;
+                        }
                         Next::Continue => {}
                         Next::Close => {
                             session.finish_batch(read_at);

@@ -17,6 +17,13 @@ pub const MAX_ORIGINS: usize = 4096;
 /// Filters added or removed in one `Summary` message.
 pub const MAX_FILTERS_PER_MESSAGE: usize = 65_536;
 
+/// Filters added or removed in one `Summary` message this router sends: a summary of
+/// 100,000 filters (a link coming up beside a broker with that many subscriptions) went out
+/// as one message, past [`MAX_FILTERS_PER_MESSAGE`], so the peer refused it and the link never
+/// stayed up; and the receiving shell applied it under one hold of its router's lock, where
+/// slices of this size let its other work in between.
+pub const SUMMARY_SLICE: usize = 1024;
+
 /// Filters one peer's summary may hold over all its scopes.
 pub const MAX_FILTERS_PER_LINK: usize = 1_000_000;
 

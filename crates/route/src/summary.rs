@@ -72,6 +72,37 @@ pub(crate) fn diff_scopes<'a, F: Filter + 'a>(
     grouped.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
 }
 
+/// `deltas` as messages of at most `max` filters each (unchanged when they fit in one). Each
+/// delta's additions go before its removals, so every prefix of the messages is a summary the
+/// receiver accepts (it holds what is removed, and not what is added) and, meanwhile, covers
+/// at least the interest before and after: a copy may go where it is no longer wanted, none is
+/// kept from where it is.
+pub(crate) fn split<F: Clone>(deltas: Vec<SummaryDelta<F>>, max: usize) -> Vec<Vec<SummaryDelta<F>>> {
+    let total: usize = deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum();
+    if total <= max {
+        return vec![deltas];
+    }
+    let max = max.max(1);
+    let mut messages: Vec<Vec<SummaryDelta<F>>> = Vec::new();
+    let mut room = 0;
+    for delta in deltas {
+        let added = delta.added.chunks(max).map(|chunk| (chunk.to_vec(), Vec::new()));
+        let removed = delta.removed.chunks(max).map(|chunk| (Vec::new(), chunk.to_vec()));
+        for (added, removed) in added.chain(removed) {
+            let len = added.len() + removed.len();
+            if len > room {
+                messages.push(Vec::new());
+                room = max;
+            }
+            room -= len;
+            if let Some(message) = messages.last_mut() {
+                message.push(SummaryDelta { scopes: delta.scopes.clone(), added, removed });
+            }
+        }
+    }
+    messages
+}
+
 /// Why a batch of deltas could not be applied: the two ends no longer agree on the summary.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub(crate) struct OutOfSync {
@@ -163,6 +194,32 @@ mod tests {
         assert_eq!(deltas.len(), 1);
         assert_eq!(deltas[0].scopes, vec![tree("A"), tree("B")]);
         assert_eq!(deltas[0].added, vec![Range(5, 6)]);
+    }
+
+    #[test]
+    fn a_large_summary_goes_in_messages_each_applied_in_turn_to_the_same_end() {
+        let scope = tree("c");
+        let before: BTreeSet<Range> = (0..2500).map(|i| Range(i, i)).collect();
+        let mut held: Scoped<Range> = BTreeMap::from([(scope.clone(), before.clone())]);
+        let delta = SummaryDelta {
+            scopes: vec![scope.clone()],
+            added: (10_000..13_000).map(|i| Range(i, i)).collect(),
+            removed: before.iter().copied().collect(),
+        };
+        let small = SummaryDelta { scopes: vec![Scope::Local], added: vec![Range(0, 1)], removed: vec![] };
+        let messages = split(vec![delta.clone(), small.clone()], 1024);
+        assert_eq!(messages.len(), 6, "5,501 filters in messages of 1,024");
+        for message in &messages {
+            let filters: usize = message.iter().map(|d| d.added.len() + d.removed.len()).sum();
+            assert!(filters <= 1024, "{filters} filters in one message");
+            apply(&mut held, message).expect("every prefix applies");
+            let kept = held.get(&scope).map_or(0, BTreeSet::len);
+            assert!(kept >= 2500, "the interest held shrank below either end's: {kept}");
+        }
+        let mut whole: Scoped<Range> = BTreeMap::from([(scope.clone(), before)]);
+        apply(&mut whole, &[delta.clone(), small.clone()]).unwrap();
+        assert_eq!(held, whole);
+        assert_eq!(split(vec![small.clone()], 1024), vec![vec![small]], "a message that fits is sent as it is");
     }
 
     #[test]

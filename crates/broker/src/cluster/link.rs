@@ -224,7 +224,14 @@ async fn read_loop(
     read.buf = handshake_rest;
     loop {
         let mut decoded = 0;
+        let mut slice = crate::slice::Slice::new();
         loop {
+            if decoded > 0 && slice.spent() {
+                // A read's worth of summary deltas (thousands) is applied a slice at a time.
+                dispatch.wake_writers();
+                shared.dispatcher.settle(&mut dispatch);
+                tokio::task::yield_now().await;
+            }
             let (ty, len) = match peek_header(&read.buf, max_frame) {
                 Ok(Some(header)) => header,
                 Ok(None) => break,

@@ -148,7 +148,7 @@ impl<F: Filter> Router<F> {
             });
             if !deltas.is_empty() {
                 self.counters.summary_deltas_sent += deltas.len() as u64;
-                out.push(Action::Send { to: peer.clone(), message: PeerMessage::Summary(deltas) });
+                send_summary(out, peer, deltas);
             }
         }
     }
@@ -169,5 +169,12 @@ impl<F: Filter> Router<F> {
             self.advertised.subtree.insert(root.clone(), subtree);
         }
         self.advertised.down.insert(root.clone(), below);
+    }
+}
+
+/// Sends `deltas` to `peer` in messages of at most [`crate::limits::SUMMARY_SLICE`] filters.
+pub(super) fn send_summary<F: Filter>(out: &mut Vec<Action<F>>, peer: &BrokerName, deltas: Vec<SummaryDelta<F>>) {
+    for message in crate::summary::split(deltas, crate::limits::SUMMARY_SLICE) {
+        out.push(Action::Send { to: peer.clone(), message: PeerMessage::Summary(message) });
     }
 }

@@ -6,9 +6,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::interest::send_summary;
 use super::{Action, Router};
 use crate::filter::{Filter, FilterIndex};
-use crate::message::PeerMessage;
 use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
 use crate::summary::{Scope, Scoped, SummaryDelta};
@@ -146,7 +146,7 @@ impl<F: Filter> Router<F> {
             let deltas = record(sent, scoped);
             if !deltas.is_empty() {
                 self.counters.summary_deltas_sent += deltas.len() as u64;
-                out.push(Action::Send { to: peer.clone(), message: PeerMessage::Summary(deltas) });
+                send_summary(out, peer, deltas);
             }
         }
     }
