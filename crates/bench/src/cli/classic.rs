@@ -386,6 +386,7 @@ async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     for rep in 1..=a.common.reps {
         for (spec, point, rows) in [(&base, &empty_point, &mut empty), (&loaded, &loaded_point, &mut many)] {
             let row = tidings_rep(&a.common, &Measure::Tput(spec), point, rep).await?;
+            eprintln!("{point}:");
             print_row(&row);
             rows.push(row);
         }
