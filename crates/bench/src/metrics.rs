@@ -39,6 +39,12 @@ pub const GD_SUBSCRIPTIONS_CONFIRMED: &str = "tidings_gd_subscriptions_confirmed
 pub const GD_PUBEND_SENT: &str = "tidings_gd_pubend_sent_total";
 /// Guaranteed protocol messages received from peers, per pubend and `kind`.
 pub const GD_PUBEND_RECEIVED: &str = "tidings_gd_pubend_received_total";
+/// Guaranteed publishes a broker acknowledged (PUBLISH_ACK sent).
+pub const GD_PUBLISHES_ACKED: &str = "tidings_gd_publishes_acked_total";
+/// Of those, the ones acknowledged after the pubend log's sync had covered their tick.
+pub const GD_PUBLISHES_ACKED_SYNCED: &str = "tidings_gd_publishes_acked_synced_total";
+/// fdatasync calls of a broker's pubend log.
+pub const GD_FSYNCS: &str = "tidings_gd_fsyncs_total";
 /// Active subscriptions (a gauge).
 pub const SUBSCRIPTIONS: &str = "tidings_subscriptions";
 

@@ -62,6 +62,11 @@ fn publishes_from_two_publishers_reach_two_subscribers_exactly_once_in_tick_orde
     let matching: Vec<&Value> = acked.iter().filter(|a| a["seq"].as_u64().unwrap() <= 30).collect();
     assert_exactly_once_in_order(&half, &matching);
     assert!(b.metric("tidings_gd_publishes_acked_total").unwrap() >= 120.0);
+    assert_eq!(
+        b.metric("tidings_gd_publishes_acked_synced_total").unwrap(),
+        b.metric("tidings_gd_publishes_acked_total").unwrap(),
+        "every acknowledgement was sent after the log's sync covered its tick"
+    );
     assert!(b.metric("tidings_gd_fsyncs_total").unwrap() >= 1.0);
     assert!(b.metric("tidings_gd_fsync_seconds_count").unwrap() >= 1.0, "syncs are timed");
     assert_eq!(b.metric("tidings_gd_corrupt_records_total").unwrap(), 0.0, "a healthy log reports no damage");

@@ -380,12 +380,57 @@ async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     let kind = if a.selectors { "non-matching selector" } else { "other-topic" };
     let (empty_point, loaded_point) =
         ("index: no other subscriptions".to_string(), format!("index: {} {kind} subscriptions", a.subscriptions));
-    let empty = interleaved(&a.common, Measure::Tput(&base), &empty_point, None).await?;
+    // Repetition by repetition, empty then loaded, so a change in the machine's load falls on
+    // both sides of each ratio.
+    let (mut empty, mut many) = (Vec::new(), Vec::new());
+    for rep in 1..=a.common.reps {
+        for (spec, point, rows) in [(&base, &empty_point, &mut empty), (&loaded, &loaded_point, &mut many)] {
+            let row = tidings_rep(&a.common, &Measure::Tput(spec), point, rep).await?;
+            eprintln!("{point}:");
+            print_row(&row);
+            rows.push(row);
+        }
+    }
     summarize(&empty_point, "received_msg_s", &empty)?;
-    let many = interleaved(&a.common, Measure::Tput(&loaded), &loaded_point, None).await?;
     summarize(&loaded_point, "received_msg_s", &many)?;
-    let median = |rows: &[Row]| Spread::of(&rows.iter().map(|r| r.value).collect::<Vec<_>>()).median;
-    let ratio = median(&many) / median(&empty);
-    outln!("index: loaded / empty = {ratio:.3}")?;
-    Ok(serde_json::json!({"empty": empty, "loaded": many, "ratio": ratio}))
+    let ratios = Spread::of(&paired_ratios(&empty, &many));
+    let reps = a.common.reps;
+    let (median, min, max) = (ratios.median, ratios.min, ratios.max);
+    outln!("index: loaded / empty = {median:.3} [{min:.3}-{max:.3}] (median [min-max] of {reps} interleaved pairs)")?;
+    Ok(serde_json::json!({
+        "empty": empty, "loaded": many, "ratio": median, "ratio_min": min, "ratio_max": max, "pairs": reps,
+    }))
+}
+
+/// Each repetition's loaded / empty throughput, the two measured one right after the other.
+fn paired_ratios(empty: &[Row], loaded: &[Row]) -> Vec<f64> {
+    empty.iter().zip(loaded).map(|(e, l)| l.value / e.value).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(rep: usize, value: f64) -> Row {
+        Row {
+            system: "tidings".into(),
+            point: "index".into(),
+            rep,
+            value,
+            figures: Vec::new(),
+            load_before: None,
+            load_after: None,
+        }
+    }
+
+    #[test]
+    fn the_index_ratio_is_taken_pair_by_pair_not_from_two_medians() {
+        let empty = [row(1, 100.0), row(2, 200.0), row(3, 300.0)];
+        let loaded = [row(1, 50.0), row(2, 180.0), row(3, 150.0)];
+        let ratios = paired_ratios(&empty, &loaded);
+        assert_eq!(ratios, vec![0.5, 0.9, 0.5]);
+        let spread = Spread::of(&ratios);
+        // The ratio of the two medians would be 180 / 200 = 0.9: two runs apart in time.
+        assert_eq!((spread.median, spread.min, spread.max), (0.5, 0.5, 0.9));
+    }
 }

@@ -318,11 +318,18 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             (a.suite, Some(Box::new(persistent::Persistent(p))))
         }
     };
-    let experiments = experiment.map(|e| vec![e]).unwrap_or_else(|| all(scale(&suite)));
-    run_suite(&suite, &experiments).await
+    let defaults = all(scale(&suite));
+    let changed = experiment.as_deref().is_some_and(|e| changed(e, &defaults));
+    let experiments = experiment.map(|e| vec![e]).unwrap_or(defaults);
+    run_suite(&suite, &experiments, changed).await
 }
 
-async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<ExitCode> {
+/// Whether `experiment`'s parameters differ from its defaults among `defaults`.
+fn changed(experiment: &dyn Experiment, defaults: &[Box<dyn Experiment>]) -> bool {
+    defaults.iter().find(|d| d.name() == experiment.name()).is_none_or(|d| d.parameters() != experiment.parameters())
+}
+
+async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>], changed: bool) -> anyhow::Result<ExitCode> {
     let reps = suite.reps.unwrap_or(if suite.quick { 1 } else { 3 });
     anyhow::ensure!(reps >= 1, "--reps must be at least 1");
     let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");
@@ -339,6 +346,7 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> an
     }
     let mut ctx = Context {
         scale: scale(suite),
+        changed,
         reps,
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
         topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "topologies"),
@@ -365,5 +373,21 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>]) -> an
     } else {
         eprintln!("FAILED: {}", failed.join(" | "));
         Ok(ExitCode::FAILURE)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_experiment_with_parameters_from_the_command_line_is_not_labelled_the_seeds() {
+        let defaults = all(Scale::Full);
+        let seed = overhead::Overhead(overhead::Params::new(Scale::Full));
+        assert!(!changed(&seed, &defaults));
+        let mut p = overhead::Params::new(Scale::Full);
+        p.counts = vec![100, 1000];
+        assert!(changed(&overhead::Overhead(p), &defaults));
+        assert!(Scale::Full.label_changed().contains("not the seed's"));
     }
 }

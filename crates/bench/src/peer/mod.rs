@@ -74,6 +74,15 @@ impl PeerRow {
         self.0.get(column).and_then(|v| v.parse().ok())
     }
 
+    /// A numeric column that must be there: absent or not a number is an error naming it, so
+    /// a missing figure never becomes a 0 in a count or a ratio.
+    pub fn require(&self, column: &str) -> anyhow::Result<f64> {
+        self.num(column).ok_or_else(|| match self.0.get(column) {
+            Some(v) => anyhow::anyhow!("the peer harness's column {column:?} is not a number: {v:?}"),
+            None => anyhow::anyhow!("the peer harness's row has no column {column:?}"),
+        })
+    }
+
     /// A text column.
     pub fn text(&self, column: &str) -> Option<&str> {
         self.0.get(column).map(String::as_str)
@@ -112,6 +121,9 @@ mod tests {
         assert_eq!(rows[2].text("b"), Some("z"));
         assert_eq!(median_of(&rows, "a"), Some(2.0));
         assert_eq!(median_of(&rows, "b"), None);
+        assert_eq!(rows[0].require("a").unwrap(), 1.0);
+        assert!(rows[0].require("b").unwrap_err().to_string().contains("\"b\" is not a number"));
+        assert!(rows[0].require("recv_total").unwrap_err().to_string().contains("no column \"recv_total\""));
     }
 
     #[test]

@@ -38,6 +38,17 @@ impl Scale {
             Scale::Quick => "quick (`--quick`: a small version, not the seed's parameters)",
         }
     }
+
+    /// How the report names it when the experiment's parameters were changed on the command
+    /// line: not the seed's (nor the quick run's) parameters, whatever the scale.
+    pub fn label_changed(self) -> &'static str {
+        match self {
+            Scale::Full => {
+                "full scale with parameters changed on the command line (not the seed's; see the parameters)"
+            }
+            Scale::Quick => "quick with parameters changed on the command line (not the seed's; see the parameters)",
+        }
+    }
 }
 
 /// One internal check: a property of the run that must hold whatever the timing (every message
@@ -92,6 +103,9 @@ pub trait Experiment: Send + Sync {
 pub struct Context {
     /// Full or quick.
     pub scale: Scale,
+    /// Whether the experiment's parameters differ from the scale's defaults (set on the command
+    /// line); the report's header then says so instead of naming the seed's parameters.
+    pub changed: bool,
     /// Repetitions per point (the median is reported).
     pub reps: usize,
     /// The `tidings` binary that brokers and networks are started from.

@@ -144,6 +144,10 @@ impl Driver {
             // A retry of a publish too old to be remembered (see `assigned`): logged, tick forgotten.
             tick: tidings_wire::Tick(tick.unwrap_or_default().0),
         };
+        // Counted only with its tick known and at or below what the log reported synced.
+        if tick.is_some_and(|tick| self.durable.get(&pubend).is_some_and(|&synced| tick <= synced)) {
+            self.metrics.publishes_acked_synced.inc();
+        }
         waiter.reply.push_frame(&Frame::PublishAck(ack));
         self.metrics.publishes_acked.inc();
         self.metrics.pubend_acked.inc(pubend.0, "publish");

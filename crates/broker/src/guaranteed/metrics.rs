@@ -31,6 +31,10 @@ pub struct PubendLabel {
 pub struct GuaranteedMetrics {
     /// Guaranteed publishes acknowledged (PUBLISH_ACK sent), retries included.
     pub publishes_acked: Counter,
+    /// Of those, the ones whose tick the pubend log had reported synced when the PUBLISH_ACK
+    /// was queued: the evidence that each acknowledgement came after the sync covering it
+    /// (`bench overhead` checks it equals the acknowledgements its publisher received).
+    pub publishes_acked_synced: Counter,
     /// Guaranteed publishes refused (the log could not take them).
     pub publishes_refused: Counter,
     /// Retried publishes recognised as already logged.
@@ -135,6 +139,7 @@ impl GuaranteedMetrics {
     pub fn new(registry: &mut Registry) -> GuaranteedMetrics {
         let m = GuaranteedMetrics {
             publishes_acked: Counter::default(),
+            publishes_acked_synced: Counter::default(),
             publishes_refused: Counter::default(),
             duplicate_publishes: Counter::default(),
             ack_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
@@ -183,6 +188,11 @@ impl GuaranteedMetrics {
         };
         let r = registry.sub_registry_with_prefix("tidings_gd");
         r.register("publishes_acked", "Guaranteed publishes acknowledged", m.publishes_acked.clone());
+        r.register(
+            "publishes_acked_synced",
+            "Guaranteed publishes acknowledged after the pubend log's sync had covered their tick",
+            m.publishes_acked_synced.clone(),
+        );
         r.register("publishes_refused", "Guaranteed publishes refused", m.publishes_refused.clone());
         r.register("duplicate_publishes", "Retried publishes already logged", m.duplicate_publishes.clone());
         r.register("ack_seconds", "GPUBLISH to PUBLISH_ACK", m.ack_seconds.clone());

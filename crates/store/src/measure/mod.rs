@@ -44,7 +44,8 @@ pub struct Report {
     pub in_flight: usize,
     /// Appends acknowledged.
     pub acked: u64,
-    /// Wall time of the run.
+    /// Wall time of the appends: from just after the store (or file) was opened to the last
+    /// acknowledgement; opening and closing it are not in it (the criterion bench times this).
     pub seconds: f64,
     /// Acknowledged appends per second.
     pub acked_per_s: f64,

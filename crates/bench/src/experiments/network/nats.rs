@@ -153,7 +153,7 @@ fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) ->
             key.put(table, quantity, v)?;
         }
     }
-    Ok(row.num("recv_total").unwrap_or(0.0) as u64)
+    Ok(row.require("recv_total")? as u64)
 }
 
 /// A harness latency row as ours.

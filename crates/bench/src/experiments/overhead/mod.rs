@@ -4,7 +4,8 @@
 //! its own connection, each get 2 msg/s; a few subscribers at phb give the local latency. Per
 //! point: each broker's CPU, median and p99 latency local and remote, best effort and
 //! guaranteed interleaved repetition by repetition. The run fails if a subscriber missed any
-//! of its share, got a copy twice or out of order, or a guaranteed publish was not acknowledged.
+//! of its share, got a copy twice or out of order, or a guaranteed publish was not acknowledged
+//! after the pubend log's sync that covered it (the publisher's broker counts each such ack).
 
 mod nats;
 mod point;
@@ -23,7 +24,7 @@ use crate::network::Network;
 use crate::stats::load_average;
 use crate::suite::table::Table;
 use crate::suite::{Context, Experiment, Outcome, Scale};
-use point::{Brokers, Load};
+use point::{AckEvidence, Brokers, Load};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -134,6 +135,7 @@ impl Overhead {
             ran: Tally::new("every point ran to the end"),
             share: Tally::new("every subscriber received all of its share (no loss, no stream ended)"),
             order: Tally::new("no duplicate and no out-of-order delivery"),
+            // Counts alone cannot say when an ack was sent; the broker's per-ack comparison can.
             acked: Tally::new("every guaranteed publish acknowledged after its sync"),
         };
         let (mut table, mut skipped, mut peer_failures) = (Vec::new(), Vec::new(), Vec::new());
@@ -159,6 +161,11 @@ impl Overhead {
                 phb: net.broker("phb")?.tcp.clone(),
                 shb: net.broker("shb")?.tcp.clone(),
                 pids: (pid("phb")?, pid("shb")?),
+                phb_admin: net
+                    .broker("phb")?
+                    .admin
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("phb has no admin address"))?,
             };
             // Repetition by repetition, both modes, so a change in the machine's load falls on both.
             for rep in 1..=ctx.reps {
@@ -170,7 +177,7 @@ impl Overhead {
                         Ok(m) => {
                             checks.ran.record(true, at.clone());
                             let row = rows::row(&load, rep, &m, [before, load_average()]);
-                            record(&mut checks, &at, &row);
+                            record(&mut checks, &at, &row, m.acks);
                             ctx.step(format!("{at}: remote p50 {} µs", row.remote_p50_us));
                             table.push(row);
                         }
@@ -206,12 +213,52 @@ impl Overhead {
 }
 
 /// Records one repetition's checks.
-fn record(checks: &mut Checks, at: &str, r: &Row) {
+fn record(checks: &mut Checks, at: &str, r: &Row, acks: Option<AckEvidence>) {
     checks.share.record(r.lost == 0 && r.ended == 0, format!("{at}: {} lost, {} streams ended", r.lost, r.ended));
     let order = format!("{at}: {} duplicates, {} out of order", r.duplicates, r.out_of_order);
     checks.order.record(r.duplicates == 0 && r.out_of_order == 0, order);
     if r.mode == rows::mode(true) {
-        let detail = format!("{at}: {} of {} acknowledged, {} failed", r.acked, r.sent, r.ack_failed);
-        checks.acked.record(r.acked == r.sent && r.ack_failed == 0, detail);
+        let (held, detail) = acked_after_sync(r, acks);
+        checks.acked.record(held, format!("{at}: {detail}"));
+    }
+}
+
+/// Whether every guaranteed publish was acknowledged, each after the pubend log's sync that
+/// covered it: the publisher received an ack for every publish, and the publisher's broker
+/// counted exactly that many acks, every one sent when its log had reported the tick synced
+/// (it compares each ack's tick with the log's synced position as it queues it).
+fn acked_after_sync(r: &Row, acks: Option<AckEvidence>) -> (bool, String) {
+    let received = format!("{} of {} acknowledged, {} failed", r.acked, r.sent, r.ack_failed);
+    let Some(e) = acks else {
+        return (false, format!("{received}; the publisher's broker gave no account of its acks"));
+    };
+    let held = r.acked == r.sent && r.ack_failed == 0 && e.sent == r.acked && e.after_sync == e.sent && e.syncs > 0;
+    let broker = format!(
+        "the broker sent {}, {} of them after the sync covering them, over {} syncs",
+        e.sent, e.after_sync, e.syncs
+    );
+    (held, format!("{received}; {broker}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guaranteed(sent: u64, acked: u64) -> Row {
+        Row { mode: rows::mode(true).into(), sent, acked, ..Row::default() }
+    }
+
+    #[test]
+    fn the_ack_check_holds_only_when_every_ack_followed_its_sync() {
+        let all = AckEvidence { sent: 100, after_sync: 100, syncs: 12 };
+        assert!(acked_after_sync(&guaranteed(100, 100), Some(all)).0);
+        let early = AckEvidence { after_sync: 99, ..all };
+        let (held, detail) = acked_after_sync(&guaranteed(100, 100), Some(early));
+        assert!(!held && detail.contains("99 of them after the sync"), "{detail}");
+        assert!(!acked_after_sync(&guaranteed(100, 100), None).0, "no evidence is no pass");
+        assert!(!acked_after_sync(&guaranteed(100, 100), Some(AckEvidence { syncs: 0, ..all })).0);
+        assert!(!acked_after_sync(&guaranteed(100, 99), Some(all)).0, "an ack the publisher never got");
+        let more = AckEvidence { sent: 101, after_sync: 101, syncs: 12 };
+        assert!(!acked_after_sync(&guaranteed(100, 100), Some(more)).0, "acks the publisher did not ask for");
     }
 }

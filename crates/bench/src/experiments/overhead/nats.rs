@@ -93,47 +93,59 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
         logs.join("peerbench.log").display()
     );
     let result = line(&out, "sent", Duration::from_secs(1)).await?;
-    let int = |k: &str| result[k].as_u64().unwrap_or(0);
-    let us = |k: &str| result[k].as_f64().unwrap_or(0.0).round() as u64;
-    let pct = |name: &str| {
-        let spent = cpu.by_process.get(name).copied().unwrap_or(0.0);
-        if cpu.wall_secs > 0.0 {
-            100.0 * spent / cpu.wall_secs
-        } else {
-            0.0
-        }
+    let pct = |name: &str| -> anyhow::Result<f64> {
+        let spent = cpu.by_process.get(name).ok_or_else(|| anyhow::anyhow!("no CPU time was read for {name}"))?;
+        anyhow::ensure!(cpu.wall_secs > 0.0, "the CPU was read over no time");
+        Ok(100.0 * spent / cpu.wall_secs)
     };
-    Ok(Row {
+    let mut row = Row {
         mode: mode.into(),
         subscribers: load.remote,
         local_subscribers: load.local,
         groups: load.groups,
         rep,
         rate_msg_s: load.rate,
-        achieved_rate_msg_s: result["achieved_rate_msg_s"].as_f64().unwrap_or(0.0),
         size_b: load.size,
-        sent: int("sent"),
-        acked: int("acked"),
-        ack_failed: int("ack_failed"),
-        phb_cpu_pct: pct("phb"),
+        phb_cpu_pct: pct("phb")?,
         phb_log_writer_cpu_pct: None,
-        shb_cpu_pct: pct("shb"),
-        clients_cpu_pct: pct("clients"),
+        shb_cpu_pct: pct("shb")?,
+        clients_cpu_pct: pct("clients")?,
         cpu_wall_s: cpu.wall_secs,
-        local_p50_us: us("local_p50_us"),
-        local_p99_us: us("local_p99_us"),
-        local_samples: int("local_samples"),
-        remote_p50_us: us("remote_p50_us"),
-        remote_p99_us: us("remote_p99_us"),
-        remote_samples: int("remote_samples"),
-        lost: int("lost"),
-        duplicates: int("duplicates"),
-        out_of_order: int("out_of_order"),
-        ended: int("dropped_subscribers") as usize,
-        setup_s: result["setup_s"].as_f64().unwrap_or(0.0),
         load_before: before_load,
         load_after: load_average(),
-    })
+        ..Row::default()
+    };
+    harness_figures(&mut row, &result)?;
+    Ok(row)
+}
+
+/// Copies the harness's result line into `row`. Every figure must be there: a missing or
+/// non-numeric field is an error naming it, never a 0 that would read as "nothing lost" or
+/// enter a ratio.
+fn harness_figures(row: &mut Row, result: &serde_json::Value) -> anyhow::Result<()> {
+    let float = |key: &str| {
+        result
+            .get(key)
+            .and_then(serde_json::Value::as_f64)
+            .ok_or_else(|| anyhow::anyhow!("the peer harness's result line has no number {key:?}: {result}"))
+    };
+    let int = |key: &str| {
+        result
+            .get(key)
+            .and_then(serde_json::Value::as_u64)
+            .ok_or_else(|| anyhow::anyhow!("the peer harness's result line has no count {key:?}: {result}"))
+    };
+    let us = |key: &str| float(key).map(|v| v.round() as u64);
+    row.achieved_rate_msg_s = float("achieved_rate_msg_s")?;
+    (row.sent, row.acked, row.ack_failed) = (int("sent")?, int("acked")?, int("ack_failed")?);
+    (row.local_p50_us, row.local_p99_us, row.local_samples) =
+        (us("local_p50_us")?, us("local_p99_us")?, int("local_samples")?);
+    (row.remote_p50_us, row.remote_p99_us, row.remote_samples) =
+        (us("remote_p50_us")?, us("remote_p99_us")?, int("remote_samples")?);
+    (row.lost, row.duplicates, row.out_of_order) = (int("lost")?, int("duplicates")?, int("out_of_order")?);
+    row.ended = usize::try_from(int("dropped_subscribers")?)?;
+    row.setup_s = float("setup_s")?;
+    Ok(())
 }
 
 /// The harness's process, killed on drop if it is still running.
@@ -160,6 +172,38 @@ impl Drop for Harness {
         if matches!(self.0.try_wait(), Ok(None)) {
             let _ = self.0.kill();
             let _ = self.0.wait();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result() -> serde_json::Value {
+        serde_json::json!({
+            "sent": 4000, "acked": 4000, "ack_failed": 0, "achieved_rate_msg_s": 1999.5,
+            "local_p50_us": 120.4, "local_p99_us": 300.0, "local_samples": 40,
+            "remote_p50_us": 250.6, "remote_p99_us": 900.0, "remote_samples": 400,
+            "lost": 0, "duplicates": 0, "out_of_order": 0, "dropped_subscribers": 0, "setup_s": 1.5,
+        })
+    }
+
+    #[test]
+    fn a_complete_result_line_fills_the_row() {
+        let mut row = Row::default();
+        harness_figures(&mut row, &result()).unwrap();
+        assert_eq!((row.sent, row.acked, row.remote_p50_us, row.local_p50_us), (4000, 4000, 251, 120));
+        assert_eq!(row.setup_s, 1.5);
+    }
+
+    #[test]
+    fn a_missing_field_is_an_error_naming_it_not_a_zero() {
+        for missing in ["lost", "remote_p50_us", "achieved_rate_msg_s", "dropped_subscribers"] {
+            let mut line = result();
+            line.as_object_mut().unwrap().remove(missing);
+            let error = harness_figures(&mut Row::default(), &line).unwrap_err().to_string();
+            assert!(error.contains(&format!("{missing:?}")), "{missing}: {error}");
         }
     }
 }

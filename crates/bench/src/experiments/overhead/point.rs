@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use crate::engine::{self, Accounting, Drain, Engine, Mark, Sink, Subscribers};
 use crate::experiments::network::cpu::{CpuSample, Process, Spent};
 use crate::latency;
+use crate::metrics::{self, Snapshot};
 
 /// The log writer thread's name as the kernel keeps it (its first 15 bytes).
 const LOG_WRITER: &str = match tidings_store::WRITER_THREAD.split_at_checked(15) {
@@ -31,6 +32,8 @@ pub(super) struct Brokers {
     pub shb: String,
     /// Their process ids, for their CPU time.
     pub pids: (u32, u32),
+    /// Admin address of the publisher's broker, for its account of its acknowledgements.
+    pub phb_admin: String,
 }
 
 /// What one point sends.
@@ -70,6 +73,44 @@ pub(super) struct Measured {
     pub accounting: [Accounting; 2],
     /// Seconds to connect and subscribe everyone.
     pub setup_secs: f64,
+    /// Guaranteed: the publisher's broker's account of the acknowledgements it sent.
+    pub acks: Option<AckEvidence>,
+}
+
+/// What the publisher's broker says of the acknowledgements it sent over one guaranteed point
+/// (the growth of its counters from before the first publish to after the last ack).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct AckEvidence {
+    /// PUBLISH_ACKs sent.
+    pub sent: u64,
+    /// Of those, sent when the pubend log had reported their tick synced.
+    pub after_sync: u64,
+    /// fdatasync calls of its pubend log.
+    pub syncs: u64,
+}
+
+impl AckEvidence {
+    /// The counters' growth between two scrapes; a counter the broker does not export is an
+    /// error, never a 0.
+    fn between(before: &Snapshot, after: &Snapshot) -> anyhow::Result<AckEvidence> {
+        let grown = |name: &str| {
+            anyhow::ensure!(after.has(name), "the publisher's broker exports no {name}");
+            Ok(after.delta(before, name).max(0.0) as u64)
+        };
+        Ok(AckEvidence {
+            sent: grown(metrics::GD_PUBLISHES_ACKED)?,
+            after_sync: grown(metrics::GD_PUBLISHES_ACKED_SYNCED)?,
+            syncs: grown(metrics::GD_FSYNCS)?,
+        })
+    }
+}
+
+/// Scrapes the publisher's broker, for guaranteed points only.
+async fn scrape_phb(b: &Brokers, load: &Load) -> anyhow::Result<Option<Snapshot>> {
+    if !load.guaranteed {
+        return Ok(None);
+    }
+    Ok(metrics::scrape_all(vec![b.phb_admin.clone()]).await?.pop())
 }
 
 impl Load {
@@ -151,6 +192,7 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
         ("shb", Process::Pid(b.pids.1)),
         ("clients", Process::This),
     ];
+    let scraped = scrape_phb(b, load).await?;
     let before = CpuSample::take(&processes);
     let sent = load.per_group() * load.groups as u64;
     let interval = Duration::from_secs_f64(1.0 / load.rate);
@@ -171,6 +213,10 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     let cpu = CpuSample::take(&processes).since(&before);
     drop(tx);
     let acked = acks.await?;
+    let acks = match (scraped, scrape_phb(b, load).await?) {
+        (Some(before), Some(after)) => Some(AckEvidence::between(&before, &after)?),
+        _ => None,
+    };
     futures::future::join_all(groups.iter().map(|g| g.engine.drain(load.per_group(), load.drain))).await;
     let mut tallies = [Vec::new(), Vec::new()];
     for g in groups {
@@ -181,5 +227,5 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     let _ = publisher.close().await;
     let accounting = tallies.map(|t| Accounting::of(load.per_group(), &t));
     let latency = shared.map(|h| h.lock().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone()));
-    Ok(Measured { sent, acked, achieved_rate, cpu, latency, accounting, setup_secs })
+    Ok(Measured { sent, acked, achieved_rate, cpu, latency, accounting, setup_secs, acks })
 }
