@@ -84,7 +84,7 @@ fn datagram(
         // broker's TOKEN_ISSUED, whose source may be forged, must not start a loop), never a
         // datagram smaller than the answer, and a few a second per source address at most.
         let request = !frames.iter().any(Frame::is_from_broker);
-        if request && len >= TOKEN_FRAME_LEN && pace.allow(peer.ip(), std::time::Instant::now()) {
+        if request && len >= TOKEN_FRAME_LEN && pace.allow(peer, std::time::Instant::now()) {
             if let Ok(bytes) = Frame::TokenIssued(key.token(peer)).to_bytes() {
                 let _ = socket.try_send_to(&bytes, peer);
             }

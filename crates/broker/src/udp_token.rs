@@ -53,21 +53,24 @@ impl TokenKey {
     }
 }
 
-/// Token answers to one source address per second at most. A client needs one when it starts
-/// and one after each broker restart; a few more cover lost datagrams.
+/// Token answers to one source address (IP and port) per second at most. A client needs one
+/// when it starts and one after each broker restart; a few more cover lost datagrams.
 const REPLIES_PER_ADDRESS: u32 = 4;
 
 /// Source addresses counted per second at most; past it a new address gets no answer until the
 /// next second, so a flood of forged sources cannot grow the table.
 const ADDRESSES_PER_WINDOW: usize = 16_384;
 
-/// Bounds token answers per source address (per IP, any port): a forged source can make the
-/// broker send a victim at most [`REPLIES_PER_ADDRESS`] answers of 21 bytes a second, however
-/// many datagrams the forger sends. A fixed one-second window, cleared whole: no timer, no
+/// Bounds token answers per source address (IP and port): a forged source can make the broker
+/// send one victim socket at most [`REPLIES_PER_ADDRESS`] answers of 21 bytes a second, and all
+/// victims together at most that times [`ADDRESSES_PER_WINDOW`], however many datagrams the
+/// forger sends (an answer is no larger than the request: no amplification). Per IP alone, a
+/// host starting 100 UDP clients at once waited 25 s for their tokens (`bench subscribers`
+/// over UDP timed out its handshakes). A fixed one-second window, cleared whole: no timer, no
 /// per-entry expiry, and at most [`ADDRESSES_PER_WINDOW`] entries.
 pub(crate) struct ReplyPace {
     window: Instant,
-    sent: HashMap<IpAddr, u32>,
+    sent: HashMap<SocketAddr, u32>,
 }
 
 impl ReplyPace {
@@ -77,7 +80,7 @@ impl ReplyPace {
     }
 
     /// Whether a token answer may go to `peer` at `now`; counts it if so.
-    pub(crate) fn allow(&mut self, peer: IpAddr, now: Instant) -> bool {
+    pub(crate) fn allow(&mut self, peer: SocketAddr, now: Instant) -> bool {
         if now.duration_since(self.window) >= Duration::from_secs(1) {
             self.window = now;
             self.sent.clear();
@@ -112,13 +115,15 @@ mod tests {
     fn token_answers_to_one_address_are_a_few_a_second_and_the_table_is_bounded() {
         let start = Instant::now();
         let mut pace = ReplyPace::new(start);
-        let a: IpAddr = "127.0.0.1".parse().unwrap();
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
         let answered = (0..100).filter(|_| pace.allow(a, start)).count();
         assert_eq!(answered, REPLIES_PER_ADDRESS as usize, "a flood from one address gets a few answers");
-        assert!(pace.allow("127.0.0.2".parse().unwrap(), start), "another address is counted apart");
+        assert!(pace.allow("127.0.0.1:4001".parse().unwrap(), start), "another client of the host is counted apart");
+        assert!(pace.allow("127.0.0.2:4000".parse().unwrap(), start), "another host is counted apart");
         assert!(pace.allow(a, start + Duration::from_secs(1)), "the next second starts afresh");
         let mut full = ReplyPace::new(start);
-        let many = (0..=ADDRESSES_PER_WINDOW as u32).filter(|i| full.allow(IpAddr::from(i.to_be_bytes()), start));
+        let socket = |i: u32| SocketAddr::new(IpAddr::from(i.to_be_bytes()), 4000);
+        let many = (0..=ADDRESSES_PER_WINDOW as u32).filter(|&i| full.allow(socket(i), start));
         assert_eq!(many.count(), ADDRESSES_PER_WINDOW, "past the table's bound a new address waits");
         assert!(full.sent.len() <= ADDRESSES_PER_WINDOW);
     }
