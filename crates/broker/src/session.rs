@@ -93,6 +93,11 @@ pub struct Session {
     costly_left: u32,
     /// Its entry in `/connz`.
     conn: Arc<crate::connz::Conn>,
+    /// Routing filters of best-effort subscriptions not yet given to the router: a client
+    /// subscribing thousands of patterns in one read costs the router one settle (and each peer
+    /// one summary delta) per slice, not one per pattern. Given before any other router call of
+    /// this session, at the end of each batch of frames, and on leaving.
+    routes_pending: Vec<RouteFilter>,
 }
 
 impl Session {
@@ -111,6 +116,7 @@ impl Session {
         let conn = shared.connections.open(transport, Arc::clone(&outbox));
         Session {
             conn,
+            routes_pending: Vec::new(),
             transport,
             greeted: transport == Transport::Udp,
             subscriptions: HashMap::new(),
@@ -132,6 +138,11 @@ impl Session {
     /// Handles one frame.
     pub fn handle(&mut self, frame: Frame) -> Next {
         self.conn.frames_in.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if !matches!(&frame, Frame::Subscribe(s) if s.mode != DeliveryMode::Guaranteed && s.durable.is_none())
+            && !matches!(&frame, Frame::Publish(_) | Frame::Ping(_))
+        {
+            self.route_pending();
+        }
         let result = match frame {
             Frame::Hello(hello) => self.hello(hello.version, &hello.client_name),
             _ if !self.greeted => Err(Notice::new(ReasonCode::HandshakeRequired, "the first frame must be HELLO")),
@@ -266,7 +277,15 @@ impl Session {
 
     /// Ends a batch of frames read together (see [`crate::dispatch::Dispatcher::finish_batch`]).
     pub fn finish_batch(&mut self, read_at: std::time::Instant) {
+        self.route_pending();
         self.shared.dispatcher.finish_batch(read_at, &mut self.scratch);
+    }
+
+    /// Gives the router the routing filters of the subscriptions taken since the last time.
+    fn route_pending(&mut self) {
+        if !self.routes_pending.is_empty() {
+            self.shared.cluster.subscribe_many(std::mem::take(&mut self.routes_pending));
+        }
     }
 
     fn hello(&mut self, version: u16, name: &str) -> Result<Next, Notice> {
@@ -358,7 +377,10 @@ impl Session {
         let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
         let index_id = self.shared.dispatcher.subscribe(pattern, selector, target);
         if let Some(filter) = &route {
-            self.shared.cluster.subscribe(filter.clone());
+            self.routes_pending.push(filter.clone());
+            if self.routes_pending.len() >= crate::dispatch::BULK_SLICE {
+                self.route_pending();
+            }
         }
         self.subscriptions
             .insert(s.id, ActiveSubscription { index_id, pattern: s.pattern, selector: s.selector, route });
@@ -397,6 +419,8 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.shared.connections.close(&self.conn);
+        // Before anything leaves: the router must have counted what it is told ended.
+        self.route_pending();
         for (_, (subend, route, durable)) in self.guaranteed.drain() {
             match durable {
                 Some(name) => self.shared.guaranteed.leave_durable(&name, subend),
@@ -433,10 +457,7 @@ fn unsubscribe_all(shared: &Shared, leaving: Vec<(SubscriptionId, Option<RouteFi
         let (ids, routes): (Vec<SubscriptionId>, Vec<Option<RouteFilter>>) =
             leaving.by_ref().take(crate::dispatch::BULK_SLICE).unzip();
         shared.dispatcher.unsubscribe_many(&ids);
-        // The router takes its lock per filter, so others' routing interleaves.
-        for filter in routes.into_iter().flatten() {
-            shared.cluster.unsubscribe(filter);
-        }
+        shared.cluster.unsubscribe_many(routes.into_iter().flatten().collect());
     }
 }
 

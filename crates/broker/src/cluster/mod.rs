@@ -304,6 +304,29 @@ impl Cluster {
         self.handle(Input::Unsubscribe { filter });
     }
 
+    /// Local subscriptions with these filters started: one router input (one settle, one
+    /// summary delta to each peer) per [`crate::dispatch::BULK_SLICE`] filters, with the
+    /// router's lock let go between slices so others' routing interleaves.
+    pub fn subscribe_many(&self, filters: Vec<RouteFilter>) {
+        self.many(filters, |filters| Input::SubscribeMany { filters });
+    }
+
+    /// Local subscriptions with these filters ended, a slice at a time as for
+    /// [`Cluster::subscribe_many`].
+    pub fn unsubscribe_many(&self, filters: Vec<RouteFilter>) {
+        self.many(filters, |filters| Input::UnsubscribeMany { filters });
+    }
+
+    fn many(&self, filters: Vec<RouteFilter>, input: fn(Vec<RouteFilter>) -> Input<RouteFilter>) {
+        if !self.enabled || filters.is_empty() {
+            return;
+        }
+        let mut filters = filters.into_iter().peekable();
+        while filters.peek().is_some() {
+            self.handle(input(filters.by_ref().take(crate::dispatch::BULK_SLICE).collect()));
+        }
+    }
+
     /// Feeds one input to the router and carries out its actions.
     pub fn handle(&self, input: Input<RouteFilter>) {
         let now = self.now();

@@ -98,6 +98,19 @@ pub enum Input<F> {
         /// The subscription's interest.
         filter: F,
     },
+    /// Local clients subscribed with these filters: one settle for all of them, so a client
+    /// subscribing thousands of patterns costs the peers one summary delta (in messages of
+    /// [`crate::limits::SUMMARY_SLICE`] filters) instead of one message per pattern.
+    SubscribeMany {
+        /// The subscriptions' interests (each counted, as for [`Input::Subscribe`]).
+        filters: Vec<F>,
+    },
+    /// Local subscriptions with these filters ended: one settle for all of them (a client
+    /// leaving with many subscriptions).
+    UnsubscribeMany {
+        /// The subscriptions' interests.
+        filters: Vec<F>,
+    },
     /// Time passed; call at [`Router::next_deadline`] (earlier calls are harmless).
     Tick,
     /// A frame other than a control message (data, guaranteed-delivery traffic) arrived from
@@ -325,6 +338,10 @@ impl<F: Filter> Router<F> {
             Input::Received { from, message } => self.handle_received(now, from, message, out),
             Input::Subscribe { filter } => self.handle_subscribe(filter),
             Input::Unsubscribe { filter } => self.handle_unsubscribe(filter, out),
+            Input::SubscribeMany { filters } => filters.into_iter().for_each(|filter| self.handle_subscribe(filter)),
+            Input::UnsubscribeMany { filters } => {
+                filters.into_iter().for_each(|filter| self.handle_unsubscribe(filter, out));
+            }
             Input::Tick => self.handle_tick(now, out),
             Input::Heard { peer } => {
                 if let Some(link) = self.links.get_mut(&peer) {

@@ -117,6 +117,42 @@ fn a_subscription_travels_toward_every_publisher_and_draws_messages_to_it() {
     assert!(wired.route("a", Arrival::Published { pubend: PubendId(1) }, 30).sends.is_empty());
 }
 
+/// Summary messages queued from `from`.
+fn summaries_from(wired: &Wired, from: &str) -> usize {
+    let from = BrokerName::new(from);
+    wired.queue.iter().filter(|(at, _, message)| *at == from && matches!(message, PeerMessage::Summary(_))).count()
+}
+
+#[test]
+fn many_subscriptions_at_once_reach_the_peer_as_one_summary_and_route_as_one_by_one() {
+    let filters: Vec<Range> = (0..1_500).map(|i| Range(i * 10, i * 10 + 1)).collect();
+    let mut batched = line();
+    batched.pump();
+    batched.input("c", Input::SubscribeMany { filters: filters.clone() });
+    let sent = summaries_from(&batched, "c");
+    assert_eq!(sent, 1_500usize.div_ceil(crate::limits::SUMMARY_SLICE), "one summary, in slices");
+    batched.pump();
+    let mut single = line();
+    single.pump();
+    for filter in &filters {
+        single.input("c", Input::Subscribe { filter: *filter });
+    }
+    assert_eq!(summaries_from(&single, "c"), 1_500, "one message per subscription");
+    single.pump();
+    for value in [0, 5, 10, 11, 14_990, 14_995] {
+        let (a, b) = (
+            batched.route("a", Arrival::Published { pubend: PubendId(1) }, value).sends.len(),
+            single.route("a", Arrival::Published { pubend: PubendId(1) }, value).sends.len(),
+        );
+        assert_eq!(a, b, "value {value}");
+    }
+    assert_eq!(batched.route("a", Arrival::Published { pubend: PubendId(1) }, 14_990).sends.len(), 1);
+    batched.input("c", Input::UnsubscribeMany { filters });
+    batched.pump();
+    assert!(batched.route("a", Arrival::Published { pubend: PubendId(1) }, 14_990).sends.is_empty());
+    assert_eq!(batched.router("a").metrics().summary_size_received[&BrokerName::new("b")], 0);
+}
+
 #[test]
 fn interest_shrinks_only_when_the_last_equal_subscription_ends() {
     let mut wired = line();
