@@ -5,6 +5,8 @@
 //! topic subscriptions at `a1`, so every other broker knows them through summaries. Measured:
 //! - `subscribe+unsubscribe`: one new subscription and its end through `Router::handle` at `a1`;
 //! - `apply summary`: `b1` applying the two summary messages that pair sends it;
+//! - `link down+up`: `a1` losing its link to `b1` and linking again (two full rebuilds, and
+//!   the whole summary sent to `b1`);
 //! - `route hit` / `route miss`: `Router::route` at `b1` for a message published there, against
 //!   the child summary of `a1`'s cell (N filters), with and without a matching filter.
 //!
@@ -209,6 +211,23 @@ fn interest(criterion: &mut Criterion) {
                         &mut out,
                     );
                 }
+                black_box(out.len())
+            })
+        });
+
+        // A link of `a1` going down and coming up again: the full rebuild a topology change
+        // costs (every tree's summaries and what is advertised, compared with what was sent).
+        group.bench_with_input(BenchmarkId::new("link down+up", size), &size, |bencher, _| {
+            bencher.iter(|| {
+                let router = net.router("a1");
+                out.clear();
+                router.handle(Millis(0), Input::LinkDown { peer: "b1".into(), incarnation: Incarnation(1) }, &mut out);
+                let cell = "b".into();
+                router.handle(
+                    Millis(0),
+                    Input::LinkUp { peer: "b1".into(), cell, incarnation: Incarnation(1) },
+                    &mut out,
+                );
                 black_box(out.len())
             })
         });

@@ -327,12 +327,40 @@ impl Cluster {
         }
     }
 
+    /// The router's lock, and the clock read once it is held: an input that waited for the
+    /// lock (behind a rebuild) happens when the router sees it, so a heartbeat that waited is
+    /// not judged by the time it began to wait.
+    fn lock_core(&self) -> (parking_lot::RwLockWriteGuard<'_, Core>, Millis) {
+        let guard = self.core.write();
+        let now = self.now();
+        (guard, now)
+    }
+
+    /// Feeds the router one input, and says so when that held the router's lock long enough
+    /// for other brokers' heartbeats and this broker's publishers to notice. After such an
+    /// input every link counts as heard: the time the router spent busy is not the peers'
+    /// silence (their heartbeats wait in the sockets meanwhile), and judging it so took a
+    /// healthy link down after every rebuild longer than the liveness timeout, which rebuilt
+    /// again at the next link-up, without end.
+    fn feed(&self, core: &mut Core, now: Millis, input: Input<RouteFilter>) {
+        let started = Instant::now();
+        let kind = input_kind(&input);
+        core.router.handle(now, input, &mut core.actions);
+        let spent = started.elapsed();
+        if spent >= SLOW_ROUTE {
+            warn!(input = kind, ?spent, "the router held its lock long");
+            let now = self.now();
+            for peer in core.links.keys() {
+                core.router.handle(now, Input::Heard { peer: peer.clone() }, &mut core.actions);
+            }
+        }
+    }
+
     /// Feeds one input to the router and carries out its actions.
     pub fn handle(&self, input: Input<RouteFilter>) {
-        let now = self.now();
-        let mut guard = self.core.write();
+        let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
-        core.router.handle(now, input, &mut core.actions);
+        self.feed(core, now, input);
         self.execute(core);
         drop(guard);
         self.timer.notify_one();
@@ -342,14 +370,13 @@ impl Cluster {
     /// the peer's current connection (a replaced connection's leftovers must not touch the
     /// new link's summaries).
     pub fn received(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
-        let now = self.now();
-        let mut guard = self.core.write();
+        let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         let Some(entry) = core.links.get_mut(peer).filter(|entry| entry.connection == connection) else {
             return;
         };
         entry.last_heard = Instant::now();
-        core.router.handle(now, Input::Received { from: peer.clone(), message }, &mut core.actions);
+        self.feed(core, now, Input::Received { from: peer.clone(), message });
         self.execute(core);
     }
 
@@ -357,13 +384,12 @@ impl Cluster {
     /// link is alive, so a link busy with data is not declared dead while heartbeats queue
     /// behind the data (ignored unless it is the peer's current connection).
     pub fn heard(&self, peer: &BrokerName, connection: u64) {
-        let now = self.now();
-        let mut guard = self.core.write();
+        let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         if core.links.get(peer).map(|entry| entry.connection) != Some(connection) {
             return;
         }
-        core.router.handle(now, Input::Heard { peer: peer.clone() }, &mut core.actions);
+        self.feed(core, now, Input::Heard { peer: peer.clone() });
         self.execute(core);
     }
 
@@ -393,8 +419,7 @@ impl Cluster {
         let peer = BrokerName::new(&hello.name);
         let incarnation = Incarnation(hello.incarnation.0);
         let connection = self.next_connection.fetch_add(1, Ordering::Relaxed);
-        let now = self.now();
-        let mut guard = self.core.write();
+        let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         if let Some(existing) = core.links.get(&peer) {
             self.may_replace(existing, &peer, incarnation, direction)?;
@@ -413,7 +438,7 @@ impl Cluster {
             incarnation: incarnation.0,
         });
         let input = Input::LinkUp { peer: peer.clone(), cell, incarnation };
-        core.router.handle(now, input, &mut core.actions);
+        self.feed(core, now, input);
         self.execute(core);
         self.metrics.links_established.inc();
         drop(guard);
@@ -448,13 +473,12 @@ impl Cluster {
 
     /// A connection ended. If it was the peer's current one, the link is down.
     pub fn closed(&self, peer: &BrokerName, connection: u64, why: &'static str) {
-        let now = self.now();
-        let mut guard = self.core.write();
+        let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
         let incarnation = entry.incarnation;
         core.links.remove(peer);
-        core.router.handle(now, Input::LinkDown { peer: peer.clone(), incarnation }, &mut core.actions);
+        self.feed(core, now, Input::LinkDown { peer: peer.clone(), incarnation });
         self.execute(core);
         self.metrics.link_closed(why);
         info!(%peer, why, "link down");
@@ -529,4 +553,22 @@ fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
+}
+
+/// A router input this long is logged as a warning (see [`Cluster::feed`]).
+const SLOW_ROUTE: Duration = Duration::from_millis(50);
+
+/// An input's name, for logs.
+fn input_kind(input: &Input<RouteFilter>) -> &'static str {
+    match input {
+        Input::LinkUp { .. } => "link up",
+        Input::LinkDown { .. } => "link down",
+        Input::Received { message: PeerMessage::Summary(_), .. } => "summary",
+        Input::Received { .. } => "control message",
+        Input::Subscribe { .. } | Input::SubscribeMany { .. } => "subscribe",
+        Input::Unsubscribe { .. } | Input::UnsubscribeMany { .. } => "unsubscribe",
+        Input::Tick => "tick",
+        Input::Heard { .. } => "heard",
+        _ => "pubend tracking",
+    }
 }
