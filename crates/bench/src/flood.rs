@@ -54,6 +54,14 @@ pub struct Received {
 }
 
 impl Received {
+    /// A clean subscriber's record of `times` (NaN: never arrived), for tests of what is
+    /// computed from it.
+    #[cfg(test)]
+    pub(crate) fn of_times(times: Vec<f64>) -> Received {
+        let count = times.iter().filter(|t| t.is_finite()).count() as u64;
+        Received { times, count, missed: 0, out_of_order: 0, duplicates: 0, ended: None }
+    }
+
     /// Time of the last first-copy arrival, seconds since the publish start.
     pub fn last(&self) -> Option<f64> {
         self.times.iter().copied().filter(|t| t.is_finite()).reduce(f64::max)
@@ -177,14 +185,7 @@ mod tests {
 
     #[test]
     fn rates_follow_the_peer_harness() {
-        let sub = |times: Vec<f64>| Received {
-            count: times.iter().filter(|t| t.is_finite()).count() as u64,
-            times,
-            missed: 0,
-            out_of_order: 0,
-            duplicates: 0,
-            ended: None,
-        };
+        let sub = Received::of_times;
         let run = FloodRun {
             sent: 4,
             send_times: vec![0.0, 0.1, 0.2, 0.3],

@@ -24,8 +24,9 @@
 //!   publish checked against every subscriber's output (`tidings bench nemesis`).
 //!
 //! This crate drives brokers from outside, through their client port, admin port and process;
-//! it does not link the broker or the routing core (the nemesis takes only the simulator's
-//! seeded generator and the matching crate's selector evaluation).
+//! it does not link the broker, and of the routing core it takes only the topology parser the
+//! launcher uses (the nemesis takes only the simulator's seeded generator and the matching
+//! crate's selector evaluation).
 
 pub mod acked;
 pub mod catchup;

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
+use tidings_admin::BrokerProcess;
 use tidings_client::Transport;
-use tidings_testkit::BrokerProcess;
 
 /// A broker under test. When the benchmark started it, dropping this stops it.
 pub struct Target {

@@ -1,11 +1,13 @@
-//! The seed topologies (`topologies/*.toml`, schema in `docs/topologies.md`), read for what the experiments need to
-//! know about them: which brokers exist and how many brokers lie on the path between two.
+//! The seed topologies (`topologies/*.toml`, schema in `docs/topologies.md`) as the experiments
+//! see them: which brokers exist, which pairs are linked, and how many brokers lie on the path
+//! between two. The file is parsed and validated by `tidings-route`, the parser the launcher
+//! and the brokers use, so a file the bench runs is a file `tidings net up` accepts (unknown
+//! keys included).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::Path;
 
 use anyhow::Context as _;
-use serde::Deserialize;
 
 /// A broker network as a topology file describes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,26 +21,6 @@ pub struct Topology {
     pub links: BTreeSet<(String, String)>,
 }
 
-#[derive(Deserialize)]
-struct File {
-    name: String,
-    #[serde(default)]
-    broker: Vec<BrokerEntry>,
-    #[serde(default)]
-    link: Vec<LinkEntry>,
-}
-
-#[derive(Deserialize)]
-struct BrokerEntry {
-    name: String,
-    cell: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct LinkEntry {
-    between: [String; 2],
-}
-
 impl Topology {
     /// Reads a topology file.
     pub fn load(path: &Path) -> anyhow::Result<Topology> {
@@ -46,38 +28,15 @@ impl Topology {
         Topology::parse(&text).with_context(|| format!("in {}", path.display()))
     }
 
-    /// Parses a topology file's text.
+    /// Parses a topology file's text (through `tidings_route::Topology::parse`).
     pub fn parse(text: &str) -> anyhow::Result<Topology> {
-        let file: File = toml::from_str(text)?;
-        let mut cells: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for b in &file.broker {
-            cells.entry(b.cell.clone().unwrap_or_else(|| b.name.clone())).or_default().push(b.name.clone());
-        }
-        let mut links = BTreeSet::new();
-        let mut add = |a: &String, b: &String| {
-            if a != b {
-                links.insert(if a < b { (a.clone(), b.clone()) } else { (b.clone(), a.clone()) });
-            }
-        };
-        for members in cells.values() {
-            for a in members {
-                for b in members {
-                    add(a, b);
-                }
-            }
-        }
-        for l in &file.link {
-            let side = |cell: &String| {
-                cells.get(cell).cloned().ok_or_else(|| anyhow::anyhow!("link to unknown cell {cell:?}"))
-            };
-            let (left, right) = (side(&l.between[0])?, side(&l.between[1])?);
-            for a in &left {
-                for b in &right {
-                    add(a, b);
-                }
-            }
-        }
-        Ok(Topology { name: file.name, brokers: file.broker.into_iter().map(|b| b.name).collect(), links })
+        let file = tidings_route::Topology::parse(text)?;
+        let text = |name: &tidings_route::BrokerName| name.as_str().to_string();
+        Ok(Topology {
+            name: file.name().to_string(),
+            brokers: file.brokers().iter().map(|b| text(&b.name)).collect(),
+            links: file.connections().iter().map(|(a, b)| (text(a), text(b))).collect(),
+        })
     }
 
     /// Brokers on the shortest path from `from` to `to`, both included (1 when they are the
@@ -148,6 +107,21 @@ mod tests {
     fn a_link_to_an_unknown_cell_is_an_error() {
         let text = "name = \"x\"\n[[broker]]\nname = \"a\"\n[[link]]\nbetween = [\"a\", \"b\"]\n";
         assert!(Topology::parse(text).is_err());
+    }
+
+    #[test]
+    fn every_shipped_topology_loads_and_an_unknown_key_is_refused() {
+        let files: Vec<_> = std::fs::read_dir(crate::paths::topologies())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|e| e == "toml"))
+            .collect();
+        assert!(files.len() >= 5, "{files:?}");
+        for file in &files {
+            let t = Topology::load(file).unwrap_or_else(|e| panic!("{}: {e:#}", file.display()));
+            assert!(!t.brokers.is_empty(), "{}", file.display());
+        }
+        assert!(Topology::parse("name = \"x\"\n[[broker]]\nname = \"a\"\nadress = \"1\"\n").is_err());
     }
 
     #[test]

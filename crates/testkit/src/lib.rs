@@ -8,19 +8,23 @@
 //! [`FaultProxy`] sits on one link and stalls or cuts it. [`send_signal`] stops, continues or
 //! ends any process by id (through `rustix`, no unsafe code and no `kill(1)`). [`Neighbour`]
 //! is a well-behaved client beside an attack, timing its own round trips.
+//!
+//! The pieces production code also needs (broker processes, signals, the admin port, the
+//! metrics reader, the fault proxy) live in `tidings-admin` and are re-exported here, so the
+//! CLI and the experiments link them without linking this harness.
 
 mod neighbour;
-mod process;
-mod proxy;
 mod raw;
 
+use std::sync::mpsc;
+use std::time::Duration;
+
 pub use neighbour::{attack, Neighbour, NeighbourReport};
-pub use process::{
-    finish_within, http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private,
-    BrokerProcess, Ready, Signal,
-};
-pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
 pub use raw::RawConnection;
+pub use tidings_admin::{
+    http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private, BrokerProcess,
+    FaultProxy, ProxyMode, ProxyStats, Ready, Signal, Snapshot,
+};
 
 /// Polls `check` every 20 ms until it holds, panicking with `what` after `timeout`: the one
 /// way tests wait for a broker to reach a state (a metric, a page of `/connz`) without sleeping
@@ -30,5 +34,23 @@ pub fn wait_until(what: &str, timeout: std::time::Duration, mut check: impl FnMu
     while !check() {
         assert!(std::time::Instant::now() < deadline, "{what} (waited {timeout:?})");
         std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits at most `timeout` for `child` (reading its output while it runs, so a long output
+/// cannot fill the pipe and stall it); kills it and panics past that, failing the test.
+pub fn finish_within(child: std::process::Child, timeout: Duration) -> std::process::Output {
+    let pid = child.id();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(Ok(out)) => out,
+        Ok(Err(error)) => panic!("waiting for process {pid} failed: {error}"),
+        Err(_) => {
+            let _ = send_signal(pid, Signal::Kill);
+            panic!("process {pid} did not finish within {timeout:?}");
+        }
     }
 }

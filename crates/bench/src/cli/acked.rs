@@ -2,16 +2,16 @@
 //! beside NATS JetStream with `sync_interval: always` in the same run, repetition by
 //! repetition, each on a fresh server and the same disk.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::Context;
+use futures::future::LocalBoxFuture;
 
-use super::classic::{nats_tools, print_row, summarize, Common, Row};
-use super::peers;
+use super::measure::{interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement};
+use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
+use crate::catchup::{self, CatchUpResult, CatchUpSpec};
 use crate::cli::parse::at_least_one;
-use crate::stats::load_average;
 
 /// `tidings bench acked`.
 #[derive(clap::Args)]
@@ -38,8 +38,8 @@ pub struct AckedArgs {
     pub(super) broker_config: Option<PathBuf>,
 }
 
-fn acked_figures(r: &AckedResult) -> Vec<(String, f64)> {
-    [
+fn acked_figures(r: &AckedResult) -> Figures {
+    named(&[
         ("published", r.published as f64),
         ("acked", r.acked as f64),
         ("errors", r.errors as f64),
@@ -49,10 +49,7 @@ fn acked_figures(r: &AckedResult) -> Vec<(String, f64)> {
         ("p50_us", r.p50_us as f64),
         ("p99_us", r.p99_us as f64),
         ("max_us", r.max_us as f64),
-    ]
-    .into_iter()
-    .map(|(n, v)| (n.to_string(), v))
-    .collect()
+    ])
 }
 
 /// Guaranteed publishing, acknowledged after the sync, against JetStream with `sync_interval:
@@ -63,69 +60,82 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
         AckedSpec { size: a.size, window: a.window, duration: Duration::from_secs_f64(a.common.duration), max: a.max };
     let tools = nats_tools(&a.common)?;
     let point = format!("acked size={} window={} fsync=always", a.size, a.window);
-    let exe = std::env::current_exe().context("cannot find the tidings binary")?;
-    let mut rows = Vec::new();
-    for rep in 1..=a.common.reps {
-        let spec_ref = &spec;
-        let r = fresh_broker_rep(&exe, (&a.dir, a.broker_config.as_deref()), (&point, rep), |target| async move {
-            acked::run(&target, spec_ref).await
-        })
-        .await?;
-        let row = r.row(|r| (r.acked_rate, acked_figures(r)));
-        print_row(&row);
-        rows.push(row);
-        if let Some(tools) = &tools {
-            let row = tokio::task::block_in_place(|| peers::jetstream_rep(tools, &spec, &a.dir, &point, rep))?;
-            print_row(&row);
-            rows.push(row);
-        }
-    }
-    summarize(&point, "acked_msg_s", &rows)?;
+    let ours = FreshBroker::new(&a.dir, a.broker_config.as_deref(), &point, OnBroker::Acked(&spec))?;
+    let theirs = tools.as_ref().map(|tools| JetStream { tools, spec: &spec, parent: &a.dir, point: &point });
+    let mut sides: Vec<&dyn Measurement> = vec![&ours];
+    sides.extend(theirs.as_ref().map(|j| j as &dyn Measurement));
+    let rows = interleaved(a.common.reps, &sides).await?;
+    let figures = ["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"];
+    summarize(&point, "acked_msg_s", &figures, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }
 
-/// One repetition of a measurement on a fresh broker with its data under `dir`, and the load
-/// average around it.
-pub(super) struct Rep<R> {
-    result: R,
-    point: String,
-    rep: usize,
-    load_before: Option<f64>,
-    load_after: Option<f64>,
+/// What a [`FreshBroker`] measures on its broker.
+pub(super) enum OnBroker<'a> {
+    /// Acknowledged guaranteed publishing.
+    Acked(&'a AckedSpec),
+    /// A durable subscriber's catch-up.
+    CatchUp(&'a CatchUpSpec),
 }
 
-impl<R> Rep<R> {
-    /// The row: `figures` gives the headline and every figure.
-    pub(super) fn row(&self, figures: impl FnOnce(&R) -> (f64, Vec<(String, f64)>)) -> Row {
-        let (value, figures) = figures(&self.result);
-        Row {
-            system: "tidings".into(),
-            point: self.point.clone(),
-            rep: self.rep,
-            value,
-            figures,
-            load_before: self.load_before,
-            load_after: self.load_after,
-        }
+/// tidings measured on a fresh broker each repetition, with its data under `dir` (removed
+/// after): `acked` and `catch-up`, whose brokers' logs are on the disk being measured.
+pub(super) struct FreshBroker<'a> {
+    exe: PathBuf,
+    dir: &'a Path,
+    config: Option<&'a Path>,
+    point: &'a str,
+    on: OnBroker<'a>,
+}
+
+impl<'a> FreshBroker<'a> {
+    /// tidings at `point`, measuring `on`.
+    pub(super) fn new(
+        dir: &'a Path,
+        config: Option<&'a Path>,
+        point: &'a str,
+        on: OnBroker<'a>,
+    ) -> anyhow::Result<FreshBroker<'a>> {
+        Ok(FreshBroker { exe: tidings_exe()?, dir, config, point, on })
     }
 }
 
-/// Starts a fresh broker (data under `dir`, removed after), runs `measure` against it, stops it.
-pub(super) async fn fresh_broker_rep<R, F, Fut>(
-    exe: &std::path::Path,
-    (dir, config): (&std::path::Path, Option<&std::path::Path>),
-    (point, rep): (&str, usize),
-    measure: F,
-) -> anyhow::Result<Rep<R>>
-where
-    F: FnOnce(std::sync::Arc<crate::target::Target>) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<R>>,
-{
-    let load_before = load_average();
-    let (target, data) = acked::spawn_broker(exe, dir, config)?;
-    let target = std::sync::Arc::new(target);
-    let result = measure(std::sync::Arc::clone(&target)).await;
-    drop(target);
-    drop(data);
-    Ok(Rep { result: result?, point: point.to_string(), rep, load_before, load_after: load_average() })
+impl Measurement for FreshBroker<'_> {
+    fn about(&self) -> About<'_> {
+        let headline = match self.on {
+            OnBroker::Acked(_) => "acked_msg_s",
+            OnBroker::CatchUp(_) => "catchup_msg_s",
+        };
+        About { system: "tidings", point: self.point, headline }
+    }
+
+    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
+        Box::pin(async move {
+            let (target, data) = acked::spawn_broker(&self.exe, self.dir, self.config)?;
+            let figures = match self.on {
+                OnBroker::Acked(spec) => acked::run(&target, spec).await.map(|r| acked_figures(&r)),
+                OnBroker::CatchUp(spec) => catchup::run(&target, spec).await.map(|r| catchup_figures(&r)),
+            };
+            drop(target);
+            drop(data);
+            figures
+        })
+    }
+}
+
+fn catchup_figures(r: &CatchUpResult) -> Figures {
+    named(&[
+        ("catchup_msg_s", r.catchup_rate),
+        ("replayed", r.replayed as f64),
+        ("secs", r.secs),
+        ("live_alone", r.live_alone as f64),
+        ("live_during", r.live_during as f64),
+        ("alone_p50_us", r.alone_p50_us as f64),
+        ("alone_p99_us", r.alone_p99_us as f64),
+        ("during_p50_us", r.during_p50_us as f64),
+        ("during_p99_us", r.during_p99_us as f64),
+        ("p99_ratio", r.during_p99_us as f64 / r.alone_p99_us.max(1) as f64),
+        ("alone_cpu_wait_ms_s", r.alone_cpu_wait_ms_s),
+        ("during_cpu_wait_ms_s", r.during_cpu_wait_ms_s),
+    ])
 }

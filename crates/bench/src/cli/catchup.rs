@@ -5,11 +5,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context;
-
-use super::acked::fresh_broker_rep;
-use super::classic::{print_row, summarize, Common};
-use crate::catchup::{self, CatchUpResult, CatchUpSpec};
+use super::acked::{FreshBroker, OnBroker};
+use super::measure::{interleaved, summarize, Common};
+use crate::catchup::CatchUpSpec;
 use crate::cli::parse::{above_zero, at_least_one};
 
 /// `tidings bench catch-up`.
@@ -41,26 +39,6 @@ pub struct CatchUpArgs {
     pub(super) broker_config: Option<PathBuf>,
 }
 
-fn figures(r: &CatchUpResult) -> Vec<(String, f64)> {
-    [
-        ("catchup_msg_s", r.catchup_rate),
-        ("replayed", r.replayed as f64),
-        ("secs", r.secs),
-        ("live_alone", r.live_alone as f64),
-        ("live_during", r.live_during as f64),
-        ("alone_p50_us", r.alone_p50_us as f64),
-        ("alone_p99_us", r.alone_p99_us as f64),
-        ("during_p50_us", r.during_p50_us as f64),
-        ("during_p99_us", r.during_p99_us as f64),
-        ("p99_ratio", r.during_p99_us as f64 / r.alone_p99_us.max(1) as f64),
-        ("alone_cpu_wait_ms_s", r.alone_cpu_wait_ms_s),
-        ("during_cpu_wait_ms_s", r.during_cpu_wait_ms_s),
-    ]
-    .into_iter()
-    .map(|(n, v)| (n.to_string(), v))
-    .collect()
-}
-
 /// Every repetition on a fresh broker whose data is under `--dir`.
 pub(super) async fn run(a: CatchUpArgs) -> anyhow::Result<serde_json::Value> {
     anyhow::ensure!(a.common.server.is_none(), "catch-up starts its own broker (its data goes under --dir)");
@@ -72,18 +50,18 @@ pub(super) async fn run(a: CatchUpArgs) -> anyhow::Result<serde_json::Value> {
         baseline: Duration::from_secs_f64(a.baseline),
     };
     let point = format!("catch-up backlog={} size={} live_rate={}", a.backlog, a.size, a.live_rate);
-    let exe = std::env::current_exe().context("cannot find the tidings binary")?;
-    let mut rows = Vec::new();
-    for rep in 1..=a.common.reps {
-        let spec = &spec;
-        let r = fresh_broker_rep(&exe, (&a.dir, a.broker_config.as_deref()), (&point, rep), |target| async move {
-            catchup::run(&target, spec).await
-        })
-        .await?;
-        let row = r.row(|r| (r.catchup_rate, figures(r)));
-        print_row(&row);
-        rows.push(row);
-    }
-    summarize(&point, "catchup_msg_s", &rows)?;
+    let ours = FreshBroker::new(&a.dir, a.broker_config.as_deref(), &point, OnBroker::CatchUp(&spec))?;
+    let rows = interleaved(a.common.reps, &[&ours]).await?;
+    let figures = [
+        "catchup_msg_s",
+        "alone_p50_us",
+        "alone_p99_us",
+        "during_p50_us",
+        "during_p99_us",
+        "p99_ratio",
+        "alone_cpu_wait_ms_s",
+        "during_cpu_wait_ms_s",
+    ];
+    summarize(&point, "catchup_msg_s", &figures, &rows)?;
     Ok(serde_json::json!({ "point": point, "rows": rows }))
 }

@@ -5,6 +5,7 @@
 pub mod acked;
 pub mod catchup;
 pub mod classic;
+pub mod measure;
 pub mod parse;
 pub mod peers;
 
@@ -252,11 +253,11 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
 /// Runs `tidings bench ...`.
 pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
     let (suite, experiment): (SuiteArgs, Option<Box<dyn Experiment>>) = match which {
-        Which::Tput(a) => return classic::run(classic::Classic::Tput(a)).await,
-        Which::Latency(a) => return classic::run(classic::Classic::Latency(a)).await,
-        Which::Index(a) => return classic::run(classic::Classic::Index(a)).await,
-        Which::Acked(a) => return classic::run(classic::Classic::Acked(a)).await,
-        Which::CatchUp(a) => return classic::run(classic::Classic::CatchUp(a)).await,
+        Which::Tput(a) => return measure::write_json(classic::tput(a).await?),
+        Which::Latency(a) => return measure::write_json(classic::latency(a).await?),
+        Which::Index(a) => return measure::write_json(classic::index(a).await?),
+        Which::Acked(a) => return measure::write_json(acked::run(a).await?),
+        Which::CatchUp(a) => return measure::write_json(catchup::run(a).await?),
         Which::Nemesis(a) => return crate::nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use super::classic::Row;
+use futures::future::LocalBoxFuture;
+
+use super::measure::{About, Figures, Measurement};
 use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{NatsServer, NatsTools};
-use crate::stats::load_average;
+use crate::peer::{NatsServer, NatsTools, PeerRow};
 use crate::throughput::ThroughputSpec;
 
 /// What NATS measures at one point.
@@ -78,38 +79,61 @@ const LATENCY: &[(&str, &str)] = &[
     ("dropped_subscribers", "dropped_subs"),
 ];
 
-/// One repetition against a fresh single `nats-server` (blocking).
-pub fn nats_rep(tools: &NatsTools, point: &NatsPoint, label: &str, rep: usize) -> anyhow::Result<Row> {
-    let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch)?;
-    let load_before = load_average();
-    let server = NatsServer::single(tools, &scratch)?;
-    let run = PeerRun {
-        mode: point.mode,
-        exp: "classic".into(),
-        publisher: server.urls[0].clone(),
-        subscriber: server.urls[0].clone(),
-        size: point.size,
-        subs: point.subs,
-        rate: point.rate,
-        reps: 1,
-        duration: point.duration,
-        max: point.max,
-        drain: point.drain,
-        hops: 1,
-    };
-    let rows = nats::run(tools, &run, &scratch)?;
-    drop(server);
-    let _ = std::fs::remove_dir_all(&scratch);
-    let row = rows.first().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-    let (names, headline) = match point.mode {
-        Mode::Throughput => (TPUT, "received_msg_s"),
-        Mode::Latency => (LATENCY, "p99_us"),
-    };
-    let figures: Vec<(String, f64)> =
-        names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect();
-    let value = figures.iter().find(|(n, _)| n == headline).map_or(f64::NAN, |(_, v)| *v);
-    Ok(Row { system: "nats".into(), point: label.into(), rep, value, figures, load_before, load_after: load_average() })
+/// NATS at one point of `tput` or `latency`: each repetition on a fresh single `nats-server`.
+pub(super) struct Nats<'a> {
+    /// The server and the harness.
+    pub(super) tools: &'a NatsTools,
+    /// What the harness measures.
+    pub(super) at: NatsPoint,
+    /// The point's label, the same as tidings'.
+    pub(super) point: &'a str,
+}
+
+impl Measurement for Nats<'_> {
+    fn about(&self) -> About<'_> {
+        let headline = match self.at.mode {
+            Mode::Throughput => "received_msg_s",
+            Mode::Latency => "p99_us",
+        };
+        About { system: "nats", point: self.point, headline }
+    }
+
+    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
+        Box::pin(async move { tokio::task::block_in_place(|| self.blocking()) })
+    }
+}
+
+impl Nats<'_> {
+    fn blocking(&self) -> anyhow::Result<Figures> {
+        let (tools, point) = (self.tools, &self.at);
+        let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch)?;
+        let server = NatsServer::single(tools, &scratch)?;
+        let run = PeerRun {
+            mode: point.mode,
+            exp: "classic".into(),
+            publisher: server.urls[0].clone(),
+            subscriber: server.urls[0].clone(),
+            size: point.size,
+            subs: point.subs,
+            rate: point.rate,
+            reps: 1,
+            duration: point.duration,
+            max: point.max,
+            drain: point.drain,
+            hops: 1,
+        };
+        let rows = nats::run(tools, &run, &scratch)?;
+        drop(server);
+        let _ = std::fs::remove_dir_all(&scratch);
+        let row = rows.first().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
+        Ok(renamed(row, if point.mode == Mode::Throughput { TPUT } else { LATENCY }))
+    }
+}
+
+/// A harness row's figures under the names tidings gives its own (NaN where it has none).
+fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
+    names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect()
 }
 
 /// JetStream figures of a harness row, named as `tidings bench acked` names its own.
@@ -125,30 +149,44 @@ const JETSTREAM: &[(&str, &str)] = &[
     ("max_us", "max_us"),
 ];
 
-/// One repetition of acknowledged publishing against a fresh JetStream server whose store is
-/// under `parent` and syncs every write (blocking).
-pub fn jetstream_rep(
-    tools: &NatsTools,
-    spec: &AckedSpec,
-    parent: &std::path::Path,
-    label: &str,
-    rep: usize,
-) -> anyhow::Result<Row> {
-    let scratch = ScratchDir::new(parent, "jetstream")?;
-    let store = scratch.0.join("store");
-    let load_before = load_average();
-    let server = NatsServer::jetstream_always(tools, &scratch.0, &store)?;
-    let run = nats::JsRun {
-        url: server.urls[0].clone(),
-        size: spec.size,
-        window: spec.window,
-        duration: spec.duration,
-        max: spec.max,
-    };
-    let row = nats::run_js(tools, &run, &scratch.0)?;
-    drop(server);
-    let figures: Vec<(String, f64)> =
-        JETSTREAM.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect();
-    let value = row.num("acked_msgs_s").unwrap_or(f64::NAN);
-    Ok(Row { system: "nats".into(), point: label.into(), rep, value, figures, load_before, load_after: load_average() })
+/// NATS JetStream beside `tidings bench acked`: each repetition on a fresh server whose store
+/// is under `parent` (the disk tidings' log is on) and syncs every write.
+pub(super) struct JetStream<'a> {
+    /// The server and the harness.
+    pub(super) tools: &'a NatsTools,
+    /// What tidings measures.
+    pub(super) spec: &'a AckedSpec,
+    /// Where the store goes.
+    pub(super) parent: &'a std::path::Path,
+    /// The point's label, the same as tidings'.
+    pub(super) point: &'a str,
+}
+
+impl Measurement for JetStream<'_> {
+    fn about(&self) -> About<'_> {
+        About { system: "nats", point: self.point, headline: "acked_msg_s" }
+    }
+
+    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
+        Box::pin(async move { tokio::task::block_in_place(|| self.blocking()) })
+    }
+}
+
+impl JetStream<'_> {
+    fn blocking(&self) -> anyhow::Result<Figures> {
+        let scratch = ScratchDir::new(self.parent, "jetstream")?;
+        let store = scratch.0.join("store");
+        let server = NatsServer::jetstream_always(self.tools, &scratch.0, &store)?;
+        let spec = self.spec;
+        let run = nats::JsRun {
+            url: server.urls[0].clone(),
+            size: spec.size,
+            window: spec.window,
+            duration: spec.duration,
+            max: spec.max,
+        };
+        let row = nats::run_js(self.tools, &run, &scratch.0)?;
+        drop(server);
+        Ok(renamed(&row, JETSTREAM))
+    }
 }

@@ -200,17 +200,6 @@ mod tests {
         assert_eq!(crate::suite::table::Table::of(COLUMNS, &[FloodRow::default()]).unwrap().rows().len(), 1);
     }
 
-    fn received(times: Vec<f64>) -> Received {
-        Received {
-            count: times.iter().filter(|t| t.is_finite()).count() as u64,
-            times,
-            missed: 0,
-            out_of_order: 0,
-            duplicates: 0,
-            ended: None,
-        }
-    }
-
     #[test]
     fn rows_give_seed_rates_per_subscriber_and_their_sum() {
         // 300 messages, one every 1 ms: STn = RTn = 100 / 0.1 s = 1000 msg/s.
@@ -220,7 +209,7 @@ mod tests {
             sent: 300,
             send_times: times,
             publish_secs: 0.3,
-            subscribers: vec![received(shifted.clone()), received(shifted)],
+            subscribers: vec![Received::of_times(shifted.clone()), Received::of_times(shifted)],
         };
         let mut table = Vec::new();
         rows(&mut table, 1000, 1, &Measured { run, drops: 0.0, link_messages: 0.0, load: [None, None] });

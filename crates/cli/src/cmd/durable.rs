@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::Value;
-use tidings_testkit::{http_get, http_request};
+use tidings_admin::{http_get, http_request};
 
 use crate::cmd::outln;
 

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::Value;
-use tidings_testkit::{http_get, metric_total, metric_value};
+use tidings_admin::{http_get, metric_total, metric_value};
 
 use crate::cmd::outln;
 

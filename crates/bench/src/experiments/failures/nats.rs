@@ -17,7 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use tidings_testkit::{send_signal, Signal};
+use tidings_admin::{send_signal, Signal};
 
 use super::clients::{finish_all, Tool};
 use super::faults::{steps, Window};

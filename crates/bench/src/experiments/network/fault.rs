@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
+use tidings_admin::{send_signal, Signal};
 use tidings_client::Client;
-use tidings_testkit::{send_signal, Signal};
 
 use super::NetRow;
 use super::{Checks, Key, Params, TIDINGS};

@@ -33,29 +33,20 @@ pub(super) fn faults(table: &[NetRow]) -> Vec<(String, Vec<(String, f64)>)> {
 
 /// The four panels.
 pub(super) fn figure(table: &[NetRow]) -> Figure {
+    let tput = |system, quantity| by_brokers(table, "throughput", system, quantity);
     let brokers = || Axis { label: "brokers between publisher and subscriber".into(), scale: Scale::Linear };
     let throughput = Panel {
         title: "throughput, 2000 B, 1 subscriber".into(),
         x: brokers(),
         y: Axis { label: "received (msg/s)".into(), scale: Scale::Linear },
         series: vec![
-            Series::new(
-                "tidings",
-                Mark::Line,
-                figure::TIDINGS,
-                by_brokers(table, "throughput", TIDINGS, "received_msg_s"),
-            ),
-            Series::new(
-                "NATS (one node; cluster)",
-                Mark::Line,
-                figure::NATS,
-                by_brokers(table, "throughput", NATS, "received_msg_s"),
-            ),
+            Series::new("tidings", Mark::Line, figure::TIDINGS, tput(TIDINGS, "received_msg_s")),
+            Series::new("NATS (one node; cluster)", Mark::Line, figure::NATS, tput(NATS, "received_msg_s")),
             Series::new(
                 "NATS cluster, committed anchor",
                 Mark::Dashed,
                 figure::NATS_ANCHOR,
-                by_brokers(table, "throughput", ANCHOR, "received_msg_s"),
+                tput(ANCHOR, "received_msg_s"),
             ),
         ],
     };
@@ -64,25 +55,10 @@ pub(super) fn figure(table: &[NetRow]) -> Figure {
         x: brokers(),
         y: Axis { label: "CPU per message received (µs)".into(), scale: Scale::Linear },
         series: vec![
-            Series::new(
-                "tidings, all",
-                Mark::Line,
-                figure::TIDINGS,
-                by_brokers(table, "throughput", TIDINGS, "cpu_us_per_msg.total"),
-            ),
+            Series::new("tidings, all", Mark::Line, figure::TIDINGS, tput(TIDINGS, "cpu_us_per_msg.total")),
             Series::new("tidings, brokers", Mark::Dashed, figure::TIDINGS, brokers_cpu(table, TIDINGS)),
-            Series::new(
-                "tidings, clients",
-                Mark::Points,
-                figure::TIDINGS_ALT,
-                by_brokers(table, "throughput", TIDINGS, "cpu_us_per_msg.clients"),
-            ),
-            Series::new(
-                "NATS, all",
-                Mark::Line,
-                figure::NATS,
-                by_brokers(table, "throughput", NATS, "cpu_us_per_msg.total"),
-            ),
+            Series::new("tidings, clients", Mark::Points, figure::TIDINGS_ALT, tput(TIDINGS, "cpu_us_per_msg.clients")),
+            Series::new("NATS, all", Mark::Line, figure::NATS, tput(NATS, "cpu_us_per_msg.total")),
         ],
     };
     Figure { title: "Through broker links, 2000 B".into(), panels: vec![throughput, cpu, latency(table), gaps(table)] }
@@ -99,6 +75,7 @@ fn latency(table: &[NetRow]) -> Panel {
         points.dedup_by(|a, b| a.0 == b.0);
         points
     };
+    let at = |system| by_brokers(table, "latency", system, "p50_us");
     Panel {
         title: "latency at 1000 msg/s, by brokers on the path".into(),
         x: Axis { label: "brokers on the path (publisher's and subscriber's included)".into(), scale: Scale::Linear },
@@ -106,19 +83,9 @@ fn latency(table: &[NetRow]) -> Panel {
         series: vec![
             Series::new("tidings p50, narada-22-sparse", Mark::Line, figure::TIDINGS, path("p50_us")),
             Series::new("tidings p99, narada-22-sparse", Mark::Dashed, figure::TIDINGS, path("p99_us")),
-            Series::new(
-                "tidings p50, two-brokers",
-                Mark::Points,
-                figure::TIDINGS_ALT,
-                by_brokers(table, "latency", TIDINGS, "p50_us"),
-            ),
-            Series::new("NATS cluster p50", Mark::Line, figure::NATS, by_brokers(table, "latency", NATS, "p50_us")),
-            Series::new(
-                "NATS cluster p50, committed anchor",
-                Mark::Dashed,
-                figure::NATS_ANCHOR,
-                by_brokers(table, "latency", ANCHOR, "p50_us"),
-            ),
+            Series::new("tidings p50, two-brokers", Mark::Points, figure::TIDINGS_ALT, at(TIDINGS)),
+            Series::new("NATS cluster p50", Mark::Line, figure::NATS, at(NATS)),
+            Series::new("NATS cluster p50, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, at(ANCHOR)),
         ],
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
-use tidings_testkit::Signal;
+use tidings_admin::Signal;
 
 use super::proxy::{self, LinkMode, LinkProxy};
 use super::{alive, brokers, pid_of, read_network, save_network, DirArgs};
@@ -164,7 +164,7 @@ fn end(kind: Kind, target: &Target, dir: &Path, empty: bool) -> anyhow::Result<(
 fn stop_or_continue(broker: &Value, sig: Signal) -> anyhow::Result<()> {
     let pid = pid_of(broker);
     anyhow::ensure!(alive(pid), "broker {} (pid {pid}) is not running", broker["name"].as_str().unwrap_or("?"));
-    tidings_testkit::send_signal(pid, sig).with_context(|| format!("cannot signal pid {pid}"))
+    tidings_admin::send_signal(pid, sig).with_context(|| format!("cannot signal pid {pid}"))
 }
 
 /// SIGKILL, and wait until the process is gone so a restart can bind its ports.

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use crate::cmd::outln;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
+use tidings_admin::{http_get, send_signal, Signal};
 use tidings_route::Topology;
-use tidings_testkit::{http_get, send_signal, Signal};
 
 /// What `net` can do.
 #[derive(clap::Subcommand)]

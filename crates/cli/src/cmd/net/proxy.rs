@@ -1,5 +1,5 @@
 //! A link's fault point: one small process per broker link of a `net up --faults` network,
-//! forwarding the link through testkit's [`FaultProxy`].
+//! forwarding the link through tidings-admin's [`FaultProxy`].
 //!
 //! A process rather than a thread of `net up`: the network outlives the command that started
 //! it, and `net fault` (a later, separate command) must reach the fault point of one link. It
@@ -14,7 +14,7 @@ use std::process::{Command, ExitCode};
 use crate::cmd::outln;
 use anyhow::Context;
 use serde_json::{json, Value};
-use tidings_testkit::{FaultProxy, Signal};
+use tidings_admin::{FaultProxy, Signal};
 use tokio::signal::unix::{signal, SignalKind};
 
 /// `net link-proxy` arguments.
@@ -89,7 +89,7 @@ impl LinkProxy {
     pub(crate) fn set(&self, mode: LinkMode) -> anyhow::Result<()> {
         let name = self.between.join("-");
         anyhow::ensure!(super::alive(self.pid), "the fault point of link {name} (pid {}) is not running", self.pid);
-        tidings_testkit::send_signal(self.pid, mode.signal())
+        tidings_admin::send_signal(self.pid, mode.signal())
             .with_context(|| format!("cannot signal the fault point of link {name}"))
     }
 }

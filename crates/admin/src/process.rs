@@ -1,13 +1,16 @@
-//! A broker child process.
+//! A broker child process: started on ports the OS picks, read back from its ready line, and
+//! killed when dropped, so neither an experiment nor a failing test leaves one behind.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
+
+use crate::{http_get, metric_value, send_signal, Signal};
 
 /// The broker's ready line (see `tidings broker`).
 #[derive(Debug, Clone, Deserialize)]
@@ -25,61 +28,6 @@ pub struct Ready {
     /// Broker-to-broker link listener (absent from brokers without one).
     #[serde(default)]
     pub cluster: Option<SocketAddr>,
-}
-
-/// The signals tests and fault experiments send.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Signal {
-    /// SIGTERM: orderly shutdown.
-    Term,
-    /// SIGKILL: a crash.
-    Kill,
-    /// SIGSTOP: a stall (the process keeps its sockets but does nothing).
-    Stop,
-    /// SIGCONT: the end of a stall.
-    Cont,
-    /// SIGUSR1: a fault point cuts its link.
-    Usr1,
-    /// SIGUSR2: a fault point stalls its link.
-    Usr2,
-    /// SIGHUP: a fault point heals its link.
-    Hup,
-}
-
-/// Sends `signal` to process `pid` through `rustix` (the workspace forbids the unsafe FFI call,
-/// and shelling out to `kill(1)` hid its errors).
-pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
-    use rustix::process::{kill_process, Pid, Signal as Raw};
-    let raw = i32::try_from(pid).ok().and_then(Pid::from_raw);
-    let pid = raw.ok_or_else(|| std::io::Error::other(format!("{pid} is not a process id")))?;
-    let signal = match signal {
-        Signal::Term => Raw::TERM,
-        Signal::Kill => Raw::KILL,
-        Signal::Stop => Raw::STOP,
-        Signal::Cont => Raw::CONT,
-        Signal::Usr1 => Raw::USR1,
-        Signal::Usr2 => Raw::USR2,
-        Signal::Hup => Raw::HUP,
-    };
-    kill_process(pid, signal).map_err(std::io::Error::from)
-}
-
-/// Waits at most `timeout` for `child` (reading its output while it runs, so a long output
-/// cannot fill the pipe and stall it); kills it and panics past that, failing the test.
-pub fn finish_within(child: std::process::Child, timeout: Duration) -> std::process::Output {
-    let pid = child.id();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait_with_output());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(Ok(out)) => out,
-        Ok(Err(error)) => panic!("waiting for process {pid} failed: {error}"),
-        Err(_) => {
-            let _ = send_signal(pid, Signal::Kill);
-            panic!("process {pid} did not finish within {timeout:?}");
-        }
-    }
 }
 
 /// A running broker; killed on drop, and its scratch directory (data directory, key file)
@@ -286,48 +234,4 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     file.write_all(text.as_bytes())
-}
-
-/// Sums the samples of a metric in Prometheus text (`name` may include a label block).
-pub fn metric_value(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.rsplit_once(' '))
-        .filter(|(key, _)| *key == name)
-        .filter_map(|(_, v)| v.parse::<f64>().ok())
-        .sum()
-}
-
-/// Sums a metric over all its label sets (every link, every reason...) in Prometheus text.
-pub fn metric_total(text: &str, name: &str) -> f64 {
-    text.lines()
-        .filter(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' ')))
-        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-        .sum::<f64>()
-        + 0.0 // an empty sum is -0.0
-}
-
-/// A minimal HTTP/1.0 GET for admin endpoints in tests: one request, read to close.
-pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<String> {
-    match http_request(addr, "GET", path)? {
-        (200, body) => Ok(body),
-        (status, body) => Err(std::io::Error::other(format!("GET {path}: status {status}: {}", body.trim()))),
-    }
-}
-
-/// `METHOD path` over HTTP/1.0 to `addr`: the status and the body, whatever the status.
-pub fn http_request(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String)> {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
-    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-    write!(stream, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut response = String::new();
-    stream.read_to_string(&mut response)?;
-    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((response.as_str(), ""));
-    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok());
-    match status {
-        Some(status) => Ok((status, body.to_string())),
-        None => {
-            Err(std::io::Error::other(format!("{method} {path}: {}", head.lines().next().unwrap_or("no response"))))
-        }
-    }
 }

@@ -1,0 +1,21 @@
+//! A tidings broker driven from outside, as an operator's tools and the experiments drive it:
+//! its admin port ([`http_get`]), its metrics ([`Snapshot`], the workspace's one Prometheus
+//! reader), its process ([`BrokerProcess`], [`send_signal`]) and a fault point on one of its
+//! links ([`FaultProxy`]).
+//!
+//! Production code (`tidings info`, `tidings net`, `tidings bench`) needs these, and so do the
+//! tests; keeping them here lets the CLI link them without linking the test harness
+//! (`tidings-testkit`, which re-exports them). No async runtime: plain threads and blocking
+//! sockets, so the code under test never shares a runtime with what drives it.
+
+mod http;
+mod metrics;
+mod process;
+mod proxy;
+mod signal;
+
+pub use http::{http_get, http_request};
+pub use metrics::{metric_total, metric_value, scrape, Sample, Snapshot};
+pub use process::{test_key_text, write_private, BrokerProcess, Ready};
+pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
+pub use signal::{send_signal, Signal};

@@ -1,0 +1,182 @@
+//! What the foundation measurements (`tput`, `latency`, `index`, `acked`, `catch-up`) share:
+//! one [`Measurement`] trait, which tidings and its peer (NATS through the peer harness) each
+//! implement per experiment, and one runner, [`interleaved`], that measures every side
+//! repetition by repetition in turn, so a change in the machine's load falls on all of them.
+//! The rows it returns are printed as they come and summarized as medians with min-max ranges.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use futures::future::LocalBoxFuture;
+use serde::Serialize;
+
+use crate::cli::parse::{above_zero, at_least_one};
+use crate::outln;
+use crate::paths::dir_from;
+use crate::peer::NatsTools;
+use crate::stats::{load_average, Spread};
+
+/// Options every measurement shares.
+#[derive(clap::Args, Clone)]
+pub struct Common {
+    /// Use this broker instead of starting one.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(super) server: Option<String>,
+    /// Repetitions; the median is reported with the min-max range.
+    #[arg(long, default_value_t = 3, value_parser = at_least_one::<usize>)]
+    pub(super) reps: usize,
+    /// Seconds of publishing per repetition.
+    #[arg(long, default_value_t = 5.0, value_parser = above_zero)]
+    pub(super) duration: f64,
+    /// Also measure NATS, interleaved repetition by repetition (tput and latency only).
+    #[arg(long)]
+    pub(super) nats: bool,
+    /// nats-server (default: on PATH).
+    #[arg(long, value_name = "PATH")]
+    nats_server: Option<PathBuf>,
+    /// The peer harness binary (default: $TIDINGS_PEERBENCH, else built from PEERS/harness).
+    #[arg(long, value_name = "PATH")]
+    peerbench: Option<PathBuf>,
+    /// The peer harness directory (default: $TIDINGS_PEERS, else the repository's bench/peers/).
+    #[arg(long, value_name = "DIR")]
+    peers: Option<PathBuf>,
+}
+
+/// The NATS tools, when `--nats` asks for the peer (an error when they cannot be found, so a
+/// comparison asked for is never silently skipped).
+pub(super) fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
+    if !common.nats {
+        return Ok(None);
+    }
+    let peers_dir = dir_from(&common.peers, "TIDINGS_PEERS", "bench/peers");
+    let tools = NatsTools::find(common.nats_server.clone(), common.peerbench.clone(), &peers_dir)
+        .map_err(|why| anyhow::anyhow!("--nats: {why}"))?;
+    eprintln!("NATS: {} driven by {} ({})", tools.server_version, tools.peerbench.display(), tools.client_version);
+    Ok(Some(tools))
+}
+
+/// Figures of one repetition, by name.
+pub(super) type Figures = Vec<(String, f64)>;
+
+/// `(name, value)` pairs as [`Figures`].
+pub(super) fn named(pairs: &[(&str, f64)]) -> Figures {
+    pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
+}
+
+/// Which side is measured where, as the rows name it.
+pub(super) struct About<'a> {
+    /// `tidings` or `nats`.
+    pub(super) system: &'static str,
+    /// What is measured (`tput size=256 subs=1`).
+    pub(super) point: &'a str,
+    /// The figure the summary's ratio compares (and the row's `value`).
+    pub(super) headline: &'static str,
+}
+
+/// One side of a foundation measurement (tidings, or its peer) at one point: what one
+/// repetition measures, on a fresh server each time.
+pub(super) trait Measurement {
+    /// Which side, where.
+    fn about(&self) -> About<'_>;
+    /// One repetition's figures (a peer's blocking harness runs in `block_in_place`).
+    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>>;
+}
+
+/// One repetition of one system at one point: the typed row behind the printout and the JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    /// `tidings` or `nats`.
+    pub system: String,
+    /// What was measured (`tput size=256 subs=1`).
+    pub point: String,
+    /// Repetition, from 1.
+    pub rep: usize,
+    /// The headline figure: received msg/s (tput) or p99 µs from the intended send time (latency).
+    pub value: f64,
+    /// Every figure of the repetition, by name.
+    pub figures: Figures,
+    /// Load average before the repetition.
+    pub load_before: Option<f64>,
+    /// Load average after it.
+    pub load_after: Option<f64>,
+}
+
+impl Row {
+    fn figure(&self, name: &str) -> f64 {
+        self.figures.iter().find(|(n, _)| n == name).map_or(f64::NAN, |(_, v)| *v)
+    }
+}
+
+/// Runs `reps` repetitions, each measuring every side in order, and prints every row as it
+/// comes (after its point's name when the sides measure different points, as `index` does).
+pub(super) async fn interleaved(reps: usize, sides: &[&dyn Measurement]) -> anyhow::Result<Vec<Row>> {
+    let points_differ = sides.windows(2).any(|w| w[0].about().point != w[1].about().point);
+    let mut rows = Vec::new();
+    for rep in 1..=reps {
+        for side in sides {
+            let load_before = load_average();
+            let figures = side.measure().await?;
+            let load_after = load_average();
+            let about = side.about();
+            let (system, point) = (about.system.to_string(), about.point.to_string());
+            let mut row = Row { system, point, rep, value: f64::NAN, figures, load_before, load_after };
+            row.value = row.figure(about.headline);
+            if points_differ {
+                eprintln!("{}:", row.point);
+            }
+            print_row(&row);
+            rows.push(row);
+        }
+    }
+    Ok(rows)
+}
+
+fn print_row(row: &Row) {
+    let figures: Vec<String> = row.figures.iter().map(|(n, v)| format!("{n} {v:.0}")).collect();
+    let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
+    eprintln!(
+        "  {} rep {}: {} (load {} -> {})",
+        row.system,
+        row.rep,
+        figures.join(", "),
+        load(row.load_before),
+        load(row.load_after)
+    );
+}
+
+/// Prints the medians of `figures` with their ranges, per system, and the ratio tidings / NATS
+/// of `headline`.
+pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[Row]) -> std::io::Result<()> {
+    let of = |system: &str, figure: &str| -> Spread {
+        let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
+        Spread::of(&values)
+    };
+    for system in ["tidings", "nats"] {
+        let reps = rows.iter().filter(|r| r.system == system).count();
+        if reps == 0 {
+            continue;
+        }
+        let parts: Vec<String> =
+            figures.iter().map(|f| format!("{f} {}", of(system, f).show(|v| format!("{v:.0}")))).collect();
+        outln!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "))?;
+    }
+    let (ours, theirs) = (of("tidings", headline).median, of("nats", headline).median);
+    if theirs.is_finite() && theirs > 0.0 {
+        outln!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs)?;
+    }
+    Ok(())
+}
+
+/// Writes a measurement's summary as JSON to `$TIDINGS_BENCH_JSON`, when set.
+pub(super) fn write_json(summary: serde_json::Value) -> anyhow::Result<ExitCode> {
+    if let Ok(path) = std::env::var("TIDINGS_BENCH_JSON") {
+        std::fs::write(&path, serde_json::to_string_pretty(&summary)?).with_context(|| format!("writing {path}"))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `tidings` binary, for the brokers a measurement starts.
+pub(super) fn tidings_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("cannot find the tidings binary")
+}
