@@ -161,4 +161,12 @@ mod tests {
         assert_eq!(b.delay(0, -1.0), Duration::from_millis(5));
         assert_eq!(b.delay(0, 2.0), Duration::from_millis(10));
     }
+
+    #[test]
+    fn the_jitter_sequence_is_splitmix64_pinned_to_known_values() {
+        let mut rng = SplitMix64(7);
+        assert_eq!(rng.next_u64(), 0x63cb_e1e4_5932_0dd7);
+        assert_eq!(rng.next_fraction(), 0.016_788_294_528_156_11);
+        assert_eq!(rng.next_u64(), 0xe698_4080_bab1_2a02);
+    }
 }

@@ -77,6 +77,9 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(mix(0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix(1), 0x910a_2dec_8902_5cc1);
+        assert_eq!(mix(u64::MAX), 0xe4d9_7177_1b65_2c20);
+        assert_eq!(fnv1a(b"tidings"), 0xf6cf_e9e6_52b1_3c23);
     }
 
     #[test]
