@@ -1,7 +1,7 @@
 //! `tidings`: run a broker, publish, subscribe, ping.
 //!
 //! Each subcommand lives in [`cmd`]; the command lines and the JSON printed by `sub --json`
-//! are a contract that scripts rely on (see the README).
+//! are a contract that scripts rely on (see docs/cli.md).
 
 mod cmd;
 

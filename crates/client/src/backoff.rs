@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tidings_wire::hash::SplitMix64;
+
 /// How a TCP client waits between reconnect attempts.
 ///
 /// Attempt `n` (counting from 0) waits a random delay in `[ceiling/2, ceiling]`, where
@@ -64,7 +66,7 @@ pub(crate) struct Schedule {
 
 impl Schedule {
     pub(crate) fn new(backoff: Backoff, seed: u64) -> Schedule {
-        Schedule { backoff, attempt: 0, rng: SplitMix64(seed) }
+        Schedule { backoff, attempt: 0, rng: SplitMix64::new(seed) }
     }
 
     /// The delay before the next attempt, or `None` when the attempts are used up.
@@ -80,25 +82,6 @@ impl Schedule {
     /// Attempts handed out so far.
     pub(crate) fn attempts(&self) -> u32 {
         self.attempt
-    }
-}
-
-/// SplitMix64 (Steele, Lea, Flood 2014): tiny, fast, good enough for jitter; not for secrets.
-#[derive(Debug)]
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`: the top 53 bits as a double's mantissa.
-    fn next_fraction(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 }
 
@@ -160,5 +143,13 @@ mod tests {
         let b = backoff(None);
         assert_eq!(b.delay(0, -1.0), Duration::from_millis(5));
         assert_eq!(b.delay(0, 2.0), Duration::from_millis(10));
+    }
+
+    #[test]
+    fn the_jitter_sequence_is_splitmix64_pinned_to_known_values() {
+        let mut rng = SplitMix64::new(7);
+        assert_eq!(rng.next_u64(), 0x63cb_e1e4_5932_0dd7);
+        assert_eq!(rng.next_fraction(), 0.016_788_294_528_156_11);
+        assert_eq!(rng.next_u64(), 0xe698_4080_bab1_2a02);
     }
 }

@@ -1,26 +1,10 @@
-//! Rendezvous (highest random weight) hashing, with hash functions fixed here rather than taken
-//! from `std`: brokers built by different compilers must still pick the same link for a pubend,
-//! and `std`'s hasher is allowed to change between releases.
+//! Rendezvous (highest random weight) hashing, with hash functions fixed in
+//! `tidings_wire::hash` rather than taken from `std`: brokers built by different compilers must
+//! still pick the same link for a pubend, and `std`'s hasher is allowed to change between releases.
 
 use crate::names::{BrokerName, PubendId};
 
-/// FNV-1a over bytes: stable, simple, and good enough as input to the [`mix`] finaliser.
-pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
-/// The SplitMix64 finaliser: spreads every input bit over the whole output.
-pub(crate) fn mix(mut value: u64) -> u64 {
-    value = value.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    value = (value ^ (value >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    value = (value ^ (value >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    value ^ (value >> 31)
-}
+pub(crate) use tidings_wire::hash::{fnv1a, mix};
 
 /// A bundle target together with the hash of its name, computed once when routes are rebuilt so
 /// that the per-message work is one `mix` per target.
@@ -77,6 +61,9 @@ mod tests {
         assert_eq!(fnv1a(b""), 0xcbf2_9ce4_8422_2325);
         assert_eq!(fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
         assert_eq!(mix(0), 0xe220_a839_7b1d_cdaf);
+        assert_eq!(mix(1), 0x910a_2dec_8902_5cc1);
+        assert_eq!(mix(u64::MAX), 0xe4d9_7177_1b65_2c20);
+        assert_eq!(fnv1a(b"tidings"), 0xf6cf_e9e6_52b1_3c23);
     }
 
     #[test]

@@ -7,12 +7,14 @@
 //! broker-to-broker frame set (link handshake, routing control, best-effort and guaranteed
 //! data), in the same framing with its own type numbers.
 //! `docs/protocol.md` describes the same bytes for authors of clients in other languages, and
-//! the golden-byte tests in `frame/tests.rs` hold the two together.
+//! the golden-byte tests in `frame/tests.rs` hold the two together. [`hash`] holds the hash and
+//! SplitMix64 functions whose outputs brokers must agree on (rendezvous hashing) or replay (seeds).
 
 mod cursor;
 pub mod error;
 pub mod frame;
 mod framing;
+pub mod hash;
 pub mod ids;
 pub mod peer;
 pub mod reason;

@@ -29,6 +29,7 @@ use tidings_route::{
     Action, BrokerName, CellName, Incarnation, Input, LivenessSettings, Millis, PeerMessage, PubendId, Router,
     RouterSettings,
 };
+use tidings_wire::hash::{finalise, fnv1a, GOLDEN_GAMMA};
 use tidings_wire::peer::{AuthMode, Hello, NONCE_LEN, PEER_PROTOCOL_MIN_VERSION, PEER_PROTOCOL_VERSION};
 use tokio::sync::Notify;
 use tracing::{info, warn};
@@ -263,11 +264,8 @@ impl Cluster {
     /// restarts, so rendezvous hashing spreads publishers over the links of a bundle.
     pub fn new_pubend(&self) -> PubendId {
         let counter = self.next_pubend.fetch_add(1, Ordering::Relaxed);
-        let mut hash = 0xcbf2_9ce4_8422_2325u64;
-        for byte in self.name.as_str().bytes() {
-            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-        PubendId(mix(hash ^ mix(self.incarnation.0) ^ mix(counter.wrapping_mul(0x9e37_79b9_7f4a_7c15))))
+        let hash = fnv1a(self.name.as_str().as_bytes());
+        PubendId(finalise(hash ^ finalise(self.incarnation.0) ^ finalise(counter.wrapping_mul(GOLDEN_GAMMA))))
     }
 
     /// The HELLO this broker sends, with a fresh `nonce`.
@@ -546,13 +544,6 @@ impl Cluster {
             self.metrics.summary_filters_sent.get_or_create(&label).set(*size as i64);
         }
     }
-}
-
-/// A 64-bit finaliser (splitmix64), so consecutive counters give unrelated pubend ids.
-fn mix(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// A router input this long is logged as a warning (see [`Cluster::feed`]).
