@@ -23,7 +23,7 @@ use tokio::net::UdpSocket;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::budget::QueueBudget;
+use crate::budget::{Cuttable, QueueBudget};
 use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::metrics::Metrics;
 
@@ -195,7 +195,8 @@ impl Outbox {
             counts: OutboxCounts::default(),
             budget: Arc::clone(budget),
         });
-        budget.register(&outbox);
+        let weak: std::sync::Weak<dyn Cuttable> = Arc::downgrade(&outbox) as _;
+        budget.register(weak);
         outbox
     }
 
@@ -786,6 +787,24 @@ async fn send_datagram(socket: &UdpSocket, peer: SocketAddr, outbox: &Outbox, pa
         outbox.metrics.udp_datagrams_sent.inc();
         outbox.counts.messages_out.fetch_add(packed.deliveries, Ordering::Relaxed);
         outbox.counts.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+    }
+}
+
+impl Cuttable for Outbox {
+    fn held(&self) -> usize {
+        Outbox::held(self)
+    }
+
+    fn is_cut(&self) -> bool {
+        self.done.is_cancelled()
+    }
+
+    fn client(&self) -> String {
+        self.client.lock().clone()
+    }
+
+    fn cut(&self) {
+        Outbox::cut(self);
     }
 }
 
