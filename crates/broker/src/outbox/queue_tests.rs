@@ -116,9 +116,8 @@ fn guaranteed_deliveries_go_past_the_limit_and_say_when_it_is_reached() {
     let mut q: Queue<Sub> = Queue::default();
     let l = limits(2, OverflowPolicy::Drop);
     let id = (SubId(1), PubendId(1), Tick(1));
-    assert_eq!(q.push_guaranteed(id, &numbered(1), &l).1, false);
-    assert_eq!(q.push_guaranteed(id, &numbered(2), &l).1, true);
-    assert_eq!(q.push_guaranteed(id, &numbered(3), &l).1, true);
+    let full: Vec<bool> = (1..=3).map(|n| q.push_guaranteed(id, &numbered(n), &l).1).collect();
+    assert_eq!(full, [false, true, true]);
     assert_eq!(q.items.len(), 3, "nothing guaranteed is dropped");
 }
 
