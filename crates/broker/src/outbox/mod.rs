@@ -8,9 +8,11 @@
 //!
 //! The parts: [`queue`] is the queue itself and its rules (no lock, no runtime); [`encode`]
 //! turns a taken batch into frames; [`stream`] writes them to a TCP connection and [`datagram`]
-//! packs them into UDP datagrams. The [`Outbox`] here is the glue: the lock around the queue,
+//! packs them into UDP datagrams; [`backpressure`] is how publishers and readers wait for a
+//! queue. The [`Outbox`] here is the glue: the lock around the queue,
 //! the broker's budget, the metrics, and the wake-ups between publishers and the writer.
 
+mod backpressure;
 mod datagram;
 mod encode;
 pub mod queue;
@@ -30,6 +32,7 @@ use crate::budget::{Cuttable, QueueBudget};
 use crate::config::SlowConsumer;
 use crate::metrics::Metrics;
 
+pub use backpressure::NO_PROGRESS;
 pub use datagram::write_datagrams;
 use queue::{Item, Queue};
 pub use queue::{RoomCallback, Subscription};
@@ -87,10 +90,6 @@ pub enum Push {
     /// The connection is already closing.
     Closed,
 }
-
-/// A congested queue with no batch written for this long belongs to a client that stopped
-/// reading: publishers stop waiting for it (see [`Outbox::wait_drained`]).
-pub const NO_PROGRESS: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Control replies a connection may have queued before its reader pauses: a client that sends
 /// PINGs without reading the PONGs stalls itself, not the broker's memory.
@@ -323,46 +322,6 @@ impl Outbox {
         self.finish();
         self.wake_writer.notify_one();
         self.drained.notify_waiters();
-    }
-
-    /// Waits while this connection's queued control replies are past [`CONTROL_BACKLOG`] (the
-    /// writer takes them as the client reads), or until the connection is done.
-    pub async fn wait_control_room(&self) {
-        loop {
-            let notified = self.drained.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.state.lock().control <= CONTROL_BACKLOG || self.done.is_cancelled() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    /// True while a publisher should hold back for this queue.
-    pub fn is_congested(&self) -> bool {
-        self.state.lock().is_congested(&self.limits)
-    }
-
-    /// Waits (at most until `deadline`) for the queue to fall below half full, as long as the
-    /// client keeps reading: a queue whose writer wrote nothing for [`NO_PROGRESS`] belongs to
-    /// a client that stopped, and waiting longer would only pause the publisher (and every
-    /// other subscriber of it) for nothing. Returns false if it gave up; the queue is then marked slow
-    /// so no publisher waits on it again until it has emptied.
-    pub async fn wait_drained(&self, deadline: tokio::time::Instant) -> bool {
-        loop {
-            let notified = self.drained.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.is_congested() || self.done.is_cancelled() {
-                return true;
-            }
-            let wake = deadline.min(tokio::time::Instant::now() + NO_PROGRESS);
-            if tokio::time::timeout_at(wake, notified).await.is_err() {
-                self.state.lock().slow = true;
-                return false;
-            }
-        }
     }
 
     /// Takes what is queued, at most [`queue::MAX_BATCH`] items; returns the closing frame once
