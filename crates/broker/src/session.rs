@@ -1,5 +1,9 @@
 //! A client session: the handshake, and what each frame does. Shared by TCP connections and
 //! UDP clients; the transports differ only in how bytes arrive and leave.
+//!
+//! What a frame asks of the broker (subscribe, publish, acknowledge, durable) goes to the
+//! [`BrokerCore`](crate::broker_core::BrokerCore) in the [`Context`] the server handed down; a
+//! second protocol's sessions call the same core, not this one.
 
 use std::collections::HashMap;
 use std::sync::Arc;
