@@ -122,22 +122,16 @@ impl Session {
             }
             Frame::Pong(_) => Ok(Next::Continue),
             Frame::Disconnect(_) => Ok(Next::Close),
-            Frame::Welcome(_)
-            | Frame::Deliver(_)
-            | Frame::Error(_)
-            | Frame::PublishAck(_)
-            | Frame::PublishRefused(_)
-            | Frame::GuaranteedDeliver(_)
-            | Frame::Gap(_)
-            | Frame::Subscribed(_) => Err(Notice::new(
+            // The frames only a broker sends, as `Frame::is_from_broker` lists them.
+            from_broker @ tidings_wire::broker_frame!() => Err(Notice::new(
                 ReasonCode::UnexpectedFrame,
-                "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
+                match from_broker {
+                    Frame::TokenIssued(_) => "TOKEN_ISSUED is sent by the broker, not to it",
+                    _ => "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
+                },
             )),
             Frame::Token(_) => {
                 Err(Notice::new(ReasonCode::UnexpectedFrame, "TOKEN is for UDP, and only first in a datagram"))
-            }
-            Frame::TokenIssued(_) => {
-                Err(Notice::new(ReasonCode::UnexpectedFrame, "TOKEN_ISSUED is sent by the broker, not to it"))
             }
         };
         result.unwrap_or_else(|notice| {
