@@ -15,8 +15,8 @@ use axum::routing::{delete, get};
 use axum::Router;
 use tokio::net::TcpListener;
 
+use crate::context::Context;
 use crate::exposition;
-use crate::server::Shared;
 
 /// A request's headers must arrive within this (a client trickling them holds nothing long).
 const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -32,7 +32,7 @@ pub const MAX_FILTERS_SHOWN: usize = 10_000;
 
 /// The admin listener's state: the broker, and the one document being built at a time.
 struct Admin {
-    shared: Arc<Shared>,
+    shared: Arc<Context>,
     /// Held while a `/metrics` or `/state` document is built, so concurrent requests queue
     /// (in arrival order) rather than each building its own beside the others: 2,000
     /// concurrent scrapes each took the router's and the index's locks on a thread of their
@@ -55,7 +55,7 @@ impl Admin {
     async fn built(
         self: Arc<Self>,
         key: String,
-        build: impl FnOnce(&Shared) -> Result<String, String> + Send + 'static,
+        build: impl FnOnce(&Context) -> Result<String, String> + Send + 'static,
     ) -> Result<String, String> {
         let asked = Instant::now();
         let mut last = self.last.lock().await;
@@ -72,7 +72,7 @@ impl Admin {
 
 /// Serves until shutdown. Each connection through hyper directly rather than `axum::serve`,
 /// which has no header timeout: the admin port must not be held by slow requests.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Context>) {
     let shutdown = shared.shutdown.clone();
     let tasks = shared.tasks.clone();
     let admin = Arc::new(Admin { shared: Arc::clone(&shared), last: tokio::sync::Mutex::new(None) });
@@ -127,8 +127,8 @@ async fn metrics(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> impl In
     let key = if openmetrics { "metrics openmetrics" } else { "metrics classic" };
     let built = admin
         .built(key.to_string(), move |shared| {
-            shared.dispatcher.report_match_stats();
-            shared.cluster.report_metrics();
+            shared.core.dispatcher.report_match_stats();
+            shared.core.cluster.report_metrics();
             let mut text = String::new();
             prometheus_client::encoding::text::encode(&mut text, &shared.registry).map_err(|e| e.to_string())?;
             Ok(if openmetrics { text } else { exposition::classic(&text) })
@@ -141,7 +141,7 @@ async fn metrics(State(admin): State<Arc<Admin>>, headers: HeaderMap) -> impl In
     }
 }
 
-async fn healthz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn healthz(State(shared): State<Arc<Context>>) -> impl IntoResponse {
     if shared.shutdown.is_cancelled() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
     } else {
@@ -167,7 +167,7 @@ fn filter_page(query: &str) -> tidings_route::FilterPage {
 /// Ready to take traffic: not shutting down, and at least as many broker links up as peers
 /// configured to dial (a broker whose links are down serves only its own clients). 503 until
 /// then; the body says what is missing.
-async fn readyz(State(shared): State<Arc<Shared>>) -> impl IntoResponse {
+async fn readyz(State(shared): State<Arc<Context>>) -> impl IntoResponse {
     let links_up = shared.metrics.links_up.get().max(0) as usize;
     let peers = shared.config.peer.len();
     let ready = !shared.shutdown.is_cancelled() && links_up >= peers;
@@ -193,9 +193,9 @@ async fn state(State(admin): State<Arc<Admin>>, uri: axum::http::Uri) -> impl In
     let key = format!("state {} {}", page.offset, page.limit);
     let built = admin
         .built(key, move |shared| {
-            let json = serde_json::to_value(shared.cluster.state(page)).and_then(|mut state| {
+            let json = serde_json::to_value(shared.core.cluster.state(page)).and_then(|mut state| {
                 if let serde_json::Value::Object(map) = &mut state {
-                    map.insert("guaranteed".into(), serde_json::to_value(shared.guaranteed.state())?);
+                    map.insert("guaranteed".into(), serde_json::to_value(shared.core.guaranteed.state())?);
                 }
                 serde_json::to_string_pretty(&state)
             });
@@ -232,21 +232,21 @@ fn json<T: serde::Serialize>(value: &T) -> (StatusCode, [(header::HeaderName, &'
 
 /// `/connz?offset=N&limit=M`: open connections, oldest first, with their queue depth and
 /// counts; `total` is how many there are in all.
-async fn connz(State(shared): State<Arc<Shared>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
+async fn connz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
     let (offset, limit) = query.page();
     json(&shared.connections.page(offset, limit))
 }
 
 /// `/subsz?offset=N&limit=M&pattern=TEXT`: subscriptions of open connections (only those whose
 /// pattern contains TEXT, when given), by connection.
-async fn subsz(State(shared): State<Arc<Shared>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
+async fn subsz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
     let (offset, limit) = query.page();
     json(&shared.connections.subscriptions(offset, limit, query.pattern.as_deref()))
 }
 
 /// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.
-async fn delete_durable(State(shared): State<Arc<Shared>>, Path(name): Path<String>) -> impl IntoResponse {
-    match shared.guaranteed.delete_durable_by_name(&name) {
+async fn delete_durable(State(shared): State<Arc<Context>>, Path(name): Path<String>) -> impl IntoResponse {
+    match shared.core.guaranteed.delete_durable_by_name(&name) {
         Some(true) => (StatusCode::OK, format!("deleted durable subscription {name:?}\n")),
         Some(false) => {
             (StatusCode::CONFLICT, format!("durable subscription {name:?} is held by a client; close it first\n"))

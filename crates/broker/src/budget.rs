@@ -16,13 +16,24 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::outbox::Outbox;
+/// A queue the budget may cut: the budget sits below the outboxes that charge it, so it knows
+/// them only through this (an outbox implements it).
+pub trait Cuttable: Send + Sync {
+    /// Bytes it holds against the budget now.
+    fn held(&self) -> usize;
+    /// True once its connection is finished (what it still holds is coming back).
+    fn is_cut(&self) -> bool;
+    /// Who it belongs to, for the log line of a cut.
+    fn client(&self) -> String;
+    /// Drops what it holds (refunding it) and ends its connection at once.
+    fn cut(&self);
+}
 
 /// The shared budget; every outbox charges what it queues and refunds what it wrote or dropped.
 pub struct QueueBudget {
     limit: usize,
     used: AtomicUsize,
-    outboxes: Mutex<Vec<Weak<Outbox>>>,
+    outboxes: Mutex<Vec<Weak<dyn Cuttable>>>,
     /// Bytes queued to clients now (`tidings_queued_bytes`).
     pub gauge: Gauge,
     /// Connections cut to bring the total back under the limit.
@@ -48,13 +59,13 @@ impl QueueBudget {
     }
 
     /// Lists `outbox` among those that may be cut.
-    pub(crate) fn register(&self, outbox: &Arc<Outbox>) {
+    pub(crate) fn register(&self, outbox: Weak<dyn Cuttable>) {
         let mut outboxes = self.outboxes.lock();
         // Connections come and go: the dead entries go whenever the list doubles.
         if outboxes.len() >= 64 && outboxes.len().is_power_of_two() {
             outboxes.retain(|weak| weak.strong_count() > 0);
         }
-        outboxes.push(Arc::downgrade(outbox));
+        outboxes.push(outbox);
     }
 
     /// `bytes` more are queued; true when the total is now past the limit. One atomic add per
@@ -99,12 +110,12 @@ impl QueueBudget {
     /// Cuts the connections holding the most until the total is within the limit. Called with
     /// no outbox lock held.
     pub(crate) fn shed(&self) {
-        let outboxes: Vec<Arc<Outbox>> = self.outboxes.lock().iter().filter_map(Weak::upgrade).collect();
+        let outboxes: Vec<Arc<dyn Cuttable>> = self.outboxes.lock().iter().filter_map(Weak::upgrade).collect();
         // What connections already cut still hold (a batch their writer is giving up) comes
         // back shortly: it is not a reason to cut anyone else.
-        let (cut, live): (Vec<_>, Vec<_>) = outboxes.into_iter().partition(|o| o.done.is_cancelled());
+        let (cut, live): (Vec<_>, Vec<_>) = outboxes.into_iter().partition(|o| o.is_cut());
         let returning: usize = cut.iter().map(|o| o.held()).sum();
-        let mut by_held: Vec<(usize, Arc<Outbox>)> =
+        let mut by_held: Vec<(usize, Arc<dyn Cuttable>)> =
             live.into_iter().map(|o| (o.held(), o)).filter(|(held, _)| *held > 0).collect();
         by_held.sort_by_key(|(held, _)| std::cmp::Reverse(*held));
         let mut remaining = self.used().saturating_sub(returning);
@@ -114,7 +125,7 @@ impl QueueBudget {
             }
             remaining = remaining.saturating_sub(held);
             self.cuts.inc();
-            let client = outbox.client.lock().clone();
+            let client = outbox.client();
             tracing::warn!(
                 %client,
                 held,

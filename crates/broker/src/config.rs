@@ -40,7 +40,7 @@ pub struct Config {
     /// What the broker logs, and in what shape.
     pub log: Log,
     /// Guaranteed delivery: the liveness timer profile.
-    pub guaranteed: crate::guaranteed::liveness::GuaranteedConfig,
+    pub guaranteed: crate::liveness::GuaranteedConfig,
 }
 
 /// Per-pubend limits on the log kept for subscribers that are behind (a durable subscriber

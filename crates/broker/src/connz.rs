@@ -11,7 +11,26 @@ use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::outbox::Outbox;
-use crate::session::Transport;
+
+/// Which transport a session runs over; they differ in handshake and renewal rules. Defined
+/// here, below the sessions, because every connection's entry names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// A TCP connection: HELLO first, then anything.
+    Tcp,
+    /// A UDP client address: HELLO optional; an identical SUBSCRIBE renews.
+    Udp,
+}
+
+impl Transport {
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Transport::Tcp => "tcp",
+            Transport::Udp => "udp",
+        }
+    }
+}
 
 /// Every open connection (a TCP connection or a UDP client address), by id.
 #[derive(Default)]

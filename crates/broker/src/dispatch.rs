@@ -35,8 +35,6 @@ pub struct DispatchScratch {
     /// Queues that went from empty to non-empty in the current batch; their writers are woken
     /// once, by [`DispatchScratch::wake_writers`], when the batch is done.
     wake: Vec<Arc<Outbox>>,
-    /// Scratch for routing decisions when this broker has links.
-    pub route: crate::cluster::RouteScratch,
     /// Messages and bytes published in the current batch; counted into metrics once per batch
     /// rather than per message, to keep shared atomics off the per-message path.
     published: u64,

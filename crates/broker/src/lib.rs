@@ -14,18 +14,28 @@
 //! ([`cluster::auth`]). [`storage`] is the broker's locked data directory (its incarnation).
 //! [`guaranteed`] serves guaranteed publishes and subscriptions: one driver task owns the
 //! delivery core and the pubend log (under `<data dir>/pubends`).
+//!
+//! The modules are layered, and `.ci/circles.py` keeps them so: [`server`] alone is on top. It
+//! builds the [`context::Context`] the session layer shares (sessions, [`tcp`], [`udp`],
+//! [`admin`]) around the [`broker_core::BrokerCore`] every client protocol's sessions call
+//! (subscribe, publish, acknowledge, durable), and the [`cluster::LinkContext`] the links share.
+//! The cluster tells what guaranteed delivery must hear of as [`cluster::Event`]s on the
+//! driver's inbox, handed to it at construction, and knows nothing of [`guaranteed`].
 
 pub mod admin;
 pub mod admission;
+pub mod broker_core;
 pub mod budget;
 pub mod cluster;
 pub mod config;
 pub mod connz;
+pub mod context;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
 mod hush;
 pub mod live;
+pub mod liveness;
 pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;

@@ -279,18 +279,6 @@ impl Metrics {
         );
     }
 
-    /// The counters of one link, registered under the peer's name.
-    pub fn link_counters(&self, peer: &str) -> crate::cluster::LinkCounters {
-        let label = PeerLabel { peer: peer.to_string() };
-        crate::cluster::LinkCounters {
-            messages_in: self.link_messages_in.get_or_create(&label).clone(),
-            bytes_in: self.link_bytes_in.get_or_create(&label).clone(),
-            messages_out: self.link_messages_out.get_or_create(&label).clone(),
-            bytes_out: self.link_bytes_out.get_or_create(&label).clone(),
-            drops: self.link_drops.get_or_create(&label).clone(),
-        }
-    }
-
     /// Counts a closed link.
     pub fn link_closed(&self, why: &'static str) {
         self.links_closed.get_or_create(&WhyLabel { why }).inc();

@@ -1,4 +1,8 @@
 //! Starting and stopping a broker: bind every listener, then serve until shut down.
+//!
+//! The only module on top: it builds the cores (cluster, guaranteed delivery, the subscription
+//! table), the [`Context`] the session layer shares and the [`LinkContext`] the links share,
+//! and hands each down; nothing below imports it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,40 +15,14 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
-use crate::cluster::{Cluster, NetworkKey};
+use crate::broker_core::BrokerCore;
+use crate::cluster::{Cluster, LinkContext, NetworkKey};
 use crate::config::Config;
+use crate::context::Context;
 use crate::dispatch::Dispatcher;
-use crate::guaranteed::{Guaranteed, GuaranteedError, GuaranteedMetrics};
+use crate::guaranteed::{Guaranteed, GuaranteedError, GuaranteedMetrics, Inbox};
 use crate::metrics::Metrics;
 use crate::storage::DataDir;
-
-/// State every task of a broker shares.
-pub struct Shared {
-    /// The configuration the broker started with.
-    pub config: Config,
-    /// The settings a reload may change, read where they are needed.
-    pub live: crate::live::Live,
-    /// Metric handles.
-    pub metrics: Metrics,
-    /// The registry `/metrics` renders.
-    pub registry: Registry,
-    /// The subscription table.
-    pub dispatcher: Dispatcher,
-    /// Links to other brokers and the router.
-    pub cluster: Arc<Cluster>,
-    /// The locked data directory (held for the life of the broker).
-    pub data: DataDir,
-    /// Guaranteed delivery: the handle on its driver task.
-    pub guaranteed: Guaranteed,
-    /// Cancelled to shut everything down.
-    pub shutdown: CancellationToken,
-    /// Every task the broker spawned, so shutdown can wait for them.
-    pub tasks: TaskTracker,
-    /// Open connections and their subscriptions, for `/connz` and `/subsz`.
-    pub connections: crate::connz::Connections,
-    /// The bytes queued to all clients together (`[limits] max_queued_bytes`).
-    pub budget: Arc<crate::budget::QueueBudget>,
-}
 
 /// The addresses a broker actually bound; with port 0 these carry the OS-chosen ports.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -90,7 +68,7 @@ pub enum StartError {
 pub struct Running {
     /// What it bound.
     pub addresses: BoundAddresses,
-    shared: Arc<Shared>,
+    shared: Arc<Context>,
 }
 
 #[derive(Serialize)]
@@ -116,7 +94,7 @@ impl Running {
             pid: std::process::id(),
             addresses: &self.addresses,
             cell: self.shared.config.cell(),
-            incarnation: self.shared.cluster.incarnation().0,
+            incarnation: self.shared.core.cluster.incarnation().0,
         };
         serde_json::to_string(&line).unwrap_or_default()
     }
@@ -144,7 +122,7 @@ impl Running {
     }
 
     /// The shared state, for tests and the admin view.
-    pub fn shared(&self) -> &Arc<Shared> {
+    pub fn context(&self) -> &Arc<Context> {
         &self.shared
     }
 }
@@ -208,7 +186,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         budget.cuts.clone(),
     );
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
-    let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key));
+    // The driver's inbox first: the cluster sends its events into it from the start.
+    let inbox = Inbox::new();
+    let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key, inbox.sender()));
     if config.storage.fault_drop_unsynced {
         tracing::warn!(
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"
@@ -216,18 +196,28 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     let storage =
         (config.storage.log_options(), config.retention.clone(), config.storage.fault_drop_unsynced, config.guaranteed);
-    let (guaranteed, driver) = Guaranteed::start(data.path(), &config.name, storage, gd_metrics, Arc::clone(&network))?;
-    let shared = Arc::new(Shared {
+    let (guaranteed, driver) =
+        Guaranteed::start(data.path(), &config.name, storage, gd_metrics, (Arc::clone(&network), inbox))?;
+    let dispatcher = Arc::new(Dispatcher::new(metrics.clone()));
+    let links = Arc::new(LinkContext {
+        cluster: Arc::clone(&network),
+        dispatcher: Arc::clone(&dispatcher),
+        config: config.clone(),
+        metrics: metrics.clone(),
+        budget: Arc::clone(&budget),
+        shutdown: CancellationToken::new(),
+        tasks: TaskTracker::new(),
+    });
+    let core = Arc::new(BrokerCore::new(dispatcher, network, guaranteed, config.limits.max_match_time));
+    let shared = Arc::new(Context {
         live: crate::live::Live::new(&config),
-        dispatcher: Dispatcher::new(metrics.clone()),
-        cluster: network,
+        core,
         data,
-        guaranteed,
         config,
         metrics,
         registry,
-        shutdown: CancellationToken::new(),
-        tasks: TaskTracker::new(),
+        shutdown: links.shutdown.clone(),
+        tasks: links.tasks.clone(),
         connections: crate::connz::Connections::default(),
         budget,
     });
@@ -239,12 +229,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
     }
     if let Some(listener) = cluster {
-        shared.tasks.spawn(crate::cluster::accept_loop(listener, Arc::clone(&shared)));
+        shared.tasks.spawn(crate::cluster::accept_loop(listener, Arc::clone(&links)));
     }
     for peer in &shared.config.peer {
-        shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&shared)));
+        shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&links)));
     }
-    shared.tasks.spawn(crate::cluster::ticker(Arc::clone(&shared)));
+    shared.tasks.spawn(crate::cluster::ticker(links));
     if let Some(listener) = admin {
         if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) {
             // /state and /metrics say a lot about the clients and the network, to anyone.

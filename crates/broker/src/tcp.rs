@@ -7,9 +7,9 @@ use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
 use crate::admission::{Admission, Refusal};
+use crate::context::Context;
 use crate::outbox::{write_stream, Outbox};
 use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
-use crate::server::Shared;
 use crate::session::{wire_error_notice, Next, Session, Transport};
 
 /// The largest frame read before HELLO: a HELLO is a few bytes, and an unknown peer must not
@@ -17,7 +17,7 @@ use crate::session::{wire_error_notice, Next, Session, Transport};
 const PRE_HELLO_MAX_FRAME: usize = 4096;
 
 /// Accepts connections until shutdown, within the connection limits.
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
     let limits = &shared.config.limits;
     let fds = crate::admission::fd_limit();
     let admission = Admission::new(limits.max_connections, limits.max_connections_per_address, fds);
@@ -126,7 +126,7 @@ fn refused(outbox: &Outbox, notice: &Notice) {
 }
 
 /// Closes a connection that passed one of the broker's limits, with ERROR `limit_exceeded`.
-fn limit_exceeded(shared: &Shared, outbox: &Outbox, text: &str) {
+fn limit_exceeded(shared: &Context, outbox: &Outbox, text: &str) {
     let notice = Notice::new(ReasonCode::LimitExceeded, text);
     shared.metrics.protocol_error(ReasonCode::LimitExceeded);
     refused(outbox, &notice);
@@ -142,7 +142,7 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal) {
     }
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Shared>) {
+async fn connection(stream: TcpStream, shared: Arc<Context>) {
     let _ = stream.set_nodelay(true);
     let stream_peer = stream.peer_addr();
     let (reader, writer) = stream.into_split();

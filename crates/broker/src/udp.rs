@@ -12,8 +12,8 @@ use tokio::net::UdpSocket;
 use tokio::time::Instant;
 
 use crate::config::{OverflowPolicy, SlowConsumer};
+use crate::context::Context;
 use crate::outbox::{write_datagrams, Outbox};
-use crate::server::Shared;
 use crate::session::{Next, Session, Transport};
 use crate::udp_token::{ReplyPace, TokenKey};
 
@@ -27,7 +27,7 @@ struct UdpClient {
 }
 
 /// Serves datagrams until shutdown.
-pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Shared>) {
+pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Context>) {
     let key = match TokenKey::generate() {
         Ok(key) => key,
         Err(error) => {
@@ -63,7 +63,7 @@ fn datagram(
     (peer, key, pace): (SocketAddr, &TokenKey, &mut ReplyPace),
     socket: &Arc<UdpSocket>,
     clients: &mut HashMap<SocketAddr, UdpClient>,
-    shared: &Arc<Shared>,
+    shared: &Arc<Context>,
 ) {
     // Decode the whole datagram first: a garbage datagram is dropped whole and touches no state.
     let len = data.len();
@@ -143,7 +143,7 @@ fn datagram(
     client.session.forgo_hold_back();
 }
 
-fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &Shared) {
+fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &Context) {
     let now = Instant::now();
     clients.retain(|_, c| {
         let alive = now.duration_since(c.last_heard) < ttl;

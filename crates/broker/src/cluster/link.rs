@@ -18,12 +18,34 @@ use tidings_wire::HEADER_LEN;
 
 use super::convert;
 use super::handshake::{handshake, Refused};
-use super::queue::{write_link, LinkQueue};
-use super::{Direction, RouteScratch};
-use crate::dispatch::DispatchScratch;
+use super::queue::{write_link, LinkCounters, LinkQueue};
+use super::{Cluster, Direction, Event, RouteScratch};
+use crate::budget::QueueBudget;
+use crate::config::Config;
+use crate::dispatch::{DispatchScratch, Dispatcher};
+use crate::metrics::Metrics;
 use crate::metrics::WhyLabel;
 use crate::read_buffer::{until, ReadBuffer};
-use crate::server::Shared;
+
+/// What the link tasks share, built by `server` and handed down, so the links import nothing
+/// above them: messages from peers go to local subscribers through `dispatcher`, and what the
+/// layer above must hear of goes out as the cluster's events.
+pub struct LinkContext {
+    /// The router and the table of links.
+    pub cluster: Arc<Cluster>,
+    /// The local subscription table, for messages peers route here.
+    pub dispatcher: Arc<Dispatcher>,
+    /// The broker's configuration (cluster settings, frame limits, the stall bound).
+    pub config: Config,
+    /// Metric handles.
+    pub metrics: Metrics,
+    /// The broker's budget, which frames being read are charged to.
+    pub budget: Arc<QueueBudget>,
+    /// Cancelled to shut everything down.
+    pub shutdown: tokio_util::sync::CancellationToken,
+    /// Where link tasks are spawned, so shutdown waits for them.
+    pub tasks: tokio_util::task::TaskTracker,
+}
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
@@ -33,16 +55,16 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 const HANDSHAKE_MAX_FRAME: usize = 4096;
 
 /// Accepts link connections from other brokers until shutdown.
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>) {
     loop {
         tokio::select! {
-            _ = shared.shutdown.cancelled() => break,
+            _ = ctx.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     debug!(%remote, "link connection accepted");
-                    let shared2 = Arc::clone(&shared);
-                    shared.tasks.spawn(async move {
-                        connection(stream, Direction::Inbound, Some(remote), shared2).await;
+                    let ctx2 = Arc::clone(&ctx);
+                    ctx.tasks.spawn(async move {
+                        connection(stream, Direction::Inbound, Some(remote), ctx2).await;
                     });
                 }
                 Err(e) => {
@@ -57,25 +79,25 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
 /// Keeps a link to the broker at `address`: dials, runs the connection, and redials with
 /// backoff after it ends. While the peer is linked through another connection (it dialled
 /// us), it waits instead of opening a duplicate.
-pub async fn dial_loop(address: String, shared: Arc<Shared>) {
-    let settings = &shared.config.cluster;
-    let seed = shared.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
+pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
+    let settings = &ctx.config.cluster;
+    let seed = ctx.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
     let min_ms = settings.reconnect_min.as_millis() as u64;
     let mut backoff = ReconnectBackoff::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
     let mut peer: Option<BrokerName> = None;
     let mut unreachable = Unreachable::default();
     loop {
-        if shared.shutdown.is_cancelled() {
+        if ctx.shutdown.is_cancelled() {
             return;
         }
-        let delay = if peer.as_ref().is_some_and(|p| shared.cluster.is_linked(p)) {
+        let delay = if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
             min_ms
         } else {
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address.as_str())).await {
                 Ok(Ok(stream)) => {
                     unreachable.reached(&address);
                     let remote = stream.peer_addr().ok();
-                    let outcome = connection(stream, Direction::Outbound, remote, Arc::clone(&shared)).await;
+                    let outcome = connection(stream, Direction::Outbound, remote, Arc::clone(&ctx)).await;
                     if outcome.established {
                         backoff.reset();
                     }
@@ -88,7 +110,7 @@ pub async fn dial_loop(address: String, shared: Arc<Shared>) {
         };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-            _ = shared.shutdown.cancelled() => return,
+            _ = ctx.shutdown.cancelled() => return,
         }
     }
 }
@@ -124,8 +146,8 @@ impl Unreachable {
 }
 
 /// Calls the router's timer input at its next deadline, until shutdown.
-pub async fn ticker(shared: Arc<Shared>) {
-    let cluster = &shared.cluster;
+pub async fn ticker(ctx: Arc<LinkContext>) {
+    let cluster = &ctx.cluster;
     loop {
         let wait = match cluster.next_deadline() {
             Some(deadline) => deadline.0.saturating_sub(cluster.now().0),
@@ -135,7 +157,7 @@ pub async fn ticker(shared: Arc<Shared>) {
             tokio::select! {
                 _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
                 _ = cluster.timer.notified() => continue,
-                _ = shared.shutdown.cancelled() => return,
+                _ = ctx.shutdown.cancelled() => return,
             }
         }
         cluster.handle(Input::Tick);
@@ -152,55 +174,60 @@ async fn connection(
     stream: TcpStream,
     direction: Direction,
     remote: Option<SocketAddr>,
-    shared: Arc<Shared>,
+    ctx: Arc<LinkContext>,
 ) -> Outcome {
     let _ = stream.set_nodelay(true);
     let began = Instant::now();
     let (mut reader, mut writer) = stream.into_split();
     let mut buf = BytesMut::with_capacity(HANDSHAKE_MAX_FRAME);
-    let cluster = &shared.cluster;
+    let cluster = &ctx.cluster;
     let shaking = handshake(&mut reader, &mut writer, &mut buf, direction, cluster, HANDSHAKE_MAX_FRAME);
     let verified = match tokio::time::timeout(HANDSHAKE_TIMEOUT, shaking).await {
         Ok(Ok(verified)) => verified,
-        Ok(Err(refused)) => return refuse(&shared, writer, remote, &refused).await,
-        Err(_) => return refuse(&shared, writer, remote, &Refused::timeout()).await,
+        Ok(Err(refused)) => return refuse(&ctx, writer, remote, &refused).await,
+        Err(_) => return refuse(&ctx, writer, remote, &Refused::timeout()).await,
     };
     let hello = &verified.hello;
     let peer = BrokerName::new(&hello.name);
-    let counters = shared.metrics.link_counters(&hello.name);
-    let queue = Arc::new(LinkQueue::new(shared.cluster.limits, counters));
-    let id = match shared.cluster.establish(hello, direction, remote, Arc::clone(&queue)) {
+    let counters = LinkCounters::of_peer(&ctx.metrics, &hello.name);
+    let queue = Arc::new(LinkQueue::new(ctx.cluster.limits, counters));
+    let id = match ctx.cluster.establish(hello, direction, remote, Arc::clone(&queue)) {
         Ok(id) => id,
         Err(reason) => {
             let refused = Refused { reason, auth_failure: None };
-            let outcome = refuse(&shared, writer, remote, &refused).await;
+            let outcome = refuse(&ctx, writer, remote, &refused).await;
             return Outcome { peer: Some(peer), ..outcome };
         }
     };
     let handshake_us = began.elapsed().as_micros() as u64;
     info!(%peer, cell = %hello.cell, ?direction, version = verified.version, handshake_us, "link up");
-    shared.tasks.spawn(write_link(writer, Arc::clone(&queue)));
-    let why = read_loop(&mut reader, buf, &peer, id, &queue, &shared).await;
+    ctx.tasks.spawn(write_link(writer, Arc::clone(&queue)));
+    let why = read_loop(&mut reader, buf, &peer, id, &queue, &ctx).await;
     queue.abort_after_close();
-    shared.cluster.closed(&peer, id, why);
+    ctx.cluster.closed(&peer, id, why);
     Outcome { peer: Some(peer), established: true }
 }
 
-async fn refuse(shared: &Shared, mut writer: OwnedWriteHalf, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
+async fn refuse(
+    ctx: &LinkContext,
+    mut writer: OwnedWriteHalf,
+    remote: Option<SocketAddr>,
+    refused: &Refused,
+) -> Outcome {
     let reason = refused.reason.as_str();
     warn!(?remote, reason, "link refused");
-    shared.metrics.link_closed("refused");
+    ctx.metrics.link_closed("refused");
     if let Some(why) = refused.auth_failure {
-        shared.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
+        ctx.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), writer.write_all(&convert::close_bytes(reason))).await;
     let _ = writer.shutdown().await;
     Outcome::default()
 }
 
-fn max_peer_frame(shared: &Shared) -> usize {
+fn max_peer_frame(ctx: &LinkContext) -> usize {
     // A ROUTED or DATA frame is a client message section plus a header.
-    shared.config.limits.max_frame + 64 * 1024
+    ctx.config.limits.max_frame + 64 * 1024
 }
 
 /// Reads frames until the connection ends; returns why, as a metric label.
@@ -210,17 +237,17 @@ async fn read_loop(
     peer: &BrokerName,
     id: u64,
     queue: &LinkQueue,
-    shared: &Shared,
+    ctx: &LinkContext,
 ) -> &'static str {
-    let cluster = &shared.cluster;
-    let max_frame = max_peer_frame(shared);
+    let cluster = &ctx.cluster;
+    let max_frame = max_peer_frame(ctx);
     let mut dispatch = DispatchScratch::default();
     let mut route = RouteScratch::default();
     // Data proves the link alive too: under a flood, heartbeats may queue behind it.
     let liveness_every = Duration::from_millis((cluster.liveness.heartbeat_interval_ms / 2).max(1));
     let mut last_fed = Instant::now();
-    let hold_back = shared.config.slow_consumer.max_stall.min(shared.config.cluster.heartbeat_interval);
-    let mut read = ReadBuffer::new(Arc::clone(&shared.budget), shared.config.limits.frame_timeout);
+    let hold_back = ctx.config.slow_consumer.max_stall.min(ctx.config.cluster.heartbeat_interval);
+    let mut read = ReadBuffer::new(Arc::clone(&ctx.budget), ctx.config.limits.frame_timeout);
     read.buf = handshake_rest;
     loop {
         let mut decoded = 0;
@@ -229,25 +256,25 @@ async fn read_loop(
             if decoded > 0 && slice.spent() {
                 // A read's worth of summary deltas (thousands) is applied a slice at a time.
                 dispatch.wake_writers();
-                shared.dispatcher.settle(&mut dispatch);
+                ctx.dispatcher.settle(&mut dispatch);
                 tokio::task::yield_now().await;
             }
             let (ty, len) = match peek_header(&read.buf, max_frame) {
                 Ok(Some(header)) => header,
                 Ok(None) => break,
-                Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
+                Err(e) => return protocol_error(ctx, queue, peer, &format!("malformed frame: {e}")),
             };
             let bytes = read.buf.split_to(4 + len).freeze(); // the length prefix, then `len` bytes from the type on
             decoded += 1;
             let frame = match PeerFrame::decode_body(ty, bytes.slice(HEADER_LEN..)) {
                 Ok(frame) => frame,
                 Err(e) if ty.is_repeated_by_protocol() => {
-                    refuse_frame(shared, peer, &e, &bytes);
+                    refuse_frame(ctx, peer, &e, &bytes);
                     continue;
                 }
                 Err(e) => {
                     let reason = format!("malformed frame: {e} ({})", hex_prefix(&bytes));
-                    return protocol_error(shared, queue, peer, &reason);
+                    return protocol_error(ctx, queue, peer, &reason);
                 }
             };
             match frame {
@@ -257,7 +284,7 @@ async fn read_loop(
                     counters.bytes_in.inc_by(message.encoded_len() as u64);
                     let header = convert::data_header(header);
                     if cluster.forward_received(peer, &header, &message, &mut route) {
-                        shared.dispatcher.deliver(&message, &mut dispatch);
+                        ctx.dispatcher.deliver(&message, &mut dispatch);
                     }
                     if last_fed.elapsed() >= liveness_every {
                         cluster.heard(peer, id);
@@ -269,19 +296,19 @@ async fn read_loop(
                     return "peer_closed";
                 }
                 PeerFrame::Sideways(frame) => {
-                    shared.guaranteed.sideways(peer.clone(), frame);
+                    cluster.tell(Event::Sideways { carrier: peer.clone(), frame });
                     if last_fed.elapsed() >= liveness_every {
                         cluster.heard(peer, id);
                         last_fed = Instant::now();
                     }
                 }
                 PeerFrame::Hello(_) | PeerFrame::Auth(_) => {
-                    return protocol_error(shared, queue, peer, "unexpected handshake frame after the handshake")
+                    return protocol_error(ctx, queue, peer, "unexpected handshake frame after the handshake")
                 }
                 other => {
-                    if let Some(message) = crate::guaranteed::peer::from_frame(&other) {
-                        // Guaranteed-delivery traffic goes to the driver, in arrival order.
-                        shared.guaranteed.received(peer.clone(), message);
+                    if super::is_guaranteed(&other) {
+                        // Guaranteed-delivery traffic goes to the layer above, in arrival order.
+                        cluster.tell(Event::Guaranteed { from: peer.clone(), frame: other });
                         if last_fed.elapsed() >= liveness_every {
                             cluster.heard(peer, id);
                             last_fed = Instant::now();
@@ -293,14 +320,14 @@ async fn read_loop(
                             cluster.received(peer, id, message);
                             last_fed = Instant::now();
                         }
-                        Ok(None) => return protocol_error(shared, queue, peer, "unexpected frame on a link"),
-                        Err(e) => return protocol_error(shared, queue, peer, &format!("malformed frame: {e}")),
+                        Ok(None) => return protocol_error(ctx, queue, peer, "unexpected frame on a link"),
+                        Err(e) => return protocol_error(ctx, queue, peer, &format!("malformed frame: {e}")),
                     }
                 }
             }
         }
         dispatch.wake_writers();
-        shared.dispatcher.settle(&mut dispatch);
+        ctx.dispatcher.settle(&mut dispatch);
         // Congested subscribers or onward links hold this link back, briefly: not reading lets
         // TCP push back on the sending broker, whose publishers then slow down. The bound is
         // one heartbeat interval, far inside the liveness verdict.
@@ -318,17 +345,17 @@ async fn read_loop(
         // A link's buffer is not given back when quiet: links are few and busy.
         read.settle(decoded);
         let Ok(room) = read.prepare() else {
-            return protocol_error(shared, queue, peer, "the broker's memory for frames being read is spent");
+            return protocol_error(ctx, queue, peer, "the broker's memory for frames being read is spent");
         };
         tokio::select! {
             biased;
             _ = queue.done.cancelled() => return "closed",
-            _ = shared.shutdown.cancelled() => {
+            _ = ctx.shutdown.cancelled() => {
                 queue.close("broker shutting down");
                 return "shutdown";
             }
             () = until(read.frame_deadline()) => {
-                return protocol_error(shared, queue, peer, "a frame did not arrive whole within limits.frame_timeout");
+                return protocol_error(ctx, queue, peer, "a frame did not arrive whole within limits.frame_timeout");
             }
             got = reader.read_buf(&mut read.buf) => match got {
                 Ok(0) | Err(_) => return "connection_lost",
@@ -342,9 +369,9 @@ async fn read_loop(
 /// (at most once a second, with a count of those held back) and counted; the link stays up.
 /// The protocol asks again for what it carried; closing the link made the sender redial and
 /// send the same frame again, about ten times a second, for minutes (issue 38, failure B).
-fn refuse_frame(shared: &Shared, peer: &BrokerName, error: &tidings_wire::WireError, bytes: &[u8]) {
+fn refuse_frame(ctx: &LinkContext, peer: &BrokerName, error: &tidings_wire::WireError, bytes: &[u8]) {
     static HUSH: crate::hush::Hush = crate::hush::Hush::new();
-    shared.metrics.peer_frames_refused.inc();
+    ctx.metrics.peer_frames_refused.inc();
     if let Some(held) = HUSH.pass() {
         warn!(%peer, %error, frame = hex_prefix(bytes), held, "refused a malformed guaranteed frame from a peer; the link stays up");
     }
@@ -360,9 +387,9 @@ fn hex_prefix(bytes: &[u8]) -> String {
     text
 }
 
-fn protocol_error(shared: &Shared, queue: &LinkQueue, peer: &BrokerName, reason: &str) -> &'static str {
+fn protocol_error(ctx: &LinkContext, queue: &LinkQueue, peer: &BrokerName, reason: &str) -> &'static str {
     warn!(%peer, reason, "closing link: protocol error");
-    shared.metrics.peer_protocol_errors.inc();
+    ctx.metrics.peer_protocol_errors.inc();
     queue.close(reason);
     "protocol_error"
 }

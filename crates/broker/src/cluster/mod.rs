@@ -6,12 +6,17 @@
 //! leave in the order the router produced them. The data path ([`Cluster::forward`]) takes the
 //! lock shared: one routing decision, then a frame prefix per copy, the message section shared.
 //!
+//! What the layer above must hear of (link-ups, routing's guaranteed-delivery actions, the
+//! guaranteed frames links carry) goes out as an [`Event`] on the channel handed to
+//! [`Cluster::new`]; the cluster knows nothing of guaranteed delivery.
+//!
 //! A broker with no links skips all of this (`is_active` is one atomic load), so a lone
 //! broker's publish path is what it was before links existed.
 
 pub mod auth;
 mod convert;
 mod data;
+mod events;
 mod filter;
 mod handshake;
 mod link;
@@ -39,8 +44,9 @@ use crate::metrics::Metrics;
 
 pub use auth::{KeyError, NetworkKey};
 pub use data::RouteScratch;
+pub use events::{is_guaranteed, Event, EventSink};
 pub use filter::{FilterText, Probe, RouteFilter};
-pub use link::{accept_loop, dial_loop, ticker};
+pub use link::{accept_loop, dial_loop, ticker, LinkContext};
 pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
 
 /// Which side opened a link connection.
@@ -95,9 +101,9 @@ pub struct Cluster {
     metrics: Metrics,
     /// When routes last changed (ms since start), for `/state`.
     last_route_change: AtomicU64,
-    /// The guaranteed-delivery driver's inbox: link-ups and routing's guaranteed actions go
-    /// there (sent under the lock, never blocking).
-    guaranteed: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<crate::guaranteed::Command>>,
+    /// Where link-ups, routing's guaranteed actions and the links' guaranteed frames go (sent
+    /// under the lock, never blocking); handed in at construction.
+    events: Box<dyn EventSink>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -105,8 +111,15 @@ pub type Refusal = String;
 
 impl Cluster {
     /// The cluster of a broker with `config`, this life's `incarnation` (from the data
-    /// directory) and the network `key` (`None`: insecure); no links yet.
-    pub fn new(config: &Config, metrics: Metrics, incarnation: u64, key: Option<NetworkKey>) -> Cluster {
+    /// directory) and the network `key` (`None`: insecure), telling `events` what happens; no
+    /// links yet.
+    pub fn new(
+        config: &Config,
+        metrics: Metrics,
+        incarnation: u64,
+        key: Option<NetworkKey>,
+        events: Box<dyn EventSink>,
+    ) -> Cluster {
         let name = BrokerName::new(&config.name);
         let cell = CellName::new(config.cell());
         let liveness = LivenessSettings {
@@ -142,21 +155,13 @@ impl Cluster {
             timer: Notify::new(),
             metrics,
             last_route_change: AtomicU64::new(0),
-            guaranteed: std::sync::OnceLock::new(),
+            events,
         }
     }
 
-    /// Connects the guaranteed-delivery driver: from now on it hears of link-ups and of
-    /// routing's guaranteed actions.
-    pub(crate) fn attach_guaranteed(&self, tx: tokio::sync::mpsc::UnboundedSender<crate::guaranteed::Command>) {
-        let _ = self.guaranteed.set(tx);
-    }
-
-    fn tell_guaranteed(&self, command: crate::guaranteed::Command) {
-        if let Some(tx) = self.guaranteed.get() {
-            // Fails only once the driver stopped (shutdown).
-            let _ = tx.send(command);
-        }
+    /// Tells the layer above what happened (see [`events`]).
+    pub(crate) fn tell(&self, event: Event) {
+        self.events.send(event);
     }
 
     /// This broker's cell.
@@ -430,11 +435,7 @@ impl Cluster {
         let cell = CellName::new(&hello.cell);
         // Before the router's actions and before any frame of this connection is read, so the
         // driver learns of a restarted peer ahead of its messages.
-        self.tell_guaranteed(crate::guaranteed::Command::PeerUp {
-            peer: peer.clone(),
-            cell: cell.clone(),
-            incarnation: incarnation.0,
-        });
+        self.tell(Event::PeerUp { peer: peer.clone(), cell: cell.clone(), incarnation: incarnation.0 });
         let input = Input::LinkUp { peer: peer.clone(), cell, incarnation };
         self.feed(core, now, input);
         self.execute(core);
@@ -525,7 +526,7 @@ impl Cluster {
                     info!(view = view.0, trees = trees_changed.len(), "routes recomputed");
                 }
                 Action::Rejected { error } => warn!(%error, "routing refused an input"),
-                Action::Guaranteed(gd) => self.tell_guaranteed(crate::guaranteed::Command::Routing(gd)),
+                Action::Guaranteed(gd) => self.tell(Event::Routing(gd)),
             }
         }
         self.active.store(!core.links.is_empty(), Ordering::Relaxed);

@@ -33,6 +33,22 @@ pub struct LinkCounters {
     pub drops: Counter,
 }
 
+impl LinkCounters {
+    /// The counters of the link to `peer`, taken from the families `metrics` registered: the
+    /// link owns its counters and the metrics module only registers families, so `metrics`
+    /// knows nothing of links.
+    pub fn of_peer(metrics: &crate::metrics::Metrics, peer: &str) -> LinkCounters {
+        let label = crate::metrics::PeerLabel { peer: peer.to_string() };
+        LinkCounters {
+            messages_in: metrics.link_messages_in.get_or_create(&label).clone(),
+            bytes_in: metrics.link_bytes_in.get_or_create(&label).clone(),
+            messages_out: metrics.link_messages_out.get_or_create(&label).clone(),
+            bytes_out: metrics.link_bytes_out.get_or_create(&label).clone(),
+            drops: metrics.link_drops.get_or_create(&label).clone(),
+        }
+    }
+}
+
 /// Bounds of a link queue (data only).
 #[derive(Clone, Copy, Debug)]
 pub struct LinkLimits {

@@ -27,7 +27,7 @@ pub mod durable;
 mod durable_store;
 mod edges;
 mod journal;
-pub mod liveness;
+pub use crate::liveness;
 mod matcher;
 mod metrics;
 mod net;
@@ -72,8 +72,8 @@ pub enum GuaranteedError {
     Durable(#[from] durable_store::DurableStoreError),
 }
 
-/// What the driver is asked to do; sessions send these through [`Guaranteed`], the cluster
-/// directly.
+/// What the driver is asked to do; sessions send these through [`Guaranteed`], the cluster as
+/// its [`Event`](crate::cluster::Event)s on the channel `server` hands it ([`Inbox::sender`]).
 pub(crate) enum Command {
     /// A link handshake with `peer` completed.
     PeerUp { peer: tidings_route::BrokerName, cell: tidings_route::CellName, incarnation: u64 },
@@ -120,6 +120,50 @@ pub(crate) enum Command {
     },
 }
 
+/// The cluster's events are commands to the driver.
+impl TryFrom<crate::cluster::Event> for Command {
+    type Error = ();
+
+    fn try_from(event: crate::cluster::Event) -> Result<Command, ()> {
+        use crate::cluster::Event;
+        Ok(match event {
+            Event::PeerUp { peer, cell, incarnation } => Command::PeerUp { peer, cell, incarnation },
+            Event::Routing(action) => Command::Routing(action),
+            Event::Sideways { carrier, frame } => Command::Sideways { carrier, frame },
+            Event::Guaranteed { from, frame } => match peer::from_frame(&frame) {
+                Some(message) => Command::Received { from, message },
+                None => {
+                    // The cluster hands on only what `cluster::is_guaranteed` passes, and every
+                    // such frame converts: only a change to one side without the other gets here.
+                    tracing::error!(%from, "a link frame handed on as guaranteed delivery is none");
+                    return Err(());
+                }
+            },
+        })
+    }
+}
+
+/// The driver's command channel, made before the cluster (which sends its events into it) and
+/// the driver (which reads it) exist, so neither needs the other to be built first.
+pub struct Inbox {
+    tx: mpsc::UnboundedSender<Command>,
+    rx: mpsc::UnboundedReceiver<Command>,
+}
+
+impl Inbox {
+    /// A new, empty inbox.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Inbox {
+        let (tx, rx) = mpsc::unbounded_channel();
+        Inbox { tx, rx }
+    }
+
+    /// A sending end for the cluster's events.
+    pub fn sender(&self) -> Box<dyn crate::cluster::EventSink> {
+        Box::new(self.tx.clone())
+    }
+}
+
 impl Command {
     /// Its name, for the driver's warning about a long turn.
     pub(crate) fn kind(&self) -> &'static str {
@@ -151,7 +195,8 @@ pub struct Guaranteed {
 
 impl Guaranteed {
     /// Opens the pubend log under `data_dir/pubends`, recovers every pubend in it, and returns
-    /// the handle and the driver (to be spawned; it runs until shutdown).
+    /// the handle and the driver (to be spawned; it runs until shutdown), which reads `inbox`
+    /// (where `cluster` already sends its events).
     pub fn start(
         data_dir: &Path,
         broker: &str,
@@ -162,10 +207,8 @@ impl Guaranteed {
             liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,
-        cluster: Arc<crate::cluster::Cluster>,
+        (cluster, Inbox { tx, rx }): (Arc<crate::cluster::Cluster>, Inbox),
     ) -> Result<(Guaranteed, Driver), GuaranteedError> {
-        let (tx, rx) = mpsc::unbounded_channel();
-        cluster.attach_guaranteed(tx.clone());
         let dir = data_dir.join("pubends");
         let next_subend = Arc::new(AtomicU64::new(1));
         let claims = Arc::default();
@@ -252,16 +295,6 @@ impl Guaranteed {
     /// The subscription ended (UNSUBSCRIBE or the session closed).
     pub fn unsubscribe(&self, subend: SubendId) {
         self.send(Command::Unsubscribe { subend });
-    }
-
-    /// A guaranteed-delivery frame from the linked peer `from`.
-    pub(crate) fn received(&self, from: tidings_route::BrokerName, message: tidings_delivery::Message) {
-        self.send(Command::Received { from, message });
-    }
-
-    /// A SIDEWAYS frame from the linked peer `carrier`.
-    pub(crate) fn sideways(&self, carrier: tidings_route::BrokerName, frame: tidings_wire::peer::Sideways) {
-        self.send(Command::Sideways { carrier, frame });
     }
 
     /// The subscriber took everything of `pubend` up to `tick`.

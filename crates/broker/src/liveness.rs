@@ -1,6 +1,9 @@
 //! `[guaranteed] liveness`: which timer profile of the delivery core a broker runs with, so an
 //! experiment can run a network with seed 001's failure-injection settings instead of the
 //! defaults without a new build.
+//!
+//! A module of its own below both `config` (which reads it from the file) and `guaranteed`
+//! (which runs with it), so the configuration imports nothing of what it configures.
 
 use serde::{Deserialize, Serialize};
 
