@@ -109,6 +109,20 @@ impl Driver {
         }
     }
 
+    /// Tells a confirmed subscription's client where a pubend that appeared after its
+    /// SUBSCRIBED starts, in another SUBSCRIBED listing just that pubend, ahead of what the
+    /// stream then delivers. A client that had the pubend before (a subscription set up again
+    /// after a lost connection, at a broker that restarted behind a cut link and learned the
+    /// pubend only later) reports the ticks between where it stood and `start` as a gap;
+    /// without this, the nemesis found such subscribers missing the tail of a stream silently.
+    /// Durable subscriptions resume from their checkpoint and need no such notice.
+    fn announce_late_start(&self, subend: SubendId, pubend: PubendId, start: Tick) {
+        let Some(entry) = self.subends.get(&subend).filter(|entry| entry.confirmed_at.is_some()) else { return };
+        let Some(outbox) = &entry.outbox else { return };
+        let starts = vec![(tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0))];
+        outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts }));
+    }
+
     /// A pubend appeared after subscriptions were made: confirmed ones start at `start` (a
     /// hosted pubend's next tick) or else at their late start, pending ones wait for their
     /// barrier like the rest.
@@ -131,6 +145,9 @@ impl Driver {
             .collect();
         attach.sort_by_key(|&(subend, start, _)| (start.is_none(), start, subend));
         for (subend, start, durable) in attach {
+            if let (false, Some(start)) = (durable, start) {
+                self.announce_late_start(subend, pubend, start);
+            }
             self.feed(Input::SubendAttach { pubend, subend, start, durable });
             if let (true, Some(start)) = (durable, start) {
                 self.durable_started(subend, pubend, start);
