@@ -200,9 +200,6 @@ impl Shared {
                 inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
             Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
-                if let Some(gap) = self.arrived(id, pubend, tick) {
-                    inbox.push(Event::Gap(gap));
-                }
                 let mut delivery = Delivery::guaranteed(id, Position { pubend, tick }, message, read_us);
                 // Below what this client already had (a durable subscription resumed from its
                 // last acknowledgement): handed over flagged, for the application to judge.
@@ -210,9 +207,6 @@ impl Shared {
                 inbox.push(Event::Message(delivery));
             }
             Frame::Gap(Gap { id, pubend, from, to }) => {
-                if let Some(gap) = self.arrived(id, pubend, from) {
-                    inbox.push(Event::Gap(gap));
-                }
                 self.reached(id, pubend, to);
                 inbox.push(Event::Gap(GapNotice { subscription: id, pubend, from, to }));
             }
@@ -241,21 +235,6 @@ impl Shared {
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
         }
         None
-    }
-
-    /// Ticks of `pubend` from `from` arrived for a guaranteed subscription: the gap a
-    /// re-subscription left before them, if any (never for a durable subscription, whose
-    /// broker reports every loss itself).
-    fn arrived(&self, id: SubId, pubend: tidings_wire::PubendId, from: tidings_wire::Tick) -> Option<GapNotice> {
-        let mut registry = self.registry.lock();
-        let g = registry.sink_mut(id).and_then(|r| r.guaranteed.as_mut())?;
-        let gap = g.standing.arrived(id, pubend, from)?;
-        if g.durable {
-            return None;
-        }
-        warn!(subscription = id.0, pubend = %pubend, from = gap.from.0, to = gap.to.0,
-            "a stream the subscription had resumed past where it stood after a lost connection; these ticks were possibly missed");
-        Some(gap)
     }
 
     /// A guaranteed subscription has everything of `pubend` through `tick`; false if it had

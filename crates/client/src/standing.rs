@@ -5,15 +5,8 @@
 //! up again. The new SUBSCRIBED says from which tick of each pubend it is in force. If that is
 //! past the next tick this subscription expected, the ticks between were possibly missed, and
 //! the application is told so with a gap notice in stream order, never silently. Pure: no I/O.
-//!
-//! A pubend the subscription had reached that the new SUBSCRIBED does not list (the broker,
-//! restarted behind a cut link, did not know it yet) is *unsure*: its stream here starts
-//! wherever the broker later starts it. The first delivery or gap of it that does not repeat
-//! what the subscription had tells where: past the next expected tick, the ticks between were
-//! possibly missed and are reported as a gap before it (the nemesis found subscribers missing
-//! thousands of such ticks silently).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use tidings_wire::{PubendId, SubId, Tick};
 
@@ -24,9 +17,6 @@ use crate::delivery::GapNotice;
 pub(crate) struct Standing {
     expected: BTreeMap<PubendId, Tick>,
     confirmed: bool,
-    /// Pubends reached before a reconnect that its SUBSCRIBED did not list (see the module
-    /// doc), until their first delivery or gap.
-    unsure: BTreeSet<PubendId>,
 }
 
 impl Standing {
@@ -36,12 +26,7 @@ impl Standing {
     pub(crate) fn confirmed(&mut self, id: SubId, starts: &[(PubendId, Tick)]) -> Vec<GapNotice> {
         let again = std::mem::replace(&mut self.confirmed, true);
         let mut gaps = Vec::new();
-        if again {
-            let listed: BTreeSet<PubendId> = starts.iter().map(|(pubend, _)| *pubend).collect();
-            self.unsure.extend(self.expected.keys().filter(|pubend| !listed.contains(pubend)));
-        }
         for &(pubend, start) in starts {
-            self.unsure.remove(&pubend);
             let expected = self.expected.entry(pubend).or_insert(start);
             if again && start > *expected {
                 gaps.push(GapNotice { subscription: id, pubend, from: *expected, to: Tick(start.0 - 1) });
@@ -49,17 +34,6 @@ impl Standing {
             *expected = (*expected).max(start);
         }
         gaps
-    }
-
-    /// Ticks `from..=through` of `pubend` arrived (a delivery: `from == through`; a gap notice
-    /// from the broker: its range). If `pubend` is unsure (see the module doc) and this starts
-    /// past the next expected tick, returns the gap before it.
-    pub(crate) fn arrived(&mut self, id: SubId, pubend: PubendId, from: Tick) -> Option<GapNotice> {
-        if !self.unsure.remove(&pubend) {
-            return None;
-        }
-        let expected = *self.expected.get(&pubend)?;
-        (from > expected).then(|| GapNotice { subscription: id, pubend, from: expected, to: Tick(from.0 - 1) })
     }
 
     /// The subscription has everything of `pubend` up to `through`. False if `through` was
@@ -109,34 +83,6 @@ mod tests {
         assert!(!s.reached(P, Tick(120)), "resumed below what was received");
         assert!(!s.reached(P, Tick(150)));
         assert!(s.reached(P, Tick(151)));
-    }
-
-    #[test]
-    fn a_pubend_the_new_confirmation_does_not_list_opens_a_gap_up_to_where_it_resumes() {
-        let mut s = Standing::default();
-        s.confirmed(SubId(1), &[(P, Tick(100)), (Q, Tick(5))]);
-        s.reached(P, Tick(150));
-        s.reached(Q, Tick(9));
-        assert!(s.confirmed(SubId(1), &[(Q, Tick(10))]).is_empty(), "P is not listed: nothing known yet");
-        assert_eq!(s.arrived(SubId(1), Q, Tick(12)), None, "Q was listed");
-        let gap = s.arrived(SubId(1), P, Tick(180));
-        assert_eq!(gap, Some(GapNotice { subscription: SubId(1), pubend: P, from: Tick(151), to: Tick(179) }));
-        assert!(s.reached(P, Tick(180)));
-        assert_eq!(s.arrived(SubId(1), P, Tick(190)), None, "only the first arrival after the reconnect");
-    }
-
-    #[test]
-    fn an_unlisted_pubend_resuming_at_or_below_the_expected_tick_opens_no_gap() {
-        let mut s = Standing::default();
-        s.confirmed(SubId(1), &[(P, Tick(100))]);
-        s.reached(P, Tick(150));
-        s.confirmed(SubId(1), &[]);
-        assert_eq!(s.arrived(SubId(1), P, Tick(140)), None, "a repeat: the stream resumed below");
-        let mut s = Standing::default();
-        s.confirmed(SubId(1), &[(P, Tick(100))]);
-        s.reached(P, Tick(150));
-        s.confirmed(SubId(1), &[]);
-        assert_eq!(s.arrived(SubId(1), P, Tick(151)), None, "exactly where it stood");
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub(super) struct Subend {
     pub(super) confirmed_at: Option<Millis>,
     /// A durable subscription's subend (see [`super::durable`]).
     pub(super) durable: bool,
+    /// The pubends its client was told the start of (in SUBSCRIBED): a pubend appearing here
+    /// again later (its stream moved or came back) continues where it was and is not
+    /// announced again.
+    pub(super) announced: std::collections::BTreeSet<PubendId>,
 }
 
 /// A publisher waiting for its PUBLISH_ACK.

@@ -213,8 +213,15 @@ impl Driver {
             let checkpoints: BTreeMap<PubendId, Tick> =
                 checkpoints.into_iter().map(|(pubend, tick)| (PubendId(pubend), Tick(tick))).collect();
             let confirmed_at = Some(Millis(record.created_ms));
-            let entry =
-                Subend { id: SubId(0), outbox: None, blocked: true, barrier: None, confirmed_at, durable: true };
+            let entry = Subend {
+                id: SubId(0),
+                outbox: None,
+                blocked: true,
+                barrier: None,
+                confirmed_at,
+                durable: true,
+                announced: Default::default(),
+            };
             self.subends.insert(subend, entry);
             self.durables.by_subend.insert(subend, name.clone());
             let durable = Durable {

@@ -41,6 +41,7 @@ impl Driver {
             barrier: None,
             confirmed_at: None,
             durable,
+            announced: Default::default(),
         };
         self.subends.insert(subend, entry);
         self.metrics.subends.set(self.subends.len() as i64);
@@ -49,6 +50,9 @@ impl Driver {
                 self.hosted.iter().map(|&pubend| (pubend, self.next_tick(pubend))).collect();
             let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
             outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+            if let Some(entry) = self.subends.get_mut(&subend) {
+                entry.announced.extend(starts.iter().map(|(pubend, _)| *pubend));
+            }
             for (pubend, start) in starts {
                 self.feed(Input::SubendAttach { pubend, subend, start: Some(start), durable });
                 self.durable_started(subend, pubend, start);
@@ -94,7 +98,8 @@ impl Driver {
                 .map(|pubend| (pubend, ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at))))
                 .collect();
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
-            if let Some(entry) = self.subends.get(&subend) {
+            if let Some(entry) = self.subends.get_mut(&subend) {
+                entry.announced.extend(starts.iter().map(|(pubend, _)| *pubend));
                 let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
                 let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts: wire });
                 if let Some(outbox) = &entry.outbox {
@@ -115,9 +120,14 @@ impl Driver {
     /// after a lost connection, at a broker that restarted behind a cut link and learned the
     /// pubend only later) reports the ticks between where it stood and `start` as a gap;
     /// without this, the nemesis found such subscribers missing the tail of a stream silently.
-    /// Durable subscriptions resume from their checkpoint and need no such notice.
-    fn announce_late_start(&self, subend: SubendId, pubend: PubendId, start: Tick) {
-        let Some(entry) = self.subends.get(&subend).filter(|entry| entry.confirmed_at.is_some()) else { return };
+    /// Durable subscriptions resume from their checkpoint and need no such notice; a pubend
+    /// the client was told of before continues where it was and is not announced again (a
+    /// second start would read as a gap where nothing was missed).
+    fn announce_late_start(&mut self, subend: SubendId, pubend: PubendId, start: Tick) {
+        let Some(entry) = self.subends.get_mut(&subend).filter(|entry| entry.confirmed_at.is_some()) else { return };
+        if !entry.announced.insert(pubend) {
+            return;
+        }
         let Some(outbox) = &entry.outbox else { return };
         let starts = vec![(tidings_wire::PubendId(pubend.0), tidings_wire::Tick(start.0))];
         outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts }));
