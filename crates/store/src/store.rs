@@ -178,7 +178,28 @@ impl Shared {
 pub struct Store {
     shared: Arc<Shared>,
     writer: Option<JoinHandle<()>>,
+    /// The writer of a store opened with [`Store::open_stepped`], run by [`Store::step`].
+    stepped: Option<Stepped>,
     _lock: Box<dyn DirLock>,
+}
+
+/// A stepped store's writer (its own type only to keep `Store`'s `Debug`).
+struct Stepped(Mutex<GroupWriter>);
+
+impl std::fmt::Debug for Stepped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Stepped")
+    }
+}
+
+/// Gathers one stepped group's completions (sync times are not reported: there is no clock
+/// worth reading in a simulation).
+struct Collect(Vec<Completion>);
+
+impl CompletionSink for Collect {
+    fn complete(&mut self, group: Vec<Completion>) {
+        self.0.extend(group);
+    }
 }
 
 impl Store {
@@ -195,6 +216,50 @@ impl Store {
         options: Options,
         sink: impl CompletionSink,
     ) -> Result<(Store, Recovered), StoreError> {
+        let (opened, writer) = Self::open_parts(fs, dir, options, false)?;
+        let sink: Box<dyn CompletionSink> = Box::new(sink);
+        let handle = std::thread::Builder::new()
+            .name(WRITER_THREAD.into())
+            .spawn(move || writer.run(sink))
+            .map_err(|e| StoreError::io("starting the writer thread", &e))?;
+        let (mut store, recovered) = opened;
+        store.writer = Some(handle);
+        Ok((store, recovered))
+    }
+
+    /// Opens the log like [`Store::open_with`], but without a writer thread: nothing is written
+    /// until the caller runs [`Store::step`], which commits one group on the caller's thread and
+    /// returns its completions. A deterministic simulator schedules the steps on its own clock
+    /// (a thread's timing is not reproducible). Released segments are deleted within the step,
+    /// and `linger` is ignored (the caller chooses when a group is taken). Dropping a stepped
+    /// store is a crash of its process: queued operations are lost and nothing more is synced.
+    pub fn open_stepped(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<(Store, Recovered), StoreError> {
+        let options = Options { linger: Duration::ZERO, ..options };
+        let ((mut store, recovered), writer) = Self::open_parts(fs, dir, options, true)?;
+        store.stepped = Some(Stepped(Mutex::new(writer)));
+        Ok((store, recovered))
+    }
+
+    /// Commits everything queued as one group (the writer thread's own code path) and returns
+    /// its completions in submission order; empty when nothing is queued. Only a store opened
+    /// with [`Store::open_stepped`] has anything to step: on another it returns nothing.
+    pub fn step(&self) -> Vec<Completion> {
+        let Some(Stepped(writer)) = &self.stepped else { return Vec::new() };
+        let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut ops = Vec::new();
+        self.shared.queue.take_now(&mut ops);
+        let mut sink = Collect(Vec::new());
+        writer.commit_group(ops, &mut sink);
+        sink.0
+    }
+
+    /// Locks `dir`, recovers it, and builds the writer (not yet running).
+    fn open_parts(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        options: Options,
+        inline_deletes: bool,
+    ) -> Result<((Store, Recovered), GroupWriter), StoreError> {
         fs.create_dir_all(dir).map_err(|e| StoreError::io("creating the log directory", &e))?;
         let lock_path = dir.join("LOCK");
         let lock = fs.lock(&lock_path).map_err(|error| match error.kind() {
@@ -209,6 +274,14 @@ impl Store {
             fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
         }
         let mut catalog = scan.catalog;
+        // What recovery found is what the log now claims to hold (the core acknowledges a
+        // publisher's retry of a recovered record as a duplicate, and delivers it), but a crashed
+        // process may have left it in the page cache only: a power loss after this open would
+        // take it back. Syncing every segment first makes the claim true (clean files cost a
+        // no-op sync).
+        for meta in catalog.segments.values() {
+            meta.file.sync_data().map_err(|e| StoreError::io("syncing a recovered segment", &e))?;
+        }
         catalog
             .segments
             .entry(active)
@@ -243,14 +316,10 @@ impl Store {
             buf: Vec::new(),
             short_of_space: false,
             sync_times: Vec::new(),
+            inline_deletes,
         };
-        let sink: Box<dyn CompletionSink> = Box::new(sink);
-        let handle = std::thread::Builder::new()
-            .name(WRITER_THREAD.into())
-            .spawn(move || writer.run(sink))
-            .map_err(|e| StoreError::io("starting the writer thread", &e))?;
-        let store = Store { shared, writer: Some(handle), _lock: lock };
-        Ok((store, scan.recovered))
+        let store = Store { shared, writer: None, stepped: None, _lock: lock };
+        Ok(((store, scan.recovered), writer))
     }
 
     fn submit(&self, op: Op) -> Result<(), StoreError> {
