@@ -24,7 +24,7 @@ pub mod connz;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
-mod hush;
+use tidings_node::hush;
 pub mod live;
 pub mod metrics;
 pub mod outbox;
