@@ -17,10 +17,12 @@
 mod actions;
 mod bundles;
 mod chaos;
+pub mod disk;
 mod durable;
 pub mod layer;
 pub mod matcher;
 mod measure;
+mod recovery;
 mod relay;
 mod routes;
 pub mod run;
