@@ -17,6 +17,7 @@ use crate::policy::FsyncPolicy;
 use crate::queue::{Op, Queue};
 use crate::recovery::{recover, segment_path, Recovered};
 use crate::reserve::Reserve;
+use crate::stepped::Stepped;
 use crate::types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
 use crate::writer::GroupWriter;
 
@@ -176,30 +177,11 @@ impl Shared {
 /// the writer thread.
 #[derive(Debug)]
 pub struct Store {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     writer: Option<JoinHandle<()>>,
     /// The writer of a store opened with [`Store::open_stepped`], run by [`Store::step`].
-    stepped: Option<Stepped>,
+    pub(crate) stepped: Option<Stepped>,
     _lock: Box<dyn DirLock>,
-}
-
-/// A stepped store's writer (its own type only to keep `Store`'s `Debug`).
-struct Stepped(Mutex<GroupWriter>);
-
-impl std::fmt::Debug for Stepped {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Stepped")
-    }
-}
-
-/// Gathers one stepped group's completions (sync times are not reported: there is no clock
-/// worth reading in a simulation).
-struct Collect(Vec<Completion>);
-
-impl CompletionSink for Collect {
-    fn complete(&mut self, group: Vec<Completion>) {
-        self.0.extend(group);
-    }
 }
 
 impl Store {
@@ -227,34 +209,8 @@ impl Store {
         Ok((store, recovered))
     }
 
-    /// Opens the log like [`Store::open_with`], but without a writer thread: nothing is written
-    /// until the caller runs [`Store::step`], which commits one group on the caller's thread and
-    /// returns its completions. A deterministic simulator schedules the steps on its own clock
-    /// (a thread's timing is not reproducible). Released segments are deleted within the step,
-    /// and `linger` is ignored (the caller chooses when a group is taken). Dropping a stepped
-    /// store is a crash of its process: queued operations are lost and nothing more is synced.
-    pub fn open_stepped(fs: Arc<dyn Fs>, dir: &Path, options: Options) -> Result<(Store, Recovered), StoreError> {
-        let options = Options { linger: Duration::ZERO, ..options };
-        let ((mut store, recovered), writer) = Self::open_parts(fs, dir, options, true)?;
-        store.stepped = Some(Stepped(Mutex::new(writer)));
-        Ok((store, recovered))
-    }
-
-    /// Commits everything queued as one group (the writer thread's own code path) and returns
-    /// its completions in submission order; empty when nothing is queued. Only a store opened
-    /// with [`Store::open_stepped`] has anything to step: on another it returns nothing.
-    pub fn step(&self) -> Vec<Completion> {
-        let Some(Stepped(writer)) = &self.stepped else { return Vec::new() };
-        let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut ops = Vec::new();
-        self.shared.queue.take_now(&mut ops);
-        let mut sink = Collect(Vec::new());
-        writer.commit_group(ops, &mut sink);
-        sink.0
-    }
-
     /// Locks `dir`, recovers it, and builds the writer (not yet running).
-    fn open_parts(
+    pub(crate) fn open_parts(
         fs: Arc<dyn Fs>,
         dir: &Path,
         options: Options,

@@ -46,10 +46,12 @@ fn nothing_is_written_until_a_step_and_a_step_completes_everything_queued_in_ord
 fn one_synced_one_queued() -> (Arc<MemFs>, &'static Path, Store) {
     let fs = Arc::new(MemFs::new());
     let dir = Path::new("/log");
-    let (store, _) = Store::open_stepped(fs.clone(), dir, options()).unwrap();
-    store.append(Token(1), record(1, 1, b"a")).unwrap();
+    let opened = Store::open_stepped(fs.clone(), dir, options());
+    let Ok((store, _)) = opened else { panic!("opening: {opened:?}") };
+    let first = store.append(Token(1), record(1, 1, b"a"));
     store.step();
-    store.append(Token(2), record(1, 2, b"b")).unwrap();
+    let second = store.append(Token(2), record(1, 2, b"b"));
+    assert!(first.is_ok() && second.is_ok());
     (fs, dir, store)
 }
 

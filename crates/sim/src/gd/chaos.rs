@@ -39,10 +39,10 @@ impl GdRun {
         let promised = world.pubends.contains_key(&node)
             || world.subs.values().any(|s| s.node == node && !s.gone && s.durable.is_some());
         drop(world);
-        if self.mode.empty_restarts && !promised && self.rng.chance(25) {
+        if self.mode.empty_restarts && !promised && self.disk_rng.chance(25) {
             self.coverage.empty_restarts += 1;
             Crash::Empty
-        } else if self.mode.power_loss && self.rng.chance(50) {
+        } else if self.mode.power_loss && self.disk_rng.chance(50) {
             self.coverage.power_losses += 1;
             Crash::PowerLoss
         } else {

@@ -94,6 +94,9 @@ pub(super) struct GdRun {
     pub(super) net: Net<GdLayer>,
     pub(super) world: Rc<RefCell<World>>,
     pub(super) rng: Rng,
+    /// Draws what each crash does to the data directory, apart from `rng`: the chaos drawn
+    /// is the same with or without the disk faults, so a seed replays the same schedule.
+    pub(super) disk_rng: Rng,
     pub(super) plan: Plan,
     pub(super) coverage: Coverage,
 }
@@ -169,7 +172,8 @@ impl GdRun {
         if mode.partial_bundles {
             thin_bundles(&mut net, &mut Rng::new(plan.seed ^ 0x00b0_4d1e));
         }
-        GdRun { mode, net, world, rng, plan: plan.clone(), coverage: Coverage::default() }
+        let disk_rng = Rng::new(plan.seed ^ 0x00d1_5c00);
+        GdRun { mode, net, world, rng, disk_rng, plan: plan.clone(), coverage: Coverage::default() }
     }
 
     fn setup(&mut self) -> Result<(), String> {
