@@ -33,7 +33,7 @@ pub mod context;
 pub mod dispatch;
 pub mod exposition;
 pub mod guaranteed;
-mod hush;
+use tidings_node::hush;
 pub mod live;
 pub mod liveness;
 pub mod metrics;

@@ -57,6 +57,13 @@ pub trait Layer {
     /// A broker crashed: its node is gone; drop from the store whatever was not synced.
     fn crash(&self, store: &mut Self::Store);
 
+    /// The incarnation a broker (re)starting at `now` announces, its previous life's being
+    /// `previous`: by default the next number; a layer with a data directory applies the
+    /// broker's own rule over it (an empty directory forgets the counter).
+    fn incarnation(&self, _store: &mut Self::Store, _now: Millis, previous: u64) -> u64 {
+        previous + 1
+    }
+
     /// Feeds one input to a node. `router` is the broker's router (`None` while it is down),
     /// lent for the input: what the layer may consult as a production broker would, e.g. for
     /// filter verdicts from the summaries.

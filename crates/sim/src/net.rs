@@ -241,7 +241,7 @@ impl<L: Layer> Net<L> {
     /// Starts (or restarts, with the next incarnation) a broker; its subscribers re-subscribe.
     pub fn start(&mut self, node: usize) {
         let n = &mut self.nodes[node];
-        n.incarnation += 1;
+        n.incarnation = self.layer.incarnation(&mut n.store, self.now, n.incarnation);
         n.stalled = false;
         let settings = RouterSettings {
             name: n.name.clone(),

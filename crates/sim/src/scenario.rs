@@ -52,6 +52,10 @@ pub struct Coverage {
     pub partitions: usize,
     /// Faults drawn (applied or skipped).
     pub faults: usize,
+    /// Crashes that were power losses (the log's unsynced writes lost, the last torn).
+    pub power_losses: usize,
+    /// Crashes after which the broker restarted on an empty data directory.
+    pub empty_restarts: usize,
 }
 
 impl Coverage {
@@ -68,6 +72,8 @@ impl Coverage {
         self.stalls += other.stalls;
         self.partitions += other.partitions;
         self.faults += other.faults;
+        self.power_losses += other.power_losses;
+        self.empty_restarts += other.empty_restarts;
     }
 }
 

@@ -4,7 +4,9 @@
 //! - [`Store`] (`store.rs`): open a directory (locked against a second broker), recover, submit
 //!   appends / lease raises / releases, read ranges. Completions come back through a
 //!   [`CompletionSink`] from a dedicated writer thread, so async brokers and synchronous
-//!   simulators both consume them; no async runtime here.
+//!   callers both consume them; no async runtime here. [`Store::open_stepped`] opens it without
+//!   the thread: [`Store::step`] commits one group on the caller's thread, when a deterministic
+//!   simulator says.
 //! - `writer.rs`: group commit. Everything queued while the previous group was being written
 //!   and synced becomes the next group: one positioned write, one `fdatasync`.
 //! - `codec.rs`: the record format, a CRC-32 per record. `recovery.rs`: open-time scan, torn-tail
@@ -29,6 +31,7 @@ mod policy;
 mod queue;
 mod recovery;
 mod reserve;
+mod stepped;
 mod store;
 mod types;
 mod unsynced;

@@ -17,6 +17,7 @@ use crate::policy::FsyncPolicy;
 use crate::queue::{Op, Queue};
 use crate::recovery::{recover, segment_path, Recovered};
 use crate::reserve::Reserve;
+use crate::stepped::Stepped;
 use crate::types::{PubendId, PublisherId, PublisherSeq, Record, Tick, TickRange, Token};
 use crate::writer::GroupWriter;
 
@@ -176,8 +177,10 @@ impl Shared {
 /// the writer thread.
 #[derive(Debug)]
 pub struct Store {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     writer: Option<JoinHandle<()>>,
+    /// The writer of a store opened with [`Store::open_stepped`], run by [`Store::step`].
+    pub(crate) stepped: Option<Stepped>,
     _lock: Box<dyn DirLock>,
 }
 
@@ -195,6 +198,24 @@ impl Store {
         options: Options,
         sink: impl CompletionSink,
     ) -> Result<(Store, Recovered), StoreError> {
+        let (opened, writer) = Self::open_parts(fs, dir, options, false)?;
+        let sink: Box<dyn CompletionSink> = Box::new(sink);
+        let handle = std::thread::Builder::new()
+            .name(WRITER_THREAD.into())
+            .spawn(move || writer.run(sink))
+            .map_err(|e| StoreError::io("starting the writer thread", &e))?;
+        let (mut store, recovered) = opened;
+        store.writer = Some(handle);
+        Ok((store, recovered))
+    }
+
+    /// Locks `dir`, recovers it, and builds the writer (not yet running).
+    pub(crate) fn open_parts(
+        fs: Arc<dyn Fs>,
+        dir: &Path,
+        options: Options,
+        inline_deletes: bool,
+    ) -> Result<((Store, Recovered), GroupWriter), StoreError> {
         fs.create_dir_all(dir).map_err(|e| StoreError::io("creating the log directory", &e))?;
         let lock_path = dir.join("LOCK");
         let lock = fs.lock(&lock_path).map_err(|error| match error.kind() {
@@ -209,6 +230,14 @@ impl Store {
             fs.sync_dir(dir).map_err(|e| StoreError::io("syncing the log directory", &e))?;
         }
         let mut catalog = scan.catalog;
+        // What recovery found is what the log now claims to hold (the core acknowledges a
+        // publisher's retry of a recovered record as a duplicate, and delivers it), but a crashed
+        // process may have left it in the page cache only: a power loss after this open would
+        // take it back. Syncing every segment first makes the claim true (clean files cost a
+        // no-op sync).
+        for meta in catalog.segments.values() {
+            meta.file.sync_data().map_err(|e| StoreError::io("syncing a recovered segment", &e))?;
+        }
         catalog
             .segments
             .entry(active)
@@ -243,14 +272,10 @@ impl Store {
             buf: Vec::new(),
             short_of_space: false,
             sync_times: Vec::new(),
+            inline_deletes,
         };
-        let sink: Box<dyn CompletionSink> = Box::new(sink);
-        let handle = std::thread::Builder::new()
-            .name(WRITER_THREAD.into())
-            .spawn(move || writer.run(sink))
-            .map_err(|e| StoreError::io("starting the writer thread", &e))?;
-        let store = Store { shared, writer: Some(handle), _lock: lock };
-        Ok((store, scan.recovered))
+        let store = Store { shared, writer: None, stepped: None, _lock: lock };
+        Ok(((store, scan.recovered), writer))
     }
 
     fn submit(&self, op: Op) -> Result<(), StoreError> {

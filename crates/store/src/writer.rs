@@ -59,6 +59,9 @@ pub(crate) struct GroupWriter {
     pub(crate) short_of_space: bool,
     /// How long each sync since the last report took (told to the sink, then cleared).
     pub(crate) sync_times: Vec<Duration>,
+    /// Released segments are deleted within the commit, not on a thread of their own (a
+    /// stepped store: a simulator must not race a thread).
+    pub(crate) inline_deletes: bool,
 }
 
 fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
@@ -104,7 +107,7 @@ impl GroupWriter {
     }
 
     /// Commits `ops` (if any) and tells the pacing; returns the emptied vector for reuse.
-    fn commit_group(&mut self, mut ops: Vec<Op>, sink: &mut dyn CompletionSink) -> Vec<Op> {
+    pub(crate) fn commit_group(&mut self, mut ops: Vec<Op>, sink: &mut dyn CompletionSink) -> Vec<Op> {
         if !ops.is_empty() {
             let started = Instant::now();
             let done = self.commit(&ops);
@@ -377,7 +380,7 @@ impl GroupWriter {
                 shared.stats.segments_deleted.fetch_add(1, Relaxed);
             }
         };
-        if std::mem::take(&mut self.short_of_space) || !self.reserve.present {
+        if std::mem::take(&mut self.short_of_space) || !self.reserve.present || self.inline_deletes {
             // The disk was full: the space must be back before the next append.
             delete(false);
         } else {

@@ -191,33 +191,16 @@ impl Cluster {
         self.core.read().router.cell_reachable(root, cell)
     }
 
-    /// Guaranteed delivery's filter edge toward child cell `cell` of `pubend`'s tree (see
-    /// `Router::child_cell_verdict`): F only when that child's vouched summary rules the
-    /// message out, `Unsure` whenever routing cannot say.
-    pub(crate) fn child_cell_verdict(
-        &self,
-        pubend: &tidings_route::PubendRef,
-        cell: &CellName,
-        message: &tidings_wire::Message,
-    ) -> tidings_route::Verdict {
-        self.core.read().router.child_cell_verdict(pubend, cell, &Probe::new(message))
-    }
-
-    /// The tree the router judges `pubend` under (see `Router::pubend_tree`).
-    pub(crate) fn pubend_tree(&self, pubend: &tidings_route::PubendRef) -> Option<tidings_route::TreeId> {
-        self.core.read().router.pubend_tree(pubend)
+    /// Runs `judge` over the router under its read lock: guaranteed delivery's filter edges and
+    /// trees (`tidings_node::edges`) ask it, the same code the simulator runs over its routers.
+    pub(crate) fn with_router<T>(&self, judge: impl FnOnce(&Router<RouteFilter>) -> T) -> T {
+        judge(&self.core.read().router)
     }
 
     /// The router's verdict epoch (see `Router::verdict_epoch`): guaranteed delivery judges
     /// again an F it told lazily when this moved.
     pub(crate) fn verdict_epoch(&self) -> u64 {
         self.core.read().router.verdict_epoch()
-    }
-
-    /// Guaranteed delivery's filter edge toward linked cell mate `mate`'s own subscribers (see
-    /// `Router::mate_verdict`).
-    pub(crate) fn mate_verdict(&self, mate: &BrokerName, message: &tidings_wire::Message) -> tidings_route::Verdict {
-        self.core.read().router.mate_verdict(mate, &Probe::new(message))
     }
 
     /// Where to hand a guaranteed frame for `to` that has no link from here (see

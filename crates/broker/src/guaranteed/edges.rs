@@ -1,5 +1,5 @@
-//! The delivery core's filter edges toward downstream cells, judged by routing's summaries (as
-//! the simulator's matcher does with the same router code, `crates/sim/src/gd/matcher.rs`): a
+//! The delivery core's filter edges toward downstream cells, judged by routing's summaries with
+//! `tidings_node::edges` (which the simulator's matcher runs too): a
 //! message is F for a child cell only when that cell's vouched summary rules it out, and F for
 //! a cell mate's own subscribers only when the mate vouched for them. Everything routing cannot
 //! judge (a restarted neighbour, a tree that just moved, a child kept while unreachable) is
@@ -14,11 +14,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use parking_lot::RwLock;
 use tidings_delivery::{CellId, PubendId, TreeTag, Verdict};
-use tidings_route::{BrokerName, CellName, PubendRef, Verdict as RouteVerdict};
+use tidings_node::edges::{self, EdgeNames};
+use tidings_route::{BrokerName, CellName, PubendRef};
 use tidings_wire::Message;
 
-use super::net::MATE_CELL;
-use crate::cluster::Cluster;
+use crate::cluster::{Cluster, Probe};
 
 /// Names behind the engine's ids: brokers and cells by id, and the home of each remote pubend
 /// (a pubend not listed is hosted here).
@@ -55,31 +55,18 @@ impl Edges {
     pub(crate) fn tree(&self, pubend: PubendId) -> TreeTag {
         let home = self.names.read().homes.get(&pubend).unwrap_or_else(|| self.cluster.name()).clone();
         let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home };
-        TreeTag(self.cluster.pubend_tree(&reference).map_or(0, |id| id.0))
+        self.cluster.with_router(|router| edges::tree(router, Some(&reference)))
     }
 
-    /// The verdict for downstream `cell` (a child cell, or a mate's pseudo cell) of `pubend`.
+    /// The verdict for downstream `cell` (a child cell, or a mate's pseudo cell) of `pubend`
+    /// (`tidings_node::edges::verdict`).
     pub(crate) fn verdict(&self, pubend: PubendId, cell: CellId, payload: &Bytes) -> Verdict {
         let Ok(message) = Message::decode(payload.clone()) else { return Verdict::Unsure };
         let names = self.names.read();
-        let verdict = match cell.0.checked_sub(MATE_CELL) {
-            Some(mate) => match names.brokers.get(mate as usize) {
-                Some(mate) => self.cluster.mate_verdict(mate, &message),
-                None => RouteVerdict::Unsure,
-            },
-            None => match names.cells.get(cell.0 as usize) {
-                Some(cell) => {
-                    let home = names.homes.get(&pubend).unwrap_or_else(|| self.cluster.name()).clone();
-                    let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home };
-                    self.cluster.child_cell_verdict(&reference, cell, &message)
-                }
-                None => RouteVerdict::Unsure,
-            },
-        };
-        match verdict {
-            RouteVerdict::Deliver => Verdict::Data,
-            RouteVerdict::Filtered => Verdict::Final,
-            RouteVerdict::Unsure => Verdict::Unsure,
-        }
+        let home = names.homes.get(&pubend).unwrap_or_else(|| self.cluster.name()).clone();
+        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home };
+        let edge_names = EdgeNames { brokers: &names.brokers, cells: &names.cells };
+        let probe = Probe::new(&message);
+        self.cluster.with_router(|router| edges::verdict(router, edge_names, Some(&reference), cell, &probe))
     }
 }

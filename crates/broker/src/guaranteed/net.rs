@@ -40,9 +40,7 @@ use super::edges::SharedNames;
 use super::peer;
 use crate::cluster::Cluster;
 
-/// Delivery's cell ids for our own cell mates: each mate is a separate downstream of the
-/// entry broker, so each gets a pseudo cell of its own (as in the simulator).
-pub(super) const MATE_CELL: u32 = 1 << 20;
+use tidings_node::edges::MATE_CELL;
 
 /// How far before its confirmation a subscription starts on a pubend that its barrier did not
 /// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's

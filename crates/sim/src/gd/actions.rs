@@ -2,29 +2,37 @@
 //! it happens: sends (I2, I3), deliveries (I5), releases (I4), publish acknowledgements,
 //! store operations with their seeded sync delay; and I1 after every input.
 
-use tidings_delivery::memstore::MemStore;
-use tidings_delivery::{Action, Input, Know, Millis, StoreAction, Tick, TickRange};
+use crate::gd::disk::Disk;
+use tidings_delivery::{Action, Input, Know, Millis, PubendId, StoreAction, Tick, TickRange};
+use tidings_store::OpKind;
 
 use crate::gd::layer::{GdFrame, GdLayer, GdNode, Out, MAX_SYNC_MS};
 use crate::gd::world::{message_of, World};
 
 impl GdLayer {
-    pub(super) fn sync(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+    /// The log's group commit is due: everything submitted is written and synced (the
+    /// store's own writer code), and its completions go to the engine as the broker's driver
+    /// turns them into inputs. An append acknowledged by the log is durable: it joins the truth.
+    pub(super) fn sync(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         node.sync_at = None;
-        let done = store.sync();
+        let done = store.step();
         {
             let mut world = self.world.borrow_mut();
-            for (pubend, tick, msg) in node.pending.drain(..) {
-                world.durable.entry(pubend).or_default().insert(tick, msg);
+            for completion in done.iter().filter(|c| c.kind == OpKind::Append && c.result.is_ok()) {
+                let (pubend, tick) = (PubendId(completion.pubend.0), Tick(completion.tick.0));
+                let at = node.pending.iter().position(|(p, t, _)| (*p, *t) == (pubend, tick));
+                if let Some((pubend, tick, msg)) = at.map(|at| node.pending.remove(at)) {
+                    world.durable.entry(pubend).or_default().insert(tick, msg);
+                }
             }
         }
-        for input in done {
+        for input in tidings_node::journal::inputs(&done).0 {
             self.drive(node, store, now, Input::Store(input), out);
         }
     }
 
     /// Feeds the engine one input and carries out every action, judging each.
-    pub(super) fn drive(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, input: Input, out: &mut Out) {
+    pub(super) fn drive(&self, node: &mut GdNode, store: &mut Disk, now: Millis, input: Input, out: &mut Out) {
         let mut work = vec![input];
         while let Some(input) = work.pop() {
             let mut actions = Vec::new();
@@ -45,14 +53,7 @@ impl GdLayer {
         }
     }
 
-    fn act(
-        &self,
-        node: &mut GdNode,
-        store: &mut MemStore,
-        now: Millis,
-        action: Action,
-        out: &mut Out,
-    ) -> Option<Input> {
+    fn act(&self, node: &mut GdNode, store: &mut Disk, now: Millis, action: Action, out: &mut Out) -> Option<Input> {
         let me = node.index;
         match action {
             Action::Send { to, via, message } => {
@@ -92,7 +93,7 @@ impl GdLayer {
                 None
             }
             Action::PublishRefused { seq, .. } => {
-                let text = format!("node {me} refused publish {seq}, but the memstore never fails an append");
+                let text = format!("node {me} refused publish {seq}, but the simulated disk never fails a live write");
                 self.world.borrow_mut().violations.push(text);
                 None
             }
@@ -106,7 +107,7 @@ impl GdLayer {
         }
     }
 
-    fn store(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, action: StoreAction) -> Option<Input> {
+    fn store(&self, node: &mut GdNode, store: &mut Disk, now: Millis, action: StoreAction) -> Option<Input> {
         match &action {
             StoreAction::Append { pubend, tick, record, .. } => {
                 let mut world = self.world.borrow_mut();
@@ -116,10 +117,22 @@ impl GdLayer {
                 self.schedule_sync(node, now);
             }
             StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
-            StoreAction::ReleasePrefix { pubend, tick } => self.world.borrow_mut().judge_release(*pubend, *tick),
-            StoreAction::ReadRange { .. } => {}
+            StoreAction::ReleasePrefix { pubend, tick } => {
+                self.world.borrow_mut().judge_release(*pubend, *tick);
+                self.schedule_sync(node, now);
+            }
+            // Reads are answered at once, from what the log holds now (the broker's driver
+            // reads on a blocking pool and feeds the answer back the same way).
+            StoreAction::ReadRange { pubend, range } => {
+                let store = store.store()?;
+                return Some(Input::Store(tidings_node::journal::read(store, *pubend, *range)));
+            }
         }
-        store.apply(&action).map(Input::Store)
+        let token = store.token();
+        if let Some(Err(error)) = store.store().map(|log| tidings_node::journal::submit(log, token, &action)) {
+            self.world.borrow_mut().violation(format!("node {me}'s log refused {action:?}: {error}", me = node.index));
+        }
+        None
     }
 
     fn schedule_sync(&self, node: &mut GdNode, now: Millis) {

@@ -3,6 +3,7 @@
 
 use tidings_delivery::{PubendId, SubendId};
 
+use crate::gd::disk::Crash;
 use crate::gd::layer::Command;
 use crate::gd::run::GdRun;
 use crate::net::LIVENESS;
@@ -12,6 +13,7 @@ impl GdRun {
     /// clients are cut off) and are restored when it restarts.
     pub(super) fn crash(&mut self, node: usize, loud: bool) {
         self.coverage.crashes += 1;
+        self.net.nodes[node].store.next_crash = self.crash_kind(node);
         self.net.crash(node, loud);
         let subs: Vec<SubendId> = self
             .world
@@ -26,6 +28,26 @@ impl GdRun {
         }
         self.durables_down(node);
         self.world.borrow_mut().confirmed.remove(&node);
+    }
+
+    /// What a crash of `node` does to its data directory, as the mode allows: a power loss
+    /// (unsynced writes gone) half the time, an empty directory for a quarter of the crashes of
+    /// a broker whose directory holds nothing it promised (no pubend, no durable subscriber),
+    /// else the process alone dies.
+    fn crash_kind(&mut self, node: usize) -> Crash {
+        let world = self.world.borrow();
+        let promised = world.pubends.contains_key(&node)
+            || world.subs.values().any(|s| s.node == node && !s.gone && s.durable.is_some());
+        drop(world);
+        if self.mode.empty_restarts && !promised && self.disk_rng.chance(25) {
+            self.coverage.empty_restarts += 1;
+            Crash::Empty
+        } else if self.mode.power_loss && self.disk_rng.chance(50) {
+            self.coverage.power_losses += 1;
+            Crash::PowerLoss
+        } else {
+            Crash::Process
+        }
     }
 
     /// A publishing broker crashes and comes straight back (its store keeps synced appends,

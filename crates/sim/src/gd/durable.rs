@@ -13,7 +13,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use tidings_delivery::memstore::MemStore;
+use crate::gd::disk::Disk;
 use tidings_delivery::{Input, Millis, PubendId, SubendId, Tick};
 
 use crate::gd::layer::{GdLayer, GdNode, Out};
@@ -153,7 +153,7 @@ impl GdLayer {
 
     /// Runs what is due: applications receive and acknowledge, acknowledgements reach this
     /// broker and are written, written checkpoints are fed to the engine.
-    pub(super) fn run_clients(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+    pub(super) fn run_clients(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         while let Some(handed) = node.clients.outbox.front().copied().filter(|h| h.due <= now) {
             node.clients.outbox.pop_front();
             let acked = self.world.borrow_mut().judge_received(handed.subend, handed.pubend, handed.tick);
@@ -187,7 +187,7 @@ impl GdLayer {
 
     /// After a restart: every durable subscription of this broker is attached again from its
     /// stored checkpoint (pending where it has none yet), blocked until its client is back.
-    pub(super) fn restore_durables(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+    pub(super) fn restore_durables(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         let (pubends, restored) = {
             let mut world = self.world.borrow_mut();
             let pubends: Vec<PubendId> = world.pubends.values().copied().collect();
@@ -224,7 +224,7 @@ impl GdLayer {
     pub(super) fn client_away(
         &self,
         node: &mut GdNode,
-        store: &mut MemStore,
+        store: &mut Disk,
         now: Millis,
         subend: SubendId,
         out: &mut Out,
@@ -242,7 +242,7 @@ impl GdLayer {
     pub(super) fn client_back(
         &self,
         node: &mut GdNode,
-        store: &mut MemStore,
+        store: &mut Disk,
         now: Millis,
         subend: SubendId,
         out: &mut Out,

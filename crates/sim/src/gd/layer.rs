@@ -1,17 +1,18 @@
 //! The guaranteed-delivery layer of one simulated broker: a production `tidings_delivery`
-//! [`Engine`] driven by the contract of its `lib.rs`, over a [`MemStore`] whose completions
-//! are delayed by a seeded amount and whose unsynced appends a crash loses. Every action the
-//! engine takes is judged against the run's [`World`] as it happens.
+//! [`Engine`] driven by the contract of its `lib.rs`, over the real pubend log
+//! (`tidings-store` on a simulated disk, [`Disk`]) whose group commits run at a seeded delay
+//! and whose crashes run the real recovery. Every action the engine takes is judged against the
+//! run's [`World`] as it happens.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+use crate::gd::disk::Disk;
 use bytes::Bytes;
-use tidings_delivery::memstore::MemStore;
 use tidings_delivery::{
-    BrokerId, Engine, Input, Know, Matcher, Message, Millis, PubendId, PublisherId, Settings, StreamRoute, SubendId,
-    Tick,
+    BrokerId, Engine, Input, Know, Matcher, Message, Millis, PubendId, PublisherId, Recovered, Settings, StoreInput,
+    StreamRoute, SubendId, Tick,
 };
 use tidings_route::matching::RouteFilter;
 use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
@@ -22,9 +23,7 @@ use crate::gd::world::World;
 use crate::layer::{Layer, LayerInput, LayerOutput};
 use crate::rng::Rng;
 
-/// Delivery's cell ids for a broker's own cell mates: cell mates are separate downstreams of
-/// the entry broker, so each gets a pseudo cell of its own.
-pub const MATE_CELL: u32 = 1 << 20;
+pub use tidings_node::edges::MATE_CELL;
 
 /// Upper bound of the seeded delay of a store sync, in ms.
 pub const MAX_SYNC_MS: u64 = 15;
@@ -120,6 +119,8 @@ pub struct GdNode {
     pub(super) skew: u64,
     /// The durable subscribers' outboxes, acknowledgements and checkpoint writes in flight.
     pub(super) clients: Clients,
+    /// What its log recovered for its pubend, told to the engine at boot.
+    pub(super) recovered: Option<(PubendId, Recovered)>,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -137,22 +138,24 @@ pub struct GdLayer {
     pub index: BTreeMap<BrokerName, usize>,
     /// The run's seed.
     pub seed: u64,
+    /// The last reading of the brokers' wall clock in µs (for incarnations): the virtual time,
+    /// but never the same reading twice (a restart takes more than a microsecond).
+    pub wall_us: Cell<u64>,
 }
 
 pub(super) type Out = Vec<LayerOutput<GdFrame>>;
 
 impl GdLayer {
-    fn boot(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+    fn boot(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         node.booted = true;
-        let pubend = self.world.borrow().pubends.get(&node.index).copied();
-        if let Some(pubend) = pubend {
-            self.drive(node, store, now, Input::Store(store.open(pubend)), out);
+        if let Some((pubend, recovered)) = node.recovered.take() {
+            self.drive(node, store, now, Input::Store(StoreInput::Opened { pubend, recovered }), out);
         }
         self.restore_durables(node, store, now, out);
     }
 
     /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
-    fn retry(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, out: &mut Out) {
+    fn retry(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         let retries: Vec<(u64, u64)> = {
             let world = self.world.borrow();
             let publishes = world.publishes.get(&node.index).into_iter().flatten();
@@ -163,14 +166,7 @@ impl GdLayer {
         }
     }
 
-    pub(super) fn command(
-        &self,
-        node: &mut GdNode,
-        store: &mut MemStore,
-        now: Millis,
-        command: Command,
-        out: &mut Out,
-    ) {
+    pub(super) fn command(&self, node: &mut GdNode, store: &mut Disk, now: Millis, command: Command, out: &mut Out) {
         let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
         match command {
             Command::Route { pubend, route } => {
@@ -208,7 +204,7 @@ impl GdLayer {
         }
     }
 
-    fn routing(&self, node: &mut GdNode, store: &mut MemStore, now: Millis, gd: GdAction, out: &mut Out) {
+    fn routing(&self, node: &mut GdNode, store: &mut Disk, now: Millis, gd: GdAction, out: &mut Out) {
         match gd {
             GdAction::NextTicksWanted { round, pubends } => {
                 let world = self.world.borrow();
@@ -241,7 +237,7 @@ impl GdLayer {
     fn start_subends(
         &self,
         node: &mut GdNode,
-        store: &mut MemStore,
+        store: &mut Disk,
         now: Millis,
         number: u64,
         pubend: PubendId,
@@ -277,7 +273,7 @@ impl GdLayer {
     fn handle_input(
         &self,
         node: &mut GdNode,
-        store: &mut MemStore,
+        store: &mut Disk,
         now: RouteMillis,
         input: LayerInput<GdFrame>,
         out: &mut Out,
@@ -326,10 +322,11 @@ impl GdLayer {
 impl Layer for GdLayer {
     type Frame = GdFrame;
     type Node = GdNode;
-    type Store = MemStore;
+    type Store = Disk;
 
-    fn start(&self, broker: &BrokerName, _: &mut MemStore) -> GdNode {
+    fn start(&self, broker: &BrokerName, disk: &mut Disk) -> GdNode {
         let index = self.index[broker];
+        let recovered = self.open_log(index, disk);
         let incarnation = {
             let mut world = self.world.borrow_mut();
             let starts = world.starts.entry(index).or_default();
@@ -350,11 +347,19 @@ impl Layer for GdLayer {
             routes: BTreeMap::new(),
             seen: BTreeMap::new(),
             clients: Clients::default(),
+            recovered,
         }
     }
 
-    fn crash(&self, store: &mut MemStore) {
-        store.crash();
+    fn crash(&self, store: &mut Disk) {
+        store.crash(self.seed);
+    }
+
+    /// The broker's rule over the simulated data directory, the virtual time as its wall clock.
+    fn incarnation(&self, store: &mut Disk, now: RouteMillis, _: u64) -> u64 {
+        let clock = (now.0 * 1000).max(self.wall_us.get() + 1);
+        self.wall_us.set(clock);
+        store.incarnation(clock)
     }
 
     /// The engine's matcher holds the router while the input runs (its filter verdicts come
@@ -362,7 +367,7 @@ impl Layer for GdLayer {
     fn handle(
         &self,
         node: &mut GdNode,
-        store: &mut MemStore,
+        store: &mut Disk,
         router: &mut Option<Router<RouteFilter>>,
         now: RouteMillis,
         input: LayerInput<GdFrame>,

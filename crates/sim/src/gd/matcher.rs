@@ -1,5 +1,6 @@
 //! The simulator's [`Matcher`]: the filter verdicts a broker can know, from its own router
-//! (what a production broker has), with the production matching code.
+//! (what a production broker has), judged by the broker's own edge code
+//! (`tidings_node::edges`) with the production matching code.
 //!
 //! Child edges: a message is F for a downstream cell only if the broker's router says so
 //! ([`Router::child_cell_verdict`]: the child's summary as routing holds it, and only once
@@ -17,10 +18,10 @@ use std::rc::Rc;
 
 use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
+use tidings_node::edges::{self, EdgeNames};
 use tidings_route::matching::RouteFilter;
-use tidings_route::{Filter, PubendRef, Router, Verdict as RouteVerdict};
+use tidings_route::{Filter, PubendRef, Router};
 
-use crate::gd::layer::MATE_CELL;
 use crate::gd::world::{message_of, World};
 
 /// Verdicts for one broker.
@@ -67,12 +68,12 @@ impl Matcher for SimMatcher {
 
     fn tree(&self, pubend: PubendId) -> TreeTag {
         let world = self.world.borrow();
-        let tree = self.router.as_ref().zip(pubend_ref(&world, pubend)).and_then(|(router, p)| router.pubend_tree(&p));
-        TreeTag(tree.map_or(0, |id| id.0))
+        self.router.as_ref().map_or(TreeTag(0), |router| edges::tree(router, pubend_ref(&world, pubend).as_ref()))
     }
 }
 
-/// The router's verdict for the edge towards `cell` (a child cell, or a mate's pseudo cell).
+/// The router's verdict for the edge towards `cell` (a child cell, or a mate's pseudo cell),
+/// by the broker's own code (`tidings_node::edges`).
 fn router_verdict(
     router: &Router<RouteFilter>,
     world: &World,
@@ -83,24 +84,8 @@ fn router_verdict(
     let Some(probe) = message_of(payload).and_then(|msg| world.probes.get(msg as usize)) else {
         return Verdict::Unsure;
     };
-    let verdict = match cell.0.checked_sub(MATE_CELL) {
-        Some(mate) => match world.names.get(mate as usize) {
-            Some(name) => router.mate_verdict(name, probe),
-            None => RouteVerdict::Unsure,
-        },
-        None => {
-            let (Some(reference), Some(cell)) = (pubend_ref(world, pubend), world.cell_names.get(cell.0 as usize))
-            else {
-                return Verdict::Unsure;
-            };
-            router.child_cell_verdict(&reference, cell, probe)
-        }
-    };
-    match verdict {
-        RouteVerdict::Deliver => Verdict::Data,
-        RouteVerdict::Filtered => Verdict::Final,
-        RouteVerdict::Unsure => Verdict::Unsure,
-    }
+    let names = EdgeNames { brokers: &world.names, cells: &world.cell_names };
+    edges::verdict(router, names, pubend_ref(world, pubend).as_ref(), cell, probe)
 }
 
 /// The pubend as routing names it: its id and its hosting broker.

@@ -4,8 +4,13 @@
 //!
 //! Map: [`layer`] drives one broker's engine and store (the [`crate::Layer`] implementation;
 //! `actions` carries out and judges what the engine asks, `relay` carries its frames);
+//! [`disk`] is its data directory: the real pubend log (`tidings-store`, stepped) on an
+//! in-memory file system, crashed as a process crash, a power loss or an empty restart, and
+//! `recovery` judges what the reopened log recovered; store actions, reads and completions
+//! cross with the broker's own journal code (`tidings_node::journal`);
 //! [`matcher`] answers the engine's filter questions as the broker knows them (child edges
-//! from its router's vouched summaries, subends with the production matching code);
+//! from its router's vouched summaries, by the broker's `tidings_node::edges`, subends with
+//! the production matching code);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
 //! fed by `routes`, its steps drawn by `chaos`, its bundles thinned by `bundles` in
@@ -17,10 +22,12 @@
 mod actions;
 mod bundles;
 mod chaos;
+pub mod disk;
 mod durable;
 pub mod layer;
 pub mod matcher;
 mod measure;
+mod recovery;
 mod relay;
 mod routes;
 pub mod run;

@@ -4,7 +4,7 @@
 //! model and the checks after every step; then every fault heals, time passes, and every
 //! live subscriber must have got exactly Expected and every pubend must have released its log.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
@@ -49,11 +49,18 @@ pub struct Mode {
     /// Brokers hosting a durable subscriber crash at any moment and restart, restoring each
     /// durable subscription from its stored checkpoint.
     pub shb_crashes: bool,
+    /// Half the crashes are power losses: the log loses every write not yet synced (the last
+    /// kept one torn), where a process crash leaves them to the page cache.
+    pub power_loss: bool,
+    /// A crashed broker without a pubend or a durable subscriber (a relay, a host of plain
+    /// subscribers) may restart on an empty data directory, its incarnation from the clock.
+    pub empty_restarts: bool,
 }
 
 impl Mode {
     /// Everything.
-    pub const FULL: Mode = Mode { faults: true, churn: true, pubend_crashes: true, ..Mode::LOSSY };
+    pub const FULL: Mode =
+        Mode { faults: true, churn: true, pubend_crashes: true, power_loss: true, empty_restarts: true, ..Mode::LOSSY };
     /// The lossy channel only: subscribers are set up first, brokers and links stay up.
     pub const LOSSY: Mode = Mode {
         faults: false,
@@ -63,20 +70,22 @@ impl Mode {
         partial_bundles: false,
         durable: false,
         shb_crashes: false,
+        power_loss: false,
+        empty_restarts: false,
     };
     /// The lossy channel and subscriber churn.
     pub const CHURN: Mode = Mode { churn: true, ..Mode::LOSSY };
     /// The lossy channel and crashes of publishing brokers.
-    pub const PUBEND_CRASHES: Mode = Mode { pubend_crashes: true, ..Mode::LOSSY };
+    pub const PUBEND_CRASHES: Mode = Mode { pubend_crashes: true, power_loss: true, ..Mode::LOSSY };
     /// The lossy channel and crashes of every role while nothing is owed.
-    pub const IDLE_CRASHES: Mode = Mode { idle_crashes: true, ..Mode::LOSSY };
+    pub const IDLE_CRASHES: Mode = Mode { idle_crashes: true, power_loss: true, empty_restarts: true, ..Mode::LOSSY };
     /// The lossy channel over partial bundles (sideways routing through cell mates).
     pub const CELLS: Mode = Mode { partial_bundles: true, ..Mode::LOSSY };
     /// The lossy channel and faults, subscribers set up first.
-    pub const FAULTS: Mode = Mode { faults: true, ..Mode::LOSSY };
+    pub const FAULTS: Mode = Mode { faults: true, power_loss: true, empty_restarts: true, ..Mode::LOSSY };
     /// The lossy channel, durable subscribers whose clients come and go, and crashes of
     /// their brokers at any moment.
-    pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, ..Mode::LOSSY };
+    pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, power_loss: true, ..Mode::LOSSY };
 }
 
 /// The state of one run.
@@ -85,6 +94,9 @@ pub(super) struct GdRun {
     pub(super) net: Net<GdLayer>,
     pub(super) world: Rc<RefCell<World>>,
     pub(super) rng: Rng,
+    /// Draws what each crash does to the data directory, apart from `rng`: the chaos drawn
+    /// is the same with or without the disk faults, so a seed replays the same schedule.
+    pub(super) disk_rng: Rng,
     pub(super) plan: Plan,
     pub(super) coverage: Coverage,
 }
@@ -155,12 +167,13 @@ impl GdRun {
         world.cell_names = cells;
         let world = Rc::new(RefCell::new(world));
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
-        let layer = GdLayer { settings, world: world.clone(), names, index, seed: plan.seed };
+        let layer = GdLayer { settings, world: world.clone(), names, index, seed: plan.seed, wall_us: Cell::new(0) };
         let mut net = Net::new(topology, layer, plan.seed);
         if mode.partial_bundles {
             thin_bundles(&mut net, &mut Rng::new(plan.seed ^ 0x00b0_4d1e));
         }
-        GdRun { mode, net, world, rng, plan: plan.clone(), coverage: Coverage::default() }
+        let disk_rng = Rng::new(plan.seed ^ 0x00d1_5c00);
+        GdRun { mode, net, world, rng, disk_rng, plan: plan.clone(), coverage: Coverage::default() }
     }
 
     fn setup(&mut self) -> Result<(), String> {

@@ -7,23 +7,23 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// One kind of warning, let through at most once per [`Hush::EVERY_MS`]; the ones held back in
 /// between are counted and reported with the next one let through.
 #[derive(Debug, Default)]
-pub(crate) struct Hush {
+pub struct Hush {
     last_ms: AtomicU64,
     held: AtomicU64,
 }
 
 impl Hush {
     /// At most one warning of a kind per this many milliseconds.
-    pub(crate) const EVERY_MS: u64 = 1000;
+    pub const EVERY_MS: u64 = 1000;
 
     /// A new, silent limiter (for a `static`).
-    pub(crate) const fn new() -> Hush {
+    pub const fn new() -> Hush {
         Hush { last_ms: AtomicU64::new(0), held: AtomicU64::new(0) }
     }
 
     /// `Some(n)` when this occurrence is to be logged, `n` being how many were held back since
     /// the last one; `None` when it is held back.
-    pub(crate) fn pass(&self) -> Option<u64> {
+    pub fn pass(&self) -> Option<u64> {
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
         let last = self.last_ms.load(Relaxed);
         if now.saturating_sub(last) >= Self::EVERY_MS

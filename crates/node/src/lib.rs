@@ -1,0 +1,17 @@
+//! One broker's guaranteed-delivery node, sans-IO: the shell decisions around the delivery core
+//! that the broker's tokio driver (`tidings-broker`, `guaranteed/`) and the deterministic
+//! simulator (`tidings-sim`, `gd/`) both run, so a simulated run judges the broker's own code,
+//! not a model of it.
+//!
+//! Map:
+//! - [`edges`]: the filter verdicts toward downstream cells and cell mates, from routing's
+//!   vouched summaries.
+//! - [`journal`]: the core's store actions and inputs in `tidings-store`'s terms, both ways
+//!   (what an opened log recovered, submits, reads, completions).
+//! - [`hush`]: rate-limited warnings (a fault hitting every message says so once, with a count).
+//!
+//! Nothing here runs a thread, a timer or a socket: callers bring their own time and I/O.
+
+pub mod edges;
+pub mod hush;
+pub mod journal;
