@@ -32,6 +32,8 @@ pub struct Setup {
 pub struct Done {
     /// The fault.
     pub fault: Fault,
+    /// When it began (Unix µs): other faults active while it lasts delay the recovery of this one.
+    pub started_us: u64,
     /// When it ended: the link healed or the broker restarted (Unix µs).
     pub ended_us: u64,
     /// Why a `net fault` command failed, if one did.
@@ -176,7 +178,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, check::check(&acks, c, l))).collect();
     let recoveries = faults
         .iter()
-        .flat_map(|d| lines.iter().filter_map(move |l| recovery(d, l).map(|ms| (d.fault.kind, ms))))
+        .flat_map(|d| lines.iter().filter_map(|l| recovery(d, &faults, l).map(|ms| (d.fault.kind, ms))))
         .collect();
     drop(net);
     Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
@@ -191,11 +193,12 @@ fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Ve
     let mut done = Vec::new();
     for fault in track {
         std::thread::sleep((started + fault.at).saturating_duration_since(Instant::now()));
+        let started_us = unix_us();
         if fault.kind == Kind::StallKill {
             let stall: Vec<&str> =
                 ["stall"].into_iter().chain(fault.targets.iter().flatten().map(String::as_str)).collect();
             if let Err(e) = net_fault(tidings, dir, &stall, None) {
-                done.push(Done { fault, ended_us: unix_us(), error: Some(format!("{e:#}")) });
+                done.push(Done { fault, started_us, ended_us: unix_us(), error: Some(format!("{e:#}")) });
                 continue;
             }
             std::thread::sleep(STALL_FIRST);
@@ -216,7 +219,7 @@ fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Ve
                 .collect()
         });
         let error = results.into_iter().filter_map(Result::err).map(|e| format!("{e:#}")).next();
-        done.push(Done { fault, ended_us: unix_us(), error });
+        done.push(Done { fault, started_us, ended_us: unix_us(), error });
     }
     done
 }
@@ -249,8 +252,11 @@ async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::R
 }
 
 /// How long after a fault's end a subscriber had its next delivery, ms, if the fault affected
-/// it: it received nothing in the 500 ms before the end, and something after.
-fn recovery(done: &Done, lines: &[Line]) -> Option<f64> {
+/// it: it received nothing in the 500 ms before the end, and something after. When other faults
+/// were still active at that end (the schedule's tracks overlap) and the subscriber got nothing
+/// until they too had ended, the time counts from the end of the last of them: a subscriber cut
+/// off by a second fault has not failed to recover from the first.
+fn recovery(done: &Done, faults: &[Done], lines: &[Line]) -> Option<f64> {
     let received = lines.iter().filter_map(|l| match l {
         Line::Delivery { received_us, .. } => Some(*received_us),
         Line::Gap { .. } => None,
@@ -259,5 +265,50 @@ fn recovery(done: &Done, lines: &[Line]) -> Option<f64> {
     if received.clone().any(|r| r < end && r + 500_000 >= end) {
         return None;
     }
-    received.filter(|r| *r >= end).min().map(|r| (r - end) as f64 / 1e3)
+    let next = received.filter(|r| *r >= end).min()?;
+    let mut quiet = end;
+    while let Some(later) =
+        faults.iter().filter(|o| o.started_us < quiet && o.ended_us > quiet).map(|o| o.ended_us).max()
+    {
+        quiet = later;
+    }
+    let from = if next <= quiet { end } else { quiet };
+    Some((next - from) as f64 / 1e3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(kind: Kind, started_us: u64, ended_us: u64) -> Done {
+        let fault = Fault {
+            kind,
+            targets: vec![vec!["a".into()]],
+            at: Duration::ZERO,
+            lasting: Duration::from_micros(ended_us - started_us),
+        };
+        Done { fault, started_us, ended_us, error: None }
+    }
+
+    fn delivered(received_us: u64) -> Line {
+        Line::Delivery { id: ("p".into(), 1), pubend: "e".into(), tick: 1, received_us, redelivered: false }
+    }
+
+    /// A second fault still active when the first ends delays the subscriber: its recovery counts
+    /// from the second's end; a delivery while the second lasts counts from the first's end.
+    #[test]
+    fn recovery_counts_from_the_end_of_the_faults_still_active() {
+        let first = done(Kind::Kill, 1_000_000, 2_000_000);
+        let second = done(Kind::Cut, 1_500_000, 9_000_000);
+        let faults = [first.clone(), second.clone()];
+        let lines = [delivered(100_000), delivered(9_300_000)];
+        assert_eq!(recovery(&first, &faults, &lines), Some(300.0));
+        assert_eq!(recovery(&second, &faults, &lines), Some(300.0));
+        let early = [delivered(100_000), delivered(2_400_000)];
+        assert_eq!(recovery(&first, &faults, &early), Some(400.0));
+        let alone = [first.clone()];
+        assert_eq!(recovery(&first, &alone, &lines), Some(7_300.0));
+        let busy = [delivered(1_900_000), delivered(9_300_000)];
+        assert_eq!(recovery(&first, &faults, &busy), None, "not affected: it received just before the end");
+    }
 }
