@@ -123,3 +123,42 @@ fn overhead_quick_delivers_every_subscribers_share_in_both_modes() {
         assert!(out_dir.path().join(format!("overhead.{ext}")).is_file());
     }
 }
+
+#[test]
+fn bench_store_writes_the_rows_it_prints_as_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("store.csv");
+    let out = Command::new(Path::new(env!("CARGO_BIN_EXE_tidings")))
+        .args(["bench", "store", "--in-flight", "1,4", "--seconds", "0.2", "--raw-count", "20", "--fsync", "never"])
+        .arg("--dir")
+        .arg(dir.path())
+        .arg("--out")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let column =
+        |name: &str| header.iter().position(|c| *c == name).unwrap_or_else(|| panic!("no {name} in {header:?}"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    // The raw write + fdatasync reference, then one row per in-flight value, as printed.
+    let in_flight: Vec<&str> = rows.iter().map(|r| r[column("in_flight")]).collect();
+    assert_eq!(in_flight, ["1", "1", "4"], "{text}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    for row in &rows {
+        assert_eq!(row.len(), header.len(), "{text}");
+        assert_eq!(row[column("fsync")], "never");
+        assert_eq!(row[column("size_b")], "256");
+        let (engine, acked) = (row[column("engine")], row[column("acked_per_s")]);
+        assert!(
+            printed.contains(&format!("| {engine} | {} | {acked} |", row[column("in_flight")])),
+            "{printed}\n{text}"
+        );
+        assert!(row[column("acked")].parse::<u64>().unwrap() > 0, "{text}");
+    }
+    // The scratch logs are gone; only the CSV is left.
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, [std::ffi::OsString::from("store.csv")]);
+}
