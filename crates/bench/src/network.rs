@@ -161,6 +161,24 @@ impl Drop for Network {
     }
 }
 
+/// `tidings net fault ARGS [--for D] --dir DIR`, which must succeed (also the nemesis's
+/// faults).
+pub fn net_fault(tidings: &Path, dir: &Path, args: &[&str], lasting: Option<Duration>) -> anyhow::Result<()> {
+    let mut command = Command::new(tidings);
+    command.args(["net", "fault"]).args(args).arg("--dir").arg(dir);
+    if let Some(d) = lasting {
+        command.args(["--for", &format!("{}ms", d.as_millis())]);
+    }
+    let out = command.output().with_context(|| format!("running `tidings net fault {}`", args.join(" ")))?;
+    anyhow::ensure!(
+        out.status.success(),
+        "`tidings net fault {}` failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    Ok(())
+}
+
 /// Reads `network.json`: either `{"brokers": [...]}` or a bare list; each broker has `name`,
 /// `tcp` and optionally `cell` and `admin`.
 pub fn parse_network(text: &str) -> anyhow::Result<Vec<BrokerInfo>> {

@@ -7,13 +7,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::thousands;
 use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::thousands;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 

@@ -182,9 +182,9 @@ pub fn nats_cell(table: &[FloodRow], system: &str, subscribers: usize, size: usi
         Some(v) => match (cell(|r| r.lost), cell(|r| r.sent)) {
             (Some(lost), Some(sent)) if lost > 0.0 && sent > 0.0 => {
                 let share = 100.0 * lost / (sent * subscribers as f64);
-                format!("{} ({share:.0}% lost)", super::thousands(v))
+                format!("{} ({share:.0}% lost)", crate::suite::text::thousands(v))
             }
-            _ => super::thousands(v),
+            _ => crate::suite::text::thousands(v),
         },
     }
 }
@@ -195,7 +195,7 @@ pub fn range_cell(values: &[f64]) -> String {
     if values.is_empty() {
         return "n/a".into();
     }
-    crate::stats::Spread::of(values).show(super::thousands)
+    crate::stats::Spread::of(values).show(crate::suite::text::thousands)
 }
 
 /// Median of ours over median of NATS's `received_msg_s` at one point, `n/a` when either is missing.

@@ -8,13 +8,14 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::{list, thousands, Tally};
+use super::Tally;
 use crate::flood::FloodSpec;
 use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::{list, thousands};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.

@@ -6,12 +6,12 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::{list, thousands};
 use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::{list, thousands};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 

@@ -8,9 +8,8 @@
 //! that replays it, and its logs are kept.
 //!
 //! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes.
-//! - [`check`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
+//! - [`crate::guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
 
-pub mod check;
 pub mod report;
 pub mod run;
 pub mod schedule;
@@ -34,7 +33,7 @@ pub struct NemesisArgs {
     #[arg(long, value_name = "FILE")]
     pub topology: PathBuf,
     /// How many schedules to run, with seeds SEED, SEED+1, ...
-    #[arg(long, default_value_t = 1, value_parser = crate::cli::parse::at_least_one::<u64>)]
+    #[arg(long, default_value_t = 1, value_parser = crate::parse::at_least_one::<u64>)]
     pub schedules: u64,
     /// How long each schedule publishes (faults happen within it).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
@@ -43,7 +42,7 @@ pub struct NemesisArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Each publisher's rate, msg/s.
-    #[arg(long, default_value_t = 40.0, value_parser = crate::cli::parse::above_zero)]
+    #[arg(long, default_value_t = 40.0, value_parser = crate::parse::above_zero)]
     pub rate: f64,
     /// Output directory: nemesis.csv, recovery.csv, summary.md, and seed-N/ with the logs of
     /// each failing schedule.

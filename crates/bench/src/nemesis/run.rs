@@ -8,11 +8,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 
-use super::check::{self, Ack, Line, Subscriber, Verdict};
 use super::schedule::{Fault, Kind, Schedule, STALL_FIRST};
-use crate::experiments::failures::clients::{subscribe_with, Tool};
-use crate::experiments::failures::faults::net_fault;
-use crate::network::Network;
+use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
+use crate::network::{net_fault, Network};
+use crate::tools::{subscribe_with, Tool};
 
 /// What every schedule of a run shares.
 #[derive(Debug, Clone)]
@@ -173,7 +172,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     let lines = drain(&subs, &acks, &checked).await?;
     drop(subs);
     let verdicts =
-        checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, check::check(&acks, c, l))).collect();
+        checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, guarantee::check(&acks, c, l))).collect();
     let recoveries = faults
         .iter()
         .flat_map(|d| lines.iter().filter_map(move |l| recovery(d, l).map(|ms| (d.fault.kind, ms))))
@@ -236,7 +235,7 @@ async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::R
             .iter()
             .map(|t| Ok(t.lines()?.iter().filter_map(Line::parse).collect()))
             .collect::<anyhow::Result<_>>()?;
-        let complete = checked.iter().zip(&lines).all(|(c, l)| check::check(acks, c, l).lost_silent == 0);
+        let complete = checked.iter().zip(&lines).all(|(c, l)| guarantee::check(acks, c, l).lost_silent == 0);
         let now: usize = lines.iter().map(Vec::len).sum();
         if now != total {
             (total, changed) = (now, Instant::now());

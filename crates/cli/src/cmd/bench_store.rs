@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::cmd::outln;
 use anyhow::Context as _;
-use tidings_bench::cli::parse::{above_zero, at_least_one};
+use tidings_bench::parse::{above_zero, at_least_one};
 use tidings_store::measure::{raw_fdatasync, store_appends, Report, Workload};
 use tidings_store::FsyncPolicy;
 

@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::{list, micros, thousands, Tally};
+use super::Tally;
 use crate::suite::table::Table;
+use crate::suite::text::{list, micros, thousands};
 use crate::suite::{Check, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
