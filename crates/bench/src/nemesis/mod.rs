@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::topology::Topology;
 
@@ -82,6 +83,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} schedules, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let mut stop = Stop::install()?;
     let mut rows = Vec::new();
     for i in 0..args.schedules {
         let seed = args.seed.wrapping_add(i);
@@ -90,7 +92,21 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         let dir = scratch.join(format!("seed-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let outcome = run::run(&setup, &s, &dir).await;
+        // The schedule's future is dropped before a signal is answered: its network, tools and
+        // fault commands are stopped by then.
+        let outcome = tokio::select! {
+            outcome = run::run(&setup, &s, &dir) => Ok(outcome),
+            signal = stop.received() => Err(signal),
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err((name, status)) => {
+                bar.finish_and_clear();
+                let _ = std::fs::remove_dir_all(&scratch);
+                eprintln!("stopped by {name} during seed {seed}; its brokers, proxies and clients are stopped");
+                return Ok(ExitCode::from(status));
+            }
+        };
         let row = report::Row::new(&topology.name, &s, &outcome);
         let keep = args.out.join(format!("seed-{seed}"));
         if row.failed || args.keep {
@@ -115,4 +131,29 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let summary = report::write(&args, &rows)?;
     print!("{summary}");
     Ok(if rows.iter().any(|r| r.failed) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), caught while schedules run rather than left to end the process
+/// at once: the brokers `net up` starts sit in their own process group and outlive a killed
+/// bench, so a signal must unwind the schedule, whose drops stop its processes.
+struct Stop {
+    term: Signal,
+    int: Signal,
+}
+
+impl Stop {
+    fn install() -> anyhow::Result<Stop> {
+        let term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+        let int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+        Ok(Stop { term, int })
+    }
+
+    /// The next signal's name and the exit status a shell gives a process it ended (128 + its
+    /// number).
+    async fn received(&mut self) -> (&'static str, u8) {
+        tokio::select! {
+            _ = self.term.recv() => ("SIGTERM", 143),
+            _ = self.int.recv() => ("SIGINT", 130),
+        }
+    }
 }
