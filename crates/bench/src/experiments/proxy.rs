@@ -9,7 +9,6 @@ use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::Tally;
-use crate::flood::FloodSpec;
 use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
@@ -101,16 +100,8 @@ impl Proxy {
                     subscriber_admins: vec![admin(shb)?],
                     all_admins: network.admins()?,
                 };
-                let spec = FloodSpec {
-                    publisher: phb.tcp.clone(),
-                    subscribers: sites.subscribers.clone(),
-                    size: p.size,
-                    count: p.count,
-                    topic: format!("bench.proxy.{n}.{rep}"),
-                    idle: Duration::from_secs(3),
-                    drain: seed002::DRAIN,
-                };
-                let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
+                let point = (p.size, p.count, format!("bench.proxy.{n}.{rep}"));
+                let m = seed002::measure(&sites, point, &mut checks, &format!("{n} subscribers")).await?;
                 let once = m.link_messages == m.run.sent as f64;
                 link.record(
                     once,
