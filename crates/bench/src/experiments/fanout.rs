@@ -93,16 +93,8 @@ impl Fanout {
                 ctx.step(format!("nats rep {rep}"));
             }
         }
-        if let Some(anchors) = &ctx.peers.anchors {
-            let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(
-                &mut table,
-                ("nats-anchor", "committed anchor"),
-                p.size,
-                (1, [None, None]),
-                &anchors.throughput(point),
-            );
-        }
+        let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
+        seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
         Ok(Outcome {
             figure: self.figure(&table, &traces),
             body: self.body(&table),

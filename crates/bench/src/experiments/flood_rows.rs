@@ -3,7 +3,8 @@
 //! of the report's tables, computed from them.
 
 use super::seed002::{Measured, WINDOW};
-use crate::peer::PeerRow;
+use crate::peer::anchors::Point;
+use crate::peer::{Anchors, PeerRow};
 use crate::stats::{lower_median, median, window_rates};
 
 /// CSV columns of the three experiments. For a row with `subscriber` = `all`,
@@ -170,6 +171,15 @@ pub fn peer_rows(
             load_after: load[1],
             ..FloodRow::default()
         });
+    }
+}
+
+/// The committed anchors' rows of `point` (`nats-anchor`), when the anchors were found: what
+/// every flood experiment shows beside NATS measured now.
+pub fn anchor_rows(table: &mut Vec<FloodRow>, anchors: Option<&Anchors>, point: Point<'_>) {
+    if let Some(anchors) = anchors {
+        let rows = anchors.throughput(point);
+        peer_rows(table, ("nats-anchor", "committed anchor"), point.size as usize, (1, [None, None]), &rows);
     }
 }
 

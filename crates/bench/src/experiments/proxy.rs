@@ -118,7 +118,10 @@ impl Proxy {
         }
         drop(network);
         drop(cluster);
-        self.anchors(ctx, &mut table)?;
+        for &n in &p.subscribers {
+            let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
+            seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
+        }
         let mut checks = checks.into_checks();
         checks.push(link.check());
         Ok(Outcome {
@@ -127,23 +130,6 @@ impl Proxy {
             table: Table::of(seed002::COLUMNS, &table)?,
             checks,
         })
-    }
-
-    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
-        let p = &self.0;
-        if let Some(anchors) = &ctx.peers.anchors {
-            for &n in &p.subscribers {
-                let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(
-                    table,
-                    ("nats-anchor", "committed anchor"),
-                    p.size,
-                    (1, [None, None]),
-                    &anchors.throughput(point),
-                );
-            }
-        }
-        Ok(())
     }
 
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {

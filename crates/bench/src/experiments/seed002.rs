@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 pub use super::flood_rows::{
-    median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load, COLUMNS,
+    anchor_rows, median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load,
+    COLUMNS,
 };
 use super::Tally;
 use crate::flood::{Flood, FloodRun, FloodSpec};

@@ -86,23 +86,16 @@ impl Sizes {
                 }
             }
         }
-        self.anchors(ctx, &mut table)?;
+        for &size in &p.sizes {
+            let point = Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 };
+            seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
+        }
         Ok(Outcome {
             figure: self.figure(&table),
             body: self.body(&table),
             table: Table::of(seed002::COLUMNS, &table)?,
             checks: checks.into_checks(),
         })
-    }
-
-    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
-        if let Some(anchors) = &ctx.peers.anchors {
-            for &size in &self.0.sizes {
-                let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows);
-            }
-        }
-        Ok(())
     }
 
     fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {
