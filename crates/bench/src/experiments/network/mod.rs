@@ -6,7 +6,7 @@
 //! traffic in `gryphon-fig3.toml` crashes or stalls; the cost of a subscription at a linked
 //! broker. NATS (one node against a two-node cluster) beside it, measured now or anchored.
 
-pub(crate) mod cpu;
+mod cpu;
 mod fault;
 mod figure;
 mod nats;
