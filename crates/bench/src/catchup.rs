@@ -199,7 +199,7 @@ impl Live {
 
     /// How long the live processes have waited for a CPU while runnable, in all.
     fn waited(&self) -> Duration {
-        self.children.iter().map(|child| crate::experiments::network::cpu::waited_for_cpu(child.id())).sum()
+        self.children.iter().map(|child| crate::cpu::waited_for_cpu(child.id())).sum()
     }
 
     /// Starts counting the live processes' waits for a CPU.

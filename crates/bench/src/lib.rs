@@ -18,10 +18,18 @@
 //!   [`metrics`] (Prometheus text), [`peer`] (NATS through the peer harness, or its committed
 //!   anchors), [`topology`] (the seed topology files), [`paths`] (where the shipped topologies
 //!   and peer harness are).
+//! - [`nemesis`]: random, seeded fault schedules over real processes, every acknowledged
+//!   publish checked against every subscriber's output (`tidings bench nemesis`), by the
+//!   [`guarantee`] checker the failures experiment shares; both drive the command-line
+//!   [`tools`] as client processes.
 //! - [`cli`]: the `tidings bench` command line (the `tidings` binary only forwards to it).
 //!
-//! - [`nemesis`]: random, seeded fault schedules over real processes, every acknowledged
-//!   publish checked against every subscriber's output (`tidings bench nemesis`).
+//! # Layers
+//!
+//! The modules are layered, and `.ci/circles.py` keeps them so: [`cli`] on top, imported by no
+//! other module; under it [`experiments`] and [`nemesis`], which import neither each other nor
+//! `cli`; under those the rooms they share: the frame [`suite`] (tables, figures, report), the
+//! engines, [`stats`], [`cpu`], [`peer`], [`network`], [`tools`], [`guarantee`], [`parse`].
 //!
 //! This crate drives brokers from outside, through their client port, admin port and process;
 //! it does not link the broker, and of the routing core it takes only the topology parser the
@@ -31,13 +39,16 @@
 pub mod acked;
 pub mod catchup;
 pub mod cli;
+pub mod cpu;
 pub mod engine;
 pub mod experiments;
 pub mod flood;
+pub mod guarantee;
 pub mod latency;
 pub mod metrics;
 pub mod nemesis;
 pub mod network;
+pub mod parse;
 pub mod paths;
 pub mod peer;
 pub mod seeds;
@@ -46,4 +57,5 @@ pub mod stats;
 pub mod suite;
 pub mod target;
 pub mod throughput;
+pub mod tools;
 pub mod topology;

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -159,6 +160,53 @@ impl Drop for Network {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `tidings net fault ARGS [--for D] --dir DIR`, which must succeed: the faults of the failures
+/// experiment, injected as an operator would.
+pub fn net_fault(tidings: &Path, dir: &Path, args: &[&str], lasting: Option<Duration>) -> anyhow::Result<()> {
+    net_fault_unless(tidings, dir, args, lasting, &AtomicBool::new(false))
+}
+
+/// [`net_fault`], killed (and an error) once `stop` is set: the nemesis's faults, whose run a
+/// signal may end while a `--for` fault sleeps, which would otherwise heal or restart a broker
+/// after the network went down, and so outlive the run.
+pub fn net_fault_unless(
+    tidings: &Path,
+    dir: &Path,
+    args: &[&str],
+    lasting: Option<Duration>,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
+    let mut command = Command::new(tidings);
+    command.args(["net", "fault"]).args(args).arg("--dir").arg(dir);
+    if let Some(d) = lasting {
+        command.args(["--for", &format!("{}ms", d.as_millis())]);
+    }
+    let what = format!("`tidings net fault {}`", args.join(" "));
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {what}"))?;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if stop.load(Ordering::Relaxed) {
+            let _ = child.kill();
+            let _ = child.wait();
+            anyhow::bail!("{what} stopped");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    anyhow::ensure!(status.success(), "{what} failed: {}", stderr.trim());
+    Ok(())
 }
 
 /// Reads `network.json`: either `{"brokers": [...]}` or a bare list; each broker has `name`,

@@ -74,3 +74,65 @@ fn nemesis_on_a_three_broker_chain_with_its_relay_emptied() {
 fn nemesis_on_gryphon_fig3_through_stalls_then_kills() {
     nemesis("gryphon-fig3.toml", 106, 1, "30s");
 }
+
+/// The processes whose environment carries `mark` (every process a run started inherits it,
+/// however it detached), with their command lines.
+fn marked(mark: &str) -> Vec<String> {
+    let needle = format!("TIDINGS_TEST_MARK={mark}");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|entry| {
+            std::fs::read(entry.path().join("environ"))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == needle.as_bytes()))
+        })
+        .map(|entry| {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            format!("{}: {}", entry.file_name().to_string_lossy(), String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        })
+        .collect()
+}
+
+/// A nemesis ended by SIGTERM stops what it started: the brokers `net up` detached into their
+/// own process groups, their fault proxies, the client tools, a `net fault` still sleeping.
+#[test]
+fn a_nemesis_stopped_by_sigterm_leaves_no_process_behind() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let out = tempfile::tempdir().unwrap();
+    let mark = format!("nemesis-sigterm-{}", std::process::id());
+    let mut run = Command::new(env!("CARGO_BIN_EXE_tidings"))
+        .args(["bench", "nemesis", "--topology"])
+        .arg(topology("chain-3.toml"))
+        .args(["--seed", "1", "--schedules", "1", "--duration", "60s", "--out"])
+        .arg(out.path())
+        .env("TIDINGS_TEST_MARK", &mark)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The schedule's directory: once a publisher has started, the brokers and every
+    // subscriber run.
+    let seed = std::env::temp_dir().join(format!("tidings-nemesis-{}", run.id())).join("seed-1");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !seed.join("pub2.jsonl").exists() {
+        assert!(std::time::Instant::now() < deadline, "no publisher started in 120 s: {:?}", marked(&mark));
+        assert!(run.try_wait().unwrap().is_none(), "the nemesis ended before its publishers started");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // A few seconds into the schedule, when its first faults may be under way.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let running = marked(&mark);
+    assert!(running.len() > 4, "the nemesis, three brokers and its tools should run: {running:?}");
+    tidings_testkit::send_signal(run.id(), tidings_testkit::Signal::Term).unwrap();
+    let status = run.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut run.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(143), "a nemesis stopped by SIGTERM exits 143: {stderr}");
+    // Processes already sent SIGKILL may take a moment to go.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !marked(&mark).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(marked(&mark), Vec::<String>::new(), "left running after SIGTERM ({stderr})");
+}

@@ -11,7 +11,7 @@ use super::measure::{interleaved, named, nats_tools, summarize, tidings_exe, Abo
 use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
-use crate::cli::parse::at_least_one;
+use crate::parse::at_least_one;
 
 /// `tidings bench acked`.
 #[derive(clap::Args)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::acked::{FreshBroker, OnBroker};
 use super::measure::{interleaved, summarize, Common};
 use crate::catchup::CatchUpSpec;
-use crate::cli::parse::{above_zero, at_least_one};
+use crate::parse::{above_zero, at_least_one};
 
 /// `tidings bench catch-up`.
 #[derive(clap::Args)]

@@ -11,9 +11,9 @@ use tidings_client::Transport;
 
 use super::measure::{interleaved, named, nats_tools, summarize, About, Common, Figures, Measurement, Row};
 use super::peers::{Nats, NatsPoint};
-use crate::cli::parse::{above_zero, at_least_one};
 use crate::latency::{self, LatencySpec};
 use crate::outln;
+use crate::parse::{above_zero, at_least_one};
 use crate::stats::Spread;
 use crate::target::Target;
 use crate::throughput::{self, Background, ThroughputSpec};

@@ -11,8 +11,8 @@ use anyhow::Context as _;
 use futures::future::LocalBoxFuture;
 use serde::Serialize;
 
-use crate::cli::parse::{above_zero, at_least_one};
 use crate::outln;
+use crate::parse::{above_zero, at_least_one};
 use crate::paths::dir_from;
 use crate::peer::NatsTools;
 use crate::stats::{load_average, Spread};

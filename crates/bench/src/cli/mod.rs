@@ -6,7 +6,6 @@ pub mod acked;
 pub mod catchup;
 pub mod classic;
 pub mod measure;
-pub mod parse;
 pub mod peers;
 
 use std::path::PathBuf;
@@ -16,8 +15,8 @@ use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tidings_client::Transport;
 
-use crate::cli::parse::{above_zero, at_least_one};
 use crate::experiments::{failures, fanout, hops, matching, network, overhead, persistent, proxy, sizes, subscribers};
+use crate::parse::{above_zero, at_least_one};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
 use crate::suite::{runner, Context, Experiment, Scale};

@@ -2,18 +2,16 @@
 //! subscriber and all together.
 
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::thousands;
-use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::thousands;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
@@ -80,23 +78,9 @@ impl Fanout {
         let mut traces = Traces::new();
         for rep in 1..=ctx.reps {
             let target = Target::spawn(&ctx.tidings, &[])?;
-            let admin = target.admin.clone().ok_or_else(|| anyhow::anyhow!("broker without admin"))?;
-            let sites = Sites {
-                publisher: (target.tcp.clone(), admin.clone()),
-                subscribers: vec![target.tcp.clone(); p.subscribers],
-                subscriber_admins: vec![admin.clone()],
-                all_admins: vec![admin],
-            };
-            let spec = FloodSpec {
-                publisher: target.tcp.clone(),
-                subscribers: sites.subscribers.clone(),
-                size: p.size,
-                count: p.count,
-                topic: "bench.fanout".into(),
-                idle: Duration::from_secs(3),
-                drain: seed002::DRAIN,
-            };
-            let m = seed002::measure(&sites, spec, &mut checks, &format!("rep {rep}")).await?;
+            let sites = Sites::one_broker(&target, p.subscribers)?;
+            let point = (p.size, p.count, "bench.fanout".into());
+            let m = seed002::measure(&sites, point, &mut checks, &format!("rep {rep}")).await?;
             seed002::rows(&mut table, p.size, rep, &m);
             let block = (p.count as usize / 50).max(WINDOW);
             traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
@@ -109,16 +93,8 @@ impl Fanout {
                 ctx.step(format!("nats rep {rep}"));
             }
         }
-        if let Some(anchors) = &ctx.peers.anchors {
-            let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
-            seed002::peer_rows(
-                &mut table,
-                ("nats-anchor", "committed anchor"),
-                p.size,
-                (1, [None, None]),
-                &anchors.throughput(point),
-            );
-        }
+        let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
+        seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
         Ok(Outcome {
             figure: self.figure(&table, &traces),
             body: self.body(&table),

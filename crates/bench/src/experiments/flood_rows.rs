@@ -3,7 +3,8 @@
 //! of the report's tables, computed from them.
 
 use super::seed002::{Measured, WINDOW};
-use crate::peer::PeerRow;
+use crate::peer::anchors::Point;
+use crate::peer::{Anchors, PeerRow};
 use crate::stats::{lower_median, median, window_rates};
 
 /// CSV columns of the three experiments. For a row with `subscriber` = `all`,
@@ -173,6 +174,15 @@ pub fn peer_rows(
     }
 }
 
+/// The committed anchors' rows of `point` (`nats-anchor`), when the anchors were found: what
+/// every flood experiment shows beside NATS measured now.
+pub fn anchor_rows(table: &mut Vec<FloodRow>, anchors: Option<&Anchors>, point: Point<'_>) {
+    if let Some(anchors) = anchors {
+        let rows = anchors.throughput(point);
+        peer_rows(table, ("nats-anchor", "committed anchor"), point.size as usize, (1, [None, None]), &rows);
+    }
+}
+
 /// `system`'s (`nats` or `nats-anchor`) `column` at a point as text, with the share it lost
 /// when it lost any.
 pub fn nats_cell(table: &[FloodRow], system: &str, subscribers: usize, size: usize, column: Field) -> String {
@@ -182,9 +192,9 @@ pub fn nats_cell(table: &[FloodRow], system: &str, subscribers: usize, size: usi
         Some(v) => match (cell(|r| r.lost), cell(|r| r.sent)) {
             (Some(lost), Some(sent)) if lost > 0.0 && sent > 0.0 => {
                 let share = 100.0 * lost / (sent * subscribers as f64);
-                format!("{} ({share:.0}% lost)", super::thousands(v))
+                format!("{} ({share:.0}% lost)", crate::suite::text::thousands(v))
             }
-            _ => super::thousands(v),
+            _ => crate::suite::text::thousands(v),
         },
     }
 }
@@ -195,7 +205,7 @@ pub fn range_cell(values: &[f64]) -> String {
     if values.is_empty() {
         return "n/a".into();
     }
-    crate::stats::Spread::of(values).show(super::thousands)
+    crate::stats::Spread::of(values).show(crate::suite::text::thousands)
 }
 
 /// Median of ours over median of NATS's `received_msg_s` at one point, `n/a` when either is missing.

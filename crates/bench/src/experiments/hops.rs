@@ -6,10 +6,10 @@ use std::fmt::Write as _;
 
 use futures::future::BoxFuture;
 
-use super::list;
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::list;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.

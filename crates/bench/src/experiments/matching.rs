@@ -8,10 +8,10 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
-use super::{list, thousands};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::{num, Table};
+use crate::suite::text::{list, thousands};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.

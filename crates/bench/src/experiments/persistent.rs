@@ -10,11 +10,11 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::content::{Kind, PointSpec};
-use super::list;
 use super::narada::{self, Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::{num, Table};
+use crate::suite::text::list;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.

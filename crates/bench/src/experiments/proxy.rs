@@ -8,13 +8,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::{list, thousands, Tally};
-use crate::flood::FloodSpec;
+use super::Tally;
 use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::{list, thousands};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -100,16 +100,8 @@ impl Proxy {
                     subscriber_admins: vec![admin(shb)?],
                     all_admins: network.admins()?,
                 };
-                let spec = FloodSpec {
-                    publisher: phb.tcp.clone(),
-                    subscribers: sites.subscribers.clone(),
-                    size: p.size,
-                    count: p.count,
-                    topic: format!("bench.proxy.{n}.{rep}"),
-                    idle: Duration::from_secs(3),
-                    drain: seed002::DRAIN,
-                };
-                let m = seed002::measure(&sites, spec, &mut checks, &format!("{n} subscribers")).await?;
+                let point = (p.size, p.count, format!("bench.proxy.{n}.{rep}"));
+                let m = seed002::measure(&sites, point, &mut checks, &format!("{n} subscribers")).await?;
                 let once = m.link_messages == m.run.sent as f64;
                 link.record(
                     once,
@@ -126,7 +118,10 @@ impl Proxy {
         }
         drop(network);
         drop(cluster);
-        self.anchors(ctx, &mut table)?;
+        for &n in &p.subscribers {
+            let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
+            seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
+        }
         let mut checks = checks.into_checks();
         checks.push(link.check());
         Ok(Outcome {
@@ -135,23 +130,6 @@ impl Proxy {
             table: Table::of(seed002::COLUMNS, &table)?,
             checks,
         })
-    }
-
-    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
-        let p = &self.0;
-        if let Some(anchors) = &ctx.peers.anchors {
-            for &n in &p.subscribers {
-                let point = Point { exp: "E4", label: "nats-cluster", size: p.size as u64, subs: n as u64, hops: 2 };
-                seed002::peer_rows(
-                    table,
-                    ("nats-anchor", "committed anchor"),
-                    p.size,
-                    (1, [None, None]),
-                    &anchors.throughput(point),
-                );
-            }
-        }
-        Ok(())
     }
 
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {

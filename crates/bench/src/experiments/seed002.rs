@@ -4,7 +4,8 @@
 use std::time::Duration;
 
 pub use super::flood_rows::{
-    median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load, COLUMNS,
+    anchor_rows, median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load,
+    COLUMNS,
 };
 use super::Tally;
 use crate::flood::{Flood, FloodRun, FloodSpec};
@@ -12,6 +13,7 @@ use crate::metrics::{self, scrape_all, Snapshot};
 use crate::peer::{nats, NatsTools, PeerRow};
 use crate::stats::load_average;
 use crate::suite::Check;
+use crate::target::Target;
 
 /// Seed 002's M.
 pub const WINDOW: usize = 100;
@@ -35,6 +37,19 @@ pub struct Sites {
     pub subscriber_admins: Vec<String>,
     /// Admin addresses of every broker of the setup.
     pub all_admins: Vec<String>,
+}
+
+impl Sites {
+    /// The publisher and `subscribers` subscribers on one broker (`sizes`, `fanout`).
+    pub fn one_broker(target: &Target, subscribers: usize) -> anyhow::Result<Sites> {
+        let admin = target.admin.clone().ok_or_else(|| anyhow::anyhow!("broker without admin"))?;
+        Ok(Sites {
+            publisher: (target.tcp.clone(), admin.clone()),
+            subscribers: vec![target.tcp.clone(); subscribers],
+            subscriber_admins: vec![admin.clone()],
+            all_admins: vec![admin],
+        })
+    }
 }
 
 /// The three properties every point must have.
@@ -76,8 +91,23 @@ pub struct Measured {
     pub load: Load,
 }
 
-/// Connects, probes, runs one point, and records its checks under the name `at`.
-pub async fn measure(sites: &Sites, spec: FloodSpec, checks: &mut FloodChecks, at: &str) -> anyhow::Result<Measured> {
+/// Connects, probes, floods `count` messages of `size` bytes on `topic` from the publisher to
+/// every subscriber of `sites`, and records the point's checks under the name `at`.
+pub async fn measure(
+    sites: &Sites,
+    (size, count, topic): (usize, u64, String),
+    checks: &mut FloodChecks,
+    at: &str,
+) -> anyhow::Result<Measured> {
+    let spec = FloodSpec {
+        publisher: sites.publisher.0.clone(),
+        subscribers: sites.subscribers.clone(),
+        size,
+        count,
+        topic,
+        idle: Duration::from_secs(3),
+        drain: DRAIN,
+    };
     let load_before = load_average();
     let flood = Flood::connect(spec, Duration::from_secs(30)).await?;
     let before = scrape_all(sites.all_admins.clone()).await?;

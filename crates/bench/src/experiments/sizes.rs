@@ -6,12 +6,11 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
-use super::{list, thousands};
-use crate::flood::FloodSpec;
 use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::Table;
+use crate::suite::text::{list, thousands};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
@@ -73,23 +72,9 @@ impl Sizes {
         for &size in &p.sizes {
             for rep in 1..=ctx.reps {
                 let target = Target::spawn(&ctx.tidings, &[])?;
-                let admin = target.admin.clone().ok_or_else(|| anyhow::anyhow!("broker without admin"))?;
-                let sites = Sites {
-                    publisher: (target.tcp.clone(), admin.clone()),
-                    subscribers: vec![target.tcp.clone()],
-                    subscriber_admins: vec![admin.clone()],
-                    all_admins: vec![admin],
-                };
-                let spec = FloodSpec {
-                    publisher: target.tcp.clone(),
-                    subscribers: sites.subscribers.clone(),
-                    size,
-                    count: p.count,
-                    topic: "bench.sizes".into(),
-                    idle: std::time::Duration::from_secs(3),
-                    drain: seed002::DRAIN,
-                };
-                let m = seed002::measure(&sites, spec, &mut checks, &format!("{size} B")).await?;
+                let sites = Sites::one_broker(&target, 1)?;
+                let point = (size, p.count, "bench.sizes".into());
+                let m = seed002::measure(&sites, point, &mut checks, &format!("{size} B")).await?;
                 seed002::rows(&mut table, size, rep, &m);
                 let rt = median_cell(&table, "tidings", 1, size, "1", |r| r.rt_median_msg_s).unwrap_or(0.0);
                 ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
@@ -101,23 +86,16 @@ impl Sizes {
                 }
             }
         }
-        self.anchors(ctx, &mut table)?;
+        for &size in &p.sizes {
+            let point = Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 };
+            seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
+        }
         Ok(Outcome {
             figure: self.figure(&table),
             body: self.body(&table),
             table: Table::of(seed002::COLUMNS, &table)?,
             checks: checks.into_checks(),
         })
-    }
-
-    fn anchors(&self, ctx: &Context, table: &mut Vec<FloodRow>) -> anyhow::Result<()> {
-        if let Some(anchors) = &ctx.peers.anchors {
-            for &size in &self.0.sizes {
-                let rows = anchors.throughput(Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 });
-                seed002::peer_rows(table, ("nats-anchor", "committed anchor"), size, (1, [None, None]), &rows);
-            }
-        }
-        Ok(())
     }
 
     fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {

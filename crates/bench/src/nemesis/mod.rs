@@ -8,9 +8,8 @@
 //! that replays it, and its logs are kept.
 //!
 //! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes.
-//! - [`check`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
+//! - [`crate::guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
 
-pub mod check;
 pub mod report;
 pub mod run;
 pub mod schedule;
@@ -21,6 +20,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressStyle};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::topology::Topology;
 
@@ -34,7 +34,7 @@ pub struct NemesisArgs {
     #[arg(long, value_name = "FILE")]
     pub topology: PathBuf,
     /// How many schedules to run, with seeds SEED, SEED+1, ...
-    #[arg(long, default_value_t = 1, value_parser = crate::cli::parse::at_least_one::<u64>)]
+    #[arg(long, default_value_t = 1, value_parser = crate::parse::at_least_one::<u64>)]
     pub schedules: u64,
     /// How long each schedule publishes (faults happen within it).
     #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
@@ -43,7 +43,7 @@ pub struct NemesisArgs {
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Each publisher's rate, msg/s.
-    #[arg(long, default_value_t = 40.0, value_parser = crate::cli::parse::above_zero)]
+    #[arg(long, default_value_t = 40.0, value_parser = crate::parse::above_zero)]
     pub rate: f64,
     /// Output directory: nemesis.csv, recovery.csv, summary.md, and seed-N/ with the logs of
     /// each failing schedule.
@@ -83,6 +83,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} schedules, {elapsed} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
+    let mut stop = Stop::install()?;
     let mut rows = Vec::new();
     for i in 0..args.schedules {
         let seed = args.seed.wrapping_add(i);
@@ -91,7 +92,21 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         let dir = scratch.join(format!("seed-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
-        let outcome = run::run(&setup, &s, &dir).await;
+        // The schedule's future is dropped before a signal is answered: its network, tools and
+        // fault commands are stopped by then.
+        let outcome = tokio::select! {
+            outcome = run::run(&setup, &s, &dir) => Ok(outcome),
+            signal = stop.received() => Err(signal),
+        };
+        let outcome = match outcome {
+            Ok(outcome) => outcome,
+            Err((name, status)) => {
+                bar.finish_and_clear();
+                let _ = std::fs::remove_dir_all(&scratch);
+                eprintln!("stopped by {name} during seed {seed}; its brokers, proxies and clients are stopped");
+                return Ok(ExitCode::from(status));
+            }
+        };
         let row = report::Row::new(&topology.name, &s, &outcome);
         let keep = args.out.join(format!("seed-{seed}"));
         if row.failed || args.keep {
@@ -116,4 +131,29 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let summary = report::write(&args, &rows)?;
     print!("{summary}");
     Ok(if rows.iter().any(|r| r.failed) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), caught while schedules run rather than left to end the process
+/// at once: the brokers `net up` starts sit in their own process group and outlive a killed
+/// bench, so a signal must unwind the schedule, whose drops stop its processes.
+struct Stop {
+    term: Signal,
+    int: Signal,
+}
+
+impl Stop {
+    fn install() -> anyhow::Result<Stop> {
+        let term = signal(SignalKind::terminate()).context("cannot catch SIGTERM")?;
+        let int = signal(SignalKind::interrupt()).context("cannot catch SIGINT")?;
+        Ok(Stop { term, int })
+    }
+
+    /// The next signal's name and the exit status a shell gives a process it ended (128 + its
+    /// number).
+    async fn received(&mut self) -> (&'static str, u8) {
+        tokio::select! {
+            _ = self.term.recv() => ("SIGTERM", 143),
+            _ = self.int.recv() => ("SIGINT", 130),
+        }
+    }
 }

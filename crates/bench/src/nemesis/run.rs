@@ -4,15 +4,17 @@
 //! path out (the network and the tools stop on drop).
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 
-use super::check::{self, Ack, Line, Subscriber, Verdict};
 use super::schedule::{Fault, Kind, Schedule, STALL_FIRST};
-use crate::experiments::failures::clients::{subscribe_with, Tool};
-use crate::experiments::failures::faults::net_fault;
-use crate::network::Network;
+use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
+use crate::network::{net_fault_unless, Network};
+use crate::tools::{subscribe_with, Tool};
 
 /// What every schedule of a run shares.
 #[derive(Debug, Clone)]
@@ -131,15 +133,15 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         .iter()
         .map(|links| s.faults.iter().filter(|f| is_link(f.kind) == *links).cloned().collect())
         .collect();
-    let mut handles = Vec::new();
-    for track in tracks {
-        let (tidings, fault_dir) = (setup.tidings.clone(), net.dir().to_path_buf());
-        handles.push(tokio::task::spawn_blocking(move || inject(&tidings, &fault_dir, started, track)));
-    }
-    let mut faults = Vec::new();
-    for h in handles {
-        faults.extend(h.await?);
-    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = tracks
+        .into_iter()
+        .map(|track| {
+            let (tidings, fault_dir, stop) = (setup.tidings.clone(), net.dir().to_path_buf(), Arc::clone(&stop));
+            std::thread::spawn(move || inject(&tidings, &fault_dir, started, track, &stop))
+        })
+        .collect();
+    let faults = Tracks { stop, threads }.finish().await?;
     let mut failed_publishers = Vec::new();
     let deadline = started + setup.duration + Duration::from_secs(30);
     for p in &mut pubs {
@@ -175,7 +177,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     let lines = drain(&subs, &acks, &checked).await?;
     drop(subs);
     let verdicts =
-        checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, check::check(&acks, c, l))).collect();
+        checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, guarantee::check(&acks, c, l))).collect();
     let recoveries = faults
         .iter()
         .flat_map(|d| lines.iter().filter_map(|l| recovery(d, &faults, l).map(|ms| (d.fault.kind, ms))))
@@ -188,20 +190,69 @@ fn is_link(kind: Kind) -> bool {
     matches!(kind, Kind::LinkStall | Kind::Cut | Kind::Partition)
 }
 
-/// Runs one track's faults at their times (blocking); a partition's cuts run side by side.
-fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Vec<Done> {
+/// The threads of the fault tracks. Dropped with the schedule (ended by a signal or an error)
+/// before the tools and the network, it stops them first: a fault command still running would
+/// otherwise restart a broker of a network already down.
+struct Tracks {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<Vec<Done>>>,
+}
+
+impl Tracks {
+    /// Waits, without holding a runtime thread, until every track has made its faults.
+    async fn finish(mut self) -> anyhow::Result<Vec<Done>> {
+        while !self.threads.iter().all(JoinHandle::is_finished) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let mut done = Vec::new();
+        for thread in std::mem::take(&mut self.threads) {
+            done.extend(thread.join().map_err(|_| anyhow::anyhow!("a fault track panicked"))?);
+        }
+        Ok(done)
+    }
+}
+
+impl Drop for Tracks {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for thread in std::mem::take(&mut self.threads) {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Sleeps `d` in short steps; false as soon as `stop` is set.
+fn pause(stop: &AtomicBool, d: Duration) -> bool {
+    let end = Instant::now() + d;
+    while !stop.load(Ordering::Relaxed) {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return true;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+    false
+}
+
+/// Runs one track's faults at their times (blocking) until `stop` is set; a partition's cuts run
+/// side by side.
+fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>, stop: &AtomicBool) -> Vec<Done> {
     let mut done = Vec::new();
     for fault in track {
-        std::thread::sleep((started + fault.at).saturating_duration_since(Instant::now()));
+        if !pause(stop, (started + fault.at).saturating_duration_since(Instant::now())) {
+            break;
+        }
         let started_us = unix_us();
         if fault.kind == Kind::StallKill {
             let stall: Vec<&str> =
                 ["stall"].into_iter().chain(fault.targets.iter().flatten().map(String::as_str)).collect();
-            if let Err(e) = net_fault(tidings, dir, &stall, None) {
+            if let Err(e) = net_fault_unless(tidings, dir, &stall, None, stop) {
                 done.push(Done { fault, started_us, ended_us: unix_us(), error: Some(format!("{e:#}")) });
                 continue;
             }
-            std::thread::sleep(STALL_FIRST);
+            if !pause(stop, STALL_FIRST) {
+                break;
+            }
         }
         let results: Vec<anyhow::Result<()>> = std::thread::scope(|scope| {
             let runs: Vec<_> = fault
@@ -210,7 +261,7 @@ fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>) -> Ve
                 .map(|args| {
                     scope.spawn(move || {
                         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-                        net_fault(tidings, dir, &args, Some(fault.lasting))
+                        net_fault_unless(tidings, dir, &args, Some(fault.lasting), stop)
                     })
                 })
                 .collect();
@@ -239,7 +290,7 @@ async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::R
             .iter()
             .map(|t| Ok(t.lines()?.iter().filter_map(Line::parse).collect()))
             .collect::<anyhow::Result<_>>()?;
-        let complete = checked.iter().zip(&lines).all(|(c, l)| check::check(acks, c, l).lost_silent == 0);
+        let complete = checked.iter().zip(&lines).all(|(c, l)| guarantee::check(acks, c, l).lost_silent == 0);
         let now: usize = lines.iter().map(Vec::len).sum();
         if now != total {
             (total, changed) = (now, Instant::now());

@@ -341,7 +341,7 @@ fn tick(v: f64) -> String {
     } else if a >= 1e5 {
         format!("{}k", trim(v / 1e3))
     } else if a >= 1000.0 && v.fract() == 0.0 {
-        crate::experiments::thousands(v)
+        super::text::thousands(v)
     } else {
         trim(v)
     }

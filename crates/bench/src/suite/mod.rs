@@ -11,6 +11,7 @@ pub mod figure;
 pub mod report;
 pub mod runner;
 pub mod table;
+pub mod text;
 
 use std::path::PathBuf;
 

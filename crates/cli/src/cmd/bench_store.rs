@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use crate::cmd::outln;
 use anyhow::Context as _;
-use tidings_bench::cli::parse::{above_zero, at_least_one};
+use tidings_bench::parse::{above_zero, at_least_one};
 use tidings_bench::suite::table::{num, Table};
 use tidings_store::measure::{raw_fdatasync, store_appends, Report, Workload};
 use tidings_store::FsyncPolicy;

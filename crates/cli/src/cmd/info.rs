@@ -34,7 +34,7 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 0)]
     offset: usize,
     /// With a list: show at most this many entries.
-    #[arg(long, default_value_t = 100, value_parser = tidings_bench::cli::parse::at_least_one::<usize>)]
+    #[arg(long, default_value_t = 100, value_parser = tidings_bench::parse::at_least_one::<usize>)]
     limit: usize,
 }
 

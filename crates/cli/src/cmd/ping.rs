@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::cmd::outln;
 use anyhow::Context;
 use hdrhistogram::Histogram;
-use tidings_bench::cli::parse::at_least_one;
+use tidings_bench::parse::at_least_one;
 
 /// Sends PINGs one after another and reports the round-trip distribution.
 #[derive(clap::Args)]

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use bytes::{Bytes, BytesMut};
-use tidings_bench::cli::parse::{above_zero, at_least_one};
+use tidings_bench::parse::{above_zero, at_least_one};
 use tidings_client::{now_us, PublisherId};
 use tidings_wire::{Message, Property, Value};
 

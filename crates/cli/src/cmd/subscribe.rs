@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use base64::Engine;
 use serde_json::{json, Map};
-use tidings_bench::cli::parse::at_least_one;
+use tidings_bench::parse::at_least_one;
 use tidings_client::{Checkpoint, Delivery, Event, SubscribeOptions};
 use tidings_wire::{DeliveryMode, Value};
 

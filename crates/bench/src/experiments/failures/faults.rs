@@ -4,13 +4,11 @@
 //! When the faults happened is read back from the network's `faults.jsonl`, not assumed.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
-use anyhow::Context as _;
 use serde_json::Value;
 
 use super::Params;
+use crate::network::net_fault;
 
 /// One fault of the sequence.
 #[derive(Debug, Clone, PartialEq)]
@@ -44,24 +42,6 @@ pub(super) fn inject(tidings: &Path, dir: &Path, p: &Params) -> anyhow::Result<(
         net_fault(tidings, dir, &[&[step.kind], step.target.as_slice()].concat(), Some(lasting))?;
         std::thread::sleep(p.between);
     }
-    Ok(())
-}
-
-/// `tidings net fault ARGS [--for D] --dir DIR`, which must succeed (also the nemesis's
-/// faults).
-pub(crate) fn net_fault(tidings: &Path, dir: &Path, args: &[&str], lasting: Option<Duration>) -> anyhow::Result<()> {
-    let mut command = Command::new(tidings);
-    command.args(["net", "fault"]).args(args).arg("--dir").arg(dir);
-    if let Some(d) = lasting {
-        command.args(["--for", &format!("{}ms", d.as_millis())]);
-    }
-    let out = command.output().with_context(|| format!("running `tidings net fault {}`", args.join(" ")))?;
-    anyhow::ensure!(
-        out.status.success(),
-        "`tidings net fault {}` failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr).trim()
-    );
     Ok(())
 }
 

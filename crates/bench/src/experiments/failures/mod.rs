@@ -6,8 +6,7 @@
 //! and nack range at s1 and b1..b4), and the run fails if any acknowledged publish was lost,
 //! repeated or reordered at a subscriber, or if a subscriber did not recover after a fault.
 
-pub(crate) mod clients;
-pub(crate) mod faults;
+mod faults;
 mod nats;
 mod plot;
 mod recovery;

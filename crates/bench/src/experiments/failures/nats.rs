@@ -19,7 +19,6 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use tidings_admin::{send_signal, Signal};
 
-use super::clients::{finish_all, Tool};
 use super::faults::{steps, Window};
 use super::run::Run;
 use super::sampler::unix_us;
@@ -29,6 +28,7 @@ use super::Params;
 use crate::peer::nats::{free_port, json_line, spawn, wait_port};
 use crate::peer::NatsTools;
 use crate::suite::Context;
+use crate::tools::{finish_all, Tool};
 
 /// What the NATS run left behind: a run shaped as tidings' (no nack counters: NATS has none to
 /// compare), and the servers' version.

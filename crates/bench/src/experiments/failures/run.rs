@@ -5,7 +5,6 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::clients::{self, Tool};
 use super::faults::{self, Window};
 use super::sampler::{unix_us, Sample, Sampler};
 use super::series::{self, Delivery, Series};
@@ -13,6 +12,7 @@ use super::verify::{verify, Verdict};
 use super::Params;
 use crate::network::Network;
 use crate::suite::Context;
+use crate::tools::{self, Tool};
 
 /// What a run left behind.
 pub(super) struct Run {
@@ -50,19 +50,19 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     let mut subs = Vec::new();
     for s in &p.subscribers {
         let server = (net.broker(s)?.tcp.as_str(), admin(s)?);
-        subs.push(clients::subscribe(&ctx.tidings, &dir, s, (server.0, &server.1), "failures.>", total).await?);
+        subs.push(tools::subscribe(&ctx.tidings, &dir, s, (server.0, &server.1), "failures.>", total).await?);
     }
     let watched = p.watched.iter().map(|b| Ok((b.clone(), admin(b)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let sampler = Sampler::start(watched, p.bin);
     let t0_us = unix_us();
     let home = net.broker(&p.publisher_at)?.tcp.clone();
     let mut pubs = (1..=p.publishers)
-        .map(|i| clients::publish(&ctx.tidings, &dir, &home, &format!("f{i}"), (per_publisher, p.rate, p.size)))
+        .map(|i| tools::publish(&ctx.tidings, &dir, &home, &format!("f{i}"), (per_publisher, p.rate, p.size)))
         .collect::<anyhow::Result<Vec<Tool>>>()?;
     let (tidings, fault_dir, params) = (ctx.tidings.clone(), net.dir().to_path_buf(), p.clone());
     let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
     ctx.step("faults injected");
-    let (failed_publishers, unfinished) = clients::finish_all(&mut pubs, &mut subs, p.drain).await?;
+    let (failed_publishers, unfinished) = tools::finish_all(&mut pubs, &mut subs, p.drain).await?;
     let end_us = unix_us();
     let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
     injected?;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 use tidings_matching::Pattern;
 
-use crate::nemesis::check::{check, Ack, Line, Subscriber};
+use crate::guarantee::{check, Ack, Line, Subscriber};
 
 /// What one subscriber got against what was acknowledged.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

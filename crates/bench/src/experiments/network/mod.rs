@@ -6,7 +6,7 @@
 //! traffic in `gryphon-fig3.toml` crashes or stalls; the cost of a subscription at a linked
 //! broker. NATS (one node against a two-node cluster) beside it, measured now or anchored.
 
-pub(crate) mod cpu;
+mod cpu;
 mod fault;
 mod figure;
 mod nats;
@@ -18,8 +18,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::{list, micros, thousands, Tally};
+use super::Tally;
 use crate::suite::table::Table;
+use crate::suite::text::{list, micros, thousands};
 use crate::suite::{Check, Context, Experiment, Outcome, Scale};
 
 /// Parameters.

@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use super::cpu::{self, CpuSample, Process};
+use super::cpu;
 use super::NetRow;
 use super::{Key, Params, ANCHOR, NATS};
+use crate::cpu::{CpuSample, Process};
 use crate::peer::anchors::Point;
 use crate::peer::nats::{self, Mode, PeerRun};
 use crate::peer::{NatsServer, NatsTools, PeerRow};

@@ -4,7 +4,8 @@
 use std::fmt::Write as _;
 
 use super::NetRow;
-use super::{median, micros, show, thousands, us, Params, ANCHOR, NATS, TIDINGS};
+use super::{median, show, us, Params, ANCHOR, NATS, TIDINGS};
+use crate::suite::text::{micros, thousands};
 
 pub(super) use super::figure::figure;
 

@@ -7,11 +7,13 @@ use std::time::{Duration, Instant};
 
 use tidings_client::Client;
 
-use super::cpu::{self, CpuSample, Process};
+use super::cpu;
 use super::NetRow;
-use super::{path, thousands, Checks, Key, Params, TIDINGS};
+use super::{path, Checks, Key, Params, TIDINGS};
+use crate::cpu::{CpuSample, Process};
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::network::{BrokerInfo, Network as BrokerNetwork};
+use crate::suite::text::thousands;
 use crate::suite::Context;
 use crate::target::Target;
 use crate::throughput::{self, ThroughputSpec};

@@ -18,11 +18,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::{list, Tally};
+use super::Tally;
 use crate::engine::Drain;
 use crate::network::Network;
 use crate::stats::load_average;
 use crate::suite::table::Table;
+use crate::suite::text::list;
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use point::{AckEvidence, Brokers, Load};
 

@@ -14,7 +14,7 @@ use anyhow::Context as _;
 
 use super::point::Load;
 use super::rows::Row;
-use crate::experiments::network::cpu::{CpuSample, Process};
+use crate::cpu::{CpuSample, Process};
 use crate::peer::nats::json_line as line;
 use crate::peer::{NatsServer, NatsTools};
 use crate::stats::load_average;

@@ -13,8 +13,8 @@ use hdrhistogram::Histogram;
 use tidings_client::{now_us, Client, Delivery, DeliveryMode, Message, PendingAck, SubscribeOptions};
 use tokio::sync::mpsc;
 
+use crate::cpu::{CpuSample, Process, Spent};
 use crate::engine::{self, Accounting, Drain, Engine, Mark, Sink, Subscribers};
-use crate::experiments::network::cpu::{CpuSample, Process, Spent};
 use crate::latency;
 use crate::metrics::{self, Snapshot};
 

@@ -13,12 +13,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tidings_client::Transport;
 
-use super::{list, micros, Tally};
+use super::Tally;
 use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
 use crate::peer::{anchors::Point, nats, NatsServer, NatsTools};
 use crate::stats::load_average;
 use crate::suite::table::{num, Table};
+use crate::suite::text::{list, micros};
 use crate::suite::{Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 

@@ -3,11 +3,11 @@
 use std::fmt::Write as _;
 
 use super::{Row, Subscribers};
-use crate::experiments::micros;
 use crate::seeds;
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
 use crate::suite::table::num;
+use crate::suite::text::micros;
 use tidings_client::Transport;
 
 /// One figure of a row.

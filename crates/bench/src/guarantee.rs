@@ -1,4 +1,4 @@
-//! The nemesis checker: every acknowledged publish against every subscriber's output, from the
+//! The guarantee checker (of the nemesis and the failures experiment): every acknowledged publish against every subscriber's output, from the
 //! command-line tools' JSON lines only (`pub --guaranteed --json` acknowledgements, `sub --json`
 //! deliveries and gap notices), as an outside observer would check them.
 //!

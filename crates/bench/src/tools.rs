@@ -1,5 +1,6 @@
-//! The experiment's clients are the command-line tools, `tidings pub --guaranteed --json` and
-//! `tidings sub --guaranteed --json`, each writing its JSON lines to a file: the acknowledged
+//! The clients of the guaranteed-delivery runs (the failures experiment and the nemesis) are the
+//! command-line tools, `tidings pub --guaranteed --json` and `tidings sub --guaranteed --json`,
+//! each writing its JSON lines to a file: the acknowledged
 //! `(publisher, seq, tick)` and the deliveries (with `sent_us`, `received_us`) are then the
 //! same contract an outside checker would read, and a crash of the publisher's broker is
 //! survived by the client's own reconnection, not by anything of the bench.
@@ -14,7 +15,7 @@ use serde_json::Value;
 use crate::metrics::{self, GD_SUBSCRIPTIONS_CONFIRMED};
 
 /// A client process whose stdout goes to `out`; killed on drop if still running.
-pub(crate) struct Tool {
+pub struct Tool {
     /// What it is, for errors.
     pub name: String,
     /// Its JSON lines.
@@ -25,7 +26,7 @@ pub(crate) struct Tool {
 impl Tool {
     /// Starts `program ARGS` with its stdout in `dir/NAME.jsonl` and its stderr in
     /// `dir/NAME.log`.
-    pub(crate) fn spawn(program: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
+    pub fn spawn(program: &Path, dir: &Path, name: &str, args: &[String]) -> anyhow::Result<Tool> {
         let out = dir.join(format!("{name}.jsonl"));
         let child = Command::new(program)
             .args(args)
@@ -38,7 +39,7 @@ impl Tool {
     }
 
     /// Waits until it exits or `deadline` passes (then kills it); its status if it exited.
-    pub(crate) async fn finish(&mut self, deadline: Instant) -> anyhow::Result<Option<ExitStatus>> {
+    pub async fn finish(&mut self, deadline: Instant) -> anyhow::Result<Option<ExitStatus>> {
         loop {
             if let Some(status) = self.child.try_wait()? {
                 return Ok(Some(status));
@@ -53,7 +54,7 @@ impl Tool {
     }
 
     /// Its JSON lines so far (a line cut short by a kill is skipped).
-    pub(crate) fn lines(&self) -> anyhow::Result<Vec<Value>> {
+    pub fn lines(&self) -> anyhow::Result<Vec<Value>> {
         let text = std::fs::read_to_string(&self.out)?;
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }
@@ -62,7 +63,7 @@ impl Tool {
 /// Waits for the publishers (each until `drain` from now) and then the subscribers (each for
 /// `drain` more): the publishers that did not exit successfully, and the subscribers still
 /// running when stopped (killed: they had not received their count).
-pub(crate) async fn finish_all(
+pub async fn finish_all(
     pubs: &mut [Tool],
     subs: &mut [Tool],
     drain: Duration,
@@ -94,7 +95,7 @@ impl Drop for Tool {
 
 /// `sub --guaranteed --json PATTERN --count N` at `server`, returned once its broker (admin
 /// address `admin`) counts the subscription confirmed: it then gets every later publish.
-pub(crate) async fn subscribe(
+pub async fn subscribe(
     tidings: &Path,
     dir: &Path,
     name: &str,
@@ -108,7 +109,7 @@ pub(crate) async fn subscribe(
 
 /// `sub --server SERVER ARGS` (a guaranteed or durable subscription), returned once its broker
 /// (admin address `admin`) counts one more subscription confirmed.
-pub(crate) async fn subscribe_with(
+pub async fn subscribe_with(
     tidings: &Path,
     dir: &Path,
     name: &str,
@@ -129,7 +130,7 @@ pub(crate) async fn subscribe_with(
 }
 
 /// `pub --guaranteed --json --pubend PUBEND TOPIC --count N --rate R --size S` at `server`.
-pub(crate) fn publish(
+pub fn publish(
     tidings: &Path,
     dir: &Path,
     server: &str,
