@@ -1,6 +1,7 @@
 //! A group of replicas on a hand-driven network: messages and syncs move only when a test says
 //! so, so each test pins one rule (the acknowledgement rule, the epoch fence, dedup across a
 //! takeover, the wiped-replica fences). Seeded faulty runs live in `tidings-sim` (`replica`).
+#![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -77,14 +77,17 @@ fn census_of_1000_seeds_per_mode() {
 }
 
 /// The mutation: a leader acknowledging on its own sync, before a quorum has the entry, must be
-/// caught on some seed (a cut-off or crashing leader's ack that no successor logged).
+/// caught (an acknowledgement no successor kept: the publish lost, or logged at another tick).
 #[test]
 fn acknowledging_before_the_quorum_is_caught() {
     for mode in [Mode::THREE, Mode::FIVE_DISKS] {
-        let caught =
-            plans(1, 200, STEPS).iter().find_map(|plan| run_replica(plan, mode, true).err().map(|f| (plan.seed, f)));
-        match caught {
-            Some((seed, failure)) => println!("{mode:?}: caught at seed {seed}: {}", failure.message),
+        let plans = plans(1, 200, STEPS);
+        let failures: Vec<_> =
+            plans.iter().filter_map(|plan| run_replica(plan, mode, true).err().map(|f| (plan.seed, f))).collect();
+        let lost = failures.iter().filter(|(_, f)| f.message.contains("logged it at None")).count();
+        println!("{mode:?}: {} of {} seeds caught it ({lost} as a lost publish)", failures.len(), plans.len());
+        match failures.first() {
+            Some((seed, failure)) => println!("{mode:?}: first caught at seed {seed}: {}", failure.message),
             None => panic!("acknowledging before the quorum went unnoticed for 200 seeds in {mode:?}"),
         }
     }

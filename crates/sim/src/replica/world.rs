@@ -301,7 +301,7 @@ impl World {
                 }
                 Some(seq) if self.now >= p.last_sent + 40 => {
                     p.tries += 1;
-                    if p.tries % 3 == 0 {
+                    if p.tries.is_multiple_of(3) {
                         p.target = 1 + (p.target % self.voters.len() as u64);
                     }
                     Some(seq)
