@@ -43,7 +43,7 @@ pub enum Command {
 /// A Raft entry whose bytes are not a command of this build: a corrupt or foreign log, reported
 /// rather than applied as something else.
 #[derive(Clone, PartialEq, Eq, Debug)]
-pub struct DecodeError(&'static str);
+pub struct DecodeError(pub(crate) &'static str);
 
 impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -107,11 +107,11 @@ impl Command {
     }
 }
 
-/// A cursor over an entry's bytes that fails instead of reading past the end.
-struct Reader<'a>(&'a [u8]);
+/// A cursor over stored bytes that fails instead of reading past the end.
+pub(crate) struct Reader<'a>(pub(crate) &'a [u8]);
 
 impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
         if self.0.len() < n {
             return Err(DecodeError("truncated"));
         }
@@ -120,11 +120,11 @@ impl<'a> Reader<'a> {
         Ok(head)
     }
 
-    fn byte(&mut self) -> Result<u8, DecodeError> {
+    pub(crate) fn byte(&mut self) -> Result<u8, DecodeError> {
         Ok(self.take(1)?[0])
     }
 
-    fn word(&mut self) -> Result<u64, DecodeError> {
+    pub(crate) fn word(&mut self) -> Result<u64, DecodeError> {
         let mut word = [0u8; 8];
         word.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(word))

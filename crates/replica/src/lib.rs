@@ -13,16 +13,19 @@
 //! - [`ReplicaGroup`] (`group`, `ready`, `rejoin`): one group on one broker, driven as
 //!   `handle(now, input) -> actions`; writes go out as [`Action::Persist`] and their completions
 //!   come back as [`Input::Persisted`]; `rejoin` is the rule for a replica whose disk was wiped.
+//! - [`journal`]: the durable side, each [`Write`] one record of a `tidings-store` pubend, and
+//!   recovery folding them back into [`Recovered`].
 //!
 //! Nothing here runs a thread, a timer, a socket or a disk. Determinism: raft-rs draws election
 //! timeouts from the thread's random generator; [`GroupSettings`] pins each replica's timeout
 //! to a one-value range, so a run is a function of its inputs.
 //!
-//! Not yet here: log compaction and snapshots (a replica catches up from the whole log), wire
-//! frames for [`Envelope`], and the durable side on `tidings-store` (docs/replication.md).
+//! Not yet here: log compaction and snapshots (a replica catches up from the whole log) and wire
+//! frames for [`Envelope`] (docs/replication.md).
 
 pub mod command;
 mod group;
+pub mod journal;
 mod ready;
 mod rejoin;
 pub mod state;
@@ -31,5 +34,6 @@ pub use command::{Command, DecodeError, PublisherId};
 pub use group::{
     Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
 };
+pub use journal::{Journal, JournalError};
 pub use raft::eraftpb::{Entry, HardState, Message};
 pub use state::{Outcome, PubendReplica, Record};

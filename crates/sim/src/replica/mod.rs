@@ -1,16 +1,18 @@
 //! A replicated pubend under chaos (issue 40): one `tidings-replica` group (raft-rs) on 3 or 5
 //! simulated brokers, publishers retrying and failing over, a network that loses, duplicates
 //! and reorders, partitions (a cut-off leader must acknowledge nothing), process crashes that
-//! keep only part of what was not synced, and in the disk modes wiped disks (one at a time,
+//! lose what was not synced, and in the disk modes wiped disks (one at a time,
 //! rejoining through `tidings-replica`'s fences) and power losses of the whole group.
 //!
 //! A run is [`Plan::steps`] chaos steps of 1-3 virtual ms, then a quiet phase (every replica up,
 //! the network whole, no loss) until the group settles; `judge` checks the invariants as the run
 //! goes and at its end. Faults are numbered as drawn, so the sweep's shrinker can leave them out.
 //!
-//! Not simulated yet: the durable side on `tidings-store` (a disk here is a list of writes, each
-//! atomic), snapshots (never taken), and the delivery core around the group.
+//! Each replica's disk is the real pubend store on an in-memory file system (`disk`): a restart
+//! runs the store's recovery and `tidings-replica`'s journal fold. Not simulated yet: snapshots
+//! (never taken) and the delivery core around the group.
 
+mod disk;
 mod judge;
 mod world;
 
@@ -18,6 +20,7 @@ use tidings_replica::{Command, Input, ReplicaId};
 
 use crate::rng::Rng;
 use crate::scenario::{Coverage, Failure, Plan};
+use disk::Crash;
 use world::{Weather, World};
 
 /// What a run may do to the group.
@@ -142,7 +145,7 @@ impl Run {
             0..=2 => {
                 if up(&self.world, victim) {
                     self.coverage.crashes += 1;
-                    self.world.crash(victim, usize::MAX, back);
+                    self.world.crash(victim, Crash::Process, back);
                 }
             }
             3..=6 => self.partition(victim, back + 200),
@@ -151,7 +154,7 @@ impl Run {
                 for id in voters {
                     if up(&self.world, id) {
                         let back = now + 10 + self.faults.below(200) as u64;
-                        self.world.crash(id, 0, back);
+                        self.world.crash(id, Crash::PowerLoss, back);
                     }
                 }
             }
@@ -159,7 +162,7 @@ impl Run {
                 // One wiped disk at a time: two would lose what only they held.
                 if !self.world.nodes.values().any(|n| n.rejoining) {
                     self.coverage.empty_restarts += 1;
-                    self.world.wipe(victim, back);
+                    self.world.crash(victim, Crash::Wipe, back);
                 }
             }
         }

@@ -2,14 +2,14 @@
 //! the publishers with theirs. Time is virtual milliseconds; every delay comes from the run's
 //! [`Rng`], so a run is a function of its seed.
 //!
-//! A disk keeps what was synced; writes handed to it sync in order after a random delay, and
-//! only then is the replica told ([`Input::Persisted`]). A process crash keeps a random prefix
-//! of the unsynced writes (they may have reached the OS), a power loss none, a wipe nothing.
+//! Each replica's disk is the real store (`disk`); writes sync as group commits at seeded
+//! delays, and only then is the replica told ([`Input::Persisted`]).
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 
-use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaGroup, ReplicaId, Write};
+use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, ReplicaGroup, ReplicaId};
 
+use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
 use crate::rng::Rng;
 
@@ -19,32 +19,6 @@ pub(crate) struct Weather {
     pub(crate) loss: u64,
     pub(crate) duplication: u64,
     pub(crate) max_delay: u64,
-}
-
-/// One replica's disk.
-#[derive(Default)]
-pub(crate) struct Disk {
-    /// Marked when the group was created here (or a rejoin's fence synced): without it the
-    /// disk is empty because it was wiped, and the replica must rejoin.
-    created: bool,
-    durable: Recovered,
-    unsynced: VecDeque<(u64, Write)>,
-}
-
-impl Disk {
-    fn fold(&mut self, write: Write) {
-        if let Some(first) = write.entries.first() {
-            self.durable.entries.truncate(first.index.saturating_sub(1) as usize);
-            self.durable.entries.extend(write.entries);
-        }
-        if let Some(hs) = write.hard_state {
-            self.durable.hard_state = hs;
-        }
-        if let Some(term) = write.rejoin_term {
-            self.durable.rejoin_term = term;
-            self.created = true;
-        }
-    }
 }
 
 /// One replica: its group (`None` while down), disk and applied log since it last started.
@@ -113,7 +87,10 @@ impl World {
             ack_before_quorum,
         };
         for id in voters {
-            let disk = Disk { created: true, ..Disk::default() };
+            let mut disk = Disk::default();
+            if let Err(e) = disk.open().and_then(|_| disk.create()) {
+                world.judge.broken = Some(format!("replica {id} cannot create its journal: {e}"));
+            }
             let node = Node { group: None, disk, applied: Vec::new(), rejoining: false, restart_at: None };
             world.nodes.insert(id, node);
             world.start(id);
@@ -125,14 +102,14 @@ impl World {
         GroupSettings { ack_before_quorum: self.ack_before_quorum, ..GroupSettings::new(id, self.voters.clone()) }
     }
 
-    /// Starts a down replica from its disk: a restart, or a rejoin if the disk is empty.
+    /// Starts a down replica from its disk: a restart, or a rejoin if the journal is empty.
     pub(crate) fn start(&mut self, id: ReplicaId) {
         let settings = self.settings(id);
         let Some(node) = self.nodes.get_mut(&id) else { return };
-        let group = if node.disk.created {
-            ReplicaGroup::restart(settings, node.disk.durable.clone())
-        } else {
-            ReplicaGroup::rejoin(settings)
+        let group = match node.disk.open() {
+            Ok(Some(recovered)) => ReplicaGroup::restart(settings, recovered).map_err(|e| e.to_string()),
+            Ok(None) => ReplicaGroup::rejoin(settings).map_err(|e| e.to_string()),
+            Err(e) => Err(e),
         };
         match group {
             Ok(group) => node.group = Some(group),
@@ -142,25 +119,13 @@ impl World {
         node.restart_at = None;
     }
 
-    /// Stops a replica; `kept` unsynced writes survive (`usize::MAX`: a random prefix).
-    pub(crate) fn crash(&mut self, id: ReplicaId, kept: usize, restart_at: u64) {
-        let kept = if kept == usize::MAX { self.rng.below(self.nodes[&id].disk.unsynced.len() + 1) } else { kept };
+    /// Stops a replica, its disk left as `crash` leaves it; it comes back at `restart_at`.
+    pub(crate) fn crash(&mut self, id: ReplicaId, crash: Crash, restart_at: u64) {
         let Some(node) = self.nodes.get_mut(&id) else { return };
-        let survivors: Vec<_> = node.disk.unsynced.drain(..).take(kept).collect();
-        for (_, write) in survivors {
-            node.disk.fold(write);
-        }
+        node.disk.crash(crash, &mut self.rng);
         node.group = None;
         node.restart_at = Some(restart_at);
-    }
-
-    /// Empties a replica's disk (and stops it): it must rejoin.
-    pub(crate) fn wipe(&mut self, id: ReplicaId, restart_at: u64) {
-        self.crash(id, 0, restart_at);
-        if let Some(node) = self.nodes.get_mut(&id) {
-            node.disk = Disk::default();
-            node.rejoining = true;
-        }
+        node.rejoining |= crash == Crash::Wipe;
     }
 
     /// Feeds one input to a running replica and carries out what it asks.
@@ -181,10 +146,11 @@ impl World {
         match action {
             Action::Send { to, msg } => self.send(Packet::Peer { from: id, to, msg }),
             Action::Persist(write) => {
+                let due = self.now + 1 + self.rng.below(6) as u64;
                 let Some(node) = self.nodes.get_mut(&id) else { return };
-                let after = node.disk.unsynced.back().map_or(self.now, |(due, _)| *due);
-                let due = after.max(self.now) + 1 + self.rng.below(6) as u64;
-                node.disk.unsynced.push_back((due, write));
+                if let Err(e) = node.disk.submit(&write, due) {
+                    self.judge.broken = Some(format!("replica {id}: {e}"));
+                }
             }
             Action::Apply(applied) => {
                 self.judge.applied(id, &applied);
@@ -240,17 +206,13 @@ impl World {
 
     fn sync_due(&mut self, id: ReplicaId) {
         let Some(node) = self.nodes.get_mut(&id) else { return };
-        if node.group.is_none() {
+        if node.group.is_none() || node.disk.due.is_none_or(|due| due > self.now) {
             return;
         }
-        let mut last = None;
-        while node.disk.unsynced.front().is_some_and(|(due, _)| *due <= self.now) {
-            let Some((_, write)) = node.disk.unsynced.pop_front() else { break };
-            last = Some(write.number);
-            node.disk.fold(write);
-        }
-        if let Some(number) = last {
-            self.input(id, Input::Persisted { number });
+        match node.disk.step() {
+            Ok(Some(number)) => self.input(id, Input::Persisted { number }),
+            Ok(None) => {}
+            Err(e) => self.judge.broken = Some(format!("replica {id}: {e}")),
         }
     }
 
