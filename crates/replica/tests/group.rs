@@ -5,7 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tidings_replica::{Action, Envelope, GroupSettings, Input, Outcome, Recovered, ReplicaGroup, ReplicaId, Write};
+use tidings_replica::{
+    Action, Entry, Envelope, GroupSettings, Input, Outcome, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
+};
 
 struct Cluster {
     groups: BTreeMap<ReplicaId, ReplicaGroup>,
@@ -230,4 +232,28 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
     };
     let restarted = ReplicaGroup::restart(GroupSettings::new(3, ALL.to_vec()), recovered).expect("recovers");
     assert!(!restarted.withholding_vote());
+}
+
+/// What a disk hands back is input: a log with a hole, or a replica outside its group, is
+/// refused with an error rather than started (raft-rs would panic on it).
+#[test]
+fn a_broken_recovered_log_or_a_stranger_is_refused() {
+    let voters = ALL.to_vec();
+    let entry = |index, term| Entry { index, term, ..Entry::default() };
+    let holed = Recovered { entries: vec![entry(1, 1), entry(3, 1)], ..Recovered::default() };
+    assert_eq!(
+        ReplicaGroup::restart(GroupSettings::new(1, voters.clone()), holed).err(),
+        Some(ReplicaError::BrokenLog)
+    );
+    let backwards = Recovered { entries: vec![entry(1, 2), entry(2, 1)], ..Recovered::default() };
+    assert_eq!(
+        ReplicaGroup::restart(GroupSettings::new(1, voters.clone()), backwards).err(),
+        Some(ReplicaError::BrokenLog)
+    );
+    assert!(matches!(ReplicaGroup::bootstrap(GroupSettings::new(9, voters.clone())), Err(ReplicaError::Settings(_))));
+    assert!(matches!(ReplicaGroup::rejoin(GroupSettings::new(9, voters)), Err(ReplicaError::Settings(_))));
+    // A fencing replica refuses publishes and names no leader: it knows none yet.
+    let mut fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
+    let refused = fencing.handle(0, Input::Publish { publisher: 1, seq: 1, payload: Vec::new() });
+    assert_eq!(refused, vec![Action::Refused { publisher: 1, seq: 1, leader: None }]);
 }

@@ -44,7 +44,7 @@ impl Mode {
 }
 
 /// What a run did, beside the routing coverage fields it fills.
-#[derive(Clone, Copy, Default, Debug)]
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Report {
     /// Acknowledgements publishers received (retries included).
     pub acks: usize,
