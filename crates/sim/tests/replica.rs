@@ -25,6 +25,7 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.acks += report.acks;
             total.acknowledged += report.acknowledged;
             total.elections += report.elections;
+            total.retries_after_takeover += report.retries_after_takeover;
             coverage
         })
     });
@@ -33,6 +34,7 @@ fn census(name: &str, count: u64, mode: Mode) {
     let runs = plans.len();
     assert!(total.acknowledged >= runs * 10, "too few publishes acknowledged: {total:?}");
     assert!(total.elections > runs, "no takeovers: {total:?}");
+    assert!(total.retries_after_takeover * 2 >= runs, "few retries after a takeover: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
     if mode.disks {
         assert!(

@@ -20,6 +20,11 @@ pub(crate) struct Judge {
     log: BTreeMap<u64, Applied>,
     /// Every acknowledgement: (publisher, seq) -> tick.
     pub(crate) acked: BTreeMap<(u64, u64), u64>,
+    /// Which replica acknowledged each publish first.
+    first_acker: BTreeMap<(u64, u64), ReplicaId>,
+    /// Acknowledgements of a publish by another replica than the first (a retry after a
+    /// takeover, answered from the replicated retry table).
+    pub(crate) retries_after_takeover: usize,
     /// Acknowledgements received, retries included.
     pub(crate) acks: usize,
     /// The first broken invariant.
@@ -57,8 +62,11 @@ impl Judge {
     }
 
     /// A publisher received an acknowledgement.
-    pub(crate) fn acked(&mut self, publisher: u64, seq: u64, tick: u64) {
+    pub(crate) fn acked(&mut self, from: ReplicaId, publisher: u64, seq: u64, tick: u64) {
         self.acks += 1;
+        if *self.first_acker.entry((publisher, seq)).or_insert(from) != from {
+            self.retries_after_takeover += 1;
+        }
         let first = *self.acked.entry((publisher, seq)).or_insert(tick);
         if first != tick {
             self.fail(format!("publish ({publisher}, {seq}) acknowledged at tick {first}, then at {tick}"));

@@ -52,6 +52,8 @@ pub struct Report {
     pub acknowledged: usize,
     /// Terms with a leader.
     pub elections: usize,
+    /// Publishes acknowledged again by a later leader (a retry after a takeover).
+    pub retries_after_takeover: usize,
 }
 
 const PUBLISHERS: u64 = 3;
@@ -88,7 +90,12 @@ pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(
         return Err(Failure { step: None, faults: run.coverage.faults, message });
     }
     let judge = &run.world.judge;
-    let report = Report { acks: judge.acks, acknowledged: judge.acked.len(), elections: judge.terms() };
+    let report = Report {
+        acks: judge.acks,
+        acknowledged: judge.acked.len(),
+        elections: judge.terms(),
+        retries_after_takeover: judge.retries_after_takeover,
+    };
     Ok((run.coverage, report))
 }
 

@@ -37,7 +37,7 @@ pub(crate) struct Node {
 pub(crate) enum Packet {
     Peer { from: ReplicaId, to: ReplicaId, msg: Envelope },
     Publish { to: ReplicaId, publisher: u64, seq: u64 },
-    Reply { publisher: u64, action: Action },
+    Reply { from: ReplicaId, publisher: u64, action: Action },
 }
 
 /// A publisher: one publish in flight at a time, retried until acknowledged.
@@ -161,7 +161,7 @@ impl World {
             Action::BecameLeader { term } => self.judge.leader(id, term),
             Action::LostLeadership { .. } => {}
             Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
-                self.send(Packet::Reply { publisher, action })
+                self.send(Packet::Reply { from: id, publisher, action })
             }
             Action::Fault { reason } => self.judge.broken = Some(format!("replica {id} faulted: {reason}")),
         }
@@ -226,11 +226,11 @@ impl World {
             Packet::Publish { to, publisher, seq } => {
                 self.input(to, Input::Publish { publisher, seq, payload: seq.to_le_bytes().to_vec() })
             }
-            Packet::Reply { publisher, action } => self.reply(publisher, action),
+            Packet::Reply { from, publisher, action } => self.reply(from, publisher, action),
         }
     }
 
-    fn reply(&mut self, publisher: u64, action: Action) {
+    fn reply(&mut self, from: ReplicaId, publisher: u64, action: Action) {
         let Some(p) = self.publishers.get_mut(publisher as usize) else { return };
         match action {
             Action::Acked { seq, tick, .. } => {
@@ -238,7 +238,7 @@ impl World {
                     p.outstanding = None;
                     p.tries = 0;
                 }
-                self.judge.acked(publisher, seq, tick);
+                self.judge.acked(from, publisher, seq, tick);
             }
             Action::Refused { seq, leader, .. } if p.outstanding == Some(seq) => {
                 p.target = leader.unwrap_or_else(|| 1 + (p.target % self.voters.len() as u64));
