@@ -38,6 +38,7 @@ mod data;
 pub mod gd;
 pub mod layer;
 pub mod net;
+pub mod replica;
 pub mod rng;
 pub mod scenario;
 pub mod sweep;

@@ -1,0 +1,399 @@
+//! [`ReplicaGroup`]: one pubend's Raft group on one broker, driven like every core here:
+//! `handle(now, input) -> actions`, with writes going out as [`Action::Persist`] and their
+//! completions coming back as [`Input::Persisted`].
+//!
+//! Layout: this file holds the types, the constructors and the dispatch; `ready` turns raft-rs's
+//! `Ready` into actions (writes, sends, applies, acknowledgements); `rejoin` is the rule for a
+//! replica whose disk was wiped.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use raft::eraftpb::{ConfState, Entry, HardState, Message, MessageType};
+use raft::storage::MemStorage;
+use raft::{Config, RawNode, StateRole};
+
+use crate::command::{Command, PublisherId};
+use crate::state::{Outcome, PubendReplica};
+
+/// A replica's id inside its group: raft-rs's peer id, never 0. The shell maps it to a broker.
+pub type ReplicaId = u64;
+
+/// What the shell configures for one group on one broker.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct GroupSettings {
+    /// This replica.
+    pub id: ReplicaId,
+    /// Every voter of the group, this one included (the brokers of the pubend's cell that hold
+    /// its log); the same list on every replica.
+    pub voters: Vec<ReplicaId>,
+    /// Ticks without a leader before an election. Each replica waits this plus its position in
+    /// `voters`, exactly: raft-rs would draw the timeout from the thread's random generator,
+    /// which a deterministic simulation cannot replay, so split votes resolve by rank instead.
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats (less than `election_ticks`).
+    pub heartbeat_ticks: usize,
+    /// Mutation switch for the simulator only: acknowledge a publish when the leader's own write
+    /// is synced, before a quorum has it. Unsafe by design, so that the simulator proves it
+    /// would notice; never set it in a broker.
+    pub ack_before_quorum: bool,
+}
+
+impl GroupSettings {
+    /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
+    pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
+        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false }
+    }
+}
+
+/// What travels between the replicas of a group.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Envelope {
+    /// A raft-rs message.
+    Raft(Message),
+    /// A replica whose disk was wiped asks a mate for its term (see `rejoin`).
+    TermQuery,
+    /// The answer: the mate's current term.
+    TermReply {
+        /// The mate's term.
+        term: u64,
+    },
+}
+
+/// Everything that can happen to a group.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Input {
+    /// A publisher's guaranteed publish (first send or retry) reached this broker.
+    Publish {
+        /// The publishing session.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+        /// The message body.
+        payload: Vec<u8>,
+    },
+    /// The leader wants this command logged (silence from the lease, a release point).
+    Propose(Command),
+    /// A mate sent this.
+    Message {
+        /// The sender (the shell's authenticated link, checked against the message).
+        from: ReplicaId,
+        /// What it sent.
+        msg: Envelope,
+    },
+    /// Time passed by one raft tick.
+    Tick,
+    /// The write of [`Action::Persist`] `number`, and every earlier one, is synced.
+    Persisted {
+        /// The write's number.
+        number: u64,
+    },
+}
+
+/// One write the shell must make durable, in order, then report with [`Input::Persisted`].
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct Write {
+    /// Its number (0: a rejoin fence, not a raft-rs ready; report it all the same).
+    pub number: u64,
+    /// Log entries to append; the first one's index replaces everything from there on.
+    pub entries: Vec<Entry>,
+    /// The new term, vote and commit index, if they changed.
+    pub hard_state: Option<HardState>,
+    /// Set when this replica rejoins after a wipe: the term its vote waits for (see `rejoin`).
+    pub rejoin_term: Option<u64>,
+}
+
+/// One committed entry as this replica applied it.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct Applied {
+    /// The entry's log index.
+    pub index: u64,
+    /// The term it was logged in.
+    pub term: u64,
+    /// What applying it did.
+    pub outcome: Outcome,
+}
+
+/// What the shell must do.
+#[derive(Clone, PartialEq, Debug)]
+pub enum Action {
+    /// Send to a mate (loss, duplication and reordering are tolerated).
+    Send {
+        /// The mate.
+        to: ReplicaId,
+        /// What to send.
+        msg: Envelope,
+    },
+    /// Make this durable after every earlier write, then report it.
+    Persist(Write),
+    /// Committed entries applied here, in log order.
+    Apply(Vec<Applied>),
+    /// Tell the publisher its publish is safe: a quorum has it, and this replica led the
+    /// group, in the term it proposed it, when it was applied.
+    Acked {
+        /// The publishing session.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+        /// Where it landed (a retry gets the first copy's tick).
+        tick: u64,
+    },
+    /// This replica does not lead: the publisher should try the leader (when known).
+    Refused {
+        /// The publishing session.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+        /// The leader this replica last heard from.
+        leader: Option<ReplicaId>,
+    },
+    /// This replica leads the group in `term`: it hosts the pubend now.
+    BecameLeader {
+        /// The term, the pubend's epoch.
+        term: u64,
+    },
+    /// This replica no longer leads (it led in `term`): nothing it proposed then will be acked.
+    LostLeadership {
+        /// The term it led.
+        term: u64,
+    },
+    /// The replica's state broke an invariant raft-rs relies on: stop it and rebuild it from
+    /// its mates (as after a wipe), never serve from it.
+    Fault {
+        /// What broke.
+        reason: String,
+    },
+}
+
+/// What a restarted replica read back from its disk: every write it had reported synced, and
+/// possibly later ones.
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct Recovered {
+    /// The last hard state written.
+    pub hard_state: HardState,
+    /// The log, from index 1, contiguous.
+    pub entries: Vec<Entry>,
+    /// The last rejoin term written (0: none).
+    pub rejoin_term: u64,
+}
+
+/// Why a group could not start from what the disk gave back.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub enum ReplicaError {
+    /// The settings are not a valid group (raft-rs's message).
+    Settings(String),
+    /// The recovered log is not contiguous from index 1, or its terms go down.
+    BrokenLog,
+}
+
+impl std::fmt::Display for ReplicaError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReplicaError::Settings(why) => write!(f, "invalid replica group settings: {why}"),
+            ReplicaError::BrokenLog => write!(f, "recovered raft log is not contiguous"),
+        }
+    }
+}
+
+impl std::error::Error for ReplicaError {}
+
+/// A ready whose write is not synced yet, with what waits for it.
+pub(crate) struct Unsynced {
+    pub(crate) number: u64,
+    /// Messages raft-rs allows out only once the write is durable (votes, append acks).
+    pub(crate) messages: Vec<Message>,
+    /// The highest term among the write's entries (0: none).
+    pub(crate) max_term: u64,
+    /// Publishes in the write, with their proposed ticks (for the mutation switch only).
+    pub(crate) publishes: Vec<(PublisherId, u64, u64)>,
+}
+
+/// The running part of a group: raft-rs and the applied state.
+pub(crate) struct Running {
+    pub(crate) raw: RawNode<MemStorage>,
+    pub(crate) state: PubendReplica,
+    /// Publishes this leader proposed, and the term it proposed them in.
+    pub(crate) pending: BTreeMap<(PublisherId, u64), u64>,
+    /// The term this replica leads, if it does.
+    pub(crate) leading: Option<u64>,
+    /// The last tick this leader proposed.
+    pub(crate) last_proposed: u64,
+    pub(crate) unsynced: VecDeque<Unsynced>,
+    /// Non-zero while a rejoined replica withholds its vote (see `rejoin`).
+    pub(crate) rejoin_term: u64,
+}
+
+/// Where a group stands.
+pub(crate) enum Phase {
+    /// A wiped replica learning its mates' terms before it takes part (see `rejoin`).
+    Fencing { answers: BTreeMap<ReplicaId, u64> },
+    /// Taking part in the group.
+    Running(Box<Running>),
+}
+
+/// One pubend's Raft group on one broker (a restart is a new value: see the constructors).
+pub struct ReplicaGroup {
+    pub(crate) settings: GroupSettings,
+    pub(crate) phase: Phase,
+}
+
+impl ReplicaGroup {
+    /// A replica of a group that has never run: every voter starts this way, once, when the
+    /// pubend is created (the shell marks that on disk, so an empty disk later means a wipe).
+    pub fn bootstrap(settings: GroupSettings) -> Result<Self, ReplicaError> {
+        Self::restart(settings, Recovered::default())
+    }
+
+    /// A replica restarted from what its disk recovered. Committed entries are applied again
+    /// from the start, so the state is rebuilt by the same code that built it.
+    pub fn restart(settings: GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
+        let running = Running::start(&settings, recovered)?;
+        Ok(Self { settings, phase: Phase::Running(Box::new(running)) })
+    }
+
+    /// Feeds one input at time `now` (milliseconds; must not go backwards) and returns what the
+    /// shell must do, in order.
+    pub fn handle(&mut self, now: u64, input: Input) -> Vec<Action> {
+        let mut out = Vec::new();
+        match &mut self.phase {
+            Phase::Fencing { .. } => self.fencing(input, &mut out),
+            Phase::Running(running) => running.handle(&self.settings, now, input, &mut out),
+        }
+        out
+    }
+
+    /// The term this replica leads, if it does.
+    pub fn leading(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Running(running) => running.leading,
+            Phase::Fencing { .. } => None,
+        }
+    }
+
+    /// The applied state (`None` while a wiped replica is still fencing).
+    pub fn state(&self) -> Option<&PubendReplica> {
+        match &self.phase {
+            Phase::Running(running) => Some(&running.state),
+            Phase::Fencing { .. } => None,
+        }
+    }
+
+    /// True while this replica may not vote or campaign (wiped and not yet caught up).
+    pub fn withholding_vote(&self) -> bool {
+        match &self.phase {
+            Phase::Running(running) => running.rejoin_term != 0,
+            Phase::Fencing { .. } => true,
+        }
+    }
+}
+
+impl Running {
+    pub(crate) fn start(settings: &GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
+        let Recovered { mut hard_state, entries, rejoin_term } = recovered;
+        let contiguous = entries.iter().enumerate().all(|(i, e)| e.index == i as u64 + 1)
+            && entries.windows(2).all(|w| w[0].term <= w[1].term);
+        if !contiguous {
+            return Err(ReplicaError::BrokenLog);
+        }
+        // A commit index past the log (a write torn between entries and hard state) is lowered:
+        // the leader tells it again, and lowering commit never unsays anything.
+        hard_state.commit = hard_state.commit.min(entries.len() as u64);
+        let caught_up = rejoin_term == 0 || entries.iter().any(|e| e.term >= rejoin_term);
+        let storage = MemStorage::new_with_conf_state(ConfState::from((settings.voters.clone(), Vec::<u64>::new())));
+        {
+            let mut core = storage.wl();
+            core.append(&entries).map_err(|_| ReplicaError::BrokenLog)?;
+            core.set_hardstate(hard_state);
+        }
+        let rank = settings.voters.iter().position(|&v| v == settings.id).unwrap_or(0);
+        let config = Config {
+            id: settings.id,
+            election_tick: settings.election_ticks,
+            heartbeat_tick: settings.heartbeat_ticks,
+            min_election_tick: settings.election_ticks + rank,
+            max_election_tick: settings.election_ticks + rank + 1,
+            check_quorum: true,
+            pre_vote: true,
+            max_inflight_msgs: 256,
+            max_size_per_msg: 1 << 20,
+            ..Config::default()
+        };
+        config.validate().map_err(|e| ReplicaError::Settings(e.to_string()))?;
+        if !settings.voters.contains(&settings.id) {
+            return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
+        }
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let raw = RawNode::new(&config, storage, &logger).map_err(|e| ReplicaError::Settings(e.to_string()))?;
+        Ok(Self {
+            raw,
+            state: PubendReplica::default(),
+            pending: BTreeMap::new(),
+            leading: None,
+            last_proposed: 0,
+            unsynced: VecDeque::new(),
+            rejoin_term: if caught_up { 0 } else { rejoin_term },
+        })
+    }
+
+    fn handle(&mut self, settings: &GroupSettings, now: u64, input: Input, out: &mut Vec<Action>) {
+        match input {
+            Input::Publish { publisher, seq, payload } => self.publish(now, publisher, seq, payload, out),
+            Input::Propose(command) => {
+                if self.leading.is_some() {
+                    let _ = self.raw.propose(Vec::new(), command.encode());
+                }
+            }
+            Input::Message { from, msg: Envelope::TermQuery } => {
+                let term = self.raw.raft.term;
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
+            }
+            Input::Message { msg: Envelope::TermReply { .. }, .. } => {}
+            Input::Message { from, msg: Envelope::Raft(msg) } => {
+                // A snapshot never comes from this build (no replica compacts its log); one that
+                // does is refused rather than installed without the state it stands for.
+                let known = settings.voters.contains(&from) && from != settings.id;
+                if known && msg.from == from && msg.to == settings.id && msg.get_msg_type() != MessageType::MsgSnapshot
+                {
+                    let _ = self.raw.step(msg);
+                }
+            }
+            Input::Tick => {
+                // A rejoined replica that has not caught up must not campaign: it cannot know
+                // which entries it lost.
+                if self.rejoin_term == 0 {
+                    self.raw.tick();
+                }
+            }
+            Input::Persisted { number } => self.persisted(settings, number, out),
+        }
+        self.drain(settings, out);
+    }
+
+    fn publish(&mut self, now: u64, publisher: PublisherId, seq: u64, payload: Vec<u8>, out: &mut Vec<Action>) {
+        let Some(term) = self.leading else {
+            let leader = Some(self.raw.raft.leader_id).filter(|&l| l != 0);
+            out.push(Action::Refused { publisher, seq, leader });
+            return;
+        };
+        // Already applied: committed for good, so the first tick is the answer.
+        if let Some(tick) = self.state.logged(publisher, seq) {
+            out.push(Action::Acked { publisher, seq, tick });
+            return;
+        }
+        if self.pending.get(&(publisher, seq)) == Some(&term) {
+            return;
+        }
+        let tick = now.max(self.last_proposed + 1).max(self.state.last_tick() + 1);
+        let command = Command::Publish { publisher, seq, tick, payload };
+        if self.raw.propose(Vec::new(), command.encode()).is_ok() {
+            self.last_proposed = tick;
+            self.pending.insert((publisher, seq), term);
+        } else {
+            out.push(Action::Refused { publisher, seq, leader: None });
+        }
+    }
+
+    /// Whether this replica leads in `term` right now: the acknowledgement rule's fence.
+    pub(crate) fn leads_in(&self, term: u64) -> bool {
+        self.raw.raft.state == StateRole::Leader && self.raw.raft.term == term && self.leading == Some(term)
+    }
+}

@@ -1,0 +1,39 @@
+//! A pubend's log replicated by Raft, sans-IO (issue 40): each pubend is one Raft group among
+//! the brokers of its cell (multi-raft, as TiKV's regions), run by raft-rs (TiKV's `raft`
+//! crate), which is itself a pure state machine and so runs unchanged inside the simulator.
+//!
+//! The leader is the broker that hosts the pubend; the Raft term is the pubend's epoch, which
+//! fences a deposed leader (it acknowledges nothing it proposed in an earlier term); a guaranteed
+//! publish is acknowledged only once a quorum has synced it and the leader applied it.
+//!
+//! Map, in reading order:
+//! - [`command`]: what the log carries (publish, silence, release) and its bytes.
+//! - [`state`]: [`PubendReplica`], the replicated state machine (records, silence, release
+//!   point, the retry table that answers a retry after a takeover with its first tick).
+//! - [`ReplicaGroup`] (`group`, `ready`, `rejoin`): one group on one broker, driven as
+//!   `handle(now, input) -> actions`; writes go out as [`Action::Persist`] and their completions
+//!   come back as [`Input::Persisted`]; `rejoin` is the rule for a replica whose disk was wiped.
+//! - [`journal`]: the durable side, each [`Write`] one record of a `tidings-store` pubend, and
+//!   recovery folding them back into [`Recovered`].
+//!
+//! Nothing here runs a thread, a timer, a socket or a disk. Determinism: raft-rs draws election
+//! timeouts from the thread's random generator; [`GroupSettings`] pins each replica's timeout
+//! to a one-value range, so a run is a function of its inputs.
+//!
+//! Not yet here: log compaction and snapshots (a replica catches up from the whole log) and wire
+//! frames for [`Envelope`] (docs/replication.md).
+
+pub mod command;
+mod group;
+pub mod journal;
+mod ready;
+mod rejoin;
+pub mod state;
+
+pub use command::{Command, DecodeError, PublisherId};
+pub use group::{
+    Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
+};
+pub use journal::{Journal, JournalError};
+pub use raft::eraftpb::{Entry, HardState, Message};
+pub use state::{Outcome, PubendReplica, Record};

@@ -1,0 +1,149 @@
+//! raft-rs's asynchronous persistence, as actions: every `Ready` becomes sends (a leader's go at
+//! once, raft thesis 10.2.1), applies of committed entries, and one [`Write`]; the messages that
+//! may only leave once that write is durable (a follower's append acks, votes) wait in
+//! [`Unsynced`] until [`Input::Persisted`](crate::Input::Persisted) comes back.
+//!
+//! The `MemStorage` raft-rs reads is the replica's view of its own log: everything handed to
+//! the shell, synced or not (raft-rs must read back what it handed out before it is synced, for
+//! `advance_append_async`). What counts as durable is only ever what the shell reported: raft-rs
+//! counts the leader's own copy toward the quorum at `on_persist_ready`, not before.
+
+use raft::eraftpb::{Entry, EntryType, Message, MessageType};
+use raft::StateRole;
+
+use crate::command::Command;
+use crate::group::{Action, Applied, Envelope, GroupSettings, Running, Unsynced, Write};
+use crate::state::Outcome;
+
+impl Running {
+    /// Turns every pending `Ready` into actions, then reports a change of leadership.
+    pub(crate) fn drain(&mut self, settings: &GroupSettings, out: &mut Vec<Action>) {
+        while self.raw.has_ready() {
+            let mut rd = self.raw.ready();
+            let number = rd.number();
+            self.send(rd.take_messages(), out);
+            let committed = rd.take_committed_entries();
+            if !committed.is_empty() {
+                self.apply(committed, out);
+            }
+            let entries = rd.take_entries();
+            let hard_state = rd.hs().cloned();
+            let messages = rd.take_persisted_messages();
+            {
+                let mut core = self.raw.mut_store().wl();
+                if let Err(e) = core.append(&entries) {
+                    out.push(Action::Fault { reason: format!("appending to the replica log: {e}") });
+                }
+                if let Some(hs) = &hard_state {
+                    core.set_hardstate(hs.clone());
+                }
+            }
+            self.raw.advance_append_async(rd);
+            if entries.is_empty() && hard_state.is_none() && self.unsynced.is_empty() {
+                // Nothing to write and nothing before it in flight: durable already.
+                self.raw.on_persist_ready(number);
+                self.send(messages, out);
+                continue;
+            }
+            let max_term = entries.iter().map(|e| e.term).max().unwrap_or(0);
+            let publishes = entries
+                .iter()
+                .filter_map(|e| match Command::decode(&e.data) {
+                    Ok(Command::Publish { publisher, seq, tick, .. }) => Some((publisher, seq, tick)),
+                    _ => None,
+                })
+                .collect();
+            self.unsynced.push_back(Unsynced { number, messages, max_term, publishes });
+            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None }));
+        }
+        self.track_leadership(out);
+        let _ = settings;
+    }
+
+    /// The shell synced every write up to `number`.
+    pub(crate) fn persisted(&mut self, settings: &GroupSettings, number: u64, out: &mut Vec<Action>) {
+        let mut last = None;
+        while self.unsynced.front().is_some_and(|u| u.number <= number) {
+            let Some(done) = self.unsynced.pop_front() else { break };
+            if self.rejoin_term != 0 && done.max_term >= self.rejoin_term {
+                self.rejoin_term = 0;
+            }
+            if settings.ack_before_quorum {
+                self.ack_on_own_sync(&done.publishes, out);
+            }
+            self.send(done.messages, out);
+            last = Some(done.number);
+        }
+        if let Some(last) = last {
+            self.raw.on_persist_ready(last);
+        }
+    }
+
+    /// The mutation: acknowledges what the leader's own disk holds, quorum or not.
+    fn ack_on_own_sync(&mut self, publishes: &[(u64, u64, u64)], out: &mut Vec<Action>) {
+        for &(publisher, seq, tick) in publishes {
+            let Some(&term) = self.pending.get(&(publisher, seq)) else { continue };
+            if self.leads_in(term) {
+                self.pending.remove(&(publisher, seq));
+                out.push(Action::Acked { publisher, seq, tick });
+            }
+        }
+    }
+
+    fn send(&self, messages: Vec<Message>, out: &mut Vec<Action>) {
+        for msg in messages {
+            // A rejoined replica that has not caught up grants no vote (see `rejoin`).
+            let grant = matches!(
+                msg.get_msg_type(),
+                MessageType::MsgRequestVoteResponse | MessageType::MsgRequestPreVoteResponse
+            ) && !msg.reject;
+            if grant && self.rejoin_term != 0 {
+                continue;
+            }
+            out.push(Action::Send { to: msg.to, msg: Envelope::Raft(msg) });
+        }
+    }
+
+    /// Applies committed entries in order and acknowledges what this leader proposed in the term
+    /// it still leads.
+    fn apply(&mut self, entries: Vec<Entry>, out: &mut Vec<Action>) {
+        let mut applied = Vec::with_capacity(entries.len());
+        let mut last_index = 0;
+        for entry in entries {
+            last_index = entry.index;
+            let command = match entry.get_entry_type() {
+                EntryType::EntryNormal if !entry.data.is_empty() => Command::decode(&entry.data).ok(),
+                _ => None,
+            };
+            let outcome = self.state.apply(command);
+            if let Outcome::Logged { publisher, seq, tick } | Outcome::Duplicate { publisher, seq, tick } = outcome {
+                if let Some(term) = self.pending.remove(&(publisher, seq)) {
+                    if self.leads_in(term) {
+                        out.push(Action::Acked { publisher, seq, tick });
+                    }
+                }
+            }
+            applied.push(Applied { index: entry.index, term: entry.term, outcome });
+        }
+        self.raw.advance_apply_to(last_index);
+        out.push(Action::Apply(applied));
+    }
+
+    /// Reports taking or losing the lead; a change forgets every pending acknowledgement, so
+    /// nothing proposed in one term is acknowledged in another.
+    fn track_leadership(&mut self, out: &mut Vec<Action>) {
+        let now = (self.raw.raft.state == StateRole::Leader).then_some(self.raw.raft.term);
+        if now == self.leading {
+            return;
+        }
+        if let Some(term) = self.leading {
+            out.push(Action::LostLeadership { term });
+        }
+        self.pending.clear();
+        self.leading = now;
+        if let Some(term) = now {
+            self.last_proposed = self.state.last_tick();
+            out.push(Action::BecameLeader { term });
+        }
+    }
+}

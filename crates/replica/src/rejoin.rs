@@ -1,0 +1,91 @@
+//! The rule for a replica whose disk was wiped (or replaced): it comes back with no log and no
+//! memory of its term or its votes, while messages its old self sent (vote grants, append acks)
+//! may still be in flight and count. Raft's safety rests on a voter never forgetting, so such a
+//! replica takes part only through two fences:
+//!
+//! 1. **Term fence.** Before stepping any raft message it asks every mate for its term
+//!    ([`Envelope::TermQuery`]) and starts at one past the highest answer, with no vote. Its old
+//!    self voted only in terms some mate reached (a candidate persists its term before asking),
+//!    so it never votes twice in a term, and it never acknowledges entries of a term older than
+//!    a leader its old self may have helped elect. It needs every mate's answer: a majority
+//!    could miss the one candidate its old self voted for. The new term is written (a [`Write`]
+//!    with `rejoin_term`) before anything else it writes.
+//! 2. **Vote fence.** Until its durable log holds an entry of term `rejoin_term` or later, it
+//!    neither campaigns (its ticks do not reach raft-rs) nor grants votes or pre-votes (they are
+//!    dropped). Such an entry comes from a leader elected without it, which holds every committed
+//!    entry (its voters, a majority of the others, meet every commit quorum minus this replica),
+//!    so a log holding it holds everything this replica may have acknowledged before the wipe.
+//!    It may acknowledge appends meanwhile: those are new promises, kept on its disk.
+//!
+//! Limits: one wiped replica at a time (two wiped voters of a commit quorum lose what only they
+//! held, which no replication rule can restore), and it waits while any mate is unreachable.
+//! A fencing replica answers no term query itself: it has no term to give.
+
+use std::collections::BTreeMap;
+
+use raft::eraftpb::HardState;
+
+use crate::group::{
+    Action, Envelope, GroupSettings, Input, Phase, Recovered, ReplicaError, ReplicaGroup, Running, Unsynced, Write,
+};
+
+impl ReplicaGroup {
+    /// A replica whose disk was wiped: it fences (see this module) before it takes part.
+    pub fn rejoin(settings: GroupSettings) -> Result<Self, ReplicaError> {
+        if !settings.voters.contains(&settings.id) {
+            return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
+        }
+        Ok(Self { settings, phase: Phase::Fencing { answers: BTreeMap::new() } })
+    }
+
+    /// Handles an input while fencing: only ticks (to ask again) and answers count.
+    pub(crate) fn fencing(&mut self, input: Input, out: &mut Vec<Action>) {
+        let Phase::Fencing { answers } = &mut self.phase else { return };
+        match input {
+            Input::Tick => {
+                for &mate in &self.settings.voters {
+                    if mate != self.settings.id && !answers.contains_key(&mate) {
+                        out.push(Action::Send { to: mate, msg: Envelope::TermQuery });
+                    }
+                }
+            }
+            Input::Message { from, msg: Envelope::TermReply { term } } => {
+                if from != self.settings.id && self.settings.voters.contains(&from) {
+                    let best = answers.entry(from).or_insert(term);
+                    *best = (*best).max(term);
+                }
+            }
+            Input::Publish { publisher, seq, .. } => {
+                out.push(Action::Refused { publisher, seq, leader: None });
+            }
+            // Raft traffic, proposals and completions mean nothing before the fence.
+            Input::Message { .. } | Input::Propose(_) | Input::Persisted { .. } => {}
+        }
+        let mates = self.settings.voters.iter().filter(|&&v| v != self.settings.id).count();
+        if answers.len() < mates {
+            return;
+        }
+        let term = answers.values().copied().max().unwrap_or(0) + 1;
+        let hard_state = HardState { term, ..HardState::default() };
+        let recovered = Recovered { hard_state: hard_state.clone(), entries: Vec::new(), rejoin_term: term };
+        match Running::start(&self.settings, recovered) {
+            Ok(mut running) => {
+                // Nothing this replica writes later may be durable before the fence.
+                running.unsynced.push_back(Unsynced {
+                    number: 0,
+                    messages: Vec::new(),
+                    max_term: 0,
+                    publishes: Vec::new(),
+                });
+                out.push(Action::Persist(Write {
+                    number: 0,
+                    hard_state: Some(hard_state),
+                    rejoin_term: Some(term),
+                    ..Write::default()
+                }));
+                self.phase = Phase::Running(Box::new(running));
+            }
+            Err(e) => out.push(Action::Fault { reason: e.to_string() }),
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! A group of replicas on a hand-driven network: messages and syncs move only when a test says
+//! so, so each test pins one rule (the acknowledgement rule, the epoch fence, dedup across a
+//! takeover, the wiped-replica fences). Seeded faulty runs live in `tidings-sim` (`replica`).
+#![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tidings_replica::{
+    Action, Entry, Envelope, GroupSettings, Input, Outcome, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
+};
+
+struct Cluster {
+    groups: BTreeMap<ReplicaId, ReplicaGroup>,
+    /// Messages sent and not delivered: (from, to, msg).
+    wire: Vec<(ReplicaId, ReplicaId, Envelope)>,
+    /// Writes handed out and not synced, per replica, and the synced ones.
+    unsynced: BTreeMap<ReplicaId, Vec<Write>>,
+    synced: BTreeMap<ReplicaId, Vec<Write>>,
+    acks: Vec<(ReplicaId, u64, u64, u64)>,
+    refused: Vec<(ReplicaId, u64)>,
+    applied: BTreeMap<ReplicaId, Vec<Outcome>>,
+    leaders: Vec<(ReplicaId, u64)>,
+    cut: BTreeSet<ReplicaId>,
+    now: u64,
+}
+
+impl Cluster {
+    fn new(n: u64, ack_before_quorum: bool) -> Self {
+        let voters: Vec<_> = (1..=n).collect();
+        let groups = voters
+            .iter()
+            .map(|&id| {
+                let settings = GroupSettings { ack_before_quorum, ..GroupSettings::new(id, voters.clone()) };
+                (id, ReplicaGroup::bootstrap(settings).expect("valid settings"))
+            })
+            .collect();
+        Self {
+            groups,
+            wire: Vec::new(),
+            unsynced: BTreeMap::new(),
+            synced: BTreeMap::new(),
+            acks: Vec::new(),
+            refused: Vec::new(),
+            applied: BTreeMap::new(),
+            leaders: Vec::new(),
+            cut: BTreeSet::new(),
+            now: 0,
+        }
+    }
+
+    fn input(&mut self, id: ReplicaId, input: Input) {
+        let Some(group) = self.groups.get_mut(&id) else { return };
+        for action in group.handle(self.now, input) {
+            match action {
+                Action::Send { to, msg } => self.wire.push((id, to, msg)),
+                Action::Persist(write) => self.unsynced.entry(id).or_default().push(write),
+                Action::Apply(applied) => {
+                    self.applied.entry(id).or_default().extend(applied.into_iter().map(|a| a.outcome))
+                }
+                Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick)),
+                Action::Refused { seq, .. } => self.refused.push((id, seq)),
+                Action::BecameLeader { term } => self.leaders.push((id, term)),
+                Action::LostLeadership { .. } => {}
+                Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
+            }
+        }
+    }
+
+    /// Syncs every write of `id` and reports the last one.
+    fn sync(&mut self, id: ReplicaId) {
+        let writes = std::mem::take(self.unsynced.entry(id).or_default());
+        if let Some(number) = writes.last().map(|w| w.number) {
+            self.synced.entry(id).or_default().extend(writes);
+            self.input(id, Input::Persisted { number });
+        }
+    }
+
+    /// Delivers, syncs and ticks until nothing moves or `rounds` ticks passed; `syncing` are
+    /// the replicas whose disks complete writes.
+    fn run(&mut self, rounds: usize, syncing: &[ReplicaId]) {
+        for _ in 0..rounds {
+            self.now += 10;
+            for _ in 0..50 {
+                let wire = std::mem::take(&mut self.wire);
+                let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
+                for (from, to, msg) in wire {
+                    if !self.cut.contains(&from) && !self.cut.contains(&to) {
+                        self.input(to, Input::Message { from, msg });
+                    }
+                }
+                for &id in syncing {
+                    self.sync(id);
+                }
+                if quiet {
+                    break;
+                }
+            }
+            let ids: Vec<_> = self.groups.keys().copied().collect();
+            for id in ids {
+                self.input(id, Input::Tick);
+            }
+        }
+    }
+
+    fn leader(&self) -> Option<ReplicaId> {
+        self.groups.iter().find(|(id, g)| g.leading().is_some() && !self.cut.contains(id)).map(|(id, _)| *id)
+    }
+
+    fn publish(&mut self, to: ReplicaId, publisher: u64, seq: u64) {
+        self.input(to, Input::Publish { publisher, seq, payload: vec![seq as u8] });
+    }
+
+    fn logged(&self, id: ReplicaId) -> Vec<(u64, u64, u64)> {
+        let outcomes = self.applied.get(&id).map(Vec::as_slice).unwrap_or_default();
+        outcomes
+            .iter()
+            .filter_map(|o| match *o {
+                Outcome::Logged { publisher, seq, tick } => Some((publisher, seq, tick)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+const ALL: [ReplicaId; 3] = [1, 2, 3];
+
+/// The replica with the shortest election timeout leads first, a publish is acknowledged once,
+/// with its tick, and every replica applies it at that tick.
+#[test]
+fn a_publish_is_acknowledged_once_a_quorum_has_it_and_applied_everywhere() {
+    let mut c = Cluster::new(3, false);
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    assert_eq!(c.leaders, vec![(1, 1)]);
+    c.publish(1, 7, 1);
+    c.run(5, &ALL);
+    let tick = match c.acks.as_slice() {
+        [(1, 7, 1, tick)] => *tick,
+        other => panic!("expected one ack, got {other:?}"),
+    };
+    for id in ALL {
+        assert_eq!(c.logged(id), vec![(7, 1, tick)], "replica {id}");
+    }
+    c.publish(2, 7, 2);
+    assert_eq!(c.refused, vec![(2, 2)], "a follower refuses and names no false leader");
+}
+
+/// Only the leader's disk syncs: no quorum, no acknowledgement; the mutation switch
+/// acknowledges anyway, which is the bug the simulator must catch.
+#[test]
+fn the_leaders_own_sync_is_not_enough_unless_the_mutation_is_on() {
+    for (mutation, acked) in [(false, 0), (true, 1)] {
+        let mut c = Cluster::new(3, mutation);
+        c.run(30, &ALL);
+        c.publish(1, 7, 1);
+        c.run(10, &[1]);
+        assert_eq!(c.acks.len(), acked, "mutation {mutation}");
+        assert!(c.logged(1).is_empty(), "nothing is committed without a quorum");
+    }
+}
+
+/// A leader cut off from its mates acknowledges nothing, a successor takes over in a later term,
+/// and a retry of a publish acknowledged before the takeover gets the same tick.
+#[test]
+fn a_cut_off_leader_acknowledges_nothing_and_a_retry_after_takeover_keeps_its_tick() {
+    let mut c = Cluster::new(3, false);
+    c.run(30, &ALL);
+    c.publish(1, 7, 1);
+    c.run(5, &ALL);
+    let first = c.acks.clone();
+    assert_eq!(first.len(), 1);
+    c.cut.insert(1);
+    c.publish(1, 7, 2);
+    c.run(40, &ALL);
+    assert_eq!(c.acks, first, "the cut-off leader acknowledged a publish");
+    let successor = c.leader().expect("a successor leads");
+    assert_ne!(successor, 1);
+    assert!(c.groups[&1].leading().is_none(), "check-quorum deposes the cut-off leader");
+    c.publish(successor, 7, 1);
+    c.publish(successor, 7, 2);
+    c.run(5, &[1, 2, 3]);
+    assert_eq!(c.acks[1], (successor, 7, 1, first[0].3), "a retry after takeover gets the first tick");
+    assert_eq!(c.acks.len(), 3);
+    c.cut.clear();
+    c.run(20, &ALL);
+    let reference = c.logged(successor);
+    assert_eq!(reference.len(), 2);
+    for id in ALL {
+        assert_eq!(c.logged(id), reference, "replica {id} after healing");
+    }
+}
+
+/// A wiped replica asks every mate its term before it steps anything, starts past the highest,
+/// grants no vote until its log holds an entry of that term, and then is a voter again.
+#[test]
+fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
+    let mut c = Cluster::new(3, false);
+    c.run(30, &ALL);
+    c.publish(1, 7, 1);
+    c.run(5, &ALL);
+    let settings = GroupSettings::new(3, ALL.to_vec());
+    c.groups.insert(3, ReplicaGroup::rejoin(settings).expect("valid settings"));
+    c.unsynced.remove(&3);
+    c.synced.remove(&3);
+    c.applied.remove(&3);
+    assert!(c.groups[&3].withholding_vote());
+    // Mate 2 is unreachable: no fence without every mate's answer.
+    c.cut.insert(2);
+    c.run(10, &ALL);
+    assert!(c.groups[&3].state().is_none(), "fenced with an answer missing");
+    // Mate 2 back, the leader cut: 3 fences but cannot catch up, and 2 cannot win with it.
+    c.cut.clear();
+    c.run(1, &ALL);
+    c.cut.insert(1);
+    c.run(60, &ALL);
+    assert!(c.groups[&3].withholding_vote());
+    assert!(c.leader().is_none(), "2 won an election with the vote of a replica that lost its log");
+    let fence = c.synced[&3][0].rejoin_term.expect("the fence is written first");
+    assert_eq!(fence, 2, "one past the highest term a mate answered");
+    // The leader back: 3 catches up, and then votes and applies like the others.
+    c.cut.clear();
+    c.run(60, &ALL);
+    assert!(!c.groups[&3].withholding_vote());
+    assert_eq!(c.logged(3), c.logged(2));
+    assert_eq!(c.logged(3).len(), 1);
+    // Restarting from what it synced keeps it caught up.
+    let synced = c.synced[&3].clone();
+    let recovered = Recovered {
+        hard_state: synced.iter().rev().find_map(|w| w.hard_state.clone()).unwrap_or_default(),
+        entries: synced.iter().flat_map(|w| w.entries.clone()).collect(),
+        rejoin_term: fence,
+    };
+    let restarted = ReplicaGroup::restart(GroupSettings::new(3, ALL.to_vec()), recovered).expect("recovers");
+    assert!(!restarted.withholding_vote());
+}
+
+/// What a disk hands back is input: a log with a hole, or a replica outside its group, is
+/// refused with an error rather than started (raft-rs would panic on it).
+#[test]
+fn a_broken_recovered_log_or_a_stranger_is_refused() {
+    let voters = ALL.to_vec();
+    let entry = |index, term| Entry { index, term, ..Entry::default() };
+    let holed = Recovered { entries: vec![entry(1, 1), entry(3, 1)], ..Recovered::default() };
+    assert_eq!(
+        ReplicaGroup::restart(GroupSettings::new(1, voters.clone()), holed).err(),
+        Some(ReplicaError::BrokenLog)
+    );
+    let backwards = Recovered { entries: vec![entry(1, 2), entry(2, 1)], ..Recovered::default() };
+    assert_eq!(
+        ReplicaGroup::restart(GroupSettings::new(1, voters.clone()), backwards).err(),
+        Some(ReplicaError::BrokenLog)
+    );
+    assert!(matches!(ReplicaGroup::bootstrap(GroupSettings::new(9, voters.clone())), Err(ReplicaError::Settings(_))));
+    assert!(matches!(ReplicaGroup::rejoin(GroupSettings::new(9, voters)), Err(ReplicaError::Settings(_))));
+    // A fencing replica refuses publishes and names no leader: it knows none yet.
+    let mut fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
+    let refused = fencing.handle(0, Input::Publish { publisher: 1, seq: 1, payload: Vec::new() });
+    assert_eq!(refused, vec![Action::Refused { publisher: 1, seq: 1, leader: None }]);
+}

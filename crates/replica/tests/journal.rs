@@ -1,0 +1,80 @@
+//! The journal on the real store (`tidings-store`, stepped, on `MemFs`): a replica restarts from
+//! exactly the writes that were synced, a power loss drops the rest, and a damaged record makes
+//! the journal refuse to serve rather than hand back a shorter log.
+#![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tidings_replica::{Entry, HardState, Journal, JournalError, Recovered, Write};
+use tidings_store::{MemFs, Options, PubendId, Store, Token};
+
+const DIR: &str = "/data/replica";
+const PUBEND: PubendId = PubendId(7);
+
+fn open(fs: &MemFs) -> (Store, Result<(Journal, Option<Recovered>), JournalError>) {
+    let options = Options { reserve_bytes: 0, ..Options::default() };
+    let (store, _) = Store::open_stepped(Arc::new(fs.clone()), Path::new(DIR), options).expect("the store opens");
+    let journal = Journal::open(&store, PUBEND);
+    (store, journal)
+}
+
+fn write(number: u64, first: u64, term: u64) -> Write {
+    let entries =
+        (first..first + 2).map(|index| Entry { index, term, data: vec![index as u8].into(), ..Entry::default() });
+    Write {
+        number,
+        entries: entries.collect(),
+        hard_state: Some(HardState { term, vote: 1, commit: first, ..HardState::default() }),
+        rejoin_term: None,
+    }
+}
+
+#[test]
+fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
+    let fs = MemFs::new();
+    let (store, journal) = open(&fs);
+    let (mut journal, recovered) = journal.expect("an empty journal reads");
+    assert!(recovered.is_none(), "an empty journal means a new or wiped replica");
+    let synced = [Write::default(), write(1, 1, 1), write(2, 3, 1), write(3, 2, 2)];
+    for (token, w) in synced.iter().enumerate() {
+        store.append(Token(token as u64), journal.record(w)).expect("append");
+    }
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    store.append(Token(9), journal.record(&write(4, 4, 2))).expect("append");
+    drop(store);
+    fs.power_loss(1);
+    fs.restart();
+
+    let (_, reopened) = open(&fs);
+    let (mut journal, recovered) = reopened.expect("the journal reads");
+    let mut expected = Recovered::default();
+    synced.into_iter().for_each(|w| expected.fold(w));
+    assert_eq!(recovered, Some(expected.clone()));
+    // Entry 2 was replaced by the term-2 write; the unsynced write is gone.
+    let terms: Vec<_> = expected.entries.iter().map(|e| (e.index, e.term)).collect();
+    assert_eq!(terms, vec![(1, 1), (2, 2), (3, 2)]);
+    // The journal numbers on after what it recovered (the store refuses ticks that go back).
+    assert_eq!(journal.record(&Write::default()).tick.0, 5);
+}
+
+#[test]
+fn a_damaged_record_is_refused() {
+    let fs = MemFs::new();
+    let (store, journal) = open(&fs);
+    let (mut journal, _) = journal.expect("an empty journal reads");
+    for (token, w) in [Write::default(), write(1, 1, 1), write(2, 3, 1)].iter().enumerate() {
+        store.append(Token(token as u64), journal.record(w)).expect("append");
+    }
+    store.step();
+    drop(store);
+    let segment = fs.list_names(Path::new(DIR)).into_iter().find(|n| n.ends_with(".log")).expect("a segment");
+    let path = Path::new(DIR).join(segment);
+    let contents = fs.contents(&path).unwrap_or_default();
+    let payload = write(1, 1, 1).encode();
+    let at = contents.windows(payload.len()).position(|w| w == payload.as_slice()).expect("the record is on disk");
+    // Flip a byte inside the middle record's payload.
+    fs.corrupt(&path, at + payload.len() / 2, 0x40);
+    let (_, reopened) = open(&fs);
+    assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
+}

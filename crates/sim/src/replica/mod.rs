@@ -1,0 +1,228 @@
+//! A replicated pubend under chaos (issue 40): one `tidings-replica` group (raft-rs) on 3 or 5
+//! simulated brokers, publishers retrying and failing over, a network that loses, duplicates
+//! and reorders, partitions (a cut-off leader must acknowledge nothing), process crashes that
+//! lose what was not synced, and in the disk modes wiped disks (one at a time,
+//! rejoining through `tidings-replica`'s fences) and power losses of the whole group.
+//!
+//! A run is [`Plan::steps`] chaos steps of 1-3 virtual ms, then a quiet phase (every replica up,
+//! the network whole, no loss) until the group settles; `judge` checks the invariants as the run
+//! goes and at its end. Faults are numbered as drawn, so the sweep's shrinker can leave them out.
+//!
+//! Each replica's disk is the real pubend store on an in-memory file system (`disk`): a restart
+//! runs the store's recovery and `tidings-replica`'s journal fold. Not simulated yet: snapshots
+//! (never taken) and the delivery core around the group.
+
+mod disk;
+mod judge;
+mod world;
+
+use tidings_replica::{Command, Input, ReplicaId};
+
+use crate::rng::Rng;
+use crate::scenario::{Coverage, Failure, Plan};
+use disk::Crash;
+use world::{Weather, World};
+
+/// What a run may do to the group.
+#[derive(Clone, Copy, Debug)]
+pub struct Mode {
+    /// Replicas in the group.
+    pub replicas: u64,
+    /// Wipe disks and cut the whole group's power, beside crashes and partitions.
+    pub disks: bool,
+}
+
+impl Mode {
+    /// Three replicas: crashes, partitions, a faulty network.
+    pub const THREE: Mode = Mode { replicas: 3, disks: false };
+    /// Five replicas: crashes, partitions, a faulty network.
+    pub const FIVE: Mode = Mode { replicas: 5, disks: false };
+    /// Three replicas, and wiped disks and whole-group power losses too.
+    pub const THREE_DISKS: Mode = Mode { replicas: 3, disks: true };
+    /// Five replicas, and wiped disks and whole-group power losses too.
+    pub const FIVE_DISKS: Mode = Mode { replicas: 5, disks: true };
+}
+
+/// What a run did, beside the routing coverage fields it fills.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Report {
+    /// Acknowledgements publishers received (retries included).
+    pub acks: usize,
+    /// Distinct publishes acknowledged.
+    pub acknowledged: usize,
+    /// Terms with a leader.
+    pub elections: usize,
+    /// Publishes acknowledged again by a later leader (a retry after a takeover).
+    pub retries_after_takeover: usize,
+}
+
+const PUBLISHERS: u64 = 3;
+/// Virtual milliseconds the quiet phase may take before a run counts as stuck.
+const QUIET_LIMIT_MS: u64 = 30_000;
+
+/// Runs one plan; `ack_before_quorum` is the mutation switch the mutation test turns on.
+pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(Coverage, Report), Failure> {
+    let weather = Weather { loss: 5, duplication: 5, max_delay: 15 };
+    let mut run = Run {
+        world: World::new(plan.seed, mode.replicas, PUBLISHERS, weather, ack_before_quorum),
+        faults: Rng::new(plan.seed ^ 0xfa17),
+        next_tick: 0,
+        next_lease: 0,
+        heal_at: None,
+        coverage: Coverage::default(),
+    };
+    for step in 0..plan.steps {
+        let now = run.world.now + 1 + run.faults.below(3) as u64;
+        run.step(now, true);
+        if run.faults.chance(2) {
+            let index = run.coverage.faults;
+            run.coverage.faults += 1;
+            run.fault(mode, !plan.skip.contains(&index));
+        }
+        if let Some(message) = run.world.judge.broken.take() {
+            return Err(Failure { step: Some(step), faults: run.coverage.faults, message });
+        }
+    }
+    run.quiet()?;
+    let logs = run.world.nodes.iter().map(|(id, n)| (*id, n.applied.clone())).collect();
+    run.world.judge.finish(&logs);
+    if let Some(message) = run.world.judge.broken.take() {
+        return Err(Failure { step: None, faults: run.coverage.faults, message });
+    }
+    let judge = &run.world.judge;
+    let report = Report {
+        acks: judge.acks,
+        acknowledged: judge.acked.len(),
+        elections: judge.terms(),
+        retries_after_takeover: judge.retries_after_takeover,
+    };
+    Ok((run.coverage, report))
+}
+
+/// The state of one run.
+struct Run {
+    world: World,
+    /// Fault draws, apart from the world's own, so a skipped fault leaves the others in place.
+    faults: Rng,
+    next_tick: u64,
+    next_lease: u64,
+    heal_at: Option<u64>,
+    coverage: Coverage,
+}
+
+impl Run {
+    /// Advances to `now`: deliveries and syncs, raft ticks every 10 ms, the leader's lease and
+    /// release every 100 ms, and the publishers.
+    fn step(&mut self, now: u64, publishing: bool) {
+        self.world.advance(now);
+        if self.heal_at.is_some_and(|at| at <= now) {
+            self.world.cut.clear();
+            self.heal_at = None;
+        }
+        if now >= self.next_tick {
+            self.next_tick = now + 10;
+            for id in self.world.voters.clone() {
+                self.world.input(id, Input::Tick);
+            }
+        }
+        if now >= self.next_lease {
+            self.next_lease = now + 100;
+            if let Some(leader) = self.world.leader() {
+                let silence = Command::Silence { up_to: now.saturating_sub(30) };
+                self.world.input(leader, Input::Propose(silence));
+                let release = Command::Release { up_to: now.saturating_sub(300) };
+                self.world.input(leader, Input::Propose(release));
+            }
+        }
+        self.world.publishers_act(publishing);
+    }
+
+    /// Draws one fault; applies it unless `apply` is false (the shrinker left it out).
+    fn fault(&mut self, mode: Mode, apply: bool) {
+        let now = self.world.now;
+        let voters = self.world.voters.clone();
+        let victim = voters[self.faults.below(voters.len())];
+        let back = now + 10 + self.faults.below(300) as u64;
+        let kind = self.faults.below(if mode.disks { 10 } else { 7 });
+        if !apply {
+            return;
+        }
+        let up = |w: &World, id: ReplicaId| w.nodes[&id].group.is_some();
+        match kind {
+            0..=2 => {
+                if up(&self.world, victim) {
+                    self.coverage.crashes += 1;
+                    self.world.crash(victim, Crash::Process, back);
+                }
+            }
+            3..=6 => self.partition(victim, back + 200),
+            7 => {
+                self.coverage.power_losses += 1;
+                for id in voters {
+                    if up(&self.world, id) {
+                        let back = now + 10 + self.faults.below(200) as u64;
+                        self.world.crash(id, Crash::PowerLoss, back);
+                    }
+                }
+            }
+            _ => {
+                // One wiped disk at a time: two would lose what only they held.
+                if !self.world.nodes.values().any(|n| n.rejoining) {
+                    self.coverage.empty_restarts += 1;
+                    self.world.crash(victim, Crash::Wipe, back);
+                }
+            }
+        }
+    }
+
+    /// Cuts the leader (or `victim` when there is none, or half the time a random minority)
+    /// from the others until `heal_at`.
+    fn partition(&mut self, victim: ReplicaId, heal_at: u64) {
+        self.coverage.partitions += 1;
+        let voters = self.world.voters.clone();
+        let mut minority = vec![self.world.leader().unwrap_or(victim)];
+        if self.faults.chance(50) {
+            minority = vec![victim];
+            if voters.len() == 5 && self.faults.chance(50) {
+                minority.push(voters[self.faults.below(voters.len())]);
+            }
+        }
+        self.world.cut.clear();
+        for &a in &minority {
+            for &b in &voters {
+                if !minority.contains(&b) {
+                    self.world.cut.insert((a, b));
+                }
+            }
+        }
+        self.heal_at = Some(heal_at);
+    }
+
+    /// Heals everything, restarts every replica and runs without faults until the group
+    /// settles (every publish acknowledged, every replica caught up to the same log).
+    fn quiet(&mut self) -> Result<(), Failure> {
+        self.world.cut.clear();
+        self.heal_at = None;
+        self.world.weather = Weather { loss: 0, duplication: 0, ..self.world.weather };
+        for id in self.world.voters.clone() {
+            if self.world.nodes[&id].group.is_none() {
+                self.world.start(id);
+            }
+        }
+        let end = self.world.now + QUIET_LIMIT_MS;
+        while self.world.now < end {
+            let now = self.world.now + 5;
+            self.step(now, false);
+            if let Some(message) = self.world.judge.broken.take() {
+                return Err(Failure { step: None, faults: self.coverage.faults, message });
+            }
+            if self.world.settled() {
+                return Ok(());
+            }
+        }
+        let applied: Vec<_> = self.world.nodes.iter().map(|(id, n)| (*id, n.applied.len())).collect();
+        let message =
+            format!("the group did not settle in {QUIET_LIMIT_MS} ms of quiet (applied per replica: {applied:?})");
+        Err(Failure { step: None, faults: self.coverage.faults, message })
+    }
+}

@@ -1,0 +1,303 @@
+//! The world of one replica run: the replicas with their disks, the network between them, and
+//! the publishers with theirs. Time is virtual milliseconds; every delay comes from the run's
+//! [`Rng`], so a run is a function of its seed.
+//!
+//! Each replica's disk is the real store (`disk`); writes sync as group commits at seeded
+//! delays, and only then is the replica told ([`Input::Persisted`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, ReplicaGroup, ReplicaId};
+
+use crate::replica::disk::{Crash, Disk};
+use crate::replica::judge::Judge;
+use crate::rng::Rng;
+
+/// Fault rates and delays of the network between replicas and toward publishers.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Weather {
+    pub(crate) loss: u64,
+    pub(crate) duplication: u64,
+    pub(crate) max_delay: u64,
+}
+
+/// One replica: its group (`None` while down), disk and applied log since it last started.
+pub(crate) struct Node {
+    pub(crate) group: Option<ReplicaGroup>,
+    pub(crate) disk: Disk,
+    pub(crate) applied: Vec<Applied>,
+    /// Wiped and not yet caught up (kept across its crashes).
+    pub(crate) rejoining: bool,
+    /// When a down replica comes back.
+    pub(crate) restart_at: Option<u64>,
+}
+
+/// What travels: between replicas, or between a publisher and a replica.
+#[derive(Clone, Debug)]
+pub(crate) enum Packet {
+    Peer { from: ReplicaId, to: ReplicaId, msg: Envelope },
+    Publish { to: ReplicaId, publisher: u64, seq: u64 },
+    Reply { from: ReplicaId, publisher: u64, action: Action },
+}
+
+/// A publisher: one publish in flight at a time, retried until acknowledged.
+pub(crate) struct Publisher {
+    pub(crate) next_seq: u64,
+    pub(crate) outstanding: Option<u64>,
+    pub(crate) target: ReplicaId,
+    pub(crate) last_sent: u64,
+    /// Sends of the outstanding publish since the last answer: every third moves on to the
+    /// next replica (a publisher failing over).
+    pub(crate) tries: u64,
+}
+
+/// The whole world of a run.
+pub(crate) struct World {
+    pub(crate) now: u64,
+    pub(crate) rng: Rng,
+    pub(crate) voters: Vec<ReplicaId>,
+    pub(crate) nodes: BTreeMap<ReplicaId, Node>,
+    pub(crate) publishers: Vec<Publisher>,
+    /// In flight: (due, order, packet).
+    wire: Vec<(u64, u64, Packet)>,
+    sent: u64,
+    /// Cut pairs of replicas (both directions).
+    pub(crate) cut: BTreeSet<(ReplicaId, ReplicaId)>,
+    pub(crate) weather: Weather,
+    pub(crate) judge: Judge,
+    ack_before_quorum: bool,
+}
+
+impl World {
+    pub(crate) fn new(seed: u64, replicas: u64, publishers: u64, weather: Weather, ack_before_quorum: bool) -> Self {
+        let voters: Vec<ReplicaId> = (1..=replicas).collect();
+        let mut world = Self {
+            now: 0,
+            rng: Rng::new(seed),
+            voters: voters.clone(),
+            nodes: BTreeMap::new(),
+            publishers: (0..publishers)
+                .map(|p| Publisher { next_seq: 1, outstanding: None, target: 1 + p % replicas, last_sent: 0, tries: 0 })
+                .collect(),
+            wire: Vec::new(),
+            sent: 0,
+            cut: BTreeSet::new(),
+            weather,
+            judge: Judge::default(),
+            ack_before_quorum,
+        };
+        for id in voters {
+            let mut disk = Disk::default();
+            if let Err(e) = disk.open().and_then(|_| disk.create()) {
+                world.judge.broken = Some(format!("replica {id} cannot create its journal: {e}"));
+            }
+            let node = Node { group: None, disk, applied: Vec::new(), rejoining: false, restart_at: None };
+            world.nodes.insert(id, node);
+            world.start(id);
+        }
+        world
+    }
+
+    fn settings(&self, id: ReplicaId) -> GroupSettings {
+        GroupSettings { ack_before_quorum: self.ack_before_quorum, ..GroupSettings::new(id, self.voters.clone()) }
+    }
+
+    /// Starts a down replica from its disk: a restart, or a rejoin if the journal is empty.
+    pub(crate) fn start(&mut self, id: ReplicaId) {
+        let settings = self.settings(id);
+        let Some(node) = self.nodes.get_mut(&id) else { return };
+        let group = match node.disk.open() {
+            Ok(Some(recovered)) => ReplicaGroup::restart(settings, recovered).map_err(|e| e.to_string()),
+            Ok(None) => ReplicaGroup::rejoin(settings).map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        match group {
+            Ok(group) => node.group = Some(group),
+            Err(e) => self.judge.broken = Some(format!("replica {id} cannot restart: {e}")),
+        }
+        node.applied.clear();
+        node.restart_at = None;
+    }
+
+    /// Stops a replica, its disk left as `crash` leaves it; it comes back at `restart_at`.
+    pub(crate) fn crash(&mut self, id: ReplicaId, crash: Crash, restart_at: u64) {
+        let Some(node) = self.nodes.get_mut(&id) else { return };
+        node.disk.crash(crash, &mut self.rng);
+        node.group = None;
+        node.restart_at = Some(restart_at);
+        node.rejoining |= crash == Crash::Wipe;
+    }
+
+    /// Feeds one input to a running replica and carries out what it asks.
+    pub(crate) fn input(&mut self, id: ReplicaId, input: Input) {
+        let now = self.now;
+        let Some(group) = self.nodes.get_mut(&id).and_then(|n| n.group.as_mut()) else { return };
+        let actions = group.handle(now, input);
+        let withholding = group.withholding_vote();
+        for action in actions {
+            self.act(id, action);
+        }
+        if let Some(node) = self.nodes.get_mut(&id) {
+            node.rejoining &= withholding;
+        }
+    }
+
+    fn act(&mut self, id: ReplicaId, action: Action) {
+        match action {
+            Action::Send { to, msg } => self.send(Packet::Peer { from: id, to, msg }),
+            Action::Persist(write) => {
+                let due = self.now + 1 + self.rng.below(6) as u64;
+                let Some(node) = self.nodes.get_mut(&id) else { return };
+                if let Err(e) = node.disk.submit(&write, due) {
+                    self.judge.broken = Some(format!("replica {id}: {e}"));
+                }
+            }
+            Action::Apply(applied) => {
+                self.judge.applied(id, &applied);
+                if let Some(node) = self.nodes.get_mut(&id) {
+                    node.applied.extend(applied);
+                }
+            }
+            Action::BecameLeader { term } => self.judge.leader(id, term),
+            Action::LostLeadership { .. } => {}
+            Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
+                self.send(Packet::Reply { from: id, publisher, action })
+            }
+            Action::Fault { reason } => self.judge.broken = Some(format!("replica {id} faulted: {reason}")),
+        }
+    }
+
+    /// Puts a packet on the wire: maybe lost, maybe twice, each copy with its own delay.
+    pub(crate) fn send(&mut self, packet: Packet) {
+        if self.rng.chance(self.weather.loss) {
+            return;
+        }
+        let copies = if self.rng.chance(self.weather.duplication) { 2 } else { 1 };
+        for _ in 0..copies {
+            let due = self.now + 1 + self.rng.below(self.weather.max_delay as usize) as u64;
+            self.sent += 1;
+            self.wire.push((due, self.sent, packet.clone()));
+        }
+    }
+
+    fn is_cut(&self, a: ReplicaId, b: ReplicaId) -> bool {
+        self.cut.contains(&(a, b)) || self.cut.contains(&(b, a))
+    }
+
+    /// Advances to `now`: syncs due writes, delivers due packets, restarts due replicas.
+    pub(crate) fn advance(&mut self, now: u64) {
+        self.now = now;
+        let ids: Vec<ReplicaId> = self.nodes.keys().copied().collect();
+        for &id in &ids {
+            let node = &self.nodes[&id];
+            if node.restart_at.is_some_and(|at| at <= now) {
+                self.start(id);
+            }
+            self.sync_due(id);
+        }
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.wire).into_iter().partition(|p| p.0 <= now);
+        self.wire = later;
+        let mut due = due;
+        due.sort_by_key(|p| (p.0, p.1));
+        for (_, _, packet) in due {
+            self.deliver(packet);
+        }
+    }
+
+    fn sync_due(&mut self, id: ReplicaId) {
+        let Some(node) = self.nodes.get_mut(&id) else { return };
+        if node.group.is_none() || node.disk.due.is_none_or(|due| due > self.now) {
+            return;
+        }
+        match node.disk.step() {
+            Ok(Some(number)) => self.input(id, Input::Persisted { number }),
+            Ok(None) => {}
+            Err(e) => self.judge.broken = Some(format!("replica {id}: {e}")),
+        }
+    }
+
+    fn deliver(&mut self, packet: Packet) {
+        match packet {
+            Packet::Peer { from, to, msg } => {
+                if !self.is_cut(from, to) {
+                    self.input(to, Input::Message { from, msg });
+                }
+            }
+            Packet::Publish { to, publisher, seq } => {
+                self.input(to, Input::Publish { publisher, seq, payload: seq.to_le_bytes().to_vec() })
+            }
+            Packet::Reply { from, publisher, action } => self.reply(from, publisher, action),
+        }
+    }
+
+    fn reply(&mut self, from: ReplicaId, publisher: u64, action: Action) {
+        let Some(p) = self.publishers.get_mut(publisher as usize) else { return };
+        match action {
+            Action::Acked { seq, tick, .. } => {
+                if p.outstanding == Some(seq) {
+                    p.outstanding = None;
+                    p.tries = 0;
+                }
+                self.judge.acked(from, publisher, seq, tick);
+            }
+            Action::Refused { seq, leader, .. } if p.outstanding == Some(seq) => {
+                p.target = leader.unwrap_or_else(|| 1 + (p.target % self.voters.len() as u64));
+                p.last_sent = 0;
+                p.tries = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// Every publisher acts: a new publish (when `publishing`), a retry, or now and then the
+    /// retry of a publish already acknowledged (as after a lost ack), which must get its tick.
+    pub(crate) fn publishers_act(&mut self, publishing: bool) {
+        for index in 0..self.publishers.len() {
+            let replay = self.rng.chance(2);
+            let p = &mut self.publishers[index];
+            let send = match p.outstanding {
+                None if publishing => {
+                    p.outstanding = Some(p.next_seq);
+                    p.next_seq += 1;
+                    p.outstanding
+                }
+                Some(seq) if self.now >= p.last_sent + 40 => {
+                    p.tries += 1;
+                    if p.tries.is_multiple_of(3) {
+                        p.target = 1 + (p.target % self.voters.len() as u64);
+                    }
+                    Some(seq)
+                }
+                _ => None,
+            };
+            let (target, next_seq) = (p.target, p.next_seq);
+            if send.is_some() {
+                p.last_sent = self.now;
+            }
+            if let Some(seq) = send {
+                self.send(Packet::Publish { to: target, publisher: index as u64, seq });
+            }
+            if replay && next_seq > 1 {
+                let old = 1 + self.rng.below(next_seq as usize - 1) as u64;
+                if self.judge.acked.contains_key(&(index as u64, old)) {
+                    self.send(Packet::Publish { to: target, publisher: index as u64, seq: old });
+                }
+            }
+        }
+    }
+
+    /// The replica that leads in the highest term among those running, if any.
+    pub(crate) fn leader(&self) -> Option<ReplicaId> {
+        let leading = self.nodes.iter().filter_map(|(id, n)| n.group.as_ref()?.leading().map(|t| (t, *id)));
+        leading.max().map(|(_, id)| id)
+    }
+
+    /// True once every replica runs, none withholds its vote, every publish is acknowledged
+    /// and every replica applied the same number of entries.
+    pub(crate) fn settled(&self) -> bool {
+        let counts: BTreeSet<usize> = self.nodes.values().map(|n| n.applied.len()).collect();
+        counts.len() == 1
+            && self.publishers.iter().all(|p| p.outstanding.is_none())
+            && self.nodes.values().all(|n| n.group.as_ref().is_some_and(|g| !g.withholding_vote()))
+    }
+}
