@@ -102,6 +102,15 @@ impl Cluster {
         }
     }
 
+    /// Delivers what is on the wire now, once, without syncing anything.
+    fn deliver_once(&mut self) {
+        for (from, to, msg) in std::mem::take(&mut self.wire) {
+            if !self.cut.contains(&from) && !self.cut.contains(&to) {
+                self.input(to, Input::Message { from, msg });
+            }
+        }
+    }
+
     fn leader(&self) -> Option<ReplicaId> {
         self.groups.iter().find(|(id, g)| g.leading().is_some() && !self.cut.contains(id)).map(|(id, _)| *id)
     }
@@ -256,4 +265,28 @@ fn a_broken_recovered_log_or_a_stranger_is_refused() {
     let mut fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
     let refused = fencing.handle(0, Input::Publish { publisher: 1, seq: 1, payload: Vec::new() });
     assert_eq!(refused, vec![Action::Refused { publisher: 1, seq: 1, leader: None }]);
+}
+
+/// The term is the epoch: a leader whose publish was committed only after it lost the lead never
+/// acknowledges it, neither as a follower nor after leading again; a retry at the new leader
+/// gets the committed tick.
+#[test]
+fn a_publish_committed_after_its_leader_lost_the_lead_is_not_acknowledged_by_it() {
+    let mut c = Cluster::new(3, false);
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    c.publish(1, 7, 1);
+    c.deliver_once();
+    // The appends reached 2 and 3; their acknowledgements will not reach 1.
+    c.cut.insert(1);
+    c.run(40, &ALL);
+    let successor = c.leader().expect("a successor leads");
+    assert_eq!(c.logged(successor).len(), 1, "the successor committed the publish");
+    c.cut.clear();
+    c.run(40, &ALL);
+    assert_eq!(c.logged(1), c.logged(successor));
+    assert!(c.acks.is_empty(), "acknowledged outside the term it was proposed in: {:?}", c.acks);
+    let leader = c.leader().expect("a leader");
+    c.publish(leader, 7, 1);
+    assert_eq!(c.acks, vec![(leader, 7, 1, c.logged(leader)[0].2)]);
 }
