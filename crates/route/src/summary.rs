@@ -42,6 +42,13 @@ pub struct SummaryDelta<F> {
     pub removed: Vec<F>,
 }
 
+impl<F> SummaryDelta<F> {
+    /// The change that undoes this one (applied after it, in reverse order of a batch).
+    pub(crate) fn inverse(self) -> Self {
+        Self { scopes: self.scopes, added: self.removed, removed: self.added }
+    }
+}
+
 /// A link's summary, one filter set per scope; empty scopes are absent.
 pub(crate) type Scoped<F> = BTreeMap<Scope, BTreeSet<F>>;
 

@@ -18,7 +18,7 @@ use crate::limits::{MAX_FILTERS_PER_LINK, MAX_FILTERS_PER_MESSAGE, MAX_SCOPES_PE
 use crate::message::PeerMessage;
 use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
-use crate::summary::{apply, diff_scopes, size, Scope, SummaryDelta};
+use crate::summary::{apply, diff_scopes, size, Scope, Scoped, SummaryDelta};
 
 /// What changed since the last `settle`.
 #[derive(Clone, Debug)]
@@ -33,11 +33,40 @@ pub(super) struct Dirty<F> {
     pub(super) local: Delta<F>,
     /// Summary deltas accepted from peers, in order of arrival.
     pub(super) received: Vec<(BrokerName, SummaryDelta<F>)>,
+    /// What the links dropped or replaced since the last `settle` had told us, as it was
+    /// then: a topology change takes exactly that out of what it fed.
+    pub(super) dropped: BTreeMap<BrokerName, Scoped<F>>,
+    /// Links that came up (or were replaced) since the last `settle`: sent nothing yet.
+    pub(super) fresh: BTreeSet<BrokerName>,
+    /// Derive everything again from what is held (the incremental settle's oracle in tests,
+    /// and its fallback when summary deltas meet a topology change in one round).
+    pub(super) rebuild: bool,
 }
 
 impl<F> Default for Dirty<F> {
     fn default() -> Self {
-        Self { view: false, all: false, table: false, local: Delta::default(), received: Vec::new() }
+        Self {
+            view: false,
+            all: false,
+            table: false,
+            local: Delta::default(),
+            received: Vec::new(),
+            dropped: BTreeMap::new(),
+            fresh: BTreeSet::new(),
+            rebuild: false,
+        }
+    }
+}
+
+impl<F: Filter> Dirty<F> {
+    /// Keeps what a dropped or replaced link had told us (the first drop of the round is the
+    /// state the derived sets were fed).
+    pub(super) fn dropped(&mut self, peer: &BrokerName, held: Option<Scoped<F>>) {
+        if let Some(held) = held {
+            self.dropped.entry(peer.clone()).or_insert(held);
+        } else if !self.dropped.contains_key(peer) {
+            self.dropped.insert(peer.clone(), Scoped::new());
+        }
     }
 }
 
@@ -89,7 +118,14 @@ impl<F: Filter> Router<F> {
         }
         let held = self.received.entry(from.clone()).or_default();
         match apply(held, &deltas) {
-            Ok(()) if size(held) > MAX_FILTERS_PER_LINK => self.exceeded(from, Limit::Summary, out),
+            Ok(()) if size(held) > MAX_FILTERS_PER_LINK => {
+                // Taken back before the link is dropped, so what it drops is what was settled.
+                let undo: Vec<SummaryDelta<F>> = deltas.into_iter().rev().map(SummaryDelta::inverse).collect();
+                if apply(held, &undo).is_err() {
+                    self.dirty.rebuild = true;
+                }
+                self.exceeded(from, Limit::Summary, out);
+            }
             Ok(()) => self.dirty.received.extend(deltas.into_iter().map(|delta| (from.clone(), delta))),
             Err(out_of_sync) => {
                 let error = RouteError::SummaryOutOfSync { peer: from.clone(), scope: out_of_sync.scope };
@@ -104,9 +140,12 @@ impl<F: Filter> Router<F> {
     /// date with what changed.
     pub(super) fn settle_interest(&mut self, out: &mut Vec<Action<F>>) {
         let dirty = std::mem::take(&mut self.dirty);
-        if dirty.all || dirty.table {
+        let topology = dirty.all || dirty.table;
+        if dirty.rebuild || (topology && !dirty.received.is_empty()) {
             // Everything is derived again from what is held, changes included.
             self.rebuild_interest(out);
+        } else if topology {
+            self.reshape(dirty.local, &dirty.dropped, &dirty.fresh, out);
         } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
             self.propagate(dirty.local, &dirty.received, out);
         }

@@ -14,6 +14,7 @@ mod interest;
 mod links;
 mod propagate;
 mod pubend;
+mod reshape;
 mod routes;
 mod snapshot;
 mod sync;
@@ -286,6 +287,9 @@ impl<F: Filter> Router<F> {
         let db = LinkStateDb::new(settings.name.clone(), settings.cell.clone(), settings.incarnation);
         let table = RouteTable::build(db.digest(), settings.name.clone(), settings.cell.clone(), db.graph());
         let routes = DataRoutes::empty(&table);
+        // What a rebuild would advertise: nothing yet, for our own cell's tree.
+        let down = routes.trees.keys().map(|root| (root.clone(), Minimized::default())).collect();
+        let advertised = Advertised { down, subtree: BTreeMap::new() };
         Self {
             settings,
             db,
@@ -300,7 +304,7 @@ impl<F: Filter> Router<F> {
             vouched: BTreeMap::new(),
             sync_dirty: false,
             dirty: Dirty::default(),
-            advertised: Advertised::default(),
+            advertised,
             tracked: pubend::Tracked::new(),
             barriers: Barriers::default(),
             advertised_pubends: (ViewId(0), Vec::new()),
