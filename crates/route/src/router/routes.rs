@@ -10,7 +10,7 @@ use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName, TreeId};
 use crate::rendezvous::Target;
 use crate::summary::{Scope, Scoped};
-use crate::tree::{Place, RouteTable};
+use crate::tree::{ChildBundle, Place, RouteTable};
 
 mod reshape;
 pub(crate) use reshape::{Feed, Held, Reshaped};
@@ -173,23 +173,43 @@ pub(super) fn tree_routes<F: Filter>(
             let summary = Minimized::from_filters(
                 linked.iter().filter_map(|broker| received.get(*broker)?.get(&scope)).flatten(),
             );
-            let mut index = F::Index::default();
-            for filter in summary.kept() {
-                index.insert(filter);
-            }
-            ChildRoute {
-                cell: bundle.cell.clone(),
-                direct: direct_links(table, &bundle.targets),
-                targets: bundle.targets.clone(),
-                known: !linked.is_empty(),
-                synced: false,
-                linked: linked.into_iter().cloned().collect(),
-                summary,
-                index,
-            }
+            let index = index_of(&summary);
+            ChildRoute::new(table, bundle, linked.into_iter().cloned().collect(), summary, index)
         })
         .collect();
     TreeRoutes { id: place.id, parent: place.parent.clone(), children }
+}
+
+impl<F: Filter> ChildRoute<F> {
+    /// A child's routes in `table` with this summary of what lies behind it (not yet vouched
+    /// for: `settle_sync` decides that).
+    pub(super) fn new(
+        table: &RouteTable,
+        bundle: &ChildBundle,
+        linked: Vec<BrokerName>,
+        summary: Minimized<F>,
+        index: F::Index,
+    ) -> Self {
+        Self {
+            cell: bundle.cell.clone(),
+            direct: direct_links(table, &bundle.targets),
+            targets: bundle.targets.clone(),
+            known: !linked.is_empty(),
+            synced: false,
+            linked,
+            summary,
+            index,
+        }
+    }
+}
+
+/// The kept filters of `summary`, indexed.
+pub(super) fn index_of<F: Filter>(summary: &Minimized<F>) -> F::Index {
+    let mut index = F::Index::default();
+    for filter in summary.kept() {
+        index.insert(filter);
+    }
+    index
 }
 
 /// The brokers of `cell` we have a two-way link to, by the graph.

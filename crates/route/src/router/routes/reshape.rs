@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    direct_links, linked_members, mate_links, mate_route, tree_routes, ChildRoute, DataRoutes, Generations, MateRoute,
-    TreeRoutes,
+    direct_links, index_of, linked_members, mate_links, mate_route, tree_routes, ChildRoute, DataRoutes, Generations,
+    MateRoute, TreeRoutes,
 };
-use crate::filter::{Filter, FilterIndex};
+use crate::filter::Filter;
 use crate::minimized::Minimized;
 use crate::names::{BrokerName, CellName};
 use crate::summary::{Scope, Scoped};
@@ -187,22 +187,10 @@ fn child_route<F: Filter>(
         }
         None => {
             let summary = Minimized::from_filters(linked.iter().flat_map(|broker| held.after(broker, scope)));
-            let mut index = F::Index::default();
-            for filter in summary.kept() {
-                index.insert(filter);
-                feed.added.push(filter.clone());
-            }
+            feed.added.extend(summary.kept().cloned());
+            let index = index_of(&summary);
             (summary, index)
         }
     };
-    ChildRoute {
-        cell: bundle.cell.clone(),
-        direct: direct_links(table, &bundle.targets),
-        targets: bundle.targets.clone(),
-        known: !linked.is_empty(),
-        synced: false,
-        linked,
-        summary,
-        index,
-    }
+    ChildRoute::new(table, bundle, linked, summary, index)
 }
