@@ -1,12 +1,14 @@
 //! Interest: local subscriptions, summaries received from neighbours, and the summaries we
 //! advertise (see [`crate::summary`] for what each scope means).
 //!
-//! Two ways to settle. A topology change (links, trees) rebuilds the data path's summaries and
-//! what we advertise from everything held, and compares every scope of every link: rare, and
-//! the scopes' meaning may have moved. An interest change (a local subscription, a summary
-//! delta) is carried forward as a delta through the structures it feeds, each a
-//! [`Minimized`] set, so its cost follows the change and the filters it can cover, not the
-//! number of subscriptions (`propagate` does that part).
+//! Three ways to settle. An interest change (a local subscription, a summary delta) is carried
+//! forward as a delta through the structures it feeds, each a [`Minimized`] set, so its cost
+//! follows the change and the filters it can cover, not the number of subscriptions
+//! (`propagate` does that part). A topology change (links, trees) patches the same structures
+//! with what the change added or took away (`reshape`), sending a link a whole set only where
+//! a scope became its. The full rebuild here derives everything from what is held and
+//! compares every scope of every link: the tests' oracle, and the fallback for a round that
+//! mixes summary deltas with a topology change.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,9 +27,9 @@ use crate::summary::{apply, diff_scopes, size, Scope, Scoped, SummaryDelta};
 pub(super) struct Dirty<F> {
     /// The link-state database changed (routes may have).
     pub(super) view: bool,
-    /// Links changed: every tree is recomputed and every scope of every link compared.
+    /// Links changed: the view is checked and the interest reshaped (`reshape`).
     pub(super) all: bool,
-    /// Trees were recomputed: summaries are rebuilt and compared as for `all`.
+    /// Trees were recomputed: the interest is reshaped as for `all`.
     pub(super) table: bool,
     /// The net change of our minimized local interest.
     pub(super) local: Delta<F>,

@@ -3,9 +3,10 @@
 //! query, which link copies go to.
 //!
 //! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
-//! timers; `interest` handles subscriptions and summaries, and rebuilds them on topology
-//! changes; `propagate` carries interest changes forward as deltas; `routes` holds what the data
-//! path precomputes and `forward` is the data path.
+//! timers; `interest` handles subscriptions and summaries (and their full rebuild, the oracle);
+//! `propagate` carries interest changes forward as deltas; `reshape` carries topology changes
+//! forward at the cost of what they changed; `routes` holds what the data path precomputes and
+//! `forward` is the data path.
 
 mod barrier;
 mod departed;
@@ -439,7 +440,7 @@ impl<F: Filter> Router<F> {
                 } else {
                     // A tree that kept its id kept its routes, unless our own two-way links
                     // changed (a peer's advert can complete or break one of them).
-                    // Rare: summaries are then rebuilt from what is held rather than patched.
+                    // The interest is then reshaped: only what the new trees changed moves.
                     self.rebuild_table(view, graph, out);
                     self.dirty.table = true;
                 }
