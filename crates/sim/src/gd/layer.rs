@@ -19,7 +19,7 @@ use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
 
 use crate::gd::durable::Clients;
 use crate::gd::matcher::SimMatcher;
-use crate::gd::world::World;
+use crate::gd::world::{Subscriber, World};
 use crate::layer::{Layer, LayerInput, LayerOutput};
 use crate::rng::Rng;
 
@@ -245,26 +245,27 @@ impl GdLayer {
         out: &mut Out,
     ) {
         let waiting: Vec<SubendId> = {
-            let mut world = self.world.borrow_mut();
+            let world = self.world.borrow();
             if !world.pubends.values().any(|p| *p == pubend) {
                 return;
             }
             let me = node.index;
-            let subs = world.subs.iter_mut().filter(|(_, s)| s.node == me && !s.gone);
-            let mut waiting = Vec::new();
-            for (&id, sub) in subs {
-                if sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend) {
-                    sub.starts.insert(pubend, start);
-                    // Stored with the start (the shell writes it before promising anything).
-                    if let Some(durable) = sub.durable.as_mut() {
-                        durable.checkpoint.entry(pubend).or_insert(start.prev());
-                    }
-                    waiting.push(id);
-                }
-            }
-            waiting
+            let subs = world.subs.iter().filter(|(_, s)| s.node == me && !s.gone);
+            let waiting = |(_, sub): &(&SubendId, &Subscriber)| {
+                sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend)
+            };
+            subs.filter(waiting).map(|(&id, _)| id).collect()
         };
         for subend in waiting {
+            // The broker's rule: never below what the stream here can still serve.
+            let start = tidings_node::starts::confirmed_start(node.engine.inspect(pubend), subend, start);
+            if let Some(sub) = self.world.borrow_mut().subs.get_mut(&subend) {
+                sub.starts.insert(pubend, start);
+                // Stored with the start (the shell writes it before promising anything).
+                if let Some(durable) = sub.durable.as_mut() {
+                    durable.checkpoint.entry(pubend).or_insert(start.prev());
+                }
+            }
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
         }
     }
