@@ -8,6 +8,10 @@
 //!   vouched summaries.
 //! - [`journal`]: the core's store actions and inputs in `tidings-store`'s terms, both ways
 //!   (what an opened log recovered, submits, reads, completions).
+//! - [`publishes`]: the retry table and when a publish is acknowledged (after its group
+//!   commit's sync; a retry after a lost PUBLISH_ACK with its first attempt's tick).
+//! - [`starts`]: where a subscription starts once its barrier is confirmed (never below
+//!   what the stream here can still serve).
 //! - [`hush`]: rate-limited warnings (a fault hitting every message says so once, with a count).
 //!
 //! Nothing here runs a thread, a timer or a socket: callers bring their own time and I/O.
@@ -15,3 +19,5 @@
 pub mod edges;
 pub mod hush;
 pub mod journal;
+pub mod publishes;
+pub mod starts;

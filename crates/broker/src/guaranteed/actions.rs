@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use tidings_delivery::{Action, Input, PubendId, PublisherId, Recovered, StoreAction, StoreInput, SubendId, Tick};
+use tidings_node::publishes::{Ack, Admit};
 use tidings_wire::{Frame, Gap, GuaranteedPublish, Message, Notice, PublishAck, PublishRefused, ReasonCode};
 use tracing::{debug, warn};
 
@@ -33,14 +34,17 @@ impl Driver {
         }
         let publisher = PublisherId(publish.publisher.0);
         let key = (pubend, publisher, publish.seq);
-        self.waiters.insert(key, Waiter { reply, since: Instant::now() });
-        let known = self.assigned.get(pubend, (publisher, publish.seq));
-        if let Some(tick) = known {
-            self.metrics.duplicate_publishes.inc();
-            if self.durable.get(&pubend).is_some_and(|&durable| tick <= durable) {
-                self.acked(key);
+        match self.publishes.publish(key, Waiter { reply, since: Instant::now() }) {
+            Admit::New => {}
+            Admit::Ack(ack) => {
+                self.metrics.duplicate_publishes.inc();
+                self.answer(key, ack);
+                return;
             }
-            return;
+            Admit::Wait => {
+                self.metrics.duplicate_publishes.inc();
+                return;
+            }
         }
         let payload = publish.message.as_bytes().clone();
         self.feed(Input::Publish { pubend, publisher, seq: publish.seq, payload });
@@ -85,7 +89,7 @@ impl Driver {
     fn store_action(&mut self, action: StoreAction) {
         match &action {
             StoreAction::Append { pubend, tick, publisher, seq, record } => {
-                self.assigned.insert(*pubend, (*publisher, *seq), *tick);
+                self.publishes.appending((*pubend, *publisher, *seq), *tick);
                 self.retained.entry(*pubend).or_default().add(*tick, record.len() as u64);
             }
             StoreAction::ReleasePrefix { pubend, tick } => {
@@ -133,10 +137,16 @@ impl Driver {
         }
     }
 
-    pub(super) fn acked(&mut self, key: Key) {
+    fn acked(&mut self, key: Key) {
+        if let Some(ack) = self.publishes.acked(key) {
+            self.answer(key, ack);
+        }
+    }
+
+    /// Sends a waiting publisher its PUBLISH_ACK.
+    fn answer(&mut self, key: Key, ack: Ack<Waiter>) {
         let (pubend, publisher, seq) = key;
-        let Some(waiter) = self.waiters.remove(&key) else { return };
-        let tick = self.assigned.get(pubend, (publisher, seq));
+        let Ack { waiter, tick, synced } = ack;
         let ack = PublishAck {
             publisher: tidings_wire::PublisherId(publisher.0),
             seq,
@@ -145,7 +155,7 @@ impl Driver {
             tick: tidings_wire::Tick(tick.unwrap_or_default().0),
         };
         // Counted only with its tick known and at or below what the log reported synced.
-        if tick.is_some_and(|tick| self.durable.get(&pubend).is_some_and(|&synced| tick <= synced)) {
+        if synced {
             self.metrics.publishes_acked_synced.inc();
         }
         waiter.reply.push_frame(&Frame::PublishAck(ack));
@@ -155,9 +165,8 @@ impl Driver {
     }
 
     fn refused(&mut self, key: Key) {
-        let (pubend, publisher, seq) = key;
-        self.assigned.remove(pubend, (publisher, seq));
-        let Some(waiter) = self.waiters.remove(&key) else { return };
+        let (_, publisher, seq) = key;
+        let Some(waiter) = self.publishes.refused(key) else { return };
         let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");
         let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };
         waiter.reply.push_frame(&Frame::PublishRefused(refused));

@@ -8,14 +8,14 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use tidings_delivery::{Counters, Engine, Input, Millis, PubendId, PublisherId, Settings, SubendId, Tick};
+use tidings_delivery::{Counters, Engine, Input, Millis, PubendId, Settings, SubendId, Tick};
+use tidings_node::publishes::Publishes;
 use tidings_store::{Completion, Store, StoreStats};
 use tidings_wire::SubId;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use super::assigned::Assigned;
 use super::journal;
 use super::matcher::LocalMatcher;
 use super::{Command, GuaranteedError, GuaranteedMetrics};
@@ -64,11 +64,9 @@ pub struct Driver {
     /// Pubends hosted here (their log is open in the engine).
     pub(super) hosted: BTreeSet<PubendId>,
     pub(super) subends: BTreeMap<SubendId, Subend>,
-    /// Ticks given to publishes (pending or durable), by `(publisher, seq)`.
-    pub(super) assigned: Assigned,
-    /// Per pubend, every tick up to here is durable.
-    pub(super) durable: BTreeMap<PubendId, Tick>,
-    pub(super) waiters: BTreeMap<(PubendId, PublisherId, u64), Waiter>,
+    /// Ticks given to publishes, what the log synced, and the publishers waiting for their
+    /// PUBLISH_ACK (the rules shared with the simulator: `tidings_node::publishes`).
+    pub(super) publishes: Publishes<Waiter>,
     pub(super) next_token: u64,
     pub(super) inputs: VecDeque<Input>,
     pub(super) counters: Counters,
@@ -130,9 +128,7 @@ impl Driver {
             metrics,
             hosted: BTreeSet::new(),
             subends: BTreeMap::new(),
-            assigned: opened.assigned,
-            durable: BTreeMap::new(),
-            waiters: BTreeMap::new(),
+            publishes: Publishes::recovered(opened.dedup, []),
             next_token: 0,
             inputs: VecDeque::new(),
             counters: Counters::default(),
@@ -155,7 +151,7 @@ impl Driver {
                 retained.add(tick, average);
             }
             let highest = recovered.logged.last().copied().unwrap_or_default();
-            driver.durable.insert(pubend, highest);
+            driver.publishes.synced(pubend, highest);
             driver.open_pubend(pubend, recovered);
         }
         driver.restore_durables()?;
@@ -314,15 +310,11 @@ impl Driver {
     }
 
     fn completed(&mut self, group: &[Completion]) {
-        let (inputs, appends) = journal::inputs(group);
+        let (inputs, appends) = self.publishes.completed(group);
         if appends > 0 {
             self.metrics.group_size.observe(appends as f64);
         }
         for input in inputs {
-            if let tidings_delivery::StoreInput::AppendDone { pubend, synced_up_to } = input {
-                let durable = self.durable.entry(pubend).or_default();
-                *durable = (*durable).max(synced_up_to);
-            }
             self.feed(Input::Store(input));
         }
     }

@@ -13,17 +13,16 @@ use tidings_store as store;
 use tidings_store::{Completion, Options, Store};
 use tokio::sync::mpsc;
 
-pub(crate) use tidings_node::journal::{inputs, submit};
+pub(crate) use tidings_node::journal::submit;
 
 use super::{Command, GuaranteedError};
-
-use super::assigned::Assigned;
 
 /// What opening the log found, in the core's terms.
 pub(crate) struct Opened {
     pub(crate) store: Arc<Store>,
     pub(crate) pubends: Vec<(PubendId, Recovered)>,
-    pub(crate) assigned: Assigned,
+    /// Every logged publish still deduplicated (what a retry is answered from).
+    pub(crate) dedup: Vec<(PubendId, tidings_node::publishes::Key, tidings_delivery::Tick)>,
 }
 
 /// Hands the writer thread's completions to the driver and times its syncs.
@@ -54,11 +53,7 @@ pub(crate) fn open(
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
     let (store, recovered) = Store::open_with(fs, dir, options, sink).map_err(fail)?;
     let opened = tidings_node::journal::opened(&store, recovered).map_err(fail)?;
-    let mut assigned = Assigned::default();
-    for (pubend, key, tick) in opened.dedup {
-        assigned.insert(pubend, key, tick);
-    }
-    Ok(Opened { store: Arc::new(store), pubends: opened.pubends, assigned })
+    Ok(Opened { store: Arc::new(store), pubends: opened.pubends, dedup: opened.dedup })
 }
 
 /// Reads a range on tokio's blocking pool; the records come back as [`Command::ReadDone`]

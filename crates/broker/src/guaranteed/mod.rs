@@ -20,7 +20,6 @@
 //! start after routing's barrier ([`subscribe`]).
 
 mod actions;
-mod assigned;
 mod children;
 mod driver;
 pub mod durable;

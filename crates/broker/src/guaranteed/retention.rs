@@ -95,7 +95,7 @@ impl super::driver::Driver {
         reply: std::sync::Arc<crate::outbox::Outbox>,
     ) {
         let pubend = self.pubend_id(&publish.pubend);
-        let known = self.assigned.get(pubend, (tidings_delivery::PublisherId(publish.publisher.0), publish.seq));
+        let known = self.publishes.tick(pubend, (tidings_delivery::PublisherId(publish.publisher.0), publish.seq));
         if known.is_none() && (self.must_hold(pubend) || !self.held.is_empty()) {
             self.metrics.publishes_held.inc();
             self.held.push_back((publish, reply, std::time::Instant::now()));

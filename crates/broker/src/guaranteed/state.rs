@@ -152,7 +152,7 @@ impl Driver {
         let label = super::metrics::PubendLabel { pubend: format!("{:016x}", pubend.0) };
         let horizon_lag_ms = lag_ms(view.horizon());
         // Zero once everything logged is released; else the age of the oldest tick still held.
-        let logged = self.durable.get(&pubend).copied().unwrap_or_default();
+        let logged = self.publishes.synced_prefix(pubend).unwrap_or_default();
         let release_lag_ms = view.release().map(|release| match release < logged {
             true => lag_ms(tidings_delivery::Tick(release.0 + 1)),
             false => 0,

@@ -95,7 +95,10 @@ impl Driver {
             let starts: Vec<(PubendId, Tick)> = self
                 .pubends()
                 .into_iter()
-                .map(|pubend| (pubend, ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at))))
+                .map(|pubend| {
+                    let sigma = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
+                    (pubend, tidings_node::starts::confirmed_start(self.engine.inspect(pubend), subend, sigma))
+                })
                 .collect();
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
             if let Some(entry) = self.subends.get_mut(&subend) {

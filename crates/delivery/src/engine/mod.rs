@@ -188,6 +188,13 @@ impl StreamView<'_> {
         unknown.is_empty()
     }
 
+    /// The lowest start a barrier may give attached local `subend` here: below it the stream
+    /// holds nothing for the subend any more (a later barrier can carry a lower start than an
+    /// earlier one that started the stream). `None` when the subend is not attached.
+    pub fn start_floor(&self, subend: crate::names::SubendId) -> Option<crate::names::Tick> {
+        self.stream.subends.start_floor(subend, &self.stream.know)
+    }
+
     /// Everything up to this tick was handed to local `subend` or did not match it: a durable
     /// subscription whose client acknowledged every delivery may checkpoint here, so a filter
     /// that rarely matches does not hold the log until its next match.

@@ -72,6 +72,16 @@ impl Subends {
         Some(self.lagging.get(&subend).copied().unwrap_or(self.delivered))
     }
 
+    /// The lowest start attached `subend` can still be confirmed at: one past its pin (where
+    /// the stream started, if an earlier confirmation started it above where the subend was
+    /// attached), and before the stream starts at least one past its done prefix.
+    pub(crate) fn start_floor(&self, subend: SubendId, know: &Knowledge) -> Option<Tick> {
+        self.members.get(&subend)?;
+        let pin = self.lagging.get(&subend).copied().unwrap_or(self.delivered);
+        let pin = if self.start.is_none() { pin.max(know.done()) } else { pin };
+        Some(pin.next())
+    }
+
     /// The lowest tick a lagging subend reads next (`None`: none lags).
     pub(crate) fn wanted_from(&self) -> Option<Tick> {
         self.lagging.values().min().map(|pointer| pointer.next())

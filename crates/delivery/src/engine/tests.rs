@@ -471,6 +471,9 @@ mod durable;
 #[path = "tests_tree.rs"]
 mod tree;
 
+#[path = "tests_starts.rs"]
+mod starts;
+
 /// F is relative to the subtree it was judged for: after a reroute, a former upstream (here a
 /// former entry broker of our own cell, cell 5) may still send F it judged for the old tree.
 /// Only the D of its Data is taken; its silences wait for the current upstream (cell 0).

@@ -4,9 +4,10 @@
 
 use crate::gd::disk::Disk;
 use tidings_delivery::{Action, Input, Know, Millis, PubendId, StoreAction, Tick, TickRange};
+use tidings_node::publishes::{Ack, PublishKey};
 use tidings_store::OpKind;
 
-use crate::gd::layer::{GdFrame, GdLayer, GdNode, Out, MAX_SYNC_MS};
+use crate::gd::layer::{Command, GdFrame, GdLayer, GdNode, Out, MAX_SYNC_MS};
 use crate::gd::world::{message_of, World};
 
 impl GdLayer {
@@ -26,7 +27,7 @@ impl GdLayer {
                 }
             }
         }
-        for input in tidings_node::journal::inputs(&done).0 {
+        for input in node.publishes.completed(&done).0 {
             self.drive(node, store, now, Input::Store(input), out);
         }
     }
@@ -85,14 +86,14 @@ impl GdLayer {
                 self.world.borrow_mut().violations.push(text);
                 None
             }
-            Action::PublishAcked { seq, .. } => {
-                let mut world = self.world.borrow_mut();
-                for publish in world.publishes.entry(me).or_default().iter_mut().filter(|p| p.seq <= seq) {
-                    publish.acked = true;
+            Action::PublishAcked { pubend, publisher, seq } => {
+                if let Some(ack) = node.publishes.acked((pubend, publisher, seq)) {
+                    self.publish_acked(me, (pubend, publisher, seq), ack);
                 }
                 None
             }
-            Action::PublishRefused { seq, .. } => {
+            Action::PublishRefused { pubend, publisher, seq } => {
+                node.publishes.refused((pubend, publisher, seq));
                 let text = format!("node {me} refused publish {seq}, but the simulated disk never fails a live write");
                 self.world.borrow_mut().violations.push(text);
                 None
@@ -114,6 +115,9 @@ impl GdLayer {
                 let assigned = world.assigned.entry(*pubend).or_default();
                 *assigned = (*assigned).max(*tick);
                 node.pending.push((*pubend, *tick, message_of(record).unwrap_or(u64::MAX)));
+                if let StoreAction::Append { publisher, seq, .. } = &action {
+                    node.publishes.appending((*pubend, *publisher, *seq), *tick);
+                }
                 self.schedule_sync(node, now);
             }
             StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
@@ -133,6 +137,42 @@ impl GdLayer {
             self.world.borrow_mut().violation(format!("node {me}'s log refused {action:?}: {error}", me = node.index));
         }
         None
+    }
+
+    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
+    pub(super) fn retry(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
+        let retries: Vec<(u64, u64)> = {
+            let world = self.world.borrow();
+            let publishes = world.publishes.get(&node.index).into_iter().flatten();
+            publishes.filter(|p| !p.acked).map(|p| (p.seq, p.msg)).collect()
+        };
+        for (seq, msg) in retries {
+            self.command(node, store, now, Command::Publish { seq, msg }, out);
+        }
+    }
+
+    /// A PUBLISH_ACK reaches `me`'s publisher (its key's waiter is the message it published):
+    /// judged against the truth, then the publish counts as acknowledged. A tick told must be
+    /// synced and hold that message; without a tick ("logged earlier, tick forgotten") the
+    /// message must be in the log's truth all the same.
+    pub(super) fn publish_acked(&self, me: usize, key: PublishKey, ack: Ack<u64>) {
+        let (pubend, _, seq) = key;
+        let mut world = self.world.borrow_mut();
+        let truth = world.durable.get(&pubend);
+        let held = match ack.tick {
+            Some(tick) => ack.synced && truth.and_then(|log| log.get(&tick)) == Some(&ack.waiter),
+            None => truth.is_some_and(|log| log.values().any(|&msg| msg == ack.waiter)),
+        };
+        if !held {
+            let text = format!(
+                "node {me} acknowledged publish {seq} (msg {}) at {:?} (synced {}), not what its log holds",
+                ack.waiter, ack.tick, ack.synced
+            );
+            world.violation(text);
+        }
+        for publish in world.publishes.entry(me).or_default().iter_mut().filter(|p| p.seq == seq) {
+            publish.acked = true;
+        }
     }
 
     fn schedule_sync(&self, node: &mut GdNode, now: Millis) {

@@ -19,11 +19,12 @@ use tidings_route::{BrokerName, GdAction, Millis as RouteMillis, Router};
 
 use crate::gd::durable::Clients;
 use crate::gd::matcher::SimMatcher;
-use crate::gd::world::World;
+use crate::gd::world::{Subscriber, World};
 use crate::layer::{Layer, LayerInput, LayerOutput};
 use crate::rng::Rng;
 
 pub use tidings_node::edges::MATE_CELL;
+use tidings_node::publishes::{Admit, Publishes};
 
 /// Upper bound of the seeded delay of a store sync, in ms.
 pub const MAX_SYNC_MS: u64 = 15;
@@ -121,6 +122,9 @@ pub struct GdNode {
     pub(super) clients: Clients,
     /// What its log recovered for its pubend, told to the engine at boot.
     pub(super) recovered: Option<(PubendId, Recovered)>,
+    /// The broker's retry table and publish acknowledgements (`tidings_node::publishes`),
+    /// rebuilt from the log at a restart; each waiter is the message published.
+    pub(super) publishes: Publishes<u64>,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -154,18 +158,6 @@ impl GdLayer {
         self.restore_durables(node, store, now, out);
     }
 
-    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
-    fn retry(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
-        let retries: Vec<(u64, u64)> = {
-            let world = self.world.borrow();
-            let publishes = world.publishes.get(&node.index).into_iter().flatten();
-            publishes.filter(|p| !p.acked).map(|p| (p.seq, p.msg)).collect()
-        };
-        for (seq, msg) in retries {
-            self.command(node, store, now, Command::Publish { seq, msg }, out);
-        }
-    }
-
     pub(super) fn command(&self, node: &mut GdNode, store: &mut Disk, now: Millis, command: Command, out: &mut Out) {
         let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
         match command {
@@ -177,7 +169,13 @@ impl GdLayer {
                 let Some(&pubend) = self.world.borrow().pubends.get(&node.index) else { return };
                 let payload = Bytes::copy_from_slice(&msg.to_le_bytes());
                 let publisher = PublisherId(node.index as u64);
-                self.drive(node, store, now, Input::Publish { pubend, publisher, seq, payload }, out);
+                // The broker's rules (`tidings_node::publishes`): a retry of a publish already
+                // given a tick never reaches the core twice.
+                match node.publishes.publish((pubend, publisher, seq), msg) {
+                    Admit::New => self.drive(node, store, now, Input::Publish { pubend, publisher, seq, payload }, out),
+                    Admit::Ack(ack) => self.publish_acked(node.index, (pubend, publisher, seq), ack),
+                    Admit::Wait => {}
+                }
             }
             Command::Attach { subend, durable } => {
                 for pubend in pubends {
@@ -245,26 +243,27 @@ impl GdLayer {
         out: &mut Out,
     ) {
         let waiting: Vec<SubendId> = {
-            let mut world = self.world.borrow_mut();
+            let world = self.world.borrow();
             if !world.pubends.values().any(|p| *p == pubend) {
                 return;
             }
             let me = node.index;
-            let subs = world.subs.iter_mut().filter(|(_, s)| s.node == me && !s.gone);
-            let mut waiting = Vec::new();
-            for (&id, sub) in subs {
-                if sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend) {
-                    sub.starts.insert(pubend, start);
-                    // Stored with the start (the shell writes it before promising anything).
-                    if let Some(durable) = sub.durable.as_mut() {
-                        durable.checkpoint.entry(pubend).or_insert(start.prev());
-                    }
-                    waiting.push(id);
-                }
-            }
-            waiting
+            let subs = world.subs.iter().filter(|(_, s)| s.node == me && !s.gone);
+            let waiting = |(_, sub): &(&SubendId, &Subscriber)| {
+                sub.barrier.is_some_and(|b| b <= number) && !sub.starts.contains_key(&pubend)
+            };
+            subs.filter(waiting).map(|(&id, _)| id).collect()
         };
         for subend in waiting {
+            // The broker's rule: never below what the stream here can still serve.
+            let start = tidings_node::starts::confirmed_start(node.engine.inspect(pubend), subend, start);
+            if let Some(sub) = self.world.borrow_mut().subs.get_mut(&subend) {
+                sub.starts.insert(pubend, start);
+                // Stored with the start (the shell writes it before promising anything).
+                if let Some(durable) = sub.durable.as_mut() {
+                    durable.checkpoint.entry(pubend).or_insert(start.prev());
+                }
+            }
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
         }
     }
@@ -326,7 +325,7 @@ impl Layer for GdLayer {
 
     fn start(&self, broker: &BrokerName, disk: &mut Disk) -> GdNode {
         let index = self.index[broker];
-        let recovered = self.open_log(index, disk);
+        let (recovered, publishes) = self.open_log(index, disk);
         let incarnation = {
             let mut world = self.world.borrow_mut();
             let starts = world.starts.entry(index).or_default();
@@ -348,6 +347,7 @@ impl Layer for GdLayer {
             seen: BTreeMap::new(),
             clients: Clients::default(),
             recovered,
+            publishes,
         }
     }
 

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 
 use tidings_delivery::{PubendId, Recovered, StoreInput, Tick};
+use tidings_node::publishes::Publishes;
 
 use crate::gd::disk::Disk;
 use crate::gd::layer::GdLayer;
@@ -17,8 +18,9 @@ use crate::gd::world::{message_of, World};
 
 impl GdLayer {
     /// Opens `node`'s log; returns what the core is told about its own pubend (nothing when
-    /// it hosts none). A log that will not open is a violation (the simulated disk never fails).
-    pub(super) fn open_log(&self, node: usize, disk: &mut Disk) -> Option<(PubendId, Recovered)> {
+    /// it hosts none), and the retry table the broker rebuilds from the log. A log that will
+    /// not open is a violation (the simulated disk never fails).
+    pub(super) fn open_log(&self, node: usize, disk: &mut Disk) -> (Option<(PubendId, Recovered)>, Publishes<u64>) {
         let pubend = self.world.borrow().pubends.get(&node).copied();
         let opened = disk.open().and_then(|recovered| match disk.store() {
             Some(store) => tidings_node::journal::opened(store, recovered),
@@ -28,17 +30,19 @@ impl GdLayer {
             Ok(opened) => opened,
             Err(error) => {
                 self.world.borrow_mut().violation(format!("node {node}'s log would not open: {error}"));
-                return None;
+                return (None, Publishes::default());
             }
         };
-        let pubend = pubend?;
+        let logged = opened.pubends.iter().map(|(p, r)| (*p, r.logged.last().copied().unwrap_or_default()));
+        let publishes = Publishes::recovered(opened.dedup.iter().copied(), logged.collect::<Vec<_>>());
+        let Some(pubend) = pubend else { return (None, publishes) };
         let recovered = opened.pubends.into_iter().find(|(p, _)| *p == pubend).map(|(_, r)| r).unwrap_or_default();
         if let StoreInput::ReadDone { records, .. } = disk.records(pubend, recovered.release) {
             let kept: Vec<(Tick, u64)> =
                 records.iter().map(|(tick, payload)| (*tick, message_of(payload).unwrap_or(u64::MAX))).collect();
             self.world.borrow_mut().judge_recovered(node, pubend, &recovered, &kept);
         }
-        Some((pubend, recovered))
+        (Some((pubend, recovered)), publishes)
     }
 }
 

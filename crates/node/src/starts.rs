@@ -1,0 +1,23 @@
+//! Where a local subscription starts on a stream once its barrier is confirmed: the rule the
+//! broker's driver and the simulator both apply before telling anyone the start.
+//!
+//! A barrier's start σ for a pubend is the pubend's next tick as its broker answered one round
+//! of routing. Rounds overlap: a barrier confirmed later may carry a σ taken earlier, below
+//! the σ with which an earlier barrier already started the stream here; the stream then
+//! acknowledged everything below that upstream, and the pubend may have released it. Fed as
+//! is, such a σ was refused by the core and the subscriber told a gap it had never been owed
+//! (the full census's seeds 35 and 403 of 2026-11-28, 319 on the schedules after it).
+//!
+//! Raising σ to the stream's floor keeps the promise a start makes, that every message
+//! published after the subscription was confirmed is delivered: the floor is one past a tick
+//! the stream already had (an earlier σ, itself a next tick answered before this
+//! confirmation, or a tick delivered here), so every tick the pubend gives from now on is at
+//! or above it.
+
+use tidings_delivery::{StreamView, SubendId, Tick};
+
+/// The start of `subend` on the stream `view` shows (`None`: no stream here yet), given the
+/// barrier's `sigma`.
+pub fn confirmed_start(view: Option<StreamView<'_>>, subend: SubendId, sigma: Tick) -> Tick {
+    view.and_then(|view| view.start_floor(subend)).map_or(sigma, |floor| sigma.max(floor))
+}
