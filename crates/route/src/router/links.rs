@@ -37,11 +37,7 @@ impl<F: Filter> Router<F> {
         }
         // A replaced link starts from scratch: the peer does the same on its side.
         self.hold_departed(&peer);
-        if self.links.contains_key(&peer) {
-            let held = self.received.remove(&peer);
-            self.dirty.dropped(&peer, held);
-        }
-        self.dirty.fresh.insert(peer.clone());
+        self.received.remove(&peer);
         self.sent.remove(&peer);
         self.forget_sync(&peer);
         self.forget_barriers_of(&peer);
@@ -72,8 +68,7 @@ impl<F: Filter> Router<F> {
     fn forget_link(&mut self, peer: &BrokerName) {
         self.links.remove(peer);
         self.hold_departed(peer);
-        let held = self.received.remove(peer);
-        self.dirty.dropped(peer, held);
+        self.received.remove(peer);
         self.sent.remove(peer);
         self.forget_sync(peer);
         self.forget_barriers_of(peer);
