@@ -46,6 +46,7 @@ fn hold_half_frames(b: &BrokerProcess, n: usize, len: u32, body: usize) -> Vec<R
 /// whole within `frame_timeout` closes its connection.
 #[test]
 fn half_frames_are_held_within_the_brokers_budget_and_closed_at_the_frame_deadline() {
+    let _one = tidings_testkit::one_at_a_time();
     let toml = "[limits]\nmax_frame = 1048576\nmax_queued_bytes = 2097152\nframe_timeout = \"2s\"\n\
                 [slow_consumer]\nmax_bytes = 1048576\n";
     let b = BrokerProcess::start_configured(bin(), toml, &[]).unwrap();
@@ -79,6 +80,7 @@ fn half_frames_are_held_within_the_brokers_budget_and_closed_at_the_frame_deadli
 /// 4 KiB: a larger header closes the connection at once.
 #[test]
 fn before_a_link_is_verified_a_large_frame_is_refused_at_its_header() {
+    let _one = tidings_testkit::one_at_a_time();
     let b = BrokerProcess::start(bin(), &["--name", "a", "--cluster-listen", "127.0.0.1:0"]).unwrap();
     let mut stream = TcpStream::connect(b.ready.cluster.expect("a cluster listener")).unwrap();
     stream.set_read_timeout(Some(10 * SECOND)).unwrap();
@@ -144,6 +146,7 @@ fn neighbour_during_a_bulk_disconnect(n: u32) -> tidings_testkit::NeighbourRepor
 /// two-core machine; the figure is printed.)
 #[test]
 fn a_client_leaving_with_many_subscriptions_does_not_hold_up_its_neighbours() {
+    let _one = tidings_testkit::one_at_a_time();
     let report = neighbour_during_a_bulk_disconnect(100_000);
     assert_eq!(report.lost, 0, "{report}");
     assert!(report.max < SECOND / 2, "the neighbour waited {:?} behind a bulk disconnect", report.max);
@@ -154,6 +157,7 @@ fn a_client_leaving_with_many_subscriptions_does_not_hold_up_its_neighbours() {
 #[test]
 #[ignore]
 fn bulk_disconnect_of_a_million_subscriptions_measured() {
+    let _one = tidings_testkit::one_at_a_time();
     neighbour_during_a_bulk_disconnect(1_000_000);
 }
 
@@ -164,6 +168,7 @@ fn bulk_disconnect_of_a_million_subscriptions_measured() {
 #[test]
 #[ignore]
 fn half_frames_held_a_minute_measured() {
+    let _one = tidings_testkit::one_at_a_time();
     let b = BrokerProcess::start(bin(), &[]).unwrap();
     let idle = b.rss().unwrap();
     let started = Instant::now();
@@ -245,6 +250,7 @@ const BOUND: Duration = Duration::from_millis(500);
 /// under the router's lock, in one piece, whatever the router held.
 #[test]
 fn a_loop_of_state_requests_does_not_hold_up_a_neighbour() {
+    let _one = tidings_testkit::one_at_a_time();
     let (a, _b, bulk) = subscribed_pair(100_000);
     let admin = a.ready.admin.unwrap();
     eprintln!("neighbour idle: {}", Neighbour::measure(&a.tcp(), SECOND).unwrap());
@@ -283,6 +289,7 @@ fn concurrent_gets(addr: std::net::SocketAddr, path: &str, n: usize) -> usize {
 /// a thread of its own beside every other.
 #[test]
 fn concurrent_metrics_requests_do_not_hold_up_a_neighbour() {
+    let _one = tidings_testkit::one_at_a_time();
     let (a, _b, _bulk) = subscribed_pair(10_000);
     let admin = a.ready.admin.unwrap();
     let mut answered = 0;
@@ -302,6 +309,7 @@ fn concurrent_metrics_requests_do_not_hold_up_a_neighbour() {
 /// until then). Measured: the neighbour's worst round trip 68 ms with the machine at load 18.
 #[test]
 fn a_large_summary_arriving_over_a_link_does_not_hold_up_a_neighbour() {
+    let _one = tidings_testkit::one_at_a_time();
     bulk_subscription_beside_a_neighbour(true);
 }
 
@@ -311,6 +319,7 @@ fn a_large_summary_arriving_over_a_link_does_not_hold_up_a_neighbour() {
 /// the neighbour's worst round trip 150 ms (p99 54 ms) with the machine at load 19.
 #[test]
 fn a_client_subscribing_in_bulk_does_not_hold_up_its_neighbours() {
+    let _one = tidings_testkit::one_at_a_time();
     bulk_subscription_beside_a_neighbour(false);
 }
 
@@ -328,6 +337,7 @@ fn a_client_subscribing_in_bulk_does_not_hold_up_its_neighbours() {
 #[test]
 #[ignore = "fails: the link-up rebuild is not incremental (issue 46)"]
 fn a_peer_linking_beside_a_large_summary_does_not_hold_up_a_neighbour() {
+    let _one = tidings_testkit::one_at_a_time();
     let n = 100_000;
     let (a, mut b, bulk) = subscribed_pair(n);
     let toml = format!("[limits]\nmax_subscriptions_per_session = {n}\n");
@@ -367,6 +377,7 @@ fn bulk_subscription_beside_a_neighbour(over_link: bool) {
 /// steadily.
 #[test]
 fn connection_churn_does_not_hold_up_a_neighbour() {
+    let _one = tidings_testkit::one_at_a_time();
     let (a, _b) = linked_pair(100, false);
     let mut churned = 0;
     neighbour_during(&a, "connection churn", || {

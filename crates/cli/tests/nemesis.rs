@@ -9,10 +9,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::Mutex;
-
-/// One network at a time: the machine may have two cores.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn topology(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../topologies").join(file)
@@ -21,7 +17,7 @@ fn topology(file: &str) -> PathBuf {
 /// Runs `schedules` schedules from `seed` on `file`, each publishing for `duration`, and fails
 /// with the summary (every failing seed, what it lost or repeated, and its replay command).
 fn nemesis(file: &str, seed: u64, schedules: u64, duration: &str) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = tidings_testkit::one_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_tidings"))
         .args(["bench", "nemesis", "--topology"])
@@ -98,7 +94,7 @@ fn marked(mark: &str) -> Vec<String> {
 /// own process groups, their fault proxies, the client tools, a `net fault` still sleeping.
 #[test]
 fn a_nemesis_stopped_by_sigterm_leaves_no_process_behind() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _one = tidings_testkit::one_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let mark = format!("nemesis-sigterm-{}", std::process::id());
     let mut run = Command::new(env!("CARGO_BIN_EXE_tidings"))

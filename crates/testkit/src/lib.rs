@@ -54,3 +54,12 @@ pub fn finish_within(child: std::process::Child, timeout: Duration) -> std::proc
         }
     }
 }
+
+/// The one lock a test binary's measuring tests share: a test that times a neighbour beside
+/// one attack, or runs a network of brokers, holds it for its whole run, so another test's
+/// brokers (debug builds, on a machine that may have two cores) do not become the attack it
+/// measures. Poisoning is ignored: a failed test must not fail the ones after it.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
