@@ -109,6 +109,25 @@ impl<F: Filter> Minimized<F> {
         set
     }
 
+    /// A set whose inputs are the kept filters of `other`, once each: what a derived set starts
+    /// from when `other` feeds it, copied without a covering check per filter (they are
+    /// minimal already), so a tree that appears beside 100,000 local subscriptions costs a copy
+    /// rather than 100,000 insertions.
+    pub(crate) fn from_kept_of(other: &Self) -> Self {
+        let inputs: BTreeMap<String, BTreeMap<Box<F>, u32>> = other
+            .kept
+            .iter()
+            .map(|(key, kept)| (key.clone(), kept.iter().map(|filter| (filter.clone(), 1)).collect()))
+            .collect();
+        let distinct = inputs.values().map(BTreeMap::len).sum();
+        Self { inputs, kept: other.kept.clone(), distinct }
+    }
+
+    /// Whether `filter` is one of the kept filters.
+    pub(crate) fn is_kept(&self, filter: &F) -> bool {
+        self.kept.get(filter.covering_key()).is_some_and(|kept| kept.contains(filter))
+    }
+
     /// The kept filters, grouped by covering key (not globally sorted).
     pub(crate) fn kept(&self) -> impl Iterator<Item = &F> {
         self.kept.values().flatten().map(|filter| &**filter)

@@ -42,6 +42,13 @@ pub struct SummaryDelta<F> {
     pub removed: Vec<F>,
 }
 
+impl<F> SummaryDelta<F> {
+    /// The change that undoes this one (applied after it, in reverse order of a batch).
+    pub(crate) fn inverse(self) -> Self {
+        Self { scopes: self.scopes, added: self.removed, removed: self.added }
+    }
+}
+
 /// A link's summary, one filter set per scope; empty scopes are absent.
 pub(crate) type Scoped<F> = BTreeMap<Scope, BTreeSet<F>>;
 
@@ -86,8 +93,9 @@ pub(crate) fn split<F: Clone>(deltas: Vec<SummaryDelta<F>>, max: usize) -> Vec<V
     let mut messages: Vec<Vec<SummaryDelta<F>>> = Vec::new();
     let mut room = 0;
     for delta in deltas {
-        let added = delta.added.chunks(max).map(|chunk| (chunk.to_vec(), Vec::new()));
-        let removed = delta.removed.chunks(max).map(|chunk| (Vec::new(), chunk.to_vec()));
+        // Moved, not copied: a new link's first summary may be 100,000 filters.
+        let added = chunks(delta.added, max).into_iter().map(|chunk| (chunk, Vec::new()));
+        let removed = chunks(delta.removed, max).into_iter().map(|chunk| (Vec::new(), chunk));
         for (added, removed) in added.chain(removed) {
             let len = added.len() + removed.len();
             if len > room {
@@ -101,6 +109,16 @@ pub(crate) fn split<F: Clone>(deltas: Vec<SummaryDelta<F>>, max: usize) -> Vec<V
         }
     }
     messages
+}
+
+/// `filters` cut into runs of at most `max` (`max` > 0), in order.
+fn chunks<F>(filters: Vec<F>, max: usize) -> Vec<Vec<F>> {
+    let mut runs = Vec::with_capacity(filters.len().div_ceil(max));
+    let mut filters = filters.into_iter().peekable();
+    while filters.peek().is_some() {
+        runs.push(filters.by_ref().take(max).collect());
+    }
+    runs
 }
 
 /// Why a batch of deltas could not be applied: the two ends no longer agree on the summary.

@@ -102,3 +102,38 @@ fn removing_a_wide_filter_brings_back_what_it_covered() {
     assert_eq!(delta.added, [Path("a.b".into(), false), Path("a.c".into(), true)].into_iter().collect());
     assert!(!set.remove(&Path("a".into(), true), &mut delta), "no longer an input");
 }
+
+/// A set copied from another's kept filters behaves as one built by inserting them: the same
+/// kept set, and the same deltas for whatever comes next (each copied filter counted once).
+#[test]
+fn a_set_copied_from_kept_filters_behaves_as_one_built_by_inserting_them() {
+    let names = ["a", "a.b", "a.b.c", "a.c", "b", "b.a"];
+    for seed in 1..=20u64 {
+        let mut rng = Rng(seed);
+        let draw = |rng: &mut Rng| Path(names[rng.below(names.len() as u32) as usize].to_string(), rng.below(2) == 0);
+        let mut source = Minimized::default();
+        for _ in 0..12 {
+            source.insert(&draw(&mut rng), &mut Delta::default());
+        }
+        let mut copied = Minimized::from_kept_of(&source);
+        let mut inserted = Minimized::from_filters(source.kept());
+        assert_eq!(copied.kept_sorted(), inserted.kept_sorted());
+        assert_eq!(copied.distinct_inputs(), inserted.distinct_inputs());
+        for _ in 0..40 {
+            let filter = draw(&mut rng);
+            let (mut a, mut b) = (Delta::default(), Delta::default());
+            if rng.below(2) == 0 {
+                copied.insert(&filter, &mut a);
+                inserted.insert(&filter, &mut b);
+            } else {
+                assert_eq!(copied.remove(&filter, &mut a), inserted.remove(&filter, &mut b));
+            }
+            assert_eq!(a, b, "seed {seed}: {filter:?}");
+            assert_eq!(copied.kept_sorted(), inserted.kept_sorted());
+            for kept in inserted.kept() {
+                assert!(copied.is_kept(kept));
+            }
+            assert!(!copied.is_kept(&Path("zz".into(), false)));
+        }
+    }
+}

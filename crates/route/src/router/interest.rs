@@ -1,12 +1,14 @@
 //! Interest: local subscriptions, summaries received from neighbours, and the summaries we
 //! advertise (see [`crate::summary`] for what each scope means).
 //!
-//! Two ways to settle. A topology change (links, trees) rebuilds the data path's summaries and
-//! what we advertise from everything held, and compares every scope of every link: rare, and
-//! the scopes' meaning may have moved. An interest change (a local subscription, a summary
-//! delta) is carried forward as a delta through the structures it feeds, each a
-//! [`Minimized`] set, so its cost follows the change and the filters it can cover, not the
-//! number of subscriptions (`propagate` does that part).
+//! Three ways to settle. An interest change (a local subscription, a summary delta) is carried
+//! forward as a delta through the structures it feeds, each a [`Minimized`] set, so its cost
+//! follows the change and the filters it can cover, not the number of subscriptions
+//! (`propagate` does that part). A topology change (links, trees) patches the same structures
+//! with what the change added or took away (`reshape`), sending a link a whole set only where
+//! a scope became its. The full rebuild here derives everything from what is held and
+//! compares every scope of every link: the tests' oracle, and the fallback for a round that
+//! mixes summary deltas with a topology change.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -18,26 +20,55 @@ use crate::limits::{MAX_FILTERS_PER_LINK, MAX_FILTERS_PER_MESSAGE, MAX_SCOPES_PE
 use crate::message::PeerMessage;
 use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
-use crate::summary::{apply, diff_scopes, size, Scope, SummaryDelta};
+use crate::summary::{apply, diff_scopes, size, Scope, Scoped, SummaryDelta};
 
 /// What changed since the last `settle`.
 #[derive(Clone, Debug)]
 pub(super) struct Dirty<F> {
     /// The link-state database changed (routes may have).
     pub(super) view: bool,
-    /// Links changed: every tree is recomputed and every scope of every link compared.
+    /// Links changed: the view is checked and the interest reshaped (`reshape`).
     pub(super) all: bool,
-    /// Trees were recomputed: summaries are rebuilt and compared as for `all`.
+    /// Trees were recomputed: the interest is reshaped as for `all`.
     pub(super) table: bool,
     /// The net change of our minimized local interest.
     pub(super) local: Delta<F>,
     /// Summary deltas accepted from peers, in order of arrival.
     pub(super) received: Vec<(BrokerName, SummaryDelta<F>)>,
+    /// What the links dropped or replaced since the last `settle` had told us, as it was
+    /// then: a topology change takes exactly that out of what it fed.
+    pub(super) dropped: BTreeMap<BrokerName, Scoped<F>>,
+    /// Links that came up (or were replaced) since the last `settle`: sent nothing yet.
+    pub(super) fresh: BTreeSet<BrokerName>,
+    /// Derive everything again from what is held (the incremental settle's oracle in tests,
+    /// and its fallback when summary deltas meet a topology change in one round).
+    pub(super) rebuild: bool,
 }
 
 impl<F> Default for Dirty<F> {
     fn default() -> Self {
-        Self { view: false, all: false, table: false, local: Delta::default(), received: Vec::new() }
+        Self {
+            view: false,
+            all: false,
+            table: false,
+            local: Delta::default(),
+            received: Vec::new(),
+            dropped: BTreeMap::new(),
+            fresh: BTreeSet::new(),
+            rebuild: false,
+        }
+    }
+}
+
+impl<F: Filter> Dirty<F> {
+    /// Keeps what a dropped or replaced link had told us (the first drop of the round is the
+    /// state the derived sets were fed).
+    pub(super) fn dropped(&mut self, peer: &BrokerName, held: Option<Scoped<F>>) {
+        if let Some(held) = held {
+            self.dropped.entry(peer.clone()).or_insert(held);
+        } else if !self.dropped.contains_key(peer) {
+            self.dropped.insert(peer.clone(), Scoped::new());
+        }
     }
 }
 
@@ -89,7 +120,14 @@ impl<F: Filter> Router<F> {
         }
         let held = self.received.entry(from.clone()).or_default();
         match apply(held, &deltas) {
-            Ok(()) if size(held) > MAX_FILTERS_PER_LINK => self.exceeded(from, Limit::Summary, out),
+            Ok(()) if size(held) > MAX_FILTERS_PER_LINK => {
+                // Taken back before the link is dropped, so what it drops is what was settled.
+                let undo: Vec<SummaryDelta<F>> = deltas.into_iter().rev().map(SummaryDelta::inverse).collect();
+                if apply(held, &undo).is_err() {
+                    self.dirty.rebuild = true;
+                }
+                self.exceeded(from, Limit::Summary, out);
+            }
             Ok(()) => self.dirty.received.extend(deltas.into_iter().map(|delta| (from.clone(), delta))),
             Err(out_of_sync) => {
                 let error = RouteError::SummaryOutOfSync { peer: from.clone(), scope: out_of_sync.scope };
@@ -104,9 +142,12 @@ impl<F: Filter> Router<F> {
     /// date with what changed.
     pub(super) fn settle_interest(&mut self, out: &mut Vec<Action<F>>) {
         let dirty = std::mem::take(&mut self.dirty);
-        if dirty.all || dirty.table {
+        let topology = dirty.all || dirty.table;
+        if dirty.rebuild || (topology && !dirty.received.is_empty()) {
             // Everything is derived again from what is held, changes included.
             self.rebuild_interest(out);
+        } else if topology {
+            self.reshape(dirty.local, &dirty.dropped, &dirty.fresh, out);
         } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
             self.propagate(dirty.local, &dirty.received, out);
         }

@@ -37,7 +37,11 @@ impl<F: Filter> Router<F> {
         }
         // A replaced link starts from scratch: the peer does the same on its side.
         self.hold_departed(&peer);
-        self.received.remove(&peer);
+        if self.links.contains_key(&peer) {
+            let held = self.received.remove(&peer);
+            self.dirty.dropped(&peer, held);
+        }
+        self.dirty.fresh.insert(peer.clone());
         self.sent.remove(&peer);
         self.forget_sync(&peer);
         self.forget_barriers_of(&peer);
@@ -68,7 +72,8 @@ impl<F: Filter> Router<F> {
     fn forget_link(&mut self, peer: &BrokerName) {
         self.links.remove(peer);
         self.hold_departed(peer);
-        self.received.remove(peer);
+        let held = self.received.remove(peer);
+        self.dirty.dropped(peer, held);
         self.sent.remove(peer);
         self.forget_sync(peer);
         self.forget_barriers_of(peer);

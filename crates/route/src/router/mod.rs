@@ -3,9 +3,10 @@
 //! query, which link copies go to.
 //!
 //! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
-//! timers; `interest` handles subscriptions and summaries, and rebuilds them on topology
-//! changes; `propagate` carries interest changes forward as deltas; `routes` holds what the data
-//! path precomputes and `forward` is the data path.
+//! timers; `interest` handles subscriptions and summaries (and their full rebuild, the oracle);
+//! `propagate` carries interest changes forward as deltas; `reshape` carries topology changes
+//! forward at the cost of what they changed; `routes` holds what the data path precomputes and
+//! `forward` is the data path.
 
 mod barrier;
 mod departed;
@@ -14,6 +15,7 @@ mod interest;
 mod links;
 mod propagate;
 mod pubend;
+mod reshape;
 mod routes;
 mod snapshot;
 mod sync;
@@ -286,6 +288,9 @@ impl<F: Filter> Router<F> {
         let db = LinkStateDb::new(settings.name.clone(), settings.cell.clone(), settings.incarnation);
         let table = RouteTable::build(db.digest(), settings.name.clone(), settings.cell.clone(), db.graph());
         let routes = DataRoutes::empty(&table);
+        // What a rebuild would advertise: nothing yet, for our own cell's tree.
+        let down = routes.trees.keys().map(|root| (root.clone(), Minimized::default())).collect();
+        let advertised = Advertised { down, subtree: BTreeMap::new() };
         Self {
             settings,
             db,
@@ -300,7 +305,7 @@ impl<F: Filter> Router<F> {
             vouched: BTreeMap::new(),
             sync_dirty: false,
             dirty: Dirty::default(),
-            advertised: Advertised::default(),
+            advertised,
             tracked: pubend::Tracked::new(),
             barriers: Barriers::default(),
             advertised_pubends: (ViewId(0), Vec::new()),
@@ -435,7 +440,7 @@ impl<F: Filter> Router<F> {
                 } else {
                     // A tree that kept its id kept its routes, unless our own two-way links
                     // changed (a peer's advert can complete or break one of them).
-                    // Rare: summaries are then rebuilt from what is held rather than patched.
+                    // The interest is then reshaped: only what the new trees changed moves.
                     self.rebuild_table(view, graph, out);
                     self.dirty.table = true;
                 }

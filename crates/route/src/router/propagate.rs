@@ -21,7 +21,7 @@ struct Changes<F> {
 }
 
 /// Feeds a change into a minimized set; its own changes go to `delta`.
-fn feed<'a, F: Filter + 'a>(
+pub(super) fn feed<'a, F: Filter + 'a>(
     set: &mut Minimized<F>,
     removed: impl IntoIterator<Item = &'a F>,
     added: impl IntoIterator<Item = &'a F>,
@@ -143,7 +143,11 @@ impl<F: Filter> Router<F> {
                 );
             }
             let sent = self.sent.entry(peer.clone()).or_default();
-            let deltas = record(sent, scoped);
+            let mut grouped = Grouped::default();
+            for (scope, delta) in scoped {
+                grouped.record(sent, scope, delta);
+            }
+            let deltas = grouped.deltas();
             if !deltas.is_empty() {
                 self.counters.summary_deltas_sent += deltas.len() as u64;
                 send_summary(out, peer, deltas);
@@ -152,13 +156,24 @@ impl<F: Filter> Router<F> {
     }
 }
 
-/// Applies scope changes to what a link was sent; returns them as deltas, scopes with
-/// identical changes grouped together.
-fn record<F: Filter>(sent: &mut Scoped<F>, scoped: Vec<(Scope, &Delta<F>)>) -> Vec<SummaryDelta<F>> {
-    let mut grouped: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>> = BTreeMap::new();
-    for (scope, delta) in scoped {
+/// The changes of one link's scopes in one round, scopes with identical changes grouped
+/// together (a subscription that matters to many trees travels once), each applied to what
+/// the link was sent as it is recorded.
+pub(super) struct Grouped<F> {
+    changes: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>>,
+}
+
+impl<F> Default for Grouped<F> {
+    fn default() -> Self {
+        Self { changes: BTreeMap::new() }
+    }
+}
+
+impl<F: Filter> Grouped<F> {
+    /// Records `delta`, the change of the set `scope` is fed from, as that scope's change.
+    pub(super) fn record(&mut self, sent: &mut Scoped<F>, scope: Scope, delta: &Delta<F>) {
         if delta.is_empty() {
-            continue;
+            return;
         }
         let set = sent.entry(scope.clone()).or_default();
         for filter in &delta.removed {
@@ -168,8 +183,47 @@ fn record<F: Filter>(sent: &mut Scoped<F>, scoped: Vec<(Scope, &Delta<F>)>) -> V
         if set.is_empty() {
             sent.remove(&scope);
         }
-        let key = (delta.added.iter().cloned().collect(), delta.removed.iter().cloned().collect());
-        grouped.entry(key).or_default().push(scope);
+        self.add(scope, delta.added.iter().cloned().collect(), delta.removed.iter().cloned().collect());
     }
-    grouped.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
+
+    /// Records what brings `scope` of `sent` to the kept filters of `desired` (absent: empty),
+    /// comparing the two: for a scope whose set was not fed by a known delta. A scope sent
+    /// nothing so far gets the whole set; one no longer fed gives back what it was sent,
+    /// moved rather than copied.
+    pub(super) fn replace(&mut self, sent: &mut Scoped<F>, scope: Scope, desired: Option<&Minimized<F>>) {
+        let desired = desired.filter(|set| set.kept().next().is_some());
+        let (added, removed) = match (sent.remove(&scope), desired) {
+            (None, None) => return,
+            (Some(before), None) => (Vec::new(), before.into_iter().collect()),
+            (None, Some(after)) => {
+                let mut added: Vec<F> = after.kept().cloned().collect();
+                added.sort_unstable();
+                sent.insert(scope.clone(), added.iter().cloned().collect());
+                (added, Vec::new())
+            }
+            (Some(mut before), Some(after)) => {
+                let removed: Vec<F> = before.iter().filter(|filter| !after.is_kept(filter)).cloned().collect();
+                let mut added: Vec<F> = after.kept().filter(|filter| !before.contains(*filter)).cloned().collect();
+                added.sort_unstable();
+                for filter in &removed {
+                    before.remove(filter);
+                }
+                before.extend(added.iter().cloned());
+                sent.insert(scope.clone(), before);
+                (added, removed)
+            }
+        };
+        if !added.is_empty() || !removed.is_empty() {
+            self.add(scope, added, removed);
+        }
+    }
+
+    fn add(&mut self, scope: Scope, added: Vec<F>, removed: Vec<F>) {
+        self.changes.entry((added, removed)).or_default().push(scope);
+    }
+
+    /// The recorded changes as summary deltas.
+    pub(super) fn deltas(self) -> Vec<SummaryDelta<F>> {
+        self.changes.into_iter().map(|((added, removed), scopes)| SummaryDelta { scopes, added, removed }).collect()
+    }
 }

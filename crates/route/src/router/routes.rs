@@ -10,7 +10,10 @@ use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName, TreeId};
 use crate::rendezvous::Target;
 use crate::summary::{Scope, Scoped};
-use crate::tree::{Place, RouteTable};
+use crate::tree::{ChildBundle, Place, RouteTable};
+
+mod reshape;
+pub(crate) use reshape::{Feed, Held, Reshaped};
 
 /// Precomputed routes for every tree this broker is in.
 #[derive(Clone, Debug)]
@@ -69,7 +72,14 @@ pub(crate) struct ChildRoute<F: Filter> {
 
 impl<F: Filter> ChildRoute<F> {
     /// Applies one linked broker's summary change; returns the change of our summary.
-    pub(crate) fn change(&mut self, removed: &[F], added: &[F]) -> Delta<F> {
+    pub(crate) fn change<'f>(
+        &mut self,
+        removed: impl IntoIterator<Item = &'f F>,
+        added: impl IntoIterator<Item = &'f F>,
+    ) -> Delta<F>
+    where
+        F: 'f,
+    {
         let mut delta = Delta::default();
         for filter in removed {
             self.summary.remove(filter, &mut delta);
@@ -148,7 +158,7 @@ impl<F: Filter> DataRoutes<F> {
     }
 }
 
-fn tree_routes<F: Filter>(
+pub(super) fn tree_routes<F: Filter>(
     table: &RouteTable,
     received: &BTreeMap<BrokerName, Scoped<F>>,
     root: &CellName,
@@ -159,40 +169,65 @@ fn tree_routes<F: Filter>(
         .children
         .iter()
         .map(|bundle| {
-            let graph = &table.graph;
-            let members = graph.cell_index(&bundle.cell).map_or(&[][..], |cell| &graph.members[cell]);
-            let linked: Vec<&BrokerName> = members
-                .iter()
-                .map(|broker| &graph.brokers[*broker])
-                .filter(|broker| graph.linked_by_name(&table.me, broker))
-                .collect();
+            let linked = linked_members(table, &bundle.cell);
             let summary = Minimized::from_filters(
                 linked.iter().filter_map(|broker| received.get(*broker)?.get(&scope)).flatten(),
             );
-            let mut index = F::Index::default();
-            for filter in summary.kept() {
-                index.insert(filter);
-            }
-            ChildRoute {
-                cell: bundle.cell.clone(),
-                direct: direct_links(table, &bundle.targets),
-                targets: bundle.targets.clone(),
-                known: !linked.is_empty(),
-                synced: false,
-                linked: linked.into_iter().cloned().collect(),
-                summary,
-                index,
-            }
+            let index = index_of(&summary);
+            ChildRoute::new(table, bundle, linked.into_iter().cloned().collect(), summary, index)
         })
         .collect();
     TreeRoutes { id: place.id, parent: place.parent.clone(), children }
 }
 
-fn direct_links(table: &RouteTable, targets: &[Target]) -> Vec<bool> {
+impl<F: Filter> ChildRoute<F> {
+    /// A child's routes in `table` with this summary of what lies behind it (not yet vouched
+    /// for: `settle_sync` decides that).
+    pub(super) fn new(
+        table: &RouteTable,
+        bundle: &ChildBundle,
+        linked: Vec<BrokerName>,
+        summary: Minimized<F>,
+        index: F::Index,
+    ) -> Self {
+        Self {
+            cell: bundle.cell.clone(),
+            direct: direct_links(table, &bundle.targets),
+            targets: bundle.targets.clone(),
+            known: !linked.is_empty(),
+            synced: false,
+            linked,
+            summary,
+            index,
+        }
+    }
+}
+
+/// The kept filters of `summary`, indexed.
+pub(super) fn index_of<F: Filter>(summary: &Minimized<F>) -> F::Index {
+    let mut index = F::Index::default();
+    for filter in summary.kept() {
+        index.insert(filter);
+    }
+    index
+}
+
+/// The brokers of `cell` we have a two-way link to, by the graph.
+pub(super) fn linked_members<'t>(table: &'t RouteTable, cell: &CellName) -> Vec<&'t BrokerName> {
+    let graph = &table.graph;
+    let members = graph.cell_index(cell).map_or(&[][..], |cell| &graph.members[cell]);
+    members
+        .iter()
+        .map(|broker| &graph.brokers[*broker])
+        .filter(|broker| graph.linked_by_name(&table.me, broker))
+        .collect()
+}
+
+pub(super) fn direct_links(table: &RouteTable, targets: &[Target]) -> Vec<bool> {
     targets.iter().map(|target| table.graph.linked_by_name(&table.me, &target.broker)).collect()
 }
 
-fn mate_route<F: Filter>(
+pub(super) fn mate_route<F: Filter>(
     table: &RouteTable,
     received: &BTreeMap<BrokerName, Scoped<F>>,
     mate: &BrokerName,
@@ -207,12 +242,17 @@ fn mate_route<F: Filter>(
             Scope::Local => None,
         })
         .collect();
+    let links = mate_links(table, mate);
+    MateRoute { name: mate.clone(), local, down, links, local_synced: false, down_synced: BTreeSet::new() }
+}
+
+/// The brokers `mate` has two-way links with, by the graph.
+pub(super) fn mate_links(table: &RouteTable, mate: &BrokerName) -> BTreeSet<BrokerName> {
     let graph = &table.graph;
-    let links = graph
+    graph
         .broker_index(mate)
         .map(|index| graph.links[index].iter().map(|peer| graph.brokers[*peer].clone()).collect())
-        .unwrap_or_default();
-    MateRoute { name: mate.clone(), local, down, links, local_synced: false, down_synced: BTreeSet::new() }
+        .unwrap_or_default()
 }
 
 fn indexed<F: Filter>(filters: &BTreeSet<F>) -> F::Index {

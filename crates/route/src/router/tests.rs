@@ -17,6 +17,8 @@ struct Wired {
     routers: BTreeMap<BrokerName, Router<Range>>,
     queue: VecDeque<(BrokerName, BrokerName, PeerMessage<Range>)>,
     other: Vec<(BrokerName, Action<Range>)>,
+    /// Every input settles by the full rebuild (the incremental settles' oracle).
+    full: bool,
 }
 
 impl Wired {
@@ -34,12 +36,13 @@ impl Wired {
                 (BrokerName::new(name), Router::new(settings))
             })
             .collect();
-        Self { now: Millis(0), routers, queue: VecDeque::new(), other: Vec::new() }
+        Self { now: Millis(0), routers, queue: VecDeque::new(), other: Vec::new(), full: false }
     }
 
     fn input(&mut self, at: &str, input: Input<Range>) {
         let mut out = Vec::new();
         let router = self.routers.get_mut(at).unwrap();
+        router.dirty.rebuild |= self.full;
         router.handle(self.now, input, &mut out);
         for action in out {
             match action {
@@ -331,6 +334,7 @@ fn the_state_view_and_the_wire_messages_serialize() {
 mod adverts;
 mod gd;
 mod incremental;
+mod reshape;
 mod sync;
 mod verdicts;
 

@@ -33,9 +33,9 @@ fn derived(router: &Router<Range>) -> Vec<(CellName, CellName, BTreeSet<Range>)>
 }
 
 /// Rebuilds a copy of `router` from scratch and checks that it agrees with the incremental one.
-fn agrees_with_a_rebuild(router: &Router<Range>, context: &str) {
+pub(super) fn agrees_with_a_rebuild(router: &Router<Range>, context: &str) {
     let mut rebuilt = router.clone();
-    rebuilt.dirty.all = true;
+    rebuilt.dirty.rebuild = true;
     let mut out = Vec::new();
     rebuilt.settle(&mut out);
     let sends: Vec<&Action<Range>> =
