@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use raft::eraftpb::{ConfState, Entry, HardState, Message, MessageType};
+use raft::eraftpb::{ConfState, Entry, HardState, Message};
 use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole};
 
@@ -156,6 +156,14 @@ pub enum Action {
         /// The term it led.
         term: u64,
     },
+    /// A received message failed [`ReplicaGroup::check`] and was dropped before raft-rs saw
+    /// it: the shell logs the reason (a corrupt frame or a buggy mate, never normal traffic).
+    Dropped {
+        /// The mate whose link it came on.
+        from: ReplicaId,
+        /// Why it was refused.
+        reason: String,
+    },
     /// The replica's state broke an invariant raft-rs relies on: stop it and rebuild it from
     /// its mates (as after a wipe), never serve from it.
     Fault {
@@ -254,6 +262,12 @@ impl ReplicaGroup {
     /// shell must do, in order.
     pub fn handle(&mut self, now: u64, input: Input) -> Vec<Action> {
         let mut out = Vec::new();
+        if let Input::Message { from, msg } = &input {
+            if let Err(e) = self.check(*from, msg) {
+                out.push(Action::Dropped { from: *from, reason: e.0 });
+                return out;
+            }
+        }
         match &mut self.phase {
             Phase::Fencing { .. } => self.fencing(input, &mut out),
             Phase::Running(running) => running.handle(&self.settings, now, input, &mut out),
@@ -347,14 +361,10 @@ impl Running {
                 out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
             }
             Input::Message { msg: Envelope::TermReply { .. }, .. } => {}
-            Input::Message { from, msg: Envelope::Raft(msg) } => {
-                // A snapshot never comes from this build (no replica compacts its log); one that
-                // does is refused rather than installed without the state it stands for.
-                let known = settings.voters.contains(&from) && from != settings.id;
-                if known && msg.from == from && msg.to == settings.id && msg.get_msg_type() != MessageType::MsgSnapshot
-                {
-                    let _ = self.raw.step(msg);
-                }
+            // `ReplicaGroup::check` passed it (`envelope`): a snapshot, for one, never comes
+            // from this build (no replica compacts its log) and is refused there.
+            Input::Message { msg: Envelope::Raft(msg), .. } => {
+                let _ = self.raw.step(msg);
             }
             Input::Tick => {
                 // A rejoined replica that has not caught up must not campaign: it cannot know

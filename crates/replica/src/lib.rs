@@ -20,10 +20,14 @@
 //! timeouts from the thread's random generator; [`GroupSettings`] pins each replica's timeout
 //! to a one-value range, so a run is a function of its inputs.
 //!
-//! Not yet here: log compaction and snapshots (a replica catches up from the whole log) and wire
-//! frames for [`Envelope`] (docs/replication.md).
+//! - `envelope`: an [`Envelope`] as a REPLICA frame's body, and [`ReplicaGroup::check`], which
+//!   refuses what would make raft-rs panic or miscount before raft-rs sees it.
+//!
+//! Not yet here: log compaction and snapshots (a replica catches up from the whole log)
+//! (docs/replication.md).
 
 pub mod command;
+mod envelope;
 mod group;
 pub mod journal;
 mod ready;
@@ -31,6 +35,7 @@ mod rejoin;
 pub mod state;
 
 pub use command::{Command, DecodeError, PublisherId};
+pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
     Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
 };

@@ -62,6 +62,8 @@ impl Cluster {
                 Action::BecameLeader { term } => self.leaders.push((id, term)),
                 Action::LostLeadership { .. } => {}
                 Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
+                // Only stale messages (the receiver's log outgrew them) are refused here.
+                Action::Dropped { .. } => {}
             }
         }
     }

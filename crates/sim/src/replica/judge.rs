@@ -27,6 +27,9 @@ pub(crate) struct Judge {
     pub(crate) retries_after_takeover: usize,
     /// Acknowledgements received, retries included.
     pub(crate) acks: usize,
+    /// Received messages the replicas' check refused (`ReplicaGroup::check`): stale ones only,
+    /// since the simulated mates are honest; the run must still reach every invariant.
+    pub(crate) dropped: usize,
     /// The first broken invariant.
     pub(crate) broken: Option<String>,
 }

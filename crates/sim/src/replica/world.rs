@@ -164,6 +164,9 @@ impl World {
                 self.send(Packet::Reply { from: id, publisher, action })
             }
             Action::Fault { reason } => self.judge.broken = Some(format!("replica {id} faulted: {reason}")),
+            // Honest replicas never send what the check refuses, except a stale message the
+            // receiver's log has since outgrown, which raft-rs would have ignored as well.
+            Action::Dropped { .. } => self.judge.dropped += 1,
         }
     }
 

@@ -21,6 +21,7 @@ mod data;
 mod hello;
 mod ids;
 mod nack;
+mod replica;
 mod routed;
 mod sideways;
 mod silence;
@@ -40,6 +41,7 @@ pub use data::Data;
 pub use hello::{AuthMode, Hello, NONCE_LEN};
 pub use ids::{BarrierId, Incarnation, PubendId, Tick, TickRange, TreeId};
 pub use nack::Nack;
+pub use replica::{Replica, ReplicaBody, MAX_REPLICA_MESSAGE};
 pub use routed::{Hop, HopRef, RouteHeader, Routed};
 pub use sideways::Sideways;
 pub use silence::{Silence, SilenceKind};
@@ -93,17 +95,20 @@ pub enum PeerFrameType {
     BarrierAck = 0x16,
     /// A stream frame handed through a cell mate: see [`Sideways`].
     Sideways = 0x17,
+    /// A message of a pubend's Raft group: see [`Replica`].
+    Replica = 0x18,
 }
 
 impl PeerFrameType {
     /// Whether the guaranteed-delivery protocol repeats what this frame says until it is
-    /// answered (DATA, SILENCE, ACK, NACK, ACK_EXPECTED, and SIDEWAYS carrying them): one such
+    /// answered (DATA, SILENCE, ACK, NACK, ACK_EXPECTED, SIDEWAYS carrying them, and REPLICA,
+    /// whose raft messages raft-rs sends again until they are answered): one such
     /// frame with a bad body can be refused alone while the link stays up, since losing it is
     /// a loss the protocol already recovers from. Closing the link for it instead made the
     /// sender redial and send the same frame again, forever (issue 38, failure B).
     pub fn is_repeated_by_protocol(self) -> bool {
         use PeerFrameType as T;
-        matches!(self, T::Data | T::Silence | T::Ack | T::Nack | T::AckExpected | T::Sideways)
+        matches!(self, T::Data | T::Silence | T::Ack | T::Nack | T::AckExpected | T::Sideways | T::Replica)
     }
 }
 
@@ -128,6 +133,7 @@ impl PeerFrameType {
             0x15 => T::Barrier,
             0x16 => T::BarrierAck,
             0x17 => T::Sideways,
+            0x18 => T::Replica,
             _ => return None,
         })
     }
@@ -168,6 +174,8 @@ pub enum PeerFrame {
     BarrierAck(BarrierAck),
     /// See [`Sideways`].
     Sideways(Sideways),
+    /// See [`Replica`].
+    Replica(Replica),
 }
 
 impl PeerFrame {
@@ -191,6 +199,7 @@ impl PeerFrame {
             PeerFrame::Barrier(_) => T::Barrier,
             PeerFrame::BarrierAck(_) => T::BarrierAck,
             PeerFrame::Sideways(_) => T::Sideways,
+            PeerFrame::Replica(_) => T::Replica,
         }
     }
 
@@ -237,6 +246,7 @@ impl PeerFrame {
             PeerFrame::Barrier(f) => f.encode_body(out),
             PeerFrame::BarrierAck(f) => f.encode_body(out),
             PeerFrame::Sideways(f) => f.encode_body(out),
+            PeerFrame::Replica(f) => f.encode_body(out),
         }
     }
 
@@ -271,6 +281,7 @@ impl PeerFrame {
             T::Barrier => PeerFrame::Barrier(Barrier::decode_body(&body)?),
             T::BarrierAck => PeerFrame::BarrierAck(BarrierAck::decode_body(&body)?),
             T::Sideways => PeerFrame::Sideways(Sideways::decode_body(body)?),
+            T::Replica => PeerFrame::Replica(Replica::decode_body(body)?),
         })
     }
 }
@@ -299,5 +310,7 @@ pub fn check_decoder(data: &[u8]) {
     }
 }
 
+#[cfg(test)]
+mod replica_tests;
 #[cfg(test)]
 mod tests;

@@ -137,8 +137,18 @@ fn sideways() -> impl Strategy<Value = PeerFrame> {
         .prop_map(|(origin, to, frame)| PeerFrame::Sideways(Sideways { origin, to, frame: Box::new(frame) }))
 }
 
+/// A message of a pubend's Raft group (its raft bytes are opaque here).
+pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
+    let body = prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| ReplicaBody::Raft(Bytes::from(b))),
+        Just(ReplicaBody::TermQuery),
+        any::<u64>().prop_map(|term| ReplicaBody::TermReply { term }),
+    ];
+    (any::<u64>(), body).prop_map(|(pubend, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), body }))
+}
+
 fn frame() -> impl Strategy<Value = PeerFrame> {
-    prop_oneof![control(), routed(), guaranteed(), sideways()]
+    prop_oneof![control(), routed(), guaranteed(), sideways(), replica()]
 }
 
 proptest! {

@@ -1,0 +1,166 @@
+//! An [`Envelope`] on the wire, and the check every received one passes before raft-rs sees it.
+//!
+//! raft-rs trusts its peers: it panics on some malformed messages (a heartbeat committing past
+//! the receiver's log, an append that rewrites a committed entry or skips indices, a sender that
+//! is not a voter, a local message type from the network), and it counts a forged append ack
+//! toward a quorum. Peers are authenticated cell mates, but a corrupt frame or a buggy build
+//! must cost one dropped message, never a crashed broker or a false commit. So
+//! [`ReplicaGroup::check`] refuses, with a reason the shell logs, everything this build never
+//! sends and everything that would break raft-rs's assumptions about the receiver's own log.
+//! [`ReplicaGroup::handle`] runs the same check and answers a refused message with
+//! [`Action::Dropped`](crate::Action::Dropped).
+
+use std::fmt;
+
+use bytes::Bytes;
+use protobuf::Message as _;
+use raft::eraftpb::{EntryType, Message, MessageType};
+use tidings_wire::peer::{ReplicaBody, MAX_REPLICA_MESSAGE};
+
+use crate::group::{Envelope, Phase, ReplicaGroup, ReplicaId, Running};
+
+/// The highest term or index a message may carry. Real ones grow by one per election or entry
+/// and never come near it; a forged one near `u64::MAX` would overflow raft-rs's `term + 1`.
+pub const MAX_TERM_OR_INDEX: u64 = 1 << 48;
+
+/// Why a received replica message was refused before it reached raft-rs.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct InvalidMessage(pub String);
+
+impl fmt::Display for InvalidMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid replica message: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidMessage {}
+
+fn invalid<T>(why: impl Into<String>) -> Result<T, InvalidMessage> {
+    Err(InvalidMessage(why.into()))
+}
+
+impl Envelope {
+    /// The wire form (a REPLICA frame's body): raft messages in raft's own protobuf encoding.
+    pub fn to_wire(&self) -> Result<ReplicaBody, InvalidMessage> {
+        Ok(match self {
+            Envelope::Raft(msg) => {
+                let bytes = msg.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
+                if bytes.len() > MAX_REPLICA_MESSAGE {
+                    return invalid(format!("{} bytes, over the {MAX_REPLICA_MESSAGE}-byte limit", bytes.len()));
+                }
+                ReplicaBody::Raft(Bytes::from(bytes))
+            }
+            Envelope::TermQuery => ReplicaBody::TermQuery,
+            Envelope::TermReply { term } => ReplicaBody::TermReply { term: *term },
+        })
+    }
+
+    /// Reads a REPLICA frame's body. Bytes that are not a raft message are refused here; a
+    /// raft message still has to pass [`ReplicaGroup::check`].
+    pub fn from_wire(body: &ReplicaBody) -> Result<Envelope, InvalidMessage> {
+        Ok(match body {
+            ReplicaBody::Raft(bytes) => {
+                let msg = Message::parse_from_bytes(bytes).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
+                Envelope::Raft(msg)
+            }
+            ReplicaBody::TermQuery => Envelope::TermQuery,
+            ReplicaBody::TermReply { term } => Envelope::TermReply { term: *term },
+        })
+    }
+}
+
+impl ReplicaGroup {
+    /// Whether `msg`, received from the cell mate `from` over its authenticated link, may be
+    /// handed to this replica. See this module for what is refused and why.
+    pub fn check(&self, from: ReplicaId, msg: &Envelope) -> Result<(), InvalidMessage> {
+        if from == self.settings.id || !self.settings.voters.contains(&from) {
+            return invalid(format!("sender {from} is not a mate in this group"));
+        }
+        let Envelope::Raft(m) = msg else { return Ok(()) };
+        if m.from != from || m.to != self.settings.id {
+            return invalid(format!("raft message {}->{} on the link from {from}", m.from, m.to));
+        }
+        let ty = m.get_msg_type();
+        use MessageType as T;
+        let network = matches!(
+            ty,
+            T::MsgAppend
+                | T::MsgAppendResponse
+                | T::MsgRequestVote
+                | T::MsgRequestVoteResponse
+                | T::MsgHeartbeat
+                | T::MsgHeartbeatResponse
+                | T::MsgRequestPreVote
+                | T::MsgRequestPreVoteResponse
+        );
+        if !network {
+            return invalid(format!("{ty:?} is never sent between replicas by this build"));
+        }
+        if m.term == 0 || [m.term, m.log_term, m.index, m.commit, m.reject_hint].iter().any(|&v| v > MAX_TERM_OR_INDEX)
+        {
+            return invalid(format!("{ty:?} with term {} or an index out of range", m.term));
+        }
+        if m.snapshot.is_some() || m.request_snapshot != 0 || (!m.entries.is_empty() && ty != T::MsgAppend) {
+            return invalid(format!("{ty:?} carries a snapshot or entries it never carries"));
+        }
+        match &self.phase {
+            // A fencing replica steps no raft message at all.
+            Phase::Fencing { .. } => Ok(()),
+            Phase::Running(running) => running.check_against_log(m),
+        }
+    }
+}
+
+impl Running {
+    /// The checks that depend on this replica's own log. A message of an older term never
+    /// reaches the log (raft-rs answers it with the newer term, which is how a deposed leader,
+    /// or one whose follower was wiped and fenced, learns to step down), so only the
+    /// term-independent checks apply to it: refusing it would keep that answer from going out.
+    fn check_against_log(&self, m: &Message) -> Result<(), InvalidMessage> {
+        let log = &self.raw.raft.raft_log;
+        if m.term < self.raw.raft.term {
+            return Self::check_shape(m);
+        }
+        let (last, committed) = (log.last_index(), log.committed);
+        match m.get_msg_type() {
+            MessageType::MsgHeartbeat if m.commit > last => {
+                invalid(format!("heartbeat commits {} past this log's last index {last}", m.commit))
+            }
+            MessageType::MsgAppendResponse if !m.reject && m.index > last => {
+                invalid(format!("append ack for index {} past this log's last index {last}", m.index))
+            }
+            MessageType::MsgAppend => {
+                Self::check_shape(m)?;
+                // Rewriting a committed entry is a fatal error in raft-rs.
+                match m.entries.iter().find(|e| e.index <= committed && log.term(e.index).ok() != Some(e.term)) {
+                    Some(e) => invalid(format!("append rewrites committed entry {}", e.index)),
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// An append's entries follow its previous entry, one index each, in terms that never go
+    /// down and never pass the message's own term, and are all normal entries (this build logs
+    /// no configuration change).
+    fn check_shape(m: &Message) -> Result<(), InvalidMessage> {
+        if m.get_msg_type() != MessageType::MsgAppend {
+            return Ok(());
+        }
+        if m.log_term > m.term {
+            return invalid(format!("append's previous term {} above its term {}", m.log_term, m.term));
+        }
+        let mut previous = m.log_term;
+        for (i, e) in m.entries.iter().enumerate() {
+            if e.index != m.index + 1 + i as u64 {
+                return invalid(format!("append entry {i} has index {} after {}", e.index, m.index));
+            }
+            if e.term < previous || e.term > m.term || e.get_entry_type() != EntryType::EntryNormal {
+                return invalid(format!("append entry {} has term {} or a type never logged", e.index, e.term));
+            }
+            previous = e.term;
+        }
+        Ok(())
+    }
+}

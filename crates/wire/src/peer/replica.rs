@@ -1,0 +1,93 @@
+//! REPLICA, one message of a pubend's Raft group between cell mates (issue 40). Layout:
+//! `pubend:u64 | kind:u8 | body`, where kind 1 (RAFT) is `message:bytes32` (a raft-rs message
+//! in raft's protobuf encoding), kind 2 (TERM_QUERY) has no body and kind 3 (TERM_REPLY) is
+//! `term:u64`.
+//!
+//! This crate only frames the bytes: it never parses the raft message, so the wire stays free
+//! of raft-rs. `tidings-replica` parses them and validates the message against its group before
+//! raft-rs sees it (raft-rs panics on some malformed messages).
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::cursor::{put_bytes32, Reader};
+use crate::error::WireError;
+use crate::peer::PubendId;
+
+/// The largest raft message a REPLICA frame carries: raft-rs batches appends up to 1 MiB per
+/// message (the group's `max_size_per_msg`), and one entry may exceed that alone, so the bound
+/// leaves room for a large publish while keeping one frame from pinning a link's buffers.
+pub const MAX_REPLICA_MESSAGE: usize = 4 * 1024 * 1024;
+
+const RAFT: u8 = 1;
+const TERM_QUERY: u8 = 2;
+const TERM_REPLY: u8 = 3;
+
+/// What one replica of a pubend's group tells another: the group is named by the pubend, since
+/// each pubend is its own Raft group (multi-raft).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replica {
+    /// The pubend, which is the group.
+    pub pubend: PubendId,
+    /// The message.
+    pub body: ReplicaBody,
+}
+
+/// The replica protocol's messages, mirroring `tidings_replica::Envelope` without raft-rs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicaBody {
+    /// A raft-rs message, still encoded: parsed and validated by `tidings-replica`.
+    Raft(Bytes),
+    /// A replica whose disk was wiped asks for the receiver's term (the term fence).
+    TermQuery,
+    /// The answer to a term query.
+    TermReply {
+        /// The sender's current term.
+        term: u64,
+    },
+}
+
+impl Replica {
+    pub(crate) fn encode_body(&self, out: &mut BytesMut) -> Result<(), WireError> {
+        if let ReplicaBody::Raft(message) = &self.body {
+            if message.len() > MAX_REPLICA_MESSAGE {
+                return Err(WireError::TooLong { field: "message", len: message.len(), max: MAX_REPLICA_MESSAGE });
+            }
+        }
+        out.put_u64(self.pubend.0);
+        match &self.body {
+            ReplicaBody::Raft(message) => {
+                out.put_u8(RAFT);
+                put_bytes32(out, "message", message)?;
+            }
+            ReplicaBody::TermQuery => out.put_u8(TERM_QUERY),
+            ReplicaBody::TermReply { term } => {
+                out.put_u8(TERM_REPLY);
+                out.put_u64(*term);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn decode_body(body: Bytes) -> Result<Replica, WireError> {
+        let mut r = Reader::new("REPLICA", &body);
+        let pubend = PubendId(r.u64("pubend")?);
+        let body = match r.u8("kind")? {
+            RAFT => {
+                let range = r.bytes32("message")?;
+                if range.len() > MAX_REPLICA_MESSAGE {
+                    return Err(WireError::InvalidField {
+                        frame: "REPLICA",
+                        field: "message",
+                        value: range.len() as u64,
+                    });
+                }
+                ReplicaBody::Raft(body.slice(range))
+            }
+            TERM_QUERY => ReplicaBody::TermQuery,
+            TERM_REPLY => ReplicaBody::TermReply { term: r.u64("term")? },
+            kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
+        };
+        r.finish()?;
+        Ok(Replica { pubend, body })
+    }
+}

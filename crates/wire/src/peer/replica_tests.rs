@@ -1,0 +1,77 @@
+//! REPLICA's bytes: golden layouts (docs/protocol.md gives the same), the size limit on both
+//! sides, and refusal of unknown kinds, so two builds of the broker agree on a group's traffic.
+
+use bytes::{Bytes, BytesMut};
+
+use super::*;
+
+const MAX: usize = 8 << 20;
+
+fn golden(f: PeerFrame, expected: &[u8]) {
+    assert_eq!(&f.to_bytes().unwrap()[..], expected, "{f:?}");
+    let mut buf = BytesMut::from(expected);
+    assert_eq!(PeerFrame::decode(&mut buf, MAX).unwrap(), Some(f));
+    assert!(buf.is_empty());
+}
+
+fn frame(body: ReplicaBody) -> PeerFrame {
+    PeerFrame::Replica(Replica { pubend: PubendId(0x0102), body })
+}
+
+#[test]
+fn replica_golden_bytes() {
+    let pubend = [0, 0, 0, 0, 0, 0, 1, 2];
+    let mut raft = vec![0, 0, 0, 16, 0x18];
+    raft.extend_from_slice(&pubend);
+    raft.extend_from_slice(&[1, 0, 0, 0, 2, 0xAB, 0xCD]);
+    golden(frame(ReplicaBody::Raft(Bytes::from_static(&[0xAB, 0xCD]))), &raft);
+
+    let mut query = vec![0, 0, 0, 10, 0x18];
+    query.extend_from_slice(&pubend);
+    query.push(2);
+    golden(frame(ReplicaBody::TermQuery), &query);
+
+    let mut reply = vec![0, 0, 0, 18, 0x18];
+    reply.extend_from_slice(&pubend);
+    reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
+    golden(frame(ReplicaBody::TermReply { term: 7 }), &reply);
+}
+
+/// A raft message over the limit is neither sent nor accepted, whatever the link's frame limit.
+#[test]
+fn a_raft_message_over_the_limit_is_refused_both_ways() {
+    let big = Bytes::from(vec![0u8; MAX_REPLICA_MESSAGE + 1]);
+    assert!(matches!(
+        frame(ReplicaBody::Raft(big.clone())).to_bytes(),
+        Err(WireError::TooLong { field: "message", .. })
+    ));
+    let mut body = BytesMut::new();
+    body.extend_from_slice(&[0u8, 0, 0, 0, 0, 0, 1, 2, 1]);
+    body.extend_from_slice(&((MAX_REPLICA_MESSAGE + 1) as u32).to_be_bytes());
+    body.extend_from_slice(&big);
+    let decoded = PeerFrame::decode_body(PeerFrameType::Replica, body.freeze());
+    assert!(matches!(decoded, Err(WireError::InvalidField { frame: "REPLICA", field: "message", .. })), "{decoded:?}");
+    let at_limit = Bytes::from(vec![0u8; MAX_REPLICA_MESSAGE]);
+    assert!(frame(ReplicaBody::Raft(at_limit)).to_bytes().is_ok());
+}
+
+#[test]
+fn an_unknown_kind_or_trailing_bytes_are_refused() {
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 9]);
+    assert_eq!(
+        PeerFrame::decode_body(PeerFrameType::Replica, body),
+        Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: 9 })
+    );
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 2, 0]);
+    assert_eq!(
+        PeerFrame::decode_body(PeerFrameType::Replica, body),
+        Err(WireError::TrailingBytes { frame: "REPLICA", extra: 1 })
+    );
+}
+
+/// Raft resends what is lost, so one bad REPLICA frame is dropped alone and the link stays up.
+#[test]
+fn replica_frames_are_repeated_by_the_protocol() {
+    assert!(PeerFrameType::Replica.is_repeated_by_protocol());
+    assert_eq!(PeerFrameType::from_u8(0x18), Some(PeerFrameType::Replica));
+}
