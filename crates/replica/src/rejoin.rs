@@ -17,9 +17,17 @@
 //!    so a log holding it holds everything this replica may have acknowledged before the wipe.
 //!    It may acknowledge appends meanwhile: those are new promises, kept on its disk.
 //!
+//! **A new group.** A replica cannot tell a wiped journal from a group it never ran: both are
+//! empty. So every replica with an empty journal fences, and the answers tell: if every mate
+//! answers term 0, no replica ever stood for election (a candidate persists a term of at least
+//! 1 before asking, and so does every voter that grants), hence no vote was ever cast that this
+//! replica could repeat and nothing was ever committed, and it starts as a fresh voter
+//! ([`ReplicaGroup::bootstrap`]'s state). A fencing replica answers a term query with 0: with
+//! one wipe at a time, the asker is then a new group's replica too (any other asker's journal
+//! would be empty as well, a second wipe).
+//!
 //! Limits: one wiped replica at a time (two wiped voters of a commit quorum lose what only they
 //! held, which no replication rule can restore), and it waits while any mate is unreachable.
-//! A fencing replica answers no term query itself: it has no term to give.
 
 use std::collections::BTreeMap;
 
@@ -30,7 +38,8 @@ use crate::group::{
 };
 
 impl ReplicaGroup {
-    /// A replica whose disk was wiped: it fences (see this module) before it takes part.
+    /// A replica whose journal is empty (its disk was wiped, or the group is new here): it
+    /// fences (see this module) before it takes part.
     pub fn rejoin(settings: GroupSettings) -> Result<Self, ReplicaError> {
         if !settings.voters.contains(&settings.id) {
             return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
@@ -55,6 +64,9 @@ impl ReplicaGroup {
                     *best = (*best).max(term);
                 }
             }
+            Input::Message { from, msg: Envelope::TermQuery } => {
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term: 0 } });
+            }
             Input::Publish { publisher, seq, .. } => {
                 out.push(Action::Refused { publisher, seq, leader: None });
             }
@@ -65,9 +77,20 @@ impl ReplicaGroup {
         if answers.len() < mates {
             return;
         }
-        let term = answers.values().copied().max().unwrap_or(0) + 1;
-        let hard_state = HardState { term, ..HardState::default() };
-        let recovered = Recovered { hard_state: hard_state.clone(), entries: Vec::new(), rejoin_term: term };
+        let highest = answers.values().copied().max().unwrap_or(0);
+        // All zero: a new group, no vote was ever cast, so it starts fresh (see this module),
+        // and the empty write is the journal's creation mark, so a restart finds the group.
+        let (recovered, write) = match highest {
+            0 => (Recovered::default(), Write::default()),
+            _ => {
+                let term = highest + 1;
+                let hard_state = HardState { term, ..HardState::default() };
+                let recovered = Recovered { hard_state: hard_state.clone(), entries: Vec::new(), rejoin_term: term };
+                let write =
+                    Write { number: 0, hard_state: Some(hard_state), rejoin_term: Some(term), ..Write::default() };
+                (recovered, write)
+            }
+        };
         match Running::start(&self.settings, recovered) {
             Ok(mut running) => {
                 // Nothing this replica writes later may be durable before the fence.
@@ -77,12 +100,7 @@ impl ReplicaGroup {
                     max_term: 0,
                     publishes: Vec::new(),
                 });
-                out.push(Action::Persist(Write {
-                    number: 0,
-                    hard_state: Some(hard_state),
-                    rejoin_term: Some(term),
-                    ..Write::default()
-                }));
+                out.push(Action::Persist(write));
                 self.phase = Phase::Running(Box::new(running));
             }
             Err(e) => out.push(Action::Fault { reason: e.to_string() }),

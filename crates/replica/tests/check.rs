@@ -24,11 +24,12 @@ struct Group {
 
 impl Group {
     fn new() -> Self {
+        Self::with(|settings| ReplicaGroup::bootstrap(settings).unwrap())
+    }
+
+    fn with(start: impl Fn(GroupSettings) -> ReplicaGroup) -> Self {
         let voters = vec![1, 2, 3];
-        let replicas = voters
-            .iter()
-            .map(|&id| (id, ReplicaGroup::bootstrap(GroupSettings::new(id, voters.clone())).unwrap()))
-            .collect();
+        let replicas = voters.iter().map(|&id| (id, start(GroupSettings::new(id, voters.clone())))).collect();
         Self { replicas, acks: 0, dropped: Vec::new(), now: 0 }
     }
 
@@ -209,6 +210,26 @@ proptest! {
         g.tick_all(1);
         prop_assert!(g.still_commits());
     }
+}
+
+/// A broker cannot tell a new group from a wiped journal: every replica with an empty journal
+/// fences, and when every mate answers term 0 the group is new and starts fresh; a replica
+/// wiped later, whose mates answer a real term, rejoins behind the vote fence instead.
+#[test]
+fn replicas_with_empty_journals_start_a_new_group_and_a_later_wipe_is_fenced() {
+    let mut g = Group::with(|settings| ReplicaGroup::rejoin(settings).unwrap());
+    g.tick_all(30);
+    let leader = g.leader().expect("a new group elects a leader");
+    g.run(leader, Input::Publish { publisher: 1, seq: 1, payload: Vec::new() });
+    g.tick_all(1);
+    assert_eq!(g.acks, 1);
+    assert!(g.replicas.values().all(|r| !r.withholding_vote()), "nobody fenced a new group");
+    let follower = if leader == 1 { 2 } else { 1 };
+    let wiped = ReplicaGroup::rejoin(GroupSettings::new(follower, vec![1, 2, 3])).unwrap();
+    g.replicas.insert(follower, wiped);
+    g.tick_all(1);
+    assert!(g.replicas[&follower].withholding_vote(), "a wiped replica of a live group is fenced");
+    assert!(g.still_commits());
 }
 
 /// A raft message survives its wire form unchanged.

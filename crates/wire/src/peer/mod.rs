@@ -41,7 +41,7 @@ pub use data::Data;
 pub use hello::{AuthMode, Hello, NONCE_LEN};
 pub use ids::{BarrierId, Incarnation, PubendId, Tick, TickRange, TreeId};
 pub use nack::Nack;
-pub use replica::{Replica, ReplicaBody, MAX_REPLICA_MESSAGE};
+pub use replica::{Replica, ReplicaBody, MAX_REPLICA_MESSAGE, MAX_REPLICA_VOTERS};
 pub use routed::{Hop, HopRef, RouteHeader, Routed};
 pub use sideways::Sideways;
 pub use silence::{Silence, SilenceKind};

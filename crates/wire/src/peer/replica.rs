@@ -1,7 +1,12 @@
 //! REPLICA, one message of a pubend's Raft group between cell mates (issue 40). Layout:
-//! `pubend:u64 | kind:u8 | body`, where kind 1 (RAFT) is `message:bytes32` (a raft-rs message
-//! in raft's protobuf encoding), kind 2 (TERM_QUERY) has no body and kind 3 (TERM_REPLY) is
-//! `term:u64`.
+//! `pubend:u64 | count:u8 | count × voter:u64 | kind:u8 | body`, where kind 1 (RAFT) is
+//! `message:bytes32` (a raft-rs message in raft's protobuf encoding), kind 2 (TERM_QUERY) has
+//! no body and kind 3 (TERM_REPLY) is `term:u64`.
+//!
+//! The voters (the group's replica ids, the pubend's host first) travel with every message, so
+//! a broker that has never heard of the group (a new one, or its disk was wiped) learns its
+//! membership from the first message it gets, and one that has refuses a message naming other
+//! voters.
 //!
 //! This crate only frames the bytes: it never parses the raft message, so the wire stays free
 //! of raft-rs. `tidings-replica` parses them and validates the message against its group before
@@ -18,6 +23,10 @@ use crate::peer::PubendId;
 /// leaves room for a large publish while keeping one frame from pinning a link's buffers.
 pub const MAX_REPLICA_MESSAGE: usize = 4 * 1024 * 1024;
 
+/// The most voters a group may name: a cell's replicas are a handful (3 or 5), and the bound
+/// keeps a forged count from costing anything.
+pub const MAX_REPLICA_VOTERS: usize = 15;
+
 const RAFT: u8 = 1;
 const TERM_QUERY: u8 = 2;
 const TERM_REPLY: u8 = 3;
@@ -28,6 +37,8 @@ const TERM_REPLY: u8 = 3;
 pub struct Replica {
     /// The pubend, which is the group.
     pub pubend: PubendId,
+    /// The group's voters (replica ids), the pubend's host first.
+    pub voters: Vec<u64>,
     /// The message.
     pub body: ReplicaBody,
 }
@@ -53,7 +64,14 @@ impl Replica {
                 return Err(WireError::TooLong { field: "message", len: message.len(), max: MAX_REPLICA_MESSAGE });
             }
         }
+        if self.voters.len() > MAX_REPLICA_VOTERS {
+            return Err(WireError::TooLong { field: "voters", len: self.voters.len(), max: MAX_REPLICA_VOTERS });
+        }
         out.put_u64(self.pubend.0);
+        out.put_u8(self.voters.len() as u8);
+        for voter in &self.voters {
+            out.put_u64(*voter);
+        }
         match &self.body {
             ReplicaBody::Raft(message) => {
                 out.put_u8(RAFT);
@@ -71,6 +89,11 @@ impl Replica {
     pub(crate) fn decode_body(body: Bytes) -> Result<Replica, WireError> {
         let mut r = Reader::new("REPLICA", &body);
         let pubend = PubendId(r.u64("pubend")?);
+        let count = r.u8("voters")?;
+        if usize::from(count) > MAX_REPLICA_VOTERS {
+            return Err(WireError::InvalidField { frame: "REPLICA", field: "voters", value: u64::from(count) });
+        }
+        let voters = (0..count).map(|_| r.u64("voter")).collect::<Result<Vec<_>, _>>()?;
         let body = match r.u8("kind")? {
             RAFT => {
                 let range = r.bytes32("message")?;
@@ -88,6 +111,6 @@ impl Replica {
             kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
         };
         r.finish()?;
-        Ok(Replica { pubend, body })
+        Ok(Replica { pubend, voters, body })
     }
 }

@@ -15,23 +15,24 @@ fn golden(f: PeerFrame, expected: &[u8]) {
 }
 
 fn frame(body: ReplicaBody) -> PeerFrame {
-    PeerFrame::Replica(Replica { pubend: PubendId(0x0102), body })
+    PeerFrame::Replica(Replica { pubend: PubendId(0x0102), voters: vec![5, 6], body })
 }
 
 #[test]
 fn replica_golden_bytes() {
-    let pubend = [0, 0, 0, 0, 0, 0, 1, 2];
-    let mut raft = vec![0, 0, 0, 16, 0x18];
+    // The pubend, then two voters.
+    let pubend = [0, 0, 0, 0, 0, 0, 1, 2, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 6];
+    let mut raft = vec![0, 0, 0, 33, 0x18];
     raft.extend_from_slice(&pubend);
     raft.extend_from_slice(&[1, 0, 0, 0, 2, 0xAB, 0xCD]);
     golden(frame(ReplicaBody::Raft(Bytes::from_static(&[0xAB, 0xCD]))), &raft);
 
-    let mut query = vec![0, 0, 0, 10, 0x18];
+    let mut query = vec![0, 0, 0, 27, 0x18];
     query.extend_from_slice(&pubend);
     query.push(2);
     golden(frame(ReplicaBody::TermQuery), &query);
 
-    let mut reply = vec![0, 0, 0, 18, 0x18];
+    let mut reply = vec![0, 0, 0, 35, 0x18];
     reply.extend_from_slice(&pubend);
     reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
     golden(frame(ReplicaBody::TermReply { term: 7 }), &reply);
@@ -46,7 +47,7 @@ fn a_raft_message_over_the_limit_is_refused_both_ways() {
         Err(WireError::TooLong { field: "message", .. })
     ));
     let mut body = BytesMut::new();
-    body.extend_from_slice(&[0u8, 0, 0, 0, 0, 0, 1, 2, 1]);
+    body.extend_from_slice(&[0u8, 0, 0, 0, 0, 0, 1, 2, 0, 1]);
     body.extend_from_slice(&((MAX_REPLICA_MESSAGE + 1) as u32).to_be_bytes());
     body.extend_from_slice(&big);
     let decoded = PeerFrame::decode_body(PeerFrameType::Replica, body.freeze());
@@ -57,15 +58,20 @@ fn a_raft_message_over_the_limit_is_refused_both_ways() {
 
 #[test]
 fn an_unknown_kind_or_trailing_bytes_are_refused() {
-    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 9]);
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 0, 9]);
     assert_eq!(
         PeerFrame::decode_body(PeerFrameType::Replica, body),
         Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: 9 })
     );
-    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 2, 0]);
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 0, 2, 0]);
     assert_eq!(
         PeerFrame::decode_body(PeerFrameType::Replica, body),
         Err(WireError::TrailingBytes { frame: "REPLICA", extra: 1 })
+    );
+    let body = Bytes::from_static(&[0, 0, 0, 0, 0, 0, 1, 2, 200, 2]);
+    assert_eq!(
+        PeerFrame::decode_body(PeerFrameType::Replica, body),
+        Err(WireError::InvalidField { frame: "REPLICA", field: "voters", value: 200 })
     );
 }
 

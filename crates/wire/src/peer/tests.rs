@@ -144,7 +144,8 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
         Just(ReplicaBody::TermQuery),
         any::<u64>().prop_map(|term| ReplicaBody::TermReply { term }),
     ];
-    (any::<u64>(), body).prop_map(|(pubend, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), body }))
+    (any::<u64>(), prop::collection::vec(any::<u64>(), 0..4), body)
+        .prop_map(|(pubend, voters, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), voters, body }))
 }
 
 fn frame() -> impl Strategy<Value = PeerFrame> {
