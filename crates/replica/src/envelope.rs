@@ -92,6 +92,7 @@ impl ReplicaGroup {
                 | T::MsgHeartbeatResponse
                 | T::MsgRequestPreVote
                 | T::MsgRequestPreVoteResponse
+                | T::MsgTimeoutNow
         );
         if !network {
             return invalid(format!("{ty:?} is never sent between replicas by this build"));
@@ -102,6 +103,11 @@ impl ReplicaGroup {
         }
         if m.snapshot.is_some() || m.request_snapshot != 0 || (!m.entries.is_empty() && ty != T::MsgAppend) {
             return invalid(format!("{ty:?} carries a snapshot or entries it never carries"));
+        }
+        // A leader hands the lead to the preferred replica with TIMEOUT_NOW; one that may not
+        // campaign (wiped, not caught up: see `rejoin`) must not be made to.
+        if ty == T::MsgTimeoutNow && self.withholding_vote() {
+            return invalid("TIMEOUT_NOW to a replica that may not campaign yet");
         }
         match &self.phase {
             // A fencing replica steps no raft message at all.

@@ -143,7 +143,7 @@ fn messages_raft_rs_would_panic_on_are_refused() {
     assert!(refused(&mut g, 7, follower, raft_message(7, follower, MessageType::MsgHeartbeat, term)), "not a voter");
     let spoofed = raft_message(3, follower, MessageType::MsgHeartbeat, term);
     assert!(refused(&mut g, leader, follower, spoofed), "from differs from the link");
-    for ty in [MessageType::MsgHup, MessageType::MsgPropose, MessageType::MsgSnapshot, MessageType::MsgTimeoutNow] {
+    for ty in [MessageType::MsgHup, MessageType::MsgPropose, MessageType::MsgSnapshot, MessageType::MsgTransferLeader] {
         assert!(refused(&mut g, leader, follower, raft_message(leader, follower, ty, term)), "{ty:?}");
     }
     let mut huge = raft_message(leader, follower, MessageType::MsgRequestVote, u64::MAX);
@@ -229,6 +229,24 @@ fn replicas_with_empty_journals_start_a_new_group_and_a_later_wipe_is_fenced() {
     g.replicas.insert(follower, wiped);
     g.tick_all(1);
     assert!(g.replicas[&follower].withholding_vote(), "a wiped replica of a live group is fenced");
+    assert!(g.still_commits());
+}
+
+/// The lead goes back to the first voter (the pubend's host) once it is back and caught up,
+/// so publishing resumes where the publishers and the stream are.
+#[test]
+fn the_lead_returns_to_the_preferred_replica() {
+    let mut g = Group::live();
+    assert_eq!(g.leader(), Some(1), "the first voter has the shortest election timeout");
+    let away = g.replicas.remove(&1).unwrap();
+    g.tick_all(40);
+    let interim = g.leader().expect("a leader without the first voter");
+    assert_ne!(interim, 1);
+    g.run(interim, Input::Publish { publisher: 3, seq: 1, payload: Vec::new() });
+    g.replicas.insert(1, away);
+    g.tick_all(40);
+    let leaders: Vec<_> = g.replicas.iter().filter(|(_, r)| r.leading().is_some()).map(|(&id, _)| id).collect();
+    assert_eq!(leaders, vec![1], "the lead went back to the first voter");
     assert!(g.still_commits());
 }
 
