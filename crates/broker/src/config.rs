@@ -139,6 +139,12 @@ pub struct Storage {
     /// for a second) are synced at once.
     #[serde(with = "humantime_serde")]
     pub linger: Duration,
+    /// How many brokers of the cell hold each pubend's log (a Raft group, issue 40:
+    /// `docs/replication.md`): a guaranteed publish is acknowledged once a majority of them
+    /// synced it, so a lost disk loses nothing acknowledged. 0 (the default) means 3 if the
+    /// cell has 3 brokers or more, else all of them; with no cell mate linked when a pubend is
+    /// created, or with 1, the pubend lives on this broker alone, as before replication.
+    pub replicas: usize,
 }
 
 impl Default for Storage {
@@ -148,6 +154,7 @@ impl Default for Storage {
             fsync: String::new(),
             fault_drop_unsynced: false,
             linger: Duration::from_millis(2),
+            replicas: 0,
         }
     }
 }
@@ -591,6 +598,13 @@ impl Config {
         }
         if let Err(e) = self.storage.fsync_policy() {
             problems.push(format!("storage.fsync: {e}"));
+        }
+        if self.storage.replicas > tidings_wire::peer::MAX_REPLICA_VOTERS {
+            problems.push(format!(
+                "storage.replicas: {} is above {}, the most voters a group's frames carry",
+                self.storage.replicas,
+                tidings_wire::peer::MAX_REPLICA_VOTERS
+            ));
         }
         if self.slow_consumer.max_messages == 0 {
             problems.push("slow_consumer.max_messages: must be at least 1".to_string());

@@ -194,8 +194,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"
         );
     }
-    let storage =
-        (config.storage.log_options(), config.retention.clone(), config.storage.fault_drop_unsynced, config.guaranteed);
+    let storage = (
+        config.storage.log_options(),
+        config.retention.clone(),
+        (config.storage.fault_drop_unsynced, config.storage.replicas),
+        config.guaranteed,
+    );
     let (guaranteed, driver) =
         Guaranteed::start(data.path(), &config.name, storage, gd_metrics, (Arc::clone(&network), inbox))?;
     let dispatcher = Arc::new(Dispatcher::new(metrics.clone()));

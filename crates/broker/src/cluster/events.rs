@@ -5,7 +5,7 @@
 //! sends them, interleaved with the driver's other commands exactly as they happen.
 
 use tidings_route::{BrokerName, CellName, GdAction};
-use tidings_wire::peer::{PeerFrame, Sideways};
+use tidings_wire::peer::{PeerFrame, Replica, Sideways};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// One thing the cluster reports.
@@ -27,6 +27,13 @@ pub enum Event {
         carrier: BrokerName,
         /// The frame.
         frame: Sideways,
+    },
+    /// A message of a pubend's Raft group from linked peer `from` (a cell mate).
+    Replica {
+        /// The peer it came from.
+        from: BrokerName,
+        /// The frame.
+        frame: Replica,
     },
     /// A guaranteed-delivery frame (DATA, SILENCE, ACK, NACK or ACK_EXPECTED, see
     /// [`is_guaranteed`]) from linked peer `from`, in arrival order.

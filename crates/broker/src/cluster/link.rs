@@ -302,6 +302,13 @@ async fn read_loop(
                         last_fed = Instant::now();
                     }
                 }
+                PeerFrame::Replica(frame) => {
+                    cluster.tell(Event::Replica { from: peer.clone(), frame });
+                    if last_fed.elapsed() >= liveness_every {
+                        cluster.heard(peer, id);
+                        last_fed = Instant::now();
+                    }
+                }
                 PeerFrame::Hello(_) | PeerFrame::Auth(_) => {
                     return protocol_error(ctx, queue, peer, "unexpected handshake frame after the handshake")
                 }

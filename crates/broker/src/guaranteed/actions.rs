@@ -28,17 +28,26 @@ impl Driver {
     /// twice; the core's own duplicate check covers retries of publishes logged before a
     /// restart whose record was released since.
     pub(super) fn publish(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>) {
+        self.publish_since(publish, reply, Instant::now());
+    }
+
+    /// [`Driver::publish`] of a publish that arrived at `since` (it may have waited for its
+    /// replica group to have a leader here: see `replicas::gate`).
+    pub(super) fn publish_since(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>, since: Instant) {
         let pubend = self.pubend_id(&publish.pubend);
+        if !self.replica_gate(&publish, &reply, pubend, since) {
+            return;
+        }
         if !self.hosted.contains(&pubend) {
             self.open_pubend(pubend, Recovered::default());
         }
         let publisher = PublisherId(publish.publisher.0);
         let key = (pubend, publisher, publish.seq);
-        match self.publishes.publish(key, Waiter { reply, since: Instant::now() }) {
+        match self.publishes.publish(key, Waiter { reply, since }) {
             Admit::New => {}
             Admit::Ack(ack) => {
                 self.metrics.duplicate_publishes.inc();
-                self.answer(key, ack);
+                self.answer_when_replicated(key, ack);
                 return;
             }
             Admit::Wait => {
@@ -139,12 +148,12 @@ impl Driver {
 
     fn acked(&mut self, key: Key) {
         if let Some(ack) = self.publishes.acked(key) {
-            self.answer(key, ack);
+            self.answer_when_replicated(key, ack);
         }
     }
 
     /// Sends a waiting publisher its PUBLISH_ACK.
-    fn answer(&mut self, key: Key, ack: Ack<Waiter>) {
+    pub(super) fn answer(&mut self, key: Key, ack: Ack<Waiter>) {
         let (pubend, publisher, seq) = key;
         let Ack { waiter, tick, synced } = ack;
         let ack = PublishAck {

@@ -85,6 +85,10 @@ pub struct Driver {
     pub(super) retained: BTreeMap<PubendId, super::retention::Retained>,
     /// Publishes waiting for room under the backpressure policy, oldest first.
     pub(super) held: VecDeque<(tidings_wire::GuaranteedPublish, Arc<Outbox>, Instant)>,
+    /// The replica groups on this broker (`None`: no network, or `[storage] replicas = 1`).
+    pub(super) replicas: Option<super::replicas::Replicas>,
+    /// Acknowledgements of replicated publishes waiting for their other half.
+    pub(super) quorum: super::replicas::Quorum,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -143,6 +147,8 @@ impl Driver {
             retention: crate::config::Retention::default(),
             retained: BTreeMap::new(),
             held: VecDeque::new(),
+            replicas: None,
+            quorum: super::replicas::Quorum::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -207,6 +213,7 @@ impl Driver {
                     () = shutdown.cancelled() => break,
                 }
             }
+            self.replica_turn();
             self.flush_checkpoints();
             self.enforce_retention();
             self.report();
@@ -225,12 +232,17 @@ impl Driver {
     }
 
     fn sleep_time(&self) -> Duration {
-        match self.engine.next_deadline() {
+        let engine = match self.engine.next_deadline() {
             // Due now (a catch-up's next turn): it takes turns with the commands waiting.
             Some(deadline) if deadline <= now() => Duration::ZERO,
             Some(deadline) => Duration::from_millis(deadline.since(now()).max(1)),
             None => Duration::from_secs(1),
-        }
+        };
+        // The replica groups' next tick (never zero: a tick is not a catch-up's turn).
+        let replicas = self
+            .replica_deadline()
+            .map_or(engine, |at| at.saturating_duration_since(Instant::now()).max(Duration::from_millis(1)));
+        engine.min(replicas)
     }
 
     /// Feeds one input, then every input its actions caused, carrying out every action.
@@ -296,6 +308,14 @@ impl Driver {
             Command::Received { from, message } => self.received(from, message),
             Command::Sideways { carrier, frame } => self.sideways(carrier, frame),
             Command::Routing(action) => self.routing(action),
+            Command::Replica { from, frame } => {
+                let outcomes = self.replicas.as_mut().map(|r| r.received(&from, frame)).unwrap_or_default();
+                self.replica_outcomes(outcomes);
+            }
+            Command::ReplicaSynced(group) => {
+                let outcomes = self.replicas.as_mut().map(|r| r.synced(&group)).unwrap_or_default();
+                self.replica_outcomes(outcomes);
+            }
         }
     }
 

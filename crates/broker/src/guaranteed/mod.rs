@@ -31,6 +31,7 @@ mod matcher;
 mod metrics;
 mod net;
 pub mod peer;
+mod replicas;
 mod retention;
 mod state;
 mod subscribe;
@@ -69,6 +70,9 @@ pub enum GuaranteedError {
     /// The durable subscriptions' store could not be opened or read.
     #[error("{0}")]
     Durable(#[from] durable_store::DurableStoreError),
+    /// The replica journals could not be opened or read.
+    #[error("cannot open the replica journals: {0}")]
+    Replicas(String),
 }
 
 /// What the driver is asked to do; sessions send these through [`Guaranteed`], the cluster as
@@ -82,6 +86,10 @@ pub(crate) enum Command {
     Sideways { carrier: tidings_route::BrokerName, frame: tidings_wire::peer::Sideways },
     /// One of routing's guaranteed-delivery actions.
     Routing(tidings_route::GdAction),
+    /// A message of a pubend's Raft group from cell mate `from`.
+    Replica { from: tidings_route::BrokerName, frame: tidings_wire::peer::Replica },
+    /// Writes of the replica journals completed.
+    ReplicaSynced(Vec<Completion>),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`.
     Publish { publish: GuaranteedPublish, reply: Arc<Outbox> },
     /// A guaranteed SUBSCRIBE, already validated (a durable name already claimed); SUBSCRIBED
@@ -129,6 +137,7 @@ impl TryFrom<crate::cluster::Event> for Command {
             Event::PeerUp { peer, cell, incarnation } => Command::PeerUp { peer, cell, incarnation },
             Event::Routing(action) => Command::Routing(action),
             Event::Sideways { carrier, frame } => Command::Sideways { carrier, frame },
+            Event::Replica { from, frame } => Command::Replica { from, frame },
             Event::Guaranteed { from, frame } => match peer::from_frame(&frame) {
                 Some(message) => Command::Received { from, message },
                 None => {
@@ -171,6 +180,8 @@ impl Command {
             Command::Received { .. } => "received",
             Command::Sideways { .. } => "sideways",
             Command::Routing(_) => "routing",
+            Command::Replica { .. } => "replica message",
+            Command::ReplicaSynced(_) => "replica journal completions",
             Command::Publish { .. } => "publish",
             Command::Subscribe { .. } => "subscribe",
             Command::Unsubscribe { .. } => "unsubscribe",
@@ -199,10 +210,10 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (options, retention, drop_unsynced, guaranteed): (
+        (options, retention, (drop_unsynced, replicas), guaranteed): (
             tidings_store::Options,
             crate::config::Retention,
-            bool,
+            (bool, usize),
             liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,
@@ -217,8 +228,11 @@ impl Guaranteed {
             true => Arc::new(tidings_store::DropUnsyncedFs),
             false => Arc::new(tidings_store::StdFs),
         };
+        let replica_store = (options, Arc::clone(&fs), replicas);
+        let replica_cluster = Arc::clone(&cluster);
         let mut driver = Driver::open(&dir, broker, (options, fs, guaranteed.settings()), metrics, cluster, handles)?;
         driver.retention = retention;
+        driver.replicas = replicas::Replicas::open(data_dir, replica_store, replica_cluster, tx.clone())?;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))
     }

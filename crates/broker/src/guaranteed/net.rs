@@ -289,6 +289,9 @@ impl Driver {
     /// A link handshake completed: a new incarnation of a known peer voids what we believed
     /// it holds.
     pub(super) fn peer_up(&mut self, peer: BrokerName, cell: CellName, incarnation: u64) {
+        if let Some(replicas) = self.replicas.as_mut() {
+            replicas.peer_up(&peer, &cell);
+        }
         let Some(net) = self.net.as_mut() else { return };
         debug!(%peer, %cell, incarnation, "peer up");
         let previous = net.peers.insert(peer.clone(), (cell, incarnation));

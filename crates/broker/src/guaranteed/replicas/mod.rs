@@ -1,0 +1,362 @@
+//! The broker's replica groups (issue 40, `docs/replication.md`): each pubend this broker hosts
+//! while it has cell mates is one Raft group ([`tidings_replica::ReplicaGroup`]) among the first
+//! `[storage] replicas` brokers of its cell, and this broker also holds the groups of its cell
+//! mates' pubends. This module is the groups' shell: their journals in one `tidings-store` under
+//! `<data dir>/replicas` (one store pubend per group), their messages as REPLICA frames in the
+//! cell links' guaranteed lanes, their ticks from the driver's loop, and the membership of each
+//! group in `<data dir>/replica-groups`. What a group decides for publishers (acknowledged,
+//! refused) goes back to the driver as [`Outcome`]s; `gate` is the driver's side.
+//!
+//! Membership: the host picks the voters when it creates the group (itself first, then its
+//! linked cell mates by name), and the voters travel with every frame, so a mate learns a group
+//! from its first message. Every replica starts a group with an empty journal by fencing
+//! (`ReplicaGroup::rejoin`): its mates' terms tell a new group (all 0) from a wiped disk.
+
+mod gate;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tidings_delivery::{PubendId, PublisherId};
+use tidings_replica::{Action, Envelope, GroupSettings, Input, Journal, ReplicaGroup, ReplicaId};
+use tidings_route::{BrokerName, CellName};
+use tidings_store::{Completion, CompletionSink, Store, Token};
+use tidings_wire::peer::{PeerFrame, Replica, MAX_REPLICA_VOTERS};
+use tokio::sync::mpsc;
+use tracing::{error, info, warn};
+
+pub(super) use gate::Quorum;
+
+use super::{Command, GuaranteedError};
+use crate::cluster::Cluster;
+
+/// One raft tick: heartbeats every 2 (200 ms), elections after 10 to 10 + rank (1 to 1.3 s).
+pub(super) const TICK: Duration = Duration::from_millis(100);
+
+/// A broker's replica id in every group: raft-rs's peer id, the same on every broker.
+pub(super) fn replica_id(name: &str) -> ReplicaId {
+    tidings_wire::hash::fnv1a(name.as_bytes()).max(1)
+}
+
+/// What a group decided for a publisher.
+pub(super) enum Outcome {
+    /// A quorum synced the publish and this broker led when it was applied.
+    Acked { pubend: PubendId, publisher: PublisherId, seq: u64 },
+    /// This broker cannot log it now (it does not lead the group).
+    Refused { pubend: PubendId, publisher: PublisherId, seq: u64, why: String },
+    /// This broker leads the group in a new term: what it proposed before and is not yet
+    /// acknowledged will never be (the core forgets it), so it must be proposed again.
+    Leads { pubend: PubendId },
+}
+
+struct Group {
+    replica: ReplicaGroup,
+    journal: Journal,
+    voters: Vec<ReplicaId>,
+    /// A journal write failed: no later write is reported synced (that would vouch for it).
+    failed: bool,
+}
+
+/// Hands the journal writer's completions to the driver.
+struct Sink(mpsc::UnboundedSender<Command>);
+
+impl CompletionSink for Sink {
+    fn complete(&mut self, group: Vec<Completion>) {
+        let _ = self.0.send(Command::ReplicaSynced(group));
+    }
+}
+
+/// Every replica group on this broker.
+pub(crate) struct Replicas {
+    cluster: Arc<Cluster>,
+    me: ReplicaId,
+    cell: CellName,
+    /// `[storage] replicas` (0: 3, or the whole cell if smaller).
+    size: usize,
+    /// Cell mates ever linked, by replica id.
+    mates: BTreeMap<ReplicaId, BrokerName>,
+    store: Store,
+    groups: BTreeMap<PubendId, Group>,
+    membership: PathBuf,
+    /// Journal writes in flight: token to (group, write number).
+    tokens: BTreeMap<u64, (PubendId, u64)>,
+    next_token: u64,
+    next_tick: Instant,
+}
+
+impl Replicas {
+    /// Opens the journals and restarts every group this broker was in; `None` when this broker
+    /// takes part in no network or `[storage] replicas` is 1.
+    pub(super) fn open(
+        data_dir: &Path,
+        (options, fs, size): (tidings_store::Options, Arc<dyn tidings_store::Fs>, usize),
+        cluster: Arc<Cluster>,
+        tx: mpsc::UnboundedSender<Command>,
+    ) -> Result<Option<Replicas>, GuaranteedError> {
+        if !cluster.is_enabled() || size == 1 {
+            return Ok(None);
+        }
+        let fail = |e: String| GuaranteedError::Replicas(e);
+        let (store, _) =
+            Store::open_with(fs, &data_dir.join("replicas"), options, Sink(tx)).map_err(|e| fail(e.to_string()))?;
+        let me = replica_id(cluster.name().as_str());
+        let mut replicas = Replicas {
+            me,
+            cell: cluster.cell().clone(),
+            cluster,
+            size,
+            mates: BTreeMap::new(),
+            store,
+            groups: BTreeMap::new(),
+            membership: data_dir.join("replica-groups"),
+            tokens: BTreeMap::new(),
+            next_token: 0,
+            next_tick: Instant::now(),
+        };
+        let text = match std::fs::read_to_string(&replicas.membership) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(fail(format!("{}: {e}", replicas.membership.display()))),
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse).collect();
+            match numbers.ok().and_then(|n| Some((*n.first()?, n.get(1..)?.to_vec()))) {
+                Some((pubend, voters)) => replicas.start(PubendId(pubend), voters).map_err(fail)?,
+                None => return Err(fail(format!("{}: unreadable line {line:?}", replicas.membership.display()))),
+            }
+        }
+        Ok(Some(replicas))
+    }
+
+    /// Starts this broker's replica of a group from its journal (fencing if it is empty).
+    fn start(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
+        let settings = GroupSettings::new(self.me, voters.clone());
+        let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
+            .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+        let replica = match recovered {
+            Some(recovered) => ReplicaGroup::restart(settings, recovered),
+            None => ReplicaGroup::rejoin(settings),
+        }
+        .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+        info!(pubend = pubend.0, ?voters, "replica group started");
+        self.groups.insert(pubend, Group { replica, journal, voters, failed: false });
+        Ok(())
+    }
+
+    /// Joins a group for the first time: its membership is made durable before anything else.
+    fn join(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
+        let line = std::iter::once(pubend.0).chain(voters.iter().copied()).map(|n| n.to_string()).collect::<Vec<_>>();
+        let write = || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.membership)?;
+            writeln!(file, "{}", line.join(" "))?;
+            file.sync_all()
+        };
+        write().map_err(|e| format!("{}: {e}", self.membership.display()))?;
+        self.start(pubend, voters)
+    }
+
+    /// A link to `peer` of `cell` came up: a cell mate may hold replicas of our pubends.
+    pub(super) fn peer_up(&mut self, peer: &BrokerName, cell: &CellName) {
+        if *cell == self.cell {
+            self.mates.insert(replica_id(peer.as_str()), peer.clone());
+        }
+    }
+
+    /// Whether `pubend`'s log is a group here.
+    pub(super) fn is_replicated(&self, pubend: PubendId) -> bool {
+        self.groups.contains_key(&pubend)
+    }
+
+    /// Makes a new pubend of this broker a group: `Ok(false)` if it stays on this broker alone
+    /// (no cell mate ever linked), `Err` if its replicas are not linked now.
+    pub(super) fn create(&mut self, pubend: PubendId) -> Result<bool, String> {
+        let size = match self.size {
+            0 => (1 + self.mates.len()).min(3),
+            n => n,
+        };
+        if size <= 1 {
+            return Ok(false);
+        }
+        let mut linked: Vec<&BrokerName> = self.mates.values().filter(|m| self.cluster.is_linked(m)).collect();
+        linked.sort();
+        if linked.len() + 1 < size {
+            return Err(format!("{} of the {size} replicas a new pubend needs are linked", linked.len() + 1));
+        }
+        let voters = std::iter::once(self.me).chain(linked.iter().take(size - 1).map(|m| replica_id(m.as_str())));
+        self.join(pubend, voters.collect())?;
+        Ok(true)
+    }
+
+    /// `Err` with the reason when fewer replicas than a quorum are linked.
+    pub(super) fn quorum_reachable(&self, pubend: PubendId) -> Result<(), String> {
+        let Some(group) = self.groups.get(&pubend) else { return Ok(()) };
+        let live = group
+            .voters
+            .iter()
+            .filter(|&&v| v == self.me || self.mates.get(&v).is_some_and(|m| self.cluster.is_linked(m)))
+            .count();
+        let quorum = group.voters.len() / 2 + 1;
+        match live >= quorum {
+            true => Ok(()),
+            false => Err(format!(
+                "{live} of the pubend's {} replicas are reachable, a quorum is {quorum}",
+                group.voters.len()
+            )),
+        }
+    }
+
+    /// Whether this broker leads `pubend`'s group now.
+    pub(super) fn leads(&self, pubend: PubendId) -> bool {
+        self.groups.get(&pubend).is_some_and(|g| g.replica.leading().is_some())
+    }
+
+    /// Feeds one input to a group and carries out what it says.
+    pub(super) fn handle(&mut self, pubend: PubendId, input: Input) -> Vec<Outcome> {
+        let now = super::driver::now().0;
+        let Some(group) = self.groups.get_mut(&pubend) else { return Vec::new() };
+        let actions = group.replica.handle(now, input);
+        self.carry_out(pubend, actions)
+    }
+
+    /// A REPLICA frame from linked peer `from`.
+    pub(super) fn received(&mut self, from: &BrokerName, frame: Replica) -> Vec<Outcome> {
+        let sender = replica_id(from.as_str());
+        let pubend = PubendId(frame.pubend.0);
+        if !self.mates.contains_key(&sender) {
+            warn!(%from, pubend = pubend.0, "a replica message from a broker outside this cell: dropped");
+            return Vec::new();
+        }
+        match self.groups.get(&pubend) {
+            Some(group) if group.voters != frame.voters => {
+                warn!(%from, pubend = pubend.0, "a replica message naming other voters than the group's: dropped");
+                return Vec::new();
+            }
+            Some(_) => {}
+            None => {
+                let mut sorted = frame.voters.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                let sound = sorted.len() == frame.voters.len()
+                    && (2..=MAX_REPLICA_VOTERS).contains(&sorted.len())
+                    && sorted.contains(&self.me)
+                    && sorted.contains(&sender);
+                if !sound {
+                    warn!(%from, pubend = pubend.0, voters = ?frame.voters, "a replica message for a group this broker cannot be in: dropped");
+                    return Vec::new();
+                }
+                if let Err(e) = self.join(pubend, frame.voters.clone()) {
+                    error!(pubend = pubend.0, error = %e, "cannot join a replica group");
+                    return Vec::new();
+                }
+            }
+        }
+        match Envelope::from_wire(&frame.body) {
+            Ok(msg) => self.handle(pubend, Input::Message { from: sender, msg }),
+            Err(e) => {
+                warn!(%from, pubend = pubend.0, error = %e, "a replica message that does not decode: dropped");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Ticks every group when a tick is due.
+    pub(super) fn tick(&mut self) -> Vec<Outcome> {
+        if Instant::now() < self.next_tick {
+            return Vec::new();
+        }
+        self.next_tick = Instant::now() + TICK;
+        let pubends: Vec<PubendId> = self.groups.keys().copied().collect();
+        pubends.into_iter().flat_map(|pubend| self.handle(pubend, Input::Tick)).collect()
+    }
+
+    /// When the next tick is due.
+    pub(super) fn next_tick(&self) -> Instant {
+        self.next_tick
+    }
+
+    /// Journal writes completed: each group learns its last write synced, in order.
+    pub(super) fn synced(&mut self, completions: &[Completion]) -> Vec<Outcome> {
+        let mut last: BTreeMap<PubendId, u64> = BTreeMap::new();
+        for completion in completions {
+            let Some((pubend, number)) = self.tokens.remove(&completion.token.0) else { continue };
+            let Some(group) = self.groups.get_mut(&pubend) else { continue };
+            if let Err(e) = &completion.result {
+                error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
+                group.failed = true;
+            }
+            if !group.failed {
+                last.insert(pubend, number);
+            }
+        }
+        last.into_iter().flat_map(|(pubend, number)| self.handle(pubend, Input::Persisted { number })).collect()
+    }
+
+    /// Carries out a group's actions; what concerns publishers goes back to the driver.
+    fn carry_out(&mut self, pubend: PubendId, actions: Vec<Action>) -> Vec<Outcome> {
+        let mut outcomes = Vec::new();
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => self.send(pubend, to, &msg),
+                Action::Persist(write) => {
+                    let Some(group) = self.groups.get_mut(&pubend) else { continue };
+                    self.next_token += 1;
+                    let record = group.journal.record(&write);
+                    match self.store.append(Token(self.next_token), record) {
+                        Ok(()) => {
+                            self.tokens.insert(self.next_token, (pubend, write.number));
+                        }
+                        Err(e) => {
+                            error!(pubend = pubend.0, error = %e, "the replica journal did not take a write");
+                            group.failed = true;
+                        }
+                    }
+                }
+                // The host's own pubend log holds what it published; the replicas' applied
+                // state is what a successor would serve from (not yet: docs/replication.md).
+                Action::Apply(_) => {}
+                Action::Acked { publisher, seq, .. } => {
+                    outcomes.push(Outcome::Acked { pubend, publisher: PublisherId(publisher), seq })
+                }
+                Action::Refused { publisher, seq, leader } => {
+                    let why = match leader.and_then(|l| self.mates.get(&l)) {
+                        Some(name) => format!("this broker does not lead the pubend's replica group ({name} does)"),
+                        None => "the pubend's replica group has no leader yet".to_string(),
+                    };
+                    outcomes.push(Outcome::Refused { pubend, publisher: PublisherId(publisher), seq, why });
+                }
+                Action::BecameLeader { term } => {
+                    info!(pubend = pubend.0, term, "leads its replica group");
+                    outcomes.push(Outcome::Leads { pubend });
+                }
+                Action::LostLeadership { term } => info!(pubend = pubend.0, term, "no longer leads its replica group"),
+                Action::Dropped { from, reason } => {
+                    let from = self.mates.get(&from).map_or_else(|| from.to_string(), |m| m.to_string());
+                    warn!(%from, pubend = pubend.0, %reason, "a replica message refused before raft: dropped");
+                }
+                Action::Fault { reason } => error!(pubend = pubend.0, %reason, "a replica group broke an invariant"),
+            }
+        }
+        outcomes
+    }
+
+    fn send(&self, pubend: PubendId, to: ReplicaId, msg: &Envelope) {
+        let (Some(name), Some(group)) = (self.mates.get(&to), self.groups.get(&pubend)) else { return };
+        let body = match msg.to_wire() {
+            Ok(body) => body,
+            Err(e) => return warn!(pubend = pubend.0, error = %e, "a replica message could not be encoded"),
+        };
+        let frame = PeerFrame::Replica(Replica {
+            pubend: tidings_wire::PubendId(pubend.0),
+            voters: group.voters.clone(),
+            body,
+        });
+        match frame.to_bytes() {
+            // A message a down link does not take is lost; raft sends again.
+            Ok(bytes) => drop(self.cluster.send_guaranteed(name, bytes)),
+            Err(e) => warn!(pubend = pubend.0, error = %e, "a replica frame could not be encoded"),
+        }
+    }
+}
