@@ -120,6 +120,23 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
         let groups = std::fs::read_to_string(node.data.join("replica-groups")).unwrap_or_default();
         assert_eq!(groups.lines().count(), 1, "{} holds a replica of p1's pubend", node.name);
     }
+    // /state shows the group at p1: led by p1, voters p1 first, both followers caught up.
+    wait_for("/state shows p1's group caught up", Duration::from_secs(10), || {
+        let state: Value =
+            serde_json::from_str(&tidings_testkit::http_get(b1.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+        let group = &state["guaranteed"]["replicas"][0];
+        group["leader"] == "p1"
+            && group["voters"] == serde_json::json!(["p1", "p2", "p3"])
+            && group["commit"].as_u64() >= Some(200)
+            && group["lag"] == serde_json::json!([["p2", 0], ["p3", 0]])
+    });
+    let pubend = all[0]["pubend"].as_str().unwrap().to_string();
+    let gauge = |b: &BrokerProcess, name: &str| b.metric(&format!("tidings_gd_{name}{{pubend=\"{pubend}\"}}")).ok();
+    wait_for("the metrics show p1 leading, p2 following the commits", Duration::from_secs(10), || {
+        gauge(&b1, "replica_leading") == Some(1.0)
+            && gauge(&b2, "replica_leading") == Some(0.0)
+            && gauge(&b2, "replica_commit") >= Some(200.0)
+    });
 
     // (b) p2's disk is wiped: SIGKILL, empty data directory, restart. It rejoins behind the
     // fences and the group keeps acknowledging (a quorum is p1 and p3, then p2 again).

@@ -33,6 +33,7 @@ pub mod journal;
 mod ready;
 mod rejoin;
 pub mod state;
+mod status;
 
 pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
@@ -42,3 +43,4 @@ pub use group::{
 pub use journal::{Journal, JournalError};
 pub use raft::eraftpb::{Entry, HardState, Message};
 pub use state::{Outcome, PubendReplica, Record};
+pub use status::Status;

@@ -247,6 +247,12 @@ fn the_lead_returns_to_the_preferred_replica() {
     g.tick_all(40);
     let leaders: Vec<_> = g.replicas.iter().filter(|(_, r)| r.leading().is_some()).map(|(&id, _)| id).collect();
     assert_eq!(leaders, vec![1], "the lead went back to the first voter");
+    let status = g.replicas[&1].status();
+    assert_eq!(status.leader, Some(1));
+    assert_eq!((status.commit, status.applied), (status.last_index, status.last_index), "{status:?}");
+    assert_eq!(status.lag, vec![(2, 0), (3, 0)], "both followers hold the whole log");
+    assert_eq!(g.replicas[&2].status().leader, Some(1));
+    assert!(g.replicas[&2].status().lag.is_empty(), "only the leader knows the lag");
     assert!(g.still_commits());
 }
 

@@ -112,6 +112,14 @@ pub struct GuaranteedMetrics {
     pub release_lag_ms: Family<PubendLabel, Gauge>,
     /// Per pubend: the largest lag of a local guaranteed subscription behind its clock, ms.
     pub subend_lag_ms_max: Family<PubendLabel, Gauge>,
+    /// Per replica group here: its term as this broker sees it.
+    pub replica_term: Family<PubendLabel, Gauge>,
+    /// Per replica group here: its commit index as this broker knows it.
+    pub replica_commit: Family<PubendLabel, Gauge>,
+    /// Per replica group here: 1 while this broker leads it.
+    pub replica_leading: Family<PubendLabel, Gauge>,
+    /// Per replica group this broker leads: the entries its furthest follower lacks.
+    pub replica_lag_max: Family<PubendLabel, Gauge>,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -175,6 +183,10 @@ impl GuaranteedMetrics {
             horizon_lag_ms: Family::default(),
             release_lag_ms: Family::default(),
             subend_lag_ms_max: Family::default(),
+            replica_term: Family::default(),
+            replica_commit: Family::default(),
+            replica_leading: Family::default(),
+            replica_lag_max: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
             durable_created: Counter::default(),
@@ -245,6 +257,11 @@ impl GuaranteedMetrics {
         );
         let lag = m.subend_lag_ms_max.clone();
         r.register("subend_lag_ms_max", "Largest lag of a local guaranteed subscription (ms)", lag);
+        r.register("replica_term", "Term of each replica group here", m.replica_term.clone());
+        r.register("replica_commit", "Commit index of each replica group here", m.replica_commit.clone());
+        r.register("replica_leading", "1 while this broker leads the replica group", m.replica_leading.clone());
+        let lag = m.replica_lag_max.clone();
+        r.register("replica_lag_max", "Entries the furthest follower of a group led here lacks", lag);
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());

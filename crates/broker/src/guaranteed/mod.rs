@@ -36,7 +36,7 @@ mod retention;
 mod state;
 mod subscribe;
 
-pub use state::{DurableState, DurableStream, GuaranteedState, PubendState};
+pub use state::{DurableState, DurableStream, GuaranteedState, PubendState, ReplicaGroupState};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

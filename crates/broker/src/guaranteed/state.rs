@@ -22,6 +22,31 @@ pub struct GuaranteedState {
     pub pubends: Vec<PubendState>,
     /// Durable subscriptions, held by a client or not.
     pub durables: Vec<DurableState>,
+    /// The replica groups this broker is in (docs/replication.md).
+    pub replicas: Vec<ReplicaGroupState>,
+}
+
+/// One pubend's replica group as this broker sees it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplicaGroupState {
+    /// The pubend, as 16 hex digits.
+    pub pubend: String,
+    /// The voters (broker names; a replica id when the broker is not known here), host first.
+    pub voters: Vec<String>,
+    /// The leader this broker last heard from.
+    pub leader: Option<String>,
+    /// Its term here.
+    pub term: u64,
+    /// Its log's last index here.
+    pub last_index: u64,
+    /// Its commit index as known here.
+    pub commit: u64,
+    /// Applied here.
+    pub applied: u64,
+    /// True while this replica is behind its wipe fences (it may not vote yet).
+    pub fenced: bool,
+    /// On the leader: each follower and the entries it lacks.
+    pub lag: Vec<(String, u64)>,
 }
 
 /// One durable subscription, for `/state` and `tidings durable ls`.
@@ -111,7 +136,17 @@ impl Driver {
         self.snapshot_at = Some(Instant::now());
         let pubends = self.pubends().into_iter().filter_map(|pubend| self.pubend_state(pubend)).collect();
         let durables = self.durables.by_name.iter().map(|(name, durable)| self.durable_state(name, durable)).collect();
-        *self.state.lock() = GuaranteedState { subends: self.subends.len(), pubends, durables };
+        let replicas = self.replicas.as_ref().map(|r| r.states()).unwrap_or_default();
+        for group in &replicas {
+            let label = super::metrics::PubendLabel { pubend: group.pubend.clone() };
+            self.metrics.replica_term.get_or_create(&label).set(group.term as i64);
+            self.metrics.replica_commit.get_or_create(&label).set(group.commit as i64);
+            let leading = group.leader.as_deref() == Some(self.broker.as_str());
+            self.metrics.replica_leading.get_or_create(&label).set(i64::from(leading));
+            let lag = group.lag.iter().map(|(_, behind)| *behind).max().unwrap_or(0);
+            self.metrics.replica_lag_max.get_or_create(&label).set(lag as i64);
+        }
+        *self.state.lock() = GuaranteedState { subends: self.subends.len(), pubends, durables, replicas };
     }
 
     fn durable_state(&self, name: &str, durable: &super::durable::Durable) -> DurableState {

@@ -97,7 +97,15 @@ impl Driver {
     pub(in crate::guaranteed) fn answer_when_replicated(&mut self, key: Key, ack: Ack<Waiter>) {
         let replicated = self.replicas.as_ref().is_some_and(|r| r.is_replicated(key.0));
         if replicated && !self.quorum.acked.remove(&key) {
-            self.quorum.parked.insert(key, ack);
+            if self.quorum.proposed.contains_key(&key) {
+                self.quorum.parked.insert(key, ack);
+            } else {
+                // The group refused it (it lost the lead meanwhile): the publisher may retry.
+                let why = "the pubend's replica group did not take the publish";
+                let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
+                ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
+                self.metrics.publishes_refused.inc();
+            }
             return;
         }
         self.answer(key, ack);

@@ -124,7 +124,13 @@ impl Replicas {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse).collect();
             match numbers.ok().and_then(|n| Some((*n.first()?, n.get(1..)?.to_vec()))) {
-                Some((pubend, voters)) => replicas.start(PubendId(pubend), voters).map_err(fail)?,
+                // A damaged journal keeps this replica out of its group (the others go on);
+                // the broker serves everything else.
+                Some((pubend, voters)) => {
+                    if let Err(e) = replicas.start(PubendId(pubend), voters) {
+                        error!(error = %e, "a replica group cannot restart here");
+                    }
+                }
                 None => return Err(fail(format!("{}: unreadable line {line:?}", replicas.membership.display()))),
             }
         }
@@ -340,6 +346,33 @@ impl Replicas {
             }
         }
         outcomes
+    }
+
+    /// Every group's standing, for `/state` and the metrics.
+    pub(super) fn states(&self) -> Vec<super::ReplicaGroupState> {
+        let name = |id: ReplicaId| match id == self.me {
+            true => self.cluster.name().to_string(),
+            false => self.mates.get(&id).map_or_else(|| id.to_string(), |m| m.to_string()),
+        };
+        self.groups
+            .iter()
+            .map(|(pubend, group)| {
+                let status = group.replica.status();
+                let mut lag: Vec<(String, u64)> = status.lag.iter().map(|&(id, behind)| (name(id), behind)).collect();
+                lag.sort();
+                super::ReplicaGroupState {
+                    pubend: format!("{:016x}", pubend.0),
+                    voters: group.voters.iter().map(|&v| name(v)).collect(),
+                    leader: status.leader.map(name),
+                    term: status.term,
+                    last_index: status.last_index,
+                    commit: status.commit,
+                    applied: status.applied,
+                    fenced: status.fenced,
+                    lag,
+                }
+            })
+            .collect()
     }
 
     fn send(&self, pubend: PubendId, to: ReplicaId, msg: &Envelope) {

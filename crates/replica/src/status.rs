@@ -1,0 +1,54 @@
+//! [`Status`]: where a group stands on one replica, for an operator (`/state`, metrics): who
+//! leads, in which term, how far the log is committed and applied, and, on the leader, how far
+//! each follower lags. Read-only; nothing here changes the group.
+
+use crate::group::{Phase, ReplicaGroup, ReplicaId};
+
+/// One replica's view of its group.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Status {
+    /// The term this replica is in (0 while a wiped replica is still fencing).
+    pub term: u64,
+    /// The leader it last heard from, if any (itself when it leads).
+    pub leader: Option<ReplicaId>,
+    /// Its log's last index.
+    pub last_index: u64,
+    /// The highest index it knows committed.
+    pub commit: u64,
+    /// The highest index it applied.
+    pub applied: u64,
+    /// True while it may not vote or campaign (wiped, not caught up: see `rejoin`).
+    pub fenced: bool,
+    /// On the leader: each other voter and how many entries it is behind the leader's log, by
+    /// replica id.
+    pub lag: Vec<(ReplicaId, u64)>,
+}
+
+impl ReplicaGroup {
+    /// Where this group stands here.
+    pub fn status(&self) -> Status {
+        let Phase::Running(running) = &self.phase else { return Status { fenced: true, ..Status::default() } };
+        let raft = &running.raw.raft;
+        let last_index = raft.raft_log.last_index();
+        let lag = match running.leading {
+            Some(_) => raft
+                .prs()
+                .iter()
+                .filter(|(&id, _)| id != self.settings.id)
+                .map(|(&id, progress)| (id, last_index.saturating_sub(progress.matched)))
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into_iter()
+                .collect(),
+            None => Vec::new(),
+        };
+        Status {
+            term: raft.term,
+            leader: Some(raft.leader_id).filter(|&l| l != 0),
+            last_index,
+            commit: raft.raft_log.committed,
+            applied: raft.raft_log.applied,
+            fenced: self.withholding_vote(),
+            lag,
+        }
+    }
+}
