@@ -274,30 +274,6 @@ impl ReplicaGroup {
         }
         out
     }
-
-    /// The term this replica leads, if it does.
-    pub fn leading(&self) -> Option<u64> {
-        match &self.phase {
-            Phase::Running(running) => running.leading,
-            Phase::Fencing { .. } => None,
-        }
-    }
-
-    /// The applied state (`None` while a wiped replica is still fencing).
-    pub fn state(&self) -> Option<&PubendReplica> {
-        match &self.phase {
-            Phase::Running(running) => Some(&running.state),
-            Phase::Fencing { .. } => None,
-        }
-    }
-
-    /// True while this replica may not vote or campaign (wiped and not yet caught up).
-    pub fn withholding_vote(&self) -> bool {
-        match &self.phase {
-            Phase::Running(running) => running.rejoin_term != 0,
-            Phase::Fencing { .. } => true,
-        }
-    }
 }
 
 impl Running {
@@ -400,22 +376,6 @@ impl Running {
             self.pending.insert((publisher, seq), term);
         } else {
             out.push(Action::Refused { publisher, seq, leader: None });
-        }
-    }
-
-    /// A leader that is not the group's preferred replica (the first voter: the pubend's host,
-    /// where its publishers and its stream are) hands the lead back once that replica is live
-    /// and holds the whole log, so the transfer is immediate (raft-rs drops proposals while one
-    /// is under way, and would wait an election timeout for a replica that is down).
-    fn hand_back(&mut self, settings: &GroupSettings) {
-        let Some(&preferred) = settings.voters.first() else { return };
-        if self.leading.is_none() || preferred == settings.id || self.raw.raft.lead_transferee.is_some() {
-            return;
-        }
-        let last = self.raw.raft.raft_log.last_index();
-        let ready = self.raw.raft.prs().get(preferred).is_some_and(|p| p.recent_active && p.matched == last);
-        if ready {
-            self.raw.transfer_leader(preferred);
         }
     }
 

@@ -146,4 +146,20 @@ impl Running {
             out.push(Action::BecameLeader { term });
         }
     }
+
+    /// A leader that is not the group's preferred replica (the first voter: the pubend's host,
+    /// where its publishers and its stream are) hands the lead back once that replica is live
+    /// and holds the whole log, so the transfer is immediate (raft-rs drops proposals while one
+    /// is under way, and would wait an election timeout for a replica that is down).
+    pub(crate) fn hand_back(&mut self, settings: &GroupSettings) {
+        let Some(&preferred) = settings.voters.first() else { return };
+        if self.leading.is_none() || preferred == settings.id || self.raw.raft.lead_transferee.is_some() {
+            return;
+        }
+        let last = self.raw.raft.raft_log.last_index();
+        let ready = self.raw.raft.prs().get(preferred).is_some_and(|p| p.recent_active && p.matched == last);
+        if ready {
+            self.raw.transfer_leader(preferred);
+        }
+    }
 }

@@ -1,8 +1,10 @@
 //! [`Status`]: where a group stands on one replica, for an operator (`/state`, metrics): who
 //! leads, in which term, how far the log is committed and applied, and, on the leader, how far
-//! each follower lags. Read-only; nothing here changes the group.
+//! each follower lags; and the accessors the shell reads (leading, applied state, fenced).
+//! Read-only; nothing here changes the group.
 
 use crate::group::{Phase, ReplicaGroup, ReplicaId};
+use crate::state::PubendReplica;
 
 /// One replica's view of its group.
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
@@ -25,6 +27,30 @@ pub struct Status {
 }
 
 impl ReplicaGroup {
+    /// The term this replica leads, if it does.
+    pub fn leading(&self) -> Option<u64> {
+        match &self.phase {
+            Phase::Running(running) => running.leading,
+            Phase::Fencing { .. } => None,
+        }
+    }
+
+    /// The applied state (`None` while a wiped replica is still fencing).
+    pub fn state(&self) -> Option<&PubendReplica> {
+        match &self.phase {
+            Phase::Running(running) => Some(&running.state),
+            Phase::Fencing { .. } => None,
+        }
+    }
+
+    /// True while this replica may not vote or campaign (wiped and not yet caught up).
+    pub fn withholding_vote(&self) -> bool {
+        match &self.phase {
+            Phase::Running(running) => running.rejoin_term != 0,
+            Phase::Fencing { .. } => true,
+        }
+    }
+
     /// Where this group stands here.
     pub fn status(&self) -> Status {
         let Phase::Running(running) = &self.phase else { return Status { fenced: true, ..Status::default() } };
