@@ -178,6 +178,9 @@ impl GdLayer {
                 }
             }
             Command::Attach { subend, durable } => {
+                if durable {
+                    node.clients.created(subend);
+                }
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendAttach { pubend, subend, start: None, durable }, out);
                 }
@@ -185,6 +188,7 @@ impl GdLayer {
             Command::ClientAway { subend } => self.client_away(node, store, now, subend, out),
             Command::ClientBack { subend } => self.client_back(node, store, now, subend, out),
             Command::Detach { subend } => {
+                node.clients.removed(subend);
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendDetach { pubend, subend }, out);
                 }
@@ -262,6 +266,7 @@ impl GdLayer {
                 // Stored with the start (the shell writes it before promising anything).
                 if let Some(durable) = sub.durable.as_mut() {
                     durable.checkpoint.entry(pubend).or_insert(start.prev());
+                    node.clients.started(subend, pubend, start);
                 }
             }
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
@@ -306,9 +311,9 @@ impl GdLayer {
                 if node.sync_at.is_some_and(|at| at <= now) {
                     self.sync(node, store, now, out);
                 }
-                if node.clients.deadline().is_some_and(|at| at <= now) {
-                    self.run_clients(node, store, now, out);
-                }
+                // Every tick, as the broker's driver flushes checkpoints after every event: a
+                // checkpoint may also move over ticks that did not match (`Checkpoints::flush`).
+                self.run_clients(node, store, now, out);
                 if node.engine.next_deadline().is_some_and(|d| d <= now) {
                     self.drive(node, store, now, Input::Tick, out);
                 }
