@@ -8,6 +8,7 @@
 //!   vouched summaries.
 //! - [`journal`]: the core's store actions and inputs in `tidings-store`'s terms, both ways
 //!   (what an opened log recovered, submits, reads, completions).
+//! - [`local`]: the local subscriptions' index, which subends a message matches.
 //! - [`publishes`]: the retry table and when a publish is acknowledged (after its group
 //!   commit's sync; a retry after a lost PUBLISH_ACK with its first attempt's tick).
 //! - [`starts`]: where a subscription starts once its barrier is confirmed (never below
@@ -22,5 +23,6 @@ pub mod durables;
 pub mod edges;
 pub mod hush;
 pub mod journal;
+pub mod local;
 pub mod publishes;
 pub mod starts;

@@ -223,6 +223,7 @@ impl GdLayer {
             (pubends, restored)
         };
         for (subend, checkpoints) in &restored {
+            node.engine.matcher_mut().insert(*subend);
             node.clients.checkpoints.restore(*subend, checkpoints.clone());
         }
         for &pubend in &pubends {

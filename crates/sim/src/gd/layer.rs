@@ -178,6 +178,7 @@ impl GdLayer {
                 }
             }
             Command::Attach { subend, durable } => {
+                node.engine.matcher_mut().insert(subend);
                 if durable {
                     node.clients.created(subend);
                 }
@@ -189,6 +190,7 @@ impl GdLayer {
             Command::ClientBack { subend } => self.client_back(node, store, now, subend, out),
             Command::Detach { subend } => {
                 node.clients.removed(subend);
+                node.engine.matcher_mut().local.remove(subend);
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendDetach { pubend, subend }, out);
                 }
@@ -337,7 +339,7 @@ impl Layer for GdLayer {
             *starts += 1;
             *starts
         };
-        let matcher = SimMatcher { node: index, world: self.world.clone(), router: None };
+        let matcher = SimMatcher::new(index, self.world.clone());
         let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
         let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
         GdNode {
