@@ -211,18 +211,10 @@ impl GdLayer {
     fn routing(&self, node: &mut GdNode, store: &mut Disk, now: Millis, gd: GdAction, out: &mut Out) {
         match gd {
             GdAction::NextTicksWanted { round, pubends } => {
-                let world = self.world.borrow();
-                let now_tick = self.settings.ticks(now.0) + 1;
-                let ticks = pubends
-                    .iter()
-                    .map(|p| {
-                        let assigned = world.assigned.get(&PubendId(p.0)).map_or(0, |t| t.0 + 1);
-                        // A restarted broker's clock may be behind: the pubend's own horizon
-                        // (its silence runs up to its lease) bounds the next tick from below.
-                        let horizon = node.engine.inspect(PubendId(p.0)).map_or(0, |v| v.horizon().0);
-                        (*p, tidings_route::Tick(now_tick.max(assigned).max(horizon)))
-                    })
-                    .collect();
+                // The broker's answer: the next tick as its pubend's stream knows it.
+                let next =
+                    |p: &tidings_route::PubendId| tidings_node::starts::next_tick(node.engine.inspect(PubendId(p.0)));
+                let ticks = pubends.iter().map(|p| (*p, tidings_route::Tick(next(p).0))).collect();
                 out.push(LayerOutput::Route(tidings_route::Input::NextTicks { round, ticks }));
             }
             GdAction::BarrierConfirmed { number, ticks } => {
