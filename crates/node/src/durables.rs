@@ -30,6 +30,9 @@ pub const RETRY_MS: u64 = 1000;
 /// pubend's clock) past it.
 pub const PASSED_TICKS: u64 = 1_000_000;
 
+/// A tick per pubend (what a subscription acknowledged, or what is stored for it).
+pub type Ticks = BTreeMap<PubendId, Tick>;
+
 /// One checkpoint write: `(subend, pubend, tick)` per checkpoint moved.
 pub type Batch = Vec<(SubendId, PubendId, Tick)>;
 
@@ -97,7 +100,7 @@ impl Checkpoints {
     }
 
     /// Per pubend, what `subend`'s clients acknowledged and what is stored (for reports).
-    pub fn of(&self, subend: SubendId) -> Option<(&BTreeMap<PubendId, Tick>, &BTreeMap<PubendId, Tick>)> {
+    pub fn of(&self, subend: SubendId) -> Option<(&Ticks, &Ticks)> {
         self.entries.get(&subend).map(|entry| (&entry.acked, &entry.saved))
     }
 

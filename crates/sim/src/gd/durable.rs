@@ -1,15 +1,17 @@
-//! Durable subscribers (seed 004's persistent clients) at their broker, the SHB: the shell the
-//! broker's `guaranteed/durable.rs` is, over the simulator's clock.
+//! Durable subscribers (seed 004's persistent clients) at their broker, the SHB: the broker's
+//! own checkpoint bookkeeping (`tidings_node::durables`, which its `guaranteed/durable.rs`
+//! drives too) over the simulator's clock and store.
 //!
 //! A delivery goes into the client's outbox and reaches the application after a seeded delay;
 //! the application acknowledges what it received after another; the acknowledgement, once at
-//! the SHB, is written to its checkpoint store after a third, and only then fed to the engine
-//! as [`Input::SubendCheckpoint`]. Everything in between is soft state of the SHB ([`Clients`])
-//! and is lost at its crash or, for the outbox and the acknowledgements on their way, when
-//! the client goes away; the stored checkpoint ([`Durable::checkpoint`]) survives both. The
-//! application keeps what it received: a redelivery of a tick at or below the last it
-//! received is skipped (and acknowledged again), as the real client does, and every new tick
-//! is judged against Expected (I5).
+//! the SHB, goes to [`Checkpoints`], which batches the checkpoints that moved into one write at
+//! a time; the write lands in the store after a third delay, and only then are its
+//! [`Input::SubendCheckpoint`]s fed to the engine. Everything in between is soft state of the
+//! SHB ([`Clients`]) and is lost at its crash or, for the outbox and the acknowledgements on
+//! their way, when the client goes away; the stored checkpoint ([`Durable::checkpoint`], the
+//! store the broker keeps in redb) survives both. The application keeps what it received: a
+//! redelivery of a tick at or below the last it received is skipped (and acknowledged again),
+//! as the real client does, and every new tick is judged against Expected (I5).
 
 use std::collections::VecDeque;
 
