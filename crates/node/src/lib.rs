@@ -8,16 +8,21 @@
 //!   vouched summaries.
 //! - [`journal`]: the core's store actions and inputs in `tidings-store`'s terms, both ways
 //!   (what an opened log recovered, submits, reads, completions).
+//! - [`local`]: the local subscriptions' index, which subends a message matches.
 //! - [`publishes`]: the retry table and when a publish is acknowledged (after its group
 //!   commit's sync; a retry after a lost PUBLISH_ACK with its first attempt's tick).
 //! - [`starts`]: where a subscription starts once its barrier is confirmed (never below
 //!   what the stream here can still serve).
+//! - [`durables`]: durable subscribers' checkpoints (when an acknowledgement is written and
+//!   when the core may act on it) and the order subends attach to a stream in.
 //! - [`hush`]: rate-limited warnings (a fault hitting every message says so once, with a count).
 //!
 //! Nothing here runs a thread, a timer or a socket: callers bring their own time and I/O.
 
+pub mod durables;
 pub mod edges;
 pub mod hush;
 pub mod journal;
+pub mod local;
 pub mod publishes;
 pub mod starts;

@@ -1,5 +1,6 @@
-//! Where a local subscription starts on a stream once its barrier is confirmed: the rule the
-//! broker's driver and the simulator both apply before telling anyone the start.
+//! Where a local subscription starts on a stream: the start a pubend's broker answers for a
+//! barrier ([`next_tick`]) and, once the barrier is confirmed, the rule the broker's driver and
+//! the simulator both apply before telling anyone the start ([`confirmed_start`]).
 //!
 //! A barrier's start σ for a pubend is the pubend's next tick as its broker answered one round
 //! of routing. Rounds overlap: a barrier confirmed later may carry a σ taken earlier, below
@@ -15,6 +16,15 @@
 //! or above it.
 
 use tidings_delivery::{StreamView, SubendId, Tick};
+
+/// The start a pubend's broker answers for its pubend in a round of routing (and confirms a
+/// subscription it has no network for with): the tick the next publish gets at the earliest,
+/// as the pubend's stream in the core knows it (`view`; `None` before the log is open: tick 1).
+/// The broker and the simulator answer from the same stream, so a simulated barrier carries
+/// the start the broker would have given.
+pub fn next_tick(view: Option<StreamView<'_>>) -> Tick {
+    view.and_then(|view| view.next_tick()).unwrap_or(Tick(1))
+}
 
 /// The start of `subend` on the stream `view` shows (`None`: no stream here yet), given the
 /// barrier's `sigma`.

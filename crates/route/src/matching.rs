@@ -57,6 +57,12 @@ impl RouteFilter {
     pub fn text(&self) -> &FilterText {
         &self.text
     }
+
+    /// The parsed pattern and selector: what a broker's local index of its own subscriptions
+    /// (`tidings_node::local`) is built from.
+    pub fn filter(&self) -> &tidings_matching::Filter {
+        &self.filter
+    }
 }
 
 impl TryFrom<FilterText> for RouteFilter {
@@ -109,6 +115,12 @@ impl Probe {
     /// Wraps a message for one routing decision.
     pub fn new(message: &Message) -> Probe {
         Probe { message: message.clone() }
+    }
+
+    /// The message itself: a simulated broker matches its local subscriptions against it as
+    /// the broker does against the message it decoded.
+    pub fn message(&self) -> &Message {
+        &self.message
     }
 
     /// The message's topic.

@@ -272,8 +272,9 @@ impl Driver {
         self.attach_late(pubend, Some(start));
     }
 
+    /// The start a new subscription gets on `pubend` here (`tidings_node::starts::next_tick`).
     pub(super) fn next_tick(&self, pubend: PubendId) -> Tick {
-        self.engine.inspect(pubend).and_then(|view| view.next_tick()).unwrap_or(Tick(1))
+        tidings_node::starts::next_tick(self.engine.inspect(pubend))
     }
 
     fn command(&mut self, command: Command) {

@@ -7,21 +7,20 @@
 //! pubend's log) at its checkpoint; its filter stays in the routing summaries, so upstream
 //! never turns its messages into F.
 //!
-//! The order that makes a crash lose nothing: a DELIVERY_ACK moves the name's in-memory
-//! `acked`; checkpoints are written in batches, one transaction in flight at a time, off the
-//! driver's task; only once a write is durable is [`Input::SubendCheckpoint`] fed, and only then
-//! may the core acknowledge those ticks upstream. After a restart the name resumes from the
-//! stored checkpoint: ticks acknowledged by a client but not yet written come again (the
-//! client skips ticks it already has), never fewer.
+//! The order that makes a crash lose nothing (an acknowledgement reaches the core only once
+//! its checkpoint is durable) is `tidings_node::durables`, which the simulator runs too; this
+//! shell names the subscriptions, writes the batches to the [`DurableStore`] off the driver's
+//! task, and feeds what the written ones allow.
 //!
 //! Sessions claim names through [`Claims`] synchronously (so a second holder is refused at
 //! once, with the other refusals); the driver learns of claims through its commands, in order.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tidings_delivery::{Input, Millis, PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
+use tidings_node::durables::Checkpoints;
 use tidings_wire::{Notice, ReasonCode, SubId, Subscribed};
 use tracing::{info, warn};
 
@@ -129,45 +128,26 @@ pub struct DurableSpec {
     pub selector: Option<String>,
 }
 
-/// One durable name in the driver.
+/// One durable name in the driver: what names it (its checkpoints are in
+/// [`Durables::checkpoints`], under its subend).
 pub(super) struct Durable {
     pub(super) record: Record,
     pub(super) subend: SubendId,
-    /// Per pubend, the last tick its clients acknowledged (or one before its start).
-    pub(super) acked: BTreeMap<PubendId, Tick>,
-    /// Per pubend, the checkpoint in the store (fed to the core).
-    pub(super) saved: BTreeMap<PubendId, Tick>,
-    /// A session holds it.
-    pub(super) held: bool,
-    /// Per pubend, the last tick handed to its outbox.
-    pub(super) delivered: BTreeMap<PubendId, Tick>,
 }
 
-/// Every durable name, and the checkpoint writer's state.
+/// Every durable name, and their checkpoints (`tidings_node::durables`, the bookkeeping the
+/// simulator runs too).
 pub(super) struct Durables {
     pub(super) store: Arc<DurableStore>,
     pub(super) claims: Arc<parking_lot::Mutex<Claims>>,
     pub(super) by_name: BTreeMap<String, Durable>,
     pub(super) by_subend: BTreeMap<SubendId, String>,
-    /// Checkpoints moved and not yet written.
-    dirty: BTreeSet<(String, PubendId)>,
-    /// A write is in flight (one at a time, so writes land in order).
-    writing: bool,
-    /// The next write starts no earlier than this (after a failure: a second later; after a
-    /// success: [`CHECKPOINT_EVERY`] later).
-    retry_at: Option<std::time::Instant>,
-    /// A client left: its last acknowledgements are written at once, not after the interval.
-    urgent: bool,
+    /// Acknowledged and stored checkpoints, and when the next write may start.
+    pub(super) checkpoints: Checkpoints,
+    /// The checkpoint writer's clock starts here (monotonic: the write interval must not jump
+    /// with the wall clock).
+    epoch: std::time::Instant,
 }
-
-/// At most one checkpoint write per this interval. Each is a synced transaction on the disk the
-/// pubend log syncs on too: back to back, a fast catch-up's checkpoints would put a sync ahead
-/// of every live publish. A checkpoint written later only holds the log a little longer.
-/// A checkpoint moves over ticks that did not match once they are this far (one second of the
-/// pubend's clock) past it.
-const PASSED_TICKS: u64 = 1_000_000;
-
-pub(super) const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 impl Durables {
     pub(super) fn new(store: DurableStore, claims: Arc<parking_lot::Mutex<Claims>>) -> Durables {
@@ -176,15 +156,14 @@ impl Durables {
             claims,
             by_name: BTreeMap::new(),
             by_subend: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            writing: false,
-            retry_at: None,
-            urgent: false,
+            checkpoints: Checkpoints::default(),
+            epoch: std::time::Instant::now(),
         }
     }
 
-    fn name_of(&self, subend: SubendId) -> Option<&String> {
-        self.by_subend.get(&subend)
+    /// Now on the checkpoint writer's clock.
+    fn now(&self) -> Millis {
+        Millis(self.epoch.elapsed().as_millis() as u64)
     }
 }
 
@@ -224,15 +203,8 @@ impl Driver {
             };
             self.subends.insert(subend, entry);
             self.durables.by_subend.insert(subend, name.clone());
-            let durable = Durable {
-                record,
-                subend,
-                acked: checkpoints.clone(),
-                saved: checkpoints,
-                held: false,
-                delivered: BTreeMap::new(),
-            };
-            self.durables.by_name.insert(name, durable);
+            self.durables.checkpoints.restore(subend, checkpoints);
+            self.durables.by_name.insert(name, Durable { record, subend });
         }
         self.metrics.subends.set(self.subends.len() as i64);
         self.metrics.durables.set(self.durables.by_name.len() as i64);
@@ -248,19 +220,13 @@ impl Driver {
 
     /// Where a durable subend starts on `pubend`: one past its acknowledged tick, if it has one.
     pub(super) fn durable_start(&self, subend: SubendId, pubend: PubendId) -> Option<Tick> {
-        let name = self.durables.name_of(subend)?;
-        self.durables.by_name.get(name)?.acked.get(&pubend).map(|tick| tick.next())
+        self.durables.checkpoints.start(subend, pubend)
     }
 
     /// A durable subend got its start `start` on `pubend`: from there it is held for it, across
     /// restarts too.
     pub(super) fn durable_started(&mut self, subend: SubendId, pubend: PubendId, start: Tick) {
-        let Some(name) = self.durables.name_of(subend).cloned() else { return };
-        let Some(durable) = self.durables.by_name.get_mut(&name) else { return };
-        if let std::collections::btree_map::Entry::Vacant(entry) = durable.acked.entry(pubend) {
-            entry.insert(start.prev());
-            self.durables.dirty.insert((name, pubend));
-        }
+        self.durables.checkpoints.started(subend, pubend, start);
     }
 
     /// A durable SUBSCRIBE (the session claimed the name): resume it or create it.
@@ -272,11 +238,11 @@ impl Driver {
         filter: (Pattern, Option<Selector>),
         outbox: Arc<Outbox>,
     ) {
-        let Some(durable) = self.durables.by_name.get_mut(&spec.name) else {
+        if !self.durables.by_name.contains_key(&spec.name) {
             self.create_durable(subend, id, spec, filter, outbox);
             return;
-        };
-        durable.held = true;
+        }
+        self.durables.checkpoints.hold(subend);
         let Some(entry) = self.subends.get_mut(&subend) else { return };
         entry.id = id;
         entry.outbox = Some(Arc::clone(&outbox));
@@ -323,15 +289,8 @@ impl Driver {
         if let Some(net) = &self.net {
             net.cluster.subscribe(crate::cluster::RouteFilter::new(pattern.clone(), selector.clone()));
         }
-        let durable = Durable {
-            record,
-            subend,
-            acked: BTreeMap::new(),
-            saved: BTreeMap::new(),
-            held: true,
-            delivered: BTreeMap::new(),
-        };
-        self.durables.by_name.insert(name.clone(), durable);
+        self.durables.checkpoints.create(subend);
+        self.durables.by_name.insert(name.clone(), Durable { record, subend });
         self.durables.by_subend.insert(subend, name);
         self.metrics.durable_created.inc();
         self.metrics.durables.set(self.durables.by_name.len() as i64);
@@ -340,16 +299,11 @@ impl Driver {
 
     /// The session holding a durable subscription went away: it stays, blocked.
     pub(super) fn durable_away(&mut self, subend: SubendId) {
-        let Some(name) = self.durables.name_of(subend).cloned() else { return };
-        if let Some(durable) = self.durables.by_name.get_mut(&name) {
-            durable.held = false;
+        if !self.durables.by_subend.contains_key(&subend) {
+            return;
         }
-        // What its client acknowledged before leaving is written now: a crash of this broker
-        // right after must not give the next client those messages again.
-        self.durables.urgent = true;
-        if self.durables.retry_at.is_some() && !self.durables.writing {
-            self.durables.retry_at = None;
-        }
+        // What its client acknowledged before leaving is written now (see `Checkpoints::away`).
+        self.durables.checkpoints.away(subend);
         if let Some(entry) = self.subends.get_mut(&subend) {
             entry.outbox = None;
             if !entry.blocked {
@@ -364,7 +318,7 @@ impl Driver {
     pub(super) fn delete_durable(&mut self, subend: SubendId) {
         let Some(name) = self.durables.by_subend.remove(&subend) else { return };
         let Some(durable) = self.durables.by_name.remove(&name) else { return };
-        self.durables.dirty.retain(|(n, _)| *n != name);
+        self.durables.checkpoints.remove(subend);
         if let Err(error) = self.durables.store.write(&Batch { deleted: vec![name.clone()], ..Batch::default() }) {
             warn!(%error, name, "cannot delete a durable subscription from the store; it comes back after a restart");
         }
@@ -385,88 +339,43 @@ impl Driver {
 
     /// A DELIVERY_ACK for a durable subend: remembered, written with the next batch.
     pub(super) fn durable_ack(&mut self, subend: SubendId, pubend: PubendId, tick: Tick) {
-        let Some(name) = self.durables.name_of(subend).cloned() else { return };
-        let Some(durable) = self.durables.by_name.get_mut(&name) else { return };
-        let acked = durable.acked.entry(pubend).or_insert(tick);
-        if tick >= *acked {
-            *acked = tick;
-            self.durables.dirty.insert((name, pubend));
-        }
+        self.durables.checkpoints.ack(subend, pubend, tick);
     }
 
     /// A delivery to a durable subend's outbox (checked against its client's acks).
     pub(super) fn durable_delivered(&mut self, subend: SubendId, pubend: PubendId, tick: Tick) {
-        let Some(name) = self.durables.by_subend.get(&subend) else { return };
-        if let Some(durable) = self.durables.by_name.get_mut(name) {
-            durable.delivered.insert(pubend, tick);
-        }
+        self.durables.checkpoints.delivered(subend, pubend, tick);
     }
 
-    /// A held durable subscription whose client acknowledged everything delivered to it moves
-    /// its checkpoint to where its stream stands, once that is [`PASSED_TICKS`] further: ticks
-    /// that did not match it are not held for it.
-    fn checkpoint_passed_ticks(&mut self) {
-        let mut moved = Vec::new();
-        for (name, durable) in self.durables.by_name.iter_mut().filter(|(_, d)| d.held) {
-            for (pubend, acked) in durable.acked.iter_mut() {
-                let delivered = durable.delivered.get(pubend).copied().unwrap_or_default();
-                let position = self.engine.inspect(*pubend).and_then(|view| view.subend_position(durable.subend));
-                if let Some(position) = position.filter(|&p| *acked >= delivered && p.0 >= acked.0 + PASSED_TICKS) {
-                    *acked = position;
-                    moved.push((name.clone(), *pubend));
-                }
-            }
-        }
-        self.durables.dirty.extend(moved);
-    }
-
-    /// Starts a checkpoint write if some moved and none is in flight.
+    /// Starts a checkpoint write, off this task, if `Checkpoints::flush` gives one.
     pub(super) fn flush_checkpoints(&mut self) {
-        if !self.durables.writing && self.durables.retry_at.is_none_or(|at| at <= std::time::Instant::now()) {
-            self.checkpoint_passed_ticks();
+        let now = self.durables.now();
+        let Some(batch) = self.durables.checkpoints.flush(now, &self.engine) else { return };
+        let d = &self.durables;
+        let mut write = Batch::default();
+        for (subend, pubend, tick) in &batch {
+            let Some(name) = d.by_subend.get(subend) else { continue };
+            write.checkpoints.push((name.clone(), pubend.0, tick.0));
         }
-        let d = &mut self.durables;
-        if d.writing || d.dirty.is_empty() || d.retry_at.is_some_and(|at| at > std::time::Instant::now()) {
-            return;
-        }
-        let mut batch = Batch::default();
-        let mut saved = Vec::new();
-        for (name, pubend) in std::mem::take(&mut d.dirty) {
-            let Some(durable) = d.by_name.get(&name) else { continue };
-            let Some(&tick) = durable.acked.get(&pubend) else { continue };
-            batch.checkpoints.push((name.clone(), pubend.0, tick.0));
-            saved.push((name, pubend, tick));
-        }
-        d.writing = true;
         let store = Arc::clone(&d.store);
         let tx = self.tx.clone();
         tokio::task::spawn_blocking(move || {
-            let result = store.write(&batch).map_err(|e| e.to_string());
-            let _ = tx.send(Command::CheckpointsSaved { saved, result });
+            let result = store.write(&write).map_err(|e| e.to_string());
+            let _ = tx.send(Command::CheckpointsSaved { saved: batch, result });
         });
     }
 
     /// A checkpoint write finished: what it wrote may now be acknowledged upstream.
-    pub(super) fn checkpoints_saved(&mut self, saved: Vec<(String, PubendId, Tick)>, result: Result<(), String>) {
-        self.durables.writing = false;
-        if let Err(error) = result {
+    pub(super) fn checkpoints_saved(&mut self, saved: tidings_node::durables::Batch, result: Result<(), String>) {
+        if let Err(error) = &result {
             warn!(%error, "cannot write durable subscriptions' checkpoints; retrying (their messages stay held)");
             self.metrics.durable_checkpoint_failures.inc();
-            self.durables.retry_at = Some(std::time::Instant::now() + std::time::Duration::from_secs(1));
-            for (name, pubend, _) in saved {
-                self.durables.dirty.insert((name, pubend));
-            }
-            return;
+        } else {
+            self.metrics.durable_checkpoints.inc();
         }
-        let urgent = std::mem::take(&mut self.durables.urgent);
-        self.durables.retry_at = (!urgent).then(|| std::time::Instant::now() + CHECKPOINT_EVERY);
-        self.metrics.durable_checkpoints.inc();
-        for (name, pubend, tick) in saved {
-            let Some(durable) = self.durables.by_name.get_mut(&name) else { continue };
-            let stored = durable.saved.entry(pubend).or_insert(tick);
-            *stored = (*stored).max(tick);
-            let subend = durable.subend;
-            self.feed(Input::SubendCheckpoint { pubend, subend, tick });
+        let now = self.durables.now();
+        for input in self.durables.checkpoints.written(now, saved, result.is_ok()) {
+            self.feed(input);
         }
     }
 }

@@ -1,32 +1,20 @@
-//! The delivery core's [`Matcher`] over this broker's local guaranteed subscriptions: the
-//! production matching index (`tidings-matching`), keyed by subend, so a message costs one index
-//! walk however many subends do not match it. Downstream cells are judged by routing's
+//! The delivery core's [`Matcher`] over this broker's local guaranteed subscriptions: the index
+//! the simulator runs too ([`LocalSubscriptions`], the production matching code keyed by
+//! subend), over messages decoded from the payload. Downstream cells are judged by routing's
 //! summaries ([`Edges`]).
-
-use std::cell::RefCell;
-use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
-use tidings_matching::{Pattern, Selector, SubscriptionId, SubscriptionIndex};
+use tidings_matching::{Pattern, Selector};
+use tidings_node::local::LocalSubscriptions;
 use tidings_wire::Message;
 
 use super::edges::Edges;
 
-/// One subend's filter, kept beside the index to test a single subend that catches up alone.
-struct Filter {
-    index_id: SubscriptionId,
-    pattern: Pattern,
-    selector: Option<Selector>,
-}
-
-/// Local guaranteed subscriptions. The index caches per topic and so needs `&mut` to match; the
-/// core asks through `&self`, and the engine (with its matcher) lives in one task only, so a
-/// `RefCell` is enough.
+/// Local guaranteed subscriptions and the downstream edges' verdicts.
 #[derive(Default)]
 pub(crate) struct LocalMatcher {
-    index: RefCell<SubscriptionIndex<SubendId>>,
-    filters: BTreeMap<SubendId, Filter>,
+    local: LocalSubscriptions,
     /// Verdicts for downstream cells; `None` (a broker without a network) judges none.
     edges: Option<Edges>,
 }
@@ -39,15 +27,12 @@ impl LocalMatcher {
 
     /// Adds a subend's filter.
     pub(crate) fn insert(&mut self, subend: SubendId, pattern: Pattern, selector: Option<Selector>) {
-        let index_id = self.index.get_mut().insert(pattern.clone(), selector.clone(), subend);
-        self.filters.insert(subend, Filter { index_id, pattern, selector });
+        self.local.insert(subend, pattern, selector);
     }
 
     /// Removes a subend's filter.
     pub(crate) fn remove(&mut self, subend: SubendId) {
-        if let Some(filter) = self.filters.remove(&subend) {
-            self.index.get_mut().remove(filter.index_id);
-        }
+        self.local.remove(subend);
     }
 }
 
@@ -62,18 +47,13 @@ impl Matcher for LocalMatcher {
 
     fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
         let Ok(message) = Message::decode(payload.clone()) else { return };
-        self.index.borrow_mut().matches(message.topic(), &message.property_view(), out);
-        out.sort_unstable();
-        out.dedup();
+        self.local.matching(&message, out);
     }
 
     fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
-        let (Some(filter), Ok(message)) = (self.filters.get(&subend), Message::decode(payload.clone())) else {
-            return false;
-        };
-        filter.pattern.matches(message.topic())
-            && filter.selector.as_ref().is_none_or(|s| s.matches(&message.property_view()))
+        Message::decode(payload.clone()).is_ok_and(|message| self.local.matches(subend, &message))
     }
+
     fn epoch(&self) -> u64 {
         self.edges.as_ref().map_or(0, Edges::epoch)
     }

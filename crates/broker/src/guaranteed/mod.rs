@@ -107,10 +107,7 @@ pub(crate) enum Command {
     /// The session holding a durable subscription closed: it stays.
     Away { subend: SubendId },
     /// A checkpoint write finished.
-    CheckpointsSaved {
-        saved: Vec<(String, tidings_delivery::PubendId, tidings_delivery::Tick)>,
-        result: Result<(), String>,
-    },
+    CheckpointsSaved { saved: tidings_node::durables::Batch, result: Result<(), String> },
     /// A DELIVERY_ACK from the subscriber.
     DeliveryAck { subend: SubendId, pubend: PubendId, tick: Tick },
     /// A subend's outbox that was full has room again.

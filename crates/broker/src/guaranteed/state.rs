@@ -3,6 +3,7 @@
 //! The driver refreshes a snapshot at most every [`EVERY`], so the admin endpoint never waits
 //! for (or locks) the engine.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -151,19 +152,21 @@ impl Driver {
 
     fn durable_state(&self, name: &str, durable: &super::durable::Durable) -> DurableState {
         let per_ms = self.engine.settings().ticks_per_ms.max(1);
-        let pubends = durable
-            .saved
+        let checkpoints = &self.durables.checkpoints;
+        let empty = BTreeMap::new();
+        let (acked, saved) = checkpoints.of(durable.subend).unwrap_or((&empty, &empty));
+        let pubends = saved
             .iter()
             .map(|(pubend, checkpoint)| {
                 let view = self.engine.inspect(*pubend);
                 let horizon = view.as_ref().map_or(checkpoint.0, |v| v.horizon().0.saturating_sub(1));
-                let acked = view.as_ref().map_or(0, |v| v.acked().0);
+                let acked_here = view.as_ref().map_or(0, |v| v.acked().0);
                 DurableStream {
                     pubend: format!("{:016x}", pubend.0),
-                    acked: durable.acked.get(pubend).map_or(checkpoint.0, |t| t.0),
+                    acked: acked.get(pubend).map_or(checkpoint.0, |t| t.0),
                     checkpoint: checkpoint.0,
                     behind_ms: horizon.saturating_sub(checkpoint.0) / per_ms,
-                    pins: acked <= checkpoint.0 && checkpoint.0 < horizon,
+                    pins: acked_here <= checkpoint.0 && checkpoint.0 < horizon,
                 }
             })
             .collect();
@@ -171,7 +174,7 @@ impl Driver {
             name: name.to_string(),
             pattern: durable.record.pattern.clone(),
             selector: durable.record.selector.clone(),
-            held: durable.held,
+            held: checkpoints.is_held(durable.subend),
             pubends,
         }
     }

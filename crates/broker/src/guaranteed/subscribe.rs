@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use tidings_delivery::{Input, Millis, PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
+use tidings_node::durables::{attach_order, Attach};
 use tidings_wire::{SubId, Subscribed};
 
 use super::driver::{now, Driver, Subend};
@@ -142,8 +143,9 @@ impl Driver {
     pub(super) fn attach_late(&mut self, pubend: PubendId, start: Option<Tick>) {
         // A durable subend starts one past its checkpoint; the others at `start` or their late
         // start. Lowest first, so the stream here starts at the lowest and every later subend
-        // attaches at or above it.
-        let mut attach: Vec<(SubendId, Option<Tick>, bool)> = self
+        // attaches at or above it (`tidings_node::durables::attach_order`, the simulator's
+        // restart attaches in it too).
+        let attach: Vec<Attach> = self
             .subends
             .iter()
             .map(|(&subend, entry)| {
@@ -153,11 +155,10 @@ impl Driver {
                 // not only what comes next: the pubend may have logged messages for it already.
                 let durable =
                     self.durable_start(subend, pubend).or_else(|| entry.confirmed_at.map(|at| self.late_start(at)));
-                (subend, if entry.durable { durable } else { late }, entry.durable)
+                Attach { subend, start: if entry.durable { durable } else { late }, durable: entry.durable }
             })
             .collect();
-        attach.sort_by_key(|&(subend, start, _)| (start.is_none(), start, subend));
-        for (subend, start, durable) in attach {
+        for Attach { subend, start, durable } in attach_order(attach) {
             if let (false, Some(start)) = (durable, start) {
                 self.announce_late_start(subend, pubend, start);
             }

@@ -1,20 +1,23 @@
-//! Durable subscribers (seed 004's persistent clients) at their broker, the SHB: the shell the
-//! broker's `guaranteed/durable.rs` is, over the simulator's clock.
+//! Durable subscribers (seed 004's persistent clients) at their broker, the SHB: the broker's
+//! own checkpoint bookkeeping (`tidings_node::durables`, which its `guaranteed/durable.rs`
+//! drives too) over the simulator's clock and store.
 //!
 //! A delivery goes into the client's outbox and reaches the application after a seeded delay;
 //! the application acknowledges what it received after another; the acknowledgement, once at
-//! the SHB, is written to its checkpoint store after a third, and only then fed to the engine
-//! as [`Input::SubendCheckpoint`]. Everything in between is soft state of the SHB ([`Clients`])
-//! and is lost at its crash or, for the outbox and the acknowledgements on their way, when
-//! the client goes away; the stored checkpoint ([`Durable::checkpoint`]) survives both. The
-//! application keeps what it received: a redelivery of a tick at or below the last it
-//! received is skipped (and acknowledged again), as the real client does, and every new tick
-//! is judged against Expected (I5).
+//! the SHB, goes to [`Checkpoints`], which batches the checkpoints that moved into one write at
+//! a time; the write lands in the store after a third delay, and only then are its
+//! [`Input::SubendCheckpoint`]s fed to the engine. Everything in between is soft state of the
+//! SHB ([`Clients`]) and is lost at its crash or, for the outbox and the acknowledgements on
+//! their way, when the client goes away; the stored checkpoint ([`Durable::checkpoint`], the
+//! store the broker keeps in redb) survives both. The application keeps what it received: a
+//! redelivery of a tick at or below the last it received is skipped (and acknowledged again),
+//! as the real client does, and every new tick is judged against Expected (I5).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use crate::gd::disk::Disk;
 use tidings_delivery::{Input, Millis, PubendId, SubendId, Tick};
+use tidings_node::durables::{attach_order, Attach, Batch, Checkpoints};
 
 use crate::gd::layer::{GdLayer, GdNode, Out};
 use crate::gd::world::{Durable, World};
@@ -42,18 +45,34 @@ pub(crate) struct Clients {
     outbox: VecDeque<Handed>,
     /// Acknowledgements on their way from the applications: (due, subend, pubend, tick).
     acks: Vec<(Millis, SubendId, PubendId, Tick)>,
-    /// Checkpoint writes in flight: (due, subend, pubend, tick).
-    writes: Vec<(Millis, SubendId, PubendId, Tick)>,
-    /// Per (subend, pubend), the last tick whose acknowledgement reached this broker: where a
-    /// client that comes back resumes (at or above the stored checkpoint).
-    acked: BTreeMap<(SubendId, PubendId), Tick>,
+    /// The checkpoint write in flight (one at a time): when it lands, and what it writes.
+    write: Option<(Millis, Batch)>,
+    /// The broker's own checkpoint bookkeeping (`tidings_node::durables`): what reached this
+    /// broker, what is stored, when the next write starts, and where a client resumes.
+    checkpoints: Checkpoints,
 }
 
 impl Clients {
     /// When the next delivery, acknowledgement or write is due.
     pub(super) fn deadline(&self) -> Option<Millis> {
-        let acks = self.acks.iter().chain(&self.writes).map(|(due, ..)| *due);
-        self.outbox.front().map(|h| h.due).into_iter().chain(acks).min()
+        let acks = self.acks.iter().map(|(due, ..)| *due);
+        let writes = self.write.iter().map(|(due, _)| *due).chain(self.checkpoints.due());
+        self.outbox.front().map(|h| h.due).into_iter().chain(acks).chain(writes).min()
+    }
+
+    /// A durable subscription was made here, held by its client.
+    pub(super) fn created(&mut self, subend: SubendId) {
+        self.checkpoints.create(subend);
+    }
+
+    /// `subend` was unsubscribed (durable or not).
+    pub(super) fn removed(&mut self, subend: SubendId) {
+        self.checkpoints.remove(subend);
+    }
+
+    /// `subend` got its start on `pubend` (a durable one keeps it across restarts).
+    pub(super) fn started(&mut self, subend: SubendId, pubend: PubendId, start: Tick) {
+        self.checkpoints.started(subend, pubend, start);
     }
 }
 
@@ -149,6 +168,7 @@ impl GdLayer {
         let due = now.after(node.rng.below(MAX_RECEIVE_MS as usize + 1) as u64);
         let due = node.clients.outbox.back().map_or(due, |last| last.due.max(due));
         node.clients.outbox.push_back(Handed { due, subend, pubend, tick });
+        node.clients.checkpoints.delivered(subend, pubend, tick);
     }
 
     /// Runs what is due: applications receive and acknowledge, acknowledgements reach this
@@ -165,23 +185,28 @@ impl GdLayer {
         let (arrived, waiting) = node.clients.acks.drain(..).partition(|(due, ..)| *due <= now);
         node.clients.acks = waiting;
         for (_, subend, pubend, tick) in arrived {
-            let acked = node.clients.acked.entry((subend, pubend)).or_insert(tick);
-            *acked = (*acked).max(tick);
-            let due = now.after(node.rng.below(MAX_WRITE_MS as usize + 1) as u64);
-            node.clients.writes.push((due, subend, pubend, tick));
+            node.clients.checkpoints.ack(subend, pubend, tick);
         }
-        let (written, waiting): (Vec<_>, _) = node.clients.writes.drain(..).partition(|(due, ..)| *due <= now);
-        node.clients.writes = waiting;
-        for (_, subend, pubend, tick) in written {
-            let stored = {
-                let mut world = self.world.borrow_mut();
-                world.stats.checkpoints += 1;
-                let Some(durable) = world.durable_mut(subend) else { continue };
-                let stored = durable.checkpoint.entry(pubend).or_insert(tick);
-                *stored = (*stored).max(tick);
-                *stored
-            };
-            self.drive(node, store, now, Input::SubendCheckpoint { pubend, subend, tick: stored }, out);
+        if let Some((_, batch)) = node.clients.write.take_if(|(due, _)| *due <= now) {
+            self.store_checkpoints(&batch);
+            for input in node.clients.checkpoints.written(now, batch, true) {
+                self.drive(node, store, now, input, out);
+            }
+        }
+        if let Some(batch) = node.clients.checkpoints.flush(now, &node.engine) {
+            let due = now.after(node.rng.below(MAX_WRITE_MS as usize + 1) as u64);
+            node.clients.write = Some((due, batch));
+        }
+    }
+
+    /// A checkpoint write landed: the store (which outlives the broker's crashes) holds it.
+    fn store_checkpoints(&self, batch: &Batch) {
+        let mut world = self.world.borrow_mut();
+        for &(subend, pubend, tick) in batch {
+            world.stats.checkpoints += 1;
+            let Some(durable) = world.durable_mut(subend) else { continue };
+            let stored = durable.checkpoint.entry(pubend).or_insert(tick);
+            *stored = (*stored).max(tick);
         }
     }
 
@@ -199,19 +224,20 @@ impl GdLayer {
             }
             (pubends, restored)
         };
+        for (subend, checkpoints) in &restored {
+            node.engine.matcher_mut().insert(*subend);
+            node.clients.checkpoints.restore(*subend, checkpoints.clone());
+        }
         for &pubend in &pubends {
-            // Lowest checkpoint first (as the broker's `attach_late` does): the first subend a
-            // fresh stream gets sets its start and done prefix, and every later one must be at
-            // or above them (the core cannot take back an acknowledgement it made).
-            let mut attach: Vec<(SubendId, Option<Tick>)> =
-                restored.iter().map(|(subend, checkpoints)| (*subend, checkpoints.get(&pubend).copied())).collect();
-            attach.sort_by_key(|&(subend, checkpoint)| (checkpoint.is_none(), checkpoint, subend));
-            for (subend, checkpoint) in attach {
-                if let Some(tick) = checkpoint {
-                    node.clients.acked.insert((subend, pubend), tick);
-                }
-                let start = checkpoint.map(Tick::next);
-                self.drive(node, store, now, Input::SubendAttach { pubend, subend, start, durable: true }, out);
+            // The broker's order (`attach_order`, as its `attach_late`): lowest start first.
+            let durable = |&(subend, _): &(SubendId, _)| Attach {
+                subend,
+                start: node.clients.checkpoints.start(subend, pubend),
+                durable: true,
+            };
+            for attach in attach_order(restored.iter().map(durable).collect()) {
+                let Attach { subend, start, durable } = attach;
+                self.drive(node, store, now, Input::SubendAttach { pubend, subend, start, durable }, out);
             }
         }
         for (subend, _) in restored {
@@ -234,6 +260,7 @@ impl GdLayer {
         }
         node.clients.outbox.retain(|h| h.subend != subend);
         node.clients.acks.retain(|(_, s, ..)| *s != subend);
+        node.clients.checkpoints.away(subend);
         self.drive(node, store, now, Input::OutboxFull { subend }, out);
     }
 
@@ -252,12 +279,11 @@ impl GdLayer {
             let starts = world.subs.get(&subend).map(|s| s.starts.clone()).unwrap_or_default();
             let Some(durable) = world.durable_mut(subend) else { return };
             durable.connected = true;
-            let acked = |pubend: PubendId, start: Tick| {
-                let stored = durable.checkpoint.get(&pubend).copied().unwrap_or(start.prev());
-                node.clients.acked.get(&(subend, pubend)).map_or(stored, |&a| a.max(stored))
-            };
-            starts.iter().map(|(&pubend, &start)| (pubend, acked(pubend, start).next())).collect()
+            let checkpoints = &node.clients.checkpoints;
+            let resume = |pubend| checkpoints.start(subend, pubend);
+            starts.iter().map(|(&pubend, &start)| (pubend, resume(pubend).unwrap_or(start))).collect()
         };
+        node.clients.checkpoints.hold(subend);
         for (pubend, start) in resume {
             self.drive(
                 node,

@@ -178,6 +178,10 @@ impl GdLayer {
                 }
             }
             Command::Attach { subend, durable } => {
+                node.engine.matcher_mut().insert(subend);
+                if durable {
+                    node.clients.created(subend);
+                }
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendAttach { pubend, subend, start: None, durable }, out);
                 }
@@ -185,6 +189,8 @@ impl GdLayer {
             Command::ClientAway { subend } => self.client_away(node, store, now, subend, out),
             Command::ClientBack { subend } => self.client_back(node, store, now, subend, out),
             Command::Detach { subend } => {
+                node.clients.removed(subend);
+                node.engine.matcher_mut().local.remove(subend);
                 for pubend in pubends {
                     self.drive(node, store, now, Input::SubendDetach { pubend, subend }, out);
                 }
@@ -205,18 +211,10 @@ impl GdLayer {
     fn routing(&self, node: &mut GdNode, store: &mut Disk, now: Millis, gd: GdAction, out: &mut Out) {
         match gd {
             GdAction::NextTicksWanted { round, pubends } => {
-                let world = self.world.borrow();
-                let now_tick = self.settings.ticks(now.0) + 1;
-                let ticks = pubends
-                    .iter()
-                    .map(|p| {
-                        let assigned = world.assigned.get(&PubendId(p.0)).map_or(0, |t| t.0 + 1);
-                        // A restarted broker's clock may be behind: the pubend's own horizon
-                        // (its silence runs up to its lease) bounds the next tick from below.
-                        let horizon = node.engine.inspect(PubendId(p.0)).map_or(0, |v| v.horizon().0);
-                        (*p, tidings_route::Tick(now_tick.max(assigned).max(horizon)))
-                    })
-                    .collect();
+                // The broker's answer: the next tick as its pubend's stream knows it.
+                let next =
+                    |p: &tidings_route::PubendId| tidings_node::starts::next_tick(node.engine.inspect(PubendId(p.0)));
+                let ticks = pubends.iter().map(|p| (*p, tidings_route::Tick(next(p).0))).collect();
                 out.push(LayerOutput::Route(tidings_route::Input::NextTicks { round, ticks }));
             }
             GdAction::BarrierConfirmed { number, ticks } => {
@@ -262,6 +260,7 @@ impl GdLayer {
                 // Stored with the start (the shell writes it before promising anything).
                 if let Some(durable) = sub.durable.as_mut() {
                     durable.checkpoint.entry(pubend).or_insert(start.prev());
+                    node.clients.started(subend, pubend, start);
                 }
             }
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
@@ -306,9 +305,9 @@ impl GdLayer {
                 if node.sync_at.is_some_and(|at| at <= now) {
                     self.sync(node, store, now, out);
                 }
-                if node.clients.deadline().is_some_and(|at| at <= now) {
-                    self.run_clients(node, store, now, out);
-                }
+                // Every tick, as the broker's driver flushes checkpoints after every event: a
+                // checkpoint may also move over ticks that did not match (`Checkpoints::flush`).
+                self.run_clients(node, store, now, out);
                 if node.engine.next_deadline().is_some_and(|d| d <= now) {
                     self.drive(node, store, now, Input::Tick, out);
                 }
@@ -332,7 +331,7 @@ impl Layer for GdLayer {
             *starts += 1;
             *starts
         };
-        let matcher = SimMatcher { node: index, world: self.world.clone(), router: None };
+        let matcher = SimMatcher::new(index, self.world.clone());
         let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
         let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
         GdNode {

@@ -8,7 +8,9 @@
 //! only if the mate vouched for its local summary ([`Router::mate_verdict`]). A router that
 //! does not know (restarted, tree moved, summaries not synced yet) answers `Unsure`, so the
 //! run judges the summaries, their vouching and the subscription barrier, not a ground truth
-//! the brokers could not have. Subends: the broker's own subscriptions.
+//! the brokers could not have. Subends: the broker's own index of its local subscriptions
+//! (`tidings_node::local`, which the broker's matcher answers from too), kept by the layer as
+//! subscriptions are made, restored and dropped.
 //!
 //! The matcher holds its broker's router only while the engine runs (the layer lends it for
 //! each input, see `GdLayer::handle`); without one every child edge is `Unsure`.
@@ -19,8 +21,9 @@ use std::rc::Rc;
 use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
 use tidings_node::edges::{self, EdgeNames};
+use tidings_node::local::LocalSubscriptions;
 use tidings_route::matching::RouteFilter;
-use tidings_route::{Filter, PubendRef, Router};
+use tidings_route::{PubendRef, Router};
 
 use crate::gd::world::{message_of, World};
 
@@ -32,6 +35,23 @@ pub struct SimMatcher {
     pub world: Rc<RefCell<World>>,
     /// The broker's router, lent for the duration of one input.
     pub router: Option<Router<RouteFilter>>,
+    /// The broker's local subscriptions (lost at its crash; durable ones restored at boot).
+    pub local: LocalSubscriptions,
+}
+
+impl SimMatcher {
+    /// A matcher for broker `node`, with no local subscription yet.
+    pub fn new(node: usize, world: Rc<RefCell<World>>) -> SimMatcher {
+        SimMatcher { node, world, router: None, local: LocalSubscriptions::default() }
+    }
+
+    /// `subend` (a subscriber of the world) subscribed here: its filter joins the index.
+    pub fn insert(&mut self, subend: SubendId) {
+        let filter = self.world.borrow().subs.get(&subend).map(|sub| sub.filter.filter().clone());
+        if let Some(filter) = filter {
+            self.local.insert(subend, filter.pattern, filter.selector);
+        }
+    }
 }
 
 impl Matcher for SimMatcher {
@@ -53,14 +73,13 @@ impl Matcher for SimMatcher {
     fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
         let world = self.world.borrow();
         let Some(probe) = message_of(payload).and_then(|msg| world.probes.get(msg as usize)) else { return };
-        let local = world.subs.iter().filter(|(_, sub)| sub.node == self.node && !sub.gone);
-        out.extend(local.filter(|(_, sub)| sub.filter.matches(probe)).map(|(&id, _)| id));
+        self.local.matching(probe.message(), out);
     }
 
     fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
         let world = self.world.borrow();
-        let Some(msg) = message_of(payload) else { return false };
-        world.subs.get(&subend).is_some_and(|sub| sub.node == self.node && world.wants(sub, msg))
+        let Some(probe) = message_of(payload).and_then(|msg| world.probes.get(msg as usize)) else { return false };
+        self.local.matches(subend, probe.message())
     }
     fn epoch(&self) -> u64 {
         self.router.as_ref().map_or(0, Router::verdict_epoch)

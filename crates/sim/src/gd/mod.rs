@@ -9,15 +9,26 @@
 //! `recovery` judges what the reopened log recovered; store actions, reads and completions
 //! cross with the broker's own journal code (`tidings_node::journal`);
 //! [`matcher`] answers the engine's filter questions as the broker knows them (child edges
-//! from its router's vouched summaries, by the broker's `tidings_node::edges`, subends with
-//! the production matching code);
+//! from its router's vouched summaries, by the broker's `tidings_node::edges`, subends from
+//! the broker's own local index, `tidings_node::local`);
 //! [`world`] is the ground truth (durable log per pubend = Expected) and the checks;
 //! [`run`] is one run: workload, chaos, healing, the final exactly-once check (its routes are
 //! fed by `routes`, its steps drawn by `chaos`, its bundles thinned by `bundles` in
 //! [`Mode::CELLS`]); `measure` holds the nack-consolidation measurement. `durable` is the
-//! durable subscribers' shell at their broker (outbox, application acknowledgements,
-//! checkpoint store), `shb` the driver's side of them (clients away and back, crashes of
-//! their broker at any moment).
+//! durable subscribers' shell at their broker: their checkpoints are the broker's own
+//! bookkeeping (`tidings_node::durables`: batched writes one at a time, written at once when a
+//! client leaves, fed to the core only once durable, moved over unmatched ticks, re-attached
+//! after a restart in the broker's order); `shb` is the driver's side of them (clients away
+//! and back, crashes of their broker at any moment). A barrier's start is what the broker
+//! answers too (`tidings_node::starts`: the stream's next tick, raised to its floor).
+//!
+//! Still modelled, with why: the durable store is the world's checkpoint map (it survives
+//! crashes as the broker's redb file does; its writes land after a seeded delay and never
+//! fail, so the shared retry path is unit-tested in `tidings-node`, not run here); a durable
+//! subscriber's start is stored at once when its barrier confirms (the broker writes it with
+//! the next batch and, after a crash before that, restarts the stream from the
+//! subscription's creation time, a wall-clock rule the simulator does not have); names,
+//! claims and the client's outbox and acknowledgements are seeded delays, not sessions.
 
 mod actions;
 mod bundles;
