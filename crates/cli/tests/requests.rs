@@ -43,6 +43,17 @@ fn req_prints_the_reply_of_an_echo_or_exec_responder() {
     assert!(line["reply_to"].as_str().unwrap().starts_with("_INBOX."), "{line}");
     assert!(line["rtt_us"].as_u64().is_some(), "{line}");
 
+    let out = tidings(&["req", "--server", &server, "svc.echo", "x", "--count", "20"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).starts_with("20 requests: 20 answered, 0 no responders; round trip min "),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = tidings(&["req", "--server", &server, "svc.nobody", "x", "--count", "20"]);
+    assert!(!out.status.success(), "not every request was answered");
+    assert!(text(&out.stdout).starts_with("20 requests: 0 answered, 20 no responders;"), "{}", text(&out.stdout));
+
     let args = ["reply", "--server", &server, "svc.upper", "--exec", "tr a-z A-Z", "--json", "--count", "1"];
     let upper = start(&b, &args, true);
     let out = tidings(&["req", "--server", &server, "svc.upper", "shout"]);

@@ -40,11 +40,20 @@ pub(crate) struct ReqArgs {
     /// subject the reply came on, and `rtt_us`).
     #[arg(long)]
     json: bool,
+    /// Send this many requests, one after another, and print only the round trips'
+    /// distribution (answered or "no responders" alike); exits 1 unless every one was answered.
+    #[arg(long, default_value_t = 1, value_parser = at_least_one::<u64>, conflicts_with = "json")]
+    count: u64,
 }
 
 pub(crate) async fn req(args: ReqArgs) -> anyhow::Result<ExitCode> {
     let client = args.server.connect("tidings-req").await?;
     let payload = Bytes::from(args.payload.clone().unwrap_or_default());
+    if args.count > 1 {
+        let code = round_trips(&client, &args, payload).await;
+        let _ = client.close().await;
+        return code;
+    }
     let started = Instant::now();
     let reply = client.request_with(&args.subject, &args.properties, payload, args.timeout).await;
     let rtt = started.elapsed();
@@ -67,6 +76,30 @@ pub(crate) async fn req(args: ReqArgs) -> anyhow::Result<ExitCode> {
     };
     super::outln!("{line}")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `req --count N`: N requests in a row, then `min/p50/p99/max` of their round trips.
+async fn round_trips(client: &tidings_client::Client, args: &ReqArgs, payload: Bytes) -> anyhow::Result<ExitCode> {
+    let mut histogram = hdrhistogram::Histogram::<u64>::new_with_bounds(1, 60_000_000, 3)?;
+    let (mut answered, mut none) = (0u64, 0u64);
+    for _ in 0..args.count {
+        let started = Instant::now();
+        match client.request_with(&args.subject, &args.properties, payload.clone(), args.timeout).await {
+            Ok(_) => answered += 1,
+            Err(ClientError::NoResponders { .. }) => none += 1,
+            Err(e) => return Err(e).with_context(|| format!("request on {} failed", args.subject)),
+        }
+        histogram.saturating_record((started.elapsed().as_micros() as u64).max(1));
+    }
+    super::outln!(
+        "{} requests: {answered} answered, {none} no responders; round trip min {} us, p50 {} us, p99 {} us, max {} us",
+        args.count,
+        histogram.min(),
+        histogram.value_at_quantile(0.5),
+        histogram.value_at_quantile(0.99),
+        histogram.max()
+    )?;
+    Ok(if answered == args.count { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 /// Answers every request on SUBJECT (a pattern): with its own payload (--echo), or with the
