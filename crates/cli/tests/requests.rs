@@ -5,33 +5,22 @@
 
 mod patterns_common;
 
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-use patterns_common::{bin, chain, runtime, start, text, tidings};
+use patterns_common::{bin, chain, runtime, start, text, tidings, Running};
 use tidings_client::{Client, ClientError};
 use tidings_testkit::BrokerProcess;
 
 /// Starts `tidings reply ARGS`, its output discarded, once it has subscribed at `at`.
-fn start_responder(at: &BrokerProcess, args: &[&str]) -> Child {
+fn start_responder(at: &BrokerProcess, args: &[&str]) -> Running {
     start(at, args, false)
-}
-
-/// Stops a responder started with [`start_responder`].
-struct Responder(Child);
-
-impl Drop for Responder {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 #[test]
 fn req_prints_the_reply_of_an_echo_or_exec_responder() {
     let b = BrokerProcess::start(bin(), &[]).unwrap();
     let server = b.tcp();
-    let _echo = Responder(start_responder(&b, &["reply", "--server", &server, "svc.echo", "--echo"]));
+    let _echo = start_responder(&b, &["reply", "--server", &server, "svc.echo", "--echo"]);
     let out = tidings(&["req", "--server", &server, "svc.echo", "hello"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "hello\n");
@@ -59,7 +48,7 @@ fn req_prints_the_reply_of_an_echo_or_exec_responder() {
     let out = tidings(&["req", "--server", &server, "svc.upper", "shout"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "SHOUT\n", "the command's output is the reply (printed with a newline)");
-    let upper = tidings_testkit::finish_within(upper, Duration::from_secs(20));
+    let upper = upper.finish();
     assert!(upper.status.success(), "reply --count 1 exits after one: {}", text(&upper.stderr));
     let request: serde_json::Value = serde_json::from_str(text(&upper.stdout).trim()).unwrap();
     assert_eq!(request["payload"], "shout");
@@ -98,7 +87,7 @@ fn no_responders_is_answered_at_once_not_after_the_timeout() {
 fn ten_thousand_concurrent_requests_from_one_client_are_all_answered() {
     let b = BrokerProcess::start(bin(), &[]).unwrap();
     let server = b.tcp();
-    let _echo = Responder(start_responder(&b, &["reply", "--server", &server, "svc.echo", "--echo"]));
+    let _echo = start_responder(&b, &["reply", "--server", &server, "svc.echo", "--echo"]);
     let (answered, failed) = runtime().block_on(async {
         let client = Client::connect(&server).await.unwrap();
         let requests = (0..10_000u32).map(|i| {
@@ -148,7 +137,7 @@ fn a_bad_reply_subject_is_refused_and_nothing_is_delivered() {
     assert!(told >= 2, "the publisher was told why only {told} times of 4");
     let out = tidings(&["pub", "--server", &server, "svc.x", "good"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let sub = tidings_testkit::finish_within(sub, Duration::from_secs(20));
+    let sub = sub.finish();
     assert!(sub.status.success(), "the subscriber is unharmed: {}", text(&sub.stderr));
     let line: serde_json::Value = serde_json::from_str(text(&sub.stdout).trim()).unwrap();
     assert_eq!(line["payload"], "good", "none of the refused requests was delivered");
@@ -159,7 +148,7 @@ fn a_bad_reply_subject_is_refused_and_nothing_is_delivered() {
 fn requests_are_answered_across_three_brokers_and_no_responders_too() {
     let brokers = chain(3);
     let (a, c) = (&brokers[0], &brokers[2]);
-    let _echo = Responder(start_responder(c, &["reply", "--server", &c.tcp(), "svc.far", "--echo"]));
+    let _echo = start_responder(c, &["reply", "--server", &c.tcp(), "svc.far", "--echo"]);
     let server = a.tcp();
     runtime().block_on(async {
         let client = Client::connect(&server).await.unwrap();

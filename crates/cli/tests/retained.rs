@@ -6,17 +6,16 @@
 mod patterns_common;
 
 use std::collections::BTreeMap;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use patterns_common::{bin, chain, json_lines, runtime, start, text, tidings};
+use patterns_common::{bin, chain, json_lines, runtime, start, text, tidings, Running};
 use tidings_client::{Client, Delivery, Property, Subscription};
 use tidings_testkit::{http_get, BrokerProcess};
 use tidings_wire::RETAIN;
 
 /// `tidings sub ARGS`, its JSON lines kept, once its subscription is active at `at`.
-fn start_sub(at: &BrokerProcess, args: &[&str]) -> Child {
+fn start_sub(at: &BrokerProcess, args: &[&str]) -> Running {
     start(at, args, true)
 }
 

@@ -23,13 +23,33 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A command started by [`start`]: killed if the test ends (or fails) before it is waited for.
+pub(crate) struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for the command to exit by itself (at most 20 s).
+    pub(crate) fn finish(mut self) -> Output {
+        let child = self.0.take().expect("a running command");
+        tidings_testkit::finish_within(child, Duration::from_secs(20))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// Starts `tidings ARGS` (a `sub` or `reply`) and returns once its subscription is active at
 /// `at`. Its stdout is piped if `keep_output`, else discarded: a pipe nobody reads stops a
 /// command after 64 KiB of lines.
-pub(crate) fn start(at: &BrokerProcess, args: &[&str], keep_output: bool) -> Child {
+pub(crate) fn start(at: &BrokerProcess, args: &[&str], keep_output: bool) -> Running {
     let before = at.metric("tidings_subscriptions").unwrap();
     let stdout = if keep_output { Stdio::piped() } else { Stdio::null() };
-    let child = Command::new(bin()).args(args).stdout(stdout).stderr(Stdio::inherit()).spawn().unwrap();
+    let child = Running(Some(Command::new(bin()).args(args).stdout(stdout).stderr(Stdio::inherit()).spawn().unwrap()));
     tidings_testkit::wait_until("the command subscribes", Duration::from_secs(10), || {
         at.metric("tidings_subscriptions").unwrap() > before
     });
@@ -37,8 +57,8 @@ pub(crate) fn start(at: &BrokerProcess, args: &[&str], keep_output: bool) -> Chi
 }
 
 /// Waits for a command started with output kept and parses its JSON lines.
-pub(crate) fn json_lines(child: Child) -> Vec<serde_json::Value> {
-    let out = tidings_testkit::finish_within(child, Duration::from_secs(20));
+pub(crate) fn json_lines(child: Running) -> Vec<serde_json::Value> {
+    let out = child.finish();
     assert!(out.status.success(), "the command failed: {}", text(&out.stderr));
     text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
