@@ -196,6 +196,8 @@ async fn state(State(admin): State<Arc<Admin>>, uri: axum::http::Uri) -> impl In
             let json = serde_json::to_value(shared.core.cluster.state(page)).and_then(|mut state| {
                 if let serde_json::Value::Object(map) = &mut state {
                     map.insert("guaranteed".into(), serde_json::to_value(shared.core.guaranteed.state())?);
+                    let (topics, bytes) = shared.core.dispatcher.retained_size();
+                    map.insert("retained".into(), serde_json::json!({ "topics": topics, "bytes": bytes }));
                 }
                 serde_json::to_string_pretty(&state)
             });

@@ -18,7 +18,9 @@ use crate::cluster::{Cluster, RouteFilter, RouteScratch};
 use crate::dispatch::{DispatchScratch, Dispatcher, BULK_SLICE};
 use crate::guaranteed::durable::DurableSpec;
 use crate::guaranteed::Guaranteed;
+use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Target};
+use crate::reserved;
 
 /// A match this long makes a publisher's next publishes match off the worker (see
 /// [`BrokerCore::publish`]): far above a normal match (microseconds), far below a stall anyone
@@ -44,6 +46,19 @@ pub struct BrokerCore {
     pub guaranteed: Guaranteed,
     /// `[limits] max_match_time` (zero: none).
     max_match_time: Duration,
+    /// Counts requests and what they found.
+    metrics: Metrics,
+}
+
+/// What became of a publish the core accepted, for the session to tell its client in its own
+/// protocol (the native one answers NO_RESPONDERS; MQTT 5 would answer its own way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Delivered here and routed where interest is (possibly nowhere: best effort).
+    Routed,
+    /// A request that nothing anywhere matched: no local subscription, and no neighbour's
+    /// routing summary. Its requester should hear so now, not after its timeout.
+    NoResponders,
 }
 
 /// One publisher's reusable state: scratch space, so a publish allocates nothing, and the
@@ -92,13 +107,21 @@ impl BrokerCore {
         cluster: Arc<Cluster>,
         guaranteed: Guaranteed,
         max_match_time: Duration,
+        metrics: Metrics,
     ) -> BrokerCore {
-        BrokerCore { dispatcher, cluster, guaranteed, max_match_time }
+        BrokerCore { dispatcher, cluster, guaranteed, max_match_time, metrics }
     }
 
     /// A best-effort publish: delivered to local subscribers, then routed to the links. A
-    /// message whose matching took past `[limits] max_match_time` is refused (and not routed).
-    pub fn publish(&self, message: &Message, publisher: &mut Publisher) -> Result<(), Notice> {
+    /// message whose matching took past `[limits] max_match_time` is refused (and not routed),
+    /// and so is one whose reserved properties are invalid (a reply subject that is not a
+    /// topic: refused before anything is delivered). A request (one with a reply subject) that
+    /// reached nobody is answered [`Reach::NoResponders`].
+    pub fn publish(&self, message: &Message, publisher: &mut Publisher) -> Result<Reach, Notice> {
+        let asks = reserved::check(message)?;
+        if asks.retain {
+            self.dispatcher.check_retained(message)?;
+        }
         let spent = if publisher.costly_left > 0 && on_worker_pool() {
             // Matching this publisher's messages has been costly: do it with the worker's other
             // duties handed to another thread, so sockets are still polled meanwhile. A task
@@ -121,11 +144,20 @@ impl BrokerCore {
             );
             return Err(Notice::new(tidings_wire::ReasonCode::LimitExceeded, text));
         }
+        let mut routed = false;
         if self.cluster.is_active() {
             let pubend = *publisher.pubend.get_or_insert_with(|| self.cluster.new_pubend());
             self.cluster.forward(Arrival::Published { pubend }, message, &mut publisher.route);
+            routed = publisher.route.sent_any();
         }
-        Ok(())
+        if asks.reply_to.is_some() {
+            self.metrics.requests.inc();
+            if publisher.dispatch.matched == 0 && !routed {
+                self.metrics.no_responders.inc();
+                return Ok(Reach::NoResponders);
+            }
+        }
+        Ok(Reach::Routed)
     }
 
     /// Ends a batch of publishes read together (see [`Dispatcher::finish_batch`]).

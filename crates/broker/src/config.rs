@@ -371,6 +371,11 @@ pub struct Limits {
     /// first such message instead of taking a core for as long as it likes.
     #[serde(with = "humantime_serde")]
     pub max_match_time: std::time::Duration,
+    /// Most bytes of retained values (`pub --retain`) the broker keeps, all topics together.
+    /// Every broker of a network keeps every retained value, so this bounds each of them; a
+    /// retained publish past it is refused at its publisher's broker with ERROR
+    /// `limit_exceeded`, and changes nothing.
+    pub max_retained_bytes: usize,
 }
 
 /// What the broker does when a subscriber's outbound queue is full.
@@ -476,6 +481,7 @@ impl Default for Limits {
             max_queued_bytes: 512 * 1024 * 1024,
             return_freed_memory: true,
             max_match_time: std::time::Duration::from_millis(500),
+            max_retained_bytes: 64 * 1024 * 1024,
         }
     }
 }

@@ -11,10 +11,11 @@ use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use tidings_matching::{MatchScratch, MatchStats, Pattern, Selector, SubscriptionId, SubscriptionIndex};
-use tidings_wire::Message;
+use tidings_wire::{Message, Notice};
 
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Target};
+use crate::retained::Retained;
 
 /// Shared by every session of a broker.
 pub struct Dispatcher {
@@ -22,6 +23,9 @@ pub struct Dispatcher {
     metrics: Metrics,
     /// The index's counters as last copied into `metrics`.
     reported: Mutex<MatchStats>,
+    /// Retained values. Held while a retained publish updates it and is delivered, and while
+    /// a new subscription takes its values and joins the index (see [`crate::retained`]).
+    retained: Mutex<Retained>,
 }
 
 /// Scratch space a session reuses across publishes, so dispatch allocates nothing per message.
@@ -39,6 +43,9 @@ pub struct DispatchScratch {
     /// rather than per message, to keep shared atomics off the per-message path.
     published: u64,
     published_bytes: u64,
+    /// Local subscriptions the last message matched: a request that matched none here (nor
+    /// any neighbour's summary) is answered "no responders".
+    pub matched: usize,
 }
 
 impl DispatchScratch {
@@ -65,20 +72,42 @@ impl Drop for DispatchScratch {
 pub const BULK_SLICE: usize = 256;
 
 impl Dispatcher {
-    /// An empty table.
-    pub fn new(metrics: Metrics) -> Dispatcher {
+    /// An empty table keeping at most `max_retained_bytes` of retained values.
+    pub fn new(metrics: Metrics, max_retained_bytes: usize) -> Dispatcher {
         Dispatcher {
             index: RwLock::new(SubscriptionIndex::new()),
             metrics,
             reported: Mutex::new(MatchStats::default()),
+            retained: Mutex::new(Retained::new(max_retained_bytes)),
         }
     }
 
-    /// Adds a subscription.
+    /// Adds a subscription; its target first gets every retained value it matches, before
+    /// any live message can reach it.
     pub fn subscribe(&self, pattern: Pattern, selector: Option<Selector>, target: Arc<Target>) -> SubscriptionId {
+        let retained = self.retained.lock();
+        let mut wake = Vec::new();
+        for value in retained.matching(&pattern, selector.as_ref()) {
+            target.outbox.push(&target, value, &mut wake);
+        }
         let id = self.index.write().insert(pattern, selector, target);
+        drop(retained);
+        for outbox in wake {
+            outbox.wake();
+        }
         self.metrics.subscriptions.inc();
         id
+    }
+
+    /// Refuses a retained publish the store has no room for (see [`Retained::check`]).
+    pub fn check_retained(&self, message: &Message) -> Result<(), Notice> {
+        self.retained.lock().check(message)
+    }
+
+    /// Topics with a retained value here, and their bytes.
+    pub fn retained_size(&self) -> (usize, usize) {
+        let retained = self.retained.lock();
+        (retained.len(), retained.bytes())
     }
 
     /// Removes a subscription; unknown ids are ignored.
@@ -121,6 +150,15 @@ impl Dispatcher {
     /// Queues `message` for every matching local subscription without counting it as
     /// published here (it came from a peer broker).
     pub fn deliver(&self, message: &Message, scratch: &mut DispatchScratch) -> Option<std::time::Duration> {
+        // A retained publish updates the store and is delivered under its lock, so no new
+        // subscription falls between the two (see `subscribe`).
+        let _retained = message.is_retain().then(|| {
+            let mut retained = self.retained.lock();
+            retained.apply(message);
+            self.metrics.retained_topics.set(retained.len() as i64);
+            self.metrics.retained_bytes.set(retained.bytes() as i64);
+            retained
+        });
         let spent = {
             let index = self.index.read();
             // Only selector matching is timed: without selectors a match is a cache lookup, and
@@ -141,6 +179,7 @@ impl Dispatcher {
         if scratch.matching.wants_absorb() {
             self.absorb(scratch);
         }
+        scratch.matched = scratch.targets.len();
         for target in scratch.targets.drain(..) {
             if target.outbox.push(&target, message, &mut scratch.wake) == Push::Congested
                 && !scratch.congested.iter().any(|o| Arc::ptr_eq(o, &target.outbox))

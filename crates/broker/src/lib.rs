@@ -40,6 +40,8 @@ pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;
 mod read_buffer;
+pub mod reserved;
+pub mod retained;
 pub mod server;
 pub mod session;
 mod slice;

@@ -61,6 +61,14 @@ pub struct Metrics {
     pub slow_consumer_disconnects: Counter,
     /// Times a publisher was held back by a congested subscriber.
     pub publisher_stalls: Counter,
+    /// Requests (publishes carrying a reply subject) published to this broker.
+    pub requests: Counter,
+    /// Requests answered "no responders": nothing here or beyond matched them.
+    pub no_responders: Counter,
+    /// Topics with a retained value kept at this broker.
+    pub retained_topics: Gauge,
+    /// Bytes of the retained values kept at this broker (message sections).
+    pub retained_bytes: Gauge,
     /// Frames refused, by reason.
     pub protocol_errors: Family<ReasonLabel, Counter>,
     /// UDP datagrams that did not decode, or came from a session the broker refused.
@@ -144,6 +152,10 @@ impl Metrics {
             slow_consumer_drops: Counter::default(),
             slow_consumer_disconnects: Counter::default(),
             publisher_stalls: Counter::default(),
+            requests: Counter::default(),
+            no_responders: Counter::default(),
+            retained_topics: Gauge::default(),
+            retained_bytes: Gauge::default(),
             protocol_errors: Family::default(),
             udp_datagrams_dropped: Counter::default(),
             udp_deliveries_too_large: Counter::default(),
@@ -203,6 +215,10 @@ impl Metrics {
             m.slow_consumer_disconnects.clone(),
         );
         r.register("publisher_stalls", "Publishers held back by a congested subscriber", m.publisher_stalls.clone());
+        r.register("requests", "Requests (publishes with a reply subject) published here", m.requests.clone());
+        r.register("no_responders", "Requests answered no responders at once", m.no_responders.clone());
+        r.register("retained_topics", "Topics with a retained value kept here", m.retained_topics.clone());
+        r.register("retained_bytes", "Bytes of retained values kept here", m.retained_bytes.clone());
         r.register("protocol_errors", "Frames refused, by reason", m.protocol_errors.clone());
         r.register("udp_datagrams_dropped", "UDP datagrams that did not decode", m.udp_datagrams_dropped.clone());
         r.register(

@@ -202,7 +202,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     );
     let (guaranteed, driver) =
         Guaranteed::start(data.path(), &config.name, storage, gd_metrics, (Arc::clone(&network), inbox))?;
-    let dispatcher = Arc::new(Dispatcher::new(metrics.clone()));
+    let dispatcher = Arc::new(Dispatcher::new(metrics.clone(), config.limits.max_retained_bytes));
     let links = Arc::new(LinkContext {
         cluster: Arc::clone(&network),
         dispatcher: Arc::clone(&dispatcher),
@@ -212,7 +212,8 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         shutdown: CancellationToken::new(),
         tasks: TaskTracker::new(),
     });
-    let core = Arc::new(BrokerCore::new(dispatcher, network, guaranteed, config.limits.max_match_time));
+    let core =
+        Arc::new(BrokerCore::new(dispatcher, network, guaranteed, config.limits.max_match_time, metrics.clone()));
     let shared = Arc::new(Context {
         live: crate::live::Live::new(&config),
         core,

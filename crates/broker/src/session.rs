@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use tidings_matching::{Pattern, Selector, Topic};
 use tidings_wire::{
-    DeliveryAck, DeliveryMode, Frame, GuaranteedPublish, Message, Notice, Pong, PublishRefused, ReasonCode, SubId,
-    Subscribe, Welcome, WireError, PROTOCOL_VERSION,
+    DeliveryAck, DeliveryMode, Frame, GuaranteedPublish, Message, NoResponders, Notice, Pong, PublishRefused,
+    ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
 };
 
-use crate::broker_core::{BestEffort, GuaranteedSub, PendingRoutes, Publisher};
+use crate::broker_core::{BestEffort, GuaranteedSub, PendingRoutes, Publisher, Reach};
 use crate::context::Context;
 use crate::guaranteed::durable::DurableSpec;
 use crate::outbox::{Outbox, Target};
@@ -137,6 +137,7 @@ impl Session {
                 ReasonCode::UnexpectedFrame,
                 match from_broker {
                     Frame::TokenIssued(_) => "TOKEN_ISSUED is sent by the broker, not to it",
+                    Frame::NoResponders(_) => "NO_RESPONDERS is sent by the broker, not to it",
                     _ => "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
                 },
             )),
@@ -154,7 +155,10 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         self.check_topic(message)?;
-        self.shared.core.publish(message, &mut self.publisher)?;
+        if self.shared.core.publish(message, &mut self.publisher)? == Reach::NoResponders {
+            let reply_to = message.reply_to().unwrap_or_default().to_string();
+            self.outbox.push_frame(&Frame::NoResponders(NoResponders { reply_to }));
+        }
         Ok(Next::Continue)
     }
 

@@ -98,6 +98,10 @@ enum Command {
     Pub(cmd::publish::Args),
     /// Subscribe and print deliveries.
     Sub(cmd::subscribe::Args),
+    /// Send a request and print the reply (or "no responders" at once).
+    Req(cmd::request::ReqArgs),
+    /// Answer requests: echo them, or with a command's output.
+    Reply(cmd::request::ReplyArgs),
     /// Measure round trips to a broker.
     Ping(cmd::ping::Args),
     /// Run a network of brokers from a topology file: up, status, fault, down.
@@ -150,6 +154,8 @@ fn main() -> std::process::ExitCode {
             (Command::Broker(args), config) => cmd::broker::run(args, config).await,
             (Command::Pub(args), _) => cmd::publish::run(args).await,
             (Command::Sub(args), _) => cmd::subscribe::run(args).await,
+            (Command::Req(args), _) => cmd::request::req(args).await,
+            (Command::Reply(args), _) => cmd::request::reply(args).await,
             (Command::Ping(args), _) => cmd::ping::run(args).await,
             (Command::Net(which), _) => cmd::net::run(which).await,
             (Command::Bench(which), _) => cmd::bench::run(which).await,

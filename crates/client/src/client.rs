@@ -127,7 +127,7 @@ impl Client {
         Ok(Client { handle: Arc::new(Handle { shared }) })
     }
 
-    fn shared(&self) -> &Shared {
+    pub(crate) fn shared(&self) -> &Shared {
         &self.handle.shared
     }
 

@@ -140,6 +140,18 @@ impl Delivery {
     pub fn message(&self) -> &Message {
         &self.message
     }
+
+    /// A request's reply subject, where [`Client::reply`](crate::Client::reply) sends the
+    /// answer; `None` for a message that is not a request.
+    pub fn reply_to(&self) -> Option<&str> {
+        self.message.reply_to()
+    }
+
+    /// Whether this is a topic's retained value, kept by the broker and delivered because
+    /// the subscription is new, rather than a live message.
+    pub fn retained(&self) -> bool {
+        self.message.is_retained()
+    }
 }
 
 #[cfg(test)]

@@ -84,6 +84,13 @@ pub enum ClientError {
         /// The address as given to the builder.
         addr: String,
     },
+    /// A request's subject matched no subscriber anywhere in the broker's network: the broker
+    /// said so at once (NO_RESPONDERS), rather than the requester waiting for its timeout.
+    #[error("no responders for {subject}")]
+    NoResponders {
+        /// The request's subject.
+        subject: String,
+    },
     /// Reconnecting gave up after the configured number of attempts.
     #[error("gave up reconnecting after {attempts} attempts; last error: {last}")]
     ReconnectFailed {

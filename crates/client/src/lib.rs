@@ -52,6 +52,12 @@
 //! - **UDP** has no connection to lose: requests are re-sent until answered, a keepalive
 //!   re-sends every SUBSCRIBE (and a PING) each third of [`ClientBuilder::udp_ttl`], and a
 //!   broker that restarts gets the subscriptions back from the next keepalive.
+//! - **Requests** ([`Client::request`]): the first one subscribes this client's inbox
+//!   (`_INBOX.<random>.>`); each request is published with a unique reply subject under it
+//!   (the `$reply_to` property) and waits for the first message published there
+//!   ([`Client::reply`] answers one). When nothing anywhere subscribes to the subject, the
+//!   broker answers NO_RESPONDERS at once and the request fails with
+//!   [`ClientError::NoResponders`].
 //! - **Ending**: subscription streams end when the client is closed (every [`Client`] handle
 //!   and [`Subscription`] dropped, or [`Client::close`]), when reconnecting gives up, or when
 //!   the broker refused that subscription; [`Subscription::error`] then says why.
@@ -84,6 +90,7 @@ mod event;
 mod inbox;
 mod publisher;
 mod registry;
+mod request;
 mod shared;
 mod standing;
 mod subscription;

@@ -6,7 +6,8 @@ use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 use tidings_wire::{
-    Deliver, Frame, Gap, GuaranteedDeliver, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribed, Welcome,
+    Deliver, Frame, Gap, GuaranteedDeliver, NoResponders, Ping, Pong, PublishAck, PublishRefused, SubId, Subscribed,
+    Welcome,
 };
 use tokio::sync::{broadcast, mpsc, oneshot, watch, Semaphore, TryAcquireError};
 use tracing::{debug, warn};
@@ -18,6 +19,7 @@ use crate::event::ConnectionEvent;
 use crate::inbox::Inbox;
 use crate::publisher::{Receipt, Window};
 use crate::registry::Registry;
+use crate::request::Requests;
 use crate::standing::Standing;
 use crate::tcp::TcpLink;
 use crate::udp::UdpLink;
@@ -95,6 +97,8 @@ pub(crate) struct Shared {
     /// Set once, when the client is closed for good: `None` for an orderly close.
     terminal: OnceLock<Option<ClientError>>,
     stop: watch::Sender<bool>,
+    /// Requests in flight and their inbox.
+    pub(crate) requests: Requests,
 }
 
 impl Shared {
@@ -115,6 +119,7 @@ impl Shared {
             events: broadcast::channel(64).0,
             terminal: OnceLock::new(),
             stop: watch::Sender::new(false),
+            requests: Requests::default(),
         }
     }
 
@@ -183,6 +188,7 @@ impl Shared {
             route.end_with(error.as_ref());
         }
         self.waiters.lock().fail_all(&cause);
+        self.requests.fail_all(&cause);
         for sink in self.publishing.lock().drain() {
             let _ = sink.send(Err(cause.clone()));
         }
@@ -196,6 +202,8 @@ impl Shared {
     /// frame is ERROR or DISCONNECT.
     pub(crate) fn handle_inbound(&self, frame: Frame, read_us: u64, inbox: &mut Inbox) -> Option<ClientError> {
         match frame {
+            Frame::Deliver(deliver) if self.requests.is_inbox(deliver.id) => self.requests.answer(deliver, read_us),
+            Frame::NoResponders(NoResponders { reply_to }) => self.requests.no_responders(&reply_to),
             Frame::Deliver(Deliver { id, missed, message }) => {
                 inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }

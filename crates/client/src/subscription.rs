@@ -209,6 +209,14 @@ impl Subscription {
         (subscription, route, confirmed)
     }
 
+    /// Keeps the subscription registered (re-subscribed after reconnects) without this handle:
+    /// for the request inbox, whose deliveries the reader hands to their requests directly.
+    /// Nothing reaches this handle's stream any more.
+    pub(crate) fn detach(mut self) -> SubId {
+        self.client = None;
+        self.id
+    }
+
     /// The id the client chose; deliveries carry it as [`Delivery::subscription`].
     pub fn id(&self) -> SubId {
         self.id

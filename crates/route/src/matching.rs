@@ -109,12 +109,15 @@ impl Ord for RouteFilter {
 /// It holds a clone of the message (a reference count, not a copy of the bytes).
 pub struct Probe {
     message: Message,
+    /// A retained publish (`$retain`): every summary wants it, so it reaches every broker along
+    /// the routing trees, each of which keeps every retained value for its new subscriptions.
+    everywhere: bool,
 }
 
 impl Probe {
     /// Wraps a message for one routing decision.
     pub fn new(message: &Message) -> Probe {
-        Probe { message: message.clone() }
+        Probe { message: message.clone(), everywhere: message.is_retain() }
     }
 
     /// The message itself: a simulated broker matches its local subscriptions against it as
@@ -136,6 +139,7 @@ impl Probe {
 
 /// The route core's index of a link summary: the topic trie of `tidings-matching`, so a
 /// publish costs the summary's filters whose pattern matches its topic, not the whole summary.
+/// A retained publish is wanted by every summary, an empty one included (see [`Probe`]).
 #[derive(Clone, Debug, Default)]
 pub struct RouteIndex {
     set: FilterSet,
@@ -151,6 +155,9 @@ impl FilterIndex<RouteFilter> for RouteIndex {
     }
 
     fn any_match(&self, probe: &Probe) -> bool {
+        if probe.everywhere {
+            return true;
+        }
         let properties = probe.properties();
         self.set.any_match(probe.message.topic(), || &properties)
     }
@@ -239,5 +246,18 @@ mod tests {
         }
         let message = Message::new("a.b", &[], bytes::Bytes::new(), 0).unwrap();
         assert!(!index.any_match(&Probe::new(&message)));
+    }
+
+    #[test]
+    fn a_retained_publish_is_wanted_by_every_summary() {
+        let retained = [Property::new(tidings_wire::RETAIN, true)];
+        let message = Message::new("a.b", &retained, bytes::Bytes::new(), 0).unwrap();
+        let mut index = RouteIndex::default();
+        assert!(index.any_match(&Probe::new(&message)), "an empty summary");
+        index.insert(&filter("x.y", None));
+        assert!(index.any_match(&Probe::new(&message)), "a summary that does not match its topic");
+        let not_retained = [Property::new(tidings_wire::RETAIN, false)];
+        let message = Message::new("a.b", &not_retained, bytes::Bytes::new(), 0).unwrap();
+        assert!(!index.any_match(&Probe::new(&message)), "only when it asks to be retained");
     }
 }

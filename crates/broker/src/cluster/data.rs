@@ -22,6 +22,12 @@ pub struct RouteScratch {
 }
 
 impl RouteScratch {
+    /// Whether the last message routed was sent to any neighbour, i.e. some neighbour's
+    /// routing summary wanted it (what "no responders" is decided from).
+    pub fn sent_any(&self) -> bool {
+        !self.forwarding.sends.is_empty()
+    }
+
     /// Waits, until `deadline` at the latest, for every congested link queue to drain below
     /// half full.
     pub async fn hold_back(&mut self, deadline: tokio::time::Instant) {

@@ -10,6 +10,7 @@ pub(crate) mod net;
 pub(crate) mod ping;
 pub(crate) mod publish;
 mod publish_guaranteed;
+pub(crate) mod request;
 mod server;
 pub(crate) mod subscribe;
 mod subscribe_durable;

@@ -17,6 +17,7 @@ use tidings_wire::{Message, Property, Value};
   tidings pub sensors.t1 --file reading.bin          # a binary payload from a file
   some-producer | tidings pub logs.app --file -      # the payload from standard input
   tidings pub load.test --count 100000 --rate 5000 --size 256
+  tidings pub status.door open --retain              # new subscribers get it first
   tidings pub orders.new '{\"id\":7}' --guaranteed --json   # wait until it is on disk")]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -42,6 +43,12 @@ pub(crate) struct Args {
     /// Pad the payload to this many bytes.
     #[arg(long, value_name = "BYTES", value_parser = at_least_one::<usize>)]
     size: Option<usize>,
+    /// Keep this message as the topic's retained value: every broker of the network keeps it
+    /// and gives it to each new matching subscription before any live message (`sub --json`
+    /// lines show `"retained": true`). An empty payload clears the topic's value. Best effort
+    /// only, for now: not with --guaranteed.
+    #[arg(long, conflicts_with = "guaranteed")]
+    retain: bool,
     /// Guaranteed delivery: wait for the broker's acknowledgement of every publish (on disk),
     /// adding the properties `seq` and `publisher`; exit non-zero if any was not acknowledged.
     #[arg(long)]
@@ -71,7 +78,7 @@ pub(crate) fn parse_property(text: &str) -> Result<Property, String> {
 }
 
 /// A topic as the broker accepts it (checked here so a typo is a usage error, exit 2).
-fn topic(text: &str) -> Result<String, String> {
+pub(crate) fn topic(text: &str) -> Result<String, String> {
     tidings_matching::Topic::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
 }
 
@@ -97,7 +104,10 @@ fn payload(args: &Args) -> anyhow::Result<Bytes> {
 }
 
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
-    let properties = args.properties.clone();
+    let mut properties = args.properties.clone();
+    if args.retain {
+        properties.push(Property::new(tidings_wire::RETAIN, true));
+    }
     let payload = payload(&args)?;
     let interval = args.rate.map(|r| Duration::from_secs_f64(1.0 / r));
     if args.guaranteed {

@@ -79,7 +79,8 @@ pub(crate) fn properties_json(properties: &[tidings_wire::Property]) -> serde_js
 }
 
 /// The JSON contract of `sub --json`: topic, properties, payload or payload_base64, sent_us,
-/// latency_us, plus subscription and missed; guaranteed deliveries add pubend, tick and
+/// latency_us, plus subscription and missed; a request adds reply_to, a retained value
+/// `retained: true`; guaranteed deliveries add pubend, tick and
 /// redelivered (true when the broker delivered that tick to this subscription before).
 pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     let mut obj = Map::new();
@@ -96,6 +97,12 @@ pub(crate) fn delivery_json(d: &Delivery) -> serde_json::Value {
     obj.insert("latency_us".into(), json!(d.received_us.saturating_sub(d.sent_us)));
     obj.insert("subscription".into(), json!(d.subscription.0));
     obj.insert("missed".into(), json!(d.missed));
+    if let Some(reply_to) = d.reply_to() {
+        obj.insert("reply_to".into(), json!(reply_to));
+    }
+    if d.retained() {
+        obj.insert("retained".into(), json!(true));
+    }
     if let Some(position) = d.position {
         obj.insert("pubend".into(), json!(position.pubend.to_string()));
         obj.insert("tick".into(), json!(position.tick.0));
@@ -160,7 +167,7 @@ pub(crate) fn report_connection_changes(
 }
 
 /// A pattern as the broker accepts it (checked here so a typo is a usage error, exit 2).
-fn pattern(text: &str) -> Result<String, String> {
+pub(crate) fn pattern(text: &str) -> Result<String, String> {
     tidings_matching::Pattern::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
 }
 

@@ -11,7 +11,23 @@ use bytes::{BufMut, Bytes, BytesMut};
 use crate::cursor::{put_bytes32, put_str16, Reader};
 use crate::error::WireError;
 use crate::value::{Property, Value};
-use crate::view::{read_entry, PropertiesRef};
+use crate::view::{read_entry, PropertiesRef, ValueRef};
+
+/// The property that makes a PUBLISH a request: its text value is the reply subject, a valid
+/// topic (no wildcards) the responder publishes its answer to. A property, not a field, so
+/// that every broker forwards it inside the message section untouched (links, logs) and a
+/// client that knows nothing of requests still reads the message. Keys starting with `$` are
+/// the protocol's.
+pub const REPLY_TO: &str = "$reply_to";
+
+/// The property (boolean `true`) asking the publisher's broker to keep this message as its
+/// topic's retained value; an empty payload clears the topic's value instead.
+pub const RETAIN: &str = "$retain";
+
+/// The property (boolean `true`) a broker adds to a retained value it delivers to a new
+/// subscription, so the subscriber can tell a kept value from a live one. Only brokers set it:
+/// a PUBLISH carrying it is refused.
+pub const RETAINED: &str = "$retained";
 
 /// A published message, held as its encoded bytes plus the offsets of its fields.
 ///
@@ -126,6 +142,33 @@ impl Message {
         PropertiesRef::new(&self.body[self.properties.clone()], self.property_count)
     }
 
+    /// The value of property `key` (the first of that key), read in place; `None` without it.
+    pub fn property(&self, key: &str) -> Option<ValueRef<'_>> {
+        if self.property_count == 0 {
+            return None;
+        }
+        self.property_view().iter().find(|(k, _)| *k == key).map(|(_, value)| value)
+    }
+
+    /// A request's reply subject ([`REPLY_TO`]) when it is text; whether it is a valid topic is
+    /// the broker's to check.
+    pub fn reply_to(&self) -> Option<&str> {
+        match self.property(REPLY_TO) {
+            Some(ValueRef::Str(subject)) => Some(subject),
+            _ => None,
+        }
+    }
+
+    /// Whether the publisher asked for this message to be retained ([`RETAIN`] is `true`).
+    pub fn is_retain(&self) -> bool {
+        self.property(RETAIN) == Some(ValueRef::Bool(true))
+    }
+
+    /// Whether a broker delivered this as a kept retained value ([`RETAINED`] is `true`).
+    pub fn is_retained(&self) -> bool {
+        self.property(RETAINED) == Some(ValueRef::Bool(true))
+    }
+
     /// The encoded message section, as carried by PUBLISH and DELIVER.
     pub fn as_bytes(&self) -> &Bytes {
         &self.body
@@ -178,6 +221,37 @@ mod tests {
             0, 0, 0, 2, b'x', b'y', // payload
         ];
         assert_eq!(&m.as_bytes()[..], expected);
+    }
+
+    #[test]
+    fn a_request_carries_its_reply_subject_as_a_property() {
+        let props = [Property::new(REPLY_TO, "_INBOX.k.1")];
+        let m = Message::new("svc.time", &props, Bytes::from_static(b"?"), 1).unwrap();
+        let expected: &[u8] = &[
+            0, 0, 0, 0, 0, 0, 0, 1, // sent_us
+            0, 8, b's', b'v', b'c', b'.', b't', b'i', b'm', b'e', // topic
+            0, 1, // property count
+            0, 9, b'$', b'r', b'e', b'p', b'l', b'y', b'_', b't', b'o', 0, // key, type string
+            0, 10, b'_', b'I', b'N', b'B', b'O', b'X', b'.', b'k', b'.', b'1', // reply subject
+            0, 0, 0, 1, b'?', // payload
+        ];
+        assert_eq!(&m.as_bytes()[..], expected);
+        assert_eq!(m.reply_to(), Some("_INBOX.k.1"));
+        assert!(!m.is_retain() && !m.is_retained());
+        assert_eq!(sample().reply_to(), None);
+        let not_text = Message::new("a", &[Property::new(REPLY_TO, 1i64)], Bytes::new(), 0).unwrap();
+        assert_eq!(not_text.reply_to(), None, "only text is a reply subject");
+        assert_eq!(not_text.property(REPLY_TO), Some(ValueRef::Int(1)));
+    }
+
+    #[test]
+    fn retain_flags_are_boolean_properties() {
+        let m = Message::new("a", &[Property::new("x", 1i64), Property::new(RETAIN, true)], Bytes::new(), 0).unwrap();
+        assert!(m.is_retain());
+        let off = Message::new("a", &[Property::new(RETAIN, false)], Bytes::new(), 0).unwrap();
+        assert!(!off.is_retain());
+        let kept = Message::new("a", &[Property::new(RETAINED, true)], Bytes::new(), 0).unwrap();
+        assert!(kept.is_retained() && !kept.is_retain());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod guaranteed_deliver;
 mod guaranteed_publish;
 mod hello;
 mod message;
+mod no_responders;
 mod notice;
 mod ping;
 mod publish_ack;
@@ -28,7 +29,8 @@ pub use gap::Gap;
 pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN};
 pub use guaranteed_publish::GuaranteedPublish;
 pub use hello::Hello;
-pub use message::Message;
+pub use message::{Message, REPLY_TO, RETAIN, RETAINED};
+pub use no_responders::NoResponders;
 pub use notice::Notice;
 pub use ping::{Ping, Pong};
 pub use publish_ack::PublishAck;
@@ -94,10 +96,12 @@ pub enum FrameType {
     /// one. A type of its own so that an answer is never mistaken for a request: a broker
     /// answers nothing that holds it, so two brokers cannot answer each other forever.
     TokenIssued = 0x13,
+    /// Broker to client: nothing anywhere matches a request's subject.
+    NoResponders = 0x14,
 }
 
 /// The highest type byte this version knows; the header check refuses anything above.
-const LAST_FRAME_TYPE: u8 = FrameType::TokenIssued as u8;
+const LAST_FRAME_TYPE: u8 = FrameType::NoResponders as u8;
 
 /// The pattern of every [`Frame`] only a broker sends (an answer, a delivery, a notice of its
 /// own), written once: [`Frame::is_from_broker`] is this pattern, and a broker's session refuses
@@ -115,6 +119,7 @@ macro_rules! broker_frame {
             | $crate::Frame::Gap(_)
             | $crate::Frame::Subscribed(_)
             | $crate::Frame::TokenIssued(_)
+            | $crate::Frame::NoResponders(_)
     };
 }
 
@@ -159,6 +164,8 @@ pub enum Frame {
     Token(Token),
     /// See [`Token`]: the broker's answer giving a client its token.
     TokenIssued(Token),
+    /// See [`NoResponders`].
+    NoResponders(NoResponders),
 }
 
 pub use welcome::Welcome;
@@ -187,6 +194,7 @@ impl Frame {
             Frame::Subscribed(_) => FrameType::Subscribed,
             Frame::Token(_) => FrameType::Token,
             Frame::TokenIssued(_) => FrameType::TokenIssued,
+            Frame::NoResponders(_) => FrameType::NoResponders,
         }
     }
 
@@ -260,6 +268,7 @@ impl Frame {
                 f.encode_body(out);
                 Ok(())
             }
+            Frame::NoResponders(f) => f.encode_body(out),
         })
     }
 
@@ -321,6 +330,7 @@ impl Frame {
             0x11 => Frame::Subscribed(Subscribed::decode_body(&body)?),
             0x12 => Frame::Token(Token::decode_body(&body)?),
             0x13 => Frame::TokenIssued(Token::decode_body(&body)?),
+            0x14 => Frame::NoResponders(NoResponders::decode_body(&body)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

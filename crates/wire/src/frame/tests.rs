@@ -184,6 +184,15 @@ fn gap_delivery_ack_and_subscribed_golden_bytes() {
 }
 
 #[test]
+fn no_responders_golden_bytes() {
+    golden(
+        Frame::NoResponders(NoResponders { reply_to: "_I.1".into() }),
+        &[0, 0, 0, 7, 0x14, 0, 4, b'_', b'I', b'.', b'1'],
+    );
+    assert!(Frame::NoResponders(NoResponders { reply_to: String::new() }).is_from_broker(), "only brokers send it");
+}
+
+#[test]
 fn token_golden_bytes() {
     let token: [u8; TOKEN_LEN] = std::array::from_fn(|i| i as u8);
     let mut expected = vec![0, 0, 0, 17, 0x12];

@@ -1,0 +1,86 @@
+//! Helpers shared by the messaging-pattern process tests (request/reply, retained values): the
+//! `tidings` binary, commands started once their subscription is active, linked brokers.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use tidings_testkit::BrokerProcess;
+
+pub(crate) fn bin() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_tidings"))
+}
+
+/// Runs `tidings ARGS` to its end (at most 20 s).
+pub(crate) fn tidings(args: &[&str]) -> Output {
+    let child = Command::new(bin()).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    tidings_testkit::finish_within(child, Duration::from_secs(20))
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A command started by [`start`]: killed if the test ends (or fails) before it is waited for.
+pub(crate) struct Running(Option<Child>);
+
+impl Running {
+    /// Waits for the command to exit by itself (at most 20 s).
+    pub(crate) fn finish(mut self) -> Output {
+        let child = self.0.take().expect("a running command");
+        tidings_testkit::finish_within(child, Duration::from_secs(20))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `tidings ARGS` (a `sub` or `reply`) and returns once its subscription is active at
+/// `at`. Its stdout is piped if `keep_output`, else discarded: a pipe nobody reads stops a
+/// command after 64 KiB of lines.
+pub(crate) fn start(at: &BrokerProcess, args: &[&str], keep_output: bool) -> Running {
+    let before = at.metric("tidings_subscriptions").unwrap();
+    let stdout = if keep_output { Stdio::piped() } else { Stdio::null() };
+    let child = Running(Some(Command::new(bin()).args(args).stdout(stdout).stderr(Stdio::inherit()).spawn().unwrap()));
+    tidings_testkit::wait_until("the command subscribes", Duration::from_secs(10), || {
+        at.metric("tidings_subscriptions").unwrap() > before
+    });
+    child
+}
+
+/// Waits for a command started with output kept and parses its JSON lines.
+pub(crate) fn json_lines(child: Running) -> Vec<serde_json::Value> {
+    let out = child.finish();
+    assert!(out.status.success(), "the command failed: {}", text(&out.stderr));
+    text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap()
+}
+
+/// Brokers named `a`, `b`, ... linked in a chain with `--peer`, returned once every link is up.
+pub(crate) fn chain(n: usize) -> Vec<BrokerProcess> {
+    let mut brokers: Vec<BrokerProcess> = Vec::new();
+    for i in 0..n {
+        let name = ((b'a' + i as u8) as char).to_string();
+        let mut args = vec!["--name".to_string(), name, "--cluster-listen".into(), "127.0.0.1:0".into()];
+        if let Some(previous) = brokers.last() {
+            args.extend(["--peer".to_string(), previous.ready.cluster.unwrap().to_string()]);
+        }
+        brokers.push(BrokerProcess::start(bin(), &args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap());
+    }
+    let links = |p: &BrokerProcess| p.metric("tidings_links_up").unwrap_or(0.0);
+    tidings_testkit::wait_until("the chain links", Duration::from_secs(20), || {
+        brokers.iter().enumerate().all(|(i, b)| links(b) == [i > 0, i + 1 < n].iter().filter(|x| **x).count() as f64)
+    });
+    brokers
+}
