@@ -71,6 +71,12 @@ impl<F: Ord> Delta<F> {
     }
 }
 
+/// Whether `a` comes no later than `b` in the order [`Minimized::kept_after`] walks: a streamed
+/// summary's cursor tells what the link already holds by this order alone.
+pub(crate) fn in_kept_order<F: Filter>(a: &F, b: &F) -> bool {
+    (a.covering_key(), a) <= (b.covering_key(), b)
+}
+
 /// Whether `a` pushes `b` out of a minimized set.
 fn dominates<F: Filter>(a: &F, b: &F) -> bool {
     a != b && a.covers(b) && (a < b || !b.covers(a))
@@ -121,6 +127,22 @@ impl<F: Filter> Minimized<F> {
             .collect();
         let distinct = inputs.values().map(BTreeMap::len).sum();
         Self { inputs, kept: other.kept.clone(), distinct }
+    }
+
+    /// The kept filters after `cursor` in kept order (by covering key, then by filter; see
+    /// [`in_kept_order`]), all of them for `None`: where a link's first summary, streamed a
+    /// slice at a time (`router/stream.rs`), resumes without copying what it already sent.
+    pub(crate) fn kept_after<'s>(&'s self, cursor: Option<&'s F>) -> impl Iterator<Item = &'s F> + 's {
+        let (first, rest) = match cursor {
+            None => (None, self.kept.range::<str, _>(..)),
+            Some(after) => {
+                let key = after.covering_key();
+                let first =
+                    self.kept.get(key).map(|group| group.range::<F, _>((Bound::Excluded(after), Bound::Unbounded)));
+                (first, self.kept.range::<str, _>((Bound::Excluded(key), Bound::Unbounded)))
+            }
+        };
+        first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter())).map(|filter| &**filter)
     }
 
     /// Whether `filter` is one of the kept filters.

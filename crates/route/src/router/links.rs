@@ -43,6 +43,7 @@ impl<F: Filter> Router<F> {
         }
         self.dirty.fresh.insert(peer.clone());
         self.sent.remove(&peer);
+        self.streams.forget(&peer);
         self.forget_sync(&peer);
         self.forget_barriers_of(&peer);
         let link = PeerLink { cell, incarnation, clock: LinkClock::new(now), up_since: now };
@@ -75,6 +76,7 @@ impl<F: Filter> Router<F> {
         let held = self.received.remove(peer);
         self.dirty.dropped(peer, held);
         self.sent.remove(peer);
+        self.streams.forget(peer);
         self.forget_sync(peer);
         self.forget_barriers_of(peer);
         self.dirty.all = true;

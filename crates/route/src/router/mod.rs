@@ -5,8 +5,9 @@
 //! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
 //! timers; `interest` handles subscriptions and summaries (and their full rebuild, the oracle);
 //! `propagate` carries interest changes forward as deltas; `reshape` carries topology changes
-//! forward at the cost of what they changed; `routes` holds what the data path precomputes and
-//! `forward` is the data path.
+//! forward at the cost of what they changed; `stream` sends a link's first summary of a large
+//! set a slice per input; `routes` holds what the data path precomputes and `forward` is the
+//! data path.
 
 mod barrier;
 mod departed;
@@ -18,6 +19,7 @@ mod pubend;
 mod reshape;
 mod routes;
 mod snapshot;
+mod stream;
 mod sync;
 mod verdicts;
 
@@ -280,6 +282,11 @@ pub struct Router<F: Filter> {
     counters: Counters,
     /// Bumped by every input that may change a filter verdict (see [`Router::verdict_epoch`]).
     verdict_epoch: u64,
+    /// First summaries still streaming to links, and what waits behind them (`stream.rs`).
+    streams: stream::Streams<F>,
+    /// Filters per streamed slice ([`crate::limits::SUMMARY_SLICE`]; smaller in tests, so
+    /// small networks stream too).
+    stream_slice: usize,
 }
 
 impl<F: Filter> Router<F> {
@@ -314,6 +321,8 @@ impl<F: Filter> Router<F> {
             now: Millis(0),
             counters: Counters::default(),
             verdict_epoch: 0,
+            streams: stream::Streams::default(),
+            stream_slice: crate::limits::SUMMARY_SLICE,
         }
     }
 
@@ -363,17 +372,22 @@ impl<F: Filter> Router<F> {
             }
             Input::NextTicks { round, ticks } => self.handle_next_ticks(round, ticks),
         }
+        let start = out.len();
         self.settle(out);
+        self.advance_streams(start, out);
     }
 
     /// When the shell must next call `handle(now, Input::Tick)`: the earliest heartbeat or
     /// liveness verdict over all links, or end of a departed link's interest hold; `None`
-    /// without either.
+    /// without either. Now, while a link's first summary is streaming: every input sends one
+    /// more slice of it, so the shell ticks again at once, letting go of its lock in between
+    /// (see `router/stream.rs`).
     pub fn next_deadline(&self) -> Option<Millis> {
         let links = self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min();
         let refresh = self.next_refresh.filter(|_| !self.links.is_empty());
         let expiry = self.db.next_expiry(self.advert_max_age_ms());
-        [links, refresh, expiry, self.next_departed_expiry()].into_iter().flatten().min()
+        let streaming = self.streams.under_way().then_some(self.now);
+        [links, refresh, expiry, self.next_departed_expiry(), streaming].into_iter().flatten().min()
     }
 
     /// How long adverts of other origins are held without renewal.

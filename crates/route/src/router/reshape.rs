@@ -131,7 +131,8 @@ impl<F: Filter> Router<F> {
             if mate {
                 scopes.insert(Scope::Local);
             }
-            let mut grouped = Grouped::default();
+            let cursors = self.streams.cursors.entry(peer.clone()).or_default();
+            let mut grouped = Grouped::new(cursors, Some(self.stream_slice));
             for scope in scopes {
                 let (desired, delta) = match &scope {
                     Scope::Local if mate => (Some(&self.local), Some(&patched.local)),

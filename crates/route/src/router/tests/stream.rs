@@ -1,0 +1,156 @@
+//! A link's first summary of a large set streams a slice per input (`router/stream.rs`): the
+//! peer must end with exactly the summary the whole message gave, whatever changed meanwhile,
+//! and hear nothing that claims the summary complete before it is.
+
+use std::collections::BTreeSet;
+
+use super::incremental::agrees_with_a_rebuild;
+use super::*;
+use crate::filter::test_filter::Rng;
+
+/// Subscriptions disjoint from each other, so none covers another and all are kept.
+fn disjoint(count: u32) -> Vec<Range> {
+    (0..count).map(|i| Range(i * 10, i * 10 + 1)).collect()
+}
+
+/// a (cell A) holding `filters`, not linked yet to b (cell B); slices of `slice` filters.
+fn unlinked(filters: &[Range], slice: usize) -> Wired {
+    let mut wired = Wired::new(&[("a", "A"), ("b", "B")]);
+    for router in wired.routers.values_mut() {
+        router.stream_slice = slice;
+    }
+    wired.input("a", Input::SubscribeMany { filters: filters.to_vec() });
+    wired
+}
+
+/// Filters in the Summary messages queued from `from` since the queue held `since` messages.
+fn summary_filters_since(wired: &Wired, from: &str, since: usize) -> usize {
+    let from = BrokerName::new(from);
+    let fresh = wired.queue.iter().skip(since).filter(|(at, _, _)| *at == from);
+    let sizes = fresh.filter_map(|(_, _, message)| match message {
+        PeerMessage::Summary(deltas) => Some(deltas.iter().map(|d| d.added.len() + d.removed.len()).sum::<usize>()),
+        _ => None,
+    });
+    sizes.sum()
+}
+
+/// Delivers what is queued, one message at a time, checking that no input of `at` queued more
+/// than `slice` summary filters; returns how many inputs did queue some.
+fn pump_bounded(wired: &mut Wired, at: &str, slice: usize) -> usize {
+    let mut sending = 0;
+    while let Some((from, to, message)) = wired.queue.pop_front() {
+        let since = wired.queue.len();
+        wired.input(to.as_str(), Input::Received { from, message });
+        let filters = summary_filters_since(wired, at, since);
+        assert!(filters <= slice, "one input of {at} sent {filters} summary filters");
+        sending += usize::from(filters > 0);
+    }
+    sending
+}
+
+/// What `at` holds from `from`.
+fn held(wired: &Wired, at: &str, from: &str) -> crate::summary::Scoped<Range> {
+    wired.router(at).received.get(&BrokerName::new(from)).cloned().unwrap_or_default()
+}
+
+/// Ticks every router until no stream is under way; returns how many rounds that took.
+fn drain(wired: &mut Wired) -> usize {
+    let mut rounds = 0;
+    while wired.routers.values().any(|router| router.streams.under_way()) {
+        for name in ["a", "b"] {
+            wired.input(name, Input::Tick);
+        }
+        wired.pump();
+        rounds += 1;
+        assert!(rounds < 10_000, "the stream does not end");
+    }
+    rounds
+}
+
+#[test]
+fn a_new_link_s_first_summary_goes_a_slice_per_input_and_ends_as_the_whole_summary() {
+    let filters = disjoint(5_000);
+    let slice = crate::limits::SUMMARY_SLICE;
+    let mut sliced = unlinked(&filters, slice);
+    sliced.input("a", Input::LinkUp { peer: "b".into(), cell: "B".into(), incarnation: Incarnation(1) });
+    sliced.input("b", Input::LinkUp { peer: "a".into(), cell: "A".into(), incarnation: Incarnation(1) });
+    let mut sending = pump_bounded(&mut sliced, "a", slice);
+    assert!(sliced.router("a").streams.under_way(), "a's summary streams");
+    assert_eq!(sliced.router("a").next_deadline(), Some(sliced.now), "the rest is due at once");
+    while sliced.router("a").streams.under_way() {
+        let since = sliced.queue.len();
+        sliced.input("a", Input::Tick);
+        assert!(summary_filters_since(&sliced, "a", since) <= slice, "a tick sent more than a slice");
+        sending += 1 + pump_bounded(&mut sliced, "a", slice);
+        assert!(sending < 1_000, "the stream does not end");
+    }
+    assert!(sending >= 5_000 / slice, "5,000 filters went in {sending} inputs");
+    let mut whole = unlinked(&filters, usize::MAX);
+    whole.link("a", "b");
+    whole.pump();
+    let expected = held(&whole, "b", "a");
+    assert_eq!(expected.values().map(BTreeSet::len).sum::<usize>(), 5_000);
+    assert_eq!(held(&sliced, "b", "a"), expected, "the peer holds what the whole message gave");
+    assert_eq!(sliced.router("a").sent, whole.router("a").sent);
+    assert!(sliced.taken().iter().all(|(_, action)| !matches!(action, Action::Rejected { .. })));
+}
+
+#[test]
+fn changes_while_the_first_summary_streams_reach_the_peer_in_order() {
+    for seed in 1..=20u64 {
+        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+        let filters = disjoint(60);
+        let mut wired = unlinked(&filters, 7);
+        let mut subscribed = filters.clone();
+        wired.link("a", "b");
+        let mut synced_early = false;
+        for _ in 0..40 {
+            match rng.below(4) {
+                0 if !subscribed.is_empty() => {
+                    let filter = subscribed.swap_remove(rng.below(subscribed.len() as u32) as usize);
+                    wired.input("a", Input::Unsubscribe { filter });
+                }
+                1 => {
+                    // Some cover others, so kept filters come and go behind the cursor too.
+                    let lo = rng.below(700);
+                    let filter = Range(lo, lo + rng.below(40));
+                    subscribed.push(filter);
+                    wired.input("a", Input::Subscribe { filter });
+                }
+                _ => wired.input("a", Input::Tick),
+            }
+            let streaming = wired.router("a").streams.under_way();
+            let from_a = wired.queue.iter().filter(|(at, _, _)| at.as_str() == "a");
+            synced_early |= streaming && from_a.into_iter().any(|(_, _, m)| matches!(m, PeerMessage::Synced(_)));
+            agrees_with_a_rebuild(wired.router("a"), &format!("seed {seed}"));
+            wired.pump();
+        }
+        drain(&mut wired);
+        assert!(!synced_early, "seed {seed}: a vouched for its summary while it still streamed");
+        let mut whole = unlinked(&subscribed, usize::MAX);
+        whole.link("a", "b");
+        whole.pump();
+        assert_eq!(held(&wired, "b", "a"), held(&whole, "b", "a"), "seed {seed}");
+        assert!(wired.taken().iter().all(|(_, action)| !matches!(action, Action::Rejected { .. })), "seed {seed}");
+        let synced = |w: &Wired| w.router("b").synced.get(&BrokerName::new("a")).cloned();
+        assert_eq!(synced(&wired), synced(&whole), "seed {seed}: the vouch follows the stream");
+    }
+}
+
+#[test]
+fn a_link_lost_in_mid_stream_leaves_nothing_streaming_and_a_new_one_starts_over() {
+    let filters = disjoint(50);
+    let mut wired = unlinked(&filters, 8);
+    wired.link("a", "b");
+    wired.pump();
+    wired.input("a", Input::LinkDown { peer: "b".into(), incarnation: Incarnation(1) });
+    wired.input("b", Input::LinkDown { peer: "a".into(), incarnation: Incarnation(1) });
+    assert!(!wired.router("a").streams.under_way());
+    assert_ne!(wired.router("a").next_deadline(), Some(wired.now), "nothing is due at once");
+    wired.pump();
+    wired.link("a", "b");
+    wired.pump();
+    drain(&mut wired);
+    let total: usize = held(&wired, "b", "a").values().map(BTreeSet::len).sum();
+    assert_eq!(total, 50);
+}
