@@ -344,7 +344,6 @@ fn a_client_subscribing_in_bulk_does_not_hold_up_its_neighbours() {
 /// (`MissedHeartbeats`), so it flaps. Needs that first summary streamed in slices the shell
 /// interleaves (issue 46, open).
 #[test]
-#[ignore = "fails: a new peer's first summary is still one O(n) step under the lock (issue 46)"]
 fn a_peer_linking_beside_a_large_summary_does_not_hold_up_a_neighbour() {
     let _one = tidings_testkit::one_at_a_time();
     let n = 100_000;

@@ -145,6 +145,29 @@ impl<F: Filter> Minimized<F> {
         first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter())).map(|filter| &**filter)
     }
 
+    /// Lets go of up to about `budget` filters (whole covering-key groups, at least one), kept
+    /// and inputs alike; returns how many went. For a set nothing reads any more, freed a
+    /// slice at a time (`router/garbage.rs`).
+    pub(crate) fn shed(&mut self, budget: usize) -> usize {
+        let mut shed = 0;
+        while shed < budget.max(1) {
+            if let Some((_, group)) = self.inputs.pop_last() {
+                shed += group.len();
+                self.distinct -= group.len();
+            } else if let Some((_, group)) = self.kept.pop_last() {
+                shed += group.len();
+            } else {
+                break;
+            }
+        }
+        shed
+    }
+
+    /// Whether [`Minimized::shed`] let go of everything.
+    pub(crate) fn is_shed(&self) -> bool {
+        self.inputs.is_empty() && self.kept.is_empty()
+    }
+
     /// Whether `filter` is one of the kept filters.
     pub(crate) fn is_kept(&self, filter: &F) -> bool {
         self.kept.get(filter.covering_key()).is_some_and(|kept| kept.contains(filter))

@@ -159,6 +159,13 @@ pub async fn ticker(ctx: Arc<LinkContext>) {
                 _ = cluster.timer.notified() => continue,
                 _ = ctx.shutdown.cancelled() => return,
             }
+        } else if ctx.shutdown.is_cancelled() {
+            return;
+        } else {
+            // Due at once: a link's first summary is streaming a slice per tick (route's
+            // `router/stream.rs`). The lock was let go after the last slice; this lets the
+            // runtime's other tasks (heartbeats, clients) take their turn before the next.
+            tokio::task::yield_now().await;
         }
         cluster.handle(Input::Tick);
     }

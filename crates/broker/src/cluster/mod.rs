@@ -354,8 +354,23 @@ impl Cluster {
 
     /// A control message from the connection `connection` to `peer`; ignored unless that is
     /// the peer's current connection (a replaced connection's leftovers must not touch the
-    /// new link's summaries).
+    /// new link's summaries). A summary message of more than [`crate::dispatch::BULK_SLICE`]
+    /// filters is fed in pieces of that size (`Router::summary_pieces`), the router's lock let
+    /// go between them, as a client's bulk subscriptions are.
     pub fn received(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
+        let slice = crate::dispatch::BULK_SLICE;
+        let deltas = match message {
+            PeerMessage::Summary(deltas) if summary_filters(&deltas) > slice => deltas,
+            message => return self.received_one(peer, connection, message),
+        };
+        let pieces = self.core.read().router.summary_pieces(peer, deltas, slice);
+        for piece in pieces {
+            self.received_one(peer, connection, PeerMessage::Summary(piece));
+        }
+    }
+
+    /// Feeds one control message (see [`Cluster::received`]).
+    fn received_one(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
         let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         let Some(entry) = core.links.get_mut(peer).filter(|entry| entry.connection == connection) else {
@@ -528,6 +543,11 @@ impl Cluster {
             self.metrics.summary_filters_sent.get_or_create(&label).set(*size as i64);
         }
     }
+}
+
+/// Filters added or removed in a summary message.
+fn summary_filters(deltas: &[tidings_route::SummaryDelta<RouteFilter>]) -> usize {
+    deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum()
 }
 
 /// A router input this long is logged as a warning (see [`Cluster::feed`]).

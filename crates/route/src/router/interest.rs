@@ -74,6 +74,14 @@ impl<F: Filter> Dirty<F> {
     }
 }
 
+/// Why a summary message is refused whole.
+pub(super) enum Refusal {
+    /// Over a size limit: the link closes.
+    TooLarge,
+    /// `Local` scope from a peer outside our cell: the message is ignored.
+    LocalScope,
+}
+
 /// What we advertise per tree, kept minimized between rounds so that a change costs only what
 /// it touches.
 ///
@@ -107,18 +115,26 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
+    /// Why a summary message from `from` is refused whole, before any of it is applied.
+    pub(super) fn summary_refusal(&self, from: &BrokerName, deltas: &[SummaryDelta<F>]) -> Option<Refusal> {
         let filters: usize = deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum();
         let scopes: usize = deltas.iter().map(|delta| delta.scopes.len()).sum();
         if filters > MAX_FILTERS_PER_MESSAGE || scopes > MAX_SCOPES_PER_MESSAGE {
-            self.exceeded(from, Limit::Summary, out);
-            return;
+            return Some(Refusal::TooLarge);
         }
         let is_mate = self.links.get(from).is_some_and(|link| link.cell == self.settings.cell);
         let local_scope = deltas.iter().any(|delta| delta.scopes.contains(&Scope::Local));
-        if local_scope && !is_mate {
-            out.push(Action::Rejected { error: RouteError::LocalScopeFromOtherCell { peer: from.clone() } });
-            return;
+        (local_scope && !is_mate).then_some(Refusal::LocalScope)
+    }
+
+    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
+        match self.summary_refusal(from, &deltas) {
+            Some(Refusal::TooLarge) => return self.exceeded(from, Limit::Summary, out),
+            Some(Refusal::LocalScope) => {
+                let error = RouteError::LocalScopeFromOtherCell { peer: from.clone() };
+                return out.push(Action::Rejected { error });
+            }
+            None => {}
         }
         let held = self.received.entry(from.clone()).or_default();
         match apply(held, &deltas) {
@@ -152,6 +168,9 @@ impl<F: Filter> Router<F> {
             self.reshape(dirty.local, &dirty.dropped, &dirty.fresh, out);
         } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
             self.propagate(dirty.local, &dirty.received, out);
+        }
+        for held in dirty.dropped.into_values() {
+            self.garbage.scoped(held);
         }
     }
 

@@ -88,9 +88,9 @@ impl<F: Filter> Router<F> {
         delta: &SummaryDelta<F>,
         changes: &mut Changes<F>,
     ) {
-        let removed: BTreeSet<F> = delta.removed.iter().cloned().collect();
-        let added: BTreeSet<F> = delta.added.iter().cloned().collect();
         if let Some(mate) = self.routes.mates.iter_mut().find(|mate| mate.name == *from) {
+            let removed: BTreeSet<F> = delta.removed.iter().cloned().collect();
+            let added: BTreeSet<F> = delta.added.iter().cloned().collect();
             let root = match scope {
                 Scope::Local => {
                     index(&mut mate.local, &removed, &added);

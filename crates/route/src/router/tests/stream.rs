@@ -154,3 +154,149 @@ fn a_link_lost_in_mid_stream_leaves_nothing_streaming_and_a_new_one_starts_over(
     let total: usize = held(&wired, "b", "a").values().map(BTreeSet::len).sum();
     assert_eq!(total, 50);
 }
+
+#[test]
+fn a_received_summary_fed_in_pieces_leaves_what_the_whole_message_leaves() {
+    let filters = disjoint(3_000);
+    let mut whole = unlinked(&filters, usize::MAX);
+    let mut pieces = unlinked(&filters, usize::MAX);
+    whole.link("a", "b");
+    pieces.link("a", "b");
+    whole.pump();
+    let mut fed = 0;
+    while let Some((from, to, message)) = pieces.queue.pop_front() {
+        let PeerMessage::Summary(deltas) = message else {
+            pieces.input(to.as_str(), Input::Received { from, message });
+            continue;
+        };
+        for piece in pieces.router(to.as_str()).summary_pieces(&from, deltas, 100) {
+            assert!(piece.iter().map(|d| d.added.len() + d.removed.len()).sum::<usize>() <= 100);
+            pieces.input(to.as_str(), Input::Received { from: from.clone(), message: PeerMessage::Summary(piece) });
+            fed += 1;
+        }
+    }
+    assert!(fed >= 30, "3,000 filters in {fed} pieces");
+    assert_eq!(held(&pieces, "b", "a"), held(&whole, "b", "a"));
+    assert_eq!(pieces.router("b").sent, whole.router("b").sent);
+    for value in [0, 10, 15, 29_990] {
+        let (p, w) = (
+            pieces.route("b", Arrival::Published { pubend: PubendId(1) }, value).sends.len(),
+            whole.route("b", Arrival::Published { pubend: PubendId(1) }, value).sends.len(),
+        );
+        assert_eq!(p, w, "value {value}");
+    }
+    // Refused whole stays whole: `Local` scope from another cell.
+    let local = vec![SummaryDelta { scopes: vec![Scope::Local], added: filters.clone(), removed: Vec::new() }];
+    assert_eq!(pieces.router("b").summary_pieces(&"a".into(), local, 100).len(), 1);
+}
+
+#[cfg(feature = "matching")]
+mod timed {
+    use std::collections::{BTreeMap, BTreeSet, VecDeque};
+    use std::time::{Duration, Instant};
+
+    use super::super::LIVENESS;
+    use crate::matching::{FilterText, RouteFilter};
+    use crate::router::{Action, Input, Router, RouterSettings};
+    use crate::{BrokerName, Incarnation, Millis, PeerMessage};
+
+    /// Routers of the broker's real filter, each input timed.
+    struct Timed {
+        routers: BTreeMap<BrokerName, Router<RouteFilter>>,
+        queue: VecDeque<(BrokerName, BrokerName, PeerMessage<RouteFilter>)>,
+        slowest: BTreeMap<String, Duration>,
+    }
+
+    impl Timed {
+        fn feed(&mut self, at: &str, input: Input<RouteFilter>) {
+            let kind = match &input {
+                Input::Received { message: PeerMessage::Summary(_), .. } => "summary",
+                Input::Received { .. } => "other message",
+                Input::LinkUp { .. } => "link up",
+                Input::LinkDown { .. } => "link down",
+                Input::Tick => "tick",
+                _ => "subscribe",
+            };
+            let mut out = Vec::new();
+            let started = Instant::now();
+            self.routers.get_mut(at).unwrap().handle(Millis(0), input, &mut out);
+            let spent = started.elapsed();
+            let worst = self.slowest.entry(format!("{at} {kind}")).or_default();
+            *worst = (*worst).max(spent);
+            for action in out {
+                if let Action::Send { to, message } = action {
+                    self.queue.push_back((at.into(), to, message));
+                }
+            }
+        }
+
+        /// Feeds `ops`, then delivers and ticks until nothing is queued or streaming.
+        fn run(&mut self, ops: Vec<(&str, Input<RouteFilter>)>) {
+            for (at, input) in ops {
+                self.feed(at, input);
+            }
+            loop {
+                while let Some((from, to, message)) = self.queue.pop_front() {
+                    self.feed(to.as_str(), Input::Received { from, message });
+                }
+                let streaming: Vec<BrokerName> =
+                    self.routers.iter().filter(|(_, r)| r.streams.under_way()).map(|(name, _)| name.clone()).collect();
+                if streaming.is_empty() {
+                    break;
+                }
+                for name in streaming {
+                    self.feed(name.as_str(), Input::Tick);
+                }
+            }
+        }
+
+        fn held(&self, at: &str, from: &str) -> usize {
+            self.routers[at].received[&BrokerName::new(from)].values().map(BTreeSet::len).sum()
+        }
+    }
+
+    fn up<'a>(me: &'a str, peer: &str, cell: &str) -> (&'a str, Input<RouteFilter>) {
+        (me, Input::LinkUp { peer: peer.into(), cell: cell.into(), incarnation: Incarnation(1) })
+    }
+
+    /// The longest single input at `a` and at its peers while `a`, holding
+    /// `TIMED_SUBSCRIPTIONS` (100,000) of the broker's real filters, loses its peer `b` and
+    /// links to a new one, `c`: a debug-build view of what the broker's lock is held for.
+    /// `cargo test -p tidings-route --features matching --lib -- --ignored --nocapture
+    /// slowest_input`.
+    #[test]
+    #[ignore = "a measurement: prints the slowest inputs"]
+    fn slowest_input_while_a_large_summary_changes_peers() {
+        let n: usize = std::env::var("TIMED_SUBSCRIPTIONS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+        let routers = [("a", "A"), ("b", "B"), ("c", "C")]
+            .into_iter()
+            .map(|(name, cell)| {
+                let settings = RouterSettings {
+                    name: name.into(),
+                    cell: cell.into(),
+                    incarnation: Incarnation(1),
+                    liveness: LIVENESS,
+                    departed_interest_ms: 0,
+                };
+                (BrokerName::new(name), Router::new(settings))
+            })
+            .collect();
+        let mut timed = Timed { routers, queue: VecDeque::new(), slowest: BTreeMap::new() };
+        let filters: Vec<RouteFilter> = (0..n)
+            .map(|i| RouteFilter::try_from(FilterText { pattern: format!("plant.line{i}.sensor"), selector: None }))
+            .collect::<Result<_, _>>()
+            .unwrap();
+        for chunk in filters.chunks(256) {
+            timed.feed("a", Input::SubscribeMany { filters: chunk.to_vec() });
+        }
+        timed.run(vec![up("a", "b", "B"), up("b", "a", "A")]);
+        assert_eq!(timed.held("b", "a"), n);
+        timed.slowest.clear();
+        let down = ("a", Input::LinkDown { peer: "b".into(), incarnation: Incarnation(1) });
+        timed.run(vec![down, up("a", "c", "C"), up("c", "a", "A")]);
+        assert_eq!(timed.held("c", "a"), n);
+        for (kind, spent) in &timed.slowest {
+            eprintln!("slowest {kind}: {spent:?}");
+        }
+    }
+}
