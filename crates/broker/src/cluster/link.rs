@@ -324,7 +324,14 @@ async fn read_loop(
                     }
                     match convert::control_message(other) {
                         Ok(Some(message)) => {
-                            cluster.received(peer, id, message);
+                            let mut pieces = cluster.pieces(peer, message).into_iter().peekable();
+                            while let Some(piece) = pieces.next() {
+                                cluster.received(peer, id, piece);
+                                if pieces.peek().is_some() {
+                                    // The peer's heartbeats and our ticker's wait for no summary.
+                                    tokio::task::yield_now().await;
+                                }
+                            }
                             last_fed = Instant::now();
                         }
                         Ok(None) => return protocol_error(ctx, queue, peer, "unexpected frame on a link"),

@@ -352,25 +352,25 @@ impl Cluster {
         self.timer.notify_one();
     }
 
-    /// A control message from the connection `connection` to `peer`; ignored unless that is
-    /// the peer's current connection (a replaced connection's leftovers must not touch the
-    /// new link's summaries). A summary message of more than [`crate::dispatch::BULK_SLICE`]
-    /// filters is fed in pieces of that size (`Router::summary_pieces`), the router's lock let
-    /// go between them, as a client's bulk subscriptions are.
-    pub fn received(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
+    /// A control message from `peer` as the messages to feed [`Cluster::received`] one at a
+    /// time: a summary message of more than [`crate::dispatch::BULK_SLICE`] filters in pieces
+    /// of that size (`Router::summary_pieces`), so the router's lock is let go, and the link
+    /// task yields, between them, as for a client's bulk subscriptions.
+    pub fn pieces(&self, peer: &BrokerName, message: PeerMessage<RouteFilter>) -> Vec<PeerMessage<RouteFilter>> {
         let slice = crate::dispatch::BULK_SLICE;
-        let deltas = match message {
-            PeerMessage::Summary(deltas) if summary_filters(&deltas) > slice => deltas,
-            message => return self.received_one(peer, connection, message),
-        };
-        let pieces = self.core.read().router.summary_pieces(peer, deltas, slice);
-        for piece in pieces {
-            self.received_one(peer, connection, PeerMessage::Summary(piece));
+        match message {
+            PeerMessage::Summary(deltas) if summary_filters(&deltas) > slice => {
+                let pieces = self.core.read().router.summary_pieces(peer, deltas, slice);
+                pieces.into_iter().map(PeerMessage::Summary).collect()
+            }
+            message => vec![message],
         }
     }
 
-    /// Feeds one control message (see [`Cluster::received`]).
-    fn received_one(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
+    /// A control message from the connection `connection` to `peer`; ignored unless that is
+    /// the peer's current connection (a replaced connection's leftovers must not touch the
+    /// new link's summaries).
+    pub fn received(&self, peer: &BrokerName, connection: u64, message: PeerMessage<RouteFilter>) {
         let (mut guard, now) = self.lock_core();
         let core = &mut *guard;
         let Some(entry) = core.links.get_mut(peer).filter(|entry| entry.connection == connection) else {
