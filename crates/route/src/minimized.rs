@@ -144,7 +144,7 @@ impl<F: Filter> Minimized<F> {
                 (first, self.kept.range::<str, _>((Bound::Excluded(key), Bound::Unbounded)))
             }
         };
-        first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter())).map(|filter| filter)
+        first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter()))
     }
 
     /// Lets go of up to about `budget` filters (whole covering-key groups, at least one), kept
@@ -177,7 +177,7 @@ impl<F: Filter> Minimized<F> {
 
     /// The kept filters, grouped by covering key (not globally sorted).
     pub(crate) fn kept(&self) -> impl Iterator<Item = &F> {
-        self.kept.values().flatten().map(|filter| filter)
+        self.kept.values().flatten()
     }
 
     /// The kept filters, sorted.
