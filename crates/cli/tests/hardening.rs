@@ -353,7 +353,7 @@ fn a_client_subscribing_in_bulk_does_not_hold_up_its_neighbours() {
 /// local filters when the new peer's advert arrives (`reshape_subtree`, likely the copy
 /// `Minimized::from_kept_of`): 160-240 ms in the debug timing test, 380-790 ms in this test at
 /// load 10-13, past the new peer's 750 ms liveness timeout, so the link still flaps under load
-/// (passed once at load 9: the neighbour's worst round trip 472 ms).
+/// (passed at load 9: the neighbour's worst round trip 472 ms; at load 0.9: 153 ms, p99 15 ms).
 #[test]
 #[ignore = "fails under load: a new tree's advertised set is still built in one step (issue 46)"]
 fn a_peer_linking_beside_a_large_summary_does_not_hold_up_a_neighbour() {
