@@ -22,13 +22,15 @@ use crate::filter::{key_prefixes, segments, Filter};
 /// A multiset of filters and its minimized set, updated incrementally.
 #[derive(Clone, Debug)]
 pub(crate) struct Minimized<F> {
-    /// Every distinct input with how many times it was inserted, by covering key. Boxed: a
-    /// B-tree allocates a node of eleven entries for its first, and most groups hold one
-    /// filter (distinct literal patterns), so unboxed filters cost about 5.5 KB per
-    /// subscription between this map and `kept` (measured at 100,000 subscriptions).
-    inputs: BTreeMap<String, BTreeMap<Box<F>, u32>>,
+    /// Every distinct input with how many times it was inserted, by covering key. Held
+    /// inline: the broker's filter is one shared pointer (`matching::RouteFilter`), so a B-tree
+    /// node of eleven is small; boxed, as a filter of several strings once had to be (5.5 KB
+    /// per subscription at 100,000), each copy of a set cost an allocation more per filter,
+    /// and a new tree's advertised set copied from the local interest is 100,000 of them under
+    /// the router's lock (issue 46).
+    inputs: BTreeMap<String, BTreeMap<F, u32>>,
     /// The inputs no other input dominates, by covering key.
-    kept: BTreeMap<String, BTreeSet<Box<F>>>,
+    kept: BTreeMap<String, BTreeSet<F>>,
     /// Number of distinct inputs.
     distinct: usize,
 }
@@ -69,6 +71,12 @@ impl<F: Ord> Delta<F> {
     pub(crate) fn is_empty(&self) -> bool {
         self.added.is_empty() && self.removed.is_empty()
     }
+}
+
+/// Whether `a` comes no later than `b` in the order [`Minimized::kept_after`] walks: a streamed
+/// summary's cursor tells what the link already holds by this order alone.
+pub(crate) fn in_kept_order<F: Filter>(a: &F, b: &F) -> bool {
+    (a.covering_key(), a) <= (b.covering_key(), b)
 }
 
 /// Whether `a` pushes `b` out of a minimized set.
@@ -114,13 +122,52 @@ impl<F: Filter> Minimized<F> {
     /// minimal already), so a tree that appears beside 100,000 local subscriptions costs a copy
     /// rather than 100,000 insertions.
     pub(crate) fn from_kept_of(other: &Self) -> Self {
-        let inputs: BTreeMap<String, BTreeMap<Box<F>, u32>> = other
+        let inputs: BTreeMap<String, BTreeMap<F, u32>> = other
             .kept
             .iter()
             .map(|(key, kept)| (key.clone(), kept.iter().map(|filter| (filter.clone(), 1)).collect()))
             .collect();
         let distinct = inputs.values().map(BTreeMap::len).sum();
         Self { inputs, kept: other.kept.clone(), distinct }
+    }
+
+    /// The kept filters after `cursor` in kept order (by covering key, then by filter; see
+    /// [`in_kept_order`]), all of them for `None`: where a link's first summary, streamed a
+    /// slice at a time (`router/stream.rs`), resumes without copying what it already sent.
+    pub(crate) fn kept_after<'s>(&'s self, cursor: Option<&'s F>) -> impl Iterator<Item = &'s F> + 's {
+        let (first, rest) = match cursor {
+            None => (None, self.kept.range::<str, _>(..)),
+            Some(after) => {
+                let key = after.covering_key();
+                let first =
+                    self.kept.get(key).map(|group| group.range::<F, _>((Bound::Excluded(after), Bound::Unbounded)));
+                (first, self.kept.range::<str, _>((Bound::Excluded(key), Bound::Unbounded)))
+            }
+        };
+        first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter()))
+    }
+
+    /// Lets go of up to about `budget` filters (whole covering-key groups, at least one), kept
+    /// and inputs alike; returns how many went. For a set nothing reads any more, freed a
+    /// slice at a time (`router/garbage.rs`).
+    pub(crate) fn shed(&mut self, budget: usize) -> usize {
+        let mut shed = 0;
+        while shed < budget.max(1) {
+            if let Some((_, group)) = self.inputs.pop_last() {
+                shed += group.len();
+                self.distinct -= group.len();
+            } else if let Some((_, group)) = self.kept.pop_last() {
+                shed += group.len();
+            } else {
+                break;
+            }
+        }
+        shed
+    }
+
+    /// Whether [`Minimized::shed`] let go of everything.
+    pub(crate) fn is_shed(&self) -> bool {
+        self.inputs.is_empty() && self.kept.is_empty()
     }
 
     /// Whether `filter` is one of the kept filters.
@@ -130,7 +177,7 @@ impl<F: Filter> Minimized<F> {
 
     /// The kept filters, grouped by covering key (not globally sorted).
     pub(crate) fn kept(&self) -> impl Iterator<Item = &F> {
-        self.kept.values().flatten().map(|filter| &**filter)
+        self.kept.values().flatten()
     }
 
     /// The kept filters, sorted.
@@ -154,7 +201,7 @@ impl<F: Filter> Minimized<F> {
             *count += 1;
             return;
         }
-        group.insert(Box::new(filter.clone()), 1);
+        group.insert(filter.clone(), 1);
         self.distinct += 1;
         if !self.is_dominated(filter) {
             self.keep(filter, delta);
@@ -192,7 +239,7 @@ impl<F: Filter> Minimized<F> {
     /// dominates is kept, broadest keys first so that narrower ones are mostly found covered.
     fn uncover(&mut self, key: &str, delta: &mut Delta<F>) {
         let mut candidates: Vec<(usize, &String, &F)> = under(&self.inputs, key)
-            .flat_map(|(group_key, group)| group.keys().map(move |filter| (segments(group_key), group_key, &**filter)))
+            .flat_map(|(group_key, group)| group.keys().map(move |filter| (segments(group_key), group_key, filter)))
             .filter(|(_, group_key, filter)| !self.kept.get(*group_key).is_some_and(|kept| kept.contains(*filter)))
             .collect();
         candidates.sort();
@@ -208,14 +255,14 @@ impl<F: Filter> Minimized<F> {
     fn is_dominated(&self, filter: &F) -> bool {
         wider_keys(filter.covering_key())
             .filter_map(|key| self.kept.get(key))
-            .any(|kept| kept.iter().any(|wider| dominates(&**wider, filter)))
+            .any(|kept| kept.iter().any(|wider| dominates(wider, filter)))
     }
 
     /// Keeps `filter` (not dominated) and drops the kept filters it dominates.
     fn keep(&mut self, filter: &F, delta: &mut Delta<F>) {
         let key = filter.covering_key();
         let dominated: Vec<(String, F)> = under(&self.kept, key)
-            .flat_map(|(group_key, kept)| kept.iter().map(move |narrow| (group_key, &**narrow)))
+            .flat_map(|(group_key, kept)| kept.iter().map(move |narrow| (group_key, narrow)))
             .filter(|(_, narrow)| dominates(filter, narrow))
             .map(|(group_key, narrow)| (group_key.clone(), narrow.clone()))
             .collect();
@@ -229,8 +276,8 @@ impl<F: Filter> Minimized<F> {
             delta.remove(narrow);
         }
         match self.kept.get_mut(key) {
-            Some(kept) => kept.insert(Box::new(filter.clone())),
-            None => self.kept.entry(key.to_string()).or_default().insert(Box::new(filter.clone())),
+            Some(kept) => kept.insert(filter.clone()),
+            None => self.kept.entry(key.to_string()).or_default().insert(filter.clone()),
         };
         delta.add(filter.clone());
     }

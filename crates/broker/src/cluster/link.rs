@@ -159,6 +159,13 @@ pub async fn ticker(ctx: Arc<LinkContext>) {
                 _ = cluster.timer.notified() => continue,
                 _ = ctx.shutdown.cancelled() => return,
             }
+        } else if ctx.shutdown.is_cancelled() {
+            return;
+        } else {
+            // Due at once: a link's first summary is streaming a slice per tick (route's
+            // `router/stream.rs`). The lock was let go after the last slice; this lets the
+            // runtime's other tasks (heartbeats, clients) take their turn before the next.
+            tokio::task::yield_now().await;
         }
         cluster.handle(Input::Tick);
     }
@@ -324,7 +331,14 @@ async fn read_loop(
                     }
                     match convert::control_message(other) {
                         Ok(Some(message)) => {
-                            cluster.received(peer, id, message);
+                            let mut pieces = cluster.pieces(peer, message).into_iter().peekable();
+                            while let Some(piece) = pieces.next() {
+                                cluster.received(peer, id, piece);
+                                if pieces.peek().is_some() {
+                                    // The peer's heartbeats and our ticker's wait for no summary.
+                                    tokio::task::yield_now().await;
+                                }
+                            }
                             last_fed = Instant::now();
                         }
                         Ok(None) => return protocol_error(ctx, queue, peer, "unexpected frame on a link"),

@@ -352,6 +352,21 @@ impl Cluster {
         self.timer.notify_one();
     }
 
+    /// A control message from `peer` as the messages to feed [`Cluster::received`] one at a
+    /// time: a summary message of more than [`crate::dispatch::BULK_SLICE`] filters in pieces
+    /// of that size (`Router::summary_pieces`), so the router's lock is let go, and the link
+    /// task yields, between them, as for a client's bulk subscriptions.
+    pub fn pieces(&self, peer: &BrokerName, message: PeerMessage<RouteFilter>) -> Vec<PeerMessage<RouteFilter>> {
+        let slice = crate::dispatch::BULK_SLICE;
+        match message {
+            PeerMessage::Summary(deltas) if summary_filters(&deltas) > slice => {
+                let pieces = self.core.read().router.summary_pieces(peer, deltas, slice);
+                pieces.into_iter().map(PeerMessage::Summary).collect()
+            }
+            message => vec![message],
+        }
+    }
+
     /// A control message from the connection `connection` to `peer`; ignored unless that is
     /// the peer's current connection (a replaced connection's leftovers must not touch the
     /// new link's summaries).
@@ -528,6 +543,11 @@ impl Cluster {
             self.metrics.summary_filters_sent.get_or_create(&label).set(*size as i64);
         }
     }
+}
+
+/// Filters added or removed in a summary message.
+fn summary_filters(deltas: &[tidings_route::SummaryDelta<RouteFilter>]) -> usize {
+    deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum()
 }
 
 /// A router input this long is logged as a warning (see [`Cluster::feed`]).

@@ -22,6 +22,8 @@ use crate::minimized::{Delta, Minimized};
 use crate::names::{BrokerName, CellName};
 use crate::summary::{apply, diff_scopes, size, Scope, Scoped, SummaryDelta};
 
+use super::stream::{streamed, streams, Cursors};
+
 /// What changed since the last `settle`.
 #[derive(Clone, Debug)]
 pub(super) struct Dirty<F> {
@@ -72,6 +74,14 @@ impl<F: Filter> Dirty<F> {
     }
 }
 
+/// Why a summary message is refused whole.
+pub(super) enum Refusal {
+    /// Over a size limit: the link closes.
+    TooLarge,
+    /// `Local` scope from a peer outside our cell: the message is ignored.
+    LocalScope,
+}
+
 /// What we advertise per tree, kept minimized between rounds so that a change costs only what
 /// it touches.
 ///
@@ -105,18 +115,26 @@ impl<F: Filter> Router<F> {
         }
     }
 
-    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
+    /// Why a summary message from `from` is refused whole, before any of it is applied.
+    pub(super) fn summary_refusal(&self, from: &BrokerName, deltas: &[SummaryDelta<F>]) -> Option<Refusal> {
         let filters: usize = deltas.iter().map(|delta| delta.added.len() + delta.removed.len()).sum();
         let scopes: usize = deltas.iter().map(|delta| delta.scopes.len()).sum();
         if filters > MAX_FILTERS_PER_MESSAGE || scopes > MAX_SCOPES_PER_MESSAGE {
-            self.exceeded(from, Limit::Summary, out);
-            return;
+            return Some(Refusal::TooLarge);
         }
         let is_mate = self.links.get(from).is_some_and(|link| link.cell == self.settings.cell);
         let local_scope = deltas.iter().any(|delta| delta.scopes.contains(&Scope::Local));
-        if local_scope && !is_mate {
-            out.push(Action::Rejected { error: RouteError::LocalScopeFromOtherCell { peer: from.clone() } });
-            return;
+        (local_scope && !is_mate).then_some(Refusal::LocalScope)
+    }
+
+    pub(super) fn handle_summary(&mut self, from: &BrokerName, deltas: Vec<SummaryDelta<F>>, out: &mut Vec<Action<F>>) {
+        match self.summary_refusal(from, &deltas) {
+            Some(Refusal::TooLarge) => return self.exceeded(from, Limit::Summary, out),
+            Some(Refusal::LocalScope) => {
+                let error = RouteError::LocalScopeFromOtherCell { peer: from.clone() };
+                return out.push(Action::Rejected { error });
+            }
+            None => {}
         }
         let held = self.received.entry(from.clone()).or_default();
         match apply(held, &deltas) {
@@ -145,17 +163,21 @@ impl<F: Filter> Router<F> {
         let topology = dirty.all || dirty.table;
         if dirty.rebuild || (topology && !dirty.received.is_empty()) {
             // Everything is derived again from what is held, changes included.
-            self.rebuild_interest(out);
+            self.rebuild_interest(topology, out);
         } else if topology {
             self.reshape(dirty.local, &dirty.dropped, &dirty.fresh, out);
         } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
             self.propagate(dirty.local, &dirty.received, out);
         }
+        for held in dirty.dropped.into_values() {
+            self.garbage.scoped(held);
+        }
     }
 
     /// Rebuilds every tree's summaries and what we advertise, and sends each link what differs
-    /// from what it was sent.
-    fn rebuild_interest(&mut self, out: &mut Vec<Action<F>>) {
+    /// from what it was sent; after a `topology` change a scope's first summary of more than a
+    /// slice streams, as the incremental settle does.
+    fn rebuild_interest(&mut self, topology: bool, out: &mut Vec<Action<F>>) {
         let roots: BTreeSet<CellName> = self.routes.trees.keys().chain(self.table.trees.keys()).cloned().collect();
         self.routes.rebuild(&self.table, &self.received, &roots);
         self.sync_dirty = true;
@@ -178,7 +200,7 @@ impl<F: Filter> Router<F> {
                 scopes.insert(Scope::Local);
             }
             let table = &self.table;
-            let deltas = diff_scopes(sent, scopes, |scope| match scope {
+            let whole = |scope: &Scope| match scope {
                 Scope::Local if mate => Some(&local),
                 Scope::Local => None,
                 Scope::Tree(root) if mate => down.get(root),
@@ -186,7 +208,11 @@ impl<F: Filter> Router<F> {
                     let parent = table.trees.get(root).and_then(|place| place.parent.as_ref());
                     subtree.get(root).filter(|_| parent == Some(&link.cell))
                 }
-            });
+            };
+            let cursors = self.streams.cursors.entry(peer.clone()).or_default();
+            let slice = topology.then_some(self.stream_slice);
+            let streaming = streaming_parts(cursors, sent, &scopes, slice, whole);
+            let deltas = diff_scopes(sent, scopes, |scope| streaming.get(scope).or_else(|| whole(scope)));
             if !deltas.is_empty() {
                 self.counters.summary_deltas_sent += deltas.len() as u64;
                 send_summary(out, peer, deltas);
@@ -211,6 +237,36 @@ impl<F: Filter> Router<F> {
         }
         self.advertised.down.insert(root.clone(), below);
     }
+}
+
+/// What the scopes streaming to a link (`router/stream.rs`) should hold by now: the part of
+/// their set up to the cursor; a scope sent nothing whose set holds more than `slice` filters
+/// starts streaming from nothing. A stream ends only at its next slice, finding nothing after
+/// its cursor, whichever way the router settles, so the rebuild and the incremental settles
+/// keep the same streams.
+fn streaming_parts<'a, F: Filter + 'a>(
+    cursors: &mut Cursors<F>,
+    sent: &Scoped<F>,
+    scopes: &BTreeSet<Scope>,
+    slice: Option<usize>,
+    whole: impl Fn(&Scope) -> Option<&'a BTreeSet<F>>,
+) -> BTreeMap<Scope, BTreeSet<F>> {
+    let mut parts = BTreeMap::new();
+    for scope in scopes {
+        let set = whole(scope).filter(|set| !set.is_empty());
+        match (cursors.get(scope), set) {
+            (Some(cursor), set) => {
+                let part = set.into_iter().flatten().filter(|filter| streamed(cursor, filter)).cloned().collect();
+                parts.insert(scope.clone(), part);
+            }
+            (None, Some(set)) if !sent.contains_key(scope) && streams(set.len(), slice) => {
+                cursors.insert(scope.clone(), None);
+                parts.insert(scope.clone(), BTreeSet::new());
+            }
+            (None, _) => {}
+        }
+    }
+    parts
 }
 
 /// Sends `deltas` to `peer` in messages of at most [`crate::limits::SUMMARY_SLICE`] filters.

@@ -42,7 +42,10 @@ impl<F: Filter> Router<F> {
             self.dirty.dropped(&peer, held);
         }
         self.dirty.fresh.insert(peer.clone());
-        self.sent.remove(&peer);
+        if let Some(sent) = self.sent.remove(&peer) {
+            self.garbage.scoped(sent);
+        }
+        self.streams.forget(&peer);
         self.forget_sync(&peer);
         self.forget_barriers_of(&peer);
         let link = PeerLink { cell, incarnation, clock: LinkClock::new(now), up_since: now };
@@ -74,7 +77,10 @@ impl<F: Filter> Router<F> {
         self.hold_departed(peer);
         let held = self.received.remove(peer);
         self.dirty.dropped(peer, held);
-        self.sent.remove(peer);
+        if let Some(sent) = self.sent.remove(peer) {
+            self.garbage.scoped(sent);
+        }
+        self.streams.forget(peer);
         self.forget_sync(peer);
         self.forget_barriers_of(peer);
         self.dirty.all = true;

@@ -5,12 +5,14 @@
 //! Layout: this file holds the types and the dispatch; `links` handles link up/down, adverts and
 //! timers; `interest` handles subscriptions and summaries (and their full rebuild, the oracle);
 //! `propagate` carries interest changes forward as deltas; `reshape` carries topology changes
-//! forward at the cost of what they changed; `routes` holds what the data path precomputes and
-//! `forward` is the data path.
+//! forward at the cost of what they changed; `stream` sends a link's first summary of a large
+//! set a slice per input; `routes` holds what the data path precomputes and `forward` is the
+//! data path.
 
 mod barrier;
 mod departed;
 mod forward;
+mod garbage;
 mod interest;
 mod links;
 mod propagate;
@@ -18,6 +20,7 @@ mod pubend;
 mod reshape;
 mod routes;
 mod snapshot;
+mod stream;
 mod sync;
 mod verdicts;
 
@@ -280,6 +283,13 @@ pub struct Router<F: Filter> {
     counters: Counters,
     /// Bumped by every input that may change a filter verdict (see [`Router::verdict_epoch`]).
     verdict_epoch: u64,
+    /// First summaries still streaming to links, and what waits behind them (`stream.rs`).
+    streams: stream::Streams<F>,
+    /// Filters per streamed slice ([`crate::limits::SUMMARY_SLICE`]; smaller in tests, so
+    /// small networks stream too).
+    stream_slice: usize,
+    /// Large sets let go of, freed a slice per input (`garbage.rs`).
+    garbage: garbage::Garbage<F>,
 }
 
 impl<F: Filter> Router<F> {
@@ -314,6 +324,9 @@ impl<F: Filter> Router<F> {
             now: Millis(0),
             counters: Counters::default(),
             verdict_epoch: 0,
+            streams: stream::Streams::default(),
+            stream_slice: crate::limits::SUMMARY_SLICE,
+            garbage: garbage::Garbage::default(),
         }
     }
 
@@ -363,22 +376,48 @@ impl<F: Filter> Router<F> {
             }
             Input::NextTicks { round, ticks } => self.handle_next_ticks(round, ticks),
         }
+        let start = out.len();
         self.settle(out);
+        self.advance_streams(start, out);
+        self.garbage.free();
     }
 
     /// When the shell must next call `handle(now, Input::Tick)`: the earliest heartbeat or
     /// liveness verdict over all links, or end of a departed link's interest hold; `None`
-    /// without either.
+    /// without either. Now, while a link's first summary is streaming or large sets wait to be
+    /// freed: every input sends one more slice of it and frees a slice, so the shell ticks
+    /// again at once, letting go of its lock in between (`router/stream.rs`, `garbage.rs`).
     pub fn next_deadline(&self) -> Option<Millis> {
         let links = self.links.values().map(|link| link.clock.next_deadline(&self.settings.liveness)).min();
         let refresh = self.next_refresh.filter(|_| !self.links.is_empty());
         let expiry = self.db.next_expiry(self.advert_max_age_ms());
-        [links, refresh, expiry, self.next_departed_expiry()].into_iter().flatten().min()
+        let streaming = (self.streams.under_way() || self.garbage.pending()).then_some(self.now);
+        [links, refresh, expiry, self.next_departed_expiry(), streaming].into_iter().flatten().min()
     }
 
     /// How long adverts of other origins are held without renewal.
     fn advert_max_age_ms(&self) -> u64 {
         self.settings.liveness.heartbeat_interval_ms.max(1).saturating_mul(crate::limits::ADVERT_MAX_AGE_HEARTBEATS)
+    }
+
+    /// A summary message from `from` cut into messages of at most `max` filters, for the shell
+    /// to feed as inputs of their own, letting go of its lock between them: a 1,024-filter
+    /// message applied whole held the router 60-75 ms in a debug build (issue 46). The pieces
+    /// applied in order leave what the whole message leaves (a prefix of them is a summary the
+    /// peer held on its way, see `summary::split`); one out of sync closes the link as the
+    /// whole would, after the pieces before it were applied and passed on, which the link's
+    /// loss then takes back. A message refused whole (too large, or `Local` from another
+    /// cell) comes back whole, to be refused as before.
+    pub fn summary_pieces(
+        &self,
+        from: &BrokerName,
+        deltas: Vec<crate::summary::SummaryDelta<F>>,
+        max: usize,
+    ) -> Vec<Vec<crate::summary::SummaryDelta<F>>> {
+        if self.summary_refusal(from, &deltas).is_some() {
+            return vec![deltas];
+        }
+        crate::summary::split(deltas, max)
     }
 
     /// This broker's name.

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::interest::send_summary;
+use super::stream::{streamed, streams, Cursors};
 use super::{Action, Router};
 use crate::filter::{Filter, FilterIndex};
 use crate::minimized::{Delta, Minimized};
@@ -87,9 +88,9 @@ impl<F: Filter> Router<F> {
         delta: &SummaryDelta<F>,
         changes: &mut Changes<F>,
     ) {
-        let removed: BTreeSet<F> = delta.removed.iter().cloned().collect();
-        let added: BTreeSet<F> = delta.added.iter().cloned().collect();
         if let Some(mate) = self.routes.mates.iter_mut().find(|mate| mate.name == *from) {
+            let removed: BTreeSet<F> = delta.removed.iter().cloned().collect();
+            let added: BTreeSet<F> = delta.added.iter().cloned().collect();
             let root = match scope {
                 Scope::Local => {
                     index(&mut mate.local, &removed, &added);
@@ -143,7 +144,8 @@ impl<F: Filter> Router<F> {
                 );
             }
             let sent = self.sent.entry(peer.clone()).or_default();
-            let mut grouped = Grouped::default();
+            // An interest change starts no stream: the shell hands bulk changes in slices.
+            let mut grouped = Grouped::new(self.streams.cursors.entry(peer.clone()).or_default(), None);
             for (scope, delta) in scoped {
                 grouped.record(sent, scope, delta);
             }
@@ -158,20 +160,44 @@ impl<F: Filter> Router<F> {
 
 /// The changes of one link's scopes in one round, scopes with identical changes grouped
 /// together (a subscription that matters to many trees travels once), each applied to what
-/// the link was sent as it is recorded.
-pub(super) struct Grouped<F> {
+/// the link was sent as it is recorded. A scope whose first summary is streaming
+/// (`router/stream.rs`) records only the part of a change the link already holds; in a
+/// topology change, a scope sent nothing so far that must now hold more than a slice starts
+/// streaming instead (the full rebuild decides the same way, so the two stay equal).
+pub(super) struct Grouped<'c, F> {
     changes: BTreeMap<(Vec<F>, Vec<F>), Vec<Scope>>,
+    /// The link's streaming scopes.
+    cursors: &'c mut Cursors<F>,
+    /// Filters per streamed slice, when new streams may start.
+    slice: Option<usize>,
 }
 
-impl<F> Default for Grouped<F> {
-    fn default() -> Self {
-        Self { changes: BTreeMap::new() }
+impl<'c, F: Filter> Grouped<'c, F> {
+    /// Changes for the link whose streaming scopes are `cursors`; a scope bound for more than
+    /// `slice` filters starts a stream (never without `slice`).
+    pub(super) fn new(cursors: &'c mut Cursors<F>, slice: Option<usize>) -> Self {
+        Self { changes: BTreeMap::new(), cursors, slice }
     }
-}
 
-impl<F: Filter> Grouped<F> {
     /// Records `delta`, the change of the set `scope` is fed from, as that scope's change.
     pub(super) fn record(&mut self, sent: &mut Scoped<F>, scope: Scope, delta: &Delta<F>) {
+        let narrowed;
+        let delta = match self.cursors.get(&scope) {
+            Some(cursor) => {
+                let held = |filters: &BTreeSet<F>| filters.iter().filter(|f| streamed(cursor, f)).cloned().collect();
+                narrowed = Delta { added: held(&delta.added), removed: held(&delta.removed) };
+                &narrowed
+            }
+            // Unsent so far, the set is this delta's additions.
+            None if !sent.contains_key(&scope)
+                && delta.removed.is_empty()
+                && streams(delta.added.len(), self.slice) =>
+            {
+                self.cursors.insert(scope, None);
+                return;
+            }
+            None => delta,
+        };
         if delta.is_empty() {
             return;
         }
@@ -188,28 +214,35 @@ impl<F: Filter> Grouped<F> {
 
     /// Records what brings `scope` of `sent` to the kept filters of `desired` (absent: empty),
     /// comparing the two: for a scope whose set was not fed by a known delta. A scope sent
-    /// nothing so far gets the whole set; one no longer fed gives back what it was sent,
-    /// moved rather than copied.
+    /// nothing so far gets the whole set, or streams it when it holds more than a slice; a
+    /// streaming scope gets the new set's part up to its cursor (this pass costs the set's
+    /// size, as it did before streams: only a topology change in mid-stream takes it); one no
+    /// longer fed gives back what it was sent, moved rather than copied.
     pub(super) fn replace(&mut self, sent: &mut Scoped<F>, scope: Scope, desired: Option<&Minimized<F>>) {
         let desired = desired.filter(|set| set.kept().next().is_some());
+        let cursor = self.cursors.get(&scope).cloned();
+        let large = |set: &Minimized<F>| self.slice.is_some_and(|slice| set.kept().nth(slice).is_some());
+        if cursor.is_none() && !sent.contains_key(&scope) && desired.is_some_and(large) {
+            self.cursors.insert(scope, None);
+            return;
+        }
+        let held = |filter: &F| cursor.as_ref().is_none_or(|cursor| streamed(cursor, filter));
         let (added, removed) = match (sent.remove(&scope), desired) {
             (None, None) => return,
             (Some(before), None) => (Vec::new(), before.into_iter().collect()),
-            (None, Some(after)) => {
-                let mut added: Vec<F> = after.kept().cloned().collect();
-                added.sort_unstable();
-                sent.insert(scope.clone(), added.iter().cloned().collect());
-                (added, Vec::new())
-            }
-            (Some(mut before), Some(after)) => {
+            (before, Some(after)) => {
+                let mut before = before.unwrap_or_default();
                 let removed: Vec<F> = before.iter().filter(|filter| !after.is_kept(filter)).cloned().collect();
-                let mut added: Vec<F> = after.kept().filter(|filter| !before.contains(*filter)).cloned().collect();
+                let mut added: Vec<F> =
+                    after.kept().filter(|filter| held(filter) && !before.contains(*filter)).cloned().collect();
                 added.sort_unstable();
                 for filter in &removed {
                     before.remove(filter);
                 }
                 before.extend(added.iter().cloned());
-                sent.insert(scope.clone(), before);
+                if !before.is_empty() {
+                    sent.insert(scope.clone(), before);
+                }
                 (added, removed)
             }
         };

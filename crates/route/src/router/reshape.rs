@@ -84,7 +84,18 @@ impl<F: Filter> Router<F> {
         let trees = &self.routes.trees;
         let down = &patched.down;
         let has_parent = |root: &CellName| trees.get(root).is_some_and(|trees| trees.current.parent.is_some());
-        self.advertised.subtree.retain(|root, _| has_parent(root) && down.contains_key(root));
+        let gone: Vec<CellName> = self
+            .advertised
+            .subtree
+            .keys()
+            .filter(|root| !has_parent(root) || !down.contains_key(*root))
+            .cloned()
+            .collect();
+        for root in gone {
+            if let Some(set) = self.advertised.subtree.remove(&root) {
+                self.garbage.minimized(set);
+            }
+        }
         for (root, generations) in trees {
             if generations.current.parent.is_none() {
                 continue;
@@ -131,7 +142,8 @@ impl<F: Filter> Router<F> {
             if mate {
                 scopes.insert(Scope::Local);
             }
-            let mut grouped = Grouped::default();
+            let cursors = self.streams.cursors.entry(peer.clone()).or_default();
+            let mut grouped = Grouped::new(cursors, Some(self.stream_slice));
             for scope in scopes {
                 let (desired, delta) = match &scope {
                     Scope::Local if mate => (Some(&self.local), Some(&patched.local)),

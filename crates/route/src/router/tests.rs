@@ -335,6 +335,7 @@ mod adverts;
 mod gd;
 mod incremental;
 mod reshape;
+mod stream;
 mod sync;
 mod verdicts;
 
