@@ -81,7 +81,7 @@ impl RouteFilter {
     /// The parsed pattern and selector: what a broker's local index of its own subscriptions
     /// (`tidings_node::local`) is built from.
     pub fn filter(&self) -> &tidings_matching::Filter {
-        &self.filter
+        &self.parts.filter
     }
 }
 
