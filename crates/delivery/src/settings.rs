@@ -13,7 +13,8 @@ pub struct Settings {
     pub nack_repetition_initial_ms: u64,
     /// NRT floor; also how long an upstream nack absorbs repeats (consolidation window).
     pub nack_repetition_min_ms: u64,
-    /// NRT cap, backoff included.
+    /// NRT cap, backoff included; also how long a silent upstream sender still gets our nacks
+    /// alone, and how long after a cell's ack moved a nack below it means the cell restarted.
     pub nack_repetition_max_ms: u64,
     /// AET: unacknowledged sent ticks this old trigger an AckExpected.
     pub ack_expected_ms: u64,
@@ -94,7 +95,13 @@ impl Default for Settings {
             gap_curiosity_ms: 100,
             nack_repetition_initial_ms: 200,
             nack_repetition_min_ms: 50,
-            nack_repetition_max_ms: 30_000,
+            // gd-protocol proposes 30 s. A nack that goes unanswered that long is one whose
+            // way upstream broke somewhere this broker cannot see (a relay's own upstream link),
+            // and after that link heals the subscribers behind waited out the backoff: up to
+            // 30 s after the network was whole (issue 38's nemesis). 2 s bounds that wait, and a
+            // repetition every 2 s per stream is no load; it is also what the simulator's census
+            // and the delivery network tests have always run with.
+            nack_repetition_max_ms: 2_000,
             ack_expected_ms: 1000,
             ack_expected_max_ms: 30_000,
             delay_curiosity_ms: Some(1000),

@@ -302,11 +302,18 @@ async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::R
     }
 }
 
+/// The recovery goal (issue 38: back within 1 s of a heal). A fault that begins less than this
+/// after the network healed leaves the subscriber no fair chance to recover first, so the
+/// recovery counts from its end; a subscriber that had a whole network for longer and still
+/// received nothing is charged from the earlier heal.
+const RECOVERY_GOAL_US: u64 = 1_000_000;
+
 /// How long after a fault's end a subscriber had its next delivery, ms, if the fault affected
 /// it: it received nothing in the 500 ms before the end, and something after. When other faults
-/// were still active at that end (the schedule's tracks overlap) and the subscriber got nothing
-/// until they too had ended, the time counts from the end of the last of them: a subscriber cut
-/// off by a second fault has not failed to recover from the first.
+/// were still active at that end (the schedule's tracks overlap), or began within
+/// [`RECOVERY_GOAL_US`] of it, and the subscriber got nothing until they too had ended, the time
+/// counts from the end of the last of them: a subscriber cut off by a second fault has not
+/// failed to recover from the first.
 fn recovery(done: &Done, faults: &[Done], lines: &[Line]) -> Option<f64> {
     let received = lines.iter().filter_map(|l| match l {
         Line::Delivery { received_us, .. } => Some(*received_us),
@@ -318,8 +325,11 @@ fn recovery(done: &Done, faults: &[Done], lines: &[Line]) -> Option<f64> {
     }
     let next = received.filter(|r| *r >= end).min()?;
     let mut quiet = end;
-    while let Some(later) =
-        faults.iter().filter(|o| o.started_us < quiet && o.ended_us > quiet).map(|o| o.ended_us).max()
+    while let Some(later) = faults
+        .iter()
+        .filter(|o| o.started_us < quiet + RECOVERY_GOAL_US && o.started_us < next && o.ended_us > quiet)
+        .map(|o| o.ended_us)
+        .max()
     {
         quiet = later;
     }
@@ -361,5 +371,20 @@ mod tests {
         assert_eq!(recovery(&first, &alone, &lines), Some(7_300.0));
         let busy = [delivered(1_900_000), delivered(9_300_000)];
         assert_eq!(recovery(&first, &faults, &busy), None, "not affected: it received just before the end");
+    }
+
+    /// A fault that begins within the goal after the heal extends the outage; one that begins
+    /// after the network was whole for longer does not excuse a slow recovery.
+    #[test]
+    fn a_fault_soon_after_the_heal_extends_the_outage_a_later_one_does_not() {
+        let first = done(Kind::Kill, 1_000_000, 2_000_000);
+        let soon = done(Kind::Cut, 2_500_000, 5_000_000);
+        let lines = [delivered(100_000), delivered(5_300_000)];
+        assert_eq!(recovery(&first, &[first.clone(), soon], &lines), Some(300.0));
+        let later = done(Kind::Cut, 4_000_000, 5_000_000);
+        assert_eq!(recovery(&first, &[first.clone(), later], &lines), Some(3_300.0));
+        let after_delivery = done(Kind::Cut, 2_200_000, 9_000_000);
+        let early = [delivered(100_000), delivered(2_100_000)];
+        assert_eq!(recovery(&first, &[first.clone(), after_delivery], &early), Some(100.0));
     }
 }

@@ -213,7 +213,11 @@ impl Stream {
     /// Asks for ticks this broker cannot answer: upstream with a nack, or from the log.
     pub(crate) fn fetch(&mut self, missing: &[TickRange], ctx: &mut Ctx<'_>) {
         match &mut self.source {
-            Source::Upstream(up) => up.nack(self.pubend, missing, ctx),
+            // What a full nack leaves out is asked again by whoever wants it (the children's
+            // repetitions, or this broker's own curiosity).
+            Source::Upstream(up) => {
+                up.nack(self.pubend, missing, ctx);
+            }
             Source::Log(log) => log.read(missing, &self.know, ctx),
         }
     }
@@ -397,7 +401,7 @@ impl Stream {
             self.children.insert(cell, child);
         }
         if let Source::Upstream(up) = &mut self.source {
-            if up.reroute(route.upstream) {
+            if up.reroute(route.upstream, ctx.now) {
                 self.acked.force = true;
                 let mut outstanding = Vec::new();
                 up.outstanding(&mut outstanding);
@@ -483,7 +487,7 @@ impl Stream {
             }
         }
         if let Source::Upstream(up) = &mut self.source {
-            up.forget_sender(broker);
+            up.forget_sender(broker, now);
             // Its fresh ostream towards us waits for our ack before it counts us.
             self.acked.force |= up.is_upstream(broker);
         }

@@ -24,6 +24,16 @@ struct Want {
     nacked_at: Option<Millis>,
     /// Repetitions so far (0 after the first nack).
     repeats: u8,
+    /// Left out of a nack that was full (`MAX_NACK_CHUNKS`), or asked again after a heal: not a
+    /// repetition that went unanswered, so it is asked with the next window, as soon as an
+    /// answer shows the upstream is serving ([`Upstream::pull`]), or after the base interval.
+    deferred: bool,
+}
+
+impl Want {
+    fn new(since: Millis, nacked_at: Option<Millis>) -> Want {
+        Want { since, nacked_at, repeats: 0, deferred: false }
+    }
 }
 
 /// Upstream state of one stream. All soft.
@@ -40,6 +50,9 @@ pub(crate) struct Upstream {
     /// The highest tick heard of and when, to estimate the pubend's clock (DCT).
     latest: Option<(Tick, Millis)>,
     dct_checked: Millis,
+    /// An answer arrived: the deferred wants are asked now (a backlog is pulled one window per
+    /// round trip, not one per nack repetition interval).
+    pull: bool,
 }
 
 impl Upstream {
@@ -71,8 +84,9 @@ impl Upstream {
     }
 
     /// Nacks `ranges` upstream, except ticks asked for within the consolidation window. The
-    /// ranges may come in any order and overlap; the nack sent is sorted and disjoint.
-    pub(crate) fn nack(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
+    /// ranges may come in any order and overlap; the nack sent is sorted and disjoint. Returns
+    /// the first tick left out because the nack was full, if any.
+    pub(crate) fn nack(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) -> Option<Tick> {
         let window = ctx.settings.nack_repetition_min_ms;
         let mut ranges = ranges.to_vec();
         TickRange::normalize(&mut ranges);
@@ -93,15 +107,17 @@ impl Upstream {
             }
         }
         if fresh.is_empty() || self.cell.is_none() {
-            return;
+            return None;
         }
         let span = ctx.settings.max_nack_span_ticks.max(1);
         let mut chunks = Vec::with_capacity(fresh.len());
+        let mut cut = None;
         'ranges: for range in fresh {
             let mut from = range.from.0;
             while from <= range.to.0 {
                 if chunks.len() == MAX_NACK_CHUNKS {
-                    // The rest stays wanted (not asked): the next repetition asks for it.
+                    // The rest stays wanted (not asked): the next window asks for it.
+                    cut = Some(Tick(from));
                     break 'ranges;
                 }
                 let to = from.saturating_add(span - 1).min(range.to.0);
@@ -117,6 +133,7 @@ impl Upstream {
         }
         ctx.counters.nacks_sent += 1;
         self.send(Message::Nack { pubend, ranges: chunks }, ctx);
+        cut
     }
 
     /// Ticks became final: they are no longer wanted; a range nacked once and now fully answered
@@ -130,9 +147,11 @@ impl Upstream {
             self.wants.remove(piece, &mut removed);
             self.asked.remove(piece, &mut Vec::new());
         }
+        // Any answer to a nack: the upstream serves again; the next window goes at once.
+        self.pull |= removed.iter().any(|run| run.value.nacked_at.is_some());
         let mut sampled = None;
         for run in removed {
-            if let (Some(at), 0) = (run.value.nacked_at, run.value.repeats) {
+            if let (Some(at), 0, false) = (run.value.nacked_at, run.value.repeats, run.value.deferred) {
                 if sampled != Some(at) {
                     sampled = Some(at);
                     self.timer.sample(now.since(at));
@@ -150,16 +169,33 @@ impl Upstream {
         know.unknown(range, &mut gaps);
         let mut filled = Vec::new();
         for gap in gaps {
-            self.wants.fill(gap, Want { since: now, nacked_at: None, repeats: 0 }, &mut filled);
+            self.wants.fill(gap, Want::new(now, None), &mut filled);
         }
     }
 
     /// Marks `ranges` (Q ticks) as wanted and nacks them now (AckExpected, DCT).
     pub(crate) fn want_now(&mut self, pubend: PubendId, ranges: &[TickRange], ctx: &mut Ctx<'_>) {
         for &range in ranges {
-            self.wants.insert(range, Want { since: ctx.now, nacked_at: Some(ctx.now), repeats: 0 });
+            self.wants.insert(range, Want::new(ctx.now, Some(ctx.now)));
         }
-        self.nack(pubend, ranges, ctx);
+        let cut = self.nack(pubend, ranges, ctx);
+        self.defer_from(cut, ctx.now);
+    }
+
+    /// Wants at and above `cut` (left out of a full nack) wait for the next window.
+    fn defer_from(&mut self, cut: Option<Tick>, now: Millis) {
+        let (Some(cut), Some(last)) = (cut, self.wants.last_tick()) else { return };
+        let left: Vec<(TickRange, Want)> = self
+            .wants
+            .runs(TickRange { from: cut, to: last })
+            .filter_map(|run| {
+                let range = TickRange::new(run.range.from.max(cut), run.range.to)?;
+                Some((range, Want { nacked_at: Some(now), repeats: 0, deferred: true, ..run.value }))
+            })
+            .collect();
+        for (range, want) in left {
+            self.wants.insert(range, want);
+        }
     }
 
     /// GCT and NRT expiries, and the periodic DCT check.
@@ -168,17 +204,27 @@ impl Upstream {
         if let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) {
             for run in self.wants.runs(TickRange { from: first, to: last }) {
                 if ctx.now >= self.want_due(run.value, ctx) {
-                    let repeats = if run.value.nacked_at.is_some() { run.value.repeats.saturating_add(1) } else { 0 };
-                    due.push((run.range, Want { since: run.value.since, nacked_at: Some(ctx.now), repeats }));
+                    // With no upstream nothing is sent (`nack` returns at once): a repetition
+                    // nobody could hear does not grow the backoff the heal then has to wait out.
+                    let repeated = run.value.nacked_at.is_some() && !run.value.deferred;
+                    let repeats = match repeated {
+                        true if self.cell.is_some() => run.value.repeats.saturating_add(1),
+                        true => run.value.repeats,
+                        false => 0,
+                    };
+                    let want = Want { nacked_at: Some(ctx.now), repeats, deferred: false, ..run.value };
+                    due.push((run.range, want));
                 }
             }
         }
+        self.pull = false;
         for &(range, want) in &due {
             self.wants.insert(range, want);
         }
         let ranges: Vec<TickRange> = due.iter().map(|&(range, _)| range).collect();
         if !ranges.is_empty() {
-            self.nack(pubend, &ranges, ctx);
+            let cut = self.nack(pubend, &ranges, ctx);
+            self.defer_from(cut, ctx.now);
         }
         if let (Some(dct), Some(start)) = (ctx.settings.delay_curiosity_ms, start) {
             if ctx.now >= self.dct_checked.after(dct / 4) {
@@ -191,6 +237,7 @@ impl Upstream {
     fn want_due(&self, want: Want, ctx: &Ctx<'_>) -> Millis {
         match want.nacked_at {
             None => want.since.after(ctx.settings.gap_curiosity_ms),
+            Some(at) if want.deferred && self.pull => at,
             Some(at) => at.after(self.timer.interval_ms(ctx.settings, want.repeats)),
         }
     }
@@ -239,7 +286,7 @@ impl Upstream {
     /// The routing layer gave a new upstream. Returns whether it moved — another cell, or the
     /// broker that sent us the stream is no longer among the cell's linked brokers: then
     /// consolidation marks are void and outstanding curiosity must be re-sent to the new one.
-    pub(crate) fn reroute(&mut self, cell: Option<UpstreamCell>) -> bool {
+    pub(crate) fn reroute(&mut self, cell: Option<UpstreamCell>, now: Millis) -> bool {
         let same_cell = self.cell.as_ref().map(|c| c.cell) == cell.as_ref().map(|c| c.cell);
         let same_brokers = self.cell.as_ref().map(|c| &c.brokers) == cell.as_ref().map(|c| &c.brokers);
         let sender_kept =
@@ -248,15 +295,42 @@ impl Upstream {
         if moved {
             self.last_sender = None;
             self.asked = RangeMap::new();
+            if cell.is_some() {
+                // The caller nacks the outstanding ranges now, to the new upstream.
+                self.restart_backoff(now);
+            }
         }
         self.cell = cell;
         moved
     }
 
     /// `broker` restarted: if it was our sender, send to the whole cell until one sends again.
-    pub(crate) fn forget_sender(&mut self, broker: BrokerId) {
+    /// If it is upstream, what it was asked died with it: the outstanding ranges are asked
+    /// again at the base interval, not after the backoff they grew while it was down.
+    pub(crate) fn forget_sender(&mut self, broker: BrokerId, now: Millis) {
         if self.last_sender == Some(broker) {
             self.last_sender = None;
+        }
+        if self.is_upstream(broker) {
+            self.restart_backoff(now);
+        }
+    }
+
+    /// Every range already nacked is asked afresh from `now`, as a deferred window (the caller
+    /// sends the first one). Repetitions back off so a slow upstream is not flooded; but after
+    /// a heal (a new way upstream, a restarted upstream broker) the backoff measures an outage
+    /// that is over, and waiting it out (up to `nack_repetition_max_ms`) left subscribers idle
+    /// for seconds after every link was back (issue 38).
+    fn restart_backoff(&mut self, now: Millis) {
+        let (Some(first), Some(last)) = (self.wants.first_tick(), self.wants.last_tick()) else { return };
+        let nacked: Vec<(TickRange, Want)> = self
+            .wants
+            .runs(TickRange { from: first, to: last })
+            .filter(|run| run.value.nacked_at.is_some())
+            .map(|run| (run.range, Want { nacked_at: Some(now), repeats: 0, deferred: true, ..run.value }))
+            .collect();
+        for (range, want) in nacked {
+            self.wants.insert(range, want);
         }
     }
 

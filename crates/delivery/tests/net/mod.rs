@@ -107,6 +107,12 @@ pub struct Net {
 
 impl Net {
     pub fn new(seed: u64, faults: Faults) -> Self {
+        Self::with_settings(seed, faults, test_settings())
+    }
+
+    /// A network whose brokers run `settings` (e.g. a deployment's timers rather than the
+    /// tests' quick ones).
+    pub fn with_settings(seed: u64, faults: Faults, settings: Settings) -> Self {
         Self {
             now: Millis(1),
             rng: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
@@ -114,7 +120,7 @@ impl Net {
             queue: BTreeMap::new(),
             sent: 0,
             faults,
-            settings: test_settings(),
+            settings,
             delivered: BTreeMap::new(),
             sub_info: BTreeMap::new(),
             publishes: Vec::new(),
