@@ -11,6 +11,7 @@
 //! [`fault`] stalls, cuts, kills and restarts parts of the running network on a schedule.
 
 mod fault;
+mod ports;
 mod proxy;
 
 use std::collections::BTreeSet;
@@ -216,10 +217,14 @@ struct Listen {
 }
 
 impl Listen {
-    /// Ports chosen by the OS, on loopback only.
+    /// Free ports on loopback only, below the kernel's ephemeral range so that nothing takes
+    /// them while the broker is down between a kill and a restart ([`ports`]).
     fn any() -> Listen {
-        let any = || "127.0.0.1:0".to_string();
-        Listen { tcp: any(), udp: any(), admin: any(), cluster: any() }
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+        let seed = (nanos as u64) ^ u64::from(std::process::id()).rotate_left(32);
+        let [tcp, udp, admin, cluster]: [String; 4] =
+            ports::distinct(seed, 4).try_into().unwrap_or_else(|_| std::array::from_fn(|_| "127.0.0.1:0".to_string()));
+        Listen { tcp, udp, admin, cluster }
     }
 
     /// The ports a broker got, so a restart binds the same ones and its peers and clients find
