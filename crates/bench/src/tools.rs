@@ -53,6 +53,11 @@ impl Tool {
         }
     }
 
+    /// Its process id (to read its CPU time).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Its JSON lines so far (a line cut short by a kill is skipped).
     pub fn lines(&self) -> anyhow::Result<Vec<Value>> {
         let text = std::fs::read_to_string(&self.out)?;

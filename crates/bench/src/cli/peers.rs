@@ -99,35 +99,29 @@ impl Measurement for Nats<'_> {
     }
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move { tokio::task::block_in_place(|| self.blocking()) })
-    }
-}
-
-impl Nats<'_> {
-    fn blocking(&self) -> anyhow::Result<Figures> {
-        let (tools, point) = (self.tools, &self.at);
-        let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch)?;
-        let server = NatsServer::single(tools, &scratch)?;
-        let run = PeerRun {
-            mode: point.mode,
-            exp: "classic".into(),
-            publisher: server.urls[0].clone(),
-            subscriber: server.urls[0].clone(),
-            size: point.size,
-            subs: point.subs,
-            rate: point.rate,
-            reps: 1,
-            duration: point.duration,
-            max: point.max,
-            drain: point.drain,
-            hops: 1,
-        };
-        let rows = nats::run(tools, &run, &scratch)?;
-        drop(server);
-        let _ = std::fs::remove_dir_all(&scratch);
-        let row = rows.first().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-        Ok(renamed(row, if point.mode == Mode::Throughput { TPUT } else { LATENCY }))
+        Box::pin(async move {
+            let point = &self.at;
+            let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
+            std::fs::create_dir_all(&scratch)?;
+            let run = PeerRun {
+                mode: point.mode,
+                exp: "classic".into(),
+                publisher: String::new(),
+                subscriber: String::new(),
+                size: point.size,
+                subs: point.subs,
+                rate: point.rate,
+                reps: 1,
+                duration: point.duration,
+                max: point.max,
+                drain: point.drain,
+                hops: 1,
+            };
+            let rows = nats::run_async(self.tools, run, &scratch).await;
+            let _ = std::fs::remove_dir_all(&scratch);
+            let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
+            Ok(renamed(&row, if point.mode == Mode::Throughput { TPUT } else { LATENCY }))
+        })
     }
 }
 

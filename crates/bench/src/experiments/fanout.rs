@@ -9,10 +9,10 @@ use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Si
 use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::Table;
 use crate::suite::text::thousands;
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
@@ -41,14 +41,8 @@ impl Params {
 pub struct Fanout(pub Params);
 
 impl Experiment for Fanout {
-    fn name(&self) -> &'static str {
-        "fanout"
-    }
-    fn title(&self) -> &'static str {
-        "1 publisher to 10 subscribers"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 002"
+    fn about(&self) -> About {
+        About { name: "fanout", title: "1 publisher to 10 subscribers", seeds: "seed 002" }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -156,22 +150,12 @@ impl Fanout {
                 subs.iter().map(|&i| (i, range.per_subscriber.0, range.per_subscriber.1)).collect(),
             ),
         ];
-        let y = || Axis { label: "throughput (msg/s)".into(), scale: AxisScale::Log };
+        let y = || Axis::log("throughput (msg/s)");
         Figure {
             title: "1 → 10 subscribers, 2000 B (seed 002)".into(),
             panels: vec![
-                Panel {
-                    title: "RTn while message n passes".into(),
-                    x: Axis { label: "message number n".into(), scale: AxisScale::Linear },
-                    y: y(),
-                    series: over_n,
-                },
-                Panel {
-                    title: "per subscriber".into(),
-                    x: Axis { label: "subscriber".into(), scale: AxisScale::Linear },
-                    y: y(),
-                    series: per_subscriber,
-                },
+                Panel::new("RTn while message n passes", Axis::linear("message number n"), y(), over_n),
+                Panel::new("per subscriber", Axis::linear("subscriber"), y(), per_subscriber),
             ],
         }
     }

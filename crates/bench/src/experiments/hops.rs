@@ -7,10 +7,10 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::Table;
 use crate::suite::text::list;
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -45,14 +45,8 @@ impl Params {
 pub struct Hops(pub Params);
 
 impl Experiment for Hops {
-    fn name(&self) -> &'static str {
-        "hops"
-    }
-    fn title(&self) -> &'static str {
-        "latency against brokers on the path"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 004"
+    fn about(&self) -> About {
+        About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -137,25 +131,17 @@ impl Hops {
                 Series::new(format!("{} on the path", brokers(p)), Mark::Line, colors[i % colors.len()], pts)
             })
             .collect();
-        let ms = || Axis { label: "mean latency (ms)".into(), scale: AxisScale::Log };
+        let ms = || Axis::log("mean latency (ms)");
         Figure {
             title: format!("Latency vs brokers on the path, {size} B (seed 004, 8.4)"),
             panels: vec![
-                Panel {
-                    title: "by brokers on the path".into(),
-                    x: Axis {
-                        label: "brokers on the path (publisher's and subscriber's included)".into(),
-                        scale: AxisScale::Linear,
-                    },
-                    y: ms(),
-                    series: by_path,
-                },
-                Panel {
-                    title: format!("{m}% matching, by publish rate"),
-                    x: Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log },
-                    y: ms(),
-                    series: by_rate,
-                },
+                Panel::new(
+                    "by brokers on the path",
+                    Axis::linear("brokers on the path (publisher's and subscriber's included)"),
+                    ms(),
+                    by_path,
+                ),
+                Panel::new(format!("{m}% matching, by publish rate"), Axis::log("publish rate (msg/s)"), ms(), by_rate),
             ],
         }
     }

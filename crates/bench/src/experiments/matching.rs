@@ -9,10 +9,10 @@ use futures::future::BoxFuture;
 
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::{num, Table};
 use crate::suite::text::{list, thousands};
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -42,14 +42,12 @@ impl Params {
 pub struct Matching(pub Params);
 
 impl Experiment for Matching {
-    fn name(&self) -> &'static str {
-        "matching"
-    }
-    fn title(&self) -> &'static str {
-        "content-based routing over 22 brokers: latency against publish rate, size and matching rate"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 004"
+    fn about(&self) -> About {
+        About {
+            name: "matching",
+            title: "content-based routing over 22 brokers: latency against publish rate, size and matching rate",
+            seeds: "seed 004",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -136,24 +134,19 @@ impl Matching {
                 seeds::SEED_004_THROUGHPUT.iter().map(|&(r, _, t)| (r, t)).collect(),
             )])
             .collect();
-        let ms = || Axis { label: "mean latency (ms)".into(), scale: AxisScale::Log };
-        let rate = || Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log };
+        let ms = || Axis::log("mean latency (ms)");
+        let rate = || Axis::log("publish rate (msg/s)");
         Figure {
             title: "22 brokers, 9 on the path: latency by matching rate (seed 004)".into(),
             panels: vec![
-                Panel { title: format!("{largest} B"), x: rate(), y: ms(), series: by_rate },
-                Panel {
-                    title: format!("{fastest} msg/s"),
-                    x: Axis { label: "payload size (B)".into(), scale: AxisScale::Linear },
-                    y: ms(),
-                    series: by_size,
-                },
-                Panel {
-                    title: "throughput at the measuring subscriber, 100% matching".into(),
-                    x: rate(),
-                    y: Axis { label: "received (msg/s)".into(), scale: AxisScale::Log },
-                    series: throughput,
-                },
+                Panel::new(format!("{largest} B"), rate(), ms(), by_rate),
+                Panel::new(format!("{fastest} msg/s"), Axis::linear("payload size (B)"), ms(), by_size),
+                Panel::new(
+                    "throughput at the measuring subscriber, 100% matching",
+                    rate(),
+                    Axis::log("received (msg/s)"),
+                    throughput,
+                ),
             ],
         }
     }
@@ -230,12 +223,12 @@ fn links_panel(traffic: &[Traffic]) -> Panel {
     let most = traffic.iter().map(|t| t.published).max().unwrap_or(0) as f64;
     let last = traffic.iter().map(|t| t.links.len()).max().unwrap_or(1) as f64;
     series.push(Series::new("events published", Mark::Dashed, figure::SEED, vec![(1.0, most), (last, most)]));
-    Panel {
-        title: "messages carried per link direction, all points".into(),
-        x: Axis { label: "link direction (sorted by name)".into(), scale: AxisScale::Linear },
-        y: Axis { label: "data messages".into(), scale: AxisScale::Linear },
+    Panel::new(
+        "messages carried per link direction, all points",
+        Axis::linear("link direction (sorted by name)"),
+        Axis::linear("data messages"),
         series,
-    }
+    )
 }
 
 /// The report's view of link traffic: carrying links, what they carried, idle ones.

@@ -17,6 +17,31 @@ pub mod subscribers;
 
 use crate::suite::Check;
 
+/// Declares an experiment's checks: a struct of [`Tally`]s, each given its name by `Default`,
+/// and `into_checks` in declaration order, so that a check is named where it is declared.
+macro_rules! checks {
+    ($(#[$meta:meta])* $vis:vis struct $name:ident { $($field:ident: $text:expr,)* }) => {
+        $(#[$meta])*
+        $vis struct $name {
+            $($field: $crate::experiments::Tally,)*
+        }
+
+        impl Default for $name {
+            fn default() -> $name {
+                $name { $($field: $crate::experiments::Tally::new($text),)* }
+            }
+        }
+
+        impl $name {
+            /// The checks, in declaration order, to return in an outcome.
+            $vis fn into_checks(self) -> Vec<$crate::suite::Check> {
+                vec![$(self.$field.check(),)*]
+            }
+        }
+    };
+}
+pub(crate) use checks;
+
 /// Collects one property over many points: it holds when it held at every point.
 #[derive(Debug, Clone)]
 pub struct Tally {

@@ -6,10 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::content::{Kind, PointSpec, Population};
-use super::Tally;
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::network::Network;
-use crate::suite::{Check, Context};
+use crate::suite::Context;
 
 use crate::metrics::{GD_PUBEND_RECEIVED, GD_PUBEND_SENT, LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
 
@@ -79,36 +78,16 @@ impl Grid {
     }
 }
 
-/// The checks every point makes.
-pub struct NaradaChecks {
-    exact: Tally,
-    selector: Tally,
-    published: Tally,
-    routed: Tally,
-}
-
-impl Default for NaradaChecks {
-    fn default() -> NaradaChecks {
-        NaradaChecks {
-            exact: Tally::new("every subscriber received exactly the matching events (compared by number)"),
-            selector: Tally::new("no delivery failed the subscriber's selector"),
-            published: Tally::new(
-                "the publisher's broker counted every event (best effort) or acknowledged every one (guaranteed)",
-            ),
-            routed: Tally::new(
-                "no event entered a branch without interest: every link carried 0 or exactly the \
+super::checks! {
+    /// The checks every point makes.
+    pub struct NaradaChecks {
+        exact: "every subscriber received exactly the matching events (compared by number)",
+        selector: "no delivery failed the subscriber's selector",
+        published: "the publisher's broker counted every event (best effort) or acknowledged every one (guaranteed)",
+        routed: "no event entered a branch without interest: every link carried 0 or exactly the \
                  matching events, all links together the matching events × (brokers − 1), and each \
                  link's receiver read what its sender wrote (guaranteed: every broker but the \
                  publisher's received exactly the matching events, and nothing was retransmitted)",
-            ),
-        }
-    }
-}
-
-impl NaradaChecks {
-    /// The checks, to return in an outcome.
-    pub fn into_checks(self) -> Vec<Check> {
-        vec![self.exact.check(), self.selector.check(), self.published.check(), self.routed.check()]
     }
 }
 

@@ -12,10 +12,10 @@ use futures::future::BoxFuture;
 use super::content::{Kind, PointSpec};
 use super::narada::{self, Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::{num, Table};
 use crate::suite::text::list;
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -69,14 +69,12 @@ pub struct PersistentRow {
 pub struct Persistent(pub Params);
 
 impl Experiment for Persistent {
-    fn name(&self) -> &'static str {
-        "persistent"
-    }
-    fn title(&self) -> &'static str {
-        "persistent clients over 22 brokers: durable subscribers against best effort"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 004, §8.3.4 and figures 8.3.6, 8.3.7"
+    fn about(&self) -> About {
+        About {
+            name: "persistent",
+            title: "persistent clients over 22 brokers: durable subscribers against best effort",
+            seeds: "seed 004, §8.3.4 and figures 8.3.6, 8.3.7",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -188,22 +186,12 @@ fn figure(p: &Params, table: &[PersistentRow]) -> Figure {
             g.sizes.iter().filter_map(|&s| median_mean(table, kind, sub, s, fastest).map(|v| (s as f64, v))).collect();
         by_size.push(Series::new(label, Mark::Line, colors[i % 4], pts));
     }
-    let ms = || Axis { label: "mean latency (ms), median of repetitions".into(), scale: AxisScale::Log };
+    let ms = || Axis::log("mean latency (ms), median of repetitions");
     Figure {
         title: "persistent clients, 22 brokers, 50% matching (seed 004 figures 8.3.6-8.3.7)".into(),
         panels: vec![
-            Panel {
-                title: format!("{largest} B"),
-                x: Axis { label: "publish rate (msg/s)".into(), scale: AxisScale::Log },
-                y: ms(),
-                series: by_rate,
-            },
-            Panel {
-                title: format!("{fastest} msg/s"),
-                x: Axis { label: "payload size (B)".into(), scale: AxisScale::Linear },
-                y: ms(),
-                series: by_size,
-            },
+            Panel::new(format!("{largest} B"), Axis::log("publish rate (msg/s)"), ms(), by_rate),
+            Panel::new(format!("{fastest} msg/s"), Axis::linear("payload size (B)"), ms(), by_size),
         ],
     }
 }

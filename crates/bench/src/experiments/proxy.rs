@@ -12,10 +12,10 @@ use super::Tally;
 use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::Table;
 use crate::suite::text::{list, thousands};
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -45,14 +45,8 @@ impl Params {
 pub struct Proxy(pub Params);
 
 impl Experiment for Proxy {
-    fn name(&self) -> &'static str {
-        "proxy"
-    }
-    fn title(&self) -> &'static str {
-        "1 publisher to N subscribers through a second broker"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 002"
+    fn about(&self) -> About {
+        About { name: "proxy", title: "1 publisher to N subscribers through a second broker", seeds: "seed 002" }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -153,16 +147,16 @@ impl Proxy {
         let seed = |f: fn(&seeds::RateRange) -> Option<(f64, f64)>| {
             seeds::SEED_002_PROXY.iter().filter_map(|r| f(r).map(|(lo, hi)| (r.subscribers as f64, lo, hi))).collect()
         };
-        let x = || Axis { label: "subscribers on the second broker".into(), scale: AxisScale::Linear };
-        let y = || Axis { label: "throughput (msg/s)".into(), scale: AxisScale::Log };
+        let x = || Axis::linear("subscribers on the second broker");
+        let y = || Axis::log("throughput (msg/s)");
         Figure {
             title: "Through a second broker, 2000 B (seed 002)".into(),
             panels: vec![
-                Panel {
-                    title: "per subscriber".into(),
-                    x: x(),
-                    y: y(),
-                    series: vec![
+                Panel::new(
+                    "per subscriber",
+                    x(),
+                    y(),
+                    vec![
                         Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
                         Series::new(
                             "tidings received / time (median sub)",
@@ -178,12 +172,12 @@ impl Proxy {
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
                     ],
-                },
-                Panel {
-                    title: "all subscribers".into(),
-                    x: x(),
-                    y: y(),
-                    series: vec![
+                ),
+                Panel::new(
+                    "all subscribers",
+                    x(),
+                    y(),
+                    vec![
                         Series::new(
                             "tidings, sum of RTn medians",
                             Mark::Line,
@@ -210,7 +204,7 @@ impl Proxy {
                         ),
                         Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
                     ],
-                },
+                ),
             ],
         }
     }

@@ -7,12 +7,10 @@ pub use super::flood_rows::{
     anchor_rows, median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load,
     COLUMNS,
 };
-use super::Tally;
 use crate::flood::{Flood, FloodRun, FloodSpec};
 use crate::metrics::{self, scrape_all, Snapshot};
 use crate::peer::{nats, NatsTools, PeerRow};
 use crate::stats::load_average;
-use crate::suite::Check;
 use crate::target::Target;
 
 /// Seed 002's M.
@@ -52,30 +50,13 @@ impl Sites {
     }
 }
 
-/// The three properties every point must have.
-pub struct FloodChecks {
-    published: Tally,
-    order: Tally,
-    accounted: Tally,
-}
-
-impl Default for FloodChecks {
-    fn default() -> FloodChecks {
-        FloodChecks {
-            published: Tally::new("the publisher's broker counted every message (messages in = sent)"),
-            order: Tally::new("no subscriber got a duplicate or an out-of-order message"),
-            accounted: Tally::new(
-                "every delivery accounted: received = messages out at the subscribers' brokers, and \
-                 sent × subscribers = received + drops (slow consumers and broker links)",
-            ),
-        }
-    }
-}
-
-impl FloodChecks {
-    /// The checks, to return in an outcome.
-    pub fn into_checks(self) -> Vec<Check> {
-        vec![self.published.check(), self.order.check(), self.accounted.check()]
+super::checks! {
+    /// The three properties every point must have.
+    pub struct FloodChecks {
+        published: "the publisher's broker counted every message (messages in = sent)",
+        order: "no subscriber got a duplicate or an out-of-order message",
+        accounted: "every delivery accounted: received = messages out at the subscribers' brokers, and \
+                    sent × subscribers = received + drops (slow consumers and broker links)",
     }
 }
 
@@ -160,11 +141,15 @@ pub async fn nats_point(
     (size, subs, count): (usize, usize, u64),
     hops: u64,
 ) -> anyhow::Result<Vec<PeerRow>> {
-    let mut run = nats::PeerRun {
+    let (publisher, subscriber) = match at {
+        NatsAt::Fresh => (String::new(), String::new()),
+        NatsAt::Running(publisher, subscriber) => (publisher.to_string(), subscriber.to_string()),
+    };
+    let run = nats::PeerRun {
         mode: nats::Mode::Throughput,
         exp: "flood".into(),
-        publisher: String::new(),
-        subscriber: String::new(),
+        publisher,
+        subscriber,
         size,
         subs,
         rate: 0,
@@ -174,28 +159,7 @@ pub async fn nats_point(
         drain: DRAIN,
         hops,
     };
-    let running = match at {
-        NatsAt::Fresh => None,
-        NatsAt::Running(publisher, subscriber) => Some((publisher.to_string(), subscriber.to_string())),
-    };
-    let (tools, scratch) = (tools.clone(), scratch.to_path_buf());
-    tokio::task::spawn_blocking(move || {
-        let server = match running {
-            Some(urls) => {
-                (run.publisher, run.subscriber) = urls;
-                None
-            }
-            None => {
-                let server = crate::peer::NatsServer::single(&tools, &scratch)?;
-                (run.publisher, run.subscriber) = (server.urls[0].clone(), server.urls[0].clone());
-                Some(server)
-            }
-        };
-        let rows = nats::run(&tools, &run, &scratch);
-        drop(server);
-        rows
-    })
-    .await?
+    nats::run_async(tools, run, scratch).await
 }
 
 /// One repetition of NATS at a point ([`nats_point`]), added to `table` as repetition `rep`

@@ -8,10 +8,10 @@ use futures::future::BoxFuture;
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::Table;
 use crate::suite::text::{list, thousands};
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
@@ -37,14 +37,12 @@ impl Params {
 pub struct Sizes(pub Params);
 
 impl Experiment for Sizes {
-    fn name(&self) -> &'static str {
-        "sizes"
-    }
-    fn title(&self) -> &'static str {
-        "1 publisher to 1 subscriber, throughput against message size"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 002"
+    fn about(&self) -> About {
+        About {
+            name: "sizes",
+            title: "1 publisher to 1 subscriber, throughput against message size",
+            seeds: "seed 002",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -104,7 +102,7 @@ impl Sizes {
     }
 
     fn figure(&self, table: &[FloodRow]) -> Figure {
-        let x = || Axis { label: "message size (B)".into(), scale: AxisScale::Linear };
+        let x = || Axis::linear("message size (B)");
         let panel = |title: &str, unit: &str, rt: Field, st: Option<Field>, peer: Field| {
             let mut series = vec![
                 Series::new(
@@ -138,7 +136,7 @@ impl Sizes {
                     Series::new("tidings STn median", Mark::Line, 5, self.series(table, "tidings", "all", st)),
                 );
             }
-            Panel { title: title.into(), x: x(), y: Axis { label: unit.into(), scale: AxisScale::Log }, series }
+            Panel::new(title, x(), Axis::log(unit), series)
         };
         let mut bytes =
             panel("bandwidth", "throughput (MB/s, payload)", |r| r.rt_median_mb_s, None, |r| r.received_mb_s);

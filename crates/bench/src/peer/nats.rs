@@ -354,6 +354,21 @@ pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<V
     Ok(rows)
 }
 
+/// Runs the harness off the async threads; when `job` names no server (an empty `publisher`),
+/// on a fresh single `nats-server` in `scratch`, stopped after it, so that each repetition
+/// gets a server of its own as tidings gets a fresh broker.
+pub async fn run_async(tools: &NatsTools, mut job: PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
+    let (tools, scratch) = (tools.clone(), scratch.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        let server = if job.publisher.is_empty() { Some(NatsServer::single(&tools, &scratch)?) } else { None };
+        if let Some(server) = &server {
+            (job.publisher, job.subscriber) = (server.urls[0].clone(), server.urls[0].clone());
+        }
+        run(&tools, &job, &scratch)
+    })
+    .await?
+}
+
 /// The first JSON line of `path` (a peer tool's stdout, being written) with the key `key`,
 /// waiting for it up to `wait`.
 pub(crate) async fn json_line(path: &Path, key: &str, wait: Duration) -> anyhow::Result<serde_json::Value> {

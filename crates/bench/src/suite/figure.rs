@@ -43,6 +43,25 @@ pub struct Axis {
     pub scale: Scale,
 }
 
+impl Panel {
+    /// A chart titled `title` drawing `series` against `x` and `y`.
+    pub fn new(title: impl Into<String>, x: Axis, y: Axis, series: Vec<Series>) -> Panel {
+        Panel { title: title.into(), x, y, series }
+    }
+}
+
+impl Axis {
+    /// A linear axis: equal steps, for counts and rates that stay within one decade or two.
+    pub fn linear(label: impl Into<String>) -> Axis {
+        Axis { label: label.into(), scale: Scale::Linear }
+    }
+
+    /// A logarithmic axis: for figures that span decades (latency, subscriber counts).
+    pub fn log(label: impl Into<String>) -> Axis {
+        Axis { label: label.into(), scale: Scale::Log }
+    }
+}
+
 /// Axis scale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Scale {
@@ -385,15 +404,15 @@ mod tests {
     fn a_figure_renders_to_png_and_svg_without_system_fonts() {
         let dir = std::env::temp_dir().join(format!("tidings-figure-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let panel = Panel {
-            title: "latency".into(),
-            x: Axis { label: "subscribers".into(), scale: Scale::Log },
-            y: Axis { label: "latency (µs)".into(), scale: Scale::Log },
-            series: vec![
+        let panel = Panel::new(
+            "latency",
+            Axis::log("subscribers"),
+            Axis::log("latency (µs)"),
+            vec![
                 Series::new("ours", Mark::Line, TIDINGS, vec![(10.0, 100.0), (100.0, 1000.0)]),
                 Series::ranges("seed", SEED, vec![(10.0, 50.0, 500.0)]),
             ],
-        };
+        );
         let figure = Figure { title: "test".into(), panels: vec![panel.clone(), panel] };
         figure.write(&dir.join("fig")).unwrap();
         let svg = std::fs::read_to_string(dir.join("fig.svg")).unwrap();

@@ -84,14 +84,26 @@ pub struct Outcome {
     pub checks: Vec<Check>,
 }
 
+/// What names an experiment in the files and the report: one value, so that an experiment
+/// states who it is in one line rather than three methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct About {
+    /// File and section name: `sizes`.
+    pub name: &'static str,
+    /// Section title.
+    pub title: &'static str,
+    /// Which seeds it reruns: "seed 002".
+    pub seeds: &'static str,
+}
+
 /// One of the seed experiments.
 pub trait Experiment: Send + Sync {
-    /// File and section name: `sizes`.
-    fn name(&self) -> &'static str;
-    /// Section title.
-    fn title(&self) -> &'static str;
-    /// Which seeds it reruns: "seed 002".
-    fn seeds(&self) -> &'static str;
+    /// Its name, title and seeds.
+    fn about(&self) -> About;
+    /// File and section name (the progress bar's, the files' and the summary's key).
+    fn name(&self) -> &'static str {
+        self.about().name
+    }
     /// The parameters in effect, for the report.
     fn parameters(&self) -> Vec<(&'static str, String)>;
     /// How many measurement points it will run (the progress bar's length).

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::report::{self, Machine};
-use super::{Check, Context, Experiment, Outcome};
+use super::{About, Check, Context, Experiment, Outcome};
 
 /// Section order in `report.md`.
 pub const ORDER: &[&str] =
@@ -179,8 +179,8 @@ fn print_status(status: &Status) {
 /// The experiment's section of `report.md`.
 pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Outcome, &String>) -> String {
     let mut out = String::new();
-    let name = experiment.name();
-    let _ = writeln!(out, "## `{name}`: {} ({})\n", experiment.title(), experiment.seeds());
+    let About { name, title, seeds } = experiment.about();
+    let _ = writeln!(out, "## `{name}`: {title} ({seeds})\n");
     let _ =
         writeln!(out, "Run {}, {}; {}. {}.\n", info.started, info.scale, info.tidings, info.nats.trim_end_matches('.'));
     let _ = writeln!(out, "Command: `{}`\n", info.command);
@@ -223,14 +223,8 @@ mod tests {
     struct Fake;
 
     impl Experiment for Fake {
-        fn name(&self) -> &'static str {
-            "fake"
-        }
-        fn title(&self) -> &'static str {
-            "a fake"
-        }
-        fn seeds(&self) -> &'static str {
-            "seed 999"
+        fn about(&self) -> About {
+            About { name: "fake", title: "a fake", seeds: "seed 999" }
         }
         fn parameters(&self) -> Vec<(&'static str, String)> {
             vec![("size", "10 B".into())]

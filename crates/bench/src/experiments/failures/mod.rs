@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::Tally;
-use crate::suite::{Check, Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Check, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -99,14 +99,12 @@ impl Params {
 pub struct Failures(pub Params);
 
 impl Experiment for Failures {
-    fn name(&self) -> &'static str {
-        "failures"
-    }
-    fn title(&self) -> &'static str {
-        "guaranteed delivery through a link cut and broker crashes"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 001, §4.2 and figure 6"
+    fn about(&self) -> About {
+        About {
+            name: "failures",
+            title: "guaranteed delivery through a link cut and broker crashes",
+            seeds: "seed 001, §4.2 and figure 6",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;

@@ -4,7 +4,7 @@
 
 use super::faults::Window;
 use super::series::{LatencyBin, NackBin, Series};
-use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series as Line, SEED};
+use crate::suite::figure::{Axis, Figure, Mark, Panel, Series as Line, SEED};
 
 /// Palette entries of the brokers' lines: every one but the fault markers' ([`SEED`]).
 const COLORS: [usize; 7] = [0, 1, 2, 3, 5, 6, 7];
@@ -17,7 +17,7 @@ fn markers(windows: &[Window], t0_ms: u64, (low, high): (f64, f64)) -> Line {
 }
 
 fn time() -> Axis {
-    Axis { label: "time since publishing began (s)".into(), scale: Scale::Linear }
+    Axis::linear("time since publishing began (s)")
 }
 
 /// The largest y of `lines`, at least 1.
@@ -38,12 +38,7 @@ fn latency_panel(series: &Series, i: usize, windows: &[Window], t0_ms: u64) -> P
     ];
     // Log scale: milliseconds in steady state and seconds in an outage, both readable.
     lines.push(markers(windows, t0_ms, (0.1, top(&lines))));
-    Panel {
-        title: format!("latency at {name}, per bin"),
-        x: time(),
-        y: Axis { label: "latency (ms)".into(), scale: Scale::Log },
-        series: lines,
-    }
+    Panel::new(format!("latency at {name}, per bin"), time(), Axis::log("latency (ms)"), lines)
 }
 
 /// One nack quantity at every watched broker, a line each.
@@ -74,12 +69,7 @@ pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure 
     ] {
         let mut lines = nack_lines(series, f);
         lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
-        panels.push(Panel {
-            title: title.into(),
-            x: time(),
-            y: Axis { label: unit.into(), scale: Scale::Linear },
-            series: lines,
-        });
+        panels.push(Panel::new(title, time(), Axis::linear(unit), lines));
     }
     Figure { title: "guaranteed delivery through faults, gryphon-fig3 (seed 001, figure 6)".into(), panels }
 }

@@ -4,7 +4,7 @@
 use super::present::path_points;
 use super::NetRow;
 use super::{median, ANCHOR, NATS, TIDINGS};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 
 /// `(x, median)` at one and two brokers, where there is one.
 fn by_brokers(table: &[NetRow], part: &str, system: &str, quantity: &str) -> Vec<(f64, f64)> {
@@ -34,12 +34,12 @@ pub(super) fn faults(table: &[NetRow]) -> Vec<(String, Vec<(String, f64)>)> {
 /// The four panels.
 pub(super) fn figure(table: &[NetRow]) -> Figure {
     let tput = |system, quantity| by_brokers(table, "throughput", system, quantity);
-    let brokers = || Axis { label: "brokers between publisher and subscriber".into(), scale: Scale::Linear };
-    let throughput = Panel {
-        title: "throughput, 2000 B, 1 subscriber".into(),
-        x: brokers(),
-        y: Axis { label: "received (msg/s)".into(), scale: Scale::Linear },
-        series: vec![
+    let brokers = || Axis::linear("brokers between publisher and subscriber");
+    let throughput = Panel::new(
+        "throughput, 2000 B, 1 subscriber",
+        brokers(),
+        Axis::linear("received (msg/s)"),
+        vec![
             Series::new("tidings", Mark::Line, figure::TIDINGS, tput(TIDINGS, "received_msg_s")),
             Series::new("NATS (one node; cluster)", Mark::Line, figure::NATS, tput(NATS, "received_msg_s")),
             Series::new(
@@ -49,18 +49,18 @@ pub(super) fn figure(table: &[NetRow]) -> Figure {
                 tput(ANCHOR, "received_msg_s"),
             ),
         ],
-    };
-    let cpu = Panel {
-        title: "CPU per message, all processes".into(),
-        x: brokers(),
-        y: Axis { label: "CPU per message received (µs)".into(), scale: Scale::Linear },
-        series: vec![
+    );
+    let cpu = Panel::new(
+        "CPU per message, all processes",
+        brokers(),
+        Axis::linear("CPU per message received (µs)"),
+        vec![
             Series::new("tidings, all", Mark::Line, figure::TIDINGS, tput(TIDINGS, "cpu_us_per_msg.total")),
             Series::new("tidings, brokers", Mark::Dashed, figure::TIDINGS, brokers_cpu(table, TIDINGS)),
             Series::new("tidings, clients", Mark::Points, figure::TIDINGS_ALT, tput(TIDINGS, "cpu_us_per_msg.clients")),
             Series::new("NATS, all", Mark::Line, figure::NATS, tput(NATS, "cpu_us_per_msg.total")),
         ],
-    };
+    );
     Figure { title: "Through broker links, 2000 B".into(), panels: vec![throughput, cpu, latency(table), gaps(table)] }
 }
 
@@ -76,18 +76,18 @@ fn latency(table: &[NetRow]) -> Panel {
         points
     };
     let at = |system| by_brokers(table, "latency", system, "p50_us");
-    Panel {
-        title: "latency at 1000 msg/s, by brokers on the path".into(),
-        x: Axis { label: "brokers on the path (publisher's and subscriber's included)".into(), scale: Scale::Linear },
-        y: Axis { label: "latency (µs)".into(), scale: Scale::Log },
-        series: vec![
+    Panel::new(
+        "latency at 1000 msg/s, by brokers on the path",
+        Axis::linear("brokers on the path (publisher's and subscriber's included)"),
+        Axis::log("latency (µs)"),
+        vec![
             Series::new("tidings p50, narada-22-sparse", Mark::Line, figure::TIDINGS, path("p50_us")),
             Series::new("tidings p99, narada-22-sparse", Mark::Dashed, figure::TIDINGS, path("p99_us")),
             Series::new("tidings p50, two-brokers", Mark::Points, figure::TIDINGS_ALT, at(TIDINGS)),
             Series::new("NATS cluster p50", Mark::Line, figure::NATS, at(NATS)),
             Series::new("NATS cluster p50, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, at(ANCHOR)),
         ],
-    }
+    )
 }
 
 fn gaps(table: &[NetRow]) -> Panel {
@@ -99,10 +99,10 @@ fn gaps(table: &[NetRow]) -> Panel {
             Some(((i + 1) as f64, 0.0, gap))
         })
         .collect();
-    Panel {
-        title: "re-convergence: longest gap at s1".into(),
-        x: Axis { label: "fault of the carrying bundle broker: 1 = SIGKILL, 2 = SIGSTOP".into(), scale: Scale::Linear },
-        y: Axis { label: "longest gap in deliveries (ms)".into(), scale: Scale::Linear },
-        series: vec![Series::ranges("tidings, gryphon-fig3, 1 msg/ms", figure::TIDINGS, bars)],
-    }
+    Panel::new(
+        "re-convergence: longest gap at s1",
+        Axis::linear("fault of the carrying bundle broker: 1 = SIGKILL, 2 = SIGSTOP"),
+        Axis::linear("longest gap in deliveries (ms)"),
+        vec![Series::ranges("tidings, gryphon-fig3, 1 msg/ms", figure::TIDINGS, bars)],
+    )
 }

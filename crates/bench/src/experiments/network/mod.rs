@@ -18,10 +18,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::Tally;
 use crate::suite::table::Table;
 use crate::suite::text::{list, micros, thousands};
-use crate::suite::{Check, Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -79,14 +78,12 @@ impl Params {
 pub struct Network(pub Params);
 
 impl Experiment for Network {
-    fn name(&self) -> &'static str {
-        "network"
-    }
-    fn title(&self) -> &'static str {
-        "throughput, latency and faults through broker links"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 001's networks"
+    fn about(&self) -> About {
+        About {
+            name: "network",
+            title: "throughput, latency and faults through broker links",
+            seeds: "seed 001's networks",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -142,44 +139,16 @@ impl Experiment for Network {
     }
 }
 
-/// The internal checks.
-pub(super) struct Checks {
-    accounted: Tally,
-    link: Tally,
-    delivered: Tally,
-    resumed: Tally,
-    fault_losses: Tally,
-}
-
-impl Default for Checks {
-    fn default() -> Checks {
-        Checks {
-            accounted: Tally::new(
-                "nothing lost on tidings in the throughput runs, or every loss counted (sent = received + \
-                 link, slow-consumer and route drops)",
-            ),
-            link: Tally::new(
-                "the flood never cut the phb→shb link (no link closed or re-established, the link up at both ends)",
-            ),
-            delivered: Tally::new("every measured subscriber received every message at 1000 msg/s"),
-            resumed: Tally::new("deliveries resumed after each fault (the network re-converged around it)"),
-            fault_losses: Tally::new(
-                "every message lost at a fault is accounted: in the fault window (the one run of losses \
-                 from the fault to the next delivery) or counted as dropped by a surviving broker",
-            ),
-        }
-    }
-}
-
-impl Checks {
-    fn into_checks(self) -> Vec<Check> {
-        vec![
-            self.accounted.check(),
-            self.link.check(),
-            self.delivered.check(),
-            self.resumed.check(),
-            self.fault_losses.check(),
-        ]
+super::checks! {
+    /// The internal checks.
+    pub(super) struct Checks {
+        accounted: "nothing lost on tidings in the throughput runs, or every loss counted (sent = received + \
+                    link, slow-consumer and route drops)",
+        link: "the flood never cut the phb→shb link (no link closed or re-established, the link up at both ends)",
+        delivered: "every measured subscriber received every message at 1000 msg/s",
+        resumed: "deliveries resumed after each fault (the network re-converged around it)",
+        fault_losses: "every message lost at a fault is accounted: in the fault window (the one run of losses \
+                       from the fault to the next delivery) or counted as dropped by a surviving broker",
     }
 }
 

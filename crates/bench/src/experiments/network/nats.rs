@@ -68,7 +68,7 @@ pub(super) async fn throughput_rep(
             hops: brokers as u64,
         };
         let cpu = CpuSample::take(&processes);
-        let rows = harness(tools, dir, run).await?;
+        let rows = nats::run_async(tools, run, dir).await?;
         let spent = CpuSample::take(&processes).since(&cpu);
         let key = Key::new("throughput", NATS, setup, brokers, rep);
         let received = throughput_rows(&key, table, rows.first())?;
@@ -109,7 +109,7 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
             drain: Duration::from_secs(30),
             hops: brokers as u64,
         };
-        for (i, row) in harness(tools, &dir, run).await?.iter().enumerate() {
+        for (i, row) in nats::run_async(tools, run, &dir).await?.iter().enumerate() {
             latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row)?;
         }
         ctx.step(format!("nats latency, {setup}"));
@@ -131,11 +131,6 @@ pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> an
         }
     }
     Ok(())
-}
-
-async fn harness(tools: &NatsTools, dir: &std::path::Path, run: PeerRun) -> anyhow::Result<Vec<PeerRow>> {
-    let (tools, dir) = (tools.clone(), dir.to_path_buf());
-    tokio::task::spawn_blocking(move || nats::run(&tools, &run, &dir)).await?
 }
 
 /// A harness throughput row as ours; returns the messages received.

@@ -18,13 +18,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use super::Tally;
 use crate::engine::Drain;
 use crate::network::Network;
 use crate::stats::load_average;
 use crate::suite::table::Table;
 use crate::suite::text::list;
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use point::{AckEvidence, Brokers, Load};
 
 /// Parameters.
@@ -86,14 +85,12 @@ impl Params {
 pub struct Overhead(pub Params);
 
 impl Experiment for Overhead {
-    fn name(&self) -> &'static str {
-        "overhead"
-    }
-    fn title(&self) -> &'static str {
-        "the price of guaranteed delivery: broker CPU and latency against best effort"
-    }
-    fn seeds(&self) -> &'static str {
-        "seed 001, §4.1 and figures 4 and 5"
+    fn about(&self) -> About {
+        About {
+            name: "overhead",
+            title: "the price of guaranteed delivery: broker CPU and latency against best effort",
+            seeds: "seed 001, §4.1 and figures 4 and 5",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -119,12 +116,15 @@ impl Experiment for Overhead {
     }
 }
 
-/// The run's checks, point by point.
-struct Checks {
-    ran: Tally,
-    share: Tally,
-    order: Tally,
-    acked: Tally,
+super::checks! {
+    /// The run's checks, point by point (counts alone cannot say when an ack was sent; the
+    /// broker's per-ack comparison can).
+    struct Checks {
+        ran: "every point ran to the end",
+        share: "every subscriber received all of its share (no loss, no stream ended)",
+        order: "no duplicate and no out-of-order delivery",
+        acked: "every guaranteed publish acknowledged after its sync",
+    }
 }
 
 impl Overhead {
@@ -132,13 +132,7 @@ impl Overhead {
         let p = &self.0;
         let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
         ctx.log(format!("overhead: open-file limit {limit}"));
-        let mut checks = Checks {
-            ran: Tally::new("every point ran to the end"),
-            share: Tally::new("every subscriber received all of its share (no loss, no stream ended)"),
-            order: Tally::new("no duplicate and no out-of-order delivery"),
-            // Counts alone cannot say when an ack was sent; the broker's per-ack comparison can.
-            acked: Tally::new("every guaranteed publish acknowledged after its sync"),
-        };
+        let mut checks = Checks::default();
         let (mut table, mut skipped, mut peer_failures) = (Vec::new(), Vec::new(), Vec::new());
         for &n in &p.counts {
             // The subscribers' sockets are this process's; each broker is a process of its own.
@@ -208,7 +202,7 @@ impl Overhead {
         if !peer_failures.is_empty() {
             body.push_str(&format!("\nNATS runs that failed: {}.\n", peer_failures.join("; ")));
         }
-        let checks = vec![checks.ran.check(), checks.share.check(), checks.order.check(), checks.acked.check()];
+        let checks = checks.into_checks();
         Ok(Outcome { table: Table::of(rows::COLUMNS, &table)?, figure: present::figure(&table), body, checks })
     }
 }

@@ -7,7 +7,6 @@
 //! the harness's `ready` and `published` lines), as tidings' brokers' are.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -18,6 +17,7 @@ use crate::cpu::{CpuSample, Process};
 use crate::peer::nats::json_line as line;
 use crate::peer::{NatsServer, NatsTools};
 use crate::stats::load_average;
+use crate::tools::Tool;
 
 /// The modes' names in rows and legends.
 pub(super) const CORE: &str = "nats-core";
@@ -32,7 +32,6 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
     std::fs::create_dir_all(&logs)?;
     let server = tokio::task::block_in_place(|| NatsServer::cluster_jetstream(tools, &logs))?;
     let pids = server.pids();
-    let out = logs.join("peerbench.jsonl");
     let secs = load.duration.as_secs_f64();
     let args: Vec<String> = [
         "-mode",
@@ -66,33 +65,25 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
     ]
     .map(String::from)
     .into();
-    let mut child = Harness(
-        Command::new(&tools.peerbench)
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&out)?)
-            .stderr(std::fs::File::create(logs.join("peerbench.log"))?)
-            .spawn()
-            .with_context(|| format!("starting {}", tools.peerbench.display()))?,
-    );
-    let harness = child.0.id();
+    let mut child = Tool::spawn(&tools.peerbench, &logs, "peerbench", &args)?;
+    let harness = child.id();
     let processes =
         [("phb", Process::Pid(pids[0])), ("shb", Process::Pid(pids[1])), ("clients", Process::Pid(harness))];
     let before_load = load_average();
-    line(&out, "ready", Duration::from_secs(600)).await.context("the harness never got its subscribers ready")?;
+    line(&child.out, "ready", Duration::from_secs(600)).await.context("the harness never got its subscribers ready")?;
     let before = CpuSample::take(&processes);
     let published = secs + 60.0;
-    line(&out, "published", Duration::from_secs_f64(published))
+    line(&child.out, "published", Duration::from_secs_f64(published))
         .await
         .context("the harness never finished publishing")?;
     let cpu = CpuSample::take(&processes).since(&before);
-    let status = child.wait(load.drain.max + Duration::from_secs(30)).await?;
+    let status = child.finish(Instant::now() + load.drain.max + Duration::from_secs(30)).await?;
     anyhow::ensure!(
         status.is_some_and(|s| s.success()),
         "the peer harness failed ({mode}, see {})",
         logs.join("peerbench.log").display()
     );
-    let result = line(&out, "sent", Duration::from_secs(1)).await?;
+    let result = line(&child.out, "sent", Duration::from_secs(1)).await?;
     let pct = |name: &str| -> anyhow::Result<f64> {
         let spent = cpu.by_process.get(name).ok_or_else(|| anyhow::anyhow!("no CPU time was read for {name}"))?;
         anyhow::ensure!(cpu.wall_secs > 0.0, "the CPU was read over no time");
@@ -146,34 +137,6 @@ fn harness_figures(row: &mut Row, result: &serde_json::Value) -> anyhow::Result<
     row.ended = usize::try_from(int("dropped_subscribers")?)?;
     row.setup_s = float("setup_s")?;
     Ok(())
-}
-
-/// The harness's process, killed on drop if it is still running.
-struct Harness(Child);
-
-impl Harness {
-    /// Its exit status, or `None` if it ran past `wait` (then it is killed).
-    async fn wait(&mut self, wait: Duration) -> anyhow::Result<Option<ExitStatus>> {
-        let deadline = Instant::now() + wait;
-        loop {
-            if let Some(status) = self.0.try_wait()? {
-                return Ok(Some(status));
-            }
-            if Instant::now() >= deadline {
-                return Ok(None);
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
-impl Drop for Harness {
-    fn drop(&mut self) {
-        if matches!(self.0.try_wait(), Ok(None)) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
 }
 
 #[cfg(test)]

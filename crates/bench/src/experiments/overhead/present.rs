@@ -8,7 +8,7 @@ use super::nats::{CORE, JETSTREAM};
 use super::rows::{mode, Row};
 use super::Params;
 use crate::stats::median;
-use crate::suite::figure::{Axis, Figure, Mark, Panel, Scale, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
+use crate::suite::figure::{Axis, Figure, Mark, Panel, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
 
 /// Every mode with its colour, each durable one after its cheap one: tidings' best effort
 /// and guaranteed, then NATS core and JetStream (measured with `--nats`).
@@ -53,7 +53,7 @@ fn series(rows: &[Row], what: &str, dashed: bool, value: impl Fn(&Row) -> f64 + 
 
 /// CPU of each broker, and median latency local and remote, against subscribers.
 pub(super) fn figure(rows: &[Row]) -> Figure {
-    let x = || Axis { label: "subscribers at shb".into(), scale: Scale::Log };
+    let x = || Axis::log("subscribers at shb");
     let mut cpu = series(rows, "shb", false, |r| r.shb_cpu_pct);
     cpu.extend(series(rows, "phb", true, |r| r.phb_cpu_pct));
     let mut latency = series(rows, "remote", false, |r| ms(r.remote_p50_us));
@@ -61,18 +61,8 @@ pub(super) fn figure(rows: &[Row]) -> Figure {
     Figure {
         title: "guaranteed delivery against best effort, two brokers (seed 001 §4.1)".into(),
         panels: vec![
-            Panel {
-                title: "CPU of each broker".into(),
-                x: x(),
-                y: Axis { label: "CPU (% of one core)".into(), scale: Scale::Linear },
-                series: cpu,
-            },
-            Panel {
-                title: "median latency".into(),
-                x: x(),
-                y: Axis { label: "latency (ms)".into(), scale: Scale::Log },
-                series: latency,
-            },
+            Panel::new("CPU of each broker", x(), Axis::linear("CPU (% of one core)"), cpu),
+            Panel::new("median latency", x(), Axis::log("latency (ms)"), latency),
         ],
     }
 }

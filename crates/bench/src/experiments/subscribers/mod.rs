@@ -16,11 +16,11 @@ use tidings_client::Transport;
 use super::Tally;
 use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
-use crate::peer::{anchors::Point, nats, NatsServer, NatsTools};
+use crate::peer::{anchors::Point, nats, NatsTools};
 use crate::stats::load_average;
 use crate::suite::table::{num, Table};
 use crate::suite::text::{list, micros};
-use crate::suite::{Context, Experiment, Outcome, Scale};
+use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
@@ -113,14 +113,12 @@ const COLUMNS: &[&str] = &[
 ];
 
 impl Experiment for Subscribers {
-    fn name(&self) -> &'static str {
-        "subscribers"
-    }
-    fn title(&self) -> &'static str {
-        "latency against the number of subscribers, TCP and UDP"
-    }
-    fn seeds(&self) -> &'static str {
-        "seeds 003 and 000"
+    fn about(&self) -> About {
+        About {
+            name: "subscribers",
+            title: "latency against the number of subscribers, TCP and UDP",
+            seeds: "seeds 003 and 000",
+        }
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
@@ -327,30 +325,25 @@ impl Subscribers {
         let p = &self.0;
         let dir = ctx.scratch("subscribers-nats")?;
         let load_before = load_average();
-        let tools = tools.clone();
-        let (size, rate, duration) = (p.size, p.rate(n), p.duration);
-        let rows = tokio::task::spawn_blocking(move || {
-            let server = NatsServer::single(&tools, &dir)?;
-            let run = nats::PeerRun {
-                mode: nats::Mode::Latency,
-                exp: "subscribers".into(),
-                publisher: server.urls[0].clone(),
-                subscriber: server.urls[0].clone(),
-                size,
-                subs: n,
-                rate: rate.round() as u64,
-                reps: 1,
-                duration,
-                max: 0,
-                drain: DRAIN,
-                hops: 1,
-            };
-            nats::run(&tools, &run, &dir)
-        })
-        .await??;
+        let rate = p.rate(n);
+        let run = nats::PeerRun {
+            mode: nats::Mode::Latency,
+            exp: "subscribers".into(),
+            publisher: String::new(),
+            subscriber: String::new(),
+            size: p.size,
+            subs: n,
+            rate: rate.round() as u64,
+            reps: 1,
+            duration: p.duration,
+            max: 0,
+            drain: DRAIN,
+            hops: 1,
+        };
+        let rows = nats::run_async(tools, run, &dir).await?;
         let load = [load_before, load_average()];
         for r in &rows {
-            let at = At { system: "nats", source: "this session", n, rate, size, rep, load };
+            let at = At { system: "nats", source: "this session", n, rate, size: p.size, rep, load };
             table.push(peer_row(&at, r));
         }
         Ok(())

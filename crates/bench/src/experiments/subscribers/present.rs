@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use super::{Row, Subscribers};
 use crate::seeds;
 use crate::stats::Spread;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Scale as AxisScale, Series};
+use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::num;
 use crate::suite::text::micros;
 use tidings_client::Transport;
@@ -39,7 +39,7 @@ impl Subscribers {
     }
 
     pub(super) fn figure(&self, table: &[Row]) -> Figure {
-        let x = || Axis { label: "subscribers (each its own connection)".into(), scale: AxisScale::Log };
+        let x = || Axis::log("subscribers (each its own connection)");
         let ours = |column: Field| {
             vec![
                 Series::new("tidings TCP", Mark::Line, figure::TIDINGS, self.series(table, "tidings-tcp", column)),
@@ -67,23 +67,13 @@ impl Subscribers {
         let mut dropped = ours(|r| r.dropped_subscribers);
         dropped.push(seed(&seeds::SEED_003_VM, figure::SEED, seeds::SEED_003_VM.dropped));
         dropped.push(seed(&seeds::SEED_000_VM, 5, seeds::SEED_000_VM.dropped));
-        let latency_axis = |what: &str| Axis { label: format!("{what} latency (µs)"), scale: AxisScale::Log };
+        let latency_axis = |what: &str| Axis::log(format!("{what} latency (µs)"));
         Figure {
             title: "Latency vs subscribers (seeds 003, 000)".into(),
             panels: vec![
-                Panel { title: "mean latency".into(), x: x(), y: latency_axis("mean"), series: mean },
-                Panel {
-                    title: "99th percentile latency".into(),
-                    x: x(),
-                    y: latency_axis("p99"),
-                    series: ours(|r| r.p99_us),
-                },
-                Panel {
-                    title: "dropped subscribers".into(),
-                    x: x(),
-                    y: Axis { label: "subscribers that missed messages".into(), scale: AxisScale::Linear },
-                    series: dropped,
-                },
+                Panel::new("mean latency", x(), latency_axis("mean"), mean),
+                Panel::new("99th percentile latency", x(), latency_axis("p99"), ours(|r| r.p99_us)),
+                Panel::new("dropped subscribers", x(), Axis::linear("subscribers that missed messages"), dropped),
             ],
         }
     }
