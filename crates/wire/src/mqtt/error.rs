@@ -4,6 +4,8 @@
 
 use thiserror::Error;
 
+use super::MqttReason;
+
 /// A malformed or forbidden MQTT packet, or a packet value that cannot be encoded. A partial
 /// packet is *not* an error: the decoder returns `Ok(None)` for it.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -154,4 +156,23 @@ pub enum MqttError {
         /// The packet or field.
         what: &'static str,
     },
+}
+
+impl MqttError {
+    /// The MQTT 5.0 reason code a server sends (in CONNACK or DISCONNECT) before closing over
+    /// this error, per the spec's classification: malformed packet, protocol error, or the
+    /// specific code (packet too large, unsupported protocol version, invalid topic).
+    pub fn reason(&self) -> MqttReason {
+        match self {
+            MqttError::PacketTooLarge { .. } => MqttReason::PacketTooLarge,
+            MqttError::UnsupportedProtocolLevel(_) | MqttError::InvalidProtocolName(_) => {
+                MqttReason::UnsupportedProtocolVersion
+            }
+            MqttError::InvalidTopicName(_) => MqttReason::TopicNameInvalid,
+            MqttError::InvalidTopicFilter(_) => MqttReason::TopicFilterInvalid,
+            MqttError::DuplicateProperty(_) | MqttError::InvalidPropertyValue { .. } => MqttReason::ProtocolError,
+            MqttError::TooLong { .. } | MqttError::NotInVersion { .. } => MqttReason::ImplementationSpecificError,
+            _ => MqttReason::MalformedPacket,
+        }
+    }
 }
