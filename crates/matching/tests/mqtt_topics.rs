@@ -5,29 +5,8 @@
 
 use proptest::prelude::*;
 use tidings_matching::{Pattern, Topic};
+use tidings_wire::mqtt::strategies::{filter, level, name};
 use tidings_wire::mqtt::topic::{filter_to_tidings, mqtt_matches, name_to_tidings, tidings_to_name};
-
-/// Levels drawn from the characters that need care: the tidings separator and wildcards, the
-/// escape, whitespace of both kinds, a control character, `$`, and the empty level.
-fn level() -> impl Strategy<Value = String> {
-    "[ab.*>%$ \u{3000}\t\u{1}é]{0,2}"
-}
-
-fn name() -> impl Strategy<Value = String> {
-    prop::collection::vec(level(), 1..5).prop_map(|levels| levels.join("/")).prop_filter("empty", |n| !n.is_empty())
-}
-
-fn filter() -> impl Strategy<Value = String> {
-    let filter_level = prop_oneof![3 => level(), 1 => Just("+".to_string())];
-    (prop::collection::vec(filter_level, 0..4), any::<bool>())
-        .prop_map(|(mut levels, hash)| {
-            if hash || levels.is_empty() {
-                levels.push("#".to_string());
-            }
-            levels.join("/")
-        })
-        .prop_filter("empty", |f| !f.is_empty())
-}
 
 /// Whether the tidings forms of `filter` match the tidings form of `name`.
 fn tidings_matches(filter: &str, name: &str) -> Result<bool, TestCaseError> {
@@ -78,9 +57,13 @@ proptest! {
 
 #[test]
 fn dollar_names_are_not_matched_by_a_leading_wildcard() {
-    for (filter, name, expected) in
-        [("#", "$SYS/x", false), ("+/x", "$SYS/x", false), ("$SYS/#", "$SYS/x", true), ("a/#", "a", true), ("+", "/", false)]
-    {
+    for (filter, name, expected) in [
+        ("#", "$SYS/x", false),
+        ("+/x", "$SYS/x", false),
+        ("$SYS/#", "$SYS/x", true),
+        ("a/#", "a", true),
+        ("+", "/", false),
+    ] {
         assert_eq!(mqtt_matches(filter, name), expected, "{filter} {name}");
         assert_eq!(tidings_matches(filter, name).unwrap(), expected, "{filter} {name}");
     }

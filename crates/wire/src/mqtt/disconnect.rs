@@ -61,7 +61,10 @@ pub(crate) fn read_optional_tail(
     Ok((reason, properties))
 }
 
-/// Writes the shortest `[reason | [properties]]` tail that decodes to `reason` and `properties`.
+/// Writes the tail: nothing for Success without properties, else the reason and a property
+/// length (0 when there are none). The reason-only form is valid too (the spec reads a missing
+/// property length as 0) and is decoded, but some receivers wrongly insist on the length, so it
+/// is never written.
 pub(crate) fn put_optional_tail(
     out: &mut BytesMut,
     reason: MqttReason,
@@ -70,10 +73,7 @@ pub(crate) fn put_optional_tail(
     allowed: PropertySet,
 ) -> Result<(), MqttError> {
     let code = set.check(allowed.packet, reason)?;
-    if properties.is_empty() {
-        if reason != MqttReason::Success {
-            out.put_u8(code);
-        }
+    if reason == MqttReason::Success && properties.is_empty() {
         return Ok(());
     }
     out.put_u8(code);

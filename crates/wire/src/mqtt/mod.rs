@@ -13,6 +13,8 @@
 mod auth;
 mod connack;
 mod connect;
+#[cfg(test)]
+mod differential;
 mod disconnect;
 mod error;
 mod primitive;
@@ -20,8 +22,8 @@ mod properties;
 mod publish;
 mod publish_response;
 mod reason;
-#[cfg(test)]
-mod strategies;
+#[cfg(any(test, feature = "proptest"))]
+pub mod strategies;
 mod suback;
 mod subscribe;
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! PUBACK, PUBREC, PUBREL and PUBCOMP (3.4 to 3.7): one layout for the four, so one file.
 //! Layout: `packet_id:u16 | [reason:u8 | [properties]]`. In 5.0 a missing reason means Success
-//! and missing properties mean none; the encoder uses the shortest form. In 3.1.1 only the
+//! and missing properties mean none; the encoder writes either nothing or both. In 3.1.1 only the
 //! packet identifier exists.
 
 use bytes::BytesMut;

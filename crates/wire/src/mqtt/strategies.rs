@@ -1,5 +1,6 @@
 //! proptest strategies for valid MQTT packets of each version, so round trips cover every field
-//! and property a conforming peer may send.
+//! and property a conforming peer may send, and for topic names and filters over the characters
+//! the tidings mapping must escape (used by `matching`'s agreement tests too).
 
 use std::num::{NonZeroU16, NonZeroU32};
 
@@ -10,7 +11,7 @@ use super::property_sets::{ACK, AUTH, CONNACK, CONNECT, DISCONNECT, PUBLISH, SUB
 use super::*;
 
 /// Text without U+0000 (MQTT-1.5.4-2), including non-ASCII.
-pub(crate) fn text() -> impl Strategy<Value = String> {
+pub fn text() -> impl Strategy<Value = String> {
     "[a-zA-Z0-9 é𪛔\u{feff}]{0,6}"
 }
 
@@ -18,16 +19,21 @@ fn bytes() -> impl Strategy<Value = Bytes> {
     prop::collection::vec(any::<u8>(), 0..8).prop_map(Bytes::from)
 }
 
-/// A valid topic name: levels that may be empty or hold `.`, `*`, `>`, `%`, spaces and `$`.
-pub(crate) fn name() -> impl Strategy<Value = String> {
-    prop::collection::vec("[ab.*>% $]{0,2}", 1..5)
-        .prop_map(|levels| levels.join("/"))
-        .prop_filter("empty", |n| !n.is_empty())
+/// One level of a name or filter, drawn from the characters that need care: the tidings
+/// separator and wildcards, the escape, whitespace of both kinds, a control character, `$`,
+/// non-ASCII, and the empty level.
+pub fn level() -> impl Strategy<Value = String> {
+    "[ab.*>%$ \u{3000}\t\u{1}é]{0,2}"
+}
+
+/// A valid topic name.
+pub fn name() -> impl Strategy<Value = String> {
+    prop::collection::vec(level(), 1..5).prop_map(|levels| levels.join("/")).prop_filter("empty", |n| !n.is_empty())
 }
 
 /// A valid, non-shared topic filter.
-pub(crate) fn filter() -> impl Strategy<Value = String> {
-    let level = prop_oneof![3 => "[ab.*>% $]{0,2}", 1 => Just("+".to_string())];
+pub fn filter() -> impl Strategy<Value = String> {
+    let level = prop_oneof![3 => level(), 1 => Just("+".to_string())];
     (prop::collection::vec(level, 0..4), any::<bool>())
         .prop_map(|(mut levels, hash)| {
             if hash || levels.is_empty() {
@@ -105,7 +111,7 @@ fn keep<T: Default>(set: PropertySet, id: u8, slot: &mut T) {
 }
 
 /// Properties valid for `set` in `version` (none in 3.1.1).
-pub(crate) fn properties(set: PropertySet, version: ProtocolVersion) -> BoxedStrategy<Properties> {
+pub fn properties(set: PropertySet, version: ProtocolVersion) -> BoxedStrategy<Properties> {
     if version == ProtocolVersion::V311 {
         return Just(Properties::default()).boxed();
     }
@@ -206,7 +212,7 @@ fn options(version: ProtocolVersion) -> impl Strategy<Value = SubscriptionOption
 }
 
 /// Any valid packet of `version`.
-pub(crate) fn packet(version: ProtocolVersion) -> BoxedStrategy<Packet> {
+pub fn packet(version: ProtocolVersion) -> BoxedStrategy<Packet> {
     let v = version;
     let reasons = |set| prop::collection::vec(reason(set, v), 1..4);
     let mut choices = vec![

@@ -160,7 +160,12 @@ fn fixed_header_only_packets_golden_bytes() {
     golden(Packet::Disconnect(Disconnect::normal()), ProtocolVersion::V311, &[0xE0, 0]);
     golden(Packet::Disconnect(Disconnect::normal()), ProtocolVersion::V5, &[0xE0, 0]);
     let auth = Auth { reason: MqttReason::ContinueAuthentication, properties: Properties::default() };
-    golden(Packet::Auth(auth), ProtocolVersion::V5, &[0xF0, 1, 0x18]);
+    golden(Packet::Auth(auth.clone()), ProtocolVersion::V5, &[0xF0, 2, 0x18, 0]);
+    assert_eq!(
+        decode_all(&[0xF0, 1, 0x18], ProtocolVersion::V5),
+        Ok(Some(Packet::Auth(auth))),
+        "a missing property length is 0"
+    );
 }
 
 #[test]
@@ -173,7 +178,13 @@ fn connack_and_acknowledgements_golden_bytes() {
     golden(Packet::Pubrel(PublishResponse::success(id(7))), ProtocolVersion::V311, &[0x62, 2, 0, 7]);
     let mut not_found = PublishResponse::success(id(7));
     not_found.reason = MqttReason::PacketIdentifierNotFound;
-    golden(Packet::Pubcomp(not_found.clone()), ProtocolVersion::V5, &[0x70, 3, 0, 7, 0x92]);
+    golden(Packet::Pubcomp(not_found.clone()), ProtocolVersion::V5, &[0x70, 4, 0, 7, 0x92, 0]);
+    let short = Packet::Pubcomp(not_found.clone());
+    assert_eq!(
+        decode_all(&[0x70, 3, 0, 7, 0x92], ProtocolVersion::V5),
+        Ok(Some(short)),
+        "a missing property length is 0"
+    );
     not_found.properties.reason_string = Some("r".into());
     golden(Packet::Pubcomp(not_found), ProtocolVersion::V5, &[0x70, 8, 0, 7, 0x92, 4, 0x1F, 0, 1, b'r']);
     let unsuback = Unsuback {
