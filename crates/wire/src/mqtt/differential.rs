@@ -36,7 +36,7 @@ fn oracle_departure(p: &Packet, version: ProtocolVersion) -> Option<&'static str
             Some("refuses several subscription identifiers in PUBLISH (5.0 section 3.3.2.3.8 allows them)")
         }
         (Packet::Publish(p), _) if claims_utf8_wrongly(&p.properties, &p.payload) => Some(PAYLOAD_FORMAT),
-        (Packet::Connect(Connect { will: Some(w), .. }), _) if claims_utf8_wrongly(&w.properties, &w.payload) => {
+        (Packet::Connect(c), _) if c.will.as_ref().is_some_and(|w| claims_utf8_wrongly(&w.properties, &w.payload)) => {
             Some(PAYLOAD_FORMAT)
         }
         _ => None,

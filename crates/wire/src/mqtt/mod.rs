@@ -119,8 +119,8 @@ impl PacketId {
 /// One MQTT control packet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Packet {
-    /// 1: client opens a session.
-    Connect(Connect),
+    /// 1: client opens a session (boxed: with its will it is twice any other packet).
+    Connect(Box<Connect>),
     /// 2: server answers CONNECT.
     Connack(Connack),
     /// 3: a message, either direction.
@@ -222,7 +222,7 @@ impl Packet {
         let kind = first >> 4;
         let mut r = Reader::new(packet_name(kind), body);
         let packet = match kind {
-            1 => Packet::Connect(Connect::decode(&mut r)?),
+            1 => Packet::Connect(Box::new(Connect::decode(&mut r)?)),
             2 => Packet::Connack(Connack::decode(&mut r, version)?),
             3 => Packet::Publish(Publish::decode(&mut r, first & 0x0f, version)?),
             4 => Packet::Puback(PublishResponse::decode(&mut r, ReasonSet::PublishAck, version)?),

@@ -216,7 +216,7 @@ pub fn packet(version: ProtocolVersion) -> BoxedStrategy<Packet> {
     let v = version;
     let reasons = |set| prop::collection::vec(reason(set, v), 1..4);
     let mut choices = vec![
-        connect(v).prop_map(Packet::Connect).boxed(),
+        connect(v).prop_map(|c| Packet::Connect(Box::new(c))).boxed(),
         (any::<bool>(), reason(ReasonSet::Connack, v), properties(CONNACK, v))
             .prop_map(|(present, reason, properties)| {
                 let session_present = present && reason == MqttReason::Success;

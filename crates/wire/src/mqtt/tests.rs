@@ -116,10 +116,10 @@ fn connect_golden_bytes_follow_the_spec_example() {
     let payload: &[u8] = &[0, 1, b'c', 0, 1, b'w', 0, 1, b'x', 0, 1, b'u', 0, 1, b'p'];
     let mut v311 = vec![0x10, 25, 0, 4, b'M', b'Q', b'T', b'T', 4, 0xCE, 0, 10];
     v311.extend_from_slice(payload);
-    golden(Packet::Connect(spec_connect(ProtocolVersion::V311)), ProtocolVersion::V311, &v311);
+    golden(Packet::Connect(Box::new(spec_connect(ProtocolVersion::V311))), ProtocolVersion::V311, &v311);
     let mut v5 = vec![0x10, 32, 0, 4, b'M', b'Q', b'T', b'T', 5, 0xCE, 0, 10, 5, 0x11, 0, 0, 0, 10];
     v5.extend_from_slice(&[0, 1, b'c', 0, 0, 1, b'w', 0, 1, b'x', 0, 1, b'u', 0, 1, b'p']);
-    golden(Packet::Connect(spec_connect(ProtocolVersion::V5)), ProtocolVersion::V5, &v5);
+    golden(Packet::Connect(Box::new(spec_connect(ProtocolVersion::V5))), ProtocolVersion::V5, &v5);
 }
 
 #[test]
