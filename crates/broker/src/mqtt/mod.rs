@@ -118,7 +118,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                     }
                 }
                 Step::Close(last) => {
-                    send(&writer, last.as_slice(), version).await;
+                    send(&writer, &last, version).await;
                     break 'read;
                 }
             }
@@ -127,8 +127,8 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
         tokio::select! {
             _ = outbox.done.cancelled() => break 'read,
             _ = shared.shutdown.cancelled() => {
-                if let (Step::Close(Some(last)), Some(version)) = (session.refuse(MqttReason::ServerShuttingDown), session.version()) {
-                    send(&writer, &[last], version).await;
+                if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::ServerShuttingDown), session.version()) {
+                    send(&writer, &last, version).await;
                 }
                 break 'read;
             }
@@ -169,13 +169,13 @@ async fn refuse_malformed(session: &MqttSession, writer: &Writer, error: &MqttEr
             let version = if *level >= 5 { ProtocolVersion::V5 } else { ProtocolVersion::V311 };
             let connack =
                 tidings_wire::mqtt::Connack { session_present: false, reason, properties: Default::default() };
-            (Some(Packet::Connack(connack)), version)
+            (vec![Packet::Connack(connack)], version)
         }
         (_, Some(version)) => match session.refuse(reason) {
             Step::Close(packet) => (packet, version),
-            Step::Reply(_) => (None, version),
+            Step::Reply(_) => (Vec::new(), version),
         },
-        (_, None) => (None, ProtocolVersion::V5),
+        (_, None) => (Vec::new(), ProtocolVersion::V5),
     };
-    send(writer, packet.as_slice(), version).await;
+    send(writer, &packet, version).await;
 }

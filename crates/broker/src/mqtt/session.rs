@@ -30,8 +30,8 @@ pub(super) type Admits = Arc<Mutex<HashMap<SubId, TidingsFilter>>>;
 pub(super) enum Step {
     /// Send these packets (possibly none) and carry on.
     Reply(Vec<Packet>),
-    /// Send this packet, if any, and close.
-    Close(Option<Packet>),
+    /// Send these packets (at most one: a CONNACK or a DISCONNECT saying why) and close.
+    Close(Vec<Packet>),
 }
 
 /// The MQTT side of a session.
@@ -87,9 +87,9 @@ impl MqttSession {
     pub(super) fn refuse(&self, reason: MqttReason) -> Step {
         match self.version {
             Some(ProtocolVersion::V5) => {
-                Step::Close(Some(Packet::Disconnect(Disconnect { reason, properties: Properties::default() })))
+                Step::Close(vec![Packet::Disconnect(Disconnect { reason, properties: Properties::default() })])
             }
-            _ => Step::Close(None),
+            _ => Step::Close(Vec::new()),
         }
     }
 
@@ -97,12 +97,12 @@ impl MqttSession {
     pub(super) fn handle(&mut self, packet: Packet) -> Step {
         match (packet, self.version) {
             (Packet::Connect(connect), None) => self.connect(*connect),
-            (_, None) => Step::Close(None),
+            (_, None) => Step::Close(Vec::new()),
             (Packet::Publish(publish), Some(_)) => self.publish(publish),
             (Packet::Subscribe(subscribe), Some(_)) => self.subscribe(subscribe),
             (Packet::Unsubscribe(unsubscribe), Some(_)) => self.unsubscribe(unsubscribe),
             (Packet::Pingreq, Some(_)) => Step::Reply(vec![Packet::Pingresp]),
-            (Packet::Disconnect(_), Some(_)) => Step::Close(None),
+            (Packet::Disconnect(_), Some(_)) => Step::Close(Vec::new()),
             // A second CONNECT, acknowledgements of QoS 1/2 never sent, AUTH without a method,
             // and the server's own packets.
             (_, Some(_)) => self.refuse(MqttReason::ProtocolError),
@@ -113,11 +113,11 @@ impl MqttSession {
         let version = connect.version;
         self.version = Some(version);
         let refused = |reason| {
-            Step::Close(Some(Packet::Connack(Connack {
+            Step::Close(vec![Packet::Connack(Connack {
                 session_present: false,
                 reason,
                 properties: Properties::default(),
-            })))
+            })])
         };
         if version == ProtocolVersion::V311 && connect.client_id.is_empty() && !connect.clean_start {
             return refused(MqttReason::ClientIdentifierNotValid);
