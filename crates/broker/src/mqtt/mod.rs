@@ -179,3 +179,23 @@ async fn refuse_malformed(session: &MqttSession, writer: &Writer, error: &MqttEr
     };
     send(writer, &packet, version).await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn the_listener_is_off_by_default_and_a_bad_address_is_named() {
+        assert_eq!(Config::default().mqtt.listen, "");
+        let err = Config::from_toml("[mqtt]\nlisten = \"port 1883\"\n").unwrap_err().to_string();
+        assert!(err.contains("mqtt.listen"), "{err}");
+        assert!(Config::from_toml("[mqtt]\nlisten = \"127.0.0.1:1883\"\n").is_ok());
+    }
+
+    #[test]
+    fn silence_is_allowed_for_one_and_a_half_keep_alives_or_for_ever_at_zero() {
+        assert_eq!(keep_alive_of(10), Some(std::time::Duration::from_secs(15)));
+        assert_eq!(keep_alive_of(0), None);
+    }
+}
