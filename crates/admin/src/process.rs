@@ -28,6 +28,9 @@ pub struct Ready {
     /// Broker-to-broker link listener (absent from brokers without one).
     #[serde(default)]
     pub cluster: Option<SocketAddr>,
+    /// MQTT listener (absent from brokers without one).
+    #[serde(default)]
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// A running broker; killed on drop, and its scratch directory (data directory, key file)

@@ -23,6 +23,8 @@ pub struct Config {
     pub name: String,
     /// Where to listen.
     pub listen: Listen,
+    /// The MQTT front door (issue 42), off unless given an address.
+    pub mqtt: Mqtt,
     /// Per-session limits.
     pub limits: Limits,
     /// What happens to a subscriber that cannot keep up.
@@ -315,6 +317,16 @@ pub struct Listen {
     pub admin: String,
 }
 
+/// The MQTT listener. Off by default (empty `listen`): it serves MQTT 3.1.1 and 5.0 at QoS 0
+/// only so far and refuses QoS 1 and 2, so it is offered only where an operator asks for it,
+/// rather than taking port 1883 from a broker that does more (see `docs/mqtt.md`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Mqtt {
+    /// `HOST:PORT` for MQTT clients (1883 is MQTT's port; 0 lets the OS pick); empty is off.
+    pub listen: String,
+}
+
 /// Limits that keep one client from exhausting the broker.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
@@ -445,6 +457,7 @@ impl Default for Config {
         Config {
             name: "tidings".to_string(),
             listen: Listen::default(),
+            mqtt: Mqtt::default(),
             limits: Limits::default(),
             slow_consumer: SlowConsumer::default(),
             udp: Udp::default(),
@@ -567,9 +580,12 @@ impl Config {
         {
             problems.push("retention.max_wait: must be above zero with the backpressure policy".to_string());
         }
-        for (key, value) in
-            [("listen.tcp", &self.listen.tcp), ("listen.udp", &self.listen.udp), ("listen.admin", &self.listen.admin)]
-        {
+        for (key, value) in [
+            ("listen.tcp", &self.listen.tcp),
+            ("listen.udp", &self.listen.udp),
+            ("listen.admin", &self.listen.admin),
+            ("mqtt.listen", &self.mqtt.listen),
+        ] {
             if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
                 problems
                     .push(format!("{key}: {value:?} is not HOST:PORT (an IP address and a port; empty turns it off)"));

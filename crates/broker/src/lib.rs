@@ -37,6 +37,7 @@ use tidings_node::hush;
 pub mod live;
 pub mod liveness;
 pub mod metrics;
+pub mod mqtt;
 pub mod outbox;
 pub mod process_metrics;
 mod read_buffer;

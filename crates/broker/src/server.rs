@@ -35,6 +35,8 @@ pub struct BoundAddresses {
     pub admin: Option<SocketAddr>,
     /// Broker-to-broker link listener, if enabled.
     pub cluster: Option<SocketAddr>,
+    /// MQTT listener, if enabled.
+    pub mqtt: Option<SocketAddr>,
 }
 
 /// Why a broker could not start.
@@ -153,6 +155,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let tcp = bind_tcp("client TCP", &config.listen.tcp).await?;
     let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
     let cluster = bind_tcp("cluster link", &config.cluster.listen).await?;
+    let mqtt = bind_tcp("MQTT", &config.mqtt.listen).await?;
     let udp = if config.listen.udp.is_empty() {
         None
     } else {
@@ -169,6 +172,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         udp: udp.as_ref().and_then(|s| s.local_addr().ok()),
         admin: admin.as_ref().and_then(|l| l.local_addr().ok()),
         cluster: cluster.as_ref().and_then(|l| l.local_addr().ok()),
+        mqtt: mqtt.as_ref().and_then(|l| l.local_addr().ok()),
     };
     let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
@@ -230,6 +234,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if let Some(listener) = tcp {
         shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared)));
     }
+    if let Some(listener) = mqtt {
+        shared.tasks.spawn(crate::mqtt::accept_loop(listener, Arc::clone(&shared)));
+    }
     if let Some(socket) = udp {
         shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
     }
@@ -255,6 +262,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         udp = %show(addresses.udp),
         admin = %show(addresses.admin),
         cluster = %show(addresses.cluster),
+        mqtt = %show(addresses.mqtt),
         data = %shared.data.path().display(),
         "broker started"
     );

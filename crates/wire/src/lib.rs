@@ -16,6 +16,7 @@ pub mod frame;
 mod framing;
 pub mod hash;
 pub mod ids;
+pub mod mqtt;
 pub mod peer;
 pub mod reason;
 #[cfg(any(test, feature = "proptest"))]

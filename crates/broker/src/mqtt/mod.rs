@@ -1,0 +1,201 @@
+//! The MQTT listener (`[mqtt] listen`, issue 42, first step): MQTT 3.1.1 and 5.0 clients at
+//! QoS 0, through the broker core native clients use. Off by default: it serves only QoS 0 so
+//! far (no QoS 1/2, sessions, wills or topic aliases; see `docs/mqtt.md`), and a client that
+//! asks for more is refused, so a broker should not offer it on port 1883 unless asked to.
+//!
+//! Each connection is a reader (this module: MQTT packets in, translated by [`session`] onto a
+//! native session) and a delivery task ([`delivery`]: the native session's outbound frames in,
+//! MQTT PUBLISH packets out). The native outbox is drained by its own writer into an in-memory
+//! pipe that the delivery task reads, so queue limits, the slow-consumer policy and the metrics
+//! apply unchanged; translating the outbox's items directly is the next step for speed.
+
+mod delivery;
+mod session;
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use tidings_wire::mqtt::{MqttError, MqttReason, Packet, ProtocolVersion};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tracing::debug;
+
+use crate::context::Context;
+use crate::outbox::{write_stream, Outbox};
+use crate::session::{Session, Transport};
+use delivery::Delivery;
+use session::{MqttSession, Step};
+
+/// The largest packet read before CONNECT: a CONNECT with a will is small, and an unknown peer
+/// must not make the broker buffer megabytes.
+const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
+
+/// Bytes of native frames in flight between the outbox's writer and the delivery task.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// The client's half of the TCP connection, shared by the reader (replies) and the delivery
+/// task (messages), each writing whole packets under the lock.
+type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+
+/// Accepts MQTT connections until shutdown.
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
+    loop {
+        tokio::select! {
+            _ = shared.shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    debug!(%peer, "MQTT client connected");
+                    shared.tasks.spawn(connection(stream, Arc::clone(&shared)));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "MQTT accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+}
+
+/// Writes `packets` for `version` as one write.
+async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> bool {
+    let mut out = BytesMut::new();
+    for packet in packets {
+        if packet.encode(version, &mut out).is_err() {
+            return false;
+        }
+    }
+    out.is_empty() || writer.lock().await.write_all(&out).await.is_ok()
+}
+
+async fn connection(stream: TcpStream, shared: Arc<Context>) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    let (mut reader, writer) = stream.into_split();
+    let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
+    let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
+    *outbox.client.lock() = format!("{peer} mqtt");
+    let (native_end, delivery_end) = tokio::io::duplex(PIPE_BYTES);
+    shared.tasks.spawn(write_stream(native_end, Arc::clone(&outbox)));
+    let admits = session::Admits::default();
+    let native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
+    let mut session = MqttSession::new(native, Arc::clone(&admits));
+    let mut buf = BytesMut::with_capacity(1024);
+    let mut delivery_end = Some(delivery_end);
+    let mut keep_alive = Some(shared.config.limits.handshake_timeout);
+    'read: loop {
+        let max = if session.version().is_some() { shared.config.limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
+        loop {
+            let version = session.version().unwrap_or(ProtocolVersion::V5);
+            let packet = match Packet::decode(&mut buf, version, max) {
+                Ok(Some(packet)) => packet,
+                Ok(None) => break,
+                Err(e) => {
+                    refuse_malformed(&session, &writer, &e).await;
+                    break 'read;
+                }
+            };
+            if let Packet::Connect(connect) = &packet {
+                keep_alive = keep_alive_of(connect.keep_alive);
+            }
+            let step = session.handle(packet);
+            let version = session.version().unwrap_or(ProtocolVersion::V5);
+            if session.version().is_some() {
+                if let Some(end) = delivery_end.take() {
+                    let delivery = Delivery {
+                        writer: Arc::clone(&writer),
+                        admits: Arc::clone(&admits),
+                        version,
+                        max_packet: session.client_max_packet,
+                    };
+                    shared.tasks.spawn(delivery.run(end, Arc::clone(&outbox)));
+                }
+            }
+            match step {
+                Step::Reply(packets) => {
+                    if !send(&writer, &packets, version).await {
+                        break 'read;
+                    }
+                }
+                Step::Close(last) => {
+                    send(&writer, &last, version).await;
+                    break 'read;
+                }
+            }
+        }
+        session.native().finish_batch(std::time::Instant::now());
+        tokio::select! {
+            _ = outbox.done.cancelled() => break 'read,
+            _ = shared.shutdown.cancelled() => {
+                if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::ServerShuttingDown), session.version()) {
+                    send(&writer, &last, version).await;
+                }
+                break 'read;
+            }
+            () = silence(keep_alive) => break 'read,
+            read = reader.read_buf(&mut buf) => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    break 'read;
+                }
+            }
+        }
+    }
+    outbox.abort();
+    let _ = writer.lock().await.shutdown().await;
+    drop(session);
+}
+
+/// How long the connection may be silent: one and a half times the client's keep alive
+/// (MQTT-3.1.2-24), or for ever when the client turned it off (0).
+fn keep_alive_of(seconds: u16) -> Option<std::time::Duration> {
+    (seconds > 0).then(|| std::time::Duration::from_millis(u64::from(seconds) * 1500))
+}
+
+/// Resolves once the connection has been silent for `limit`, never without one.
+async fn silence(limit: Option<std::time::Duration>) {
+    match limit {
+        Some(limit) => tokio::time::sleep(limit).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Answers a packet that could not be decoded: CONNACK 0x01 / 0x84 for an unsupported protocol
+/// level (MQTT-3.1.2-2), else a 5.0 DISCONNECT with the error's reason; then the caller closes.
+async fn refuse_malformed(session: &MqttSession, writer: &Writer, error: &MqttError) {
+    debug!(%error, "MQTT packet refused");
+    let reason = error.reason();
+    let (packet, version) = match (error, session.version()) {
+        (MqttError::UnsupportedProtocolLevel(level), None) => {
+            let version = if *level >= 5 { ProtocolVersion::V5 } else { ProtocolVersion::V311 };
+            let connack =
+                tidings_wire::mqtt::Connack { session_present: false, reason, properties: Default::default() };
+            (vec![Packet::Connack(connack)], version)
+        }
+        (_, Some(version)) => match session.refuse(reason) {
+            Step::Close(packet) => (packet, version),
+            Step::Reply(_) => (Vec::new(), version),
+        },
+        (_, None) => (Vec::new(), ProtocolVersion::V5),
+    };
+    send(writer, &packet, version).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn the_listener_is_off_by_default_and_a_bad_address_is_named() {
+        assert_eq!(Config::default().mqtt.listen, "");
+        let err = Config::from_toml("[mqtt]\nlisten = \"port 1883\"\n").unwrap_err().to_string();
+        assert!(err.contains("mqtt.listen"), "{err}");
+        assert!(Config::from_toml("[mqtt]\nlisten = \"127.0.0.1:1883\"\n").is_ok());
+    }
+
+    #[test]
+    fn silence_is_allowed_for_one_and_a_half_keep_alives_or_for_ever_at_zero() {
+        assert_eq!(keep_alive_of(10), Some(std::time::Duration::from_secs(15)));
+        assert_eq!(keep_alive_of(0), None);
+    }
+}

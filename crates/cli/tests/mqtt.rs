@@ -1,0 +1,168 @@
+//! The MQTT listener with clients nobody here wrote: Debian's `mosquitto_pub` and
+//! `mosquitto_sub` (3.1.1 and 5.0) against a `tidings broker` process with `[mqtt] listen`, and
+//! MQTT to native and back through the same broker core. Skipped, saying so, where the
+//! mosquitto clients are not installed (`apt-get install mosquitto-clients`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod patterns_common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use patterns_common::{bin, start, text, tidings};
+use tidings_testkit::BrokerProcess;
+
+/// Whether `mosquitto_sub` and `mosquitto_pub` can run here; says why not otherwise.
+fn mosquitto_present() -> bool {
+    let present = ["mosquitto_sub", "mosquitto_pub"]
+        .iter()
+        .all(|tool| Command::new(tool).arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
+    if !present {
+        eprintln!("SKIPPED: mosquitto_sub/mosquitto_pub not found (install Debian's mosquitto-clients)");
+    }
+    present
+}
+
+/// A broker with its MQTT listener on an OS-chosen port.
+fn broker() -> (BrokerProcess, String) {
+    let b = BrokerProcess::start_configured(bin(), "[mqtt]\nlisten = \"127.0.0.1:0\"\n", &[]).unwrap();
+    let port = b.ready.mqtt.expect("the ready line names the MQTT listener").port().to_string();
+    (b, port)
+}
+
+/// A killed-on-drop child process.
+struct Client(Option<Child>);
+
+impl Client {
+    fn finish(mut self) -> Output {
+        tidings_testkit::finish_within(self.0.take().unwrap(), Duration::from_secs(20))
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Starts `mosquitto_sub ARGS` and returns once its subscriptions (`filters` many tidings
+/// subscriptions) are active at `b`.
+fn mosquitto_sub(b: &BrokerProcess, port: &str, args: &[&str], subscriptions: f64) -> Client {
+    let before = b.metric("tidings_subscriptions").unwrap();
+    let child = Command::new("mosquitto_sub")
+        .args(["-h", "127.0.0.1", "-p", port, "-W", "20"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let client = Client(Some(child));
+    tidings_testkit::wait_until("mosquitto_sub subscribes", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() >= before + subscriptions
+    });
+    client
+}
+
+fn mosquitto_pub(port: &str, args: &[&str]) -> Output {
+    let child = Command::new("mosquitto_pub")
+        .args(["-h", "127.0.0.1", "-p", port])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tidings_testkit::finish_within(child, Duration::from_secs(20))
+}
+
+#[test]
+fn mosquitto_clients_talk_through_tidings_in_both_versions() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    for version in ["mqttv311", "mqttv5"] {
+        // `#` below `plant` maps to two tidings patterns (`plant` and `plant.>`).
+        let sub = mosquitto_sub(&b, &port, &["-V", version, "-t", "plant/#", "-t", "x/+/z", "-v", "-C", "3"], 3.0);
+        for (topic, payload) in [("plant", "parent"), ("plant/line 3/temp.c", "21.5"), ("x//z", "empty level")] {
+            let out = mosquitto_pub(&port, &["-V", version, "-t", topic, "-m", payload]);
+            assert!(out.status.success(), "{version} {topic}: {}", text(&out.stderr));
+        }
+        let out = sub.finish();
+        assert!(out.status.success(), "{version}: {}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), "plant parent\nplant/line 3/temp.c 21.5\nx//z empty level\n", "{version}");
+    }
+}
+
+#[test]
+fn an_mqtt_publisher_reaches_a_native_subscriber_and_the_other_way_round() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    let server = b.tcp();
+    let native = start(&b, &["sub", "--server", &server, "sensors.*.temp", "--json", "--count", "1"], true);
+    let out = mosquitto_pub(&port, &["-t", "sensors/kitchen/temp", "-m", "19.5"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = native.finish();
+    let line: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!((line["topic"].as_str(), line["payload"].as_str()), (Some("sensors.kitchen.temp"), Some("19.5")));
+
+    let sub = mosquitto_sub(&b, &port, &["-V", "mqttv5", "-t", "plant/+/temp", "-v", "-C", "1"], 1.0);
+    let out = tidings(&["pub", "--server", &server, "plant.line3.temp", "42"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&sub.finish().stdout), "plant/line3/temp 42\n");
+}
+
+#[test]
+fn retained_values_reach_later_mqtt_subscribers_with_the_retain_flag() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    let out = mosquitto_pub(&port, &["-t", "door/front", "-m", "open", "-r"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    tidings_testkit::wait_until("the value is retained", Duration::from_secs(5), || {
+        b.metric("tidings_retained_topics").unwrap() == 1.0
+    });
+    // `-R` leaves out messages with the retain flag: the retained value must carry it. (No
+    // wait for the subscriptions: a retained value comes whenever they start, and a client
+    // with `-C 1` may be gone again before the metric is read.)
+    let flagged = mosquitto_sub(&b, &port, &["-t", "door/#", "-v", "-C", "1", "-W", "2", "-R"], 0.0);
+    let plain = mosquitto_sub(&b, &port, &["-t", "door/#", "-v", "-C", "1"], 0.0);
+    assert_eq!(text(&plain.finish().stdout), "door/front open\n");
+    assert_eq!(text(&flagged.finish().stdout), "", "the retained value is flagged as retained");
+}
+
+#[test]
+fn wildcards_at_the_first_level_leave_out_dollar_topics() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    let all = mosquitto_sub(&b, &port, &["-t", "#", "-v", "-C", "1"], 1.0);
+    let dollar = mosquitto_sub(&b, &port, &["-t", "$app/#", "-v", "-C", "1"], 2.0);
+    assert!(mosquitto_pub(&port, &["-t", "$app/state", "-m", "hidden"]).status.success());
+    assert!(mosquitto_pub(&port, &["-t", "app/state", "-m", "seen"]).status.success());
+    assert_eq!(text(&dollar.finish().stdout), "$app/state hidden\n");
+    assert_eq!(text(&all.finish().stdout), "app/state seen\n", "`#` does not match a `$` topic");
+}
+
+#[test]
+fn qos_1_is_refused_in_311_and_not_sent_by_5_0_clients_until_it_is_built() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    let out = mosquitto_pub(&port, &["-q", "1", "-t", "a", "-m", "x"]);
+    assert!(!out.status.success(), "3.1.1: the connection is closed on a QoS 1 PUBLISH");
+    let sub = mosquitto_sub(&b, &port, &["-t", "a", "-C", "1"], 1.0);
+    // CONNACK said Maximum QoS 0, so a 5.0 client does not send QoS 1 (MQTT-3.2.2-11).
+    let out = mosquitto_pub(&port, &["-V", "mqttv5", "-q", "1", "-t", "a", "-m", "not sent"]);
+    assert!(text(&out.stderr).contains("QoS not supported"), "{}", text(&out.stderr));
+    assert!(mosquitto_pub(&port, &["-V", "mqttv5", "-t", "a", "-m", "still serving"]).status.success());
+    assert_eq!(text(&sub.finish().stdout), "still serving\n", "the refusals changed nothing else");
+}
