@@ -19,25 +19,31 @@ use std::ops::Bound;
 
 use crate::filter::{key_prefixes, segments, Filter};
 
+mod chunks;
+use chunks::Chunks;
+
 /// A multiset of filters and its minimized set, updated incrementally.
 #[derive(Clone, Debug)]
 pub(crate) struct Minimized<F> {
-    /// Every distinct input with how many times it was inserted, by covering key. Held
-    /// inline: the broker's filter is one shared pointer (`matching::RouteFilter`), so a B-tree
-    /// node of eleven is small; boxed, as a filter of several strings once had to be (5.5 KB
-    /// per subscription at 100,000), each copy of a set cost an allocation more per filter,
-    /// and a new tree's advertised set copied from the local interest is 100,000 of them under
-    /// the router's lock (issue 46).
-    inputs: BTreeMap<String, BTreeMap<F, u32>>,
+    /// Every distinct input, by covering key, in chunks shared between copies (see
+    /// [`chunks`]): a new tree's advertised set starts as a copy of the local interest, and at
+    /// 100,000 subscriptions a copy of plain maps held the router's lock for 90 ms (issue 46).
+    /// Filters held inline: the broker's filter is one shared pointer (`matching::RouteFilter`).
+    inputs: Chunks<BTreeSet<F>>,
+    /// How many times each input beyond the first was inserted: apart, so that the inputs of
+    /// a set fed once by each kept filter of another are that other's kept map, shared.
+    repeats: BTreeMap<F, u32>,
     /// The inputs no other input dominates, by covering key.
-    kept: BTreeMap<String, BTreeSet<F>>,
+    kept: Chunks<BTreeSet<F>>,
     /// Number of distinct inputs.
     distinct: usize,
+    /// Number of kept filters.
+    kept_len: usize,
 }
 
 impl<F> Default for Minimized<F> {
     fn default() -> Self {
-        Self { inputs: BTreeMap::new(), kept: BTreeMap::new(), distinct: 0 }
+        Self { inputs: Chunks::default(), repeats: BTreeMap::new(), kept: Chunks::default(), distinct: 0, kept_len: 0 }
     }
 }
 
@@ -91,13 +97,13 @@ fn wider_keys(key: &str) -> impl Iterator<Item = &str> {
 
 /// The groups of `map` whose key is `key` or lies under it (`key` followed by `.`); all groups
 /// for the empty key.
-fn under<'m, V>(map: &'m BTreeMap<String, V>, key: &str) -> impl Iterator<Item = (&'m String, &'m V)> {
+fn under<'m, V: Clone>(map: &'m Chunks<V>, key: &str) -> impl Iterator<Item = (&'m String, &'m V)> {
     let (same, deeper) = if key.is_empty() {
-        (None, map.range::<str, _>(..))
+        (None, map.range(Bound::Unbounded, Bound::Unbounded))
     } else {
         // '/' is the character after '.', so this range is exactly the keys starting `key.`.
         let (start, end) = (format!("{key}."), format!("{key}/"));
-        let deeper = map.range::<str, _>((Bound::Included(start.as_str()), Bound::Excluded(end.as_str())));
+        let deeper = map.range(Bound::Included(start.as_str()), Bound::Excluded(end.as_str()));
         (map.get_key_value(key), deeper)
     };
     same.into_iter().chain(deeper)
@@ -118,17 +124,18 @@ impl<F: Filter> Minimized<F> {
     }
 
     /// A set whose inputs are the kept filters of `other`, once each: what a derived set starts
-    /// from when `other` feeds it, copied without a covering check per filter (they are
-    /// minimal already), so a tree that appears beside 100,000 local subscriptions costs a copy
-    /// rather than 100,000 insertions.
+    /// from when `other` feeds it. Both its maps are `other`'s kept map, shared chunk by chunk
+    /// (the kept filters are minimal already, and each is input once), so a tree that appears
+    /// beside 100,000 local subscriptions costs a pointer per chunk, not 100,000 insertions
+    /// nor a copy; later changes of either set copy the chunks they touch.
     pub(crate) fn from_kept_of(other: &Self) -> Self {
-        let inputs: BTreeMap<String, BTreeMap<F, u32>> = other
-            .kept
-            .iter()
-            .map(|(key, kept)| (key.clone(), kept.iter().map(|filter| (filter.clone(), 1)).collect()))
-            .collect();
-        let distinct = inputs.values().map(BTreeMap::len).sum();
-        Self { inputs, kept: other.kept.clone(), distinct }
+        Self {
+            inputs: other.kept.clone(),
+            repeats: BTreeMap::new(),
+            kept: other.kept.clone(),
+            distinct: other.kept_len,
+            kept_len: other.kept_len,
+        }
     }
 
     /// The kept filters after `cursor` in kept order (by covering key, then by filter; see
@@ -136,28 +143,34 @@ impl<F: Filter> Minimized<F> {
     /// slice at a time (`router/stream.rs`), resumes without copying what it already sent.
     pub(crate) fn kept_after<'s>(&'s self, cursor: Option<&'s F>) -> impl Iterator<Item = &'s F> + 's {
         let (first, rest) = match cursor {
-            None => (None, self.kept.range::<str, _>(..)),
+            None => (None, self.kept.range(Bound::Unbounded, Bound::Unbounded)),
             Some(after) => {
                 let key = after.covering_key();
                 let first =
                     self.kept.get(key).map(|group| group.range::<F, _>((Bound::Excluded(after), Bound::Unbounded)));
-                (first, self.kept.range::<str, _>((Bound::Excluded(key), Bound::Unbounded)))
+                (first, self.kept.range(Bound::Excluded(key), Bound::Unbounded))
             }
         };
         first.into_iter().flatten().chain(rest.flat_map(|(_, group)| group.iter()))
     }
 
-    /// Lets go of up to about `budget` filters (whole covering-key groups, at least one), kept
-    /// and inputs alike; returns how many went. For a set nothing reads any more, freed a
-    /// slice at a time (`router/garbage.rs`).
+    /// Lets go of up to about `budget` filters (whole chunks of covering-key groups, at least
+    /// one, or single repeats), kept and inputs alike; returns how many went. For a set nothing
+    /// reads any more, freed a slice at a time (`router/garbage.rs`); a chunk another set
+    /// shares is let go of without being copied or freed.
     pub(crate) fn shed(&mut self, budget: usize) -> usize {
         let mut shed = 0;
         while shed < budget.max(1) {
-            if let Some((_, group)) = self.inputs.pop_last() {
-                shed += group.len();
-                self.distinct -= group.len();
-            } else if let Some((_, group)) = self.kept.pop_last() {
-                shed += group.len();
+            if let Some(chunk) = self.inputs.pop_last_chunk() {
+                let filters: usize = chunk.values().map(BTreeSet::len).sum();
+                shed += filters;
+                self.distinct -= filters;
+            } else if self.repeats.pop_last().is_some() {
+                shed += 1;
+            } else if let Some(chunk) = self.kept.pop_last_chunk() {
+                let filters: usize = chunk.values().map(BTreeSet::len).sum();
+                shed += filters;
+                self.kept_len -= filters;
             } else {
                 break;
             }
@@ -167,7 +180,7 @@ impl<F: Filter> Minimized<F> {
 
     /// Whether [`Minimized::shed`] let go of everything.
     pub(crate) fn is_shed(&self) -> bool {
-        self.inputs.is_empty() && self.kept.is_empty()
+        self.inputs.is_empty() && self.repeats.is_empty() && self.kept.is_empty()
     }
 
     /// Whether `filter` is one of the kept filters.
@@ -193,15 +206,16 @@ impl<F: Filter> Minimized<F> {
     /// Counts one more occurrence of `filter`; changes to the kept set go to `delta`.
     pub(crate) fn insert(&mut self, filter: &F, delta: &mut Delta<F>) {
         let key = filter.covering_key();
-        let group = match self.inputs.get_mut(key) {
-            Some(group) => group,
-            None => self.inputs.entry(key.to_string()).or_default(),
-        };
-        if let Some(count) = group.get_mut(filter) {
-            *count += 1;
+        if self.inputs.get(key).is_some_and(|group| group.contains(filter)) {
+            *self.repeats.entry(filter.clone()).or_default() += 1;
             return;
         }
-        group.insert(filter.clone(), 1);
+        match self.inputs.get_mut(key) {
+            Some(group) => {
+                group.insert(filter.clone());
+            }
+            None => self.inputs.insert(key.to_string(), BTreeSet::from([filter.clone()])),
+        }
         self.distinct += 1;
         if !self.is_dominated(filter) {
             self.keep(filter, delta);
@@ -211,25 +225,28 @@ impl<F: Filter> Minimized<F> {
     /// Counts one occurrence of `filter` less; `false` (and no change) if it was not an input.
     pub(crate) fn remove(&mut self, filter: &F, delta: &mut Delta<F>) -> bool {
         let key = filter.covering_key();
-        let Some(group) = self.inputs.get_mut(key) else { return false };
-        let Some(count) = group.get_mut(filter) else { return false };
-        *count -= 1;
-        if *count > 0 {
+        if !self.inputs.get(key).is_some_and(|group| group.contains(filter)) {
+            return false;
+        }
+        if let Some(count) = self.repeats.get_mut(filter) {
+            *count -= 1;
+            if *count == 0 {
+                self.repeats.remove(filter);
+            }
             return true;
         }
-        group.remove(filter);
-        if group.is_empty() {
+        if self.inputs.get_mut(key).is_some_and(|group| group.remove(filter) && group.is_empty()) {
             self.inputs.remove(key);
         }
         self.distinct -= 1;
-        let was_kept = self.kept.get_mut(key).is_some_and(|kept| kept.remove(filter));
-        if !was_kept {
+        if !self.kept.get(key).is_some_and(|kept| kept.contains(filter)) {
             // Something kept dominates it, and that is still an input.
             return true;
         }
-        if self.kept.get(key).is_some_and(BTreeSet::is_empty) {
+        if self.kept.get_mut(key).is_some_and(|kept| kept.remove(filter) && kept.is_empty()) {
             self.kept.remove(key);
         }
+        self.kept_len -= 1;
         delta.remove(filter.clone());
         self.uncover(key, delta);
         true
@@ -239,7 +256,7 @@ impl<F: Filter> Minimized<F> {
     /// dominates is kept, broadest keys first so that narrower ones are mostly found covered.
     fn uncover(&mut self, key: &str, delta: &mut Delta<F>) {
         let mut candidates: Vec<(usize, &String, &F)> = under(&self.inputs, key)
-            .flat_map(|(group_key, group)| group.keys().map(move |filter| (segments(group_key), group_key, filter)))
+            .flat_map(|(group_key, group)| group.iter().map(move |filter| (segments(group_key), group_key, filter)))
             .filter(|(_, group_key, filter)| !self.kept.get(*group_key).is_some_and(|kept| kept.contains(*filter)))
             .collect();
         candidates.sort();
@@ -267,18 +284,19 @@ impl<F: Filter> Minimized<F> {
             .map(|(group_key, narrow)| (group_key.clone(), narrow.clone()))
             .collect();
         for (group_key, narrow) in dominated {
-            if let Some(kept) = self.kept.get_mut(&group_key) {
-                kept.remove(&narrow);
-                if kept.is_empty() {
-                    self.kept.remove(&group_key);
-                }
+            if self.kept.get_mut(&group_key).is_some_and(|kept| kept.remove(&narrow) && kept.is_empty()) {
+                self.kept.remove(&group_key);
             }
+            self.kept_len -= 1;
             delta.remove(narrow);
         }
         match self.kept.get_mut(key) {
-            Some(kept) => kept.insert(filter.clone()),
-            None => self.kept.entry(key.to_string()).or_default().insert(filter.clone()),
-        };
+            Some(kept) => {
+                kept.insert(filter.clone());
+            }
+            None => self.kept.insert(key.to_string(), BTreeSet::from([filter.clone()])),
+        }
+        self.kept_len += 1;
         delta.add(filter.clone());
     }
 }

@@ -4,10 +4,11 @@
 //! set that existed before and still does is fed only the change of its inputs: the local
 //! interest's delta, the change of the child summaries under it, and the mates that left or
 //! joined. A set that appears (a new tree, or our cell gains a parent in one) is built from
-//! its inputs, the local interest copied rather than inserted again. Each link is then sent,
-//! per scope, that set's delta when it kept feeding the same scope of the link, or the
-//! difference with what the link was sent otherwise: the whole set for a new link, a removal
-//! of what it was sent when a scope stops being its.
+//! its inputs, the local interest shared chunk by chunk (`minimized/chunks.rs`) rather than
+//! copied or inserted again. Each link is then sent, per scope, that set's delta when it kept
+//! feeding the same scope of the link, or the difference with what the link was sent
+//! otherwise: the whole set for a new link, a removal of what it was sent when a scope stops
+//! being its.
 //!
 //! The result equals the full rebuild (`rebuild_interest`), which stays as the tests' oracle
 //! and as the fallback when summary deltas arrived in the same round as the topology change.

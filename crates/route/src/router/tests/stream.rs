@@ -211,6 +211,8 @@ mod timed {
         fn feed(&mut self, at: &str, input: Input<RouteFilter>) {
             let kind = match &input {
                 Input::Received { message: PeerMessage::Summary(_), .. } => "summary",
+                Input::Received { message: PeerMessage::Adverts(_), .. } => "adverts",
+                Input::Received { message: PeerMessage::Synced(_), .. } => "synced",
                 Input::Received { .. } => "other message",
                 Input::LinkUp { .. } => "link up",
                 Input::LinkDown { .. } => "link down",
