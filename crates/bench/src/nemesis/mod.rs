@@ -7,9 +7,11 @@
 //! subscriber's output ([`check`]). A failing schedule is reported with its seed and the command
 //! that replays it, and its logs are kept.
 //!
-//! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes.
+//! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes. [`recovery`]:
+//!   the time from a heal to an affected subscriber's next delivery.
 //! - [`crate::guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
 
+pub mod recovery;
 pub mod report;
 pub mod run;
 pub mod schedule;

@@ -194,7 +194,7 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
         sum(|r| r.reordered),
         failed.len()
     );
-    let _ = writeln!(text, "Recovery, from a fault's end (or the end of the faults still active then) to an affected subscriber's next delivery:\n");
+    let _ = writeln!(text, "Recovery, from a fault's end (or, when faults overlapped, the last heal of that outage before the delivery) to an affected subscriber's next delivery:\n");
     let _ = writeln!(text, "| fault | affected | median ms | max ms |\n| --- | ---: | ---: | ---: |");
     for row in recovery.rows() {
         let _ = writeln!(text, "| {} |", row.join(" | "));

@@ -180,7 +180,9 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, guarantee::check(&acks, c, l))).collect();
     let recoveries = faults
         .iter()
-        .flat_map(|d| lines.iter().filter_map(|l| recovery(d, &faults, l).map(|ms| (d.fault.kind, ms))))
+        .flat_map(|d| {
+            lines.iter().filter_map(|l| super::recovery::recovery(d, &faults, l).map(|ms| (d.fault.kind, ms)))
+        })
         .collect();
     drop(net);
     Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
@@ -299,92 +301,5 @@ async fn drain(subs: &[Tool], acks: &[Ack], checked: &[Subscriber]) -> anyhow::R
             return Ok(lines);
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// The recovery goal (issue 38: back within 1 s of a heal). A fault that begins less than this
-/// after the network healed leaves the subscriber no fair chance to recover first, so the
-/// recovery counts from its end; a subscriber that had a whole network for longer and still
-/// received nothing is charged from the earlier heal.
-const RECOVERY_GOAL_US: u64 = 1_000_000;
-
-/// How long after a fault's end a subscriber had its next delivery, ms, if the fault affected
-/// it: it received nothing in the 500 ms before the end, and something after. When other faults
-/// were still active at that end (the schedule's tracks overlap), or began within
-/// [`RECOVERY_GOAL_US`] of it, and the subscriber got nothing until they too had ended, the time
-/// counts from the end of the last of them: a subscriber cut off by a second fault has not
-/// failed to recover from the first.
-fn recovery(done: &Done, faults: &[Done], lines: &[Line]) -> Option<f64> {
-    let received = lines.iter().filter_map(|l| match l {
-        Line::Delivery { received_us, .. } => Some(*received_us),
-        Line::Gap { .. } => None,
-    });
-    let end = done.ended_us;
-    if received.clone().any(|r| r < end && r + 500_000 >= end) {
-        return None;
-    }
-    let next = received.filter(|r| *r >= end).min()?;
-    let mut quiet = end;
-    while let Some(later) = faults
-        .iter()
-        .filter(|o| o.started_us < quiet + RECOVERY_GOAL_US && o.started_us < next && o.ended_us > quiet)
-        .map(|o| o.ended_us)
-        .max()
-    {
-        quiet = later;
-    }
-    let from = if next <= quiet { end } else { quiet };
-    Some((next - from) as f64 / 1e3)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn done(kind: Kind, started_us: u64, ended_us: u64) -> Done {
-        let fault = Fault {
-            kind,
-            targets: vec![vec!["a".into()]],
-            at: Duration::ZERO,
-            lasting: Duration::from_micros(ended_us - started_us),
-        };
-        Done { fault, started_us, ended_us, error: None }
-    }
-
-    fn delivered(received_us: u64) -> Line {
-        Line::Delivery { id: ("p".into(), 1), pubend: "e".into(), tick: 1, received_us, redelivered: false }
-    }
-
-    /// A second fault still active when the first ends delays the subscriber: its recovery counts
-    /// from the second's end; a delivery while the second lasts counts from the first's end.
-    #[test]
-    fn recovery_counts_from_the_end_of_the_faults_still_active() {
-        let first = done(Kind::Kill, 1_000_000, 2_000_000);
-        let second = done(Kind::Cut, 1_500_000, 9_000_000);
-        let faults = [first.clone(), second.clone()];
-        let lines = [delivered(100_000), delivered(9_300_000)];
-        assert_eq!(recovery(&first, &faults, &lines), Some(300.0));
-        assert_eq!(recovery(&second, &faults, &lines), Some(300.0));
-        let early = [delivered(100_000), delivered(2_400_000)];
-        assert_eq!(recovery(&first, &faults, &early), Some(400.0));
-        let alone = [first.clone()];
-        assert_eq!(recovery(&first, &alone, &lines), Some(7_300.0));
-        let busy = [delivered(1_900_000), delivered(9_300_000)];
-        assert_eq!(recovery(&first, &faults, &busy), None, "not affected: it received just before the end");
-    }
-
-    /// A fault that begins within the goal after the heal extends the outage; one that begins
-    /// after the network was whole for longer does not excuse a slow recovery.
-    #[test]
-    fn a_fault_soon_after_the_heal_extends_the_outage_a_later_one_does_not() {
-        let first = done(Kind::Kill, 1_000_000, 2_000_000);
-        let soon = done(Kind::Cut, 2_500_000, 5_000_000);
-        let lines = [delivered(100_000), delivered(5_300_000)];
-        assert_eq!(recovery(&first, &[first.clone(), soon], &lines), Some(300.0));
-        let later = done(Kind::Cut, 4_000_000, 5_000_000);
-        assert_eq!(recovery(&first, &[first.clone(), later], &lines), Some(3_300.0));
-        let after_delivery = done(Kind::Cut, 2_200_000, 9_000_000);
-        let early = [delivered(100_000), delivered(2_100_000)];
-        assert_eq!(recovery(&first, &[first.clone(), after_delivery], &early), Some(100.0));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tidings_route::{BrokerName, Input, ReconnectBackoff};
+use tidings_route::{BrokerName, Input};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,6 +19,7 @@ use tidings_wire::HEADER_LEN;
 use super::convert;
 use super::handshake::{handshake, Refused};
 use super::queue::{write_link, LinkCounters, LinkQueue};
+use super::redial::Redial;
 use super::{Cluster, Direction, Event, RouteScratch};
 use crate::budget::QueueBudget;
 use crate::config::Config;
@@ -76,14 +77,17 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>) {
     }
 }
 
-/// Keeps a link to the broker at `address`: dials, runs the connection, and redials with
-/// backoff after it ends. While the peer is linked through another connection (it dialled
-/// us), it waits instead of opening a duplicate.
+/// Keeps a link to the broker at `address`: dials, runs the connection, and redials after it
+/// ends, quickly while the peer was up a moment ago, with backoff once it has been gone for
+/// longer ([`Redial`]). While the peer is linked through another connection (it dialled us),
+/// it waits instead of opening a duplicate.
 pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
     let settings = &ctx.config.cluster;
     let seed = ctx.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
     let min_ms = settings.reconnect_min.as_millis() as u64;
-    let mut backoff = ReconnectBackoff::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
+    let mut redial = Redial::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
+    let began = Instant::now();
+    let now_ms = || began.elapsed().as_millis() as u64;
     let mut peer: Option<BrokerName> = None;
     let mut unreachable = Unreachable::default();
     loop {
@@ -91,6 +95,7 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
             return;
         }
         let delay = if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
+            redial.up(now_ms());
             min_ms
         } else {
             match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address.as_str())).await {
@@ -99,14 +104,14 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
                     let remote = stream.peer_addr().ok();
                     let outcome = connection(stream, Direction::Outbound, remote, Arc::clone(&ctx)).await;
                     if outcome.established {
-                        backoff.reset();
+                        redial.up(now_ms());
                     }
                     peer = outcome.peer.or(peer);
                 }
                 Ok(Err(e)) => unreachable.failed(&address, &e.to_string()),
                 Err(_) => unreachable.failed(&address, "timed out"),
             }
-            backoff.next_delay_ms()
+            redial.next_delay_ms(now_ms())
         };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(delay)) => {}

@@ -21,6 +21,7 @@ mod filter;
 mod handshake;
 mod link;
 mod queue;
+mod redial;
 mod state;
 
 use std::collections::BTreeMap;
