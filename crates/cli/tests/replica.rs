@@ -5,12 +5,10 @@
 //! (the term and vote fences); with p2 and p3 stopped a publish p1's own log synced is not
 //! acknowledged, and with them down one is refused `unavailable` (a quorum is two of three);
 //! p1 SIGKILLed with its data directory wiped gets its replica back from p2 and p3 and the lead
-//! back, and what it acknowledges afterwards reaches the subscriber too.
-//!
-//! Not covered, because not built: a subscriber still behind when its host's disk is wiped.
-//! The host's pubend log (what the delivery engine serves) is not rebuilt from the group, only
-//! the group's journal is (docs/replication.md). Here the subscriber has what p1 sent before
-//! the wipe, so the end check holds.
+//! back, and rebuilds its pubend log from the group: the subscriber, whose broker s1 was
+//! stopped while p1 acknowledged a last batch before the wipe, gets that batch from the rebuilt
+//! log once s1 runs again (every acknowledged message once, in order, at the ticks p1 first gave
+//! them), and what p1 acknowledges afterwards too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
@@ -131,7 +129,7 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
         links(&b1) == 3.0 && links(&b2) == 2.0 && links(&b3) == 2.0 && links(&bs) == 1.0
     });
     let server = bs.tcp();
-    let sub = gd_common::spawn(&["sub", "--server", &server, "--guaranteed", "--json", "g.>", "--count", "500"]);
+    let sub = gd_common::spawn(&["sub", "--server", &server, "--guaranteed", "--json", "g.>", "--count", "600"]);
     wait_for("the subscription is confirmed", Duration::from_secs(20), || {
         bs.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
     });
@@ -196,22 +194,32 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
     });
     all.extend(acked(publish(&b1.tcp(), "g.d", 100, &["--window", "16"]), 100));
     wait_for("p2 and p3 caught up", Duration::from_secs(20), || caught_up(&b2, &b1) && caught_up(&b3, &b1));
+
+    // (c) The subscriber falls behind: s1 stopped (SIGSTOP), and p1 acknowledges one more
+    // batch once its link to s1 is down, so nothing of it waits in a socket buffer for s1.
+    bs.pause().unwrap();
+    wait_for("p1 sees s1 gone", Duration::from_secs(20), || links(&b1) == 2.0);
+    all.extend(acked(publish(&b1.tcp(), "g.f", 100, &["--window", "16"]), 100));
+    wait_for("p2 and p3 caught up", Duration::from_secs(20), || caught_up(&b2, &b1) && caught_up(&b3, &b1));
     let committed = replica_group(&b1)["commit"].as_u64().unwrap();
 
-    // (c) p1, the host, SIGKILLed and restarted with its data directory wiped: its replica of
-    // the group comes back from p2 and p3 (it rejoins behind the fences and applies the whole
-    // committed log), the lead comes back to it, and publishing resumes.
+    // p1, the host, SIGKILLed and restarted with its data directory wiped: its replica of the
+    // group comes back from p2 and p3 (it rejoins behind the fences and applies the whole
+    // committed log), the lead comes back to it, it rebuilds its pubend log from the group,
+    // and publishing resumes. Then s1 runs again and catches up from the rebuilt log.
     let mut b1 = b1;
     b1.kill();
     std::fs::remove_dir_all(&p1.data).unwrap();
     let b1 = p1.restart(&b1, &[cluster(&b2), cluster(&b3)]);
-    wait_for("p1 links again", Duration::from_secs(20), || links(&b1) == 3.0);
+    wait_for("p1 links to p2 and p3 again (s1 is stopped)", Duration::from_secs(20), || links(&b1) == 2.0);
     let back = Instant::now();
     wait_for("p1 leads again, its replica rebuilt from its mates", Duration::from_secs(30), || {
         let group = replica_group(&b1);
         group["leader"] == "p1" && group["applied"].as_u64() >= Some(committed) && group["fenced"] == false
     });
     eprintln!("p1 led again {:?} after it linked", back.elapsed());
+    bs.resume().unwrap();
+    wait_for("s1 links to p1 again", Duration::from_secs(20), || links(&bs) == 1.0 && links(&b1) == 3.0);
     all.extend(acked(publish(&b1.tcp(), "g.e", 100, &["--window", "16"]), 100));
 
     let out = finish_within(sub, Duration::from_secs(30));

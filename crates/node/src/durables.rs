@@ -238,4 +238,4 @@ pub fn attach_order(mut attach: Vec<Attach>) -> Vec<Attach> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

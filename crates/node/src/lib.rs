@@ -15,6 +15,8 @@
 //!   what the stream here can still serve).
 //! - [`durables`]: durable subscribers' checkpoints (when an acknowledgement is written and
 //!   when the core may act on it) and the order subends attach to a stream in.
+//! - [`replicated`]: opening a pubend from its replicated state (a wiped host, a successor):
+//!   the store writes that give the log the group's records, and what the core is told then.
 //! - [`hush`]: rate-limited warnings (a fault hitting every message says so once, with a count).
 //!
 //! Nothing here runs a thread, a timer or a socket: callers bring their own time and I/O.
@@ -25,4 +27,5 @@ pub mod hush;
 pub mod journal;
 pub mod local;
 pub mod publishes;
+pub mod replicated;
 pub mod starts;

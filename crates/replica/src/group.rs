@@ -71,6 +71,21 @@ pub enum Input {
         /// The message body.
         payload: Vec<u8>,
     },
+    /// The host's delivery engine gave this publish its tick (it logs it there and sends it):
+    /// the group logs it at that same tick, so a log rebuilt from the group (a wiped host, a
+    /// successor) serves it where subscribers already know it. Ticks the shell hands in must
+    /// grow in the order it hands them; apply still moves a tick past earlier records and
+    /// silence (see [`PubendReplica`]), so a shell that breaks this cannot reorder the stream.
+    PublishAt {
+        /// The publishing session.
+        publisher: PublisherId,
+        /// Its sequence number.
+        seq: u64,
+        /// The engine's tick.
+        tick: u64,
+        /// The message body.
+        payload: Vec<u8>,
+    },
     /// The leader wants this command logged (silence from the lease, a release point).
     Propose(Command),
     /// A mate sent this.
@@ -225,6 +240,9 @@ pub(crate) struct Running {
     pub(crate) leading: Option<u64>,
     /// The last tick this leader proposed.
     pub(crate) last_proposed: u64,
+    /// The term of the last entry applied (0: none): once it is the term this replica leads,
+    /// every entry committed before its lead is applied (see [`ReplicaGroup::serving`]).
+    pub(crate) applied_term: u64,
     pub(crate) unsynced: VecDeque<Unsynced>,
     /// Non-zero while a rejoined replica withholds its vote (see `rejoin`).
     pub(crate) rejoin_term: u64,
@@ -319,6 +337,7 @@ impl Running {
             pending: BTreeMap::new(),
             leading: None,
             last_proposed: 0,
+            applied_term: 0,
             unsynced: VecDeque::new(),
             rejoin_term: if caught_up { 0 } else { rejoin_term },
         })
@@ -326,7 +345,8 @@ impl Running {
 
     fn handle(&mut self, settings: &GroupSettings, now: u64, input: Input, out: &mut Vec<Action>) {
         match input {
-            Input::Publish { publisher, seq, payload } => self.publish(now, publisher, seq, payload, out),
+            Input::Publish { publisher, seq, payload } => self.publish(now, (publisher, seq), payload, out),
+            Input::PublishAt { publisher, seq, tick, payload } => self.publish(tick, (publisher, seq), payload, out),
             Input::Propose(command) => {
                 if self.leading.is_some() {
                     let _ = self.raw.propose(Vec::new(), command.encode());
@@ -355,7 +375,8 @@ impl Running {
         self.drain(settings, out);
     }
 
-    fn publish(&mut self, now: u64, publisher: PublisherId, seq: u64, payload: Vec<u8>, out: &mut Vec<Action>) {
+    /// Proposes a publish at `tick` at the earliest (the clock, or the host engine's tick).
+    fn publish(&mut self, tick: u64, (publisher, seq): (PublisherId, u64), payload: Vec<u8>, out: &mut Vec<Action>) {
         let Some(term) = self.leading else {
             let leader = Some(self.raw.raft.leader_id).filter(|&l| l != 0);
             out.push(Action::Refused { publisher, seq, leader });
@@ -369,7 +390,7 @@ impl Running {
         if self.pending.get(&(publisher, seq)) == Some(&term) {
             return;
         }
-        let tick = now.max(self.last_proposed + 1).max(self.state.last_tick() + 1);
+        let tick = tick.max(self.last_proposed + 1).max(self.state.last_tick() + 1);
         let command = Command::Publish { publisher, seq, tick, payload };
         if self.raw.propose(Vec::new(), command.encode()).is_ok() {
             self.last_proposed = tick;

@@ -23,6 +23,9 @@
 //! - `envelope`: an [`Envelope`] as a REPLICA frame's body, and [`ReplicaGroup::check`], which
 //!   refuses what would make raft-rs panic or miscount before raft-rs sees it.
 //!
+//! The host opens its pubend from [`ReplicaGroup::serving`]'s state when its own log is
+//! missing (`tidings_node::replicated`); a successor will open it the same way (takeover).
+//!
 //! Not yet here: log compaction and snapshots (a replica catches up from the whole log)
 //! (docs/replication.md).
 

@@ -123,6 +123,7 @@ impl Running {
                     }
                 }
             }
+            self.applied_term = entry.term;
             applied.push(Applied { index: entry.index, term: entry.term, outcome });
         }
         self.raw.advance_apply_to(last_index);

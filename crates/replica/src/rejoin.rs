@@ -67,7 +67,7 @@ impl ReplicaGroup {
             Input::Message { from, msg: Envelope::TermQuery } => {
                 out.push(Action::Send { to: from, msg: Envelope::TermReply { term: 0 } });
             }
-            Input::Publish { publisher, seq, .. } => {
+            Input::Publish { publisher, seq, .. } | Input::PublishAt { publisher, seq, .. } => {
                 out.push(Action::Refused { publisher, seq, leader: None });
             }
             // Raft traffic, proposals and completions mean nothing before the fence.

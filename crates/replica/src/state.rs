@@ -111,6 +111,17 @@ impl PubendReplica {
         self.retries.get(&(publisher, seq)).copied()
     }
 
+    /// Each publisher and the highest sequence number logged for it: a pubend opened from this
+    /// state takes a repeat of any of them as a retry, never as a new record.
+    pub fn publishers(&self) -> Vec<(PublisherId, u64)> {
+        let mut highest: BTreeMap<PublisherId, u64> = BTreeMap::new();
+        for &(publisher, seq) in self.retries.keys() {
+            let entry = highest.entry(publisher).or_insert(seq);
+            *entry = (*entry).max(seq);
+        }
+        highest.into_iter().collect()
+    }
+
     /// The records not yet released, in tick order: what subscribers may still ask for.
     pub fn records(&self) -> impl Iterator<Item = &Record> {
         self.records.values()
@@ -179,5 +190,18 @@ mod tests {
         assert_eq!(state.records().count(), 0);
         assert_eq!(state.apply(publish(1, 2, 30)), Outcome::Duplicate { publisher: 1, seq: 2, tick: 20 });
         assert_eq!((state.last_tick(), state.silent_up_to(), state.released_up_to()), (20, 0, 20));
+    }
+
+    /// The publishers' highest sequence numbers outlive the records a release dropped: a pubend
+    /// opened after a release still refuses to log a retry again.
+    #[test]
+    fn publishers_keep_their_highest_sequence_number_past_a_release() {
+        let mut state = PubendReplica::default();
+        state.apply(publish(1, 3, 10));
+        state.apply(publish(2, 1, 11));
+        state.apply(publish(1, 2, 12));
+        state.apply(Some(Command::Release { up_to: 12 }));
+        assert_eq!(state.records().count(), 0);
+        assert_eq!(state.publishers(), vec![(1, 3), (2, 1)]);
     }
 }

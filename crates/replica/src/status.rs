@@ -43,6 +43,22 @@ impl ReplicaGroup {
         }
     }
 
+    /// The state to open the pubend from, once this replica may host it: it leads in the
+    /// returned term and has applied an entry of that term. Raft commits a leader's first
+    /// entry only after every entry before it, so the state then holds every record any
+    /// earlier leader acknowledged, and a pubend opened from it breaks none of their promises.
+    /// Before that (an election just won, a wiped replica still fencing) it is `None`: the
+    /// state may lack committed records, and serving from it would tell their ticks silent.
+    pub fn serving(&self) -> Option<(u64, &PubendReplica)> {
+        match &self.phase {
+            Phase::Running(running) => {
+                let term = running.leading?;
+                (running.leads_in(term) && running.applied_term == term).then_some((term, &running.state))
+            }
+            Phase::Fencing { .. } => None,
+        }
+    }
+
     /// True while this replica may not vote or campaign (wiped and not yet caught up).
     pub fn withholding_vote(&self) -> bool {
         match &self.phase {

@@ -20,6 +20,8 @@ struct Cluster {
     refused: Vec<(ReplicaId, u64)>,
     applied: BTreeMap<ReplicaId, Vec<Outcome>>,
     leaders: Vec<(ReplicaId, u64)>,
+    /// At each election won, whether the winner already offered its state to serve from.
+    serving_when_elected: Vec<bool>,
     cut: BTreeSet<ReplicaId>,
     now: u64,
 }
@@ -43,6 +45,7 @@ impl Cluster {
             refused: Vec::new(),
             applied: BTreeMap::new(),
             leaders: Vec::new(),
+            serving_when_elected: Vec::new(),
             cut: BTreeSet::new(),
             now: 0,
         }
@@ -50,7 +53,11 @@ impl Cluster {
 
     fn input(&mut self, id: ReplicaId, input: Input) {
         let Some(group) = self.groups.get_mut(&id) else { return };
-        for action in group.handle(self.now, input) {
+        let actions = group.handle(self.now, input);
+        if actions.iter().any(|a| matches!(a, Action::BecameLeader { .. })) {
+            self.serving_when_elected.push(group.serving().is_some());
+        }
+        for action in actions {
             match action {
                 Action::Send { to, msg } => self.wire.push((id, to, msg)),
                 Action::Persist(write) => self.unsynced.entry(id).or_default().push(write),
@@ -291,4 +298,39 @@ fn a_publish_committed_after_its_leader_lost_the_lead_is_not_acknowledged_by_it(
     let leader = c.leader().expect("a leader");
     c.publish(leader, 7, 1);
     assert_eq!(c.acks, vec![(leader, 7, 1, c.logged(leader)[0].2)]);
+}
+
+/// A leader offers its state to open the pubend from only once it applied an entry of its own
+/// term (never at the election itself, when committed entries may still be unapplied), and that
+/// state holds every acknowledged record at the tick the host's engine gave it, after a takeover
+/// too. Followers and fencing replicas offer nothing.
+#[test]
+fn a_leader_serves_once_its_term_is_applied_with_every_acknowledged_record_at_its_tick() {
+    let mut c = Cluster::new(3, false);
+    c.run(30, &ALL);
+    assert_eq!(c.groups[&1].serving().map(|(term, _)| term), Some(1));
+    assert!(c.groups[&2].serving().is_none() && c.groups[&3].serving().is_none(), "followers serve nothing");
+    for (seq, tick) in [(1, 100), (2, 250)] {
+        c.input(1, Input::PublishAt { publisher: 7, seq, tick, payload: vec![seq as u8] });
+    }
+    c.run(5, &ALL);
+    assert_eq!(c.acks, vec![(1, 7, 1, 100), (1, 7, 2, 250)], "acknowledged at the engine's ticks");
+    // Committed on 2 and 3 but not yet acknowledged to 1: the successor serves it all the same.
+    c.input(1, Input::PublishAt { publisher: 7, seq: 3, tick: 300, payload: vec![3] });
+    c.deliver_once();
+    c.cut.insert(1);
+    c.run(40, &ALL);
+    let successor = c.leader().expect("a successor leads");
+    let (_, state) = c.groups[&successor].serving().expect("the successor serves once its term is applied");
+    let records: Vec<_> = state.records().map(|r| (r.publisher, r.seq, r.tick, r.payload.clone())).collect();
+    assert_eq!(records, vec![(7, 1, 100, vec![1]), (7, 2, 250, vec![2]), (7, 3, 300, vec![3])]);
+    assert_eq!(state.publishers(), vec![(7, 3)]);
+    assert!(c.groups[&1].serving().is_none(), "a deposed leader serves nothing");
+    assert!(
+        c.serving_when_elected.len() >= 2 && c.serving_when_elected.iter().all(|&s| !s),
+        "{:?}",
+        c.serving_when_elected
+    );
+    let fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
+    assert!(fencing.serving().is_none());
 }

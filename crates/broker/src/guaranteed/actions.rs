@@ -100,6 +100,7 @@ impl Driver {
             StoreAction::Append { pubend, tick, publisher, seq, record } => {
                 self.publishes.appending((*pubend, *publisher, *seq), *tick);
                 self.retained.entry(*pubend).or_default().add(*tick, record.len() as u64);
+                self.propose_appended((*pubend, *publisher, *seq), *tick);
             }
             StoreAction::ReleasePrefix { pubend, tick } => {
                 self.retained.entry(*pubend).or_default().release(*tick);
@@ -174,6 +175,7 @@ impl Driver {
     }
 
     fn refused(&mut self, key: Key) {
+        self.forget_proposal(key);
         let (_, publisher, seq) = key;
         let Some(waiter) = self.publishes.refused(key) else { return };
         let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");

@@ -89,6 +89,8 @@ pub struct Driver {
     pub(super) replicas: Option<super::replicas::Replicas>,
     /// Acknowledgements of replicated publishes waiting for their other half.
     pub(super) quorum: super::replicas::Quorum,
+    /// Pubends being opened from their replica groups, their writes in flight.
+    pub(super) seeds: super::replicas::Seeds,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -149,6 +151,7 @@ impl Driver {
             held: VecDeque::new(),
             replicas: None,
             quorum: super::replicas::Quorum::default(),
+            seeds: super::replicas::Seeds::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -331,6 +334,14 @@ impl Driver {
     }
 
     fn completed(&mut self, group: &[Completion]) {
+        let rest;
+        let group = match self.seeding() {
+            true => {
+                rest = self.seeded(group);
+                rest.as_slice()
+            }
+            false => group,
+        };
         let (inputs, appends) = self.publishes.completed(group);
         if appends > 0 {
             self.metrics.group_size.observe(appends as f64);

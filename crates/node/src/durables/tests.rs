@@ -3,7 +3,8 @@ use bytes::Bytes;
 use tidings_delivery::{CellId, Settings, TreeTag, Verdict};
 
 /// No subend matches anything: the engine holds no stream, so no checkpoint passes ticks.
-struct Nothing;
+/// (Its children are unsure, hence sent everything: `replicated`'s tests use it so.)
+pub(crate) struct Nothing;
 
 impl Matcher for Nothing {
     fn child(&self, _: PubendId, _: CellId, _: &Bytes) -> Verdict {

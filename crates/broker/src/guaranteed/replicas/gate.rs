@@ -1,23 +1,24 @@
 //! The driver's side of replication: the seam between the delivery engine and a pubend's
 //! replica group.
 //!
-//! The seam is the publisher's acknowledgement, and nothing else: a publish to a replicated
-//! pubend is proposed to its group *and* fed to the engine as before, so the engine logs it in
-//! the host's pubend log and delivers it exactly as an unreplicated one (its ticks, its stream,
-//! its nacks and releases are unchanged). What replication adds is the promise: the PUBLISH_ACK
-//! waits for both the engine's acknowledgement (the host's log synced it) and the group's
-//! (a quorum synced it, applied, same term), whichever comes last. That is the smallest change
-//! that makes "acknowledged" mean "on a quorum's disks" without a second delivery path; the
-//! price is that a subscriber may receive a publish before it is acknowledged (as a subscriber
-//! of an unreplicated pubend already may before the sync), and that the host keeps its own copy
-//! beside its journal. Serving the stream from the replicated state (a successor after a
-//! takeover, a host whose disk was wiped) is the next floor (docs/replication.md).
+//! The seam is the publisher's acknowledgement and the tick. A publish to a replicated pubend
+//! is fed to the engine as before, and proposed to its group when the engine appends it, at the
+//! engine's tick: the engine logs it in the host's pubend log and delivers it exactly as an
+//! unreplicated one (its ticks, its stream, its nacks and releases are unchanged), and the group
+//! holds it at the tick subscribers know it by, so a log rebuilt from the group (`serve`)
+//! serves it there. What replication adds is the promise: the PUBLISH_ACK waits for both the
+//! engine's acknowledgement (the host's log synced it) and the group's (a quorum synced it,
+//! applied, same term), whichever comes last. That is the smallest change that makes
+//! "acknowledged" mean "on a quorum's disks" without a second delivery path; the price is that
+//! a subscriber may receive a publish before it is acknowledged (as a subscriber of an
+//! unreplicated pubend already may before the sync), and that the host keeps its own copy
+//! beside its journal.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tidings_delivery::{PubendId, PublisherId};
+use tidings_delivery::{PubendId, PublisherId, Tick};
 use tidings_node::publishes::Ack;
 use tidings_replica::Input;
 use tidings_wire::{Frame, GuaranteedPublish, Notice, PublishRefused, ReasonCode};
@@ -32,6 +33,13 @@ type Key = (PubendId, PublisherId, u64);
 /// back to the host) before it is refused as unavailable.
 const HOLD: Duration = Duration::from_secs(5);
 
+/// A publish the group has not acknowledged yet.
+struct Proposal {
+    /// The engine's tick (`None` until the engine appends it).
+    tick: Option<Tick>,
+    payload: Vec<u8>,
+}
+
 /// Acknowledgements waiting for the other half of the rule.
 #[derive(Default)]
 pub(crate) struct Quorum {
@@ -39,17 +47,17 @@ pub(crate) struct Quorum {
     parked: BTreeMap<Key, Ack<Waiter>>,
     /// The group acknowledged; the engine has not yet.
     acked: BTreeSet<Key>,
-    /// Proposed to the group and not yet acknowledged by it, with the payload: proposed again
-    /// when this broker leads in a new term, since the core forgets what an earlier term
+    /// Taken by the gate and not yet acknowledged by the group: proposed again when this
+    /// broker leads in a new term (in tick order), since the core forgets what an earlier term
     /// proposed and a publisher that waits (rather than retries) would wait forever.
-    proposed: BTreeMap<Key, Vec<u8>>,
+    proposed: BTreeMap<Key, Proposal>,
     /// Publishes waiting for this broker to lead their group.
     waiting: VecDeque<(GuaranteedPublish, Arc<Outbox>, Instant)>,
 }
 
 impl Driver {
     /// Decides whether a GPUBLISH to `pubend` goes on to the engine: true if the pubend is not
-    /// replicated, or if this broker leads its group (the publish is then proposed to it too);
+    /// replicated, or if this broker leads its group and the pubend is open here (see `serve`);
     /// otherwise it is held for a leader or refused as unavailable.
     pub(in crate::guaranteed) fn replica_gate(
         &mut self,
@@ -77,7 +85,7 @@ impl Driver {
             self.refuse_unavailable(publish, reply, &why);
             return false;
         }
-        if !replicas.leads(pubend) {
+        if !replicas.leads(pubend) || !self.hosted.contains(&pubend) {
             if since.elapsed() >= HOLD {
                 self.refuse_unavailable(publish, reply, "this broker does not lead the pubend's replica group");
             } else {
@@ -87,28 +95,54 @@ impl Driver {
         }
         let key = (pubend, PublisherId(publish.publisher.0), publish.seq);
         let payload = publish.message.as_bytes().to_vec();
-        self.quorum.proposed.insert(key, payload.clone());
-        let outcomes = replicas.handle(pubend, Input::Publish { publisher: key.1 .0, seq: key.2, payload });
-        self.replica_outcomes(outcomes);
+        self.quorum.proposed.entry(key).or_insert(Proposal { tick: None, payload });
         true
     }
 
-    /// Sends the PUBLISH_ACK once both the engine and the group (if any) acknowledged.
+    /// The engine appends `key` at `tick`: the group logs it at that tick too.
+    pub(in crate::guaranteed) fn propose_appended(&mut self, key: Key, tick: Tick) {
+        let Some(proposal) = self.quorum.proposed.get_mut(&key) else { return };
+        proposal.tick = Some(tick);
+        let payload = proposal.payload.clone();
+        self.propose(key, tick, payload);
+    }
+
+    fn propose(&mut self, (pubend, publisher, seq): Key, tick: Tick, payload: Vec<u8>) {
+        let Some(replicas) = self.replicas.as_mut() else { return };
+        let input = Input::PublishAt { publisher: publisher.0, seq, tick: tick.0, payload };
+        let outcomes = replicas.handle(pubend, input);
+        self.replica_outcomes(outcomes);
+    }
+
+    /// Sends the PUBLISH_ACK once both the engine and the group (if any) acknowledged. A retry
+    /// the engine answered from its table is asked of the group again: it answers one it applied
+    /// from its retry table, and logs one it lacks at the engine's tick.
     pub(in crate::guaranteed) fn answer_when_replicated(&mut self, key: Key, ack: Ack<Waiter>) {
         let replicated = self.replicas.as_ref().is_some_and(|r| r.is_replicated(key.0));
-        if replicated && !self.quorum.acked.remove(&key) {
-            if self.quorum.proposed.contains_key(&key) {
-                self.quorum.parked.insert(key, ack);
-            } else {
-                // The group refused it (it lost the lead meanwhile): the publisher may retry.
-                let why = "the pubend's replica group did not take the publish";
-                let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
-                ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
-                self.metrics.publishes_refused.inc();
-            }
+        if !replicated || self.quorum.acked.remove(&key) {
+            return self.answer(key, ack);
+        }
+        let Some(proposal) = self.quorum.proposed.get_mut(&key) else {
+            // Not taken by the gate (the engine acknowledged a repeat it found in its own log
+            // after a restart): the publisher may retry, and the gate then takes it.
+            let why = "the pubend's replica group did not take the publish";
+            let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
+            ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
+            self.metrics.publishes_refused.inc();
+            return;
+        };
+        if proposal.tick.is_some() {
+            // Proposed at its append: the group answers it, here or after a new term.
+            self.quorum.parked.insert(key, ack);
             return;
         }
-        self.answer(key, ack);
+        // A retry the engine answered from its table never reached its append here: the tick
+        // is the one the table remembers (0, "after every record", when it is forgotten).
+        let tick = ack.tick.unwrap_or_default();
+        proposal.tick = Some(tick);
+        let payload = proposal.payload.clone();
+        self.quorum.parked.insert(key, ack);
+        self.propose(key, tick, payload);
     }
 
     /// Acts on what the groups decided for publishers.
@@ -126,7 +160,7 @@ impl Driver {
                     }
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
-                    self.quorum.proposed.remove(&(pubend, publisher, seq));
+                    // Kept in `proposed`: proposed again, at its tick, when this broker leads.
                     if let Some(ack) = self.quorum.parked.remove(&(pubend, publisher, seq)) {
                         let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, &why);
                         ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
@@ -138,29 +172,35 @@ impl Driver {
         }
     }
 
-    /// Proposes again, in this broker's new term, every publish of `pubend` its group has not
-    /// acknowledged (the group answers one it already applied from its retry table).
+    /// The engine could not log `key`: the group will not be asked for it.
+    pub(in crate::guaranteed) fn forget_proposal(&mut self, key: Key) {
+        self.quorum.proposed.remove(&key);
+    }
+
+    /// Proposes again, in this broker's new term and in tick order, every publish of `pubend`
+    /// its group has not acknowledged (the group answers one it already applied from its retry
+    /// table).
     fn propose_again(&mut self, pubend: PubendId) {
-        let again: Vec<(Key, Vec<u8>)> = self
+        let mut again: Vec<(Tick, Key, Vec<u8>)> = self
             .quorum
             .proposed
             .range((pubend, PublisherId(0), 0)..)
             .take_while(|(k, _)| k.0 == pubend)
-            .map(|(k, p)| (*k, p.clone()))
+            .filter_map(|(k, p)| Some((p.tick?, *k, p.payload.clone())))
             .collect();
-        let Some(replicas) = self.replicas.as_mut() else { return };
-        let mut outcomes = Vec::new();
-        for ((_, publisher, seq), payload) in again {
-            outcomes.extend(replicas.handle(pubend, Input::Publish { publisher: publisher.0, seq, payload }));
+        again.sort_by_key(|(tick, ..)| *tick);
+        for (tick, key, payload) in again {
+            self.propose(key, tick, payload);
         }
-        self.replica_outcomes(outcomes);
     }
 
-    /// One turn of the groups: ticks when due, then the publishes held for a leader.
+    /// One turn of the groups: ticks when due, pubends to open from their groups, then the
+    /// publishes held for a leader.
     pub(in crate::guaranteed) fn replica_turn(&mut self) {
         let Some(replicas) = self.replicas.as_mut() else { return };
         let outcomes = replicas.tick();
         self.replica_outcomes(outcomes);
+        self.serve_from_replicas();
         for (publish, reply, since) in std::mem::take(&mut self.quorum.waiting) {
             self.publish_since(publish, reply, since);
         }

@@ -13,6 +13,7 @@
 //! (`ReplicaGroup::rejoin`): its mates' terms tell a new group (all 0) from a wiped disk.
 
 mod gate;
+mod serve;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -29,6 +30,7 @@ use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
 pub(super) use gate::Quorum;
+pub(super) use serve::Seeds;
 
 use super::{Command, GuaranteedError};
 use crate::cluster::Cluster;
@@ -219,6 +221,16 @@ impl Replicas {
         self.groups.get(&pubend).is_some_and(|g| g.replica.leading().is_some())
     }
 
+    /// The groups of this broker's own pubends (it is their first voter, their host) that it
+    /// may open the pubend from now, with their state (see `serve`). A mate that leads a group
+    /// opens nothing: that is takeover, which also needs the pubend's tree to move to it.
+    pub(super) fn serving(&self) -> impl Iterator<Item = (PubendId, &tidings_replica::PubendReplica)> {
+        self.groups
+            .iter()
+            .filter(|(_, group)| group.voters.first() == Some(&self.me))
+            .filter_map(|(&pubend, group)| Some((pubend, group.replica.serving()?.1)))
+    }
+
     /// Feeds one input to a group and carries out what it says.
     pub(super) fn handle(&mut self, pubend: PubendId, input: Input) -> Vec<Outcome> {
         let now = super::driver::now().0;
@@ -321,7 +333,7 @@ impl Replicas {
                     }
                 }
                 // The host's own pubend log holds what it published; the replicas' applied
-                // state is what a successor would serve from (not yet: docs/replication.md).
+                // state is what a pubend not open here is opened from (`serve`).
                 Action::Apply(_) => {}
                 Action::Acked { publisher, seq, .. } => {
                     outcomes.push(Outcome::Acked { pubend, publisher: PublisherId(publisher), seq })

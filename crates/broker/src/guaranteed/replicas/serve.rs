@@ -1,0 +1,111 @@
+//! Opening a pubend from its replica group (`docs/replication.md`, "Serving from the
+//! replicas"): a pubend whose group serves here (this broker leads it and applied an entry of
+//! its term) and that is not open on this broker (its disk was wiped, or the pubend is new) is
+//! opened from the group's state. The state becomes writes to this broker's pubend log
+//! (`tidings_node::replicated::seed`), and once they are synced the engine opens the pubend
+//! from that log, as after any restart: nacks, reads and releases are then the code that serves
+//! every pubend. Until then the pubend is closed here: publishes wait at the gate, and nacks
+//! find no stream.
+
+use std::collections::BTreeMap;
+
+use tidings_delivery::{PubendId, Recovered, StoreAction};
+use tidings_store::Completion;
+use tracing::{error, info};
+
+use crate::guaranteed::driver::Driver;
+use crate::guaranteed::journal;
+
+/// Seeds whose writes are in flight, by pubend.
+#[derive(Default)]
+pub(crate) struct Seeds(BTreeMap<PubendId, Seed>);
+
+/// One pubend's seed: what the engine opens it with, and the writes not yet completed.
+struct Seed {
+    recovered: Recovered,
+    left: usize,
+    /// A write failed: the log holds only part of the group's state and is never opened.
+    failed: bool,
+}
+
+impl Driver {
+    /// Starts opening every pubend whose group serves here and that is neither open nor being
+    /// opened.
+    pub(in crate::guaranteed) fn serve_from_replicas(&mut self) {
+        let Some(replicas) = self.replicas.as_ref() else { return };
+        let ready: Vec<_> = replicas
+            .serving()
+            .filter(|(pubend, _)| !self.hosted.contains(pubend) && !self.seeds.0.contains_key(pubend))
+            .map(|(pubend, state)| (pubend, tidings_node::replicated::seed(pubend, state)))
+            .collect();
+        for (pubend, seed) in ready {
+            self.seed(pubend, seed);
+        }
+    }
+
+    fn seed(&mut self, pubend: PubendId, seed: tidings_node::replicated::Seed) {
+        info!(pubend = pubend.0, records = seed.ticks.len(), "opening the pubend from its replica group");
+        for ((publisher, seq), tick) in seed.ticks {
+            self.publishes.appending((pubend, publisher, seq), tick);
+        }
+        let mut entry = Seed { recovered: seed.recovered, left: 0, failed: false };
+        for write in &seed.writes {
+            if let StoreAction::Append { tick, record, .. } = write {
+                self.retained.entry(pubend).or_default().add(*tick, record.len() as u64);
+            }
+            let token = self.token();
+            match journal::submit(&self.store, token, write) {
+                Ok(()) => entry.left += 1,
+                Err(e) => {
+                    error!(pubend = pubend.0, error = %e, "the pubend log did not take the replica group's state: the pubend stays closed here");
+                    entry.failed = true;
+                    break;
+                }
+            }
+        }
+        match entry.left == 0 && !entry.failed {
+            true => self.open_seeded(pubend, entry.recovered),
+            false => drop(self.seeds.0.insert(pubend, entry)),
+        }
+    }
+
+    /// Takes the completions of seeds' writes out of `group` and opens each pubend whose writes
+    /// are all synced; returns the others, for the engine.
+    pub(in crate::guaranteed) fn seeded(&mut self, group: &[Completion]) -> Vec<Completion> {
+        let mut rest = Vec::with_capacity(group.len());
+        let mut done = Vec::new();
+        for completion in group {
+            let pubend = PubendId(completion.pubend.0);
+            let Some(seed) = self.seeds.0.get_mut(&pubend).filter(|seed| seed.left > 0) else {
+                rest.push(completion.clone());
+                continue;
+            };
+            seed.left -= 1;
+            if let Err(e) = &completion.result {
+                error!(pubend = pubend.0, error = %e, "a write of the replica group's state failed: the pubend stays closed here");
+                seed.failed = true;
+            }
+            if seed.left == 0 && !seed.failed {
+                done.push(pubend);
+            }
+        }
+        for pubend in done {
+            if let Some(seed) = self.seeds.0.remove(&pubend) {
+                self.open_seeded(pubend, seed.recovered);
+            }
+        }
+        rest
+    }
+
+    /// Whether seeds' writes are in flight (their completions must be taken out first).
+    pub(in crate::guaranteed) fn seeding(&self) -> bool {
+        self.seeds.0.values().any(|seed| seed.left > 0)
+    }
+
+    fn open_seeded(&mut self, pubend: PubendId, recovered: Recovered) {
+        let highest = recovered.logged.last().copied().unwrap_or_default();
+        info!(pubend = pubend.0, records = recovered.logged.len(), "the pubend is open from its replica group");
+        self.publishes.synced(pubend, highest);
+        self.open_pubend(pubend, recovered);
+    }
+}

@@ -1,0 +1,118 @@
+//! A pubend opened from a replica's state ([`super::seed`]) serves what the
+//! group holds exactly as the old host's log did: every record at its tick with its payload,
+//! silence where the group made it true, nothing below the release point, and a retry of a
+//! logged publish is not logged again.
+#![allow(clippy::expect_used)] // a failed step is a failed test
+
+use bytes::Bytes;
+use tidings_delivery::memstore::MemStore;
+use tidings_delivery::{
+    Action, BrokerId, CellId, ChildLink, Engine, Input, Know, Message, Millis, PubendId, PublisherId, Settings,
+    StoreAction, StoreInput, StreamRoute, Tick, TickRange,
+};
+use tidings_replica::{Command, PubendReplica};
+
+use super::seed;
+use crate::durables::tests::Nothing as All;
+
+const P: PubendId = PubendId(5);
+const CHILD: BrokerId = BrokerId(9);
+
+/// A group's state: four records (the first released), silence up to 1020.
+fn replica() -> PubendReplica {
+    let mut state = PubendReplica::default();
+    for (publisher, seq, tick) in [(1, 1, 1_000), (2, 1, 1_005), (1, 2, 1_010), (1, 3, 1_016)] {
+        let payload = format!("m{tick}").into_bytes();
+        state.apply(Some(Command::Publish { publisher, seq, tick, payload }));
+    }
+    state.apply(Some(Command::Silence { up_to: 1_020 }));
+    state.apply(Some(Command::Release { up_to: 1_002 }));
+    state
+}
+
+/// Feeds `input`, answers every read the core asks for from `store`, and returns the messages
+/// it sent and the ticks it appended.
+fn settle(engine: &mut Engine<All>, store: &mut MemStore, now: u64, input: Input) -> (Vec<Message>, Vec<Tick>) {
+    let (mut sent, mut appended, mut inputs) = (Vec::new(), Vec::new(), vec![input]);
+    while let Some(input) = inputs.pop() {
+        let mut out = Vec::new();
+        engine.handle(Millis(now), input, &mut out);
+        for action in out {
+            match action {
+                Action::Send { message, .. } => sent.push(message),
+                Action::Store(store_action) => {
+                    if let StoreAction::Append { tick, .. } = &store_action {
+                        appended.push(*tick);
+                    }
+                    inputs.extend(store.apply(&store_action).map(Input::Store));
+                }
+                _ => {}
+            }
+        }
+    }
+    (sent, appended)
+}
+
+fn data(sent: &[Message]) -> Vec<(Tick, Bytes)> {
+    let mut data: Vec<_> = sent
+        .iter()
+        .filter_map(|m| match m {
+            Message::Data { tick, payload, .. } => Some((*tick, payload.clone())),
+            _ => None,
+        })
+        .collect();
+    data.sort();
+    data.dedup();
+    data
+}
+
+#[test]
+fn a_pubend_opened_from_a_replica_answers_nacks_with_the_groups_records_at_their_ticks() {
+    let state = replica();
+    let seed = seed(P, &state);
+    let mut store = MemStore::new();
+    for write in &seed.writes {
+        store.apply(write);
+    }
+    store.sync();
+    // The log the writes made is the one the core is told about.
+    assert_eq!(store.open(P), StoreInput::Opened { pubend: P, recovered: seed.recovered.clone() });
+    let held: Vec<(Tick, Bytes)> = state.records().map(|r| (Tick(r.tick), Bytes::from(r.payload.clone()))).collect();
+    assert_eq!(held.iter().map(|(t, _)| t.0).collect::<Vec<_>>(), vec![1_005, 1_010, 1_016]);
+    assert_eq!(seed.ticks.len(), 3);
+
+    let mut engine = Engine::new(Settings::default(), All);
+    let route = StreamRoute { upstream: None, children: vec![ChildLink { cell: CellId(9), broker: CHILD, via: None }] };
+    settle(&mut engine, &mut store, 1, Input::Route { pubend: P, route });
+    let opened = Input::Store(StoreInput::Opened { pubend: P, recovered: seed.recovered });
+    let (mut sent, _) = settle(&mut engine, &mut store, 5, opened);
+    for now in [300, 600] {
+        sent.extend(settle(&mut engine, &mut store, now, Input::Tick).0);
+    }
+
+    // Knowledge: D where the group holds a record, F elsewhere up to its silence.
+    let view = engine.inspect(P).expect("the pubend is open");
+    for tick in 1_003..=1_020 {
+        let expected = match held.iter().any(|(t, _)| t.0 == tick) {
+            true => Know::Data,
+            false => Know::Final,
+        };
+        assert_eq!(view.knowledge(Tick(tick)), Some(expected), "tick {tick}");
+    }
+    assert_eq!(view.release(), Some(Tick(1_002)));
+    assert!(view.next_tick() > Some(Tick(1_020)), "no tick the group holds or silenced is given again");
+
+    // A nack over everything above the release point is answered with every record.
+    let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(1_003), to: Tick(1_020) }] };
+    let received = Input::Received { from: CHILD, from_cell: CellId(9), message: nack };
+    let (answer, _) = settle(&mut engine, &mut store, 700, received);
+    assert_eq!(data(&answer), held, "the nack's answer: {answer:?}");
+    assert_eq!(data(&sent).iter().filter(|d| !held.contains(d)).count(), 0, "nothing but the group's records");
+
+    // A retry of a logged publish gets no second tick; a new one lands past the silence.
+    let retry = Input::Publish { pubend: P, publisher: PublisherId(1), seq: 2, payload: Bytes::from_static(b"x") };
+    assert!(settle(&mut engine, &mut store, 800, retry).1.is_empty(), "a retry was logged again");
+    let new = Input::Publish { pubend: P, publisher: PublisherId(1), seq: 4, payload: Bytes::from_static(b"y") };
+    let (_, appended) = settle(&mut engine, &mut store, 800, new);
+    assert!(matches!(appended.as_slice(), [tick] if *tick > Tick(1_020)), "{appended:?}");
+}
