@@ -39,6 +39,7 @@ pub mod liveness;
 pub mod metrics;
 pub mod outbox;
 pub mod process_metrics;
+pub mod queue_groups;
 mod read_buffer;
 pub mod reserved;
 pub mod retained;
