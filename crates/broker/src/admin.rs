@@ -240,10 +240,10 @@ async fn connz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery
 }
 
 /// `/subsz?offset=N&limit=M&pattern=TEXT`: subscriptions of open connections (only those whose
-/// pattern contains TEXT, when given), by connection.
+/// pattern contains TEXT, when given), by connection, and every queue group with its members.
 async fn subsz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
     let (offset, limit) = query.page();
-    json(&shared.connections.subscriptions(offset, limit, query.pattern.as_deref()))
+    json(&shared.connections.subsz(offset, limit, query.pattern.as_deref()))
 }
 
 /// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use tidings_delivery::SubendId;
 use tidings_matching::{Pattern, Selector, SubscriptionId};
 use tidings_route::{Arrival, PubendId};
-use tidings_wire::{GuaranteedPublish, Message, Notice, SubId, Tick};
+use tidings_wire::{check_group_name, GuaranteedPublish, Message, Notice, ReasonCode, SubId, Tick};
 
 use crate::cluster::{Cluster, RouteFilter, RouteScratch};
 use crate::dispatch::{DispatchScratch, Dispatcher, BULK_SLICE};
@@ -20,6 +20,7 @@ use crate::guaranteed::durable::DurableSpec;
 use crate::guaranteed::Guaranteed;
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Target};
+use crate::queue_groups::QueueGroup;
 use crate::reserved;
 
 /// A match this long makes a publisher's next publishes match off the worker (see
@@ -88,6 +89,8 @@ pub struct BestEffort {
     index_id: SubscriptionId,
     /// What the router was told, when this broker has a cluster.
     route: Option<RouteFilter>,
+    /// The queue group it is a member of.
+    group: Option<Arc<QueueGroup>>,
 }
 
 /// A guaranteed (or durable) subscription, as the core holds it.
@@ -147,7 +150,8 @@ impl BrokerCore {
         let mut routed = false;
         if self.cluster.is_active() {
             let pubend = *publisher.pubend.get_or_insert_with(|| self.cluster.new_pubend());
-            self.cluster.forward(Arrival::Published { pubend }, message, &mut publisher.route);
+            let served = &publisher.dispatch.served;
+            self.cluster.forward(Arrival::Published { pubend }, message, served, &mut publisher.route);
             routed = publisher.route.sent_any();
         }
         if asks.reply_to.is_some() {
@@ -174,7 +178,11 @@ impl BrokerCore {
         target: Arc<Target>,
         pending: &mut PendingRoutes,
     ) -> BestEffort {
-        let route = self.route_filter(&pattern, &selector);
+        let group = target.group.clone();
+        let route = self.cluster.is_enabled().then(|| {
+            let name = group.as_ref().map(|group| group.name.clone());
+            RouteFilter::grouped(pattern.clone(), selector.clone(), name)
+        });
         let index_id = self.dispatcher.subscribe(pattern, selector, target);
         if let Some(filter) = &route {
             pending.0.push(filter.clone());
@@ -182,7 +190,23 @@ impl BrokerCore {
                 self.route_pending(pending);
             }
         }
-        BestEffort { index_id, route }
+        BestEffort { index_id, route, group }
+    }
+
+    /// A best-effort member of the queue group `group` (a name [`check_group_name`] accepts),
+    /// delivering to `outbox` as subscription `id`: each matching message goes to one member
+    /// of the group network-wide. Its broker advertises one routing entry per (group,
+    /// filter), however many members share it.
+    pub fn subscribe_member(
+        &self,
+        group: &str,
+        (id, outbox): (SubId, Arc<Outbox>),
+        (pattern, selector): (Pattern, Option<Selector>),
+        pending: &mut PendingRoutes,
+    ) -> Result<BestEffort, Notice> {
+        check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
+        let target = Arc::new(Target::member(id, outbox, self.dispatcher.groups.join(group)));
+        Ok(self.subscribe(pattern, selector, target, pending))
     }
 
     /// Gives the router the routing filters of the subscriptions taken since the last time.
@@ -195,6 +219,9 @@ impl BrokerCore {
     /// Ends one best-effort subscription.
     pub fn unsubscribe(&self, subscription: BestEffort) {
         self.dispatcher.unsubscribe(subscription.index_id);
+        if let Some(group) = &subscription.group {
+            self.dispatcher.groups.leave(group);
+        }
         if let Some(filter) = subscription.route {
             self.cluster.unsubscribe(filter);
         }
@@ -217,8 +244,16 @@ impl BrokerCore {
     fn unsubscribe_sliced(&self, leaving: Vec<BestEffort>) {
         let mut leaving = leaving.into_iter().peekable();
         while leaving.peek().is_some() {
-            let (ids, routes): (Vec<SubscriptionId>, Vec<Option<RouteFilter>>) =
-                leaving.by_ref().take(BULK_SLICE).map(|s| (s.index_id, s.route)).unzip();
+            let (ids, routes): (Vec<SubscriptionId>, Vec<Option<RouteFilter>>) = leaving
+                .by_ref()
+                .take(BULK_SLICE)
+                .map(|s| {
+                    if let Some(group) = &s.group {
+                        self.dispatcher.groups.leave(group);
+                    }
+                    (s.index_id, s.route)
+                })
+                .unzip();
             self.dispatcher.unsubscribe_many(&ids);
             self.cluster.unsubscribe_many(routes.into_iter().flatten().collect());
         }

@@ -63,6 +63,9 @@ pub struct SubInfo {
     pub mode: &'static str,
     /// A durable subscription's name.
     pub durable: Option<String>,
+    /// The queue group it is a member of.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// One connection as `/connz` shows it.
@@ -103,6 +106,30 @@ pub struct Page<T> {
     pub limit: usize,
     /// The entries shown.
     pub items: Vec<T>,
+}
+
+/// `/subsz`: a page of subscriptions, and every queue group with members here.
+#[derive(Clone, Debug, Serialize)]
+pub struct Subsz {
+    /// The page of subscriptions.
+    #[serde(flatten)]
+    pub page: Page<SubEntry>,
+    /// Queue groups by name, each with its members (all of them, whatever the page), so an
+    /// operator sees at once which workers share a group's messages at this broker.
+    pub groups: BTreeMap<String, Vec<GroupMember>>,
+}
+
+/// A queue group member as `/subsz` shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupMember {
+    /// The connection's id (as `/connz` shows it).
+    pub connection: u64,
+    /// The client's name, from its HELLO.
+    pub client: String,
+    /// The client's id for the subscription.
+    pub id: u32,
+    /// The member's topic pattern.
+    pub pattern: String,
 }
 
 /// A `/subsz` entry: a subscription and its connection.
@@ -162,6 +189,28 @@ impl Connections {
             all.filter(|e| pattern.is_none_or(|p| e.subscription.pattern.contains(p))).collect();
         let total = wanted.len();
         Page { total, offset, limit, items: wanted.into_iter().skip(offset).take(limit).collect() }
+    }
+
+    /// `/subsz`: the page [`Connections::subscriptions`] gives, and the queue groups.
+    pub fn subsz(&self, offset: usize, limit: usize, pattern: Option<&str>) -> Subsz {
+        let page = self.subscriptions(offset, limit, pattern);
+        let conns: Vec<Arc<Conn>> = self.open.lock().values().cloned().collect();
+        let mut groups: BTreeMap<String, Vec<GroupMember>> = BTreeMap::new();
+        for conn in conns {
+            let client = conn.outbox.client.lock().clone();
+            for sub in conn.subscriptions.lock().values() {
+                if let Some(group) = &sub.group {
+                    let member = GroupMember {
+                        connection: conn.id,
+                        client: client.clone(),
+                        id: sub.id,
+                        pattern: sub.pattern.clone(),
+                    };
+                    groups.entry(group.clone()).or_default().push(member);
+                }
+            }
+        }
+        Subsz { page, groups }
     }
 }
 

@@ -15,6 +15,7 @@ use tidings_wire::{Message, Notice};
 
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Target};
+use crate::queue_groups::{self, GroupsHere, QueueGroups, Serve};
 use crate::retained::Retained;
 
 /// Shared by every session of a broker.
@@ -26,12 +27,19 @@ pub struct Dispatcher {
     /// Retained values. Held while a retained publish updates it and is delivered, and while
     /// a new subscription takes its values and joins the index (see [`crate::retained`]).
     retained: Mutex<Retained>,
+    /// Queue groups with members here.
+    pub groups: QueueGroups,
 }
 
 /// Scratch space a session reuses across publishes, so dispatch allocates nothing per message.
 #[derive(Default)]
 pub struct DispatchScratch {
     targets: Vec<Arc<Target>>,
+    /// Matched queue group members, set apart from `targets` for one choice per group.
+    members: Vec<Arc<Target>>,
+    /// The queue groups the last message was given to here (see [`Dispatcher::deliver`]):
+    /// routing sends it to no other member of those.
+    pub served: Vec<String>,
     /// This session's matching state (see the module doc).
     matching: MatchScratch,
     /// Queues that reported congestion during the current batch of frames.
@@ -79,16 +87,20 @@ impl Dispatcher {
             metrics,
             reported: Mutex::new(MatchStats::default()),
             retained: Mutex::new(Retained::new(max_retained_bytes)),
+            groups: QueueGroups::default(),
         }
     }
 
     /// Adds a subscription; its target first gets every retained value it matches, before
-    /// any live message can reach it.
+    /// any live message can reach it. A queue group member gets none: retained values are a
+    /// newcomer's view of a topic, and a member is a worker taking its share of new messages.
     pub fn subscribe(&self, pattern: Pattern, selector: Option<Selector>, target: Arc<Target>) -> SubscriptionId {
         let retained = self.retained.lock();
         let mut wake = Vec::new();
-        for value in retained.matching(&pattern, selector.as_ref()) {
-            target.outbox.push(&target, value, &mut wake);
+        if target.group.is_none() {
+            for value in retained.matching(&pattern, selector.as_ref()) {
+                target.outbox.push(&target, value, &mut wake);
+            }
         }
         let id = self.index.write().insert(pattern, selector, target);
         drop(retained);
@@ -144,12 +156,37 @@ impl Dispatcher {
     pub fn publish(&self, message: &Message, scratch: &mut DispatchScratch) -> Option<std::time::Duration> {
         scratch.published += 1;
         scratch.published_bytes += message.encoded_len() as u64;
-        self.deliver(message, scratch)
+        self.deliver(message, GroupsHere::All, scratch)
     }
 
-    /// Queues `message` for every matching local subscription without counting it as
-    /// published here (it came from a peer broker).
-    pub fn deliver(&self, message: &Message, scratch: &mut DispatchScratch) -> Option<std::time::Duration> {
+    /// The groups among `allowed` with a member here whose subscription matches `message` and
+    /// that can take it now, into `scratch.served` (cleared first): what a broker that received
+    /// a copy naming groups serves itself, rather than passing them on.
+    pub fn groups_ready(&self, message: &Message, allowed: &[String], scratch: &mut DispatchScratch) {
+        scratch.served.clear();
+        {
+            let index = self.index.read();
+            index.matches_shared(
+                message.topic(),
+                &message.property_view(),
+                &mut scratch.matching,
+                &mut scratch.targets,
+            );
+        }
+        scratch.members.extend(scratch.targets.drain(..).filter(|target| target.group.is_some()));
+        queue_groups::ready(&mut scratch.members, GroupsHere::Only(allowed), &mut scratch.served);
+    }
+
+    /// Queues `message` for every matching local subscription, and for one matching member of
+    /// each queue group `groups` allows (those served are left in `scratch.served`), without
+    /// counting it as published here (when it came from a peer broker).
+    pub fn deliver(
+        &self,
+        message: &Message,
+        groups: GroupsHere<'_>,
+        scratch: &mut DispatchScratch,
+    ) -> Option<std::time::Duration> {
+        scratch.served.clear();
         // A retained publish updates the store and is delivered under its lock, so no new
         // subscription falls between the two (see `subscribe`).
         let _retained = message.is_retain().then(|| {
@@ -180,6 +217,18 @@ impl Dispatcher {
             self.absorb(scratch);
         }
         scratch.matched = scratch.targets.len();
+        if scratch.targets.iter().any(|target| target.group.is_some()) {
+            let mut at = 0;
+            while at < scratch.targets.len() {
+                if scratch.targets[at].group.is_some() {
+                    scratch.members.push(scratch.targets.swap_remove(at));
+                } else {
+                    at += 1;
+                }
+            }
+            let out = Serve { wake: &mut scratch.wake, congested: &mut scratch.congested, served: &mut scratch.served };
+            queue_groups::serve(&mut scratch.members, groups, message, &self.metrics, out);
+        }
         for target in scratch.targets.drain(..) {
             if target.outbox.push(&target, message, &mut scratch.wake) == Push::Congested
                 && !scratch.congested.iter().any(|o| Arc::ptr_eq(o, &target.outbox))

@@ -40,6 +40,7 @@ pub mod metrics;
 pub mod mqtt;
 pub mod outbox;
 pub mod process_metrics;
+pub mod queue_groups;
 mod read_buffer;
 pub mod reserved;
 pub mod retained;

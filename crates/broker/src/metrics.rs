@@ -65,6 +65,13 @@ pub struct Metrics {
     pub requests: Counter,
     /// Requests answered "no responders": nothing here or beyond matched them.
     pub no_responders: Counter,
+    /// Messages given to one member of a queue group here.
+    pub group_deliveries: Counter,
+    /// Members passed over because their queue was past half full, slow or closing: each
+    /// skip is a message that went to another member instead of waiting.
+    pub group_skips: Counter,
+    /// Messages a queue group was to get here that no member could take (every one full).
+    pub group_unserved: Counter,
     /// Topics with a retained value kept at this broker.
     pub retained_topics: Gauge,
     /// Bytes of the retained values kept at this broker (message sections).
@@ -154,6 +161,9 @@ impl Metrics {
             publisher_stalls: Counter::default(),
             requests: Counter::default(),
             no_responders: Counter::default(),
+            group_deliveries: Counter::default(),
+            group_skips: Counter::default(),
+            group_unserved: Counter::default(),
             retained_topics: Gauge::default(),
             retained_bytes: Gauge::default(),
             protocol_errors: Family::default(),
@@ -217,6 +227,13 @@ impl Metrics {
         r.register("publisher_stalls", "Publishers held back by a congested subscriber", m.publisher_stalls.clone());
         r.register("requests", "Requests (publishes with a reply subject) published here", m.requests.clone());
         r.register("no_responders", "Requests answered no responders at once", m.no_responders.clone());
+        r.register(
+            "group_deliveries",
+            "Messages given to one member of a queue group here",
+            m.group_deliveries.clone(),
+        );
+        r.register("group_skips", "Queue group members skipped because their queue was full", m.group_skips.clone());
+        r.register("group_unserved", "Queue group messages no member here could take", m.group_unserved.clone());
         r.register("retained_topics", "Topics with a retained value kept here", m.retained_topics.clone());
         r.register("retained_bytes", "Bytes of retained values kept here", m.retained_bytes.clone());
         r.register("protocol_errors", "Frames refused, by reason", m.protocol_errors.clone());

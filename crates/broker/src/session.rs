@@ -251,6 +251,13 @@ impl Session {
         if self.subscriptions.len() + self.guaranteed.len() >= max {
             return Err(Notice::new(ReasonCode::LimitExceeded, format!("at most {max} subscriptions per session")));
         }
+        if let Some(group) = &s.group {
+            tidings_wire::check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
+            if s.mode == DeliveryMode::Guaranteed {
+                let why = "guaranteed queue groups are not built yet: a queue group member is best effort";
+                return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
+            }
+        }
         let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
         let selector = match &s.selector {
             Some(text) => {
@@ -268,6 +275,7 @@ impl Session {
                 (None, _) => "best-effort",
             },
             durable: s.durable.clone(),
+            group: s.group.clone(),
         };
         let core = &self.shared.core;
         if let Some(name) = s.durable {
@@ -283,8 +291,16 @@ impl Session {
             self.conn.subscribed(info);
             return Ok(Next::Continue);
         }
-        let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
-        let subscription = core.subscribe(pattern, selector, target, &mut self.routes);
+        let subscription = match &s.group {
+            Some(group) => {
+                let to = (s.id, Arc::clone(&self.outbox));
+                core.subscribe_member(group, to, (pattern, selector), &mut self.routes)?
+            }
+            None => {
+                let target = Arc::new(Target::new(s.id, Arc::clone(&self.outbox)));
+                core.subscribe(pattern, selector, target, &mut self.routes)
+            }
+        };
         self.subscriptions
             .insert(s.id, ActiveSubscription { core: subscription, pattern: s.pattern, selector: s.selector });
         self.conn.subscribed(info);

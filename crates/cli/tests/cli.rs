@@ -495,6 +495,7 @@ fn a_slow_consumer_and_a_refused_client_are_named_in_the_log_once_not_per_messag
         selector: None,
         mode: tidings_wire::DeliveryMode::BestEffort,
         durable: None,
+        group: None,
     });
     stalled.send(&subscribe).unwrap();
     std::thread::sleep(Duration::from_millis(200));
@@ -546,6 +547,7 @@ fn state_shows_a_page_of_each_filter_list_and_every_size() {
             selector: None,
             mode: tidings_wire::DeliveryMode::BestEffort,
             durable: None,
+            group: None,
         });
         raw.send(&subscribe).unwrap();
     }
@@ -580,6 +582,7 @@ fn state_with_100000_subscriptions_is_small_quick_and_slows_no_one() {
                 selector: None,
                 mode: tidings_wire::DeliveryMode::BestEffort,
                 durable: None,
+                group: None,
             });
             burst.extend_from_slice(&subscribe.to_bytes().unwrap());
         }
@@ -642,6 +645,7 @@ fn connz_and_subsz_list_connections_and_subscriptions_a_page_at_a_time() {
             selector: None,
             mode: tidings_wire::DeliveryMode::BestEffort,
             durable: None,
+            group: None,
         }))
         .unwrap();
     }

@@ -134,8 +134,15 @@ fn logged(data: &Path) -> BTreeMap<u64, (String, u64)> {
 fn pin_the_log(b: &BrokerProcess) -> RawConnection {
     let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
     let mode = tidings_wire::DeliveryMode::Guaranteed;
-    raw.send(&Frame::Subscribe(Subscribe { id: SubId(1), mode, pattern: "k.>".into(), selector: None, durable: None }))
-        .unwrap();
+    raw.send(&Frame::Subscribe(Subscribe {
+        id: SubId(1),
+        mode,
+        pattern: "k.>".into(),
+        selector: None,
+        durable: None,
+        group: None,
+    }))
+    .unwrap();
     assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Subscribed(_)));
     let fill = publish(&b.tcp(), "k.fill", 300, &["--pubend", "fill", "--size", "65536"]);
     assert_eq!(json_lines(fill).len(), 300);
@@ -219,6 +226,7 @@ fn a_guaranteed_subscription_with_a_bad_selector_is_refused() {
         pattern: "a.>".into(),
         selector: Some("x >".into()),
         durable: None,
+        group: None,
     };
     raw.send(&Frame::Subscribe(subscribe)).unwrap();
     assert!(matches!(raw.expect(Duration::from_secs(5)).unwrap(), Frame::Error(_)), "a bad selector is refused");

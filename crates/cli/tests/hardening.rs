@@ -104,6 +104,7 @@ fn subscribed_client(b: &BrokerProcess, n: u32) -> RawConnection {
             pattern: format!("bulk.{id}"),
             selector: None,
             durable: None,
+            group: None,
         };
         Frame::Subscribe(subscribe).encode(&mut bytes).unwrap();
         if bytes.len() >= 1 << 20 {

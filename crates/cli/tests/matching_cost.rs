@@ -32,6 +32,7 @@ fn subscribe(c: &mut RawConnection, id: u32, pattern: &str, selector: Option<Str
         pattern: pattern.into(),
         selector,
         durable: None,
+        group: None,
     });
     c.send(&frame).unwrap();
 }

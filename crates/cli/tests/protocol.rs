@@ -64,6 +64,7 @@ fn subscribe(c: &mut RawConnection, id: u32, pattern: &str) {
         pattern: pattern.into(),
         selector: None,
         durable: None,
+        group: None,
     }))
     .unwrap();
     barrier(c, u64::from(id) + 1_000_000);
@@ -277,6 +278,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
             pattern: bad.into(),
             selector: None,
             durable: None,
+            group: None,
         }))
         .unwrap();
         expect_refusal(&mut c, ReasonCode::InvalidPattern);
@@ -290,6 +292,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         pattern: "b".into(),
         selector: None,
         durable: None,
+        group: None,
     }))
     .unwrap();
     expect_refusal(&mut c, ReasonCode::DuplicateSubscriptionId);
@@ -305,6 +308,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         pattern: "a".into(),
         selector: None,
         durable: None,
+        group: None,
     }))
     .unwrap();
     let confirmed = c.expect(Duration::from_secs(5)).unwrap();
@@ -320,6 +324,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
         pattern: "a".into(),
         selector: Some("price >".into()),
         durable: None,
+        group: None,
     }))
     .unwrap();
     expect_refusal(&mut c, ReasonCode::InvalidSelector);
@@ -459,6 +464,7 @@ fn udp_subscribe(id: u32, pattern: &str) -> Frame {
         pattern: pattern.into(),
         selector: None,
         durable: None,
+        group: None,
     })
 }
 

@@ -246,6 +246,7 @@ impl Client {
             pattern: options.pattern.clone(),
             selector: options.selector.clone().filter(|s| !s.is_empty()),
             durable: options.durable.clone(),
+            group: options.group.clone(),
         };
         let (subscription, route, confirmed) =
             Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());

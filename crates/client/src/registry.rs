@@ -148,6 +148,7 @@ mod tests {
             pattern: format!("p{id}"),
             selector: None,
             durable: None,
+            group: None,
         }
     }
 

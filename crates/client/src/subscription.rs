@@ -38,6 +38,8 @@ pub struct SubscribeOptions {
     pub acks: Acks,
     /// What the application already holds (see [`resume_from`](Self::resume_from)).
     pub resume: Option<Checkpoint>,
+    /// The queue group this subscription joins (see [`queue`](Self::queue)).
+    pub group: Option<String>,
 }
 
 /// How a guaranteed subscription's deliveries are acknowledged to the broker. A durable
@@ -64,7 +66,17 @@ impl SubscribeOptions {
             durable: None,
             acks: Acks::Automatic,
             resume: None,
+            group: None,
         }
+    }
+
+    /// Join the queue group `group`: each matching message goes to one member of the group,
+    /// network-wide (members at the publisher's broker first), instead of to every member: a
+    /// pool of workers sharing a topic. A member that is behind is skipped, not waited for.
+    /// A name with a wildcard, a space, or over 64 bytes is refused.
+    pub fn queue(mut self, group: impl Into<String>) -> SubscribeOptions {
+        self.group = Some(group.into());
+        self
     }
 
     /// A durable subscription named `name` (guaranteed): the broker keeps it while no client

@@ -38,6 +38,13 @@ pub trait Filter: Clone + Ord + Debug {
     fn covering_key(&self) -> &str {
         ""
     }
+
+    /// The queue group whose members stand behind this filter, if any. A group's filter is
+    /// not interest in every copy: it asks for one copy per message network-wide, which the
+    /// router assigns to one branch (see [`FilterIndex::matching_groups`]).
+    fn group(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Reduces a set of filters to the entries no other entry covers, so the result matches exactly
@@ -96,7 +103,7 @@ pub(crate) fn key_prefixes(key: &str) -> impl Iterator<Item = &str> {
 /// Whether any filter of a summary matches the message, by trying each in turn: the reference
 /// every [`FilterIndex`] must agree with.
 pub fn any_matches<F: Filter>(summary: &[F], message: &F::Message) -> bool {
-    summary.iter().any(|filter| filter.matches(message))
+    summary.iter().any(|filter| filter.group().is_none() && filter.matches(message))
 }
 
 /// A set of filters that answers, for a message, whether any of them matches. The router keeps
@@ -113,9 +120,16 @@ pub trait FilterIndex<F: Filter>: Clone + Debug + Default {
     /// Removes a filter the index holds.
     fn remove(&mut self, filter: &F);
 
-    /// Whether any filter held matches the message. Takes `&self` because routing a message
-    /// does not change the router.
+    /// Whether any filter held that belongs to no queue group matches the message. Takes
+    /// `&self` because routing a message does not change the router.
     fn any_match(&self, message: &F::Message) -> bool;
+
+    /// Adds to `out` (without repeating one already there) each queue group with a filter held
+    /// that matches the message: the groups a copy sent this way could serve. The default,
+    /// for filter types that never name a group, adds nothing.
+    fn matching_groups(&self, message: &F::Message, out: &mut Vec<String>) {
+        let _ = (message, out);
+    }
 }
 
 /// The index of filter types with no better one: a sorted set scanned in full per message.
@@ -140,7 +154,17 @@ impl<F: Filter> FilterIndex<F> for LinearIndex<F> {
     }
 
     fn any_match(&self, message: &F::Message) -> bool {
-        self.filters.iter().any(|filter| filter.matches(message))
+        self.filters.iter().any(|filter| filter.group().is_none() && filter.matches(message))
+    }
+
+    fn matching_groups(&self, message: &F::Message, out: &mut Vec<String>) {
+        for filter in &self.filters {
+            if let Some(group) = filter.group().filter(|group| !out.iter().any(|held| held == group)) {
+                if filter.matches(message) {
+                    out.push(group.to_string());
+                }
+            }
+        }
     }
 }
 

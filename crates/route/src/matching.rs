@@ -8,6 +8,7 @@
 //! does not parse fails to decode, and its link is closed with that reason.
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::filter::{Filter, FilterIndex};
@@ -56,12 +57,22 @@ pub struct FilterText {
     /// The selector's canonical text, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selector: Option<String>,
+    /// The queue group whose members stand behind the filter, if any: a broker advertises one
+    /// entry per (group, filter), however many members share it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 impl RouteFilter {
     /// A filter from a parsed pattern and selector.
     pub fn new(pattern: Pattern, selector: Option<Selector>) -> RouteFilter {
-        let text = FilterText { pattern: pattern.to_string(), selector: selector.as_ref().map(ToString::to_string) };
+        RouteFilter::grouped(pattern, selector, None)
+    }
+
+    /// A filter a queue group's members stand behind (`None`: a plain one).
+    pub fn grouped(pattern: Pattern, selector: Option<Selector>, group: Option<String>) -> RouteFilter {
+        let text =
+            FilterText { pattern: pattern.to_string(), selector: selector.as_ref().map(ToString::to_string), group };
         let literals: Vec<&str> = pattern
             .levels()
             .map_while(|level| match level {
@@ -94,7 +105,10 @@ impl TryFrom<FilterText> for RouteFilter {
             Some(s) => Some(Selector::parse(s).map_err(|e| format!("selector {s:?}: {e}"))?),
             None => None,
         };
-        Ok(RouteFilter::new(pattern, selector))
+        if let Some(group) = &text.group {
+            tidings_wire::check_group_name(group)?;
+        }
+        Ok(RouteFilter::grouped(pattern, selector, text.group))
     }
 }
 
@@ -163,18 +177,41 @@ impl Probe {
 /// The route core's index of a link summary: the topic trie of `tidings-matching`, so a
 /// publish costs the summary's filters whose pattern matches its topic, not the whole summary.
 /// A retained publish is wanted by every summary, an empty one included (see [`Probe`]).
+/// Queue groups' filters are kept apart, one trie per group: they ask for one copy per
+/// message network-wide, which [`FilterIndex::any_match`] must not promise.
 #[derive(Clone, Debug, Default)]
 pub struct RouteIndex {
     set: FilterSet,
+    groups: BTreeMap<String, FilterSet>,
+}
+
+impl RouteIndex {
+    /// The trie a filter belongs in, made if `make`.
+    fn set_of(&mut self, filter: &RouteFilter, make: bool) -> Option<&mut FilterSet> {
+        match &filter.parts.text.group {
+            None => Some(&mut self.set),
+            Some(group) if make => Some(self.groups.entry(group.clone()).or_default()),
+            Some(group) => self.groups.get_mut(group),
+        }
+    }
 }
 
 impl FilterIndex<RouteFilter> for RouteIndex {
     fn insert(&mut self, filter: &RouteFilter) {
-        self.set.insert(&filter.parts.filter.pattern, filter.parts.filter.selector.as_ref());
+        if let Some(set) = self.set_of(filter, true) {
+            set.insert(&filter.parts.filter.pattern, filter.parts.filter.selector.as_ref());
+        }
     }
 
     fn remove(&mut self, filter: &RouteFilter) {
-        self.set.remove(&filter.parts.filter.pattern, filter.parts.filter.selector.as_ref());
+        if let Some(set) = self.set_of(filter, false) {
+            set.remove(&filter.parts.filter.pattern, filter.parts.filter.selector.as_ref());
+        }
+        if let Some(group) = &filter.parts.text.group {
+            if self.groups.get(group).is_some_and(FilterSet::is_empty) {
+                self.groups.remove(group);
+            }
+        }
     }
 
     fn any_match(&self, probe: &Probe) -> bool {
@@ -183,6 +220,18 @@ impl FilterIndex<RouteFilter> for RouteIndex {
         }
         let properties = probe.properties();
         self.set.any_match(probe.message.topic(), || &properties)
+    }
+
+    fn matching_groups(&self, probe: &Probe, out: &mut Vec<String>) {
+        if self.groups.is_empty() {
+            return;
+        }
+        let properties = probe.properties();
+        for (group, set) in &self.groups {
+            if !out.contains(group) && set.any_match(probe.message.topic(), || &properties) {
+                out.push(group.clone());
+            }
+        }
     }
 }
 
@@ -201,11 +250,18 @@ impl Filter for RouteFilter {
     }
 
     fn covers(&self, other: &Self) -> bool {
-        tidings_matching::covers(&self.parts.filter, &other.parts.filter)
+        // A group's entry stands for one copy to that group: it neither covers nor is covered
+        // by a plain filter or another group's.
+        self.parts.text.group == other.parts.text.group
+            && tidings_matching::covers(&self.parts.filter, &other.parts.filter)
     }
 
     fn covering_key(&self) -> &str {
         &self.parts.key
+    }
+
+    fn group(&self) -> Option<&str> {
+        self.parts.text.group.as_deref()
     }
 }
 

@@ -59,6 +59,11 @@ pub struct DataHeader {
     pub tree: TreeId,
     /// How the receiver must treat the message.
     pub hop: Hop,
+    /// The queue groups this copy serves, and no other copy does: the receiver gives the
+    /// message to one member of each, its own or, failing that, one further down (see
+    /// `router::groups`). Empty for a message no queue group wants.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
 }
 
 /// The role of one data hop.

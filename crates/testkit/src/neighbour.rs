@@ -71,6 +71,7 @@ impl Neighbour {
             pattern: topic.clone(),
             selector: None,
             durable: None,
+            group: None,
         };
         c.send(&Frame::Subscribe(subscribe))?;
         c.send(&Frame::Ping(Ping { nonce: 1 }))?;

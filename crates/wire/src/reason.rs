@@ -54,11 +54,14 @@ pub enum ReasonCode {
     /// A durable subscription of that name exists with another pattern or selector (delete it
     /// with UNSUBSCRIBE first), or the name is not a valid durable name.
     DurableMismatch = 20,
+    /// A queue group name that is empty, too long, or has a wildcard, space or control
+    /// character: members find each other by the name, so it must be a plain one.
+    InvalidQueueGroup = 21,
 }
 
 impl ReasonCode {
     /// Every code, in number order (for docs and exhaustive tests).
-    pub const ALL: [ReasonCode; 21] = [
+    pub const ALL: [ReasonCode; 22] = [
         ReasonCode::Normal,
         ReasonCode::MalformedFrame,
         ReasonCode::FrameTooLarge,
@@ -80,6 +83,7 @@ impl ReasonCode {
         ReasonCode::StorageUnavailable,
         ReasonCode::DurableInUse,
         ReasonCode::DurableMismatch,
+        ReasonCode::InvalidQueueGroup,
     ];
 
     /// The number on the wire.
@@ -117,6 +121,7 @@ impl ReasonCode {
             ReasonCode::StorageUnavailable => "storage_unavailable",
             ReasonCode::DurableInUse => "durable_in_use",
             ReasonCode::DurableMismatch => "durable_mismatch",
+            ReasonCode::InvalidQueueGroup => "invalid_queue_group",
         }
     }
 }

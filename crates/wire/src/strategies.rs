@@ -49,11 +49,12 @@ pub fn frame() -> impl Strategy<Value = Frame> {
             any::<bool>(),
             "[a-z.*>]{1,12}",
             proptest::option::of(".{1,20}"),
-            proptest::option::of("[a-z]{1,8}")
+            proptest::option::of("[a-z]{1,8}"),
+            proptest::option::of("[a-z.]{1,8}")
         )
-            .prop_map(|(id, g, pattern, selector, durable)| {
+            .prop_map(|(id, g, pattern, selector, durable, group)| {
                 let mode = if g || durable.is_some() { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort };
-                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector, durable })
+                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector, durable, group })
             }),
         any::<u32>().prop_map(|id| Frame::Unsubscribe(Unsubscribe { id: SubId(id) })),
         (any::<u32>(), any::<u32>(), message()).prop_map(|(id, missed, message)| Frame::Deliver(Deliver {

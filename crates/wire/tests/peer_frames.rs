@@ -32,10 +32,11 @@ fn valid_frames(seed: u64, cells: &[String], topic_level: &str) -> Vec<Bytes> {
     )
     .unwrap();
     let hop = if seed.is_multiple_of(2) { Hop::Down } else { Hop::Within { deliver: true, across: cells.to_vec() } };
-    let header = RouteHeader { pubend: PubendId(seed), root: "root".into(), tree: TreeId(seed), hop };
+    let groups = if seed.is_multiple_of(3) { vec!["workers".to_string()] } else { vec![] };
+    let header = RouteHeader { pubend: PubendId(seed), root: "root".into(), tree: TreeId(seed), hop, groups };
     let tick = Tick(seed >> 1);
     let ranges = vec![TickRange { first: Tick(seed % 7), last: Tick(seed % 7 + 3) }];
-    let filter = FilterText { pattern: format!("t.{topic_level}"), selector: Some("k > 1".into()) };
+    let filter = FilterText { pattern: format!("t.{topic_level}"), selector: Some("k > 1".into()), group: None };
     let frames = [
         PeerFrame::Hello(hello),
         PeerFrame::Synced(vec![SyncedTree { root: "root".into(), tree: TreeId(seed) }]),

@@ -87,7 +87,7 @@ pub(super) fn routed_prefix(header: &DataHeader, section_len: usize, out: &mut B
         }
     };
     let (pubend, tree) = (peer::PubendId(header.pubend.0), peer::TreeId(header.tree.0));
-    Routed::encode_prefix(pubend, tree, header.root.as_str(), hop, section_len, out)
+    Routed::encode_prefix((pubend, tree, header.root.as_str()), hop, &header.groups, section_len, out)
 }
 
 /// The router's header of a received ROUTED frame.
@@ -104,6 +104,7 @@ pub(super) fn data_header(header: RouteHeader) -> DataHeader {
         root: CellName::from(header.root),
         tree: TreeId(header.tree.0),
         hop,
+        groups: header.groups,
     }
 }
 
@@ -140,7 +141,7 @@ fn advert_from_wire(advert: peer::Advert) -> LinkStateAdvert {
 fn delta_to_wire(delta: &SummaryDelta<RouteFilter>) -> peer::SummaryDelta {
     let filter = |f: &RouteFilter| {
         let text = f.text();
-        peer::FilterText { pattern: text.pattern.clone(), selector: text.selector.clone() }
+        peer::FilterText { pattern: text.pattern.clone(), selector: text.selector.clone(), group: text.group.clone() }
     };
     peer::SummaryDelta {
         scopes: delta
@@ -159,7 +160,7 @@ fn delta_to_wire(delta: &SummaryDelta<RouteFilter>) -> peer::SummaryDelta {
 fn delta_from_wire(delta: peer::SummaryDelta) -> Result<SummaryDelta<RouteFilter>, String> {
     let filters = |list: Vec<peer::FilterText>| {
         list.into_iter()
-            .map(|f| RouteFilter::try_from(FilterText { pattern: f.pattern, selector: f.selector }))
+            .map(|f| RouteFilter::try_from(FilterText { pattern: f.pattern, selector: f.selector, group: f.group }))
             .collect::<Result<Vec<_>, _>>()
     };
     Ok(SummaryDelta {
@@ -184,7 +185,8 @@ mod tests {
     use super::*;
 
     fn filter(pattern: &str, selector: Option<&str>) -> RouteFilter {
-        RouteFilter::try_from(FilterText { pattern: pattern.into(), selector: selector.map(Into::into) }).unwrap()
+        RouteFilter::try_from(FilterText { pattern: pattern.into(), selector: selector.map(Into::into), group: None })
+            .unwrap()
     }
 
     fn through_the_wire(message: &PeerMessage<RouteFilter>) -> PeerMessage<RouteFilter> {
@@ -231,10 +233,32 @@ mod tests {
     fn a_filter_that_does_not_parse_is_refused() {
         let frame = PeerFrame::Summary(vec![peer::SummaryDelta {
             scopes: vec![peer::Scope::Local],
-            added: vec![peer::FilterText { pattern: "a..b".into(), selector: None }],
+            added: vec![peer::FilterText { pattern: "a..b".into(), selector: None, group: None }],
             removed: vec![],
         }]);
         assert!(control_message(frame).unwrap_err().contains("a..b"));
+    }
+
+    #[test]
+    fn a_queue_groups_filter_keeps_its_group_and_a_bad_group_is_refused() {
+        let pattern = tidings_matching::Pattern::parse("jobs.>").unwrap();
+        let grouped = RouteFilter::grouped(pattern, None, Some("workers".into()));
+        let message = PeerMessage::Summary(vec![SummaryDelta {
+            scopes: vec![Scope::Local],
+            added: vec![grouped.clone(), filter("jobs.>", None)],
+            removed: vec![],
+        }]);
+        let back = through_the_wire(&message);
+        assert_eq!(back, message);
+        let PeerMessage::Summary(deltas) = back else { panic!("{back:?}") };
+        assert_eq!(deltas[0].added[0].text().group.as_deref(), Some("workers"));
+        assert_eq!(deltas[0].added[1].text().group, None);
+        let frame = PeerFrame::Summary(vec![peer::SummaryDelta {
+            scopes: vec![peer::Scope::Local],
+            added: vec![peer::FilterText { pattern: "a".into(), selector: None, group: Some("w*".into()) }],
+            removed: vec![],
+        }]);
+        assert!(control_message(frame).unwrap_err().contains("wildcard"));
     }
 
     #[test]
@@ -244,16 +268,20 @@ mod tests {
             Hop::Down,
             Hop::Within { deliver: LocalDelivery::Skip, across: vec![CellName::new("s1"), CellName::new("s2")] },
         ] {
-            let header = DataHeader { pubend: PubendId(9), root: CellName::new("PHB"), tree: TreeId(77), hop };
-            let mut out = BytesMut::new();
-            routed_prefix(&header, message.encoded_len(), &mut out).unwrap();
-            out.extend_from_slice(message.as_bytes());
-            match PeerFrame::decode(&mut out, 1 << 20).unwrap().unwrap() {
-                PeerFrame::Routed(routed) => {
-                    assert_eq!(routed.message.as_bytes(), message.as_bytes());
-                    assert_eq!(data_header(routed.header), header);
+            for groups in [vec![], vec!["workers".to_string(), "audit".to_string()]] {
+                let hop = hop.clone();
+                let header =
+                    DataHeader { pubend: PubendId(9), root: CellName::new("PHB"), tree: TreeId(77), hop, groups };
+                let mut out = BytesMut::new();
+                routed_prefix(&header, message.encoded_len(), &mut out).unwrap();
+                out.extend_from_slice(message.as_bytes());
+                match PeerFrame::decode(&mut out, 1 << 20).unwrap().unwrap() {
+                    PeerFrame::Routed(routed) => {
+                        assert_eq!(routed.message.as_bytes(), message.as_bytes());
+                        assert_eq!(data_header(routed.header), header);
+                    }
+                    other => panic!("{other:?}"),
                 }
-                other => panic!("{other:?}"),
             }
         }
     }

@@ -40,11 +40,19 @@ impl RouteScratch {
 impl Cluster {
     /// Routes one message: from a local publisher (`Arrival::Published`) or from a peer. Queues
     /// a copy on each link the router chose and returns whether this broker delivers it to its
-    /// own subscribers.
-    pub fn forward(&self, arrival: Arrival<'_>, message: &Message, scratch: &mut RouteScratch) -> bool {
+    /// own subscribers. `local_groups` are the queue groups a member here serves (or, for a
+    /// received copy, can serve): no copy carries those on; each other group the message may
+    /// serve goes with one copy (see `tidings_route::Router::route_groups`).
+    pub fn forward(
+        &self,
+        arrival: Arrival<'_>,
+        message: &Message,
+        local_groups: &[String],
+        scratch: &mut RouteScratch,
+    ) -> bool {
         let probe = Probe::new(message);
         let core = self.core.read();
-        core.router.route(arrival, &probe, &mut scratch.forwarding);
+        core.router.route_groups(arrival, &probe, local_groups, &mut scratch.forwarding);
         if let Some(reason) = scratch.forwarding.dropped {
             self.metrics.route_drops.get_or_create(&WhyLabel { why: drop_label(reason) }).inc();
             return false;
@@ -70,15 +78,16 @@ impl Cluster {
         scratch.forwarding.deliver_locally
     }
 
-    /// Routes a message that arrived from `from` with `header`.
+    /// Routes a message that arrived from `from` with `header`; `local_groups` as for
+    /// [`Cluster::forward`].
     pub fn forward_received(
         &self,
-        from: &BrokerName,
-        header: &DataHeader,
+        (from, header): (&BrokerName, &DataHeader),
         message: &Message,
+        local_groups: &[String],
         scratch: &mut RouteScratch,
     ) -> bool {
-        self.forward(Arrival::Received { from, header }, message, scratch)
+        self.forward(Arrival::Received { from, header }, message, local_groups, scratch)
     }
 }
 

@@ -26,6 +26,7 @@ use crate::config::Config;
 use crate::dispatch::{DispatchScratch, Dispatcher};
 use crate::metrics::Metrics;
 use crate::metrics::WhyLabel;
+use crate::queue_groups::GroupsHere;
 use crate::read_buffer::{until, ReadBuffer};
 
 /// What the link tasks share, built by `server` and handed down, so the links import nothing
@@ -295,8 +296,14 @@ async fn read_loop(
                     counters.messages_in.inc();
                     counters.bytes_in.inc_by(message.encoded_len() as u64);
                     let header = convert::data_header(header);
-                    if cluster.forward_received(peer, &header, &message, &mut route) {
-                        ctx.dispatcher.deliver(&message, &mut dispatch);
+                    // Groups this copy serves: the members here take them first, if they can.
+                    dispatch.served.clear();
+                    if !header.groups.is_empty() {
+                        ctx.dispatcher.groups_ready(&message, &header.groups, &mut dispatch);
+                    }
+                    let ready = std::mem::take(&mut dispatch.served);
+                    if cluster.forward_received((peer, &header), &message, &ready, &mut route) {
+                        ctx.dispatcher.deliver(&message, GroupsHere::Only(&ready), &mut dispatch);
                     }
                     if last_fed.elapsed() >= liveness_every {
                         cluster.heard(peer, id);

@@ -43,6 +43,8 @@ pub use stream::write_stream;
 pub struct Target {
     /// The client's id for the subscription.
     pub id: SubId,
+    /// The queue group the subscription is a member of: a message goes to one member of it.
+    pub group: Option<Arc<crate::queue_groups::QueueGroup>>,
     /// Deliveries dropped since the last one queued: the next one queued carries the count, so
     /// `missed` arrives on the first delivery after the gap, not on an older one still queued.
     missed: AtomicU32,
@@ -53,7 +55,12 @@ pub struct Target {
 impl Target {
     /// A subscription feeding `outbox`.
     pub fn new(id: SubId, outbox: Arc<Outbox>) -> Target {
-        Target { id, missed: AtomicU32::new(0), outbox }
+        Target { id, group: None, missed: AtomicU32::new(0), outbox }
+    }
+
+    /// A queue group member's subscription feeding `outbox`.
+    pub fn member(id: SubId, outbox: Arc<Outbox>, group: Arc<crate::queue_groups::QueueGroup>) -> Target {
+        Target { id, group: Some(group), missed: AtomicU32::new(0), outbox }
     }
 }
 
@@ -183,6 +190,13 @@ impl Outbox {
     fn written(&self, bytes: usize) {
         let refund = self.state.lock().written(bytes);
         self.budget.refund(refund);
+    }
+
+    /// Whether a queue group may choose this connection for its next message: not closing, not
+    /// a slow consumer, under half full. A member that is behind is skipped, not waited for.
+    pub fn has_room_for_group(&self) -> bool {
+        let s = self.state.lock();
+        s.closing.is_none() && !s.slow && !s.is_congested(&self.limits) && !self.is_finished()
     }
 
     /// Frames and bytes queued now.

@@ -18,6 +18,7 @@ use tidings_wire::{DeliveryMode, Value};
   tidings sub 'prices.>' --where \"sym = 'IBM' AND price > 100\"
   tidings sub 'orders.>' --guaranteed --count 10     # exactly once, in order; exit after 10
   tidings sub 'orders.>' --durable billing --json    # kept while away; resumes where it stopped
+  tidings sub 'jobs.>' --queue workers               # one member of 'workers' gets each message
   tidings durable rm billing                         # delete it (or UNSUBSCRIBE from a client)")]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -52,6 +53,17 @@ pub(crate) struct Args {
     /// (else ~/.local/state/tidings/checkpoints/), named for the server and NAME.
     #[arg(long, value_name = "FILE", requires = "durable")]
     checkpoint: Option<std::path::PathBuf>,
+    /// Join the queue group GROUP: each matching message goes to ONE member of the group,
+    /// network-wide (members at the publisher's broker first, else the nearest broker with
+    /// members), not to every member; plain subscribers still get their copy. A member whose
+    /// queue is behind is skipped, not waited for. Best effort only for now.
+    #[arg(long, value_name = "GROUP", value_parser = group_name, conflicts_with_all = ["guaranteed", "durable"])]
+    queue: Option<String>,
+}
+
+/// A queue group name as the broker accepts it (a usage error otherwise).
+fn group_name(text: &str) -> Result<String, String> {
+    tidings_wire::check_group_name(text).map(|()| text.to_string())
 }
 
 /// A durable name as the broker accepts it (a usage error otherwise).
@@ -210,6 +222,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
         let options = SubscribeOptions {
             mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
             selector: args.selector.clone(),
+            group: args.queue.clone(),
             ..SubscribeOptions::new(pattern)
         };
         // Guaranteed: a tick this command printed already (a subscription set up again after

@@ -69,10 +69,16 @@ pub(crate) fn runtime() -> tokio::runtime::Runtime {
 
 /// Brokers named `a`, `b`, ... linked in a chain with `--peer`, returned once every link is up.
 pub(crate) fn chain(n: usize) -> Vec<BrokerProcess> {
+    chain_with(n, &[])
+}
+
+/// As [`chain`], each broker also given `extra` arguments (a `--config`, say).
+pub(crate) fn chain_with(n: usize, extra: &[&str]) -> Vec<BrokerProcess> {
     let mut brokers: Vec<BrokerProcess> = Vec::new();
     for i in 0..n {
         let name = ((b'a' + i as u8) as char).to_string();
         let mut args = vec!["--name".to_string(), name, "--cluster-listen".into(), "127.0.0.1:0".into()];
+        args.extend(extra.iter().map(|arg| arg.to_string()));
         if let Some(previous) = brokers.last() {
             args.extend(["--peer".to_string(), previous.ready.cluster.unwrap().to_string()]);
         }

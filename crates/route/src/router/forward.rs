@@ -162,7 +162,11 @@ impl<F: Filter> Router<F> {
         hop: Hop,
         verdict: Verdict,
     ) -> DataSend {
-        DataSend { to: to.clone(), header: DataHeader { pubend, root: root.clone(), tree, hop }, verdict }
+        DataSend {
+            to: to.clone(),
+            header: DataHeader { pubend, root: root.clone(), tree, hop, groups: Vec::new() },
+            verdict,
+        }
     }
 }
 

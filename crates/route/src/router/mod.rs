@@ -13,6 +13,7 @@ mod barrier;
 mod departed;
 mod forward;
 mod garbage;
+mod groups;
 mod interest;
 mod links;
 mod propagate;

@@ -1,5 +1,8 @@
 //! SUBSCRIBE. Layout: `id:u32 | mode:u8 | pattern:str16 | selector:str16` (empty selector = none),
-//! then, for mode 2 only, `durable:str16`: a guaranteed subscription with a durable name.
+//! then, for mode 2 only, `durable:str16`: a guaranteed subscription with a durable name; then,
+//! when the mode byte has its [`QUEUE_FLAG`] bit set, `group:str16`: the queue group the
+//! subscription joins. The optional fields are versioned by the mode byte, so a broker that
+//! predates one refuses it as an unknown mode instead of reading past it.
 
 use bytes::{BufMut, BytesMut};
 
@@ -38,25 +41,58 @@ pub struct Subscribe {
     /// broker keeps it, and what it matches, while no client holds it, and a client that comes
     /// back with the name resumes after the last message it acknowledged.
     pub durable: Option<String>,
+    /// The queue group this subscription joins: each matching message goes to one member of
+    /// the group network-wide instead of to every member (a pool of workers sharing a topic).
+    pub group: Option<String>,
 }
 
 /// The mode byte of a guaranteed subscription with a durable name.
 const DURABLE: u8 = 2;
 
+/// The mode byte's bit saying a queue group name ends the frame.
+pub const QUEUE_FLAG: u8 = 0x80;
+
+/// The longest queue group name, in bytes: group names travel in routing summaries and in the
+/// header of every message forwarded to a group, so they are kept short.
+pub const MAX_GROUP_LEN: usize = 64;
+
+/// Why a queue group name is refused, if it is: a name is what members agree on across the
+/// network, so it must be non-empty, short, and free of pattern wildcards and spaces (a `*` or
+/// `>` in it reads as if it could match several groups, which it cannot).
+pub fn check_group_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("a queue group name cannot be empty".into());
+    }
+    if name.len() > MAX_GROUP_LEN {
+        return Err(format!("queue group name is {} bytes, more than the {MAX_GROUP_LEN} allowed", name.len()));
+    }
+    if let Some(bad) = name.chars().find(|c| matches!(c, '*' | '>')) {
+        return Err(format!("queue group name {name:?} has the wildcard {bad:?}: a group name is a plain name"));
+    }
+    if let Some(bad) = name.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("queue group name {name:?} has the character {bad:?}: no spaces or control characters"));
+    }
+    Ok(())
+}
+
 impl Subscribe {
     pub(crate) fn encode_body(&self, out: &mut BytesMut) -> Result<(), WireError> {
         out.put_u32(self.id.0);
+        let flag = if self.group.is_some() { QUEUE_FLAG } else { 0 };
         match (&self.durable, self.mode) {
-            (Some(_), DeliveryMode::Guaranteed) => out.put_u8(DURABLE),
+            (Some(_), DeliveryMode::Guaranteed) => out.put_u8(DURABLE | flag),
             (Some(_), DeliveryMode::BestEffort) => {
                 return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: 0 })
             }
-            (None, mode) => out.put_u8(mode as u8),
+            (None, mode) => out.put_u8(mode as u8 | flag),
         }
         put_str16(out, "pattern", &self.pattern)?;
         put_str16(out, "selector", self.selector.as_deref().unwrap_or(""))?;
-        match &self.durable {
-            Some(name) => put_str16(out, "durable", name),
+        if let Some(name) = &self.durable {
+            put_str16(out, "durable", name)?;
+        }
+        match &self.group {
+            Some(group) => put_str16(out, "group", group),
             None => Ok(()),
         }
     }
@@ -65,19 +101,23 @@ impl Subscribe {
         let mut r = Reader::new("SUBSCRIBE", body);
         let id = SubId(r.u32("id")?);
         let byte = r.u8("mode")?;
-        let mode = match byte {
+        let mode = match byte & !QUEUE_FLAG {
             0 => DeliveryMode::BestEffort,
             1 | DURABLE => DeliveryMode::Guaranteed,
-            v => return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: u64::from(v) }),
+            _ => return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: u64::from(byte) }),
         };
         let pattern = r.str16("pattern")?.to_string();
         let selector = r.str16("selector")?;
         let selector = (!selector.is_empty()).then(|| selector.to_string());
-        let durable = match byte {
+        let durable = match byte & !QUEUE_FLAG {
             DURABLE => Some(r.str16("durable")?.to_string()),
             _ => None,
         };
+        let group = match byte & QUEUE_FLAG {
+            0 => None,
+            _ => Some(r.str16("group")?.to_string()),
+        };
         r.finish()?;
-        Ok(Subscribe { id, mode, pattern, selector, durable })
+        Ok(Subscribe { id, mode, pattern, selector, durable, group })
     }
 }

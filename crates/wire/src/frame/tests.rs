@@ -77,17 +77,66 @@ fn subscribe_golden_bytes() {
         pattern: "a.>".into(),
         selector: Some("x=1".into()),
         durable: None,
+        group: None,
     };
     golden(Frame::Subscribe(s), &[0, 0, 0, 16, 0x04, 0, 0, 0, 7, 0, 0, 3, b'a', b'.', b'>', 0, 3, b'x', b'=', b'1']);
 }
 
 #[test]
 fn durable_subscribe_golden_bytes() {
-    let s = |mode| Subscribe { id: SubId(7), mode, pattern: "a".into(), selector: None, durable: Some("d".into()) };
+    let s = |mode| Subscribe {
+        id: SubId(7),
+        mode,
+        pattern: "a".into(),
+        selector: None,
+        durable: Some("d".into()),
+        group: None,
+    };
     let bytes = [0, 0, 0, 14, 0x04, 0, 0, 0, 7, 2, 0, 1, b'a', 0, 0, 0, 1, b'd'];
     golden(Frame::Subscribe(s(DeliveryMode::Guaranteed)), &bytes);
     let best_effort = Frame::Subscribe(s(DeliveryMode::BestEffort));
     assert!(best_effort.encode(&mut BytesMut::new()).is_err(), "durable implies guaranteed");
+}
+
+#[test]
+fn queue_group_subscribe_golden_bytes() {
+    let s = Subscribe {
+        id: SubId(7),
+        mode: DeliveryMode::BestEffort,
+        pattern: "a".into(),
+        selector: None,
+        durable: None,
+        group: Some("w".into()),
+    };
+    let bytes = [0, 0, 0, 14, 0x04, 0, 0, 0, 7, 0x80, 0, 1, b'a', 0, 0, 0, 1, b'w'];
+    golden(Frame::Subscribe(s), &bytes);
+    // A durable member: the durable name first, then the group.
+    let s = Subscribe {
+        id: SubId(7),
+        mode: DeliveryMode::Guaranteed,
+        pattern: "a".into(),
+        selector: None,
+        durable: Some("d".into()),
+        group: Some("w".into()),
+    };
+    let bytes = [0, 0, 0, 17, 0x04, 0, 0, 0, 7, 0x82, 0, 1, b'a', 0, 0, 0, 1, b'd', 0, 1, b'w'];
+    golden(Frame::Subscribe(s), &bytes);
+}
+
+#[test]
+fn queue_group_names_are_plain_short_names() {
+    use crate::frame::subscribe::{check_group_name, MAX_GROUP_LEN};
+    assert!(check_group_name("workers").is_ok());
+    assert!(check_group_name("billing.eu-1_a").is_ok());
+    assert!(check_group_name(&"w".repeat(MAX_GROUP_LEN)).is_ok());
+    for (bad, why) in
+        [("", "empty"), ("a*", "wildcard '*'"), ("a.>", "wildcard '>'"), ("a b", "' '"), ("a\u{1}", "'\\u{1}'")]
+    {
+        let err = check_group_name(bad).expect_err(bad);
+        assert!(err.contains(why), "{bad:?}: {err}");
+    }
+    let err = check_group_name(&"w".repeat(MAX_GROUP_LEN + 1)).expect_err("too long");
+    assert!(err.contains("more than the 64 allowed"), "{err}");
 }
 
 #[test]

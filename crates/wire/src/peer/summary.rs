@@ -1,6 +1,13 @@
 //! SUMMARY, changes to the subscription summary a link carries. Layout:
 //! `count:u32 | count × delta`, `delta = scopes:u32 | scopes × scope | added:u32 | added × filter | removed:u32 | removed × filter`,
-//! `scope = 0:u8 (local) | 1:u8 root:str16 (tree)`, `filter = pattern:str16 | selector:str16` (empty selector = none).
+//! `scope = 0:u8 (local) | 1:u8 root:str16 (tree)`, `filter = pattern:str16 | selector:str16` (empty selector = none)
+//! `[| group:str16]`.
+//!
+//! A delta whose `scopes` count has its [`GROUPED`] bit set carries a queue group after each
+//! filter (empty: a plain filter). A group's interest is one entry per (group, filter) however
+//! many members stand behind it. The bit versions the field: a broker that predates queue groups
+//! reads an impossible scope count and refuses the frame, rather than misreading a group
+//! filter as a plain one (which would send every member's broker a copy).
 
 use bytes::{BufMut, BytesMut};
 
@@ -24,7 +31,12 @@ pub struct FilterText {
     pub pattern: String,
     /// The selector's canonical text, if any.
     pub selector: Option<String>,
+    /// The queue group whose members stand behind this filter, if any.
+    pub group: Option<String>,
 }
+
+/// The bit of a delta's scope count saying its filters carry a queue group each.
+pub(crate) const GROUPED: u32 = 0x8000_0000;
 
 /// The same filters added to and removed from each listed scope.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +52,12 @@ pub struct SummaryDelta {
 pub(crate) fn encode_body(deltas: &[SummaryDelta], out: &mut BytesMut) -> Result<(), WireError> {
     put_count(out, "deltas", deltas.len())?;
     for delta in deltas {
-        put_count(out, "scopes", delta.scopes.len())?;
+        let grouped = delta.added.iter().chain(&delta.removed).any(|filter| filter.group.is_some());
+        let scopes = u32::try_from(delta.scopes.len())
+            .ok()
+            .filter(|count| count & GROUPED == 0)
+            .ok_or(WireError::TooLong { field: "scopes", len: delta.scopes.len(), max: (GROUPED - 1) as usize })?;
+        out.put_u32(if grouped { scopes | GROUPED } else { scopes });
         for scope in &delta.scopes {
             match scope {
                 Scope::Local => out.put_u8(0),
@@ -50,17 +67,25 @@ pub(crate) fn encode_body(deltas: &[SummaryDelta], out: &mut BytesMut) -> Result
                 }
             }
         }
-        put_filters(out, "added", &delta.added)?;
-        put_filters(out, "removed", &delta.removed)?;
+        put_filters(out, "added", &delta.added, grouped)?;
+        put_filters(out, "removed", &delta.removed, grouped)?;
     }
     Ok(())
 }
 
-fn put_filters(out: &mut BytesMut, field: &'static str, filters: &[FilterText]) -> Result<(), WireError> {
+fn put_filters(
+    out: &mut BytesMut,
+    field: &'static str,
+    filters: &[FilterText],
+    grouped: bool,
+) -> Result<(), WireError> {
     put_count(out, field, filters.len())?;
     for filter in filters {
         put_str16(out, "pattern", &filter.pattern)?;
         put_str16(out, "selector", filter.selector.as_deref().unwrap_or(""))?;
+        if grouped {
+            put_str16(out, "group", filter.group.as_deref().unwrap_or(""))?;
+        }
     }
     Ok(())
 }
@@ -70,7 +95,20 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<SummaryDelta>, WireError> {
     let count = r.count("deltas", 12)?;
     let mut deltas = Vec::with_capacity(count);
     for _ in 0..count {
-        let scope_count = r.count("scopes", 1)?;
+        let offset = r.position();
+        let flagged = r.u32("scopes")?;
+        let grouped = flagged & GROUPED != 0;
+        let scope_count = (flagged & !GROUPED) as usize;
+        if scope_count > r.remaining() {
+            let have = r.remaining();
+            return Err(WireError::UnexpectedEof {
+                frame: "SUMMARY",
+                field: "scopes",
+                offset,
+                need: scope_count,
+                have,
+            });
+        }
         let mut scopes = Vec::with_capacity(scope_count);
         for _ in 0..scope_count {
             scopes.push(match r.u8("scope")? {
@@ -79,21 +117,26 @@ pub(crate) fn decode_body(body: &[u8]) -> Result<Vec<SummaryDelta>, WireError> {
                 v => return Err(WireError::InvalidField { frame: "SUMMARY", field: "scope", value: u64::from(v) }),
             });
         }
-        let added = read_filters(&mut r, "added")?;
-        let removed = read_filters(&mut r, "removed")?;
+        let added = read_filters(&mut r, "added", grouped)?;
+        let removed = read_filters(&mut r, "removed", grouped)?;
         deltas.push(SummaryDelta { scopes, added, removed });
     }
     r.finish()?;
     Ok(deltas)
 }
 
-fn read_filters(r: &mut Reader<'_>, field: &'static str) -> Result<Vec<FilterText>, WireError> {
-    let count = r.count(field, 4)?;
+fn read_filters(r: &mut Reader<'_>, field: &'static str, grouped: bool) -> Result<Vec<FilterText>, WireError> {
+    let count = r.count(field, if grouped { 6 } else { 4 })?;
     let mut filters = Vec::with_capacity(count);
     for _ in 0..count {
         let pattern = r.str16("pattern")?.to_string();
         let selector = r.str16("selector")?;
-        filters.push(FilterText { pattern, selector: (!selector.is_empty()).then(|| selector.to_string()) });
+        let selector = (!selector.is_empty()).then(|| selector.to_string());
+        let group = match grouped {
+            true => Some(r.str16("group")?).filter(|group| !group.is_empty()).map(str::to_string),
+            false => None,
+        };
+        filters.push(FilterText { pattern, selector, group });
     }
     Ok(filters)
 }

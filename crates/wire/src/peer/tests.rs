@@ -32,8 +32,8 @@ fn ranges() -> impl Strategy<Value = Vec<TickRange>> {
 }
 
 fn filter() -> impl Strategy<Value = FilterText> {
-    ("[a-z*>.]{1,10}", proptest::option::of("[a-z0-9 =<>']{1,12}"))
-        .prop_map(|(pattern, selector)| FilterText { pattern, selector })
+    ("[a-z*>.]{1,10}", proptest::option::of("[a-z0-9 =<>']{1,12}"), proptest::option::of("[a-z.]{1,8}"))
+        .prop_map(|(pattern, selector, group)| FilterText { pattern, selector, group })
 }
 
 fn control() -> impl Strategy<Value = PeerFrame> {
@@ -84,12 +84,15 @@ fn routed() -> impl Strategy<Value = PeerFrame> {
         (any::<bool>(), prop::collection::vec(name(), 0..3))
             .prop_map(|(deliver, across)| Hop::Within { deliver, across })
     ];
-    (any::<u64>(), name(), any::<u64>(), hop, message()).prop_map(|(pubend, root, tree, hop, message)| {
-        PeerFrame::Routed(Routed {
-            header: RouteHeader { pubend: PubendId(pubend), root, tree: TreeId(tree), hop },
-            message,
-        })
-    })
+    let groups = prop::collection::vec(name(), 0..3);
+    (any::<u64>(), name(), any::<u64>(), hop, groups, message()).prop_map(
+        |(pubend, root, tree, hop, groups, message)| {
+            PeerFrame::Routed(Routed {
+                header: RouteHeader { pubend: PubendId(pubend), root, tree: TreeId(tree), hop, groups },
+                message,
+            })
+        },
+    )
 }
 
 fn guaranteed() -> impl Strategy<Value = PeerFrame> {
@@ -207,7 +210,8 @@ proptest! {
             Hop::Within { deliver, across } => HopRef::Within { deliver: *deliver, across: across.as_slice() },
         };
         let mut out = BytesMut::new();
-        Routed::encode_prefix(h.pubend, h.tree, &h.root, hop, r.message.encoded_len(), &mut out).unwrap();
+        let ids = (h.pubend, h.tree, h.root.as_str());
+        Routed::encode_prefix(ids, hop, &h.groups, r.message.encoded_len(), &mut out).unwrap();
         out.extend_from_slice(r.message.as_bytes());
         prop_assert_eq!(&out[..], &f.to_bytes().unwrap()[..]);
     }
@@ -289,8 +293,8 @@ fn adverts_golden_bytes() {
 fn summary_golden_bytes() {
     let delta = SummaryDelta {
         scopes: vec![Scope::Local, Scope::Tree("r".into())],
-        added: vec![FilterText { pattern: "a.>".into(), selector: Some("k=1".into()) }],
-        removed: vec![FilterText { pattern: "b".into(), selector: None }],
+        added: vec![FilterText { pattern: "a.>".into(), selector: Some("k=1".into()), group: None }],
+        removed: vec![FilterText { pattern: "b".into(), selector: None, group: None }],
     };
     #[rustfmt::skip]
     let expected = [
@@ -299,6 +303,29 @@ fn summary_golden_bytes() {
         0, 0, 0, 2, 0, 1, 0, 1, b'r',         // scopes: local, tree r
         0, 0, 0, 1, 0, 3, b'a', b'.', b'>', 0, 3, b'k', b'=', b'1', // added a.> with k=1
         0, 0, 0, 1, 0, 1, b'b', 0, 0,         // removed b, no selector
+    ];
+    golden(PeerFrame::Summary(vec![delta]), &expected);
+}
+
+#[test]
+fn grouped_summary_golden_bytes() {
+    let delta = SummaryDelta {
+        scopes: vec![Scope::Local],
+        added: vec![
+            FilterText { pattern: "a".into(), selector: None, group: Some("w".into()) },
+            FilterText { pattern: "b".into(), selector: None, group: None },
+        ],
+        removed: vec![],
+    };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 33, 0x06,
+        0, 0, 0, 1,                       // one delta
+        0x80, 0, 0, 1, 0,                 // one scope, filters grouped: local
+        0, 0, 0, 2,
+        0, 1, b'a', 0, 0, 0, 1, b'w',     // a in group w
+        0, 1, b'b', 0, 0, 0, 0,           // b, no group
+        0, 0, 0, 0,                       // nothing removed
     ];
     golden(PeerFrame::Summary(vec![delta]), &expected);
 }
@@ -319,6 +346,7 @@ fn routed_golden_bytes() {
         root: "r".into(),
         tree: TreeId(5),
         hop: Hop::Within { deliver: true, across: vec!["x".into()] },
+        groups: vec![],
     };
     #[rustfmt::skip]
     let mut expected = vec![
@@ -330,11 +358,35 @@ fn routed_golden_bytes() {
     ];
     expected.extend_from_slice(&bytes);
     golden(PeerFrame::Routed(Routed { header, message }), &expected);
-    let down = RouteHeader { pubend: PubendId(1), root: String::new(), tree: TreeId(2), hop: Hop::Down };
+    let down =
+        RouteHeader { pubend: PubendId(1), root: String::new(), tree: TreeId(2), hop: Hop::Down, groups: vec![] };
     let (message, section) = section();
     let mut expected = vec![0, 0, 0, 38, 0x08, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0];
     expected.extend_from_slice(&section);
     golden(PeerFrame::Routed(Routed { header: down, message }), &expected);
+}
+
+#[test]
+fn routed_with_queue_groups_golden_bytes() {
+    let header = RouteHeader {
+        pubend: PubendId(1),
+        root: String::new(),
+        tree: TreeId(2),
+        hop: Hop::Down,
+        groups: vec!["w".into(), "v".into()],
+    };
+    let (message, section) = section();
+    #[rustfmt::skip]
+    let mut expected = vec![
+        0, 0, 0, 48, 0x08,
+        0, 0, 0, 0, 0, 0, 0, 1,     // pubend
+        0, 0, 0, 0, 0, 0, 0, 2,     // tree
+        0, 0,                       // root
+        0x80,                       // down, groups follow
+        0, 0, 0, 2, 0, 1, b'w', 0, 1, b'v', // groups [w, v]
+    ];
+    expected.extend_from_slice(&section);
+    golden(PeerFrame::Routed(Routed { header, message }), &expected);
 }
 
 #[test]

@@ -285,7 +285,13 @@ mod timed {
             .collect();
         let mut timed = Timed { routers, queue: VecDeque::new(), slowest: BTreeMap::new() };
         let filters: Vec<RouteFilter> = (0..n)
-            .map(|i| RouteFilter::try_from(FilterText { pattern: format!("plant.line{i}.sensor"), selector: None }))
+            .map(|i| {
+                RouteFilter::try_from(FilterText {
+                    pattern: format!("plant.line{i}.sensor"),
+                    selector: None,
+                    group: None,
+                })
+            })
             .collect::<Result<_, _>>()
             .unwrap();
         for chunk in filters.chunks(256) {
