@@ -100,7 +100,7 @@ pub(crate) fn serve(
     out: Serve<'_>,
 ) {
     sort_by_group(members);
-    for chunk in members.chunk_by(|a, b| same_group(a, b)) {
+    for chunk in members.chunk_by(same_group) {
         let Some(group) = chunk[0].group.as_deref() else { continue };
         if !allowed.allows(&group.name) {
             continue;
@@ -142,7 +142,7 @@ pub(crate) fn serve(
 /// broker tells routing it will serve itself.
 pub(crate) fn ready(members: &mut Vec<Arc<Target>>, allowed: GroupsHere<'_>, out: &mut Vec<String>) {
     sort_by_group(members);
-    for chunk in members.chunk_by(|a, b| same_group(a, b)) {
+    for chunk in members.chunk_by(same_group) {
         let Some(group) = chunk[0].group.as_deref() else { continue };
         if allowed.allows(&group.name) && chunk.iter().any(|member| member.outbox.has_room_for_group()) {
             out.push(group.name.clone());

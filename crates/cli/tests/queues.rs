@@ -80,14 +80,11 @@ fn wait_for_interest(at: &BrokerProcess, topic: &str) {
     runtime().block_on(async {
         let client = Client::connect(&at.tcp()).await.unwrap();
         let started = Instant::now();
-        loop {
-            match client.request(topic, "probe", Duration::from_millis(100)).await {
-                Err(ClientError::NoResponders { .. }) => {
-                    assert!(started.elapsed() < Duration::from_secs(10), "no interest in {topic} reached the broker");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                _ => break,
-            }
+        while let Err(ClientError::NoResponders { .. }) =
+            client.request(topic, "probe", Duration::from_millis(100)).await
+        {
+            assert!(started.elapsed() < Duration::from_secs(10), "no interest in {topic} reached the broker");
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     });
 }

@@ -257,7 +257,7 @@ impl<F: Filter> Minimized<F> {
     fn uncover(&mut self, key: &str, delta: &mut Delta<F>) {
         let mut candidates: Vec<(usize, &String, &F)> = under(&self.inputs, key)
             .flat_map(|(group_key, group)| group.iter().map(move |filter| (segments(group_key), group_key, filter)))
-            .filter(|(_, group_key, filter)| !self.kept.get(*group_key).is_some_and(|kept| kept.contains(*filter)))
+            .filter(|(_, group_key, filter)| !self.kept.get(group_key).is_some_and(|kept| kept.contains(*filter)))
             .collect();
         candidates.sort();
         let candidates: Vec<F> = candidates.into_iter().map(|(_, _, filter)| filter.clone()).collect();

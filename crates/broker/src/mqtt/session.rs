@@ -216,6 +216,7 @@ impl MqttSession {
                 pattern,
                 selector: None,
                 durable: None,
+                group: None,
             });
             ids.push(id);
             if let Next::Refuse(notice) = self.native.handle(frame) {

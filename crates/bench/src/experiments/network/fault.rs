@@ -147,14 +147,17 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     tasks.0[1].abort();
     // What was published by the end has had time to arrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(faulted);
+    // The record is taken while a stalled carrier is still stopped: once continued, it forwards
+    // what it held, and those late copies (numbers from inside the outage) would split the run
+    // of losses in two and make its second half look unexplained (CI saw 213 so).
+    let arrived: Vec<(u64, Instant)> = log.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
+    let sends: Vec<Instant> = log.sends.lock().map(|s| s.clone()).unwrap_or_default();
     let counted_after = scrape_all(admins(&survivors)?).await?;
+    drop(faulted);
     let counted = [metrics::DROPS, metrics::LINK_DROPS, metrics::ROUTE_DROPS]
         .iter()
         .map(|name| counted_after.iter().zip(&counted_before).map(|(a, b)| a.delta(b, name)).sum::<f64>())
         .sum::<f64>();
-    let arrived: Vec<(u64, Instant)> = log.arrivals.lock().map(|a| a.clone()).unwrap_or_default();
-    let sends: Vec<Instant> = log.sends.lock().map(|s| s.clone()).unwrap_or_default();
     drop(tasks);
     let _ = subscriber.close().await;
     let watched: Vec<Instant> =
