@@ -7,60 +7,13 @@
 //! among the members whose subscription matches, skipping a member whose queue is past half
 //! full, slow or closing: a slow worker loses its turn rather than holding the group up.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
 use tidings_wire::Message;
 
+pub use crate::membership::{QueueGroup, QueueGroups};
 use crate::metrics::Metrics;
 use crate::outbox::{Outbox, Push, Target};
-
-/// One group as this broker holds it, shared by its members' subscriptions.
-#[derive(Debug)]
-pub struct QueueGroup {
-    /// The name members joined with.
-    pub name: String,
-    /// Turns taken: where the next round-robin choice starts.
-    next: AtomicUsize,
-    /// Member subscriptions here.
-    members: AtomicUsize,
-}
-
-/// The groups with members at this broker, by name, so members of one name share one turn.
-#[derive(Default)]
-pub struct QueueGroups {
-    by_name: Mutex<HashMap<String, Arc<QueueGroup>>>,
-}
-
-impl QueueGroups {
-    /// A new member of the group `name` (made if it has none here).
-    pub fn join(&self, name: &str) -> Arc<QueueGroup> {
-        let mut by_name = self.by_name.lock();
-        let group = by_name.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(QueueGroup { name: name.to_string(), next: AtomicUsize::new(0), members: AtomicUsize::new(0) })
-        });
-        group.members.fetch_add(1, Ordering::Relaxed);
-        Arc::clone(group)
-    }
-
-    /// A member left; a group with no member left here is forgotten.
-    pub fn leave(&self, group: &QueueGroup) {
-        let mut by_name = self.by_name.lock();
-        if group.members.fetch_sub(1, Ordering::Relaxed) == 1 {
-            by_name.remove(&group.name);
-        }
-    }
-
-    /// Groups with members here, and how many each has.
-    pub fn sizes(&self) -> Vec<(String, usize)> {
-        let mut sizes: Vec<(String, usize)> =
-            self.by_name.lock().values().map(|g| (g.name.clone(), g.members.load(Ordering::Relaxed))).collect();
-        sizes.sort();
-        sizes
-    }
-}
 
 /// Which groups a message may be given to at this broker.
 #[derive(Clone, Copy, Debug)]
@@ -105,7 +58,7 @@ pub(crate) fn serve(
         if !allowed.allows(&group.name) {
             continue;
         }
-        let start = group.next.fetch_add(1, Ordering::Relaxed);
+        let start = group.take_turn();
         let mut served = false;
         for turn in 0..chunk.len() {
             let member = &chunk[(start + turn) % chunk.len()];

@@ -44,7 +44,7 @@ pub struct Target {
     /// The client's id for the subscription.
     pub id: SubId,
     /// The queue group the subscription is a member of: a message goes to one member of it.
-    pub group: Option<Arc<crate::queue_groups::QueueGroup>>,
+    pub group: Option<Arc<crate::membership::QueueGroup>>,
     /// Deliveries dropped since the last one queued: the next one queued carries the count, so
     /// `missed` arrives on the first delivery after the gap, not on an older one still queued.
     missed: AtomicU32,
@@ -59,7 +59,7 @@ impl Target {
     }
 
     /// A queue group member's subscription feeding `outbox`.
-    pub fn member(id: SubId, outbox: Arc<Outbox>, group: Arc<crate::queue_groups::QueueGroup>) -> Target {
+    pub fn member(id: SubId, outbox: Arc<Outbox>, group: Arc<crate::membership::QueueGroup>) -> Target {
         Target { id, group: Some(group), missed: AtomicU32::new(0), outbox }
     }
 }
