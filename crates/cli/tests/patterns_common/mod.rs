@@ -74,11 +74,17 @@ pub(crate) fn chain(n: usize) -> Vec<BrokerProcess> {
 
 /// As [`chain`], each broker also given `extra` arguments (a `--config`, say).
 pub(crate) fn chain_with(n: usize, extra: &[&str]) -> Vec<BrokerProcess> {
+    chain_each(n, |_| extra.iter().map(|arg| arg.to_string()).collect())
+}
+
+/// As [`chain`], broker `i` also given the arguments `extra(i)`: a test whose brokers differ
+/// (one with a small subscriber queue, its neighbour with the default) says so per broker.
+pub(crate) fn chain_each(n: usize, extra: impl Fn(usize) -> Vec<String>) -> Vec<BrokerProcess> {
     let mut brokers: Vec<BrokerProcess> = Vec::new();
     for i in 0..n {
         let name = ((b'a' + i as u8) as char).to_string();
         let mut args = vec!["--name".to_string(), name, "--cluster-listen".into(), "127.0.0.1:0".into()];
-        args.extend(extra.iter().map(|arg| arg.to_string()));
+        args.extend(extra(i));
         if let Some(previous) = brokers.last() {
             args.extend(["--peer".to_string(), previous.ready.cluster.unwrap().to_string()]);
         }
