@@ -163,7 +163,18 @@ fn mosquitto_qos_1_and_2_publishes_are_guaranteed_publishes_and_reach_every_kind
     }
     let (b, port) = broker();
     let server = b.tcp();
-    let native = start(&b, &["sub", "--server", &server, "--guaranteed", "g.>", "--json", "--count", "4"], true);
+    // A guaranteed subscription is not counted in `tidings_subscriptions`: wait for its SUBSCRIBED.
+    let confirmed = b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0);
+    let native = Command::new(bin())
+        .args(["sub", "--server", &server, "--guaranteed", "g.>", "--json", "--count", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let native = Client(Some(native));
+    tidings_testkit::wait_until("the native subscription is confirmed", Duration::from_secs(10), || {
+        b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) > confirmed
+    });
     let mut subs = Vec::new();
     for (version, qos) in [("mqttv311", "2"), ("mqttv5", "1")] {
         subs.push(mosquitto_sub(&b, &port, &["-V", version, "-q", qos, "-t", "g/#", "-v", "-C", "4"], 2.0));
