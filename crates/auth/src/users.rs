@@ -137,6 +137,13 @@ impl Users {
         let file: FileText = toml::from_str(text).map_err(|e| AuthError::File(e.to_string()))?;
         let mut users = Users::default();
         for entry in file.users {
+            let plain = entry.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            if entry.name.is_empty() || entry.name.len() > 64 || !plain {
+                return Err(AuthError::File(format!(
+                    "user {:?}: a name is 1 to 64 letters, digits, '-' or '_'",
+                    entry.name
+                )));
+            }
             let permissions = Permissions {
                 publish: rules(&entry.name, entry.publish)?,
                 subscribe: rules(&entry.name, entry.subscribe)?,

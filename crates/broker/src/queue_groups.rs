@@ -73,7 +73,7 @@ pub(crate) fn serve(
                         out.congested.push(Arc::clone(&member.outbox));
                     }
                 }
-                Push::Dropped | Push::Disconnected | Push::Closed => {
+                Push::Dropped | Push::Disconnected | Push::Closed | Push::Withheld => {
                     metrics.group_skips.inc();
                     continue;
                 }

@@ -39,7 +39,7 @@ fn cases() -> u32 {
 fn play(addr: &str, hello: bool, steps: &[Step]) -> Result<(), String> {
     let mut c = RawConnection::connect(addr).map_err(|e| format!("connect: {e}"))?;
     if hello {
-        let _ = c.send(&Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: "fuzz".into() }));
+        let _ = c.send(&Frame::Hello(Hello::new("fuzz")));
     }
     for step in steps {
         let sent = match step {

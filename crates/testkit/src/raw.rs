@@ -28,7 +28,7 @@ impl RawConnection {
     /// Connects and completes the handshake.
     pub fn handshake(addr: &str) -> std::io::Result<RawConnection> {
         let mut c = RawConnection::connect(addr)?;
-        c.send(&Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: "raw".into() }))?;
+        c.send(&Frame::Hello(Hello::new("raw")))?;
         match c.expect(Duration::from_secs(5))? {
             Frame::Welcome(_) => Ok(c),
             other => Err(std::io::Error::other(format!("expected WELCOME, got {other:?}"))),

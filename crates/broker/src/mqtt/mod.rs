@@ -97,6 +97,10 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
             };
             if let Packet::Connect(connect) = &packet {
                 keep_alive = keep_alive_of(connect.keep_alive);
+                if let Err(reason) = session.native().login(crate::security::mqtt_credentials(connect)).await {
+                    send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
+                    break 'read;
+                }
             }
             let step = session.handle(packet);
             let version = session.version().unwrap_or(ProtocolVersion::V5);
@@ -133,6 +137,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                 break 'read;
             }
             () = silence(keep_alive) => break 'read,
+            () = crate::security::revoked(session.native()) => break 'read,
             read = reader.read_buf(&mut buf) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     break 'read;

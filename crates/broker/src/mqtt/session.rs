@@ -17,7 +17,7 @@ use tidings_wire::mqtt::{
     Connack, Connect, Disconnect, MqttReason, Packet, Properties, ProtocolVersion, Publish, QoS, Suback, Subscribe,
     Unsuback, Unsubscribe,
 };
-use tidings_wire::{Frame, Hello, Message, Notice, Property, ReasonCode, SubId, Value, PROTOCOL_VERSION, RETAIN};
+use tidings_wire::{Frame, Hello, Message, Notice, Property, ReasonCode, SubId, Value, RETAIN};
 
 use crate::session::{Next, Session};
 
@@ -56,6 +56,7 @@ pub(super) fn reason_for(notice: &Notice) -> MqttReason {
         Some(ReasonCode::LimitExceeded | ReasonCode::SlowConsumer) => MqttReason::QuotaExceeded,
         Some(ReasonCode::FrameTooLarge) => MqttReason::PacketTooLarge,
         Some(ReasonCode::MalformedFrame) => MqttReason::MalformedPacket,
+        Some(ReasonCode::NotAuthorized | ReasonCode::NotAuthenticated) => MqttReason::NotAuthorized,
         _ => MqttReason::UnspecifiedError,
     }
 }
@@ -129,9 +130,7 @@ impl MqttSession {
             self.client_max_packet = max.get() as usize;
         }
         let name = format!("mqtt {}", connect.client_id);
-        if let Next::Refuse(notice) =
-            self.native.handle(Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: name }))
-        {
+        if let Next::Refuse(notice) = self.native.handle(Frame::Hello(Hello::new(name))) {
             return refused(match reason_for(&notice) {
                 MqttReason::ServerShuttingDown => MqttReason::ServerUnavailable,
                 _ => MqttReason::UnspecifiedError,
@@ -182,6 +181,8 @@ impl MqttSession {
                 () if is_shared(filter) => MqttReason::SharedSubscriptionsNotSupported,
                 () => match self.subscribe_filter(filter) {
                     Ok(reason) => reason,
+                    // A denied filter fails alone (SUBACK 0x87, 0x80 in 3.1.1); the session stays.
+                    Err(notice) if notice.reason() == Some(ReasonCode::NotAuthorized) => MqttReason::NotAuthorized,
                     Err(notice) => return self.refuse(reason_for(&notice)),
                 },
             };
@@ -220,6 +221,12 @@ impl MqttSession {
             });
             ids.push(id);
             if let Next::Refuse(notice) = self.native.handle(frame) {
+                // Nothing of a refused filter stays subscribed.
+                self.admits.lock().remove(&id);
+                for taken in ids.into_iter().filter(|taken| *taken != id) {
+                    self.admits.lock().remove(&taken);
+                    let _ = self.native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id: taken }));
+                }
                 return Err(notice);
             }
         }
