@@ -5,8 +5,8 @@
 //! name = "alice"
 //! password = "$argon2id$v=19$..."       # `tidings passwd` writes it; bcrypt `$2b$` also accepted
 //! tokens = ["sha256:9f86d08..."]         # bearer tokens, stored as SHA-256 of the token
-//! certificate = "alice"                  # a TLS client certificate with this common name
-//! admin = "read"                         # admin API role: "read" or "admin" (none: no access)
+//! certificate = "alice"                  # TLS client certificate name: parsed, unused until TLS lands
+//! admin = "read"                         # admin API role: parsed, not enforced yet
 //! publish = { allow = ["orders.>"], deny = ["orders.audit"] }
 //! subscribe = { allow = [">"], deny = ["secret.>"] }
 //! ```

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use tidings_testkit::{BrokerProcess, RawConnection};
 use tidings_wire::strategies::frame;
-use tidings_wire::{Frame, Hello, Ping, PROTOCOL_VERSION};
+use tidings_wire::{Frame, Hello, Ping};
 
 /// One step of a sequence.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tidings_wire::{Frame, Hello, DEFAULT_MAX_FRAME, PROTOCOL_VERSION};
+use tidings_wire::{Frame, Hello, DEFAULT_MAX_FRAME};
 
 /// A blocking TCP connection that speaks frames, or bytes.
 pub struct RawConnection {
