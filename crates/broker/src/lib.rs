@@ -45,6 +45,7 @@ pub mod queue_groups;
 mod read_buffer;
 pub mod reserved;
 pub mod retained;
+pub mod security;
 pub mod server;
 pub mod session;
 mod slice;

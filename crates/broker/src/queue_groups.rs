@@ -116,7 +116,7 @@ fn give(
                 }
                 return true;
             }
-            Push::Dropped | Push::Disconnected | Push::Closed => {
+            Push::Dropped | Push::Disconnected | Push::Closed | Push::Withheld => {
                 if with_room {
                     metrics.group_skips.inc();
                 }

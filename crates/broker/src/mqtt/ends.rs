@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tidings_wire::mqtt::{QoS, Will};
-use tidings_wire::{Frame, GuaranteedPublish, Hello, Message, Property, PublisherId, Value, PROTOCOL_VERSION, RETAIN};
+use tidings_wire::{Frame, GuaranteedPublish, Hello, Message, Property, PublisherId, Value, RETAIN};
 
 use super::link::QOS_PROPERTY;
 use super::registry::{client_hash, Registry};
@@ -22,7 +22,7 @@ fn detached(shared: &Arc<Context>, name: &str) -> Session {
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("mqtt {name}");
     let mut session = Session::new(Transport::Tcp, outbox, Arc::clone(shared));
-    session.handle(Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: name.to_string() }));
+    session.handle(Frame::Hello(Hello::new(name)));
     session
 }
 

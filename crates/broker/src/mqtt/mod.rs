@@ -108,6 +108,10 @@ async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Regis
             };
             if let (Packet::Connect(connect), None) = (&packet, session.version()) {
                 keep_alive = keep_alive_of(connect.keep_alive);
+                if let Err(reason) = session.native().login(crate::security::mqtt_credentials(connect)).await {
+                    send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
+                    break 'read;
+                }
                 let client = session::client_id_of(connect);
                 let mut taken = registry.take_over(&client.0).await;
                 link.state.lock().inbound = std::mem::take(&mut taken.inbound);
@@ -160,6 +164,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Regis
                 session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
             }
             () = silence(keep_alive) => break 'read,
+            () = crate::security::revoked(session.native()) => break 'read,
             read = reader.read_buf(&mut buf) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     break 'read;

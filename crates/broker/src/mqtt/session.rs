@@ -20,7 +20,7 @@ use tidings_wire::mqtt::{
 };
 use tidings_wire::{
     Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value,
-    PROTOCOL_VERSION, RETAIN,
+    RETAIN,
 };
 
 use super::link::{Incoming, Link, QOS_PROPERTY, SERVER_WINDOW};
@@ -75,6 +75,7 @@ pub(super) fn reason_for(notice: &Notice) -> MqttReason {
         Some(ReasonCode::LimitExceeded | ReasonCode::SlowConsumer) => MqttReason::QuotaExceeded,
         Some(ReasonCode::FrameTooLarge) => MqttReason::PacketTooLarge,
         Some(ReasonCode::MalformedFrame) => MqttReason::MalformedPacket,
+        Some(ReasonCode::NotAuthorized | ReasonCode::NotAuthenticated) => MqttReason::NotAuthorized,
         _ => MqttReason::UnspecifiedError,
     }
 }
@@ -214,7 +215,7 @@ impl MqttSession {
         self.link.state.lock().window = client_window.min(SERVER_WINDOW);
         let name = format!("mqtt {}", self.client_id);
         if let Next::Refuse(notice) =
-            self.native.handle(Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: name }))
+            self.native.handle(Frame::Hello(Hello::new(name)))
         {
             return refused(match reason_for(&notice) {
                 MqttReason::ServerShuttingDown => MqttReason::ServerUnavailable,

@@ -38,6 +38,8 @@ impl MqttSession {
                         waits.extend(guaranteed);
                         reason
                     }
+                    // A denied filter fails alone (SUBACK 0x87, 0x80 in 3.1.1); the session stays.
+                    Err(notice) if notice.reason() == Some(ReasonCode::NotAuthorized) => MqttReason::NotAuthorized,
                     Err(notice) => return self.refuse(reason_for(&notice)),
                 },
             };
@@ -104,6 +106,12 @@ impl MqttSession {
                     group: group.clone(),
                 });
                 if let Next::Refuse(notice) = self.native.handle(frame) {
+                    // Nothing of a refused filter stays subscribed.
+                    self.link.state.lock().forget(id);
+                    for taken in ids.into_iter().filter(|taken| *taken != id) {
+                        self.link.state.lock().forget(taken);
+                        let _ = self.native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id: taken }));
+                    }
                     return Err(notice);
                 }
             }

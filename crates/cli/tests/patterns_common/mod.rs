@@ -96,3 +96,19 @@ pub(crate) fn chain_each(n: usize, extra: impl Fn(usize) -> Vec<String>) -> Vec<
     });
     brokers
 }
+
+/// Whether `mosquitto_sub` and `mosquitto_pub` can run here; says why not otherwise. CI installs
+/// them and sets `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, so there a missing client fails the test
+/// instead of skipping it.
+pub(crate) fn mosquitto_present() -> bool {
+    let present = ["mosquitto_sub", "mosquitto_pub"]
+        .iter()
+        .all(|tool| Command::new(tool).arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
+    if !present && std::env::var_os("TIDINGS_REQUIRE_MQTT_CLIENTS").is_some() {
+        panic!("TIDINGS_REQUIRE_MQTT_CLIENTS is set but mosquitto_sub/mosquitto_pub cannot run");
+    }
+    if !present {
+        eprintln!("SKIPPED: mosquitto_sub/mosquitto_pub not found (install Debian's mosquitto-clients)");
+    }
+    present
+}
