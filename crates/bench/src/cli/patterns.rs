@@ -4,7 +4,6 @@
 //! the numbers mean something: no request went unanswered, each message reached exactly one
 //! member of the group.
 
-use std::path::Path;
 use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
