@@ -309,6 +309,7 @@ pub(super) fn finish(outcome: (serde_json::Value, bool)) -> anyhow::Result<std::
 mod tests {
     use super::*;
     use crate::peer::PeerRow;
+    use std::path::Path;
 
     fn row(system: &str, figures: &[(&str, f64)]) -> Row {
         Row {

@@ -19,8 +19,7 @@ use tidings_wire::mqtt::{
     QoS, Will,
 };
 use tidings_wire::{
-    Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value,
-    RETAIN,
+    Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value, RETAIN,
 };
 
 use super::link::{Incoming, Link, QOS_PROPERTY, SERVER_WINDOW};
@@ -214,9 +213,7 @@ impl MqttSession {
         let client_window = connect.properties.receive_maximum.map_or(SERVER_WINDOW, |max| usize::from(max.get()));
         self.link.state.lock().window = client_window.min(SERVER_WINDOW);
         let name = format!("mqtt {}", self.client_id);
-        if let Next::Refuse(notice) =
-            self.native.handle(Frame::Hello(Hello::new(name)))
-        {
+        if let Next::Refuse(notice) = self.native.handle(Frame::Hello(Hello::new(name))) {
             return refused(match reason_for(&notice) {
                 MqttReason::ServerShuttingDown => MqttReason::ServerUnavailable,
                 _ => MqttReason::UnspecifiedError,
