@@ -36,6 +36,7 @@ pub mod guaranteed;
 use tidings_node::hush;
 pub mod live;
 pub mod liveness;
+pub mod login;
 pub mod membership;
 pub mod metrics;
 pub mod mqtt;

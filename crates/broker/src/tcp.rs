@@ -172,7 +172,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                 outbox.close_with(&Frame::Disconnect(Notice::new(ReasonCode::ShuttingDown, "broker shutting down")));
                 break 'read;
             }
-            () = crate::security::revoked(&mut session) => {
+            () = crate::login::revoked(&mut session) => {
                 let notice = Notice::new(ReasonCode::NotAuthenticated, "the user was removed or changed by a reload; log in again");
                 outbox.close_with(&Frame::Disconnect(notice));
                 break 'read;

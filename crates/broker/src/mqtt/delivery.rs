@@ -42,7 +42,7 @@ pub(super) struct Delivery {
 enum Translated {
     Carry,
     /// Close after sending this (a 5.0 DISCONNECT) or nothing.
-    Close(Option<Packet>),
+    Close(Option<Box<Packet>>),
 }
 
 impl Delivery {
@@ -154,10 +154,10 @@ impl Delivery {
             }
             Frame::Error(notice) | Frame::Disconnect(notice) => {
                 return Some(Translated::Close(match self.version {
-                    ProtocolVersion::V5 => Some(Packet::Disconnect(Disconnect {
+                    ProtocolVersion::V5 => Some(Box::new(Packet::Disconnect(Disconnect {
                         reason: reason_for(&notice),
                         properties: Properties::default(),
-                    })),
+                    }))),
                     ProtocolVersion::V311 => None,
                 }))
             }

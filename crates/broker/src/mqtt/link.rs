@@ -119,7 +119,7 @@ impl State {
     pub(super) fn subscribed(&mut self, sub: SubId) -> Vec<tidings_wire::mqtt::Packet> {
         let mut found = false;
         for (waits, _) in &mut self.subacks {
-            found |= waits.iter().any(|id| *id == sub);
+            found |= waits.contains(&sub);
             waits.retain(|id| *id != sub);
         }
         if !found && self.subs.contains_key(&sub) {

@@ -164,7 +164,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Regis
                 session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
             }
             () = silence(keep_alive) => break 'read,
-            () = crate::security::revoked(session.native()) => break 'read,
+            () = crate::login::revoked(session.native()) => break 'read,
             read = reader.read_buf(&mut buf) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     break 'read;

@@ -218,8 +218,7 @@ mod tests {
         let first = registry.take_over("c").await;
         let kick = first.kick.clone();
         let generation = first.generation;
-        let mut inbound = Inbound::default();
-        inbound.last_seq = 7;
+        let inbound = Inbound { last_seq: 7, ..Inbound::default() };
         let release = async {
             kick.cancelled().await;
             registry.release("c", first, inbound, true);

@@ -11,8 +11,6 @@
 //! `failure_delay`, counted in `tidings_auth_failures_total`, and logged at most once a second.
 //! UDP has no login: with a users file the UDP listener is not started.
 
-mod hooks;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,8 +22,6 @@ use prometheus_client::registry::Registry;
 use serde::{Deserialize, Serialize};
 use tidings_auth::{Credentials, Failure, User, Users, VerifyBudget};
 use tokio::sync::watch;
-
-pub use hooks::{revoked, Login};
 
 /// The `[security]` section.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -176,4 +172,11 @@ pub fn mqtt_refusal(failure: Failure) -> tidings_wire::mqtt::Packet {
         Failure::UnknownUser | Failure::BadSecret => MqttReason::BadUserNameOrPassword,
     };
     Packet::Connack(Connack { session_present: false, reason, properties: Default::default() })
+}
+
+/// A logged-in session's user, and the reload watch that re-checks it.
+pub struct Login {
+    /// Who the session is.
+    pub user: Arc<User>,
+    pub(crate) changes: watch::Receiver<u64>,
 }

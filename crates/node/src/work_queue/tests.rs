@@ -130,7 +130,7 @@ fn with_members_dying_every_message_is_done_exactly_once_and_nothing_is_acknowle
         q.dispatch(&mut out);
         redelivered += out.iter().filter(|l| l.redelivered).count();
         held.extend(out);
-        if step % 37 == 0 && live.len() > 1 {
+        if step.is_multiple_of(37) && live.len() > 1 {
             let gone = live.remove((step as usize / 37) % live.len());
             q.leave(gone);
             held.retain(|l| l.member != gone);

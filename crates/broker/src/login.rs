@@ -1,22 +1,16 @@
-//! The checks a session makes, kept here so that the session, TCP and MQTT code each call one
+//! The checks a session makes (issue 43; the rules and the users file are in
+//! [`crate::security`]), kept here so that the session, TCP and MQTT code each call one
 //! line: log in before HELLO, check a publish, a subscription and a durable name, and notice a
 //! reload that revoked the session's user.
 
 use std::sync::Arc;
 
-use tidings_auth::{Credentials, Failure, SubscribeDecision, User};
+use tidings_auth::{Credentials, Failure, SubscribeDecision};
 use tidings_matching::Pattern;
 use tidings_wire::{Message, Notice, ReasonCode};
-use tokio::sync::watch;
 
+use crate::security::Login;
 use crate::session::Session;
-
-/// A logged-in session's user, and the reload watch that re-checks it.
-pub struct Login {
-    /// Who the session is.
-    pub user: Arc<User>,
-    changes: watch::Receiver<u64>,
-}
 
 fn not_authorized(what: String) -> Notice {
     Notice::new(ReasonCode::NotAuthorized, what)
