@@ -208,6 +208,123 @@ def share(port, version):
     print("ok")
 
 
+def subscribe_with(c, topic, qos=0, properties=None, **options):
+    """SUBSCRIBE with 5.0 options and properties; the SUBACK's reason codes."""
+    from paho.mqtt.subscribeoptions import SubscribeOptions
+
+    result, mid = c.client.subscribe((topic, SubscribeOptions(qos=qos, **options)), properties=properties)
+    if result != mqtt.MQTT_ERR_SUCCESS:
+        fail(f"SUBSCRIBE {topic} not sent: {result}")
+    c.wait(lambda: mid in c.subacks, f"SUBACK for {topic}")
+    return c.subacks[mid]
+
+
+def publish_with(c, topic, payload, qos=0, retain=False, **props):
+    properties = Properties(PacketTypes.PUBLISH)
+    for name, value in props.items():
+        setattr(properties, name, value)
+    info = c.client.publish(topic, payload, qos=qos, retain=retain, properties=properties)
+    info.wait_for_publish(TIMEOUT)
+
+
+def only(c, what, expected, seconds=1.0):
+    """Waits SECONDS, then checks the payloads C got are exactly EXPECTED, and clears them."""
+    time.sleep(seconds)
+    with c.lock:
+        got = [m.payload.decode() for m in c.messages]
+        if got != expected:
+            fail(f"{what}: got {got}, expected {expected}")
+        messages = list(c.messages)
+        c.messages.clear()
+    return messages
+
+
+def v5_features(port, version):
+    """5.0 properties and options: user properties, response topic and correlation data,
+    content type, payload format, message expiry, topic aliases, subscription identifiers,
+    no-local, retain-as-published, retain handling, and a tidings selector (tidings-where)."""
+    sub = Client(port, 5)
+    pub = Client(port, 5)
+    ids = Properties(PacketTypes.SUBSCRIBE)
+    ids.SubscriptionIdentifier = 7
+    if subscribe_with(sub, "v/#", 1, ids) != [1]:
+        fail("v/# not granted")
+    # Everything a PUBLISH carries comes out as it went in; the expiry left is at most the
+    # interval given.
+    publish_with(pub, "v/props", b"p", 1, UserProperty=[("room", "kitchen"), ("k", "v"), ("k", "w")],
+                 ResponseTopic="v/reply/1", CorrelationData=b"\x00\x01\xff", ContentType="text/plain",
+                 PayloadFormatIndicator=1, MessageExpiryInterval=60)
+    m = sub.received(1)[0]
+    p = m.properties
+    checks = {
+        "user properties": (p.UserProperty, [("room", "kitchen"), ("k", "v"), ("k", "w")]),
+        "response topic": (p.ResponseTopic, "v/reply/1"),
+        "correlation data": (p.CorrelationData, b"\x00\x01\xff"),
+        "content type": (p.ContentType, "text/plain"),
+        "payload format": (p.PayloadFormatIndicator, 1),
+        "subscription identifier": (p.SubscriptionIdentifier, [7]),
+    }
+    for what, (got, expected) in checks.items():
+        if got != expected:
+            fail(f"{what}: got {got!r}, expected {expected!r}")
+    if not 0 < p.MessageExpiryInterval <= 60:
+        fail(f"expiry left {p.MessageExpiryInterval}")
+    sub.messages.clear()
+    # A topic alias set with a topic, then used alone.
+    publish_with(pub, "v/alias", b"a1", 0, TopicAlias=3)
+    publish_with(pub, "", b"a2", 0, TopicAlias=3)
+    got = [(m.topic, m.payload.decode()) for m in sub.received(2)]
+    if got != [("v/alias", "a1"), ("v/alias", "a2")]:
+        fail(f"topic alias: got {got}")
+    sub.messages.clear()
+    # A selector over user properties; a bad one fails its filter alone, saying why.
+    where = Properties(PacketTypes.SUBSCRIBE)
+    where.UserProperty = ("tidings-where", "room = 'kitchen'")
+    sel = Client(port, 5)
+    if subscribe_with(sel, "w/#", 0, where) != [0]:
+        fail("w/# with a selector not granted")
+    bad = Properties(PacketTypes.SUBSCRIBE)
+    bad.UserProperty = ("tidings-where", "room = ")
+    if subscribe_with(sel, "x/#", 0, bad) != [0x83]:
+        fail("a bad selector was not refused with 0x83")
+    for room in ("hall", "kitchen", "attic"):
+        publish_with(pub, "w/t", room.encode(), 0, UserProperty=[("room", room)])
+    only(sel, "selector", ["kitchen"])
+    # No-local: the session's own messages stay away, others' come.
+    if subscribe_with(sub, "n/#", 0, None, noLocal=True) != [0]:
+        fail("n/# not granted")
+    publish_with(sub, "n/mine", b"mine")
+    publish_with(pub, "n/theirs", b"theirs")
+    only(sub, "no-local", ["theirs"])
+    # Retain handling 2: no retained value at subscribe; retain-as-published keeps live flags.
+    publish_with(pub, "r/kept", b"kept", 0, retain=True)
+    time.sleep(0.3)
+    rap = Client(port, 5)
+    subscribe_with(rap, "r/#", 0, None, retainHandling=2, retainAsPublished=True)
+    plain = Client(port, 5)
+    subscribe_with(plain, "r/#", 0)
+    only(plain, "retain handling 0", ["kept"], 0.5)
+    publish_with(pub, "r/live", b"live", 0, retain=True)
+    flags = [m.retain for m in only(rap, "retain handling 2", ["live"])]
+    if flags != [True]:
+        fail(f"retain-as-published: RETAIN flags {flags}")
+    if [m.retain for m in only(plain, "live after retained", ["live"], 0.2)] != [False]:
+        fail("a live message was flagged retained without retain-as-published")
+    # Retain handling 1: a second SUBSCRIBE of the same filter sends no retained value again.
+    subscribe_with(plain, "r/#", 0, None, retainHandling=1)
+    only(plain, "retain handling 1", [], 0.5)
+    # Message expiry: a retained value whose interval passed is not sent.
+    publish_with(pub, "e/short", b"short", 0, retain=True, MessageExpiryInterval=1)
+    publish_with(pub, "e/long", b"long", 0, retain=True, MessageExpiryInterval=600)
+    time.sleep(2.2)
+    late = Client(port, 5)
+    subscribe_with(late, "e/#", 0)
+    only(late, "expired retained value", ["long"])
+    for c in (sub, pub, sel, rap, plain, late):
+        c.disconnect()
+    print("ok")
+
+
 if __name__ == "__main__":
     command, port, version, *rest = sys.argv[1:]
     globals()[command.replace("-", "_")](int(port), int(version), *rest)

@@ -181,3 +181,12 @@ fn a_paho_clients_will_is_published_when_it_dies_after_its_delay_in_5_0() {
 fn paho_shared_subscriptions_give_each_message_to_one_member() {
     passes_in_each_version("share");
 }
+
+#[test]
+fn paho_5_0_properties_aliases_identifiers_no_local_retain_options_expiry_and_selectors_work() {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    assert_eq!(ok(b.paho(&["v5-features", "5"])), "ok\n");
+}

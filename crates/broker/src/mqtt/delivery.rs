@@ -36,6 +36,9 @@ pub(super) struct Delivery {
     pub(super) max_packet: usize,
     /// Acknowledgements of guaranteed deliveries sent at QoS 0, for the reader's native session.
     pub(super) acks: UnboundedSender<DeliveryAck>,
+    /// The hash of the session's client identifier, which its own messages carry when it has a
+    /// no-local subscription.
+    pub(super) origin: u64,
 }
 
 /// What translating a frame did.
@@ -96,8 +99,8 @@ impl Delivery {
     async fn translate(&self, frame: Frame, out: &mut BytesMut) -> Option<Translated> {
         match frame {
             Frame::Deliver(deliver) => {
-                let filter = self.link.state.lock().subs.get(&deliver.id).map(|sub| sub.filter.clone());
-                if let Some(publish) = filter.and_then(|filter| delivery(&deliver.message, &filter)) {
+                let sub = self.link.state.lock().subs.get(&deliver.id).cloned();
+                if let Some(publish) = sub.and_then(|sub| delivery(&deliver.message, &sub, self.version, self.origin)) {
                     let mut packet = BytesMut::new();
                     if Packet::Publish(publish).encode(self.version, &mut packet).is_ok()
                         && packet.len() <= self.max_packet
@@ -174,7 +177,7 @@ impl Delivery {
         let Some(sub) = self.link.state.lock().subs.get(&deliver.id).cloned() else { return Some(Translated::Carry) };
         let qos = sub.qos.min(message_qos(&deliver.message));
         let mut packet = BytesMut::new();
-        let publish = delivery(&deliver.message, &sub.filter).filter(|publish| {
+        let publish = delivery(&deliver.message, &sub, self.version, self.origin).filter(|publish| {
             let mut sized = publish.clone();
             sized.qos = qos;
             sized.packet_id = PacketId::new(1).filter(|_| qos != QoS::AtMostOnce);

@@ -45,6 +45,8 @@ pub(super) async fn publish_will(
         }
     }
     let mut properties = Vec::new();
+    // Will properties carry as a PUBLISH's do (user properties, response topic, expiry, ...).
+    tidings_wire::mqtt::carry::to_tidings(&will.properties, &mut properties);
     if will.retain && will.qos == QoS::AtMostOnce {
         properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
     }

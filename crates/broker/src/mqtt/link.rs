@@ -33,6 +33,22 @@ pub(super) struct Sub {
     pub(super) filter: TidingsFilter,
     /// The QoS granted: deliveries go at the lower of it and the message's.
     pub(super) qos: QoS,
+    /// The 5.0 options that shape each delivery (identifier, no-local, retain flags).
+    pub(super) options: Shape,
+}
+
+/// What a 5.0 subscription's options ask of each message delivered through it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(super) struct Shape {
+    /// The subscription identifier to send with each message.
+    pub(super) identifier: Option<u32>,
+    /// Leave out the messages this session published itself.
+    pub(super) no_local: bool,
+    /// Keep the RETAIN flag of live messages as published.
+    pub(super) retain_as_published: bool,
+    /// Deliver the kept retained values the native subscription brings (retain handling 0, or 1
+    /// for a new subscription; never on a session's resume).
+    pub(super) retained: bool,
 }
 
 /// What the client must send next for a message in flight.

@@ -137,6 +137,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Regis
                         version,
                         max_packet: session.client_max_packet,
                         acks: acks.clone(),
+                        origin: registry::client_hash(&session.client_id),
                     };
                     shared.tasks.spawn(delivery.run(end, Arc::clone(&outbox)));
                 }

@@ -34,6 +34,23 @@ pub(super) struct Stored {
     pub(super) filters: Vec<(String, u8)>,
     /// Session expiry, seconds after the connection ends.
     pub(super) expiry: u32,
+    /// The filters' 5.0 options, where any is set (absent from files of earlier versions).
+    #[serde(default)]
+    pub(super) options: Vec<(String, Kept)>,
+}
+
+/// What a stored session keeps of a filter's 5.0 options: all but retain handling, which acts
+/// only when the client subscribes.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub(super) struct Kept {
+    /// The subscription identifier.
+    pub(super) identifier: Option<u32>,
+    /// Leave out the session's own messages.
+    pub(super) no_local: bool,
+    /// Keep live messages' RETAIN flag.
+    pub(super) retain_as_published: bool,
+    /// A tidings selector (`tidings-where`).
+    pub(super) selector: Option<String>,
 }
 
 impl Stored {
@@ -204,7 +221,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::new(dir.path().to_path_buf());
         assert_eq!(registry.load("c"), None);
-        let stored = Stored { client_id: "c".into(), filters: vec![("a/#".into(), 1)], expiry: 60 };
+        let stored =
+            Stored { client_id: "c".into(), filters: vec![("a/#".into(), 1)], expiry: 60, options: Vec::new() };
         registry.save(&stored).unwrap();
         assert_eq!(registry.load("c"), Some(stored.clone()));
         assert_eq!(registry.load_all(), vec![stored]);

@@ -10,19 +10,19 @@
 //! retry is the same publish (the log answers it with the first one's tick), and a QoS 2 packet
 //! identifier stays taken until PUBREL.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use tidings_wire::mqtt::{
-    Connack, Connect, Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse,
-    QoS, Will,
+    carry, Connack, Connect, Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish,
+    PublishResponse, QoS, Will,
 };
 use tidings_wire::{
     Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value, RETAIN,
 };
 
-use super::link::{Incoming, Link, QOS_PROPERTY, SERVER_WINDOW};
+use super::link::{Incoming, Link, Sub, QOS_PROPERTY, SERVER_WINDOW};
 use super::registry::{client_hash, Registry, MQTT311_SESSION_EXPIRY};
 use crate::session::{Next, Session};
 
@@ -41,6 +41,8 @@ pub(super) struct Filter {
     pub(super) qos: QoS,
     /// Its native subscriptions.
     pub(super) ids: Vec<SubId>,
+    /// Its 5.0 options, kept with the session.
+    pub(super) kept: super::registry::Kept,
 }
 
 /// The MQTT side of a session.
@@ -63,7 +65,13 @@ pub(super) struct MqttSession {
     pub(super) expiry: u32,
     /// The will and its delay in seconds, published unless the client disconnects normally.
     pub(super) will: Option<(Will, u32)>,
+    /// The client's topic aliases (5.0): each names the topic it was last set to.
+    aliases: HashMap<u16, String>,
 }
+
+/// How many topic aliases a 5.0 client may set (CONNACK's Topic Alias Maximum): enough for a
+/// device's topics, bounded because each holds a topic name for the connection's life.
+pub(super) const TOPIC_ALIASES: u16 = 64;
 
 /// Maps a native refusal onto the MQTT 5.0 reason code of the same meaning.
 pub(super) fn reason_for(notice: &Notice) -> MqttReason {
@@ -103,6 +111,7 @@ impl MqttSession {
             assigned: false,
             expiry: 0,
             will: None,
+            aliases: HashMap::new(),
         }
     }
 
@@ -236,7 +245,8 @@ impl MqttSession {
         if version == ProtocolVersion::V5 {
             properties.retain_available = Some(true);
             properties.shared_subscription_available = Some(true);
-            properties.subscription_identifier_available = Some(false);
+            properties.subscription_identifier_available = Some(true);
+            properties.topic_alias_maximum = Some(TOPIC_ALIASES);
             properties.receive_maximum = std::num::NonZeroU16::new(SERVER_WINDOW as u16);
             if self.assigned {
                 properties.assigned_client_identifier = Some(self.client_id.clone());
@@ -245,13 +255,30 @@ impl MqttSession {
         Step::Reply(vec![Packet::Connack(Connack { session_present, reason: MqttReason::Success, properties })])
     }
 
-    fn publish(&mut self, publish: Publish) -> Step {
-        if publish.properties.topic_alias.is_some() {
-            // CONNACK announced no topic aliases (Topic Alias Maximum absent = 0).
-            return self.refuse(MqttReason::TopicAliasInvalid);
+    /// The topic a PUBLISH names, through its topic alias if it has one (MQTT-3.3.2-7..12).
+    fn topic_of(&mut self, publish: &Publish) -> Result<String, MqttReason> {
+        let Some(alias) = publish.properties.topic_alias else { return Ok(publish.topic.clone()) };
+        if alias.get() > TOPIC_ALIASES {
+            return Err(MqttReason::TopicAliasInvalid);
         }
-        let topic = tidings_wire::mqtt::topic::name_to_tidings(&publish.topic);
+        if publish.topic.is_empty() {
+            return self.aliases.get(&alias.get()).cloned().ok_or(MqttReason::ProtocolError);
+        }
+        self.aliases.insert(alias.get(), publish.topic.clone());
+        Ok(publish.topic.clone())
+    }
+
+    fn publish(&mut self, publish: Publish) -> Step {
+        let name = match self.topic_of(&publish) {
+            Ok(name) => name,
+            Err(reason) => return self.refuse(reason),
+        };
+        let topic = tidings_wire::mqtt::topic::name_to_tidings(&name);
         let mut properties = Vec::new();
+        carry::to_tidings(&publish.properties, &mut properties);
+        if self.link.state.lock().subs.values().any(|sub| sub.options.no_local) {
+            properties.push(carry::origin(client_hash(&self.client_id)));
+        }
         let Some(packet_id) = publish.packet_id.filter(|_| publish.qos != QoS::AtMostOnce) else {
             if publish.retain {
                 properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
@@ -321,16 +348,27 @@ fn rand_id() -> u64 {
     u64::from_le_bytes(bytes)
 }
 
-/// The payload of a delivered message as an MQTT PUBLISH at QoS 0, or `None` when the message's
-/// topic is not the mapping of an MQTT name or the subscription leaves out `$` topics.
-pub(super) fn delivery(message: &Message, filter: &tidings_wire::mqtt::topic::TidingsFilter) -> Option<Publish> {
+/// A delivered message as an MQTT PUBLISH at QoS 0 for subscription `sub` of the session whose
+/// client identifier hashes to `origin`, or `None` when it is not for this client: its topic is
+/// not the mapping of an MQTT name, the filter leaves out `$` topics, the subscription leaves
+/// out the session's own messages (no-local) or kept retained values, or (5.0) its expiry
+/// interval has passed.
+pub(super) fn delivery(message: &Message, sub: &Sub, version: ProtocolVersion, origin: u64) -> Option<Publish> {
     let topic = message.topic();
-    if !filter.admits(topic) {
+    if !sub.filter.admits(topic) {
+        return None;
+    }
+    let retained = message.is_retained();
+    if (retained && !sub.options.retained) || (sub.options.no_local && carry::is_from(message, origin)) {
         return None;
     }
     let name = tidings_wire::mqtt::topic::tidings_to_name(topic)?;
     let payload: Bytes = message.payload();
     let mut publish = Publish::at_most_once(name, payload);
-    publish.retain = message.is_retained();
+    publish.retain = retained || (sub.options.retain_as_published && message.is_retain());
+    if version == ProtocolVersion::V5 {
+        publish.properties = carry::to_mqtt(message, now_us()).ok()?;
+        publish.properties.subscription_identifiers.extend(sub.options.identifier);
+    }
     Some(publish)
 }

@@ -9,39 +9,64 @@
 //! resumes them and gets what it missed. SUBACK waits for the guaranteed subscriptions'
 //! SUBSCRIBED: a message published once the client has SUBACK reaches it.
 //!
+//! 5.0 subscription options shape each delivery ([`Shape`]): the subscription identifier,
+//! no-local, retain-as-published and retain handling; a `tidings-where` user property on
+//! SUBSCRIBE is a tidings selector on its filters (what no other MQTT broker offers), kept with
+//! the session's stored filters.
+//!
 //! `$share/GROUP/filter` is a member of the best-effort queue group `GROUP` (QoS 0 granted:
 //! guaranteed queue groups are not built yet).
 
 use tidings_matching::Pattern;
 use tidings_wire::mqtt::topic::{filter_to_tidings, split_shared};
 use tidings_wire::mqtt::{
-    MqttReason, Packet, Properties, ProtocolVersion, QoS, Suback, Subscribe, Unsuback, Unsubscribe,
+    MqttReason, Packet, Properties, ProtocolVersion, QoS, RetainHandling, Suback, Subscribe, Unsuback, Unsubscribe,
 };
 use tidings_wire::{DeliveryMode, Frame, Notice, ReasonCode, SubId};
 
-use super::link::Sub;
-use super::registry::{durable_name, Stored};
+use super::link::{Shape, Sub};
+use super::registry::{durable_name, Kept, Stored};
 use super::session::{reason_for, Filter, MqttSession, Step};
 use crate::session::Next;
+
+/// The SUBSCRIBE user property whose value is a tidings selector over the messages' properties
+/// (an MQTT publisher's user properties are properties, so `tidings-where: room = 'kitchen'`
+/// filters on them).
+pub(super) const WHERE: &str = "tidings-where";
 
 impl MqttSession {
     pub(super) fn subscribe(&mut self, subscribe: Subscribe) -> Step {
         let mut reasons = Vec::with_capacity(subscribe.filters.len());
         let mut waits = Vec::new();
+        let mut problem = None;
+        let identifier = subscribe.properties.subscription_identifiers.first().copied();
+        let selector =
+            subscribe.properties.user_properties.iter().find(|(key, _)| key == WHERE).map(|(_, text)| text.clone());
         for (filter, options) in &subscribe.filters {
-            let reason = match () {
-                () if !subscribe.properties.subscription_identifiers.is_empty() => {
-                    MqttReason::SubscriptionIdentifiersNotSupported
+            let retained = match options.retain_handling {
+                RetainHandling::OnSubscribe => true,
+                RetainHandling::OnNewSubscribe => !self.filters.contains_key(filter),
+                RetainHandling::Never => false,
+            };
+            let kept = Kept {
+                identifier,
+                no_local: options.no_local,
+                retain_as_published: options.retain_as_published,
+                selector: selector.clone(),
+            };
+            let reason = match self.subscribe_filter(filter, options.qos, kept, retained) {
+                Ok((reason, guaranteed)) => {
+                    waits.extend(guaranteed);
+                    reason
                 }
-                () => match self.subscribe_filter(filter, options.qos) {
-                    Ok((reason, guaranteed)) => {
-                        waits.extend(guaranteed);
-                        reason
-                    }
-                    // A denied filter fails alone (SUBACK 0x87, 0x80 in 3.1.1); the session stays.
-                    Err(notice) if notice.reason() == Some(ReasonCode::NotAuthorized) => MqttReason::NotAuthorized,
-                    Err(notice) => return self.refuse(reason_for(&notice)),
-                },
+                // A denied filter fails alone (SUBACK 0x87, 0x80 in 3.1.1); the session stays.
+                Err(notice) if notice.reason() == Some(ReasonCode::NotAuthorized) => MqttReason::NotAuthorized,
+                // So does a filter whose `tidings-where` selector does not parse; the SUBACK says why.
+                Err(notice) if notice.reason() == Some(ReasonCode::InvalidSelector) => {
+                    problem = Some(format!("{WHERE}: {}", notice.text));
+                    MqttReason::ImplementationSpecificError
+                }
+                Err(notice) => return self.refuse(reason_for(&notice)),
             };
             reasons.push(match (self.version(), reason.is_error()) {
                 (Some(ProtocolVersion::V311), true) => MqttReason::UnspecifiedError,
@@ -51,8 +76,11 @@ impl MqttSession {
         if self.save().is_err() {
             return self.refuse(MqttReason::UnspecifiedError);
         }
-        let suback =
-            Packet::Suback(Suback { packet_id: subscribe.packet_id, properties: Properties::default(), reasons });
+        let mut properties = Properties::default();
+        if self.version() == Some(ProtocolVersion::V5) {
+            properties.reason_string = problem;
+        }
+        let suback = Packet::Suback(Suback { packet_id: subscribe.packet_id, properties, reasons });
         let mut state = self.link.state.lock();
         waits.retain(|id| !state.confirmed.remove(id));
         if waits.is_empty() {
@@ -70,7 +98,14 @@ impl MqttSession {
 
     /// Subscribes one MQTT filter (replacing an earlier subscription of the same filter, as
     /// MQTT-3.8.4-3 asks): the reason to give and the guaranteed subscriptions to wait for.
-    pub(super) fn subscribe_filter(&mut self, filter: &str, qos: QoS) -> Result<(MqttReason, Vec<SubId>), Notice> {
+    /// `retained` says whether the kept retained values of its topics are delivered now.
+    pub(super) fn subscribe_filter(
+        &mut self,
+        filter: &str,
+        qos: QoS,
+        kept: Kept,
+        retained: bool,
+    ) -> Result<(MqttReason, Vec<SubId>), Notice> {
         let (group, inner) = match split_shared(filter) {
             Some((group, inner)) => (Some(group.to_string()), inner),
             None => (None, filter),
@@ -92,7 +127,13 @@ impl MqttSession {
             };
             for (mode, durable) in modes {
                 let id = self.next_sub_id();
-                self.link.state.lock().subs.insert(id, Sub { filter: mapped.clone(), qos });
+                let options = Shape {
+                    identifier: kept.identifier,
+                    no_local: kept.no_local,
+                    retain_as_published: kept.retain_as_published,
+                    retained,
+                };
+                self.link.state.lock().subs.insert(id, Sub { filter: mapped.clone(), qos, options });
                 ids.push(id);
                 if mode == DeliveryMode::Guaranteed {
                     guaranteed.push(id);
@@ -101,7 +142,7 @@ impl MqttSession {
                     id,
                     mode,
                     pattern: pattern.clone(),
-                    selector: None,
+                    selector: kept.selector.clone(),
                     durable,
                     group: group.clone(),
                 });
@@ -116,7 +157,7 @@ impl MqttSession {
                 }
             }
         }
-        self.filters.insert(filter.to_string(), Filter { qos, ids });
+        self.filters.insert(filter.to_string(), Filter { qos, ids, kept });
         let reason = match qos {
             QoS::AtMostOnce => MqttReason::Success,
             QoS::AtLeastOnce => MqttReason::GrantedQos1,
@@ -169,7 +210,13 @@ impl MqttSession {
             return Ok(());
         }
         let filters = self.filters.iter().map(|(filter, f)| (filter.clone(), f.qos as u8)).collect();
-        self.registry.save(&Stored { client_id: self.client_id.clone(), filters, expiry: self.expiry })
+        let options = self
+            .filters
+            .iter()
+            .filter(|(_, f)| f.kept != Kept::default())
+            .map(|(filter, f)| (filter.clone(), f.kept.clone()))
+            .collect();
+        self.registry.save(&Stored { client_id: self.client_id.clone(), filters, expiry: self.expiry, options })
     }
 
     /// At CONNECT: resumes the stored session (true: session present) or, with clean start,
@@ -185,7 +232,10 @@ impl MqttSession {
         // Subscribed as durable whatever this connection's expiry: deleted at its end if 0.
         self.expiry = self.expiry.max(1);
         for (filter, qos) in &stored.filters {
-            self.subscribe_filter(filter, Stored::qos(*qos))?;
+            let kept =
+                stored.options.iter().find(|(f, _)| f == filter).map(|(_, kept)| kept.clone()).unwrap_or_default();
+            // The session's subscriptions go on: retained values were sent when they were made.
+            self.subscribe_filter(filter, Stored::qos(*qos), kept, false)?;
         }
         self.expiry = expiry;
         if self.save().is_err() {
@@ -220,11 +270,12 @@ pub(super) fn delete_durables(
         for (index, pattern) in filter_to_tidings(filter).patterns.into_iter().enumerate() {
             let sub = SubId(id);
             id = id.wrapping_add(1).max(1);
+            let selector = stored.options.iter().find(|(f, _)| f == filter).and_then(|(_, kept)| kept.selector.clone());
             let frame = Frame::Subscribe(tidings_wire::Subscribe {
                 id: sub,
                 mode: DeliveryMode::Guaranteed,
                 pattern,
-                selector: None,
+                selector,
                 durable: Some(durable_name(&stored.client_id, filter, index)),
                 group: None,
             });

@@ -11,6 +11,7 @@
 //! versions without bringing a runtime (issue 42).
 
 mod auth;
+pub mod carry;
 mod connack;
 mod connect;
 #[cfg(test)]
