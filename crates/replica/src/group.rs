@@ -36,12 +36,18 @@ pub struct GroupSettings {
     /// is synced, before a quorum has it. Unsafe by design, so that the simulator proves it
     /// would notice; never set it in a broker.
     pub ack_before_quorum: bool,
+    /// Whether a leader that is not the first voter hands the lead back to it once it is live
+    /// and caught up. On where only the first voter serves the pubend (the simulator, a wiped
+    /// host's rebuild); off in a broker that takes pubends over: the successor then serves the
+    /// pubend, and handing the lead back would leave two brokers serving it (docs/replication.md,
+    /// "Takeover").
+    pub hand_back: bool,
 }
 
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
     pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
-        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false }
+        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false, hand_back: true }
     }
 }
 

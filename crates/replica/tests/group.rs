@@ -28,12 +28,16 @@ struct Cluster {
 
 impl Cluster {
     fn new(n: u64, ack_before_quorum: bool) -> Self {
+        Self::with(n, |settings| GroupSettings { ack_before_quorum, ..settings })
+    }
+
+    /// A group of `n` whose settings `adjust` changes from the defaults.
+    fn with(n: u64, adjust: impl Fn(GroupSettings) -> GroupSettings) -> Self {
         let voters: Vec<_> = (1..=n).collect();
         let groups = voters
             .iter()
             .map(|&id| {
-                let settings = GroupSettings { ack_before_quorum, ..GroupSettings::new(id, voters.clone()) };
-                (id, ReplicaGroup::bootstrap(settings).expect("valid settings"))
+                (id, ReplicaGroup::bootstrap(adjust(GroupSettings::new(id, voters.clone()))).expect("valid settings"))
             })
             .collect();
         Self {
@@ -333,4 +337,31 @@ fn a_leader_serves_once_its_term_is_applied_with_every_acknowledged_record_at_it
     );
     let fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
     assert!(fencing.serving().is_none());
+}
+
+/// Takeover in a broker: the first voter, cut off, loses the lead to a successor. When it is back
+/// and caught up, it gets the lead back only with hand-back on; with it off (a broker that takes
+/// pubends over) the successor keeps it, and the first voter is a follower that offers no state
+/// to serve from, so one broker alone serves the pubend.
+#[test]
+fn a_successor_keeps_the_lead_when_hand_back_is_off() {
+    for hand_back in [true, false] {
+        let mut c = Cluster::with(3, |settings| GroupSettings { hand_back, ..settings });
+        c.run(30, &ALL);
+        assert_eq!(c.leader(), Some(1));
+        c.cut.insert(1);
+        c.run(40, &ALL);
+        let successor = c.leader().expect("a successor leads");
+        assert_ne!(successor, 1);
+        c.publish(successor, 7, 1);
+        c.run(5, &ALL);
+        assert!(c.groups[&successor].serving().is_some(), "the successor serves");
+        c.cut.clear();
+        c.run(60, &ALL);
+        let expected = if hand_back { 1 } else { successor };
+        assert_eq!(c.leader(), Some(expected), "hand_back {hand_back}");
+        let first = &c.groups[&1];
+        assert_eq!(first.serving().is_some(), hand_back, "the first voter serves only with hand-back");
+        assert_eq!(c.logged(1), c.logged(successor), "the first voter caught up either way");
+    }
 }

@@ -141,7 +141,9 @@ impl Replicas {
 
     /// Starts this broker's replica of a group from its journal (fencing if it is empty).
     fn start(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
-        let settings = GroupSettings::new(self.me, voters.clone());
+        // The successor of a dead host keeps the pubend it took over (docs/replication.md,
+        // "Takeover"): handing the lead back would leave two brokers serving it.
+        let settings = GroupSettings { hand_back: false, ..GroupSettings::new(self.me, voters.clone()) };
         let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
             .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         let replica = match recovered {
@@ -221,14 +223,10 @@ impl Replicas {
         self.groups.get(&pubend).is_some_and(|g| g.replica.leading().is_some())
     }
 
-    /// The groups of this broker's own pubends (it is their first voter, their host) that it
-    /// may open the pubend from now, with their state (see `serve`). A mate that leads a group
-    /// opens nothing: that is takeover, which also needs the pubend's tree to move to it.
+    /// The groups this broker may open the pubend of now, with their state (see `serve`): its
+    /// own pubends, and a mate's it leads (takeover: the pubend's home moves here, `homes`).
     pub(super) fn serving(&self) -> impl Iterator<Item = (PubendId, &tidings_replica::PubendReplica)> {
-        self.groups
-            .iter()
-            .filter(|(_, group)| group.voters.first() == Some(&self.me))
-            .filter_map(|(&pubend, group)| Some((pubend, group.replica.serving()?.1)))
+        self.groups.iter().filter_map(|(&pubend, group)| Some((pubend, group.replica.serving()?.1)))
     }
 
     /// Feeds one input to a group and carries out what it says.
