@@ -28,6 +28,7 @@ const RATE: u64 = 50;
 const PER_KILL: Duration = Duration::from_secs(8);
 
 #[test]
+#[ignore = "takeover is off in the broker until the replica core keeps the lead once a successor served (docs/replication.md, Takeover)"]
 fn a_mate_takes_the_pubend_over_when_its_leader_is_killed_and_the_publisher_resumes_there() {
     let _serial = tidings_testkit::one_at_a_time();
     let kills: usize = std::env::var("TAKEOVER_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(10);
