@@ -51,6 +51,8 @@ pub mod network;
 pub mod parse;
 pub mod paths;
 pub mod peer;
+pub mod queue;
+pub mod request;
 pub mod seeds;
 pub mod snmp;
 pub mod stats;

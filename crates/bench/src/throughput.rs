@@ -8,8 +8,8 @@
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tidings_client::{now_us, Client, SubscribeOptions, Subscription};
-use tidings_wire::{Message, Property};
+use tidings_client::{Client, SubscribeOptions, Subscription};
+use tidings_wire::Property;
 
 use crate::engine::{self, Accounting, Drain, Engine, Subscribers, Tally, MARK_BYTES};
 
@@ -117,16 +117,15 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
     let probes = engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
-    let mut sent = 0u64;
-    while sent < spec.max_messages {
-        let message = Message::new(&spec.topic, &spec.properties, engine::payload(sent, 0, spec.size), now_us())?;
-        publisher.publish_message(message).await?;
-        sent += 1;
-        if sent.is_multiple_of(1024) && start.elapsed() >= spec.duration {
-            break;
-        }
-    }
-    publisher.flush().await?;
+    let sent = engine::publish_flat_out(
+        &publisher,
+        &spec.topic,
+        &spec.properties,
+        spec.size,
+        spec.max_messages,
+        spec.duration,
+    )
+    .await?;
     let publish_secs = start.elapsed().as_secs_f64();
     engine.drain(sent, Drain { idle: Duration::from_secs(3), max: spec.duration + spec.drain }).await;
     let tallies: Vec<Tally> = engine.finish().await?.into_iter().map(|(t, ())| t).collect();

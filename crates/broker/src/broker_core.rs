@@ -154,6 +154,15 @@ impl BrokerCore {
             self.cluster.forward(Arrival::Published { pubend }, message, served, &mut publisher.route);
             routed = publisher.route.sent_any();
         }
+        if !publisher.dispatch.unserved.is_empty() {
+            let route = &publisher.route;
+            let active = self.cluster.is_active();
+            self.dispatcher.serve_leftover(
+                message,
+                |group| active && route.routed_group(group),
+                &mut publisher.dispatch,
+            );
+        }
         if asks.reply_to.is_some() {
             self.metrics.requests.inc();
             if publisher.dispatch.matched == 0 && !routed {

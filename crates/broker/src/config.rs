@@ -43,6 +43,8 @@ pub struct Config {
     pub log: Log,
     /// Guaranteed delivery: the liveness timer profile.
     pub guaranteed: crate::liveness::GuaranteedConfig,
+    /// Logins and permissions (issue 43); off unless `users_file` is set.
+    pub security: crate::security::SecurityConfig,
 }
 
 /// Per-pubend limits on the log kept for subscribers that are behind (a durable subscriber
@@ -469,6 +471,7 @@ impl Default for Config {
             retention: Retention::default(),
             log: Log::default(),
             guaranteed: Default::default(),
+            security: Default::default(),
         }
     }
 }

@@ -38,4 +38,6 @@ pub struct Context {
     pub connections: Connections,
     /// The bytes queued to all clients together (`[limits] max_queued_bytes`).
     pub budget: Arc<QueueBudget>,
+    /// Logins and permissions, when `[security] users_file` is set.
+    pub security: Option<Arc<crate::security::Guard>>,
 }

@@ -40,6 +40,10 @@ pub struct DispatchScratch {
     /// The queue groups the last message was given to here (see [`Dispatcher::deliver`]):
     /// routing sends it to no other member of those.
     pub served: Vec<String>,
+    /// The queue groups with members here that could not take the last message published
+    /// here: routing may give them to another broker, else [`Dispatcher::serve_leftover`]
+    /// gives them to a busy member here.
+    pub unserved: Vec<String>,
     /// This session's matching state (see the module doc).
     matching: MatchScratch,
     /// Queues that reported congestion during the current batch of frames.
@@ -164,6 +168,32 @@ impl Dispatcher {
     /// a copy naming groups serves itself, rather than passing them on.
     pub fn groups_ready(&self, message: &Message, allowed: &[String], scratch: &mut DispatchScratch) {
         scratch.served.clear();
+        self.match_members(message, scratch);
+        queue_groups::ready(&mut scratch.members, GroupsHere::Only(allowed), &mut scratch.served);
+    }
+
+    /// Gives `message`, published here, to a busy member of each group in `scratch.unserved`
+    /// that `routed` (whether routing sent a group elsewhere) says went nowhere: a skipped
+    /// member is passed over for another, never for nobody.
+    pub fn serve_leftover(&self, message: &Message, routed: impl Fn(&str) -> bool, scratch: &mut DispatchScratch) {
+        let mut leftover = std::mem::take(&mut scratch.unserved);
+        leftover.retain(|group| !routed(group));
+        if !leftover.is_empty() {
+            self.match_members(message, scratch);
+            let out = Serve {
+                wake: &mut scratch.wake,
+                congested: &mut scratch.congested,
+                served: &mut scratch.served,
+                unserved: &mut Vec::new(),
+            };
+            queue_groups::serve(&mut scratch.members, GroupsHere::Only(&leftover), message, &self.metrics, out);
+        }
+        leftover.clear();
+        scratch.unserved = leftover;
+    }
+
+    /// The queue group member subscriptions `message` matches, into `scratch.members`.
+    fn match_members(&self, message: &Message, scratch: &mut DispatchScratch) {
         {
             let index = self.index.read();
             index.matches_shared(
@@ -174,7 +204,6 @@ impl Dispatcher {
             );
         }
         scratch.members.extend(scratch.targets.drain(..).filter(|target| target.group.is_some()));
-        queue_groups::ready(&mut scratch.members, GroupsHere::Only(allowed), &mut scratch.served);
     }
 
     /// Queues `message` for every matching local subscription, and for one matching member of
@@ -187,6 +216,7 @@ impl Dispatcher {
         scratch: &mut DispatchScratch,
     ) -> Option<std::time::Duration> {
         scratch.served.clear();
+        scratch.unserved.clear();
         // A retained publish updates the store and is delivered under its lock, so no new
         // subscription falls between the two (see `subscribe`).
         let _retained = message.is_retain().then(|| {
@@ -226,7 +256,12 @@ impl Dispatcher {
                     at += 1;
                 }
             }
-            let out = Serve { wake: &mut scratch.wake, congested: &mut scratch.congested, served: &mut scratch.served };
+            let out = Serve {
+                wake: &mut scratch.wake,
+                congested: &mut scratch.congested,
+                served: &mut scratch.served,
+                unserved: &mut scratch.unserved,
+            };
             queue_groups::serve(&mut scratch.members, groups, message, &self.metrics, out);
         }
         for target in scratch.targets.drain(..) {

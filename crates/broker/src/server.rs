@@ -64,6 +64,9 @@ pub enum StartError {
     /// The cluster key file cannot be used.
     #[error(transparent)]
     Key(#[from] crate::cluster::KeyError),
+    /// The users file (`[security] users_file`) cannot be used.
+    #[error(transparent)]
+    Security(tidings_auth::AuthError),
 }
 
 /// A broker that is serving.
@@ -104,9 +107,21 @@ impl Running {
     /// Applies the live settings of `new` (a reloaded config file; `running` is what the broker
     /// runs with) and says which changed settings took effect and which wait for a restart.
     pub fn reload(&self, running: &Config, new: &Config) -> crate::live::Reload {
+        self.reload_users();
         let outcome = crate::live::reload(&self.shared.live, running, new);
         self.shared.metrics.config_reloads.inc();
         outcome
+    }
+
+    /// Reads the users file again (SIGHUP), closing the sessions of users it removed or
+    /// changed; a file that does not load changes nothing and is logged.
+    pub fn reload_users(&self) {
+        if let Some(guard) = &self.shared.security {
+            match guard.reload() {
+                Ok(users) => tracing::info!(users, "SIGHUP: users file reloaded"),
+                Err(error) => tracing::error!(%error, "SIGHUP: the users file is refused; the old one stays in force"),
+            }
+        }
     }
 
     /// Asks every task to stop: clients get DISCONNECT(shutting_down), listeners close.
@@ -156,7 +171,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
     let cluster = bind_tcp("cluster link", &config.cluster.listen).await?;
     let mqtt = bind_tcp("MQTT", &config.mqtt.listen).await?;
-    let udp = if config.listen.udp.is_empty() {
+    let mut registry = Registry::default();
+    let security = crate::security::Guard::new(&config.security, &mut registry).map_err(StartError::Security)?;
+    if security.is_some() && !config.listen.udp.is_empty() {
+        tracing::warn!(udp = %config.listen.udp, "UDP is off: it has no login, and security.users_file is set");
+    }
+    let udp = if config.listen.udp.is_empty() || security.is_some() {
         None
     } else {
         let socket = UdpSocket::bind(&config.listen.udp).await.map_err(|source| StartError::Bind {
@@ -174,7 +194,6 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         cluster: cluster.as_ref().and_then(|l| l.local_addr().ok()),
         mqtt: mqtt.as_ref().and_then(|l| l.local_addr().ok()),
     };
-    let mut registry = Registry::default();
     let metrics = Metrics::new(&mut registry);
     let budget = crate::budget::QueueBudget::new(config.limits.max_queued_bytes);
     let prefixed = registry.sub_registry_with_prefix("tidings");
@@ -229,6 +248,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         tasks: links.tasks.clone(),
         connections: crate::connz::Connections::default(),
         budget,
+        security,
     });
     shared.tasks.spawn(driver.run(shared.shutdown.clone()));
     if let Some(listener) = tcp {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use tidings_matching::{Pattern, Selector, Topic};
 use tidings_wire::{
     DeliveryAck, DeliveryMode, Frame, GuaranteedPublish, Message, NoResponders, Notice, Pong, PublishRefused,
-    ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_VERSION,
+    ReasonCode, SubId, Subscribe, Welcome, WireError, PROTOCOL_MIN_VERSION, PROTOCOL_VERSION,
 };
 
 use crate::broker_core::{BestEffort, GuaranteedSub, PendingRoutes, Publisher, Reach};
@@ -47,7 +47,9 @@ pub struct Session {
     guaranteed: HashMap<SubId, GuaranteedSub>,
     /// The client's outbound queue.
     pub outbox: Arc<Outbox>,
-    shared: Arc<Context>,
+    pub(crate) shared: Arc<Context>,
+    /// Who the session logged in as (with a users file; see [`crate::security`]).
+    pub(crate) login: Option<crate::security::Login>,
     /// Reused across publishes; holds this session's publishing endpoint.
     pub publisher: Publisher,
     /// The topic of the previous valid publish, to skip validating it again; `None` until the
@@ -84,6 +86,7 @@ impl Session {
             guaranteed: HashMap::new(),
             outbox,
             shared,
+            login: None,
             publisher: Publisher::default(),
             last_valid_topic: None,
         }
@@ -155,6 +158,7 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         self.check_topic(message)?;
+        self.check_publish(message)?;
         if self.shared.core.publish(message, &mut self.publisher)? == Reach::NoResponders {
             let reply_to = message.reply_to().unwrap_or_default().to_string();
             self.outbox.push_frame(&Frame::NoResponders(NoResponders { reply_to }));
@@ -179,7 +183,7 @@ impl Session {
         if self.transport == Transport::Udp {
             return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed publishing needs TCP"));
         }
-        if let Err(reason) = self.check_topic(&publish.message) {
+        if let Err(reason) = self.check_topic(&publish.message).and_then(|()| self.check_publish(&publish.message)) {
             let refused = PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
             self.outbox.push_frame(&Frame::PublishRefused(refused));
             return Ok(Next::Continue);
@@ -207,12 +211,13 @@ impl Session {
         if self.greeted && self.transport == Transport::Tcp {
             return Err(Notice::new(ReasonCode::DuplicateHello, "HELLO was already received on this session"));
         }
-        if version != PROTOCOL_VERSION {
+        if !(PROTOCOL_MIN_VERSION..=PROTOCOL_VERSION).contains(&version) {
             return Err(Notice::new(
                 ReasonCode::UnsupportedVersion,
-                format!("protocol version {version} is not supported; this broker speaks {PROTOCOL_VERSION}"),
+                format!("protocol version {version} is not supported; this broker speaks {PROTOCOL_MIN_VERSION} to {PROTOCOL_VERSION}"),
             ));
         }
+        self.check_logged_in()?;
         self.greeted = true;
         {
             let mut client = self.outbox.client.lock();
@@ -221,7 +226,7 @@ impl Session {
             }
         }
         self.outbox.push_frame(&Frame::Welcome(Welcome {
-            version: PROTOCOL_VERSION,
+            version,
             max_frame: self.shared.config.limits.max_frame as u32,
             server_name: self.shared.config.name.clone(),
         }));
@@ -259,6 +264,7 @@ impl Session {
             }
         }
         let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
+        self.check_subscribe(&pattern)?;
         let selector = match &s.selector {
             Some(text) => {
                 Some(Selector::parse(text).map_err(|e| Notice::new(ReasonCode::InvalidSelector, e.to_string()))?)
@@ -279,7 +285,7 @@ impl Session {
         };
         let core = &self.shared.core;
         if let Some(name) = s.durable {
-            let spec = DurableSpec { name, pattern: s.pattern, selector: s.selector };
+            let spec = DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector };
             let subscription = core.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
             self.guaranteed.insert(s.id, subscription);
             self.conn.subscribed(info);

@@ -172,6 +172,11 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                 outbox.close_with(&Frame::Disconnect(Notice::new(ReasonCode::ShuttingDown, "broker shutting down")));
                 break 'read;
             }
+            () = crate::login::revoked(&mut session) => {
+                let notice = Notice::new(ReasonCode::NotAuthenticated, "the user was removed or changed by a reload; log in again");
+                outbox.close_with(&Frame::Disconnect(notice));
+                break 'read;
+            }
             () = &mut handshake, if !session.is_greeted() => {
                 let notice = Notice::new(ReasonCode::HandshakeRequired, "no HELLO within the handshake timeout");
                 shared.metrics.protocol_error(ReasonCode::HandshakeRequired);
@@ -217,6 +222,15 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
             match Frame::decode(&mut read.buf, limit) {
                 Ok(Some(frame)) => {
                     decoded += 1;
+                    if let Frame::Hello(hello) = &frame {
+                        // Off the event loop and within the login budget (see `security`).
+                        if session.login(crate::security::credentials(&hello.auth)).await.is_err() {
+                            let notice = Notice::new(ReasonCode::NotAuthenticated, "not authenticated");
+                            shared.metrics.protocol_error(ReasonCode::NotAuthenticated);
+                            outbox.close_with(&Frame::Error(notice));
+                            break 'read;
+                        }
+                    }
                     match session.handle(frame) {
                         Next::Continue if slice.spent() => {
                             // What this slice queued goes out before others take their turn.

@@ -10,24 +10,8 @@ mod patterns_common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use patterns_common::{bin, start, text, tidings};
+use patterns_common::{bin, mosquitto_present, start, text, tidings};
 use tidings_testkit::BrokerProcess;
-
-/// Whether `mosquitto_sub` and `mosquitto_pub` can run here; says why not otherwise. CI installs
-/// them and sets `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, so there a missing client fails the test
-/// instead of skipping it.
-fn mosquitto_present() -> bool {
-    let present = ["mosquitto_sub", "mosquitto_pub"]
-        .iter()
-        .all(|tool| Command::new(tool).arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
-    if !present && std::env::var_os("TIDINGS_REQUIRE_MQTT_CLIENTS").is_some() {
-        panic!("TIDINGS_REQUIRE_MQTT_CLIENTS is set but mosquitto_sub/mosquitto_pub cannot run");
-    }
-    if !present {
-        eprintln!("SKIPPED: mosquitto_sub/mosquitto_pub not found (install Debian's mosquitto-clients)");
-    }
-    present
-}
 
 /// A broker with its MQTT listener on an OS-chosen port.
 fn broker() -> (BrokerProcess, String) {
@@ -157,17 +141,46 @@ fn wildcards_at_the_first_level_leave_out_dollar_topics() {
 }
 
 #[test]
-fn qos_1_is_refused_in_311_and_not_sent_by_5_0_clients_until_it_is_built() {
+fn mosquitto_qos_1_and_2_publishes_are_guaranteed_publishes_and_reach_every_kind_of_subscriber() {
     if !mosquitto_present() {
         return;
     }
     let (b, port) = broker();
-    let out = mosquitto_pub(&port, &["-q", "1", "-t", "a", "-m", "x"]);
-    assert!(!out.status.success(), "3.1.1: the connection is closed on a QoS 1 PUBLISH");
-    let sub = mosquitto_sub(&b, &port, &["-t", "a", "-C", "1"], 1.0);
-    // CONNACK said Maximum QoS 0, so a 5.0 client does not send QoS 1 (MQTT-3.2.2-11).
-    let out = mosquitto_pub(&port, &["-V", "mqttv5", "-q", "1", "-t", "a", "-m", "not sent"]);
-    assert!(text(&out.stderr).contains("QoS not supported"), "{}", text(&out.stderr));
+    let server = b.tcp();
+    // A guaranteed subscription is not counted in `tidings_subscriptions`: wait for its SUBSCRIBED.
+    let confirmed = b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0);
+    let native = Command::new(bin())
+        .args(["sub", "--server", &server, "--guaranteed", "g.>", "--json", "--count", "4"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let native = Client(Some(native));
+    tidings_testkit::wait_until("the native subscription is confirmed", Duration::from_secs(10), || {
+        b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) > confirmed
+    });
+    let mut subs = Vec::new();
+    for (version, qos) in [("mqttv311", "2"), ("mqttv5", "1")] {
+        subs.push(mosquitto_sub(&b, &port, &["-V", version, "-q", qos, "-t", "g/#", "-v", "-C", "4"], 2.0));
+    }
+    let logged = b.metric("tidings_gd_publishes_acked_total").unwrap_or(0.0);
+    for (version, qos) in [("mqttv311", "1"), ("mqttv311", "2"), ("mqttv5", "1"), ("mqttv5", "2")] {
+        // mosquitto_pub exits 0 only once PUBACK (QoS 1) or PUBCOMP (QoS 2) came.
+        let out = mosquitto_pub(&port, &["-V", version, "-q", qos, "-t", &format!("g/{version}"), "-m", qos]);
+        assert!(out.status.success(), "{version} QoS {qos}: {}", text(&out.stderr));
+    }
+    assert_eq!(b.metric("tidings_gd_publishes_acked_total").unwrap(), logged + 4.0, "each was a logged publish");
+    let expected = "g/mqttv311 1\ng/mqttv311 2\ng/mqttv5 1\ng/mqttv5 2\n";
+    for sub in subs {
+        let out = sub.finish();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(text(&out.stdout), expected);
+    }
+    let out = native.finish();
+    let topics: Vec<String> = text(&out.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap()["topic"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(topics, ["g.mqttv311", "g.mqttv311", "g.mqttv5", "g.mqttv5"], "a native guaranteed subscriber");
     assert!(mosquitto_pub(&port, &["-V", "mqttv5", "-t", "a", "-m", "still serving"]).status.success());
-    assert_eq!(text(&sub.finish().stdout), "still serving\n", "the refusals changed nothing else");
 }

@@ -208,10 +208,10 @@ fn a_frame_before_hello_is_refused() {
 fn an_unsupported_version_and_a_second_hello_are_refused() {
     let b = broker(&[]);
     let mut c = RawConnection::connect(&b.tcp()).unwrap();
-    c.send(&Frame::Hello(Hello { version: 99, client_name: "x".into() })).unwrap();
+    c.send(&Frame::Hello(Hello { version: 99, client_name: "x".into(), auth: tidings_wire::HelloAuth::None })).unwrap();
     expect_refusal(&mut c, ReasonCode::UnsupportedVersion);
     let mut c = RawConnection::handshake(&b.tcp()).unwrap();
-    c.send(&Frame::Hello(Hello { version: 1, client_name: "x".into() })).unwrap();
+    c.send(&Frame::Hello(Hello::new("x"))).unwrap();
     expect_refusal(&mut c, ReasonCode::DuplicateHello);
 }
 
@@ -679,7 +679,7 @@ fn a_client_that_pings_without_reading_stalls_itself_not_the_brokers_memory() {
     let idle = Neighbour::measure(&b.tcp(), SECOND).unwrap();
     let neighbour = Neighbour::start(&b.tcp()).unwrap();
     let mut raw = std::net::TcpStream::connect(b.tcp()).unwrap();
-    let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "flood".into() });
+    let hello = Frame::Hello(Hello::new("flood"));
     raw.write_all(&hello.to_bytes().unwrap()).unwrap();
     let mut burst = Vec::new();
     for nonce in 0..10_000u64 {
@@ -798,7 +798,7 @@ fn idle_connections_up_to_the_limit_shut_out_neither_the_admin_port_nor_a_neighb
     let tcp = b.tcp();
     let mut held: Vec<RawConnection> = attack(|| (0..n).map(|_| RawConnection::handshake(&tcp).unwrap()).collect());
     // The limit is n + 2: the neighbour holds one place, so at most one more gets in.
-    let hello = Frame::Hello(Hello { version: tidings_wire::PROTOCOL_VERSION, client_name: "one more".into() });
+    let hello = Frame::Hello(Hello::new("one more"));
     let refused = (0..3).find_map(|_| {
         let mut c = RawConnection::connect(&b.tcp()).unwrap();
         let _ = c.send(&hello); // a refused connection may be closed already; its ERROR is read below

@@ -193,11 +193,23 @@ fn five_members_on_three_brokers_get_each_message_exactly_once() {
 /// A member stopped with SIGSTOP fills its queue and is then skipped: its broker's messages go
 /// to the group's other member, at the next broker, and the publisher is not held up. Once
 /// it continues, it prints what was queued for it before: each message still exactly once.
+///
+/// The other member is busy too (a debug build printing 4 KiB lines takes about a thousand a
+/// second, the link brings them faster): b must still give it every copy routing sent there,
+/// rather than drop the copies it has no ready member for (it did, uncounted, before). Only
+/// a's queues are small, and `max_stall` is the default: with b's member's queue at 64 or
+/// b's link let go after 1 ms, a busy member descheduled for a moment on a loaded machine
+/// drops by configuration (counted), which is not what this tests.
 #[test]
-#[ignore = "fails: the member at b got under half of the messages within 30 s (at 22ab643, debug build, loaded machine); not yet diagnosed, see the queues branch report"]
+#[ignore = "flaky under load: passes alone (11.5 s, 10,000 of 10,000 exactly once, b's copies no longer dropped), but run beside the other tests on a loaded 2-core machine b's member had only 1,837 of b's 8,977 copies after 30 s, with no drop counted anywhere (a link stall, not yet diagnosed; see the gq41 report)"]
 fn a_stopped_member_is_skipped_not_waited_for() {
     let dir = tempfile::tempdir().unwrap();
-    let brokers = chain_with(2, &dir, "[slow_consumer]\nmax_messages = 64\nmax_stall = \"1ms\"\n");
+    let small = dir.path().join("small-queues.toml");
+    std::fs::write(&small, "[slow_consumer]\nmax_messages = 64\n").unwrap();
+    let small = small.to_str().unwrap().to_string();
+    // Only a, where the member stops, has small queues: b's member is a healthy worker.
+    let brokers =
+        patterns_common::chain_each(2, |i| if i == 0 { vec!["--config".into(), small.clone()] } else { vec![] });
     let (a, b) = (&brokers[0], &brokers[1]);
     let stopped = Member::start(a, &dir, "stopped", &["--queue", "workers", "work.>"]);
     let other = Member::start(b, &dir, "other", &["--queue", "workers", "work.>"]);
@@ -225,6 +237,7 @@ fn a_stopped_member_is_skipped_not_waited_for() {
     let expected: Vec<String> = (0..count).map(|i| format!("s-{i}-{payload}")).collect();
     wait_for_total(&[&stopped, &other], count);
     assert_exactly_once(&[&stopped, &other], &expected);
+    assert_eq!(b.metric("tidings_group_unserved_total").unwrap(), 0.0, "b gave every copy to its member");
     let (s, o) = (stopped.payloads().len(), other.payloads().len());
     eprintln!("stopped member got {s}, the other {o}; {skips} skips; {count} published in {spent:?}");
     assert!(o > s, "most went to the member that kept up: {o} vs {s}");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use proptest::prelude::*;
 use tidings_testkit::{BrokerProcess, RawConnection};
 use tidings_wire::strategies::frame;
-use tidings_wire::{Frame, Hello, Ping, PROTOCOL_VERSION};
+use tidings_wire::{Frame, Hello, Ping};
 
 /// One step of a sequence.
 #[derive(Debug, Clone)]
@@ -39,7 +39,7 @@ fn cases() -> u32 {
 fn play(addr: &str, hello: bool, steps: &[Step]) -> Result<(), String> {
     let mut c = RawConnection::connect(addr).map_err(|e| format!("connect: {e}"))?;
     if hello {
-        let _ = c.send(&Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: "fuzz".into() }));
+        let _ = c.send(&Frame::Hello(Hello::new("fuzz")));
     }
     for step in steps {
         let sent = match step {

@@ -39,6 +39,7 @@ pub(crate) struct Config {
     pub(crate) publisher: PublisherId,
     pub(crate) pubend: String,
     pub(crate) guaranteed_window: usize,
+    pub(crate) auth: tidings_wire::HelloAuth,
 }
 
 /// Configures and opens a [`Client`].
@@ -86,6 +87,7 @@ impl ClientBuilder {
                 publisher: PublisherId(rand::random()),
                 pubend: String::new(),
                 guaranteed_window: 256,
+                auth: tidings_wire::HelloAuth::None,
             },
         }
     }
@@ -93,6 +95,19 @@ impl ClientBuilder {
     /// The name sent in HELLO, shown in the broker's logs. Default `tidings-client`.
     pub fn name(mut self, name: impl Into<String>) -> ClientBuilder {
         self.config.name = name.into();
+        self
+    }
+
+    /// Logs in as `user` with `password` (a broker with a users file refuses a session
+    /// without credentials). Sent in clear in HELLO: use it over TLS outside a trusted network.
+    pub fn password(mut self, user: impl Into<String>, password: impl Into<String>) -> ClientBuilder {
+        self.config.auth = tidings_wire::HelloAuth::Password { user: user.into(), password: password.into() };
+        self
+    }
+
+    /// Logs in with a bearer token instead of a password.
+    pub fn token(mut self, token: impl Into<String>) -> ClientBuilder {
+        self.config.auth = tidings_wire::HelloAuth::Token(token.into());
         self
     }
 

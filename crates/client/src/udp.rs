@@ -81,7 +81,7 @@ async fn open(config: &Config) -> Result<UdpSocket, ClientError> {
 }
 
 fn hello(config: &Config) -> Frame {
-    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone() })
+    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone(), auth: config.auth.clone() })
 }
 
 impl UdpLink {

@@ -17,6 +17,8 @@
 //!   when the core may act on it) and the order subends attach to a stream in.
 //! - [`replicated`]: opening a pubend from its replicated state (a wiped host, a successor):
 //!   the store writes that give the log the group's records, and what the core is told then.
+//! - [`work_queue`]: a guaranteed queue group at one broker: its subend's deliveries leased to
+//!   one member each, acknowledged one by one, given back (flagged) when a member leaves.
 //! - [`hush`]: rate-limited warnings (a fault hitting every message says so once, with a count).
 //!
 //! Nothing here runs a thread, a timer or a socket: callers bring their own time and I/O.
@@ -29,3 +31,4 @@ pub mod local;
 pub mod publishes;
 pub mod replicated;
 pub mod starts;
+pub mod work_queue;

@@ -5,7 +5,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use tidings_wire::{Frame, Hello, DEFAULT_MAX_FRAME, PROTOCOL_VERSION};
+use tidings_wire::{Frame, Hello, DEFAULT_MAX_FRAME};
 
 /// A blocking TCP connection that speaks frames, or bytes.
 pub struct RawConnection {
@@ -28,7 +28,7 @@ impl RawConnection {
     /// Connects and completes the handshake.
     pub fn handshake(addr: &str) -> std::io::Result<RawConnection> {
         let mut c = RawConnection::connect(addr)?;
-        c.send(&Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: "raw".into() }))?;
+        c.send(&Frame::Hello(Hello::new("raw")))?;
         match c.expect(Duration::from_secs(5))? {
             Frame::Welcome(_) => Ok(c),
             other => Err(std::io::Error::other(format!("expected WELCOME, got {other:?}"))),

@@ -57,11 +57,16 @@ pub enum ReasonCode {
     /// A queue group name that is empty, too long, or has a wildcard, space or control
     /// character: members find each other by the name, so it must be a plain one.
     InvalidQueueGroup = 21,
+    /// The broker requires a login and the HELLO's credentials were missing, unknown or wrong
+    /// (which of these is not said, so as not to tell which user names exist).
+    NotAuthenticated = 22,
+    /// The user may not publish or subscribe to that topic (or use that durable name).
+    NotAuthorized = 23,
 }
 
 impl ReasonCode {
     /// Every code, in number order (for docs and exhaustive tests).
-    pub const ALL: [ReasonCode; 22] = [
+    pub const ALL: [ReasonCode; 24] = [
         ReasonCode::Normal,
         ReasonCode::MalformedFrame,
         ReasonCode::FrameTooLarge,
@@ -84,6 +89,8 @@ impl ReasonCode {
         ReasonCode::DurableInUse,
         ReasonCode::DurableMismatch,
         ReasonCode::InvalidQueueGroup,
+        ReasonCode::NotAuthenticated,
+        ReasonCode::NotAuthorized,
     ];
 
     /// The number on the wire.
@@ -122,6 +129,8 @@ impl ReasonCode {
             ReasonCode::DurableInUse => "durable_in_use",
             ReasonCode::DurableMismatch => "durable_mismatch",
             ReasonCode::InvalidQueueGroup => "invalid_queue_group",
+            ReasonCode::NotAuthenticated => "not_authenticated",
+            ReasonCode::NotAuthorized => "not_authorized",
         }
     }
 }

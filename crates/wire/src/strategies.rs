@@ -37,7 +37,20 @@ pub fn message() -> impl Strategy<Value = Message> {
 /// may not parse).
 pub fn frame() -> impl Strategy<Value = Frame> {
     prop_oneof![
-        (any::<u16>(), ".{0,12}").prop_map(|(version, client_name)| Frame::Hello(Hello { version, client_name })),
+        (
+            any::<u16>(),
+            ".{0,12}",
+            prop_oneof![
+                Just(HelloAuth::None),
+                (".{0,8}", ".{0,8}").prop_map(|(user, password)| HelloAuth::Password { user, password }),
+                ".{0,8}".prop_map(HelloAuth::Token),
+            ]
+        )
+            .prop_map(|(version, client_name, auth)| {
+                // Only version 2 and later carry credentials.
+                let auth = if version < HELLO_AUTH_VERSION { HelloAuth::None } else { auth };
+                Frame::Hello(Hello { version, client_name, auth })
+            }),
         (any::<u16>(), any::<u32>(), ".{0,12}").prop_map(|(version, max_frame, server_name)| Frame::Welcome(Welcome {
             version,
             max_frame,

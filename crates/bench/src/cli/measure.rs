@@ -29,7 +29,8 @@ pub struct Common {
     /// Seconds of publishing per repetition.
     #[arg(long, default_value_t = 5.0, value_parser = above_zero)]
     pub(super) duration: f64,
-    /// Also measure NATS, interleaved repetition by repetition (tput and latency only).
+    /// Also measure NATS, interleaved repetition by repetition (tput, latency, acked, request,
+    /// queue).
     #[arg(long)]
     pub(super) nats: bool,
     /// nats-server (default: on PATH).
@@ -103,7 +104,7 @@ pub struct Row {
 }
 
 impl Row {
-    fn figure(&self, name: &str) -> f64 {
+    pub(super) fn figure(&self, name: &str) -> f64 {
         self.figures.iter().find(|(n, _)| n == name).map_or(f64::NAN, |(_, v)| *v)
     }
 }

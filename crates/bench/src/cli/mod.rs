@@ -6,6 +6,7 @@ pub mod acked;
 pub mod catchup;
 pub mod classic;
 pub mod measure;
+pub mod patterns;
 pub mod peers;
 
 use std::path::PathBuf;
@@ -47,6 +48,12 @@ pub enum Which {
     /// A durable subscriber replaying a backlog, and live guaranteed latency alone and
     /// during it (one number).
     CatchUp(catchup::CatchUpArgs),
+    /// Request/reply round trips (1 requester, 1 echoing responder, through 1 or 2 brokers):
+    /// p50/p99 sequential, and requests/s with many in flight (one number each).
+    Request(patterns::RequestArgs),
+    /// A queue group of N members on one broker: delivered msg/s, each message exactly once
+    /// (one number).
+    Queue(patterns::QueueArgs),
     /// Latency against 10 to 10,000 subscribers, TCP and UDP.
     Subscribers(SubscribersArgs),
     /// One publisher to one subscriber: throughput against message size.
@@ -257,6 +264,8 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Index(a) => return measure::write_json(classic::index(a).await?),
         Which::Acked(a) => return measure::write_json(acked::run(a).await?),
         Which::CatchUp(a) => return measure::write_json(catchup::run(a).await?),
+        Which::Request(a) => return patterns::finish(patterns::request(a).await?),
+        Which::Queue(a) => return patterns::finish(patterns::queue(a).await?),
         Which::Nemesis(a) => return crate::nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {

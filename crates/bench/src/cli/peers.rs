@@ -126,7 +126,7 @@ impl Measurement for Nats<'_> {
 }
 
 /// A harness row's figures under the names tidings gives its own (NaN where it has none).
-fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
+pub(super) fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
     names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect()
 }
 

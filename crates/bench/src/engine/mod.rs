@@ -246,6 +246,30 @@ async fn receive<S: Sink>(
     (tally, sink)
 }
 
+/// Publishes messages numbered from 0 on `topic` as fast as `publisher` accepts them, until
+/// `max` or `duration` (checked every 1024), then flushes: the one flat-out publishing loop
+/// of the throughput and queue runs. Returns how many were sent.
+pub async fn publish_flat_out(
+    publisher: &Client,
+    topic: &str,
+    properties: &[Property],
+    size: usize,
+    max: u64,
+    duration: Duration,
+) -> anyhow::Result<u64> {
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while sent < max {
+        publisher.publish_message(Message::new(topic, properties, payload(sent, 0, size), now_us())?).await?;
+        sent += 1;
+        if sent.is_multiple_of(1024) && start.elapsed() >= duration {
+            break;
+        }
+    }
+    publisher.flush().await?;
+    Ok(sent)
+}
+
 /// Waits for every guaranteed publish's acknowledgement sent down `rx` (each for at most 30 s):
 /// (acknowledged, failed). Run as its own task beside a publishing loop, so the loop keeps the
 /// client's window full instead of waiting on each acknowledgement.

@@ -5,6 +5,7 @@
 
 pub mod anchors;
 pub mod nats;
+pub mod patterns;
 
 use std::collections::BTreeMap;
 

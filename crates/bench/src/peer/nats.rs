@@ -328,7 +328,7 @@ pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<
 }
 
 /// Runs the harness with `args` (blocking), then reads and removes the CSV it wrote.
-fn harness(tools: &NatsTools, args: &[String], csv: &Path) -> anyhow::Result<Vec<PeerRow>> {
+pub(crate) fn harness(tools: &NatsTools, args: &[String], csv: &Path) -> anyhow::Result<Vec<PeerRow>> {
     let output = Command::new(&tools.peerbench)
         .args(args)
         .stdin(Stdio::null())

@@ -28,6 +28,11 @@ impl RouteScratch {
         !self.forwarding.sends.is_empty()
     }
 
+    /// Whether the last message routed went to another broker for queue group `group`.
+    pub fn routed_group(&self, group: &str) -> bool {
+        self.forwarding.sends.iter().any(|send| send.header.groups.iter().any(|g| g == group))
+    }
+
     /// Waits, until `deadline` at the latest, for every congested link queue to drain below
     /// half full.
     pub async fn hold_back(&mut self, deadline: tokio::time::Instant) {

@@ -301,9 +301,14 @@ async fn read_loop(
                     if !header.groups.is_empty() {
                         ctx.dispatcher.groups_ready(&message, &header.groups, &mut dispatch);
                     }
-                    let ready = std::mem::take(&mut dispatch.served);
-                    if cluster.forward_received((peer, &header), &message, &ready, &mut route) {
-                        ctx.dispatcher.deliver(&message, GroupsHere::Only(&ready), &mut dispatch);
+                    let mut here = std::mem::take(&mut dispatch.served);
+                    if cluster.forward_received((peer, &header), &message, &here, &mut route) {
+                        // Groups routing passed on nowhere are this broker's to serve, by a
+                        // busy member if none is ready (see `queue_groups`).
+                        let left = header.groups.iter().filter(|g| !here.contains(g) && !route.routed_group(g));
+                        let left: Vec<String> = left.cloned().collect();
+                        here.extend(left);
+                        ctx.dispatcher.deliver(&message, GroupsHere::Only(&here), &mut dispatch);
                     }
                     if last_fed.elapsed() >= liveness_every {
                         cluster.heard(peer, id);

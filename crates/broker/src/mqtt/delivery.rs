@@ -1,16 +1,23 @@
 //! The delivery task of an MQTT connection: reads the native frames the session's outbox writes
-//! into the in-memory pipe and writes what the client must see as MQTT packets: each DELIVER
-//! as a QoS 0 PUBLISH (its topic mapped back, `$` topics left out of leading-wildcard filters,
-//! nothing over the client's maximum packet size), and a native close as a 5.0 DISCONNECT.
+//! into the in-memory pipe and writes what the client must see as MQTT packets: each DELIVER as
+//! a QoS 0 PUBLISH, each GDELIVER as a PUBLISH at the lower of the subscription's and the
+//! message's QoS (its topic mapped back, `$` topics left out of leading-wildcard filters,
+//! nothing over the client's maximum packet size), PUBLISH_ACK as PUBACK or PUBREC, SUBSCRIBED
+//! as the SUBACK that waited for it, and a native close as a 5.0 DISCONNECT.
+//!
+//! A QoS 1/2 PUBLISH waits for room in the in-flight window: the task stops reading the pipe,
+//! so the guaranteed engine holds the rest in its log, not here.
 
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use tidings_wire::mqtt::{Disconnect, Packet, Properties, ProtocolVersion};
-use tidings_wire::Frame;
+use tidings_wire::mqtt::{Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, PublishResponse, QoS};
+use tidings_wire::{DeliveryAck, Frame, GuaranteedDeliver, Message, ValueRef};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
+use tokio::sync::mpsc::UnboundedSender;
 
-use super::session::{delivery, reason_for, Admits};
+use super::link::{Link, QOS_PROPERTY};
+use super::session::{delivery, reason_for};
 use super::Writer;
 use crate::outbox::Outbox;
 
@@ -21,12 +28,21 @@ const NATIVE_FRAME_LIMIT: usize = u32::MAX as usize;
 pub(super) struct Delivery {
     /// The client's half of the TCP connection.
     pub(super) writer: Writer,
-    /// The session's native subscriptions and the filters they serve.
-    pub(super) admits: Admits,
+    /// What it shares with the reader.
+    pub(super) link: Arc<Link>,
     /// The connection's MQTT version.
     pub(super) version: ProtocolVersion,
     /// The largest packet the client accepts.
     pub(super) max_packet: usize,
+    /// Acknowledgements of guaranteed deliveries sent at QoS 0, for the reader's native session.
+    pub(super) acks: UnboundedSender<DeliveryAck>,
+}
+
+/// What translating a frame did.
+enum Translated {
+    Carry,
+    /// Close after sending this (a 5.0 DISCONNECT) or nothing.
+    Close(Option<Box<Packet>>),
 }
 
 impl Delivery {
@@ -34,30 +50,33 @@ impl Delivery {
     pub(super) async fn run(self, mut pipe: DuplexStream, outbox: Arc<Outbox>) {
         let mut frames = BytesMut::with_capacity(8 * 1024);
         let mut out = BytesMut::new();
-        loop {
+        'pipe: loop {
             match pipe.read_buf(&mut frames).await {
                 Ok(n) if n > 0 => {}
                 _ => break,
             }
-            let closing = loop {
-                match Frame::decode(&mut frames, NATIVE_FRAME_LIMIT) {
-                    Ok(Some(frame)) => {
-                        if let Some(last) = self.translate(frame, &mut out) {
-                            break Some(last);
-                        }
+            loop {
+                let frame = match Frame::decode(&mut frames, NATIVE_FRAME_LIMIT) {
+                    Ok(Some(frame)) => frame,
+                    Ok(None) => break,
+                    Err(_) => {
+                        let _ = self.writer.lock().await.write_all(&out).await;
+                        break 'pipe;
                     }
-                    Ok(None) => break None,
-                    Err(_) => break Some(None),
+                };
+                match self.translate(frame, &mut out).await {
+                    Some(Translated::Carry) => {}
+                    Some(Translated::Close(last)) => {
+                        if let Some(packet) = last {
+                            let _ = packet.encode(self.version, &mut out);
+                        }
+                        let _ = self.writer.lock().await.write_all(&out).await;
+                        break 'pipe;
+                    }
+                    None => break 'pipe,
                 }
-            };
-            if let Some(last) = closing {
-                if let Some(packet) = last {
-                    let _ = packet.encode(self.version, &mut out);
-                }
-                let _ = self.writer.lock().await.write_all(&out).await;
-                break;
             }
-            if !out.is_empty() && self.writer.lock().await.write_all(&out.split()).await.is_err() {
+            if !self.flush(&mut out).await {
                 break;
             }
         }
@@ -65,30 +84,132 @@ impl Delivery {
         let _ = self.writer.lock().await.shutdown().await;
     }
 
-    /// Appends the MQTT form of one native frame to `out`; `Some` when the connection closes
-    /// after it (with the DISCONNECT to send last, in 5.0).
-    fn translate(&self, frame: Frame, out: &mut BytesMut) -> Option<Option<Packet>> {
+    async fn flush(&self, out: &mut BytesMut) -> bool {
+        out.is_empty() || self.writer.lock().await.write_all(&out.split()).await.is_ok()
+    }
+
+    fn push(&self, packet: Packet, out: &mut BytesMut) {
+        let _ = packet.encode(self.version, out);
+    }
+
+    /// Appends the MQTT form of one native frame to `out`; `None` when the client is gone.
+    async fn translate(&self, frame: Frame, out: &mut BytesMut) -> Option<Translated> {
         match frame {
             Frame::Deliver(deliver) => {
-                let filter = self.admits.lock().get(&deliver.id).cloned()?;
-                let publish = delivery(&deliver.message, &filter)?;
-                let mut packet = BytesMut::new();
-                if Packet::Publish(publish).encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet
-                {
-                    out.extend_from_slice(&packet);
+                let filter = self.link.state.lock().subs.get(&deliver.id).map(|sub| sub.filter.clone());
+                if let Some(publish) = filter.and_then(|filter| delivery(&deliver.message, &filter)) {
+                    let mut packet = BytesMut::new();
+                    if Packet::Publish(publish).encode(self.version, &mut packet).is_ok()
+                        && packet.len() <= self.max_packet
+                    {
+                        out.extend_from_slice(&packet);
+                    }
                 }
-                None
             }
-            Frame::Error(notice) | Frame::Disconnect(notice) => Some(match self.version {
-                ProtocolVersion::V5 => Some(Packet::Disconnect(Disconnect {
-                    reason: reason_for(&notice),
-                    properties: Properties::default(),
-                })),
-                ProtocolVersion::V311 => None,
-            }),
-            // WELCOME, PONG, SUBSCRIBED and the like answer native frames this session never
-            // sent, or say what CONNACK and SUBACK already said.
-            _ => None,
+            Frame::GuaranteedDeliver(deliver) => return self.guaranteed(deliver, out).await,
+            Frame::PublishAck(ack) => {
+                let mut state = self.link.state.lock();
+                let Some(id) = state.waiting.remove(&ack.seq) else { return Some(Translated::Carry) };
+                let Some(incoming) = state.inbound.by_packet.get_mut(&id) else { return Some(Translated::Carry) };
+                let response = PublishResponse::success(PacketId::new(id)?);
+                let packet = match incoming.qos {
+                    QoS::ExactlyOnce => {
+                        incoming.recorded = true;
+                        Packet::Pubrec(response)
+                    }
+                    _ => {
+                        state.inbound.by_packet.remove(&id);
+                        Packet::Puback(response)
+                    }
+                };
+                drop(state);
+                self.push(packet, out);
+            }
+            Frame::PublishRefused(refused) => {
+                let mut state = self.link.state.lock();
+                let Some(id) = state.waiting.remove(&refused.seq) else { return Some(Translated::Carry) };
+                let incoming = state.inbound.by_packet.remove(&id)?;
+                drop(state);
+                // 3.1.1 has no way to refuse a publish: closing makes the client send it again.
+                if self.version == ProtocolVersion::V311 {
+                    return Some(Translated::Close(None));
+                }
+                let mut response = PublishResponse::success(PacketId::new(id)?);
+                response.reason = match reason_for(&refused.reason) {
+                    MqttReason::TopicNameInvalid => MqttReason::TopicNameInvalid,
+                    _ => MqttReason::UnspecifiedError,
+                };
+                self.push(
+                    match incoming.qos {
+                        QoS::ExactlyOnce => Packet::Pubrec(response),
+                        _ => Packet::Puback(response),
+                    },
+                    out,
+                );
+            }
+            Frame::Subscribed(subscribed) => {
+                for packet in self.link.state.lock().subscribed(subscribed.id) {
+                    self.push(packet, out);
+                }
+            }
+            Frame::Error(notice) | Frame::Disconnect(notice) => {
+                return Some(Translated::Close(match self.version {
+                    ProtocolVersion::V5 => Some(Box::new(Packet::Disconnect(Disconnect {
+                        reason: reason_for(&notice),
+                        properties: Properties::default(),
+                    }))),
+                    ProtocolVersion::V311 => None,
+                }))
+            }
+            // WELCOME, PONG and the like answer native frames this session never sent; a GAP
+            // (ticks a retention policy released) has no MQTT form.
+            _ => {}
         }
+        Some(Translated::Carry)
+    }
+
+    /// A guaranteed delivery: sent at the lower of the subscription's and the message's QoS once
+    /// the window has room, and acknowledged upstream once the client has it.
+    async fn guaranteed(&self, deliver: GuaranteedDeliver, out: &mut BytesMut) -> Option<Translated> {
+        let Some(sub) = self.link.state.lock().subs.get(&deliver.id).cloned() else { return Some(Translated::Carry) };
+        let qos = sub.qos.min(message_qos(&deliver.message));
+        let mut packet = BytesMut::new();
+        let publish = delivery(&deliver.message, &sub.filter).filter(|publish| {
+            let mut sized = publish.clone();
+            sized.qos = qos;
+            sized.packet_id = PacketId::new(1).filter(|_| qos != QoS::AtMostOnce);
+            Packet::Publish(sized).encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet
+        });
+        // Not for this client (its filter leaves the topic out, or it is too large): done.
+        let qos = if publish.is_some() { qos } else { QoS::AtMostOnce };
+        loop {
+            let room = self.link.room.notified();
+            if qos == QoS::AtMostOnce || self.link.state.lock().has_room() {
+                break;
+            }
+            // The client acknowledges what it has only once it has it.
+            if !self.flush(out).await {
+                return None;
+            }
+            room.await;
+        }
+        let (packet_id, ack) = self.link.state.lock().sent(deliver.id, (deliver.pubend, deliver.tick), qos);
+        if let Some(mut publish) = publish {
+            publish.qos = qos;
+            publish.packet_id = packet_id;
+            self.push(Packet::Publish(publish), out);
+        }
+        if let Some(ack) = ack {
+            let _ = self.acks.send(ack);
+        }
+        Some(Translated::Carry)
+    }
+}
+
+/// The QoS a guaranteed message was published at: 2 when it says so, else 1.
+fn message_qos(message: &Message) -> QoS {
+    match message.property(QOS_PROPERTY) {
+        Some(ValueRef::Int(2)) => QoS::ExactlyOnce,
+        _ => QoS::AtLeastOnce,
     }
 }

@@ -10,7 +10,11 @@
 //! apply unchanged; translating the outbox's items directly is the next step for speed.
 
 mod delivery;
+mod ends;
+mod link;
+mod registry;
 mod session;
+mod subscribe;
 
 use std::sync::Arc;
 
@@ -25,7 +29,9 @@ use crate::context::Context;
 use crate::outbox::{write_stream, Outbox};
 use crate::session::{Session, Transport};
 use delivery::Delivery;
+use registry::Registry;
 use session::{MqttSession, Step};
+use tokio_util::sync::CancellationToken;
 
 /// The largest packet read before CONNECT: a CONNECT with a will is small, and an unknown peer
 /// must not make the broker buffer megabytes.
@@ -40,13 +46,15 @@ type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
 
 /// Accepts MQTT connections until shutdown.
 pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
+    let registry = Arc::new(Registry::new(shared.config.data_dir()));
+    ends::expire_stored(&shared, &registry);
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     debug!(%peer, "MQTT client connected");
-                    shared.tasks.spawn(connection(stream, Arc::clone(&shared)));
+                    shared.tasks.spawn(connection(stream, Arc::clone(&shared), Arc::clone(&registry)));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "MQTT accept failed");
@@ -68,7 +76,7 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
     out.is_empty() || writer.lock().await.write_all(&out).await.is_ok()
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Context>) {
+async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (mut reader, writer) = stream.into_split();
@@ -77,12 +85,15 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
     *outbox.client.lock() = format!("{peer} mqtt");
     let (native_end, delivery_end) = tokio::io::duplex(PIPE_BYTES);
     shared.tasks.spawn(write_stream(native_end, Arc::clone(&outbox)));
-    let admits = session::Admits::default();
+    let link = Arc::new(link::Link::default());
     let native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
-    let mut session = MqttSession::new(native, Arc::clone(&admits));
+    let mut session = MqttSession::new(native, Arc::clone(&link), Arc::clone(&registry));
+    let (acks, mut acks_in) = tokio::sync::mpsc::unbounded_channel();
     let mut buf = BytesMut::with_capacity(1024);
     let mut delivery_end = Some(delivery_end);
     let mut keep_alive = Some(shared.config.limits.handshake_timeout);
+    let mut hold: Option<registry::Hold> = None;
+    let mut kick: Option<CancellationToken> = None;
     'read: loop {
         let max = if session.version().is_some() { shared.config.limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
         loop {
@@ -95,32 +106,43 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                     break 'read;
                 }
             };
-            if let Packet::Connect(connect) = &packet {
+            if let (Packet::Connect(connect), None) = (&packet, session.version()) {
                 keep_alive = keep_alive_of(connect.keep_alive);
+                if let Err(reason) = session.native().login(crate::security::mqtt_credentials(connect)).await {
+                    send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
+                    break 'read;
+                }
+                let client = session::client_id_of(connect);
+                let mut taken = registry.take_over(&client.0).await;
+                link.state.lock().inbound = std::mem::take(&mut taken.inbound);
+                kick = Some(taken.kick.clone());
+                hold = Some(taken);
+                session.set_client(client);
             }
             let step = session.handle(packet);
             let version = session.version().unwrap_or(ProtocolVersion::V5);
+            let close = match step {
+                Step::Reply(packets) => !send(&writer, &packets, version).await,
+                Step::Close(last) => {
+                    send(&writer, &last, version).await;
+                    true
+                }
+            };
+            // After CONNACK: nothing the delivery task writes may come before it.
             if session.version().is_some() {
                 if let Some(end) = delivery_end.take() {
                     let delivery = Delivery {
                         writer: Arc::clone(&writer),
-                        admits: Arc::clone(&admits),
+                        link: Arc::clone(&link),
                         version,
                         max_packet: session.client_max_packet,
+                        acks: acks.clone(),
                     };
                     shared.tasks.spawn(delivery.run(end, Arc::clone(&outbox)));
                 }
             }
-            match step {
-                Step::Reply(packets) => {
-                    if !send(&writer, &packets, version).await {
-                        break 'read;
-                    }
-                }
-                Step::Close(last) => {
-                    send(&writer, &last, version).await;
-                    break 'read;
-                }
+            if close {
+                break 'read;
             }
         }
         session.native().finish_batch(std::time::Instant::now());
@@ -132,7 +154,17 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                 }
                 break 'read;
             }
+            () = kicked(&kick) => {
+                if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::SessionTakenOver), session.version()) {
+                    send(&writer, &last, version).await;
+                }
+                break 'read;
+            }
+            Some(ack) = acks_in.recv() => {
+                session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
+            }
             () = silence(keep_alive) => break 'read,
+            () = crate::login::revoked(session.native()) => break 'read,
             read = reader.read_buf(&mut buf) => {
                 if !matches!(read, Ok(n) if n > 0) {
                     break 'read;
@@ -142,13 +174,42 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
     }
     outbox.abort();
     let _ = writer.lock().await.shutdown().await;
+    let Some(hold) = hold else { return };
+    session.end();
+    let client_id = session.client_id.clone();
+    let (will, expiry) = (session.will.take(), session.expiry);
     drop(session);
+    let generation = hold.generation;
+    let inbound = std::mem::take(&mut link.state.lock().inbound);
+    registry.release(&client_id, hold, inbound, expiry > 0);
+    if let Some((will, delay)) = will {
+        let delay = delay.min(expiry);
+        shared.tasks.spawn(ends::publish_will(
+            Arc::clone(&shared),
+            Arc::clone(&registry),
+            (client_id.clone(), generation),
+            will,
+            delay,
+        ));
+    }
+    if expiry > 0 {
+        let task = ends::expire(Arc::clone(&shared), registry, (client_id, generation), expiry);
+        shared.tasks.spawn(task);
+    }
 }
 
 /// How long the connection may be silent: one and a half times the client's keep alive
 /// (MQTT-3.1.2-24), or for ever when the client turned it off (0).
 fn keep_alive_of(seconds: u16) -> Option<std::time::Duration> {
     (seconds > 0).then(|| std::time::Duration::from_millis(u64::from(seconds) * 1500))
+}
+
+/// Resolves once a newer connection took the session over, never before CONNECT.
+async fn kicked(kick: &Option<CancellationToken>) {
+    match kick {
+        Some(kick) => kick.cancelled().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// Resolves once the connection has been silent for `limit`, never without one.

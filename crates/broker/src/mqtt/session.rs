@@ -1,29 +1,30 @@
 //! One MQTT client's session, as a translation onto a native [`Session`]: CONNECT says HELLO,
-//! SUBSCRIBE subscribes the mapped tidings patterns, PUBLISH publishes the mapped topic. So an
-//! MQTT client reaches the same broker core, routing and retained values as a native one, and
-//! what the native session refuses is refused here with the MQTT reason code that fits.
+//! SUBSCRIBE subscribes the mapped tidings patterns ([`super::subscribe`]), PUBLISH publishes the
+//! mapped topic. So an MQTT client reaches the same broker core, routing and retained values as a
+//! native one, and what the native session refuses is refused here with the MQTT reason code
+//! that fits.
 //!
-//! QoS 0 only (issue 42, first step): CONNACK says Maximum QoS 0, subscriptions are granted at
-//! QoS 0, and a QoS 1 or 2 PUBLISH closes the connection (5.0: DISCONNECT 0x9B).
+//! QoS 1 and 2 publishes are guaranteed publishes (GPUBLISH): the delivery task answers PUBACK
+//! or PUBREC when the pubend's PUBLISH_ACK says the log synced it. The client's packet
+//! identifier maps to the publisher sequence number given the first time it was seen, so a DUP
+//! retry is the same publish (the log answers it with the first one's tick), and a QoS 2 packet
+//! identifier stays taken until PUBREL.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parking_lot::Mutex;
-use tidings_matching::Pattern;
-use tidings_wire::mqtt::topic::{filter_to_tidings, is_shared, name_to_tidings, TidingsFilter};
 use tidings_wire::mqtt::{
-    Connack, Connect, Disconnect, MqttReason, Packet, Properties, ProtocolVersion, Publish, QoS, Suback, Subscribe,
-    Unsuback, Unsubscribe,
+    Connack, Connect, Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse,
+    QoS, Will,
 };
-use tidings_wire::{Frame, Hello, Message, Notice, Property, ReasonCode, SubId, Value, PROTOCOL_VERSION, RETAIN};
+use tidings_wire::{
+    Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value, RETAIN,
+};
 
+use super::link::{Incoming, Link, QOS_PROPERTY, SERVER_WINDOW};
+use super::registry::{client_hash, Registry, MQTT311_SESSION_EXPIRY};
 use crate::session::{Next, Session};
-
-/// Each native subscription of a session and the MQTT filter's mapped form it serves (which says
-/// whether `$` topics are left out). Shared with the delivery task, which consults it per message.
-pub(super) type Admits = Arc<Mutex<HashMap<SubId, TidingsFilter>>>;
 
 /// What the connection does after a packet.
 #[derive(Debug, PartialEq)]
@@ -34,17 +35,34 @@ pub(super) enum Step {
     Close(Vec<Packet>),
 }
 
+/// One subscribed MQTT filter: its granted QoS and the native subscriptions it became.
+pub(super) struct Filter {
+    /// The QoS granted.
+    pub(super) qos: QoS,
+    /// Its native subscriptions.
+    pub(super) ids: Vec<SubId>,
+}
+
 /// The MQTT side of a session.
 pub(super) struct MqttSession {
-    native: Session,
+    pub(super) native: Session,
     /// `None` until CONNECT.
     version: Option<ProtocolVersion>,
-    /// Each subscribed MQTT filter and the native subscriptions it became.
-    filters: BTreeMap<String, Vec<SubId>>,
-    admits: Admits,
-    next_id: u32,
+    /// Each subscribed MQTT filter.
+    pub(super) filters: BTreeMap<String, Filter>,
+    pub(super) link: Arc<Link>,
+    pub(super) registry: Arc<Registry>,
+    pub(super) next_id: u32,
     /// The largest packet the client accepts (5.0), for the delivery task.
     pub(super) client_max_packet: usize,
+    /// The client identifier (assigned by the broker when the client gave none).
+    pub(super) client_id: String,
+    /// Whether the broker chose `client_id`.
+    assigned: bool,
+    /// Seconds the session outlives its connection: 0 ends it with the connection.
+    pub(super) expiry: u32,
+    /// The will and its delay in seconds, published unless the client disconnects normally.
+    pub(super) will: Option<(Will, u32)>,
 }
 
 /// Maps a native refusal onto the MQTT 5.0 reason code of the same meaning.
@@ -56,26 +74,48 @@ pub(super) fn reason_for(notice: &Notice) -> MqttReason {
         Some(ReasonCode::LimitExceeded | ReasonCode::SlowConsumer) => MqttReason::QuotaExceeded,
         Some(ReasonCode::FrameTooLarge) => MqttReason::PacketTooLarge,
         Some(ReasonCode::MalformedFrame) => MqttReason::MalformedPacket,
+        Some(ReasonCode::NotAuthorized | ReasonCode::NotAuthenticated) => MqttReason::NotAuthorized,
         _ => MqttReason::UnspecifiedError,
+    }
+}
+
+/// The client identifier a CONNECT stands for: its own, or a new one for a client that left
+/// it to the server.
+pub(super) fn client_id_of(connect: &Connect) -> (String, bool) {
+    match connect.client_id.is_empty() {
+        true => (format!("tidings-{:016x}", rand_id()), true),
+        false => (connect.client_id.clone(), false),
     }
 }
 
 impl MqttSession {
     /// A session before CONNECT, over a native session that has not said HELLO.
-    pub(super) fn new(native: Session, admits: Admits) -> MqttSession {
+    pub(super) fn new(native: Session, link: Arc<Link>, registry: Arc<Registry>) -> MqttSession {
         MqttSession {
             native,
             version: None,
             filters: BTreeMap::new(),
-            admits,
+            link,
+            registry,
             next_id: 1,
             client_max_packet: tidings_wire::mqtt::MAX_PACKET_SIZE,
+            client_id: String::new(),
+            assigned: false,
+            expiry: 0,
+            will: None,
         }
     }
 
     /// The connection's version, once CONNECT said it.
     pub(super) fn version(&self) -> Option<ProtocolVersion> {
         self.version
+    }
+
+    /// Names the session's client before CONNECT is handled (the connection took the session
+    /// over under that name first).
+    pub(super) fn set_client(&mut self, (client_id, assigned): (String, bool)) {
+        self.client_id = client_id;
+        self.assigned = assigned;
     }
 
     /// The native session, for the end of each batch of packets.
@@ -99,14 +139,56 @@ impl MqttSession {
             (Packet::Connect(connect), None) => self.connect(*connect),
             (_, None) => Step::Close(Vec::new()),
             (Packet::Publish(publish), Some(_)) => self.publish(publish),
+            (Packet::Puback(ack), Some(_)) => {
+                let done = self.link.state.lock().puback(ack.packet_id.0.get());
+                self.acknowledged(done)
+            }
+            (Packet::Pubcomp(ack), Some(_)) => {
+                let done = self.link.state.lock().pubcomp(ack.packet_id.0.get());
+                self.acknowledged(done)
+            }
+            (Packet::Pubrec(ack), Some(_)) => {
+                let known = self.link.state.lock().pubrec(ack.packet_id.0.get());
+                Step::Reply(vec![Packet::Pubrel(self.response(ack.packet_id, known))])
+            }
+            (Packet::Pubrel(release), Some(_)) => {
+                let known = self.link.state.lock().inbound.by_packet.remove(&release.packet_id.0.get()).is_some();
+                Step::Reply(vec![Packet::Pubcomp(self.response(release.packet_id, known))])
+            }
             (Packet::Subscribe(subscribe), Some(_)) => self.subscribe(subscribe),
             (Packet::Unsubscribe(unsubscribe), Some(_)) => self.unsubscribe(unsubscribe),
             (Packet::Pingreq, Some(_)) => Step::Reply(vec![Packet::Pingresp]),
-            (Packet::Disconnect(_), Some(_)) => Step::Close(Vec::new()),
-            // A second CONNECT, acknowledgements of QoS 1/2 never sent, AUTH without a method,
-            // and the server's own packets.
+            (Packet::Disconnect(disconnect), Some(_)) => {
+                if disconnect.reason != MqttReason::DisconnectWithWill {
+                    self.will = None;
+                }
+                if let (Some(expiry), true) = (disconnect.properties.session_expiry_interval, self.expiry > 0) {
+                    self.expiry = expiry;
+                }
+                Step::Close(Vec::new())
+            }
+            // A second CONNECT, AUTH without a method, and the server's own packets.
             (_, Some(_)) => self.refuse(MqttReason::ProtocolError),
         }
+    }
+
+    /// PUBREL or PUBCOMP for `id`: success, or (5.0) Packet Identifier not found.
+    fn response(&self, id: PacketId, known: bool) -> PublishResponse {
+        let mut response = PublishResponse::success(id);
+        if !known && self.version == Some(ProtocolVersion::V5) {
+            response.reason = MqttReason::PacketIdentifierNotFound;
+        }
+        response
+    }
+
+    /// The client has a message we sent: acknowledge upstream what is now done, and let the
+    /// delivery task send more. An acknowledgement of nothing in flight is ignored.
+    fn acknowledged(&mut self, done: Result<Option<tidings_wire::DeliveryAck>, ()>) -> Step {
+        if let Ok(Some(ack)) = done {
+            self.native.handle(Frame::DeliveryAck(ack));
+        }
+        self.link.room.notify_one();
+        Step::Reply(Vec::new())
     }
 
     fn connect(&mut self, connect: Connect) -> Step {
@@ -128,139 +210,106 @@ impl MqttSession {
         if let Some(max) = connect.properties.maximum_packet_size {
             self.client_max_packet = max.get() as usize;
         }
-        let name = format!("mqtt {}", connect.client_id);
-        if let Next::Refuse(notice) =
-            self.native.handle(Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: name }))
-        {
+        let client_window = connect.properties.receive_maximum.map_or(SERVER_WINDOW, |max| usize::from(max.get()));
+        self.link.state.lock().window = client_window.min(SERVER_WINDOW);
+        let name = format!("mqtt {}", self.client_id);
+        if let Next::Refuse(notice) = self.native.handle(Frame::Hello(Hello::new(name))) {
             return refused(match reason_for(&notice) {
                 MqttReason::ServerShuttingDown => MqttReason::ServerUnavailable,
                 _ => MqttReason::UnspecifiedError,
             });
         }
+        self.expiry = match version {
+            ProtocolVersion::V5 => connect.properties.session_expiry_interval.unwrap_or(0),
+            ProtocolVersion::V311 if connect.clean_start => 0,
+            ProtocolVersion::V311 => MQTT311_SESSION_EXPIRY,
+        };
+        self.will = connect.will.map(|will| {
+            let delay = will.properties.will_delay_interval.unwrap_or(0);
+            (will, delay)
+        });
+        let session_present = match self.resume(connect.clean_start) {
+            Ok(present) => present,
+            Err(notice) => return refused(reason_for(&notice)),
+        };
         let mut properties = Properties::default();
         if version == ProtocolVersion::V5 {
-            properties.maximum_qos = Some(QoS::AtMostOnce);
             properties.retain_available = Some(true);
-            properties.shared_subscription_available = Some(false);
+            properties.shared_subscription_available = Some(true);
             properties.subscription_identifier_available = Some(false);
-            if connect.client_id.is_empty() {
-                properties.assigned_client_identifier = Some(format!("tidings-{:016x}", rand_id()));
+            properties.receive_maximum = std::num::NonZeroU16::new(SERVER_WINDOW as u16);
+            if self.assigned {
+                properties.assigned_client_identifier = Some(self.client_id.clone());
             }
         }
-        Step::Reply(vec![Packet::Connack(Connack { session_present: false, reason: MqttReason::Success, properties })])
+        Step::Reply(vec![Packet::Connack(Connack { session_present, reason: MqttReason::Success, properties })])
     }
 
     fn publish(&mut self, publish: Publish) -> Step {
-        if publish.qos != QoS::AtMostOnce {
-            return self.refuse(MqttReason::QosNotSupported);
-        }
         if publish.properties.topic_alias.is_some() {
             // CONNACK announced no topic aliases (Topic Alias Maximum absent = 0).
             return self.refuse(MqttReason::TopicAliasInvalid);
         }
-        let properties = match publish.retain {
-            true => vec![Property { key: RETAIN.to_string(), value: Value::Bool(true) }],
-            false => Vec::new(),
+        let topic = tidings_wire::mqtt::topic::name_to_tidings(&publish.topic);
+        let mut properties = Vec::new();
+        let Some(packet_id) = publish.packet_id.filter(|_| publish.qos != QoS::AtMostOnce) else {
+            if publish.retain {
+                properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
+            }
+            let Ok(message) = Message::new(&topic, &properties, publish.payload, now_us()) else {
+                return self.refuse(MqttReason::PacketTooLarge);
+            };
+            return match self.native.handle(Frame::Publish(message)) {
+                Next::Refuse(notice) => self.refuse(reason_for(&notice)),
+                _ => Step::Reply(Vec::new()),
+            };
         };
-        let topic = name_to_tidings(&publish.topic);
+        let seq = {
+            let mut state = self.link.state.lock();
+            match state.inbound.by_packet.get(&packet_id.0.get()) {
+                // PUBREC was sent: a retry is answered again, not published again.
+                Some(incoming) if incoming.recorded => {
+                    return Step::Reply(vec![Packet::Pubrec(PublishResponse::success(packet_id))]);
+                }
+                // A retry of a publish still being logged: its answer comes with the first's.
+                Some(incoming) if state.waiting.contains_key(&incoming.seq) => return Step::Reply(Vec::new()),
+                // A retry on a new connection of a publish whose answer went to the old one: the
+                // same sequence number, so the log answers with the first one's tick.
+                Some(incoming) => {
+                    let seq = incoming.seq;
+                    state.waiting.insert(seq, packet_id.0.get());
+                    seq
+                }
+                None if state.inbound.by_packet.len() >= SERVER_WINDOW => {
+                    drop(state);
+                    return self.refuse(MqttReason::ReceiveMaximumExceeded);
+                }
+                None => {
+                    let seq = state.inbound.next_seq();
+                    let incoming = Incoming { seq, qos: publish.qos, recorded: false };
+                    state.inbound.by_packet.insert(packet_id.0.get(), incoming);
+                    state.waiting.insert(seq, packet_id.0.get());
+                    seq
+                }
+            }
+        };
+        if publish.qos == QoS::ExactlyOnce {
+            properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(2) });
+        }
         let Ok(message) = Message::new(&topic, &properties, publish.payload, now_us()) else {
             return self.refuse(MqttReason::PacketTooLarge);
         };
-        match self.native.handle(Frame::Publish(message)) {
+        let publisher = PublisherId(client_hash(&self.client_id));
+        let frame = Frame::GuaranteedPublish(GuaranteedPublish { publisher, seq, pubend: String::new(), message });
+        match self.native.handle(frame) {
             Next::Refuse(notice) => self.refuse(reason_for(&notice)),
             _ => Step::Reply(Vec::new()),
         }
     }
-
-    fn subscribe(&mut self, subscribe: Subscribe) -> Step {
-        let mut reasons = Vec::with_capacity(subscribe.filters.len());
-        for (filter, _options) in &subscribe.filters {
-            let reason = match () {
-                () if !subscribe.properties.subscription_identifiers.is_empty() => {
-                    MqttReason::SubscriptionIdentifiersNotSupported
-                }
-                () if is_shared(filter) => MqttReason::SharedSubscriptionsNotSupported,
-                () => match self.subscribe_filter(filter) {
-                    Ok(reason) => reason,
-                    Err(notice) => return self.refuse(reason_for(&notice)),
-                },
-            };
-            reasons.push(match (self.version, reason.is_error()) {
-                (Some(ProtocolVersion::V311), true) => MqttReason::UnspecifiedError,
-                _ => reason,
-            });
-        }
-        Step::Reply(vec![Packet::Suback(Suback {
-            packet_id: subscribe.packet_id,
-            properties: Properties::default(),
-            reasons,
-        })])
-    }
-
-    /// Subscribes one MQTT filter (replacing an earlier subscription of the same filter, as
-    /// MQTT-3.8.4-3 asks): granted at QoS 0, or refused if tidings cannot hold its patterns.
-    fn subscribe_filter(&mut self, filter: &str) -> Result<MqttReason, Notice> {
-        let mapped = filter_to_tidings(filter);
-        if mapped.patterns.iter().any(|pattern| Pattern::parse(pattern).is_err()) {
-            return Ok(MqttReason::TopicFilterInvalid);
-        }
-        self.unsubscribe_filter(filter)?;
-        let mut ids = Vec::with_capacity(mapped.patterns.len());
-        for pattern in mapped.patterns.iter().cloned() {
-            let id = SubId(self.next_id);
-            self.next_id = self.next_id.wrapping_add(1).max(1);
-            self.admits.lock().insert(id, mapped.clone());
-            let frame = Frame::Subscribe(tidings_wire::Subscribe {
-                id,
-                mode: tidings_wire::DeliveryMode::BestEffort,
-                pattern,
-                selector: None,
-                durable: None,
-                group: None,
-            });
-            ids.push(id);
-            if let Next::Refuse(notice) = self.native.handle(frame) {
-                return Err(notice);
-            }
-        }
-        self.filters.insert(filter.to_string(), ids);
-        Ok(MqttReason::Success)
-    }
-
-    fn unsubscribe(&mut self, unsubscribe: Unsubscribe) -> Step {
-        let mut reasons = Vec::with_capacity(unsubscribe.filters.len());
-        for filter in &unsubscribe.filters {
-            match self.unsubscribe_filter(filter) {
-                Ok(true) => reasons.push(MqttReason::Success),
-                Ok(false) => reasons.push(MqttReason::NoSubscriptionExisted),
-                Err(notice) => return self.refuse(reason_for(&notice)),
-            }
-        }
-        if self.version == Some(ProtocolVersion::V311) {
-            reasons.clear();
-        }
-        Step::Reply(vec![Packet::Unsuback(Unsuback {
-            packet_id: unsubscribe.packet_id,
-            properties: Properties::default(),
-            reasons,
-        })])
-    }
-
-    /// Ends the native subscriptions of `filter`; false if there were none.
-    fn unsubscribe_filter(&mut self, filter: &str) -> Result<bool, Notice> {
-        let Some(ids) = self.filters.remove(filter) else { return Ok(false) };
-        for id in ids {
-            self.admits.lock().remove(&id);
-            if let Next::Refuse(notice) = self.native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id })) {
-                return Err(notice);
-            }
-        }
-        Ok(true)
-    }
 }
 
 /// Microseconds since the Unix epoch: the native message's send time.
-fn now_us() -> u64 {
+pub(super) fn now_us() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
 }
 
@@ -274,7 +323,7 @@ fn rand_id() -> u64 {
 
 /// The payload of a delivered message as an MQTT PUBLISH at QoS 0, or `None` when the message's
 /// topic is not the mapping of an MQTT name or the subscription leaves out `$` topics.
-pub(super) fn delivery(message: &Message, filter: &TidingsFilter) -> Option<Publish> {
+pub(super) fn delivery(message: &Message, filter: &tidings_wire::mqtt::topic::TidingsFilter) -> Option<Publish> {
     let topic = message.topic();
     if !filter.admits(topic) {
         return None;

@@ -96,6 +96,8 @@ pub enum Push {
     Disconnected,
     /// The connection is already closing.
     Closed,
+    /// Not queued: the subscriber's user may not receive the message's topic.
+    Withheld,
 }
 
 /// Control replies a connection may have queued before its reader pauses: a client that sends
@@ -119,6 +121,9 @@ pub struct Outbox {
     /// This connection's own counts, for `/connz`.
     pub counts: OutboxCounts,
     budget: Arc<QueueBudget>,
+    /// The permissions of the session's user when some of its topics are denied to it: a
+    /// delivery on a denied topic is withheld (a wildcard may overlap a denied topic).
+    pub gate: std::sync::OnceLock<Arc<tidings_auth::Permissions>>,
 }
 
 /// What one outbox delivered and dropped (the broker-wide totals are in the metrics).
@@ -154,6 +159,7 @@ impl Outbox {
             finished: AtomicBool::new(false),
             counts: OutboxCounts::default(),
             budget: Arc::clone(budget),
+            gate: std::sync::OnceLock::new(),
         });
         let weak: std::sync::Weak<dyn Cuttable> = Arc::downgrade(&outbox) as _;
         budget.register(weak);
@@ -205,11 +211,19 @@ impl Outbox {
         (s.items.len(), s.bytes)
     }
 
+    /// Whether the session's user may receive a message on `topic` (always, without a gate).
+    pub fn admits(&self, topic: &str) -> bool {
+        self.gate.get().is_none_or(|permissions| permissions.may_receive(topic))
+    }
+
     /// Queues one delivery for `target` (whose outbox is `self`). The writer is not woken
     /// here: when the queue was empty, the outbox is added to `wake`, and the caller wakes
     /// every writer once it has dispatched its whole batch of frames. One wake and one write
     /// per subscriber per batch, instead of per message, is what makes fan-out cheap.
     pub fn push(&self, target: &Arc<Target>, message: &Message, wake: &mut Vec<Arc<Outbox>>) -> Push {
+        if !self.admits(message.topic()) {
+            return Push::Withheld;
+        }
         let mut s = self.state.lock();
         if s.closing.is_some() || self.is_finished() {
             return Push::Closed;
@@ -256,6 +270,10 @@ impl Outbox {
     /// [`GuaranteedPush::QueuedFull`] tells the caller to stop until [`Outbox::when_room`].
     /// The overshoot is bounded by what the core delivers in one step.
     pub fn push_guaranteed(&self, id: SubId, pubend: PubendId, tick: Tick, message: &Message) -> GuaranteedPush {
+        if !self.admits(message.topic()) {
+            // Withheld, and as good as delivered: a later acknowledgement covers its tick.
+            return GuaranteedPush::Queued;
+        }
         let mut s = self.state.lock();
         if s.closing.is_some() || self.is_finished() {
             return GuaranteedPush::Closed;

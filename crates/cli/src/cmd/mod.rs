@@ -7,6 +7,7 @@ pub(crate) mod docs;
 pub(crate) mod durable;
 pub(crate) mod info;
 pub(crate) mod net;
+pub(crate) mod passwd;
 pub(crate) mod ping;
 pub(crate) mod publish;
 mod publish_guaranteed;

@@ -20,6 +20,15 @@ pub(crate) struct ServerArgs {
     /// Give up connecting (handshake included) after this long, e.g. 500ms or 10s.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     pub(crate) connect_timeout: Duration,
+    /// Log in as this user (a broker with a users file refuses sessions without a login).
+    #[arg(long, env = "TIDINGS_USER", value_name = "NAME", requires = "password")]
+    pub(crate) user: Option<String>,
+    /// The user's password (TIDINGS_PASSWORD keeps it out of the process list).
+    #[arg(long, env = "TIDINGS_PASSWORD", value_name = "PASSWORD", hide_env_values = true)]
+    pub(crate) password: Option<String>,
+    /// Log in with a bearer token instead of a user and password.
+    #[arg(long, env = "TIDINGS_TOKEN", value_name = "TOKEN", hide_env_values = true, conflicts_with = "user")]
+    pub(crate) token: Option<String>,
 }
 
 impl ServerArgs {
@@ -31,7 +40,13 @@ impl ServerArgs {
     /// The builder [`ServerArgs::connect`] uses, for commands that set more options.
     pub(crate) fn builder(&self, name: &str) -> ClientBuilder {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
-        Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout)
+        let builder =
+            Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout);
+        match (&self.user, &self.password, &self.token) {
+            (Some(user), Some(password), _) => builder.password(user, password),
+            (_, _, Some(token)) => builder.token(token),
+            _ => builder,
+        }
     }
 
     /// Connects with `builder`.

@@ -74,11 +74,17 @@ pub(crate) fn chain(n: usize) -> Vec<BrokerProcess> {
 
 /// As [`chain`], each broker also given `extra` arguments (a `--config`, say).
 pub(crate) fn chain_with(n: usize, extra: &[&str]) -> Vec<BrokerProcess> {
+    chain_each(n, |_| extra.iter().map(|arg| arg.to_string()).collect())
+}
+
+/// As [`chain`], broker `i` also given the arguments `extra(i)`: a test whose brokers differ
+/// (one with a small subscriber queue, its neighbour with the default) says so per broker.
+pub(crate) fn chain_each(n: usize, extra: impl Fn(usize) -> Vec<String>) -> Vec<BrokerProcess> {
     let mut brokers: Vec<BrokerProcess> = Vec::new();
     for i in 0..n {
         let name = ((b'a' + i as u8) as char).to_string();
         let mut args = vec!["--name".to_string(), name, "--cluster-listen".into(), "127.0.0.1:0".into()];
-        args.extend(extra.iter().map(|arg| arg.to_string()));
+        args.extend(extra(i));
         if let Some(previous) = brokers.last() {
             args.extend(["--peer".to_string(), previous.ready.cluster.unwrap().to_string()]);
         }
@@ -89,4 +95,20 @@ pub(crate) fn chain_with(n: usize, extra: &[&str]) -> Vec<BrokerProcess> {
         brokers.iter().enumerate().all(|(i, b)| links(b) == [i > 0, i + 1 < n].iter().filter(|x| **x).count() as f64)
     });
     brokers
+}
+
+/// Whether `mosquitto_sub` and `mosquitto_pub` can run here; says why not otherwise. CI installs
+/// them and sets `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, so there a missing client fails the test
+/// instead of skipping it.
+pub(crate) fn mosquitto_present() -> bool {
+    let present = ["mosquitto_sub", "mosquitto_pub"]
+        .iter()
+        .all(|tool| Command::new(tool).arg("--help").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok());
+    if !present && std::env::var_os("TIDINGS_REQUIRE_MQTT_CLIENTS").is_some() {
+        panic!("TIDINGS_REQUIRE_MQTT_CLIENTS is set but mosquitto_sub/mosquitto_pub cannot run");
+    }
+    if !present {
+        eprintln!("SKIPPED: mosquitto_sub/mosquitto_pub not found (install Debian's mosquitto-clients)");
+    }
+    present
 }

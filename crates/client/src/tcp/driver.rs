@@ -73,7 +73,8 @@ async fn open_one(addr: &str, config: &Config) -> Result<Connection, ClientError
 async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection, ClientError> {
     stream.set_nodelay(true)?;
     let mut out = BytesMut::new();
-    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone() }).encode(&mut out)?;
+    Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone(), auth: config.auth.clone() })
+        .encode(&mut out)?;
     stream.write_all(&out).await?;
     let mut read_buf = BytesMut::with_capacity(config.read_buffer);
     loop {

@@ -14,7 +14,7 @@ use rustc_hash::FxHashMap;
 
 pub(crate) use shared::{AtomTable, MessageView, PropertyId, Resolved, Vocabulary};
 
-use self::buckets::{AccessKey, Member, PropertyIndex};
+use self::buckets::{AccessKey, Member, Moved, PropertyIndex};
 use self::shared::{AtomList, Residue};
 use crate::selector::Selector;
 
@@ -137,9 +137,10 @@ impl<S> ContentIndex<S> {
         let entry = self.entries.get_mut(slot as usize)?.take()?;
         self.free.push(slot);
         self.len -= 1;
-        match &entry.filing {
+        let Entry { subscriber, filing, residue } = entry;
+        match filing {
             Filing::Unindexed(position) => {
-                let position = *position as usize;
+                let position = position as usize;
                 self.unindexed.swap_remove(position);
                 if let Some(&moved) = self.unindexed.get(position) {
                     if let Some(Some(Entry { filing: Filing::Unindexed(at), .. })) =
@@ -149,29 +150,44 @@ impl<S> ContentIndex<S> {
                     }
                 }
             }
-            Filing::Indexed(keys) => {
-                for (key, position) in keys.iter() {
-                    self.unfile(key, *position);
-                    vocabulary.release(key.property);
+            Filing::Indexed(mut keys) => {
+                for link in 0..keys.len() {
+                    let (property, position) = (keys[link].0.property, keys[link].1);
+                    // An entry filed twice in one bucket (`n = 2 OR n = 2.0`) can have its own
+                    // later member moved into the freed position: it is out of `entries` now,
+                    // so its positions are fixed here.
+                    if let Some(moved) = self.unfile(&keys[link].0, position) {
+                        if moved.slot == slot {
+                            if let Some((_, at)) = keys.get_mut(moved.link as usize) {
+                                *at = position;
+                            }
+                        }
+                    }
+                    vocabulary.release(property);
                 }
             }
         }
-        entry.residue.release(atoms, vocabulary);
-        Some(entry.subscriber)
+        residue.release(atoms, vocabulary);
+        Some(subscriber)
     }
 
-    /// Takes the member at `position` out of `key`'s bucket and fixes up the member moved there.
-    fn unfile(&mut self, key: &AccessKey, position: u32) {
-        let Some(index) = self.properties.get_mut(&key.property) else { return };
+    /// Takes the member at `position` out of `key`'s bucket and fixes up the member moved there;
+    /// returns the moved member when its entry is not in `entries` (the one being removed).
+    fn unfile(&mut self, key: &AccessKey, position: u32) -> Option<Moved> {
+        let index = self.properties.get_mut(&key.property)?;
         let moved = index.remove(&key.kind, position);
         if index.is_empty() {
             self.properties.remove(&key.property);
         }
-        let Some(moved) = moved else { return };
-        if let Some(Some(Entry { filing: Filing::Indexed(keys), .. })) = self.entries.get_mut(moved.slot as usize) {
-            if let Some((_, at)) = keys.get_mut(moved.link as usize) {
-                *at = position;
+        let moved = moved?;
+        match self.entries.get_mut(moved.slot as usize) {
+            Some(Some(Entry { filing: Filing::Indexed(keys), .. })) => {
+                if let Some((_, at)) = keys.get_mut(moved.link as usize) {
+                    *at = position;
+                }
+                None
             }
+            _ => Some(moved),
         }
     }
 
@@ -342,6 +358,21 @@ mod tests {
         assert_eq!(fixture.index.unindexed_len(), 1);
         let (out, _) = fixture.deliver(&[Property::new("b", "xy")]);
         assert_eq!(out, [2]);
+    }
+
+    #[test]
+    fn an_entry_filed_twice_in_one_bucket_leaves_nothing_behind() {
+        let mut fixture = Fixture::default();
+        fixture.insert("n = 5", 1);
+        fixture.insert("n = 2", 3);
+        let twice = fixture.insert("n = 2 OR n = 2.0", 2);
+        assert_eq!(fixture.remove(twice), Some(2));
+        // The freed slot is reused by an unindexed entry; a stale member would deliver it twice.
+        fixture.insert("n IS NOT NULL", 4);
+        let (out, _) = fixture.deliver(&[Property::new("n", 2i64)]);
+        assert_eq!(out, [3, 4]);
+        let (out, _) = fixture.deliver(&[Property::new("n", 5i64)]);
+        assert_eq!(out, [1, 4]);
     }
 
     #[test]

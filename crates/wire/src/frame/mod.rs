@@ -28,7 +28,7 @@ pub use delivery_ack::DeliveryAck;
 pub use gap::Gap;
 pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN};
 pub use guaranteed_publish::GuaranteedPublish;
-pub use hello::Hello;
+pub use hello::{Hello, HelloAuth, HELLO_AUTH_VERSION};
 pub use message::{Message, REPLY_TO, RETAIN, RETAINED};
 pub use no_responders::NoResponders;
 pub use notice::Notice;
@@ -43,8 +43,12 @@ pub use unsubscribe::Unsubscribe;
 use crate::error::WireError;
 use crate::framing::{encode_frame, peek, split_body};
 
-/// The protocol version this crate speaks.
-pub const PROTOCOL_VERSION: u16 = 1;
+/// The protocol version this crate speaks: 2 since HELLO carries credentials (issue 43). A
+/// broker still accepts version 1, whose frames are the same but for HELLO.
+pub const PROTOCOL_VERSION: u16 = 2;
+
+/// The oldest protocol version a broker accepts.
+pub const PROTOCOL_MIN_VERSION: u16 = 1;
 
 /// Bytes before a frame body: the length prefix and the type byte.
 pub const HEADER_LEN: usize = 5;

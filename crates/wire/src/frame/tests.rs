@@ -52,7 +52,28 @@ fn golden(f: Frame, expected: &[u8]) {
 
 #[test]
 fn hello_golden_bytes() {
-    golden(Frame::Hello(Hello { version: 1, client_name: "ab".into() }), &[0, 0, 0, 7, 0x01, 0, 1, 0, 2, b'a', b'b']);
+    golden(
+        Frame::Hello(Hello { version: 1, client_name: "ab".into(), auth: HelloAuth::None }),
+        &[0, 0, 0, 7, 0x01, 0, 1, 0, 2, b'a', b'b'],
+    );
+}
+
+#[test]
+fn hello_with_credentials_golden_bytes() {
+    let none = Hello { version: 2, client_name: "ab".into(), auth: HelloAuth::None };
+    golden(Frame::Hello(none), &[0, 0, 0, 8, 0x01, 0, 2, 0, 2, b'a', b'b', 0]);
+    let password = HelloAuth::Password { user: "u".into(), password: "pw".into() };
+    golden(
+        Frame::Hello(Hello { version: 2, client_name: "ab".into(), auth: password }),
+        &[0, 0, 0, 15, 0x01, 0, 2, 0, 2, b'a', b'b', 1, 0, 1, b'u', 0, 2, b'p', b'w'],
+    );
+    let token = Hello { version: 2, client_name: "".into(), auth: HelloAuth::Token("t".into()) };
+    golden(Frame::Hello(token), &[0, 0, 0, 9, 0x01, 0, 2, 0, 0, 2, 0, 1, b't']);
+    // An unknown credential kind is refused, and a version 1 HELLO cannot carry credentials.
+    let mut unknown = BytesMut::from(&[0u8, 0, 0, 6, 0x01, 0, 2, 0, 0, 9][..]);
+    assert!(Frame::decode(&mut unknown, DEFAULT_MAX_FRAME).is_err());
+    let old = Hello { version: 1, client_name: "".into(), auth: HelloAuth::Token("t".into()) };
+    assert!(Frame::Hello(old).to_bytes().is_err());
 }
 
 #[test]

@@ -1,0 +1,106 @@
+//! What happens after an MQTT connection ends: its will is published (after its delay, unless
+//! the client came back first), and a session that outlived it ends when its expiry passes
+//! without a new connection, deleting its durable subscriptions (which otherwise keep their
+//! messages in the pubend logs for a client that is not coming back).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tidings_wire::mqtt::{QoS, Will};
+use tidings_wire::{Frame, GuaranteedPublish, Hello, Message, Property, PublisherId, Value, RETAIN};
+
+use super::link::QOS_PROPERTY;
+use super::registry::{client_hash, Registry};
+use super::session::now_us;
+use super::subscribe::delete_durables;
+use crate::context::Context;
+use crate::outbox::Outbox;
+use crate::session::{Session, Transport};
+
+/// A native session of the broker's own, for work no client connection carries out.
+fn detached(shared: &Arc<Context>, name: &str) -> Session {
+    let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
+    *outbox.client.lock() = format!("mqtt {name}");
+    let mut session = Session::new(Transport::Tcp, outbox, Arc::clone(shared));
+    session.handle(Frame::Hello(Hello::new(name)));
+    session
+}
+
+/// Publishes `will` of the connection `(client_id, generation)` after `delay` seconds, unless
+/// a new connection took the session first (MQTT-3.1.3-9).
+pub(super) async fn publish_will(
+    shared: Arc<Context>,
+    registry: Arc<Registry>,
+    (client_id, generation): (String, u64),
+    will: Will,
+    delay: u32,
+) {
+    if delay > 0 {
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_secs(u64::from(delay))) => {}
+            _ = shared.shutdown.cancelled() => return,
+        }
+        if !registry.unchanged_since(&client_id, generation) {
+            return;
+        }
+    }
+    let mut properties = Vec::new();
+    if will.retain && will.qos == QoS::AtMostOnce {
+        properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
+    }
+    if will.qos == QoS::ExactlyOnce {
+        properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(2) });
+    }
+    let topic = tidings_wire::mqtt::topic::name_to_tidings(&will.topic);
+    let Ok(message) = Message::new(&topic, &properties, will.payload, now_us()) else { return };
+    let mut session = detached(&shared, "will");
+    let frame = match will.qos {
+        QoS::AtMostOnce => Frame::Publish(message),
+        // Another publisher than the client's own: the will's sequence number is the clock's.
+        _ => Frame::GuaranteedPublish(GuaranteedPublish {
+            publisher: PublisherId(client_hash(&client_id) ^ WILL_PUBLISHER),
+            seq: now_us(),
+            pubend: String::new(),
+            message,
+        }),
+    };
+    session.handle(frame);
+    session.finish_batch(std::time::Instant::now());
+}
+
+/// Keeps the will's publisher id apart from its client's.
+const WILL_PUBLISHER: u64 = 0x5749_4c4c_0000_0000;
+
+/// Ends the session of `(client_id, generation)` once `expiry` seconds passed without a new
+/// connection. `u32::MAX` is never (5.0, 3.1.2.11.2).
+pub(super) async fn expire(
+    shared: Arc<Context>,
+    registry: Arc<Registry>,
+    (client_id, generation): (String, u64),
+    expiry: u32,
+) {
+    if expiry == u32::MAX {
+        return;
+    }
+    tokio::select! {
+        () = tokio::time::sleep(Duration::from_secs(u64::from(expiry))) => {}
+        _ = shared.shutdown.cancelled() => return,
+    }
+    if !registry.unchanged_since(&client_id, generation) {
+        return;
+    }
+    let Some(stored) = registry.load(&client_id) else { return };
+    let mut session = detached(&shared, "session expiry");
+    if delete_durables(&mut session, &stored, 1).is_ok() {
+        registry.forget(&client_id);
+    }
+}
+
+/// At start: the stored sessions' expiry timers run again, from now (the time a session spent
+/// without its connection before the restart is not counted: a session ends late, never early).
+pub(super) fn expire_stored(shared: &Arc<Context>, registry: &Arc<Registry>) {
+    for stored in registry.load_all() {
+        let task = expire(Arc::clone(shared), Arc::clone(registry), (stored.client_id, 0), stored.expiry);
+        shared.tasks.spawn(task);
+    }
+}

@@ -1,0 +1,269 @@
+//! What an MQTT connection's reader and its delivery task both need to know: each native
+//! subscription's MQTT filter and granted QoS, the client's QoS 1/2 publishes waiting for the
+//! pubend's sync, and the QoS 1/2 messages sent to the client and not yet acknowledged.
+//!
+//! Outbound, a guaranteed delivery is acknowledged upstream (DELIVERY_ACK) only once the client
+//! has it: PUBACK for QoS 1, PUBCOMP for QoS 2, at once for QoS 0. DELIVERY_ACK is cumulative
+//! per subscription and pubend, while MQTT acknowledgements may come out of order (a QoS 2
+//! exchange takes longer than a QoS 1 one sent after it), so each tick waits until every tick
+//! before it is done. Fewer than `window` messages are in flight at once (the client's
+//! Receive Maximum, and the server's own bound for 3.1.1 clients).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use parking_lot::Mutex;
+use tidings_wire::mqtt::topic::TidingsFilter;
+use tidings_wire::mqtt::{PacketId, QoS};
+use tidings_wire::{DeliveryAck, PubendId, SubId, Tick};
+use tokio::sync::Notify;
+
+/// The in-flight bound for clients that state none (3.1.1, or a 5.0 client without Receive
+/// Maximum): enough to keep a link busy, small enough that a stalled client holds back its
+/// guaranteed subscriptions (their messages stay in the log) rather than the broker's memory.
+pub(super) const SERVER_WINDOW: usize = 100;
+
+/// The property a QoS 2 publish carries through tidings, so a QoS 2 subscriber receives it at
+/// QoS 2 (a guaranteed message without it is QoS 1: every guaranteed publish is at least once).
+pub(super) const QOS_PROPERTY: &str = "mqtt-qos";
+
+/// One native subscription of an MQTT session.
+#[derive(Debug, Clone)]
+pub(super) struct Sub {
+    /// The MQTT filter's mapped form (whether `$` topics are left out).
+    pub(super) filter: TidingsFilter,
+    /// The QoS granted: deliveries go at the lower of it and the message's.
+    pub(super) qos: QoS,
+}
+
+/// What the client must send next for a message in flight.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// PUBACK (QoS 1) or PUBREC (QoS 2).
+    First(QoS),
+    /// PUBCOMP, after our PUBREL.
+    Complete,
+}
+
+#[derive(Debug)]
+struct Inflight {
+    sub: SubId,
+    pubend: PubendId,
+    tick: Tick,
+    stage: Stage,
+}
+
+/// A client's QoS 1/2 publish in the broker's hands: logged (`recorded`, QoS 2 only, until
+/// PUBREL) or waiting for the log's sync.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Incoming {
+    /// Its publisher sequence number: a DUP retry is the same publish.
+    pub(super) seq: u64,
+    /// Its QoS.
+    pub(super) qos: QoS,
+    /// PUBREC was sent: a retry is answered with PUBREC again, without publishing.
+    pub(super) recorded: bool,
+}
+
+/// The client's publishes by packet identifier, kept with the session across connections so a
+/// retry after a reconnect is recognised (MQTT-4.3.3: QoS 2 dedup holds until PUBREL).
+#[derive(Debug, Default)]
+pub(super) struct Inbound {
+    /// By packet identifier.
+    pub(super) by_packet: HashMap<u16, Incoming>,
+    /// The last sequence number given.
+    pub(super) last_seq: u64,
+}
+
+impl Inbound {
+    /// A sequence number above every earlier one, across restarts too (the log refuses a
+    /// publisher's sequence number at or below one it logged): the clock, or one more.
+    pub(super) fn next_seq(&mut self) -> u64 {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_micros());
+        self.last_seq = self.last_seq.saturating_add(1).max(u64::try_from(now).unwrap_or(u64::MAX));
+        self.last_seq
+    }
+}
+
+/// The shared state, under one lock.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    /// Each native subscription of the session.
+    pub(super) subs: HashMap<SubId, Sub>,
+    /// The client's publishes.
+    pub(super) inbound: Inbound,
+    /// Sequence number to packet identifier, for the publishes waiting for PUBLISH_ACK.
+    pub(super) waiting: HashMap<u64, u16>,
+    /// SUBACKs waiting for SUBSCRIBED of these native subscriptions (a guaranteed subscription
+    /// is in force only then; the client may publish as soon as it has SUBACK).
+    pub(super) subacks: Vec<(Vec<SubId>, tidings_wire::mqtt::Packet)>,
+    /// SUBSCRIBED that came before their SUBACK was put in `subacks`.
+    pub(super) confirmed: HashSet<SubId>,
+    inflight: BTreeMap<u16, Inflight>,
+    next_packet: u16,
+    pending: HashMap<(SubId, PubendId), BTreeMap<Tick, bool>>,
+    /// The most messages in flight.
+    pub(super) window: usize,
+}
+
+/// [`State`] and the signal that room opened in the window.
+#[derive(Debug, Default)]
+pub(super) struct Link {
+    /// The state.
+    pub(super) state: Mutex<State>,
+    /// Notified when a message in flight completes.
+    pub(super) room: Notify,
+}
+
+impl State {
+    /// The native subscription confirmed (SUBSCRIBED): the SUBACKs it completes.
+    pub(super) fn subscribed(&mut self, sub: SubId) -> Vec<tidings_wire::mqtt::Packet> {
+        let mut found = false;
+        for (waits, _) in &mut self.subacks {
+            found |= waits.contains(&sub);
+            waits.retain(|id| *id != sub);
+        }
+        if !found && self.subs.contains_key(&sub) {
+            self.confirmed.insert(sub);
+        }
+        let (done, waiting) = std::mem::take(&mut self.subacks).into_iter().partition(|(waits, _)| waits.is_empty());
+        self.subacks = waiting;
+        done.into_iter().map(|(_, packet)| packet).collect::<Vec<_>>()
+    }
+
+    /// Whether another QoS 1/2 message may go out.
+    pub(super) fn has_room(&self) -> bool {
+        self.inflight.len() < self.window.max(1)
+    }
+
+    /// Records a guaranteed delivery sent at `qos`: its packet identifier (none at QoS 0), and
+    /// the acknowledgement now due upstream (at QoS 0 it is done as soon as it is written).
+    pub(super) fn sent(
+        &mut self,
+        sub: SubId,
+        (pubend, tick): (PubendId, Tick),
+        qos: QoS,
+    ) -> (Option<PacketId>, Option<DeliveryAck>) {
+        self.pending.entry((sub, pubend)).or_default().insert(tick, false);
+        if qos == QoS::AtMostOnce {
+            return (None, self.done(sub, pubend, tick));
+        }
+        let mut id = self.next_packet;
+        loop {
+            id = id.wrapping_add(1).max(1);
+            if !self.inflight.contains_key(&id) {
+                break;
+            }
+        }
+        self.next_packet = id;
+        self.inflight.insert(id, Inflight { sub, pubend, tick, stage: Stage::First(qos) });
+        (PacketId::new(id), None)
+    }
+
+    /// The client's PUBACK: `Err` when no QoS 1 message has this identifier.
+    pub(super) fn puback(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+        self.finish(id, Stage::First(QoS::AtLeastOnce))
+    }
+
+    /// The client's PUBCOMP: `Err` when no PUBREL was sent with this identifier.
+    pub(super) fn pubcomp(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+        self.finish(id, Stage::Complete)
+    }
+
+    /// The client's PUBREC: whether a QoS 2 message has this identifier (now waiting for
+    /// PUBCOMP after the PUBREL the caller sends).
+    pub(super) fn pubrec(&mut self, id: u16) -> bool {
+        match self.inflight.get_mut(&id) {
+            Some(entry) if entry.stage != Stage::First(QoS::AtLeastOnce) => {
+                entry.stage = Stage::Complete;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn finish(&mut self, id: u16, stage: Stage) -> Result<Option<DeliveryAck>, ()> {
+        match self.inflight.get(&id) {
+            Some(entry) if entry.stage == stage => {}
+            _ => return Err(()),
+        }
+        let entry = self.inflight.remove(&id).ok_or(())?;
+        Ok(self.done(entry.sub, entry.pubend, entry.tick))
+    }
+
+    /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew.
+    fn done(&mut self, sub: SubId, pubend: PubendId, tick: Tick) -> Option<DeliveryAck> {
+        let ticks = self.pending.get_mut(&(sub, pubend))?;
+        if let Some(flag) = ticks.get_mut(&tick) {
+            *flag = true;
+        }
+        let mut acked = None;
+        while let Some(entry) = ticks.first_entry() {
+            if !*entry.get() {
+                break;
+            }
+            acked = Some(entry.remove_entry().0);
+        }
+        if ticks.is_empty() {
+            self.pending.remove(&(sub, pubend));
+        }
+        acked.map(|tick| DeliveryAck { id: sub, pubend, tick })
+    }
+
+    /// Forgets a subscription that ended: its deliveries in flight are not acknowledged (a
+    /// durable subscription's come again from its checkpoint).
+    pub(super) fn forget(&mut self, sub: SubId) {
+        self.subs.remove(&sub);
+        self.confirmed.remove(&sub);
+        self.pending.retain(|(id, _), _| *id != sub);
+        self.inflight.retain(|_, entry| entry.sub != sub);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: PubendId = PubendId(1);
+
+    fn state() -> State {
+        State { window: 2, ..State::default() }
+    }
+
+    #[test]
+    fn an_ack_waits_for_every_earlier_tick_of_its_subscription_and_pubend() {
+        let mut s = state();
+        let (a, _) = s.sent(SubId(1), (P, Tick(10)), QoS::ExactlyOnce);
+        let (b, _) = s.sent(SubId(1), (P, Tick(20)), QoS::AtLeastOnce);
+        assert!(!s.has_room(), "two in flight fill a window of two");
+        let (a, b) = (a.unwrap().0.get(), b.unwrap().0.get());
+        assert_ne!(a, b);
+        assert_eq!(s.puback(b), Ok(None), "tick 20 done, but tick 10 is not");
+        assert!(s.has_room());
+        assert_eq!(s.puback(a), Err(()), "a QoS 2 message takes PUBREC, not PUBACK");
+        assert!(s.pubrec(a));
+        assert_eq!(s.pubcomp(a), Ok(Some(DeliveryAck { id: SubId(1), pubend: P, tick: Tick(20) })));
+        assert_eq!(s.pubcomp(a), Err(()), "completed once");
+    }
+
+    #[test]
+    fn a_qos0_delivery_is_acknowledged_at_once_unless_an_earlier_one_is_in_flight() {
+        let mut s = state();
+        assert_eq!(
+            s.sent(SubId(2), (P, Tick(1)), QoS::AtMostOnce),
+            (None, Some(DeliveryAck { id: SubId(2), pubend: P, tick: Tick(1) }))
+        );
+        let (id, _) = s.sent(SubId(2), (P, Tick(2)), QoS::AtLeastOnce);
+        assert_eq!(s.sent(SubId(2), (P, Tick(3)), QoS::AtMostOnce), (None, None));
+        let ack = s.puback(id.unwrap().0.get()).unwrap();
+        assert_eq!(ack.map(|a| a.tick), Some(Tick(3)));
+    }
+
+    #[test]
+    fn sequence_numbers_only_grow() {
+        let mut inbound = Inbound { last_seq: u64::MAX - 1, ..Inbound::default() };
+        assert_eq!(inbound.next_seq(), u64::MAX);
+        let mut inbound = Inbound::default();
+        let first = inbound.next_seq();
+        assert!(inbound.next_seq() > first);
+    }
+}

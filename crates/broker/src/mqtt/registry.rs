@@ -1,0 +1,234 @@
+//! The MQTT sessions of one listener by client identifier: which connection holds each (a new
+//! connection with the same identifier takes the session over, MQTT-3.1.4-3), the client's
+//! publishes still in the broker's hands between connections, and, for sessions that outlive
+//! their connection, their subscriptions on disk (`<data>/mqtt/<hash>.json`) so they outlive the
+//! broker too. The messages themselves are kept by the guaranteed engine: each QoS 1/2
+//! subscription of such a session is a durable subscription whose name the file lets the next
+//! connection (or the next broker process) resume.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tidings_wire::mqtt::QoS;
+use tokio_util::sync::CancellationToken;
+
+use super::link::Inbound;
+
+/// How long a 3.1.1 session with clean session 0 is kept after its connection ends. 3.1.1 has
+/// no session expiry; keeping such sessions for ever would let a client that never comes back
+/// pin the pubend logs for ever, so they end after a week, as a 5.0 session with that expiry.
+pub(super) const MQTT311_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
+
+/// How long a takeover waits for the connection it replaces to let go of the session.
+const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
+
+/// What is on disk for a session that outlives its connection.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub(super) struct Stored {
+    /// The client identifier (the file name is its hash).
+    pub(super) client_id: String,
+    /// Each subscribed filter and its granted QoS (0, 1 or 2).
+    pub(super) filters: Vec<(String, u8)>,
+    /// Session expiry, seconds after the connection ends.
+    pub(super) expiry: u32,
+}
+
+impl Stored {
+    /// The QoS of a stored filter.
+    pub(super) fn qos(value: u8) -> QoS {
+        match value {
+            0 => QoS::AtMostOnce,
+            1 => QoS::AtLeastOnce,
+            _ => QoS::ExactlyOnce,
+        }
+    }
+}
+
+/// The connection holding a session now.
+#[derive(Clone)]
+struct Live {
+    generation: u64,
+    /// Cancelled to make it close (a takeover).
+    kick: CancellationToken,
+    /// Cancelled once it has let go of its native subscriptions.
+    ended: CancellationToken,
+}
+
+#[derive(Default)]
+struct Entry {
+    generation: u64,
+    live: Option<Live>,
+    inbound: Inbound,
+}
+
+/// A connection's hold on its session (see [`Registry::take_over`]).
+pub(super) struct Hold {
+    /// This connection's generation: a will or an expiry timer of an older one finds the
+    /// session has moved on.
+    pub(super) generation: u64,
+    /// Cancelled when a newer connection takes the session over.
+    pub(super) kick: CancellationToken,
+    ended: CancellationToken,
+    /// The client's publishes still in the broker's hands.
+    pub(super) inbound: Inbound,
+}
+
+/// The sessions of one listener.
+pub(super) struct Registry {
+    dir: PathBuf,
+    clients: Mutex<HashMap<String, Entry>>,
+    /// Generations are never reused, even for a client forgotten and back.
+    generations: std::sync::atomic::AtomicU64,
+}
+
+impl Registry {
+    /// The registry keeping its sessions under `<data>/mqtt`.
+    pub(super) fn new(data: PathBuf) -> Registry {
+        Registry { dir: data.join("mqtt"), clients: Mutex::new(HashMap::new()), generations: 1.into() }
+    }
+
+    /// Takes `client_id`'s session for a new connection, closing the connection holding it and
+    /// waiting (a bounded time) until that one let go of its durable subscriptions.
+    pub(super) async fn take_over(&self, client_id: &str) -> Hold {
+        let old = self.clients.lock().get(client_id).and_then(|entry| entry.live.clone());
+        if let Some(old) = old {
+            old.kick.cancel();
+            let _ = tokio::time::timeout(TAKEOVER_WAIT, old.ended.cancelled()).await;
+        }
+        let mut clients = self.clients.lock();
+        let entry = clients.entry(client_id.to_string()).or_default();
+        entry.generation = self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let live =
+            Live { generation: entry.generation, kick: CancellationToken::new(), ended: CancellationToken::new() };
+        entry.live = Some(live.clone());
+        Hold {
+            generation: live.generation,
+            kick: live.kick,
+            ended: live.ended,
+            inbound: std::mem::take(&mut entry.inbound),
+        }
+    }
+
+    /// The connection of `hold` has let go of its native subscriptions; if its session goes on
+    /// (`keep`), its client's publishes wait in the registry for the next connection, else the
+    /// client is forgotten.
+    pub(super) fn release(&self, client_id: &str, hold: Hold, inbound: Inbound, keep: bool) {
+        let mut clients = self.clients.lock();
+        if let Some(entry) = clients.get_mut(client_id) {
+            if entry.live.as_ref().is_some_and(|live| live.generation == hold.generation) {
+                entry.live = None;
+            }
+            if entry.generation == hold.generation {
+                entry.inbound = inbound;
+                if !keep {
+                    clients.remove(client_id);
+                }
+            }
+        }
+        hold.ended.cancel();
+    }
+
+    /// Whether no connection took `client_id`'s session since the one of `generation`.
+    pub(super) fn unchanged_since(&self, client_id: &str, generation: u64) -> bool {
+        self.clients.lock().get(client_id).is_none_or(|entry| entry.generation == generation && entry.live.is_none())
+    }
+
+    /// Forgets a session that ended (clean start, or expired), in memory and on disk.
+    pub(super) fn forget(&self, client_id: &str) {
+        let mut clients = self.clients.lock();
+        if clients.get(client_id).is_some_and(|entry| entry.live.is_none()) {
+            clients.remove(client_id);
+        }
+        drop(clients);
+        let _ = std::fs::remove_file(self.path(client_id));
+    }
+
+    fn path(&self, client_id: &str) -> PathBuf {
+        self.dir.join(format!("{:016x}.json", client_hash(client_id)))
+    }
+
+    /// The stored session of `client_id`, if any.
+    pub(super) fn load(&self, client_id: &str) -> Option<Stored> {
+        let text = std::fs::read(self.path(client_id)).ok()?;
+        serde_json::from_slice::<Stored>(&text).ok().filter(|stored| stored.client_id == client_id)
+    }
+
+    /// Every stored session (at start, to run their expiry timers again).
+    pub(super) fn load_all(&self) -> Vec<Stored> {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return Vec::new() };
+        entries
+            .filter_map(|entry| std::fs::read(entry.ok()?.path()).ok())
+            .filter_map(|text| serde_json::from_slice::<Stored>(&text).ok())
+            .collect()
+    }
+
+    /// Writes a session durably (before SUBACK: a broker killed after it must still know the
+    /// subscription): a temporary file, synced, renamed over the old one.
+    pub(super) fn save(&self, stored: &Stored) -> std::io::Result<()> {
+        use std::io::Write;
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.path(&stored.client_id);
+        let temporary = path.with_extension("tmp");
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&serde_json::to_vec(stored).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        if let Ok(dir) = std::fs::File::open(&self.dir) {
+            let _ = dir.sync_all();
+        }
+        Ok(())
+    }
+}
+
+/// A client identifier's hash: its publisher id, and part of its durable subscriptions' names.
+pub(super) fn client_hash(client_id: &str) -> u64 {
+    tidings_wire::hash::fnv1a(client_id.as_bytes())
+}
+
+/// The durable subscription name of pattern `index` of `filter` in `client_id`'s session:
+/// stable, so the next connection resumes it, and within the native name rules (letters,
+/// digits, `-`, at most 128 bytes) whatever the filter holds.
+pub(super) fn durable_name(client_id: &str, filter: &str, index: usize) -> String {
+    format!("mqtt-{:016x}-{:016x}-{index}", client_hash(client_id), tidings_wire::hash::fnv1a(filter.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_session_loads_back_under_its_client_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::new(dir.path().to_path_buf());
+        assert_eq!(registry.load("c"), None);
+        let stored = Stored { client_id: "c".into(), filters: vec![("a/#".into(), 1)], expiry: 60 };
+        registry.save(&stored).unwrap();
+        assert_eq!(registry.load("c"), Some(stored.clone()));
+        assert_eq!(registry.load_all(), vec![stored]);
+        registry.forget("c");
+        assert_eq!(registry.load("c"), None);
+    }
+
+    #[tokio::test]
+    async fn a_second_connection_takes_the_session_and_its_publishes_over() {
+        let registry = Registry::new(std::path::PathBuf::from("/nonexistent"));
+        let first = registry.take_over("c").await;
+        let kick = first.kick.clone();
+        let generation = first.generation;
+        let inbound = Inbound { last_seq: 7, ..Inbound::default() };
+        let release = async {
+            kick.cancelled().await;
+            registry.release("c", first, inbound, true);
+        };
+        let (second, ()) = tokio::join!(registry.take_over("c"), release);
+        assert_eq!(second.inbound.last_seq, 7, "the client's publishes move to the new connection");
+        assert!(!registry.unchanged_since("c", generation));
+        registry.release("c", second, Inbound::default(), false);
+        assert!(registry.clients.lock().is_empty(), "a session that ends is forgotten");
+        assert!(durable_name("c", "a/#", 1).len() <= 128);
+        assert_ne!(durable_name("c", "a/#", 0), durable_name("d", "a/#", 0));
+    }
+}

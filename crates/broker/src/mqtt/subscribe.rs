@@ -1,0 +1,240 @@
+//! SUBSCRIBE and UNSUBSCRIBE, and the session's subscriptions across connections.
+//!
+//! Each MQTT filter becomes, per mapped pattern, two native subscriptions: a best-effort one
+//! (QoS 0 publishes, retained values) and a guaranteed one (QoS 1/2 publishes, which only
+//! guaranteed subscriptions receive), delivered at the lower of the granted QoS and the
+//! message's. In a session that outlives its connection the guaranteed one of a QoS 1/2 filter
+//! is a durable subscription named after the client and the filter, and the filters are on disk
+//! ([`super::registry`]), so the next connection, to this broker process or the next one,
+//! resumes them and gets what it missed. SUBACK waits for the guaranteed subscriptions'
+//! SUBSCRIBED: a message published once the client has SUBACK reaches it.
+//!
+//! `$share/GROUP/filter` is a member of the best-effort queue group `GROUP` (QoS 0 granted:
+//! guaranteed queue groups are not built yet).
+
+use tidings_matching::Pattern;
+use tidings_wire::mqtt::topic::{filter_to_tidings, split_shared};
+use tidings_wire::mqtt::{
+    MqttReason, Packet, Properties, ProtocolVersion, QoS, Suback, Subscribe, Unsuback, Unsubscribe,
+};
+use tidings_wire::{DeliveryMode, Frame, Notice, ReasonCode, SubId};
+
+use super::link::Sub;
+use super::registry::{durable_name, Stored};
+use super::session::{reason_for, Filter, MqttSession, Step};
+use crate::session::Next;
+
+impl MqttSession {
+    pub(super) fn subscribe(&mut self, subscribe: Subscribe) -> Step {
+        let mut reasons = Vec::with_capacity(subscribe.filters.len());
+        let mut waits = Vec::new();
+        for (filter, options) in &subscribe.filters {
+            let reason = match () {
+                () if !subscribe.properties.subscription_identifiers.is_empty() => {
+                    MqttReason::SubscriptionIdentifiersNotSupported
+                }
+                () => match self.subscribe_filter(filter, options.qos) {
+                    Ok((reason, guaranteed)) => {
+                        waits.extend(guaranteed);
+                        reason
+                    }
+                    // A denied filter fails alone (SUBACK 0x87, 0x80 in 3.1.1); the session stays.
+                    Err(notice) if notice.reason() == Some(ReasonCode::NotAuthorized) => MqttReason::NotAuthorized,
+                    Err(notice) => return self.refuse(reason_for(&notice)),
+                },
+            };
+            reasons.push(match (self.version(), reason.is_error()) {
+                (Some(ProtocolVersion::V311), true) => MqttReason::UnspecifiedError,
+                _ => reason,
+            });
+        }
+        if self.save().is_err() {
+            return self.refuse(MqttReason::UnspecifiedError);
+        }
+        let suback =
+            Packet::Suback(Suback { packet_id: subscribe.packet_id, properties: Properties::default(), reasons });
+        let mut state = self.link.state.lock();
+        waits.retain(|id| !state.confirmed.remove(id));
+        if waits.is_empty() {
+            return Step::Reply(vec![suback]);
+        }
+        state.subacks.push((waits, suback));
+        Step::Reply(Vec::new())
+    }
+
+    fn next_sub_id(&mut self) -> SubId {
+        let id = SubId(self.next_id);
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        id
+    }
+
+    /// Subscribes one MQTT filter (replacing an earlier subscription of the same filter, as
+    /// MQTT-3.8.4-3 asks): the reason to give and the guaranteed subscriptions to wait for.
+    pub(super) fn subscribe_filter(&mut self, filter: &str, qos: QoS) -> Result<(MqttReason, Vec<SubId>), Notice> {
+        let (group, inner) = match split_shared(filter) {
+            Some((group, inner)) => (Some(group.to_string()), inner),
+            None => (None, filter),
+        };
+        let mapped = filter_to_tidings(inner);
+        if mapped.patterns.iter().any(|pattern| Pattern::parse(pattern).is_err()) {
+            return Ok((MqttReason::TopicFilterInvalid, Vec::new()));
+        }
+        let qos = if group.is_some() { QoS::AtMostOnce } else { qos };
+        self.unsubscribe_filter(filter, false)?;
+        let mut ids = Vec::new();
+        let mut guaranteed = Vec::new();
+        for (index, pattern) in mapped.patterns.iter().enumerate() {
+            let durable = (group.is_none() && qos != QoS::AtMostOnce && self.expiry > 0)
+                .then(|| durable_name(&self.client_id, filter, index));
+            let modes = match &group {
+                Some(_) => vec![(DeliveryMode::BestEffort, None)],
+                None => vec![(DeliveryMode::BestEffort, None), (DeliveryMode::Guaranteed, durable)],
+            };
+            for (mode, durable) in modes {
+                let id = self.next_sub_id();
+                self.link.state.lock().subs.insert(id, Sub { filter: mapped.clone(), qos });
+                ids.push(id);
+                if mode == DeliveryMode::Guaranteed {
+                    guaranteed.push(id);
+                }
+                let frame = Frame::Subscribe(tidings_wire::Subscribe {
+                    id,
+                    mode,
+                    pattern: pattern.clone(),
+                    selector: None,
+                    durable,
+                    group: group.clone(),
+                });
+                if let Next::Refuse(notice) = self.native.handle(frame) {
+                    // Nothing of a refused filter stays subscribed.
+                    self.link.state.lock().forget(id);
+                    for taken in ids.into_iter().filter(|taken| *taken != id) {
+                        self.link.state.lock().forget(taken);
+                        let _ = self.native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id: taken }));
+                    }
+                    return Err(notice);
+                }
+            }
+        }
+        self.filters.insert(filter.to_string(), Filter { qos, ids });
+        let reason = match qos {
+            QoS::AtMostOnce => MqttReason::Success,
+            QoS::AtLeastOnce => MqttReason::GrantedQos1,
+            QoS::ExactlyOnce => MqttReason::GrantedQos2,
+        };
+        Ok((reason, guaranteed))
+    }
+
+    pub(super) fn unsubscribe(&mut self, unsubscribe: Unsubscribe) -> Step {
+        let mut reasons = Vec::with_capacity(unsubscribe.filters.len());
+        for filter in &unsubscribe.filters {
+            match self.unsubscribe_filter(filter, false) {
+                Ok(true) => reasons.push(MqttReason::Success),
+                Ok(false) => reasons.push(MqttReason::NoSubscriptionExisted),
+                Err(notice) => return self.refuse(reason_for(&notice)),
+            }
+        }
+        if self.save().is_err() {
+            return self.refuse(MqttReason::UnspecifiedError);
+        }
+        if self.version() == Some(ProtocolVersion::V311) {
+            reasons.clear();
+        }
+        Step::Reply(vec![Packet::Unsuback(Unsuback {
+            packet_id: unsubscribe.packet_id,
+            properties: Properties::default(),
+            reasons,
+        })])
+    }
+
+    /// Ends the native subscriptions of `filter` (deleting a durable one); false if there were
+    /// none. `keep` leaves a durable one for the session's next connection instead.
+    fn unsubscribe_filter(&mut self, filter: &str, keep: bool) -> Result<bool, Notice> {
+        let Some(Filter { ids, .. }) = self.filters.remove(filter) else { return Ok(false) };
+        for id in ids {
+            self.link.state.lock().forget(id);
+            if keep {
+                continue;
+            }
+            if let Next::Refuse(notice) = self.native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id })) {
+                return Err(notice);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes the session's filters, if it outlives its connection.
+    fn save(&self) -> std::io::Result<()> {
+        if self.expiry == 0 {
+            return Ok(());
+        }
+        let filters = self.filters.iter().map(|(filter, f)| (filter.clone(), f.qos as u8)).collect();
+        self.registry.save(&Stored { client_id: self.client_id.clone(), filters, expiry: self.expiry })
+    }
+
+    /// At CONNECT: resumes the stored session (true: session present) or, with clean start,
+    /// ends it, deleting its durable subscriptions.
+    pub(super) fn resume(&mut self, clean_start: bool) -> Result<bool, Notice> {
+        let Some(stored) = self.registry.load(&self.client_id) else { return Ok(false) };
+        if clean_start {
+            delete_durables(&mut self.native, &stored, self.next_id)?;
+            self.registry.forget(&self.client_id);
+            return Ok(false);
+        }
+        let expiry = self.expiry;
+        // Subscribed as durable whatever this connection's expiry: deleted at its end if 0.
+        self.expiry = self.expiry.max(1);
+        for (filter, qos) in &stored.filters {
+            self.subscribe_filter(filter, Stored::qos(*qos))?;
+        }
+        self.expiry = expiry;
+        if self.save().is_err() {
+            return Err(Notice::new(ReasonCode::StorageUnavailable, "the MQTT session could not be stored"));
+        }
+        Ok(true)
+    }
+
+    /// At the connection's end: a session that ends with it deletes its durable subscriptions
+    /// and its file; one that outlives it leaves them for the next connection.
+    pub(super) fn end(&mut self) {
+        let keep = self.expiry > 0;
+        let filters: Vec<String> = self.filters.keys().cloned().collect();
+        for filter in filters {
+            let _ = self.unsubscribe_filter(&filter, keep);
+        }
+        if !keep {
+            self.registry.forget(&self.client_id);
+        }
+    }
+}
+
+/// Deletes the durable subscriptions of a stored session through `native` (a session of this
+/// broker that said HELLO): each is resumed and unsubscribed, which deletes it.
+pub(super) fn delete_durables(
+    native: &mut crate::session::Session,
+    stored: &Stored,
+    first_id: u32,
+) -> Result<(), Notice> {
+    let mut id = first_id.max(1);
+    for (filter, _) in stored.filters.iter().filter(|(filter, qos)| *qos > 0 && split_shared(filter).is_none()) {
+        for (index, pattern) in filter_to_tidings(filter).patterns.into_iter().enumerate() {
+            let sub = SubId(id);
+            id = id.wrapping_add(1).max(1);
+            let frame = Frame::Subscribe(tidings_wire::Subscribe {
+                id: sub,
+                mode: DeliveryMode::Guaranteed,
+                pattern,
+                selector: None,
+                durable: Some(durable_name(&stored.client_id, filter, index)),
+                group: None,
+            });
+            if let Next::Refuse(notice) = native.handle(frame) {
+                return Err(notice);
+            }
+            if let Next::Refuse(notice) = native.handle(Frame::Unsubscribe(tidings_wire::Unsubscribe { id: sub })) {
+                return Err(notice);
+            }
+        }
+    }
+    Ok(())
+}

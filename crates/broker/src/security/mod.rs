@@ -1,0 +1,182 @@
+//! Authentication and authorization at the broker's front doors (issue 43).
+//!
+//! With `[security] users_file` set, every native and MQTT session must log in (HELLO version 2
+//! credentials, MQTT CONNECT user name and password); the user's permissions are then checked
+//! on each publish, subscribe (best effort, queue group, guaranteed, durable), request reply
+//! subject and, for subscriptions whose wildcard overlaps a denied topic, on each delivery (the
+//! outbox's gate). Without a users file nothing changes: the broker is open, as before.
+//!
+//! Password checks cost tens of milliseconds of a core (argon2id), so they run on the blocking
+//! pool, within a budget of `verify_per_second`; a failed login is answered only after
+//! `failure_delay`, counted in `tidings_auth_failures_total`, and logged at most once a second.
+//! UDP has no login: with a users file the UDP listener is not started.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
+use serde::{Deserialize, Serialize};
+use tidings_auth::{Credentials, Failure, User, Users, VerifyBudget};
+use tokio::sync::watch;
+
+/// The `[security]` section.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecurityConfig {
+    /// The users file (TOML, see `docs/security.md`); empty: no login, everything allowed.
+    pub users_file: String,
+    /// Password verifications a second, at most (each costs ~20 ms of a core with argon2id).
+    pub verify_per_second: u32,
+    /// How long a failed login waits before its refusal, to slow a guesser down.
+    #[serde(with = "humantime_serde")]
+    pub failure_delay: Duration,
+}
+
+impl Default for SecurityConfig {
+    fn default() -> SecurityConfig {
+        SecurityConfig { users_file: String::new(), verify_per_second: 50, failure_delay: Duration::from_millis(500) }
+    }
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailureLabel {
+    reason: &'static str,
+}
+
+/// The users in force and what logging in costs; shared by every session.
+pub struct Guard {
+    users: Mutex<Arc<Users>>,
+    path: std::path::PathBuf,
+    budget: Mutex<VerifyBudget>,
+    failure_delay: Duration,
+    failures: Family<FailureLabel, Counter>,
+    last_logged: Mutex<Option<Instant>>,
+    /// Bumped on each reload, so sessions re-check their user.
+    reloads: watch::Sender<u64>,
+}
+
+impl Guard {
+    /// Loads the users file `config` names; `None` when security is off.
+    pub fn new(
+        config: &SecurityConfig,
+        registry: &mut Registry,
+    ) -> Result<Option<Arc<Guard>>, tidings_auth::AuthError> {
+        if config.users_file.is_empty() {
+            return Ok(None);
+        }
+        let path = std::path::PathBuf::from(&config.users_file);
+        let users = Users::load(&path)?;
+        let failures = Family::<FailureLabel, Counter>::default();
+        registry.sub_registry_with_prefix("tidings").register(
+            "auth_failures",
+            "Logins refused, by reason",
+            failures.clone(),
+        );
+        Ok(Some(Arc::new(Guard {
+            users: Mutex::new(Arc::new(users)),
+            path,
+            budget: Mutex::new(VerifyBudget::new(config.verify_per_second, Instant::now())),
+            failure_delay: config.failure_delay,
+            failures,
+            last_logged: Mutex::new(None),
+            reloads: watch::channel(0).0,
+        })))
+    }
+
+    /// Reads the users file again (SIGHUP). A file that does not load changes nothing. Sessions
+    /// whose user was removed or changed (password, permissions, role) are then closed.
+    pub fn reload(&self) -> Result<usize, tidings_auth::AuthError> {
+        let users = Users::load(&self.path)?;
+        let count = users.len();
+        *self.users.lock() = Arc::new(users);
+        self.reloads.send_modify(|n| *n += 1);
+        Ok(count)
+    }
+
+    /// The users in force now.
+    pub fn users(&self) -> Arc<Users> {
+        Arc::clone(&self.users.lock())
+    }
+
+    /// A receiver that wakes on each reload.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    /// Authenticates `credentials` off the event loop, within the verification budget; a
+    /// failure is counted, logged at a bounded rate, and answered after the failure delay.
+    pub async fn login(&self, credentials: Credentials, client: &str) -> Result<Arc<User>, Failure> {
+        if matches!(credentials, Credentials::Password { .. }) {
+            loop {
+                let wait = self.budget.lock().take(Instant::now());
+                match wait {
+                    Ok(()) => break,
+                    Err(wait) => tokio::time::sleep(wait).await,
+                }
+            }
+        }
+        let users = self.users();
+        let outcome = match tokio::task::spawn_blocking(move || users.authenticate(&credentials)).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::BadSecret),
+        };
+        if let Err(failure) = outcome {
+            self.failures.get_or_create(&FailureLabel { reason: failure.name() }).inc();
+            self.log_failure(failure, client);
+            tokio::time::sleep(self.failure_delay).await;
+        }
+        outcome
+    }
+
+    fn log_failure(&self, failure: Failure, client: &str) {
+        let mut last = self.last_logged.lock();
+        if last.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+            *last = Some(Instant::now());
+            tracing::warn!(%client, reason = failure.name(), "login refused (logged at most once a second; see tidings_auth_failures_total)");
+        }
+    }
+}
+
+/// The credentials a native HELLO carries, as the auth crate takes them.
+pub fn credentials(auth: &tidings_wire::HelloAuth) -> Credentials {
+    match auth {
+        tidings_wire::HelloAuth::None => Credentials::None,
+        tidings_wire::HelloAuth::Password { user, password } => {
+            Credentials::Password { user: user.clone(), password: password.clone() }
+        }
+        tidings_wire::HelloAuth::Token(token) => Credentials::Token(token.clone()),
+    }
+}
+
+/// The credentials of an MQTT CONNECT: user name and password, or a password alone as a
+/// bearer token.
+pub fn mqtt_credentials(connect: &tidings_wire::mqtt::Connect) -> Credentials {
+    let password = connect.password.as_ref().map(|p| String::from_utf8_lossy(p).into_owned());
+    match (&connect.username, password) {
+        (Some(user), Some(password)) => Credentials::Password { user: user.clone(), password },
+        (None, Some(token)) => Credentials::Token(token),
+        (Some(_), None) | (None, None) => Credentials::None,
+    }
+}
+
+/// The CONNACK for a refused MQTT login: 0x86 (bad user name or password; 3.1.1's 4) for
+/// wrong credentials, 0x87 (not authorized; 3.1.1's 5) when none were given.
+pub fn mqtt_refusal(failure: Failure) -> tidings_wire::mqtt::Packet {
+    use tidings_wire::mqtt::{Connack, MqttReason, Packet};
+    let reason = match failure {
+        Failure::Missing => MqttReason::NotAuthorized,
+        Failure::UnknownUser | Failure::BadSecret => MqttReason::BadUserNameOrPassword,
+    };
+    Packet::Connack(Connack { session_present: false, reason, properties: Default::default() })
+}
+
+/// A logged-in session's user, and the reload watch that re-checks it.
+pub struct Login {
+    /// Who the session is.
+    pub user: Arc<User>,
+    pub(crate) changes: watch::Receiver<u64>,
+}

@@ -1,0 +1,183 @@
+//! MQTT QoS 1/2, persistent sessions, wills and shared subscriptions with Eclipse paho-mqtt
+//! (Python, PyPI), a client nobody here wrote, in 3.1.1 and 5.0, against `tidings broker`
+//! processes: the scenarios are in `mqtt_paho.py`, this file starts brokers and kills them.
+//! Skipped, saying so, where Python's paho-mqtt is not installed (`.ci/run` installs it and sets
+//! `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, which turns a missing client into a failure).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod gd_common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use tidings_testkit::BrokerProcess;
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("mqtt_paho.py")
+}
+
+/// Whether `python3` with paho-mqtt can run here; says why not otherwise.
+fn paho_present() -> bool {
+    let present = Command::new("python3")
+        .args(["-c", "import paho.mqtt.client"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success());
+    if !present && std::env::var_os("TIDINGS_REQUIRE_MQTT_CLIENTS").is_some() {
+        panic!("TIDINGS_REQUIRE_MQTT_CLIENTS is set but python3 cannot import paho.mqtt.client");
+    }
+    if !present {
+        eprintln!("SKIPPED: python3 with paho-mqtt not found (python3 -m pip install paho-mqtt)");
+    }
+    present
+}
+
+/// A broker on `<scratch>/data` whose MQTT listener keeps its port across restarts.
+struct Broker {
+    scratch: tempfile::TempDir,
+    process: BrokerProcess,
+    port: String,
+}
+
+impl Broker {
+    fn start() -> Broker {
+        let scratch = tempfile::tempdir().unwrap();
+        let process = Self::process(scratch.path(), "127.0.0.1:0", "0");
+        let port = process.ready.mqtt.expect("the ready line names the MQTT listener").port().to_string();
+        Broker { scratch, process, port }
+    }
+
+    fn process(scratch: &Path, listen: &str, port: &str) -> BrokerProcess {
+        let config = scratch.join("broker.toml");
+        std::fs::write(&config, format!("[mqtt]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+        gd_common::start_on(&scratch.join("data"), listen, &config)
+    }
+
+    /// SIGKILL, and a new process on the same data directory and ports.
+    fn kill_and_restart(&mut self) {
+        let listen = self.process.tcp();
+        self.process.kill();
+        self.process = Self::process(self.scratch.path(), &listen, &self.port);
+    }
+
+    fn paho(&self, args: &[&str]) -> Output {
+        paho(&self.port, args)
+    }
+}
+
+/// `python3 mqtt_paho.py COMMAND PORT ARGS...` for `args` = `[COMMAND, ARGS...]`.
+fn scenario(port: &str, args: &[&str]) -> Command {
+    let (command, rest) = args.split_first().unwrap();
+    let mut scenario = Command::new("python3");
+    scenario.arg(script()).args([command, port]).args(rest).stdout(Stdio::piped());
+    scenario
+}
+
+fn paho(port: &str, args: &[&str]) -> Output {
+    let child = scenario(port, args).stderr(Stdio::piped()).spawn().unwrap();
+    tidings_testkit::finish_within(child, Duration::from_secs(60))
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Runs a scenario to its end and returns its output, failing with its stderr.
+fn ok(out: Output) -> String {
+    assert!(out.status.success(), "paho scenario failed: {}{}", text(&out.stdout), text(&out.stderr));
+    text(&out.stdout)
+}
+
+const VERSIONS: [&str; 2] = ["3", "5"];
+
+/// Runs a self-checking scenario on a new broker, in 3.1.1 then 5.0.
+fn passes_in_each_version(name: &str) {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    for version in VERSIONS {
+        assert_eq!(ok(b.paho(&[name, version])), "ok\n", "{name}, MQTT {version}");
+    }
+}
+
+#[test]
+fn paho_qos_1_and_2_publishes_reach_qos_1_and_2_subscribers_once_in_order() {
+    passes_in_each_version("qos");
+}
+
+#[test]
+fn a_paho_persistent_session_gets_what_it_missed_on_reconnect_and_after_a_broker_kill() {
+    if !paho_present() {
+        return;
+    }
+    let mut b = Broker::start();
+    for version in VERSIONS {
+        let client = format!("persistent-{version}");
+        let out = ok(b.paho(&["subscribe", version, &client, "away/#", "2"]));
+        assert_eq!(out, "session_present=False\n", "a new session is not present");
+        // Missed while disconnected, then got on reconnect.
+        ok(b.paho(&["publish", version, "away/a", "1", "3", "r"]));
+        let out = ok(b.paho(&["receive", version, &client, "3"]));
+        assert_eq!(out, "session_present=True\naway/a r0 qos=1\naway/a r1 qos=1\naway/a r2 qos=1\n", "MQTT {version}");
+        // Missed, and the broker killed and restarted before the reconnect: nothing lost.
+        ok(b.paho(&["publish", version, "away/b", "2", "4", "k"]));
+        b.kill_and_restart();
+        let out = ok(b.paho(&["receive", version, &client, "4"]));
+        let expected = "session_present=True\naway/b k0 qos=2\naway/b k1 qos=2\naway/b k2 qos=2\naway/b k3 qos=2\n";
+        assert_eq!(out, expected, "MQTT {version}, after the broker's SIGKILL and restart");
+    }
+}
+
+/// Starts a paho scenario that prints `ready` (its first line) before it has to be left alone.
+fn start_until(port: &str, args: &[&str], ready: &str) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut child = scenario(port, args).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line.trim(), ready, "the scenario did not start");
+    (child, stdout)
+}
+
+fn rest_of(mut child: Child, mut stdout: BufReader<std::process::ChildStdout>) -> String {
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    let _ = child.wait();
+    rest
+}
+
+#[test]
+fn a_paho_clients_will_is_published_when_it_dies_after_its_delay_in_5_0() {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    for (version, delay, seconds) in [("3", "0", "5"), ("5", "0", "5"), ("5", "2", "8")] {
+        let topic = format!("wills/{version}/{delay}");
+        let (watcher, watched) = start_until(&b.port, &["watch", version, &topic, "1", seconds], "subscribed");
+        let (mut dying, _) = start_until(&b.port, &["hold-will", version, &topic, delay], "connected");
+        let killed = std::time::Instant::now();
+        dying.kill().unwrap();
+        let _ = dying.wait();
+        assert_eq!(rest_of(watcher, watched), format!("{topic} gone\n"), "MQTT {version}, will delay {delay}");
+        if delay != "0" {
+            assert!(killed.elapsed() >= Duration::from_secs(2), "the will waited for its delay");
+        }
+    }
+    // A normal DISCONNECT: no will.
+    let topic = "wills/normal";
+    let (watcher, watched) = start_until(&b.port, &["watch", "5", topic, "1", "3"], "subscribed");
+    for version in VERSIONS {
+        assert_eq!(ok(b.paho(&["leave-with-will", version, topic])), "left\n");
+    }
+    assert_eq!(rest_of(watcher, watched), "", "a will is left out after a normal DISCONNECT");
+}
+
+#[test]
+fn paho_shared_subscriptions_give_each_message_to_one_member() {
+    passes_in_each_version("share");
+}
