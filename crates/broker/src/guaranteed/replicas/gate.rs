@@ -168,16 +168,21 @@ impl Driver {
             match outcome {
                 Outcome::Acked { pubend, publisher, seq } => {
                     let key = (pubend, publisher, seq);
-                    if let Some(tick) = self.quorum.proposed.remove(&key).and_then(|p| p.tick) {
-                        let frontier = self.quorum.frontier.entry(pubend).or_default();
-                        frontier.group = frontier.group.max(tick);
-                        self.feed_synced(pubend);
-                    }
+                    let tick = self.quorum.proposed.remove(&key).and_then(|p| p.tick);
                     match self.quorum.parked.remove(&key) {
                         Some(ack) => self.answer(key, ack),
                         None => {
                             self.quorum.acked.insert(key);
                         }
+                    }
+                    // Only now: the engine acknowledges synchronously inside `feed_synced` once
+                    // the frontier passes the record, and its acknowledgement must find the
+                    // group's already recorded (before, it found neither the proposal nor the
+                    // group's ack and refused the publish: "did not take the publish").
+                    if let Some(tick) = tick {
+                        let frontier = self.quorum.frontier.entry(pubend).or_default();
+                        frontier.group = frontier.group.max(tick);
+                        self.feed_synced(pubend);
                     }
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
