@@ -4,68 +4,25 @@
 //! restarted with its data directory wiped loses nothing acknowledged and rejoins its groups
 //! (the term and vote fences); with p2 and p3 stopped a publish p1's own log synced is not
 //! acknowledged, and with them down one is refused `unavailable` (a quorum is two of three);
-//! p1 SIGKILLed with its data directory wiped gets its replica back from p2 and p3 and the lead
-//! back, and rebuilds its pubend log from the group: the subscriber, whose broker s1 was
-//! stopped while p1 acknowledged a last batch before the wipe, gets that batch from the rebuilt
-//! log once s1 runs again (every acknowledged message once, in order, at the ticks p1 first gave
-//! them), and what p1 acknowledges afterwards too.
+//! p1 SIGKILLed with its data directory wiped gets its replica back from p2 and p3, while the
+//! mate elected meanwhile takes the pubend over and serves it from the group (takeover: it keeps
+//! the lead, and p1 stays a follower): the subscriber, whose broker s1 was stopped while p1
+//! acknowledged a last batch before the wipe, gets that batch from the rebuilt log once s1 runs
+//! again (every acknowledged message once, in order, at the ticks p1 first gave them), and what
+//! the new leader acknowledges afterwards too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
 mod gd_common;
+mod replica_common;
 
-use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
-use gd_common::{bin, publish};
+use gd_common::publish;
+use replica_common::{caught_up, cluster, links, replica_group, Lines, Node};
 use serde_json::Value;
 use tidings_testkit::{finish_within, BrokerProcess};
-
-/// One broker: name, cell, data directory, config; started on fixed ports so a restart keeps
-/// its address for the mates that dial it.
-struct Node {
-    name: &'static str,
-    data: PathBuf,
-    config: PathBuf,
-    key: PathBuf,
-}
-
-impl Node {
-    fn new(scratch: &Path, name: &'static str, cell: &str) -> Node {
-        let config = scratch.join(format!("{name}.toml"));
-        let text = format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n");
-        std::fs::write(&config, text).unwrap();
-        let key = scratch.join("cluster.key");
-        tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
-        Node { name, data: scratch.join(name), config, key }
-    }
-
-    fn start(&self, listen: &str, cluster: &str, peers: &[String]) -> BrokerProcess {
-        let (data, config, key) =
-            (self.data.display().to_string(), self.config.display().to_string(), self.key.display().to_string());
-        let mut args = vec!["broker", "--name", self.name, "--listen", listen, "--udp", "off"];
-        args.extend(["--admin", "127.0.0.1:0", "--data", &data, "--config", &config, "--cluster-key", &key]);
-        args.extend(["--cluster-listen", cluster]);
-        for peer in peers {
-            args.extend(["--peer", peer.as_str()]);
-        }
-        BrokerProcess::start_with_args(bin(), &args).unwrap()
-    }
-
-    /// Starts again on the addresses `old` had (after `old` was killed).
-    fn restart(&self, old: &BrokerProcess, peers: &[String]) -> BrokerProcess {
-        self.start(&old.tcp(), &cluster(old), peers)
-    }
-}
-
-fn cluster(b: &BrokerProcess) -> String {
-    b.ready.cluster.unwrap().to_string()
-}
-
-fn links(b: &BrokerProcess) -> f64 {
-    b.metric("tidings_links_up").unwrap_or(-1.0)
-}
 
 fn wait_for(what: &str, timeout: Duration, check: impl Fn() -> bool) {
     let deadline = Instant::now() + timeout;
@@ -97,21 +54,6 @@ fn stop_after(child: Child, time: Duration) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The one replica group `b` is in, from its `/state` (null while it is in none).
-fn replica_group(b: &BrokerProcess) -> Value {
-    let state: Value =
-        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
-    state["guaranteed"]["replicas"][0].clone()
-}
-
-/// Whether `b`'s replica is past its wipe fences and applied everything `leader` committed.
-fn caught_up(b: &BrokerProcess, leader: &BrokerProcess) -> bool {
-    let (mine, theirs) = (replica_group(b), replica_group(leader));
-    mine["fenced"] == false
-        && mine["applied"].as_u64() >= theirs["commit"].as_u64()
-        && theirs["commit"].as_u64() > Some(0)
-}
-
 #[test]
 fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
     let _serial = tidings_testkit::one_at_a_time();
@@ -129,7 +71,16 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
         links(&b1) == 3.0 && links(&b2) == 2.0 && links(&b3) == 2.0 && links(&bs) == 1.0
     });
     let server = bs.tcp();
-    let sub = gd_common::spawn(&["sub", "--server", &server, "--guaranteed", "--json", "g.>", "--count", "600"]);
+    let sub = Lines::follow(gd_common::spawn(&[
+        "sub",
+        "--server",
+        &server,
+        "--guaranteed",
+        "--json",
+        "g.>",
+        "--count",
+        "600",
+    ]));
     wait_for("the subscription is confirmed", Duration::from_secs(20), || {
         bs.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
     });
@@ -213,17 +164,23 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
     let b1 = p1.restart(&b1, &[cluster(&b2), cluster(&b3)]);
     wait_for("p1 links to p2 and p3 again (s1 is stopped)", Duration::from_secs(20), || links(&b1) == 2.0);
     let back = Instant::now();
-    wait_for("p1 leads again, its replica rebuilt from its mates", Duration::from_secs(30), || {
+    wait_for("p1's replica rebuilt from its mates, a mate leading", Duration::from_secs(30), || {
         let group = replica_group(&b1);
-        group["leader"] == "p1" && group["applied"].as_u64() >= Some(committed) && group["fenced"] == false
+        let mate = group["leader"] == "p2" || group["leader"] == "p3";
+        mate && group["applied"].as_u64() >= Some(committed) && group["fenced"] == false
     });
-    eprintln!("p1 led again {:?} after it linked", back.elapsed());
+    eprintln!("p1 rebuilt its replica {:?} after it linked", back.elapsed());
+    // Takeover (docs/replication.md): the mate elected while p1 was down serves the pubend,
+    // rebuilt from the group, and keeps it; the wiped host stays a follower.
+    let leader = if replica_group(&b1)["leader"] == "p2" { &b2 } else { &b3 };
     bs.resume().unwrap();
     wait_for("s1 links to p1 again", Duration::from_secs(20), || links(&bs) == 1.0 && links(&b1) == 3.0);
-    all.extend(acked(publish(&b1.tcp(), "g.e", 100, &["--window", "16"]), 100));
+    wait_for("s1 caught up with the batch acknowledged before the wipe", Duration::from_secs(30), || {
+        sub.count() >= all.len()
+    });
+    assert_ne!(replica_group(&b1)["leader"], "p1", "the wiped host took the pubend back");
+    all.extend(acked(publish(&leader.tcp(), "g.e", 100, &["--window", "16"]), 100));
 
-    let out = finish_within(sub, Duration::from_secs(30));
-    let got: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let (got, ..) = sub.finish(Duration::from_secs(30));
     gd_common::assert_exactly_once_in_order(&got, &all.iter().collect::<Vec<_>>());
 }

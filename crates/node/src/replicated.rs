@@ -58,5 +58,42 @@ pub fn seed(pubend: PubendId, state: &PubendReplica) -> Seed {
     Seed { writes, recovered, ticks }
 }
 
+/// The seed that brings `pubend`'s own log, found at start as `found`, up to its group's state:
+/// a host restarted with its log intact whose group a successor led meanwhile (takeover) adds
+/// the records the successor logged past its log's last tick, and the group's silence as its
+/// lease. A record the group holds at or below the log's last tick that the log lacks cannot
+/// be added (the store takes a pubend's ticks in growing order only): `Err` names it, and the
+/// pubend must not be opened from this log.
+pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Result<Seed, Tick> {
+    let highest = found.logged.last().copied().unwrap_or_default().max(found.release);
+    let mut writes = Vec::new();
+    let mut ticks = Vec::new();
+    for record in state.records() {
+        let (tick, publisher) = (Tick(record.tick), PublisherId(record.publisher));
+        if tick <= highest {
+            if tick > found.release && found.logged.binary_search(&tick).is_err() {
+                return Err(tick);
+            }
+            continue;
+        }
+        let payload = Bytes::from(record.payload.clone());
+        writes.push(StoreAction::Append { pubend, tick, record: payload, publisher, seq: record.seq });
+        ticks.push(((publisher, record.seq), tick));
+    }
+    let lease = found.lease.max(Tick(state.silent_up_to()));
+    if lease > found.lease {
+        writes.push(StoreAction::LeaseRaise { pubend, up_to: lease });
+    }
+    let mut publishers: std::collections::BTreeMap<PublisherId, u64> = found.publishers.iter().copied().collect();
+    for (publisher, seq) in state.publishers() {
+        let entry = publishers.entry(PublisherId(publisher)).or_default();
+        *entry = (*entry).max(seq);
+    }
+    let mut logged = found.logged;
+    logged.extend(ticks.iter().map(|&(_, tick)| tick));
+    let recovered = Recovered { lease, logged, publishers: publishers.into_iter().collect(), ..found };
+    Ok(Seed { writes, recovered, ticks })
+}
+
 #[cfg(test)]
 mod tests;

@@ -36,12 +36,18 @@ pub struct GroupSettings {
     /// is synced, before a quorum has it. Unsafe by design, so that the simulator proves it
     /// would notice; never set it in a broker.
     pub ack_before_quorum: bool,
+    /// Whether a leader that is not the first voter hands the lead back to it once it is live
+    /// and caught up. On where only the first voter serves the pubend (the simulator, a wiped
+    /// host's rebuild); off in a broker that takes pubends over: the successor then serves the
+    /// pubend, and handing the lead back would leave two brokers serving it (docs/replication.md,
+    /// "Takeover").
+    pub hand_back: bool,
 }
 
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
     pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
-        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false }
+        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false, hand_back: true }
     }
 }
 
@@ -101,6 +107,18 @@ pub enum Input {
     Persisted {
         /// The write's number.
         number: u64,
+    },
+    /// The mates whose link from this broker is up now; the shell feeds it before every tick.
+    /// A mate holds back its campaign while the group's first voter (the pubend's host) is
+    /// linked (see `Running::holds_back`), so a live host is not deposed by a mate whose clock
+    /// or disk ran ahead of its own (the first election of a new group). A follower that loses
+    /// its link to the leader campaigns within a few ticks rather than a whole election timeout
+    /// (see `Running::links`): a dead broker's links drop at once, which is the takeover's
+    /// detection. Never fed, no mate counts as linked and elections are raft-rs's alone (the
+    /// simulator).
+    Links {
+        /// The linked mates.
+        up: Vec<ReplicaId>,
     },
 }
 
@@ -246,6 +264,10 @@ pub(crate) struct Running {
     pub(crate) unsynced: VecDeque<Unsynced>,
     /// Non-zero while a rejoined replica withholds its vote (see `rejoin`).
     pub(crate) rejoin_term: u64,
+    /// The mates linked at the shell's last [`Input::Links`].
+    pub(crate) linked: Vec<ReplicaId>,
+    /// Ticks in a row this mate held its campaign back for a linked host (see `holds_back`).
+    pub(crate) held: usize,
 }
 
 /// Where a group stands.
@@ -340,6 +362,8 @@ impl Running {
             applied_term: 0,
             unsynced: VecDeque::new(),
             rejoin_term: if caught_up { 0 } else { rejoin_term },
+            linked: Vec::new(),
+            held: 0,
         })
     }
 
@@ -365,12 +389,13 @@ impl Running {
             Input::Tick => {
                 // A rejoined replica that has not caught up must not campaign: it cannot know
                 // which entries it lost.
-                if self.rejoin_term == 0 {
+                if self.rejoin_term == 0 && !self.holds_back(settings) {
                     self.raw.tick();
                 }
                 self.hand_back(settings);
             }
             Input::Persisted { number } => self.persisted(settings, number, out),
+            Input::Links { up } => self.links(settings, up),
         }
         self.drain(settings, out);
     }
@@ -397,6 +422,43 @@ impl Running {
             self.pending.insert((publisher, seq), term);
         } else {
             out.push(Action::Refused { publisher, seq, leader: None });
+        }
+    }
+
+    /// Whether this tick must not reach raft-rs: this replica is a mate (not the first voter),
+    /// it does not lead, its next tick would start a campaign, and the host is linked. The host
+    /// gets the first chance at every election it is alive for: its election timeout is the
+    /// shortest, but a mate whose fence or disk finished first would otherwise win a new group's
+    /// first election and take a live host's pubend (docs/replication.md, "Takeover"). The hold
+    /// lasts at most one more election timeout in a row: a linked host that cannot campaign (it
+    /// is behind its wipe fence, or its disk stalls) must not leave the group without a leader.
+    pub(crate) fn holds_back(&mut self, settings: &GroupSettings) -> bool {
+        let mate = settings.voters.first() != Some(&settings.id);
+        let raft = &self.raw.raft;
+        let would_campaign =
+            raft.state != StateRole::Leader && raft.election_elapsed + 1 >= raft.randomized_election_timeout();
+        let host_linked = settings.voters.first().is_some_and(|host| self.linked.contains(host));
+        if !(mate && would_campaign && host_linked) || self.held >= settings.election_ticks {
+            self.held = 0;
+            return false;
+        }
+        self.held += 1;
+        true
+    }
+
+    /// The shell's links changed: a follower whose link to its leader just dropped (the leader
+    /// died, or is cut off from it) brings its election clock to one tick short of the shortest
+    /// timeout, so it campaigns after `1 + rank` ticks rather than a whole timeout; the ranks
+    /// still order the mates, and every mate that saw the drop is out of the leader's lease by
+    /// then, so it grants the pre-vote. A leader cut off from only this replica is not deposed:
+    /// its other followers, still in its lease, refuse the pre-vote.
+    fn links(&mut self, settings: &GroupSettings, up: Vec<ReplicaId>) {
+        let leader = self.raw.raft.leader_id;
+        let lost = leader != 0 && self.linked.contains(&leader) && !up.contains(&leader);
+        self.linked = up;
+        if lost && self.raw.raft.state == StateRole::Follower {
+            let raft = &mut self.raw.raft;
+            raft.election_elapsed = raft.election_elapsed.max(settings.election_ticks.saturating_sub(1));
         }
     }
 

@@ -154,7 +154,11 @@ impl Running {
     /// is under way, and would wait an election timeout for a replica that is down).
     pub(crate) fn hand_back(&mut self, settings: &GroupSettings) {
         let Some(&preferred) = settings.voters.first() else { return };
-        if self.leading.is_none() || preferred == settings.id || self.raw.raft.lead_transferee.is_some() {
+        if !settings.hand_back
+            || self.leading.is_none()
+            || preferred == settings.id
+            || self.raw.raft.lead_transferee.is_some()
+        {
             return;
         }
         let last = self.raw.raft.raft_log.last_index();

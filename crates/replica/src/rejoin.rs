@@ -71,7 +71,7 @@ impl ReplicaGroup {
                 out.push(Action::Refused { publisher, seq, leader: None });
             }
             // Raft traffic, proposals and completions mean nothing before the fence.
-            Input::Message { .. } | Input::Propose(_) | Input::Persisted { .. } => {}
+            Input::Message { .. } | Input::Propose(_) | Input::Persisted { .. } | Input::Links { .. } => {}
         }
         let mates = self.settings.voters.iter().filter(|&&v| v != self.settings.id).count();
         if answers.len() < mates {

@@ -3,142 +3,10 @@
 //! takeover, the wiped-replica fences). Seeded faulty runs live in `tidings-sim` (`replica`).
 #![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
 
-use std::collections::{BTreeMap, BTreeSet};
+mod cluster;
 
-use tidings_replica::{
-    Action, Entry, Envelope, GroupSettings, Input, Outcome, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
-};
-
-struct Cluster {
-    groups: BTreeMap<ReplicaId, ReplicaGroup>,
-    /// Messages sent and not delivered: (from, to, msg).
-    wire: Vec<(ReplicaId, ReplicaId, Envelope)>,
-    /// Writes handed out and not synced, per replica, and the synced ones.
-    unsynced: BTreeMap<ReplicaId, Vec<Write>>,
-    synced: BTreeMap<ReplicaId, Vec<Write>>,
-    acks: Vec<(ReplicaId, u64, u64, u64)>,
-    refused: Vec<(ReplicaId, u64)>,
-    applied: BTreeMap<ReplicaId, Vec<Outcome>>,
-    leaders: Vec<(ReplicaId, u64)>,
-    /// At each election won, whether the winner already offered its state to serve from.
-    serving_when_elected: Vec<bool>,
-    cut: BTreeSet<ReplicaId>,
-    now: u64,
-}
-
-impl Cluster {
-    fn new(n: u64, ack_before_quorum: bool) -> Self {
-        let voters: Vec<_> = (1..=n).collect();
-        let groups = voters
-            .iter()
-            .map(|&id| {
-                let settings = GroupSettings { ack_before_quorum, ..GroupSettings::new(id, voters.clone()) };
-                (id, ReplicaGroup::bootstrap(settings).expect("valid settings"))
-            })
-            .collect();
-        Self {
-            groups,
-            wire: Vec::new(),
-            unsynced: BTreeMap::new(),
-            synced: BTreeMap::new(),
-            acks: Vec::new(),
-            refused: Vec::new(),
-            applied: BTreeMap::new(),
-            leaders: Vec::new(),
-            serving_when_elected: Vec::new(),
-            cut: BTreeSet::new(),
-            now: 0,
-        }
-    }
-
-    fn input(&mut self, id: ReplicaId, input: Input) {
-        let Some(group) = self.groups.get_mut(&id) else { return };
-        let actions = group.handle(self.now, input);
-        if actions.iter().any(|a| matches!(a, Action::BecameLeader { .. })) {
-            self.serving_when_elected.push(group.serving().is_some());
-        }
-        for action in actions {
-            match action {
-                Action::Send { to, msg } => self.wire.push((id, to, msg)),
-                Action::Persist(write) => self.unsynced.entry(id).or_default().push(write),
-                Action::Apply(applied) => {
-                    self.applied.entry(id).or_default().extend(applied.into_iter().map(|a| a.outcome))
-                }
-                Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick)),
-                Action::Refused { seq, .. } => self.refused.push((id, seq)),
-                Action::BecameLeader { term } => self.leaders.push((id, term)),
-                Action::LostLeadership { .. } => {}
-                Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
-                // Only stale messages (the receiver's log outgrew them) are refused here.
-                Action::Dropped { .. } => {}
-            }
-        }
-    }
-
-    /// Syncs every write of `id` and reports the last one.
-    fn sync(&mut self, id: ReplicaId) {
-        let writes = std::mem::take(self.unsynced.entry(id).or_default());
-        if let Some(number) = writes.last().map(|w| w.number) {
-            self.synced.entry(id).or_default().extend(writes);
-            self.input(id, Input::Persisted { number });
-        }
-    }
-
-    /// Delivers, syncs and ticks until nothing moves or `rounds` ticks passed; `syncing` are
-    /// the replicas whose disks complete writes.
-    fn run(&mut self, rounds: usize, syncing: &[ReplicaId]) {
-        for _ in 0..rounds {
-            self.now += 10;
-            for _ in 0..50 {
-                let wire = std::mem::take(&mut self.wire);
-                let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
-                for (from, to, msg) in wire {
-                    if !self.cut.contains(&from) && !self.cut.contains(&to) {
-                        self.input(to, Input::Message { from, msg });
-                    }
-                }
-                for &id in syncing {
-                    self.sync(id);
-                }
-                if quiet {
-                    break;
-                }
-            }
-            let ids: Vec<_> = self.groups.keys().copied().collect();
-            for id in ids {
-                self.input(id, Input::Tick);
-            }
-        }
-    }
-
-    /// Delivers what is on the wire now, once, without syncing anything.
-    fn deliver_once(&mut self) {
-        for (from, to, msg) in std::mem::take(&mut self.wire) {
-            if !self.cut.contains(&from) && !self.cut.contains(&to) {
-                self.input(to, Input::Message { from, msg });
-            }
-        }
-    }
-
-    fn leader(&self) -> Option<ReplicaId> {
-        self.groups.iter().find(|(id, g)| g.leading().is_some() && !self.cut.contains(id)).map(|(id, _)| *id)
-    }
-
-    fn publish(&mut self, to: ReplicaId, publisher: u64, seq: u64) {
-        self.input(to, Input::Publish { publisher, seq, payload: vec![seq as u8] });
-    }
-
-    fn logged(&self, id: ReplicaId) -> Vec<(u64, u64, u64)> {
-        let outcomes = self.applied.get(&id).map(Vec::as_slice).unwrap_or_default();
-        outcomes
-            .iter()
-            .filter_map(|o| match *o {
-                Outcome::Logged { publisher, seq, tick } => Some((publisher, seq, tick)),
-                _ => None,
-            })
-            .collect()
-    }
-}
+use cluster::Cluster;
+use tidings_replica::{Action, Entry, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId};
 
 const ALL: [ReplicaId; 3] = [1, 2, 3];
 
@@ -333,4 +201,31 @@ fn a_leader_serves_once_its_term_is_applied_with_every_acknowledged_record_at_it
     );
     let fencing = ReplicaGroup::rejoin(GroupSettings::new(3, ALL.to_vec())).expect("valid settings");
     assert!(fencing.serving().is_none());
+}
+
+/// Takeover in a broker: the first voter, cut off, loses the lead to a successor. When it is back
+/// and caught up, it gets the lead back only with hand-back on; with it off (a broker that takes
+/// pubends over) the successor keeps it, and the first voter is a follower that offers no state
+/// to serve from, so one broker alone serves the pubend.
+#[test]
+fn a_successor_keeps_the_lead_when_hand_back_is_off() {
+    for hand_back in [true, false] {
+        let mut c = Cluster::with(3, |settings| GroupSettings { hand_back, ..settings });
+        c.run(30, &ALL);
+        assert_eq!(c.leader(), Some(1));
+        c.cut.insert(1);
+        c.run(40, &ALL);
+        let successor = c.leader().expect("a successor leads");
+        assert_ne!(successor, 1);
+        c.publish(successor, 7, 1);
+        c.run(5, &ALL);
+        assert!(c.groups[&successor].serving().is_some(), "the successor serves");
+        c.cut.clear();
+        c.run(60, &ALL);
+        let expected = if hand_back { 1 } else { successor };
+        assert_eq!(c.leader(), Some(expected), "hand_back {hand_back}");
+        let first = &c.groups[&1];
+        assert_eq!(first.serving().is_some(), hand_back, "the first voter serves only with hand-back");
+        assert_eq!(c.logged(1), c.logged(successor), "the first voter caught up either way");
+    }
 }

@@ -10,17 +10,16 @@ use tidings_wire::{Frame, Gap, GuaranteedPublish, Message, Notice, PublishAck, P
 use tracing::{debug, warn};
 
 use super::driver::{Driver, Waiter};
+use super::journal;
 use super::net::Sent;
-use super::{journal, DEFAULT_PUBEND};
 use crate::outbox::{GuaranteedPush, Outbox};
 
 type Key = (PubendId, PublisherId, u64);
 
 impl Driver {
-    /// The id of a pubend of this broker by its name (`""` is [`DEFAULT_PUBEND`]).
+    /// The id of a pubend of this broker by its name (`""` is [`super::DEFAULT_PUBEND`]).
     pub(super) fn pubend_id(&self, name: &str) -> PubendId {
-        let name = if name.is_empty() { DEFAULT_PUBEND } else { name };
-        PubendId(tidings_route::PubendId::derive(&self.broker, name).0)
+        PubendId(tidings_route::PubendId::derive(&self.broker, super::pubend_name(name)).0)
     }
 
     /// A GPUBLISH. A retry of a publish already given a tick is answered from the driver's
@@ -34,7 +33,7 @@ impl Driver {
     /// [`Driver::publish`] of a publish that arrived at `since` (it may have waited for its
     /// replica group to have a leader here: see `replicas::gate`).
     pub(super) fn publish_since(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>, since: Instant) {
-        let pubend = self.pubend_id(&publish.pubend);
+        let pubend = self.publish_pubend(&publish.pubend, PublisherId(publish.publisher.0));
         if !self.replica_gate(&publish, &reply, pubend, since) {
             return;
         }

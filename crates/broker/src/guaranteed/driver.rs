@@ -91,6 +91,9 @@ pub struct Driver {
     pub(super) quorum: super::replicas::Quorum,
     /// Pubends being opened from their replica groups, their writes in flight.
     pub(super) seeds: super::replicas::Seeds,
+    /// Pubends whose log was found at start and is not open yet: all of them until
+    /// `open_found`, then the replicated ones until their group serves here (`serve`).
+    pub(super) found: BTreeMap<PubendId, tidings_delivery::Recovered>,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -152,6 +155,7 @@ impl Driver {
             replicas: None,
             quorum: super::replicas::Quorum::default(),
             seeds: super::replicas::Seeds::default(),
+            found: BTreeMap::new(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -161,9 +165,8 @@ impl Driver {
             }
             let highest = recovered.logged.last().copied().unwrap_or_default();
             driver.publishes.synced(pubend, highest);
-            driver.open_pubend(pubend, recovered);
+            driver.found.insert(pubend, recovered);
         }
-        driver.restore_durables()?;
         Ok(driver)
     }
 
@@ -347,6 +350,12 @@ impl Driver {
             self.metrics.group_size.observe(appends as f64);
         }
         for input in inputs {
+            // A replicated pubend's records are sent once its group committed them too (`gate`).
+            if let tidings_delivery::StoreInput::AppendDone { pubend, synced_up_to } = input {
+                if self.store_synced(pubend, synced_up_to) {
+                    continue;
+                }
+            }
             self.feed(Input::Store(input));
         }
     }

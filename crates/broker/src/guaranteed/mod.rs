@@ -25,6 +25,7 @@ mod driver;
 pub mod durable;
 mod durable_store;
 mod edges;
+mod homes;
 mod journal;
 pub use crate::liveness;
 mod matcher;
@@ -55,6 +56,15 @@ pub use metrics::GuaranteedMetrics;
 
 /// The pubend a GPUBLISH with an empty pubend name goes to.
 pub const DEFAULT_PUBEND: &str = "default";
+
+/// A pubend's name as its id derives from it (`""` is [`DEFAULT_PUBEND`]).
+fn pubend_name(name: &str) -> &str {
+    if name.is_empty() {
+        DEFAULT_PUBEND
+    } else {
+        name
+    }
+}
 
 /// Why guaranteed delivery could not start.
 #[derive(Debug, thiserror::Error)]
@@ -230,6 +240,7 @@ impl Guaranteed {
         let mut driver = Driver::open(&dir, broker, (options, fs, guaranteed.settings()), metrics, cluster, handles)?;
         driver.retention = retention;
         driver.replicas = replicas::Replicas::open(data_dir, replica_store, replica_cluster, tx.clone())?;
+        driver.open_found()?;
         let state = driver.shared_state();
         Ok((Guaranteed { tx, next_subend, claims, state }, driver))
     }

@@ -59,12 +59,14 @@ pub(super) struct Net {
     peers: BTreeMap<BrokerName, (CellName, u64)>,
     /// Remote pubends whose streams are kept here.
     pub(super) remote: BTreeMap<PubendId, PubendRef>,
+    /// The pubends the adverts listed last, with their homes (`super::homes`).
+    pub(super) advertised: Vec<PubendRef>,
     /// The route last fed per pubend.
     routes: BTreeMap<PubendId, StreamRoute>,
     /// Child cells per pubend as last fed, also in the previous life.
     remembered: Remembered,
     /// The same names for the matcher's filter edges (`super::edges`).
-    shared: SharedNames,
+    pub(super) shared: SharedNames,
     scratch: BytesMut,
 }
 
@@ -81,6 +83,7 @@ impl Net {
             cell_names: Vec::new(),
             peers: BTreeMap::new(),
             remote: BTreeMap::new(),
+            advertised: Vec::new(),
             routes: BTreeMap::new(),
             scratch: BytesMut::new(),
         }
@@ -364,6 +367,8 @@ impl Driver {
                 for pubend in pubends {
                     self.refresh_route(PubendId(pubend.0));
                 }
+                // A home that went out of view may have a successor advertised already.
+                self.rehome();
             }
             GdAction::NextTicksWanted { round, pubends } => {
                 let ticks =
@@ -376,27 +381,6 @@ impl Driver {
                 let ticks = ticks.into_iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
                 self.barrier_confirmed(number, &ticks);
             }
-        }
-    }
-
-    /// The advertised pubends changed: keep a stream of every new remote one. A pubend that
-    /// leaves the adverts keeps its stream and its subends' places in it: its home may only be
-    /// out of view for a while (its route is then empty, see `keep_unreachable_children`), and
-    /// attaching again later would restart the subends at a guessed tick.
-    fn advertised(&mut self, pubends: Vec<PubendRef>) {
-        let Some(net) = self.net.as_mut() else { return };
-        let me = net.cluster.name().clone();
-        let new: Vec<PubendRef> =
-            pubends.into_iter().filter(|p| p.home != me && !net.remote.contains_key(&PubendId(p.id.0))).collect();
-        for pubend in new {
-            let id = PubendId(pubend.id.0);
-            if let Some(net) = self.net.as_mut() {
-                net.remote.insert(id, pubend.clone());
-                net.shared.write().homes.insert(id, pubend.home.clone());
-                net.cluster.handle(tidings_route::Input::TrackPubend { pubend });
-            }
-            self.refresh_route(id);
-            self.attach_late(id, None);
         }
     }
 
@@ -420,15 +404,6 @@ impl Driver {
         net.routes.insert(pubend, route.clone());
         net.remember(pubend, &route);
         self.feed(Input::Route { pubend, route });
-    }
-
-    /// A pubend this broker hosts was opened: routing tracks it (so it is advertised and its
-    /// next tick answers barriers) and its stream gets its route.
-    pub(super) fn host(&mut self, pubend: PubendId) {
-        let Some(net) = self.net.as_ref() else { return };
-        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() };
-        net.cluster.handle(tidings_route::Input::TrackPubend { pubend: reference });
-        self.refresh_route(pubend);
     }
 
     /// Every pubend with a stream here: hosted and remote.

@@ -9,7 +9,8 @@ use tidings_client::{Client, ClientBuilder, Transport};
 /// Which broker to talk to, and how.
 #[derive(clap::Args)]
 pub(crate) struct ServerArgs {
-    /// Broker address: HOST, HOST:PORT or tidings://HOST:PORT (port 6464 when omitted).
+    /// Broker address: HOST, HOST:PORT or tidings://HOST:PORT (port 6464 when omitted); several,
+    /// comma-separated (a,b,c), are tried in turn at every (re)connect: failover in a cell.
     #[arg(long, short, env = "TIDINGS_SERVER", default_value_t = default_server(), value_name = "ADDRESS",
           value_parser = server_address)]
     pub(crate) server: String,
@@ -59,9 +60,16 @@ fn default_server() -> String {
     format!("127.0.0.1:{}", tidings_broker::DEFAULT_PORT)
 }
 
+/// Accepts a comma-separated list of [`one_address`]es (the client tries them in turn, so a
+/// publisher fails over to a cell mate); returns them as `host:port,host:port`.
+fn server_address(text: &str) -> Result<String, String> {
+    let list: Result<Vec<String>, String> = text.split(',').map(one_address).collect();
+    Ok(list?.join(","))
+}
+
 /// Accepts `host`, `host:port`, `[v6]:port` and `tidings://host:port`, as users of other
 /// brokers' tools type them; returns `host:port`.
-fn server_address(text: &str) -> Result<String, String> {
+fn one_address(text: &str) -> Result<String, String> {
     let rest = match text.split_once("://") {
         Some(("tidings", rest)) => rest,
         Some((scheme, _)) => return Err(format!("unknown scheme {scheme:?} (use tidings://HOST:PORT or HOST:PORT)")),
@@ -99,5 +107,7 @@ mod tests {
         assert!(server_address("nats://b1:4222").unwrap_err().contains("scheme"));
         assert!(server_address("b1:http").unwrap_err().contains("not a port"));
         assert!(server_address("").is_err());
+        assert_eq!(server_address("a:1,tidings://b:2,c"), Ok("a:1,b:2,c:6464".to_string()));
+        assert!(server_address("a:1,,b:2").is_err(), "a blank entry is a typo, not a broker");
     }
 }

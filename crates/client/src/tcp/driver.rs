@@ -37,23 +37,37 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
     Ok(shared)
 }
 
-/// Connects and says HELLO, within `connect_timeout`.
+/// Connects and says HELLO, within `connect_timeout` per address. `addr` may list several
+/// brokers, `a,b,c` (failover, `docs/replication.md`, "Takeover"): each is tried in turn, from
+/// the first, at the first connection and at every reconnect, so the client reaches the first
+/// live broker of the list; a guaranteed publisher then sends its window again there.
 async fn open(config: &Config) -> Result<Connection, ClientError> {
     let limit = config.connect_timeout;
-    timeout(limit, open_unbounded(config))
-        .await
-        .unwrap_or(Err(ClientError::Timeout { operation: "connect", after: limit }))
+    let mut last = None;
+    for addr in addresses(&config.addr) {
+        match timeout(limit, open_one(addr, config)).await {
+            Ok(Ok(connection)) => return Ok(connection),
+            Ok(Err(error)) => last = Some(error),
+            Err(_) => last = Some(ClientError::Timeout { operation: "connect", after: limit }),
+        }
+    }
+    Err(last.unwrap_or_else(|| ClientError::NoAddress { addr: config.addr.clone() }))
 }
 
-async fn open_unbounded(config: &Config) -> Result<Connection, ClientError> {
+/// The addresses of a `a,b,c` list, in order, without blanks.
+fn addresses(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|addr| !addr.is_empty())
+}
+
+async fn open_one(addr: &str, config: &Config) -> Result<Connection, ClientError> {
     let mut last = None;
-    for addr in lookup_host(config.addr.as_str()).await? {
+    for addr in lookup_host(addr).await? {
         match TcpStream::connect(addr).await {
             Ok(stream) => return handshake(stream, config).await,
             Err(e) => last = Some(e),
         }
     }
-    Err(last.map(ClientError::from).unwrap_or_else(|| ClientError::NoAddress { addr: config.addr.clone() }))
+    Err(last.map(ClientError::from).unwrap_or_else(|| ClientError::NoAddress { addr: addr.to_string() }))
 }
 
 async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection, ClientError> {
@@ -214,4 +228,14 @@ async fn reconnect(
         }
     }
     Err(Some(ClientError::ReconnectFailed { attempts: schedule.attempts(), last: Box::new(last) }))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_server_list_is_tried_in_order_without_blanks() {
+        let list: Vec<&str> = super::addresses(" a:1, b:2,,c:3 ").collect();
+        assert_eq!(list, ["a:1", "b:2", "c:3"]);
+        assert_eq!(super::addresses("h:4222").collect::<Vec<_>>(), ["h:4222"]);
+    }
 }

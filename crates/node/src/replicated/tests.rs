@@ -12,7 +12,7 @@ use tidings_delivery::{
 };
 use tidings_replica::{Command, PubendReplica};
 
-use super::seed;
+use super::{resume, seed};
 use crate::durables::tests::Nothing as All;
 
 const P: PubendId = PubendId(5);
@@ -115,4 +115,38 @@ fn a_pubend_opened_from_a_replica_answers_nacks_with_the_groups_records_at_their
     let new = Input::Publish { pubend: P, publisher: PublisherId(1), seq: 4, payload: Bytes::from_static(b"y") };
     let (_, appended) = settle(&mut engine, &mut store, 800, new);
     assert!(matches!(appended.as_slice(), [tick] if *tick > Tick(1_020)), "{appended:?}");
+}
+
+/// A host whose log holds the group's first records (and one the group never committed) resumes
+/// from it: only the records a successor logged past the log's last tick are added, the lease
+/// rises to the group's silence, and the publishers' highest sequence numbers merge. A log that
+/// lacks a record below its last tick cannot be brought up to the group: the pubend stays closed.
+#[test]
+fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
+    let state = replica();
+    let found = tidings_delivery::Recovered {
+        lease: Tick(1_006),
+        release: Tick(1_002),
+        logged: vec![Tick(1_005), Tick(1_006)],
+        publishers: vec![(PublisherId(2), 1), (PublisherId(3), 4)],
+        lost: Vec::new(),
+    };
+    let resumed = resume(P, &state, found.clone()).expect("the log lacks nothing below its last tick");
+    let appended: Vec<Tick> = resumed
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            StoreAction::Append { tick, .. } => Some(*tick),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(appended, [Tick(1_010), Tick(1_016)]);
+    assert!(resumed.writes.contains(&StoreAction::LeaseRaise { pubend: P, up_to: Tick(1_020) }));
+    assert_eq!(resumed.recovered.lease, Tick(1_020));
+    assert_eq!(resumed.recovered.logged, [Tick(1_005), Tick(1_006), Tick(1_010), Tick(1_016)]);
+    assert_eq!(resumed.recovered.publishers, [(PublisherId(1), 3), (PublisherId(2), 1), (PublisherId(3), 4)]);
+    assert_eq!(resumed.ticks, [((PublisherId(1), 2), Tick(1_010)), ((PublisherId(1), 3), Tick(1_016))]);
+
+    let holed = tidings_delivery::Recovered { logged: vec![Tick(1_016)], ..found };
+    assert_eq!(resume(P, &state, holed), Err(Tick(1_005)), "1005 is the group's, not the log's");
 }

@@ -10,9 +10,9 @@
 //! engine's acknowledgement (the host's log synced it) and the group's (a quorum synced it,
 //! applied, same term), whichever comes last. That is the smallest change that makes
 //! "acknowledged" mean "on a quorum's disks" without a second delivery path; the price is that
-//! a subscriber may receive a publish before it is acknowledged (as a subscriber of an
-//! unreplicated pubend already may before the sync), and that the host keeps its own copy
-//! beside its journal.
+//! the host keeps its own copy beside its journal. The engine sends a record to subscribers
+//! only once it is both synced here and committed in the group ([`Frontier`]), so whatever a
+//! subscriber received survives a takeover at its tick.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +53,23 @@ pub(crate) struct Quorum {
     proposed: BTreeMap<Key, Proposal>,
     /// Publishes waiting for this broker to lead their group.
     waiting: VecDeque<(GuaranteedPublish, Arc<Outbox>, Instant)>,
+    /// Per replicated pubend, how far its log is synced here and committed in its group.
+    frontier: BTreeMap<PubendId, Frontier>,
+}
+
+/// The engine sends a record to subscribers only once its append is synced (`AppendDone`). For a
+/// replicated pubend it is told so only once the group committed the record too: then every
+/// record a subscriber ever received is in the group, and a successor serves it at its tick. A
+/// record sent before its commit could be lost with its host, and a retry of its publish logged
+/// again by the successor at another tick: a duplicate (docs/replication.md, "Takeover").
+#[derive(Default)]
+struct Frontier {
+    /// The store's last `AppendDone`.
+    store: Tick,
+    /// The tick of the last publish the group acknowledged (raft commits in order).
+    group: Tick,
+    /// The last `AppendDone` fed to the engine: the lower of the two.
+    fed: Tick,
 }
 
 impl Driver {
@@ -151,12 +168,21 @@ impl Driver {
             match outcome {
                 Outcome::Acked { pubend, publisher, seq } => {
                     let key = (pubend, publisher, seq);
-                    self.quorum.proposed.remove(&key);
+                    let tick = self.quorum.proposed.remove(&key).and_then(|p| p.tick);
                     match self.quorum.parked.remove(&key) {
                         Some(ack) => self.answer(key, ack),
                         None => {
                             self.quorum.acked.insert(key);
                         }
+                    }
+                    // Only now: the engine acknowledges synchronously inside `feed_synced` once
+                    // the frontier passes the record, and its acknowledgement must find the
+                    // group's already recorded (before, it found neither the proposal nor the
+                    // group's ack and refused the publish: "did not take the publish").
+                    if let Some(tick) = tick {
+                        let frontier = self.quorum.frontier.entry(pubend).or_default();
+                        frontier.group = frontier.group.max(tick);
+                        self.feed_synced(pubend);
                     }
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
@@ -169,6 +195,29 @@ impl Driver {
                 }
                 Outcome::Leads { pubend } => self.propose_again(pubend),
             }
+        }
+    }
+
+    /// The store synced `pubend`'s log up to `tick`: true if the engine is told later, once the
+    /// group committed it too (a replicated pubend); false if it is to be told now.
+    pub(in crate::guaranteed) fn store_synced(&mut self, pubend: PubendId, tick: Tick) -> bool {
+        if !self.replicas.as_ref().is_some_and(|r| r.is_replicated(pubend)) {
+            return false;
+        }
+        let frontier = self.quorum.frontier.entry(pubend).or_default();
+        frontier.store = frontier.store.max(tick);
+        self.feed_synced(pubend);
+        true
+    }
+
+    /// Tells the engine what is both synced here and committed in the group, if that grew.
+    fn feed_synced(&mut self, pubend: PubendId) {
+        let Some(frontier) = self.quorum.frontier.get_mut(&pubend) else { return };
+        let up_to = frontier.store.min(frontier.group);
+        if up_to > frontier.fed {
+            frontier.fed = up_to;
+            let input = tidings_delivery::StoreInput::AppendDone { pubend, synced_up_to: up_to };
+            self.feed(tidings_delivery::Input::Store(input));
         }
     }
 

@@ -141,7 +141,11 @@ impl Replicas {
 
     /// Starts this broker's replica of a group from its journal (fencing if it is empty).
     fn start(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
-        let settings = GroupSettings::new(self.me, voters.clone());
+        // The successor of a dead host keeps the pubend it took over (docs/replication.md,
+        // "Takeover"): handing the lead back would leave two brokers serving it. A live host
+        // keeps the lead because its mates hold back their campaigns while it is linked
+        // (`Input::Links`, fed at every tick).
+        let settings = GroupSettings { hand_back: false, ..GroupSettings::new(self.me, voters.clone()) };
         let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
             .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         let replica = match recovered {
@@ -221,14 +225,11 @@ impl Replicas {
         self.groups.get(&pubend).is_some_and(|g| g.replica.leading().is_some())
     }
 
-    /// The groups of this broker's own pubends (it is their first voter, their host) that it
-    /// may open the pubend from now, with their state (see `serve`). A mate that leads a group
-    /// opens nothing: that is takeover, which also needs the pubend's tree to move to it.
+    /// The groups this broker may open the pubend of now, with their state (see `serve`): its
+    /// own pubends, and a mate's it leads (takeover: the pubend's home moves here, `homes`). A
+    /// mate leads only once the host was unlinked at its election (`Input::Links`).
     pub(super) fn serving(&self) -> impl Iterator<Item = (PubendId, &tidings_replica::PubendReplica)> {
-        self.groups
-            .iter()
-            .filter(|(_, group)| group.voters.first() == Some(&self.me))
-            .filter_map(|(&pubend, group)| Some((pubend, group.replica.serving()?.1)))
+        self.groups.iter().filter_map(|(&pubend, group)| Some((pubend, group.replica.serving()?.1)))
     }
 
     /// Feeds one input to a group and carries out what it says.
@@ -286,8 +287,21 @@ impl Replicas {
             return Vec::new();
         }
         self.next_tick = Instant::now() + TICK;
-        let pubends: Vec<PubendId> = self.groups.keys().copied().collect();
-        pubends.into_iter().flat_map(|pubend| self.handle(pubend, Input::Tick)).collect()
+        let pubends: Vec<(PubendId, Vec<ReplicaId>)> =
+            self.groups.iter().map(|(&pubend, group)| (pubend, self.linked(group))).collect();
+        let mut outcomes = Vec::new();
+        for (pubend, up) in pubends {
+            outcomes.extend(self.handle(pubend, Input::Links { up }));
+            outcomes.extend(self.handle(pubend, Input::Tick));
+        }
+        outcomes
+    }
+
+    /// The mates of `group` linked now: its mates hold back their campaigns while its host (its
+    /// first voter) is linked, and a follower campaigns at once when its leader's link drops.
+    fn linked(&self, group: &Group) -> Vec<ReplicaId> {
+        let linked = |id: &&ReplicaId| self.mates.get(id).is_some_and(|m| self.cluster.is_linked(m));
+        group.voters.iter().filter(linked).copied().collect()
     }
 
     /// When the next tick is due.

@@ -9,12 +9,28 @@
 
 use std::collections::BTreeMap;
 
-use tidings_delivery::{PubendId, Recovered, StoreAction};
+use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction};
 use tidings_store::Completion;
 use tracing::{error, info};
 
+use super::Replicas;
 use crate::guaranteed::driver::Driver;
 use crate::guaranteed::journal;
+
+impl Replicas {
+    /// The pubend a publisher that moved here from `name`'s host resumes: a cell mate's pubend
+    /// of that name (`PubendId::derive(mate, name)`) whose group this broker holds and whose
+    /// replicated retry table knows `publisher`. A publisher the group never logged has nothing
+    /// acknowledged there, and starts on this broker's own pubend of that name.
+    pub(super) fn resumed(&self, name: &str, publisher: PublisherId) -> Option<PubendId> {
+        self.groups.iter().find_map(|(&pubend, group)| {
+            let host = self.mates.get(group.voters.first()?)?;
+            let named = tidings_route::PubendId::derive(host, name).0 == pubend.0;
+            let knows = || group.replica.state().is_some_and(|s| s.publishers().iter().any(|&(p, _)| p == publisher.0));
+            (named && knows()).then_some(pubend)
+        })
+    }
+}
 
 /// Seeds whose writes are in flight, by pubend.
 #[derive(Default)]
@@ -29,17 +45,54 @@ struct Seed {
 }
 
 impl Driver {
+    /// The pubend a GPUBLISH naming `name` goes to here: the one a publisher resumes after a
+    /// takeover (`Replicas::resumed`), else this broker's own of that name.
+    pub(in crate::guaranteed) fn publish_pubend(&self, name: &str, publisher: PublisherId) -> PubendId {
+        let name = crate::guaranteed::pubend_name(name);
+        let resumed = self.replicas.as_ref().and_then(|replicas| replicas.resumed(name, publisher));
+        resumed.unwrap_or_else(|| self.pubend_id(name))
+    }
+
+    /// Opens the pubends whose log was found at start, then restores the durable
+    /// subscriptions. A replicated one waits for its group to serve here: a cell mate may have
+    /// taken it over while this broker was down (`docs/replication.md`, "Takeover"), and this
+    /// log would then answer nacks and tell silence for ticks the successor logged.
+    pub(in crate::guaranteed) fn open_found(&mut self) -> Result<(), crate::guaranteed::GuaranteedError> {
+        for (pubend, recovered) in std::mem::take(&mut self.found) {
+            match self.replicas.as_ref().is_some_and(|replicas| replicas.is_replicated(pubend)) {
+                true => {
+                    info!(pubend = pubend.0, "a replicated pubend found at start waits for its group to serve here");
+                    self.found.insert(pubend, recovered);
+                }
+                false => self.open_pubend(pubend, recovered),
+            }
+        }
+        self.restore_durables()
+    }
+
     /// Starts opening every pubend whose group serves here and that is neither open nor being
-    /// opened.
+    /// opened: from the group's state alone, or from the log found at start plus what the
+    /// group holds past it.
     pub(in crate::guaranteed) fn serve_from_replicas(&mut self) {
         let Some(replicas) = self.replicas.as_ref() else { return };
         let ready: Vec<_> = replicas
             .serving()
             .filter(|(pubend, _)| !self.hosted.contains(pubend) && !self.seeds.0.contains_key(pubend))
-            .map(|(pubend, state)| (pubend, tidings_node::replicated::seed(pubend, state)))
+            .map(|(pubend, state)| match self.found.get(&pubend) {
+                Some(found) => (pubend, tidings_node::replicated::resume(pubend, state, found.clone())),
+                None => (pubend, Ok(tidings_node::replicated::seed(pubend, state))),
+            })
             .collect();
         for (pubend, seed) in ready {
-            self.seed(pubend, seed);
+            let found = self.found.remove(&pubend).is_some();
+            match seed {
+                Ok(seed) => self.seed(pubend, seed),
+                Err(tick) => {
+                    error!(pubend = pubend.0, tick = tick.0, found, "the log found at start lacks a record of the replica group below its last tick: the pubend stays closed here");
+                    // Kept out of `found` and never opened: `seeds` marks it as failed.
+                    self.seeds.0.insert(pubend, Seed { recovered: Recovered::default(), left: 0, failed: true });
+                }
+            }
         }
     }
 

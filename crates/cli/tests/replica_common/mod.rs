@@ -1,0 +1,142 @@
+//! Helpers shared by the replication process tests (`replica.rs`, `takeover.rs`): a broker of a
+//! cell on fixed ports, its links, and its replica group as `/state` shows it.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use tidings_testkit::BrokerProcess;
+
+use crate::gd_common::bin;
+
+/// One broker: name, cell, data directory, config; started on fixed ports so a restart keeps
+/// its address for the mates that dial it.
+pub(crate) struct Node {
+    pub(crate) name: &'static str,
+    pub(crate) data: PathBuf,
+    config: PathBuf,
+    key: PathBuf,
+}
+
+impl Node {
+    pub(crate) fn new(scratch: &Path, name: &'static str, cell: &str) -> Node {
+        let config = scratch.join(format!("{name}.toml"));
+        let text = format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n");
+        std::fs::write(&config, text).unwrap();
+        let key = scratch.join("cluster.key");
+        tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
+        Node { name, data: scratch.join(name), config, key }
+    }
+
+    pub(crate) fn start(&self, listen: &str, cluster: &str, peers: &[String]) -> BrokerProcess {
+        let (data, config, key) =
+            (self.data.display().to_string(), self.config.display().to_string(), self.key.display().to_string());
+        let mut args = vec!["broker", "--name", self.name, "--listen", listen, "--udp", "off"];
+        args.extend(["--admin", "127.0.0.1:0", "--data", &data, "--config", &config, "--cluster-key", &key]);
+        args.extend(["--cluster-listen", cluster]);
+        for peer in peers {
+            args.extend(["--peer", peer.as_str()]);
+        }
+        BrokerProcess::start_with_args(bin(), &args).unwrap()
+    }
+
+    /// Starts again on the addresses `old` had (after `old` was killed).
+    pub(crate) fn restart(&self, old: &BrokerProcess, peers: &[String]) -> BrokerProcess {
+        self.start(&old.tcp(), &cluster(old), peers)
+    }
+}
+
+pub(crate) fn cluster(b: &BrokerProcess) -> String {
+    b.ready.cluster.unwrap().to_string()
+}
+
+pub(crate) fn links(b: &BrokerProcess) -> f64 {
+    b.metric("tidings_links_up").unwrap_or(-1.0)
+}
+
+/// The one replica group `b` is in, from its `/state` (null while it is in none).
+pub(crate) fn replica_group(b: &BrokerProcess) -> Value {
+    let state: Value =
+        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    state["guaranteed"]["replicas"][0].clone()
+}
+
+/// Whether `b`'s replica is past its wipe fences and applied everything `leader` committed.
+pub(crate) fn caught_up(b: &BrokerProcess, leader: &BrokerProcess) -> bool {
+    let (mine, theirs) = (replica_group(b), replica_group(leader));
+    mine["fenced"] == false
+        && mine["applied"].as_u64() >= theirs["commit"].as_u64()
+        && theirs["commit"].as_u64() > Some(0)
+}
+
+/// The JSON lines a running `pub` or `sub` prints, read as they come, each with when it was
+/// read: a test can wait for a subscriber's progress, or time a publisher's acknowledgements.
+pub(crate) struct Lines {
+    child: std::process::Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, Value)>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lines {
+    /// Reads `child`'s standard output (piped) line by line until it closes.
+    pub(crate) fn follow(mut child: std::process::Child) -> Lines {
+        use std::io::BufRead as _;
+        let stdout = child.stdout.take().unwrap();
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&lines);
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                let value: Value = serde_json::from_str(&line).unwrap();
+                sink.lock().unwrap().push((std::time::Instant::now(), value));
+            }
+        });
+        Lines { child, lines, reader: Some(reader) }
+    }
+
+    /// How many lines were read so far.
+    pub(crate) fn count(&self) -> usize {
+        self.lines.lock().unwrap().len()
+    }
+
+    /// The lines read so far, with when each was read.
+    pub(crate) fn timed(&self) -> Vec<(std::time::Instant, Value)> {
+        self.lines.lock().unwrap().clone()
+    }
+
+    /// Waits for the command to exit (killing it after `timeout`): every line, and its status.
+    pub(crate) fn finish(mut self, timeout: std::time::Duration) -> (Vec<Value>, std::process::ExitStatus, String) {
+        use std::io::Read as _;
+        let mut stderr = self.child.stderr.take().unwrap();
+        let pid = self.child.id();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&done);
+        let killer = std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + timeout;
+            while !flag.load(std::sync::atomic::Ordering::SeqCst) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            if !flag.load(std::sync::atomic::Ordering::SeqCst) {
+                let _ = tidings_testkit::send_signal(pid, tidings_testkit::Signal::Kill);
+            }
+        });
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        let status = self.child.wait().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        killer.join().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        let lines = self.lines.lock().unwrap().iter().map(|(_, v)| v.clone()).collect();
+        (lines, status, text)
+    }
+}
+
+impl Drop for Lines {
+    /// A command still running when its test ends (a subscriber without `--count`) is killed.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

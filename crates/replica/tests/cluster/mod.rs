@@ -1,0 +1,148 @@
+//! The hand-driven network of the group tests (`group.rs`, `host.rs`): messages and syncs
+//! move only when a test says so.
+#![allow(clippy::expect_used, dead_code)] // helpers outside #[test] functions; each test file uses a part
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use tidings_replica::{Action, Envelope, GroupSettings, Input, Outcome, ReplicaGroup, ReplicaId, Write};
+
+pub(crate) struct Cluster {
+    pub(crate) groups: BTreeMap<ReplicaId, ReplicaGroup>,
+    /// Messages sent and not delivered: (from, to, msg).
+    pub(crate) wire: Vec<(ReplicaId, ReplicaId, Envelope)>,
+    /// Writes handed out and not synced, per replica, and the synced ones.
+    pub(crate) unsynced: BTreeMap<ReplicaId, Vec<Write>>,
+    pub(crate) synced: BTreeMap<ReplicaId, Vec<Write>>,
+    pub(crate) acks: Vec<(ReplicaId, u64, u64, u64)>,
+    pub(crate) refused: Vec<(ReplicaId, u64)>,
+    pub(crate) applied: BTreeMap<ReplicaId, Vec<Outcome>>,
+    pub(crate) leaders: Vec<(ReplicaId, u64)>,
+    /// At each election won, whether the winner already offered its state to serve from.
+    pub(crate) serving_when_elected: Vec<bool>,
+    pub(crate) cut: BTreeSet<ReplicaId>,
+    pub(crate) now: u64,
+}
+
+impl Cluster {
+    pub(crate) fn new(n: u64, ack_before_quorum: bool) -> Self {
+        Self::with(n, |settings| GroupSettings { ack_before_quorum, ..settings })
+    }
+
+    /// A group of `n` whose settings `adjust` changes from the defaults.
+    pub(crate) fn with(n: u64, adjust: impl Fn(GroupSettings) -> GroupSettings) -> Self {
+        let voters: Vec<_> = (1..=n).collect();
+        let groups = voters
+            .iter()
+            .map(|&id| {
+                (id, ReplicaGroup::bootstrap(adjust(GroupSettings::new(id, voters.clone()))).expect("valid settings"))
+            })
+            .collect();
+        Self {
+            groups,
+            wire: Vec::new(),
+            unsynced: BTreeMap::new(),
+            synced: BTreeMap::new(),
+            acks: Vec::new(),
+            refused: Vec::new(),
+            applied: BTreeMap::new(),
+            leaders: Vec::new(),
+            serving_when_elected: Vec::new(),
+            cut: BTreeSet::new(),
+            now: 0,
+        }
+    }
+
+    pub(crate) fn input(&mut self, id: ReplicaId, input: Input) {
+        let Some(group) = self.groups.get_mut(&id) else { return };
+        let actions = group.handle(self.now, input);
+        if actions.iter().any(|a| matches!(a, Action::BecameLeader { .. })) {
+            self.serving_when_elected.push(group.serving().is_some());
+        }
+        for action in actions {
+            match action {
+                Action::Send { to, msg } => self.wire.push((id, to, msg)),
+                Action::Persist(write) => self.unsynced.entry(id).or_default().push(write),
+                Action::Apply(applied) => {
+                    self.applied.entry(id).or_default().extend(applied.into_iter().map(|a| a.outcome))
+                }
+                Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick)),
+                Action::Refused { seq, .. } => self.refused.push((id, seq)),
+                Action::BecameLeader { term } => self.leaders.push((id, term)),
+                Action::LostLeadership { .. } => {}
+                Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
+                // Only stale messages (the receiver's log outgrew them) are refused here.
+                Action::Dropped { .. } => {}
+            }
+        }
+    }
+
+    /// Syncs every write of `id` and reports the last one.
+    pub(crate) fn sync(&mut self, id: ReplicaId) {
+        let writes = std::mem::take(self.unsynced.entry(id).or_default());
+        if let Some(number) = writes.last().map(|w| w.number) {
+            self.synced.entry(id).or_default().extend(writes);
+            self.input(id, Input::Persisted { number });
+        }
+    }
+
+    /// Delivers, syncs and ticks until nothing moves or `rounds` ticks passed; `syncing` are
+    /// the replicas whose disks complete writes.
+    pub(crate) fn run(&mut self, rounds: usize, syncing: &[ReplicaId]) {
+        let all: Vec<_> = self.groups.keys().copied().collect();
+        self.run_ticking(rounds, syncing, &all);
+    }
+
+    /// As [`Cluster::run`], with only `ticking` feeling time pass (a replica whose clock or
+    /// event loop lags).
+    pub(crate) fn run_ticking(&mut self, rounds: usize, syncing: &[ReplicaId], ticking: &[ReplicaId]) {
+        for _ in 0..rounds {
+            self.now += 10;
+            for _ in 0..50 {
+                let wire = std::mem::take(&mut self.wire);
+                let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
+                for (from, to, msg) in wire {
+                    if !self.cut.contains(&from) && !self.cut.contains(&to) {
+                        self.input(to, Input::Message { from, msg });
+                    }
+                }
+                for &id in syncing {
+                    self.sync(id);
+                }
+                if quiet {
+                    break;
+                }
+            }
+            for &id in ticking {
+                self.input(id, Input::Tick);
+            }
+        }
+    }
+
+    /// Delivers what is on the wire now, once, without syncing anything.
+    pub(crate) fn deliver_once(&mut self) {
+        for (from, to, msg) in std::mem::take(&mut self.wire) {
+            if !self.cut.contains(&from) && !self.cut.contains(&to) {
+                self.input(to, Input::Message { from, msg });
+            }
+        }
+    }
+
+    pub(crate) fn leader(&self) -> Option<ReplicaId> {
+        self.groups.iter().find(|(id, g)| g.leading().is_some() && !self.cut.contains(id)).map(|(id, _)| *id)
+    }
+
+    pub(crate) fn publish(&mut self, to: ReplicaId, publisher: u64, seq: u64) {
+        self.input(to, Input::Publish { publisher, seq, payload: vec![seq as u8] });
+    }
+
+    pub(crate) fn logged(&self, id: ReplicaId) -> Vec<(u64, u64, u64)> {
+        let outcomes = self.applied.get(&id).map(Vec::as_slice).unwrap_or_default();
+        outcomes
+            .iter()
+            .filter_map(|o| match *o {
+                Outcome::Logged { publisher, seq, tick } => Some((publisher, seq, tick)),
+                _ => None,
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,73 @@
+//! The host keeps its pubend while it lives (`Input::HostLink`, docs/replication.md,
+//! "Takeover"): a broker turns hand-back off so that a successor keeps the pubend it took over,
+//! so nothing may give a live host's lead to a mate in the first place. A mate whose fence or
+//! disk finished before the host's would otherwise win a new group's first election and open
+//! the pubend while its host still serves its publishers.
+#![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
+
+mod cluster;
+
+use cluster::Cluster;
+use tidings_replica::{GroupSettings, Input, ReplicaId};
+
+const ALL: [ReplicaId; 3] = [1, 2, 3];
+const MATES: [ReplicaId; 2] = [2, 3];
+
+/// The broker's settings: the successor keeps the lead (no hand-back).
+fn broker_group() -> Cluster {
+    Cluster::with(3, |settings| GroupSettings { hand_back: false, ..settings })
+}
+
+/// The mates' links: to the host and to each other, or to each other only.
+fn host_link(c: &mut Cluster, up: bool) {
+    for mate in MATES {
+        let linked = ALL.iter().copied().filter(|&id| id != mate && (up || id != 1)).collect();
+        c.input(mate, Input::Links { up: linked });
+    }
+}
+
+/// The host's clock starts 8 ticks late (its creation fence or its disk was slower): its mates,
+/// told it is linked, hold their campaigns back, and the host wins the first election and keeps
+/// it. Without the hold, mate 2 campaigns at its 11th tick, before the host's 10th, and wins.
+#[test]
+fn a_mate_ahead_of_a_linked_host_does_not_take_the_first_election() {
+    let mut c = broker_group();
+    host_link(&mut c, true);
+    c.run_ticking(8, &ALL, &MATES);
+    c.run(60, &ALL);
+    assert_eq!(c.leaders, vec![(1, 1)], "only the host ever led");
+    for mate in MATES {
+        assert!(c.groups[&mate].serving().is_none(), "mate {mate} offers no state to serve from");
+    }
+    c.publish(1, 7, 1);
+    c.run(5, &ALL);
+    assert_eq!(c.acks.len(), 1, "the host acknowledges");
+}
+
+/// Once the host's link is down (it died or is cut off), a mate takes over at once: a few
+/// ticks, not a whole election timeout (10 ticks and more).
+#[test]
+fn a_host_whose_link_drops_while_it_leads_is_taken_over_within_a_few_ticks() {
+    let mut c = broker_group();
+    host_link(&mut c, true);
+    c.run(15, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    c.cut.insert(1);
+    host_link(&mut c, false);
+    c.run(4, &ALL);
+    let successor = c.leader().expect("a successor leads within four ticks");
+    assert_ne!(successor, 1);
+}
+
+/// A linked host that never campaigns (its disk stalls, or it waits behind its wipe fence)
+/// holds its mates back for one more election timeout, not for ever.
+#[test]
+fn a_linked_host_that_cannot_campaign_holds_its_mates_back_one_timeout_at_most() {
+    let mut c = broker_group();
+    host_link(&mut c, true);
+    c.run_ticking(19, &ALL, &MATES);
+    assert_eq!(c.leader(), None, "held back while the host is linked");
+    c.run_ticking(6, &ALL, &MATES);
+    let leader = c.leader().expect("a mate leads after the hold");
+    assert_ne!(leader, 1);
+}
