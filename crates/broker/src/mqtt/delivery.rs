@@ -60,7 +60,7 @@ impl Delivery {
                     Ok(Some(frame)) => frame,
                     Ok(None) => break,
                     Err(_) => {
-                        let _ = self.writer.lock().await.write_all(&out).await;
+                        let _ = super::write_flushed(&self.writer, &out).await;
                         break 'pipe;
                     }
                 };
@@ -70,7 +70,7 @@ impl Delivery {
                         if let Some(packet) = last {
                             let _ = packet.encode(self.version, &mut out);
                         }
-                        let _ = self.writer.lock().await.write_all(&out).await;
+                        let _ = super::write_flushed(&self.writer, &out).await;
                         break 'pipe;
                     }
                     None => break 'pipe,
@@ -85,7 +85,7 @@ impl Delivery {
     }
 
     async fn flush(&self, out: &mut BytesMut) -> bool {
-        out.is_empty() || self.writer.lock().await.write_all(&out.split()).await.is_ok()
+        out.is_empty() || super::write_flushed(&self.writer, &out.split()).await.is_ok()
     }
 
     fn push(&self, packet: Packet, out: &mut BytesMut) {
