@@ -339,7 +339,8 @@ async fn a_refused_publish_fails_the_pending_flush_and_the_client_reconnects() {
         assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
     }
     loop {
-        if let ConnectionEvent::Refused { error } = bounded("refused event", events.recv()).await.unwrap() {
+        let Ok(event) = bounded("refused event", events.recv()).await else { panic!("the event stream ended") };
+        if let ConnectionEvent::Refused { error } = event {
             assert_eq!(error.reason(), Some(ReasonCode::InvalidTopic));
             break;
         }
@@ -388,7 +389,8 @@ async fn dropping_a_subscription_frees_a_reader_waiting_for_it() {
 /// Waits for the client's `Refused` event, so the ERROR is handled before the next call.
 async fn refusal_seen(events: &mut tokio::sync::broadcast::Receiver<ConnectionEvent>) {
     loop {
-        if let ConnectionEvent::Refused { error } = bounded("refused event", events.recv()).await.unwrap() {
+        let Ok(event) = bounded("refused event", events.recv()).await else { panic!("the event stream ended") };
+        if let ConnectionEvent::Refused { error } = event {
             assert_eq!(error.reason(), Some(ReasonCode::InvalidTopic));
             return;
         }
