@@ -45,6 +45,8 @@ pub struct Config {
     pub guaranteed: crate::liveness::GuaranteedConfig,
     /// Logins and permissions (issue 43); off unless `users_file` is set.
     pub security: crate::security::SecurityConfig,
+    /// TLS on the client listeners and links (issue 43); off unless `cert` is set.
+    pub tls: crate::tls::TlsConfig,
 }
 
 /// Per-pubend limits on the log kept for subscribers that are behind (a durable subscriber
@@ -472,6 +474,7 @@ impl Default for Config {
             log: Log::default(),
             guaranteed: Default::default(),
             security: Default::default(),
+            tls: Default::default(),
         }
     }
 }
@@ -658,6 +661,7 @@ impl Config {
             problems.push("udp.session_ttl: must be at least 100ms".to_string());
         }
         self.validate_cluster(&mut problems);
+        problems.extend(self.tls.problems());
         if problems.is_empty() {
             Ok(())
         } else {

@@ -52,6 +52,7 @@ pub mod session;
 mod slice;
 pub mod storage;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 mod udp_token;
 

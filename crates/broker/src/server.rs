@@ -67,6 +67,9 @@ pub enum StartError {
     /// The users file (`[security] users_file`) cannot be used.
     #[error(transparent)]
     Security(tidings_auth::AuthError),
+    /// The certificate, key or CA of `[tls]` cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// A broker that is serving.
@@ -176,7 +179,12 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     if security.is_some() && !config.listen.udp.is_empty() {
         tracing::warn!(udp = %config.listen.udp, "UDP is off: it has no login, and security.users_file is set");
     }
-    let udp = if config.listen.udp.is_empty() || security.is_some() {
+    let tls = crate::tls::Tls::load(&config.tls)?;
+    let tls_required = config.tls.tcp_on();
+    if tls_required && !config.listen.udp.is_empty() {
+        tracing::warn!(udp = %config.listen.udp, "UDP is off: it has no encryption, and the client listener requires TLS");
+    }
+    let udp = if config.listen.udp.is_empty() || security.is_some() || tls_required {
         None
     } else {
         let socket = UdpSocket::bind(&config.listen.udp).await.map_err(|source| StartError::Bind {
@@ -251,20 +259,23 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         security,
     });
     shared.tasks.spawn(driver.run(shared.shutdown.clone()));
+    let links_tls = tls.clone().filter(|t| t.links());
     if let Some(listener) = tcp {
-        shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared)));
+        let tls = tls.clone().filter(|t| t.config.tcp_on());
+        shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared), tls));
     }
     if let Some(listener) = mqtt {
-        shared.tasks.spawn(crate::mqtt::accept_loop(listener, Arc::clone(&shared)));
+        let tls = tls.clone().filter(|t| t.config.mqtt_on());
+        shared.tasks.spawn(crate::mqtt::accept_loop(listener, Arc::clone(&shared), tls));
     }
     if let Some(socket) = udp {
         shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
     }
     if let Some(listener) = cluster {
-        shared.tasks.spawn(crate::cluster::accept_loop(listener, Arc::clone(&links)));
+        shared.tasks.spawn(crate::cluster::accept_loop(listener, Arc::clone(&links), links_tls.clone()));
     }
     for peer in &shared.config.peer {
-        shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&links)));
+        shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&links), links_tls.clone()));
     }
     shared.tasks.spawn(crate::cluster::ticker(links));
     if let Some(listener) = admin {

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use tidings_wire::{Frame, Notice, ReasonCode};
+use tokio::io::AsyncWrite;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
@@ -11,13 +12,15 @@ use crate::context::Context;
 use crate::outbox::{write_stream, Outbox};
 use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
 use crate::session::{wire_error_notice, Next, Session, Transport};
+use crate::tls::{Accepted, ReadSide, Tls, TlsRead};
 
 /// The largest frame read before HELLO: a HELLO is a few bytes, and an unknown peer must not
 /// make the broker buffer megabytes.
 const PRE_HELLO_MAX_FRAME: usize = 4096;
 
 /// Accepts connections until shutdown, within the connection limits.
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
+/// With `tls`, every connection must open with a TLS handshake (see [`crate::tls`]).
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<Tls>>) {
     let limits = &shared.config.limits;
     let fds = crate::admission::fd_limit();
     let admission = Admission::new(limits.max_connections, limits.max_connections_per_address, fds);
@@ -48,8 +51,9 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
                         Ok(place) => {
                             debug!(%peer, "client connected");
                             let shared2 = Arc::clone(&shared);
+                            let tls = tls.clone();
                             shared.tasks.spawn(async move {
-                                connection(stream, shared2).await;
+                                open(stream, shared2, tls).await;
                                 drop(place);
                             });
                             // Let the sessions already running have their turn: otherwise a burst
@@ -142,13 +146,54 @@ async fn refuse(mut stream: TcpStream, refusal: Refusal) {
     }
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Context>) {
+/// Serves a connection: plaintext, or TLS once its handshake passed. A plaintext client on a
+/// TLS listener is told so in a tidings ERROR (it is waiting for WELCOME) and closed.
+async fn open(stream: TcpStream, shared: Arc<Context>, tls: Option<Arc<Tls>>) {
     let _ = stream.set_nodelay(true);
-    let stream_peer = stream.peer_addr();
-    let (reader, writer) = stream.into_split();
+    let peer = stream.peer_addr().ok();
+    let Some(tls) = tls else {
+        let (reader, writer) = stream.into_split();
+        return connection(reader, writer, peer, shared).await;
+    };
+    match tls.accept(stream, shared.config.limits.handshake_timeout).await {
+        Accepted::Tls(stream) => {
+            let (reader, writer) = tokio::io::split(*stream);
+            connection(TlsRead::new(reader), writer, peer, shared).await;
+        }
+        Accepted::Plaintext(stream) => {
+            shared.metrics.protocol_error(ReasonCode::HandshakeRequired);
+            let text = "this listener requires TLS: connect with tls://HOST:PORT and the broker's CA (--tls-ca FILE)";
+            say_and_close(stream, &Frame::Error(Notice::new(ReasonCode::HandshakeRequired, text))).await;
+        }
+        Accepted::Failed => {}
+    }
+}
+
+/// Writes `frame` and closes orderly. What the client sent is read first and after: closing
+/// with unread bytes resets the connection, and a reset can discard the ERROR before the
+/// client reads it. Bounded to a second.
+async fn say_and_close(mut stream: TcpStream, frame: &Frame) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut scrap = [0u8; 4096];
+    let _ = stream.try_read(&mut scrap);
+    let Ok(bytes) = frame.to_bytes() else { return };
+    let exchange = async {
+        stream.write_all(&bytes).await?;
+        stream.shutdown().await?;
+        while stream.read(&mut scrap).await? > 0 {}
+        std::io::Result::Ok(())
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), exchange).await;
+}
+
+async fn connection<R, W>(mut reader: R, writer: W, stream_peer: Option<std::net::SocketAddr>, shared: Arc<Context>)
+where
+    R: ReadSide,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     shared.tasks.spawn(write_stream(writer, Arc::clone(&outbox)));
-    if let Ok(peer) = stream_peer {
+    if let Some(peer) = stream_peer {
         *outbox.client.lock() = peer.to_string();
     }
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
@@ -192,7 +237,7 @@ async fn connection(stream: TcpStream, shared: Arc<Context>) {
                 limit_exceeded(&shared, &outbox, "a frame did not arrive whole within limits.frame_timeout");
                 break 'read;
             }
-            ready = reader.readable() => {
+            ready = reader.ready() => {
                 if ready.is_err() {
                     outbox.abort();
                     break 'read;

@@ -40,6 +40,9 @@ pub(crate) struct Config {
     pub(crate) pubend: String,
     pub(crate) guaranteed_window: usize,
     pub(crate) auth: tidings_wire::HelloAuth,
+    /// What the builder was told about TLS; loaded into `tls` by `connect`.
+    pub(crate) tls_settings: crate::tls::TlsSettings,
+    pub(crate) tls: Option<crate::tls::Tls>,
 }
 
 /// Configures and opens a [`Client`].
@@ -68,10 +71,12 @@ pub struct ClientBuilder {
 impl ClientBuilder {
     /// Starts from the defaults for a broker at `addr` (`"host:port"`, or anything that
     /// displays as one, such as a `SocketAddr`). The name is resolved at every (re)connect.
+    /// `tls://host:port` asks for TLS (see [`tls_ca`](Self::tls_ca)).
     pub fn new(addr: impl std::fmt::Display) -> ClientBuilder {
+        let (addr, tls) = crate::tls::strip_scheme(&addr.to_string());
         ClientBuilder {
             config: Config {
-                addr: addr.to_string(),
+                addr,
                 name: "tidings-client".to_string(),
                 transport: Transport::Tcp,
                 reconnect: Some(Backoff::default()),
@@ -88,6 +93,8 @@ impl ClientBuilder {
                 pubend: String::new(),
                 guaranteed_window: 256,
                 auth: tidings_wire::HelloAuth::None,
+                tls_settings: crate::tls::TlsSettings { on: tls, ..Default::default() },
+                tls: None,
             },
         }
     }
@@ -108,6 +115,26 @@ impl ClientBuilder {
     /// Logs in with a bearer token instead of a password.
     pub fn token(mut self, token: impl Into<String>) -> ClientBuilder {
         self.config.auth = tidings_wire::HelloAuth::Token(token.into());
+        self
+    }
+
+    /// Speaks TLS to the broker, trusting the CA certificates (PEM) in `path` to have signed
+    /// the broker's certificate, which must also name the host of the address. Implies TLS
+    /// (as does a `tls://` address, which needs this CA all the same). TCP only.
+    pub fn tls_ca(mut self, path: impl Into<std::path::PathBuf>) -> ClientBuilder {
+        self.config.tls_settings.on = true;
+        self.config.tls_settings.ca = Some(path.into());
+        self
+    }
+
+    /// The client's own certificate chain and private key (PEM files), for a broker that
+    /// requires client certificates (`[tls] ca`).
+    pub fn tls_identity(
+        mut self,
+        cert: impl Into<std::path::PathBuf>,
+        key: impl Into<std::path::PathBuf>,
+    ) -> ClientBuilder {
+        self.config.tls_settings.identity = Some((cert.into(), key.into()));
         self
     }
 
@@ -218,7 +245,11 @@ impl ClientBuilder {
 
     /// Opens the connection (TCP: connect, HELLO, WELCOME; UDP: HELLO until WELCOME).
     /// A failure here is returned, not retried: reconnecting applies to established clients.
-    pub async fn connect(self) -> Result<Client, ClientError> {
+    pub async fn connect(mut self) -> Result<Client, ClientError> {
+        if self.config.tls_settings.on && self.config.transport == Transport::Udp {
+            return Err(ClientError::Unsupported { operation: "TLS", transport: "UDP" });
+        }
+        self.config.tls = crate::tls::Tls::load(&self.config.tls_settings, &self.config.addr)?;
         Client::open(self.config).await
     }
 }

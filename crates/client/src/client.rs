@@ -250,9 +250,16 @@ impl Client {
         };
         let (subscription, route, confirmed) =
             Subscription::new(id, options, shared.config.subscription_capacity, self.handle.clone());
-        match &shared.link {
-            Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await?,
-            Link::Udp(udp) => udp.subscribe(shared, frame, route).await?,
+        let sent = match &shared.link {
+            Link::Tcp(tcp) => tcp.subscribe(shared, frame, route).await,
+            Link::Udp(udp) => udp.subscribe(shared, frame, route).await,
+        };
+        if let Err(error) = sent {
+            if matches!(error, ClientError::Refused { .. }) {
+                // This caller is told; a later flush must not report the refusal again.
+                shared.take_unreported();
+            }
+            return Err(error);
         }
         if let Some(confirmed) = confirmed {
             // Accepted (the PONG came); in force once the broker's barrier returned.
@@ -279,8 +286,17 @@ impl Client {
     /// barrier; over UDP, what of it arrived). Over TCP it fails with the connection's error
     /// if the connection drops before the PONG, since buffered frames were then lost; frames
     /// lost with an earlier connection are reported by [`events`](Self::events), not here.
+    ///
+    /// A refusal by the broker since the last `flush` (an ERROR for a publish: the broker
+    /// closes the connection, and the client reconnects) fails this call with the refusal,
+    /// even when the barrier itself passed on the next connection.
     pub async fn flush(&self) -> Result<(), ClientError> {
-        self.handle.barrier().await
+        let outcome = self.handle.barrier().await;
+        let unreported = self.shared().take_unreported();
+        match (outcome, unreported) {
+            (_, Some(refusal)) => Err(refusal),
+            (outcome, None) => outcome,
+        }
     }
 
     /// Closes the client: waits until the broker has handled what was sent (a PING barrier,
@@ -291,17 +307,27 @@ impl Client {
     /// writing to it then may drop the session before reading the frames that came before the
     /// reset, such as a durable subscription's last acknowledgements, whose next client would
     /// receive those messages again.
+    ///
+    /// Fails with a refusal by the broker that no earlier call reported (see
+    /// [`flush`](Self::flush)), after closing all the same.
     pub async fn close(&self) -> Result<(), ClientError> {
         let deadline = tokio::time::Instant::now() + self.shared().config.request_timeout;
+        let mut refused = None;
         if matches!(self.shared().link, Link::Tcp(_)) && self.is_connected() {
             self.shared().stop_taking_deliveries();
-            let _ = tokio::time::timeout_at(deadline, self.flush()).await;
+            if let Ok(Err(error @ ClientError::Refused { .. })) = tokio::time::timeout_at(deadline, self.flush()).await
+            {
+                refused = Some(error);
+            }
         }
         self.handle.begin_close();
         if tokio::time::timeout_at(deadline, self.shared().stopped()).await.is_err() {
             self.shared().finish(None);
         }
-        Ok(())
+        match refused.or_else(|| self.shared().take_unreported()) {
+            Some(error) => Err(error),
+            None => Ok(()),
+        }
     }
 
     /// The broker's name from WELCOME.

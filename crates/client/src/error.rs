@@ -91,6 +91,13 @@ pub enum ClientError {
         /// The request's subject.
         subject: String,
     },
+    /// TLS could not be set up (a missing or unreadable CA or certificate file), or its
+    /// handshake failed (a broker certificate the CA did not sign, a plaintext port).
+    #[error("tls: {detail}")]
+    Tls {
+        /// What went wrong.
+        detail: String,
+    },
     /// Reconnecting gave up after the configured number of attempts.
     #[error("gave up reconnecting after {attempts} attempts; last error: {last}")]
     ReconnectFailed {

@@ -95,6 +95,7 @@ mod shared;
 mod standing;
 mod subscription;
 mod tcp;
+mod tls;
 mod udp;
 mod waiters;
 

@@ -99,6 +99,11 @@ pub(crate) struct Shared {
     stop: watch::Sender<bool>,
     /// Requests in flight and their inbox.
     pub(crate) requests: Requests,
+    /// The first refusal no caller has been told of: an ERROR for a best-effort publish (which
+    /// has no caller waiting) arrives when it arrives, possibly before the next `flush` is
+    /// staged; that flush would then succeed on the next connection, and the refusal would be
+    /// lost. It is kept here until `flush` or `close` reports it.
+    unreported: Mutex<Option<ClientError>>,
 }
 
 impl Shared {
@@ -120,6 +125,7 @@ impl Shared {
             terminal: OnceLock::new(),
             stop: watch::Sender::new(false),
             requests: Requests::default(),
+            unreported: Mutex::new(None),
         }
     }
 
@@ -332,14 +338,25 @@ impl Shared {
     }
 
     /// An ERROR arrived: the subscription it refused (if any) ends with it, and every call
-    /// waiting for a PONG fails with it.
+    /// waiting for a PONG fails with it. A refusal that ended no subscription is also kept for
+    /// the next `flush` or `close`, since it may be for a publish no one waits for.
     fn refused(&self, error: &ClientError) {
         warn!(%error, "broker refused a request");
-        if let Some((_, route)) = self.registry.lock().take_refused(error.reason()) {
-            route.end_with(Some(error));
+        let ended = self.registry.lock().take_refused(error.reason());
+        match ended {
+            Some((_, route)) => route.end_with(Some(error)),
+            None => {
+                self.unreported.lock().get_or_insert_with(|| error.clone());
+            }
         }
         self.waiters.lock().fail_all(error);
         self.emit(ConnectionEvent::Refused { error: error.clone() });
+    }
+
+    /// Takes the refusal no caller has been told of yet: the caller now reports it (or has
+    /// reported it, when the refusal reached it through a failed PONG wait).
+    pub(crate) fn take_unreported(&self) -> Option<ClientError> {
+        self.unreported.lock().take()
     }
 
     /// Over TCP, the broker closes the connection after ERROR or DISCONNECT: stop using it

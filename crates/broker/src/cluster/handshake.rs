@@ -5,7 +5,8 @@
 use bytes::BytesMut;
 use tidings_wire::peer::{Auth, AuthMode, Hello, PeerFrame};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+
+use crate::tls::{BoxRead, BoxWrite};
 
 use super::auth::{Role, Transcript};
 use super::{Cluster, Direction};
@@ -42,8 +43,8 @@ impl Refused {
 
 /// Runs the handshake on a fresh connection. The caller bounds it in time.
 pub(super) async fn handshake(
-    reader: &mut OwnedReadHalf,
-    writer: &mut OwnedWriteHalf,
+    reader: &mut BoxRead,
+    writer: &mut BoxWrite,
     buf: &mut BytesMut,
     direction: Direction,
     cluster: &Cluster,
@@ -102,13 +103,15 @@ fn agree(ours: &Hello, theirs: &Hello) -> Result<u16, Refused> {
     }
 }
 
-async fn send(writer: &mut OwnedWriteHalf, frame: &PeerFrame) -> Result<(), Refused> {
+async fn send(writer: &mut BoxWrite, frame: &PeerFrame) -> Result<(), Refused> {
     let bytes = frame.to_bytes().map_err(|e| Refused::plain(format!("cannot encode the handshake: {e}")))?;
-    writer.write_all(&bytes).await.map_err(|_| Refused::plain("connection closed during the handshake"))
+    let closed = |_| Refused::plain("connection closed during the handshake");
+    writer.write_all(&bytes).await.map_err(closed)?;
+    writer.flush().await.map_err(closed)
 }
 
 /// The next frame of the handshake; a CLOSE from the peer ends it with the peer's reason.
-async fn next_frame(reader: &mut OwnedReadHalf, buf: &mut BytesMut, max_frame: usize) -> Result<PeerFrame, Refused> {
+async fn next_frame(reader: &mut BoxRead, buf: &mut BytesMut, max_frame: usize) -> Result<PeerFrame, Refused> {
     loop {
         match PeerFrame::decode(buf, max_frame) {
             Ok(Some(PeerFrame::Close(close))) => {

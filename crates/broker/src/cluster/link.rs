@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 use bytes::BytesMut;
 use tidings_route::{BrokerName, Input};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
@@ -28,6 +27,7 @@ use crate::metrics::Metrics;
 use crate::metrics::WhyLabel;
 use crate::queue_groups::GroupsHere;
 use crate::read_buffer::{until, ReadBuffer};
+use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
 
 /// What the link tasks share, built by `server` and handed down, so the links import nothing
 /// above them: messages from peers go to local subscribers through `dispatcher`, and what the
@@ -56,8 +56,22 @@ const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// connection, when the handshake read frames of a link's full size).
 const HANDSHAKE_MAX_FRAME: usize = 4096;
 
-/// Accepts link connections from other brokers until shutdown.
-pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>) {
+/// The two halves of a plaintext link connection.
+fn plain(stream: TcpStream) -> (BoxRead, BoxWrite) {
+    let _ = stream.set_nodelay(true);
+    let (reader, writer) = stream.into_split();
+    (Box::new(reader), Box::new(writer))
+}
+
+/// The two halves of a TLS link connection.
+fn sealed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static>(stream: S) -> (BoxRead, BoxWrite) {
+    let (reader, writer) = tokio::io::split(stream);
+    (Box::new(reader), Box::new(writer))
+}
+
+/// Accepts link connections from other brokers until shutdown; with `tls`, only over mutual
+/// TLS with a certificate the cell's CA signed.
+pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>, tls: Option<Arc<Tls>>) {
     loop {
         tokio::select! {
             _ = ctx.shutdown.cancelled() => break,
@@ -65,8 +79,23 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>) {
                 Ok((stream, remote)) => {
                     debug!(%remote, "link connection accepted");
                     let ctx2 = Arc::clone(&ctx);
+                    let tls = tls.clone();
                     ctx.tasks.spawn(async move {
-                        connection(stream, Direction::Inbound, Some(remote), ctx2).await;
+                        let (reader, writer) = match tls {
+                            None => plain(stream),
+                            Some(tls) => {
+                                let _ = stream.set_nodelay(true);
+                                match tls.accept_link(stream, HANDSHAKE_TIMEOUT).await {
+                                    Accepted::Tls(stream) => sealed(*stream),
+                                    Accepted::Plaintext(_) | Accepted::Failed => {
+                                        warn!(%remote, "link refused: no TLS handshake with a certificate of the cell's CA");
+                                        ctx2.metrics.link_closed("refused");
+                                        return;
+                                    }
+                                }
+                            }
+                        };
+                        connection((reader, writer), Direction::Inbound, Some(remote), ctx2).await;
                     });
                 }
                 Err(e) => {
@@ -82,7 +111,9 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>) {
 /// ends, quickly while the peer was up a moment ago, with backoff once it has been gone for
 /// longer ([`Redial`]). While the peer is linked through another connection (it dialled us),
 /// it waits instead of opening a duplicate.
-pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
+/// With `tls`, the link runs over mutual TLS and the peer's certificate must name the host
+/// of `address`.
+pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<Tls>>) {
     let settings = &ctx.config.cluster;
     let seed = ctx.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
     let min_ms = settings.reconnect_min.as_millis() as u64;
@@ -99,11 +130,10 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
             redial.up(now_ms());
             min_ms
         } else {
-            match tokio::time::timeout(DIAL_TIMEOUT, TcpStream::connect(address.as_str())).await {
-                Ok(Ok(stream)) => {
+            match tokio::time::timeout(DIAL_TIMEOUT, dial(&address, tls.as_deref())).await {
+                Ok(Ok((halves, remote))) => {
                     unreachable.reached(&address);
-                    let remote = stream.peer_addr().ok();
-                    let outcome = connection(stream, Direction::Outbound, remote, Arc::clone(&ctx)).await;
+                    let outcome = connection(halves, Direction::Outbound, remote, Arc::clone(&ctx)).await;
                     if outcome.established {
                         redial.up(now_ms());
                     }
@@ -117,6 +147,21 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>) {
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
             _ = ctx.shutdown.cancelled() => return,
+        }
+    }
+}
+
+/// Connects to `address`, over TLS when given; the TLS handshake is within the dial's time.
+async fn dial(address: &str, tls: Option<&Tls>) -> std::io::Result<((BoxRead, BoxWrite), Option<SocketAddr>)> {
+    let stream = TcpStream::connect(address).await?;
+    let remote = stream.peer_addr().ok();
+    match tls {
+        None => Ok((plain(stream), remote)),
+        Some(tls) => {
+            let _ = stream.set_nodelay(true);
+            let stream =
+                tls.connect_link(stream, address).await.map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
+            Ok((sealed(stream), remote))
         }
     }
 }
@@ -184,14 +229,12 @@ struct Outcome {
 }
 
 async fn connection(
-    stream: TcpStream,
+    (mut reader, mut writer): (BoxRead, BoxWrite),
     direction: Direction,
     remote: Option<SocketAddr>,
     ctx: Arc<LinkContext>,
 ) -> Outcome {
-    let _ = stream.set_nodelay(true);
     let began = Instant::now();
-    let (mut reader, mut writer) = stream.into_split();
     let mut buf = BytesMut::with_capacity(HANDSHAKE_MAX_FRAME);
     let cluster = &ctx.cluster;
     let shaking = handshake(&mut reader, &mut writer, &mut buf, direction, cluster, HANDSHAKE_MAX_FRAME);
@@ -221,19 +264,18 @@ async fn connection(
     Outcome { peer: Some(peer), established: true }
 }
 
-async fn refuse(
-    ctx: &LinkContext,
-    mut writer: OwnedWriteHalf,
-    remote: Option<SocketAddr>,
-    refused: &Refused,
-) -> Outcome {
+async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
     let reason = refused.reason.as_str();
     warn!(?remote, reason, "link refused");
     ctx.metrics.link_closed("refused");
     if let Some(why) = refused.auth_failure {
         ctx.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
     }
-    let _ = tokio::time::timeout(Duration::from_secs(1), writer.write_all(&convert::close_bytes(reason))).await;
+    let close = async {
+        writer.write_all(&convert::close_bytes(reason)).await?;
+        writer.flush().await
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
     let _ = writer.shutdown().await;
     Outcome::default()
 }
@@ -245,7 +287,7 @@ fn max_peer_frame(ctx: &LinkContext) -> usize {
 
 /// Reads frames until the connection ends; returns why, as a metric label.
 async fn read_loop(
-    reader: &mut OwnedReadHalf,
+    reader: &mut BoxRead,
     handshake_rest: BytesMut,
     peer: &BrokerName,
     id: u64,

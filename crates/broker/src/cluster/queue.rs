@@ -259,7 +259,11 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
         }
         let (messages, bytes, closing) = queue.take(&mut chunks);
         if let Some(closing) = closing {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), writer.write_all(&closing)).await;
+            let close = async {
+                writer.write_all(&closing).await?;
+                writer.flush().await
+            };
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(1), close).await;
             break;
         }
         if chunks.is_empty() {
@@ -281,7 +285,8 @@ pub(super) async fn write_link<W: AsyncWrite + Unpin>(mut writer: W, queue: std:
         if !scratch.is_empty() {
             out.push_back(scratch.split().freeze());
         }
-        if crate::outbox::write_chunks(&mut writer, &mut out).await.is_err() {
+        // TLS holds the last record until flushed; on plain TCP the flush costs nothing.
+        if crate::outbox::write_chunks(&mut writer, &mut out).await.is_err() || writer.flush().await.is_err() {
             break;
         }
         queue.counters.messages_out.inc_by(messages);

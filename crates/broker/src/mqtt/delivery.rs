@@ -63,7 +63,7 @@ impl Delivery {
                     Ok(Some(frame)) => frame,
                     Ok(None) => break,
                     Err(_) => {
-                        let _ = self.writer.lock().await.write_all(&out).await;
+                        let _ = super::write_flushed(&self.writer, &out).await;
                         break 'pipe;
                     }
                 };
@@ -73,7 +73,7 @@ impl Delivery {
                         if let Some(packet) = last {
                             let _ = packet.encode(self.version, &mut out);
                         }
-                        let _ = self.writer.lock().await.write_all(&out).await;
+                        let _ = super::write_flushed(&self.writer, &out).await;
                         break 'pipe;
                     }
                     None => break 'pipe,
@@ -88,7 +88,7 @@ impl Delivery {
     }
 
     async fn flush(&self, out: &mut BytesMut) -> bool {
-        out.is_empty() || self.writer.lock().await.write_all(&out.split()).await.is_ok()
+        out.is_empty() || super::write_flushed(&self.writer, &out.split()).await.is_ok()
     }
 
     fn push(&self, packet: Packet, out: &mut BytesMut) {

@@ -21,13 +21,13 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tidings_wire::mqtt::{MqttError, MqttReason, Packet, ProtocolVersion};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
 use crate::context::Context;
 use crate::outbox::{write_stream, Outbox};
 use crate::session::{Session, Transport};
+use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
 use delivery::Delivery;
 use registry::Registry;
 use session::{MqttSession, Step};
@@ -40,12 +40,19 @@ const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
 /// Bytes of native frames in flight between the outbox's writer and the delivery task.
 const PIPE_BYTES: usize = 64 * 1024;
 
-/// The client's half of the TCP connection, shared by the reader (replies) and the delivery
-/// task (messages), each writing whole packets under the lock.
-type Writer = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+/// The client's half of the connection (TCP or TLS), shared by the reader (replies) and the
+/// delivery task (messages), each writing whole packets under the lock.
+type Writer = Arc<tokio::sync::Mutex<BoxWrite>>;
 
-/// Accepts MQTT connections until shutdown.
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
+/// Writes `bytes` and flushes them (TLS holds its last record until flushed).
+async fn write_flushed(writer: &Writer, bytes: &[u8]) -> std::io::Result<()> {
+    let mut writer = writer.lock().await;
+    writer.write_all(bytes).await?;
+    writer.flush().await
+}
+
+/// Accepts MQTT connections until shutdown; with `tls`, over TLS only (port 8883 style).
+pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<Tls>>) {
     let registry = Arc::new(Registry::new(shared.config.data_dir()));
     ends::expire_stored(&shared, &registry);
     loop {
@@ -54,7 +61,7 @@ pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     debug!(%peer, "MQTT client connected");
-                    shared.tasks.spawn(connection(stream, Arc::clone(&shared), Arc::clone(&registry)));
+                    shared.tasks.spawn(open(stream, Arc::clone(&shared), Arc::clone(&registry), tls.clone()));
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "MQTT accept failed");
@@ -73,13 +80,42 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
             return false;
         }
     }
-    out.is_empty() || writer.lock().await.write_all(&out).await.is_ok()
+    out.is_empty() || write_flushed(writer, &out).await.is_ok()
 }
 
-async fn connection(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>) {
+/// Serves a connection, plaintext or (with `tls`) once its TLS handshake passed. A client
+/// speaking plaintext to a TLS listener is closed: MQTT has no way to say why before CONNACK,
+/// and a CONNACK in clear would be read as the answer to its CONNECT.
+async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, tls: Option<Arc<Tls>>) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (mut reader, writer) = stream.into_split();
+    let (reader, writer): (BoxRead, BoxWrite) = match tls {
+        None => {
+            let (reader, writer) = stream.into_split();
+            (Box::new(reader), Box::new(writer))
+        }
+        Some(tls) => match tls.accept(stream, shared.config.limits.handshake_timeout).await {
+            Accepted::Tls(stream) => {
+                let (reader, writer) = tokio::io::split(*stream);
+                (Box::new(reader), Box::new(writer))
+            }
+            Accepted::Plaintext(_) => {
+                tracing::info!(%peer, "plaintext MQTT on a TLS listener; closed");
+                return;
+            }
+            Accepted::Failed => return,
+        },
+    };
+    connection(reader, writer, peer, shared, registry).await;
+}
+
+async fn connection(
+    mut reader: BoxRead,
+    writer: BoxWrite,
+    peer: String,
+    shared: Arc<Context>,
+    registry: Arc<Registry>,
+) {
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("{peer} mqtt");

@@ -27,7 +27,9 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
         match outbox.next_batch(&mut batch).await {
             Turn::Write => {}
             Turn::Close(closing) => {
-                let _ = writer.write_all(&closing).await;
+                if writer.write_all(&closing).await.is_ok() {
+                    let _ = writer.flush().await;
+                }
                 break;
             }
             Turn::Stop => break,
@@ -38,7 +40,11 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
         // A connection cut (by the queue budget, or its peer gone) stops even mid-write: a
         // client that never reads would otherwise hold this batch forever.
         let written = tokio::select! {
-            result = write_chunks_with(&mut writer, &mut chunks, || outbox.drained.notify_waiters()) => result.is_ok(),
+            // TLS holds the last record until flushed; on plain TCP the flush costs nothing.
+            result = async {
+                write_chunks_with(&mut writer, &mut chunks, || outbox.drained.notify_waiters()).await?;
+                writer.flush().await
+            } => result.is_ok(),
             () = outbox.done.cancelled() => false,
         };
         outbox.written(charged);

@@ -9,8 +9,9 @@ use tidings_client::{Client, ClientBuilder, Transport};
 /// Which broker to talk to, and how.
 #[derive(clap::Args)]
 pub(crate) struct ServerArgs {
-    /// Broker address: HOST, HOST:PORT or tidings://HOST:PORT (port 6464 when omitted); several,
-    /// comma-separated (a,b,c), are tried in turn at every (re)connect: failover in a cell.
+    /// Broker address: HOST, HOST:PORT, tidings://HOST:PORT or tls://HOST:PORT (TLS; port 6464
+    /// when omitted); several, comma-separated (a,b,c), are tried in turn at every (re)connect:
+    /// failover in a cell.
     #[arg(long, short, env = "TIDINGS_SERVER", default_value_t = default_server(), value_name = "ADDRESS",
           value_parser = server_address)]
     pub(crate) server: String,
@@ -29,6 +30,15 @@ pub(crate) struct ServerArgs {
     /// Log in with a bearer token instead of a user and password.
     #[arg(long, env = "TIDINGS_TOKEN", value_name = "TOKEN", hide_env_values = true, conflicts_with = "user")]
     pub(crate) token: Option<String>,
+    /// Speak TLS, trusting this CA (PEM) to have signed the broker's certificate.
+    #[arg(long, env = "TIDINGS_TLS_CA", value_name = "FILE")]
+    pub(crate) tls_ca: Option<std::path::PathBuf>,
+    /// This client's certificate (PEM), for a broker that requires one (`[tls] ca`).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of --tls-cert.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<std::path::PathBuf>,
 }
 
 impl ServerArgs {
@@ -40,8 +50,14 @@ impl ServerArgs {
     /// The builder [`ServerArgs::connect`] uses, for commands that set more options.
     pub(crate) fn builder(&self, name: &str) -> ClientBuilder {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
-        let builder =
+        let mut builder =
             Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout);
+        if let Some(ca) = &self.tls_ca {
+            builder = builder.tls_ca(ca);
+        }
+        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+            builder = builder.tls_identity(cert, key);
+        }
         match (&self.user, &self.password, &self.token) {
             (Some(user), Some(password), _) => builder.password(user, password),
             (_, _, Some(token)) => builder.token(token),
@@ -68,12 +84,16 @@ fn server_address(text: &str) -> Result<String, String> {
 }
 
 /// Accepts `host`, `host:port`, `[v6]:port` and `tidings://host:port`, as users of other
-/// brokers' tools type them; returns `host:port`.
+/// brokers' tools type them; returns `host:port`, or `tls://host:port` for TLS (which the
+/// client library reads).
 fn one_address(text: &str) -> Result<String, String> {
-    let rest = match text.split_once("://") {
-        Some(("tidings", rest)) => rest,
-        Some((scheme, _)) => return Err(format!("unknown scheme {scheme:?} (use tidings://HOST:PORT or HOST:PORT)")),
-        None => text,
+    let (rest, scheme) = match text.split_once("://") {
+        Some(("tidings", rest)) => (rest, ""),
+        Some(("tls", rest)) => (rest, "tls://"),
+        Some((scheme, _)) => {
+            return Err(format!("unknown scheme {scheme:?} (use tidings://HOST:PORT, tls://HOST:PORT or HOST:PORT)"))
+        }
+        None => (text, ""),
     };
     let rest = rest.trim_end_matches('/');
     if rest.is_empty() || rest.contains('/') || rest.contains(char::is_whitespace) {
@@ -87,9 +107,9 @@ fn one_address(text: &str) -> Result<String, String> {
         _ => false,
     };
     if has_port {
-        Ok(rest.to_string())
+        Ok(format!("{scheme}{rest}"))
     } else {
-        Ok(format!("{rest}:{}", tidings_broker::DEFAULT_PORT))
+        Ok(format!("{scheme}{rest}:{}", tidings_broker::DEFAULT_PORT))
     }
 }
 
@@ -104,6 +124,8 @@ mod tests {
         assert_eq!(server_address("tidings://b1:7000"), Ok("b1:7000".to_string()));
         assert_eq!(server_address("tidings://b1/"), Ok("b1:6464".to_string()));
         assert_eq!(server_address("[::1]:7000"), Ok("[::1]:7000".to_string()));
+        assert_eq!(server_address("tls://b1:7000"), Ok("tls://b1:7000".to_string()));
+        assert_eq!(server_address("tls://b1"), Ok("tls://b1:6464".to_string()));
         assert!(server_address("nats://b1:4222").unwrap_err().contains("scheme"));
         assert!(server_address("b1:http").unwrap_err().contains("not a port"));
         assert!(server_address("").is_err());

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use bytes::BytesMut;
 use tidings_wire::{frame::needed, Frame, Hello, Welcome, PROTOCOL_VERSION};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{lookup_host, TcpStream};
 use tokio::time::{sleep, timeout};
 use tracing::debug;
 
+use super::stream::{Reader, Stream, Writer};
 use super::{Take, TcpLink};
 use crate::backoff::{Backoff, Schedule};
 use crate::builder::Config;
@@ -22,7 +22,7 @@ use crate::shared::{Link, Shared};
 
 /// A connection past its handshake, with any bytes read after the WELCOME.
 struct Connection {
-    stream: TcpStream,
+    stream: Stream,
     read_buf: BytesMut,
     welcome: Welcome,
 }
@@ -63,19 +63,26 @@ async fn open_one(addr: &str, config: &Config) -> Result<Connection, ClientError
     let mut last = None;
     for addr in lookup_host(addr).await? {
         match TcpStream::connect(addr).await {
-            Ok(stream) => return handshake(stream, config).await,
+            Ok(stream) => {
+                stream.set_nodelay(true)?;
+                let stream = match &config.tls {
+                    Some(tls) => Stream::Tls(Box::new(tls.connect(stream).await?)),
+                    None => Stream::Plain(stream),
+                };
+                return handshake(stream, config).await;
+            }
             Err(e) => last = Some(e),
         }
     }
     Err(last.map(ClientError::from).unwrap_or_else(|| ClientError::NoAddress { addr: addr.to_string() }))
 }
 
-async fn handshake(mut stream: TcpStream, config: &Config) -> Result<Connection, ClientError> {
-    stream.set_nodelay(true)?;
+async fn handshake(mut stream: Stream, config: &Config) -> Result<Connection, ClientError> {
     let mut out = BytesMut::new();
     Frame::Hello(Hello { version: PROTOCOL_VERSION, client_name: config.name.clone(), auth: config.auth.clone() })
         .encode(&mut out)?;
     stream.write_all(&out).await?;
+    stream.flush().await?;
     let mut read_buf = BytesMut::with_capacity(config.read_buffer);
     loop {
         if let Some(detail) = foreign_protocol(&read_buf) {
@@ -133,7 +140,7 @@ async fn drive(shared: Arc<Shared>, link: Arc<TcpLink>, mut connection: Connecti
 /// Runs reader and writer until one ends. `None`: the client closed (orderly).
 async fn serve(shared: &Shared, link: &TcpLink, connection: Connection) -> Option<ClientError> {
     let Connection { stream, read_buf, .. } = connection;
-    let (reader, writer) = stream.into_split();
+    let (reader, writer) = stream.split();
     tokio::select! {
         () = shared.stopped() => None,
         error = read_loop(shared, reader, read_buf) => Some(error),
@@ -142,7 +149,7 @@ async fn serve(shared: &Shared, link: &TcpLink, connection: Connection) -> Optio
 }
 
 /// Reads into a large buffer and handles every whole frame in it; returns why it stopped.
-async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut) -> ClientError {
+async fn read_loop(shared: &Shared, mut reader: Reader, mut buf: BytesMut) -> ClientError {
     let max_frame = shared.config.max_frame;
     let chunk = shared.config.read_buffer;
     let mut read_us = now_us();
@@ -178,12 +185,14 @@ async fn read_loop(shared: &Shared, mut reader: OwnedReadHalf, mut buf: BytesMut
 }
 
 /// Writes whatever is buffered, one write per batch. `Ok` after an orderly close.
-async fn write_loop(link: &TcpLink, mut writer: OwnedWriteHalf) -> Result<(), ClientError> {
+async fn write_loop(link: &TcpLink, mut writer: Writer) -> Result<(), ClientError> {
     let mut spare = BytesMut::with_capacity(64 * 1024);
     loop {
         match link.take(&mut spare) {
             Take::Batch => {
                 writer.write_all(&spare).await?;
+                // TLS holds the last record until flushed; plaintext has nothing to flush.
+                writer.flush().await?;
                 spare.clear();
             }
             Take::Empty => link.writer_wake.notified().await,

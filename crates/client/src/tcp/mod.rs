@@ -8,6 +8,7 @@
 
 mod driver;
 mod outbox;
+mod stream;
 
 use parking_lot::Mutex;
 use tidings_wire::{Frame, Notice, Ping, ReasonCode, SubId, Subscribe, Unsubscribe, Welcome};

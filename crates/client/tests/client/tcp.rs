@@ -339,7 +339,8 @@ async fn a_refused_publish_fails_the_pending_flush_and_the_client_reconnects() {
         assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
     }
     loop {
-        if let ConnectionEvent::Refused { error } = bounded("refused event", events.recv()).await.unwrap() {
+        let Ok(event) = bounded("refused event", events.recv()).await else { panic!("the event stream ended") };
+        if let ConnectionEvent::Refused { error } = event {
             assert_eq!(error.reason(), Some(ReasonCode::InvalidTopic));
             break;
         }
@@ -383,4 +384,49 @@ async fn dropping_a_subscription_frees_a_reader_waiting_for_it() {
     assert!(quick.try_recv().is_none(), "the reader is waiting for the slow subscription");
     drop(slow);
     assert_eq!(&bounded("quick delivery", quick.next()).await.unwrap().payload[..], b"here");
+}
+
+/// Waits for the client's `Refused` event, so the ERROR is handled before the next call.
+async fn refusal_seen(events: &mut tokio::sync::broadcast::Receiver<ConnectionEvent>) {
+    loop {
+        let Ok(event) = bounded("refused event", events.recv()).await else { panic!("the event stream ended") };
+        if let ConnectionEvent::Refused { error } = event {
+            assert_eq!(error.reason(), Some(ReasonCode::InvalidTopic));
+            return;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_read_before_the_flush_is_staged_still_fails_that_flush_once() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let mut events = client.events();
+    client.publish("forbidden", "x").await.unwrap();
+    refusal_seen(&mut events).await;
+    // The flush's PING goes on the next connection, where it passes: the refusal is reported.
+    let err = bounded("flush", client.flush()).await.unwrap_err();
+    assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
+    bounded("second flush", client.flush()).await.unwrap();
+}
+
+#[tokio::test]
+async fn close_reports_a_refusal_no_flush_reported() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let mut events = client.events();
+    client.publish("forbidden", "x").await.unwrap();
+    refusal_seen(&mut events).await;
+    let err = bounded("close", client.close()).await.unwrap_err();
+    assert_eq!(err.reason(), Some(ReasonCode::InvalidTopic), "{err:?}");
+    assert!(client.closed_error().is_some(), "closed all the same");
+}
+
+#[tokio::test]
+async fn a_refused_subscribe_is_not_reported_again_by_the_next_flush() {
+    let broker = TcpBroker::start().await;
+    let client = bounded("connect", fast(&broker).connect()).await.unwrap();
+    let err = bounded("bad subscribe", client.subscribe("a.invalid")).await.unwrap_err();
+    assert_eq!(err.reason(), Some(ReasonCode::InvalidPattern));
+    bounded("flush", client.flush()).await.unwrap();
 }

@@ -1,0 +1,194 @@
+//! TLS at the broker's front doors and on its links (issue 43), with rustls.
+//!
+//! `[tls] cert` and `key` turn it on; each listener then speaks TLS unless its switch is off
+//! (`tcp`, `mqtt` on by default; `links` off). The admin HTTP listener has no TLS yet: keep it
+//! on loopback (see `docs/security.md`). A listener that speaks TLS speaks
+//! nothing else: a client that sends plaintext is told so in its own protocol and closed
+//! ([`Accepted::Plaintext`]). `[tls] ca` makes client certificates signed by that CA
+//! mandatory on every TLS listener; links always need it, as each side proves itself with its
+//! certificate and checks the other's (the dialler also checks the name it dialled).
+//!
+//! The ring provider is named explicitly (no process-wide default to install), so a library
+//! user embedding the broker is not made to pick one.
+
+mod config;
+mod stream;
+
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use tokio_rustls::rustls::server::WebPkiClientVerifier;
+use tokio_rustls::rustls::{self, ClientConfig, RootCertStore, ServerConfig};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+
+pub use config::TlsConfig;
+pub(crate) use stream::{BoxRead, BoxWrite, ReadSide, TlsRead};
+
+/// The first byte of every TLS connection: a handshake record.
+const HANDSHAKE_RECORD: u8 = 0x16;
+
+/// Why TLS could not be set up from the configured files.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A PEM file is missing, unreadable or holds nothing usable.
+    #[error("tls.{what}: cannot use {path:?}: {detail}")]
+    File {
+        /// Which setting.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// Why.
+        detail: String,
+    },
+    /// rustls refused the certificates or the key (a key that does not match the certificate).
+    #[error("tls: {0}")]
+    Rustls(#[from] rustls::Error),
+    /// The client-certificate verifier could not be built from the CA file.
+    #[error("tls.ca: {0}")]
+    Verifier(String),
+}
+
+/// The loaded certificates: what accepts TLS on each listener and what dials links.
+pub struct Tls {
+    /// Which listeners speak TLS.
+    pub config: TlsConfig,
+    acceptor: TlsAcceptor,
+    links: Option<(TlsAcceptor, TlsConnector)>,
+}
+
+/// What came in on a TLS listener.
+pub enum Accepted {
+    /// A finished TLS handshake.
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+    /// The client spoke plaintext first: the caller says so in the listener's protocol.
+    Plaintext(TcpStream),
+    /// The handshake failed (wrong CA, no client certificate, timeout): already logged.
+    Failed,
+}
+
+impl Tls {
+    /// Loads the certificate, key and CA of `[tls]`; `None` when TLS is not configured.
+    pub fn load(config: &TlsConfig) -> Result<Option<Arc<Tls>>, TlsError> {
+        if !config.enabled() {
+            return Ok(None);
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = certificates("cert", &config.cert)?;
+        let key = private_key(&config.key)?;
+        let roots = match config.ca.is_empty() {
+            true => None,
+            false => Some(Arc::new(roots(&config.ca)?)),
+        };
+        let server = |roots: Option<&Arc<RootCertStore>>| -> Result<ServerConfig, TlsError> {
+            let builder =
+                ServerConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
+            let builder = match roots {
+                Some(roots) => {
+                    let verifier = WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+                        .build()
+                        .map_err(|e| TlsError::Verifier(e.to_string()))?;
+                    builder.with_client_cert_verifier(verifier)
+                }
+                None => builder.with_no_client_auth(),
+            };
+            Ok(builder.with_single_cert(chain.clone(), key.clone_key())?)
+        };
+        let acceptor = TlsAcceptor::from(Arc::new(server(roots.as_ref())?));
+        let links = match (&roots, config.links) {
+            (Some(roots), true) => {
+                let listen = TlsAcceptor::from(Arc::new(server(Some(roots))?));
+                let dial = ClientConfig::builder_with_provider(provider.clone())
+                    .with_safe_default_protocol_versions()?
+                    .with_root_certificates(roots.clone())
+                    .with_client_auth_cert(chain.clone(), key.clone_key())?;
+                Some((listen, TlsConnector::from(Arc::new(dial))))
+            }
+            _ => None,
+        };
+        Ok(Some(Arc::new(Tls { config: config.clone(), acceptor, links })))
+    }
+
+    /// Accepts a client connection on a TLS listener, within `limit`.
+    pub async fn accept(&self, stream: TcpStream, limit: Duration) -> Accepted {
+        accept_with(&self.acceptor, stream, limit).await
+    }
+
+    /// Accepts a link from another broker: its certificate must be signed by the CA.
+    pub async fn accept_link(&self, stream: TcpStream, limit: Duration) -> Accepted {
+        match &self.links {
+            Some((acceptor, _)) => accept_with(acceptor, stream, limit).await,
+            None => Accepted::Failed,
+        }
+    }
+
+    /// Dials a link over TLS: the peer's certificate must be signed by the CA and name the host
+    /// of `address` (`HOST:PORT`, an IP address or a DNS name).
+    pub async fn connect_link(
+        &self,
+        stream: TcpStream,
+        address: &str,
+    ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+        let Some((_, connector)) = &self.links else {
+            return Err(io::Error::other("tls.links is off"));
+        };
+        let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string()).map_err(|e| io::Error::other(format!("{host:?}: {e}")))?;
+        connector.connect(name, stream).await
+    }
+
+    /// Whether links speak TLS.
+    pub fn links(&self) -> bool {
+        self.links.is_some()
+    }
+}
+
+async fn accept_with(acceptor: &TlsAcceptor, stream: TcpStream, limit: Duration) -> Accepted {
+    let peer = stream.peer_addr().ok();
+    let mut first = [0u8; 1];
+    match tokio::time::timeout(limit, stream.peek(&mut first)).await {
+        Ok(Ok(1)) if first[0] != HANDSHAKE_RECORD => return Accepted::Plaintext(stream),
+        Ok(Ok(1)) => {}
+        _ => return Accepted::Failed,
+    }
+    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => Accepted::Tls(Box::new(tls)),
+        Ok(Err(error)) => {
+            tracing::info!(?peer, %error, "TLS handshake refused");
+            Accepted::Failed
+        }
+        Err(_) => Accepted::Failed,
+    }
+}
+
+fn file_error(what: &'static str, path: &str, detail: impl std::fmt::Display) -> TlsError {
+    TlsError::File { what, path: path.to_string(), detail: detail.to_string() }
+}
+
+/// Every certificate in a PEM file, leaf first.
+fn certificates(what: &'static str, path: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_error(what, path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_error(what, path, e))?;
+    if chain.is_empty() {
+        return Err(file_error(what, path, "no CERTIFICATE in the file"));
+    }
+    Ok(chain)
+}
+
+fn private_key(path: &str) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|e| file_error("key", path, e))
+}
+
+fn roots(path: &str) -> Result<RootCertStore, TlsError> {
+    let mut roots = RootCertStore::empty();
+    for cert in certificates("ca", path)? {
+        roots.add(cert).map_err(|e| file_error("ca", path, e))?;
+    }
+    Ok(roots)
+}

@@ -1,0 +1,236 @@
+//! TLS (issue 43) with real processes on 127.0.0.1 and certificates made at run time with
+//! rcgen in a temporary directory: the `tidings` CLI over TLS, a wrong CA and plaintext refused,
+//! client certificates required when the broker has a CA, MQTT over TLS with mosquitto and
+//! paho-mqtt, and two brokers linked over mutual TLS delivering messages.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod patterns_common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use patterns_common::{bin, mosquitto_present, start, text, tidings};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use tidings_testkit::BrokerProcess;
+
+/// A CA and what it signed, as PEM files in `dir`.
+struct Pki {
+    dir: PathBuf,
+    ca: rcgen::Certificate,
+    ca_key: KeyPair,
+    name: String,
+}
+
+impl Pki {
+    fn new(dir: &Path, name: &str) -> Pki {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, format!("tidings test CA {name}"));
+        let ca_key = KeyPair::generate().unwrap();
+        let ca = params.self_signed(&ca_key).unwrap();
+        std::fs::write(dir.join(format!("{name}-ca.pem")), ca.pem()).unwrap();
+        Pki { dir: dir.to_path_buf(), ca, ca_key, name: name.to_string() }
+    }
+
+    fn ca(&self) -> String {
+        self.path(&format!("{}-ca.pem", self.name))
+    }
+
+    fn path(&self, file: &str) -> String {
+        self.dir.join(file).display().to_string()
+    }
+
+    /// A certificate for `names` (DNS names or IP addresses) signed by this CA: (cert, key).
+    fn issue(&self, who: &str, names: &[&str]) -> (String, String) {
+        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, who);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
+        let (cert_path, key_path) = (self.path(&format!("{who}.pem")), self.path(&format!("{who}.key")));
+        std::fs::write(&cert_path, cert.pem()).unwrap();
+        std::fs::write(&key_path, key.serialize_pem()).unwrap();
+        (cert_path, key_path)
+    }
+}
+
+/// A broker whose listeners (native and MQTT) speak TLS with a certificate for 127.0.0.1.
+fn tls_broker(pki: &Pki, extra_tls: &str, extra: &str) -> BrokerProcess {
+    let (cert, key) = pki.issue("broker", &["127.0.0.1", "localhost"]);
+    let config =
+        format!("[tls]\ncert = {cert:?}\nkey = {key:?}\n{extra_tls}\n[mqtt]\nlisten = \"127.0.0.1:0\"\n{extra}");
+    BrokerProcess::start_configured(bin(), &config, &[]).unwrap()
+}
+
+fn tls_url(b: &BrokerProcess) -> String {
+    format!("tls://{}", b.tcp())
+}
+
+#[test]
+fn native_clients_publish_and_subscribe_over_tls_and_plaintext_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cell");
+    let b = tls_broker(&pki, "", "");
+    assert_eq!(b.ready.udp, None, "UDP stays off when the client listener requires TLS");
+    let (url, ca) = (tls_url(&b), pki.ca());
+    let sub = start(&b, &["sub", "--server", &url, "--tls-ca", &ca, "news.>", "--count", "1"], true);
+    let out = tidings(&["pub", "--server", &url, "--tls-ca", &ca, "news.tls", "sealed"]);
+    assert!(out.status.success(), "pub over TLS: {}", text(&out.stderr));
+    let got = text(&sub.finish().stdout);
+    assert!(got.contains("sealed"), "the subscriber got: {got}");
+
+    let plain = tidings(&["pub", "--server", &b.tcp(), "news.tls", "in clear"]);
+    assert!(!plain.status.success(), "a plaintext client was let in");
+    assert!(text(&plain.stderr).contains("requires TLS"), "{}", text(&plain.stderr));
+    let no_ca = tidings(&["pub", "--server", &url, "news.tls", "x"]);
+    assert!(!no_ca.status.success() && text(&no_ca.stderr).contains("--tls-ca"), "{}", text(&no_ca.stderr));
+}
+
+#[test]
+fn a_broker_certificate_from_another_ca_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, other) = (Pki::new(dir.path(), "cell"), Pki::new(dir.path(), "other"));
+    let b = tls_broker(&pki, "", "");
+    let out = tidings(&["pub", "--server", &tls_url(&b), "--tls-ca", &other.ca(), "news.tls", "x"]);
+    assert!(!out.status.success(), "a client trusting another CA connected");
+    assert!(text(&out.stderr).contains("TLS handshake"), "{}", text(&out.stderr));
+}
+
+#[test]
+fn with_a_ca_the_broker_requires_a_client_certificate_it_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, other) = (Pki::new(dir.path(), "cell"), Pki::new(dir.path(), "other"));
+    let ca = pki.ca();
+    let b = tls_broker(&pki, &format!("ca = {ca:?}"), "");
+    let url = tls_url(&b);
+    let (cert, key) = pki.issue("alice", &["alice"]);
+    let ok = tidings(&["pub", "--server", &url, "--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key, "a.b", "x"]);
+    assert!(ok.status.success(), "a client with a certificate from the CA: {}", text(&ok.stderr));
+    let none = tidings(&["pub", "--server", &url, "--tls-ca", &ca, "a.b", "x"]);
+    assert!(!none.status.success(), "a client without a certificate was let in");
+    let (cert, key) = other.issue("mallory", &["mallory"]);
+    let foreign =
+        tidings(&["pub", "--server", &url, "--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key, "a.b", "x"]);
+    assert!(!foreign.status.success(), "a client certificate from another CA was let in");
+}
+
+#[test]
+fn mosquitto_clients_speak_mqtt_over_tls() {
+    if !mosquitto_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cell");
+    let b = tls_broker(&pki, "", "");
+    let port = b.ready.mqtt.unwrap().port().to_string();
+    let tls = ["-h", "127.0.0.1", "-p", &port, "--cafile", &pki.ca()];
+    let before = b.metric("tidings_subscriptions").unwrap();
+    let sub = Command::new("mosquitto_sub")
+        .args(tls)
+        .args(["-t", "plant/#", "-v", "-C", "1", "-W", "20"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tidings_testkit::wait_until("mosquitto_sub subscribes", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() > before
+    });
+    let publish = Command::new("mosquitto_pub").args(tls).args(["-t", "plant/a", "-m", "warm"]).output().unwrap();
+    assert!(publish.status.success(), "mosquitto_pub over TLS: {}", text(&publish.stderr));
+    let out = tidings_testkit::finish_within(sub, Duration::from_secs(20));
+    assert_eq!(text(&out.stdout).trim(), "plant/a warm", "{}", text(&out.stderr));
+    // Plaintext MQTT on the TLS port gets nowhere.
+    let plain = Command::new("mosquitto_pub")
+        .args(["-h", "127.0.0.1", "-p", &port, "-t", "plant/a", "-m", "clear"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(!plain.status.success(), "plaintext MQTT was let in");
+}
+
+/// paho-mqtt (Python) with `tls_set`: subscribes, publishes to itself, prints what it got.
+const PAHO_TLS: &str = r#"
+import sys, threading
+import paho.mqtt.client as mqtt
+port, ca = int(sys.argv[1]), sys.argv[2]
+got = threading.Event()
+def on_message(client, userdata, message):
+    print(message.topic, message.payload.decode())
+    got.set()
+c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="paho-tls")
+c.on_message = on_message
+c.tls_set(ca_certs=ca)
+c.connect("127.0.0.1", port)
+c.loop_start()
+c.subscribe("paho/tls", qos=0)
+import time; time.sleep(0.5)
+c.publish("paho/tls", "over tls", qos=0)
+ok = got.wait(10)
+c.disconnect(); c.loop_stop()
+sys.exit(0 if ok else 1)
+"#;
+
+#[test]
+fn paho_speaks_mqtt_over_tls() {
+    let paho = Command::new("python3").args(["-c", "import paho.mqtt.client"]).status().is_ok_and(|s| s.success());
+    if !paho {
+        assert!(std::env::var_os("TIDINGS_REQUIRE_MQTT_CLIENTS").is_none(), "paho-mqtt required but missing");
+        eprintln!("SKIPPED: python3 with paho-mqtt not found");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cell");
+    let b = tls_broker(&pki, "", "");
+    let port = b.ready.mqtt.unwrap().port().to_string();
+    let child = Command::new("python3")
+        .args(["-c", PAHO_TLS, &port, &pki.ca()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tidings_testkit::finish_within(child, Duration::from_secs(20));
+    assert!(out.status.success(), "paho over TLS: {} {}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "paho/tls over tls");
+}
+
+/// A broker for a linked pair, with a certificate `ca` signed: TLS on its links only (its
+/// clients speak plaintext, which keeps the test's publishers simple).
+fn linked(pki: &Pki, ca: &str, name: &str, peer: Option<&BrokerProcess>) -> BrokerProcess {
+    let (cert, key) = pki.issue(name, &["127.0.0.1"]);
+    let config =
+        format!("[tls]\ncert = {cert:?}\nkey = {key:?}\nca = {ca:?}\nlinks = true\ntcp = false\nmqtt = false\n");
+    let mut args = vec!["--name".to_string(), name.to_string(), "--cluster-listen".into(), "127.0.0.1:0".into()];
+    if let Some(peer) = peer {
+        args.extend(["--peer".to_string(), peer.ready.cluster.unwrap().to_string()]);
+    }
+    BrokerProcess::start_configured(bin(), &config, &args.iter().map(String::as_str).collect::<Vec<_>>()).unwrap()
+}
+
+#[test]
+fn two_brokers_linked_over_tls_deliver_and_a_peer_without_the_cells_certificate_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cell");
+    let a = linked(&pki, &pki.ca(), "a", None);
+    let b = linked(&pki, &pki.ca(), "b", Some(&a));
+    tidings_testkit::wait_until("the TLS link is up", Duration::from_secs(20), || {
+        a.metric("tidings_links_up").unwrap_or(0.0) == 1.0 && b.metric("tidings_links_up").unwrap_or(0.0) == 1.0
+    });
+    let sub = start(&b, &["sub", "--server", &b.tcp(), "over.>", "--count", "1"], true);
+    // The subscription reaches a through the link before the publish is sent.
+    // Published until one crosses: b's subscription reaches a through the link in its time.
+    tidings_testkit::wait_until("a message crosses the TLS link", Duration::from_secs(10), || {
+        let out = tidings(&["pub", "--server", &a.tcp(), "over.link", "across"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        tidings_testkit::metric_total(&b.metrics().unwrap(), "tidings_link_messages_in_total") > 0.0
+    });
+    let got = text(&sub.finish().stdout);
+    assert!(got.contains("across"), "b's subscriber got: {got}");
+
+    // Same network key, its own CA: the TLS handshake fails both ways.
+    let stranger = Pki::new(dir.path(), "stranger");
+    let c = linked(&stranger, &stranger.ca(), "c", Some(&a));
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(c.metric("tidings_links_up").unwrap_or(0.0), 0.0, "a broker of another CA linked");
+    assert_eq!(a.metric("tidings_links_up").unwrap_or(0.0), 1.0, "a keeps only b");
+}
