@@ -54,6 +54,7 @@ pub mod storage;
 pub mod tcp;
 pub mod udp;
 mod udp_token;
+pub mod web;
 
 pub use config::{Config, OverflowPolicy, DEFAULT_ADMIN_PORT, DEFAULT_PORT};
 pub use server::{start, BoundAddresses, Running, StartError};
