@@ -1,6 +1,6 @@
 //! `/events`: the web view's Server-Sent Events. One producer builds an update every
-//! [`EVERY`] while at least one viewer is connected and publishes it, serialized once, on a
-//! watch channel; each viewer's stream sends the latest update it has not sent yet. So the
+//! [`EVERY`] while at least one viewer is connected (sooner when links or routes change, at
+//! most every [`SOONEST`]) and publishes it, serialized once, on a watch channel; each viewer's stream sends the latest update it has not sent yet. So the
 //! rate is bounded whatever the network's size, and a viewer costs one string copy a second,
 //! not a snapshot; a slow viewer skips updates rather than queueing them.
 //!
@@ -11,7 +11,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::State;
 use axum::http::{header, StatusCode};
@@ -22,8 +22,13 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use super::snapshot::Producer;
 use crate::context::Context;
 
-/// How often an update is built and sent.
+/// How often an update is built and sent at least, while someone watches.
 const EVERY: Duration = Duration::from_secs(1);
+/// How soon after the last update a change of links or routes is sent: at most 4 updates a
+/// second, whatever happens in the network.
+const SOONEST: Duration = Duration::from_millis(250);
+/// How often the producer looks for such a change (three counters).
+const LOOK: Duration = Duration::from_millis(100);
 /// How long a disconnected page waits before reconnecting.
 const RETRY: Duration = Duration::from_millis(500);
 /// Viewers at a time; the next one gets 503 until one leaves. Each holds a connection and a
@@ -47,11 +52,14 @@ impl Hub {
     }
 }
 
-/// Builds an update every [`EVERY`] while someone watches (the hub's own receiver aside).
+/// Builds an update every [`EVERY`] while someone watches (the hub's own receiver aside), and
+/// sooner (but not within [`SOONEST`] of the last) when links or routes changed, so a cut link
+/// shows within a fraction of a second rather than a whole period later.
 async fn produce(shared: Arc<Context>, tx: watch::Sender<Arc<str>>) {
     let mut producer = Producer::default();
-    let mut ticks = tokio::time::interval(EVERY);
+    let mut ticks = tokio::time::interval(LOOK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut built: Option<(Instant, Changes)> = None;
     loop {
         tokio::select! {
             () = shared.shutdown.cancelled() => return,
@@ -64,8 +72,17 @@ async fn produce(shared: Arc<Context>, tx: watch::Sender<Arc<str>>) {
                 tx.send_replace(Arc::from(""));
                 producer.forget_rates();
             }
+            built = None;
             continue;
         }
+        let changes = changes(&shared);
+        let due = built
+            .as_ref()
+            .is_none_or(|(at, then)| at.elapsed() >= EVERY || (*then != changes && at.elapsed() >= SOONEST));
+        if !due {
+            continue;
+        }
+        built = Some((Instant::now(), changes));
         let overview = producer.build(&shared);
         match serde_json::to_string(&overview) {
             Ok(json) => {
@@ -74,6 +91,15 @@ async fn produce(shared: Arc<Context>, tx: watch::Sender<Arc<str>>) {
             Err(e) => tracing::warn!("web view update not serialized: {e}"),
         }
     }
+}
+
+/// What moves when the network's shape does: routes recomputed (a link of any broker came or
+/// went, as the link-state view learnt), this broker's links established, and up.
+type Changes = (u64, u64, i64);
+
+fn changes(shared: &Context) -> Changes {
+    let m = &shared.metrics;
+    (m.route_recomputations.get(), m.links_established.get(), m.links_up.get())
 }
 
 /// One viewer's stream, or 503 when [`MAX_VIEWERS`] are connected.
