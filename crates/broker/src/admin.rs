@@ -1,8 +1,9 @@
 //! The admin HTTP listener: `/metrics` (Prometheus text), `/healthz` (alive), `/readyz` (its
 //! configured links are up), `/state` (JSON: this broker's links, link-state view, trees and
 //! summaries, guaranteed delivery and durable subscriptions), `/connz` and `/subsz` (open
-//! connections and subscriptions, a page at a time), and `DELETE /durable/{name}` (deletes a
-//! durable subscription no client holds).
+//! connections and subscriptions, a page at a time), `DELETE /durable/{name}` (deletes a
+//! durable subscription no client holds), and the live web view at `/` with its `/events`
+//! stream ([`crate::web`]).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,6 +85,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>) {
         .route("/connz", get(connz))
         .route("/subsz", get(subsz))
         .route("/durable/{name}", delete(delete_durable))
+        .merge(crate::web::routes(&shared))
         .with_state(shared);
     loop {
         let stream = tokio::select! {

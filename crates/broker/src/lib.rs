@@ -55,6 +55,7 @@ pub mod tcp;
 pub mod tls;
 pub mod udp;
 mod udp_token;
+pub mod web;
 
 pub use config::{Config, OverflowPolicy, DEFAULT_ADMIN_PORT, DEFAULT_PORT};
 pub use server::{start, BoundAddresses, Running, StartError};

@@ -15,10 +15,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 #[derive(Debug, Default)]
 pub struct ProcessCollector;
 
-/// What one scrape read.
-struct Sample {
-    cpu_seconds: f64,
-    resident_bytes: i64,
+/// What one scrape read (the web view reads it too, for its CPU and memory charts).
+pub(crate) struct Sample {
+    pub(crate) cpu_seconds: f64,
+    pub(crate) resident_bytes: i64,
     virtual_bytes: i64,
     start_time_seconds: f64,
 }
@@ -61,7 +61,7 @@ fn gauge(encoder: &mut DescriptorEncoder, name: &str, help: &str, value: i64) ->
     gauge.encode(encoder.encode_descriptor(name, help, None, gauge.metric_type())?)
 }
 
-fn read_sample() -> Option<Sample> {
+pub(crate) fn read_sample() -> Option<Sample> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name, which is in parentheses and may contain spaces.
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
