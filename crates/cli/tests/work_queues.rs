@@ -112,11 +112,13 @@ fn a_member_killed_mid_stream_has_its_unacknowledged_messages_redelivered_to_the
     let members: Vec<Member> = (0..3).map(|i| Member::start(&b, dir.path(), &format!("m{i}"))).collect();
     let [mut dead, one, two]: [Member; 3] = members.try_into().ok().unwrap();
     let total = 10_000u64;
-    let publisher = publish(&b.tcp(), "jobs.a", total, &["--window", "256"]);
+    // Its output read as it comes: a pipe nobody reads stops it at 64 KiB (about 380 lines).
+    let server = b.tcp();
+    let publisher = std::thread::spawn(move || acked(publish(&server, "jobs.a", total, &["--window", "256"])));
     wait_until("the member to kill has work", Duration::from_secs(60), || dead.lines().len() >= 500);
     dead.kill();
     let dead_lines = dead.lines();
-    let acked = acked(publisher);
+    let acked = publisher.join().unwrap();
     assert_eq!(acked.len() as u64, total, "every publish was acknowledged");
     wait_for_all(&[&one, &two], &acked);
     std::thread::sleep(Duration::from_millis(500)); // anything printed twice would show by now
@@ -167,14 +169,16 @@ fn a_broker_killed_mid_stream_keeps_the_group_and_every_acknowledged_publish() {
     let listen = b.tcp();
     let members: Vec<Member> = (0..2).map(|i| Member::start(&b, scratch.path(), &format!("m{i}"))).collect();
     let total = 3000u64;
-    let publisher = publish(&listen, "jobs.a", total, &["--rate", "600", "--window", "16"]);
+    let server = listen.clone();
+    let publisher =
+        std::thread::spawn(move || acked(publish(&server, "jobs.a", total, &["--rate", "600", "--window", "16"])));
     wait_until("the stream is under way", Duration::from_secs(30), || {
         members.iter().map(|m| m.lines().len()).sum::<usize>() >= 800
     });
     b.kill();
     let b = start_on(&data, &listen, &config);
     assert!(b.metric("tidings_gd_durables").unwrap() >= 1.0, "the group came back with its broker");
-    let acked = acked(publisher);
+    let acked = publisher.join().unwrap();
     assert_eq!(acked.len() as u64, total, "every publish was acknowledged in the end");
     let refs: Vec<&Member> = members.iter().collect();
     wait_for_all(&refs, &acked);
