@@ -299,6 +299,27 @@ impl BrokerCore {
         Ok(GuaranteedSub { subend, route: None, durable: Some(name) })
     }
 
+    /// A guaranteed queue group member (`sub --queue G --guaranteed`): refused on a broker with
+    /// links (members on several brokers, one group subend per broker, are not built), and when
+    /// the group exists for another filter. Its end (UNSUBSCRIBE or a closed session) gives
+    /// its unacknowledged messages to the other members; the group itself stays.
+    pub fn subscribe_member_guaranteed(
+        &self,
+        id: SubId,
+        group: &str,
+        texts: (String, Option<String>),
+        filter: (Pattern, Option<Selector>),
+        outbox: Arc<Outbox>,
+    ) -> Result<GuaranteedSub, Notice> {
+        if self.cluster.is_enabled() {
+            let why = "guaranteed queue groups work on a broker without links for now: \
+                       members on several brokers are not built";
+            return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
+        }
+        let subend = self.guaranteed.join_group(id, group, texts, filter, outbox)?;
+        Ok(GuaranteedSub { subend, route: None, durable: None })
+    }
+
     /// An UNSUBSCRIBE of a guaranteed subscription: a durable one is deleted.
     pub fn unsubscribe_guaranteed(&self, subscription: GuaranteedSub) {
         self.end_guaranteed(subscription, false);

@@ -258,8 +258,8 @@ impl Session {
         }
         if let Some(group) = &s.group {
             tidings_wire::check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
-            if s.mode == DeliveryMode::Guaranteed {
-                let why = "guaranteed queue groups are not built yet: a queue group member is best effort";
+            if s.durable.is_some() {
+                let why = "a queue group member cannot be durable: a guaranteed group is durable itself";
                 return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
             }
         }
@@ -287,6 +287,14 @@ impl Session {
         if let Some(name) = s.durable {
             let spec = DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector };
             let subscription = core.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
+            self.guaranteed.insert(s.id, subscription);
+            self.conn.subscribed(info);
+            return Ok(Next::Continue);
+        }
+        if let (DeliveryMode::Guaranteed, Some(group)) = (s.mode, &s.group) {
+            let texts = (s.pattern, s.selector);
+            let outbox = Arc::clone(&self.outbox);
+            let subscription = core.subscribe_member_guaranteed(s.id, group, texts, (pattern, selector), outbox)?;
             self.guaranteed.insert(s.id, subscription);
             self.conn.subscribed(info);
             return Ok(Next::Continue);

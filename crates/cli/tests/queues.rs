@@ -257,8 +257,12 @@ fn a_bad_group_name_is_refused_and_nothing_else_changes() {
     let long = "w".repeat(65);
     let out = tidings(&["sub", "--server", &server, "--queue", &long, "jobs.>"]);
     assert!(text(&out.stderr).contains("more than the 64 allowed"), "{}", text(&out.stderr));
-    let out = tidings(&["sub", "--server", &server, "--queue", "w", "--guaranteed", "jobs.>"]);
-    assert!(!out.status.success(), "guaranteed queue groups are not built yet");
+    // A guaranteed member takes one pattern (the group's), and a member is not durable itself.
+    let out = tidings(&["sub", "--server", &server, "--queue", "w", "--guaranteed", "jobs.>", "more.>"]);
+    assert!(!out.status.success(), "a guaranteed member of two patterns was accepted");
+    assert!(text(&out.stderr).contains("exactly one pattern"), "{}", text(&out.stderr));
+    let out = tidings(&["sub", "--server", &server, "--queue", "w", "--durable", "d", "jobs.>"]);
+    assert!(!out.status.success(), "a durable member was accepted");
 
     // The broker refuses the frame itself (a client that skips the check).
     let mut raw = RawConnection::handshake(&server).unwrap();

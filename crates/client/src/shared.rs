@@ -52,6 +52,10 @@ pub(crate) struct GuaranteedRoute {
     /// ticks this client never saw because none of them matched: the broker reports every loss
     /// itself (a GAP), so no gap is inferred from where it starts.
     pub(crate) durable: bool,
+    /// A guaranteed queue group member: it gets whichever ticks the group leases it, so its
+    /// ticks say nothing of what it had (a redelivery is flagged by the broker) and no gap is
+    /// inferred from where it starts either.
+    pub(crate) member: bool,
 }
 
 impl Route {
@@ -213,11 +217,12 @@ impl Shared {
             Frame::Deliver(Deliver { id, missed, message }) => {
                 inbox.push(Event::Message(Delivery::new(id, missed, message, read_us)));
             }
-            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message }) => {
+            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message, redelivered }) => {
                 let mut delivery = Delivery::guaranteed(id, Position { pubend, tick }, message, read_us);
-                // Below what this client already had (a durable subscription resumed from its
-                // last acknowledgement): handed over flagged, for the application to judge.
-                delivery.redelivered = !self.reached(id, pubend, tick);
+                // Flagged by the broker (a queue group member that left had it), or below what
+                // this client already had (a durable subscription resumed from its last
+                // acknowledgement): handed over flagged, for the application to judge.
+                delivery.redelivered = !self.reached(id, pubend, tick) || redelivered;
                 inbox.push(Event::Message(delivery));
             }
             Frame::Gap(Gap { id, pubend, from, to }) => {
@@ -255,6 +260,7 @@ impl Shared {
     /// `tick` already.
     fn reached(&self, id: SubId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) -> bool {
         match self.registry.lock().sink_mut(id).and_then(|r| r.guaranteed.as_mut()) {
+            Some(g) if g.member => true,
             Some(g) => g.standing.reached(pubend, tick),
             None => true,
         }
@@ -269,7 +275,7 @@ impl Shared {
             return;
         };
         let gaps = g.standing.confirmed(subscribed.id, &subscribed.starts);
-        for gap in gaps.into_iter().filter(|_| !g.durable) {
+        for gap in gaps.into_iter().filter(|_| !g.durable && !g.member) {
             warn!(subscription = gap.subscription.0, pubend = %gap.pubend, from = gap.from.0, to = gap.to.0,
                 "the subscription was set up again after a lost connection; these ticks were possibly missed");
             inbox.push(Event::Gap(gap));

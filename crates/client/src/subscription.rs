@@ -170,6 +170,10 @@ pub struct Subscription {
     gaps: Vec<GapNotice>,
     /// Per pubend, the last tick yielded and not yet acknowledged to the broker.
     unacked: BTreeMap<PubendId, Tick>,
+    /// A guaranteed queue group member's acknowledgements, one per message: the broker takes
+    /// a member's DELIVERY_ACK as naming one tick it finished, not a prefix (its ticks are
+    /// whichever the group leased it, a redelivery below the others).
+    unacked_each: Vec<(PubendId, Tick)>,
     /// Per pubend, the last tick (or gap end) yielded, with the resume checkpoint under it.
     checkpoint: Checkpoint,
     /// Deliveries not handed over because the checkpoint held them.
@@ -193,9 +197,9 @@ impl Subscription {
         let (guaranteed, confirmed) = match options.mode {
             DeliveryMode::Guaranteed => {
                 let (confirm, confirmed) = oneshot::channel();
-                let durable = options.durable.is_some();
+                let (durable, member) = (options.durable.is_some(), options.group.is_some());
                 (
-                    Some(GuaranteedRoute { confirm: Some(confirm), durable, ..GuaranteedRoute::default() }),
+                    Some(GuaranteedRoute { confirm: Some(confirm), durable, member, ..GuaranteedRoute::default() }),
                     Some(confirmed),
                 )
             }
@@ -214,6 +218,7 @@ impl Subscription {
             missed: 0,
             gaps: Vec::new(),
             unacked: BTreeMap::new(),
+            unacked_each: Vec::new(),
             checkpoint,
             skipped: 0,
             redelivered: 0,
@@ -353,7 +358,9 @@ impl Subscription {
 
     /// Acknowledges `position` and everything before it in its pubend's stream (with
     /// [`Acks::Explicit`]; automatic acks do this by themselves). Acknowledgements are
-    /// cumulative and go out with [`flush_acks`](Self::flush_acks).
+    /// cumulative and go out with [`flush_acks`](Self::flush_acks). For a guaranteed queue
+    /// group member ([`SubscribeOptions::queue`]) it acknowledges that one message only: what
+    /// it was not given an ack for goes to another member if this one leaves.
     pub fn ack(&mut self, position: Position) {
         self.acknowledge(position.pubend, position.tick);
     }
@@ -367,7 +374,8 @@ impl Subscription {
     /// Sends one cumulative DELIVERY_ACK per pubend for what the application has taken.
     fn send_acks(&mut self) {
         let Some(client) = &self.client else { return };
-        for (pubend, tick) in std::mem::take(&mut self.unacked) {
+        let each = std::mem::take(&mut self.unacked_each);
+        for (pubend, tick) in std::mem::take(&mut self.unacked).into_iter().chain(each) {
             client.send_control(&Frame::DeliveryAck(DeliveryAck { id: self.id, pubend, tick }));
         }
     }
@@ -414,8 +422,13 @@ impl Subscription {
         handed.then_some(event)
     }
 
-    /// Marks `pubend` acknowledged through `tick` for the next DELIVERY_ACK (never lower).
+    /// Marks `pubend` acknowledged through `tick` for the next DELIVERY_ACK (never lower); a
+    /// queue group member's `tick` alone.
     fn acknowledge(&mut self, pubend: PubendId, tick: Tick) {
+        if self.options.group.is_some() && self.options.mode == DeliveryMode::Guaranteed {
+            self.unacked_each.push((pubend, tick));
+            return;
+        }
         let last = self.unacked.entry(pubend).or_insert(tick);
         *last = (*last).max(tick);
     }

@@ -97,9 +97,13 @@ pub fn guaranteed_frame() -> impl Strategy<Value = Frame> {
         (any::<u64>(), any::<u64>(), any::<u16>(), ".{0,20}").prop_map(|(p, seq, code, text)| {
             Frame::PublishRefused(PublishRefused { publisher: PublisherId(p), seq, reason: Notice { code, text } })
         }),
-        (id.clone(), pubend.clone(), tick.clone(), message()).prop_map(|(id, pubend, tick, message)| {
-            Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message })
-        }),
+        (id.clone(), pubend.clone(), tick.clone(), message(), any::<bool>()).prop_map(
+            |(id, pubend, tick, message, redelivered)| {
+                // The top bit of the tick field is the flag: a tick is the other 63 bits.
+                let tick = Tick(tick.0 & !crate::REDELIVERED_FLAG);
+                Frame::GuaranteedDeliver(GuaranteedDeliver { id, pubend, tick, message, redelivered })
+            }
+        ),
         (id.clone(), pubend.clone(), any::<u64>(), any::<u64>()).prop_map(|(id, pubend, a, b)| Frame::Gap(Gap {
             id,
             pubend,

@@ -117,6 +117,9 @@ impl Driver {
 
     fn deliver(&mut self, subend: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
         tracing::trace!(me = %self.broker, subend = subend.0, pubend = pubend.0, tick = tick.0, "gd deliver");
+        if self.groups.is_group(subend) {
+            return self.group_deliver(subend, pubend, tick, payload);
+        }
         if self.subends.get(&subend).is_some_and(|entry| entry.durable && entry.outbox.is_some()) {
             self.durable_delivered(subend, pubend, tick);
         }

@@ -94,6 +94,8 @@ pub struct Driver {
     /// Pubends whose log was found at start and is not open yet: all of them until
     /// `open_found`, then the replicated ones until their group serves here (`serve`).
     pub(super) found: BTreeMap<PubendId, tidings_delivery::Recovered>,
+    /// Guaranteed queue groups and their members.
+    pub(super) groups: super::groups::Groups,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -156,6 +158,7 @@ impl Driver {
             quorum: super::replicas::Quorum::default(),
             seeds: super::replicas::Seeds::default(),
             found: BTreeMap::new(),
+            groups: super::groups::Groups::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -254,6 +257,11 @@ impl Driver {
     /// Feeds one input, then every input its actions caused, carrying out every action.
     pub(super) fn feed(&mut self, input: Input) {
         self.inputs.push_back(input);
+        self.run_inputs();
+    }
+
+    /// Runs the inputs queued (see [`Driver::feed`]), carrying out every action.
+    pub(super) fn run_inputs(&mut self) {
         let mut actions = Vec::new();
         while let Some(input) = self.inputs.pop_front() {
             if tracing::enabled!(tracing::Level::TRACE) && !matches!(input, Input::Tick | Input::Publish { .. }) {
@@ -290,11 +298,19 @@ impl Driver {
                 Some(spec) => self.subscribe_durable(subend, id, spec, (pattern, selector), outbox),
                 None => self.subscribe(subend, id, (pattern, selector), false, outbox),
             },
+            Command::Join(join) => self.join_group(*join),
+            Command::Unsubscribe { subend } if self.groups.is_member(subend) => self.leave_group(subend),
             Command::Unsubscribe { subend } => match self.subends.get(&subend).is_some_and(|entry| entry.durable) {
-                true => self.delete_durable(subend),
+                true => {
+                    self.delete_durable(subend);
+                    self.forget_group(subend);
+                }
                 false => self.remove_subend(subend),
             },
             Command::Away { subend } => self.durable_away(subend),
+            Command::DeliveryAck { subend, pubend, tick } if self.groups.is_member(subend) => {
+                self.group_ack(subend, PubendId(pubend.0), Tick(tick.0));
+            }
             Command::DeliveryAck { subend, pubend, tick } => {
                 debug!(subend = subend.0, pubend = pubend.0, tick = tick.0, "delivery ack");
                 self.durable_ack(subend, PubendId(pubend.0), Tick(tick.0));

@@ -72,23 +72,51 @@ impl Claims {
         fresh: SubendId,
     ) -> Result<SubendId, Notice> {
         check_name(name)?;
+        self.take(name, (pattern, selector), fresh, false)
+    }
+
+    /// A member joins the guaranteed queue group kept under durable name `name` (see
+    /// [`super::groups`]): the group's subend (`fresh` if the group is new), or why not. Unlike
+    /// a durable name, a group is held by all its members at once; it must keep one filter.
+    pub fn claim_group(
+        &mut self,
+        name: &str,
+        pattern: &str,
+        selector: Option<&str>,
+        fresh: SubendId,
+    ) -> Result<SubendId, Notice> {
+        self.take(name, (pattern, selector), fresh, true)
+    }
+
+    /// Takes `name` for one holder, or for one more if `shared` (a group's members).
+    fn take(
+        &mut self,
+        name: &str,
+        (pattern, selector): (&str, Option<&str>),
+        fresh: SubendId,
+        shared: bool,
+    ) -> Result<SubendId, Notice> {
         let claim = self.names.entry(name.to_string()).or_insert_with(|| Claim {
             subend: fresh,
             pattern: pattern.to_string(),
             selector: selector.map(str::to_string),
             held: false,
         });
-        if claim.held {
+        if claim.held && !shared {
             return Err(Notice::new(
                 ReasonCode::DurableInUse,
                 format!("the durable subscription {name:?} is held by another session"),
             ));
         }
         if claim.pattern != pattern || claim.selector.as_deref() != selector {
+            let (what, hint) = match shared {
+                true => ("guaranteed queue group", "its members share one filter"),
+                false => ("durable subscription", "unsubscribe it first"),
+            };
             return Err(Notice::new(
                 ReasonCode::DurableMismatch,
                 format!(
-                    "the durable subscription {name:?} exists for pattern {:?} and selector {:?}; unsubscribe it first",
+                    "the {what} {name:?} exists for pattern {:?} and selector {:?}; {hint}",
                     claim.pattern,
                     claim.selector.as_deref().unwrap_or("")
                 ),
@@ -96,6 +124,13 @@ impl Claims {
         }
         claim.held = true;
         Ok(claim.subend)
+    }
+
+    /// `name` is held again (a group member joined).
+    pub fn hold(&mut self, name: &str) {
+        if let Some(claim) = self.names.get_mut(name) {
+            claim.held = true;
+        }
     }
 
     /// The session holding `name` left; the name stays.
@@ -266,7 +301,7 @@ impl Driver {
         }
     }
 
-    fn create_durable(
+    pub(super) fn create_durable(
         &mut self,
         subend: SubendId,
         id: SubId,

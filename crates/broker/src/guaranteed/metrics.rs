@@ -130,6 +130,11 @@ pub struct GuaranteedMetrics {
     pub durable_resumed: Counter,
     /// Durable subscriptions deleted.
     pub durable_deleted: Counter,
+    /// Guaranteed queue group messages given back by a member that left unacknowledged, to be
+    /// redelivered to another (each is a message some worker may have done twice).
+    pub group_redeliveries: Counter,
+    /// Members of guaranteed queue groups here.
+    pub group_members: Gauge,
     /// Checkpoint writes of durable subscriptions made durable.
     pub durable_checkpoints: Counter,
     /// Checkpoint writes that failed (retried; the messages stay held).
@@ -192,6 +197,8 @@ impl GuaranteedMetrics {
             durable_created: Counter::default(),
             durable_resumed: Counter::default(),
             durable_deleted: Counter::default(),
+            group_redeliveries: Counter::default(),
+            group_members: Gauge::default(),
             durable_checkpoints: Counter::default(),
             durable_checkpoint_failures: Counter::default(),
             durables: Gauge::default(),
@@ -267,6 +274,12 @@ impl GuaranteedMetrics {
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());
         r.register("durable_resumed", "Durable subscriptions taken up again by a client", m.durable_resumed.clone());
         r.register("durable_deleted", "Durable subscriptions deleted", m.durable_deleted.clone());
+        r.register(
+            "group_redeliveries",
+            "Guaranteed queue group messages a leaving member gave back for redelivery",
+            m.group_redeliveries.clone(),
+        );
+        r.register("group_members", "Members of guaranteed queue groups", m.group_members.clone());
         r.register("durable_checkpoints", "Durable checkpoint writes made durable", m.durable_checkpoints.clone());
         let failures = m.durable_checkpoint_failures.clone();
         r.register("durable_checkpoint_failures", "Durable checkpoint writes that failed (retried)", failures);

@@ -26,6 +26,7 @@ pub mod durable;
 mod durable_store;
 mod edges;
 mod homes;
+pub mod groups;
 mod journal;
 pub use crate::liveness;
 mod matcher;
@@ -112,7 +113,10 @@ pub(crate) enum Command {
         outbox: Arc<Outbox>,
         durable: Option<durable::DurableSpec>,
     },
-    /// An UNSUBSCRIBE or a closed session (a durable subscription is deleted).
+    /// A guaranteed queue group member joins (the group's name already claimed).
+    Join(Box<groups::Join>),
+    /// An UNSUBSCRIBE or a closed session (a durable subscription is deleted; a group member
+    /// leaves its group).
     Unsubscribe { subend: SubendId },
     /// The session holding a durable subscription closed: it stays.
     Away { subend: SubendId },
@@ -191,6 +195,7 @@ impl Command {
             Command::ReplicaSynced(_) => "replica journal completions",
             Command::Publish { .. } => "publish",
             Command::Subscribe { .. } => "subscribe",
+            Command::Join(_) => "join group",
             Command::Unsubscribe { .. } => "unsubscribe",
             Command::Away { .. } => "away",
             Command::CheckpointsSaved { .. } => "checkpoints saved",
@@ -282,6 +287,26 @@ impl Guaranteed {
         let subend = self.claims.lock().claim(&spec.name, &spec.pattern, spec.selector.as_deref(), fresh)?;
         self.send(Command::Subscribe { subend, id, pattern, selector, outbox, durable: Some(spec) });
         Ok(subend)
+    }
+
+    /// A guaranteed queue group member joins `group`: refused at once if the group exists for
+    /// another pattern or selector (its members share one filter: the group is one
+    /// subscription). Returns the member's own subend number (its acks and its end name it).
+    pub fn join_group(
+        &self,
+        id: SubId,
+        group: &str,
+        (pattern_text, selector_text): (String, Option<String>),
+        filter: (Pattern, Option<Selector>),
+        outbox: Arc<Outbox>,
+    ) -> Result<SubendId, tidings_wire::Notice> {
+        let name = groups::durable_name(group);
+        let fresh = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
+        let subend = self.claims.lock().claim_group(&name, &pattern_text, selector_text.as_deref(), fresh)?;
+        let member = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
+        let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text };
+        self.send(Command::Join(Box::new(groups::Join { member, group: subend, id, spec, filter, outbox })));
+        Ok(member)
     }
 
     /// The session holding durable subscription `name` closed: the subscription stays.

@@ -85,7 +85,8 @@ fn a_guaranteed_delivery_is_written_as_gdeliver() {
     assert_eq!(encode_batch(&mut batch, &mut scratch, &mut chunks).0, 1);
     let mut wire: BytesMut = chunks.iter().flat_map(|c| c.iter().copied()).collect();
     let frame = Frame::decode(&mut wire, tidings_wire::DEFAULT_MAX_FRAME).unwrap().unwrap();
-    let expected = GuaranteedDeliver { id: SubId(4), pubend: PubendId(5), tick: Tick(6), message: message() };
+    let expected =
+        GuaranteedDeliver { id: SubId(4), pubend: PubendId(5), tick: Tick(6), message: message(), redelivered: false };
     assert_eq!(frame, Frame::GuaranteedDeliver(expected));
 }
 

@@ -15,6 +15,7 @@ pub(crate) mod request;
 mod server;
 pub(crate) mod subscribe;
 mod subscribe_durable;
+mod subscribe_queue;
 
 use std::process::ExitCode;
 use std::sync::OnceLock;

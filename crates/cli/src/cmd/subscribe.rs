@@ -19,6 +19,7 @@ use tidings_wire::{DeliveryMode, Value};
   tidings sub 'orders.>' --guaranteed --count 10     # exactly once, in order; exit after 10
   tidings sub 'orders.>' --durable billing --json    # kept while away; resumes where it stopped
   tidings sub 'jobs.>' --queue workers               # one member of 'workers' gets each message
+  tidings sub 'jobs.>' --queue workers --guaranteed  # a work queue: each acknowledged once
   tidings durable rm billing                         # delete it (or UNSUBSCRIBE from a client)")]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -56,8 +57,11 @@ pub(crate) struct Args {
     /// Join the queue group GROUP: each matching message goes to ONE member of the group,
     /// network-wide (members at the publisher's broker first, else the nearest broker with
     /// members), not to every member; plain subscribers still get their copy. A member whose
-    /// queue is behind is skipped, not waited for. Best effort only for now.
-    #[arg(long, value_name = "GROUP", value_parser = group_name, conflicts_with_all = ["guaranteed", "durable"])]
+    /// queue is behind is skipped, not waited for. With --guaranteed (one pattern; a broker
+    /// without links): a work queue kept by the broker across restarts; each printed message
+    /// is acknowledged once printed, and what a member that exits or dies did not acknowledge
+    /// goes to another member, flagged redelivered (`"redelivered": true` with --json).
+    #[arg(long, value_name = "GROUP", value_parser = group_name, conflicts_with = "durable")]
     queue: Option<String>,
 }
 
@@ -183,6 +187,19 @@ pub(crate) fn pattern(text: &str) -> Result<String, String> {
     tidings_matching::Pattern::parse(text).map(|_| text.to_string()).map_err(|e| e.to_string())
 }
 
+/// Connects and makes the one subscription of `--durable` or a guaranteed `--queue` member
+/// (`what` names it if refused), reporting connection changes on stderr.
+async fn subscribe_one(
+    args: &Args,
+    options: SubscribeOptions,
+    what: &str,
+) -> anyhow::Result<(tidings_client::Client, tidings_client::Subscription)> {
+    let client = args.server.connect("tidings-sub").await?;
+    drop(report_connection_changes(&client, &args.server.server));
+    let subscription = client.subscribe_with(options).await.with_context(|| format!("{what} refused"))?;
+    Ok((client, subscription))
+}
+
 pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(text) = &args.selector {
         if let Err(e) = tidings_matching::Selector::parse(text) {
@@ -205,14 +222,21 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             Some(selector) => options.selector(selector),
             None => options,
         };
-        let client = args.server.connect("tidings-sub").await?;
-        let _reconnects = report_connection_changes(&client, &args.server.server);
-        let subscription = client
-            .subscribe_with(options)
-            .await
-            .with_context(|| format!("durable subscription {name:?} to {:?} refused", args.patterns[0]))?;
+        let what = format!("durable subscription {name:?} to {:?}", args.patterns[0]);
+        let (client, subscription) = subscribe_one(&args, options, &what).await?;
         let run = super::subscribe_durable::Run { json: args.json, count: args.count, checkpoint: &path };
         return super::subscribe_durable::run(&client, subscription, run).await;
+    }
+    if let (Some(group), true) = (&args.queue, args.guaranteed) {
+        if args.patterns.len() != 1 {
+            eprintln!("error: --queue with --guaranteed takes exactly one pattern (the group's)");
+            return Ok(ExitCode::from(2));
+        }
+        let options = SubscribeOptions::new(&args.patterns[0]).queue(group).explicit_acks();
+        let options = SubscribeOptions { mode: DeliveryMode::Guaranteed, selector: args.selector.clone(), ..options };
+        let what = format!("guaranteed queue group {group:?} on {:?}", args.patterns[0]);
+        let (client, subscription) = subscribe_one(&args, options, &what).await?;
+        return super::subscribe_queue::run(&client, subscription, args.json, args.count).await;
     }
     let client = args.server.connect("tidings-sub").await?;
     let mut reconnects = report_connection_changes(&client, &args.server.server);

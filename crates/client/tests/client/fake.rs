@@ -367,7 +367,7 @@ fn guaranteed(conn: usize, p: GuaranteedPublish, tx: &mpsc::UnboundedSender<Comm
         for (c, id, pattern) in &s.gsubs {
             if let (true, Some(tx)) = (matches(pattern, p.message.topic()), s.conns.get(c)) {
                 let message = p.message.clone();
-                let deliver = GuaranteedDeliver { id: *id, pubend: PubendId(1), tick, message };
+                let deliver = GuaranteedDeliver { id: *id, pubend: PubendId(1), tick, message, redelivered: false };
                 let _ = tx.send(Command::Send(Frame::GuaranteedDeliver(deliver)));
             }
         }

@@ -26,7 +26,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 pub use deliver::{Deliver, DELIVER_HEADER_LEN};
 pub use delivery_ack::DeliveryAck;
 pub use gap::Gap;
-pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN};
+pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN, REDELIVERED_FLAG};
 pub use guaranteed_publish::GuaranteedPublish;
 pub use hello::{Hello, HelloAuth, HELLO_AUTH_VERSION};
 pub use message::{Message, REPLY_TO, RETAIN, RETAINED};

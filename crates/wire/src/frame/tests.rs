@@ -228,13 +228,31 @@ fn guaranteed_deliver_golden_bytes_and_header_helper_agree() {
         0, 0, 0, 39, 0x0E, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1,
         b't', 0, 0, 0, 0, 0, 1, b'p',
     ];
-    let f = GuaranteedDeliver { id: SubId(9), pubend: PubendId(3), tick: Tick(4), message: m.clone() };
+    let f =
+        GuaranteedDeliver { id: SubId(9), pubend: PubendId(3), tick: Tick(4), message: m.clone(), redelivered: false };
     golden(Frame::GuaranteedDeliver(f), &expected);
     let mut hdr = BytesMut::new();
     GuaranteedDeliver::encode_header(SubId(9), PubendId(3), Tick(4), &m, &mut hdr);
     assert_eq!(hdr.len(), GUARANTEED_DELIVER_HEADER_LEN);
     hdr.extend_from_slice(m.as_bytes());
     assert_eq!(&hdr[..], &expected[..]);
+}
+
+#[test]
+fn guaranteed_deliver_redelivered_flag_is_the_tick_top_bit() {
+    let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
+    let expected = [
+        0, 0, 0, 39, 0x0E, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0x80, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1,
+        b't', 0, 0, 0, 0, 0, 1, b'p',
+    ];
+    let f =
+        GuaranteedDeliver { id: SubId(9), pubend: PubendId(3), tick: Tick(4), message: m.clone(), redelivered: true };
+    golden(Frame::GuaranteedDeliver(f), &expected);
+    let mut hdr = BytesMut::new();
+    let tick = GuaranteedDeliver::wire_tick(Tick(4), true);
+    GuaranteedDeliver::encode_header(SubId(9), PubendId(3), tick, &m, &mut hdr);
+    hdr.extend_from_slice(m.as_bytes());
+    assert_eq!(&hdr[..], &expected[..], "the header helper writes the flagged tick as given");
 }
 
 #[test]

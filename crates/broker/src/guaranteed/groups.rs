@@ -1,0 +1,231 @@
+//! Guaranteed queue groups (work queues) in the driver: the shell around
+//! [`WorkQueue`] (docs/protocol.md, "Guaranteed queue groups").
+//!
+//! A group is a durable subscription of the driver's own, named [`durable_name`] (`queue:G`,
+//! a name no client can claim: durable names have no `:`). So its subend is attached to every
+//! stream like a durable one's, its filter and per-pubend checkpoint are in the durable store,
+//! and its messages stay in the pubend logs, across a broker restart too, until members
+//! acknowledge them. What the core delivers to that subend goes into the group's
+//! [`WorkQueue`], which leases each message to one member (GDELIVER on the member's own
+//! subscription, flagged redelivered if a member that left had it); a member's DELIVERY_ACK
+//! names one tick and releases its lease; the prefix the work queue returns is the group's
+//! acknowledgement, written as its checkpoint before the core acknowledges it upstream (the
+//! durable checkpoint path). While no member has room the subend is blocked, so a backlog
+//! waits in the pubend logs rather than here.
+//!
+//! The work queue lives in memory while the broker runs, also with no member (blocked): a
+//! member joining later gets what the others gave back. After a restart the group resumes from
+//! its checkpoint: what was above it comes again (unflagged: leases are not recorded), even a
+//! message a member acknowledged out of order, so across a restart it is at least once.
+//! Members on one broker only: a broker with links refuses a guaranteed member
+//! ([`crate::broker_core`]).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tidings_delivery::{Input, PubendId, SubendId, Tick};
+use tidings_matching::{Pattern, Selector};
+use tidings_node::work_queue::{Lease, MemberId, WorkQueue};
+use tidings_wire::{GuaranteedDeliver, Message, SubId, Subscribed};
+use tracing::{debug, warn};
+
+use super::driver::Driver;
+use super::durable::DurableSpec;
+use crate::outbox::Outbox;
+
+/// Messages a member holds at once (leased, not yet acknowledged): enough to keep a worker
+/// busy across a round trip, few enough that a member that dies gives back little.
+pub const MEMBER_WINDOW: usize = 256;
+
+/// The durable name a guaranteed queue group is kept under.
+pub fn durable_name(group: &str) -> String {
+    format!("queue:{group}")
+}
+
+/// A member's subscription: where its leases go.
+struct Member {
+    id: SubId,
+    outbox: Arc<Outbox>,
+}
+
+/// One group at this broker.
+pub(super) struct Group {
+    name: String,
+    queue: WorkQueue<Message>,
+    members: BTreeMap<MemberId, Member>,
+    /// The core was told to stop delivering to the group's subend.
+    blocked: bool,
+}
+
+/// Every guaranteed queue group here, by the group's subend, and each member's group.
+#[derive(Default)]
+pub(super) struct Groups {
+    by_subend: BTreeMap<SubendId, Group>,
+    member_of: BTreeMap<SubendId, SubendId>,
+}
+
+impl Groups {
+    /// Whether `subend` is a member's subscription (its acks and its end are the group's).
+    pub(super) fn is_member(&self, subend: SubendId) -> bool {
+        self.member_of.contains_key(&subend)
+    }
+
+    /// Whether `subend` is a group's own subend (its deliveries go to the work queue).
+    pub(super) fn is_group(&self, subend: SubendId) -> bool {
+        self.by_subend.contains_key(&subend)
+    }
+}
+
+/// A member joining: its own subend number, its group's, and its subscription.
+pub(crate) struct Join {
+    pub(crate) member: SubendId,
+    pub(crate) group: SubendId,
+    pub(crate) id: SubId,
+    pub(crate) spec: DurableSpec,
+    pub(crate) filter: (Pattern, Option<Selector>),
+    pub(crate) outbox: Arc<Outbox>,
+}
+
+impl Driver {
+    /// A member joins (the session claimed the group's name): the group's subend is created,
+    /// resumed from its checkpoint, or unblocked, and SUBSCRIBED confirms the member.
+    pub(super) fn join_group(&mut self, join: Join) {
+        let Join { member, group, id, spec, filter, outbox } = join;
+        // Held again, should the last member's leaving have crossed this join's claim.
+        self.durables.claims.lock().hold(&spec.name);
+        // The group first: attaching its subend may deliver at once (a replay).
+        let restored = !self.groups.is_group(group);
+        let entry = self.groups.by_subend.entry(group).or_insert_with(|| Group {
+            name: spec.name.clone(),
+            queue: WorkQueue::default(),
+            members: BTreeMap::new(),
+            blocked: false,
+        });
+        entry.queue.join(MemberId(member.0), MEMBER_WINDOW);
+        entry.members.insert(MemberId(member.0), Member { id, outbox: Arc::clone(&outbox) });
+        self.groups.member_of.insert(member, group);
+        if !self.durables.by_name.contains_key(&spec.name) {
+            // New: created like a durable subscription, its SUBSCRIBED to this member.
+            self.create_durable(group, id, spec, filter, Arc::clone(&outbox));
+            match self.subends.get_mut(&group) {
+                Some(entry) => entry.outbox = None,
+                None => {
+                    // The store refused it (the member was told with an ERROR).
+                    self.groups.by_subend.remove(&group);
+                    self.groups.member_of.remove(&member);
+                    return;
+                }
+            }
+        } else {
+            self.durables.checkpoints.hold(group);
+            let starts = self.durable_starts(group);
+            self.subscribed(&outbox, id, &starts);
+            if restored {
+                // Restored after a restart, no member since: replayed from its checkpoint.
+                if let Some(entry) = self.subends.get_mut(&group) {
+                    entry.blocked = false;
+                }
+                for (pubend, start) in starts {
+                    self.feed(Input::SubendAttach { pubend, subend: group, start: Some(start), durable: true });
+                }
+            }
+        }
+        self.metrics.group_members.set(self.groups.member_of.len() as i64);
+        debug!(member = member.0, group = group.0, "guaranteed queue group member joined");
+        self.group_turn(group);
+        self.run_inputs();
+    }
+
+    /// Per pubend, where the group's subend resumes (one past its checkpoint).
+    fn durable_starts(&self, group: SubendId) -> Vec<(PubendId, Tick)> {
+        self.pubends().into_iter().filter_map(|pubend| Some((pubend, self.durable_start(group, pubend)?))).collect()
+    }
+
+    fn subscribed(&self, outbox: &Outbox, id: SubId, starts: &[(PubendId, Tick)]) {
+        let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
+        outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+    }
+
+    /// A member unsubscribed or its session closed: its leases go to the others, flagged
+    /// redelivered. The group stays (blocked once no member is left).
+    pub(super) fn leave_group(&mut self, member: SubendId) {
+        let Some(group) = self.groups.member_of.remove(&member) else { return };
+        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
+        let returned = entry.queue.leave(MemberId(member.0));
+        entry.members.remove(&MemberId(member.0));
+        self.metrics.group_redeliveries.inc_by(returned as u64);
+        debug!(member = member.0, group = group.0, returned, "guaranteed queue group member left");
+        self.metrics.group_members.set(self.groups.member_of.len() as i64);
+        if entry.members.is_empty() {
+            // What the members acknowledged is written at once, as for a durable's client.
+            let name = entry.name.clone();
+            self.durables.claims.lock().release(&name);
+            self.durables.checkpoints.away(group);
+        }
+        self.group_turn(group);
+        self.run_inputs();
+    }
+
+    /// A member's DELIVERY_ACK: releases that one lease; the group's prefix, if it moved, is
+    /// its new checkpoint.
+    pub(super) fn group_ack(&mut self, member: SubendId, pubend: PubendId, tick: Tick) {
+        let Some(&group) = self.groups.member_of.get(&member) else { return };
+        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
+        match entry.queue.ack(MemberId(member.0), pubend, tick) {
+            Ok(Some(prefix)) => self.durable_ack(group, pubend, prefix),
+            Ok(None) => {}
+            Err(why) => debug!(member = member.0, tick = tick.0, ?why, "a member's ack changed nothing"),
+        }
+        self.group_turn(group);
+        self.run_inputs();
+    }
+
+    /// The core delivered `tick` to a group's subend: into its work queue.
+    pub(super) fn group_deliver(&mut self, group: SubendId, pubend: PubendId, tick: Tick, payload: Bytes) {
+        let message = match Message::decode(payload) {
+            Ok(message) => message,
+            Err(error) => {
+                warn!(%error, pubend = pubend.0, tick = tick.0, "a logged message does not decode; not delivered");
+                return;
+            }
+        };
+        self.durable_delivered(group, pubend, tick);
+        if let Some(entry) = self.groups.by_subend.get_mut(&group) {
+            entry.queue.offer(pubend, tick, message);
+        }
+        self.group_turn(group);
+    }
+
+    /// Sends what the work queue leases, and blocks or unblocks the group's subend on
+    /// `wants_more` (the inputs are queued for the caller's [`Driver::run_inputs`] or feed).
+    fn group_turn(&mut self, group: SubendId) {
+        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
+        let mut leases = Vec::new();
+        entry.queue.dispatch(&mut leases);
+        for Lease { member, pubend, tick, message, redelivered } in leases {
+            let Some(to) = entry.members.get(&member) else { continue };
+            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered);
+            // Never dropped; the member's window bounds what queues for it.
+            let _ = to.outbox.push_guaranteed(to.id, tidings_wire::PubendId(pubend.0), tick, &message);
+            self.metrics.deliveries.inc();
+        }
+        let wants = entry.queue.wants_more();
+        if wants == !entry.blocked {
+            return;
+        }
+        entry.blocked = !wants;
+        if let Some(subend) = self.subends.get_mut(&group) {
+            subend.blocked = !wants;
+        }
+        self.inputs.push_back(match wants {
+            true => Input::OutboxReady { subend: group },
+            false => Input::OutboxFull { subend: group },
+        });
+    }
+
+    /// The group's durable name was deleted (`tidings durable rm`, only with no member).
+    pub(super) fn forget_group(&mut self, group: SubendId) {
+        self.groups.by_subend.remove(&group);
+    }
+}
