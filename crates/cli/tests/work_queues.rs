@@ -67,9 +67,12 @@ fn acked(publisher: Child) -> Vec<Value> {
     BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect()
 }
 
+/// A publish, by its publisher and sequence number.
+type Publish = (String, u64);
+
 /// How many times each `(publisher, seq)` was printed by `members`, and how many of those
 /// prints were flagged redelivered.
-fn tally(members: &[&Member]) -> (BTreeMap<(String, u64), usize>, BTreeSet<(String, u64)>) {
+fn tally(members: &[&Member]) -> (BTreeMap<Publish, usize>, BTreeSet<Publish>) {
     let (mut times, mut flagged) = (BTreeMap::new(), BTreeSet::new());
     for line in members.iter().flat_map(|m| m.lines()) {
         assert_eq!(line["missed"], 0, "no gap: {line}");

@@ -211,7 +211,7 @@ impl Driver {
             self.metrics.deliveries.inc();
         }
         let wants = entry.queue.wants_more();
-        if wants == !entry.blocked {
+        if wants != entry.blocked {
             return;
         }
         entry.blocked = !wants;

@@ -60,21 +60,3 @@ impl TlsConfig {
         problems
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::config::Config;
-
-    #[test]
-    fn tls_is_off_by_default_and_half_settings_are_named() {
-        let off = Config::default();
-        assert!(!off.tls.enabled() && !off.tls.tcp_on() && !off.tls.mqtt_on());
-        let err = Config::from_toml("[tls]\ncert = \"c.pem\"\n").unwrap_err().to_string();
-        assert!(err.contains("tls.cert and tls.key"), "{err}");
-        let err =
-            Config::from_toml("[tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nlinks = true\n").unwrap_err().to_string();
-        assert!(err.contains("tls.links"), "{err}");
-        let on = Config::from_toml("[tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nmqtt = false\n").unwrap();
-        assert!(on.tls.tcp_on() && !on.tls.mqtt_on());
-    }
-}
