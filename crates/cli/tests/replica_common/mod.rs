@@ -75,23 +75,39 @@ pub(crate) fn caught_up(b: &BrokerProcess, leader: &BrokerProcess) -> bool {
 pub(crate) struct Lines {
     child: std::process::Child,
     lines: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, Value)>>>,
-    reader: Option<std::thread::JoinHandle<()>>,
+    /// Its standard error (connection changes), each line with when it was read.
+    notes: std::sync::Arc<std::sync::Mutex<Vec<(std::time::Instant, String)>>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
 }
 
 impl Lines {
-    /// Reads `child`'s standard output (piped) line by line until it closes.
+    /// Reads `child`'s standard output and standard error (both piped) line by line until
+    /// they close.
     pub(crate) fn follow(mut child: std::process::Child) -> Lines {
         use std::io::BufRead as _;
         let stdout = child.stdout.take().unwrap();
+        let stderr = child.stderr.take().unwrap();
         let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = std::sync::Arc::clone(&lines);
-        let reader = std::thread::spawn(move || {
+        let out = std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
                 let value: Value = serde_json::from_str(&line).unwrap();
                 sink.lock().unwrap().push((std::time::Instant::now(), value));
             }
         });
-        Lines { child, lines, reader: Some(reader) }
+        let sink = std::sync::Arc::clone(&notes);
+        let err = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push((std::time::Instant::now(), line));
+            }
+        });
+        Lines { child, lines, notes, readers: vec![out, err] }
+    }
+
+    /// The standard error lines read so far, with when each was read.
+    pub(crate) fn notes(&self) -> Vec<(std::time::Instant, String)> {
+        self.notes.lock().unwrap().clone()
     }
 
     /// How many lines were read so far.
@@ -106,8 +122,6 @@ impl Lines {
 
     /// Waits for the command to exit (killing it after `timeout`): every line, and its status.
     pub(crate) fn finish(mut self, timeout: std::time::Duration) -> (Vec<Value>, std::process::ExitStatus, String) {
-        use std::io::Read as _;
-        let mut stderr = self.child.stderr.take().unwrap();
         let pid = self.child.id();
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = std::sync::Arc::clone(&done);
@@ -120,14 +134,13 @@ impl Lines {
                 let _ = tidings_testkit::send_signal(pid, tidings_testkit::Signal::Kill);
             }
         });
-        let mut text = String::new();
-        let _ = stderr.read_to_string(&mut text);
         let status = self.child.wait().unwrap();
         done.store(true, std::sync::atomic::Ordering::SeqCst);
         killer.join().unwrap();
-        if let Some(reader) = self.reader.take() {
+        for reader in self.readers.drain(..) {
             reader.join().unwrap();
         }
+        let text = self.notes().into_iter().map(|(_, line)| line + "\n").collect();
         let lines = self.lines.lock().unwrap().iter().map(|(_, v)| v.clone()).collect();
         (lines, status, text)
     }
