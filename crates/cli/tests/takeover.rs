@@ -95,6 +95,9 @@ fn takeovers(kills: usize) -> Vec<Duration> {
         });
         let took = first.unwrap().duration_since(killed_at);
         eprintln!("kill {kill}: {} SIGKILLed, first acknowledgement after {took:?}", nodes[leader].name);
+        for (at, note) in publisher.notes().into_iter().filter(|(at, _)| *at >= killed_at) {
+            eprintln!("  +{:?} publisher: {note}", at.duration_since(killed_at));
+        }
         takeovers.push(took);
         let successor = leader_among(&brokers, leader);
         // The killed broker restarts on its own disk, a follower, and catches up before the next kill.

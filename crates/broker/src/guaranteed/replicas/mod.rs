@@ -273,7 +273,14 @@ impl Replicas {
             }
         }
         match Envelope::from_wire(&frame.body) {
-            Ok(msg) => self.handle(pubend, Input::Message { from: sender, msg }),
+            Ok(msg) => {
+                // The links as they are now, first: a pre-vote that a dead leader's drop brought
+                // finds this follower out of the lease if it saw the drop too (`Input::Links`).
+                let up = self.groups.get(&pubend).map(|group| self.linked(group)).unwrap_or_default();
+                let mut outcomes = self.handle(pubend, Input::Links { up });
+                outcomes.extend(self.handle(pubend, Input::Message { from: sender, msg }));
+                outcomes
+            }
             Err(e) => {
                 warn!(%from, pubend = pubend.0, error = %e, "a replica message that does not decode: dropped");
                 Vec::new()
