@@ -30,8 +30,29 @@ const PER_KILL: Duration = Duration::from_secs(8);
 
 #[test]
 fn a_mate_takes_the_pubend_over_when_its_leader_is_killed_and_the_publisher_resumes_there() {
-    let took = takeovers(3);
-    assert_eq!(took.len(), 3);
+    let run = takeovers(3, [0, 1, 2]);
+    assert_eq!(run.took.len(), 3);
+}
+
+/// The publisher lists the brokers `p1,p3,p2`: when p1 (the host) is killed, p2 (the first
+/// mate) takes over, and the publisher reconnects to p3, a live follower. p3 refuses its
+/// publishes at once, naming p2 (rather than holding them 5 s in case it is elected), and the
+/// client moves on to the next broker of its list and sends its window again there.
+#[test]
+fn a_publisher_refused_by_a_follower_moves_on_to_the_leader() {
+    let run = takeovers(1, [0, 2, 1]);
+    match run.successors[..] {
+        [1] => {
+            assert!(run.refusals >= 1, "p3 refused the publisher and named p2: {:?}", run.notes);
+            assert!(
+                run.took[0] < Duration::from_secs(5),
+                "the refusal came at once, not after the hold: {:?}",
+                run.took
+            );
+        }
+        // p3 won the election: the publisher reached the leader directly, nothing to move from.
+        _ => eprintln!("p3 took over: no refusal to move on from this time"),
+    }
 }
 
 /// The takeover time over `TAKEOVER_KILLS` kills (7 by default): median and max.
@@ -39,7 +60,7 @@ fn a_mate_takes_the_pubend_over_when_its_leader_is_killed_and_the_publisher_resu
 #[ignore = "a measurement (about a minute): run with --ignored --nocapture"]
 fn takeover_times() {
     let kills: usize = std::env::var("TAKEOVER_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(7);
-    let mut took = takeovers(kills);
+    let mut took = takeovers(kills, [0, 1, 2]).took;
     took.sort();
     assert!(!took.is_empty(), "no takeover measured");
     let median = took[took.len() / 2];
@@ -47,9 +68,22 @@ fn takeover_times() {
     eprintln!("takeover, SIGKILL of the leader to the first acknowledgement on the new leader, over {} kills: median {median:?}, max {max:?}", took.len());
 }
 
-/// Runs the cell through `kills` SIGKILLs of the group's leader, checks that every acknowledged
-/// publish arrived exactly once and in order, and returns each kill's takeover time.
-fn takeovers(kills: usize) -> Vec<Duration> {
+/// What a run of `takeovers` saw.
+struct Run {
+    /// Each kill's takeover time.
+    took: Vec<Duration>,
+    /// Each kill's successor (an index of p1, p2, p3).
+    successors: Vec<usize>,
+    /// The publisher's moves on a follower's refusal.
+    refusals: usize,
+    /// The publisher's standard error.
+    notes: Vec<String>,
+}
+
+/// Runs the cell through `kills` SIGKILLs of the group's leader, with the publisher's server
+/// list in the order `list` (indexes of p1, p2, p3), and checks that every acknowledged publish
+/// arrived exactly once and in order.
+fn takeovers(kills: usize, list: [usize; 3]) -> Run {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
     let nodes = [
@@ -73,13 +107,14 @@ fn takeovers(kills: usize) -> Vec<Duration> {
         bs.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
     });
 
-    let servers = brokers.iter().map(BrokerProcess::tcp).collect::<Vec<_>>().join(",");
+    let servers = list.iter().map(|&i| brokers[i].tcp()).collect::<Vec<_>>().join(",");
     let count = RATE * (5 + PER_KILL.as_secs() * kills as u64);
     let rate = RATE.to_string();
     let publisher = Lines::follow(gd_common::publish(&servers, "g.a", count, &["--rate", &rate, "--window", "64"]));
     wait_until("p1 acknowledges", Duration::from_secs(20), || publisher.count() >= 20);
 
     let mut takeovers = Vec::new();
+    let mut successors = Vec::new();
     for kill in 0..kills {
         let leader = leader_index(&brokers);
         let reconnects_before = reconnects(&publisher).len();
@@ -100,6 +135,7 @@ fn takeovers(kills: usize) -> Vec<Duration> {
         }
         takeovers.push(took);
         let successor = leader_among(&brokers, leader);
+        successors.push(successor);
         // The killed broker restarts on its own disk, a follower, and catches up before the next kill.
         let others: Vec<String> = (0..3).filter(|&i| i != leader).map(|i| cluster(&brokers[i])).collect();
         brokers[leader] = nodes[leader].restart(&brokers[leader], &others);
@@ -111,6 +147,8 @@ fn takeovers(kills: usize) -> Vec<Duration> {
         });
     }
 
+    let notes: Vec<String> = publisher.notes().into_iter().map(|(_, line)| line).collect();
+    let refusals = notes.iter().filter(|n| n.starts_with("disconnected") && n.contains("does not lead")).count();
     let (acked, status, stderr) = publisher.finish(Duration::from_secs(PER_KILL.as_secs() * kills as u64 + 60));
     assert!(status.success(), "not every publish was acknowledged: {stderr}");
     assert_eq!(acked.len() as u64, count);
@@ -121,7 +159,7 @@ fn takeovers(kills: usize) -> Vec<Duration> {
     let got: Vec<serde_json::Value> = sub.timed().into_iter().map(|(_, line)| line).collect();
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
 
-    takeovers
+    Run { took: takeovers, successors, refusals, notes }
 }
 
 /// When the publisher's standard error said it reconnected, in order.

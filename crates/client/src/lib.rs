@@ -87,6 +87,7 @@ mod client;
 mod delivery;
 mod error;
 mod event;
+mod failover;
 mod inbox;
 mod publisher;
 mod registry;

@@ -108,12 +108,15 @@ pub(crate) struct Shared {
     /// staged; that flush would then succeed on the next connection, and the refusal would be
     /// lost. It is kept here until `flush` or `close` reports it.
     unreported: Mutex<Option<ClientError>>,
+    /// Where the next tries of the server list start (`failover.rs`).
+    pub(crate) failover: crate::failover::Failover,
 }
 
 impl Shared {
     pub(crate) fn new(config: Config, link: Link) -> Shared {
         let send_limit = AtomicUsize::new(config.max_frame);
         let window_slots = Arc::new(Semaphore::new(config.guaranteed_window.min(Semaphore::MAX_PERMITS)));
+        let failover = crate::failover::Failover::new(crate::tcp::addresses(&config.addr).count());
         Shared {
             publishing: Mutex::new(Window::new(config.publisher)),
             window_slots,
@@ -130,6 +133,7 @@ impl Shared {
             stop: watch::Sender::new(false),
             requests: Requests::default(),
             unreported: Mutex::new(None),
+            failover,
         }
     }
 
@@ -246,9 +250,19 @@ impl Shared {
             }
             Frame::Ping(Ping { nonce }) => self.send_control(Frame::Pong(Pong { nonce })),
             Frame::Welcome(welcome) => self.welcomed(&welcome),
-            Frame::PublishAck(ack) => self.publish_outcome(ack.publisher, ack.seq, Ok(ack)),
+            Frame::PublishAck(ack) => {
+                self.failover.acknowledged();
+                self.publish_outcome(ack.publisher, ack.seq, Ok(ack));
+            }
             Frame::PublishRefused(refused) => {
                 let PublishRefused { publisher, seq, reason } = refused;
+                // Not logged, nothing promised: with a server list, the publish stays in the
+                // window, this connection ends, and the window goes to the next broker.
+                let unavailable = reason.reason() == Some(tidings_wire::ReasonCode::StorageUnavailable);
+                if unavailable && self.config.reconnect.is_some() && self.failover.refused() {
+                    self.doom();
+                    return Some(ClientError::refused(&reason));
+                }
                 self.publish_outcome(publisher, seq, Err(ClientError::refused(&reason)));
             }
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),

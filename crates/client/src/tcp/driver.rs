@@ -29,9 +29,10 @@ struct Connection {
 
 /// Opens the first connection and starts the client's task.
 pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> {
-    let connection = open(&config).await?;
+    let (connection, index) = open(&config, 0..addresses(&config.addr).count()).await?;
     let link = Arc::new(TcpLink::new(config.max_pending_bytes));
     let shared = Arc::new(Shared::new(config, Link::Tcp(link.clone())));
+    shared.failover.connected(index);
     link.go_up(&shared, &connection.welcome)?;
     tokio::spawn(drive(shared.clone(), link, connection));
     Ok(shared)
@@ -40,13 +41,16 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
 /// Connects and says HELLO, within `connect_timeout` per address. `addr` may list several
 /// brokers, `a,b,c` (failover, `docs/replication.md`, "Takeover"): each is tried in turn, from
 /// the first, at the first connection and at every reconnect, so the client reaches the first
-/// live broker of the list; a guaranteed publisher then sends its window again there.
-async fn open(config: &Config) -> Result<Connection, ClientError> {
+/// live broker of the list; a guaranteed publisher then sends its window again there. After a
+/// broker refused a guaranteed publish as unavailable (it does not lead the pubend), the tries
+/// start just past it (`failover.rs`). Returns the connection and the entry it reached.
+async fn open(config: &Config, order: impl Iterator<Item = usize>) -> Result<(Connection, usize), ClientError> {
     let limit = config.connect_timeout;
+    let list: Vec<&str> = addresses(&config.addr).collect();
     let mut last = None;
-    for addr in addresses(&config.addr) {
+    for (index, addr) in order.filter_map(|i| Some((i, *list.get(i)?))) {
         match timeout(limit, open_one(addr, config)).await {
-            Ok(Ok(connection)) => return Ok(connection),
+            Ok(Ok(connection)) => return Ok((connection, index)),
             Ok(Err(error)) => last = Some(error),
             Err(_) => last = Some(ClientError::Timeout { operation: "connect", after: limit }),
         }
@@ -55,7 +59,7 @@ async fn open(config: &Config) -> Result<Connection, ClientError> {
 }
 
 /// The addresses of a `a,b,c` list, in order, without blanks.
-fn addresses(list: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn addresses(list: &str) -> impl Iterator<Item = &str> {
     list.split(',').map(str::trim).filter(|addr| !addr.is_empty())
 }
 
@@ -217,18 +221,19 @@ async fn reconnect(
         shared.emit(ConnectionEvent::Reconnecting { attempt: schedule.attempts(), delay });
         let attempt = async {
             sleep(delay).await;
-            open(&shared.config).await
+            open(&shared.config, shared.failover.order()).await
         };
         let result = tokio::select! {
             () = shared.stopped() => return Err(None),
             result = attempt => result,
         };
         match result {
-            Ok(connection) => {
+            Ok((connection, index)) => {
+                shared.failover.connected(index);
                 return match link.go_up(shared, &connection.welcome) {
                     Ok(()) => Ok(connection),
                     Err(_) => Err(None),
-                }
+                };
             }
             Err(error) => {
                 debug!(%error, attempt = schedule.attempts(), "reconnect failed");

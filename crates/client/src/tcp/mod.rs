@@ -7,6 +7,8 @@
 //! every earlier frame.
 
 mod driver;
+
+pub(crate) use driver::addresses;
 mod outbox;
 mod stream;
 

@@ -103,7 +103,10 @@ impl Driver {
             return false;
         }
         if !replicas.leads(pubend) || !self.hosted.contains(&pubend) {
-            if since.elapsed() >= HOLD {
+            if let Some(leader) = replicas.led_by_mate(pubend) {
+                let why = format!("this broker does not lead the pubend's replica group ({leader} does)");
+                self.refuse_unavailable(publish, reply, &why);
+            } else if since.elapsed() >= HOLD {
                 self.refuse_unavailable(publish, reply, "this broker does not lead the pubend's replica group");
             } else {
                 self.quorum.waiting.push_back((publish.clone(), Arc::clone(reply), since));

@@ -220,6 +220,15 @@ impl Replicas {
         }
     }
 
+    /// The linked mate that leads `pubend`'s group, if another broker does: a publisher here
+    /// is refused at once with its name, and moves there (a client with a server list), rather
+    /// than held in case this broker is elected.
+    pub(super) fn led_by_mate(&self, pubend: PubendId) -> Option<&BrokerName> {
+        let group = self.groups.get(&pubend)?;
+        let leader = group.replica.status().leader.filter(|&l| l != self.me)?;
+        self.mates.get(&leader).filter(|m| self.cluster.is_linked(m))
+    }
+
     /// Whether this broker leads `pubend`'s group now.
     pub(super) fn leads(&self, pubend: PubendId) -> bool {
         self.groups.get(&pubend).is_some_and(|g| g.replica.leading().is_some())
