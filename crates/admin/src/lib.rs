@@ -17,5 +17,5 @@ mod signal;
 pub use http::{http_get, http_request};
 pub use metrics::{metric_total, metric_value, scrape, Sample, Snapshot};
 pub use process::{test_key_text, write_private, BrokerProcess, Ready};
-pub use proxy::{FaultProxy, ProxyMode, ProxyStats};
+pub use proxy::{FaultProxy, ProxyMode, ProxyStats, Shape};
 pub use signal::{send_signal, Signal};

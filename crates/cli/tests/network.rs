@@ -255,6 +255,33 @@ async fn every_subscriber_of_the_dense_narada_network_gets_exactly_one_copy() {
     }
 }
 
+/// `net up --link-delay 20ms --link-jitter 2ms --link-rate 100` runs every link through its
+/// fault point shaped like a WAN: a message from `a` to `c` crosses two links, so it takes at
+/// least 40 ms, where unshaped loopback takes well under a millisecond; and the fault points
+/// still cut and heal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_shaped_like_a_wan_add_their_delay_to_every_message() {
+    let _one = ONE_NETWORK.lock().await;
+    let shape = ["--link-delay", "20ms", "--link-jitter", "2ms", "--link-rate", "100"];
+    let net = Network::up_with(&topology("chain-3.toml"), "wan-links", &shape);
+    let (_client, sub) = subscribe(&net.tcp("c"), "t.>", None).await;
+    let mut subs = [sub];
+    let publisher = Client::connect(net.tcp("a").as_str()).await.unwrap();
+    warm_up(&publisher, &mut subs).await;
+    let mut took = Vec::new();
+    for n in 0..20i64 {
+        let properties = [Property::new("n", n), Property::new("k", 0i64)];
+        publisher.publish_with("t.data", &properties, Bytes::from_static(b"x")).await.unwrap();
+        publisher.flush().await.unwrap();
+        let d = tokio::time::timeout(Duration::from_secs(5), subs[0].next()).await.unwrap().unwrap();
+        assert_eq!(number(&d), n);
+        took.push(d.received_us.saturating_sub(d.sent_us));
+    }
+    took.sort_unstable();
+    assert!(took[0] >= 40_000, "two links of 20 ms each: the fastest message took {} us", took[0]);
+    assert!(took[took.len() / 2] < 1_000_000, "median {} us: the shape is far off", took[took.len() / 2]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn brokers_in_a_branch_without_interest_receive_no_messages() {
     let _one = ONE_NETWORK.lock().await;

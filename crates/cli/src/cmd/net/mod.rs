@@ -57,6 +57,8 @@ pub(crate) struct UpArgs {
     /// stall or cut it (costs one small proxy process and one extra copy per link).
     #[arg(long)]
     faults: bool,
+    #[command(flatten)]
+    shape: proxy::ShapeArgs,
     /// Extra arguments for every broker, after `--` (e.g. `-- --config tuning.toml`).
     #[arg(last = true)]
     broker_args: Vec<String>,
@@ -130,7 +132,9 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let _ = std::fs::remove_file(dir.join(fault::LOG_FILE));
     let mut started: Vec<Started> = Vec::new();
     let mut links: Vec<proxy::LinkProxy> = Vec::new();
-    let net = Net { topology: &topology, exe: &exe, dir, extra: &args.broker_args, faults: args.faults };
+    let shaped = !args.shape.shape()?.is_none();
+    let faults = args.faults || shaped;
+    let net = Net { topology: &topology, exe: &exe, dir, extra: &args.broker_args, faults, shape: &args.shape };
     let result = net.start_all(&mut started, &mut links).and_then(|()| {
         write_network(dir, &topology, &args.file, &started, &links, None)?;
         let began = Instant::now();
@@ -170,6 +174,8 @@ struct Net<'a> {
     dir: &'a Path,
     extra: &'a [String],
     faults: bool,
+    /// How each link's fault point shapes its traffic.
+    shape: &'a proxy::ShapeArgs,
 }
 
 impl Net<'_> {
@@ -183,7 +189,7 @@ impl Net<'_> {
             for peer in started.iter().filter(|s| expected.iter().any(|p| p.as_str() == s.name)) {
                 let Some(cluster) = peer.addr("cluster") else { continue };
                 if self.faults {
-                    let link = proxy::LinkProxy::start(self.exe, self.dir, [&peer.name, &name], cluster)?;
+                    let link = proxy::LinkProxy::start(self.exe, self.dir, [&peer.name, &name], cluster, self.shape)?;
                     dial.push(link.listen.to_string());
                     links.push(link);
                 } else {

@@ -6,7 +6,9 @@
 //!   as a congested or black-holed path does: nothing is said, the kernel buffers fill, and only
 //!   missed heartbeats can tell;
 //! - [`FaultProxy::cut`] resets every connection and refuses new ones, as a failed link does;
-//! - [`FaultProxy::heal`] forwards again (held bytes first) and accepts new connections.
+//! - [`FaultProxy::heal`] forwards again (held bytes first) and accepts new connections;
+//! - [`FaultProxy::start_shaped`] adds a delay, jitter and a bandwidth limit ([`Shape`]), so a
+//!   loopback link behaves like a LAN or a WAN.
 //!
 //! Plain threads and blocking sockets: a test harness must not depend on the runtime of the
 //! code it tests, and a proxy for a handful of connections needs nothing more. Dropping the
@@ -17,6 +19,10 @@ use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 use std::time::Duration;
+
+mod shape;
+
+pub use shape::Shape;
 
 /// What the proxy does with traffic right now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +74,11 @@ pub struct FaultProxy {
 impl FaultProxy {
     /// Listens on `127.0.0.1:0` and forwards every connection to `upstream`.
     pub fn start(upstream: SocketAddr) -> std::io::Result<FaultProxy> {
+        Self::start_shaped(upstream, Shape::default())
+    }
+
+    /// As [`FaultProxy::start`], each direction of every connection shaped by `shape`.
+    pub fn start_shaped(upstream: SocketAddr, shape: Shape) -> std::io::Result<FaultProxy> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -82,7 +93,7 @@ impl FaultProxy {
         let accept_shared = Arc::clone(&shared);
         thread::Builder::new()
             .name("fault-proxy-accept".into())
-            .spawn(move || accept(listener, upstream, accept_shared))?;
+            .spawn(move || accept(listener, upstream, accept_shared, shape))?;
         Ok(FaultProxy { addr, shared })
     }
 
@@ -150,7 +161,7 @@ fn reset(stream: &TcpStream) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-fn accept(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
+fn accept(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>, shape: Shape) {
     for incoming in listener.incoming() {
         let Ok(client) = incoming else { continue };
         let mut state = shared.lock();
@@ -179,7 +190,11 @@ fn accept(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
             drop(state);
             for (from, to) in [(c_read, s_write), (s_read, c_write)] {
                 let shared = Arc::clone(&shared);
-                thread::Builder::new().name("fault-proxy-pump".into()).spawn(move || pump(from, to, &shared))?;
+                let name = "fault-proxy-pump".to_string();
+                thread::Builder::new().name(name).spawn(move || match shape.is_none() {
+                    true => pump(from, to, &shared),
+                    false => shape::pump(from, to, &shared, shape),
+                })?;
             }
             Ok(())
         })();
@@ -190,6 +205,15 @@ fn accept(listener: TcpListener, upstream: SocketAddr, shared: Arc<Shared>) {
     }
 }
 
+/// Waits while the proxy is stalled; false once it is cut or closed (stop forwarding).
+fn wait_while_stalled(shared: &Shared) -> bool {
+    let mut state = shared.lock();
+    while state.mode == ProxyMode::Stall && !state.closed {
+        state = shared.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
+    }
+    !(state.mode == ProxyMode::Cut || state.closed)
+}
+
 /// Copies one direction until either side closes, waiting while stalled.
 fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
     let mut buffer = vec![0u8; 64 * 1024];
@@ -198,15 +222,10 @@ fn pump(mut from: TcpStream, mut to: TcpStream, shared: &Shared) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let mut state = shared.lock();
-        while state.mode == ProxyMode::Stall && !state.closed {
-            state = shared.changed.wait(state).unwrap_or_else(PoisonError::into_inner);
-        }
-        if state.mode == ProxyMode::Cut || state.closed {
+        if !wait_while_stalled(shared) {
             break;
         }
-        state.stats.bytes += n as u64;
-        drop(state);
+        shared.lock().stats.bytes += n as u64;
         if to.write_all(&buffer[..n]).is_err() {
             break;
         }
@@ -270,5 +289,28 @@ mod tests {
         again.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
         assert_eq!(roundtrip(&mut again, b"again").unwrap(), b"again");
         assert_eq!(proxy.stats().accepted, 2);
+    }
+
+    #[test]
+    fn a_shaped_proxy_delays_each_way_and_limits_the_rate() {
+        let shape = Shape { delay: Duration::from_millis(30), jitter: Duration::from_millis(5), rate: 1_000_000 };
+        let proxy = FaultProxy::start_shaped(echo_server(), shape).unwrap();
+        let mut stream = TcpStream::connect(proxy.addr()).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(roundtrip(&mut stream, b"ping").unwrap(), b"ping");
+        let rtt = started.elapsed();
+        assert!(rtt >= Duration::from_millis(60), "a round trip through two 30 ms delays took {rtt:?}");
+        // 300 kB out and back at 1 MB/s each way: at least 0.3 s on the line.
+        let started = std::time::Instant::now();
+        let bulk = vec![7u8; 300_000];
+        let mut writer = stream.try_clone().unwrap();
+        let sender = thread::spawn(move || writer.write_all(&bulk));
+        let mut back = vec![0u8; 300_000];
+        stream.read_exact(&mut back).unwrap();
+        sender.join().unwrap().unwrap();
+        assert!(back.iter().all(|&b| b == 7), "the bytes came back changed");
+        let took = started.elapsed();
+        assert!(took >= Duration::from_millis(300), "300 kB at 1 MB/s took {took:?}");
     }
 }
