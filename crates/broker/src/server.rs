@@ -279,12 +279,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     }
     shared.tasks.spawn(crate::cluster::ticker(links));
     if let Some(listener) = admin {
-        if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) {
+        if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) && shared.security.is_none() {
             // /state and /metrics say a lot about the clients and the network, to anyone.
             let admin = &shared.config.listen.admin;
-            warn!(%admin, "the admin port has no authentication and listens beyond loopback");
+            warn!(%admin, "the admin port has no login (no users file) and listens beyond loopback");
         }
-        shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared)));
+        let tls = tls.clone().filter(|t| t.config.admin_on());
+        shared.tasks.spawn(crate::admin::serve(listener, Arc::clone(&shared), tls));
     }
     let show = |a: Option<SocketAddr>| a.map_or_else(|| "off".to_string(), |a| a.to_string());
     info!(

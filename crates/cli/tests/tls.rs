@@ -58,8 +58,11 @@ impl Pki {
 /// A broker whose listeners (native and MQTT) speak TLS with a certificate for 127.0.0.1.
 fn tls_broker(pki: &Pki, extra_tls: &str, extra: &str) -> BrokerProcess {
     let (cert, key) = pki.issue("broker", &["127.0.0.1", "localhost"]);
-    let config =
-        format!("[tls]\ncert = {cert:?}\nkey = {key:?}\n{extra_tls}\n[mqtt]\nlisten = \"127.0.0.1:0\"\n{extra}");
+    // The admin port stays plain HTTP here unless the test asks (the harness reads metrics).
+    let admin = if extra_tls.contains("admin") { "" } else { "admin = false" };
+    let config = format!(
+        "[tls]\ncert = {cert:?}\nkey = {key:?}\n{admin}\n{extra_tls}\n[mqtt]\nlisten = \"127.0.0.1:0\"\n{extra}"
+    );
     BrokerProcess::start_configured(bin(), &config, &[]).unwrap()
 }
 
@@ -198,8 +201,9 @@ fn paho_speaks_mqtt_over_tls() {
 /// clients speak plaintext, which keeps the test's publishers simple).
 fn linked(pki: &Pki, ca: &str, name: &str, peer: Option<&BrokerProcess>) -> BrokerProcess {
     let (cert, key) = pki.issue(name, &["127.0.0.1"]);
-    let config =
-        format!("[tls]\ncert = {cert:?}\nkey = {key:?}\nca = {ca:?}\nlinks = true\ntcp = false\nmqtt = false\n");
+    let config = format!(
+        "[tls]\ncert = {cert:?}\nkey = {key:?}\nca = {ca:?}\nlinks = true\ntcp = false\nmqtt = false\nadmin = false\n"
+    );
     let mut args = vec!["--name".to_string(), name.to_string(), "--cluster-listen".into(), "127.0.0.1:0".into()];
     if let Some(peer) = peer {
         args.extend(["--peer".to_string(), peer.ready.cluster.unwrap().to_string()]);
@@ -233,4 +237,76 @@ fn two_brokers_linked_over_tls_deliver_and_a_peer_without_the_cells_certificate_
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(c.metric("tidings_links_up").unwrap_or(0.0), 0.0, "a broker of another CA linked");
     assert_eq!(a.metric("tidings_links_up").unwrap_or(0.0), 1.0, "a keeps only b");
+}
+
+/// The admin port over HTTPS (`[tls] admin`, on by default with TLS) behind a users file's
+/// logins: the probes are open, a user with the `read` role may GET but not DELETE, the
+/// `admin` role may change things, a user without a role gets 403, no login gets 401 with a
+/// Basic challenge, and plain HTTP on the port is told to use HTTPS. Python's urllib (the
+/// standard library) is the HTTPS client, with the test CA.
+#[test]
+fn the_admin_port_speaks_https_and_asks_for_a_login_with_a_role() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "ca");
+    let users = dir.path().join("users.toml");
+    for (user, password) in [("alice", "alice-pw"), ("bob", "bob-pw"), ("carol", "carol-pw")] {
+        let out = tidings(&["passwd", "--file", users.to_str().unwrap(), user, "--password", password]);
+        assert!(out.status.success(), "passwd: {}", text(&out.stderr));
+    }
+    let doc = std::fs::read_to_string(&users).unwrap();
+    let doc = doc.replace("name = \"alice\"", "name = \"alice\"\nadmin = \"read\"");
+    std::fs::write(&users, doc.replace("name = \"bob\"", "name = \"bob\"\nadmin = \"admin\"")).unwrap();
+    let security = format!("[security]\nusers_file = {:?}\nfailure_delay = \"10ms\"\n", users.to_str().unwrap());
+    let b = tls_broker(&pki, "admin = true", &security);
+    let admin = b.ready.admin.unwrap();
+    let script = r#"
+import base64, json, ssl, sys, urllib.request, urllib.error
+url, ca = sys.argv[1], sys.argv[2]
+context = ssl.create_default_context(cafile=ca)
+def call(method, path, login):
+    request = urllib.request.Request(url + path, method=method)
+    if login:
+        request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=20) as response:
+            return [response.status, response.headers.get("WWW-Authenticate") or ""]
+    except urllib.error.HTTPError as error:
+        return [error.code, error.headers.get("WWW-Authenticate") or ""]
+cases = {
+    "healthz": ("GET", "/healthz", None),
+    "no login": ("GET", "/metrics", None),
+    "wrong password": ("GET", "/metrics", "alice:nope"),
+    "read role": ("GET", "/metrics", "alice:alice-pw"),
+    "read role again": ("GET", "/state", "alice:alice-pw"),
+    "read role deletes": ("DELETE", "/durable/nobody", "alice:alice-pw"),
+    "admin role deletes": ("DELETE", "/durable/nobody", "bob:bob-pw"),
+    "no role": ("GET", "/metrics", "carol:carol-pw"),
+}
+print(json.dumps({name: call(*case) for name, case in cases.items()}))
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script, &format!("https://127.0.0.1:{}", admin.port()), &pki.ca()])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the HTTPS client failed: {}", text(&out.stderr));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let status = |case: &str| got[case][0].as_u64().unwrap();
+    assert_eq!(status("healthz"), 200, "the probes need no login: {got}");
+    assert_eq!(status("no login"), 401, "{got}");
+    assert!(got["no login"][1].as_str().unwrap().starts_with("Basic realm="), "a browser is asked to log in: {got}");
+    assert_eq!(status("wrong password"), 401, "{got}");
+    assert_eq!(status("read role"), 200, "{got}");
+    assert_eq!(status("read role again"), 200, "{got}");
+    assert_eq!(status("read role deletes"), 403, "{got}");
+    let deleted = status("admin role deletes");
+    assert!(deleted != 401 && deleted != 403, "the admin role reaches the handler (no such durable: {deleted}): {got}");
+    assert_eq!(status("no role"), 403, "{got}");
+
+    use std::io::{Read as _, Write as _};
+    let mut plain = std::net::TcpStream::connect(admin).unwrap();
+    plain.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    plain.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = plain.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("HTTPS only"), "plain HTTP: {answer:?}");
 }

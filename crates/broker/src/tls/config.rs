@@ -18,6 +18,9 @@ pub struct TlsConfig {
     pub tcp: bool,
     /// The MQTT listener speaks TLS (only), as on port 8883.
     pub mqtt: bool,
+    /// The admin HTTP port speaks HTTPS (only): metrics, state, the web view, and the admin
+    /// logins of a users file, which travel in every request.
+    pub admin: bool,
     /// Links to and from other brokers run over mutual TLS with `ca` (the dialler checks the
     /// peer's name against the address it dialled).
     pub links: bool,
@@ -25,7 +28,15 @@ pub struct TlsConfig {
 
 impl Default for TlsConfig {
     fn default() -> TlsConfig {
-        TlsConfig { cert: String::new(), key: String::new(), ca: String::new(), tcp: true, mqtt: true, links: false }
+        TlsConfig {
+            cert: String::new(),
+            key: String::new(),
+            ca: String::new(),
+            tcp: true,
+            mqtt: true,
+            admin: true,
+            links: false,
+        }
     }
 }
 
@@ -43,6 +54,11 @@ impl TlsConfig {
     /// Whether the MQTT listener speaks TLS.
     pub fn mqtt_on(&self) -> bool {
         self.enabled() && self.mqtt
+    }
+
+    /// Whether the admin port speaks HTTPS.
+    pub fn admin_on(&self) -> bool {
+        self.enabled() && self.admin
     }
 
     /// Problems with the section, for `Config::validate`.

@@ -3,7 +3,10 @@
 //! summaries, guaranteed delivery and durable subscriptions), `/connz` and `/subsz` (open
 //! connections and subscriptions, a page at a time), `DELETE /durable/{name}` (deletes a
 //! durable subscription no client holds), and the live web view at `/` with its `/events`
-//! stream ([`crate::web`]).
+//! stream ([`crate::web`]). Over HTTPS when `[tls] admin` is on (the default once TLS is
+//! configured), and behind a login when a users file is (see [`access`]).
+
+pub mod access;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -73,7 +76,7 @@ impl Admin {
 
 /// Serves until shutdown. Each connection through hyper directly rather than `axum::serve`,
 /// which has no header timeout: the admin port must not be held by slow requests.
-pub async fn serve(listener: TcpListener, shared: Arc<Context>) {
+pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<crate::tls::Tls>>) {
     let shutdown = shared.shutdown.clone();
     let tasks = shared.tasks.clone();
     let admin = Arc::new(Admin { shared: Arc::clone(&shared), last: tokio::sync::Mutex::new(None) });
@@ -86,7 +89,8 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>) {
         .route("/subsz", get(subsz))
         .route("/durable/{name}", delete(delete_durable))
         .merge(crate::web::routes(&shared))
-        .with_state(shared);
+        .with_state(Arc::clone(&shared));
+    let door = shared.security.as_ref().map(|guard| Arc::new(access::Door::new(Arc::clone(guard))));
     loop {
         let stream = tokio::select! {
             () = shutdown.cancelled() => return,
@@ -101,21 +105,67 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>) {
         };
         let app = app.clone();
         let shutdown = shutdown.clone();
+        let (tls, door) = (tls.clone(), door.clone());
         tasks.spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                let mut app = app.clone();
-                tower_service::Service::call(&mut app, request)
-            });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
-            tokio::select! {
-                _ = tokio::time::timeout(CONNECTION_LIFETIME, connection) => {}
-                () = shutdown.cancelled() => {}
+            let Some(tls) = tls else { return connection(stream, app, door, shutdown).await };
+            match tls.accept(stream, HEADER_TIMEOUT).await {
+                crate::tls::Accepted::Tls(stream) => connection(*stream, app, door, shutdown).await,
+                crate::tls::Accepted::Plaintext(mut stream) => {
+                    use tokio::io::AsyncWriteExt as _;
+                    let body = "this port speaks HTTPS only (tls.admin): use https:// and the broker's CA\n";
+                    let response = format!(
+                        "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(response.as_bytes())).await;
+                }
+                crate::tls::Accepted::Failed => {}
             }
         });
     }
+}
+
+/// Serves one connection, plain or TLS, for at most its lifetime; each request first through
+/// the door when there is one.
+async fn connection<I>(
+    io: I,
+    app: Router,
+    door: Option<Arc<access::Door>>,
+    shutdown: tokio_util::sync::CancellationToken,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |request: axum::extract::Request<hyper::body::Incoming>| {
+        let mut app = app.clone();
+        let door = door.clone();
+        async move {
+            if let Some(door) = door {
+                if let Err((status, why)) = door.admit(request.method(), request.uri().path(), request.headers()).await
+                {
+                    return Ok(refused(status, why));
+                }
+            }
+            tower_service::Service::call(&mut app, request).await
+        }
+    });
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service);
+    tokio::select! {
+        _ = tokio::time::timeout(CONNECTION_LIFETIME, connection) => {}
+        () = shutdown.cancelled() => {}
+    }
+}
+
+/// A refused admin request: 401 asks a browser for a login.
+fn refused(status: StatusCode, why: &'static str) -> axum::response::Response {
+    let mut response = (status, [(header::CONTENT_TYPE, "text/plain")], format!("{why}\n")).into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        let challenge = axum::http::HeaderValue::from_static("Basic realm=\"tidings admin\", charset=\"UTF-8\"");
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, challenge);
+    }
+    response
 }
 
 /// OpenMetrics for a scraper that asks for it (Prometheus does), else the classic text format;
