@@ -2,6 +2,21 @@
 
 use std::fmt::Write as _;
 
+/// The median of a non-empty sample, as every table's summary row and the report state it (mean of the middle two for even sizes); 0 when empty.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    }
+}
+
 /// Named columns and rows of text cells (numbers are formatted by whoever pushes them, so the
 /// CSV holds exactly what the report shows).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,13 +134,19 @@ pub fn num(value: f64) -> String {
     }
 }
 
-/// Tests of typed rows: `columns` name every field of `T`, and a default row fits under them,
-/// so that a field added to a row cannot be left out of the CSV.
-#[cfg(test)]
-pub fn assert_columns<T: serde::Serialize + Default>(columns: &[&str]) {
-    assert_eq!(Table::of(columns, &[T::default()]).unwrap().rows().len(), 1);
-    let fields = serde_json::to_value(T::default()).unwrap();
-    assert_eq!(fields.as_object().unwrap().len(), columns.len(), "a field is missing from the columns");
+/// For the tests of typed rows (here and in the bench, hence not `cfg(test)`): `columns` name
+/// every field of `T`, and a default row fits under them, so that a field added to a row cannot
+/// be left out of the CSV.
+pub fn check_columns<T: serde::Serialize + Default>(columns: &[&str]) -> anyhow::Result<()> {
+    anyhow::ensure!(Table::of(columns, &[T::default()])?.rows().len() == 1, "a default row does not fit");
+    let fields = serde_json::to_value(T::default())?;
+    let fields = fields.as_object().ok_or_else(|| anyhow::anyhow!("a row is not a struct"))?.len();
+    anyhow::ensure!(
+        fields == columns.len(),
+        "a field is missing from the columns ({fields} fields, {} columns)",
+        columns.len()
+    );
+    Ok(())
 }
 
 #[cfg(test)]
