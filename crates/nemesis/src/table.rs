@@ -1,8 +1,7 @@
 //! A table of results: written whole as CSV, and in part as Markdown for the report.
 
-use std::fmt::Write as _;
-
-/// The median of a non-empty sample, as every table's summary row and the report state it (mean of the middle two for even sizes); 0 when empty.
+/// The median of a non-empty sample (mean of the middle two for even sizes); 0 when empty. Here
+/// beside the tables because the nemesis's recovery table needs it as much as the bench does.
 pub fn median(values: &[f64]) -> f64 {
     if values.is_empty() {
         return 0.0;
@@ -100,14 +99,39 @@ impl Table {
             })
             .collect::<anyhow::Result<_>>()?;
         let mut out = String::new();
-        let _ = writeln!(out, "| {} |", columns.join(" | "));
-        let _ = writeln!(out, "|{}", "---|".repeat(columns.len()));
+        md_head(&mut out, columns);
         for row in self.rows.iter().filter(|r| keep(self, r)) {
-            let cells: Vec<String> = index.iter().map(|&i| row[i].replace('|', "\\|")).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
+            md_row(&mut out, index.iter().map(|&i| row[i].replace('|', "\\|")));
         }
         Ok(out)
     }
+}
+
+/// Starts a Markdown table in a report: the column names and the rule under them. Every
+/// section's tables are written by this and [`md_row`], so they are alike and none is
+/// misaligned by a missing rule cell.
+pub fn md_head(out: &mut String, columns: &[&str]) {
+    md_row(out, columns);
+    out.push('|');
+    out.push_str(&"---|".repeat(columns.len()));
+    out.push('\n');
+}
+
+/// One row of a Markdown table (an empty cell as `| |`), cells already formatted: numbers are
+/// the caller's to show, as in the CSV.
+pub fn md_row<S: AsRef<str>>(out: &mut String, cells: impl IntoIterator<Item = S>) {
+    out.push('|');
+    for cell in cells {
+        match cell.as_ref() {
+            "" => out.push_str(" |"),
+            text => {
+                out.push(' ');
+                out.push_str(text);
+                out.push_str(" |");
+            }
+        }
+    }
+    out.push('\n');
 }
 
 fn csv_cell(cell: &str) -> String {
@@ -176,6 +200,14 @@ mod tests {
         let md = t.to_markdown(&["mean", "system"], |t, r| t.cell(r, "system") == Some("tidings")).unwrap();
         assert_eq!(md, "| mean | system |\n|---|---|\n| 1\\|2 | tidings |\n");
         assert!(t.to_markdown(&["nope"], |_, _| true).is_err());
+    }
+
+    #[test]
+    fn report_rows_keep_an_empty_cell_narrow() {
+        let mut out = String::new();
+        md_head(&mut out, &["", "one", "two"]);
+        md_row(&mut out, ["a", "", "3 ms"]);
+        assert_eq!(out, "| | one | two |\n|---|---|---|\n| a | | 3 ms |\n");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::Table;
+use crate::suite::table::{md_head, md_row, Table};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -223,16 +223,14 @@ impl Proxy {
             "Beside NATS, both measured the peer harness's way (received ÷ time, all subscribers), \
              msg/s, median [min-max] of the repetitions (`!`: spread over 25 %):\n"
         );
-        let _ = writeln!(out, "| subscribers | tidings | NATS | tidings / NATS | NATS, committed anchor |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
+        md_head(&mut out, &["subscribers", "tidings", "NATS", "tidings / NATS", "NATS, committed anchor"]);
         for &n in &self.0.subscribers {
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} |",
-                seed002::range_cell(&seed002::values(table, "tidings", n, size, "all", |r| r.received_msg_s)),
-                seed002::range_cell(&seed002::values(table, "nats", n, size, "all", |r| r.received_msg_s)),
-                seed002::ratio_cell(table, n, size),
-                seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s),
+            let received =
+                |system| seed002::range_cell(&seed002::values(table, system, n, size, "all", |r| r.received_msg_s));
+            let anchor = seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s);
+            md_row(
+                &mut out,
+                [n.to_string(), received("tidings"), received("nats"), seed002::ratio_cell(table, n, size), anchor],
             );
         }
         let _ = writeln!(
@@ -240,23 +238,22 @@ impl Proxy {
             "\nThe seed's method beside the seed's figures, tidings only (RTn medians: **not comparable \
              with NATS**, whose harness records no per-message times; see below):\n"
         );
-        let _ =
-            writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | seed 002 per sub | seed 002 all |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
+        md_head(
+            &mut out,
+            &["subscribers", "tidings RTn per sub", "tidings RTn all", "seed 002 per sub", "seed 002 all"],
+        );
         let fmt = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         for &n in &self.0.subscribers {
             let seed = seeds::SEED_002_PROXY.iter().find(|r| r.subscribers == n);
             let range = |r: Option<(f64, f64)>| {
                 r.map(|(lo, hi)| format!("{} - {}", thousands(lo), thousands(hi))).unwrap_or_else(|| "-".into())
             };
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} |",
+            let ours = [
                 fmt(self.per_subscriber_rt(table, n)),
                 fmt(self.cell(table, "tidings", n, "all", |r| r.rt_median_msg_s)),
-                range(seed.map(|r| r.per_subscriber)),
-                range(seed.and_then(|r| r.aggregate))
-            );
+            ];
+            let seed = [range(seed.map(|r| r.per_subscriber)), range(seed.and_then(|r| r.aggregate))];
+            md_row(&mut out, [n.to_string()].into_iter().chain(ours).chain(seed));
         }
         let _ = writeln!(out, "\nSeed 002's figures are ranges read off its plots (msg/s); it used one ZeroMQ XSUB/XPUB proxy on a 35 MB/s LAN.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

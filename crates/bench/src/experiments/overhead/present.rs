@@ -9,6 +9,7 @@ use super::rows::{mode, Row};
 use super::Params;
 use crate::stats::median;
 use crate::suite::figure::{Axis, Figure, Mark, Panel, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
+use crate::suite::table::{md_head, md_row};
 
 /// Every mode with its colour, each durable one after its cheap one: tidings' best effort
 /// and guaranteed, then NATS core and JetStream (measured with `--nats`).
@@ -93,16 +94,18 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
          publishing (*of which log writer*: the publisher's broker's pubend log writer thread, its writes and \
          syncs); latency from the scheduled send time to the subscriber's receipt, ms.\n"
     );
-    let _ = writeln!(
-        out,
-        "| subscribers | mode | phb CPU | of which log writer | shb CPU | local p50 | local p99 | remote p50 | remote p99 | reps |\n|---|---|---|---|---|---|---|---|---|---|"
-    );
+    let cpu = ["phb CPU", "of which log writer", "shb CPU"];
+    let latency = ["local p50", "local p99", "remote p50", "remote p99"];
+    md_head(&mut out, &[&["subscribers", "mode"][..], &cpu, &latency, &["reps"]].concat());
     let present = modes(rows);
     for n in counts(rows) {
         for &(g, _) in &present {
             let m = |v: fn(&Row) -> Option<f64>| med_of(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
             let reps = rows.iter().filter(|r| r.mode == g && r.subscribers == n).count();
-            let _ = writeln!(out, "| {n} | {g} | {} | {reps} |", FIGURES.map(m).join(" | "));
+            md_row(
+                &mut out,
+                [n.to_string(), g.to_string()].into_iter().chain(FIGURES.map(m)).chain([reps.to_string()]),
+            );
         }
         for (cheap, durable, label) in [(mode(false), mode(true), "tidings"), (CORE, JETSTREAM, "NATS")] {
             let diff = |v: fn(&Row) -> Option<f64>| match (med_of(rows, durable, n, v), med_of(rows, cheap, n, v)) {
@@ -112,7 +115,8 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
             if med(rows, durable, n, |r| r.phb_cpu_pct).is_none() {
                 continue;
             }
-            let _ = writeln!(out, "| {n} | {label}: {durable} - {cheap} | {} | |", FIGURES.map(diff).join(" | "));
+            let what = format!("{label}: {durable} - {cheap}");
+            md_row(&mut out, [n.to_string(), what].into_iter().chain(FIGURES.map(diff)).chain([String::new()]));
         }
     }
     let _ = writeln!(
