@@ -3,6 +3,12 @@
 /// Lives with the tables (`tidings-nemesis`), which the nemesis's recovery times use as well.
 pub use tidings_nemesis::table::median;
 
+/// The median, or `None` for an empty sample: a report cell or plotted point with no
+/// repetition behind it shows as missing, never as a 0.
+pub fn median_if_any(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| median(values))
+}
+
 /// Seed 002's median: "sort ascending, take the N/2-th element; when there are two middle
 /// elements, take the smaller". `None` for an empty sample.
 pub fn lower_median(values: &[f64]) -> Option<f64> {

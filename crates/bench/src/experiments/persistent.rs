@@ -167,8 +167,7 @@ fn means(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64)
 
 /// The median over repetitions of the mean latency, if any repetition had one.
 fn median_mean(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64) -> Option<f64> {
-    let m = means(table, kind, sub, size, rate);
-    (!m.is_empty()).then(|| Spread::of(&m).median)
+    crate::stats::median_if_any(&means(table, kind, sub, size, rate))
 }
 
 fn figure(p: &Params, table: &[PersistentRow]) -> Figure {

@@ -132,9 +132,8 @@ impl Proxy {
 
     /// The median over subscribers of their RTn medians at `n`.
     fn per_subscriber_rt(&self, table: &[FloodRow], n: usize) -> Option<f64> {
-        let v: Vec<f64> =
-            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s)).collect();
-        (!v.is_empty()).then(|| crate::stats::median(&v))
+        let rt = |i: usize| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s);
+        crate::stats::median_if_any(&(1..=n).filter_map(rt).collect::<Vec<_>>())
     }
 
     fn figure(&self, table: &[FloodRow]) -> Figure {
@@ -149,62 +148,39 @@ impl Proxy {
         };
         let x = || Axis::linear("subscribers on the second broker");
         let y = || Axis::log("throughput (msg/s)");
+        let median_sub: Field = |r| r.per_sub_median_msg_s;
+        let per_subscriber = vec![
+            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
+            Series::new(
+                "tidings received / time (median sub)",
+                Mark::Points,
+                figure::TIDINGS_ALT,
+                line("tidings", median_sub),
+            ),
+            Series::new(
+                "NATS cluster, received / time (median sub)",
+                Mark::Line,
+                figure::NATS,
+                line("nats", median_sub),
+            ),
+            Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
+        ];
+        // (legend, mark, colour, system, column) of each line over the subscriber counts.
+        let all: [(&str, Mark, usize, &str, Field); 4] = [
+            ("tidings, sum of RTn medians", Mark::Line, figure::TIDINGS, "tidings", |r| r.rt_median_msg_s),
+            ("tidings received / time", Mark::Points, figure::TIDINGS_ALT, "tidings", |r| r.received_msg_s),
+            ("NATS cluster, received / time", Mark::Line, figure::NATS, "nats", |r| r.received_msg_s),
+            ("NATS cluster, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, "nats-anchor", |r| r.received_msg_s),
+        ];
+        let drawn =
+            all.map(|(label, mark, color, system, column)| Series::new(label, mark, color, line(system, column)));
+        let mut all = drawn.to_vec();
+        all.push(Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)));
         Figure {
             title: "Through a second broker, 2000 B (seed 002)".into(),
             panels: vec![
-                Panel::new(
-                    "per subscriber",
-                    x(),
-                    y(),
-                    vec![
-                        Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
-                        Series::new(
-                            "tidings received / time (median sub)",
-                            Mark::Points,
-                            figure::TIDINGS_ALT,
-                            line("tidings", |r| r.per_sub_median_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, received / time (median sub)",
-                            Mark::Line,
-                            figure::NATS,
-                            line("nats", |r| r.per_sub_median_msg_s),
-                        ),
-                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
-                    ],
-                ),
-                Panel::new(
-                    "all subscribers",
-                    x(),
-                    y(),
-                    vec![
-                        Series::new(
-                            "tidings, sum of RTn medians",
-                            Mark::Line,
-                            figure::TIDINGS,
-                            line("tidings", |r| r.rt_median_msg_s),
-                        ),
-                        Series::new(
-                            "tidings received / time",
-                            Mark::Points,
-                            figure::TIDINGS_ALT,
-                            line("tidings", |r| r.received_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, received / time",
-                            Mark::Line,
-                            figure::NATS,
-                            line("nats", |r| r.received_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, committed anchor",
-                            Mark::Dashed,
-                            figure::NATS_ANCHOR,
-                            line("nats-anchor", |r| r.received_msg_s),
-                        ),
-                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
-                    ],
-                ),
+                Panel::new("per subscriber", x(), y(), per_subscriber),
+                Panel::new("all subscribers", x(), y(), all),
             ],
         }
     }

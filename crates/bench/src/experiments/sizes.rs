@@ -104,32 +104,18 @@ impl Sizes {
     fn figure(&self, table: &[FloodRow]) -> Figure {
         let x = || Axis::linear("message size (B)");
         let panel = |title: &str, unit: &str, rt: Field, st: Option<Field>, peer: Field| {
-            let mut series = vec![
-                Series::new(
-                    "tidings RTn median (seed method)",
-                    Mark::Line,
-                    figure::TIDINGS,
-                    self.series(table, "tidings", "1", rt),
-                ),
-                Series::new(
-                    "tidings received / time (peer method)",
-                    Mark::Points,
-                    figure::TIDINGS_ALT,
-                    self.series(table, "tidings", "1", peer),
-                ),
-                Series::new(
-                    "NATS received / time (peer method)",
-                    Mark::Line,
-                    figure::NATS,
-                    self.series(table, "nats", "all", peer),
-                ),
-                Series::new(
-                    "NATS, committed anchor",
-                    Mark::Dashed,
-                    figure::NATS_ANCHOR,
-                    self.series(table, "nats-anchor", "all", peer),
-                ),
-            ];
+            // (legend, mark, colour, system, subscriber row, column): what every panel draws.
+            let mut series: Vec<Series> = [
+                ("tidings RTn median (seed method)", Mark::Line, figure::TIDINGS, "tidings", "1", rt),
+                ("tidings received / time (peer method)", Mark::Points, figure::TIDINGS_ALT, "tidings", "1", peer),
+                ("NATS received / time (peer method)", Mark::Line, figure::NATS, "nats", "all", peer),
+                ("NATS, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, "nats-anchor", "all", peer),
+            ]
+            .into_iter()
+            .map(|(label, mark, color, system, which, column)| {
+                Series::new(label, mark, color, self.series(table, system, which, column))
+            })
+            .collect();
             if let Some(st) = st {
                 series.insert(
                     1,

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use super::nats::{CORE, JETSTREAM};
 use super::rows::{mode, Row};
 use super::Params;
-use crate::stats::median;
+use crate::stats::median_if_any;
 use crate::suite::figure::{Axis, Figure, Mark, Panel, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
 use crate::suite::table::{md_head, md_row};
 
@@ -23,8 +23,7 @@ fn med(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> f64) -> Optio
 
 /// The median of a figure some rows do not have (`None` when none of the point's rows has it).
 fn med_of(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> Option<f64>) -> Option<f64> {
-    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode && r.subscribers == n).filter_map(value).collect();
-    (!v.is_empty()).then(|| median(&v))
+    median_if_any(&rows.iter().filter(|r| r.mode == mode && r.subscribers == n).filter_map(value).collect::<Vec<_>>())
 }
 
 /// The modes the rows hold, in [`MODES`] order.

@@ -30,8 +30,7 @@ impl Subscribers {
 
     /// The median over repetitions of `field` for `system` at `n` subscribers.
     fn median(rows: &[Row], system: &str, n: usize, field: Field) -> Option<f64> {
-        let values = Self::values(rows, system, n, field);
-        (!values.is_empty()).then(|| crate::stats::median(&values))
+        crate::stats::median_if_any(&Self::values(rows, system, n, field))
     }
 
     fn series(&self, rows: &[Row], system: &str, field: Field) -> Vec<(f64, f64)> {
