@@ -7,7 +7,7 @@
 //! subscriber's output ([`guarantee::check`]). A failing schedule is reported with its seed and the command
 //! that replays it, and its logs are kept.
 //!
-//! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes. [`recovery`]:
+//! - [`schedule`]: what a seed decides. [`run`](mod@run): one schedule against processes. [`recovery`]:
 //!   the time from a heal to an affected subscriber's next delivery.
 //! - [`guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
 //! - What it drives, and the experiment suite (`tidings-bench`) drives too: [`network`]
