@@ -18,23 +18,25 @@
 //!   [`metrics`] (Prometheus text), [`peer`] (NATS through the peer harness, or its committed
 //!   anchors), [`topology`] (the seed topology files), [`paths`] (where the shipped topologies
 //!   and peer harness are).
-//! - [`nemesis`]: random, seeded fault schedules over real processes, every acknowledged
-//!   publish checked against every subscriber's output (`tidings bench nemesis`), by the
-//!   [`guarantee`] checker the failures experiment shares; both drive the command-line
-//!   [`tools`] as client processes.
+//! - `tidings-nemesis` (its own crate): random, seeded fault schedules over real processes,
+//!   every acknowledged publish checked against every subscriber's output (`tidings bench
+//!   nemesis`), by the [`guarantee`] checker the failures experiment shares; both drive the
+//!   command-line [`tools`] as client processes. That crate also holds the layer under both
+//!   ([`network`], [`tools`], [`metrics`], [`topology`], [`paths`], [`parse`], the CSV
+//!   [`table`](suite::table)), re-exported here under the same names.
 //! - [`cli`]: the `tidings bench` command line (the `tidings` binary only forwards to it).
 //!
 //! # Layers
 //!
 //! The modules are layered, and `.ci/circles.py` keeps them so: [`cli`] on top, imported by no
-//! other module; under it [`experiments`] and [`nemesis`], which import neither each other nor
-//! `cli`; under those the rooms they share: the frame [`suite`] (tables, figures, report), the
-//! engines, [`stats`], [`cpu`], [`peer`], [`network`], [`tools`], [`guarantee`], [`parse`].
+//! other module; under it [`experiments`], which does not import `cli`; under those the rooms
+//! they share: the frame [`suite`] (tables, figures, report), the engines, [`stats`], [`cpu`],
+//! [`peer`]; under all of them the modules re-exported from `tidings-nemesis`, which cannot
+//! import anything of this crate.
 //!
 //! This crate drives brokers from outside, through their client port, admin port and process;
 //! it does not link the broker, and of the routing core it takes only the topology parser the
-//! launcher uses (the nemesis takes only the simulator's seeded generator and the matching
-//! crate's selector evaluation).
+//! launcher uses.
 
 pub mod acked;
 pub mod catchup;
@@ -43,13 +45,7 @@ pub mod cpu;
 pub mod engine;
 pub mod experiments;
 pub mod flood;
-pub mod guarantee;
 pub mod latency;
-pub mod metrics;
-pub mod nemesis;
-pub mod network;
-pub mod parse;
-pub mod paths;
 pub mod peer;
 pub mod queue;
 pub mod request;
@@ -59,5 +55,7 @@ pub mod stats;
 pub mod suite;
 pub mod target;
 pub mod throughput;
-pub mod tools;
-pub mod topology;
+
+// The layer the experiments share with the nemesis lives in `tidings-nemesis` (so the nemesis
+// need not depend on the bench); under the same names here, so the experiments read as before.
+pub use tidings_nemesis::{guarantee, metrics, network, parse, paths, tools, topology};

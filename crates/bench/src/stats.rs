@@ -1,18 +1,12 @@
 //! Small statistics shared by the benchmarks, and seed 002's windowed rates.
 
-/// The median of a non-empty sample (mean of the middle two for even sizes); 0 when empty.
-pub fn median(values: &[f64]) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let mid = v.len() / 2;
-    if v.len().is_multiple_of(2) {
-        (v[mid - 1] + v[mid]) / 2.0
-    } else {
-        v[mid]
-    }
+/// Lives with the tables (`tidings-nemesis`), which the nemesis's recovery times use as well.
+pub use tidings_nemesis::table::median;
+
+/// The median, or `None` for an empty sample: a report cell or plotted point with no
+/// repetition behind it shows as missing, never as a 0.
+pub fn median_if_any(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| median(values))
 }
 
 /// Seed 002's median: "sort ascending, take the N/2-th element; when there are two middle

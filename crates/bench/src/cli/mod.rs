@@ -81,7 +81,7 @@ pub enum Which {
     All(SuiteArgs),
     /// Random, seeded fault schedules over real brokers and clients, every acknowledged publish
     /// checked against every subscriber's output (not part of `all`).
-    Nemesis(crate::nemesis::NemesisArgs),
+    Nemesis(tidings_nemesis::NemesisArgs),
 }
 
 /// Options of every seed experiment.
@@ -266,7 +266,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::CatchUp(a) => return measure::write_json(catchup::run(a).await?),
         Which::Request(a) => return patterns::finish(patterns::request(a).await?),
         Which::Queue(a) => return patterns::finish(patterns::queue(a).await?),
-        Which::Nemesis(a) => return crate::nemesis::run(a).await,
+        Which::Nemesis(a) => return tidings_nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {
             let p = network::Params::new(scale(&suite));

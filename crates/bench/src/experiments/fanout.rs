@@ -10,7 +10,7 @@ use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::Table;
+use crate::suite::table::{md_head, md_row, Table};
 use crate::suite::text::thousands;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -180,30 +180,21 @@ impl Fanout {
              repetitions (`!`: spread over 25 %), tidings / NATS {}.\n",
             seed002::ratio_cell(table, n, size)
         );
-        let _ = writeln!(out, "| | per subscriber (min / median / max) | all subscribers |");
-        let _ = writeln!(out, "|---|---|---|");
+        md_head(&mut out, &["", "per subscriber (min / median / max)", "all subscribers"]);
         for (system, name) in [("tidings", "tidings"), ("nats", "NATS"), ("nats-anchor", "NATS, committed anchor")] {
             let all = match system {
                 "nats-anchor" => seed002::nats_cell(table, system, n, size, |r| r.received_msg_s),
                 _ => seed002::range_cell(&seed002::values(table, system, n, size, "all", |r| r.received_msg_s)),
             };
-            let _ = writeln!(
-                out,
-                "| {name}, received / time | {} / {} / {} msg/s | {all} msg/s ({} MB/s) |",
-                cell(system, "all", |r| r.per_sub_min_msg_s),
-                cell(system, "all", |r| r.per_sub_median_msg_s),
-                cell(system, "all", |r| r.per_sub_max_msg_s),
-                cell(system, "all", |r| r.received_mb_s)
-            );
+            let per_sub: [Field; 3] = [|r| r.per_sub_min_msg_s, |r| r.per_sub_median_msg_s, |r| r.per_sub_max_msg_s];
+            let per_sub = per_sub.map(|c| cell(system, "all", c)).join(" / ");
+            let all = format!("{all} msg/s ({} MB/s)", cell(system, "all", |r| r.received_mb_s));
+            md_row(&mut out, [format!("{name}, received / time"), format!("{per_sub} msg/s"), all]);
         }
-        let _ = writeln!(
-            out,
-            "| seed 002 (its LAN, ZeroMQ) | {} - {} msg/s (1 - 6 MB/s) | {} - {} msg/s (10 - 46 MB/s) |",
-            thousands(lo),
-            thousands(hi),
-            thousands(agg_lo),
-            thousands(agg_hi)
-        );
+        let (per_sub, all) = ((lo, hi, 1, 6), (agg_lo, agg_hi, 10, 46));
+        let range =
+            |(lo, hi, mb_lo, mb_hi)| format!("{} - {} msg/s ({mb_lo} - {mb_hi} MB/s)", thousands(lo), thousands(hi));
+        md_row(&mut out, ["seed 002 (its LAN, ZeroMQ)".to_string(), range(per_sub), range(all)]);
         let rts: Vec<f64> = (1..=self.0.subscribers)
             .filter_map(|i| self.cell(table, "tidings", &i.to_string(), |r| r.rt_median_msg_s))
             .collect();

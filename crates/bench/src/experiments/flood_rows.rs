@@ -5,7 +5,7 @@
 use super::seed002::{Measured, WINDOW};
 use crate::peer::anchors::Point;
 use crate::peer::{Anchors, PeerRow};
-use crate::stats::{lower_median, median, window_rates};
+use crate::stats::{lower_median, median, median_if_any, window_rates};
 
 /// CSV columns of the three experiments. For a row with `subscriber` = `all`,
 /// `rt_median_msg_s` is the sum of the subscribers' RTn medians (the seed's "总和").
@@ -246,6 +246,5 @@ pub fn median_cell(
     which: &str,
     column: Field,
 ) -> Option<f64> {
-    let values = values(table, system, subscribers, size, which, column);
-    (!values.is_empty()).then(|| median(&values))
+    median_if_any(&values(table, system, subscribers, size, which, column))
 }

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::Table;
+use crate::suite::table::{md_head, md_row, Table};
 use crate::suite::text::list;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -156,9 +156,12 @@ impl Hops {
              without values; its text says latency falls as the brokers on the path fall (9, 4, 2, 1), \
              with the same shape against rate and size.\n"
         );
-        let head: Vec<String> = paths.iter().map(|&p| brokers(p)).collect();
-        let _ = writeln!(out, "| matching | rate | size | {} |", head.join(" | "));
-        let _ = writeln!(out, "|---|---|---|{}", "---|".repeat(paths.len()));
+        let head: Vec<String> = ["matching", "rate", "size"]
+            .map(String::from)
+            .into_iter()
+            .chain(paths.iter().map(|&p| brokers(p)))
+            .collect();
+        md_head(&mut out, &head.iter().map(String::as_str).collect::<Vec<_>>());
         for &m in &g.matching {
             for &size in &g.sizes {
                 for &rate in &g.rates {
@@ -168,7 +171,10 @@ impl Hops {
                             mean(table, p, m, rate, size).map(|v| format!("{v:.2}")).unwrap_or_else(|| "n/a".into())
                         })
                         .collect();
-                    let _ = writeln!(out, "| {m}% | {rate} msg/s | {size} B | {} |", cells.join(" | "));
+                    md_row(
+                        &mut out,
+                        [format!("{m}%"), format!("{rate} msg/s"), format!("{size} B")].into_iter().chain(cells),
+                    );
                 }
             }
         }

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{num, Table};
+use crate::suite::table::{md_head, md_row, num, Table};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -161,9 +161,10 @@ impl Matching {
              to the last receipt. Seed 004 quotes, per matching rate, its lowest and highest mean \
              latency (SPARC Ultra-5 machines, JDK 1.2, 10 hops):\n"
         );
-        let _ =
-            writeln!(out, "| matching | seed 004 low | seed 004 high | tidings, same rate and size (nearest point) |");
-        let _ = writeln!(out, "|---|---|---|---|");
+        md_head(
+            &mut out,
+            &["matching", "seed 004 low", "seed 004 high", "tidings, same rate and size (nearest point)"],
+        );
         for &m in &g.matching {
             let quoted: Vec<_> = seeds::SEED_004_POINTS.iter().filter(|p| p.matching == m).collect();
             let fmt = |p: &seeds::NaradaPoint| {
@@ -178,31 +179,25 @@ impl Matching {
                 })
                 .collect();
             let (low, high) = (quoted.first().map(|p| fmt(p)), quoted.last().map(|p| fmt(p)));
-            let _ = writeln!(
-                out,
-                "| {m}% | {} | {} | {} |",
-                low.unwrap_or_default(),
-                high.unwrap_or_default(),
-                ours.join("; ")
-            );
+            md_row(&mut out, [format!("{m}%"), low.unwrap_or_default(), high.unwrap_or_default(), ours.join("; ")]);
         }
-        let _ = writeln!(out, "\n| matching | rate | size | mean | variance | min | max | received | throughput |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        out.push('\n');
+        md_head(&mut out, &["matching", "rate", "size", "mean", "variance", "min", "max", "received", "throughput"]);
         for r in table {
-            let c = |v: Option<f64>| v.map(num).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "| {}% | {} | {} B | {} ms | {} ms² | {} ms | {} ms | {} of {} | {} msg/s |",
-                r.matching_pct,
-                num(r.rate_msg_s),
-                r.size_b,
-                c(r.mean_ms),
-                c(r.variance_ms2),
-                c(r.min_ms),
-                c(r.max_ms),
-                r.received,
-                r.matched,
-                c(r.throughput_msg_s)
+            let c = |v: Option<f64>, unit: &str| format!("{} {unit}", v.map(num).unwrap_or_default());
+            md_row(
+                &mut out,
+                [
+                    format!("{}%", r.matching_pct),
+                    num(r.rate_msg_s),
+                    format!("{} B", r.size_b),
+                    c(r.mean_ms, "ms"),
+                    c(r.variance_ms2, "ms²"),
+                    c(r.min_ms, "ms"),
+                    c(r.max_ms, "ms"),
+                    format!("{} of {}", r.received, r.matched),
+                    c(r.throughput_msg_s, "msg/s"),
+                ],
             );
         }
         let _ =
@@ -235,10 +230,10 @@ fn links_panel(traffic: &[Traffic]) -> Panel {
 fn links_table(traffic: &[Traffic]) -> String {
     let mut out = String::from(
         "\nMessages carried on the broker links, summed over every point of a matching rate (the \
-         brokers' `tidings_link_messages_out_total`, per link direction):\n\n\
-         | matching | events published | matching events | directions that carried messages | \
-         messages each carried | directions that carried none |\n|---|---|---|---|---|---|\n",
+         brokers' `tidings_link_messages_out_total`, per link direction):\n\n",
     );
+    let head = ["matching", "events published", "matching events", "directions that carried messages"];
+    md_head(&mut out, &[&head[..], &["messages each carried", "directions that carried none"]].concat());
     for t in traffic {
         let carrying: Vec<f64> = t.links.values().copied().filter(|&v| v > 0.0).collect();
         let lo = carrying.iter().copied().fold(f64::INFINITY, f64::min);
@@ -248,15 +243,9 @@ fn links_table(traffic: &[Traffic]) -> String {
             _ if lo == hi => thousands(lo),
             _ => format!("{} - {}", thousands(lo), thousands(hi)),
         };
-        let _ = writeln!(
-            out,
-            "| {}% | {} | {} | {} | {each} | {} |",
-            t.matching,
-            thousands(t.published as f64),
-            thousands(t.matched as f64),
-            carrying.len(),
-            t.links.len() - carrying.len()
-        );
+        let (published, matched) = (thousands(t.published as f64), thousands(t.matched as f64));
+        let idle = (t.links.len() - carrying.len()).to_string();
+        md_row(&mut out, [format!("{}%", t.matching), published, matched, carrying.len().to_string(), each, idle]);
     }
     out.push_str(
         "\nEvery broker has subscribers with the same selector, so each link of the publisher's tree \

@@ -13,7 +13,7 @@ use super::content::{Kind, PointSpec};
 use super::narada::{self, Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{num, Table};
+use crate::suite::table::{md_head, md_row, num, Table};
 use crate::suite::text::list;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -167,8 +167,7 @@ fn means(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64)
 
 /// The median over repetitions of the mean latency, if any repetition had one.
 fn median_mean(table: &[PersistentRow], kind: Kind, sub: &str, size: usize, rate: f64) -> Option<f64> {
-    let m = means(table, kind, sub, size, rate);
-    (!m.is_empty()).then(|| Spread::of(&m).median)
+    crate::stats::median_if_any(&means(table, kind, sub, size, rate))
 }
 
 fn figure(p: &Params, table: &[PersistentRow]) -> Figure {
@@ -211,21 +210,15 @@ fn body(p: &Params, table: &[PersistentRow]) -> String {
         p.measuring.get(1).map_or("", String::as_str),
         p.measuring.get(1).map_or(0, |s| path(s)),
     );
-    let _ = writeln!(out, "| subscriber | size | rate | durable mean (ms) | best effort mean (ms) | ratio |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    md_head(&mut out, &["subscriber", "size", "rate", "durable mean (ms)", "best effort mean (ms)", "ratio"]);
     for sub in &p.measuring {
         for &size in &g.sizes {
             for &rate in &g.rates {
                 let d = Spread::of(&means(table, Kind::Durable, sub, size, rate));
                 let b = Spread::of(&means(table, Kind::BestEffort, sub, size, rate));
                 let ratio = if b.median > 0.0 { format!("{:.2}", d.median / b.median) } else { "n/a".into() };
-                let _ = writeln!(
-                    out,
-                    "| {sub} | {size} B | {} msg/s | {} | {} | {ratio} |",
-                    num(rate),
-                    d.show(|v| format!("{v:.2}")),
-                    b.show(|v| format!("{v:.2}"))
-                );
+                let (d, b) = (d.show(|v| format!("{v:.2}")), b.show(|v| format!("{v:.2}")));
+                md_row(&mut out, [sub.clone(), format!("{size} B"), format!("{} msg/s", num(rate)), d, b, ratio]);
             }
         }
     }

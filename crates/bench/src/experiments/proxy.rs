@@ -13,7 +13,7 @@ use crate::network::Network;
 use crate::peer::{anchors::Point, NatsServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::Table;
+use crate::suite::table::{md_head, md_row, Table};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -132,9 +132,8 @@ impl Proxy {
 
     /// The median over subscribers of their RTn medians at `n`.
     fn per_subscriber_rt(&self, table: &[FloodRow], n: usize) -> Option<f64> {
-        let v: Vec<f64> =
-            (1..=n).filter_map(|i| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s)).collect();
-        (!v.is_empty()).then(|| crate::stats::median(&v))
+        let rt = |i: usize| self.cell(table, "tidings", n, &i.to_string(), |r| r.rt_median_msg_s);
+        crate::stats::median_if_any(&(1..=n).filter_map(rt).collect::<Vec<_>>())
     }
 
     fn figure(&self, table: &[FloodRow]) -> Figure {
@@ -149,62 +148,39 @@ impl Proxy {
         };
         let x = || Axis::linear("subscribers on the second broker");
         let y = || Axis::log("throughput (msg/s)");
+        let median_sub: Field = |r| r.per_sub_median_msg_s;
+        let per_subscriber = vec![
+            Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
+            Series::new(
+                "tidings received / time (median sub)",
+                Mark::Points,
+                figure::TIDINGS_ALT,
+                line("tidings", median_sub),
+            ),
+            Series::new(
+                "NATS cluster, received / time (median sub)",
+                Mark::Line,
+                figure::NATS,
+                line("nats", median_sub),
+            ),
+            Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
+        ];
+        // (legend, mark, colour, system, column) of each line over the subscriber counts.
+        let all: [(&str, Mark, usize, &str, Field); 4] = [
+            ("tidings, sum of RTn medians", Mark::Line, figure::TIDINGS, "tidings", |r| r.rt_median_msg_s),
+            ("tidings received / time", Mark::Points, figure::TIDINGS_ALT, "tidings", |r| r.received_msg_s),
+            ("NATS cluster, received / time", Mark::Line, figure::NATS, "nats", |r| r.received_msg_s),
+            ("NATS cluster, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, "nats-anchor", |r| r.received_msg_s),
+        ];
+        let drawn =
+            all.map(|(label, mark, color, system, column)| Series::new(label, mark, color, line(system, column)));
+        let mut all = drawn.to_vec();
+        all.push(Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)));
         Figure {
             title: "Through a second broker, 2000 B (seed 002)".into(),
             panels: vec![
-                Panel::new(
-                    "per subscriber",
-                    x(),
-                    y(),
-                    vec![
-                        Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
-                        Series::new(
-                            "tidings received / time (median sub)",
-                            Mark::Points,
-                            figure::TIDINGS_ALT,
-                            line("tidings", |r| r.per_sub_median_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, received / time (median sub)",
-                            Mark::Line,
-                            figure::NATS,
-                            line("nats", |r| r.per_sub_median_msg_s),
-                        ),
-                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
-                    ],
-                ),
-                Panel::new(
-                    "all subscribers",
-                    x(),
-                    y(),
-                    vec![
-                        Series::new(
-                            "tidings, sum of RTn medians",
-                            Mark::Line,
-                            figure::TIDINGS,
-                            line("tidings", |r| r.rt_median_msg_s),
-                        ),
-                        Series::new(
-                            "tidings received / time",
-                            Mark::Points,
-                            figure::TIDINGS_ALT,
-                            line("tidings", |r| r.received_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, received / time",
-                            Mark::Line,
-                            figure::NATS,
-                            line("nats", |r| r.received_msg_s),
-                        ),
-                        Series::new(
-                            "NATS cluster, committed anchor",
-                            Mark::Dashed,
-                            figure::NATS_ANCHOR,
-                            line("nats-anchor", |r| r.received_msg_s),
-                        ),
-                        Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| r.aggregate)),
-                    ],
-                ),
+                Panel::new("per subscriber", x(), y(), per_subscriber),
+                Panel::new("all subscribers", x(), y(), all),
             ],
         }
     }
@@ -223,16 +199,14 @@ impl Proxy {
             "Beside NATS, both measured the peer harness's way (received ÷ time, all subscribers), \
              msg/s, median [min-max] of the repetitions (`!`: spread over 25 %):\n"
         );
-        let _ = writeln!(out, "| subscribers | tidings | NATS | tidings / NATS | NATS, committed anchor |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
+        md_head(&mut out, &["subscribers", "tidings", "NATS", "tidings / NATS", "NATS, committed anchor"]);
         for &n in &self.0.subscribers {
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} |",
-                seed002::range_cell(&seed002::values(table, "tidings", n, size, "all", |r| r.received_msg_s)),
-                seed002::range_cell(&seed002::values(table, "nats", n, size, "all", |r| r.received_msg_s)),
-                seed002::ratio_cell(table, n, size),
-                seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s),
+            let received =
+                |system| seed002::range_cell(&seed002::values(table, system, n, size, "all", |r| r.received_msg_s));
+            let anchor = seed002::nats_cell(table, "nats-anchor", n, size, |r| r.received_msg_s);
+            md_row(
+                &mut out,
+                [n.to_string(), received("tidings"), received("nats"), seed002::ratio_cell(table, n, size), anchor],
             );
         }
         let _ = writeln!(
@@ -240,23 +214,22 @@ impl Proxy {
             "\nThe seed's method beside the seed's figures, tidings only (RTn medians: **not comparable \
              with NATS**, whose harness records no per-message times; see below):\n"
         );
-        let _ =
-            writeln!(out, "| subscribers | tidings RTn per sub | tidings RTn all | seed 002 per sub | seed 002 all |");
-        let _ = writeln!(out, "|---|---|---|---|---|");
+        md_head(
+            &mut out,
+            &["subscribers", "tidings RTn per sub", "tidings RTn all", "seed 002 per sub", "seed 002 all"],
+        );
         let fmt = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         for &n in &self.0.subscribers {
             let seed = seeds::SEED_002_PROXY.iter().find(|r| r.subscribers == n);
             let range = |r: Option<(f64, f64)>| {
                 r.map(|(lo, hi)| format!("{} - {}", thousands(lo), thousands(hi))).unwrap_or_else(|| "-".into())
             };
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} |",
+            let ours = [
                 fmt(self.per_subscriber_rt(table, n)),
                 fmt(self.cell(table, "tidings", n, "all", |r| r.rt_median_msg_s)),
-                range(seed.map(|r| r.per_subscriber)),
-                range(seed.and_then(|r| r.aggregate))
-            );
+            ];
+            let seed = [range(seed.map(|r| r.per_subscriber)), range(seed.and_then(|r| r.aggregate))];
+            md_row(&mut out, [n.to_string()].into_iter().chain(ours).chain(seed));
         }
         let _ = writeln!(out, "\nSeed 002's figures are ranges read off its plots (msg/s); it used one ZeroMQ XSUB/XPUB proxy on a 35 MB/s LAN.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

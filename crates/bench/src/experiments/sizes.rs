@@ -9,7 +9,7 @@ use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Si
 use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::Table;
+use crate::suite::table::{md_head, md_row, Table};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -104,32 +104,18 @@ impl Sizes {
     fn figure(&self, table: &[FloodRow]) -> Figure {
         let x = || Axis::linear("message size (B)");
         let panel = |title: &str, unit: &str, rt: Field, st: Option<Field>, peer: Field| {
-            let mut series = vec![
-                Series::new(
-                    "tidings RTn median (seed method)",
-                    Mark::Line,
-                    figure::TIDINGS,
-                    self.series(table, "tidings", "1", rt),
-                ),
-                Series::new(
-                    "tidings received / time (peer method)",
-                    Mark::Points,
-                    figure::TIDINGS_ALT,
-                    self.series(table, "tidings", "1", peer),
-                ),
-                Series::new(
-                    "NATS received / time (peer method)",
-                    Mark::Line,
-                    figure::NATS,
-                    self.series(table, "nats", "all", peer),
-                ),
-                Series::new(
-                    "NATS, committed anchor",
-                    Mark::Dashed,
-                    figure::NATS_ANCHOR,
-                    self.series(table, "nats-anchor", "all", peer),
-                ),
-            ];
+            // (legend, mark, colour, system, subscriber row, column): what every panel draws.
+            let mut series: Vec<Series> = [
+                ("tidings RTn median (seed method)", Mark::Line, figure::TIDINGS, "tidings", "1", rt),
+                ("tidings received / time (peer method)", Mark::Points, figure::TIDINGS_ALT, "tidings", "1", peer),
+                ("NATS received / time (peer method)", Mark::Line, figure::NATS, "nats", "all", peer),
+                ("NATS, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, "nats-anchor", "all", peer),
+            ]
+            .into_iter()
+            .map(|(label, mark, color, system, which, column)| {
+                Series::new(label, mark, color, self.series(table, system, which, column))
+            })
+            .collect();
             if let Some(st) = st {
                 series.insert(
                     1,
@@ -175,20 +161,19 @@ impl Sizes {
             "Beside NATS, both measured the peer harness's way (received ÷ time), msg/s, median \
              [min-max] of the repetitions (`!`: spread over 25 %):\n"
         );
-        let _ = writeln!(out, "| size | tidings | NATS | tidings / NATS | NATS MB/s | NATS, committed anchor |");
-        let _ = writeln!(out, "|---|---|---|---|---|---|");
+        md_head(&mut out, &["size", "tidings", "NATS", "tidings / NATS", "NATS MB/s", "NATS, committed anchor"]);
         let cell = |v: Option<f64>| v.map(thousands).unwrap_or_else(|| "n/a".into());
         let mb = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "n/a".into());
         for &size in &self.0.sizes {
             let nats = |c: Field| median_cell(table, "nats", 1, size, "all", c);
-            let _ = writeln!(
-                out,
-                "| {size} B | {} | {} | {} | {} | {} |",
-                seed002::range_cell(&seed002::values(table, "tidings", 1, size, "1", |r| r.received_msg_s)),
-                seed002::range_cell(&seed002::values(table, "nats", 1, size, "all", |r| r.received_msg_s)),
-                seed002::ratio_cell(table, 1, size),
-                mb(nats(|r| r.received_mb_s)),
-                seed002::nats_cell(table, "nats-anchor", 1, size, |r| r.received_msg_s)
+            let received = |system: &str, which: &str| {
+                seed002::range_cell(&seed002::values(table, system, 1, size, which, |r| r.received_msg_s))
+            };
+            let row = [format!("{size} B"), received("tidings", "1"), received("nats", "all")];
+            let anchor = seed002::nats_cell(table, "nats-anchor", 1, size, |r| r.received_msg_s);
+            md_row(
+                &mut out,
+                row.into_iter().chain([seed002::ratio_cell(table, 1, size), mb(nats(|r| r.received_mb_s)), anchor]),
             );
         }
         let _ = writeln!(
@@ -197,17 +182,11 @@ impl Sizes {
              harness records no per-message times, and the RTn median measures the bursts a socket \
              read hands over, above the loopback limit; see below):\n"
         );
-        let _ = writeln!(out, "| size | STn median | RTn median | RTn median MB/s |");
-        let _ = writeln!(out, "|---|---|---|---|");
+        md_head(&mut out, &["size", "STn median", "RTn median", "RTn median MB/s"]);
         for &size in &self.0.sizes {
             let ours = |which: &str, c: Field| median_cell(table, "tidings", 1, size, which, c);
-            let _ = writeln!(
-                out,
-                "| {size} B | {} | {} | {} |",
-                cell(ours("all", |r| r.st_median_msg_s)),
-                cell(ours("1", |r| r.rt_median_msg_s)),
-                mb(ours("1", |r| r.rt_median_mb_s)),
-            );
+            let (st, rt) = (cell(ours("all", |r| r.st_median_msg_s)), cell(ours("1", |r| r.rt_median_msg_s)));
+            md_row(&mut out, [format!("{size} B"), st, rt, mb(ours("1", |r| r.rt_median_mb_s))]);
         }
         let _ = writeln!(
             out,

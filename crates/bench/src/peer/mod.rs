@@ -106,8 +106,7 @@ pub fn parse_csv(text: &str) -> Vec<PeerRow> {
 
 /// The median over rows (repetitions) of a numeric column; `None` when no row has it.
 pub fn median_of(rows: &[PeerRow], column: &str) -> Option<f64> {
-    let values: Vec<f64> = rows.iter().filter_map(|r| r.num(column)).collect();
-    (!values.is_empty()).then(|| crate::stats::median(&values))
+    crate::stats::median_if_any(&rows.iter().filter_map(|r| r.num(column)).collect::<Vec<_>>())
 }
 
 #[cfg(test)]

@@ -263,8 +263,7 @@ impl PeerRun {
             Mode::Throughput => "tput",
             Mode::Latency => "lat",
         };
-        let secs = |d: Duration| format!("{}ms", d.as_millis());
-        [
+        flags(&[
             ("-mode", mode.to_string()),
             ("-exp", self.exp.clone()),
             ("-label", "nats".into()),
@@ -277,14 +276,11 @@ impl PeerRun {
             ("-subs", self.subs.to_string()),
             ("-rate", self.rate.to_string()),
             ("-reps", self.reps.to_string()),
-            ("-dur", secs(self.duration)),
+            ("-dur", millis(self.duration)),
             ("-max", self.max.to_string()),
-            ("-drain", secs(self.drain)),
+            ("-drain", millis(self.drain)),
             ("-csv", csv.display().to_string()),
-        ]
-        .into_iter()
-        .flat_map(|(flag, value)| [flag.to_string(), value])
-        .collect()
+        ])
     }
 }
 
@@ -308,7 +304,7 @@ pub struct JsRun {
 pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<PeerRow> {
     let csv = scratch.join(format!("peerbench-js-{}.csv", std::process::id()));
     let _ = std::fs::remove_file(&csv);
-    let args = [
+    let args = flags(&[
         ("-mode", "js".to_string()),
         ("-js-mode", "async".into()),
         ("-exp", "acked".into()),
@@ -317,14 +313,24 @@ pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<
         ("-size", run.size.to_string()),
         ("-window", run.window.to_string()),
         ("-reps", "1".into()),
-        ("-dur", format!("{}ms", run.duration.as_millis())),
+        ("-dur", millis(run.duration)),
         ("-max", run.max.to_string()),
         ("-sync-note", "always".into()),
         ("-csv", csv.display().to_string()),
-    ];
-    let args: Vec<String> = args.iter().flat_map(|(flag, value)| [flag.to_string(), value.clone()]).collect();
+    ]);
     let rows = harness(tools, &args, &csv)?;
     rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no JetStream row"))
+}
+
+/// The harness's command line from `(flag, value)` pairs: every run of it states its flags one
+/// pair a line, the same way.
+pub(crate) fn flags(pairs: &[(&str, String)]) -> Vec<String> {
+    pairs.iter().flat_map(|(flag, value)| [flag.to_string(), value.clone()]).collect()
+}
+
+/// A duration as the harness's flags take it (Go's `time.ParseDuration`): `1500ms`.
+pub(crate) fn millis(d: Duration) -> String {
+    format!("{}ms", d.as_millis())
 }
 
 /// Runs the harness with `args` (blocking), then reads and removes the CSV it wrote.

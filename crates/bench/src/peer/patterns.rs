@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::nats::{harness, NatsServer, NatsTools};
+use super::nats::{flags, harness, millis, NatsServer, NatsTools};
 use super::PeerRow;
 
 /// One run of the harness's `req` mode.
@@ -36,14 +36,6 @@ pub struct QueueRun {
     pub max: u64,
     /// Longest wait for the members once publishing ended.
     pub drain: Duration,
-}
-
-fn millis(d: Duration) -> String {
-    format!("{}ms", d.as_millis())
-}
-
-fn flags(pairs: &[(&str, String)]) -> Vec<String> {
-    pairs.iter().flat_map(|(flag, value)| [flag.to_string(), value.clone()]).collect()
 }
 
 impl ReqRun {

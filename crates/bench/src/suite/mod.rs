@@ -10,8 +10,10 @@
 pub mod figure;
 pub mod report;
 pub mod runner;
-pub mod table;
 pub mod text;
+
+/// CSV tables: in `tidings-nemesis`, whose report writes them too.
+pub use tidings_nemesis::table;
 
 use std::path::PathBuf;
 

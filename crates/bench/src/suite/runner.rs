@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::report::{self, Machine};
-use super::{About, Check, Context, Experiment, Outcome};
+use super::{table, About, Check, Context, Experiment, Outcome};
 
 /// Section order in `report.md`.
 pub const ORDER: &[&str] =
@@ -191,9 +191,9 @@ pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Out
              a load above the CPU count means other programs competed for them.\n"
         );
     }
-    let _ = writeln!(out, "| parameter | value |\n|---|---|");
+    table::md_head(&mut out, &["parameter", "value"]);
     for (k, v) in experiment.parameters() {
-        let _ = writeln!(out, "| {k} | {v} |");
+        table::md_row(&mut out, [k.to_string(), v]);
     }
     out.push('\n');
     match outcome {

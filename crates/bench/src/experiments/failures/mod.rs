@@ -21,6 +21,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 
 use super::Tally;
+use crate::suite::table::{md_head, md_row};
 use crate::suite::{About, Check, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -203,7 +204,13 @@ fn recovery_table(
     body: &mut String,
     mut recovered: Option<&mut Tally>,
 ) {
-    let _ = writeln!(body, "\n| fault | subscriber | baseline p50 (ms) | worst latency (ms) | first new delivery after the end (ms) | ... from every publisher (ms) | latency under 2x baseline after the end (ms) |\n|---|---|---|---|---|---|---|");
+    let head =
+        ["fault", "subscriber", "baseline p50 (ms)", "worst latency (ms)", "first new delivery after the end (ms)"];
+    body.push('\n');
+    md_head(
+        body,
+        &[&head[..], &["... from every publisher (ms)", "latency under 2x baseline after the end (ms)"]].concat(),
+    );
     let end_ms = t0_us / 1000 + (series.t_s.len() as u64) * p.bin.as_millis() as u64;
     for (k, w) in windows.iter().enumerate() {
         let until = windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
@@ -211,16 +218,8 @@ fn recovery_table(
             let bins = (&series.latency[i].1[..], t0_us, p.bin.as_micros() as u64);
             let rec = recovery::recovery(w, ds, bins, until, p.baseline.as_millis() as u64);
             let show = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.0}"));
-            let _ = writeln!(
-                body,
-                "| {} | {name} | {} | {} | {} | {} | {} |",
-                w.label,
-                show(rec.baseline_ms),
-                show(rec.worst_ms),
-                show(rec.first_new_ms),
-                show(rec.all_new_ms),
-                show(rec.back_ms)
-            );
+            let times = [rec.baseline_ms, rec.worst_ms, rec.first_new_ms, rec.all_new_ms, rec.back_ms].map(show);
+            md_row(body, [w.label.to_string(), name.to_string()].into_iter().chain(times));
             if let Some(tally) = recovered.as_deref_mut() {
                 tally.record(
                     rec.recovered(),

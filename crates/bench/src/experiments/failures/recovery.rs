@@ -6,7 +6,7 @@
 
 use super::faults::Window;
 use super::series::{Delivery, LatencyBin};
-use crate::stats::median;
+use crate::stats::median_if_any;
 
 /// How one subscriber came through one fault.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -47,7 +47,7 @@ pub(super) fn recovery(
         .filter(|d| d.received_us < stalled && d.received_us + baseline_ms * 1000 >= stalled)
         .map(Delivery::latency_ms)
         .collect();
-    let baseline = (!before.is_empty()).then(|| median(&before));
+    let baseline = median_if_any(&before);
     let first_new = ds
         .iter()
         .filter(|d| d.sent_us >= ended && d.received_us < until)

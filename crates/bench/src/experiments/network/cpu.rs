@@ -6,6 +6,7 @@ use super::present::ratio;
 use super::NetRow;
 use super::{median, show, Key, NATS, TIDINGS};
 use crate::cpu::Spent;
+use crate::suite::table::{md_head, md_row};
 
 /// (`cpu_us_per_msg.NAME`, `cpu_us_per_msg.total`), and the CPUs they kept busy on average
 /// (`cpus_busy`: all their CPU time over the wall-clock time).
@@ -46,7 +47,7 @@ pub(super) fn report(out: &mut String, table: &[NetRow]) {
          for tidings and the peer harness for NATS (where messages were lost, what they cost is spread over \
          those received); *CPUs busy*: all their CPU time over the run's wall-clock time.\n"
     );
-    let _ = writeln!(out, "| | brokers | per broker | clients | all | CPUs busy |\n|---|---|---|---|---|---|");
+    md_head(out, &["", "brokers", "per broker", "clients", "all", "CPUs busy"]);
     let f = |v: Option<f64>| show(v, |v| format!("{v:.1}"));
     for (system, setup, brokers, names) in [
         (TIDINGS, "tidings, one broker", 1, &["broker"][..]),
@@ -59,15 +60,8 @@ pub(super) fn report(out: &mut String, table: &[NetRow]) {
             .iter()
             .map(|n| format!("{n} {}", f(median(table, "throughput", system, brokers, &format!("cpu_us_per_msg.{n}")))))
             .collect();
-        let _ = writeln!(
-            out,
-            "| {setup} | {} | {} | {} | {} | {} |",
-            f(Some(all_brokers)),
-            each.join(", "),
-            f(Some(clients)),
-            f(Some(total)),
-            f(cores(table, system, brokers))
-        );
+        let busy = f(cores(table, system, brokers));
+        md_row(out, [setup.to_string(), f(Some(all_brokers)), each.join(", "), f(Some(clients)), f(Some(total)), busy]);
     }
     if let (Some(one), Some(two)) = (cpu_split(table, TIDINGS, 1), cpu_split(table, TIDINGS, 2)) {
         bound(out, table, one, two);

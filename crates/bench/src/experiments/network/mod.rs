@@ -238,13 +238,9 @@ const ANCHOR: &str = "nats-anchor";
 
 /// The median over repetitions of `quantity` in `part` for `system` with `brokers`.
 fn median(table: &[NetRow], part: &str, system: &str, brokers: usize, quantity: &str) -> Option<f64> {
-    let values: Vec<f64> = table
-        .iter()
-        .filter(|r| r.part == part && r.system == system && r.brokers == brokers && r.quantity == quantity)
-        .map(|r| r.value)
-        .filter(|v| v.is_finite())
-        .collect();
-    (!values.is_empty()).then(|| crate::stats::median(&values))
+    let rows = table.iter().filter(|r| r.part == part && r.system == system && r.brokers == brokers);
+    let values: Vec<f64> = rows.filter(|r| r.quantity == quantity).map(|r| r.value).filter(|v| v.is_finite()).collect();
+    crate::stats::median_if_any(&values)
 }
 
 /// A measured figure as text, `n/a` when it is missing.

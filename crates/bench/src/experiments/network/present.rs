@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::NetRow;
 use super::{median, show, us, Params, ANCHOR, NATS, TIDINGS};
+use crate::suite::table::{md_head, md_row};
 use crate::suite::text::{micros, thousands};
 
 pub(super) use super::figure::figure;
@@ -51,22 +52,16 @@ fn throughput(out: &mut String, table: &[NetRow]) {
         "Received msg/s at the subscriber (received / time from the first publish to the last receipt), \
          medians over repetitions; lost = sent − received.\n"
     );
-    let _ = writeln!(out, "| | one | two | two / one | lost, one | lost, two |\n|---|---|---|---|---|---|");
+    md_head(out, &["", "one", "two", "two / one", "lost, one", "lost, two"]);
     for (system, name) in SYSTEMS {
         let m = |b, q| median(table, "throughput", system, b, q);
         let lost = |b| match (m(b, "lost"), m(b, "sent")) {
             (Some(l), Some(s)) if s > 0.0 => format!("{} ({:.1} %)", thousands(l), 100.0 * l / s),
             _ => "n/a".into(),
         };
-        let _ = writeln!(
-            out,
-            "| {name} | {} | {} | {} | {} | {} |",
-            show(m(1, "received_msg_s"), rate),
-            show(m(2, "received_msg_s"), rate),
-            show(ratio(table, system), |r| format!("{r:.2}")),
-            lost(1),
-            lost(2)
-        );
+        let received = |b| show(m(b, "received_msg_s"), rate);
+        let two_over_one = show(ratio(table, system), |r| format!("{r:.2}"));
+        md_row(out, [name.to_string(), received(1), received(2), two_over_one, lost(1), lost(2)]);
     }
     let verdict = |held: bool| if held { "met" } else { "**not met**" };
     if let Some(r) = ratio(table, TIDINGS) {
@@ -102,15 +97,14 @@ fn latency(out: &mut String, p: &Params, table: &[NetRow]) {
         "tidings: one publisher at phb, one subscriber at phb and one at shb, on the same messages. NATS: \
          publisher on node A, subscriber on node A, then on node B (the peer harness's E4).\n"
     );
-    let _ = writeln!(out, "| | one broker: p50 / p99 / mean | two: p50 / p99 / mean | added by the hop, p50 |");
-    let _ = writeln!(out, "|---|---|---|---|");
+    md_head(out, &["", "one broker: p50 / p99 / mean", "two: p50 / p99 / mean", "added by the hop, p50"]);
     let mut added = Vec::new();
     for (system, name) in LATENCY_SYSTEMS {
         let m = |b, q| median(table, "latency", system, b, q);
         let three = |b| format!("{} / {} / {}", us(m(b, "p50_us")), us(m(b, "p99_us")), us(m(b, "mean_us")));
         let hop = m(2, "p50_us").zip(m(1, "p50_us")).map(|(two, one)| two - one);
         added.push((system, hop));
-        let _ = writeln!(out, "| {name} | {} | {} | {} |", three(1), three(2), us(hop));
+        md_row(out, [name.to_string(), three(1), three(2), us(hop)]);
     }
     let find = |s: &str| added.iter().find(|(system, _)| *system == s).and_then(|(_, v)| *v);
     if let (Some(ours), Some(theirs)) = (find(TIDINGS), find(NATS).or(find(ANCHOR))) {
@@ -129,8 +123,7 @@ fn latency(out: &mut String, p: &Params, table: &[NetRow]) {
 fn path(out: &mut String, p: &Params, table: &[NetRow]) {
     let (topology, publisher, measuring) = &p.path;
     let _ = writeln!(out, "### Along the path of `{topology}`, publisher at {publisher}\n");
-    let _ = writeln!(out, "| subscriber at | brokers on the path | received / sent | p50 | p99 | added p50 per hop |");
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    md_head(out, &["subscriber at", "brokers on the path", "received / sent", "p50", "p99", "added p50 per hop"]);
     let rows = path_points(table, measuring);
     let local = rows.iter().find(|(_, b)| *b == 1).and_then(|&(_, b)| median(table, "path", TIDINGS, b, "p50_us"));
     for (name, brokers) in &rows {
@@ -140,12 +133,7 @@ fn path(out: &mut String, p: &Params, table: &[NetRow]) {
             _ => "-".into(),
         };
         let received = format!("{} / {}", show(m("received"), thousands), show(m("sent"), thousands));
-        let _ = writeln!(
-            out,
-            "| {name} | {brokers} | {received} | {} | {} | {per_hop} |",
-            us(m("p50_us")),
-            us(m("p99_us"))
-        );
+        md_row(out, [name.clone(), brokers.to_string(), received, us(m("p50_us")), us(m("p99_us")), per_hop]);
     }
     out.push('\n');
 }
@@ -163,24 +151,15 @@ pub(super) fn path_points(table: &[NetRow], measuring: &[String]) -> Vec<(String
 
 fn faults(out: &mut String, table: &[NetRow]) {
     let _ = writeln!(out, "### Re-convergence after the bundle broker carrying traffic fails\n");
-    let _ = writeln!(
-        out,
-        "| fault | longest gap in deliveries at s1 | not delivered / sent after the fault | \
-         of which in the fault window | counted as dropped by surviving brokers | unexplained |"
-    );
-    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let head = ["fault", "longest gap in deliveries at s1", "not delivered / sent after the fault"];
+    let counts = ["of which in the fault window", "counted as dropped by surviving brokers", "unexplained"];
+    md_head(out, &[head, counts].concat());
     for (setup, values) in super::figure::faults(table) {
-        let v = |q: &str| values.iter().find(|(n, _)| n == q).map(|(_, v)| *v);
-        let _ = writeln!(
-            out,
-            "| {setup} | {} | {} / {} | {} | {} | {} |",
-            show(v("longest_gap_ms"), |ms| micros(ms * 1e3)),
-            show(v("lost"), thousands),
-            show(v("sent"), thousands),
-            show(v("lost_in_fault_window"), thousands),
-            show(v("drops_counted_by_survivors"), thousands),
-            show(v("lost_unexplained"), thousands)
-        );
+        let v = |q: &str| show(values.iter().find(|(n, _)| n == q).map(|(_, v)| *v), thousands);
+        let gap = show(values.iter().find(|(n, _)| n == "longest_gap_ms").map(|(_, v)| *v), |ms| micros(ms * 1e3));
+        let lost = format!("{} / {}", v("lost"), v("sent"));
+        let counts = [v("lost_in_fault_window"), v("drops_counted_by_survivors"), v("lost_unexplained")];
+        md_row(out, [setup, gap, lost].into_iter().chain(counts));
     }
     let _ = writeln!(
         out,
@@ -202,14 +181,14 @@ fn subscriptions(out: &mut String, table: &[NetRow]) {
         "µs per subscription (acknowledged by the broker the client is connected to), each batch of 500 \
          made on top of the previous ones:\n"
     );
-    let _ = writeln!(out, "| where | batch 1, 2, ... |\n|---|---|");
+    md_head(out, &["where", "batch 1, 2, ..."]);
     for (brokers, name) in [(1, "one broker"), (2, "shb, linked to phb")] {
         let batches: Vec<String> = table
             .iter()
             .filter(|r| r.part == "subscribe" && r.brokers == brokers)
             .map(|r| thousands(r.value))
             .collect();
-        let _ = writeln!(out, "| {name} | {} |", batches.join(", "));
+        md_row(out, [name.to_string(), batches.join(", ")]);
     }
 }
 

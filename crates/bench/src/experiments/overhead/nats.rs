@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use super::point::Load;
 use super::rows::Row;
 use crate::cpu::{CpuSample, Process};
-use crate::peer::nats::json_line as line;
+use crate::peer::nats::{flags, json_line as line};
 use crate::peer::{NatsServer, NatsTools};
 use crate::stats::load_average;
 use crate::tools::Tool;
@@ -33,38 +33,23 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
     let server = tokio::task::block_in_place(|| NatsServer::cluster_jetstream(tools, &logs))?;
     let pids = server.pids();
     let secs = load.duration.as_secs_f64();
-    let args: Vec<String> = [
-        "-mode",
-        "overhead",
-        "-pub",
-        &server.urls[0],
-        "-sub",
-        &server.urls[1],
-        "-subs",
-        &load.remote.to_string(),
-        "-local",
-        &load.local.to_string(),
-        "-groups",
-        &load.groups.to_string(),
-        "-rate",
-        &load.rate.to_string(),
-        "-size",
-        &load.size.to_string(),
-        "-dur",
-        &format!("{secs}s"),
-        "-rep",
-        &rep.to_string(),
-        // One argument: Go's flag package reads `-js false` as `-js` (true) and stops at `false`.
-        &format!("-js={js}"),
-        "-place-tag",
-        "a",
-        "-drain",
-        &format!("{}s", load.drain.idle.as_secs()),
-        "-csv",
-        &logs.join("overhead.csv").display().to_string(),
-    ]
-    .map(String::from)
-    .into();
+    let mut args = flags(&[
+        ("-mode", "overhead".into()),
+        ("-pub", server.urls[0].clone()),
+        ("-sub", server.urls[1].clone()),
+        ("-subs", load.remote.to_string()),
+        ("-local", load.local.to_string()),
+        ("-groups", load.groups.to_string()),
+        ("-rate", load.rate.to_string()),
+        ("-size", load.size.to_string()),
+        ("-dur", format!("{secs}s")),
+        ("-rep", rep.to_string()),
+        ("-place-tag", "a".into()),
+        ("-drain", format!("{}s", load.drain.idle.as_secs())),
+        ("-csv", logs.join("overhead.csv").display().to_string()),
+    ]);
+    // One argument: Go's flag package reads `-js false` as `-js` (true) and stops at `false`.
+    args.push(format!("-js={js}"));
     let mut child = Tool::spawn(&tools.peerbench, &logs, "peerbench", &args)?;
     let harness = child.id();
     let processes =

@@ -7,8 +7,9 @@ use std::fmt::Write as _;
 use super::nats::{CORE, JETSTREAM};
 use super::rows::{mode, Row};
 use super::Params;
-use crate::stats::median;
+use crate::stats::median_if_any;
 use crate::suite::figure::{Axis, Figure, Mark, Panel, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
+use crate::suite::table::{md_head, md_row};
 
 /// Every mode with its colour, each durable one after its cheap one: tidings' best effort
 /// and guaranteed, then NATS core and JetStream (measured with `--nats`).
@@ -22,8 +23,7 @@ fn med(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> f64) -> Optio
 
 /// The median of a figure some rows do not have (`None` when none of the point's rows has it).
 fn med_of(rows: &[Row], mode: &str, n: usize, value: impl Fn(&Row) -> Option<f64>) -> Option<f64> {
-    let v: Vec<f64> = rows.iter().filter(|r| r.mode == mode && r.subscribers == n).filter_map(value).collect();
-    (!v.is_empty()).then(|| median(&v))
+    median_if_any(&rows.iter().filter(|r| r.mode == mode && r.subscribers == n).filter_map(value).collect::<Vec<_>>())
 }
 
 /// The modes the rows hold, in [`MODES`] order.
@@ -93,16 +93,18 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
          publishing (*of which log writer*: the publisher's broker's pubend log writer thread, its writes and \
          syncs); latency from the scheduled send time to the subscriber's receipt, ms.\n"
     );
-    let _ = writeln!(
-        out,
-        "| subscribers | mode | phb CPU | of which log writer | shb CPU | local p50 | local p99 | remote p50 | remote p99 | reps |\n|---|---|---|---|---|---|---|---|---|---|"
-    );
+    let cpu = ["phb CPU", "of which log writer", "shb CPU"];
+    let latency = ["local p50", "local p99", "remote p50", "remote p99"];
+    md_head(&mut out, &[&["subscribers", "mode"][..], &cpu, &latency, &["reps"]].concat());
     let present = modes(rows);
     for n in counts(rows) {
         for &(g, _) in &present {
             let m = |v: fn(&Row) -> Option<f64>| med_of(rows, g, n, v).map_or("n/a".into(), |v| format!("{v:.1}"));
             let reps = rows.iter().filter(|r| r.mode == g && r.subscribers == n).count();
-            let _ = writeln!(out, "| {n} | {g} | {} | {reps} |", FIGURES.map(m).join(" | "));
+            md_row(
+                &mut out,
+                [n.to_string(), g.to_string()].into_iter().chain(FIGURES.map(m)).chain([reps.to_string()]),
+            );
         }
         for (cheap, durable, label) in [(mode(false), mode(true), "tidings"), (CORE, JETSTREAM, "NATS")] {
             let diff = |v: fn(&Row) -> Option<f64>| match (med_of(rows, durable, n, v), med_of(rows, cheap, n, v)) {
@@ -112,7 +114,8 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
             if med(rows, durable, n, |r| r.phb_cpu_pct).is_none() {
                 continue;
             }
-            let _ = writeln!(out, "| {n} | {label}: {durable} - {cheap} | {} | |", FIGURES.map(diff).join(" | "));
+            let what = format!("{label}: {durable} - {cheap}");
+            md_row(&mut out, [n.to_string(), what].into_iter().chain(FIGURES.map(diff)).chain([String::new()]));
         }
     }
     let _ = writeln!(

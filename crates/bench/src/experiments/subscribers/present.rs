@@ -6,7 +6,7 @@ use super::{Row, Subscribers};
 use crate::seeds;
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::num;
+use crate::suite::table::{md_head, md_row, num};
 use crate::suite::text::micros;
 use tidings_client::Transport;
 
@@ -30,8 +30,7 @@ impl Subscribers {
 
     /// The median over repetitions of `field` for `system` at `n` subscribers.
     fn median(rows: &[Row], system: &str, n: usize, field: Field) -> Option<f64> {
-        let values = Self::values(rows, system, n, field);
-        (!values.is_empty()).then(|| crate::stats::median(&values))
+        crate::stats::median_if_any(&Self::values(rows, system, n, field))
     }
 
     fn series(&self, rows: &[Row], system: &str, field: Field) -> Vec<(f64, f64)> {
@@ -95,29 +94,18 @@ impl Subscribers {
              repetitions, with [min-max]; `!` marks a spread over 25 % of the median. The CSV has \
              the load average before and after every point (the machine is shared).\n"
         );
-        let _ = writeln!(
-            out,
-            "| subscribers | system | mean | p50 | p99 [min-max] | max | send p99 | achieved msg/s | dropped subs | lost |"
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|");
+        let head = ["subscribers", "system", "mean", "p50", "p99 [min-max]", "max", "send p99", "achieved msg/s"];
+        md_head(&mut out, &[&head[..], &["dropped subs", "lost"]].concat());
         for &n in &self.0.counts {
             for system in ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"] {
                 let m = |c: Field| Self::median(table, system, n, c);
                 let Some(mean) = m(|r| r.mean_us) else { continue };
                 let us = |c: Field| m(c).map(micros).unwrap_or_else(|| "n/a".into());
                 let count = |c: Field| m(c).map(num).unwrap_or_else(|| "n/a".into());
-                let _ = writeln!(
-                    out,
-                    "| {n} | {system} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                    micros(mean),
-                    us(|r| r.p50_us),
-                    Self::ranged(table, system, n, |r| r.p99_us),
-                    us(|r| r.max_us),
-                    us(|r| r.send_p99_us),
-                    count(|r| r.achieved_rate_msg_s),
-                    count(|r| r.dropped_subscribers),
-                    count(|r| r.lost)
-                );
+                let p99 = Self::ranged(table, system, n, |r| r.p99_us);
+                let latency = [micros(mean), us(|r| r.p50_us), p99, us(|r| r.max_us), us(|r| r.send_p99_us)];
+                let counts = [count(|r| r.achieved_rate_msg_s), count(|r| r.dropped_subscribers), count(|r| r.lost)];
+                md_row(&mut out, [n.to_string(), system.to_string()].into_iter().chain(latency).chain(counts));
             }
         }
         if self.0.transports.contains(&Transport::Udp) {
@@ -130,35 +118,23 @@ impl Subscribers {
                  over the point, machine-wide. The bench's receivers are one socket per subscriber, \
                  each read by a task of the client library, one datagram per system call.\n"
             );
-            let _ = writeln!(
-                out,
-                "| subscribers | lost | broker queue | receivers' buffers | send buffer | not attributed |"
+            md_head(
+                &mut out,
+                &["subscribers", "lost", "broker queue", "receivers' buffers", "send buffer", "not attributed"],
             );
-            let _ = writeln!(out, "|---|---|---|---|---|---|");
             for &n in &self.0.counts {
                 let m = |c: Field| Self::median(table, "tidings-udp", n, c);
                 let Some(lost) = m(|r| r.lost) else { continue };
                 let parts = [m(|r| r.broker_drops), m(|r| r.rcvbuf_errors), m(|r| r.sndbuf_errors)];
                 let shown = |v: Option<f64>| v.map(num).unwrap_or_else(|| "n/a".into());
                 let attributed: f64 = parts.iter().flatten().sum();
-                let _ = writeln!(
-                    out,
-                    "| {n} | {} | {} | {} | {} | {} |",
-                    num(lost),
-                    shown(parts[0]),
-                    shown(parts[1]),
-                    shown(parts[2]),
-                    num((lost - attributed).max(0.0))
-                );
+                let unattributed = num((lost - attributed).max(0.0));
+                md_row(&mut out, [n.to_string(), num(lost)].into_iter().chain(parts.map(shown)).chain([unattributed]));
             }
         }
         let _ = writeln!(out, "\nMean latency and dropped subscribers beside the seeds' (their LAN and VM tables):\n");
-        let _ = writeln!(
-            out,
-            "| subscribers | tidings TCP | tidings UDP | NATS | NATS, committed anchor | {} |",
-            seeds::LATENCY_TABLES.map(|t| t.label).join(" | ")
-        );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let head = ["subscribers", "tidings TCP", "tidings UDP", "NATS", "NATS, committed anchor"];
+        md_head(&mut out, &[&head[..], &seeds::LATENCY_TABLES.map(|t| t.label)].concat());
         for &n in &self.0.counts {
             let ours = |s: &str| match (
                 Self::median(table, s, n, |r| r.mean_us),
@@ -171,16 +147,8 @@ impl Subscribers {
                 Some((m, _, d)) => format!("{} ({d:.0} dropped)", micros(m)),
                 None => "-".into(),
             };
-            let seeds: Vec<String> = seeds::LATENCY_TABLES.iter().map(|t| seed(t)).collect();
-            let _ = writeln!(
-                out,
-                "| {n} | {} | {} | {} | {} | {} |",
-                ours("tidings-tcp"),
-                ours("tidings-udp"),
-                ours("nats"),
-                ours("nats-anchor"),
-                seeds.join(" | ")
-            );
+            let ours = ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"].map(ours);
+            md_row(&mut out, [n.to_string()].into_iter().chain(ours).chain(seeds::LATENCY_TABLES.map(seed)));
         }
         let _ = writeln!(
             out,

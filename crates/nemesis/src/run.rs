@@ -11,9 +11,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
 
-use super::schedule::{Fault, Kind, Schedule, STALL_FIRST};
 use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
 use crate::network::{net_fault_unless, Network};
+use crate::recovery::Done;
+use crate::schedule::{Fault, Kind, Schedule, STALL_FIRST};
 use crate::tools::{subscribe_with, Tool};
 
 /// What every schedule of a run shares.
@@ -27,19 +28,6 @@ pub struct Setup {
     pub duration: Duration,
     /// Each publisher's rate, msg/s.
     pub rate: f64,
-}
-
-/// A fault as it happened.
-#[derive(Debug, Clone)]
-pub struct Done {
-    /// The fault.
-    pub fault: Fault,
-    /// When it began (Unix µs): other faults active while it lasts delay the recovery of this one.
-    pub started_us: u64,
-    /// When it ended: the link healed or the broker restarted (Unix µs).
-    pub ended_us: u64,
-    /// Why a `net fault` command failed, if one did.
-    pub error: Option<String>,
 }
 
 /// One schedule's result.

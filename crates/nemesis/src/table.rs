@@ -1,6 +1,20 @@
 //! A table of results: written whole as CSV, and in part as Markdown for the report.
 
-use std::fmt::Write as _;
+/// The median of a non-empty sample (mean of the middle two for even sizes); 0 when empty. Here
+/// beside the tables because the nemesis's recovery table needs it as much as the bench does.
+pub fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    if v.len().is_multiple_of(2) {
+        (v[mid - 1] + v[mid]) / 2.0
+    } else {
+        v[mid]
+    }
+}
 
 /// Named columns and rows of text cells (numbers are formatted by whoever pushes them, so the
 /// CSV holds exactly what the report shows).
@@ -85,14 +99,39 @@ impl Table {
             })
             .collect::<anyhow::Result<_>>()?;
         let mut out = String::new();
-        let _ = writeln!(out, "| {} |", columns.join(" | "));
-        let _ = writeln!(out, "|{}", "---|".repeat(columns.len()));
+        md_head(&mut out, columns);
         for row in self.rows.iter().filter(|r| keep(self, r)) {
-            let cells: Vec<String> = index.iter().map(|&i| row[i].replace('|', "\\|")).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
+            md_row(&mut out, index.iter().map(|&i| row[i].replace('|', "\\|")));
         }
         Ok(out)
     }
+}
+
+/// Starts a Markdown table in a report: the column names and the rule under them. Every
+/// section's tables are written by this and [`md_row`], so they are alike and none is
+/// misaligned by a missing rule cell.
+pub fn md_head(out: &mut String, columns: &[&str]) {
+    md_row(out, columns);
+    out.push('|');
+    out.push_str(&"---|".repeat(columns.len()));
+    out.push('\n');
+}
+
+/// One row of a Markdown table (an empty cell as `| |`), cells already formatted: numbers are
+/// the caller's to show, as in the CSV.
+pub fn md_row<S: AsRef<str>>(out: &mut String, cells: impl IntoIterator<Item = S>) {
+    out.push('|');
+    for cell in cells {
+        match cell.as_ref() {
+            "" => out.push_str(" |"),
+            text => {
+                out.push(' ');
+                out.push_str(text);
+                out.push_str(" |");
+            }
+        }
+    }
+    out.push('\n');
 }
 
 fn csv_cell(cell: &str) -> String {
@@ -119,13 +158,19 @@ pub fn num(value: f64) -> String {
     }
 }
 
-/// Tests of typed rows: `columns` name every field of `T`, and a default row fits under them,
-/// so that a field added to a row cannot be left out of the CSV.
-#[cfg(test)]
-pub fn assert_columns<T: serde::Serialize + Default>(columns: &[&str]) {
-    assert_eq!(Table::of(columns, &[T::default()]).unwrap().rows().len(), 1);
-    let fields = serde_json::to_value(T::default()).unwrap();
-    assert_eq!(fields.as_object().unwrap().len(), columns.len(), "a field is missing from the columns");
+/// For the tests of typed rows (here and in the bench, hence not `cfg(test)`): `columns` name
+/// every field of `T`, and a default row fits under them, so that a field added to a row cannot
+/// be left out of the CSV.
+pub fn check_columns<T: serde::Serialize + Default>(columns: &[&str]) -> anyhow::Result<()> {
+    anyhow::ensure!(Table::of(columns, &[T::default()])?.rows().len() == 1, "a default row does not fit");
+    let fields = serde_json::to_value(T::default())?;
+    let fields = fields.as_object().ok_or_else(|| anyhow::anyhow!("a row is not a struct"))?.len();
+    anyhow::ensure!(
+        fields == columns.len(),
+        "a field is missing from the columns ({fields} fields, {} columns)",
+        columns.len()
+    );
+    Ok(())
 }
 
 #[cfg(test)]
@@ -155,6 +200,14 @@ mod tests {
         let md = t.to_markdown(&["mean", "system"], |t, r| t.cell(r, "system") == Some("tidings")).unwrap();
         assert_eq!(md, "| mean | system |\n|---|---|\n| 1\\|2 | tidings |\n");
         assert!(t.to_markdown(&["nope"], |_, _| true).is_err());
+    }
+
+    #[test]
+    fn report_rows_keep_an_empty_cell_narrow() {
+        let mut out = String::new();
+        md_head(&mut out, &["", "one", "two"]);
+        md_row(&mut out, ["a", "", "3 ms"]);
+        assert_eq!(out, "| | one | two |\n|---|---|---|\n| a | | 3 ms |\n");
     }
 
     #[test]

@@ -4,17 +4,37 @@
 //! (plain, with a selector, durable, durable with a selector), stalls, kills, power-cuts and
 //! empties brokers and stalls, cuts and partitions links with `tidings net fault` while they
 //! run, heals everything, drains, and compares every acknowledged publish with every
-//! subscriber's output ([`check`]). A failing schedule is reported with its seed and the command
+//! subscriber's output ([`guarantee::check`]). A failing schedule is reported with its seed and the command
 //! that replays it, and its logs are kept.
 //!
-//! - [`schedule`]: what a seed decides. [`run`]: one schedule against processes. [`recovery`]:
+//! - [`schedule`]: what a seed decides. [`run`](mod@run): one schedule against processes. [`recovery`]:
 //!   the time from a heal to an affected subscriber's next delivery.
-//! - [`crate::guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
+//! - [`guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
+//! - What it drives, and the experiment suite (`tidings-bench`) drives too: [`network`]
+//!   (`tidings net up`), [`tools`] (the command-line clients as processes), [`metrics`]
+//!   (Prometheus text), [`topology`] (the topology files), [`paths`] (where they ship),
+//!   [`table`] (CSV), [`parse`] (the command line's numbers).
+//!
+//! # Why a crate of its own
+//!
+//! The nemesis is its own idea (fault schedules and an exactly-once checker over real
+//! processes), not an experiment: it shares no frame, figure or report with the suite. What it
+//! shares with the suite is the layer under both (networks, tools, the checker, tables), which
+//! lives here so the dependency runs one way: `tidings-bench` depends on this crate and
+//! re-exports those modules; this crate knows nothing of the bench.
 
+pub mod guarantee;
+pub mod metrics;
+pub mod network;
+pub mod parse;
+pub mod paths;
 pub mod recovery;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod table;
+pub mod tools;
+pub mod topology;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -12,8 +12,7 @@ use serde::Serialize;
 use super::run::Outcome;
 use super::schedule::Schedule;
 use super::NemesisArgs;
-use crate::stats::median;
-use crate::suite::table::Table;
+use crate::table::{median, Table};
 
 /// One schedule's row of `nemesis.csv`.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -237,6 +236,6 @@ mod tests {
 
     #[test]
     fn the_csv_columns_are_the_row_fields() {
-        crate::suite::table::assert_columns::<Row>(&COLUMNS);
+        crate::table::check_columns::<Row>(&COLUMNS).unwrap();
     }
 }

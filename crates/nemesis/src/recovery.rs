@@ -2,8 +2,21 @@
 //! per fault and affected subscriber, the time from the heal to the subscriber's next delivery,
 //! where overlapping faults make one outage and count from its last heal.
 
-use super::run::Done;
 use crate::guarantee::Line;
+use crate::schedule::Fault;
+
+/// A fault as it happened.
+#[derive(Debug, Clone)]
+pub struct Done {
+    /// The fault.
+    pub fault: Fault,
+    /// When it began (Unix µs): other faults active while it lasts delay the recovery of this one.
+    pub started_us: u64,
+    /// When it ended: the link healed or the broker restarted (Unix µs).
+    pub ended_us: u64,
+    /// Why a `net fault` command failed, if one did.
+    pub error: Option<String>,
+}
 
 /// The recovery goal (issue 38: back within 1 s of a heal). A fault that begins less than this
 /// after the network healed leaves the subscriber no fair chance to recover first, so the
@@ -52,7 +65,7 @@ pub fn recovery(done: &Done, faults: &[Done], lines: &[Line]) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::nemesis::schedule::{Fault, Kind};
+    use crate::schedule::{Fault, Kind};
     use std::time::Duration;
 
     fn done(kind: Kind, started_us: u64, ended_us: u64) -> Done {
