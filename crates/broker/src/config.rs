@@ -331,6 +331,9 @@ pub struct Listen {
 pub struct Mqtt {
     /// `HOST:PORT` for MQTT clients (1883 is MQTT's port; 0 lets the OS pick); empty is off.
     pub listen: String,
+    /// `HOST:PORT` for MQTT over WebSocket (browsers and MQTT.js; 8083 is customary, 0 lets
+    /// the OS pick); empty is off. Any path is served (`ws://HOST:PORT/mqtt` is usual).
+    pub websocket: String,
 }
 
 /// Limits that keep one client from exhausting the broker.
@@ -593,6 +596,7 @@ impl Config {
             ("listen.udp", &self.listen.udp),
             ("listen.admin", &self.listen.admin),
             ("mqtt.listen", &self.mqtt.listen),
+            ("mqtt.websocket", &self.mqtt.websocket),
         ] {
             if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
                 problems
