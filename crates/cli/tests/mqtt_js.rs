@@ -10,7 +10,7 @@
 
 mod patterns_common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
@@ -98,7 +98,12 @@ struct Subscriber {
 
 impl Subscriber {
     fn start(args: &[&str]) -> Subscriber {
-        let mut child = node(args).stderr(Stdio::inherit()).spawn().unwrap();
+        Subscriber::spawn(node(args), args)
+    }
+
+    /// Runs `command` (the `node scenarios.mjs` of `args`) until it printed `subscribed`.
+    fn spawn(mut command: Command, args: &[&str]) -> Subscriber {
+        let mut child = command.stderr(Stdio::inherit()).spawn().unwrap();
         let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut before = Vec::new();
         loop {
@@ -255,4 +260,82 @@ fn an_mqtt_js_persistent_session_gets_what_it_missed_on_reconnect() {
         ];
         assert_eq!(got, expected, "{url} MQTT.js version {version}");
     });
+}
+
+/// A broker whose MQTT listeners speak TLS with a self-signed certificate for 127.0.0.1 (in
+/// `dir`), and the certificate's path for the client to trust.
+fn tls_broker(dir: &Path) -> (BrokerProcess, String) {
+    let certified = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.key_pair.serialize_pem()).unwrap();
+    let config = format!(
+        "[tls]\ncert = {cert:?}\nkey = {key:?}\ntcp = false\n[mqtt]\nlisten = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n"
+    );
+    (BrokerProcess::start_configured(bin(), &config, &[]).unwrap(), cert.display().to_string())
+}
+
+#[test]
+fn with_tls_the_websocket_listener_speaks_wss_and_tells_a_plaintext_client_so() {
+    if !mqtt_js_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (b, ca) = tls_broker(dir.path());
+    let ws = b.ready.mqtt_ws.expect("the ready line names the MQTT over WebSocket listener");
+    let url = format!("wss://{ws}/mqtt");
+    let secure = |args: &[&str]| {
+        let mut command = node(args);
+        command.env("MQTT_CA", &ca);
+        command
+    };
+    let args = ["subscribe", &url, "5", "secure/#", "1", "1"];
+    let sub = Subscriber::spawn(secure(&args), &args);
+    let out = tidings_testkit::finish_within(
+        secure(&["publish", &url, "5", "secure/a", "sealed", "1"]).spawn().unwrap(),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "MQTT.js publish over wss: {}", text(&out.stderr));
+    assert_eq!(sub.finish(), ["secure/a sealed qos=1 retain=false"], "over wss");
+
+    // A plaintext upgrade request on the TLS listener: an HTTP 400 saying to use wss://.
+    let mut plain = std::net::TcpStream::connect(ws).unwrap();
+    plain.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    plain.write_all(b"GET /mqtt HTTP/1.1\r\nHost: b\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    plain.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("use wss://"), "{answer}");
+}
+
+#[test]
+fn bad_websocket_input_is_refused_saying_why_and_the_mqtt_listeners_share_a_connection_limit() {
+    if !mqtt_js_present() {
+        return;
+    }
+    let config = "[limits]\nmax_connections = 2\nmax_connections_per_address = 2\n\
+                  [mqtt]\nlisten = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n";
+    let b = BrokerProcess::start_configured(bin(), config, &[]).unwrap();
+    let urls = [format!("mqtt://{}", b.ready.mqtt.unwrap()), format!("ws://{}/mqtt", b.ready.mqtt_ws.unwrap())];
+    // One client on each MQTT listener takes both places: a third is refused on either.
+    let subs = urls.each_ref().map(|url| Subscriber::start(&["subscribe", url, "5", "limit/#", "0", "1"]));
+    for url in &urls {
+        let out = tidings_testkit::finish_within(
+            node(&["publish", url, "5", "limit/x", "refused", "0"]).spawn().unwrap(),
+            Duration::from_secs(30),
+        );
+        assert!(!out.status.success(), "{url}: a third connection was let in: {}", text(&out.stdout));
+    }
+    // The native listener counts its own: its publish ends both subscribers and frees the places.
+    native(&b, &["pub", "limit.x", "native"]);
+    for sub in subs {
+        assert_eq!(sub.finish(), ["limit/x native qos=0 retain=false"]);
+    }
+    tidings_testkit::wait_until("a place is free again", Duration::from_secs(10), || {
+        let publish = node(&["publish", &urls[1], "5", "limit/x", "let in", "0"]).spawn().unwrap();
+        tidings_testkit::finish_within(publish, Duration::from_secs(30)).status.success()
+    });
+    // Bad input, each connection in a place of its own.
+    let expected = "no subprotocol: status=400 MQTT over WebSocket needs the subprotocol \"mqtt\" (or \"mqttv3.1\"); \
+                    offered: [\"chat\"]\ntext message: close=1003 MQTT over WebSocket takes binary messages only\n";
+    assert_eq!(run(&["refusals", &urls[1], "5"]), expected);
 }

@@ -1,7 +1,7 @@
 //! MQTT QoS 1/2, persistent sessions, wills, shared subscriptions and MQTT over WebSocket with
-//! Eclipse paho-mqtt
-//! (Python, PyPI), a client nobody here wrote, in 3.1.1 and 5.0, against `tidings broker`
-//! processes: the scenarios are in `mqtt_paho.py`, this file starts brokers and kills them.
+//! Eclipse paho-mqtt (Python, PyPI), a client nobody here wrote, in 3.1.1 and 5.0, against
+//! `tidings broker` processes: the scenarios are in `mqtt_paho.py`, this file starts brokers and
+//! kills them.
 //! Skipped, saying so, where Python's paho-mqtt is not installed (`.ci/run` installs it and sets
 //! `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, which turns a missing client into a failure).
 

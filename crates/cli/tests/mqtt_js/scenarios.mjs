@@ -9,14 +9,20 @@
 //   node scenarios.mjs publish URL VERSION TOPIC PAYLOAD QOS [retain] [KEY=VALUE...]
 //       Publishes once (KEY=VALUE: 5.0 user properties), waits for PUBACK at QoS 1, prints
 //       `published`.
+//   node scenarios.mjs refusals ws://HOST:PORT/mqtt VERSION
+//       Bad WebSocket input (with the `ws` package, which MQTT.js uses): an upgrade offering no
+//       MQTT subprotocol, and a text message after a good upgrade; prints how each was answered.
 //   node scenarios.mjs resume URL VERSION CLIENT_ID COUNT
 //       Reconnects a persistent session without subscribing: prints `session_present=BOOL`,
 //       then what the session kept, one line per message, until COUNT.
 //
-// URL is mqtt://HOST:PORT or ws://HOST:PORT/mqtt; VERSION is 4 (3.1.1) or 5. Every step gives
-// up after 20 s, saying where it was, and exits non-zero on any error.
+// URL is mqtt://HOST:PORT or ws://HOST:PORT/mqtt (wss://, with the environment's MQTT_CA naming
+// the PEM file of the CA to trust); VERSION is 4 (3.1.1) or 5. Every step gives up after 20 s,
+// saying where it was, and exits non-zero on any error.
 
+import { readFileSync } from "node:fs";
 import mqtt from "mqtt";
+import WebSocket from "ws";
 
 const [scenario, url, versionText, ...rest] = process.argv.slice(2);
 const version = Number(versionText);
@@ -46,6 +52,7 @@ function connect(options, onMessage) {
     protocolVersion: version,
     reconnectPeriod: 0,
     connectTimeout: 10_000,
+    ...(process.env.MQTT_CA ? { ca: readFileSync(process.env.MQTT_CA) } : {}),
     ...options,
   });
   if (options.clientId) {
@@ -128,9 +135,38 @@ async function resume([clientId, count]) {
   await client.endAsync();
 }
 
-const scenarios = { subscribe, publish, resume };
+// Resolves with how the broker answered a WebSocket to `url` offering `protocols`, after
+// `opened` ran on it once open: `status=N` for a refused upgrade, `close=CODE REASON`.
+function answer(protocols, opened) {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, protocols);
+    socket.on("unexpected-response", (request, response) => {
+      let body = "";
+      response.on("data", (chunk) => {
+        body += chunk;
+      });
+      response.on("end", () => resolve(`status=${response.statusCode} ${body.trim()}`));
+    });
+    socket.on("open", () => opened(socket));
+    socket.on("close", (code, reason) => resolve(`close=${code} ${reason}`));
+    socket.on("error", (error) => {
+      if (!error.message.includes("Unexpected server response")) {
+        reject(error);
+      }
+    });
+  });
+}
+
+async function refusals() {
+  stage = "offering no MQTT subprotocol";
+  console.log(`no subprotocol: ${await answer(["chat"], (socket) => socket.close())}`);
+  stage = "sending a text message";
+  console.log(`text message: ${await answer(["mqtt"], (socket) => socket.send("CONNECT"))}`);
+}
+
+const scenarios = { subscribe, publish, resume, refusals };
 if (!scenarios[scenario] || !url || ![4, 5].includes(version)) {
-  fail("usage: node scenarios.mjs subscribe|publish|resume URL 4|5 ARGS... (see the file's head)");
+  fail("usage: node scenarios.mjs subscribe|publish|resume|refusals URL 4|5 ARGS... (see the file's head)");
 }
 scenarios[scenario](rest).then(
   () => process.exit(0),
