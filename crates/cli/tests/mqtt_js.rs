@@ -339,3 +339,43 @@ fn bad_websocket_input_is_refused_saying_why_and_the_mqtt_listeners_share_a_conn
                     offered: [\"chat\"]\ntext message: close=1003 MQTT over WebSocket takes binary messages only\n";
     assert_eq!(run(&["refusals", &urls[1], "5"]), expected);
 }
+
+#[test]
+fn over_websocket_logins_and_topic_permissions_hold_as_over_tcp() {
+    if !mqtt_js_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.toml");
+    let out = tidings(&["passwd", "--file", users.to_str().unwrap(), "carol", "--password", "carol-pw"]);
+    assert!(out.status.success(), "passwd: {}", text(&out.stderr));
+    let rules = "name = \"carol\"\nsubscribe = { allow = [\">\"] }\n\
+                 publish = { allow = [\"orders.>\"], deny = [\"orders.audit\"] }";
+    let doc = std::fs::read_to_string(&users).unwrap().replace("name = \"carol\"", rules);
+    std::fs::write(&users, doc).unwrap();
+    let config =
+        format!("[security]\nusers_file = {users:?}\nfailure_delay = \"50ms\"\n[mqtt]\nwebsocket = \"127.0.0.1:0\"\n");
+    let b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
+    let url = format!("ws://{}/mqtt", b.ready.mqtt_ws.expect("the ready line names the WebSocket listener"));
+    let as_carol = |password: &str, args: &[&str]| {
+        let mut command = node(args);
+        command.env("MQTT_USER", "carol").env("MQTT_PASSWORD", password);
+        command
+    };
+    let finish =
+        |mut command: Command| tidings_testkit::finish_within(command.spawn().unwrap(), Duration::from_secs(30));
+
+    let wrong = finish(as_carol("nope", &["publish", &url, "5", "orders/new", "x", "0"]));
+    assert!(!wrong.status.success(), "a wrong password was let in");
+    let anonymous = finish(node(&["publish", &url, "5", "orders/new", "x", "0"]));
+    assert!(!anonymous.status.success(), "a client without a login was let in");
+
+    let args = ["subscribe", &url, "5", "orders/#", "1", "1"];
+    let sub = Subscriber::spawn(as_carol("carol-pw", &args), &args);
+    let denied = finish(as_carol("carol-pw", &["publish", &url, "5", "orders/audit", "audit", "1"]));
+    assert!(!denied.status.success(), "a denied QoS 1 publish was acknowledged");
+    assert!(text(&denied.stderr).to_lowercase().contains("not authorized"), "{}", text(&denied.stderr));
+    let allowed = finish(as_carol("carol-pw", &["publish", &url, "5", "orders/new", "fine", "1"]));
+    assert!(allowed.status.success(), "{}", text(&allowed.stderr));
+    assert_eq!(sub.finish(), ["orders/new fine qos=1 retain=false"], "only the allowed publish came");
+}

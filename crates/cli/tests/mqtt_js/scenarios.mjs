@@ -17,8 +17,9 @@
 //       then what the session kept, one line per message, until COUNT.
 //
 // URL is mqtt://HOST:PORT or ws://HOST:PORT/mqtt (wss://, with the environment's MQTT_CA naming
-// the PEM file of the CA to trust); VERSION is 4 (3.1.1) or 5. Every step gives up after 20 s,
-// saying where it was, and exits non-zero on any error.
+// the PEM file of the CA to trust); VERSION is 4 (3.1.1) or 5. MQTT_USER and MQTT_PASSWORD, if
+// set, log in. Every step gives up after 20 s, saying where it was, and exits non-zero on any
+// error (a refused CONNECT, PUBLISH or SUBSCRIBE included).
 
 import { readFileSync } from "node:fs";
 import mqtt from "mqtt";
@@ -53,6 +54,7 @@ function connect(options, onMessage) {
     reconnectPeriod: 0,
     connectTimeout: 10_000,
     ...(process.env.MQTT_CA ? { ca: readFileSync(process.env.MQTT_CA) } : {}),
+    ...(process.env.MQTT_USER ? { username: process.env.MQTT_USER, password: process.env.MQTT_PASSWORD } : {}),
     ...options,
   });
   if (options.clientId) {
