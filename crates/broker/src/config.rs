@@ -323,9 +323,9 @@ pub struct Listen {
     pub admin: String,
 }
 
-/// The MQTT listener. Off by default (empty `listen`): it serves MQTT 3.1.1 and 5.0 at QoS 0
-/// only so far and refuses QoS 1 and 2, so it is offered only where an operator asks for it,
-/// rather than taking port 1883 from a broker that does more (see `docs/mqtt.md`).
+/// The MQTT listeners, over TCP and over WebSocket. Off by default (both empty): parts of 5.0
+/// are not served yet, so they are offered only where an operator asks for them, rather than
+/// taking port 1883 from a broker that does more (see `docs/mqtt.md`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mqtt {

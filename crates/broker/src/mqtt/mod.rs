@@ -1,7 +1,7 @@
-//! The MQTT listener (`[mqtt] listen`, issue 42, first step): MQTT 3.1.1 and 5.0 clients at
-//! QoS 0, through the broker core native clients use. Off by default: it serves only QoS 0 so
-//! far (no QoS 1/2, sessions, wills or topic aliases; see `docs/mqtt.md`), and a client that
-//! asks for more is refused, so a broker should not offer it on port 1883 unless asked to.
+//! The MQTT listeners (`[mqtt] listen`, and `[mqtt] websocket` for MQTT over WebSocket; issue
+//! 42): MQTT 3.1.1 and 5.0 clients at QoS 0, 1 and 2, through the broker core native clients
+//! use. Off by default: parts of 5.0 are not served yet (see `docs/mqtt.md`), so a broker should
+//! not offer them on port 1883 unless asked to.
 //!
 //! Each connection is a reader (this module: MQTT packets in, translated by [`session`] onto a
 //! native session) and a delivery task ([`delivery`]: the native session's outbound frames in,
