@@ -31,6 +31,9 @@ pub struct Ready {
     /// MQTT listener (absent from brokers without one).
     #[serde(default)]
     pub mqtt: Option<SocketAddr>,
+    /// MQTT over WebSocket listener (absent from brokers without one).
+    #[serde(default)]
+    pub mqtt_ws: Option<SocketAddr>,
 }
 
 /// A running broker; killed on drop, and its scratch directory (data directory, key file)

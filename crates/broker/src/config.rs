@@ -323,14 +323,17 @@ pub struct Listen {
     pub admin: String,
 }
 
-/// The MQTT listener. Off by default (empty `listen`): it serves MQTT 3.1.1 and 5.0 at QoS 0
-/// only so far and refuses QoS 1 and 2, so it is offered only where an operator asks for it,
-/// rather than taking port 1883 from a broker that does more (see `docs/mqtt.md`).
+/// The MQTT listeners, over TCP and over WebSocket. Off by default (both empty): parts of 5.0
+/// are not served yet, so they are offered only where an operator asks for them, rather than
+/// taking port 1883 from a broker that does more (see `docs/mqtt.md`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mqtt {
     /// `HOST:PORT` for MQTT clients (1883 is MQTT's port; 0 lets the OS pick); empty is off.
     pub listen: String,
+    /// `HOST:PORT` for MQTT over WebSocket (browsers and MQTT.js; 8083 is customary, 0 lets
+    /// the OS pick); empty is off. Any path is served (`ws://HOST:PORT/mqtt` is usual).
+    pub websocket: String,
 }
 
 /// Limits that keep one client from exhausting the broker.
@@ -593,6 +596,7 @@ impl Config {
             ("listen.udp", &self.listen.udp),
             ("listen.admin", &self.listen.admin),
             ("mqtt.listen", &self.mqtt.listen),
+            ("mqtt.websocket", &self.mqtt.websocket),
         ] {
             if !value.is_empty() && value.parse::<SocketAddr>().is_err() {
                 problems

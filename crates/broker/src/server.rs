@@ -37,6 +37,8 @@ pub struct BoundAddresses {
     pub cluster: Option<SocketAddr>,
     /// MQTT listener, if enabled.
     pub mqtt: Option<SocketAddr>,
+    /// MQTT over WebSocket listener, if enabled.
+    pub mqtt_ws: Option<SocketAddr>,
 }
 
 /// Why a broker could not start.
@@ -174,6 +176,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let admin = bind_tcp("admin HTTP", &config.listen.admin).await?;
     let cluster = bind_tcp("cluster link", &config.cluster.listen).await?;
     let mqtt = bind_tcp("MQTT", &config.mqtt.listen).await?;
+    let mqtt_ws = bind_tcp("MQTT over WebSocket", &config.mqtt.websocket).await?;
     let mut registry = Registry::default();
     let security = crate::security::Guard::new(&config.security, &mut registry).map_err(StartError::Security)?;
     if security.is_some() && !config.listen.udp.is_empty() {
@@ -201,6 +204,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         admin: admin.as_ref().and_then(|l| l.local_addr().ok()),
         cluster: cluster.as_ref().and_then(|l| l.local_addr().ok()),
         mqtt: mqtt.as_ref().and_then(|l| l.local_addr().ok()),
+        mqtt_ws: mqtt_ws.as_ref().and_then(|l| l.local_addr().ok()),
     };
     let metrics = Metrics::new(&mut registry);
     let budget = crate::budget::QueueBudget::new(config.limits.max_queued_bytes);
@@ -264,10 +268,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         let tls = tls.clone().filter(|t| t.config.tcp_on());
         shared.tasks.spawn(crate::tcp::accept_loop(listener, Arc::clone(&shared), tls));
     }
-    if let Some(listener) = mqtt {
-        let tls = tls.clone().filter(|t| t.config.mqtt_on());
-        shared.tasks.spawn(crate::mqtt::accept_loop(listener, Arc::clone(&shared), tls));
-    }
+    crate::mqtt::start(&shared, mqtt, mqtt_ws, tls.clone().filter(|t| t.config.mqtt_on()));
     if let Some(socket) = udp {
         shared.tasks.spawn(crate::udp::serve(socket, Arc::clone(&shared)));
     }
@@ -295,6 +296,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         admin = %show(addresses.admin),
         cluster = %show(addresses.cluster),
         mqtt = %show(addresses.mqtt),
+        mqtt_ws = %show(addresses.mqtt_ws),
         data = %shared.data.path().display(),
         "broker started"
     );

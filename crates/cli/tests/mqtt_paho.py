@@ -3,6 +3,9 @@ crates/cli/tests/mqtt_paho.rs. Each command checks what it can by itself and exi
 saying why; commands that span a broker restart print what they received, for the Rust side.
 
     mqtt_paho.py COMMAND PORT VERSION [ARGS...]     VERSION is 3 (3.1.1) or 5
+
+A COMMAND prefixed with `ws-` (`ws-qos`, `ws-receive`, ...) runs the same command over MQTT over
+WebSocket (paho's transport="websockets", path /mqtt): PORT is then the `[mqtt] websocket` one.
 """
 
 import sys
@@ -14,6 +17,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 TIMEOUT = 20.0
+# "tcp", or "websockets" for a `ws-` command.
+TRANSPORT = "tcp"
 
 
 def fail(why):
@@ -30,7 +35,9 @@ class Client:
         kwargs = {"client_id": client_id, "protocol": protocol}
         if version != 5:
             kwargs["clean_session"] = clean
-        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, **kwargs)
+        self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, transport=TRANSPORT, **kwargs)
+        if TRANSPORT == "websockets":
+            self.client.ws_set_options(path="/mqtt")
         self.messages = []
         self.lock = threading.Condition()
         self.connack = None
@@ -327,4 +334,7 @@ def v5_features(port, version):
 
 if __name__ == "__main__":
     command, port, version, *rest = sys.argv[1:]
+    if command.startswith("ws-"):
+        TRANSPORT = "websockets"
+        command = command[len("ws-"):]
     globals()[command.replace("-", "_")](int(port), int(version), *rest)

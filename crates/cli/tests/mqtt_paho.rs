@@ -1,6 +1,7 @@
-//! MQTT QoS 1/2, persistent sessions, wills and shared subscriptions with Eclipse paho-mqtt
-//! (Python, PyPI), a client nobody here wrote, in 3.1.1 and 5.0, against `tidings broker`
-//! processes: the scenarios are in `mqtt_paho.py`, this file starts brokers and kills them.
+//! MQTT QoS 1/2, persistent sessions, wills, shared subscriptions and MQTT over WebSocket with
+//! Eclipse paho-mqtt (Python, PyPI), a client nobody here wrote, in 3.1.1 and 5.0, against
+//! `tidings broker` processes: the scenarios are in `mqtt_paho.py`, this file starts brokers and
+//! kills them.
 //! Skipped, saying so, where Python's paho-mqtt is not installed (`.ci/run` installs it and sets
 //! `TIDINGS_REQUIRE_MQTT_CLIENTS=1`, which turns a missing client into a failure).
 
@@ -36,24 +37,28 @@ fn paho_present() -> bool {
     present
 }
 
-/// A broker on `<scratch>/data` whose MQTT listener keeps its port across restarts.
+/// A broker on `<scratch>/data` whose MQTT listeners (TCP and WebSocket) keep their ports
+/// across restarts.
 struct Broker {
     scratch: tempfile::TempDir,
     process: BrokerProcess,
     port: String,
+    ws_port: String,
 }
 
 impl Broker {
     fn start() -> Broker {
         let scratch = tempfile::tempdir().unwrap();
-        let process = Self::process(scratch.path(), "127.0.0.1:0", "0");
+        let process = Self::process(scratch.path(), "127.0.0.1:0", ("0", "0"));
         let port = process.ready.mqtt.expect("the ready line names the MQTT listener").port().to_string();
-        Broker { scratch, process, port }
+        let ws = process.ready.mqtt_ws.expect("the ready line names the MQTT over WebSocket listener");
+        Broker { scratch, process, port, ws_port: ws.port().to_string() }
     }
 
-    fn process(scratch: &Path, listen: &str, port: &str) -> BrokerProcess {
+    fn process(scratch: &Path, listen: &str, (port, ws_port): (&str, &str)) -> BrokerProcess {
         let config = scratch.join("broker.toml");
-        std::fs::write(&config, format!("[mqtt]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+        let mqtt = format!("[mqtt]\nlisten = \"127.0.0.1:{port}\"\nwebsocket = \"127.0.0.1:{ws_port}\"\n");
+        std::fs::write(&config, mqtt).unwrap();
         gd_common::start_on(&scratch.join("data"), listen, &config)
     }
 
@@ -61,7 +66,7 @@ impl Broker {
     fn kill_and_restart(&mut self) {
         let listen = self.process.tcp();
         self.process.kill();
-        self.process = Self::process(self.scratch.path(), &listen, &self.port);
+        self.process = Self::process(self.scratch.path(), &listen, (&self.port, &self.ws_port));
     }
 
     fn paho(&self, args: &[&str]) -> Output {
@@ -189,4 +194,24 @@ fn paho_5_0_properties_aliases_identifiers_no_local_retain_options_expiry_and_se
     }
     let b = Broker::start();
     assert_eq!(ok(b.paho(&["v5-features", "5"])), "ok\n");
+}
+
+#[test]
+fn paho_over_websocket_does_qos_1_and_2_and_5_0_features_and_resumes_a_session_made_over_tcp() {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    for version in VERSIONS {
+        // Every client over WebSocket (paho's transport="websockets").
+        assert_eq!(ok(paho(&b.ws_port, &["ws-qos", version])), "ok\n", "MQTT {version} over WebSocket");
+        // Both listeners reach one session registry: made over TCP, resumed over WebSocket.
+        let client = format!("two-doors-{version}");
+        assert_eq!(ok(b.paho(&["subscribe", version, &client, "doors/#", "1"])), "session_present=False\n");
+        ok(paho(&b.ws_port, &["ws-publish", version, "doors/a", "1", "2", "w"]));
+        let out = ok(paho(&b.ws_port, &["ws-receive", version, &client, "2"]));
+        assert_eq!(out, "session_present=True\ndoors/a w0 qos=1\ndoors/a w1 qos=1\n", "MQTT {version}");
+    }
+    // 5.0's properties, topic aliases, options and selectors, over WebSocket.
+    assert_eq!(ok(paho(&b.ws_port, &["ws-v5-features", "5"])), "ok\n");
 }

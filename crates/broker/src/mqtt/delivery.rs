@@ -138,8 +138,11 @@ impl Delivery {
                     return Some(Translated::Close(None));
                 }
                 let mut response = PublishResponse::success(PacketId::new(id)?);
+                // PUBACK and PUBREC can say 0x87 (MQTT 5.0 §3.4.2.1): a user publishing outside
+                // its permissions learns so, as a native publisher does.
                 response.reason = match reason_for(&refused.reason) {
                     MqttReason::TopicNameInvalid => MqttReason::TopicNameInvalid,
+                    MqttReason::NotAuthorized => MqttReason::NotAuthorized,
                     _ => MqttReason::UnspecifiedError,
                 };
                 self.push(

@@ -1,13 +1,16 @@
-//! The MQTT listener (`[mqtt] listen`, issue 42, first step): MQTT 3.1.1 and 5.0 clients at
-//! QoS 0, through the broker core native clients use. Off by default: it serves only QoS 0 so
-//! far (no QoS 1/2, sessions, wills or topic aliases; see `docs/mqtt.md`), and a client that
-//! asks for more is refused, so a broker should not offer it on port 1883 unless asked to.
+//! The MQTT listeners (`[mqtt] listen`, and `[mqtt] websocket` for MQTT over WebSocket; issue
+//! 42): MQTT 3.1.1 and 5.0 clients at QoS 0, 1 and 2, through the broker core native clients
+//! use. Off by default: parts of 5.0 are not served yet (see `docs/mqtt.md`), so a broker should
+//! not offer them on port 1883 unless asked to.
 //!
 //! Each connection is a reader (this module: MQTT packets in, translated by [`session`] onto a
 //! native session) and a delivery task ([`delivery`]: the native session's outbound frames in,
 //! MQTT PUBLISH packets out). The native outbox is drained by its own writer into an in-memory
 //! pipe that the delivery task reads, so queue limits, the slow-consumer policy and the metrics
 //! apply unchanged; translating the outbox's items directly is the next step for speed.
+//!
+//! MQTT over WebSocket (`[mqtt] websocket`, [`websocket`]) reaches the same connection code:
+//! after the HTTP upgrade, the WebSocket is read and written as a byte stream ([`ws_bytes`]).
 
 mod delivery;
 mod ends;
@@ -15,6 +18,8 @@ mod link;
 mod registry;
 mod session;
 mod subscribe;
+mod websocket;
+mod ws_bytes;
 
 use std::sync::Arc;
 
@@ -24,6 +29,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
+use crate::admission::{fd_limit, Admission};
 use crate::context::Context;
 use crate::outbox::{write_stream, Outbox};
 use crate::session::{Session, Transport};
@@ -51,17 +57,65 @@ async fn write_flushed(writer: &Writer, bytes: &[u8]) -> std::io::Result<()> {
     writer.flush().await
 }
 
-/// Accepts MQTT connections until shutdown; with `tls`, over TLS only (port 8883 style).
-pub async fn accept_loop(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<Tls>>) {
+/// Which MQTT listener a connection came in on.
+#[derive(Clone, Copy, Debug)]
+enum Door {
+    /// MQTT over TCP (or TLS), `[mqtt] listen`.
+    Tcp,
+    /// MQTT over WebSocket (or wss), `[mqtt] websocket`.
+    WebSocket,
+}
+
+/// Starts the MQTT listeners that are bound. Both share one session registry (a client may
+/// come back over the other one and take its session over) and one connection limit
+/// (`[limits] max_connections` and `max_connections_per_address`, counted apart from native
+/// clients'). With `tls`, both speak TLS only (port 8883 style, and `wss://`).
+pub fn start(shared: &Arc<Context>, tcp: Option<TcpListener>, websocket: Option<TcpListener>, tls: Option<Arc<Tls>>) {
+    if tcp.is_none() && websocket.is_none() {
+        return;
+    }
     let registry = Arc::new(Registry::new(shared.config.data_dir()));
-    ends::expire_stored(&shared, &registry);
+    ends::expire_stored(shared, &registry);
+    let limits = &shared.config.limits;
+    let admission = Admission::new(limits.max_connections, limits.max_connections_per_address, fd_limit());
+    for (listener, door) in [(tcp, Door::Tcp), (websocket, Door::WebSocket)] {
+        if let Some(listener) = listener {
+            let doors = (Arc::clone(&registry), Arc::clone(&admission), tls.clone());
+            shared.tasks.spawn(accept_loop(listener, door, Arc::clone(shared), doors));
+        }
+    }
+}
+
+/// Accepts connections on one MQTT listener until shutdown, within the connection limits.
+async fn accept_loop(
+    listener: TcpListener,
+    door: Door,
+    shared: Arc<Context>,
+    (registry, admission, tls): (Arc<Registry>, Arc<Admission>, Option<Arc<Tls>>),
+) {
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    debug!(%peer, "MQTT client connected");
-                    shared.tasks.spawn(open(stream, Arc::clone(&shared), Arc::clone(&registry), tls.clone()));
+                    let place = match admission.admit(peer.ip()) {
+                        Ok(place) => place,
+                        Err(refusal) => {
+                            // MQTT has no way to say why before CONNECT names a version.
+                            tracing::info!(%peer, %refusal, "MQTT connection refused");
+                            shared.metrics.protocol_error(tidings_wire::ReasonCode::LimitExceeded);
+                            continue;
+                        }
+                    };
+                    debug!(%peer, ?door, "MQTT client connected");
+                    let (shared2, registry, tls) = (Arc::clone(&shared), Arc::clone(&registry), tls.clone());
+                    shared.tasks.spawn(async move {
+                        match door {
+                            Door::Tcp => open(stream, shared2, registry, tls).await,
+                            Door::WebSocket => websocket::open(stream, shared2, registry, tls).await,
+                        }
+                        drop(place);
+                    });
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "MQTT accept failed");
@@ -289,6 +343,10 @@ mod tests {
         let err = Config::from_toml("[mqtt]\nlisten = \"port 1883\"\n").unwrap_err().to_string();
         assert!(err.contains("mqtt.listen"), "{err}");
         assert!(Config::from_toml("[mqtt]\nlisten = \"127.0.0.1:1883\"\n").is_ok());
+        assert_eq!(Config::default().mqtt.websocket, "");
+        let err = Config::from_toml("[mqtt]\nwebsocket = \"/mqtt\"\n").unwrap_err().to_string();
+        assert!(err.contains("mqtt.websocket"), "{err}");
+        assert!(Config::from_toml("[mqtt]\nwebsocket = \"127.0.0.1:8083\"\n").is_ok());
     }
 
     #[test]

@@ -1,0 +1,176 @@
+// MQTT.js (npm `mqtt`, pinned in package.json) against a tidings broker, one step per run,
+// driven by crates/cli/tests/mqtt_js.rs, which starts the broker and the native `tidings`
+// commands on the other side and checks what these steps print.
+//
+//   node scenarios.mjs subscribe URL VERSION FILTER QOS COUNT [CLIENT_ID]
+//       Subscribes, prints `subscribed`, then one line per message (see `line`) until COUNT.
+//       With CLIENT_ID: a persistent session (clean false; 5.0: session expiry 300 s), and
+//       `session_present=BOOL` is printed first.
+//   node scenarios.mjs publish URL VERSION TOPIC PAYLOAD QOS [retain] [KEY=VALUE...]
+//       Publishes once (KEY=VALUE: 5.0 user properties), waits for PUBACK at QoS 1, prints
+//       `published`.
+//   node scenarios.mjs refusals ws://HOST:PORT/mqtt VERSION
+//       Bad WebSocket input (with the `ws` package, which MQTT.js uses): an upgrade offering no
+//       MQTT subprotocol, and a text message after a good upgrade; prints how each was answered.
+//   node scenarios.mjs resume URL VERSION CLIENT_ID COUNT
+//       Reconnects a persistent session without subscribing: prints `session_present=BOOL`,
+//       then what the session kept, one line per message, until COUNT.
+//
+// URL is mqtt://HOST:PORT or ws://HOST:PORT/mqtt (wss://, with the environment's MQTT_CA naming
+// the PEM file of the CA to trust); VERSION is 4 (3.1.1) or 5. MQTT_USER and MQTT_PASSWORD, if
+// set, log in. Every step gives up after 20 s, saying where it was, and exits non-zero on any
+// error (a refused CONNECT, PUBLISH or SUBSCRIBE included).
+
+import { readFileSync } from "node:fs";
+import mqtt from "mqtt";
+import WebSocket from "ws";
+
+const [scenario, url, versionText, ...rest] = process.argv.slice(2);
+const version = Number(versionText);
+let stage = "connecting";
+
+setTimeout(() => fail(`timed out while ${stage}`), 20_000).unref();
+
+function fail(why) {
+  process.stderr.write(`${scenario} ${url} v${version}: ${why}\n`);
+  process.exit(1);
+}
+
+// One message as a line: `TOPIC PAYLOAD qos=N retain=BOOL`, then, if it has user properties,
+// ` |` and ` KEY=VALUE` for each.
+function line(topic, payload, packet) {
+  const out = `${topic} ${payload.toString()} qos=${packet.qos} retain=${packet.retain}`;
+  const user = Object.entries(packet.properties?.userProperties ?? {});
+  return user.length === 0 ? out : `${out} |${user.map(([key, value]) => ` ${key}=${value}`).join("")}`;
+}
+
+// Connects with `options` and resolves with the client, messages already going to `onMessage`
+// (a persistent session's messages follow CONNACK at once). With a persistent session's
+// `clientId`, prints `session_present=BOOL` as CONNACK is read, so before any of them: MQTT.js
+// may emit `connect` only after the first messages, so `packetreceive` is watched instead.
+function connect(options, onMessage) {
+  const client = mqtt.connect(url, {
+    protocolVersion: version,
+    reconnectPeriod: 0,
+    connectTimeout: 10_000,
+    ...(process.env.MQTT_CA ? { ca: readFileSync(process.env.MQTT_CA) } : {}),
+    ...(process.env.MQTT_USER ? { username: process.env.MQTT_USER, password: process.env.MQTT_PASSWORD } : {}),
+    ...options,
+  });
+  if (options.clientId) {
+    client.on("packetreceive", (packet) => {
+      if (packet.cmd === "connack") {
+        console.log(`session_present=${packet.sessionPresent}`);
+      }
+    });
+  }
+  if (onMessage) {
+    client.on("message", onMessage);
+  }
+  return new Promise((resolve, reject) => {
+    client.once("connect", () => resolve(client));
+    client.once("error", reject);
+    client.once("close", () => reject(new Error(`closed while ${stage}`)));
+  });
+}
+
+function persistent(clientId) {
+  const options = { clientId, clean: false };
+  if (version === 5) {
+    options.properties = { sessionExpiryInterval: 300 };
+  }
+  return options;
+}
+
+// Prints each message as it comes; resolves after `count`.
+function counter(count) {
+  let seen = 0;
+  let done;
+  const finished = new Promise((resolve) => {
+    done = resolve;
+  });
+  const onMessage = (topic, payload, packet) => {
+    console.log(line(topic, payload, packet));
+    seen += 1;
+    if (seen === count) {
+      done();
+    }
+  };
+  return { onMessage, finished: count === 0 ? Promise.resolve() : finished };
+}
+
+async function subscribe([filter, qos, count, clientId]) {
+  const { onMessage, finished } = counter(Number(count));
+  const client = await connect(clientId ? persistent(clientId) : {}, onMessage);
+  stage = "subscribing";
+  const granted = await client.subscribeAsync(filter, { qos: Number(qos) });
+  if (granted.some((grant) => grant.qos > 2)) {
+    fail(`SUBSCRIBE refused: ${JSON.stringify(granted)}`);
+  }
+  console.log("subscribed");
+  stage = `waiting for ${count} messages`;
+  await finished;
+  await client.endAsync();
+}
+
+async function publish([topic, payload, qos, ...more]) {
+  const retain = more[0] === "retain";
+  const userProperties = Object.fromEntries(
+    more.slice(retain ? 1 : 0).map((pair) => [pair.slice(0, pair.indexOf("=")), pair.slice(pair.indexOf("=") + 1)]),
+  );
+  const client = await connect({});
+  stage = "publishing";
+  const options = { qos: Number(qos), retain };
+  if (Object.keys(userProperties).length > 0) {
+    options.properties = { userProperties };
+  }
+  await client.publishAsync(topic, payload, options);
+  console.log("published");
+  await client.endAsync();
+}
+
+async function resume([clientId, count]) {
+  const { onMessage, finished } = counter(Number(count));
+  const client = await connect(persistent(clientId), onMessage);
+  stage = `waiting for ${count} kept messages`;
+  await finished;
+  await client.endAsync();
+}
+
+// Resolves with how the broker answered a WebSocket to `url` offering `protocols`, after
+// `opened` ran on it once open: `status=N` for a refused upgrade, `close=CODE REASON`.
+function answer(protocols, opened) {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(url, protocols);
+    socket.on("unexpected-response", (request, response) => {
+      let body = "";
+      response.on("data", (chunk) => {
+        body += chunk;
+      });
+      response.on("end", () => resolve(`status=${response.statusCode} ${body.trim()}`));
+    });
+    socket.on("open", () => opened(socket));
+    socket.on("close", (code, reason) => resolve(`close=${code} ${reason}`));
+    socket.on("error", (error) => {
+      if (!error.message.includes("Unexpected server response")) {
+        reject(error);
+      }
+    });
+  });
+}
+
+async function refusals() {
+  stage = "offering no MQTT subprotocol";
+  console.log(`no subprotocol: ${await answer(["chat"], (socket) => socket.close())}`);
+  stage = "sending a text message";
+  console.log(`text message: ${await answer(["mqtt"], (socket) => socket.send("CONNECT"))}`);
+}
+
+const scenarios = { subscribe, publish, resume, refusals };
+if (!scenarios[scenario] || !url || ![4, 5].includes(version)) {
+  fail("usage: node scenarios.mjs subscribe|publish|resume|refusals URL 4|5 ARGS... (see the file's head)");
+}
+scenarios[scenario](rest).then(
+  () => process.exit(0),
+  (error) => fail(`${stage}: ${error?.message ?? error}`),
+);
