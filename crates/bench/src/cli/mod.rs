@@ -20,7 +20,7 @@ use crate::experiments::{failures, fanout, hops, matching, network, overhead, pe
 use crate::parse::{above_zero, at_least_one};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
-use crate::suite::{runner, Context, Experiment, Scale};
+use crate::suite::{runner, Context, Experiment, Links, Scale};
 
 /// `println!` that hands a write error back instead of panicking, so a closed stdout
 /// (`tidings ... | head`) can end a command quietly: the caller propagates it with `?` and the
@@ -107,6 +107,10 @@ pub struct SuiteArgs {
     /// nats-server (default: on PATH).
     #[arg(long, value_name = "PATH")]
     nats_server: Option<PathBuf>,
+    /// How the broker links of the networks started behave: loopback, or shaped like a LAN or a
+    /// WAN (each link through a shaping proxy; the report says which).
+    #[arg(long, value_enum, default_value_t = Links::Loopback)]
+    links: Links,
     /// The topology files (default: $TIDINGS_TOPOLOGIES, else the repository's topologies/).
     #[arg(long, value_name = "DIR")]
     topologies: Option<PathBuf>,
@@ -362,6 +366,7 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>], chang
         peers: Peers { nats, anchors: Anchors::load(&peers_dir) },
         out: suite.out.clone(),
         bar: ProgressBar::hidden(),
+        links: suite.links,
     };
     let statuses = runner::run(&mut ctx, experiments).await?;
     let failed: Vec<String> = statuses

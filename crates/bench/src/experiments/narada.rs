@@ -131,7 +131,8 @@ impl Narada {
     pub async fn up(ctx: &Context, topology: &str, publisher: &str) -> anyhow::Result<Narada> {
         let dir = ctx.scratch(&format!("net-{topology}"))?;
         let file = ctx.topologies.join(topology);
-        let network = Network::up(&ctx.tidings, &file, &dir, Duration::from_secs(120)).await?;
+        let shape: Vec<String> = ctx.links.net_up_args().iter().map(|a| a.to_string()).collect();
+        let network = Network::up_with(&ctx.tidings, &file, &dir, Duration::from_secs(120), &shape).await?;
         let admins = network.admins()?;
         let publisher_index = network
             .brokers
@@ -172,9 +173,9 @@ impl Narada {
         checks: &mut NaradaChecks,
         traffic: &mut Traffic,
     ) -> anyhow::Result<(Vec<NaradaRow>, Option<(u64, u64)>)> {
-        let before = scrape_all(self.admins.clone()).await?;
+        let before = self.settled().await?;
         let r = population.point(spec, Duration::from_secs(5)).await?;
-        let after = scrape_all(self.admins.clone()).await?;
+        let after = self.settled().await?;
         let kind = population.kind().label();
         let at = format!("{} {kind} {}% {} B {} msg/s", self.name, spec.matching, spec.size, spec.rate);
         let inexact = r.inexact.join("; ");
@@ -205,7 +206,7 @@ impl Narada {
         let routed = match r.acked {
             Some(_) => guaranteed_links(&before, &after, r.matched, self.publisher_index),
             None => links(&before, &after, r.matched, self.names.len())
-                .and_then(|()| cross_check(&self.names, &before, &after)),
+                .and_then(|()| cross_check(&self.names, &before, &after, false)),
         };
         checks.routed.record(routed.is_ok(), format!("{at}: {}", routed.err().unwrap_or_default()));
         let topology = &self.network.topology;
@@ -319,12 +320,31 @@ pub fn guaranteed_links(before: &[Snapshot], after: &[Snapshot], matched: u64, p
     }
 }
 
+impl Narada {
+    /// Every broker's counters once nothing is in flight on a link (each link's sender wrote
+    /// what its receiver read), or after 10 s: over links shaped like a WAN (`--links wan`) a
+    /// message of the last point can still be on its way when the next point's counters are
+    /// read, and the link checks would count it in the wrong point.
+    async fn settled(&self) -> anyhow::Result<Vec<Snapshot>> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let now = scrape_all(self.admins.clone()).await?;
+            if cross_check(&self.names, &now, &now, true).is_ok() || std::time::Instant::now() >= deadline {
+                return Ok(now);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
 /// Every link's sender and receiver agree: what broker a wrote to b (`LINK_MESSAGES_OUT` at a,
 /// peer b) is what b read from a (`LINK_MESSAGES_IN` at b, peer a), so a check that reads the
 /// senders' counters cannot pass on messages that never arrived.
-pub fn cross_check(names: &[String], before: &[Snapshot], after: &[Snapshot]) -> Result<(), String> {
+/// With `totals`, the counters themselves are compared rather than their growth from `before`
+/// (nothing in flight since the links came up).
+pub fn cross_check(names: &[String], before: &[Snapshot], after: &[Snapshot], totals: bool) -> Result<(), String> {
     let delta = |i: usize, name: &str| -> BTreeMap<String, f64> {
-        let earlier = before[i].by_label(name, "peer");
+        let earlier = if totals { BTreeMap::new() } else { before[i].by_label(name, "peer") };
         let later = after[i].by_label(name, "peer");
         later.into_iter().map(|(peer, v)| (peer.clone(), v - earlier.get(&peer).copied().unwrap_or(0.0))).collect()
     };
@@ -455,9 +475,9 @@ mod tests {
         };
         let before = [at(0.0, 0.0, "b"), at(0.0, 0.0, "a")];
         let agreed = [at(10.0, 0.0, "b"), at(0.0, 10.0, "a")];
-        assert_eq!(cross_check(&names, &before, &agreed), Ok(()));
+        assert_eq!(cross_check(&names, &before, &agreed, false), Ok(()));
         let short = [at(10.0, 0.0, "b"), at(0.0, 7.0, "a")];
-        assert!(cross_check(&names, &before, &short).unwrap_err().contains("read 7"));
+        assert!(cross_check(&names, &before, &short, false).unwrap_err().contains("read 7"));
     }
 
     #[test]

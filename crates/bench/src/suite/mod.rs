@@ -133,6 +133,45 @@ pub struct Context {
     pub out: PathBuf,
     /// The current experiment's progress bar.
     pub bar: ProgressBar,
+    /// How the broker links of the networks it starts behave.
+    pub links: Links,
+}
+
+/// How broker links behave in the networks an experiment starts (`--links`): loopback as it is,
+/// or shaped by each link's fault point (`net up --link-delay/--link-jitter/--link-rate`,
+/// tidings-admin's `Shape`) like the real networks the seeds' experiments ran on (issue 45).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Links {
+    /// Loopback, unshaped (and no fault point: nothing in the way).
+    #[default]
+    Loopback,
+    /// A LAN: 100 µs one way, 1 Gbit/s.
+    Lan,
+    /// Sites joined by a WAN: 20 ms one way, up to 2 ms of jitter, 100 Mbit/s.
+    Wan,
+}
+
+impl Links {
+    /// The `net up` arguments that make them.
+    pub fn net_up_args(self) -> &'static [&'static str] {
+        match self {
+            Links::Loopback => &[],
+            Links::Lan => &["--link-delay", "100us", "--link-rate", "1000"],
+            Links::Wan => &["--link-delay", "20ms", "--link-jitter", "2ms", "--link-rate", "100"],
+        }
+    }
+
+    /// What the report says of them (nothing for loopback).
+    pub fn note(self) -> String {
+        match self {
+            Links::Loopback => String::new(),
+            other => format!(
+                "; every broker link shaped like a {} (`net up {}`)",
+                if other == Links::Lan { "LAN" } else { "WAN" },
+                other.net_up_args().join(" ")
+            ),
+        }
+    }
 }
 
 impl Context {

@@ -66,7 +66,11 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
         ctx.bar = bar.clone();
         let info = RunInfo {
             started: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
-            scale: if ctx.changed { ctx.scale.label_changed() } else { ctx.scale.label() }.to_string(),
+            scale: format!(
+                "{}{}",
+                if ctx.changed { ctx.scale.label_changed() } else { ctx.scale.label() },
+                ctx.links.note()
+            ),
             tidings: format!("tidings {} ({} build)", env!("CARGO_PKG_VERSION"), profile()),
             nats: ctx.peers.describe(),
             command: command_line(),
