@@ -1,4 +1,4 @@
-// Shared pieces of the JetStream client modes (jsstream, jspub, jssub, overhead):
+// Shared pieces of the JetStream client modes (js, jsstream, jspub, jssub, overhead):
 // connecting to a server list, and JSON lines on stdout.
 package main
 
@@ -84,4 +84,41 @@ func emit(v any) {
 	if _, err := os.Stdout.Write(append(b, '\n')); err != nil {
 		fatal(err)
 	}
+}
+
+// addBenchStream creates the js mode's BENCH stream with `replicas` replicas. On a cluster
+// just started, JetStream answers "temporarily unavailable" until its meta leader is elected,
+// so the creation is retried for up to 30 s; with replicas, the publishing starts only once
+// the stream has a leader and every other replica is current, so an election is not measured.
+func addBenchStream(js nats.JetStreamContext, replicas int) error {
+	cfg := &nats.StreamConfig{Name: "BENCH", Subjects: []string{"js.bench"}, Storage: nats.FileStorage,
+		Replicas: replicas}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := js.AddStream(cfg)
+		if err == nil {
+			break
+		}
+		if replicas <= 1 || time.Now().After(deadline) {
+			return fmt.Errorf("add stream BENCH (R%d): %w", replicas, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for replicas > 1 {
+		si, err := js.StreamInfo("BENCH")
+		if err == nil && si.Cluster != nil && si.Cluster.Leader != "" && len(si.Cluster.Replicas) == replicas-1 {
+			current := true
+			for _, r := range si.Cluster.Replicas {
+				current = current && r.Current
+			}
+			if current {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("stream BENCH (R%d): no leader with current replicas within 30 s (last error %v)", replicas, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
 }

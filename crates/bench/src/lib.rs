@@ -40,6 +40,7 @@
 
 pub mod acked;
 pub mod catchup;
+pub mod cell;
 pub mod cli;
 pub mod cpu;
 pub mod engine;

@@ -41,6 +41,12 @@ impl Target {
         }
     }
 
+    /// The broker's link listener, when this benchmark started it with one (for its cell
+    /// mates' `--peer`).
+    pub fn cluster(&self) -> Option<String> {
+        self.process.as_ref()?.ready.cluster.map(|a| a.to_string())
+    }
+
     /// The broker's process id, when this benchmark started it (to read its CPU time).
     pub fn pid(&self) -> Option<u32> {
         self.process.as_ref().map(|p| p.ready.pid)

@@ -10,7 +10,10 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn bench(args: &[&str]) -> (Output, Value) {
-    let json = std::env::temp_dir().join(format!("tidings-bench-test-{}-{}.json", std::process::id(), args[0]));
+    // Numbered, as two tests may run the same experiment at once.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let run = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let json = std::env::temp_dir().join(format!("tidings-bench-test-{}-{}-{run}.json", std::process::id(), args[0]));
     let out = Command::new(Path::new(env!("CARGO_BIN_EXE_tidings")))
         .arg("bench")
         .args(args)
@@ -74,6 +77,31 @@ fn acked_publishing_counts_every_publish_acknowledged_after_its_sync_and_leaves_
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert!(left.is_empty(), "the scratch log is removed: {left:?}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `bench acked --replicas 3`: a cell of three brokers, the publisher on the first; every
+/// publish acknowledged, and every replica applied them all (the bench's own check, read from
+/// each broker's `/state`, would fail the run otherwise). The scratch data directories go.
+#[test]
+fn acked_on_a_three_replica_cell_is_acknowledged_and_applied_by_every_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let dir_text = dir.path().display().to_string();
+    let args = ["acked", "--replicas", "3", "--reps", "1", "--duration", "0.5", "--window", "32", "--dir", &dir_text];
+    let (out, json) = bench(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json["point"], "acked size=256 window=32 fsync=always replicas=3");
+    let row = &json["rows"][0];
+    assert_eq!(row["system"], "tidings");
+    let acked = figure(row, "acked");
+    assert!(acked > 0.0, "{row}");
+    assert_eq!(acked, figure(row, "published"), "every publish was acknowledged: {row}");
+    assert_eq!(figure(row, "errors"), 0.0);
+    // The warm-up publish and at least the first leader's empty entry are in the log too.
+    assert!(figure(row, "replica_applied") >= acked + 2.0, "{row}");
+    assert!(figure(row, "replica_extra_entries") >= 1.0, "{row}");
+    assert!(figure(row, "p50_us") <= figure(row, "p99_us") && figure(row, "p99_us") <= figure(row, "max_us"));
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the cell's data directories are removed: {left:?}");
 }
 
 /// Runs `bench NAME --quick --out OUT` and asserts that it succeeded, that `summary.json` says

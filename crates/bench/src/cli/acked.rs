@@ -11,6 +11,7 @@ use super::measure::{interleaved, named, nats_tools, summarize, tidings_exe, Abo
 use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
+use crate::cell;
 use crate::parse::at_least_one;
 
 /// `tidings bench acked`.
@@ -36,6 +37,11 @@ pub struct AckedArgs {
     /// measure other settings than the defaults.
     #[arg(long, value_name = "FILE")]
     pub(super) broker_config: Option<PathBuf>,
+    /// Replicas of the pubend's log (issue 40): with N > 1, tidings runs a cell of N brokers
+    /// (`[storage] replicas = N`, the publisher on the first) and NATS an N-node JetStream
+    /// cluster with an R`N` stream (the publisher on the first node).
+    #[arg(long, default_value_t = 1, value_parser = at_least_one::<usize>)]
+    pub(super) replicas: usize,
 }
 
 fn acked_figures(r: &AckedResult) -> Figures {
@@ -59,13 +65,26 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     let spec =
         AckedSpec { size: a.size, window: a.window, duration: Duration::from_secs_f64(a.common.duration), max: a.max };
     let tools = nats_tools(&a.common)?;
-    let point = format!("acked size={} window={} fsync=always", a.size, a.window);
-    let ours = FreshBroker::new(&a.dir, a.broker_config.as_deref(), &point, OnBroker::Acked(&spec))?;
-    let theirs = tools.as_ref().map(|tools| JetStream { tools, spec: &spec, parent: &a.dir, point: &point });
+    let mut point = format!("acked size={} window={} fsync=always", a.size, a.window);
+    if a.replicas > 1 {
+        point.push_str(&format!(" replicas={}", a.replicas));
+    }
+    let mut ours = FreshBroker::new(&a.dir, a.broker_config.as_deref(), &point, OnBroker::Acked(&spec))?;
+    ours.replicas = a.replicas;
+    let theirs = tools.as_ref().map(|tools| JetStream {
+        tools,
+        spec: &spec,
+        parent: &a.dir,
+        point: &point,
+        replicas: a.replicas,
+    });
     let mut sides: Vec<&dyn Measurement> = vec![&ours];
     sides.extend(theirs.as_ref().map(|j| j as &dyn Measurement));
     let rows = interleaved(a.common.reps, &sides).await?;
-    let figures = ["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"];
+    let mut figures = vec!["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"];
+    if a.replicas > 1 {
+        figures.extend(["replica_applied", "replica_extra_entries"]);
+    }
     summarize(&point, "acked_msg_s", &figures, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }
@@ -86,6 +105,8 @@ pub(super) struct FreshBroker<'a> {
     config: Option<&'a Path>,
     point: &'a str,
     on: OnBroker<'a>,
+    /// Brokers in the cell, each holding a replica of the pubend's log (1: one broker alone).
+    pub(super) replicas: usize,
 }
 
 impl<'a> FreshBroker<'a> {
@@ -96,7 +117,7 @@ impl<'a> FreshBroker<'a> {
         point: &'a str,
         on: OnBroker<'a>,
     ) -> anyhow::Result<FreshBroker<'a>> {
-        Ok(FreshBroker { exe: tidings_exe()?, dir, config, point, on })
+        Ok(FreshBroker { exe: tidings_exe()?, dir, config, point, on, replicas: 1 })
     }
 }
 
@@ -111,6 +132,9 @@ impl Measurement for FreshBroker<'_> {
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
         Box::pin(async move {
+            if self.replicas > 1 {
+                return self.replicated().await;
+            }
             let (target, data) = acked::spawn_broker(&self.exe, self.dir, self.config)?;
             let figures = match self.on {
                 OnBroker::Acked(spec) => acked::run(&target, spec).await.map(|r| acked_figures(&r)),
@@ -120,6 +144,25 @@ impl Measurement for FreshBroker<'_> {
             drop(data);
             figures
         })
+    }
+}
+
+impl FreshBroker<'_> {
+    /// Acknowledged publishing at the first broker of a fresh replicated cell, then the check
+    /// that every replica applied what was acknowledged.
+    async fn replicated(&self) -> anyhow::Result<Figures> {
+        let OnBroker::Acked(spec) = self.on else { anyhow::bail!("only acked runs on a replicated cell") };
+        let cell = tokio::task::block_in_place(|| cell::spawn_cell(&self.exe, self.dir, self.config, self.replicas))?;
+        cell::warm_up(&cell.brokers[0]).await?;
+        let result = acked::run(&cell.brokers[0], spec).await?;
+        // The warm-up publish is in the log too.
+        let replicated = cell::check_replicated(&cell, result.acked + 1).await?;
+        let mut figures = acked_figures(&result);
+        figures.extend(named(&[
+            ("replica_applied", replicated.applied as f64),
+            ("replica_extra_entries", replicated.extra_entries as f64),
+        ]));
+        Ok(figures)
     }
 }
 

@@ -158,8 +158,12 @@ pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[R
         if reps == 0 {
             continue;
         }
-        let parts: Vec<String> =
-            figures.iter().map(|f| format!("{f} {}", of(system, f).show(|v| format!("{v:.0}")))).collect();
+        // A figure one side has no value for (the replicas' applied count, for NATS) is left out.
+        let parts: Vec<String> = figures
+            .iter()
+            .filter(|f| rows.iter().any(|r| r.system == system && r.figure(f).is_finite()))
+            .map(|f| format!("{f} {}", of(system, f).show(|v| format!("{v:.0}"))))
+            .collect();
         outln!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "))?;
     }
     let (ours, theirs) = (of("tidings", headline).median, of("nats", headline).median);

@@ -154,6 +154,9 @@ pub(super) struct JetStream<'a> {
     pub(super) parent: &'a std::path::Path,
     /// The point's label, the same as tidings'.
     pub(super) point: &'a str,
+    /// The stream's replicas: above 1, on a cluster of that many nodes, the publisher on the
+    /// first.
+    pub(super) replicas: usize,
 }
 
 impl Measurement for JetStream<'_> {
@@ -170,7 +173,10 @@ impl JetStream<'_> {
     fn blocking(&self) -> anyhow::Result<Figures> {
         let scratch = ScratchDir::new(self.parent, "jetstream")?;
         let store = scratch.0.join("store");
-        let server = NatsServer::jetstream_always(self.tools, &scratch.0, &store)?;
+        let server = match self.replicas {
+            1 => NatsServer::jetstream_always(self.tools, &scratch.0, &store)?,
+            nodes => NatsServer::jetstream_cluster(self.tools, &scratch.0, nodes)?,
+        };
         let spec = self.spec;
         let run = nats::JsRun {
             url: server.urls[0].clone(),
@@ -178,6 +184,7 @@ impl JetStream<'_> {
             window: spec.window,
             duration: spec.duration,
             max: spec.max,
+            replicas: self.replicas,
         };
         let row = nats::run_js(self.tools, &run, &scratch.0)?;
         drop(server);

@@ -153,23 +153,36 @@ impl NatsServer {
     /// acknowledged (`sync_interval: always`, stores under `logs`); node A carries the server
     /// tag `a`, so a stream can be placed on it.
     pub fn cluster_jetstream(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
-        let (clients, routes) = ([free_port()?, free_port()?], [free_port()?, free_port()?]);
+        NatsServer::jetstream_cluster(tools, logs, 2)
+    }
+
+    /// `nodes` nodes (2 to 26) routed to each other, JetStream on in each with every write
+    /// synced before it is acknowledged (`sync_interval: always`, stores under `logs`): the
+    /// peer of a replicated tidings cell. Node `i` is `nats-<letter>` with the server tag
+    /// `<letter>` (`a`, `b`, ...), so a stream can be placed on one.
+    pub fn jetstream_cluster(tools: &NatsTools, logs: &Path, nodes: usize) -> anyhow::Result<NatsServer> {
+        anyhow::ensure!((2..=26).contains(&nodes), "a JetStream cluster of {nodes} nodes");
+        let clients: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
+        let routes: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
         let mut server = NatsServer { children: Vec::new(), urls: Vec::new() };
-        for (i, name) in ["nats-a", "nats-b"].into_iter().enumerate() {
+        for i in 0..nodes {
+            let tag = char::from(b'a' + i as u8);
+            let name = format!("nats-{tag}");
             let store = logs.join(format!("{name}-store"));
+            let others: Vec<String> =
+                (0..nodes).filter(|&j| j != i).map(|j| format!("nats-route://127.0.0.1:{}", routes[j])).collect();
             let text = format!(
-                "server_name: {name}\nserver_tags: [\"{}\"]\nlisten: 127.0.0.1:{}\n\
+                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{}\n\
                  jetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n\
-                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ nats-route://127.0.0.1:{} ]\n}}\n",
-                ["a", "b"][i],
+                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ {} ]\n}}\n",
                 clients[i],
                 store.display().to_string(),
                 routes[i],
-                routes[1 - i],
+                others.join(", "),
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
-            server.children.push(spawn(tools, logs, name, &["-c", &config.display().to_string()])?);
+            server.children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
             server.urls.push(format!("nats://127.0.0.1:{}", clients[i]));
         }
         for port in clients {
@@ -298,6 +311,8 @@ pub struct JsRun {
     pub duration: Duration,
     /// Publish cap.
     pub max: u64,
+    /// The stream's replicas (1 on a single server; 3 on a 3-node cluster: R3).
+    pub replicas: usize,
 }
 
 /// Runs the JetStream mode once (blocking) and returns its row.
@@ -312,6 +327,7 @@ pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<
         ("-pub", run.url.clone()),
         ("-size", run.size.to_string()),
         ("-window", run.window.to_string()),
+        ("-js-replicas", run.replicas.to_string()),
         ("-reps", "1".into()),
         ("-dur", millis(run.duration)),
         ("-max", run.max.to_string()),
