@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use crate::{http_get, metric_value, send_signal, Signal};
+use crate::{metric_value, send_signal, Signal};
 
 /// The broker's ready line (see `tidings broker`).
 #[derive(Debug, Clone, Deserialize)]
@@ -45,6 +45,8 @@ pub struct BrokerProcess {
     _stdout: Option<ChildStdout>,
     scratch: Option<tempfile::TempDir>,
     config_dir: Option<tempfile::TempDir>,
+    /// The `Authorization` header its admin port asks for (a broker with a users file).
+    admin_login: Option<String>,
 }
 
 /// The network key every broker a test process starts shares (64 hex digits), so brokers
@@ -137,7 +139,7 @@ impl BrokerProcess {
             let _ = child.kill();
             std::io::Error::new(std::io::ErrorKind::InvalidData, format!("bad ready line {line:?}: {e}"))
         })?;
-        Ok(BrokerProcess { child, ready, _stdout: None, scratch: None, config_dir: None })
+        Ok(BrokerProcess { child, ready, _stdout: None, scratch: None, config_dir: None, admin_login: None })
     }
 
     /// The client TCP address, as `HOST:PORT` text for CLI arguments.
@@ -194,7 +196,15 @@ impl BrokerProcess {
     /// `GET /metrics` from the admin listener.
     pub fn metrics(&self) -> std::io::Result<String> {
         let addr = self.ready.admin.ok_or_else(|| std::io::Error::other("admin listener disabled"))?;
-        http_get(addr, "/metrics")
+        crate::http::http_get_as(addr, "/metrics", self.admin_login.as_deref())
+    }
+
+    /// Logs in to its admin port as `user` (HTTP Basic) from now on: a broker with a users file
+    /// asks every admin request but the probes for a user with an admin role.
+    pub fn admin_login(&mut self, user: &str, password: &str) {
+        use base64::Engine as _;
+        let pair = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        self.admin_login = Some(format!("Basic {pair}"));
     }
 
     /// Its resident memory in bytes, read from `/proc/PID/status` (the figure the broker's

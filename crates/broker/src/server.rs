@@ -79,6 +79,8 @@ pub struct Running {
     /// What it bound.
     pub addresses: BoundAddresses,
     shared: Arc<Context>,
+    /// The certificates in force, reloaded on SIGHUP.
+    tls: Option<Arc<crate::tls::Tls>>,
 }
 
 #[derive(Serialize)]
@@ -112,19 +114,26 @@ impl Running {
     /// Applies the live settings of `new` (a reloaded config file; `running` is what the broker
     /// runs with) and says which changed settings took effect and which wait for a restart.
     pub fn reload(&self, running: &Config, new: &Config) -> crate::live::Reload {
-        self.reload_users();
+        self.reload_files();
         let outcome = crate::live::reload(&self.shared.live, running, new);
         self.shared.metrics.config_reloads.inc();
         outcome
     }
 
-    /// Reads the users file again (SIGHUP), closing the sessions of users it removed or
-    /// changed; a file that does not load changes nothing and is logged.
-    pub fn reload_users(&self) {
+    /// Reads the users file (closing the sessions of users it removed or changed) and the TLS
+    /// certificate, key and CA files (for connections made from now on) again, on SIGHUP; a
+    /// file that does not load changes nothing and is logged.
+    pub fn reload_files(&self) {
         if let Some(guard) = &self.shared.security {
             match guard.reload() {
                 Ok(users) => tracing::info!(users, "SIGHUP: users file reloaded"),
                 Err(error) => tracing::error!(%error, "SIGHUP: the users file is refused; the old one stays in force"),
+            }
+        }
+        if let Some(tls) = &self.tls {
+            match tls.reload() {
+                Ok(()) => tracing::info!(cert = %tls.config.cert, "SIGHUP: TLS certificate, key and CA reloaded"),
+                Err(error) => tracing::error!(%error, "SIGHUP: the TLS files are refused; the old ones stay in force"),
             }
         }
     }
@@ -300,5 +309,5 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
         data = %shared.data.path().display(),
         "broker started"
     );
-    Ok(Running { addresses, shared })
+    Ok(Running { addresses, shared, tls })
 }

@@ -14,7 +14,7 @@ use patterns_common::{bin, mosquitto_present, start, text, tidings};
 use tidings_testkit::BrokerProcess;
 
 /// A users file: alice reads everything but `secret.>` and may publish `orders.>` and `_INBOX.>`
-/// but not `orders.audit`; bob may publish anything. Hashes made by `tidings passwd`, as an
+/// but not `orders.audit`; bob may publish anything, and read the admin port. Hashes made by `tidings passwd`, as an
 /// operator would.
 fn users_file(dir: &std::path::Path, with_alice: bool) -> std::path::PathBuf {
     let path = dir.join("users.toml");
@@ -33,7 +33,7 @@ fn users_file(dir: &std::path::Path, with_alice: bool) -> std::path::PathBuf {
     );
     doc = doc.replace(
         "name = \"bob\"",
-        "name = \"bob\"\npublish = { allow = [\">\"] }\nsubscribe = { allow = [\"_INBOX.>\"] }",
+        "name = \"bob\"\nadmin = \"read\"\npublish = { allow = [\">\"] }\nsubscribe = { allow = [\"_INBOX.>\"] }",
     );
     std::fs::write(&path, doc).unwrap();
     path
@@ -42,7 +42,10 @@ fn users_file(dir: &std::path::Path, with_alice: bool) -> std::path::PathBuf {
 fn broker(dir: &tempfile::TempDir, extra: &str) -> BrokerProcess {
     let users = users_file(dir.path(), true);
     let config = format!("[security]\nusers_file = {:?}\nfailure_delay = \"50ms\"\n{extra}", users.to_str().unwrap());
-    BrokerProcess::start_configured(bin(), &config, &[]).unwrap()
+    let mut b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
+    // The admin port asks for a login too (the test reads metrics): bob has the read role.
+    b.admin_login("bob", "bob-pw");
+    b
 }
 
 const ALICE: (&str, &str) = ("alice", "alice-pw");

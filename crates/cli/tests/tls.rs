@@ -310,3 +310,33 @@ print(json.dumps({name: call(*case) for name, case in cases.items()}))
     let _ = plain.read_to_string(&mut answer);
     assert!(answer.starts_with("HTTP/1.1 400") && answer.contains("HTTPS only"), "plain HTTP: {answer:?}");
 }
+
+/// SIGHUP reads the certificate files again (`[tls]`, issue 43): a broker whose certificate is
+/// replaced by one of another CA serves new connections with it (a client trusting only the old
+/// CA is refused, one trusting the new CA gets in), a subscriber connected before the reload
+/// keeps its connection and its messages, and a file that does not load changes nothing.
+#[test]
+fn sighup_reloads_the_certificate_for_new_connections_and_keeps_open_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pki, next) = (Pki::new(dir.path(), "cell"), Pki::new(dir.path(), "next"));
+    let b = tls_broker(&pki, "", "");
+    let (url, old_ca, new_ca) = (tls_url(&b), pki.ca(), next.ca());
+    let sub = start(&b, &["sub", "--server", &url, "--tls-ca", &old_ca, "news.>", "--count", "2"], true);
+    // The same file names: the broker's config points at them.
+    let (cert, _) = next.issue("broker", &["127.0.0.1", "localhost"]);
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    tidings_testkit::wait_until("a client of the new CA gets in", Duration::from_secs(10), || {
+        tidings(&["pub", "--server", &url, "--tls-ca", &new_ca, "news.reloaded", "after"]).status.success()
+    });
+    let old = tidings(&["pub", "--server", &url, "--tls-ca", &old_ca, "news.reloaded", "refused"]);
+    assert!(!old.status.success(), "a new connection still got the old certificate");
+
+    std::fs::write(&cert, "not a certificate").unwrap();
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let kept = tidings(&["pub", "--server", &url, "--tls-ca", &new_ca, "news.reloaded", "kept"]);
+    assert!(kept.status.success(), "a broken file replaced the certificate in force: {}", text(&kept.stderr));
+    let got = text(&sub.finish().stdout);
+    assert!(got.contains("after") && got.contains("kept"), "the subscriber connected before the reload got: {got}");
+    assert!(!got.contains("refused"));
+}

@@ -1,12 +1,16 @@
 //! TLS at the broker's front doors and on its links (issue 43), with rustls.
 //!
 //! `[tls] cert` and `key` turn it on; each listener then speaks TLS unless its switch is off
-//! (`tcp`, `mqtt` on by default; `links` off). The admin HTTP listener has no TLS yet: keep it
-//! on loopback (see `docs/security.md`). A listener that speaks TLS speaks
+//! (`tcp`, `mqtt` and `admin` on by default; `links` off). A listener that speaks TLS speaks
 //! nothing else: a client that sends plaintext is told so in its own protocol and closed
 //! ([`Accepted::Plaintext`]). `[tls] ca` makes client certificates signed by that CA
 //! mandatory on every TLS listener; links always need it, as each side proves itself with its
 //! certificate and checks the other's (the dialler also checks the name it dialled).
+//!
+//! SIGHUP reads the certificate, key and CA files again ([`Tls::reload`]): connections made from
+//! then on get the new ones, connections already open keep theirs, and files that do not load
+//! change nothing (the old ones stay in force, and the error is logged). The paths themselves
+//! and the listeners' switches are read at start only.
 //!
 //! The ring provider is named explicitly (no process-wide default to install), so a library
 //! user embedding the broker is not made to pick one.
@@ -56,6 +60,13 @@ pub enum TlsError {
 pub struct Tls {
     /// Which listeners speak TLS.
     pub config: TlsConfig,
+    /// What the files gave, swapped whole by a reload.
+    loaded: parking_lot::RwLock<Loaded>,
+}
+
+/// The acceptors and connector built from the files.
+#[derive(Clone)]
+struct Loaded {
     acceptor: TlsAcceptor,
     links: Option<(TlsAcceptor, TlsConnector)>,
 }
@@ -76,6 +87,19 @@ impl Tls {
         if !config.enabled() {
             return Ok(None);
         }
+        let loaded = parking_lot::RwLock::new(Self::build(config)?);
+        Ok(Some(Arc::new(Tls { config: config.clone(), loaded })))
+    }
+
+    /// Reads the files again (SIGHUP): new connections get what they hold now; open ones keep
+    /// what they have. On an error nothing changes.
+    pub fn reload(&self) -> Result<(), TlsError> {
+        let fresh = Self::build(&self.config)?;
+        *self.loaded.write() = fresh;
+        Ok(())
+    }
+
+    fn build(config: &TlsConfig) -> Result<Loaded, TlsError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let chain = certificates("cert", &config.cert)?;
         let key = private_key(&config.key)?;
@@ -109,18 +133,20 @@ impl Tls {
             }
             _ => None,
         };
-        Ok(Some(Arc::new(Tls { config: config.clone(), acceptor, links })))
+        Ok(Loaded { acceptor, links })
     }
 
     /// Accepts a client connection on a TLS listener, within `limit`.
     pub async fn accept(&self, stream: TcpStream, limit: Duration) -> Accepted {
-        accept_with(&self.acceptor, stream, limit).await
+        let acceptor = self.loaded.read().acceptor.clone();
+        accept_with(&acceptor, stream, limit).await
     }
 
     /// Accepts a link from another broker: its certificate must be signed by the CA.
     pub async fn accept_link(&self, stream: TcpStream, limit: Duration) -> Accepted {
-        match &self.links {
-            Some((acceptor, _)) => accept_with(acceptor, stream, limit).await,
+        let links = self.loaded.read().links.clone();
+        match links {
+            Some((acceptor, _)) => accept_with(&acceptor, stream, limit).await,
             None => Accepted::Failed,
         }
     }
@@ -132,7 +158,7 @@ impl Tls {
         stream: TcpStream,
         address: &str,
     ) -> io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        let Some((_, connector)) = &self.links else {
+        let Some((_, connector)) = self.loaded.read().links.clone() else {
             return Err(io::Error::other("tls.links is off"));
         };
         let host = address.rsplit_once(':').map_or(address, |(host, _)| host);
@@ -143,7 +169,7 @@ impl Tls {
 
     /// Whether links speak TLS.
     pub fn links(&self) -> bool {
-        self.links.is_some()
+        self.loaded.read().links.is_some()
     }
 }
 

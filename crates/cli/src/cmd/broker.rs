@@ -134,7 +134,7 @@ pub(crate) async fn run(args: Args, config: Option<Config>) -> anyhow::Result<Ex
 /// live, logs what changed and what waits for a restart; a bad file changes nothing.
 fn reload(args: &Args, running: &tidings_broker::Running, current: Config) -> Config {
     if args.config.is_none() {
-        running.reload_users();
+        running.reload_files();
         tracing::warn!("SIGHUP: no config file to reload (the broker was started without --config)");
         return current;
     }
