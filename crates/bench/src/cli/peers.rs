@@ -57,7 +57,6 @@ const TPUT: &[(&str, &str)] = &[
     ("sent", "sent"),
     ("publish_msg_s", "pub_msgs_s"),
     ("received_msg_s", "per_sub_median_msgs_s"),
-    ("received_mb_s", "agg_recv_MB_s"),
     ("aggregate_deliveries_s", "agg_recv_msgs_s"),
     ("lost", "lost"),
     ("dropped_subscribers", "dropped_subs"),
@@ -120,7 +119,15 @@ impl Measurement for Nats<'_> {
             let rows = nats::run_async(self.tools, run, &scratch).await;
             let _ = std::fs::remove_dir_all(&scratch);
             let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-            Ok(renamed(&row, if point.mode == Mode::Throughput { TPUT } else { LATENCY }))
+            if point.mode != Mode::Throughput {
+                return Ok(renamed(&row, LATENCY));
+            }
+            let mut figures = renamed(&row, TPUT);
+            // Per subscriber, as tidings' own `received_mb_s` (the harness's MB/s is the
+            // aggregate over every subscriber, which read 10x too high beside ours at 10).
+            let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
+            figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * point.size as f64 / 1e6)));
+            Ok(figures)
         })
     }
 }
