@@ -326,7 +326,7 @@ pub struct Listen {
 /// The MQTT listeners, over TCP and over WebSocket. Off by default (both empty): parts of 5.0
 /// are not served yet, so they are offered only where an operator asks for them, rather than
 /// taking port 1883 from a broker that does more (see `docs/mqtt.md`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct Mqtt {
     /// `HOST:PORT` for MQTT clients (1883 is MQTT's port; 0 lets the OS pick); empty is off.
@@ -334,6 +334,16 @@ pub struct Mqtt {
     /// `HOST:PORT` for MQTT over WebSocket (browsers and MQTT.js; 8083 is customary, 0 lets
     /// the OS pick); empty is off. Any path is served (`ws://HOST:PORT/mqtt` is usual).
     pub websocket: String,
+    /// The longest keep alive, in seconds, a 5.0 client may have: one asking for more is told
+    /// this one in CONNACK (Server Keep Alive), so a dead client's session and will are noticed
+    /// within one and a half times it. 0 leaves every client its own.
+    pub max_keep_alive: u16,
+}
+
+impl Default for Mqtt {
+    fn default() -> Mqtt {
+        Mqtt { listen: String::new(), websocket: String::new(), max_keep_alive: 60 }
+    }
 }
 
 /// Limits that keep one client from exhausting the broker.

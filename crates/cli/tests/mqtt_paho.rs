@@ -197,6 +197,15 @@ fn paho_5_0_properties_aliases_identifiers_no_local_retain_options_expiry_and_se
 }
 
 #[test]
+fn paho_5_0_server_keep_alive_no_broker_user_property_and_a_readable_receive_maximum_refusal() {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    assert_eq!(ok(b.paho(&["conformance", "5"])), "ok\n");
+}
+
+#[test]
 fn paho_over_websocket_does_qos_1_and_2_and_5_0_features_and_resumes_a_session_made_over_tcp() {
     if !paho_present() {
         return;

@@ -24,7 +24,7 @@ pub(super) const SERVER_WINDOW: usize = 100;
 
 /// The property a QoS 2 publish carries through tidings, so a QoS 2 subscriber receives it at
 /// QoS 2 (a guaranteed message without it is QoS 1: every guaranteed publish is at least once).
-pub(super) const QOS_PROPERTY: &str = "mqtt-qos";
+pub(super) const QOS_PROPERTY: &str = tidings_wire::mqtt::carry::QOS;
 
 /// One native subscription of an MQTT session.
 #[derive(Debug, Clone)]

@@ -46,6 +46,9 @@ const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
 /// Bytes of native frames in flight between the outbox's writer and the delivery task.
 const PIPE_BYTES: usize = 64 * 1024;
 
+/// How long a closed connection's remaining input is read and dropped (see [`linger`]).
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// The client's half of the connection (TCP or TLS), shared by the reader (replies) and the
 /// delivery task (messages), each writing whole packets under the lock.
 type Writer = Arc<tokio::sync::Mutex<BoxWrite>>;
@@ -197,7 +200,15 @@ async fn connection(
                 }
             };
             if let (Packet::Connect(connect), None) = (&packet, session.version()) {
-                keep_alive = keep_alive_of(connect.keep_alive);
+                let longest = shared.config.mqtt.max_keep_alive;
+                keep_alive = keep_alive_of(
+                    match connect.version {
+                        // Told in CONNACK; 3.1.1 has no way to tell, so its client keeps its own.
+                        ProtocolVersion::V5 => session::server_keep_alive(connect.keep_alive, longest),
+                        ProtocolVersion::V311 => None,
+                    }
+                    .unwrap_or(connect.keep_alive),
+                );
                 if let Err(reason) = session.native().login(crate::security::mqtt_credentials(connect)).await {
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
@@ -265,6 +276,7 @@ async fn connection(
     }
     outbox.abort();
     let _ = writer.lock().await.shutdown().await;
+    shared.tasks.spawn(linger(reader));
     let Some(hold) = hold else { return };
     session.end();
     let client_id = session.client_id.clone();
@@ -287,6 +299,15 @@ async fn connection(
         let task = ends::expire(Arc::clone(&shared), registry, (client_id, generation), expiry);
         shared.tasks.spawn(task);
     }
+}
+
+/// Reads and drops what the client still sends, for at most [`LINGER`], after the broker closed
+/// its side: closing a socket with unread bytes resets it, and a client still writing (a PUBREL
+/// for a PUBREC that crossed our DISCONNECT) would lose the DISCONNECT saying why.
+async fn linger(mut reader: BoxRead) {
+    let mut scratch = [0u8; 4096];
+    let _ = tokio::time::timeout(LINGER, async { while matches!(reader.read(&mut scratch).await, Ok(n) if n > 0) {} })
+        .await;
 }
 
 /// How long the connection may be silent: one and a half times the client's keep alive
@@ -347,6 +368,16 @@ mod tests {
         let err = Config::from_toml("[mqtt]\nwebsocket = \"/mqtt\"\n").unwrap_err().to_string();
         assert!(err.contains("mqtt.websocket"), "{err}");
         assert!(Config::from_toml("[mqtt]\nwebsocket = \"127.0.0.1:8083\"\n").is_ok());
+    }
+
+    #[test]
+    fn a_keep_alive_past_the_longest_or_none_is_told_the_longest() {
+        assert_eq!(session::server_keep_alive(120, 60), Some(60));
+        assert_eq!(session::server_keep_alive(0, 60), Some(60));
+        assert_eq!(session::server_keep_alive(60, 60), None);
+        assert_eq!(session::server_keep_alive(30, 60), None);
+        assert_eq!(session::server_keep_alive(0, 0), None);
+        assert_eq!(session::server_keep_alive(65535, 0), None);
     }
 
     #[test]

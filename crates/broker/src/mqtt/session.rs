@@ -87,6 +87,12 @@ pub(super) fn reason_for(notice: &Notice) -> MqttReason {
     }
 }
 
+/// The keep alive a 5.0 client is told to use instead of its own (MQTT-3.2.2-21): the broker's
+/// longest when the client asked for more, or for none (0), while the broker has a longest.
+pub(super) fn server_keep_alive(asked: u16, longest: u16) -> Option<u16> {
+    (longest > 0 && (asked == 0 || asked > longest)).then_some(longest)
+}
+
 /// The client identifier a CONNECT stands for: its own, or a new one for a client that left
 /// it to the server.
 pub(super) fn client_id_of(connect: &Connect) -> (String, bool) {
@@ -248,6 +254,8 @@ impl MqttSession {
             properties.subscription_identifier_available = Some(true);
             properties.topic_alias_maximum = Some(TOPIC_ALIASES);
             properties.receive_maximum = std::num::NonZeroU16::new(SERVER_WINDOW as u16);
+            properties.server_keep_alive =
+                server_keep_alive(connect.keep_alive, self.native.shared.config.mqtt.max_keep_alive);
             if self.assigned {
                 properties.assigned_client_identifier = Some(self.client_id.clone());
             }

@@ -31,6 +31,9 @@ pub const CONTENT_TYPE: &str = "$content_type";
 pub const UTF8: &str = "$utf8";
 /// MQTT message expiry interval, in seconds from the message's send time.
 pub const EXPIRY: &str = "$expiry";
+/// Set on a QoS 2 publish (value 2), so QoS 2 subscribers receive it at QoS 2; reserved, so MQTT
+/// subscribers never see it as a user property.
+pub const QOS: &str = "$mqtt_qos";
 /// Set on the messages of an MQTT session that has a no-local subscription: a hash of its client
 /// identifier, so that session's delivery task can leave its own messages out.
 pub const ORIGIN: &str = "$origin";
