@@ -391,8 +391,8 @@ def packets(sock):
 def conformance(port, version):
     """What the Eclipse paho interoperability suite (client_test5.py) checks that the other
     commands do not: Server Keep Alive in CONNACK, no broker property among a QoS 2 message's
-    user properties, and a client past the broker's Receive Maximum reading DISCONNECT 0x93
-    while it still answers PUBRECs (no reset)."""
+    user properties, server-to-client topic aliases, and a client past the broker's Receive
+    Maximum reading DISCONNECT 0x93 while it still answers PUBRECs (no reset)."""
     import socket as socketlib
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv5)
     got = {}
@@ -416,6 +416,33 @@ def conformance(port, version):
         fail(f"a QoS 2 message's user properties: {props.UserProperty}")
     for client in (sub, pub):
         client.disconnect()
+    # Server topic aliases: a client allowing one gets the topic named with alias 1 once, then
+    # the alias alone.
+    sock = socketlib.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    sock.sendall(packet(0x10, utf8("MQTT") + bytes([5, 0x02, 0, 60, 3, 0x22, 0, 1]) + utf8("c-alias")))
+    stream = packets(sock)
+    if next(stream)[0] != 0x20:
+        fail("no CONNACK")
+    sock.sendall(packet(0x82, b"\x00\x01\x00" + utf8("c/alias") + b"\x00"))
+    if next(stream)[0] != 0x90:
+        fail("no SUBACK")
+    pub = Client(port, 5)
+    for i in range(3):
+        publish_with(pub, "c/alias", f"a{i}".encode(), 0)
+    seen = []
+    for _ in range(3):
+        first, body = next(stream)
+        if first & 0xF0 != 0x30:
+            fail(f"expected PUBLISH, got {first:#x}")
+        n = int.from_bytes(body[:2], "big")
+        topic, rest = body[2:2 + n].decode(), body[2 + n:]
+        length, props = rest[0], rest[1:1 + rest[0]]
+        alias = int.from_bytes(props[props.index(0x23) + 1:props.index(0x23) + 3], "big") if 0x23 in props[:length] else None
+        seen.append((topic, alias, rest[1 + length:].decode()))
+    if seen != [("c/alias", 1, "a0"), ("", 1, "a1"), ("", 1, "a2")]:
+        fail(f"server topic aliases: {seen}")
+    pub.disconnect()
+    sock.close()
     sock = socketlib.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
     connect = utf8("MQTT") + bytes([5, 0x02, 0, 60, 0]) + utf8("c-flow")
     sock.sendall(packet(0x10, connect))

@@ -34,6 +34,8 @@ pub(super) struct Delivery {
     pub(super) version: ProtocolVersion,
     /// The largest packet the client accepts.
     pub(super) max_packet: usize,
+    /// The topic aliases set on this connection's PUBLISHes.
+    pub(super) aliases: parking_lot::Mutex<super::aliases::ServerAliases>,
     /// Acknowledgements of guaranteed deliveries sent at QoS 0, for the reader's native session.
     pub(super) acks: UnboundedSender<DeliveryAck>,
     /// The hash of the session's client identifier, which its own messages carry when it has a
@@ -102,10 +104,17 @@ impl Delivery {
                 let sub = self.link.state.lock().subs.get(&deliver.id).cloned();
                 if let Some(publish) = sub.and_then(|sub| delivery(&deliver.message, &sub, self.version, self.origin)) {
                     let mut packet = BytesMut::new();
-                    if Packet::Publish(publish).encode(self.version, &mut packet).is_ok()
-                        && packet.len() <= self.max_packet
-                    {
-                        out.extend_from_slice(&packet);
+                    let mut publish = Packet::Publish(publish);
+                    // Sized with its name: an alias is set only on a PUBLISH the client gets.
+                    if publish.encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet {
+                        let aliased = match &mut publish {
+                            Packet::Publish(p) => self.aliases.lock().apply(p),
+                            _ => false,
+                        };
+                        match aliased {
+                            true => self.push(publish, out),
+                            false => out.extend_from_slice(&packet),
+                        }
                     }
                 }
             }
@@ -203,6 +212,7 @@ impl Delivery {
         if let Some(mut publish) = publish {
             publish.qos = qos;
             publish.packet_id = packet_id;
+            self.aliases.lock().apply(&mut publish);
             self.push(Packet::Publish(publish), out);
         }
         if let Some(ack) = ack {

@@ -12,6 +12,7 @@
 //! MQTT over WebSocket (`[mqtt] websocket`, [`websocket`]) reaches the same connection code:
 //! after the HTTP upgrade, the WebSocket is read and written as a byte stream ([`ws_bytes`]).
 
+mod aliases;
 mod delivery;
 mod ends;
 mod link;
@@ -237,6 +238,7 @@ async fn connection(
                         link: Arc::clone(&link),
                         version,
                         max_packet: session.client_max_packet,
+                        aliases: parking_lot::Mutex::new(aliases::ServerAliases::new(session.client_aliases)),
                         acks: acks.clone(),
                         origin: registry::client_hash(&session.client_id),
                     };

@@ -57,6 +57,8 @@ pub(super) struct MqttSession {
     pub(super) next_id: u32,
     /// The largest packet the client accepts (5.0), for the delivery task.
     pub(super) client_max_packet: usize,
+    /// The client's Topic Alias Maximum (5.0): how many aliases the delivery task may set.
+    pub(super) client_aliases: Option<u16>,
     /// The client identifier (assigned by the broker when the client gave none).
     pub(super) client_id: String,
     /// Whether the broker chose `client_id`.
@@ -113,6 +115,7 @@ impl MqttSession {
             registry,
             next_id: 1,
             client_max_packet: tidings_wire::mqtt::MAX_PACKET_SIZE,
+            client_aliases: None,
             client_id: String::new(),
             assigned: false,
             expiry: 0,
@@ -225,6 +228,7 @@ impl MqttSession {
         if let Some(max) = connect.properties.maximum_packet_size {
             self.client_max_packet = max.get() as usize;
         }
+        self.client_aliases = connect.properties.topic_alias_maximum.filter(|_| version == ProtocolVersion::V5);
         let client_window = connect.properties.receive_maximum.map_or(SERVER_WINDOW, |max| usize::from(max.get()));
         self.link.state.lock().window = client_window.min(SERVER_WINDOW);
         let name = format!("mqtt {}", self.client_id);
