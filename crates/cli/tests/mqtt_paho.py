@@ -339,6 +339,28 @@ def v5_features(port, version):
     print("ok")
 
 
+def clean_discards(port, version):
+    """A clean start discards the old session: what its durable subscriptions held while it was
+    away never reaches the new one, whatever the new one subscribes (the paho suite's
+    test_unsubscribe got such a message once its durable subscription was deleted)."""
+    old = Client(port, version, client_id="clean-b", clean=False, expiry=600)
+    old.subscribe("cl/#", 2)
+    old.disconnect()
+    pub = Client(port, version)
+    pub.publish("cl/x", b"held", 1)
+    new = Client(port, version, client_id="clean-b", clean=True)
+    if new.connack[0]:
+        fail("session present after a clean start")
+    new.subscribe("cl/y", 2)
+    new.subscribe("other", 2)
+    only(new, "after a clean start", [], 1.5)
+    pub.publish("cl/y", b"live", 1)
+    only(new, "live after a clean start", ["live"], 1.0)
+    for c in (pub, new):
+        c.disconnect()
+    print("ok")
+
+
 def varint(n):
     out = bytearray()
     while True:

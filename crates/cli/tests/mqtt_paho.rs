@@ -206,6 +206,11 @@ fn paho_5_0_server_keep_alive_no_broker_user_property_and_a_readable_receive_max
 }
 
 #[test]
+fn a_clean_start_discards_what_the_old_sessions_durable_subscriptions_held() {
+    passes_in_each_version("clean-discards");
+}
+
+#[test]
 fn paho_over_websocket_does_qos_1_and_2_and_5_0_features_and_resumes_a_session_made_over_tcp() {
     if !paho_present() {
         return;

@@ -224,7 +224,9 @@ impl MqttSession {
     pub(super) fn resume(&mut self, clean_start: bool) -> Result<bool, Notice> {
         let Some(stored) = self.registry.load(&self.client_id) else { return Ok(false) };
         if clean_start {
-            delete_durables(&mut self.native, &stored, self.next_id)?;
+            // The ids the deleted subscriptions took are not given again on this connection: a
+            // delivery of theirs already on its way must not pass for a new subscription's.
+            self.next_id = delete_durables(&mut self.native, &stored, self.next_id)?;
             self.registry.forget(&self.client_id);
             return Ok(false);
         }
@@ -259,12 +261,13 @@ impl MqttSession {
 }
 
 /// Deletes the durable subscriptions of a stored session through `native` (a session of this
-/// broker that said HELLO): each is resumed and unsubscribed, which deletes it.
+/// broker that said HELLO): each is resumed and unsubscribed, which deletes it. The next
+/// subscription id after those it used.
 pub(super) fn delete_durables(
     native: &mut crate::session::Session,
     stored: &Stored,
     first_id: u32,
-) -> Result<(), Notice> {
+) -> Result<u32, Notice> {
     let mut id = first_id.max(1);
     for (filter, _) in stored.filters.iter().filter(|(filter, qos)| *qos > 0 && split_shared(filter).is_none()) {
         for (index, pattern) in filter_to_tidings(filter).patterns.into_iter().enumerate() {
@@ -287,5 +290,5 @@ pub(super) fn delete_durables(
             }
         }
     }
-    Ok(())
+    Ok(id)
 }
