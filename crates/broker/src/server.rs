@@ -287,6 +287,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     for peer in &shared.config.peer {
         shared.tasks.spawn(crate::cluster::dial_loop(peer.address.clone(), Arc::clone(&links), links_tls.clone()));
     }
+    shared.tasks.spawn(crate::cluster::link_reporter(Arc::clone(&links.cluster), shared.shutdown.clone()));
     shared.tasks.spawn(crate::cluster::ticker(links));
     if let Some(listener) = admin {
         if listener.local_addr().is_ok_and(|a| !a.ip().is_loopback()) && shared.security.is_none() {

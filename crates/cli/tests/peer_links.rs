@@ -16,7 +16,8 @@ use serde_json::Value;
 use tidings_broker::cluster::auth::{NetworkKey, Role, Transcript};
 use tidings_testkit::{http_get, test_key_text, BrokerProcess};
 use tidings_wire::peer::{
-    Advert, Auth, AuthMode, Hello, Incarnation, PeerFrame, NONCE_LEN, PEER_PROTOCOL_MIN_VERSION, PEER_PROTOCOL_VERSION,
+    Advert, Auth, AuthMode, Hello, Incarnation, LinkStat, LinkStats, PeerFrame, NONCE_LEN, PEER_PROTOCOL_MIN_VERSION,
+    PEER_PROTOCOL_VERSION,
 };
 
 fn bin() -> &'static Path {
@@ -70,6 +71,19 @@ impl FakePeer {
         }
     }
 
+    /// Takes what arrives within a few milliseconds, whole frames into `out`.
+    fn poll(&mut self, out: &mut Vec<PeerFrame>) {
+        self.stream.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let mut chunk = [0u8; 4096];
+        if let Ok(n) = self.stream.read(&mut chunk) {
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        while let Some(frame) = PeerFrame::decode(&mut self.buf, 1 << 24).unwrap() {
+            out.push(frame);
+        }
+        self.stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    }
+
     /// Reads until the broker's CLOSE; returns its reason.
     fn close_reason(&mut self) -> String {
         loop {
@@ -84,9 +98,19 @@ impl FakePeer {
     /// Dials as `name` with `key` (or none) and runs the handshake as a dialler; returns the
     /// broker's HELLO. Whether the broker accepted shows in what follows.
     fn handshake(addr: SocketAddr, name: &str, incarnation: u64, key: Option<&NetworkKey>) -> (FakePeer, Hello) {
+        FakePeer::handshake_speaking(addr, (name, incarnation), key, PEER_PROTOCOL_VERSION)
+    }
+
+    /// As [`FakePeer::handshake`], speaking peer protocol versions up to `max_version` only.
+    fn handshake_speaking(
+        addr: SocketAddr,
+        (name, incarnation): (&str, u64),
+        key: Option<&NetworkKey>,
+        max_version: u16,
+    ) -> (FakePeer, Hello) {
         let mut peer = FakePeer::dial(addr);
         let auth = if key.is_some() { AuthMode::SharedKey } else { AuthMode::Insecure };
-        let ours = FakePeer::hello(name, incarnation, auth);
+        let ours = Hello { max_version, ..FakePeer::hello(name, incarnation, auth) };
         peer.send(&PeerFrame::Hello(ours.clone()));
         let Some(PeerFrame::Hello(theirs)) = peer.next() else { panic!("the broker sent no HELLO") };
         if let Some(key) = key {
@@ -298,4 +322,77 @@ fn insecure_brokers_link_with_each_other_but_not_with_keyed_ones() {
     let reason = keyed.close_reason();
     assert!(reason.contains("this broker is insecure"), "{reason}");
     assert_eq!(metric(&a, "tidings_links_up"), 1.0);
+}
+
+/// The LINK_STATS frames each peer receives over `time`, heartbeats sent meanwhile so every
+/// link stays up.
+fn link_reports(peers: &mut [&mut FakePeer], time: Duration) -> Vec<Vec<LinkStats>> {
+    let mut frames = vec![Vec::new(); peers.len()];
+    let deadline = Instant::now() + time;
+    while Instant::now() < deadline {
+        for (peer, got) in peers.iter_mut().zip(&mut frames) {
+            peer.send(&PeerFrame::Heartbeat);
+            peer.poll(got);
+        }
+    }
+    let reports = |frames: Vec<PeerFrame>| {
+        frames.into_iter().filter_map(|frame| if let PeerFrame::LinkStats(s) = frame { Some(s) } else { None })
+    };
+    frames.into_iter().map(|f| reports(f).collect()).collect()
+}
+
+/// LINK_STATS (peer protocol version 4, the web view's reports of every link) goes only where
+/// it is understood and only while someone watches: with no viewer the broker sends none; with
+/// one, it sends its own report, flagged wanted, on its version 4 links and never on the version
+/// 3 one (an older broker would close the link on the unknown type); a peer's report is passed
+/// on to the other version 4 peer, once, not back; a malformed one is refused alone.
+#[test]
+fn link_reports_go_only_to_links_that_speak_them_while_someone_watches() {
+    let broker = BrokerProcess::start(bin(), &["--name", "solo", "--cluster-listen", "127.0.0.1:0"]).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let key = the_test_key();
+    let (mut old, _) = FakePeer::handshake_speaking(cluster, ("old", 1), Some(&key), 3);
+    let (mut new1, _) = FakePeer::handshake(cluster, "new1", 1, Some(&key));
+    let (mut new2, _) = FakePeer::handshake(cluster, "new2", 1, Some(&key));
+    wait_for("three peers link", || metric(&broker, "tidings_links_up") == 3.0);
+    let quiet = link_reports(&mut [&mut old, &mut new1, &mut new2], Duration::from_millis(2500));
+    assert!(quiet.iter().all(Vec::is_empty), "reports with nobody watching: {quiet:?}");
+
+    let mut viewer = TcpStream::connect(broker.ready.admin.unwrap()).unwrap();
+    viewer.write_all(b"GET /events HTTP/1.1\r\nHost: solo\r\n\r\n").unwrap();
+    let watched = link_reports(&mut [&mut old, &mut new1, &mut new2], Duration::from_millis(3500));
+    assert!(watched[0].is_empty(), "a version 3 link got reports: {:?}", watched[0]);
+    for got in &watched[1..] {
+        assert!(got.iter().all(|s| s.origin == "solo" && s.wanted), "{got:?}");
+        let peers = |s: &LinkStats| s.links.iter().map(|l| l.peer.clone()).collect::<Vec<_>>();
+        assert!(got.iter().any(|s| peers(s) == ["new1", "new2", "old"]), "no report of solo's 3 links: {got:?}");
+        assert!(got.windows(2).all(|w| w[0].sequence < w[1].sequence), "{got:?}");
+    }
+
+    let far = LinkStats {
+        origin: "far".into(),
+        incarnation: Incarnation(1),
+        sequence: 1,
+        wanted: false,
+        links: vec![LinkStat { peer: "new1".into(), out_centi: 500, in_centi: 0, queued_messages: 0, queued_bytes: 0 }],
+    };
+    new1.send(&PeerFrame::LinkStats(far.clone()));
+    new1.send(&PeerFrame::LinkStats(far.clone()));
+    let relayed = link_reports(&mut [&mut old, &mut new1, &mut new2], Duration::from_millis(1500));
+    let from_far = |got: &Vec<LinkStats>| got.iter().filter(|s| s.origin == "far").cloned().collect::<Vec<_>>();
+    assert_eq!(from_far(&relayed[2]), vec![far], "passed on to new2 once");
+    assert!(from_far(&relayed[1]).is_empty() && relayed[0].is_empty(), "{relayed:?}");
+
+    // LINK_STATS of origin "x" with flag bits 0x80: refused, counted, the link kept.
+    let mut frame = vec![0, 0, 0, 25, 0x09, 0, 1, b'x'];
+    frame.extend(1u64.to_be_bytes());
+    frame.extend(2u64.to_be_bytes());
+    frame.extend([0x80, 0, 0, 0, 0]);
+    new1.stream.write_all(&frame).unwrap();
+    wait_for("the bad report is refused", || metric(&broker, "tidings_peer_frames_refused_total") == 1.0);
+    let after = link_reports(&mut [&mut old, &mut new1, &mut new2], Duration::from_millis(300));
+    assert!(after.iter().flatten().all(|s| s.origin == "solo"), "the bad report went on: {after:?}");
+    assert_eq!(metric(&broker, "tidings_peer_protocol_errors_total"), 0.0, "no link was closed for it");
+    assert_eq!(metric(&broker, "tidings_links_up"), 3.0);
+    drop(viewer);
 }

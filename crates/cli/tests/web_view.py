@@ -3,6 +3,9 @@ running `tidings net up` network: `web_view.rs` starts the network and runs this
 drives the page, the faults (`tidings net fault`) and the clients (`tidings pub`/`sub`), and
 exits non-zero with the reason on the first check that fails.
 
+The page is opened on e3; e1 and e2 are two hops away (through the cell HUB), so the rates of
+their links reach the page only in the reports brokers flood over their links (LINK_STATS).
+
 Usage: web_view.py TIDINGS_BIN NET_DIR PAGE_BROKER SCREENSHOT
 """
 
@@ -21,7 +24,7 @@ BIN, NET_DIR, PAGE_BROKER, SCREENSHOT = sys.argv[1:5]
 NETWORK = json.load(open(f"{NET_DIR}/network.json"))
 BROKERS = {b["name"]: b for b in NETWORK["brokers"]}
 RATE = 100  # messages per second the publisher sends
-DEADLINE = 45  # seconds: past this the script fails, closing the browser on its way out
+DEADLINE = 48  # seconds: past this the script fails, closing the browser on its way out
 
 
 def log(*args):
@@ -50,11 +53,14 @@ def page_state(driver):
         const brokers = {}, links = {};
         for (const g of document.querySelectorAll('#network g.broker'))
             brokers[g.dataset.name] = g.dataset.up === 'true';
+        const num = (v) => (v === undefined ? null : Number(v));
         for (const l of document.querySelectorAll('#network line.link'))
             links[l.dataset.a + '-' + l.dataset.b] = { up: l.dataset.up === 'true',
-                out: l.dataset.outPerS === undefined ? null : Number(l.dataset.outPerS),
-                inn: l.dataset.inPerS === undefined ? null : Number(l.dataset.inPerS) };
-        return { brokers, links, updates: window.tidingsUpdates || 0 };
+                out: num(l.dataset.outPerS), inn: num(l.dataset.inPerS),
+                ab: num(l.dataset.abPerS), ba: num(l.dataset.baPerS), stale: l.dataset.stale === 'true' };
+        const pubends = [...document.querySelectorAll('#pubends tr')].slice(1)
+            .map((tr) => [...tr.cells].map((td) => td.textContent));
+        return { brokers, links, pubends, updates: window.tidingsUpdates || 0 };
     """)
 
 
@@ -135,6 +141,34 @@ def main():
             fail(f"a rate shown on a link this broker is not on: {others}")
         log(f"rate shown on {sorted(shown)}, which the counters confirm; other links show none")
 
+        # A publisher at e1 and a subscriber at e2, both two hops from the page's broker: the rate
+        # shows on the links e1 sends it on, none of which e3 is an end of, from their ends'
+        # reports; and a guaranteed publisher at e3 shows its pubend's publish rate.
+        clients.append(subprocess.Popen([BIN, "sub", "far.>", "-s", BROKERS["e2"]["tcp"]], stdout=subprocess.DEVNULL))
+        clients.append(subprocess.Popen([BIN, "pub", "gd.rate", "x", "--guaranteed", "-s", BROKERS[PAGE_BROKER]["tcp"],
+                                         "--count", str(RATE * 60), "--rate", str(RATE)], stdout=subprocess.DEVNULL))
+        time.sleep(1.0)  # the subscription's summary reaches e1
+        before = messages_out("e1")
+        clients.append(subprocess.Popen([BIN, "pub", "far.rate", "x", "-s", BROKERS["e1"]["tcp"],
+                                         "--count", str(RATE * 60), "--rate", str(RATE)], stdout=subprocess.DEVNULL))
+        far = lambda s: {k: l for k, l in s["links"].items() if PAGE_BROKER not in k.split("-")}
+        from_e1 = lambda k, l: (l["ab"] if k.split("-")[0] == "e1" else l["ba"]) or 0
+        wait_for(driver, f"e1's {RATE} msg/s shown on a link {PAGE_BROKER} is not on", 10,
+                 lambda s: any("e1" in k.split("-") and not l["stale"] and 0.5 * RATE <= from_e1(k, l) <= 1.5 * RATE
+                               for k, l in far(s).items()))
+        after = messages_out("e1")
+        carrying = {key("e1", p) for p, n in after.items() if n - before.get(p, 0) > 10}
+        state = page_state(driver)
+        shown = {k for k, l in far(state).items() if "e1" in k.split("-") and from_e1(k, l) > 5}
+        if not carrying or shown != carrying:
+            fail(f"e1's rate shown on {shown}, but e1's counters say {carrying} carry it: {far(state)}")
+        log(f"e1's rate shown on {sorted(shown)}, which e1's counters confirm")
+        publishing = lambda s: [row for row in s["pubends"] if len(row) > 2 and row[1] == "here"
+                                and row[2] not in ("", "–") and float(row[2].replace(",", "")) >= 0.5 * RATE]
+        wait_for(driver, f"the guaranteed publisher's {RATE} msg/s shown as its pubend's publish rate", 8,
+                 lambda s: publishing(s))
+        log(f"pubend publish rate shown: {publishing(page_state(driver))[0][:3]}")
+
         # A cut link shows down within 2 s of the cut being asked for.
         started = time.monotonic()
         net("fault", "cut", "e1", "e2")
@@ -162,14 +196,18 @@ def main():
             const n = 100, brokers = [], links = [];
             for (let i = 0; i < n; i++) brokers.push({ name: 'n' + i, cell: 'c' + Math.floor(i / 4), up: i % 17 !== 0, pubends: 0 });
             for (let i = 0; i < n; i++) {
-                links.push({ a: 'n' + i, b: 'n' + ((i + 1) % n), up: true, own: null });
-                links.push({ a: 'n' + i, b: 'n' + ((i + 7) % n), up: i % 11 !== 0, own: null });
+                const seen = { a_to_b_per_s: i, b_to_a_per_s: 1, queued_at_a: i % 3, queued_at_b: null,
+                               age_ms: 100 * i, stale: i % 5 === 0 };
+                links.push({ a: 'n' + i, b: 'n' + ((i + 1) % n), up: true, own: null, seen });
+                links.push({ a: 'n' + i, b: 'n' + ((i + 7) % n), up: i % 11 !== 0, own: null, seen: null });
             }
             const big = Object.assign({}, last, { brokers, links });
             const start = performance.now();
             for (let round = 0; round < 10; round++) { drawNetwork(big); drawPanel(big); }
             const took = (performance.now() - start) / 10;
-            return document.querySelectorAll('#network g.broker').length === n ? took : -1;
+            const drawn = document.querySelectorAll('#network g.broker').length === n
+                && document.querySelectorAll('#network text.rate.seen').length === n;
+            return drawn ? took : -1;
         """)
         if took_ms < 0 or took_ms > 500:
             fail(f"drawing 100 brokers: {took_ms} ms (at most 500 ms; -1: not all drawn)")

@@ -71,6 +71,24 @@ impl<V: Copy + Eq> RangeMap<V> {
         self.runs.keys().next().map(|&from| Tick(from))
     }
 
+    /// The first `max` spans of ticks holding a value (runs that touch are one span, whatever
+    /// their values), and whether more follow: a bounded look at a map of any size, for a
+    /// view that shows what is asked for without copying all of it.
+    pub fn first_spans(&self, max: usize) -> (Vec<TickRange>, bool) {
+        let mut spans: Vec<TickRange> = Vec::new();
+        for (&from, &(to, _)) in &self.runs {
+            let touching = spans.last_mut().filter(|last| from == last.to.0.saturating_add(1));
+            if let Some(last) = touching {
+                last.to = Tick(to);
+            } else if spans.len() == max {
+                return (spans, true);
+            } else {
+                spans.push(TickRange { from: Tick(from), to: Tick(to) });
+            }
+        }
+        (spans, false)
+    }
+
     /// The runs overlapping `range`, clipped to it, in tick order.
     pub fn runs(&self, range: TickRange) -> impl Iterator<Item = Run<V>> + '_ {
         let start = match self.run_at(range.from) {
@@ -341,5 +359,21 @@ mod tests {
         assert_eq!(map.get(Tick(15)), None);
         assert_eq!(map.get(Tick(16)), Some(1));
         assert_eq!(map.first_tick(), Some(Tick(16)));
+    }
+
+    /// A view of the first spans merges touching runs whatever their values, stops at `max`
+    /// and says whether more follow.
+    #[test]
+    fn first_spans_merge_touching_runs_and_stop_at_the_bound() {
+        let mut map = RangeMap::new();
+        map.insert(r(1, 5), 1u8);
+        map.insert(r(6, 9), 2);
+        map.insert(r(20, 20), 1);
+        map.insert(r(30, 40), 3);
+        assert_eq!(map.first_spans(8), (vec![r(1, 9), r(20, 20), r(30, 40)], false));
+        assert_eq!(map.first_spans(2), (vec![r(1, 9), r(20, 20)], true));
+        assert_eq!(map.first_spans(3), (vec![r(1, 9), r(20, 20), r(30, 40)], false));
+        assert_eq!(map.first_spans(0), (vec![], true));
+        assert_eq!(RangeMap::<u8>::new().first_spans(8), (vec![], false));
     }
 }

@@ -7,9 +7,9 @@
 use bytes::{Bytes, BytesMut};
 use proptest::prelude::*;
 use tidings_wire::peer::{
-    check_decoder, Ack, AuthMode, Close, Data, FilterText, Hello, Hop, Incarnation, Nack, PeerFrame, PubendId,
-    RouteHeader, Routed, Scope, Silence, SilenceKind, SummaryDelta, SyncedTree, Tick, TickRange, TreeId,
-    PEER_PROTOCOL_VERSION,
+    check_decoder, Ack, AuthMode, Close, Data, FilterText, Hello, Hop, Incarnation, LinkStat, LinkStats, Nack,
+    PeerFrame, PubendId, RouteHeader, Routed, Scope, Silence, SilenceKind, SummaryDelta, SyncedTree, Tick, TickRange,
+    TreeId, PEER_PROTOCOL_VERSION,
 };
 use tidings_wire::{Message, Property};
 
@@ -62,6 +62,22 @@ fn valid_frames(seed: u64, cells: &[String], topic_level: &str) -> Vec<Bytes> {
         PeerFrame::Nack(Nack { pubend: PubendId(seed), ranges }),
         PeerFrame::Ack(Ack { pubend: PubendId(seed), ack_prefix: tick, release_prefix: tick }),
         PeerFrame::Close(Close::new("bye")),
+        PeerFrame::LinkStats(LinkStats {
+            origin: "b1".into(),
+            incarnation: Incarnation(seed),
+            sequence: seed >> 3,
+            wanted: seed.is_multiple_of(2),
+            links: cells
+                .iter()
+                .map(|peer| LinkStat {
+                    peer: peer.clone(),
+                    out_centi: seed as u32,
+                    in_centi: (seed >> 32) as u32,
+                    queued_messages: 1,
+                    queued_bytes: 2,
+                })
+                .collect(),
+        }),
     ];
     frames.iter().map(|f| f.to_bytes().unwrap()).collect()
 }

@@ -247,7 +247,7 @@ async fn connection(
     let peer = BrokerName::new(&hello.name);
     let counters = LinkCounters::of_peer(&ctx.metrics, &hello.name);
     let queue = Arc::new(LinkQueue::new(ctx.cluster.limits, counters));
-    let id = match ctx.cluster.establish(hello, direction, remote, Arc::clone(&queue)) {
+    let id = match ctx.cluster.establish((hello, verified.version), direction, remote, Arc::clone(&queue)) {
         Ok(id) => id,
         Err(reason) => {
             let refused = Refused { reason, auth_failure: None };
@@ -361,6 +361,7 @@ async fn read_loop(
                     info!(%peer, reason = close.reason, "peer closed the link");
                     return "peer_closed";
                 }
+                PeerFrame::LinkStats(stats) => cluster.link_stats_received(peer, stats),
                 PeerFrame::Sideways(frame) => {
                     cluster.tell(Event::Sideways { carrier: peer.clone(), frame });
                     if last_fed.elapsed() >= liveness_every {
@@ -445,15 +446,16 @@ async fn read_loop(
     }
 }
 
-/// A guaranteed frame whose body does not decode: refused alone, said at WARN with its bytes
-/// (at most once a second, with a count of those held back) and counted; the link stays up.
-/// The protocol asks again for what it carried; closing the link made the sender redial and
-/// send the same frame again, about ten times a second, for minutes (issue 38, failure B).
+/// A guaranteed frame (or a LINK_STATS) whose body does not decode: refused alone, said at
+/// WARN with its bytes (at most once a second, with a count of those held back) and counted;
+/// the link stays up. The protocol asks again for what it carried (a link report comes again
+/// a second later); closing the link made the sender redial and send the same frame again,
+/// about ten times a second, for minutes (issue 38, failure B).
 fn refuse_frame(ctx: &LinkContext, peer: &BrokerName, error: &tidings_wire::WireError, bytes: &[u8]) {
     static HUSH: crate::hush::Hush = crate::hush::Hush::new();
     ctx.metrics.peer_frames_refused.inc();
     if let Some(held) = HUSH.pass() {
-        warn!(%peer, %error, frame = hex_prefix(bytes), held, "refused a malformed guaranteed frame from a peer; the link stays up");
+        warn!(%peer, %error, frame = hex_prefix(bytes), held, "refused a malformed frame from a peer; the link stays up");
     }
 }
 

@@ -20,6 +20,7 @@ mod events;
 mod filter;
 mod handshake;
 mod link;
+mod link_stats;
 mod queue;
 mod redial;
 mod state;
@@ -48,6 +49,7 @@ pub use data::RouteScratch;
 pub use events::{is_guaranteed, Event, EventSink};
 pub use filter::{FilterText, Probe, RouteFilter};
 pub use link::{accept_loop, dial_loop, ticker, LinkContext};
+pub use link_stats::{link_reporter, LinkReport};
 pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
 
 /// Which side opened a link connection.
@@ -63,6 +65,8 @@ pub enum Direction {
 /// One up link connection, as the shell tracks it.
 struct LinkEntry {
     connection: u64,
+    /// The peer protocol version the link negotiated: frames newer than it are not sent.
+    version: u16,
     incarnation: Incarnation,
     direction: Direction,
     remote: Option<SocketAddr>,
@@ -105,6 +109,9 @@ pub struct Cluster {
     /// Where link-ups, routing's guaranteed actions and the links' guaranteed frames go (sent
     /// under the lock, never blocking); handed in at construction.
     events: Box<dyn EventSink>,
+    /// The network's link reports for the web view (see [`link_stats`]); its own lock, never
+    /// taken with the router's.
+    link_stats: parking_lot::Mutex<link_stats::Book>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -157,6 +164,7 @@ impl Cluster {
             metrics,
             last_route_change: AtomicU64::new(0),
             events,
+            link_stats: parking_lot::Mutex::default(),
         }
     }
 
@@ -401,10 +409,11 @@ impl Cluster {
     /// incarnation it announces. The one exception is two connections crossing between the
     /// same two processes (same incarnation, dialled from opposite sides): both ends keep the
     /// one dialled by the broker with the smaller name. A link silent for the liveness timeout
-    /// is presumed dead and replaced. Returns the connection id, or why it is refused.
+    /// is presumed dead and replaced. `version` is the peer protocol version the handshake
+    /// agreed on. Returns the connection id, or why it is refused.
     pub fn establish(
         &self,
-        hello: &Hello,
+        (hello, version): (&Hello, u16),
         direction: Direction,
         remote: Option<SocketAddr>,
         queue: Arc<LinkQueue>,
@@ -429,7 +438,7 @@ impl Cluster {
             self.metrics.link_closed("replaced");
         }
         let since = Instant::now();
-        let entry = LinkEntry { connection, incarnation, direction, remote, queue, since, last_heard: since };
+        let entry = LinkEntry { connection, version, incarnation, direction, remote, queue, since, last_heard: since };
         core.links.insert(peer.clone(), entry);
         let cell = CellName::new(&hello.cell);
         // Before the router's actions and before any frame of this connection is read, so the

@@ -310,6 +310,12 @@ impl PubendCounters {
             .inc();
     }
 
+    /// What these handles counted of `kind` for `pubend` so far (0 before the first): the
+    /// web view's publish rate reads the driver's own count, without the family's lock.
+    pub fn count(&self, pubend: u64, kind: &'static str) -> u64 {
+        self.handles.get(&(pubend, kind)).map_or(0, |counter| counter.get())
+    }
+
     /// Counts one protocol message under its pubend and kind.
     pub(super) fn message(&mut self, message: &tidings_delivery::Message) {
         self.inc(message.pubend().0, kind(message));

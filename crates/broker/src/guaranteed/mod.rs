@@ -38,7 +38,7 @@ mod retention;
 mod state;
 mod subscribe;
 
-pub use state::{DurableState, DurableStream, GuaranteedState, PubendState, ReplicaGroupState};
+pub use state::{DurableState, DurableStream, GuaranteedState, NackRanges, PubendState, ReplicaGroupState};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -203,10 +203,15 @@ impl Net {
 
     /// The last route fed for `pubend`, as broker names: (upstream, children).
     pub(super) fn route_names(&self, pubend: PubendId) -> (Vec<String>, Vec<String>) {
-        let name = |id: &BrokerId| self.names.get(id.0 as usize).map(ToString::to_string).unwrap_or_default();
+        let name = |id: &BrokerId| self.broker_name(*id).unwrap_or_default();
         let Some(route) = self.routes.get(&pubend) else { return Default::default() };
         let upstream = route.upstream.iter().flat_map(|up| &up.brokers).map(name).collect();
         (upstream, route.children.iter().map(|child| name(&child.broker)).collect())
+    }
+
+    /// The name of the broker delivery calls `id`, if known.
+    pub(super) fn broker_name(&self, id: BrokerId) -> Option<String> {
+        self.names.get(id.0 as usize).map(ToString::to_string)
     }
 
     /// Sends one message of the engine to `to`: on our own link, else sideways through a

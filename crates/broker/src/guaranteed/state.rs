@@ -14,6 +14,10 @@ use super::driver::Driver;
 /// How often the snapshot is refreshed at most.
 pub(super) const EVERY: Duration = Duration::from_millis(250);
 
+/// Most nack ranges shown per broker asking: enough to see where knowledge is missing, and a
+/// bound on the snapshot however fragmented a stream's curiosity is.
+pub(super) const NACK_RANGES: usize = 8;
+
 /// Guaranteed delivery at this broker, for `/state`.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct GuaranteedState {
@@ -121,6 +125,25 @@ pub struct PubendState {
     /// Local guaranteed subscriptions handed less than the stream knows, up to its doubt
     /// horizon (a full outbox, a catch-up in progress, a durable subscription's client away).
     pub subends_behind: usize,
+    /// At the home: publishes acknowledged so far, retries included (the web view's publish
+    /// rate is its growth per second).
+    pub published: Option<u64>,
+    /// Who is asking for which ticks and has no answer yet: this broker of its upstream (its
+    /// doubt), then each downstream broker of this one; brokers asking nothing are left out.
+    pub nacks: Vec<NackRanges>,
+}
+
+/// Tick ranges one broker asked for (or is about to) and has no answer for yet: a stream
+/// stalled on missing knowledge shows here as ranges that stay, where the nack counters only
+/// grow.
+#[derive(Clone, Debug, Serialize)]
+pub struct NackRanges {
+    /// The broker asking.
+    pub broker: String,
+    /// The first [`NACK_RANGES`] ranges, first and last tick each, in tick order.
+    pub ranges: Vec<(u64, u64)>,
+    /// Whether more ranges follow those listed.
+    pub more: bool,
 }
 
 impl Driver {
@@ -179,6 +202,24 @@ impl Driver {
         }
     }
 
+    /// The nacks of one stream here: this broker's, then its downstream brokers'.
+    fn nack_ranges(&self, view: &tidings_delivery::StreamView<'_>) -> Vec<NackRanges> {
+        let name = |id: tidings_delivery::BrokerId| {
+            self.net.as_ref().and_then(|net| net.broker_name(id)).unwrap_or_else(|| format!("broker #{}", id.0))
+        };
+        let (wanted, more) = view.wanted(NACK_RANGES);
+        let asked = view.asked(NACK_RANGES).into_iter().map(|(id, ranges, more)| (name(id), ranges, more));
+        std::iter::once((self.broker.to_string(), wanted, more))
+            .chain(asked)
+            .filter(|(_, ranges, _)| !ranges.is_empty())
+            .map(|(broker, ranges, more)| NackRanges {
+                broker,
+                ranges: ranges.iter().map(|range| (range.from.0, range.to.0)).collect(),
+                more,
+            })
+            .collect()
+    }
+
     fn pubend_state(&self, pubend: PubendId) -> Option<PubendState> {
         let view = self.engine.inspect(pubend)?;
         let (upstream, children) = self.net.as_ref().map(|net| net.route_names(pubend)).unwrap_or_default();
@@ -201,13 +242,16 @@ impl Driver {
         if let Some(lag) = release_lag_ms {
             self.metrics.release_lag_ms.get_or_create(&label).set(lag as i64);
         }
+        let hosted = self.hosted.contains(&pubend);
         Some(PubendState {
+            published: hosted.then(|| self.metrics.pubend_acked.count(pubend.0, "publish")),
+            nacks: self.nack_ranges(&view),
             horizon_lag_ms,
             release_lag_ms,
             subend_lag_ms_max,
             subends_behind: positions.iter().filter(|&&position| position.0 + 1 < view.horizon().0).count(),
             pubend: label.pubend,
-            hosted: self.hosted.contains(&pubend),
+            hosted,
             upstream,
             children,
             done: view.done().0,
@@ -216,7 +260,7 @@ impl Driver {
             release: view.release().map(|t| t.0),
             next_tick: view.next_tick().map(|t| t.0),
             cached: view.cached(),
-            log_bytes: self.hosted.contains(&pubend).then(|| self.retained.get(&pubend).map_or(0, |r| r.bytes())),
+            log_bytes: hosted.then(|| self.retained.get(&pubend).map_or(0, |r| r.bytes())),
         })
     }
 }

@@ -1,14 +1,16 @@
 //! The live web view served by the admin listener at `/`: one page that draws the broker
-//! network this broker's link-state view knows (brokers by cell, links up or down, this
-//! broker's own links with their rates and queues) and this broker's panel (connections,
-//! subscriptions, rates, drops, CPU, memory, guaranteed delivery, durable backlogs), updated
-//! once a second over Server-Sent Events at `/events`.
+//! network this broker's link-state view knows (brokers by cell, links up or down, every
+//! link's rates and queues: this broker's own as measured here, the others' as their ends
+//! report them over the links) and this broker's panel (connections, subscriptions, rates,
+//! drops, CPU, memory, guaranteed delivery with publish rates and nack ranges, durable
+//! backlogs), updated once a second over Server-Sent Events at `/events`.
 //!
 //! Everything the page needs is in the binary (`include_str!`): an operator's browser may have
 //! no way out to a CDN, and the page must show the version of itself that matches the broker.
 //! The chart library is uPlot 1.6.32 (MIT, `assets/uPlot.LICENSE`), taken from the npm
 //! registry's `uplot` package (`dist/uPlot.iife.min.js`, `dist/uPlot.min.css`).
 
+mod seen;
 mod snapshot;
 mod sse;
 

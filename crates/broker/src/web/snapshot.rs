@@ -1,6 +1,7 @@
 //! One update of the web view: the network as this broker's link-state view knows it, this
-//! broker's own links with their rates, and its panel. Built once a second by one producer
-//! for every viewer, so its cost does not grow with the number of viewers.
+//! broker's own links with their rates, every other link's rates and queues as its ends
+//! reported them over the links, and its panel. Built once a second by one producer for every
+//! viewer, so its cost does not grow with the number of viewers.
 //!
 //! The link-state database lists only up links, and a killed broker's last advert may linger:
 //! so a link is up when every end whose advert is known lists it, a broker is up when it is
@@ -13,6 +14,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use tidings_route::FilterPage;
 
+use super::seen::{Reports, SeenLink};
 use crate::context::Context;
 use crate::metrics::{TransportLabel, WhyLabel};
 
@@ -33,6 +35,9 @@ pub struct Overview {
     stats: Stats,
     /// Guaranteed delivery at this broker.
     guaranteed: crate::guaranteed::GuaranteedState,
+    /// Messages per second published to each pubend hosted here (acknowledged into its log),
+    /// by pubend; over the driver's snapshots, which are up to 250 ms old.
+    publish_per_s: BTreeMap<String, f64>,
 }
 
 /// One broker of the network.
@@ -45,14 +50,15 @@ struct BrokerView {
     pubends: usize,
 }
 
-/// One link between two brokers; `own` when this broker is an end (only then are its rates
-/// and queue known here).
+/// One link between two brokers: `own` when this broker is an end (its rates and queue as
+/// measured here), else `seen` when an end reported it over the links.
 #[derive(Serialize)]
 struct LinkView {
     a: String,
     b: String,
     up: bool,
     own: Option<OwnLink>,
+    seen: Option<SeenLink>,
 }
 
 /// This broker's side of one of its up links.
@@ -87,6 +93,7 @@ struct Counters {
     at: Instant,
     links: BTreeMap<String, (u64, u64)>,
     messages: (u64, u64),
+    published: BTreeMap<String, u64>,
     cpu_seconds: f64,
 }
 
@@ -109,8 +116,11 @@ impl Producer {
         self.last = None;
     }
 
-    /// The next update. Takes the router's lock (read) once, for a snapshot without filters.
+    /// The next update. Takes the router's lock (read) once, for a snapshot without filters,
+    /// and tells the network someone watches, so its brokers report their links.
     pub(super) fn build(&mut self, shared: &Context) -> Overview {
+        shared.core.cluster.watching();
+        let reports = Reports::new(shared.core.cluster.link_reports());
         let state = shared.core.cluster.state(FilterPage { offset: 0, limit: 0 });
         let now = Instant::now();
         let me = state.name.to_string();
@@ -174,6 +184,7 @@ impl Producer {
                     b: b.clone(),
                     up: up_links.contains(pair),
                     own: peer.and_then(|peer| own.remove(peer)),
+                    seen: if peer.is_none() { reports.link(a, b) } else { None },
                 }
             })
             .collect();
@@ -211,7 +222,14 @@ impl Producer {
             rss_bytes: process.as_ref().map_or(0, |p| p.resident_bytes),
             drops: drops(shared),
         };
-        self.last = Some(Counters { at: now, links: link_counters, messages, cpu_seconds });
+        let guaranteed = shared.core.guaranteed.state();
+        let published: BTreeMap<String, u64> =
+            guaranteed.pubends.iter().filter_map(|p| Some((p.pubend.clone(), p.published?))).collect();
+        let publish_per_s = published
+            .iter()
+            .map(|(pubend, &n)| (pubend.clone(), rate(n, then.and_then(|t| t.published.get(pubend).copied()))))
+            .collect();
+        self.last = Some(Counters { at: now, links: link_counters, messages, cpu_seconds, published });
         Overview {
             broker: me,
             cell: state.cell.to_string(),
@@ -219,7 +237,8 @@ impl Producer {
             brokers,
             links,
             stats,
-            guaranteed: shared.core.guaranteed.state(),
+            guaranteed,
+            publish_per_s,
         }
     }
 }

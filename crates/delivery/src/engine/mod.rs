@@ -202,6 +202,26 @@ impl StreamView<'_> {
         self.stream.subends.position(subend)
     }
 
+    /// The first `max` tick ranges this broker wants from upstream (nacked, or waiting out
+    /// the gap curiosity threshold), and whether more follow; none at the pubend's broker.
+    /// An operator sees where knowledge is missing without reading the nack counters' totals.
+    pub fn wanted(&self, max: usize) -> (Vec<crate::names::TickRange>, bool) {
+        match &self.stream.source {
+            stream::Source::Upstream(up) => up.wanted(max),
+            stream::Source::Log(_) => (Vec::new(), false),
+        }
+    }
+
+    /// Per downstream cell that asked for ticks not answered yet: its entry broker, the first
+    /// `max` of those ranges, and whether more follow.
+    pub fn asked(&self, max: usize) -> Vec<(crate::names::BrokerId, Vec<crate::names::TickRange>, bool)> {
+        let asked = self.stream.children.values().map(|child| (child.link().broker, child.asked(max)));
+        asked
+            .filter(|(_, (ranges, _))| !ranges.is_empty())
+            .map(|(broker, (ranges, more))| (broker, ranges, more))
+            .collect()
+    }
+
     /// Runs held by the knowledge map.
     pub fn runs(&self) -> usize {
         self.stream.know.run_count()

@@ -474,6 +474,9 @@ mod tree;
 #[path = "tests_starts.rs"]
 mod starts;
 
+#[path = "tests_view.rs"]
+mod view;
+
 /// F is relative to the subtree it was judged for: after a reroute, a former upstream (here a
 /// former entry broker of our own cell, cell 5) may still send F it judged for the old tree.
 /// Only the D of its Data is taken; its silences wait for the current upstream (cell 0).
@@ -514,15 +517,22 @@ fn final_silence_from_outside_the_upstream_cell_is_not_taken() {
     assert_eq!(view.knowledge(Tick(500)), Some(crate::knowledge::Know::Final), "the upstream's F is taken");
 }
 
+/// A relay with one child, holding tick 1000 and F over 3000-4000 as of `Millis(20)`: ticks
+/// 1001-2999 are a hole it is curious about.
+fn relay_with_a_hole() -> (Engine<Byte0>, Vec<Action>) {
+    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
+    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
+    let silence = final_silence(3000, 4000);
+    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
+    (engine, out)
+}
+
 /// A relay with a child but no subscriber of its own is curious about holes in its istream
 /// too: a child that is a leaf without subscribers never nacks, and the hole would hold every
 /// ack below it (and the pubend's log) forever (simulator seed 535, pubend crashes).
 #[test]
 fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
-    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
-    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
-    let silence = final_silence(3000, 4000);
-    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
+    let (mut engine, mut out) = relay_with_a_hole();
     out.clear();
     let gct = Settings::default().gap_curiosity_ms;
     engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
@@ -536,10 +546,7 @@ fn a_relay_without_subends_nacks_a_hole_its_children_do_not_ask_for() {
 /// closed, and the same frame went out again after every redial (issue 38, failure B).
 #[test]
 fn a_nack_gathered_from_overlapping_curiosity_is_sorted_and_disjoint() {
-    let (mut engine, mut out) = relay(vec![child()], vec![BrokerId(0)]);
-    engine.handle(Millis(10), data(1000, 1, 1, false), &mut out);
-    let silence = final_silence(3000, 4000);
-    engine.handle(Millis(20), Input::Received { from: BrokerId(0), from_cell: CellId(0), message: silence }, &mut out);
+    let (mut engine, mut out) = relay_with_a_hole();
     let gct = Settings::default().gap_curiosity_ms;
     engine.handle(Millis(20 + gct + 1), Input::Tick, &mut out);
     let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(1500), to: Tick(2500) }] };

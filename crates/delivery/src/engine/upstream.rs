@@ -360,6 +360,12 @@ impl Upstream {
         }
     }
 
+    /// The first `max` ranges this broker wants for itself (nacked, or waiting out the gap
+    /// curiosity threshold), and whether more follow: what `/state` shows as its nacks.
+    pub(crate) fn wanted(&self, max: usize) -> (Vec<TickRange>, bool) {
+        self.wants.first_spans(max)
+    }
+
     /// Runs held by the curiosity maps (for memory reports).
     pub(crate) fn run_count(&self) -> usize {
         self.wants.run_count() + self.asked.run_count()

@@ -20,6 +20,7 @@ mod close;
 mod data;
 mod hello;
 mod ids;
+mod link_stats;
 mod nack;
 mod replica;
 mod routed;
@@ -40,6 +41,7 @@ pub use close::Close;
 pub use data::Data;
 pub use hello::{AuthMode, Hello, NONCE_LEN};
 pub use ids::{BarrierId, Incarnation, PubendId, Tick, TickRange, TreeId};
+pub use link_stats::{LinkStat, LinkStats, MAX_LINK_STATS};
 pub use nack::Nack;
 pub use replica::{Replica, ReplicaBody, MAX_REPLICA_MESSAGE, MAX_REPLICA_VOTERS};
 pub use routed::{Hop, HopRef, RouteHeader, Routed};
@@ -53,8 +55,13 @@ use crate::framing::{encode_frame, peek, split_body};
 
 /// The newest peer protocol version this crate speaks. Version 1 was the JSON handshake and
 /// JSON control frames; 2 the binary frame set with authenticated links; 3 adds the tree id
-/// to DATA and SILENCE (an F is sound only under the tree it was judged for).
-pub const PEER_PROTOCOL_VERSION: u16 = 3;
+/// to DATA and SILENCE (an F is sound only under the tree it was judged for); 4 adds LINK_STATS,
+/// which a broker sends only on links that negotiated 4 ([`LINK_STATS_VERSION`]).
+pub const PEER_PROTOCOL_VERSION: u16 = 4;
+
+/// The first peer protocol version with LINK_STATS: a version 3 broker closes a link on the
+/// unknown type byte, so the frame goes only on links whose negotiated version is at least this.
+pub const LINK_STATS_VERSION: u16 = 4;
 
 /// The oldest peer protocol version this crate speaks.
 pub const PEER_PROTOCOL_MIN_VERSION: u16 = 3;
@@ -79,6 +86,8 @@ pub enum PeerFrameType {
     Synced = 0x07,
     /// A best-effort message: see [`Routed`].
     Routed = 0x08,
+    /// A broker's link rates and queues: see [`LinkStats`] (version 4).
+    LinkStats = 0x09,
     /// A guaranteed message: see [`Data`].
     Data = 0x10,
     /// Silent ticks: see [`Silence`].
@@ -106,9 +115,14 @@ impl PeerFrameType {
     /// frame with a bad body can be refused alone while the link stays up, since losing it is
     /// a loss the protocol already recovers from. Closing the link for it instead made the
     /// sender redial and send the same frame again, forever (issue 38, failure B).
+    /// LINK_STATS too: its origin sends a new one every second while anyone watches, and a
+    /// view that misses one shows the last as stale; a link is worth more than a report.
     pub fn is_repeated_by_protocol(self) -> bool {
         use PeerFrameType as T;
-        matches!(self, T::Data | T::Silence | T::Ack | T::Nack | T::AckExpected | T::Sideways | T::Replica)
+        matches!(
+            self,
+            T::Data | T::Silence | T::Ack | T::Nack | T::AckExpected | T::Sideways | T::Replica | T::LinkStats
+        )
     }
 }
 
@@ -125,6 +139,7 @@ impl PeerFrameType {
             0x06 => T::Summary,
             0x07 => T::Synced,
             0x08 => T::Routed,
+            0x09 => T::LinkStats,
             0x10 => T::Data,
             0x11 => T::Silence,
             0x12 => T::Ack,
@@ -158,6 +173,8 @@ pub enum PeerFrame {
     Synced(Vec<SyncedTree>),
     /// See [`Routed`].
     Routed(Routed),
+    /// See [`LinkStats`].
+    LinkStats(LinkStats),
     /// See [`Data`].
     Data(Data),
     /// See [`Silence`].
@@ -191,6 +208,7 @@ impl PeerFrame {
             PeerFrame::Summary(_) => T::Summary,
             PeerFrame::Synced(_) => T::Synced,
             PeerFrame::Routed(_) => T::Routed,
+            PeerFrame::LinkStats(_) => T::LinkStats,
             PeerFrame::Data(_) => T::Data,
             PeerFrame::Silence(_) => T::Silence,
             PeerFrame::Ack(_) => T::Ack,
@@ -229,6 +247,7 @@ impl PeerFrame {
             PeerFrame::Summary(f) => summary::encode_body(f, out),
             PeerFrame::Synced(f) => synced::encode_body(f, out),
             PeerFrame::Routed(f) => f.encode_body(out),
+            PeerFrame::LinkStats(f) => f.encode_body(out),
             PeerFrame::Data(f) => {
                 f.encode_body(out);
                 Ok(())
@@ -273,6 +292,7 @@ impl PeerFrame {
             T::Summary => PeerFrame::Summary(summary::decode_body(&body)?),
             T::Synced => PeerFrame::Synced(synced::decode_body(&body)?),
             T::Routed => PeerFrame::Routed(Routed::decode_body(body)?),
+            T::LinkStats => PeerFrame::LinkStats(LinkStats::decode_body(&body)?),
             T::Data => PeerFrame::Data(Data::decode_body(body)?),
             T::Silence => PeerFrame::Silence(Silence::decode_body(&body)?),
             T::Ack => PeerFrame::Ack(Ack::decode_body(&body)?),

@@ -57,6 +57,20 @@ fn control() -> impl Strategy<Value = PeerFrame> {
     )
         .prop_map(|(scopes, added, removed)| SummaryDelta { scopes, added, removed });
     let synced = (name(), any::<u64>()).prop_map(|(root, tree)| SyncedTree { root, tree: TreeId(tree) });
+    let stat = (name(), any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(
+        |(peer, out_centi, in_centi, queued_messages, queued_bytes)| LinkStat {
+            peer,
+            out_centi,
+            in_centi,
+            queued_messages,
+            queued_bytes,
+        },
+    );
+    let stats = (name(), any::<u64>(), any::<u64>(), any::<bool>(), prop::collection::vec(stat, 0..3)).prop_map(
+        |(origin, inc, sequence, wanted, links)| {
+            PeerFrame::LinkStats(LinkStats { origin, incarnation: Incarnation(inc), sequence, wanted, links })
+        },
+    );
     prop_oneof![
         (any::<u16>(), any::<u16>(), any::<bool>(), any::<[u8; 32]>(), name(), name(), any::<u64>()).prop_map(
             |(min_version, max_version, key, nonce, name, cell, inc)| PeerFrame::Hello(Hello {
@@ -75,6 +89,7 @@ fn control() -> impl Strategy<Value = PeerFrame> {
         prop::collection::vec(advert, 0..3).prop_map(PeerFrame::Adverts),
         prop::collection::vec(delta, 0..3).prop_map(PeerFrame::Summary),
         prop::collection::vec(synced, 0..3).prop_map(PeerFrame::Synced),
+        stats,
     ]
 }
 
@@ -578,8 +593,9 @@ fn a_forged_count_fails_without_reserving_memory_for_it() {
 
 #[test]
 fn client_frame_types_and_unknown_bytes_are_refused_at_the_header() {
-    let mut b = BytesMut::from(&[0u8, 0, 0, 9, 0x09][..]);
-    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnknownFrameType(0x09)));
+    // 0x09 was unknown before LINK_STATS took it; 0x0A is the next free control type.
+    let mut b = BytesMut::from(&[0u8, 0, 0, 9, 0x0A][..]);
+    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnknownFrameType(0x0A)));
     let mut b = BytesMut::from(&[0u8, 0, 0, 0][..]);
     assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::EmptyFrame));
     let mut b = BytesMut::from(&[0u8, 0x10, 0, 0][..]);

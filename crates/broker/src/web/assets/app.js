@@ -82,9 +82,10 @@ function drawNetwork(update) {
   for (const link of update.links) {
     const a = where.get(link.a), b = where.get(link.b);
     if (!a || !b) continue;
-    const own = link.own;
+    const own = link.own, seen = link.seen;
     const onRoute = route.has([link.a, link.b].sort().join("\u0000"));
-    const cls = ["link", link.up ? "up" : "down", own ? "own" : "", onRoute ? "route" : ""].join(" ");
+    const cls = ["link", link.up ? "up" : "down", own ? "own" : "", seen ? "seen" : "",
+      seen && seen.stale ? "stale" : "", onRoute ? "route" : ""].join(" ");
     const attrs = { class: cls, x1: a.x, y1: a.y, x2: b.x, y2: b.y, "data-a": link.a, "data-b": link.b,
       "data-up": link.up };
     if (own) {
@@ -93,7 +94,15 @@ function drawNetwork(update) {
       attrs["data-in-per-s"] = own.in_per_s;
       attrs["data-queued"] = own.queued_messages;
     }
+    if (seen) {
+      // Rates as the link's ends reported them: a to b, and back.
+      attrs["data-ab-per-s"] = seen.a_to_b_per_s;
+      attrs["data-ba-per-s"] = seen.b_to_a_per_s;
+      attrs["data-age-ms"] = seen.age_ms;
+      attrs["data-stale"] = seen.stale;
+    }
     parts.push(el("line", attrs));
+    if (seen) parts.push(seenLabel(link, seen, a, b));
     if (own) {
       const peer = link.a === update.broker ? link.b : link.a;
       const text = `▸${fmt(own.out_per_s, 0)} ◂${fmt(own.in_per_s, 0)}/s q${own.queued_messages}`;
@@ -114,6 +123,25 @@ function drawNetwork(update) {
     parts.push(g);
   }
   svg.replaceChildren(...parts);
+}
+
+// A link between two other brokers: both ways' rates together and each end's queue, the
+// details (and how old the report is) in its tooltip; greyed when stale.
+function seenLabel(link, seen, a, b) {
+  const q = (n) => (n === null || n === undefined ? "–" : n);
+  const text = `${fmt(seen.a_to_b_per_s + seen.b_to_a_per_s, 0)}/s q${q(seen.queued_at_a)}/${q(seen.queued_at_b)}`;
+  const label = el("text", { class: "rate seen" + (seen.stale ? " stale" : ""), x: (a.x + b.x) / 2,
+    y: (a.y + b.y) / 2, "text-anchor": "middle", "data-a": link.a, "data-b": link.b }, text);
+  label.append(el("title", {}, `${link.a} → ${link.b}: ${fmt(seen.a_to_b_per_s)} msg/s, ${link.b} → ${link.a}: ` +
+    `${fmt(seen.b_to_a_per_s)}; queued at ${link.a}: ${q(seen.queued_at_a)}, at ${link.b}: ${q(seen.queued_at_b)}; ` +
+    `reported ${fmt(seen.age_ms / 1000)} s ago${seen.stale ? " (stale)" : ""}`));
+  return label;
+}
+
+// One broker's nack ranges, shortest form: "e1: 12-40, 77 …".
+function nackText(n) {
+  const ranges = n.ranges.map(([first, last]) => (first === last ? `${first}` : `${first}-${last}`));
+  return `${n.broker}: ${ranges.join(", ")}${n.more ? " …" : ""}`;
 }
 
 function table(id, head, rows) {
@@ -151,11 +179,13 @@ function drawPanel(update) {
         o.queued_messages, o.queued_bytes, o.drops];
     }).map((r) => r.map((c) => (c === undefined ? "–" : c))));
   const g = update.guaranteed;
-  table("pubends", ["pubend", "home", "log", "release", "horizon lag ms", "release lag ms", "subscriber lag ms",
-    "upstream", "children"], g.pubends.map((p) => [p.pubend, p.hosted ? "here" : "remote",
+  const publishRate = update.publish_per_s || {};
+  table("pubends", ["pubend", "home", "publish/s", "log", "release", "horizon lag ms", "release lag ms",
+    "subscriber lag ms", "upstream", "children", "nack ranges"], g.pubends.map((p) => [p.pubend,
+    p.hosted ? "here" : "remote", p.pubend in publishRate ? publishRate[p.pubend] : "–",
     p.log_bytes === null ? "–" : bytes(p.log_bytes), p.release === null ? "–" : p.release, p.horizon_lag_ms,
     p.release_lag_ms === null ? "–" : p.release_lag_ms, p.subend_lag_ms_max, p.upstream.join(" ") || "–",
-    p.children.join(" ") || "–"]));
+    p.children.join(" ") || "–", (p.nacks || []).map(nackText).join("; ") || "none"]));
   table("durables", ["name", "pattern", "held", "pubend", "behind ms", "pins the log"],
     g.durables.flatMap((d) => (d.pubends.length ? d.pubends : [{}]).map((p) => [d.name, d.pattern,
       d.held ? "yes" : "no", p.pubend || "–", p.behind_ms === undefined ? "–" : p.behind_ms,

@@ -451,6 +451,12 @@ impl Ostream {
         }
     }
 
+    /// The first `max` ranges the cell asked for that are not answered yet, and whether more
+    /// follow: what `/state` shows as that cell's nacks.
+    pub(crate) fn asked(&self, max: usize) -> (Vec<TickRange>, bool) {
+        self.curious.first_spans(max)
+    }
+
     /// An Ack from the cell. Returns whether the ack prefix advanced.
     pub(crate) fn on_ack(&mut self, ack: Tick, release: Tick, now: Millis, base_interval_ms: u64) -> bool {
         self.release = self.release.max(release.min(ack));
