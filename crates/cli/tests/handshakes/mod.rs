@@ -278,7 +278,7 @@ fn random_bytes_and_mutated_client_hellos_to_a_tls_port_are_closed() {
         };
         prop_assert!(closed, "the broker held the connection open {:?} after {:?}", began.elapsed(), bytes);
         case.set(case.get() + 1);
-        if case.get() % 16 == 0 {
+        if case.get().is_multiple_of(16) {
             prop_assert!(healthy(), "a TLS client was refused after {} cases", case.get());
         }
         Ok(())
