@@ -30,6 +30,21 @@ impl VerifyBudget {
             Err(self.next - now)
         }
     }
+
+    /// Reserves the next place in line: `Some(wait)` to verify once `wait` has passed (places
+    /// are taken in order, one per interval), or `None` if that would be more than `max_wait`
+    /// away: the line is full, and the caller refuses without verifying. Waiters are then
+    /// bounded by `max_wait` times the rate, whatever comes in.
+    pub fn reserve(&mut self, now: Instant, max_wait: Duration) -> Option<Duration> {
+        let earliest = now.checked_sub(self.burst).unwrap_or(now);
+        self.next = self.next.max(earliest);
+        let wait = self.next.saturating_duration_since(now);
+        if wait > max_wait {
+            return None;
+        }
+        self.next += self.every;
+        Some(wait)
+    }
 }
 
 #[cfg(test)]
@@ -46,5 +61,22 @@ mod tests {
         let banked = (0..100).filter(|_| budget.take(later).is_ok()).count();
         assert_eq!(banked, 11, "a second's worth banked, and the one due now");
         assert!(budget.take(later).is_err());
+    }
+
+    #[test]
+    fn reserved_places_come_one_interval_apart_until_the_line_is_full() {
+        let start = Instant::now();
+        let mut budget = VerifyBudget::new(10, start);
+        let waits: Vec<Option<Duration>> = (0..13).map(|_| budget.reserve(start, Duration::from_secs(1))).collect();
+        assert_eq!(waits[0], Some(Duration::ZERO));
+        assert_eq!(waits[1], Some(Duration::from_millis(100)));
+        assert_eq!(waits[10], Some(Duration::from_secs(1)), "a second's worth of places");
+        assert_eq!(waits[11], None, "the line is full: refused without a place");
+        assert_eq!(waits[12], None);
+        // Time passing frees places again.
+        assert_eq!(
+            budget.reserve(start + Duration::from_millis(150), Duration::from_secs(1)),
+            Some(Duration::from_millis(950))
+        );
     }
 }

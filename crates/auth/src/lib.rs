@@ -7,12 +7,14 @@
 //! force, what no allow rule names is denied.
 
 mod budget;
+mod certificate;
 mod password;
 mod permissions;
 mod rules;
 mod users;
 
 pub use budget::VerifyBudget;
+pub use certificate::certificate_names;
 pub use password::{hash_password, is_known_hash, verify_password};
 pub use permissions::{Permissions, Rules, SubscribeDecision};
 pub use rules::{overlap, RuleSet};

@@ -5,8 +5,8 @@
 //! name = "alice"
 //! password = "$argon2id$v=19$..."       # `tidings passwd` writes it; bcrypt `$2b$` also accepted
 //! tokens = ["sha256:9f86d08..."]         # bearer tokens, stored as SHA-256 of the token
-//! certificate = "alice"                  # TLS client certificate name: parsed, unused until TLS lands
-//! admin = "read"                         # admin API role: parsed, not enforced yet
+//! certificate = "alice"                  # a TLS client certificate's common name (or a SAN) that logs in as alice
+//! admin = "read"                         # the admin port's role: "read" (GET) or "admin" (also changes)
 //! publish = { allow = ["orders.>"], deny = ["orders.audit"] }
 //! subscribe = { allow = [">"], deny = ["secret.>"] }
 //! ```
@@ -90,8 +90,10 @@ pub enum Credentials {
     },
     /// A bearer token.
     Token(String),
-    /// The common name of a verified TLS client certificate.
-    Certificate(String),
+    /// The names of a TLS client certificate the broker's CA signed (verified by the TLS
+    /// handshake): its common names, then its subject alternative names
+    /// ([`crate::certificate_names`]). The first one a user lists wins.
+    Certificate(Vec<String>),
 }
 
 /// Why a login failed; the client is told only that it was refused, the log and metrics more.
@@ -103,6 +105,10 @@ pub enum Failure {
     UnknownUser,
     /// The password or token did not match.
     BadSecret,
+    /// A client certificate (signed by the CA) that no user lists, and no other credentials.
+    UnknownCertificate,
+    /// Too many password checks already wait for the verification budget: refused without one.
+    Busy,
 }
 
 impl Failure {
@@ -112,6 +118,8 @@ impl Failure {
             Failure::Missing => "missing",
             Failure::UnknownUser => "unknown_user",
             Failure::BadSecret => "bad_secret",
+            Failure::UnknownCertificate => "unknown_certificate",
+            Failure::Busy => "busy",
         }
     }
 }
@@ -165,8 +173,13 @@ impl Users {
             for token in &entry.tokens {
                 users.by_token.insert(parse_digest(&entry.name, token)?, Arc::clone(&user));
             }
-            if let Some(cn) = entry.certificate {
-                users.by_certificate.insert(cn, Arc::clone(&user));
+            if let Some(name) = entry.certificate {
+                if let Some(other) = users.by_certificate.insert(name.clone(), Arc::clone(&user)) {
+                    return Err(AuthError::File(format!(
+                        "users {} and {} both list the certificate name {name:?}",
+                        other.name, entry.name
+                    )));
+                }
             }
             if users.by_name.insert(entry.name.clone(), user).is_some() {
                 return Err(AuthError::File(format!("user {} is listed twice", entry.name)));
@@ -197,7 +210,9 @@ impl Users {
                 }
             },
             Credentials::Token(token) => self.by_token.get(&token_digest(token)).cloned().ok_or(Failure::BadSecret),
-            Credentials::Certificate(cn) => self.by_certificate.get(cn).cloned().ok_or(Failure::UnknownUser),
+            Credentials::Certificate(names) => {
+                names.iter().find_map(|name| self.by_certificate.get(name)).cloned().ok_or(Failure::UnknownCertificate)
+            }
         }
     }
 

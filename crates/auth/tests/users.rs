@@ -39,8 +39,14 @@ fn a_password_token_or_certificate_finds_the_user() {
     assert_eq!(users.authenticate(&Credentials::None), Err(Failure::Missing));
     assert_eq!(users.authenticate(&Credentials::Token("tok-123".into())).map(|u| u.name.clone()), Ok("alice".into()));
     assert_eq!(users.authenticate(&Credentials::Token("tok-124".into())), Err(Failure::BadSecret));
-    let cert = users.authenticate(&Credentials::Certificate("alice.example".into()));
+    let cert = users.authenticate(&Credentials::Certificate(vec!["alice.example".into()]));
     assert_eq!(cert.map(|u| u.name.clone()), Ok("alice".into()));
+    // Any of the certificate's names may be the listed one; none listed is its own failure.
+    let names = vec!["laptop-7".to_string(), "alice.example".to_string()];
+    assert_eq!(users.authenticate(&Credentials::Certificate(names)).map(|u| u.name.clone()), Ok("alice".into()));
+    let unknown = users.authenticate(&Credentials::Certificate(vec!["mallory.example".into()]));
+    assert_eq!(unknown, Err(Failure::UnknownCertificate));
+    assert_eq!(users.authenticate(&Credentials::Certificate(Vec::new())), Err(Failure::UnknownCertificate));
     // bob has a (garbled-salt) bcrypt hash and no rules: whatever it proves, it may do nothing.
     let bob = users.get("bob").cloned();
     assert!(bob.is_some_and(|b| !b.permissions.may_publish("x") && b.role.is_none()));
@@ -53,6 +59,7 @@ fn a_broken_file_is_refused_with_where() {
         ("[[user]]\nname = \"a\"\ntokens = [\"abc\"]\n", "sha256:"),
         ("[[user]]\nname = \"a\"\npublish = { allow = [\"a..b\"] }\n", "rule"),
         ("[[user]]\nname = \"a\"\n[[user]]\nname = \"a\"\n", "twice"),
+        ("[[user]]\nname = \"a\"\ncertificate = \"c\"\n[[user]]\nname = \"b\"\ncertificate = \"c\"\n", "both list"),
         ("[[user]]\nname = \"a\"\nrole = \"x\"\n", "unknown field"),
     ] {
         match Users::parse(text) {

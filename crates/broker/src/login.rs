@@ -18,12 +18,17 @@ fn not_authorized(what: String) -> Notice {
 
 impl Session {
     /// Logs the session in with `credentials`, before its HELLO is handled (a no-op without a
-    /// users file). The refusal says only "not authenticated": not whether the user exists.
+    /// users file); a client that offers none logs in by its TLS client certificate, if it
+    /// showed one. The refusal says only "not authenticated": not whether the user exists.
     pub async fn login(&mut self, credentials: Credentials) -> Result<(), Failure> {
         let Some(guard) = self.shared.security.clone() else { return Ok(()) };
         if self.login.is_some() {
             return Ok(()); // a second HELLO: refused as such by `hello`
         }
+        let credentials = match (credentials, self.certificate.take()) {
+            (Credentials::None, Some(names)) => Credentials::Certificate(names),
+            (credentials, _) => credentials,
+        };
         let client = self.outbox.client.lock().clone();
         let user = guard.login(credentials, &client).await?;
         if user.permissions.filters_deliveries() {

@@ -50,6 +50,8 @@ pub struct Session {
     pub(crate) shared: Arc<Context>,
     /// Who the session logged in as (with a users file; see [`crate::security`]).
     pub(crate) login: Option<crate::security::Login>,
+    /// The names of the client's verified TLS certificate: its login when it offers no other.
+    pub(crate) certificate: Option<Vec<String>>,
     /// Reused across publishes; holds this session's publishing endpoint.
     pub publisher: Publisher,
     /// The topic of the previous valid publish, to skip validating it again; `None` until the
@@ -87,6 +89,7 @@ impl Session {
             outbox,
             shared,
             login: None,
+            certificate: None,
             publisher: Publisher::default(),
             last_valid_topic: None,
         }

@@ -153,12 +153,13 @@ async fn open(stream: TcpStream, shared: Arc<Context>, tls: Option<Arc<Tls>>) {
     let peer = stream.peer_addr().ok();
     let Some(tls) = tls else {
         let (reader, writer) = stream.into_split();
-        return connection(reader, writer, peer, shared).await;
+        return connection(reader, writer, peer, shared, None).await;
     };
     match tls.accept(stream, shared.config.limits.handshake_timeout).await {
         Accepted::Tls(stream) => {
+            let certificate = crate::tls::client_names(&stream);
             let (reader, writer) = tokio::io::split(*stream);
-            connection(TlsRead::new(reader), writer, peer, shared).await;
+            connection(TlsRead::new(reader), writer, peer, shared, certificate).await;
         }
         Accepted::Plaintext(stream) => {
             shared.metrics.protocol_error(ReasonCode::HandshakeRequired);
@@ -186,8 +187,15 @@ async fn say_and_close(mut stream: TcpStream, frame: &Frame) {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(1), exchange).await;
 }
 
-async fn connection<R, W>(mut reader: R, writer: W, stream_peer: Option<std::net::SocketAddr>, shared: Arc<Context>)
-where
+/// Reads and serves one client's frames; `certificate` holds the names of its verified TLS
+/// client certificate, its login when HELLO carries no credentials.
+async fn connection<R, W>(
+    mut reader: R,
+    writer: W,
+    stream_peer: Option<std::net::SocketAddr>,
+    shared: Arc<Context>,
+    certificate: Option<Vec<String>>,
+) where
     R: ReadSide,
     W: AsyncWrite + Unpin + Send + 'static,
 {
@@ -197,6 +205,7 @@ where
         *outbox.client.lock() = peer.to_string();
     }
     let mut session = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
+    session.certificate = certificate;
     let max_frame = shared.config.limits.max_frame;
     let limits = &shared.config.limits;
     let mut read = ReadBuffer::new(Arc::clone(&shared.budget), limits.frame_timeout);
@@ -269,8 +278,8 @@ where
                     decoded += 1;
                     if let Frame::Hello(hello) = &frame {
                         // Off the event loop and within the login budget (see `security`).
-                        if session.login(crate::security::credentials(&hello.auth)).await.is_err() {
-                            let notice = Notice::new(ReasonCode::NotAuthenticated, "not authenticated");
+                        if let Err(failure) = session.login(crate::security::credentials(&hello.auth)).await {
+                            let notice = Notice::new(ReasonCode::NotAuthenticated, crate::security::refusal(failure));
                             shared.metrics.protocol_error(ReasonCode::NotAuthenticated);
                             outbox.close_with(&Frame::Error(notice));
                             break 'read;

@@ -205,3 +205,21 @@ fn mqtt_logins_and_denied_topics_get_their_reason_codes() {
     assert!(said.contains("denied") || said.contains("not authori"), "{said}");
     assert!(text(&out.stdout).is_empty(), "a denied filter delivered: {}", text(&out.stdout));
 }
+
+/// The CLI's admin commands log in to a broker with a users file (plain HTTP here; HTTPS in
+/// `tls.rs`): bob, who has the read role, reads it; no login and a user without the role are
+/// refused, each in one line naming the cause.
+#[test]
+fn tidings_info_logs_in_to_the_admin_port() {
+    let (_dir, b, _) = setup("");
+    let admin = b.ready.admin.unwrap().to_string();
+    let out = tidings(&["info", "--admin", &admin, "--user", "bob", "--password", "bob-pw"]);
+    assert!(out.status.success(), "info as bob: {}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("broker "), "{}", text(&out.stdout));
+    let none = tidings(&["info", "--admin", &admin]);
+    assert!(!none.status.success(), "info without a login succeeded");
+    assert!(text(&none.stderr).contains("needs a login"), "{}", text(&none.stderr));
+    let alice = tidings(&["durable", "ls", "--admin", &admin, "--user", "alice", "--password", "alice-pw"]);
+    assert!(!alice.status.success(), "alice has no admin role");
+    assert!(text(&alice.stderr).contains("user alice may not GET"), "{}", text(&alice.stderr));
+}

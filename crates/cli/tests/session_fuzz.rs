@@ -4,8 +4,15 @@
 //! against one running broker. After each sequence the broker must still answer a fresh client,
 //! and everything it sent back must decode. `SESSION_FUZZ_CASES` sets how many sequences
 //! (default 64; the seed is proptest's, and a failure is shrunk to a short sequence).
+//!
+//! The handshakes (issue 43) are fuzzed too, in [`handshakes`]: what a server reads before a
+//! login completes (a native HELLO with credentials, an MQTT CONNECT, a link's HELLO and AUTH,
+//! a TLS ClientHello), mutated, against the codecs in process and a broker with a users file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod handshakes;
+mod pki_common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

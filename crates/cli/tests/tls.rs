@@ -6,54 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
 mod patterns_common;
+mod pki_common;
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use patterns_common::{bin, mosquitto_present, start, text, tidings};
-use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
+use pki_common::Pki;
 use tidings_testkit::BrokerProcess;
-
-/// A CA and what it signed, as PEM files in `dir`.
-struct Pki {
-    dir: PathBuf,
-    ca: rcgen::Certificate,
-    ca_key: KeyPair,
-    name: String,
-}
-
-impl Pki {
-    fn new(dir: &Path, name: &str) -> Pki {
-        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, format!("tidings test CA {name}"));
-        let ca_key = KeyPair::generate().unwrap();
-        let ca = params.self_signed(&ca_key).unwrap();
-        std::fs::write(dir.join(format!("{name}-ca.pem")), ca.pem()).unwrap();
-        Pki { dir: dir.to_path_buf(), ca, ca_key, name: name.to_string() }
-    }
-
-    fn ca(&self) -> String {
-        self.path(&format!("{}-ca.pem", self.name))
-    }
-
-    fn path(&self, file: &str) -> String {
-        self.dir.join(file).display().to_string()
-    }
-
-    /// A certificate for `names` (DNS names or IP addresses) signed by this CA: (cert, key).
-    fn issue(&self, who: &str, names: &[&str]) -> (String, String) {
-        let mut params = CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
-        params.distinguished_name.push(DnType::CommonName, who);
-        let key = KeyPair::generate().unwrap();
-        let cert = params.signed_by(&key, &self.ca, &self.ca_key).unwrap();
-        let (cert_path, key_path) = (self.path(&format!("{who}.pem")), self.path(&format!("{who}.key")));
-        std::fs::write(&cert_path, cert.pem()).unwrap();
-        std::fs::write(&key_path, key.serialize_pem()).unwrap();
-        (cert_path, key_path)
-    }
-}
 
 /// A broker whose listeners (native and MQTT) speak TLS with a certificate for 127.0.0.1.
 fn tls_broker(pki: &Pki, extra_tls: &str, extra: &str) -> BrokerProcess {
@@ -339,4 +299,91 @@ fn sighup_reloads_the_certificate_for_new_connections_and_keeps_open_ones() {
     let got = text(&sub.finish().stdout);
     assert!(got.contains("after") && got.contains("kept"), "the subscriber connected before the reload got: {got}");
     assert!(!got.contains("refused"));
+}
+
+/// `tidings ARGS` with TIDINGS_PASSWORD set to `password` (and no other TIDINGS_ variable
+/// from the test's environment), to its end.
+fn tidings_env(args: &[&str], password: Option<&str>) -> std::process::Output {
+    let mut command = Command::new(bin());
+    command.args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    for name in ["TIDINGS_USER", "TIDINGS_PASSWORD", "TIDINGS_TOKEN", "TIDINGS_TLS_CA"] {
+        command.env_remove(name);
+    }
+    if let Some(password) = password {
+        command.env("TIDINGS_PASSWORD", password);
+    }
+    tidings_testkit::finish_within(command.spawn().unwrap(), Duration::from_secs(20))
+}
+
+/// The CLI's own admin commands over HTTPS with a login (issue 43): `tidings info` and
+/// `durable ls|rm` with `--tls-ca` (or `--ca`, or an https:// address) and `--user`, the
+/// password from `--password` or TIDINGS_PASSWORD. Each refusal is one line naming its cause:
+/// no login, a wrong password, a user without the role, https without a CA, HTTP on the
+/// HTTPS port.
+#[test]
+fn the_cli_admin_commands_speak_https_with_a_login() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "ca");
+    let users = dir.path().join("users.toml");
+    for (user, password) in [("alice", "alice-pw"), ("carol", "carol-pw")] {
+        let out = tidings(&["passwd", "--file", users.to_str().unwrap(), user, "--password", password]);
+        assert!(out.status.success(), "passwd: {}", text(&out.stderr));
+    }
+    let doc =
+        std::fs::read_to_string(&users).unwrap().replace("name = \"alice\"", "name = \"alice\"\nadmin = \"read\"");
+    std::fs::write(&users, doc).unwrap();
+    let security = format!("[security]\nusers_file = {:?}\nfailure_delay = \"10ms\"\n", users.to_str().unwrap());
+    let b = tls_broker(&pki, "admin = true", &security);
+    let (admin, ca) = (b.ready.admin.unwrap().to_string(), pki.ca());
+    let https = format!("https://{admin}");
+
+    let ok = tidings_env(&["info", "--admin", &https, "--tls-ca", &ca, "--user", "alice"], Some("alice-pw"));
+    assert!(ok.status.success(), "info as alice: {}", text(&ok.stderr));
+    assert!(
+        text(&ok.stdout).starts_with("broker ") && text(&ok.stdout).contains("connections"),
+        "{}",
+        text(&ok.stdout)
+    );
+    let listed = tidings_env(
+        &["info", "--admin", &admin, "--ca", &ca, "--user", "alice", "--password", "alice-pw", "--connections"],
+        None,
+    );
+    assert!(listed.status.success(), "--ca alone turns HTTPS on: {}", text(&listed.stderr));
+    let ls = tidings_env(&["durable", "ls", "--admin", &https, "--tls-ca", &ca, "--user", "alice"], Some("alice-pw"));
+    assert!(ls.status.success(), "durable ls: {}", text(&ls.stderr));
+    assert!(text(&ls.stdout).contains("no durable subscriptions"), "{}", text(&ls.stdout));
+
+    let refused = |args: &[&str], password: Option<&str>, want: &[&str]| {
+        let out = tidings_env(args, password);
+        let said = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {}", text(&out.stdout));
+        assert_eq!(said.trim().lines().count(), 1, "one line: {said}");
+        for want in want {
+            assert!(said.contains(want), "{args:?}: {said:?} lacks {want:?}");
+        }
+    };
+    refused(
+        &["durable", "rm", "gone", "--admin", &https, "--tls-ca", &ca, "--user", "alice"],
+        Some("alice-pw"),
+        &["user alice may not DELETE /durable/gone", "403"],
+    );
+    refused(&["info", "--admin", &https, "--tls-ca", &ca], None, &["needs a login", "401", "--user"]);
+    refused(
+        &["info", "--admin", &https, "--tls-ca", &ca, "--user", "alice"],
+        Some("nope"),
+        &["refused the login of user alice", "401"],
+    );
+    refused(
+        &["info", "--admin", &https, "--tls-ca", &ca, "--user", "carol"],
+        Some("carol-pw"),
+        &["user carol may not GET", "403", "role"],
+    );
+    refused(&["info", "--admin", &https], None, &["--tls-ca"]);
+    refused(&["info", "--admin", &admin, "--user", "alice"], Some("alice-pw"), &["HTTPS only", "--tls-ca"]);
+    let other = Pki::new(dir.path(), "other");
+    refused(
+        &["info", "--admin", &https, "--tls-ca", &other.ca(), "--user", "alice"],
+        Some("alice-pw"),
+        &["HTTPS with", "signed by the CA given"],
+    );
 }

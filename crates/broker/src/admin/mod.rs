@@ -118,6 +118,9 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<
                         body.len()
                     );
                     let _ = tokio::time::timeout(HEADER_TIMEOUT, stream.write_all(response.as_bytes())).await;
+                    // The request is still unread: closing now would reset the connection,
+                    // which can discard the answer before the client reads it.
+                    crate::tls::close_gently(stream).await;
                 }
                 crate::tls::Accepted::Failed => {}
             }

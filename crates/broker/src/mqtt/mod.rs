@@ -147,15 +147,16 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
 async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, tls: Option<Arc<Tls>>) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (reader, writer): (BoxRead, BoxWrite) = match tls {
+    let (reader, writer, certificate): (BoxRead, BoxWrite, _) = match tls {
         None => {
             let (reader, writer) = stream.into_split();
-            (Box::new(reader), Box::new(writer))
+            (Box::new(reader), Box::new(writer), None)
         }
         Some(tls) => match tls.accept(stream, shared.config.limits.handshake_timeout).await {
             Accepted::Tls(stream) => {
+                let certificate = crate::tls::client_names(&stream);
                 let (reader, writer) = tokio::io::split(*stream);
-                (Box::new(reader), Box::new(writer))
+                (Box::new(reader), Box::new(writer), certificate)
             }
             Accepted::Plaintext(_) => {
                 tracing::info!(%peer, "plaintext MQTT on a TLS listener; closed");
@@ -164,23 +165,28 @@ async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, 
             Accepted::Failed => return,
         },
     };
-    connection(reader, writer, peer, shared, registry).await;
+    connection(Stream { reader, writer, peer, certificate }, shared, registry).await;
 }
 
-async fn connection(
-    mut reader: BoxRead,
+/// One MQTT client's connection: its halves, who it is on the network, and the names of its
+/// verified TLS client certificate (its login when CONNECT carries no credentials).
+struct Stream {
+    reader: BoxRead,
     writer: BoxWrite,
     peer: String,
-    shared: Arc<Context>,
-    registry: Arc<Registry>,
-) {
+    certificate: Option<Vec<String>>,
+}
+
+async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry>) {
+    let Stream { mut reader, writer, peer, certificate } = stream;
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("{peer} mqtt");
     let (native_end, delivery_end) = tokio::io::duplex(PIPE_BYTES);
     shared.tasks.spawn(write_stream(native_end, Arc::clone(&outbox)));
     let link = Arc::new(link::Link::default());
-    let native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
+    let mut native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
+    native.certificate = certificate;
     let mut session = MqttSession::new(native, Arc::clone(&link), Arc::clone(&registry));
     let (acks, mut acks_in) = tokio::sync::mpsc::unbounded_channel();
     let mut buf = BytesMut::with_capacity(1024);

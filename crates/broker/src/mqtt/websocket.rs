@@ -42,10 +42,14 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let limit = shared.config.limits.handshake_timeout;
+    let mut certificate = None;
     let stream: Box<dyn Duplex> = match tls {
         None => Box::new(stream),
         Some(tls) => match tls.accept(stream, limit).await {
-            Accepted::Tls(stream) => stream,
+            Accepted::Tls(stream) => {
+                certificate = crate::tls::client_names(&stream);
+                stream
+            }
             Accepted::Plaintext(mut stream) => {
                 tracing::info!(%peer, "plaintext HTTP on a wss listener; refused");
                 let _ = refuse(&mut stream, "this port speaks MQTT over WebSocket inside TLS: use wss://").await;
@@ -58,7 +62,8 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let Some(ws) = upgrade(stream, limit, max_message, &peer).await else { return };
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
-    super::connection(reader, writer, format!("{peer} ws"), shared, registry).await;
+    let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate };
+    super::connection(stream, shared, registry).await;
 }
 
 /// Runs the HTTP upgrade within `limit`; `None` (after answering why, when it can) if it fails.

@@ -42,6 +42,11 @@ impl Default for SecurityConfig {
     }
 }
 
+/// The longest a password check waits for the verification budget: a flood beyond
+/// `verify_per_second` for longer is refused unverified (reason `busy`), so that the logins
+/// waiting, and the connections they hold, stay bounded (a second's worth of the budget).
+const MAX_VERIFY_WAIT: Duration = Duration::from_secs(1);
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FailureLabel {
     reason: &'static str,
@@ -110,19 +115,21 @@ impl Guard {
     /// Authenticates `credentials` off the event loop, within the verification budget; a
     /// failure is counted, logged at a bounded rate, and answered after the failure delay.
     pub async fn login(&self, credentials: Credentials, client: &str) -> Result<Arc<User>, Failure> {
-        if matches!(credentials, Credentials::Password { .. }) {
-            loop {
-                let wait = self.budget.lock().take(Instant::now());
-                match wait {
-                    Ok(()) => break,
-                    Err(wait) => tokio::time::sleep(wait).await,
+        let place = match credentials {
+            Credentials::Password { .. } => self.budget.lock().reserve(Instant::now(), MAX_VERIFY_WAIT),
+            _ => Some(Duration::ZERO),
+        };
+        let outcome = match place {
+            // Beyond the queue a second's worth of the budget can serve: refused unverified.
+            None => Err(Failure::Busy),
+            Some(wait) => {
+                tokio::time::sleep(wait).await;
+                let users = self.users();
+                match tokio::task::spawn_blocking(move || users.authenticate(&credentials)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(Failure::BadSecret),
                 }
             }
-        }
-        let users = self.users();
-        let outcome = match tokio::task::spawn_blocking(move || users.authenticate(&credentials)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(Failure::BadSecret),
         };
         if let Err(failure) = outcome {
             self.failures.get_or_create(&FailureLabel { reason: failure.name() }).inc();
@@ -138,6 +145,20 @@ impl Guard {
             *last = Some(Instant::now());
             tracing::warn!(%client, reason = failure.name(), "login refused (logged at most once a second; see tidings_auth_failures_total)");
         }
+    }
+}
+
+/// The text of a refused native login. A wrong password, an unknown user and a wrong token are
+/// all "not authenticated" (a guesser learns nothing); a client certificate no user lists, or a
+/// flood that filled the verification queue, is said as such.
+pub fn refusal(failure: Failure) -> &'static str {
+    match failure {
+        Failure::Missing => "not authenticated: this broker requires a login (--user and --password, or --token)",
+        Failure::UnknownUser | Failure::BadSecret => "not authenticated",
+        Failure::UnknownCertificate => {
+            "not authenticated: no user in the broker's users file lists a name of this client certificate"
+        }
+        Failure::Busy => "not authenticated: too many logins are waiting; try again later",
     }
 }
 
@@ -168,8 +189,9 @@ pub fn mqtt_credentials(connect: &tidings_wire::mqtt::Connect) -> Credentials {
 pub fn mqtt_refusal(failure: Failure) -> tidings_wire::mqtt::Packet {
     use tidings_wire::mqtt::{Connack, MqttReason, Packet};
     let reason = match failure {
-        Failure::Missing => MqttReason::NotAuthorized,
+        Failure::Missing | Failure::UnknownCertificate => MqttReason::NotAuthorized,
         Failure::UnknownUser | Failure::BadSecret => MqttReason::BadUserNameOrPassword,
+        Failure::Busy => MqttReason::ServerUnavailable,
     };
     Packet::Connack(Connack { session_present: false, reason, properties: Default::default() })
 }

@@ -173,6 +173,14 @@ impl Tls {
     }
 }
 
+/// The names of the client certificate the handshake verified (with `[tls] ca`), which a
+/// users file may list to log the client in without a password; `None` without one.
+pub(crate) fn client_names(stream: &tokio_rustls::server::TlsStream<TcpStream>) -> Option<Vec<String>> {
+    let (_, connection) = stream.get_ref();
+    let leaf = connection.peer_certificates()?.first()?;
+    Some(tidings_auth::certificate_names(leaf))
+}
+
 async fn accept_with(acceptor: &TlsAcceptor, stream: TcpStream, limit: Duration) -> Accepted {
     let peer = stream.peer_addr().ok();
     let mut first = [0u8; 1];
@@ -181,14 +189,31 @@ async fn accept_with(acceptor: &TlsAcceptor, stream: TcpStream, limit: Duration)
         Ok(Ok(1)) => {}
         _ => return Accepted::Failed,
     }
-    match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+    match tokio::time::timeout(limit, acceptor.accept(stream).into_fallible()).await {
         Ok(Ok(tls)) => Accepted::Tls(Box::new(tls)),
-        Ok(Err(error)) => {
+        Ok(Err((error, stream))) => {
             tracing::info!(?peer, %error, "TLS handshake refused");
+            close_gently(stream).await;
             Accepted::Failed
         }
         Err(_) => Accepted::Failed,
     }
+}
+
+/// Closes a connection after a last word (the TLS alert of a refused handshake, an HTTP 400)
+/// so that the client reads it instead of a reset: a close with the client's bytes still
+/// unread (its first data, sent with its last handshake flight; its request) resets the
+/// connection, and a reset can discard what was written before the client reads it. Writes
+/// end, what the client sends is read and dropped until it closes. Bounded to a second.
+pub(crate) async fn close_gently(mut stream: TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut scrap = [0u8; 4096];
+    let drain = async {
+        stream.shutdown().await?;
+        while stream.read(&mut scrap).await? > 0 {}
+        io::Result::Ok(())
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
 fn file_error(what: &'static str, path: &str, detail: impl std::fmt::Display) -> TlsError {

@@ -1,12 +1,11 @@
 //! `tidings durable ls|rm`: a running broker's durable subscriptions, from its admin port.
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::Value;
-use tidings_admin::{http_get, http_request};
 
+use super::login::AdminArgs;
 use crate::cmd::outln;
 
 /// `durable` subcommands.
@@ -27,7 +26,7 @@ pub(crate) enum Which {
   tidings durable ls --json --admin 10.0.0.7:6465")]
 pub(crate) struct LsArgs {
     #[command(flatten)]
-    admin: AdminArg,
+    admin: AdminArgs,
     /// The `/state` entries as one JSON array.
     #[arg(long)]
     json: bool,
@@ -39,25 +38,9 @@ pub(crate) struct LsArgs {
   tidings durable rm billing")]
 pub(crate) struct RmArgs {
     #[command(flatten)]
-    admin: AdminArg,
+    admin: AdminArgs,
     /// The durable subscription's name.
     name: String,
-}
-
-/// Where the broker's admin port is.
-#[derive(clap::Args)]
-struct AdminArg {
-    /// The broker's admin address (HOST:PORT).
-    #[arg(long, default_value_t = super::info::default_admin(), value_name = "HOST:PORT")]
-    admin: String,
-}
-
-impl AdminArg {
-    fn addr(&self) -> Result<SocketAddr, super::UsageError> {
-        self.admin.parse().map_err(|_| {
-            super::UsageError(format!("--admin {:?} is not HOST:PORT (an IP address and a port)", self.admin))
-        })
-    }
 }
 
 pub(crate) fn run(which: &Which) -> anyhow::Result<ExitCode> {
@@ -69,8 +52,7 @@ pub(crate) fn run(which: &Which) -> anyhow::Result<ExitCode> {
 
 fn ls(args: &LsArgs) -> anyhow::Result<ExitCode> {
     let state: Value =
-        serde_json::from_str(&http_get(args.admin.addr()?, "/state?filters=0").context("cannot read /state")?)
-            .context("/state is not JSON")?;
+        serde_json::from_str(&args.admin.client()?.get("/state?filters=0")?).context("/state is not JSON")?;
     let durables = state["guaranteed"]["durables"].as_array().cloned().unwrap_or_default();
     if args.json {
         outln!("{}", Value::Array(durables))?;
@@ -98,8 +80,7 @@ fn ls(args: &LsArgs) -> anyhow::Result<ExitCode> {
 
 fn rm(args: &RmArgs) -> anyhow::Result<ExitCode> {
     tidings_broker::guaranteed::durable::check_name(&args.name).map_err(|n| super::UsageError(n.text))?;
-    let (status, body) = http_request(args.admin.addr()?, "DELETE", &format!("/durable/{}", args.name))
-        .context("cannot reach the admin port")?;
+    let (status, body) = args.admin.client()?.request("DELETE", &format!("/durable/{}", args.name))?;
     match status {
         200 => {
             outln!("{}", body.trim())?;

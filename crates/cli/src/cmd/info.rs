@@ -1,13 +1,13 @@
 //! `tidings info`: what a running broker says about itself, from its admin port (`/healthz`,
 //! `/readyz`, `/state`, `/metrics`), on one screen.
 
-use std::net::SocketAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use serde_json::Value;
-use tidings_admin::{http_get, metric_total, metric_value};
+use tidings_admin::{metric_total, metric_value};
 
+use super::login::{Admin, AdminArgs};
 use crate::cmd::outln;
 
 /// `info` arguments.
@@ -15,12 +15,12 @@ use crate::cmd::outln;
 #[command(after_help = "Examples:
   tidings info                          # the broker whose admin port is 127.0.0.1:6465
   tidings info --admin 10.0.0.7:6465
+  tidings info --admin https://127.0.0.1:6465 --tls-ca ca.pem --user alice   # TIDINGS_PASSWORD
   tidings info --connections            # who is connected: queue depth, counts, subscriptions
   tidings info --subscriptions --pattern orders")]
 pub(crate) struct Args {
-    /// The broker's admin address (HOST:PORT).
-    #[arg(long, default_value_t = default_admin(), value_name = "HOST:PORT")]
-    admin: String,
+    #[command(flatten)]
+    admin: AdminArgs,
     /// List the open connections (`/connz`), one line each.
     #[arg(long)]
     connections: bool,
@@ -38,22 +38,15 @@ pub(crate) struct Args {
     limit: usize,
 }
 
-pub(crate) fn default_admin() -> String {
-    format!("127.0.0.1:{}", tidings_broker::DEFAULT_ADMIN_PORT)
-}
-
 pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let admin: SocketAddr = args.admin.parse().map_err(|_| {
-        super::UsageError(format!("--admin {:?} is not HOST:PORT (an IP address and a port)", args.admin))
-    })?;
+    let admin = args.admin.client()?;
     if args.connections || args.subscriptions {
-        return list(admin, args);
+        return list(&admin, args);
     }
-    let state: Value = serde_json::from_str(&http_get(admin, "/state?filters=0").context("cannot read /state")?)
-        .context("/state is not JSON")?;
-    let metrics = http_get(admin, "/metrics").context("cannot read /metrics")?;
-    let alive = http_get(admin, "/healthz").is_ok();
-    let ready = http_get(admin, "/readyz").is_ok();
+    let state: Value = serde_json::from_str(&admin.get("/state?filters=0")?).context("/state is not JSON")?;
+    let metrics = admin.get("/metrics")?;
+    let alive = admin.get("/healthz").is_ok();
+    let ready = admin.get("/readyz").is_ok();
     let sum = |name: &str| metric_total(&metrics, name);
     let router = &state["router"];
     outln!(
@@ -86,15 +79,14 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
 
 /// `--connections` / `--subscriptions`: one page of `/connz` or `/subsz`, a line per entry,
 /// then how many there are in all.
-fn list(admin: SocketAddr, args: &Args) -> anyhow::Result<ExitCode> {
+fn list(admin: &Admin, args: &Args) -> anyhow::Result<ExitCode> {
     let (path, what) = if args.connections { ("/connz", "connections") } else { ("/subsz", "subscriptions") };
     let mut query = format!("{path}?offset={}&limit={}", args.offset, args.limit);
     if let Some(pattern) = &args.pattern {
         query.push_str("&pattern=");
         query.extend(form_urlencoded::byte_serialize(pattern.as_bytes()));
     }
-    let page: Value = serde_json::from_str(&http_get(admin, &query).with_context(|| format!("cannot read {path}"))?)
-        .with_context(|| format!("{path} is not JSON"))?;
+    let page: Value = serde_json::from_str(&admin.get(&query)?).with_context(|| format!("{path} is not JSON"))?;
     let items = page["items"].as_array().cloned().unwrap_or_default();
     for item in &items {
         let line = if args.connections {

@@ -6,6 +6,7 @@ pub(crate) mod broker;
 pub(crate) mod docs;
 pub(crate) mod durable;
 pub(crate) mod info;
+mod login;
 pub(crate) mod net;
 pub(crate) mod passwd;
 pub(crate) mod ping;

@@ -21,24 +21,8 @@ pub(crate) struct ServerArgs {
     /// Give up connecting (handshake included) after this long, e.g. 500ms or 10s.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     pub(crate) connect_timeout: Duration,
-    /// Log in as this user (a broker with a users file refuses sessions without a login).
-    #[arg(long, env = "TIDINGS_USER", value_name = "NAME", requires = "password")]
-    pub(crate) user: Option<String>,
-    /// The user's password (TIDINGS_PASSWORD keeps it out of the process list).
-    #[arg(long, env = "TIDINGS_PASSWORD", value_name = "PASSWORD", hide_env_values = true)]
-    pub(crate) password: Option<String>,
-    /// Log in with a bearer token instead of a user and password.
-    #[arg(long, env = "TIDINGS_TOKEN", value_name = "TOKEN", hide_env_values = true, conflicts_with = "user")]
-    pub(crate) token: Option<String>,
-    /// Speak TLS, trusting this CA (PEM) to have signed the broker's certificate.
-    #[arg(long, env = "TIDINGS_TLS_CA", value_name = "FILE")]
-    pub(crate) tls_ca: Option<std::path::PathBuf>,
-    /// This client's certificate (PEM), for a broker that requires one (`[tls] ca`).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    pub(crate) tls_cert: Option<std::path::PathBuf>,
-    /// The private key (PEM) of --tls-cert.
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    pub(crate) tls_key: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub(crate) login: super::login::LoginArgs,
 }
 
 impl ServerArgs {
@@ -52,13 +36,14 @@ impl ServerArgs {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
         let mut builder =
             Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout);
-        if let Some(ca) = &self.tls_ca {
+        let login = &self.login;
+        if let Some(ca) = &login.tls_ca {
             builder = builder.tls_ca(ca);
         }
-        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
+        if let (Some(cert), Some(key)) = (&login.tls_cert, &login.tls_key) {
             builder = builder.tls_identity(cert, key);
         }
-        match (&self.user, &self.password, &self.token) {
+        match (&login.user, &login.password, &login.token) {
             (Some(user), Some(password), _) => builder.password(user, password),
             (_, _, Some(token)) => builder.token(token),
             _ => builder,

@@ -159,7 +159,9 @@ fn reason(set: ReasonSet, version: ProtocolVersion) -> impl Strategy<Value = Mqt
     prop::sample::select(codes)
 }
 
-fn connect(version: ProtocolVersion) -> impl Strategy<Value = Connect> {
+/// Any valid CONNECT of `version`: a will or not, a user name and password or not, and (5.0)
+/// any CONNECT properties, AUTH's method and data among them (the handshake fuzz mutates these).
+pub fn connect(version: ProtocolVersion) -> impl Strategy<Value = Connect> {
     let will = (qos(), any::<bool>(), properties(WILL, version), name(), bytes())
         .prop_map(|(qos, retain, properties, topic, payload)| Will { qos, retain, properties, topic, payload });
     let credentials = (prop::option::of(text()), prop::option::of(bytes())).prop_map(move |(user, pass)| {

@@ -21,10 +21,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::cmd::login::{Admin, LoginArgs};
 use crate::cmd::outln;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
-use tidings_admin::{http_get, send_signal, Signal};
+use tidings_admin::{send_signal, Signal};
 use tidings_route::Topology;
 
 /// What `net` can do.
@@ -33,7 +34,7 @@ pub(crate) enum Which {
     /// Start every broker of a topology file and wait until the network has converged.
     Up(UpArgs),
     /// Show each broker of a running network: alive, healthy, links up.
-    Status(DirArgs),
+    Status(StatusArgs),
     /// Stop every broker of a running network (SIGTERM, then SIGKILL after 10 s).
     Down(DirArgs),
     /// Stall, cut, kill or restart part of a running network, now or on a schedule.
@@ -59,9 +60,22 @@ pub(crate) struct UpArgs {
     faults: bool,
     #[command(flatten)]
     shape: proxy::ShapeArgs,
+    /// The admin login and CA, for brokers started with a users file or `[tls]`.
+    #[command(flatten)]
+    login: LoginArgs,
     /// Extra arguments for every broker, after `--` (e.g. `-- --config tuning.toml`).
     #[arg(last = true)]
     broker_args: Vec<String>,
+}
+
+/// `net status` arguments.
+#[derive(clap::Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    dir: DirArgs,
+    /// The admin login and CA, for brokers started with a users file or `[tls]`.
+    #[command(flatten)]
+    login: LoginArgs,
 }
 
 /// The network's directory.
@@ -75,7 +89,7 @@ pub(crate) struct DirArgs {
 pub(crate) async fn run(which: Which) -> anyhow::Result<ExitCode> {
     match which {
         Which::Up(args) => up(&args),
-        Which::Status(args) => status(&args.dir),
+        Which::Status(args) => status(&args.dir.dir, &admin_of(&args.login)?),
         Which::Down(args) => down(&args.dir),
         Which::Fault(args) => fault::run(&args),
         Which::LinkProxy(args) => proxy::run(args).await,
@@ -138,7 +152,7 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let result = net.start_all(&mut started, &mut links).and_then(|()| {
         write_network(dir, &topology, &args.file, &started, &links, None)?;
         let began = Instant::now();
-        converge(&topology, &started, Duration::from_secs(args.timeout))?;
+        converge(&topology, &started, &admin_of(&args.login)?, Duration::from_secs(args.timeout))?;
         let converged_ms = began.elapsed().as_millis() as u64;
         write_network(dir, &topology, &args.file, &started, &links, Some(converged_ms))?;
         Ok(converged_ms)
@@ -322,13 +336,13 @@ fn spawn_ready(
 }
 
 /// Waits until every broker's up links are exactly its expected peers and all hold one view.
-fn converge(topology: &Topology, started: &[Started], timeout: Duration) -> anyhow::Result<()> {
+fn converge(topology: &Topology, started: &[Started], admin: &Admin, timeout: Duration) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
         let mut missing = Vec::new();
         let mut views = BTreeSet::new();
         for broker in started {
-            match broker_state(broker.addr("admin")) {
+            match broker_state(admin, broker.addr("admin")) {
                 Some(state) => {
                     let up = linked_peers(&state);
                     let expected: BTreeSet<String> = broker.peers.iter().cloned().collect();
@@ -364,8 +378,14 @@ fn linked_peers(state: &Value) -> BTreeSet<String> {
         .unwrap_or_default()
 }
 
-fn broker_state(admin: Option<SocketAddr>) -> Option<Value> {
-    let body = http_get(admin?, "/state").ok()?;
+/// The admin client every broker of the network is read with (`at` each one's address): one
+/// CA and one login for all.
+fn admin_of(login: &LoginArgs) -> anyhow::Result<Admin> {
+    login.admin_client(SocketAddr::from(([127, 0, 0, 1], 0)), false)
+}
+
+fn broker_state(admin: &Admin, addr: Option<SocketAddr>) -> Option<Value> {
+    let body = admin.at(addr?).get("/state").ok()?;
     serde_json::from_str(&body).ok()
 }
 
@@ -428,7 +448,7 @@ fn print_table(started: &[Started]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn status(dir: &Path) -> anyhow::Result<ExitCode> {
+fn status(dir: &Path, admin_login: &Admin) -> anyhow::Result<ExitCode> {
     let network = read_network(dir)?;
     outln!("topology {}", network["topology"].as_str().unwrap_or("?"))?;
     outln!(
@@ -447,13 +467,13 @@ fn status(dir: &Path) -> anyhow::Result<ExitCode> {
         let pid = pid_of(&b);
         let health = if !alive(pid) {
             "dead"
-        } else if admin.and_then(|a| http_get(a, "/healthz").ok()).is_some() {
+        } else if admin.and_then(|a| admin_login.at(a).get("/healthz").ok()).is_some() {
             "ok"
         } else {
             "no-admin"
         };
         let expected = b["peers"].as_array().map_or(0, Vec::len);
-        let (links, view) = match broker_state(admin) {
+        let (links, view) = match broker_state(admin_login, admin) {
             Some(state) => (linked_peers(&state).len().to_string(), state["router"]["view"].to_string()),
             None => ("-".to_string(), "-".to_string()),
         };
