@@ -226,6 +226,13 @@ impl Dispatcher {
             self.metrics.retained_bytes.set(retained.bytes() as i64);
             retained
         });
+        // Kept, not delivered: its live copy travels by guaranteed delivery (an MQTT QoS 1/2
+        // retained publish).
+        if message.is_retain_only() {
+            scratch.targets.clear();
+            scratch.matched = 0;
+            return None;
+        }
         let spent = {
             let index = self.index.read();
             // Only selector matching is timed: without selectors a match is a cache lookup, and

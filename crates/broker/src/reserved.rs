@@ -3,7 +3,7 @@
 //! broker, once, before anything is delivered or routed. Brokers downstream trust them.
 
 use tidings_matching::Topic;
-use tidings_wire::{Message, Notice, ReasonCode, ValueRef, REPLY_TO, RETAIN, RETAINED};
+use tidings_wire::{Message, Notice, ReasonCode, ValueRef, REPLY_TO, RETAIN, RETAINED, RETAIN_ONLY};
 
 /// What a valid message's reserved properties ask of the broker.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub fn check(message: &Message) -> Result<Asks<'_>, Notice> {
             (RETAIN, ValueRef::Bool(flag)) => asks.retain |= flag,
             (RETAIN, _) => {
                 return Err(Notice::new(ReasonCode::MalformedFrame, format!("{RETAIN} must be a boolean")));
+            }
+            (RETAIN_ONLY, ValueRef::Bool(_)) => {}
+            (RETAIN_ONLY, _) => {
+                return Err(Notice::new(ReasonCode::MalformedFrame, format!("{RETAIN_ONLY} must be a boolean")));
             }
             (RETAINED, _) => {
                 return Err(Notice::new(
@@ -85,6 +89,7 @@ mod tests {
             (vec![Property::new(REPLY_TO, 7i64)], ReasonCode::InvalidTopic, "as text"),
             (vec![Property::new(REPLY_TO, "a"), Property::new(REPLY_TO, "b")], ReasonCode::InvalidTopic, "once"),
             (vec![Property::new(RETAIN, "yes")], ReasonCode::MalformedFrame, "boolean"),
+            (vec![Property::new(RETAIN_ONLY, 1i64)], ReasonCode::MalformedFrame, "boolean"),
             (vec![Property::new(RETAINED, true)], ReasonCode::MalformedFrame, "set by brokers"),
         ] {
             let notice = check(&message(&props)).unwrap_err();

@@ -361,6 +361,45 @@ def clean_discards(port, version):
     print("ok")
 
 
+def retained_qos(port, version):
+    """QoS 1 and 2 retained publishes are kept like QoS 0 ones: a new subscription gets each at
+    the lower of its QoS and the subscription's, flagged retained; an empty one clears; in 5.0 a
+    retain-as-published subscription sees the RETAIN flag on a QoS 1 live copy."""
+    pub = Client(port, version)
+    for q in (0, 1, 2):
+        pub.publish(f"rq/{q}", f"kept {q}".encode(), q, retain=True)
+    time.sleep(0.3)
+    for top in (2, 1):
+        sub = Client(port, version)
+        sub.subscribe("rq/+", top)
+        got = sorted((m.topic, m.payload.decode(), m.qos, bool(m.retain)) for m in sub.received(3))
+        expected = [(f"rq/{q}", f"kept {q}", min(q, top), True) for q in (0, 1, 2)]
+        if got != expected:
+            fail(f"retained values at QoS {top}: got {got}, expected {expected}")
+        sub.disconnect()
+    if version == 5:
+        rap = Client(port, 5)
+        subscribe_with(rap, "rq/live", 1, None, retainAsPublished=True)
+        publish_with(pub, "rq/live", b"live", 1, retain=True)
+        flags = [m.retain for m in only(rap, "retain as published at QoS 1", ["live"])]
+        if flags != [True]:
+            fail(f"retain-as-published at QoS 1: RETAIN flags {flags}")
+        rap.disconnect()
+        pub.publish("rq/live", b"", 1, retain=True)
+    pub.publish("rq/1", b"", 1, retain=True)
+    time.sleep(0.3)
+    late = Client(port, version)
+    late.subscribe("rq/+", 2)
+    time.sleep(1.0)
+    with late.lock:
+        got = sorted(m.payload.decode() for m in late.messages)
+    if got != ["kept 0", "kept 2"]:
+        fail(f"after clearing rq/1 at QoS 1: got {got}")
+    for c in (pub, late):
+        c.disconnect()
+    print("ok")
+
+
 def varint(n):
     out = bytearray()
     while True:

@@ -206,6 +206,11 @@ fn paho_5_0_server_keep_alive_no_broker_user_property_and_a_readable_receive_max
 }
 
 #[test]
+fn qos_1_and_2_retained_values_are_kept_and_given_at_their_qos() {
+    passes_in_each_version("retained-qos");
+}
+
+#[test]
 fn a_clean_start_discards_what_the_old_sessions_durable_subscriptions_held() {
     passes_in_each_version("clean-discards");
 }

@@ -30,7 +30,7 @@ pub use frame::{
     GuaranteedDeliver, GuaranteedPublish, Hello, HelloAuth, Message, NoResponders, Notice, Ping, Pong, PublishAck,
     PublishRefused, SubId, Subscribe, Subscribed, Token, Unsubscribe, Welcome, DEFAULT_MAX_FRAME, DELIVER_HEADER_LEN,
     GUARANTEED_DELIVER_HEADER_LEN, HEADER_LEN, HELLO_AUTH_VERSION, MAX_GROUP_LEN, PROTOCOL_MIN_VERSION,
-    PROTOCOL_VERSION, QUEUE_FLAG, REDELIVERED_FLAG, REPLY_TO, RETAIN, RETAINED, TOKEN_LEN,
+    PROTOCOL_VERSION, QUEUE_FLAG, REDELIVERED_FLAG, REPLY_TO, RETAIN, RETAINED, RETAIN_ONLY, TOKEN_LEN,
 };
 pub use ids::{PubendId, PublisherId, Tick};
 pub use reason::ReasonCode;

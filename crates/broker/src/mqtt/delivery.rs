@@ -11,8 +11,10 @@
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use tidings_wire::mqtt::{Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, PublishResponse, QoS};
-use tidings_wire::{DeliveryAck, Frame, GuaranteedDeliver, Message, ValueRef};
+use tidings_wire::mqtt::{
+    Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse, QoS,
+};
+use tidings_wire::{DeliveryAck, Frame, GuaranteedDeliver, Message, SubId, ValueRef};
 use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -102,7 +104,12 @@ impl Delivery {
         match frame {
             Frame::Deliver(deliver) => {
                 let sub = self.link.state.lock().subs.get(&deliver.id).cloned();
-                if let Some(publish) = sub.and_then(|sub| delivery(&deliver.message, &sub, self.version, self.origin)) {
+                let Some(sub) = sub else { return Some(Translated::Carry) };
+                let qos = retained_qos(&deliver.message).min(sub.qos);
+                if let Some(publish) = delivery(&deliver.message, &sub, self.version, self.origin) {
+                    if qos != QoS::AtMostOnce {
+                        return self.retained(deliver.id, publish, qos, out).await;
+                    }
                     let mut packet = BytesMut::new();
                     let mut publish = Packet::Publish(publish);
                     // Sized with its name: an alias is set only on a PUBLISH the client gets.
@@ -183,6 +190,38 @@ impl Delivery {
         Some(Translated::Carry)
     }
 
+    /// Waits for room in the in-flight window, flushing what is written meanwhile (the client
+    /// acknowledges what it has only once it has it); `None` when the client is gone.
+    async fn room(&self, out: &mut BytesMut) -> Option<()> {
+        loop {
+            let room = self.link.room.notified();
+            if self.link.state.lock().has_room() {
+                return Some(());
+            }
+            if !self.flush(out).await {
+                return None;
+            }
+            room.await;
+        }
+    }
+
+    /// A QoS 1/2 retained value given to a new subscription: sent at the lower of the two QoS
+    /// with a packet identifier, within the window, and acknowledged to no one upstream.
+    async fn retained(&self, sub: SubId, mut publish: Publish, qos: QoS, out: &mut BytesMut) -> Option<Translated> {
+        publish.qos = qos;
+        publish.packet_id = PacketId::new(1);
+        let mut packet = BytesMut::new();
+        if Packet::Publish(publish.clone()).encode(self.version, &mut packet).is_err() || packet.len() > self.max_packet
+        {
+            return Some(Translated::Carry);
+        }
+        self.room(out).await?;
+        publish.packet_id = self.link.state.lock().sent_retained(sub, qos);
+        self.aliases.lock().apply(&mut publish);
+        self.push(Packet::Publish(publish), out);
+        Some(Translated::Carry)
+    }
+
     /// A guaranteed delivery: sent at the lower of the subscription's and the message's QoS once
     /// the window has room, and acknowledged upstream once the client has it.
     async fn guaranteed(&self, deliver: GuaranteedDeliver, out: &mut BytesMut) -> Option<Translated> {
@@ -197,16 +236,8 @@ impl Delivery {
         });
         // Not for this client (its filter leaves the topic out, or it is too large): done.
         let qos = if publish.is_some() { qos } else { QoS::AtMostOnce };
-        loop {
-            let room = self.link.room.notified();
-            if qos == QoS::AtMostOnce || self.link.state.lock().has_room() {
-                break;
-            }
-            // The client acknowledges what it has only once it has it.
-            if !self.flush(out).await {
-                return None;
-            }
-            room.await;
+        if qos != QoS::AtMostOnce {
+            self.room(out).await?;
         }
         let (packet_id, ack) = self.link.state.lock().sent(deliver.id, (deliver.pubend, deliver.tick), qos);
         if let Some(mut publish) = publish {
@@ -219,6 +250,16 @@ impl Delivery {
             let _ = self.acks.send(ack);
         }
         Some(Translated::Carry)
+    }
+}
+
+/// The QoS a retained value was published at: 1 or 2 when it says so (an MQTT QoS 1/2 retained
+/// publish), else 0 (a QoS 0 or native one, and every live best-effort message).
+fn retained_qos(message: &Message) -> QoS {
+    match message.property(QOS_PROPERTY) {
+        Some(ValueRef::Int(2)) if message.is_retained() => QoS::ExactlyOnce,
+        Some(ValueRef::Int(1)) if message.is_retained() => QoS::AtLeastOnce,
+        _ => QoS::AtMostOnce,
     }
 }
 

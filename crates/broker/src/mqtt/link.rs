@@ -63,8 +63,9 @@ enum Stage {
 #[derive(Debug)]
 struct Inflight {
     sub: SubId,
-    pubend: PubendId,
-    tick: Tick,
+    /// The guaranteed delivery it acknowledges when done; none for a retained value (nothing
+    /// upstream waits for it).
+    from: Option<(PubendId, Tick)>,
     stage: Stage,
 }
 
@@ -163,6 +164,16 @@ impl State {
         if qos == QoS::AtMostOnce {
             return (None, self.done(sub, pubend, tick));
         }
+        (self.take_packet(sub, Some((pubend, tick)), qos), None)
+    }
+
+    /// Records a retained value sent at QoS 1 or 2 on subscription `sub`: a packet identifier
+    /// and a place in the window, and nothing to acknowledge upstream when the client is done.
+    pub(super) fn sent_retained(&mut self, sub: SubId, qos: QoS) -> Option<PacketId> {
+        self.take_packet(sub, None, qos)
+    }
+
+    fn take_packet(&mut self, sub: SubId, from: Option<(PubendId, Tick)>, qos: QoS) -> Option<PacketId> {
         let mut id = self.next_packet;
         loop {
             id = id.wrapping_add(1).max(1);
@@ -171,8 +182,8 @@ impl State {
             }
         }
         self.next_packet = id;
-        self.inflight.insert(id, Inflight { sub, pubend, tick, stage: Stage::First(qos) });
-        (PacketId::new(id), None)
+        self.inflight.insert(id, Inflight { sub, from, stage: Stage::First(qos) });
+        PacketId::new(id)
     }
 
     /// The client's PUBACK: `Err` when no QoS 1 message has this identifier.
@@ -203,7 +214,7 @@ impl State {
             _ => return Err(()),
         }
         let entry = self.inflight.remove(&id).ok_or(())?;
-        Ok(self.done(entry.sub, entry.pubend, entry.tick))
+        Ok(entry.from.and_then(|(pubend, tick)| self.done(entry.sub, pubend, tick)))
     }
 
     /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew.

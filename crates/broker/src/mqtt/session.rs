@@ -20,7 +20,9 @@ use tidings_wire::mqtt::{
 };
 use tidings_wire::{
     Frame, GuaranteedPublish, Hello, Message, Notice, Property, PublisherId, ReasonCode, SubId, Value, RETAIN,
+    RETAIN_ONLY,
 };
+use tracing::debug;
 
 use super::link::{Incoming, Link, Sub, QOS_PROPERTY, SERVER_WINDOW};
 use super::registry::{client_hash, Registry, MQTT311_SESSION_EXPIRY};
@@ -335,14 +337,39 @@ impl MqttSession {
         if publish.qos == QoS::ExactlyOnce {
             properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(2) });
         }
-        let Ok(message) = Message::new(&topic, &properties, publish.payload, now_us()) else {
+        if publish.retain {
+            properties.push(Property { key: carry::RETAIN_FLAG.to_string(), value: Value::Bool(true) });
+        }
+        let sent = now_us();
+        let Ok(message) = Message::new(&topic, &properties, publish.payload.clone(), sent) else {
             return self.refuse(MqttReason::PacketTooLarge);
         };
         let publisher = PublisherId(client_hash(&self.client_id));
         let frame = Frame::GuaranteedPublish(GuaranteedPublish { publisher, seq, pubend: String::new(), message });
-        match self.native.handle(frame) {
-            Next::Refuse(notice) => self.refuse(reason_for(&notice)),
-            _ => Step::Reply(Vec::new()),
+        if let Next::Refuse(notice) = self.native.handle(frame) {
+            return self.refuse(reason_for(&notice));
+        }
+        if publish.retain {
+            self.keep_retained(&topic, properties, publish.qos, publish.payload, sent);
+        }
+        Step::Reply(Vec::new())
+    }
+
+    /// Makes a QoS 1/2 retained publish its topic's retained value, network-wide, as a QoS 0 one
+    /// is: a best-effort copy that only sets the value ([`RETAIN_ONLY`]; its live copy is the
+    /// guaranteed one), marked with its QoS so a new subscription gets it at the lower of the
+    /// two. Kept in memory like QoS 0 values (not across a restart), and set once the publish is
+    /// accepted, before its sync: a refused copy (say, past `max_retained_bytes`) leaves the
+    /// value as it was and the publish goes on.
+    fn keep_retained(&mut self, topic: &str, mut properties: Vec<Property>, qos: QoS, payload: Bytes, sent: u64) {
+        properties.retain(|p| p.key != QOS_PROPERTY);
+        properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(qos as i64) });
+        properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
+        properties.push(Property { key: RETAIN_ONLY.to_string(), value: Value::Bool(true) });
+        if let Ok(message) = Message::new(topic, &properties, payload, sent) {
+            if let Next::Refuse(notice) = self.native.handle(Frame::Publish(message)) {
+                debug!(%notice, topic, "a QoS 1/2 retained value was not kept");
+            }
         }
     }
 }
@@ -377,7 +404,7 @@ pub(super) fn delivery(message: &Message, sub: &Sub, version: ProtocolVersion, o
     let name = tidings_wire::mqtt::topic::tidings_to_name(topic)?;
     let payload: Bytes = message.payload();
     let mut publish = Publish::at_most_once(name, payload);
-    publish.retain = retained || (sub.options.retain_as_published && message.is_retain());
+    publish.retain = retained || (sub.options.retain_as_published && carry::retain_flag(message));
     if version == ProtocolVersion::V5 {
         publish.properties = carry::to_mqtt(message, now_us()).ok()?;
         publish.properties.subscription_identifiers.extend(sub.options.identifier);

@@ -24,6 +24,11 @@ pub const REPLY_TO: &str = "$reply_to";
 /// topic's retained value; an empty payload clears the topic's value instead.
 pub const RETAIN: &str = "$retain";
 
+/// The property (boolean `true`) that, beside [`RETAIN`], asks the network to keep the message as
+/// its topic's retained value without delivering it live: how an MQTT QoS 1/2 retained publish,
+/// delivered live by guaranteed delivery, also becomes the value new subscriptions get.
+pub const RETAIN_ONLY: &str = "$retain_only";
+
 /// The property (boolean `true`) a broker adds to a retained value it delivers to a new
 /// subscription, so the subscriber can tell a kept value from a live one. Only brokers set it:
 /// a PUBLISH carrying it is refused.
@@ -162,6 +167,12 @@ impl Message {
     /// Whether the publisher asked for this message to be retained ([`RETAIN`] is `true`).
     pub fn is_retain(&self) -> bool {
         self.property(RETAIN) == Some(ValueRef::Bool(true))
+    }
+
+    /// Whether this only sets its topic's retained value, delivered to no live subscription
+    /// ([`RETAIN`] and [`RETAIN_ONLY`] both `true`).
+    pub fn is_retain_only(&self) -> bool {
+        self.is_retain() && self.property(RETAIN_ONLY) == Some(ValueRef::Bool(true))
     }
 
     /// Whether a broker delivered this as a kept retained value ([`RETAINED`] is `true`).

@@ -29,7 +29,7 @@ pub use gap::Gap;
 pub use guaranteed_deliver::{GuaranteedDeliver, GUARANTEED_DELIVER_HEADER_LEN, REDELIVERED_FLAG};
 pub use guaranteed_publish::GuaranteedPublish;
 pub use hello::{Hello, HelloAuth, HELLO_AUTH_VERSION};
-pub use message::{Message, REPLY_TO, RETAIN, RETAINED};
+pub use message::{Message, REPLY_TO, RETAIN, RETAINED, RETAIN_ONLY};
 pub use no_responders::NoResponders;
 pub use notice::Notice;
 pub use ping::{Ping, Pong};

@@ -34,6 +34,17 @@ pub const EXPIRY: &str = "$expiry";
 /// Set on a QoS 2 publish (value 2), so QoS 2 subscribers receive it at QoS 2; reserved, so MQTT
 /// subscribers never see it as a user property.
 pub const QOS: &str = "$mqtt_qos";
+/// Set (`true`) on the guaranteed copy of a QoS 1/2 publish whose RETAIN flag was set, so a
+/// retain-as-published subscription sees the flag on the live copy too (the retained value
+/// travels apart, see `tidings_wire::RETAIN_ONLY`).
+pub const RETAIN_FLAG: &str = "$mqtt_retain";
+
+/// Whether the publisher set RETAIN: [`crate::RETAIN`] on a best-effort message, [`RETAIN_FLAG`]
+/// on a guaranteed one.
+pub fn retain_flag(message: &Message) -> bool {
+    message.is_retain() || message.property(RETAIN_FLAG) == Some(ValueRef::Bool(true))
+}
+
 /// Set on the messages of an MQTT session that has a no-local subscription: a hash of its client
 /// identifier, so that session's delivery task can leave its own messages out.
 pub const ORIGIN: &str = "$origin";
