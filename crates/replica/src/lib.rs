@@ -33,7 +33,6 @@ pub mod command;
 mod envelope;
 mod group;
 pub mod journal;
-mod propose;
 mod ready;
 mod rejoin;
 pub mod state;
