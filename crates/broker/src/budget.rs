@@ -38,6 +38,9 @@ pub struct QueueBudget {
     pub gauge: Gauge,
     /// Connections cut to bring the total back under the limit.
     pub cuts: Counter,
+    /// Held while shedding: two publishers' threads passing the limit at once would each see
+    /// the same outbox not yet cut, cut it twice and count two cuts for one connection.
+    shedding: Mutex<()>,
     reading: AtomicUsize,
     /// Bytes held for frames being read, past each connection's first chunk
     /// (`tidings_reading_bytes`).
@@ -53,6 +56,7 @@ impl QueueBudget {
             outboxes: Mutex::default(),
             gauge: Gauge::default(),
             cuts: Counter::default(),
+            shedding: Mutex::default(),
             reading: AtomicUsize::new(0),
             reading_gauge: Gauge::default(),
         })
@@ -110,6 +114,7 @@ impl QueueBudget {
     /// Cuts the connections holding the most until the total is within the limit. Called with
     /// no outbox lock held.
     pub(crate) fn shed(&self) {
+        let _one_at_a_time = self.shedding.lock();
         let outboxes: Vec<Arc<dyn Cuttable>> = self.outboxes.lock().iter().filter_map(Weak::upgrade).collect();
         // What connections already cut still hold (a batch their writer is giving up) comes
         // back shortly: it is not a reason to cut anyone else.
