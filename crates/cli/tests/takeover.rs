@@ -123,11 +123,27 @@ fn takeovers(kills: usize, list: [usize; 3]) -> Run {
         // The first acknowledgement read after the publisher reconnected (to a successor): an
         // acknowledgement the dead leader sent just before the kill, read late, does not count.
         let mut first = None;
-        wait_until("an acknowledgement from the successor", Duration::from_secs(15), || {
+        let acknowledged = |first: &mut Option<Instant>| {
             let Some(&back) = reconnects(&publisher).get(reconnects_before) else { return false };
-            first = publisher.timed().into_iter().map(|(at, _)| at).find(|at| *at > back.max(killed_at));
+            *first = publisher.timed().into_iter().map(|(at, _)| at).find(|at| *at > back.max(killed_at));
             first.is_some()
-        });
+        };
+        while !acknowledged(&mut first) && killed_at.elapsed() < Duration::from_secs(15) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if first.is_none() {
+            // What the publisher and the survivors' groups said, to tell a lost election from a
+            // publisher that never reached the successor.
+            for (at, note) in publisher.notes().into_iter().filter(|(at, _)| *at >= killed_at) {
+                eprintln!("  +{:?} publisher: {note}", at.duration_since(killed_at));
+            }
+            for (i, b) in brokers.iter().enumerate().filter(|&(i, _)| i != leader) {
+                eprintln!("  {}: {}", nodes[i].name, replica_group(b));
+            }
+            let last = publisher.timed().last().map(|(_, v)| v.clone());
+            eprintln!("  acknowledged {}, the last: {last:?}", publisher.count());
+            panic!("kill {kill}: no acknowledgement from the successor within 15 s of killing {}", nodes[leader].name);
+        }
         let took = first.unwrap().duration_since(killed_at);
         eprintln!("kill {kill}: {} SIGKILLed, first acknowledgement after {took:?}", nodes[leader].name);
         for (at, note) in publisher.notes().into_iter().filter(|(at, _)| *at >= killed_at) {
@@ -150,6 +166,9 @@ fn takeovers(kills: usize, list: [usize; 3]) -> Run {
     let notes: Vec<String> = publisher.notes().into_iter().map(|(_, line)| line).collect();
     let refusals = notes.iter().filter(|n| n.starts_with("disconnected") && n.contains("does not lead")).count();
     let (acked, status, stderr) = publisher.finish(Duration::from_secs(PER_KILL.as_secs() * kills as u64 + 60));
+    if !status.success() {
+        eprintln!("acknowledged {}, the last: {:?}", acked.len(), acked.last());
+    }
     assert!(status.success(), "not every publish was acknowledged: {stderr}");
     assert_eq!(acked.len() as u64, count);
     let pubends: std::collections::BTreeSet<&str> = acked.iter().map(|a| a["pubend"].as_str().unwrap()).collect();

@@ -13,7 +13,7 @@ use raft::storage::MemStorage;
 use raft::{Config, RawNode, StateRole};
 
 use crate::command::{Command, PublisherId};
-use crate::state::{Outcome, PubendReplica};
+use crate::state::{Outcome, PubendReplica, Record};
 
 /// A replica's id inside its group: raft-rs's peer id, never 0. The shell maps it to a broker.
 pub type ReplicaId = u64;
@@ -42,12 +42,29 @@ pub struct GroupSettings {
     /// pubend, and handing the lead back would leave two brokers serving it (docs/replication.md,
     /// "Takeover").
     pub hand_back: bool,
+    /// Whether a leader tells its followers each new commit index at once (an append message
+    /// of its own, which each follower answers after a journal write), or lets it ride on the
+    /// next append or heartbeat (raft-rs's `skip_bcast_commit` when off). Only acknowledgements
+    /// need the commit, and only the leader gives them, so a follower learning it later costs
+    /// nothing but how soon it applies; off, each commit saves an append to every follower, its
+    /// journal write there and its answer (docs/replication.md, "Replicated throughput"). On
+    /// where a test counts on a follower applying without a tick (the hand-driven network, the
+    /// simulator).
+    pub broadcast_commit: bool,
 }
 
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
     pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
-        Self { id, voters, election_ticks: 10, heartbeat_ticks: 2, ack_before_quorum: false, hand_back: true }
+        Self {
+            id,
+            voters,
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            ack_before_quorum: false,
+            hand_back: true,
+            broadcast_commit: true,
+        }
     }
 }
 
@@ -92,6 +109,12 @@ pub enum Input {
         /// The message body.
         payload: Vec<u8>,
     },
+    /// Every publish the host's engine appended in one turn of the shell, each at the engine's
+    /// tick, in tick order (as [`Input::PublishAt`] one by one): proposed together, one entry
+    /// each, so they cost one `Ready`, one journal write and one append message per follower
+    /// instead of one of each per publish. A group proposing one publish at a time spent its
+    /// broker's turn on per-message work (docs/replication.md, "Replicated throughput").
+    PublishAllAt(Vec<Record>),
     /// The leader wants this command logged (silence from the lease, a release point).
     Propose(Command),
     /// A mate sent this.
@@ -303,16 +326,34 @@ impl ReplicaGroup {
     /// Feeds one input at time `now` (milliseconds; must not go backwards) and returns what the
     /// shell must do, in order.
     pub fn handle(&mut self, now: u64, input: Input) -> Vec<Action> {
+        self.handle_all(now, [input])
+    }
+
+    /// Feeds several inputs at time `now`, in order, then turns what raft-rs has to say into
+    /// actions once: the messages a mate sent during one turn of the shell cost one `Ready`
+    /// and one journal write here, not one of each (raft-rs steps any number of messages
+    /// between two `Ready`s, and the answers wait for the write of the `Ready` that holds
+    /// everything they acknowledge).
+    pub fn handle_all(&mut self, now: u64, inputs: impl IntoIterator<Item = Input>) -> Vec<Action> {
         let mut out = Vec::new();
-        if let Input::Message { from, msg } = &input {
-            if let Err(e) = self.check(*from, msg) {
-                out.push(Action::Dropped { from: *from, reason: e.0 });
-                return out;
+        let mut stepped = false;
+        for input in inputs {
+            if let Input::Message { from, msg } = &input {
+                if let Err(e) = self.check(*from, msg) {
+                    out.push(Action::Dropped { from: *from, reason: e.0 });
+                    continue;
+                }
+            }
+            match &mut self.phase {
+                Phase::Fencing { .. } => self.fencing(input, &mut out),
+                Phase::Running(running) => {
+                    running.step(&self.settings, now, input, &mut out);
+                    stepped = true;
+                }
             }
         }
-        match &mut self.phase {
-            Phase::Fencing { .. } => self.fencing(input, &mut out),
-            Phase::Running(running) => running.handle(&self.settings, now, input, &mut out),
+        if let (true, Phase::Running(running)) = (stepped, &mut self.phase) {
+            running.drain(&self.settings, &mut out);
         }
         out
     }
@@ -350,6 +391,7 @@ impl Running {
             pre_vote: true,
             max_inflight_msgs: 256,
             max_size_per_msg: 1 << 20,
+            skip_bcast_commit: !settings.broadcast_commit,
             ..Config::default()
         };
         config.validate().map_err(|e| ReplicaError::Settings(e.to_string()))?;
@@ -372,10 +414,17 @@ impl Running {
         })
     }
 
-    fn handle(&mut self, settings: &GroupSettings, now: u64, input: Input, out: &mut Vec<Action>) {
+    /// One input, without turning raft-rs's `Ready` into actions yet (`ReplicaGroup::handle_all`
+    /// does, once for all its inputs).
+    fn step(&mut self, settings: &GroupSettings, now: u64, input: Input, out: &mut Vec<Action>) {
         match input {
-            Input::Publish { publisher, seq, payload } => self.publish(now, (publisher, seq), payload, out),
-            Input::PublishAt { publisher, seq, tick, payload } => self.publish(tick, (publisher, seq), payload, out),
+            Input::Publish { publisher, seq, payload } => {
+                self.publish_all(vec![Record { tick: now, publisher, seq, payload }], out)
+            }
+            Input::PublishAt { publisher, seq, tick, payload } => {
+                self.publish_all(vec![Record { tick, publisher, seq, payload }], out)
+            }
+            Input::PublishAllAt(records) => self.publish_all(records, out),
             Input::Propose(command) => {
                 if self.leading.is_some() {
                     let _ = self.raw.propose(Vec::new(), command.encode());
@@ -401,32 +450,6 @@ impl Running {
             }
             Input::Persisted { number } => self.persisted(settings, number, out),
             Input::Links { up } => self.links(settings, up),
-        }
-        self.drain(settings, out);
-    }
-
-    /// Proposes a publish at `tick` at the earliest (the clock, or the host engine's tick).
-    fn publish(&mut self, tick: u64, (publisher, seq): (PublisherId, u64), payload: Vec<u8>, out: &mut Vec<Action>) {
-        let Some(term) = self.leading else {
-            let leader = Some(self.raw.raft.leader_id).filter(|&l| l != 0);
-            out.push(Action::Refused { publisher, seq, leader });
-            return;
-        };
-        // Already applied: committed for good, so the first tick is the answer.
-        if let Some(tick) = self.state.logged(publisher, seq) {
-            out.push(Action::Acked { publisher, seq, tick });
-            return;
-        }
-        if self.pending.get(&(publisher, seq)) == Some(&term) {
-            return;
-        }
-        let tick = tick.max(self.last_proposed + 1).max(self.state.last_tick() + 1);
-        let command = Command::Publish { publisher, seq, tick, payload };
-        if self.raw.propose(Vec::new(), command.encode()).is_ok() {
-            self.last_proposed = tick;
-            self.pending.insert((publisher, seq), term);
-        } else {
-            out.push(Action::Refused { publisher, seq, leader: None });
         }
     }
 

@@ -33,6 +33,7 @@ pub mod command;
 mod envelope;
 mod group;
 pub mod journal;
+mod propose;
 mod ready;
 mod rejoin;
 pub mod state;

@@ -46,18 +46,21 @@ impl Running {
                 continue;
             }
             let max_term = entries.iter().map(|e| e.term).max().unwrap_or(0);
-            let publishes = entries
-                .iter()
-                .filter_map(|e| match Command::decode(&e.data) {
-                    Ok(Command::Publish { publisher, seq, tick, .. }) => Some((publisher, seq, tick)),
-                    _ => None,
-                })
-                .collect();
+            // Decoding copies every payload: only the mutation reads these.
+            let publishes = match settings.ack_before_quorum {
+                true => entries
+                    .iter()
+                    .filter_map(|e| match Command::decode(&e.data) {
+                        Ok(Command::Publish { publisher, seq, tick, .. }) => Some((publisher, seq, tick)),
+                        _ => None,
+                    })
+                    .collect(),
+                false => Vec::new(),
+            };
             self.unsynced.push_back(Unsynced { number, messages, max_term, publishes });
             out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None }));
         }
         self.track_leadership(out);
-        let _ = settings;
     }
 
     /// The shell synced every write up to `number`.

@@ -36,6 +36,7 @@ use raft::eraftpb::HardState;
 use crate::group::{
     Action, Envelope, GroupSettings, Input, Phase, Recovered, ReplicaError, ReplicaGroup, Running, Unsynced, Write,
 };
+use crate::state::Record;
 
 impl ReplicaGroup {
     /// A replica whose journal is empty (its disk was wiped, or the group is new here): it
@@ -69,6 +70,11 @@ impl ReplicaGroup {
             }
             Input::Publish { publisher, seq, .. } | Input::PublishAt { publisher, seq, .. } => {
                 out.push(Action::Refused { publisher, seq, leader: None });
+            }
+            Input::PublishAllAt(records) => {
+                for Record { publisher, seq, .. } in records {
+                    out.push(Action::Refused { publisher, seq, leader: None });
+                }
             }
             // Raft traffic, proposals and completions mean nothing before the fence.
             Input::Message { .. } | Input::Propose(_) | Input::Persisted { .. } | Input::Links { .. } => {}

@@ -26,6 +26,7 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.acknowledged += report.acknowledged;
             total.elections += report.elections;
             total.retries_after_takeover += report.retries_after_takeover;
+            total.batched += report.batched;
             coverage
         })
     });
@@ -35,6 +36,7 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.acknowledged >= runs * 10, "too few publishes acknowledged: {total:?}");
     assert!(total.elections > runs, "no takeovers: {total:?}");
     assert!(total.retries_after_takeover * 2 >= runs, "few retries after a takeover: {total:?}");
+    assert!(total.batched > 0, "no publishes proposed together: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
     if mode.disks {
         assert!(

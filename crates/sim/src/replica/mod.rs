@@ -54,6 +54,9 @@ pub struct Report {
     pub elections: usize,
     /// Publishes acknowledged again by a later leader (a retry after a takeover).
     pub retries_after_takeover: usize,
+    /// Publishes proposed together with another (`Input::PublishAllAt`), as a broker proposes a
+    /// turn's publishes.
+    pub batched: usize,
 }
 
 const PUBLISHERS: u64 = 3;
@@ -95,6 +98,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(
         acknowledged: judge.acked.len(),
         elections: judge.terms(),
         retries_after_takeover: judge.retries_after_takeover,
+        batched: run.world.batched,
     };
     Ok((run.coverage, report))
 }

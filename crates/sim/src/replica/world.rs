@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, ReplicaGroup, ReplicaId};
+use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Record, ReplicaGroup, ReplicaId};
 
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
@@ -66,6 +66,8 @@ pub(crate) struct World {
     pub(crate) weather: Weather,
     pub(crate) judge: Judge,
     ack_before_quorum: bool,
+    /// Publishes delivered in a batch of two or more (see `advance`).
+    pub(crate) batched: usize,
 }
 
 impl World {
@@ -85,6 +87,7 @@ impl World {
             weather,
             judge: Judge::default(),
             ack_before_quorum,
+            batched: 0,
         };
         for id in voters {
             let mut disk = Disk::default();
@@ -202,8 +205,39 @@ impl World {
         self.wire = later;
         let mut due = due;
         due.sort_by_key(|p| (p.0, p.1));
+        // Publishes due together at one replica, with nothing between them, are one proposal
+        // (`Input::PublishAllAt`), as a broker proposes a turn's publishes: the batch path
+        // runs under every fault here too.
+        let mut publishes: Option<(ReplicaId, Vec<Record>)> = None;
         for (_, _, packet) in due {
+            if let Packet::Publish { to, publisher, seq } = packet {
+                let record = Record { tick: now, publisher, seq, payload: seq.to_le_bytes().to_vec() };
+                match &mut publishes {
+                    Some((target, records)) if *target == to => records.push(record),
+                    _ => {
+                        self.propose(publishes.take());
+                        publishes = Some((to, vec![record]));
+                    }
+                }
+                continue;
+            }
+            self.propose(publishes.take());
             self.deliver(packet);
+        }
+        self.propose(publishes);
+    }
+
+    fn propose(&mut self, publishes: Option<(ReplicaId, Vec<Record>)>) {
+        match publishes {
+            Some((to, mut records)) if records.len() == 1 => {
+                let Record { publisher, seq, payload, .. } = records.remove(0);
+                self.input(to, Input::Publish { publisher, seq, payload });
+            }
+            Some((to, records)) => {
+                self.batched += records.len();
+                self.input(to, Input::PublishAllAt(records))
+            }
+            None => {}
         }
     }
 
@@ -226,9 +260,10 @@ impl World {
                     self.input(to, Input::Message { from, msg });
                 }
             }
-            Packet::Publish { to, publisher, seq } => {
-                self.input(to, Input::Publish { publisher, seq, payload: seq.to_le_bytes().to_vec() })
-            }
+            Packet::Publish { to, publisher, seq } => self.propose(Some((
+                to,
+                vec![Record { tick: self.now, publisher, seq, payload: seq.to_le_bytes().to_vec() }],
+            ))),
             Packet::Reply { from, publisher, action } => self.reply(from, publisher, action),
         }
     }

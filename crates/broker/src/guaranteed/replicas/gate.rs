@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use tidings_delivery::{PubendId, PublisherId, Tick};
 use tidings_node::publishes::Ack;
-use tidings_replica::Input;
+use tidings_replica::{Input, Record};
 use tidings_wire::{Frame, GuaranteedPublish, Notice, PublishRefused, ReasonCode};
 
 use super::Outcome;
@@ -55,6 +55,11 @@ pub(crate) struct Quorum {
     waiting: VecDeque<(GuaranteedPublish, Arc<Outbox>, Instant)>,
     /// Per replicated pubend, how far its log is synced here and committed in its group.
     frontier: BTreeMap<PubendId, Frontier>,
+    /// Publishes to propose at the end of this turn of the driver, per pubend in the order
+    /// they were appended (tick order): all of a turn's publishes go to the group as one
+    /// proposal ([`Input::PublishAllAt`]), so its per-message costs (a `Ready`, a journal
+    /// write, an append and its answer per follower) are paid once per turn, not per publish.
+    batch: BTreeMap<PubendId, Vec<Key>>,
 }
 
 /// The engine sends a record to subscribers only once its append is synced (`AppendDone`). For a
@@ -102,8 +107,15 @@ impl Driver {
             self.refuse_unavailable(publish, reply, &why);
             return false;
         }
-        if !replicas.leads(pubend) || !self.hosted.contains(&pubend) {
-            if let Some(leader) = replicas.led_by_mate(pubend) {
+        let leads = replicas.leads(pubend) && self.hosted.contains(&pubend);
+        // Behind the publishes held for a leader, even once this broker leads: they go to the
+        // engine at the end of the driver's turn (`replica_turn`), and a publish served in the
+        // same turn before them (a turn serves every command waiting) would reach the engine
+        // ahead of its publisher's earlier ones, which the engine then drops as stale retries:
+        // never acknowledged, and the publisher's in-order acknowledgements stall behind them
+        // (seen in the takeover test, a publisher's window resent to a new leader).
+        if !leads || !self.quorum.waiting.is_empty() {
+            if let Some(leader) = replicas.led_by_mate(pubend).filter(|_| !leads) {
                 let why = format!("this broker does not lead the pubend's replica group ({leader} does)");
                 self.refuse_unavailable(publish, reply, &why);
             } else if since.elapsed() >= HOLD {
@@ -123,14 +135,36 @@ impl Driver {
     pub(in crate::guaranteed) fn propose_appended(&mut self, key: Key, tick: Tick) {
         let Some(proposal) = self.quorum.proposed.get_mut(&key) else { return };
         proposal.tick = Some(tick);
-        let payload = proposal.payload.clone();
-        self.propose(key, tick, payload);
+        self.quorum.batch.entry(key.0).or_default().push(key);
     }
 
-    fn propose(&mut self, (pubend, publisher, seq): Key, tick: Tick, payload: Vec<u8>) {
+    /// Proposes this turn's publishes (see [`Quorum::batch`]), each pubend's as one proposal,
+    /// at the ticks their proposals hold. One acknowledged meanwhile (a retry the group
+    /// answered from its table) is left out.
+    fn propose_batch(&mut self) {
+        // What the outcomes cause (the engine fed) may append more: proposed too, not left for
+        // a later turn.
+        while !self.quorum.batch.is_empty() {
+            for (pubend, keys) in std::mem::take(&mut self.quorum.batch) {
+                let records = keys.into_iter().filter_map(|key| self.record(key)).collect();
+                self.propose(pubend, records);
+            }
+        }
+    }
+
+    /// What the group logs for `key`: its proposal, at its tick.
+    fn record(&self, key: Key) -> Option<Record> {
+        let proposal = self.quorum.proposed.get(&key)?;
+        let (_, publisher, seq) = key;
+        Some(Record { tick: proposal.tick?.0, publisher: publisher.0, seq, payload: proposal.payload.clone() })
+    }
+
+    fn propose(&mut self, pubend: PubendId, records: Vec<Record>) {
         let Some(replicas) = self.replicas.as_mut() else { return };
-        let input = Input::PublishAt { publisher: publisher.0, seq, tick: tick.0, payload };
-        let outcomes = replicas.handle(pubend, input);
+        if records.is_empty() {
+            return;
+        }
+        let outcomes = replicas.handle(pubend, Input::PublishAllAt(records));
         self.replica_outcomes(outcomes);
     }
 
@@ -158,15 +192,15 @@ impl Driver {
         }
         // A retry the engine answered from its table never reached its append here: the tick
         // is the one the table remembers (0, "after every record", when it is forgotten).
-        let tick = ack.tick.unwrap_or_default();
-        proposal.tick = Some(tick);
-        let payload = proposal.payload.clone();
+        proposal.tick = Some(ack.tick.unwrap_or_default());
         self.quorum.parked.insert(key, ack);
-        self.propose(key, tick, payload);
+        self.quorum.batch.entry(key.0).or_default().push(key);
     }
 
     /// Acts on what the groups decided for publishers.
     pub(in crate::guaranteed) fn replica_outcomes(&mut self, outcomes: Vec<Outcome>) {
+        // The highest tick each pubend's group acknowledged in these outcomes.
+        let mut moved: BTreeMap<PubendId, Tick> = BTreeMap::new();
         for outcome in outcomes {
             match outcome {
                 Outcome::Acked { pubend, publisher, seq } => {
@@ -178,14 +212,9 @@ impl Driver {
                             self.quorum.acked.insert(key);
                         }
                     }
-                    // Only now: the engine acknowledges synchronously inside `feed_synced` once
-                    // the frontier passes the record, and its acknowledgement must find the
-                    // group's already recorded (before, it found neither the proposal nor the
-                    // group's ack and refused the publish: "did not take the publish").
                     if let Some(tick) = tick {
-                        let frontier = self.quorum.frontier.entry(pubend).or_default();
-                        frontier.group = frontier.group.max(tick);
-                        self.feed_synced(pubend);
+                        let highest = moved.entry(pubend).or_default();
+                        *highest = (*highest).max(tick);
                     }
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
@@ -198,6 +227,15 @@ impl Driver {
                 }
                 Outcome::Leads { pubend } => self.propose_again(pubend),
             }
+        }
+        // Only now, once for all of them: the engine acknowledges synchronously inside
+        // `feed_synced` once the frontier passes a record, and its acknowledgement must find the
+        // group's already recorded (before, it found neither the proposal nor the group's ack
+        // and refused the publish: "did not take the publish").
+        for (pubend, tick) in moved {
+            let frontier = self.quorum.frontier.entry(pubend).or_default();
+            frontier.group = frontier.group.max(tick);
+            self.feed_synced(pubend);
         }
     }
 
@@ -232,30 +270,35 @@ impl Driver {
     /// Proposes again, in this broker's new term and in tick order, every publish of `pubend`
     /// its group has not acknowledged (the group answers one it already applied from its retry
     /// table).
+    /// This turn's batch of the pubend is among them (each has its tick), so it is dropped:
+    /// proposed after the rest, a record of the batch whose tick is below theirs would be logged
+    /// by the group at another tick than the engine's.
     fn propose_again(&mut self, pubend: PubendId) {
-        let mut again: Vec<(Tick, Key, Vec<u8>)> = self
+        self.quorum.batch.remove(&pubend);
+        let mut again: Vec<Record> = self
             .quorum
             .proposed
             .range((pubend, PublisherId(0), 0)..)
             .take_while(|(k, _)| k.0 == pubend)
-            .filter_map(|(k, p)| Some((p.tick?, *k, p.payload.clone())))
+            .filter_map(|(&key, _)| self.record(key))
             .collect();
-        again.sort_by_key(|(tick, ..)| *tick);
-        for (tick, key, payload) in again {
-            self.propose(key, tick, payload);
-        }
+        again.sort_by_key(|record| record.tick);
+        self.propose(pubend, again);
     }
 
-    /// One turn of the groups: ticks when due, pubends to open from their groups, then the
-    /// publishes held for a leader.
+    /// One turn of the groups: the messages received this turn, ticks when due, pubends to open
+    /// from their groups, the publishes held for a leader, then the turn's publishes proposed
+    /// (see [`Quorum::batch`]).
     pub(in crate::guaranteed) fn replica_turn(&mut self) {
         let Some(replicas) = self.replicas.as_mut() else { return };
-        let outcomes = replicas.tick();
+        let mut outcomes = replicas.deliver();
+        outcomes.extend(replicas.tick());
         self.replica_outcomes(outcomes);
         self.serve_from_replicas();
         for (publish, reply, since) in std::mem::take(&mut self.quorum.waiting) {
             self.publish_since(publish, reply, since);
         }
+        self.propose_batch();
     }
 
     /// When the groups next need a turn.

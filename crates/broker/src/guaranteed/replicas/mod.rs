@@ -5,7 +5,8 @@
 //! `<data dir>/replicas` (one store pubend per group), their messages as REPLICA frames in the
 //! cell links' guaranteed lanes, their ticks from the driver's loop, and the membership of each
 //! group in `<data dir>/replica-groups`. What a group decides for publishers (acknowledged,
-//! refused) goes back to the driver as [`Outcome`]s; `gate` is the driver's side.
+//! refused) goes back to the driver as [`Outcome`]s; `gate` is the driver's side, `inbox` the
+//! mates' messages, stepped once a turn.
 //!
 //! Membership: the host picks the voters when it creates the group (itself first, then its
 //! linked cell mates by name), and the voters travel with every frame, so a mate learns a group
@@ -13,6 +14,7 @@
 //! (`ReplicaGroup::rejoin`): its mates' terms tell a new group (all 0) from a wiped disk.
 
 mod gate;
+mod inbox;
 mod serve;
 
 use std::collections::BTreeMap;
@@ -25,7 +27,7 @@ use tidings_delivery::{PubendId, PublisherId};
 use tidings_replica::{Action, Envelope, GroupSettings, Input, Journal, ReplicaGroup, ReplicaId};
 use tidings_route::{BrokerName, CellName};
 use tidings_store::{Completion, CompletionSink, Store, Token};
-use tidings_wire::peer::{PeerFrame, Replica, MAX_REPLICA_VOTERS};
+use tidings_wire::peer::{PeerFrame, Replica};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
@@ -85,6 +87,10 @@ pub(crate) struct Replicas {
     membership: PathBuf,
     /// Journal writes in flight: token to (group, write number).
     tokens: BTreeMap<u64, (PubendId, u64)>,
+    /// Messages received this turn of the driver, per group in arrival order: stepped together
+    /// at the turn's end ([`Replicas::deliver`]), so a follower sent several appends meanwhile
+    /// writes its journal once for all of them.
+    inbox: BTreeMap<PubendId, Vec<(ReplicaId, Envelope)>>,
     next_token: u64,
     next_tick: Instant,
 }
@@ -102,6 +108,11 @@ impl Replicas {
             return Ok(None);
         }
         let fail = |e: String| GuaranteedError::Replicas(e);
+        // No pacing of the journal's syncs (`[storage] linger`): it counts records, and a
+        // journal record is already a whole `Ready` (a turn's publishes, see `gate`), so a few
+        // records a group are not a slow stream, and a paced sync would add up to the linger
+        // to every acknowledgement, on the leader and on each follower.
+        let options = tidings_store::Options { linger: Duration::ZERO, ..options };
         let (store, _) =
             Store::open_with(fs, &data_dir.join("replicas"), options, Sink(tx)).map_err(|e| fail(e.to_string()))?;
         let me = replica_id(cluster.name().as_str());
@@ -115,6 +126,7 @@ impl Replicas {
             groups: BTreeMap::new(),
             membership: data_dir.join("replica-groups"),
             tokens: BTreeMap::new(),
+            inbox: BTreeMap::new(),
             next_token: 0,
             next_tick: Instant::now(),
         };
@@ -145,7 +157,10 @@ impl Replicas {
         // "Takeover"): handing the lead back would leave two brokers serving it. A live host
         // keeps the lead because its mates hold back their campaigns while it is linked
         // (`Input::Links`, fed at every tick).
-        let settings = GroupSettings { hand_back: false, ..GroupSettings::new(self.me, voters.clone()) };
+        // Followers learn the commit index from the next append or heartbeat, not from an
+        // append of its own per commit (`GroupSettings::broadcast_commit`).
+        let settings =
+            GroupSettings { hand_back: false, broadcast_commit: false, ..GroupSettings::new(self.me, voters.clone()) };
         let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
             .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         let replica = match recovered {
@@ -247,54 +262,6 @@ impl Replicas {
         let Some(group) = self.groups.get_mut(&pubend) else { return Vec::new() };
         let actions = group.replica.handle(now, input);
         self.carry_out(pubend, actions)
-    }
-
-    /// A REPLICA frame from linked peer `from`.
-    pub(super) fn received(&mut self, from: &BrokerName, frame: Replica) -> Vec<Outcome> {
-        let sender = replica_id(from.as_str());
-        let pubend = PubendId(frame.pubend.0);
-        if !self.mates.contains_key(&sender) {
-            warn!(%from, pubend = pubend.0, "a replica message from a broker outside this cell: dropped");
-            return Vec::new();
-        }
-        match self.groups.get(&pubend) {
-            Some(group) if group.voters != frame.voters => {
-                warn!(%from, pubend = pubend.0, "a replica message naming other voters than the group's: dropped");
-                return Vec::new();
-            }
-            Some(_) => {}
-            None => {
-                let mut sorted = frame.voters.clone();
-                sorted.sort_unstable();
-                sorted.dedup();
-                let sound = sorted.len() == frame.voters.len()
-                    && (2..=MAX_REPLICA_VOTERS).contains(&sorted.len())
-                    && sorted.contains(&self.me)
-                    && sorted.contains(&sender);
-                if !sound {
-                    warn!(%from, pubend = pubend.0, voters = ?frame.voters, "a replica message for a group this broker cannot be in: dropped");
-                    return Vec::new();
-                }
-                if let Err(e) = self.join(pubend, frame.voters.clone()) {
-                    error!(pubend = pubend.0, error = %e, "cannot join a replica group");
-                    return Vec::new();
-                }
-            }
-        }
-        match Envelope::from_wire(&frame.body) {
-            Ok(msg) => {
-                // The links as they are now, first: a pre-vote that a dead leader's drop brought
-                // finds this follower out of the lease if it saw the drop too (`Input::Links`).
-                let up = self.groups.get(&pubend).map(|group| self.linked(group)).unwrap_or_default();
-                let mut outcomes = self.handle(pubend, Input::Links { up });
-                outcomes.extend(self.handle(pubend, Input::Message { from: sender, msg }));
-                outcomes
-            }
-            Err(e) => {
-                warn!(%from, pubend = pubend.0, error = %e, "a replica message that does not decode: dropped");
-                Vec::new()
-            }
-        }
     }
 
     /// Ticks every group when a tick is due.
