@@ -12,25 +12,6 @@ use crate::suite::Context;
 
 use crate::metrics::{GD_PUBEND_RECEIVED, GD_PUBEND_SENT, LINK_MESSAGES_IN, LINK_MESSAGES_OUT as LINK_MESSAGES};
 
-/// CSV columns.
-pub const COLUMNS: &[&str] = &[
-    "topology",
-    "matching_pct",
-    "rate_msg_s",
-    "achieved_msg_s",
-    "size_b",
-    "subscriber",
-    "brokers_on_path",
-    "published",
-    "matched",
-    "received",
-    "mean_ms",
-    "variance_ms2",
-    "min_ms",
-    "max_ms",
-    "throughput_msg_s",
-];
-
 /// The grid of one run.
 #[derive(Debug, Clone)]
 pub struct Grid {
@@ -440,13 +421,6 @@ mod tests {
         Snapshot::parse(
             &values.iter().map(|(l, v)| format!("{LINK_MESSAGES}{{link=\"{l}\"}} {v}\n")).collect::<String>(),
         )
-    }
-
-    #[test]
-    fn every_column_is_a_field_of_the_typed_rows() {
-        let fields = serde_json::to_value(NaradaRow::default()).unwrap();
-        assert_eq!(fields.as_object().unwrap().len(), COLUMNS.len(), "a field is missing from the columns");
-        assert_eq!(crate::suite::table::Table::of(COLUMNS, &[NaradaRow::default()]).unwrap().rows().len(), 1);
     }
 
     #[test]

@@ -53,19 +53,18 @@ pub(super) async fn throughput_rep(
             names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
         processes.push(("peerbench", Process::WaitedChildren));
         let run = PeerRun {
-            mode: Mode::Throughput,
             exp: "E4".into(),
             publisher: server.urls[0].clone(),
             subscriber: sub.clone(),
             size: p.size,
             subs: 1,
-            rate: 0,
             reps: 1,
             duration: p.duration,
             max: p.max_messages,
             // The tidings run's limit: publishing time plus 20 s.
             drain: p.duration + Duration::from_secs(20),
             hops: brokers as u64,
+            ..PeerRun::default()
         };
         let cpu = CpuSample::take(&processes);
         let rows = nats::run_async(tools, run, dir).await?;
@@ -105,9 +104,9 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
             rate: p.rate.round() as u64,
             reps: ctx.reps,
             duration: p.latency_duration,
-            max: 0,
             drain: Duration::from_secs(30),
             hops: brokers as u64,
+            ..PeerRun::default()
         };
         for (i, row) in nats::run_async(tools, run, &dir).await?.iter().enumerate() {
             latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row)?;
