@@ -8,7 +8,7 @@ pub use super::flood_rows::{
 };
 use crate::flood::{Flood, FloodRun, FloodSpec};
 use crate::metrics::{self, scrape_all, Snapshot};
-use crate::peer::{nats, NatsTools, PeerRow};
+use crate::peer::{nats, NatsTools};
 use crate::stats::load_average;
 use crate::target::Target;
 
@@ -131,15 +131,16 @@ pub enum NatsAt<'a> {
     Running(&'a str, &'a str),
 }
 
-/// One repetition of the peer harness's throughput mode at one point, with the drain wait
-/// tidings gets ([`DRAIN`]).
-pub async fn nats_point(
-    tools: &NatsTools,
-    scratch: &std::path::Path,
+/// One repetition of the peer harness's throughput mode at the point (`size`, `subs`,
+/// `count`), with the drain wait tidings gets ([`DRAIN`]), added to `table` as repetition
+/// `rep` with the load average around it.
+pub async fn nats_rep(
+    table: &mut Vec<FloodRow>,
+    (tools, scratch): (&NatsTools, &std::path::Path),
     at: NatsAt<'_>,
     (size, subs, count): (usize, usize, u64),
-    hops: u64,
-) -> anyhow::Result<Vec<PeerRow>> {
+    (hops, rep): (u64, usize),
+) -> anyhow::Result<()> {
     let (publisher, subscriber) = match at {
         NatsAt::Fresh => (String::new(), String::new()),
         NatsAt::Running(publisher, subscriber) => (publisher.to_string(), subscriber.to_string()),
@@ -157,21 +158,9 @@ pub async fn nats_point(
         hops,
         ..nats::PeerRun::default()
     };
-    nats::run_async(tools, run, scratch).await
-}
-
-/// One repetition of NATS at a point ([`nats_point`]), added to `table` as repetition `rep`
-/// with the load average around it.
-pub async fn nats_rep(
-    table: &mut Vec<FloodRow>,
-    (tools, scratch): (&NatsTools, &std::path::Path),
-    at: NatsAt<'_>,
-    point: (usize, usize, u64),
-    (hops, rep): (u64, usize),
-) -> anyhow::Result<()> {
     let load_before = load_average();
-    let rows = nats_point(tools, scratch, at, point, hops).await?;
-    peer_rows(table, ("nats", "this session"), point.0, (rep, [load_before, load_average()]), &rows);
+    let rows = nats::run_async(tools, run, scratch).await?;
+    peer_rows(table, ("nats", "this session"), size, (rep, [load_before, load_average()]), &rows);
     Ok(())
 }
 

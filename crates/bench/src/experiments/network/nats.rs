@@ -135,7 +135,7 @@ pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> an
 /// A harness throughput row as ours; returns the messages received.
 fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) -> anyhow::Result<u64> {
     let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-    for (quantity, column) in [
+    let names = [
         ("sent", "sent"),
         ("received", "recv_total"),
         ("lost", "lost"),
@@ -143,23 +143,26 @@ fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) ->
         ("received_msg_s", "agg_recv_msgs_s"),
         ("publish_msg_s", "pub_msgs_s"),
         ("dropped_subscribers", "dropped_subs"),
-    ] {
-        if let Some(v) = row.num(column) {
-            key.put(table, quantity, v)?;
-        }
-    }
+    ];
+    put_all(key, table, row, &names)?;
     Ok(row.require("recv_total")? as u64)
 }
 
 /// A harness latency row as ours.
 fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
-    for (quantity, column) in [
+    let names = [
         ("sent", "sent"),
         ("received", "delivered"),
         ("p50_us", "p50_us"),
         ("p99_us", "p99_us"),
         ("mean_us", "mean_us"),
-    ] {
+    ];
+    put_all(key, table, row, &names)
+}
+
+/// Each `(quantity, column)` of a harness row the row has, as our quantity.
+fn put_all(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow, names: &[(&str, &str)]) -> anyhow::Result<()> {
+    for (quantity, column) in names {
         if let Some(v) = row.num(column) {
             key.put(table, quantity, v)?;
         }
