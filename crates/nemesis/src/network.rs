@@ -28,6 +28,18 @@ pub struct BrokerInfo {
     pub pid: Option<u32>,
 }
 
+impl BrokerInfo {
+    /// Its admin address, or an error naming the broker: what every scrape of its metrics needs.
+    pub fn admin_addr(&self) -> anyhow::Result<String> {
+        self.admin.clone().ok_or_else(|| anyhow::anyhow!("broker {} has no admin address", self.name))
+    }
+
+    /// Its process id, or an error naming the broker: what reading its CPU or a fault needs.
+    pub fn process_id(&self) -> anyhow::Result<u32> {
+        self.pid.ok_or_else(|| anyhow::anyhow!("network.json gives no pid for {}", self.name))
+    }
+}
+
 /// A running network; stopped on drop.
 pub struct Network {
     /// Its brokers.
@@ -135,10 +147,7 @@ impl Network {
 
     /// Every broker's admin address, in order (an error if one has none).
     pub fn admins(&self) -> anyhow::Result<Vec<String>> {
-        self.brokers
-            .iter()
-            .map(|b| b.admin.clone().ok_or_else(|| anyhow::anyhow!("broker {} has no admin address", b.name)))
-            .collect()
+        self.brokers.iter().map(BrokerInfo::admin_addr).collect()
     }
 
     fn stop(&mut self) {

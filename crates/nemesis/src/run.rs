@@ -9,8 +9,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::Context as _;
-
 use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
 use crate::network::{net_fault_unless, Network};
 use crate::recovery::Done;
@@ -86,7 +84,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     let mut subs = Vec::new();
     for sub in &s.subscribers {
         let b = net.broker(&sub.broker)?;
-        let admin = b.admin.clone().with_context(|| format!("{} has no admin address", b.name))?;
+        let admin = b.admin_addr()?;
         let mut args = sub.args();
         if sub.durable.is_some() {
             // The command's own checkpoint, in the schedule's directory rather than the user's.

@@ -67,6 +67,12 @@ impl Table {
         Ok(table)
     }
 
+    /// A table of typed rows under every field of `T`, in declaration order ([`fields`]).
+    pub fn typed<T: serde::Serialize + Default>(rows: &[T]) -> anyhow::Result<Table> {
+        let columns = fields::<T>()?;
+        Table::of(&columns.iter().map(String::as_str).collect::<Vec<_>>(), rows)
+    }
+
     /// The rows pushed so far.
     pub fn rows(&self) -> &[Vec<String>] {
         &self.rows
@@ -158,19 +164,26 @@ pub fn num(value: f64) -> String {
     }
 }
 
-/// For the tests of typed rows (here and in the bench, hence not `cfg(test)`): `columns` name
-/// every field of `T`, and a default row fits under them, so that a field added to a row cannot
-/// be left out of the CSV.
-pub fn check_columns<T: serde::Serialize + Default>(columns: &[&str]) -> anyhow::Result<()> {
-    anyhow::ensure!(Table::of(columns, &[T::default()])?.rows().len() == 1, "a default row does not fit");
-    let fields = serde_json::to_value(T::default())?;
-    let fields = fields.as_object().ok_or_else(|| anyhow::anyhow!("a row is not a struct"))?.len();
-    anyhow::ensure!(
-        fields == columns.len(),
-        "a field is missing from the columns ({fields} fields, {} columns)",
-        columns.len()
-    );
-    Ok(())
+/// The fields of `T` in declaration order, as it serializes them (`flatten`ed fields in place,
+/// `skip`ped ones left out): read back from a default row's JSON, which keeps that order. The
+/// struct is then the one list of a CSV's columns, so a field cannot be left out of it.
+pub fn fields<T: serde::Serialize + Default>() -> anyhow::Result<Vec<String>> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a struct")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some((key, serde::de::IgnoredAny)) = map.next_entry()? {
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let json = serde_json::to_string(&T::default())?;
+    Ok(serde::Deserializer::deserialize_map(&mut serde_json::Deserializer::from_str(&json), Keys)?)
 }
 
 #[cfg(test)]
@@ -225,6 +238,27 @@ mod tests {
         let t = Table::of(&["n", "system", "mean"], &rows).unwrap();
         assert_eq!(t.to_csv(), "n,system,mean\n3,tidings,12.3\n4,nats,\n");
         assert!(Table::of(&["nope"], &rows).is_err());
+    }
+
+    #[test]
+    fn a_typed_table_takes_every_field_in_declaration_order() {
+        #[derive(serde::Serialize, Default)]
+        struct Inner {
+            b: u32,
+            a: Option<f64>,
+        }
+        #[derive(serde::Serialize, Default)]
+        struct Row {
+            z: String,
+            #[serde(flatten)]
+            inner: Inner,
+            #[serde(skip)]
+            _hidden: u8,
+            y: bool,
+        }
+        assert_eq!(fields::<Row>().unwrap(), ["z", "b", "a", "y"]);
+        let row = Row { z: "x".into(), inner: Inner { b: 2, a: None }, _hidden: 0, y: true };
+        assert_eq!(Table::typed(&[row]).unwrap().to_csv(), "z,b,a,y\nx,2,,true\n");
     }
 
     #[test]

@@ -2,18 +2,27 @@
 //! peer harness's methodology, printed with the median and min-max of the repetitions (and
 //! written as typed JSON rows to `$TIDINGS_BENCH_JSON`). With `--nats`, NATS is measured point
 //! by point beside tidings: each repetition runs tidings on a fresh broker, then NATS on a fresh
-//! `nats-server` through the peer harness, with the same parameters and drain wait.
+//! `nats-server` through the peer harness, with the same parameters and drain wait. The two
+//! sides, [`Tidings`] here and [`Nats`] in [`super::peers`], also measure `request` and `queue`
+//! ([`super::patterns`]), through [`with_peer`].
 
 use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 use tidings_client::Transport;
 
-use super::measure::{interleaved, named, nats_tools, summarize, About, Common, Figures, Measurement, Row};
-use super::peers::{Nats, NatsPoint};
+use super::measure::{
+    interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
+};
+use super::peers::Nats;
+use crate::acked::ScratchDir;
 use crate::latency::{self, LatencySpec};
+use crate::network::Network;
 use crate::outln;
 use crate::parse::{above_zero, at_least_one};
+use crate::paths::dir_from;
+use crate::queue;
+use crate::request;
 use crate::stats::Spread;
 use crate::target::Target;
 use crate::throughput::{self, Background, ThroughputSpec};
@@ -83,14 +92,9 @@ pub struct IndexArgs {
 const TPUT: &[&str] = &["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"];
 const LATENCY: &[&str] = &["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"];
 
-/// What one repetition of tidings measures: on a fresh broker, or on `--server`'s.
-enum Spec<'a> {
-    Tput(&'a ThroughputSpec),
-    Latency(&'a LatencySpec),
-}
-
-/// tidings at one point of `tput`, `latency` or `index`.
-struct Tidings<'a> {
+/// tidings at one point of a foundation measurement: on a fresh broker (or, for `request`
+/// through 2, a fresh network) each repetition, or on `--server`'s.
+pub(super) struct Tidings<'a> {
     server: Option<&'a str>,
     spec: Spec<'a>,
     point: &'a str,
@@ -98,38 +102,42 @@ struct Tidings<'a> {
 
 impl Measurement for Tidings<'_> {
     fn about(&self) -> About<'_> {
-        let headline = match self.spec {
-            Spec::Tput(_) => "received_msg_s",
-            Spec::Latency(_) => "p99_us",
-        };
-        About { system: "tidings", point: self.point, headline }
+        About { system: "tidings", point: self.point, headline: self.spec.headline() }
     }
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
         Box::pin(async move {
+            if let Spec::Request(spec, 2) = self.spec {
+                let scratch = ScratchDir::new(&std::env::temp_dir(), "request-net")?;
+                let file = dir_from(&None, "TIDINGS_TOPOLOGIES", "topologies").join("two-brokers.toml");
+                let net = Network::up(&tidings_exe()?, &file, &scratch.0, Duration::from_secs(60)).await?;
+                let (phb, shb) = (net.broker("phb")?.tcp.clone(), net.broker("shb")?.tcp.clone());
+                return Ok(request_figures(&request::run(&phb, &shb, spec).await?));
+            }
             let target = match self.server {
                 Some(addr) => Target::external(addr.to_string()),
-                None => Target::spawn(&super::measure::tidings_exe()?, &[])?,
+                None => Target::spawn(&tidings_exe()?, &[])?,
             };
             match self.spec {
                 Spec::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
                 Spec::Latency(spec) => Ok(latency_figures(&latency::run(&target, spec).await?)),
+                Spec::Request(spec, _) => Ok(request_figures(&request::run(&target.tcp, &target.tcp, spec).await?)),
+                Spec::Queue(spec) => Ok(queue_figures(&queue::run(&target.tcp, spec).await?)),
             }
         })
     }
 }
 
-/// tidings at `point`, and NATS at `nats` beside it when `--nats` asks: the rows and NATS's
-/// version.
-async fn with_peer(
+/// tidings at `point`, and NATS beside it when `--nats` asks, interleaved repetition by
+/// repetition: the rows and NATS's version.
+pub(super) async fn with_peer(
     common: &Common,
     spec: Spec<'_>,
     point: &str,
-    nats: NatsPoint,
 ) -> anyhow::Result<(Vec<Row>, Option<String>)> {
     let tools = nats_tools(common)?;
     let ours = Tidings { server: common.server.as_deref(), spec, point };
-    let theirs = tools.as_ref().map(|tools| Nats { tools, at: nats, point });
+    let theirs = tools.as_ref().map(|tools| Nats { tools, spec, point });
     let mut sides: Vec<&dyn Measurement> = vec![&ours];
     sides.extend(theirs.as_ref().map(|n| n as &dyn Measurement));
     let rows = interleaved(common.reps, &sides).await?;
@@ -148,7 +156,7 @@ pub(super) async fn tput(a: TputArgs) -> anyhow::Result<serde_json::Value> {
     };
     anyhow::ensure!(!(a.common.nats && a.subscribe_at.is_some()), "--nats measures one broker, not --subscribe-at");
     let point = format!("tput size={} subs={}", a.size, a.subs);
-    let (rows, nats) = with_peer(&a.common, Spec::Tput(&spec), &point, NatsPoint::of_tput(&spec)).await?;
+    let (rows, nats) = with_peer(&a.common, Spec::Tput(&spec), &point).await?;
     summarize(&point, "received_msg_s", TPUT, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
 }
@@ -165,7 +173,7 @@ pub(super) async fn latency(a: LatencyArgs) -> anyhow::Result<serde_json::Value>
     };
     anyhow::ensure!(!(a.common.nats && a.udp), "--nats compares TCP only (NATS has no UDP clients)");
     let point = format!("latency subs={} rate={} size={}", a.subs, a.rate, a.size);
-    let (rows, nats) = with_peer(&a.common, Spec::Latency(&spec), &point, NatsPoint::of_latency(&spec)).await?;
+    let (rows, nats) = with_peer(&a.common, Spec::Latency(&spec), &point).await?;
     summarize(&point, "p99_us", LATENCY, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
 }
@@ -235,6 +243,34 @@ fn latency_figures(r: &latency::LatencyResult) -> Figures {
         ("send_max_us", r.send_max_us as f64),
         ("lost", r.lost as f64),
         ("dropped_subscribers", r.dropped_subscribers as f64),
+    ])
+}
+
+fn request_figures(r: &request::RequestResult) -> Figures {
+    named(&[
+        ("sequential", r.sequential as f64),
+        ("mean_us", r.mean_us),
+        ("p50_us", r.p50_us),
+        ("p99_us", r.p99_us),
+        ("max_us", r.max_us),
+        ("concurrent", r.concurrent as f64),
+        ("requests_s", r.requests_s),
+        ("timeouts", r.timeouts as f64),
+        ("errors", r.errors as f64),
+    ])
+}
+
+fn queue_figures(r: &queue::QueueResult) -> Figures {
+    named(&[
+        ("sent", r.sent as f64),
+        ("publish_msg_s", r.publish_rate),
+        ("delivered", r.delivered as f64),
+        ("delivered_msg_s", r.delivered_rate),
+        ("lost", r.lost as f64),
+        ("duplicates", r.duplicates as f64),
+        ("member_min", r.member_min as f64),
+        ("member_max", r.member_max as f64),
+        ("missed", r.missed as f64),
     ])
 }
 

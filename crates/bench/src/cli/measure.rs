@@ -11,11 +11,15 @@ use anyhow::Context as _;
 use futures::future::LocalBoxFuture;
 use serde::Serialize;
 
+use crate::latency::LatencySpec;
 use crate::outln;
 use crate::parse::{above_zero, at_least_one};
 use crate::paths::dir_from;
 use crate::peer::NatsTools;
+use crate::queue::QueueSpec;
+use crate::request::RequestSpec;
 use crate::stats::{load_average, Spread};
+use crate::throughput::ThroughputSpec;
 
 /// Options every measurement shares.
 #[derive(clap::Args, Clone)]
@@ -55,6 +59,30 @@ pub(super) fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
         .map_err(|why| anyhow::anyhow!("--nats: {why}"))?;
     eprintln!("NATS: {} driven by {} ({})", tools.server_version, tools.peerbench.display(), tools.client_version);
     Ok(Some(tools))
+}
+
+/// What one repetition of a foundation measurement measures, tidings and its peer alike.
+#[derive(Clone, Copy)]
+pub(super) enum Spec<'a> {
+    /// `tput` (and `index`'s two sides).
+    Tput(&'a ThroughputSpec),
+    /// `latency`.
+    Latency(&'a LatencySpec),
+    /// `request`, through this many brokers (2: a fresh `two-brokers.toml` network each time).
+    Request(&'a RequestSpec, u64),
+    /// `queue`.
+    Queue(&'a QueueSpec),
+}
+
+impl Spec<'_> {
+    /// The figure the summary's ratio compares (and the row's `value`).
+    pub(super) fn headline(self) -> &'static str {
+        match self {
+            Spec::Tput(_) => "received_msg_s",
+            Spec::Latency(_) | Spec::Request(..) => "p99_us",
+            Spec::Queue(_) => "delivered_msg_s",
+        }
+    }
 }
 
 /// Figures of one repetition, by name.

@@ -6,23 +6,13 @@
 
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
-
-use super::measure::{
-    interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
-};
-use super::peers::renamed;
-use crate::acked::ScratchDir;
-use crate::network::Network;
+use super::classic::with_peer;
+use super::measure::{summarize, Common, Row, Spec};
 use crate::outln;
 use crate::parse::at_least_one;
-use crate::paths::dir_from;
-use crate::peer::patterns::{self, QueueRun, ReqRun};
-use crate::peer::NatsTools;
-use crate::queue::{self, QueueSpec};
-use crate::request::{self, RequestSpec};
+use crate::queue::QueueSpec;
+use crate::request::RequestSpec;
 use crate::stats::Spread;
-use crate::target::Target;
 
 /// `tidings bench request`.
 #[derive(clap::Args)]
@@ -60,171 +50,6 @@ pub struct QueueArgs {
 const REQUEST: &[&str] = &["p50_us", "p99_us", "max_us", "sequential", "requests_s", "timeouts", "errors"];
 const QUEUE: &[&str] = &["delivered_msg_s", "publish_msg_s", "sent", "lost", "duplicates", "member_min", "member_max"];
 
-/// Request/reply figures of a harness row, named as tidings names its own.
-const NATS_REQUEST: &[(&str, &str)] = &[
-    ("sequential", "sequential"),
-    ("mean_us", "mean_us"),
-    ("p50_us", "p50_us"),
-    ("p99_us", "p99_us"),
-    ("max_us", "max_us"),
-    ("concurrent", "concurrent"),
-    ("requests_s", "requests_s"),
-    ("timeouts", "timeouts"),
-    ("errors", "errors"),
-];
-
-/// Queue figures of a harness row, named as tidings names its own.
-const NATS_QUEUE: &[(&str, &str)] = &[
-    ("sent", "sent"),
-    ("publish_msg_s", "pub_msgs_s"),
-    ("delivered", "delivered"),
-    ("delivered_msg_s", "delivered_msgs_s"),
-    ("lost", "lost"),
-    ("duplicates", "duplicates"),
-    ("member_min", "member_min"),
-    ("member_max", "member_max"),
-    ("slow_consumer_events", "slow_consumer_events"),
-];
-
-/// What one repetition measures.
-enum Pattern {
-    Request { spec: RequestSpec, hops: u64 },
-    Queue(QueueSpec),
-}
-
-/// tidings at one point: a fresh broker (or network) each repetition, or `--server`'s.
-struct Tidings<'a> {
-    server: Option<&'a str>,
-    pattern: &'a Pattern,
-    point: &'a str,
-}
-
-impl Measurement for Tidings<'_> {
-    fn about(&self) -> About<'_> {
-        About { system: "tidings", point: self.point, headline: headline(self.pattern) }
-    }
-
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            match self.pattern {
-                Pattern::Request { spec, hops: 2 } => {
-                    let scratch = ScratchDir::new(&std::env::temp_dir(), "request-net")?;
-                    let file = dir_from(&None, "TIDINGS_TOPOLOGIES", "topologies").join("two-brokers.toml");
-                    let net = Network::up(&tidings_exe()?, &file, &scratch.0, Duration::from_secs(60)).await?;
-                    let (phb, shb) = (net.broker("phb")?.tcp.clone(), net.broker("shb")?.tcp.clone());
-                    Ok(request_figures(&request::run(&phb, &shb, spec).await?))
-                }
-                Pattern::Request { spec, .. } => {
-                    let target = self.target()?;
-                    Ok(request_figures(&request::run(&target.tcp, &target.tcp, spec).await?))
-                }
-                Pattern::Queue(spec) => Ok(queue_figures(&queue::run(&self.target()?.tcp, spec).await?)),
-            }
-        })
-    }
-}
-
-impl Tidings<'_> {
-    fn target(&self) -> anyhow::Result<Target> {
-        match self.server {
-            Some(addr) => Ok(Target::external(addr.to_string())),
-            None => Target::spawn(&tidings_exe()?, &[]),
-        }
-    }
-}
-
-/// NATS at the same point, through the peer harness on fresh servers.
-struct Nats<'a> {
-    tools: &'a NatsTools,
-    pattern: &'a Pattern,
-    point: &'a str,
-}
-
-impl Measurement for Nats<'_> {
-    fn about(&self) -> About<'_> {
-        About { system: "nats", point: self.point, headline: headline(self.pattern) }
-    }
-
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move { tokio::task::block_in_place(|| self.blocking()) })
-    }
-}
-
-impl Nats<'_> {
-    fn blocking(&self) -> anyhow::Result<Figures> {
-        let scratch = ScratchDir::new(&std::env::temp_dir(), "nats-patterns")?;
-        let (row, names) = match self.pattern {
-            Pattern::Request { spec, hops } => {
-                let run = ReqRun {
-                    hops: *hops,
-                    size: spec.size,
-                    duration: spec.duration,
-                    in_flight: spec.in_flight,
-                    timeout: spec.timeout,
-                };
-                (patterns::run_req(self.tools, &run, &scratch.0)?, NATS_REQUEST)
-            }
-            Pattern::Queue(spec) => {
-                let run = QueueRun {
-                    size: spec.size,
-                    members: spec.members,
-                    duration: spec.duration,
-                    max: spec.max_messages,
-                    drain: spec.duration + spec.drain,
-                };
-                (patterns::run_queue(self.tools, &run, &scratch.0)?, NATS_QUEUE)
-            }
-        };
-        Ok(renamed(&row, names))
-    }
-}
-
-fn headline(pattern: &Pattern) -> &'static str {
-    match pattern {
-        Pattern::Request { .. } => "p99_us",
-        Pattern::Queue(_) => "delivered_msg_s",
-    }
-}
-
-fn request_figures(r: &request::RequestResult) -> Figures {
-    named(&[
-        ("sequential", r.sequential as f64),
-        ("mean_us", r.mean_us),
-        ("p50_us", r.p50_us),
-        ("p99_us", r.p99_us),
-        ("max_us", r.max_us),
-        ("concurrent", r.concurrent as f64),
-        ("requests_s", r.requests_s),
-        ("timeouts", r.timeouts as f64),
-        ("errors", r.errors as f64),
-    ])
-}
-
-fn queue_figures(r: &queue::QueueResult) -> Figures {
-    named(&[
-        ("sent", r.sent as f64),
-        ("publish_msg_s", r.publish_rate),
-        ("delivered", r.delivered as f64),
-        ("delivered_msg_s", r.delivered_rate),
-        ("lost", r.lost as f64),
-        ("duplicates", r.duplicates as f64),
-        ("member_min", r.member_min as f64),
-        ("member_max", r.member_max as f64),
-        ("missed", r.missed as f64),
-    ])
-}
-
-/// Runs tidings and, with `--nats`, NATS at `pattern`, interleaved: the rows and NATS's version.
-async fn both(common: &Common, pattern: &Pattern, point: &str) -> anyhow::Result<(Vec<Row>, Option<String>)> {
-    let tools = nats_tools(common)?;
-    let ours = Tidings { server: common.server.as_deref(), pattern, point };
-    let theirs = tools.as_ref().map(|tools| Nats { tools, pattern, point });
-    let mut sides: Vec<&dyn Measurement> = vec![&ours];
-    sides.extend(theirs.as_ref().map(|n| n as &dyn Measurement));
-    let rows = interleaved(common.reps, &sides).await?;
-    Ok((rows, tools.map(|t| t.server_version)))
-}
-
 /// The ratio tidings / NATS of the medians of `figure`, printed; NaN without NATS rows.
 fn ratio(point: &str, figure: &str, rows: &[Row]) -> std::io::Result<f64> {
     let median = |system: &str| {
@@ -261,8 +86,7 @@ pub(super) async fn request(a: RequestArgs) -> anyhow::Result<(serde_json::Value
         ..RequestSpec::default()
     };
     let point = format!("request hops={} size={} in_flight={}", a.hops, a.size, a.in_flight);
-    let pattern = Pattern::Request { spec, hops: a.hops };
-    let (rows, nats) = both(&a.common, &pattern, &point).await?;
+    let (rows, nats) = with_peer(&a.common, Spec::Request(&spec, a.hops), &point).await?;
     summarize(&point, "p99_us", REQUEST, &rows)?;
     let (p50, requests_s) = (ratio(&point, "p50_us", &rows)?, ratio(&point, "requests_s", &rows)?);
     let mut held = true;
@@ -287,7 +111,7 @@ pub(super) async fn queue(a: QueueArgs) -> anyhow::Result<(serde_json::Value, bo
         ..QueueSpec::default()
     };
     let point = format!("queue members={} size={}", a.members, a.size);
-    let (rows, nats) = both(&a.common, &Pattern::Queue(spec), &point).await?;
+    let (rows, nats) = with_peer(&a.common, Spec::Queue(&spec), &point).await?;
     summarize(&point, "delivered_msg_s", QUEUE, &rows)?;
     let exactly_once = check_zero("tidings", &["lost", "duplicates"], &rows, "each message to exactly one member")?;
     if rows.iter().any(|r| r.system == "nats") {
@@ -308,7 +132,8 @@ pub(super) fn finish(outcome: (serde_json::Value, bool)) -> anyhow::Result<std::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::peer::PeerRow;
+    use crate::cli::measure::named;
+    use crate::paths::dir_from;
     use std::path::Path;
 
     fn row(system: &str, figures: &[(&str, f64)]) -> Row {
@@ -344,16 +169,6 @@ mod tests {
         ];
         assert_eq!(ratio("p", "requests_s", &rows).unwrap(), 0.5);
         assert!(ratio("p", "requests_s", &rows[..1]).unwrap().is_nan());
-    }
-
-    #[test]
-    fn harness_rows_are_renamed_and_a_missing_column_is_nan() {
-        let mut cells = std::collections::BTreeMap::new();
-        cells.insert("delivered_msgs_s".to_string(), "1234".to_string());
-        let figures = renamed(&PeerRow(cells), NATS_QUEUE);
-        let get = |name: &str| figures.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
-        assert_eq!(get("delivered_msg_s"), Some(1234.0));
-        assert!(get("lost").is_some_and(f64::is_nan));
     }
 
     #[test]

@@ -1,54 +1,49 @@
 //! NATS beside the foundation measurements: one repetition of the peer harness against a fresh
 //! `nats-server`, with the parameters and drain wait tidings got.
 
-use std::time::Duration;
+use std::path::Path;
 
 use futures::future::LocalBoxFuture;
 
-use super::measure::{About, Figures, Measurement};
+use super::measure::{About, Figures, Measurement, Spec};
 use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{NatsServer, NatsTools, PeerRow};
+use crate::peer::{patterns, NatsServer, NatsTools, PeerRow};
 use crate::throughput::ThroughputSpec;
 
-/// What NATS measures at one point.
-#[derive(Debug, Clone)]
-pub struct NatsPoint {
-    mode: Mode,
-    size: usize,
-    subs: usize,
-    rate: u64,
-    duration: Duration,
-    max: u64,
-    drain: Duration,
+/// The harness's run at the throughput point of `spec` on a fresh server (it waits 3 s without
+/// progress, as tidings does).
+fn tput_run(spec: &ThroughputSpec) -> PeerRun {
+    PeerRun {
+        mode: Mode::Throughput,
+        exp: "classic".into(),
+        size: spec.size,
+        subs: spec.subscribers,
+        reps: 1,
+        duration: spec.duration,
+        max: spec.max_messages,
+        drain: spec.duration + spec.drain,
+        hops: 1,
+        ..PeerRun::default()
+    }
 }
 
-impl NatsPoint {
-    /// The throughput point of `spec` (the harness waits 3 s without progress, as tidings does).
-    pub fn of_tput(spec: &ThroughputSpec) -> NatsPoint {
-        NatsPoint {
-            mode: Mode::Throughput,
-            size: spec.size,
-            subs: spec.subscribers,
-            rate: 0,
-            duration: spec.duration,
-            max: spec.max_messages,
-            drain: spec.duration + spec.drain,
-        }
-    }
-
-    /// The latency point of `spec` (the harness waits 5 s without progress, as tidings does).
-    pub fn of_latency(spec: &LatencySpec) -> NatsPoint {
-        NatsPoint {
-            mode: Mode::Latency,
-            size: spec.size,
-            subs: spec.subscribers,
-            rate: spec.rate.round() as u64,
-            duration: spec.duration,
-            max: (spec.rate * spec.duration.as_secs_f64()).round() as u64,
-            drain: spec.drain,
-        }
+/// The harness's run at the latency point of `spec` on a fresh server (it waits 5 s without
+/// progress, as tidings does).
+fn latency_run(spec: &LatencySpec) -> PeerRun {
+    PeerRun {
+        mode: Mode::Latency,
+        exp: "classic".into(),
+        size: spec.size,
+        subs: spec.subscribers,
+        rate: spec.rate.round() as u64,
+        reps: 1,
+        duration: spec.duration,
+        max: (spec.rate * spec.duration.as_secs_f64()).round() as u64,
+        drain: spec.drain,
+        hops: 1,
+        ..PeerRun::default()
     }
 }
 
@@ -78,62 +73,91 @@ const LATENCY: &[(&str, &str)] = &[
     ("dropped_subscribers", "dropped_subs"),
 ];
 
-/// NATS at one point of `tput` or `latency`: each repetition on a fresh single `nats-server`.
+/// Request/reply figures of a harness row, named as tidings names its own.
+const REQUEST: &[(&str, &str)] = &[
+    ("sequential", "sequential"),
+    ("mean_us", "mean_us"),
+    ("p50_us", "p50_us"),
+    ("p99_us", "p99_us"),
+    ("max_us", "max_us"),
+    ("concurrent", "concurrent"),
+    ("requests_s", "requests_s"),
+    ("timeouts", "timeouts"),
+    ("errors", "errors"),
+];
+
+/// Queue figures of a harness row, named as tidings names its own.
+const QUEUE: &[(&str, &str)] = &[
+    ("sent", "sent"),
+    ("publish_msg_s", "pub_msgs_s"),
+    ("delivered", "delivered"),
+    ("delivered_msg_s", "delivered_msgs_s"),
+    ("lost", "lost"),
+    ("duplicates", "duplicates"),
+    ("member_min", "member_min"),
+    ("member_max", "member_max"),
+    ("slow_consumer_events", "slow_consumer_events"),
+];
+
+/// NATS at one point of a foundation measurement, through the peer harness, each repetition
+/// on fresh servers.
 pub(super) struct Nats<'a> {
     /// The server and the harness.
     pub(super) tools: &'a NatsTools,
-    /// What the harness measures.
-    pub(super) at: NatsPoint,
+    /// What tidings measures.
+    pub(super) spec: Spec<'a>,
     /// The point's label, the same as tidings'.
     pub(super) point: &'a str,
 }
 
 impl Measurement for Nats<'_> {
     fn about(&self) -> About<'_> {
-        let headline = match self.at.mode {
-            Mode::Throughput => "received_msg_s",
-            Mode::Latency => "p99_us",
-        };
-        About { system: "nats", point: self.point, headline }
+        About { system: "nats", point: self.point, headline: self.spec.headline() }
     }
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
         Box::pin(async move {
-            let point = &self.at;
+            let (run, size) = match self.spec {
+                Spec::Tput(spec) => (tput_run(spec), spec.size),
+                Spec::Latency(spec) => (latency_run(spec), spec.size),
+                Spec::Request(spec, hops) => {
+                    return self.blocking(REQUEST, |tools, dir| patterns::run_req(tools, spec, hops, dir));
+                }
+                Spec::Queue(spec) => return self.blocking(QUEUE, |tools, dir| patterns::run_queue(tools, spec, dir)),
+            };
             let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
             std::fs::create_dir_all(&scratch)?;
-            let run = PeerRun {
-                mode: point.mode,
-                exp: "classic".into(),
-                publisher: String::new(),
-                subscriber: String::new(),
-                size: point.size,
-                subs: point.subs,
-                rate: point.rate,
-                reps: 1,
-                duration: point.duration,
-                max: point.max,
-                drain: point.drain,
-                hops: 1,
-            };
-            let rows = nats::run_async(self.tools, run, &scratch).await;
+            let rows = nats::run_async(self.tools, run.clone(), &scratch).await;
             let _ = std::fs::remove_dir_all(&scratch);
             let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-            if point.mode != Mode::Throughput {
+            if run.mode != Mode::Throughput {
                 return Ok(renamed(&row, LATENCY));
             }
             let mut figures = renamed(&row, TPUT);
             // Per subscriber, as tidings' own `received_mb_s` (the harness's MB/s is the
             // aggregate over every subscriber, which read 10x too high beside ours at 10).
             let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
-            figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * point.size as f64 / 1e6)));
+            figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * size as f64 / 1e6)));
             Ok(figures)
         })
     }
 }
 
+impl Nats<'_> {
+    /// One harness run off the async threads, in a scratch directory of its own: its row under
+    /// tidings' `names`.
+    fn blocking(
+        &self,
+        names: &[(&str, &str)],
+        run: impl FnOnce(&NatsTools, &Path) -> anyhow::Result<PeerRow>,
+    ) -> anyhow::Result<Figures> {
+        let scratch = ScratchDir::new(&std::env::temp_dir(), "nats-patterns")?;
+        tokio::task::block_in_place(|| Ok(renamed(&run(self.tools, &scratch.0)?, names)))
+    }
+}
+
 /// A harness row's figures under the names tidings gives its own (NaN where it has none).
-pub(super) fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
+fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
     names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect()
 }
 
@@ -184,17 +208,23 @@ impl JetStream<'_> {
             1 => NatsServer::jetstream_always(self.tools, &scratch.0, &store)?,
             nodes => NatsServer::jetstream_cluster(self.tools, &scratch.0, nodes)?,
         };
-        let spec = self.spec;
-        let run = nats::JsRun {
-            url: server.urls[0].clone(),
-            size: spec.size,
-            window: spec.window,
-            duration: spec.duration,
-            max: spec.max,
-            replicas: self.replicas,
-        };
-        let row = nats::run_js(self.tools, &run, &scratch.0)?;
+        let row = nats::run_js(self.tools, self.spec, &server.urls[0], self.replicas, &scratch.0)?;
         drop(server);
         Ok(renamed(&row, JETSTREAM))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn harness_rows_are_renamed_and_a_missing_column_is_nan() {
+        let mut cells = std::collections::BTreeMap::new();
+        cells.insert("delivered_msgs_s".to_string(), "1234".to_string());
+        let figures = renamed(&PeerRow(cells), QUEUE);
+        let get = |name: &str| figures.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        assert_eq!(get("delivered_msg_s"), Some(1234.0));
+        assert!(get("lost").is_some_and(f64::is_nan));
     }
 }

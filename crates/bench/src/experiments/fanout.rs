@@ -92,7 +92,7 @@ impl Fanout {
         Ok(Outcome {
             figure: self.figure(&table, &traces),
             body: self.body(&table),
-            table: Table::of(seed002::COLUMNS, &table)?,
+            table: Table::typed(&table)?,
             checks: checks.into_checks(),
         })
     }

@@ -7,31 +7,6 @@ use crate::peer::anchors::Point;
 use crate::peer::{Anchors, PeerRow};
 use crate::stats::{lower_median, median, median_if_any, window_rates};
 
-/// CSV columns of the three experiments. For a row with `subscriber` = `all`,
-/// `rt_median_msg_s` is the sum of the subscribers' RTn medians (the seed's "总和").
-pub const COLUMNS: &[&str] = &[
-    "system",
-    "source",
-    "subscribers",
-    "size_b",
-    "rep",
-    "subscriber",
-    "sent",
-    "received",
-    "lost",
-    "st_median_msg_s",
-    "rt_median_msg_s",
-    "rt_median_mb_s",
-    "received_msg_s",
-    "received_mb_s",
-    "per_sub_min_msg_s",
-    "per_sub_median_msg_s",
-    "per_sub_max_msg_s",
-    "broker_drops",
-    "load_before",
-    "load_after",
-];
-
 /// The load average before and after a point (`None` when unknown).
 pub type Load = [Option<f64>; 2];
 

@@ -83,7 +83,7 @@ impl Experiment for Hops {
                 narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
             }
             let (figure, body) = (self.figure(&table), self.body(&table));
-            Ok(Outcome { figure, body, table: Table::of(narada::COLUMNS, &table)?, checks: checks.into_checks() })
+            Ok(Outcome { figure, body, table: Table::typed(&table)?, checks: checks.into_checks() })
         })
     }
 }

@@ -78,7 +78,7 @@ impl Experiment for Matching {
             figure.panels.push(links_panel(&traffic));
             let mut body = self.body(&table);
             body.push_str(&links_table(&traffic));
-            Ok(Outcome { figure, body, table: Table::of(narada::COLUMNS, &table)?, checks: checks.into_checks() })
+            Ok(Outcome { figure, body, table: Table::typed(&table)?, checks: checks.into_checks() })
         })
     }
 }

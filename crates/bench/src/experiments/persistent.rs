@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use futures::future::BoxFuture;
 
 use super::content::{Kind, PointSpec};
-use super::narada::{self, Grid, Narada, NaradaChecks, NaradaRow, Traffic};
+use super::narada::{Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::{md_head, md_row, num, Table};
@@ -44,11 +44,6 @@ impl Params {
             grid,
         }
     }
-}
-
-/// CSV columns: the delivery kind and repetition, then the matching experiment's.
-fn columns() -> Vec<&'static str> {
-    ["delivery", "rep", "acked"].into_iter().chain(narada::COLUMNS.iter().copied()).collect()
 }
 
 /// One point of one kind at one measuring subscriber.
@@ -106,7 +101,7 @@ impl Experiment for Persistent {
             Ok(Outcome {
                 figure: figure(p, &table),
                 body: body(p, &table),
-                table: Table::of(&columns(), &table)?,
+                table: Table::typed(&table)?,
                 checks: checks.into_checks(),
             })
         })
@@ -237,14 +232,6 @@ fn body(p: &Params, table: &[PersistentRow]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_column_is_a_field_of_the_rows() {
-        let t = Table::of(&columns(), &[PersistentRow::default()]).unwrap();
-        assert_eq!(t.rows().len(), 1);
-        let fields = serde_json::to_value(PersistentRow::default()).unwrap();
-        assert_eq!(fields.as_object().unwrap().len(), columns().len());
-    }
 
     #[test]
     fn the_median_is_over_the_matching_rows_only() {

@@ -74,8 +74,6 @@ impl Proxy {
         let network =
             Network::up(&ctx.tidings, &ctx.topologies.join(&p.topology), &dir, Duration::from_secs(60)).await?;
         let (phb, shb) = (network.broker("phb")?, network.broker("shb")?);
-        let admin =
-            |b: &crate::network::BrokerInfo| b.admin.clone().ok_or_else(|| anyhow::anyhow!("{} has no admin", b.name));
         let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
         let mut link = Tally::new("each message crossed the broker link once, whatever the subscribers behind it");
@@ -89,9 +87,9 @@ impl Proxy {
         for &n in &p.subscribers {
             for rep in 1..=ctx.reps {
                 let sites = Sites {
-                    publisher: (phb.tcp.clone(), admin(phb)?),
+                    publisher: (phb.tcp.clone(), phb.admin_addr()?),
                     subscribers: vec![shb.tcp.clone(); n],
-                    subscriber_admins: vec![admin(shb)?],
+                    subscriber_admins: vec![shb.admin_addr()?],
                     all_admins: network.admins()?,
                 };
                 let point = (p.size, p.count, format!("bench.proxy.{n}.{rep}"));
@@ -118,12 +116,7 @@ impl Proxy {
         }
         let mut checks = checks.into_checks();
         checks.push(link.check());
-        Ok(Outcome {
-            figure: self.figure(&table),
-            body: self.body(&table),
-            table: Table::of(seed002::COLUMNS, &table)?,
-            checks,
-        })
+        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table: Table::typed(&table)?, checks })
     }
 
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {

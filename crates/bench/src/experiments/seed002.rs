@@ -5,11 +5,10 @@ use std::time::Duration;
 
 pub use super::flood_rows::{
     anchor_rows, median_cell, nats_cell, peer_rows, range_cell, ratio_cell, rows, values, Field, FloodRow, Load,
-    COLUMNS,
 };
 use crate::flood::{Flood, FloodRun, FloodSpec};
 use crate::metrics::{self, scrape_all, Snapshot};
-use crate::peer::{nats, NatsTools, PeerRow};
+use crate::peer::{nats, NatsTools};
 use crate::stats::load_average;
 use crate::target::Target;
 
@@ -132,48 +131,36 @@ pub enum NatsAt<'a> {
     Running(&'a str, &'a str),
 }
 
-/// One repetition of the peer harness's throughput mode at one point, with the drain wait
-/// tidings gets ([`DRAIN`]).
-pub async fn nats_point(
-    tools: &NatsTools,
-    scratch: &std::path::Path,
+/// One repetition of the peer harness's throughput mode at the point (`size`, `subs`,
+/// `count`), with the drain wait tidings gets ([`DRAIN`]), added to `table` as repetition
+/// `rep` with the load average around it.
+pub async fn nats_rep(
+    table: &mut Vec<FloodRow>,
+    (tools, scratch): (&NatsTools, &std::path::Path),
     at: NatsAt<'_>,
     (size, subs, count): (usize, usize, u64),
-    hops: u64,
-) -> anyhow::Result<Vec<PeerRow>> {
+    (hops, rep): (u64, usize),
+) -> anyhow::Result<()> {
     let (publisher, subscriber) = match at {
         NatsAt::Fresh => (String::new(), String::new()),
         NatsAt::Running(publisher, subscriber) => (publisher.to_string(), subscriber.to_string()),
     };
     let run = nats::PeerRun {
-        mode: nats::Mode::Throughput,
         exp: "flood".into(),
         publisher,
         subscriber,
         size,
         subs,
-        rate: 0,
         reps: 1,
         duration: Duration::from_secs(60),
         max: count,
         drain: DRAIN,
         hops,
+        ..nats::PeerRun::default()
     };
-    nats::run_async(tools, run, scratch).await
-}
-
-/// One repetition of NATS at a point ([`nats_point`]), added to `table` as repetition `rep`
-/// with the load average around it.
-pub async fn nats_rep(
-    table: &mut Vec<FloodRow>,
-    (tools, scratch): (&NatsTools, &std::path::Path),
-    at: NatsAt<'_>,
-    point: (usize, usize, u64),
-    (hops, rep): (u64, usize),
-) -> anyhow::Result<()> {
     let load_before = load_average();
-    let rows = nats_point(tools, scratch, at, point, hops).await?;
-    peer_rows(table, ("nats", "this session"), point.0, (rep, [load_before, load_average()]), &rows);
+    let rows = nats::run_async(tools, run, scratch).await?;
+    peer_rows(table, ("nats", "this session"), size, (rep, [load_before, load_average()]), &rows);
     Ok(())
 }
 
@@ -186,13 +173,6 @@ mod tests {
     use super::*;
     use crate::flood::Received;
     use crate::suite::table::Table;
-
-    #[test]
-    fn every_column_is_a_field_of_the_typed_rows() {
-        let fields = serde_json::to_value(FloodRow::default()).unwrap();
-        assert_eq!(fields.as_object().unwrap().len(), COLUMNS.len(), "a field is missing from the columns");
-        assert_eq!(crate::suite::table::Table::of(COLUMNS, &[FloodRow::default()]).unwrap().rows().len(), 1);
-    }
 
     #[test]
     fn rows_give_seed_rates_per_subscriber_and_their_sum() {
@@ -208,7 +188,7 @@ mod tests {
         let mut table = Vec::new();
         rows(&mut table, 1000, 1, &Measured { run, drops: 0.0, link_messages: 0.0, load: [None, None] });
         assert_eq!(table.len(), 3);
-        assert_eq!(Table::of(COLUMNS, &table).unwrap().rows().len(), 3);
+        assert_eq!(Table::typed(&table).unwrap().rows().len(), 3);
         let rt = median_cell(&table, "tidings", 2, 1000, "1", |r| r.rt_median_msg_s).unwrap();
         assert!((rt - 1000.0).abs() < 1.0, "{rt}");
         let st = median_cell(&table, "tidings", 2, 1000, "all", |r| r.st_median_msg_s).unwrap();

@@ -91,7 +91,7 @@ impl Sizes {
         Ok(Outcome {
             figure: self.figure(&table),
             body: self.body(&table),
-            table: Table::of(seed002::COLUMNS, &table)?,
+            table: Table::typed(&table)?,
             checks: checks.into_checks(),
         })
     }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use super::{parse_csv, PeerRow};
+use crate::acked::AckedSpec;
 
 /// The programs needed to measure NATS.
 #[derive(Debug, Clone)]
@@ -94,7 +95,12 @@ impl NatsServer {
     /// One node with default settings (as `run_all.sh` starts it).
     pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
         let port = free_port()?;
-        let child = spawn(tools, logs, "nats", &["-a", "127.0.0.1", "-p", &port.to_string()])?;
+        NatsServer::one(tools, logs, "nats", port, &["-a", "127.0.0.1", "-p", &port.to_string()])
+    }
+
+    /// One node `name` started with `args`, once it listens on `port`.
+    fn one(tools: &NatsTools, logs: &Path, name: &str, port: u16, args: &[&str]) -> anyhow::Result<NatsServer> {
+        let child = spawn(tools, logs, name, args)?;
         let server = NatsServer { children: vec![child], urls: vec![format!("nats://127.0.0.1:{port}")] };
         wait_port(port)?;
         Ok(server)
@@ -128,9 +134,7 @@ impl NatsServer {
         std::thread::sleep(Duration::from_secs(2));
         Ok(server)
     }
-}
 
-impl NatsServer {
     /// One node with JetStream on, its file store in `store_dir`, syncing every write before
     /// it acknowledges (`sync_interval: always`): the peer of tidings' `fsync = always`.
     pub fn jetstream_always(tools: &NatsTools, logs: &Path, store_dir: &Path) -> anyhow::Result<NatsServer> {
@@ -141,19 +145,7 @@ impl NatsServer {
             store_dir.display().to_string()
         );
         std::fs::write(&config, text)?;
-        let child = spawn(tools, logs, "nats-js", &["-c", &config.display().to_string()])?;
-        let server = NatsServer { children: vec![child], urls: vec![format!("nats://127.0.0.1:{port}")] };
-        wait_port(port)?;
-        Ok(server)
-    }
-}
-
-impl NatsServer {
-    /// Two nodes joined by a route, JetStream on in both with every write synced before it is
-    /// acknowledged (`sync_interval: always`, stores under `logs`); node A carries the server
-    /// tag `a`, so a stream can be placed on it.
-    pub fn cluster_jetstream(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
-        NatsServer::jetstream_cluster(tools, logs, 2)
+        NatsServer::one(tools, logs, "nats-js", port, &["-c", &config.display().to_string()])
     }
 
     /// `nodes` nodes (2 to 26) routed to each other, JetStream on in each with every write
@@ -233,16 +225,18 @@ pub(crate) fn wait_port(port: u16) -> anyhow::Result<()> {
 }
 
 /// The harness's two measurement modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Mode {
     /// As fast as the client publishes (`-mode tput`).
+    #[default]
     Throughput,
     /// At a fixed rate, one-way latency of every delivery (`-mode lat`).
     Latency,
 }
 
-/// One `peerbench` invocation (flags as in `bench/peers/run_all.sh`).
-#[derive(Debug, Clone)]
+/// One `peerbench` invocation (flags as in `bench/peers/run_all.sh`); by default on a fresh
+/// server (no URLs), nothing in it set.
+#[derive(Debug, Clone, Default)]
 pub struct PeerRun {
     /// Mode.
     pub mode: Mode,
@@ -297,45 +291,47 @@ impl PeerRun {
     }
 }
 
-/// One run of the harness's JetStream mode (`-mode js -js-mode async`): acknowledged
-/// publishes with `window` in flight.
-#[derive(Debug, Clone)]
-pub struct JsRun {
-    /// The server's URL.
-    pub url: String,
-    /// Payload bytes.
-    pub size: usize,
-    /// Acks in flight.
-    pub window: usize,
-    /// Publishing time.
-    pub duration: Duration,
-    /// Publish cap.
-    pub max: u64,
-    /// The stream's replicas (1 on a single server; 3 on a 3-node cluster: R3).
-    pub replicas: usize,
+/// Runs the harness's JetStream mode once (blocking; `-mode js -js-mode async`: acknowledged
+/// publishes at `spec`, its window in flight) against the server at `url`, on a stream of
+/// `replicas` (1 on a single server; 3 on a 3-node cluster: R3), and returns its row.
+pub fn run_js(
+    tools: &NatsTools,
+    spec: &AckedSpec,
+    url: &str,
+    replicas: usize,
+    scratch: &Path,
+) -> anyhow::Result<PeerRow> {
+    harness_row(tools, "js", scratch, |csv| {
+        flags(&[
+            ("-mode", "js".to_string()),
+            ("-js-mode", "async".into()),
+            ("-exp", "acked".into()),
+            ("-label", "nats-js".into()),
+            ("-pub", url.into()),
+            ("-size", spec.size.to_string()),
+            ("-window", spec.window.to_string()),
+            ("-js-replicas", replicas.to_string()),
+            ("-reps", "1".into()),
+            ("-dur", millis(spec.duration)),
+            ("-max", spec.max.to_string()),
+            ("-sync-note", "always".into()),
+            ("-csv", csv.display().to_string()),
+        ])
+    })
 }
 
-/// Runs the JetStream mode once (blocking) and returns its row.
-pub fn run_js(tools: &NatsTools, run: &JsRun, scratch: &Path) -> anyhow::Result<PeerRow> {
-    let csv = scratch.join(format!("peerbench-js-{}.csv", std::process::id()));
+/// Runs the harness once (blocking) with the flags `args` gives for its CSV in `scratch`, and
+/// returns the one row it wrote (`mode` names the CSV and the error when there is none).
+pub(crate) fn harness_row(
+    tools: &NatsTools,
+    mode: &str,
+    scratch: &Path,
+    args: impl FnOnce(&Path) -> Vec<String>,
+) -> anyhow::Result<PeerRow> {
+    let csv = scratch.join(format!("peerbench-{mode}-{}.csv", std::process::id()));
     let _ = std::fs::remove_file(&csv);
-    let args = flags(&[
-        ("-mode", "js".to_string()),
-        ("-js-mode", "async".into()),
-        ("-exp", "acked".into()),
-        ("-label", "nats-js".into()),
-        ("-pub", run.url.clone()),
-        ("-size", run.size.to_string()),
-        ("-window", run.window.to_string()),
-        ("-js-replicas", run.replicas.to_string()),
-        ("-reps", "1".into()),
-        ("-dur", millis(run.duration)),
-        ("-max", run.max.to_string()),
-        ("-sync-note", "always".into()),
-        ("-csv", csv.display().to_string()),
-    ]);
-    let rows = harness(tools, &args, &csv)?;
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no JetStream row"))
+    let rows = harness(tools, &args(&csv), &csv)?;
+    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no {mode} row"))
 }
 
 /// The harness's command line from `(flag, value)` pairs: every run of it states its flags one

@@ -3,134 +3,86 @@
 //! here and stopped after it, as tidings gets fresh brokers every repetition.
 
 use std::path::Path;
-use std::time::Duration;
 
-use super::nats::{flags, harness, millis, NatsServer, NatsTools};
+use super::nats::{flags, harness_row, millis, NatsServer, NatsTools};
 use super::PeerRow;
+use crate::queue::QueueSpec;
+use crate::request::RequestSpec;
 
-/// One run of the harness's `req` mode.
-#[derive(Debug, Clone)]
-pub struct ReqRun {
-    /// 1: requester and responder on one server; 2: on the two nodes of a routed cluster.
-    pub hops: u64,
-    /// Request payload bytes.
-    pub size: usize,
-    /// Length of each phase (sequential, then in flight).
-    pub duration: Duration,
-    /// Requests outstanding at once in the second phase.
-    pub in_flight: usize,
-    /// One request's longest wait for its answer.
-    pub timeout: Duration,
+/// The harness's `req` flags for `spec` from `requester` to `responder` (`hops` only labels).
+fn req_args(spec: &RequestSpec, hops: u64, requester: &str, responder: &str, csv: &Path) -> Vec<String> {
+    flags(&[
+        ("-mode", "req".into()),
+        ("-exp", "request".into()),
+        ("-label", "nats".into()),
+        ("-hops", hops.to_string()),
+        ("-pub", requester.into()),
+        ("-sub", responder.into()),
+        ("-size", spec.size.to_string()),
+        ("-reps", "1".into()),
+        ("-dur", millis(spec.duration)),
+        ("-inflight", spec.in_flight.to_string()),
+        ("-req-timeout", millis(spec.timeout)),
+        ("-csv", csv.display().to_string()),
+    ])
 }
 
-/// One run of the harness's `queue` mode.
-#[derive(Debug, Clone)]
-pub struct QueueRun {
-    /// Payload bytes.
-    pub size: usize,
-    /// Members of the queue group.
-    pub members: usize,
-    /// Publishing time limit.
-    pub duration: Duration,
-    /// Message cap.
-    pub max: u64,
-    /// Longest wait for the members once publishing ended.
-    pub drain: Duration,
+/// The harness's `queue` flags for `spec` on the server at `url`, with tidings' drain wait.
+fn queue_args(spec: &QueueSpec, url: &str, csv: &Path) -> Vec<String> {
+    flags(&[
+        ("-mode", "queue".into()),
+        ("-exp", "queue".into()),
+        ("-label", "nats".into()),
+        ("-pub", url.into()),
+        ("-sub", url.into()),
+        ("-topic", "bench.q".into()),
+        ("-size", spec.size.to_string()),
+        ("-subs", spec.members.to_string()),
+        ("-reps", "1".into()),
+        ("-dur", millis(spec.duration)),
+        ("-max", spec.max_messages.to_string()),
+        ("-drain", millis(spec.duration + spec.drain)),
+        ("-csv", csv.display().to_string()),
+    ])
 }
 
-impl ReqRun {
-    fn args(&self, requester: &str, responder: &str, csv: &Path) -> Vec<String> {
-        flags(&[
-            ("-mode", "req".into()),
-            ("-exp", "request".into()),
-            ("-label", "nats".into()),
-            ("-hops", self.hops.to_string()),
-            ("-pub", requester.into()),
-            ("-sub", responder.into()),
-            ("-size", self.size.to_string()),
-            ("-reps", "1".into()),
-            ("-dur", millis(self.duration)),
-            ("-inflight", self.in_flight.to_string()),
-            ("-req-timeout", millis(self.timeout)),
-            ("-csv", csv.display().to_string()),
-        ])
-    }
-}
-
-impl QueueRun {
-    fn args(&self, url: &str, csv: &Path) -> Vec<String> {
-        flags(&[
-            ("-mode", "queue".into()),
-            ("-exp", "queue".into()),
-            ("-label", "nats".into()),
-            ("-pub", url.into()),
-            ("-sub", url.into()),
-            ("-topic", "bench.q".into()),
-            ("-size", self.size.to_string()),
-            ("-subs", self.members.to_string()),
-            ("-reps", "1".into()),
-            ("-dur", millis(self.duration)),
-            ("-max", self.max.to_string()),
-            ("-drain", millis(self.drain)),
-            ("-csv", csv.display().to_string()),
-        ])
-    }
-}
-
-/// Runs `req` once (blocking) on a fresh server, or a fresh two-node cluster for 2 hops (the
-/// requester on node A, the responder on node B), and returns its row.
-pub fn run_req(tools: &NatsTools, run: &ReqRun, scratch: &Path) -> anyhow::Result<PeerRow> {
-    let server = match run.hops {
+/// Runs `req` at `spec` once (blocking) on a fresh server, or a fresh two-node cluster for 2
+/// hops (the requester on node A, the responder on node B), and returns its row.
+pub fn run_req(tools: &NatsTools, spec: &RequestSpec, hops: u64, scratch: &Path) -> anyhow::Result<PeerRow> {
+    let server = match hops {
         1 => NatsServer::single(tools, scratch)?,
         2 => NatsServer::cluster(tools, scratch)?,
         other => anyhow::bail!("NATS request/reply is measured through 1 or 2 servers, not {other}"),
     };
     let (requester, responder) = (&server.urls[0], &server.urls[server.urls.len() - 1]);
-    let csv = scratch.join(format!("peerbench-req-{}.csv", std::process::id()));
-    let _ = std::fs::remove_file(&csv);
-    let rows = harness(tools, &run.args(requester, responder, &csv), &csv)?;
-    drop(server);
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no request row"))
+    harness_row(tools, "req", scratch, |csv| req_args(spec, hops, requester, responder, csv))
 }
 
-/// Runs `queue` once (blocking) on a fresh server and returns its row.
-pub fn run_queue(tools: &NatsTools, run: &QueueRun, scratch: &Path) -> anyhow::Result<PeerRow> {
+/// Runs `queue` at `spec` once (blocking) on a fresh server and returns its row.
+pub fn run_queue(tools: &NatsTools, spec: &QueueSpec, scratch: &Path) -> anyhow::Result<PeerRow> {
     let server = NatsServer::single(tools, scratch)?;
-    let csv = scratch.join(format!("peerbench-queue-{}.csv", std::process::id()));
-    let _ = std::fs::remove_file(&csv);
-    let rows = harness(tools, &run.args(&server.urls[0], &csv), &csv)?;
-    drop(server);
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no queue row"))
+    harness_row(tools, "queue", scratch, |csv| queue_args(spec, &server.urls[0], csv))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn req_flags_name_both_ends_and_the_window() {
-        let run = ReqRun {
-            hops: 2,
-            size: 128,
-            duration: Duration::from_secs(5),
-            in_flight: 100,
-            timeout: Duration::from_secs(5),
-        };
-        let args = run.args("nats://a", "nats://b", Path::new("/tmp/r.csv")).join(" ");
+        let spec = RequestSpec { size: 128, in_flight: 100, timeout: Duration::from_secs(5), ..RequestSpec::default() };
+        let spec = RequestSpec { duration: Duration::from_secs(5), ..spec };
+        let args = req_args(&spec, 2, "nats://a", "nats://b", Path::new("/tmp/r.csv")).join(" ");
         assert!(args.starts_with("-mode req -exp request -label nats -hops 2 -pub nats://a -sub nats://b -size 128"));
         assert!(args.contains("-dur 5000ms -inflight 100 -req-timeout 5000ms -csv /tmp/r.csv"));
     }
 
     #[test]
     fn queue_flags_give_the_members_and_the_cap() {
-        let run = QueueRun {
-            size: 256,
-            members: 10,
-            duration: Duration::from_secs(2),
-            max: 1000,
-            drain: Duration::from_secs(9),
-        };
-        let args = run.args("nats://q", Path::new("/tmp/q.csv")).join(" ");
+        let (duration, drain) = (Duration::from_secs(2), Duration::from_secs(7));
+        let spec = QueueSpec { size: 256, members: 10, duration, max_messages: 1000, drain, ..QueueSpec::default() };
+        let args = queue_args(&spec, "nats://q", Path::new("/tmp/q.csv")).join(" ");
         assert!(args.starts_with("-mode queue -exp queue -label nats -pub nats://q -sub nats://q -topic bench.q"));
         assert!(args.contains("-size 256 -subs 10 -reps 1 -dur 2000ms -max 1000 -drain 9000ms"));
     }

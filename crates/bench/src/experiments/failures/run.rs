@@ -42,9 +42,7 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     let net =
         Network::up_with(&ctx.tidings, &file, &net_dir, Duration::from_secs(90), &extra.collect::<Vec<_>>()).await?;
     ctx.step("network up");
-    let admin = |name: &str| -> anyhow::Result<String> {
-        net.broker(name)?.admin.clone().ok_or_else(|| anyhow::anyhow!("{name} has no admin address"))
-    };
+    let admin = |name: &str| net.broker(name)?.admin_addr();
     let per_publisher = (p.rate * p.schedule().as_secs_f64()).round() as u64;
     let total = per_publisher * p.publishers as u64;
     let mut subs = Vec::new();

@@ -127,14 +127,14 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     let tasks =
         Tasks(vec![tokio::spawn(receive(subscription, log.clone())), tokio::spawn(pace(publisher, log.clone()))]);
     let admins = |names: &[&String]| -> anyhow::Result<Vec<String>> {
-        names.iter().map(|b| net.broker(b)?.admin.clone().ok_or_else(|| anyhow::anyhow!("{b} has no admin"))).collect()
+        names.iter().map(|b| net.broker(b)?.admin_addr()).collect()
     };
     anyhow::ensure!(wait_for_traffic(&log.arrivals).await, "no delivery reached {subscriber_at} within 10 s");
     let scrapes = scrape_all(admins(&bundle.iter().collect::<Vec<_>>())?).await?;
     let carried: Vec<f64> = scrapes.iter().map(|s| s.sum(metrics::LINK_MESSAGES_IN)).collect();
     let busiest = carried.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).map_or(0, |(i, _)| i);
     let carrier = net.broker(&bundle[busiest])?;
-    let pid = carrier.pid.ok_or_else(|| anyhow::anyhow!("network.json gives no pid for {}", carrier.name))?;
+    let pid = carrier.process_id()?;
     // The brokers that stay up: what they count as dropped during the fault.
     let survivors: Vec<&String> =
         [publisher_at, subscriber_at].into_iter().chain(bundle.iter().filter(|b| **b != carrier.name)).collect();

@@ -168,18 +168,15 @@ impl Network {
         Ok(Outcome {
             figure: present::figure(&table),
             body: present::body(&self.0, &table),
-            table: Table::of(COLUMNS, &table)?,
+            table: Table::typed(&table)?,
             checks: checks.into_checks(),
         })
     }
 }
 
-/// CSV columns: one measured quantity per row, since the parts measure different things.
-/// `rep` is the repetition (in `subscribe`, the batch of 500 subscriptions).
-pub const COLUMNS: &[&str] = &["part", "system", "source", "setup", "brokers", "rep", "quantity", "value"];
-
-/// One measured quantity: the typed row behind the CSV, the plot and the report.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+/// One measured quantity: the typed row behind the CSV, the plot and the report (one quantity
+/// a row, since the parts measure different things).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct NetRow {
     /// `throughput`, `latency`, `path`, `reconvergence` or `subscribe`.
     pub part: String,
@@ -268,7 +265,7 @@ mod tests {
         assert_eq!(median(&t, "throughput", TIDINGS, 2, "received_msg_s"), Some(20.0));
         assert_eq!(median(&t, "throughput", TIDINGS, 1, "received_msg_s"), None);
         assert_eq!(t[4].source, "committed anchor");
-        assert_eq!(Table::of(COLUMNS, &t).unwrap().rows().len(), 5);
+        assert_eq!(Table::typed(&t).unwrap().rows().len(), 5);
         assert_eq!(us(None), "n/a");
     }
 

@@ -53,19 +53,18 @@ pub(super) async fn throughput_rep(
             names.into_iter().zip(server.pids()).map(|(n, pid)| (n, Process::Pid(pid))).collect();
         processes.push(("peerbench", Process::WaitedChildren));
         let run = PeerRun {
-            mode: Mode::Throughput,
             exp: "E4".into(),
             publisher: server.urls[0].clone(),
             subscriber: sub.clone(),
             size: p.size,
             subs: 1,
-            rate: 0,
             reps: 1,
             duration: p.duration,
             max: p.max_messages,
             // The tidings run's limit: publishing time plus 20 s.
             drain: p.duration + Duration::from_secs(20),
             hops: brokers as u64,
+            ..PeerRun::default()
         };
         let cpu = CpuSample::take(&processes);
         let rows = nats::run_async(tools, run, dir).await?;
@@ -105,9 +104,9 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
             rate: p.rate.round() as u64,
             reps: ctx.reps,
             duration: p.latency_duration,
-            max: 0,
             drain: Duration::from_secs(30),
             hops: brokers as u64,
+            ..PeerRun::default()
         };
         for (i, row) in nats::run_async(tools, run, &dir).await?.iter().enumerate() {
             latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row)?;
@@ -136,7 +135,7 @@ pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> an
 /// A harness throughput row as ours; returns the messages received.
 fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) -> anyhow::Result<u64> {
     let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-    for (quantity, column) in [
+    let names = [
         ("sent", "sent"),
         ("received", "recv_total"),
         ("lost", "lost"),
@@ -144,23 +143,26 @@ fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) ->
         ("received_msg_s", "agg_recv_msgs_s"),
         ("publish_msg_s", "pub_msgs_s"),
         ("dropped_subscribers", "dropped_subs"),
-    ] {
-        if let Some(v) = row.num(column) {
-            key.put(table, quantity, v)?;
-        }
-    }
+    ];
+    put_all(key, table, row, &names)?;
     Ok(row.require("recv_total")? as u64)
 }
 
 /// A harness latency row as ours.
 fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
-    for (quantity, column) in [
+    let names = [
         ("sent", "sent"),
         ("received", "delivered"),
         ("p50_us", "p50_us"),
         ("p99_us", "p99_us"),
         ("mean_us", "mean_us"),
-    ] {
+    ];
+    put_all(key, table, row, &names)
+}
+
+/// Each `(quantity, column)` of a harness row the row has, as our quantity.
+fn put_all(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow, names: &[(&str, &str)]) -> anyhow::Result<()> {
+    for (quantity, column) in names {
         if let Some(v) = row.num(column) {
             key.put(table, quantity, v)?;
         }

@@ -12,7 +12,7 @@ use super::NetRow;
 use super::{path, Checks, Key, Params, TIDINGS};
 use crate::cpu::{CpuSample, Process};
 use crate::metrics::{self, scrape_all, Snapshot};
-use crate::network::{BrokerInfo, Network as BrokerNetwork};
+use crate::network::Network as BrokerNetwork;
 use crate::suite::text::thousands;
 use crate::suite::Context;
 use crate::target::Target;
@@ -30,14 +30,6 @@ struct Setup {
     admins: Vec<String>,
     /// Processes whose CPU time is read, with the clients (this process) last.
     processes: Vec<(&'static str, Process)>,
-}
-
-fn admin(b: &BrokerInfo) -> anyhow::Result<String> {
-    b.admin.clone().ok_or_else(|| anyhow::anyhow!("broker {} has no admin address", b.name))
-}
-
-fn pid(b: &BrokerInfo) -> anyhow::Result<Process> {
-    b.pid.map(Process::Pid).ok_or_else(|| anyhow::anyhow!("network.json gives no pid for {}", b.name))
 }
 
 /// Runs the tidings side: throughput, then latency, then subscriptions.
@@ -68,8 +60,12 @@ pub(super) async fn tidings(
         brokers: 2,
         target: Target::external(phb.tcp.clone()),
         subscribe_at: Some(shb.tcp.clone()),
-        admins: vec![admin(phb)?, admin(shb)?],
-        processes: vec![("phb", pid(phb)?), ("shb", pid(shb)?), ("clients", Process::This)],
+        admins: vec![phb.admin_addr()?, shb.admin_addr()?],
+        processes: vec![
+            ("phb", Process::Pid(phb.process_id()?)),
+            ("shb", Process::Pid(shb.process_id()?)),
+            ("clients", Process::This),
+        ],
     };
     for rep in 1..=ctx.reps {
         for setup in [&one, &two] {

@@ -151,16 +151,12 @@ impl Overhead {
             }
             let file = ctx.topologies.join(&p.topology);
             let net = Network::up_with(&ctx.tidings, &file, &dir, Duration::from_secs(60), &extra).await?;
-            let pid = |name: &str| net.broker(name)?.pid.ok_or_else(|| anyhow::anyhow!("{name} has no pid"));
+            let pid = |name: &str| net.broker(name)?.process_id();
             let brokers = Brokers {
                 phb: net.broker("phb")?.tcp.clone(),
                 shb: net.broker("shb")?.tcp.clone(),
                 pids: (pid("phb")?, pid("shb")?),
-                phb_admin: net
-                    .broker("phb")?
-                    .admin
-                    .clone()
-                    .ok_or_else(|| anyhow::anyhow!("phb has no admin address"))?,
+                phb_admin: net.broker("phb")?.admin_addr()?,
             };
             // Repetition by repetition, both modes, so a change in the machine's load falls on both.
             for rep in 1..=ctx.reps {
@@ -203,7 +199,7 @@ impl Overhead {
             body.push_str(&format!("\nNATS runs that failed: {}.\n", peer_failures.join("; ")));
         }
         let checks = checks.into_checks();
-        Ok(Outcome { table: Table::of(rows::COLUMNS, &table)?, figure: present::figure(&table), body, checks })
+        Ok(Outcome { table: Table::typed(&table)?, figure: present::figure(&table), body, checks })
     }
 }
 

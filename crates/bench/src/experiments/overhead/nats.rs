@@ -30,7 +30,7 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
     let mode = if js { JETSTREAM } else { CORE };
     let logs = dir.join(format!("{mode}-{}-{rep}", load.remote));
     std::fs::create_dir_all(&logs)?;
-    let server = tokio::task::block_in_place(|| NatsServer::cluster_jetstream(tools, &logs))?;
+    let server = tokio::task::block_in_place(|| NatsServer::jetstream_cluster(tools, &logs, 2))?;
     let pids = server.pids();
     let secs = load.duration.as_secs_f64();
     let mut args = flags(&[

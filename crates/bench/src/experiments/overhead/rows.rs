@@ -69,39 +69,6 @@ pub struct Row {
     pub load_after: Option<f64>,
 }
 
-/// The CSV's columns: every field of [`Row`], in order.
-pub(super) const COLUMNS: &[&str] = &[
-    "mode",
-    "subscribers",
-    "local_subscribers",
-    "groups",
-    "rep",
-    "rate_msg_s",
-    "achieved_rate_msg_s",
-    "size_b",
-    "sent",
-    "acked",
-    "ack_failed",
-    "phb_cpu_pct",
-    "phb_log_writer_cpu_pct",
-    "shb_cpu_pct",
-    "clients_cpu_pct",
-    "cpu_wall_s",
-    "local_p50_us",
-    "local_p99_us",
-    "local_samples",
-    "remote_p50_us",
-    "remote_p99_us",
-    "remote_samples",
-    "lost",
-    "duplicates",
-    "out_of_order",
-    "ended",
-    "setup_s",
-    "load_before",
-    "load_after",
-];
-
 /// The mode's name in rows and legends.
 pub(super) fn mode(guaranteed: bool) -> &'static str {
     if guaranteed {
@@ -154,15 +121,5 @@ pub(super) fn row(load: &Load, rep: usize, m: &Measured, load_avg: [Option<f64>;
         setup_s: m.setup_secs,
         load_before: load_avg[0],
         load_after: load_avg[1],
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_column_is_a_field_of_the_typed_rows() {
-        crate::suite::table::check_columns::<Row>(COLUMNS).unwrap();
     }
 }

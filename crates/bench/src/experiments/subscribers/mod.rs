@@ -13,7 +13,6 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tidings_client::Transport;
 
-use super::Tally;
 use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
 use crate::peer::{anchors::Point, nats, NatsTools};
@@ -85,33 +84,6 @@ fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-const COLUMNS: &[&str] = &[
-    "system",
-    "source",
-    "subscribers",
-    "rate_msg_s",
-    "size_b",
-    "rep",
-    "sent",
-    "received",
-    "lost",
-    "dropped_subscribers",
-    "mean_us",
-    "stdev_us",
-    "p50_us",
-    "p99_us",
-    "max_us",
-    "broker_drops",
-    "rcvbuf_errors",
-    "sndbuf_errors",
-    "setup_s",
-    "achieved_rate_msg_s",
-    "send_p50_us",
-    "send_p99_us",
-    "load_before",
-    "load_after",
-];
-
 impl Experiment for Subscribers {
     fn about(&self) -> About {
         About {
@@ -147,13 +119,16 @@ impl Experiment for Subscribers {
     }
 }
 
-struct Checks {
-    /// Points whose setup failed once and was retried, with the error.
-    retries: Vec<String>,
-    subscribed: Tally,
-    published: Tally,
-    order: Tally,
-    accounted: Tally,
+super::checks! {
+    /// What every point checks, and that every point ran.
+    struct Checks {
+        ran: "every point ran to the end (its setup retried at most once)",
+        subscribed: "every subscription registered before publishing (broker gauge = subscribers)",
+        published: "the broker counted every publish (TCP: equal; UDP: not more than sent)",
+        order: "no duplicate deliveries; over TCP none out of order",
+        accounted: "every delivery accounted (TCP: received = broker's messages out and sent × subscribers = \
+                    received + broker drops; UDP: received ≤ broker's messages out)",
+    }
 }
 
 impl Subscribers {
@@ -162,19 +137,11 @@ impl Subscribers {
         let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
         ctx.log(format!("subscribers: open-file limit {limit}"));
         let mut table: Vec<Row> = Vec::new();
-        let mut checks = Checks {
-            retries: Vec::new(),
-            subscribed: Tally::new("every subscription registered before publishing (broker gauge = subscribers)"),
-            published: Tally::new("the broker counted every publish (TCP: equal; UDP: not more than sent)"),
-            order: Tally::new("no duplicate deliveries; over TCP none out of order"),
-            accounted: Tally::new(
-                "every delivery accounted (TCP: received = broker's messages out and sent × subscribers = \
-                 received + broker drops; UDP: received ≤ broker's messages out)",
-            ),
-        };
+        let mut checks = Checks::default();
+        // Points whose setup failed once and was retried, with the error.
+        let mut retries = Vec::new();
         let mut skipped = Vec::new();
         let mut nats_failures = Vec::new();
-        let mut ran = Tally::new("every point ran to the end (its setup retried at most once)");
         // Point by point: every transport of tidings, then NATS on a fresh server, repetition by
         // repetition, so that a change in the machine's load falls on both alike.
         for &n in &p.counts {
@@ -188,15 +155,15 @@ impl Subscribers {
                 for &transport in &p.transports {
                     let at = format!("{} n={n}", transport_name(transport));
                     let load_before = load_average();
-                    let r = match self.point(ctx, transport, n, &mut checks).await {
+                    let r = match self.point(ctx, transport, n, &mut checks, &mut retries).await {
                         Ok(r) => r,
                         Err(e) => {
-                            ran.record(false, format!("{at}: {e:#}"));
+                            checks.ran.record(false, format!("{at}: {e:#}"));
                             ctx.step(format!("{at}: failed"));
                             continue;
                         }
                     };
-                    ran.record(true, at.clone());
+                    checks.ran.record(true, at.clone());
                     let load = [load_before, load_average()];
                     let cells = At {
                         system: transport_name(transport),
@@ -224,21 +191,14 @@ impl Subscribers {
         if !skipped.is_empty() {
             let _ = writeln!(body, "\nNot run: {}.", skipped.join("; "));
         }
-        if !checks.retries.is_empty() {
-            let _ = writeln!(body, "\nSetup retried once (nothing had been measured): {}.", checks.retries.join("; "));
-            ran.note(format!("setup retried once at {} points", checks.retries.len()));
+        if !retries.is_empty() {
+            let _ = writeln!(body, "\nSetup retried once (nothing had been measured): {}.", retries.join("; "));
+            checks.ran.note(format!("setup retried once at {} points", retries.len()));
         }
         if !nats_failures.is_empty() {
             let _ = writeln!(body, "\nNATS points that failed: {}.", nats_failures.join("; "));
         }
-        let checks = vec![
-            ran.check(),
-            checks.subscribed.check(),
-            checks.published.check(),
-            checks.order.check(),
-            checks.accounted.check(),
-        ];
-        Ok(Outcome { table: Table::of(COLUMNS, &table)?, figure, body, checks })
+        Ok(Outcome { table: Table::typed(&table)?, figure, body, checks: checks.into_checks() })
     }
 
     async fn point(
@@ -247,6 +207,7 @@ impl Subscribers {
         transport: Transport,
         n: usize,
         checks: &mut Checks,
+        retries: &mut Vec<String>,
     ) -> anyhow::Result<Measured> {
         let p = &self.0;
         let spec = LatencySpec {
@@ -268,7 +229,7 @@ impl Subscribers {
             Err(e) => {
                 let at = format!("{} n={n}", transport_name(transport));
                 ctx.log(format!("{at}: setup failed ({e:#}); retrying once with a fresh broker"));
-                checks.retries.push(format!("{at}: {e:#}"));
+                retries.push(format!("{at}: {e:#}"));
                 drop(target);
                 target = Target::spawn(&ctx.tidings, &[])?;
                 latency::prepare(target.addr(transport)?, &spec).await?
@@ -329,16 +290,14 @@ impl Subscribers {
         let run = nats::PeerRun {
             mode: nats::Mode::Latency,
             exp: "subscribers".into(),
-            publisher: String::new(),
-            subscriber: String::new(),
             size: p.size,
             subs: n,
             rate: rate.round() as u64,
             reps: 1,
             duration: p.duration,
-            max: 0,
             drain: DRAIN,
             hops: 1,
+            ..nats::PeerRun::default()
         };
         let rows = nats::run_async(tools, run, &dir).await?;
         let load = [load_before, load_average()];
@@ -377,11 +336,6 @@ impl Subscribers {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn every_column_is_a_field_of_the_typed_rows() {
-        crate::suite::table::check_columns::<Row>(COLUMNS).unwrap();
-    }
 
     #[test]
     fn the_rate_keeps_deliveries_under_a_million_per_second() {
