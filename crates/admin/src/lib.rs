@@ -16,6 +16,6 @@ mod signal;
 
 pub use http::{http_get, http_get_as, http_request, http_request_as, AdminClient, StatusError};
 pub use metrics::{metric_total, metric_value, scrape, Sample, Snapshot};
-pub use process::{test_key_text, write_private, BrokerProcess, Ready};
+pub use process::{resident_bytes, test_key_text, write_private, BrokerProcess, Ready};
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats, Shape};
 pub use signal::{send_signal, Signal};

@@ -212,23 +212,12 @@ impl BrokerProcess {
     /// thousands of connections lists `/proc/self/fd` (7-20 ms for 8,000 descriptors), which a
     /// neighbour timed beside the test would count against the attack.
     pub fn rss(&self) -> std::io::Result<f64> {
-        let kib = self
-            .status("VmRSS")?
-            .trim_end_matches("kB")
-            .trim()
-            .parse::<f64>()
-            .map_err(|_| std::io::Error::other("VmRSS in /proc/PID/status is not a number"))?;
-        Ok(kib * 1024.0)
+        resident_bytes(self.child.id())
     }
 
     /// One field of its `/proc/PID/status` (e.g. `THP_enabled`), trimmed.
     pub fn status(&self, field: &str) -> std::io::Result<String> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))?;
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
-            .map(|rest| rest.trim().to_string())
-            .ok_or_else(|| std::io::Error::other(format!("no {field} in /proc/PID/status")))
+        proc_status(self.child.id(), field)
     }
 
     /// The value of one metric sample (`name` with its labels as printed, e.g.
@@ -250,4 +239,25 @@ pub fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
     file.write_all(text.as_bytes())
+}
+
+/// The resident memory of process `pid` in bytes, from `/proc/PID/status` `VmRSS`: how the
+/// brokers' memory is read alike, tidings' or a peer's (mosquitto, nats-server) the bench started.
+pub fn resident_bytes(pid: u32) -> std::io::Result<f64> {
+    let kib = proc_status(pid, "VmRSS")?
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<f64>()
+        .map_err(|_| std::io::Error::other("VmRSS in /proc/PID/status is not a number"))?;
+    Ok(kib * 1024.0)
+}
+
+/// One field of `/proc/PID/status`, trimmed.
+fn proc_status(pid: u32, field: &str) -> std::io::Result<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .map(|rest| rest.trim().to_string())
+        .ok_or_else(|| std::io::Error::other(format!("no {field} in /proc/PID/status")))
 }

@@ -47,6 +47,7 @@ pub mod engine;
 pub mod experiments;
 pub mod flood;
 pub mod latency;
+pub mod mqtt;
 pub mod peer;
 pub mod queue;
 pub mod request;

@@ -6,6 +6,7 @@ pub mod acked;
 pub mod catchup;
 pub mod classic;
 pub mod measure;
+pub mod mqtt;
 pub mod patterns;
 pub mod peers;
 
@@ -54,6 +55,9 @@ pub enum Which {
     /// A queue group of N members on one broker: delivered msg/s, each message exactly once
     /// (one number).
     Queue(patterns::QueueArgs),
+    /// MQTT beside mosquitto (and NATS's MQTT for QoS 1), one load generator for all: QoS 0
+    /// msg/s to 1 and 100 subscribers, QoS 1 PUBACKs/s, memory per idle connection.
+    Mqtt(mqtt::MqttArgs),
     /// Latency against 10 to 10,000 subscribers, TCP and UDP.
     Subscribers(SubscribersArgs),
     /// One publisher to one subscriber: throughput against message size.
@@ -270,6 +274,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::CatchUp(a) => return measure::write_json(catchup::run(a).await?),
         Which::Request(a) => return patterns::finish(patterns::request(a).await?),
         Which::Queue(a) => return patterns::finish(patterns::queue(a).await?),
+        Which::Mqtt(a) => return measure::write_json(mqtt::run(a).await?),
         Which::Nemesis(a) => return tidings_nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {

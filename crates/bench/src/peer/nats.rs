@@ -74,7 +74,7 @@ fn build_harness(peers_dir: &Path) -> Result<PathBuf, String> {
     Ok(out)
 }
 
-fn on_path(program: &str) -> Option<PathBuf> {
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
@@ -196,14 +196,20 @@ impl Drop for NatsServer {
 /// Starts `nats-server ARGS` with its output in `logs/NAME.log` (appended: a server restarted
 /// on its store keeps one log).
 pub(crate) fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
+    spawn_program(&tools.server, logs, name, args)
+}
+
+/// Starts any peer server `program ARGS` (nats-server, mosquitto) the same way: no input, its
+/// output in `logs/NAME.log` (appended).
+pub(crate) fn spawn_program(program: &Path, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
     let log = std::fs::File::options().create(true).append(true).open(logs.join(format!("{name}.log")))?;
-    Command::new(&tools.server)
+    Command::new(program)
         .args(args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
         .spawn()
-        .with_context(|| format!("starting {}", tools.server.display()))
+        .with_context(|| format!("starting {}", program.display()))
 }
 
 /// A loopback port that was free a moment ago (the OS picks it; the race with other programs
@@ -221,7 +227,7 @@ pub(crate) fn wait_port(port: u16) -> anyhow::Result<()> {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    anyhow::bail!("nats-server did not listen on port {port} within 10 s")
+    anyhow::bail!("the peer server did not listen on port {port} within 10 s")
 }
 
 /// The harness's two measurement modes.
