@@ -50,6 +50,7 @@ pub mod latency;
 pub mod peer;
 pub mod queue;
 pub mod request;
+pub mod security;
 pub mod seeds;
 pub mod snmp;
 pub mod stats;

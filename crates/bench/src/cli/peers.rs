@@ -52,6 +52,26 @@ impl NatsPoint {
     }
 }
 
+impl NatsPoint {
+    /// One repetition of the harness at this point, labelled `exp`, on a server not chosen yet.
+    pub(super) fn run(&self, exp: &str) -> PeerRun {
+        PeerRun {
+            mode: self.mode,
+            exp: exp.into(),
+            publisher: String::new(),
+            subscriber: String::new(),
+            size: self.size,
+            subs: self.subs,
+            rate: self.rate,
+            reps: 1,
+            duration: self.duration,
+            max: self.max,
+            drain: self.drain,
+            hops: 1,
+        }
+    }
+}
+
 /// Tput figures of a harness row, named as tidings names its own.
 const TPUT: &[(&str, &str)] = &[
     ("sent", "sent"),
@@ -102,34 +122,26 @@ impl Measurement for Nats<'_> {
             let point = &self.at;
             let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
             std::fs::create_dir_all(&scratch)?;
-            let run = PeerRun {
-                mode: point.mode,
-                exp: "classic".into(),
-                publisher: String::new(),
-                subscriber: String::new(),
-                size: point.size,
-                subs: point.subs,
-                rate: point.rate,
-                reps: 1,
-                duration: point.duration,
-                max: point.max,
-                drain: point.drain,
-                hops: 1,
-            };
+            let run = point.run("classic");
             let rows = nats::run_async(self.tools, run, &scratch).await;
             let _ = std::fs::remove_dir_all(&scratch);
             let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
             if point.mode != Mode::Throughput {
                 return Ok(renamed(&row, LATENCY));
             }
-            let mut figures = renamed(&row, TPUT);
-            // Per subscriber, as tidings' own `received_mb_s` (the harness's MB/s is the
-            // aggregate over every subscriber, which read 10x too high beside ours at 10).
-            let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
-            figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * point.size as f64 / 1e6)));
-            Ok(figures)
+            Ok(tput_figures(&row, point.size))
         })
     }
+}
+
+/// A throughput row's figures under tidings' names, with `received_mb_s` per subscriber, as
+/// tidings' own (the harness's MB/s is the aggregate over every subscriber, which read 10x too
+/// high beside ours at 10).
+pub(super) fn tput_figures(row: &PeerRow, size: usize) -> Figures {
+    let mut figures = renamed(row, TPUT);
+    let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
+    figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * size as f64 / 1e6)));
+    figures
 }
 
 /// A harness row's figures under the names tidings gives its own (NaN where it has none).

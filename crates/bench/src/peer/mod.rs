@@ -6,6 +6,7 @@
 pub mod anchors;
 pub mod nats;
 pub mod patterns;
+pub mod secure;
 
 use std::collections::BTreeMap;
 
