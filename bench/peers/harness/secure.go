@@ -56,7 +56,8 @@ func natsOpts(opts ...nats.Option) []nats.Option {
 // and closes it; the time from dial to PONG.
 func connectOnce(addr string) (time.Duration, error) {
 	start := time.Now()
-	nc, err := nats.Connect(addr, natsOpts(nats.NoReconnect(), nats.Name("conn"))...)
+	// 10 s to connect, as the tidings side waits (nats.go's default is 2 s).
+	nc, err := nats.Connect(addr, natsOpts(nats.NoReconnect(), nats.Name("conn"), nats.Timeout(10*time.Second))...)
 	took := time.Since(start)
 	if err != nil {
 		return took, err
