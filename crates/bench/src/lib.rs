@@ -51,6 +51,7 @@ pub mod mqtt;
 pub mod peer;
 pub mod queue;
 pub mod request;
+pub mod security;
 pub mod seeds;
 pub mod snmp;
 pub mod stats;

@@ -28,6 +28,17 @@ impl Target {
         })
     }
 
+    /// Starts `bin broker` as [`Target::spawn`] does, with `toml` as its config file.
+    pub fn spawn_configured(bin: &Path, toml: &str) -> anyhow::Result<Target> {
+        let process = BrokerProcess::start_configured(bin, toml, &[])?;
+        Ok(Target {
+            tcp: process.tcp(),
+            udp: process.ready.udp.map(|a| a.to_string()),
+            admin: process.ready.admin.map(|a| a.to_string()),
+            process: Some(process),
+        })
+    }
+
     /// A broker someone else runs (TCP and UDP on the same address, metrics unknown).
     pub fn external(tcp: String) -> Target {
         Target { udp: Some(tcp.clone()), tcp, admin: None, process: None }

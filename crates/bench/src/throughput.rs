@@ -11,7 +11,7 @@ use serde::Serialize;
 use tidings_client::{Client, SubscribeOptions, Subscription};
 use tidings_wire::Property;
 
-use crate::engine::{self, Accounting, Drain, Engine, Subscribers, Tally, MARK_BYTES};
+use crate::engine::{self, Access, Accounting, Drain, Engine, Subscribers, Tally, MARK_BYTES};
 
 use crate::target::Target;
 
@@ -38,6 +38,8 @@ pub struct ThroughputSpec {
     /// Where the subscribers connect, when not to the publisher's broker: a second broker of a
     /// network, to measure what the hop between them costs.
     pub subscribe_at: Option<String>,
+    /// TLS and login of every client (publisher and subscribers): what security costs.
+    pub access: Access,
 }
 
 impl Default for ThroughputSpec {
@@ -52,6 +54,7 @@ impl Default for ThroughputSpec {
             background: Background::None,
             properties: Vec::new(),
             subscribe_at: None,
+            access: Access::default(),
         }
     }
 }
@@ -111,10 +114,14 @@ pub struct ThroughputResult {
 pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<ThroughputResult> {
     anyhow::ensure!(spec.size >= MARK_BYTES, "throughput messages need at least {MARK_BYTES} bytes");
     let subscribe_at = spec.subscribe_at.as_deref().unwrap_or(target.tcp.as_str());
-    let subscribers = Subscribers::at(subscribe_at, spec.subscribers, &spec.topic, spec.max_messages);
+    let subscribers = Subscribers {
+        access: spec.access.clone(),
+        ..Subscribers::at(subscribe_at, spec.subscribers, &spec.topic, spec.max_messages)
+    };
     let engine = Engine::connect(&subscribers, |_| ()).await?;
     let background = background(target, spec).await?;
-    let publisher = Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect().connect().await?;
+    let publisher =
+        spec.access.apply(Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect()).connect().await?;
     let probes = engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let sent = engine::publish_flat_out(

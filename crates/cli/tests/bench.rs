@@ -190,3 +190,32 @@ fn bench_store_writes_the_rows_it_prints_as_csv() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, [std::ffi::OsString::from("store.csv")]);
 }
+
+#[test]
+fn security_quick_counts_tls_messages_permissions_and_password_logins() {
+    let dir = std::env::temp_dir().join(format!("tidings-bench-security-test-{}", std::process::id()));
+    let dir_text = dir.display().to_string();
+    let (out, json) = bench(&["security", "--quick", "--rules", "200", "--out", &dir_text]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let tls = &json["tls"]["rows"][0];
+    assert_eq!(tls["point"], "tls tput 1->1 size=256");
+    assert!(figure(tls, "sent") > 0.0, "{tls}");
+    assert_eq!((figure(tls, "lost"), figure(tls, "duplicates")), (0.0, 0.0), "{tls}");
+    for side in ["base", "loaded"] {
+        let row = &json["permissions"][side][0];
+        assert!(figure(row, "sent") > 0.0 && figure(row, "lost") == 0.0, "{side}: {row}");
+    }
+    assert!(json["permissions"]["ratio"].as_f64().unwrap() > 0.0);
+    let connects = json["connect"]["rows"].as_array().unwrap();
+    assert_eq!(connects.len(), 2, "argon2id and bcrypt, no NATS without --nats");
+    for row in connects {
+        // Every connection got its WELCOME after the password verified: none refused.
+        assert_eq!((figure(row, "sequential"), figure(row, "errors")), (10.0, 0.0), "{row}");
+        assert!(figure(row, "concurrent") > 0.0, "{row}");
+    }
+    for part in ["tls", "permissions", "connect"] {
+        let csv = std::fs::read_to_string(dir.join(format!("security-{part}.csv"))).unwrap();
+        assert!(csv.lines().count() >= 2, "{part}: {csv}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -89,7 +89,8 @@ pub struct IndexArgs {
 }
 
 /// The figures `tput` and `index` summarize, and `latency`'s.
-const TPUT: &[&str] = &["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"];
+pub(super) const TPUT: &[&str] =
+    &["received_msg_s", "received_mb_s", "aggregate_deliveries_s", "publish_msg_s", "lost"];
 const LATENCY: &[&str] = &["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us", "achieved_rate", "lost"];
 
 /// tidings at one point of a foundation measurement: on a fresh broker (or, for `request`
@@ -217,7 +218,7 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     }))
 }
 
-fn tput_figures(r: &throughput::ThroughputResult) -> Figures {
+pub(super) fn tput_figures(r: &throughput::ThroughputResult) -> Figures {
     named(&[
         ("sent", r.sent as f64),
         ("publish_msg_s", r.publish_rate),
@@ -275,7 +276,7 @@ fn queue_figures(r: &queue::QueueResult) -> Figures {
 }
 
 /// Each repetition's loaded / empty throughput, the two measured one right after the other.
-fn paired_ratios(empty: &[Row], loaded: &[Row]) -> Vec<f64> {
+pub(super) fn paired_ratios(empty: &[Row], loaded: &[Row]) -> Vec<f64> {
     empty.iter().zip(loaded).map(|(e, l)| l.value / e.value).collect()
 }
 

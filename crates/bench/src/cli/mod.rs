@@ -9,6 +9,7 @@ pub mod measure;
 pub mod mqtt;
 pub mod patterns;
 pub mod peers;
+pub mod security;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,6 +53,9 @@ pub enum Which {
     /// Request/reply round trips (1 requester, 1 echoing responder, through 1 or 2 brokers):
     /// p50/p99 sequential, and requests/s with many in flight (one number each).
     Request(patterns::RequestArgs),
+    /// What security costs beside NATS with TLS (issue 43): TLS throughput 1->1, the
+    /// permission check at 1,000 rules, connections/s with TLS and a password.
+    Security(security::SecurityArgs),
     /// A queue group of N members on one broker: delivered msg/s, each message exactly once
     /// (one number).
     Queue(patterns::QueueArgs),
@@ -275,6 +279,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Request(a) => return patterns::finish(patterns::request(a).await?),
         Which::Queue(a) => return patterns::finish(patterns::queue(a).await?),
         Which::Mqtt(a) => return measure::write_json(mqtt::run(a).await?),
+        Which::Security(a) => return measure::write_json(security::run(a).await?),
         Which::Nemesis(a) => return tidings_nemesis::run(a).await,
         Which::All(suite) => (suite, None),
         Which::Network(suite) => {

@@ -14,7 +14,7 @@ use crate::throughput::ThroughputSpec;
 
 /// The harness's run at the throughput point of `spec` on a fresh server (it waits 3 s without
 /// progress, as tidings does).
-fn tput_run(spec: &ThroughputSpec) -> PeerRun {
+pub(super) fn tput_run(spec: &ThroughputSpec) -> PeerRun {
     PeerRun {
         mode: Mode::Throughput,
         exp: "classic".into(),
@@ -133,12 +133,7 @@ impl Measurement for Nats<'_> {
             if run.mode != Mode::Throughput {
                 return Ok(renamed(&row, LATENCY));
             }
-            let mut figures = renamed(&row, TPUT);
-            // Per subscriber, as tidings' own `received_mb_s` (the harness's MB/s is the
-            // aggregate over every subscriber, which read 10x too high beside ours at 10).
-            let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
-            figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * size as f64 / 1e6)));
-            Ok(figures)
+            Ok(tput_figures(&row, size))
         })
     }
 }
@@ -156,8 +151,18 @@ impl Nats<'_> {
     }
 }
 
+/// A throughput row's figures under tidings' names, with `received_mb_s` per subscriber, as
+/// tidings' own (the harness's MB/s is the aggregate over every subscriber, which read 10x too
+/// high beside ours at 10).
+pub(super) fn tput_figures(row: &PeerRow, size: usize) -> Figures {
+    let mut figures = renamed(row, TPUT);
+    let per_sub = figures.iter().find(|(name, _)| name == "received_msg_s").map(|(_, v)| *v);
+    figures.push(("received_mb_s".into(), per_sub.map_or(f64::NAN, |r| r * size as f64 / 1e6)));
+    figures
+}
+
 /// A harness row's figures under the names tidings gives its own (NaN where it has none).
-fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
+pub(super) fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
     names.iter().map(|(ours, theirs)| (ours.to_string(), row.num(theirs).unwrap_or(f64::NAN))).collect()
 }
 

@@ -6,6 +6,7 @@
 //! What a run does with each first copy (keep its arrival time, its latency...) is a [`Sink`];
 //! the engine hands back each subscriber's [`Tally`] and sink when the run ends.
 
+pub mod access;
 pub mod mark;
 pub mod tally;
 
@@ -19,6 +20,7 @@ use tidings_wire::{Message, Property};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
+pub use access::Access;
 pub use mark::{payload, Mark, MARK_BYTES, PROBE};
 pub use tally::{Accounting, Seen, Tally};
 
@@ -53,6 +55,8 @@ pub struct Subscribers {
     /// Durable subscriptions, named `{durable}-{i}` (each subscriber its own name, as only
     /// one client may hold a name); `None`: as `options` says.
     pub durable: Option<String>,
+    /// TLS and login of every subscriber's client.
+    pub access: Access,
 }
 
 impl Subscribers {
@@ -66,6 +70,7 @@ impl Subscribers {
             name: "bench-sub".into(),
             expected,
             durable: None,
+            access: Access::default(),
         }
     }
 }
@@ -198,8 +203,9 @@ impl<S: Sink> Engine<S> {
 }
 
 async fn subscribe(spec: &Subscribers, i: usize, addr: String) -> anyhow::Result<(Client, Subscription)> {
-    let mut builder =
+    let builder =
         Client::builder(addr.as_str()).name(format!("{}-{i}", spec.name)).transport(spec.transport).no_reconnect();
+    let mut builder = spec.access.apply(builder);
     if let Some(capacity) = spec.capacity {
         builder = builder.subscription_capacity(capacity);
     }

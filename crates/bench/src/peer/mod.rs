@@ -7,6 +7,7 @@ pub mod anchors;
 pub mod mqtt;
 pub mod nats;
 pub mod patterns;
+pub mod secure;
 
 use std::collections::BTreeMap;
 

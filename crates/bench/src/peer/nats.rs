@@ -86,6 +86,11 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
+    /// Nodes already started (`children`), reached at `urls`: stopped on drop.
+    pub(crate) fn of(children: Vec<Child>, urls: Vec<String>) -> NatsServer {
+        NatsServer { children, urls }
+    }
+
     /// The process id of each node, in the order of [`urls`](NatsServer::urls) (to read their
     /// CPU time).
     pub fn pids(&self) -> Vec<u32> {
@@ -271,7 +276,8 @@ pub struct PeerRun {
 }
 
 impl PeerRun {
-    fn args(&self, csv: &Path) -> Vec<String> {
+    /// The harness's flags for this run, writing its CSV to `csv`.
+    pub(crate) fn args(&self, csv: &Path) -> Vec<String> {
         let mode = match self.mode {
             Mode::Throughput => "tput",
             Mode::Latency => "lat",
