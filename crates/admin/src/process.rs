@@ -215,6 +215,17 @@ impl BrokerProcess {
         resident_bytes(self.child.id())
     }
 
+    /// How many of its threads are named `name` (`/proc/PID/task/*/comm`, e.g.
+    /// `tokio-rt-worker`): what a thread setting put in force.
+    pub fn threads_named(&self, name: &str) -> std::io::Result<usize> {
+        let mut count = 0;
+        for task in std::fs::read_dir(format!("/proc/{}/task", self.child.id()))? {
+            let comm = std::fs::read_to_string(task?.path().join("comm")).unwrap_or_default();
+            count += usize::from(comm.trim_end() == name);
+        }
+        Ok(count)
+    }
+
     /// One field of its `/proc/PID/status` (e.g. `THP_enabled`), trimmed.
     pub fn status(&self, field: &str) -> std::io::Result<String> {
         proc_status(self.child.id(), field)

@@ -407,6 +407,11 @@ pub struct Limits {
     /// retained publish past it is refused at its publisher's broker with ERROR
     /// `limit_exceeded`, and changes nothing.
     pub max_retained_bytes: usize,
+    /// Threads that run the broker's sessions, links and listeners (0: one per core, tokio's
+    /// default). Set it to leave cores to other processes on a shared machine, or to measure
+    /// how the broker scales with cores (`tidings bench tput --server-threads N`); the
+    /// guaranteed-delivery driver and disk syncs have threads of their own besides.
+    pub worker_threads: usize,
 }
 
 /// What the broker does when a subscriber's outbound queue is full.
@@ -516,6 +521,7 @@ impl Default for Limits {
             return_freed_memory: true,
             max_match_time: std::time::Duration::from_millis(500),
             max_retained_bytes: 64 * 1024 * 1024,
+            worker_threads: 0,
         }
     }
 }

@@ -144,7 +144,11 @@ fn main() -> std::process::ExitCode {
     if let Err(e) = init_logging(&cli.log, &level, json) {
         return cmd::exit_with(&e);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(threads) = broker_config.as_ref().map(|config| config.limits.worker_threads).filter(|n| *n > 0) {
+        builder.worker_threads(threads);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

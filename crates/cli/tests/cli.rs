@@ -290,6 +290,16 @@ fn a_bad_config_file_is_refused_with_every_problem() {
     assert!(err.contains("listen.tcp") && err.contains("slow_consumer.max_messages"), "{err}");
 }
 
+#[test]
+fn worker_threads_sets_how_many_threads_run_sessions() {
+    let one = broker(&["--worker-threads", "1"]);
+    let three = broker(&["--worker-threads", "3"]);
+    assert_eq!(one.threads_named("tokio-rt-worker").unwrap(), 1);
+    assert_eq!(three.threads_named("tokio-rt-worker").unwrap(), 3);
+    let out = tidings(&["broker", "--print-config", "--worker-threads", "2"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("worker_threads = 2"));
+}
+
 fn broker(extra: &[&str]) -> BrokerProcess {
     BrokerProcess::start(bin(), extra).expect("broker starts")
 }

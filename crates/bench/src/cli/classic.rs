@@ -97,6 +97,8 @@ const LATENCY: &[&str] = &["mean_us", "p50_us", "p99_us", "max_us", "send_p99_us
 /// through 2, a fresh network) each repetition, or on `--server`'s.
 pub(super) struct Tidings<'a> {
     server: Option<&'a str>,
+    /// `--worker-threads` for the broker started (None: one per core).
+    threads: Option<usize>,
     spec: Spec<'a>,
     point: &'a str,
 }
@@ -117,7 +119,11 @@ impl Measurement for Tidings<'_> {
             }
             let target = match self.server {
                 Some(addr) => Target::external(addr.to_string()),
-                None => Target::spawn(&tidings_exe()?, &[])?,
+                None => {
+                    let threads = self.threads.map(|n| n.to_string());
+                    let args: Vec<&str> = threads.iter().flat_map(|n| ["--worker-threads", n.as_str()]).collect();
+                    Target::spawn(&tidings_exe()?, &args)?
+                }
             };
             match self.spec {
                 Spec::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
@@ -137,7 +143,7 @@ pub(super) async fn with_peer(
     point: &str,
 ) -> anyhow::Result<(Vec<Row>, Option<String>)> {
     let tools = nats_tools(common)?;
-    let ours = Tidings { server: common.server.as_deref(), spec, point };
+    let ours = Tidings { server: common.server.as_deref(), threads: common.server_threads, spec, point };
     let theirs = tools.as_ref().map(|tools| Nats { tools, spec, point });
     let mut sides: Vec<&dyn Measurement> = vec![&ours];
     sides.extend(theirs.as_ref().map(|n| n as &dyn Measurement));
@@ -156,7 +162,7 @@ pub(super) async fn tput(a: TputArgs) -> anyhow::Result<serde_json::Value> {
         ..ThroughputSpec::default()
     };
     anyhow::ensure!(!(a.common.nats && a.subscribe_at.is_some()), "--nats measures one broker, not --subscribe-at");
-    let point = format!("tput size={} subs={}", a.size, a.subs);
+    let point = format!("tput size={} subs={}{}", a.size, a.subs, threads_label(&a.common));
     let (rows, nats) = with_peer(&a.common, Spec::Tput(&spec), &point).await?;
     summarize(&point, "received_msg_s", TPUT, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
@@ -173,7 +179,7 @@ pub(super) async fn latency(a: LatencyArgs) -> anyhow::Result<serde_json::Value>
         ..LatencySpec::default()
     };
     anyhow::ensure!(!(a.common.nats && a.udp), "--nats compares TCP only (NATS has no UDP clients)");
-    let point = format!("latency subs={} rate={} size={}", a.subs, a.rate, a.size);
+    let point = format!("latency subs={} rate={} size={}{}", a.subs, a.rate, a.size, threads_label(&a.common));
     let (rows, nats) = with_peer(&a.common, Spec::Latency(&spec), &point).await?;
     summarize(&point, "p99_us", LATENCY, &rows)?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
@@ -202,8 +208,8 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     // both sides of each ratio.
     let server = a.common.server.as_deref();
     let sides = [
-        Tidings { server, spec: Spec::Tput(&base), point: &empty_point },
-        Tidings { server, spec: Spec::Tput(&loaded), point: &loaded_point },
+        Tidings { server, threads: a.common.server_threads, spec: Spec::Tput(&base), point: &empty_point },
+        Tidings { server, threads: a.common.server_threads, spec: Spec::Tput(&loaded), point: &loaded_point },
     ];
     let rows = interleaved(a.common.reps, &[&sides[0], &sides[1]]).await?;
     let (empty, many): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.point == empty_point);
@@ -216,6 +222,11 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::json!({
         "empty": empty, "loaded": many, "ratio": median, "ratio_min": min, "ratio_max": max, "pairs": reps,
     }))
+}
+
+/// ` threads=N` when `--server-threads` sets the servers' threads, so a point says how it ran.
+fn threads_label(common: &Common) -> String {
+    common.server_threads.map(|n| format!(" threads={n}")).unwrap_or_default()
 }
 
 pub(super) fn tput_figures(r: &throughput::ThroughputResult) -> Figures {

@@ -46,6 +46,10 @@ pub struct Common {
     /// The peer harness directory (default: $TIDINGS_PEERS, else the repository's bench/peers/).
     #[arg(long, value_name = "DIR")]
     peers: Option<PathBuf>,
+    /// Threads for each server this starts (tidings' `--worker-threads`, NATS's GOMAXPROCS;
+    /// default: one per core): how each scales with cores, the load generator left alone.
+    #[arg(long, value_name = "N", value_parser = at_least_one::<usize>)]
+    pub(super) server_threads: Option<usize>,
 }
 
 /// The NATS tools, when `--nats` asks for the peer (an error when they cannot be found, so a
@@ -58,7 +62,7 @@ pub(super) fn nats_tools(common: &Common) -> anyhow::Result<Option<NatsTools>> {
     let tools = NatsTools::find(common.nats_server.clone(), common.peerbench.clone(), &peers_dir)
         .map_err(|why| anyhow::anyhow!("--nats: {why}"))?;
     eprintln!("NATS: {} driven by {} ({})", tools.server_version, tools.peerbench.display(), tools.client_version);
-    Ok(Some(tools))
+    Ok(Some(NatsTools { server_threads: common.server_threads, ..tools }))
 }
 
 /// What one repetition of a foundation measurement measures, tidings and its peer alike.

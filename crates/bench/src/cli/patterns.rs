@@ -79,6 +79,10 @@ fn check_zero(system: &str, figures: &[&str], rows: &[Row], what: &str) -> std::
 /// `tidings bench request`: the summary, and whether every request of both sides was answered.
 pub(super) async fn request(a: RequestArgs) -> anyhow::Result<(serde_json::Value, bool)> {
     anyhow::ensure!(!(a.hops == 2 && a.common.server.is_some()), "--hops 2 starts its own two brokers, not --server");
+    anyhow::ensure!(
+        !(a.hops == 2 && a.common.server_threads.is_some()),
+        "--server-threads is for one broker; --hops 2 starts a network with its defaults"
+    );
     let spec = RequestSpec {
         size: a.size,
         duration: Duration::from_secs_f64(a.common.duration),

@@ -21,6 +21,9 @@ pub struct NatsTools {
     pub peerbench: PathBuf,
     /// The NATS client the harness was built with, from its `go.mod`.
     pub client_version: String,
+    /// GOMAXPROCS for each `nats-server` started (None: Go's default, one per core); the
+    /// harness, the load generator, keeps Go's default.
+    pub server_threads: Option<usize>,
 }
 
 impl NatsTools {
@@ -45,7 +48,7 @@ impl NatsTools {
             .and_then(|l| l.split_whitespace().nth(1))
             .map(|v| format!("nats.go {v}"))
             .unwrap_or_else(|| "nats.go version unknown".into());
-        Ok(NatsTools { server, server_version, peerbench, client_version })
+        Ok(NatsTools { server, server_version, peerbench, client_version, server_threads: None })
     }
 }
 
@@ -201,20 +204,25 @@ impl Drop for NatsServer {
 /// Starts `nats-server ARGS` with its output in `logs/NAME.log` (appended: a server restarted
 /// on its store keeps one log).
 pub(crate) fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
-    spawn_program(&tools.server, logs, name, args)
+    let mut command = peer_command(&tools.server, logs, name, args)?;
+    if let Some(threads) = tools.server_threads {
+        command.env("GOMAXPROCS", threads.to_string());
+    }
+    command.spawn().with_context(|| format!("starting {}", tools.server.display()))
 }
 
 /// Starts any peer server `program ARGS` (nats-server, mosquitto) the same way: no input, its
 /// output in `logs/NAME.log` (appended).
 pub(crate) fn spawn_program(program: &Path, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
+    peer_command(program, logs, name, args)?.spawn().with_context(|| format!("starting {}", program.display()))
+}
+
+/// `program ARGS` with no input and its output appended to `logs/NAME.log`.
+fn peer_command(program: &Path, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Command> {
     let log = std::fs::File::options().create(true).append(true).open(logs.join(format!("{name}.log")))?;
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .spawn()
-        .with_context(|| format!("starting {}", program.display()))
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    Ok(command)
 }
 
 /// A loopback port that was free a moment ago (the OS picks it; the race with other programs

@@ -45,6 +45,9 @@ pub(crate) struct Args {
     /// Data directory (`[storage] dir`; default `tidings-data/<name>`), locked while running.
     #[arg(long, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Threads running sessions and links (`[limits] worker_threads`; 0: one per core).
+    #[arg(long, value_name = "N")]
+    worker_threads: Option<usize>,
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -89,6 +92,9 @@ pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
     }
     if args.cluster_insecure {
         config.cluster.insecure = true;
+    }
+    if let Some(v) = args.worker_threads {
+        config.limits.worker_threads = v;
     }
     if let Some(v) = &args.data {
         config.storage.dir = v.display().to_string();
