@@ -140,7 +140,8 @@ pub struct OutboxCounts {
 impl Drop for Outbox {
     fn drop(&mut self) {
         // Whatever was never written goes back to the budget with the connection.
-        let held = std::mem::take(&mut self.state.get_mut().held);
+        let state = self.state.get_mut();
+        let held = std::mem::take(&mut state.held) + std::mem::take(&mut state.spare);
         self.budget.refund(held);
     }
 }
@@ -168,7 +169,7 @@ impl Outbox {
 
     /// Bytes this connection holds against the budget.
     pub fn held(&self) -> usize {
-        self.state.lock().held
+        self.state.lock().charged_total()
     }
 
     /// Cut by the budget: what is queued goes (and is refunded) and the connection ends at once,
@@ -278,8 +279,8 @@ impl Outbox {
         if s.closing.is_some() || self.is_finished() {
             return GuaranteedPush::Closed;
         }
-        let (was_empty, full, size) = s.push_guaranteed((id, pubend, tick), message, &self.limits);
-        let over = self.budget.charge(size);
+        let (was_empty, full, charge) = s.push_guaranteed((id, pubend, tick), message, &self.limits);
+        let over = charge > 0 && self.budget.charge(charge);
         drop(s);
         if over {
             self.budget.shed();

@@ -28,6 +28,14 @@ pub const MAX_BATCH: usize = 1024;
 /// A slow subscriber is named in the log at most this often.
 const SLOW_WARN_EVERY: Duration = Duration::from_secs(10);
 
+/// Bytes a busy queue takes from the broker's budget at a time and keeps for its next
+/// deliveries. The budget's total is one atomic shared by every thread; charged per delivery,
+/// it and its refunds were the largest single cost of a 1->100 fan-out on two threads (18 % of
+/// the broker's CPU, `perf`, issue 45), and it grows with cores. Taken 16 KiB at a time, a
+/// 256 B fan-out touches it once per ~50 deliveries; the total overstates what is queued by at
+/// most this much per connection with something queued, and by nothing once a queue drains.
+pub const BUDGET_RESERVE: usize = 16 * 1024;
+
 /// Run once when a queue that was full has been taken by its writer.
 pub type RoomCallback = Box<dyn FnOnce() + Send>;
 
@@ -99,6 +107,9 @@ pub struct Queue<T> {
     /// Bytes of deliveries charged to the broker's budget and not yet refunded: those queued
     /// here and those in the batch being written.
     pub held: usize,
+    /// Bytes charged to the budget beyond `held`, for deliveries to come
+    /// ([`BUDGET_RESERVE`]); given back once the queue drains.
+    pub spare: usize,
     /// Drops since the last slow-consumer warning, and when that was.
     drops_unreported: u64,
     warned_at: Option<Instant>,
@@ -114,6 +125,7 @@ impl<T> Default for Queue<T> {
             room: Vec::new(),
             control: 0,
             held: 0,
+            spare: 0,
             drops_unreported: 0,
             warned_at: None,
         }
@@ -167,7 +179,7 @@ impl<T: Subscription> Queue<T> {
         pushed.congested = limits.policy != OverflowPolicy::DropOldest && self.is_congested(limits);
         pushed.queued = true;
         self.held += size;
-        pushed.charge = size;
+        pushed.charge = self.reserve(size);
         pushed
     }
 
@@ -187,6 +199,23 @@ impl<T: Subscription> Queue<T> {
 }
 
 impl<T> Queue<T> {
+    /// Bytes to charge the budget for a delivery of `size`: none while the spare covers it,
+    /// else at least [`BUDGET_RESERVE`], the rest kept as spare.
+    fn reserve(&mut self, size: usize) -> usize {
+        if self.spare >= size {
+            self.spare -= size;
+            return 0;
+        }
+        let take = (size - self.spare).max(BUDGET_RESERVE);
+        self.spare = self.spare + take - size;
+        take
+    }
+
+    /// Everything this queue holds against the budget: its deliveries and its spare.
+    pub fn charged_total(&self) -> usize {
+        self.held + self.spare
+    }
+
     /// Queues one guaranteed delivery even past the limits (the delivery core hands a message
     /// over only once). Returns (the queue was empty, it is now at its limits, bytes to charge).
     pub fn push_guaranteed(
@@ -201,7 +230,7 @@ impl<T> Queue<T> {
         self.bytes += size;
         self.held += size;
         let full = self.items.len() >= limits.max_messages || self.bytes >= limits.max_bytes;
-        (was_empty, full, size)
+        (was_empty, full, self.reserve(size))
     }
 
     /// Queues a control frame; returns whether the queue was empty.
@@ -249,10 +278,16 @@ impl<T> Queue<T> {
         }
     }
 
-    /// A batch of `bytes` was written: returns what to refund to the budget.
+    /// A batch of `bytes` was written: returns what to refund to the budget. The written bytes
+    /// become spare; a drained queue gives back all of it, a busy one keeps one
+    /// [`BUDGET_RESERVE`] for what is queued next.
     pub fn written(&mut self, bytes: usize) -> usize {
-        let refund = bytes.min(self.held);
-        self.held -= refund;
+        let done = bytes.min(self.held);
+        self.held -= done;
+        self.spare += done;
+        let keep = if self.items.is_empty() { 0 } else { BUDGET_RESERVE };
+        let refund = self.spare.saturating_sub(keep);
+        self.spare -= refund;
         refund
     }
 
@@ -262,7 +297,7 @@ impl<T> Queue<T> {
         let queued = std::mem::take(&mut self.bytes);
         self.items.clear();
         self.held -= queued.min(self.held);
-        queued
+        queued + std::mem::take(&mut self.spare)
     }
 
     /// Empties the queue for good: returns what was queued and who waited (to be dropped once
@@ -272,7 +307,8 @@ impl<T> Queue<T> {
         let room = std::mem::take(&mut self.room);
         self.bytes = 0;
         self.control = 0;
-        (items, room, std::mem::take(&mut self.held))
+        let held = std::mem::take(&mut self.held) + std::mem::take(&mut self.spare);
+        (items, room, held)
     }
 }
 

@@ -39,10 +39,35 @@ fn a_push_charges_its_bytes_and_says_when_the_writer_must_wake() {
     let (mut q, sub) = (Queue::default(), Arc::new(Sub::default()));
     let l = limits(8, OverflowPolicy::Drop);
     let first = q.push(&sub, &numbered(1), &l);
-    assert_eq!(first, Pushed { queued: true, was_empty: true, charge: size(), ..Pushed::default() });
+    assert_eq!(first, Pushed { queued: true, was_empty: true, charge: BUDGET_RESERVE, ..Pushed::default() });
     let second = q.push(&sub, &numbered(2), &l);
     assert!(second.queued && !second.was_empty);
+    assert_eq!(second.charge, 0, "the first push's reserve covers the next");
     assert_eq!((q.bytes, q.held), (2 * size(), 2 * size()));
+    assert_eq!(q.charged_total(), BUDGET_RESERVE);
+}
+
+#[test]
+fn the_reserve_is_given_back_once_the_queue_drains_and_kept_while_it_is_busy() {
+    let (mut q, sub) = (Queue::default(), Arc::new(Sub::default()));
+    let l = limits(1 << 20, OverflowPolicy::Drop);
+    // More than one reserve's worth: charges come a reserve at a time, never more than needed.
+    let n = 2 * BUDGET_RESERVE / size() + 3;
+    let mut charged: usize = (0..n).map(|i| q.push(&sub, &numbered(i as u8), &l).charge).sum();
+    assert_eq!(charged % BUDGET_RESERVE, 0);
+    assert!(charged >= n * size() && charged < n * size() + BUDGET_RESERVE, "{charged}");
+    assert_eq!(q.charged_total(), charged);
+    while !q.items.is_empty() {
+        q.take(&mut VecDeque::new(), &l);
+    }
+    charged += q.push(&sub, &numbered(0), &l).charge;
+    let mut refunded = q.written(n * size());
+    assert!(q.spare <= BUDGET_RESERVE, "a busy queue keeps at most one reserve");
+    assert_eq!(q.charged_total(), size() + q.spare, "what is queued stays charged");
+    q.take(&mut VecDeque::new(), &l);
+    refunded += q.written(size());
+    assert_eq!(q.charged_total(), 0, "a drained queue holds nothing against the budget");
+    assert_eq!(refunded, charged, "every byte charged is refunded once");
 }
 
 #[test]
@@ -139,14 +164,27 @@ fn a_slow_queue_is_forgiven_once_the_writer_finds_it_below_a_quarter_full() {
 fn what_was_written_cut_or_discarded_is_refunded_once() {
     let (mut q, sub) = (Queue::default(), Arc::new(Sub::default()));
     let l = limits(8, OverflowPolicy::Drop);
-    q.push(&sub, &numbered(1), &l);
+    let mut charged = q.push(&sub, &numbered(1), &l).charge;
     let mut batch = VecDeque::new();
     q.take(&mut batch, &l);
-    q.push(&sub, &numbered(2), &l);
-    assert_eq!(q.cut(), size(), "the queued delivery goes; the batch being written stays held");
-    assert_eq!(q.held, size());
-    assert_eq!(q.written(size()), size());
-    q.push(&sub, &numbered(3), &l);
+    charged += q.push(&sub, &numbered(2), &l).charge;
+    let mut refunded = q.cut();
+    assert_eq!(q.charged_total(), size(), "the queued delivery and the spare go; the batch being written stays held");
+    refunded += q.written(size());
+    charged += q.push(&sub, &numbered(3), &l).charge;
     let (items, _, held) = q.discard();
-    assert_eq!((items.len(), held, q.held), (1, size(), 0));
+    assert_eq!((items.len(), q.charged_total()), (1, 0));
+    assert_eq!(refunded + held, charged, "every byte charged is refunded once");
+}
+
+#[test]
+fn a_delivery_larger_than_the_reserve_charges_what_the_spare_lacks() {
+    let (mut q, sub) = (Queue::default(), Arc::new(Sub::default()));
+    let l = limits(8, OverflowPolicy::Drop);
+    let small = q.push(&sub, &numbered(1), &l).charge;
+    let large = Message::new("t", &[], Bytes::from(vec![0; 2 * BUDGET_RESERVE]), 0).unwrap();
+    let large_size = DELIVER_HEADER_LEN + large.encoded_len();
+    let charged = small + q.push(&sub, &large, &l).charge;
+    assert_eq!(charged, size() + large_size, "the spare is used first, and nothing is kept beyond");
+    assert_eq!((q.spare, q.charged_total()), (0, charged));
 }

@@ -132,7 +132,9 @@ fn drop_oldest_keeps_the_newest_deliveries_and_counts_what_it_dropped() {
     }
     // The queued PING takes one of the three places.
     assert_eq!(o.counts.dropped.load(Ordering::Relaxed), 6);
-    assert_eq!(o.held(), 2 * (DELIVER_HEADER_LEN + numbered(0).encoded_len()), "the dropped bytes were refunded");
+    let size = DELIVER_HEADER_LEN + numbered(0).encoded_len();
+    assert_eq!(o.state.lock().held, 2 * size, "the dropped bytes were refunded");
+    assert_eq!(budget.used(), o.held(), "the budget holds what the outbox says it holds");
     let mut batch = VecDeque::new();
     o.take(&mut batch);
     let (mut scratch, mut chunks) = (BytesMut::new(), VecDeque::new());
