@@ -346,7 +346,36 @@ impl BrokerCore {
     /// A GPUBLISH: logged by the guaranteed driver, which answers PUBLISH_ACK on `reply` once
     /// it is durable (or PUBLISH_REFUSED).
     pub fn publish_guaranteed(&self, publish: GuaranteedPublish, reply: Arc<Outbox>) {
-        self.guaranteed.publish(publish, reply);
+        self.guaranteed.publish(publish, reply, None);
+    }
+
+    /// Refuses a retained value with invalid reserved properties or past the store's limit.
+    pub fn check_retained(&self, copy: &Message) -> Result<(), Notice> {
+        reserved::check(copy)?;
+        self.dispatcher.check_retained(copy)
+    }
+
+    /// A GPUBLISH that sets a retained value: `copy` is that value as a best-effort publish
+    /// that only sets it (`$retain` and `$retain_only`). Refused at once if the retained store
+    /// has no room for it; else the driver writes it to disk before logging the publish (so
+    /// before acknowledging it), and then `copy` sets the value network-wide, as a best-effort
+    /// retained publish does. The copy is applied here once the publish is accepted, before it
+    /// is synced (what MQTT's retained publishes have always done): a subscriber may get a value
+    /// whose publish is then refused, never an acknowledged one that a restart loses.
+    pub fn publish_guaranteed_retained(
+        &self,
+        publish: GuaranteedPublish,
+        reply: Arc<Outbox>,
+        copy: Message,
+        publisher: &mut Publisher,
+    ) -> Result<(), Notice> {
+        reserved::check(&copy)?;
+        self.dispatcher.check_durable_retained(&copy)?;
+        self.guaranteed.publish(publish, reply, Some(copy.clone()));
+        if let Err(notice) = self.publish(&copy, publisher) {
+            tracing::debug!(%notice, topic = copy.topic(), "a guaranteed retained value was not kept in memory");
+        }
+        Ok(())
     }
 
     /// The subscriber of `subscription` took everything of `pubend` up to `tick`.
