@@ -206,15 +206,22 @@ impl BrokerCore {
     /// delivering to `outbox` as subscription `id`: each matching message goes to one member
     /// of the group network-wide. Its broker advertises one routing entry per (group,
     /// filter), however many members share it.
+    /// With `key` (a property name), messages with the same value of it go to the same member
+    /// here while it lives and keeps up (`crate::queue_groups`).
     pub fn subscribe_member(
         &self,
-        group: &str,
+        (group, key): (&str, Option<&str>),
         (id, outbox): (SubId, Arc<Outbox>),
         (pattern, selector): (Pattern, Option<Selector>),
         pending: &mut PendingRoutes,
     ) -> Result<BestEffort, Notice> {
         check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
-        let target = Arc::new(Target::member(id, outbox, self.dispatcher.groups.join(group)));
+        if let Some(key) = key {
+            check_queue_key(key)?;
+        }
+        let joined = self.dispatcher.groups.join(group, key);
+        let joined = joined.map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
+        let target = Arc::new(Target::member(id, outbox, joined));
         Ok(self.subscribe(pattern, selector, target, pending))
     }
 
@@ -386,5 +393,16 @@ impl BrokerCore {
     /// What the router is told of a filter, when this broker has a cluster.
     fn route_filter(&self, pattern: &Pattern, selector: &Option<Selector>) -> Option<RouteFilter> {
         self.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()))
+    }
+}
+
+/// A queue key is a property name: non-empty and at most 255 bytes, like the selectors' names.
+fn check_queue_key(key: &str) -> Result<(), Notice> {
+    match !key.is_empty() && key.len() <= 255 && !key.chars().any(char::is_control) {
+        true => Ok(()),
+        false => Err(Notice::new(
+            ReasonCode::InvalidQueueGroup,
+            format!("{key:?} is not a property name to key a queue group by"),
+        )),
     }
 }

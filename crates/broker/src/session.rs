@@ -306,6 +306,10 @@ impl Session {
                 let why = "a queue group member cannot be durable: a guaranteed group is durable itself";
                 return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
             }
+            if s.queue_key.is_some() && s.mode == DeliveryMode::Guaranteed {
+                let why = "a queue key is for best-effort queue groups for now: keyed guaranteed groups are not built";
+                return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
+            }
         }
         let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
         self.check_subscribe(&pattern)?;
@@ -352,6 +356,7 @@ impl Session {
         let subscription = match &s.group {
             Some(group) => {
                 let to = (s.id, Arc::clone(&self.outbox));
+                let group = (group.as_str(), s.queue_key.as_deref());
                 core.subscribe_member(group, to, (pattern, selector), &mut self.routes)?
             }
             None => {
