@@ -106,6 +106,10 @@ pub struct Driver {
     pub(super) groups: super::groups::Groups,
     /// The retained values on disk (`super::retained_values`).
     pub(super) kept: super::retained_values::KeptValues,
+    /// Per pubend, the last tick its log held at start: a queue group's message up to it may
+    /// have been leased before the restart (leases are not recorded), so it goes out flagged
+    /// redelivered (`super::groups`).
+    pub(super) restart_marks: BTreeMap<PubendId, Tick>,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -170,6 +174,7 @@ impl Driver {
             found: BTreeMap::new(),
             groups: super::groups::Groups::default(),
             kept: Default::default(),
+            restart_marks: BTreeMap::new(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -179,6 +184,9 @@ impl Driver {
             }
             let highest = recovered.logged.last().copied().unwrap_or_default();
             driver.publishes.synced(pubend, highest);
+            if let Some(&last) = recovered.logged.last() {
+                driver.restart_marks.insert(pubend, last);
+            }
             driver.found.insert(pubend, recovered);
         }
         Ok(driver)

@@ -15,8 +15,12 @@
 //!
 //! The work queue lives in memory while the broker runs, also with no member (blocked): a
 //! member joining later gets what the others gave back. After a restart the group resumes from
-//! its checkpoint: what was above it comes again (unflagged: leases are not recorded), even a
-//! message a member acknowledged out of order, so across a restart it is at least once.
+//! its checkpoint: what was above it comes again, even a message a member acknowledged out of
+//! order, so across a restart it is at least once. Leases are not recorded (a write per lease
+//! would put a sync on every delivery), so which of those messages a member had is not known:
+//! every message the log held when the broker started ([`Driver::restart_marks`]) goes out
+//! flagged redelivered. The flag means "may have been delivered before": never missing on a
+//! message delivered twice, also set on one that was logged but not yet leased at the crash.
 //! Members on one broker only: a broker with links refuses a guaranteed member
 //! ([`crate::broker_core`]).
 
@@ -205,7 +209,8 @@ impl Driver {
         entry.queue.dispatch(&mut leases);
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
-            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered);
+            let before_restart = self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark);
+            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered || before_restart);
             // Never dropped; the member's window bounds what queues for it.
             let _ = to.outbox.push_guaranteed(to.id, tidings_wire::PubendId(pubend.0), tick, &message);
             self.metrics.deliveries.inc();
