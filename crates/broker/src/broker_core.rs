@@ -314,10 +314,13 @@ impl BrokerCore {
         &self,
         id: SubId,
         group: &str,
-        texts: (String, Option<String>),
+        texts: (String, Option<String>, Option<String>),
         filter: (Pattern, Option<Selector>),
         outbox: Arc<Outbox>,
     ) -> Result<GuaranteedSub, Notice> {
+        if let Some(key) = &texts.2 {
+            check_queue_key(key)?;
+        }
         if self.cluster.is_enabled() {
             let why = "guaranteed queue groups work on a broker without links for now: \
                        members on several brokers are not built";

@@ -125,7 +125,7 @@ impl Order {
 }
 
 /// A stable hash of a property value (type included: `1` and `"1"` are different keys).
-fn value_hash(value: ValueRef<'_>) -> u64 {
+pub(crate) fn value_hash(value: ValueRef<'_>) -> u64 {
     use tidings_wire::hash::{fnv1a, mix};
     match value {
         ValueRef::Str(text) => fnv1a(text.as_bytes()),

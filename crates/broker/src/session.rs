@@ -306,10 +306,6 @@ impl Session {
                 let why = "a queue group member cannot be durable: a guaranteed group is durable itself";
                 return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
             }
-            if s.queue_key.is_some() && s.mode == DeliveryMode::Guaranteed {
-                let why = "a queue key is for best-effort queue groups for now: keyed guaranteed groups are not built";
-                return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
-            }
         }
         let pattern = Pattern::parse(&s.pattern).map_err(|e| Notice::new(ReasonCode::InvalidPattern, e.to_string()))?;
         self.check_subscribe(&pattern)?;
@@ -333,14 +329,15 @@ impl Session {
         };
         let core = &self.shared.core;
         if let Some(name) = s.durable {
-            let spec = DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector };
+            let spec =
+                DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector, key: None };
             let subscription = core.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
             self.guaranteed.insert(s.id, subscription);
             self.conn.subscribed(info);
             return Ok(Next::Continue);
         }
         if let (DeliveryMode::Guaranteed, Some(group)) = (s.mode, &s.group) {
-            let texts = (s.pattern, s.selector);
+            let texts = (s.pattern, s.selector, s.queue_key);
             let outbox = Arc::clone(&self.outbox);
             let subscription = core.subscribe_member_guaranteed(s.id, group, texts, (pattern, selector), outbox)?;
             self.guaranteed.insert(s.id, subscription);

@@ -83,11 +83,11 @@ impl SubscribeOptions {
         self
     }
 
-    /// With [`queue`](Self::queue) (best effort): messages with the same value of the
-    /// property `key` go to the same member at a broker while that member lives and keeps up
-    /// (rendezvous hashing: a member leaving moves only its own values; one behind is skipped
-    /// for the value's next member, not waited for). The group's members at one broker share
-    /// one key; a member with another is refused (`invalid_queue_group`).
+    /// With [`queue`](Self::queue): messages with the same value of the property `key` go to
+    /// the same member at a broker while that member lives and keeps up (rendezvous hashing: a
+    /// member leaving moves only its own values; one behind is skipped for the value's next
+    /// member, not waited for). The group's members at one broker share one key; a member with
+    /// another is refused (`invalid_queue_group`; `durable_mismatch` for a guaranteed group).
     pub fn queue_key(mut self, key: impl Into<String>) -> SubscribeOptions {
         self.queue_key = Some(key.into());
         self

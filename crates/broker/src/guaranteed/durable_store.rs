@@ -32,6 +32,9 @@ pub(super) struct Record {
     /// When it was created (ms since the epoch): pubends first seen later are taken from a
     /// little before this.
     pub created_ms: u64,
+    /// A guaranteed queue group's key property (`--queue-key`), if it is keyed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// One durable subscription as stored: its record and, per pubend, the last tick its
@@ -156,7 +159,7 @@ mod tests {
     use super::*;
 
     fn record(pattern: &str) -> Record {
-        Record { pattern: pattern.into(), selector: Some("x > 1".into()), created_ms: 7 }
+        Record { pattern: pattern.into(), selector: Some("x > 1".into()), created_ms: 7, key: None }
     }
 
     #[test]

@@ -21,6 +21,9 @@
 //! every message the log held when the broker started ([`Driver::restart_marks`]) goes out
 //! flagged redelivered. The flag means "may have been delivered before": never missing on a
 //! message delivered twice, also set on one that was logged but not yet leased at the crash.
+//! A keyed group (`--queue-key`: the key property is kept in the group's durable record, and
+//! every member must give the same) offers each message with its value's hash, and the work
+//! queue leases it by rendezvous hashing (`tidings_node::work_queue`).
 //! Members on one broker only: a broker with links refuses a guaranteed member
 //! ([`crate::broker_core`]).
 
@@ -56,6 +59,8 @@ struct Member {
 /// One group at this broker.
 pub(super) struct Group {
     name: String,
+    /// The property whose value picks the member (`--queue-key`), if keyed.
+    key: Option<String>,
     queue: WorkQueue<Message>,
     members: BTreeMap<MemberId, Member>,
     /// The core was told to stop delivering to the group's subend.
@@ -102,6 +107,7 @@ impl Driver {
         let restored = !self.groups.is_group(group);
         let entry = self.groups.by_subend.entry(group).or_insert_with(|| Group {
             name: spec.name.clone(),
+            key: spec.key.clone(),
             queue: WorkQueue::default(),
             members: BTreeMap::new(),
             blocked: false,
@@ -196,7 +202,8 @@ impl Driver {
         };
         self.durable_delivered(group, pubend, tick);
         if let Some(entry) = self.groups.by_subend.get_mut(&group) {
-            entry.queue.offer(pubend, tick, message);
+            let key = entry.key.as_deref().and_then(|key| message.property(key)).map(crate::queue_groups::value_hash);
+            entry.queue.offer_keyed(pubend, tick, message, key);
         }
         self.group_turn(group);
     }

@@ -315,22 +315,23 @@ impl Guaranteed {
         Ok(subend)
     }
 
-    /// A guaranteed queue group member joins `group`: refused at once if the group exists for
-    /// another pattern or selector (its members share one filter: the group is one
+    /// A guaranteed queue group member joins `group` (keyed by the property `key`, if given):
+    /// refused at once if the group exists for another pattern, selector or key (its members share one filter: the group is one
     /// subscription). Returns the member's own subend number (its acks and its end name it).
     pub fn join_group(
         &self,
         id: SubId,
         group: &str,
-        (pattern_text, selector_text): (String, Option<String>),
+        (pattern_text, selector_text, key): (String, Option<String>, Option<String>),
         filter: (Pattern, Option<Selector>),
         outbox: Arc<Outbox>,
     ) -> Result<SubendId, tidings_wire::Notice> {
         let name = groups::durable_name(group);
         let fresh = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
-        let subend = self.claims.lock().claim_group(&name, &pattern_text, selector_text.as_deref(), fresh)?;
+        let texts = (pattern_text.as_str(), selector_text.as_deref(), key.as_deref());
+        let subend = self.claims.lock().claim_group(&name, texts, fresh)?;
         let member = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
-        let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text };
+        let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text, key };
         self.send(Command::Join(Box::new(groups::Join { member, group: subend, id, spec, filter, outbox })));
         Ok(member)
     }

@@ -64,11 +64,12 @@ pub(crate) struct Args {
     /// goes to another member, flagged redelivered (`"redelivered": true` with --json).
     #[arg(long, value_name = "GROUP", value_parser = group_name, conflicts_with = "durable")]
     queue: Option<String>,
-    /// With --queue (best effort): messages with the same value of the property PROPERTY go to
-    /// the same member while it lives and keeps up (one behind is skipped for the value's next
-    /// member); a member leaving moves only its own values. Not `--key`: that is the TLS key
-    /// file (`--tls-key`), which every command takes.
-    #[arg(long, value_name = "PROPERTY", requires = "queue", conflicts_with = "guaranteed")]
+    /// With --queue: messages with the same value of the property PROPERTY go to the same
+    /// member while it lives and keeps up (one behind is skipped for the value's next member);
+    /// a member leaving moves only its own values. With --guaranteed, a member keeps up while
+    /// its window of unacknowledged messages has room. Not `--key`: that is the TLS key file
+    /// (`--tls-key`), which every command takes.
+    #[arg(long, value_name = "PROPERTY", requires = "queue")]
     queue_key: Option<String>,
 }
 
@@ -240,6 +241,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
         let options = SubscribeOptions::new(&args.patterns[0]).queue(group).explicit_acks();
+        let options = SubscribeOptions { queue_key: args.queue_key.clone(), ..options };
         let options = SubscribeOptions { mode: DeliveryMode::Guaranteed, selector: args.selector.clone(), ..options };
         let what = format!("guaranteed queue group {group:?} on {:?}", args.patterns[0]);
         let (client, subscription) = subscribe_one(&args, options, &what).await?;
