@@ -33,8 +33,10 @@ use crate::outbox::Outbox;
 /// What the driver knows of the retained values on disk.
 #[derive(Default)]
 pub(super) struct KeptValues {
-    /// Per topic, the value on disk once `pending` is written (the encoded, flagged message).
-    on_disk: HashMap<String, Bytes>,
+    /// Per topic, the value on disk once `pending` is written (the encoded, flagged message;
+    /// `None`: none). A topic missing is not known (a write of it failed): its next change is
+    /// written whatever it is.
+    on_disk: HashMap<String, Option<Bytes>>,
     /// Changes that came from the in-memory store, to write at the end of the turn, in order.
     pending: Vec<(String, Option<Bytes>)>,
 }
@@ -51,7 +53,7 @@ pub(super) fn load(store: &DurableStore) -> Result<(KeptValues, Vec<Message>), s
                 continue;
             }
         }
-        kept.on_disk.insert(topic, bytes);
+        kept.on_disk.insert(topic, Some(bytes));
     }
     Ok((kept, values))
 }
@@ -59,13 +61,10 @@ pub(super) fn load(store: &DurableStore) -> Result<(KeptValues, Vec<Message>), s
 impl KeptValues {
     /// Records a change to write; none if the disk has that value already.
     fn change(&mut self, topic: String, value: Option<Bytes>) -> bool {
-        if self.on_disk.get(&topic) == value.as_ref() {
+        if self.on_disk.get(&topic) == Some(&value) {
             return false;
         }
-        match &value {
-            Some(bytes) => self.on_disk.insert(topic.clone(), bytes.clone()),
-            None => self.on_disk.remove(&topic),
-        };
+        self.on_disk.insert(topic.clone(), value.clone());
         self.pending.push((topic, value));
         true
     }
@@ -112,6 +111,30 @@ impl Driver {
     fn write_retained(&mut self) -> Result<(), super::durable_store::DurableStoreError> {
         let batch = Batch { retained: std::mem::take(&mut self.kept.pending), ..Batch::default() };
         self.metrics.retained_writes.inc();
-        self.durables.store.write(&batch)
+        let written = self.durables.store.write(&batch);
+        if written.is_err() {
+            // What is on disk for these topics is not known now: their next change is written.
+            for (topic, _) in &batch.retained {
+                self.kept.on_disk.remove(topic);
+            }
+        }
+        written
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_is_written_once_and_a_topic_not_known_is_written_whatever_its_value() {
+        let mut kept = KeptValues::default();
+        let one = Some(Bytes::from_static(b"1"));
+        assert!(kept.change("a".into(), one.clone()));
+        assert!(!kept.change("a".into(), one), "the disk has it already (once written)");
+        assert!(kept.change("a".into(), None), "a clearing is a change");
+        assert!(!kept.change("a".into(), None));
+        assert!(kept.change("b".into(), None), "not known: written even as a clearing");
+        assert_eq!(kept.pending.len(), 3);
     }
 }
