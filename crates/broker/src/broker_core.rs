@@ -206,15 +206,22 @@ impl BrokerCore {
     /// delivering to `outbox` as subscription `id`: each matching message goes to one member
     /// of the group network-wide. Its broker advertises one routing entry per (group,
     /// filter), however many members share it.
+    /// With `key` (a property name), messages with the same value of it go to the same member
+    /// here while it lives and keeps up (`crate::queue_groups`).
     pub fn subscribe_member(
         &self,
-        group: &str,
+        (group, key): (&str, Option<&str>),
         (id, outbox): (SubId, Arc<Outbox>),
         (pattern, selector): (Pattern, Option<Selector>),
         pending: &mut PendingRoutes,
     ) -> Result<BestEffort, Notice> {
         check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
-        let target = Arc::new(Target::member(id, outbox, self.dispatcher.groups.join(group)));
+        if let Some(key) = key {
+            check_queue_key(key)?;
+        }
+        let joined = self.dispatcher.groups.join(group, key);
+        let joined = joined.map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
+        let target = Arc::new(Target::member(id, outbox, joined));
         Ok(self.subscribe(pattern, selector, target, pending))
     }
 
@@ -307,10 +314,13 @@ impl BrokerCore {
         &self,
         id: SubId,
         group: &str,
-        texts: (String, Option<String>),
+        texts: (String, Option<String>, Option<String>),
         filter: (Pattern, Option<Selector>),
         outbox: Arc<Outbox>,
     ) -> Result<GuaranteedSub, Notice> {
+        if let Some(key) = &texts.2 {
+            check_queue_key(key)?;
+        }
         if self.cluster.is_enabled() {
             let why = "guaranteed queue groups work on a broker without links for now: \
                        members on several brokers are not built";
@@ -346,7 +356,36 @@ impl BrokerCore {
     /// A GPUBLISH: logged by the guaranteed driver, which answers PUBLISH_ACK on `reply` once
     /// it is durable (or PUBLISH_REFUSED).
     pub fn publish_guaranteed(&self, publish: GuaranteedPublish, reply: Arc<Outbox>) {
-        self.guaranteed.publish(publish, reply);
+        self.guaranteed.publish(publish, reply, None);
+    }
+
+    /// Refuses a retained value with invalid reserved properties or past the store's limit.
+    pub fn check_retained(&self, copy: &Message) -> Result<(), Notice> {
+        reserved::check(copy)?;
+        self.dispatcher.check_retained(copy)
+    }
+
+    /// A GPUBLISH that sets a retained value: `copy` is that value as a best-effort publish
+    /// that only sets it (`$retain` and `$retain_only`). Refused at once if the retained store
+    /// has no room for it; else the driver writes it to disk before logging the publish (so
+    /// before acknowledging it), and then `copy` sets the value network-wide, as a best-effort
+    /// retained publish does. The copy is applied here once the publish is accepted, before it
+    /// is synced (what MQTT's retained publishes have always done): a subscriber may get a value
+    /// whose publish is then refused, never an acknowledged one that a restart loses.
+    pub fn publish_guaranteed_retained(
+        &self,
+        publish: GuaranteedPublish,
+        reply: Arc<Outbox>,
+        copy: Message,
+        publisher: &mut Publisher,
+    ) -> Result<(), Notice> {
+        reserved::check(&copy)?;
+        self.dispatcher.check_durable_retained(&copy)?;
+        self.guaranteed.publish(publish, reply, Some(copy.clone()));
+        if let Err(notice) = self.publish(&copy, publisher) {
+            tracing::debug!(%notice, topic = copy.topic(), "a guaranteed retained value was not kept in memory");
+        }
+        Ok(())
     }
 
     /// The subscriber of `subscription` took everything of `pubend` up to `tick`.
@@ -357,5 +396,16 @@ impl BrokerCore {
     /// What the router is told of a filter, when this broker has a cluster.
     fn route_filter(&self, pattern: &Pattern, selector: &Option<Selector>) -> Option<RouteFilter> {
         self.cluster.is_enabled().then(|| RouteFilter::new(pattern.clone(), selector.clone()))
+    }
+}
+
+/// A queue key is a property name: non-empty and at most 255 bytes, like the selectors' names.
+fn check_queue_key(key: &str) -> Result<(), Notice> {
+    match !key.is_empty() && key.len() <= 255 && !key.chars().any(char::is_control) {
+        true => Ok(()),
+        false => Err(Notice::new(
+            ReasonCode::InvalidQueueGroup,
+            format!("{key:?} is not a property name to key a queue group by"),
+        )),
     }
 }

@@ -120,6 +120,26 @@ impl Dispatcher {
         self.retained.lock().check(message)
     }
 
+    /// Refuses, as [`Dispatcher::check_retained`], a guaranteed retained publish the store has
+    /// no room for; else marks its topic durable (see [`crate::retained`]) before its value is
+    /// applied, so every change after it reaches the copy on disk.
+    pub fn check_durable_retained(&self, message: &Message) -> Result<(), Notice> {
+        let mut retained = self.retained.lock();
+        retained.check(message)?;
+        retained.keep_durably(message.topic());
+        Ok(())
+    }
+
+    /// Takes back, at start, the retained values this broker kept on disk, and hands `hook`
+    /// every later change of their topics (see [`Retained::restore`]). Returns how many.
+    pub fn restore_retained(&self, values: Vec<Message>, hook: crate::retained::DurableHook) -> usize {
+        let mut retained = self.retained.lock();
+        let kept = retained.restore(values, hook);
+        self.metrics.retained_topics.set(retained.len() as i64);
+        self.metrics.retained_bytes.set(retained.bytes() as i64);
+        kept
+    }
+
     /// Topics with a retained value here, and their bytes.
     pub fn retained_size(&self) -> (usize, usize) {
         let retained = self.retained.lock();

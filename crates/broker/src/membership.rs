@@ -14,6 +14,9 @@ use parking_lot::Mutex;
 pub struct QueueGroup {
     /// The name members joined with.
     pub name: String,
+    /// The property whose value picks the member (`--queue-key`), the same for every member
+    /// here; `None`: members take turns.
+    pub key: Option<String>,
     /// Turns taken: where the next round-robin choice starts.
     next: AtomicUsize,
     /// Member subscriptions here.
@@ -27,14 +30,25 @@ pub struct QueueGroups {
 }
 
 impl QueueGroups {
-    /// A new member of the group `name` (made if it has none here).
-    pub fn join(&self, name: &str) -> Arc<QueueGroup> {
+    /// A new member of the group `name` keyed by `key` (made if it has none here), or why not:
+    /// the group's members here share one key (or none), since a message's member is chosen
+    /// once per group.
+    pub fn join(&self, name: &str, key: Option<&str>) -> Result<Arc<QueueGroup>, String> {
         let mut by_name = self.by_name.lock();
         let group = by_name.entry(name.to_string()).or_insert_with(|| {
-            Arc::new(QueueGroup { name: name.to_string(), next: AtomicUsize::new(0), members: AtomicUsize::new(0) })
+            Arc::new(QueueGroup {
+                name: name.to_string(),
+                key: key.map(str::to_string),
+                next: AtomicUsize::new(0),
+                members: AtomicUsize::new(0),
+            })
         });
+        if group.key.as_deref() != key {
+            let had = group.key.as_deref().map_or("no key".to_string(), |k| format!("the key {k:?}"));
+            return Err(format!("the queue group {name:?} has members here with {had}; its members share one key"));
+        }
         group.members.fetch_add(1, Ordering::Relaxed);
-        Arc::clone(group)
+        Ok(Arc::clone(group))
     }
 
     /// A member left; a group with no member left here is forgotten.

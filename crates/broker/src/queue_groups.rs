@@ -7,6 +7,18 @@
 //! among the members whose subscription matches, skipping a member whose queue is past half
 //! full, slow or closing: a slow worker loses its turn rather than holding the group up.
 //!
+//! A keyed group (`--queue-key PROPERTY`) chooses by the message's value of that property
+//! instead, with rendezvous (highest random weight) hashing: each matching member scores
+//! `hash(value, member)` and the highest score takes the message. The same value goes to the
+//! same member while the members do not change; a member leaving moves only its own values
+//! (each to its next-highest member), a member joining takes only the values it now scores
+//! highest for (about 1/n of them), unlike a hash modulo the member count, which moves almost
+//! every value whenever the count changes. A member that cannot take a message now (past half
+//! full, slow, closing) is skipped as in round robin, for the next-highest member: a slow
+//! worker stalls none of its values (the failure of key-shared consumers that wait for it),
+//! at the price of those messages leaving its order while it is behind. A message without the
+//! property takes turns.
+//!
 //! Skipping needs somewhere else to go. At the publisher's broker a group no member here can
 //! take now is left to routing (another broker's members); a group routing could send nowhere,
 //! and a group a received copy assigns to this broker, goes to a busy member here as a last
@@ -16,7 +28,7 @@
 
 use std::sync::Arc;
 
-use tidings_wire::Message;
+use tidings_wire::{Message, ValueRef};
 
 pub use crate::membership::{QueueGroup, QueueGroups};
 use crate::metrics::Metrics;
@@ -71,14 +83,18 @@ pub(crate) fn serve(
         if !allowed.allows(&group.name) {
             continue;
         }
-        let start = group.take_turn();
-        let mut served = give(chunk, start, true, message, metrics, &mut *out.wake, &mut *out.congested);
+        let keyed = group.key.as_deref().and_then(|key| message.property(key)).map(value_hash);
+        let order = match keyed {
+            Some(hash) => Order::Keyed(by_score(chunk, hash)),
+            None => Order::Turn(group.take_turn()),
+        };
+        let mut served = give(chunk, &order, true, message, metrics, &mut *out.wake, &mut *out.congested);
         if !served && matches!(allowed, GroupsHere::All) {
             out.unserved.push(group.name.clone());
             continue;
         }
         if !served {
-            served = give(chunk, start, false, message, metrics, &mut *out.wake, &mut *out.congested);
+            served = give(chunk, &order, false, message, metrics, &mut *out.wake, &mut *out.congested);
         }
         if served {
             metrics.group_deliveries.inc();
@@ -90,12 +106,52 @@ pub(crate) fn serve(
     members.clear();
 }
 
-/// Pushes `message` to the first member of `chunk` in turn from `start` that takes it: only
-/// one with room for a group when `with_room`, else any whose connection is open (a full
-/// queue's own overflow policy then applies). Whether one took it.
+/// The order in which a group's members are offered a message.
+enum Order {
+    /// Round robin from this turn.
+    Turn(usize),
+    /// Members' indexes by rendezvous score, highest first.
+    Keyed(Vec<usize>),
+}
+
+impl Order {
+    /// The index of the member offered the message `turn`-th, among `n`.
+    fn member(&self, turn: usize, n: usize) -> usize {
+        match self {
+            Order::Turn(start) => (start + turn) % n,
+            Order::Keyed(order) => order[turn],
+        }
+    }
+}
+
+/// A stable hash of a property value (type included: `1` and `"1"` are different keys).
+pub(crate) fn value_hash(value: ValueRef<'_>) -> u64 {
+    use tidings_wire::hash::{fnv1a, mix};
+    match value {
+        ValueRef::Str(text) => fnv1a(text.as_bytes()),
+        ValueRef::Int(i) => mix(i as u64 ^ 0x11),
+        ValueRef::Float(x) => mix(x.to_bits() ^ 0x22),
+        ValueRef::Bool(b) => mix(u64::from(b) ^ 0x33),
+    }
+}
+
+/// Members' indexes in `chunk` by their rendezvous score for a value hashing to `hash`,
+/// highest first. A member's identity is its subscription's place in memory: the same for as
+/// long as it lives, which is as long as its values must stay with it.
+fn by_score(chunk: &[Arc<Target>], hash: u64) -> Vec<usize> {
+    let score =
+        |member: &Arc<Target>| tidings_wire::hash::mix(hash ^ tidings_wire::hash::mix(Arc::as_ptr(member) as u64));
+    let mut order: Vec<usize> = (0..chunk.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(score(&chunk[i])));
+    order
+}
+
+/// Pushes `message` to the first member of `chunk` in `order` that takes it: only one with
+/// room for a group when `with_room`, else any whose connection is open (a full queue's own
+/// overflow policy then applies). Whether one took it.
 fn give(
     chunk: &[Arc<Target>],
-    start: usize,
+    order: &Order,
     with_room: bool,
     message: &Message,
     metrics: &Metrics,
@@ -103,7 +159,7 @@ fn give(
     congested: &mut Vec<Arc<Outbox>>,
 ) -> bool {
     for turn in 0..chunk.len() {
-        let member = &chunk[(start + turn) % chunk.len()];
+        let member = &chunk[order.member(turn, chunk.len())];
         if with_room && !member.outbox.has_room_for_group() {
             metrics.group_skips.inc();
             continue;
@@ -171,7 +227,7 @@ mod tests {
     fn busy_member(groups: &QueueGroups, metrics: &Metrics) -> Arc<Target> {
         let limits = SlowConsumer { max_messages: 6, ..SlowConsumer::default() };
         let outbox = Outbox::new(limits, metrics.clone(), &QueueBudget::new(0));
-        let member = Arc::new(Target::member(SubId(1), outbox, groups.join("g")));
+        let member = Arc::new(Target::member(SubId(1), outbox, groups.join("g", None).unwrap()));
         for _ in 0..4 {
             member.outbox.push(&member, &message(), &mut Vec::new());
         }
@@ -189,6 +245,55 @@ mod tests {
         let out = Serve { wake: &mut wake, congested: &mut congested, served: &mut served, unserved: &mut unserved };
         serve(&mut vec![Arc::clone(member)], allowed, &message(), metrics, out);
         (served, unserved)
+    }
+
+    fn keyed_message(value: i64) -> Message {
+        Message::new("t", &[tidings_wire::Property::new("k", value)], Bytes::from_static(b"p"), 0)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Which of `members` each value of `k` in 0..400 goes to.
+    fn owners(members: &[Arc<Target>], metrics: &Metrics) -> Vec<usize> {
+        (0..400)
+            .map(|value| {
+                let before: Vec<usize> = members.iter().map(|m| m.outbox.depth().0).collect();
+                let (mut wake, mut congested, mut served, mut unserved) = (vec![], vec![], vec![], vec![]);
+                let out =
+                    Serve { wake: &mut wake, congested: &mut congested, served: &mut served, unserved: &mut unserved };
+                serve(&mut members.to_vec(), GroupsHere::All, &keyed_message(value), metrics, out);
+                let got: Vec<usize> = (0..members.len()).filter(|&i| members[i].outbox.depth().0 > before[i]).collect();
+                assert_eq!(got.len(), 1, "one member per message");
+                got[0]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_keyed_group_keeps_each_value_on_one_member_and_a_leaving_member_moves_only_its_own() {
+        let (groups, metrics) = (QueueGroups::default(), metrics());
+        let limits = SlowConsumer { max_messages: 100_000, ..SlowConsumer::default() };
+        let members: Vec<Arc<Target>> = (0..3)
+            .map(|i| {
+                let outbox = Outbox::new(limits.clone(), metrics.clone(), &QueueBudget::new(0));
+                Arc::new(Target::member(SubId(i), outbox, groups.join("g", Some("k")).unwrap()))
+            })
+            .collect();
+        assert!(groups.join("g", None).is_err(), "the members here share one key");
+        let first = owners(&members, &metrics);
+        assert_eq!(owners(&members, &metrics), first, "the same value, the same member");
+        for i in 0..3 {
+            let share = first.iter().filter(|&&o| o == i).count();
+            assert!((80..=190).contains(&share), "member {i} got {share} of 400 values");
+        }
+        // Member 1 leaves: only its values move.
+        let left = [Arc::clone(&members[0]), Arc::clone(&members[2])];
+        let after = owners(&left, &metrics);
+        for (value, (&before, &now)) in first.iter().zip(&after).enumerate() {
+            let now = [0, 2][now];
+            if before != 1 {
+                assert_eq!(now, before, "value {value} moved though its member stayed");
+            }
+        }
     }
 
     #[test]

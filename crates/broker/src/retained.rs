@@ -9,14 +9,20 @@
 //! and joins the index under the same lock: whatever value a subscription gets from the store,
 //! every message delivered to it afterwards was delivered here after that value (see
 //! docs/protocol.md, "Retained values").
+//!
+//! A value published guaranteed is also kept on disk by its publisher's broker (the
+//! guaranteed driver's durable store), so that broker has it again after a restart. Its topic
+//! is then *durable* here: every later change of its value, whatever brought it (a best-effort
+//! publish, a value from another broker, a clearing), is handed to the [`DurableHook`] in the
+//! order the store applied it, so the copy on disk follows the one in memory and a restart
+//! never brings back a value older than one this broker already served.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use tidings_matching::{Pattern, Selector};
 use tidings_wire::{Message, Notice, Property, ReasonCode, RETAIN, RETAINED};
 
 /// The retained values a broker holds, within `[limits] max_retained_bytes`.
-#[derive(Debug)]
 pub struct Retained {
     /// Per topic, the value as delivered to new subscriptions (flagged [`RETAINED`]).
     topics: HashMap<String, Message>,
@@ -24,12 +30,70 @@ pub struct Retained {
     bytes: usize,
     /// `[limits] max_retained_bytes`.
     limit: usize,
+    /// Topics whose value this broker keeps on disk too (see the module doc).
+    durable: HashSet<String>,
+    /// Told of each change of a durable topic's value, under the store's lock.
+    hook: Option<DurableHook>,
+}
+
+/// Called with a durable topic and its new value (`None`: cleared) each time it changes, in
+/// the order the changes were applied (the caller holds the store's lock): the guaranteed
+/// driver writes them to disk in that order.
+pub type DurableHook = Box<dyn Fn(&str, Option<&Message>) + Send + Sync>;
+
+impl std::fmt::Debug for Retained {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Retained").field("topics", &self.topics.len()).field("bytes", &self.bytes).finish()
+    }
 }
 
 impl Retained {
     /// An empty store holding at most `limit` bytes of values.
     pub fn new(limit: usize) -> Retained {
-        Retained { topics: HashMap::new(), bytes: 0, limit }
+        Retained { topics: HashMap::new(), bytes: 0, limit, durable: HashSet::new(), hook: None }
+    }
+
+    /// Takes back the values kept on disk (already flagged, as [`flagged`] made them) at start,
+    /// marks their topics durable, and from now on tells `hook` of every change of a durable
+    /// topic. Values past the limit (a smaller `max_retained_bytes` since) are left out.
+    pub fn restore(&mut self, values: Vec<Message>, hook: DurableHook) -> usize {
+        let mut kept = 0;
+        for value in values {
+            let old = self.topics.get(value.topic()).map_or(0, Message::encoded_len);
+            let after = (self.bytes - old).saturating_add(value.encoded_len());
+            if after > self.limit || value.payload().is_empty() {
+                continue;
+            }
+            self.bytes = after;
+            self.durable.insert(value.topic().to_string());
+            self.topics.insert(value.topic().to_string(), value);
+            kept += 1;
+        }
+        self.hook = Some(hook);
+        kept
+    }
+
+    /// `topic` is kept on disk from now on: a guaranteed retained publish was accepted for it
+    /// (the driver writes its value before acknowledging the publish).
+    pub fn keep_durably(&mut self, topic: &str) {
+        if !self.durable.contains(topic) {
+            self.durable.insert(topic.to_string());
+        }
+    }
+
+    /// Tells the hook of a durable topic's new value.
+    fn changed(&mut self, topic: &str) {
+        if !self.durable.contains(topic) {
+            return;
+        }
+        let value = self.topics.get(topic);
+        if let Some(hook) = &self.hook {
+            hook(topic, value);
+        }
+        if value.is_none() {
+            // Cleared on disk too: nothing durable left for it until the next guaranteed value.
+            self.durable.remove(topic);
+        }
     }
 
     /// Topics with a value.
@@ -80,6 +144,7 @@ impl Retained {
             if let Some(old) = self.topics.remove(message.topic()) {
                 self.bytes -= old.encoded_len();
             }
+            self.changed(message.topic());
             return true;
         }
         let Some(value) = flagged(message) else { return false };
@@ -90,6 +155,7 @@ impl Retained {
         }
         self.bytes = after;
         self.topics.insert(message.topic().to_string(), value);
+        self.changed(message.topic());
         true
     }
 
@@ -110,7 +176,7 @@ impl Retained {
 /// The copy of a retained publish that new subscriptions get: its properties without
 /// [`RETAIN`], plus [`RETAINED`] `true`. `None` only for a message that cannot be re-encoded,
 /// which a decoded one always can.
-fn flagged(message: &Message) -> Option<Message> {
+pub(crate) fn flagged(message: &Message) -> Option<Message> {
     let mut properties: Vec<Property> = message.properties().into_iter().filter(|p| p.key != RETAIN).collect();
     properties.push(Property::new(RETAINED, true));
     Message::new(message.topic(), &properties, message.payload(), message.sent_us()).ok()
@@ -153,6 +219,29 @@ mod tests {
         assert_eq!(topics(&store, ">", None), [("a.c".into(), "3".into())]);
         let bytes = store.bytes();
         assert_eq!(bytes, store.matching(&Pattern::parse(">").unwrap(), None).map(Message::encoded_len).sum::<usize>());
+    }
+
+    #[test]
+    fn every_change_of_a_durable_topic_reaches_the_hook_in_order_and_others_do_not() {
+        let seen = std::sync::Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let log = std::sync::Arc::clone(&seen);
+        let hook: DurableHook = Box::new(move |topic: &str, value: Option<&Message>| {
+            log.lock().push((topic.to_string(), value.map(Message::payload)));
+        });
+        let mut store = Retained::new(1 << 20);
+        let on_disk = flagged(&retain("a", "0")).unwrap();
+        assert_eq!(store.restore(vec![on_disk], hook), 1);
+        assert_eq!(topics(&store, "a", None), [("a".into(), "0".into())], "restored as it was kept");
+        assert!(store.apply(&retain("a", "1")));
+        assert!(store.apply(&retain("b", "1")), "not durable: not reported");
+        store.keep_durably("b");
+        assert!(store.apply(&retain("b", "2")));
+        assert!(store.apply(&retain("a", "")));
+        assert!(store.apply(&retain("a", "3")), "cleared: durable again only by a guaranteed value");
+        let seen = seen.lock().clone();
+        let want: Vec<(String, Option<Bytes>)> =
+            vec![("a".into(), Some("1".into())), ("b".into(), Some("2".into())), ("a".into(), None)];
+        assert_eq!(seen, want);
     }
 
     #[test]

@@ -247,6 +247,13 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let (guaranteed, driver) =
         Guaranteed::start(data.path(), &config.name, storage, gd_metrics, (Arc::clone(&network), inbox))?;
     let dispatcher = Arc::new(Dispatcher::new(metrics.clone(), config.limits.max_retained_bytes));
+    // The retained values published guaranteed here before a restart, before any client is
+    // served (see `crate::retained`).
+    let (values, hook) = guaranteed.retained_on_disk();
+    let restored = dispatcher.restore_retained(values, hook);
+    if restored > 0 {
+        tracing::info!(restored, "retained values kept on disk restored");
+    }
     let links = Arc::new(LinkContext {
         cluster: Arc::clone(&network),
         dispatcher: Arc::clone(&dispatcher),

@@ -169,6 +169,12 @@ impl Session {
         Ok(Next::Continue)
     }
 
+    /// Whether a retained value `copy` would be kept (its reserved properties are valid and the
+    /// store has room for it).
+    pub(crate) fn can_retain(&self, copy: &Message) -> bool {
+        self.shared.core.check_retained(copy).is_ok()
+    }
+
     /// Publishers tend to repeat a topic; validate each new one once.
     fn check_topic(&mut self, message: &Message) -> Result<(), Notice> {
         if self.last_valid_topic.as_deref() != Some(message.topic()) {
@@ -183,6 +189,17 @@ impl Session {
     /// A GPUBLISH: logged by the guaranteed driver, which answers PUBLISH_ACK once it is durable
     /// (or PUBLISH_REFUSED). An invalid topic is refused with the publish, not the session.
     fn guaranteed_publish(&mut self, publish: GuaranteedPublish) -> Result<Next, Notice> {
+        let copy = publish.message.is_retain().then(|| retain_only(&publish.message));
+        self.guaranteed_publish_with(publish, copy)
+    }
+
+    /// [`Session::guaranteed_publish`] of a publish that sets the retained value `copy` (if
+    /// `Some`; see [`Session::guaranteed_publish_retained`]).
+    pub(crate) fn guaranteed_publish_with(
+        &mut self,
+        publish: GuaranteedPublish,
+        copy: Option<Option<Message>>,
+    ) -> Result<Next, Notice> {
         if self.transport == Transport::Udp {
             return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed publishing needs TCP"));
         }
@@ -191,8 +208,32 @@ impl Session {
             self.outbox.push_frame(&Frame::PublishRefused(refused));
             return Ok(Next::Continue);
         }
+        if let Some(copy) = copy {
+            return Ok(self.guaranteed_publish_retained(publish, copy));
+        }
         self.shared.core.publish_guaranteed(publish, Arc::clone(&self.outbox));
         Ok(Next::Continue)
+    }
+
+    /// A GPUBLISH (already checked) that sets a retained value: `copy` (see
+    /// [`BrokerCore::publish_guaranteed_retained`](crate::broker_core::BrokerCore::publish_guaranteed_retained));
+    /// a value the store has no room for refuses the publish (PUBLISH_REFUSED).
+    fn guaranteed_publish_retained(&mut self, publish: GuaranteedPublish, copy: Option<Message>) -> Next {
+        let Some(copy) = copy else {
+            let reason = Notice::new(ReasonCode::MalformedFrame, "the retained value cannot be encoded");
+            let refused = PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
+            self.outbox.push_frame(&Frame::PublishRefused(refused));
+            return Next::Continue;
+        };
+        let (publisher, seq) = (publish.publisher, publish.seq);
+        let outbox = Arc::clone(&self.outbox);
+        if let Err(reason) = self.shared.core.publish_guaranteed_retained(publish, outbox, copy, &mut self.publisher) {
+            if let Some(code) = reason.reason() {
+                self.shared.metrics.protocol_error(code);
+            }
+            self.outbox.push_frame(&Frame::PublishRefused(PublishRefused { publisher, seq, reason }));
+        }
+        Next::Continue
     }
 
     /// A DELIVERY_ACK. One for a subscription that is gone is ignored: a client acknowledges a
@@ -288,14 +329,15 @@ impl Session {
         };
         let core = &self.shared.core;
         if let Some(name) = s.durable {
-            let spec = DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector };
+            let spec =
+                DurableSpec { name: self.durable_name(name), pattern: s.pattern, selector: s.selector, key: None };
             let subscription = core.subscribe_durable(s.id, spec, (pattern, selector), Arc::clone(&self.outbox))?;
             self.guaranteed.insert(s.id, subscription);
             self.conn.subscribed(info);
             return Ok(Next::Continue);
         }
         if let (DeliveryMode::Guaranteed, Some(group)) = (s.mode, &s.group) {
-            let texts = (s.pattern, s.selector);
+            let texts = (s.pattern, s.selector, s.queue_key);
             let outbox = Arc::clone(&self.outbox);
             let subscription = core.subscribe_member_guaranteed(s.id, group, texts, (pattern, selector), outbox)?;
             self.guaranteed.insert(s.id, subscription);
@@ -311,6 +353,7 @@ impl Session {
         let subscription = match &s.group {
             Some(group) => {
                 let to = (s.id, Arc::clone(&self.outbox));
+                let group = (group.as_str(), s.queue_key.as_deref());
                 core.subscribe_member(group, to, (pattern, selector), &mut self.routes)?
             }
             None => {
@@ -378,4 +421,13 @@ pub fn wire_error_notice(error: &WireError) -> Notice {
         _ => ReasonCode::MalformedFrame,
     };
     Notice::new(reason, error.to_string())
+}
+
+/// The copy of a guaranteed retained publish that sets its topic's value and is delivered live
+/// to nobody (`$retain_only`; the live copy is the guaranteed one). `None` only for a message
+/// one property too long to re-encode.
+pub(crate) fn retain_only(message: &Message) -> Option<Message> {
+    let mut properties = message.properties();
+    properties.push(tidings_wire::Property::new(tidings_wire::RETAIN_ONLY, true));
+    Message::new(message.topic(), &properties, message.payload(), message.sent_us()).ok()
 }

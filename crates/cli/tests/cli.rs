@@ -500,6 +500,7 @@ fn a_slow_consumer_and_a_refused_client_are_named_in_the_log_once_not_per_messag
     let tcp = b.ready["tcp"].as_str().unwrap().to_string();
     let mut stalled = tidings_testkit::RawConnection::handshake(&tcp).unwrap();
     let subscribe = tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+        queue_key: None,
         id: tidings_wire::SubId(1),
         pattern: "t.>".into(),
         selector: None,
@@ -552,6 +553,7 @@ fn state_shows_a_page_of_each_filter_list_and_every_size() {
     let mut raw = tidings_testkit::RawConnection::handshake(&b.tcp()).unwrap();
     for id in 0..150u32 {
         let subscribe = tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+            queue_key: None,
             id: tidings_wire::SubId(id),
             pattern: format!("t.{id}"),
             selector: None,
@@ -587,6 +589,7 @@ fn state_with_100000_subscriptions_is_small_quick_and_slows_no_one() {
         let mut burst = Vec::new();
         for id in 0..50_000u32 {
             let subscribe = tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+                queue_key: None,
                 id: tidings_wire::SubId(id),
                 pattern: format!("t.{half}.{id}"),
                 selector: None,
@@ -650,6 +653,7 @@ fn connz_and_subsz_list_connections_and_subscriptions_a_page_at_a_time() {
     let mut raw = tidings_testkit::RawConnection::handshake(&server).unwrap();
     for id in 0..3u32 {
         raw.send(&tidings_wire::Frame::Subscribe(tidings_wire::Subscribe {
+            queue_key: None,
             id: tidings_wire::SubId(id),
             pattern: format!("raw.{id}"),
             selector: None,

@@ -135,6 +135,7 @@ fn pin_the_log(b: &BrokerProcess) -> RawConnection {
     let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
     let mode = tidings_wire::DeliveryMode::Guaranteed;
     raw.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode,
         pattern: "k.>".into(),
@@ -221,6 +222,7 @@ fn a_guaranteed_subscription_with_a_bad_selector_is_refused() {
     let b = BrokerProcess::start(bin(), &[]).unwrap();
     let mut raw = RawConnection::handshake(&b.tcp()).unwrap();
     let subscribe = Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode: tidings_wire::DeliveryMode::Guaranteed,
         pattern: "a.>".into(),

@@ -99,6 +99,7 @@ fn subscribed_client(b: &BrokerProcess, n: u32) -> RawConnection {
     let mut bytes = bytes::BytesMut::new();
     for id in 0..n {
         let subscribe = Subscribe {
+            queue_key: None,
             id: SubId(id),
             mode: DeliveryMode::BestEffort,
             pattern: format!("bulk.{id}"),

@@ -119,6 +119,7 @@ fn healthy(addr: &str, n: u32) -> RawConnection {
     assert!(matches!(c.expect(Duration::from_secs(20)).unwrap(), Frame::Welcome(_)), "alice logs in");
     let pattern = format!("probe.{n}");
     c.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(1),
         pattern: pattern.as_str().into(),
         selector: None,

@@ -27,6 +27,7 @@ fn broker_with(limits: &str) -> (BrokerProcess, tempfile::TempDir) {
 
 fn subscribe(c: &mut RawConnection, id: u32, pattern: &str, selector: Option<String>) {
     let frame = Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(id),
         mode: DeliveryMode::BestEffort,
         pattern: pattern.into(),

@@ -57,14 +57,7 @@ fn mosquitto_sub(b: &BrokerProcess, port: &str, args: &[&str], subscriptions: f6
 }
 
 fn mosquitto_pub(port: &str, args: &[&str]) -> Output {
-    let child = Command::new("mosquitto_pub")
-        .args(["-h", "127.0.0.1", "-p", port])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    tidings_testkit::finish_within(child, Duration::from_secs(20))
+    patterns_common::mosquitto("mosquitto_pub", port, args)
 }
 
 #[test]

@@ -59,6 +59,7 @@ mod tempdir {
 
 fn subscribe(c: &mut RawConnection, id: u32, pattern: &str) {
     c.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(id),
         mode: DeliveryMode::BestEffort,
         pattern: pattern.into(),
@@ -273,6 +274,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
     for bad in ["a.>.b", "", "a b", "a.**"] {
         let mut c = RawConnection::handshake(&b.tcp()).unwrap();
         c.send(&Frame::Subscribe(Subscribe {
+            queue_key: None,
             id: SubId(1),
             mode: DeliveryMode::BestEffort,
             pattern: bad.into(),
@@ -287,6 +289,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
     let mut c = RawConnection::handshake(&b.tcp()).unwrap();
     subscribe(&mut c, 1, "a");
     c.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode: DeliveryMode::BestEffort,
         pattern: "b".into(),
@@ -303,6 +306,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
 
     let mut c = RawConnection::handshake(&b.tcp()).unwrap();
     c.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode: DeliveryMode::Guaranteed,
         pattern: "a".into(),
@@ -319,6 +323,7 @@ fn invalid_topics_patterns_and_ids_are_refused() {
 
     let mut c = RawConnection::handshake(&b.tcp()).unwrap();
     c.send(&Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode: DeliveryMode::BestEffort,
         pattern: "a".into(),
@@ -459,6 +464,7 @@ fn udp_recv(s: &UdpSocket) -> Frame {
 
 fn udp_subscribe(id: u32, pattern: &str) -> Frame {
     Frame::Subscribe(Subscribe {
+        queue_key: None,
         id: SubId(id),
         mode: DeliveryMode::BestEffort,
         pattern: pattern.into(),

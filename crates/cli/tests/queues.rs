@@ -267,6 +267,7 @@ fn a_bad_group_name_is_refused_and_nothing_else_changes() {
     // The broker refuses the frame itself (a client that skips the check).
     let mut raw = RawConnection::handshake(&server).unwrap();
     let subscribe = Subscribe {
+        queue_key: None,
         id: SubId(1),
         mode: DeliveryMode::BestEffort,
         pattern: "jobs.>".into(),
@@ -287,4 +288,77 @@ fn a_bad_group_name_is_refused_and_nothing_else_changes() {
     assert_eq!(subsz["groups"], serde_json::json!({}), "no group was made: {subsz}");
     let out = tidings(&["pub", "--server", &server, "jobs.1", "still served"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+/// Publishes `count` messages on `jobs.x` at `at`, property `k` = `i % keys`, payloads
+/// `{tag}-{k}-{i}`.
+fn publish_keyed(at: &BrokerProcess, tag: &str, count: usize, keys: usize) {
+    runtime().block_on(async {
+        let client = Client::connect(&at.tcp()).await.unwrap();
+        for i in 0..count {
+            let key = (i % keys) as i64;
+            let properties = [tidings_wire::Property::new("k", key)];
+            let message = tidings_wire::Message::new("jobs.x", &properties, format!("{tag}-{key}-{i}").into(), 0);
+            client.publish_message(message.unwrap()).await.unwrap();
+        }
+        client.flush().await.unwrap();
+    });
+}
+
+/// Per member, the keys of the payloads of round `tag` it printed.
+fn keys_of(members: &[&Member], tag: &str) -> Vec<std::collections::BTreeSet<String>> {
+    members
+        .iter()
+        .map(|m| {
+            m.payloads()
+                .iter()
+                .filter_map(|p| p.strip_prefix(&format!("{tag}-"))?.split('-').next().map(Into::into))
+                .collect()
+        })
+        .collect()
+}
+
+/// `sub --queue g --queue-key k`: each value of `k` goes to one member; when a member exits,
+/// only its values move, and the other members keep theirs.
+#[test]
+fn a_keyed_group_keeps_each_key_on_one_member_and_a_leaving_member_moves_only_its_keys() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--queue", "g", "--queue-key", "k", "jobs.>"];
+    let mut members: Vec<Member> = (0..3).map(|i| Member::start(&b, &dir, &format!("m{i}"), &args)).collect();
+    let server = b.tcp();
+    // The group's members here share one key: another one (or none) is refused.
+    let other = tidings(&["sub", "--server", &server, "--queue", "g", "--queue-key", "j", "jobs.>", "--count", "1"]);
+    assert!(!other.status.success() && text(&other.stderr).contains("share one key"), "{}", text(&other.stderr));
+    let out = tidings(&["sub", "--server", &server, "--queue-key", "k", "jobs.>"]);
+    assert_eq!(out.status.code(), Some(2), "--queue-key without --queue is a usage error");
+
+    publish_keyed(&b, "one", 600, 30);
+    let all: Vec<&Member> = members.iter().collect();
+    wait_for_total(&all, 600);
+    let expected: Vec<String> = (0..600).map(|i| format!("one-{}-{i}", i % 30)).collect();
+    assert_exactly_once(&all, &expected);
+    let first = keys_of(&all, "one");
+    for (i, keys) in first.iter().enumerate() {
+        assert!(!keys.is_empty(), "member {i} got no key of 30: {first:?}");
+        for (j, other) in first.iter().enumerate().skip(i + 1) {
+            assert!(keys.is_disjoint(other), "members {i} and {j} share keys: {first:?}");
+        }
+    }
+    assert_eq!(first.iter().map(|k| k.len()).sum::<usize>(), 30);
+
+    // Member 1 exits: its keys go to the others, theirs stay.
+    let before = b.metric("tidings_subscriptions").unwrap();
+    drop(members.remove(1));
+    tidings_testkit::wait_until("the member left", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() < before
+    });
+    let done: usize = members.iter().map(|m| m.payloads().len()).sum();
+    publish_keyed(&b, "two", 600, 30);
+    let left: Vec<&Member> = members.iter().collect();
+    wait_for_total(&left, done + 600);
+    let second = keys_of(&left, "two");
+    assert!(second[0].is_disjoint(&second[1]), "{second:?}");
+    assert!(first[0].is_subset(&second[0]) && first[2].is_subset(&second[1]), "{first:?} then {second:?}");
+    assert_eq!(second[0].len() + second[1].len(), 30, "every key still served: {second:?}");
 }

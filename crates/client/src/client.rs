@@ -241,6 +241,7 @@ impl Client {
         }
         let id = shared.next_sub_id();
         let frame = Subscribe {
+            queue_key: options.queue_key.clone(),
             id,
             mode: options.mode,
             pattern: options.pattern.clone(),

@@ -143,6 +143,7 @@ mod tests {
 
     fn sub(id: u32) -> Subscribe {
         Subscribe {
+            queue_key: None,
             id: SubId(id),
             mode: DeliveryMode::BestEffort,
             pattern: format!("p{id}"),

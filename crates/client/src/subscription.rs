@@ -40,6 +40,9 @@ pub struct SubscribeOptions {
     pub resume: Option<Checkpoint>,
     /// The queue group this subscription joins (see [`queue`](Self::queue)).
     pub group: Option<String>,
+    /// With `group`: the property that keeps messages on one member (see
+    /// [`queue_key`](Self::queue_key)).
+    pub queue_key: Option<String>,
 }
 
 /// How a guaranteed subscription's deliveries are acknowledged to the broker. A durable
@@ -67,6 +70,7 @@ impl SubscribeOptions {
             acks: Acks::Automatic,
             resume: None,
             group: None,
+            queue_key: None,
         }
     }
 
@@ -76,6 +80,16 @@ impl SubscribeOptions {
     /// A name with a wildcard, a space, or over 64 bytes is refused.
     pub fn queue(mut self, group: impl Into<String>) -> SubscribeOptions {
         self.group = Some(group.into());
+        self
+    }
+
+    /// With [`queue`](Self::queue): messages with the same value of the property `key` go to
+    /// the same member at a broker while that member lives and keeps up (rendezvous hashing: a
+    /// member leaving moves only its own values; one behind is skipped for the value's next
+    /// member, not waited for). The group's members at one broker share one key; a member with
+    /// another is refused (`invalid_queue_group`; `durable_mismatch` for a guaranteed group).
+    pub fn queue_key(mut self, key: impl Into<String>) -> SubscribeOptions {
+        self.queue_key = Some(key.into());
         self
     }
 

@@ -20,6 +20,12 @@
 //! acknowledged upstream that no member acknowledged, so nothing is lost; a tick is leased to
 //! one member at a time and released by its ack, so no two live members both acknowledge it.
 //!
+//! A **keyed** group ([`WorkQueue::offer_keyed`]) leases a message with a key hash to the
+//! member with room that scores highest for it (`mix(key ^ mix(member))`: rendezvous hashing),
+//! instead of taking turns: the same key goes to the same member while it lives and has room in
+//! its window; a member leaving moves only its own keys. A member whose window is full is passed
+//! over for the key's next-highest member with room, so a slow member stalls none of its keys.
+//!
 //! The caller (the broker's driver, the simulator) does the I/O: it calls [`WorkQueue::offer`]
 //! for each delivery of the group's subend, sends what [`WorkQueue::dispatch`] leases, feeds
 //! the acknowledgements [`WorkQueue::ack`] returns to the core, and blocks the subend while
@@ -70,13 +76,16 @@ struct Ready<M> {
     tick: Tick,
     message: M,
     redelivered: bool,
+    /// The hash of its key, in a keyed group.
+    key: Option<u64>,
 }
 
 /// One member: how many messages it may hold at once, and what it holds.
 #[derive(Debug)]
 struct Member<M> {
     window: usize,
-    leases: BTreeMap<(PubendId, Tick), M>,
+    /// What it holds, with each message's key hash (given back with it).
+    leases: BTreeMap<(PubendId, Tick), (M, Option<u64>)>,
 }
 
 /// One guaranteed queue group at one broker (see the module doc).
@@ -118,8 +127,8 @@ impl<M: Clone> WorkQueue<M> {
     pub fn leave(&mut self, member: MemberId) -> usize {
         let Some(gone) = self.members.remove(&member) else { return 0 };
         let returned = gone.leases.len();
-        for ((pubend, tick), message) in gone.leases.into_iter().rev() {
-            self.ready.push_front(Ready { pubend, tick, message, redelivered: true });
+        for ((pubend, tick), (message, key)) in gone.leases.into_iter().rev() {
+            self.ready.push_front(Ready { pubend, tick, message, redelivered: true, key });
         }
         // Oldest first across pubends too: by tick, as the core delivered them.
         self.ready.make_contiguous()[..returned].sort_by_key(|r| (r.tick, r.pubend));
@@ -129,22 +138,33 @@ impl<M: Clone> WorkQueue<M> {
     /// The core delivered `tick` of `pubend` to the group's subend (ticks only increase per
     /// pubend; a tick offered again, after a core's resend, is ignored).
     pub fn offer(&mut self, pubend: PubendId, tick: Tick, message: M) {
+        self.offer_keyed(pubend, tick, message, None);
+    }
+
+    /// [`WorkQueue::offer`] of a message whose key hashes to `key` (`None`: it takes turns).
+    pub fn offer_keyed(&mut self, pubend: PubendId, tick: Tick, message: M, key: Option<u64>) {
         if self.last.get(&pubend).is_some_and(|last| tick <= *last) {
             return;
         }
         self.last.insert(pubend, tick);
         self.open.entry(pubend).or_default().insert(tick);
-        self.ready.push_back(Ready { pubend, tick, message, redelivered: false });
+        self.ready.push_back(Ready { pubend, tick, message, redelivered: false, key });
     }
 
-    /// Leases ready messages to members with room, round robin, into `out`.
+    /// Leases ready messages to members with room (by key, else round robin) into `out`.
     pub fn dispatch(&mut self, out: &mut Vec<Lease<M>>) {
-        while !self.ready.is_empty() {
-            let Some(member) = self.next_with_room() else { return };
+        while let Some(front) = self.ready.front() {
+            let chosen = match front.key {
+                Some(key) => self.best_with_room(key),
+                None => self.next_with_room(),
+            };
+            let Some(member) = chosen else { return };
             let Some(next) = self.ready.pop_front() else { return };
             let Some(holder) = self.members.get_mut(&member) else { return };
-            holder.leases.insert((next.pubend, next.tick), next.message.clone());
-            self.turn = Some(member);
+            holder.leases.insert((next.pubend, next.tick), (next.message.clone(), next.key));
+            if next.key.is_none() {
+                self.turn = Some(member);
+            }
             out.push(Lease {
                 member,
                 pubend: next.pubend,
@@ -153,6 +173,13 @@ impl<M: Clone> WorkQueue<M> {
                 redelivered: next.redelivered,
             });
         }
+    }
+
+    /// The member with a lease to spare that scores highest for `key`.
+    fn best_with_room(&self, key: u64) -> Option<MemberId> {
+        use tidings_wire::hash::mix;
+        let members = self.members.iter().filter(|(_, m)| m.leases.len() < m.window);
+        members.max_by_key(|(id, _)| mix(key ^ mix(id.0))).map(|(id, _)| *id)
     }
 
     /// The member after the last one chosen (wrapping) with a lease to spare.

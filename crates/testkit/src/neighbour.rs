@@ -66,6 +66,7 @@ impl Neighbour {
         let mut c = RawConnection::handshake(addr)?;
         let topic = format!("neighbour.{}", std::process::id());
         let subscribe = Subscribe {
+            queue_key: None,
             id: SubId(1),
             mode: DeliveryMode::BestEffort,
             pattern: topic.clone(),

@@ -67,7 +67,7 @@ pub fn frame() -> impl Strategy<Value = Frame> {
         )
             .prop_map(|(id, g, pattern, selector, durable, group)| {
                 let mode = if g || durable.is_some() { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort };
-                Frame::Subscribe(Subscribe { id: SubId(id), mode, pattern, selector, durable, group })
+                Frame::Subscribe(Subscribe { queue_key: None, id: SubId(id), mode, pattern, selector, durable, group })
             }),
         any::<u32>().prop_map(|id| Frame::Unsubscribe(Unsubscribe { id: SubId(id) })),
         (any::<u32>(), any::<u32>(), message()).prop_map(|(id, missed, message)| Frame::Deliver(Deliver {

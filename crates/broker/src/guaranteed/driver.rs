@@ -104,6 +104,12 @@ pub struct Driver {
     pub(super) found: BTreeMap<PubendId, tidings_delivery::Recovered>,
     /// Guaranteed queue groups and their members.
     pub(super) groups: super::groups::Groups,
+    /// The retained values on disk (`super::retained_values`).
+    pub(super) kept: super::retained_values::KeptValues,
+    /// Per pubend, the last tick its log held at start: a queue group's message up to it may
+    /// have been leased before the restart (leases are not recorded), so it goes out flagged
+    /// redelivered (`super::groups`).
+    pub(super) restart_marks: BTreeMap<PubendId, Tick>,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -167,6 +173,8 @@ impl Driver {
             seeds: super::replicas::Seeds::default(),
             found: BTreeMap::new(),
             groups: super::groups::Groups::default(),
+            kept: Default::default(),
+            restart_marks: BTreeMap::new(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -176,6 +184,9 @@ impl Driver {
             }
             let highest = recovered.logged.last().copied().unwrap_or_default();
             driver.publishes.synced(pubend, highest);
+            if let Some(&last) = recovered.logged.last() {
+                driver.restart_marks.insert(pubend, last);
+            }
             driver.found.insert(pubend, recovered);
         }
         Ok(driver)
@@ -235,6 +246,7 @@ impl Driver {
             }
             self.replica_turn();
             self.flush_checkpoints();
+            self.flush_retained();
             self.enforce_retention();
             self.report();
             self.snapshot();
@@ -317,7 +329,12 @@ impl Driver {
 
     fn command(&mut self, command: Command) {
         match command {
-            Command::Publish { publish, reply } => self.admit(publish, reply),
+            Command::Publish { publish, reply, retained } => {
+                if retained.is_none_or(|copy| self.keep_retained(&copy, &publish, &reply)) {
+                    self.admit(publish, reply);
+                }
+            }
+            Command::RetainedChanged { topic, value } => self.retained_changed(topic, value),
             Command::Subscribe { subend, id, pattern, selector, outbox, durable } => match durable {
                 Some(spec) => self.subscribe_durable(subend, id, spec, (pattern, selector), outbox),
                 None => self.subscribe(subend, id, (pattern, selector), false, outbox),

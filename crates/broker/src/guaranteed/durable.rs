@@ -58,6 +58,8 @@ struct Claim {
     subend: SubendId,
     pattern: String,
     selector: Option<String>,
+    /// A queue group's key property.
+    key: Option<String>,
     held: bool,
 }
 
@@ -72,27 +74,27 @@ impl Claims {
         fresh: SubendId,
     ) -> Result<SubendId, Notice> {
         check_name(name)?;
-        self.take(name, (pattern, selector), fresh, false)
+        self.take(name, (pattern, selector, None), fresh, false)
     }
 
     /// A member joins the guaranteed queue group kept under durable name `name` (see
     /// [`super::groups`]): the group's subend (`fresh` if the group is new), or why not. Unlike
-    /// a durable name, a group is held by all its members at once; it must keep one filter.
+    /// a durable name, a group is held by all its members at once; it must keep one filter
+    /// and one key property (or none).
     pub fn claim_group(
         &mut self,
         name: &str,
-        pattern: &str,
-        selector: Option<&str>,
+        (pattern, selector, key): (&str, Option<&str>, Option<&str>),
         fresh: SubendId,
     ) -> Result<SubendId, Notice> {
-        self.take(name, (pattern, selector), fresh, true)
+        self.take(name, (pattern, selector, key), fresh, true)
     }
 
     /// Takes `name` for one holder, or for one more if `shared` (a group's members).
     fn take(
         &mut self,
         name: &str,
-        (pattern, selector): (&str, Option<&str>),
+        (pattern, selector, key): (&str, Option<&str>, Option<&str>),
         fresh: SubendId,
         shared: bool,
     ) -> Result<SubendId, Notice> {
@@ -100,6 +102,7 @@ impl Claims {
             subend: fresh,
             pattern: pattern.to_string(),
             selector: selector.map(str::to_string),
+            key: key.map(str::to_string),
             held: false,
         });
         if claim.held && !shared {
@@ -107,6 +110,11 @@ impl Claims {
                 ReasonCode::DurableInUse,
                 format!("the durable subscription {name:?} is held by another session"),
             ));
+        }
+        if claim.key.as_deref() != key {
+            let had = claim.key.as_deref().map_or("no key".to_string(), |k| format!("the key {k:?}"));
+            let why = format!("the guaranteed queue group {name:?} exists with {had}; its members share one key");
+            return Err(Notice::new(ReasonCode::DurableMismatch, why));
         }
         if claim.pattern != pattern || claim.selector.as_deref() != selector {
             let (what, hint) = match shared {
@@ -161,6 +169,8 @@ pub struct DurableSpec {
     pub pattern: String,
     /// The selector text.
     pub selector: Option<String>,
+    /// A guaranteed queue group's key property (`--queue-key`); `None` for a durable name.
+    pub key: Option<String>,
 }
 
 /// One durable name in the driver: what names it (its checkpoints are in
@@ -218,7 +228,13 @@ impl Driver {
             let subend = SubendId(self.next_subend.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
             self.durables.claims.lock().names.insert(
                 name.clone(),
-                Claim { subend, pattern: record.pattern.clone(), selector: record.selector.clone(), held: false },
+                Claim {
+                    subend,
+                    pattern: record.pattern.clone(),
+                    selector: record.selector.clone(),
+                    key: record.key.clone(),
+                    held: false,
+                },
             );
             if let Some(net) = &self.net {
                 net.cluster.subscribe(crate::cluster::RouteFilter::new(pattern.clone(), selector.clone()));
@@ -310,7 +326,7 @@ impl Driver {
         outbox: Arc<Outbox>,
     ) {
         let name = spec.name;
-        let record = Record { pattern: spec.pattern, selector: spec.selector, created_ms: now().0 };
+        let record = Record { pattern: spec.pattern, selector: spec.selector, created_ms: now().0, key: spec.key };
         // Written before anything is promised: a name the client was told about survives a crash.
         let batch = Batch { created: vec![(name.clone(), record.clone())], ..Batch::default() };
         if let Err(error) = self.durables.store.write(&batch) {

@@ -4,6 +4,10 @@
 //! crash-safe, fsynced transactions is made for; the pubend log's segments are made for the
 //! opposite (append-only records released as a prefix).
 //!
+//! It also keeps the retained values published guaranteed here (table `retained`: topic to
+//! the value's encoded message section, as new subscriptions get it), so they come back after
+//! a restart; see [`crate::retained`] and `super::retained_values`.
+//!
 //! Each write is one transaction with immediate durability: once [`DurableStore::write`]
 //! returns, a crash keeps it. The driver calls it off its task (checkpoints) or rarely
 //! (creating and deleting a name).
@@ -16,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 const SUBSCRIPTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscriptions");
 const CHECKPOINTS: TableDefinition<(&str, u64), u64> = TableDefinition::new("checkpoints");
+const RETAINED: TableDefinition<&str, &[u8]> = TableDefinition::new("retained");
 
 /// What a durable name stands for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +32,9 @@ pub(super) struct Record {
     /// When it was created (ms since the epoch): pubends first seen later are taken from a
     /// little before this.
     pub created_ms: u64,
+    /// A guaranteed queue group's key property (`--queue-key`), if it is keyed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
 }
 
 /// One durable subscription as stored: its record and, per pubend, the last tick its
@@ -56,6 +64,8 @@ pub(super) struct Batch {
     pub deleted: Vec<String>,
     /// `(name, pubend, tick)`: checkpoints moved.
     pub checkpoints: Vec<(String, u64, u64)>,
+    /// `(topic, value)`: retained values set (`Some`: the encoded value) or cleared, in order.
+    pub retained: Vec<(String, Option<bytes::Bytes>)>,
 }
 
 impl DurableStore {
@@ -64,7 +74,7 @@ impl DurableStore {
         let path = dir.join("durable.redb");
         let db = redb::Database::create(&path).map_err(|e| error(&path, e))?;
         let store = DurableStore { db, path };
-        // Both tables exist from the start, so reads never meet a missing table.
+        // The tables exist from the start, so reads never meet a missing table.
         store.write(&Batch::default())?;
         Ok(store)
     }
@@ -90,8 +100,21 @@ impl DurableStore {
         Ok(out)
     }
 
+    /// The retained values kept here, by topic, as encoded message sections.
+    pub(super) fn load_retained(&self) -> Result<Vec<(String, bytes::Bytes)>, DurableStoreError> {
+        let e = |e: &dyn std::fmt::Display| error(&self.path, e);
+        let txn = self.db.begin_read().map_err(|x| e(&x))?;
+        let table = txn.open_table(RETAINED).map_err(|x| e(&x))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|x| e(&x))? {
+            let (topic, value) = entry.map_err(|x| e(&x))?;
+            out.push((topic.value().to_string(), bytes::Bytes::copy_from_slice(value.value())));
+        }
+        Ok(out)
+    }
+
     /// Writes `batch` in one durable transaction (deletions first, then creations, then
-    /// checkpoints of names that still exist).
+    /// checkpoints of names that still exist, then retained values in order).
     pub(super) fn write(&self, batch: &Batch) -> Result<(), DurableStoreError> {
         let e = |e: &dyn std::fmt::Display| error(&self.path, e);
         let mut txn = self.db.begin_write().map_err(|x| e(&x))?;
@@ -114,6 +137,14 @@ impl DurableStore {
                     checkpoints.insert((name.as_str(), *pubend), *tick).map_err(|x| e(&x))?;
                 }
             }
+            let mut retained = txn.open_table(RETAINED).map_err(|x| e(&x))?;
+            for (topic, value) in &batch.retained {
+                match value {
+                    Some(value) => retained.insert(topic.as_str(), value.as_ref()).map(drop),
+                    None => retained.remove(topic.as_str()).map(drop),
+                }
+                .map_err(|x| e(&x))?;
+            }
         }
         txn.commit().map_err(|x| e(&x))
     }
@@ -128,7 +159,7 @@ mod tests {
     use super::*;
 
     fn record(pattern: &str) -> Record {
-        Record { pattern: pattern.into(), selector: Some("x > 1".into()), created_ms: 7 }
+        Record { pattern: pattern.into(), selector: Some("x > 1".into()), created_ms: 7, key: None }
     }
 
     #[test]
@@ -151,5 +182,22 @@ mod tests {
         store.write(&Batch { deleted: vec!["a".into()], ..Batch::default() }).unwrap();
         let loaded = store.load().unwrap();
         assert_eq!(loaded, vec![("b".into(), record("b"), BTreeMap::from([(1, 5)]))]);
+    }
+
+    #[test]
+    fn retained_values_survive_a_reopen_in_the_order_written_and_a_clearing_removes_one() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = DurableStore::open(dir.path()).unwrap();
+            let retained = vec![
+                ("a".into(), Some(bytes::Bytes::from_static(b"1"))),
+                ("b".into(), Some(bytes::Bytes::from_static(b"2"))),
+                ("a".into(), Some(bytes::Bytes::from_static(b"3"))),
+                ("b".into(), None),
+            ];
+            store.write(&Batch { retained, ..Batch::default() }).unwrap();
+        }
+        let store = DurableStore::open(dir.path()).unwrap();
+        assert_eq!(store.load_retained().unwrap(), vec![("a".to_string(), bytes::Bytes::from_static(b"3"))]);
     }
 }

@@ -15,8 +15,15 @@
 //!
 //! The work queue lives in memory while the broker runs, also with no member (blocked): a
 //! member joining later gets what the others gave back. After a restart the group resumes from
-//! its checkpoint: what was above it comes again (unflagged: leases are not recorded), even a
-//! message a member acknowledged out of order, so across a restart it is at least once.
+//! its checkpoint: what was above it comes again, even a message a member acknowledged out of
+//! order, so across a restart it is at least once. Leases are not recorded (a write per lease
+//! would put a sync on every delivery), so which of those messages a member had is not known:
+//! every message the log held when the broker started ([`Driver::restart_marks`]) goes out
+//! flagged redelivered. The flag means "may have been delivered before": never missing on a
+//! message delivered twice, also set on one that was logged but not yet leased at the crash.
+//! A keyed group (`--queue-key`: the key property is kept in the group's durable record, and
+//! every member must give the same) offers each message with its value's hash, and the work
+//! queue leases it by rendezvous hashing (`tidings_node::work_queue`).
 //! Members on one broker only: a broker with links refuses a guaranteed member
 //! ([`crate::broker_core`]).
 
@@ -52,6 +59,8 @@ struct Member {
 /// One group at this broker.
 pub(super) struct Group {
     name: String,
+    /// The property whose value picks the member (`--queue-key`), if keyed.
+    key: Option<String>,
     queue: WorkQueue<Message>,
     members: BTreeMap<MemberId, Member>,
     /// The core was told to stop delivering to the group's subend.
@@ -98,6 +107,7 @@ impl Driver {
         let restored = !self.groups.is_group(group);
         let entry = self.groups.by_subend.entry(group).or_insert_with(|| Group {
             name: spec.name.clone(),
+            key: spec.key.clone(),
             queue: WorkQueue::default(),
             members: BTreeMap::new(),
             blocked: false,
@@ -192,7 +202,8 @@ impl Driver {
         };
         self.durable_delivered(group, pubend, tick);
         if let Some(entry) = self.groups.by_subend.get_mut(&group) {
-            entry.queue.offer(pubend, tick, message);
+            let key = entry.key.as_deref().and_then(|key| message.property(key)).map(crate::queue_groups::value_hash);
+            entry.queue.offer_keyed(pubend, tick, message, key);
         }
         self.group_turn(group);
     }
@@ -205,7 +216,8 @@ impl Driver {
         entry.queue.dispatch(&mut leases);
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
-            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered);
+            let before_restart = self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark);
+            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered || before_restart);
             // Never dropped; the member's window bounds what queues for it.
             let _ = to.outbox.push_guaranteed(to.id, tidings_wire::PubendId(pubend.0), tick, &message);
             self.metrics.deliveries.inc();

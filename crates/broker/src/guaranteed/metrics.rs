@@ -126,6 +126,9 @@ pub struct GuaranteedMetrics {
     pub subends: Gauge,
     /// Durable subscriptions created.
     pub durable_created: Counter,
+    /// Writes of retained values to disk (each one synced transaction, possibly of several
+    /// values): how often guaranteed retained values cost an fsync.
+    pub retained_writes: Counter,
     /// Durable subscriptions taken up again by a client.
     pub durable_resumed: Counter,
     /// Durable subscriptions deleted.
@@ -195,6 +198,7 @@ impl GuaranteedMetrics {
             pubends: Gauge::default(),
             subends: Gauge::default(),
             durable_created: Counter::default(),
+            retained_writes: Counter::default(),
             durable_resumed: Counter::default(),
             durable_deleted: Counter::default(),
             group_redeliveries: Counter::default(),
@@ -272,6 +276,7 @@ impl GuaranteedMetrics {
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());
+        r.register("retained_writes", "Synced writes of retained values to disk", m.retained_writes.clone());
         r.register("durable_resumed", "Durable subscriptions taken up again by a client", m.durable_resumed.clone());
         r.register("durable_deleted", "Durable subscriptions deleted", m.durable_deleted.clone());
         r.register(

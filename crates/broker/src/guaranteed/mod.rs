@@ -34,6 +34,7 @@ mod metrics;
 mod net;
 pub mod peer;
 mod replicas;
+mod retained_values;
 mod retention;
 mod state;
 mod subscribe;
@@ -101,8 +102,11 @@ pub(crate) enum Command {
     Replica { from: tidings_route::BrokerName, frame: tidings_wire::peer::Replica },
     /// Writes of the replica journals completed.
     ReplicaSynced(Vec<Completion>),
-    /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`.
-    Publish { publish: GuaranteedPublish, reply: Arc<Outbox> },
+    /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`. `retained`:
+    /// the retained value it sets (the copy the session applies), written to disk first.
+    Publish { publish: GuaranteedPublish, reply: Arc<Outbox>, retained: Option<tidings_wire::Message> },
+    /// A topic kept on disk got a new retained value in memory (`None`: cleared).
+    RetainedChanged { topic: String, value: Option<bytes::Bytes> },
     /// A guaranteed SUBSCRIBE, already validated (a durable name already claimed); SUBSCRIBED
     /// goes to `outbox`.
     Subscribe {
@@ -194,6 +198,7 @@ impl Command {
             Command::Replica { .. } => "replica message",
             Command::ReplicaSynced(_) => "replica journal completions",
             Command::Publish { .. } => "publish",
+            Command::RetainedChanged { .. } => "retained value changed",
             Command::Subscribe { .. } => "subscribe",
             Command::Join(_) => "join group",
             Command::Unsubscribe { .. } => "unsubscribe",
@@ -213,6 +218,8 @@ pub struct Guaranteed {
     next_subend: Arc<AtomicU64>,
     claims: Arc<parking_lot::Mutex<durable::Claims>>,
     state: Arc<parking_lot::Mutex<GuaranteedState>>,
+    /// The retained values found on disk at start, until the server takes them.
+    restored: parking_lot::Mutex<Vec<tidings_wire::Message>>,
 }
 
 impl Guaranteed {
@@ -246,8 +253,11 @@ impl Guaranteed {
         driver.retention = retention;
         driver.replicas = replicas::Replicas::open(data_dir, replica_store, replica_cluster, tx.clone())?;
         driver.open_found()?;
+        let (kept, restored) = retained_values::load(&driver.durables.store)?;
+        driver.kept = kept;
         let state = driver.shared_state();
-        Ok((Guaranteed { tx, next_subend, claims, state }, driver))
+        let restored = parking_lot::Mutex::new(restored);
+        Ok((Guaranteed { tx, next_subend, claims, state, restored }, driver))
     }
 
     /// The latest snapshot of guaranteed delivery here, for `/state`.
@@ -260,9 +270,25 @@ impl Guaranteed {
         let _ = self.tx.send(command);
     }
 
-    /// A GPUBLISH: logged, then acknowledged (or refused) on `reply`.
-    pub fn publish(&self, publish: GuaranteedPublish, reply: Arc<Outbox>) {
-        self.send(Command::Publish { publish, reply });
+    /// A GPUBLISH: logged, then acknowledged (or refused) on `reply`. With `retained` (the
+    /// retained value it sets, as the session applies it), that value is written to disk
+    /// first, so an acknowledged value survives a restart.
+    pub fn publish(&self, publish: GuaranteedPublish, reply: Arc<Outbox>, retained: Option<tidings_wire::Message>) {
+        self.send(Command::Publish { publish, reply, retained });
+    }
+
+    /// The retained values kept on disk here (once: the server gives them to the in-memory
+    /// store at start), and the hook that store hands every later change of their topics to
+    /// (see [`crate::retained`]).
+    pub fn retained_on_disk(&self) -> (Vec<tidings_wire::Message>, crate::retained::DurableHook) {
+        let values = std::mem::take(&mut *self.restored.lock());
+        let tx = self.tx.clone();
+        let hook = move |topic: &str, value: Option<&tidings_wire::Message>| {
+            let value = value.map(|m| m.as_bytes().clone());
+            // Fails only once the driver has stopped (shutdown).
+            let _ = tx.send(Command::RetainedChanged { topic: topic.to_string(), value });
+        };
+        (values, Box::new(hook))
     }
 
     /// A guaranteed SUBSCRIBE: attached to every pubend, confirmed with SUBSCRIBED on `outbox`.
@@ -289,22 +315,23 @@ impl Guaranteed {
         Ok(subend)
     }
 
-    /// A guaranteed queue group member joins `group`: refused at once if the group exists for
-    /// another pattern or selector (its members share one filter: the group is one
+    /// A guaranteed queue group member joins `group` (keyed by the property `key`, if given):
+    /// refused at once if the group exists for another pattern, selector or key (its members share one filter: the group is one
     /// subscription). Returns the member's own subend number (its acks and its end name it).
     pub fn join_group(
         &self,
         id: SubId,
         group: &str,
-        (pattern_text, selector_text): (String, Option<String>),
+        (pattern_text, selector_text, key): (String, Option<String>, Option<String>),
         filter: (Pattern, Option<Selector>),
         outbox: Arc<Outbox>,
     ) -> Result<SubendId, tidings_wire::Notice> {
         let name = groups::durable_name(group);
         let fresh = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
-        let subend = self.claims.lock().claim_group(&name, &pattern_text, selector_text.as_deref(), fresh)?;
+        let texts = (pattern_text.as_str(), selector_text.as_deref(), key.as_deref());
+        let subend = self.claims.lock().claim_group(&name, texts, fresh)?;
         let member = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
-        let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text };
+        let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text, key };
         self.send(Command::Join(Box::new(groups::Join { member, group: subend, id, spec, filter, outbox })));
         Ok(member)
     }

@@ -345,33 +345,38 @@ impl MqttSession {
             return self.refuse(MqttReason::PacketTooLarge);
         };
         let publisher = PublisherId(client_hash(&self.client_id));
-        let frame = Frame::GuaranteedPublish(GuaranteedPublish { publisher, seq, pubend: String::new(), message });
-        if let Next::Refuse(notice) = self.native.handle(frame) {
+        let publish_frame = GuaranteedPublish { publisher, seq, pubend: String::new(), message };
+        let copy = match publish.retain {
+            true => retained_copy(&topic, properties, publish.qos, publish.payload, sent),
+            false => None,
+        };
+        let copy = copy.filter(|copy| {
+            let fits = self.native.can_retain(copy);
+            if !fits {
+                debug!(topic, "a QoS 1/2 retained value was not kept (past max_retained_bytes)");
+            }
+            fits
+        });
+        if let Err(notice) = self.native.guaranteed_publish_with(publish_frame, copy.map(Some)) {
             return self.refuse(reason_for(&notice));
-        }
-        if publish.retain {
-            self.keep_retained(&topic, properties, publish.qos, publish.payload, sent);
         }
         Step::Reply(Vec::new())
     }
+}
 
-    /// Makes a QoS 1/2 retained publish its topic's retained value, network-wide, as a QoS 0 one
-    /// is: a best-effort copy that only sets the value ([`RETAIN_ONLY`]; its live copy is the
-    /// guaranteed one), marked with its QoS so a new subscription gets it at the lower of the
-    /// two. Kept in memory like QoS 0 values (not across a restart), and set once the publish is
-    /// accepted, before its sync: a refused copy (say, past `max_retained_bytes`) leaves the
-    /// value as it was and the publish goes on.
-    fn keep_retained(&mut self, topic: &str, mut properties: Vec<Property>, qos: QoS, payload: Bytes, sent: u64) {
-        properties.retain(|p| p.key != QOS_PROPERTY);
-        properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(qos as i64) });
-        properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
-        properties.push(Property { key: RETAIN_ONLY.to_string(), value: Value::Bool(true) });
-        if let Ok(message) = Message::new(topic, &properties, payload, sent) {
-            if let Next::Refuse(notice) = self.native.handle(Frame::Publish(message)) {
-                debug!(%notice, topic, "a QoS 1/2 retained value was not kept");
-            }
-        }
-    }
+/// Makes a QoS 1/2 retained publish its topic's retained value, network-wide, as a QoS 0 one
+/// is: a best-effort copy that only sets the value ([`RETAIN_ONLY`]; its live copy is the
+/// guaranteed one), marked with its QoS so a new subscription gets it at the lower of the two.
+/// Kept on disk by this broker before the publish is acknowledged, as a native guaranteed
+/// retained publish is (`crate::guaranteed::retained_values`), and set in memory once the
+/// publish is accepted, before its sync. A copy the store has no room for (past
+/// `max_retained_bytes`) is not made: the value stays as it was and the publish goes on.
+fn retained_copy(topic: &str, mut properties: Vec<Property>, qos: QoS, payload: Bytes, sent: u64) -> Option<Message> {
+    properties.retain(|p| p.key != QOS_PROPERTY);
+    properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(qos as i64) });
+    properties.push(Property { key: RETAIN.to_string(), value: Value::Bool(true) });
+    properties.push(Property { key: RETAIN_ONLY.to_string(), value: Value::Bool(true) });
+    Message::new(topic, &properties, payload, sent).ok()
 }
 
 /// Microseconds since the Unix epoch: the native message's send time.

@@ -139,6 +139,7 @@ impl MqttSession {
                     guaranteed.push(id);
                 }
                 let frame = Frame::Subscribe(tidings_wire::Subscribe {
+                    queue_key: None,
                     id,
                     mode,
                     pattern: pattern.clone(),
@@ -275,6 +276,7 @@ pub(super) fn delete_durables(
             id = id.wrapping_add(1).max(1);
             let selector = stored.options.iter().find(|(f, _)| f == filter).and_then(|(_, kept)| kept.selector.clone());
             let frame = Frame::Subscribe(tidings_wire::Subscribe {
+                queue_key: None,
                 id: sub,
                 mode: DeliveryMode::Guaranteed,
                 pattern,

@@ -45,9 +45,10 @@ pub(crate) struct Args {
     size: Option<usize>,
     /// Keep this message as the topic's retained value: every broker of the network keeps it
     /// and gives it to each new matching subscription before any live message (`sub --json`
-    /// lines show `"retained": true`). An empty payload clears the topic's value. Best effort
-    /// only, for now: not with --guaranteed.
-    #[arg(long, conflicts_with = "guaranteed")]
+    /// lines show `"retained": true`). An empty payload clears the topic's value. With
+    /// --guaranteed, the publisher's broker also keeps it on disk before acknowledging it, so it
+    /// survives that broker's restart.
+    #[arg(long)]
     retain: bool,
     /// Guaranteed delivery: wait for the broker's acknowledgement of every publish (on disk),
     /// adding the properties `seq` and `publisher`; exit non-zero if any was not acknowledged.

@@ -20,6 +20,7 @@ use tidings_wire::{DeliveryMode, Value};
   tidings sub 'orders.>' --durable billing --json    # kept while away; resumes where it stopped
   tidings sub 'jobs.>' --queue workers               # one member of 'workers' gets each message
   tidings sub 'jobs.>' --queue workers --guaranteed  # a work queue: each acknowledged once
+  tidings sub 'jobs.>' --queue w --queue-key user    # one user's jobs to one member
   tidings durable rm billing                         # delete it (or UNSUBSCRIBE from a client)")]
 pub(crate) struct Args {
     #[command(flatten)]
@@ -63,6 +64,13 @@ pub(crate) struct Args {
     /// goes to another member, flagged redelivered (`"redelivered": true` with --json).
     #[arg(long, value_name = "GROUP", value_parser = group_name, conflicts_with = "durable")]
     queue: Option<String>,
+    /// With --queue: messages with the same value of the property PROPERTY go to the same
+    /// member while it lives and keeps up (one behind is skipped for the value's next member);
+    /// a member leaving moves only its own values. With --guaranteed, a member keeps up while
+    /// its window of unacknowledged messages has room. Not `--key`: that is the TLS key file
+    /// (`--tls-key`), which every command takes.
+    #[arg(long, value_name = "PROPERTY", requires = "queue")]
+    queue_key: Option<String>,
 }
 
 /// A queue group name as the broker accepts it (a usage error otherwise).
@@ -233,6 +241,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
         let options = SubscribeOptions::new(&args.patterns[0]).queue(group).explicit_acks();
+        let options = SubscribeOptions { queue_key: args.queue_key.clone(), ..options };
         let options = SubscribeOptions { mode: DeliveryMode::Guaranteed, selector: args.selector.clone(), ..options };
         let what = format!("guaranteed queue group {group:?} on {:?}", args.patterns[0]);
         let (client, subscription) = subscribe_one(&args, options, &what).await?;
@@ -247,6 +256,7 @@ pub(crate) async fn run(args: Args) -> anyhow::Result<ExitCode> {
             mode: if args.guaranteed { DeliveryMode::Guaranteed } else { DeliveryMode::BestEffort },
             selector: args.selector.clone(),
             group: args.queue.clone(),
+            queue_key: args.queue_key.clone(),
             ..SubscribeOptions::new(pattern)
         };
         // Guaranteed: a tick this command printed already (a subscription set up again after

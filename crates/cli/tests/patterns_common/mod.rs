@@ -112,3 +112,29 @@ pub(crate) fn mosquitto_present() -> bool {
     }
     present
 }
+
+/// Runs `mosquitto_pub` or `mosquitto_sub` (`tool`) against 127.0.0.1:`port` to its end (at most
+/// 20 s).
+pub(crate) fn mosquitto(tool: &str, port: &str, args: &[&str]) -> Output {
+    let child = Command::new(tool)
+        .args(["-h", "127.0.0.1", "-p", port])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    tidings_testkit::finish_within(child, Duration::from_secs(20))
+}
+
+/// The (topic, payload) of `sub --json` lines that must all be retained values, sorted.
+pub(crate) fn retained_values(lines: &[serde_json::Value]) -> Vec<(String, String)> {
+    let mut kept: Vec<(String, String)> = lines
+        .iter()
+        .map(|l| {
+            assert_eq!(l["retained"], true, "{l}");
+            (l["topic"].as_str().unwrap().into(), l["payload"].as_str().unwrap().into())
+        })
+        .collect();
+    kept.sort();
+    kept
+}

@@ -151,3 +151,48 @@ fn with_members_dying_every_message_is_done_exactly_once_and_nothing_is_acknowle
     assert!(redelivered > 0, "members left with work in hand");
     assert_eq!(group_ack, Tick(total), "the group acknowledged everything, in the end");
 }
+
+#[test]
+fn a_keyed_group_keeps_each_key_on_one_member_and_a_leaving_member_moves_only_its_keys() {
+    let mut q = WorkQueue::default();
+    for member in [A, B, C] {
+        q.join(member, 1000);
+    }
+    let owners = |q: &mut WorkQueue<u64>, from: u64| -> BTreeMap<u64, MemberId> {
+        for t in from..from + 300 {
+            q.offer_keyed(P, Tick(t), t, Some(tidings_wire::hash::mix(t % 30)));
+        }
+        let mut owner = BTreeMap::new();
+        for lease in leased(q) {
+            let key = lease.message % 30;
+            assert_eq!(*owner.entry(key).or_insert(lease.member), lease.member, "key {key} on two members");
+            assert!(!lease.redelivered || lease.member != B);
+        }
+        owner
+    };
+    let first = owners(&mut q, 1);
+    for member in [A, B, C] {
+        assert!(first.values().any(|m| *m == member), "{member:?} got no key of 30: {first:?}");
+    }
+    // B leaves with its leases: they and its keys go to A or C; A's and C's keys stay.
+    let given_back = q.leave(B);
+    assert!(given_back > 0);
+    let back = leased(&mut q);
+    assert!(back.iter().all(|l| l.redelivered && first[&(l.message % 30)] == B && l.member != B));
+    let second = owners(&mut q, 1000);
+    for (key, member) in &first {
+        match *member == B {
+            true => assert_ne!(second[key], B),
+            false => assert_eq!(second[key], *member, "key {key} moved though its member stayed"),
+        }
+    }
+    // A full member is passed over for the key's next member, not waited for.
+    let mut q = WorkQueue::default();
+    q.join(A, 1);
+    q.join(B, 1);
+    q.offer_keyed(P, Tick(1), 1, Some(7));
+    q.offer_keyed(P, Tick(2), 2, Some(7));
+    let both = leased(&mut q);
+    assert_eq!(both.len(), 2);
+    assert_ne!(both[0].member, both[1].member);
+}

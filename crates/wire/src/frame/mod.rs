@@ -35,7 +35,7 @@ pub use notice::Notice;
 pub use ping::{Ping, Pong};
 pub use publish_ack::PublishAck;
 pub use publish_refused::PublishRefused;
-pub use subscribe::{check_group_name, DeliveryMode, SubId, Subscribe, MAX_GROUP_LEN, QUEUE_FLAG};
+pub use subscribe::{check_group_name, DeliveryMode, SubId, Subscribe, KEYED_FLAG, MAX_GROUP_LEN, QUEUE_FLAG};
 pub use subscribed::Subscribed;
 pub use token::{Token, TOKEN_LEN};
 pub use unsubscribe::Unsubscribe;

@@ -1,8 +1,10 @@
 //! SUBSCRIBE. Layout: `id:u32 | mode:u8 | pattern:str16 | selector:str16` (empty selector = none),
 //! then, for mode 2 only, `durable:str16`: a guaranteed subscription with a durable name; then,
 //! when the mode byte has its [`QUEUE_FLAG`] bit set, `group:str16`: the queue group the
-//! subscription joins. The optional fields are versioned by the mode byte, so a broker that
-//! predates one refuses it as an unknown mode instead of reading past it.
+//! subscription joins; then, when the mode byte also has its [`KEYED_FLAG`] bit set,
+//! `key:str16`: the property whose value keeps a group's messages on one member. The optional
+//! fields are versioned by the mode byte, so a broker that predates one refuses it as an
+//! unknown mode instead of reading past it.
 
 use bytes::{BufMut, BytesMut};
 
@@ -44,6 +46,9 @@ pub struct Subscribe {
     /// The queue group this subscription joins: each matching message goes to one member of
     /// the group network-wide instead of to every member (a pool of workers sharing a topic).
     pub group: Option<String>,
+    /// With `group`: the property whose value picks the member (messages with the same value go
+    /// to the same member while it lives), instead of taking turns.
+    pub queue_key: Option<String>,
 }
 
 /// The mode byte of a guaranteed subscription with a durable name.
@@ -51,6 +56,10 @@ const DURABLE: u8 = 2;
 
 /// The mode byte's bit saying a queue group name ends the frame.
 pub const QUEUE_FLAG: u8 = 0x80;
+
+/// The mode byte's bit saying a queue key property follows the group name (only with
+/// [`QUEUE_FLAG`]).
+pub const KEYED_FLAG: u8 = 0x40;
 
 /// The longest queue group name, in bytes: group names travel in routing summaries and in the
 /// header of every message forwarded to a group, so they are kept short.
@@ -78,7 +87,14 @@ pub fn check_group_name(name: &str) -> Result<(), String> {
 impl Subscribe {
     pub(crate) fn encode_body(&self, out: &mut BytesMut) -> Result<(), WireError> {
         out.put_u32(self.id.0);
-        let flag = if self.group.is_some() { QUEUE_FLAG } else { 0 };
+        let flag = match (&self.group, &self.queue_key) {
+            (Some(_), Some(_)) => QUEUE_FLAG | KEYED_FLAG,
+            (Some(_), None) => QUEUE_FLAG,
+            (None, Some(_)) => {
+                return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "queue_key", value: 0 })
+            }
+            (None, None) => 0,
+        };
         match (&self.durable, self.mode) {
             (Some(_), DeliveryMode::Guaranteed) => out.put_u8(DURABLE | flag),
             (Some(_), DeliveryMode::BestEffort) => {
@@ -91,8 +107,11 @@ impl Subscribe {
         if let Some(name) = &self.durable {
             put_str16(out, "durable", name)?;
         }
-        match &self.group {
-            Some(group) => put_str16(out, "group", group),
+        if let Some(group) = &self.group {
+            put_str16(out, "group", group)?;
+        }
+        match &self.queue_key {
+            Some(key) => put_str16(out, "queue_key", key),
             None => Ok(()),
         }
     }
@@ -101,7 +120,11 @@ impl Subscribe {
         let mut r = Reader::new("SUBSCRIBE", body);
         let id = SubId(r.u32("id")?);
         let byte = r.u8("mode")?;
-        let mode = match byte & !QUEUE_FLAG {
+        if byte & KEYED_FLAG != 0 && byte & QUEUE_FLAG == 0 {
+            return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: u64::from(byte) });
+        }
+        let flags = QUEUE_FLAG | KEYED_FLAG;
+        let mode = match byte & !flags {
             0 => DeliveryMode::BestEffort,
             1 | DURABLE => DeliveryMode::Guaranteed,
             _ => return Err(WireError::InvalidField { frame: "SUBSCRIBE", field: "mode", value: u64::from(byte) }),
@@ -109,7 +132,7 @@ impl Subscribe {
         let pattern = r.str16("pattern")?.to_string();
         let selector = r.str16("selector")?;
         let selector = (!selector.is_empty()).then(|| selector.to_string());
-        let durable = match byte & !QUEUE_FLAG {
+        let durable = match byte & !flags {
             DURABLE => Some(r.str16("durable")?.to_string()),
             _ => None,
         };
@@ -117,7 +140,11 @@ impl Subscribe {
             0 => None,
             _ => Some(r.str16("group")?.to_string()),
         };
+        let queue_key = match byte & KEYED_FLAG {
+            0 => None,
+            _ => Some(r.str16("queue_key")?.to_string()),
+        };
         r.finish()?;
-        Ok(Subscribe { id, mode, pattern, selector, durable, group })
+        Ok(Subscribe { id, mode, pattern, selector, durable, group, queue_key })
     }
 }

@@ -93,6 +93,7 @@ fn publish_golden_bytes() {
 #[test]
 fn subscribe_golden_bytes() {
     let s = Subscribe {
+        queue_key: None,
         id: SubId(7),
         mode: DeliveryMode::BestEffort,
         pattern: "a.>".into(),
@@ -106,6 +107,7 @@ fn subscribe_golden_bytes() {
 #[test]
 fn durable_subscribe_golden_bytes() {
     let s = |mode| Subscribe {
+        queue_key: None,
         id: SubId(7),
         mode,
         pattern: "a".into(),
@@ -122,6 +124,7 @@ fn durable_subscribe_golden_bytes() {
 #[test]
 fn queue_group_subscribe_golden_bytes() {
     let s = Subscribe {
+        queue_key: None,
         id: SubId(7),
         mode: DeliveryMode::BestEffort,
         pattern: "a".into(),
@@ -130,9 +133,19 @@ fn queue_group_subscribe_golden_bytes() {
         group: Some("w".into()),
     };
     let bytes = [0, 0, 0, 14, 0x04, 0, 0, 0, 7, 0x80, 0, 1, b'a', 0, 0, 0, 1, b'w'];
-    golden(Frame::Subscribe(s), &bytes);
+    golden(Frame::Subscribe(s.clone()), &bytes);
+    // Mode byte 0xc0: a member (0x80) of a group keyed (0x40) by the property that ends the frame.
+    let keyed = Subscribe { queue_key: Some("k".into()), ..s.clone() };
+    let bytes = [0, 0, 0, 17, 0x04, 0, 0, 0, 7, 0xc0, 0, 1, b'a', 0, 0, 0, 1, b'w', 0, 1, b'k'];
+    golden(Frame::Subscribe(keyed.clone()), &bytes);
+    // A key without a group is no frame: refused both ways.
+    let lone = Subscribe { group: None, ..keyed };
+    assert!(Frame::Subscribe(lone).encode(&mut BytesMut::new()).is_err());
+    let mut buf = BytesMut::from(&[0, 0, 0, 14, 0x04, 0, 0, 0, 7, 0x40, 0, 1, b'a', 0, 0, 0, 1, b'k'][..]);
+    assert!(Frame::decode(&mut buf, DEFAULT_MAX_FRAME).is_err());
     // A durable member: the durable name first, then the group.
     let s = Subscribe {
+        queue_key: None,
         id: SubId(7),
         mode: DeliveryMode::Guaranteed,
         pattern: "a".into(),
