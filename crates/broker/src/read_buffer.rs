@@ -49,12 +49,25 @@ pub(crate) struct ReadBuffer {
     frame_timeout: Duration,
     /// When the frame at the front of `buf` began to arrive (None: nothing buffered).
     frame_began: Option<Instant>,
+    /// How many more bytes the frame at the front needs, by the protocol's own header.
+    needed: fn(&[u8]) -> Option<usize>,
 }
 
 impl ReadBuffer {
-    /// An empty buffer charging `budget`, whose frames must arrive within `frame_timeout`.
+    /// An empty buffer of native frames charging `budget`, whose frames must arrive within
+    /// `frame_timeout`.
     pub(crate) fn new(budget: Arc<QueueBudget>, frame_timeout: Duration) -> ReadBuffer {
+        ReadBuffer::of(tidings_wire::frame::needed, budget, frame_timeout)
+    }
+
+    /// [`ReadBuffer::new`] for another protocol's frames, whose headers `needed` reads (MQTT's).
+    pub(crate) fn of(
+        needed: fn(&[u8]) -> Option<usize>,
+        budget: Arc<QueueBudget>,
+        frame_timeout: Duration,
+    ) -> ReadBuffer {
         ReadBuffer {
+            needed,
             buf: BytesMut::new(),
             chunk: MIN_READ_CHUNK,
             releasing: false,
@@ -75,7 +88,7 @@ impl ReadBuffer {
                 self.buf.reserve(self.chunk);
             } else {
                 // Doubling keeps copies few, but never past the frame at the front and a chunk.
-                let frame_end = tidings_wire::frame::needed(&self.buf).map_or(want, |more| len + more + READ_CHUNK);
+                let frame_end = (self.needed)(&self.buf).map_or(want, |more| len + more + READ_CHUNK);
                 let capacity = (self.buf.capacity() * 2).min(frame_end).max(want);
                 self.charge(capacity)?;
                 let mut grown = BytesMut::with_capacity(capacity);

@@ -1,29 +1,34 @@
-//! The delivery task of an MQTT connection: reads the native frames the session's outbox writes
-//! into the in-memory pipe and writes what the client must see as MQTT packets: each DELIVER as
-//! a QoS 0 PUBLISH, each GDELIVER as a PUBLISH at the lower of the subscription's and the
-//! message's QoS (its topic mapped back, `$` topics left out of leading-wildcard filters,
-//! nothing over the client's maximum packet size), PUBLISH_ACK as PUBACK or PUBREC, SUBSCRIBED
-//! as the SUBACK that waited for it, and a native close as a 5.0 DISCONNECT.
+//! The delivery task of an MQTT connection: takes what the native session's outbox queued and
+//! writes what the client must see as MQTT packets: each delivery as a QoS 0 PUBLISH, each
+//! guaranteed delivery as a PUBLISH at the lower of the subscription's and the message's QoS
+//! (its topic mapped back, `$` topics left out of leading-wildcard filters, nothing over the
+//! client's maximum packet size), PUBLISH_ACK as PUBACK or PUBREC, SUBSCRIBED as the SUBACK
+//! that waited for it, and a native close as a 5.0 DISCONNECT.
 //!
-//! A QoS 1/2 PUBLISH waits for room in the in-flight window: the task stops reading the pipe,
-//! so the guaranteed engine holds the rest in its log, not here.
+//! It is the outbox's writer: the queued items are encoded as MQTT straight from the queue (no
+//! native frames in between), and each batch is accounted to the outbox as the native writer's
+//! is, so the queue limits, the slow-consumer policy and the metrics apply unchanged.
+//! A QoS 1/2 PUBLISH waits for room in the in-flight window: the task stops taking from the
+//! outbox, so the queue fills and the guaranteed engine holds the rest in its log, not here.
 
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use tidings_wire::mqtt::{
     Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse, QoS,
 };
-use tidings_wire::{DeliveryAck, Frame, GuaranteedDeliver, Message, SubId, ValueRef};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
-use tokio::sync::mpsc::UnboundedSender;
+use tidings_wire::{Frame, Message, PubendId, SubId, Tick, ValueRef};
+use tokio::io::AsyncWriteExt;
 
 use super::link::{Link, QOS_PROPERTY};
 use super::session::{delivery, reason_for};
 use super::Writer;
-use crate::outbox::Outbox;
+use crate::outbox::queue::Item;
+use crate::outbox::{Outbox, Target, Turn, MAX_BATCH};
 
-/// The pipe carries frames the broker itself wrote, each under its own limits: no second limit.
+/// Control frames are the broker's own, each under its own limits: no second limit.
 const NATIVE_FRAME_LIMIT: usize = u32::MAX as usize;
 
 /// What the delivery task needs of its connection.
@@ -32,20 +37,22 @@ pub(super) struct Delivery {
     pub(super) writer: Writer,
     /// What it shares with the reader.
     pub(super) link: Arc<Link>,
+    /// The native session's queue, which this task drains.
+    pub(super) outbox: Arc<Outbox>,
     /// The connection's MQTT version.
     pub(super) version: ProtocolVersion,
     /// The largest packet the client accepts.
     pub(super) max_packet: usize,
     /// The topic aliases set on this connection's PUBLISHes.
     pub(super) aliases: parking_lot::Mutex<super::aliases::ServerAliases>,
-    /// Acknowledgements of guaranteed deliveries sent at QoS 0, for the reader's native session.
-    pub(super) acks: UnboundedSender<DeliveryAck>,
     /// The hash of the session's client identifier, which its own messages carry when it has a
     /// no-local subscription.
     pub(super) origin: u64,
+    /// Bytes written to the client in the batch being written, for the outbox's counts.
+    written: AtomicU64,
 }
 
-/// What translating a frame did.
+/// What translating an item did.
 enum Translated {
     Carry,
     /// Close after sending this (a 5.0 DISCONNECT) or nothing.
@@ -53,79 +60,137 @@ enum Translated {
 }
 
 impl Delivery {
-    /// Runs until the pipe closes (the outbox's writer finished) or the client is gone.
-    pub(super) async fn run(self, mut pipe: DuplexStream, outbox: Arc<Outbox>) {
-        let mut frames = BytesMut::with_capacity(8 * 1024);
-        let mut out = BytesMut::new();
-        'pipe: loop {
-            match pipe.read_buf(&mut frames).await {
-                Ok(n) if n > 0 => {}
-                _ => break,
-            }
-            loop {
-                let frame = match Frame::decode(&mut frames, NATIVE_FRAME_LIMIT) {
-                    Ok(Some(frame)) => frame,
-                    Ok(None) => break,
-                    Err(_) => {
-                        let _ = super::write_flushed(&self.writer, &out).await;
-                        break 'pipe;
-                    }
-                };
-                match self.translate(frame, &mut out).await {
-                    Some(Translated::Carry) => {}
-                    Some(Translated::Close(last)) => {
-                        if let Some(packet) = last {
-                            let _ = packet.encode(self.version, &mut out);
-                        }
-                        let _ = super::write_flushed(&self.writer, &out).await;
-                        break 'pipe;
-                    }
-                    None => break 'pipe,
-                }
-            }
-            if !self.flush(&mut out).await {
+    /// The delivery task of a connection once its CONNACK is written.
+    pub(super) fn new(
+        (writer, link, outbox): (Writer, Arc<Link>, Arc<Outbox>),
+        version: ProtocolVersion,
+        max_packet: usize,
+        client_aliases: Option<u16>,
+        origin: u64,
+    ) -> Delivery {
+        let aliases = parking_lot::Mutex::new(super::aliases::ServerAliases::new(client_aliases));
+        Delivery { writer, link, outbox, version, max_packet, aliases, origin, written: AtomicU64::new(0) }
+    }
+
+    /// Runs until the outbox is finished (the connection closes) or the client is gone.
+    pub(super) async fn run(self) {
+        let mut batch = VecDeque::new();
+        loop {
+            let closing = match self.outbox.next_batch(&mut batch).await {
+                Turn::Write => None,
+                Turn::Close(last) => Some(last),
+                Turn::Stop => break,
+            };
+            let charged: usize = batch.iter().map(Item::charged).sum();
+            let taken = batch.len();
+            // Boxed: the work of a batch takes room while there is a batch, not while idle.
+            let (delivered, step) = Box::pin(self.batch(&mut batch, closing)).await;
+            let bytes = self.written.swap(0, Ordering::Relaxed);
+            let written = step.is_some();
+            self.outbox.batch_done(charged, written.then_some((delivered, bytes)));
+            if !matches!(step, Some(Translated::Carry)) {
                 break;
             }
+            if taken == MAX_BATCH {
+                // More is queued: the tasks woken meanwhile on this worker go first.
+                tokio::task::yield_now().await;
+            }
         }
-        outbox.abort();
+        self.outbox.writer_gone();
         let _ = self.writer.lock().await.shutdown().await;
     }
 
+    /// Writes one taken batch, then `closing` (the native close, if the queue is closing) as
+    /// MQTT. Returns the deliveries it held and how it ended: `Carry` when all was written,
+    /// `Close` when the connection must close (its last packet written), `None` when the
+    /// client is gone. The packets are built into a buffer that lives for this batch only: an
+    /// idle connection holds none.
+    async fn batch(&self, batch: &mut VecDeque<Item<Target>>, closing: Option<Bytes>) -> (u64, Option<Translated>) {
+        let mut out = BytesMut::new();
+        let mut delivered = 0;
+        for item in batch.drain(..).chain(closing.map(Item::Frame)) {
+            let step = match item {
+                Item::Deliver(target, message, _missed) => {
+                    delivered += 1;
+                    self.deliver(target.id, &message, &mut out).await
+                }
+                Item::Guaranteed(id, pubend, tick, message) => {
+                    delivered += 1;
+                    self.guaranteed(id, (pubend, tick), &message, &mut out).await
+                }
+                Item::Frame(frame) => match Frame::decode(&mut BytesMut::from(&frame[..]), NATIVE_FRAME_LIMIT) {
+                    Ok(Some(frame)) => self.translate(frame, &mut out).await,
+                    _ => Some(Translated::Close(None)),
+                },
+            };
+            match step {
+                Some(Translated::Carry) => {}
+                Some(Translated::Close(last)) => {
+                    if let Some(packet) = last {
+                        let _ = packet.encode(self.version, &mut out);
+                    }
+                    self.flush(&mut out).await;
+                    return (delivered, Some(Translated::Close(None)));
+                }
+                None => return (delivered, None),
+            }
+        }
+        match self.flush(&mut out).await {
+            true => (delivered, Some(Translated::Carry)),
+            false => (delivered, None),
+        }
+    }
+
+    /// Writes what `out` holds, unless the connection is finished first (cut by the budget, or
+    /// closed by its reader): a client that does not read must not hold this task.
     async fn flush(&self, out: &mut BytesMut) -> bool {
-        out.is_empty() || super::write_flushed(&self.writer, &out.split()).await.is_ok()
+        if out.is_empty() {
+            return true;
+        }
+        let written = tokio::select! {
+            written = super::write_flushed(&self.writer, out) => written.is_ok(),
+            () = self.outbox.done.cancelled() => false,
+        };
+        self.written.fetch_add(out.len() as u64, Ordering::Relaxed);
+        out.clear();
+        written
     }
 
     fn push(&self, packet: Packet, out: &mut BytesMut) {
         let _ = packet.encode(self.version, out);
     }
 
-    /// Appends the MQTT form of one native frame to `out`; `None` when the client is gone.
-    async fn translate(&self, frame: Frame, out: &mut BytesMut) -> Option<Translated> {
-        match frame {
-            Frame::Deliver(deliver) => {
-                let sub = self.link.state.lock().subs.get(&deliver.id).cloned();
-                let Some(sub) = sub else { return Some(Translated::Carry) };
-                let qos = retained_qos(&deliver.message).min(sub.qos);
-                if let Some(publish) = delivery(&deliver.message, &sub, self.version, self.origin) {
-                    if qos != QoS::AtMostOnce {
-                        return self.retained(deliver.id, publish, qos, out).await;
-                    }
-                    let mut packet = BytesMut::new();
-                    let mut publish = Packet::Publish(publish);
-                    // Sized with its name: an alias is set only on a PUBLISH the client gets.
-                    if publish.encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet {
-                        let aliased = match &mut publish {
-                            Packet::Publish(p) => self.aliases.lock().apply(p),
-                            _ => false,
-                        };
-                        match aliased {
-                            true => self.push(publish, out),
-                            false => out.extend_from_slice(&packet),
-                        }
-                    }
+    /// Appends the QoS 0 PUBLISH of a delivery on subscription `id` to `out` (a retained value
+    /// at QoS 1/2 waits for room); `None` when the client is gone.
+    async fn deliver(&self, id: SubId, message: &Message, out: &mut BytesMut) -> Option<Translated> {
+        let sub = self.link.state.lock().subs.get(&id).cloned();
+        let Some(sub) = sub else { return Some(Translated::Carry) };
+        let qos = retained_qos(message).min(sub.qos);
+        if let Some(publish) = delivery(message, &sub, self.version, self.origin) {
+            if qos != QoS::AtMostOnce {
+                return self.retained(id, publish, qos, out).await;
+            }
+            let mut packet = BytesMut::new();
+            let mut publish = Packet::Publish(publish);
+            // Sized with its name: an alias is set only on a PUBLISH the client gets.
+            if publish.encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet {
+                let aliased = match &mut publish {
+                    Packet::Publish(p) => self.aliases.lock().apply(p),
+                    _ => false,
+                };
+                match aliased {
+                    true => self.push(publish, out),
+                    false => out.extend_from_slice(&packet),
                 }
             }
-            Frame::GuaranteedDeliver(deliver) => return self.guaranteed(deliver, out).await,
+        }
+        Some(Translated::Carry)
+    }
+
+    /// Appends the MQTT form of one native control frame to `out`; `None` when the client is
+    /// gone.
+    async fn translate(&self, frame: Frame, out: &mut BytesMut) -> Option<Translated> {
+        match frame {
             Frame::PublishAck(ack) => {
                 let mut state = self.link.state.lock();
                 let Some(id) = state.waiting.remove(&ack.seq) else { return Some(Translated::Carry) };
@@ -201,7 +266,10 @@ impl Delivery {
             if !self.flush(out).await {
                 return None;
             }
-            room.await;
+            tokio::select! {
+                () = room => {}
+                () = self.outbox.done.cancelled() => return None,
+            }
         }
     }
 
@@ -224,11 +292,17 @@ impl Delivery {
 
     /// A guaranteed delivery: sent at the lower of the subscription's and the message's QoS once
     /// the window has room, and acknowledged upstream once the client has it.
-    async fn guaranteed(&self, deliver: GuaranteedDeliver, out: &mut BytesMut) -> Option<Translated> {
-        let Some(sub) = self.link.state.lock().subs.get(&deliver.id).cloned() else { return Some(Translated::Carry) };
-        let qos = sub.qos.min(message_qos(&deliver.message));
+    async fn guaranteed(
+        &self,
+        id: SubId,
+        (pubend, tick): (PubendId, Tick),
+        message: &Message,
+        out: &mut BytesMut,
+    ) -> Option<Translated> {
+        let Some(sub) = self.link.state.lock().subs.get(&id).cloned() else { return Some(Translated::Carry) };
+        let qos = sub.qos.min(message_qos(message));
         let mut packet = BytesMut::new();
-        let publish = delivery(&deliver.message, &sub, self.version, self.origin).filter(|publish| {
+        let publish = delivery(message, &sub, self.version, self.origin).filter(|publish| {
             let mut sized = publish.clone();
             sized.qos = qos;
             sized.packet_id = PacketId::new(1).filter(|_| qos != QoS::AtMostOnce);
@@ -239,7 +313,7 @@ impl Delivery {
         if qos != QoS::AtMostOnce {
             self.room(out).await?;
         }
-        let (packet_id, ack) = self.link.state.lock().sent(deliver.id, (deliver.pubend, deliver.tick), qos);
+        let (packet_id, ack) = self.link.state.lock().sent(id, (pubend, tick), qos);
         if let Some(mut publish) = publish {
             publish.qos = qos;
             publish.packet_id = packet_id;
@@ -247,7 +321,7 @@ impl Delivery {
             self.push(Packet::Publish(publish), out);
         }
         if let Some(ack) = ack {
-            let _ = self.acks.send(ack);
+            self.link.acked(ack);
         }
         Some(Translated::Carry)
     }

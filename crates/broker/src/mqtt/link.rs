@@ -120,6 +120,9 @@ pub(super) struct State {
     pending: HashMap<(SubId, PubendId), BTreeMap<Tick, bool>>,
     /// The most messages in flight.
     pub(super) window: usize,
+    /// Guaranteed deliveries done with at QoS 0, for the reader to acknowledge upstream
+    /// (through its native session, which only the reader holds).
+    pub(super) acks: Vec<DeliveryAck>,
 }
 
 /// [`State`] and the signal that room opened in the window.
@@ -129,6 +132,23 @@ pub(super) struct Link {
     pub(super) state: Mutex<State>,
     /// Notified when a message in flight completes.
     pub(super) room: Notify,
+    /// Notified when `state.acks` has acknowledgements for the reader.
+    pub(super) acks: Notify,
+}
+
+impl Link {
+    /// Hands `ack` to the reader, which acknowledges it upstream. A vector under the lock the
+    /// state already has, not a channel: a channel allocates its first block of slots at once,
+    /// a kilobyte per idle connection.
+    pub(super) fn acked(&self, ack: DeliveryAck) {
+        self.state.lock().acks.push(ack);
+        self.acks.notify_one();
+    }
+
+    /// The acknowledgements handed to the reader since it last looked.
+    pub(super) fn take_acks(&self) -> Vec<DeliveryAck> {
+        std::mem::take(&mut self.state.lock().acks)
+    }
 }
 
 impl State {

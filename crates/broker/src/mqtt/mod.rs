@@ -4,10 +4,11 @@
 //! not offer them on port 1883 unless asked to.
 //!
 //! Each connection is a reader (this module: MQTT packets in, translated by [`session`] onto a
-//! native session) and a delivery task ([`delivery`]: the native session's outbound frames in,
-//! MQTT PUBLISH packets out). The native outbox is drained by its own writer into an in-memory
-//! pipe that the delivery task reads, so queue limits, the slow-consumer policy and the metrics
-//! apply unchanged; translating the outbox's items directly is the next step for speed.
+//! native session) and a delivery task ([`delivery`]: the native session's outbox drained
+//! straight into MQTT packets), so queue limits, the slow-consumer policy and the metrics apply
+//! as to a native client. An idle connection holds no buffer: the read buffer is given back
+//! when the connection goes quiet, and the delivery task builds each batch's packets in a
+//! buffer of that batch (issue 42: an idle connection at most 5 KB).
 //!
 //! MQTT over WebSocket (`[mqtt] websocket`, [`websocket`]) reaches the same connection code:
 //! after the HTTP upgrade, the WebSocket is read and written as a byte stream ([`ws_bytes`]).
@@ -32,7 +33,8 @@ use tracing::debug;
 
 use crate::admission::{fd_limit, Admission};
 use crate::context::Context;
-use crate::outbox::{write_stream, Outbox};
+use crate::outbox::Outbox;
+use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
 use crate::session::{Session, Transport};
 use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
 use delivery::Delivery;
@@ -43,9 +45,6 @@ use tokio_util::sync::CancellationToken;
 /// The largest packet read before CONNECT: a CONNECT with a will is small, and an unknown peer
 /// must not make the broker buffer megabytes.
 const PRE_CONNECT_MAX_PACKET: usize = 64 * 1024;
-
-/// Bytes of native frames in flight between the outbox's writer and the delivery task.
-const PIPE_BYTES: usize = 64 * 1024;
 
 /// How long a closed connection's remaining input is read and dropped (see [`linger`]).
 const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
@@ -138,7 +137,8 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
             return false;
         }
     }
-    out.is_empty() || write_flushed(writer, &out).await.is_ok()
+    // Boxed: a connection's task would otherwise hold room for this write all its life.
+    out.is_empty() || Box::pin(write_flushed(writer, &out)).await.is_ok()
 }
 
 /// Serves a connection, plaintext or (with `tls`) once its TLS handshake passed. A client
@@ -152,7 +152,8 @@ async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, 
             let (reader, writer) = stream.into_split();
             (Box::new(reader), Box::new(writer), None)
         }
-        Some(tls) => match tls.accept(stream, shared.config.limits.handshake_timeout).await {
+        // Boxed, as every step a connection takes once: its task keeps no room for them.
+        Some(tls) => match Box::pin(tls.accept(stream, shared.config.limits.handshake_timeout)).await {
             Accepted::Tls(stream) => {
                 let certificate = crate::tls::client_names(&stream);
                 let (reader, writer) = tokio::io::split(*stream);
@@ -165,7 +166,8 @@ async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, 
             Accepted::Failed => return,
         },
     };
-    connection(Stream { reader, writer, peer, certificate }, shared, registry).await;
+    // Boxed: the task's own future then holds the handshake or the connection, not both.
+    Box::pin(connection(Stream { reader, writer, peer, certificate }, shared, registry)).await;
 }
 
 /// One MQTT client's connection: its halves, who it is on the network, and the names of its
@@ -182,23 +184,23 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("{peer} mqtt");
-    let (native_end, delivery_end) = tokio::io::duplex(PIPE_BYTES);
-    shared.tasks.spawn(write_stream(native_end, Arc::clone(&outbox)));
     let link = Arc::new(link::Link::default());
     let mut native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     native.certificate = certificate;
     let mut session = MqttSession::new(native, Arc::clone(&link), Arc::clone(&registry));
-    let (acks, mut acks_in) = tokio::sync::mpsc::unbounded_channel();
-    let mut buf = BytesMut::with_capacity(1024);
-    let mut delivery_end = Some(delivery_end);
-    let mut keep_alive = Some(shared.config.limits.handshake_timeout);
+    let limits = &shared.config.limits;
+    let mut read = ReadBuffer::of(tidings_wire::mqtt::needed, Arc::clone(&shared.budget), limits.frame_timeout);
+    let mut release_at = None;
+    let mut delivering = false;
+    let mut keep_alive = Some(limits.handshake_timeout);
     let mut hold: Option<registry::Hold> = None;
     let mut kick: Option<CancellationToken> = None;
     'read: loop {
-        let max = if session.version().is_some() { shared.config.limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
+        let max = if session.version().is_some() { limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
+        let mut decoded = 0;
         loop {
             let version = session.version().unwrap_or(ProtocolVersion::V5);
-            let packet = match Packet::decode(&mut buf, version, max) {
+            let packet = match Packet::decode(&mut read.buf, version, max) {
                 Ok(Some(packet)) => packet,
                 Ok(None) => break,
                 Err(e) => {
@@ -206,6 +208,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     break 'read;
                 }
             };
+            decoded += 1;
             if let (Packet::Connect(connect), None) = (&packet, session.version()) {
                 let longest = shared.config.mqtt.max_keep_alive;
                 keep_alive = keep_alive_of(
@@ -216,12 +219,15 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     }
                     .unwrap_or(connect.keep_alive),
                 );
-                if let Err(reason) = session.native().login(crate::security::mqtt_credentials(connect)).await {
+                // Boxed: the login and the takeover run once, and their futures would
+                // otherwise take room in every connection's task for its whole life.
+                let credentials = crate::security::mqtt_credentials(connect);
+                if let Err(reason) = Box::pin(session.native().login(credentials)).await {
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
                 }
                 let client = session::client_id_of(connect);
-                let mut taken = registry.take_over(&client.0).await;
+                let mut taken = Box::pin(registry.take_over(&client.0)).await;
                 link.state.lock().inbound = std::mem::take(&mut taken.inbound);
                 kick = Some(taken.kick.clone());
                 hold = Some(taken);
@@ -237,24 +243,40 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 }
             };
             // After CONNACK: nothing the delivery task writes may come before it.
-            if session.version().is_some() {
-                if let Some(end) = delivery_end.take() {
-                    let delivery = Delivery {
-                        writer: Arc::clone(&writer),
-                        link: Arc::clone(&link),
-                        version,
-                        max_packet: session.client_max_packet,
-                        aliases: parking_lot::Mutex::new(aliases::ServerAliases::new(session.client_aliases)),
-                        acks: acks.clone(),
-                        origin: registry::client_hash(&session.client_id),
-                    };
-                    shared.tasks.spawn(delivery.run(end, Arc::clone(&outbox)));
-                }
+            if session.version().is_some() && !delivering {
+                delivering = true;
+                let delivery = Delivery::new(
+                    (Arc::clone(&writer), Arc::clone(&link), Arc::clone(&outbox)),
+                    version,
+                    session.client_max_packet,
+                    session.client_aliases,
+                    registry::client_hash(&session.client_id),
+                );
+                shared.tasks.spawn(delivery.run());
             }
             if close {
                 break 'read;
             }
         }
+        if read.settle(decoded) {
+            release_at = Some(tokio::time::Instant::now() + KEEP_EMPTY_BUFFER);
+        }
+        // An idle connection holds no read buffer: its next read takes a few bytes by itself,
+        // and a connection that is sending is given a chunk that grows with its packets.
+        let room = match read.buf.capacity() {
+            0 => None,
+            _ => match read.prepare() {
+                Ok(room) => Some(room),
+                Err(_) => {
+                    if let (Step::Close(last), Some(version)) =
+                        (session.refuse(MqttReason::QuotaExceeded), session.version())
+                    {
+                        send(&writer, &last, version).await;
+                    }
+                    break 'read;
+                }
+            },
+        };
         session.native().finish_batch(std::time::Instant::now());
         tokio::select! {
             _ = outbox.done.cancelled() => break 'read,
@@ -270,17 +292,26 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 }
                 break 'read;
             }
-            Some(ack) = acks_in.recv() => {
-                session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
+            () = link.acks.notified() => {
+                for ack in link.take_acks() {
+                    session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
+                }
+            }
+            () = until(release_at), if read.releasing => {
+                read.release();
+                release_at = None;
             }
             () = silence(keep_alive) => break 'read,
             () = crate::login::revoked(session.native()) => break 'read,
-            read = reader.read_buf(&mut buf) => {
-                if !matches!(read, Ok(n) if n > 0) {
-                    break 'read;
-                }
+            got = reader.read_buf(&mut read.buf) => match got {
+                Ok(n) if n > 0 => read.after_read(n, room.unwrap_or(read.buf.capacity())),
+                _ => break 'read,
             }
         }
+    }
+    if !delivering {
+        // No delivery task took the outbox: what it queued goes with the connection.
+        outbox.writer_gone();
     }
     outbox.abort();
     let _ = writer.lock().await.shutdown().await;

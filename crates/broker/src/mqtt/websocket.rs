@@ -45,7 +45,8 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let mut certificate = None;
     let stream: Box<dyn Duplex> = match tls {
         None => Box::new(stream),
-        Some(tls) => match tls.accept(stream, limit).await {
+        // Boxed, as the upgrade: steps taken once leave no room in the connection's task.
+        Some(tls) => match Box::pin(tls.accept(stream, limit)).await {
             Accepted::Tls(stream) => {
                 certificate = crate::tls::client_names(&stream);
                 stream
@@ -59,11 +60,12 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
         },
     };
     let max_message = shared.config.limits.max_frame.saturating_add(MESSAGE_SLACK);
-    let Some(ws) = upgrade(stream, limit, max_message, &peer).await else { return };
+    let Some(ws) = Box::pin(upgrade(stream, limit, max_message, &peer)).await else { return };
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
     let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate };
-    super::connection(stream, shared, registry).await;
+    // Boxed: the task's own future then holds the upgrade or the connection, not both.
+    Box::pin(super::connection(stream, shared, registry)).await;
 }
 
 /// Runs the HTTP upgrade within `limit`; `None` (after answering why, when it can) if it fails.

@@ -31,9 +31,11 @@ use tokio_util::sync::CancellationToken;
 use crate::budget::{Cuttable, QueueBudget};
 use crate::config::SlowConsumer;
 use crate::metrics::Metrics;
+use prometheus_client::metrics::counter::Counter;
 
 pub use backpressure::NO_PROGRESS;
 pub use datagram::write_datagrams;
+pub(crate) use queue::MAX_BATCH;
 use queue::{Item, Queue};
 pub use queue::{RoomCallback, Subscription};
 pub(crate) use stream::write_chunks;
@@ -112,7 +114,7 @@ pub struct Outbox {
     wake_writer: Notify,
     drained: Notify,
     limits: SlowConsumer,
-    metrics: Metrics,
+    metrics: OutboxMetrics,
     /// Cancelled when the connection is finished, from either side ([`Outbox::finish`]).
     pub done: CancellationToken,
     /// Set with `done`, and read instead of it on the delivery path: the token's own check
@@ -124,6 +126,30 @@ pub struct Outbox {
     /// The permissions of the session's user when some of its topics are denied to it: a
     /// delivery on a denied topic is withheld (a wildcard may overlap a denied topic).
     pub gate: std::sync::OnceLock<Arc<tidings_auth::Permissions>>,
+}
+
+/// The broker's counters an outbox counts into: its own handles on them, not a clone of every
+/// metric the broker has (that clone was over half of an outbox, held by every connection).
+struct OutboxMetrics {
+    messages_out: Counter,
+    bytes_out: Counter,
+    slow_consumer_drops: Counter,
+    slow_consumer_disconnects: Counter,
+    udp_deliveries_too_large: Counter,
+    udp_datagrams_sent: Counter,
+}
+
+impl OutboxMetrics {
+    fn of(metrics: &Metrics) -> OutboxMetrics {
+        OutboxMetrics {
+            messages_out: metrics.messages_out.clone(),
+            bytes_out: metrics.bytes_out.clone(),
+            slow_consumer_drops: metrics.slow_consumer_drops.clone(),
+            slow_consumer_disconnects: metrics.slow_consumer_disconnects.clone(),
+            udp_deliveries_too_large: metrics.udp_deliveries_too_large.clone(),
+            udp_datagrams_sent: metrics.udp_datagrams_sent.clone(),
+        }
+    }
 }
 
 /// What one outbox delivered and dropped (the broker-wide totals are in the metrics).
@@ -155,7 +181,7 @@ impl Outbox {
             wake_writer: Notify::new(),
             drained: Notify::new(),
             limits,
-            metrics,
+            metrics: OutboxMetrics::of(&metrics),
             done: CancellationToken::new(),
             finished: AtomicBool::new(false),
             counts: OutboxCounts::default(),
@@ -197,6 +223,28 @@ impl Outbox {
     fn written(&self, bytes: usize) {
         let refund = self.state.lock().written(bytes);
         self.budget.refund(refund);
+    }
+
+    /// A writer is done with a taken batch that was charged `charged` bytes: they go back to
+    /// the budget, and when it was written (`written`: deliveries and bytes), it is counted and
+    /// whoever waits for the queue to drain is told. Every writer ends each batch here, whether
+    /// it writes native frames ([`write_stream`]) or translates the items (the MQTT front door).
+    pub(crate) fn batch_done(&self, charged: usize, written: Option<(u64, u64)>) {
+        self.written(charged);
+        let Some((delivered, bytes)) = written else { return };
+        self.metrics.messages_out.inc_by(delivered);
+        self.metrics.bytes_out.inc_by(bytes);
+        self.counts.messages_out.fetch_add(delivered, Ordering::Relaxed);
+        self.counts.bytes_out.fetch_add(bytes, Ordering::Relaxed);
+        self.drained.notify_waiters();
+    }
+
+    /// The writer stopped: the connection is finished, and what is still queued goes (see
+    /// [`Outbox::discard`]).
+    pub(crate) fn writer_gone(&self) {
+        self.finish();
+        self.discard();
+        self.drained.notify_waiters();
     }
 
     /// Whether a queue group may choose this connection for its next message: not closing, not
@@ -369,7 +417,7 @@ impl Outbox {
 
     /// Waits until the writer has something to do: a batch taken into `batch`, the closing
     /// frame, or nothing more (the connection finished).
-    async fn next_batch(&self, batch: &mut VecDeque<Item<Target>>) -> Turn {
+    pub(crate) async fn next_batch(&self, batch: &mut VecDeque<Item<Target>>) -> Turn {
         loop {
             if self.is_finished() {
                 return Turn::Stop;
@@ -389,7 +437,7 @@ impl Outbox {
 }
 
 /// What a writer does next (see [`Outbox::next_batch`]).
-enum Turn {
+pub(crate) enum Turn {
     /// Write the batch taken.
     Write,
     /// Write this last frame, then close.

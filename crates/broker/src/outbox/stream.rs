@@ -4,7 +4,6 @@
 
 use std::collections::VecDeque;
 use std::io::IoSlice;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
@@ -47,24 +46,17 @@ pub async fn write_stream<W: AsyncWrite + Unpin>(mut writer: W, outbox: Arc<Outb
             } => result.is_ok(),
             () = outbox.done.cancelled() => false,
         };
-        outbox.written(charged);
+        outbox.batch_done(charged, written.then_some((delivered, bytes)));
         if !written {
             break;
         }
-        outbox.metrics.messages_out.inc_by(delivered);
-        outbox.metrics.bytes_out.inc_by(bytes);
-        outbox.counts.messages_out.fetch_add(delivered, Ordering::Relaxed);
-        outbox.counts.bytes_out.fetch_add(bytes, Ordering::Relaxed);
-        outbox.drained.notify_waiters();
         if taken == MAX_BATCH {
             // More is queued: the tasks woken meanwhile on this worker go first.
             tokio::task::yield_now().await;
         }
     }
     let _ = writer.shutdown().await;
-    outbox.finish();
-    outbox.discard();
-    outbox.drained.notify_waiters();
+    outbox.writer_gone();
 }
 
 /// Writes every chunk with vectored writes, advancing past what each write took. Shared by

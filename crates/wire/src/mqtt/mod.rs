@@ -194,6 +194,19 @@ fn check_first_byte(byte: u8, version: ProtocolVersion) -> Result<(), MqttError>
     }
 }
 
+/// How many more bytes the packet at the front of `buf` needs, when its fixed header says (a
+/// malformed header says nothing: decoding will refuse it). A connection's read buffer grows
+/// to the packet it is reading, and no further.
+pub fn needed(buf: &[u8]) -> Option<usize> {
+    if buf.len() < 2 {
+        return Some(2 - buf.len());
+    }
+    match read_var_int(&buf[1..], "remaining length") {
+        Ok(VarInt::Value(remaining, used)) => (1 + used + remaining as usize).checked_sub(buf.len()),
+        _ => None,
+    }
+}
+
 impl Packet {
     /// Decodes one packet from the front of `buf`, consuming it. `Ok(None)` means the buffer
     /// holds only part of a packet (nothing consumed); an error means the connection must be

@@ -225,3 +225,13 @@ fn strings_follow_the_spec_example() {
     let p = Publish::at_most_once("A\u{2A6D4}", &b""[..]);
     golden(Packet::Publish(p), ProtocolVersion::V311, &[0x30, 7, 0, 5, 0x41, 0xF0, 0xAA, 0x9B, 0x94]);
 }
+
+#[test]
+fn needed_counts_the_bytes_a_packet_still_lacks_from_its_fixed_header() {
+    assert_eq!(super::needed(&[]), Some(2));
+    assert_eq!(super::needed(&[0x30]), Some(1));
+    // PUBLISH, remaining length 200 (0xC8 0x01): 203 bytes in all.
+    assert_eq!(super::needed(&[0x30, 0xC8, 0x01, 0, 5]), Some(198));
+    assert_eq!(super::needed(&[0xC0, 0x00]), Some(0), "PINGREQ is whole");
+    assert_eq!(super::needed(&[0x30, 0x80]), None, "the length is not whole yet");
+}
