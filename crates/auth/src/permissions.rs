@@ -48,10 +48,20 @@ impl Permissions {
         self.publish.permits(topic)
     }
 
-    /// Whether a message on `topic` may be delivered to this user (checked per message, on the
-    /// delivery path, for subscriptions that [`SubscribeDecision::Filtered`] let through).
+    /// Whether this user may receive messages on `topic` at all (a request's reply subject is
+    /// checked so, before the request is published).
     pub fn may_receive(&self, topic: &str) -> bool {
         self.subscribe.permits(topic)
+    }
+
+    /// Whether a message on `topic`, matched by a subscription this user holds, must be withheld
+    /// from it: the per-message check of the delivery path. Only deny rules are walked: a
+    /// subscription is taken only when one allow rule covers its whole pattern, so every topic
+    /// it matches is allowed already (and a reload that changes the rules closes the session).
+    /// Only [`SubscribeDecision::Filtered`] subscriptions need it: an allowed one shares no
+    /// topic with a deny rule.
+    pub fn withholds(&self, topic: &str) -> bool {
+        self.subscribe.deny.matches(topic)
     }
 
     /// Decides a subscription to `pattern`.
@@ -64,11 +74,5 @@ impl Permissions {
         } else {
             SubscribeDecision::Allowed
         }
-    }
-
-    /// Whether a delivery check is needed at all: without deny rules, every subscription taken
-    /// was covered by an allow rule, so each of its messages may pass.
-    pub fn filters_deliveries(&self) -> bool {
-        !self.subscribe.deny.is_empty()
     }
 }

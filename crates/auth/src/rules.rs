@@ -1,8 +1,7 @@
 //! Topic rules compiled into a trie, so that the check a delivery makes per message costs a walk
 //! over the topic's levels, not a loop over a user's rules (a user may have a thousand).
 
-use std::collections::HashMap;
-
+use rustc_hash::FxHashMap;
 use tidings_matching::{Pattern, PatternLevel};
 
 /// A set of topic patterns that answers "does any of them match this topic?" in time bounded by
@@ -15,7 +14,9 @@ pub struct RuleSet {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Node {
-    literal: HashMap<String, Node>,
+    /// FxHash, not SipHash: the keys are the users file's, not a client's, so there is no
+    /// flooding to resist, and hashing the topic's level is most of a lookup's cost.
+    literal: FxHashMap<String, Node>,
     one_level: Option<Box<Node>>,
     /// A rule ends here with `>`: one or more further levels match.
     rest: bool,

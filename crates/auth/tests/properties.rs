@@ -71,6 +71,22 @@ proptest! {
         }
     }
 
+    /// The delivery path checks only deny rules, and only for filtered subscriptions: sound
+    /// because a taken subscription's topics are all allowed, and an allowed one's never denied.
+    #[test]
+    fn delivery_needs_only_the_deny_rules_and_only_when_filtered(allow in rules(), deny in rules(), p in pattern()) {
+        let permissions = Permissions { publish: Rules::default(), subscribe: Rules { allow, deny } };
+        let decision = permissions.subscribe(&p);
+        for t in all_topics().iter().filter(|t| p.matches(t)) {
+            if decision != SubscribeDecision::Denied {
+                prop_assert_eq!(permissions.may_receive(t), !permissions.withholds(t), "{} on {}", t, p);
+            }
+            if decision == SubscribeDecision::Allowed {
+                prop_assert!(!permissions.withholds(t), "allowed {} yet {} is denied", p, t);
+            }
+        }
+    }
+
     #[test]
     fn overlap_means_a_shared_topic(a in pattern(), b in pattern()) {
         let shared = all_topics().iter().any(|t| a.matches(t) && b.matches(t));

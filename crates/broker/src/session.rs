@@ -54,8 +54,10 @@ pub struct Session {
     pub(crate) certificate: Option<Vec<String>>,
     /// Reused across publishes; holds this session's publishing endpoint.
     pub publisher: Publisher,
-    /// The topic of the previous valid publish, to skip validating it again; `None` until the
-    /// first, so that no topic (the empty one included) passes unchecked.
+    /// The topic of the previous publish that was valid and that the session's user may publish
+    /// to, to skip both checks for it again (the rules cannot change under a session: a reload
+    /// that changes its user closes it); `None` until the first, so that no topic (the empty
+    /// one included) passes unchecked.
     last_valid_topic: Option<String>,
     /// Its entry in `/connz`.
     conn: Arc<crate::connz::Conn>,
@@ -161,7 +163,6 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         self.check_topic(message)?;
-        self.check_publish(message)?;
         if self.shared.core.publish(message, &mut self.publisher)? == Reach::NoResponders {
             let reply_to = message.reply_to().unwrap_or_default().to_string();
             self.outbox.push_frame(&Frame::NoResponders(NoResponders { reply_to }));
@@ -175,15 +176,17 @@ impl Session {
         self.shared.core.check_retained(copy).is_ok()
     }
 
-    /// Publishers tend to repeat a topic; validate each new one once.
+    /// Publishers tend to repeat a topic; validate each new one, and check it against the
+    /// user's publish rules, once. A reply subject is checked on every publish that has one.
     fn check_topic(&mut self, message: &Message) -> Result<(), Notice> {
         if self.last_valid_topic.as_deref() != Some(message.topic()) {
             Topic::parse(message.topic()).map_err(|e| Notice::new(ReasonCode::InvalidTopic, e.to_string()))?;
+            self.check_publish(message.topic())?;
             let last = self.last_valid_topic.get_or_insert_with(String::new);
             last.clear();
             last.push_str(message.topic());
         }
-        Ok(())
+        self.check_reply_to(message)
     }
 
     /// A GPUBLISH: logged by the guaranteed driver, which answers PUBLISH_ACK once it is durable
@@ -203,7 +206,7 @@ impl Session {
         if self.transport == Transport::Udp {
             return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, "guaranteed publishing needs TCP"));
         }
-        if let Err(reason) = self.check_topic(&publish.message).and_then(|()| self.check_publish(&publish.message)) {
+        if let Err(reason) = self.check_topic(&publish.message) {
             let refused = PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
             self.outbox.push_frame(&Frame::PublishRefused(refused));
             return Ok(Next::Continue);

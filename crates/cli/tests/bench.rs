@@ -217,5 +217,10 @@ fn security_quick_counts_tls_messages_permissions_and_password_logins() {
         let csv = std::fs::read_to_string(dir.join(format!("security-{part}.csv"))).unwrap();
         assert!(csv.lines().count() >= 2, "{part}: {csv}");
     }
+    // One part alone: the others are left out (null), not run.
+    let (out, json) = bench(&["security", "--quick", "--parts", "permissions", "--rules", "20", "--out", &dir_text]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(json["tls"].is_null() && json["connect"].is_null(), "{json}");
+    assert!(json["permissions"]["ratio"].as_f64().unwrap() > 0.0, "{json}");
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -72,7 +72,7 @@ impl Broker {
         )
         .unwrap();
         let log = dir.path().join("broker.log");
-        let mut child = Command::new(bin())
+        let mut child = Command::new(broker_bin())
             .args(["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--admin", "127.0.0.1:0", "--data"])
             .arg(dir.path().join("data"))
             .arg("--config")
@@ -105,6 +105,13 @@ impl Broker {
     fn refusals_logged(&self) -> usize {
         std::fs::read_to_string(&self.log).unwrap_or_default().matches("login refused").count()
     }
+}
+
+/// The broker's binary: this build's, or the one `TIDINGS_FLOOD_BROKER` names (a release
+/// build, for the figure: `cargo test --release` would build the workspace again with the
+/// tests' features).
+fn broker_bin() -> std::path::PathBuf {
+    std::env::var_os("TIDINGS_FLOOD_BROKER").map_or_else(|| bin().to_path_buf(), std::path::PathBuf::from)
 }
 
 fn hello(user: &str, password: &str) -> Frame {
@@ -320,7 +327,8 @@ fn a_login_flood_leaves_healthy_clients_within_twice_their_p99() {
 
 /// The measurement: ten seconds of each (one quiet window, then ten seconds of flood), strictly
 /// within 2x. `cargo test -p tidings-cli
-/// --test login_flood -- --ignored --nocapture`.
+/// --test login_flood -- --ignored --nocapture` (with `TIDINGS_FLOOD_BROKER=target/release/tidings`
+/// for a release broker).
 #[test]
 #[ignore = "a 30 s measurement; run it by name"]
 fn login_flood_measurement() {

@@ -10,7 +10,9 @@ mod patterns_common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use bytes::Bytes;
 use patterns_common::{bin, mosquitto_present, start, text, tidings};
+use tidings_client::{Client, ReasonCode};
 use tidings_testkit::BrokerProcess;
 
 /// A users file: alice reads everything but `secret.>` and may publish `orders.>` and `_INBOX.>`
@@ -137,6 +139,64 @@ fn queue_and_durable_subscriptions_obey_the_same_deny_rules() {
     }
     let got = text(&member.finish().stdout);
     assert!(got.contains("public.q") && !got.contains("secret"), "queue member got: {got}");
+}
+
+/// The publish check runs once per new topic on a connection (the session remembers the last
+/// topic that passed): a refused topic is never remembered, so it is refused again, and a topic
+/// that passed before passes after it. Guaranteed publishes are refused one by one without
+/// closing the connection, so one connection shows all of it.
+#[test]
+fn a_refused_topic_stays_refused_on_the_same_connection() {
+    let (_dir, _b, addr) = setup("");
+    patterns_common::runtime().block_on(async {
+        let client = Client::builder(&addr).password(ALICE.0, ALICE.1).no_reconnect().connect().await.unwrap();
+        let steps = [
+            ("orders.new", true),
+            ("orders.audit", false),
+            ("orders.audit", false),
+            ("orders.new", true),
+            ("secret.x", false),
+        ];
+        for (i, (topic, allowed)) in steps.into_iter().enumerate() {
+            let publish = client.publish_guaranteed(topic, &[], Bytes::from_static(b"x"));
+            let out = tokio::time::timeout(Duration::from_secs(10), publish).await.expect("an answer within 10 s");
+            assert_eq!(out.is_ok(), allowed, "step {i}, {topic}: {out:?}");
+            if let Err(error) = out {
+                assert_eq!(error.reason(), Some(ReasonCode::NotAuthorized), "step {i}: {error:?}");
+            }
+        }
+    });
+}
+
+/// One session holding an allowed subscription (no per-message check) and then a wildcard over
+/// a denied topic (the outbox's gate, set from then on): the wildcard gets nothing denied, and
+/// the allowed subscription keeps getting its own messages.
+#[test]
+fn an_allowed_subscription_beside_a_filtered_one_on_one_session() {
+    let (_dir, _b, addr) = setup("");
+    patterns_common::runtime().block_on(async {
+        let login =
+            |(user, password): (&str, &str)| Client::builder(&addr).password(user, password).no_reconnect().connect();
+        let (alice, bob) = (login(ALICE).await.unwrap(), login(BOB).await.unwrap());
+        let mut news = alice.subscribe("public.news").await.unwrap();
+        let mut everything = alice.subscribe(">").await.unwrap();
+        for topic in ["secret.plans", "public.news", "secret.more", "public.other"] {
+            bob.publish(topic, Bytes::from(topic)).await.unwrap();
+        }
+        bob.flush().await.unwrap();
+        assert_eq!(next(&mut news).await.topic, "public.news");
+        let got = [next(&mut everything).await, next(&mut everything).await];
+        let topics: Vec<&str> = got.iter().map(|d| d.topic.as_str()).collect();
+        assert_eq!(topics, ["public.news", "public.other"], "alice's `>` got {topics:?}");
+        // Nothing more: the secrets were withheld, not late.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(everything.try_recv().is_none() && news.try_recv().is_none());
+    });
+}
+
+/// The next delivery of `sub`, within 10 s.
+async fn next(sub: &mut tidings_client::Subscription) -> tidings_client::Delivery {
+    tokio::time::timeout(Duration::from_secs(10), sub.recv()).await.expect("a delivery").expect("open")
 }
 
 #[test]

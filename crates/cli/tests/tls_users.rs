@@ -2,18 +2,21 @@
 //! with `[tls] ca` and a users file logs in, without a password, a client whose certificate
 //! the CA signed and whose common name (or a subject alternative name) a user lists, over the
 //! native protocol and MQTT; a certificate no user lists is refused saying so, an expired one
-//! fails its TLS handshake, and a password still logs in as its own user.
+//! fails its TLS handshake, and a password still logs in as its own user. The admin port over
+//! HTTPS logs in by certificate the same way.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
 mod patterns_common;
 mod pki_common;
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use patterns_common::{bin, mosquitto_present, text, tidings};
 use pki_common::Pki;
+use tidings_admin::AdminClient;
 use tidings_testkit::BrokerProcess;
 
 /// alice is listed by her certificate's common name and may publish `orders.>`; dave by a DNS
@@ -120,4 +123,43 @@ fn mqtt_clients_log_in_by_certificate() {
     let mallory = mqtt_pub(&pki.issue("mallory", &["mallory.example"]), "orders/new");
     assert!(!mallory.status.success(), "an unlisted certificate was let in over MQTT");
     assert!(text(&mallory.stderr).to_lowercase().contains("not authori"), "{}", text(&mallory.stderr));
+}
+
+/// The admin port over HTTPS with `[tls] ca` (a client certificate required): a request with
+/// no `Authorization` header logs in by the certificate its connection showed, mapped to a user
+/// as a native client's is. alice (listed by her certificate, role `read`) may GET but not
+/// DELETE; dave (listed, no admin role) gets 403; a certificate no user lists gets 401; and a
+/// Basic login beside a certificate is the login (bob's password, mallory's certificate).
+#[test]
+fn the_admin_port_logs_in_by_client_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "cell");
+    let users = users(dir.path());
+    let doc = std::fs::read_to_string(&users).unwrap();
+    std::fs::write(&users, doc.replace("certificate = \"alice\"", "certificate = \"alice\"\nadmin = \"read\""))
+        .unwrap();
+    let ((cert, key), ca) = (pki.issue("broker", &["127.0.0.1"]), pki.ca());
+    let config = format!(
+        "[tls]\ncert = {cert:?}\nkey = {key:?}\nca = {ca:?}\nadmin = true\n[security]\nusers_file = {users:?}\nfailure_delay = \"10ms\"\n"
+    );
+    let b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
+    let admin = b.ready.admin.unwrap();
+    let as_holder = |(cert, key): &(String, String)| {
+        AdminClient::new(admin).https(Path::new(&ca), Some((Path::new(cert), Path::new(key)))).unwrap()
+    };
+    let status = |client: &AdminClient, method: &str, path: &str| client.request(method, path).unwrap().0;
+
+    let alice = as_holder(&pki.issue("alice", &["laptop.example"]));
+    assert_eq!(status(&alice, "GET", "/metrics"), 200, "alice's certificate logs her in with role read");
+    assert_eq!(status(&alice, "GET", "/state"), 200);
+    assert_eq!(status(&alice, "DELETE", "/durable/nobody"), 403, "read may not change the broker");
+    let dave = as_holder(&pki.issue("laptop-7", &["dave.example"]));
+    assert_eq!(status(&dave, "GET", "/metrics"), 403, "dave has no admin role");
+    let mallory = as_holder(&pki.issue("mallory", &["mallory.example"]));
+    assert_eq!(status(&mallory, "GET", "/metrics"), 401, "no user lists mallory's certificate");
+    assert_eq!(status(&mallory, "GET", "/healthz"), 200, "the probes stay open");
+    let bob = mallory.basic("bob", "bob-pw");
+    assert_eq!(status(&bob, "GET", "/metrics"), 200, "bob's password beside mallory's certificate");
+    let wrong = as_holder(&pki.issue("alice", &["laptop.example"])).basic("bob", "nope");
+    assert_eq!(status(&wrong, "GET", "/metrics"), 401, "a header given is the login, even beside a good certificate");
 }

@@ -60,6 +60,21 @@ pub struct SecurityArgs {
     /// Where the CSVs go.
     #[arg(long, value_name = "DIR", default_value = "bench-results")]
     out: PathBuf,
+    /// Which parts to run (all three by default): re-measuring one part need not wait for the
+    /// others (the connection part alone takes minutes of password hashing).
+    #[arg(long, value_delimiter = ',', default_value = "tls,permissions,connect")]
+    parts: Vec<SecurityPart>,
+}
+
+/// A part of the measure (see the module's list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SecurityPart {
+    /// 1. TLS throughput beside NATS.
+    Tls,
+    /// 2. The permission check's cost at `--rules` rules.
+    Permissions,
+    /// 3. Connection setup with TLS and a password.
+    Connect,
 }
 
 const CONNECT: &[&str] = &["sequential_conn_s", "p50_us", "p99_us", "concurrent_conn_s", "sequential", "errors"];
@@ -188,9 +203,20 @@ pub(super) async fn run(mut a: SecurityArgs) -> anyhow::Result<serde_json::Value
     let tools = nats_tools(&a.common)?;
     let secrets = Secrets::new(&std::env::temp_dir())?;
     std::fs::create_dir_all(&a.out)?;
-    let tls = tls_part(&a, &secrets, tools.as_ref()).await?;
-    let permissions = permission_part(&a, &secrets).await?;
-    let connections = connect_part(&a, &secrets, tools.as_ref()).await?;
+    let wanted = |part| a.parts.contains(&part);
+    let skipped = serde_json::Value::Null;
+    let tls = match wanted(SecurityPart::Tls) {
+        true => tls_part(&a, &secrets, tools.as_ref()).await?,
+        false => skipped.clone(),
+    };
+    let permissions = match wanted(SecurityPart::Permissions) {
+        true => permission_part(&a, &secrets).await?,
+        false => skipped.clone(),
+    };
+    let connections = match wanted(SecurityPart::Connect) {
+        true => connect_part(&a, &secrets, tools.as_ref()).await?,
+        false => skipped,
+    };
     Ok(serde_json::json!({
         "nats": tools.map(|t| t.server_version),
         "tls": tls,

@@ -1,7 +1,10 @@
 //! Who may use the admin port (issue 43): with a users file, every admin request but the probes
 //! (`/healthz`, `/readyz`, which a load balancer or an orchestrator polls without credentials)
-//! must log in with HTTP Basic (`user:password`) or a bearer token, as a user whose `admin`
-//! role allows it: `read` for GET (metrics, state, connections, the web view), `admin` for
+//! must log in with HTTP Basic (`user:password`), a bearer token, or (over HTTPS with
+//! `[tls] ca`, when the request has no `Authorization` header) the TLS client certificate its
+//! connection was verified with, mapped to a user as a native client's is (`certificate =
+//! "NAME"` in the users file), as a user whose `admin` role allows it: `read` for GET
+//! (metrics, state, connections, the web view), `admin` for
 //! anything that changes the broker (`DELETE /durable/NAME`). Without a users file the port is
 //! open, as before.
 //!
@@ -50,13 +53,30 @@ impl Door {
         Door { guard, remembered: Mutex::new(HashMap::new()) }
     }
 
-    /// Lets the request in, or says why not.
-    pub async fn admit(&self, method: &Method, path: &str, headers: &HeaderMap) -> Result<(), Refusal> {
+    /// Lets the request in, or says why not. `certificate`: the names of the client
+    /// certificate the connection's TLS handshake verified; the login when the request carries
+    /// no `Authorization` header (one that does logs in as what it says, as a native HELLO's
+    /// credentials do).
+    pub async fn admit(
+        &self,
+        method: &Method,
+        path: &str,
+        headers: &HeaderMap,
+        certificate: Option<&[String]>,
+    ) -> Result<(), Refusal> {
         if OPEN.contains(&path) {
             return Ok(());
         }
         let header = headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).unwrap_or("");
-        let user = self.user(header).await?;
+        let user = match certificate {
+            // No password to verify: a lookup of the names, so nothing is remembered.
+            Some(names) if header.is_empty() => {
+                let credentials = Credentials::Certificate(names.to_vec());
+                let login = self.guard.login(credentials, "admin").await;
+                login.map_err(|_| (StatusCode::UNAUTHORIZED, "refused: no user lists this client certificate"))?
+            }
+            _ => self.user(header).await?,
+        };
         let needed = if method == Method::GET || method == Method::HEAD { Role::Read } else { Role::Admin };
         match (user.role, needed) {
             (Some(Role::Admin), _) | (Some(Role::Read), Role::Read) => Ok(()),

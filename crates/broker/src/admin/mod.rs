@@ -107,9 +107,13 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<
         let shutdown = shutdown.clone();
         let (tls, door) = (tls.clone(), door.clone());
         tasks.spawn(async move {
-            let Some(tls) = tls else { return connection(stream, app, door, shutdown).await };
+            let Some(tls) = tls else { return connection(stream, app, door.map(|door| (door, None)), shutdown).await };
             match tls.accept(stream, HEADER_TIMEOUT).await {
-                crate::tls::Accepted::Tls(stream) => connection(*stream, app, door, shutdown).await,
+                crate::tls::Accepted::Tls(stream) => {
+                    // Verified by the handshake (with `[tls] ca`): a login when no header is.
+                    let names: Option<Arc<[String]>> = crate::tls::client_names(&stream).map(Into::into);
+                    connection(*stream, app, door.map(|door| (door, names)), shutdown).await
+                }
                 crate::tls::Accepted::Plaintext(mut stream) => {
                     use tokio::io::AsyncWriteExt as _;
                     let body = "this port speaks HTTPS only (tls.admin): use https:// and the broker's CA\n";
@@ -128,23 +132,24 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<
     }
 }
 
+/// The admin port's door, and the names of the client certificate the connection's TLS
+/// handshake verified (with `[tls] ca`), the login of a request without a header.
+type Guarded = (Arc<access::Door>, Option<Arc<[String]>>);
+
 /// Serves one connection, plain or TLS, for at most its lifetime; each request first through
-/// the door when there is one.
-async fn connection<I>(
-    io: I,
-    app: Router,
-    door: Option<Arc<access::Door>>,
-    shutdown: tokio_util::sync::CancellationToken,
-) where
+/// the door when there is one, with the names of the client certificate the connection's
+/// handshake verified, if any.
+async fn connection<I>(io: I, app: Router, door: Option<Guarded>, shutdown: tokio_util::sync::CancellationToken)
+where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |request: axum::extract::Request<hyper::body::Incoming>| {
         let mut app = app.clone();
         let door = door.clone();
         async move {
-            if let Some(door) = door {
-                if let Err((status, why)) = door.admit(request.method(), request.uri().path(), request.headers()).await
-                {
+            if let Some((door, certificate)) = door {
+                let (method, path) = (request.method(), request.uri().path());
+                if let Err((status, why)) = door.admit(method, path, request.headers(), certificate.as_deref()).await {
                     return Ok(refused(status, why));
                 }
             }

@@ -123,8 +123,9 @@ pub struct Outbox {
     /// This connection's own counts, for `/connz`.
     pub counts: OutboxCounts,
     budget: Arc<QueueBudget>,
-    /// The permissions of the session's user when some of its topics are denied to it: a
-    /// delivery on a denied topic is withheld (a wildcard may overlap a denied topic).
+    /// The permissions of the session's user once it holds a subscription whose wildcard
+    /// overlaps a denied topic (`SubscribeDecision::Filtered`): a delivery on a denied topic is
+    /// then withheld. Unset, nothing is checked per delivery.
     pub gate: std::sync::OnceLock<Arc<tidings_auth::Permissions>>,
 }
 
@@ -260,9 +261,10 @@ impl Outbox {
         (s.items.len(), s.bytes)
     }
 
-    /// Whether the session's user may receive a message on `topic` (always, without a gate).
+    /// Whether the session's user may receive a message on `topic` (always, without a gate;
+    /// with one, unless a deny rule matches: see `Permissions::withholds`).
     pub fn admits(&self, topic: &str) -> bool {
-        self.gate.get().is_none_or(|permissions| permissions.may_receive(topic))
+        self.gate.get().is_none_or(|permissions| !permissions.withholds(topic))
     }
 
     /// Queues one delivery for `target` (whose outbox is `self`). The writer is not woken
