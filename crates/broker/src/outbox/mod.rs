@@ -167,8 +167,7 @@ pub struct OutboxCounts {
 impl Drop for Outbox {
     fn drop(&mut self) {
         // Whatever was never written goes back to the budget with the connection.
-        let state = self.state.get_mut();
-        let held = std::mem::take(&mut state.held) + std::mem::take(&mut state.spare);
+        let held = self.state.get_mut().take_charged();
         self.budget.refund(held);
     }
 }

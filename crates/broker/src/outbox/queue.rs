@@ -216,6 +216,12 @@ impl<T> Queue<T> {
         self.held + self.spare
     }
 
+    /// Lets go of everything charged (to be refunded): the queue holds nothing against the
+    /// budget afterwards.
+    pub fn take_charged(&mut self) -> usize {
+        std::mem::take(&mut self.held) + std::mem::take(&mut self.spare)
+    }
+
     /// Queues one guaranteed delivery even past the limits (the delivery core hands a message
     /// over only once). Returns (the queue was empty, it is now at its limits, bytes to charge).
     pub fn push_guaranteed(
@@ -307,8 +313,7 @@ impl<T> Queue<T> {
         let room = std::mem::take(&mut self.room);
         self.bytes = 0;
         self.control = 0;
-        let held = std::mem::take(&mut self.held) + std::mem::take(&mut self.spare);
-        (items, room, held)
+        (items, room, self.take_charged())
     }
 }
 
