@@ -8,6 +8,7 @@
 
 mod budget;
 mod certificate;
+mod flood;
 mod password;
 mod permissions;
 mod rules;
@@ -15,6 +16,7 @@ mod users;
 
 pub use budget::VerifyBudget;
 pub use certificate::certificate_names;
+pub use flood::{FloodWatch, FLOOD_FAILURES_PER_SECOND};
 pub use password::{hash_password, is_known_hash, verify_password};
 pub use permissions::{Permissions, Rules, SubscribeDecision};
 pub use rules::{overlap, RuleSet};

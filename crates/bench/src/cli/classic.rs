@@ -204,8 +204,8 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
     let kind = if a.selectors { "non-matching selector" } else { "other-topic" };
     let (empty_point, loaded_point) =
         ("index: no other subscriptions".to_string(), format!("index: {} {kind} subscriptions", a.subscriptions));
-    // Repetition by repetition, empty then loaded, so a change in the machine's load falls on
-    // both sides of each ratio.
+    // Repetition by repetition, empty and loaded (in turns of order), so a change in the
+    // machine's load falls on both sides of each ratio.
     let server = a.common.server.as_deref();
     let sides = [
         Tidings { server, threads: a.common.server_threads, spec: Spec::Tput(&base), point: &empty_point },

@@ -264,7 +264,9 @@ async fn permission_part(a: &SecurityArgs, secrets: &Secrets) -> anyhow::Result<
         let toml = secrets.broker_toml(false, Some(&users));
         Ok(Tidings { part: Part::Tput { spec: tput_spec(a, 256, login.clone()), toml }, point })
     };
-    let loaded_point = format!("permissions rules={} size=256", a.rules);
+    // `--rules 1` is the A/A control: both sides one rule, told apart by name.
+    let control = if a.rules == 1 { " (A/A control)" } else { "" };
+    let loaded_point = format!("permissions rules={}{control} size=256", a.rules);
     let (one, many) =
         (side(Rules::AllowAll, "permissions rules=1 size=256")?, side(Rules::Many(a.rules), &loaded_point)?);
     let rows = interleaved(a.common.reps, &[&one, &many]).await?;
