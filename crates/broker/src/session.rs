@@ -370,9 +370,16 @@ impl Session {
         Ok(Next::Continue)
     }
 
+    /// Whether this session's publishes congested a queue it should hold back for: a caller
+    /// that boxes [`Session::hold_back_for_congestion`] asks first, so an uncongested batch
+    /// allocates nothing.
+    pub fn congested(&self) -> bool {
+        !self.publisher.dispatch.congested.is_empty() || !self.publisher.route.congested.is_empty()
+    }
+
     /// Waits, within the stall bound, for the queues this session's publishes congested.
     pub async fn hold_back_for_congestion(&mut self) {
-        if self.publisher.dispatch.congested.is_empty() && self.publisher.route.congested.is_empty() {
+        if !self.congested() {
             return;
         }
         let deadline = tokio::time::Instant::now() + self.shared.live.max_stall();

@@ -7,15 +7,22 @@
 
 mod patterns_common;
 
+use std::io::{Read, Write};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use patterns_common::{bin, mosquitto_present, start, text, tidings};
 use tidings_testkit::BrokerProcess;
 
 /// A broker with its MQTT listener on an OS-chosen port.
 fn broker() -> (BrokerProcess, String) {
-    let b = BrokerProcess::start_configured(bin(), "[mqtt]\nlisten = \"127.0.0.1:0\"\n", &[]).unwrap();
+    broker_with("")
+}
+
+/// A broker with its MQTT listener on an OS-chosen port and `extra` in its config.
+fn broker_with(extra: &str) -> (BrokerProcess, String) {
+    let config = format!("[mqtt]\nlisten = \"127.0.0.1:0\"\n{extra}");
+    let b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
     let port = b.ready.mqtt.expect("the ready line names the MQTT listener").port().to_string();
     (b, port)
 }
@@ -187,4 +194,101 @@ fn mosquitto_qos_1_and_2_publishes_are_guaranteed_publishes_and_reach_every_kind
         .collect();
     assert_eq!(topics, ["g.mqttv311", "g.mqttv311", "g.mqttv5", "g.mqttv5"], "a native guaranteed subscriber");
     assert!(mosquitto_pub(&port, &["-V", "mqttv5", "-t", "a", "-m", "still serving"]).status.success());
+}
+
+/// Connects as MQTT 3.1.1 over a raw socket and writes `count` QoS 0 PUBLISHes on `topic` as
+/// fast as the broker takes them (each payload the message's number, zero-padded to 100
+/// bytes), 64 KiB per write, then DISCONNECT; returns how long the writes took. A raw socket,
+/// not a client library: nothing but TCP's window may pace it.
+fn flood(port: &str, topic: &str, count: usize) -> Duration {
+    use tidings_wire::mqtt::{Connect, Packet, Properties, ProtocolVersion, Publish};
+    let v311 = ProtocolVersion::V311;
+    let mut socket = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    let connect = Connect {
+        version: v311,
+        clean_start: true,
+        keep_alive: 60,
+        properties: Properties::default(),
+        client_id: "flood".into(),
+        will: None,
+        username: None,
+        password: None,
+    };
+    socket.write_all(&Packet::Connect(Box::new(connect)).to_bytes(v311).unwrap()).unwrap();
+    let mut connack = [0u8; 4];
+    socket.read_exact(&mut connack).unwrap();
+    assert_eq!(connack, [0x20, 2, 0, 0], "CONNACK, accepted");
+    let started = Instant::now();
+    let mut batch = Vec::with_capacity(64 * 1024 + 256);
+    for n in 0..count {
+        let publish = Publish::at_most_once(topic, format!("{n:0100}").into_bytes());
+        batch.extend_from_slice(&Packet::Publish(publish).to_bytes(v311).unwrap());
+        if batch.len() >= 64 * 1024 || n + 1 == count {
+            socket.write_all(&batch).unwrap();
+            batch.clear();
+        }
+    }
+    let took = started.elapsed();
+    socket.write_all(&[0xE0, 0]).unwrap(); // DISCONNECT
+    took
+}
+
+/// The payload lines a `mosquitto_sub` printed, checked to be the numbers 0, 1, 2... in order.
+fn numbered_lines(out: &Output) -> usize {
+    let got = text(&out.stdout);
+    for (n, line) in got.lines().enumerate() {
+        assert_eq!(line.parse::<usize>().ok(), Some(n), "delivery {n} is missing or out of order");
+    }
+    got.lines().count()
+}
+
+/// A broker with `slow_consumer` settings and a `mosquitto_sub` on `flood` that ends after
+/// `count` messages or `wait` seconds; `None` (the test skipped) without the mosquitto clients.
+fn flood_subscriber(slow_consumer: &str, count: usize, wait: &str) -> Option<(BrokerProcess, String, Client)> {
+    if !mosquitto_present() {
+        return None;
+    }
+    let (b, port) = broker_with(&format!("[slow_consumer]\n{slow_consumer}"));
+    let sub = mosquitto_sub(&b, &port, &["-t", "flood", "-C", &count.to_string(), "-W", wait], 1.0);
+    Some((b, port, sub))
+}
+
+#[test]
+fn a_qos_0_flood_reaches_an_mqtt_subscriber_that_keeps_up_whole() {
+    // A small queue, so a publisher read faster than the subscriber drains overruns it in a
+    // fraction of a second unless it is held back, as a native publisher is (issue 42); yet
+    // room past half full for what one read of 64 KiB dispatches (about 560 messages here).
+    let count = 100_000;
+    let Some((b, port, sub)) = flood_subscriber("max_messages = 4000\n", count, "15") else { return };
+    // Its output is read while it runs: a full pipe would stop it reading, a real stall.
+    let reading = std::thread::spawn(move || sub.finish());
+    flood(&port, "flood", count);
+    let out = reading.join().unwrap();
+    let drops = b.metric("tidings_slow_consumer_drops_total").unwrap();
+    let got = numbered_lines(&out);
+    assert_eq!((got, drops), (count, 0.0), "deliveries and drops: {}", text(&out.stderr));
+    assert!(b.metric("tidings_publisher_stalls_total").unwrap() > 0.0, "the flood was held back at least once");
+}
+
+#[test]
+fn a_stalled_mqtt_subscriber_holds_a_publisher_back_for_max_stall_then_loses_what_overflows() {
+    let count = 50_000;
+    let Some((b, port, sub)) = flood_subscriber("max_messages = 1000\nmax_stall = \"300ms\"\n", count, "8") else {
+        return;
+    };
+    let pid = sub.0.as_ref().unwrap().id();
+    tidings_testkit::send_signal(pid, tidings_testkit::Signal::Stop).unwrap();
+    let took = flood(&port, "flood", count);
+    // The queue is given up on after max_stall (or sooner, once nothing is written for 50 ms),
+    // not waited for: the publisher is not stalled by a subscriber that stopped.
+    assert!(took < Duration::from_secs(5), "the publisher was held {took:?} by a stopped subscriber");
+    tidings_testkit::wait_until("the overflow is dropped and counted", Duration::from_secs(10), || {
+        b.metric("tidings_slow_consumer_drops_total").unwrap() > 0.0
+    });
+    tidings_testkit::send_signal(pid, tidings_testkit::Signal::Cont).unwrap();
+    let out = sub.finish();
+    let got = text(&out.stdout).lines().count();
+    let drops = b.metric("tidings_slow_consumer_drops_total").unwrap();
+    assert!(got > 0 && got < count, "the stalled subscriber got {got} of {count}");
+    assert_eq!(got as f64 + drops, count as f64, "every message was either delivered or counted as dropped");
 }

@@ -170,17 +170,16 @@ impl Delivery {
             if qos != QoS::AtMostOnce {
                 return self.retained(id, publish, qos, out).await;
             }
-            let mut packet = BytesMut::new();
+            // Encoded in place (no buffer per message: this is the QoS 0 path at full speed),
+            // and sized with its name: an alias is set only on a PUBLISH the client gets.
+            let start = out.len();
             let mut publish = Packet::Publish(publish);
-            // Sized with its name: an alias is set only on a PUBLISH the client gets.
-            if publish.encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet {
-                let aliased = match &mut publish {
-                    Packet::Publish(p) => self.aliases.lock().apply(p),
-                    _ => false,
-                };
-                match aliased {
-                    true => self.push(publish, out),
-                    false => out.extend_from_slice(&packet),
+            if publish.encode(self.version, out).is_err() || out.len() - start > self.max_packet {
+                out.truncate(start);
+            } else if let Packet::Publish(p) = &mut publish {
+                if self.aliases.lock().apply(p) {
+                    out.truncate(start);
+                    self.push(publish, out);
                 }
             }
         }

@@ -278,6 +278,13 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
             },
         };
         session.native().finish_batch(std::time::Instant::now());
+        // The publisher is held back while a subscriber it congested drains, within
+        // `slow_consumer.max_stall`, as a native publisher is: TCP then paces the client, and a
+        // subscriber that keeps up loses nothing (issue 42: without this, an MQTT publisher
+        // read at full speed overran its subscribers' queues). Boxed: rarely needed.
+        if session.native().congested() {
+            Box::pin(session.native().hold_back_for_congestion()).await;
+        }
         tokio::select! {
             _ = outbox.done.cancelled() => break 'read,
             _ = shared.shutdown.cancelled() => {
