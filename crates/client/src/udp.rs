@@ -308,7 +308,8 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
 /// delivery's `missed`, beside what the broker's queue dropped: a subscriber's losses are then
 /// its own to see, wherever they happened. A datagram numbered below what was already seen
 /// came late (reordered): it is delivered, and each of its deliveries takes one back from the
-/// losses not yet told.
+/// losses not yet told; one numbered 0, or far below, starts a new numbering (the broker
+/// restarted, or let the session go and a keepalive opened a new one).
 #[derive(Debug, Default)]
 struct Sequencer {
     /// The number the next datagram should start at, once one was seen.
@@ -319,13 +320,17 @@ struct Sequencer {
     late: bool,
 }
 
+/// How far below the numbers already seen a datagram may come and still be a late one of the
+/// same numbering (a reordering network holds a few datagrams back, not thousands).
+const REORDER_WINDOW: u64 = 4096;
+
 impl Sequencer {
     /// A datagram starting at delivery `first` arrived.
     fn datagram(&mut self, first: u64) {
         self.late = false;
         match self.next {
             Some(next) if first > next => self.lost += first - next,
-            Some(next) if first < next => {
+            Some(next) if first < next && first != 0 && next - first <= REORDER_WINDOW => {
                 self.late = true;
                 return;
             }
@@ -385,5 +390,15 @@ mod tests {
         assert_eq!(s.delivery(), 0, "a late delivery takes one back from the gap");
         s.datagram(14);
         assert_eq!([s.delivery(), s.delivery()], [1, 0], "of 12 and 13, only 13 was lost");
+        s.datagram(0);
+        assert_eq!(s.delivery(), 0, "a new session numbers from 0 again");
+        s.datagram(3);
+        assert_eq!(s.delivery(), 2, "and its gaps count");
+        s.datagram(9_999);
+        assert_eq!(s.delivery(), 9_995);
+        s.datagram(5);
+        assert_eq!(s.delivery(), 0, "far below: a new numbering whose first datagram was lost, not a late one");
+        s.datagram(7);
+        assert_eq!(s.delivery(), 1);
     }
 }
