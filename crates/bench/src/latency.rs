@@ -85,8 +85,14 @@ pub struct LatencyResult {
     pub lost: u64,
     /// Messages the broker reported dropping (the `missed` counts of deliveries).
     pub missed: u64,
-    /// Subscribers that did not receive every message, or whose stream ended.
+    /// Subscribers no longer served at the end ([`engine::Tally::alive_at_end`]).
     pub dropped_subscribers: usize,
+    /// Subscribers that lost anything.
+    pub lossy_subscribers: usize,
+    /// The most one subscriber lost.
+    pub max_lost: u64,
+    /// Losses no subscriber was told of (see [`Accounting::unattributed`]).
+    pub unattributed: u64,
     /// Subscribers whose stream ended before the run did.
     pub ended: usize,
     /// Deliveries whose number was not above the previous one's.
@@ -267,6 +273,9 @@ fn summarize(spec: &LatencySpec, run: &Run, h: &Histogram<u64>, send: &Histogram
         lost: a.lost,
         missed: a.missed,
         dropped_subscribers: a.dropped_subscribers,
+        lossy_subscribers: a.lossy_subscribers,
+        max_lost: a.max_lost,
+        unattributed: a.unattributed,
         ended: a.ended,
         out_of_order: a.out_of_order,
         duplicates: a.duplicates,

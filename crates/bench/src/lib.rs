@@ -39,6 +39,7 @@
 //! launcher uses.
 
 pub mod acked;
+pub mod busy;
 pub mod catchup;
 pub mod cell;
 pub mod cli;

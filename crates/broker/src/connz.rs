@@ -93,6 +93,8 @@ pub struct ConnInfo {
     pub bytes_out: u64,
     /// Deliveries dropped for it (its queue was full).
     pub dropped: u64,
+    /// UDP: deliveries lost because the socket would not send their datagram.
+    pub send_failed: u64,
 }
 
 /// A page of a list, with the list's full length.
@@ -240,6 +242,7 @@ impl Conn {
             messages_out: counts.messages_out.load(Relaxed),
             bytes_out: counts.bytes_out.load(Relaxed),
             dropped: counts.dropped.load(Relaxed),
+            send_failed: counts.send_failed.load(Relaxed),
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod storage;
 pub mod tcp;
 pub mod tls;
 pub mod udp;
+mod udp_expiry;
 mod udp_token;
 pub mod web;
 

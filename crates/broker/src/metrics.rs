@@ -84,6 +84,9 @@ pub struct Metrics {
     pub udp_deliveries_too_large: Counter,
     /// Datagrams sent to UDP clients carrying deliveries (several deliveries may share one).
     pub udp_datagrams_sent: Counter,
+    /// Datagrams to UDP clients the socket would not send (the deliveries in them are lost,
+    /// and the client sees the gap in their sequence numbers).
+    pub udp_send_errors: Counter,
     /// UDP sessions that expired for want of a keepalive.
     pub udp_sessions_expired: Counter,
     /// UDP datagrams without a valid address token: answered with a TOKEN and nothing else.
@@ -170,6 +173,7 @@ impl Metrics {
             udp_datagrams_dropped: Counter::default(),
             udp_deliveries_too_large: Counter::default(),
             udp_datagrams_sent: Counter::default(),
+            udp_send_errors: Counter::default(),
             udp_sessions_expired: Counter::default(),
             udp_unvalidated: Counter::default(),
             udp_sessions_refused: Counter::default(),
@@ -247,6 +251,11 @@ impl Metrics {
             "udp_datagrams_sent",
             "Datagrams of deliveries sent to UDP clients (deliveries are packed several to one)",
             m.udp_datagrams_sent.clone(),
+        );
+        r.register(
+            "udp_send_errors",
+            "Datagrams to UDP clients the socket would not send (their deliveries are lost)",
+            m.udp_send_errors.clone(),
         );
         r.register("udp_sessions_expired", "UDP sessions expired without keepalive", m.udp_sessions_expired.clone());
         r.register(

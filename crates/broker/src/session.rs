@@ -146,6 +146,7 @@ impl Session {
                 match from_broker {
                     Frame::TokenIssued(_) => "TOKEN_ISSUED is sent by the broker, not to it",
                     Frame::NoResponders(_) => "NO_RESPONDERS is sent by the broker, not to it",
+                    Frame::Sequence(_) => "SEQUENCE is sent by the broker, not to it",
                     _ => "WELCOME, DELIVER, ERROR and the guaranteed answers are sent by the broker, not to it",
                 },
             )),

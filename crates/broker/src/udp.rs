@@ -4,17 +4,17 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tidings_wire::{Frame, Notice, ReasonCode};
 use tokio::net::UdpSocket;
-use tokio::time::Instant;
 
 use crate::config::{OverflowPolicy, SlowConsumer};
 use crate::context::Context;
 use crate::outbox::{write_datagrams, Outbox};
 use crate::session::{Next, Session, Transport};
+use crate::udp_expiry::{AwakeClock, Heard};
 use crate::udp_token::{ReplyPace, TokenKey};
 
 /// Bytes of a TOKEN frame: a datagram shorter than this gets no answer at all, so a forged
@@ -23,7 +23,7 @@ const TOKEN_FRAME_LEN: usize = tidings_wire::HEADER_LEN + tidings_wire::TOKEN_LE
 
 struct UdpClient {
     session: Session,
-    last_heard: Instant,
+    last_heard: Heard,
 }
 
 /// Serves datagrams until shutdown.
@@ -37,18 +37,25 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Context>) {
     };
     let ttl = shared.config.udp.session_ttl;
     let mut clients: HashMap<SocketAddr, UdpClient> = HashMap::new();
-    let mut sweep = tokio::time::interval((ttl / 4).max(Duration::from_millis(25)));
+    let period = (ttl / 4).max(Duration::from_millis(25));
+    let mut sweep = tokio::time::interval(period);
+    sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut clock = AwakeClock::new(period, Instant::now());
     let mut buf = vec![0u8; 65_536];
-    let mut pace = ReplyPace::new(std::time::Instant::now());
+    let mut pace = ReplyPace::new(Instant::now());
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
-            _ = sweep.tick() => expire(&mut clients, ttl, &shared),
+            _ = sweep.tick() => {
+                clock.sweep(Instant::now());
+                expire(&mut clients, (ttl, &clock), &shared);
+            }
             received = socket.recv_from(&mut buf) => {
                 // Errors here are ICMP reports about earlier sends; they concern one peer only.
                 if let Ok((len, peer)) = received {
                     let data = Bytes::copy_from_slice(&buf[..len]);
-                    datagram(data, (peer, &key, &mut pace), &socket, &mut clients, &shared);
+                    let heard = clock.heard(Instant::now());
+                    datagram(data, (peer, heard, &key, &mut pace), &socket, &mut clients, &shared);
                 }
             }
         }
@@ -60,7 +67,7 @@ pub async fn serve(socket: Arc<UdpSocket>, shared: Arc<Context>) {
 
 fn datagram(
     mut data: Bytes,
-    (peer, key, pace): (SocketAddr, &TokenKey, &mut ReplyPace),
+    (peer, heard, key, pace): (SocketAddr, Heard, &TokenKey, &mut ReplyPace),
     socket: &Arc<UdpSocket>,
     clients: &mut HashMap<SocketAddr, UdpClient>,
     shared: &Arc<Context>,
@@ -84,7 +91,7 @@ fn datagram(
         // broker's TOKEN_ISSUED, whose source may be forged, must not start a loop), never a
         // datagram smaller than the answer, and a few a second per source address at most.
         let request = !frames.iter().any(Frame::is_from_broker);
-        if request && len >= TOKEN_FRAME_LEN && pace.allow(peer, std::time::Instant::now()) {
+        if request && len >= TOKEN_FRAME_LEN && pace.allow(peer, Instant::now()) {
             if let Ok(bytes) = Frame::TokenIssued(key.token(peer)).to_bytes() {
                 let _ = socket.try_send_to(&bytes, peer);
             }
@@ -116,10 +123,10 @@ fn datagram(
             Arc::clone(&outbox),
             shared.config.udp.max_datagram,
         ));
-        UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: Instant::now() }
+        UdpClient { session: Session::new(Transport::Udp, outbox, Arc::clone(shared)), last_heard: heard }
     });
-    client.last_heard = Instant::now();
-    let read_at = std::time::Instant::now();
+    client.last_heard = heard;
+    let read_at = Instant::now();
     for frame in frames {
         match client.session.handle(frame) {
             Next::Continue => {}
@@ -143,10 +150,10 @@ fn datagram(
     client.session.forgo_hold_back();
 }
 
-fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, ttl: Duration, shared: &Context) {
+fn expire(clients: &mut HashMap<SocketAddr, UdpClient>, (ttl, clock): (Duration, &AwakeClock), shared: &Context) {
     let now = Instant::now();
     clients.retain(|_, c| {
-        let alive = now.duration_since(c.last_heard) < ttl;
+        let alive = !clock.silent_for(c.last_heard, ttl, now);
         if !alive {
             shared.metrics.udp_sessions_expired.inc();
             c.session.outbox.abort();

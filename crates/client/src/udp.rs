@@ -15,7 +15,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tidings_wire::{Frame, Hello, Notice, Ping, ReasonCode, SubId, Subscribe, Token, Unsubscribe, PROTOCOL_VERSION};
+use tidings_wire::{
+    Frame, Hello, Notice, Ping, ReasonCode, Sequence, SubId, Subscribe, Token, Unsubscribe, PROTOCOL_VERSION,
+};
 use tokio::net::{lookup_host, UdpSocket};
 use tokio::sync::watch;
 use tokio::time::{interval_at, sleep, timeout, timeout_at, Instant, MissedTickBehavior};
@@ -76,6 +78,11 @@ async fn open(config: &Config) -> Result<UdpSocket, ClientError> {
     };
     let local = if addr.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
     let socket = UdpSocket::bind(local).await?;
+    // Best effort: the kernel's default buffer still works, it only holds less while this
+    // process waits for a CPU.
+    if let Err(error) = socket2::SockRef::from(&socket).set_recv_buffer_size(config.udp_recv_buffer) {
+        debug!(%error, "cannot size the UDP receive buffer");
+    }
     socket.connect(addr).await?;
     Ok(socket)
 }
@@ -247,6 +254,7 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
     // deliveries held 64 MiB.
     let mut buf = vec![0u8; MAX_DATAGRAM];
     let mut inbox = Inbox::default();
+    let mut sequence = Sequencer::default();
     loop {
         let received = tokio::select! {
             () = shared.stopped() => return,
@@ -275,6 +283,11 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
                 Ok(Frame::TokenIssued(token)) => {
                     link.token.send_replace(Some(token));
                 }
+                Ok(Frame::Sequence(Sequence { first })) => sequence.datagram(first),
+                Ok(Frame::Deliver(mut deliver)) => {
+                    deliver.missed = deliver.missed.saturating_add(sequence.delivery());
+                    shared.handle_inbound(Frame::Deliver(deliver), read_us, &mut inbox);
+                }
                 Ok(frame) => {
                     if let Some(error) = shared.handle_inbound(frame, read_us, &mut inbox) {
                         debug!(%error, "broker notice over udp");
@@ -287,6 +300,57 @@ async fn read_loop(shared: Arc<Shared>, link: Arc<UdpLink>) {
             }
         }
         shared.hand_over(&mut inbox).await;
+    }
+}
+
+/// Counts the deliveries lost on the way from the broker by the SEQUENCE first in each of its
+/// datagrams (the number of the datagram's first delivery), and hands the count to the next
+/// delivery's `missed`, beside what the broker's queue dropped: a subscriber's losses are then
+/// its own to see, wherever they happened. A datagram numbered below what was already seen
+/// came late (reordered): it is delivered, and each of its deliveries takes one back from the
+/// losses not yet told; one numbered 0, or far below, starts a new numbering (the broker
+/// restarted, or let the session go and a keepalive opened a new one).
+#[derive(Debug, Default)]
+struct Sequencer {
+    /// The number the next datagram should start at, once one was seen.
+    next: Option<u64>,
+    /// Deliveries lost and not yet told to a delivery.
+    lost: u64,
+    /// The current datagram came late: its deliveries do not move `next`.
+    late: bool,
+}
+
+/// How far below the numbers already seen a datagram may come and still be a late one of the
+/// same numbering (a reordering network holds a few datagrams back, not thousands).
+const REORDER_WINDOW: u64 = 4096;
+
+impl Sequencer {
+    /// A datagram starting at delivery `first` arrived.
+    fn datagram(&mut self, first: u64) {
+        self.late = false;
+        match self.next {
+            Some(next) if first > next => self.lost += first - next,
+            Some(next) if first < next && first != 0 && next - first <= REORDER_WINDOW => {
+                self.late = true;
+                return;
+            }
+            _ => {}
+        }
+        self.next = Some(first);
+    }
+
+    /// A delivery of the current datagram arrived: the losses to tell with it.
+    fn delivery(&mut self) -> u32 {
+        if self.late {
+            self.lost = self.lost.saturating_sub(1);
+            return 0;
+        }
+        if let Some(next) = self.next.as_mut() {
+            *next += 1;
+        }
+        let told = u32::try_from(self.lost).unwrap_or(u32::MAX);
+        self.lost -= u64::from(told);
+        told
     }
 }
 
@@ -305,5 +369,36 @@ async fn keepalive(shared: Arc<Shared>, link: Arc<UdpLink>) {
         if let Err(error) = link.send_frames(&frames).await {
             debug!(%error, "keepalive not sent");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gap_in_the_broker_s_numbers_is_told_with_the_next_delivery() {
+        let mut s = Sequencer::default();
+        s.datagram(0);
+        assert_eq!([s.delivery(), s.delivery()], [0, 0]);
+        s.datagram(2);
+        assert_eq!(s.delivery(), 0, "in sequence: nothing lost");
+        s.datagram(10);
+        assert_eq!([s.delivery(), s.delivery()], [7, 0], "3..10 lost, told once");
+        s.datagram(14);
+        s.datagram(12);
+        assert_eq!(s.delivery(), 0, "a late delivery takes one back from the gap");
+        s.datagram(14);
+        assert_eq!([s.delivery(), s.delivery()], [1, 0], "of 12 and 13, only 13 was lost");
+        s.datagram(0);
+        assert_eq!(s.delivery(), 0, "a new session numbers from 0 again");
+        s.datagram(3);
+        assert_eq!(s.delivery(), 2, "and its gaps count");
+        s.datagram(9_999);
+        assert_eq!(s.delivery(), 9_995);
+        s.datagram(5);
+        assert_eq!(s.delivery(), 0, "far below: a new numbering whose first datagram was lost, not a late one");
+        s.datagram(7);
+        assert_eq!(s.delivery(), 1);
     }
 }

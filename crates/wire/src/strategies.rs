@@ -120,5 +120,6 @@ pub fn guaranteed_frame() -> impl Strategy<Value = Frame> {
         any::<[u8; crate::frame::TOKEN_LEN]>().prop_map(|token| Frame::Token(crate::frame::Token(token))),
         any::<[u8; crate::frame::TOKEN_LEN]>().prop_map(|token| Frame::TokenIssued(crate::frame::Token(token))),
         ".{0,12}".prop_map(|reply_to| Frame::NoResponders(NoResponders { reply_to })),
+        any::<u64>().prop_map(|first| Frame::Sequence(crate::frame::Sequence { first })),
     ]
 }

@@ -145,6 +145,11 @@ pub struct SubscribersArgs {
     /// Seconds of publishing per point (default 5).
     #[arg(long, value_parser = above_zero)]
     duration: Option<f64>,
+    /// Keep N CPU-bound processes spinning beside the whole run (`sh -c 'while :; do :; done'`,
+    /// at the bench's priority): the machine busy with other work. The cores they took per
+    /// point are in the CSV.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    busy: usize,
 }
 
 /// `tidings bench overhead`.
@@ -303,6 +308,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             p.transports = a.transports.unwrap_or(p.transports);
             p.size = a.size.unwrap_or(p.size);
             p.duration = a.duration.map(std::time::Duration::from_secs_f64).unwrap_or(p.duration);
+            p.busy = a.busy;
             (a.suite, Some(Box::new(subscribers::Subscribers(p))))
         }
         Which::Sizes(a) => {

@@ -138,6 +138,7 @@ struct OutboxMetrics {
     slow_consumer_disconnects: Counter,
     udp_deliveries_too_large: Counter,
     udp_datagrams_sent: Counter,
+    udp_send_errors: Counter,
 }
 
 impl OutboxMetrics {
@@ -149,6 +150,7 @@ impl OutboxMetrics {
             slow_consumer_disconnects: metrics.slow_consumer_disconnects.clone(),
             udp_deliveries_too_large: metrics.udp_deliveries_too_large.clone(),
             udp_datagrams_sent: metrics.udp_datagrams_sent.clone(),
+            udp_send_errors: metrics.udp_send_errors.clone(),
         }
     }
 }
@@ -162,6 +164,9 @@ pub struct OutboxCounts {
     pub bytes_out: AtomicU64,
     /// Deliveries dropped because the queue was full.
     pub dropped: AtomicU64,
+    /// UDP: deliveries in datagrams the socket would not send (lost; the broker's own part of
+    /// a UDP client's losses, beside `dropped`).
+    pub send_failed: AtomicU64,
 }
 
 impl Drop for Outbox {

@@ -18,6 +18,10 @@ pub(crate) struct ServerArgs {
     /// Use UDP instead of TCP.
     #[arg(long)]
     pub(crate) udp: bool,
+    /// With --udp: the broker's `[udp] session_ttl`; the client renews its subscriptions
+    /// every third of it, so it must not be longer than the broker's.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(crate) udp_ttl: Duration,
     /// Give up connecting (handshake included) after this long, e.g. 500ms or 10s.
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = humantime::parse_duration)]
     pub(crate) connect_timeout: Duration,
@@ -34,8 +38,11 @@ impl ServerArgs {
     /// The builder [`ServerArgs::connect`] uses, for commands that set more options.
     pub(crate) fn builder(&self, name: &str) -> ClientBuilder {
         let transport = if self.udp { Transport::Udp } else { Transport::Tcp };
-        let mut builder =
-            Client::builder(self.server.as_str()).name(name).transport(transport).connect_timeout(self.connect_timeout);
+        let mut builder = Client::builder(self.server.as_str())
+            .name(name)
+            .transport(transport)
+            .connect_timeout(self.connect_timeout)
+            .udp_ttl(self.udp_ttl);
         let login = &self.login;
         if let Some(ca) = &login.tls_ca {
             builder = builder.tls_ca(ca);

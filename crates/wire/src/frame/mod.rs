@@ -16,6 +16,7 @@ mod notice;
 mod ping;
 mod publish_ack;
 mod publish_refused;
+mod sequence;
 mod subscribe;
 mod subscribed;
 mod token;
@@ -35,6 +36,7 @@ pub use notice::Notice;
 pub use ping::{Ping, Pong};
 pub use publish_ack::PublishAck;
 pub use publish_refused::PublishRefused;
+pub use sequence::{Sequence, SEQUENCE_LEN};
 pub use subscribe::{check_group_name, DeliveryMode, SubId, Subscribe, KEYED_FLAG, MAX_GROUP_LEN, QUEUE_FLAG};
 pub use subscribed::Subscribed;
 pub use token::{Token, TOKEN_LEN};
@@ -102,10 +104,12 @@ pub enum FrameType {
     TokenIssued = 0x13,
     /// Broker to client: nothing anywhere matches a request's subject.
     NoResponders = 0x14,
+    /// Broker to client over UDP: the number of a datagram's first delivery, first in it.
+    Sequence = 0x15,
 }
 
 /// The highest type byte this version knows; the header check refuses anything above.
-const LAST_FRAME_TYPE: u8 = FrameType::NoResponders as u8;
+const LAST_FRAME_TYPE: u8 = FrameType::Sequence as u8;
 
 /// The pattern of every [`Frame`] only a broker sends (an answer, a delivery, a notice of its
 /// own), written once: [`Frame::is_from_broker`] is this pattern, and a broker's session refuses
@@ -124,6 +128,7 @@ macro_rules! broker_frame {
             | $crate::Frame::Subscribed(_)
             | $crate::Frame::TokenIssued(_)
             | $crate::Frame::NoResponders(_)
+            | $crate::Frame::Sequence(_)
     };
 }
 
@@ -170,6 +175,8 @@ pub enum Frame {
     TokenIssued(Token),
     /// See [`NoResponders`].
     NoResponders(NoResponders),
+    /// See [`Sequence`].
+    Sequence(Sequence),
 }
 
 pub use welcome::Welcome;
@@ -199,6 +206,7 @@ impl Frame {
             Frame::Token(_) => FrameType::Token,
             Frame::TokenIssued(_) => FrameType::TokenIssued,
             Frame::NoResponders(_) => FrameType::NoResponders,
+            Frame::Sequence(_) => FrameType::Sequence,
         }
     }
 
@@ -273,6 +281,10 @@ impl Frame {
                 Ok(())
             }
             Frame::NoResponders(f) => f.encode_body(out),
+            Frame::Sequence(f) => {
+                f.encode_body(out);
+                Ok(())
+            }
         })
     }
 
@@ -335,6 +347,7 @@ impl Frame {
             0x12 => Frame::Token(Token::decode_body(&body)?),
             0x13 => Frame::TokenIssued(Token::decode_body(&body)?),
             0x14 => Frame::NoResponders(NoResponders::decode_body(&body)?),
+            0x15 => Frame::Sequence(Sequence::decode_body(&body)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

@@ -294,6 +294,13 @@ fn no_responders_golden_bytes() {
 }
 
 #[test]
+fn sequence_golden_bytes() {
+    golden(Frame::Sequence(Sequence { first: 258 }), &[0, 0, 0, 9, 0x15, 0, 0, 0, 0, 0, 0, 1, 2]);
+    assert_eq!(Frame::Sequence(Sequence { first: 0 }).to_bytes().unwrap().len(), SEQUENCE_LEN);
+    assert!(Frame::Sequence(Sequence { first: 0 }).is_from_broker(), "only brokers number deliveries");
+}
+
+#[test]
 fn token_golden_bytes() {
     let token: [u8; TOKEN_LEN] = std::array::from_fn(|i| i as u8);
     let mut expected = vec![0, 0, 0, 17, 0x12];

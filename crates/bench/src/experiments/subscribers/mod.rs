@@ -37,6 +37,9 @@ pub struct Params {
     pub max_rate: f64,
     /// Highest deliveries per second (rate × subscribers).
     pub max_deliveries: f64,
+    /// CPU-bound processes spinning beside the whole run ([`crate::busy`]): the machine busy
+    /// with other work, as issue 45 measured UDP at.
+    pub busy: usize,
 }
 
 impl Params {
@@ -53,6 +56,7 @@ impl Params {
             duration,
             max_rate: 1000.0,
             max_deliveries: 1_000_000.0,
+            busy: 0,
         }
     }
 
@@ -108,6 +112,18 @@ impl Experiment for Subscribers {
                     + " (each holds its datagram, at most 1,472 bytes; TCP clients keep the default 65,536)",
             ),
             ("broker", "one `tidings broker`, default settings, started fresh for every point".into()),
+            (
+                "busy neighbours",
+                if p.busy == 0 {
+                    "none".into()
+                } else {
+                    format!(
+                        "{} spinning process(es) (`sh -c 'while :; do :; done'`) for the whole run, at the bench's \
+                         priority; the cores they took per point are in the CSV (busy_cores)",
+                        p.busy
+                    )
+                },
+            ),
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
@@ -142,6 +158,10 @@ impl Subscribers {
         let mut retries = Vec::new();
         let mut skipped = Vec::new();
         let mut nats_failures = Vec::new();
+        let busy = crate::busy::Busy::start(p.busy)?;
+        if p.busy > 0 {
+            ctx.log(format!("subscribers: {} busy process(es) spinning beside the run", p.busy));
+        }
         // Point by point: every transport of tidings, then NATS on a fresh server, repetition by
         // repetition, so that a change in the machine's load falls on both alike.
         for &n in &p.counts {
@@ -155,6 +175,7 @@ impl Subscribers {
                 for &transport in &p.transports {
                     let at = format!("{} n={n}", transport_name(transport));
                     let load_before = load_average();
+                    let busy_before = busy.sample();
                     let r = match self.point(ctx, transport, n, &mut checks, &mut retries).await {
                         Ok(r) => r,
                         Err(e) => {
@@ -165,6 +186,7 @@ impl Subscribers {
                     };
                     checks.ran.record(true, at.clone());
                     let load = [load_before, load_average()];
+                    let busy_cores = (p.busy > 0).then(|| crate::busy::cores_taken(&busy_before, &busy.sample()));
                     let cells = At {
                         system: transport_name(transport),
                         source: "this session",
@@ -173,12 +195,13 @@ impl Subscribers {
                         size: p.size,
                         rep,
                         load,
+                        busy_cores,
                     };
                     table.push(row(&cells, &r));
                     ctx.step(format!("{at}: mean {}", micros(r.latency.mean_us)));
                 }
                 if let Some(tools) = ctx.peers.tools() {
-                    if let Err(e) = self.nats_point(ctx, tools, n, rep, &mut table).await {
+                    if let Err(e) = self.nats_point(ctx, tools, n, (rep, &busy), &mut table).await {
                         nats_failures.push(format!("{n} subscribers, rep {rep}: {e:#}"));
                     }
                     ctx.step(format!("nats n={n}"));
@@ -280,12 +303,13 @@ impl Subscribers {
         ctx: &Context,
         tools: &NatsTools,
         n: usize,
-        rep: usize,
+        (rep, busy): (usize, &crate::busy::Busy),
         table: &mut Vec<Row>,
     ) -> anyhow::Result<()> {
         let p = &self.0;
         let dir = ctx.scratch("subscribers-nats")?;
         let load_before = load_average();
+        let busy_before = busy.sample();
         let rate = p.rate(n);
         let run = nats::PeerRun {
             mode: nats::Mode::Latency,
@@ -301,8 +325,9 @@ impl Subscribers {
         };
         let rows = nats::run_async(tools, run, &dir).await?;
         let load = [load_before, load_average()];
+        let busy_cores = (p.busy > 0).then(|| crate::busy::cores_taken(&busy_before, &busy.sample()));
         for r in &rows {
-            let at = At { system: "nats", source: "this session", n, rate, size: p.size, rep, load };
+            let at = At { system: "nats", source: "this session", n, rate, size: p.size, rep, load, busy_cores };
             table.push(peer_row(&at, r));
         }
         Ok(())
@@ -324,6 +349,7 @@ impl Subscribers {
                         size: p.size,
                         rep: i + 1,
                         load: [None, None],
+                        busy_cores: None,
                     };
                     table.push(peer_row(&at, r));
                 }

@@ -72,7 +72,12 @@ impl Subscribers {
             panels: vec![
                 Panel::new("mean latency", x(), latency_axis("mean"), mean),
                 Panel::new("99th percentile latency", x(), latency_axis("p99"), ours(|r| r.p99_us)),
-                Panel::new("dropped subscribers", x(), Axis::linear("subscribers that missed messages"), dropped),
+                Panel::new(
+                    "dropped subscribers",
+                    x(),
+                    Axis::linear("subscribers no longer served at the end"),
+                    dropped,
+                ),
             ],
         }
     }
@@ -87,15 +92,18 @@ impl Subscribers {
              stall. *send p99* measures from the actual send instead (for comparison only), and \
              *achieved* is the publish rate reached. Both sides measure the same way (the peer \
              harness in `bench/peers/`); NATS runs on a fresh server right after tidings at each \
-             point and repetition. A *dropped subscriber* is one that \
-             did not receive every message (seed 003's definition: it did not receive and report \
-             everything); *lost* counts deliveries that never arrived. The publisher sends 1000 msg/s \
+             point and repetition. A *dropped subscriber* is one no longer served at the end: its \
+             stream ended, or none of the last tenth of the messages reached it (seed 003's dropped \
+             subscribers never reported; NATS's are the peer harness's slow consumers). A subscriber \
+             that is alive but lost messages is counted in *lossy subs* instead, and *max lost/sub* is \
+             the most one subscriber lost; *lost* counts deliveries that never arrived, by identity. \
+             The publisher sends 1000 msg/s \
              up to 1000 subscribers and 100 msg/s at 10,000: at most 1 M deliveries/s. Medians over \
              repetitions, with [min-max]; `!` marks a spread over 25 % of the median. The CSV has \
              the load average before and after every point (the machine is shared).\n"
         );
         let head = ["subscribers", "system", "mean", "p50", "p99 [min-max]", "max", "send p99", "achieved msg/s"];
-        md_head(&mut out, &[&head[..], &["dropped subs", "lost"]].concat());
+        md_head(&mut out, &[&head[..], &["dropped subs", "lossy subs", "max lost/sub", "lost"]].concat());
         for &n in &self.0.counts {
             for system in ["tidings-tcp", "tidings-udp", "nats", "nats-anchor"] {
                 let m = |c: Field| Self::median(table, system, n, c);
@@ -104,7 +112,13 @@ impl Subscribers {
                 let count = |c: Field| m(c).map(num).unwrap_or_else(|| "n/a".into());
                 let p99 = Self::ranged(table, system, n, |r| r.p99_us);
                 let latency = [micros(mean), us(|r| r.p50_us), p99, us(|r| r.max_us), us(|r| r.send_p99_us)];
-                let counts = [count(|r| r.achieved_rate_msg_s), count(|r| r.dropped_subscribers), count(|r| r.lost)];
+                let counts = [
+                    count(|r| r.achieved_rate_msg_s),
+                    count(|r| r.dropped_subscribers),
+                    count(|r| r.lossy_subscribers),
+                    count(|r| r.max_lost_per_subscriber),
+                    count(|r| r.lost),
+                ];
                 md_row(&mut out, [n.to_string(), system.to_string()].into_iter().chain(latency).chain(counts));
             }
         }
@@ -116,11 +130,23 @@ impl Subscribers {
                  at a receiving socket whose buffer is full (*receivers' buffers*, `RcvbufErrors`) and \
                  at a full send buffer (*send buffer*, `SndbufErrors`), both read from /proc/net/snmp \
                  over the point, machine-wide. The bench's receivers are one socket per subscriber, \
-                 each read by a task of the client library, one datagram per system call.\n"
+                 each read by a task of the client library, one datagram per system call. *Told* is \
+                 what the subscribers' deliveries reported as missed before them (the broker's queue \
+                 drops, and the gaps each client saw in the broker's numbering of its datagrams); \
+                 *not told* is what a subscriber lost beyond what it was told, summed.\n"
             );
             md_head(
                 &mut out,
-                &["subscribers", "lost", "broker queue", "receivers' buffers", "send buffer", "not attributed"],
+                &[
+                    "subscribers",
+                    "lost",
+                    "broker queue",
+                    "receivers' buffers",
+                    "send buffer",
+                    "not attributed",
+                    "told",
+                    "not told",
+                ],
             );
             for &n in &self.0.counts {
                 let m = |c: Field| Self::median(table, "tidings-udp", n, c);
@@ -129,7 +155,11 @@ impl Subscribers {
                 let shown = |v: Option<f64>| v.map(num).unwrap_or_else(|| "n/a".into());
                 let attributed: f64 = parts.iter().flatten().sum();
                 let unattributed = num((lost - attributed).max(0.0));
-                md_row(&mut out, [n.to_string(), num(lost)].into_iter().chain(parts.map(shown)).chain([unattributed]));
+                let told = [shown(m(|r| r.told_lost)), shown(m(|r| r.unattributed))];
+                md_row(
+                    &mut out,
+                    [n.to_string(), num(lost)].into_iter().chain(parts.map(shown)).chain([unattributed]).chain(told),
+                );
             }
         }
         let _ = writeln!(out, "\nMean latency and dropped subscribers beside the seeds' (their LAN and VM tables):\n");

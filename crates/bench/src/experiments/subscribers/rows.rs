@@ -35,8 +35,18 @@ pub struct Row {
     pub received: Option<f64>,
     /// Deliveries that never arrived.
     pub lost: Option<f64>,
-    /// Subscribers that missed something or whose stream ended.
+    /// Subscribers no longer served at the end: stream ended, or none of the last tenth of
+    /// the messages arrived (NATS: the peer harness's slow consumers).
     pub dropped_subscribers: Option<f64>,
+    /// Subscribers alive or not that lost anything.
+    pub lossy_subscribers: Option<f64>,
+    /// The most one subscriber lost.
+    pub max_lost_per_subscriber: Option<f64>,
+    /// Losses the subscribers were told of (`missed` of their deliveries: the broker's queue
+    /// drops and, over UDP, gaps in the broker's datagram numbers).
+    pub told_lost: Option<f64>,
+    /// Losses no subscriber was told of.
+    pub unattributed: Option<f64>,
     /// Mean latency.
     pub mean_us: Option<f64>,
     /// Its standard deviation.
@@ -66,6 +76,8 @@ pub struct Row {
     pub load_before: Option<f64>,
     /// Load average after it.
     pub load_after: Option<f64>,
+    /// Cores the `--busy` processes took over the point (1.0: a whole core).
+    pub busy_cores: Option<f64>,
 }
 
 /// Which point a row belongs to, and the load around it.
@@ -77,6 +89,7 @@ pub(super) struct At<'a> {
     pub(super) size: usize,
     pub(super) rep: usize,
     pub(super) load: [Option<f64>; 2],
+    pub(super) busy_cores: Option<f64>,
 }
 
 impl At<'_> {
@@ -91,6 +104,7 @@ impl At<'_> {
             rep: self.rep,
             load_before: self.load[0],
             load_after: self.load[1],
+            busy_cores: self.busy_cores,
             ..Row::default()
         }
     }
@@ -104,6 +118,10 @@ pub(super) fn row(at: &At<'_>, m: &Measured) -> Row {
         received: f(r.received),
         lost: f(r.lost),
         dropped_subscribers: Some(r.dropped_subscribers as f64),
+        lossy_subscribers: Some(r.lossy_subscribers as f64),
+        max_lost_per_subscriber: f(r.max_lost),
+        told_lost: f(r.missed),
+        unattributed: f(r.unattributed),
         mean_us: Some(r.mean_us),
         stdev_us: Some(r.stdev_us),
         p50_us: f(r.p50_us),
