@@ -134,12 +134,13 @@ impl Driver {
                     }
                 }
             }
-            GroupBody::Refused { reason } => {
+            GroupBody::Refused { code, reason } => {
                 let member = SubendId(member);
                 if self.away.get(member).is_some_and(|e| e.home == from) {
                     if let Some(entry) = self.away.remove(member) {
-                        let notice = Notice::new(ReasonCode::InvalidQueueGroup, reason);
-                        entry.session.outbox.push_frame(&tidings_wire::Frame::Error(notice));
+                        // As a local join refused: the ERROR, and the connection closed.
+                        let notice = Notice { code, text: reason };
+                        entry.session.outbox.close_with(&tidings_wire::Frame::Error(notice));
                     }
                 }
             }
@@ -164,24 +165,24 @@ impl Driver {
         remote: u64,
         (group, pattern, selector, key): (String, String, Option<String>, Option<String>),
     ) {
-        let refuse = |driver: &mut Driver, text: String| {
-            let notice = Notice::new(ReasonCode::InvalidQueueGroup, text);
+        let refuse = |driver: &mut Driver, notice: Notice| {
             let dest = Dest::Remote { peer: peer.clone(), member: remote };
             driver.tell_refused(&dest, notice);
         };
         let home = self.net.as_ref().and_then(|net| net.cluster.queue_home().cloned());
         if home.as_ref() != Some(&self.broker) {
-            return refuse(
-                self,
-                format!("{} does not keep guaranteed queue groups ([cluster] queue_home)", self.broker),
-            );
+            let text = format!("{} does not keep guaranteed queue groups ([cluster] queue_home)", self.broker);
+            return refuse(self, Notice::new(ReasonCode::UnsupportedDeliveryMode, text));
         }
         if let Err(why) = tidings_wire::check_group_name(&group) {
-            return refuse(self, why.to_string());
+            return refuse(self, Notice::new(ReasonCode::InvalidQueueGroup, why));
         }
         let filter = match (Pattern::parse(&pattern), selector.as_deref().map(Selector::parse).transpose()) {
             (Ok(pattern), Ok(selector)) => (pattern, selector),
-            _ => return refuse(self, format!("the filter {pattern:?} {selector:?} does not parse")),
+            _ => {
+                let text = format!("the filter {pattern:?} {selector:?} does not parse");
+                return refuse(self, Notice::new(ReasonCode::InvalidPattern, text));
+            }
         };
         let name = durable_name(&group);
         let next = || SubendId(self.next_subend.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
@@ -190,9 +191,17 @@ impl Driver {
             self.durables.claims.lock().claim_group(&name, (&pattern, selector.as_deref(), key.as_deref()), fresh);
         let group_subend = match claimed {
             Ok(subend) => subend,
-            Err(notice) => return refuse(self, notice.text),
+            Err(notice) => return refuse(self, notice),
         };
-        let Ok(local) = self.homed.join(peer, remote, local) else { return };
+        let local = match self.homed.join(peer, remote, local) {
+            Ok(local) => local,
+            Err(_) => {
+                // A JOIN again (one of an old connection overtaken by the new one's): it is in
+                // the group already; JOINED again, which its broker takes as nothing new.
+                self.send_group_frame(peer, remote, GroupBody::Joined);
+                return;
+            }
+        };
         let spec = DurableSpec { name, pattern, selector, key };
         let dest = Dest::Remote { peer: peer.clone(), member: remote };
         self.join_group(Join { member: local, group: group_subend, dest, spec, filter });

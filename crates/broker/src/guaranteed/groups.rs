@@ -205,7 +205,8 @@ impl Driver {
         match dest {
             Dest::Local { outbox, .. } => outbox.push_frame(&tidings_wire::Frame::Error(notice)),
             Dest::Remote { peer, member } => {
-                self.send_group_frame(peer, *member, GroupBody::Refused { reason: notice.text.to_string() });
+                let body = GroupBody::Refused { code: notice.code, reason: notice.text };
+                self.send_group_frame(peer, *member, body);
             }
         }
     }

@@ -2,7 +2,7 @@
 //! broker (docs/protocol.md, "Guaranteed queue groups"). Layout: `kind:u8 | member:u64 | body`,
 //! where `member` is the member's number at its own broker and the body is, by kind:
 //! 1 JOIN `group:str16 | pattern:str16 | selector:str16 | key:str16` (an empty selector or key:
-//! none), 2 JOINED (empty), 3 REFUSED `reason:str16`, 4 LEAVE (empty),
+//! none), 2 JOINED (empty), 3 REFUSED `code:u16 | reason:str16`, 4 LEAVE (empty),
 //! 5 LEASE `pubend:u64 | tick:u64 | redelivered:u8 | message section`, 6 ACK `pubend:u64 | tick:u64`.
 //!
 //! Why one frame with kinds: the six travel together on one link between two brokers, in the
@@ -54,6 +54,8 @@ pub enum GroupBody {
     Joined,
     /// Home -> member's broker: the join was refused (another filter, storage), with why.
     Refused {
+        /// The reason code the member's client gets (as for a local join refused).
+        code: u16,
         /// Why, for the member's client.
         reason: String,
     },
@@ -115,7 +117,10 @@ impl Group {
                 put_opt(out, "selector", selector)?;
                 put_opt(out, "key", key)?;
             }
-            GroupBody::Refused { reason } => put_str16(out, "reason", reason)?,
+            GroupBody::Refused { code, reason } => {
+                out.put_u16(*code);
+                put_str16(out, "reason", reason)?;
+            }
             GroupBody::Joined | GroupBody::Leave => {}
             GroupBody::Lease { pubend, tick, redelivered, message } => {
                 out.put_u64(pubend.0);
@@ -144,7 +149,7 @@ impl Group {
                 GroupBody::Join { group, pattern, selector, key }
             }
             JOINED => GroupBody::Joined,
-            REFUSED => GroupBody::Refused { reason: r.str16("reason")?.to_string() },
+            REFUSED => GroupBody::Refused { code: r.u16("code")?, reason: r.str16("reason")?.to_string() },
             LEAVE => GroupBody::Leave,
             LEASE => {
                 let pubend = PubendId(r.u64("pubend")?);

@@ -177,7 +177,7 @@ fn group() -> impl Strategy<Value = PeerFrame> {
             key
         }),
         Just(GroupBody::Joined),
-        "[a-z ]{0,12}".prop_map(|reason| GroupBody::Refused { reason }),
+        (any::<u16>(), "[a-z ]{0,12}").prop_map(|(code, reason)| GroupBody::Refused { code, reason }),
         Just(GroupBody::Leave),
         (any::<u64>(), any::<u64>(), any::<bool>(), message()).prop_map(|(p, t, redelivered, message)| {
             GroupBody::Lease { pubend: PubendId(p), tick: Tick(t), redelivered, message }
