@@ -404,3 +404,21 @@ fn a_member_s_broker_killed_mid_stream_has_its_members_leases_go_to_the_others()
     let redeliveries = h.metric("tidings_gd_group_redeliveries_total").unwrap();
     assert_once_in_total(&live, &acked, &dead_had, redeliveries);
 }
+
+/// A broker with links and no `[cluster] queue_home` has nowhere to keep a group: its
+/// guaranteed member is refused at once, saying what to configure.
+#[test]
+fn a_linked_broker_without_a_queue_home_refuses_a_guaranteed_member() {
+    let scratch = tempfile::tempdir().unwrap();
+    let h = Node::new(scratch.path(), "h").start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let a = Node::new(scratch.path(), "a").start("127.0.0.1:0", "127.0.0.1:0", &[cluster_addr(&h)]);
+    wait_until("a - h link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&h, 1.0)());
+    let refused = Command::new(bin())
+        .args(["sub", "--server", &a.tcp(), "--queue", "w", "--guaranteed", "jobs.>"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("unsupported_delivery_mode") && stderr.contains("queue_home"), "{stderr}");
+    assert_eq!(a.metric("tidings_gd_group_members").unwrap(), 0.0);
+}
