@@ -114,6 +114,9 @@ pub struct Driver {
     /// have been leased before the restart (leases are not recorded), so it goes out flagged
     /// redelivered (`super::groups`).
     pub(super) restart_marks: BTreeMap<PubendId, Tick>,
+    /// When this life of the driver started: a group restored from a previous life flags
+    /// what other brokers' pubends replay to it from before then (`super::groups`).
+    pub(super) started_ms: Millis,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -181,6 +184,7 @@ impl Driver {
             away: Default::default(),
             kept: Default::default(),
             restart_marks: BTreeMap::new(),
+            started_ms: now(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {

@@ -16,7 +16,9 @@
 //! every member of that peer out of the group: their leases go to the other members, flagged
 //! redelivered. The member's broker joins its members again over the next link; an ack it
 //! sends for a lease of the old link changes nothing (that lease was given back), so across a
-//! cut a message may be done twice, once by each side, and the second copy says so.
+//! cut a message may be done twice, once by each side, and the second copy says so. A home
+//! that restarts resumes its groups from their checkpoints; what other brokers' pubends replay
+//! from before its start is flagged redelivered (a restored group's mark, `super::groups`).
 
 use std::sync::Arc;
 

@@ -86,6 +86,10 @@ pub(super) struct Group {
     pending: Vec<MemberId>,
     /// The core was told to stop delivering to the group's subend.
     blocked: bool,
+    /// Restored from a previous life of the broker: a tick of another broker's pubend up to
+    /// this may have been leased before the restart (that pubend's log is not here, so it has
+    /// no restart mark), and goes out flagged redelivered.
+    restored_mark: Option<Tick>,
 }
 
 /// Every guaranteed queue group here, by the group's subend, and each member's group.
@@ -132,6 +136,7 @@ impl Driver {
             members: BTreeMap::new(),
             pending: Vec::new(),
             blocked: false,
+            restored_mark: None,
         });
         entry.queue.join(MemberId(member.0), MEMBER_WINDOW);
         entry.members.insert(MemberId(member.0), dest);
@@ -161,6 +166,13 @@ impl Driver {
                 _ => self.tell_joined(group, member),
             }
             if restored {
+                // Ticks are the pubend's clock: what was published before this life (give or
+                // take the brokers' clock skew) may have been leased in the last one.
+                let margin = super::net::LATE_PUBEND_MARGIN_MS;
+                let mark = Tick(self.engine.settings().ticks(self.started_ms.0.saturating_add(margin)));
+                if let Some(entry) = self.groups.by_subend.get_mut(&group) {
+                    entry.restored_mark = Some(mark);
+                }
                 // Restored after a restart, no member since: replayed from its checkpoint.
                 if let Some(entry) = self.subends.get_mut(&group) {
                     entry.blocked = false;
@@ -283,7 +295,9 @@ impl Driver {
         entry.queue.dispatch(&mut leases);
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
-            let redelivered = redelivered || self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark);
+            let redelivered = redelivered
+                || self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark)
+                || (!self.hosted.contains(&pubend) && entry.restored_mark.is_some_and(|mark| tick <= mark));
             let wire_pubend = tidings_wire::PubendId(pubend.0);
             match to {
                 Dest::Local { id, outbox } => {
