@@ -306,10 +306,13 @@ impl BrokerCore {
         Ok(GuaranteedSub { subend, route: None, durable: Some(name) })
     }
 
-    /// A guaranteed queue group member (`sub --queue G --guaranteed`): refused on a broker with
-    /// links (members on several brokers, one group subend per broker, are not built), and when
-    /// the group exists for another filter. Its end (UNSUBSCRIBE or a closed session) gives
-    /// its unacknowledged messages to the other members; the group itself stays.
+    /// A guaranteed queue group member (`sub --queue G --guaranteed`). On a broker with links
+    /// every group is kept at the network's `[cluster] queue_home`: a member there or on a
+    /// broker without links joins the group here; a member elsewhere is a remote member of the
+    /// group at the home (`guaranteed::group_links`), and a broker with links and no home
+    /// configured refuses it. Refused too when the group exists for another filter. Its end
+    /// (UNSUBSCRIBE or a closed session) gives its unacknowledged messages to the other
+    /// members; the group itself stays.
     pub fn subscribe_member_guaranteed(
         &self,
         id: SubId,
@@ -322,9 +325,16 @@ impl BrokerCore {
             check_queue_key(key)?;
         }
         if self.cluster.is_enabled() {
-            let why = "guaranteed queue groups work on a broker without links for now: \
-                       members on several brokers are not built";
-            return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
+            let Some(home) = self.cluster.queue_home() else {
+                let why = "guaranteed queue groups on a broker with links need the network's \
+                           [cluster] queue_home: the broker that keeps them";
+                return Err(Notice::new(ReasonCode::UnsupportedDeliveryMode, why));
+            };
+            if home != self.cluster.name() {
+                check_group_name(group).map_err(|why| Notice::new(ReasonCode::InvalidQueueGroup, why))?;
+                let subend = self.guaranteed.join_remote_group((id, outbox), group, texts, home.clone());
+                return Ok(GuaranteedSub { subend, route: None, durable: None });
+            }
         }
         let subend = self.guaranteed.join_group(id, group, texts, filter, outbox)?;
         Ok(GuaranteedSub { subend, route: None, durable: None })

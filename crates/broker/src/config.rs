@@ -216,6 +216,11 @@ pub struct Cluster {
     pub link_queue_messages: usize,
     /// Most data bytes queued on one link.
     pub link_queue_bytes: usize,
+    /// The broker that keeps every guaranteed queue group of the network (its work queue and
+    /// durable subscription): members at other brokers are leased to over their broker's link
+    /// to it (docs/protocol.md, "Guaranteed queue groups"). Every broker of the network names
+    /// the same one; empty: a broker with links refuses guaranteed queue group members.
+    pub queue_home: String,
 }
 
 /// A broker to dial.
@@ -242,6 +247,7 @@ impl Default for Cluster {
             reconnect_max: Duration::from_millis(800),
             link_queue_messages: 65_536,
             link_queue_bytes: 64 * 1024 * 1024,
+            queue_home: String::new(),
         }
     }
 }

@@ -8,11 +8,10 @@
 mod gd_common;
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use gd_common::{bin, publish, spawn};
+use gd_common::{cluster_addr, links_up, publish, spawn, Node};
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
 
@@ -66,57 +65,6 @@ fn wait_for(what: &str, timeout: Duration, check: impl Fn() -> bool) {
         assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// A broker's fixed setup: its name, data directory and config file, so it can be restarted
-/// on the same (or an empty) data directory with the same ports.
-struct Node {
-    name: String,
-    data: PathBuf,
-    config: PathBuf,
-    key: PathBuf,
-}
-
-impl Node {
-    fn new(scratch: &Path, name: &str) -> Node {
-        Node::in_cell(scratch, name, name)
-    }
-
-    fn in_cell(scratch: &Path, name: &str, cell: &str) -> Node {
-        Node::configured(scratch, name, cell, "")
-    }
-
-    /// With `extra` lines in the `[cluster]` table, then any other tables.
-    fn configured(scratch: &Path, name: &str, cell: &str, extra: &str) -> Node {
-        let config = scratch.join(format!("{name}.toml"));
-        let text =
-            format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n{extra}");
-        std::fs::write(&config, text).unwrap();
-        let key = scratch.join("cluster.key");
-        tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
-        Node { name: name.into(), data: scratch.join(name), config, key }
-    }
-
-    /// Starts the broker on `listen` (client) and `cluster` (link listener), linking to `peers`.
-    fn start(&self, listen: &str, cluster: &str, peers: &[String]) -> BrokerProcess {
-        let (data, config, key) =
-            (self.data.display().to_string(), self.config.display().to_string(), self.key.display().to_string());
-        let mut args = vec!["broker", "--name", &self.name, "--listen", listen, "--udp", "off"];
-        args.extend(["--admin", "127.0.0.1:0", "--data", &data, "--config", &config, "--cluster-key", &key]);
-        args.extend(["--cluster-listen", cluster]);
-        for peer in peers {
-            args.extend(["--peer", peer.as_str()]);
-        }
-        BrokerProcess::start_with_args(bin(), &args).unwrap()
-    }
-}
-
-fn cluster_addr(b: &BrokerProcess) -> String {
-    b.ready.cluster.unwrap().to_string()
-}
-
-fn links_up(b: &BrokerProcess, n: f64) -> impl Fn() -> bool + '_ {
-    move || metric(b, "tidings_links_up") == n
 }
 
 /// Starts `sub --guaranteed --json` at `b` and returns once SUBSCRIBED was sent (after the

@@ -5,7 +5,7 @@
 //! sends them, interleaved with the driver's other commands exactly as they happen.
 
 use tidings_route::{BrokerName, CellName, GdAction};
-use tidings_wire::peer::{PeerFrame, Replica, Sideways};
+use tidings_wire::peer::{Group, PeerFrame, Replica, Sideways};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// One thing the cluster reports.
@@ -19,8 +19,21 @@ pub enum Event {
         /// Its incarnation, so a restarted peer is told apart.
         incarnation: u64,
     },
+    /// The link to `peer` went down (its current connection closed; a replaced connection is
+    /// followed by [`Event::PeerUp`] instead).
+    PeerDown {
+        /// The peer.
+        peer: BrokerName,
+    },
     /// One of routing's guaranteed-delivery actions.
     Routing(GdAction),
+    /// A GROUP frame (a guaranteed queue group's member traffic) from linked peer `from`.
+    Group {
+        /// The peer it came from.
+        from: BrokerName,
+        /// The frame.
+        frame: Group,
+    },
     /// A SIDEWAYS frame brought by linked peer `carrier`.
     Sideways {
         /// The peer that brought it.

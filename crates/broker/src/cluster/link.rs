@@ -369,6 +369,13 @@ async fn read_loop(
                         last_fed = Instant::now();
                     }
                 }
+                PeerFrame::Group(frame) => {
+                    cluster.tell(Event::Group { from: peer.clone(), frame });
+                    if last_fed.elapsed() >= liveness_every {
+                        cluster.heard(peer, id);
+                        last_fed = Instant::now();
+                    }
+                }
                 PeerFrame::Replica(frame) => {
                     cluster.tell(Event::Replica { from: peer.clone(), frame });
                     if last_fed.elapsed() >= liveness_every {

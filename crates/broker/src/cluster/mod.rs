@@ -96,6 +96,8 @@ pub struct Cluster {
     core: RwLock<Core>,
     /// True while at least one link is up; the publish path checks it before anything else.
     active: AtomicBool,
+    /// The broker keeping the network's guaranteed queue groups (`[cluster] queue_home`).
+    queue_home: Option<BrokerName>,
     /// Whether this broker has a link listener or peers to dial; without either, local
     /// subscriptions are not fed to the router (summaries cost a covering pass per change).
     enabled: bool,
@@ -158,6 +160,7 @@ impl Cluster {
             core: RwLock::new(Core { router: Router::new(settings), links: BTreeMap::new(), actions: Vec::new() }),
             active: AtomicBool::new(false),
             enabled: !config.cluster.listen.is_empty() || !config.peer.is_empty(),
+            queue_home: (!config.cluster.queue_home.is_empty()).then(|| BrokerName::new(&config.cluster.queue_home)),
             next_connection: AtomicU64::new(1),
             next_pubend: AtomicU64::new(1),
             timer: Notify::new(),
@@ -230,6 +233,21 @@ impl Cluster {
             Some(entry) => entry.queue.push_guaranteed(frame),
             None => false,
         }
+    }
+
+    /// Queues a GROUP frame (a guaranteed queue group's member traffic) in the guaranteed lane
+    /// of the link to `to`; false if there is no up link to it or the link's peer protocol is
+    /// older than GROUP ([`tidings_wire::peer::GROUP_VERSION`]).
+    pub(crate) fn send_group(&self, to: &BrokerName, frame: bytes::Bytes) -> bool {
+        match self.core.read().links.get(to) {
+            Some(entry) if entry.version >= tidings_wire::peer::GROUP_VERSION => entry.queue.push_guaranteed(frame),
+            _ => false,
+        }
+    }
+
+    /// The broker keeping the network's guaranteed queue groups, if one is configured.
+    pub fn queue_home(&self) -> Option<&BrokerName> {
+        self.queue_home.as_ref()
     }
 
     /// This broker's name.
@@ -485,6 +503,7 @@ impl Cluster {
         let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
         let incarnation = entry.incarnation;
         core.links.remove(peer);
+        self.tell(Event::PeerDown { peer: peer.clone() });
         self.feed(core, now, Input::LinkDown { peer: peer.clone(), incarnation });
         self.execute(core);
         self.metrics.link_closed(why);

@@ -104,12 +104,19 @@ pub struct Driver {
     pub(super) found: BTreeMap<PubendId, tidings_delivery::Recovered>,
     /// Guaranteed queue groups and their members.
     pub(super) groups: super::groups::Groups,
+    /// Remote members of the groups kept here (`[cluster] queue_home` is this broker).
+    pub(super) homed: super::remote_members::Homed,
+    /// Members here of groups kept at another broker.
+    pub(super) away: super::remote_members::Away<super::group_links::AwaySession>,
     /// The retained values on disk (`super::retained_values`).
     pub(super) kept: super::retained_values::KeptValues,
     /// Per pubend, the last tick its log held at start: a queue group's message up to it may
     /// have been leased before the restart (leases are not recorded), so it goes out flagged
     /// redelivered (`super::groups`).
     pub(super) restart_marks: BTreeMap<PubendId, Tick>,
+    /// When this life of the driver started: a group restored from a previous life flags
+    /// what other brokers' pubends replay to it from before then (`super::groups`).
+    pub(super) started_ms: Millis,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -173,8 +180,11 @@ impl Driver {
             seeds: super::replicas::Seeds::default(),
             found: BTreeMap::new(),
             groups: super::groups::Groups::default(),
+            homed: Default::default(),
+            away: Default::default(),
             kept: Default::default(),
             restart_marks: BTreeMap::new(),
+            started_ms: now(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -337,9 +347,16 @@ impl Driver {
             Command::RetainedChanged { topic, value } => self.retained_changed(topic, value),
             Command::Subscribe { subend, id, pattern, selector, outbox, durable } => match durable {
                 Some(spec) => self.subscribe_durable(subend, id, spec, (pattern, selector), outbox),
-                None => self.subscribe(subend, id, (pattern, selector), false, outbox),
+                None => self.subscribe(subend, id, (pattern, selector), false, Some(outbox)),
             },
             Command::Join(join) => self.join_group(*join),
+            Command::JoinRemote(join) => self.join_remote(*join),
+            Command::Group { from, frame } => self.group_frame(from, frame),
+            Command::PeerDown { peer } => self.group_peer_reset(&peer, false),
+            Command::Unsubscribe { subend } if self.away.get(subend).is_some() => self.leave_remote(subend),
+            Command::DeliveryAck { subend, pubend, tick } if self.away.get(subend).is_some() => {
+                self.ack_remote(subend, pubend, tick);
+            }
             Command::Unsubscribe { subend } if self.groups.is_member(subend) => self.leave_group(subend),
             Command::Unsubscribe { subend } => match self.subends.get(&subend).is_some_and(|entry| entry.durable) {
                 true => {

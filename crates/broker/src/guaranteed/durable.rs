@@ -290,7 +290,9 @@ impl Driver {
         outbox: Arc<Outbox>,
     ) {
         if !self.durables.by_name.contains_key(&spec.name) {
-            self.create_durable(subend, id, spec, filter, outbox);
+            if let Err(notice) = self.create_durable(subend, id, spec, filter, Some(Arc::clone(&outbox))) {
+                outbox.push_frame(&tidings_wire::Frame::Error(notice));
+            }
             return;
         }
         self.durables.checkpoints.hold(subend);
@@ -317,14 +319,17 @@ impl Driver {
         }
     }
 
+    /// Creates durable subscription `spec` (written to the store first) and subscribes it,
+    /// delivering to `outbox` (`None`: a queue group's own, whose deliveries go to its work
+    /// queue). Refused only if the store cannot write it.
     pub(super) fn create_durable(
         &mut self,
         subend: SubendId,
         id: SubId,
         spec: DurableSpec,
         (pattern, selector): (Pattern, Option<Selector>),
-        outbox: Arc<Outbox>,
-    ) {
+        outbox: Option<Arc<Outbox>>,
+    ) -> Result<(), Notice> {
         let name = spec.name;
         let record = Record { pattern: spec.pattern, selector: spec.selector, created_ms: now().0, key: spec.key };
         // Written before anything is promised: a name the client was told about survives a crash.
@@ -334,8 +339,7 @@ impl Driver {
             self.durables.claims.lock().remove(&name);
             let notice =
                 Notice::new(ReasonCode::StorageUnavailable, format!("cannot store the durable subscription: {error}"));
-            outbox.push_frame(&tidings_wire::Frame::Error(notice));
-            return;
+            return Err(notice);
         }
         if let Some(net) = &self.net {
             net.cluster.subscribe(crate::cluster::RouteFilter::new(pattern.clone(), selector.clone()));
@@ -346,6 +350,7 @@ impl Driver {
         self.metrics.durable_created.inc();
         self.metrics.durables.set(self.durables.by_name.len() as i64);
         self.subscribe(subend, id, (pattern, selector), true, outbox);
+        Ok(())
     }
 
     /// The session holding a durable subscription went away: it stays, blocked.

@@ -24,8 +24,11 @@
 //! A keyed group (`--queue-key`: the key property is kept in the group's durable record, and
 //! every member must give the same) offers each message with its value's hash, and the work
 //! queue leases it by rendezvous hashing (`tidings_node::work_queue`).
-//! Members on one broker only: a broker with links refuses a guaranteed member
-//! ([`crate::broker_core`]).
+//! In a network every group is kept at one broker, the home (`[cluster] queue_home`): a
+//! member is either local ([`Dest::Local`]) or at another broker ([`Dest::Remote`]), leased
+//! to over that broker's link to the home ([`super::group_links`]); the work queue does not
+//! tell them apart. A new group's subend waits for its barrier before its members are told
+//! they joined (`pending`), so a member confirmed gets every message published after.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -34,7 +37,9 @@ use bytes::Bytes;
 use tidings_delivery::{Input, PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
 use tidings_node::work_queue::{Lease, MemberId, WorkQueue};
-use tidings_wire::{GuaranteedDeliver, Message, SubId, Subscribed};
+use tidings_route::BrokerName;
+use tidings_wire::peer::{GroupBody, PeerFrame};
+use tidings_wire::{GuaranteedDeliver, Message, Notice, SubId, Subscribed};
 use tracing::{debug, warn};
 
 use super::driver::Driver;
@@ -50,10 +55,23 @@ pub fn durable_name(group: &str) -> String {
     format!("queue:{group}")
 }
 
-/// A member's subscription: where its leases go.
-struct Member {
-    id: SubId,
-    outbox: Arc<Outbox>,
+/// Where a member's leases go: its subscription here, or its broker's link (a remote member,
+/// see [`super::group_links`]).
+pub(crate) enum Dest {
+    /// A member connected here: its subscription and its session's outbox.
+    Local {
+        /// Its subscription.
+        id: SubId,
+        /// Its session's outbox.
+        outbox: Arc<Outbox>,
+    },
+    /// A member at another broker, by that broker and the number it gave the member.
+    Remote {
+        /// Its broker.
+        peer: BrokerName,
+        /// Its number there.
+        member: u64,
+    },
 }
 
 /// One group at this broker.
@@ -62,9 +80,16 @@ pub(super) struct Group {
     /// The property whose value picks the member (`--queue-key`), if keyed.
     key: Option<String>,
     queue: WorkQueue<Message>,
-    members: BTreeMap<MemberId, Member>,
+    members: BTreeMap<MemberId, Dest>,
+    /// Members not yet told they joined: the group's subend waits for its barrier (a new
+    /// group in a network), and a member is confirmed once the group is.
+    pending: Vec<MemberId>,
     /// The core was told to stop delivering to the group's subend.
     blocked: bool,
+    /// Restored from a previous life of the broker: a tick of another broker's pubend up to
+    /// this may have been leased before the restart (that pubend's log is not here, so it has
+    /// no restart mark), and goes out flagged redelivered.
+    restored_mark: Option<Tick>,
 }
 
 /// Every guaranteed queue group here, by the group's subend, and each member's group.
@@ -86,21 +111,20 @@ impl Groups {
     }
 }
 
-/// A member joining: its own subend number, its group's, and its subscription.
+/// A member joining: its own subend number, its group's, and where its leases go.
 pub(crate) struct Join {
     pub(crate) member: SubendId,
     pub(crate) group: SubendId,
-    pub(crate) id: SubId,
+    pub(crate) dest: Dest,
     pub(crate) spec: DurableSpec,
     pub(crate) filter: (Pattern, Option<Selector>),
-    pub(crate) outbox: Arc<Outbox>,
 }
 
 impl Driver {
     /// A member joins (the session claimed the group's name): the group's subend is created,
     /// resumed from its checkpoint, or unblocked, and SUBSCRIBED confirms the member.
     pub(super) fn join_group(&mut self, join: Join) {
-        let Join { member, group, id, spec, filter, outbox } = join;
+        let Join { member, group, dest, spec, filter } = join;
         // Held again, should the last member's leaving have crossed this join's claim.
         self.durables.claims.lock().hold(&spec.name);
         // The group first: attaching its subend may deliver at once (a replay).
@@ -110,33 +134,50 @@ impl Driver {
             key: spec.key.clone(),
             queue: WorkQueue::default(),
             members: BTreeMap::new(),
+            pending: Vec::new(),
             blocked: false,
+            restored_mark: None,
         });
         entry.queue.join(MemberId(member.0), MEMBER_WINDOW);
-        entry.members.insert(MemberId(member.0), Member { id, outbox: Arc::clone(&outbox) });
+        entry.members.insert(MemberId(member.0), dest);
         self.groups.member_of.insert(member, group);
         if !self.durables.by_name.contains_key(&spec.name) {
-            // New: created like a durable subscription, its SUBSCRIBED to this member.
-            self.create_durable(group, id, spec, filter, Arc::clone(&outbox));
-            match self.subends.get_mut(&group) {
-                Some(entry) => entry.outbox = None,
-                None => {
-                    // The store refused it (the member was told with an ERROR).
-                    self.groups.by_subend.remove(&group);
-                    self.groups.member_of.remove(&member);
-                    return;
+            // New: created like a durable subscription with no outbox of its own; its members
+            // are told they joined once it is confirmed (at once with no network).
+            if let Err(notice) = self.create_durable(group, SubId(0), spec, filter, None) {
+                self.groups.member_of.remove(&member);
+                if let Some(dest) =
+                    self.groups.by_subend.remove(&group).and_then(|mut g| g.members.remove(&MemberId(member.0)))
+                {
+                    self.tell_refused(&dest, notice);
                 }
+                return;
+            }
+            let waits = self.subends.get(&group).is_some_and(|entry| entry.barrier.is_some());
+            match (waits, self.groups.by_subend.get_mut(&group)) {
+                (true, Some(entry)) => entry.pending.push(MemberId(member.0)),
+                _ => self.tell_joined(group, member),
             }
         } else {
             self.durables.checkpoints.hold(group);
-            let starts = self.durable_starts(group);
-            self.subscribed(&outbox, id, &starts);
+            let waits = self.groups.by_subend.get(&group).is_some_and(|entry| !entry.pending.is_empty());
+            match (waits, self.groups.by_subend.get_mut(&group)) {
+                (true, Some(entry)) => entry.pending.push(MemberId(member.0)),
+                _ => self.tell_joined(group, member),
+            }
             if restored {
+                // Ticks are the pubend's clock: what was published before this life (give or
+                // take the brokers' clock skew) may have been leased in the last one.
+                let margin = super::net::LATE_PUBEND_MARGIN_MS;
+                let mark = Tick(self.engine.settings().ticks(self.started_ms.0.saturating_add(margin)));
+                if let Some(entry) = self.groups.by_subend.get_mut(&group) {
+                    entry.restored_mark = Some(mark);
+                }
                 // Restored after a restart, no member since: replayed from its checkpoint.
                 if let Some(entry) = self.subends.get_mut(&group) {
                     entry.blocked = false;
                 }
-                for (pubend, start) in starts {
+                for (pubend, start) in self.durable_starts(group) {
                     self.feed(Input::SubendAttach { pubend, subend: group, start: Some(start), durable: true });
                 }
             }
@@ -152,9 +193,46 @@ impl Driver {
         self.pubends().into_iter().filter_map(|pubend| Some((pubend, self.durable_start(group, pubend)?))).collect()
     }
 
-    fn subscribed(&self, outbox: &Outbox, id: SubId, starts: &[(PubendId, Tick)]) {
-        let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
-        outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+    /// Tells `member` it is in the group: SUBSCRIBED (with the group's starts) to a local one,
+    /// JOINED to a remote one's broker.
+    fn tell_joined(&mut self, group: SubendId, member: SubendId) {
+        let starts = self.durable_starts(group);
+        let Some(dest) = self.groups.by_subend.get(&group).and_then(|g| g.members.get(&MemberId(member.0))) else {
+            return;
+        };
+        match dest {
+            Dest::Local { id, outbox } => {
+                let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
+                outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id: *id, starts: wire }));
+            }
+            Dest::Remote { peer, member } => {
+                let peer = peer.clone();
+                self.send_group_frame(&peer, *member, GroupBody::Joined);
+            }
+        }
+    }
+
+    /// Tells a member its join was refused: ERROR to a local one, REFUSED to a remote one's.
+    pub(super) fn tell_refused(&mut self, dest: &Dest, notice: Notice) {
+        match dest {
+            Dest::Local { outbox, .. } => outbox.push_frame(&tidings_wire::Frame::Error(notice)),
+            Dest::Remote { peer, member } => {
+                let body = GroupBody::Refused { code: notice.code, reason: notice.text };
+                self.send_group_frame(peer, *member, body);
+            }
+        }
+    }
+
+    /// The group's subend was confirmed (its barrier came back): its waiting members are told.
+    pub(super) fn group_confirmed(&mut self, group: SubendId) {
+        let pending = match self.groups.by_subend.get_mut(&group) {
+            Some(entry) => std::mem::take(&mut entry.pending),
+            None => return,
+        };
+        for member in pending {
+            self.tell_joined(group, SubendId(member.0));
+        }
+        self.group_turn(group);
     }
 
     /// A member unsubscribed or its session closed: its leases go to the others, flagged
@@ -164,6 +242,7 @@ impl Driver {
         let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
         let returned = entry.queue.leave(MemberId(member.0));
         entry.members.remove(&MemberId(member.0));
+        entry.pending.retain(|pending| pending.0 != member.0);
         self.metrics.group_redeliveries.inc_by(returned as u64);
         debug!(member = member.0, group = group.0, returned, "guaranteed queue group member left");
         self.metrics.group_members.set(self.groups.member_of.len() as i64);
@@ -216,10 +295,27 @@ impl Driver {
         entry.queue.dispatch(&mut leases);
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
-            let before_restart = self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark);
-            let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered || before_restart);
-            // Never dropped; the member's window bounds what queues for it.
-            let _ = to.outbox.push_guaranteed(to.id, tidings_wire::PubendId(pubend.0), tick, &message);
+            let redelivered = redelivered
+                || self.restart_marks.get(&pubend).is_some_and(|mark| tick <= *mark)
+                || (!self.hosted.contains(&pubend) && entry.restored_mark.is_some_and(|mark| tick <= mark));
+            let wire_pubend = tidings_wire::PubendId(pubend.0);
+            match to {
+                Dest::Local { id, outbox } => {
+                    let tick = GuaranteedDeliver::wire_tick(tidings_wire::Tick(tick.0), redelivered);
+                    // Never dropped; the member's window bounds what queues for it.
+                    let _ = outbox.push_guaranteed(*id, wire_pubend, tick, &message);
+                }
+                Dest::Remote { peer, member } => {
+                    // In the link's guaranteed lane; with no link, the peer's members leave
+                    // (its PeerDown) and this lease comes back to the group.
+                    let tick = tidings_wire::Tick(tick.0);
+                    let body = GroupBody::Lease { pubend: wire_pubend, tick, redelivered, message };
+                    let frame = PeerFrame::Group(tidings_wire::peer::Group { member: *member, body });
+                    if let (Some(net), Ok(bytes)) = (&self.net, frame.to_bytes()) {
+                        net.cluster.send_group(peer, bytes);
+                    }
+                }
+            }
             self.metrics.deliveries.inc();
         }
         let wants = entry.queue.wants_more();

@@ -25,6 +25,7 @@ mod driver;
 pub mod durable;
 mod durable_store;
 mod edges;
+mod group_links;
 pub mod groups;
 mod homes;
 mod journal;
@@ -33,6 +34,7 @@ mod matcher;
 mod metrics;
 mod net;
 pub mod peer;
+mod remote_members;
 mod replicas;
 mod retained_values;
 mod retention;
@@ -92,6 +94,12 @@ pub enum GuaranteedError {
 pub(crate) enum Command {
     /// A link handshake with `peer` completed.
     PeerUp { peer: tidings_route::BrokerName, cell: tidings_route::CellName, incarnation: u64 },
+    /// The link to `peer` went down.
+    PeerDown { peer: tidings_route::BrokerName },
+    /// A GROUP frame (a guaranteed queue group's member traffic) from linked peer `from`.
+    Group { from: tidings_route::BrokerName, frame: tidings_wire::peer::Group },
+    /// A guaranteed queue group member joins a group kept at another broker.
+    JoinRemote(Box<group_links::RemoteJoin>),
     /// A guaranteed-delivery frame from a linked peer.
     Received { from: tidings_route::BrokerName, message: tidings_delivery::Message },
     /// A SIDEWAYS frame brought by linked peer `carrier` (for us, or for us to hand on).
@@ -150,6 +158,8 @@ impl TryFrom<crate::cluster::Event> for Command {
         use crate::cluster::Event;
         Ok(match event {
             Event::PeerUp { peer, cell, incarnation } => Command::PeerUp { peer, cell, incarnation },
+            Event::PeerDown { peer } => Command::PeerDown { peer },
+            Event::Group { from, frame } => Command::Group { from, frame },
             Event::Routing(action) => Command::Routing(action),
             Event::Sideways { carrier, frame } => Command::Sideways { carrier, frame },
             Event::Replica { from, frame } => Command::Replica { from, frame },
@@ -192,6 +202,9 @@ impl Command {
     pub(crate) fn kind(&self) -> &'static str {
         match self {
             Command::PeerUp { .. } => "peer up",
+            Command::PeerDown { .. } => "peer down",
+            Command::Group { .. } => "group frame",
+            Command::JoinRemote(_) => "join a remote group",
             Command::Received { .. } => "received",
             Command::Sideways { .. } => "sideways",
             Command::Routing(_) => "routing",
@@ -332,8 +345,25 @@ impl Guaranteed {
         let subend = self.claims.lock().claim_group(&name, texts, fresh)?;
         let member = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
         let spec = durable::DurableSpec { name, pattern: pattern_text, selector: selector_text, key };
-        self.send(Command::Join(Box::new(groups::Join { member, group: subend, id, spec, filter, outbox })));
+        let dest = groups::Dest::Local { id, outbox };
+        self.send(Command::Join(Box::new(groups::Join { member, group: subend, dest, spec, filter })));
         Ok(member)
+    }
+
+    /// A guaranteed queue group member joins `group`, kept at broker `home`: its broker joins
+    /// it there over the link (SUBSCRIBED once the home confirms, an ERROR if it refuses).
+    /// Returns the member's subend number here (its acks and its end name it).
+    pub fn join_remote_group(
+        &self,
+        (id, outbox): (SubId, Arc<Outbox>),
+        group: &str,
+        (pattern, selector, key): (String, Option<String>, Option<String>),
+        home: tidings_route::BrokerName,
+    ) -> SubendId {
+        let member = SubendId(self.next_subend.fetch_add(1, Ordering::Relaxed));
+        let join = tidings_wire::peer::GroupBody::Join { group: group.to_string(), pattern, selector, key };
+        self.send(Command::JoinRemote(Box::new(group_links::RemoteJoin { member, home, id, outbox, join })));
+        member
     }
 
     /// The session holding durable subscription `name` closed: the subscription stays.

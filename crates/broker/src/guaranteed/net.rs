@@ -300,6 +300,8 @@ impl Driver {
         if let Some(replicas) = self.replicas.as_mut() {
             replicas.peer_up(&peer, &cell);
         }
+        // A new link voids what either end of it believed about remote queue group members.
+        self.group_peer_reset(&peer, true);
         let Some(net) = self.net.as_mut() else { return };
         debug!(%peer, %cell, incarnation, "peer up");
         let previous = net.peers.insert(peer.clone(), (cell, incarnation));

@@ -32,12 +32,12 @@ impl Driver {
         id: SubId,
         (pattern, selector): (Pattern, Option<Selector>),
         durable: bool,
-        outbox: Arc<Outbox>,
+        outbox: Option<Arc<Outbox>>,
     ) {
         self.engine.matcher_mut().insert(subend, pattern, selector);
         let entry = Subend {
             id,
-            outbox: Some(Arc::clone(&outbox)),
+            outbox: outbox.clone(),
             blocked: false,
             barrier: None,
             confirmed_at: None,
@@ -50,7 +50,9 @@ impl Driver {
             let starts: Vec<(PubendId, Tick)> =
                 self.hosted.iter().map(|&pubend| (pubend, self.next_tick(pubend))).collect();
             let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
-            outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+            if let Some(outbox) = &outbox {
+                outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
+            }
             if let Some(entry) = self.subends.get_mut(&subend) {
                 entry.announced.extend(starts.iter().map(|(pubend, _)| *pubend));
             }
@@ -115,6 +117,9 @@ impl Driver {
                 self.durable_started(subend, pubend, start);
             }
             self.confirm_subend(subend, at);
+            if self.groups.is_group(subend) {
+                self.group_confirmed(subend);
+            }
         }
     }
 

@@ -3,10 +3,11 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
+use tidings_testkit::BrokerProcess;
 
 pub(crate) fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tidings"))
@@ -81,4 +82,55 @@ pub(crate) fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
         assert_eq!(g["pubend"], a["pubend"]);
         assert_eq!(g["missed"], 0, "a gap was notified: {g}");
     }
+}
+
+/// A broker's fixed setup: its name, data directory and config file, so it can be restarted
+/// on the same (or an empty) data directory with the same ports.
+pub(crate) struct Node {
+    pub(crate) name: String,
+    pub(crate) data: PathBuf,
+    pub(crate) config: PathBuf,
+    pub(crate) key: PathBuf,
+}
+
+impl Node {
+    pub(crate) fn new(scratch: &Path, name: &str) -> Node {
+        Node::in_cell(scratch, name, name)
+    }
+
+    pub(crate) fn in_cell(scratch: &Path, name: &str, cell: &str) -> Node {
+        Node::configured(scratch, name, cell, "")
+    }
+
+    /// With `extra` lines in the `[cluster]` table, then any other tables.
+    pub(crate) fn configured(scratch: &Path, name: &str, cell: &str, extra: &str) -> Node {
+        let config = scratch.join(format!("{name}.toml"));
+        let text =
+            format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n{extra}");
+        std::fs::write(&config, text).unwrap();
+        let key = scratch.join("cluster.key");
+        tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
+        Node { name: name.into(), data: scratch.join(name), config, key }
+    }
+
+    /// Starts the broker on `listen` (client) and `cluster` (link listener), linking to `peers`.
+    pub(crate) fn start(&self, listen: &str, cluster: &str, peers: &[String]) -> BrokerProcess {
+        let (data, config, key) =
+            (self.data.display().to_string(), self.config.display().to_string(), self.key.display().to_string());
+        let mut args = vec!["broker", "--name", &self.name, "--listen", listen, "--udp", "off"];
+        args.extend(["--admin", "127.0.0.1:0", "--data", &data, "--config", &config, "--cluster-key", &key]);
+        args.extend(["--cluster-listen", cluster]);
+        for peer in peers {
+            args.extend(["--peer", peer.as_str()]);
+        }
+        BrokerProcess::start_with_args(bin(), &args).unwrap()
+    }
+}
+
+pub(crate) fn cluster_addr(b: &BrokerProcess) -> String {
+    b.ready.cluster.unwrap().to_string()
+}
+
+pub(crate) fn links_up(b: &BrokerProcess, n: f64) -> impl Fn() -> bool + '_ {
+    move || b.metric("tidings_links_up").unwrap_or(-1.0) == n
 }

@@ -18,6 +18,7 @@ mod barrier;
 mod barrier_ack;
 mod close;
 mod data;
+mod group;
 mod hello;
 mod ids;
 mod link_stats;
@@ -39,6 +40,7 @@ pub use barrier::Barrier;
 pub use barrier_ack::{BarrierAck, PubendStart};
 pub use close::Close;
 pub use data::Data;
+pub use group::{Group, GroupBody, GROUP_VERSION};
 pub use hello::{AuthMode, Hello, NONCE_LEN};
 pub use ids::{BarrierId, Incarnation, PubendId, Tick, TickRange, TreeId};
 pub use link_stats::{LinkStat, LinkStats, MAX_LINK_STATS};
@@ -56,8 +58,9 @@ use crate::framing::{encode_frame, peek, split_body};
 /// The newest peer protocol version this crate speaks. Version 1 was the JSON handshake and
 /// JSON control frames; 2 the binary frame set with authenticated links; 3 adds the tree id
 /// to DATA and SILENCE (an F is sound only under the tree it was judged for); 4 adds LINK_STATS,
-/// which a broker sends only on links that negotiated 4 ([`LINK_STATS_VERSION`]).
-pub const PEER_PROTOCOL_VERSION: u16 = 4;
+/// which a broker sends only on links that negotiated 4 ([`LINK_STATS_VERSION`]); 5 adds
+/// GROUP, sent only on links that negotiated 5 ([`GROUP_VERSION`]).
+pub const PEER_PROTOCOL_VERSION: u16 = 5;
 
 /// The first peer protocol version with LINK_STATS: a version 3 broker closes a link on the
 /// unknown type byte, so the frame goes only on links whose negotiated version is at least this.
@@ -106,6 +109,8 @@ pub enum PeerFrameType {
     Sideways = 0x17,
     /// A message of a pubend's Raft group: see [`Replica`].
     Replica = 0x18,
+    /// A guaranteed queue group's member traffic: see [`Group`] (version 5).
+    Group = 0x19,
 }
 
 impl PeerFrameType {
@@ -149,6 +154,7 @@ impl PeerFrameType {
             0x16 => T::BarrierAck,
             0x17 => T::Sideways,
             0x18 => T::Replica,
+            0x19 => T::Group,
             _ => return None,
         })
     }
@@ -193,6 +199,8 @@ pub enum PeerFrame {
     Sideways(Sideways),
     /// See [`Replica`].
     Replica(Replica),
+    /// See [`Group`].
+    Group(Group),
 }
 
 impl PeerFrame {
@@ -218,6 +226,7 @@ impl PeerFrame {
             PeerFrame::BarrierAck(_) => T::BarrierAck,
             PeerFrame::Sideways(_) => T::Sideways,
             PeerFrame::Replica(_) => T::Replica,
+            PeerFrame::Group(_) => T::Group,
         }
     }
 
@@ -266,6 +275,7 @@ impl PeerFrame {
             PeerFrame::BarrierAck(f) => f.encode_body(out),
             PeerFrame::Sideways(f) => f.encode_body(out),
             PeerFrame::Replica(f) => f.encode_body(out),
+            PeerFrame::Group(f) => f.encode_body(out),
         }
     }
 
@@ -302,6 +312,7 @@ impl PeerFrame {
             T::BarrierAck => PeerFrame::BarrierAck(BarrierAck::decode_body(&body)?),
             T::Sideways => PeerFrame::Sideways(Sideways::decode_body(body)?),
             T::Replica => PeerFrame::Replica(Replica::decode_body(body)?),
+            T::Group => PeerFrame::Group(Group::decode_body(body)?),
         })
     }
 }

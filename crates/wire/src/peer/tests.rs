@@ -166,8 +166,29 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
         .prop_map(|(pubend, voters, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), voters, body }))
 }
 
+/// A guaranteed queue group's member traffic, every kind.
+fn group() -> impl Strategy<Value = PeerFrame> {
+    let text = || proptest::option::of("[a-z.=' ]{1,8}");
+    let body = prop_oneof![
+        (name(), "[a-z.*>]{1,8}", text(), text()).prop_map(|(group, pattern, selector, key)| GroupBody::Join {
+            group,
+            pattern,
+            selector,
+            key
+        }),
+        Just(GroupBody::Joined),
+        (any::<u16>(), "[a-z ]{0,12}").prop_map(|(code, reason)| GroupBody::Refused { code, reason }),
+        Just(GroupBody::Leave),
+        (any::<u64>(), any::<u64>(), any::<bool>(), message()).prop_map(|(p, t, redelivered, message)| {
+            GroupBody::Lease { pubend: PubendId(p), tick: Tick(t), redelivered, message }
+        }),
+        (any::<u64>(), any::<u64>()).prop_map(|(p, t)| GroupBody::Ack { pubend: PubendId(p), tick: Tick(t) }),
+    ];
+    (any::<u64>(), body).prop_map(|(member, body)| PeerFrame::Group(Group { member, body }))
+}
+
 fn frame() -> impl Strategy<Value = PeerFrame> {
-    prop_oneof![control(), routed(), guaranteed(), sideways(), replica()]
+    prop_oneof![control(), routed(), guaranteed(), sideways(), replica(), group()]
 }
 
 proptest! {
@@ -631,4 +652,47 @@ fn a_nack_or_silence_with_unsorted_or_overlapping_ranges_does_not_encode() {
     }
     let fine = PeerFrame::Nack(Nack { pubend: PubendId(7), ranges: vec![r(1, 10), r(11, 12)] });
     assert!(fine.to_bytes().is_ok());
+}
+
+#[test]
+fn group_golden_bytes() {
+    let join = GroupBody::Join { group: "g".into(), pattern: "a.*".into(), selector: None, key: Some("k".into()) };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 23, 0x19, 1, 0, 0, 0, 0, 0, 0, 0, 7,
+        0, 1, b'g', 0, 3, b'a', b'.', b'*', 0, 0, 0, 1, b'k',
+    ];
+    golden(PeerFrame::Group(Group { member: 7, body: join }), &expected);
+    let ack = GroupBody::Ack { pubend: PubendId(2), tick: Tick(9) };
+    #[rustfmt::skip]
+    let expected = [
+        0, 0, 0, 26, 0x19, 6, 0, 0, 0, 0, 0, 0, 0, 7,
+        0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9,
+    ];
+    golden(PeerFrame::Group(Group { member: 7, body: ack }), &expected);
+    golden(
+        PeerFrame::Group(Group { member: 1, body: GroupBody::Leave }),
+        &[0, 0, 0, 10, 0x19, 4, 0, 0, 0, 0, 0, 0, 0, 1],
+    );
+    let (message, section) = section();
+    let lease = GroupBody::Lease { pubend: PubendId(2), tick: Tick(9), redelivered: true, message };
+    let mut expected = vec![0, 0, 0, 0, 0x19, 5, 0, 0, 0, 0, 0, 0, 0, 7];
+    expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9, 1]);
+    expected.extend_from_slice(&section);
+    let len = (expected.len() - 4) as u32;
+    expected[..4].copy_from_slice(&len.to_be_bytes());
+    golden(PeerFrame::Group(Group { member: 7, body: lease }), &expected);
+}
+
+#[test]
+fn group_refuses_an_unknown_kind_and_trailing_bytes() {
+    let frame = |body: &[u8]| {
+        let mut bytes = ((body.len() + 1) as u32).to_be_bytes().to_vec();
+        bytes.push(0x19);
+        bytes.extend_from_slice(body);
+        PeerFrame::decode(&mut BytesMut::from(&bytes[..]), MAX)
+    };
+    assert!(frame(&[9, 0, 0, 0, 0, 0, 0, 0, 1]).is_err(), "kind 9 is no kind");
+    assert!(frame(&[4, 0, 0, 0, 0, 0, 0, 0, 1, 0]).is_err(), "a LEAVE has no body");
+    assert!(frame(&[4, 0, 0, 0, 0, 0, 0, 0, 1]).is_ok());
 }
