@@ -26,8 +26,8 @@ const THREADS: usize = 2;
 
 /// The two pools of verification threads.
 pub(super) struct Verifier {
-    normal: Mutex<mpsc::Sender<Job>>,
-    idle: Mutex<mpsc::Sender<Job>>,
+    normal: mpsc::Sender<Job>,
+    idle: mpsc::Sender<Job>,
 }
 
 /// Which pool a check runs on.
@@ -42,7 +42,7 @@ pub(super) enum Priority {
 impl Verifier {
     /// Starts both pools.
     pub(super) fn start() -> std::io::Result<Verifier> {
-        Ok(Verifier { normal: Mutex::new(pool(Priority::Normal)?), idle: Mutex::new(pool(Priority::Idle)?) })
+        Ok(Verifier { normal: pool(Priority::Normal)?, idle: pool(Priority::Idle)? })
     }
 
     /// Runs `check` on a thread of the `priority` pool; its outcome, or `None` if the pool is gone.
@@ -59,7 +59,7 @@ impl Verifier {
             Priority::Normal => &self.normal,
             Priority::Idle => &self.idle,
         };
-        pool.lock().send(job).ok()?;
+        pool.send(job).ok()?;
         outcome.await.ok()
     }
 }

@@ -1,9 +1,10 @@
 #!/bin/sh
 set -u
-# A: the release build of 7b7c38d; B: the same plus the writer yield (not committed).
-A=/work/wt-u45/target/peers/tidings-7b7c38d
-B=/work/wt-u45/target/release/tidings
-OUT=/tmp/u45-ab
+# A: a release build of 7b7c38d; B: the same plus the writer yield (not committed). From the
+# repository's root: A=PATH B=PATH sh docs/results/issue45-udp/yield-ab/run.sh
+A=${A:?a release build of 7b7c38d}
+B=${B:?the same build with the writer yield}
+OUT=${OUT:-target/u45-ab}
 mkdir -p $OUT
 for rep in 1 2 3; do
   echo "rep $rep A: $(uptime)"
