@@ -18,4 +18,4 @@ pub use http::{http_get, http_get_as, http_request, http_request_as, AdminClient
 pub use metrics::{metric_total, metric_value, scrape, Sample, Snapshot};
 pub use process::{resident_bytes, test_key_text, write_private, BrokerProcess, Ready};
 pub use proxy::{FaultProxy, ProxyMode, ProxyStats, Shape};
-pub use signal::{send_signal, Signal};
+pub use signal::{process_alive, send_signal, Signal};

@@ -37,3 +37,15 @@ pub fn send_signal(pid: u32, signal: Signal) -> std::io::Result<()> {
     };
     kill_process(pid, signal).map_err(std::io::Error::from)
 }
+
+/// Whether process `pid` exists and is not a zombie (Linux `/proc`): a killed child that its
+/// parent has not reaped yet is gone for every purpose a caller here has.
+pub fn process_alive(pid: u32) -> bool {
+    if pid == 0 {
+        return false;
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}

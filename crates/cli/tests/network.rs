@@ -6,14 +6,14 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::Value;
 use tidings_client::{Client, SubscribeOptions, Subscription};
-use tidings_testkit::{http_get, metric_value, send_signal, Signal};
+use tidings_testkit::{http_get, metric_value, process_alive, send_signal, wait_until, Signal};
 use tidings_wire::{Property, Value as WireValue};
 
 /// One network at a time: 22 broker processes are plenty for a 2-core machine.
@@ -220,6 +220,48 @@ fn net_up_refuses_bad_topologies_before_starting_anything() {
         assert!(stderr.contains(expect), "{name}: {stderr}");
         assert!(!net.join("network.json").exists(), "{name}: something started");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A `net up` told to stop half way (SIGTERM, as a supervisor or a timed-out harness does)
+/// stops every broker it started: they are detached and not yet in `network.json`, so nothing
+/// else could find them.
+#[test]
+fn net_up_stopped_half_way_stops_the_brokers_it_started() {
+    let _one = ONE_NETWORK.blocking_lock();
+    let dir = scratch_dir("interrupted");
+    let mut up = Command::new(bin())
+        .args(["net", "up"])
+        .arg(topology("narada-22-dense.toml"))
+        .arg("--dir")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pids = || -> Vec<u32> {
+        let Ok(entries) = std::fs::read_dir(&dir) else { return Vec::new() };
+        entries
+            .filter_map(|e| std::fs::read_to_string(e.ok()?.path().with_extension("ready")).ok())
+            .filter_map(|text| serde_json::from_str::<serde_json::Value>(text.lines().next()?).ok())
+            .filter_map(|ready| ready["pid"].as_u64().map(|pid| pid as u32))
+            .collect()
+    };
+    wait_until("three brokers of the network started", Duration::from_secs(60), || pids().len() >= 3);
+    assert!(!dir.join("network.json").exists(), "the network was written before all 22 brokers started");
+    send_signal(up.id(), Signal::Term).unwrap();
+    let status = up.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(up.stderr.as_mut().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "an interrupted `net up` said it succeeded");
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    let started = pids();
+    assert!(started.len() >= 3, "{started:?}");
+    let running: Vec<u32> = started.iter().copied().filter(|pid| process_alive(*pid)).collect();
+    for pid in &running {
+        let _ = send_signal(*pid, Signal::Kill);
+    }
+    assert!(running.is_empty(), "brokers {running:?} of {started:?} still run after `net up` stopped");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -150,7 +150,20 @@ impl Network {
         self.brokers.iter().map(BrokerInfo::admin_addr).collect()
     }
 
+    /// Stops the network, whether `net up` finished or not. A `net up` still running (a timeout
+    /// here, or an experiment stopped early) is asked with SIGTERM to stop the brokers it has
+    /// started (it does so, then exits); killing it outright would leave those brokers running
+    /// with no `network.json` that `net down` could find them by.
     fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = tidings_admin::send_signal(child.id(), tidings_admin::Signal::Term);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            while matches!(child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let _ = Command::new(&self.tidings)
             .args(["net", "down", "--dir"])
             .arg(&self.dir)
@@ -158,10 +171,6 @@ impl Network {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }
 

@@ -22,8 +22,8 @@ use std::time::Duration;
 pub use neighbour::{attack, Neighbour, NeighbourReport};
 pub use raw::RawConnection;
 pub use tidings_admin::{
-    http_get, http_request, metric_total, metric_value, send_signal, test_key_text, write_private, BrokerProcess,
-    FaultProxy, ProxyMode, ProxyStats, Ready, Signal, Snapshot,
+    http_get, http_request, metric_total, metric_value, process_alive, send_signal, test_key_text, write_private,
+    BrokerProcess, FaultProxy, ProxyMode, ProxyStats, Ready, Signal, Snapshot,
 };
 
 /// Polls `check` every 20 ms until it holds, panicking with `what` after `timeout`: the one

@@ -13,6 +13,7 @@
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -203,7 +204,7 @@ fn restart(broker: &Value, dir: &Path, empty: bool) -> anyhow::Result<()> {
         .filter_map(|a| a.as_str().map(str::to_owned))
         .collect();
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
-    let ready = super::start_broker(&exe, dir, name, &args, true)?;
+    let ready = super::start_broker(&exe, dir, name, &args, true, &AtomicBool::new(false))?;
     let mut network = read_network(dir)?;
     if let Some(list) = network["brokers"].as_array_mut() {
         for b in list.iter_mut().filter(|b| b["name"].as_str() == Some(name)) {

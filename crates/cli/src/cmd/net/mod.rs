@@ -19,6 +19,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cmd::login::{Admin, LoginArgs};
@@ -88,7 +90,7 @@ pub(crate) struct DirArgs {
 
 pub(crate) async fn run(which: Which) -> anyhow::Result<ExitCode> {
     match which {
-        Which::Up(args) => up(&args),
+        Which::Up(args) => up(&args, &*stop_on_signals()?),
         Which::Status(args) => status(&args.dir.dir, &admin_of(&args.login)?),
         Which::Down(args) => down(&args.dir),
         Which::Fault(args) => fault::run(&args),
@@ -127,7 +129,33 @@ impl Started {
     }
 }
 
-fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
+/// Set once `net up` gets SIGINT, SIGTERM or SIGHUP. The brokers it starts are detached (each
+/// its own process group), so a Ctrl-C or a supervisor's stop meant for `net up` would leave them
+/// running, and before `network.json` is written nothing could find them: `up` stops what it
+/// started instead, then exits.
+fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let stop = Arc::new(AtomicBool::new(false));
+    for kind in [SignalKind::interrupt(), SignalKind::terminate(), SignalKind::hangup()] {
+        let mut stream = signal(kind).context("cannot watch for signals")?;
+        let stop = Arc::clone(&stop);
+        tokio::spawn(async move {
+            if stream.recv().await.is_some() {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+    }
+    Ok(stop)
+}
+
+/// An error once `net up` was asked to stop ([`stop_on_signals`]): its loops check it between
+/// steps, so everything started is stopped on the way out.
+fn go_on(stop: &AtomicBool) -> anyhow::Result<()> {
+    anyhow::ensure!(!stop.load(Ordering::Relaxed), "interrupted by a signal");
+    Ok(())
+}
+
+fn up(args: &UpArgs, stop: &AtomicBool) -> anyhow::Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file).with_context(|| format!("cannot read {}", args.file.display()))?;
     let topology = Topology::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", args.file.display()))?;
     let dir = &args.dir.dir;
@@ -148,11 +176,11 @@ fn up(args: &UpArgs) -> anyhow::Result<ExitCode> {
     let mut links: Vec<proxy::LinkProxy> = Vec::new();
     let shaped = !args.shape.shape()?.is_none();
     let faults = args.faults || shaped;
-    let net = Net { topology: &topology, exe: &exe, dir, extra: &args.broker_args, faults, shape: &args.shape };
+    let net = Net { topology: &topology, exe: &exe, dir, extra: &args.broker_args, faults, shape: &args.shape, stop };
     let result = net.start_all(&mut started, &mut links).and_then(|()| {
         write_network(dir, &topology, &args.file, &started, &links, None)?;
         let began = Instant::now();
-        converge(&topology, &started, &admin_of(&args.login)?, Duration::from_secs(args.timeout))?;
+        converge(&topology, &started, &admin_of(&args.login)?, Duration::from_secs(args.timeout), stop)?;
         let converged_ms = began.elapsed().as_millis() as u64;
         write_network(dir, &topology, &args.file, &started, &links, Some(converged_ms))?;
         Ok(converged_ms)
@@ -190,6 +218,8 @@ struct Net<'a> {
     faults: bool,
     /// How each link's fault point shapes its traffic.
     shape: &'a proxy::ShapeArgs,
+    /// Set when `net up` is asked to stop ([`stop_on_signals`]).
+    stop: &'a AtomicBool,
 }
 
 impl Net<'_> {
@@ -197,6 +227,7 @@ impl Net<'_> {
     /// a new fault point per link with `--faults`).
     fn start_all(&self, started: &mut Vec<Started>, links: &mut Vec<proxy::LinkProxy>) -> anyhow::Result<()> {
         for spec in self.topology.brokers() {
+            go_on(self.stop)?;
             let name = spec.name.to_string();
             let expected = self.topology.expected_peers(&name)?;
             let mut dial = Vec::new();
@@ -212,7 +243,7 @@ impl Net<'_> {
             }
             let listen = Listen::any();
             let args = broker_args(self.dir, &name, spec.cell.as_str(), &listen, &dial, self.extra);
-            let ready = start_broker(self.exe, self.dir, &name, &args, false)?;
+            let ready = start_broker(self.exe, self.dir, &name, &args, false, self.stop)?;
             let restart =
                 broker_args(self.dir, &name, spec.cell.as_str(), &Listen::from_ready(&ready), &dial, self.extra);
             started.push(Started {
@@ -298,21 +329,30 @@ fn write_key(path: &Path) -> anyhow::Result<()> {
 /// Starts a broker detached (its own process group: a Ctrl-C meant for `net up` must not reach
 /// it) and returns its ready line. A restart appends to the log rather than replacing it, so
 /// what led to the crash stays readable.
-fn start_broker(exe: &Path, dir: &Path, name: &str, args: &[String], restart: bool) -> anyhow::Result<Value> {
+fn start_broker(
+    exe: &Path,
+    dir: &Path,
+    name: &str,
+    args: &[String],
+    restart: bool,
+    stop: &AtomicBool,
+) -> anyhow::Result<Value> {
     let log = dir.join(format!("{name}.log"));
     let stderr = std::fs::OpenOptions::new().create(true).append(restart).write(true).truncate(!restart).open(&log)?;
     let mut command = Command::new(exe);
     command.args(args);
-    spawn_ready(command, &dir.join(format!("{name}.ready")), stderr, &format!("broker {name}"), &log)
+    spawn_ready(command, &dir.join(format!("{name}.ready")), stderr, &format!("broker {name}"), &log, stop)
 }
 
-/// Spawns a detached process that prints one JSON ready line on stdout, and waits for it.
+/// Spawns a detached process that prints one JSON ready line on stdout, and waits for it (a
+/// process not ready when `stop` is set is killed).
 fn spawn_ready(
     mut command: Command,
     ready_path: &Path,
     stderr: std::fs::File,
     what: &str,
     log: &Path,
+    stop: &AtomicBool,
 ) -> anyhow::Result<Value> {
     use std::os::unix::process::CommandExt;
     let stdout = std::fs::File::create(ready_path)?;
@@ -331,14 +371,26 @@ fn spawn_ready(
             let _ = child.kill();
             bail!("{what} printed no ready line within 20 s");
         }
+        if let Err(e) = go_on(stop) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
 
 /// Waits until every broker's up links are exactly its expected peers and all hold one view.
-fn converge(topology: &Topology, started: &[Started], admin: &Admin, timeout: Duration) -> anyhow::Result<()> {
+fn converge(
+    topology: &Topology,
+    started: &[Started],
+    admin: &Admin,
+    timeout: Duration,
+    stop: &AtomicBool,
+) -> anyhow::Result<()> {
     let deadline = Instant::now() + timeout;
     loop {
+        go_on(stop)?;
         let mut missing = Vec::new();
         let mut views = BTreeSet::new();
         for broker in started {
@@ -538,13 +590,7 @@ fn signal(pid: u32, signal: Signal) {
     }
 }
 
-/// Whether a process exists and is not a zombie (Linux `/proc`).
+/// Whether a process exists and is not a zombie.
 fn alive(pid: u32) -> bool {
-    if pid == 0 {
-        return false;
-    }
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    tidings_admin::process_alive(pid)
 }

@@ -11,6 +11,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, ExitCode};
+use std::sync::atomic::AtomicBool;
 
 use crate::cmd::outln;
 use anyhow::Context;
@@ -119,7 +120,14 @@ impl LinkProxy {
         let mut command = Command::new(exe);
         command.args(["net", "link-proxy", "--to", &to.to_string()]).args(shape.to_args());
         let what = format!("the fault point of link {name}");
-        let ready = super::spawn_ready(command, &links.join(format!("{name}.ready")), stderr, &what, &log)?;
+        let ready = super::spawn_ready(
+            command,
+            &links.join(format!("{name}.ready")),
+            stderr,
+            &what,
+            &log,
+            &AtomicBool::new(false),
+        )?;
         let listen = ready["listen"].as_str().and_then(|a| a.parse().ok());
         Ok(LinkProxy {
             between: between.map(str::to_owned),
