@@ -108,6 +108,19 @@ wait_healthy() {
 	return 1
 }
 
+# start_full_mesh_3: three nodes, each routed to the other two, started and healthy.
+start_full_mesh_3() {
+	alloc_ports 3
+	local k j routes
+	for k in 1 2 3; do
+		routes=""
+		for j in 1 2 3; do [[ $j != "$k" ]] && routes+="${routes:+,}127.0.0.1:${R[j]}"; done
+		write_conf $k "$routes"
+	done
+	for k in 1 2 3; do start_node $k; done
+	for k in 1 2 3; do wait_healthy $k 30 || return 1; done
+}
+
 url() { echo "nats://127.0.0.1:${C[$1]}"; }
 
 # wait_line FILE PATTERN SECONDS

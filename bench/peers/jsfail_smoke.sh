@@ -18,14 +18,7 @@ source "$(dirname "$0")/jsfail_cluster.sh"
 PUBS=${PUBS:-4} RATE=${RATE:-25} SIZE=${SIZE:-100} SECS=${SECS:-30} DOWN=${DOWN:-5}
 COUNT=$((RATE * SECS))
 
-alloc_ports 3
-for k in 1 2 3; do
-	routes=""
-	for j in 1 2 3; do [[ $j != "$k" ]] && routes+="${routes:+,}127.0.0.1:${R[j]}"; done
-	write_conf $k "$routes"
-done
-for k in 1 2 3; do start_node $k; done
-for k in 1 2 3; do wait_healthy $k 30 || exit 1; done
+start_full_mesh_3 || exit 1
 log "varz jetstream config of n1: $(curl -s "http://127.0.0.1:${M[1]}/varz" | python3 -c 'import json,sys; print(json.load(sys.stdin)["jetstream"]["config"])')"
 
 ALL="$(url 1),$(url 2),$(url 3)"

@@ -17,14 +17,7 @@ source "$(dirname "$0")/jsfail_cluster.sh"
 KILLS=${KILLS:-10} RATE=${RATE:-50} PER_KILL=${PER_KILL:-10}
 COUNT=$((RATE * (10 + PER_KILL * KILLS)))
 
-alloc_ports 3
-for k in 1 2 3; do
-	routes=""
-	for j in 1 2 3; do [[ $j != "$k" ]] && routes+="${routes:+,}127.0.0.1:${R[j]}"; done
-	write_conf $k "$routes"
-done
-for k in 1 2 3; do start_node $k; done
-for k in 1 2 3; do wait_healthy $k 30 || exit 1; done
+start_full_mesh_3 >&2 || exit 1
 ALL="$(url 1),$(url 2),$(url 3)"
 
 # leader: creates or updates the stream, waits until it has a leader and every other replica

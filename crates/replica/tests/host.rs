@@ -26,6 +26,24 @@ fn host_link(c: &mut Cluster, up: bool) {
     }
 }
 
+/// A mate took the lead while the host was cut off, and keeps it once the host is back and
+/// linked: the group, the successor and the other mate.
+fn a_mate_leads_with_the_host_back() -> (Cluster, ReplicaId, ReplicaId) {
+    let mut c = broker_group();
+    c.cut.insert(1);
+    host_link(&mut c, false);
+    c.run(30, &ALL);
+    let successor = c.leader().expect("a mate leads while the host is cut off");
+    assert_ne!(successor, 1);
+    c.cut.remove(&1);
+    host_link(&mut c, true);
+    c.input(1, Input::Links { up: MATES.to_vec() });
+    c.run(10, &ALL);
+    assert_eq!(c.leader(), Some(successor), "the successor keeps the lead when the host is back");
+    let other = MATES.into_iter().find(|&m| m != successor).expect("two mates");
+    (c, successor, other)
+}
+
 /// The host's clock starts 8 ticks late (its creation fence or its disk was slower): its mates,
 /// told it is linked, hold their campaigns back, and the host wins the first election and keeps
 /// it. Without the hold, mate 2 campaigns at its 11th tick, before the host's 10th, and wins.
@@ -81,18 +99,7 @@ fn a_linked_host_that_cannot_campaign_holds_its_mates_back_one_timeout_at_most()
 /// one process takeover in three took a second).
 #[test]
 fn a_follower_that_saw_its_leader_drop_grants_a_pre_vote_before_its_own_next_tick() {
-    let mut c = broker_group();
-    c.cut.insert(1);
-    host_link(&mut c, false);
-    c.run(30, &ALL);
-    let successor = c.leader().expect("a mate leads while the host is cut off");
-    assert_ne!(successor, 1);
-    c.cut.remove(&1);
-    host_link(&mut c, true);
-    c.input(1, Input::Links { up: MATES.to_vec() });
-    c.run(10, &ALL);
-    assert_eq!(c.leader(), Some(successor), "the successor keeps the lead when the host is back");
-    let other = MATES.into_iter().find(|&m| m != successor).expect("two mates");
+    let (mut c, successor, other) = a_mate_leads_with_the_host_back();
     c.cut.insert(successor);
     c.input(1, Input::Links { up: vec![other] });
     c.input(other, Input::Links { up: vec![1] });
@@ -107,17 +114,7 @@ fn a_follower_that_saw_its_leader_drop_grants_a_pre_vote_before_its_own_next_tic
 /// takeover test took 1.1-1.6 s in about one kill of four.
 #[test]
 fn a_mate_does_not_hold_back_for_a_host_whose_log_is_behind_its_own() {
-    let mut c = broker_group();
-    c.cut.insert(1);
-    host_link(&mut c, false);
-    c.run(30, &ALL);
-    let successor = c.leader().expect("a mate leads while the host is cut off");
-    let other = MATES.into_iter().find(|&m| m != successor).expect("two mates");
-    c.cut.remove(&1);
-    host_link(&mut c, true);
-    c.input(1, Input::Links { up: MATES.to_vec() });
-    c.run(10, &ALL);
-    assert_eq!(c.leader(), Some(successor), "the successor keeps the lead when the host is back");
+    let (mut c, successor, other) = a_mate_leads_with_the_host_back();
     // The host's messages are lost while the two mates commit one more entry.
     c.cut.insert(1);
     c.publish(successor, 7, 1);
