@@ -38,7 +38,7 @@ use tidings_delivery::{Input, PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
 use tidings_node::work_queue::{Lease, MemberId, WorkQueue};
 use tidings_route::BrokerName;
-use tidings_wire::peer::{GroupBody, PeerFrame};
+use tidings_wire::peer::GroupBody;
 use tidings_wire::{GuaranteedDeliver, Message, Notice, SubId, Subscribed};
 use tracing::{debug, warn};
 
@@ -206,8 +206,8 @@ impl Driver {
                 outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id: *id, starts: wire }));
             }
             Dest::Remote { peer, member } => {
-                let peer = peer.clone();
-                self.send_group_frame(&peer, *member, GroupBody::Joined);
+                let (peer, member) = (peer.clone(), *member);
+                self.send_group_frame(&peer, member, GroupBody::Joined);
             }
         }
     }
@@ -293,6 +293,7 @@ impl Driver {
         let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
         let mut leases = Vec::new();
         entry.queue.dispatch(&mut leases);
+        let mut remote = Vec::new();
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
             let redelivered = redelivered
@@ -306,18 +307,19 @@ impl Driver {
                     let _ = outbox.push_guaranteed(*id, wire_pubend, tick, &message);
                 }
                 Dest::Remote { peer, member } => {
-                    // In the link's guaranteed lane; with no link, the peer's members leave
-                    // (its PeerDown) and this lease comes back to the group.
+                    // Along the path to its broker; with none, the break makes its members
+                    // leave, and this lease comes back to the group.
                     let tick = tidings_wire::Tick(tick.0);
                     let body = GroupBody::Lease { pubend: wire_pubend, tick, redelivered, message };
-                    let frame = PeerFrame::Group(tidings_wire::peer::Group { member: *member, body });
-                    if let (Some(net), Ok(bytes)) = (&self.net, frame.to_bytes()) {
-                        net.cluster.send_group(peer, bytes);
-                    }
+                    remote.push((peer.clone(), *member, body));
                 }
             }
             self.metrics.deliveries.inc();
         }
+        for (peer, member, body) in remote {
+            self.send_group_frame(&peer, member, body);
+        }
+        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
         let wants = entry.queue.wants_more();
         if wants != entry.blocked {
             return;
