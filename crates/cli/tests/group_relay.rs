@@ -37,6 +37,18 @@ fn fig3_with_members() -> (Fig3, tempfile::TempDir, Vec<Member>) {
             });
         }
     }
+    // The home lists them in /subsz (no connection there does), each with its broker.
+    let remote_brokers = || -> Vec<String> {
+        let subsz = tidings_testkit::http_get(home.ready.admin.unwrap(), "/subsz").unwrap();
+        let subsz: serde_json::Value = serde_json::from_str(&subsz).unwrap();
+        let listed = subsz["remote_members"]["w"].as_array().cloned().unwrap_or_default();
+        let mut brokers: Vec<String> = listed.iter().map(|m| m["broker"].as_str().unwrap().to_string()).collect();
+        brokers.sort_unstable();
+        brokers
+    };
+    wait_until("/subsz at the home lists the five remote members", Duration::from_secs(5), || {
+        remote_brokers() == ["s1", "s3", "s3", "s4", "s4"]
+    });
     (fig, dir, members)
 }
 
@@ -61,6 +73,17 @@ fn total() -> u64 {
 fn a_group_two_hops_from_its_home_gets_each_message_once_and_a_killed_member_s_leases_go_to_the_others() {
     let (fig, _dir, mut members) = fig3_with_members();
     let home = &fig.brokers["p1"];
+    // A member with another key, two hops from the home, is refused through the relays, at
+    // once (its client is told when the REFUSED comes, not when its wait for SUBSCRIBED ends).
+    let asked = Instant::now();
+    let other = std::process::Command::new(gd_common::bin())
+        .args(["sub", "--server", &fig.brokers["s4"].tcp(), "--queue", "w", "--guaranteed", "--queue-key", "j"])
+        .arg("jobs.>")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && stderr.contains("share one key"), "{stderr}");
+    assert!(asked.elapsed() < Duration::from_secs(8), "refused at once, not after the wait: {:?}", asked.elapsed());
     let total = total();
     let started = Instant::now();
     let server = home.tcp();

@@ -120,9 +120,7 @@ impl Driver {
     fn lost_end(&mut self, end: &BrokerName, local: bool) {
         let dropped = self.homed.peer_gone(end);
         let told = !dropped.is_empty();
-        for member in dropped {
-            self.leave_group(member);
-        }
+        self.leave_groups(&dropped);
         if told {
             self.send_group_frame(end, 0, GroupBody::Reset);
         }
