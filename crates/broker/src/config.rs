@@ -217,8 +217,8 @@ pub struct Cluster {
     /// Most data bytes queued on one link.
     pub link_queue_bytes: usize,
     /// The broker that keeps every guaranteed queue group of the network (its work queue and
-    /// durable subscription): members at other brokers are leased to over their broker's link
-    /// to it (docs/protocol.md, "Guaranteed queue groups"). Every broker of the network names
+    /// durable subscription): members at other brokers are leased to along the path to it,
+    /// relayed by the brokers between (docs/protocol.md, "Guaranteed queue groups"). Every broker of the network names
     /// the same one; empty: a broker with links refuses guaranteed queue group members.
     pub queue_home: String,
 }

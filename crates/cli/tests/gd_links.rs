@@ -11,6 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
+use gd_common::fig3::Fig3;
 use gd_common::{cluster_addr, links_up, publish, spawn, Node};
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
@@ -326,73 +327,6 @@ impl FigSub<'_> {
     }
 }
 
-/// The Gryphon failure-injection network (`topologies/gryphon-fig3.toml`): p1 in cell PHB;
-/// IB1 = b1, b2; IB2 = b3, b4; s1, s2 under IB1; s3, s4, s5 under IB2 (every broker of a cell
-/// linked to every broker of a linked cell, and to its mates). The link b1-s1 goes through a
-/// cutting proxy. Started in dependency order, each dialling those before it.
-struct Fig3 {
-    _scratch: tempfile::TempDir,
-    nodes: std::collections::BTreeMap<&'static str, Node>,
-    brokers: std::collections::BTreeMap<&'static str, BrokerProcess>,
-    proxy: tidings_testkit::FaultProxy,
-}
-
-const FIG3: [(&str, &str, &[&str]); 10] = [
-    ("p1", "PHB", &[]),
-    ("b1", "IB1", &["p1"]),
-    ("b2", "IB1", &["p1", "b1"]),
-    ("b3", "IB2", &["p1"]),
-    ("b4", "IB2", &["p1", "b3"]),
-    ("s1", "s1", &["b1", "b2"]),
-    ("s2", "s2", &["b1", "b2"]),
-    ("s3", "s3", &["b3", "b4"]),
-    ("s4", "s4", &["b3", "b4"]),
-    ("s5", "s5", &["b3", "b4"]),
-];
-
-impl Fig3 {
-    fn up() -> Fig3 {
-        let scratch = tempfile::tempdir().unwrap();
-        let mut nodes = std::collections::BTreeMap::new();
-        let mut brokers: std::collections::BTreeMap<&'static str, BrokerProcess> = std::collections::BTreeMap::new();
-        let mut proxy = None;
-        for (name, cell, peers) in FIG3 {
-            let node = Node::in_cell(scratch.path(), name, cell);
-            let dial: Vec<String> = peers
-                .iter()
-                .map(|peer| {
-                    let addr = brokers[peer].ready.cluster.unwrap();
-                    if (name, *peer) == ("s1", "b1") {
-                        let cut = tidings_testkit::FaultProxy::start(addr).unwrap();
-                        let through = cut.addr().to_string();
-                        proxy = Some(cut);
-                        through
-                    } else {
-                        addr.to_string()
-                    }
-                })
-                .collect();
-            brokers.insert(name, node.start("127.0.0.1:0", "127.0.0.1:0", &dial));
-            nodes.insert(name, node);
-        }
-        let fig = Fig3 { _scratch: scratch, nodes, brokers, proxy: proxy.unwrap() };
-        fig.wait_linked(Duration::from_secs(30));
-        fig
-    }
-
-    /// Each broker's expected number of links (b1 excluded once it is dead).
-    fn wait_linked(&self, timeout: Duration) {
-        let expected = |name: &str| match name {
-            "p1" | "b1" | "b2" => 4.0,
-            "b3" | "b4" => 5.0,
-            _ => 2.0,
-        };
-        wait_for("the fig3 network links up", timeout, || {
-            self.brokers.iter().all(|(name, b)| links_up(b, expected(name))())
-        });
-    }
-}
-
 #[test]
 fn gryphon_fig3_survives_a_stopped_killed_and_cut_relay_and_a_restarted_publishers_broker() {
     fig3_run(300, 3000);
@@ -409,7 +343,7 @@ fn gryphon_fig3_with_a_ten_second_cut() {
 /// matches half), and the faults in turn: b1-s1 cut for `cut_ms`; b1 stopped 2 s, then
 /// killed; p1 stopped 2 s, killed and restarted on its data directory.
 fn fig3_run(per_publisher: u64, cut_ms: u64) {
-    let mut fig = Fig3::up();
+    let mut fig = Fig3::up("");
     let half = format!("seq <= {}", per_publisher / 2);
     let subs = [
         FigSub { at: "s1", selector: None },

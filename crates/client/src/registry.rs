@@ -50,6 +50,17 @@ pub(crate) fn refuses_subscription(reason: Option<ReasonCode>) -> bool {
     )
 }
 
+/// Whether an ERROR with this reason may refuse a guaranteed queue group member after its PONG:
+/// a group kept at another broker is joined there, and that broker's refusal comes later
+/// (docs/protocol.md, "Guaranteed queue groups").
+pub(crate) fn refuses_late(reason: Option<ReasonCode>) -> bool {
+    refuses_subscription(reason)
+        || matches!(
+            reason,
+            Some(ReasonCode::DurableMismatch | ReasonCode::DurableInUse | ReasonCode::InvalidQueueGroup)
+        )
+}
+
 impl<S> Registry<S> {
     /// Adds a subscription that has not been sent yet. Replaces one with the same id.
     pub(crate) fn insert(&mut self, frame: Subscribe, sink: S) {
@@ -120,6 +131,28 @@ impl<S> Registry<S> {
         self.remove(id).map(|sink| (id, sink))
     }
 
+    /// Removes the earliest sent subscription that its PONG confirmed and `waiting` says still
+    /// waits for more (a guaranteed member's SUBSCRIBED), if an ERROR with `reason` can refuse
+    /// one that late ([`refuses_late`]): the refusal is its, and its caller is told at once
+    /// instead of when its wait ends.
+    pub(crate) fn take_waiting(
+        &mut self,
+        reason: Option<ReasonCode>,
+        waiting: impl Fn(&S) -> bool,
+    ) -> Option<(SubId, S)> {
+        if !refuses_late(reason) {
+            return None;
+        }
+        let id = self
+            .entries
+            .iter()
+            .filter(|(_, e)| e.confirmed && waiting(&e.sink))
+            .filter_map(|(id, e)| e.sent.map(|seq| (seq, *id)))
+            .min()
+            .map(|(_, id)| id)?;
+        self.remove(id).map(|sink| (id, sink))
+    }
+
     /// The SUBSCRIBE frames of every subscription, in id order.
     pub(crate) fn frames(&self) -> impl Iterator<Item = &Subscribe> {
         self.entries.values().map(|e| &e.frame)
@@ -161,12 +194,18 @@ mod tests {
         r
     }
 
+    /// A registry of subscriptions each sent with its sequence number: `(id, seq)`.
+    fn sent(sent: &[(u32, u64)]) -> Registry<u32> {
+        let mut r = registry(&sent.iter().map(|(id, _)| *id).collect::<Vec<_>>());
+        for &(id, seq) in sent {
+            r.mark_sent(SubId(id), seq);
+        }
+        r
+    }
+
     #[test]
     fn error_about_a_subscription_removes_the_earliest_unconfirmed_one() {
-        let mut r = registry(&[1, 2, 3]);
-        r.mark_sent(SubId(3), 5);
-        r.mark_sent(SubId(1), 7);
-        r.mark_sent(SubId(2), 9);
+        let mut r = sent(&[(3, 5), (1, 7), (2, 9)]);
         assert_eq!(r.take_refused(Some(ReasonCode::InvalidPattern)), Some((SubId(3), 30)));
         assert!(r.contains(SubId(1)) && r.contains(SubId(2)));
     }
@@ -180,6 +219,17 @@ mod tests {
         assert_eq!(r.take_refused(Some(ReasonCode::InvalidSelector)), Some((SubId(2), 20)));
         assert_eq!(r.take_refused(Some(ReasonCode::InvalidSelector)), None);
         assert!(r.contains(SubId(1)));
+    }
+
+    #[test]
+    fn a_late_refusal_removes_the_earliest_confirmed_subscription_still_waiting() {
+        let mut r = sent(&[(1, 1), (2, 3), (3, 5)]);
+        r.confirm_before(4);
+        let waiting = |sink: &u32| *sink != 10; // 1 has its SUBSCRIBED; 3 is not confirmed
+        assert_eq!(r.take_waiting(Some(ReasonCode::InvalidTopic), waiting), None, "not a subscription's refusal");
+        assert_eq!(r.take_waiting(Some(ReasonCode::DurableMismatch), waiting), Some((SubId(2), 20)));
+        assert_eq!(r.take_waiting(Some(ReasonCode::DurableMismatch), waiting), None);
+        assert!(r.contains(SubId(1)) && r.contains(SubId(3)));
     }
 
     #[test]

@@ -362,7 +362,11 @@ impl Shared {
     /// the next `flush` or `close`, since it may be for a publish no one waits for.
     fn refused(&self, error: &ClientError) {
         warn!(%error, "broker refused a request");
-        let ended = self.registry.lock().take_refused(error.reason());
+        let ended = {
+            let mut registry = self.registry.lock();
+            let waiting = |route: &Route| route.guaranteed.as_ref().is_some_and(|g| g.member && g.confirm.is_some());
+            registry.take_refused(error.reason()).or_else(|| registry.take_waiting(error.reason(), waiting))
+        };
         match ended {
             Some((_, route)) => route.end_with(Some(error)),
             None => {

@@ -300,10 +300,20 @@ async fn connz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery
 }
 
 /// `/subsz?offset=N&limit=M&pattern=TEXT`: subscriptions of open connections (only those whose
-/// pattern contains TEXT, when given), by connection, and every queue group with its members.
+/// pattern contains TEXT, when given), by connection, and every queue group with its members;
+/// at a guaranteed queue groups' home, `remote_members` too: per group, its members at other
+/// brokers (no connection here lists them).
 async fn subsz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery>) -> impl IntoResponse {
     let (offset, limit) = query.page();
-    json(&shared.connections.subsz(offset, limit, query.pattern.as_deref()))
+    let subsz = shared.connections.subsz(offset, limit, query.pattern.as_deref());
+    let remote = shared.core.guaranteed.state().remote_members;
+    match serde_json::to_value(&subsz) {
+        Ok(serde_json::Value::Object(mut map)) if !remote.is_empty() => {
+            map.insert("remote_members".into(), serde_json::json!(remote));
+            json(&map)
+        }
+        _ => json(&subsz),
+    }
 }
 
 /// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.

@@ -12,7 +12,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::{debug, info, warn};
 
-use tidings_wire::peer::{peek_header, PeerFrame, Routed};
+use tidings_wire::peer::{peek_header, PeerFrame, PeerFrameType, Routed};
 use tidings_wire::HEADER_LEN;
 
 use super::convert;
@@ -258,7 +258,7 @@ async fn connection(
     let handshake_us = began.elapsed().as_micros() as u64;
     info!(%peer, cell = %hello.cell, ?direction, version = verified.version, handshake_us, "link up");
     ctx.tasks.spawn(write_link(writer, Arc::clone(&queue)));
-    let why = read_loop(&mut reader, buf, &peer, id, &queue, &ctx).await;
+    let why = read_loop(&mut reader, buf, (&peer, verified.version), id, &queue, &ctx).await;
     queue.abort_after_close();
     ctx.cluster.closed(&peer, id, why);
     Outcome { peer: Some(peer), established: true }
@@ -289,7 +289,7 @@ fn max_peer_frame(ctx: &LinkContext) -> usize {
 async fn read_loop(
     reader: &mut BoxRead,
     handshake_rest: BytesMut,
-    peer: &BrokerName,
+    (peer, version): (&BrokerName, u16),
     id: u64,
     queue: &LinkQueue,
     ctx: &LinkContext,
@@ -321,6 +321,12 @@ async fn read_loop(
             };
             let bytes = read.buf.split_to(4 + len).freeze(); // the length prefix, then `len` bytes from the type on
             decoded += 1;
+            if ty == PeerFrameType::Group && version < tidings_wire::peer::GROUP_VERSION {
+                // Version 5's GROUP, without its ends: not ours to read (a version 5 broker
+                // joins no remote group through a version 6 one).
+                debug!(%peer, version, "a GROUP frame of an older peer protocol; not read");
+                continue;
+            }
             let frame = match PeerFrame::decode_body(ty, bytes.slice(HEADER_LEN..)) {
                 Ok(frame) => frame,
                 Err(e) if ty.is_repeated_by_protocol() => {

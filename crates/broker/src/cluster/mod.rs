@@ -245,6 +245,15 @@ impl Cluster {
         }
     }
 
+    /// Linked peers that speak GROUP on a shortest path to `to` (see `Router::next_hops`):
+    /// where a GROUP frame for `to` goes next.
+    pub(crate) fn group_hops(&self, to: &BrokerName) -> Vec<BrokerName> {
+        let core = self.core.read();
+        let speaks =
+            |hop: &BrokerName| core.links.get(hop).is_some_and(|e| e.version >= tidings_wire::peer::GROUP_VERSION);
+        core.router.next_hops(to).into_iter().filter(speaks).collect()
+    }
+
     /// The broker keeping the network's guaranteed queue groups, if one is configured.
     pub fn queue_home(&self) -> Option<&BrokerName> {
         self.queue_home.as_ref()

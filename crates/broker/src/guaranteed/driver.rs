@@ -108,6 +108,12 @@ pub struct Driver {
     pub(super) homed: super::remote_members::Homed,
     /// Members here of groups kept at another broker.
     pub(super) away: super::remote_members::Away<super::group_links::AwaySession>,
+    /// Which links GROUP frames went over (`super::group_paths`), and the breaks not yet
+    /// told (settled once a turn).
+    pub(super) paths: super::group_paths::Paths,
+    pub(super) broken: Vec<super::group_paths::Broken>,
+    /// When members waiting for a path to their home were last tried.
+    pub(super) joins_tried: Instant,
     /// The retained values on disk (`super::retained_values`).
     pub(super) kept: super::retained_values::KeptValues,
     /// Per pubend, the last tick its log held at start: a queue group's message up to it may
@@ -182,6 +188,9 @@ impl Driver {
             groups: super::groups::Groups::default(),
             homed: Default::default(),
             away: Default::default(),
+            paths: Default::default(),
+            broken: Vec::new(),
+            joins_tried: Instant::now(),
             kept: Default::default(),
             restart_marks: BTreeMap::new(),
             started_ms: now(),
@@ -260,6 +269,7 @@ impl Driver {
             self.enforce_retention();
             self.report();
             self.snapshot();
+            self.group_paths_turn();
             self.busy(busy, what);
         }
     }

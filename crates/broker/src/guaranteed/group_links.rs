@@ -7,21 +7,26 @@
 //! whose members are all local ([`super::groups`]). A member at another broker is a **remote
 //! member**: its broker sends JOIN over its link to the home, the home makes it a member of the
 //! work queue like any other and answers JOINED (the member's SUBSCRIBED goes then) or
-//! REFUSED (an ERROR); leases go to it as LEASE frames in the link's guaranteed lane, its
+//! REFUSED (an ERROR); leases go to it as LEASE frames in the links' guaranteed lanes, its
 //! DELIVERY_ACKs go back as ACK (one tick each), its end as LEAVE. So a message is leased to
 //! one member at a time and released only by that member's ack, network-wide, by the same
 //! code that does it for local members.
 //!
-//! A link that goes down or is replaced (a new handshake with the peer) makes the home take
-//! every member of that peer out of the group: their leases go to the other members, flagged
-//! redelivered. The member's broker joins its members again over the next link; an ack it
-//! sends for a lease of the old link changes nothing (that lease was given back), so across a
-//! cut a message may be done twice, once by each side, and the second copy says so. A home
+//! The two brokers need not be linked: every GROUP frame names its two ends, and each broker
+//! on the way hands it on along routing's shortest path ([`super::group_paths`]). A break on
+//! that path (a link down or replaced at any hop, a path that moved, no way on) is told to
+//! both ends, by the brokers on either side of it: the home takes every member of that broker
+//! out of the group (their leases go to the other members, flagged redelivered) and sends it
+//! RESET; the member's broker sends RESET (so the home lets go of what it may have sent into
+//! the break) and joins its members again once a path is there. An ack it sends for a lease
+//! given back changes nothing, so across a break a message may be done twice, once by each
+//! side, and the second copy says so. A home
 //! that restarts resumes its groups from their checkpoints; what other brokers' pubends replay
 //! from before its start is flagged redelivered (a restored group's mark, `super::groups`).
 
 use std::sync::Arc;
 
+use std::time::{Duration, Instant};
 use tidings_delivery::{PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
 use tidings_route::BrokerName;
@@ -31,6 +36,7 @@ use tracing::debug;
 
 use super::driver::Driver;
 use super::durable::DurableSpec;
+use super::group_paths::Broken;
 use super::groups::{durable_name, Dest, Join};
 use crate::outbox::Outbox;
 
@@ -51,35 +57,106 @@ pub(crate) struct AwaySession {
     join: GroupBody,
 }
 
+/// How often members waiting for a path to their home are tried again (a path appears when
+/// link state spreads, which no event here tells of).
+const JOIN_RETRY: Duration = Duration::from_millis(250);
+
 impl Driver {
-    /// Sends one GROUP frame to `peer` (false: no up link that speaks it).
-    pub(super) fn send_group_frame(&self, peer: &BrokerName, member: u64, body: GroupBody) -> bool {
-        let Some(net) = &self.net else { return false };
-        match PeerFrame::Group(Group { member, body }).to_bytes() {
-            Ok(bytes) => net.cluster.send_group(peer, bytes),
-            Err(error) => {
-                debug!(%error, "a GROUP frame does not encode; not sent");
-                false
+    /// Sends one GROUP frame of ours to `dest`, along routing's path (a frame with no way on
+    /// is a break, settled at the end of the turn).
+    pub(super) fn send_group_frame(&mut self, dest: &BrokerName, member: u64, body: GroupBody) {
+        let frame = Group { origin: self.broker.to_string(), dest: dest.to_string(), member, body };
+        self.hand_on_group(frame, None);
+    }
+
+    /// Hands a GROUP frame on toward its `dest` (`from`: the peer it came from; `None`: made
+    /// here).
+    fn hand_on_group(&mut self, frame: Group, from: Option<&BrokerName>) {
+        let Some(net) = &self.net else { return };
+        let (origin, dest) = (BrokerName::new(&frame.origin), BrokerName::new(&frame.dest));
+        let hops = net.cluster.group_hops(&dest);
+        let quiet = matches!(frame.body, GroupBody::Reset);
+        let Some(hop) = self.paths.forward((&origin, &dest), from, &hops, quiet, &mut self.broken) else {
+            debug!(%origin, %dest, "no path for a GROUP frame; its ends are told");
+            return;
+        };
+        match PeerFrame::Group(frame).to_bytes() {
+            // A link gone meanwhile: its PeerDown tells the ends (the pair is recorded on it).
+            Ok(bytes) => {
+                net.cluster.send_group(&hop, bytes);
             }
+            Err(error) => debug!(%error, "a GROUP frame does not encode; not sent"),
+        }
+        if from.is_some() {
+            self.metrics.group_relayed.inc();
         }
     }
 
-    /// A member here joins a group kept at `home`: JOIN now if the link is up, else when it is.
+    /// Once a turn: the ends told of the breaks found (this broker's own end handled here,
+    /// the others sent RESET), then the members waiting for a path to their home tried again.
+    pub(super) fn group_paths_turn(&mut self) {
+        while !self.broken.is_empty() {
+            for Broken { near, far } in std::mem::take(&mut self.broken) {
+                self.metrics.group_breaks.inc();
+                if near == self.broker {
+                    self.lost_end(&far, true);
+                } else {
+                    let frame =
+                        Group { origin: far.to_string(), dest: near.to_string(), member: 0, body: GroupBody::Reset };
+                    self.hand_on_group(frame, None);
+                }
+            }
+        }
+        if self.joins_tried.elapsed() >= JOIN_RETRY {
+            self.joins_tried = Instant::now();
+            self.join_unasked();
+        }
+    }
+
+    /// What passed between this broker and `end` may have been lost (`local`: this broker
+    /// found the break; else `end`, or a broker between, sent RESET). As the home: `end`'s
+    /// members leave (their leases to the others, flagged) and `end` is told. As a member's
+    /// broker: its members homed at `end` join again, after a RESET if the break was found here.
+    fn lost_end(&mut self, end: &BrokerName, local: bool) {
+        let dropped = self.homed.peer_gone(end);
+        let told = !dropped.is_empty();
+        self.leave_groups(&dropped);
+        if told {
+            self.send_group_frame(end, 0, GroupBody::Reset);
+        }
+        if !self.away.rejoin(end).is_empty() {
+            if local {
+                self.away.owe(end, true);
+            }
+            self.join_unasked();
+        }
+    }
+
+    /// Sends JOIN for every member not asked since the last break whose home has a path now
+    /// (RESET first if one is owed there).
+    fn join_unasked(&mut self) {
+        let Some(net) = &self.net else { return };
+        let reachable: Vec<(SubendId, BrokerName)> =
+            self.away.unasked().into_iter().filter(|(_, home)| !net.cluster.group_hops(home).is_empty()).collect();
+        for (member, home) in reachable {
+            if self.away.owe(&home, false) {
+                self.send_group_frame(&home, 0, GroupBody::Reset);
+            }
+            let Some(join) = self.away.get(member).map(|e| e.session.join.clone()) else { continue };
+            self.away.asked(member);
+            self.send_group_frame(&home, member.0, join);
+        }
+    }
+
+    /// A member here joins a group kept at `home`: JOIN now if a path is there, else when one is.
     pub(super) fn join_remote(&mut self, join: RemoteJoin) {
         let RemoteJoin { member, home, id, outbox, join } = join;
         self.away.add(member, home, AwaySession { id, outbox, join });
-        self.send_join(member);
+        self.join_unasked();
     }
 
-    fn send_join(&self, member: SubendId) {
-        let Some(entry) = self.away.get(member) else { return };
-        if !self.send_group_frame(&entry.home, member.0, entry.session.join.clone()) {
-            debug!(member = member.0, home = %entry.home, "no link to the queue groups' home yet; joins when one is up");
-        }
-    }
-
-    /// A member here of a group kept elsewhere ended: LEAVE to the home (with no link, the home
-    /// took it out already).
+    /// A member here of a group kept elsewhere ended: LEAVE to the home (with no path, the
+    /// break makes the home take it out).
     pub(super) fn leave_remote(&mut self, member: SubendId) {
         if let Some(entry) = self.away.remove(member) {
             self.send_group_frame(&entry.home, member.0, GroupBody::Leave);
@@ -88,29 +165,32 @@ impl Driver {
 
     /// A member here acknowledged one message of a group kept elsewhere: ACK to the home.
     pub(super) fn ack_remote(&mut self, member: SubendId, pubend: tidings_wire::PubendId, tick: tidings_wire::Tick) {
-        if let Some(entry) = self.away.get(member) {
-            self.send_group_frame(&entry.home, member.0, GroupBody::Ack { pubend, tick });
+        if let Some(home) = self.away.get(member).map(|e| e.home.clone()) {
+            self.send_group_frame(&home, member.0, GroupBody::Ack { pubend, tick });
         }
     }
 
-    /// The link to `peer` came up (`up`, a new or replacing connection) or went down: the
-    /// home's members of that peer leave their groups (their leases to the others, flagged
-    /// redelivered), and this broker's members homed there join again if the link is up.
+    /// The link to `peer` came up (`up`, a new or replacing connection) or went down: the ends
+    /// whose GROUP frames crossed the old one are told (at the end of the turn), and members
+    /// waiting for a path try the new one.
     pub(super) fn group_peer_reset(&mut self, peer: &BrokerName, up: bool) {
-        for local in self.homed.peer_gone(peer) {
-            self.leave_group(local);
-        }
-        for member in self.away.rejoin(peer) {
-            if up {
-                self.send_join(member);
-            }
+        let broken = self.paths.link_down(peer);
+        self.broken.extend(broken);
+        if up {
+            self.join_unasked();
         }
     }
 
-    /// A GROUP frame from linked peer `from`.
-    pub(super) fn group_frame(&mut self, from: BrokerName, frame: Group) {
-        let Group { member, body } = frame;
+    /// A GROUP frame from linked peer `link`: handed on if it is for another broker.
+    pub(super) fn group_frame(&mut self, link: BrokerName, frame: Group) {
+        if frame.dest != self.broker.as_str() {
+            return self.hand_on_group(frame, Some(&link));
+        }
+        let from = BrokerName::new(&frame.origin);
+        self.paths.arrived(&from, &self.broker, &link);
+        let Group { member, body, .. } = frame;
         match body {
+            GroupBody::Reset => self.lost_end(&from, false),
             GroupBody::Join { group, pattern, selector, key } => {
                 self.remote_join(&from, member, (group, pattern, selector, key));
             }

@@ -38,7 +38,7 @@ use tidings_delivery::{Input, PubendId, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
 use tidings_node::work_queue::{Lease, MemberId, WorkQueue};
 use tidings_route::BrokerName;
-use tidings_wire::peer::{GroupBody, PeerFrame};
+use tidings_wire::peer::GroupBody;
 use tidings_wire::{GuaranteedDeliver, Message, Notice, SubId, Subscribed};
 use tracing::{debug, warn};
 
@@ -108,6 +108,22 @@ impl Groups {
     /// Whether `subend` is a group's own subend (its deliveries go to the work queue).
     pub(super) fn is_group(&self, subend: SubendId) -> bool {
         self.by_subend.contains_key(&subend)
+    }
+
+    /// Per group name, its members at other brokers (kept here, the home): `/subsz` and
+    /// `/state` show them, since no connection here lists them.
+    pub(super) fn remote_members(&self) -> BTreeMap<String, Vec<super::state::RemoteMemberState>> {
+        let mut out: BTreeMap<String, Vec<super::state::RemoteMemberState>> = BTreeMap::new();
+        for group in self.by_subend.values() {
+            let name = group.name.strip_prefix("queue:").unwrap_or(&group.name);
+            for dest in group.members.values() {
+                if let Dest::Remote { peer, member } = dest {
+                    let entry = super::state::RemoteMemberState { broker: peer.to_string(), member: *member };
+                    out.entry(name.to_string()).or_default().push(entry);
+                }
+            }
+        }
+        out
     }
 }
 
@@ -206,8 +222,8 @@ impl Driver {
                 outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id: *id, starts: wire }));
             }
             Dest::Remote { peer, member } => {
-                let peer = peer.clone();
-                self.send_group_frame(&peer, *member, GroupBody::Joined);
+                let (peer, member) = (peer.clone(), *member);
+                self.send_group_frame(&peer, member, GroupBody::Joined);
             }
         }
     }
@@ -238,21 +254,34 @@ impl Driver {
     /// A member unsubscribed or its session closed: its leases go to the others, flagged
     /// redelivered. The group stays (blocked once no member is left).
     pub(super) fn leave_group(&mut self, member: SubendId) {
-        let Some(group) = self.groups.member_of.remove(&member) else { return };
-        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
-        let returned = entry.queue.leave(MemberId(member.0));
-        entry.members.remove(&MemberId(member.0));
-        entry.pending.retain(|pending| pending.0 != member.0);
-        self.metrics.group_redeliveries.inc_by(returned as u64);
-        debug!(member = member.0, group = group.0, returned, "guaranteed queue group member left");
-        self.metrics.group_members.set(self.groups.member_of.len() as i64);
-        if entry.members.is_empty() {
-            // What the members acknowledged is written at once, as for a durable's client.
-            let name = entry.name.clone();
-            self.durables.claims.lock().release(&name);
-            self.durables.checkpoints.away(group);
+        self.leave_groups(&[member]);
+    }
+
+    /// Members that leave together (a broker's, cut off from the home): all are out before
+    /// their leases are handed on, so none goes to a member about to leave too (it would be
+    /// given back, and counted, twice).
+    pub(super) fn leave_groups(&mut self, members: &[SubendId]) {
+        let mut left = std::collections::BTreeSet::new();
+        for &member in members {
+            let Some(group) = self.groups.member_of.remove(&member) else { continue };
+            let Some(entry) = self.groups.by_subend.get_mut(&group) else { continue };
+            let returned = entry.queue.leave(MemberId(member.0));
+            entry.members.remove(&MemberId(member.0));
+            entry.pending.retain(|pending| pending.0 != member.0);
+            self.metrics.group_redeliveries.inc_by(returned as u64);
+            debug!(member = member.0, group = group.0, returned, "guaranteed queue group member left");
+            if entry.members.is_empty() {
+                // What the members acknowledged is written at once, as for a durable's client.
+                let name = entry.name.clone();
+                self.durables.claims.lock().release(&name);
+                self.durables.checkpoints.away(group);
+            }
+            left.insert(group);
         }
-        self.group_turn(group);
+        self.metrics.group_members.set(self.groups.member_of.len() as i64);
+        for group in left {
+            self.group_turn(group);
+        }
         self.run_inputs();
     }
 
@@ -293,6 +322,7 @@ impl Driver {
         let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
         let mut leases = Vec::new();
         entry.queue.dispatch(&mut leases);
+        let mut remote = Vec::new();
         for Lease { member, pubend, tick, message, redelivered } in leases {
             let Some(to) = entry.members.get(&member) else { continue };
             let redelivered = redelivered
@@ -306,18 +336,19 @@ impl Driver {
                     let _ = outbox.push_guaranteed(*id, wire_pubend, tick, &message);
                 }
                 Dest::Remote { peer, member } => {
-                    // In the link's guaranteed lane; with no link, the peer's members leave
-                    // (its PeerDown) and this lease comes back to the group.
+                    // Along the path to its broker; with none, the break makes its members
+                    // leave, and this lease comes back to the group.
                     let tick = tidings_wire::Tick(tick.0);
                     let body = GroupBody::Lease { pubend: wire_pubend, tick, redelivered, message };
-                    let frame = PeerFrame::Group(tidings_wire::peer::Group { member: *member, body });
-                    if let (Some(net), Ok(bytes)) = (&self.net, frame.to_bytes()) {
-                        net.cluster.send_group(peer, bytes);
-                    }
+                    remote.push((peer.clone(), *member, body));
                 }
             }
             self.metrics.deliveries.inc();
         }
+        for (peer, member, body) in remote {
+            self.send_group_frame(&peer, member, body);
+        }
+        let Some(entry) = self.groups.by_subend.get_mut(&group) else { return };
         let wants = entry.queue.wants_more();
         if wants != entry.blocked {
             return;

@@ -138,6 +138,12 @@ pub struct GuaranteedMetrics {
     pub group_redeliveries: Counter,
     /// Members of guaranteed queue groups here.
     pub group_members: Gauge,
+    /// GROUP frames this broker handed on between two other brokers (it is on the path
+    /// between a member's broker and the home).
+    pub group_relayed: Counter,
+    /// Breaks on a GROUP path this broker told an end of (its own included): each makes a
+    /// home let a broker's members go, or a member's broker join them again.
+    pub group_breaks: Counter,
     /// Checkpoint writes of durable subscriptions made durable.
     pub durable_checkpoints: Counter,
     /// Checkpoint writes that failed (retried; the messages stay held).
@@ -203,6 +209,8 @@ impl GuaranteedMetrics {
             durable_deleted: Counter::default(),
             group_redeliveries: Counter::default(),
             group_members: Gauge::default(),
+            group_relayed: Counter::default(),
+            group_breaks: Counter::default(),
             durable_checkpoints: Counter::default(),
             durable_checkpoint_failures: Counter::default(),
             durables: Gauge::default(),
@@ -285,6 +293,8 @@ impl GuaranteedMetrics {
             m.group_redeliveries.clone(),
         );
         r.register("group_members", "Members of guaranteed queue groups", m.group_members.clone());
+        r.register("group_relayed", "GROUP frames handed on between two other brokers", m.group_relayed.clone());
+        r.register("group_breaks", "Breaks on GROUP paths told to an end", m.group_breaks.clone());
         r.register("durable_checkpoints", "Durable checkpoint writes made durable", m.durable_checkpoints.clone());
         let failures = m.durable_checkpoint_failures.clone();
         r.register("durable_checkpoint_failures", "Durable checkpoint writes that failed (retried)", failures);

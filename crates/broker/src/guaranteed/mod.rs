@@ -26,6 +26,7 @@ pub mod durable;
 mod durable_store;
 mod edges;
 mod group_links;
+mod group_paths;
 pub mod groups;
 mod homes;
 mod journal;

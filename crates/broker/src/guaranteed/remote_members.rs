@@ -3,10 +3,10 @@
 //!
 //! At the home a remote member is known by its broker and the number that broker gave it; the
 //! group's work queue knows it by a number of the home's own ([`Homed`]). At a member's broker
-//! a member whose group is kept elsewhere is waiting to be joined or joined ([`Away`]). A link
-//! that goes down or is replaced voids both sides' view: the home gives the peer's members'
-//! leases back ([`Homed::peer_gone`]), the member's broker joins them again once a link is up
-//! ([`Away::rejoin`]).
+//! a member whose group is kept elsewhere is waiting to be joined or joined ([`Away`]). A
+//! break on the path between the two (`super::group_paths`) voids both sides' view: the home
+//! gives that broker's members' leases back ([`Homed::peer_gone`]), the member's broker joins
+//! them again once a path is there ([`Away::rejoin`], [`Away::unasked`]).
 
 use std::collections::BTreeMap;
 
@@ -56,8 +56,10 @@ impl Homed {
 pub(super) struct AwayMember<T> {
     /// The group's home.
     pub(super) home: BrokerName,
-    /// Whether the home confirmed the join on the current link.
+    /// Whether the home confirmed the join since the last break.
     pub(super) joined: bool,
+    /// Whether its JOIN went out since the last break (if not, it goes once a path is there).
+    asked: bool,
     /// Whether its client was told SUBSCRIBED (once, at the first JOINED).
     told: bool,
     /// What the shell needs to deliver to it and to join it again.
@@ -67,18 +69,41 @@ pub(super) struct AwayMember<T> {
 /// At a member's broker: its members whose group is kept elsewhere, by their subend here.
 pub(super) struct Away<T> {
     members: BTreeMap<SubendId, AwayMember<T>>,
+    /// Homes this broker lost frames to and could not tell yet: a RESET goes before the next
+    /// JOIN, so the home lets go of leases it may have sent into the break.
+    owed: std::collections::BTreeSet<BrokerName>,
 }
 
 impl<T> Default for Away<T> {
     fn default() -> Self {
-        Away { members: BTreeMap::new() }
+        Away { members: BTreeMap::new(), owed: Default::default() }
     }
 }
 
 impl<T> Away<T> {
     /// A member joins a group kept at `home` (the shell sends JOIN if a link is up).
     pub(super) fn add(&mut self, member: SubendId, home: BrokerName, session: T) {
-        self.members.insert(member, AwayMember { home, joined: false, told: false, session });
+        self.members.insert(member, AwayMember { home, joined: false, asked: false, told: false, session });
+    }
+
+    /// The member's JOIN went out.
+    pub(super) fn asked(&mut self, member: SubendId) {
+        if let Some(entry) = self.members.get_mut(&member) {
+            entry.asked = true;
+        }
+    }
+
+    /// Members whose JOIN has not gone out since the last break, with their homes.
+    pub(super) fn unasked(&self) -> Vec<(SubendId, BrokerName)> {
+        self.members.iter().filter(|(_, e)| !e.asked).map(|(m, e)| (*m, e.home.clone())).collect()
+    }
+
+    /// A RESET is owed to `home` (`true`), or was sent (`false`); returns whether one was owed.
+    pub(super) fn owe(&mut self, home: &BrokerName, owed: bool) -> bool {
+        match owed {
+            true => !self.owed.insert(home.clone()),
+            false => self.owed.remove(home),
+        }
     }
 
     /// The member, if it is one of these.
@@ -99,12 +124,13 @@ impl<T> Away<T> {
         self.members.remove(&member)
     }
 
-    /// A link to `home` came up (new or replacing one) or went down: its members are no longer
-    /// joined there; returns them, to send JOIN again on an up link.
+    /// The path to `home` broke (or the home let them go): its members are no longer joined
+    /// there; returns them, to send JOIN again once a path is there.
     pub(super) fn rejoin(&mut self, home: &BrokerName) -> Vec<SubendId> {
         let mut again = Vec::new();
         for (member, entry) in self.members.iter_mut().filter(|(_, e)| e.home == *home) {
             entry.joined = false;
+            entry.asked = false;
             again.push(*member);
         }
         again
@@ -140,9 +166,15 @@ mod tests {
         let mut away = Away::default();
         away.add(SubendId(5), b("home"), ());
         away.add(SubendId(6), b("other"), ());
+        assert_eq!(away.unasked(), vec![(SubendId(5), b("home")), (SubendId(6), b("other"))]);
+        away.asked(SubendId(5));
+        assert_eq!(away.unasked(), vec![(SubendId(6), b("other"))]);
         assert!(away.joined(SubendId(5)));
         assert!(!away.joined(SubendId(5)), "a second JOINED says nothing new");
         assert_eq!(away.rejoin(&b("home")), vec![SubendId(5)]);
+        assert_eq!(away.unasked().len(), 2, "asked again after a break");
+        assert!(!away.owe(&b("home"), true) && away.owe(&b("home"), true), "owed once");
+        assert!(away.owe(&b("home"), false) && !away.owe(&b("home"), false), "paid once");
         assert!(away.get(SubendId(5)).is_some_and(|m| !m.joined));
         assert!(!away.joined(SubendId(5)), "joined again after a cut: its client knows already");
         assert!(away.get(SubendId(5)).is_some_and(|m| m.joined));

@@ -29,6 +29,18 @@ pub struct GuaranteedState {
     pub durables: Vec<DurableState>,
     /// The replica groups this broker is in (docs/replication.md).
     pub replicas: Vec<ReplicaGroupState>,
+    /// Per guaranteed queue group kept here, its members at other brokers (no connection here
+    /// lists them, so `/subsz` shows them from this).
+    pub remote_members: BTreeMap<String, Vec<RemoteMemberState>>,
+}
+
+/// A guaranteed queue group member at another broker, as its group's home knows it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct RemoteMemberState {
+    /// Its broker.
+    pub broker: String,
+    /// Its number there (its subscription's subend at that broker).
+    pub member: u64,
 }
 
 /// One pubend's replica group as this broker sees it.
@@ -170,7 +182,9 @@ impl Driver {
             let lag = group.lag.iter().map(|(_, behind)| *behind).max().unwrap_or(0);
             self.metrics.replica_lag_max.get_or_create(&label).set(lag as i64);
         }
-        *self.state.lock() = GuaranteedState { subends: self.subends.len(), pubends, durables, replicas };
+        let remote_members = self.groups.remote_members();
+        *self.state.lock() =
+            GuaranteedState { subends: self.subends.len(), pubends, durables, replicas, remote_members };
     }
 
     fn durable_state(&self, name: &str, durable: &super::durable::Durable) -> DurableState {

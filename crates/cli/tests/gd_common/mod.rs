@@ -3,6 +3,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
 
+pub(crate) mod fig3;
+pub(crate) mod work_queue;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 

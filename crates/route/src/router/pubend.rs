@@ -150,6 +150,33 @@ impl<F: Filter> Router<F> {
         self.links.keys().find(|hop| fits(hop)).cloned()
     }
 
+    /// Linked peers on a shortest path to `to` in our view, in name order (`to` alone when it
+    /// is linked; none when it is us or unreachable): where a frame for one broker goes next
+    /// when brokers between hand it on (a guaranteed queue group's GROUP). Every broker on the
+    /// way picks among its own, so the frame's hops come ever closer to `to` in each view.
+    pub fn next_hops(&self, to: &BrokerName) -> Vec<BrokerName> {
+        if *to == self.settings.name {
+            return Vec::new();
+        }
+        if self.links.contains_key(to) {
+            return vec![to.clone()];
+        }
+        let graph = &self.table.graph;
+        let (Some(target), Some(me)) = (graph.broker_index(to), graph.broker_index(&self.settings.name)) else {
+            return Vec::new();
+        };
+        let distance = graph.distances_from_all(&[target]);
+        let Some(closer) = distance[me].checked_sub(1).filter(|_| distance[me] != usize::MAX) else {
+            return Vec::new();
+        };
+        graph.links[me]
+            .iter()
+            .filter(|peer| distance[**peer] == closer)
+            .map(|peer| graph.brokers[*peer].clone())
+            .filter(|peer| self.links.contains_key(peer))
+            .collect()
+    }
+
     /// Whether `cell` is reachable in the tree rooted at `root` in our view. Guaranteed delivery
     /// keeps waiting for a child cell that left a pubend's route by becoming unreachable (a
     /// crash or a cut), but not for one that is reachable through another part of the tree.

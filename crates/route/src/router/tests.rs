@@ -377,3 +377,25 @@ fn without_a_hold_a_departed_link_s_interest_goes_at_once() {
     wired.pump();
     assert!(wired.route("a", Arrival::Published { pubend: PubendId(1) }, 15).sends.is_empty());
 }
+
+#[test]
+fn next_hops_lead_along_shortest_paths_and_around_a_lost_link() {
+    // a in A; b1, b2 in B; c in C: a - {b1, b2} - c, b1 and b2 mates.
+    let mut wired = Wired::new(&[("a", "A"), ("b1", "B"), ("b2", "B"), ("c", "C")]);
+    for (x, y) in [("a", "b1"), ("a", "b2"), ("b1", "b2"), ("b1", "c"), ("b2", "c")] {
+        wired.link(x, y);
+    }
+    wired.pump();
+    let hops = |wired: &Wired, at: &str, to: &str| -> Vec<String> {
+        wired.router(at).next_hops(&to.into()).iter().map(|b| b.as_str().to_string()).collect()
+    };
+    assert_eq!(hops(&wired, "c", "a"), ["b1", "b2"], "both ways are shortest");
+    assert_eq!(hops(&wired, "c", "b2"), ["b2"], "a linked broker is its own hop");
+    assert!(hops(&wired, "c", "c").is_empty() && hops(&wired, "c", "z").is_empty());
+    for (me, peer) in [("c", "b1"), ("b1", "c")] {
+        wired.input(me, Input::LinkDown { peer: peer.into(), incarnation: Incarnation(1) });
+    }
+    wired.pump();
+    assert_eq!(hops(&wired, "c", "a"), ["b2"], "around the lost link");
+    assert_eq!(hops(&wired, "a", "c"), ["b2"]);
+}

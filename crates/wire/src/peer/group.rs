@@ -1,13 +1,19 @@
 //! GROUP, a guaranteed queue group's traffic between a member's broker and the group's home
-//! broker (docs/protocol.md, "Guaranteed queue groups"). Layout: `kind:u8 | member:u64 | body`,
-//! where `member` is the member's number at its own broker and the body is, by kind:
+//! broker (docs/protocol.md, "Guaranteed queue groups"). Layout:
+//! `origin:str16 | dest:str16 | kind:u8 | member:u64 | body`, where `origin` and `dest` are the
+//! brokers at the two ends (brokers between them hand the frame on toward `dest`), `member` is
+//! the member's number at its own broker and the body is, by kind:
 //! 1 JOIN `group:str16 | pattern:str16 | selector:str16 | key:str16` (an empty selector or key:
 //! none), 2 JOINED (empty), 3 REFUSED `code:u16 | reason:str16`, 4 LEAVE (empty),
-//! 5 LEASE `pubend:u64 | tick:u64 | redelivered:u8 | message section`, 6 ACK `pubend:u64 | tick:u64`.
+//! 5 LEASE `pubend:u64 | tick:u64 | redelivered:u8 | message section`, 6 ACK `pubend:u64 | tick:u64`,
+//! 7 RESET (empty, `member` 0): what passed between `origin` and `dest` may have been lost.
 //!
-//! Why one frame with kinds: the six travel together on one link between two brokers, in the
-//! link's guaranteed lane (in order, never dropped), and only brokers that speak peer protocol
-//! version 5 ([`GROUP_VERSION`]) are sent any.
+//! Why one frame with kinds: the seven travel together between the same two ends, in the
+//! links' guaranteed lanes (in order, never dropped), and only brokers that speak peer protocol
+//! version 6 ([`GROUP_VERSION`]) are sent any. Why the two ends in every frame: a member's
+//! broker need not be linked to the home; every broker on the way hands the frame on along its
+//! shortest path to `dest`, and a broker that loses a link the frames of two ends went over
+//! tells each end it can still reach (RESET), so both ends start again.
 
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -16,9 +22,10 @@ use crate::error::WireError;
 use crate::frame::Message;
 use crate::peer::{PubendId, Tick};
 
-/// The first peer protocol version with GROUP: an older broker closes a link on the unknown type
-/// byte, so a member's broker joins a remote group only over a link that negotiated this.
-pub const GROUP_VERSION: u16 = 5;
+/// The first peer protocol version with this GROUP (version 5's had no ends and was not
+/// relayed): an older broker closes a link on the unknown type byte or layout, so GROUP goes
+/// only over links that negotiated this, and one arriving on an older link is not read.
+pub const GROUP_VERSION: u16 = 6;
 
 const JOIN: u8 = 1;
 const JOINED: u8 = 2;
@@ -26,10 +33,15 @@ const REFUSED: u8 = 3;
 const LEAVE: u8 = 4;
 const LEASE: u8 = 5;
 const ACK: u8 = 6;
+const RESET: u8 = 7;
 
 /// One message about one remote member of a guaranteed queue group.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
+    /// The broker that sent it (for a RESET: the end whose traffic may have been lost).
+    pub origin: String,
+    /// The broker it is for; others hand it on.
+    pub dest: String,
     /// The member, as its own broker numbers it (its subscription's subend there).
     pub member: u64,
     /// What is said about it.
@@ -79,6 +91,11 @@ pub enum GroupBody {
         /// Its tick.
         tick: Tick,
     },
+    /// Either way, from an end or a broker between: what passed between `origin` and `dest`
+    /// may have been lost (a link on their path went down or the path moved), so `dest`
+    /// forgets what it holds of `origin` (the home: its members leave; a member's broker: its
+    /// members join again).
+    Reset,
 }
 
 fn put_opt(out: &mut BytesMut, field: &'static str, value: &Option<String>) -> Result<(), WireError> {
@@ -107,7 +124,10 @@ impl Group {
             GroupBody::Leave => LEAVE,
             GroupBody::Lease { .. } => LEASE,
             GroupBody::Ack { .. } => ACK,
+            GroupBody::Reset => RESET,
         };
+        put_str16(out, "origin", &self.origin)?;
+        put_str16(out, "dest", &self.dest)?;
         out.put_u8(kind);
         out.put_u64(self.member);
         match &self.body {
@@ -121,7 +141,7 @@ impl Group {
                 out.put_u16(*code);
                 put_str16(out, "reason", reason)?;
             }
-            GroupBody::Joined | GroupBody::Leave => {}
+            GroupBody::Joined | GroupBody::Leave | GroupBody::Reset => {}
             GroupBody::Lease { pubend, tick, redelivered, message } => {
                 out.put_u64(pubend.0);
                 out.put_u64(tick.0);
@@ -138,6 +158,8 @@ impl Group {
 
     pub(crate) fn decode_body(body: Bytes) -> Result<Group, WireError> {
         let mut r = Reader::new("GROUP", &body);
+        let origin = r.str16("origin")?.to_string();
+        let dest = r.str16("dest")?.to_string();
         let kind = r.u8("kind")?;
         let member = r.u64("member")?;
         let body = match kind {
@@ -156,12 +178,18 @@ impl Group {
                 let tick = Tick(r.u64("tick")?);
                 let redelivered = r.bool("redelivered")?;
                 let message = Message::decode(body.slice(r.position()..))?;
-                return Ok(Group { member, body: GroupBody::Lease { pubend, tick, redelivered, message } });
+                return Ok(Group {
+                    origin,
+                    dest,
+                    member,
+                    body: GroupBody::Lease { pubend, tick, redelivered, message },
+                });
             }
             ACK => GroupBody::Ack { pubend: PubendId(r.u64("pubend")?), tick: Tick(r.u64("tick")?) },
+            RESET => GroupBody::Reset,
             other => return Err(WireError::InvalidField { frame: "GROUP", field: "kind", value: u64::from(other) }),
         };
         r.finish()?;
-        Ok(Group { member, body })
+        Ok(Group { origin, dest, member, body })
     }
 }

@@ -59,8 +59,9 @@ use crate::framing::{encode_frame, peek, split_body};
 /// JSON control frames; 2 the binary frame set with authenticated links; 3 adds the tree id
 /// to DATA and SILENCE (an F is sound only under the tree it was judged for); 4 adds LINK_STATS,
 /// which a broker sends only on links that negotiated 4 ([`LINK_STATS_VERSION`]); 5 adds
-/// GROUP, sent only on links that negotiated 5 ([`GROUP_VERSION`]).
-pub const PEER_PROTOCOL_VERSION: u16 = 5;
+/// GROUP between linked brokers; 6 gives GROUP its two ends, so brokers between relay it, and
+/// sends it only on links that negotiated 6 ([`GROUP_VERSION`]).
+pub const PEER_PROTOCOL_VERSION: u16 = 6;
 
 /// The first peer protocol version with LINK_STATS: a version 3 broker closes a link on the
 /// unknown type byte, so the frame goes only on links whose negotiated version is at least this.
@@ -109,7 +110,7 @@ pub enum PeerFrameType {
     Sideways = 0x17,
     /// A message of a pubend's Raft group: see [`Replica`].
     Replica = 0x18,
-    /// A guaranteed queue group's member traffic: see [`Group`] (version 5).
+    /// A guaranteed queue group's member traffic: see [`Group`] (version 6; 5's had no ends).
     Group = 0x19,
 }
 

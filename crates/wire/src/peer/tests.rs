@@ -183,8 +183,10 @@ fn group() -> impl Strategy<Value = PeerFrame> {
             GroupBody::Lease { pubend: PubendId(p), tick: Tick(t), redelivered, message }
         }),
         (any::<u64>(), any::<u64>()).prop_map(|(p, t)| GroupBody::Ack { pubend: PubendId(p), tick: Tick(t) }),
+        Just(GroupBody::Reset),
     ];
-    (any::<u64>(), body).prop_map(|(member, body)| PeerFrame::Group(Group { member, body }))
+    (name(), name(), any::<u64>(), body)
+        .prop_map(|(origin, dest, member, body)| PeerFrame::Group(Group { origin, dest, member, body }))
 }
 
 fn frame() -> impl Strategy<Value = PeerFrame> {
@@ -654,34 +656,47 @@ fn a_nack_or_silence_with_unsorted_or_overlapping_ranges_does_not_encode() {
     assert!(fine.to_bytes().is_ok());
 }
 
+/// GROUP's ends: `origin` s3, `dest` p1, before the kind.
+const ENDS: [u8; 8] = [0, 2, b's', b'3', 0, 2, b'p', b'1'];
+
+fn group_frame(member: u64, body: GroupBody) -> PeerFrame {
+    PeerFrame::Group(Group { origin: "s3".into(), dest: "p1".into(), member, body })
+}
+
+/// A GROUP frame's expected bytes: length, type 0x19, [`ENDS`], then `rest`.
+fn group_bytes(rest: &[u8]) -> Vec<u8> {
+    let mut bytes = ((1 + ENDS.len() + rest.len()) as u32).to_be_bytes().to_vec();
+    bytes.push(0x19);
+    bytes.extend_from_slice(&ENDS);
+    bytes.extend_from_slice(rest);
+    bytes
+}
+
 #[test]
 fn group_golden_bytes() {
     let join = GroupBody::Join { group: "g".into(), pattern: "a.*".into(), selector: None, key: Some("k".into()) };
     #[rustfmt::skip]
-    let expected = [
-        0, 0, 0, 23, 0x19, 1, 0, 0, 0, 0, 0, 0, 0, 7,
+    let expected = group_bytes(&[
+        1, 0, 0, 0, 0, 0, 0, 0, 7,
         0, 1, b'g', 0, 3, b'a', b'.', b'*', 0, 0, 0, 1, b'k',
-    ];
-    golden(PeerFrame::Group(Group { member: 7, body: join }), &expected);
+    ]);
+    assert_eq!(expected[..4], [0, 0, 0, 31]);
+    golden(group_frame(7, join), &expected);
     let ack = GroupBody::Ack { pubend: PubendId(2), tick: Tick(9) };
     #[rustfmt::skip]
-    let expected = [
-        0, 0, 0, 26, 0x19, 6, 0, 0, 0, 0, 0, 0, 0, 7,
+    let expected = group_bytes(&[
+        6, 0, 0, 0, 0, 0, 0, 0, 7,
         0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9,
-    ];
-    golden(PeerFrame::Group(Group { member: 7, body: ack }), &expected);
-    golden(
-        PeerFrame::Group(Group { member: 1, body: GroupBody::Leave }),
-        &[0, 0, 0, 10, 0x19, 4, 0, 0, 0, 0, 0, 0, 0, 1],
-    );
+    ]);
+    golden(group_frame(7, ack), &expected);
+    golden(group_frame(1, GroupBody::Leave), &group_bytes(&[4, 0, 0, 0, 0, 0, 0, 0, 1]));
+    golden(group_frame(0, GroupBody::Reset), &group_bytes(&[7, 0, 0, 0, 0, 0, 0, 0, 0]));
     let (message, section) = section();
     let lease = GroupBody::Lease { pubend: PubendId(2), tick: Tick(9), redelivered: true, message };
-    let mut expected = vec![0, 0, 0, 0, 0x19, 5, 0, 0, 0, 0, 0, 0, 0, 7];
-    expected.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9, 1]);
-    expected.extend_from_slice(&section);
-    let len = (expected.len() - 4) as u32;
-    expected[..4].copy_from_slice(&len.to_be_bytes());
-    golden(PeerFrame::Group(Group { member: 7, body: lease }), &expected);
+    let mut rest = vec![5, 0, 0, 0, 0, 0, 0, 0, 7];
+    rest.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 9, 1]);
+    rest.extend_from_slice(&section);
+    golden(group_frame(7, lease), &group_bytes(&rest));
 }
 
 #[test]
@@ -692,7 +707,10 @@ fn group_refuses_an_unknown_kind_and_trailing_bytes() {
         bytes.extend_from_slice(body);
         PeerFrame::decode(&mut BytesMut::from(&bytes[..]), MAX)
     };
-    assert!(frame(&[9, 0, 0, 0, 0, 0, 0, 0, 1]).is_err(), "kind 9 is no kind");
-    assert!(frame(&[4, 0, 0, 0, 0, 0, 0, 0, 1, 0]).is_err(), "a LEAVE has no body");
-    assert!(frame(&[4, 0, 0, 0, 0, 0, 0, 0, 1]).is_ok());
+    let ends = |rest: &[u8]| [&ENDS[..], rest].concat();
+    assert!(frame(&[4, 0, 0, 0, 0, 0, 0, 0, 1]).is_err(), "version 5's layout, without ends");
+    assert!(frame(&ends(&[9, 0, 0, 0, 0, 0, 0, 0, 1])).is_err(), "kind 9 is no kind");
+    assert!(frame(&ends(&[4, 0, 0, 0, 0, 0, 0, 0, 1, 0])).is_err(), "a LEAVE has no body");
+    assert!(frame(&ends(&[7, 0, 0, 0, 0, 0, 0, 0, 0, 0])).is_err(), "nor has a RESET");
+    assert!(frame(&ends(&[4, 0, 0, 0, 0, 0, 0, 0, 1])).is_ok());
 }
