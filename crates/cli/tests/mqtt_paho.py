@@ -29,7 +29,7 @@ def fail(why):
 class Client:
     """A paho client with its messages and CONNACK collected, its network loop in a thread."""
 
-    def __init__(self, port, version, client_id="", clean=True, expiry=None, will=None):
+    def __init__(self, port, version, client_id="", clean=True, expiry=None, will=None, inflight=None):
         self.version = version
         protocol = mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311
         kwargs = {"client_id": client_id, "protocol": protocol}
@@ -38,6 +38,8 @@ class Client:
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, transport=TRANSPORT, **kwargs)
         if TRANSPORT == "websockets":
             self.client.ws_set_options(path="/mqtt")
+        if inflight is not None:
+            self.client.max_inflight_messages_set(inflight)
         self.messages = []
         self.lock = threading.Condition()
         self.connack = None
@@ -220,6 +222,77 @@ def share(port, version):
     for c in (a, b, pub):
         c.disconnect()
     print("ok")
+
+
+def share_qos(port, version):
+    """Three members of $share/w/jobs/# at QoS 1 (one at 2) and a QoS 1 and 2 publisher: each
+    message reaches exactly one member, at the lower QoS, none flagged DUP, and each member
+    gets some."""
+    members = [Client(port, version) for _ in range(3)]
+    for c, q in zip(members, (1, 1, 2)):
+        if c.subscribe("$share/w/jobs/#", q) != [q]:
+            fail(f"SUBACK for $share/w/jobs/# at QoS {q}: {c.subacks}")
+    pub = Client(port, version, inflight=100)
+    sent = [f"j{i}" for i in range(300)]
+    infos = [pub.client.publish("jobs/x", p, qos=1 + i % 2) for i, p in enumerate(sent)]
+    for info in infos:
+        info.wait_for_publish(TIMEOUT)
+    deadline = time.monotonic() + TIMEOUT
+    while sum(len(c.messages) for c in members) < len(sent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    got = sorted([m.payload.decode() for c in members for m in c.messages], key=lambda p: int(p[1:]))
+    if got != sent:
+        fail(f"the group got {len(got)} messages, {len(set(got))} distinct, of {len(sent)}")
+    for i, c in enumerate(members):
+        if not c.messages:
+            fail(f"member {i} got nothing")
+        if any(m.dup for m in c.messages):
+            fail(f"member {i} got a DUP with no member gone")
+        want = (1, 1, 2)[i]
+        wrong = [(m.payload, m.qos) for m in c.messages if m.qos != min(want, 1 + int(m.payload[1:]) % 2)]
+        if wrong:
+            fail(f"member {i} at QoS {want} got {wrong[:3]}")
+    for c in members + [pub]:
+        c.disconnect()
+    print("ok")
+
+
+def share_member(port, version, delay):
+    """A member of $share/k/kill/# at QoS 1: prints `subscribed`, then `PAYLOAD DUP` for each
+    message as it comes (taking DELAY seconds over each), until 5 s without one."""
+    c = Client(port, version)
+
+    def slow(client, userdata, message):
+        print(f"{message.payload.decode()} {int(message.dup)}", flush=True)
+        time.sleep(float(delay))
+        c._message(client, userdata, message)
+
+    c.client.on_message = slow
+    if c.subscribe("$share/k/kill/#", 1) != [1]:
+        fail(f"SUBACK {c.subacks}")
+    print("subscribed", flush=True)
+    deadline = time.monotonic() + 90
+    seen, quiet = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if len(c.messages) != seen:
+            seen, quiet = len(c.messages), time.monotonic()
+        elif seen and time.monotonic() - quiet > 5:
+            break
+    c.disconnect()
+
+
+def publish_many(port, version, topic, n):
+    """Publishes N messages `m0`... at QoS 1, up to 100 in flight, each acknowledged."""
+    c = Client(port, version, inflight=100)
+    infos = [c.client.publish(topic, f"m{i}", qos=1) for i in range(int(n))]
+    for info in infos:
+        info.wait_for_publish(TIMEOUT)
+        if not info.is_published():
+            fail("a publish was not acknowledged")
+    c.disconnect()
+    print("published")
 
 
 def subscribe_with(c, topic, qos=0, properties=None, **options):

@@ -188,6 +188,63 @@ fn paho_shared_subscriptions_give_each_message_to_one_member() {
 }
 
 #[test]
+fn paho_shared_subscriptions_at_qos_1_and_2_give_each_message_to_exactly_one_member() {
+    passes_in_each_version("share-qos");
+}
+
+/// Reads a member's lines (`PAYLOAD DUP`) until it has printed `n`, or to its end.
+fn lines_of(stdout: &mut BufReader<std::process::ChildStdout>, n: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    while lines.len() < n && stdout.read_line(&mut line).unwrap() > 0 {
+        lines.push(std::mem::take(&mut line).trim().to_string());
+    }
+    lines
+}
+
+#[test]
+fn a_shared_subscription_member_killed_mid_stream_loses_nothing_its_messages_go_to_another_with_dup() {
+    if !paho_present() {
+        return;
+    }
+    let b = Broker::start();
+    for version in VERSIONS {
+        // The slow one holds many messages unacknowledged when it is killed.
+        let mut slow = start_until(&b.port, &["share-member", version, "0.05"], "subscribed");
+        let fast: Vec<_> =
+            (0..2).map(|_| start_until(&b.port, &["share-member", version, "0"], "subscribed")).collect();
+        let n = 1000;
+        let publisher = scenario(&b.port, &["publish-many", version, "kill/x", &n.to_string()])
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut printed = lines_of(&mut slow.1, 20);
+        assert_eq!(printed.len(), 20, "MQTT {version}: the slow member got too little to be killed mid-stream");
+        slow.0.kill().unwrap();
+        let _ = slow.0.wait();
+        printed.extend(lines_of(&mut slow.1, usize::MAX));
+        assert_eq!(ok(tidings_testkit::finish_within(publisher, Duration::from_secs(60))), "published\n");
+        let survivors: Vec<String> = fast.into_iter().map(|(child, stdout)| rest_of(child, stdout)).collect();
+        let survived: Vec<&str> = survivors.iter().flat_map(|out| out.lines()).collect();
+        let mut got = std::collections::BTreeMap::<String, Vec<bool>>::new();
+        for line in printed.iter().map(String::as_str).chain(survived.iter().copied()) {
+            let (payload, dup) = line.split_once(' ').unwrap();
+            got.entry(payload.to_string()).or_default().push(dup == "1");
+        }
+        let missing: Vec<String> = (0..n).map(|i| format!("m{i}")).filter(|m| !got.contains_key(m)).collect();
+        assert!(missing.is_empty(), "MQTT {version}: lost {} messages, first {:?}", missing.len(), missing.first());
+        assert_eq!(got.len(), n, "MQTT {version}: only what was published");
+        // A message printed twice went to a second member after the kill: that copy says DUP.
+        for (payload, dups) in &got {
+            assert!(dups.len() == 1 || dups.iter().any(|dup| *dup), "MQTT {version}: {payload} twice, no DUP");
+        }
+        let redelivered = survived.iter().filter(|line| line.ends_with(" 1")).count();
+        assert!(redelivered > 0, "MQTT {version}: the killed member's unacknowledged messages came to no one");
+        eprintln!("MQTT {version}: killed member printed {}, survivors got {redelivered} with DUP", printed.len());
+    }
+}
+
+#[test]
 fn paho_5_0_properties_aliases_identifiers_no_local_retain_options_expiry_and_selectors_work() {
     if !paho_present() {
         return;

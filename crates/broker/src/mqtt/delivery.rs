@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use tidings_wire::mqtt::{
     Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse, QoS,
 };
-use tidings_wire::{Frame, Message, PubendId, SubId, Tick, ValueRef};
+use tidings_wire::{Frame, Message, PubendId, SubId, Tick, ValueRef, REDELIVERED_FLAG};
 use tokio::io::AsyncWriteExt;
 
 use super::link::{Link, QOS_PROPERTY};
@@ -290,7 +290,8 @@ impl Delivery {
     }
 
     /// A guaranteed delivery: sent at the lower of the subscription's and the message's QoS once
-    /// the window has room, and acknowledged upstream once the client has it.
+    /// the window has room, and acknowledged upstream once the client has it. One a queue group
+    /// flagged redelivered (another member had it and left) goes with DUP set.
     async fn guaranteed(
         &self,
         id: SubId,
@@ -298,6 +299,8 @@ impl Delivery {
         message: &Message,
         out: &mut BytesMut,
     ) -> Option<Translated> {
+        let redelivered = tick.0 & REDELIVERED_FLAG != 0;
+        let tick = Tick(tick.0 & !REDELIVERED_FLAG);
         let Some(sub) = self.link.state.lock().subs.get(&id).cloned() else { return Some(Translated::Carry) };
         let qos = sub.qos.min(message_qos(message));
         let mut packet = BytesMut::new();
@@ -316,6 +319,7 @@ impl Delivery {
         if let Some(mut publish) = publish {
             publish.qos = qos;
             publish.packet_id = packet_id;
+            publish.dup = redelivered && qos != QoS::AtMostOnce;
             self.aliases.lock().apply(&mut publish);
             self.push(Packet::Publish(publish), out);
         }

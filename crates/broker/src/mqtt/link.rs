@@ -35,6 +35,9 @@ pub(super) struct Sub {
     pub(super) qos: QoS,
     /// The 5.0 options that shape each delivery (identifier, no-local, retain flags).
     pub(super) options: Shape,
+    /// A member of a guaranteed queue group (`$share` at QoS 1/2): its deliveries are whichever
+    /// ticks the group leased it, so each is acknowledged by itself, not as a prefix.
+    pub(super) member: bool,
 }
 
 /// What a 5.0 subscription's options ask of each message delivered through it.
@@ -180,7 +183,9 @@ impl State {
         (pubend, tick): (PubendId, Tick),
         qos: QoS,
     ) -> (Option<PacketId>, Option<DeliveryAck>) {
-        self.pending.entry((sub, pubend)).or_default().insert(tick, false);
+        if !self.is_member(sub) {
+            self.pending.entry((sub, pubend)).or_default().insert(tick, false);
+        }
         if qos == QoS::AtMostOnce {
             return (None, self.done(sub, pubend, tick));
         }
@@ -237,8 +242,16 @@ impl State {
         Ok(entry.from.and_then(|(pubend, tick)| self.done(entry.sub, pubend, tick)))
     }
 
-    /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew.
+    fn is_member(&self, sub: SubId) -> bool {
+        self.subs.get(&sub).is_some_and(|s| s.member)
+    }
+
+    /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew (of that
+    /// tick alone for a queue group member's, whose ticks are not a prefix of anything).
     fn done(&mut self, sub: SubId, pubend: PubendId, tick: Tick) -> Option<DeliveryAck> {
+        if self.is_member(sub) {
+            return Some(DeliveryAck { id: sub, pubend, tick });
+        }
         let ticks = self.pending.get_mut(&(sub, pubend))?;
         if let Some(flag) = ticks.get_mut(&tick) {
             *flag = true;
@@ -303,6 +316,21 @@ mod tests {
         assert_eq!(s.sent(SubId(2), (P, Tick(3)), QoS::AtMostOnce), (None, None));
         let ack = s.puback(id.unwrap().0.get()).unwrap();
         assert_eq!(ack.map(|a| a.tick), Some(Tick(3)));
+    }
+
+    #[test]
+    fn a_queue_group_members_deliveries_are_each_acknowledged_alone_in_any_order() {
+        let mut s = state();
+        let filter = tidings_wire::mqtt::topic::filter_to_tidings("w/#");
+        let sub = Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true };
+        s.subs.insert(SubId(3), sub);
+        let (a, _) = s.sent(SubId(3), (P, Tick(10)), QoS::AtLeastOnce);
+        let (b, _) = s.sent(SubId(3), (P, Tick(30)), QoS::ExactlyOnce);
+        assert!(s.pubrec(b.unwrap().0.get()));
+        let ack = |tick| Ok(Some(DeliveryAck { id: SubId(3), pubend: P, tick: Tick(tick) }));
+        assert_eq!(s.pubcomp(b.unwrap().0.get()), ack(30), "tick 30 alone, tick 10 still leased");
+        assert_eq!(s.puback(a.unwrap().0.get()), ack(10));
+        assert_eq!(s.sent(SubId(3), (P, Tick(40)), QoS::AtMostOnce), (None, ack(40).unwrap()));
     }
 
     #[test]
