@@ -295,6 +295,39 @@ def publish_many(port, version, topic, n):
     print("published")
 
 
+def overlap(port, version):
+    """Overlapping subscriptions of one session (o/# QoS 0 id 1, o/+ QoS 1 id 2, o/x QoS 2 id 3)
+    get one copy of each message, at the highest QoS they grant it, carrying every identifier
+    (5.0); a shared subscription over the same topic gets a copy of its own."""
+    sub = Client(port, version)
+    for topic, q, ident in [("o/#", 0, 1), ("o/+", 1, 2), ("o/x", 2, 3), ("$share/g/o/x", 0, 4)]:
+        props = None
+        if version == 5:
+            props = Properties(PacketTypes.SUBSCRIBE)
+            props.SubscriptionIdentifier = ident
+        granted = subscribe_with(sub, topic, q, props) if version == 5 else sub.subscribe(topic, q)
+        if granted != [q]:
+            fail(f"{topic} not granted QoS {q}: {granted}")
+    pub = Client(port, version)
+    for q in (0, 1, 2):
+        pub.publish("o/x", f"q{q}", q)
+    sub.received(6)
+    time.sleep(1.0)
+    copies = {}
+    for m in sub.messages:
+        ids = sorted(m.properties.SubscriptionIdentifier) if version == 5 else []
+        copies.setdefault(m.payload.decode(), []).append((m.qos, ids))
+    for q in (0, 1, 2):
+        got = sorted(copies.get(f"q{q}", []))
+        shared = (0, [4] if version == 5 else [])
+        whole = (q, [1, 2, 3] if version == 5 else [])
+        if got != sorted([shared, whole]):
+            fail(f"a QoS {q} publish came as {got}, expected one copy {whole} and the shared one {shared}")
+    sub.disconnect()
+    pub.disconnect()
+    print("ok")
+
+
 def subscribe_with(c, topic, qos=0, properties=None, **options):
     """SUBSCRIBE with 5.0 options and properties; the SUBACK's reason codes."""
     from paho.mqtt.subscribeoptions import SubscribeOptions

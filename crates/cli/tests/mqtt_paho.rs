@@ -192,6 +192,11 @@ fn paho_shared_subscriptions_at_qos_1_and_2_give_each_message_to_exactly_one_mem
     passes_in_each_version("share-qos");
 }
 
+#[test]
+fn overlapping_subscriptions_get_one_copy_at_their_highest_qos_with_every_identifier() {
+    passes_in_each_version("overlap");
+}
+
 /// Reads a member's lines (`PAYLOAD DUP`) until it has printed `n`, or to its end.
 fn lines_of(stdout: &mut BufReader<std::process::ChildStdout>, n: usize) -> Vec<String> {
     let mut lines = Vec::new();

@@ -38,6 +38,9 @@ pub(super) struct Sub {
     /// A member of a guaranteed queue group (`$share` at QoS 1/2): its deliveries are whichever
     /// ticks the group leased it, so each is acknowledged by itself, not as a prefix.
     pub(super) member: bool,
+    /// Of a `$share` filter: its copy of a message is its own (MQTT 5.0 §4.8.2), never merged
+    /// with an overlapping subscription's.
+    pub(super) shared: bool,
 }
 
 /// What a 5.0 subscription's options ask of each message delivered through it.
@@ -65,10 +68,11 @@ enum Stage {
 
 #[derive(Debug)]
 struct Inflight {
-    sub: SubId,
-    /// The guaranteed delivery it acknowledges when done; none for a retained value (nothing
-    /// upstream waits for it).
-    from: Option<(PubendId, Tick)>,
+    /// The subscription a retained value was sent for (nothing upstream waits for it).
+    retained: Option<SubId>,
+    /// The guaranteed deliveries it acknowledges when done: one per subscription whose copy it
+    /// is (overlapping subscriptions of a session share one PUBLISH).
+    from: Vec<(SubId, PubendId, Tick)>,
     stage: Stage,
 }
 
@@ -175,30 +179,39 @@ impl State {
         self.inflight.len() < self.window.max(1)
     }
 
-    /// Records a guaranteed delivery sent at `qos`: its packet identifier (none at QoS 0), and
-    /// the acknowledgement now due upstream (at QoS 0 it is done as soon as it is written).
+    /// Records a guaranteed delivery of `subs` (one PUBLISH for all of them) sent at `qos`: its
+    /// packet identifier (none at QoS 0), and the acknowledgements now due upstream (at QoS 0
+    /// they are done as soon as it is written).
     pub(super) fn sent(
         &mut self,
-        sub: SubId,
+        subs: &[SubId],
         (pubend, tick): (PubendId, Tick),
         qos: QoS,
-    ) -> (Option<PacketId>, Option<DeliveryAck>) {
-        if !self.is_member(sub) {
-            self.pending.entry((sub, pubend)).or_default().insert(tick, false);
+    ) -> (Option<PacketId>, Vec<DeliveryAck>) {
+        for sub in subs {
+            if !self.is_member(*sub) {
+                self.pending.entry((*sub, pubend)).or_default().insert(tick, false);
+            }
         }
         if qos == QoS::AtMostOnce {
-            return (None, self.done(sub, pubend, tick));
+            return (None, subs.iter().filter_map(|sub| self.done(*sub, pubend, tick)).collect());
         }
-        (self.take_packet(sub, Some((pubend, tick)), qos), None)
+        let from = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
+        (self.take_packet(None, from, qos), Vec::new())
     }
 
     /// Records a retained value sent at QoS 1 or 2 on subscription `sub`: a packet identifier
     /// and a place in the window, and nothing to acknowledge upstream when the client is done.
     pub(super) fn sent_retained(&mut self, sub: SubId, qos: QoS) -> Option<PacketId> {
-        self.take_packet(sub, None, qos)
+        self.take_packet(Some(sub), Vec::new(), qos)
     }
 
-    fn take_packet(&mut self, sub: SubId, from: Option<(PubendId, Tick)>, qos: QoS) -> Option<PacketId> {
+    fn take_packet(
+        &mut self,
+        retained: Option<SubId>,
+        from: Vec<(SubId, PubendId, Tick)>,
+        qos: QoS,
+    ) -> Option<PacketId> {
         let mut id = self.next_packet;
         loop {
             id = id.wrapping_add(1).max(1);
@@ -207,17 +220,17 @@ impl State {
             }
         }
         self.next_packet = id;
-        self.inflight.insert(id, Inflight { sub, from, stage: Stage::First(qos) });
+        self.inflight.insert(id, Inflight { retained, from, stage: Stage::First(qos) });
         PacketId::new(id)
     }
 
     /// The client's PUBACK: `Err` when no QoS 1 message has this identifier.
-    pub(super) fn puback(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+    pub(super) fn puback(&mut self, id: u16) -> Result<Vec<DeliveryAck>, ()> {
         self.finish(id, Stage::First(QoS::AtLeastOnce))
     }
 
     /// The client's PUBCOMP: `Err` when no PUBREL was sent with this identifier.
-    pub(super) fn pubcomp(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+    pub(super) fn pubcomp(&mut self, id: u16) -> Result<Vec<DeliveryAck>, ()> {
         self.finish(id, Stage::Complete)
     }
 
@@ -233,13 +246,13 @@ impl State {
         }
     }
 
-    fn finish(&mut self, id: u16, stage: Stage) -> Result<Option<DeliveryAck>, ()> {
+    fn finish(&mut self, id: u16, stage: Stage) -> Result<Vec<DeliveryAck>, ()> {
         match self.inflight.get(&id) {
             Some(entry) if entry.stage == stage => {}
             _ => return Err(()),
         }
         let entry = self.inflight.remove(&id).ok_or(())?;
-        Ok(entry.from.and_then(|(pubend, tick)| self.done(entry.sub, pubend, tick)))
+        Ok(entry.from.into_iter().filter_map(|(sub, pubend, tick)| self.done(sub, pubend, tick)).collect())
     }
 
     fn is_member(&self, sub: SubId) -> bool {
@@ -275,7 +288,11 @@ impl State {
         self.subs.remove(&sub);
         self.confirmed.remove(&sub);
         self.pending.retain(|(id, _), _| *id != sub);
-        self.inflight.retain(|_, entry| entry.sub != sub);
+        // A PUBLISH it shared with another subscription stays in flight for that one's sake.
+        for entry in self.inflight.values_mut() {
+            entry.from.retain(|(of, ..)| *of != sub);
+        }
+        self.inflight.retain(|_, entry| entry.retained.is_some_and(|of| of != sub) || !entry.from.is_empty());
     }
 }
 
@@ -292,16 +309,16 @@ mod tests {
     #[test]
     fn an_ack_waits_for_every_earlier_tick_of_its_subscription_and_pubend() {
         let mut s = state();
-        let (a, _) = s.sent(SubId(1), (P, Tick(10)), QoS::ExactlyOnce);
-        let (b, _) = s.sent(SubId(1), (P, Tick(20)), QoS::AtLeastOnce);
+        let (a, _) = s.sent(&[SubId(1)], (P, Tick(10)), QoS::ExactlyOnce);
+        let (b, _) = s.sent(&[SubId(1)], (P, Tick(20)), QoS::AtLeastOnce);
         assert!(!s.has_room(), "two in flight fill a window of two");
         let (a, b) = (a.unwrap().0.get(), b.unwrap().0.get());
         assert_ne!(a, b);
-        assert_eq!(s.puback(b), Ok(None), "tick 20 done, but tick 10 is not");
+        assert_eq!(s.puback(b), Ok(vec![]), "tick 20 done, but tick 10 is not");
         assert!(s.has_room());
         assert_eq!(s.puback(a), Err(()), "a QoS 2 message takes PUBREC, not PUBACK");
         assert!(s.pubrec(a));
-        assert_eq!(s.pubcomp(a), Ok(Some(DeliveryAck { id: SubId(1), pubend: P, tick: Tick(20) })));
+        assert_eq!(s.pubcomp(a), Ok(vec![DeliveryAck { id: SubId(1), pubend: P, tick: Tick(20) }]));
         assert_eq!(s.pubcomp(a), Err(()), "completed once");
     }
 
@@ -309,28 +326,41 @@ mod tests {
     fn a_qos0_delivery_is_acknowledged_at_once_unless_an_earlier_one_is_in_flight() {
         let mut s = state();
         assert_eq!(
-            s.sent(SubId(2), (P, Tick(1)), QoS::AtMostOnce),
-            (None, Some(DeliveryAck { id: SubId(2), pubend: P, tick: Tick(1) }))
+            s.sent(&[SubId(2)], (P, Tick(1)), QoS::AtMostOnce),
+            (None, vec![DeliveryAck { id: SubId(2), pubend: P, tick: Tick(1) }])
         );
-        let (id, _) = s.sent(SubId(2), (P, Tick(2)), QoS::AtLeastOnce);
-        assert_eq!(s.sent(SubId(2), (P, Tick(3)), QoS::AtMostOnce), (None, None));
+        let (id, _) = s.sent(&[SubId(2)], (P, Tick(2)), QoS::AtLeastOnce);
+        assert_eq!(s.sent(&[SubId(2)], (P, Tick(3)), QoS::AtMostOnce), (None, vec![]));
         let ack = s.puback(id.unwrap().0.get()).unwrap();
-        assert_eq!(ack.map(|a| a.tick), Some(Tick(3)));
+        assert_eq!(ack.iter().map(|a| a.tick).collect::<Vec<_>>(), [Tick(3)]);
     }
 
     #[test]
     fn a_queue_group_members_deliveries_are_each_acknowledged_alone_in_any_order() {
         let mut s = state();
         let filter = tidings_wire::mqtt::topic::filter_to_tidings("w/#");
-        let sub = Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true };
+        let sub = Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true, shared: true };
         s.subs.insert(SubId(3), sub);
-        let (a, _) = s.sent(SubId(3), (P, Tick(10)), QoS::AtLeastOnce);
-        let (b, _) = s.sent(SubId(3), (P, Tick(30)), QoS::ExactlyOnce);
+        let (a, _) = s.sent(&[SubId(3)], (P, Tick(10)), QoS::AtLeastOnce);
+        let (b, _) = s.sent(&[SubId(3)], (P, Tick(30)), QoS::ExactlyOnce);
         assert!(s.pubrec(b.unwrap().0.get()));
-        let ack = |tick| Ok(Some(DeliveryAck { id: SubId(3), pubend: P, tick: Tick(tick) }));
-        assert_eq!(s.pubcomp(b.unwrap().0.get()), ack(30), "tick 30 alone, tick 10 still leased");
-        assert_eq!(s.puback(a.unwrap().0.get()), ack(10));
-        assert_eq!(s.sent(SubId(3), (P, Tick(40)), QoS::AtMostOnce), (None, ack(40).unwrap()));
+        let ack = |tick| vec![DeliveryAck { id: SubId(3), pubend: P, tick: Tick(tick) }];
+        assert_eq!(s.pubcomp(b.unwrap().0.get()), Ok(ack(30)), "tick 30 alone, tick 10 still leased");
+        assert_eq!(s.puback(a.unwrap().0.get()), Ok(ack(10)));
+        assert_eq!(s.sent(&[SubId(3)], (P, Tick(40)), QoS::AtMostOnce), (None, ack(40)));
+    }
+
+    #[test]
+    fn one_publish_for_overlapping_subscriptions_acknowledges_each_and_outlives_an_unsubscribe() {
+        let mut s = state();
+        let (id, acks) = s.sent(&[SubId(5), SubId(6)], (P, Tick(7)), QoS::AtLeastOnce);
+        assert!(acks.is_empty());
+        let ack = |sub| DeliveryAck { id: SubId(sub), pubend: P, tick: Tick(7) };
+        assert_eq!(s.puback(id.unwrap().0.get()), Ok(vec![ack(5), ack(6)]), "one PUBACK, both acknowledged");
+        let (id, _) = s.sent(&[SubId(5), SubId(6)], (P, Tick(8)), QoS::AtLeastOnce);
+        s.forget(SubId(5));
+        let left = s.puback(id.unwrap().0.get()).unwrap();
+        assert_eq!(left, vec![DeliveryAck { id: SubId(6), pubend: P, tick: Tick(8) }], "still in flight for 6");
     }
 
     #[test]

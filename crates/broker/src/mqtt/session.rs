@@ -203,8 +203,8 @@ impl MqttSession {
 
     /// The client has a message we sent: acknowledge upstream what is now done, and let the
     /// delivery task send more. An acknowledgement of nothing in flight is ignored.
-    fn acknowledged(&mut self, done: Result<Option<tidings_wire::DeliveryAck>, ()>) -> Step {
-        if let Ok(Some(ack)) = done {
+    fn acknowledged(&mut self, done: Result<Vec<tidings_wire::DeliveryAck>, ()>) -> Step {
+        for ack in done.unwrap_or_default() {
             self.native.handle(Frame::DeliveryAck(ack));
         }
         self.link.room.notify_one();

@@ -143,8 +143,9 @@ impl MqttSession {
                     retain_as_published: kept.retain_as_published,
                     retained,
                 };
-                let member = group.is_some() && mode == DeliveryMode::Guaranteed;
-                self.link.state.lock().subs.insert(id, Sub { filter: mapped.clone(), qos, options, member });
+                let (shared, member) = (group.is_some(), group.is_some() && mode == DeliveryMode::Guaranteed);
+                let sub = Sub { filter: mapped.clone(), qos, options, member, shared };
+                self.link.state.lock().subs.insert(id, sub);
                 ids.push(id);
                 if mode == DeliveryMode::Guaranteed {
                     guaranteed.push(id);
