@@ -555,6 +555,83 @@ def packets(sock):
         buf += chunk
 
 
+def raw_session(port, version, client_id):
+    """A persistent session by hand (clean start 0, expiry an hour): its socket, packet
+    stream and CONNACK's session present flag."""
+    import socket as socketlib
+    sock = socketlib.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    if version == 5:
+        # Flags: clean start 0; properties: Session Expiry Interval 3600.
+        connect = utf8("MQTT") + bytes([5, 0x00, 0, 60, 5, 0x11, 0, 0, 0x0E, 0x10]) + utf8(client_id)
+    else:
+        connect = utf8("MQTT") + bytes([4, 0x00, 0, 60]) + utf8(client_id)
+    sock.sendall(packet(0x10, connect))
+    stream = packets(sock)
+    first, body = next(stream)
+    if first != 0x20 or body[1] != 0:
+        fail(f"CONNACK {first:#x} {body.hex()}")
+    return sock, stream, bool(body[0] & 1)
+
+
+def expect(stream, what):
+    """The next packet: its first byte and body, failing if the broker closed first."""
+    got = next(stream, None)
+    if got is None:
+        fail(f"the broker closed instead of sending {what}")
+    return got
+
+
+def qos2_resume(port, version):
+    """A QoS 2 delivery across reconnects of a persistent session: the PUBLISH the client did
+    not answer comes again with DUP 1 and the same packet identifier; once PUBREC is sent and
+    the connection breaks, the next one gets PUBREL (no PUBLISH); after PUBCOMP, nothing."""
+    props = b"\x00" if version == 5 else b""
+    client_id = f"q2-resume-{version}"
+    sock, stream, _ = raw_session(port, version, client_id)
+    sock.sendall(packet(0x82, b"\x00\x01" + props + utf8("q2r/#") + b"\x02"))
+    if expect(stream, "SUBACK")[0] != 0x90:
+        fail("no SUBACK")
+    Client(port, version).publish("q2r/a", b"once", 2)
+    first, body = expect(stream, "PUBLISH")
+    if first & 0xF0 != 0x30 or (first >> 1) & 3 != 2 or first & 0x08:
+        fail(f"first delivery {first:#x}: not a QoS 2 PUBLISH with DUP 0")
+    topic_len = int.from_bytes(body[:2], "big")
+    packet_id = body[2 + topic_len:4 + topic_len]
+    sock.close()  # no PUBREC
+    sock, stream, present = raw_session(port, version, client_id)
+    if not present:
+        fail("the session was not present")
+    first, body = expect(stream, "the PUBLISH again")
+    if first & 0xF0 != 0x30 or not first & 0x08 or body[2 + topic_len:4 + topic_len] != packet_id:
+        fail(f"again: {first:#x} {body.hex()}, expected DUP 1 and packet id {packet_id.hex()}")
+    sock.sendall(packet(0x50, packet_id))  # PUBREC
+    first, body = expect(stream, "PUBREL")
+    if first != 0x62 or body[:2] != packet_id:
+        fail(f"after PUBREC: {first:#x} {body.hex()}")
+    sock.close()  # no PUBCOMP
+    sock, stream, _ = raw_session(port, version, client_id)
+    first, body = expect(stream, "PUBREL again")
+    if first != 0x62 or body[:2] != packet_id:
+        fail(f"after a break past PUBREC: {first:#x} {body.hex()}, expected PUBREL {packet_id.hex()}")
+    sock.sendall(packet(0x70, packet_id))  # PUBCOMP
+    quiet(sock, "after PUBCOMP")
+    sock, stream, _ = raw_session(port, version, client_id)
+    quiet(sock, "on the next connection, after PUBCOMP")
+    print("ok")
+
+
+def quiet(sock, when):
+    """Fails if the broker sends anything within a second; closes the socket."""
+    import socket as socketlib
+    sock.settimeout(1.0)
+    try:
+        extra = sock.recv(65536)
+        fail(f"{when} the broker sent {extra.hex()}")
+    except socketlib.timeout:
+        pass
+    sock.close()
+
+
 def conformance(port, version):
     """What the Eclipse paho interoperability suite (client_test5.py) checks that the other
     commands do not: Server Keep Alive in CONNACK, no broker property among a QoS 2 message's

@@ -197,6 +197,11 @@ fn overlapping_subscriptions_get_one_copy_at_their_highest_qos_with_every_identi
     passes_in_each_version("overlap");
 }
 
+#[test]
+fn a_qos_2_delivery_across_reconnects_comes_again_with_dup_and_its_packet_id_then_as_pubrel() {
+    passes_in_each_version("qos2-resume");
+}
+
 /// Reads a member's lines (`PAYLOAD DUP`) until it has printed `n`, or to its end.
 fn lines_of(stdout: &mut BufReader<std::process::ChildStdout>, n: usize) -> Vec<String> {
     let mut lines = Vec::new();

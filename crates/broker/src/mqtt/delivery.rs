@@ -370,6 +370,21 @@ impl Delivery {
         if qos != QoS::AtMostOnce {
             self.room(out).await?;
         }
+        // In flight when the last connection ended: the same packet identifier again, as a
+        // PUBLISH with DUP 1, or as our PUBREL if the client's PUBREC had come.
+        let again = self.link.state.lock().sent_again(&ids, (pubend, tick), qos);
+        if let Some((packet_id, released)) = again {
+            if released {
+                self.push(Packet::Pubrel(PublishResponse::success(packet_id)), out);
+            } else if let Some((mut publish, ..)) = publish {
+                publish.qos = qos;
+                publish.packet_id = Some(packet_id);
+                publish.dup = true;
+                self.aliases.lock().apply(&mut publish);
+                self.push(Packet::Publish(publish), out);
+            }
+            return Some(Translated::Carry);
+        }
         let (packet_id, acks) = self.link.state.lock().sent(&ids, (pubend, tick), qos);
         if let Some((mut publish, ..)) = publish {
             publish.qos = qos;

@@ -10,6 +10,7 @@
 //! Receive Maximum, and the server's own bound for 3.1.1 clients).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tidings_wire::mqtt::topic::TidingsFilter;
@@ -41,6 +42,9 @@ pub(super) struct Sub {
     /// Of a `$share` filter: its copy of a message is its own (MQTT 5.0 §4.8.2), never merged
     /// with an overlapping subscription's.
     pub(super) shared: bool,
+    /// The durable subscription's name (a persistent session's QoS 1/2 filter): what a delivery
+    /// in flight when the connection ends is known by on the next one.
+    pub(super) durable: Option<Arc<str>>,
 }
 
 /// What a 5.0 subscription's options ask of each message delivered through it.
@@ -96,6 +100,11 @@ pub(super) struct Inbound {
     pub(super) by_packet: HashMap<u16, Incoming>,
     /// The last sequence number given.
     pub(super) last_seq: u64,
+    /// The QoS 1/2 deliveries of durable subscriptions in flight when a connection ended, by
+    /// durable name, pubend and tick: their packet identifier, and whether the client's PUBREC
+    /// came (our PUBREL was due). The next connection sends each again with the same identifier,
+    /// a PUBLISH with DUP 1 or the PUBREL (MQTT-4.4.0-1), so a QoS 2 delivery stays exactly once.
+    pub(super) carried: HashMap<(Arc<str>, PubendId, Tick), (u16, bool)>,
 }
 
 impl Inbound {
@@ -215,13 +224,52 @@ impl State {
         let mut id = self.next_packet;
         loop {
             id = id.wrapping_add(1).max(1);
-            if !self.inflight.contains_key(&id) {
+            // Nor one a delivery carried from the last connection will take again.
+            if !self.inflight.contains_key(&id) && !self.inbound.carried.values().any(|(carried, _)| *carried == id) {
                 break;
             }
         }
         self.next_packet = id;
         self.inflight.insert(id, Inflight { retained, from, stage: Stage::First(qos) });
         PacketId::new(id)
+    }
+
+    /// At the connection's end: its durable subscriptions' deliveries in flight, kept for the
+    /// next connection (see [`Inbound::carried`]).
+    pub(super) fn carry(&mut self) {
+        for (id, entry) in std::mem::take(&mut self.inflight) {
+            for (sub, pubend, tick) in entry.from {
+                if let Some(name) = self.subs.get(&sub).and_then(|s| s.durable.clone()) {
+                    self.inbound.carried.insert((name, pubend, tick), (id, entry.stage == Stage::Complete));
+                }
+            }
+        }
+    }
+
+    /// A guaranteed delivery of `subs` that a past connection had in flight: its packet
+    /// identifier and whether PUBREL is due, now in flight again (at `qos`) on this one.
+    pub(super) fn sent_again(
+        &mut self,
+        subs: &[SubId],
+        (pubend, tick): (PubendId, Tick),
+        qos: QoS,
+    ) -> Option<(PacketId, bool)> {
+        let key = |sub: &SubId| self.subs.get(sub).and_then(|s| s.durable.clone()).map(|name| (name, pubend, tick));
+        let keys: Vec<_> = subs.iter().filter_map(key).collect();
+        let found: Vec<(u16, bool)> = keys.iter().filter_map(|key| self.inbound.carried.remove(key)).collect();
+        let (id, released) = *found.first()?;
+        if qos == QoS::AtMostOnce || self.inflight.contains_key(&id) {
+            return None;
+        }
+        for sub in subs {
+            if !self.is_member(*sub) {
+                self.pending.entry((*sub, pubend)).or_default().insert(tick, false);
+            }
+        }
+        let stage = if released && qos == QoS::ExactlyOnce { Stage::Complete } else { Stage::First(qos) };
+        let from = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
+        self.inflight.insert(id, Inflight { retained: None, from, stage });
+        Some((PacketId::new(id)?, stage == Stage::Complete))
     }
 
     /// The client's PUBACK: `Err` when no QoS 1 message has this identifier.
@@ -339,7 +387,8 @@ mod tests {
     fn a_queue_group_members_deliveries_are_each_acknowledged_alone_in_any_order() {
         let mut s = state();
         let filter = tidings_wire::mqtt::topic::filter_to_tidings("w/#");
-        let sub = Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true, shared: true };
+        let sub =
+            Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true, shared: true, durable: None };
         s.subs.insert(SubId(3), sub);
         let (a, _) = s.sent(&[SubId(3)], (P, Tick(10)), QoS::AtLeastOnce);
         let (b, _) = s.sent(&[SubId(3)], (P, Tick(30)), QoS::ExactlyOnce);
@@ -348,6 +397,32 @@ mod tests {
         assert_eq!(s.pubcomp(b.unwrap().0.get()), Ok(ack(30)), "tick 30 alone, tick 10 still leased");
         assert_eq!(s.puback(a.unwrap().0.get()), Ok(ack(10)));
         assert_eq!(s.sent(&[SubId(3)], (P, Tick(40)), QoS::AtMostOnce), (None, ack(40)));
+    }
+
+    #[test]
+    fn a_durable_delivery_in_flight_at_the_end_keeps_its_packet_id_and_stage_for_the_next_connection() {
+        let filter = tidings_wire::mqtt::topic::filter_to_tidings("d/#");
+        let durable = Some(Arc::<str>::from("mqtt-d"));
+        let sub =
+            Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: false, shared: false, durable };
+        let mut first = state();
+        first.subs.insert(SubId(1), sub.clone());
+        let (a, _) = first.sent(&[SubId(1)], (P, Tick(1)), QoS::ExactlyOnce);
+        let (b, _) = first.sent(&[SubId(1)], (P, Tick(2)), QoS::ExactlyOnce);
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(first.pubrec(b.0.get()), "tick 2's PUBREC came, tick 1's did not");
+        first.carry();
+        // The next connection: other subscription ids, the same durable name.
+        let mut next = State { window: 2, inbound: std::mem::take(&mut first.inbound), ..State::default() };
+        next.subs.insert(SubId(9), sub);
+        let (fresh, _) = next.sent(&[SubId(9)], (P, Tick(3)), QoS::ExactlyOnce);
+        assert!(fresh != Some(a) && fresh != Some(b), "a new delivery takes no carried packet id");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(1)), QoS::ExactlyOnce), Some((a, false)), "PUBLISH, DUP");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(2)), QoS::ExactlyOnce), Some((b, true)), "PUBREL");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(2)), QoS::ExactlyOnce), None, "once");
+        assert_eq!(next.pubcomp(b.0.get()), Ok(vec![]), "tick 1 is not done yet");
+        assert!(next.pubrec(a.0.get()));
+        assert_eq!(next.pubcomp(a.0.get()), Ok(vec![DeliveryAck { id: SubId(9), pubend: P, tick: Tick(2) }]));
     }
 
     #[test]

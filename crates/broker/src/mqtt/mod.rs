@@ -328,6 +328,8 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let _ = writer.lock().await.shutdown().await;
     shared.tasks.spawn(linger(reader));
     let Some(hold) = hold else { return };
+    // Before its subscriptions go: what was in flight is sent again, as it was, next time.
+    link.state.lock().carry();
     session.end();
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);

@@ -144,7 +144,8 @@ impl MqttSession {
                     retained,
                 };
                 let (shared, member) = (group.is_some(), group.is_some() && mode == DeliveryMode::Guaranteed);
-                let sub = Sub { filter: mapped.clone(), qos, options, member, shared };
+                let name: Option<std::sync::Arc<str>> = durable.as_deref().map(Into::into);
+                let sub = Sub { filter: mapped.clone(), qos, options, member, shared, durable: name };
                 self.link.state.lock().subs.insert(id, sub);
                 ids.push(id);
                 if mode == DeliveryMode::Guaranteed {
@@ -235,6 +236,9 @@ impl MqttSession {
     /// At CONNECT: resumes the stored session (true: session present) or, with clean start,
     /// ends it, deleting its durable subscriptions.
     pub(super) fn resume(&mut self, clean_start: bool) -> Result<bool, Notice> {
+        if clean_start {
+            self.link.state.lock().inbound.carried.clear();
+        }
         let Some(stored) = self.registry.load(&self.client_id) else { return Ok(false) };
         if clean_start {
             // The ids the deleted subscriptions took are not given again on this connection: a
