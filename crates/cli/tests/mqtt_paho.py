@@ -212,7 +212,8 @@ def share(port, version):
     sent = [f"s{i}" for i in range(20)]
     for payload in sent:
         pub.publish("s/x", payload, 0)
-    a.wait(lambda: len(a.messages) + len(b.messages) >= len(sent), "every shared message", TIMEOUT)
+    # Polled: a's condition variable is not told of b's messages.
+    until(lambda: len(a.messages) + len(b.messages) >= len(sent))
     time.sleep(0.5)
     got = sorted([m.payload.decode() for m in a.messages + b.messages], key=lambda p: int(p[1:]))
     if got != sent:
@@ -222,6 +223,13 @@ def share(port, version):
     for c in (a, b, pub):
         c.disconnect()
     print("ok")
+
+
+def until(condition):
+    """Polls `condition` for up to TIMEOUT (the caller then checks what came)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def share_qos(port, version):
@@ -237,9 +245,7 @@ def share_qos(port, version):
     infos = [pub.client.publish("jobs/x", p, qos=1 + i % 2) for i, p in enumerate(sent)]
     for info in infos:
         info.wait_for_publish(TIMEOUT)
-    deadline = time.monotonic() + TIMEOUT
-    while sum(len(c.messages) for c in members) < len(sent) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    until(lambda: sum(len(c.messages) for c in members) >= len(sent))
     time.sleep(0.5)
     got = sorted([m.payload.decode() for c in members for m in c.messages], key=lambda p: int(p[1:]))
     if got != sent:
@@ -617,6 +623,28 @@ def qos2_resume(port, version):
     quiet(sock, "after PUBCOMP")
     sock, stream, _ = raw_session(port, version, client_id)
     quiet(sock, "on the next connection, after PUBCOMP")
+    print("ok")
+
+
+def qos2_send(port, version, step):
+    """A persistent session's QoS 2 PUBLISH (packet id 7, `q2in/a once`) by hand. Step `first`:
+    sent, PUBREC read, the connection left without PUBREL. Step `retry` (after a broker
+    restart): the PUBLISH again with DUP 1 is answered PUBREC, then PUBREL with PUBCOMP."""
+    props = b"\x00" if version == 5 else b""
+    sock, stream, present = raw_session(port, version, f"q2in-pub-{version}")
+    dup = 0x08 if step == "retry" else 0
+    sock.sendall(packet(0x34 | dup, utf8("q2in/a") + b"\x00\x07" + props + b"once"))
+    first, body = expect(stream, "PUBREC")
+    if first != 0x50 or body[:2] != b"\x00\x07" or body[2:3] not in (b"", b"\x00"):
+        fail(f"{step}: PUBLISH answered {first:#x} {body.hex()}, expected PUBREC 7 success")
+    if step == "retry":
+        if not present:
+            fail("the session was not present after the restart")
+        sock.sendall(packet(0x62, b"\x00\x07"))
+        first, body = expect(stream, "PUBCOMP")
+        if first != 0x70 or body[:2] != b"\x00\x07" or body[2:3] not in (b"", b"\x00"):
+            fail(f"PUBREL answered {first:#x} {body.hex()}, expected PUBCOMP 7 success")
+    sock.close()
     print("ok")
 
 

@@ -138,6 +138,25 @@ fn a_paho_persistent_session_gets_what_it_missed_on_reconnect_and_after_a_broker
     }
 }
 
+#[test]
+fn a_qos_2_publish_retried_across_a_broker_kill_and_restart_is_published_once() {
+    if !paho_present() {
+        return;
+    }
+    let mut b = Broker::start();
+    for version in VERSIONS {
+        let subscriber = format!("q2in-sub-{version}");
+        ok(b.paho(&["subscribe", version, &subscriber, "q2in/#", "2"]));
+        // PUBREC came; the broker is killed before the client's PUBREL.
+        assert_eq!(ok(b.paho(&["qos2-send", version, "first"])), "ok\n", "MQTT {version}");
+        b.kill_and_restart();
+        // The client retries its PUBLISH (DUP) on its session: the same publish, not a new one.
+        assert_eq!(ok(b.paho(&["qos2-send", version, "retry"])), "ok\n", "MQTT {version}");
+        let out = ok(b.paho(&["receive", version, &subscriber, "1"]));
+        assert_eq!(out, "session_present=True\nq2in/a once qos=2\n", "MQTT {version}: delivered once");
+    }
+}
+
 /// Starts a paho scenario that prints `ready` (its first line) before it has to be left alone.
 fn start_until(port: &str, args: &[&str], ready: &str) -> (Child, BufReader<std::process::ChildStdout>) {
     let mut child = scenario(port, args).stderr(Stdio::inherit()).spawn().unwrap();

@@ -104,7 +104,9 @@ pub(super) struct Inbound {
     /// durable name, pubend and tick: their packet identifier, and whether the client's PUBREC
     /// came (our PUBREL was due). The next connection sends each again with the same identifier,
     /// a PUBLISH with DUP 1 or the PUBREL (MQTT-4.4.0-1), so a QoS 2 delivery stays exactly once.
-    pub(super) carried: HashMap<(Arc<str>, PubendId, Tick), (u16, bool)>,
+    /// Boxed, and none until a connection ends with something in flight: an idle connection
+    /// holds no empty table.
+    pub(super) carried: Option<Box<Carried>>,
 }
 
 impl Inbound {
@@ -116,6 +118,10 @@ impl Inbound {
         self.last_seq
     }
 }
+
+/// [`Inbound::carried`]: by durable name, pubend and tick, the packet identifier and whether
+/// PUBREL was due.
+pub(super) type Carried = HashMap<(Arc<str>, PubendId, Tick), (u16, bool)>;
 
 /// The shared state, under one lock.
 #[derive(Debug, Default)]
@@ -225,7 +231,8 @@ impl State {
         loop {
             id = id.wrapping_add(1).max(1);
             // Nor one a delivery carried from the last connection will take again.
-            if !self.inflight.contains_key(&id) && !self.inbound.carried.values().any(|(carried, _)| *carried == id) {
+            let carried = self.inbound.carried.as_deref().is_some_and(|c| c.values().any(|(kept, _)| *kept == id));
+            if !self.inflight.contains_key(&id) && !carried {
                 break;
             }
         }
@@ -240,7 +247,8 @@ impl State {
         for (id, entry) in std::mem::take(&mut self.inflight) {
             for (sub, pubend, tick) in entry.from {
                 if let Some(name) = self.subs.get(&sub).and_then(|s| s.durable.clone()) {
-                    self.inbound.carried.insert((name, pubend, tick), (id, entry.stage == Stage::Complete));
+                    let carried = self.inbound.carried.get_or_insert_with(Box::default);
+                    carried.insert((name, pubend, tick), (id, entry.stage == Stage::Complete));
                 }
             }
         }
@@ -256,7 +264,11 @@ impl State {
     ) -> Option<(PacketId, bool)> {
         let key = |sub: &SubId| self.subs.get(sub).and_then(|s| s.durable.clone()).map(|name| (name, pubend, tick));
         let keys: Vec<_> = subs.iter().filter_map(key).collect();
-        let found: Vec<(u16, bool)> = keys.iter().filter_map(|key| self.inbound.carried.remove(key)).collect();
+        let carried = self.inbound.carried.as_deref_mut()?;
+        let found: Vec<(u16, bool)> = keys.iter().filter_map(|key| carried.remove(key)).collect();
+        if carried.is_empty() {
+            self.inbound.carried = None;
+        }
         let (id, released) = *found.first()?;
         if qos == QoS::AtMostOnce || self.inflight.contains_key(&id) {
             return None;

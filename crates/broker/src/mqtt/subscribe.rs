@@ -29,7 +29,7 @@ use tidings_wire::mqtt::{
 };
 use tidings_wire::{DeliveryMode, Frame, Notice, ReasonCode, SubId};
 
-use super::link::{Shape, Sub};
+use super::link::{Incoming, Shape, Sub};
 use super::registry::{durable_name, Kept, Stored};
 use super::session::{reason_for, Filter, MqttSession, Step};
 use crate::session::Next;
@@ -237,15 +237,32 @@ impl MqttSession {
     /// ends it, deleting its durable subscriptions.
     pub(super) fn resume(&mut self, clean_start: bool) -> Result<bool, Notice> {
         if clean_start {
-            self.link.state.lock().inbound.carried.clear();
+            self.link.state.lock().inbound.carried = None;
         }
-        let Some(stored) = self.registry.load(&self.client_id) else { return Ok(false) };
+        let Some(stored) = self.registry.load(&self.client_id) else {
+            // A session that outlives its connection is on disk from its CONNECT, subscribed or
+            // not: a publisher's unreleased QoS 2 publishes go with it across a restart.
+            if self.save().is_err() {
+                return Err(Notice::new(ReasonCode::StorageUnavailable, "the MQTT session could not be stored"));
+            }
+            return Ok(false);
+        };
         if clean_start {
             // The ids the deleted subscriptions took are not given again on this connection: a
             // delivery of theirs already on its way must not pass for a new subscription's.
             self.next_id = delete_durables(&mut self.native, &stored, self.next_id)?;
             self.registry.forget(&self.client_id);
             return Ok(false);
+        }
+        // The client's QoS 2 publishes not yet released, from before a broker restart: a retry
+        // takes the sequence number it had, so the log answers it as the same publish.
+        {
+            let mut state = self.link.state.lock();
+            for (id, seq) in self.registry.load_inbound(&self.client_id) {
+                state.inbound.last_seq = state.inbound.last_seq.max(seq);
+                let incoming = Incoming { seq, qos: QoS::ExactlyOnce, recorded: false };
+                state.inbound.by_packet.entry(id).or_insert(incoming);
+            }
         }
         let expiry = self.expiry;
         // Subscribed as durable whatever this connection's expiry: deleted at its end if 0.
