@@ -161,11 +161,12 @@ def publish(port, version, topic, q, n, prefix="m"):
     print("published")
 
 
-def receive(port, version, client_id, n):
-    """Resumes the persistent session, prints session_present and the N messages it gets."""
+def receive(port, version, client_id, n, linger="0.5"):
+    """Resumes the persistent session, prints session_present and the N messages it gets (and
+    any more within LINGER seconds)."""
     c = Client(port, version, client_id, clean=False, expiry=3600)
     messages = c.received(int(n))
-    time.sleep(0.5)
+    time.sleep(float(linger))
     print(f"session_present={c.connack[0]}")
     for m in c.messages:
         print(f"{m.topic} {m.payload.decode()} qos={m.qos}")
