@@ -4,7 +4,7 @@
 //! here when they open and leave when they drop; the admin listener reads a page at a time.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -32,6 +32,32 @@ impl Transport {
     }
 }
 
+/// The protocols a connection may speak, as `/connz`, `/subsz` and the metric label name them:
+/// an operator must tell MQTT clients (and which MQTT) from native ones, which the transport
+/// alone does not say.
+pub const PROTOCOLS: [&str; 5] = ["native", "mqtt/3.1.1", "mqtt/5", "mqtt-ws/3.1.1", "mqtt-ws/5"];
+
+/// A protocol, by its place in [`PROTOCOLS`]; a number, so a connection's entry keeps it in an
+/// atomic byte (an MQTT connection learns its version at CONNECT).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Protocol(u8);
+
+impl Protocol {
+    /// tidings' own frames (TCP or UDP).
+    pub const NATIVE: Protocol = Protocol(0);
+
+    /// The MQTT protocol of a connection whose CONNECT said 5.0 (`v5`) or 3.1.1, over
+    /// WebSocket or not.
+    pub fn mqtt(websocket: bool, v5: bool) -> Protocol {
+        Protocol(1 + u8::from(v5) + 2 * u8::from(websocket))
+    }
+
+    /// Its name in [`PROTOCOLS`].
+    pub fn label(self) -> &'static str {
+        PROTOCOLS.get(usize::from(self.0)).copied().unwrap_or(PROTOCOLS[0])
+    }
+}
+
 /// Every open connection (a TCP connection or a UDP client address), by id.
 #[derive(Default)]
 pub struct Connections {
@@ -43,6 +69,8 @@ pub struct Connections {
 pub struct Conn {
     id: u64,
     transport: Transport,
+    /// A [`Protocol`] by number: an MQTT connection learns its version at CONNECT.
+    protocol: AtomicU8,
     started_ms: u64,
     outbox: Arc<Outbox>,
     /// Frames read from the client.
@@ -75,6 +103,8 @@ pub struct ConnInfo {
     pub id: u64,
     /// `tcp` or `udp`.
     pub transport: &'static str,
+    /// One of [`PROTOCOLS`]: `native`, `mqtt/3.1.1`, `mqtt/5`, `mqtt-ws/3.1.1`, `mqtt-ws/5`.
+    pub protocol: &'static str,
     /// The client's address and, once it said HELLO, its name.
     pub client: String,
     /// Seconds since it connected.
@@ -139,6 +169,9 @@ pub struct GroupMember {
 pub struct SubEntry {
     /// The connection's id (as `/connz` shows it).
     pub connection: u64,
+    /// The connection's protocol ([`PROTOCOLS`]): an MQTT client's subscriptions are its
+    /// filters mapped onto native subscriptions, shown with their native patterns.
+    pub protocol: &'static str,
     /// The subscription.
     #[serde(flatten)]
     pub subscription: SubInfo,
@@ -155,6 +188,7 @@ impl Connections {
         let conn = Arc::new(Conn {
             id,
             transport,
+            protocol: AtomicU8::new(Protocol::NATIVE.0),
             started_ms: now_ms(),
             outbox,
             frames_in: AtomicU64::new(0),
@@ -185,7 +219,8 @@ impl Connections {
         let conns: Vec<Arc<Conn>> = self.open.lock().values().cloned().collect();
         let all = conns.iter().flat_map(|conn| {
             let subs: Vec<SubInfo> = conn.subscriptions.lock().values().cloned().collect();
-            subs.into_iter().map(|subscription| SubEntry { connection: conn.id, subscription })
+            let protocol = conn.protocol().label();
+            subs.into_iter().map(move |subscription| SubEntry { connection: conn.id, protocol, subscription })
         });
         let wanted: Vec<SubEntry> =
             all.filter(|e| pattern.is_none_or(|p| e.subscription.pattern.contains(p))).collect();
@@ -217,6 +252,16 @@ impl Connections {
 }
 
 impl Conn {
+    /// The protocol the connection speaks now.
+    pub fn protocol(&self) -> Protocol {
+        Protocol(self.protocol.load(Relaxed))
+    }
+
+    /// Sets the protocol (an MQTT connection at CONNECT); the one it replaces.
+    pub fn set_protocol(&self, protocol: Protocol) -> Protocol {
+        Protocol(self.protocol.swap(protocol.0, Relaxed))
+    }
+
     /// A subscription was made.
     pub fn subscribed(&self, sub: SubInfo) {
         self.subscriptions.lock().insert(sub.id, sub);
@@ -233,6 +278,7 @@ impl Conn {
         ConnInfo {
             id: self.id,
             transport: self.transport.label(),
+            protocol: self.protocol().label(),
             client: self.outbox.client.lock().clone(),
             uptime_s: now_ms().saturating_sub(self.started_ms) / 1000,
             subscriptions: self.subscriptions.lock().len(),
@@ -244,5 +290,20 @@ impl Conn {
             dropped: counts.dropped.load(Relaxed),
             send_failed: counts.send_failed.load(Relaxed),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_protocol_has_its_own_label() {
+        let labels: Vec<&str> = [(false, false), (false, true), (true, false), (true, true)]
+            .into_iter()
+            .map(|(websocket, v5)| Protocol::mqtt(websocket, v5).label())
+            .collect();
+        assert_eq!(labels, ["mqtt/3.1.1", "mqtt/5", "mqtt-ws/3.1.1", "mqtt-ws/5"]);
+        assert_eq!(Protocol::NATIVE.label(), "native");
     }
 }

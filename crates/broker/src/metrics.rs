@@ -17,6 +17,13 @@ pub struct TransportLabel {
     pub transport: &'static str,
 }
 
+/// Labels a metric by the protocol a client speaks.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProtocolLabel {
+    /// `native`, `mqtt/3.1.1`, `mqtt/5`, `mqtt-ws/3.1.1` or `mqtt-ws/5`.
+    pub protocol: &'static str,
+}
+
 /// Labels a metric by protocol reason.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
@@ -45,6 +52,9 @@ pub struct Metrics {
     pub connections: Family<TransportLabel, Gauge>,
     /// Sessions ever opened, by transport.
     pub connections_opened: Family<TransportLabel, Counter>,
+    /// Open client sessions by protocol (native or MQTT and its version): MQTT clients are
+    /// counted under `tcp` in `connections` too, which this family does not replace.
+    pub connections_by_protocol: Family<ProtocolLabel, Gauge>,
     /// Active subscriptions.
     pub subscriptions: Gauge,
     /// Messages published to this broker.
@@ -154,6 +164,7 @@ impl Metrics {
         let m = Metrics {
             connections: Family::default(),
             connections_opened: Family::default(),
+            connections_by_protocol: Family::default(),
             subscriptions: Gauge::default(),
             messages_in: Counter::default(),
             bytes_in: Counter::default(),
@@ -213,6 +224,11 @@ impl Metrics {
         r.register("connections", "Open client sessions", m.connections.clone());
         r.register("config_reloads", "Configuration reloads (SIGHUP) applied", m.config_reloads.clone());
         r.register("connections_opened", "Client sessions opened", m.connections_opened.clone());
+        r.register(
+            "connections_by_protocol",
+            "Open client sessions by protocol (native, mqtt/3.1.1, mqtt/5, mqtt-ws/3.1.1, mqtt-ws/5)",
+            m.connections_by_protocol.clone(),
+        );
         r.register("subscriptions", "Active subscriptions", m.subscriptions.clone());
         r.register("messages_in", "Messages published to this broker", m.messages_in.clone());
         r.register("bytes_in", "Bytes of published message sections", m.bytes_in.clone());
@@ -329,5 +345,10 @@ impl Metrics {
     /// Counts a refused frame.
     pub fn protocol_error(&self, reason: ReasonCode) {
         self.protocol_errors.get_or_create(&ReasonLabel { reason: reason.name() }).inc();
+    }
+
+    /// The open-connections gauge of the protocol labelled `protocol`.
+    pub fn protocol(&self, protocol: &'static str) -> Gauge {
+        self.connections_by_protocol.get_or_create(&ProtocolLabel { protocol }).clone()
     }
 }

@@ -80,6 +80,7 @@ impl Session {
             .connections_opened
             .get_or_create(&crate::metrics::TransportLabel { transport: transport.label() })
             .inc();
+        shared.metrics.protocol(crate::connz::Protocol::NATIVE.label()).inc();
         let conn = shared.connections.open(transport, Arc::clone(&outbox));
         Session {
             conn,
@@ -94,6 +95,16 @@ impl Session {
             certificate: None,
             publisher: Publisher::default(),
             last_valid_topic: None,
+        }
+    }
+
+    /// Names the protocol the client speaks, for `/connz`, `/subsz` and the metrics (an MQTT
+    /// connection, once its CONNECT says which version).
+    pub fn set_protocol(&mut self, protocol: crate::connz::Protocol) {
+        let old = self.conn.set_protocol(protocol);
+        if old != protocol {
+            self.shared.metrics.protocol(old.label()).dec();
+            self.shared.metrics.protocol(protocol.label()).inc();
         }
     }
 
@@ -409,6 +420,7 @@ impl Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.shared.connections.close(&self.conn);
+        self.shared.metrics.protocol(self.conn.protocol().label()).dec();
         // Before anything leaves: the router must have counted what it is told ended.
         self.shared.core.route_pending(&mut self.routes);
         for (_, subscription) in self.guaranteed.drain() {

@@ -292,3 +292,41 @@ fn a_stalled_mqtt_subscriber_holds_a_publisher_back_for_max_stall_then_loses_wha
     assert!(got > 0 && got < count, "the stalled subscriber got {got} of {count}");
     assert_eq!(got as f64 + drops, count as f64, "every message was either delivered or counted as dropped");
 }
+
+#[test]
+fn connz_subsz_and_the_metrics_show_mqtt_clients_with_their_protocol_version() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (b, port) = broker();
+    let admin = b.ready.admin.expect("the ready line names the admin listener");
+    let get = |path: &str| -> serde_json::Value {
+        serde_json::from_str(&tidings_testkit::http_get(admin, path).unwrap()).unwrap()
+    };
+    // Each MQTT filter counts once in tidings_subscriptions; /subsz lists its two native ones.
+    let _v3 = mosquitto_sub(&b, &port, &["-V", "mqttv311", "-t", "three/x", "-q", "1"], 1.0);
+    let _v5 = mosquitto_sub(&b, &port, &["-V", "mqttv5", "-t", "five/x"], 1.0);
+    let server = b.tcp();
+    let _native = start(&b, &["sub", "--server", &server, "native.x"], true);
+    let connz = get("/connz");
+    let mut protocols: Vec<(String, String)> = connz["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["protocol"].as_str().unwrap().to_string(), c["transport"].as_str().unwrap().to_string()))
+        .collect();
+    protocols.sort();
+    let expected = [("mqtt/3.1.1", "tcp"), ("mqtt/5", "tcp"), ("native", "tcp")];
+    assert_eq!(protocols, expected.map(|(p, t)| (p.to_string(), t.to_string())), "{connz}");
+    for (pattern, protocol) in [("three.x", "mqtt/3.1.1"), ("five.x", "mqtt/5"), ("native.x", "native")] {
+        let subsz = get(&format!("/subsz?pattern={pattern}"));
+        let items = subsz["items"].as_array().unwrap();
+        assert!(!items.is_empty() && items.iter().all(|s| s["protocol"] == protocol), "{pattern}: {subsz}");
+    }
+    let metrics = b.metrics().unwrap();
+    for (protocol, count) in [("mqtt/3.1.1", 1.0), ("mqtt/5", 1.0), ("native", 1.0), ("mqtt-ws/5", 0.0)] {
+        let selector = format!("tidings_connections_by_protocol{{protocol=\"{protocol}\"}}");
+        assert_eq!(tidings_testkit::metric_value(&metrics, &selector), count, "{selector}\n{metrics}");
+    }
+    assert_eq!(tidings_testkit::metric_value(&metrics, "tidings_connections{transport=\"tcp\"}"), 3.0);
+}

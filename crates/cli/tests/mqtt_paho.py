@@ -29,7 +29,7 @@ def fail(why):
 class Client:
     """A paho client with its messages and CONNACK collected, its network loop in a thread."""
 
-    def __init__(self, port, version, client_id="", clean=True, expiry=None, will=None):
+    def __init__(self, port, version, client_id="", clean=True, expiry=None, will=None, inflight=None):
         self.version = version
         protocol = mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311
         kwargs = {"client_id": client_id, "protocol": protocol}
@@ -38,6 +38,8 @@ class Client:
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, transport=TRANSPORT, **kwargs)
         if TRANSPORT == "websockets":
             self.client.ws_set_options(path="/mqtt")
+        if inflight is not None:
+            self.client.max_inflight_messages_set(inflight)
         self.messages = []
         self.lock = threading.Condition()
         self.connack = None
@@ -159,11 +161,12 @@ def publish(port, version, topic, q, n, prefix="m"):
     print("published")
 
 
-def receive(port, version, client_id, n):
-    """Resumes the persistent session, prints session_present and the N messages it gets."""
+def receive(port, version, client_id, n, linger="0.5"):
+    """Resumes the persistent session, prints session_present and the N messages it gets (and
+    any more within LINGER seconds)."""
     c = Client(port, version, client_id, clean=False, expiry=3600)
     messages = c.received(int(n))
-    time.sleep(0.5)
+    time.sleep(float(linger))
     print(f"session_present={c.connack[0]}")
     for m in c.messages:
         print(f"{m.topic} {m.payload.decode()} qos={m.qos}")
@@ -210,7 +213,8 @@ def share(port, version):
     sent = [f"s{i}" for i in range(20)]
     for payload in sent:
         pub.publish("s/x", payload, 0)
-    a.wait(lambda: len(a.messages) + len(b.messages) >= len(sent), "every shared message", TIMEOUT)
+    # Polled: a's condition variable is not told of b's messages.
+    until(lambda: len(a.messages) + len(b.messages) >= len(sent))
     time.sleep(0.5)
     got = sorted([m.payload.decode() for m in a.messages + b.messages], key=lambda p: int(p[1:]))
     if got != sent:
@@ -219,6 +223,115 @@ def share(port, version):
         fail(f"one member got everything: {len(a.messages)} and {len(b.messages)}")
     for c in (a, b, pub):
         c.disconnect()
+    print("ok")
+
+
+def until(condition):
+    """Polls `condition` for up to TIMEOUT (the caller then checks what came)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def share_qos(port, version):
+    """Three members of $share/w/jobs/# at QoS 1 (one at 2) and a QoS 1 and 2 publisher: each
+    message reaches exactly one member, at the lower QoS, none flagged DUP, and each member
+    gets some."""
+    members = [Client(port, version) for _ in range(3)]
+    for c, q in zip(members, (1, 1, 2)):
+        if c.subscribe("$share/w/jobs/#", q) != [q]:
+            fail(f"SUBACK for $share/w/jobs/# at QoS {q}: {c.subacks}")
+    pub = Client(port, version, inflight=100)
+    sent = [f"j{i}" for i in range(300)]
+    infos = [pub.client.publish("jobs/x", p, qos=1 + i % 2) for i, p in enumerate(sent)]
+    for info in infos:
+        info.wait_for_publish(TIMEOUT)
+    until(lambda: sum(len(c.messages) for c in members) >= len(sent))
+    time.sleep(0.5)
+    got = sorted([m.payload.decode() for c in members for m in c.messages], key=lambda p: int(p[1:]))
+    if got != sent:
+        fail(f"the group got {len(got)} messages, {len(set(got))} distinct, of {len(sent)}")
+    for i, c in enumerate(members):
+        if not c.messages:
+            fail(f"member {i} got nothing")
+        if any(m.dup for m in c.messages):
+            fail(f"member {i} got a DUP with no member gone")
+        want = (1, 1, 2)[i]
+        wrong = [(m.payload, m.qos) for m in c.messages if m.qos != min(want, 1 + int(m.payload[1:]) % 2)]
+        if wrong:
+            fail(f"member {i} at QoS {want} got {wrong[:3]}")
+    for c in members + [pub]:
+        c.disconnect()
+    print("ok")
+
+
+def share_member(port, version, delay):
+    """A member of $share/k/kill/# at QoS 1: prints `subscribed`, then `PAYLOAD DUP` for each
+    message as it comes (taking DELAY seconds over each), until 5 s without one."""
+    c = Client(port, version)
+
+    def slow(client, userdata, message):
+        print(f"{message.payload.decode()} {int(message.dup)}", flush=True)
+        time.sleep(float(delay))
+        c._message(client, userdata, message)
+
+    c.client.on_message = slow
+    if c.subscribe("$share/k/kill/#", 1) != [1]:
+        fail(f"SUBACK {c.subacks}")
+    print("subscribed", flush=True)
+    deadline = time.monotonic() + 90
+    seen, quiet = 0, time.monotonic()
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        if len(c.messages) != seen:
+            seen, quiet = len(c.messages), time.monotonic()
+        elif seen and time.monotonic() - quiet > 5:
+            break
+    c.disconnect()
+
+
+def publish_many(port, version, topic, n):
+    """Publishes N messages `m0`... at QoS 1, up to 100 in flight, each acknowledged."""
+    c = Client(port, version, inflight=100)
+    infos = [c.client.publish(topic, f"m{i}", qos=1) for i in range(int(n))]
+    for info in infos:
+        info.wait_for_publish(TIMEOUT)
+        if not info.is_published():
+            fail("a publish was not acknowledged")
+    c.disconnect()
+    print("published")
+
+
+def overlap(port, version):
+    """Overlapping subscriptions of one session (o/# QoS 0 id 1, o/+ QoS 1 id 2, o/x QoS 2 id 3)
+    get one copy of each message, at the highest QoS they grant it, carrying every identifier
+    (5.0); a shared subscription over the same topic gets a copy of its own."""
+    sub = Client(port, version)
+    for topic, q, ident in [("o/#", 0, 1), ("o/+", 1, 2), ("o/x", 2, 3), ("$share/g/o/x", 0, 4)]:
+        props = None
+        if version == 5:
+            props = Properties(PacketTypes.SUBSCRIBE)
+            props.SubscriptionIdentifier = ident
+        granted = subscribe_with(sub, topic, q, props) if version == 5 else sub.subscribe(topic, q)
+        if granted != [q]:
+            fail(f"{topic} not granted QoS {q}: {granted}")
+    pub = Client(port, version)
+    for q in (0, 1, 2):
+        pub.publish("o/x", f"q{q}", q)
+    sub.received(6)
+    time.sleep(1.0)
+    copies = {}
+    for m in sub.messages:
+        ids = sorted(m.properties.SubscriptionIdentifier) if version == 5 else []
+        copies.setdefault(m.payload.decode(), []).append((m.qos, ids))
+    for q in (0, 1, 2):
+        got = sorted(copies.get(f"q{q}", []))
+        shared = (0, [4] if version == 5 else [])
+        whole = (q, [1, 2, 3] if version == 5 else [])
+        if got != sorted([shared, whole]):
+            fail(f"a QoS {q} publish came as {got}, expected one copy {whole} and the shared one {shared}")
+    sub.disconnect()
+    pub.disconnect()
     print("ok")
 
 
@@ -447,6 +560,105 @@ def packets(sock):
         if not chunk:
             return
         buf += chunk
+
+
+def raw_session(port, version, client_id):
+    """A persistent session by hand (clean start 0, expiry an hour): its socket, packet
+    stream and CONNACK's session present flag."""
+    import socket as socketlib
+    sock = socketlib.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    if version == 5:
+        # Flags: clean start 0; properties: Session Expiry Interval 3600.
+        connect = utf8("MQTT") + bytes([5, 0x00, 0, 60, 5, 0x11, 0, 0, 0x0E, 0x10]) + utf8(client_id)
+    else:
+        connect = utf8("MQTT") + bytes([4, 0x00, 0, 60]) + utf8(client_id)
+    sock.sendall(packet(0x10, connect))
+    stream = packets(sock)
+    first, body = next(stream)
+    if first != 0x20 or body[1] != 0:
+        fail(f"CONNACK {first:#x} {body.hex()}")
+    return sock, stream, bool(body[0] & 1)
+
+
+def expect(stream, what):
+    """The next packet: its first byte and body, failing if the broker closed first."""
+    got = next(stream, None)
+    if got is None:
+        fail(f"the broker closed instead of sending {what}")
+    return got
+
+
+def qos2_resume(port, version):
+    """A QoS 2 delivery across reconnects of a persistent session: the PUBLISH the client did
+    not answer comes again with DUP 1 and the same packet identifier; once PUBREC is sent and
+    the connection breaks, the next one gets PUBREL (no PUBLISH); after PUBCOMP, nothing."""
+    props = b"\x00" if version == 5 else b""
+    client_id = f"q2-resume-{version}"
+    sock, stream, _ = raw_session(port, version, client_id)
+    sock.sendall(packet(0x82, b"\x00\x01" + props + utf8("q2r/#") + b"\x02"))
+    if expect(stream, "SUBACK")[0] != 0x90:
+        fail("no SUBACK")
+    Client(port, version).publish("q2r/a", b"once", 2)
+    first, body = expect(stream, "PUBLISH")
+    if first & 0xF0 != 0x30 or (first >> 1) & 3 != 2 or first & 0x08:
+        fail(f"first delivery {first:#x}: not a QoS 2 PUBLISH with DUP 0")
+    topic_len = int.from_bytes(body[:2], "big")
+    packet_id = body[2 + topic_len:4 + topic_len]
+    sock.close()  # no PUBREC
+    sock, stream, present = raw_session(port, version, client_id)
+    if not present:
+        fail("the session was not present")
+    first, body = expect(stream, "the PUBLISH again")
+    if first & 0xF0 != 0x30 or not first & 0x08 or body[2 + topic_len:4 + topic_len] != packet_id:
+        fail(f"again: {first:#x} {body.hex()}, expected DUP 1 and packet id {packet_id.hex()}")
+    sock.sendall(packet(0x50, packet_id))  # PUBREC
+    first, body = expect(stream, "PUBREL")
+    if first != 0x62 or body[:2] != packet_id:
+        fail(f"after PUBREC: {first:#x} {body.hex()}")
+    sock.close()  # no PUBCOMP
+    sock, stream, _ = raw_session(port, version, client_id)
+    first, body = expect(stream, "PUBREL again")
+    if first != 0x62 or body[:2] != packet_id:
+        fail(f"after a break past PUBREC: {first:#x} {body.hex()}, expected PUBREL {packet_id.hex()}")
+    sock.sendall(packet(0x70, packet_id))  # PUBCOMP
+    quiet(sock, "after PUBCOMP")
+    sock, stream, _ = raw_session(port, version, client_id)
+    quiet(sock, "on the next connection, after PUBCOMP")
+    print("ok")
+
+
+def qos2_send(port, version, step):
+    """A persistent session's QoS 2 PUBLISH (packet id 7, `q2in/a once`) by hand. Step `first`:
+    sent, PUBREC read, the connection left without PUBREL. Step `retry` (after a broker
+    restart): the PUBLISH again with DUP 1 is answered PUBREC, then PUBREL with PUBCOMP."""
+    props = b"\x00" if version == 5 else b""
+    sock, stream, present = raw_session(port, version, f"q2in-pub-{version}")
+    dup = 0x08 if step == "retry" else 0
+    sock.sendall(packet(0x34 | dup, utf8("q2in/a") + b"\x00\x07" + props + b"once"))
+    first, body = expect(stream, "PUBREC")
+    if first != 0x50 or body[:2] != b"\x00\x07" or body[2:3] not in (b"", b"\x00"):
+        fail(f"{step}: PUBLISH answered {first:#x} {body.hex()}, expected PUBREC 7 success")
+    if step == "retry":
+        if not present:
+            fail("the session was not present after the restart")
+        sock.sendall(packet(0x62, b"\x00\x07"))
+        first, body = expect(stream, "PUBCOMP")
+        if first != 0x70 or body[:2] != b"\x00\x07" or body[2:3] not in (b"", b"\x00"):
+            fail(f"PUBREL answered {first:#x} {body.hex()}, expected PUBCOMP 7 success")
+    sock.close()
+    print("ok")
+
+
+def quiet(sock, when):
+    """Fails if the broker sends anything within a second; closes the socket."""
+    import socket as socketlib
+    sock.settimeout(1.0)
+    try:
+        extra = sock.recv(65536)
+        fail(f"{when} the broker sent {extra.hex()}")
+    except socketlib.timeout:
+        pass
+    sock.close()
 
 
 def conformance(port, version):

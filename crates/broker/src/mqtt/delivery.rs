@@ -19,10 +19,10 @@ use bytes::{Bytes, BytesMut};
 use tidings_wire::mqtt::{
     Disconnect, MqttReason, Packet, PacketId, Properties, ProtocolVersion, Publish, PublishResponse, QoS,
 };
-use tidings_wire::{Frame, Message, PubendId, SubId, Tick, ValueRef};
+use tidings_wire::{Frame, Message, PubendId, SubId, Tick, ValueRef, REDELIVERED_FLAG};
 use tokio::io::AsyncWriteExt;
 
-use super::link::{Link, QOS_PROPERTY};
+use super::link::{Link, Sub, QOS_PROPERTY};
 use super::session::{delivery, reason_for};
 use super::Writer;
 use crate::outbox::queue::Item;
@@ -108,15 +108,32 @@ impl Delivery {
     async fn batch(&self, batch: &mut VecDeque<Item<Target>>, closing: Option<Bytes>) -> (u64, Option<Translated>) {
         let mut out = BytesMut::new();
         let mut delivered = 0;
-        for item in batch.drain(..).chain(closing.map(Item::Frame)) {
+        let mut items = batch.drain(..).chain(closing.map(Item::Frame)).peekable();
+        while let Some(item) = items.next() {
             let step = match item {
                 Item::Deliver(target, message, _missed) => {
-                    delivered += 1;
-                    self.deliver(target.id, &message, &mut out).await
+                    // The copies of one publish for this session's overlapping subscriptions
+                    // come one after the other: they go as one PUBLISH.
+                    // (No list for the usual single copy: this is the QoS 0 path at full speed.)
+                    if items.peek().is_some_and(|next| same_deliver(next, &message)) {
+                        let mut ids = vec![target.id];
+                        while let Some(Item::Deliver(next, ..)) = items.next_if(|next| same_deliver(next, &message)) {
+                            ids.push(next.id);
+                        }
+                        delivered += ids.len() as u64;
+                        self.deliver(&ids, &message, &mut out).await
+                    } else {
+                        delivered += 1;
+                        self.deliver(&[target.id], &message, &mut out).await
+                    }
                 }
                 Item::Guaranteed(id, pubend, tick, message) => {
-                    delivered += 1;
-                    self.guaranteed(id, (pubend, tick), &message, &mut out).await
+                    let mut ids = vec![id];
+                    while let Some(Item::Guaranteed(next, ..)) = items.next_if(|next| same_tick(next, pubend, tick)) {
+                        ids.push(next);
+                    }
+                    delivered += ids.len() as u64;
+                    self.guaranteed(&ids, (pubend, tick), &message, &mut out).await
                 }
                 Item::Frame(frame) => match Frame::decode(&mut BytesMut::from(&frame[..]), NATIVE_FRAME_LIMIT) {
                     Ok(Some(frame)) => self.translate(frame, &mut out).await,
@@ -160,27 +177,43 @@ impl Delivery {
         let _ = packet.encode(self.version, out);
     }
 
-    /// Appends the QoS 0 PUBLISH of a delivery on subscription `id` to `out` (a retained value
-    /// at QoS 1/2 waits for room); `None` when the client is gone.
-    async fn deliver(&self, id: SubId, message: &Message, out: &mut BytesMut) -> Option<Translated> {
-        let sub = self.link.state.lock().subs.get(&id).cloned();
-        let Some(sub) = sub else { return Some(Translated::Carry) };
-        let qos = retained_qos(message).min(sub.qos);
-        if let Some(publish) = delivery(message, &sub, self.version, self.origin) {
-            if qos != QoS::AtMostOnce {
-                return self.retained(id, publish, qos, out).await;
-            }
-            // Encoded in place (no buffer per message: this is the QoS 0 path at full speed),
-            // and sized with its name: an alias is set only on a PUBLISH the client gets.
-            let start = out.len();
-            let mut publish = Packet::Publish(publish);
-            if publish.encode(self.version, out).is_err() || out.len() - start > self.max_packet {
+    /// Appends the QoS 0 PUBLISH of a delivery on subscriptions `ids` to `out` (a retained
+    /// value at QoS 1/2 waits for room); `None` when the client is gone. Overlapping
+    /// subscriptions get one copy carrying each one's identifier (MQTT-3.3.4-3..5), a shared
+    /// one a copy of its own.
+    async fn deliver(&self, ids: &[SubId], message: &Message, out: &mut BytesMut) -> Option<Translated> {
+        if let [id] = ids {
+            let sub = self.link.state.lock().subs.get(id).cloned();
+            let Some(sub) = sub else { return Some(Translated::Carry) };
+            return self.deliver_one(&[(*id, sub)], message, out).await;
+        }
+        let (alone, merged): (Vec<_>, Vec<_>) = self.subs(ids).into_iter().partition(|(_, sub)| sub.shared);
+        for (id, sub) in alone {
+            self.deliver_one(&[(id, sub)], message, out).await?;
+        }
+        self.deliver_one(&merged, message, out).await
+    }
+
+    /// [`Delivery::deliver`] of one PUBLISH for `subs`.
+    async fn deliver_one(&self, subs: &[(SubId, Sub)], message: &Message, out: &mut BytesMut) -> Option<Translated> {
+        let Some((publish, qos, id)) =
+            merge(subs, message, self.version, self.origin, |sub| retained_qos(message).min(sub.qos))
+        else {
+            return Some(Translated::Carry);
+        };
+        if qos != QoS::AtMostOnce {
+            return self.retained(id, publish, qos, out).await;
+        }
+        // Encoded in place (no buffer per message: this is the QoS 0 path at full speed),
+        // and sized with its name: an alias is set only on a PUBLISH the client gets.
+        let start = out.len();
+        let mut publish = Packet::Publish(publish);
+        if publish.encode(self.version, out).is_err() || out.len() - start > self.max_packet {
+            out.truncate(start);
+        } else if let Packet::Publish(p) = &mut publish {
+            if self.aliases.lock().apply(p) {
                 out.truncate(start);
-            } else if let Packet::Publish(p) = &mut publish {
-                if self.aliases.lock().apply(p) {
-                    out.truncate(start);
-                    self.push(publish, out);
-                }
+                self.push(publish, out);
             }
         }
         Some(Translated::Carry)
@@ -289,41 +322,126 @@ impl Delivery {
         Some(Translated::Carry)
     }
 
-    /// A guaranteed delivery: sent at the lower of the subscription's and the message's QoS once
-    /// the window has room, and acknowledged upstream once the client has it.
+    /// A guaranteed delivery on subscriptions `ids`: overlapping ones of the session get one
+    /// PUBLISH carrying each one's identifier, at the highest of their granted QoS (each the
+    /// lower of the subscription's and the message's, MQTT-3.3.4-2..5), acknowledged upstream
+    /// for each of them once the client has it; a shared one (a queue group member) gets its
+    /// own. One a queue group flagged redelivered (another member had it and left) goes with
+    /// DUP set.
     async fn guaranteed(
         &self,
-        id: SubId,
+        ids: &[SubId],
         (pubend, tick): (PubendId, Tick),
         message: &Message,
         out: &mut BytesMut,
     ) -> Option<Translated> {
-        let Some(sub) = self.link.state.lock().subs.get(&id).cloned() else { return Some(Translated::Carry) };
-        let qos = sub.qos.min(message_qos(message));
+        let subs = self.subs(ids);
+        let (alone, merged): (Vec<_>, Vec<_>) = subs.into_iter().partition(|(_, sub)| sub.shared);
+        for (id, sub) in alone {
+            self.guaranteed_one(vec![(id, sub)], (pubend, tick), message, out).await?;
+        }
+        self.guaranteed_one(merged, (pubend, tick), message, out).await
+    }
+
+    /// [`Delivery::guaranteed`] of one PUBLISH for `subs`.
+    async fn guaranteed_one(
+        &self,
+        subs: Vec<(SubId, Sub)>,
+        (pubend, tick): (PubendId, Tick),
+        message: &Message,
+        out: &mut BytesMut,
+    ) -> Option<Translated> {
+        let redelivered = tick.0 & REDELIVERED_FLAG != 0;
+        let tick = Tick(tick.0 & !REDELIVERED_FLAG);
+        if subs.is_empty() {
+            return Some(Translated::Carry);
+        }
+        let ids: Vec<SubId> = subs.iter().map(|(id, _)| *id).collect();
+        let merged = merge(&subs, message, self.version, self.origin, |sub| sub.qos.min(message_qos(message)));
         let mut packet = BytesMut::new();
-        let publish = delivery(message, &sub, self.version, self.origin).filter(|publish| {
+        let publish = merged.filter(|(publish, qos, _)| {
             let mut sized = publish.clone();
-            sized.qos = qos;
-            sized.packet_id = PacketId::new(1).filter(|_| qos != QoS::AtMostOnce);
+            sized.qos = *qos;
+            sized.packet_id = PacketId::new(1).filter(|_| *qos != QoS::AtMostOnce);
             Packet::Publish(sized).encode(self.version, &mut packet).is_ok() && packet.len() <= self.max_packet
         });
-        // Not for this client (its filter leaves the topic out, or it is too large): done.
-        let qos = if publish.is_some() { qos } else { QoS::AtMostOnce };
+        // Not for this client (its filters leave the topic out, or it is too large): done.
+        let qos = publish.as_ref().map_or(QoS::AtMostOnce, |(_, qos, _)| *qos);
         if qos != QoS::AtMostOnce {
             self.room(out).await?;
         }
-        let (packet_id, ack) = self.link.state.lock().sent(id, (pubend, tick), qos);
-        if let Some(mut publish) = publish {
+        // In flight when the last connection ended: the same packet identifier again, as a
+        // PUBLISH with DUP 1, or as our PUBREL if the client's PUBREC had come.
+        let again = self.link.state.lock().sent_again(&ids, (pubend, tick), qos);
+        if let Some((packet_id, released)) = again {
+            if released {
+                self.push(Packet::Pubrel(PublishResponse::success(packet_id)), out);
+            } else if let Some((mut publish, ..)) = publish {
+                publish.qos = qos;
+                publish.packet_id = Some(packet_id);
+                publish.dup = true;
+                self.aliases.lock().apply(&mut publish);
+                self.push(Packet::Publish(publish), out);
+            }
+            return Some(Translated::Carry);
+        }
+        let (packet_id, acks) = self.link.state.lock().sent(&ids, (pubend, tick), qos);
+        if let Some((mut publish, ..)) = publish {
             publish.qos = qos;
             publish.packet_id = packet_id;
+            publish.dup = redelivered && qos != QoS::AtMostOnce;
             self.aliases.lock().apply(&mut publish);
             self.push(Packet::Publish(publish), out);
         }
-        if let Some(ack) = ack {
+        for ack in acks {
             self.link.acked(ack);
         }
         Some(Translated::Carry)
     }
+
+    /// The subscriptions of `ids` still in force.
+    fn subs(&self, ids: &[SubId]) -> Vec<(SubId, Sub)> {
+        let state = self.link.state.lock();
+        ids.iter().filter_map(|id| state.subs.get(id).map(|sub| (*id, sub.clone()))).collect()
+    }
+}
+
+/// One PUBLISH of `message` for `subs` (those whose filter and options let it through): the
+/// first one's, carrying every subscription identifier, at the highest QoS `qos_of` gives
+/// them, with the first subscription it is for; `None` when it is for none of them.
+fn merge(
+    subs: &[(SubId, Sub)],
+    message: &Message,
+    version: ProtocolVersion,
+    origin: u64,
+    qos_of: impl Fn(&Sub) -> QoS,
+) -> Option<(Publish, QoS, SubId)> {
+    let mut merged: Option<(Publish, QoS, SubId)> = None;
+    for (id, sub) in subs {
+        let Some(publish) = delivery(message, sub, version, origin) else { continue };
+        let qos = qos_of(sub);
+        match &mut merged {
+            None => merged = Some((publish, qos, *id)),
+            Some((first, highest, _)) => {
+                first.properties.subscription_identifiers.extend(publish.properties.subscription_identifiers);
+                *highest = (*highest).max(qos);
+            }
+        }
+    }
+    merged
+}
+
+/// Whether `item` is a best-effort delivery of the same publish as `message` (the dispatcher
+/// gives every matching subscription a clone of one message: the same bytes).
+fn same_deliver(item: &Item<Target>, message: &Message) -> bool {
+    matches!(item, Item::Deliver(_, next, _) if next.as_bytes().as_ptr() == message.as_bytes().as_ptr())
+}
+
+/// Whether `item` is a guaranteed delivery of the same message as `(pubend, tick)` (the
+/// redelivered flag aside).
+fn same_tick(item: &Item<Target>, pubend: PubendId, tick: Tick) -> bool {
+    let plain = |tick: Tick| tick.0 & !REDELIVERED_FLAG;
+    matches!(item, Item::Guaranteed(_, p, t, _) if *p == pubend && plain(*t) == plain(tick))
 }
 
 /// The QoS a retained value was published at: 1 or 2 when it says so (an MQTT QoS 1/2 retained

@@ -10,6 +10,7 @@
 //! Receive Maximum, and the server's own bound for 3.1.1 clients).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use parking_lot::Mutex;
 use tidings_wire::mqtt::topic::TidingsFilter;
@@ -35,6 +36,15 @@ pub(super) struct Sub {
     pub(super) qos: QoS,
     /// The 5.0 options that shape each delivery (identifier, no-local, retain flags).
     pub(super) options: Shape,
+    /// A member of a guaranteed queue group (`$share` at QoS 1/2): its deliveries are whichever
+    /// ticks the group leased it, so each is acknowledged by itself, not as a prefix.
+    pub(super) member: bool,
+    /// Of a `$share` filter: its copy of a message is its own (MQTT 5.0 §4.8.2), never merged
+    /// with an overlapping subscription's.
+    pub(super) shared: bool,
+    /// The durable subscription's name (a persistent session's QoS 1/2 filter): what a delivery
+    /// in flight when the connection ends is known by on the next one.
+    pub(super) durable: Option<Arc<str>>,
 }
 
 /// What a 5.0 subscription's options ask of each message delivered through it.
@@ -62,10 +72,11 @@ enum Stage {
 
 #[derive(Debug)]
 struct Inflight {
-    sub: SubId,
-    /// The guaranteed delivery it acknowledges when done; none for a retained value (nothing
-    /// upstream waits for it).
-    from: Option<(PubendId, Tick)>,
+    /// The subscription a retained value was sent for (nothing upstream waits for it).
+    retained: Option<SubId>,
+    /// The guaranteed deliveries it acknowledges when done: one per subscription whose copy it
+    /// is (overlapping subscriptions of a session share one PUBLISH).
+    from: Vec<(SubId, PubendId, Tick)>,
     stage: Stage,
 }
 
@@ -89,6 +100,13 @@ pub(super) struct Inbound {
     pub(super) by_packet: HashMap<u16, Incoming>,
     /// The last sequence number given.
     pub(super) last_seq: u64,
+    /// The QoS 1/2 deliveries of durable subscriptions in flight when a connection ended, by
+    /// durable name, pubend and tick: their packet identifier, and whether the client's PUBREC
+    /// came (our PUBREL was due). The next connection sends each again with the same identifier,
+    /// a PUBLISH with DUP 1 or the PUBREL (MQTT-4.4.0-1), so a QoS 2 delivery stays exactly once.
+    /// Boxed, and none until a connection ends with something in flight: an idle connection
+    /// holds no empty table.
+    pub(super) carried: Option<Box<Carried>>,
 }
 
 impl Inbound {
@@ -100,6 +118,10 @@ impl Inbound {
         self.last_seq
     }
 }
+
+/// [`Inbound::carried`]: by durable name, pubend and tick, the packet identifier and whether
+/// PUBREL was due.
+pub(super) type Carried = HashMap<(Arc<str>, PubendId, Tick), (u16, bool)>;
 
 /// The shared state, under one lock.
 #[derive(Debug, Default)]
@@ -172,47 +194,103 @@ impl State {
         self.inflight.len() < self.window.max(1)
     }
 
-    /// Records a guaranteed delivery sent at `qos`: its packet identifier (none at QoS 0), and
-    /// the acknowledgement now due upstream (at QoS 0 it is done as soon as it is written).
+    /// Records a guaranteed delivery of `subs` (one PUBLISH for all of them) sent at `qos`: its
+    /// packet identifier (none at QoS 0), and the acknowledgements now due upstream (at QoS 0
+    /// they are done as soon as it is written).
     pub(super) fn sent(
         &mut self,
-        sub: SubId,
+        subs: &[SubId],
         (pubend, tick): (PubendId, Tick),
         qos: QoS,
-    ) -> (Option<PacketId>, Option<DeliveryAck>) {
-        self.pending.entry((sub, pubend)).or_default().insert(tick, false);
-        if qos == QoS::AtMostOnce {
-            return (None, self.done(sub, pubend, tick));
+    ) -> (Option<PacketId>, Vec<DeliveryAck>) {
+        for sub in subs {
+            if !self.is_member(*sub) {
+                self.pending.entry((*sub, pubend)).or_default().insert(tick, false);
+            }
         }
-        (self.take_packet(sub, Some((pubend, tick)), qos), None)
+        if qos == QoS::AtMostOnce {
+            return (None, subs.iter().filter_map(|sub| self.done(*sub, pubend, tick)).collect());
+        }
+        let from = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
+        (self.take_packet(None, from, qos), Vec::new())
     }
 
     /// Records a retained value sent at QoS 1 or 2 on subscription `sub`: a packet identifier
     /// and a place in the window, and nothing to acknowledge upstream when the client is done.
     pub(super) fn sent_retained(&mut self, sub: SubId, qos: QoS) -> Option<PacketId> {
-        self.take_packet(sub, None, qos)
+        self.take_packet(Some(sub), Vec::new(), qos)
     }
 
-    fn take_packet(&mut self, sub: SubId, from: Option<(PubendId, Tick)>, qos: QoS) -> Option<PacketId> {
+    fn take_packet(
+        &mut self,
+        retained: Option<SubId>,
+        from: Vec<(SubId, PubendId, Tick)>,
+        qos: QoS,
+    ) -> Option<PacketId> {
         let mut id = self.next_packet;
         loop {
             id = id.wrapping_add(1).max(1);
-            if !self.inflight.contains_key(&id) {
+            // Nor one a delivery carried from the last connection will take again.
+            let carried = self.inbound.carried.as_deref().is_some_and(|c| c.values().any(|(kept, _)| *kept == id));
+            if !self.inflight.contains_key(&id) && !carried {
                 break;
             }
         }
         self.next_packet = id;
-        self.inflight.insert(id, Inflight { sub, from, stage: Stage::First(qos) });
+        self.inflight.insert(id, Inflight { retained, from, stage: Stage::First(qos) });
         PacketId::new(id)
     }
 
+    /// At the connection's end: its durable subscriptions' deliveries in flight, kept for the
+    /// next connection (see [`Inbound::carried`]).
+    pub(super) fn carry(&mut self) {
+        for (id, entry) in std::mem::take(&mut self.inflight) {
+            for (sub, pubend, tick) in entry.from {
+                if let Some(name) = self.subs.get(&sub).and_then(|s| s.durable.clone()) {
+                    let carried = self.inbound.carried.get_or_insert_with(Box::default);
+                    carried.insert((name, pubend, tick), (id, entry.stage == Stage::Complete));
+                }
+            }
+        }
+    }
+
+    /// A guaranteed delivery of `subs` that a past connection had in flight: its packet
+    /// identifier and whether PUBREL is due, now in flight again (at `qos`) on this one.
+    pub(super) fn sent_again(
+        &mut self,
+        subs: &[SubId],
+        (pubend, tick): (PubendId, Tick),
+        qos: QoS,
+    ) -> Option<(PacketId, bool)> {
+        let key = |sub: &SubId| self.subs.get(sub).and_then(|s| s.durable.clone()).map(|name| (name, pubend, tick));
+        let keys: Vec<_> = subs.iter().filter_map(key).collect();
+        let carried = self.inbound.carried.as_deref_mut()?;
+        let found: Vec<(u16, bool)> = keys.iter().filter_map(|key| carried.remove(key)).collect();
+        if carried.is_empty() {
+            self.inbound.carried = None;
+        }
+        let (id, released) = *found.first()?;
+        if qos == QoS::AtMostOnce || self.inflight.contains_key(&id) {
+            return None;
+        }
+        for sub in subs {
+            if !self.is_member(*sub) {
+                self.pending.entry((*sub, pubend)).or_default().insert(tick, false);
+            }
+        }
+        let stage = if released && qos == QoS::ExactlyOnce { Stage::Complete } else { Stage::First(qos) };
+        let from = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
+        self.inflight.insert(id, Inflight { retained: None, from, stage });
+        Some((PacketId::new(id)?, stage == Stage::Complete))
+    }
+
     /// The client's PUBACK: `Err` when no QoS 1 message has this identifier.
-    pub(super) fn puback(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+    pub(super) fn puback(&mut self, id: u16) -> Result<Vec<DeliveryAck>, ()> {
         self.finish(id, Stage::First(QoS::AtLeastOnce))
     }
 
     /// The client's PUBCOMP: `Err` when no PUBREL was sent with this identifier.
-    pub(super) fn pubcomp(&mut self, id: u16) -> Result<Option<DeliveryAck>, ()> {
+    pub(super) fn pubcomp(&mut self, id: u16) -> Result<Vec<DeliveryAck>, ()> {
         self.finish(id, Stage::Complete)
     }
 
@@ -228,17 +306,25 @@ impl State {
         }
     }
 
-    fn finish(&mut self, id: u16, stage: Stage) -> Result<Option<DeliveryAck>, ()> {
+    fn finish(&mut self, id: u16, stage: Stage) -> Result<Vec<DeliveryAck>, ()> {
         match self.inflight.get(&id) {
             Some(entry) if entry.stage == stage => {}
             _ => return Err(()),
         }
         let entry = self.inflight.remove(&id).ok_or(())?;
-        Ok(entry.from.and_then(|(pubend, tick)| self.done(entry.sub, pubend, tick)))
+        Ok(entry.from.into_iter().filter_map(|(sub, pubend, tick)| self.done(sub, pubend, tick)).collect())
     }
 
-    /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew.
+    fn is_member(&self, sub: SubId) -> bool {
+        self.subs.get(&sub).is_some_and(|s| s.member)
+    }
+
+    /// Marks `tick` done; the acknowledgement of the longest done prefix, if it grew (of that
+    /// tick alone for a queue group member's, whose ticks are not a prefix of anything).
     fn done(&mut self, sub: SubId, pubend: PubendId, tick: Tick) -> Option<DeliveryAck> {
+        if self.is_member(sub) {
+            return Some(DeliveryAck { id: sub, pubend, tick });
+        }
         let ticks = self.pending.get_mut(&(sub, pubend))?;
         if let Some(flag) = ticks.get_mut(&tick) {
             *flag = true;
@@ -262,7 +348,11 @@ impl State {
         self.subs.remove(&sub);
         self.confirmed.remove(&sub);
         self.pending.retain(|(id, _), _| *id != sub);
-        self.inflight.retain(|_, entry| entry.sub != sub);
+        // A PUBLISH it shared with another subscription stays in flight for that one's sake.
+        for entry in self.inflight.values_mut() {
+            entry.from.retain(|(of, ..)| *of != sub);
+        }
+        self.inflight.retain(|_, entry| entry.retained.is_some_and(|of| of != sub) || !entry.from.is_empty());
     }
 }
 
@@ -279,16 +369,16 @@ mod tests {
     #[test]
     fn an_ack_waits_for_every_earlier_tick_of_its_subscription_and_pubend() {
         let mut s = state();
-        let (a, _) = s.sent(SubId(1), (P, Tick(10)), QoS::ExactlyOnce);
-        let (b, _) = s.sent(SubId(1), (P, Tick(20)), QoS::AtLeastOnce);
+        let (a, _) = s.sent(&[SubId(1)], (P, Tick(10)), QoS::ExactlyOnce);
+        let (b, _) = s.sent(&[SubId(1)], (P, Tick(20)), QoS::AtLeastOnce);
         assert!(!s.has_room(), "two in flight fill a window of two");
         let (a, b) = (a.unwrap().0.get(), b.unwrap().0.get());
         assert_ne!(a, b);
-        assert_eq!(s.puback(b), Ok(None), "tick 20 done, but tick 10 is not");
+        assert_eq!(s.puback(b), Ok(vec![]), "tick 20 done, but tick 10 is not");
         assert!(s.has_room());
         assert_eq!(s.puback(a), Err(()), "a QoS 2 message takes PUBREC, not PUBACK");
         assert!(s.pubrec(a));
-        assert_eq!(s.pubcomp(a), Ok(Some(DeliveryAck { id: SubId(1), pubend: P, tick: Tick(20) })));
+        assert_eq!(s.pubcomp(a), Ok(vec![DeliveryAck { id: SubId(1), pubend: P, tick: Tick(20) }]));
         assert_eq!(s.pubcomp(a), Err(()), "completed once");
     }
 
@@ -296,13 +386,68 @@ mod tests {
     fn a_qos0_delivery_is_acknowledged_at_once_unless_an_earlier_one_is_in_flight() {
         let mut s = state();
         assert_eq!(
-            s.sent(SubId(2), (P, Tick(1)), QoS::AtMostOnce),
-            (None, Some(DeliveryAck { id: SubId(2), pubend: P, tick: Tick(1) }))
+            s.sent(&[SubId(2)], (P, Tick(1)), QoS::AtMostOnce),
+            (None, vec![DeliveryAck { id: SubId(2), pubend: P, tick: Tick(1) }])
         );
-        let (id, _) = s.sent(SubId(2), (P, Tick(2)), QoS::AtLeastOnce);
-        assert_eq!(s.sent(SubId(2), (P, Tick(3)), QoS::AtMostOnce), (None, None));
+        let (id, _) = s.sent(&[SubId(2)], (P, Tick(2)), QoS::AtLeastOnce);
+        assert_eq!(s.sent(&[SubId(2)], (P, Tick(3)), QoS::AtMostOnce), (None, vec![]));
         let ack = s.puback(id.unwrap().0.get()).unwrap();
-        assert_eq!(ack.map(|a| a.tick), Some(Tick(3)));
+        assert_eq!(ack.iter().map(|a| a.tick).collect::<Vec<_>>(), [Tick(3)]);
+    }
+
+    #[test]
+    fn a_queue_group_members_deliveries_are_each_acknowledged_alone_in_any_order() {
+        let mut s = state();
+        let filter = tidings_wire::mqtt::topic::filter_to_tidings("w/#");
+        let sub =
+            Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: true, shared: true, durable: None };
+        s.subs.insert(SubId(3), sub);
+        let (a, _) = s.sent(&[SubId(3)], (P, Tick(10)), QoS::AtLeastOnce);
+        let (b, _) = s.sent(&[SubId(3)], (P, Tick(30)), QoS::ExactlyOnce);
+        assert!(s.pubrec(b.unwrap().0.get()));
+        let ack = |tick| vec![DeliveryAck { id: SubId(3), pubend: P, tick: Tick(tick) }];
+        assert_eq!(s.pubcomp(b.unwrap().0.get()), Ok(ack(30)), "tick 30 alone, tick 10 still leased");
+        assert_eq!(s.puback(a.unwrap().0.get()), Ok(ack(10)));
+        assert_eq!(s.sent(&[SubId(3)], (P, Tick(40)), QoS::AtMostOnce), (None, ack(40)));
+    }
+
+    #[test]
+    fn a_durable_delivery_in_flight_at_the_end_keeps_its_packet_id_and_stage_for_the_next_connection() {
+        let filter = tidings_wire::mqtt::topic::filter_to_tidings("d/#");
+        let durable = Some(Arc::<str>::from("mqtt-d"));
+        let sub =
+            Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: false, shared: false, durable };
+        let mut first = state();
+        first.subs.insert(SubId(1), sub.clone());
+        let (a, _) = first.sent(&[SubId(1)], (P, Tick(1)), QoS::ExactlyOnce);
+        let (b, _) = first.sent(&[SubId(1)], (P, Tick(2)), QoS::ExactlyOnce);
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert!(first.pubrec(b.0.get()), "tick 2's PUBREC came, tick 1's did not");
+        first.carry();
+        // The next connection: other subscription ids, the same durable name.
+        let mut next = State { window: 2, inbound: std::mem::take(&mut first.inbound), ..State::default() };
+        next.subs.insert(SubId(9), sub);
+        let (fresh, _) = next.sent(&[SubId(9)], (P, Tick(3)), QoS::ExactlyOnce);
+        assert!(fresh != Some(a) && fresh != Some(b), "a new delivery takes no carried packet id");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(1)), QoS::ExactlyOnce), Some((a, false)), "PUBLISH, DUP");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(2)), QoS::ExactlyOnce), Some((b, true)), "PUBREL");
+        assert_eq!(next.sent_again(&[SubId(9)], (P, Tick(2)), QoS::ExactlyOnce), None, "once");
+        assert_eq!(next.pubcomp(b.0.get()), Ok(vec![]), "tick 1 is not done yet");
+        assert!(next.pubrec(a.0.get()));
+        assert_eq!(next.pubcomp(a.0.get()), Ok(vec![DeliveryAck { id: SubId(9), pubend: P, tick: Tick(2) }]));
+    }
+
+    #[test]
+    fn one_publish_for_overlapping_subscriptions_acknowledges_each_and_outlives_an_unsubscribe() {
+        let mut s = state();
+        let (id, acks) = s.sent(&[SubId(5), SubId(6)], (P, Tick(7)), QoS::AtLeastOnce);
+        assert!(acks.is_empty());
+        let ack = |sub| DeliveryAck { id: SubId(sub), pubend: P, tick: Tick(7) };
+        assert_eq!(s.puback(id.unwrap().0.get()), Ok(vec![ack(5), ack(6)]), "one PUBACK, both acknowledged");
+        let (id, _) = s.sent(&[SubId(5), SubId(6)], (P, Tick(8)), QoS::AtLeastOnce);
+        s.forget(SubId(5));
+        let left = s.puback(id.unwrap().0.get()).unwrap();
+        assert_eq!(left, vec![DeliveryAck { id: SubId(6), pubend: P, tick: Tick(8) }], "still in flight for 6");
     }
 
     #[test]

@@ -167,7 +167,7 @@ async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, 
         },
     };
     // Boxed: the task's own future then holds the handshake or the connection, not both.
-    Box::pin(connection(Stream { reader, writer, peer, certificate }, shared, registry)).await;
+    Box::pin(connection(Stream { reader, writer, peer, certificate, websocket: false }, shared, registry)).await;
 }
 
 /// One MQTT client's connection: its halves, who it is on the network, and the names of its
@@ -177,10 +177,12 @@ struct Stream {
     writer: BoxWrite,
     peer: String,
     certificate: Option<Vec<String>>,
+    /// MQTT over WebSocket: `/connz` and the metrics say so.
+    websocket: bool,
 }
 
 async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry>) {
-    let Stream { mut reader, writer, peer, certificate } = stream;
+    let Stream { mut reader, writer, peer, certificate, websocket } = stream;
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("{peer} mqtt");
@@ -226,6 +228,8 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
                 }
+                let v5 = connect.version == ProtocolVersion::V5;
+                session.native().set_protocol(crate::connz::Protocol::mqtt(websocket, v5));
                 let client = session::client_id_of(connect);
                 let mut taken = Box::pin(registry.take_over(&client.0)).await;
                 link.state.lock().inbound = std::mem::take(&mut taken.inbound);
@@ -324,6 +328,8 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let _ = writer.lock().await.shutdown().await;
     shared.tasks.spawn(linger(reader));
     let Some(hold) = hold else { return };
+    // Before its subscriptions go: what was in flight is sent again, as it was, next time.
+    link.state.lock().carry();
     session.end();
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);

@@ -4,7 +4,9 @@
 //! their connection, their subscriptions on disk (`<data>/mqtt/<hash>.json`) so they outlive the
 //! broker too. The messages themselves are kept by the guaranteed engine: each QoS 1/2
 //! subscription of such a session is a durable subscription whose name the file lets the next
-//! connection (or the next broker process) resume.
+//! connection (or the next broker process) resume. A session's QoS 2 publishes not yet
+//! released are in a file of their own (`<hash>-qos2.json`), so a PUBLISH retried across a
+//! broker restart is the same publish.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -62,6 +64,13 @@ impl Stored {
             _ => QoS::ExactlyOnce,
         }
     }
+}
+
+/// The file of a session's unreleased QoS 2 publishes (no [`Stored`] reads as one).
+#[derive(Serialize, Deserialize)]
+struct InboundFile {
+    qos2_client: String,
+    unreleased: Vec<(u16, u64)>,
 }
 
 /// The connection holding a session now.
@@ -161,10 +170,44 @@ impl Registry {
         }
         drop(clients);
         let _ = std::fs::remove_file(self.path(client_id));
+        let _ = std::fs::remove_file(self.inbound_path(client_id));
     }
 
     fn path(&self, client_id: &str) -> PathBuf {
         self.dir.join(format!("{:016x}.json", client_hash(client_id)))
+    }
+
+    fn inbound_path(&self, client_id: &str) -> PathBuf {
+        self.dir.join(format!("{:016x}-qos2.json", client_hash(client_id)))
+    }
+
+    /// Writes a persistent session's QoS 2 publishes not yet released (packet identifier and
+    /// the sequence number it was given), so a PUBLISH the client retries after a broker
+    /// restart is the same publish, which the log answers once. Written when a publish comes
+    /// and when it is released: a temporary file renamed over the old one, not synced (a
+    /// killed broker's writes are in the page cache; a power cut may lose them).
+    pub(super) fn save_inbound(&self, client_id: &str, entries: &[(u16, u64)]) -> std::io::Result<()> {
+        let path = self.inbound_path(client_id);
+        if entries.is_empty() {
+            return match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        }
+        std::fs::create_dir_all(&self.dir)?;
+        let temporary = path.with_extension("tmp");
+        let stored = InboundFile { qos2_client: client_id.to_string(), unreleased: entries.to_vec() };
+        std::fs::write(&temporary, serde_json::to_vec(&stored).map_err(std::io::Error::other)?)?;
+        std::fs::rename(&temporary, &path)
+    }
+
+    /// What [`Registry::save_inbound`] last wrote for `client_id`.
+    pub(super) fn load_inbound(&self, client_id: &str) -> Vec<(u16, u64)> {
+        let Ok(text) = std::fs::read(self.inbound_path(client_id)) else { return Vec::new() };
+        match serde_json::from_slice::<InboundFile>(&text) {
+            Ok(file) if file.qos2_client == client_id => file.unreleased,
+            _ => Vec::new(),
+        }
     }
 
     /// The stored session of `client_id`, if any.
@@ -228,6 +271,23 @@ mod tests {
         assert_eq!(registry.load_all(), vec![stored]);
         registry.forget("c");
         assert_eq!(registry.load("c"), None);
+    }
+
+    #[test]
+    fn unreleased_qos2_publishes_load_back_apart_from_the_session_and_go_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let registry = Registry::new(dir.path().to_path_buf());
+        let stored = Stored { client_id: "c".into(), filters: Vec::new(), expiry: 60, options: Vec::new() };
+        registry.save(&stored).unwrap();
+        registry.save_inbound("c", &[(7, 1000), (9, 1001)]).unwrap();
+        assert_eq!(registry.load_inbound("c"), vec![(7, 1000), (9, 1001)]);
+        assert_eq!(registry.load_inbound("d"), Vec::new());
+        assert_eq!(registry.load_all(), vec![stored], "not read as a session");
+        registry.save_inbound("c", &[]).unwrap();
+        assert_eq!(registry.load_inbound("c"), Vec::new());
+        registry.save_inbound("c", &[(7, 1000)]).unwrap();
+        registry.forget("c");
+        assert_eq!(registry.load_inbound("c"), Vec::new());
     }
 
     #[tokio::test]

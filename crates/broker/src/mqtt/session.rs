@@ -173,6 +173,9 @@ impl MqttSession {
             }
             (Packet::Pubrel(release), Some(_)) => {
                 let known = self.link.state.lock().inbound.by_packet.remove(&release.packet_id.0.get()).is_some();
+                if known {
+                    self.save_inbound();
+                }
                 Step::Reply(vec![Packet::Pubcomp(self.response(release.packet_id, known))])
             }
             (Packet::Subscribe(subscribe), Some(_)) => self.subscribe(subscribe),
@@ -203,8 +206,24 @@ impl MqttSession {
 
     /// The client has a message we sent: acknowledge upstream what is now done, and let the
     /// delivery task send more. An acknowledgement of nothing in flight is ignored.
-    fn acknowledged(&mut self, done: Result<Option<tidings_wire::DeliveryAck>, ()>) -> Step {
-        if let Ok(Some(ack)) = done {
+    /// Writes the session's unreleased QoS 2 publishes, if the session outlives its connection
+    /// ([`super::registry::Registry::save_inbound`]).
+    fn save_inbound(&self) {
+        if self.expiry == 0 {
+            return;
+        }
+        let entries: Vec<(u16, u64)> = {
+            let state = self.link.state.lock();
+            let qos2 = state.inbound.by_packet.iter().filter(|(_, incoming)| incoming.qos == QoS::ExactlyOnce);
+            qos2.map(|(id, incoming)| (*id, incoming.seq)).collect()
+        };
+        if let Err(error) = self.registry.save_inbound(&self.client_id, &entries) {
+            tracing::warn!(%error, "the MQTT session's QoS 2 publishes could not be written");
+        }
+    }
+
+    fn acknowledged(&mut self, done: Result<Vec<tidings_wire::DeliveryAck>, ()>) -> Step {
+        for ack in done.unwrap_or_default() {
             self.native.handle(Frame::DeliveryAck(ack));
         }
         self.link.room.notify_one();
@@ -334,6 +353,10 @@ impl MqttSession {
                 }
             }
         };
+        // On disk before it is published: a retry after a broker restart takes the same number.
+        if publish.qos == QoS::ExactlyOnce {
+            self.save_inbound();
+        }
         if publish.qos == QoS::ExactlyOnce {
             properties.push(Property { key: QOS_PROPERTY.to_string(), value: Value::Int(2) });
         }

@@ -14,8 +14,13 @@
 //! SUBSCRIBE is a tidings selector on its filters (what no other MQTT broker offers), kept with
 //! the session's stored filters.
 //!
-//! `$share/GROUP/filter` is a member of the best-effort queue group `GROUP` (QoS 0 granted:
-//! guaranteed queue groups are not built yet).
+//! `$share/GROUP/filter` is a member of the best-effort queue group `GROUP` (QoS 0 publishes)
+//! and of a guaranteed queue group of its own ([`shared_group_name`]; QoS 1/2 publishes), at the
+//! QoS asked: each message goes to one member and is acknowledged by that member's PUBACK or
+//! PUBCOMP; a member that leaves gives its unacknowledged messages to another, with DUP set. A
+//! guaranteed group is durable by itself, so a persistent session's shared filter is no durable
+//! subscription of its own: while its connection is away it is no member, and the group's
+//! messages go to the members left, or wait in the group for the first one back.
 
 use tidings_matching::Pattern;
 use tidings_wire::mqtt::topic::{filter_to_tidings, split_shared};
@@ -24,7 +29,7 @@ use tidings_wire::mqtt::{
 };
 use tidings_wire::{DeliveryMode, Frame, Notice, ReasonCode, SubId};
 
-use super::link::{Shape, Sub};
+use super::link::{Incoming, Shape, Sub};
 use super::registry::{durable_name, Kept, Stored};
 use super::session::{reason_for, Filter, MqttSession, Step};
 use crate::session::Next;
@@ -114,18 +119,23 @@ impl MqttSession {
         if mapped.patterns.iter().any(|pattern| Pattern::parse(pattern).is_err()) {
             return Ok((MqttReason::TopicFilterInvalid, Vec::new()));
         }
-        let qos = if group.is_some() { QoS::AtMostOnce } else { qos };
         self.unsubscribe_filter(filter, false)?;
         let mut ids = Vec::new();
         let mut guaranteed = Vec::new();
         for (index, pattern) in mapped.patterns.iter().enumerate() {
             let durable = (group.is_none() && qos != QoS::AtMostOnce && self.expiry > 0)
                 .then(|| durable_name(&self.client_id, filter, index));
+            // A shared filter joins two groups: the best-effort one named by the client (QoS 0
+            // publishes) and the guaranteed one of the whole `$share/GROUP/filter` (QoS 1/2
+            // publishes, each leased to one member until its PUBACK or PUBCOMP).
             let modes = match &group {
-                Some(_) => vec![(DeliveryMode::BestEffort, None)],
-                None => vec![(DeliveryMode::BestEffort, None), (DeliveryMode::Guaranteed, durable)],
+                Some(name) => vec![
+                    (DeliveryMode::BestEffort, None, Some(name.clone())),
+                    (DeliveryMode::Guaranteed, None, Some(shared_group_name(filter, index))),
+                ],
+                None => vec![(DeliveryMode::BestEffort, None, None), (DeliveryMode::Guaranteed, durable, None)],
             };
-            for (mode, durable) in modes {
+            for (mode, durable, group) in modes {
                 let id = self.next_sub_id();
                 let options = Shape {
                     identifier: kept.identifier,
@@ -133,7 +143,10 @@ impl MqttSession {
                     retain_as_published: kept.retain_as_published,
                     retained,
                 };
-                self.link.state.lock().subs.insert(id, Sub { filter: mapped.clone(), qos, options });
+                let (shared, member) = (group.is_some(), group.is_some() && mode == DeliveryMode::Guaranteed);
+                let name: Option<std::sync::Arc<str>> = durable.as_deref().map(Into::into);
+                let sub = Sub { filter: mapped.clone(), qos, options, member, shared, durable: name };
+                self.link.state.lock().subs.insert(id, sub);
                 ids.push(id);
                 if mode == DeliveryMode::Guaranteed {
                     guaranteed.push(id);
@@ -145,7 +158,7 @@ impl MqttSession {
                     pattern: pattern.clone(),
                     selector: kept.selector.clone(),
                     durable,
-                    group: group.clone(),
+                    group,
                 });
                 if let Next::Refuse(notice) = self.native.handle(frame) {
                     // Nothing of a refused filter stays subscribed.
@@ -223,13 +236,33 @@ impl MqttSession {
     /// At CONNECT: resumes the stored session (true: session present) or, with clean start,
     /// ends it, deleting its durable subscriptions.
     pub(super) fn resume(&mut self, clean_start: bool) -> Result<bool, Notice> {
-        let Some(stored) = self.registry.load(&self.client_id) else { return Ok(false) };
+        if clean_start {
+            self.link.state.lock().inbound.carried = None;
+        }
+        let Some(stored) = self.registry.load(&self.client_id) else {
+            // A session that outlives its connection is on disk from its CONNECT, subscribed or
+            // not: a publisher's unreleased QoS 2 publishes go with it across a restart.
+            if self.save().is_err() {
+                return Err(Notice::new(ReasonCode::StorageUnavailable, "the MQTT session could not be stored"));
+            }
+            return Ok(false);
+        };
         if clean_start {
             // The ids the deleted subscriptions took are not given again on this connection: a
             // delivery of theirs already on its way must not pass for a new subscription's.
             self.next_id = delete_durables(&mut self.native, &stored, self.next_id)?;
             self.registry.forget(&self.client_id);
             return Ok(false);
+        }
+        // The client's QoS 2 publishes not yet released, from before a broker restart: a retry
+        // takes the sequence number it had, so the log answers it as the same publish.
+        {
+            let mut state = self.link.state.lock();
+            for (id, seq) in self.registry.load_inbound(&self.client_id) {
+                state.inbound.last_seq = state.inbound.last_seq.max(seq);
+                let incoming = Incoming { seq, qos: QoS::ExactlyOnce, recorded: false };
+                state.inbound.by_packet.entry(id).or_insert(incoming);
+            }
         }
         let expiry = self.expiry;
         // Subscribed as durable whatever this connection's expiry: deleted at its end if 0.
@@ -259,6 +292,14 @@ impl MqttSession {
             self.registry.forget(&self.client_id);
         }
     }
+}
+
+/// The native guaranteed queue group of pattern `index` of the shared filter `filter`
+/// (`$share/GROUP/filter` whole): MQTT shares a group by its name and filter together, and a
+/// native group has one pattern, so each pair is a group of its own. Stable across connections,
+/// restarts and brokers, and within the native group name rules whatever the filter holds.
+pub(super) fn shared_group_name(filter: &str, index: usize) -> String {
+    format!("mqtt-{:016x}-{index}", tidings_wire::hash::fnv1a(filter.as_bytes()))
 }
 
 /// Deletes the durable subscriptions of a stored session through `native` (a session of this

@@ -63,7 +63,7 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let Some(ws) = Box::pin(upgrade(stream, limit, max_message, &peer)).await else { return };
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
-    let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate };
+    let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate, websocket: true };
     // Boxed: the task's own future then holds the upgrade or the connection, not both.
     Box::pin(super::connection(stream, shared, registry)).await;
 }
