@@ -67,8 +67,6 @@ pub struct Driver {
     pub(super) store: Arc<Store>,
     pub(super) rx: mpsc::UnboundedReceiver<Command>,
     pub(super) tx: mpsc::UnboundedSender<Command>,
-    /// The log writer thread's completions ([`super::completions`]).
-    pub(super) completions: super::completions::Receiver,
     pub(super) broker: tidings_route::BrokerName,
     pub(super) metrics: GuaranteedMetrics,
     /// Pubends hosted here (their log is open in the engine).
@@ -145,11 +143,7 @@ impl Driver {
         handles: Handles,
     ) -> Result<Driver, GuaranteedError> {
         let Handles { claims, next_subend, tx, rx } = handles;
-        let (completed, completions) = super::completions::channel().map_err(|error| GuaranteedError::Store {
-            dir: dir.display().to_string(),
-            source: tidings_store::StoreError::io("creating the log's completion bell", &error),
-        })?;
-        let opened = journal::open(dir, (options, fs), completed, metrics.fsync_seconds.clone())?;
+        let opened = journal::open(dir, (options, fs), tx.clone(), metrics.fsync_seconds.clone())?;
         let data_dir = dir.parent().unwrap_or(dir);
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let names = super::edges::SharedNames::default();
@@ -162,7 +156,6 @@ impl Driver {
             store: opened.store,
             rx,
             tx,
-            completions,
             broker: tidings_route::BrokerName::new(broker),
             metrics,
             hosted: BTreeSet::new(),
@@ -213,14 +206,6 @@ impl Driver {
     pub async fn run(mut self, shutdown: CancellationToken) {
         // What opening the log found (damage included) shows in the metrics at once.
         self.report();
-        let bell = self.completions.bell();
-        let rung = || async {
-            match &bell {
-                Some(bell) => bell.rung().await,
-                // Never seen: without the bell the completions are still taken, every millisecond.
-                None => tokio::time::sleep(Duration::from_millis(1)).await,
-            }
-        };
         let (mut busy, mut what);
         loop {
             // Woken at least every snapshot period, so `/state` is never older than that.
@@ -247,8 +232,6 @@ impl Driver {
                         Err(tokio::sync::mpsc::error::TryRecvError::Disconnected) => return,
                     }
                 }
-                // The bell stays rung: its next wake finds the queue empty, which is harmless.
-                self.take_completions();
                 self.feed(Input::Tick);
             } else {
                 tokio::select! {
@@ -263,11 +246,6 @@ impl Driver {
                         }
                         None => break,
                     },
-                    () = rung() => {
-                        busy = Instant::now();
-                        what = "log completions";
-                        self.take_completions();
-                    }
                     () = tokio::time::sleep(sleep) => {
                         busy = Instant::now();
                         what = "timer";
@@ -403,6 +381,7 @@ impl Driver {
                     self.feed(Input::OutboxReady { subend });
                 }
             }
+            Command::Completed(group) => self.completed(&group),
             Command::ReadDone { pubend, range, records, lost } => {
                 self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records, lost }))
             }
@@ -430,13 +409,6 @@ impl Driver {
         self.engine.matcher_mut().remove(subend);
         self.subends.remove(&subend);
         self.metrics.subends.set(self.subends.len() as i64);
-    }
-
-    /// Carries out every group of completions the log writer finished so far, oldest first.
-    fn take_completions(&mut self) {
-        for group in self.completions.take() {
-            self.completed(&group);
-        }
     }
 
     fn completed(&mut self, group: &[Completion]) {

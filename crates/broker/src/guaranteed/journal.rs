@@ -1,6 +1,5 @@
 //! The broker's side of the boundary between the delivery core and `tidings-store`: opening the
-//! log with a sink that hands the writer thread's completions to the driver (through
-//! [`super::completions`]), and reads on
+//! log with a sink that hands the writer thread's completions to the driver, and reads on
 //! tokio's blocking pool. The conversions themselves are `tidings_node::journal`, shared with
 //! the simulator.
 
@@ -28,13 +27,13 @@ pub(crate) struct Opened {
 
 /// Hands the writer thread's completions to the driver and times its syncs.
 struct Sink {
-    completions: super::completions::Sender,
+    tx: mpsc::UnboundedSender<Command>,
     fsync_seconds: Histogram,
 }
 
 impl store::CompletionSink for Sink {
     fn complete(&mut self, group: Vec<Completion>) {
-        self.completions.send(group);
+        let _ = self.tx.send(Command::Completed(group));
     }
 
     fn synced(&mut self, took: Duration) {
@@ -42,15 +41,15 @@ impl store::CompletionSink for Sink {
     }
 }
 
-/// Opens the log in `dir` on `fs`; completions go to `completions`, and each sync's time to
-/// `fsync_seconds`.
+/// Opens the log in `dir` on `fs`; completions are sent to the driver as
+/// [`Command::Completed`], and each sync's time goes to `fsync_seconds`.
 pub(crate) fn open(
     dir: &Path,
     (options, fs): (Options, Arc<dyn store::Fs>),
-    completions: super::completions::Sender,
+    tx: mpsc::UnboundedSender<Command>,
     fsync_seconds: Histogram,
 ) -> Result<Opened, GuaranteedError> {
-    let sink = Sink { completions, fsync_seconds };
+    let sink = Sink { tx, fsync_seconds };
     let fail = |source| GuaranteedError::Store { dir: dir.display().to_string(), source };
     let (store, recovered) = Store::open_with(fs, dir, options, sink).map_err(fail)?;
     let opened = tidings_node::journal::opened(&store, recovered).map_err(fail)?;

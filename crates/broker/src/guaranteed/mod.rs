@@ -3,10 +3,9 @@
 //!
 //! One driver task ([`driver`]) owns the delivery [`Engine`](tidings_delivery::Engine) and the
 //! [`Store`](tidings_store::Store) and is fed by one channel of [`Command`]s: frames from
-//! sessions (GPUBLISH, guaranteed SUBSCRIBE, UNSUBSCRIBE, DELIVERY_ACK, disconnects), reads
-//! done (on tokio's blocking pool), and "room again" from subscriber outboxes; the store's
-//! completions come from its writer thread by their own doorbell ([`completions`]); its own
-//! timer fires at the engine's next deadline. No
+//! sessions (GPUBLISH, guaranteed SUBSCRIBE, UNSUBSCRIBE, DELIVERY_ACK, disconnects), store
+//! completions (from the store's writer thread), reads done (on tokio's blocking pool), and
+//! "room again" from subscriber outboxes; its own timer fires at the engine's next deadline. No
 //! protocol state is behind a lock, so none is held across I/O. [`journal`] converts between the
 //! core's store actions and the store; [`matcher`] is the core's view of local subscriptions.
 //!
@@ -22,7 +21,6 @@
 
 mod actions;
 mod children;
-mod completions;
 mod driver;
 pub mod durable;
 mod durable_store;
@@ -140,6 +138,8 @@ pub(crate) enum Command {
     DeliveryAck { subend: SubendId, pubend: PubendId, tick: Tick },
     /// A subend's outbox that was full has room again.
     Room { subend: SubendId },
+    /// One group of store completions.
+    Completed(Vec<Completion>),
     /// A read of the log finished.
     ReadDone {
         pubend: tidings_delivery::PubendId,
@@ -219,6 +219,7 @@ impl Command {
             Command::CheckpointsSaved { .. } => "checkpoints saved",
             Command::DeliveryAck { .. } => "delivery ack",
             Command::Room { .. } => "room",
+            Command::Completed(_) => "log completions",
             Command::ReadDone { .. } => "log read",
         }
     }
