@@ -116,6 +116,26 @@ pub fn waited_for_cpu(pid: u32) -> std::time::Duration {
     std::time::Duration::from_nanos(nanos)
 }
 
+/// Context switches of all the live threads of `pid` so far, voluntary and not (the two
+/// `ctxt_switches` lines of each `/proc/PID/task/TID/status`; zero when it cannot be read): how
+/// often a process's threads gave up a core, which per message says how many thread
+/// hand-offs its path takes. A thread's count goes with it when it ends.
+pub fn context_switches(pid: u32) -> u64 {
+    tasks(pid).filter_map(|task| std::fs::read_to_string(task.join("status")).ok()).map(|s| switches_in(&s)).sum()
+}
+
+/// The sum of the `voluntary_ctxt_switches` and `nonvoluntary_ctxt_switches` lines of a
+/// `status` file.
+fn switches_in(status: &str) -> u64 {
+    status
+        .lines()
+        .filter_map(|line| {
+            line.strip_prefix("voluntary_ctxt_switches:").or(line.strip_prefix("nonvoluntary_ctxt_switches:"))
+        })
+        .filter_map(|value| value.trim().parse::<u64>().ok())
+        .sum()
+}
+
 /// Clock ticks per second (`getconf CLK_TCK`; 100, Linux's value, when it cannot be run).
 fn clock_ticks() -> f64 {
     static TICKS: OnceLock<f64> = OnceLock::new();
@@ -181,6 +201,20 @@ mod tests {
             .unwrap();
         assert!(spent.by_process["spinner"] > 0.0, "{spent:?}");
         assert_eq!(spent.by_process["nobody"], 0.0);
+    }
+
+    #[test]
+    fn switches_are_summed_from_both_lines_and_a_thread_that_sleeps_switches() {
+        let status = "Name:\tx\nvoluntary_ctxt_switches:\t40\nnonvoluntary_ctxt_switches:\t2\n";
+        assert_eq!(switches_in(status), 42);
+        assert_eq!(switches_in("garbage"), 0);
+        let pid = std::process::id();
+        let before = context_switches(pid);
+        for _ in 0..5 {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(context_switches(pid) >= before + 5, "five sleeps gave up the core five times");
+        assert_eq!(context_switches(u32::MAX), 0);
     }
 
     #[test]

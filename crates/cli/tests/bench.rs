@@ -79,6 +79,35 @@ fn acked_publishing_counts_every_publish_acknowledged_after_its_sync_and_leaves_
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `bench acked --window 1` counts the broker's context switches per publish: one at a time,
+/// the log writer waits for each publish and is woken for it, so there is at least one; the
+/// best-effort comparison answers every publish with its PING barrier; `--csv` holds the rows.
+#[test]
+fn acked_one_at_a_time_counts_the_brokers_switches_and_best_effort_is_answered_by_its_barrier() {
+    let dir = std::env::temp_dir().join(format!("tidings-bench-switches-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_text = dir.display().to_string();
+    let csv = std::env::temp_dir().join(format!("tidings-bench-switches-{}.csv", std::process::id()));
+    let csv_text = csv.display().to_string();
+    let args = ["acked", "--reps", "1", "--duration", "0.5", "--window", "1", "--dir", &dir_text, "--csv", &csv_text];
+    let (out, json) = bench(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = &json["rows"][0];
+    assert!(figure(row, "acked") > 0.0, "{row}");
+    assert!(figure(row, "broker_switches_per_1k") >= 1000.0, "{row}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    assert!(text.contains(",tidings,1,broker_switches_per_1k,"), "{text}");
+    let (out, json) = bench(&["acked", "--best-effort", "--reps", "1", "--duration", "0.5", "--dir", &dir_text]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(json["point"], "best-effort+ping size=256");
+    let row = &json["rows"][0];
+    assert!(figure(row, "acked") > 0.0, "{row}");
+    assert_eq!(figure(row, "acked"), figure(row, "published"), "every barrier came back: {row}");
+    assert!(figure(row, "broker_switches_per_1k") > 0.0, "{row}");
+    std::fs::remove_file(&csv).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `bench acked --replicas 3`: a cell of three brokers, the publisher on the first; every
 /// publish acknowledged, and every replica applied them all (the bench's own check, read from
 /// each broker's `/state`, would fail the run otherwise). The scratch data directories go.

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 
-use super::measure::{interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement};
+use super::measure::{
+    csv, interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement,
+};
 use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
@@ -42,6 +44,13 @@ pub struct AckedArgs {
     /// cluster with an R`N` stream (the publisher on the first node).
     #[arg(long, default_value_t = 1, value_parser = at_least_one::<usize>)]
     pub(super) replicas: usize,
+    /// Best-effort publishes instead, each followed by a PING barrier, one at a time: the
+    /// round trip a guaranteed publish at `--window 1` is compared with (issue 45, part 3).
+    #[arg(long, conflicts_with_all = ["replicas", "nats"])]
+    pub(super) best_effort: bool,
+    /// Also write every figure of every repetition here, one a line.
+    #[arg(long, value_name = "FILE")]
+    pub(super) csv: Option<PathBuf>,
 }
 
 fn acked_figures(r: &AckedResult) -> Figures {
@@ -55,17 +64,35 @@ fn acked_figures(r: &AckedResult) -> Figures {
         ("p50_us", r.p50_us as f64),
         ("p99_us", r.p99_us as f64),
         ("max_us", r.max_us as f64),
+        ("broker_switches_per_1k", per_thousand(r.broker_switches, r.acked)),
+        ("client_switches_per_1k", per_thousand(Some(r.client_switches), r.acked)),
     ])
+}
+
+/// Context switches per thousand answered publishes (NaN when unknown or none answered).
+fn per_thousand(switches: Option<u64>, answered: u64) -> f64 {
+    match switches {
+        Some(s) if answered > 0 => s as f64 * 1000.0 / answered as f64,
+        _ => f64::NAN,
+    }
 }
 
 /// Guaranteed publishing, acknowledged after the sync, against JetStream with `sync_interval:
 /// always`; each repetition a fresh broker then a fresh nats-server, on the same disk.
 pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     anyhow::ensure!(a.common.server.is_none(), "acked starts its own broker (its log goes under --dir)");
-    let spec =
-        AckedSpec { size: a.size, window: a.window, duration: Duration::from_secs_f64(a.common.duration), max: a.max };
+    let spec = AckedSpec {
+        size: a.size,
+        window: a.window,
+        duration: Duration::from_secs_f64(a.common.duration),
+        max: a.max,
+        best_effort: a.best_effort,
+    };
     let tools = nats_tools(&a.common)?;
-    let mut point = format!("acked size={} window={} fsync=always", a.size, a.window);
+    let mut point = match a.best_effort {
+        true => format!("best-effort+ping size={}", a.size),
+        false => format!("acked size={} window={} fsync=always", a.size, a.window),
+    };
     if a.replicas > 1 {
         point.push_str(&format!(" replicas={}", a.replicas));
     }
@@ -81,11 +108,24 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
     let mut sides: Vec<&dyn Measurement> = vec![&ours];
     sides.extend(theirs.as_ref().map(|j| j as &dyn Measurement));
     let rows = interleaved(a.common.reps, &sides).await?;
-    let mut figures = vec!["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"];
+    let mut figures = vec![
+        "acked_msg_s",
+        "mean_us",
+        "p50_us",
+        "p99_us",
+        "max_us",
+        "acked",
+        "errors",
+        "broker_switches_per_1k",
+        "client_switches_per_1k",
+    ];
     if a.replicas > 1 {
         figures.extend(["replica_applied", "replica_extra_entries"]);
     }
     summarize(&point, "acked_msg_s", &figures, &rows)?;
+    if let Some(path) = &a.csv {
+        std::fs::write(path, csv(&rows))?;
+    }
     Ok(serde_json::json!({ "point": point, "nats": tools.map(|t| t.server_version), "rows": rows }))
 }
 

@@ -4,6 +4,7 @@
 //! repetition by repetition in turn, so a change in the machine's load falls on all of them.
 //! The rows it returns are printed as they come and summarized as medians with min-max ranges.
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -210,6 +211,26 @@ pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[R
         outln!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs)?;
     }
     Ok(())
+}
+
+/// Every figure of every repetition, one a line: `point,system,rep,figure,value,load_before,load_after`.
+pub(super) fn csv(rows: &[Row]) -> String {
+    let mut out = String::from("point,system,rep,figure,value,load_before,load_after\n");
+    let load = |l: Option<f64>| l.map_or(String::new(), |l| format!("{l:.2}"));
+    for row in rows {
+        for (figure, value) in &row.figures {
+            let _ = writeln!(
+                out,
+                "{},{},{},{figure},{value},{},{}",
+                row.point,
+                row.system,
+                row.rep,
+                load(row.load_before),
+                load(row.load_after)
+            );
+        }
+    }
+    out
 }
 
 /// Writes a measurement's summary as JSON to `$TIDINGS_BENCH_JSON`, when set.

@@ -315,30 +315,10 @@ pub(super) async fn run(a: MqttArgs) -> anyhow::Result<serde_json::Value> {
     let report = markdown(&points, &rows, reps, &versions, (load_start, load_average()), a.quick);
     outln!("{report}")?;
     std::fs::create_dir_all(&a.out)?;
-    std::fs::write(a.out.join("mqtt.csv"), csv(&rows))?;
+    std::fs::write(a.out.join("mqtt.csv"), super::measure::csv(&rows))?;
     std::fs::write(a.out.join("mqtt.md"), &report)?;
     eprintln!("wrote {} and {}", a.out.join("mqtt.csv").display(), a.out.join("mqtt.md").display());
     Ok(serde_json::json!({ "versions": versions, "rows": rows }))
-}
-
-/// Every figure of every repetition, one a line: `point,system,rep,figure,value,load_before,load_after`.
-fn csv(rows: &[Row]) -> String {
-    let mut out = String::from("point,system,rep,figure,value,load_before,load_after\n");
-    let load = |l: Option<f64>| l.map_or(String::new(), |l| format!("{l:.2}"));
-    for row in rows {
-        for (figure, value) in &row.figures {
-            let _ = writeln!(
-                out,
-                "{},{},{},{figure},{value},{},{}",
-                row.point,
-                row.system,
-                row.rep,
-                load(row.load_before),
-                load(row.load_after)
-            );
-        }
-    }
-    out
 }
 
 fn spread(rows: &[Row], point: &str, system: &str, figure: &str) -> Spread {
@@ -429,7 +409,7 @@ mod tests {
     #[test]
     fn the_csv_has_a_line_per_figure_and_the_report_the_ratio_of_medians() {
         let rows = [row("tidings", 1, 300.0), row("mosquitto", 1, 100.0), row("tidings", 2, 200.0)];
-        let text = csv(&rows);
+        let text = super::super::measure::csv(&rows);
         assert_eq!(text.lines().count(), 4);
         assert!(text.contains("p,mosquitto,1,received_msg_s,100,1.00,\n"), "{text}");
         let point = Point {
