@@ -76,6 +76,13 @@ pub struct Publisher {
     costly_left: u32,
 }
 
+impl Publisher {
+    /// Whether its publishes congested a queue or a link the publisher should hold back for.
+    pub fn congested(&self) -> bool {
+        !self.dispatch.congested.is_empty() || !self.route.congested.is_empty()
+    }
+}
+
 /// Routing filters of a session's best-effort subscriptions not yet given to the router: a
 /// client subscribing thousands of patterns in one read costs the router one settle (and each
 /// peer one summary delta) per [`BULK_SLICE`], not one per pattern (a neighbour waited 0.3 s

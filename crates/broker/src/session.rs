@@ -52,8 +52,10 @@ pub struct Session {
     pub(crate) login: Option<crate::security::Login>,
     /// The names of the client's verified TLS certificate: its login when it offers no other.
     pub(crate) certificate: Option<Vec<String>>,
-    /// Reused across publishes; holds this session's publishing endpoint.
-    pub publisher: Publisher,
+    /// Reused across publishes; holds this session's publishing endpoint. Boxed, and none
+    /// until the first publish: a session that only subscribes, or is idle, keeps no scratch
+    /// (issue 42: an idle MQTT connection holds its session in its task).
+    publisher: Option<Box<Publisher>>,
     /// The topic of the previous publish that was valid and that the session's user may publish
     /// to, to skip both checks for it again (the rules cannot change under a session: a reload
     /// that changes its user closes it); `None` until the first, so that no topic (the empty
@@ -93,7 +95,7 @@ impl Session {
             shared,
             login: None,
             certificate: None,
-            publisher: Publisher::default(),
+            publisher: None,
             last_valid_topic: None,
         }
     }
@@ -175,7 +177,7 @@ impl Session {
 
     fn publish(&mut self, message: &Message) -> Result<Next, Notice> {
         self.check_topic(message)?;
-        if self.shared.core.publish(message, &mut self.publisher)? == Reach::NoResponders {
+        if self.shared.core.publish(message, scratch(&mut self.publisher))? == Reach::NoResponders {
             let reply_to = message.reply_to().unwrap_or_default().to_string();
             self.outbox.push_frame(&Frame::NoResponders(NoResponders { reply_to }));
         }
@@ -242,7 +244,9 @@ impl Session {
         };
         let (publisher, seq) = (publish.publisher, publish.seq);
         let outbox = Arc::clone(&self.outbox);
-        if let Err(reason) = self.shared.core.publish_guaranteed_retained(publish, outbox, copy, &mut self.publisher) {
+        if let Err(reason) =
+            self.shared.core.publish_guaranteed_retained(publish, outbox, copy, scratch(&mut self.publisher))
+        {
             if let Some(code) = reason.reason() {
                 self.shared.metrics.protocol_error(code);
             }
@@ -263,7 +267,9 @@ impl Session {
     /// Ends a batch of frames read together (see [`crate::dispatch::Dispatcher::finish_batch`]).
     pub fn finish_batch(&mut self, read_at: std::time::Instant) {
         self.shared.core.route_pending(&mut self.routes);
-        self.shared.core.finish_batch(read_at, &mut self.publisher);
+        if let Some(publisher) = &mut self.publisher {
+            self.shared.core.finish_batch(read_at, publisher);
+        }
     }
 
     fn hello(&mut self, version: u16, name: &str) -> Result<Next, Notice> {
@@ -284,11 +290,16 @@ impl Session {
                 client.push_str(&format!(" ({name})"));
             }
         }
-        self.outbox.push_frame(&Frame::Welcome(Welcome {
-            version,
-            max_frame: self.shared.config.limits.max_frame as u32,
-            server_name: self.shared.config.name.clone(),
-        }));
+        // An MQTT connection (its protocol is set before its CONNECT is handled) answers with
+        // CONNACK, not WELCOME: queued, the WELCOME would only start its delivery task, which an
+        // idle MQTT connection does without (issue 42).
+        if self.conn.protocol() == crate::connz::Protocol::NATIVE {
+            self.outbox.push_frame(&Frame::Welcome(Welcome {
+                version,
+                max_frame: self.shared.config.limits.max_frame as u32,
+                server_name: self.shared.config.name.clone(),
+            }));
+        }
         Ok(Next::Continue)
     }
 
@@ -386,20 +397,20 @@ impl Session {
     /// that boxes [`Session::hold_back_for_congestion`] asks first, so an uncongested batch
     /// allocates nothing.
     pub fn congested(&self) -> bool {
-        !self.publisher.dispatch.congested.is_empty() || !self.publisher.route.congested.is_empty()
+        self.publisher.as_deref().is_some_and(Publisher::congested)
     }
 
     /// Waits, within the stall bound, for the queues this session's publishes congested.
     pub async fn hold_back_for_congestion(&mut self) {
-        if !self.congested() {
+        let Some(publisher) = self.publisher.as_deref_mut().filter(|p| p.congested()) else {
             return;
-        }
+        };
         let deadline = tokio::time::Instant::now() + self.shared.live.max_stall();
         self.shared.metrics.publisher_stalls.inc();
-        for outbox in self.publisher.dispatch.congested.drain(..) {
+        for outbox in publisher.dispatch.congested.drain(..) {
             outbox.wait_drained(deadline).await;
         }
-        self.publisher.route.hold_back(deadline).await;
+        publisher.route.hold_back(deadline).await;
     }
 
     /// Lets the queues this session's publishes congested go, without waiting: one task
@@ -407,8 +418,10 @@ impl Session {
     /// has no flow control to pass the wait on). Each congested subscriber's own overflow
     /// policy applies instead.
     pub fn forgo_hold_back(&mut self) {
-        self.publisher.dispatch.congested.clear();
-        self.publisher.route.congested.clear();
+        if let Some(publisher) = &mut self.publisher {
+            publisher.dispatch.congested.clear();
+            publisher.route.congested.clear();
+        }
     }
 
     /// The number of active subscriptions.
@@ -453,4 +466,9 @@ pub(crate) fn retain_only(message: &Message) -> Option<Message> {
     let mut properties = message.properties();
     properties.push(tidings_wire::Property::new(tidings_wire::RETAIN_ONLY, true));
     Message::new(message.topic(), &properties, message.payload(), message.sent_us()).ok()
+}
+
+/// A session's publishing scratch, made at its first publish (see `Session::publisher`).
+fn scratch(publisher: &mut Option<Box<Publisher>>) -> &mut Publisher {
+    publisher.get_or_insert_with(Box::default)
 }

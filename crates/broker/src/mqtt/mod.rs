@@ -6,9 +6,10 @@
 //! Each connection is a reader (this module: MQTT packets in, translated by [`session`] onto a
 //! native session) and a delivery task ([`delivery`]: the native session's outbox drained
 //! straight into MQTT packets), so queue limits, the slow-consumer policy and the metrics apply
-//! as to a native client. An idle connection holds no buffer: the read buffer is given back
-//! when the connection goes quiet, and the delivery task builds each batch's packets in a
-//! buffer of that batch (issue 42: an idle connection at most 5 KB).
+//! as to a native client. An idle connection holds no buffer and no delivery task: the read
+//! buffer is given back when the connection goes quiet, the delivery task starts when the
+//! outbox first has something for the client, and it builds each batch's packets in a buffer
+//! of that batch (issue 42: an idle connection at most 5 KB).
 //!
 //! MQTT over WebSocket (`[mqtt] websocket`, [`websocket`]) reaches the same connection code:
 //! after the HTTP upgrade, the WebSocket is read and written as a byte stream ([`ws_bytes`]).
@@ -246,18 +247,6 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     true
                 }
             };
-            // After CONNACK: nothing the delivery task writes may come before it.
-            if session.version().is_some() && !delivering {
-                delivering = true;
-                let delivery = Delivery::new(
-                    (Arc::clone(&writer), Arc::clone(&link), Arc::clone(&outbox)),
-                    version,
-                    session.client_max_packet,
-                    session.client_aliases,
-                    registry::client_hash(&session.client_id),
-                );
-                shared.tasks.spawn(delivery.run());
-            }
             if close {
                 break 'read;
             }
@@ -302,6 +291,20 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     send(&writer, &last, version).await;
                 }
                 break 'read;
+            }
+            // The delivery task starts when the outbox first has something for the client (a
+            // delivery, a PUBACK, a close), never before CONNACK was written: an idle
+            // connection holds no task for it (issue 42).
+            () = outbox.writer_wanted(), if !delivering && session.version().is_some() => {
+                delivering = true;
+                let delivery = Delivery::new(
+                    (Arc::clone(&writer), Arc::clone(&link), Arc::clone(&outbox)),
+                    session.version().unwrap_or(ProtocolVersion::V5),
+                    session.client_max_packet,
+                    session.client_aliases,
+                    registry::client_hash(&session.client_id),
+                );
+                shared.tasks.spawn(delivery.run());
             }
             () = link.acks.notified() => {
                 for ack in link.take_acks() {

@@ -377,6 +377,15 @@ impl Outbox {
         }
     }
 
+    /// Resolves once something asked for the writer (a push, a close, an abort): a connection
+    /// that starts its writer only when there is something to write (an idle MQTT connection
+    /// holds no delivery task, issue 42) waits on this. Once the writer runs, only it may wait
+    /// here, or the two would take each other's wake-ups; the writer checks the queue before
+    /// its first wait, so the wake-up this took is not lost.
+    pub(crate) async fn writer_wanted(&self) {
+        self.wake_writer.notified().await;
+    }
+
     /// Wakes the writer (see [`Outbox::push`]).
     pub fn wake(&self) {
         self.wake_writer.notify_one();
