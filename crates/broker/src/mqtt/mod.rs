@@ -340,7 +340,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let generation = hold.generation;
     let inbound = std::mem::take(&mut link.state.lock().inbound);
     registry.release(&client_id, hold, inbound, expiry > 0);
-    if let Some((will, delay)) = will {
+    if let Some((will, delay)) = will.map(|will| *will) {
         let delay = delay.min(expiry);
         shared.tasks.spawn(ends::publish_will(
             Arc::clone(&shared),

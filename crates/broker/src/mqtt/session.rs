@@ -68,7 +68,9 @@ pub(super) struct MqttSession {
     /// Seconds the session outlives its connection: 0 ends it with the connection.
     pub(super) expiry: u32,
     /// The will and its delay in seconds, published unless the client disconnects normally.
-    pub(super) will: Option<(Will, u32)>,
+    /// Boxed: its properties alone are hundreds of bytes, held by every connection's task,
+    /// and most clients set no will (issue 42).
+    pub(super) will: Option<Box<(Will, u32)>>,
     /// The client's topic aliases (5.0): each names the topic it was last set to.
     aliases: HashMap<u16, String>,
 }
@@ -266,7 +268,7 @@ impl MqttSession {
         };
         self.will = connect.will.map(|will| {
             let delay = will.properties.will_delay_interval.unwrap_or(0);
-            (will, delay)
+            Box::new((will, delay))
         });
         let session_present = match self.resume(connect.clean_start) {
             Ok(present) => present,
