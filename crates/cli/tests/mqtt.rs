@@ -354,3 +354,37 @@ fn connz_subsz_and_the_metrics_show_mqtt_clients_with_their_protocol_version() {
     }
     assert_eq!(tidings_testkit::metric_value(&metrics, "tidings_connections{transport=\"tcp\"}"), 3.0);
 }
+
+/// The connection's one timer serves both the read buffer's release (after 500 ms quiet) and
+/// the keep alive: a client silent past one and a half keep alives is closed, not before the
+/// keep alive, and not never (issue 42 merged the two timers).
+#[test]
+fn a_silent_mqtt_client_is_closed_after_one_and_a_half_keep_alives() {
+    let _cores = beside();
+    let (_b, port) = broker_with("");
+    let v311 = tidings_wire::mqtt::ProtocolVersion::V311;
+    let connect = tidings_wire::mqtt::Connect {
+        version: v311,
+        clean_start: true,
+        keep_alive: 2,
+        properties: Default::default(),
+        client_id: "silent".into(),
+        will: None,
+        username: None,
+        password: None,
+    };
+    let mut socket = std::net::TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+    socket.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let packet = tidings_wire::mqtt::Packet::Connect(Box::new(connect));
+    socket.write_all(&packet.to_bytes(v311).unwrap()).unwrap();
+    let mut connack = [0u8; 4];
+    socket.read_exact(&mut connack).unwrap();
+    assert_eq!(connack, [0x20, 2, 0, 0], "CONNACK, accepted");
+    let silent = Instant::now();
+    let mut rest = [0u8; 16];
+    let read = socket.read(&mut rest);
+    let took = silent.elapsed();
+    assert!(matches!(read, Ok(0)) || read.is_err() && took < Duration::from_secs(19), "closed: {read:?}");
+    assert!(took >= Duration::from_secs(2), "closed after {took:?}, before the keep alive");
+    assert!(took < Duration::from_secs(10), "closed after {took:?}");
+}

@@ -278,6 +278,8 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
         if session.native().congested() {
             Box::pin(session.native().hold_back_for_congestion()).await;
         }
+        let releasing = release_at.filter(|_| read.releasing);
+        let silent_at = keep_alive.map(|limit| tokio::time::Instant::now() + limit);
         tokio::select! {
             _ = outbox.done.cancelled() => break 'read,
             _ = shared.shutdown.cancelled() => {
@@ -311,11 +313,15 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
                 }
             }
-            () = until(release_at), if read.releasing => {
+            // One timer for both deadlines (each costs every idle connection its room): the
+            // read buffer's release, and the silence that ends the connection.
+            () = until(earliest(releasing, silent_at)) => {
+                if releasing.is_none_or(|at| at > tokio::time::Instant::now()) {
+                    break 'read;
+                }
                 read.release();
                 release_at = None;
             }
-            () = silence(keep_alive) => break 'read,
             () = crate::login::revoked(session.native()) => break 'read,
             got = reader.read_buf(&mut read.buf) => match got {
                 Ok(n) if n > 0 => read.after_read(n, room.unwrap_or(read.buf.capacity())),
@@ -379,11 +385,11 @@ async fn kicked(kick: &Option<CancellationToken>) {
     }
 }
 
-/// Resolves once the connection has been silent for `limit`, never without one.
-async fn silence(limit: Option<std::time::Duration>) {
-    match limit {
-        Some(limit) => tokio::time::sleep(limit).await,
-        None => std::future::pending().await,
+/// The earlier of two deadlines, either of which may be absent.
+fn earliest(a: Option<tokio::time::Instant>, b: Option<tokio::time::Instant>) -> Option<tokio::time::Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
 }
 
@@ -433,6 +439,17 @@ mod tests {
         assert_eq!(session::server_keep_alive(30, 60), None);
         assert_eq!(session::server_keep_alive(0, 0), None);
         assert_eq!(session::server_keep_alive(65535, 0), None);
+    }
+
+    #[test]
+    fn the_one_timer_waits_for_the_earlier_deadline_or_for_ever_without_one() {
+        let now = tokio::time::Instant::now();
+        let later = now + std::time::Duration::from_secs(1);
+        assert_eq!(earliest(Some(later), Some(now)), Some(now));
+        assert_eq!(earliest(Some(now), Some(later)), Some(now));
+        assert_eq!(earliest(None, Some(later)), Some(later));
+        assert_eq!(earliest(Some(later), None), Some(later));
+        assert_eq!(earliest(None, None), None);
     }
 
     #[test]
