@@ -96,6 +96,15 @@ fn a_stopped_udp_subscriber_loses_alone_is_told_what_it_lost_and_stays_subscribe
     publish(&b, "a", first, 3_000);
     std::thread::sleep(Duration::from_millis(500));
     subs[0].signal(Signal::Cont);
+    // It reads what its socket buffer held first: the second batch starts once that backlog is
+    // drained (no new first-batch delivery for 300 ms), or a datagram of it could meet a buffer
+    // still full from the stop on a loaded machine, a loss of the stop's, not of the live stream.
+    let mut drained = subs[0].counts().0;
+    wait_until("the stopped subscriber drained its socket buffer", Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_millis(300));
+        let now = subs[0].counts().0;
+        std::mem::replace(&mut drained, now) == now
+    });
     publish(&b, "b", second, 200);
     let total = first + second;
     wait_until("every subscriber accounted for every message", Duration::from_secs(30), || {
