@@ -134,7 +134,10 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
     for fault in ["stall", "cut"] {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let via_c = metric_value(&c.metrics().unwrap(), "tidings_link_messages_out_total{peer=\"b\"}");
-        let began = Instant::now();
+        // Everything after the last message received before the fault was still on its way (in
+        // a client, a broker, a socket buffer or the proxy) and may be lost with the link; a
+        // fixed time slack for that is too thin on a loaded machine (CI lost one 20 ms early).
+        let delivered = got.lock().unwrap().iter().copied().max().unwrap_or(-1);
         match fault {
             "stall" => proxy.stall(),
             _ => proxy.cut(),
@@ -157,7 +160,7 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
             metric(&b_watch, "tidings_links_up") == 1.0
         })
         .await;
-        outages.push((began, Instant::now()));
+        outages.push((delivered, Instant::now()));
         proxy.heal();
         wait_for(&format!("{fault}: the link comes back"), Duration::from_secs(10), all_linked.clone()).await;
         let direct = sent_to(&a, "b");
@@ -174,9 +177,8 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
     let distinct: BTreeSet<i64> = got.iter().copied().collect();
     assert_eq!(distinct.len(), got.len(), "a message was delivered twice");
     let log = log.lock().unwrap();
-    // In flight when the fault hit (in a socket buffer or the proxy), or sent while it lasted.
-    let in_flight = Duration::from_millis(20);
-    let in_outage = |n: usize| outages.iter().any(|(from, until)| log[n] + in_flight >= *from && log[n] <= *until);
+    // Not yet delivered when the fault hit, and sent before both ends had given the link up.
+    let in_outage = |n: usize| outages.iter().any(|(delivered, until)| n as i64 > *delivered && log[n] <= *until);
     let lost: Vec<usize> = (0..log.len()).filter(|n| !distinct.contains(&(*n as i64))).collect();
     let outside: Vec<&usize> = lost.iter().filter(|n| !in_outage(**n)).collect();
     assert!(outside.is_empty(), "lost outside the outages: {outside:?}");
