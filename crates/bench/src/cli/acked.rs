@@ -7,9 +7,7 @@ use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 
-use super::measure::{
-    csv, interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement,
-};
+use super::measure::{beside, csv, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement};
 use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
@@ -105,9 +103,7 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
         point: &point,
         replicas: a.replicas,
     });
-    let mut sides: Vec<&dyn Measurement> = vec![&ours];
-    sides.extend(theirs.as_ref().map(|j| j as &dyn Measurement));
-    let rows = interleaved(a.common.reps, &sides).await?;
+    let rows = beside(a.common.reps, &[&ours], theirs.as_ref().map(|j| j as &dyn Measurement)).await?;
     let mut figures = vec![
         "acked_msg_s",
         "mean_us",

@@ -12,7 +12,7 @@ use futures::future::LocalBoxFuture;
 use tidings_client::Transport;
 
 use super::measure::{
-    interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
+    beside, interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
 };
 use super::peers::Nats;
 use crate::acked::ScratchDir;
@@ -136,18 +136,18 @@ impl Measurement for Tidings<'_> {
 }
 
 /// tidings at `point`, and NATS beside it when `--nats` asks, interleaved repetition by
-/// repetition: the rows and NATS's version.
+/// repetition, [`summarize`]d over `figures`: the rows and NATS's version.
 pub(super) async fn with_peer(
     common: &Common,
     spec: Spec<'_>,
     point: &str,
+    figures: &[&str],
 ) -> anyhow::Result<(Vec<Row>, Option<String>)> {
     let tools = nats_tools(common)?;
     let ours = Tidings { server: common.server.as_deref(), threads: common.server_threads, spec, point };
     let theirs = tools.as_ref().map(|tools| Nats { tools, spec, point });
-    let mut sides: Vec<&dyn Measurement> = vec![&ours];
-    sides.extend(theirs.as_ref().map(|n| n as &dyn Measurement));
-    let rows = interleaved(common.reps, &sides).await?;
+    let rows = beside(common.reps, &[&ours], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
+    summarize(point, spec.headline(), figures, &rows)?;
     Ok((rows, tools.map(|t| t.server_version)))
 }
 
@@ -163,8 +163,7 @@ pub(super) async fn tput(a: TputArgs) -> anyhow::Result<serde_json::Value> {
     };
     anyhow::ensure!(!(a.common.nats && a.subscribe_at.is_some()), "--nats measures one broker, not --subscribe-at");
     let point = format!("tput size={} subs={}{}", a.size, a.subs, threads_label(&a.common));
-    let (rows, nats) = with_peer(&a.common, Spec::Tput(&spec), &point).await?;
-    summarize(&point, "received_msg_s", TPUT, &rows)?;
+    let (rows, nats) = with_peer(&a.common, Spec::Tput(&spec), &point, TPUT).await?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
 }
 
@@ -180,8 +179,7 @@ pub(super) async fn latency(a: LatencyArgs) -> anyhow::Result<serde_json::Value>
     };
     anyhow::ensure!(!(a.common.nats && a.udp), "--nats compares TCP only (NATS has no UDP clients)");
     let point = format!("latency subs={} rate={} size={}{}", a.subs, a.rate, a.size, threads_label(&a.common));
-    let (rows, nats) = with_peer(&a.common, Spec::Latency(&spec), &point).await?;
-    summarize(&point, "p99_us", LATENCY, &rows)?;
+    let (rows, nats) = with_peer(&a.common, Spec::Latency(&spec), &point, LATENCY).await?;
     Ok(serde_json::json!({ "point": point, "nats": nats, "rows": rows }))
 }
 
@@ -211,17 +209,30 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
         Tidings { server, threads: a.common.server_threads, spec: Spec::Tput(&base), point: &empty_point },
         Tidings { server, threads: a.common.server_threads, spec: Spec::Tput(&loaded), point: &loaded_point },
     ];
-    let rows = interleaved(a.common.reps, &[&sides[0], &sides[1]]).await?;
-    let (empty, many): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.point == empty_point);
-    summarize(&empty_point, "received_msg_s", TPUT, &empty)?;
-    summarize(&loaded_point, "received_msg_s", TPUT, &many)?;
-    let ratios = Spread::of(&paired_ratios(&empty, &many));
-    let reps = a.common.reps;
-    let (median, min, max) = (ratios.median, ratios.min, ratios.max);
-    outln!("index: loaded / empty = {median:.3} [{min:.3}-{max:.3}] (median [min-max] of {reps} interleaved pairs)")?;
+    let (empty, many, ratio) = paired(a.common.reps, [&sides[0], &sides[1]], "index: loaded / empty").await?;
     Ok(serde_json::json!({
-        "empty": empty, "loaded": many, "ratio": median, "ratio_min": min, "ratio_max": max, "pairs": reps,
+        "empty": empty, "loaded": many, "ratio": ratio.median, "ratio_min": ratio.min, "ratio_max": ratio.max,
+        "pairs": a.common.reps,
     }))
+}
+
+/// Two throughput sides measured in interleaved pairs (`index`'s empty and loaded broker,
+/// `security`'s one rule and many), each summarized, and the ratio second / first taken pair by
+/// pair, printed as `what = median [min-max]`: each side's rows and the ratios.
+pub(super) async fn paired(
+    reps: usize,
+    sides: [&dyn Measurement; 2],
+    what: &str,
+) -> anyhow::Result<(Vec<Row>, Vec<Row>, Spread)> {
+    let rows = interleaved(reps, &sides).await?;
+    let (first, second) = (sides[0].about().point, sides[1].about().point);
+    let (one, other): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.point == first);
+    summarize(first, "received_msg_s", TPUT, &one)?;
+    summarize(second, "received_msg_s", TPUT, &other)?;
+    let ratio = Spread::of(&paired_ratios(&one, &other));
+    let (median, min, max, pairs) = (ratio.median, ratio.min, ratio.max, one.len());
+    outln!("{what} = {median:.3} [{min:.3}-{max:.3}] (median [min-max] of {pairs} interleaved pairs)")?;
+    Ok((one, other, ratio))
 }
 
 /// ` threads=N` when `--server-threads` sets the servers' threads, so a point says how it ran.

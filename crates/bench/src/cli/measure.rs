@@ -173,6 +173,15 @@ pub(super) async fn interleaved(reps: usize, sides: &[&dyn Measurement]) -> anyh
     Ok(rows)
 }
 
+/// tidings' `ours` and, when measured, its peer's side, [`interleaved`].
+pub(super) async fn beside(
+    reps: usize,
+    ours: &[&dyn Measurement],
+    theirs: Option<&dyn Measurement>,
+) -> anyhow::Result<Vec<Row>> {
+    interleaved(reps, &[ours, theirs.as_slice()].concat()).await
+}
+
 fn print_row(row: &Row) {
     let figures: Vec<String> = row.figures.iter().map(|(n, v)| format!("{n} {v:.0}")).collect();
     let load = |l: Option<f64>| l.map_or("?".to_string(), |l| format!("{l:.2}"));
@@ -187,12 +196,9 @@ fn print_row(row: &Row) {
 }
 
 /// Prints the medians of `figures` with their ranges, per system, and the ratio tidings / NATS
-/// of `headline`.
-pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[Row]) -> std::io::Result<()> {
-    let of = |system: &str, figure: &str| -> Spread {
-        let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
-        Spread::of(&values)
-    };
+/// of `headline`, which it returns.
+pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[Row]) -> std::io::Result<f64> {
+    let of = |system: &str, figure: &str| spread_of(rows, system, figure);
     for system in ["tidings", "nats"] {
         let reps = rows.iter().filter(|r| r.system == system).count();
         if reps == 0 {
@@ -206,11 +212,23 @@ pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[R
             .collect();
         outln!("{point} {system}: {} (median [min-max] of {reps})", parts.join(", "))?;
     }
-    let (ours, theirs) = (of("tidings", headline).median, of("nats", headline).median);
-    if theirs.is_finite() && theirs > 0.0 {
-        outln!("{point}: {headline} tidings / NATS = {:.2}", ours / theirs)?;
+    ratio(point, headline, rows)
+}
+
+/// The ratio tidings / NATS of the medians of `figure`, printed when there is one (NaN without
+/// NATS rows).
+pub(super) fn ratio(point: &str, figure: &str, rows: &[Row]) -> std::io::Result<f64> {
+    let r = spread_of(rows, "tidings", figure).median / spread_of(rows, "nats", figure).median;
+    if r.is_finite() {
+        outln!("{point}: {figure} tidings / NATS = {r:.2}")?;
     }
-    Ok(())
+    Ok(r)
+}
+
+/// The median and range of `figure` over `system`'s rows.
+pub(super) fn spread_of<'a>(rows: impl IntoIterator<Item = &'a Row>, system: &str, figure: &str) -> Spread {
+    let values: Vec<f64> = rows.into_iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
+    Spread::of(&values)
 }
 
 /// Every figure of every repetition, one a line: `point,system,rep,figure,value,load_before,load_after`.

@@ -13,12 +13,13 @@ use std::time::Duration;
 use futures::future::LocalBoxFuture;
 use tidings_admin::{resident_bytes, BrokerProcess};
 
-use super::measure::{interleaved, tidings_exe, About, Figures, Measurement, Row};
+use super::measure::{interleaved, spread_of, tidings_exe, About, Figures, Measurement, Row};
 use crate::acked::ScratchDir;
 use crate::mqtt::{self, AckedSpec, FanSpec};
 use crate::outln;
 use crate::parse::{above_zero, at_least_one};
-use crate::peer::mqtt::{PeerBroker, Program};
+use crate::peer::mqtt::{self as peer, Program};
+use crate::peer::PeerServer;
 use crate::stats::{load_average, Spread};
 
 /// `tidings bench mqtt`.
@@ -113,7 +114,7 @@ struct Point {
 /// The broker started for one repetition, stopped on drop.
 enum Running {
     Tidings(Box<BrokerProcess>),
-    Peer(PeerBroker),
+    Peer(PeerServer),
 }
 
 impl Running {
@@ -124,14 +125,14 @@ impl Running {
                 .mqtt
                 .map(|a| a.to_string())
                 .ok_or_else(|| anyhow::anyhow!("tidings' ready line has no MQTT port")),
-            Running::Peer(p) => Ok(format!("127.0.0.1:{}", p.port)),
+            Running::Peer(p) => Ok(p.urls[0].clone()),
         }
     }
 
     fn pid(&self) -> u32 {
         match self {
             Running::Tidings(b) => b.ready.pid,
-            Running::Peer(p) => p.pid(),
+            Running::Peer(p) => p.pids()[0],
         }
     }
 }
@@ -170,12 +171,11 @@ impl Side<'_> {
                     &["--data", &data],
                 )?))
             }
-            System::Mosquitto => Running::Peer(PeerBroker::mosquitto(
-                self.programs.mosquitto.as_ref().ok_or(missing("mosquitto"))?,
-                dir,
-            )?),
+            System::Mosquitto => {
+                Running::Peer(peer::mosquitto(self.programs.mosquitto.as_ref().ok_or(missing("mosquitto"))?, dir)?)
+            }
             System::Nats => {
-                Running::Peer(PeerBroker::nats_mqtt(self.programs.nats.as_ref().ok_or(missing("nats-server"))?, dir)?)
+                Running::Peer(peer::nats_mqtt(self.programs.nats.as_ref().ok_or(missing("nats-server"))?, dir)?)
             }
         })
     }
@@ -322,9 +322,7 @@ pub(super) async fn run(a: MqttArgs) -> anyhow::Result<serde_json::Value> {
 }
 
 fn spread(rows: &[Row], point: &str, system: &str, figure: &str) -> Spread {
-    let values: Vec<f64> =
-        rows.iter().filter(|r| r.point == point && r.system == system).map(|r| r.figure(figure)).collect();
-    Spread::of(&values)
+    spread_of(rows.iter().filter(|r| r.point == point), system, figure)
 }
 
 /// The results section: per point, each broker's median [min-max] of its headline figure (and

@@ -7,12 +7,11 @@
 use std::time::Duration;
 
 use super::classic::with_peer;
-use super::measure::{summarize, Common, Row, Spec};
+use super::measure::{ratio, Common, Row, Spec};
 use crate::outln;
 use crate::parse::at_least_one;
 use crate::queue::QueueSpec;
 use crate::request::RequestSpec;
-use crate::stats::Spread;
 
 /// `tidings bench request`.
 #[derive(clap::Args)]
@@ -50,19 +49,6 @@ pub struct QueueArgs {
 const REQUEST: &[&str] = &["p50_us", "p99_us", "max_us", "sequential", "requests_s", "timeouts", "errors"];
 const QUEUE: &[&str] = &["delivered_msg_s", "publish_msg_s", "sent", "lost", "duplicates", "member_min", "member_max"];
 
-/// The ratio tidings / NATS of the medians of `figure`, printed; NaN without NATS rows.
-fn ratio(point: &str, figure: &str, rows: &[Row]) -> std::io::Result<f64> {
-    let median = |system: &str| {
-        let values: Vec<f64> = rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect();
-        Spread::of(&values).median
-    };
-    let r = median("tidings") / median("nats");
-    if r.is_finite() {
-        outln!("{point}: {figure} tidings / NATS = {r:.2}")?;
-    }
-    Ok(r)
-}
-
 /// Prints whether `figures` summed to 0 over `system`'s rows: the check, and whether it held.
 fn check_zero(system: &str, figures: &[&str], rows: &[Row], what: &str) -> std::io::Result<bool> {
     let sums: Vec<(&str, f64)> = figures
@@ -90,8 +76,7 @@ pub(super) async fn request(a: RequestArgs) -> anyhow::Result<(serde_json::Value
         ..RequestSpec::default()
     };
     let point = format!("request hops={} size={} in_flight={}", a.hops, a.size, a.in_flight);
-    let (rows, nats) = with_peer(&a.common, Spec::Request(&spec, a.hops), &point).await?;
-    summarize(&point, "p99_us", REQUEST, &rows)?;
+    let (rows, nats) = with_peer(&a.common, Spec::Request(&spec, a.hops), &point, REQUEST).await?;
     let (p50, requests_s) = (ratio(&point, "p50_us", &rows)?, ratio(&point, "requests_s", &rows)?);
     let mut held = true;
     for system in ["tidings", "nats"].into_iter().filter(|s| rows.iter().any(|r| r.system == *s)) {
@@ -115,8 +100,7 @@ pub(super) async fn queue(a: QueueArgs) -> anyhow::Result<(serde_json::Value, bo
         ..QueueSpec::default()
     };
     let point = format!("queue members={} size={}", a.members, a.size);
-    let (rows, nats) = with_peer(&a.common, Spec::Queue(&spec), &point).await?;
-    summarize(&point, "delivered_msg_s", QUEUE, &rows)?;
+    let (rows, nats) = with_peer(&a.common, Spec::Queue(&spec), &point, QUEUE).await?;
     let exactly_once = check_zero("tidings", &["lost", "duplicates"], &rows, "each message to exactly one member")?;
     if rows.iter().any(|r| r.system == "nats") {
         check_zero("nats", &["lost", "duplicates"], &rows, "each message to exactly one member")?;

@@ -9,7 +9,7 @@ use super::measure::{About, Figures, Measurement, Spec};
 use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{patterns, NatsServer, NatsTools, PeerRow};
+use crate::peer::{patterns, NatsTools, PeerRow, PeerServer};
 use crate::throughput::ThroughputSpec;
 
 /// The harness's run at the throughput point of `spec` on a fresh server (it waits 3 s without
@@ -210,8 +210,8 @@ impl JetStream<'_> {
         let scratch = ScratchDir::new(self.parent, "jetstream")?;
         let store = scratch.0.join("store");
         let server = match self.replicas {
-            1 => NatsServer::jetstream_always(self.tools, &scratch.0, &store)?,
-            nodes => NatsServer::jetstream_cluster(self.tools, &scratch.0, nodes)?,
+            1 => PeerServer::jetstream_always(self.tools, &scratch.0, &store)?,
+            nodes => PeerServer::jetstream_cluster(self.tools, &scratch.0, nodes)?,
         };
         let row = nats::run_js(self.tools, self.spec, &server.urls[0], self.replicas, &scratch.0)?;
         drop(server);

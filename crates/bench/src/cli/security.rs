@@ -16,20 +16,18 @@ use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 
-use super::classic::{paired_ratios, tput_figures, TPUT};
+use super::classic::{paired, tput_figures, TPUT};
 use super::measure::{
-    interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
+    beside, named, nats_tools, ratio, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
 };
 use super::peers::{renamed, tput_run};
 use crate::engine::Access;
-use crate::outln;
 use crate::parse::at_least_one;
 use crate::peer::nats::PeerRun;
 use crate::peer::secure::{self, NatsSecurity};
 use crate::peer::NatsTools;
 use crate::security::connect::{self, ConnectSpec};
 use crate::security::{Rules, Secrets, BCRYPT_COST, PASSWORD, USER};
-use crate::stats::Spread;
 use crate::suite::table::Table;
 use crate::target::Target;
 use crate::throughput::{self, ThroughputSpec};
@@ -247,9 +245,8 @@ async fn tls_part(a: &SecurityArgs, secrets: &Secrets, tools: Option<&NatsTools>
         let ours = Tidings { part: Part::Tput { spec, toml: secrets.broker_toml(true, None) }, point: &point };
         let security = NatsSecurity { cert: &secrets.cert, key: &secrets.key, ca: &secrets.ca, login: None };
         let theirs = tools.map(|tools| Nats { tools, security, part: NatsPart::Tput(nats_point, size), point: &point });
-        let rows = both(a.common.reps, &ours, theirs.as_ref()).await?;
-        summarize(&point, "received_msg_s", TPUT, &rows)?;
-        ratios.insert(point.clone(), ratio_of_medians(&rows, "received_msg_s").into());
+        let rows = beside(a.common.reps, &[&ours], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
+        ratios.insert(point.clone(), summarize(&point, "received_msg_s", TPUT, &rows)?.into());
         all.extend(rows);
     }
     write_csv(&a.out, "tls", TPUT, &all)?;
@@ -269,18 +266,11 @@ async fn permission_part(a: &SecurityArgs, secrets: &Secrets) -> anyhow::Result<
     let loaded_point = format!("permissions rules={}{control} size=256", a.rules);
     let (one, many) =
         (side(Rules::AllowAll, "permissions rules=1 size=256")?, side(Rules::Many(a.rules), &loaded_point)?);
-    let rows = interleaved(a.common.reps, &[&one, &many]).await?;
-    let (base, loaded): (Vec<Row>, Vec<Row>) = rows.into_iter().partition(|r| r.point == one.point);
-    summarize(one.point, "received_msg_s", TPUT, &base)?;
-    summarize(&loaded_point, "received_msg_s", TPUT, &loaded)?;
-    let ratios = Spread::of(&paired_ratios(&base, &loaded));
-    let (median, min, max, reps) = (ratios.median, ratios.min, ratios.max, base.len());
-    outln!(
-        "permissions: {} rules / 1 rule = {median:.3} [{min:.3}-{max:.3}] (median [min-max] of {reps} interleaved pairs)",
-        a.rules
-    )?;
+    let what = format!("permissions: {} rules / 1 rule", a.rules);
+    let (base, loaded, ratio) = paired(a.common.reps, [&one, &many], &what).await?;
     let all: Vec<Row> = base.iter().chain(&loaded).cloned().collect();
     write_csv(&a.out, "permissions", TPUT, &all)?;
+    let (median, min, max) = (ratio.median, ratio.min, ratio.max);
     Ok(serde_json::json!({ "base": base, "loaded": loaded, "ratio": median, "ratio_min": min, "ratio_max": max }))
 }
 
@@ -312,38 +302,18 @@ async fn connect_part(
         part: NatsPart::Connect(a.connects, a.workers, duration),
         point: bcrypt_point,
     });
-    let mut sides: Vec<&dyn Measurement> = vec![&argon, &bcrypt];
-    sides.extend(theirs.as_ref().map(|n| n as &dyn Measurement));
-    let rows = interleaved(a.common.reps, &sides).await?;
+    let rows = beside(a.common.reps, &[&argon, &bcrypt], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
     let (argon_rows, bcrypt_rows): (Vec<Row>, Vec<Row>) = rows.iter().cloned().partition(|r| r.point == argon_point);
     summarize(argon_point, "sequential_conn_s", CONNECT, &argon_rows)?;
-    summarize(bcrypt_point, "sequential_conn_s", CONNECT, &bcrypt_rows)?;
-    let concurrent = ratio_of_medians(&bcrypt_rows, "concurrent_conn_s");
-    if concurrent.is_finite() {
-        outln!("{bcrypt_point}: concurrent_conn_s tidings / NATS = {concurrent:.2}")?;
-    }
+    let sequential = summarize(bcrypt_point, "sequential_conn_s", CONNECT, &bcrypt_rows)?;
+    let concurrent = ratio(bcrypt_point, "concurrent_conn_s", &bcrypt_rows)?;
     write_csv(&a.out, "connect", CONNECT, &rows)?;
     Ok(serde_json::json!({
         "rows": rows,
-        "sequential_ratio_bcrypt": ratio_of_medians(&bcrypt_rows, "sequential_conn_s"),
+        "sequential_ratio_bcrypt": sequential,
         "concurrent_ratio_bcrypt": concurrent,
         "workers": a.workers,
     }))
-}
-
-/// tidings and, when measured, NATS, interleaved.
-async fn both(reps: usize, ours: &dyn Measurement, theirs: Option<&Nats<'_>>) -> anyhow::Result<Vec<Row>> {
-    let mut sides = vec![ours];
-    sides.extend(theirs.map(|n| n as &dyn Measurement));
-    interleaved(reps, &sides).await
-}
-
-/// tidings' median of `figure` over NATS's; NaN without NATS rows.
-fn ratio_of_medians(rows: &[Row], figure: &str) -> f64 {
-    let median = |system: &str| {
-        Spread::of(&rows.iter().filter(|r| r.system == system).map(|r| r.figure(figure)).collect::<Vec<_>>()).median
-    };
-    median("tidings") / median("nats")
 }
 
 /// `rows` as `DIR/security-PART.csv`: one line per repetition, `figures` as columns.

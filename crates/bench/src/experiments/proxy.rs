@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::Tally;
 use crate::network::Network;
-use crate::peer::{anchors::Point, NatsServer};
+use crate::peer::{anchors::Point, PeerServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::{md_head, md_row, Table};
@@ -81,7 +81,7 @@ impl Proxy {
         // repetition runs on NATS right after tidings.
         let nats_dir = ctx.scratch("proxy-nats")?;
         let cluster = match ctx.peers.tools() {
-            Some(tools) => Some(tokio::task::block_in_place(|| NatsServer::cluster(tools, &nats_dir))?),
+            Some(tools) => Some(tokio::task::block_in_place(|| PeerServer::cluster(tools, &nats_dir))?),
             None => None,
         };
         for &n in &p.subscribers {

@@ -12,7 +12,7 @@ pub mod secure;
 use std::collections::BTreeMap;
 
 pub use anchors::Anchors;
-pub use nats::{NatsServer, NatsTools};
+pub use nats::{NatsTools, PeerServer};
 
 /// Whether and how NATS is measured in this session.
 #[derive(Debug, Clone)]

@@ -3,9 +3,9 @@
 //! generated here, and stopped on drop, as tidings gets a fresh broker every repetition.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 
-use super::nats::{free_port, on_path, spawn_program, wait_port};
+use super::nats::{free_port, on_path, PeerServer};
 
 /// A peer server program and its version line, for the results.
 #[derive(Debug, Clone)]
@@ -45,58 +45,26 @@ impl Program {
     }
 }
 
-/// A running peer broker serving MQTT on `127.0.0.1:port`, killed on drop.
-pub struct PeerBroker {
-    child: Child,
-    /// Its MQTT port.
-    pub port: u16,
+/// mosquitto with its defaults but the listener: anonymous clients allowed, persistence off
+/// (so QoS 1 is acknowledged from memory), no connection limit; config and log in `dir`;
+/// its one URL is its MQTT address, `127.0.0.1:PORT`.
+pub fn mosquitto(program: &Program, dir: &Path) -> anyhow::Result<PeerServer> {
+    let port = free_port()?;
+    let config = format!("listener {port} 127.0.0.1\nallow_anonymous true\nlog_dest stderr\n");
+    PeerServer::configured((&program.path, None), dir, "mosquitto", &config, (port, format!("127.0.0.1:{port}")))
 }
 
-impl PeerBroker {
-    /// mosquitto with its defaults but the listener: anonymous clients allowed, persistence off
-    /// (so QoS 1 is acknowledged from memory), no connection limit; config and log in `dir`.
-    pub fn mosquitto(program: &Program, dir: &Path) -> anyhow::Result<PeerBroker> {
-        let port = free_port()?;
-        let config = dir.join("mosquitto.conf");
-        std::fs::write(&config, format!("listener {port} 127.0.0.1\nallow_anonymous true\nlog_dest stderr\n"))?;
-        let child = spawn_program(&program.path, dir, "mosquitto", &["-c", &config.display().to_string()])?;
-        PeerBroker::up(child, port)
-    }
-
-    /// nats-server with JetStream (its store in `dir/store`, default sync: every 2 minutes, not
-    /// before an acknowledgement) and the MQTT listener, which needs both JetStream and a server
-    /// name.
-    pub fn nats_mqtt(program: &Program, dir: &Path) -> anyhow::Result<PeerBroker> {
-        let (client, port) = (free_port()?, free_port()?);
-        let config = dir.join("nats-mqtt.conf");
-        let store = dir.join("store").display().to_string();
-        let text = format!(
-            "server_name: bench\nlisten: 127.0.0.1:{client}\njetstream {{\n  store_dir: {store:?}\n}}\n\
-             mqtt {{\n  listen: 127.0.0.1:{port}\n}}\n"
-        );
-        std::fs::write(&config, text)?;
-        let child = spawn_program(&program.path, dir, "nats-mqtt", &["-c", &config.display().to_string()])?;
-        PeerBroker::up(child, port)
-    }
-
-    fn up(child: Child, port: u16) -> anyhow::Result<PeerBroker> {
-        // Constructed first, so a server that never listens is still killed.
-        let broker = PeerBroker { child, port };
-        wait_port(port)?;
-        Ok(broker)
-    }
-
-    /// Its process id (to read its resident memory).
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for PeerBroker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// nats-server with JetStream (its store in `dir/store`, default sync: every 2 minutes, not
+/// before an acknowledgement) and the MQTT listener, which needs both JetStream and a server
+/// name.
+pub fn nats_mqtt(program: &Program, dir: &Path) -> anyhow::Result<PeerServer> {
+    let (client, port) = (free_port()?, free_port()?);
+    let store = dir.join("store").display().to_string();
+    let config = format!(
+        "server_name: bench\nlisten: 127.0.0.1:{client}\njetstream {{\n  store_dir: {store:?}\n}}\n\
+         mqtt {{\n  listen: 127.0.0.1:{port}\n}}\n"
+    );
+    PeerServer::configured((&program.path, None), dir, "nats-mqtt", &config, (port, format!("127.0.0.1:{port}")))
 }
 
 #[cfg(test)]

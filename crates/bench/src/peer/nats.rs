@@ -81,62 +81,65 @@ pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(program)).find(|p| p.is_file())
 }
 
-/// Running `nats-server` processes, stopped on drop.
-pub struct NatsServer {
+/// Running peer servers (`nats-server` nodes, mosquitto), stopped on drop.
+pub struct PeerServer {
     children: Vec<Child>,
     /// Client URL of each node, `nats://127.0.0.1:PORT`.
     pub urls: Vec<String>,
 }
 
-impl NatsServer {
-    /// Nodes already started (`children`), reached at `urls`: stopped on drop.
-    pub(crate) fn of(children: Vec<Child>, urls: Vec<String>) -> NatsServer {
-        NatsServer { children, urls }
+impl PeerServer {
+    /// Nodes already started (`children`), reached at `urls`, once each listens on its port of
+    /// `ports`: held first, so that a node that never listens is still stopped.
+    fn up(children: Vec<Child>, urls: Vec<String>, ports: &[u16]) -> anyhow::Result<PeerServer> {
+        let server = PeerServer { children, urls };
+        for &port in ports {
+            wait_port(port)?;
+        }
+        Ok(server)
     }
 
-    /// The process id of each node, in the order of [`urls`](NatsServer::urls) (to read their
+    /// One server `program -c NAME.conf`, the file written from `config` into `logs`, reached at
+    /// `url` once it listens on `port`: how every peer run from a configuration file starts.
+    pub(crate) fn configured(
+        (program, threads): (&Path, Option<usize>),
+        logs: &Path,
+        name: &str,
+        config: &str,
+        (port, url): (u16, String),
+    ) -> anyhow::Result<PeerServer> {
+        let file = logs.join(format!("{name}.conf"));
+        std::fs::write(&file, config)?;
+        let child = spawn_program(program, threads, logs, name, &["-c", &file.display().to_string()])?;
+        PeerServer::up(vec![child], vec![url], &[port])
+    }
+
+    /// The process id of each node, in the order of [`urls`](PeerServer::urls) (to read their
     /// CPU time).
     pub fn pids(&self) -> Vec<u32> {
         self.children.iter().map(Child::id).collect()
     }
 
     /// One node with default settings (as `run_all.sh` starts it).
-    pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+    pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<PeerServer> {
         let port = free_port()?;
-        NatsServer::one(tools, logs, "nats", port, &["-a", "127.0.0.1", "-p", &port.to_string()])
-    }
-
-    /// One node `name` started with `args`, once it listens on `port`.
-    fn one(tools: &NatsTools, logs: &Path, name: &str, port: u16, args: &[&str]) -> anyhow::Result<NatsServer> {
-        let child = spawn(tools, logs, name, args)?;
-        let server = NatsServer { children: vec![child], urls: vec![format!("nats://127.0.0.1:{port}")] };
-        wait_port(port)?;
-        Ok(server)
+        let child = spawn(tools, logs, "nats", &["-a", "127.0.0.1", "-p", &port.to_string()])?;
+        PeerServer::up(vec![child], vec![format!("nats://127.0.0.1:{port}")], &[port])
     }
 
     /// Two nodes joined by a route (as `run_all.sh` starts the E4 cluster).
-    pub fn cluster(tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+    pub fn cluster(tools: &NatsTools, logs: &Path) -> anyhow::Result<PeerServer> {
         let (a, b, ra, rb) = (free_port()?, free_port()?, free_port()?, free_port()?);
-        let mut server = NatsServer { children: Vec::new(), urls: Vec::new() };
+        let (mut children, mut urls) = (Vec::new(), Vec::new());
         for (name, port, route, other) in [("nats-a", a, ra, rb), ("nats-b", b, rb, ra)] {
-            let args = [
-                "-a".to_string(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                port.to_string(),
-                "--cluster_name".into(),
-                "bench".into(),
-                "--cluster".into(),
-                format!("nats://127.0.0.1:{route}"),
-                "--routes".into(),
-                format!("nats://127.0.0.1:{other}"),
-            ];
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            server.children.push(spawn(tools, logs, name, &args)?);
-            server.urls.push(format!("nats://127.0.0.1:{port}"));
+            let (port, route, other) =
+                (port.to_string(), format!("nats://127.0.0.1:{route}"), format!("nats://127.0.0.1:{other}"));
+            let args =
+                ["-a", "127.0.0.1", "-p", &port, "--cluster_name", "bench", "--cluster", &route, "--routes", &other];
+            children.push(spawn(tools, logs, name, &args)?);
+            urls.push(format!("nats://127.0.0.1:{port}"));
         }
-        wait_port(a)?;
-        wait_port(b)?;
+        let server = PeerServer::up(children, urls, &[a, b])?;
         // The harness's probe messages wait for interest to cross the route; this only lets the
         // route itself form first, as run_all.sh does.
         std::thread::sleep(Duration::from_secs(2));
@@ -145,54 +148,50 @@ impl NatsServer {
 
     /// One node with JetStream on, its file store in `store_dir`, syncing every write before
     /// it acknowledges (`sync_interval: always`): the peer of tidings' `fsync = always`.
-    pub fn jetstream_always(tools: &NatsTools, logs: &Path, store_dir: &Path) -> anyhow::Result<NatsServer> {
+    pub fn jetstream_always(tools: &NatsTools, logs: &Path, store_dir: &Path) -> anyhow::Result<PeerServer> {
         let port = free_port()?;
-        let config = logs.join("jetstream.conf");
-        let text = format!(
-            "listen: \"127.0.0.1:{port}\"\njetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n",
-            store_dir.display().to_string()
-        );
-        std::fs::write(&config, text)?;
-        NatsServer::one(tools, logs, "nats-js", port, &["-c", &config.display().to_string()])
+        let config = format!("listen: \"127.0.0.1:{port}\"\n{}", jetstream_always_block(store_dir));
+        PeerServer::configured(tools.program(), logs, "nats-js", &config, (port, format!("nats://127.0.0.1:{port}")))
     }
 
     /// `nodes` nodes (2 to 26) routed to each other, JetStream on in each with every write
     /// synced before it is acknowledged (`sync_interval: always`, stores under `logs`): the
     /// peer of a replicated tidings cell. Node `i` is `nats-<letter>` with the server tag
     /// `<letter>` (`a`, `b`, ...), so a stream can be placed on one.
-    pub fn jetstream_cluster(tools: &NatsTools, logs: &Path, nodes: usize) -> anyhow::Result<NatsServer> {
+    pub fn jetstream_cluster(tools: &NatsTools, logs: &Path, nodes: usize) -> anyhow::Result<PeerServer> {
         anyhow::ensure!((2..=26).contains(&nodes), "a JetStream cluster of {nodes} nodes");
         let clients: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
         let routes: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
-        let mut server = NatsServer { children: Vec::new(), urls: Vec::new() };
+        let (mut children, mut urls) = (Vec::new(), Vec::new());
         for i in 0..nodes {
             let tag = char::from(b'a' + i as u8);
             let name = format!("nats-{tag}");
-            let store = logs.join(format!("{name}-store"));
             let others: Vec<String> =
                 (0..nodes).filter(|&j| j != i).map(|j| format!("nats-route://127.0.0.1:{}", routes[j])).collect();
             let text = format!(
-                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{}\n\
-                 jetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n\
+                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{}\n{}\
                  cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ {} ]\n}}\n",
                 clients[i],
-                store.display().to_string(),
+                jetstream_always_block(&logs.join(format!("{name}-store"))),
                 routes[i],
                 others.join(", "),
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
-            server.children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
-            server.urls.push(format!("nats://127.0.0.1:{}", clients[i]));
+            children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
+            urls.push(format!("nats://127.0.0.1:{}", clients[i]));
         }
-        for port in clients {
-            wait_port(port)?;
-        }
-        Ok(server)
+        PeerServer::up(children, urls, &clients)
     }
 }
 
-impl Drop for NatsServer {
+/// The `jetstream {}` block of a node whose store is `store` and which syncs every write before
+/// it acknowledges it (`sync_interval: always`): the peer of tidings' `fsync = always`.
+pub(crate) fn jetstream_always_block(store: &Path) -> String {
+    format!("jetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n", store.display().to_string())
+}
+
+impl Drop for PeerServer {
     fn drop(&mut self) {
         for child in &mut self.children {
             let _ = child.kill();
@@ -201,28 +200,37 @@ impl Drop for NatsServer {
     }
 }
 
+impl NatsTools {
+    /// `nats-server` and the threads it is given, as [`spawn_program`] and
+    /// [`PeerServer::configured`] take a program.
+    pub(crate) fn program(&self) -> (&Path, Option<usize>) {
+        (&self.server, self.server_threads)
+    }
+}
+
 /// Starts `nats-server ARGS` with its output in `logs/NAME.log` (appended: a server restarted
 /// on its store keeps one log).
 pub(crate) fn spawn(tools: &NatsTools, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
-    let mut command = peer_command(&tools.server, logs, name, args)?;
-    if let Some(threads) = tools.server_threads {
-        command.env("GOMAXPROCS", threads.to_string());
-    }
-    command.spawn().with_context(|| format!("starting {}", tools.server.display()))
+    let (program, threads) = tools.program();
+    spawn_program(program, threads, logs, name, args)
 }
 
 /// Starts any peer server `program ARGS` (nats-server, mosquitto) the same way: no input, its
-/// output in `logs/NAME.log` (appended).
-pub(crate) fn spawn_program(program: &Path, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Child> {
-    peer_command(program, logs, name, args)?.spawn().with_context(|| format!("starting {}", program.display()))
-}
-
-/// `program ARGS` with no input and its output appended to `logs/NAME.log`.
-fn peer_command(program: &Path, logs: &Path, name: &str, args: &[&str]) -> anyhow::Result<Command> {
+/// output appended to `logs/NAME.log`, and GOMAXPROCS set to `threads` when given.
+pub(crate) fn spawn_program(
+    program: &Path,
+    threads: Option<usize>,
+    logs: &Path,
+    name: &str,
+    args: &[&str],
+) -> anyhow::Result<Child> {
     let log = std::fs::File::options().create(true).append(true).open(logs.join(format!("{name}.log")))?;
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
-    Ok(command)
+    if let Some(threads) = threads {
+        command.env("GOMAXPROCS", threads.to_string());
+    }
+    command.spawn().with_context(|| format!("starting {}", program.display()))
 }
 
 /// A loopback port that was free a moment ago (the OS picks it; the race with other programs
@@ -398,7 +406,7 @@ pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<V
 pub async fn run_async(tools: &NatsTools, mut job: PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
     let (tools, scratch) = (tools.clone(), scratch.to_path_buf());
     tokio::task::spawn_blocking(move || {
-        let server = if job.publisher.is_empty() { Some(NatsServer::single(&tools, &scratch)?) } else { None };
+        let server = if job.publisher.is_empty() { Some(PeerServer::single(&tools, &scratch)?) } else { None };
         if let Some(server) = &server {
             (job.publisher, job.subscriber) = (server.urls[0].clone(), server.urls[0].clone());
         }

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::nats::{flags, harness_row, millis, NatsServer, NatsTools};
+use super::nats::{flags, harness_row, millis, NatsTools, PeerServer};
 use super::PeerRow;
 use crate::queue::QueueSpec;
 use crate::request::RequestSpec;
@@ -50,8 +50,8 @@ fn queue_args(spec: &QueueSpec, url: &str, csv: &Path) -> Vec<String> {
 /// hops (the requester on node A, the responder on node B), and returns its row.
 pub fn run_req(tools: &NatsTools, spec: &RequestSpec, hops: u64, scratch: &Path) -> anyhow::Result<PeerRow> {
     let server = match hops {
-        1 => NatsServer::single(tools, scratch)?,
-        2 => NatsServer::cluster(tools, scratch)?,
+        1 => PeerServer::single(tools, scratch)?,
+        2 => PeerServer::cluster(tools, scratch)?,
         other => anyhow::bail!("NATS request/reply is measured through 1 or 2 servers, not {other}"),
     };
     let (requester, responder) = (&server.urls[0], &server.urls[server.urls.len() - 1]);
@@ -60,7 +60,7 @@ pub fn run_req(tools: &NatsTools, spec: &RequestSpec, hops: u64, scratch: &Path)
 
 /// Runs `queue` at `spec` once (blocking) on a fresh server and returns its row.
 pub fn run_queue(tools: &NatsTools, spec: &QueueSpec, scratch: &Path) -> anyhow::Result<PeerRow> {
-    let server = NatsServer::single(tools, scratch)?;
+    let server = PeerServer::single(tools, scratch)?;
     harness_row(tools, "queue", scratch, |csv| queue_args(spec, &server.urls[0], csv))
 }
 

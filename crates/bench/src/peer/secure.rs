@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::nats::{flags, free_port, harness, millis, spawn, wait_port, NatsServer, NatsTools, PeerRun};
+use super::nats::{flags, free_port, harness_row, millis, NatsTools, PeerRun, PeerServer};
 use super::PeerRow;
 
 /// TLS and login of a NATS run.
@@ -47,14 +47,15 @@ impl NatsSecurity<'_> {
     }
 
     /// Starts one `nats-server` with this configuration, logs in `logs`.
-    pub fn server(&self, tools: &NatsTools, logs: &Path) -> anyhow::Result<NatsServer> {
+    pub fn server(&self, tools: &NatsTools, logs: &Path) -> anyhow::Result<PeerServer> {
         let port = free_port()?;
-        let config = logs.join("nats-secure.conf");
-        std::fs::write(&config, self.config(port))?;
-        let child = spawn(tools, logs, "nats-secure", &["-c", &config.display().to_string()])?;
-        let server = NatsServer::of(vec![child], vec![format!("tls://127.0.0.1:{port}")]);
-        wait_port(port)?;
-        Ok(server)
+        PeerServer::configured(
+            tools.program(),
+            logs,
+            "nats-secure",
+            &self.config(port),
+            (port, format!("tls://127.0.0.1:{port}")),
+        )
     }
 }
 
@@ -62,12 +63,7 @@ impl NatsSecurity<'_> {
 pub fn tput(tools: &NatsTools, security: &NatsSecurity, mut job: PeerRun, scratch: &Path) -> anyhow::Result<PeerRow> {
     let server = security.server(tools, scratch)?;
     (job.publisher, job.subscriber) = (server.urls[0].clone(), server.urls[0].clone());
-    let csv = scratch.join(format!("peerbench-secure-{}.csv", std::process::id()));
-    let mut args = job.args(&csv);
-    args.extend(security.harness_flags());
-    let rows = harness(tools, &args, &csv)?;
-    drop(server);
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))
+    harness_row(tools, "secure", scratch, |csv| [job.args(csv), security.harness_flags()].concat())
 }
 
 /// One connection-setup repetition (`-mode connect`) on a fresh secured server: `sequential`
@@ -79,22 +75,20 @@ pub fn connect(
     scratch: &Path,
 ) -> anyhow::Result<PeerRow> {
     let server = security.server(tools, scratch)?;
-    let csv = scratch.join(format!("peerbench-connect-{}.csv", std::process::id()));
-    let mut args = flags(&[
-        ("-mode", "connect".to_string()),
-        ("-exp", "security".into()),
-        ("-label", "nats".into()),
-        ("-pub", server.urls[0].clone()),
-        ("-max", sequential.to_string()),
-        ("-subs", workers.to_string()),
-        ("-reps", "1".into()),
-        ("-dur", millis(duration)),
-        ("-csv", csv.display().to_string()),
-    ]);
-    args.extend(security.harness_flags());
-    let rows = harness(tools, &args, &csv)?;
-    drop(server);
-    rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no connect row"))
+    harness_row(tools, "connect", scratch, |csv| {
+        let args = flags(&[
+            ("-mode", "connect".to_string()),
+            ("-exp", "security".into()),
+            ("-label", "nats".into()),
+            ("-pub", server.urls[0].clone()),
+            ("-max", sequential.to_string()),
+            ("-subs", workers.to_string()),
+            ("-reps", "1".into()),
+            ("-dur", millis(duration)),
+            ("-csv", csv.display().to_string()),
+        ]);
+        [args, security.harness_flags()].concat()
+    })
 }
 
 #[cfg(test)]

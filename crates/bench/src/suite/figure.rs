@@ -173,19 +173,15 @@ impl Figure {
     where
         DB::ErrorType: 'static,
     {
-        root.fill(&WHITE).map_err(boxed)?;
-        let root = root.titled(&self.title, ("sans-serif", 22)).map_err(boxed)?;
+        root.fill(&WHITE)?;
+        let root = root.titled(&self.title, ("sans-serif", 22))?;
         let areas = root.split_evenly((grid.0 as usize, grid.1 as usize));
         for (panel, area) in self.panels.iter().zip(areas) {
             panel.draw(&area)?;
         }
-        root.present().map_err(boxed)?;
+        root.present()?;
         Ok(())
     }
-}
-
-fn boxed<E: std::error::Error + Send + Sync + 'static>(e: E) -> Box<dyn std::error::Error + Send + Sync> {
-    Box::new(e)
 }
 
 impl Panel {
@@ -234,8 +230,7 @@ impl Panel {
             .margin(12)
             .x_label_area_size(44)
             .y_label_area_size(72)
-            .build_cartesian_2d(x, y)
-            .map_err(boxed)?;
+            .build_cartesian_2d(x, y)?;
         chart
             .configure_mesh()
             .x_desc(&self.x.label)
@@ -247,8 +242,7 @@ impl Panel {
             .label_style(("sans-serif", 13))
             .axis_desc_style(("sans-serif", 15))
             .light_line_style(WHITE.mix(0.0))
-            .draw()
-            .map_err(boxed)?;
+            .draw()?;
         let (x_log, y_log) = (self.x.scale == Scale::Log, self.y.scale == Scale::Log);
         let visible =
             |&(x, y): &(f64, f64)| x.is_finite() && y.is_finite() && (!x_log || x > 0.0) && (!y_log || y > 0.0);
@@ -257,21 +251,17 @@ impl Panel {
             let points: Vec<(f64, f64)> = s.points.iter().copied().filter(visible).collect();
             let legend = match s.mark {
                 Mark::Line => {
-                    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2))).map_err(boxed)?;
-                    chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(boxed)?
+                    chart.draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))?;
+                    chart.draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))?
                 }
                 Mark::Dashed => {
-                    chart
-                        .draw_series(DashedLineSeries::new(points.clone(), 6, 4, color.stroke_width(2)))
-                        .map_err(boxed)?;
-                    chart
-                        .draw_series(points.iter().map(|&p| TriangleMarker::new(p, 4, color.filled())))
-                        .map_err(boxed)?
+                    chart.draw_series(DashedLineSeries::new(points.clone(), 6, 4, color.stroke_width(2)))?;
+                    chart.draw_series(points.iter().map(|&p| TriangleMarker::new(p, 4, color.filled())))?
                 }
-                Mark::Points => {
-                    chart.draw_series(points.iter().map(|&p| Cross::new(p, 4, color.stroke_width(2)))).map_err(boxed)?
-                }
-                Mark::Range => {
+                Mark::Points => chart.draw_series(points.iter().map(|&p| Cross::new(p, 4, color.stroke_width(2))))?,
+                Mark::Range | Mark::Event => {
+                    // A range is a bar with caps; an event, a thin bar without.
+                    let width = if s.mark == Mark::Range { 3 } else { 1 };
                     let ranges: Vec<(f64, f64, f64)> = s
                         .ranges
                         .iter()
@@ -281,25 +271,14 @@ impl Panel {
                     let cap = |p: (f64, f64)| {
                         EmptyElement::at(p) + PathElement::new(vec![(-6, 0), (6, 0)], color.stroke_width(3))
                     };
-                    chart
-                        .draw_series(ranges.iter().flat_map(|&(x, lo, hi)| [cap((x, lo)), cap((x, hi))]))
-                        .map_err(boxed)?;
-                    chart
-                        .draw_series(
-                            ranges
-                                .iter()
-                                .map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], color.stroke_width(3))),
-                        )
-                        .map_err(boxed)?
+                    if s.mark == Mark::Range {
+                        chart.draw_series(ranges.iter().flat_map(|&(x, lo, hi)| [cap((x, lo)), cap((x, hi))]))?;
+                    }
+                    let bar = |&(x, lo, hi): &(f64, f64, f64)| {
+                        PathElement::new(vec![(x, lo), (x, hi)], color.stroke_width(width))
+                    };
+                    chart.draw_series(ranges.iter().map(bar))?
                 }
-                Mark::Event => chart
-                    .draw_series(
-                        s.ranges
-                            .iter()
-                            .filter(|&&(x, lo, hi)| visible(&(x, lo)) && visible(&(x, hi)))
-                            .map(|&(x, lo, hi)| PathElement::new(vec![(x, lo), (x, hi)], color.stroke_width(1))),
-                    )
-                    .map_err(boxed)?,
             };
             let mark = s.mark;
             if !s.label.is_empty() {
@@ -316,8 +295,7 @@ impl Panel {
             .label_font(("sans-serif", 12))
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.5))
-            .draw()
-            .map_err(boxed)?;
+            .draw()?;
         Ok(())
     }
 }

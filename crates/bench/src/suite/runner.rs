@@ -74,7 +74,7 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyh
             tidings: format!("tidings {} ({} build)", env!("CARGO_PKG_VERSION"), profile()),
             nats: ctx.peers.describe(),
             command: command_line(),
-            load: load_average(&std::fs::read_to_string("/proc/loadavg").unwrap_or_default()),
+            load: crate::stats::load_average(),
         };
         let result = experiment.run(ctx).await;
         bar.finish();
@@ -139,11 +139,6 @@ fn command_line() -> String {
         }
     }
     args.join(" ")
-}
-
-/// The 1-minute load average from `/proc/loadavg` text.
-fn load_average(text: &str) -> Option<f64> {
-    text.split_whitespace().next()?.parse().ok()
 }
 
 fn profile() -> &'static str {
@@ -285,12 +280,6 @@ mod tests {
         let names: Vec<&str> = v.iter().map(|s| s["experiment"].as_str().unwrap()).collect();
         assert_eq!(names, ["subscribers", "sizes", "hops"]);
         assert_eq!(v[1]["checks"][0]["passed"], true);
-    }
-
-    #[test]
-    fn the_load_average_is_the_first_field() {
-        assert_eq!(load_average("4.64 5.29 5.28 3/612 2401\n"), Some(4.64));
-        assert_eq!(load_average(""), None);
     }
 
     #[test]

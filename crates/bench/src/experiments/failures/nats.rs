@@ -25,7 +25,7 @@ use super::sampler::unix_us;
 use super::series::{self, Delivery};
 use super::verify::verify;
 use super::Params;
-use crate::peer::nats::{free_port, json_line, spawn, wait_port};
+use crate::peer::nats::{free_port, jetstream_always_block, json_line, spawn, wait_port};
 use crate::peer::NatsTools;
 use crate::suite::Context;
 use crate::tools::{finish_all, Tool};
@@ -82,12 +82,11 @@ impl Cluster {
         ];
         let mut nodes = Vec::new();
         for (i, (name, (routes_text, advertise))) in ["n1", "n2", "n3"].into_iter().zip(cluster_of).enumerate() {
-            let store = dir.join(name);
             let text = format!(
-                "server_name: {name}\nlisten: 127.0.0.1:{}\njetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n\
+                "server_name: {name}\nlisten: 127.0.0.1:{}\n{}\
                  cluster {{\n  name: failures\n  listen: 127.0.0.1:{}\n  routes: [\n{routes_text}  ]\n{advertise}}}\n",
                 clients[i],
-                store.display().to_string(),
+                jetstream_always_block(&dir.join(name)),
                 routes[i],
             );
             let config = dir.join(format!("{name}.conf"));

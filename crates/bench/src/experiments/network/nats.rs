@@ -11,7 +11,7 @@ use super::{Key, Params, ANCHOR, NATS};
 use crate::cpu::{CpuSample, Process};
 use crate::peer::anchors::Point;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{NatsServer, NatsTools, PeerRow};
+use crate::peer::{NatsTools, PeerRow, PeerServer};
 use crate::suite::Context;
 
 /// Setup labels: one node, then the cluster; the anchors' "one" is the cluster's node A.
@@ -24,16 +24,16 @@ const NODE_A: &str = "cluster, node A only";
 pub(super) struct Servers {
     tools: NatsTools,
     dir: std::path::PathBuf,
-    single: NatsServer,
-    cluster: NatsServer,
+    single: PeerServer,
+    cluster: PeerServer,
 }
 
 /// Starts NATS's servers when `--nats` found the tools.
 pub(super) fn start(ctx: &Context) -> anyhow::Result<Option<Servers>> {
     let Some(tools) = ctx.peers.tools() else { return Ok(None) };
     let dir = ctx.scratch("network-nats")?;
-    let single = tokio::task::block_in_place(|| NatsServer::single(tools, &dir))?;
-    let cluster = tokio::task::block_in_place(|| NatsServer::cluster(tools, &dir))?;
+    let single = tokio::task::block_in_place(|| PeerServer::single(tools, &dir))?;
+    let cluster = tokio::task::block_in_place(|| PeerServer::cluster(tools, &dir))?;
     Ok(Some(Servers { tools: tools.clone(), dir, single, cluster }))
 }
 

@@ -15,7 +15,7 @@ use super::point::Load;
 use super::rows::Row;
 use crate::cpu::{CpuSample, Process};
 use crate::peer::nats::{flags, json_line as line};
-use crate::peer::{NatsServer, NatsTools};
+use crate::peer::{NatsTools, PeerServer};
 use crate::stats::load_average;
 use crate::tools::Tool;
 
@@ -30,7 +30,7 @@ pub(super) async fn rep(tools: &NatsTools, dir: &Path, load: &Load, rep: usize) 
     let mode = if js { JETSTREAM } else { CORE };
     let logs = dir.join(format!("{mode}-{}-{rep}", load.remote));
     std::fs::create_dir_all(&logs)?;
-    let server = tokio::task::block_in_place(|| NatsServer::jetstream_cluster(tools, &logs, 2))?;
+    let server = tokio::task::block_in_place(|| PeerServer::jetstream_cluster(tools, &logs, 2))?;
     let pids = server.pids();
     let secs = load.duration.as_secs_f64();
     let mut args = flags(&[
