@@ -80,12 +80,8 @@ impl Fanout {
             traces = m.run.subscribers.iter().map(|s| block_medians(&window_rates(&s.times, WINDOW), block)).collect();
             ctx.step(format!("rep {rep}: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
             // NATS right after, on a fresh server, at the same repetition.
-            if let Some(tools) = ctx.peers.tools() {
-                let dir = ctx.scratch("fanout-nats")?;
-                let point = (p.size, p.subscribers, p.count);
-                seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, point, (1, rep)).await?;
-                ctx.step(format!("nats rep {rep}"));
-            }
+            let (nats, point) = ((ctx, format!("nats rep {rep}")), (p.size, p.subscribers, p.count));
+            seed002::nats_rep(nats, &mut table, NatsAt::Fresh, point, (1, rep)).await?;
         }
         let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
         seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);

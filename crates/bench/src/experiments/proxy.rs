@@ -101,10 +101,10 @@ impl Proxy {
                 );
                 seed002::rows(&mut table, p.size, rep, &m);
                 ctx.step(format!("{n} subscribers: aggregate {} msg/s", thousands(m.run.aggregate_rate())));
-                if let (Some(tools), Some(cluster)) = (ctx.peers.tools(), &cluster) {
-                    let at = NatsAt::Running(&cluster.urls[0], &cluster.urls[1]);
-                    seed002::nats_rep(&mut table, (tools, &nats_dir), at, (p.size, n, p.count), (2, rep)).await?;
-                    ctx.step(format!("nats {n} subscribers"));
+                if let Some(cluster) = &cluster {
+                    let (nats, at) =
+                        ((ctx, format!("nats {n} subscribers")), NatsAt::Running(&cluster.urls[0], &cluster.urls[1]));
+                    seed002::nats_rep(nats, &mut table, at, (p.size, n, p.count), (2, rep)).await?;
                 }
             }
         }

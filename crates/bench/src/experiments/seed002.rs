@@ -8,8 +8,9 @@ pub use super::flood_rows::{
 };
 use crate::flood::{Flood, FloodRun, FloodSpec};
 use crate::metrics::{self, scrape_all, Snapshot};
-use crate::peer::{nats, NatsTools};
+use crate::peer::nats;
 use crate::stats::load_average;
+use crate::suite::Context;
 use crate::target::Target;
 
 /// Seed 002's M.
@@ -131,16 +132,19 @@ pub enum NatsAt<'a> {
     Running(&'a str, &'a str),
 }
 
-/// One repetition of the peer harness's throughput mode at the point (`size`, `subs`,
-/// `count`), with the drain wait tidings gets ([`DRAIN`]), added to `table` as repetition
-/// `rep` with the load average around it.
+/// When NATS is measured in this session, one repetition of the peer harness's throughput
+/// mode at the point (`size`, `subs`, `count`), with the drain wait tidings gets ([`DRAIN`]),
+/// added to `table` as repetition `rep` with the load average around it, right after tidings'
+/// (and a progress step called `label`).
 pub async fn nats_rep(
+    (ctx, label): (&Context, String),
     table: &mut Vec<FloodRow>,
-    (tools, scratch): (&NatsTools, &std::path::Path),
     at: NatsAt<'_>,
     (size, subs, count): (usize, usize, u64),
     (hops, rep): (u64, usize),
 ) -> anyhow::Result<()> {
+    let Some(tools) = ctx.peers.tools() else { return Ok(()) };
+    let scratch = ctx.scratch("flood-nats")?;
     let (publisher, subscriber) = match at {
         NatsAt::Fresh => (String::new(), String::new()),
         NatsAt::Running(publisher, subscriber) => (publisher.to_string(), subscriber.to_string()),
@@ -159,8 +163,9 @@ pub async fn nats_rep(
         ..nats::PeerRun::default()
     };
     let load_before = load_average();
-    let rows = nats::run_async(tools, run, scratch).await?;
+    let rows = nats::run_async(tools, run, &scratch).await?;
     peer_rows(table, ("nats", "this session"), size, (rep, [load_before, load_average()]), &rows);
+    ctx.step(label);
     Ok(())
 }
 

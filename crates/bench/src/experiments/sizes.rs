@@ -77,11 +77,8 @@ impl Sizes {
                 let rt = median_cell(&table, "tidings", 1, size, "1", |r| r.rt_median_msg_s).unwrap_or(0.0);
                 ctx.step(format!("{size} B: RTn median {} msg/s", thousands(rt)));
                 // NATS right after, on a fresh server, at the same point and repetition.
-                if let Some(tools) = ctx.peers.tools() {
-                    let dir = ctx.scratch("sizes-nats")?;
-                    seed002::nats_rep(&mut table, (tools, &dir), NatsAt::Fresh, (size, 1, p.count), (1, rep)).await?;
-                    ctx.step(format!("nats {size} B"));
-                }
+                let nats = (ctx, format!("nats {size} B"));
+                seed002::nats_rep(nats, &mut table, NatsAt::Fresh, (size, 1, p.count), (1, rep)).await?;
             }
         }
         for &size in &p.sizes {

@@ -209,7 +209,8 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params) -> anyhow:
     let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
     let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &[], &windows);
     drop(cluster);
-    keep_logs(ctx, &dir);
+    // The servers' logs and the clients' lines, kept next to the results as `failures-logs/nats/`.
+    super::run::keep(&dir, &ctx.out.join("failures-logs").join("nats"), &["jsonl", "log", "conf"], "");
     let run = Run { t0_us, series, windows, subscribers, published: (total, acked.len(), failed), unfinished };
     Ok(NatsRun { run, version: tools.server_version.clone() })
 }
@@ -249,18 +250,4 @@ fn inject(cluster: &mut Cluster, tools: &NatsTools, p: &Params) -> anyhow::Resul
         std::thread::sleep(p.between);
     }
     Ok(windows)
-}
-
-/// The servers' logs and the clients' lines, kept next to the results as `failures-logs/nats/`.
-fn keep_logs(ctx: &Context, dir: &Path) {
-    let keep = ctx.out.join("failures-logs").join("nats");
-    if std::fs::create_dir_all(&keep).is_err() {
-        return;
-    }
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "jsonl" || e == "log" || e == "conf") {
-            let _ = std::fs::copy(&path, keep.join(entry.file_name()));
-        }
-    }
 }

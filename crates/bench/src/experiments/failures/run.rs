@@ -83,23 +83,24 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
 /// Copies the network's fault log, the brokers' logs and the tools' lines next to the results, so a failed check
 /// can be looked into after the scratch directory is gone.
 fn keep_logs(ctx: &Context, net_dir: &Path, dir: &Path) {
-    let keep = ctx.out.join("failures-logs");
-    if std::fs::create_dir_all(&keep).is_err() {
-        return;
-    }
-    let _ = std::fs::copy(net_dir.join("faults.jsonl"), keep.join("faults.jsonl"));
+    let to = ctx.out.join("failures-logs");
     // The brokers' own logs (NAME.log in the network directory, named as the tools that run
     // at them are) go along as broker-NAME.log.
-    for entry in std::fs::read_dir(net_dir).into_iter().flatten().flatten() {
-        let path = entry.path();
-        if path.extension().is_some_and(|e| e == "log") {
-            let _ = std::fs::copy(&path, keep.join(format!("broker-{}", entry.file_name().to_string_lossy())));
-        }
+    keep(net_dir, &to, &["log"], "broker-");
+    let _ = std::fs::copy(net_dir.join("faults.jsonl"), to.join("faults.jsonl"));
+    keep(dir, &to, &["jsonl", "log"], "");
+}
+
+/// Copies the files of `from` with one of `extensions` into `to` (created), each name after
+/// `prefix`: the logs kept beside the results.
+pub(super) fn keep(from: &Path, to: &Path, extensions: &[&str], prefix: &str) {
+    if std::fs::create_dir_all(to).is_err() {
+        return;
     }
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+    for entry in std::fs::read_dir(from).into_iter().flatten().flatten() {
         let path = entry.path();
-        if path.extension().is_some_and(|e| e == "jsonl" || e == "log") {
-            let _ = std::fs::copy(&path, keep.join(entry.file_name()));
+        if path.extension().is_some_and(|e| extensions.iter().any(|x| e == *x)) {
+            let _ = std::fs::copy(&path, to.join(format!("{prefix}{}", entry.file_name().to_string_lossy())));
         }
     }
 }
