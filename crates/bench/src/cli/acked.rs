@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 
-use super::measure::{beside, csv, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement};
+use super::measure::{
+    beside, csv, figures, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement,
+};
 use super::peers::JetStream;
 use crate::acked::{self, AckedResult, AckedSpec};
 use crate::catchup::{self, CatchUpResult, CatchUpSpec};
@@ -52,19 +54,9 @@ pub struct AckedArgs {
 }
 
 fn acked_figures(r: &AckedResult) -> Figures {
-    named(&[
-        ("published", r.published as f64),
-        ("acked", r.acked as f64),
-        ("errors", r.errors as f64),
-        ("secs", r.secs),
-        ("acked_msg_s", r.acked_rate),
-        ("mean_us", r.mean_us),
-        ("p50_us", r.p50_us as f64),
-        ("p99_us", r.p99_us as f64),
-        ("max_us", r.max_us as f64),
-        ("broker_switches_per_1k", per_thousand(r.broker_switches, r.acked)),
-        ("client_switches_per_1k", per_thousand(Some(r.client_switches), r.acked)),
-    ])
+    figures!(r: published, acked, errors, secs, acked_msg_s = r.acked_rate, mean_us, p50_us, p99_us, max_us,
+        broker_switches_per_1k = per_thousand(r.broker_switches, r.acked),
+        client_switches_per_1k = per_thousand(Some(r.client_switches), r.acked))
 }
 
 /// Context switches per thousand answered publishes (NaN when unknown or none answered).
@@ -203,18 +195,7 @@ impl FreshBroker<'_> {
 }
 
 fn catchup_figures(r: &CatchUpResult) -> Figures {
-    named(&[
-        ("catchup_msg_s", r.catchup_rate),
-        ("replayed", r.replayed as f64),
-        ("secs", r.secs),
-        ("live_alone", r.live_alone as f64),
-        ("live_during", r.live_during as f64),
-        ("alone_p50_us", r.alone_p50_us as f64),
-        ("alone_p99_us", r.alone_p99_us as f64),
-        ("during_p50_us", r.during_p50_us as f64),
-        ("during_p99_us", r.during_p99_us as f64),
-        ("p99_ratio", r.during_p99_us as f64 / r.alone_p99_us.max(1) as f64),
-        ("alone_cpu_wait_ms_s", r.alone_cpu_wait_ms_s),
-        ("during_cpu_wait_ms_s", r.during_cpu_wait_ms_s),
-    ])
+    figures!(r: catchup_msg_s = r.catchup_rate, replayed, secs, live_alone, live_during, alone_p50_us, alone_p99_us,
+        during_p50_us, during_p99_us, p99_ratio = r.during_p99_us as f64 / r.alone_p99_us.max(1) as f64,
+        alone_cpu_wait_ms_s, during_cpu_wait_ms_s)
 }

@@ -12,7 +12,7 @@ use futures::future::LocalBoxFuture;
 use tidings_client::Transport;
 
 use super::measure::{
-    beside, interleaved, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
+    beside, figures, interleaved, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
 };
 use super::peers::Nats;
 use crate::acked::ScratchDir;
@@ -241,60 +241,22 @@ fn threads_label(common: &Common) -> String {
 }
 
 pub(super) fn tput_figures(r: &throughput::ThroughputResult) -> Figures {
-    named(&[
-        ("sent", r.sent as f64),
-        ("publish_msg_s", r.publish_rate),
-        ("received_msg_s", r.received_rate),
-        ("received_mb_s", r.received_mb_s),
-        ("aggregate_deliveries_s", r.aggregate_rate),
-        ("lost", r.lost as f64),
-        ("duplicates", r.accounting.duplicates as f64),
-    ])
+    figures!(r: sent, publish_msg_s = r.publish_rate, received_msg_s = r.received_rate, received_mb_s,
+        aggregate_deliveries_s = r.aggregate_rate, lost, duplicates = r.accounting.duplicates)
 }
 
 fn latency_figures(r: &latency::LatencyResult) -> Figures {
-    named(&[
-        ("sent", r.sent as f64),
-        ("achieved_rate", r.achieved_rate),
-        ("mean_us", r.mean_us),
-        ("p50_us", r.p50_us as f64),
-        ("p99_us", r.p99_us as f64),
-        ("max_us", r.max_us as f64),
-        ("send_mean_us", r.send_mean_us),
-        ("send_p50_us", r.send_p50_us as f64),
-        ("send_p99_us", r.send_p99_us as f64),
-        ("send_max_us", r.send_max_us as f64),
-        ("lost", r.lost as f64),
-        ("dropped_subscribers", r.dropped_subscribers as f64),
-    ])
+    figures!(r: sent, achieved_rate, mean_us, p50_us, p99_us, max_us, send_mean_us, send_p50_us, send_p99_us,
+        send_max_us, lost, dropped_subscribers)
 }
 
 fn request_figures(r: &request::RequestResult) -> Figures {
-    named(&[
-        ("sequential", r.sequential as f64),
-        ("mean_us", r.mean_us),
-        ("p50_us", r.p50_us),
-        ("p99_us", r.p99_us),
-        ("max_us", r.max_us),
-        ("concurrent", r.concurrent as f64),
-        ("requests_s", r.requests_s),
-        ("timeouts", r.timeouts as f64),
-        ("errors", r.errors as f64),
-    ])
+    figures!(r: sequential, mean_us, p50_us, p99_us, max_us, concurrent, requests_s, timeouts, errors)
 }
 
 fn queue_figures(r: &queue::QueueResult) -> Figures {
-    named(&[
-        ("sent", r.sent as f64),
-        ("publish_msg_s", r.publish_rate),
-        ("delivered", r.delivered as f64),
-        ("delivered_msg_s", r.delivered_rate),
-        ("lost", r.lost as f64),
-        ("duplicates", r.duplicates as f64),
-        ("member_min", r.member_min as f64),
-        ("member_max", r.member_max as f64),
-        ("missed", r.missed as f64),
-    ])
+    figures!(r: sent, publish_msg_s = r.publish_rate, delivered, delivered_msg_s = r.delivered_rate, lost, duplicates,
+        member_min, member_max, missed)
 }
 
 /// Each repetition's loaded / empty throughput, the two measured one right after the other.
@@ -316,6 +278,19 @@ mod tests {
             load_before: None,
             load_after: None,
         }
+    }
+
+    #[test]
+    fn figures_are_named_as_their_fields_or_as_given() {
+        struct Result {
+            sent: u64,
+            rate: f64,
+        }
+        let r = Result { sent: 3, rate: 1.5 };
+        assert_eq!(
+            figures!(r: sent, msg_s = r.rate * 2.0),
+            super::super::measure::named(&[("sent", 3.0), ("msg_s", 3.0)])
+        );
     }
 
     #[test]

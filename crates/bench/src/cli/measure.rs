@@ -98,6 +98,17 @@ pub(super) fn named(pairs: &[(&str, f64)]) -> Figures {
     pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect()
 }
 
+/// A result `r`'s fields as [`Figures`]: each named as its field, or `name = value` where the
+/// figure is named otherwise or derived, so that a figure's name is written once.
+macro_rules! figures {
+    ($r:ident: $($name:ident $(= $value:expr)?),* $(,)?) => {
+        $crate::cli::measure::named(&[$((stringify!($name), figures!(@value $r, $name $(, $value)?))),*])
+    };
+    (@value $r:ident, $name:ident) => { $r.$name as f64 };
+    (@value $r:ident, $name:ident, $value:expr) => { $value as f64 };
+}
+pub(super) use figures;
+
 /// Which side is measured where, as the rows name it.
 pub(super) struct About<'a> {
     /// `tidings` or `nats`.

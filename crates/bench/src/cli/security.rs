@@ -18,7 +18,7 @@ use futures::future::LocalBoxFuture;
 
 use super::classic::{paired, tput_figures, TPUT};
 use super::measure::{
-    beside, named, nats_tools, ratio, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
+    beside, figures, nats_tools, ratio, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
 };
 use super::peers::{renamed, tput_run};
 use crate::engine::Access;
@@ -79,56 +79,46 @@ const CONNECT: &[&str] = &["sequential_conn_s", "p50_us", "p99_us", "concurrent_
 
 /// What a tidings side measures.
 enum Part {
-    /// Throughput with `access`, on a broker with `toml`.
-    Tput { spec: ThroughputSpec, toml: String },
-    /// Connection setup on a broker with `toml`.
-    Connect { spec: ConnectSpec, toml: String },
+    /// Throughput with the spec's access.
+    Tput(ThroughputSpec),
+    /// Connection setup.
+    Connect(ConnectSpec),
 }
 
-/// tidings on a fresh broker each repetition.
+/// tidings on a fresh broker configured by `toml` each repetition.
 struct Tidings<'a> {
     part: Part,
+    toml: String,
     point: &'a str,
 }
 
 impl Measurement for Tidings<'_> {
     fn about(&self) -> About<'_> {
-        About { system: "tidings", point: self.point, headline: headline(&self.part) }
+        About { system: "tidings", point: self.point, headline: headline(matches!(self.part, Part::Tput(_))) }
     }
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
         Box::pin(async move {
+            let target = Target::spawn_configured(&tidings_exe()?, &self.toml)?;
             match &self.part {
-                Part::Tput { spec, toml } => {
-                    let target = Target::spawn_configured(&tidings_exe()?, toml)?;
-                    Ok(tput_figures(&throughput::run(&target, spec).await?))
-                }
-                Part::Connect { spec, toml } => {
-                    let target = Target::spawn_configured(&tidings_exe()?, toml)?;
-                    Ok(connect_figures(&connect::run(&target.tcp, spec).await?))
-                }
+                Part::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
+                Part::Connect(spec) => Ok(connect_figures(&connect::run(&target.tcp, spec).await?)),
             }
         })
     }
 }
 
-fn headline(part: &Part) -> &'static str {
-    match part {
-        Part::Tput { .. } => "received_msg_s",
-        Part::Connect { .. } => "sequential_conn_s",
+/// The figure a part's ratio compares: throughput's, or connection setup's.
+fn headline(tput: bool) -> &'static str {
+    if tput {
+        "received_msg_s"
+    } else {
+        "sequential_conn_s"
     }
 }
 
 fn connect_figures(r: &connect::ConnectResult) -> Figures {
-    named(&[
-        ("sequential", r.sequential as f64),
-        ("sequential_conn_s", r.sequential_conn_s),
-        ("p50_us", r.p50_us),
-        ("p99_us", r.p99_us),
-        ("concurrent", r.concurrent as f64),
-        ("concurrent_conn_s", r.concurrent_conn_s),
-        ("errors", r.errors as f64),
-    ])
+    figures!(r: sequential, sequential_conn_s, p50_us, p99_us, concurrent, concurrent_conn_s, errors)
 }
 
 /// Connection figures of a harness row, named as tidings names its own.
@@ -158,11 +148,7 @@ enum NatsPart {
 
 impl Measurement for Nats<'_> {
     fn about(&self) -> About<'_> {
-        let headline = match self.part {
-            NatsPart::Tput(..) => "received_msg_s",
-            NatsPart::Connect(..) => "sequential_conn_s",
-        };
-        About { system: "nats", point: self.point, headline }
+        About { system: "nats", point: self.point, headline: headline(matches!(self.part, NatsPart::Tput(..))) }
     }
 
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
@@ -242,7 +228,7 @@ async fn tls_part(a: &SecurityArgs, secrets: &Secrets, tools: Option<&NatsTools>
         let point = format!("tls tput 1->1 size={size}");
         let spec = tput_spec(a, size, Access { tls_ca: Some(secrets.ca.clone()), login: None });
         let nats_point = tput_run(&spec);
-        let ours = Tidings { part: Part::Tput { spec, toml: secrets.broker_toml(true, None) }, point: &point };
+        let ours = Tidings { part: Part::Tput(spec), toml: secrets.broker_toml(true, None), point: &point };
         let security = NatsSecurity { cert: &secrets.cert, key: &secrets.key, ca: &secrets.ca, login: None };
         let theirs = tools.map(|tools| Nats { tools, security, part: NatsPart::Tput(nats_point, size), point: &point });
         let rows = beside(a.common.reps, &[&ours], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
@@ -259,7 +245,7 @@ async fn permission_part(a: &SecurityArgs, secrets: &Secrets) -> anyhow::Result<
     let side = |rules: Rules, point| -> anyhow::Result<Tidings> {
         let users = secrets.users_file(&format!("users-{point}"), &secrets.argon2, rules)?;
         let toml = secrets.broker_toml(false, Some(&users));
-        Ok(Tidings { part: Part::Tput { spec: tput_spec(a, 256, login.clone()), toml }, point })
+        Ok(Tidings { part: Part::Tput(tput_spec(a, 256, login.clone())), toml, point })
     };
     // `--rules 1` is the A/A control: both sides one rule, told apart by name.
     let control = if a.rules == 1 { " (A/A control)" } else { "" };
@@ -286,14 +272,9 @@ async fn connect_part(
     let argon_users = secrets.users_file("users-argon2", &secrets.argon2, Rules::AllowAll)?;
     let bcrypt_users = secrets.users_file("users-bcrypt", &secrets.bcrypt, Rules::AllowAll)?;
     let (argon_point, bcrypt_point) = ("connect tls+password argon2id", "connect tls+password bcrypt");
-    let argon = Tidings {
-        part: Part::Connect { spec: spec.clone(), toml: secrets.broker_toml(true, Some(&argon_users)) },
-        point: argon_point,
-    };
-    let bcrypt = Tidings {
-        part: Part::Connect { spec, toml: secrets.broker_toml(true, Some(&bcrypt_users)) },
-        point: bcrypt_point,
-    };
+    let toml = |users| secrets.broker_toml(true, Some(users));
+    let argon = Tidings { part: Part::Connect(spec.clone()), toml: toml(&argon_users), point: argon_point };
+    let bcrypt = Tidings { part: Part::Connect(spec), toml: toml(&bcrypt_users), point: bcrypt_point };
     let login = Some((USER, PASSWORD, secrets.bcrypt.as_str()));
     let security = NatsSecurity { cert: &secrets.cert, key: &secrets.key, ca: &secrets.ca, login };
     let theirs = tools.map(|tools| Nats {

@@ -54,7 +54,7 @@ impl Experiment for Fanout {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (ctx.reps * (1 + usize::from(ctx.peers.tools().is_some()))) as u64
+        (ctx.reps * ctx.sides()) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))

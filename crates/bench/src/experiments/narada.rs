@@ -48,6 +48,11 @@ impl Grid {
         ((rate * self.seconds).round() as u64).max(self.min_events)
     }
 
+    /// Events in every point of the grid together.
+    pub fn total_events(&self) -> u64 {
+        self.matching.len() as u64 * self.sizes.len() as u64 * self.rates.iter().map(|&r| self.events(r)).sum::<u64>()
+    }
+
     /// Points in the grid.
     pub fn len(&self) -> usize {
         self.matching.len() * self.rates.len() * self.sizes.len()
@@ -215,9 +220,7 @@ pub async fn run(
     checks: &mut NaradaChecks,
 ) -> anyhow::Result<Vec<Traffic>> {
     let net = Narada::up(ctx, topology, publisher).await?;
-    let events =
-        grid.matching.len() as u64 * grid.sizes.len() as u64 * grid.rates.iter().map(|&r| grid.events(r)).sum::<u64>();
-    let mut population = net.population(measuring, grid.per_broker, events, Kind::BestEffort).await?;
+    let mut population = net.population(measuring, grid.per_broker, grid.total_events(), Kind::BestEffort).await?;
     let mut traffic = Vec::new();
     let mut id = 0;
     for &matching in &grid.matching {

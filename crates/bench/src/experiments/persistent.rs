@@ -114,10 +114,7 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
     let g = &p.grid;
     let net = Narada::up(ctx, &p.topology, &p.publisher).await?;
     let measuring: Vec<&str> = p.measuring.iter().map(String::as_str).collect();
-    let events = ctx.reps as u64
-        * g.matching.len() as u64
-        * g.sizes.len() as u64
-        * g.rates.iter().map(|&r| g.events(r)).sum::<u64>();
+    let events = ctx.reps as u64 * g.total_events();
     let mut best_effort = net.population(&measuring, g.per_broker, events, Kind::BestEffort).await?;
     let mut durable = net.population(&measuring, g.per_broker, events, Kind::Durable).await?;
     ctx.step("both populations connected");

@@ -54,8 +54,7 @@ impl Experiment for Sizes {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = usize::from(ctx.peers.tools().is_some());
-        (self.0.sizes.len() * ctx.reps * (1 + nats)) as u64
+        (self.0.sizes.len() * ctx.reps * ctx.sides()) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))

@@ -184,6 +184,12 @@ impl Context {
         }
     }
 
+    /// The systems measured at each point: tidings, and NATS when it is measured in this
+    /// session (a progress bar counts a point once for each).
+    pub fn sides(&self) -> usize {
+        1 + usize::from(self.peers.tools().is_some())
+    }
+
     /// Marks one point done, with what it was.
     pub fn step(&self, what: impl Into<String>) {
         self.bar.set_message(what.into());

@@ -127,8 +127,7 @@ impl Experiment for Subscribers {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let nats = if ctx.peers.tools().is_some() { self.0.counts.len() * ctx.reps } else { 0 };
-        (self.0.counts.len() * self.0.transports.len() * ctx.reps + nats) as u64
+        (self.0.counts.len() * ctx.reps * (self.0.transports.len() + ctx.sides() - 1)) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
