@@ -9,7 +9,7 @@ use super::measure::{About, Figures, Measurement, Spec};
 use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{patterns, NatsTools, PeerRow, PeerServer};
+use crate::peer::{columns, patterns, NatsTools, PeerRow, PeerServer};
 use crate::throughput::ThroughputSpec;
 
 /// The harness's run at the throughput point of `spec` on a fresh server (it waits 3 s without
@@ -48,56 +48,27 @@ fn latency_run(spec: &LatencySpec) -> PeerRun {
 }
 
 /// Tput figures of a harness row, named as tidings names its own.
-const TPUT: &[(&str, &str)] = &[
-    ("sent", "sent"),
-    ("publish_msg_s", "pub_msgs_s"),
-    ("received_msg_s", "per_sub_median_msgs_s"),
-    ("aggregate_deliveries_s", "agg_recv_msgs_s"),
-    ("lost", "lost"),
-    ("dropped_subscribers", "dropped_subs"),
-];
+const TPUT: &[(&str, &str)] = &columns! {
+    sent, publish_msg_s = pub_msgs_s, received_msg_s = per_sub_median_msgs_s, aggregate_deliveries_s = agg_recv_msgs_s,
+    lost, dropped_subscribers = dropped_subs,
+};
 
 /// Latency figures of a harness row, named as tidings names its own.
-const LATENCY: &[(&str, &str)] = &[
-    ("sent", "sent"),
-    ("achieved_rate", "achieved_rate"),
-    ("mean_us", "mean_us"),
-    ("p50_us", "p50_us"),
-    ("p99_us", "p99_us"),
-    ("max_us", "max_us"),
-    ("send_mean_us", "send_mean_us"),
-    ("send_p50_us", "send_p50_us"),
-    ("send_p99_us", "send_p99_us"),
-    ("send_max_us", "send_max_us"),
-    ("lost", "lost"),
-    ("dropped_subscribers", "dropped_subs"),
-];
+const LATENCY: &[(&str, &str)] = &columns! {
+    sent, achieved_rate, mean_us, p50_us, p99_us, max_us, send_mean_us, send_p50_us, send_p99_us, send_max_us, lost,
+    dropped_subscribers = dropped_subs,
+};
 
 /// Request/reply figures of a harness row, named as tidings names its own.
-const REQUEST: &[(&str, &str)] = &[
-    ("sequential", "sequential"),
-    ("mean_us", "mean_us"),
-    ("p50_us", "p50_us"),
-    ("p99_us", "p99_us"),
-    ("max_us", "max_us"),
-    ("concurrent", "concurrent"),
-    ("requests_s", "requests_s"),
-    ("timeouts", "timeouts"),
-    ("errors", "errors"),
-];
+const REQUEST: &[(&str, &str)] = &columns! {
+    sequential, mean_us, p50_us, p99_us, max_us, concurrent, requests_s, timeouts, errors,
+};
 
 /// Queue figures of a harness row, named as tidings names its own.
-const QUEUE: &[(&str, &str)] = &[
-    ("sent", "sent"),
-    ("publish_msg_s", "pub_msgs_s"),
-    ("delivered", "delivered"),
-    ("delivered_msg_s", "delivered_msgs_s"),
-    ("lost", "lost"),
-    ("duplicates", "duplicates"),
-    ("member_min", "member_min"),
-    ("member_max", "member_max"),
-    ("slow_consumer_events", "slow_consumer_events"),
-];
+const QUEUE: &[(&str, &str)] = &columns! {
+    sent, publish_msg_s = pub_msgs_s, delivered, delivered_msg_s = delivered_msgs_s, lost, duplicates, member_min,
+    member_max, slow_consumer_events,
+};
 
 /// NATS at one point of a foundation measurement, through the peer harness, each repetition
 /// on fresh servers.
@@ -167,17 +138,9 @@ pub(super) fn renamed(row: &PeerRow, names: &[(&str, &str)]) -> Figures {
 }
 
 /// JetStream figures of a harness row, named as `tidings bench acked` names its own.
-const JETSTREAM: &[(&str, &str)] = &[
-    ("published", "published"),
-    ("acked", "acked"),
-    ("errors", "errors"),
-    ("secs", "secs"),
-    ("acked_msg_s", "acked_msgs_s"),
-    ("mean_us", "mean_us"),
-    ("p50_us", "p50_us"),
-    ("p99_us", "p99_us"),
-    ("max_us", "max_us"),
-];
+const JETSTREAM: &[(&str, &str)] = &columns! {
+    published, acked, errors, secs, acked_msg_s = acked_msgs_s, mean_us, p50_us, p99_us, max_us,
+};
 
 /// NATS JetStream beside `tidings bench acked`: each repetition on a fresh server whose store
 /// is under `parent` (the disk tidings' log is on) and syncs every write.

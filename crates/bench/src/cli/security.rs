@@ -25,7 +25,7 @@ use crate::engine::Access;
 use crate::parse::at_least_one;
 use crate::peer::nats::PeerRun;
 use crate::peer::secure::{self, NatsSecurity};
-use crate::peer::NatsTools;
+use crate::peer::{columns, NatsTools};
 use crate::security::connect::{self, ConnectSpec};
 use crate::security::{Rules, Secrets, BCRYPT_COST, PASSWORD, USER};
 use crate::suite::table::Table;
@@ -122,15 +122,9 @@ fn connect_figures(r: &connect::ConnectResult) -> Figures {
 }
 
 /// Connection figures of a harness row, named as tidings names its own.
-const NATS_CONNECT: &[(&str, &str)] = &[
-    ("sequential", "sequential"),
-    ("sequential_conn_s", "seq_conn_s"),
-    ("p50_us", "p50_us"),
-    ("p99_us", "p99_us"),
-    ("concurrent", "concurrent"),
-    ("concurrent_conn_s", "conc_conn_s"),
-    ("errors", "errors"),
-];
+const NATS_CONNECT: &[(&str, &str)] = &columns! {
+    sequential, sequential_conn_s = seq_conn_s, p50_us, p99_us, concurrent, concurrent_conn_s = conc_conn_s, errors,
+};
 
 /// NATS with TLS (and a bcrypt'd user for the connection part) on a fresh server each
 /// repetition.

@@ -14,6 +14,18 @@ use std::collections::BTreeMap;
 pub use anchors::Anchors;
 pub use nats::{NatsTools, PeerServer};
 
+/// `(ours, column)` pairs naming the peer harness's CSV columns as tidings names its figures:
+/// `name` where the column is called as ours, `ours = column` where not, so that a name the two
+/// share is written once.
+macro_rules! columns {
+    ($($ours:ident $(= $column:ident)?),* $(,)?) => {
+        [$((stringify!($ours), columns!(@column $ours $(, $column)?))),*]
+    };
+    (@column $ours:ident) => { stringify!($ours) };
+    (@column $ours:ident, $column:ident) => { stringify!($column) };
+}
+pub(crate) use columns;
+
 /// Whether and how NATS is measured in this session.
 #[derive(Debug, Clone)]
 pub enum NatsMode {

@@ -11,7 +11,7 @@ use super::{Key, Params, ANCHOR, NATS};
 use crate::cpu::{CpuSample, Process};
 use crate::peer::anchors::Point;
 use crate::peer::nats::{self, Mode, PeerRun};
-use crate::peer::{NatsTools, PeerRow, PeerServer};
+use crate::peer::{columns, NatsTools, PeerRow, PeerServer};
 use crate::suite::Context;
 
 /// Setup labels: one node, then the cluster; the anchors' "one" is the cluster's node A.
@@ -135,28 +135,17 @@ pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> an
 /// A harness throughput row as ours; returns the messages received.
 fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) -> anyhow::Result<u64> {
     let row = row.ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-    let names = [
-        ("sent", "sent"),
-        ("received", "recv_total"),
-        ("lost", "lost"),
-        ("lost_pct", "lost_pct"),
-        ("received_msg_s", "agg_recv_msgs_s"),
-        ("publish_msg_s", "pub_msgs_s"),
-        ("dropped_subscribers", "dropped_subs"),
-    ];
+    let names = columns! {
+        sent, received = recv_total, lost, lost_pct, received_msg_s = agg_recv_msgs_s, publish_msg_s = pub_msgs_s,
+        dropped_subscribers = dropped_subs,
+    };
     put_all(key, table, row, &names)?;
     Ok(row.require("recv_total")? as u64)
 }
 
 /// A harness latency row as ours.
 fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
-    let names = [
-        ("sent", "sent"),
-        ("received", "delivered"),
-        ("p50_us", "p50_us"),
-        ("p99_us", "p99_us"),
-        ("mean_us", "mean_us"),
-    ];
+    let names = columns! { sent, received = delivered, p50_us, p99_us, mean_us };
     put_all(key, table, row, &names)
 }
 
