@@ -10,7 +10,7 @@ use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::table::{md_head, md_row};
 use crate::suite::text::thousands;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -85,12 +85,7 @@ impl Fanout {
         }
         let point = Point { exp: "E2", label: "nats", size: p.size as u64, subs: p.subscribers as u64, hops: 1 };
         seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
-        Ok(Outcome {
-            figure: self.figure(&table, &traces),
-            body: self.body(&table),
-            table: Table::typed(&table)?,
-            checks: checks.into_checks(),
-        })
+        Outcome::typed(&table, self.figure(&table, &traces), self.body(&table), checks.into_checks())
     }
 
     fn cell(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Option<f64> {

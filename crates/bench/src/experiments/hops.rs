@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::table::{md_head, md_row};
 use crate::suite::text::list;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -83,7 +83,7 @@ impl Experiment for Hops {
                 narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
             }
             let (figure, body) = (self.figure(&table), self.body(&table));
-            Ok(Outcome { figure, body, table: Table::typed(&table)?, checks: checks.into_checks() })
+            Outcome::typed(&table, figure, body, checks.into_checks())
         })
     }
 }

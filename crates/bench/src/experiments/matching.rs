@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num, Table};
+use crate::suite::table::{md_head, md_row, num};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -78,7 +78,7 @@ impl Experiment for Matching {
             figure.panels.push(links_panel(&traffic));
             let mut body = self.body(&table);
             body.push_str(&links_table(&traffic));
-            Ok(Outcome { figure, body, table: Table::typed(&table)?, checks: checks.into_checks() })
+            Outcome::typed(&table, figure, body, checks.into_checks())
         })
     }
 }

@@ -13,7 +13,7 @@ use super::content::{Kind, PointSpec};
 use super::narada::{Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num, Table};
+use crate::suite::table::{md_head, md_row, num};
 use crate::suite::text::list;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -98,12 +98,7 @@ impl Experiment for Persistent {
         Box::pin(async move {
             let p = &self.0;
             let (table, checks) = measure(ctx, p).await?;
-            Ok(Outcome {
-                figure: figure(p, &table),
-                body: body(p, &table),
-                table: Table::typed(&table)?,
-                checks: checks.into_checks(),
-            })
+            Outcome::typed(&table, figure(p, &table), body(p, &table), checks.into_checks())
         })
     }
 }

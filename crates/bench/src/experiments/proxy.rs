@@ -13,7 +13,7 @@ use crate::network::Network;
 use crate::peer::{anchors::Point, PeerServer};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::table::{md_head, md_row};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -115,7 +115,7 @@ impl Proxy {
         }
         let mut checks = checks.into_checks();
         checks.push(link.check());
-        Ok(Outcome { figure: self.figure(&table), body: self.body(&table), table: Table::typed(&table)?, checks })
+        Outcome::typed(&table, self.figure(&table), self.body(&table), checks)
     }
 
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {

@@ -9,7 +9,7 @@ use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Si
 use crate::peer::anchors::Point;
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::table::{md_head, md_row};
 use crate::suite::text::{list, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -84,12 +84,7 @@ impl Sizes {
             let point = Point { exp: "E1", label: "nats", size: size as u64, subs: 1, hops: 1 };
             seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
         }
-        Ok(Outcome {
-            figure: self.figure(&table),
-            body: self.body(&table),
-            table: Table::typed(&table)?,
-            checks: checks.into_checks(),
-        })
+        Outcome::typed(&table, self.figure(&table), self.body(&table), checks.into_checks())
     }
 
     fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {

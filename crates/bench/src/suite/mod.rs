@@ -86,6 +86,16 @@ pub struct Outcome {
     pub checks: Vec<Check>,
 }
 
+impl Outcome {
+    /// Typed `rows` (one a CSV line) with their figure, body and checks.
+    pub fn typed<T>(rows: &[T], figure: Figure, body: String, checks: Vec<Check>) -> anyhow::Result<Outcome>
+    where
+        T: serde::Serialize + Default,
+    {
+        Ok(Outcome { table: Table::typed(rows)?, figure, body, checks })
+    }
+}
+
 /// What names an experiment in the files and the report: one value, so that an experiment
 /// states who it is in one line rather than three methods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

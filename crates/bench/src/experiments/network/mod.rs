@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 
-use crate::suite::table::Table;
 use crate::suite::text::{list, micros, thousands};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
@@ -165,12 +164,7 @@ impl Network {
         nats::anchored(ctx, &self.0, &mut table)?;
         path::long(ctx, &self.0, &mut table, &mut checks).await?;
         fault::run(ctx, &self.0, &mut table, &mut checks).await?;
-        Ok(Outcome {
-            figure: present::figure(&table),
-            body: present::body(&self.0, &table),
-            table: Table::typed(&table)?,
-            checks: checks.into_checks(),
-        })
+        Outcome::typed(&table, present::figure(&table), present::body(&self.0, &table), checks.into_checks())
     }
 }
 
@@ -265,7 +259,7 @@ mod tests {
         assert_eq!(median(&t, "throughput", TIDINGS, 2, "received_msg_s"), Some(20.0));
         assert_eq!(median(&t, "throughput", TIDINGS, 1, "received_msg_s"), None);
         assert_eq!(t[4].source, "committed anchor");
-        assert_eq!(Table::typed(&t).unwrap().rows().len(), 5);
+        assert_eq!(crate::suite::table::Table::typed(&t).unwrap().rows().len(), 5);
         assert_eq!(us(None), "n/a");
     }
 

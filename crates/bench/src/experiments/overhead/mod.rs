@@ -21,7 +21,6 @@ use futures::future::BoxFuture;
 use crate::engine::Drain;
 use crate::network::Network;
 use crate::stats::load_average;
-use crate::suite::table::Table;
 use crate::suite::text::list;
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use point::{AckEvidence, Brokers, Load};
@@ -108,8 +107,8 @@ impl Experiment for Overhead {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        let modes = if ctx.peers.tools().is_some() { 4 } else { 2 };
-        (self.0.counts.len() * ctx.reps * modes) as u64
+        // Two modes of each system: best effort and guaranteed (core NATS and JetStream).
+        (self.0.counts.len() * ctx.reps * 2 * ctx.sides()) as u64
     }
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
         Box::pin(self.run_all(ctx))
@@ -199,7 +198,7 @@ impl Overhead {
             body.push_str(&format!("\nNATS runs that failed: {}.\n", peer_failures.join("; ")));
         }
         let checks = checks.into_checks();
-        Ok(Outcome { table: Table::typed(&table)?, figure: present::figure(&table), body, checks })
+        Outcome::typed(&table, present::figure(&table), body, checks)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
 use crate::peer::{anchors::Point, nats, NatsTools};
 use crate::stats::load_average;
-use crate::suite::table::{num, Table};
+use crate::suite::table::num;
 use crate::suite::text::{list, micros};
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
@@ -220,7 +220,7 @@ impl Subscribers {
         if !nats_failures.is_empty() {
             let _ = writeln!(body, "\nNATS points that failed: {}.", nats_failures.join("; "));
         }
-        Ok(Outcome { table: Table::typed(&table)?, figure, body, checks: checks.into_checks() })
+        Outcome::typed(&table, figure, body, checks.into_checks())
     }
 
     async fn point(
