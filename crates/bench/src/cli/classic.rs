@@ -268,18 +268,6 @@ pub(super) fn paired_ratios(empty: &[Row], loaded: &[Row]) -> Vec<f64> {
 mod tests {
     use super::*;
 
-    fn row(rep: usize, value: f64) -> Row {
-        Row {
-            system: "tidings".into(),
-            point: "index".into(),
-            rep,
-            value,
-            figures: Vec::new(),
-            load_before: None,
-            load_after: None,
-        }
-    }
-
     #[test]
     fn figures_are_named_as_their_fields_or_as_given() {
         struct Result {
@@ -295,6 +283,7 @@ mod tests {
 
     #[test]
     fn the_index_ratio_is_taken_pair_by_pair_not_from_two_medians() {
+        let row = |rep, value| Row::sample("tidings", rep, value, &[]);
         let empty = [row(1, 100.0), row(2, 200.0), row(3, 300.0)];
         let loaded = [row(1, 50.0), row(2, 180.0), row(3, 150.0)];
         let ratios = paired_ratios(&empty, &loaded);

@@ -148,6 +148,13 @@ pub struct Row {
 }
 
 impl Row {
+    /// A row of `system` at the point `p` for the tests, loads unknown.
+    #[cfg(test)]
+    pub(super) fn sample(system: &str, rep: usize, value: f64, figures: &[(&str, f64)]) -> Row {
+        let (point, figures) = ("p".into(), named(figures));
+        Row { system: system.into(), point, rep, value, figures, load_before: None, load_after: None }
+    }
+
     pub(super) fn figure(&self, name: &str) -> f64 {
         self.figures.iter().find(|(n, _)| n == name).map_or(f64::NAN, |(_, v)| *v)
     }

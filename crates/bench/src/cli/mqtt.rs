@@ -390,18 +390,9 @@ fn markdown(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::measure::named;
 
     fn row(system: &str, rep: usize, value: f64) -> Row {
-        Row {
-            system: system.into(),
-            point: "p".into(),
-            rep,
-            value,
-            figures: named(&[("received_msg_s", value)]),
-            load_before: Some(1.0),
-            load_after: None,
-        }
+        Row { load_before: Some(1.0), ..Row::sample(system, rep, value, &[("received_msg_s", value)]) }
     }
 
     #[test]

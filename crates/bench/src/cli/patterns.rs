@@ -120,20 +120,11 @@ pub(super) fn finish(outcome: (serde_json::Value, bool)) -> anyhow::Result<std::
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::measure::named;
     use crate::paths::dir_from;
     use std::path::Path;
 
     fn row(system: &str, figures: &[(&str, f64)]) -> Row {
-        Row {
-            system: system.into(),
-            point: "p".into(),
-            rep: 1,
-            value: f64::NAN,
-            figures: named(figures),
-            load_before: None,
-            load_after: None,
-        }
+        Row::sample(system, 1, f64::NAN, figures)
     }
 
     #[test]
