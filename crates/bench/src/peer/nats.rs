@@ -89,14 +89,18 @@ pub struct PeerServer {
 }
 
 impl PeerServer {
-    /// Nodes already started (`children`), reached at `urls`, once each listens on its port of
-    /// `ports`: held first, so that a node that never listens is still stopped.
-    fn up(children: Vec<Child>, urls: Vec<String>, ports: &[u16]) -> anyhow::Result<PeerServer> {
-        let server = PeerServer { children, urls };
+    /// A node already started (`child`), reached at `url`, once it listens on `port`.
+    fn up(child: Child, url: String, port: u16) -> anyhow::Result<PeerServer> {
+        PeerServer { children: vec![child], urls: vec![url] }.listening(&[port])
+    }
+
+    /// The server once each node listens on its port of `ports` (dropped, so stopped, if one
+    /// does not).
+    fn listening(self, ports: &[u16]) -> anyhow::Result<PeerServer> {
         for &port in ports {
             wait_port(port)?;
         }
-        Ok(server)
+        Ok(self)
     }
 
     /// One server `program -c NAME.conf`, the file written from `config` into `logs`, reached at
@@ -111,7 +115,7 @@ impl PeerServer {
         let file = logs.join(format!("{name}.conf"));
         std::fs::write(&file, config)?;
         let child = spawn_program(program, threads, logs, name, &["-c", &file.display().to_string()])?;
-        PeerServer::up(vec![child], vec![url], &[port])
+        PeerServer::up(child, url, port)
     }
 
     /// The process id of each node, in the order of [`urls`](PeerServer::urls) (to read their
@@ -124,22 +128,24 @@ impl PeerServer {
     pub fn single(tools: &NatsTools, logs: &Path) -> anyhow::Result<PeerServer> {
         let port = free_port()?;
         let child = spawn(tools, logs, "nats", &["-a", "127.0.0.1", "-p", &port.to_string()])?;
-        PeerServer::up(vec![child], vec![format!("nats://127.0.0.1:{port}")], &[port])
+        PeerServer::up(child, format!("nats://127.0.0.1:{port}"), port)
     }
 
     /// Two nodes joined by a route (as `run_all.sh` starts the E4 cluster).
     pub fn cluster(tools: &NatsTools, logs: &Path) -> anyhow::Result<PeerServer> {
         let (a, b, ra, rb) = (free_port()?, free_port()?, free_port()?, free_port()?);
-        let (mut children, mut urls) = (Vec::new(), Vec::new());
+        // Each node is held as soon as it starts, so that one started before a later one failed
+        // is still stopped.
+        let mut server = PeerServer { children: Vec::new(), urls: Vec::new() };
         for (name, port, route, other) in [("nats-a", a, ra, rb), ("nats-b", b, rb, ra)] {
             let (port, route, other) =
                 (port.to_string(), format!("nats://127.0.0.1:{route}"), format!("nats://127.0.0.1:{other}"));
             let args =
                 ["-a", "127.0.0.1", "-p", &port, "--cluster_name", "bench", "--cluster", &route, "--routes", &other];
-            children.push(spawn(tools, logs, name, &args)?);
-            urls.push(format!("nats://127.0.0.1:{port}"));
+            server.children.push(spawn(tools, logs, name, &args)?);
+            server.urls.push(format!("nats://127.0.0.1:{port}"));
         }
-        let server = PeerServer::up(children, urls, &[a, b])?;
+        let server = server.listening(&[a, b])?;
         // The harness's probe messages wait for interest to cross the route; this only lets the
         // route itself form first, as run_all.sh does.
         std::thread::sleep(Duration::from_secs(2));
@@ -162,7 +168,7 @@ impl PeerServer {
         anyhow::ensure!((2..=26).contains(&nodes), "a JetStream cluster of {nodes} nodes");
         let clients: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
         let routes: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
-        let (mut children, mut urls) = (Vec::new(), Vec::new());
+        let mut server = PeerServer { children: Vec::new(), urls: Vec::new() };
         for i in 0..nodes {
             let tag = char::from(b'a' + i as u8);
             let name = format!("nats-{tag}");
@@ -178,10 +184,10 @@ impl PeerServer {
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
-            children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
-            urls.push(format!("nats://127.0.0.1:{}", clients[i]));
+            server.children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
+            server.urls.push(format!("nats://127.0.0.1:{}", clients[i]));
         }
-        PeerServer::up(children, urls, &clients)
+        server.listening(&clients)
     }
 }
 
