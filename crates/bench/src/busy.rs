@@ -4,19 +4,20 @@
 //! work takes the cores, as it will be in production. They run at the bench's own priority
 //! (a bench started under `nice` gives them its niceness).
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use crate::children::Children;
 use crate::cpu::{CpuSample, Process};
 
 /// The spinning processes; killed and reaped on drop.
 pub struct Busy {
-    children: Vec<Child>,
+    children: Children,
 }
 
 impl Busy {
     /// Starts `n` spinning processes (none for 0).
     pub fn start(n: usize) -> std::io::Result<Busy> {
-        let mut busy = Busy { children: Vec::with_capacity(n) };
+        let mut busy = Busy { children: Children::default() };
         for _ in 0..n {
             let child = Command::new("sh")
                 .args(["-c", "while :; do :; done"])
@@ -24,16 +25,16 @@ impl Busy {
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()?;
-            busy.children.push(child);
+            busy.children.0.push(child);
         }
         Ok(busy)
     }
 
     /// Their CPU time now, to tell what share of a core they took over a point.
     pub fn sample(&self) -> CpuSample {
-        let names: Vec<String> = self.children.iter().map(|c| format!("busy-{}", c.id())).collect();
+        let names: Vec<String> = self.children.0.iter().map(|c| format!("busy-{}", c.id())).collect();
         let processes: Vec<(&str, Process)> =
-            names.iter().zip(&self.children).map(|(name, c)| (name.as_str(), Process::Pid(c.id()))).collect();
+            names.iter().zip(&self.children.0).map(|(name, c)| (name.as_str(), Process::Pid(c.id()))).collect();
         CpuSample::take(&processes)
     }
 }
@@ -44,15 +45,6 @@ pub fn cores_taken(before: &CpuSample, after: &CpuSample) -> f64 {
     spent.by_process.values().sum::<f64>() / spent.wall_secs.max(1e-9)
 }
 
-impl Drop for Busy {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,7 +52,7 @@ mod tests {
     #[test]
     fn a_busy_process_takes_cpu_and_is_gone_after_drop() {
         let busy = Busy::start(1).unwrap();
-        let pid = busy.children[0].id();
+        let pid = busy.children.0[0].id();
         let before = busy.sample();
         std::thread::sleep(std::time::Duration::from_millis(500));
         let taken = cores_taken(&before, &busy.sample());

@@ -24,6 +24,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tidings_client::{now_us, Client, Message, SubscribeOptions};
 
+use crate::children::Children;
 use crate::target::Target;
 
 /// One point of the measurement.
@@ -161,7 +162,7 @@ impl Waiting<'_> {
 /// the publisher's stamp), filed by its `received_us`.
 struct Live {
     received: Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
-    children: Vec<std::process::Child>,
+    children: Children,
 }
 
 impl Live {
@@ -173,7 +174,10 @@ impl Live {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
             .spawn()?;
-        let stdout = sub.stdout.take().ok_or_else(|| anyhow::anyhow!("no stdout"))?;
+        let stdout = sub.stdout.take();
+        // Held from here, so that the subscriber is stopped if the publisher cannot start.
+        let mut children = Children(vec![sub]);
+        let stdout = stdout.ok_or_else(|| anyhow::anyhow!("no stdout"))?;
         let received = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = Arc::clone(&received);
         std::thread::spawn(move || {
@@ -194,12 +198,13 @@ impl Live {
             .stderr(std::process::Stdio::null())
             .spawn()?;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        Ok(Live { received, children: vec![sub, publisher] })
+        children.0.push(publisher);
+        Ok(Live { received, children })
     }
 
     /// How long the live processes have waited for a CPU while runnable, in all.
     fn waited(&self) -> Duration {
-        self.children.iter().map(|child| crate::cpu::waited_for_cpu(child.id())).sum()
+        self.children.0.iter().map(|child| crate::cpu::waited_for_cpu(child.id())).sum()
     }
 
     /// Starts counting the live processes' waits for a CPU.
@@ -215,14 +220,5 @@ impl Live {
             h.saturating_record(latency);
         }
         Ok(h)
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
     }
 }

@@ -42,6 +42,7 @@ pub mod acked;
 pub mod busy;
 pub mod catchup;
 pub mod cell;
+pub mod children;
 pub mod cli;
 pub mod cpu;
 pub mod engine;

@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 use super::{parse_csv, PeerRow};
 use crate::acked::AckedSpec;
+use crate::children::Children;
 
 /// The programs needed to measure NATS.
 #[derive(Debug, Clone)]
@@ -83,7 +84,7 @@ pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
 
 /// Running peer servers (`nats-server` nodes, mosquitto), stopped on drop.
 pub struct PeerServer {
-    children: Vec<Child>,
+    children: Children,
     /// Client URL of each node, `nats://127.0.0.1:PORT`.
     pub urls: Vec<String>,
 }
@@ -91,7 +92,7 @@ pub struct PeerServer {
 impl PeerServer {
     /// A node already started (`child`), reached at `url`, once it listens on `port`.
     fn up(child: Child, url: String, port: u16) -> anyhow::Result<PeerServer> {
-        PeerServer { children: vec![child], urls: vec![url] }.listening(&[port])
+        PeerServer { children: Children(vec![child]), urls: vec![url] }.listening(&[port])
     }
 
     /// The server once each node listens on its port of `ports` (dropped, so stopped, if one
@@ -121,7 +122,7 @@ impl PeerServer {
     /// The process id of each node, in the order of [`urls`](PeerServer::urls) (to read their
     /// CPU time).
     pub fn pids(&self) -> Vec<u32> {
-        self.children.iter().map(Child::id).collect()
+        self.children.0.iter().map(Child::id).collect()
     }
 
     /// One node with default settings (as `run_all.sh` starts it).
@@ -136,13 +137,13 @@ impl PeerServer {
         let (a, b, ra, rb) = (free_port()?, free_port()?, free_port()?, free_port()?);
         // Each node is held as soon as it starts, so that one started before a later one failed
         // is still stopped.
-        let mut server = PeerServer { children: Vec::new(), urls: Vec::new() };
+        let mut server = PeerServer { children: Children::default(), urls: Vec::new() };
         for (name, port, route, other) in [("nats-a", a, ra, rb), ("nats-b", b, rb, ra)] {
             let (port, route, other) =
                 (port.to_string(), format!("nats://127.0.0.1:{route}"), format!("nats://127.0.0.1:{other}"));
             let args =
                 ["-a", "127.0.0.1", "-p", &port, "--cluster_name", "bench", "--cluster", &route, "--routes", &other];
-            server.children.push(spawn(tools, logs, name, &args)?);
+            server.children.0.push(spawn(tools, logs, name, &args)?);
             server.urls.push(format!("nats://127.0.0.1:{port}"));
         }
         let server = server.listening(&[a, b])?;
@@ -168,7 +169,7 @@ impl PeerServer {
         anyhow::ensure!((2..=26).contains(&nodes), "a JetStream cluster of {nodes} nodes");
         let clients: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
         let routes: Vec<u16> = (0..nodes).map(|_| free_port()).collect::<anyhow::Result<_>>()?;
-        let mut server = PeerServer { children: Vec::new(), urls: Vec::new() };
+        let mut server = PeerServer { children: Children::default(), urls: Vec::new() };
         for i in 0..nodes {
             let tag = char::from(b'a' + i as u8);
             let name = format!("nats-{tag}");
@@ -184,7 +185,7 @@ impl PeerServer {
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
-            server.children.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
+            server.children.0.push(spawn(tools, logs, &name, &["-c", &config.display().to_string()])?);
             server.urls.push(format!("nats://127.0.0.1:{}", clients[i]));
         }
         server.listening(&clients)
@@ -195,15 +196,6 @@ impl PeerServer {
 /// it acknowledges it (`sync_interval: always`): the peer of tidings' `fsync = always`.
 pub(crate) fn jetstream_always_block(store: &Path) -> String {
     format!("jetstream {{\n  store_dir: {:?}\n  sync_interval: always\n}}\n", store.display().to_string())
-}
-
-impl Drop for PeerServer {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
 }
 
 impl NatsTools {
