@@ -150,13 +150,8 @@ impl Measurement for Nats<'_> {
             tokio::task::block_in_place(|| {
                 let scratch = crate::acked::ScratchDir::new(&std::env::temp_dir(), "nats-security")?;
                 match &self.part {
-                    NatsPart::Tput(point, size) => {
-                        let row = secure::tput(
-                            self.tools,
-                            &self.security,
-                            PeerRun { exp: "security".into(), ..point.clone() },
-                            &scratch.0,
-                        )?;
+                    NatsPart::Tput(run, size) => {
+                        let row = secure::tput(self.tools, &self.security, run.clone(), &scratch.0)?;
                         Ok(super::peers::tput_figures(&row, *size))
                     }
                     NatsPart::Connect(sequential, workers, duration) => {
@@ -183,18 +178,11 @@ pub(super) async fn run(mut a: SecurityArgs) -> anyhow::Result<serde_json::Value
     std::fs::create_dir_all(&a.out)?;
     let wanted = |part| a.parts.contains(&part);
     let skipped = serde_json::Value::Null;
-    let tls = match wanted(SecurityPart::Tls) {
-        true => tls_part(&a, &secrets, tools.as_ref()).await?,
-        false => skipped.clone(),
-    };
-    let permissions = match wanted(SecurityPart::Permissions) {
-        true => permission_part(&a, &secrets).await?,
-        false => skipped.clone(),
-    };
-    let connections = match wanted(SecurityPart::Connect) {
-        true => connect_part(&a, &secrets, tools.as_ref()).await?,
-        false => skipped,
-    };
+    let tls = if wanted(SecurityPart::Tls) { tls_part(&a, &secrets, tools.as_ref()).await? } else { skipped.clone() };
+    let permissions =
+        if wanted(SecurityPart::Permissions) { permission_part(&a, &secrets).await? } else { skipped.clone() };
+    let connections =
+        if wanted(SecurityPart::Connect) { connect_part(&a, &secrets, tools.as_ref()).await? } else { skipped };
     Ok(serde_json::json!({
         "nats": tools.map(|t| t.server_version),
         "tls": tls,
@@ -221,7 +209,7 @@ async fn tls_part(a: &SecurityArgs, secrets: &Secrets, tools: Option<&NatsTools>
     for &size in &a.sizes {
         let point = format!("tls tput 1->1 size={size}");
         let spec = tput_spec(a, size, Access { tls_ca: Some(secrets.ca.clone()), login: None });
-        let nats_point = tput_run(&spec);
+        let nats_point = PeerRun { exp: "security".into(), ..tput_run(&spec) };
         let ours = Tidings { part: Part::Tput(spec), toml: secrets.broker_toml(true, None), point: &point };
         let security = NatsSecurity { cert: &secrets.cert, key: &secrets.key, ca: &secrets.ca, login: None };
         let theirs = tools.map(|tools| Nats { tools, security, part: NatsPart::Tput(nats_point, size), point: &point });
