@@ -27,6 +27,9 @@ pub(super) const MQTT311_SESSION_EXPIRY: u32 = 7 * 24 * 3600;
 /// How long a takeover waits for the connection it replaces to let go of the session.
 const TAKEOVER_WAIT: Duration = Duration::from_secs(5);
 
+/// How often a takeover looks whether the connection it replaces has let go.
+const TAKEOVER_POLL: Duration = Duration::from_millis(2);
+
 /// What is on disk for a session that outlives its connection.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub(super) struct Stored {
@@ -77,17 +80,19 @@ struct InboundFile {
 #[derive(Clone)]
 struct Live {
     generation: u64,
-    /// Cancelled to make it close (a takeover).
+    /// Cancelled to make it close (a takeover). Whether it has let go of its session is read
+    /// from the entry (its `live` is gone), not signalled: a second token was 112 bytes held
+    /// by every connection for a rare takeover (issue 42).
     kick: CancellationToken,
-    /// Cancelled once it has let go of its native subscriptions.
-    ended: CancellationToken,
 }
 
 #[derive(Default)]
 struct Entry {
     generation: u64,
     live: Option<Live>,
-    inbound: Inbound,
+    /// Boxed, and none while a connection holds them: the table holds an entry per client,
+    /// and each slot of it is paid for by every connection (issue 42).
+    inbound: Option<Box<Inbound>>,
 }
 
 /// A connection's hold on its session (see [`Registry::take_over`]).
@@ -97,7 +102,6 @@ pub(super) struct Hold {
     pub(super) generation: u64,
     /// Cancelled when a newer connection takes the session over.
     pub(super) kick: CancellationToken,
-    ended: CancellationToken,
     /// The client's publishes still in the broker's hands.
     pub(super) inbound: Inbound,
 }
@@ -122,19 +126,20 @@ impl Registry {
         let old = self.clients.lock().get(client_id).and_then(|entry| entry.live.clone());
         if let Some(old) = old {
             old.kick.cancel();
-            let _ = tokio::time::timeout(TAKEOVER_WAIT, old.ended.cancelled()).await;
+            let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
+            while self.held_by(client_id, old.generation) && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(TAKEOVER_POLL).await;
+            }
         }
         let mut clients = self.clients.lock();
         let entry = clients.entry(client_id.to_string()).or_default();
         entry.generation = self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let live =
-            Live { generation: entry.generation, kick: CancellationToken::new(), ended: CancellationToken::new() };
+        let live = Live { generation: entry.generation, kick: CancellationToken::new() };
         entry.live = Some(live.clone());
         Hold {
             generation: live.generation,
             kick: live.kick,
-            ended: live.ended,
-            inbound: std::mem::take(&mut entry.inbound),
+            inbound: entry.inbound.take().map(|inbound| *inbound).unwrap_or_default(),
         }
     }
 
@@ -148,13 +153,18 @@ impl Registry {
                 entry.live = None;
             }
             if entry.generation == hold.generation {
-                entry.inbound = inbound;
+                entry.inbound = Some(Box::new(inbound));
                 if !keep {
                     clients.remove(client_id);
                 }
             }
         }
-        hold.ended.cancel();
+    }
+
+    /// Whether the connection of `generation` still holds `client_id`'s session.
+    fn held_by(&self, client_id: &str, generation: u64) -> bool {
+        let clients = self.clients.lock();
+        clients.get(client_id).and_then(|entry| entry.live.as_ref()).is_some_and(|live| live.generation == generation)
     }
 
     /// Whether no connection took `client_id`'s session since the one of `generation`.

@@ -21,6 +21,7 @@ use tracing::debug;
 
 use super::registry::Registry;
 use super::ws_bytes::WsBytes;
+use crate::admission::Admitted;
 use crate::context::Context;
 use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
 
@@ -38,7 +39,12 @@ trait Duplex: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Duplex for T {}
 
 /// Serves one connection to the WebSocket listener: TLS when `tls`, the upgrade, then MQTT.
-pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, tls: Option<Arc<Tls>>) {
+pub(super) async fn open(
+    stream: TcpStream,
+    shared: Arc<Context>,
+    registry: Arc<Registry>,
+    (tls, _place): (Option<Arc<Tls>>, Admitted),
+) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let limit = shared.config.limits.handshake_timeout;
@@ -64,8 +70,8 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
     let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate, websocket: true };
-    // Boxed: the task's own future then holds the upgrade or the connection, not both.
-    Box::pin(super::connection(stream, shared, registry)).await;
+    // Not boxed, as for TCP: the upgrade is, so the task holds little beside the connection.
+    super::connection(stream, shared, registry).await;
 }
 
 /// Runs the HTTP upgrade within `limit`; `None` (after answering why, when it can) if it fails.
