@@ -38,7 +38,13 @@ trait Duplex: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Duplex for T {}
 
 /// Serves one connection to the WebSocket listener: TLS when `tls`, the upgrade, then MQTT.
-pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<Registry>, tls: Option<Arc<Tls>>) {
+/// `redirect`: a connection past the limit, to be told where to go at CONNECT.
+pub(super) async fn open(
+    stream: TcpStream,
+    shared: Arc<Context>,
+    (registry, redirect): (Arc<Registry>, Option<super::redirect::Redirect>),
+    tls: Option<Arc<Tls>>,
+) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let limit = shared.config.limits.handshake_timeout;
@@ -63,7 +69,8 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, registry: Arc<
     let Some(ws) = Box::pin(upgrade(stream, limit, max_message, &peer)).await else { return };
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
-    let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate, websocket: true };
+    let peer = format!("{peer} ws");
+    let stream = super::Stream { reader, writer, peer, certificate, websocket: true, redirect };
     // Boxed: the task's own future then holds the upgrade or the connection, not both.
     Box::pin(super::connection(stream, shared, registry)).await;
 }
