@@ -16,7 +16,9 @@
 //       (AUTH 0x19) and checks the signature in the final AUTH, then publishes `scram` to TOPIC
 //       at QoS 1. Prints `connected verified=BOOL`, `reauthenticated verified=BOOL`,
 //       `published`; a refused CONNACK prints `refused code=N`. With `stall`, never answers
-//       the server's first message and prints `closed` when the broker gives up.
+//       the server's first message and prints `closed` when the broker gives up; with
+//       `stall-reauth`, the same in the re-authentication, with a keep alive of 1 s (its pings
+//       keep the connection from going silent), printing `connected ...` then `closed`.
 //   node scenarios.mjs refusals ws://HOST:PORT/mqtt VERSION
 //       Bad WebSocket input (with the `ws` package, which MQTT.js uses): an upgrade offering no
 //       MQTT subprotocol, and a text message after a good upgrade; prints how each was answered.
@@ -184,6 +186,7 @@ async function scram([user, password, topic, stall]) {
     protocolVersion: 5,
     reconnectPeriod: 0,
     connectTimeout: 10_000,
+    keepalive: stall === "stall-reauth" ? 1 : 60,
     properties: { authenticationMethod: method, authenticationData: exchange.first },
   });
   client.on("error", () => {}); // a refusal is read from CONNACK itself, below
@@ -191,7 +194,7 @@ async function scram([user, password, topic, stall]) {
     if (packet.reasonCode === 0) {
       reauthenticated(exchange.verified(packet.properties?.authenticationData));
       callback();
-    } else if (stall !== "stall") {
+    } else if (stall !== "stall" && !(stall === "stall-reauth" && reauthenticated)) {
       const data = exchange.final(packet.properties.authenticationData);
       callback(null, { cmd: "auth", reasonCode: 0x18, properties: { authenticationMethod: method, authenticationData: data } });
     }
@@ -212,9 +215,16 @@ async function scram([user, password, topic, stall]) {
   console.log(`connected verified=${exchange.verified(connack.properties?.authenticationData)}`);
   stage = "re-authenticating";
   exchange = scramClient(user, password);
+  const closed = new Promise((resolve) => client.once("close", resolve));
   const verified = new Promise((resolve) => {
     reauthenticated = resolve;
   });
+  if (stall === "stall-reauth") {
+    client._sendPacket({ cmd: "auth", reasonCode: 0x19, properties: { authenticationMethod: method, authenticationData: exchange.first } });
+    await closed;
+    console.log("closed");
+    return;
+  }
   client._sendPacket({ cmd: "auth", reasonCode: 0x19, properties: { authenticationMethod: method, authenticationData: exchange.first } });
   console.log(`reauthenticated verified=${await verified}`);
   stage = "publishing";
