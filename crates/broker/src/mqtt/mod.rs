@@ -245,8 +245,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
             // method waits for its exchange, then comes back proven.
             let mut proven = None;
             if admit::needed(&packet, &gate, &session) {
-                let admitted = admit::admit(&mut packet, (&mut gate, &mut session), (&shared, &writer), redirect);
-                match Box::pin(admitted).await {
+                // Boxed as it is made: the packets it holds take no room in the task.
+                let admitted =
+                    Box::pin(admit::admit(&mut packet, (&mut gate, &mut session), (&shared, &writer), redirect));
+                match admitted.await {
                     Admitted::Handle(user) => proven = user,
                     Admitted::Answered => continue,
                     Admitted::Close => break 'read,
@@ -264,13 +266,15 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 );
                 // Boxed: the login and the takeover run once, and their futures would
                 // otherwise take room in every connection's task for its whole life.
-                let credentials = crate::security::mqtt_credentials(connect);
                 let login = match proven.as_deref() {
                     Some((user, _)) => {
                         session.native().login_proven(Arc::clone(user));
                         Ok(())
                     }
-                    None => Box::pin(session.native().login(credentials)).await,
+                    None => {
+                        let credentials = crate::security::mqtt_credentials(connect);
+                        Box::pin(session.native().login(credentials)).await
+                    }
                 };
                 if let Err(reason) = login {
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
@@ -286,7 +290,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 session.set_client(client);
             }
             let mut step = session.handle(packet);
-            if let (Some((_, data)), Step::Reply(packets)) = (proven.as_deref(), &mut step) {
+            if let (Some((_, data)), Step::Reply(packets)) = (proven.take().as_deref(), &mut step) {
                 enhanced::sign(packets, data);
             }
             let version = session.version().unwrap_or(ProtocolVersion::V5);
