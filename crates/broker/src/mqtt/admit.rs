@@ -49,8 +49,9 @@ pub(super) async fn admit(
     if !gate.wants(slot) {
         return Admitted::Handle(None);
     }
+    let Some(inputs) = enhanced::inputs(shared) else { return Admitted::Close };
     let packet = std::mem::replace(slot, Packet::Pingreq);
-    match gate.handle(packet, session.version().is_some(), enhanced::inputs(shared)) {
+    match gate.handle(packet, session.version().is_some(), inputs) {
         Verdict::Pass(packet) => {
             *slot = packet;
             Admitted::Handle(None)

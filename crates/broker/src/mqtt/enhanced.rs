@@ -166,24 +166,29 @@ impl Gate {
 }
 
 /// What a step needs from outside: the users in force, the time, a nonce from the operating
-/// system's CSPRNG, and the process's decoy secret (drawn once). The one impure part.
-pub(super) fn inputs(shared: &crate::context::Context) -> Inputs {
+/// system's CSPRNG, and the process's decoy secret (drawn once); `None` if the system gives
+/// no randomness (the connection is then closed). The one impure part.
+pub(super) fn inputs(shared: &crate::context::Context) -> Option<Inputs> {
     use base64::Engine;
-    static SECRET: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
-    let secret = *SECRET.get_or_init(|| {
+    static SECRET: std::sync::OnceLock<Option<[u8; 32]>> = std::sync::OnceLock::new();
+    let secret = SECRET.get_or_init(|| {
         let mut secret = [0u8; 32];
-        let _ = getrandom::fill(&mut secret);
-        secret
+        getrandom::fill(&mut secret).ok().map(|()| secret)
     });
     let mut nonce = [0u8; 18];
-    let _ = getrandom::fill(&mut nonce);
-    Inputs {
+    // Without the operating system's randomness no exchange starts: a guessable nonce would
+    // let a recorded proof be replayed.
+    let (Some(secret), Ok(())) = (*secret, getrandom::fill(&mut nonce)) else {
+        tracing::error!("no randomness from the operating system: MQTT enhanced authentication refused");
+        return None;
+    };
+    Some(Inputs {
         users: shared.security.as_ref().map(|guard| guard.users()),
         now: Instant::now(),
         timeout: shared.config.limits.handshake_timeout,
         nonce: base64::engine::general_purpose::STANDARD.encode(nonce),
         secret,
-    }
+    })
 }
 
 /// Starts an exchange for `first` with its user's credential in `users`, or a decoy.
