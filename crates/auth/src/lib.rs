@@ -12,6 +12,7 @@ mod flood;
 mod password;
 mod permissions;
 mod rules;
+mod scram;
 mod users;
 
 pub use budget::VerifyBudget;
@@ -20,6 +21,7 @@ pub use flood::{FloodWatch, FLOOD_FAILURES_PER_SECOND};
 pub use password::{hash_password, is_known_hash, verify_password};
 pub use permissions::{Permissions, Rules, SubscribeDecision};
 pub use rules::{overlap, RuleSet};
+pub use scram::{rfc7677, ClientFirst, ScramCredential, ScramError, ScramExchange, DEFAULT_ITERATIONS, SCRAM_SHA_256};
 pub use users::{token_digest, token_entry, Credentials, Failure, Role, User, Users};
 
 /// A users file that cannot be used.

@@ -4,6 +4,7 @@
 //! [[user]]
 //! name = "alice"
 //! password = "$argon2id$v=19$..."       # `tidings passwd` writes it; bcrypt `$2b$` also accepted
+//! scram = "SCRAM-SHA-256$4096:<salt>$<StoredKey>:<ServerKey>"  # MQTT 5 enhanced auth; `tidings passwd` writes it too
 //! tokens = ["sha256:9f86d08..."]         # bearer tokens, stored as SHA-256 of the token
 //! certificate = "alice"                  # a TLS client certificate's common name (or a SAN) that logs in as alice
 //! admin = "read"                         # the admin port's role: "read" (GET) or "admin" (also changes)
@@ -21,6 +22,7 @@ use tidings_matching::Pattern;
 use crate::password::{is_known_hash, verify_password};
 use crate::permissions::{Permissions, Rules};
 use crate::rules::RuleSet;
+use crate::scram::ScramCredential;
 use crate::AuthError;
 
 /// What the admin API lets a user do.
@@ -45,6 +47,7 @@ struct FileText {
 struct UserText {
     name: String,
     password: Option<String>,
+    scram: Option<String>,
     #[serde(default)]
     tokens: Vec<String>,
     certificate: Option<String>,
@@ -74,6 +77,8 @@ pub struct User {
     /// Its admin API role, if any.
     pub role: Option<Role>,
     password: Option<String>,
+    /// What verifies its SCRAM-SHA-256 proofs, if it may log in that way.
+    scram: Option<ScramCredential>,
 }
 
 /// How a client proves who it is.
@@ -164,11 +169,23 @@ impl Users {
                     )));
                 }
             }
+            let scram = match &entry.scram {
+                Some(text) => Some(ScramCredential::parse(text).ok_or_else(|| {
+                    AuthError::File(format!(
+                        "user {}: scram must be SCRAM-SHA-256$<iterations {}..={}>:<salt>$<StoredKey>:<ServerKey> (base64)",
+                        entry.name,
+                        crate::scram::ITERATIONS.start(),
+                        crate::scram::ITERATIONS.end()
+                    ))
+                })?),
+                None => None,
+            };
             let user = Arc::new(User {
                 name: entry.name.clone(),
                 permissions: Arc::new(permissions),
                 role: entry.admin,
                 password: entry.password,
+                scram,
             });
             for token in &entry.tokens {
                 users.by_token.insert(parse_digest(&entry.name, token)?, Arc::clone(&user));
@@ -219,6 +236,13 @@ impl Users {
     /// The user called `name` as this file has it, to re-check a session after a reload.
     pub fn get(&self, name: &str) -> Option<&Arc<User>> {
         self.by_name.get(name)
+    }
+
+    /// The user called `name` and its SCRAM-SHA-256 credential, if it has one: no password
+    /// cost (the client pays the iterations).
+    pub fn scram(&self, name: &str) -> Option<(&Arc<User>, &ScramCredential)> {
+        let user = self.by_name.get(name)?;
+        Some((user, user.scram.as_ref()?))
     }
 
     /// The user holding bearer `token` (no password cost: tokens are long and random).

@@ -1,7 +1,7 @@
 //! The users file: logins by password (argon2id and bcrypt), token and certificate, and the
 //! file errors that must stop a broker from starting with a typo in force.
 
-use tidings_auth::{hash_password, token_entry, Credentials, Failure, Role, Users};
+use tidings_auth::{hash_password, token_entry, Credentials, Failure, Role, ScramCredential, Users};
 
 fn file() -> String {
     let Ok(argon) = hash_password("alice-pw") else { panic!("hash") };
@@ -61,10 +61,22 @@ fn a_broken_file_is_refused_with_where() {
         ("[[user]]\nname = \"a\"\n[[user]]\nname = \"a\"\n", "twice"),
         ("[[user]]\nname = \"a\"\ncertificate = \"c\"\n[[user]]\nname = \"b\"\ncertificate = \"c\"\n", "both list"),
         ("[[user]]\nname = \"a\"\nrole = \"x\"\n", "unknown field"),
+        ("[[user]]\nname = \"a\"\nscram = \"SCRAM-SHA-256$10:c2FsdA==$AA:AA\"\n", "scram must be"),
     ] {
         match Users::parse(text) {
             Ok(_) => panic!("accepted {text:?}"),
             Err(e) => assert!(e.to_string().contains(want), "{e} lacks {want:?}"),
         }
     }
+}
+
+#[test]
+fn a_scram_credential_is_found_by_name_and_only_where_listed() {
+    let credential = ScramCredential::generate("carol-pw");
+    let text = format!("{}\n[[user]]\nname = \"carol\"\nscram = \"{credential}\"\n", file());
+    let Ok(users) = Users::parse(&text) else { panic!("parse") };
+    let found = users.scram("carol").map(|(user, scram)| (user.name.clone(), scram.clone()));
+    assert_eq!(found, Some(("carol".to_string(), credential)));
+    assert!(users.scram("alice").is_none(), "alice has a password but no SCRAM credential");
+    assert!(users.scram("mallory").is_none());
 }

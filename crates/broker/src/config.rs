@@ -344,12 +344,48 @@ pub struct Mqtt {
     /// this one in CONNACK (Server Keep Alive), so a dead client's session and will are noticed
     /// within one and a half times it. 0 leaves every client its own.
     pub max_keep_alive: u16,
+    /// `HOST:PORT` of another broker that 5.0 clients are sent to (Server Reference): when
+    /// this one is at its connection limit (CONNACK 0x9C Use another server instead of a
+    /// closed socket) and when it shuts down (DISCONNECT 0x9C instead of 0x8B). Empty: none.
+    pub server_reference: String,
+    /// The broker moved for good to `server_reference`: every 5.0 CONNECT is answered CONNACK
+    /// 0x9D Server moved with it, and a 3.1.1 one 0x03 Server unavailable (3.1.1 cannot say
+    /// where).
+    pub moved: bool,
 }
 
 impl Default for Mqtt {
     fn default() -> Mqtt {
-        Mqtt { listen: String::new(), websocket: String::new(), max_keep_alive: 60 }
+        Mqtt {
+            listen: String::new(),
+            websocket: String::new(),
+            max_keep_alive: 60,
+            server_reference: String::new(),
+            moved: false,
+        }
     }
+}
+
+/// Whether `reference` is `HOST:PORT`: a host name, an IPv4 address or a bracketed IPv6 one,
+/// and a port from 1. A typo must stop the broker at start, not send every client nowhere.
+fn is_host_port(reference: &str) -> bool {
+    let Some((host, port)) = reference.rsplit_once(':') else { return false };
+    let port_ok = port.parse::<u16>().is_ok_and(|port| port > 0);
+    let host_ok = match host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.len() <= 253
+                && host.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && !label.starts_with('-')
+                        && !label.ends_with('-')
+                        && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                })
+        }
+    };
+    port_ok && host_ok
 }
 
 /// Limits that keep one client from exhausting the broker.
@@ -624,6 +660,15 @@ impl Config {
                 problems
                     .push(format!("{key}: {value:?} is not HOST:PORT (an IP address and a port; empty turns it off)"));
             }
+        }
+        let reference = &self.mqtt.server_reference;
+        if !reference.is_empty() && !is_host_port(reference) {
+            problems.push(format!(
+                "mqtt.server_reference: {reference:?} is not HOST:PORT (a host name, an IPv4 address or [IPv6], and a port)"
+            ));
+        }
+        if self.mqtt.moved && reference.is_empty() {
+            problems.push("mqtt.moved: needs mqtt.server_reference, the address clients are sent to".to_string());
         }
         if self.listen.tcp.is_empty() && self.listen.udp.is_empty() {
             problems.push("listen: at least one of tcp and udp must be set".to_string());

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use tidings_auth::{Credentials, Failure, Permissions, SubscribeDecision};
+use tidings_auth::{Credentials, Failure, Permissions, SubscribeDecision, User};
 use tidings_matching::Pattern;
 use tidings_wire::{Message, Notice, ReasonCode};
 
@@ -38,6 +38,21 @@ impl Session {
         }
         self.login = Some(Login { user, changes: guard.watch() });
         Ok(())
+    }
+
+    /// Logs the session in as `user`, whom another exchange proved (MQTT 5 enhanced
+    /// authentication's SCRAM): from then on as [`Session::login`] would have.
+    pub fn login_proven(&mut self, user: Arc<User>) {
+        let Some(guard) = self.shared.security.clone() else { return };
+        self.outbox.client.lock().push_str(&format!(" user {}", user.name));
+        self.login = Some(Login { user, changes: guard.watch() });
+    }
+
+    /// A proof that failed (SCRAM): counted, logged and delayed as a wrong password is.
+    pub async fn proof_failed(&self) {
+        let Some(guard) = self.shared.security.clone() else { return };
+        let client = self.outbox.client.lock().clone();
+        guard.refused(Failure::BadSecret, &client).await;
     }
 
     /// Whether HELLO may complete: with a users file, only after a successful [`Session::login`].

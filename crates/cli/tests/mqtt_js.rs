@@ -340,19 +340,31 @@ fn bad_websocket_input_is_refused_saying_why_and_the_mqtt_listeners_share_a_conn
     assert_eq!(run(&["refusals", &urls[1], "5"]), expected);
 }
 
+/// A users file (written by `tidings passwd`) where carol (password `carol-pw`) may read
+/// everything and publish under `orders.` but not to `orders.audit`; `more`, if any, are the
+/// arguments of one more `tidings passwd` after the file's name.
+fn carol_users(dir: &Path, more: &[&str]) -> PathBuf {
+    let users = dir.join("users.toml");
+    let file = users.to_str().unwrap();
+    let carol = ["carol", "--password", "carol-pw"];
+    for args in [carol.as_slice(), more].into_iter().filter(|args| !args.is_empty()) {
+        let out = tidings(&[&["passwd", "--file", file], args].concat());
+        assert!(out.status.success(), "passwd: {}", text(&out.stderr));
+    }
+    let rules = "name = \"carol\"\nsubscribe = { allow = [\">\"] }\n\
+                 publish = { allow = [\"orders.>\"], deny = [\"orders.audit\"] }";
+    let doc = std::fs::read_to_string(&users).unwrap().replace("name = \"carol\"", rules);
+    std::fs::write(&users, doc).unwrap();
+    users
+}
+
 #[test]
 fn over_websocket_logins_and_topic_permissions_hold_as_over_tcp() {
     if !mqtt_js_present() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let users = dir.path().join("users.toml");
-    let out = tidings(&["passwd", "--file", users.to_str().unwrap(), "carol", "--password", "carol-pw"]);
-    assert!(out.status.success(), "passwd: {}", text(&out.stderr));
-    let rules = "name = \"carol\"\nsubscribe = { allow = [\">\"] }\n\
-                 publish = { allow = [\"orders.>\"], deny = [\"orders.audit\"] }";
-    let doc = std::fs::read_to_string(&users).unwrap().replace("name = \"carol\"", rules);
-    std::fs::write(&users, doc).unwrap();
+    let users = carol_users(dir.path(), &[]);
     let config =
         format!("[security]\nusers_file = {users:?}\nfailure_delay = \"50ms\"\n[mqtt]\nwebsocket = \"127.0.0.1:0\"\n");
     let b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
@@ -378,4 +390,53 @@ fn over_websocket_logins_and_topic_permissions_hold_as_over_tcp() {
     let allowed = finish(as_carol("carol-pw", &["publish", &url, "5", "orders/new", "fine", "1"]));
     assert!(allowed.status.success(), "{}", text(&allowed.stderr));
     assert_eq!(sub.finish(), ["orders/new fine qos=1 retain=false"], "only the allowed publish came");
+}
+
+#[test]
+fn scram_enhanced_authentication_logs_in_re_authenticates_and_applies_the_users_permissions() {
+    if !mqtt_js_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // `tidings passwd` writes the SCRAM credential beside the argon2id hash; dave has none.
+    let users = carol_users(dir.path(), &["dave", "--password", "dave-pw", "--no-scram"]);
+    let config = format!(
+        "[security]\nusers_file = {users:?}\nfailure_delay = \"50ms\"\n[limits]\nhandshake_timeout = \"1s\"\n\
+         [mqtt]\nlisten = \"127.0.0.1:0\"\nwebsocket = \"127.0.0.1:0\"\n"
+    );
+    let b = BrokerProcess::start_configured(bin(), &config, &[]).unwrap();
+    let urls = [format!("mqtt://{}", b.ready.mqtt.unwrap()), format!("ws://{}/mqtt", b.ready.mqtt_ws.unwrap())];
+    let finish = |args: &[&str]| tidings_testkit::finish_within(node(args).spawn().unwrap(), Duration::from_secs(30));
+
+    let args = ["subscribe", &urls[0], "5", "orders/#", "1", "2"];
+    let mut as_carol = node(&args);
+    as_carol.env("MQTT_USER", "carol").env("MQTT_PASSWORD", "carol-pw");
+    let sub = Subscriber::spawn(as_carol, &args);
+    for url in &urls {
+        let topic = format!("orders/{}", door(url));
+        let out = run(&["scram", url, "5", "carol", "carol-pw", &topic]);
+        assert_eq!(out, "connected verified=true\nreauthenticated verified=true\npublished\n", "{url}");
+    }
+    assert_eq!(sub.finish(), ["orders/tcp scram qos=1 retain=false", "orders/ws scram qos=1 retain=false"]);
+
+    // The user's permissions hold as for a password login.
+    let denied = finish(&["scram", &urls[0], "5", "carol", "carol-pw", "orders/audit"]);
+    assert!(!denied.status.success(), "a denied QoS 1 publish was acknowledged");
+    assert!(text(&denied.stderr).to_lowercase().contains("not authorized"), "{}", text(&denied.stderr));
+    // A wrong password, a user without a SCRAM credential and an unknown one: all 0x87.
+    for (user, password) in [("carol", "nope"), ("dave", "dave-pw"), ("mallory", "x")] {
+        let out = finish(&["scram", &urls[1], "5", user, password, "orders/x"]);
+        assert!(!out.status.success(), "{user} was let in");
+        assert_eq!(text(&out.stdout), "refused code=135\n", "{user}: {}", text(&out.stderr));
+    }
+    // A client that never answers the server's first message is closed at the handshake timeout
+    // (1 s here).
+    let started = std::time::Instant::now();
+    assert_eq!(run(&["scram", &urls[0], "5", "carol", "carol-pw", "orders/x", "stall"]), "closed\n");
+    assert!(started.elapsed() < Duration::from_secs(8), "closed after {:?}", started.elapsed());
+    // So is a re-authentication never finished, though the client's pings keep it from silence.
+    let started = std::time::Instant::now();
+    let out = run(&["scram", &urls[1], "5", "carol", "carol-pw", "orders/x", "stall-reauth"]);
+    assert_eq!(out, "connected verified=true\nclosed\n");
+    assert!(started.elapsed() < Duration::from_secs(8), "closed after {:?}", started.elapsed());
 }

@@ -743,6 +743,39 @@ def conformance(port, version):
     print("ok")
 
 
+def redirected(port, version, hold="no"):
+    """Connects and prints the CONNACK's reason (code and name) and Server Reference (5.0), as
+    `connack=CODE (NAME) reference=REF`. With `hold`, stays connected and then prints the
+    broker's DISCONNECT the same way (`disconnect=...`), when the broker ends the connection."""
+    protocol = mqtt.MQTTv5 if version == 5 else mqtt.MQTTv311
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=protocol)
+    done = threading.Event()
+    connected = []
+
+    def said(what, reason, properties):
+        reference = getattr(properties, "ServerReference", None) if properties is not None else None
+        print(f"{what}={reason.value} ({reason}) reference={reference}", flush=True)
+
+    def on_connect(_client, _userdata, _flags, reason, properties):
+        said("connack", reason, properties)
+        connected.append(reason.value == 0)
+        if reason.value != 0 or hold != "hold":
+            done.set()
+
+    def on_disconnect(_client, _userdata, _flags, reason, properties):
+        if connected == [True] and hold == "hold":
+            said("disconnect", reason, properties)
+        done.set()
+
+    client.on_connect = on_connect
+    client.on_disconnect = on_disconnect
+    client.connect("127.0.0.1", port, keepalive=30)
+    client.loop_start()
+    if not done.wait(TIMEOUT):
+        fail("no CONNACK or DISCONNECT came")
+    client.loop_stop()
+
+
 if __name__ == "__main__":
     command, port, version, *rest = sys.argv[1:]
     if command.startswith("ws-"):

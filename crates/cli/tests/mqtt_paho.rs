@@ -321,3 +321,38 @@ fn paho_over_websocket_does_qos_1_and_2_and_5_0_features_and_resumes_a_session_m
     // 5.0's properties, topic aliases, options and selectors, over WebSocket.
     assert_eq!(ok(paho(&b.ws_port, &["ws-v5-features", "5"])), "ok\n");
 }
+
+/// A broker whose MQTT listener is configured by `mqtt` (lines of `[mqtt]`) and `limits`, and
+/// its MQTT port.
+fn mqtt_broker(mqtt: &str, limits: &str) -> (BrokerProcess, String) {
+    let config = format!("[mqtt]\nlisten = \"127.0.0.1:0\"\n{mqtt}[limits]\n{limits}");
+    let b = BrokerProcess::start_configured(gd_common::bin(), &config, &[]).unwrap();
+    let port = b.ready.mqtt.expect("the ready line names the MQTT listener").port().to_string();
+    (b, port)
+}
+
+#[test]
+fn a_moved_full_or_stopping_broker_names_the_server_to_use_instead() {
+    if !paho_present() {
+        return;
+    }
+    let to = "other.example:1883";
+    // Moved: every 5.0 CONNECT is told where; 3.1.1 cannot be, and is told the server is unavailable.
+    let (_moved, port) = mqtt_broker(&format!("server_reference = \"{to}\"\nmoved = true\n"), "");
+    assert_eq!(ok(paho(&port, &["redirected", "5"])), format!("connack=157 (Server moved) reference={to}\n"));
+    let v311 = ok(paho(&port, &["redirected", "3"]));
+    assert!(v311.starts_with("connack=") && v311.contains("(Server unavailable) reference=None"), "{v311}");
+
+    // At its connection limit (one), a 5.0 client is sent to the reference; and when the
+    // broker stops, the one it served too.
+    let (mut full, port) = mqtt_broker(&format!("server_reference = \"{to}\"\n"), "max_connections = 1\n");
+    let mut holder = scenario(&port, &["redirected", "5", "hold"]).stderr(Stdio::inherit()).spawn().unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "connack=0 (Success) reference=None");
+    assert_eq!(ok(paho(&port, &["redirected", "5"])), format!("connack=156 (Use another server) reference={to}\n"));
+    let v311 = ok(paho(&port, &["redirected", "3"]));
+    assert!(v311.contains("(Server unavailable) reference=None"), "{v311}");
+    assert!(full.terminate(Duration::from_secs(20)).unwrap().is_some(), "the broker did not stop on SIGTERM");
+    assert_eq!(lines.next().unwrap().unwrap(), format!("disconnect=156 (Use another server) reference={to}"));
+    assert!(tidings_testkit::finish_within(holder, Duration::from_secs(20)).status.success());
+}

@@ -14,10 +14,13 @@
 //! MQTT over WebSocket (`[mqtt] websocket`, [`websocket`]) reaches the same connection code:
 //! after the HTTP upgrade, the WebSocket is read and written as a byte stream ([`ws_bytes`]).
 
+mod admit;
 mod aliases;
 mod delivery;
 mod ends;
+mod enhanced;
 mod link;
+mod redirect;
 mod registry;
 mod session;
 mod subscribe;
@@ -32,12 +35,13 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use crate::admission::{fd_limit, Admission, Admitted};
+use crate::admission::{fd_limit, Admission};
 use crate::context::Context;
 use crate::outbox::Outbox;
 use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
 use crate::session::{Session, Transport};
 use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
+use admit::Admitted;
 use delivery::Delivery;
 use registry::Registry;
 use session::{MqttSession, Step};
@@ -97,18 +101,27 @@ async fn accept_loop(
     shared: Arc<Context>,
     (registry, admission, tls): (Arc<Registry>, Arc<Admission>, Option<Arc<Tls>>),
 ) {
+    let redirecting = Arc::new(tokio::sync::Semaphore::new(redirect::MAX_REDIRECTING));
     loop {
         tokio::select! {
             _ = shared.shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let place = match admission.admit(peer.ip()) {
-                        Ok(place) => place,
+                    let (place, redirect) = match admission.admit(peer.ip()) {
+                        Ok(place) => (Place::Admitted(place), None),
                         Err(refusal) => {
-                            // MQTT has no way to say why before CONNECT names a version.
-                            tracing::info!(%peer, %refusal, "MQTT connection refused");
                             shared.metrics.protocol_error(tidings_wire::ReasonCode::LimitExceeded);
-                            continue;
+                            // With a server reference, a few are read for their CONNECT and
+                            // told where to go; the rest are closed: MQTT has no way to say
+                            // why before CONNECT names a version.
+                            let referred = (!shared.config.mqtt.server_reference.is_empty())
+                                .then(|| Arc::clone(&redirecting).try_acquire_owned().ok())
+                                .flatten();
+                            tracing::info!(%peer, %refusal, redirected = referred.is_some(), "MQTT connection refused");
+                            match referred {
+                                Some(permit) => (Place::Redirecting(permit), Some(redirect::Redirect::Full)),
+                                None => continue,
+                            }
                         }
                     };
                     debug!(%peer, ?door, "MQTT client connected");
@@ -116,9 +129,10 @@ async fn accept_loop(
                     // Each door's future is the task itself, holding its place: a wrapper
                     // future around them was a second task-sized allocation per connection
                     // (768 B of an idle connection's 5.1 KB, issue 42).
+                    let doors = ((registry, redirect), (tls, place));
                     match door {
-                        Door::Tcp => shared.tasks.spawn(open(stream, shared2, registry, (tls, place))),
-                        Door::WebSocket => shared.tasks.spawn(websocket::open(stream, shared2, registry, (tls, place))),
+                        Door::Tcp => shared.tasks.spawn(open(stream, shared2, doors)),
+                        Door::WebSocket => shared.tasks.spawn(websocket::open(stream, shared2, doors)),
                     };
                 }
                 Err(e) => {
@@ -128,6 +142,17 @@ async fn accept_loop(
             }
         }
     }
+}
+
+/// What a door's task is given beside its stream and the broker: the session registry, where
+/// a connection past the limit is to be told to go, the TLS acceptor, and its place.
+type Doors = ((Arc<Registry>, Option<redirect::Redirect>), (Option<Arc<Tls>>, Place));
+
+/// What a connection holds while it is served: a place within the limits, or (past them, with
+/// a server reference) one of the few places for being told where to go.
+enum Place {
+    Admitted(#[allow(dead_code, reason = "held for its drop")] crate::admission::Admitted),
+    Redirecting(#[allow(dead_code, reason = "held for its drop")] tokio::sync::OwnedSemaphorePermit),
 }
 
 /// Writes `packets` for `version` as one write.
@@ -145,12 +170,7 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
 /// Serves a connection, plaintext or (with `tls`) once its TLS handshake passed. A client
 /// speaking plaintext to a TLS listener is closed: MQTT has no way to say why before CONNACK,
 /// and a CONNACK in clear would be read as the answer to its CONNECT.
-async fn open(
-    stream: TcpStream,
-    shared: Arc<Context>,
-    registry: Arc<Registry>,
-    (tls, _place): (Option<Arc<Tls>>, Admitted),
-) {
+async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, _place)): Doors) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let (reader, writer, certificate): (BoxRead, BoxWrite, _) = match tls {
@@ -174,7 +194,8 @@ async fn open(
     };
     // Not boxed: the handshake's steps are, so the task holds little beside the connection,
     // and a box would be one more allocation per connection.
-    connection(Stream { reader, writer, peer, certificate, websocket: false }, shared, registry).await;
+    let stream = Stream { reader, writer, peer, certificate, websocket: false, redirect };
+    connection(stream, shared, registry).await;
 }
 
 /// One MQTT client's connection: its halves, who it is on the network, and the names of its
@@ -186,10 +207,12 @@ struct Stream {
     certificate: Option<Vec<String>>,
     /// MQTT over WebSocket: `/connz` and the metrics say so.
     websocket: bool,
+    /// Past the connection limit: its CONNECT is answered with the server reference.
+    redirect: Option<redirect::Redirect>,
 }
 
 async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry>) {
-    let Stream { mut reader, writer, peer, certificate, websocket } = stream;
+    let Stream { mut reader, writer, peer, certificate, websocket, redirect } = stream;
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("{peer} mqtt");
@@ -204,12 +227,13 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let mut keep_alive = Some(limits.handshake_timeout);
     let mut hold: Option<registry::Hold> = None;
     let mut kick: Option<CancellationToken> = None;
+    let mut gate = enhanced::Gate::default();
     'read: loop {
         let max = if session.version().is_some() { limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
         let mut decoded = 0;
         loop {
             let version = session.version().unwrap_or(ProtocolVersion::V5);
-            let packet = match Packet::decode(&mut read.buf, version, max) {
+            let mut packet = match Packet::decode(&mut read.buf, version, max) {
                 Ok(Some(packet)) => packet,
                 Ok(None) => break,
                 Err(e) => {
@@ -218,6 +242,19 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 }
             };
             decoded += 1;
+            // The redirection and enhanced authentication (5.0 AUTH): a CONNECT naming a
+            // method waits for its exchange, then comes back proven.
+            let mut proven = None;
+            if admit::needed(&packet, &gate, &session) {
+                // Boxed as it is made: the packets it holds take no room in the task.
+                let admitted =
+                    Box::pin(admit::admit(&mut packet, (&mut gate, &mut session), (&shared, &writer), redirect));
+                match admitted.await {
+                    Admitted::Handle(user) => proven = user,
+                    Admitted::Answered => continue,
+                    Admitted::Close => break 'read,
+                }
+            }
             if let (Packet::Connect(connect), None) = (&packet, session.version()) {
                 let longest = shared.config.mqtt.max_keep_alive;
                 keep_alive = keep_alive_of(
@@ -230,8 +267,17 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 );
                 // Boxed: the login and the takeover run once, and their futures would
                 // otherwise take room in every connection's task for its whole life.
-                let credentials = crate::security::mqtt_credentials(connect);
-                if let Err(reason) = Box::pin(session.native().login(credentials)).await {
+                let login = match proven.as_deref() {
+                    Some((user, _)) => {
+                        session.native().login_proven(Arc::clone(user));
+                        Ok(())
+                    }
+                    None => {
+                        let credentials = crate::security::mqtt_credentials(connect);
+                        Box::pin(session.native().login(credentials)).await
+                    }
+                };
+                if let Err(reason) = login {
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
                 }
@@ -244,7 +290,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 hold = Some(taken);
                 session.set_client(client);
             }
-            let step = session.handle(packet);
+            let mut step = session.handle(packet);
+            if let (Some((_, data)), Step::Reply(packets)) = (proven.take().as_deref(), &mut step) {
+                enhanced::sign(packets, data);
+            }
             let version = session.version().unwrap_or(ProtocolVersion::V5);
             let close = match step {
                 Step::Reply(packets) => !send(&writer, &packets, version).await,
@@ -286,10 +335,13 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
         }
         let releasing = release_at.filter(|_| read.releasing);
         let silent_at = keep_alive.map(|limit| tokio::time::Instant::now() + limit);
+        // An authentication exchange not done in time ends the connection too.
+        let silent_at = earliest(silent_at, gate.deadline().map(tokio::time::Instant::from_std));
         tokio::select! {
             _ = outbox.done.cancelled() => break 'read,
             _ = shared.shutdown.cancelled() => {
-                if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::ServerShuttingDown), session.version()) {
+                if let Some(version) = session.version() {
+                    let last: Vec<Packet> = redirect::at_shutdown(&shared.config.mqtt, version).into_iter().collect();
                     send(&writer, &last, version).await;
                 }
                 break 'read;

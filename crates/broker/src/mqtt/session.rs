@@ -247,9 +247,6 @@ impl MqttSession {
         if version == ProtocolVersion::V311 && connect.client_id.is_empty() && !connect.clean_start {
             return refused(MqttReason::ClientIdentifierNotValid);
         }
-        if connect.properties.authentication_method.is_some() {
-            return refused(MqttReason::BadAuthenticationMethod);
-        }
         if let Some(max) = connect.properties.maximum_packet_size {
             self.client_max_packet = max.get() as usize;
         }

@@ -19,11 +19,9 @@ use tokio_tungstenite::tungstenite::Error as WsError;
 use tokio_tungstenite::WebSocketStream;
 use tracing::debug;
 
-use super::registry::Registry;
 use super::ws_bytes::WsBytes;
-use crate::admission::Admitted;
 use crate::context::Context;
-use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
+use crate::tls::{Accepted, BoxRead, BoxWrite};
 
 /// The subprotocols MQTT clients offer: `mqtt` (MQTT-6.0.0-3), and `mqttv3.1`, which some
 /// 3.1-era clients still send.
@@ -39,12 +37,8 @@ trait Duplex: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Duplex for T {}
 
 /// Serves one connection to the WebSocket listener: TLS when `tls`, the upgrade, then MQTT.
-pub(super) async fn open(
-    stream: TcpStream,
-    shared: Arc<Context>,
-    registry: Arc<Registry>,
-    (tls, _place): (Option<Arc<Tls>>, Admitted),
-) {
+/// `redirect`: a connection past the limit, to be told where to go at CONNECT.
+pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, _place)): super::Doors) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let limit = shared.config.limits.handshake_timeout;
@@ -69,7 +63,8 @@ pub(super) async fn open(
     let Some(ws) = Box::pin(upgrade(stream, limit, max_message, &peer)).await else { return };
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
-    let stream = super::Stream { reader, writer, peer: format!("{peer} ws"), certificate, websocket: true };
+    let peer = format!("{peer} ws");
+    let stream = super::Stream { reader, writer, peer, certificate, websocket: true, redirect };
     // Not boxed, as for TCP: the upgrade is, so the task holds little beside the connection.
     super::connection(stream, shared, registry).await;
 }

@@ -157,12 +157,18 @@ impl Guard {
             }
         };
         if let Err(failure) = outcome {
-            self.flood.lock().failed(Instant::now());
-            self.failures.get_or_create(&FailureLabel { reason: failure.name() }).inc();
-            self.log_failure(failure, client);
-            tokio::time::sleep(self.failure_delay).await;
+            self.refused(failure, client).await;
         }
         outcome
+    }
+
+    /// Counts and logs a failed login, and waits the failure delay before its answer: for
+    /// every way of logging in (a password here, a SCRAM proof in the MQTT front door).
+    pub async fn refused(&self, failure: Failure, client: &str) {
+        self.flood.lock().failed(Instant::now());
+        self.failures.get_or_create(&FailureLabel { reason: failure.name() }).inc();
+        self.log_failure(failure, client);
+        tokio::time::sleep(self.failure_delay).await;
     }
 
     fn log_failure(&self, failure: Failure, client: &str) {

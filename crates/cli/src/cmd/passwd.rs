@@ -1,5 +1,5 @@
-//! `tidings passwd`: writes a user's argon2id password hash, or a new bearer token's digest,
-//! into a users file, so that no one edits hashes by hand. The broker reads the file on start
+//! `tidings passwd`: writes a user's argon2id password hash and its SCRAM-SHA-256 credential
+//! (MQTT 5 enhanced authentication), or a new bearer token's digest, into a users file, so that no one edits hashes by hand. The broker reads the file on start
 //! and on SIGHUP.
 
 use std::io::{BufRead, Write};
@@ -23,6 +23,12 @@ pub(crate) struct Args {
     /// its SHA-256 digest.
     #[arg(long)]
     token: bool,
+    /// Store no SCRAM-SHA-256 credential beside the argon2id hash (and drop an older one):
+    /// the user then cannot log in with MQTT 5 enhanced authentication, and a stolen users
+    /// file holds only the argon2id hash, which costs a guesser far more per try than SCRAM's
+    /// 4096 PBKDF2 iterations.
+    #[arg(long, conflicts_with = "token")]
+    no_scram: bool,
 }
 
 /// Runs `tidings passwd`.
@@ -71,6 +77,12 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
             anyhow::bail!(super::UsageError("the password is empty".into()));
         }
         entry.insert("password".into(), toml::Value::String(tidings_auth::hash_password(&password)?));
+        // Never an older password's credential beside the new hash: it would still log in.
+        entry.remove("scram");
+        if !args.no_scram {
+            let scram = tidings_auth::ScramCredential::generate(&password);
+            entry.insert("scram".into(), toml::Value::String(scram.to_string()));
+        }
     }
     let out = toml::to_string(&doc)?;
     // What the broker will load must load: check before writing.

@@ -9,6 +9,16 @@
 //   node scenarios.mjs publish URL VERSION TOPIC PAYLOAD QOS [retain] [KEY=VALUE...]
 //       Publishes once (KEY=VALUE: 5.0 user properties), waits for PUBACK at QoS 1, prints
 //       `published`.
+//   node scenarios.mjs scram URL 5 USER PASSWORD TOPIC [stall]
+//       Logs in with MQTT 5 enhanced authentication, SCRAM-SHA-256 (its client side is below,
+//       on Node's crypto; MQTT.js carries the AUTH packets through its `handleAuth` hook),
+//       checks the server's signature in CONNACK, re-authenticates on the live connection
+//       (AUTH 0x19) and checks the signature in the final AUTH, then publishes `scram` to TOPIC
+//       at QoS 1. Prints `connected verified=BOOL`, `reauthenticated verified=BOOL`,
+//       `published`; a refused CONNACK prints `refused code=N`. With `stall`, never answers
+//       the server's first message and prints `closed` when the broker gives up; with
+//       `stall-reauth`, the same in the re-authentication, with a keep alive of 1 s (its pings
+//       keep the connection from going silent), printing `connected ...` then `closed`.
 //   node scenarios.mjs refusals ws://HOST:PORT/mqtt VERSION
 //       Bad WebSocket input (with the `ws` package, which MQTT.js uses): an upgrade offering no
 //       MQTT subprotocol, and a text message after a good upgrade; prints how each was answered.
@@ -21,6 +31,7 @@
 // set, log in. Every step gives up after 20 s, saying where it was, and exits non-zero on any
 // error (a refused CONNECT, PUBLISH or SUBSCRIBE included).
 
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import mqtt from "mqtt";
 import WebSocket from "ws";
@@ -137,6 +148,91 @@ async function resume([clientId, count]) {
   await client.endAsync();
 }
 
+const hmac = (key, text) => createHmac("sha256", key).update(text).digest();
+
+// The client's side of one SCRAM-SHA-256 exchange (RFC 5802): `first` to send, `final(server
+// first message)` to answer with, and `verified(server final message)`.
+function scramClient(user, password) {
+  const nonce = randomBytes(18).toString("base64");
+  const bare = `n=${user.replaceAll("=", "=3D").replaceAll(",", "=2C")},r=${nonce}`;
+  let expected;
+  return {
+    first: Buffer.from(`n,,${bare}`),
+    final(serverFirst) {
+      const text = serverFirst.toString();
+      const fields = Object.fromEntries(text.split(",").map((field) => [field[0], field.slice(2)]));
+      if (!fields.r?.startsWith(nonce)) {
+        throw new Error(`the server's nonce does not extend ours: ${text}`);
+      }
+      const salted = pbkdf2Sync(password, Buffer.from(fields.s, "base64"), Number(fields.i), 32, "sha256");
+      const clientKey = hmac(salted, "Client Key");
+      const storedKey = createHash("sha256").update(clientKey).digest();
+      const withoutProof = `c=biws,r=${fields.r}`;
+      const authMessage = `${bare},${text},${withoutProof}`;
+      const signature = hmac(storedKey, authMessage);
+      const proof = Buffer.from(clientKey.map((byte, i) => byte ^ signature[i]));
+      expected = `v=${hmac(hmac(salted, "Server Key"), authMessage).toString("base64")}`;
+      return Buffer.from(`${withoutProof},p=${proof.toString("base64")}`);
+    },
+    verified: (serverFinal) => serverFinal?.toString() === expected,
+  };
+}
+
+async function scram([user, password, topic, stall]) {
+  const method = "SCRAM-SHA-256";
+  let exchange = scramClient(user, password);
+  let reauthenticated;
+  const client = mqtt.connect(url, {
+    protocolVersion: 5,
+    reconnectPeriod: 0,
+    connectTimeout: 10_000,
+    keepalive: stall === "stall-reauth" ? 1 : 60,
+    properties: { authenticationMethod: method, authenticationData: exchange.first },
+  });
+  client.on("error", () => {}); // a refusal is read from CONNACK itself, below
+  client.handleAuth = (packet, callback) => {
+    if (packet.reasonCode === 0) {
+      reauthenticated(exchange.verified(packet.properties?.authenticationData));
+      callback();
+    } else if (stall !== "stall" && !(stall === "stall-reauth" && reauthenticated)) {
+      const data = exchange.final(packet.properties.authenticationData);
+      callback(null, { cmd: "auth", reasonCode: 0x18, properties: { authenticationMethod: method, authenticationData: data } });
+    }
+  };
+  stage = "authenticating";
+  const connack = await new Promise((resolve) => {
+    client.on("packetreceive", (packet) => packet.cmd === "connack" && resolve(packet));
+    client.once("close", () => resolve(null));
+  });
+  if (connack === null) {
+    console.log("closed");
+    return;
+  }
+  if (connack.reasonCode !== 0) {
+    console.log(`refused code=${connack.reasonCode}`);
+    process.exit(1);
+  }
+  console.log(`connected verified=${exchange.verified(connack.properties?.authenticationData)}`);
+  stage = "re-authenticating";
+  exchange = scramClient(user, password);
+  const closed = new Promise((resolve) => client.once("close", resolve));
+  const verified = new Promise((resolve) => {
+    reauthenticated = resolve;
+  });
+  if (stall === "stall-reauth") {
+    client._sendPacket({ cmd: "auth", reasonCode: 0x19, properties: { authenticationMethod: method, authenticationData: exchange.first } });
+    await closed;
+    console.log("closed");
+    return;
+  }
+  client._sendPacket({ cmd: "auth", reasonCode: 0x19, properties: { authenticationMethod: method, authenticationData: exchange.first } });
+  console.log(`reauthenticated verified=${await verified}`);
+  stage = "publishing";
+  await client.publishAsync(topic, "scram", { qos: 1 });
+  console.log("published");
+  await client.endAsync();
+}
+
 // Resolves with how the broker answered a WebSocket to `url` offering `protocols`, after
 // `opened` ran on it once open: `status=N` for a refused upgrade, `close=CODE REASON`.
 function answer(protocols, opened) {
@@ -166,9 +262,9 @@ async function refusals() {
   console.log(`text message: ${await answer(["mqtt"], (socket) => socket.send("CONNECT"))}`);
 }
 
-const scenarios = { subscribe, publish, resume, refusals };
+const scenarios = { subscribe, publish, resume, refusals, scram };
 if (!scenarios[scenario] || !url || ![4, 5].includes(version)) {
-  fail("usage: node scenarios.mjs subscribe|publish|resume|refusals URL 4|5 ARGS... (see the file's head)");
+  fail("usage: node scenarios.mjs subscribe|publish|resume|refusals|scram URL 4|5 ARGS... (see the file's head)");
 }
 scenarios[scenario](rest).then(
   () => process.exit(0),
