@@ -1,6 +1,7 @@
 //! The plot of `failures`, after seed 001's figure 6: latency at each subscriber over time,
 //! and nacks sent and nack range at s1 and the intermediate brokers, with every fault's stall,
-//! failure and end marked by a vertical bar.
+//! failure and end marked by a vertical bar; and the publishers' acknowledgements over time,
+//! where the gap a crash of their broker leaves (a takeover's, or a restart's) shows.
 
 use super::faults::Window;
 use super::series::{LatencyBin, NackBin, Series};
@@ -58,6 +59,14 @@ fn nack_lines(series: &Series, f: fn(&NackBin) -> f64) -> Vec<Line> {
 /// A latency panel per subscriber of `series` (a peer's run, beside ours).
 pub(super) fn latency_panels(series: &Series, windows: &[Window], t0_ms: u64) -> Vec<Panel> {
     (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect()
+}
+
+/// The acknowledgements the publishers took per bin (`who` names the system).
+pub(super) fn acks_panel(who: &str, series: &Series, windows: &[Window], t0_ms: u64) -> Panel {
+    let points = series.t_s.iter().zip(&series.acks).map(|(t, a)| (*t, *a as f64)).collect();
+    let mut lines = vec![Line::new("acknowledgements", Mark::Points, 0, points)];
+    lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
+    Panel::new(format!("{who}: publishers' acknowledgements, per bin"), time(), Axis::linear("acknowledgements"), lines)
 }
 
 /// The four panels.
