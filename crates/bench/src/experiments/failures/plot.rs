@@ -69,8 +69,8 @@ pub(super) fn acks_panel(who: &str, series: &Series, windows: &[Window], t0_ms: 
     Panel::new(format!("{who}: publishers' acknowledgements, per bin"), time(), Axis::linear("acknowledgements"), lines)
 }
 
-/// The four panels.
-pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
+/// The four panels; `network` is the topology file's name.
+pub(super) fn figure(network: &str, series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
     let mut panels: Vec<Panel> = (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect();
     for (title, unit, f) in [
         ("nacks sent, per bin", "nacks", (|b: &NackBin| b.nacks) as fn(&NackBin) -> f64),
@@ -80,5 +80,6 @@ pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure 
         lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
         panels.push(Panel::new(title, time(), Axis::linear(unit), lines));
     }
-    Figure { title: "guaranteed delivery through faults, gryphon-fig3 (seed 001, figure 6)".into(), panels }
+    let network = network.trim_end_matches(".toml");
+    Figure { title: format!("guaranteed delivery through faults, {network} (seed 001, figure 6)"), panels }
 }

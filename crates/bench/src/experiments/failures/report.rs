@@ -69,8 +69,9 @@ pub(super) fn outcome(p: &Params, reps: &[Rep]) -> anyhow::Result<(Outcome, Tabl
         publisher\" shows when the last publisher was back). The CSV has one row per bin and repetition (`rep`), \
         `publisher_acks` the acknowledgements the publishers took in the bin; the figure is the first repetition's; the \
         fault log and the clients' lines are kept in `failures-logs/` (`failures-logs/repN/` for repetition N).");
+    body.push('\n');
     body.push_str(&details);
-    let mut figure = plot::figure(&first.series, &first.windows, first.t0_us / 1000);
+    let mut figure = plot::figure(&p.topology, &first.series, &first.windows, first.t0_us / 1000);
     figure.panels.push(plot::acks_panel("tidings", &first.series, &first.windows, first.t0_us / 1000));
     if let Some((_, Some(Ok(n)))) = reps.first() {
         let (series, windows, t0_ms) = (&n.run.series, &n.run.windows, n.run.t0_us / 1000);
