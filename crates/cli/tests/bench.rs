@@ -147,15 +147,20 @@ fn quick_suite_held(name: &str, out: &Path, checks: usize) {
     assert!(held.iter().all(|c| c["passed"] == true), "{status}");
 }
 
-/// `bench failures --quick`: the seed's three faults in `gryphon-fig3.toml`; every internal
-/// check (exactly once and in order at both subscribers, recovery after each fault) held, and
-/// the time series and plots were written. No timing is asserted.
+/// `bench failures --quick`: the seed's three faults in `gryphon-fig3-replicated.toml` (the
+/// publishers' cell p1, p2, p3 replicating each pubend's log); every internal check (exactly
+/// once and in order at both subscribers, recovery after each fault, every fault injected, the
+/// publishers going on at a mate before p1 was back) held, and the time series, the
+/// publishers' crash rows and the plots were written. No timing is asserted beyond the
+/// takeover coming before p1's restart.
 #[test]
 fn failures_quick_delivers_every_acknowledged_publish_once_in_order_through_the_faults() {
     let out_dir = tempfile::tempdir().unwrap();
-    quick_suite_held("failures", out_dir.path(), 3);
+    quick_suite_held("failures", out_dir.path(), 4);
     let csv = std::fs::read_to_string(out_dir.path().join("failures.csv")).unwrap();
     assert!(csv.starts_with("t_s,s1_deliveries,s1_latency_p50_ms"), "{}", &csv[..80.min(csv.len())]);
+    let takeover = std::fs::read_to_string(out_dir.path().join("failures-takeover.csv")).unwrap();
+    assert!(takeover.lines().any(|l| l.starts_with("1,tidings,") && l.ends_with(",true,true")), "{takeover}");
     for fault in ["b1-s1 link cut", "b1 crash", "p1 crash"] {
         assert!(csv.contains(&format!("fail: {fault}")), "{fault} is marked in the series");
     }

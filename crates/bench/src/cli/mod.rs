@@ -82,9 +82,10 @@ pub enum Which {
     /// Guaranteed delivery against best effort on two brokers (seed 001 §4.1): each broker's
     /// CPU and the local and remote latency against the number of subscribers.
     Overhead(OverheadArgs),
-    /// Guaranteed delivery in `gryphon-fig3.toml` through a link cut and two broker crashes
-    /// (seed 001's figure 6): latency and nacks over time.
-    Failures(SuiteArgs),
+    /// Guaranteed delivery in `gryphon-fig3-replicated.toml` through a link cut and two broker
+    /// crashes (seed 001's figure 6): latency and nacks over time, and the publishers' broker
+    /// crash answered by a takeover in their cell.
+    Failures(FailuresArgs),
     /// Every experiment above, in order, with a report and plots.
     All(SuiteArgs),
     /// Random, seeded fault schedules over real brokers and clients, every acknowledged publish
@@ -150,6 +151,17 @@ pub struct SubscribersArgs {
     /// point are in the CSV.
     #[arg(long, value_name = "N", default_value_t = 0)]
     busy: usize,
+}
+
+/// `tidings bench failures`.
+#[derive(clap::Args)]
+pub struct FailuresArgs {
+    #[command(flatten)]
+    suite: SuiteArgs,
+    /// The seed's own network (`gryphon-fig3.toml`, p1 alone in its cell): the publishers wait
+    /// for p1's restart instead of moving to a mate that took their pubends over.
+    #[arg(long)]
+    unreplicated: bool,
 }
 
 /// `tidings bench overhead`.
@@ -298,9 +310,12 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
             p.linger = a.linger;
             (a.suite, Some(Box::new(overhead::Overhead(p))))
         }
-        Which::Failures(suite) => {
-            let p = failures::Params::new(scale(&suite));
-            (suite, Some(Box::new(failures::Failures(p))))
+        Which::Failures(a) => {
+            let mut p = failures::Params::new(scale(&a.suite));
+            if a.unreplicated {
+                p.unreplicated();
+            }
+            (a.suite, Some(Box::new(failures::Failures(p))))
         }
         Which::Subscribers(a) => {
             let mut p = subscribers::Params::new(scale(&a.suite));

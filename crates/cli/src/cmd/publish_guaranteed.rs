@@ -2,9 +2,11 @@
 //!
 //! Each message carries the properties `seq` (its number in this run, from 1, which is also the
 //! client's sequence number) and `publisher` (the publisher id, 16 hex digits). With `--json`
-//! one line per acknowledged publish: `{"pubend","tick","seq","publisher","topic","properties"}`,
+//! one line per acknowledged publish: `{"pubend","tick","seq","publisher","topic","properties","acked_us"}`,
 //! `properties` being every property of the message as `sub --json` prints them (so a checker
-//! can tell whether a subscriber's selector should have let it through). The exit
+//! can tell whether a subscriber's selector should have let it through), `acked_us` when the
+//! acknowledgement was taken, in publish order (Unix µs: a bench reads from it how long a
+//! broker failure held its publishers up, as it reads the peer harness's own). The exit
 //! status is non-zero if any publish was not acknowledged. These lines are a contract for
 //! outside checkers: every acknowledged publish matching a guaranteed subscription confirmed
 //! before it was published reaches that subscriber exactly once, in tick order.
@@ -86,6 +88,7 @@ fn report(out: &mut impl Write, (seq, properties, outcome): Outcome, topic: &str
                     "publisher": receipt.publisher.to_string(),
                     "topic": topic,
                     "properties": super::subscribe::properties_json(&properties),
+                    "acked_us": now_us(),
                 });
                 writeln!(out, "{line}")?;
                 out.flush()?;

@@ -21,12 +21,15 @@ pub(super) struct Step {
     pub kind: &'static str,
 }
 
+/// The label of the publishers' broker crash (the last fault, the one a takeover answers).
+pub(super) const PUBLISHERS_CRASH: &str = "p1 crash";
+
 /// The seed's three faults, in the order they are injected.
 pub(super) fn steps() -> Vec<Step> {
     vec![
         Step { label: "b1-s1 link cut", target: vec!["b1", "s1"], kind: "cut" },
         Step { label: "b1 crash", target: vec!["b1"], kind: "kill" },
-        Step { label: "p1 crash", target: vec!["p1"], kind: "kill" },
+        Step { label: PUBLISHERS_CRASH, target: vec!["p1"], kind: "kill" },
     ]
 }
 

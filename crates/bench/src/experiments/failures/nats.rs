@@ -147,8 +147,8 @@ impl Drop for Cluster {
     }
 }
 
-/// Runs the schedule of `p` against NATS.
-pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params) -> anyhow::Result<NatsRun> {
+/// Runs the schedule of `p` against NATS; the logs are kept in `logs/nats`.
+pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params, logs: &Path) -> anyhow::Result<NatsRun> {
     let dir = ctx.scratch("failures-nats")?;
     let cluster = Cluster::start(tools, &ctx.tidings, &dir).await?;
     let harness = &tools.peerbench;
@@ -207,11 +207,14 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params) -> anyhow:
         subscribers.push((format!("NATS {name}"), series::deliveries(&lines), verify(&acked, &lines)?));
     }
     let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
-    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &[], &windows);
+    let acks = super::run::acks(&acked);
+    let acked_us: Vec<u64> = acks.iter().map(|a| a.1).collect();
+    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &[], &windows, &acked_us);
     drop(cluster);
     // The servers' logs and the clients' lines, kept next to the results as `failures-logs/nats/`.
-    super::run::keep(&dir, &ctx.out.join("failures-logs").join("nats"), &["jsonl", "log", "conf"], "");
-    let run = Run { t0_us, series, windows, subscribers, published: (total, acked.len(), failed), unfinished };
+    super::run::keep(&dir, &logs.join("nats"), &["jsonl", "log", "conf"], "");
+    let published = (total, acked.len(), failed);
+    let run = Run { t0_us, series, windows, subscribers, published, unfinished, acks };
     Ok(NatsRun { run, version: tools.server_version.clone() })
 }
 

@@ -1,6 +1,7 @@
 //! The plot of `failures`, after seed 001's figure 6: latency at each subscriber over time,
 //! and nacks sent and nack range at s1 and the intermediate brokers, with every fault's stall,
-//! failure and end marked by a vertical bar.
+//! failure and end marked by a vertical bar; and the publishers' acknowledgements over time,
+//! where the gap a crash of their broker leaves (a takeover's, or a restart's) shows.
 
 use super::faults::Window;
 use super::series::{LatencyBin, NackBin, Series};
@@ -60,8 +61,16 @@ pub(super) fn latency_panels(series: &Series, windows: &[Window], t0_ms: u64) ->
     (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect()
 }
 
-/// The four panels.
-pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
+/// The acknowledgements the publishers took per bin (`who` names the system).
+pub(super) fn acks_panel(who: &str, series: &Series, windows: &[Window], t0_ms: u64) -> Panel {
+    let points = series.t_s.iter().zip(&series.acks).map(|(t, a)| (*t, *a as f64)).collect();
+    let mut lines = vec![Line::new("acknowledgements", Mark::Points, 0, points)];
+    lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
+    Panel::new(format!("{who}: publishers' acknowledgements, per bin"), time(), Axis::linear("acknowledgements"), lines)
+}
+
+/// The four panels; `network` is the topology file's name.
+pub(super) fn figure(network: &str, series: &Series, windows: &[Window], t0_ms: u64) -> Figure {
     let mut panels: Vec<Panel> = (0..series.latency.len()).map(|i| latency_panel(series, i, windows, t0_ms)).collect();
     for (title, unit, f) in [
         ("nacks sent, per bin", "nacks", (|b: &NackBin| b.nacks) as fn(&NackBin) -> f64),
@@ -71,5 +80,6 @@ pub(super) fn figure(series: &Series, windows: &[Window], t0_ms: u64) -> Figure 
         lines.push(markers(windows, t0_ms, (0.0, top(&lines))));
         panels.push(Panel::new(title, time(), Axis::linear(unit), lines));
     }
-    Figure { title: "guaranteed delivery through faults, gryphon-fig3 (seed 001, figure 6)".into(), panels }
+    let network = network.trim_end_matches(".toml");
+    Figure { title: format!("guaranteed delivery through faults, {network} (seed 001, figure 6)"), panels }
 }

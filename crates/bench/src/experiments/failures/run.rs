@@ -1,6 +1,8 @@
-//! One run of `failures`: the network up with fault points and the seed's liveness profile,
-//! two guaranteed subscribers, four guaranteed publishers, the metrics sampled while the fault
-//! schedule runs, then everything read back from the tools' files and the fault log.
+//! One run of `failures`: the network up with fault points and the seed's liveness profile
+//! (and each pubend's log replicated in the publishers' cell, unless unreplicated), two
+//! guaranteed subscribers, four guaranteed publishers given every broker of their cell, the
+//! metrics sampled while the fault schedule runs, then everything read back from the tools'
+//! files and the fault log.
 
 use std::path::Path;
 use std::time::Duration;
@@ -28,13 +30,22 @@ pub(super) struct Run {
     pub published: (u64, usize, Vec<String>),
     /// Subscribers that did not get their count before the deadline (killed).
     pub unfinished: Vec<String>,
+    /// Every acknowledgement: the publisher and when its client took it (Unix µs).
+    pub acks: Vec<(String, u64)>,
 }
 
-/// Starts the network and runs the schedule.
-pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
+/// The publisher and acknowledgement time of each acknowledgement line (`pub --json`'s and
+/// the peer harness's `jspub`'s alike); a line without them is left out.
+pub(super) fn acks(lines: &[serde_json::Value]) -> Vec<(String, u64)> {
+    lines.iter().filter_map(|l| Some((l["publisher"].as_str()?.to_string(), l["acked_us"].as_u64()?))).collect()
+}
+
+/// Starts the network and runs the schedule; the logs are kept in `logs`.
+pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Result<Run> {
     let dir = ctx.scratch("failures")?;
     let config = dir.join("liveness.toml");
-    std::fs::write(&config, format!("[guaranteed]\nliveness = \"{}\"\n", p.liveness))?;
+    let storage = p.replicas.map(|n| format!("\n[storage]\nreplicas = {n}\n")).unwrap_or_default();
+    std::fs::write(&config, format!("[guaranteed]\nliveness = \"{}\"\n{storage}", p.liveness))?;
     let net_dir = dir.join("net");
     std::fs::create_dir_all(&net_dir)?;
     let extra = ["--faults", "--", "--config"].map(String::from).into_iter().chain([config.display().to_string()]);
@@ -53,9 +64,11 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
     let watched = p.watched.iter().map(|b| Ok((b.clone(), admin(b)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let sampler = Sampler::start(watched, p.bin);
     let t0_us = unix_us();
-    let home = net.broker(&p.publisher_at)?.tcp.clone();
+    // Every broker of the publishers' cell, theirs first: when it crashes they move on to a mate.
+    let cell = p.cell.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
+    let servers = cell.join(",");
     let mut pubs = (1..=p.publishers)
-        .map(|i| tools::publish(&ctx.tidings, &dir, &home, &format!("f{i}"), (per_publisher, p.rate, p.size)))
+        .map(|i| tools::publish(&ctx.tidings, &dir, &servers, &format!("f{i}"), (per_publisher, p.rate, p.size)))
         .collect::<anyhow::Result<Vec<Tool>>>()?;
     let (tidings, fault_dir, params) = (ctx.tidings.clone(), net.dir().to_path_buf(), p.clone());
     let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
@@ -75,20 +88,22 @@ pub(super) async fn run(ctx: &Context, p: &Params) -> anyhow::Result<Run> {
         subscribers.push((name.clone(), series::deliveries(&lines), verify(&acked, &lines)?));
     }
     let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
-    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &samples, &windows);
-    keep_logs(ctx, &net_dir, &dir);
-    Ok(Run { t0_us, series, windows, subscribers, published: (total, acked.len(), failed_publishers), unfinished })
+    let acks = acks(&acked);
+    let acked_us: Vec<u64> = acks.iter().map(|a| a.1).collect();
+    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &samples, &windows, &acked_us);
+    keep_logs(logs, &net_dir, &dir);
+    let published = (total, acked.len(), failed_publishers);
+    Ok(Run { t0_us, series, windows, subscribers, published, unfinished, acks })
 }
 
-/// Copies the network's fault log, the brokers' logs and the tools' lines next to the results, so a failed check
-/// can be looked into after the scratch directory is gone.
-fn keep_logs(ctx: &Context, net_dir: &Path, dir: &Path) {
-    let to = ctx.out.join("failures-logs");
+/// Copies the network's fault log, the brokers' logs and the tools' lines to `to`, next to the
+/// results, so a failed check can be looked into after the scratch directory is gone.
+fn keep_logs(to: &Path, net_dir: &Path, dir: &Path) {
     // The brokers' own logs (NAME.log in the network directory, named as the tools that run
     // at them are) go along as broker-NAME.log.
-    keep(net_dir, &to, &["log"], "broker-");
+    keep(net_dir, to, &["log"], "broker-");
     let _ = std::fs::copy(net_dir.join("faults.jsonl"), to.join("faults.jsonl"));
-    keep(dir, &to, &["jsonl", "log"], "");
+    keep(dir, to, &["jsonl", "log"], "");
 }
 
 /// Copies the files of `from` with one of `extensions` into `to` (created), each name after

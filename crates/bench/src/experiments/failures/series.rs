@@ -1,7 +1,8 @@
 //! The time series of figure 6: per bin, the latency (p50, max) of the deliveries each
 //! subscriber received in it, and the nacks and nack range (ms of the pubend's clock) each
-//! watched broker sent, with the fault events that fell in it. Every delivery and every scrape
-//! counts; nothing is sampled away.
+//! watched broker sent, with the fault events that fell in it, and the acknowledgements the
+//! publishers took in it (where a crash of their broker holds them up, and a takeover lets them
+//! go on). Every delivery, acknowledgement and scrape counts; nothing is sampled away.
 
 use serde_json::Value;
 
@@ -76,14 +77,17 @@ pub(super) struct Series {
     pub nacks: Vec<(String, Vec<NackBin>)>,
     /// Fault events per bin ("stall b1-s1", ...).
     pub events: Vec<String>,
+    /// Acknowledgements the publishers took per bin, all together.
+    pub acks: Vec<usize>,
 }
 
-/// Bins `[t0, end)` into `bin_us` steps.
+/// Bins `[t0, end)` into `bin_us` steps; `acked_us` holds when each acknowledgement was taken.
 pub(super) fn bin(
     (t0_us, end_us, bin_us): (u64, u64, u64),
     subs: &[(String, Vec<Delivery>)],
     samples: &[(String, Vec<Sample>)],
     windows: &[Window],
+    acked_us: &[u64],
 ) -> Series {
     let n = (end_us.saturating_sub(t0_us)).div_ceil(bin_us.max(1)) as usize;
     let index = |us: u64| us.checked_sub(t0_us).map(|d| (d / bin_us) as usize).filter(|&i| i < n);
@@ -131,12 +135,17 @@ pub(super) fn bin(
             }
         }
     }
-    Series { t_s, latency, nacks, events }
+    let mut acks = vec![0; n];
+    for i in acked_us.iter().filter_map(|&us| index(us)) {
+        acks[i] += 1;
+    }
+    Series { t_s, latency, nacks, events, acks }
 }
 
 impl Series {
-    /// The CSV table: one row per bin.
-    pub(super) fn table(&self) -> anyhow::Result<Table> {
+    /// The CSV columns: t_s, per subscriber and watched broker its own, then `faults`,
+    /// `publisher_acks` and `rep`.
+    pub(super) fn columns(&self) -> Vec<String> {
         let mut columns = vec!["t_s".to_string()];
         for (s, _) in &self.latency {
             columns.extend(["deliveries", "latency_p50_ms", "latency_max_ms"].map(|c| format!("{s}_{c}")));
@@ -144,8 +153,12 @@ impl Series {
         for (b, _) in &self.nacks {
             columns.extend(["nacks_sent", "nack_range_ms", "nack_absorbed_ms"].map(|c| format!("{b}_{c}")));
         }
-        columns.push("faults".into());
-        let mut table = Table::new(&columns.iter().map(String::as_str).collect::<Vec<_>>());
+        columns.extend(["faults", "publisher_acks", "rep"].map(String::from));
+        columns
+    }
+
+    /// Appends this series' rows, repetition `rep`, to `table` (of [`Series::columns`]).
+    pub(super) fn rows(&self, rep: usize, table: &mut Table) -> anyhow::Result<()> {
         let opt = |v: Option<f64>| v.map(num).unwrap_or_default();
         for (i, t) in self.t_s.iter().enumerate() {
             let mut row = vec![format!("{t:.1}")];
@@ -155,10 +168,10 @@ impl Series {
             for (_, bins) in &self.nacks {
                 row.extend([num(bins[i].nacks), num(bins[i].range_ms), num(bins[i].absorbed_ms)]);
             }
-            row.push(self.events[i].clone());
+            row.extend([self.events[i].clone(), self.acks[i].to_string(), rep.to_string()]);
             table.push(row)?;
         }
-        Ok(table)
+        Ok(())
     }
 }
 
@@ -173,7 +186,7 @@ mod tests {
         let s = |us: u64, nacks: f64, ticks: f64| Sample { unix_us: us, nacks, nack_ticks: ticks, absorbed_ticks: 0.0 };
         let samples = vec![("b1".to_string(), vec![s(0, 0.0, 0.0), s(150_000, 2.0, 4000.0), s(250_000, 1.0, 500.0)])];
         let w = Window { label: "x", stalled_ms: 100, failed_ms: 200, ended_ms: 250 };
-        let series = bin((0, 500_000, 100_000), &subs, &samples, &[w]);
+        let series = bin((0, 500_000, 100_000), &subs, &samples, &[w], &[10, 120_000, 130_000, 600_000]);
         assert_eq!(series.t_s.len(), 5);
         let lat = &series.latency[0].1;
         assert_eq!((lat[0].count, lat[0].max_ms), (2, Some(2.0)));
@@ -182,8 +195,13 @@ mod tests {
         assert_eq!((nacks[1].nacks, nacks[1].range_ms), (2.0, 4.0));
         assert_eq!(nacks[2].nacks, 1.0, "the broker restarted: its counter begins again");
         assert_eq!(series.events[2], "fail: x; end: x");
-        let table = series.table().unwrap();
+        assert_eq!(series.acks, [1, 2, 0, 0, 0], "an acknowledgement after the end is outside");
+        let mut table = Table::new(&series.columns().iter().map(String::as_str).collect::<Vec<_>>());
+        series.rows(2, &mut table).unwrap();
         assert_eq!(table.rows().len(), 5);
-        assert!(table.to_csv().starts_with("t_s,s1_deliveries,s1_latency_p50_ms"));
+        let csv = table.to_csv();
+        assert!(csv.starts_with("t_s,s1_deliveries,s1_latency_p50_ms"));
+        assert!(csv.lines().next().unwrap().ends_with(",faults,publisher_acks,rep"), "{csv}");
+        assert!(csv.lines().nth(2).unwrap().ends_with(",2,2"), "{csv}");
     }
 }
