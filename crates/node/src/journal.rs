@@ -31,7 +31,9 @@ pub fn opened(store: &Store, recovered: store::Recovered) -> Result<Opened, Stor
             error!(pubend = id.0, lost = ?log.lost, "the pubend log lost ticks to damage; subscribers get gap notices for them");
         }
         let (logged, damaged) = logged_ticks(store, id, &log)?;
-        let mut publishers = BTreeMap::new();
+        // High-water marks first (they outlive released records), then the unreleased records.
+        let mut publishers: BTreeMap<PublisherId, u64> =
+            log.publishers.iter().map(|(publisher, seq)| (PublisherId(publisher.0), seq.0)).collect();
         for ((publisher, seq), tick) in &log.dedup {
             let highest = publishers.entry(PublisherId(publisher.0)).or_insert(seq.0);
             *highest = (*highest).max(seq.0);

@@ -27,6 +27,38 @@ pub(crate) struct PubendLog {
     pub(crate) highest: Tick,
     /// Unservable ranges, first tick -> last tick (inclusive).
     pub(crate) lost: BTreeMap<Tick, Tick>,
+    /// Each publisher's highest logged seq and its tick, released records included: the index
+    /// forgets a record at its release, but a publisher whose acknowledgement was lost in a
+    /// crash retries it, and the retry must still be taken as one (T4). Written in every
+    /// segment's checkpoint, so deleting the segments that held the records keeps it.
+    pub(crate) publishers: BTreeMap<PublisherId, (PublisherSeq, Tick)>,
+}
+
+/// Publishers remembered per pubend beyond their unreleased records: the newest by tick. A
+/// publisher quiet while this many others published, all its records released, and then
+/// retrying across a restart is the one case left out (its retry is logged again).
+pub const PUBLISHERS_KEPT: usize = 4096;
+
+impl PubendLog {
+    /// Raises `publisher`'s high-water mark to `seq` at `tick`.
+    pub(crate) fn note_publisher(&mut self, publisher: PublisherId, seq: PublisherSeq, tick: Tick) {
+        let mark = self.publishers.entry(publisher).or_insert((seq, tick));
+        if seq >= mark.0 {
+            *mark = (seq, tick.max(mark.1));
+        }
+        if self.publishers.len() > 2 * PUBLISHERS_KEPT {
+            self.trim_publishers();
+        }
+    }
+
+    /// Forgets all but the [`PUBLISHERS_KEPT`] publishers with the newest ticks.
+    fn trim_publishers(&mut self) {
+        let mut ticks: Vec<Tick> = self.publishers.values().map(|(_, tick)| *tick).collect();
+        let cut = ticks.len().saturating_sub(PUBLISHERS_KEPT);
+        let (_, oldest_kept, _) = ticks.select_nth_unstable(cut);
+        let oldest_kept = *oldest_kept;
+        self.publishers.retain(|_, (_, tick)| *tick >= oldest_kept);
+    }
 }
 
 /// One segment file and, per pubend, the highest data tick it holds: the segment may go once
@@ -35,6 +67,14 @@ pub(crate) struct PubendLog {
 pub(crate) struct SegmentMeta {
     pub(crate) file: Arc<dyn LogFile>,
     pub(crate) high: BTreeMap<PubendId, Tick>,
+}
+
+/// What a new segment starts with for one pubend (see [`Catalog::checkpoint`]).
+pub(crate) struct Checkpoint {
+    pub(crate) pubend: PubendId,
+    pub(crate) lease: Tick,
+    pub(crate) released: Tick,
+    pub(crate) publishers: Vec<(PublisherId, PublisherSeq, Tick)>,
 }
 
 /// A slot in a read: a record to fetch, or a range that cannot be served.
@@ -72,6 +112,7 @@ impl Catalog {
         }
         let log = self.pubends.entry(pubend).or_default();
         log.highest = log.highest.max(tick);
+        log.note_publisher(loc.publisher, loc.seq, tick);
         if tick > log.released {
             log.index.insert(tick, loc);
         }
@@ -135,10 +176,18 @@ impl Catalog {
         gone
     }
 
-    /// Each pubend's lease and release prefix, written at the head of every new segment so
-    /// deleting older segments never loses them.
-    pub(crate) fn checkpoint(&self) -> Vec<(PubendId, Tick, Tick)> {
-        self.pubends.iter().map(|(id, log)| (*id, log.lease, log.released)).collect()
+    /// Each pubend's lease, release prefix and publishers' high-water marks, written at the
+    /// head of every new segment so deleting older segments never loses them.
+    pub(crate) fn checkpoint(&mut self) -> Vec<Checkpoint> {
+        let mut out = Vec::with_capacity(self.pubends.len());
+        for (id, log) in &mut self.pubends {
+            if log.publishers.len() > PUBLISHERS_KEPT {
+                log.trim_publishers();
+            }
+            let publishers = log.publishers.iter().map(|(publisher, (seq, tick))| (*publisher, *seq, *tick)).collect();
+            out.push(Checkpoint { pubend: *id, lease: log.lease, released: log.released, publishers });
+        }
+        out
     }
 
     /// The records and lost ranges of `pubend` within `range`, in tick order, at most `max`

@@ -1,7 +1,9 @@
 //! The record format. Every record is framed as
 //! `[body length: u32 LE][CRC-32 of (length bytes ++ body): u32 LE][body]`, and the body is
 //! `[kind: u8][pubend: u64 LE][tick: u64 LE]` followed, for data, by
-//! `[publisher: u64 LE][publisher seq: u64 LE][payload]`. All integers little-endian.
+//! `[publisher: u64 LE][publisher seq: u64 LE][payload]`, and for a publisher's high-water mark
+//! (written in a segment's checkpoint) by `[publisher: u64 LE][highest seq: u64 LE]`, its tick
+//! the tick of that publish. All integers little-endian.
 //! The checksum covers the length too, so a flipped length bit is caught, not followed.
 
 use crate::types::{PubendId, PublisherId, PublisherSeq, Tick};
@@ -14,6 +16,7 @@ pub(crate) const MAX_BODY: usize = 16 << 20;
 const KIND_DATA: u8 = 1;
 const KIND_LEASE: u8 = 2;
 const KIND_RELEASE: u8 = 3;
+const KIND_PUBLISHER: u8 = 4;
 const META_BODY: usize = 17;
 const DATA_FIXED: usize = 33;
 
@@ -26,6 +29,9 @@ pub(crate) enum Entry<'a> {
     Lease { pubend: PubendId, tick: Tick },
     /// Every record of the pubend up to `tick` is released.
     Release { pubend: PubendId, tick: Tick },
+    /// The publisher's highest logged `seq` (at `tick`), kept after its records are released so
+    /// a retry of a publish acknowledged before a restart is still taken as a retry (T4).
+    Publisher { pubend: PubendId, tick: Tick, publisher: PublisherId, seq: PublisherSeq },
 }
 
 /// What [`decode`] found at an offset.
@@ -69,6 +75,20 @@ pub(crate) fn encode_lease(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
 /// Appends a framed release record to `out`.
 pub(crate) fn encode_release(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
     let start = begin(out, META_BODY, KIND_RELEASE, pubend, tick);
+    seal(out, start);
+}
+
+/// Appends a framed publisher high-water record to `out`.
+pub(crate) fn encode_publisher(
+    out: &mut Vec<u8>,
+    pubend: PubendId,
+    tick: Tick,
+    publisher: PublisherId,
+    seq: PublisherSeq,
+) {
+    let start = begin(out, DATA_FIXED, KIND_PUBLISHER, pubend, tick);
+    out.extend_from_slice(&publisher.0.to_le_bytes());
+    out.extend_from_slice(&seq.0.to_le_bytes());
     seal(out, start);
 }
 
@@ -133,6 +153,12 @@ fn parse_body(body: &[u8]) -> Option<Entry<'_>> {
     match (body[0], body.len()) {
         (KIND_LEASE, META_BODY) => Some(Entry::Lease { pubend, tick }),
         (KIND_RELEASE, META_BODY) => Some(Entry::Release { pubend, tick }),
+        (KIND_PUBLISHER, DATA_FIXED) => Some(Entry::Publisher {
+            pubend,
+            tick,
+            publisher: PublisherId(u64_at(body, 17)),
+            seq: PublisherSeq(u64_at(body, 25)),
+        }),
         (KIND_DATA, len) if len >= DATA_FIXED => Some(Entry::Data {
             pubend,
             tick,
@@ -199,6 +225,15 @@ mod tests {
         assert_eq!(lease, Entry::Lease { pubend: PubendId(1), tick: Tick(2) });
         let Decoded::Record(release, _) = decode(&out[used..]) else { panic!("release") };
         assert_eq!(release, Entry::Release { pubend: PubendId(1), tick: Tick(3) });
+    }
+
+    #[test]
+    fn a_publisher_high_water_record_round_trips() {
+        let mut out = Vec::new();
+        encode_publisher(&mut out, PubendId(1), Tick(5), PublisherId(9), PublisherSeq(42));
+        let expected =
+            Entry::Publisher { pubend: PubendId(1), tick: Tick(5), publisher: PublisherId(9), seq: PublisherSeq(42) };
+        assert_eq!(decode(&out), Decoded::Record(expected, out.len()));
     }
 
     #[test]

@@ -37,6 +37,7 @@ mod types;
 mod unsynced;
 mod writer;
 
+pub use catalog::PUBLISHERS_KEPT;
 pub use error::StoreError;
 pub use fs::{DirLock, Fs, LogFile, StdFs};
 pub use memfs::MemFs;

@@ -27,6 +27,9 @@ pub struct PubendRecovery {
     pub records: usize,
     /// (publisher, sequence) -> tick of every unreleased record, for T4 dedup.
     pub dedup: BTreeMap<(PublisherId, PublisherSeq), Tick>,
+    /// Each publisher's highest logged sequence, released records included (the newest
+    /// [`crate::PUBLISHERS_KEPT`] publishers at least): a retry at or below it is a retry.
+    pub publishers: BTreeMap<PublisherId, PublisherSeq>,
     /// Ranges that damage on disk made unservable; report them as L.
     pub lost: Vec<TickRange>,
 }
@@ -104,6 +107,7 @@ fn summarize(catalog: &Catalog) -> Recovered {
                 highest: log.highest,
                 records: log.index.len(),
                 dedup: log.index.iter().map(|(tick, loc)| ((loc.publisher, loc.seq), *tick)).collect(),
+                publishers: log.publishers.iter().map(|(publisher, (seq, _))| (*publisher, *seq)).collect(),
                 lost: lost.collect(),
             };
             (*id, state)
@@ -183,6 +187,9 @@ impl Scanner {
             }
             Entry::Lease { pubend, tick } => self.catalog.raise_lease(pubend, tick),
             Entry::Release { pubend, tick } => drop(self.catalog.release(pubend, tick)),
+            Entry::Publisher { pubend, tick, publisher, seq } => {
+                self.catalog.pubends.entry(pubend).or_default().note_publisher(publisher, seq, tick);
+            }
         }
     }
 

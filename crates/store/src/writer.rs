@@ -261,9 +261,12 @@ impl GroupWriter {
         }
         let mut head = Vec::new();
         if self.fresh {
-            for (pubend, lease, released) in self.shared.lock_catalog().checkpoint() {
-                codec::encode_lease(&mut head, pubend, lease);
-                codec::encode_release(&mut head, pubend, released);
+            for pubend in self.shared.lock_catalog().checkpoint() {
+                codec::encode_lease(&mut head, pubend.pubend, pubend.lease);
+                codec::encode_release(&mut head, pubend.pubend, pubend.released);
+                for (publisher, seq, tick) in pubend.publishers {
+                    codec::encode_publisher(&mut head, pubend.pubend, tick, publisher, seq);
+                }
             }
         }
         let base = self.end + head.len() as u64;

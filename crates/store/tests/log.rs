@@ -99,6 +99,37 @@ fn the_dedup_table_of_unreleased_records_survives_a_restart() {
     assert_eq!(h.recovered.pubends[&PubendId(1)].released, Tick(10));
 }
 
+/// A publisher's acknowledgement can be lost in a crash after every record of it was released
+/// (delivered everywhere) and the segments holding them deleted: its retry after the restart
+/// must still be known as a retry, so the high-water mark outlives the records.
+#[test]
+fn a_publishers_high_water_mark_survives_the_release_and_deletion_of_all_its_records() {
+    let fs = Arc::new(MemFs::new());
+    let dir = std::path::Path::new("/log");
+    let h = open(fs.clone(), dir, small_segments()).unwrap();
+    // Pubend 1's publisher logs seq 1..=40, then pubend 2 fills later segments.
+    let early: Vec<_> = (1..=40).map(|t| record(1, t, &[1; 256])).collect();
+    h.append_in_groups(&early, 4);
+    let late: Vec<_> = (41..=120).map(|t| record(2, t, &[2; 256])).collect();
+    h.append_in_groups(&late, 4);
+    assert!(h.release(1, 40).result.is_ok());
+    assert!(h.release(2, 80).result.is_ok());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while h.store.stats().segments_deleted < 4 {
+        assert!(std::time::Instant::now() < deadline, "the released segments were never deleted");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    crash(&fs, h);
+    let h = open(fs, dir, small_segments()).unwrap();
+    assert!(h.records(1).is_empty() && h.records(2).first().is_some_and(|r| r.tick.0 > 80));
+    let state = &h.recovered.pubends[&PubendId(1)];
+    assert_eq!(state.records, 0, "every record of pubend 1 is released");
+    assert!(state.dedup.is_empty());
+    assert_eq!(state.highest, Tick(0), "no record of pubend 1 is left in any segment");
+    assert_eq!(state.publishers.get(&PublisherId(1001)), Some(&PublisherSeq(40)));
+    assert_eq!(h.recovered.pubends[&PubendId(2)].publishers.get(&PublisherId(2001)), Some(&PublisherSeq(120)));
+}
+
 #[test]
 fn with_room_on_the_disk_released_segments_are_deleted_off_the_writer_thread() {
     let fs = Arc::new(MemFs::new());

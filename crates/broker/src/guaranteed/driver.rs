@@ -456,6 +456,9 @@ impl Driver {
         self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);
         self.metrics.foreign_finals.inc_by(c.foreign_finals - old.foreign_finals);
         self.metrics.rejudged.inc_by(c.rejudged - old.rejudged);
+        // Retries the tick table no longer held (older, or released before a restart) that the
+        // core still knew by its publishers' high-water marks.
+        self.metrics.duplicate_publishes.inc_by(c.duplicate_publishes - old.duplicate_publishes);
         let s = self.store.stats();
         let old = std::mem::replace(&mut self.stats, s);
         self.metrics.fsyncs.inc_by(s.syncs.saturating_sub(old.syncs));
