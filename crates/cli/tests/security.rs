@@ -283,3 +283,102 @@ fn tidings_info_logs_in_to_the_admin_port() {
     assert!(!alice.status.success(), "alice has no admin role");
     assert!(text(&alice.stderr).contains("user alice may not GET"), "{}", text(&alice.stderr));
 }
+
+/// `no_auth_user`: a client with no credentials at all is that user (alice here), with her
+/// rules; a wrong password is still refused, not downgraded; a users file without her does not
+/// load, at start or at a reload (the old file stays in force).
+#[test]
+fn anonymous_clients_are_the_no_auth_user_and_nobody_else() {
+    let (dir, b, addr) = setup("no_auth_user = \"alice\"\n");
+    let anonymous = |rest: &[&str]| {
+        let mut all = vec!["pub", "--server", addr.as_str()];
+        all.extend(rest);
+        tidings(&all)
+    };
+    let out = anonymous(&["orders.new", "hi"]);
+    assert!(out.status.success(), "an anonymous publish alice may make: {}", text(&out.stderr));
+    let out = anonymous(&["orders.audit", "hi"]);
+    assert!(!out.status.success(), "an anonymous publish alice may not make was taken");
+    let wrong = tidings(&args("pub", &addr, ("alice", "wrong"), &["orders.new", "hi"]));
+    assert!(text(&wrong.stderr).contains("not_authenticated"), "a wrong password: {}", text(&wrong.stderr));
+    let unknown = tidings(&args("pub", &addr, ("mallory", "x"), &["orders.new", "hi"]));
+    assert!(!unknown.status.success(), "an unknown user was let in as the no-auth user");
+    // A reload to a file without alice is refused: anonymous clients keep her rules.
+    users_file(dir.path(), false);
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let out = anonymous(&["orders.new", "again"]);
+    assert!(out.status.success(), "after a refused reload: {}", text(&out.stderr));
+    // And a broker whose users file lacks the no-auth user does not start.
+    let users = dir.path().join("users.toml");
+    let config = format!("[security]\nusers_file = {:?}\nno_auth_user = \"alice\"\n", users.to_str().unwrap());
+    assert!(BrokerProcess::start_configured(bin(), &config, &[]).is_err(), "a no_auth_user nobody is started");
+}
+
+/// Starts mosquitto's `program` (`mosquitto_sub`/`mosquitto_pub`) on `b`'s MQTT listener in
+/// 5.0 with `login` and `args`, its output piped.
+fn mosquitto_v5(b: &BrokerProcess, login: &[&str], program: &str, args: &[&str]) -> std::process::Child {
+    let port = b.ready.mqtt.expect("an MQTT listener").port().to_string();
+    let mut all = vec!["-h", "127.0.0.1", "-p", port.as_str(), "-V", "5"];
+    all.extend(login);
+    all.extend(args);
+    Command::new(program).args(&all).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+/// The same through MQTT with mosquitto's clients and no login: alice's `#` gets what she may
+/// read, and her denied filter gets its SUBACK refusal.
+#[test]
+fn anonymous_mqtt_clients_are_the_no_auth_user() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (_dir, b, _) = setup("no_auth_user = \"alice\"\n[mqtt]\nlisten = \"127.0.0.1:0\"\n");
+    let spawn = |program: &str, args: &[&str]| mosquitto_v5(&b, &[], program, args);
+    let before = b.metric("tidings_subscriptions").unwrap();
+    let watcher = spawn("mosquitto_sub", &["-t", "#", "-C", "1"]);
+    tidings_testkit::wait_until("mosquitto_sub subscribes", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() > before
+    });
+    let published = tidings_testkit::finish_within(
+        spawn("mosquitto_pub", &["-t", "orders/new", "-m", "anon"]),
+        Duration::from_secs(20),
+    );
+    assert!(published.status.success(), "{}", text(&published.stderr));
+    let got = tidings_testkit::finish_within(watcher, Duration::from_secs(20));
+    assert_eq!(text(&got.stdout).trim(), "anon");
+    let refused =
+        tidings_testkit::finish_within(spawn("mosquitto_sub", &["-t", "secret/#", "-C", "1"]), Duration::from_secs(20));
+    let said = text(&refused.stderr).to_lowercase();
+    assert!(said.contains("denied") || said.contains("not authori"), "{said}");
+}
+
+/// With a users file, what the broker does for a client after its connection ends acts as the
+/// client's user: its will is published (alice may publish `orders/will`), and its session's
+/// expiry deletes its durable subscription. Both were refused before: the broker's own session
+/// for them never logged in.
+#[test]
+fn a_logged_in_clients_will_and_session_expiry_are_carried_out() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (_dir, b, _) = setup("[mqtt]\nlisten = \"127.0.0.1:0\"\n");
+    let spawn = |program: &str, args: &[&str]| mosquitto_v5(&b, &["-u", "alice", "-P", "alice-pw"], program, args);
+    let before = b.metric("tidings_subscriptions").unwrap();
+    let watcher = spawn("mosquitto_sub", &["-t", "orders/will", "-C", "1"]);
+    tidings_testkit::wait_until("the watcher subscribes", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() > before
+    });
+    let will = ["--will-topic", "orders/will", "--will-payload", "gone"];
+    let mut dying =
+        spawn("mosquitto_sub", &[&["-i", "dying", "-c", "-x", "1", "-q", "1", "-t", "orders/x"][..], &will].concat());
+    tidings_testkit::wait_until("the durable subscription is taken", Duration::from_secs(10), || {
+        b.metric("tidings_gd_durables").unwrap() >= 1.0
+    });
+    dying.kill().unwrap();
+    let _ = dying.wait();
+    let got = tidings_testkit::finish_within(watcher, Duration::from_secs(20));
+    assert_eq!(text(&got.stdout).trim(), "gone", "the will: {}", text(&got.stderr));
+    tidings_testkit::wait_until("the expired session's durable is deleted", Duration::from_secs(15), || {
+        b.metric("tidings_gd_durables").unwrap() == 0.0
+    });
+}

@@ -17,21 +17,32 @@ use crate::context::Context;
 use crate::outbox::Outbox;
 use crate::session::{Session, Transport};
 
-/// A native session of the broker's own, for work no client connection carries out.
-fn detached(shared: &Arc<Context>, name: &str) -> Session {
+/// A native session of the broker's own, for work no client connection carries out, acting
+/// for the client's user (`user`, looked up again now: a user a reload removed acts no more).
+/// Without it, with a users file, the session was never logged in, and every will and every
+/// expired session's cleanup was refused.
+fn detached(shared: &Arc<Context>, name: &str, user: Option<&str>) -> Option<Session> {
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
     *outbox.client.lock() = format!("mqtt {name}");
     let mut session = Session::new(Transport::Tcp, outbox, Arc::clone(shared));
+    if let Some(guard) = &shared.security {
+        let Some(user) = user.and_then(|name| guard.users().get(name).cloned()) else {
+            tracing::warn!(user = user.unwrap_or("(none)"), "no such user any more: the {name} is not carried out");
+            return None;
+        };
+        session.login_proven(user);
+    }
     session.handle(Frame::Hello(Hello::new(name)));
-    session
+    Some(session)
 }
 
 /// Publishes `will` of the connection `(client_id, generation)` after `delay` seconds, unless
-/// a new connection took the session first (MQTT-3.1.3-9).
+/// a new connection took the session first (MQTT-3.1.3-9), as the connection's `user` (its
+/// publish rules apply to the will).
 pub(super) async fn publish_will(
     shared: Arc<Context>,
     registry: Arc<Registry>,
-    (client_id, generation): (String, u64),
+    (client_id, generation, user): (String, u64, Option<String>),
     will: Will,
     delay: u32,
 ) {
@@ -55,7 +66,7 @@ pub(super) async fn publish_will(
     }
     let topic = tidings_wire::mqtt::topic::name_to_tidings(&will.topic);
     let Ok(message) = Message::new(&topic, &properties, will.payload, now_us()) else { return };
-    let mut session = detached(&shared, "will");
+    let Some(mut session) = detached(&shared, "will", user.as_deref()) else { return };
     let frame = match will.qos {
         QoS::AtMostOnce => Frame::Publish(message),
         // Another publisher than the client's own: the will's sequence number is the clock's.
@@ -92,7 +103,8 @@ pub(super) async fn expire(
         return;
     }
     let Some(stored) = registry.load(&client_id) else { return };
-    let mut session = detached(&shared, "session expiry");
+    // Its durables are named in its user's scope: deleted as that user.
+    let Some(mut session) = detached(&shared, "session expiry", stored.user.as_deref()) else { return };
     if delete_durables(&mut session, &stored, 1).is_ok() {
         registry.forget(&client_id);
     }

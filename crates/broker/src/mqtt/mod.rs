@@ -400,6 +400,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     session.end();
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);
+    let user = session.native().login.as_ref().map(|login| login.user.name.clone());
     drop(session);
     let generation = hold.generation;
     let inbound = std::mem::take(&mut link.state.lock().inbound);
@@ -409,7 +410,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
         shared.tasks.spawn(ends::publish_will(
             Arc::clone(&shared),
             Arc::clone(&registry),
-            (client_id.clone(), generation),
+            (client_id.clone(), generation, user),
             will,
             delay,
         ));

@@ -42,6 +42,10 @@ pub(super) struct Stored {
     /// The filters' 5.0 options, where any is set (absent from files of earlier versions).
     #[serde(default)]
     pub(super) options: Vec<(String, Kept)>,
+    /// The user the session logged in as (with a users file): its durables are in that user's
+    /// scope, so its expiry deletes them as that user.
+    #[serde(default)]
+    pub(super) user: Option<String>,
 }
 
 /// What a stored session keeps of a filter's 5.0 options: all but retain handling, which acts
@@ -274,8 +278,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::new(dir.path().to_path_buf());
         assert_eq!(registry.load("c"), None);
-        let stored =
-            Stored { client_id: "c".into(), filters: vec![("a/#".into(), 1)], expiry: 60, options: Vec::new() };
+        let stored = Stored {
+            client_id: "c".into(),
+            filters: vec![("a/#".into(), 1)],
+            expiry: 60,
+            options: Vec::new(),
+            user: None,
+        };
         registry.save(&stored).unwrap();
         assert_eq!(registry.load("c"), Some(stored.clone()));
         assert_eq!(registry.load_all(), vec![stored]);
@@ -287,7 +296,7 @@ mod tests {
     fn unreleased_qos2_publishes_load_back_apart_from_the_session_and_go_with_it() {
         let dir = tempfile::tempdir().unwrap();
         let registry = Registry::new(dir.path().to_path_buf());
-        let stored = Stored { client_id: "c".into(), filters: Vec::new(), expiry: 60, options: Vec::new() };
+        let stored = Stored { client_id: "c".into(), filters: Vec::new(), expiry: 60, options: Vec::new(), user: None };
         registry.save(&stored).unwrap();
         registry.save_inbound("c", &[(7, 1000), (9, 1001)]).unwrap();
         assert_eq!(registry.load_inbound("c"), vec![(7, 1000), (9, 1001)]);

@@ -230,7 +230,8 @@ impl MqttSession {
             .filter(|(_, f)| f.kept != Kept::default())
             .map(|(filter, f)| (filter.clone(), f.kept.clone()))
             .collect();
-        self.registry.save(&Stored { client_id: self.client_id.clone(), filters, expiry: self.expiry, options })
+        let user = self.native.login.as_ref().map(|login| login.user.name.clone());
+        self.registry.save(&Stored { client_id: self.client_id.clone(), filters, expiry: self.expiry, options, user })
     }
 
     /// At CONNECT: resumes the stored session (true: session present) or, with clean start,

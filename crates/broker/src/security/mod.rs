@@ -39,11 +39,20 @@ pub struct SecurityConfig {
     /// How long a failed login waits before its refusal, to slow a guesser down.
     #[serde(with = "humantime_serde")]
     pub failure_delay: Duration,
+    /// The user of the users file a session that brings no credentials at all is logged in as
+    /// (NATS's `no_auth_user`, mosquitto's anonymous access with its own rules): its rules are
+    /// what anonymous clients may do. Empty: such a session is refused.
+    pub no_auth_user: String,
 }
 
 impl Default for SecurityConfig {
     fn default() -> SecurityConfig {
-        SecurityConfig { users_file: String::new(), verify_per_second: 50, failure_delay: Duration::from_millis(500) }
+        SecurityConfig {
+            users_file: String::new(),
+            verify_per_second: 50,
+            failure_delay: Duration::from_millis(500),
+            no_auth_user: String::new(),
+        }
     }
 }
 
@@ -80,6 +89,21 @@ pub struct Guard {
     last_logged: Mutex<Option<Instant>>,
     /// Bumped on each reload, so sessions re-check their user.
     reloads: watch::Sender<u64>,
+    /// Who a session without credentials is (`no_auth_user`), if anyone.
+    no_auth_user: Option<String>,
+}
+
+/// The users file at `path`, refused when it does not list the `no_auth_user` the
+/// configuration names (a typo there would otherwise refuse every anonymous client silently).
+fn load_users(path: &std::path::Path, no_auth_user: Option<&str>) -> Result<Users, tidings_auth::AuthError> {
+    let users = Users::load(path)?;
+    match no_auth_user {
+        Some(name) if users.get(name).is_none() => Err(tidings_auth::AuthError::File(format!(
+            "[security] no_auth_user {name:?} is not a user of {}",
+            path.display()
+        ))),
+        _ => Ok(users),
+    }
 }
 
 impl Guard {
@@ -92,7 +116,8 @@ impl Guard {
             return Ok(None);
         }
         let path = std::path::PathBuf::from(&config.users_file);
-        let users = Users::load(&path)?;
+        let no_auth_user = Some(config.no_auth_user.clone()).filter(|name| !name.is_empty());
+        let users = load_users(&path, no_auth_user.as_deref())?;
         let failures = Family::<FailureLabel, Counter>::default();
         registry.sub_registry_with_prefix("tidings").register(
             "auth_failures",
@@ -111,13 +136,14 @@ impl Guard {
             failures,
             last_logged: Mutex::new(None),
             reloads: watch::channel(0).0,
+            no_auth_user,
         })))
     }
 
     /// Reads the users file again (SIGHUP). A file that does not load changes nothing. Sessions
     /// whose user was removed or changed (password, permissions, role) are then closed.
     pub fn reload(&self) -> Result<usize, tidings_auth::AuthError> {
-        let users = Users::load(&self.path)?;
+        let users = load_users(&self.path, self.no_auth_user.as_deref())?;
         let count = users.len();
         *self.users.lock() = Arc::new(users);
         self.reloads.send_modify(|n| *n += 1);
@@ -137,6 +163,12 @@ impl Guard {
     /// Authenticates `credentials` off the event loop, within the verification budget; a
     /// failure is counted, logged at a bounded rate, and answered after the failure delay.
     pub async fn login(&self, credentials: Credentials, client: &str) -> Result<Arc<User>, Failure> {
+        if let (Credentials::None, Some(name)) = (&credentials, &self.no_auth_user) {
+            // Checked at load and at each reload: the user is there.
+            if let Some(user) = self.users().get(name) {
+                return Ok(Arc::clone(user));
+            }
+        }
         let place = match credentials {
             Credentials::Password { .. } => self.budget.lock().reserve(Instant::now(), MAX_VERIFY_WAIT),
             _ => Some(Duration::ZERO),
