@@ -4,8 +4,6 @@
 
 use std::fmt::Write as _;
 
-use futures::future::BoxFuture;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
 use crate::suite::table::{md_head, md_row};
@@ -72,19 +70,17 @@ impl Experiment for Hops {
     fn points(&self, _: &Context) -> u64 {
         2 * self.0.grid.len() as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let mut table: Vec<NaradaRow> = Vec::new();
-            let mut checks = NaradaChecks::default();
-            for (topology, measuring) in [&p.dense, &p.sparse] {
-                let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
-                // The link traffic is `matching`'s to show; here the routed check covers it.
-                narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
-            }
-            let (figure, body) = (self.figure(&table), self.body(&table));
-            Outcome::typed(&table, figure, body, checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table: Vec<NaradaRow> = Vec::new();
+        let mut checks = NaradaChecks::default();
+        for (topology, measuring) in [&p.dense, &p.sparse] {
+            let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
+            // The link traffic is `matching`'s to show; here the routed check covers it.
+            narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+        }
+        let (figure, body) = (self.figure(&table), self.body(&table));
+        Outcome::typed(&table, figure, body, checks.into_checks())
     }
 }
 

@@ -5,8 +5,6 @@
 
 use std::fmt::Write as _;
 
-use futures::future::BoxFuture;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
 use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
@@ -66,20 +64,17 @@ impl Experiment for Matching {
     fn points(&self, _: &Context) -> u64 {
         self.0.grid.len() as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let mut table: Vec<NaradaRow> = Vec::new();
-            let mut checks = NaradaChecks::default();
-            let measuring = [p.measuring.as_str()];
-            let traffic =
-                narada::run(ctx, &p.topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
-            let mut figure = self.figure(&table);
-            figure.panels.push(links_panel(&traffic));
-            let mut body = self.body(&table);
-            body.push_str(&links_table(&traffic));
-            Outcome::typed(&table, figure, body, checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table: Vec<NaradaRow> = Vec::new();
+        let mut checks = NaradaChecks::default();
+        let measuring = [p.measuring.as_str()];
+        let traffic = narada::run(ctx, &p.topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+        let mut figure = self.figure(&table);
+        figure.panels.push(links_panel(&traffic));
+        let mut body = self.body(&table);
+        body.push_str(&links_table(&traffic));
+        Outcome::typed(&table, figure, body, checks.into_checks())
     }
 }
 

@@ -7,8 +7,6 @@
 
 use std::fmt::Write as _;
 
-use futures::future::BoxFuture;
-
 use super::content::{Kind, PointSpec};
 use super::narada::{Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
@@ -94,12 +92,10 @@ impl Experiment for Persistent {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.grid.len() * 2 * ctx.reps) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let (table, checks) = measure(ctx, p).await?;
-            Outcome::typed(&table, figure(p, &table), body(p, &table), checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let (table, checks) = measure(ctx, p).await?;
+        Outcome::typed(&table, figure(p, &table), body(p, &table), checks.into_checks())
     }
 }
 

@@ -5,8 +5,6 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::Tally;
 use crate::network::Network;
@@ -61,13 +59,7 @@ impl Experiment for Proxy {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.subscribers.len() * ctx.reps * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-impl Proxy {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let dir = ctx.scratch("proxy-net")?;
         let network =
@@ -117,7 +109,9 @@ impl Proxy {
         checks.push(link.check());
         Outcome::typed(&table, self.figure(&table), self.body(&table), checks)
     }
+}
 
+impl Proxy {
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, n, self.0.size, which, column)
     }

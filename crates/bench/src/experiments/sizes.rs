@@ -3,8 +3,6 @@
 
 use std::fmt::Write as _;
 
-use futures::future::BoxFuture;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds;
@@ -56,13 +54,7 @@ impl Experiment for Sizes {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.sizes.len() * ctx.reps * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-impl Sizes {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
@@ -86,7 +78,9 @@ impl Sizes {
         }
         Outcome::typed(&table, self.figure(&table), self.body(&table), checks.into_checks())
     }
+}
 
+impl Sizes {
     fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {
         let sizes = self.0.sizes.iter();
         sizes.filter_map(|&s| median_cell(table, system, 1, s, which, column).map(|v| (s as f64, v))).collect()

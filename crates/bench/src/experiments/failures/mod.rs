@@ -29,8 +29,6 @@ mod verify;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -150,21 +148,19 @@ impl Experiment for Failures {
     fn points(&self, ctx: &Context) -> u64 {
         (2 * ctx.reps * (1 + ctx.peers.tools().is_some() as usize)) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let mut reps = Vec::new();
-            for rep in 1..=ctx.reps {
-                let r = run::run(ctx, &self.0, &logs(ctx, rep)).await?;
-                let peer = match ctx.peers.tools() {
-                    Some(tools) => Some(nats::run(ctx, tools, &self.0, &logs(ctx, rep)).await),
-                    None => None,
-                };
-                reps.push((r, peer));
-            }
-            let (outcome, takeover) = report::outcome(&self.0, &reps)?;
-            std::fs::write(ctx.out.join("failures-takeover.csv"), takeover.to_csv())?;
-            Ok(outcome)
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let mut reps = Vec::new();
+        for rep in 1..=ctx.reps {
+            let r = run::run(ctx, &self.0, &logs(ctx, rep)).await?;
+            let peer = match ctx.peers.tools() {
+                Some(tools) => Some(nats::run(ctx, tools, &self.0, &logs(ctx, rep)).await),
+                None => None,
+            };
+            reps.push((r, peer));
+        }
+        let (outcome, takeover) = report::outcome(&self.0, &reps)?;
+        std::fs::write(ctx.out.join("failures-takeover.csv"), takeover.to_csv())?;
+        Ok(outcome)
     }
 }
 
