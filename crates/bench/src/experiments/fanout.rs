@@ -39,9 +39,7 @@ impl Params {
 pub struct Fanout(pub Params);
 
 impl Experiment for Fanout {
-    fn about(&self) -> About {
-        About { name: "fanout", title: "1 publisher to 10 subscribers", seeds: "seed 002" }
-    }
+    const ABOUT: About = About { name: "fanout", title: "1 publisher to 10 subscribers", seeds: "seed 002" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("subscribers (each its own connection)", self.0.subscribers.to_string()),

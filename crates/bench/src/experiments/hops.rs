@@ -43,9 +43,7 @@ impl Params {
 pub struct Hops(pub Params);
 
 impl Experiment for Hops {
-    fn about(&self) -> About {
-        About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" }
-    }
+    const ABOUT: About = About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![

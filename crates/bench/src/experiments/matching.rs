@@ -40,13 +40,11 @@ impl Params {
 pub struct Matching(pub Params);
 
 impl Experiment for Matching {
-    fn about(&self) -> About {
-        About {
-            name: "matching",
-            title: "content-based routing over 22 brokers: latency against publish rate, size and matching rate",
-            seeds: "seed 004",
-        }
-    }
+    const ABOUT: About = About {
+        name: "matching",
+        title: "content-based routing over 22 brokers: latency against publish rate, size and matching rate",
+        seeds: "seed 004",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![

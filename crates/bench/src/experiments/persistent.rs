@@ -62,13 +62,11 @@ pub struct PersistentRow {
 pub struct Persistent(pub Params);
 
 impl Experiment for Persistent {
-    fn about(&self) -> About {
-        About {
-            name: "persistent",
-            title: "persistent clients over 22 brokers: durable subscribers against best effort",
-            seeds: "seed 004, §8.3.4 and figures 8.3.6, 8.3.7",
-        }
-    }
+    const ABOUT: About = About {
+        name: "persistent",
+        title: "persistent clients over 22 brokers: durable subscribers against best effort",
+        seeds: "seed 004, §8.3.4 and figures 8.3.6, 8.3.7",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![

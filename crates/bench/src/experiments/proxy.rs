@@ -43,9 +43,8 @@ impl Params {
 pub struct Proxy(pub Params);
 
 impl Experiment for Proxy {
-    fn about(&self) -> About {
-        About { name: "proxy", title: "1 publisher to N subscribers through a second broker", seeds: "seed 002" }
-    }
+    const ABOUT: About =
+        About { name: "proxy", title: "1 publisher to N subscribers through a second broker", seeds: "seed 002" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("topology", format!("`{}`: publisher at `phb`, subscribers at `shb`", self.0.topology)),

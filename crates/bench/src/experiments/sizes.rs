@@ -35,13 +35,11 @@ impl Params {
 pub struct Sizes(pub Params);
 
 impl Experiment for Sizes {
-    fn about(&self) -> About {
-        About {
-            name: "sizes",
-            title: "1 publisher to 1 subscriber, throughput against message size",
-            seeds: "seed 002",
-        }
-    }
+    const ABOUT: About = About {
+        name: "sizes",
+        title: "1 publisher to 1 subscriber, throughput against message size",
+        seeds: "seed 002",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("message sizes, B", list(&self.0.sizes)),

@@ -112,7 +112,7 @@ pub struct About {
 /// points and an `async fn run`; the runner holds them as [`Runnable`]s.
 pub trait Experiment: Send + Sync {
     /// Its name, title and seeds.
-    fn about(&self) -> About;
+    const ABOUT: About;
     /// The parameters in effect, for the report.
     fn parameters(&self) -> Vec<(&'static str, String)>;
     /// How many measurement points it will run (the progress bar's length).
@@ -140,7 +140,7 @@ pub trait Runnable: Send + Sync {
 
 impl<E: Experiment> Runnable for E {
     fn about(&self) -> About {
-        Experiment::about(self)
+        E::ABOUT
     }
     fn parameters(&self) -> Vec<(&'static str, String)> {
         Experiment::parameters(self)

@@ -222,9 +222,7 @@ mod tests {
     struct Fake;
 
     impl Experiment for Fake {
-        fn about(&self) -> About {
-            About { name: "fake", title: "a fake", seeds: "seed 999" }
-        }
+        const ABOUT: About = About { name: "fake", title: "a fake", seeds: "seed 999" };
         fn parameters(&self) -> Vec<(&'static str, String)> {
             vec![("size", "10 B".into())]
         }

@@ -120,13 +120,11 @@ impl Params {
 pub struct Failures(pub Params);
 
 impl Experiment for Failures {
-    fn about(&self) -> About {
-        About {
-            name: "failures",
-            title: "guaranteed delivery through a link cut and broker crashes",
-            seeds: "seed 001, §4.2 and figure 6",
-        }
-    }
+    const ABOUT: About = About {
+        name: "failures",
+        title: "guaranteed delivery through a link cut and broker crashes",
+        seeds: "seed 001, §4.2 and figure 6",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let secs = |d: Duration| format!("{} s", d.as_secs_f64());

@@ -75,13 +75,11 @@ impl Params {
 pub struct Network(pub Params);
 
 impl Experiment for Network {
-    fn about(&self) -> About {
-        About {
-            name: "network",
-            title: "throughput, latency and faults through broker links",
-            seeds: "seed 001's networks",
-        }
-    }
+    const ABOUT: About = About {
+        name: "network",
+        title: "throughput, latency and faults through broker links",
+        seeds: "seed 001's networks",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![

@@ -82,13 +82,11 @@ impl Params {
 pub struct Overhead(pub Params);
 
 impl Experiment for Overhead {
-    fn about(&self) -> About {
-        About {
-            name: "overhead",
-            title: "the price of guaranteed delivery: broker CPU and latency against best effort",
-            seeds: "seed 001, §4.1 and figures 4 and 5",
-        }
-    }
+    const ABOUT: About = About {
+        name: "overhead",
+        title: "the price of guaranteed delivery: broker CPU and latency against best effort",
+        seeds: "seed 001, §4.1 and figures 4 and 5",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let share = p.rate / p.groups as f64;

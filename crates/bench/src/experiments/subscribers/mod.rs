@@ -88,13 +88,11 @@ fn transport_name(t: Transport) -> &'static str {
 }
 
 impl Experiment for Subscribers {
-    fn about(&self) -> About {
-        About {
-            name: "subscribers",
-            title: "latency against the number of subscribers, TCP and UDP",
-            seeds: "seeds 003 and 000",
-        }
-    }
+    const ABOUT: About = About {
+        name: "subscribers",
+        title: "latency against the number of subscribers, TCP and UDP",
+        seeds: "seeds 003 and 000",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let rates: Vec<String> = p.counts.iter().map(|&n| format!("{n}: {}", num(p.rate(n)))).collect();
