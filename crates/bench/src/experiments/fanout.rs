@@ -1,16 +1,12 @@
 //! `fanout` (seed 002, experiment 3): one publisher, ten subscribers, 2000 B; RTn per
 //! subscriber and all together.
 
-use std::fmt::Write as _;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
+use crate::suite::prelude::*;
 use crate::suite::text::thousands;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.

@@ -2,13 +2,9 @@
 //! subscriber: measuring subscribers 1, 2 and 4 brokers from the publisher on
 //! `narada-22-dense.toml`, and 9 on `narada-22-sparse.toml`; matching 50 % and 10 %.
 
-use std::fmt::Write as _;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
+use crate::suite::prelude::*;
 use crate::suite::text::list;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]

@@ -3,14 +3,9 @@
 //! path); latency and throughput against publish rate, size and matching rate, and the traffic
 //! on every link.
 
-use std::fmt::Write as _;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 
 /// Parameters.
 #[derive(Debug, Clone)]

@@ -5,15 +5,11 @@
 //! point, the same point with best-effort subscribers and publishes, interleaved point by
 //! point in the same network, so the figure shows what persistence costs and nothing else.
 
-use std::fmt::Write as _;
-
 use super::content::{Kind, PointSpec};
 use super::narada::{Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num};
+use crate::suite::prelude::*;
 use crate::suite::text::list;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]

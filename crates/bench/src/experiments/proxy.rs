@@ -2,7 +2,6 @@
 //! subscribers on a second (`two-brokers.toml`), 2000 B: what the hop through a second broker
 //! costs, as the seed measured a ZeroMQ proxy.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
@@ -10,10 +9,7 @@ use super::Tally;
 use crate::network::Network;
 use crate::peer::{anchors::Point, PeerServer};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 
 /// Parameters.
 #[derive(Debug, Clone)]

@@ -1,15 +1,10 @@
 //! `sizes` (seed 002, experiment 2): one publisher, one subscriber, message sizes 1000 to
 //! 10000 B, 100,000 messages each; STn and RTn medians in msg/s and MB/s.
 
-use std::fmt::Write as _;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 use crate::target::Target;
 
 /// Parameters.

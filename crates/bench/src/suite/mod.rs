@@ -8,6 +8,7 @@
 //! context and return the same outcome.
 
 pub mod figure;
+pub mod prelude;
 pub mod report;
 pub mod runner;
 pub mod text;

@@ -3,15 +3,13 @@
 //! up, with the medians and ranges over the repetitions. Issue 40 asks for it: with each
 //! pubend's log replicated in the publishers' cell, the crash is answered by a takeover.
 
-use std::fmt::Write as _;
-
 use super::faults::PUBLISHERS_CRASH;
 use super::held::held;
 use super::recovery::recovery;
 use super::run::Run;
 use super::Params;
 use crate::stats::Spread;
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::prelude::*;
 
 /// One system's run of one repetition, through the publishers' broker crash.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -14,10 +14,8 @@ mod path;
 mod present;
 mod tput;
 
+use crate::suite::prelude::*;
 use std::time::Duration;
-
-use crate::suite::text::{list, micros, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]

@@ -7,7 +7,6 @@ mod rows;
 pub use rows::Row;
 use rows::{peer_row, row, At, Measured};
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use tidings_client::Transport;
@@ -16,9 +15,8 @@ use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
 use crate::peer::{anchors::Point, nats, NatsTools};
 use crate::stats::load_average;
+use crate::suite::prelude::*;
 use crate::suite::table::num;
-use crate::suite::text::{list, micros};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
