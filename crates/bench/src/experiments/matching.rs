@@ -170,24 +170,22 @@ impl Matching {
             md_row(&mut out, [format!("{m}%"), low.unwrap_or_default(), high.unwrap_or_default(), ours.join("; ")]);
         }
         out.push('\n');
-        md_head(&mut out, &["matching", "rate", "size", "mean", "variance", "min", "max", "received", "throughput"]);
-        for r in table {
-            let c = |v: Option<f64>, unit: &str| format!("{} {unit}", v.map(num).unwrap_or_default());
-            md_row(
-                &mut out,
-                [
-                    format!("{}%", r.matching_pct),
-                    num(r.rate_msg_s),
-                    format!("{} B", r.size_b),
-                    c(r.mean_ms, "ms"),
-                    c(r.variance_ms2, "ms²"),
-                    c(r.min_ms, "ms"),
-                    c(r.max_ms, "ms"),
-                    format!("{} of {}", r.received, r.matched),
-                    c(r.throughput_msg_s, "msg/s"),
-                ],
-            );
-        }
+        let c = |v: Option<f64>, unit: &str| format!("{} {unit}", v.map(num).unwrap_or_default());
+        md_table(
+            &mut out,
+            table,
+            &[
+                ("matching", &|r| format!("{}%", r.matching_pct)),
+                ("rate", &|r| num(r.rate_msg_s)),
+                ("size", &|r| format!("{} B", r.size_b)),
+                ("mean", &|r| c(r.mean_ms, "ms")),
+                ("variance", &|r| c(r.variance_ms2, "ms²")),
+                ("min", &|r| c(r.min_ms, "ms")),
+                ("max", &|r| c(r.max_ms, "ms")),
+                ("received", &|r| format!("{} of {}", r.received, r.matched)),
+                ("throughput", &|r| c(r.throughput_msg_s, "msg/s")),
+            ],
+        );
         let _ =
             writeln!(out, "\nSeed 004's best throughput at the measuring subscriber was {} msg/s.", thousands(480.76));
         out

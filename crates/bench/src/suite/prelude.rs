@@ -6,5 +6,5 @@ pub use std::fmt::Write as _;
 
 pub use super::figure::{self, Axis, Figure, Mark, Panel, Series};
 pub use super::table::{md_head, md_row, num, Table};
-pub use super::text::{list, micros, thousands};
+pub use super::text::{list, md_table, micros, thousands};
 pub use super::{About, Check, Context, Experiment, Outcome, Scale};
