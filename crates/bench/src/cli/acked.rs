@@ -5,8 +5,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
-
 use super::measure::{
     beside, csv, figures, named, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement,
 };
@@ -95,7 +93,7 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
         point: &point,
         replicas: a.replicas,
     });
-    let rows = beside(a.common.reps, &[&ours], theirs.as_ref().map(|j| j as &dyn Measurement)).await?;
+    let rows = beside(a.common.reps, &[&ours], theirs.as_ref()).await?;
     let mut figures = vec![
         "acked_msg_s",
         "mean_us",
@@ -158,20 +156,18 @@ impl Measurement for FreshBroker<'_> {
         About { system: "tidings", point: self.point, headline }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            if self.replicas > 1 {
-                return self.replicated().await;
-            }
-            let (target, data) = acked::spawn_broker(&self.exe, self.dir, self.config)?;
-            let figures = match self.on {
-                OnBroker::Acked(spec) => acked::run(&target, spec).await.map(|r| acked_figures(&r)),
-                OnBroker::CatchUp(spec) => catchup::run(&target, spec).await.map(|r| catchup_figures(&r)),
-            };
-            drop(target);
-            drop(data);
-            figures
-        })
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        if self.replicas > 1 {
+            return self.replicated().await;
+        }
+        let (target, data) = acked::spawn_broker(&self.exe, self.dir, self.config)?;
+        let figures = match self.on {
+            OnBroker::Acked(spec) => acked::run(&target, spec).await.map(|r| acked_figures(&r)),
+            OnBroker::CatchUp(spec) => catchup::run(&target, spec).await.map(|r| catchup_figures(&r)),
+        };
+        drop(target);
+        drop(data);
+        figures
     }
 }
 

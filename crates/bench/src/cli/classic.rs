@@ -8,11 +8,11 @@
 
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
 use tidings_client::Transport;
 
 use super::measure::{
-    beside, figures, interleaved, nats_tools, summarize, tidings_exe, About, Common, Figures, Measurement, Row, Spec,
+    beside, figures, interleaved, nats_tools, summarize, tidings_exe, About, AnyMeasurement, Common, Figures,
+    Measurement, Row, Spec,
 };
 use super::peers::Nats;
 use crate::acked::ScratchDir;
@@ -108,30 +108,28 @@ impl Measurement for Tidings<'_> {
         About { system: "tidings", point: self.point, headline: self.spec.headline() }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            if let Spec::Request(spec, 2) = self.spec {
-                let scratch = ScratchDir::new(&std::env::temp_dir(), "request-net")?;
-                let file = dir_from(&None, "TIDINGS_TOPOLOGIES", "topologies").join("two-brokers.toml");
-                let net = Network::up(&tidings_exe()?, &file, &scratch.0, Duration::from_secs(60)).await?;
-                let (phb, shb) = (net.broker("phb")?.tcp.clone(), net.broker("shb")?.tcp.clone());
-                return Ok(request_figures(&request::run(&phb, &shb, spec).await?));
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        if let Spec::Request(spec, 2) = self.spec {
+            let scratch = ScratchDir::new(&std::env::temp_dir(), "request-net")?;
+            let file = dir_from(&None, "TIDINGS_TOPOLOGIES", "topologies").join("two-brokers.toml");
+            let net = Network::up(&tidings_exe()?, &file, &scratch.0, Duration::from_secs(60)).await?;
+            let (phb, shb) = (net.broker("phb")?.tcp.clone(), net.broker("shb")?.tcp.clone());
+            return Ok(request_figures(&request::run(&phb, &shb, spec).await?));
+        }
+        let target = match self.server {
+            Some(addr) => Target::external(addr.to_string()),
+            None => {
+                let threads = self.threads.map(|n| n.to_string());
+                let args: Vec<&str> = threads.iter().flat_map(|n| ["--worker-threads", n.as_str()]).collect();
+                Target::spawn(&tidings_exe()?, &args)?
             }
-            let target = match self.server {
-                Some(addr) => Target::external(addr.to_string()),
-                None => {
-                    let threads = self.threads.map(|n| n.to_string());
-                    let args: Vec<&str> = threads.iter().flat_map(|n| ["--worker-threads", n.as_str()]).collect();
-                    Target::spawn(&tidings_exe()?, &args)?
-                }
-            };
-            match self.spec {
-                Spec::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
-                Spec::Latency(spec) => Ok(latency_figures(&latency::run(&target, spec).await?)),
-                Spec::Request(spec, _) => Ok(request_figures(&request::run(&target.tcp, &target.tcp, spec).await?)),
-                Spec::Queue(spec) => Ok(queue_figures(&queue::run(&target.tcp, spec).await?)),
-            }
-        })
+        };
+        match self.spec {
+            Spec::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
+            Spec::Latency(spec) => Ok(latency_figures(&latency::run(&target, spec).await?)),
+            Spec::Request(spec, _) => Ok(request_figures(&request::run(&target.tcp, &target.tcp, spec).await?)),
+            Spec::Queue(spec) => Ok(queue_figures(&queue::run(&target.tcp, spec).await?)),
+        }
     }
 }
 
@@ -146,7 +144,7 @@ pub(super) async fn with_peer(
     let tools = nats_tools(common)?;
     let ours = Tidings { server: common.server.as_deref(), threads: common.server_threads, spec, point };
     let theirs = tools.as_ref().map(|tools| Nats { tools, spec, point });
-    let rows = beside(common.reps, &[&ours], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
+    let rows = beside(common.reps, &[&ours], theirs.as_ref()).await?;
     summarize(point, spec.headline(), figures, &rows)?;
     Ok((rows, tools.map(|t| t.server_version)))
 }
@@ -221,7 +219,7 @@ pub(super) async fn index(a: IndexArgs) -> anyhow::Result<serde_json::Value> {
 /// pair, printed as `what = median [min-max]`: each side's rows and the ratios.
 pub(super) async fn paired(
     reps: usize,
-    sides: [&dyn Measurement; 2],
+    sides: [&dyn AnyMeasurement; 2],
     what: &str,
 ) -> anyhow::Result<(Vec<Row>, Vec<Row>, Spread)> {
     let rows = interleaved(reps, &sides).await?;

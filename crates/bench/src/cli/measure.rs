@@ -125,7 +125,24 @@ pub(super) trait Measurement {
     /// Which side, where.
     fn about(&self) -> About<'_>;
     /// One repetition's figures (a peer's blocking harness runs in `block_in_place`).
+    async fn measure(&self) -> anyhow::Result<Figures>;
+}
+
+/// A [`Measurement`] as [`interleaved`] holds sides of different types in one list.
+pub(super) trait AnyMeasurement {
+    /// Which side, where.
+    fn about(&self) -> About<'_>;
+    /// One repetition's figures.
     fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>>;
+}
+
+impl<M: Measurement> AnyMeasurement for M {
+    fn about(&self) -> About<'_> {
+        Measurement::about(self)
+    }
+    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
+        Box::pin(Measurement::measure(self))
+    }
 }
 
 /// One repetition of one system at one point: the typed row behind the printout and the JSON.
@@ -165,11 +182,11 @@ impl Row {
 /// repetitions take the sides in the order given, even ones in reverse: a side that always
 /// went second ran right after the other's servers were stopped and their files removed, and an
 /// A/A control showed the second side about 3 % slower for that alone (issue 43).
-pub(super) async fn interleaved(reps: usize, sides: &[&dyn Measurement]) -> anyhow::Result<Vec<Row>> {
+pub(super) async fn interleaved(reps: usize, sides: &[&dyn AnyMeasurement]) -> anyhow::Result<Vec<Row>> {
     let points_differ = sides.windows(2).any(|w| w[0].about().point != w[1].about().point);
     let mut rows = Vec::new();
     for rep in 1..=reps {
-        let order: Vec<&&dyn Measurement> = match rep % 2 {
+        let order: Vec<&&dyn AnyMeasurement> = match rep % 2 {
             1 => sides.iter().collect(),
             _ => sides.iter().rev().collect(),
         };
@@ -192,11 +209,12 @@ pub(super) async fn interleaved(reps: usize, sides: &[&dyn Measurement]) -> anyh
 }
 
 /// tidings' `ours` and, when measured, its peer's side, [`interleaved`].
-pub(super) async fn beside(
+pub(super) async fn beside<T: Measurement>(
     reps: usize,
-    ours: &[&dyn Measurement],
-    theirs: Option<&dyn Measurement>,
+    ours: &[&dyn AnyMeasurement],
+    theirs: Option<&T>,
 ) -> anyhow::Result<Vec<Row>> {
+    let theirs = theirs.map(|t| t as &dyn AnyMeasurement);
     interleaved(reps, &[ours, theirs.as_slice()].concat()).await
 }
 

@@ -22,7 +22,7 @@ use crate::experiments::{failures, fanout, hops, matching, network, overhead, pe
 use crate::parse::{above_zero, at_least_one};
 use crate::paths::dir_from;
 use crate::peer::{Anchors, NatsMode, NatsTools, Peers};
-use crate::suite::{runner, Context, Experiment, Links, Scale};
+use crate::suite::{runner, Context, Links, Runnable, Scale};
 
 /// `println!` that hands a write error back instead of panicking, so a closed stdout
 /// (`tidings ... | head`) can end a command quietly: the caller propagates it with `?` and the
@@ -270,7 +270,7 @@ fn narada_grid(grid: &mut crate::experiments::narada::Grid, a: &NaradaArgs) {
 }
 
 /// Every experiment at `scale` with its default parameters, in report order.
-pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
+pub fn all(scale: Scale) -> Vec<Box<dyn Runnable>> {
     vec![
         Box::new(subscribers::Subscribers(subscribers::Params::new(scale))),
         Box::new(sizes::Sizes(sizes::Params::new(scale))),
@@ -287,7 +287,7 @@ pub fn all(scale: Scale) -> Vec<Box<dyn Experiment>> {
 
 /// Runs `tidings bench ...`.
 pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
-    let (suite, experiment): (SuiteArgs, Option<Box<dyn Experiment>>) = match which {
+    let (suite, experiment): (SuiteArgs, Option<Box<dyn Runnable>>) = match which {
         Which::Tput(a) => return measure::write_json(classic::tput(a).await?),
         Which::Latency(a) => return measure::write_json(classic::latency(a).await?),
         Which::Index(a) => return measure::write_json(classic::index(a).await?),
@@ -369,11 +369,11 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
 }
 
 /// Whether `experiment`'s parameters differ from its defaults among `defaults`.
-fn changed(experiment: &dyn Experiment, defaults: &[Box<dyn Experiment>]) -> bool {
+fn changed(experiment: &dyn Runnable, defaults: &[Box<dyn Runnable>]) -> bool {
     defaults.iter().find(|d| d.name() == experiment.name()).is_none_or(|d| d.parameters() != experiment.parameters())
 }
 
-async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Experiment>], changed: bool) -> anyhow::Result<ExitCode> {
+async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Runnable>], changed: bool) -> anyhow::Result<ExitCode> {
     let reps = suite.reps.unwrap_or(if suite.quick { 1 } else { 3 });
     anyhow::ensure!(reps >= 1, "--reps must be at least 1");
     let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");

@@ -10,10 +10,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
 use tidings_admin::{resident_bytes, BrokerProcess};
 
-use super::measure::{interleaved, spread_of, tidings_exe, About, Figures, Measurement, Row};
+use super::measure::{interleaved, spread_of, tidings_exe, About, AnyMeasurement, Figures, Measurement, Row};
 use crate::acked::ScratchDir;
 use crate::mqtt::{self, AckedSpec, FanSpec};
 use crate::outln;
@@ -186,23 +185,21 @@ impl Measurement for Side<'_> {
         About { system: self.system.name(), point: &self.point.label, headline: self.point.headline }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            // tidings' log and NATS's store go to the temp directory: a disk here, not a tmpfs.
-            let scratch = ScratchDir::new(&std::env::temp_dir(), &format!("mqtt-{}", self.system.name()))?;
-            let broker = tokio::task::block_in_place(|| self.start(&scratch.0))?;
-            let addr = broker.addr()?;
-            let figures = match &self.point.work {
-                Work::Fan(spec) => figures_of(&mqtt::fan(&addr, spec).await?)?,
-                Work::Acked(spec) => figures_of(&mqtt::acked(&addr, spec).await?)?,
-                Work::Idle { connections, settle } => {
-                    let pid = broker.pid();
-                    figures_of(&mqtt::idle(&addr, *connections, *settle, || Ok(resident_bytes(pid)?)).await?)?
-                }
-            };
-            drop(broker);
-            Ok(figures)
-        })
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        // tidings' log and NATS's store go to the temp directory: a disk here, not a tmpfs.
+        let scratch = ScratchDir::new(&std::env::temp_dir(), &format!("mqtt-{}", self.system.name()))?;
+        let broker = tokio::task::block_in_place(|| self.start(&scratch.0))?;
+        let addr = broker.addr()?;
+        let figures = match &self.point.work {
+            Work::Fan(spec) => figures_of(&mqtt::fan(&addr, spec).await?)?,
+            Work::Acked(spec) => figures_of(&mqtt::acked(&addr, spec).await?)?,
+            Work::Idle { connections, settle } => {
+                let pid = broker.pid();
+                figures_of(&mqtt::idle(&addr, *connections, *settle, || Ok(resident_bytes(pid)?)).await?)?
+            }
+        };
+        drop(broker);
+        Ok(figures)
     }
 }
 
@@ -308,7 +305,7 @@ pub(super) async fn run(a: MqttArgs) -> anyhow::Result<serde_json::Value> {
             .chain(point.peers.iter().copied().filter(present))
             .map(|system| Side { system, point, programs: &programs })
             .collect();
-        let sides: Vec<&dyn Measurement> = sides.iter().map(|s| s as &dyn Measurement).collect();
+        let sides: Vec<&dyn AnyMeasurement> = sides.iter().map(|s| s as &dyn AnyMeasurement).collect();
         eprintln!("{}:", point.label);
         rows.extend(interleaved(reps, &sides).await?);
     }

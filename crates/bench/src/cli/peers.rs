@@ -3,8 +3,6 @@
 
 use std::path::Path;
 
-use futures::future::LocalBoxFuture;
-
 use super::measure::{About, Figures, Measurement, Spec};
 use crate::acked::{AckedSpec, ScratchDir};
 use crate::latency::LatencySpec;
@@ -86,26 +84,24 @@ impl Measurement for Nats<'_> {
         About { system: "nats", point: self.point, headline: self.spec.headline() }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            let (run, size) = match self.spec {
-                Spec::Tput(spec) => (tput_run(spec), spec.size),
-                Spec::Latency(spec) => (latency_run(spec), spec.size),
-                Spec::Request(spec, hops) => {
-                    return self.blocking(REQUEST, |tools, dir| patterns::run_req(tools, spec, hops, dir));
-                }
-                Spec::Queue(spec) => return self.blocking(QUEUE, |tools, dir| patterns::run_queue(tools, spec, dir)),
-            };
-            let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
-            std::fs::create_dir_all(&scratch)?;
-            let rows = nats::run_async(self.tools, run.clone(), &scratch).await;
-            let _ = std::fs::remove_dir_all(&scratch);
-            let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
-            if run.mode != Mode::Throughput {
-                return Ok(renamed(&row, LATENCY));
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        let (run, size) = match self.spec {
+            Spec::Tput(spec) => (tput_run(spec), spec.size),
+            Spec::Latency(spec) => (latency_run(spec), spec.size),
+            Spec::Request(spec, hops) => {
+                return self.blocking(REQUEST, |tools, dir| patterns::run_req(tools, spec, hops, dir));
             }
-            Ok(tput_figures(&row, size))
-        })
+            Spec::Queue(spec) => return self.blocking(QUEUE, |tools, dir| patterns::run_queue(tools, spec, dir)),
+        };
+        let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
+        std::fs::create_dir_all(&scratch)?;
+        let rows = nats::run_async(self.tools, run.clone(), &scratch).await;
+        let _ = std::fs::remove_dir_all(&scratch);
+        let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
+        if run.mode != Mode::Throughput {
+            return Ok(renamed(&row, LATENCY));
+        }
+        Ok(tput_figures(&row, size))
     }
 }
 
@@ -163,8 +159,8 @@ impl Measurement for JetStream<'_> {
         About { system: "nats", point: self.point, headline: "acked_msg_s" }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move { tokio::task::block_in_place(|| self.blocking()) })
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        tokio::task::block_in_place(|| self.blocking())
     }
 }
 

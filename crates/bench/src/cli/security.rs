@@ -14,8 +14,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use futures::future::LocalBoxFuture;
-
 use super::classic::{paired, tput_figures, TPUT};
 use super::measure::{
     beside, figures, nats_tools, ratio, summarize, tidings_exe, About, Common, Figures, Measurement, Row,
@@ -97,14 +95,12 @@ impl Measurement for Tidings<'_> {
         About { system: "tidings", point: self.point, headline: headline(matches!(self.part, Part::Tput(_))) }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            let target = Target::spawn_configured(&tidings_exe()?, &self.toml)?;
-            match &self.part {
-                Part::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
-                Part::Connect(spec) => Ok(connect_figures(&connect::run(&target.tcp, spec).await?)),
-            }
-        })
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        let target = Target::spawn_configured(&tidings_exe()?, &self.toml)?;
+        match &self.part {
+            Part::Tput(spec) => Ok(tput_figures(&throughput::run(&target, spec).await?)),
+            Part::Connect(spec) => Ok(connect_figures(&connect::run(&target.tcp, spec).await?)),
+        }
     }
 }
 
@@ -145,21 +141,19 @@ impl Measurement for Nats<'_> {
         About { system: "nats", point: self.point, headline: headline(matches!(self.part, NatsPart::Tput(..))) }
     }
 
-    fn measure(&self) -> LocalBoxFuture<'_, anyhow::Result<Figures>> {
-        Box::pin(async move {
-            tokio::task::block_in_place(|| {
-                let scratch = crate::acked::ScratchDir::new(&std::env::temp_dir(), "nats-security")?;
-                match &self.part {
-                    NatsPart::Tput(run, size) => {
-                        let row = secure::tput(self.tools, &self.security, run.clone(), &scratch.0)?;
-                        Ok(super::peers::tput_figures(&row, *size))
-                    }
-                    NatsPart::Connect(sequential, workers, duration) => {
-                        let at = (*sequential, *workers, *duration);
-                        Ok(renamed(&secure::connect(self.tools, &self.security, at, &scratch.0)?, NATS_CONNECT))
-                    }
+    async fn measure(&self) -> anyhow::Result<Figures> {
+        tokio::task::block_in_place(|| {
+            let scratch = crate::acked::ScratchDir::new(&std::env::temp_dir(), "nats-security")?;
+            match &self.part {
+                NatsPart::Tput(run, size) => {
+                    let row = secure::tput(self.tools, &self.security, run.clone(), &scratch.0)?;
+                    Ok(super::peers::tput_figures(&row, *size))
                 }
-            })
+                NatsPart::Connect(sequential, workers, duration) => {
+                    let at = (*sequential, *workers, *duration);
+                    Ok(renamed(&secure::connect(self.tools, &self.security, at, &scratch.0)?, NATS_CONNECT))
+                }
+            }
         })
     }
 }
@@ -213,7 +207,7 @@ async fn tls_part(a: &SecurityArgs, secrets: &Secrets, tools: Option<&NatsTools>
         let ours = Tidings { part: Part::Tput(spec), toml: secrets.broker_toml(true, None), point: &point };
         let security = NatsSecurity { cert: &secrets.cert, key: &secrets.key, ca: &secrets.ca, login: None };
         let theirs = tools.map(|tools| Nats { tools, security, part: NatsPart::Tput(nats_point, size), point: &point });
-        let rows = beside(a.common.reps, &[&ours], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
+        let rows = beside(a.common.reps, &[&ours], theirs.as_ref()).await?;
         ratios.insert(point.clone(), summarize(&point, "received_msg_s", TPUT, &rows)?.into());
         all.extend(rows);
     }
@@ -265,7 +259,7 @@ async fn connect_part(
         part: NatsPart::Connect(a.connects, a.workers, duration),
         point: bcrypt_point,
     });
-    let rows = beside(a.common.reps, &[&argon, &bcrypt], theirs.as_ref().map(|n| n as &dyn Measurement)).await?;
+    let rows = beside(a.common.reps, &[&argon, &bcrypt], theirs.as_ref()).await?;
     let (argon_rows, bcrypt_rows): (Vec<Row>, Vec<Row>) = rows.iter().cloned().partition(|r| r.point == argon_point);
     summarize(argon_point, "sequential_conn_s", CONNECT, &argon_rows)?;
     let sequential = summarize(bcrypt_point, "sequential_conn_s", CONNECT, &bcrypt_rows)?;

@@ -1,18 +1,12 @@
 //! `fanout` (seed 002, experiment 3): one publisher, ten subscribers, 2000 B; RTn per
 //! subscriber and all together.
 
-use std::fmt::Write as _;
-
-use futures::future::BoxFuture;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds::{self, RateRange};
 use crate::stats::{block_medians, window_rates};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
+use crate::suite::prelude::*;
 use crate::suite::text::thousands;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
@@ -41,9 +35,7 @@ impl Params {
 pub struct Fanout(pub Params);
 
 impl Experiment for Fanout {
-    fn about(&self) -> About {
-        About { name: "fanout", title: "1 publisher to 10 subscribers", seeds: "seed 002" }
-    }
+    const ABOUT: About = About { name: "fanout", title: "1 publisher to 10 subscribers", seeds: "seed 002" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("subscribers (each its own connection)", self.0.subscribers.to_string()),
@@ -56,16 +48,7 @@ impl Experiment for Fanout {
     fn points(&self, ctx: &Context) -> u64 {
         (ctx.reps * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-/// RTn block medians of each subscriber in the last repetition, for the plot.
-type Traces = Vec<Vec<(usize, f64)>>;
-
-impl Fanout {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
@@ -87,7 +70,12 @@ impl Fanout {
         seed002::anchor_rows(&mut table, ctx.peers.anchors.as_ref(), point);
         Outcome::typed(&table, self.figure(&table, &traces), self.body(&table), checks.into_checks())
     }
+}
 
+/// RTn block medians of each subscriber in the last repetition, for the plot.
+type Traces = Vec<Vec<(usize, f64)>>;
+
+impl Fanout {
     fn cell(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, self.0.subscribers, self.0.size, which, column)
     }

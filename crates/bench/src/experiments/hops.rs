@@ -2,15 +2,9 @@
 //! subscriber: measuring subscribers 1, 2 and 4 brokers from the publisher on
 //! `narada-22-dense.toml`, and 9 on `narada-22-sparse.toml`; matching 50 % and 10 %.
 
-use std::fmt::Write as _;
-
-use futures::future::BoxFuture;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow};
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
+use crate::suite::prelude::*;
 use crate::suite::text::list;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -45,9 +39,7 @@ impl Params {
 pub struct Hops(pub Params);
 
 impl Experiment for Hops {
-    fn about(&self) -> About {
-        About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" }
-    }
+    const ABOUT: About = About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![
@@ -72,19 +64,17 @@ impl Experiment for Hops {
     fn points(&self, _: &Context) -> u64 {
         2 * self.0.grid.len() as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let mut table: Vec<NaradaRow> = Vec::new();
-            let mut checks = NaradaChecks::default();
-            for (topology, measuring) in [&p.dense, &p.sparse] {
-                let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
-                // The link traffic is `matching`'s to show; here the routed check covers it.
-                narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
-            }
-            let (figure, body) = (self.figure(&table), self.body(&table));
-            Outcome::typed(&table, figure, body, checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table: Vec<NaradaRow> = Vec::new();
+        let mut checks = NaradaChecks::default();
+        for (topology, measuring) in [&p.dense, &p.sparse] {
+            let measuring: Vec<&str> = measuring.iter().map(String::as_str).collect();
+            // The link traffic is `matching`'s to show; here the routed check covers it.
+            narada::run(ctx, topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+        }
+        let (figure, body) = (self.figure(&table), self.body(&table));
+        Outcome::typed(&table, figure, body, checks.into_checks())
     }
 }
 

@@ -3,16 +3,9 @@
 //! path); latency and throughput against publish rate, size and matching rate, and the traffic
 //! on every link.
 
-use std::fmt::Write as _;
-
-use futures::future::BoxFuture;
-
 use super::narada::{self, Grid, NaradaChecks, NaradaRow, Traffic};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -42,13 +35,11 @@ impl Params {
 pub struct Matching(pub Params);
 
 impl Experiment for Matching {
-    fn about(&self) -> About {
-        About {
-            name: "matching",
-            title: "content-based routing over 22 brokers: latency against publish rate, size and matching rate",
-            seeds: "seed 004",
-        }
-    }
+    const ABOUT: About = About {
+        name: "matching",
+        title: "content-based routing over 22 brokers: latency against publish rate, size and matching rate",
+        seeds: "seed 004",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![
@@ -66,20 +57,17 @@ impl Experiment for Matching {
     fn points(&self, _: &Context) -> u64 {
         self.0.grid.len() as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let mut table: Vec<NaradaRow> = Vec::new();
-            let mut checks = NaradaChecks::default();
-            let measuring = [p.measuring.as_str()];
-            let traffic =
-                narada::run(ctx, &p.topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
-            let mut figure = self.figure(&table);
-            figure.panels.push(links_panel(&traffic));
-            let mut body = self.body(&table);
-            body.push_str(&links_table(&traffic));
-            Outcome::typed(&table, figure, body, checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let mut table: Vec<NaradaRow> = Vec::new();
+        let mut checks = NaradaChecks::default();
+        let measuring = [p.measuring.as_str()];
+        let traffic = narada::run(ctx, &p.topology, &p.publisher, &measuring, &p.grid, &mut table, &mut checks).await?;
+        let mut figure = self.figure(&table);
+        figure.panels.push(links_panel(&traffic));
+        let mut body = self.body(&table);
+        body.push_str(&links_table(&traffic));
+        Outcome::typed(&table, figure, body, checks.into_checks())
     }
 }
 
@@ -182,24 +170,22 @@ impl Matching {
             md_row(&mut out, [format!("{m}%"), low.unwrap_or_default(), high.unwrap_or_default(), ours.join("; ")]);
         }
         out.push('\n');
-        md_head(&mut out, &["matching", "rate", "size", "mean", "variance", "min", "max", "received", "throughput"]);
-        for r in table {
-            let c = |v: Option<f64>, unit: &str| format!("{} {unit}", v.map(num).unwrap_or_default());
-            md_row(
-                &mut out,
-                [
-                    format!("{}%", r.matching_pct),
-                    num(r.rate_msg_s),
-                    format!("{} B", r.size_b),
-                    c(r.mean_ms, "ms"),
-                    c(r.variance_ms2, "ms²"),
-                    c(r.min_ms, "ms"),
-                    c(r.max_ms, "ms"),
-                    format!("{} of {}", r.received, r.matched),
-                    c(r.throughput_msg_s, "msg/s"),
-                ],
-            );
-        }
+        let c = |v: Option<f64>, unit: &str| format!("{} {unit}", v.map(num).unwrap_or_default());
+        md_table(
+            &mut out,
+            table,
+            &[
+                ("matching", &|r| format!("{}%", r.matching_pct)),
+                ("rate", &|r| num(r.rate_msg_s)),
+                ("size", &|r| format!("{} B", r.size_b)),
+                ("mean", &|r| c(r.mean_ms, "ms")),
+                ("variance", &|r| c(r.variance_ms2, "ms²")),
+                ("min", &|r| c(r.min_ms, "ms")),
+                ("max", &|r| c(r.max_ms, "ms")),
+                ("received", &|r| format!("{} of {}", r.received, r.matched)),
+                ("throughput", &|r| c(r.throughput_msg_s, "msg/s")),
+            ],
+        );
         let _ =
             writeln!(out, "\nSeed 004's best throughput at the measuring subscriber was {} msg/s.", thousands(480.76));
         out

@@ -5,17 +5,11 @@
 //! point, the same point with best-effort subscribers and publishes, interleaved point by
 //! point in the same network, so the figure shows what persistence costs and nothing else.
 
-use std::fmt::Write as _;
-
-use futures::future::BoxFuture;
-
 use super::content::{Kind, PointSpec};
 use super::narada::{Grid, Narada, NaradaChecks, NaradaRow, Traffic};
 use crate::stats::Spread;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num};
+use crate::suite::prelude::*;
 use crate::suite::text::list;
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -64,13 +58,11 @@ pub struct PersistentRow {
 pub struct Persistent(pub Params);
 
 impl Experiment for Persistent {
-    fn about(&self) -> About {
-        About {
-            name: "persistent",
-            title: "persistent clients over 22 brokers: durable subscribers against best effort",
-            seeds: "seed 004, §8.3.4 and figures 8.3.6, 8.3.7",
-        }
-    }
+    const ABOUT: About = About {
+        name: "persistent",
+        title: "persistent clients over 22 brokers: durable subscribers against best effort",
+        seeds: "seed 004, §8.3.4 and figures 8.3.6, 8.3.7",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![
@@ -94,12 +86,10 @@ impl Experiment for Persistent {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.grid.len() * 2 * ctx.reps) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let p = &self.0;
-            let (table, checks) = measure(ctx, p).await?;
-            Outcome::typed(&table, figure(p, &table), body(p, &table), checks.into_checks())
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let p = &self.0;
+        let (table, checks) = measure(ctx, p).await?;
+        Outcome::typed(&table, figure(p, &table), body(p, &table), checks.into_checks())
     }
 }
 

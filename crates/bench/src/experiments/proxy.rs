@@ -2,20 +2,14 @@
 //! subscribers on a second (`two-brokers.toml`), 2000 B: what the hop through a second broker
 //! costs, as the seed measured a ZeroMQ proxy.
 
-use std::fmt::Write as _;
 use std::time::Duration;
-
-use futures::future::BoxFuture;
 
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use super::Tally;
 use crate::network::Network;
 use crate::peer::{anchors::Point, PeerServer};
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -45,9 +39,8 @@ impl Params {
 pub struct Proxy(pub Params);
 
 impl Experiment for Proxy {
-    fn about(&self) -> About {
-        About { name: "proxy", title: "1 publisher to N subscribers through a second broker", seeds: "seed 002" }
-    }
+    const ABOUT: About =
+        About { name: "proxy", title: "1 publisher to N subscribers through a second broker", seeds: "seed 002" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("topology", format!("`{}`: publisher at `phb`, subscribers at `shb`", self.0.topology)),
@@ -61,13 +54,7 @@ impl Experiment for Proxy {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.subscribers.len() * ctx.reps * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-impl Proxy {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let dir = ctx.scratch("proxy-net")?;
         let network =
@@ -117,7 +104,9 @@ impl Proxy {
         checks.push(link.check());
         Outcome::typed(&table, self.figure(&table), self.body(&table), checks)
     }
+}
 
+impl Proxy {
     fn cell(&self, table: &[FloodRow], system: &str, n: usize, which: &str, column: Field) -> Option<f64> {
         median_cell(table, system, n, self.0.size, which, column)
     }

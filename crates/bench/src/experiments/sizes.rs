@@ -1,17 +1,10 @@
 //! `sizes` (seed 002, experiment 2): one publisher, one subscriber, message sizes 1000 to
 //! 10000 B, 100,000 messages each; STn and RTn medians in msg/s and MB/s.
 
-use std::fmt::Write as _;
-
-use futures::future::BoxFuture;
-
 use super::seed002::{self, median_cell, Field, FloodChecks, FloodRow, NatsAt, Sites, RTN_NOTE, WINDOW};
 use crate::peer::anchors::Point;
 use crate::seeds;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row};
-use crate::suite::text::{list, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
+use crate::suite::prelude::*;
 use crate::target::Target;
 
 /// Parameters.
@@ -37,13 +30,11 @@ impl Params {
 pub struct Sizes(pub Params);
 
 impl Experiment for Sizes {
-    fn about(&self) -> About {
-        About {
-            name: "sizes",
-            title: "1 publisher to 1 subscriber, throughput against message size",
-            seeds: "seed 002",
-        }
-    }
+    const ABOUT: About = About {
+        name: "sizes",
+        title: "1 publisher to 1 subscriber, throughput against message size",
+        seeds: "seed 002",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         vec![
             ("message sizes, B", list(&self.0.sizes)),
@@ -56,13 +47,7 @@ impl Experiment for Sizes {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.sizes.len() * ctx.reps * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-impl Sizes {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let mut table: Vec<FloodRow> = Vec::new();
         let mut checks = FloodChecks::default();
@@ -86,7 +71,9 @@ impl Sizes {
         }
         Outcome::typed(&table, self.figure(&table), self.body(&table), checks.into_checks())
     }
+}
 
+impl Sizes {
     fn series(&self, table: &[FloodRow], system: &str, which: &str, column: Field) -> Vec<(f64, f64)> {
         let sizes = self.0.sizes.iter();
         sizes.filter_map(|&s| median_cell(table, system, 1, s, which, column).map(|v| (s as f64, v))).collect()

@@ -8,6 +8,7 @@
 //! context and return the same outcome.
 
 pub mod figure;
+pub mod prelude;
 pub mod report;
 pub mod runner;
 pub mod text;
@@ -108,8 +109,22 @@ pub struct About {
     pub seeds: &'static str,
 }
 
-/// One of the seed experiments.
+/// One of the seed experiments, as each declares itself: who it is, its parameters, its
+/// points and an `async fn run`; the runner holds them as [`Runnable`]s.
 pub trait Experiment: Send + Sync {
+    /// Its name, title and seeds.
+    const ABOUT: About;
+    /// The parameters in effect, for the report.
+    fn parameters(&self) -> Vec<(&'static str, String)>;
+    /// How many measurement points it will run (the progress bar's length).
+    fn points(&self, ctx: &Context) -> u64;
+    /// Runs it.
+    fn run(&self, ctx: &Context) -> impl std::future::Future<Output = anyhow::Result<Outcome>> + Send;
+}
+
+/// An [`Experiment`] as the runner and the command line hold every experiment in one list
+/// (`Box<dyn Runnable>`): the same methods, the run boxed.
+pub trait Runnable: Send + Sync {
     /// Its name, title and seeds.
     fn about(&self) -> About;
     /// File and section name (the progress bar's, the files' and the summary's key).
@@ -118,10 +133,25 @@ pub trait Experiment: Send + Sync {
     }
     /// The parameters in effect, for the report.
     fn parameters(&self) -> Vec<(&'static str, String)>;
-    /// How many measurement points it will run (the progress bar's length).
+    /// How many measurement points it will run.
     fn points(&self, ctx: &Context) -> u64;
     /// Runs it.
     fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>>;
+}
+
+impl<E: Experiment> Runnable for E {
+    fn about(&self) -> About {
+        E::ABOUT
+    }
+    fn parameters(&self) -> Vec<(&'static str, String)> {
+        Experiment::parameters(self)
+    }
+    fn points(&self, ctx: &Context) -> u64 {
+        Experiment::points(self, ctx)
+    }
+    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
+        Box::pin(Experiment::run(self, ctx))
+    }
 }
 
 /// What every experiment may use.

@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
 
 use super::report::{self, Machine};
-use super::{table, About, Check, Context, Experiment, Outcome};
+use super::{table, About, Check, Context, Outcome, Runnable};
 
 /// Section order in `report.md`.
 pub const ORDER: &[&str] =
@@ -51,7 +51,7 @@ pub struct RunInfo {
 
 /// Runs `experiments` in order; writes outputs under `ctx.out`, `summary.json` at the end.
 /// Returns every experiment's status; an experiment that errors does not stop the others.
-pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Experiment>]) -> anyhow::Result<Vec<Status>> {
+pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Runnable>]) -> anyhow::Result<Vec<Status>> {
     std::fs::create_dir_all(&ctx.out)?;
     let machine = Machine::current();
     let bars = MultiProgress::new();
@@ -149,7 +149,7 @@ fn profile() -> &'static str {
     }
 }
 
-fn write_outputs(ctx: &Context, experiment: &dyn Experiment, outcome: &Outcome) -> anyhow::Result<()> {
+fn write_outputs(ctx: &Context, experiment: &dyn Runnable, outcome: &Outcome) -> anyhow::Result<()> {
     let stem = ctx.out.join(experiment.name());
     std::fs::write(stem.with_extension("csv"), outcome.table.to_csv())?;
     outcome.figure.write(&stem)?;
@@ -176,7 +176,7 @@ fn print_status(status: &Status) {
 }
 
 /// The experiment's section of `report.md`.
-pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Outcome, &String>) -> String {
+pub fn section(experiment: &dyn Runnable, info: &RunInfo, outcome: Result<&Outcome, &String>) -> String {
     let mut out = String::new();
     let About { name, title, seeds } = experiment.about();
     let _ = writeln!(out, "## `{name}`: {title} ({seeds})\n");
@@ -217,22 +217,20 @@ pub fn section(experiment: &dyn Experiment, info: &RunInfo, outcome: Result<&Out
 mod tests {
     use super::*;
     use crate::suite::table::Table;
-    use futures::future::BoxFuture;
+    use crate::suite::Experiment;
 
     struct Fake;
 
     impl Experiment for Fake {
-        fn about(&self) -> About {
-            About { name: "fake", title: "a fake", seeds: "seed 999" }
-        }
+        const ABOUT: About = About { name: "fake", title: "a fake", seeds: "seed 999" };
         fn parameters(&self) -> Vec<(&'static str, String)> {
             vec![("size", "10 B".into())]
         }
         fn points(&self, _: &Context) -> u64 {
             1
         }
-        fn run<'a>(&'a self, _: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-            Box::pin(async { Ok(Outcome::default()) })
+        async fn run(&self, _: &Context) -> anyhow::Result<Outcome> {
+            Ok(Outcome::default())
         }
     }
 

@@ -1,5 +1,20 @@
 //! Numbers as the report and the plots' ticks show them: short units, thousands separators,
-//! parameter lists. Shared by the frame (the figures' ticks) and every experiment's text.
+//! parameter lists; and Markdown tables drawn from typed rows. Shared by the frame (the
+//! figures' ticks) and every experiment's text.
+
+use super::table::{md_head, md_row};
+
+/// One column of a Markdown table of rows `R`: its heading and how a row shows in it.
+pub type Column<'a, R> = (&'a str, &'a dyn Fn(&R) -> String);
+
+/// A Markdown table with a line per row of `rows`: each column's heading and cell declared
+/// side by side, so that they cannot drift apart.
+pub fn md_table<R>(out: &mut String, rows: impl IntoIterator<Item = R>, columns: &[Column<'_, R>]) {
+    md_head(out, &columns.iter().map(|(head, _)| *head).collect::<Vec<_>>());
+    for row in rows {
+        md_row(out, columns.iter().map(|(_, cell)| cell(&row)));
+    }
+}
 
 /// A list for the parameter table: `10, 50, 100`.
 pub fn list<T: std::fmt::Display>(items: &[T]) -> String {
@@ -42,6 +57,13 @@ pub fn thousands(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_table_has_a_heading_and_a_line_per_row() {
+        let mut out = String::new();
+        md_table(&mut out, [1, 20], &[("n", &|n| n.to_string()), ("twice", &|n| (2 * n).to_string())]);
+        assert_eq!(out, "| n | twice |\n|---|---|\n| 1 | 2 |\n| 20 | 40 |\n");
+    }
 
     #[test]
     fn numbers_read_well() {

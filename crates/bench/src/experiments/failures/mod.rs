@@ -29,8 +29,6 @@ mod verify;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
@@ -122,13 +120,11 @@ impl Params {
 pub struct Failures(pub Params);
 
 impl Experiment for Failures {
-    fn about(&self) -> About {
-        About {
-            name: "failures",
-            title: "guaranteed delivery through a link cut and broker crashes",
-            seeds: "seed 001, §4.2 and figure 6",
-        }
-    }
+    const ABOUT: About = About {
+        name: "failures",
+        title: "guaranteed delivery through a link cut and broker crashes",
+        seeds: "seed 001, §4.2 and figure 6",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let secs = |d: Duration| format!("{} s", d.as_secs_f64());
@@ -150,21 +146,19 @@ impl Experiment for Failures {
     fn points(&self, ctx: &Context) -> u64 {
         (2 * ctx.reps * (1 + ctx.peers.tools().is_some() as usize)) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(async move {
-            let mut reps = Vec::new();
-            for rep in 1..=ctx.reps {
-                let r = run::run(ctx, &self.0, &logs(ctx, rep)).await?;
-                let peer = match ctx.peers.tools() {
-                    Some(tools) => Some(nats::run(ctx, tools, &self.0, &logs(ctx, rep)).await),
-                    None => None,
-                };
-                reps.push((r, peer));
-            }
-            let (outcome, takeover) = report::outcome(&self.0, &reps)?;
-            std::fs::write(ctx.out.join("failures-takeover.csv"), takeover.to_csv())?;
-            Ok(outcome)
-        })
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let mut reps = Vec::new();
+        for rep in 1..=ctx.reps {
+            let r = run::run(ctx, &self.0, &logs(ctx, rep)).await?;
+            let peer = match ctx.peers.tools() {
+                Some(tools) => Some(nats::run(ctx, tools, &self.0, &logs(ctx, rep)).await),
+                None => None,
+            };
+            reps.push((r, peer));
+        }
+        let (outcome, takeover) = report::outcome(&self.0, &reps)?;
+        std::fs::write(ctx.out.join("failures-takeover.csv"), takeover.to_csv())?;
+        Ok(outcome)
     }
 }
 

@@ -3,13 +3,10 @@
 //! subscriber got and how it recovered from each fault. Tidings' runs are checked; NATS's
 //! findings are reported, never checked.
 
-use std::fmt::Write as _;
-
 use super::summary::{self, Row};
 use super::{faults, nats, plot, recovery, run, series, Params};
 use crate::experiments::Tally;
-use crate::suite::table::{md_head, md_row, Table};
-use crate::suite::Outcome;
+use crate::suite::prelude::*;
 
 /// One repetition: tidings' run, and NATS's when it was measured.
 pub(super) type Rep = (run::Run, Option<anyhow::Result<nats::NatsRun>>);

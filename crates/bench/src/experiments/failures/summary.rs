@@ -3,15 +3,13 @@
 //! up, with the medians and ranges over the repetitions. Issue 40 asks for it: with each
 //! pubend's log replicated in the publishers' cell, the crash is answered by a takeover.
 
-use std::fmt::Write as _;
-
 use super::faults::PUBLISHERS_CRASH;
 use super::held::held;
 use super::recovery::recovery;
 use super::run::Run;
 use super::Params;
 use crate::stats::Spread;
-use crate::suite::table::{md_head, md_row, Table};
+use crate::suite::prelude::*;
 
 /// One system's run of one repetition, through the publishers' broker crash.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -106,30 +104,20 @@ pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
          whether they all were there (`least_held_ms` in `failures-takeover.csv`, which has the rows).\n"
     );
     let show = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.0}"));
-    md_head(
+    md_table(
         body,
+        rows,
         &[
-            "repetition",
-            "system",
-            "worst latency (ms)",
-            "publishers held up (ms)",
-            "... the least held (ms)",
-            "resumed after the kill (ms)",
-            "p1 down (ms)",
-            "before restart",
+            ("repetition", &|r| r.rep.to_string()),
+            ("system", &|r| r.system.clone()),
+            ("worst latency (ms)", &|r| show(r.worst_latency_ms)),
+            ("publishers held up (ms)", &|r| show(r.publishers_held_ms)),
+            ("... the least held (ms)", &|r| show(r.least_held_ms)),
+            ("resumed after the kill (ms)", &|r| show(r.resumed_after_kill_ms)),
+            ("p1 down (ms)", &|r| show(Some(r.down_ms))),
+            ("before restart", &|r| if r.before_restart { "yes" } else { "no" }.to_string()),
         ],
     );
-    for r in rows {
-        md_row(
-            body,
-            [r.rep.to_string(), r.system.clone()].into_iter().chain(
-                [r.worst_latency_ms, r.publishers_held_ms, r.least_held_ms, r.resumed_after_kill_ms, Some(r.down_ms)]
-                    .map(show)
-                    .into_iter()
-                    .chain([if r.before_restart { "yes" } else { "no" }.to_string()]),
-            ),
-        );
-    }
     let systems: Vec<&str> = rows.iter().fold(Vec::new(), |mut v, r| {
         if !v.contains(&r.system.as_str()) {
             v.push(&r.system);
@@ -137,36 +125,25 @@ pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
         v
     });
     body.push('\n');
-    md_head(
+    let by_system = systems.into_iter().map(|s| (s, rows.iter().filter(|r| r.system == s).collect::<Vec<&Row>>()));
+    let spread = |mine: &[&Row], f: fn(&Row) -> Option<f64>| {
+        let values: Vec<f64> = mine.iter().filter_map(|r| f(r)).collect();
+        match values.len() == mine.len() {
+            true => Spread::of(&values).show(|v| format!("{v:.0}")),
+            false => format!("never in {} of {}", mine.len() - values.len(), mine.len()),
+        }
+    };
+    md_table(
         body,
+        by_system,
         &[
-            "system",
-            "repetitions",
-            "worst latency, median [range] (ms)",
-            "publishers held up, median [range] (ms)",
-            "resumed after the kill, median [range] (ms)",
+            ("system", &|(s, _)| s.to_string()),
+            ("repetitions", &|(_, mine)| mine.len().to_string()),
+            ("worst latency, median [range] (ms)", &|(_, mine)| spread(mine, |r| r.worst_latency_ms)),
+            ("publishers held up, median [range] (ms)", &|(_, mine)| spread(mine, |r| r.publishers_held_ms)),
+            ("resumed after the kill, median [range] (ms)", &|(_, mine)| spread(mine, |r| r.resumed_after_kill_ms)),
         ],
     );
-    for s in systems {
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.system == s).collect();
-        let spread = |f: fn(&Row) -> Option<f64>| {
-            let values: Vec<f64> = mine.iter().filter_map(|r| f(r)).collect();
-            match values.len() == mine.len() {
-                true => Spread::of(&values).show(|v| format!("{v:.0}")),
-                false => format!("never in {} of {}", mine.len() - values.len(), mine.len()),
-            }
-        };
-        md_row(
-            body,
-            [
-                s.to_string(),
-                mine.len().to_string(),
-                spread(|r| r.worst_latency_ms),
-                spread(|r| r.publishers_held_ms),
-                spread(|r| r.resumed_after_kill_ms),
-            ],
-        );
-    }
 }
 
 /// `rows` as `failures-takeover.csv`.

@@ -1,12 +1,10 @@
 //! What the network report reads into the CPU time of its runs ([`crate::cpu`]).
 
-use std::fmt::Write as _;
-
 use super::present::ratio;
 use super::NetRow;
 use super::{median, show, Key, NATS, TIDINGS};
 use crate::cpu::Spent;
-use crate::suite::table::{md_head, md_row};
+use crate::suite::prelude::*;
 
 /// (`cpu_us_per_msg.NAME`, `cpu_us_per_msg.total`), and the CPUs they kept busy on average
 /// (`cpus_busy`: all their CPU time over the wall-clock time).

@@ -14,12 +14,8 @@ mod path;
 mod present;
 mod tput;
 
+use crate::suite::prelude::*;
 use std::time::Duration;
-
-use futures::future::BoxFuture;
-
-use crate::suite::text::{list, micros, thousands};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 
 /// Parameters.
 #[derive(Debug, Clone)]
@@ -77,13 +73,11 @@ impl Params {
 pub struct Network(pub Params);
 
 impl Experiment for Network {
-    fn about(&self) -> About {
-        About {
-            name: "network",
-            title: "throughput, latency and faults through broker links",
-            seeds: "seed 001's networks",
-        }
-    }
+    const ABOUT: About = About {
+        name: "network",
+        title: "throughput, latency and faults through broker links",
+        seeds: "seed 001's networks",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         vec![
@@ -133,8 +127,19 @@ impl Experiment for Network {
         // Throughput runs (2 per repetition), latency and path repetitions, 2 faults, subscriptions.
         4 * reps + 3 + nats
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+        let mut table: Vec<NetRow> = Vec::new();
+        let mut checks = Checks::default();
+        // Throughput repetitions run tidings then NATS, repetition by repetition.
+        let servers = nats::start(ctx)?;
+        tput::tidings(ctx, &self.0, &mut table, &mut checks, servers.as_ref()).await?;
+        if let Some(servers) = servers {
+            nats::finish(ctx, &self.0, servers, &mut table).await?;
+        }
+        nats::anchored(ctx, &self.0, &mut table)?;
+        path::long(ctx, &self.0, &mut table, &mut checks).await?;
+        fault::run(ctx, &self.0, &mut table, &mut checks).await?;
+        Outcome::typed(&table, present::figure(&table), present::body(&self.0, &table), checks.into_checks())
     }
 }
 
@@ -148,23 +153,6 @@ super::checks! {
         resumed: "deliveries resumed after each fault (the network re-converged around it)",
         fault_losses: "every message lost at a fault is accounted: in the fault window (the one run of losses \
                        from the fault to the next delivery) or counted as dropped by a surviving broker",
-    }
-}
-
-impl Network {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
-        let mut table: Vec<NetRow> = Vec::new();
-        let mut checks = Checks::default();
-        // Throughput repetitions run tidings then NATS, repetition by repetition.
-        let servers = nats::start(ctx)?;
-        tput::tidings(ctx, &self.0, &mut table, &mut checks, servers.as_ref()).await?;
-        if let Some(servers) = servers {
-            nats::finish(ctx, &self.0, servers, &mut table).await?;
-        }
-        nats::anchored(ctx, &self.0, &mut table)?;
-        path::long(ctx, &self.0, &mut table, &mut checks).await?;
-        fault::run(ctx, &self.0, &mut table, &mut checks).await?;
-        Outcome::typed(&table, present::figure(&table), present::body(&self.0, &table), checks.into_checks())
     }
 }
 

@@ -1,12 +1,9 @@
 //! The report section of `network`: the medians over repetitions, each beside NATS's and the
 //! goals of issue 4.
 
-use std::fmt::Write as _;
-
 use super::NetRow;
 use super::{median, show, us, Params, ANCHOR, NATS, TIDINGS};
-use crate::suite::table::{md_head, md_row};
-use crate::suite::text::{micros, thousands};
+use crate::suite::prelude::*;
 
 pub(super) use super::figure::figure;
 

@@ -16,8 +16,6 @@ pub use rows::Row;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-
 use crate::engine::Drain;
 use crate::network::Network;
 use crate::stats::load_average;
@@ -84,13 +82,11 @@ impl Params {
 pub struct Overhead(pub Params);
 
 impl Experiment for Overhead {
-    fn about(&self) -> About {
-        About {
-            name: "overhead",
-            title: "the price of guaranteed delivery: broker CPU and latency against best effort",
-            seeds: "seed 001, §4.1 and figures 4 and 5",
-        }
-    }
+    const ABOUT: About = About {
+        name: "overhead",
+        title: "the price of guaranteed delivery: broker CPU and latency against best effort",
+        seeds: "seed 001, §4.1 and figures 4 and 5",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let share = p.rate / p.groups as f64;
@@ -110,24 +106,7 @@ impl Experiment for Overhead {
         // Two modes of each system: best effort and guaranteed (core NATS and JetStream).
         (self.0.counts.len() * ctx.reps * 2 * ctx.sides()) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-super::checks! {
-    /// The run's checks, point by point (counts alone cannot say when an ack was sent; the
-    /// broker's per-ack comparison can).
-    struct Checks {
-        ran: "every point ran to the end",
-        share: "every subscriber received all of its share (no loss, no stream ended)",
-        order: "no duplicate and no out-of-order delivery",
-        acked: "every guaranteed publish acknowledged after its sync",
-    }
-}
-
-impl Overhead {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
         ctx.log(format!("overhead: open-file limit {limit}"));
@@ -199,6 +178,17 @@ impl Overhead {
         }
         let checks = checks.into_checks();
         Outcome::typed(&table, present::figure(&table), body, checks)
+    }
+}
+
+super::checks! {
+    /// The run's checks, point by point (counts alone cannot say when an ack was sent; the
+    /// broker's per-ack comparison can).
+    struct Checks {
+        ran: "every point ran to the end",
+        share: "every subscriber received all of its share (no loss, no stream ended)",
+        order: "no duplicate and no out-of-order delivery",
+        acked: "every guaranteed publish acknowledged after its sync",
     }
 }
 

@@ -2,14 +2,12 @@
 //! and remote latency, by mode and subscriber count, as a figure (seed 001's figures 4 and 5
 //! side by side) and as the report's table, with the guaranteed-minus-best-effort difference.
 
-use std::fmt::Write as _;
-
 use super::nats::{CORE, JETSTREAM};
 use super::rows::{mode, Row};
 use super::Params;
 use crate::stats::median_if_any;
-use crate::suite::figure::{Axis, Figure, Mark, Panel, Series, NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
-use crate::suite::table::{md_head, md_row};
+use crate::suite::figure::{NATS, NATS_ANCHOR, TIDINGS, TIDINGS_ALT};
+use crate::suite::prelude::*;
 
 /// Every mode with its colour, each durable one after its cheap one: tidings' best effort
 /// and guaranteed, then NATS core and JetStream (measured with `--nats`).

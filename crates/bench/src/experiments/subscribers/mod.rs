@@ -7,19 +7,16 @@ mod rows;
 pub use rows::Row;
 use rows::{peer_row, row, At, Measured};
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use tidings_client::Transport;
 
 use crate::latency::{self, LatencySpec};
 use crate::metrics::{self, Snapshot};
 use crate::peer::{anchors::Point, nats, NatsTools};
 use crate::stats::load_average;
+use crate::suite::prelude::*;
 use crate::suite::table::num;
-use crate::suite::text::{list, micros};
-use crate::suite::{About, Context, Experiment, Outcome, Scale};
 use crate::target::Target;
 
 /// Parameters.
@@ -89,13 +86,11 @@ fn transport_name(t: Transport) -> &'static str {
 }
 
 impl Experiment for Subscribers {
-    fn about(&self) -> About {
-        About {
-            name: "subscribers",
-            title: "latency against the number of subscribers, TCP and UDP",
-            seeds: "seeds 003 and 000",
-        }
-    }
+    const ABOUT: About = About {
+        name: "subscribers",
+        title: "latency against the number of subscribers, TCP and UDP",
+        seeds: "seeds 003 and 000",
+    };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
         let rates: Vec<String> = p.counts.iter().map(|&n| format!("{n}: {}", num(p.rate(n)))).collect();
@@ -129,25 +124,7 @@ impl Experiment for Subscribers {
     fn points(&self, ctx: &Context) -> u64 {
         (self.0.counts.len() * ctx.reps * (self.0.transports.len() + ctx.sides() - 1)) as u64
     }
-    fn run<'a>(&'a self, ctx: &'a Context) -> BoxFuture<'a, anyhow::Result<Outcome>> {
-        Box::pin(self.run_all(ctx))
-    }
-}
-
-super::checks! {
-    /// What every point checks, and that every point ran.
-    struct Checks {
-        ran: "every point ran to the end (its setup retried at most once)",
-        subscribed: "every subscription registered before publishing (broker gauge = subscribers)",
-        published: "the broker counted every publish (TCP: equal; UDP: not more than sent)",
-        order: "no duplicate deliveries; over TCP none out of order",
-        accounted: "every delivery accounted (TCP: received = broker's messages out and sent × subscribers = \
-                    received + broker drops; UDP: received ≤ broker's messages out)",
-    }
-}
-
-impl Subscribers {
-    async fn run_all(&self, ctx: &Context) -> anyhow::Result<Outcome> {
+    async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
         let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
         ctx.log(format!("subscribers: open-file limit {limit}"));
@@ -222,7 +199,21 @@ impl Subscribers {
         }
         Outcome::typed(&table, figure, body, checks.into_checks())
     }
+}
 
+super::checks! {
+    /// What every point checks, and that every point ran.
+    struct Checks {
+        ran: "every point ran to the end (its setup retried at most once)",
+        subscribed: "every subscription registered before publishing (broker gauge = subscribers)",
+        published: "the broker counted every publish (TCP: equal; UDP: not more than sent)",
+        order: "no duplicate deliveries; over TCP none out of order",
+        accounted: "every delivery accounted (TCP: received = broker's messages out and sent × subscribers = \
+                    received + broker drops; UDP: received ≤ broker's messages out)",
+    }
+}
+
+impl Subscribers {
     async fn point(
         &self,
         ctx: &Context,

@@ -1,12 +1,9 @@
 //! How `subscribers` shows its rows: the figure and the report's tables, beside the seeds'.
 
-use std::fmt::Write as _;
-
 use super::{Row, Subscribers};
 use crate::seeds;
 use crate::stats::Spread;
-use crate::suite::figure::{self, Axis, Figure, Mark, Panel, Series};
-use crate::suite::table::{md_head, md_row, num};
+use crate::suite::prelude::*;
 use crate::suite::text::micros;
 use tidings_client::Transport;
 
