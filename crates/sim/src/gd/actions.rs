@@ -8,7 +8,10 @@ use tidings_node::publishes::{Ack, PublishKey};
 use tidings_store::OpKind;
 
 use crate::gd::layer::{Command, GdFrame, GdLayer, GdNode, Out, MAX_SYNC_MS};
-use crate::gd::world::{message_of, World};
+use crate::gd::world::{message_of, Publish, World};
+
+/// Acknowledged publishes a reconnecting publisher sends again, their acknowledgements lost.
+const ACKS_LOST: usize = 2;
 
 impl GdLayer {
     /// The log's group commit is due: everything submitted is written and synced (the
@@ -23,7 +26,7 @@ impl GdLayer {
                 let (pubend, tick) = (PubendId(completion.pubend.0), Tick(completion.tick.0));
                 let at = node.pending.iter().position(|(p, t, _)| (*p, *t) == (pubend, tick));
                 if let Some((pubend, tick, msg)) = at.map(|at| node.pending.remove(at)) {
-                    world.durable.entry(pubend).or_default().insert(tick, msg);
+                    world.made_durable(pubend, tick, msg);
                 }
             }
         }
@@ -139,12 +142,19 @@ impl GdLayer {
         None
     }
 
-    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order.
+    /// The local publisher reconnected: it re-publishes everything not acknowledged, in order,
+    /// and before them its last [`ACKS_LOST`] acknowledged publishes, as a publisher does whose
+    /// connection died with their PUBLISH_ACKs in flight. By then each may be delivered
+    /// everywhere and released, its record gone from the log: it must still be taken for a
+    /// retry (T4), never logged and delivered again.
     pub(super) fn retry(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         let retries: Vec<(u64, u64)> = {
             let world = self.world.borrow();
-            let publishes = world.publishes.get(&node.index).into_iter().flatten();
-            publishes.filter(|p| !p.acked).map(|p| (p.seq, p.msg)).collect()
+            let publishes: Vec<&Publish> = world.publishes.get(&node.index).into_iter().flatten().collect();
+            let acked: Vec<usize> = (0..publishes.len()).filter(|&i| publishes[i].acked).collect();
+            let lost = &acked[acked.len().saturating_sub(ACKS_LOST)..];
+            let again = |i: &usize| !publishes[*i].acked || lost.contains(i);
+            (0..publishes.len()).filter(again).map(|i| (publishes[i].seq, publishes[i].msg)).collect()
         };
         for (seq, msg) in retries {
             self.command(node, store, now, Command::Publish { seq, msg }, out);

@@ -54,15 +54,14 @@ impl World {
         let lost = |tick: Tick| recovered.lost.iter().any(|r| r.from <= tick && tick <= r.to);
         let truth = self.durable.entry(pubend).or_default();
         let mut problems = Vec::new();
+        let mut adopted = Vec::new();
         for &(tick, msg) in kept {
             match truth.get(&tick) {
                 Some(&was) if was != msg => {
                     problems.push(format!("node {node}'s log holds msg {msg} at {pubend:?} {tick:?}, not {was}"))
                 }
                 Some(_) => {}
-                None => {
-                    truth.insert(tick, msg);
-                }
+                None => adopted.push((tick, msg)),
             }
         }
         let held: BTreeSet<Tick> = kept.iter().map(|(tick, _)| *tick).collect();
@@ -70,6 +69,9 @@ impl World {
             if !held.contains(&tick) && !lost(tick) {
                 problems.push(format!("node {node}'s log lost acknowledged {pubend:?} {tick:?} without a trace"));
             }
+        }
+        for (tick, msg) in adopted {
+            self.made_durable(pubend, tick, msg);
         }
         if let Some(&(tick, _)) = kept.last() {
             let assigned = self.assigned.entry(pubend).or_default();

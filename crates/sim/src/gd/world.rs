@@ -63,6 +63,8 @@ pub struct World {
     pub pubends: BTreeMap<usize, PubendId>,
     /// Per pubend: every tick made durable, with its message (never removed: Expected).
     pub durable: BTreeMap<PubendId, BTreeMap<Tick, u64>>,
+    /// Per pubend and message: the tick it was made durable at, to catch a retry logged twice.
+    pub logged_at: BTreeMap<(PubendId, u64), Tick>,
     /// Per pubend: the highest tick ever assigned (durable or not).
     pub assigned: BTreeMap<PubendId, Tick>,
     /// Guaranteed subscribers.
@@ -171,6 +173,16 @@ impl World {
 
     pub(super) fn violation(&mut self, text: String) {
         self.violations.push(text);
+    }
+
+    /// `msg` is durable at `tick` of `pubend`: it joins the truth. A message durable at two
+    /// ticks is a retry logged twice (T4), which subscribers would get twice.
+    pub(super) fn made_durable(&mut self, pubend: PubendId, tick: Tick, msg: u64) {
+        self.durable.entry(pubend).or_default().insert(tick, msg);
+        let first = *self.logged_at.entry((pubend, msg)).or_insert(tick);
+        if first != tick {
+            self.violation(format!("msg {msg} is logged twice at {pubend:?}: {first:?} and {tick:?} (T4)"));
+        }
     }
 
     /// The ticks `sub` is owed on `pubend` in `[from, to]`, in order.
