@@ -33,9 +33,11 @@ pub mod command;
 mod envelope;
 mod group;
 pub mod journal;
+mod log;
 mod propose;
 mod ready;
 mod rejoin;
+pub mod snapshot;
 pub mod state;
 mod status;
 
@@ -43,8 +45,10 @@ pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
     Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
+    COMPACT_BYTES,
 };
 pub use journal::{Journal, JournalError};
 pub use raft::eraftpb::{Entry, HardState, Message};
+pub use snapshot::{SnapshotCounts, MAX_SNAPSHOT};
 pub use state::{Outcome, PubendReplica, Record};
 pub use status::Status;
