@@ -170,24 +170,59 @@ impl Journal {
     /// Reads the journal of `pubend` back: `None` when it is empty (the disk was wiped, or the
     /// group never ran here), else what the replica restarts from.
     pub fn open(store: &Store, pubend: PubendId) -> Result<(Journal, Option<Recovered>), JournalError> {
+        let (last, recovered) = Self::read(store, pubend)?;
+        let journal = Journal { pubend, next_tick: last + 1 };
+        Ok((journal, recovered.map_err(JournalError::Damaged)?))
+    }
+
+    /// As [`Journal::open`], but a damaged journal (a lost or undecodable record) is not an
+    /// error: its replica counts as wiped (`None`, so it rejoins behind the fences and rebuilds
+    /// from its mates, never serving what it lost), and the returned tick is where the damaged
+    /// records end, for the shell to release before anything else (the new journal follows).
+    pub fn open_or_wipe(
+        store: &Store,
+        pubend: PubendId,
+    ) -> Result<(Journal, Option<Recovered>, Option<Tick>), JournalError> {
+        let (last, recovered) = Self::read(store, pubend)?;
+        let journal = Journal { pubend, next_tick: last + 1 };
+        match recovered {
+            Ok(recovered) => Ok((journal, recovered, None)),
+            Err(_) => Ok((journal, None, Some(Tick(last)))),
+        }
+    }
+
+    /// Every record folded: the last tick read (lost ones included) and what they hold, or why
+    /// they are damaged.
+    #[allow(clippy::type_complexity)]
+    fn read(store: &Store, pubend: PubendId) -> Result<(u64, Result<Option<Recovered>, String>), JournalError> {
         let all = TickRange { first: Tick(1), last: Tick(u64::MAX) };
         let items = store.read(pubend, all, usize::MAX).map_err(JournalError::Store)?;
-        let mut recovered = Recovered::default();
+        let mut recovered = Ok(Recovered::default());
         let mut last = 0;
         for item in items {
             match item {
                 ReadItem::Data(record) => {
-                    let write = Write::decode(&record.payload).map_err(|e| JournalError::Damaged(e.to_string()))?;
-                    recovered.fold(write);
                     last = record.tick.0;
+                    let write = Write::decode(&record.payload).map_err(|e| e.to_string());
+                    recovered = recovered.and_then(|mut r| {
+                        r.fold(write?);
+                        Ok(r)
+                    });
                 }
                 ReadItem::Lost(range) => {
-                    return Err(JournalError::Damaged(format!("ticks {}..={} lost", range.first.0, range.last.0)))
+                    last = last.max(range.last.0);
+                    let lost = format!("ticks {}..={} lost", range.first.0, range.last.0);
+                    recovered = recovered.and(Err(lost));
                 }
             }
         }
-        let journal = Journal { pubend, next_tick: last + 1 };
-        Ok((journal, (last > 0).then_some(recovered)))
+        Ok((last, recovered.map(|r| (last > 0).then_some(r))))
+    }
+
+    /// The last tick this journal holds or handed out (0: none): where to release a journal
+    /// whose writes cannot restart a replica, before it rejoins.
+    pub fn last_tick(&self) -> Tick {
+        Tick(self.next_tick - 1)
     }
 
     /// The tick up to which the journal may be released once `record` (the one that carries

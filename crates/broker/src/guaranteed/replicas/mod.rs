@@ -142,8 +142,8 @@ impl Replicas {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse).collect();
             match numbers.ok().and_then(|n| Some((*n.first()?, n.get(1..)?.to_vec()))) {
-                // A damaged journal keeps this replica out of its group (the others go on);
-                // the broker serves everything else.
+                // A journal that cannot be read keeps this replica out of its group (the others
+                // go on); the broker serves everything else. A damaged one rejoins (`start`).
                 Some((pubend, voters)) => {
                     if let Err(e) = replicas.start(PubendId(pubend), voters) {
                         error!(error = %e, "a replica group cannot restart here");
@@ -169,13 +169,28 @@ impl Replicas {
             compact_bytes: self.compact_bytes,
             ..GroupSettings::new(self.me, voters.clone())
         };
-        let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
-            .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
-        let replica = match recovered {
-            Some(recovered) => ReplicaGroup::restart(settings, recovered),
-            None => ReplicaGroup::rejoin(settings),
+        let store_pubend = tidings_store::PubendId(pubend.0);
+        let (journal, recovered, mut damaged) =
+            Journal::open_or_wipe(&self.store, store_pubend).map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+        // A damaged journal, or one whose log cannot restart a replica (a broken snapshot), is
+        // never served: the replica counts as wiped and rebuilds from its mates behind the
+        // rejoin fences, and the damaged records are released first.
+        let replica = match recovered.map(|recovered| ReplicaGroup::restart(settings.clone(), recovered)) {
+            Some(Ok(replica)) => replica,
+            Some(Err(e)) => {
+                error!(pubend = pubend.0, error = %e, "a replica journal cannot restart its replica: rebuilt from the mates");
+                damaged = Some(journal.last_tick());
+                ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?
+            }
+            None => ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?,
+        };
+        if let Some(tick) = damaged {
+            error!(pubend = pubend.0, up_to = tick.0, "a replica journal is damaged: released, rebuilt from the mates");
+            self.next_token += 1;
+            self.store
+                .release(Token(self.next_token), store_pubend, tick)
+                .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         }
-        .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         info!(pubend = pubend.0, ?voters, "replica group started");
         self.groups.insert(pubend, Group { replica, journal, voters, failed: false });
         Ok(())
