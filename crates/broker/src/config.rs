@@ -151,6 +151,11 @@ pub struct Storage {
     /// cell has 3 brokers or more, else all of them; with no cell mate linked when a pubend is
     /// created, or with 1, the pubend lives on this broker alone, as before replication.
     pub replicas: usize,
+    /// Bytes of raft log entries after which a replica compacts its group's log into a snapshot
+    /// of the pubend's state (default 8 MiB, at least twice the last snapshot's size: see
+    /// `docs/replication.md`, "Compaction"). Lower, a replica holds less memory and journal and
+    /// a restarted one more often catches up from a snapshot rather than the log.
+    pub replica_compact_bytes: u64,
 }
 
 impl Default for Storage {
@@ -161,6 +166,7 @@ impl Default for Storage {
             fault_drop_unsynced: false,
             linger: Duration::from_millis(2),
             replicas: 0,
+            replica_compact_bytes: tidings_replica::COMPACT_BYTES,
         }
     }
 }

@@ -20,27 +20,8 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use gd_common::publish;
-use replica_common::{caught_up, cluster, links, replica_group, Lines, Node};
-use serde_json::Value;
+use replica_common::{acked, caught_up, cluster, links, replica_group, subscribe, wait_for, Node};
 use tidings_testkit::{finish_within, BrokerProcess};
-
-fn wait_for(what: &str, timeout: Duration, check: impl Fn() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !check() {
-        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// The acknowledged lines of a `pub --guaranteed --json` run that must acknowledge all.
-fn acked(child: Child, count: usize) -> Vec<Value> {
-    let out = finish_within(child, Duration::from_secs(30));
-    let lines: Vec<Value> =
-        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert!(out.status.success(), "not every publish was acknowledged: {}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(lines.len(), count);
-    lines
-}
 
 /// What a command printed in `time`; it is killed then if still running.
 fn stop_after(child: Child, time: Duration) -> String {
@@ -70,20 +51,7 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
     wait_for("the cell and s1 link up", Duration::from_secs(20), || {
         links(&b1) == 3.0 && links(&b2) == 2.0 && links(&b3) == 2.0 && links(&bs) == 1.0
     });
-    let server = bs.tcp();
-    let sub = Lines::follow(gd_common::spawn(&[
-        "sub",
-        "--server",
-        &server,
-        "--guaranteed",
-        "--json",
-        "g.>",
-        "--count",
-        "600",
-    ]));
-    wait_for("the subscription is confirmed", Duration::from_secs(20), || {
-        bs.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
-    });
+    let sub = subscribe(&bs, 600);
 
     // (a) Acknowledged publishes: every one was synced by a quorum of the cell's journals.
     let mut all = acked(publish(&b1.tcp(), "g.a", 200, &["--window", "16"]), 200);

@@ -93,6 +93,7 @@ impl ReplicaGroup {
                 | T::MsgRequestPreVote
                 | T::MsgRequestPreVoteResponse
                 | T::MsgTimeoutNow
+                | T::MsgSnapshot
         );
         if !network {
             return invalid(format!("{ty:?} is never sent between replicas by this build"));
@@ -101,8 +102,14 @@ impl ReplicaGroup {
         {
             return invalid(format!("{ty:?} with term {} or an index out of range", m.term));
         }
-        if m.snapshot.is_some() || m.request_snapshot != 0 || (!m.entries.is_empty() && ty != T::MsgAppend) {
+        if m.snapshot.is_some() != (ty == T::MsgSnapshot)
+            || m.request_snapshot != 0
+            || (!m.entries.is_empty() && ty != T::MsgAppend)
+        {
             return invalid(format!("{ty:?} carries a snapshot or entries it never carries"));
+        }
+        if ty == T::MsgSnapshot {
+            self.check_snapshot(m)?;
         }
         // A leader hands the lead to the preferred replica with TIMEOUT_NOW; one that may not
         // campaign (wiped, not caught up: see `rejoin`) must not be made to.
@@ -114,6 +121,35 @@ impl ReplicaGroup {
             Phase::Fencing { .. } => Ok(()),
             Phase::Running(running) => running.check_against_log(m),
         }
+    }
+}
+
+impl ReplicaGroup {
+    /// A snapshot is installed only whole and sound: its state decodes (checksum and shape, see
+    /// `snapshot`), its voters are this group's, and its index and term are in range. A corrupt
+    /// one is refused here, never applied; the leader sends another when this replica refuses
+    /// its next append.
+    fn check_snapshot(&self, m: &Message) -> Result<(), InvalidMessage> {
+        let snapshot = m.get_snapshot();
+        let meta = snapshot.get_metadata();
+        if meta.index == 0 || meta.index > MAX_TERM_OR_INDEX || meta.term == 0 || meta.term > m.term {
+            return invalid(format!(
+                "snapshot at index {} term {} in a message of term {}",
+                meta.index, meta.term, m.term
+            ));
+        }
+        let mut voters = meta.get_conf_state().voters.clone();
+        let mut ours = self.settings.voters.clone();
+        voters.sort_unstable();
+        ours.sort_unstable();
+        let learners = !meta.get_conf_state().learners.is_empty() || !meta.get_conf_state().voters_outgoing.is_empty();
+        if voters != ours || learners {
+            return invalid("snapshot of another group's voters");
+        }
+        if let Err(e) = crate::PubendReplica::decode(&snapshot.data) {
+            return invalid(format!("snapshot at index {}: {}", meta.index, e.0));
+        }
+        Ok(())
     }
 }
 

@@ -8,11 +8,12 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use raft::eraftpb::{ConfState, Entry, HardState, Message, MessageType};
-use raft::storage::MemStorage;
+use raft::eraftpb::{Entry, HardState, Message, MessageType};
 use raft::{Config, RawNode, StateRole};
 
 use crate::command::{Command, PublisherId};
+use crate::log::Log;
+use crate::snapshot::SnapshotCounts;
 use crate::state::{Outcome, PubendReplica, Record};
 
 /// A replica's id inside its group: raft-rs's peer id, never 0. The shell maps it to a broker.
@@ -51,7 +52,18 @@ pub struct GroupSettings {
     /// where a test counts on a follower applying without a tick (the hand-driven network, the
     /// simulator).
     pub broadcast_commit: bool,
+    /// Bytes of log entries that make a replica compact its log below what it applied (see
+    /// `snapshot`): also at least twice the last snapshot's size.
+    pub compact_bytes: u64,
+    /// Mutation switch for the simulator only: every snapshot leaves out the newest unreleased
+    /// record, so that the simulator proves it would notice a snapshot that loses one.
+    pub snapshot_drops_record: bool,
 }
+
+/// The default [`GroupSettings::compact_bytes`]: 8 MiB of entries, about 30,000 publishes of
+/// 256 B, so a broker holds a few MB per group and a follower that missed less than that (a
+/// restart) catches up from the log; a wiped one gets the snapshot.
+pub const COMPACT_BYTES: u64 = 8 << 20;
 
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
@@ -64,6 +76,8 @@ impl GroupSettings {
             ack_before_quorum: false,
             hand_back: true,
             broadcast_commit: true,
+            compact_bytes: COMPACT_BYTES,
+            snapshot_drops_record: false,
         }
     }
 }
@@ -158,6 +172,10 @@ pub struct Write {
     pub hard_state: Option<HardState>,
     /// Set when this replica rejoins after a wipe: the term its vote waits for (see `rejoin`).
     pub rejoin_term: Option<u64>,
+    /// A snapshot (index, term, encoded [`PubendReplica`]): the log up to `index` is replaced
+    /// by it, and `entries` are the whole log after it (a checkpoint: every journal record
+    /// before this one may be released once it is synced).
+    pub snapshot: Option<(u64, u64, Vec<u8>)>,
 }
 
 /// One committed entry as this replica applied it.
@@ -192,8 +210,9 @@ pub enum Action {
         publisher: PublisherId,
         /// Its sequence number.
         seq: u64,
-        /// Where it landed (a retry gets the first copy's tick).
-        tick: u64,
+        /// Where it landed (a retry gets the first copy's tick; `None`: the retry of a record
+        /// already released, "logged earlier, tick forgotten").
+        tick: Option<u64>,
     },
     /// This replica does not lead: the publisher should try the leader (when known).
     Refused {
@@ -236,7 +255,9 @@ pub enum Action {
 pub struct Recovered {
     /// The last hard state written.
     pub hard_state: HardState,
-    /// The log, from index 1, contiguous.
+    /// The last snapshot written (index, term, encoded state), if any.
+    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    /// The log after the snapshot (from index 1 without one), contiguous.
     pub entries: Vec<Entry>,
     /// The last rejoin term written (0: none).
     pub rejoin_term: u64,
@@ -247,7 +268,8 @@ pub struct Recovered {
 pub enum ReplicaError {
     /// The settings are not a valid group (raft-rs's message).
     Settings(String),
-    /// The recovered log is not contiguous from index 1, or its terms go down.
+    /// The recovered log is not contiguous from index 1 (or its snapshot), its terms go down,
+    /// or its snapshot does not decode.
     BrokenLog,
 }
 
@@ -271,11 +293,13 @@ pub(crate) struct Unsynced {
     pub(crate) max_term: u64,
     /// Publishes in the write, with their proposed ticks (for the mutation switch only).
     pub(crate) publishes: Vec<(PublisherId, u64, u64)>,
+    /// The index of a snapshot the write installs (0: none).
+    pub(crate) installed: u64,
 }
 
 /// The running part of a group: raft-rs and the applied state.
 pub(crate) struct Running {
-    pub(crate) raw: RawNode<MemStorage>,
+    pub(crate) raw: RawNode<Log>,
     pub(crate) state: PubendReplica,
     /// Publishes this leader proposed, and the term it proposed them in.
     pub(crate) pending: BTreeMap<(PublisherId, u64), u64>,
@@ -291,6 +315,12 @@ pub(crate) struct Running {
     pub(crate) rejoin_term: u64,
     /// The mates linked at the shell's last [`Input::Links`].
     pub(crate) linked: Vec<ReplicaId>,
+    /// Snapshot traffic (see `snapshot`).
+    pub(crate) snapshots: SnapshotCounts,
+    /// The log bytes the next compaction waits for: twice the last snapshot's size.
+    pub(crate) compact_at: u64,
+    /// The number of the last [`Write`] handed out (a compaction's write takes it too).
+    pub(crate) last_number: u64,
     /// Ticks in a row this mate held its campaign back for a linked host (see `holds_back`).
     pub(crate) held: usize,
     /// The last log position (term, index) the host campaigned with since a leader was last
@@ -320,8 +350,9 @@ impl ReplicaGroup {
         Self::restart(settings, Recovered::default())
     }
 
-    /// A replica restarted from what its disk recovered. Committed entries are applied again
-    /// from the start, so the state is rebuilt by the same code that built it.
+    /// A replica restarted from what its disk recovered. Its state is its last snapshot's, and
+    /// the committed entries after it are applied again, so the state is rebuilt by the same
+    /// code that built it.
     pub fn restart(settings: GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
         let running = Running::start(&settings, recovered)?;
         Ok(Self { settings, phase: Phase::Running(Box::new(running)) })
@@ -344,6 +375,9 @@ impl ReplicaGroup {
         for input in inputs {
             if let Input::Message { from, msg } = &input {
                 if let Err(e) = self.check(*from, msg) {
+                    if let (Envelope::Raft(m), Phase::Running(running)) = (msg, &mut self.phase) {
+                        running.snapshots.refused += u64::from(crate::snapshot::is_snapshot(m.get_msg_type()));
+                    }
                     out.push(Action::Dropped { from: *from, reason: e.0 });
                     continue;
                 }
@@ -365,22 +399,27 @@ impl ReplicaGroup {
 
 impl Running {
     pub(crate) fn start(settings: &GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
-        let Recovered { mut hard_state, entries, rejoin_term } = recovered;
-        let contiguous = entries.iter().enumerate().all(|(i, e)| e.index == i as u64 + 1)
-            && entries.windows(2).all(|w| w[0].term <= w[1].term);
+        let Recovered { mut hard_state, snapshot, entries, rejoin_term } = recovered;
+        let (base, base_term) = snapshot.as_ref().map_or((0, 0), |&(index, term, _)| (index, term));
+        let contiguous = entries.iter().enumerate().all(|(i, e)| e.index == base + i as u64 + 1)
+            && entries.windows(2).all(|w| w[0].term <= w[1].term)
+            && entries.first().is_none_or(|e| e.term >= base_term);
         if !contiguous {
             return Err(ReplicaError::BrokenLog);
         }
+        let state = match &snapshot {
+            Some((_, _, data)) => PubendReplica::decode(data).map_err(|_| ReplicaError::BrokenLog)?,
+            None => PubendReplica::default(),
+        };
         // A commit index past the log (a write torn between entries and hard state) is lowered:
-        // the leader tells it again, and lowering commit never unsays anything.
-        hard_state.commit = hard_state.commit.min(entries.len() as u64);
-        let caught_up = rejoin_term == 0 || entries.iter().any(|e| e.term >= rejoin_term);
-        let storage = MemStorage::new_with_conf_state(ConfState::from((settings.voters.clone(), Vec::<u64>::new())));
-        {
-            let mut core = storage.wl();
-            core.append(&entries).map_err(|_| ReplicaError::BrokenLog)?;
-            core.set_hardstate(hard_state);
-        }
+        // the leader tells it again, and lowering commit never unsays anything. The snapshot is
+        // committed (it was applied).
+        let last = base + entries.len() as u64;
+        hard_state.commit = hard_state.commit.clamp(base, last);
+        let caught_up = rejoin_term == 0 || base_term >= rejoin_term || entries.iter().any(|e| e.term >= rejoin_term);
+        let mut storage = Log::new(settings.voters.clone(), snapshot);
+        storage.append(&entries).map_err(|_| ReplicaError::BrokenLog)?;
+        storage.set_hard_state(hard_state);
         let rank = settings.voters.iter().position(|&v| v == settings.id).unwrap_or(0);
         let config = Config {
             id: settings.id,
@@ -406,16 +445,19 @@ impl Running {
         let raw = RawNode::new(&config, storage, &logger).map_err(|e| ReplicaError::Settings(e.to_string()))?;
         Ok(Self {
             raw,
-            state: PubendReplica::default(),
+            state,
             pending: BTreeMap::new(),
             leading: None,
             last_proposed: 0,
-            applied_term: 0,
+            applied_term: base_term,
             unsynced: VecDeque::new(),
             rejoin_term: if caught_up { 0 } else { rejoin_term },
             linked: Vec::new(),
             held: 0,
             host_claim: None,
+            snapshots: SnapshotCounts::default(),
+            compact_at: 0,
+            last_number: 0,
         })
     }
 
@@ -440,8 +482,7 @@ impl Running {
                 out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
             }
             Input::Message { msg: Envelope::TermReply { .. }, .. } => {}
-            // `ReplicaGroup::check` passed it (`envelope`): a snapshot, for one, never comes
-            // from this build (no replica compacts its log) and is refused there.
+            // `ReplicaGroup::check` passed it (`envelope`): a snapshot among them decodes.
             Input::Message { from, msg: Envelope::Raft(msg) } => {
                 self.note_campaigns(settings, from, &msg);
                 let _ = self.raw.step(msg);

@@ -9,8 +9,9 @@
 //! [`rejoin`](crate::ReplicaGroup::rejoin). A damaged record (a lost range) is never served: the
 //! replica counts as wiped and rebuilds from its mates.
 //!
-//! The journal never releases yet; that comes with snapshots (a snapshot record, then a release
-//! of everything below it).
+//! Compaction: a write that carries a snapshot is a checkpoint (the snapshot and the whole log
+//! after it), so once it is synced every record before it is released
+//! ([`Journal::release_below`]): the journal holds the last checkpoint and the writes since.
 
 use raft::eraftpb::{Entry, EntryType, HardState};
 use tidings_store::{PubendId, PublisherId, PublisherSeq, ReadItem, Record, Store, StoreError, Tick, TickRange};
@@ -18,7 +19,8 @@ use tidings_store::{PubendId, PublisherId, PublisherSeq, ReadItem, Record, Store
 use crate::command::{DecodeError, Reader};
 use crate::group::{Recovered, Write};
 
-const VERSION: u8 = 1;
+/// Version 2 adds the snapshot; version 1 records (before compaction) still read.
+const VERSION: u8 = 2;
 
 impl Write {
     /// The bytes of one journal record.
@@ -51,13 +53,24 @@ impl Write {
             }
             None => out.push(0),
         }
+        match &self.snapshot {
+            Some((index, term, data)) => {
+                out.push(1);
+                for w in [*index, *term, data.len() as u64] {
+                    word(&mut out, w);
+                }
+                out.extend_from_slice(data);
+            }
+            None => out.push(0),
+        }
         out
     }
 
     /// Reads what [`Write::encode`] wrote; anything else is a [`DecodeError`].
     pub fn decode(bytes: &[u8]) -> Result<Write, DecodeError> {
         let mut r = Reader(bytes);
-        if r.byte()? != VERSION {
+        let version = r.byte()?;
+        if version != VERSION && version != 1 {
             return Err(DecodeError("unknown write version"));
         }
         let number = r.word()?;
@@ -85,19 +98,36 @@ impl Write {
             0 => None,
             _ => Some(r.word()?),
         };
+        let snapshot = match version {
+            1 => None,
+            _ => match r.byte()? {
+                0 => None,
+                _ => {
+                    let (index, term) = (r.word()?, r.word()?);
+                    let len = usize::try_from(r.word()?).map_err(|_| DecodeError("snapshot length"))?;
+                    Some((index, term, r.take(len)?.to_vec()))
+                }
+            },
+        };
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));
         }
-        Ok(Write { number, entries, hard_state, rejoin_term })
+        Ok(Write { number, entries, hard_state, rejoin_term, snapshot })
     }
 }
 
 impl Recovered {
-    /// Adds one write, as the disk does: entries replace the log from their first index on,
-    /// the hard state and the rejoin term replace the previous ones.
+    /// Adds one write, as the disk does: a snapshot replaces the whole log (its entries are
+    /// the log after it), entries replace the log from their first index on, the hard state
+    /// and the rejoin term replace the previous ones.
     pub fn fold(&mut self, write: Write) {
+        if let Some(snapshot) = write.snapshot {
+            self.snapshot = Some(snapshot);
+            self.entries.clear();
+        }
         if let Some(first) = write.entries.first() {
-            self.entries.truncate(first.index.saturating_sub(1) as usize);
+            let base = self.snapshot.as_ref().map_or(0, |s| s.0);
+            self.entries.truncate(first.index.saturating_sub(base + 1) as usize);
             self.entries.extend(write.entries);
         }
         if let Some(hs) = write.hard_state {
@@ -140,24 +170,65 @@ impl Journal {
     /// Reads the journal of `pubend` back: `None` when it is empty (the disk was wiped, or the
     /// group never ran here), else what the replica restarts from.
     pub fn open(store: &Store, pubend: PubendId) -> Result<(Journal, Option<Recovered>), JournalError> {
+        let (last, recovered) = Self::read(store, pubend)?;
+        let journal = Journal { pubend, next_tick: last + 1 };
+        Ok((journal, recovered.map_err(JournalError::Damaged)?))
+    }
+
+    /// As [`Journal::open`], but a damaged journal (a lost or undecodable record) is not an
+    /// error: its replica counts as wiped (`None`, so it rejoins behind the fences and rebuilds
+    /// from its mates, never serving what it lost), and the returned tick is where the damaged
+    /// records end, for the shell to release before anything else (the new journal follows).
+    pub fn open_or_wipe(
+        store: &Store,
+        pubend: PubendId,
+    ) -> Result<(Journal, Option<Recovered>, Option<Tick>), JournalError> {
+        let (last, recovered) = Self::read(store, pubend)?;
+        let journal = Journal { pubend, next_tick: last + 1 };
+        match recovered {
+            Ok(recovered) => Ok((journal, recovered, None)),
+            Err(_) => Ok((journal, None, Some(Tick(last)))),
+        }
+    }
+
+    /// Every record folded: the last tick read (lost ones included) and what they hold, or why
+    /// they are damaged.
+    #[allow(clippy::type_complexity)]
+    fn read(store: &Store, pubend: PubendId) -> Result<(u64, Result<Option<Recovered>, String>), JournalError> {
         let all = TickRange { first: Tick(1), last: Tick(u64::MAX) };
         let items = store.read(pubend, all, usize::MAX).map_err(JournalError::Store)?;
-        let mut recovered = Recovered::default();
+        let mut recovered = Ok(Recovered::default());
         let mut last = 0;
         for item in items {
             match item {
                 ReadItem::Data(record) => {
-                    let write = Write::decode(&record.payload).map_err(|e| JournalError::Damaged(e.to_string()))?;
-                    recovered.fold(write);
                     last = record.tick.0;
+                    let write = Write::decode(&record.payload).map_err(|e| e.to_string());
+                    recovered = recovered.and_then(|mut r| {
+                        r.fold(write?);
+                        Ok(r)
+                    });
                 }
                 ReadItem::Lost(range) => {
-                    return Err(JournalError::Damaged(format!("ticks {}..={} lost", range.first.0, range.last.0)))
+                    last = last.max(range.last.0);
+                    let lost = format!("ticks {}..={} lost", range.first.0, range.last.0);
+                    recovered = recovered.and(Err(lost));
                 }
             }
         }
-        let journal = Journal { pubend, next_tick: last + 1 };
-        Ok((journal, (last > 0).then_some(recovered)))
+        Ok((last, recovered.map(|r| (last > 0).then_some(r))))
+    }
+
+    /// The last tick this journal holds or handed out (0: none): where to release a journal
+    /// whose writes cannot restart a replica, before it rejoins.
+    pub fn last_tick(&self) -> Tick {
+        Tick(self.next_tick - 1)
+    }
+
+    /// The tick up to which the journal may be released once `record` (the one that carries
+    /// `write`) is synced: every record before a checkpoint, which holds all they held.
+    pub fn release_below(write: &Write, record: &Record) -> Option<Tick> {
+        write.snapshot.as_ref().map(|_| Tick(record.tick.0 - 1))
     }
 
     /// The record that carries `write`, to append (in order) to the store.
@@ -190,6 +261,7 @@ mod tests {
             entries: vec![entry(1, 1, b""), entry(2, 3, b"abc")],
             hard_state: Some(HardState { term: 3, vote: 2, commit: 1, ..HardState::default() }),
             rejoin_term: Some(3),
+            snapshot: None,
         };
         let bytes = write.encode();
         assert_eq!(Write::decode(&bytes), Ok(write.clone()));
@@ -201,5 +273,14 @@ mod tests {
         recovered.fold(Write { entries: vec![entry(2, 4, b"x")], ..Write::default() });
         assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(1, 1), (2, 4)]);
         assert_eq!((recovered.hard_state.term, recovered.rejoin_term), (3, 3));
+        // A checkpoint replaces the log with its snapshot and the entries after it.
+        let checkpoint =
+            Write { snapshot: Some((2, 4, b"state".to_vec())), entries: vec![entry(3, 4, b"y")], ..Write::default() };
+        assert_eq!(Write::decode(&checkpoint.encode()), Ok(checkpoint.clone()));
+        recovered.fold(checkpoint);
+        recovered.fold(Write { entries: vec![entry(4, 4, b"z")], ..Write::default() });
+        recovered.fold(Write { entries: vec![entry(4, 5, b"w")], ..Write::default() });
+        assert_eq!(recovered.snapshot.as_ref().map(|s| (s.0, s.1)), Some((2, 4)));
+        assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(3, 4), (4, 5)]);
     }
 }

@@ -9,12 +9,17 @@
 //! Map, in reading order:
 //! - [`command`]: what the log carries (publish, silence, release) and its bytes.
 //! - [`state`]: [`PubendReplica`], the replicated state machine (records, silence, release
-//!   point, the retry table that answers a retry after a takeover with its first tick).
+//!   point, the retry table that answers a retry after a takeover with its first tick), bounded
+//!   by what subscribers still need (released records leave a per-publisher high-water mark).
 //! - [`ReplicaGroup`] (`group`, `ready`, `rejoin`): one group on one broker, driven as
 //!   `handle(now, input) -> actions`; writes go out as [`Action::Persist`] and their completions
 //!   come back as [`Input::Persisted`]; `rejoin` is the rule for a replica whose disk was wiped.
 //! - [`journal`]: the durable side, each [`Write`] one record of a `tidings-store` pubend, and
 //!   recovery folding them back into [`Recovered`].
+//! - [`snapshot`] (with `log`, the raft-rs storage holding a snapshot and the entries after
+//!   it): log compaction, the snapshot's bytes, and a follower behind the leader's first index
+//!   caught up from a snapshot plus the log's tail; a compaction's write is a checkpoint below
+//!   which the journal is released.
 //!
 //! Nothing here runs a thread, a timer, a socket or a disk. Determinism: raft-rs draws election
 //! timeouts from the thread's random generator; [`GroupSettings`] pins each replica's timeout
@@ -26,16 +31,18 @@
 //! The host opens its pubend from [`ReplicaGroup::serving`]'s state when its own log is
 //! missing (`tidings_node::replicated`); a successor will open it the same way (takeover).
 //!
-//! Not yet here: log compaction and snapshots (a replica catches up from the whole log)
-//! (docs/replication.md).
+//! Not yet here: snapshots sent in chunks (a state over one REPLICA frame is not compacted),
+//! and membership changes (docs/replication.md, "Compaction and snapshots").
 
 pub mod command;
 mod envelope;
 mod group;
 pub mod journal;
+mod log;
 mod propose;
 mod ready;
 mod rejoin;
+pub mod snapshot;
 pub mod state;
 mod status;
 
@@ -43,8 +50,10 @@ pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
     Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
+    COMPACT_BYTES,
 };
 pub use journal::{Journal, JournalError};
 pub use raft::eraftpb::{Entry, HardState, Message};
+pub use snapshot::{SnapshotCounts, MAX_SNAPSHOT};
 pub use state::{Outcome, PubendReplica, Record};
 pub use status::Status;

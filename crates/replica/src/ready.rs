@@ -3,7 +3,7 @@
 //! may only leave once that write is durable (a follower's append acks, votes) wait in
 //! [`Unsynced`] until [`Input::Persisted`](crate::Input::Persisted) comes back.
 //!
-//! The `MemStorage` raft-rs reads is the replica's view of its own log: everything handed to
+//! The [`Log`](crate::log::Log) raft-rs reads is the replica's view of its own log: everything handed to
 //! the shell, synced or not (raft-rs must read back what it handed out before it is synced, for
 //! `advance_append_async`). What counts as durable is only ever what the shell reported: raft-rs
 //! counts the leader's own copy toward the quorum at `on_persist_ready`, not before.
@@ -21,7 +21,13 @@ impl Running {
         while self.raw.has_ready() {
             let mut rd = self.raw.ready();
             let number = rd.number();
-            self.send(rd.take_messages(), out);
+            let sent = self.send(rd.take_messages(), out);
+            // A snapshot from the leader: the state and the log become it. Its write goes out
+            // with this ready's, and the answer waits for that write's sync.
+            let snapshot = (!rd.snapshot().is_empty()).then(|| rd.snapshot().clone());
+            if let Some(snapshot) = &snapshot {
+                self.install(snapshot, out);
+            }
             let committed = rd.take_committed_entries();
             if !committed.is_empty() {
                 self.apply(committed, out);
@@ -30,22 +36,26 @@ impl Running {
             let hard_state = rd.hs().cloned();
             let messages = rd.take_persisted_messages();
             {
-                let mut core = self.raw.mut_store().wl();
-                if let Err(e) = core.append(&entries) {
+                let log = self.raw.mut_store();
+                if let Err(e) = log.append(&entries) {
                     out.push(Action::Fault { reason: format!("appending to the replica log: {e}") });
                 }
                 if let Some(hs) = &hard_state {
-                    core.set_hardstate(hs.clone());
+                    log.set_hard_state(hs.clone());
                 }
             }
             self.raw.advance_append_async(rd);
-            if entries.is_empty() && hard_state.is_none() && self.unsynced.is_empty() {
+            self.report_sent(&sent);
+            if entries.is_empty() && hard_state.is_none() && snapshot.is_none() && self.unsynced.is_empty() {
                 // Nothing to write and nothing before it in flight: durable already.
                 self.raw.on_persist_ready(number);
-                self.send(messages, out);
+                let sent = self.send(messages, out);
+                self.report_sent(&sent);
                 continue;
             }
-            let max_term = entries.iter().map(|e| e.term).max().unwrap_or(0);
+            let snapshot_term = snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
+            let max_term = entries.iter().map(|e| e.term).max().unwrap_or(0).max(snapshot_term);
+            let installed = snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
             // Decoding copies every payload: only the mutation reads these.
             let publishes = match settings.ack_before_quorum {
                 true => entries
@@ -57,28 +67,39 @@ impl Running {
                     .collect(),
                 false => Vec::new(),
             };
-            self.unsynced.push_back(Unsynced { number, messages, max_term, publishes });
-            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None }));
+            self.unsynced.push_back(Unsynced { number, messages, max_term, publishes, installed });
+            self.last_number = number;
+            let snapshot = snapshot.as_ref().map(crate::snapshot::to_parts);
+            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None, snapshot }));
         }
         self.track_leadership(out);
+        self.maybe_compact(settings, out);
     }
 
     /// The shell synced every write up to `number`.
     pub(crate) fn persisted(&mut self, settings: &GroupSettings, number: u64, out: &mut Vec<Action>) {
         let mut last = None;
+        let mut installed = 0;
         while self.unsynced.front().is_some_and(|u| u.number <= number) {
             let Some(done) = self.unsynced.pop_front() else { break };
+            installed = installed.max(done.installed);
             if self.rejoin_term != 0 && done.max_term >= self.rejoin_term {
                 self.rejoin_term = 0;
             }
             if settings.ack_before_quorum {
                 self.ack_on_own_sync(&done.publishes, out);
             }
-            self.send(done.messages, out);
+            let sent = self.send(done.messages, out);
+            self.report_sent(&sent);
             last = Some(done.number);
         }
         if let Some(last) = last {
             self.raw.on_persist_ready(last);
+        }
+        // raft-rs leaves its applied index below an installed snapshot; the state is the
+        // snapshot's, so it is applied, and nothing below it is ever read again.
+        if installed > self.raw.raft.raft_log.applied {
+            self.raw.advance_apply_to(installed);
         }
     }
 
@@ -88,12 +109,14 @@ impl Running {
             let Some(&term) = self.pending.get(&(publisher, seq)) else { continue };
             if self.leads_in(term) {
                 self.pending.remove(&(publisher, seq));
-                out.push(Action::Acked { publisher, seq, tick });
+                out.push(Action::Acked { publisher, seq, tick: Some(tick) });
             }
         }
     }
 
-    fn send(&self, messages: Vec<Message>, out: &mut Vec<Action>) {
+    /// Sends `messages`; returns the followers sent a snapshot.
+    fn send(&self, messages: Vec<Message>, out: &mut Vec<Action>) -> Vec<u64> {
+        let mut snapshots = Vec::new();
         for msg in messages {
             // A rejoined replica that has not caught up grants no vote (see `rejoin`).
             let grant = matches!(
@@ -103,8 +126,12 @@ impl Running {
             if grant && self.rejoin_term != 0 {
                 continue;
             }
+            if crate::snapshot::is_snapshot(msg.get_msg_type()) {
+                snapshots.push(msg.to);
+            }
             out.push(Action::Send { to: msg.to, msg: Envelope::Raft(msg) });
         }
+        snapshots
     }
 
     /// Applies committed entries in order and acknowledges what this leader proposed in the term
@@ -119,7 +146,12 @@ impl Running {
                 _ => None,
             };
             let outcome = self.state.apply(command);
-            if let Outcome::Logged { publisher, seq, tick } | Outcome::Duplicate { publisher, seq, tick } = outcome {
+            let acked = match outcome {
+                Outcome::Logged { publisher, seq, tick } => Some((publisher, seq, Some(tick))),
+                Outcome::Duplicate { publisher, seq, tick } => Some((publisher, seq, tick)),
+                _ => None,
+            };
+            if let Some((publisher, seq, tick)) = acked {
                 if let Some(term) = self.pending.remove(&(publisher, seq)) {
                     if self.leads_in(term) {
                         out.push(Action::Acked { publisher, seq, tick });

@@ -91,7 +91,7 @@ impl ReplicaGroup {
             _ => {
                 let term = highest + 1;
                 let hard_state = HardState { term, ..HardState::default() };
-                let recovered = Recovered { hard_state: hard_state.clone(), entries: Vec::new(), rejoin_term: term };
+                let recovered = Recovered { hard_state: hard_state.clone(), rejoin_term: term, ..Recovered::default() };
                 let write =
                     Write { number: 0, hard_state: Some(hard_state), rejoin_term: Some(term), ..Write::default() };
                 (recovered, write)
@@ -105,6 +105,7 @@ impl ReplicaGroup {
                     messages: Vec::new(),
                     max_term: 0,
                     publishes: Vec::new(),
+                    installed: 0,
                 });
                 out.push(Action::Persist(write));
                 self.phase = Phase::Running(Box::new(running));

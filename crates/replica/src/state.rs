@@ -28,8 +28,9 @@ pub enum Outcome {
         publisher: PublisherId,
         /// Its sequence number.
         seq: u64,
-        /// The tick of the first copy.
-        tick: u64,
+        /// The tick of the first copy; `None` once it is released ("logged earlier, tick
+        /// forgotten", see [`PubendReplica`]).
+        tick: Option<u64>,
     },
     /// Silence now reaches `up_to`.
     Silenced {
@@ -60,18 +61,27 @@ pub struct Record {
 }
 
 /// A pubend's replicated state: the same on every replica that applied the same log prefix.
+///
+/// Bounded by what subscribers still need: the records above the release point and, per
+/// publisher, one high-water mark. A retry of an unreleased record is answered with its first
+/// tick; one of a released record with "logged earlier, tick forgotten" (as the unreplicated
+/// path does, `tidings_node::publishes`), which rests on a publisher's sequence numbers being
+/// logged in order (a seq at or below one already released is taken as logged).
 #[derive(Clone, PartialEq, Eq, Debug, Default)]
 pub struct PubendReplica {
     /// Records above the release point, by tick.
-    records: BTreeMap<u64, Record>,
-    /// Every logged `(publisher, seq)` and its tick: a retry after a takeover still finds it.
-    retries: BTreeMap<(PublisherId, u64), u64>,
+    pub(crate) records: BTreeMap<u64, Record>,
+    /// The unreleased records' `(publisher, seq)` and tick: a retry after a takeover still
+    /// finds its first tick. Derived from `records`, so a snapshot does not carry it.
+    pub(crate) recent: BTreeMap<(PublisherId, u64), u64>,
+    /// Per publisher, the highest sequence number among its released records.
+    pub(crate) released_seqs: BTreeMap<PublisherId, u64>,
     /// The highest tick holding a record (0: none yet).
-    last_tick: u64,
+    pub(crate) last_tick: u64,
     /// Ticks up to here without a record are silence.
-    silent_up_to: u64,
+    pub(crate) silent_up_to: u64,
     /// Records up to here are released.
-    released_up_to: u64,
+    pub(crate) released_up_to: u64,
 }
 
 impl PubendReplica {
@@ -80,15 +90,14 @@ impl PubendReplica {
         match command {
             None => Outcome::Nothing,
             Some(Command::Publish { publisher, seq, tick, payload }) => {
-                if let Some(&first) = self.retries.get(&(publisher, seq)) {
+                if let Some(first) = self.logged(publisher, seq) {
                     return Outcome::Duplicate { publisher, seq, tick: first };
                 }
+                // Above the release point: a release only reaches known ticks.
                 let tick = tick.max(self.last_tick + 1).max(self.silent_up_to + 1);
                 self.last_tick = tick;
-                self.retries.insert((publisher, seq), tick);
-                if tick > self.released_up_to {
-                    self.records.insert(tick, Record { tick, publisher, seq, payload });
-                }
+                self.recent.insert((publisher, seq), tick);
+                self.records.insert(tick, Record { tick, publisher, seq, payload });
                 Outcome::Logged { publisher, seq, tick }
             }
             Some(Command::Silence { up_to }) => {
@@ -100,22 +109,36 @@ impl PubendReplica {
                 let known = self.last_tick.max(self.silent_up_to);
                 self.released_up_to = self.released_up_to.max(up_to.min(known));
                 let kept = self.records.split_off(&(self.released_up_to + 1));
-                self.records = kept;
+                for record in std::mem::replace(&mut self.records, kept).into_values() {
+                    self.forget(&record);
+                }
                 Outcome::Released { up_to: self.released_up_to }
             }
         }
     }
 
-    /// The tick a logged `(publisher, seq)` has, so a leader answers a retry without logging it.
-    pub fn logged(&self, publisher: PublisherId, seq: u64) -> Option<u64> {
-        self.retries.get(&(publisher, seq)).copied()
+    /// Whether `(publisher, seq)` was logged, and its tick if it is not released yet
+    /// (`Some(None)`: logged earlier, tick forgotten), so a leader answers a retry without
+    /// logging it again.
+    pub fn logged(&self, publisher: PublisherId, seq: u64) -> Option<Option<u64>> {
+        if let Some(&tick) = self.recent.get(&(publisher, seq)) {
+            return Some(Some(tick));
+        }
+        self.released_seqs.get(&publisher).is_some_and(|&high| seq <= high).then_some(None)
+    }
+
+    /// A released record leaves the retry table for its publisher's high-water mark.
+    fn forget(&mut self, record: &Record) {
+        self.recent.remove(&(record.publisher, record.seq));
+        let high = self.released_seqs.entry(record.publisher).or_insert(record.seq);
+        *high = (*high).max(record.seq);
     }
 
     /// Each publisher and the highest sequence number logged for it: a pubend opened from this
     /// state takes a repeat of any of them as a retry, never as a new record.
     pub fn publishers(&self) -> Vec<(PublisherId, u64)> {
-        let mut highest: BTreeMap<PublisherId, u64> = BTreeMap::new();
-        for &(publisher, seq) in self.retries.keys() {
+        let mut highest = self.released_seqs.clone();
+        for &(publisher, seq) in self.recent.keys() {
             let entry = highest.entry(publisher).or_insert(seq);
             *entry = (*entry).max(seq);
         }
@@ -158,9 +181,9 @@ mod tests {
     fn a_retry_is_answered_with_its_first_tick() {
         let mut state = PubendReplica::default();
         assert_eq!(state.apply(publish(1, 1, 10)), Outcome::Logged { publisher: 1, seq: 1, tick: 10 });
-        assert_eq!(state.apply(publish(1, 1, 20)), Outcome::Duplicate { publisher: 1, seq: 1, tick: 10 });
+        assert_eq!(state.apply(publish(1, 1, 20)), Outcome::Duplicate { publisher: 1, seq: 1, tick: Some(10) });
         assert_eq!(state.records().count(), 1);
-        assert_eq!(state.logged(1, 1), Some(10));
+        assert_eq!(state.logged(1, 1), Some(Some(10)));
         assert_eq!(state.logged(1, 2), None);
     }
 
@@ -177,7 +200,8 @@ mod tests {
         assert_eq!(state.apply(None), Outcome::Nothing);
     }
 
-    /// A release drops records up to what is known, keeps the retry table, and never goes back.
+    /// A release drops records up to what is known, and their ticks from the retry table (a
+    /// retry of one is still a duplicate, its tick forgotten), and never goes back.
     #[test]
     fn release_drops_known_records_only() {
         let mut state = PubendReplica::default();
@@ -188,7 +212,8 @@ mod tests {
         assert_eq!(state.apply(Some(Command::Release { up_to: 1_000 })), Outcome::Released { up_to: 20 });
         assert_eq!(state.apply(Some(Command::Release { up_to: 5 })), Outcome::Released { up_to: 20 });
         assert_eq!(state.records().count(), 0);
-        assert_eq!(state.apply(publish(1, 2, 30)), Outcome::Duplicate { publisher: 1, seq: 2, tick: 20 });
+        assert_eq!(state.apply(publish(1, 2, 30)), Outcome::Duplicate { publisher: 1, seq: 2, tick: None });
+        assert_eq!((state.recent.len(), state.released_seqs.len()), (0, 1));
         assert_eq!((state.last_tick(), state.silent_up_to(), state.released_up_to()), (20, 0, 20));
     }
 

@@ -13,8 +13,14 @@ pub struct Status {
     pub term: u64,
     /// The leader it last heard from, if any (itself when it leads).
     pub leader: Option<ReplicaId>,
+    /// Its log's first index held (entries before it are compacted into its last snapshot).
+    pub first_index: u64,
     /// Its log's last index.
     pub last_index: u64,
+    /// The bytes of the entries it holds (what the next compaction frees).
+    pub log_bytes: u64,
+    /// Snapshots taken, sent, received and refused here.
+    pub snapshots: crate::SnapshotCounts,
     /// The highest index it knows committed.
     pub commit: u64,
     /// The highest index it applied.
@@ -86,7 +92,10 @@ impl ReplicaGroup {
         Status {
             term: raft.term,
             leader: Some(raft.leader_id).filter(|&l| l != 0),
+            first_index: running.raw.store().base() + 1,
             last_index,
+            log_bytes: running.raw.store().bytes(),
+            snapshots: running.snapshots,
             commit: raft.raft_log.committed,
             applied: raft.raft_log.applied,
             fenced: self.withholding_vote(),

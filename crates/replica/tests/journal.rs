@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use tidings_replica::{Entry, HardState, Journal, JournalError, Recovered, Write};
-use tidings_store::{MemFs, Options, PubendId, Store, Token};
+use tidings_store::{MemFs, Options, PubendId, Store, Tick, Token};
 
 const DIR: &str = "/data/replica";
 const PUBEND: PubendId = PubendId(7);
@@ -27,6 +27,7 @@ fn write(number: u64, first: u64, term: u64) -> Write {
         entries: entries.collect(),
         hard_state: Some(HardState { term, vote: 1, commit: first, ..HardState::default() }),
         rejoin_term: None,
+        snapshot: None,
     }
 }
 
@@ -75,6 +76,18 @@ fn a_damaged_record_is_refused() {
     let at = contents.windows(payload.len()).position(|w| w == payload.as_slice()).expect("the record is on disk");
     // Flip a byte inside the middle record's payload.
     fs.corrupt(&path, at + payload.len() / 2, 0x40);
-    let (_, reopened) = open(&fs);
+    let (store, reopened) = open(&fs);
     assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
+    // Opened to be rebuilt: the replica counts as wiped, the damaged records are released, and
+    // the journal goes on after them; a restart then reads only what followed.
+    let (mut journal, recovered, release) = Journal::open_or_wipe(&store, PUBEND).expect("reads");
+    assert_eq!((recovered, release), (None, Some(Tick(3))));
+    store.release(Token(10), PUBEND, Tick(3)).expect("release");
+    let fence = Write { number: 0, rejoin_term: Some(5), ..Write::default() };
+    store.append(Token(11), journal.record(&fence)).expect("append");
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    drop(store);
+    let (_, reopened) = open(&fs);
+    let (_, recovered) = reopened.expect("the rebuilt journal reads");
+    assert_eq!(recovered.map(|r| r.rejoin_term), Some(5));
 }

@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 
-use tidings_sim::replica::{run_replica, Mode, Report};
+use tidings_sim::replica::{run_replica, Mode, Mutation, Report};
 use tidings_sim::sweep::{plans, sweep};
 
 /// Chaos steps per run (about 1.6 virtual seconds).
@@ -20,13 +20,16 @@ fn census(name: &str, count: u64, mode: Mode) {
     let plans = plans(1, count, STEPS);
     let total = RefCell::new(Report::default());
     let coverage = sweep(name, &plans, |plan| {
-        run_replica(plan, mode, false).map(|(coverage, report)| {
+        run_replica(plan, mode, Mutation::None).map(|(coverage, report)| {
             let mut total = total.borrow_mut();
             total.acks += report.acks;
             total.acknowledged += report.acknowledged;
             total.elections += report.elections;
             total.retries_after_takeover += report.retries_after_takeover;
             total.batched += report.batched;
+            total.snapshots_taken += report.snapshots_taken;
+            total.snapshots_installed += report.snapshots_installed;
+            total.forgotten += report.forgotten;
             coverage
         })
     });
@@ -37,6 +40,8 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.elections > runs, "no takeovers: {total:?}");
     assert!(total.retries_after_takeover * 2 >= runs, "few retries after a takeover: {total:?}");
     assert!(total.batched > 0, "no publishes proposed together: {total:?}");
+    assert!(total.snapshots_taken as usize >= runs, "too few compactions: {total:?}");
+    assert!(total.snapshots_installed > 0, "no replica caught up from a snapshot: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
     if mode.disks {
         assert!(
@@ -71,7 +76,7 @@ fn five_replicas_survive_wiped_disks_and_power_losses() {
 #[test]
 fn a_run_is_a_function_of_its_seed() {
     for plan in plans(7, 3, STEPS) {
-        let run = || run_replica(&plan, Mode::FIVE_DISKS, false).map(|(c, r)| (format!("{c:?}"), r));
+        let run = || run_replica(&plan, Mode::FIVE_DISKS, Mutation::None).map(|(c, r)| (format!("{c:?}"), r));
         let (first, second) = (run().map_err(|f| f.message), run().map_err(|f| f.message));
         assert!(first.is_ok(), "seed {} failed: {first:?}", plan.seed);
         assert_eq!(first, second, "seed {} ran twice differently", plan.seed);
@@ -92,19 +97,36 @@ fn census_of_1000_seeds_per_mode() {
     }
 }
 
+/// Runs `seeds` seeds of `mode` with `mutation` on, prints how many caught it, and fails if
+/// none did; returns the failures' messages.
+fn mutation_is_caught(mode: Mode, seeds: u64, mutation: Mutation) -> Vec<String> {
+    let plans = plans(1, seeds, STEPS);
+    let failures: Vec<_> =
+        plans.iter().filter_map(|plan| run_replica(plan, mode, mutation).err().map(|f| (plan.seed, f))).collect();
+    println!("{mode:?}, {mutation:?}: {} of {} seeds caught it", failures.len(), plans.len());
+    match failures.first() {
+        Some((seed, failure)) => println!("{mode:?}: first caught at seed {seed}: {}", failure.message),
+        None => panic!("{mutation:?} went unnoticed for {seeds} seeds in {mode:?}"),
+    }
+    failures.into_iter().map(|(_, f)| f.message).collect()
+}
+
 /// The mutation: a leader acknowledging on its own sync, before a quorum has the entry, must be
 /// caught (an acknowledgement no successor kept: the publish lost, or logged at another tick).
 #[test]
 fn acknowledging_before_the_quorum_is_caught() {
     for mode in [Mode::THREE, Mode::FIVE_DISKS] {
-        let plans = plans(1, 200, STEPS);
-        let failures: Vec<_> =
-            plans.iter().filter_map(|plan| run_replica(plan, mode, true).err().map(|f| (plan.seed, f))).collect();
-        let lost = failures.iter().filter(|(_, f)| f.message.contains("logged it at None")).count();
-        println!("{mode:?}: {} of {} seeds caught it ({lost} as a lost publish)", failures.len(), plans.len());
-        match failures.first() {
-            Some((seed, failure)) => println!("{mode:?}: first caught at seed {seed}: {}", failure.message),
-            None => panic!("acknowledging before the quorum went unnoticed for 200 seeds in {mode:?}"),
-        }
+        let caught = mutation_is_caught(mode, 200, Mutation::AckBeforeQuorum);
+        let lost = caught.iter().filter(|m| m.contains("has it at None")).count();
+        println!("{mode:?}: {lost} caught as a lost publish");
+    }
+}
+
+/// The mutation: a snapshot that leaves out an unreleased record (the newest) must be caught: a
+/// replica restarted from it, or caught up with it, applies or ends with something else.
+#[test]
+fn a_snapshot_that_drops_a_record_is_caught() {
+    for mode in [Mode::THREE, Mode::FIVE_DISKS] {
+        mutation_is_caught(mode, 100, Mutation::SnapshotDropsRecord);
     }
 }

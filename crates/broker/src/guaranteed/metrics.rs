@@ -26,6 +26,16 @@ pub struct PubendLabel {
     pub pubend: String,
 }
 
+/// Labels a replica group's snapshot count: the pubend and what happened (taken, sent,
+/// received, refused).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SnapshotLabel {
+    /// The pubend, as its 16 hex digits.
+    pub pubend: String,
+    /// taken, sent, received or refused.
+    pub event: String,
+}
+
 /// Handles for the guaranteed-delivery metrics (cheap to clone: atomics behind `Arc`s).
 #[derive(Clone)]
 pub struct GuaranteedMetrics {
@@ -120,6 +130,12 @@ pub struct GuaranteedMetrics {
     pub replica_leading: Family<PubendLabel, Gauge>,
     /// Per replica group this broker leads: the entries its furthest follower lacks.
     pub replica_lag_max: Family<PubendLabel, Gauge>,
+    /// Per replica group here: the first index its log holds (compacted below).
+    pub replica_first_index: Family<PubendLabel, Gauge>,
+    /// Per replica group here: the bytes of the entries its log holds.
+    pub replica_log_bytes: Family<PubendLabel, Gauge>,
+    /// Per replica group here: snapshots taken, sent, received and refused since start.
+    pub replica_snapshots: Family<SnapshotLabel, Gauge>,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -201,6 +217,9 @@ impl GuaranteedMetrics {
             replica_commit: Family::default(),
             replica_leading: Family::default(),
             replica_lag_max: Family::default(),
+            replica_first_index: Family::default(),
+            replica_log_bytes: Family::default(),
+            replica_snapshots: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
             durable_created: Counter::default(),
@@ -281,6 +300,11 @@ impl GuaranteedMetrics {
         r.register("replica_leading", "1 while this broker leads the replica group", m.replica_leading.clone());
         let lag = m.replica_lag_max.clone();
         r.register("replica_lag_max", "Entries the furthest follower of a group led here lacks", lag);
+        let first = m.replica_first_index.clone();
+        r.register("replica_first_index", "First index the replica log holds here (compacted below)", first);
+        r.register("replica_log_bytes", "Bytes of the entries the replica log holds here", m.replica_log_bytes.clone());
+        let snapshots = m.replica_snapshots.clone();
+        r.register("replica_snapshots", "Replica snapshots taken, sent, received and refused here", snapshots);
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());

@@ -246,7 +246,7 @@ impl Guaranteed {
         (options, retention, (drop_unsynced, replicas), guaranteed): (
             tidings_store::Options,
             crate::config::Retention,
-            (bool, usize),
+            (bool, (usize, u64)),
             liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,

@@ -64,6 +64,18 @@ pub struct ReplicaGroupState {
     pub fenced: bool,
     /// On the leader: each follower and the entries it lacks.
     pub lag: Vec<(String, u64)>,
+    /// The first index its log holds here (compacted into a snapshot below).
+    pub first_index: u64,
+    /// The bytes of the entries its log holds here.
+    pub log_bytes: u64,
+    /// Snapshots taken here (compactions).
+    pub snapshots_taken: u64,
+    /// Snapshots sent from here to followers behind the first index.
+    pub snapshots_sent: u64,
+    /// Snapshots received and installed here.
+    pub snapshots_received: u64,
+    /// Snapshots received and refused here (corrupt or foreign).
+    pub snapshots_refused: u64,
 }
 
 /// One durable subscription, for `/state` and `tidings durable ls`.
@@ -181,6 +193,18 @@ impl Driver {
             self.metrics.replica_leading.get_or_create(&label).set(i64::from(leading));
             let lag = group.lag.iter().map(|(_, behind)| *behind).max().unwrap_or(0);
             self.metrics.replica_lag_max.get_or_create(&label).set(lag as i64);
+            self.metrics.replica_first_index.get_or_create(&label).set(group.first_index as i64);
+            self.metrics.replica_log_bytes.get_or_create(&label).set(group.log_bytes as i64);
+            let events = [
+                ("taken", group.snapshots_taken),
+                ("sent", group.snapshots_sent),
+                ("received", group.snapshots_received),
+                ("refused", group.snapshots_refused),
+            ];
+            for (event, count) in events {
+                let label = super::metrics::SnapshotLabel { pubend: group.pubend.clone(), event: event.into() };
+                self.metrics.replica_snapshots.get_or_create(&label).set(count as i64);
+            }
         }
         let remote_members = self.groups.remote_members();
         *self.state.lock() =

@@ -4,6 +4,8 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)] // each test file uses a part
 
 use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
@@ -21,8 +23,14 @@ pub(crate) struct Node {
 
 impl Node {
     pub(crate) fn new(scratch: &Path, name: &'static str, cell: &str) -> Node {
+        Node::with_config(scratch, name, cell, "")
+    }
+
+    /// As [`Node::new`], with `extra` appended to its config (whole TOML sections).
+    pub(crate) fn with_config(scratch: &Path, name: &'static str, cell: &str, extra: &str) -> Node {
         let config = scratch.join(format!("{name}.toml"));
-        let text = format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n");
+        let text =
+            format!("[cluster]\ncell = \"{cell}\"\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 5\n{extra}");
         std::fs::write(&config, text).unwrap();
         let key = scratch.join("cluster.key");
         tidings_testkit::write_private(&key, tidings_testkit::test_key_text()).unwrap();
@@ -45,6 +53,37 @@ impl Node {
     pub(crate) fn restart(&self, old: &BrokerProcess, peers: &[String]) -> BrokerProcess {
         self.start(&old.tcp(), &cluster(old), peers)
     }
+}
+
+/// Waits until `check` holds, failing the test after `timeout`.
+pub(crate) fn wait_for(what: &str, timeout: Duration, check: impl Fn() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !check() {
+        assert!(Instant::now() < deadline, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The acknowledged lines of a `pub --guaranteed --json` run that must acknowledge all.
+pub(crate) fn acked(child: Child, count: usize) -> Vec<Value> {
+    let out = tidings_testkit::finish_within(child, Duration::from_secs(60));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(out.status.success(), "not every publish was acknowledged: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(lines.len(), count);
+    lines
+}
+
+/// A guaranteed subscriber on `g.>` at `b` for `count` messages, once its subscription is
+/// confirmed.
+pub(crate) fn subscribe(b: &BrokerProcess, count: usize) -> Lines {
+    let (server, count) = (b.tcp(), count.to_string());
+    let args = ["sub", "--server", &server, "--guaranteed", "--json", "g.>", "--count", &count];
+    let sub = Lines::follow(crate::gd_common::spawn(&args));
+    wait_for("the subscription is confirmed", Duration::from_secs(20), || {
+        b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
+    });
+    sub
 }
 
 pub(crate) fn cluster(b: &BrokerProcess) -> String {

@@ -21,6 +21,8 @@ pub(crate) struct Cluster {
     pub(crate) serving_when_elected: Vec<bool>,
     pub(crate) cut: BTreeSet<ReplicaId>,
     pub(crate) now: u64,
+    /// Snapshots still to corrupt on their way (one byte of their state flipped).
+    pub(crate) corrupt_snapshots: usize,
 }
 
 impl Cluster {
@@ -49,6 +51,7 @@ impl Cluster {
             serving_when_elected: Vec::new(),
             cut: BTreeSet::new(),
             now: 0,
+            corrupt_snapshots: 0,
         }
     }
 
@@ -65,7 +68,8 @@ impl Cluster {
                 Action::Apply(applied) => {
                     self.applied.entry(id).or_default().extend(applied.into_iter().map(|a| a.outcome))
                 }
-                Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick)),
+                // 0 for a retry of a released record ("tick forgotten"): never a real tick.
+                Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick.unwrap_or(0))),
                 Action::Refused { seq, .. } => self.refused.push((id, seq)),
                 Action::BecameLeader { term } => self.leaders.push((id, term)),
                 Action::LostLeadership { .. } => {}
@@ -102,6 +106,7 @@ impl Cluster {
                 let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
                 for (from, to, msg) in wire {
                     if !self.cut.contains(&from) && !self.cut.contains(&to) {
+                        let msg = self.tamper(msg);
                         self.input(to, Input::Message { from, msg });
                     }
                 }
@@ -116,6 +121,27 @@ impl Cluster {
                 self.input(id, Input::Tick);
             }
         }
+    }
+
+    /// The writes of `id` its journal still holds: from its last checkpoint (a write with a
+    /// snapshot, after which the journal releases every earlier record) on.
+    pub(crate) fn live_journal(&self, id: ReplicaId) -> &[Write] {
+        let synced = self.synced.get(&id).map(Vec::as_slice).unwrap_or_default();
+        let from = synced.iter().rposition(|w| w.snapshot.is_some()).unwrap_or(0);
+        &synced[from..]
+    }
+
+    /// Corrupts `msg` if it is a snapshot and [`Cluster::corrupt_snapshots`] says so.
+    fn tamper(&mut self, msg: Envelope) -> Envelope {
+        let Envelope::Raft(mut m) = msg else { return msg };
+        if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot && self.corrupt_snapshots > 0 {
+            self.corrupt_snapshots -= 1;
+            let mut data = m.get_snapshot().data.to_vec();
+            let middle = data.len() / 2;
+            data[middle] ^= 0x40;
+            m.mut_snapshot().data = data.into();
+        }
+        Envelope::Raft(m)
     }
 
     /// Delivers what is on the wire now, once, without syncing anything.

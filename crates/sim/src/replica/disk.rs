@@ -7,13 +7,14 @@
 //! replica told. A process crash loses the queued writes, or half the time strikes inside the
 //! group commit (written, the sync failed, nobody told): those bytes survive in the page cache.
 //! A power loss keeps the synced bytes and a torn in-order prefix of the rest. A wipe is a new,
-//! empty file system.
+//! empty file system. A synced checkpoint (a write with a snapshot) releases the journal records
+//! before it, as the broker does, so a restart reads the checkpoint and what followed.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use tidings_replica::{Journal, Recovered, Write};
-use tidings_store::{FsyncPolicy, MemFs, Options, PubendId, Store, Token};
+use tidings_store::{FsyncPolicy, MemFs, Options, PubendId, Store, Tick, Token};
 
 use crate::rng::Rng;
 
@@ -38,8 +39,8 @@ pub(crate) enum Crash {
 pub(crate) struct Disk {
     fs: MemFs,
     open: Option<(Store, Journal)>,
-    /// Submitted writes not yet synced: (token, write number).
-    queued: Vec<(Token, u64)>,
+    /// Submitted writes not yet synced: (token, write number, journal release once synced).
+    queued: Vec<(Token, u64, Option<Tick>)>,
     next_token: u64,
     /// When the queued writes sync.
     pub(crate) due: Option<u64>,
@@ -74,8 +75,10 @@ impl Disk {
         let Some((store, journal)) = &mut self.open else { return Err("write to a closed disk".into()) };
         self.next_token += 1;
         let token = Token(self.next_token);
-        store.append(token, journal.record(write)).map_err(|e| e.to_string())?;
-        self.queued.push((token, write.number));
+        let record = journal.record(write);
+        let release = Journal::release_below(write, &record);
+        store.append(token, record).map_err(|e| e.to_string())?;
+        self.queued.push((token, write.number, release));
         self.due.get_or_insert(due);
         Ok(())
     }
@@ -85,13 +88,19 @@ impl Disk {
         self.due = None;
         let Some((store, _)) = &self.open else { return Ok(None) };
         let mut last = None;
+        let mut release = None;
         for completion in store.step() {
             completion.result.map_err(|e| format!("journal write failed: {e}"))?;
-            let position = self.queued.iter().position(|(t, _)| *t == completion.token);
+            let position = self.queued.iter().position(|(t, _, _)| *t == completion.token);
             if let Some(position) = position {
-                last = Some(self.queued[position].1);
-                self.queued.remove(position);
+                let (_, number, releases) = self.queued.remove(position);
+                last = Some(number);
+                release = releases.or(release);
             }
+        }
+        if let Some(tick) = release {
+            self.next_token += 1;
+            store.release(Token(self.next_token), PUBEND, tick).map_err(|e| e.to_string())?;
         }
         Ok(last)
     }

@@ -3,13 +3,16 @@
 //! - one leader per term (Raft's election safety, and the epoch that fences a deposed host);
 //! - every replica applies the same entry at the same index (a replica re-applying its log after
 //!   a restart must apply it again identically);
-//! - a publish acknowledged twice (a retry, perhaps after a takeover) gets the same tick;
-//! - at the end, every acknowledged publish is logged exactly once in every replica's applied
-//!   log, at the tick it was acknowledged with; all replicas applied the same log.
+//! - a publish acknowledged twice (a retry, perhaps after a takeover) gets the same tick, or
+//!   none once its record is released ("logged earlier, tick forgotten");
+//! - at the end, every acknowledged publish is logged exactly once in the applied log (every
+//!   index as whoever applied it first, since a replica restarted from a snapshot applies only
+//!   what follows it), at the tick it was acknowledged with; every replica ends with the same
+//!   state, which holds every acknowledged publish not yet released.
 
 use std::collections::BTreeMap;
 
-use tidings_replica::{Applied, Outcome, ReplicaId};
+use tidings_replica::{Applied, Outcome, PubendReplica, ReplicaId};
 
 /// What the run has seen, checked as it comes in.
 #[derive(Default)]
@@ -27,6 +30,10 @@ pub(crate) struct Judge {
     pub(crate) retries_after_takeover: usize,
     /// Acknowledgements received, retries included.
     pub(crate) acks: usize,
+    /// Acknowledgements without a tick (the retry of a released record).
+    pub(crate) forgotten: usize,
+    /// Publishes acknowledged only without a tick so far.
+    untimed: std::collections::BTreeSet<(u64, u64)>,
     /// Received messages the replicas' check refused (`ReplicaGroup::check`): stale ones only,
     /// since the simulated mates are honest; the run must still reach every invariant.
     pub(crate) dropped: usize,
@@ -65,43 +72,68 @@ impl Judge {
     }
 
     /// A publisher received an acknowledgement.
-    pub(crate) fn acked(&mut self, from: ReplicaId, publisher: u64, seq: u64, tick: u64) {
+    pub(crate) fn acked(&mut self, from: ReplicaId, publisher: u64, seq: u64, tick: Option<u64>) {
         self.acks += 1;
         if *self.first_acker.entry((publisher, seq)).or_insert(from) != from {
             self.retries_after_takeover += 1;
         }
+        let Some(tick) = tick else {
+            self.forgotten += 1;
+            if !self.acked.contains_key(&(publisher, seq)) {
+                self.untimed.insert((publisher, seq));
+            }
+            return;
+        };
+        self.untimed.remove(&(publisher, seq));
         let first = *self.acked.entry((publisher, seq)).or_insert(tick);
         if first != tick {
             self.fail(format!("publish ({publisher}, {seq}) acknowledged at tick {first}, then at {tick}"));
         }
     }
 
-    /// The end of a run: every replica's applied log holds every acknowledged publish exactly
-    /// once, at its tick, and all logs are the same.
-    pub(crate) fn finish(&mut self, logs: &BTreeMap<ReplicaId, Vec<Applied>>) {
-        let mut reference: Option<(ReplicaId, &Vec<Applied>)> = None;
-        for (&node, log) in logs {
-            if let Some((other, first)) = reference {
-                if log != first {
-                    let (a, b) = (log.last().map(|a| a.index), first.last().map(|a| a.index));
-                    self.fail(format!("replicas {node} and {other} applied different logs (up to {a:?} and {b:?})"));
-                    return;
-                }
-            } else {
-                reference = Some((node, log));
+    /// The end of a run: every acknowledged publish is logged exactly once in the applied log,
+    /// at its tick (one acknowledged only without a tick: logged once, anywhere), and every
+    /// replica ends with the same state, which holds each one above the release point.
+    pub(crate) fn finish(&mut self, states: &BTreeMap<ReplicaId, PubendReplica>) {
+        let mut logged: BTreeMap<(u64, u64), Vec<u64>> = BTreeMap::new();
+        for entry in self.log.values() {
+            if let Outcome::Logged { publisher, seq, tick } = entry.outcome {
+                logged.entry((publisher, seq)).or_default().push(tick);
             }
-            let mut logged: BTreeMap<(u64, u64), Vec<u64>> = BTreeMap::new();
-            for entry in log {
-                if let Outcome::Logged { publisher, seq, tick } = entry.outcome {
-                    logged.entry((publisher, seq)).or_default().push(tick);
+        }
+        let acked = self.acked.iter().map(|(&key, &tick)| (key, Some(tick)));
+        let expected: Vec<((u64, u64), Option<u64>)> = acked.chain(self.untimed.iter().map(|&k| (k, None))).collect();
+        for ((publisher, seq), tick) in expected {
+            match (logged.get(&(publisher, seq)).map(Vec::as_slice), tick) {
+                (Some([at]), Some(tick)) if *at == tick => {}
+                (Some([_]), None) => {}
+                (found, _) => {
+                    return self.fail(format!(
+                    "acknowledged publish ({publisher}, {seq}) at tick {tick:?}: the applied log has it at {found:?}"
+                ))
                 }
+            }
+        }
+        let mut reference: Option<(ReplicaId, &PubendReplica)> = None;
+        for (&node, state) in states {
+            match reference {
+                Some((other, first)) if state != first => {
+                    let count = |s: &PubendReplica| (s.records().count(), s.last_tick(), s.released_up_to());
+                    return self.fail(format!(
+                        "replicas {node} and {other} ended with different states (records, last tick, released: {:?} and {:?})",
+                        count(state),
+                        count(first)
+                    ));
+                }
+                Some(_) => {}
+                None => reference = Some((node, state)),
             }
             for (&(publisher, seq), &tick) in &self.acked.clone() {
-                match logged.get(&(publisher, seq)).map(Vec::as_slice) {
-                    Some([at]) if *at == tick => {}
-                    found => self.fail(format!(
-                        "acknowledged publish ({publisher}, {seq}) at tick {tick}: replica {node} logged it at {found:?}"
-                    )),
+                let held = state.records().any(|r| (r.tick, r.publisher, r.seq) == (tick, publisher, seq));
+                if tick > state.released_up_to() && !held {
+                    return self.fail(format!(
+                        "acknowledged publish ({publisher}, {seq}) at tick {tick}: replica {node}'s state does not hold it"
+                    ));
                 }
             }
         }

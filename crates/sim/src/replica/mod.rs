@@ -9,8 +9,10 @@
 //! goes and at its end. Faults are numbered as drawn, so the sweep's shrinker can leave them out.
 //!
 //! Each replica's disk is the real pubend store on an in-memory file system (`disk`): a restart
-//! runs the store's recovery and `tidings-replica`'s journal fold. Not simulated yet: snapshots
-//! (never taken) and the delivery core around the group.
+//! runs the store's recovery and `tidings-replica`'s journal fold. The replicas compact their
+//! logs often ([`COMPACT_BYTES`], every few entries), so restarts start from snapshots and
+//! replicas behind a leader's first index (a wiped one, one long down or cut off) catch up from
+//! one. Not simulated yet: the delivery core around the group.
 
 mod disk;
 mod judge;
@@ -22,6 +24,21 @@ use crate::rng::Rng;
 use crate::scenario::{Coverage, Failure, Plan};
 use disk::Crash;
 use world::{Weather, World};
+
+/// The sim's compaction trigger: about 6 entries of the sim's publishes (or twice the last
+/// snapshot), so a run takes snapshots often and ships some to replicas behind.
+pub const COMPACT_BYTES: u64 = 256;
+
+/// A deliberate bug the mutation tests turn on, to prove the judge would notice it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutation {
+    /// None: the real replica.
+    None,
+    /// A leader acknowledges on its own sync, before a quorum has the entry.
+    AckBeforeQuorum,
+    /// Every snapshot leaves out the newest unreleased record.
+    SnapshotDropsRecord,
+}
 
 /// What a run may do to the group.
 #[derive(Clone, Copy, Debug)]
@@ -57,17 +74,23 @@ pub struct Report {
     /// Publishes proposed together with another (`Input::PublishAllAt`), as a broker proposes a
     /// turn's publishes.
     pub batched: usize,
+    /// Snapshots the replicas took (compactions).
+    pub snapshots_taken: u64,
+    /// Snapshots a replica installed from its leader.
+    pub snapshots_installed: u64,
+    /// Retries answered "logged earlier, tick forgotten" (their record released).
+    pub forgotten: usize,
 }
 
 const PUBLISHERS: u64 = 3;
 /// Virtual milliseconds the quiet phase may take before a run counts as stuck.
 const QUIET_LIMIT_MS: u64 = 30_000;
 
-/// Runs one plan; `ack_before_quorum` is the mutation switch the mutation test turns on.
-pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(Coverage, Report), Failure> {
+/// Runs one plan; `mutation` is the bug the mutation tests turn on.
+pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Coverage, Report), Failure> {
     let weather = Weather { loss: 5, duplication: 5, max_delay: 15 };
     let mut run = Run {
-        world: World::new(plan.seed, mode.replicas, PUBLISHERS, weather, ack_before_quorum),
+        world: World::new(plan.seed, mode.replicas, PUBLISHERS, weather, mutation),
         faults: Rng::new(plan.seed ^ 0xfa17),
         next_tick: 0,
         next_lease: 0,
@@ -87,8 +110,9 @@ pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(
         }
     }
     run.quiet()?;
-    let logs = run.world.nodes.iter().map(|(id, n)| (*id, n.applied.clone())).collect();
-    run.world.judge.finish(&logs);
+    run.world.count_snapshots();
+    let states = run.world.nodes.iter().filter_map(|(id, n)| Some((*id, n.group.as_ref()?.state()?.clone()))).collect();
+    run.world.judge.finish(&states);
     if let Some(message) = run.world.judge.broken.take() {
         return Err(Failure { step: None, faults: run.coverage.faults, message });
     }
@@ -99,6 +123,9 @@ pub fn run_replica(plan: &Plan, mode: Mode, ack_before_quorum: bool) -> Result<(
         elections: judge.terms(),
         retries_after_takeover: judge.retries_after_takeover,
         batched: run.world.batched,
+        snapshots_taken: run.world.snapshots.0,
+        snapshots_installed: run.world.snapshots.1,
+        forgotten: judge.forgotten,
     };
     Ok((run.coverage, report))
 }
@@ -224,7 +251,8 @@ impl Run {
                 return Ok(());
             }
         }
-        let applied: Vec<_> = self.world.nodes.iter().map(|(id, n)| (*id, n.applied.len())).collect();
+        let applied: Vec<_> =
+            self.world.nodes.iter().map(|(id, n)| (*id, n.group.as_ref().map(|g| g.status().applied))).collect();
         let message =
             format!("the group did not settle in {QUIET_LIMIT_MS} ms of quiet (applied per replica: {applied:?})");
         Err(Failure { step: None, faults: self.coverage.faults, message })

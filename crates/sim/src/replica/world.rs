@@ -9,6 +9,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Record, ReplicaGroup, ReplicaId};
 
+use crate::replica::{Mutation, COMPACT_BYTES};
+
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
 use crate::rng::Rng;
@@ -65,13 +67,15 @@ pub(crate) struct World {
     pub(crate) cut: BTreeSet<(ReplicaId, ReplicaId)>,
     pub(crate) weather: Weather,
     pub(crate) judge: Judge,
-    ack_before_quorum: bool,
+    mutation: Mutation,
+    /// Snapshots taken and installed, summed over the replicas' lives (each start counts anew).
+    pub(crate) snapshots: (u64, u64),
     /// Publishes delivered in a batch of two or more (see `advance`).
     pub(crate) batched: usize,
 }
 
 impl World {
-    pub(crate) fn new(seed: u64, replicas: u64, publishers: u64, weather: Weather, ack_before_quorum: bool) -> Self {
+    pub(crate) fn new(seed: u64, replicas: u64, publishers: u64, weather: Weather, mutation: Mutation) -> Self {
         let voters: Vec<ReplicaId> = (1..=replicas).collect();
         let mut world = Self {
             now: 0,
@@ -86,7 +90,8 @@ impl World {
             cut: BTreeSet::new(),
             weather,
             judge: Judge::default(),
-            ack_before_quorum,
+            mutation,
+            snapshots: (0, 0),
             batched: 0,
         };
         for id in voters {
@@ -102,7 +107,12 @@ impl World {
     }
 
     fn settings(&self, id: ReplicaId) -> GroupSettings {
-        GroupSettings { ack_before_quorum: self.ack_before_quorum, ..GroupSettings::new(id, self.voters.clone()) }
+        GroupSettings {
+            ack_before_quorum: self.mutation == Mutation::AckBeforeQuorum,
+            snapshot_drops_record: self.mutation == Mutation::SnapshotDropsRecord,
+            compact_bytes: COMPACT_BYTES,
+            ..GroupSettings::new(id, self.voters.clone())
+        }
     }
 
     /// Starts a down replica from its disk: a restart, or a rejoin if the journal is empty.
@@ -125,6 +135,7 @@ impl World {
     /// Stops a replica, its disk left as `crash` leaves it; it comes back at `restart_at`.
     pub(crate) fn crash(&mut self, id: ReplicaId, crash: Crash, restart_at: u64) {
         let Some(node) = self.nodes.get_mut(&id) else { return };
+        self.snapshots = add_snapshots(self.snapshots, node.group.as_ref());
         node.disk.crash(crash, &mut self.rng);
         node.group = None;
         node.restart_at = Some(restart_at);
@@ -330,12 +341,27 @@ impl World {
         leading.max().map(|(_, id)| id)
     }
 
+    /// Adds the snapshots of the running replicas to the run's count (at its end).
+    pub(crate) fn count_snapshots(&mut self) {
+        for node in self.nodes.values() {
+            self.snapshots = add_snapshots(self.snapshots, node.group.as_ref());
+        }
+    }
+
     /// True once every replica runs, none withholds its vote, every publish is acknowledged
-    /// and every replica applied the same number of entries.
+    /// and every replica applied up to the same index (from a snapshot or entry by entry).
     pub(crate) fn settled(&self) -> bool {
-        let counts: BTreeSet<usize> = self.nodes.values().map(|n| n.applied.len()).collect();
+        let counts: BTreeSet<Option<u64>> =
+            self.nodes.values().map(|n| n.group.as_ref().map(|g| g.status().applied)).collect();
         counts.len() == 1
             && self.publishers.iter().all(|p| p.outstanding.is_none())
             && self.nodes.values().all(|n| n.group.as_ref().is_some_and(|g| !g.withholding_vote()))
     }
+}
+
+/// `counts` plus the snapshots `group` took and installed since it started.
+fn add_snapshots(counts: (u64, u64), group: Option<&ReplicaGroup>) -> (u64, u64) {
+    let Some(group) = group else { return counts };
+    let snapshots = group.status().snapshots;
+    (counts.0 + snapshots.taken, counts.1 + snapshots.received)
 }

@@ -80,13 +80,16 @@ pub(crate) struct Replicas {
     cell: CellName,
     /// `[storage] replicas` (0: 3, or the whole cell if smaller).
     size: usize,
+    /// `[storage] replica_compact_bytes`.
+    compact_bytes: u64,
     /// Cell mates ever linked, by replica id.
     mates: BTreeMap<ReplicaId, BrokerName>,
     store: Store,
     groups: BTreeMap<PubendId, Group>,
     membership: PathBuf,
-    /// Journal writes in flight: token to (group, write number).
-    tokens: BTreeMap<u64, (PubendId, u64)>,
+    /// Journal writes in flight: token to (group, write number, the journal prefix a synced
+    /// checkpoint releases).
+    tokens: BTreeMap<u64, (PubendId, u64, Option<tidings_store::Tick>)>,
     /// Messages received this turn of the driver, per group in arrival order: stepped together
     /// at the turn's end ([`Replicas::deliver`]), so a follower sent several appends meanwhile
     /// writes its journal once for all of them.
@@ -100,7 +103,7 @@ impl Replicas {
     /// takes part in no network or `[storage] replicas` is 1.
     pub(super) fn open(
         data_dir: &Path,
-        (options, fs, size): (tidings_store::Options, Arc<dyn tidings_store::Fs>, usize),
+        (options, fs, (size, compact_bytes)): (tidings_store::Options, Arc<dyn tidings_store::Fs>, (usize, u64)),
         cluster: Arc<Cluster>,
         tx: mpsc::UnboundedSender<Command>,
     ) -> Result<Option<Replicas>, GuaranteedError> {
@@ -121,6 +124,7 @@ impl Replicas {
             cell: cluster.cell().clone(),
             cluster,
             size,
+            compact_bytes,
             mates: BTreeMap::new(),
             store,
             groups: BTreeMap::new(),
@@ -138,8 +142,8 @@ impl Replicas {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             let numbers: Result<Vec<u64>, _> = line.split_whitespace().map(str::parse).collect();
             match numbers.ok().and_then(|n| Some((*n.first()?, n.get(1..)?.to_vec()))) {
-                // A damaged journal keeps this replica out of its group (the others go on);
-                // the broker serves everything else.
+                // A journal that cannot be read keeps this replica out of its group (the others
+                // go on); the broker serves everything else. A damaged one rejoins (`start`).
                 Some((pubend, voters)) => {
                     if let Err(e) = replicas.start(PubendId(pubend), voters) {
                         error!(error = %e, "a replica group cannot restart here");
@@ -159,15 +163,34 @@ impl Replicas {
         // (`Input::Links`, fed at every tick).
         // Followers learn the commit index from the next append or heartbeat, not from an
         // append of its own per commit (`GroupSettings::broadcast_commit`).
-        let settings =
-            GroupSettings { hand_back: false, broadcast_commit: false, ..GroupSettings::new(self.me, voters.clone()) };
-        let (journal, recovered) = Journal::open(&self.store, tidings_store::PubendId(pubend.0))
-            .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
-        let replica = match recovered {
-            Some(recovered) => ReplicaGroup::restart(settings, recovered),
-            None => ReplicaGroup::rejoin(settings),
+        let settings = GroupSettings {
+            hand_back: false,
+            broadcast_commit: false,
+            compact_bytes: self.compact_bytes,
+            ..GroupSettings::new(self.me, voters.clone())
+        };
+        let store_pubend = tidings_store::PubendId(pubend.0);
+        let (journal, recovered, mut damaged) =
+            Journal::open_or_wipe(&self.store, store_pubend).map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+        // A damaged journal, or one whose log cannot restart a replica (a broken snapshot), is
+        // never served: the replica counts as wiped and rebuilds from its mates behind the
+        // rejoin fences, and the damaged records are released first.
+        let replica = match recovered.map(|recovered| ReplicaGroup::restart(settings.clone(), recovered)) {
+            Some(Ok(replica)) => replica,
+            Some(Err(e)) => {
+                error!(pubend = pubend.0, error = %e, "a replica journal cannot restart its replica: rebuilt from the mates");
+                damaged = Some(journal.last_tick());
+                ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?
+            }
+            None => ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?,
+        };
+        if let Some(tick) = damaged {
+            error!(pubend = pubend.0, up_to = tick.0, "a replica journal is damaged: released, rebuilt from the mates");
+            self.next_token += 1;
+            self.store
+                .release(Token(self.next_token), store_pubend, tick)
+                .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         }
-        .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         info!(pubend = pubend.0, ?voters, "replica group started");
         self.groups.insert(pubend, Group { replica, journal, voters, failed: false });
         Ok(())
@@ -296,14 +319,23 @@ impl Replicas {
     pub(super) fn synced(&mut self, completions: &[Completion]) -> Vec<Outcome> {
         let mut last: BTreeMap<PubendId, u64> = BTreeMap::new();
         for completion in completions {
-            let Some((pubend, number)) = self.tokens.remove(&completion.token.0) else { continue };
+            // A release's completion too: nothing waits for it.
+            let Some((pubend, number, release)) = self.tokens.remove(&completion.token.0) else { continue };
             let Some(group) = self.groups.get_mut(&pubend) else { continue };
             if let Err(e) = &completion.result {
                 error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
                 group.failed = true;
             }
-            if !group.failed {
-                last.insert(pubend, number);
+            if group.failed {
+                continue;
+            }
+            last.insert(pubend, number);
+            // A synced checkpoint holds everything the records before it held (`Journal`).
+            if let Some(tick) = release {
+                self.next_token += 1;
+                if let Err(e) = self.store.release(Token(self.next_token), tidings_store::PubendId(pubend.0), tick) {
+                    warn!(pubend = pubend.0, error = %e, "the replica journal did not take a release");
+                }
             }
         }
         last.into_iter().flat_map(|(pubend, number)| self.handle(pubend, Input::Persisted { number })).collect()
@@ -319,9 +351,10 @@ impl Replicas {
                     let Some(group) = self.groups.get_mut(&pubend) else { continue };
                     self.next_token += 1;
                     let record = group.journal.record(&write);
+                    let release = Journal::release_below(&write, &record);
                     match self.store.append(Token(self.next_token), record) {
                         Ok(()) => {
-                            self.tokens.insert(self.next_token, (pubend, write.number));
+                            self.tokens.insert(self.next_token, (pubend, write.number, release));
                         }
                         Err(e) => {
                             error!(pubend = pubend.0, error = %e, "the replica journal did not take a write");
@@ -377,6 +410,12 @@ impl Replicas {
                     last_index: status.last_index,
                     commit: status.commit,
                     applied: status.applied,
+                    first_index: status.first_index,
+                    log_bytes: status.log_bytes,
+                    snapshots_taken: status.snapshots.taken,
+                    snapshots_sent: status.snapshots.sent,
+                    snapshots_received: status.snapshots.received,
+                    snapshots_refused: status.snapshots.refused,
                     fenced: status.fenced,
                     lag,
                 }

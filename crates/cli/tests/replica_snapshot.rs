@@ -1,0 +1,95 @@
+//! A replica caught up from a snapshot plus the log's tail (issue 40, "Compaction"), with real
+//! processes: p1, p2 and p3 form cell PUB with a small compaction trigger, a guaranteed
+//! publisher publishes at p1 and a subscriber listens at s1, outside the cell. After enough
+//! publishes that every replica compacted its log, p2 is SIGKILLed, its data directory wiped,
+//! and restarted: its log is empty, below the leader's first index, so it catches up from a
+//! snapshot (its `/state` counts it received) while the publisher goes on. Then p1, the leader,
+//! is SIGKILLed: p2 (the first mate to campaign) takes the pubend over and serves it from the
+//! state the snapshot gave it, the publisher resumes there, and the subscriber gets every
+//! acknowledged message once, in order.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod gd_common;
+mod replica_common;
+
+use std::time::{Duration, Instant};
+
+use gd_common::publish;
+use replica_common::{acked, caught_up, cluster, links, replica_group, subscribe, wait_for, Node};
+use tidings_testkit::BrokerProcess;
+
+/// 16 KiB of raft entries: a compaction every couple of hundred publishes.
+const COMPACT: &str = "[storage]\nreplica_compact_bytes = 16384\n";
+
+fn number(b: &BrokerProcess, field: &str) -> u64 {
+    replica_group(b)[field].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let p1 = Node::with_config(scratch.path(), "p1", "PUB", COMPACT);
+    let p2 = Node::with_config(scratch.path(), "p2", "PUB", COMPACT);
+    let p3 = Node::with_config(scratch.path(), "p3", "PUB", COMPACT);
+    let s1 = Node::new(scratch.path(), "s1", "S");
+    let any = "127.0.0.1:0";
+    let b3 = p3.start(any, any, &[]);
+    let b2 = p2.start(any, any, &[cluster(&b3)]);
+    let b1 = p1.start(any, any, &[cluster(&b2), cluster(&b3)]);
+    let bs = s1.start(any, any, &[cluster(&b1), cluster(&b2), cluster(&b3)]);
+    wait_for("the cell and s1 link up", Duration::from_secs(20), || {
+        [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
+    });
+    let total = 3_000;
+    let sub = subscribe(&bs, total);
+
+    // Enough publishes that every replica compacted its log (and the journal behind it).
+    let mut all = acked(publish(&b1.tcp(), "g.a", 1_000, &["--window", "64"]), 1_000);
+    wait_for("every replica compacted", Duration::from_secs(20), || {
+        [&b1, &b2, &b3].iter().all(|b| number(b, "snapshots_taken") >= 1 && number(b, "first_index") > 1)
+    });
+    let pubend = all[0]["pubend"].as_str().unwrap().to_string();
+
+    // p2's disk wiped while a publisher is publishing at p1 (it is not stopped: p1 and p3 are
+    // a quorum): p2 restarts empty, behind p1's first index. The publisher knows the cell, so
+    // it fails over when p1 dies below.
+    let servers = [&b1, &b2, &b3].map(|b| b.tcp()).join(",");
+    let more = publish(&servers, "g.b", 2_000, &["--window", "64", "--rate", "150"]);
+    wait_for("the second publisher is under way", Duration::from_secs(20), || sub.count() >= 1_050);
+    let mut b2 = b2;
+    b2.kill();
+    std::fs::remove_dir_all(&p2.data).unwrap();
+    let b2 = p2.restart(&b2, &[cluster(&b3), cluster(&b1)]);
+    let linked = Instant::now();
+    wait_for("p2 links again", Duration::from_secs(20), || links(&b2) >= 2.0);
+    wait_for("p2 caught up from a snapshot", Duration::from_secs(30), || {
+        caught_up(&b2, &b1) && number(&b2, "snapshots_received") >= 1
+    });
+    eprintln!(
+        "p2 caught up {:?} after it restarted: first index {}, applied {}, snapshots received {}",
+        linked.elapsed(),
+        number(&b2, "first_index"),
+        number(&b2, "applied"),
+        number(&b2, "snapshots_received")
+    );
+    assert!(number(&b1, "snapshots_sent") >= 1, "p1 sent the snapshot: {}", replica_group(&b1));
+    assert_eq!(number(&b2, "snapshots_refused"), 0);
+    let metric = format!("tidings_gd_replica_snapshots{{event=\"received\",pubend=\"{pubend}\"}}");
+    assert!(b2.metric(&metric).unwrap_or(0.0) >= 1.0, "the metric counts the snapshot p2 received");
+
+    // p1 SIGKILLed while the publisher goes on: p2, whose state came from the snapshot, takes
+    // the pubend over and serves it, and the publisher resumes its pubend there.
+    let mut b1 = b1;
+    b1.kill();
+    wait_for("a mate leads", Duration::from_secs(20), || {
+        let (g2, g3) = (replica_group(&b2), replica_group(&b3));
+        g2["leader"] == "p2" && g3["leader"] == "p2" || g2["leader"] == "p3" && g3["leader"] == "p3"
+    });
+    assert_eq!(replica_group(&b2)["leader"], "p2", "the mate caught up from the snapshot took over");
+    all.extend(acked(more, 2_000));
+    let (got, ..) = sub.finish(Duration::from_secs(60));
+    gd_common::assert_exactly_once_in_order(&got, &all.iter().collect::<Vec<_>>());
+    drop(b3);
+}

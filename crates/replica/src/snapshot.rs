@@ -1,0 +1,206 @@
+//! Log compaction and snapshots (issue 40): a replica keeps only the raft log after its last
+//! snapshot, the pubend's applied state encoded ([`PubendReplica::encode`]) at a known index.
+//! A follower behind the leader's first index gets that snapshot (raft-rs's `MsgSnapshot`),
+//! checked ([`PubendReplica::decode`]: checksum and shape) before raft-rs sees it, written to its
+//! journal and synced before it answers, and goes on from the log's tail.
+//!
+//! **Trigger.** A replica compacts when the entries it holds reach
+//! [`GroupSettings::compact_bytes`] and twice the last snapshot's size: memory and journal stay
+//! bounded by the trigger plus the state subscribers still need, and snapshots (whose cost is
+//! the state's size) never cost more than half the log writes they replace. A leader waits
+//! until every live follower has the entries it drops (one that does not would need the whole
+//! state sent), unless the log reached four times the trigger.
+//!
+//! **Bound.** A snapshot travels as one REPLICA frame, so it is taken only while the state fits
+//! in one ([`MAX_SNAPSHOT`]); a state larger than that (a backlog of unreleased records that
+//! big) is not compacted until releases shrink it, and the log grows meanwhile. Not chunked.
+
+use raft::eraftpb::{MessageType, Snapshot};
+use raft::{SnapshotStatus, StateRole};
+use tidings_wire::peer::MAX_REPLICA_MESSAGE;
+
+use crate::command::{DecodeError, Reader};
+use crate::group::{Action, GroupSettings, Running, Write};
+use crate::state::{PubendReplica, Record};
+
+/// The largest encoded state a snapshot may carry: one REPLICA frame, less room for raft-rs's
+/// message around it.
+pub const MAX_SNAPSHOT: usize = MAX_REPLICA_MESSAGE - (64 << 10);
+
+const VERSION: u8 = 1;
+
+/// Snapshot traffic on one replica, for an operator.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct SnapshotCounts {
+    /// Snapshots this replica took of its own state (each a compaction).
+    pub taken: u64,
+    /// Snapshots sent to a follower behind this leader's first index.
+    pub sent: u64,
+    /// Snapshots received and installed.
+    pub received: u64,
+    /// Snapshots received and refused (corrupt or foreign): the leader sends another.
+    pub refused: u64,
+    /// Compactions skipped because the state did not fit in one snapshot.
+    pub too_large: u64,
+}
+
+impl PubendReplica {
+    /// The snapshot's bytes: everything a successor needs (the unreleased records, the release
+    /// point, silence, the last tick, each publisher's released high-water mark), then a CRC32
+    /// of all of it.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        let word = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
+        for w in [self.last_tick, self.silent_up_to, self.released_up_to, self.records.len() as u64] {
+            word(&mut out, w);
+        }
+        for r in self.records.values() {
+            for w in [r.tick, r.publisher, r.seq, r.payload.len() as u64] {
+                word(&mut out, w);
+            }
+            out.extend_from_slice(&r.payload);
+        }
+        word(&mut out, self.released_seqs.len() as u64);
+        for (&publisher, &seq) in &self.released_seqs {
+            word(&mut out, publisher);
+            word(&mut out, seq);
+        }
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        out
+    }
+
+    /// The bytes [`PubendReplica::encode`] takes, without encoding.
+    pub fn encoded_len(&self) -> usize {
+        let records: usize = self.records.values().map(|r| 32 + r.payload.len()).sum();
+        1 + 32 + records + 8 + 16 * self.released_seqs.len() + 4
+    }
+
+    /// Reads a snapshot back: a wrong checksum, a truncated or over-long body, or a state no
+    /// apply could have built (a record at or below the release point or past the last tick,
+    /// out of order) is a [`DecodeError`], never a state.
+    pub fn decode(bytes: &[u8]) -> Result<PubendReplica, DecodeError> {
+        let Some((body, crc)) = bytes.split_last_chunk::<4>() else { return Err(DecodeError("truncated")) };
+        if crc32fast::hash(body) != u32::from_le_bytes(*crc) {
+            return Err(DecodeError("snapshot checksum"));
+        }
+        let mut r = Reader(body);
+        if r.byte()? != VERSION {
+            return Err(DecodeError("unknown snapshot version"));
+        }
+        let mut state = PubendReplica {
+            last_tick: r.word()?,
+            silent_up_to: r.word()?,
+            released_up_to: r.word()?,
+            ..PubendReplica::default()
+        };
+        let count = r.word()?;
+        let mut previous = state.released_up_to;
+        for _ in 0..count {
+            let (tick, publisher, seq) = (r.word()?, r.word()?, r.word()?);
+            let len = usize::try_from(r.word()?).map_err(|_| DecodeError("payload length"))?;
+            let payload = r.take(len)?.to_vec();
+            if tick <= previous || tick > state.last_tick || state.recent.insert((publisher, seq), tick).is_some() {
+                return Err(DecodeError("snapshot record out of order"));
+            }
+            previous = tick;
+            state.records.insert(tick, Record { tick, publisher, seq, payload });
+        }
+        for _ in 0..r.word()? {
+            state.released_seqs.insert(r.word()?, r.word()?);
+        }
+        if !r.0.is_empty() {
+            return Err(DecodeError("trailing bytes"));
+        }
+        Ok(state)
+    }
+}
+
+impl Running {
+    /// Compacts the log below the applied index when the trigger is reached (see this module).
+    pub(crate) fn maybe_compact(&mut self, settings: &GroupSettings, out: &mut Vec<Action>) {
+        let log = self.raw.store();
+        let applied = self.raw.raft.raft_log.applied;
+        let bytes = log.bytes();
+        if applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes) {
+            return;
+        }
+        if self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes) {
+            let first = log.base() + 1;
+            let behind =
+                self.raw.raft.prs().iter().any(|(&id, p)| {
+                    id != settings.id && p.recent_active && p.matched < applied && p.matched + 1 >= first
+                });
+            if behind {
+                return;
+            }
+        }
+        if self.state.encoded_len() > MAX_SNAPSHOT {
+            self.snapshots.too_large += 1;
+            self.compact_at = 2 * bytes;
+            return;
+        }
+        let data = match settings.snapshot_drops_record {
+            // The mutation: a snapshot missing the newest unreleased record.
+            true => {
+                let mut state = self.state.clone();
+                state.records.pop_last();
+                state.encode()
+            }
+            false => self.state.encode(),
+        };
+        let size = data.len() as u64;
+        if let Err(reason) = self.raw.mut_store().compact(applied, data) {
+            out.push(Action::Fault { reason });
+            return;
+        }
+        self.snapshots.taken += 1;
+        self.compact_at = 2 * size;
+        let log = self.raw.store();
+        let write = Write {
+            number: self.last_number,
+            entries: log.entries_held().to_vec(),
+            hard_state: Some(log.hard_state().clone()),
+            rejoin_term: None,
+            snapshot: Some(to_parts(log.snapshot_ref())),
+        };
+        out.push(Action::Persist(write));
+    }
+
+    /// Installs a snapshot raft-rs accepted from the leader (its `Ready` carries it): the
+    /// applied state becomes the snapshot's. Its journal write goes out with the `Ready`'s, and
+    /// the answer to the leader waits for that write's sync (`ready`).
+    pub(crate) fn install(&mut self, snapshot: &Snapshot, out: &mut Vec<Action>) {
+        match PubendReplica::decode(&snapshot.data) {
+            Ok(state) => {
+                self.state = state;
+                self.applied_term = snapshot.get_metadata().term;
+                self.raw.mut_store().install(snapshot);
+                self.snapshots.received += 1;
+            }
+            // `ReplicaGroup::check` decoded it before raft-rs saw it: only a bug gets here.
+            Err(e) => out.push(Action::Fault { reason: format!("installing a snapshot raft-rs accepted: {e}") }),
+        }
+    }
+
+    /// A leader sent snapshots: raft-rs holds each follower's progress until told how the
+    /// transfer went. Reported finished at once: a snapshot lost on the way (or refused as
+    /// corrupt) shows as the follower's refusal of the next append, which sends another.
+    pub(crate) fn report_sent(&mut self, sent: &[u64]) {
+        for &to in sent {
+            self.snapshots.sent += 1;
+            self.raw.report_snapshot(to, SnapshotStatus::Finish);
+        }
+    }
+}
+
+/// A snapshot as its journal record keeps it: (index, term, encoded state).
+pub(crate) fn to_parts(snapshot: &Snapshot) -> (u64, u64, Vec<u8>) {
+    let meta = snapshot.get_metadata();
+    (meta.index, meta.term, snapshot.data.to_vec())
+}
+
+/// Whether `ty` is a snapshot (the counters of sends and refusals).
+pub(crate) fn is_snapshot(ty: MessageType) -> bool {
+    ty == MessageType::MsgSnapshot
+}

@@ -1,0 +1,119 @@
+//! Log compaction and snapshots on the hand-driven network (issue 40): a replica's state comes
+//! back from its snapshot bytes unchanged and damaged bytes are refused; a follower behind the
+//! leader's first index catches up from the snapshot plus the log's tail, and a corrupt snapshot
+//! on the way is refused, counted and sent again, never applied; a replica restarted from its
+//! journal after a checkpoint holds the same state.
+#![allow(clippy::expect_used)] // helpers outside #[test] functions: a failed step is a failed test
+
+mod cluster;
+
+use cluster::Cluster;
+use tidings_replica::{Command, GroupSettings, Input, PubendReplica, Record, Recovered, ReplicaGroup, ReplicaId};
+
+const ALL: [ReplicaId; 3] = [1, 2, 3];
+
+/// A small trigger, so a few dozen publishes compact the log.
+fn compacting() -> Cluster {
+    Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, ..settings })
+}
+
+/// Publishes `count` records of 100 B from publisher 7 at the leader, releasing all but the
+/// last 5 as it goes, in turns of 4.
+fn publish(c: &mut Cluster, from_seq: u64, count: u64) {
+    let leader = c.leader().expect("a leader");
+    for turn in (from_seq..from_seq + count).step_by(4) {
+        let records = (turn..turn + 4)
+            .map(|seq| Record { tick: c.now + seq, publisher: 7, seq, payload: vec![seq as u8; 100] })
+            .collect();
+        c.input(leader, Input::PublishAllAt(records));
+        c.run(1, &ALL);
+        let state = c.groups[&leader].state().expect("running");
+        let ticks: Vec<u64> = state.records().map(|r| r.tick).collect();
+        let up_to = ticks.len().checked_sub(6).map_or(0, |i| ticks[i]);
+        c.input(leader, Input::Propose(Command::Release { up_to }));
+        c.run(1, &ALL);
+    }
+}
+
+fn state(c: &Cluster, id: ReplicaId) -> PubendReplica {
+    c.groups[&id].state().expect("running").clone()
+}
+
+/// The snapshot bytes carry the whole state, and any flipped byte or cut is refused.
+#[test]
+fn a_state_round_trips_through_its_snapshot_and_damage_is_refused() {
+    let mut c = compacting();
+    c.run(30, &ALL);
+    publish(&mut c, 1, 40);
+    let original = state(&c, 1);
+    assert!(original.records().count() >= 5 && original.released_up_to() > 0);
+    let bytes = original.encode();
+    assert_eq!(bytes.len(), original.encoded_len());
+    assert_eq!(PubendReplica::decode(&bytes), Ok(original.clone()));
+    for at in [0, 9, bytes.len() / 2, bytes.len() - 1] {
+        let mut damaged = bytes.clone();
+        damaged[at] ^= 1;
+        assert!(PubendReplica::decode(&damaged).is_err(), "a flip at {at} was read");
+    }
+    assert!(PubendReplica::decode(&bytes[..bytes.len() - 1]).is_err());
+    assert!(PubendReplica::decode(&[]).is_err());
+    // A retry of a released publish is a duplicate whose tick is forgotten; of a kept one, its tick.
+    assert_eq!(original.logged(7, 1), Some(None));
+    let kept = original.records().last().expect("a record");
+    assert_eq!(original.logged(7, kept.seq), Some(Some(kept.tick)));
+    assert_eq!(original.logged(7, 1_000), None);
+    assert_eq!(original.publishers(), vec![(7, 40)]);
+}
+
+/// Replica 3, cut off while the others compact past what it has, catches up from the leader's
+/// snapshot plus the tail; the first snapshot is corrupted on the way, refused and counted, and
+/// the leader sends another. Afterwards it has the leader's state and applies new publishes.
+#[test]
+fn a_follower_behind_the_first_index_catches_up_from_a_snapshot_and_a_corrupt_one_is_refused() {
+    let mut c = compacting();
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    publish(&mut c, 1, 8);
+    c.cut.insert(3);
+    publish(&mut c, 9, 60);
+    let behind = c.groups[&3].status();
+    let leader = c.groups[&1].status();
+    assert!(leader.snapshots.taken >= 1, "the leader compacted: {leader:?}");
+    assert!(behind.last_index + 1 < leader.first_index, "replica 3 is behind the first index: {behind:?}");
+    c.corrupt_snapshots = 1;
+    c.cut.clear();
+    c.run(30, &ALL);
+    let (caught, leader) = (c.groups[&3].status(), c.groups[&1].status());
+    assert_eq!(caught.snapshots.refused, 1, "the corrupt snapshot was refused: {caught:?}");
+    assert!(caught.snapshots.received >= 1, "a sound one was installed: {caught:?}");
+    assert!(leader.snapshots.sent >= 2, "the leader sent another: {leader:?}");
+    assert_eq!(caught.applied, leader.applied);
+    assert_eq!(state(&c, 3), state(&c, 1));
+    // The tail goes on from there.
+    publish(&mut c, 69, 4);
+    assert_eq!(c.acks.len(), 72);
+    assert_eq!(state(&c, 3), state(&c, 1));
+    assert_eq!(c.groups[&3].status().applied, c.groups[&1].status().applied);
+}
+
+/// A replica restarted from what its journal still holds (its last checkpoint and the writes
+/// after it) comes back with the state it had.
+#[test]
+fn a_replica_restarts_from_its_last_checkpoint() {
+    let mut c = compacting();
+    c.run(30, &ALL);
+    publish(&mut c, 1, 60);
+    c.run(5, &ALL);
+    for id in ALL {
+        let journal = c.live_journal(id);
+        assert!(journal[0].snapshot.is_some(), "replica {id} checkpointed");
+        let mut recovered = Recovered::default();
+        journal.iter().cloned().for_each(|w| recovered.fold(w));
+        let settings = GroupSettings::new(id, ALL.to_vec());
+        let mut restarted = ReplicaGroup::restart(settings, recovered).expect("restarts");
+        restarted.handle(c.now, Input::Tick); // applies the committed entries after the snapshot
+        let (before, after) = (c.groups[&id].status(), restarted.status());
+        assert_eq!(restarted.state(), c.groups[&id].state(), "replica {id}");
+        assert_eq!((after.first_index, after.last_index), (before.first_index, before.last_index));
+    }
+}
