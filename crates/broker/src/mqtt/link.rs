@@ -303,7 +303,17 @@ impl State {
                     self.inbound.carried = None;
                 }
             }
-            self.journal.push(Change::Acked((name.to_string(), ack.pubend.0), ack.tick.0));
+            // One mark per subscription and pubend waits: deliveries the client never sees
+            // (filtered out) add none, however long nothing is written.
+            let pubend = ack.pubend.0;
+            let waiting = self.journal.iter_mut().rev().find_map(|change| match change {
+                Change::Acked((of, p), tick) if **of == *name && *p == pubend => Some(tick),
+                _ => None,
+            });
+            match waiting {
+                Some(tick) => *tick = (*tick).max(ack.tick.0),
+                None => self.journal.push(Change::Acked((name.to_string(), pubend), ack.tick.0)),
+            }
         }
     }
 
@@ -560,7 +570,8 @@ mod tests {
         assert!(s.pubrec(a));
         assert_eq!(std::mem::take(&mut s.journal), vec![put(1, true)], "PUBREC known before the PUBREL");
         assert!(s.pubcomp(a).is_ok());
-        assert_eq!(s.journal, vec![Change::Acked(("mqtt-d".into(), 1), 1)]);
+        s.sent(&[SubId(1)], (P, Tick(2)), QoS::AtMostOnce);
+        assert_eq!(s.journal, vec![Change::Acked(("mqtt-d".into(), 1), 2)], "one mark waits, the highest");
         // A new process: the table says the client was done with tick 1, and has tick 2 in flight.
         let mut next = State { window: 2, ..State::default() };
         next.subs.insert(SubId(7), sub);
