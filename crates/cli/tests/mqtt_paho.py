@@ -649,6 +649,101 @@ def qos2_send(port, version, step):
     print("ok")
 
 
+def publish_fields(first, body, version):
+    """A PUBLISH's QoS, DUP flag, packet identifier (bytes) and payload."""
+    topic_len = int.from_bytes(body[:2], "big")
+    rest = body[2 + topic_len:]
+    packet_id, rest = rest[:2], rest[2:]
+    if version == 5:
+        # Properties: their length (one byte here: a few bytes of them at most) and them.
+        rest = rest[1 + rest[0]:]
+    return (first >> 1) & 3, bool(first & 0x08), packet_id, rest
+
+
+def inflight_restart(port, version, step, ids=""):
+    """A persistent session's deliveries in flight across a broker SIGKILL and restart, by hand.
+    Step `before`: subscribed to infl/# at QoS 2, three messages published (`q1` at QoS 1, `p2`
+    and `n2` at QoS 2); `p2` is answered PUBREC (and its PUBREL read), the others not; prints
+    `ready ID_Q1 ID_P2 ID_N2` (hex packet ids) and waits, connected, to be killed with the
+    broker. Step `after` (IDS as printed): the resumed session gets `q1` again with its packet
+    id and DUP 1, PUBREL for `p2` (never its PUBLISH again), `n2` with its packet id and DUP 1;
+    each is then completed, and nothing more comes. Step `final` (after another restart):
+    nothing comes again."""
+    props = b"\x00" if version == 5 else b""
+    client_id = f"infl-{version}"
+    if step == "before":
+        sock, stream, _ = raw_session(port, version, client_id)
+        sock.sendall(packet(0x82, b"\x00\x01" + props + utf8("infl/#") + b"\x02"))
+        if expect(stream, "SUBACK")[0] != 0x90:
+            fail("no SUBACK")
+        pub = Client(port, version)
+        for payload, q in ((b"q1", 1), (b"p2", 2), (b"n2", 2)):
+            pub.publish("infl/a", payload, q)
+        pub.disconnect()
+        got = {}
+        while len(got) < 3:
+            first, body = expect(stream, "PUBLISH")
+            q, dup, packet_id, payload = publish_fields(first, body, version)
+            if first & 0xF0 != 0x30 or dup:
+                fail(f"first delivery {first:#x} {body.hex()}: not a PUBLISH with DUP 0")
+            got[payload] = (q, packet_id)
+        if got[b"q1"][0] != 1 or got[b"p2"][0] != 2 or got[b"n2"][0] != 2:
+            fail(f"QoS: {got}")
+        sock.sendall(packet(0x50, got[b"p2"][1]))  # PUBREC
+        first, body = expect(stream, "PUBREL")
+        if first != 0x62 or body[:2] != got[b"p2"][1]:
+            fail(f"after PUBREC: {first:#x} {body.hex()}")
+        print("ready " + " ".join(got[p][1].hex() for p in (b"q1", b"p2", b"n2")), flush=True)
+        time.sleep(120)
+        return
+    sock, stream, present = raw_session(port, version, client_id)
+    if not present:
+        fail("the session was not present after the restart")
+    if step == "final":
+        quiet(sock, "after a restart past every completion")
+        print("ok")
+        return
+    q1, p2, n2 = (bytes.fromhex(x) for x in ids.split(","))
+    seen = set()
+    while len(seen) < 3:
+        first, body = expect(stream, "a delivery in flight again")
+        if first == 0x62:
+            if body[:2] != p2:
+                fail(f"PUBREL {body.hex()}, expected {p2.hex()}")
+            seen.add("p2")
+            continue
+        if first & 0xF0 != 0x30:
+            fail(f"unexpected packet {first:#x} {body.hex()}")
+        q, dup, packet_id, payload = publish_fields(first, body, version)
+        expected = {b"q1": (1, q1), b"n2": (2, n2)}.get(payload)
+        if expected is None:
+            fail(f"a PUBLISH of {payload!r} again: delivered twice as new (DUP {dup})")
+        if (q, packet_id) != expected or not dup:
+            fail(f"{payload!r} again as QoS {q} id {packet_id.hex()} DUP {dup}: expected {expected} DUP 1")
+        seen.add(payload.decode())
+    sock.sendall(packet(0x40, q1) + packet(0x70, p2) + packet(0x50, n2))  # PUBACK, PUBCOMP, PUBREC
+    first, body = expect(stream, "PUBREL")
+    if first != 0x62 or body[:2] != n2:
+        fail(f"after PUBREC of n2: {first:#x} {body.hex()}")
+    sock.sendall(packet(0x70, n2))  # PUBCOMP
+    sock.settimeout(1.0)
+    try:
+        extra = sock.recv(65536)
+        if extra:
+            fail(f"after every completion the broker sent {extra.hex()}")
+    except socketlib_timeout():
+        pass
+    sock.sendall(packet(0xE0, b"\x00" if version == 5 else b""))  # DISCONNECT
+    sock.close()
+    time.sleep(0.3)
+    print("ok")
+
+
+def socketlib_timeout():
+    import socket as socketlib
+    return socketlib.timeout
+
+
 def quiet(sock, when):
     """Fails if the broker sends anything within a second; closes the socket."""
     import socket as socketlib

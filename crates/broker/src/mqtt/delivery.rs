@@ -50,6 +50,9 @@ pub(super) struct Delivery {
     pub(super) origin: u64,
     /// Bytes written to the client in the batch being written, for the outbox's counts.
     written: AtomicU64,
+    /// The sessions, whose table of deliveries in flight is written before what it covers is
+    /// sent.
+    registry: Arc<super::registry::Registry>,
 }
 
 /// What translating an item did.
@@ -67,9 +70,11 @@ impl Delivery {
         max_packet: usize,
         client_aliases: Option<u16>,
         origin: u64,
+        registry: Arc<super::registry::Registry>,
     ) -> Delivery {
         let aliases = parking_lot::Mutex::new(super::aliases::ServerAliases::new(client_aliases));
-        Delivery { writer, link, outbox, version, max_packet, aliases, origin, written: AtomicU64::new(0) }
+        let written = AtomicU64::new(0);
+        Delivery { writer, link, outbox, version, max_packet, aliases, origin, written, registry }
     }
 
     /// Runs until the outbox is finished (the connection closes) or the client is gone.
@@ -159,10 +164,16 @@ impl Delivery {
     }
 
     /// Writes what `out` holds, unless the connection is finished first (cut by the budget, or
-    /// closed by its reader): a client that does not read must not hold this task.
+    /// closed by its reader): a client that does not read must not hold this task. The table
+    /// of deliveries in flight is written first (one sync for the batch): a PUBLISH reaches
+    /// the client only once a restart would send it again with its packet identifier.
     async fn flush(&self, out: &mut BytesMut) -> bool {
         if out.is_empty() {
             return true;
+        }
+        if let Err(error) = self.link.persist(&self.registry.inflight).await {
+            tracing::warn!(%error, "MQTT deliveries in flight not written: closing");
+            return false;
         }
         let written = tokio::select! {
             written = super::write_flushed(&self.writer, out) => written.is_ok(),
@@ -367,6 +378,15 @@ impl Delivery {
         });
         // Not for this client (its filters leave the topic out, or it is too large): done.
         let qos = publish.as_ref().map_or(QoS::AtMostOnce, |(_, qos, _)| *qos);
+        // Done by the client before a broker restart (the durable subscription's checkpoint had
+        // not caught up): acknowledged again upstream, not sent again.
+        if self.link.state.lock().done_before(&ids, (pubend, tick)) {
+            let (_, acks) = self.link.state.lock().sent(&ids, (pubend, tick), QoS::AtMostOnce);
+            for ack in acks {
+                self.link.acked(ack);
+            }
+            return Some(Translated::Carry);
+        }
         if qos != QoS::AtMostOnce {
             self.room(out).await?;
         }

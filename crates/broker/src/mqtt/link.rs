@@ -18,6 +18,8 @@ use tidings_wire::mqtt::{PacketId, QoS};
 use tidings_wire::{DeliveryAck, PubendId, SubId, Tick};
 use tokio::sync::Notify;
 
+use super::inflight::{Change, InflightStore, Loaded};
+
 /// The in-flight bound for clients that state none (3.1.1, or a 5.0 client without Receive
 /// Maximum): enough to keep a link busy, small enough that a stalled client holds back its
 /// guaranteed subscriptions (their messages stay in the log) rather than the broker's memory.
@@ -107,9 +109,41 @@ pub(super) struct Inbound {
     /// Boxed, and none until a connection ends with something in flight: an idle connection
     /// holds no empty table.
     pub(super) carried: Option<Box<Carried>>,
+    /// By durable name and pubend, the highest tick the client was done with before a broker
+    /// restart ([`super::inflight`]): a tick at or below it that the durable subscription sends
+    /// again (its checkpoint is written later than the client's acknowledgement) is
+    /// acknowledged, not delivered again. None unless the table had some.
+    #[allow(clippy::box_collection, reason = "a pointer inline: most sessions have none")]
+    pub(super) acked: Option<Box<Marks>>,
 }
 
 impl Inbound {
+    /// Takes in what the durable table held for the session: its deliveries in flight (those
+    /// already known in memory stay as they are) and how far its client was done.
+    pub(super) fn restore(&mut self, loaded: Loaded) {
+        for ((name, pubend, tick), kept) in loaded.inflight {
+            let carried = self.carried.get_or_insert_with(Box::default);
+            carried.entry((Arc::from(name), PubendId(pubend), Tick(tick))).or_insert(kept);
+        }
+        self.acked = None;
+        for ((name, pubend), tick) in loaded.acked {
+            self.acked.get_or_insert_with(Box::default).insert((Arc::from(name), PubendId(pubend)), Tick(tick));
+        }
+    }
+
+    /// Forgets what is kept of durable subscription `name` (it was deleted).
+    pub(super) fn forget_durable(&mut self, name: &str) {
+        if let Some(carried) = self.carried.as_deref_mut() {
+            carried.retain(|(of, ..), _| &**of != name);
+            if carried.is_empty() {
+                self.carried = None;
+            }
+        }
+        if let Some(acked) = self.acked.as_deref_mut() {
+            acked.retain(|(of, _), _| &**of != name);
+        }
+    }
+
     /// A sequence number above every earlier one, across restarts too (the log refuses a
     /// publisher's sequence number at or below one it logged): the clock, or one more.
     pub(super) fn next_seq(&mut self) -> u64 {
@@ -118,6 +152,9 @@ impl Inbound {
         self.last_seq
     }
 }
+
+/// [`Inbound::acked`]: by durable name and pubend, the highest tick done.
+pub(super) type Marks = HashMap<(Arc<str>, PubendId), Tick>;
 
 /// [`Inbound::carried`]: by durable name, pubend and tick, the packet identifier and whether
 /// PUBREL was due.
@@ -146,6 +183,9 @@ pub(super) struct State {
     /// Guaranteed deliveries done with at QoS 0, for the reader to acknowledge upstream
     /// (through its native session, which only the reader holds).
     pub(super) acks: Vec<DeliveryAck>,
+    /// Changes to the durable table of deliveries in flight not written yet: written (synced)
+    /// before the next PUBLISH or PUBREL that needs them leaves ([`Link::persist`]).
+    pub(super) journal: Vec<Change>,
 }
 
 /// [`State`] and the signal that room opened in the window.
@@ -157,6 +197,9 @@ pub(super) struct Link {
     pub(super) room: Notify,
     /// Notified when `state.acks` has acknowledgements for the reader.
     pub(super) acks: Notify,
+    /// Held while the journal is written: the reader and the delivery task each wait for a
+    /// write the other started before sending what it covers.
+    persisting: tokio::sync::Mutex<()>,
 }
 
 impl Link {
@@ -166,6 +209,17 @@ impl Link {
     pub(super) fn acked(&self, ack: DeliveryAck) {
         self.state.lock().acks.push(ack);
         self.acks.notify_one();
+    }
+
+    /// Writes the journal (and waits for a write of it already started) before a packet it
+    /// covers goes to the client: nothing reaches the client that a restart would forget.
+    pub(super) async fn persist(&self, store: &InflightStore) -> Result<(), String> {
+        let _writing = self.persisting.lock().await;
+        let changes = std::mem::take(&mut self.state.lock().journal);
+        if changes.is_empty() {
+            return Ok(());
+        }
+        store.commit(changes).await
     }
 
     /// The acknowledgements handed to the reader since it last looked.
@@ -210,10 +264,67 @@ impl State {
             }
         }
         if qos == QoS::AtMostOnce {
-            return (None, subs.iter().filter_map(|sub| self.done(*sub, pubend, tick)).collect());
+            let acks: Vec<DeliveryAck> = subs.iter().filter_map(|sub| self.done(*sub, pubend, tick)).collect();
+            self.mark(&acks);
+            return (None, acks);
         }
-        let from = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
-        (self.take_packet(None, from, qos), Vec::new())
+        let from: Vec<_> = subs.iter().map(|sub| (*sub, pubend, tick)).collect();
+        let id = self.take_packet(None, from.clone(), qos);
+        if let Some(id) = id {
+            self.put(&from, id.0.get(), false);
+        }
+        (id, Vec::new())
+    }
+
+    /// The durable names of `sub`, if it is a persistent session's durable subscription.
+    fn durable(&self, sub: SubId) -> Option<Arc<str>> {
+        self.subs.get(&sub).and_then(|s| s.durable.clone())
+    }
+
+    /// Journals the durable deliveries of `from` as in flight with packet identifier `id`.
+    fn put(&mut self, from: &[(SubId, PubendId, Tick)], id: u16, released: bool) {
+        for (sub, pubend, tick) in from {
+            if let Some(name) = self.durable(*sub) {
+                self.journal.push(Change::Put((name.to_string(), pubend.0, tick.0), id, released));
+            }
+        }
+    }
+
+    /// Journals how far the client is done with each durable subscription of `acks`. A carried
+    /// delivery at or below it (done, and left in the table by a restart before its mark was
+    /// written) will not come again: it lets go of its packet identifier, as the table's entry
+    /// goes with the mark.
+    fn mark(&mut self, acks: &[DeliveryAck]) {
+        for ack in acks {
+            let Some(name) = self.durable(ack.id) else { continue };
+            if let Some(carried) = self.inbound.carried.as_deref_mut() {
+                carried.retain(|(of, p, t), _| !(*of == name && *p == ack.pubend && *t <= ack.tick));
+                if carried.is_empty() {
+                    self.inbound.carried = None;
+                }
+            }
+            // One mark per subscription and pubend waits: deliveries the client never sees
+            // (filtered out) add none, however long nothing is written.
+            let pubend = ack.pubend.0;
+            let waiting = self.journal.iter_mut().rev().find_map(|change| match change {
+                Change::Acked((of, p), tick) if **of == *name && *p == pubend => Some(tick),
+                _ => None,
+            });
+            match waiting {
+                Some(tick) => *tick = (*tick).max(ack.tick.0),
+                None => self.journal.push(Change::Acked((name.to_string(), pubend), ack.tick.0)),
+            }
+        }
+    }
+
+    /// Whether the client was done with `tick` of every durable subscription of `subs` before
+    /// a restart (see [`Inbound::acked`]).
+    pub(super) fn done_before(&self, subs: &[SubId], (pubend, tick): (PubendId, Tick)) -> bool {
+        let Some(acked) = self.inbound.acked.as_deref() else { return false };
+        !subs.is_empty()
+            && subs.iter().all(|sub| {
+                self.durable(*sub).and_then(|name| acked.get(&(name, pubend))).is_some_and(|done| *done >= tick)
+            })
     }
 
     /// Records a retained value sent at QoS 1 or 2 on subscription `sub`: a packet identifier
@@ -301,6 +412,8 @@ impl State {
         match self.inflight.get_mut(&id) {
             Some(entry) if entry.stage != Stage::First(QoS::AtLeastOnce) => {
                 entry.stage = Stage::Complete;
+                let from = entry.from.clone();
+                self.put(&from, id, true);
                 true
             }
             _ => false,
@@ -313,7 +426,10 @@ impl State {
             _ => return Err(()),
         }
         let entry = self.inflight.remove(&id).ok_or(())?;
-        Ok(entry.from.into_iter().filter_map(|(sub, pubend, tick)| self.done(sub, pubend, tick)).collect())
+        let acks: Vec<DeliveryAck> =
+            entry.from.into_iter().filter_map(|(sub, pubend, tick)| self.done(sub, pubend, tick)).collect();
+        self.mark(&acks);
+        Ok(acks)
     }
 
     fn is_member(&self, sub: SubId) -> bool {
@@ -412,12 +528,16 @@ mod tests {
         assert_eq!(s.sent(&[SubId(3)], (P, Tick(40)), QoS::AtMostOnce), (None, ack(40)));
     }
 
-    #[test]
-    fn a_durable_delivery_in_flight_at_the_end_keeps_its_packet_id_and_stage_for_the_next_connection() {
+    /// A persistent session's QoS 2 subscription, durable name `mqtt-d`.
+    fn durable_sub() -> Sub {
         let filter = tidings_wire::mqtt::topic::filter_to_tidings("d/#");
         let durable = Some(Arc::<str>::from("mqtt-d"));
-        let sub =
-            Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: false, shared: false, durable };
+        Sub { filter, qos: QoS::ExactlyOnce, options: Shape::default(), member: false, shared: false, durable }
+    }
+
+    #[test]
+    fn a_durable_delivery_in_flight_at_the_end_keeps_its_packet_id_and_stage_for_the_next_connection() {
+        let sub = durable_sub();
         let mut first = state();
         first.subs.insert(SubId(1), sub.clone());
         let (a, _) = first.sent(&[SubId(1)], (P, Tick(1)), QoS::ExactlyOnce);
@@ -436,6 +556,36 @@ mod tests {
         assert_eq!(next.pubcomp(b.0.get()), Ok(vec![]), "tick 1 is not done yet");
         assert!(next.pubrec(a.0.get()));
         assert_eq!(next.pubcomp(a.0.get()), Ok(vec![DeliveryAck { id: SubId(9), pubend: P, tick: Tick(2) }]));
+    }
+
+    #[test]
+    fn the_durable_table_learns_each_send_pubrec_and_completion_and_skips_what_was_done() {
+        let sub = durable_sub();
+        let mut s = state();
+        s.subs.insert(SubId(1), sub.clone());
+        let (a, _) = s.sent(&[SubId(1)], (P, Tick(1)), QoS::ExactlyOnce);
+        let a = a.unwrap().0.get();
+        let put = |tick, released| Change::Put(("mqtt-d".into(), 1, tick), a, released);
+        assert_eq!(std::mem::take(&mut s.journal), vec![put(1, false)], "in the table before the PUBLISH");
+        assert!(s.pubrec(a));
+        assert_eq!(std::mem::take(&mut s.journal), vec![put(1, true)], "PUBREC known before the PUBREL");
+        assert!(s.pubcomp(a).is_ok());
+        s.sent(&[SubId(1)], (P, Tick(2)), QoS::AtMostOnce);
+        assert_eq!(s.journal, vec![Change::Acked(("mqtt-d".into(), 1), 2)], "one mark waits, the highest");
+        // A new process: the table says the client was done with tick 1, and has tick 2 in flight.
+        let mut next = State { window: 2, ..State::default() };
+        next.subs.insert(SubId(7), sub);
+        let loaded =
+            Loaded { inflight: vec![(("mqtt-d".into(), 1, 2), (a, false))], acked: vec![(("mqtt-d".into(), 1), 1)] };
+        next.inbound.restore(loaded);
+        assert!(next.done_before(&[SubId(7)], (P, Tick(1))), "done: acknowledged, not sent again");
+        assert!(!next.done_before(&[SubId(7)], (P, Tick(2))));
+        assert_eq!(
+            next.sent_again(&[SubId(7)], (P, Tick(2)), QoS::ExactlyOnce),
+            Some((PacketId::new(a).unwrap(), false))
+        );
+        next.inbound.forget_durable("mqtt-d");
+        assert!(!next.done_before(&[SubId(7)], (P, Tick(1))), "a deleted subscription's marks go with it");
     }
 
     #[test]

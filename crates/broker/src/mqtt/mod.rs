@@ -19,6 +19,7 @@ mod aliases;
 mod delivery;
 mod ends;
 mod enhanced;
+mod inflight;
 mod link;
 mod redirect;
 mod registry;
@@ -296,6 +297,14 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
             }
             let version = session.version().unwrap_or(ProtocolVersion::V5);
             let close = match step {
+                // A PUBREL goes once the table of deliveries in flight knows PUBREC came.
+                Step::Reply(packets) if packets.iter().any(|p| matches!(p, Packet::Pubrel(_))) => {
+                    let persisted = Box::pin(link.persist(&registry.inflight)).await;
+                    if let Err(error) = &persisted {
+                        tracing::warn!(%error, "MQTT deliveries in flight not written: closing");
+                    }
+                    persisted.is_err() || !send(&writer, &packets, version).await
+                }
                 Step::Reply(packets) => !send(&writer, &packets, version).await,
                 Step::Close(last) => {
                     send(&writer, &last, version).await;
@@ -363,6 +372,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     session.client_max_packet,
                     session.client_aliases,
                     registry::client_hash(&session.client_id),
+                    Arc::clone(&registry),
                 );
                 shared.tasks.spawn(delivery.run());
             }
@@ -397,6 +407,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let Some(hold) = hold else { return };
     // Before its subscriptions go: what was in flight is sent again, as it was, next time.
     link.state.lock().carry();
+    // How far the client got, before a session that ends forgets its table entries.
+    if let Err(error) = link.persist(&registry.inflight).await {
+        tracing::warn!(%error, "MQTT deliveries in flight not written");
+    }
     session.end();
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);

@@ -6,7 +6,8 @@
 //! subscription of such a session is a durable subscription whose name the file lets the next
 //! connection (or the next broker process) resume. A session's QoS 2 publishes not yet
 //! released are in a file of their own (`<hash>-qos2.json`), so a PUBLISH retried across a
-//! broker restart is the same publish.
+//! broker restart is the same publish. The deliveries in flight to a session's client are in
+//! the listener's table of them ([`super::inflight`]).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -17,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use tidings_wire::mqtt::QoS;
 use tokio_util::sync::CancellationToken;
 
+use super::inflight::{Change, InflightStore};
 use super::link::Inbound;
 
 /// How long a 3.1.1 session with clean session 0 is kept after its connection ends. 3.1.1 has
@@ -113,6 +115,8 @@ pub(super) struct Hold {
 /// The sessions of one listener.
 pub(super) struct Registry {
     dir: PathBuf,
+    /// The persistent sessions' deliveries in flight.
+    pub(super) inflight: InflightStore,
     clients: Mutex<HashMap<String, Entry>>,
     /// Generations are never reused, even for a client forgotten and back.
     generations: std::sync::atomic::AtomicU64,
@@ -121,7 +125,9 @@ pub(super) struct Registry {
 impl Registry {
     /// The registry keeping its sessions under `<data>/mqtt`.
     pub(super) fn new(data: PathBuf) -> Registry {
-        Registry { dir: data.join("mqtt"), clients: Mutex::new(HashMap::new()), generations: 1.into() }
+        let dir = data.join("mqtt");
+        let inflight = InflightStore::new(&dir);
+        Registry { dir, inflight, clients: Mutex::new(HashMap::new()), generations: 1.into() }
     }
 
     /// Takes `client_id`'s session for a new connection, closing the connection holding it and
@@ -185,6 +191,15 @@ impl Registry {
         drop(clients);
         let _ = std::fs::remove_file(self.path(client_id));
         let _ = std::fs::remove_file(self.inbound_path(client_id));
+        sync_dir(&self.dir);
+        if self.has_inflight() {
+            self.inflight.enqueue(vec![Change::Forget(session_prefix(client_id))]);
+        }
+    }
+
+    /// Whether the table of deliveries in flight was ever written (it is made at first use).
+    pub(super) fn has_inflight(&self) -> bool {
+        self.dir.join("inflight.redb").exists()
     }
 
     fn path(&self, client_id: &str) -> PathBuf {
@@ -198,21 +213,32 @@ impl Registry {
     /// Writes a persistent session's QoS 2 publishes not yet released (packet identifier and
     /// the sequence number it was given), so a PUBLISH the client retries after a broker
     /// restart is the same publish, which the log answers once. Written when a publish comes
-    /// and when it is released: a temporary file renamed over the old one, not synced (a
-    /// killed broker's writes are in the page cache; a power cut may lose them).
+    /// and when it is released, before the PUBREC or PUBCOMP that follows: a temporary file,
+    /// synced, renamed over the old one, and the directory synced (a power cut must not lose
+    /// a publish the client was told is recorded, nor bring back one it was told is released,
+    /// whose packet identifier it may use again for a new publish).
     pub(super) fn save_inbound(&self, client_id: &str, entries: &[(u16, u64)]) -> std::io::Result<()> {
+        use std::io::Write;
         let path = self.inbound_path(client_id);
         if entries.is_empty() {
             return match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-                _ => Ok(()),
+                Err(_) => Ok(()),
+                Ok(()) => {
+                    sync_dir(&self.dir);
+                    Ok(())
+                }
             };
         }
         std::fs::create_dir_all(&self.dir)?;
         let temporary = path.with_extension("tmp");
         let stored = InboundFile { qos2_client: client_id.to_string(), unreleased: entries.to_vec() };
-        std::fs::write(&temporary, serde_json::to_vec(&stored).map_err(std::io::Error::other)?)?;
-        std::fs::rename(&temporary, &path)
+        let mut file = std::fs::File::create(&temporary)?;
+        file.write_all(&serde_json::to_vec(&stored).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&temporary, &path)?;
+        sync_dir(&self.dir);
+        Ok(())
     }
 
     /// What [`Registry::save_inbound`] last wrote for `client_id`.
@@ -250,11 +276,22 @@ impl Registry {
         file.write_all(&serde_json::to_vec(stored).map_err(std::io::Error::other)?)?;
         file.sync_all()?;
         std::fs::rename(&temporary, &path)?;
-        if let Ok(dir) = std::fs::File::open(&self.dir) {
-            let _ = dir.sync_all();
-        }
+        sync_dir(&self.dir);
         Ok(())
     }
+}
+
+/// Syncs a directory, so a rename or removal in it outlives a power cut.
+fn sync_dir(dir: &std::path::Path) {
+    if let Ok(dir) = std::fs::File::open(dir) {
+        let _ = dir.sync_all();
+    }
+}
+
+/// The start of every durable subscription name of `client_id`'s session ([`durable_name`]):
+/// its entries in the table of deliveries in flight.
+pub(super) fn session_prefix(client_id: &str) -> String {
+    format!("mqtt-{:016x}-", client_hash(client_id))
 }
 
 /// A client identifier's hash: its publisher id, and part of its durable subscriptions' names.

@@ -29,8 +29,9 @@ use tidings_wire::mqtt::{
 };
 use tidings_wire::{DeliveryMode, Frame, Notice, ReasonCode, SubId};
 
+use super::inflight::Change;
 use super::link::{Incoming, Shape, Sub};
-use super::registry::{durable_name, Kept, Stored};
+use super::registry::{durable_name, session_prefix, Kept, Stored};
 use super::session::{reason_for, Filter, MqttSession, Step};
 use crate::session::Next;
 
@@ -207,7 +208,15 @@ impl MqttSession {
     fn unsubscribe_filter(&mut self, filter: &str, keep: bool) -> Result<bool, Notice> {
         let Some(Filter { ids, .. }) = self.filters.remove(filter) else { return Ok(false) };
         for id in ids {
-            self.link.state.lock().forget(id);
+            let mut state = self.link.state.lock();
+            if let (false, Some(name)) = (keep, state.subs.get(&id).and_then(|sub| sub.durable.clone())) {
+                // Its deliveries in flight and marks go with it: a new subscription of the same
+                // filter (the same durable name) starts afresh.
+                state.inbound.forget_durable(&name);
+                state.journal.push(Change::ForgetName(name.to_string()));
+            }
+            state.forget(id);
+            drop(state);
             if keep {
                 continue;
             }
@@ -263,6 +272,16 @@ impl MqttSession {
                 state.inbound.last_seq = state.inbound.last_seq.max(seq);
                 let incoming = Incoming { seq, qos: QoS::ExactlyOnce, recorded: false };
                 state.inbound.by_packet.entry(id).or_insert(incoming);
+            }
+        }
+        // Its deliveries in flight and how far its client was done, from before a broker restart.
+        if self.registry.has_inflight() {
+            match self.registry.inflight.load(&session_prefix(&self.client_id)) {
+                Ok(loaded) => self.link.state.lock().inbound.restore(loaded),
+                Err(error) => {
+                    tracing::warn!(%error, "the MQTT session's deliveries in flight could not be read");
+                    return Err(Notice::new(ReasonCode::StorageUnavailable, "the MQTT session could not be read"));
+                }
             }
         }
         let expiry = self.expiry;
