@@ -264,25 +264,20 @@ fn a_retry_of_a_publish_released_before_a_broker_kill_is_not_delivered_again() {
     let mut b = start_on(&data, "127.0.0.1:0", &config);
     let listen = b.tcp();
     let first = durable_h(&b, "1");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while b.metric("tidings_gd_subscriptions_confirmed_total").unwrap() < 1.0 {
-        assert!(Instant::now() < deadline, "the durable subscription was not confirmed");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    tidings_testkit::wait_until("the durable subscription is confirmed", Duration::from_secs(10), || {
+        b.metric("tidings_gd_subscriptions_confirmed_total").unwrap() >= 1.0
+    });
     let mut conn = RawConnection::handshake(&listen).unwrap();
     let tick = gpublish(&mut conn, 91, 1, "h.a");
     let got = json_lines(first);
     assert_eq!(got[0]["topic"].as_str(), Some("h.a"));
     // Released once the durable's acknowledgement is in; then give the writer time to log it.
-    let deadline = Instant::now() + Duration::from_secs(10);
     let admin = b.ready.admin.unwrap();
     // (`/state` refreshes the lag gauges.)
-    while tidings_testkit::http_get(admin, "/state").is_err()
-        || tidings_admin::metric_total(&b.metrics().unwrap(), "tidings_gd_release_lag_ms") > 0.0
-    {
-        assert!(Instant::now() < deadline, "the delivered message was never released");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    tidings_testkit::wait_until("the delivered message is released", Duration::from_secs(10), || {
+        tidings_testkit::http_get(admin, "/state").is_ok()
+            && tidings_testkit::metric_total(&b.metrics().unwrap(), "tidings_gd_release_lag_ms") == 0.0
+    });
     std::thread::sleep(Duration::from_millis(1000));
     b.kill();
     drop(conn);

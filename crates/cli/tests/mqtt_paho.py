@@ -527,7 +527,8 @@ def packet(first, body):
 
 
 def utf8(text):
-    return len(text).to_bytes(2, "big") + text.encode()
+    data = text.encode()
+    return len(data).to_bytes(2, "big") + data
 
 
 def packets(sock):

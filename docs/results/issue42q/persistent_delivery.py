@@ -13,27 +13,14 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
+
+# The raw-packet encoders of the MQTT tests (one copy of them): crates/cli/tests/mqtt_paho.py.
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "crates" / "cli" / "tests"))
+from mqtt_paho import packet, utf8  # noqa: E402
 
 WINDOW = 100
 PAYLOAD = b"x" * 256
-
-
-def varint(n):
-    out = bytearray()
-    while True:
-        byte, n = n & 0x7F, n >> 7
-        out.append(byte | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def packet(first, body):
-    return bytes([first]) + varint(len(body)) + body
-
-
-def utf8(text):
-    data = text.encode()
-    return len(data).to_bytes(2, "big") + data
 
 
 def packets(sock):
