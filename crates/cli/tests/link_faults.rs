@@ -19,6 +19,16 @@ fn bin() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_tidings"))
 }
 
+/// Data messages the brokers counted as dropped: refused by routing, or for a full link queue.
+fn dropped(brokers: &[&Arc<BrokerProcess>]) -> f64 {
+    let count = |broker: &&Arc<BrokerProcess>| {
+        let text = broker.metrics().unwrap();
+        tidings_testkit::metric_total(&text, "tidings_route_drops_total")
+            + tidings_testkit::metric_total(&text, "tidings_link_drops_total")
+    };
+    brokers.iter().map(count).sum()
+}
+
 fn metric(broker: &BrokerProcess, name: &str) -> f64 {
     broker.metric(name).unwrap_or(-1.0)
 }
@@ -131,6 +141,8 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
 
     // Each fault: traffic flows through c until the link heals, then takes the direct link again.
     let mut outages = Vec::new();
+    // Drops the brokers counted inside the outages; the rest were counted outside them.
+    let mut during = 0.0;
     for fault in ["stall", "cut"] {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let via_c = metric_value(&c.metrics().unwrap(), "tidings_link_messages_out_total{peer=\"b\"}");
@@ -138,6 +150,7 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
         // a client, a broker, a socket buffer or the proxy) and may be lost with the link; a
         // fixed time slack for that is too thin on a loaded machine (CI lost one 20 ms early).
         let delivered = got.lock().unwrap().iter().copied().max().unwrap_or(-1);
+        during -= dropped(&[&a, &b, &c]);
         match fault {
             "stall" => proxy.stall(),
             _ => proxy.cut(),
@@ -161,6 +174,7 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
         })
         .await;
         outages.push((delivered, Instant::now()));
+        during += dropped(&[&a, &b, &c]);
         proxy.heal();
         wait_for(&format!("{fault}: the link comes back"), Duration::from_secs(10), all_linked.clone()).await;
         let direct = sent_to(&a, "b");
@@ -181,7 +195,14 @@ async fn a_stalled_or_cut_link_is_routed_around_and_heals_without_duplicates() {
     let in_outage = |n: usize| outages.iter().any(|(delivered, until)| n as i64 > *delivered && log[n] <= *until);
     let lost: Vec<usize> = (0..log.len()).filter(|n| !distinct.contains(&(*n as i64))).collect();
     let outside: Vec<&usize> = lost.iter().filter(|n| !in_outage(**n)).collect();
-    assert!(outside.is_empty(), "lost outside the outages: {outside:?}");
+    // Outside them a loss must be counted (docs/guarantees.md, "Best effort"): a copy that
+    // reaches b over the healed link while b's tree still has c as a's parent (or the other way
+    // round) is dropped as `not_from_parent` while the routes re-converge.
+    let counted = dropped(&[&a, &b, &c]) - during;
+    assert!(
+        outside.len() as f64 <= counted,
+        "lost outside the outages, not counted by a broker: {outside:?} ({counted} counted)"
+    );
     assert!(distinct.contains(&(log.len() as i64 - 1)), "the last message never arrived");
     assert!(proxy.stats().accepted >= 3, "the link never came back through the proxy: {:?}", proxy.stats());
     eprintln!("{} published, {} received, {} lost, all during the two outages", log.len(), got.len(), lost.len());
