@@ -80,7 +80,8 @@ fn publishes_from_two_publishers_reach_two_subscribers_exactly_once_in_tick_orde
 
 fn gpublish(conn: &mut RawConnection, publisher: u64, seq: u64, topic: &str) -> u64 {
     let message = Message::new(topic, &[], Bytes::from_static(b"r"), 0).unwrap();
-    let publish = GuaranteedPublish { publisher: PublisherId(publisher), seq, pubend: String::new(), message };
+    let publish =
+        GuaranteedPublish { publisher: PublisherId(publisher), seq, pubend: String::new(), home: None, message };
     conn.send(&Frame::GuaranteedPublish(publish)).unwrap();
     loop {
         match conn.expect(Duration::from_secs(10)).unwrap() {

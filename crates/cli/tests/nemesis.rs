@@ -17,12 +17,18 @@ fn topology(file: &str) -> PathBuf {
 /// Runs `schedules` schedules from `seed` on `file`, each publishing for `duration`, and fails
 /// with the summary (every failing seed, what it lost or repeated, and its replay command).
 fn nemesis(file: &str, seed: u64, schedules: u64, duration: &str) {
+    nemesis_with(file, seed, schedules, duration, &[]);
+}
+
+/// [`nemesis`] with more `bench nemesis` arguments.
+fn nemesis_with(file: &str, seed: u64, schedules: u64, duration: &str, more: &[&str]) {
     let _one = tidings_testkit::one_at_a_time();
     let out = tempfile::tempdir().unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_tidings"))
         .args(["bench", "nemesis", "--topology"])
         .arg(topology(file))
         .args(["--seed", &seed.to_string(), "--schedules", &schedules.to_string(), "--duration", duration])
+        .args(more)
         .arg("--out")
         .arg(out.path())
         .output()
@@ -69,6 +75,26 @@ fn nemesis_on_a_three_broker_chain_with_its_relay_emptied() {
 #[test]
 fn nemesis_on_gryphon_fig3_through_stalls_then_kills() {
     nemesis("gryphon-fig3.toml", 106, 1, "30s");
+}
+
+/// A replicated publishers' cell (issue 40): the publishers at p1-p3 with all three as their
+/// servers. Seed 2 empties p2 at 17.8 s: p2 came back and took a publisher that moved to it into
+/// a new pubend of its own, where the publisher's retries of publishes its old pubend had
+/// logged were new, and every subscriber got 22-32 of them twice, until the publisher named its
+/// home (GPUBLISH_HOME) and p2 refused it while it did not serve that home.
+#[test]
+fn nemesis_on_a_replicated_cell_with_a_replica_emptied() {
+    nemesis_with("gryphon-fig3-replicated.toml", 2, 1, "30s", &["--publishers-cell", "PHB"]);
+}
+
+/// Seed 4 kills the whole publishers' cell at 13.9 s. As it came back, one broker refused part
+/// of a publisher's window (one replica of three reachable) and took the rest a moment later;
+/// the refused ones, sent again, were answered as retries of publishes logged earlier and never
+/// logged: 119 acknowledged publishes lost by the durable subscriber, until a refusal refused the
+/// same connection's later publishes of that publisher too (`guaranteed/refusals.rs`).
+#[test]
+fn nemesis_on_a_replicated_cell_killed_whole() {
+    nemesis_with("gryphon-fig3-replicated.toml", 4, 1, "30s", &["--publishers-cell", "PHB"]);
 }
 
 /// The processes whose environment carries `mark` (every process a run started inherits it,

@@ -31,28 +31,42 @@ pub(crate) struct Window<S> {
     publisher: PublisherId,
     next_seq: u64,
     in_flight: BTreeMap<u64, (GuaranteedPublish, S)>,
+    /// Per pubend name, the pubend that acknowledged the last publish: every publish of that
+    /// name names it as its home, so a broker this client moves to (a cell mate, after a
+    /// takeover) logs a retry where the first try may be, or refuses it, and never logs it again
+    /// in a pubend of its own (`docs/replication.md`, "Clients").
+    homes: BTreeMap<String, PubendId>,
 }
 
 impl<S> Window<S> {
     pub(crate) fn new(publisher: PublisherId) -> Window<S> {
-        Window { publisher, next_seq: 1, in_flight: BTreeMap::new() }
+        Window { publisher, next_seq: 1, in_flight: BTreeMap::new(), homes: BTreeMap::new() }
     }
 
     /// Numbers a new publish and keeps it until its outcome arrives; returns the frame to send.
     pub(crate) fn open(&mut self, pubend: &str, message: tidings_wire::Message, sink: S) -> &GuaranteedPublish {
         let seq = self.next_seq;
         self.next_seq += 1;
-        let frame = GuaranteedPublish { publisher: self.publisher, seq, pubend: pubend.to_string(), message };
+        let home = self.homes.get(pubend).copied();
+        let frame = GuaranteedPublish { publisher: self.publisher, seq, pubend: pubend.to_string(), home, message };
         &self.in_flight.entry(seq).or_insert((frame, sink)).0
     }
 
-    /// The outcome for `seq` arrived: the publish leaves the window. `None` for a sequence
-    /// number not in flight (an answer to a retry already answered, or another publisher's).
-    pub(crate) fn close(&mut self, publisher: PublisherId, seq: u64) -> Option<S> {
+    /// The outcome for `seq` arrived (`acked_by`: the pubend that logged it, if it was logged):
+    /// the publish leaves the window. `None` for a sequence number not in flight (an answer to a
+    /// retry already answered, or another publisher's).
+    pub(crate) fn close(&mut self, publisher: PublisherId, seq: u64, acked_by: Option<PubendId>) -> Option<S> {
         if publisher != self.publisher {
             return None;
         }
-        self.in_flight.remove(&seq).map(|(_, sink)| sink)
+        let (frame, sink) = self.in_flight.remove(&seq)?;
+        if let Some(home) = acked_by {
+            self.homes.insert(frame.pubend.clone(), home);
+            for (other, _) in self.in_flight.values_mut().filter(|(f, _)| f.pubend == frame.pubend) {
+                other.home = Some(home);
+            }
+        }
+        Some(sink)
     }
 
     /// Every publish in flight, in sequence order: what a new connection sends again.
@@ -88,7 +102,7 @@ mod tests {
             let frame = w.open("", message(n), n);
             assert_eq!((frame.publisher, frame.seq), (PublisherId(7), u64::from(n) + 1));
         }
-        assert_eq!(w.close(PublisherId(7), 2), Some(1));
+        assert_eq!(w.close(PublisherId(7), 2, None), Some(1));
         let seqs: Vec<u64> = w.in_flight().map(|f| f.seq).collect();
         assert_eq!(seqs, [1, 3, 4]);
         assert_eq!(w.len(), 3);
@@ -98,10 +112,26 @@ mod tests {
     fn an_answer_for_a_closed_or_foreign_sequence_is_ignored() {
         let mut w = Window::new(PublisherId(7));
         w.open("p", message(0), ());
-        assert_eq!(w.close(PublisherId(8), 1), None);
-        assert_eq!(w.close(PublisherId(7), 1), Some(()));
-        assert_eq!(w.close(PublisherId(7), 1), None, "a duplicate acknowledgement finds nothing");
+        assert_eq!(w.close(PublisherId(8), 1, None), None);
+        assert_eq!(w.close(PublisherId(7), 1, None), Some(()));
+        assert_eq!(w.close(PublisherId(7), 1, None), None, "a duplicate acknowledgement finds nothing");
         assert_eq!(w.in_flight().count(), 0);
+    }
+
+    #[test]
+    fn every_publish_of_a_name_names_the_pubend_that_acknowledged_the_last() {
+        let mut w = Window::new(PublisherId(7));
+        assert_eq!(w.open("a", message(0), ()).home, None, "nothing acknowledged yet");
+        w.open("a", message(1), ());
+        w.open("b", message(2), ());
+        w.close(PublisherId(7), 1, Some(PubendId(40)));
+        let homes: Vec<_> = w.in_flight().map(|f| (f.seq, f.home)).collect();
+        assert_eq!(homes, [(2, Some(PubendId(40))), (3, None)], "resent with the home of its name only");
+        assert_eq!(w.open("a", message(3), ()).home, Some(PubendId(40)));
+        w.close(PublisherId(7), 2, None);
+        assert_eq!(w.open("a", message(4), ()).home, Some(PubendId(40)), "a refusal moves no home");
+        w.close(PublisherId(7), 4, Some(PubendId(41)));
+        assert_eq!(w.open("a", message(5), ()).home, Some(PubendId(41)));
     }
 
     #[test]

@@ -306,7 +306,8 @@ impl Shared {
         seq: u64,
         outcome: Result<PublishAck, ClientError>,
     ) {
-        let Some(sink) = self.publishing.lock().close(publisher, seq) else {
+        let acked_by = outcome.as_ref().ok().map(|a| a.pubend);
+        let Some(sink) = self.publishing.lock().close(publisher, seq, acked_by) else {
             debug!(seq, "an answer for a guaranteed publish no longer in flight");
             return;
         };

@@ -50,7 +50,8 @@ use crate::topology::Topology;
 #[derive(clap::Args, Clone)]
 #[command(after_help = "Examples:
   tidings bench nemesis --topology topologies/chain-3.toml --schedules 20 --duration 60s --seed 1
-  tidings bench nemesis --topology topologies/gryphon-fig3.toml --schedules 1 --seed 42 --duration 20s  # replay one")]
+  tidings bench nemesis --topology topologies/gryphon-fig3.toml --schedules 1 --seed 42 --duration 20s  # replay one
+  tidings bench nemesis --topology topologies/gryphon-fig3-replicated.toml --publishers-cell PHB --schedules 20 --duration 30s")]
 pub struct NemesisArgs {
     /// The topology file to start (`tidings net up --faults FILE`).
     #[arg(long, value_name = "FILE")]
@@ -74,13 +75,19 @@ pub struct NemesisArgs {
     /// Keep every schedule's logs in DIR/seed-N/, not only the failing ones'.
     #[arg(long)]
     pub keep: bool,
+    /// Put the publishers at this cell's brokers, each given all of them (`pub --server`), so
+    /// the cell's replicated logs are what the faults test: a broker of it may be wiped (once
+    /// per schedule) and the whole cell killed at once.
+    #[arg(long, value_name = "CELL")]
+    pub publishers_cell: Option<String>,
 }
 
 impl NemesisArgs {
     /// The command line that runs schedule `seed` alone.
     pub fn replay(&self, seed: u64) -> String {
+        let cell = self.publishers_cell.as_ref().map(|c| format!(" --publishers-cell {c}")).unwrap_or_default();
         format!(
-            "tidings bench nemesis --topology {} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
+            "tidings bench nemesis --topology {}{cell} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
             self.topology.display(),
             self.duration.as_millis(),
             self.rate,
@@ -92,6 +99,13 @@ impl NemesisArgs {
 /// Runs the schedules; exit status 1 if any failed.
 pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let topology = Topology::load(&args.topology)?;
+    let cell = match &args.publishers_cell {
+        None => Vec::new(),
+        Some(name) => match topology.cell(name) {
+            brokers if brokers.is_empty() => anyhow::bail!("{} has no cell {name}", args.topology.display()),
+            brokers => brokers,
+        },
+    };
     let setup = run::Setup {
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
         topology: args.topology.clone(),
@@ -109,7 +123,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for i in 0..args.schedules {
         let seed = args.seed.wrapping_add(i);
-        let s = schedule::generate(seed, &topology, args.duration);
+        let s = schedule::generate(seed, &topology, args.duration, &cell);
         bar.set_message(format!("seed {seed}: {} faults", s.faults.len()));
         let dir = scratch.join(format!("seed-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);

@@ -97,10 +97,11 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     let count = (setup.rate * setup.duration.as_secs_f64()).round().max(1.0) as u64;
     let mut pubs = Vec::new();
     for p in &s.publishers {
+        let servers = p.servers.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
         let args = [
             "pub",
             "--server",
-            &net.broker(&p.broker)?.tcp,
+            &servers.join(","),
             "--guaranteed",
             "--json",
             &p.topic,

@@ -12,6 +12,12 @@
 //! relay (a broker with no client): the data of a publisher's or durable subscriber's broker is
 //! what the guarantee rests on. Whether kills lose unsynced log writes (`[storage]
 //! fault_drop_unsynced`, a power cut) is decided per schedule: then every kill is a power loss.
+//!
+//! With a publishers' cell (`--publishers-cell`, issue 40), the publishers sit at that cell's
+//! brokers instead, each given all of them (`pub --server own,mate,...`), and the cell's logs are
+//! replicated among them: then a broker fault may wipe one of them (once per schedule, so a
+//! quorum's disks always survive) or kill the whole cell at once (a power cut of the cell when
+//! the schedule drops unsynced writes).
 
 use std::fmt;
 use std::time::Duration;
@@ -40,6 +46,9 @@ pub enum Kind {
     Cut,
     /// Cut several links at once.
     Partition,
+    /// SIGKILL every broker of the publishers' cell at once, restart them on their data (with
+    /// unsynced writes dropped in a power-loss schedule: the whole cell's power cut).
+    CellKill,
 }
 
 impl Kind {
@@ -54,6 +63,7 @@ impl Kind {
             Kind::LinkStall => "link-stall",
             Kind::Cut => "cut",
             Kind::Partition => "partition",
+            Kind::CellKill => "cell-kill",
         }
     }
 }
@@ -80,7 +90,7 @@ impl Fault {
     pub fn commands(&self) -> Vec<Vec<String>> {
         let verb = match self.kind {
             Kind::Stall | Kind::LinkStall => "stall",
-            Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill => "kill",
+            Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill | Kind::CellKill => "kill",
             Kind::Cut | Kind::Partition => "cut",
         };
         self.targets
@@ -146,8 +156,10 @@ impl Sub {
 pub struct Pub {
     /// Its name (also its output file's).
     pub name: String,
-    /// The broker it is connected to.
+    /// The broker it is connected to first.
     pub broker: String,
+    /// Every broker it is given (`pub --server`): its own first, then its cell mates.
+    pub servers: Vec<String>,
     /// Its topic.
     pub topic: String,
     /// Its `shade` property (what the selectors look at, with `seq`).
@@ -172,21 +184,36 @@ pub struct Schedule {
 /// Selectors the selector subscribers pick from (over `shade` and the publisher's `seq`).
 const SELECTORS: [&str; 4] = ["shade <> 2", "shade = 1 OR seq > 100", "seq < 400 AND shade >= 2", "shade IN (1, 3)"];
 
-/// The schedule of `seed` on `topology`, publishing for `duration`.
-pub fn generate(seed: u64, topology: &Topology, duration: Duration) -> Schedule {
+/// The schedule of `seed` on `topology`, publishing for `duration`, its publishers at the edge
+/// or, given a cell's brokers (`publishers_cell`, at least one), at that cell's.
+pub fn generate(seed: u64, topology: &Topology, duration: Duration, publishers_cell: &[String]) -> Schedule {
     let mut rng = Rng::new(seed);
     let degree = |b: &String| topology.links.iter().filter(|(x, y)| x == b || y == b).count();
-    let fewest = topology.brokers.iter().map(degree).min().unwrap_or(0);
-    let mut edge: Vec<String> = topology.brokers.iter().filter(|b| degree(b) == fewest).cloned().collect();
+    let others: Vec<&String> = topology.brokers.iter().filter(|b| !publishers_cell.contains(b)).collect();
+    let fewest = others.iter().map(|b| degree(b)).min().unwrap_or(0);
+    let mut edge: Vec<String> = others.into_iter().filter(|b| degree(b) == fewest).cloned().collect();
     rng.shuffle(&mut edge);
-    let pub_at: Vec<String> = edge.iter().take(2).cloned().collect();
-    let sub_at: Vec<String> = if edge.len() > 3 { edge[2..].to_vec() } else { edge.clone() };
+    let (pub_at, sub_at): (Vec<String>, Vec<String>) = match publishers_cell.is_empty() {
+        true => {
+            (edge.iter().take(2).cloned().collect(), if edge.len() > 3 { edge[2..].to_vec() } else { edge.clone() })
+        }
+        false => {
+            let mut cell = publishers_cell.to_vec();
+            rng.shuffle(&mut cell);
+            (cell.into_iter().take(2).collect(), edge.clone())
+        }
+    };
     let publishers = (0..3)
-        .map(|i| Pub {
-            name: format!("pub{i}"),
-            broker: pub_at[i % pub_at.len()].clone(),
-            topic: format!("nem.t{i}"),
-            shade: i as u64 + 1,
+        .map(|i| {
+            let broker = pub_at[i % pub_at.len()].clone();
+            let mates = publishers_cell.iter().filter(|b| **b != broker).cloned();
+            Pub {
+                name: format!("pub{i}"),
+                servers: std::iter::once(broker.clone()).chain(mates).collect(),
+                broker,
+                topic: format!("nem.t{i}"),
+                shade: i as u64 + 1,
+            }
         })
         .collect();
     let mut selector = || Some(rng.pick(&SELECTORS).copied().unwrap_or(SELECTORS[0]).to_string());
@@ -209,19 +236,36 @@ pub fn generate(seed: u64, topology: &Topology, duration: Duration) -> Schedule 
         .collect::<Vec<_>>();
     let clients: Vec<&String> = pub_at.iter().chain(&sub_at).collect();
     let relays: Vec<String> = topology.brokers.iter().filter(|b| !clients.contains(b)).cloned().collect();
+    // What an empty restart may hit: a relay, or one broker of a replicated publishers' cell
+    // (once: two wiped replicas of a quorum lose what only they held, docs/replication.md).
+    let mut wipeable: Vec<String> =
+        relays.iter().filter(|b| !publishers_cell.contains(b)).chain(publishers_cell).cloned().collect();
     let power_loss = rng.chance(30);
     let links: Vec<Vec<String>> = topology.links.iter().map(|(a, b)| vec![a.clone(), b.clone()]).collect();
     let mut faults = Vec::new();
     let end = duration.saturating_sub(Duration::from_millis(1500));
     let kill = if power_loss { Kind::PowerLoss } else { Kind::Kill };
     let mut broker_kinds = vec![Kind::Stall, kill, kill, Kind::StallKill];
-    if !relays.is_empty() {
+    if !wipeable.is_empty() {
         broker_kinds.push(Kind::EmptyRestart);
     }
+    if publishers_cell.len() > 1 {
+        broker_kinds.push(Kind::CellKill);
+    }
     track(&mut rng, end, &mut faults, |rng| {
-        let kind = *rng.pick(&broker_kinds)?;
-        let pool = if kind == Kind::EmptyRestart { &relays } else { &topology.brokers };
-        Some((kind, vec![vec![rng.pick(pool)?.clone()]]))
+        let mut kind = *rng.pick(&broker_kinds)?;
+        if kind == Kind::EmptyRestart && wipeable.is_empty() {
+            kind = kill;
+        }
+        if kind == Kind::CellKill {
+            return Some((kind, publishers_cell.iter().map(|b| vec![b.clone()]).collect()));
+        }
+        let pool = if kind == Kind::EmptyRestart { &wipeable } else { &topology.brokers };
+        let broker = rng.pick(pool)?.clone();
+        if kind == Kind::EmptyRestart && publishers_cell.contains(&broker) {
+            wipeable.retain(|b| !publishers_cell.contains(b));
+        }
+        Some((kind, vec![vec![broker]]))
     });
     track(&mut rng, end, &mut faults, |rng| {
         let kind = *rng.pick(&[Kind::LinkStall, Kind::Cut, Kind::Cut, Kind::Partition])?;
@@ -280,10 +324,10 @@ mod tests {
     fn a_seed_names_one_schedule_and_faults_end_in_time() {
         let t = chain();
         let d = Duration::from_secs(20);
-        assert_eq!(generate(7, &t, d), generate(7, &t, d));
-        assert_ne!(generate(7, &t, d).faults, generate(8, &t, d).faults);
+        assert_eq!(generate(7, &t, d, &[]), generate(7, &t, d, &[]));
+        assert_ne!(generate(7, &t, d, &[]).faults, generate(8, &t, d, &[]).faults);
         for seed in 0..50 {
-            let s = generate(seed, &t, d);
+            let s = generate(seed, &t, d, &[]);
             assert!(!s.faults.is_empty(), "seed {seed} has no fault");
             for f in &s.faults {
                 let stall = if f.kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
@@ -294,6 +338,40 @@ mod tests {
             }
             assert!(s.publishers.iter().all(|p| p.broker != "b"), "clients sit at the edge");
         }
+    }
+
+    #[test]
+    fn a_publishers_cell_gets_the_publishers_and_is_wiped_once_at_most() {
+        let t = Topology::parse(
+            "name = \"cell\"\n[[broker]]\nname = \"p1\"\ncell = \"P\"\n[[broker]]\nname = \"p2\"\ncell = \"P\"\n\
+             [[broker]]\nname = \"p3\"\ncell = \"P\"\n[[broker]]\nname = \"r\"\n[[broker]]\nname = \"s1\"\n\
+             [[broker]]\nname = \"s2\"\n[[link]]\nbetween = [\"P\", \"r\"]\n[[link]]\nbetween = [\"r\", \"s1\"]\n\
+             [[link]]\nbetween = [\"r\", \"s2\"]\n",
+        )
+        .unwrap();
+        let cell = t.cell("P");
+        let (mut wipes, mut cell_kills) = (0, 0);
+        for seed in 0..200 {
+            let s = generate(seed, &t, Duration::from_secs(60), &cell);
+            for p in &s.publishers {
+                assert!(cell.contains(&p.broker), "seed {seed}: {p:?}");
+                assert_eq!(p.servers[0], p.broker);
+                let mut servers = p.servers.clone();
+                servers.sort();
+                assert_eq!(servers, cell, "seed {seed}: every mate is given");
+            }
+            assert!(s.subscribers.iter().all(|x| !cell.contains(&x.broker)), "seed {seed}");
+            let wiped = |f: &&Fault| f.kind == Kind::EmptyRestart && cell.contains(&f.targets[0][0]);
+            let in_cell = s.faults.iter().filter(wiped).count();
+            assert!(in_cell <= 1, "seed {seed}: {in_cell} wipes of the cell");
+            wipes += in_cell;
+            for f in s.faults.iter().filter(|f| f.kind == Kind::CellKill) {
+                assert_eq!(f.commands(), [["kill", "p1"], ["kill", "p2"], ["kill", "p3"]]);
+                cell_kills += 1;
+            }
+        }
+        assert!(wipes > 20 && cell_kills > 20, "{wipes} wipes, {cell_kills} cell kills over 200 seeds");
+        assert_eq!(generate(3, &t, Duration::from_secs(20), &[]).publishers[0].servers.len(), 1);
     }
 
     #[test]

@@ -19,6 +19,8 @@ pub struct Topology {
     /// Broker-level links: brokers of a cell with each other, and every broker of one linked
     /// cell with every broker of the other. Each pair once, smaller name first.
     pub links: BTreeSet<(String, String)>,
+    /// Each broker's cell (its own name when the file gives none).
+    pub cells: BTreeMap<String, String>,
 }
 
 impl Topology {
@@ -36,7 +38,13 @@ impl Topology {
             name: file.name().to_string(),
             brokers: file.brokers().iter().map(|b| text(&b.name)).collect(),
             links: file.connections().iter().map(|(a, b)| (text(a), text(b))).collect(),
+            cells: file.brokers().iter().map(|b| (text(&b.name), b.cell.as_str().to_string())).collect(),
         })
+    }
+
+    /// The brokers of `cell`, in file order (a cell's brokers replicate its pubends' logs).
+    pub fn cell(&self, cell: &str) -> Vec<String> {
+        self.brokers.iter().filter(|b| self.cells.get(*b).is_some_and(|c| c == cell)).cloned().collect()
     }
 
     /// Brokers on the shortest path from `from` to `to`, both included (1 when they are the
@@ -98,6 +106,8 @@ mod tests {
         assert_eq!(t.brokers, ["p", "b1", "b2", "s"]);
         // b1-b2 (cell), p-b1, p-b2, b1-s, b2-s.
         assert_eq!(t.links.len(), 5);
+        assert_eq!(t.cell("IB"), ["b1", "b2"]);
+        assert_eq!(t.cell("p"), ["p"], "a broker without a cell is a cell of its own");
         assert_eq!(t.brokers_on_path("p", "s"), Some(3));
         assert_eq!(t.brokers_on_path("p", "p"), Some(1));
         assert_eq!(t.brokers_on_path("p", "nowhere"), None);

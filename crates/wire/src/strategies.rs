@@ -88,9 +88,12 @@ pub fn guaranteed_frame() -> impl Strategy<Value = Frame> {
     let (id, pubend, tick) =
         (any::<u32>().prop_map(SubId), any::<u64>().prop_map(PubendId), any::<u64>().prop_map(Tick));
     prop_oneof![
-        (any::<u64>(), any::<u64>(), "[a-z]{0,8}", message()).prop_map(|(p, seq, pubend, message)| {
-            Frame::GuaranteedPublish(GuaranteedPublish { publisher: PublisherId(p), seq, pubend, message })
-        }),
+        (any::<u64>(), any::<u64>(), "[a-z]{0,8}", proptest::option::of(any::<u64>()), message()).prop_map(
+            |(p, seq, pubend, home, message)| {
+                let home = home.map(PubendId);
+                Frame::GuaranteedPublish(GuaranteedPublish { publisher: PublisherId(p), seq, pubend, home, message })
+            }
+        ),
         (any::<u64>(), any::<u64>(), pubend.clone(), tick.clone()).prop_map(|(p, seq, pubend, tick)| {
             Frame::PublishAck(PublishAck { publisher: PublisherId(p), seq, pubend, tick })
         }),

@@ -33,7 +33,16 @@ impl Driver {
     /// [`Driver::publish`] of a publish that arrived at `since` (it may have waited for its
     /// replica group to have a leader here: see `replicas::gate`).
     pub(super) fn publish_since(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>, since: Instant) {
-        let pubend = self.publish_pubend(&publish.pubend, PublisherId(publish.publisher.0));
+        if self.refusals.behind(&publish, &reply) {
+            let why = "an earlier publish of this publisher was refused on this connection; send again in order";
+            self.refuse_unavailable(&publish, &reply, why);
+            return;
+        }
+        let pubend = self.publish_pubend(&publish);
+        if let Some(why) = self.home_elsewhere(&publish, pubend) {
+            self.refuse_unavailable(&publish, &reply, &why);
+            return;
+        }
         if !self.replica_gate(&publish, &reply, pubend, since) {
             return;
         }

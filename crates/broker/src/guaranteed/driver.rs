@@ -123,6 +123,8 @@ pub struct Driver {
     /// When this life of the driver started: a group restored from a previous life flags
     /// what other brokers' pubends replay to it from before then (`super::groups`).
     pub(super) started_ms: Millis,
+    /// Each publisher's last publish refused as unavailable (`super::refusals`).
+    pub(super) refusals: super::refusals::Refusals,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -194,6 +196,7 @@ impl Driver {
             kept: Default::default(),
             restart_marks: BTreeMap::new(),
             started_ms: now(),
+            refusals: Default::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {

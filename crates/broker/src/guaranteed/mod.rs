@@ -35,6 +35,7 @@ mod matcher;
 mod metrics;
 mod net;
 pub mod peer;
+mod refusals;
 mod remote_members;
 mod replicas;
 mod retained_values;

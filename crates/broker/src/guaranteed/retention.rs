@@ -94,7 +94,7 @@ impl super::driver::Driver {
         publish: tidings_wire::GuaranteedPublish,
         reply: std::sync::Arc<crate::outbox::Outbox>,
     ) {
-        let pubend = self.publish_pubend(&publish.pubend, tidings_delivery::PublisherId(publish.publisher.0));
+        let pubend = self.publish_pubend(&publish);
         let known = self.publishes.tick(pubend, (tidings_delivery::PublisherId(publish.publisher.0), publish.seq));
         if known.is_none() && (self.must_hold(pubend) || !self.held.is_empty()) {
             self.metrics.publishes_held.inc();
@@ -138,7 +138,7 @@ impl super::driver::Driver {
             }
         }
         while let Some((publish, _, since)) = self.held.front() {
-            let pubend = self.publish_pubend(&publish.pubend, tidings_delivery::PublisherId(publish.publisher.0));
+            let pubend = self.publish_pubend(publish);
             if !self.must_hold(pubend) {
                 if let Some((publish, reply, _)) = self.held.pop_front() {
                     self.publish(publish, reply);

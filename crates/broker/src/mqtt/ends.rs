@@ -74,6 +74,7 @@ pub(super) async fn publish_will(
             publisher: PublisherId(client_hash(&client_id) ^ WILL_PUBLISHER),
             seq: now_us(),
             pubend: String::new(),
+            home: None,
             message,
         }),
     };

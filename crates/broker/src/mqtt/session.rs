@@ -370,7 +370,7 @@ impl MqttSession {
             return self.refuse(MqttReason::PacketTooLarge);
         };
         let publisher = PublisherId(client_hash(&self.client_id));
-        let publish_frame = GuaranteedPublish { publisher, seq, pubend: String::new(), message };
+        let publish_frame = GuaranteedPublish { publisher, seq, pubend: String::new(), home: None, message };
         let copy = match publish.retain {
             true => retained_copy(&topic, properties, publish.qos, publish.payload, sent),
             false => None,

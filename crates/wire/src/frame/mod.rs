@@ -106,10 +106,12 @@ pub enum FrameType {
     NoResponders = 0x14,
     /// Broker to client over UDP: the number of a datagram's first delivery, first in it.
     Sequence = 0x15,
+    /// GPUBLISH naming the pubend that acknowledged the publisher's last publish (its home).
+    GuaranteedPublishHome = 0x17,
 }
 
 /// The highest type byte this version knows; the header check refuses anything above.
-const LAST_FRAME_TYPE: u8 = FrameType::Sequence as u8;
+const LAST_FRAME_TYPE: u8 = FrameType::GuaranteedPublishHome as u8;
 
 /// The pattern of every [`Frame`] only a broker sends (an answer, a delivery, a notice of its
 /// own), written once: [`Frame::is_from_broker`] is this pattern, and a broker's session refuses
@@ -196,6 +198,7 @@ impl Frame {
             Frame::Pong(_) => FrameType::Pong,
             Frame::Error(_) => FrameType::Error,
             Frame::Disconnect(_) => FrameType::Disconnect,
+            Frame::GuaranteedPublish(f) if f.home.is_some() => FrameType::GuaranteedPublishHome,
             Frame::GuaranteedPublish(_) => FrameType::GuaranteedPublish,
             Frame::PublishAck(_) => FrameType::PublishAck,
             Frame::PublishRefused(_) => FrameType::PublishRefused,
@@ -337,7 +340,7 @@ impl Frame {
             0x08 => Frame::Pong(Pong { nonce: ping::decode_nonce("PONG", &body)? }),
             0x09 => Frame::Error(Notice::decode_body("ERROR", &body)?),
             0x0A => Frame::Disconnect(Notice::decode_body("DISCONNECT", &body)?),
-            0x0B => Frame::GuaranteedPublish(GuaranteedPublish::decode_body(body)?),
+            0x0B => Frame::GuaranteedPublish(GuaranteedPublish::decode_body(body, false)?),
             0x0C => Frame::PublishAck(PublishAck::decode_body(&body)?),
             0x0D => Frame::PublishRefused(PublishRefused::decode_body(&body)?),
             0x0E => Frame::GuaranteedDeliver(GuaranteedDeliver::decode_body(body)?),
@@ -348,6 +351,7 @@ impl Frame {
             0x13 => Frame::TokenIssued(Token::decode_body(&body)?),
             0x14 => Frame::NoResponders(NoResponders::decode_body(&body)?),
             0x15 => Frame::Sequence(Sequence::decode_body(&body)?),
+            0x17 => Frame::GuaranteedPublish(GuaranteedPublish::decode_body(body, true)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })
     }

@@ -206,12 +206,19 @@ fn error_and_disconnect_golden_bytes() {
 #[test]
 fn guaranteed_publish_golden_bytes() {
     let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
-    let f = GuaranteedPublish { publisher: PublisherId(1), seq: 2, pubend: "q".into(), message: m };
+    let f = GuaranteedPublish { publisher: PublisherId(1), seq: 2, pubend: "q".into(), home: None, message: m };
     golden(
-        Frame::GuaranteedPublish(f),
+        Frame::GuaranteedPublish(f.clone()),
         &[
             0, 0, 0, 38, 0x0B, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b'q', 0, 0, 0, 0, 0, 0, 0, 2, 0,
             1, b't', 0, 0, 0, 0, 0, 1, b'p',
+        ],
+    );
+    golden(
+        Frame::GuaranteedPublish(GuaranteedPublish { home: Some(PubendId(3)), ..f }),
+        &[
+            0, 0, 0, 46, 0x17, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 1, b'q', 0,
+            0, 0, 0, 0, 0, 0, 2, 0, 1, b't', 0, 0, 0, 0, 0, 1, b'p',
         ],
     );
 }

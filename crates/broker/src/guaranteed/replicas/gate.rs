@@ -306,7 +306,15 @@ impl Driver {
         self.replicas.as_ref().map(super::Replicas::next_tick)
     }
 
-    fn refuse_unavailable(&mut self, publish: &GuaranteedPublish, reply: &Outbox, why: &str) {
+    /// Refuses a publish as unavailable: nothing was logged, and the client may retry it here or
+    /// at another broker of its list.
+    pub(in crate::guaranteed) fn refuse_unavailable(
+        &mut self,
+        publish: &GuaranteedPublish,
+        reply: &Arc<Outbox>,
+        why: &str,
+    ) {
+        self.refusals.refused(publish, reply);
         reply.push_frame(&Frame::PublishRefused(refusal(publish.publisher, publish.seq, why)));
         self.metrics.publishes_refused.inc();
     }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction};
 use tidings_store::Completion;
+use tidings_wire::GuaranteedPublish;
 use tracing::{error, info};
 
 use super::Replicas;
@@ -32,6 +33,10 @@ impl Replicas {
     }
 }
 
+/// How long after its start a broker refuses a publisher whose home it has not seen advertised:
+/// its view of the network fills within a few link-state rounds.
+const YOUNG_MS: u64 = 10_000;
+
 /// Seeds whose writes are in flight, by pubend.
 #[derive(Default)]
 pub(crate) struct Seeds(BTreeMap<PubendId, Seed>);
@@ -45,12 +50,54 @@ struct Seed {
 }
 
 impl Driver {
-    /// The pubend a GPUBLISH naming `name` goes to here: the one a publisher resumes after a
-    /// takeover (`Replicas::resumed`), else this broker's own of that name.
-    pub(in crate::guaranteed) fn publish_pubend(&self, name: &str, publisher: PublisherId) -> PubendId {
-        let name = crate::guaranteed::pubend_name(name);
-        let resumed = self.replicas.as_ref().and_then(|replicas| replicas.resumed(name, publisher));
-        resumed.unwrap_or_else(|| self.pubend_id(name))
+    /// The pubend a GPUBLISH goes to here: the one a publisher resumes after a takeover
+    /// (`Replicas::resumed`), or the home it names (the pubend that acknowledged its last
+    /// publish) when that is open here or a group held here, else this broker's own of its
+    /// name.
+    pub(in crate::guaranteed) fn publish_pubend(&self, publish: &GuaranteedPublish) -> PubendId {
+        let name = crate::guaranteed::pubend_name(&publish.pubend);
+        let publisher = PublisherId(publish.publisher.0);
+        if let Some(resumed) = self.replicas.as_ref().and_then(|replicas| replicas.resumed(name, publisher)) {
+            return resumed;
+        }
+        let held = |home: &PubendId| {
+            self.hosted.contains(home) || self.replicas.as_ref().is_some_and(|r| r.is_replicated(*home))
+        };
+        match publish.home.map(|home| PubendId(home.0)) {
+            Some(home) if held(&home) => home,
+            _ => self.pubend_id(name),
+        }
+    }
+
+    /// Why a publish that names a home must not be logged in `pubend` here, if it must not: its
+    /// home is a pubend of this cell that this broker neither hosts nor replicates (a mate
+    /// hosts it, or hosted it and is down). Its first try may be logged there, and logging the
+    /// retry here, in a pubend that has never seen the publisher, would deliver it twice (the
+    /// nemesis's replicated-cell schedules did, after a wiped mate took a moved publisher into
+    /// a pubend of its own). Refused unavailable, the client moves on to a broker that serves
+    /// its home. A home not advertised yet is refused too while this broker is young (its view
+    /// is still filling), and a home in another cell is taken into this broker's own pubend:
+    /// across cells nothing is shared to deduplicate with (docs/replication.md, "Clients").
+    pub(in crate::guaranteed) fn home_elsewhere(
+        &self,
+        publish: &GuaranteedPublish,
+        pubend: PubendId,
+    ) -> Option<String> {
+        let home = PubendId(publish.home?.0);
+        if self.replicas.is_none() || home == pubend {
+            return None;
+        }
+        let net = self.net.as_ref()?;
+        match net.advertised.iter().find(|p| p.id.0 == home.0) {
+            Some(p) => (net.cluster.cell_of_broker(&p.home).as_ref() == Some(net.cluster.cell())).then(|| {
+                format!(
+                    "the publisher's pubend is hosted by {} in this cell, and this broker holds no replica of it",
+                    p.home
+                )
+            }),
+            None => (crate::guaranteed::driver::now().0.saturating_sub(self.started_ms.0) < YOUNG_MS)
+                .then(|| "the publisher's pubend is not in this broker's view yet".to_string()),
+        }
     }
 
     /// Opens the pubends whose log was found at start, then restores the durable

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 use tidings_admin::Signal;
 
 use super::proxy::{self, LinkMode, LinkProxy};
-use super::{alive, brokers, pid_of, read_network, save_network, DirArgs};
+use super::{alive, brokers, pid_of, read_network, update_network, DirArgs};
 use crate::cmd::outln;
 
 /// The fault log in the network's directory, one JSON object per line.
@@ -205,14 +205,14 @@ fn restart(broker: &Value, dir: &Path, empty: bool) -> anyhow::Result<()> {
         .collect();
     let exe = std::env::current_exe().context("cannot find the tidings binary")?;
     let ready = super::start_broker(&exe, dir, name, &args, true, &AtomicBool::new(false))?;
-    let mut network = read_network(dir)?;
-    if let Some(list) = network["brokers"].as_array_mut() {
-        for b in list.iter_mut().filter(|b| b["name"].as_str() == Some(name)) {
-            b["pid"] = ready["pid"].clone();
-            b["incarnation"] = ready["incarnation"].clone();
+    update_network(dir, |network| {
+        if let Some(list) = network["brokers"].as_array_mut() {
+            for b in list.iter_mut().filter(|b| b["name"].as_str() == Some(name)) {
+                b["pid"] = ready["pid"].clone();
+                b["incarnation"] = ready["incarnation"].clone();
+            }
         }
-    }
-    save_network(dir, &network)?;
+    })?;
     outln!("restarted {name}: pid {}, incarnation {}", ready["pid"], ready["incarnation"])?;
     Ok(())
 }

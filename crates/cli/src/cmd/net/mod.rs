@@ -469,6 +469,24 @@ fn save_network(dir: &Path, doc: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Reads network.json, changes it with `change` and writes it back, under an exclusive lock:
+/// the restarts of a cell's brokers killed together run side by side, and each must not write
+/// back a copy read before another's change (a lost pid made a later fault on that broker fail
+/// with "not running").
+fn update_network(dir: &Path, change: impl FnOnce(&mut Value)) -> anyhow::Result<()> {
+    let path = dir.join("network.lock");
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    lock.lock().with_context(|| format!("cannot lock {}", path.display()))?;
+    let mut network = read_network(dir)?;
+    change(&mut network);
+    save_network(dir, &network)
+}
+
 fn read_network(dir: &Path) -> anyhow::Result<Value> {
     let path = dir.join("network.json");
     let text = std::fs::read_to_string(&path)
