@@ -161,6 +161,14 @@ impl<W> Publishes<W> {
         entry.order.retain(|key| kept.contains_key(key));
     }
 
+    /// `key`'s waiter, to refuse, keeping its tick: its pubend's log closed here (this broker
+    /// lost the pubend's replica group) with the publish appended, and the group may hold it at
+    /// that tick. A retry after the log reopens is answered with it; one the group lacks is
+    /// forgotten by [`Publishes::forget_ticks`] then.
+    pub fn unwait(&mut self, key: PublishKey) -> Option<W> {
+        self.waiters.remove(&key)
+    }
+
     /// The tick given to `key`, if remembered.
     pub fn tick(&self, pubend: PubendId, key: Key) -> Option<Tick> {
         self.pubends.get(&pubend).and_then(|entry| entry.ticks.get(&key)).copied()
@@ -213,6 +221,15 @@ mod tests {
         p.forget_ticks(P, &[Tick(101)]);
         assert_eq!(p.tick(P, (A, 1)), Some(Tick(100)));
         assert_eq!(p.publish((P, A, 2), "retry"), Admit::New);
+        // A waiter refused by a closing log leaves its tick: a retry is answered with it.
+        assert_eq!(
+            p.publish((P, A, 1), "first"),
+            Admit::Ack(Ack { waiter: "first", tick: Some(Tick(100)), synced: true })
+        );
+        p.appending((P, A, 3), Tick(102));
+        assert_eq!(p.publish((P, A, 3), "waits"), Admit::Wait);
+        assert_eq!(p.unwait((P, A, 3)), Some("waits"));
+        assert_eq!(p.tick(P, (A, 3)), Some(Tick(102)));
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl Driver {
         let waiters = parked
             .into_iter()
             .map(|(key, ack)| (key, ack.waiter))
-            .chain(acked.into_iter().filter_map(|key| self.publishes.refused(key).map(|waiter| (key, waiter))));
+            .chain(acked.into_iter().filter_map(|key| self.publishes.unwait(key).map(|waiter| (key, waiter))));
         let waiters: Vec<_> = waiters.collect();
         for ((_, publisher, seq), waiter) in waiters {
             let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, why);
