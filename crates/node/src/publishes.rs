@@ -150,6 +150,25 @@ impl<W> Publishes<W> {
         self.waiters.remove(&key)
     }
 
+    /// Forgets the publishes of `pubend` given one of `ticks`: their records were dropped (a log
+    /// resumed from its replica group drops what the group never committed,
+    /// `crate::replicated::resume`), so a retry of one is a new publish, not answered with a
+    /// tick no subscriber will ever get.
+    pub fn forget_ticks(&mut self, pubend: PubendId, ticks: &[Tick]) {
+        let Some(entry) = self.pubends.get_mut(&pubend) else { return };
+        entry.ticks.retain(|_, tick| ticks.binary_search(tick).is_err());
+        let kept = &entry.ticks;
+        entry.order.retain(|key| kept.contains_key(key));
+    }
+
+    /// `key`'s waiter, to refuse, keeping its tick: its pubend's log closed here (this broker
+    /// lost the pubend's replica group) with the publish appended, and the group may hold it at
+    /// that tick. A retry after the log reopens is answered with it; one the group lacks is
+    /// forgotten by [`Publishes::forget_ticks`] then.
+    pub fn unwait(&mut self, key: PublishKey) -> Option<W> {
+        self.waiters.remove(&key)
+    }
+
     /// The tick given to `key`, if remembered.
     pub fn tick(&self, pubend: PubendId, key: Key) -> Option<Tick> {
         self.pubends.get(&pubend).and_then(|entry| entry.ticks.get(&key)).copied()
@@ -191,6 +210,26 @@ mod tests {
         assert_eq!(a.tick(P, (PublisherId(1), 2)), Some(Tick(12)));
         assert_eq!(a.refused((P, PublisherId(1), 2)), None);
         assert_eq!(a.tick(P, (PublisherId(1), 2)), None);
+    }
+
+    #[test]
+    fn a_forgotten_tick_makes_its_retry_new() {
+        let mut p = Publishes::default();
+        p.appending((P, A, 1), Tick(100));
+        p.appending((P, A, 2), Tick(101));
+        p.synced(P, Tick(101));
+        p.forget_ticks(P, &[Tick(101)]);
+        assert_eq!(p.tick(P, (A, 1)), Some(Tick(100)));
+        assert_eq!(p.publish((P, A, 2), "retry"), Admit::New);
+        // A waiter refused by a closing log leaves its tick: a retry is answered with it.
+        assert_eq!(
+            p.publish((P, A, 1), "first"),
+            Admit::Ack(Ack { waiter: "first", tick: Some(Tick(100)), synced: true })
+        );
+        p.appending((P, A, 3), Tick(102));
+        assert_eq!(p.publish((P, A, 3), "waits"), Admit::Wait);
+        assert_eq!(p.unwait((P, A, 3)), Some("waits"));
+        assert_eq!(p.tick(P, (A, 3)), Some(Tick(102)));
     }
 
     #[test]

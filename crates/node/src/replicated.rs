@@ -28,6 +28,9 @@ pub struct Seed {
     pub recovered: Recovered,
     /// Each record's `(publisher, seq)` and tick: a retry of one is answered with its tick.
     pub ticks: Vec<((PublisherId, u64), Tick)>,
+    /// Ticks of records the log holds that its group never committed ([`resume`]): never
+    /// served, and a publisher's retry of one is a new publish, so the caller forgets them.
+    pub dropped: Vec<Tick>,
 }
 
 /// The seed of `pubend`'s log from `state`. The log it writes into must hold nothing of
@@ -55,17 +58,29 @@ pub fn seed(pubend: PubendId, state: &PubendReplica) -> Seed {
         publishers: state.publishers().into_iter().map(|(p, seq)| (PublisherId(p), seq)).collect(),
         lost: Vec::new(),
     };
-    Seed { writes, recovered, ticks }
+    Seed { writes, recovered, ticks, dropped: Vec::new() }
 }
 
-/// The seed that brings `pubend`'s own log, found at start as `found`, up to its group's state:
-/// a host restarted with its log intact whose group a successor led meanwhile (takeover) adds
-/// the records the successor logged past its log's last tick, and the group's silence as its
-/// lease. A record the group holds at or below the log's last tick that the log lacks cannot
-/// be added (the store takes a pubend's ticks in growing order only): `Err` names it, and the
-/// pubend must not be opened from this log.
+/// The seed that brings `pubend`'s own log, found at start as `found` (or kept when this broker
+/// lost the group's lead and closed the pubend), up to its group's state: the group's state is
+/// the truth (gd-protocol §10).
+///
+/// - A record of the log that the group does not hold above its release point was synced here
+///   but never committed (the host died, or was deposed, before a quorum had it): no subscriber
+///   got it, a successor told its tick silent, and a retry of its publish was logged at another
+///   tick. It is dropped from what the core is told ([`Seed::dropped`]), so its tick is F under
+///   the lease, never D, and its publisher's sequence number is not taken as logged.
+/// - The records a successor logged past the log's last tick are added, the group's silence
+///   and release point raise the lease and the release, and the publishers' highest sequence
+///   numbers are the group's.
+///
+/// A record the group holds at or below the log's last tick that the log lacks cannot be added
+/// (the store takes a pubend's ticks in growing order only): `Err` names it, and the pubend
+/// must not be opened from this log.
 pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Result<Seed, Tick> {
     let highest = found.logged.last().copied().unwrap_or_default().max(found.release);
+    let release = found.release.max(Tick(state.released_up_to()));
+    let held: std::collections::BTreeSet<Tick> = state.records().map(|r| Tick(r.tick)).collect();
     let mut writes = Vec::new();
     let mut ticks = Vec::new();
     for record in state.records() {
@@ -80,19 +95,20 @@ pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Resu
         writes.push(StoreAction::Append { pubend, tick, record: payload, publisher, seq: record.seq });
         ticks.push(((publisher, record.seq), tick));
     }
-    let lease = found.lease.max(Tick(state.silent_up_to()));
+    // Every tick the log holds stays behind the lease, kept or dropped: none is given again.
+    let lease = found.lease.max(Tick(state.silent_up_to())).max(highest);
     if lease > found.lease {
         writes.push(StoreAction::LeaseRaise { pubend, up_to: lease });
     }
-    let mut publishers: std::collections::BTreeMap<PublisherId, u64> = found.publishers.iter().copied().collect();
-    for (publisher, seq) in state.publishers() {
-        let entry = publishers.entry(PublisherId(publisher)).or_default();
-        *entry = (*entry).max(seq);
+    if release > found.release {
+        writes.push(StoreAction::ReleasePrefix { pubend, tick: release });
     }
-    let mut logged = found.logged;
+    let (mut logged, dropped): (Vec<Tick>, Vec<Tick>) =
+        found.logged.into_iter().filter(|&tick| tick > release).partition(|tick| held.contains(tick));
     logged.extend(ticks.iter().map(|&(_, tick)| tick));
-    let recovered = Recovered { lease, logged, publishers: publishers.into_iter().collect(), ..found };
-    Ok(Seed { writes, recovered, ticks })
+    let publishers = state.publishers().into_iter().map(|(p, seq)| (PublisherId(p), seq)).collect();
+    let recovered = Recovered { lease, release, logged, publishers, lost: found.lost };
+    Ok(Seed { writes, recovered, ticks, dropped })
 }
 
 #[cfg(test)]

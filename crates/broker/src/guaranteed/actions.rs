@@ -187,8 +187,14 @@ impl Driver {
 
     fn refused(&mut self, key: Key) {
         self.forget_proposal(key);
-        let (_, publisher, seq) = key;
-        let Some(waiter) = self.publishes.refused(key) else { return };
+        let (pubend, publisher, seq) = key;
+        // Refused by a log closing here (`replicas::depose`): appended, maybe held by the
+        // group at its tick, so the tick is kept for a retry after the log reopens.
+        let waiter = match self.hosted.contains(&pubend) {
+            true => self.publishes.refused(key),
+            false => self.publishes.unwait(key),
+        };
+        let Some(waiter) = waiter else { return };
         let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");
         let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };
         waiter.reply.push_frame(&Frame::PublishRefused(refused));

@@ -37,11 +37,14 @@ impl Driver {
             if pubend.home == me || self.hosted.contains(&id) {
                 continue;
             }
+            // A stream already here (this broker's log of it closed, `replicas::depose`) keeps
+            // its subends where they are.
             let fresh = match net.remote.get(&id) {
-                None => true,
+                None => self.engine.inspect(id).is_none(),
                 Some(current) if current.home == pubend.home => continue,
                 Some(current) => {
-                    let gone = net.cluster.pubend_route(current).is_none();
+                    // Out of view, or no longer advertising it (a deposed host that lives).
+                    let gone = net.cluster.pubend_route(current).is_none() || !net.advertised.contains(current);
                     if !gone || net.cluster.pubend_route(pubend).is_none() {
                         continue;
                     }
@@ -61,6 +64,15 @@ impl Driver {
                 self.attach_late(id, None);
             }
         }
+    }
+
+    /// This broker's log of `pubend` closed (its replica group elected a mate, `replicas::depose`):
+    /// routing stops advertising it here, and its stream follows the home the adverts show.
+    pub(super) fn unhost(&mut self, pubend: PubendId) {
+        let Some(net) = self.net.as_mut() else { return };
+        let reference = PubendRef { id: tidings_route::PubendId(pubend.0), home: net.cluster.name().clone() };
+        net.cluster.handle(tidings_route::Input::UntrackPubend { pubend: reference });
+        self.rehome();
     }
 
     /// A pubend this broker hosts was opened: routing tracks it (so it is advertised and its

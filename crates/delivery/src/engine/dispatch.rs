@@ -45,6 +45,7 @@ impl<M: Matcher> Engine<M> {
             Input::OutboxReady { subend } => self.handle_outbox_ready(now, subend, out),
             Input::Store(store) => self.handle_store(now, store, out),
             Input::EarlyRelease { pubend, up_to } => self.handle_early_release(now, pubend, up_to, out),
+            Input::CloseLog { pubend } => self.handle_close_log(now, pubend, out),
             Input::Tick => self.handle_tick(now, out),
         }
     }
@@ -314,6 +315,26 @@ impl<M: Matcher> Engine<M> {
             let children: Vec<_> =
                 std::mem::take(&mut stream.children).into_values().map(|child| child.link()).collect();
             *stream = fresh;
+            stream.route(StreamRoute { upstream: None, children }, ctx);
+        });
+    }
+
+    /// The pubend's log closes here (see [`Input::CloseLog`]): the reverse of
+    /// `handle_store_opened`, the stream becomes a relay keeping its subends and children.
+    fn handle_close_log(&mut self, now: Millis, pubend: PubendId, out: &mut Vec<Action>) {
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
+            log.close(ctx);
+            let mut relay = Stream::relay(pubend);
+            relay.know = std::mem::take(&mut stream.know);
+            relay.cache = std::mem::take(&mut stream.cache);
+            relay.holds = std::mem::take(&mut stream.holds);
+            relay.subends = std::mem::take(&mut stream.subends);
+            // The new upstream is owed an Ack even if nothing moved since.
+            relay.acked.force = true;
+            let children: Vec<_> =
+                std::mem::take(&mut stream.children).into_values().map(|child| child.link()).collect();
+            *stream = relay;
             stream.route(StreamRoute { upstream: None, children }, ctx);
         });
     }

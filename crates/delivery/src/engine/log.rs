@@ -187,6 +187,40 @@ impl Log {
         ctx.out.push(Action::PublishRefused { pubend: ctx.pubend, publisher: record.publisher, seq: record.seq });
     }
 
+    /// The log closes here ([`crate::Input::CloseLog`]): every publish still pending is refused,
+    /// so its publisher retries where the pubend lives now.
+    pub(crate) fn close(&mut self, ctx: &mut Ctx<'_>) {
+        for (_, record) in std::mem::take(&mut self.pending) {
+            ctx.out.push(Action::PublishRefused { pubend: ctx.pubend, publisher: record.publisher, seq: record.seq });
+        }
+    }
+
+    /// What a restart would find in this log: the lease, the release, the D ticks of `know`
+    /// above the release and the appends still pending (they may yet land), the publishers,
+    /// and the lost ticks. A closed log reopens from it (`crate::Engine::log_holds`).
+    pub(crate) fn holds(&self, know: &Knowledge) -> Recovered {
+        let above = TickRange { from: self.release.next(), to: Tick(u64::MAX) };
+        let mut logged = Vec::new();
+        let mut lost = Vec::new();
+        for run in know.runs(above) {
+            match run.value {
+                Know::Data => logged.extend((run.range.from.0..=run.range.to.0).map(Tick)),
+                Know::Lost => lost.push(run.range),
+                Know::Final => {}
+            }
+        }
+        logged.extend(self.pending.keys().copied());
+        logged.sort();
+        logged.dedup();
+        Recovered {
+            lease: self.lease,
+            release: self.release,
+            logged,
+            publishers: self.publishers.iter().map(|(&p, &seq)| (p, seq)).collect(),
+            lost,
+        }
+    }
+
     /// The tick the next publish will get at the earliest: a subscription confirmed now with
     /// this start sees every message published after it (gd-protocol §11.5).
     pub(crate) fn next_tick(&self) -> Tick {

@@ -132,6 +132,18 @@ impl<M: Matcher> Engine<M> {
         self.streams.get(&pubend).map(Stream::approx_bytes)
     }
 
+    /// What `pubend`'s log holds, as a restart would find it (`None` unless this broker hosts
+    /// the pubend): asked before [`crate::Input::CloseLog`], so a host that leads the pubend's
+    /// group again reopens the same log ([`crate::StoreInput::Opened`]) once brought up to the
+    /// group's state.
+    pub fn log_holds(&self, pubend: PubendId) -> Option<crate::store::Recovered> {
+        let stream = self.streams.get(&pubend)?;
+        match &stream.source {
+            stream::Source::Log(log) => Some(log.holds(&stream.know)),
+            stream::Source::Upstream(_) => None,
+        }
+    }
+
     /// A read-only view of one stream, for invariant checks and `/state`.
     pub fn inspect(&self, pubend: PubendId) -> Option<StreamView<'_>> {
         self.streams.get(&pubend).map(|stream| StreamView { stream })

@@ -471,6 +471,9 @@ mod durable;
 #[path = "tests_tree.rs"]
 mod tree;
 
+#[path = "tests_close.rs"]
+mod close;
+
 #[path = "tests_starts.rs"]
 mod starts;
 

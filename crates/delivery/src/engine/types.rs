@@ -169,6 +169,19 @@ pub enum Input {
         /// The new release prefix.
         up_to: Tick,
     },
+    /// This broker no longer hosts the pubend, though it lives: its replica group elected
+    /// another leader (a deposed host that was stalled or cut off, docs/replication.md). Two
+    /// brokers must never serve one pubend, so the stream stops being the pubend here: its
+    /// publishes still pending are refused ([`Action::PublishRefused`], the publisher retries at
+    /// the new home), and it tells no more knowledge, answers no nack and releases nothing from
+    /// its log. It becomes a relay stream that keeps its knowledge, subends and children, and
+    /// follows the new home once the shell routes it there. Ask [`crate::Engine::log_holds`]
+    /// first to reopen the log later ([`crate::StoreInput::Opened`]). Ignored unless the
+    /// stream is the pubend here.
+    CloseLog {
+        /// The stream.
+        pubend: PubendId,
+    },
     /// Time passed; call at [`crate::Engine::next_deadline`] (earlier calls are harmless).
     Tick,
 }

@@ -119,8 +119,9 @@ fn a_pubend_opened_from_a_replica_answers_nacks_with_the_groups_records_at_their
 
 /// A host whose log holds the group's first records (and one the group never committed) resumes
 /// from it: only the records a successor logged past the log's last tick are added, the lease
-/// rises to the group's silence, and the publishers' highest sequence numbers merge. A log that
-/// lacks a record below its last tick cannot be brought up to the group: the pubend stays closed.
+/// rises to the group's silence, and the publishers' highest sequence numbers are the group's.
+/// A log that lacks a record below its last tick cannot be brought up to the group: the pubend
+/// stays closed.
 #[test]
 fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
     let state = replica();
@@ -143,10 +144,70 @@ fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
     assert_eq!(appended, [Tick(1_010), Tick(1_016)]);
     assert!(resumed.writes.contains(&StoreAction::LeaseRaise { pubend: P, up_to: Tick(1_020) }));
     assert_eq!(resumed.recovered.lease, Tick(1_020));
-    assert_eq!(resumed.recovered.logged, [Tick(1_005), Tick(1_006), Tick(1_010), Tick(1_016)]);
-    assert_eq!(resumed.recovered.publishers, [(PublisherId(1), 3), (PublisherId(2), 1), (PublisherId(3), 4)]);
+    assert_eq!(resumed.recovered.logged, [Tick(1_005), Tick(1_010), Tick(1_016)], "1006 was never committed");
+    assert_eq!(resumed.dropped, [Tick(1_006)]);
+    assert_eq!(resumed.recovered.publishers, [(PublisherId(1), 3), (PublisherId(2), 1)], "the group's table");
     assert_eq!(resumed.ticks, [((PublisherId(1), 2), Tick(1_010)), ((PublisherId(1), 3), Tick(1_016))]);
 
     let holed = tidings_delivery::Recovered { logged: vec![Tick(1_016)], ..found };
     assert_eq!(resume(P, &state, holed), Err(Tick(1_005)), "1005 is the group's, not the log's");
+}
+
+/// Issue 40, a log found at start holding a record its group never committed (its host synced
+/// it, then died or was deposed before a quorum had it): the pubend resumed from that log never
+/// serves it. A nack over its tick is answered F (the successor told it silent), never D, and a
+/// new publish lands past it. Resuming with the log's records as they were (the code before)
+/// answers the nack with the record: a duplicate of the publisher's retry, which the successor
+/// logged at another tick.
+#[test]
+fn a_record_the_group_never_committed_is_never_served_after_a_resume() {
+    let state = replica();
+    let mut store = MemStore::new();
+    // The host's own log: the group's records up to 1010, and 1012, which the group lacks.
+    let mut found_writes = Vec::new();
+    for (publisher, seq, tick) in [(2, 1, 1_005), (1, 2, 1_010), (3, 4, 1_012)] {
+        let record = Bytes::from(format!("m{tick}").into_bytes());
+        found_writes.push(StoreAction::Append {
+            pubend: P,
+            tick: Tick(tick),
+            record,
+            publisher: PublisherId(publisher),
+            seq,
+        });
+    }
+    found_writes.push(StoreAction::ReleasePrefix { pubend: P, tick: Tick(1_002) });
+    for write in &found_writes {
+        store.apply(write);
+    }
+    store.sync();
+    let StoreInput::Opened { recovered: found, .. } = store.open(P) else { panic!("opened") };
+    assert_eq!(found.logged, [Tick(1_005), Tick(1_010), Tick(1_012)]);
+    let resumed = resume(P, &state, found).expect("resumes");
+    let dropped = resumed.dropped.clone();
+    for write in &resumed.writes {
+        store.apply(write);
+    }
+    store.sync();
+
+    let mut engine = Engine::new(Settings::default(), All);
+    let route = StreamRoute { upstream: None, children: vec![ChildLink { cell: CellId(9), broker: CHILD, via: None }] };
+    settle(&mut engine, &mut store, 1, Input::Route { pubend: P, route });
+    let opened = Input::Store(StoreInput::Opened { pubend: P, recovered: resumed.recovered });
+    let (mut sent, _) = settle(&mut engine, &mut store, 5, opened);
+    sent.extend(settle(&mut engine, &mut store, 300, Input::Tick).0);
+    let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(1_003), to: Tick(1_020) }] };
+    let received = Input::Received { from: CHILD, from_cell: CellId(9), message: nack };
+    sent.extend(settle(&mut engine, &mut store, 700, received).0);
+
+    let view = engine.inspect(P).expect("the pubend is open");
+    assert_eq!(view.knowledge(Tick(1_012)), Some(Know::Final), "the group holds no record at 1012");
+    let served: Vec<Tick> = data(&sent).into_iter().map(|(tick, _)| tick).collect();
+    assert_eq!(served, [Tick(1_005), Tick(1_010), Tick(1_016)], "only the group's records");
+    let new = Input::Publish { pubend: P, publisher: PublisherId(3), seq: 4, payload: Bytes::from_static(b"retry") };
+    let (_, appended) = settle(&mut engine, &mut store, 800, new);
+    assert!(
+        matches!(appended.as_slice(), [tick] if *tick > Tick(1_020)),
+        "a retry of 1012's publish is new: {appended:?}"
+    );
+    assert_eq!(dropped, [Tick(1_012)], "the caller forgets 1012's publish");
 }

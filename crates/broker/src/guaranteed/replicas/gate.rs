@@ -62,6 +62,20 @@ pub(crate) struct Quorum {
     batch: BTreeMap<PubendId, Vec<Key>>,
 }
 
+impl Quorum {
+    /// Forgets everything of `pubend` (its log closed here, `depose`): the acknowledgements
+    /// parked for the group's half, and the keys the group acknowledged before the engine did.
+    pub(super) fn forget_pubend(&mut self, pubend: PubendId) -> (Vec<(Key, Ack<Waiter>)>, Vec<Key>) {
+        let of = |key: &Key| key.0 == pubend;
+        self.proposed.retain(|key, _| !of(key));
+        self.batch.remove(&pubend);
+        self.frontier.remove(&pubend);
+        let parked = self.parked.extract_if(.., |key, _| of(key)).collect();
+        let acked = self.acked.extract_if(.., of).collect();
+        (parked, acked)
+    }
+}
+
 /// The engine sends a record to subscribers only once its append is synced (`AppendDone`). For a
 /// replicated pubend it is told so only once the group committed the record too: then every
 /// record a subscriber ever received is in the group, and a successor serves it at its tick. A
@@ -294,6 +308,7 @@ impl Driver {
         let mut outcomes = replicas.deliver();
         outcomes.extend(replicas.tick());
         self.replica_outcomes(outcomes);
+        self.close_deposed();
         self.serve_from_replicas();
         for (publish, reply, since) in std::mem::take(&mut self.quorum.waiting) {
             self.publish_since(publish, reply, since);
@@ -321,7 +336,7 @@ impl Driver {
 }
 
 /// A refusal a client can retry: not logged, nothing promised.
-fn refusal(publisher: tidings_wire::PublisherId, seq: u64, why: &str) -> PublishRefused {
+pub(super) fn refusal(publisher: tidings_wire::PublisherId, seq: u64, why: &str) -> PublishRefused {
     let text = format!("unavailable: {why}; not logged, retry later");
     PublishRefused { publisher, seq, reason: Notice::new(ReasonCode::StorageUnavailable, text) }
 }

@@ -13,6 +13,7 @@
 //! from its first message. Every replica starts a group with an empty journal by fencing
 //! (`ReplicaGroup::rejoin`): its mates' terms tell a new group (all 0) from a wiped disk.
 
+mod depose;
 mod gate;
 mod inbox;
 mod serve;

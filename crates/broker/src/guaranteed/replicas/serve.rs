@@ -144,7 +144,16 @@ impl Driver {
     }
 
     fn seed(&mut self, pubend: PubendId, seed: tidings_node::replicated::Seed) {
-        info!(pubend = pubend.0, records = seed.ticks.len(), "opening the pubend from its replica group");
+        info!(
+            pubend = pubend.0,
+            records = seed.ticks.len(),
+            dropped = seed.dropped.len(),
+            "opening the pubend from its replica group"
+        );
+        if !seed.dropped.is_empty() {
+            // Synced here, never committed by the group: never served, and a retry is new.
+            self.publishes.forget_ticks(pubend, &seed.dropped);
+        }
         for ((publisher, seq), tick) in seed.ticks {
             self.publishes.appending((pubend, publisher, seq), tick);
         }

@@ -1,0 +1,62 @@
+//! A pubend's log closed at a broker that lives on (`Input::CloseLog`): a deposed host of a
+//! replicated pubend (docs/replication.md, "Takeover") must stop being the pubend, and may
+//! reopen the same log later.
+
+use super::*;
+use crate::error::DeliveryError;
+use crate::knowledge::Know;
+
+fn child_nack(from: u64, to: u64) -> Input {
+    let nack = Message::Nack { pubend: P, ranges: vec![TickRange { from: Tick(from), to: Tick(to) }] };
+    Input::Received { from: BrokerId(9), from_cell: CellId(9), message: nack }
+}
+
+/// After the close the broker refuses what was pending, tells no knowledge past what it had
+/// told, answers no nack for later ticks from its log, releases and appends nothing, and takes
+/// no publish; the log it held reopens with every tick it gave still taken.
+#[test]
+fn a_closed_log_serves_nothing_more_and_reopens_where_it_was() {
+    let (mut engine, mut out) = pubend();
+    publish(&mut engine, 5, 1, &mut out);
+    engine.handle(Millis(6), Input::Store(StoreInput::AppendDone { pubend: P, synced_up_to: Tick(5000) }), &mut out);
+    publish(&mut engine, 7, 2, &mut out);
+    let holds = engine.log_holds(P).expect("hosted");
+    assert_eq!(holds.logged, [Tick(5000), Tick(7000)], "the synced record and the pending one");
+    assert_eq!(holds.publishers, [(PublisherId(1), 2)]);
+
+    out.clear();
+    engine.handle(Millis(8), Input::CloseLog { pubend: P }, &mut out);
+    assert!(out.contains(&Action::PublishRefused { pubend: P, publisher: PublisherId(1), seq: 2 }), "{out:?}");
+    assert_eq!(engine.log_holds(P), None, "no longer the pubend here");
+    let view = engine.inspect(P).expect("the stream stays, as a relay");
+    assert_eq!(view.knowledge(Tick(5000)), Some(Know::Data), "what it knew stays true");
+    assert_eq!(view.knowledge(Tick(7000)), None, "the refused record never became D");
+
+    // Time passes, the pending append lands, a child nacks past the old knowledge.
+    out.clear();
+    engine.handle(Millis(9), Input::Store(StoreInput::AppendDone { pubend: P, synced_up_to: Tick(7000) }), &mut out);
+    for now in (100..3_000).step_by(100) {
+        engine.handle(Millis(now), Input::Tick, &mut out);
+    }
+    engine.handle(Millis(3_000), child_nack(6_000, 2_900_000), &mut out);
+    let told: Vec<&Message> =
+        sent(&out).into_iter().filter(|m| matches!(m, Message::Data { .. } | Message::Silence { .. })).collect();
+    assert!(told.is_empty(), "a closed log told knowledge: {told:?}");
+    let stored: Vec<&Action> = out.iter().filter(|a| matches!(a, Action::Store(_))).collect();
+    assert!(stored.is_empty(), "a closed log wrote: {stored:?}");
+    out.clear();
+    let late = Input::Publish { pubend: P, publisher: PublisherId(1), seq: 3, payload: Bytes::from_static(b"\x01m") };
+    engine.handle(Millis(3_001), late, &mut out);
+    assert_eq!(out, [Action::Rejected { error: DeliveryError::PubendNotOpen { pubend: P } }]);
+
+    // It leads again: the same log reopens (brought up to the group by the shell).
+    out.clear();
+    engine.handle(Millis(3_002), Input::Store(StoreInput::Opened { pubend: P, recovered: holds }), &mut out);
+    publish(&mut engine, 3_003, 3, &mut out);
+    let appended: Vec<Tick> = out
+        .iter()
+        .filter_map(|a| if let Action::Store(StoreAction::Append { tick, .. }) = a { Some(*tick) } else { None })
+        .collect();
+    assert_eq!(appended, [Tick(3_003_000)]);
+    assert_eq!(engine.inspect(P).and_then(|v| v.knowledge(Tick(5000))), Some(Know::Data));
+}
