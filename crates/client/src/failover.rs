@@ -3,9 +3,12 @@
 //! live broker; but a live broker that does not lead a replicated pubend refuses its guaranteed
 //! publishes (a retryable refusal: nothing was logged). A client with a list then moves on: it
 //! drops that connection, starts the next round of tries just past the broker that refused,
-//! and sends its unacknowledged window again there. The moves are bounded: after `2 × len`
-//! refusals in a row with no acknowledgement between them, the refusal goes to the publisher as
-//! it would with one server.
+//! and sends its unacknowledged window again there. A client with one broker reconnects to it
+//! and sends its window again: a refusal there is most often a leadership blip (a replica back
+//! from a wipe bumps the group's term, and the leader closes its log until it is elected again,
+//! about a second), and the broker holds a publish while its group has no leader. The moves are
+//! bounded: after `2 × max(len, 2)` refusals in a row with no acknowledgement between them, the
+//! refusal goes to the publisher.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -45,13 +48,13 @@ impl Failover {
     }
 
     /// The connected broker refused a guaranteed publish as unavailable: `true` if the client
-    /// should move on (the next tries start past it), `false` if the refusal stands (one
-    /// broker in the list, or `2 × len` moves already with no acknowledgement).
+    /// should move on (the next tries start past it, the same broker when it is the only one),
+    /// `false` if the refusal stands (`2 × max(len, 2)` moves already with no acknowledgement).
     pub(crate) fn refused(&self) -> bool {
-        if self.len < 2 || self.moves.fetch_add(1, Ordering::Relaxed) >= 2 * self.len {
+        if self.moves.fetch_add(1, Ordering::Relaxed) >= 2 * self.len.max(2) {
             return false;
         }
-        let past = (self.connected.load(Ordering::Relaxed) + 1) % self.len;
+        let past = (self.connected.load(Ordering::Relaxed) + 1) % self.len.max(1);
         self.first.store(past, Ordering::Relaxed);
         true
     }
@@ -74,8 +77,11 @@ mod tests {
     }
 
     #[test]
-    fn refusals_stand_with_one_broker_or_after_two_rounds_without_an_acknowledgement() {
-        assert!(!Failover::new(1).refused());
+    fn refusals_stand_after_two_rounds_without_an_acknowledgement() {
+        let one = Failover::new(1);
+        assert!((0..4).all(|_| one.refused()), "one broker is tried again");
+        assert_eq!(one.order().collect::<Vec<_>>(), [0]);
+        assert!(!one.refused(), "the fifth refusal in a row stands");
         let failover = Failover::new(2);
         assert!((0..4).all(|_| failover.refused()));
         assert!(!failover.refused(), "the fifth refusal in a row stands");

@@ -256,8 +256,9 @@ impl Shared {
             }
             Frame::PublishRefused(refused) => {
                 let PublishRefused { publisher, seq, reason } = refused;
-                // Not logged, nothing promised: with a server list, the publish stays in the
-                // window, this connection ends, and the window goes to the next broker.
+                // Not logged, nothing promised: the publish stays in the window, this connection
+                // ends, and the window goes to the next broker of the list (or the only one
+                // again), until the refusals in a row reach `Failover`'s bound.
                 let unavailable = reason.reason() == Some(tidings_wire::ReasonCode::StorageUnavailable);
                 if unavailable && self.config.reconnect.is_some() && self.failover.refused() {
                     self.doom();
