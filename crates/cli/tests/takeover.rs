@@ -19,7 +19,7 @@ mod replica_common;
 
 use std::time::{Duration, Instant};
 
-use replica_common::{caught_up, cluster, links, replica_group, Lines, Node};
+use replica_common::{caught_up, cluster, links, publishers_cell, replica_group, Lines};
 use tidings_testkit::{wait_until, BrokerProcess};
 
 /// Publishes per second: one every 20 ms, so the first acknowledgement after a kill comes
@@ -86,22 +86,7 @@ struct Run {
 fn takeovers(kills: usize, list: [usize; 3]) -> Run {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let nodes = [
-        Node::new(scratch.path(), "p1", "PUB"),
-        Node::new(scratch.path(), "p2", "PUB"),
-        Node::new(scratch.path(), "p3", "PUB"),
-    ];
-    let any = "127.0.0.1:0";
-    let b3 = nodes[2].start(any, any, &[]);
-    let b2 = nodes[1].start(any, any, &[cluster(&b3)]);
-    let b1 = nodes[0].start(any, any, &[cluster(&b2), cluster(&b3)]);
-    let mut brokers = [b1, b2, b3];
-    let s1 = Node::new(scratch.path(), "s1", "S");
-    let peers: Vec<String> = brokers.iter().map(cluster).collect();
-    let bs = s1.start(any, any, &peers);
-    wait_until("the cell and s1 link up", Duration::from_secs(20), || {
-        brokers.iter().all(|b| links(b) == 3.0) && links(&bs) == 3.0
-    });
+    let (nodes, mut brokers, bs) = publishers_cell(scratch.path());
     let sub = Lines::follow(gd_common::spawn(&["sub", "--server", &bs.tcp(), "--guaranteed", "--json", "g.>"]));
     wait_until("the subscription is confirmed", Duration::from_secs(20), || {
         bs.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0

@@ -23,6 +23,7 @@ mod link;
 mod link_stats;
 mod queue;
 mod redial;
+mod servers;
 mod state;
 
 use std::collections::BTreeMap;
@@ -75,6 +76,10 @@ struct LinkEntry {
     /// When a control frame (or a batch of data) last arrived: what "alive" means when a
     /// newcomer claims this peer's name.
     last_heard: Instant,
+    /// The peer's cell, from its handshake: only cell mates' addresses are told to clients.
+    cell: CellName,
+    /// The client addresses the peer sent (peer frame SERVERS); empty until it does.
+    servers: Vec<String>,
 }
 
 struct Core {
@@ -114,6 +119,11 @@ pub struct Cluster {
     /// The network's link reports for the web view (see [`link_stats`]); its own lock, never
     /// taken with the router's.
     link_stats: parking_lot::Mutex<link_stats::Book>,
+    /// Where this broker says its clients connect (`[cluster] client_advertise`).
+    advertise: servers::Advertise,
+    /// What clients are told (SERVERS): this broker's addresses, then its linked cell
+    /// mates'. Sessions watch it and send the list again when it changes.
+    servers: tokio::sync::watch::Sender<Arc<Vec<String>>>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -168,7 +178,53 @@ impl Cluster {
             last_route_change: AtomicU64::new(0),
             events,
             link_stats: parking_lot::Mutex::default(),
+            advertise: servers::Advertise::Nothing,
+            servers: tokio::sync::watch::Sender::new(Arc::new(Vec::new())),
         }
+    }
+
+    /// The same cluster, telling cell mates that its clients connect at `setting` (`[cluster]
+    /// client_advertise`) or, when that is empty, at `bound` (the client TCP listener's
+    /// address, `None` without one).
+    pub fn advertising(mut self, setting: &str, bound: Option<SocketAddr>) -> Cluster {
+        self.advertise = servers::Advertise::new(setting, bound);
+        self
+    }
+
+    /// The client addresses to send a linked broker whose link's local end is `local`.
+    pub(crate) fn own_servers(&self, local: Option<std::net::IpAddr>) -> Vec<String> {
+        self.advertise.for_link(local)
+    }
+
+    /// What clients are told now, and a receiver that wakes when it changes.
+    pub fn servers(&self) -> tokio::sync::watch::Receiver<Arc<Vec<String>>> {
+        self.servers.subscribe()
+    }
+
+    /// A linked broker's client addresses arrived on `connection`: kept with its link (when
+    /// it is a cell mate's current connection), and the clients' list follows.
+    pub(crate) fn servers_received(&self, peer: &BrokerName, connection: u64, addresses: Vec<String>) {
+        let mut guard = self.core.write();
+        let Some(entry) = guard.links.get_mut(peer).filter(|entry| entry.connection == connection) else { return };
+        if entry.cell != self.cell {
+            return;
+        }
+        info!(%peer, ?addresses, "cell mate's client addresses");
+        entry.servers = addresses;
+        self.tell_servers(&guard.links);
+    }
+
+    /// Recomputes what clients are told from the links (cell mates in name order).
+    fn tell_servers(&self, links: &BTreeMap<BrokerName, LinkEntry>) {
+        let mates = links.values().filter(|e| e.cell == self.cell).map(|e| &e.servers[..]);
+        let list = servers::told(self.advertise.own(), mates);
+        self.servers.send_if_modified(|told| {
+            let changed = **told != list;
+            if changed {
+                *told = Arc::new(list);
+            }
+            changed
+        });
     }
 
     /// Tells the layer above what happened (see [`events`]).
@@ -465,9 +521,23 @@ impl Cluster {
             self.metrics.link_closed("replaced");
         }
         let since = Instant::now();
-        let entry = LinkEntry { connection, version, incarnation, direction, remote, queue, since, last_heard: since };
-        core.links.insert(peer.clone(), entry);
         let cell = CellName::new(&hello.cell);
+        let (last_heard, servers) = (since, Vec::new());
+        let entry = LinkEntry {
+            connection,
+            version,
+            incarnation,
+            direction,
+            remote,
+            queue,
+            since,
+            last_heard,
+            cell: cell.clone(),
+            servers,
+        };
+        if core.links.insert(peer.clone(), entry).is_some_and(|old| !old.servers.is_empty()) {
+            self.tell_servers(&core.links);
+        }
         // Before the router's actions and before any frame of this connection is read, so the
         // driver learns of a restarted peer ahead of its messages.
         self.tell(Event::PeerUp { peer: peer.clone(), cell: cell.clone(), incarnation: incarnation.0 });
@@ -512,6 +582,7 @@ impl Cluster {
         let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
         let incarnation = entry.incarnation;
         core.links.remove(peer);
+        self.tell_servers(&core.links);
         self.tell(Event::PeerDown { peer: peer.clone() });
         self.feed(core, now, Input::LinkDown { peer: peer.clone(), incarnation });
         self.execute(core);
@@ -546,6 +617,7 @@ impl Cluster {
                 }
                 Action::CloseLink { peer, reason } => {
                     if let Some(entry) = core.links.remove(&peer) {
+                        self.tell_servers(&core.links);
                         warn!(%peer, ?reason, "closing link");
                         entry.queue.close(&format!("{reason:?}"));
                         self.metrics.link_closed(match reason {

@@ -55,6 +55,23 @@ impl Node {
     }
 }
 
+/// The publishers' cell of `replicated-cell.toml` under `scratch`: p1, p2 and p3 in cell PUB,
+/// linked to each other, and s1 in cell S linked to all three, once every link is up.
+pub(crate) fn publishers_cell(scratch: &Path) -> ([Node; 3], [BrokerProcess; 3], BrokerProcess) {
+    let nodes = [Node::new(scratch, "p1", "PUB"), Node::new(scratch, "p2", "PUB"), Node::new(scratch, "p3", "PUB")];
+    let any = "127.0.0.1:0";
+    let b3 = nodes[2].start(any, any, &[]);
+    let b2 = nodes[1].start(any, any, &[cluster(&b3)]);
+    let b1 = nodes[0].start(any, any, &[cluster(&b2), cluster(&b3)]);
+    let brokers = [b1, b2, b3];
+    let peers: Vec<String> = brokers.iter().map(cluster).collect();
+    let s1 = Node::new(scratch, "s1", "S").start(any, any, &peers);
+    tidings_testkit::wait_until("the cell and s1 link up", Duration::from_secs(20), || {
+        brokers.iter().all(|b| links(b) == 3.0) && links(&s1) == 3.0
+    });
+    (nodes, brokers, s1)
+}
+
 /// Waits until `check` holds, failing the test after `timeout`.
 pub(crate) fn wait_for(what: &str, timeout: Duration, check: impl Fn() -> bool) {
     let deadline = Instant::now() + timeout;
