@@ -242,7 +242,10 @@ async fn connection<R, W>(
             }
             changed = servers.changed(), if watching && session.hears_servers() => {
                 match changed {
-                    Ok(()) => session.tell_servers(&servers.borrow_and_update().clone()),
+                    Ok(()) => {
+                        let told = servers.borrow_and_update().clone(); // the watch's lock let go first
+                        session.tell_servers(&told);
+                    }
                     Err(_) => watching = false,
                 }
                 continue 'read;

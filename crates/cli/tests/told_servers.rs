@@ -34,6 +34,9 @@ fn a_publisher_given_only_p1_resumes_on_a_mate_p1_told_it_of() {
     let resumed = run.kill_p1(&publisher);
     assert!(resumed.is_some(), "no acknowledgement within {RESUME_WITHIN:?} of killing p1: {:?}", publisher.notes());
     eprintln!("p1 SIGKILLed, first acknowledgement from a mate after {:?}", resumed.unwrap());
+    // The mates now tell their clients each other alone: p1's link dropped.
+    let mates: Vec<String> = run.brokers[1..].iter().map(|b| b.tcp()).collect();
+    wait_until("p2 tells its clients p2 and p3", Duration::from_secs(10), || told(&run.brokers[1]) == mates);
     let reached: Vec<String> =
         publisher.notes().into_iter().filter(|(_, n)| n.starts_with("reconnected to")).map(|(_, n)| n).collect();
     eprintln!("publisher: {reached:?}");
@@ -59,13 +62,47 @@ fn without_the_told_list_the_publisher_never_reaches_a_mate() {
     assert!(run.kill_p1(&publisher).is_none(), "acknowledged after p1's death: {:?}", publisher.notes());
 }
 
+/// The time from p1's SIGKILL to the first acknowledgement from a mate, for a publisher told
+/// of the mates (`--server p1`) and one given them (`--server p1,p2,p3`), interleaved run by
+/// run (`TOLD_RUNS` each, 5 by default): median and max of each.
+#[test]
+#[ignore = "a measurement (about two minutes): run with --ignored --nocapture"]
+fn told_failover_times() {
+    let runs: usize = std::env::var("TOLD_RUNS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let (mut told_times, mut given_times) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        for given in [false, true] {
+            let mut cell = Cell::start();
+            let servers = if given {
+                cell.brokers.iter().map(|b| b.tcp()).collect::<Vec<_>>().join(",")
+            } else {
+                cell.brokers[0].tcp()
+            };
+            let publisher = cell.publisher_to(&servers, &[]);
+            let took = cell.kill_p1(&publisher).expect("no acknowledgement from a mate within 15 s");
+            eprintln!("run {run}, {}: {took:?}", if given { "given p1,p2,p3" } else { "told (given p1)" });
+            if given { &mut given_times } else { &mut told_times }.push(took);
+        }
+    }
+    for (what, times) in [("told (given p1)", &mut told_times), ("given p1,p2,p3", &mut given_times)] {
+        times.sort();
+        eprintln!(
+            "{what}: median {:?}, max {:?} over {} kills",
+            times[times.len() / 2],
+            times[times.len() - 1],
+            times.len()
+        );
+    }
+}
+
 /// The running cell and subscriber.
 struct Cell {
-    _scratch: tempfile::TempDir,
-    _serial: std::sync::MutexGuard<'static, ()>,
+    // Dropped in this order: the subscriber and the brokers, then the lock, then their files.
+    sub: Lines,
     brokers: [BrokerProcess; 3],
     _s1: BrokerProcess,
-    sub: Lines,
+    _serial: std::sync::MutexGuard<'static, ()>,
+    _scratch: tempfile::TempDir,
 }
 
 impl Cell {
@@ -90,10 +127,15 @@ impl Cell {
 
     /// A guaranteed publisher given p1's address alone, acknowledged 20 times by p1.
     fn publisher(&self, extra: &[&str]) -> Lines {
+        self.publisher_to(&self.brokers[0].tcp(), extra)
+    }
+
+    /// A guaranteed publisher given `servers`, acknowledged 20 times by p1.
+    fn publisher_to(&self, servers: &str, extra: &[&str]) -> Lines {
         let rate = RATE.to_string();
         let mut args = vec!["--rate", rate.as_str(), "--window", "64"];
         args.extend_from_slice(extra);
-        let publisher = Lines::follow(gd_common::publish(&self.brokers[0].tcp(), "g.a", COUNT, &args));
+        let publisher = Lines::follow(gd_common::publish(servers, "g.a", COUNT, &args));
         wait_until("p1 acknowledges", Duration::from_secs(20), || publisher.count() >= 20);
         wait_until("p1 hosts and leads the pubend's group", Duration::from_secs(20), || {
             self.brokers.iter().all(|b| replica_group(b)["leader"] == "p1")

@@ -522,7 +522,10 @@ impl Cluster {
         }
         let since = Instant::now();
         let cell = CellName::new(&hello.cell);
-        let (last_heard, servers) = (since, Vec::new());
+        // A replaced connection's addresses stand until the new one sends its own: the told
+        // list does not shrink and grow back at every reconnection of a mate.
+        let servers = core.links.get(&peer).map(|old| old.servers.clone()).unwrap_or_default();
+        let last_heard = since;
         let entry = LinkEntry {
             connection,
             version,
@@ -535,9 +538,7 @@ impl Cluster {
             cell: cell.clone(),
             servers,
         };
-        if core.links.insert(peer.clone(), entry).is_some_and(|old| !old.servers.is_empty()) {
-            self.tell_servers(&core.links);
-        }
+        core.links.insert(peer.clone(), entry);
         // Before the router's actions and before any frame of this connection is read, so the
         // driver learns of a restarted peer ahead of its messages.
         self.tell(Event::PeerUp { peer: peer.clone(), cell: cell.clone(), incarnation: incarnation.0 });
