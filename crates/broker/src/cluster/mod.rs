@@ -78,13 +78,14 @@ struct LinkEntry {
     last_heard: Instant,
     /// The peer's cell, from its handshake: only cell mates' addresses are told to clients.
     cell: CellName,
-    /// The client addresses the peer sent (peer frame SERVERS); empty until it does.
-    servers: Vec<String>,
 }
 
 struct Core {
     router: Router<RouteFilter>,
     links: BTreeMap<BrokerName, LinkEntry>,
+    /// The client addresses each cell mate sent (peer frame SERVERS), kept when its link
+    /// drops: a mate cut off from this broker may be the one serving its clients now.
+    mates: BTreeMap<BrokerName, Vec<String>>,
     actions: Vec<Action<RouteFilter>>,
 }
 
@@ -167,7 +168,12 @@ impl Cluster {
                 max_bytes: config.cluster.link_queue_bytes,
             },
             started: Instant::now(),
-            core: RwLock::new(Core { router: Router::new(settings), links: BTreeMap::new(), actions: Vec::new() }),
+            core: RwLock::new(Core {
+                router: Router::new(settings),
+                links: BTreeMap::new(),
+                mates: BTreeMap::new(),
+                actions: Vec::new(),
+            }),
             active: AtomicBool::new(false),
             enabled: !config.cluster.listen.is_empty() || !config.peer.is_empty(),
             queue_home: (!config.cluster.queue_home.is_empty()).then(|| BrokerName::new(&config.cluster.queue_home)),
@@ -201,23 +207,28 @@ impl Cluster {
         self.servers.subscribe()
     }
 
-    /// A linked broker's client addresses arrived on `connection`: kept with its link (when
-    /// it is a cell mate's current connection), and the clients' list follows.
+    /// A linked broker's client addresses arrived on `connection`: kept (when it is a cell
+    /// mate's current connection) until it sends others, and the clients' list follows.
     pub(crate) fn servers_received(&self, peer: &BrokerName, connection: u64, addresses: Vec<String>) {
         let mut guard = self.core.write();
-        let Some(entry) = guard.links.get_mut(peer).filter(|entry| entry.connection == connection) else { return };
+        let core = &mut *guard;
+        let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
         if entry.cell != self.cell {
             return;
         }
         info!(%peer, ?addresses, "cell mate's client addresses");
-        entry.servers = addresses;
-        self.tell_servers(&guard.links);
+        core.mates.insert(peer.clone(), addresses);
+        self.tell_servers(&core.mates);
     }
 
-    /// Recomputes what clients are told from the links (cell mates in name order).
-    fn tell_servers(&self, links: &BTreeMap<BrokerName, LinkEntry>) {
-        let mates = links.values().filter(|e| e.cell == self.cell).map(|e| &e.servers[..]);
-        let list = servers::told(self.advertise.own(), mates);
+    /// The client addresses `peer` sent, if it is a cell mate that sent any.
+    fn mate_servers(&self, core: &Core, peer: &BrokerName) -> Vec<String> {
+        core.mates.get(peer).cloned().unwrap_or_default()
+    }
+
+    /// Recomputes what clients are told from the mates' addresses (in name order).
+    fn tell_servers(&self, mates: &BTreeMap<BrokerName, Vec<String>>) {
+        let list = servers::told(self.advertise.own(), mates.values().map(Vec::as_slice));
         self.servers.send_if_modified(|told| {
             let changed = **told != list;
             if changed {
@@ -522,9 +533,6 @@ impl Cluster {
         }
         let since = Instant::now();
         let cell = CellName::new(&hello.cell);
-        // A replaced connection's addresses stand until the new one sends its own: the told
-        // list does not shrink and grow back at every reconnection of a mate.
-        let servers = core.links.get(&peer).map(|old| old.servers.clone()).unwrap_or_default();
         let last_heard = since;
         let entry = LinkEntry {
             connection,
@@ -536,7 +544,6 @@ impl Cluster {
             since,
             last_heard,
             cell: cell.clone(),
-            servers,
         };
         core.links.insert(peer.clone(), entry);
         // Before the router's actions and before any frame of this connection is read, so the
@@ -583,7 +590,6 @@ impl Cluster {
         let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
         let incarnation = entry.incarnation;
         core.links.remove(peer);
-        self.tell_servers(&core.links);
         self.tell(Event::PeerDown { peer: peer.clone() });
         self.feed(core, now, Input::LinkDown { peer: peer.clone(), incarnation });
         self.execute(core);
@@ -618,7 +624,6 @@ impl Cluster {
                 }
                 Action::CloseLink { peer, reason } => {
                     if let Some(entry) = core.links.remove(&peer) {
-                        self.tell_servers(&core.links);
                         warn!(%peer, ?reason, "closing link");
                         entry.queue.close(&format!("{reason:?}"));
                         self.metrics.link_closed(match reason {

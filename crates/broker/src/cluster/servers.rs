@@ -2,11 +2,12 @@
 //! "Clients"): its own client addresses and those its linked cell mates sent it (peer frame
 //! SERVERS), so a client given one address can fail over to a mate when its broker dies.
 //!
-//! The list is the broker's own addresses first, then each linked mate's in name order,
-//! deduplicated and bounded by [`MAX_SERVERS`]; it is empty while no linked mate has sent
-//! an address (a lone broker has nothing to tell, and its clients see no SERVERS frame). A
-//! mate whose link drops leaves the list: the clients hear the new list (SERVERS again), and a
-//! client keeps the user's own addresses whatever it is told.
+//! The list is the broker's own addresses first, then those of each mate that linked to it
+//! since it started, in name order, deduplicated and bounded by [`MAX_SERVERS`]; it is empty
+//! while no mate has sent an address (a lone broker has nothing to tell, and its clients see no
+//! SERVERS frame). A mate whose link drops stays in the list: cut off from this broker, it may
+//! be the one that took its clients' pubends over, and a client that cannot reach it loses only
+//! a connection attempt. Clients hear the list again when a mate sends a new address.
 
 use std::net::{IpAddr, SocketAddr};
 

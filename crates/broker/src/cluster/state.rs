@@ -23,7 +23,7 @@ pub struct ClusterState {
     /// When routes last changed, in the same clock (0: never).
     pub last_route_change_ms: u64,
     /// What this broker tells its native clients of its cell (SERVERS): its own client
-    /// addresses, then its linked cell mates' (`servers.rs`).
+    /// addresses, then those of every cell mate that linked to it since it started (`servers.rs`).
     pub told_servers: Vec<String>,
     /// Up link connections as the shell sees them.
     pub connections: Vec<ConnectionState>,
@@ -56,8 +56,8 @@ pub struct ConnectionState {
     pub bytes_out: u64,
     /// Data messages dropped for a full queue.
     pub drops: u64,
-    /// The client addresses the peer sent (peer frame SERVERS; a cell mate's are told to
-    /// clients).
+    /// The client addresses the peer sent (peer frame SERVERS; only a cell mate's are kept,
+    /// and told to clients).
     pub client_addresses: Vec<String>,
 }
 
@@ -83,7 +83,7 @@ impl Cluster {
                     messages_out: counters.messages_out.get(),
                     bytes_out: counters.bytes_out.get(),
                     drops: counters.drops.get(),
-                    client_addresses: entry.servers.clone(),
+                    client_addresses: self.mate_servers(&core, peer),
                 }
             })
             .collect();
