@@ -227,6 +227,14 @@ pub struct Cluster {
     /// relayed by the brokers between (docs/protocol.md, "Guaranteed queue groups"). Every broker of the network names
     /// the same one; empty: a broker with links refuses guaranteed queue group members.
     pub queue_home: String,
+    /// The client TCP addresses (`host:port`, comma-separated) this broker tells its cell
+    /// mates, which tell their clients (SERVERS, `docs/replication.md`, "Clients"), as NATS's
+    /// `client_advertise`: set it when clients reach the broker at an address it cannot see
+    /// (NAT, a proxy, a DNS name). Empty: the client listener's bound address, and for a
+    /// wildcard listener (`0.0.0.0`, `::`) the IP address of this broker's end of each link
+    /// with that listener's port (the address the mate itself reaches it at). `"none"` tells
+    /// no address.
+    pub client_advertise: String,
 }
 
 /// A broker to dial.
@@ -254,6 +262,7 @@ impl Default for Cluster {
             link_queue_messages: 65_536,
             link_queue_bytes: 64 * 1024 * 1024,
             queue_home: String::new(),
+            client_advertise: String::new(),
         }
     }
 }

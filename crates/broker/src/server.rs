@@ -232,7 +232,9 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let gd_metrics = GuaranteedMetrics::new(&mut registry);
     // The driver's inbox first: the cluster sends its events into it from the start.
     let inbox = Inbox::new();
-    let network = Arc::new(Cluster::new(&config, metrics.clone(), data.incarnation(), key, inbox.sender()));
+    let network = Cluster::new(&config, metrics.clone(), data.incarnation(), key, inbox.sender())
+        .advertising(&config.cluster.client_advertise, addresses.tcp);
+    let network = Arc::new(network);
     if config.storage.fault_drop_unsynced {
         tracing::warn!(
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"

@@ -67,6 +67,8 @@ pub struct Session {
     /// [`PendingRoutes`]): given before any other frame's work, at the end of each batch of
     /// frames, and on leaving.
     routes: PendingRoutes,
+    /// Whether the client hears SERVERS (a native TCP session of protocol 3 or later).
+    hears_servers: bool,
 }
 
 impl Session {
@@ -97,6 +99,7 @@ impl Session {
             certificate: None,
             publisher: None,
             last_valid_topic: None,
+            hears_servers: false,
         }
     }
 
@@ -113,6 +116,19 @@ impl Session {
     /// Whether the client has said HELLO (always, over UDP).
     pub fn is_greeted(&self) -> bool {
         self.greeted
+    }
+
+    /// Whether the client is told where else it may connect (SERVERS): a native TCP client of
+    /// protocol 3 or later, once it said HELLO.
+    pub fn hears_servers(&self) -> bool {
+        self.hears_servers
+    }
+
+    /// Tells the client the addresses of this broker's cell (`cluster/servers.rs`).
+    pub fn tell_servers(&self, addresses: &[String]) {
+        if self.hears_servers {
+            self.outbox.push_frame(&Frame::Servers(tidings_wire::Servers { addresses: addresses.to_vec() }));
+        }
     }
 
     /// Handles one frame.
@@ -299,6 +315,14 @@ impl Session {
                 max_frame: self.shared.config.limits.max_frame as u32,
                 server_name: self.shared.config.name.clone(),
             }));
+            if version >= tidings_wire::SERVERS_VERSION && self.transport == Transport::Tcp {
+                self.hears_servers = true;
+                // A broker without linked mates has nothing to tell (the list is empty).
+                let told = self.shared.core.cluster.servers().borrow().clone();
+                if !told.is_empty() {
+                    self.tell_servers(&told);
+                }
+            }
         }
         Ok(Next::Continue)
     }

@@ -214,6 +214,9 @@ async fn connection<R, W>(
     let release = tokio::time::sleep(KEEP_EMPTY_BUFFER);
     tokio::pin!(release);
     let mut decoded = 0;
+    // What the client is told of the cell: sent again when it changes (see `Session::hello`).
+    let mut servers = shared.core.cluster.servers();
+    let mut watching = true;
     'read: loop {
         if read.settle(decoded) {
             release.as_mut().reset(tokio::time::Instant::now() + KEEP_EMPTY_BUFFER);
@@ -236,6 +239,16 @@ async fn connection<R, W>(
                 shared.metrics.protocol_error(ReasonCode::HandshakeRequired);
                 outbox.close_with(&Frame::Error(notice));
                 break 'read;
+            }
+            changed = servers.changed(), if watching && session.hears_servers() => {
+                match changed {
+                    Ok(()) => {
+                        let told = servers.borrow_and_update().clone(); // the watch's lock let go first
+                        session.tell_servers(&told);
+                    }
+                    Err(_) => watching = false,
+                }
+                continue 'read;
             }
             () = &mut release, if read.releasing => {
                 read.release();

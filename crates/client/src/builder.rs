@@ -44,6 +44,8 @@ pub(crate) struct Config {
     /// What the builder was told about TLS; loaded into `tls` by `connect`.
     pub(crate) tls_settings: crate::tls::TlsSettings,
     pub(crate) tls: Option<crate::tls::Tls>,
+    /// Whether the addresses brokers tell (SERVERS) stay out of the server list.
+    pub(crate) ignore_told_servers: bool,
 }
 
 /// Configures and opens a [`Client`].
@@ -97,8 +99,18 @@ impl ClientBuilder {
                 auth: tidings_wire::HelloAuth::None,
                 tls_settings: crate::tls::TlsSettings { on: tls, ..Default::default() },
                 tls: None,
+                ignore_told_servers: false,
             },
         }
+    }
+
+    /// Keeps the server list to the addresses given here: the addresses a broker tells of its
+    /// cell mates (SERVERS, `docs/replication.md`, "Clients") are not tried on reconnect, as
+    /// NATS's `ignore_discovered_servers`. Default: they are tried after the given ones, so a
+    /// client given one broker of a replicated cell fails over to its mates.
+    pub fn ignore_told_servers(mut self) -> ClientBuilder {
+        self.config.ignore_told_servers = true;
+        self
     }
 
     /// The name sent in HELLO, shown in the broker's logs. Default `tidings-client`.

@@ -336,6 +336,13 @@ impl Client {
         self.shared().server_name()
     }
 
+    /// The brokers the client tries when it (re)connects, in order: the addresses it was given,
+    /// then those the broker told it of its cell (SERVERS), unless it ignores them. Shown so an
+    /// operator can see where a client would fail over to.
+    pub fn servers(&self) -> Vec<String> {
+        self.shared().failover.entries()
+    }
+
     /// Whether the client can send right now: over TCP, connected and past the handshake;
     /// over UDP, not closed.
     pub fn is_connected(&self) -> bool {

@@ -116,7 +116,7 @@ impl Shared {
     pub(crate) fn new(config: Config, link: Link) -> Shared {
         let send_limit = AtomicUsize::new(config.max_frame);
         let window_slots = Arc::new(Semaphore::new(config.guaranteed_window.min(Semaphore::MAX_PERMITS)));
-        let failover = crate::failover::Failover::new(crate::tcp::addresses(&config.addr).count());
+        let failover = crate::failover::Failover::new(crate::tcp::addresses(&config.addr), config.ignore_told_servers);
         Shared {
             publishing: Mutex::new(Window::new(config.publisher)),
             window_slots,
@@ -265,6 +265,10 @@ impl Shared {
                     return Some(ClientError::refused(&reason));
                 }
                 self.publish_outcome(publisher, seq, Err(ClientError::refused(&reason)));
+            }
+            Frame::Servers(servers) => {
+                debug!(addresses = ?servers.addresses, "the broker told its cell's addresses");
+                self.failover.told(&servers.addresses);
             }
             other => debug!(frame = ?other.frame_type(), "ignoring a frame a broker should not send"),
         }

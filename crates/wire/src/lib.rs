@@ -28,10 +28,10 @@ pub use error::WireError;
 pub use frame::{
     check_decoder, check_group_name, peek_header, Deliver, DeliveryAck, DeliveryMode, Frame, FrameType, Gap,
     GuaranteedDeliver, GuaranteedPublish, Hello, HelloAuth, Message, NoResponders, Notice, Ping, Pong, PublishAck,
-    PublishRefused, Sequence, SubId, Subscribe, Subscribed, Token, Unsubscribe, Welcome, DEFAULT_MAX_FRAME,
+    PublishRefused, Sequence, Servers, SubId, Subscribe, Subscribed, Token, Unsubscribe, Welcome, DEFAULT_MAX_FRAME,
     DELIVER_HEADER_LEN, GUARANTEED_DELIVER_HEADER_LEN, HEADER_LEN, HELLO_AUTH_VERSION, KEYED_FLAG, MAX_GROUP_LEN,
-    PROTOCOL_MIN_VERSION, PROTOCOL_VERSION, QUEUE_FLAG, REDELIVERED_FLAG, REPLY_TO, RETAIN, RETAINED, RETAIN_ONLY,
-    SEQUENCE_LEN, TOKEN_LEN,
+    MAX_SERVERS, PROTOCOL_MIN_VERSION, PROTOCOL_VERSION, QUEUE_FLAG, REDELIVERED_FLAG, REPLY_TO, RETAIN, RETAINED,
+    RETAIN_ONLY, SEQUENCE_LEN, SERVERS_VERSION, TOKEN_LEN,
 };
 pub use ids::{PubendId, PublisherId, Tick};
 pub use reason::ReasonCode;

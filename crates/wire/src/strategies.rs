@@ -79,6 +79,7 @@ pub fn frame() -> impl Strategy<Value = Frame> {
         any::<u64>().prop_map(|nonce| Frame::Pong(Pong { nonce })),
         (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Error(Notice { code, text })),
         (any::<u16>(), ".{0,20}").prop_map(|(code, text)| Frame::Disconnect(Notice { code, text })),
+        prop::collection::vec("[a-z0-9.:]{0,12}", 0..4).prop_map(|addresses| Frame::Servers(Servers { addresses })),
         guaranteed_frame(),
     ]
 }

@@ -78,6 +78,7 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>, tls: Opti
             accepted = listener.accept() => match accepted {
                 Ok((stream, remote)) => {
                     debug!(%remote, "link connection accepted");
+                    let local = stream.local_addr().ok();
                     let ctx2 = Arc::clone(&ctx);
                     let tls = tls.clone();
                     ctx.tasks.spawn(async move {
@@ -95,7 +96,7 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>, tls: Opti
                                 }
                             }
                         };
-                        connection((reader, writer), Direction::Inbound, Some(remote), ctx2).await;
+                        connection((reader, writer), Direction::Inbound, (Some(remote), local), ctx2).await;
                     });
                 }
                 Err(e) => {
@@ -131,9 +132,9 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<T
             min_ms
         } else {
             match tokio::time::timeout(DIAL_TIMEOUT, dial(&address, tls.as_deref())).await {
-                Ok(Ok((halves, remote))) => {
+                Ok(Ok((halves, ends))) => {
                     unreachable.reached(&address);
-                    let outcome = connection(halves, Direction::Outbound, remote, Arc::clone(&ctx)).await;
+                    let outcome = connection(halves, Direction::Outbound, ends, Arc::clone(&ctx)).await;
                     if outcome.established {
                         redial.up(now_ms());
                     }
@@ -151,17 +152,20 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<T
     }
 }
 
+/// The two ends of a link connection: the peer's address and ours.
+type Ends = (Option<SocketAddr>, Option<SocketAddr>);
+
 /// Connects to `address`, over TLS when given; the TLS handshake is within the dial's time.
-async fn dial(address: &str, tls: Option<&Tls>) -> std::io::Result<((BoxRead, BoxWrite), Option<SocketAddr>)> {
+async fn dial(address: &str, tls: Option<&Tls>) -> std::io::Result<((BoxRead, BoxWrite), Ends)> {
     let stream = TcpStream::connect(address).await?;
-    let remote = stream.peer_addr().ok();
+    let ends = (stream.peer_addr().ok(), stream.local_addr().ok());
     match tls {
-        None => Ok((plain(stream), remote)),
+        None => Ok((plain(stream), ends)),
         Some(tls) => {
             let _ = stream.set_nodelay(true);
             let stream =
                 tls.connect_link(stream, address).await.map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
-            Ok((sealed(stream), remote))
+            Ok((sealed(stream), ends))
         }
     }
 }
@@ -231,7 +235,7 @@ struct Outcome {
 async fn connection(
     (mut reader, mut writer): (BoxRead, BoxWrite),
     direction: Direction,
-    remote: Option<SocketAddr>,
+    (remote, local): Ends,
     ctx: Arc<LinkContext>,
 ) -> Outcome {
     let began = Instant::now();
@@ -257,11 +261,33 @@ async fn connection(
     };
     let handshake_us = began.elapsed().as_micros() as u64;
     info!(%peer, cell = %hello.cell, ?direction, version = verified.version, handshake_us, "link up");
+    tell_servers(&ctx, (hello, verified.version), local, &queue);
     ctx.tasks.spawn(write_link(writer, Arc::clone(&queue)));
     let why = read_loop(&mut reader, buf, (&peer, verified.version), id, &queue, &ctx).await;
     queue.abort_after_close();
     ctx.cluster.closed(&peer, id, why);
     Outcome { peer: Some(peer), established: true }
+}
+
+/// Tells a cell mate where this broker's clients connect (peer frame SERVERS, version 7), so
+/// that the mate tells its clients (`servers.rs`); `local` is this end of the link.
+fn tell_servers(
+    ctx: &LinkContext,
+    (hello, version): (&tidings_wire::peer::Hello, u16),
+    local: Option<SocketAddr>,
+    queue: &LinkQueue,
+) {
+    if version < tidings_wire::peer::SERVERS_PEER_VERSION || hello.cell != ctx.cluster.cell().as_str() {
+        return;
+    }
+    let addresses = ctx.cluster.own_servers(local.map(|l| l.ip()));
+    if addresses.is_empty() {
+        return;
+    }
+    match PeerFrame::Servers(tidings_wire::peer::Servers { addresses }).to_bytes() {
+        Ok(bytes) => queue.push_control(bytes),
+        Err(e) => warn!(error = %e, "cannot encode this broker's client addresses (cluster.client_advertise)"),
+    }
 }
 
 async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
@@ -368,6 +394,7 @@ async fn read_loop(
                     return "peer_closed";
                 }
                 PeerFrame::LinkStats(stats) => cluster.link_stats_received(peer, stats),
+                PeerFrame::Servers(servers) => cluster.servers_received(peer, id, servers.addresses),
                 PeerFrame::Sideways(frame) => {
                     cluster.tell(Event::Sideways { carrier: peer.clone(), frame });
                     if last_fed.elapsed() >= liveness_every {

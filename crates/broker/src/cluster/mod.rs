@@ -23,6 +23,7 @@ mod link;
 mod link_stats;
 mod queue;
 mod redial;
+mod servers;
 mod state;
 
 use std::collections::BTreeMap;
@@ -75,11 +76,16 @@ struct LinkEntry {
     /// When a control frame (or a batch of data) last arrived: what "alive" means when a
     /// newcomer claims this peer's name.
     last_heard: Instant,
+    /// The peer's cell, from its handshake: only cell mates' addresses are told to clients.
+    cell: CellName,
 }
 
 struct Core {
     router: Router<RouteFilter>,
     links: BTreeMap<BrokerName, LinkEntry>,
+    /// The client addresses each cell mate sent (peer frame SERVERS), kept when its link
+    /// drops: a mate cut off from this broker may be the one serving its clients now.
+    mates: BTreeMap<BrokerName, Vec<String>>,
     actions: Vec<Action<RouteFilter>>,
 }
 
@@ -114,6 +120,11 @@ pub struct Cluster {
     /// The network's link reports for the web view (see [`link_stats`]); its own lock, never
     /// taken with the router's.
     link_stats: parking_lot::Mutex<link_stats::Book>,
+    /// Where this broker says its clients connect (`[cluster] client_advertise`).
+    advertise: servers::Advertise,
+    /// What clients are told (SERVERS): this broker's addresses, then its linked cell
+    /// mates'. Sessions watch it and send the list again when it changes.
+    servers: tokio::sync::watch::Sender<Arc<Vec<String>>>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -157,7 +168,12 @@ impl Cluster {
                 max_bytes: config.cluster.link_queue_bytes,
             },
             started: Instant::now(),
-            core: RwLock::new(Core { router: Router::new(settings), links: BTreeMap::new(), actions: Vec::new() }),
+            core: RwLock::new(Core {
+                router: Router::new(settings),
+                links: BTreeMap::new(),
+                mates: BTreeMap::new(),
+                actions: Vec::new(),
+            }),
             active: AtomicBool::new(false),
             enabled: !config.cluster.listen.is_empty() || !config.peer.is_empty(),
             queue_home: (!config.cluster.queue_home.is_empty()).then(|| BrokerName::new(&config.cluster.queue_home)),
@@ -168,7 +184,58 @@ impl Cluster {
             last_route_change: AtomicU64::new(0),
             events,
             link_stats: parking_lot::Mutex::default(),
+            advertise: servers::Advertise::Nothing,
+            servers: tokio::sync::watch::Sender::new(Arc::new(Vec::new())),
         }
+    }
+
+    /// The same cluster, telling cell mates that its clients connect at `setting` (`[cluster]
+    /// client_advertise`) or, when that is empty, at `bound` (the client TCP listener's
+    /// address, `None` without one).
+    pub fn advertising(mut self, setting: &str, bound: Option<SocketAddr>) -> Cluster {
+        self.advertise = servers::Advertise::new(setting, bound);
+        self
+    }
+
+    /// The client addresses to send a linked broker whose link's local end is `local`.
+    pub(crate) fn own_servers(&self, local: Option<std::net::IpAddr>) -> Vec<String> {
+        self.advertise.for_link(local)
+    }
+
+    /// What clients are told now, and a receiver that wakes when it changes.
+    pub fn servers(&self) -> tokio::sync::watch::Receiver<Arc<Vec<String>>> {
+        self.servers.subscribe()
+    }
+
+    /// A linked broker's client addresses arrived on `connection`: kept (when it is a cell
+    /// mate's current connection) until it sends others, and the clients' list follows.
+    pub(crate) fn servers_received(&self, peer: &BrokerName, connection: u64, addresses: Vec<String>) {
+        let mut guard = self.core.write();
+        let core = &mut *guard;
+        let Some(entry) = core.links.get(peer).filter(|entry| entry.connection == connection) else { return };
+        if entry.cell != self.cell {
+            return;
+        }
+        info!(%peer, ?addresses, "cell mate's client addresses");
+        core.mates.insert(peer.clone(), addresses);
+        self.tell_servers(&core.mates);
+    }
+
+    /// The client addresses `peer` sent, if it is a cell mate that sent any.
+    fn mate_servers(&self, core: &Core, peer: &BrokerName) -> Vec<String> {
+        core.mates.get(peer).cloned().unwrap_or_default()
+    }
+
+    /// Recomputes what clients are told from the mates' addresses (in name order).
+    fn tell_servers(&self, mates: &BTreeMap<BrokerName, Vec<String>>) {
+        let list = servers::told(self.advertise.own(), mates.values().map(Vec::as_slice));
+        self.servers.send_if_modified(|told| {
+            let changed = **told != list;
+            if changed {
+                *told = Arc::new(list);
+            }
+            changed
+        });
     }
 
     /// Tells the layer above what happened (see [`events`]).
@@ -465,9 +532,20 @@ impl Cluster {
             self.metrics.link_closed("replaced");
         }
         let since = Instant::now();
-        let entry = LinkEntry { connection, version, incarnation, direction, remote, queue, since, last_heard: since };
-        core.links.insert(peer.clone(), entry);
         let cell = CellName::new(&hello.cell);
+        let last_heard = since;
+        let entry = LinkEntry {
+            connection,
+            version,
+            incarnation,
+            direction,
+            remote,
+            queue,
+            since,
+            last_heard,
+            cell: cell.clone(),
+        };
+        core.links.insert(peer.clone(), entry);
         // Before the router's actions and before any frame of this connection is read, so the
         // driver learns of a restarted peer ahead of its messages.
         self.tell(Event::PeerUp { peer: peer.clone(), cell: cell.clone(), incarnation: incarnation.0 });

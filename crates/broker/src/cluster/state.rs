@@ -22,6 +22,9 @@ pub struct ClusterState {
     pub now_ms: u64,
     /// When routes last changed, in the same clock (0: never).
     pub last_route_change_ms: u64,
+    /// What this broker tells its native clients of its cell (SERVERS): its own client
+    /// addresses, then those of every cell mate that linked to it since it started (`servers.rs`).
+    pub told_servers: Vec<String>,
     /// Up link connections as the shell sees them.
     pub connections: Vec<ConnectionState>,
     /// The router's view (filters shown as their pattern and selector texts).
@@ -53,6 +56,9 @@ pub struct ConnectionState {
     pub bytes_out: u64,
     /// Data messages dropped for a full queue.
     pub drops: u64,
+    /// The client addresses the peer sent (peer frame SERVERS; only a cell mate's are kept,
+    /// and told to clients).
+    pub client_addresses: Vec<String>,
 }
 
 impl Cluster {
@@ -77,6 +83,7 @@ impl Cluster {
                     messages_out: counters.messages_out.get(),
                     bytes_out: counters.bytes_out.get(),
                     drops: counters.drops.get(),
+                    client_addresses: self.mate_servers(&core, peer),
                 }
             })
             .collect();
@@ -87,6 +94,7 @@ impl Cluster {
             incarnation: self.incarnation,
             now_ms: self.now().0,
             last_route_change_ms: self.last_route_change.load(Ordering::Relaxed),
+            told_servers: self.servers.borrow().to_vec(),
             connections,
             router,
         }

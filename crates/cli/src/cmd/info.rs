@@ -71,6 +71,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         metric_value(&metrics, "process_open_fds"),
         metric_value(&metrics, "process_cpu_seconds_total")
     )?;
+    if let Some(told) = state["told_servers"].as_array().filter(|told| !told.is_empty()) {
+        let told: Vec<&str> = told.iter().filter_map(Value::as_str).collect();
+        outln!("  tells clients its cell: {}", told.join(", "))?;
+    }
     if let Some(pubends) = state["guaranteed"]["pubends"].as_array() {
         outln!("  guaranteed pubends {}", pubends.len())?;
     }

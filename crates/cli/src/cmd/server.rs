@@ -18,6 +18,9 @@ pub(crate) struct ServerArgs {
     /// Use UDP instead of TCP.
     #[arg(long)]
     pub(crate) udp: bool,
+    /// Try only the --server addresses on reconnect, not the cell mates the broker tells of.
+    #[arg(long)]
+    pub(crate) ignore_told_servers: bool,
     /// With --udp: the broker's `[udp] session_ttl`; the client renews its subscriptions
     /// every third of it, so it must not be longer than the broker's.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
@@ -43,6 +46,9 @@ impl ServerArgs {
             .transport(transport)
             .connect_timeout(self.connect_timeout)
             .udp_ttl(self.udp_ttl);
+        if self.ignore_told_servers {
+            builder = builder.ignore_told_servers();
+        }
         let login = &self.login;
         if let Some(ca) = &login.tls_ca {
             builder = builder.tls_ca(ca);

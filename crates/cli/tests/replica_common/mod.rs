@@ -55,8 +55,8 @@ impl Node {
     }
 }
 
-/// Cell PUB (p1, p2, p3, linked to each other) and s1 in cell S linked to all three, every
-/// link up: the nodes (to restart them), the brokers, and s1.
+/// The publishers' cell of `replicated-cell.toml` under `scratch`: p1, p2 and p3 in cell PUB,
+/// linked to each other, and s1 in cell S linked to all three, once every link is up.
 pub(crate) fn publishers_cell(scratch: &Path) -> ([Node; 3], [BrokerProcess; 3], BrokerProcess) {
     let nodes = [Node::new(scratch, "p1", "PUB"), Node::new(scratch, "p2", "PUB"), Node::new(scratch, "p3", "PUB")];
     let any = "127.0.0.1:0";
@@ -65,11 +65,11 @@ pub(crate) fn publishers_cell(scratch: &Path) -> ([Node; 3], [BrokerProcess; 3],
     let b1 = nodes[0].start(any, any, &[cluster(&b2), cluster(&b3)]);
     let brokers = [b1, b2, b3];
     let peers: Vec<String> = brokers.iter().map(cluster).collect();
-    let bs = Node::new(scratch, "s1", "S").start(any, any, &peers);
-    wait_for("the cell and s1 link up", Duration::from_secs(20), || {
-        brokers.iter().all(|b| links(b) == 3.0) && links(&bs) == 3.0
+    let s1 = Node::new(scratch, "s1", "S").start(any, any, &peers);
+    tidings_testkit::wait_until("the cell and s1 link up", Duration::from_secs(20), || {
+        brokers.iter().all(|b| links(b) == 3.0) && links(&s1) == 3.0
     });
-    (nodes, brokers, bs)
+    (nodes, brokers, s1)
 }
 
 /// Waits until `check` holds, failing the test after `timeout`.

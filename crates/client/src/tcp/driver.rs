@@ -29,7 +29,8 @@ struct Connection {
 
 /// Opens the first connection and starts the client's task.
 pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> {
-    let (connection, index) = open(&config, 0..addresses(&config.addr).count()).await?;
+    let user = addresses(&config.addr).map(String::from).enumerate().collect();
+    let (connection, index) = open(&config, user).await?;
     let link = Arc::new(TcpLink::new(config.max_pending_bytes));
     let shared = Arc::new(Shared::new(config, Link::Tcp(link.clone())));
     shared.failover.connected(index);
@@ -43,13 +44,13 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
 /// the first, at the first connection and at every reconnect, so the client reaches the first
 /// live broker of the list; a guaranteed publisher then sends its window again there. After a
 /// broker refused a guaranteed publish as unavailable (it does not lead the pubend), the tries
-/// start just past it (`failover.rs`). Returns the connection and the entry it reached.
-async fn open(config: &Config, order: impl Iterator<Item = usize>) -> Result<(Connection, usize), ClientError> {
+/// start just past it (`failover.rs`). The list grows by the addresses brokers tell the client
+/// (SERVERS), after the user's. Returns the connection and the entry it reached.
+async fn open(config: &Config, order: Vec<(usize, String)>) -> Result<(Connection, usize), ClientError> {
     let limit = config.connect_timeout;
-    let list: Vec<&str> = addresses(&config.addr).collect();
     let mut last = None;
-    for (index, addr) in order.filter_map(|i| Some((i, *list.get(i)?))) {
-        match timeout(limit, open_one(addr, config)).await {
+    for (index, addr) in order {
+        match timeout(limit, open_one(&addr, config)).await {
             Ok(Ok(connection)) => return Ok((connection, index)),
             Ok(Err(error)) => last = Some(error),
             Err(_) => last = Some(ClientError::Timeout { operation: "connect", after: limit }),

@@ -17,6 +17,7 @@ mod ping;
 mod publish_ack;
 mod publish_refused;
 mod sequence;
+mod servers;
 mod subscribe;
 mod subscribed;
 mod token;
@@ -37,6 +38,7 @@ pub use ping::{Ping, Pong};
 pub use publish_ack::PublishAck;
 pub use publish_refused::PublishRefused;
 pub use sequence::{Sequence, SEQUENCE_LEN};
+pub use servers::{Servers, MAX_SERVERS, SERVERS_VERSION};
 pub use subscribe::{check_group_name, DeliveryMode, SubId, Subscribe, KEYED_FLAG, MAX_GROUP_LEN, QUEUE_FLAG};
 pub use subscribed::Subscribed;
 pub use token::{Token, TOKEN_LEN};
@@ -45,9 +47,11 @@ pub use unsubscribe::Unsubscribe;
 use crate::error::WireError;
 use crate::framing::{encode_frame, peek, split_body};
 
-/// The protocol version this crate speaks: 2 since HELLO carries credentials (issue 43). A
-/// broker still accepts version 1, whose frames are the same but for HELLO.
-pub const PROTOCOL_VERSION: u16 = 2;
+/// The protocol version this crate speaks: 2 since HELLO carries credentials (issue 43), 3
+/// since the broker tells a client its cell's addresses (SERVERS, issue 40). A broker still
+/// accepts versions 1 and 2, whose frames are the same but for HELLO (1) and SERVERS, which
+/// it sends only to version 3 sessions ([`SERVERS_VERSION`]).
+pub const PROTOCOL_VERSION: u16 = 3;
 
 /// The oldest protocol version a broker accepts.
 pub const PROTOCOL_MIN_VERSION: u16 = 1;
@@ -106,6 +110,8 @@ pub enum FrameType {
     NoResponders = 0x14,
     /// Broker to client over UDP: the number of a datagram's first delivery, first in it.
     Sequence = 0x15,
+    /// Broker to client: where else the client may connect (version 3).
+    Servers = 0x16,
     /// GPUBLISH naming the pubend that acknowledged the publisher's last publish (its home).
     GuaranteedPublishHome = 0x17,
 }
@@ -131,6 +137,7 @@ macro_rules! broker_frame {
             | $crate::Frame::TokenIssued(_)
             | $crate::Frame::NoResponders(_)
             | $crate::Frame::Sequence(_)
+            | $crate::Frame::Servers(_)
     };
 }
 
@@ -179,6 +186,8 @@ pub enum Frame {
     NoResponders(NoResponders),
     /// See [`Sequence`].
     Sequence(Sequence),
+    /// See [`Servers`].
+    Servers(Servers),
 }
 
 pub use welcome::Welcome;
@@ -210,6 +219,7 @@ impl Frame {
             Frame::TokenIssued(_) => FrameType::TokenIssued,
             Frame::NoResponders(_) => FrameType::NoResponders,
             Frame::Sequence(_) => FrameType::Sequence,
+            Frame::Servers(_) => FrameType::Servers,
         }
     }
 
@@ -288,6 +298,7 @@ impl Frame {
                 f.encode_body(out);
                 Ok(())
             }
+            Frame::Servers(f) => f.encode_body(out),
         })
     }
 
@@ -351,6 +362,7 @@ impl Frame {
             0x13 => Frame::TokenIssued(Token::decode_body(&body)?),
             0x14 => Frame::NoResponders(NoResponders::decode_body(&body)?),
             0x15 => Frame::Sequence(Sequence::decode_body(&body)?),
+            0x16 => Frame::Servers(Servers::decode_body("SERVERS", &body)?),
             0x17 => Frame::GuaranteedPublish(GuaranteedPublish::decode_body(body, true)?),
             other => return Err(WireError::UnknownFrameType(other)),
         })

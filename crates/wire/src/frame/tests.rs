@@ -85,6 +85,23 @@ fn welcome_golden_bytes() {
 }
 
 #[test]
+fn servers_golden_bytes() {
+    let servers = Servers { addresses: vec!["h:1".into(), "b:22".into()] };
+    golden(Frame::Servers(servers), &[0, 0, 0, 14, 0x16, 0, 2, 0, 3, b'h', b':', b'1', 0, 4, b'b', b':', b'2', b'2']);
+    golden(Frame::Servers(Servers::default()), &[0, 0, 0, 3, 0x16, 0, 0]);
+}
+
+#[test]
+fn servers_refuses_a_list_over_its_bound_and_trailing_bytes() {
+    let too_many = Servers { addresses: vec!["a:1".into(); MAX_SERVERS + 1] };
+    assert!(Frame::Servers(too_many).to_bytes().is_err());
+    let mut over = BytesMut::from(&[0, 0, 0, 3, 0x16, 0, 65][..]);
+    assert!(Frame::decode(&mut over, DEFAULT_MAX_FRAME).is_err(), "a count over 64 is refused before any address");
+    let mut trailing = BytesMut::from(&[0, 0, 0, 4, 0x16, 0, 0, 9][..]);
+    assert!(Frame::decode(&mut trailing, DEFAULT_MAX_FRAME).is_err());
+}
+
+#[test]
 fn publish_golden_bytes() {
     let m = Message::new("t", &[], Bytes::from_static(b"p"), 2).unwrap();
     golden(Frame::Publish(m), &[0, 0, 0, 19, 0x03, 0, 0, 0, 0, 0, 0, 0, 2, 0, 1, b't', 0, 0, 0, 0, 0, 1, b'p']);

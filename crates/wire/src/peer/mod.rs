@@ -52,6 +52,8 @@ pub use silence::{Silence, SilenceKind};
 pub use summary::{FilterText, Scope, SummaryDelta};
 pub use synced::SyncedTree;
 
+pub use crate::frame::Servers;
+
 use crate::error::WireError;
 use crate::framing::{encode_frame, peek, split_body};
 
@@ -60,8 +62,13 @@ use crate::framing::{encode_frame, peek, split_body};
 /// to DATA and SILENCE (an F is sound only under the tree it was judged for); 4 adds LINK_STATS,
 /// which a broker sends only on links that negotiated 4 ([`LINK_STATS_VERSION`]); 5 adds
 /// GROUP between linked brokers; 6 gives GROUP its two ends, so brokers between relay it, and
-/// sends it only on links that negotiated 6 ([`GROUP_VERSION`]).
-pub const PEER_PROTOCOL_VERSION: u16 = 6;
+/// sends it only on links that negotiated 6 ([`GROUP_VERSION`]); 7 adds SERVERS, a broker's
+/// client addresses for its cell mates to tell their clients ([`SERVERS_PEER_VERSION`]).
+pub const PEER_PROTOCOL_VERSION: u16 = 7;
+
+/// The first peer protocol version with SERVERS: an older broker closes a link on the unknown
+/// type byte, so the frame goes only on links whose negotiated version is at least this.
+pub const SERVERS_PEER_VERSION: u16 = 7;
 
 /// The first peer protocol version with LINK_STATS: a version 3 broker closes a link on the
 /// unknown type byte, so the frame goes only on links whose negotiated version is at least this.
@@ -92,6 +99,8 @@ pub enum PeerFrameType {
     Routed = 0x08,
     /// A broker's link rates and queues: see [`LinkStats`] (version 4).
     LinkStats = 0x09,
+    /// The sender's client addresses: see [`Servers`] (version 7).
+    Servers = 0x0A,
     /// A guaranteed message: see [`Data`].
     Data = 0x10,
     /// Silent ticks: see [`Silence`].
@@ -146,6 +155,7 @@ impl PeerFrameType {
             0x07 => T::Synced,
             0x08 => T::Routed,
             0x09 => T::LinkStats,
+            0x0A => T::Servers,
             0x10 => T::Data,
             0x11 => T::Silence,
             0x12 => T::Ack,
@@ -182,6 +192,8 @@ pub enum PeerFrame {
     Routed(Routed),
     /// See [`LinkStats`].
     LinkStats(LinkStats),
+    /// See [`Servers`]: here, the sending broker's own client addresses.
+    Servers(Servers),
     /// See [`Data`].
     Data(Data),
     /// See [`Silence`].
@@ -218,6 +230,7 @@ impl PeerFrame {
             PeerFrame::Synced(_) => T::Synced,
             PeerFrame::Routed(_) => T::Routed,
             PeerFrame::LinkStats(_) => T::LinkStats,
+            PeerFrame::Servers(_) => T::Servers,
             PeerFrame::Data(_) => T::Data,
             PeerFrame::Silence(_) => T::Silence,
             PeerFrame::Ack(_) => T::Ack,
@@ -258,6 +271,7 @@ impl PeerFrame {
             PeerFrame::Synced(f) => synced::encode_body(f, out),
             PeerFrame::Routed(f) => f.encode_body(out),
             PeerFrame::LinkStats(f) => f.encode_body(out),
+            PeerFrame::Servers(f) => f.encode_body(out),
             PeerFrame::Data(f) => {
                 f.encode_body(out);
                 Ok(())
@@ -304,6 +318,7 @@ impl PeerFrame {
             T::Synced => PeerFrame::Synced(synced::decode_body(&body)?),
             T::Routed => PeerFrame::Routed(Routed::decode_body(body)?),
             T::LinkStats => PeerFrame::LinkStats(LinkStats::decode_body(&body)?),
+            T::Servers => PeerFrame::Servers(Servers::decode_body("SERVERS", &body)?),
             T::Data => PeerFrame::Data(Data::decode_body(body)?),
             T::Silence => PeerFrame::Silence(Silence::decode_body(&body)?),
             T::Ack => PeerFrame::Ack(Ack::decode_body(&body)?),

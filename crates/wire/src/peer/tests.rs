@@ -86,6 +86,7 @@ fn control() -> impl Strategy<Value = PeerFrame> {
         any::<[u8; 32]>().prop_map(|proof| PeerFrame::Auth(Auth { proof })),
         ".{0,20}".prop_map(|reason| PeerFrame::Close(Close { reason })),
         Just(PeerFrame::Heartbeat),
+        prop::collection::vec("[a-z0-9.:]{0,12}", 0..4).prop_map(|addresses| PeerFrame::Servers(Servers { addresses })),
         prop::collection::vec(advert, 0..3).prop_map(PeerFrame::Adverts),
         prop::collection::vec(delta, 0..3).prop_map(PeerFrame::Summary),
         prop::collection::vec(synced, 0..3).prop_map(PeerFrame::Synced),
@@ -288,6 +289,13 @@ fn hello_golden_bytes() {
     expected.extend_from_slice(&nonce);
     expected.extend_from_slice(&[0, 2, b'b', b'1', 0, 1, b'c', 0, 0, 0, 0, 0, 0, 0, 7]);
     golden(PeerFrame::Hello(hello), &expected);
+}
+
+#[test]
+fn servers_golden_bytes() {
+    // The client frame's body under the peer type byte 0x0A.
+    let servers = Servers { addresses: vec!["h:1".into()] };
+    golden(PeerFrame::Servers(servers), &[0, 0, 0, 8, 0x0A, 0, 1, 0, 3, b'h', b':', b'1']);
 }
 
 #[test]
@@ -616,9 +624,9 @@ fn a_forged_count_fails_without_reserving_memory_for_it() {
 
 #[test]
 fn client_frame_types_and_unknown_bytes_are_refused_at_the_header() {
-    // 0x09 was unknown before LINK_STATS took it; 0x0A is the next free control type.
-    let mut b = BytesMut::from(&[0u8, 0, 0, 9, 0x0A][..]);
-    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnknownFrameType(0x0A)));
+    // 0x0A was unknown before SERVERS took it; 0x0B is the next free control type.
+    let mut b = BytesMut::from(&[0u8, 0, 0, 9, 0x0B][..]);
+    assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::UnknownFrameType(0x0B)));
     let mut b = BytesMut::from(&[0u8, 0, 0, 0][..]);
     assert_eq!(PeerFrame::decode(&mut b, MAX), Err(WireError::EmptyFrame));
     let mut b = BytesMut::from(&[0u8, 0x10, 0, 0][..]);
