@@ -178,6 +178,7 @@ mod tests {
         let failover = Failover::new(["p1:1"].into_iter(), true);
         failover.told(&["p2:2".into()]);
         assert_eq!(failover.entries(), ["p1:1"]);
-        assert!(!failover.refused(), "one broker: the refusal stands");
+        assert!(failover.refused(), "one broker: tried again");
+        assert_eq!(failover.order(), [(0, "p1:1".to_string())]);
     }
 }
