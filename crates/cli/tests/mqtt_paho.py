@@ -173,14 +173,22 @@ def receive(port, version, client_id, n, linger="0.5"):
     c.disconnect()
 
 
-def hold_will(port, version, topic, delay):
-    """Connects with a will on TOPIC and waits to be killed."""
+def hold_will(port, version, topic, delay, client_id=""):
+    """Connects (as CLIENT_ID, if given) with a will on TOPIC and waits to be killed."""
     # A will waits for its delay only while the session lasts (MQTT-3.1.3-9): give it one.
     expiry = 60 if int(delay) else None
-    c = Client(port, version, expiry=expiry, will=(topic, b"gone", 1, int(delay)))
+    c = Client(port, version, client_id, expiry=expiry, will=(topic, b"gone", 1, int(delay)))
     print("connected", flush=True)
     time.sleep(60)
     c.disconnect()
+
+
+def come_back(port, version, client_id):
+    """Connects to CLIENT_ID's session again (clean start 0, no will) and leaves normally: a
+    will of its previous connection still waiting for its delay is not sent."""
+    c = Client(port, version, client_id, clean=False, expiry=60)
+    c.disconnect()
+    print("back")
 
 
 def leave_with_will(port, version, topic):

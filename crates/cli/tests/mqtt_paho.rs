@@ -228,6 +228,82 @@ fn a_paho_clients_will_is_published_when_it_dies_after_its_delay_in_5_0() {
     assert_eq!(rest_of(watcher, watched), "", "a will is left out after a normal DISCONNECT");
 }
 
+impl Broker {
+    /// Waits until the broker let go of every MQTT connection (it leaves `/connz` and the
+    /// metrics after a will waiting for its delay is on disk).
+    fn wait_mqtt_gone(&self) {
+        tidings_testkit::wait_until("the broker let the MQTT connections go", Duration::from_secs(10), || {
+            let metrics = self.process.metrics().unwrap_or_default();
+            tidings_testkit::metric_value(&metrics, "tidings_connections_by_protocol{protocol=\"mqtt/5\"}") == 0.0
+        });
+    }
+}
+
+/// SIGKILLs a scenario started with [`start_until`]; the moment it died.
+fn kill_client(mut client: Child) -> std::time::Instant {
+    client.kill().unwrap();
+    let _ = client.wait();
+    std::time::Instant::now()
+}
+
+/// The will delay of [`a_will_delay_outlives_a_broker_kill_and_a_client_back_in_time_cancels_it_across_one`]:
+/// long enough for a debug broker's restart and a Python client's start on a loaded machine.
+const WILL_DELAY: Duration = Duration::from_secs(6);
+
+/// Fails, as inconclusive, a step that did not happen within the will delay from `killed`.
+fn within_delay(killed: std::time::Instant, step: &str) {
+    assert!(killed.elapsed() < WILL_DELAY, "{step} took longer than the will delay: inconclusive");
+}
+
+/// Sleeps until a second past the will delay from `killed`.
+fn past_the_delay(killed: std::time::Instant) {
+    std::thread::sleep((WILL_DELAY + Duration::from_secs(1)).saturating_sub(killed.elapsed()));
+}
+
+/// A 5.0 will waiting for its delay outlives a broker SIGKILL and restart: sent once, after the
+/// delay; and a client that comes back within the delay cancels it, after the restart as
+/// before it (MQTT-3.1.3-9).
+#[test]
+fn a_will_delay_outlives_a_broker_kill_and_a_client_back_in_time_cancels_it_across_one() {
+    if !paho_present() {
+        return;
+    }
+    let delay = WILL_DELAY.as_secs().to_string();
+    let mut b = Broker::start();
+    ok(b.paho(&["subscribe", "5", "will-keeper", "wills/#", "1"]));
+    // Session expiry 60 s; the broker killed and restarted within the delay.
+    let (dying, _) = start_until(&b.port, &["hold-will", "5", "wills/restart", &delay, "dying"], "connected");
+    let killed = kill_client(dying);
+    b.wait_mqtt_gone();
+    b.kill_and_restart();
+    let (watcher, watched) = start_until(&b.port, &["watch", "5", "wills/restart", "1", "20"], "subscribed");
+    within_delay(killed, "the restart and a watcher's subscription");
+    assert_eq!(rest_of(watcher, watched), "wills/restart gone\n", "the will outlives the broker's restart");
+    assert!(killed.elapsed() >= WILL_DELAY, "the will waited for its delay across the restart");
+    let out = ok(b.paho(&["receive", "5", "will-keeper", "1", "2"]));
+    assert_eq!(out, "session_present=True\nwills/restart gone qos=1\n", "the will is sent once");
+
+    // Back after the restart, within the delay: no will (the keeper's session would get it).
+    let (dying, _) = start_until(&b.port, &["hold-will", "5", "wills/back-after", &delay, "back-after"], "connected");
+    let killed = kill_client(dying);
+    b.wait_mqtt_gone();
+    b.kill_and_restart();
+    assert_eq!(ok(b.paho(&["come-back", "5", "back-after"])), "back\n");
+    within_delay(killed, "the restart and the client's return");
+    past_the_delay(killed);
+
+    // Back before the restart: the will's record went with it.
+    let (dying, _) = start_until(&b.port, &["hold-will", "5", "wills/back-before", &delay, "back-before"], "connected");
+    let killed = kill_client(dying);
+    b.wait_mqtt_gone();
+    assert_eq!(ok(b.paho(&["come-back", "5", "back-before"])), "back\n");
+    b.kill_and_restart();
+    within_delay(killed, "the client's return and the restart");
+    past_the_delay(killed);
+    let out = ok(b.paho(&["receive", "5", "will-keeper", "0", "1"]));
+    assert_eq!(out, "session_present=True\n", "a client back within the delay cancels its will, across a restart");
+}
+
 #[test]
 fn paho_shared_subscriptions_give_each_message_to_one_member() {
     passes_in_each_version("share");

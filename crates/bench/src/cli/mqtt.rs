@@ -52,6 +52,10 @@ pub struct MqttArgs {
     /// Seconds the broker is left alone before each RSS reading.
     #[arg(long, default_value_t = 2.0, value_parser = above_zero)]
     settle: f64,
+    /// The points measured (default all): `qos0` (1 to 1), `fanout`, `qos1`, `idle`. One point
+    /// alone is quicker to repeat, say `--points idle` while working on memory.
+    #[arg(long, value_delimiter = ',', default_value = "qos0,fanout,qos1,idle")]
+    points: Vec<Which>,
     /// The peers measured beside tidings: mosquitto (every point), nats (QoS 1), or none. A
     /// peer asked for and not found stops the run before anything is measured.
     #[arg(long, value_delimiter = ',', default_value = "mosquitto,nats")]
@@ -73,6 +77,19 @@ pub enum Peer {
     Nats,
     /// tidings alone.
     None,
+}
+
+/// A point of the run, by name (`--points`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Which {
+    /// QoS 0, 1 publisher to 1 subscriber.
+    Qos0,
+    /// QoS 0, 1 publisher to `--fanout` subscribers.
+    Fanout,
+    /// QoS 1 acknowledged publishes with a window.
+    Qos1,
+    /// Resident memory per idle connection.
+    Idle,
 }
 
 /// A broker of one repetition.
@@ -225,7 +242,7 @@ fn points(a: &MqttArgs) -> Vec<Point> {
     let fanout = a.fanout.unwrap_or(if q { 10 } else { 100 });
     let connections = a.idle.unwrap_or(if q { 200 } else { 10_000 });
     let mosquitto: &'static [System] = &[System::Mosquitto];
-    vec![
+    let all = [
         Point {
             label: format!("qos0 1->1 size={}", a.size),
             headline: "received_msg_s",
@@ -254,7 +271,9 @@ fn points(a: &MqttArgs) -> Vec<Point> {
             peers: mosquitto,
             goal: "at most 5 KB (5,000 bytes) per connection",
         },
-    ]
+    ];
+    let names = [Which::Qos0, Which::Fanout, Which::Qos1, Which::Idle];
+    names.into_iter().zip(all).filter(|(which, _)| a.points.contains(which)).map(|(_, point)| point).collect()
 }
 
 /// Finds the peers asked for; a missing one is an error naming it (the run does not start).

@@ -18,6 +18,9 @@
 //!   write (which is periodic): after a restart, a tick at or below it is acknowledged upstream
 //!   at once, not sent again, so a QoS 2 delivery the client completed is not a new message.
 //!
+//! - `wills`, by client identifier: a will waiting for its delay ([`super::wills`]), its due
+//!   time (Unix milliseconds), its sequence number and the will as a 5.0 CONNECT packet.
+//!
 //! Writes go to one thread that commits all waiting ones in one transaction (one fsync for
 //! every session's batch that came meanwhile).
 
@@ -30,6 +33,10 @@ use redb::{ReadableDatabase, ReadableTable, TableDefinition};
 
 const INFLIGHT: TableDefinition<(&str, u64, u64), (u16, bool)> = TableDefinition::new("inflight");
 const ACKED: TableDefinition<(&str, u64), u64> = TableDefinition::new("acked");
+const WILLS: TableDefinition<&str, (u64, u64, &[u8])> = TableDefinition::new("wills");
+
+/// A kept will: client identifier, (due time in Unix milliseconds, sequence number), record.
+pub(super) type WillRecord = (String, (u64, u64), Vec<u8>);
 
 /// One change to the table.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +49,10 @@ pub(super) enum Change {
     ForgetName(String),
     /// Every entry of the names starting with this prefix goes (a session that ended).
     Forget(String),
+    /// The client's will waits: (due time, sequence number) and the will's record.
+    KeepWill(String, (u64, u64), Vec<u8>),
+    /// The client's will of this sequence number goes (sent or cancelled); a newer one stays.
+    ForgetWill(String, u64),
 }
 
 /// A delivery's place: durable subscription name, pubend and tick.
@@ -122,15 +133,20 @@ impl InflightStore {
         }
     }
 
-    /// What is on disk for the names starting with `prefix` (a session's), once every write
-    /// asked for before is done (a session forgotten just before must not come back).
-    pub(super) fn load(&self, prefix: &str) -> Result<Loaded, String> {
+    /// A read transaction that sees every write asked for before.
+    fn read_after_writes(&self) -> Result<redb::ReadTransaction, String> {
         let opened = self.opened()?;
         let (reply, done) = mpsc::channel();
         opened.writer.send((Vec::new(), Some(Reply::Blocking(reply)))).map_err(|_| "the writer has stopped")?;
         done.recv().map_err(|_| "the writer has stopped")??;
+        opened.db.begin_read().map_err(|e| e.to_string())
+    }
+
+    /// What is on disk for the names starting with `prefix` (a session's), once every write
+    /// asked for before is done (a session forgotten just before must not come back).
+    pub(super) fn load(&self, prefix: &str) -> Result<Loaded, String> {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let txn = opened.db.begin_read().map_err(|x| e(&x))?;
+        let txn = self.read_after_writes()?;
         let end = format!("{prefix}\u{7f}");
         let mut loaded = Loaded::default();
         let inflight = txn.open_table(INFLIGHT).map_err(|x| e(&x))?;
@@ -144,6 +160,20 @@ impl InflightStore {
             let (key, tick) = entry.map_err(|x| e(&x))?;
             let (name, pubend) = key.value();
             loaded.acked.push(((name.to_string(), pubend), tick.value()));
+        }
+        Ok(loaded)
+    }
+
+    /// Every kept will, once every write asked for before is done.
+    pub(super) fn load_wills(&self) -> Result<Vec<WillRecord>, String> {
+        let e = |e: &dyn std::fmt::Display| e.to_string();
+        let txn = self.read_after_writes()?;
+        let wills = txn.open_table(WILLS).map_err(|x| e(&x))?;
+        let mut loaded = Vec::new();
+        for entry in wills.iter().map_err(|x| e(&x))? {
+            let (client_id, value) = entry.map_err(|x| e(&x))?;
+            let (due_ms, seq, record) = value.value();
+            loaded.push((client_id.value().to_string(), (due_ms, seq), record.to_vec()));
         }
         Ok(loaded)
     }
@@ -192,6 +222,7 @@ fn write(db: &redb::Database, changes: &[Change]) -> Result<(), String> {
     {
         let mut inflight = txn.open_table(INFLIGHT).map_err(|x| e(&x))?;
         let mut acked = txn.open_table(ACKED).map_err(|x| e(&x))?;
+        let mut wills = txn.open_table(WILLS).map_err(|x| e(&x))?;
         // Of several marks of one subscription and pubend in the batch, the highest.
         let mut marks: BTreeMap<(&str, u64), u64> = BTreeMap::new();
         for change in changes {
@@ -216,6 +247,15 @@ fn write(db: &redb::Database, changes: &[Change]) -> Result<(), String> {
                     let range = (prefix.as_str(), 0, 0)..(end.as_str(), 0, 0);
                     inflight.retain_in(range, |_, _| false).map_err(|x| e(&x))?;
                     acked.retain_in((prefix.as_str(), 0)..(end.as_str(), 0), |_, _| false).map_err(|x| e(&x))?;
+                }
+                Change::KeepWill(client_id, (due_ms, seq), record) => {
+                    wills.insert(client_id.as_str(), (*due_ms, *seq, record.as_slice())).map_err(|x| e(&x))?;
+                }
+                Change::ForgetWill(client_id, seq) => {
+                    let kept = wills.get(client_id.as_str()).map_err(|x| e(&x))?.map(|value| value.value().1);
+                    if kept == Some(*seq) {
+                        wills.remove(client_id.as_str()).map_err(|x| e(&x))?;
+                    }
                 }
             }
         }

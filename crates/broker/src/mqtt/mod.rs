@@ -26,6 +26,7 @@ mod registry;
 mod session;
 mod subscribe;
 mod websocket;
+mod wills;
 mod ws_bytes;
 
 use std::sync::Arc;
@@ -85,6 +86,7 @@ pub fn start(shared: &Arc<Context>, tcp: Option<TcpListener>, websocket: Option<
     }
     let registry = Arc::new(Registry::new(shared.config.data_dir()));
     ends::expire_stored(shared, &registry);
+    ends::rearm_wills(shared, &registry);
     let limits = &shared.config.limits;
     let admission = Admission::new(limits.max_connections, limits.max_connections_per_address, fd_limit());
     for (listener, door) in [(tcp, Door::Tcp), (websocket, Door::WebSocket)] {
@@ -286,6 +288,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 session.native().set_protocol(crate::connz::Protocol::mqtt(websocket, v5));
                 let client = session::client_id_of(connect);
                 let mut taken = Box::pin(registry.take_over(&client.0)).await;
+                // A will waiting for its delay is not sent: the client came back (MQTT-3.1.3-9).
+                if let Some(seq) = registry.wills.cancel(&client.0) {
+                    Box::pin(wills::forget(&registry.inflight, &client.0, seq)).await;
+                }
                 link.state.lock().inbound = std::mem::take(&mut taken.inbound);
                 kick = Some(taken.kick.clone());
                 hold = Some(taken);
@@ -415,19 +421,23 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);
     let user = session.native().login.as_ref().map(|login| login.user.name.clone());
-    drop(session);
     let generation = hold.generation;
+    // The will is sent at the earlier of its delay and the session's end; one that waits is
+    // kept durably before the connection lets go (and before it leaves `/connz`), so a
+    // broker restart does not lose it and a new connection, which waits for the release,
+    // finds it to cancel.
+    let will = will.map(|will| {
+        let (will, delay) = *will;
+        wills::Pending::new(client_id.clone(), user, will, delay.min(expiry), session::now_us())
+    });
+    if let Some(pending) = will.as_ref().filter(|pending| pending.delayed) {
+        Box::pin(registry.wills.keep(&registry.inflight, pending)).await;
+    }
+    drop(session);
     let inbound = std::mem::take(&mut link.state.lock().inbound);
     registry.release(&client_id, hold, inbound, expiry > 0);
-    if let Some((will, delay)) = will.map(|will| *will) {
-        let delay = delay.min(expiry);
-        shared.tasks.spawn(ends::publish_will(
-            Arc::clone(&shared),
-            Arc::clone(&registry),
-            (client_id.clone(), generation, user),
-            will,
-            delay,
-        ));
+    if let Some(pending) = will {
+        shared.tasks.spawn(ends::publish_will(Arc::clone(&shared), Arc::clone(&registry), pending, Some(generation)));
     }
     if expiry > 0 {
         let task = ends::expire(Arc::clone(&shared), registry, (client_id, generation), expiry);

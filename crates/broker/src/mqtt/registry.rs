@@ -20,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inflight::{Change, InflightStore};
 use super::link::Inbound;
+use super::wills::Wills;
 
 /// How long a 3.1.1 session with clean session 0 is kept after its connection ends. 3.1.1 has
 /// no session expiry; keeping such sessions for ever would let a client that never comes back
@@ -115,8 +116,10 @@ pub(super) struct Hold {
 /// The sessions of one listener.
 pub(super) struct Registry {
     dir: PathBuf,
-    /// The persistent sessions' deliveries in flight.
+    /// The persistent sessions' deliveries in flight, and the wills waiting for their delay.
     pub(super) inflight: InflightStore,
+    /// The wills waiting for their delay.
+    pub(super) wills: Wills,
     clients: Mutex<HashMap<String, Entry>>,
     /// Generations are never reused, even for a client forgotten and back.
     generations: std::sync::atomic::AtomicU64,
@@ -127,7 +130,7 @@ impl Registry {
     pub(super) fn new(data: PathBuf) -> Registry {
         let dir = data.join("mqtt");
         let inflight = InflightStore::new(&dir);
-        Registry { dir, inflight, clients: Mutex::new(HashMap::new()), generations: 1.into() }
+        Registry { dir, inflight, wills: Wills::default(), clients: Mutex::new(HashMap::new()), generations: 1.into() }
     }
 
     /// Takes `client_id`'s session for a new connection, closing the connection holding it and
