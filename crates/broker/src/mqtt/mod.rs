@@ -411,6 +411,20 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let _ = writer.lock().await.shutdown().await;
     shared.tasks.spawn(linger(reader));
     let Some(hold) = hold else { return };
+    // Its own future, boxed: the session, the will and the rest held across its awaits would
+    // otherwise widen every connection's future, idle ones included (mqtt_idle_heap).
+    Box::pin(finish(session, link, hold, shared, registry)).await;
+}
+
+/// The end of a connection that held a session: what was in flight is kept for next time, a
+/// delayed will is kept durably, the session is released, and its will and expiry are armed.
+async fn finish(
+    mut session: MqttSession,
+    link: Arc<link::Link>,
+    hold: registry::Hold,
+    shared: Arc<Context>,
+    registry: Arc<Registry>,
+) {
     // Before its subscriptions go: what was in flight is sent again, as it was, next time.
     link.state.lock().carry();
     // How far the client got, before a session that ends forgets its table entries.
