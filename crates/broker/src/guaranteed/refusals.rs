@@ -11,10 +11,10 @@
 //!
 //! So once a publish is refused as unavailable, every later publish of the same publisher on
 //! the same connection is refused too, for [`WINDOW`]: the ones the client had in flight when
-//! the refusal reached it. A client with a server list drops the connection at the first
-//! refusal and sends its window again, in order, on the next one; a client without one hands
-//! the refusals to its caller and never sends those publishes again. Either way nothing is
-//! logged out of order. A publish numbered at or below the refused one on that connection (the
+//! the refusal reached it. The client drops the connection at the first refusal and sends its
+//! window again, in order, on its next one (to the next broker of its list, or the same one);
+//! once its bound of refusals in a row is reached it hands them to its caller and never sends
+//! those publishes again. Either way nothing is logged out of order. A publish numbered at or below the refused one on that connection (the
 //! window sent again) ends the rule at once.
 
 use std::collections::HashMap;

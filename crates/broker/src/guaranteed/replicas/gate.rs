@@ -125,9 +125,10 @@ impl Driver {
         // Behind the publishes held for a leader, even once this broker leads: they go to the
         // engine at the end of the driver's turn (`replica_turn`), and a publish served in the
         // same turn before them (a turn serves every command waiting) would reach the engine
-        // ahead of its publisher's earlier ones, which the engine then drops as stale retries:
-        // never acknowledged, and the publisher's in-order acknowledgements stall behind them
-        // (seen in the takeover test, a publisher's window resent to a new leader).
+        // ahead of its publisher's earlier ones, which the engine then takes for retries of
+        // publishes already logged (their sequence numbers are below the publisher's highest)
+        // and never logs (seen in the takeover test, a publisher's window resent to a new
+        // leader; `super::super::refusals` keeps the same order across a refusal).
         if !leads || !self.quorum.waiting.is_empty() {
             if let Some(leader) = replicas.led_by_mate(pubend).filter(|_| !leads) {
                 let why = format!("this broker does not lead the pubend's replica group ({leader} does)");
