@@ -15,12 +15,20 @@
 //! window again: a refusal there is most often a leadership blip (a replica back from a wipe
 //! bumps the group's term, and the leader closes its log until it is elected again, about a
 //! second), and the broker holds a publish while its group has no leader. The moves are
-//! bounded: after `2 × max(len, 2)` refusals in a row with no acknowledgement between them, the
-//! refusal goes to the publisher.
+//! bounded: after `2 × max(len, 2)` refusals in a row with no acknowledgement between them, and
+//! at least [`PATIENCE`] since the first of them, the refusal goes to the publisher. Both
+//! bounds: a move takes a reconnect (tens of milliseconds), so a count alone would give up
+//! before a group elects a leader, and time alone would strand nobody but retry without end at
+//! a broker that refuses at once.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+
+/// How long a client keeps moving on refusals with no acknowledgement, at least: longer than a
+/// replica group takes to elect a leader (its election timeout is about a second) and a broker
+/// deposed meanwhile to reopen its pubend.
+pub(crate) const PATIENCE: Duration = Duration::from_secs(5);
 
 /// The most told addresses a client keeps (beyond the user's own).
 pub(crate) const MAX_TOLD: usize = 16;
@@ -31,8 +39,8 @@ pub(crate) struct Failover {
     list: Mutex<List>,
     /// Whether SERVERS frames are ignored (the user's list alone).
     ignore_told: bool,
-    /// Moves on refusal since the last acknowledgement.
-    moves: AtomicUsize,
+    /// Moves on refusal since the last acknowledgement, and when the first of them was.
+    moves: Mutex<(usize, Option<Instant>)>,
 }
 
 #[derive(Debug)]
@@ -58,7 +66,7 @@ impl Failover {
             }
         }
         let list = List { user: entries.len(), entries, first: 0, connected: 0 };
-        Failover { list: Mutex::new(list), ignore_told, moves: AtomicUsize::new(0) }
+        Failover { list: Mutex::new(list), ignore_told, moves: Mutex::new((0, None)) }
     }
 
     /// The entries in the order to try them now: from the first of this round, wrapping
@@ -80,8 +88,12 @@ impl Failover {
     }
 
     /// The broker told the client its cell's addresses: they replace the told part of the
-    /// list (after the user's entries, without repeats, at most [`MAX_TOLD`]). The live
-    /// connection's entry and the next round's start keep pointing at the same addresses.
+    /// list (after the user's entries, without repeats, at most [`MAX_TOLD`]). Told entries the
+    /// client knew already keep their places and new ones go after them: each broker tells its
+    /// own address first, and a list reordered by each broker it reached would send a client
+    /// refused by two mates back and forth between them, never to the third, which may be the
+    /// one that leads. The live connection's entry and the next round's start keep pointing at
+    /// the same addresses.
     pub(crate) fn told(&self, addresses: &[String]) {
         if self.ignore_told {
             return;
@@ -90,8 +102,10 @@ impl Failover {
         let connected = list.entries.get(list.connected).cloned();
         let first = list.entries.get(list.first).cloned();
         let user = list.user;
-        list.entries.truncate(user);
-        for address in addresses.iter().map(|a| a.trim()).filter(|a| !a.is_empty()) {
+        let told: Vec<&str> = addresses.iter().map(|a| a.trim()).filter(|a| !a.is_empty()).collect();
+        let known: Vec<String> = list.entries.split_off(user);
+        let kept = known.iter().map(String::as_str).filter(|k| told.contains(k));
+        for address in kept.chain(told.iter().copied()) {
             if list.entries.len() == user + MAX_TOLD {
                 break;
             }
@@ -108,18 +122,28 @@ impl Failover {
 
     /// A guaranteed publish was acknowledged: the broker serves the pubend.
     pub(crate) fn acknowledged(&self) {
-        self.moves.store(0, Ordering::Relaxed);
+        *self.moves.lock() = (0, None);
     }
 
     /// The connected broker refused a guaranteed publish as unavailable: `true` if the client
     /// should move on (the next tries start past it, the same broker when it is the only one),
-    /// `false` if the refusal stands (`2 × max(len, 2)` moves already with no acknowledgement).
+    /// `false` if the refusal stands (`2 × max(len, 2)` moves already with no acknowledgement,
+    /// the first of them [`PATIENCE`] ago or more).
     pub(crate) fn refused(&self) -> bool {
+        self.refused_at(Instant::now())
+    }
+
+    /// [`Failover::refused`] at `now`.
+    fn refused_at(&self, now: Instant) -> bool {
         let mut list = self.list.lock();
         let len = list.entries.len();
-        if self.moves.fetch_add(1, Ordering::Relaxed) >= 2 * len.max(2) {
+        let mut moves = self.moves.lock();
+        let (count, since) = &mut *moves;
+        let since = *since.get_or_insert(now);
+        if *count >= 2 * len.max(2) && now.duration_since(since) >= PATIENCE {
             return false;
         }
+        *count += 1;
         list.first = (list.connected + 1) % len.max(1);
         true
     }
@@ -127,7 +151,9 @@ impl Failover {
 
 #[cfg(test)]
 mod tests {
-    use super::{Failover, MAX_TOLD};
+    use std::time::Instant;
+
+    use super::{Failover, MAX_TOLD, PATIENCE};
 
     fn indices(failover: &Failover) -> Vec<usize> {
         failover.order().into_iter().map(|(i, _)| i).collect()
@@ -146,16 +172,21 @@ mod tests {
     }
 
     #[test]
-    fn refusals_stand_after_two_rounds_without_an_acknowledgement() {
+    fn refusals_stand_after_two_rounds_and_the_patience_without_an_acknowledgement() {
+        let start = Instant::now();
+        let later = start + PATIENCE;
         let one = Failover::new(["a"].into_iter(), false);
-        assert!((0..4).all(|_| one.refused()), "one broker is tried again");
+        assert!((0..4).all(|_| one.refused_at(start)), "one broker is tried again");
         assert_eq!(one.order(), [(0, "a".to_string())]);
-        assert!(!one.refused(), "the fifth refusal in a row stands");
+        assert!((0..10).all(|_| one.refused_at(start + PATIENCE / 2)), "within the patience: tried again");
+        assert!(!one.refused_at(later), "a refusal after the patience and four moves stands");
         let failover = Failover::new(["a", "b"].into_iter(), false);
-        assert!((0..4).all(|_| failover.refused()));
-        assert!(!failover.refused(), "the fifth refusal in a row stands");
+        assert!(failover.refused_at(start));
+        assert!((0..2).all(|_| failover.refused_at(later)), "after the patience, still four moves");
+        assert!(failover.refused_at(later));
+        assert!(!failover.refused_at(later), "the fifth refusal in a row stands");
         failover.acknowledged();
-        assert!(failover.refused(), "an acknowledgement starts the count again");
+        assert!(failover.refused_at(later), "an acknowledgement starts the count again");
     }
 
     #[test]
@@ -171,6 +202,26 @@ mod tests {
         let many: Vec<String> = (0..100).map(|i| format!("h:{i}")).collect();
         failover.told(&many);
         assert_eq!(failover.entries().len(), 1 + MAX_TOLD);
+    }
+
+    #[test]
+    fn a_client_refused_by_each_mate_goes_round_the_whole_cell() {
+        // Each broker tells its own address first; p1 (the user's entry) refused, then p2 and
+        // p3 refuse too: the next try is p1 again, not p2.
+        let failover = Failover::new(["p1:1"].into_iter(), false);
+        failover.told(&["p1:1".into(), "p2:2".into(), "p3:3".into()]);
+        assert!(failover.refused());
+        let mut tried = Vec::new();
+        for told in [["p2:2", "p1:1", "p3:3"], ["p3:3", "p1:1", "p2:2"], ["p1:1", "p2:2", "p3:3"]] {
+            let (index, address) = failover.order()[0].clone();
+            failover.connected(index);
+            tried.push(address.clone());
+            assert_eq!(told[0], address);
+            failover.told(&told.map(String::from));
+            assert!(failover.refused());
+        }
+        assert_eq!(tried, ["p2:2", "p3:3", "p1:1"]);
+        assert_eq!(failover.entries(), ["p1:1", "p2:2", "p3:3"]);
     }
 
     #[test]
