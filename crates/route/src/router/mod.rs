@@ -340,6 +340,14 @@ impl<F: Filter> Router<F> {
         self.verdict_epoch
     }
 
+    /// A number that changes whenever [`Router::pubend_route`]'s answers or the filter edges'
+    /// verdicts may have changed: the verdict epoch, plus one for every recomputation of the
+    /// trees. A caller that turns routes into something else (the simulator's delivery routes)
+    /// redoes it only when this moved.
+    pub fn route_epoch(&self) -> u64 {
+        self.verdict_epoch + self.counters.route_recomputations
+    }
+
     /// Feeds one input at time `now`; actions to carry out are appended to `out`.
     pub fn handle(&mut self, now: Millis, input: Input<F>, out: &mut Vec<Action<F>>) {
         self.now = self.now.max(now);

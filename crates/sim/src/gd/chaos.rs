@@ -84,6 +84,8 @@ impl GdRun {
 
     pub(super) fn restart(&mut self, node: usize) {
         self.net.start(node);
+        let brokers = self.net.nodes.len();
+        self.routes.iter_mut().skip(node).step_by(brokers).for_each(|route| *route = None);
         for peer in 0..self.net.nodes.len() {
             if peer != node && self.net.alive(peer) {
                 self.command(peer, Command::PeerRestarted { peer: node });

@@ -16,14 +16,23 @@ impl GdRun {
         let links = self.net.wires.iter().filter(|(_, w)| w.conn.is_some()).map(|(k, _)| *k).collect();
         self.world.borrow_mut().links = links;
         let pubends: Vec<(usize, PubendId)> = self.world.borrow().pubends.iter().map(|(&n, &p)| (n, p)).collect();
+        let brokers = self.net.nodes.len();
+        self.routes.resize(brokers * brokers, None);
         for (home, pubend) in pubends {
-            let reference = home_pubend(&self.net.nodes[home].name);
-            for node in 0..self.net.nodes.len() {
+            for node in 0..brokers {
                 let Some(router) = self.net.router(node) else { continue };
-                let route = router.pubend_route(&reference).map(|r| self.stream_route(node, router, &r));
-                let route = route.unwrap_or_default();
-                let Some(layer) = self.net.nodes[node].layer.as_ref() else { continue };
-                if layer.routes.get(&pubend) != Some(&route) {
+                let at = router.route_epoch();
+                let slot = home * brokers + node;
+                if !matches!(&self.routes[slot], Some((computed, _)) if *computed == at) {
+                    let reference = home_pubend(&self.net.nodes[home].name);
+                    let route = router.pubend_route(&reference).map(|r| self.stream_route(node, router, &r));
+                    self.routes[slot] = Some((at, route.unwrap_or_default()));
+                }
+                let (Some(layer), Some((_, route))) = (self.net.nodes[node].layer.as_ref(), &self.routes[slot]) else {
+                    continue;
+                };
+                if layer.routes.get(&pubend) != Some(route) {
+                    let route = route.clone();
                     self.command(node, Command::Route { pubend, route });
                 }
             }

@@ -99,6 +99,11 @@ pub(super) struct GdRun {
     pub(super) disk_rng: Rng,
     pub(super) plan: Plan,
     pub(super) coverage: Coverage,
+    /// Each broker's delivery route for each home's pubend (at `home × brokers + broker`),
+    /// with the route epoch of the router it was computed from (`routes.rs`): most steps
+    /// change no router's routes. A broker's entries go when it starts again (a new router
+    /// counts its epochs from zero).
+    pub(super) routes: Vec<Option<(u64, tidings_delivery::StreamRoute)>>,
 }
 
 /// Runs one plan on a topology; returns what it covered and the run's figures.
@@ -173,7 +178,7 @@ impl GdRun {
             thin_bundles(&mut net, &mut Rng::new(plan.seed ^ 0x00b0_4d1e));
         }
         let disk_rng = Rng::new(plan.seed ^ 0x00d1_5c00);
-        GdRun { mode, net, world, rng, disk_rng, plan: plan.clone(), coverage: Coverage::default() }
+        GdRun { mode, net, world, rng, disk_rng, plan: plan.clone(), coverage: Coverage::default(), routes: Vec::new() }
     }
 
     fn setup(&mut self) -> Result<(), String> {
