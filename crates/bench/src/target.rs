@@ -19,24 +19,22 @@ pub struct Target {
 impl Target {
     /// Starts `bin broker` on loopback ports chosen by the OS, with `extra` arguments.
     pub fn spawn(bin: &Path, extra: &[&str]) -> anyhow::Result<Target> {
-        let process = BrokerProcess::start(bin, extra)?;
-        Ok(Target {
-            tcp: process.tcp(),
-            udp: process.ready.udp.map(|a| a.to_string()),
-            admin: process.ready.admin.map(|a| a.to_string()),
-            process: Some(process),
-        })
+        Ok(Target::started(BrokerProcess::start(bin, extra)?))
     }
 
     /// Starts `bin broker` as [`Target::spawn`] does, with `toml` as its config file.
     pub fn spawn_configured(bin: &Path, toml: &str) -> anyhow::Result<Target> {
-        let process = BrokerProcess::start_configured(bin, toml, &[])?;
-        Ok(Target {
+        Ok(Target::started(BrokerProcess::start_configured(bin, toml, &[])?))
+    }
+
+    /// The broker `process` this benchmark started, at the addresses it reported.
+    fn started(process: BrokerProcess) -> Target {
+        Target {
             tcp: process.tcp(),
             udp: process.ready.udp.map(|a| a.to_string()),
             admin: process.ready.admin.map(|a| a.to_string()),
             process: Some(process),
-        })
+        }
     }
 
     /// A broker someone else runs (TCP and UDP on the same address, metrics unknown).

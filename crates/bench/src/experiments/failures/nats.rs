@@ -22,8 +22,6 @@ use tidings_admin::{send_signal, Signal};
 use super::faults::{steps, Window};
 use super::run::Run;
 use super::sampler::unix_us;
-use super::series::{self, Delivery};
-use super::verify::verify;
 use super::Params;
 use crate::peer::nats::{free_port, jetstream_always_block, json_line, spawn, wait_port};
 use crate::peer::NatsTools;
@@ -197,24 +195,11 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params, logs: &Pat
     ctx.step("NATS: faults injected");
     let (failed, unfinished) = finish_all(&mut pubs, &mut subs, p.drain).await?;
     let end_us = unix_us();
-    let mut acked = Vec::new();
-    for t in &pubs {
-        acked.extend(t.lines()?);
-    }
-    let mut subscribers = Vec::new();
-    for (name, t) in ["s1", "s2"].into_iter().zip(&subs) {
-        let lines = t.lines()?;
-        subscribers.push((format!("NATS {name}"), series::deliveries(&lines), verify(&acked, &lines)?));
-    }
-    let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
-    let acks = super::run::acks(&acked);
-    let acked_us: Vec<u64> = acks.iter().map(|a| a.1).collect();
-    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &[], &windows, &acked_us);
+    let names = vec!["NATS s1".to_string(), "NATS s2".to_string()];
+    let run = Run::gather((&pubs, &subs, names), (t0_us, end_us, p.bin), &[], windows, (total, failed, unfinished))?;
     drop(cluster);
     // The servers' logs and the clients' lines, kept next to the results as `failures-logs/nats/`.
     super::run::keep(&dir, &logs.join("nats"), &["jsonl", "log", "conf"], "");
-    let published = (total, acked.len(), failed);
-    let run = Run { t0_us, series, windows, subscribers, published, unfinished, acks };
     Ok(NatsRun { run, version: tools.server_version.clone() })
 }
 

@@ -78,22 +78,40 @@ pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Resul
     let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
     injected?;
     let windows = faults::windows(&std::fs::read_to_string(net.dir().join("faults.jsonl")).unwrap_or_default())?;
-    let mut acked = Vec::new();
-    for t in &pubs {
-        acked.extend(t.lines()?);
-    }
-    let mut subscribers = Vec::new();
-    for (name, t) in p.subscribers.iter().zip(&subs) {
-        let lines = t.lines()?;
-        subscribers.push((name.clone(), series::deliveries(&lines), verify(&acked, &lines)?));
-    }
-    let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
-    let acks = acks(&acked);
-    let acked_us: Vec<u64> = acks.iter().map(|a| a.1).collect();
-    let series = series::bin((t0_us, end_us, p.bin.as_micros() as u64), &binned, &samples, &windows, &acked_us);
+    let ends = (total, failed_publishers, unfinished);
+    let run = Run::gather((&pubs, &subs, p.subscribers.clone()), (t0_us, end_us, p.bin), &samples, windows, ends);
     keep_logs(logs, &net_dir, &dir);
-    let published = (total, acked.len(), failed_publishers);
-    Ok(Run { t0_us, series, windows, subscribers, published, unfinished, acks })
+    run
+}
+
+impl Run {
+    /// What the clients of a run wrote, tidings' or NATS's alike: the publishers'
+    /// acknowledgements, each subscriber (named by `names`) verified against them, and the
+    /// series binned from `t0_us` to `end_us` with the brokers' `samples`; `ends` are the
+    /// publishes sent, the publishers that failed and the subscribers that did not finish.
+    pub(super) fn gather(
+        (pubs, subs, names): (&[Tool], &[Tool], Vec<String>),
+        (t0_us, end_us, bin): (u64, u64, Duration),
+        samples: &[(String, Vec<Sample>)],
+        windows: Vec<Window>,
+        (sent, failed, unfinished): (u64, Vec<String>, Vec<String>),
+    ) -> anyhow::Result<Run> {
+        let mut acked = Vec::new();
+        for t in pubs {
+            acked.extend(t.lines()?);
+        }
+        let mut subscribers = Vec::new();
+        for (name, t) in names.into_iter().zip(subs) {
+            let lines = t.lines()?;
+            subscribers.push((name, series::deliveries(&lines), verify(&acked, &lines)?));
+        }
+        let binned: Vec<(String, Vec<Delivery>)> = subscribers.iter().map(|(n, d, _)| (n.clone(), d.clone())).collect();
+        let acks = acks(&acked);
+        let acked_us: Vec<u64> = acks.iter().map(|a| a.1).collect();
+        let series = series::bin((t0_us, end_us, bin.as_micros() as u64), &binned, samples, &windows, &acked_us);
+        let published = (sent, acked.len(), failed);
+        Ok(Run { t0_us, series, windows, subscribers, published, unfinished, acks })
+    }
 }
 
 /// Copies the network's fault log, the brokers' logs and the tools' lines to `to`, next to the
