@@ -58,6 +58,12 @@ pub struct GroupSettings {
     /// Mutation switch for the simulator only: every snapshot leaves out the newest unreleased
     /// record, so that the simulator proves it would notice a snapshot that loses one.
     pub snapshot_drops_record: bool,
+    /// Whether a leader confirms its lead at every tick ([`Action::Confirmed`]): a read-index
+    /// round (raft-rs's `ReadOnlySafe`: a heartbeat that a quorum answers in this term). The
+    /// host's engine tells silence only up to the last confirmation, so a host stalled or cut
+    /// off past its term cannot call silent the ticks a successor logged. On in a broker; off
+    /// where nothing consumes it (the simulator's replica worlds keep their traffic).
+    pub confirm_lead: bool,
 }
 
 /// The default [`GroupSettings::compact_bytes`]: 8 MiB of entries, about 30,000 publishes of
@@ -78,6 +84,7 @@ impl GroupSettings {
             broadcast_commit: true,
             compact_bytes: COMPACT_BYTES,
             snapshot_drops_record: false,
+            confirm_lead: false,
         }
     }
 }
@@ -227,6 +234,14 @@ pub enum Action {
     BecameLeader {
         /// The term, the pubend's epoch.
         term: u64,
+    },
+    /// This replica led the group when a quorum answered a heartbeat it sent at `at` (the
+    /// shell's milliseconds, as given to [`ReplicaGroup::handle`]): no other replica can have
+    /// been elected before then, so nothing a successor assigned is at or below `at`
+    /// ([`GroupSettings::confirm_lead`]).
+    Confirmed {
+        /// When the confirmed heartbeat was sent.
+        at: u64,
     },
     /// This replica no longer leads (it led in `term`): nothing it proposed then will be acked.
     LostLeadership {
@@ -492,6 +507,9 @@ impl Running {
                 // which entries it lost.
                 if self.rejoin_term == 0 && !self.holds_back(settings) {
                     self.raw.tick();
+                }
+                if settings.confirm_lead && self.raw.raft.state == StateRole::Leader {
+                    self.raw.read_index(now.to_be_bytes().to_vec());
                 }
                 self.hand_back(settings);
             }

@@ -22,6 +22,11 @@ impl Running {
             let mut rd = self.raw.ready();
             let number = rd.number();
             let sent = self.send(rd.take_messages(), out);
+            for read in rd.take_read_states() {
+                if let Ok(at) = <[u8; 8]>::try_from(read.request_ctx.as_slice()) {
+                    out.push(Action::Confirmed { at: u64::from_be_bytes(at) });
+                }
+            }
             // A snapshot from the leader: the state and the log become it. Its write goes out
             // with this ready's, and the answer waits for that write's sync.
             let snapshot = (!rd.snapshot().is_empty()).then(|| rd.snapshot().clone());

@@ -337,6 +337,11 @@ impl Driver {
     /// Opens a pubend's stream in the engine and attaches every local subend to it from its
     /// next tick (pubends that appear after a subscription are covered from their start).
     pub(super) fn open_pubend(&mut self, pubend: PubendId, recovered: tidings_delivery::Recovered) {
+        if self.replicas.as_ref().is_some_and(|r| r.is_replicated(pubend)) {
+            // Its silence waits for its group's confirmations from the first turn: a host deposed
+            // meanwhile must not tell F from its clock (`ConfirmSilence`).
+            self.feed(Input::ConfirmSilence { pubend, up_to: Tick(1) });
+        }
         self.hosted.insert(pubend);
         self.metrics.pubends.set(self.hosted.len() as i64);
         self.feed(Input::Store(tidings_delivery::StoreInput::Opened { pubend, recovered }));

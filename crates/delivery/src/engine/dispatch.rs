@@ -45,6 +45,7 @@ impl<M: Matcher> Engine<M> {
             Input::OutboxReady { subend } => self.handle_outbox_ready(now, subend, out),
             Input::Store(store) => self.handle_store(now, store, out),
             Input::EarlyRelease { pubend, up_to } => self.handle_early_release(now, pubend, up_to, out),
+            Input::ConfirmSilence { pubend, up_to } => self.handle_confirm_silence(now, pubend, up_to, out),
             Input::CloseLog { pubend } => self.handle_close_log(now, pubend, out),
             Input::Tick => self.handle_tick(now, out),
         }
@@ -79,6 +80,7 @@ impl<M: Matcher> Engine<M> {
             pubend,
             tree,
             settings: &self.settings,
+            confirmed: self.confirmed.get(&pubend).copied(),
             matcher: &self.matcher,
             out,
             counters: &mut self.counters,
@@ -292,6 +294,20 @@ impl<M: Matcher> Engine<M> {
         self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
             let Source::Log(log) = &mut stream.source else { return };
             log.lease_done(lease);
+            let pieces = log.advance_silence(&mut stream.know, ctx);
+            stream.learn(&pieces, Learned::FirstTime(&[]), ctx);
+        });
+    }
+
+    /// The pubend's group confirmed this broker's lead up to `up_to`: silence may go that far.
+    fn handle_confirm_silence(&mut self, now: Millis, pubend: PubendId, up_to: Tick, out: &mut Vec<Action>) {
+        let confirmed = self.confirmed.entry(pubend).or_default();
+        *confirmed = (*confirmed).max(up_to);
+        if !self.streams.get(&pubend).is_some_and(|s| matches!(s.source, Source::Log(_))) {
+            return;
+        }
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+            let Source::Log(log) = &mut stream.source else { return };
             let pieces = log.advance_silence(&mut stream.know, ctx);
             stream.learn(&pieces, Learned::FirstTime(&[]), ctx);
         });

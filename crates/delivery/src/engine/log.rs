@@ -24,7 +24,9 @@ struct PendingRecord {
 /// The pubend's log-facing state.
 ///
 /// Invariants: every tick `<= synced` that was assigned is durable; `pending` holds exactly the
-/// assigned ticks above `synced`; F is asserted only up to `safe_now <= lease` (T1, T3).
+/// assigned ticks above `synced`; F is asserted only up to `safe_now <= lease` (T1, T3), and for
+/// a replicated pubend no further than its group confirmed this broker's lead
+/// ([`crate::Input::ConfirmSilence`]).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Log {
     last_tick: Tick,
@@ -88,7 +90,8 @@ impl Log {
         }
         let unlogged = self.pending.keys().next().map_or(Tick(u64::MAX), |t| t.prev());
         // A publish in this same millisecond may still take `now_tick`: F stops below it.
-        self.now_tick(ctx).prev().min(unlogged).min(self.lease)
+        let confirmed = ctx.confirmed.unwrap_or(Tick(u64::MAX));
+        self.now_tick(ctx).prev().min(unlogged).min(self.lease).min(confirmed)
     }
 
     /// Asserts F over the ticks that became safe; returns the new pieces.

@@ -20,7 +20,7 @@ mod upstream;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::names::{Millis, PubendId, SubendId, TreeTag};
+use crate::names::{Millis, PubendId, SubendId, Tick, TreeTag};
 use crate::settings::Settings;
 
 use stream::Stream;
@@ -74,6 +74,8 @@ pub(crate) struct Ctx<'a> {
     /// The tree the stream's filter edges judge under now (`Stream::tree`).
     pub(crate) tree: TreeTag,
     pub(crate) settings: &'a Settings,
+    /// How far the pubend's replica group confirmed this broker's lead, if it is replicated.
+    pub(crate) confirmed: Option<Tick>,
     pub(crate) matcher: &'a dyn Matcher,
     pub(crate) out: &'a mut Vec<Action>,
     pub(crate) counters: &'a mut Counters,
@@ -86,6 +88,9 @@ pub struct Engine<M: Matcher> {
     streams: BTreeMap<PubendId, Stream>,
     /// Which streams each local subend is attached to (flow control is per subend).
     subend_streams: BTreeMap<SubendId, BTreeSet<PubendId>>,
+    /// Per replicated pubend, how far its group confirmed this broker's lead
+    /// ([`crate::Input::ConfirmSilence`]): its silence stops there.
+    confirmed: BTreeMap<PubendId, Tick>,
     counters: Counters,
 }
 
@@ -98,6 +103,7 @@ impl<M: Matcher> Engine<M> {
             matcher,
             streams: BTreeMap::new(),
             subend_streams: BTreeMap::new(),
+            confirmed: BTreeMap::new(),
             counters: Counters::default(),
         }
     }

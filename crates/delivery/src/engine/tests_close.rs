@@ -60,3 +60,56 @@ fn a_closed_log_serves_nothing_more_and_reopens_where_it_was() {
     assert_eq!(appended, [Tick(3_003_000)]);
     assert_eq!(engine.inspect(P).and_then(|v| v.knowledge(Tick(5000))), Some(Know::Data));
 }
+
+/// The highest tick any F told in `out` covers.
+fn highest_silence(out: &[Action]) -> Option<Tick> {
+    sent(out)
+        .into_iter()
+        .filter_map(|m| match m {
+            Message::Silence { ranges, kind: crate::message::SilenceKind::Final, .. } => ranges.last().map(|r| r.to),
+            _ => None,
+        })
+        .max()
+}
+
+/// A replicated pubend tells silence only as far as its group confirmed this broker's lead: a
+/// host stalled past its term that wakes up tells nothing past its last confirmation, however
+/// far its clock and its lease have gone (a successor may have logged there); each new
+/// confirmation lets it go that far, and no further.
+#[test]
+fn silence_stops_where_the_group_last_confirmed_the_lead() {
+    let mut engine = Engine::new(Settings::default(), Byte0);
+    let mut out = Vec::new();
+    engine.handle(Millis(1), Input::ConfirmSilence { pubend: P, up_to: Tick(1) }, &mut out);
+    engine.handle(
+        Millis(1),
+        Input::Route { pubend: P, route: StreamRoute { upstream: None, children: vec![child()] } },
+        &mut out,
+    );
+    engine.handle(Millis(1), Input::Store(StoreInput::Opened { pubend: P, recovered: Recovered::default() }), &mut out);
+    engine.handle(Millis(2), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(60_000_000) }), &mut out);
+    for now in (100..1_000).step_by(50) {
+        engine.handle(Millis(now), Input::Tick, &mut out);
+    }
+    assert_eq!(highest_silence(&out), Some(Tick(1)), "no F past the first confirmation: {:?}", sent(&out));
+
+    out.clear();
+    engine.handle(Millis(1_000), Input::ConfirmSilence { pubend: P, up_to: Tick(400_000) }, &mut out);
+    for now in (1_000..3_000).step_by(50) {
+        engine.handle(Millis(now), Input::Tick, &mut out);
+    }
+    assert_eq!(highest_silence(&out), Some(Tick(400_000)), "F up to the confirmation, no further");
+
+    out.clear();
+    engine.handle(Millis(3_000), Input::ConfirmSilence { pubend: P, up_to: Tick(2_900_000) }, &mut out);
+    engine.handle(Millis(3_050), Input::Tick, &mut out);
+    assert_eq!(highest_silence(&out), Some(Tick(2_900_000)));
+
+    // An unreplicated pubend is not capped: F follows the clock.
+    let (mut free, mut out) = pubend();
+    free.handle(Millis(2), Input::Store(StoreInput::LeaseDone { pubend: P, lease: Tick(60_000_000) }), &mut out);
+    for now in (100..1_000).step_by(50) {
+        free.handle(Millis(now), Input::Tick, &mut out);
+    }
+    assert!(highest_silence(&out) > Some(Tick(500_000)), "{:?}", highest_silence(&out));
+}

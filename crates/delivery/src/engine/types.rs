@@ -169,6 +169,19 @@ pub enum Input {
         /// The new release prefix.
         up_to: Tick,
     },
+    /// The pubend's replica group confirmed that this broker still led it at a time at or
+    /// past `up_to` (a quorum answered, in this broker's term, a heartbeat or an append sent
+    /// then): no successor can have assigned a tick at or below it. Once given for a pubend,
+    /// its silence (F) is told only up to the highest one (T3): a host stalled or cut off past
+    /// its term would otherwise tell F, from its own clock, over ticks a successor logged (the
+    /// nemesis on a replicated cell lost a message that way). A pubend never given one (not
+    /// replicated) is not capped. Given before the log opens, it holds from the first turn.
+    ConfirmSilence {
+        /// The stream.
+        pubend: PubendId,
+        /// The tick confirmed.
+        up_to: Tick,
+    },
     /// This broker no longer hosts the pubend, though it lives: its replica group elected
     /// another leader (a deposed host that was stalled or cut off, docs/replication.md). Two
     /// brokers must never serve one pubend, so the stream stops being the pubend here: its

@@ -72,7 +72,7 @@ impl Cluster {
                 Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick.unwrap_or(0))),
                 Action::Refused { seq, .. } => self.refused.push((id, seq)),
                 Action::BecameLeader { term } => self.leaders.push((id, term)),
-                Action::LostLeadership { .. } => {}
+                Action::LostLeadership { .. } | Action::Confirmed { .. } => {}
                 Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
                 // Only stale messages (the receiver's log outgrew them) are refused here.
                 Action::Dropped { .. } => {}

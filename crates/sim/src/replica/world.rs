@@ -173,7 +173,7 @@ impl World {
                 }
             }
             Action::BecameLeader { term } => self.judge.leader(id, term),
-            Action::LostLeadership { .. } => {}
+            Action::LostLeadership { .. } | Action::Confirmed { .. } => {}
             Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
                 self.send(Packet::Reply { from: id, publisher, action })
             }

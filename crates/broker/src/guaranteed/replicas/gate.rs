@@ -241,6 +241,10 @@ impl Driver {
                     }
                 }
                 Outcome::Leads { pubend } => self.propose_again(pubend),
+                Outcome::Confirmed { pubend, at } => {
+                    let up_to = Tick(self.engine.settings().ticks(at));
+                    self.feed(tidings_delivery::Input::ConfirmSilence { pubend, up_to });
+                }
             }
         }
         // Only now, once for all of them: the engine acknowledges synchronously inside
@@ -250,6 +254,10 @@ impl Driver {
         for (pubend, tick) in moved {
             let frontier = self.quorum.frontier.entry(pubend).or_default();
             frontier.group = frontier.group.max(tick);
+            // Committed in this broker's term, proposed once its tick was given: no successor
+            // was elected before then, so silence up to it is confirmed too (and a record the
+            // subscribers get does not wait for the next heartbeat round's confirmation).
+            self.feed(tidings_delivery::Input::ConfirmSilence { pubend, up_to: tick });
             self.feed_synced(pubend);
         }
     }

@@ -55,6 +55,9 @@ pub(super) enum Outcome {
     /// This broker leads the group in a new term: what it proposed before and is not yet
     /// acknowledged will never be (the core forgets it), so it must be proposed again.
     Leads { pubend: PubendId },
+    /// A quorum confirmed this broker led the group at `at` (ms): the engine may tell silence
+    /// up to there (`tidings_delivery::Input::ConfirmSilence`).
+    Confirmed { pubend: PubendId, at: u64 },
 }
 
 struct Group {
@@ -167,6 +170,7 @@ impl Replicas {
         let settings = GroupSettings {
             hand_back: false,
             broadcast_commit: false,
+            confirm_lead: true,
             compact_bytes: self.compact_bytes,
             ..GroupSettings::new(self.me, voters.clone())
         };
@@ -381,6 +385,7 @@ impl Replicas {
                     outcomes.push(Outcome::Leads { pubend });
                 }
                 Action::LostLeadership { term } => info!(pubend = pubend.0, term, "no longer leads its replica group"),
+                Action::Confirmed { at } => outcomes.push(Outcome::Confirmed { pubend, at }),
                 Action::Dropped { from, reason } => {
                     let from = self.mates.get(&from).map_or_else(|| from.to_string(), |m| m.to_string());
                     warn!(%from, pubend = pubend.0, %reason, "a replica message refused before raft: dropped");
