@@ -17,6 +17,9 @@ pub(crate) struct Cluster {
     pub(crate) refused: Vec<(ReplicaId, u64)>,
     pub(crate) applied: BTreeMap<ReplicaId, Vec<Outcome>>,
     pub(crate) leaders: Vec<(ReplicaId, u64)>,
+    /// Each lead confirmed (`Action::Confirmed`): the replica, the time its heartbeat left, and
+    /// the test clock when the confirmation came.
+    pub(crate) confirmed: Vec<(ReplicaId, u64, u64)>,
     /// At each election won, whether the winner already offered its state to serve from.
     pub(crate) serving_when_elected: Vec<bool>,
     pub(crate) cut: BTreeSet<ReplicaId>,
@@ -48,6 +51,7 @@ impl Cluster {
             refused: Vec::new(),
             applied: BTreeMap::new(),
             leaders: Vec::new(),
+            confirmed: Vec::new(),
             serving_when_elected: Vec::new(),
             cut: BTreeSet::new(),
             now: 0,
@@ -72,7 +76,8 @@ impl Cluster {
                 Action::Acked { publisher, seq, tick } => self.acks.push((id, publisher, seq, tick.unwrap_or(0))),
                 Action::Refused { seq, .. } => self.refused.push((id, seq)),
                 Action::BecameLeader { term } => self.leaders.push((id, term)),
-                Action::LostLeadership { .. } | Action::Confirmed { .. } => {}
+                Action::Confirmed { at } => self.confirmed.push((id, at, self.now)),
+                Action::LostLeadership { .. } => {}
                 Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
                 // Only stale messages (the receiver's log outgrew them) are refused here.
                 Action::Dropped { .. } => {}
