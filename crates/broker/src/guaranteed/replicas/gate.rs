@@ -218,9 +218,30 @@ impl Driver {
         let mut moved: BTreeMap<PubendId, Tick> = BTreeMap::new();
         for outcome in outcomes {
             match outcome {
-                Outcome::Acked { pubend, publisher, seq } => {
+                Outcome::Acked { pubend, publisher, seq, tick: held } => {
                     let key = (pubend, publisher, seq);
                     let tick = self.quorum.proposed.remove(&key).and_then(|p| p.tick);
+                    let known = tick.or_else(|| self.publishes.tick(pubend, (publisher, seq)));
+                    if let Some((held, known)) = held.zip(known).filter(|&(h, k)| h != k.0) {
+                        // The group and this broker's log disagree on where the record is: a
+                        // subscriber would get another record (or none) at one of the ticks.
+                        tracing::error!(
+                            pubend = pubend.0,
+                            publisher = publisher.0,
+                            seq,
+                            group_tick = held,
+                            log_tick = known.0,
+                            "the replica group holds a publish at another tick than this broker's log"
+                        );
+                    } else if held.is_some() && known.is_none() {
+                        tracing::warn!(
+                            pubend = pubend.0,
+                            publisher = publisher.0,
+                            seq,
+                            group_tick = held,
+                            "a publish the replica group holds is acknowledged with no tick known here"
+                        );
+                    }
                     match self.quorum.parked.remove(&key) {
                         Some(ack) => self.answer(key, ack),
                         None => {

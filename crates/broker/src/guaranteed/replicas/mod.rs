@@ -48,8 +48,9 @@ pub(super) fn replica_id(name: &str) -> ReplicaId {
 
 /// What a group decided for a publisher.
 pub(super) enum Outcome {
-    /// A quorum synced the publish and this broker led when it was applied.
-    Acked { pubend: PubendId, publisher: PublisherId, seq: u64 },
+    /// A quorum synced the publish and this broker led when it was applied; the tick the group
+    /// holds it at (`None`: released, tick forgotten).
+    Acked { pubend: PubendId, publisher: PublisherId, seq: u64, tick: Option<u64> },
     /// This broker cannot log it now (it does not lead the group).
     Refused { pubend: PubendId, publisher: PublisherId, seq: u64, why: String },
     /// This broker leads the group in a new term: what it proposed before and is not yet
@@ -370,8 +371,8 @@ impl Replicas {
                 // The host's own pubend log holds what it published; the replicas' applied
                 // state is what a pubend not open here is opened from (`serve`).
                 Action::Apply(_) => {}
-                Action::Acked { publisher, seq, .. } => {
-                    outcomes.push(Outcome::Acked { pubend, publisher: PublisherId(publisher), seq })
+                Action::Acked { publisher, seq, tick } => {
+                    outcomes.push(Outcome::Acked { pubend, publisher: PublisherId(publisher), seq, tick })
                 }
                 Action::Refused { publisher, seq, leader } => {
                     let why = match leader.and_then(|l| self.mates.get(&l)) {
