@@ -64,6 +64,18 @@ pub struct GroupSettings {
     /// off past its term cannot call silent the ticks a successor logged. On in a broker; off
     /// where nothing consumes it (the simulator's replica worlds keep their traffic).
     pub confirm_lead: bool,
+    /// Whether a publish proposed at a tick the group has passed (at or below the last tick
+    /// proposed or applied) is refused rather than moved past it. The broker's engine gives
+    /// every tick and serves the record there; a record the group moved would sit at a tick
+    /// the engine gives another record later, and each later record of the turn would move
+    /// in turn: the group and the log disagree from there on, and a successor (or a log
+    /// resumed from the group) serves what the engine never did. Seen as six acknowledged
+    /// publishes no subscriber got (nemesis on a replicated cell, seed 55): a retry the
+    /// engine had logged at an old tick, never proposed before its host was deposed, proposed
+    /// again at that tick after newer ones. Refused, the publisher retries; nothing is logged
+    /// at a tick the engine did not give. On in a broker; off in the simulator's replica
+    /// worlds, which propose at their clock and rely on the move.
+    pub exact_ticks: bool,
 }
 
 /// The default [`GroupSettings::compact_bytes`]: 8 MiB of entries, about 30,000 publishes of
@@ -85,6 +97,7 @@ impl GroupSettings {
             compact_bytes: COMPACT_BYTES,
             snapshot_drops_record: false,
             confirm_lead: false,
+            exact_ticks: false,
         }
     }
 }
@@ -481,12 +494,12 @@ impl Running {
     fn step(&mut self, settings: &GroupSettings, now: u64, input: Input, out: &mut Vec<Action>) {
         match input {
             Input::Publish { publisher, seq, payload } => {
-                self.publish_all(vec![Record { tick: now, publisher, seq, payload }], out)
+                self.publish_all(vec![Record { tick: now, publisher, seq, payload }], false, out)
             }
             Input::PublishAt { publisher, seq, tick, payload } => {
-                self.publish_all(vec![Record { tick, publisher, seq, payload }], out)
+                self.publish_all(vec![Record { tick, publisher, seq, payload }], settings.exact_ticks, out)
             }
-            Input::PublishAllAt(records) => self.publish_all(records, out),
+            Input::PublishAllAt(records) => self.publish_all(records, settings.exact_ticks, out),
             Input::Propose(command) => {
                 if self.leading.is_some() {
                     let _ = self.raw.propose(Vec::new(), command.encode());

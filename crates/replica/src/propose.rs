@@ -12,8 +12,9 @@ impl Running {
     /// Proposes publishes, each at its record's tick at the earliest (the clock, or the host
     /// engine's tick), as one raft proposal (see [`Input::PublishAllAt`](crate::Input)). Ticks
     /// grow in the order given; one already applied is answered from the retry table, one
-    /// already proposed in this term is not proposed twice.
-    pub(crate) fn publish_all(&mut self, records: Vec<Record>, out: &mut Vec<Action>) {
+    /// already proposed in this term is not proposed twice. With `exact`, one whose tick the
+    /// group has passed is refused instead of moved ([`crate::GroupSettings::exact_ticks`]).
+    pub(crate) fn publish_all(&mut self, records: Vec<Record>, exact: bool, out: &mut Vec<Action>) {
         let Some(term) = self.leading.filter(|&term| self.leads_in(term)) else {
             let leader = Some(self.raw.raft.leader_id).filter(|&l| l != 0);
             for Record { publisher, seq, .. } in records {
@@ -28,6 +29,10 @@ impl Running {
             // Already applied: committed for good, so the first tick is the answer.
             if let Some(tick) = self.state.logged(publisher, seq) {
                 out.push(Action::Acked { publisher, seq, tick });
+                continue;
+            }
+            if exact && tick <= last {
+                out.push(Action::Refused { publisher, seq, leader: None });
                 continue;
             }
             if self.pending.insert((publisher, seq), term) == Some(term) {

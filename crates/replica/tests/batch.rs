@@ -149,3 +149,28 @@ fn appends_stepped_together_are_one_write_answered_after_its_sync() {
     let last = follower.status().last_index;
     assert_eq!(acked.last(), Some(&last), "the answers acknowledge both entries once synced: {acked:?}");
 }
+
+/// With exact ticks (the broker's setting), a publish proposed at a tick the group has passed
+/// is refused, not moved: the group never holds a record at a tick the host's engine did not
+/// give it (a moved one takes the tick the engine gives the next record, and every later one
+/// moves in turn). Without, it moves past (the simulator's clock-driven worlds).
+#[test]
+fn a_publish_at_a_tick_the_group_passed_is_refused_with_exact_ticks_and_moved_without() {
+    for exact in [true, false] {
+        let mut c = Cluster::with(3, |settings| GroupSettings { exact_ticks: exact, ..settings });
+        c.run(30, &ALL);
+        assert_eq!(c.leader(), Some(1));
+        c.input(1, Input::PublishAllAt(vec![record(1, 100), record(2, 200)]));
+        c.run(5, &ALL);
+        // A retry logged by the engine at 150, never proposed, comes after 200.
+        c.input(1, Input::PublishAllAt(vec![record(3, 150), record(4, 300)]));
+        c.run(5, &ALL);
+        let logged: Vec<(u64, u64)> = c.logged(1).into_iter().map(|(_, seq, tick)| (seq, tick)).collect();
+        if exact {
+            assert_eq!(logged, [(1, 100), (2, 200), (4, 300)], "nothing logged at a tick the engine did not give");
+            assert_eq!(c.refused, [(1, 3)]);
+        } else {
+            assert_eq!(logged, [(1, 100), (2, 200), (3, 201), (4, 300)], "moved past the last tick");
+        }
+    }
+}

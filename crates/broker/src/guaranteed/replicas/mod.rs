@@ -172,6 +172,7 @@ impl Replicas {
             hand_back: false,
             broadcast_commit: false,
             confirm_lead: true,
+            exact_ticks: true,
             compact_bytes: self.compact_bytes,
             ..GroupSettings::new(self.me, voters.clone())
         };
@@ -377,6 +378,9 @@ impl Replicas {
                 Action::Refused { publisher, seq, leader } => {
                     let why = match leader.and_then(|l| self.mates.get(&l)) {
                         Some(name) => format!("this broker does not lead the pubend's replica group ({name} does)"),
+                        None if self.leads(pubend) => {
+                            "the replica group has passed the tick this broker's log gave the publish".to_string()
+                        }
                         None => "the pubend's replica group has no leader yet".to_string(),
                     };
                     outcomes.push(Outcome::Refused { pubend, publisher: PublisherId(publisher), seq, why });
