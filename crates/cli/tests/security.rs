@@ -217,6 +217,48 @@ fn a_user_removed_by_a_reload_loses_its_connection() {
 }
 
 #[test]
+fn an_mqtt_user_removed_by_a_reload_loses_its_connection() {
+    if !mosquitto_present() {
+        return;
+    }
+    let (dir, b, _) = setup("[mqtt]\nlisten = \"127.0.0.1:0\"\n");
+    let port = b.ready.mqtt.expect("an MQTT listener").port().to_string();
+    let before = b.metric("tidings_subscriptions").unwrap();
+    // `-W 20`: it goes by itself within 20 s, whatever happens here.
+    let mut alice = Command::new("mosquitto_sub")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-V",
+            "5",
+            "-W",
+            "20",
+            "-u",
+            "alice",
+            "-P",
+            "alice-pw",
+            "-t",
+            "orders/#",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tidings_testkit::wait_until("alice's MQTT subscription", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() > before
+    });
+    users_file(dir.path(), false);
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    tidings_testkit::wait_until("alice's MQTT subscription is gone", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() <= before
+    });
+    let _ = alice.kill();
+    let _ = alice.wait();
+}
+
+#[test]
 fn mqtt_logins_and_denied_topics_get_their_reason_codes() {
     if !mosquitto_present() {
         return;

@@ -233,6 +233,8 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     // The generation of the session this connection holds, once CONNECT took it over.
     let mut hold: Option<u64> = None;
     let mut gate = enhanced::Gate::default();
+    // Boxed, and only with a login: see `crate::login::revocation`.
+    let mut revocation = None;
     'read: loop {
         let max = if session.version().is_some() { limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
         let mut decoded = 0;
@@ -286,6 +288,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
                 }
+                revocation = crate::login::revocation(session.native());
                 let v5 = connect.version == ProtocolVersion::V5;
                 session.native().set_protocol(crate::connz::Protocol::mqtt(websocket, v5));
                 let client = session::client_id_of(connect);
@@ -398,7 +401,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 read.release();
                 release_at = None;
             }
-            () = crate::login::revoked(session.native()) => break 'read,
+            () = revoked(&mut revocation) => break 'read,
             got = reader.read_buf(&mut read.buf) => match got {
                 Ok(n) if n > 0 => read.after_read(n, room.unwrap_or(read.buf.capacity())),
                 _ => break 'read,
@@ -473,6 +476,15 @@ async fn linger(mut reader: BoxRead) {
 /// (MQTT-3.1.2-24), or for ever when the client turned it off (0).
 fn keep_alive_of(seconds: u16) -> Option<std::time::Duration> {
     (seconds > 0).then(|| std::time::Duration::from_millis(u64::from(seconds) * 1500))
+}
+
+/// Resolves once the session's user was revoked (see `crate::login::revocation`), never
+/// without a login.
+async fn revoked(revocation: &mut Option<crate::login::Revocation>) {
+    match revocation {
+        Some(revocation) => revocation.as_mut().await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The earlier of two deadlines, either of which may be absent.
