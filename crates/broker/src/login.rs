@@ -126,12 +126,36 @@ pub async fn revoked(session: &mut Session) {
     let (Some(guard), Some(login)) = (session.shared.security.clone(), session.login.as_mut()) else {
         return std::future::pending().await;
     };
+    user_revoked(&guard, &login.user, &mut login.changes).await;
+}
+
+/// A session's [`revocation`].
+pub type Revocation = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
+
+/// What [`revoked`] waits for, made once the session logged in and owning what it reads, so
+/// that a connection can keep it boxed across its waits: its wait then holds a pointer, not
+/// the watch's future, while idle, and a connection without a login holds nothing (issue 42:
+/// an idle MQTT connection at most 5 KB). `None` without a login. A session's login is set once.
+pub fn revocation(session: &Session) -> Option<Revocation> {
+    let (Some(guard), Some(login)) = (session.shared.security.clone(), session.login.as_ref()) else {
+        return None;
+    };
+    let (user, mut changes) = (Arc::clone(&login.user), login.changes.clone());
+    Some(Box::pin(async move { user_revoked(&guard, &user, &mut changes).await }))
+}
+
+/// Completes when a reload removed or changed `user`; never once the users file's watch ends.
+async fn user_revoked(
+    guard: &crate::security::Guard,
+    user: &Arc<User>,
+    changes: &mut tokio::sync::watch::Receiver<u64>,
+) {
     loop {
-        if login.changes.changed().await.is_err() {
+        if changes.changed().await.is_err() {
             return std::future::pending().await;
         }
         let users = guard.users();
-        if users.get(&login.user.name).is_none_or(|now| **now != *login.user) {
+        if users.get(&user.name).is_none_or(|now| **now != **user) {
             return;
         }
     }

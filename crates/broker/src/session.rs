@@ -5,7 +5,7 @@
 //! [`BrokerCore`](crate::broker_core::BrokerCore) in the [`Context`] the server handed down; a
 //! second protocol's sessions call the same core, not this one.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use tidings_matching::{Pattern, Selector, Topic};
@@ -42,9 +42,11 @@ pub enum Next {
 pub struct Session {
     transport: Transport,
     greeted: bool,
-    subscriptions: HashMap<SubId, ActiveSubscription>,
+    /// B-trees, not hash maps: an empty one is 24 bytes, not 48, and every connection holds
+    /// both in its task, idle MQTT ones included (issue 42); a session has few subscriptions.
+    subscriptions: BTreeMap<SubId, ActiveSubscription>,
     /// Guaranteed subscriptions, served by the guaranteed driver.
-    guaranteed: HashMap<SubId, GuaranteedSub>,
+    guaranteed: BTreeMap<SubId, GuaranteedSub>,
     /// The client's outbound queue.
     pub outbox: Arc<Outbox>,
     pub(crate) shared: Arc<Context>,
@@ -91,8 +93,8 @@ impl Session {
             routes: PendingRoutes::default(),
             transport,
             greeted: transport == Transport::Udp,
-            subscriptions: HashMap::new(),
-            guaranteed: HashMap::new(),
+            subscriptions: BTreeMap::new(),
+            guaranteed: BTreeMap::new(),
             outbox,
             shared,
             login: None,
@@ -460,10 +462,11 @@ impl Drop for Session {
         self.shared.metrics.protocol(self.conn.protocol().label()).dec();
         // Before anything leaves: the router must have counted what it is told ended.
         self.shared.core.route_pending(&mut self.routes);
-        for (_, subscription) in self.guaranteed.drain() {
+        for subscription in std::mem::take(&mut self.guaranteed).into_values() {
             self.shared.core.leave_guaranteed(subscription);
         }
-        let leaving: Vec<BestEffort> = self.subscriptions.drain().map(|(_, active)| active.core).collect();
+        let leaving: Vec<BestEffort> =
+            std::mem::take(&mut self.subscriptions).into_values().map(|active| active.core).collect();
         self.shared.core.unsubscribe_all(leaving);
         self.shared
             .metrics

@@ -216,13 +216,45 @@ fn a_user_removed_by_a_reload_loses_its_connection() {
     assert!(b.metric("tidings_subscriptions").unwrap() <= before);
 }
 
+/// A broker with a users file and an MQTT listener, and that listener's port; `None` without
+/// mosquitto's clients.
+fn mqtt_setup() -> Option<(tempfile::TempDir, BrokerProcess, String)> {
+    if !mosquitto_present() {
+        return None;
+    }
+    let (dir, b, _) = setup("[mqtt]\nlisten = \"127.0.0.1:0\"\n");
+    let port = b.ready.mqtt.expect("an MQTT listener").port().to_string();
+    Some((dir, b, port))
+}
+
+#[test]
+fn an_mqtt_user_removed_by_a_reload_loses_its_connection() {
+    let Some((dir, b, port)) = mqtt_setup() else { return };
+    let before = b.metric("tidings_subscriptions").unwrap();
+    // `-W 20`: it goes by itself within 20 s, whatever happens here.
+    let login = "-V 5 -W 20 -u alice -P alice-pw -t orders/#";
+    let mut alice = Command::new("mosquitto_sub")
+        .args(["-h", "127.0.0.1", "-p", &port])
+        .args(login.split(' '))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tidings_testkit::wait_until("alice's MQTT subscription", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() > before
+    });
+    users_file(dir.path(), false);
+    b.signal(tidings_testkit::Signal::Hup).unwrap();
+    tidings_testkit::wait_until("alice's MQTT subscription is gone", Duration::from_secs(10), || {
+        b.metric("tidings_subscriptions").unwrap() <= before
+    });
+    let _ = alice.kill();
+    let _ = alice.wait();
+}
+
 #[test]
 fn mqtt_logins_and_denied_topics_get_their_reason_codes() {
-    if !mosquitto_present() {
-        return;
-    }
-    let (_dir, b, _) = setup("[mqtt]\nlisten = \"127.0.0.1:0\"\n");
-    let port = b.ready.mqtt.expect("an MQTT listener").port().to_string();
+    let Some((_dir, b, port)) = mqtt_setup() else { return };
     let mqtt_pub = |args: &[&str]| {
         let mut all = vec!["-h", "127.0.0.1", "-p", port.as_str()];
         all.extend(args);

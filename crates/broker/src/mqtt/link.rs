@@ -186,6 +186,8 @@ pub(super) struct State {
     /// Changes to the durable table of deliveries in flight not written yet: written (synced)
     /// before the next PUBLISH or PUBREL that needs them leaves ([`Link::persist`]).
     pub(super) journal: Vec<Change>,
+    /// A newer connection took the session over: the reader closes ([`Link::kick`]).
+    pub(super) kicked: bool,
 }
 
 /// [`State`] and the signal that room opened in the window.
@@ -220,6 +222,14 @@ impl Link {
             return Ok(());
         }
         store.commit(changes).await
+    }
+
+    /// Tells the reader a newer connection took its session over: it says so to its client and
+    /// closes. Through the signal it already waits on for acknowledgements, so a connection
+    /// holds no token and no wait of its own for a rare takeover (issue 42).
+    pub(super) fn kick(&self) {
+        self.state.lock().kicked = true;
+        self.acks.notify_one();
     }
 
     /// The acknowledgements handed to the reader since it last looked.

@@ -47,7 +47,6 @@ use admit::Admitted;
 use delivery::Delivery;
 use registry::Registry;
 use session::{MqttSession, Step};
-use tokio_util::sync::CancellationToken;
 
 /// The largest packet read before CONNECT: a CONNECT with a will is small, and an unknown peer
 /// must not make the broker buffer megabytes.
@@ -218,7 +217,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let Stream { mut reader, writer, peer, certificate, websocket, redirect } = stream;
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
-    *outbox.client.lock() = format!("{peer} mqtt");
+    // Moved, not copied: a local the connection's future kept would hold its text all along.
+    let mut client_name = peer;
+    client_name.push_str(" mqtt");
+    *outbox.client.lock() = client_name;
     let link = Arc::new(link::Link::default());
     let mut native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
     native.certificate = certificate;
@@ -228,9 +230,11 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     let mut release_at = None;
     let mut delivering = false;
     let mut keep_alive = Some(limits.handshake_timeout);
-    let mut hold: Option<registry::Hold> = None;
-    let mut kick: Option<CancellationToken> = None;
+    // The generation of the session this connection holds, once CONNECT took it over.
+    let mut hold: Option<u64> = None;
     let mut gate = enhanced::Gate::default();
+    // Boxed, and only with a login: see `crate::login::revocation`.
+    let mut revocation = None;
     'read: loop {
         let max = if session.version().is_some() { limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
         let mut decoded = 0;
@@ -284,17 +288,17 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                     send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
                     break 'read;
                 }
+                revocation = crate::login::revocation(session.native());
                 let v5 = connect.version == ProtocolVersion::V5;
                 session.native().set_protocol(crate::connz::Protocol::mqtt(websocket, v5));
                 let client = session::client_id_of(connect);
-                let mut taken = Box::pin(registry.take_over(&client.0)).await;
+                let taken = Box::pin(registry.take_over(&client.0, &link)).await;
                 // A will waiting for its delay is not sent: the client came back (MQTT-3.1.3-9).
                 if let Some(seq) = registry.wills.cancel(&client.0) {
                     Box::pin(wills::forget(&registry.inflight, &client.0, seq)).await;
                 }
-                link.state.lock().inbound = std::mem::take(&mut taken.inbound);
-                kick = Some(taken.kick.clone());
-                hold = Some(taken);
+                link.state.lock().inbound = taken.inbound;
+                hold = Some(taken.generation);
                 session.set_client(client);
             }
             let mut step = session.handle(packet);
@@ -361,12 +365,6 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 }
                 break 'read;
             }
-            () = kicked(&kick) => {
-                if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::SessionTakenOver), session.version()) {
-                    send(&writer, &last, version).await;
-                }
-                break 'read;
-            }
             // The delivery task starts when the outbox first has something for the client (a
             // delivery, a PUBACK, a close), never before CONNACK was written: an idle
             // connection holds no task for it (issue 42).
@@ -382,9 +380,16 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 );
                 shared.tasks.spawn(delivery.run());
             }
+            // Acknowledgements from the delivery task, or a newer connection's takeover.
             () = link.acks.notified() => {
                 for ack in link.take_acks() {
                     session.native().handle(tidings_wire::Frame::DeliveryAck(ack));
+                }
+                if link.state.lock().kicked {
+                    if let (Step::Close(last), Some(version)) = (session.refuse(MqttReason::SessionTakenOver), session.version()) {
+                        send(&writer, &last, version).await;
+                    }
+                    break 'read;
                 }
             }
             // One timer for both deadlines (each costs every idle connection its room): the
@@ -396,7 +401,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 read.release();
                 release_at = None;
             }
-            () = crate::login::revoked(session.native()) => break 'read,
+            () = revoked(&mut revocation) => break 'read,
             got = reader.read_buf(&mut read.buf) => match got {
                 Ok(n) if n > 0 => read.after_read(n, room.unwrap_or(read.buf.capacity())),
                 _ => break 'read,
@@ -410,10 +415,10 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     outbox.abort();
     let _ = writer.lock().await.shutdown().await;
     shared.tasks.spawn(linger(reader));
-    let Some(hold) = hold else { return };
+    let Some(generation) = hold else { return };
     // Its own future, boxed: the session, the will and the rest held across its awaits would
     // otherwise widen every connection's future, idle ones included (mqtt_idle_heap).
-    Box::pin(finish(session, link, hold, shared, registry)).await;
+    Box::pin(finish(session, link, generation, shared, registry)).await;
 }
 
 /// The end of a connection that held a session: what was in flight is kept for next time, a
@@ -421,7 +426,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
 async fn finish(
     mut session: MqttSession,
     link: Arc<link::Link>,
-    hold: registry::Hold,
+    generation: u64,
     shared: Arc<Context>,
     registry: Arc<Registry>,
 ) {
@@ -435,7 +440,6 @@ async fn finish(
     let client_id = session.client_id.clone();
     let (will, expiry) = (session.will.take(), session.expiry);
     let user = session.native().login.as_ref().map(|login| login.user.name.clone());
-    let generation = hold.generation;
     // The will is sent at the earlier of its delay and the session's end; one that waits is
     // kept durably before the connection lets go (and before it leaves `/connz`), so a
     // broker restart does not lose it and a new connection, which waits for the release,
@@ -449,7 +453,7 @@ async fn finish(
     }
     drop(session);
     let inbound = std::mem::take(&mut link.state.lock().inbound);
-    registry.release(&client_id, hold, inbound, expiry > 0);
+    registry.release(&client_id, generation, inbound, expiry > 0);
     if let Some(pending) = will {
         shared.tasks.spawn(ends::publish_will(Arc::clone(&shared), Arc::clone(&registry), pending, Some(generation)));
     }
@@ -474,10 +478,11 @@ fn keep_alive_of(seconds: u16) -> Option<std::time::Duration> {
     (seconds > 0).then(|| std::time::Duration::from_millis(u64::from(seconds) * 1500))
 }
 
-/// Resolves once a newer connection took the session over, never before CONNECT.
-async fn kicked(kick: &Option<CancellationToken>) {
-    match kick {
-        Some(kick) => kick.cancelled().await,
+/// Resolves once the session's user was revoked (see `crate::login::revocation`), never
+/// without a login.
+async fn revoked(revocation: &mut Option<crate::login::Revocation>) {
+    match revocation {
+        Some(revocation) => revocation.as_mut().await,
         None => std::future::pending().await,
     }
 }

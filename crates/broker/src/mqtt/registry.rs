@@ -11,15 +11,15 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tidings_wire::mqtt::QoS;
-use tokio_util::sync::CancellationToken;
 
 use super::inflight::{Change, InflightStore};
-use super::link::Inbound;
+use super::link::{Inbound, Link};
 use super::wills::Wills;
 
 /// How long a 3.1.1 session with clean session 0 is kept after its connection ends. 3.1.1 has
@@ -87,10 +87,11 @@ struct InboundFile {
 #[derive(Clone)]
 struct Live {
     generation: u64,
-    /// Cancelled to make it close (a takeover). Whether it has let go of its session is read
-    /// from the entry (its `live` is gone), not signalled: a second token was 112 bytes held
-    /// by every connection for a rare takeover (issue 42).
-    kick: CancellationToken,
+    /// Its link, told to close on a takeover ([`Link::kick`]): the reader already waits on
+    /// it, where a token of its own was 112 bytes and a branch of the reader's wait held by
+    /// every connection for a rare takeover (issue 42). Whether it has let go of its session
+    /// is read from the entry (its `live` is gone), not signalled.
+    link: Arc<Link>,
 }
 
 #[derive(Default)]
@@ -107,8 +108,6 @@ pub(super) struct Hold {
     /// This connection's generation: a will or an expiry timer of an older one finds the
     /// session has moved on.
     pub(super) generation: u64,
-    /// Cancelled when a newer connection takes the session over.
-    pub(super) kick: CancellationToken,
     /// The client's publishes still in the broker's hands.
     pub(super) inbound: Inbound,
 }
@@ -135,10 +134,11 @@ impl Registry {
 
     /// Takes `client_id`'s session for a new connection, closing the connection holding it and
     /// waiting (a bounded time) until that one let go of its durable subscriptions.
-    pub(super) async fn take_over(&self, client_id: &str) -> Hold {
+    /// `link` is the new connection's, told to close when a later one takes the session over.
+    pub(super) async fn take_over(&self, client_id: &str, link: &Arc<Link>) -> Hold {
         let old = self.clients.lock().get(client_id).and_then(|entry| entry.live.clone());
         if let Some(old) = old {
-            old.kick.cancel();
+            old.link.kick();
             let deadline = tokio::time::Instant::now() + TAKEOVER_WAIT;
             while self.held_by(client_id, old.generation) && tokio::time::Instant::now() < deadline {
                 tokio::time::sleep(TAKEOVER_POLL).await;
@@ -147,25 +147,20 @@ impl Registry {
         let mut clients = self.clients.lock();
         let entry = clients.entry(client_id.to_string()).or_default();
         entry.generation = self.generations.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let live = Live { generation: entry.generation, kick: CancellationToken::new() };
-        entry.live = Some(live.clone());
-        Hold {
-            generation: live.generation,
-            kick: live.kick,
-            inbound: entry.inbound.take().map(|inbound| *inbound).unwrap_or_default(),
-        }
+        entry.live = Some(Live { generation: entry.generation, link: Arc::clone(link) });
+        Hold { generation: entry.generation, inbound: entry.inbound.take().map(|inbound| *inbound).unwrap_or_default() }
     }
 
-    /// The connection of `hold` has let go of its native subscriptions; if its session goes on
-    /// (`keep`), its client's publishes wait in the registry for the next connection, else the
-    /// client is forgotten.
-    pub(super) fn release(&self, client_id: &str, hold: Hold, inbound: Inbound, keep: bool) {
+    /// The connection of `generation` (its [`Hold`]'s) has let go of its native subscriptions;
+    /// if its session goes on (`keep`), its client's publishes wait in the registry for the
+    /// next connection, else the client is forgotten.
+    pub(super) fn release(&self, client_id: &str, generation: u64, inbound: Inbound, keep: bool) {
         let mut clients = self.clients.lock();
         if let Some(entry) = clients.get_mut(client_id) {
-            if entry.live.as_ref().is_some_and(|live| live.generation == hold.generation) {
+            if entry.live.as_ref().is_some_and(|live| live.generation == generation) {
                 entry.live = None;
             }
-            if entry.generation == hold.generation {
+            if entry.generation == generation {
                 entry.inbound = Some(Box::new(inbound));
                 if !keep {
                     clients.remove(client_id);
@@ -352,18 +347,20 @@ mod tests {
     #[tokio::test]
     async fn a_second_connection_takes_the_session_and_its_publishes_over() {
         let registry = Registry::new(std::path::PathBuf::from("/nonexistent"));
-        let first = registry.take_over("c").await;
-        let kick = first.kick.clone();
+        let (link, link2) = (Arc::new(Link::default()), Arc::new(Link::default()));
+        let first = registry.take_over("c", &link).await;
         let generation = first.generation;
         let inbound = Inbound { last_seq: 7, ..Inbound::default() };
         let release = async {
-            kick.cancelled().await;
-            registry.release("c", first, inbound, true);
+            link.acks.notified().await;
+            assert!(link.state.lock().kicked, "the first connection is told to close");
+            registry.release("c", generation, inbound, true);
         };
-        let (second, ()) = tokio::join!(registry.take_over("c"), release);
+        let (second, ()) = tokio::join!(registry.take_over("c", &link2), release);
         assert_eq!(second.inbound.last_seq, 7, "the client's publishes move to the new connection");
         assert!(!registry.unchanged_since("c", generation));
-        registry.release("c", second, Inbound::default(), false);
+        assert!(!link2.state.lock().kicked);
+        registry.release("c", second.generation, Inbound::default(), false);
         assert!(registry.clients.lock().is_empty(), "a session that ends is forgotten");
         assert!(durable_name("c", "a/#", 1).len() <= 128);
         assert_ne!(durable_name("c", "a/#", 0), durable_name("d", "a/#", 0));
