@@ -8,6 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
+mod mqtt_broker;
+
 use std::alloc::System;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -80,12 +82,7 @@ fn open(addr: SocketAddr, first: usize, n: usize, held: &mut Vec<TcpStream>) {
 fn an_idle_mqtt_connection_holds_little_heap() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut config = tidings_broker::config::Config::default();
-    config.listen.tcp = "127.0.0.1:0".into();
-    config.listen.udp = String::new();
-    config.listen.admin = String::new();
-    config.mqtt.listen = "127.0.0.1:0".into();
-    config.storage.dir = dir.path().display().to_string();
+    let mut config = mqtt_broker::config(dir.path());
     config.limits.max_connections_per_address = CONNECTIONS * 3;
     let running = runtime.block_on(tidings_broker::server::start(config)).expect("broker starts");
     let addr = running.addresses.mqtt.expect("MQTT bound");

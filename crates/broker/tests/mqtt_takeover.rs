@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
+mod mqtt_broker;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
@@ -58,12 +60,7 @@ fn next_packet(stream: &mut TcpStream) -> Option<Packet> {
 fn a_second_connection_with_the_same_client_id_closes_the_first_saying_why() {
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut config = tidings_broker::config::Config::default();
-    config.listen.tcp = "127.0.0.1:0".into();
-    config.listen.udp = String::new();
-    config.listen.admin = String::new();
-    config.mqtt.listen = "127.0.0.1:0".into();
-    config.storage.dir = dir.path().display().to_string();
+    let config = mqtt_broker::config(dir.path());
     let running = runtime.block_on(tidings_broker::server::start(config)).expect("broker starts");
     let addr = running.addresses.mqtt.expect("MQTT bound");
     for round in 0..2 {
