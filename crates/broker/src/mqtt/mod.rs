@@ -16,6 +16,7 @@
 
 mod admit;
 mod aliases;
+mod connect;
 mod delivery;
 mod ends;
 mod enhanced;
@@ -131,10 +132,16 @@ async fn accept_loop(
                     // Each door's future is the task itself, holding its place: a wrapper
                     // future around them was a second task-sized allocation per connection
                     // (768 B of an idle connection's 5.1 KB, issue 42).
-                    let doors = ((registry, redirect), (tls, place));
-                    match door {
-                        Door::Tcp => shared.tasks.spawn(open(stream, shared2, doors)),
-                        Door::WebSocket => shared.tasks.spawn(websocket::open(stream, shared2, doors)),
+                    // A plaintext connection's task is the connection alone: a future around
+                    // it would keep room for the handshake's parts all along (issue 42).
+                    match (door, tls) {
+                        (Door::Tcp, None) => {
+                            shared.tasks.spawn(connection(plaintext(stream, redirect, place), shared2, registry))
+                        }
+                        (Door::Tcp, Some(tls)) => shared.tasks.spawn(open_tls(stream, shared2, ((registry, redirect), (tls, place)))),
+                        (Door::WebSocket, tls) => {
+                            shared.tasks.spawn(websocket::open(stream, shared2, ((registry, redirect), (tls, place))))
+                        }
                     };
                 }
                 Err(e) => {
@@ -149,6 +156,9 @@ async fn accept_loop(
 /// What a door's task is given beside its stream and the broker: the session registry, where
 /// a connection past the limit is to be told to go, the TLS acceptor, and its place.
 type Doors = ((Arc<Registry>, Option<redirect::Redirect>), (Option<Arc<Tls>>, Place));
+
+/// [`Doors`] of a TLS listener.
+type TlsDoors = ((Arc<Registry>, Option<redirect::Redirect>), (Arc<Tls>, Place));
 
 /// What a connection holds while it is served: a place within the limits, or (past them, with
 /// a server reference) one of the few places for being told where to go.
@@ -169,19 +179,31 @@ async fn send(writer: &Writer, packets: &[Packet], version: ProtocolVersion) -> 
     out.is_empty() || Box::pin(write_flushed(writer, &out)).await.is_ok()
 }
 
-/// Serves a connection, plaintext or (with `tls`) once its TLS handshake passed. A client
-/// speaking plaintext to a TLS listener is closed: MQTT has no way to say why before CONNACK,
-/// and a CONNACK in clear would be read as the answer to its CONNECT.
-async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, _place)): Doors) {
+/// A plaintext connection's parts.
+fn plaintext(stream: TcpStream, redirect: Option<redirect::Redirect>, place: Place) -> Stream {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
-    let (reader, writer, certificate): (BoxRead, BoxWrite, _) = match tls {
-        None => {
-            let (reader, writer) = stream.into_split();
-            (Box::new(reader), Box::new(writer), None)
-        }
-        // Boxed, as every step a connection takes once: its task keeps no room for them.
-        Some(tls) => match Box::pin(tls.accept(stream, shared.config.limits.handshake_timeout)).await {
+    let (reader, writer) = stream.into_split();
+    Stream {
+        reader: Box::new(reader),
+        writer: Box::new(writer),
+        peer,
+        certificate: None,
+        websocket: false,
+        redirect,
+        place,
+    }
+}
+
+/// Serves a connection once its TLS handshake passed. A client speaking plaintext to a TLS
+/// listener is closed: MQTT has no way to say why before CONNACK, and a CONNACK in clear would
+/// be read as the answer to its CONNECT.
+async fn open_tls(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, place)): TlsDoors) {
+    let _ = stream.set_nodelay(true);
+    let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+    // Boxed, as every step a connection takes once: its task keeps no room for them.
+    let (reader, writer, certificate): (BoxRead, BoxWrite, _) =
+        match Box::pin(tls.accept(stream, shared.config.limits.handshake_timeout)).await {
             Accepted::Tls(stream) => {
                 let certificate = crate::tls::client_names(&stream);
                 let (reader, writer) = tokio::io::split(*stream);
@@ -192,11 +214,10 @@ async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (t
                 return;
             }
             Accepted::Failed => return,
-        },
-    };
+        };
     // Not boxed: the handshake's steps are, so the task holds little beside the connection,
     // and a box would be one more allocation per connection.
-    let stream = Stream { reader, writer, peer, certificate, websocket: false, redirect };
+    let stream = Stream { reader, writer, peer, certificate, websocket: false, redirect, place };
     connection(stream, shared, registry).await;
 }
 
@@ -211,98 +232,75 @@ struct Stream {
     websocket: bool,
     /// Past the connection limit: its CONNECT is answered with the server reference.
     redirect: Option<redirect::Redirect>,
+    /// Its place within the connection limits, held for its drop.
+    #[allow(dead_code, reason = "held for its drop")]
+    place: Place,
 }
 
 async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry>) {
-    let Stream { mut reader, writer, peer, certificate, websocket, redirect } = stream;
+    // Each local below is room in every connection's task for its whole life (issue 42): what
+    // is moved on is moved inside a block, so no moved-from local keeps its room.
+    // Every part moved out, `place` too (held until the connection ends): a part left in
+    // `stream` would keep a second copy of the whole struct in the task.
+    let Stream { mut reader, writer, peer, certificate, websocket, redirect, place: _place } = stream;
     let writer: Writer = Arc::new(tokio::sync::Mutex::new(writer));
     let outbox = Outbox::new(shared.live.get().slow_consumer, shared.metrics.clone(), &shared.budget);
-    // Moved, not copied: a local the connection's future kept would hold its text all along.
-    let mut client_name = peer;
-    client_name.push_str(" mqtt");
-    *outbox.client.lock() = client_name;
+    {
+        let mut client_name = peer;
+        client_name.push_str(" mqtt");
+        *outbox.client.lock() = client_name;
+    }
     let link = Arc::new(link::Link::default());
-    let mut native = Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared));
-    native.certificate = certificate;
-    let mut session = MqttSession::new(native, Arc::clone(&link), Arc::clone(&registry));
+    let mut session = MqttSession::new(
+        Session::new(Transport::Tcp, Arc::clone(&outbox), Arc::clone(&shared)),
+        Arc::clone(&link),
+        Arc::clone(&registry),
+    );
+    session.native().certificate = certificate;
     let limits = &shared.config.limits;
     let mut read = ReadBuffer::of(tidings_wire::mqtt::needed, Arc::clone(&shared.budget), limits.frame_timeout);
     let mut release_at = None;
     let mut delivering = false;
-    let mut keep_alive = Some(limits.handshake_timeout);
-    // The generation of the session this connection holds, once CONNECT took it over.
-    let mut hold: Option<u64> = None;
+    let mut kept = connect::Kept { keep_alive: Some(limits.handshake_timeout), ..Default::default() };
     let mut gate = enhanced::Gate::default();
-    // Boxed, and only with a login: see `crate::login::revocation`.
-    let mut revocation = None;
     'read: loop {
         let max = if session.version().is_some() { limits.max_frame } else { PRE_CONNECT_MAX_PACKET };
         let mut decoded = 0;
-        loop {
-            let version = session.version().unwrap_or(ProtocolVersion::V5);
-            let mut packet = match Packet::decode(&mut read.buf, version, max) {
-                Ok(Some(packet)) => packet,
-                Ok(None) => break,
-                Err(e) => {
-                    refuse_malformed(&session, &writer, &e).await;
-                    break 'read;
-                }
-            };
-            decoded += 1;
-            // The redirection and enhanced authentication (5.0 AUTH): a CONNECT naming a
-            // method waits for its exchange, then comes back proven.
-            let mut proven = None;
-            if admit::needed(&packet, &gate, &session) {
-                // Boxed as it is made: the packets it holds take no room in the task.
-                let admitted =
-                    Box::pin(admit::admit(&mut packet, (&mut gate, &mut session), (&shared, &writer), redirect));
-                match admitted.await {
-                    Admitted::Handle(user) => proven = user,
-                    Admitted::Answered => continue,
-                    Admitted::Close => break 'read,
-                }
-            }
-            if let (Packet::Connect(connect), None) = (&packet, session.version()) {
-                let longest = shared.config.mqtt.max_keep_alive;
-                keep_alive = keep_alive_of(
-                    match connect.version {
-                        // Told in CONNACK; 3.1.1 has no way to tell, so its client keeps its own.
-                        ProtocolVersion::V5 => session::server_keep_alive(connect.keep_alive, longest),
-                        ProtocolVersion::V311 => None,
-                    }
-                    .unwrap_or(connect.keep_alive),
-                );
-                // Boxed: the login and the takeover run once, and their futures would
-                // otherwise take room in every connection's task for its whole life.
-                let login = match proven.as_deref() {
-                    Some((user, _)) => {
-                        session.native().login_proven(Arc::clone(user));
-                        Ok(())
-                    }
-                    None => {
-                        let credentials = crate::security::mqtt_credentials(connect);
-                        Box::pin(session.native().login(credentials)).await
-                    }
+        // The loop's value, an undecodable packet's error, lives in this statement only.
+        if let Some(error) = loop {
+            // The packet lives in this block and across one wait only (`prepare`'s), so the
+            // task lays it over its other waits instead of beside them.
+            let (mut step, proven) = {
+                let version = session.version().unwrap_or(ProtocolVersion::V5);
+                let mut packet = match Packet::decode(&mut read.buf, version, max) {
+                    Ok(Some(packet)) => packet,
+                    Ok(None) => break None,
+                    Err(e) => break Some(e),
                 };
-                if let Err(reason) = login {
-                    send(&writer, &[crate::security::mqtt_refusal(reason)], connect.version).await;
-                    break 'read;
+                decoded += 1;
+                let mut proven = None;
+                if admit::needed(&packet, &gate, &session) {
+                    let parts = connect::Parts {
+                        gate: &mut gate,
+                        session: &mut session,
+                        kept: &mut kept,
+                        shared: &shared,
+                        registry: &registry,
+                        writer: &writer,
+                        link: &link,
+                        redirect,
+                        websocket,
+                    };
+                    // Boxed as it is made: see `connect`.
+                    match Box::pin(connect::prepare(&mut packet, parts)).await {
+                        Admitted::Handle(user) => proven = user,
+                        Admitted::Answered => continue,
+                        Admitted::Close => break 'read,
+                    }
                 }
-                revocation = crate::login::revocation(session.native());
-                let v5 = connect.version == ProtocolVersion::V5;
-                session.native().set_protocol(crate::connz::Protocol::mqtt(websocket, v5));
-                let client = session::client_id_of(connect);
-                let taken = Box::pin(registry.take_over(&client.0, &link)).await;
-                // A will waiting for its delay is not sent: the client came back (MQTT-3.1.3-9).
-                if let Some(seq) = registry.wills.cancel(&client.0) {
-                    Box::pin(wills::forget(&registry.inflight, &client.0, seq)).await;
-                }
-                link.state.lock().inbound = taken.inbound;
-                hold = Some(taken.generation);
-                session.set_client(client);
-            }
-            let mut step = session.handle(packet);
-            if let (Some((_, data)), Step::Reply(packets)) = (proven.take().as_deref(), &mut step) {
+                (session.handle(packet), proven)
+            };
+            if let (Some((_, data)), Step::Reply(packets)) = (proven.as_deref(), &mut step) {
                 enhanced::sign(packets, data);
             }
             let version = session.version().unwrap_or(ProtocolVersion::V5);
@@ -324,6 +322,9 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
             if close {
                 break 'read;
             }
+        } {
+            Box::pin(refuse_malformed(&session, &writer, &error)).await;
+            break 'read;
         }
         if read.settle(decoded) {
             release_at = Some(tokio::time::Instant::now() + KEEP_EMPTY_BUFFER);
@@ -353,7 +354,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
             Box::pin(session.native().hold_back_for_congestion()).await;
         }
         let releasing = release_at.filter(|_| read.releasing);
-        let silent_at = keep_alive.map(|limit| tokio::time::Instant::now() + limit);
+        let silent_at = kept.keep_alive.map(|limit| tokio::time::Instant::now() + limit);
         // An authentication exchange not done in time ends the connection too.
         let silent_at = earliest(silent_at, gate.deadline().map(tokio::time::Instant::from_std));
         tokio::select! {
@@ -401,7 +402,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
                 read.release();
                 release_at = None;
             }
-            () = revoked(&mut revocation) => break 'read,
+            () = revoked(&mut kept.revocation) => break 'read,
             got = reader.read_buf(&mut read.buf) => match got {
                 Ok(n) if n > 0 => read.after_read(n, room.unwrap_or(read.buf.capacity())),
                 _ => break 'read,
@@ -415,7 +416,7 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
     outbox.abort();
     let _ = writer.lock().await.shutdown().await;
     shared.tasks.spawn(linger(reader));
-    let Some(generation) = hold else { return };
+    let Some(generation) = kept.hold else { return };
     // Its own future, boxed: the session, the will and the rest held across its awaits would
     // otherwise widen every connection's future, idle ones included (mqtt_idle_heap).
     Box::pin(finish(session, link, generation, shared, registry)).await;

@@ -38,7 +38,7 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin> Duplex for T {}
 
 /// Serves one connection to the WebSocket listener: TLS when `tls`, the upgrade, then MQTT.
 /// `redirect`: a connection past the limit, to be told where to go at CONNECT.
-pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, _place)): super::Doors) {
+pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, redirect), (tls, place)): super::Doors) {
     let _ = stream.set_nodelay(true);
     let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
     let limit = shared.config.limits.handshake_timeout;
@@ -64,7 +64,7 @@ pub(super) async fn open(stream: TcpStream, shared: Arc<Context>, ((registry, re
     let (reader, writer) = tokio::io::split(WsBytes::new(ws));
     let (reader, writer): (BoxRead, BoxWrite) = (Box::new(reader), Box::new(writer));
     let peer = format!("{peer} ws");
-    let stream = super::Stream { reader, writer, peer, certificate, websocket: true, redirect };
+    let stream = super::Stream { reader, writer, peer, certificate, websocket: true, redirect, place };
     // Not boxed, as for TCP: the upgrade is, so the task holds little beside the connection.
     super::connection(stream, shared, registry).await;
 }
