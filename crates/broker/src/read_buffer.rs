@@ -21,7 +21,7 @@ use crate::budget::QueueBudget;
 /// charged to the budget (every connection may hold one chunk).
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// ...and start from this; an idle connection holds no read buffer at all.
-const MIN_READ_CHUNK: usize = 4 * 1024;
+pub(crate) const MIN_READ_CHUNK: usize = 4 * 1024;
 
 /// How long an empty read buffer is kept for the next read before it goes back.
 pub(crate) const KEEP_EMPTY_BUFFER: Duration = Duration::from_millis(500);

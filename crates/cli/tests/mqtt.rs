@@ -202,11 +202,17 @@ fn mosquitto_qos_1_and_2_publishes_are_guaranteed_publishes_and_reach_every_kind
         assert!(out.status.success(), "{version} QoS {qos}: {}", text(&out.stderr));
     }
     assert_eq!(b.metric("tidings_gd_publishes_acked_total").unwrap(), logged + 4.0, "each was a logged publish");
+    // In order per topic, which is what MQTT promises (MQTT-4.6.0-6): across the two topics a
+    // QoS 2 subscriber's library hands a message over at PUBREL, so a QoS 2 message of one topic
+    // may print after the next topic's QoS 1 one (seen once under load).
     let expected = "g/mqttv311 1\ng/mqttv311 2\ng/mqttv5 1\ng/mqttv5 2\n";
     for sub in subs {
         let out = sub.finish();
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert_eq!(text(&out.stdout), expected);
+        let got = text(&out.stdout);
+        let mut by_topic: Vec<&str> = got.lines().collect();
+        by_topic.sort_by_key(|line| line.split(' ').next().unwrap_or_default().to_string());
+        assert_eq!(by_topic.iter().map(|line| format!("{line}\n")).collect::<String>(), expected, "{got}");
     }
     let out = native.finish();
     let topics: Vec<String> = text(&out.stdout)

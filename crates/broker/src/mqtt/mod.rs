@@ -41,7 +41,7 @@ use tracing::debug;
 use crate::admission::{fd_limit, Admission};
 use crate::context::Context;
 use crate::outbox::Outbox;
-use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER};
+use crate::read_buffer::{until, ReadBuffer, KEEP_EMPTY_BUFFER, MIN_READ_CHUNK};
 use crate::session::{Session, Transport};
 use crate::tls::{Accepted, BoxRead, BoxWrite, Tls};
 use admit::Admitted;
@@ -333,6 +333,11 @@ async fn connection(stream: Stream, shared: Arc<Context>, registry: Arc<Registry
         // and a connection that is sending is given a chunk that grows with its packets.
         let room = match read.buf.capacity() {
             0 => None,
+            // Emptied and never grown (the few bytes `read_buf` took by itself for CONNECT):
+            // not grown before more comes. Grown, every new connection held a read chunk until
+            // its release, half a second, and the allocator kept what those chunks took while
+            // connections were opening as the broker's resident memory (issue 42).
+            capacity if read.buf.is_empty() && capacity < MIN_READ_CHUNK => None,
             _ => match read.prepare() {
                 Ok(room) => Some(room),
                 Err(_) => {
