@@ -52,6 +52,18 @@ impl Envelope {
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
             Envelope::TermReply { term } => ReplicaBody::TermReply { term: *term },
+            Envelope::Chunk { header, offset, total, data } => {
+                let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
+                if message.len() + data.len() > MAX_REPLICA_MESSAGE {
+                    return invalid(format!("a chunk of {} bytes, over the limit", message.len() + data.len()));
+                }
+                ReplicaBody::SnapshotChunk {
+                    message: Bytes::from(message),
+                    offset: *offset,
+                    total: *total,
+                    data: data.clone(),
+                }
+            }
         })
     }
 
@@ -65,6 +77,11 @@ impl Envelope {
             }
             ReplicaBody::TermQuery => Envelope::TermQuery,
             ReplicaBody::TermReply { term } => Envelope::TermReply { term: *term },
+            ReplicaBody::SnapshotChunk { message, offset, total, data } => {
+                let header =
+                    Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
+                Envelope::Chunk { header, offset: *offset, total: *total, data: data.clone() }
+            }
         })
     }
 }

@@ -71,15 +71,7 @@ fn a_state_round_trips_through_its_snapshot_and_damage_is_refused() {
 #[test]
 fn a_follower_behind_the_first_index_catches_up_from_a_snapshot_and_a_corrupt_one_is_refused() {
     let mut c = compacting();
-    c.run(30, &ALL);
-    assert_eq!(c.leader(), Some(1));
-    publish(&mut c, 1, 8);
-    c.cut.insert(3);
-    publish(&mut c, 9, 60);
-    let behind = c.groups[&3].status();
-    let leader = c.groups[&1].status();
-    assert!(leader.snapshots.taken >= 1, "the leader compacted: {leader:?}");
-    assert!(behind.last_index + 1 < leader.first_index, "replica 3 is behind the first index: {behind:?}");
+    leave_replica_3_behind(&mut c);
     c.corrupt_snapshots = 1;
     c.cut.clear();
     c.run(30, &ALL);
@@ -87,13 +79,53 @@ fn a_follower_behind_the_first_index_catches_up_from_a_snapshot_and_a_corrupt_on
     assert_eq!(caught.snapshots.refused, 1, "the corrupt snapshot was refused: {caught:?}");
     assert!(caught.snapshots.received >= 1, "a sound one was installed: {caught:?}");
     assert!(leader.snapshots.sent >= 2, "the leader sent another: {leader:?}");
-    assert_eq!(caught.applied, leader.applied);
-    assert_eq!(state(&c, 3), state(&c, 1));
-    // The tail goes on from there.
-    publish(&mut c, 69, 4);
-    assert_eq!(c.acks.len(), 72);
-    assert_eq!(state(&c, 3), state(&c, 1));
+    assert_eq!(caught.snapshots.chunks_received + leader.snapshots.chunks_sent, 0, "one message each");
+    caught_up_and_going_on(&mut c);
+}
+
+/// Replica 3 cut off while the others publish 60 records and compact past what it has.
+fn leave_replica_3_behind(c: &mut Cluster) {
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    publish(c, 1, 8);
+    c.cut.insert(3);
+    publish(c, 9, 60);
+    let behind = c.groups[&3].status();
+    let leader = c.groups[&1].status();
+    assert!(leader.snapshots.taken >= 1, "the leader compacted: {leader:?}");
+    assert!(behind.last_index + 1 < leader.first_index, "replica 3 is behind the first index: {behind:?}");
+}
+
+/// Replica 3 has the leader's state, and the tail goes on from there.
+fn caught_up_and_going_on(c: &mut Cluster) {
     assert_eq!(c.groups[&3].status().applied, c.groups[&1].status().applied);
+    assert_eq!(state(c, 3), state(c, 1));
+    publish(c, 69, 4);
+    assert_eq!(c.acks.len(), 72);
+    assert_eq!(state(c, 3), state(c, 1));
+    assert_eq!(c.groups[&3].status().applied, c.groups[&1].status().applied);
+}
+
+/// As above with snapshots of several chunks: replica 3 gets its first chunked snapshot with a
+/// byte flipped in its second chunk (refused whole, never applied), the next one loses its
+/// second chunk (the assembly is dropped), and the third comes through: installed, replica 3
+/// has the leader's state and goes on from the tail.
+#[test]
+fn a_follower_catches_up_from_a_snapshot_in_chunks_after_a_corrupt_and_a_lost_chunk() {
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, snapshot_chunk: 64, ..settings });
+    leave_replica_3_behind(&mut c);
+    assert!(state(&c, 1).encoded_len() > 4 * 64, "the state takes several chunks");
+    (c.corrupt_snapshots, c.lose_chunks) = (1, 1);
+    c.cut.clear();
+    c.run(60, &ALL);
+    let (caught, leader) = (c.groups[&3].status(), c.groups[&1].status());
+    assert_eq!((c.corrupt_snapshots, c.lose_chunks), (0, 0), "both faults happened");
+    assert_eq!(caught.snapshots.refused, 1, "the corrupt snapshot was refused whole: {caught:?}");
+    assert!(caught.snapshots.chunks_refused >= 1, "the assembly missing a chunk was dropped: {caught:?}");
+    assert!(caught.snapshots.received >= 1, "a sound one was installed: {caught:?}");
+    assert!(leader.snapshots.sent >= 3 && leader.snapshots.chunks_sent >= 3 * 4, "sent again, in chunks: {leader:?}");
+    assert!(caught.snapshots.chunks_received >= 4, "{caught:?}");
+    caught_up_and_going_on(&mut c);
 }
 
 /// A replica restarted from what its journal still holds (its last checkpoint and the writes
