@@ -94,7 +94,7 @@ pub(crate) struct Replicas {
     membership: PathBuf,
     /// Journal writes in flight: token to (group, write number, the journal prefix a synced
     /// checkpoint releases).
-    tokens: BTreeMap<u64, (PubendId, u64, Option<tidings_store::Tick>)>,
+    tokens: BTreeMap<u64, (PubendId, Option<u64>, Option<tidings_store::Tick>)>,
     /// Messages received this turn of the driver, per group in arrival order: stepped together
     /// at the turn's end ([`Replicas::deliver`]), so a follower sent several appends meanwhile
     /// writes its journal once for all of them.
@@ -333,9 +333,8 @@ impl Replicas {
                 error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
                 group.failed = true;
             }
-            if group.failed {
-                continue;
-            }
+            // A snapshot part (`carry_out`): its write's last record reports it.
+            let Some(number) = number.filter(|_| !group.failed) else { continue };
             last.insert(pubend, number);
             // A synced checkpoint holds everything the records before it held (`Journal`).
             if let Some(tick) = release {
@@ -356,17 +355,20 @@ impl Replicas {
                 Action::Send { to, msg } => self.send(pubend, to, &msg),
                 Action::Persist(write) => {
                     let Some(group) = self.groups.get_mut(&pubend) else { continue };
-                    self.next_token += 1;
-                    let record = group.journal.record(&write);
-                    let release = Journal::release_below(&write, &record);
-                    match self.store.append(Token(self.next_token), record) {
-                        Ok(()) => {
-                            self.tokens.insert(self.next_token, (pubend, write.number, release));
-                        }
-                        Err(e) => {
+                    // A checkpoint's large snapshot is several records, its write the last:
+                    // only that one's completion reports the write synced (`synced`).
+                    let records = group.journal.records(&write);
+                    let release = Journal::release_below(&write, &records);
+                    let last = records.len().saturating_sub(1);
+                    for (i, record) in records.into_iter().enumerate() {
+                        self.next_token += 1;
+                        let number = (i == last).then_some(write.number);
+                        if let Err(e) = self.store.append(Token(self.next_token), record) {
                             error!(pubend = pubend.0, error = %e, "the replica journal did not take a write");
                             group.failed = true;
+                            break;
                         }
+                        self.tokens.insert(self.next_token, (pubend, number, release.filter(|_| i == last)));
                     }
                 }
                 // The host's own pubend log holds what it published; the replicas' applied
