@@ -9,18 +9,23 @@
 //! for a build that knows no chunks.
 //!
 //! **Receiving.** [`Assembly`] holds at most one snapshot in assembly per group, so memory is
-//! bounded by [`GroupSettings::max_snapshot`](crate::GroupSettings::max_snapshot). The chunks
-//! must come in order (a link is ordered; raft resends what is lost): a chunk at offset 0
-//! starts a new assembly (dropping any other); any other chunk must continue the current one
-//! exactly (same sender, message, length, and offset where the data ends) or the assembly is
-//! dropped. A chunk of an older term or of a snapshot at or below what this replica committed
-//! is dropped. A whole snapshot becomes the `MsgSnapshot` it was, and goes through
+//! bounded by [`GroupSettings::max_snapshot`](crate::GroupSettings::max_snapshot). A snapshot
+//! is named by its sender, its message's term, its own term and index, and its length. Chunks
+//! of the snapshot in assembly are kept by offset, in whatever order they come (the simulator's
+//! network reorders; a broker link does not), a repeated one changing nothing, so a snapshot sent
+//! again fills the gaps the last send left; a chunk overlapping another at a different offset
+//! drops the assembly. A chunk of a later snapshot replaces the assembly, one of an earlier
+//! snapshot is dropped, and so is one of a term older than this replica's or of a snapshot at or
+//! below its commit (with an assembly as stale). A whole snapshot becomes the `MsgSnapshot` it
+//! was, and goes through
 //! [`ReplicaGroup::check`](crate::ReplicaGroup::check) like one that came whole: its checksum
 //! and shape are verified there, and a corrupt one is refused and counted, never applied.
 //!
 //! **Asking again.** Nothing here asks: the leader reports every snapshot sent as finished
 //! (see `snapshot`), so a follower that did not install it refuses the leader's next append,
 //! and the leader sends the snapshot again, from its first chunk.
+
+use std::collections::BTreeMap;
 
 use bytes::Bytes;
 use raft::eraftpb::{Message, MessageType};
@@ -75,7 +80,7 @@ pub(crate) struct Chunk<'a> {
     /// The whole data's length.
     pub(crate) total: u64,
     /// The piece.
-    pub(crate) data: &'a [u8],
+    pub(crate) data: &'a Bytes,
 }
 
 /// What this replica knows that makes a chunk stale, and the size bound.
@@ -106,22 +111,51 @@ pub(crate) struct Assembly {
     current: Option<Partial>,
 }
 
+/// Which snapshot a chunk belongs to: its sender, its message's term, the snapshot's term and
+/// index, and its data's length. Ordered so that a later snapshot compares greater.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+struct Key {
+    term: u64,
+    snapshot_term: u64,
+    index: u64,
+    from: u64,
+    total: u64,
+}
+
+impl Key {
+    fn of(chunk: &Chunk<'_>) -> Key {
+        let meta = chunk.header.get_snapshot().get_metadata();
+        let (term, snapshot_term, index) = (chunk.header.term, meta.term, meta.index);
+        Key { term, snapshot_term, index, from: chunk.from, total: chunk.total }
+    }
+}
+
 #[derive(Debug)]
 struct Partial {
-    from: u64,
+    key: Key,
     header: Message,
-    total: u64,
-    data: Vec<u8>,
+    /// The pieces by offset: none overlaps another, each inside `key.total`.
+    pieces: BTreeMap<u64, Bytes>,
+    /// Their bytes.
+    held: u64,
 }
 
 impl Partial {
-    /// Whether `chunk` continues this assembly where its data ends.
-    fn continued_by(&self, chunk: &Chunk<'_>) -> bool {
-        self.from == chunk.from
-            && self.total == chunk.total
-            && self.data.len() as u64 == chunk.offset
-            && self.header.term == chunk.header.term
-            && self.header.get_snapshot().get_metadata() == chunk.header.get_snapshot().get_metadata()
+    /// Adds a piece; `false` if it overlaps one held at another offset or of another length
+    /// (not the same chunking: a forged or broken sender). The same piece again is no change.
+    fn add(&mut self, offset: u64, data: &Bytes) -> bool {
+        let end = offset + data.len() as u64;
+        if let Some(same) = self.pieces.get(&offset) {
+            return same.len() == data.len();
+        }
+        let before = self.pieces.range(..offset).next_back().is_some_and(|(&at, p)| at + p.len() as u64 > offset);
+        let after = self.pieces.range(offset..).next().is_some_and(|(&at, _)| at < end);
+        if before || after {
+            return false;
+        }
+        self.pieces.insert(offset, data.clone());
+        self.held += data.len() as u64;
+        true
     }
 }
 
@@ -130,6 +164,7 @@ impl Assembly {
     pub(crate) fn take(&mut self, chunk: Chunk<'_>, bounds: Bounds) -> Taken {
         let Chunk { header, offset, total, data, .. } = chunk;
         let meta = header.get_snapshot().get_metadata();
+        let key = Key::of(&chunk);
         let refusal = if header.get_msg_type() != MessageType::MsgSnapshot || !header.get_snapshot().data.is_empty() {
             Some("a chunk whose message is not an empty snapshot message".to_string())
         } else if total > bounds.max as u64 {
@@ -140,32 +175,45 @@ impl Assembly {
             Some(format!("a chunk of term {} below this replica's term {}", header.term, bounds.term))
         } else if meta.index <= bounds.committed {
             Some(format!("a chunk of a snapshot at index {} at or below the commit {}", meta.index, bounds.committed))
-        } else if offset != 0 && !self.current.as_ref().is_some_and(|p| p.continued_by(&chunk)) {
-            Some(format!("a chunk at {offset} that does not continue the snapshot in assembly"))
         } else {
             None
         };
         if let Some(why) = refusal {
-            self.current = None;
+            // What made this chunk stale makes the assembly stale too.
+            if self.current.as_ref().is_some_and(|p| p.key.term < bounds.term || p.key.index <= bounds.committed) {
+                self.current = None;
+            }
             return Taken::Refused(why);
         }
-        if offset == 0 {
-            self.current = Some(Partial { from: chunk.from, header: header.clone(), total, data: Vec::new() });
+        match &self.current {
+            Some(p) if p.key > key => {
+                return Taken::Refused(format!("a chunk of an older snapshot than the one in assembly ({key:?})"))
+            }
+            Some(p) if p.key == key && p.header == *header => {}
+            _ => {
+                let header = header.clone();
+                self.current = Some(Partial { key, header, pieces: BTreeMap::new(), held: 0 });
+            }
         }
         let Some(partial) = &mut self.current else { return Taken::Refused("no assembly".into()) };
-        partial.data.extend_from_slice(data);
-        if (partial.data.len() as u64) < total {
+        if !partial.add(offset, data) {
+            self.current = None;
+            return Taken::Refused(format!("a chunk at {offset} overlapping another of its snapshot"));
+        }
+        if partial.held < total {
             return Taken::Kept;
         }
-        let Some(Partial { mut header, data, .. }) = self.current.take() else { return Taken::Kept };
-        header.mut_snapshot().data = Bytes::from(data);
+        let Some(Partial { mut header, pieces, .. }) = self.current.take() else { return Taken::Kept };
+        let mut whole = Vec::with_capacity(total as usize);
+        pieces.values().for_each(|piece| whole.extend_from_slice(piece));
+        header.mut_snapshot().data = Bytes::from(whole);
         Taken::Whole(header)
     }
 
     /// Bytes held by the assembly under way (0: none).
     #[cfg(test)]
-    pub(crate) fn held(&self) -> usize {
-        self.current.as_ref().map_or(0, |p| p.data.len())
+    pub(crate) fn held(&self) -> u64 {
+        self.current.as_ref().map_or(0, |p| p.held)
     }
 }
 
@@ -224,7 +272,7 @@ mod tests {
 
     const BOUNDS: Bounds = Bounds { term: 1, committed: 3, max: 1 << 20 };
 
-    fn feed(a: &mut Assembly, from: u64, envelopes: &[Envelope]) -> Vec<Taken> {
+    fn feed(a: &mut Assembly, from: u64, envelopes: &[&Envelope]) -> Vec<Taken> {
         envelopes
             .iter()
             .map(|e| match e {
@@ -236,42 +284,60 @@ mod tests {
             .collect()
     }
 
-    /// A snapshot of several chunks comes back whole, byte for byte, from its last chunk.
+    fn refused(taken: &Taken) -> bool {
+        matches!(taken, Taken::Refused(_))
+    }
+
+    /// A snapshot of several chunks comes back whole, byte for byte, from its last chunk, in
+    /// whatever order its chunks come.
     #[test]
-    fn a_snapshot_of_several_chunks_round_trips() {
+    fn a_snapshot_of_several_chunks_round_trips_in_any_order() {
         let msg = snapshot(2, 10, 1000);
-        let chunks = split(msg.clone(), 300);
-        assert_eq!(chunks.len(), 4);
+        let c = split(msg.clone(), 300);
+        assert_eq!(c.len(), 4);
         let mut a = Assembly::default();
-        let taken = feed(&mut a, 1, &chunks);
-        assert_eq!(taken[..3], [Taken::Kept, Taken::Kept, Taken::Kept]);
-        assert_eq!(taken[3], Taken::Whole(msg.clone()));
+        let taken = feed(&mut a, 1, &[&c[0], &c[1], &c[2], &c[3]]);
+        assert_eq!(taken, [Taken::Kept, Taken::Kept, Taken::Kept, Taken::Whole(msg.clone())]);
         assert_eq!(a.held(), 0);
+        let taken = feed(&mut a, 1, &[&c[3], &c[1], &c[1], &c[0], &c[2]]);
+        assert_eq!(taken[..4], [Taken::Kept, Taken::Kept, Taken::Kept, Taken::Kept]);
+        assert_eq!(taken[4], Taken::Whole(msg.clone()));
         // One that fits goes whole, as before chunks.
         assert_eq!(split(msg.clone(), 1000), vec![Envelope::Raft(msg)]);
     }
 
-    /// A lost chunk, chunks out of order, and a chunk of another snapshot drop the assembly;
-    /// the next snapshot from its first chunk is assembled.
+    /// A lost chunk leaves the assembly incomplete, and the snapshot sent again fills the gap.
     #[test]
-    fn a_gap_reordering_or_a_foreign_chunk_drops_the_assembly() {
-        let chunks = split(snapshot(2, 10, 1000), 300);
+    fn a_lost_chunk_is_filled_by_the_next_send() {
+        let msg = snapshot(2, 10, 1000);
+        let c = split(msg.clone(), 300);
         let mut a = Assembly::default();
-        // Lost: chunk 1 never comes.
-        let taken = feed(&mut a, 1, &[chunks[0].clone(), chunks[2].clone(), chunks[3].clone()]);
-        assert!(matches!(taken[1], Taken::Refused(_)) && matches!(taken[2], Taken::Refused(_)), "{taken:?}");
+        assert!(!feed(&mut a, 1, &[&c[0], &c[2], &c[3]]).iter().any(refused));
+        assert_eq!(a.held(), 700);
+        let taken = feed(&mut a, 1, &[&c[0], &c[1]]);
+        assert_eq!(taken, [Taken::Kept, Taken::Whole(msg)]);
+    }
+
+    /// Chunks of two snapshots interleaved: the later snapshot replaces the assembly, the
+    /// earlier one's chunks are refused, and the later one completes. A chunk of another
+    /// chunking (overlapping a held piece) or from another sender does not join.
+    #[test]
+    fn interleaved_or_foreign_chunks_do_not_mix() {
+        let older = split(snapshot(2, 10, 1000), 300);
+        let newer_msg = snapshot(3, 12, 600);
+        let newer = split(newer_msg.clone(), 300);
+        let mut a = Assembly::default();
+        let taken = feed(&mut a, 1, &[&older[0], &newer[0], &older[1], &newer[1]]);
+        assert_eq!(taken[1], Taken::Kept);
+        assert!(refused(&taken[2]), "{taken:?}");
+        assert_eq!(taken[3], Taken::Whole(newer_msg));
+        // Another chunking of the same snapshot overlaps a held piece: dropped.
+        let other = split(snapshot(2, 10, 1000), 256);
+        assert!(refused(&feed(&mut a, 1, &[&older[0], &other[1]])[1]));
         assert_eq!(a.held(), 0);
-        // Interleaved with a newer snapshot's: the newer one restarts the assembly, the older
-        // one's next chunk is refused, and the newer one completes.
-        let newer = snapshot(3, 12, 600);
-        let other = split(newer.clone(), 300);
-        let taken = feed(&mut a, 1, &[chunks[0].clone(), other[0].clone(), chunks[1].clone()]);
-        assert!(matches!(taken[2], Taken::Refused(_)), "{taken:?}");
-        let taken = feed(&mut a, 1, &[other[0].clone(), other[1].clone()]);
-        assert_eq!(taken[1], Taken::Whole(newer));
-        // The same chunks from another sender do not continue it.
-        assert_eq!(feed(&mut a, 1, &chunks[..1]), [Taken::Kept]);
-        assert!(matches!(feed(&mut a, 3, &chunks[1..2])[0], Taken::Refused(_)));
+        // The same chunks from another sender are another snapshot: the later key wins.
+        assert_eq!(feed(&mut a, 3, &older[..1].iter().collect::<Vec<_>>()), [Taken::Kept]);
+        assert!(refused(&feed(&mut a, 1, &[&older[1]])[0]), "sender 1 < 3: an earlier key");
     }
 
     /// Stale chunks (an older term, a snapshot this replica has committed past), a length over
@@ -280,18 +346,25 @@ mod tests {
     fn stale_or_oversized_chunks_are_refused() {
         let mut a = Assembly::default();
         let take = |a: &mut Assembly, m: &Message, offset, total, data: &[u8]| {
-            a.take(Chunk { from: 1, header: m, offset, total, data }, BOUNDS)
+            a.take(Chunk { from: 1, header: m, offset, total, data: &Bytes::copy_from_slice(data) }, BOUNDS)
         };
         let mut header = snapshot(2, 10, 0);
         assert_eq!(take(&mut a, &header, 0, 10, b"abc"), Taken::Kept);
-        assert!(matches!(take(&mut a, &header, 3, 10, b"too long!!"), Taken::Refused(_)));
-        assert!(matches!(take(&mut a, &header, 0, 1 << 21, b"abc"), Taken::Refused(_)));
-        assert!(matches!(take(&mut a, &header, 0, 10, b""), Taken::Refused(_)));
-        assert!(matches!(take(&mut a, &header, u64::MAX, 10, b"a"), Taken::Refused(_)));
-        assert!(matches!(take(&mut a, &snapshot(0, 10, 0), 0, 10, b"abc"), Taken::Refused(_)));
-        assert!(matches!(take(&mut a, &snapshot(2, 3, 0), 0, 10, b"abc"), Taken::Refused(_)));
+        assert!(refused(&take(&mut a, &header, 3, 10, b"too long!!")));
+        assert!(refused(&take(&mut a, &header, 0, 1 << 21, b"abc")));
+        assert!(refused(&take(&mut a, &header, 0, 10, b"")));
+        assert!(refused(&take(&mut a, &header, u64::MAX, 10, b"a")));
+        assert_eq!(a.held(), 3, "a bad chunk alone does not drop a sound assembly");
+        assert!(refused(&take(&mut a, &snapshot(0, 10, 0), 0, 10, b"abc")));
+        assert!(refused(&take(&mut a, &snapshot(2, 3, 0), 0, 10, b"abc")));
         header.mut_snapshot().data = Bytes::from_static(b"x");
-        assert!(matches!(take(&mut a, &header, 0, 10, b"abc"), Taken::Refused(_)));
+        assert!(refused(&take(&mut a, &header, 0, 10, b"abc")));
+        // Once this replica's term passes the assembly's, the assembly goes with the next chunk.
+        let later = Bounds { term: 3, ..BOUNDS };
+        let header = snapshot(2, 10, 0);
+        let stale =
+            a.take(Chunk { from: 1, header: &header, offset: 3, total: 10, data: &Bytes::from_static(b"d") }, later);
+        assert!(refused(&stale));
         assert_eq!(a.held(), 0);
     }
 }

@@ -83,10 +83,9 @@ pub(crate) struct Replicas {
     cluster: Arc<Cluster>,
     me: ReplicaId,
     cell: CellName,
-    /// `[storage] replicas` (0: 3, or the whole cell if smaller).
-    size: usize,
-    /// `[storage] replica_compact_bytes`.
-    compact_bytes: u64,
+    /// `[storage] replicas` (0: 3, or the whole cell if smaller), `replica_compact_bytes`,
+    /// `replica_snapshot_chunk` and `replica_max_snapshot`.
+    sizes: crate::config::ReplicaSizes,
     /// Cell mates ever linked, by replica id.
     mates: BTreeMap<ReplicaId, BrokerName>,
     store: Store,
@@ -108,11 +107,11 @@ impl Replicas {
     /// takes part in no network or `[storage] replicas` is 1.
     pub(super) fn open(
         data_dir: &Path,
-        (options, fs, (size, compact_bytes)): (tidings_store::Options, Arc<dyn tidings_store::Fs>, (usize, u64)),
+        (options, fs, sizes): (tidings_store::Options, Arc<dyn tidings_store::Fs>, crate::config::ReplicaSizes),
         cluster: Arc<Cluster>,
         tx: mpsc::UnboundedSender<Command>,
     ) -> Result<Option<Replicas>, GuaranteedError> {
-        if !cluster.is_enabled() || size == 1 {
+        if !cluster.is_enabled() || sizes.replicas == 1 {
             return Ok(None);
         }
         let fail = |e: String| GuaranteedError::Replicas(e);
@@ -128,8 +127,7 @@ impl Replicas {
             me,
             cell: cluster.cell().clone(),
             cluster,
-            size,
-            compact_bytes,
+            sizes,
             mates: BTreeMap::new(),
             store,
             groups: BTreeMap::new(),
@@ -173,7 +171,9 @@ impl Replicas {
             broadcast_commit: false,
             confirm_lead: true,
             exact_ticks: true,
-            compact_bytes: self.compact_bytes,
+            compact_bytes: self.sizes.compact_bytes,
+            snapshot_chunk: self.sizes.snapshot_chunk,
+            max_snapshot: self.sizes.max_snapshot,
             ..GroupSettings::new(self.me, voters.clone())
         };
         let store_pubend = tidings_store::PubendId(pubend.0);
@@ -230,7 +230,7 @@ impl Replicas {
     /// Makes a new pubend of this broker a group: `Ok(false)` if it stays on this broker alone
     /// (no cell mate ever linked), `Err` if its replicas are not linked now.
     pub(super) fn create(&mut self, pubend: PubendId) -> Result<bool, String> {
-        let size = match self.size {
+        let size = match self.sizes.replicas {
             0 => (1 + self.mates.len()).min(3),
             n => n,
         };
@@ -429,6 +429,10 @@ impl Replicas {
                     snapshots_sent: status.snapshots.sent,
                     snapshots_received: status.snapshots.received,
                     snapshots_refused: status.snapshots.refused,
+                    snapshots_too_large: status.snapshots.too_large,
+                    snapshot_chunks_sent: status.snapshots.chunks_sent,
+                    snapshot_chunks_received: status.snapshots.chunks_received,
+                    snapshot_chunks_refused: status.snapshots.chunks_refused,
                     fenced: status.fenced,
                     lag,
                 }
