@@ -103,6 +103,10 @@ pub(crate) enum Taken {
     Whole(Message),
     /// Dropped (and the assembly with it, if there was one): why.
     Refused(String),
+    /// Dropped as normal traffic: a chunk of a deposed leader's term, or of a snapshot this
+    /// replica has committed past (a send that crossed an install), or of an earlier snapshot
+    /// than the one in assembly.
+    Stale,
 }
 
 /// The one snapshot in assembly on a replica (see this module).
@@ -171,24 +175,22 @@ impl Assembly {
             Some(format!("a snapshot of {total} bytes, over the {}-byte maximum", bounds.max))
         } else if data.is_empty() || offset.checked_add(data.len() as u64).is_none_or(|end| end > total) {
             Some(format!("a chunk of {} bytes at {offset} of a {total}-byte snapshot", data.len()))
-        } else if header.term < bounds.term {
-            Some(format!("a chunk of term {} below this replica's term {}", header.term, bounds.term))
-        } else if meta.index <= bounds.committed {
-            Some(format!("a chunk of a snapshot at index {} at or below the commit {}", meta.index, bounds.committed))
         } else {
             None
         };
+        let stale = |term: u64, index: u64| term < bounds.term || index <= bounds.committed;
+        // What makes a chunk stale makes the assembly stale too.
+        if self.current.as_ref().is_some_and(|p| stale(p.key.term, p.key.index)) {
+            self.current = None;
+        }
         if let Some(why) = refusal {
-            // What made this chunk stale makes the assembly stale too.
-            if self.current.as_ref().is_some_and(|p| p.key.term < bounds.term || p.key.index <= bounds.committed) {
-                self.current = None;
-            }
             return Taken::Refused(why);
         }
+        if stale(header.term, meta.index) {
+            return Taken::Stale;
+        }
         match &self.current {
-            Some(p) if p.key > key => {
-                return Taken::Refused(format!("a chunk of an older snapshot than the one in assembly ({key:?})"))
-            }
+            Some(p) if p.key > key => return Taken::Stale,
             Some(p) if p.key == key && p.header == *header => {}
             _ => {
                 let header = header.clone();
@@ -248,6 +250,10 @@ impl ReplicaGroup {
                 out.push(Action::Dropped { from: chunk.from, reason });
                 None
             }
+            Taken::Stale => {
+                running.snapshots.chunks_refused += 1;
+                None
+            }
         }
     }
 }
@@ -285,7 +291,7 @@ mod tests {
     }
 
     fn refused(taken: &Taken) -> bool {
-        matches!(taken, Taken::Refused(_))
+        matches!(taken, Taken::Refused(_) | Taken::Stale)
     }
 
     /// A snapshot of several chunks comes back whole, byte for byte, from its last chunk, in

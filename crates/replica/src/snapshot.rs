@@ -43,8 +43,8 @@ pub struct SnapshotCounts {
     pub chunks_sent: u64,
     /// Chunks received and kept for assembly.
     pub chunks_received: u64,
-    /// Chunks refused (out of order, missing before, stale, of another snapshot, over the
-    /// maximum), each dropping the assembly under way: the leader sends the snapshot again.
+    /// Chunks dropped: stale (a deposed leader's, of a snapshot committed past or earlier than
+    /// the one in assembly) or faulty (over the maximum, past its length, overlapping another).
     pub chunks_refused: u64,
 }
 
