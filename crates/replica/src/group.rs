@@ -288,6 +288,14 @@ pub enum Action {
         /// Why it was refused.
         reason: String,
     },
+    /// The state is over [`GroupSettings::max_snapshot`]: the log is not compacted (and grows)
+    /// until releases shrink the state. Given again only once the log has doubled since.
+    TooLarge {
+        /// The state's encoded bytes.
+        bytes: u64,
+        /// The maximum.
+        max: u64,
+    },
     /// The replica's state broke an invariant raft-rs relies on: stop it and rebuild it from
     /// its mates (as after a wipe), never serve from it.
     Fault {

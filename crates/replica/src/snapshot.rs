@@ -142,6 +142,8 @@ impl Running {
         if self.state.encoded_len() > settings.max_snapshot {
             self.snapshots.too_large += 1;
             self.compact_at = 2 * bytes;
+            let (bytes, max) = (self.state.encoded_len() as u64, settings.max_snapshot as u64);
+            out.push(Action::TooLarge { bytes, max });
             return;
         }
         let data = match settings.snapshot_drops_record {

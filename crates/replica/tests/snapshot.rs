@@ -173,6 +173,24 @@ fn a_large_state_is_compacted_and_sent_in_chunks() {
     assert_eq!(state(&c, 3), state(&c, 1));
 }
 
+/// A state over the maximum is not compacted: counted, told once per doubling of the log, and
+/// the log grows.
+#[test]
+fn a_state_over_the_maximum_is_not_compacted() {
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, max_snapshot: 512, ..settings });
+    c.run(30, &ALL);
+    let leader = c.leader().expect("a leader");
+    for seq in 1..=40 {
+        let record = Record { tick: c.now + seq, publisher: 7, seq, payload: vec![1; 100] };
+        c.input(leader, Input::PublishAllAt(vec![record]));
+        c.run(1, &ALL);
+    }
+    let status = c.groups[&leader].status();
+    assert!(state(&c, leader).encoded_len() > 4 * 512);
+    assert!(status.snapshots.too_large >= 1 && c.too_large >= 3, "{status:?}, {} told", c.too_large);
+    assert_eq!((status.snapshots.taken, status.first_index), (0, 1), "nothing compacted: {status:?}");
+}
+
 /// A replica restarted from what its journal still holds (its last checkpoint and the writes
 /// after it) comes back with the state it had.
 #[test]

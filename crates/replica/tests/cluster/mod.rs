@@ -30,6 +30,8 @@ pub(crate) struct Cluster {
     /// Chunked snapshots still to lose their second chunk on the way.
     pub(crate) lose_chunks: usize,
     first_chunk_seen: bool,
+    /// [`Action::TooLarge`]s given.
+    pub(crate) too_large: usize,
 }
 
 impl Cluster {
@@ -62,6 +64,7 @@ impl Cluster {
             corrupt_snapshots: 0,
             lose_chunks: 0,
             first_chunk_seen: false,
+            too_large: 0,
         }
     }
 
@@ -85,6 +88,7 @@ impl Cluster {
                 Action::Confirmed { at } => self.confirmed.push((id, at, self.now)),
                 Action::LostLeadership { .. } => {}
                 Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
+                Action::TooLarge { .. } => self.too_large += 1,
                 // Only stale messages (the receiver's log outgrew them) are refused here.
                 Action::Dropped { .. } => {}
             }

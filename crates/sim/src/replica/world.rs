@@ -178,6 +178,9 @@ impl World {
             Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
                 self.send(Packet::Reply { from: id, publisher, action })
             }
+            Action::TooLarge { bytes, max } => {
+                self.judge.broken = Some(format!("replica {id}: a {bytes}-byte state over the {max}-byte maximum"))
+            }
             Action::Fault { reason } => self.judge.broken = Some(format!("replica {id} faulted: {reason}")),
             // Honest replicas never send what the check refuses, except a stale message the
             // receiver's log has since outgrown, which raft-rs would have ignored as well.

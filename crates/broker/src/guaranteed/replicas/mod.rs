@@ -397,6 +397,12 @@ impl Replicas {
                     let from = self.mates.get(&from).map_or_else(|| from.to_string(), |m| m.to_string());
                     warn!(%from, pubend = pubend.0, %reason, "a replica message refused before raft: dropped");
                 }
+                Action::TooLarge { bytes, max } => warn!(
+                    pubend = pubend.0,
+                    bytes,
+                    max,
+                    "a replica group's state is over [storage] replica_max_snapshot: its log is not compacted until releases shrink it"
+                ),
                 Action::Fault { reason } => error!(pubend = pubend.0, %reason, "a replica group broke an invariant"),
             }
         }
