@@ -8,7 +8,8 @@
 //! [`ReplicaGroup::check`] refuses, with a reason the shell logs, everything this build never
 //! sends and everything that would break raft-rs's assumptions about the receiver's own log.
 //! [`ReplicaGroup::handle`] runs the same check and answers a refused message with
-//! [`Action::Dropped`](crate::Action::Dropped).
+//! [`Action::Dropped`](crate::Action::Dropped). A snapshot that came in chunks is checked the
+//! same way once `chunks` has put it back together: nothing of it reaches raft-rs before.
 
 use std::fmt;
 
