@@ -156,6 +156,26 @@ pub struct Storage {
     /// `docs/replication.md`, "Compaction"). Lower, a replica holds less memory and journal and
     /// a restarted one more often catches up from a snapshot rather than the log.
     pub replica_compact_bytes: u64,
+    /// Bytes of snapshot data per REPLICA frame when a replica sends a mate a snapshot (default
+    /// 1 MiB, at most 4 MiB less 64 KiB): a larger snapshot goes in chunks, reassembled and
+    /// verified whole before it is installed (`docs/replication.md`, "Snapshots in chunks").
+    pub replica_snapshot_chunk: usize,
+    /// The largest snapshot of a pubend's state a replica takes or accepts (default 1 GiB): a
+    /// larger state is not compacted until releases shrink it (`snapshots_too_large`).
+    pub replica_max_snapshot: usize,
+}
+
+/// What the replica groups take from `[storage]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaSizes {
+    /// `replicas`.
+    pub replicas: usize,
+    /// `replica_compact_bytes`.
+    pub compact_bytes: u64,
+    /// `replica_snapshot_chunk`.
+    pub snapshot_chunk: usize,
+    /// `replica_max_snapshot`.
+    pub max_snapshot: usize,
 }
 
 impl Default for Storage {
@@ -167,6 +187,20 @@ impl Default for Storage {
             linger: Duration::from_millis(2),
             replicas: 0,
             replica_compact_bytes: tidings_replica::COMPACT_BYTES,
+            replica_snapshot_chunk: tidings_replica::CHUNK_BYTES,
+            replica_max_snapshot: tidings_replica::MAX_SNAPSHOT,
+        }
+    }
+}
+
+impl Storage {
+    /// The replica groups' sizes, in one value for the driver.
+    pub fn replica_sizes(&self) -> ReplicaSizes {
+        ReplicaSizes {
+            replicas: self.replicas,
+            compact_bytes: self.replica_compact_bytes,
+            snapshot_chunk: self.replica_snapshot_chunk,
+            max_snapshot: self.replica_max_snapshot,
         }
     }
 }

@@ -243,7 +243,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let storage = (
         config.storage.log_options(),
         config.retention.clone(),
-        (config.storage.fault_drop_unsynced, (config.storage.replicas, config.storage.replica_compact_bytes)),
+        (config.storage.fault_drop_unsynced, config.storage.replica_sizes()),
         config.guaranteed,
     );
     let (guaranteed, driver) =

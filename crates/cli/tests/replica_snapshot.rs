@@ -3,7 +3,8 @@
 //! publisher publishes at p1 and a subscriber listens at s1, outside the cell. After enough
 //! publishes that every replica compacted its log, p2 is SIGKILLed, its data directory wiped,
 //! and restarted: its log is empty, below the leader's first index, so it catches up from a
-//! snapshot (its `/state` counts it received) while the publisher goes on. Then p1, the leader,
+//! snapshot sent in chunks of 256 bytes (its `/state` counts the snapshot and the chunks it
+//! received) while the publisher goes on. Then p1, the leader,
 //! is SIGKILLed: p2 (the first mate to campaign) takes the pubend over and serves it from the
 //! state the snapshot gave it, the publisher resumes there, and the subscriber gets every
 //! acknowledged message once, in order.
@@ -19,8 +20,9 @@ use gd_common::publish;
 use replica_common::{acked, caught_up, cluster, links, replica_group, subscribe, wait_for, Node};
 use tidings_testkit::BrokerProcess;
 
-/// 16 KiB of raft entries: a compaction every couple of hundred publishes.
-const COMPACT: &str = "[storage]\nreplica_compact_bytes = 16384\n";
+/// 16 KiB of raft entries: a compaction every couple of hundred publishes; snapshots sent in
+/// chunks of 256 bytes, so the wiped replica's comes in many.
+const COMPACT: &str = "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\n";
 
 fn number(b: &BrokerProcess, field: &str) -> u64 {
     replica_group(b)[field].as_u64().unwrap_or(0)
@@ -68,18 +70,21 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
         caught_up(&b2, &b1) && number(&b2, "snapshots_received") >= 1
     });
     eprintln!(
-        "p2 caught up {:?} after it restarted: first index {}, applied {}, snapshots received {}",
+        "p2 caught up {:?} after it restarted: first index {}, applied {}, snapshots received {}, chunks {}",
         linked.elapsed(),
         number(&b2, "first_index"),
         number(&b2, "applied"),
-        number(&b2, "snapshots_received")
+        number(&b2, "snapshots_received"),
+        number(&b2, "snapshot_chunks_received"),
     );
+    assert!(number(&b2, "snapshot_chunks_received") >= 2, "the snapshot came in chunks");
     // Sent by the leader of the moment: p1, or p3 when p2's term fence moved the lead to it for
     // an election (seen in 2 of 5 runs on a loaded machine).
     // The sender counts it once the transfer is reported done, which may come after p2 applied it.
     let sent = || number(&b1, "snapshots_sent") + number(&b3, "snapshots_sent");
     wait_for("a mate counts the snapshot sent", Duration::from_secs(10), || sent() >= 1);
     assert_eq!(number(&b2, "snapshots_refused"), 0);
+    assert!(number(&b1, "snapshot_chunks_sent") + number(&b3, "snapshot_chunks_sent") >= 2);
     let metric = format!("tidings_gd_replica_snapshots{{event=\"received\",pubend=\"{pubend}\"}}");
     assert!(b2.metric(&metric).unwrap_or(0.0) >= 1.0, "the metric counts the snapshot p2 received");
 

@@ -8,7 +8,8 @@
 //! [`ReplicaGroup::check`] refuses, with a reason the shell logs, everything this build never
 //! sends and everything that would break raft-rs's assumptions about the receiver's own log.
 //! [`ReplicaGroup::handle`] runs the same check and answers a refused message with
-//! [`Action::Dropped`](crate::Action::Dropped).
+//! [`Action::Dropped`](crate::Action::Dropped). A snapshot that came in chunks is checked the
+//! same way once `chunks` has put it back together: nothing of it reaches raft-rs before.
 
 use std::fmt;
 
@@ -52,6 +53,18 @@ impl Envelope {
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
             Envelope::TermReply { term } => ReplicaBody::TermReply { term: *term },
+            Envelope::Chunk { header, offset, total, data } => {
+                let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
+                if message.len() + data.len() > MAX_REPLICA_MESSAGE {
+                    return invalid(format!("a chunk of {} bytes, over the limit", message.len() + data.len()));
+                }
+                ReplicaBody::SnapshotChunk {
+                    message: Bytes::from(message),
+                    offset: *offset,
+                    total: *total,
+                    data: data.clone(),
+                }
+            }
         })
     }
 
@@ -65,6 +78,11 @@ impl Envelope {
             }
             ReplicaBody::TermQuery => Envelope::TermQuery,
             ReplicaBody::TermReply { term } => Envelope::TermReply { term: *term },
+            ReplicaBody::SnapshotChunk { message, offset, total, data } => {
+                let header =
+                    Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
+                Envelope::Chunk { header, offset: *offset, total: *total, data: data.clone() }
+            }
         })
     }
 }

@@ -76,6 +76,12 @@ pub struct GroupSettings {
     /// at a tick the engine did not give. On in a broker; off in the simulator's replica
     /// worlds, which propose at their clock and rely on the move.
     pub exact_ticks: bool,
+    /// The most snapshot data one message carries: a larger snapshot goes as chunks of this
+    /// size (see `chunks`), clamped to what one REPLICA frame holds. Small in the simulator, so
+    /// its sweeps send every snapshot in many chunks.
+    pub snapshot_chunk: usize,
+    /// The largest encoded state a replica snapshots or takes from a mate (see `chunks`).
+    pub max_snapshot: usize,
 }
 
 /// The default [`GroupSettings::compact_bytes`]: 8 MiB of entries, about 30,000 publishes of
@@ -98,6 +104,8 @@ impl GroupSettings {
             snapshot_drops_record: false,
             confirm_lead: false,
             exact_ticks: false,
+            snapshot_chunk: crate::chunks::CHUNK_BYTES,
+            max_snapshot: crate::chunks::MAX_SNAPSHOT,
         }
     }
 }
@@ -113,6 +121,17 @@ pub enum Envelope {
     TermReply {
         /// The mate's term.
         term: u64,
+    },
+    /// One piece of a snapshot too large for one message (see `chunks`).
+    Chunk {
+        /// The snapshot message, its data left out.
+        header: Message,
+        /// Where `data` starts in the snapshot's data.
+        offset: u64,
+        /// The snapshot data's whole length.
+        total: u64,
+        /// The piece.
+        data: bytes::Bytes,
     },
 }
 
@@ -269,6 +288,14 @@ pub enum Action {
         /// Why it was refused.
         reason: String,
     },
+    /// The state is over [`GroupSettings::max_snapshot`]: the log is not compacted (and grows)
+    /// until releases shrink the state. Given again only once the log has doubled since.
+    TooLarge {
+        /// The state's encoded bytes.
+        bytes: u64,
+        /// The maximum.
+        max: u64,
+    },
     /// The replica's state broke an invariant raft-rs relies on: stop it and rebuild it from
     /// its mates (as after a wipe), never serve from it.
     Fault {
@@ -351,6 +378,10 @@ pub(crate) struct Running {
     pub(crate) last_number: u64,
     /// Ticks in a row this mate held its campaign back for a linked host (see `holds_back`).
     pub(crate) held: usize,
+    /// The snapshot being received in chunks (see `chunks`).
+    pub(crate) assembly: crate::chunks::Assembly,
+    /// The most snapshot data one sent message carries ([`GroupSettings::snapshot_chunk`]).
+    pub(crate) chunk: usize,
     /// The last log position (term, index) the host campaigned with since a leader was last
     /// heard: a host whose log is behind this replica's cannot win, so no mate holds back for
     /// it (see `holds_back`).
@@ -401,6 +432,16 @@ impl ReplicaGroup {
         let mut out = Vec::new();
         let mut stepped = false;
         for input in inputs {
+            let input = match input {
+                Input::Message { from, msg: Envelope::Chunk { header, offset, total, data } } => {
+                    let chunk = crate::chunks::Chunk { from, header: &header, offset, total, data: &data };
+                    match self.assemble(chunk, &mut out) {
+                        Some(whole) => Input::Message { from, msg: Envelope::Raft(whole) },
+                        None => continue,
+                    }
+                }
+                input => input,
+            };
             if let Input::Message { from, msg } = &input {
                 if let Err(e) = self.check(*from, msg) {
                     if let (Envelope::Raft(m), Phase::Running(running)) = (msg, &mut self.phase) {
@@ -482,6 +523,8 @@ impl Running {
             rejoin_term: if caught_up { 0 } else { rejoin_term },
             linked: Vec::new(),
             held: 0,
+            assembly: crate::chunks::Assembly::default(),
+            chunk: settings.snapshot_chunk,
             host_claim: None,
             snapshots: SnapshotCounts::default(),
             compact_at: 0,
@@ -509,7 +552,8 @@ impl Running {
                 let term = self.raw.raft.term;
                 out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
             }
-            Input::Message { msg: Envelope::TermReply { .. }, .. } => {}
+            // `ReplicaGroup::handle_all` assembles chunks into the message they carry.
+            Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}
             // `ReplicaGroup::check` passed it (`envelope`): a snapshot among them decodes.
             Input::Message { from, msg: Envelope::Raft(msg) } => {
                 self.note_campaigns(settings, from, &msg);

@@ -12,6 +12,12 @@
 //! Compaction: a write that carries a snapshot is a checkpoint (the snapshot and the whole log
 //! after it), so once it is synced every record before it is released
 //! ([`Journal::release_below`]): the journal holds the last checkpoint and the writes since.
+//!
+//! A snapshot larger than [`JOURNAL_PART`] (the store takes records of at most 16 MiB) is
+//! written as part records before its write's record, which names it by index, term, length
+//! and CRC32 ([`Journal::records`]). The write is still atomic: recovery takes the parts only
+//! when that last record is there and they match it whole; parts with no write after them
+//! (a crash mid-checkpoint) are ignored, and parts that do not match their write are damage.
 
 use raft::eraftpb::{Entry, EntryType, HardState};
 use tidings_store::{PubendId, PublisherId, PublisherSeq, ReadItem, Record, Store, StoreError, Tick, TickRange};
@@ -21,10 +27,29 @@ use crate::group::{Recovered, Write};
 
 /// Version 2 adds the snapshot; version 1 records (before compaction) still read.
 const VERSION: u8 = 2;
+/// A part of a snapshot too large for one record: `index term offset` then the bytes.
+const PART: u8 = 3;
+/// A snapshot byte of a write: none, inline, or in the part records before it.
+const SNAPSHOT_NONE: u8 = 0;
+const SNAPSHOT_INLINE: u8 = 1;
+const SNAPSHOT_IN_PARTS: u8 = 2;
+
+/// The default snapshot bytes per journal record ([`Journal::set_part_bytes`]): half the
+/// store's largest record, so a checkpoint's own entries fit beside a snapshot kept inline.
+pub const JOURNAL_PART: usize = 8 << 20;
+
+/// A snapshot written in parts, as its write names it: (index, term, length, CRC32).
+type PartsRef = (u64, u64, u64, u32);
 
 impl Write {
     /// The bytes of one journal record.
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_with(false)
+    }
+
+    /// The bytes of one journal record; `parted`: the snapshot is only named (its bytes are in
+    /// the part records before this one).
+    fn encode_with(&self, parted: bool) -> Vec<u8> {
         let mut out = vec![VERSION];
         let word = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
         word(&mut out, self.number);
@@ -54,20 +79,36 @@ impl Write {
             None => out.push(0),
         }
         match &self.snapshot {
+            Some((index, term, data)) if parted => {
+                out.push(SNAPSHOT_IN_PARTS);
+                for w in [*index, *term, data.len() as u64] {
+                    word(&mut out, w);
+                }
+                out.extend_from_slice(&crc32fast::hash(data).to_le_bytes());
+            }
             Some((index, term, data)) => {
-                out.push(1);
+                out.push(SNAPSHOT_INLINE);
                 for w in [*index, *term, data.len() as u64] {
                     word(&mut out, w);
                 }
                 out.extend_from_slice(data);
             }
-            None => out.push(0),
+            None => out.push(SNAPSHOT_NONE),
         }
         out
     }
 
     /// Reads what [`Write::encode`] wrote; anything else is a [`DecodeError`].
     pub fn decode(bytes: &[u8]) -> Result<Write, DecodeError> {
+        match Self::decode_record(bytes)? {
+            (write, None) => Ok(write),
+            (_, Some(_)) => Err(DecodeError("a write whose snapshot is in parts")),
+        }
+    }
+
+    /// Reads a write's record: the write, and the snapshot it names if that is in parts (the
+    /// write's `snapshot` is then `None` until the parts are put back).
+    fn decode_record(bytes: &[u8]) -> Result<(Write, Option<PartsRef>), DecodeError> {
         let mut r = Reader(bytes);
         let version = r.byte()?;
         if version != VERSION && version != 1 {
@@ -98,21 +139,62 @@ impl Write {
             0 => None,
             _ => Some(r.word()?),
         };
-        let snapshot = match version {
-            1 => None,
-            _ => match r.byte()? {
-                0 => None,
-                _ => {
-                    let (index, term) = (r.word()?, r.word()?);
-                    let len = usize::try_from(r.word()?).map_err(|_| DecodeError("snapshot length"))?;
-                    Some((index, term, r.take(len)?.to_vec()))
-                }
-            },
-        };
+        let (mut snapshot, mut parts) = (None, None);
+        match if version == 1 { SNAPSHOT_NONE } else { r.byte()? } {
+            SNAPSHOT_NONE => {}
+            SNAPSHOT_INLINE => {
+                let (index, term) = (r.word()?, r.word()?);
+                let len = usize::try_from(r.word()?).map_err(|_| DecodeError("snapshot length"))?;
+                snapshot = Some((index, term, r.take(len)?.to_vec()));
+            }
+            SNAPSHOT_IN_PARTS => {
+                let (index, term, len) = (r.word()?, r.word()?, r.word()?);
+                let crc = r.take(4)?;
+                parts = Some((index, term, len, u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])));
+            }
+            _ => return Err(DecodeError("unknown snapshot kind")),
+        }
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));
         }
-        Ok(Write { number, entries, hard_state, rejoin_term, snapshot })
+        Ok((Write { number, entries, hard_state, rejoin_term, snapshot }, parts))
+    }
+}
+
+/// Snapshot parts read back and not yet claimed by their write.
+#[derive(Default)]
+struct Parts {
+    /// (index, term, bytes so far) of the snapshot whose parts are being read.
+    current: Option<(u64, u64, Vec<u8>)>,
+}
+
+impl Parts {
+    /// Takes one part record (its bytes after the kind byte): offset 0 starts a snapshot, any
+    /// other must continue the current one exactly, or the parts read so far are dropped (a
+    /// write naming them will then find them missing: damage).
+    fn take(&mut self, bytes: &[u8]) -> Result<(), DecodeError> {
+        let mut r = Reader(bytes);
+        let (index, term, offset) = (r.word()?, r.word()?, r.word()?);
+        let current = self.current.take();
+        self.current = match current {
+            _ if offset == 0 => Some((index, term, r.0.to_vec())),
+            Some((i, t, mut data)) if (i, t, data.len() as u64) == (index, term, offset) => {
+                data.extend_from_slice(r.0);
+                Some((i, t, data))
+            }
+            _ => None,
+        };
+        Ok(())
+    }
+
+    /// The snapshot a write names, if the parts read are exactly it.
+    fn claim(&mut self, (index, term, len, crc): PartsRef) -> Result<(u64, u64, Vec<u8>), String> {
+        match self.current.take() {
+            Some((i, t, data)) if (i, t, data.len() as u64) == (index, term, len) && crc32fast::hash(&data) == crc => {
+                Ok((i, t, data))
+            }
+            _ => Err(format!("the parts of the snapshot at index {index} are missing or damaged")),
+        }
     }
 }
 
@@ -164,6 +246,7 @@ impl std::error::Error for JournalError {}
 pub struct Journal {
     pubend: PubendId,
     next_tick: u64,
+    part_bytes: usize,
 }
 
 impl Journal {
@@ -171,7 +254,7 @@ impl Journal {
     /// group never ran here), else what the replica restarts from.
     pub fn open(store: &Store, pubend: PubendId) -> Result<(Journal, Option<Recovered>), JournalError> {
         let (last, recovered) = Self::read(store, pubend)?;
-        let journal = Journal { pubend, next_tick: last + 1 };
+        let journal = Journal { pubend, next_tick: last + 1, part_bytes: JOURNAL_PART };
         Ok((journal, recovered.map_err(JournalError::Damaged)?))
     }
 
@@ -184,7 +267,7 @@ impl Journal {
         pubend: PubendId,
     ) -> Result<(Journal, Option<Recovered>, Option<Tick>), JournalError> {
         let (last, recovered) = Self::read(store, pubend)?;
-        let journal = Journal { pubend, next_tick: last + 1 };
+        let journal = Journal { pubend, next_tick: last + 1, part_bytes: JOURNAL_PART };
         match recovered {
             Ok(recovered) => Ok((journal, recovered, None)),
             Err(_) => Ok((journal, None, Some(Tick(last)))),
@@ -199,11 +282,23 @@ impl Journal {
         let items = store.read(pubend, all, usize::MAX).map_err(JournalError::Store)?;
         let mut recovered = Ok(Recovered::default());
         let mut last = 0;
+        let mut parts = Parts::default();
         for item in items {
             match item {
                 ReadItem::Data(record) => {
                     last = record.tick.0;
-                    let write = Write::decode(&record.payload).map_err(|e| e.to_string());
+                    if let Some((&PART, part)) = record.payload.split_first() {
+                        let taken = parts.take(part).map_err(|e| e.to_string());
+                        recovered = recovered.and_then(|r| taken.map(|()| r));
+                        continue;
+                    }
+                    let write = Write::decode_record(&record.payload).map_err(|e| e.to_string());
+                    let write = write.and_then(|(mut write, named)| {
+                        if let Some(named) = named {
+                            write.snapshot = Some(parts.claim(named)?);
+                        }
+                        Ok(write)
+                    });
                     recovered = recovered.and_then(|mut r| {
                         r.fold(write?);
                         Ok(r)
@@ -225,14 +320,43 @@ impl Journal {
         Tick(self.next_tick - 1)
     }
 
-    /// The tick up to which the journal may be released once `record` (the one that carries
-    /// `write`) is synced: every record before a checkpoint, which holds all they held.
-    pub fn release_below(write: &Write, record: &Record) -> Option<Tick> {
-        write.snapshot.as_ref().map(|_| Tick(record.tick.0 - 1))
+    /// The tick up to which the journal may be released once `records` (the ones that carry
+    /// `write`, from [`Journal::records`]) are synced: every record before a checkpoint, which
+    /// holds all they held.
+    pub fn release_below(write: &Write, records: &[Record]) -> Option<Tick> {
+        write.snapshot.as_ref().and(records.first()).map(|first| Tick(first.tick.0 - 1))
     }
 
-    /// The record that carries `write`, to append (in order) to the store.
-    pub fn record(&mut self, write: &Write) -> Record {
+    /// Snapshot bytes per part record ([`JOURNAL_PART`] unless set): small in the simulator,
+    /// so its checkpoints are written, and recovered, in parts.
+    pub fn set_part_bytes(&mut self, bytes: usize) {
+        self.part_bytes = bytes.clamp(1, JOURNAL_PART);
+    }
+
+    /// The records that carry `write`, to append in order to the store: one, or for a snapshot
+    /// over [`Journal::set_part_bytes`] its parts first and the write last. The write is synced
+    /// only once its last record is.
+    pub fn records(&mut self, write: &Write) -> Vec<Record> {
+        let mut records = Vec::new();
+        let parted = match &write.snapshot {
+            Some((index, term, data)) if data.len() > self.part_bytes => {
+                for (i, piece) in data.chunks(self.part_bytes).enumerate() {
+                    let mut payload = vec![PART];
+                    for w in [*index, *term, (i * self.part_bytes) as u64] {
+                        payload.extend_from_slice(&w.to_le_bytes());
+                    }
+                    payload.extend_from_slice(piece);
+                    records.push(self.record(payload));
+                }
+                true
+            }
+            _ => false,
+        };
+        records.push(self.record(write.encode_with(parted)));
+        records
+    }
+
+    fn record(&mut self, payload: Vec<u8>) -> Record {
         let tick = self.next_tick;
         self.next_tick += 1;
         Record {
@@ -240,7 +364,7 @@ impl Journal {
             tick: Tick(tick),
             publisher: PublisherId(0),
             seq: PublisherSeq(tick),
-            payload: write.encode().into(),
+            payload: payload.into(),
         }
     }
 }

@@ -31,9 +31,12 @@
 //! The host opens its pubend from [`ReplicaGroup::serving`]'s state when its own log is
 //! missing (`tidings_node::replicated`); a successor will open it the same way (takeover).
 //!
-//! Not yet here: snapshots sent in chunks (a state over one REPLICA frame is not compacted),
-//! and membership changes (docs/replication.md, "Compaction and snapshots").
+//! - `chunks`: a snapshot larger than one REPLICA frame sent as chunks and reassembled, in
+//!   order and bounded, before its checksum is verified and raft-rs sees it.
+//!
+//! Not yet here: membership changes (docs/replication.md, "Compaction and snapshots").
 
+mod chunks;
 pub mod command;
 mod envelope;
 mod group;
@@ -46,6 +49,7 @@ pub mod snapshot;
 pub mod state;
 mod status;
 
+pub use chunks::{CHUNK_BYTES, MAX_CHUNK, MAX_SNAPSHOT};
 pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
@@ -54,6 +58,6 @@ pub use group::{
 };
 pub use journal::{Journal, JournalError};
 pub use raft::eraftpb::{Entry, HardState, Message};
-pub use snapshot::{SnapshotCounts, MAX_SNAPSHOT};
+pub use snapshot::SnapshotCounts;
 pub use state::{Outcome, PubendReplica, Record};
 pub use status::Status;

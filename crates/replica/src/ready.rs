@@ -119,8 +119,9 @@ impl Running {
         }
     }
 
-    /// Sends `messages`; returns the followers sent a snapshot.
-    fn send(&self, messages: Vec<Message>, out: &mut Vec<Action>) -> Vec<u64> {
+    /// Sends `messages` (a snapshot over one message's size in chunks: see `chunks`); returns
+    /// the followers sent a snapshot.
+    fn send(&mut self, messages: Vec<Message>, out: &mut Vec<Action>) -> Vec<u64> {
         let mut snapshots = Vec::new();
         for msg in messages {
             // A rejoined replica that has not caught up grants no vote (see `rejoin`).
@@ -133,6 +134,13 @@ impl Running {
             }
             if crate::snapshot::is_snapshot(msg.get_msg_type()) {
                 snapshots.push(msg.to);
+                let to = msg.to;
+                let envelopes = crate::chunks::split(msg, self.chunk);
+                if envelopes.len() > 1 {
+                    self.snapshots.chunks_sent += envelopes.len() as u64;
+                }
+                out.extend(envelopes.into_iter().map(|msg| Action::Send { to, msg }));
+                continue;
             }
             out.push(Action::Send { to: msg.to, msg: Envelope::Raft(msg) });
         }

@@ -11,21 +11,17 @@
 //! until every live follower has the entries it drops (one that does not would need the whole
 //! state sent), unless the log reached four times the trigger.
 //!
-//! **Bound.** A snapshot travels as one REPLICA frame, so it is taken only while the state fits
-//! in one ([`MAX_SNAPSHOT`]); a state larger than that (a backlog of unreleased records that
-//! big) is not compacted until releases shrink it, and the log grows meanwhile. Not chunked.
+//! **Bound.** A snapshot larger than one REPLICA frame travels in chunks (`chunks`), so a state
+//! of any size up to [`GroupSettings::max_snapshot`] (1 GiB by default) is compacted; a larger
+//! one (a backlog of unreleased records that big) is not compacted until releases shrink it,
+//! and the log grows meanwhile (`too_large` in the counts).
 
 use raft::eraftpb::{MessageType, Snapshot};
 use raft::{SnapshotStatus, StateRole};
-use tidings_wire::peer::MAX_REPLICA_MESSAGE;
 
 use crate::command::{DecodeError, Reader};
 use crate::group::{Action, GroupSettings, Running, Write};
 use crate::state::{PubendReplica, Record};
-
-/// The largest encoded state a snapshot may carry: one REPLICA frame, less room for raft-rs's
-/// message around it.
-pub const MAX_SNAPSHOT: usize = MAX_REPLICA_MESSAGE - (64 << 10);
 
 const VERSION: u8 = 1;
 
@@ -40,8 +36,16 @@ pub struct SnapshotCounts {
     pub received: u64,
     /// Snapshots received and refused (corrupt or foreign): the leader sends another.
     pub refused: u64,
-    /// Compactions skipped because the state did not fit in one snapshot.
+    /// Compactions skipped because the state was over the maximum snapshot
+    /// ([`GroupSettings::max_snapshot`]).
     pub too_large: u64,
+    /// Chunks of snapshots sent (a snapshot that fits in one message counts none).
+    pub chunks_sent: u64,
+    /// Chunks received and kept for assembly.
+    pub chunks_received: u64,
+    /// Chunks dropped: stale (a deposed leader's, of a snapshot committed past or earlier than
+    /// the one in assembly) or faulty (over the maximum, past its length, overlapping another).
+    pub chunks_refused: u64,
 }
 
 impl PubendReplica {
@@ -135,9 +139,11 @@ impl Running {
                 return;
             }
         }
-        if self.state.encoded_len() > MAX_SNAPSHOT {
+        if self.state.encoded_len() > settings.max_snapshot {
             self.snapshots.too_large += 1;
             self.compact_at = 2 * bytes;
+            let (bytes, max) = (self.state.encoded_len() as u64, settings.max_snapshot as u64);
+            out.push(Action::TooLarge { bytes, max });
             return;
         }
         let data = match settings.snapshot_drops_record {

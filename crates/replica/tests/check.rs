@@ -210,6 +210,31 @@ proptest! {
         g.tick_all(1);
         prop_assert!(g.still_commits());
     }
+
+    /// Snapshot chunks with any offsets, lengths, data and snapshot positions, through the wire
+    /// form, are kept or refused, and a garbage snapshot they complete is refused by its
+    /// checksum: never a panic, never a stopped group.
+    #[test]
+    fn wrong_snapshot_chunks_never_panic_a_replica(
+        chunks in prop::collection::vec(
+            (1u64..=3, 1u64..=3, 1u64..4, 0u64..20, 0u64..48, 1u64..64, prop::collection::vec(any::<u8>(), 0..24)),
+            1..12,
+        )
+    ) {
+        let mut g = Group::live();
+        for (to, link, term, index, offset, total, data) in chunks {
+            let mut header = raft_message(link, to, MessageType::MsgSnapshot, term);
+            header.mut_snapshot().mut_metadata().index = index;
+            header.mut_snapshot().mut_metadata().term = term;
+            header.mut_snapshot().mut_metadata().mut_conf_state().voters = vec![1, 2, 3];
+            let chunk = Envelope::Chunk { header, offset, total, data: Bytes::from(data) };
+            let msg = Envelope::from_wire(&chunk.to_wire().unwrap()).unwrap();
+            prop_assert_eq!(&msg, &chunk);
+            g.run(to, Input::Message { from: link, msg });
+            g.tick_all(1);
+        }
+        prop_assert!(g.still_commits(), "the group stopped committing");
+    }
 }
 
 /// A broker cannot tell a new group from a wiped journal: every replica with an empty journal

@@ -19,6 +19,13 @@ fn open(fs: &MemFs) -> (Store, Result<(Journal, Option<Recovered>), JournalError
     (store, journal)
 }
 
+/// Appends the records of `w`, numbering their tokens from `token * 100`.
+fn append(store: &Store, journal: &mut Journal, token: u64, w: &Write) {
+    for (i, record) in journal.records(w).into_iter().enumerate() {
+        store.append(Token(token * 100 + i as u64), record).expect("append");
+    }
+}
+
 fn write(number: u64, first: u64, term: u64) -> Write {
     let entries =
         (first..first + 2).map(|index| Entry { index, term, data: vec![index as u8].into(), ..Entry::default() });
@@ -39,10 +46,10 @@ fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
     assert!(recovered.is_none(), "an empty journal means a new or wiped replica");
     let synced = [Write::default(), write(1, 1, 1), write(2, 3, 1), write(3, 2, 2)];
     for (token, w) in synced.iter().enumerate() {
-        store.append(Token(token as u64), journal.record(w)).expect("append");
+        append(&store, &mut journal, token as u64, w);
     }
     assert!(store.step().iter().all(|c| c.result.is_ok()));
-    store.append(Token(9), journal.record(&write(4, 4, 2))).expect("append");
+    append(&store, &mut journal, 9, &write(4, 4, 2));
     drop(store);
     fs.power_loss(1);
     fs.restart();
@@ -56,7 +63,7 @@ fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
     let terms: Vec<_> = expected.entries.iter().map(|e| (e.index, e.term)).collect();
     assert_eq!(terms, vec![(1, 1), (2, 2), (3, 2)]);
     // The journal numbers on after what it recovered (the store refuses ticks that go back).
-    assert_eq!(journal.record(&Write::default()).tick.0, 5);
+    assert_eq!(journal.records(&Write::default())[0].tick.0, 5);
 }
 
 #[test]
@@ -65,7 +72,7 @@ fn a_damaged_record_is_refused() {
     let (store, journal) = open(&fs);
     let (mut journal, _) = journal.expect("an empty journal reads");
     for (token, w) in [Write::default(), write(1, 1, 1), write(2, 3, 1)].iter().enumerate() {
-        store.append(Token(token as u64), journal.record(w)).expect("append");
+        append(&store, &mut journal, token as u64, w);
     }
     store.step();
     drop(store);
@@ -84,10 +91,63 @@ fn a_damaged_record_is_refused() {
     assert_eq!((recovered, release), (None, Some(Tick(3))));
     store.release(Token(10), PUBEND, Tick(3)).expect("release");
     let fence = Write { number: 0, rejoin_term: Some(5), ..Write::default() };
-    store.append(Token(11), journal.record(&fence)).expect("append");
+    append(&store, &mut journal, 11, &fence);
     assert!(store.step().iter().all(|c| c.result.is_ok()));
     drop(store);
     let (_, reopened) = open(&fs);
     let (_, recovered) = reopened.expect("the rebuilt journal reads");
     assert_eq!(recovered.map(|r| r.rejoin_term), Some(5));
+}
+
+/// A checkpoint whose snapshot is larger than a part is written in parts and read back whole;
+/// a checkpoint whose last record (the write) never made it leaves its parts unread, and a
+/// damaged part makes the journal refuse to serve.
+#[test]
+fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
+    let fs = MemFs::new();
+    let (store, journal) = open(&fs);
+    let (mut journal, _) = journal.expect("an empty journal reads");
+    journal.set_part_bytes(100);
+    for w in [Write::default(), write(1, 1, 1), write(2, 3, 1)] {
+        append(&store, &mut journal, w.number, &w);
+    }
+    let state: Vec<u8> = (0..1000u32).map(|i| (i * 13) as u8).collect();
+    let checkpoint = Write { snapshot: Some((4, 2, state.clone())), ..write(3, 5, 2) };
+    let records = journal.records(&checkpoint);
+    assert_eq!(records.len(), 11, "ten parts and the write");
+    assert_eq!(Journal::release_below(&checkpoint, &records), Some(Tick(3)), "everything before the first part");
+    for (i, record) in records.into_iter().enumerate() {
+        store.append(Token(50 + i as u64), record).expect("append");
+    }
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    drop(store);
+    let (_, reopened) = open(&fs);
+    let (_, recovered) = reopened.expect("the journal reads");
+    let recovered = recovered.expect("a journal");
+    assert_eq!(recovered.snapshot, Some((4, 2, state.clone())));
+
+    // A crash before the write's record: the parts alone change nothing.
+    let (store, reopened) = open(&fs);
+    let (mut journal, _) = reopened.expect("reads");
+    journal.set_part_bytes(100);
+    let later = Write { snapshot: Some((9, 3, vec![7; 500])), ..write(9, 10, 3) };
+    let mut records = journal.records(&later);
+    records.pop();
+    for (i, record) in records.into_iter().enumerate() {
+        store.append(Token(80 + i as u64), record).expect("append");
+    }
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    drop(store);
+    let (_, reopened) = open(&fs);
+    assert_eq!(reopened.expect("reads").1.expect("a journal").snapshot, Some((4, 2, state)));
+
+    // A part flipped on disk: refused, never served.
+    let segment = fs.list_names(Path::new(DIR)).into_iter().find(|n| n.ends_with(".log")).expect("a segment");
+    let path = Path::new(DIR).join(segment);
+    let contents = fs.contents(&path).unwrap_or_default();
+    let piece: Vec<u8> = (200..300u32).map(|i| (i * 13) as u8).collect();
+    let at = contents.windows(piece.len()).position(|w| w == piece.as_slice()).expect("the part is on disk");
+    fs.corrupt(&path, at + 50, 0x40);
+    let (_, reopened) = open(&fs);
+    assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
 }

@@ -71,15 +71,7 @@ fn a_state_round_trips_through_its_snapshot_and_damage_is_refused() {
 #[test]
 fn a_follower_behind_the_first_index_catches_up_from_a_snapshot_and_a_corrupt_one_is_refused() {
     let mut c = compacting();
-    c.run(30, &ALL);
-    assert_eq!(c.leader(), Some(1));
-    publish(&mut c, 1, 8);
-    c.cut.insert(3);
-    publish(&mut c, 9, 60);
-    let behind = c.groups[&3].status();
-    let leader = c.groups[&1].status();
-    assert!(leader.snapshots.taken >= 1, "the leader compacted: {leader:?}");
-    assert!(behind.last_index + 1 < leader.first_index, "replica 3 is behind the first index: {behind:?}");
+    leave_replica_3_behind(&mut c);
     c.corrupt_snapshots = 1;
     c.cut.clear();
     c.run(30, &ALL);
@@ -87,13 +79,116 @@ fn a_follower_behind_the_first_index_catches_up_from_a_snapshot_and_a_corrupt_on
     assert_eq!(caught.snapshots.refused, 1, "the corrupt snapshot was refused: {caught:?}");
     assert!(caught.snapshots.received >= 1, "a sound one was installed: {caught:?}");
     assert!(leader.snapshots.sent >= 2, "the leader sent another: {leader:?}");
-    assert_eq!(caught.applied, leader.applied);
-    assert_eq!(state(&c, 3), state(&c, 1));
-    // The tail goes on from there.
-    publish(&mut c, 69, 4);
-    assert_eq!(c.acks.len(), 72);
-    assert_eq!(state(&c, 3), state(&c, 1));
+    assert_eq!(caught.snapshots.chunks_received + leader.snapshots.chunks_sent, 0, "one message each");
+    caught_up_and_going_on(&mut c);
+}
+
+/// Replica 3 cut off while the others publish 60 records and compact past what it has.
+fn leave_replica_3_behind(c: &mut Cluster) {
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    publish(c, 1, 8);
+    c.cut.insert(3);
+    publish(c, 9, 60);
+    let behind = c.groups[&3].status();
+    let leader = c.groups[&1].status();
+    assert!(leader.snapshots.taken >= 1, "the leader compacted: {leader:?}");
+    assert!(behind.last_index + 1 < leader.first_index, "replica 3 is behind the first index: {behind:?}");
+}
+
+/// Replica 3 has the leader's state, and the tail goes on from there.
+fn caught_up_and_going_on(c: &mut Cluster) {
     assert_eq!(c.groups[&3].status().applied, c.groups[&1].status().applied);
+    assert_eq!(state(c, 3), state(c, 1));
+    publish(c, 69, 4);
+    assert_eq!(c.acks.len(), 72);
+    assert_eq!(state(c, 3), state(c, 1));
+    assert_eq!(c.groups[&3].status().applied, c.groups[&1].status().applied);
+}
+
+/// As above with snapshots of several chunks: replica 3 gets its first chunked snapshot with a
+/// byte flipped in its second chunk (refused whole, never applied), the next one loses its
+/// second chunk (the assembly waits), and the third fills the gap: installed, replica 3 has the
+/// leader's state and goes on from the tail.
+#[test]
+fn a_follower_catches_up_from_a_snapshot_in_chunks_after_a_corrupt_and_a_lost_chunk() {
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, snapshot_chunk: 64, ..settings });
+    leave_replica_3_behind(&mut c);
+    assert!(state(&c, 1).encoded_len() > 4 * 64, "the state takes several chunks");
+    (c.corrupt_snapshots, c.lose_chunks) = (1, 1);
+    c.cut.clear();
+    c.run(60, &ALL);
+    let (caught, leader) = (c.groups[&3].status(), c.groups[&1].status());
+    assert_eq!((c.corrupt_snapshots, c.lose_chunks), (0, 0), "both faults happened");
+    assert_eq!(caught.snapshots.refused, 1, "the corrupt snapshot was refused whole: {caught:?}");
+    assert!(caught.snapshots.received >= 1, "a sound one was installed: {caught:?}");
+    assert!(leader.snapshots.sent >= 3 && leader.snapshots.chunks_sent >= 3 * 4, "sent again, in chunks: {leader:?}");
+    assert!(caught.snapshots.chunks_received >= 4, "{caught:?}");
+    caught_up_and_going_on(&mut c);
+}
+
+/// A state over one REPLICA frame (and over one journal record's part) is compacted, not
+/// skipped, and a follower behind catches up from it in 1 MiB chunks (the default). Prints the
+/// catch-up's wall time (docs/replication.md, "Snapshots in chunks"):
+/// `cargo test --release -p tidings-replica --test snapshot -- --nocapture large`.
+#[test]
+fn a_large_state_is_compacted_and_sent_in_chunks() {
+    const RECORDS: u64 = 192; // of 64 KiB: 12 MiB unreleased
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 20, ..settings });
+    c.run(30, &ALL);
+    let leader = c.leader().expect("a leader");
+    c.cut.insert(3);
+    for turn in (1..=RECORDS).step_by(8) {
+        let now = c.now;
+        let records = (turn..turn + 8).map(|seq| Record {
+            tick: now + seq,
+            publisher: 7,
+            seq,
+            payload: vec![seq as u8; 64 << 10],
+        });
+        c.input(leader, Input::PublishAllAt(records.collect()));
+        c.run(1, &ALL);
+    }
+    let size = state(&c, 1).encoded_len();
+    let status = c.groups[&1].status();
+    assert!(size > 12 << 20, "{size} B of state");
+    assert!(status.snapshots.taken >= 1 && status.snapshots.too_large == 0, "compacted: {status:?}");
+    assert!(c.groups[&3].status().last_index + 1 < status.first_index, "replica 3 is behind the first index");
+    c.cut.clear();
+    let start = std::time::Instant::now();
+    let mut rounds = 0;
+    while c.groups[&3].status().applied < c.groups[&1].status().applied && rounds < 100 {
+        c.run(1, &ALL);
+        rounds += 1;
+    }
+    let (caught, leader) = (c.groups[&3].status(), c.groups[&1].status());
+    println!(
+        "a follower caught up from a {size}-byte snapshot in {} chunks ({} sent) in {:?} ({rounds} ticks)",
+        caught.snapshots.chunks_received,
+        leader.snapshots.chunks_sent,
+        start.elapsed()
+    );
+    assert_eq!(caught.applied, leader.applied);
+    assert!(caught.snapshots.received >= 1 && caught.snapshots.chunks_received >= 4, "{caught:?}");
+    assert_eq!(state(&c, 3), state(&c, 1));
+}
+
+/// A state over the maximum is not compacted: counted, told once per doubling of the log, and
+/// the log grows.
+#[test]
+fn a_state_over_the_maximum_is_not_compacted() {
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, max_snapshot: 512, ..settings });
+    c.run(30, &ALL);
+    let leader = c.leader().expect("a leader");
+    for seq in 1..=40 {
+        let record = Record { tick: c.now + seq, publisher: 7, seq, payload: vec![1; 100] };
+        c.input(leader, Input::PublishAllAt(vec![record]));
+        c.run(1, &ALL);
+    }
+    let status = c.groups[&leader].status();
+    assert!(state(&c, leader).encoded_len() > 4 * 512);
+    assert!(status.snapshots.too_large >= 1 && c.too_large >= 3, "{status:?}, {} told", c.too_large);
+    assert_eq!((status.snapshots.taken, status.first_index), (0, 1), "nothing compacted: {status:?}");
 }
 
 /// A replica restarted from what its journal still holds (its last checkpoint and the writes

@@ -29,6 +29,7 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.batched += report.batched;
             total.snapshots_taken += report.snapshots_taken;
             total.snapshots_installed += report.snapshots_installed;
+            total.chunks_received += report.chunks_received;
             total.forgotten += report.forgotten;
             coverage
         })
@@ -42,6 +43,7 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.batched > 0, "no publishes proposed together: {total:?}");
     assert!(total.snapshots_taken as usize >= runs, "too few compactions: {total:?}");
     assert!(total.snapshots_installed > 0, "no replica caught up from a snapshot: {total:?}");
+    assert!(total.chunks_received > 0, "no snapshot travelled in chunks: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
     if mode.disks {
         assert!(

@@ -304,7 +304,7 @@ impl GuaranteedMetrics {
         r.register("replica_first_index", "First index the replica log holds here (compacted below)", first);
         r.register("replica_log_bytes", "Bytes of the entries the replica log holds here", m.replica_log_bytes.clone());
         let snapshots = m.replica_snapshots.clone();
-        r.register("replica_snapshots", "Replica snapshots taken, sent, received and refused here", snapshots);
+        r.register("replica_snapshots", "Replica snapshots taken, sent, received, refused and too large, and their chunks sent, received and refused, here", snapshots);
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());

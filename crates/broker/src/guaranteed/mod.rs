@@ -247,7 +247,7 @@ impl Guaranteed {
         (options, retention, (drop_unsynced, replicas), guaranteed): (
             tidings_store::Options,
             crate::config::Retention,
-            (bool, (usize, u64)),
+            (bool, crate::config::ReplicaSizes),
             liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,

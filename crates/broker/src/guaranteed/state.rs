@@ -76,6 +76,15 @@ pub struct ReplicaGroupState {
     pub snapshots_received: u64,
     /// Snapshots received and refused here (corrupt or foreign).
     pub snapshots_refused: u64,
+    /// Compactions skipped here because the state was over the maximum snapshot.
+    pub snapshots_too_large: u64,
+    /// Chunks of snapshots sent from here (a snapshot over one REPLICA frame's chunk size).
+    pub snapshot_chunks_sent: u64,
+    /// Chunks of snapshots received and kept for assembly here.
+    pub snapshot_chunks_received: u64,
+    /// Chunks refused here (out of order, stale, of another snapshot, over the maximum), each
+    /// dropping the assembly under way.
+    pub snapshot_chunks_refused: u64,
 }
 
 /// One durable subscription, for `/state` and `tidings durable ls`.
@@ -200,6 +209,10 @@ impl Driver {
                 ("sent", group.snapshots_sent),
                 ("received", group.snapshots_received),
                 ("refused", group.snapshots_refused),
+                ("too_large", group.snapshots_too_large),
+                ("chunks_sent", group.snapshot_chunks_sent),
+                ("chunks_received", group.snapshot_chunks_received),
+                ("chunks_refused", group.snapshot_chunks_refused),
             ];
             for (event, count) in events {
                 let label = super::metrics::SnapshotLabel { pubend: group.pubend.clone(), event: event.into() };

@@ -24,8 +24,14 @@ pub(crate) struct Cluster {
     pub(crate) serving_when_elected: Vec<bool>,
     pub(crate) cut: BTreeSet<ReplicaId>,
     pub(crate) now: u64,
-    /// Snapshots still to corrupt on their way (one byte of their state flipped).
+    /// Snapshots still to corrupt on their way (one byte of their state flipped; of a chunked
+    /// one, a byte of its second chunk).
     pub(crate) corrupt_snapshots: usize,
+    /// Chunked snapshots still to lose their second chunk on the way.
+    pub(crate) lose_chunks: usize,
+    first_chunk_seen: bool,
+    /// [`Action::TooLarge`]s given.
+    pub(crate) too_large: usize,
 }
 
 impl Cluster {
@@ -56,6 +62,9 @@ impl Cluster {
             cut: BTreeSet::new(),
             now: 0,
             corrupt_snapshots: 0,
+            lose_chunks: 0,
+            first_chunk_seen: false,
+            too_large: 0,
         }
     }
 
@@ -79,6 +88,7 @@ impl Cluster {
                 Action::Confirmed { at } => self.confirmed.push((id, at, self.now)),
                 Action::LostLeadership { .. } => {}
                 Action::Fault { reason } => panic!("replica {id} faulted: {reason}"),
+                Action::TooLarge { .. } => self.too_large += 1,
                 // Only stale messages (the receiver's log outgrew them) are refused here.
                 Action::Dropped { .. } => {}
             }
@@ -111,8 +121,9 @@ impl Cluster {
                 let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
                 for (from, to, msg) in wire {
                     if !self.cut.contains(&from) && !self.cut.contains(&to) {
-                        let msg = self.tamper(msg);
-                        self.input(to, Input::Message { from, msg });
+                        if let Some(msg) = self.tamper(msg) {
+                            self.input(to, Input::Message { from, msg });
+                        }
                     }
                 }
                 for &id in syncing {
@@ -136,9 +147,26 @@ impl Cluster {
         &synced[from..]
     }
 
-    /// Corrupts `msg` if it is a snapshot and [`Cluster::corrupt_snapshots`] says so.
-    fn tamper(&mut self, msg: Envelope) -> Envelope {
-        let Envelope::Raft(mut m) = msg else { return msg };
+    /// Corrupts `msg` if it is a snapshot (or a chunk's) and [`Cluster::corrupt_snapshots`] says
+    /// so, or loses it if it is a second chunk and [`Cluster::lose_chunks`] says so.
+    fn tamper(&mut self, msg: Envelope) -> Option<Envelope> {
+        if let Envelope::Chunk { header, offset, total, data } = msg {
+            // The second chunk: the first past offset 0 after a first one.
+            let second = offset > 0 && self.first_chunk_seen;
+            self.first_chunk_seen = offset == 0;
+            if second && self.lose_chunks > 0 {
+                self.lose_chunks -= 1;
+                return None;
+            }
+            if second && self.corrupt_snapshots > 0 {
+                self.corrupt_snapshots -= 1;
+                let mut data = data.to_vec();
+                data[0] ^= 0x40;
+                return Some(Envelope::Chunk { header, offset, total, data: data.into() });
+            }
+            return Some(Envelope::Chunk { header, offset, total, data });
+        }
+        let Envelope::Raft(mut m) = msg else { return Some(msg) };
         if m.get_msg_type() == raft::eraftpb::MessageType::MsgSnapshot && self.corrupt_snapshots > 0 {
             self.corrupt_snapshots -= 1;
             let mut data = m.get_snapshot().data.to_vec();
@@ -146,7 +174,7 @@ impl Cluster {
             data[middle] ^= 0x40;
             m.mut_snapshot().data = data.into();
         }
-        Envelope::Raft(m)
+        Some(Envelope::Raft(m))
     }
 
     /// Delivers what is on the wire now, once, without syncing anything.

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use tidings_replica::{Journal, Recovered, Write};
 use tidings_store::{FsyncPolicy, MemFs, Options, PubendId, Store, Tick, Token};
 
+use crate::replica::JOURNAL_PART;
 use crate::rng::Rng;
 
 /// Where the store lives on the simulated file system.
@@ -59,7 +60,8 @@ impl Disk {
         self.due = None;
         let fs: Arc<dyn tidings_store::Fs> = Arc::new(self.fs.clone());
         let (store, _) = Store::open_stepped(fs, Path::new(DIR), options()).map_err(|e| e.to_string())?;
-        let (journal, recovered) = Journal::open(&store, PUBEND).map_err(|e| e.to_string())?;
+        let (mut journal, recovered) = Journal::open(&store, PUBEND).map_err(|e| e.to_string())?;
+        journal.set_part_bytes(JOURNAL_PART);
         self.open = Some((store, journal));
         Ok(recovered)
     }
@@ -73,11 +75,15 @@ impl Disk {
     /// Queues one write; it syncs at `due` or with an earlier group.
     pub(crate) fn submit(&mut self, write: &Write, due: u64) -> Result<(), String> {
         let Some((store, journal)) = &mut self.open else { return Err("write to a closed disk".into()) };
-        self.next_token += 1;
-        let token = Token(self.next_token);
-        let record = journal.record(write);
-        let release = Journal::release_below(write, &record);
-        store.append(token, record).map_err(|e| e.to_string())?;
+        // A checkpoint's snapshot in parts, the write last: only its token reports the write.
+        let records = journal.records(write);
+        let release = Journal::release_below(write, &records);
+        let mut token = Token(self.next_token);
+        for record in records {
+            self.next_token += 1;
+            token = Token(self.next_token);
+            store.append(token, record).map_err(|e| e.to_string())?;
+        }
         self.queued.push((token, write.number, release));
         self.due.get_or_insert(due);
         Ok(())

@@ -12,7 +12,7 @@
 //! runs the store's recovery and `tidings-replica`'s journal fold. The replicas compact their
 //! logs often ([`COMPACT_BYTES`], every few entries), so restarts start from snapshots and
 //! replicas behind a leader's first index (a wiped one, one long down or cut off) catch up from
-//! one. Not simulated yet: the delivery core around the group.
+//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes and journaled in parts of [`JOURNAL_PART`]. Not simulated yet: the delivery core around the group.
 
 mod disk;
 mod judge;
@@ -28,6 +28,16 @@ use world::{Weather, World};
 /// The sim's compaction trigger: about 6 entries of the sim's publishes (or twice the last
 /// snapshot), so a run takes snapshots often and ships some to replicas behind.
 pub const COMPACT_BYTES: u64 = 256;
+
+/// The sim's snapshot chunk: a few dozen bytes, so nearly every snapshot shipped travels in
+/// several chunks, through the network's loss, duplication and reordering (`tidings-replica`'s
+/// `chunks`), and is reassembled or refused and sent again.
+pub const SNAPSHOT_CHUNK: usize = 32;
+
+/// The sim's journal part: a checkpoint's snapshot over it is written as several store
+/// records (`tidings_replica::Journal::records`), so restarts and power losses read snapshots
+/// back from parts, torn ones included.
+pub const JOURNAL_PART: usize = 64;
 
 /// A deliberate bug the mutation tests turn on, to prove the judge would notice it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,6 +88,8 @@ pub struct Report {
     pub snapshots_taken: u64,
     /// Snapshots a replica installed from its leader.
     pub snapshots_installed: u64,
+    /// Snapshot chunks a replica took into an assembly.
+    pub chunks_received: u64,
     /// Retries answered "logged earlier, tick forgotten" (their record released).
     pub forgotten: usize,
 }
@@ -125,6 +137,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         batched: run.world.batched,
         snapshots_taken: run.world.snapshots.0,
         snapshots_installed: run.world.snapshots.1,
+        chunks_received: run.world.snapshots.2,
         forgotten: judge.forgotten,
     };
     Ok((run.coverage, report))

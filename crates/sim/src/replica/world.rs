@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Record, ReplicaGroup, ReplicaId};
 
-use crate::replica::{Mutation, COMPACT_BYTES};
+use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK};
 
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
@@ -69,7 +69,7 @@ pub(crate) struct World {
     pub(crate) judge: Judge,
     mutation: Mutation,
     /// Snapshots taken and installed, summed over the replicas' lives (each start counts anew).
-    pub(crate) snapshots: (u64, u64),
+    pub(crate) snapshots: (u64, u64, u64),
     /// Publishes delivered in a batch of two or more (see `advance`).
     pub(crate) batched: usize,
 }
@@ -91,7 +91,7 @@ impl World {
             weather,
             judge: Judge::default(),
             mutation,
-            snapshots: (0, 0),
+            snapshots: (0, 0, 0),
             batched: 0,
         };
         for id in voters {
@@ -111,6 +111,7 @@ impl World {
             ack_before_quorum: self.mutation == Mutation::AckBeforeQuorum,
             snapshot_drops_record: self.mutation == Mutation::SnapshotDropsRecord,
             compact_bytes: COMPACT_BYTES,
+            snapshot_chunk: SNAPSHOT_CHUNK,
             ..GroupSettings::new(id, self.voters.clone())
         }
     }
@@ -176,6 +177,9 @@ impl World {
             Action::LostLeadership { .. } | Action::Confirmed { .. } => {}
             Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
                 self.send(Packet::Reply { from: id, publisher, action })
+            }
+            Action::TooLarge { bytes, max } => {
+                self.judge.broken = Some(format!("replica {id}: a {bytes}-byte state over the {max}-byte maximum"))
             }
             Action::Fault { reason } => self.judge.broken = Some(format!("replica {id} faulted: {reason}")),
             // Honest replicas never send what the check refuses, except a stale message the
@@ -359,9 +363,10 @@ impl World {
     }
 }
 
-/// `counts` plus the snapshots `group` took and installed since it started.
-fn add_snapshots(counts: (u64, u64), group: Option<&ReplicaGroup>) -> (u64, u64) {
+/// `counts` plus the snapshots `group` took and installed, and the snapshot chunks it took,
+/// since it started.
+fn add_snapshots(counts: (u64, u64, u64), group: Option<&ReplicaGroup>) -> (u64, u64, u64) {
     let Some(group) = group else { return counts };
     let snapshots = group.status().snapshots;
-    (counts.0 + snapshots.taken, counts.1 + snapshots.received)
+    (counts.0 + snapshots.taken, counts.1 + snapshots.received, counts.2 + snapshots.chunks_received)
 }

@@ -1,7 +1,10 @@
 //! REPLICA, one message of a pubend's Raft group between cell mates (issue 40). Layout:
 //! `pubend:u64 | count:u8 | count × voter:u64 | kind:u8 | body`, where kind 1 (RAFT) is
 //! `message:bytes32` (a raft-rs message in raft's protobuf encoding), kind 2 (TERM_QUERY) has
-//! no body and kind 3 (TERM_REPLY) is `term:u64`.
+//! no body, kind 3 (TERM_REPLY) is `term:u64`, and kind 4 (SNAPSHOT_CHUNK) is
+//! `message:bytes32 offset:u64 total:u64 data:bytes32`: one piece of a snapshot too large for
+//! one frame, `message` the raft-rs snapshot message with its data left out (so every chunk
+//! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes.
 //!
 //! The voters (the group's replica ids, the pubend's host first) travel with every message, so
 //! a broker that has never heard of the group (a new one, or its disk was wiped) learns its
@@ -30,6 +33,7 @@ pub const MAX_REPLICA_VOTERS: usize = 15;
 const RAFT: u8 = 1;
 const TERM_QUERY: u8 = 2;
 const TERM_REPLY: u8 = 3;
+const SNAPSHOT_CHUNK: u8 = 4;
 
 /// What one replica of a pubend's group tells another: the group is named by the pubend, since
 /// each pubend is its own Raft group (multi-raft).
@@ -55,14 +59,30 @@ pub enum ReplicaBody {
         /// The sender's current term.
         term: u64,
     },
+    /// One piece of a snapshot sent in several frames (docs/replication.md, "Snapshots in
+    /// chunks"): the receiver reassembles the pieces in order and checks the whole before
+    /// raft-rs sees it.
+    SnapshotChunk {
+        /// The raft-rs snapshot message, still encoded, its snapshot data empty.
+        message: Bytes,
+        /// Where `data` starts in the snapshot's data.
+        offset: u64,
+        /// The snapshot data's whole length.
+        total: u64,
+        /// The piece.
+        data: Bytes,
+    },
 }
 
 impl Replica {
     pub(crate) fn encode_body(&self, out: &mut BytesMut) -> Result<(), WireError> {
-        if let ReplicaBody::Raft(message) = &self.body {
-            if message.len() > MAX_REPLICA_MESSAGE {
-                return Err(WireError::TooLong { field: "message", len: message.len(), max: MAX_REPLICA_MESSAGE });
-            }
+        let (message, data) = match &self.body {
+            ReplicaBody::Raft(message) => (message.len(), 0),
+            ReplicaBody::SnapshotChunk { message, data, .. } => (message.len(), data.len()),
+            _ => (0, 0),
+        };
+        if message > MAX_REPLICA_MESSAGE || message + data > MAX_REPLICA_MESSAGE {
+            return Err(WireError::TooLong { field: "message", len: message + data, max: MAX_REPLICA_MESSAGE });
         }
         if self.voters.len() > MAX_REPLICA_VOTERS {
             return Err(WireError::TooLong { field: "voters", len: self.voters.len(), max: MAX_REPLICA_VOTERS });
@@ -81,6 +101,13 @@ impl Replica {
             ReplicaBody::TermReply { term } => {
                 out.put_u8(TERM_REPLY);
                 out.put_u64(*term);
+            }
+            ReplicaBody::SnapshotChunk { message, offset, total, data } => {
+                out.put_u8(SNAPSHOT_CHUNK);
+                put_bytes32(out, "message", message)?;
+                out.put_u64(*offset);
+                out.put_u64(*total);
+                put_bytes32(out, "data", data)?;
             }
         }
         Ok(())
@@ -108,6 +135,16 @@ impl Replica {
             }
             TERM_QUERY => ReplicaBody::TermQuery,
             TERM_REPLY => ReplicaBody::TermReply { term: r.u64("term")? },
+            SNAPSHOT_CHUNK => {
+                let message = r.bytes32("message")?;
+                let (offset, total) = (r.u64("offset")?, r.u64("total")?);
+                let data = r.bytes32("data")?;
+                if message.len() + data.len() > MAX_REPLICA_MESSAGE {
+                    let value = (message.len() + data.len()) as u64;
+                    return Err(WireError::InvalidField { frame: "REPLICA", field: "message", value });
+                }
+                ReplicaBody::SnapshotChunk { message: body.slice(message), offset, total, data: body.slice(data) }
+            }
             kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
         };
         r.finish()?;

@@ -36,6 +36,39 @@ fn replica_golden_bytes() {
     reply.extend_from_slice(&pubend);
     reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
     golden(frame(ReplicaBody::TermReply { term: 7 }), &reply);
+
+    let mut chunk = vec![0, 0, 0, 54, 0x18];
+    chunk.extend_from_slice(&pubend);
+    chunk.extend_from_slice(&[4, 0, 0, 0, 1, 0xAB, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 2, 1, 2]);
+    let body = ReplicaBody::SnapshotChunk {
+        message: Bytes::from_static(&[0xAB]),
+        offset: 2,
+        total: 5,
+        data: Bytes::from_static(&[1, 2]),
+    };
+    golden(frame(body), &chunk);
+}
+
+/// A chunk's message and data together must fit the limit a whole raft message has.
+#[test]
+fn a_snapshot_chunk_over_the_limit_is_refused_both_ways() {
+    let chunk = |data: usize| {
+        frame(ReplicaBody::SnapshotChunk {
+            message: Bytes::from_static(&[1, 2, 3]),
+            offset: 0,
+            total: 1 << 30,
+            data: Bytes::from(vec![0u8; data]),
+        })
+    };
+    assert!(matches!(chunk(MAX_REPLICA_MESSAGE - 2).to_bytes(), Err(WireError::TooLong { field: "message", .. })));
+    assert!(chunk(MAX_REPLICA_MESSAGE - 3).to_bytes().is_ok());
+    let mut body = BytesMut::new();
+    body.extend_from_slice(&[0u8, 0, 0, 0, 0, 0, 1, 2, 0, 4, 0, 0, 0, 3, 1, 2, 3]);
+    body.extend_from_slice(&[0u8; 16]);
+    body.extend_from_slice(&((MAX_REPLICA_MESSAGE - 2) as u32).to_be_bytes());
+    body.extend_from_slice(&vec![0u8; MAX_REPLICA_MESSAGE - 2]);
+    let decoded = PeerFrame::decode_body(PeerFrameType::Replica, body.freeze());
+    assert!(matches!(decoded, Err(WireError::InvalidField { frame: "REPLICA", field: "message", .. })), "{decoded:?}");
 }
 
 /// A raft message over the limit is neither sent nor accepted, whatever the link's frame limit.

@@ -162,6 +162,18 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
         prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| ReplicaBody::Raft(Bytes::from(b))),
         Just(ReplicaBody::TermQuery),
         any::<u64>().prop_map(|term| ReplicaBody::TermReply { term }),
+        (
+            prop::collection::vec(any::<u8>(), 0..32),
+            any::<u64>(),
+            any::<u64>(),
+            prop::collection::vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(m, offset, total, d)| ReplicaBody::SnapshotChunk {
+                message: Bytes::from(m),
+                offset,
+                total,
+                data: Bytes::from(d)
+            }),
     ];
     (any::<u64>(), prop::collection::vec(any::<u64>(), 0..4), body)
         .prop_map(|(pubend, voters, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), voters, body }))

@@ -83,10 +83,9 @@ pub(crate) struct Replicas {
     cluster: Arc<Cluster>,
     me: ReplicaId,
     cell: CellName,
-    /// `[storage] replicas` (0: 3, or the whole cell if smaller).
-    size: usize,
-    /// `[storage] replica_compact_bytes`.
-    compact_bytes: u64,
+    /// `[storage] replicas` (0: 3, or the whole cell if smaller), `replica_compact_bytes`,
+    /// `replica_snapshot_chunk` and `replica_max_snapshot`.
+    sizes: crate::config::ReplicaSizes,
     /// Cell mates ever linked, by replica id.
     mates: BTreeMap<ReplicaId, BrokerName>,
     store: Store,
@@ -94,7 +93,7 @@ pub(crate) struct Replicas {
     membership: PathBuf,
     /// Journal writes in flight: token to (group, write number, the journal prefix a synced
     /// checkpoint releases).
-    tokens: BTreeMap<u64, (PubendId, u64, Option<tidings_store::Tick>)>,
+    tokens: BTreeMap<u64, (PubendId, Option<u64>, Option<tidings_store::Tick>)>,
     /// Messages received this turn of the driver, per group in arrival order: stepped together
     /// at the turn's end ([`Replicas::deliver`]), so a follower sent several appends meanwhile
     /// writes its journal once for all of them.
@@ -108,11 +107,11 @@ impl Replicas {
     /// takes part in no network or `[storage] replicas` is 1.
     pub(super) fn open(
         data_dir: &Path,
-        (options, fs, (size, compact_bytes)): (tidings_store::Options, Arc<dyn tidings_store::Fs>, (usize, u64)),
+        (options, fs, sizes): (tidings_store::Options, Arc<dyn tidings_store::Fs>, crate::config::ReplicaSizes),
         cluster: Arc<Cluster>,
         tx: mpsc::UnboundedSender<Command>,
     ) -> Result<Option<Replicas>, GuaranteedError> {
-        if !cluster.is_enabled() || size == 1 {
+        if !cluster.is_enabled() || sizes.replicas == 1 {
             return Ok(None);
         }
         let fail = |e: String| GuaranteedError::Replicas(e);
@@ -128,8 +127,7 @@ impl Replicas {
             me,
             cell: cluster.cell().clone(),
             cluster,
-            size,
-            compact_bytes,
+            sizes,
             mates: BTreeMap::new(),
             store,
             groups: BTreeMap::new(),
@@ -173,7 +171,9 @@ impl Replicas {
             broadcast_commit: false,
             confirm_lead: true,
             exact_ticks: true,
-            compact_bytes: self.compact_bytes,
+            compact_bytes: self.sizes.compact_bytes,
+            snapshot_chunk: self.sizes.snapshot_chunk,
+            max_snapshot: self.sizes.max_snapshot,
             ..GroupSettings::new(self.me, voters.clone())
         };
         let store_pubend = tidings_store::PubendId(pubend.0);
@@ -230,7 +230,7 @@ impl Replicas {
     /// Makes a new pubend of this broker a group: `Ok(false)` if it stays on this broker alone
     /// (no cell mate ever linked), `Err` if its replicas are not linked now.
     pub(super) fn create(&mut self, pubend: PubendId) -> Result<bool, String> {
-        let size = match self.size {
+        let size = match self.sizes.replicas {
             0 => (1 + self.mates.len()).min(3),
             n => n,
         };
@@ -333,9 +333,8 @@ impl Replicas {
                 error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
                 group.failed = true;
             }
-            if group.failed {
-                continue;
-            }
+            // A snapshot part (`carry_out`): its write's last record reports it.
+            let Some(number) = number.filter(|_| !group.failed) else { continue };
             last.insert(pubend, number);
             // A synced checkpoint holds everything the records before it held (`Journal`).
             if let Some(tick) = release {
@@ -356,17 +355,20 @@ impl Replicas {
                 Action::Send { to, msg } => self.send(pubend, to, &msg),
                 Action::Persist(write) => {
                     let Some(group) = self.groups.get_mut(&pubend) else { continue };
-                    self.next_token += 1;
-                    let record = group.journal.record(&write);
-                    let release = Journal::release_below(&write, &record);
-                    match self.store.append(Token(self.next_token), record) {
-                        Ok(()) => {
-                            self.tokens.insert(self.next_token, (pubend, write.number, release));
-                        }
-                        Err(e) => {
+                    // A checkpoint's large snapshot is several records, its write the last:
+                    // only that one's completion reports the write synced (`synced`).
+                    let records = group.journal.records(&write);
+                    let release = Journal::release_below(&write, &records);
+                    let last = records.len().saturating_sub(1);
+                    for (i, record) in records.into_iter().enumerate() {
+                        self.next_token += 1;
+                        let number = (i == last).then_some(write.number);
+                        if let Err(e) = self.store.append(Token(self.next_token), record) {
                             error!(pubend = pubend.0, error = %e, "the replica journal did not take a write");
                             group.failed = true;
+                            break;
                         }
+                        self.tokens.insert(self.next_token, (pubend, number, release.filter(|_| i == last)));
                     }
                 }
                 // The host's own pubend log holds what it published; the replicas' applied
@@ -395,6 +397,12 @@ impl Replicas {
                     let from = self.mates.get(&from).map_or_else(|| from.to_string(), |m| m.to_string());
                     warn!(%from, pubend = pubend.0, %reason, "a replica message refused before raft: dropped");
                 }
+                Action::TooLarge { bytes, max } => warn!(
+                    pubend = pubend.0,
+                    bytes,
+                    max,
+                    "a replica group's state is over [storage] replica_max_snapshot: its log is not compacted until releases shrink it"
+                ),
                 Action::Fault { reason } => error!(pubend = pubend.0, %reason, "a replica group broke an invariant"),
             }
         }
@@ -427,6 +435,10 @@ impl Replicas {
                     snapshots_sent: status.snapshots.sent,
                     snapshots_received: status.snapshots.received,
                     snapshots_refused: status.snapshots.refused,
+                    snapshots_too_large: status.snapshots.too_large,
+                    snapshot_chunks_sent: status.snapshots.chunks_sent,
+                    snapshot_chunks_received: status.snapshots.chunks_received,
+                    snapshot_chunks_refused: status.snapshots.chunks_refused,
                     fenced: status.fenced,
                     lag,
                 }
