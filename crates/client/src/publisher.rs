@@ -44,9 +44,24 @@ impl<S> Window<S> {
     }
 
     /// Numbers a new publish and keeps it until its outcome arrives; returns the frame to send.
-    pub(crate) fn open(&mut self, pubend: &str, message: tidings_wire::Message, sink: S) -> &GuaranteedPublish {
+    /// `server`: the name of the broker it goes to (WELCOME), if connected. A publish of a name
+    /// nothing acknowledged yet names that broker's pubend of the name as its home: the first
+    /// try may be logged there although its acknowledgement is lost, and a mate the client moves
+    /// to must then log the retry in that pubend, or refuse it, never in one of its own (the
+    /// nemesis's replicated cell delivered 191 publishes twice, seed 104, with no home named
+    /// before the first acknowledgement).
+    pub(crate) fn open(
+        &mut self,
+        pubend: &str,
+        message: tidings_wire::Message,
+        sink: S,
+        server: Option<&str>,
+    ) -> &GuaranteedPublish {
         let seq = self.next_seq;
         self.next_seq += 1;
+        if let (None, Some(server)) = (self.homes.get(pubend), server) {
+            self.homes.insert(pubend.to_string(), PubendId::derive(server, pubend));
+        }
         let home = self.homes.get(pubend).copied();
         let frame = GuaranteedPublish { publisher: self.publisher, seq, pubend: pubend.to_string(), home, message };
         &self.in_flight.entry(seq).or_insert((frame, sink)).0
@@ -67,6 +82,16 @@ impl<S> Window<S> {
             }
         }
         Some(sink)
+    }
+
+    /// Names a home for every publish in flight that has none, as [`Window::open`] does: the
+    /// pubend of its name at `server`, the broker they are about to be sent to.
+    pub(crate) fn name_homes(&mut self, server: &str) {
+        for (frame, _) in self.in_flight.values_mut().filter(|(f, _)| f.home.is_none()) {
+            let home =
+                *self.homes.entry(frame.pubend.clone()).or_insert_with(|| PubendId::derive(server, &frame.pubend));
+            frame.home = Some(home);
+        }
     }
 
     /// Every publish in flight, in sequence order: what a new connection sends again.
@@ -99,7 +124,7 @@ mod tests {
     fn publishes_are_numbered_from_one_and_resent_in_sequence_order() {
         let mut w = Window::new(PublisherId(7));
         for n in 0..4 {
-            let frame = w.open("", message(n), n);
+            let frame = w.open("", message(n), n, None);
             assert_eq!((frame.publisher, frame.seq), (PublisherId(7), u64::from(n) + 1));
         }
         assert_eq!(w.close(PublisherId(7), 2, None), Some(1));
@@ -111,7 +136,7 @@ mod tests {
     #[test]
     fn an_answer_for_a_closed_or_foreign_sequence_is_ignored() {
         let mut w = Window::new(PublisherId(7));
-        w.open("p", message(0), ());
+        w.open("p", message(0), (), None);
         assert_eq!(w.close(PublisherId(8), 1, None), None);
         assert_eq!(w.close(PublisherId(7), 1, None), Some(()));
         assert_eq!(w.close(PublisherId(7), 1, None), None, "a duplicate acknowledgement finds nothing");
@@ -121,25 +146,44 @@ mod tests {
     #[test]
     fn every_publish_of_a_name_names_the_pubend_that_acknowledged_the_last() {
         let mut w = Window::new(PublisherId(7));
-        assert_eq!(w.open("a", message(0), ()).home, None, "nothing acknowledged yet");
-        w.open("a", message(1), ());
-        w.open("b", message(2), ());
+        assert_eq!(w.open("a", message(0), (), None).home, None, "nothing acknowledged yet, and no broker known");
+        w.open("a", message(1), (), None);
+        w.open("b", message(2), (), None);
         w.close(PublisherId(7), 1, Some(PubendId(40)));
         let homes: Vec<_> = w.in_flight().map(|f| (f.seq, f.home)).collect();
         assert_eq!(homes, [(2, Some(PubendId(40))), (3, None)], "resent with the home of its name only");
-        assert_eq!(w.open("a", message(3), ()).home, Some(PubendId(40)));
+        assert_eq!(w.open("a", message(3), (), None).home, Some(PubendId(40)));
         w.close(PublisherId(7), 2, None);
-        assert_eq!(w.open("a", message(4), ()).home, Some(PubendId(40)), "a refusal moves no home");
+        assert_eq!(w.open("a", message(4), (), None).home, Some(PubendId(40)), "a refusal moves no home");
         w.close(PublisherId(7), 4, Some(PubendId(41)));
-        assert_eq!(w.open("a", message(5), ()).home, Some(PubendId(41)));
+        assert_eq!(w.open("a", message(5), (), None).home, Some(PubendId(41)));
     }
 
     #[test]
     fn draining_hands_back_every_sink_and_keeps_numbering() {
         let mut w = Window::new(PublisherId(1));
-        w.open("", message(0), 'a');
-        w.open("", message(1), 'b');
+        w.open("", message(0), 'a', None);
+        w.open("", message(1), 'b', None);
         assert_eq!(w.drain().collect::<String>(), "ab");
-        assert_eq!(w.open("", message(2), 'c').seq, 3, "sequence numbers are never reused");
+        assert_eq!(w.open("", message(2), 'c', None).seq, 3, "sequence numbers are never reused");
+    }
+
+    #[test]
+    fn a_first_publish_names_its_brokers_pubend_until_an_acknowledgement_names_another() {
+        let mut w: Window<()> = Window::new(PublisherId(1));
+        let at_p1 = PubendId::derive("p1", "");
+        assert_eq!(w.open("", message(0), (), Some("p1")).home, Some(at_p1), "the broker it goes to");
+        assert_eq!(PubendId::derive("p1", ""), PubendId::derive("p1", tidings_wire::ids::DEFAULT_PUBEND));
+        w.open("", message(1), (), Some("p2"));
+        assert_eq!(w.in_flight().map(|f| f.home).collect::<Vec<_>>(), [Some(at_p1); 2], "moving does not rename it");
+        // Opened while down (no broker), then sent to p3: named there, as the others keep p1.
+        let mut down: Window<()> = Window::new(PublisherId(2));
+        down.open("a", message(0), (), None);
+        down.name_homes("p3");
+        assert_eq!(down.in_flight().next().and_then(|f| f.home), Some(PubendId::derive("p3", "a")));
+        w.name_homes("p3");
+        assert_eq!(w.in_flight().map(|f| f.home).collect::<Vec<_>>(), [Some(at_p1); 2]);
+        w.close(PublisherId(1), 1, Some(PubendId(9)));
+        assert_eq!(w.in_flight().next().and_then(|f| f.home), Some(PubendId(9)), "the acknowledging pubend wins");
     }
 }

@@ -82,10 +82,10 @@ impl PubendId {
     /// broker that restarts with the same pubend names gets the same ids (guaranteed-delivery
     /// streams, acks and logs are keyed by it and must survive the restart). Distinct
     /// (broker, name) pairs collide only by 64-bit hash accident.
+    /// The one derivation is `tidings_wire::PubendId::derive` (clients derive it too); a
+    /// `name` given here is never empty (the broker maps `""` to its default name first).
     pub fn derive(broker: &BrokerName, name: &str) -> PubendId {
-        let broker_hash = crate::rendezvous::fnv1a(broker.as_str().as_bytes());
-        let name_hash = crate::rendezvous::fnv1a(name.as_bytes());
-        PubendId(crate::rendezvous::mix(broker_hash ^ crate::rendezvous::mix(name_hash ^ name.len() as u64)))
+        PubendId(tidings_wire::PubendId::derive(broker.as_str(), name).0)
     }
 }
 

@@ -11,6 +11,22 @@ pub struct Tick(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct PubendId(pub u64);
 
+/// The pubend a guaranteed publish with an empty pubend name goes to.
+pub const DEFAULT_PUBEND: &str = "default";
+
+impl PubendId {
+    /// The id of the pubend `name` (`""` is [`DEFAULT_PUBEND`]) hosted by the broker named
+    /// `broker`: a pinned hash of both names, so a broker that restarts with the same pubend
+    /// names gets the same ids, and a client that knows its broker's name (WELCOME) knows the
+    /// pubend its first publish goes to before any acknowledgement names it.
+    pub fn derive(broker: &str, name: &str) -> PubendId {
+        let name = if name.is_empty() { DEFAULT_PUBEND } else { name };
+        let broker_hash = crate::hash::fnv1a(broker.as_bytes());
+        let name_hash = crate::hash::fnv1a(name.as_bytes());
+        PubendId(crate::hash::mix(broker_hash ^ crate::hash::mix(name_hash ^ name.len() as u64)))
+    }
+}
+
 /// A publisher's own id, chosen by the client (random per process by default). With the
 /// publisher's sequence number it lets the broker drop a retried publish it already logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

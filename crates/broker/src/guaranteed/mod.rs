@@ -60,8 +60,8 @@ use crate::outbox::Outbox;
 pub use driver::Driver;
 pub use metrics::GuaranteedMetrics;
 
-/// The pubend a GPUBLISH with an empty pubend name goes to.
-pub const DEFAULT_PUBEND: &str = "default";
+/// The pubend a GPUBLISH with an empty pubend name goes to (clients derive its id too).
+pub use tidings_wire::ids::DEFAULT_PUBEND;
 
 /// A pubend's name as its id derives from it (`""` is [`DEFAULT_PUBEND`]).
 fn pubend_name(name: &str) -> &str {

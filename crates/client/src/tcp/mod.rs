@@ -104,8 +104,12 @@ impl TcpLink {
                 return Err(e);
             }
             let mut window = shared.publishing.lock();
-            let frame = Frame::GuaranteedPublish(window.open(&shared.config.pubend, message, sink).clone());
-            matches!(outbox.state(), State::Up) && outbox.push(&frame)?
+            let up = matches!(outbox.state(), State::Up);
+            // The broker it goes to now; one that goes later is named when it is sent (`go_up`).
+            let server = if up { shared.server_name() } else { None };
+            let frame =
+                Frame::GuaranteedPublish(window.open(&shared.config.pubend, message, sink, server.as_deref()).clone());
+            up && outbox.push(&frame)?
         };
         self.wake_writer(wake);
         Ok(())
@@ -292,7 +296,9 @@ impl TcpLink {
             });
             // Guaranteed publishes not yet acknowledged go again, in sequence order; the
             // broker answers the ones it already logged without logging them twice.
-            for frame in shared.publishing.lock().in_flight() {
+            let mut window = shared.publishing.lock();
+            window.name_homes(&welcome.server_name);
+            for frame in window.in_flight() {
                 if let Err(error) = outbox.push(&Frame::GuaranteedPublish(frame.clone())) {
                     warn!(%error, seq = frame.seq, "cannot re-send a guaranteed publish");
                 }
