@@ -84,6 +84,11 @@ impl<S> Window<S> {
         Some(sink)
     }
 
+    /// Whether publishes of `pubend` name a home already (then [`Window::open`] needs no broker).
+    pub(crate) fn has_home(&self, pubend: &str) -> bool {
+        self.homes.contains_key(pubend)
+    }
+
     /// Names a home for every publish in flight that has none, as [`Window::open`] does: the
     /// pubend of its name at `server`, the broker they are about to be sent to.
     pub(crate) fn name_homes(&mut self, server: &str) {

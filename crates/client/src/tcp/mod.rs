@@ -106,7 +106,8 @@ impl TcpLink {
             let mut window = shared.publishing.lock();
             let up = matches!(outbox.state(), State::Up);
             // The broker it goes to now; one that goes later is named when it is sent (`go_up`).
-            let server = if up { shared.server_name() } else { None };
+            // Read only while the name has no home: most publishes skip the name's copy.
+            let server = if up && !window.has_home(&shared.config.pubend) { shared.server_name() } else { None };
             let frame =
                 Frame::GuaranteedPublish(window.open(&shared.config.pubend, message, sink, server.as_deref()).clone());
             up && outbox.push(&frame)?
