@@ -201,3 +201,52 @@ fn leader_index(brokers: &[BrokerProcess; 3]) -> usize {
     });
     found.unwrap()
 }
+
+/// A publisher given brokers of two cells (`--server a,b`, a in cell A, b in cell B) stays with
+/// its pubend while its host is down: b neither replicates a's pubend nor can deduplicate with
+/// it, so it refuses the publisher (`storage_unavailable`, naming a) instead of taking it
+/// into a pubend of its own, where a retry of a publish a logged before its SIGKILL would be
+/// logged again (a duplicate once a is back), and the publisher's next publishes would reach
+/// subscribers ahead of what a still held for them (out of order). Once a restarts on its disk,
+/// the publisher resumes there: every acknowledgement names a's pubend, and a durable
+/// subscriber at b gets every acknowledged publish exactly once, in order.
+#[test]
+fn a_publisher_given_two_cells_waits_for_its_pubend_rather_than_moving_to_another() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let (a_node, b_node) =
+        (replica_common::Node::new(scratch.path(), "a", "A"), replica_common::Node::new(scratch.path(), "b", "B"));
+    let mut a = a_node.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let b = b_node.start("127.0.0.1:0", "127.0.0.1:0", &[cluster(&a)]);
+    wait_until("a and b are linked", Duration::from_secs(20), || links(&a) == 1.0 && links(&b) == 1.0);
+    let sub = Lines::follow(gd_common::spawn(&["sub", "--server", &b.tcp(), "--durable", "d", "--json", "g.>"]));
+    wait_until("the subscription is confirmed", Duration::from_secs(20), || {
+        b.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 1.0
+    });
+
+    let servers = format!("{},{}", a.tcp(), b.tcp());
+    let count = RATE * 8;
+    let rate = RATE.to_string();
+    let publisher = Lines::follow(gd_common::publish(&servers, "g.a", count, &["--rate", &rate, "--window", "16"]));
+    wait_until("a acknowledges", Duration::from_secs(20), || publisher.count() >= 20);
+    a.kill();
+    let down = Instant::now();
+    // Down for less than the client's patience with refusals (5 s, `failover.rs`), after which
+    // the refusal would go to the publisher as an error.
+    std::thread::sleep(Duration::from_secs(2));
+    let while_down = publisher.timed().into_iter().filter(|(at, _)| *at > down + Duration::from_millis(50)).count();
+    assert_eq!(while_down, 0, "nothing was acknowledged while the pubend's host was down");
+    let a = a_node.restart(&a, &[]);
+
+    let (acked, status, stderr) = publisher.finish(Duration::from_secs(90));
+    assert!(status.success(), "not every publish was acknowledged ({} were): {stderr}", acked.len());
+    assert_eq!(acked.len() as u64, count);
+    let pubends: std::collections::BTreeSet<&str> = acked.iter().map(|a| a["pubend"].as_str().unwrap()).collect();
+    assert_eq!(pubends.len(), 1, "every publish was logged in the publisher's one pubend: {pubends:?}");
+    assert!(stderr.contains("hosted by a"), "b refused the publisher, naming its pubend's host: {stderr}");
+    wait_until("the subscriber got every acknowledged publish", Duration::from_secs(60), || sub.count() >= acked.len());
+    std::thread::sleep(Duration::from_millis(1_000));
+    let got: Vec<serde_json::Value> = sub.timed().into_iter().map(|(_, line)| line).collect();
+    gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+    drop(a);
+}

@@ -70,34 +70,49 @@ impl Driver {
     }
 
     /// Why a publish that names a home must not be logged in `pubend` here, if it must not: its
-    /// home is a pubend of this cell that this broker neither hosts nor replicates (a mate
-    /// hosts it, or hosted it and is down). Its first try may be logged there, and logging the
-    /// retry here, in a pubend that has never seen the publisher, would deliver it twice (the
-    /// nemesis's replicated-cell schedules did, after a wiped mate took a moved publisher into
-    /// a pubend of its own). Refused unavailable, the client moves on to a broker that serves
-    /// its home. A home not advertised yet is refused too while this broker is young (its view
-    /// is still filling), and a home in another cell is taken into this broker's own pubend:
-    /// across cells nothing is shared to deduplicate with (docs/replication.md, "Clients").
+    /// home (the pubend that acknowledged the publisher's last publish of that name, or the one
+    /// its first try went to) is a pubend this broker neither hosts nor replicates. Its first
+    /// try may be logged there, and logging the retry here, in a pubend that has never seen the
+    /// publisher, would deliver it twice (the nemesis's replicated-cell schedules did, after a
+    /// wiped mate took a moved publisher into a pubend of its own); and even a publisher with
+    /// nothing in flight would have its next publishes delivered before what its home still
+    /// holds for subscribers, out of the publisher's order. So the publish is refused
+    /// unavailable, and the client moves on to a broker that serves its home: a mate of the home
+    /// cell (one that replicates it), or the home's host once it is back. That holds for a home
+    /// in another cell too, where nothing is shared to deduplicate with, and for a home no
+    /// broker in view advertises (its host is down long enough for its advert to age out, or
+    /// this broker's view is still filling): a publisher is never moved to another pubend
+    /// (docs/replication.md, "Clients"). A broker with no network knows no home but its own.
     pub(in crate::guaranteed) fn home_elsewhere(
         &self,
         publish: &GuaranteedPublish,
         pubend: PubendId,
     ) -> Option<String> {
         let home = PubendId(publish.home?.0);
-        if self.replicas.is_none() || home == pubend {
+        if home == pubend {
             return None;
         }
         let net = self.net.as_ref()?;
-        match net.advertised.iter().find(|p| p.id.0 == home.0) {
-            Some(p) => (net.cluster.cell_of_broker(&p.home).as_ref() == Some(net.cluster.cell())).then(|| {
-                format!(
-                    "the publisher's pubend is hosted by {} in this cell, and this broker holds no replica of it",
+        let why = match net.advertised.iter().find(|p| p.id.0 == home.0) {
+            Some(p) => match net.cluster.cell_of_broker(&p.home) {
+                Some(cell) if &cell == net.cluster.cell() => {
+                    format!("the publisher's pubend is hosted by {} in this cell, and this broker holds no replica of it", p.home)
+                }
+                Some(cell) => format!(
+                    "the publisher's pubend is hosted by {} in cell {cell}: only a broker of that cell takes its publishes (those not acknowledged yet may be logged there)",
                     p.home
-                )
-            }),
-            None => (crate::guaranteed::driver::now().0.saturating_sub(self.started_ms.0) < YOUNG_MS)
-                .then(|| "the publisher's pubend is not in this broker's view yet".to_string()),
-        }
+                ),
+                None => format!(
+                    "the publisher's pubend is hosted by {}, out of this broker's view: only a broker serving it takes its publishes (those not acknowledged yet may be logged there)",
+                    p.home
+                ),
+            },
+            None if crate::guaranteed::driver::now().0.saturating_sub(self.started_ms.0) < YOUNG_MS => {
+                "the publisher's pubend is not in this broker's view yet".to_string()
+            }
+            None => "no broker in view advertises the publisher's pubend (its host is down or gone): its publishes not acknowledged yet may be logged there".to_string(),
+        };
+        Some(why)
     }
 
     /// Opens the pubends whose log was found at start, then restores the durable
