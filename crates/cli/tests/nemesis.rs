@@ -1,6 +1,7 @@
 //! Issue 38: the nemesis, bounded. A few seeded fault schedules against real broker processes
 //! (`tidings bench nemesis`, one schedule per seed): brokers stalled, killed, power-cut and
-//! emptied, links stalled, cut and partitioned, while three guaranteed publishers and plain,
+//! emptied, links stalled, cut and partitioned (and, with `--client-faults`, the clients'
+//! own connections stalled and cut), while three guaranteed publishers and plain,
 //! selector and durable subscribers run; every acknowledged publish is then checked against
 //! every subscriber's output. A failure names its seed and the command that replays it (the
 //! long run is the same command with more schedules; see docs/results/nemesis.md).
@@ -95,6 +96,16 @@ fn nemesis_on_a_replicated_cell_with_a_replica_emptied() {
 #[test]
 fn nemesis_on_a_replicated_cell_killed_whole() {
     nemesis_with("gryphon-fig3-replicated.toml", 4, 1, "30s", &["--publishers-cell", "PHB"]);
+}
+
+/// Client faults (`--client-faults`): every publisher and subscriber dials its broker through a
+/// fault point of its own, and one client at a time has its connection stalled or cut while
+/// the brokers and links are faulted as before. Seed 4 cuts each publisher once (pub0 1.5 s in)
+/// and both durable subscribers while the relay b is emptied three times and stalled then
+/// killed: every acknowledged publish must still reach every subscriber once, in order.
+#[test]
+fn nemesis_on_a_three_broker_chain_with_client_faults() {
+    nemesis_with("chain-3.toml", 4, 1, "20s", &["--client-faults"]);
 }
 
 /// The processes whose environment carries `mark` (every process a run started inherits it,

@@ -7,7 +7,8 @@
 //! subscriber's output ([`guarantee::check`]). A failing schedule is reported with its seed and the command
 //! that replays it, and its logs are kept.
 //!
-//! - [`schedule`]: what a seed decides. [`run`](mod@run): one schedule against processes. [`recovery`]:
+//! - [`schedule`]: what a seed decides. [`clients`]: the clients' own fault points
+//!   (`--client-faults`). [`run`](mod@run): one schedule against processes. [`recovery`]:
 //!   the time from a heal to an affected subscriber's next delivery.
 //! - [`guarantee`]: the checker. [`report`]: the CSV, the recovery times and `summary.md`.
 //! - What it drives, and the experiment suite (`tidings-bench`) drives too: [`network`]
@@ -23,6 +24,7 @@
 //! lives here so the dependency runs one way: `tidings-bench` depends on this crate and
 //! re-exports those modules; this crate knows nothing of the bench.
 
+pub mod clients;
 pub mod guarantee;
 pub mod metrics;
 pub mod network;
@@ -80,14 +82,20 @@ pub struct NemesisArgs {
     /// per schedule) and the whole cell killed at once.
     #[arg(long, value_name = "CELL")]
     pub publishers_cell: Option<String>,
+    /// Put every client behind a fault point of its own (a publisher with several servers: its
+    /// first) and add a third fault track, `client-stall` and `client-cut` of one client's
+    /// connection. Off by default: a seed's schedule is then what it always was.
+    #[arg(long)]
+    pub client_faults: bool,
 }
 
 impl NemesisArgs {
     /// The command line that runs schedule `seed` alone.
     pub fn replay(&self, seed: u64) -> String {
         let cell = self.publishers_cell.as_ref().map(|c| format!(" --publishers-cell {c}")).unwrap_or_default();
+        let clients = if self.client_faults { " --client-faults" } else { "" };
         format!(
-            "tidings bench nemesis --topology {}{cell} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
+            "tidings bench nemesis --topology {}{cell}{clients} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
             self.topology.display(),
             self.duration.as_millis(),
             self.rate,
@@ -111,6 +119,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         topology: args.topology.clone(),
         duration: args.duration,
         rate: args.rate,
+        client_faults: args.client_faults,
     };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let scratch = std::env::temp_dir().join(format!("tidings-nemesis-{}", std::process::id()));
@@ -123,7 +132,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for i in 0..args.schedules {
         let seed = args.seed.wrapping_add(i);
-        let s = schedule::generate(seed, &topology, args.duration, &cell);
+        let s = schedule::generate(seed, &topology, args.duration, &cell, args.client_faults);
         bar.set_message(format!("seed {seed}: {} faults", s.faults.len()));
         let dir = scratch.join(format!("seed-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);

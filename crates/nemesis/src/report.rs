@@ -156,7 +156,8 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
     let failed: Vec<&Row> = rows.iter().filter(|r| r.failed).collect();
     let sum = |f: fn(&Row) -> usize| rows.iter().map(f).sum::<usize>();
     let mut text = String::new();
-    let _ = writeln!(text, "# nemesis: {}\n", args.topology.display());
+    let clients = if args.client_faults { ", with client faults" } else { "" };
+    let _ = writeln!(text, "# nemesis: {}{clients}\n", args.topology.display());
     let _ = writeln!(
         text,
         "{} schedules of {} s (seeds {}..={}), {} faults: {} acknowledged publishes, {} deliveries; lost silently {}, \

@@ -1,7 +1,8 @@
 //! One nemesis schedule against real processes: `tidings net up --faults` on loopback, the
-//! schedule's `sub` and `pub --guaranteed` tools, its faults made with `tidings net fault` on two
-//! tracks, then the drain and the check of every output line. Every process is stopped on every
-//! path out (the network and the tools stop on drop).
+//! schedule's `sub` and `pub --guaranteed` tools (with `--client-faults`, each through its own
+//! fault point, [`Proxies`]), its faults made with `tidings net fault` (a client's at its fault
+//! point) on two or three tracks, then the drain and the check of every output line. Every
+//! process is stopped on every path out (the network and the tools stop on drop).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,6 +10,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::clients::Proxies;
 use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
 use crate::network::{net_fault_unless, Network};
 use crate::recovery::Done;
@@ -26,6 +28,8 @@ pub struct Setup {
     pub duration: Duration,
     /// Each publisher's rate, msg/s.
     pub rate: f64,
+    /// Every client dials its broker through a fault point of its own (`--client-faults`).
+    pub client_faults: bool,
 }
 
 /// One schedule's result.
@@ -81,23 +85,34 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         .chain([config_file.display().to_string()])
         .collect();
     let net = Network::up_with(&setup.tidings, &setup.topology, &net_dir, Duration::from_secs(90), &extra).await?;
+    // Declared before the tools, so dropped after them: a proxy closing first would cut them.
+    let mut proxies = Proxies::default();
+    let mut dial = |client: &str, broker: String| match setup.client_faults {
+        true => proxies.add(client, &broker),
+        false => Ok(broker),
+    };
     let mut subs = Vec::new();
     for sub in &s.subscribers {
         let b = net.broker(&sub.broker)?;
         let admin = b.admin_addr()?;
+        let server = dial(&sub.name, b.tcp.clone())?;
         let mut args = sub.args();
         if sub.durable.is_some() {
             // The command's own checkpoint, in the schedule's directory rather than the user's.
             args.extend(["--checkpoint".into(), dir.join(format!("{}.checkpoint", sub.name)).display().to_string()]);
         }
-        subs.push(subscribe_with(&setup.tidings, dir, &sub.name, (&b.tcp, &admin), &args).await?);
+        subs.push(subscribe_with(&setup.tidings, dir, &sub.name, (&server, &admin), &args).await?);
     }
     // Let the subscriptions reach every pubend's broker before anything is published.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let count = (setup.rate * setup.duration.as_secs_f64()).round().max(1.0) as u64;
     let mut pubs = Vec::new();
     for p in &s.publishers {
-        let servers = p.servers.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
+        let mut servers =
+            p.servers.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
+        if let Some(own) = servers.first_mut() {
+            *own = dial(&p.name, own.clone())?;
+        }
         let args = [
             "pub",
             "--server",
@@ -116,16 +131,16 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         pubs.push(Tool::spawn(&setup.tidings, dir, &p.name, &args.map(String::from))?);
     }
     let started = Instant::now();
-    let tracks: Vec<Vec<Fault>> = [false, true]
-        .iter()
-        .map(|links| s.faults.iter().filter(|f| is_link(f.kind) == *links).cloned().collect())
-        .collect();
+    let tracks: Vec<Vec<Fault>> =
+        (0..3).map(|t| s.faults.iter().filter(|f| track_of(f.kind) == t).cloned().collect()).collect();
     let stop = Arc::new(AtomicBool::new(false));
+    let proxies = Arc::new(proxies);
     let threads = tracks
         .into_iter()
         .map(|track| {
             let (tidings, fault_dir, stop) = (setup.tidings.clone(), net.dir().to_path_buf(), Arc::clone(&stop));
-            std::thread::spawn(move || inject(&tidings, &fault_dir, started, track, &stop))
+            let proxies = Arc::clone(&proxies);
+            std::thread::spawn(move || inject((&tidings, &proxies), &fault_dir, started, track, &stop))
         })
         .collect();
     let faults = Tracks { stop, threads }.finish().await?;
@@ -175,8 +190,13 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
 }
 
-fn is_link(kind: Kind) -> bool {
-    matches!(kind, Kind::LinkStall | Kind::Cut | Kind::Partition)
+/// The track of a fault kind: brokers 0, links 1, clients 2.
+fn track_of(kind: Kind) -> usize {
+    match kind {
+        Kind::LinkStall | Kind::Cut | Kind::Partition => 1,
+        Kind::ClientStall | Kind::ClientCut => 2,
+        _ => 0,
+    }
 }
 
 /// The threads of the fault tracks. Dropped with the schedule (ended by a signal or an error)
@@ -211,7 +231,7 @@ impl Drop for Tracks {
 }
 
 /// Sleeps `d` in short steps; false as soon as `stop` is set.
-fn pause(stop: &AtomicBool, d: Duration) -> bool {
+pub(crate) fn pause(stop: &AtomicBool, d: Duration) -> bool {
     let end = Instant::now() + d;
     while !stop.load(Ordering::Relaxed) {
         let left = end.saturating_duration_since(Instant::now());
@@ -224,14 +244,25 @@ fn pause(stop: &AtomicBool, d: Duration) -> bool {
 }
 
 /// Runs one track's faults at their times (blocking) until `stop` is set; a partition's cuts run
-/// side by side.
-fn inject(tidings: &Path, dir: &Path, started: Instant, track: Vec<Fault>, stop: &AtomicBool) -> Vec<Done> {
+/// side by side, a client's fault is made at its proxy.
+fn inject(
+    (tidings, proxies): (&Path, &Proxies),
+    dir: &Path,
+    started: Instant,
+    track: Vec<Fault>,
+    stop: &AtomicBool,
+) -> Vec<Done> {
     let mut done = Vec::new();
     for fault in track {
         if !pause(stop, (started + fault.at).saturating_duration_since(Instant::now())) {
             break;
         }
         let started_us = unix_us();
+        if fault.kind.is_client() {
+            let error = proxies.make(&fault, dir, stop).err().map(|e| format!("{e:#}"));
+            done.push(Done { fault, started_us, ended_us: unix_us(), error });
+            continue;
+        }
         if fault.kind == Kind::StallKill {
             let stall: Vec<&str> =
                 ["stall"].into_iter().chain(fault.targets.iter().flatten().map(String::as_str)).collect();

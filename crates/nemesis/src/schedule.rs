@@ -6,9 +6,9 @@
 //! the three guaranteed publishers; plain, selector and durable subscribers go to the other edge
 //! brokers (to the same two when there are no others), so traffic crosses the relays between.
 //! Faults run on two tracks, one for brokers (stall, kill, power loss, empty restart, a stall
-//! then a kill) and one
-//! for links (link stall, cut, partition), each fault over before the next on its track starts,
-//! every one over one and a half seconds before publishing ends. An empty restart hits only a
+//! then a kill) and one for links (link stall, cut, partition), with `--client-faults` a third
+//! for the connection of one client to its broker (client stall, client cut), each fault over
+//! before the next on its track starts, every one over one and a half seconds before publishing ends. An empty restart hits only a
 //! relay (a broker with no client): the data of a publisher's or durable subscriber's broker is
 //! what the guarantee rests on. Whether kills lose unsynced log writes (`[storage]
 //! fault_drop_unsynced`, a power cut) is decided per schedule: then every kill is a power loss.
@@ -49,6 +49,10 @@ pub enum Kind {
     /// SIGKILL every broker of the publishers' cell at once, restart them on their data (with
     /// unsynced writes dropped in a power-loss schedule: the whole cell's power cut).
     CellKill,
+    /// Hold the bytes between one client and its broker, connection open (`--client-faults`).
+    ClientStall,
+    /// Reset one client's connections to its broker and refuse new ones (`--client-faults`).
+    ClientCut,
 }
 
 impl Kind {
@@ -64,7 +68,14 @@ impl Kind {
             Kind::Cut => "cut",
             Kind::Partition => "partition",
             Kind::CellKill => "cell-kill",
+            Kind::ClientStall => "client-stall",
+            Kind::ClientCut => "client-cut",
         }
+    }
+
+    /// Whether it hits a client's connection (made at the client's own proxy, not by `net fault`).
+    pub fn is_client(self) -> bool {
+        matches!(self, Kind::ClientStall | Kind::ClientCut)
     }
 }
 
@@ -73,7 +84,7 @@ impl Kind {
 pub struct Fault {
     /// What it does.
     pub kind: Kind,
-    /// A broker (one name) or links (pairs of names).
+    /// A broker (one name), links (pairs of names), or a client (its name: `pub0`, `durable`).
     pub targets: Vec<Vec<String>>,
     /// When it begins, from the start of publishing.
     pub at: Duration,
@@ -87,11 +98,14 @@ pub const STALL_FIRST: Duration = Duration::from_secs(1);
 impl Fault {
     /// The `tidings net fault` argument lists that make it, side by side (one per link of a
     /// partition), each `--for` [`Fault::lasting`]; a stall-kill's stall is made before them.
+    /// None for a client fault: `net` knows nothing of the clients, whose proxies the nemesis
+    /// runs itself.
     pub fn commands(&self) -> Vec<Vec<String>> {
         let verb = match self.kind {
             Kind::Stall | Kind::LinkStall => "stall",
             Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill | Kind::CellKill => "kill",
             Kind::Cut | Kind::Partition => "cut",
+            Kind::ClientStall | Kind::ClientCut => return Vec::new(),
         };
         self.targets
             .iter()
@@ -185,8 +199,16 @@ pub struct Schedule {
 const SELECTORS: [&str; 4] = ["shade <> 2", "shade = 1 OR seq > 100", "seq < 400 AND shade >= 2", "shade IN (1, 3)"];
 
 /// The schedule of `seed` on `topology`, publishing for `duration`, its publishers at the edge
-/// or, given a cell's brokers (`publishers_cell`, at least one), at that cell's.
-pub fn generate(seed: u64, topology: &Topology, duration: Duration, publishers_cell: &[String]) -> Schedule {
+/// or, given a cell's brokers (`publishers_cell`, at least one), at that cell's; with
+/// `client_faults`, a third track of client faults, drawn after the other two so that a seed's
+/// broker and link faults stay what they were without it.
+pub fn generate(
+    seed: u64,
+    topology: &Topology,
+    duration: Duration,
+    publishers_cell: &[String],
+    client_faults: bool,
+) -> Schedule {
     let mut rng = Rng::new(seed);
     let degree = |b: &String| topology.links.iter().filter(|(x, y)| x == b || y == b).count();
     let others: Vec<&String> = topology.brokers.iter().filter(|b| !publishers_cell.contains(b)).collect();
@@ -203,7 +225,7 @@ pub fn generate(seed: u64, topology: &Topology, duration: Duration, publishers_c
             (cell.into_iter().take(2).collect(), edge.clone())
         }
     };
-    let publishers = (0..3)
+    let publishers: Vec<Pub> = (0..3)
         .map(|i| {
             let broker = pub_at[i % pub_at.len()].clone();
             let mates = publishers_cell.iter().filter(|b| **b != broker).cloned();
@@ -282,6 +304,14 @@ pub fn generate(seed: u64, topology: &Topology, duration: Duration, publishers_c
         some.truncate(rng.between(2, 3));
         Some((kind, some))
     });
+    if client_faults {
+        let clients: Vec<String> =
+            publishers.iter().map(|p: &Pub| p.name.clone()).chain(subscribers.iter().map(|s| s.name.clone())).collect();
+        track(&mut rng, end, &mut faults, |rng| {
+            let kind = *rng.pick(&[Kind::ClientStall, Kind::ClientCut, Kind::ClientCut])?;
+            Some((kind, vec![vec![rng.pick(&clients)?.clone()]]))
+        });
+    }
     Schedule { seed, power_loss, publishers, subscribers, faults }
 }
 
@@ -324,10 +354,10 @@ mod tests {
     fn a_seed_names_one_schedule_and_faults_end_in_time() {
         let t = chain();
         let d = Duration::from_secs(20);
-        assert_eq!(generate(7, &t, d, &[]), generate(7, &t, d, &[]));
-        assert_ne!(generate(7, &t, d, &[]).faults, generate(8, &t, d, &[]).faults);
+        assert_eq!(generate(7, &t, d, &[], false), generate(7, &t, d, &[], false));
+        assert_ne!(generate(7, &t, d, &[], false).faults, generate(8, &t, d, &[], false).faults);
         for seed in 0..50 {
-            let s = generate(seed, &t, d, &[]);
+            let s = generate(seed, &t, d, &[], false);
             assert!(!s.faults.is_empty(), "seed {seed} has no fault");
             for f in &s.faults {
                 let stall = if f.kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
@@ -352,7 +382,7 @@ mod tests {
         let cell = t.cell("P");
         let (mut wipes, mut cell_kills) = (0, 0);
         for seed in 0..200 {
-            let s = generate(seed, &t, Duration::from_secs(60), &cell);
+            let s = generate(seed, &t, Duration::from_secs(60), &cell, false);
             for p in &s.publishers {
                 assert!(cell.contains(&p.broker), "seed {seed}: {p:?}");
                 assert_eq!(p.servers[0], p.broker);
@@ -371,7 +401,33 @@ mod tests {
             }
         }
         assert!(wipes > 20 && cell_kills > 20, "{wipes} wipes, {cell_kills} cell kills over 200 seeds");
-        assert_eq!(generate(3, &t, Duration::from_secs(20), &[]).publishers[0].servers.len(), 1);
+        assert_eq!(generate(3, &t, Duration::from_secs(20), &[], false).publishers[0].servers.len(), 1);
+    }
+
+    #[test]
+    fn client_faults_are_a_third_track_that_leaves_the_others_alone() {
+        let t = chain();
+        let d = Duration::from_secs(30);
+        let mut kinds = std::collections::BTreeSet::new();
+        for seed in 0..50 {
+            let plain = generate(seed, &t, d, &[], false);
+            let with = generate(seed, &t, d, &[], true);
+            assert_eq!(with.faults[..plain.faults.len()], plain.faults[..], "seed {seed}: the old faults change");
+            assert_eq!((&with.publishers, &with.subscribers), (&plain.publishers, &plain.subscribers));
+            let clients = &with.faults[plain.faults.len()..];
+            assert!(!clients.is_empty(), "seed {seed} has no client fault");
+            let names: Vec<&str> = ["pub0", "pub1", "pub2", "plain", "select", "durable", "durable-select"].into();
+            let mut last_end = Duration::ZERO;
+            for f in clients {
+                assert!(f.kind.is_client() && f.commands().is_empty(), "{f}");
+                assert!(names.contains(&f.targets[0][0].as_str()) && f.targets.len() == 1, "{f}");
+                assert!(f.lasting >= Duration::from_millis(500) && f.lasting <= Duration::from_secs(3), "{f}");
+                assert!(f.at >= last_end && f.at + f.lasting <= d - Duration::from_millis(1500), "{f}");
+                last_end = f.at + f.lasting;
+                kinds.insert(f.kind);
+            }
+        }
+        assert_eq!(kinds.len(), 2, "both client-stall and client-cut are drawn");
     }
 
     #[test]
