@@ -42,7 +42,10 @@ fn nemesis_with(file: &str, seed: u64, schedules: u64, duration: &str, more: &[&
     assert_eq!(rows.lines().count() as u64, schedules + 1, "one CSV row per schedule:\n{rows}");
 }
 
+/// Left out of the default run to keep CI's time: chain-3 is run four times below (seeds 15,
+/// 1, and 4 with client faults). `cargo test -p tidings-cli --test nemesis -- --ignored`.
 #[test]
+#[ignore = "chain-3 is covered by the seeds below; run with --ignored"]
 fn nemesis_on_a_three_broker_chain() {
     nemesis("chain-3.toml", 2, 1, "15s");
 }
