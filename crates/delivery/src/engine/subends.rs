@@ -280,7 +280,17 @@ impl Subends {
         ctx: &mut Ctx<'_>,
         (fetch, turn): (&mut Vec<TickRange>, bool),
     ) {
-        if self.start.is_none() || self.members.is_empty() {
+        if self.start.is_none() {
+            return;
+        }
+        if self.members.is_empty() {
+            // No subscription here: what became final below the horizon was for nobody, and
+            // its F ticks were judged upstream without any interest of this broker. The walk
+            // moves past it, so a subscription made later is confirmed above it or told the
+            // ticks between as a gap, never handed them as silence (nemesis seed 502 with
+            // client faults: a plain subscriber cut while alone at its broker came back to a
+            // start below ticks settled meanwhile, and missed 138 publishes without a word).
+            self.delivered = self.delivered.max(know.horizon_from(self.delivered.next()).prev());
             return;
         }
         let horizon = match ctx.settings.mutations.deliver_past_horizon {
