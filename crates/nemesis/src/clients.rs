@@ -15,7 +15,7 @@ use anyhow::Context as _;
 use serde_json::json;
 use tidings_admin::FaultProxy;
 
-use crate::run::pause;
+use crate::pause::pause;
 use crate::schedule::{Fault, Kind};
 
 /// The fault points of a schedule's clients, by client name; each closes (resetting its

@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod network;
 pub mod parse;
 pub mod paths;
+mod pause;
 pub mod recovery;
 pub mod report;
 pub mod run;

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::clients::Proxies;
 use crate::guarantee::{self, Ack, Line, Subscriber, Verdict};
 use crate::network::{net_fault_unless, Network};
+use crate::pause::pause;
 use crate::recovery::Done;
 use crate::schedule::{Fault, Kind, Schedule, STALL_FIRST};
 use crate::tools::{subscribe_with, Tool};
@@ -228,19 +229,6 @@ impl Drop for Tracks {
             let _ = thread.join();
         }
     }
-}
-
-/// Sleeps `d` in short steps; false as soon as `stop` is set.
-pub(crate) fn pause(stop: &AtomicBool, d: Duration) -> bool {
-    let end = Instant::now() + d;
-    while !stop.load(Ordering::Relaxed) {
-        let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return true;
-        }
-        std::thread::sleep(left.min(Duration::from_millis(50)));
-    }
-    false
 }
 
 /// Runs one track's faults at their times (blocking) until `stop` is set; a partition's cuts run
