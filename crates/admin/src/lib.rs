@@ -8,12 +8,14 @@
 //! (`tidings-testkit`, which re-exports them). No async runtime: plain threads and blocking
 //! sockets, so the code under test never shares a runtime with what drives it.
 
+mod fault_log;
 mod http;
 mod metrics;
 mod process;
 mod proxy;
 mod signal;
 
+pub use fault_log::{append_fault_event, FAULT_LOG};
 pub use http::{http_get, http_get_as, http_request, http_request_as, AdminClient, StatusError};
 pub use metrics::{metric_total, metric_value, scrape, Sample, Snapshot};
 pub use process::{resident_bytes, test_key_text, write_private, BrokerProcess, Ready};

@@ -5,14 +5,11 @@
 //! puts on every broker link, run here in the nemesis's process: `net` knows nothing of the
 //! clients, and a client fault is one client's, not a link's.
 
-use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::Context as _;
-use serde_json::json;
 use tidings_admin::FaultProxy;
 
 use crate::pause::pause;
@@ -58,17 +55,10 @@ impl Proxies {
     }
 }
 
-/// One line of the fault log, written at once (other faults append side by side).
+/// One line of the fault log, beside `net fault`'s own.
 fn log(dir: &Path, kind: Kind, client: &str, event: &str) -> anyhow::Result<()> {
-    let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    let line = json!({ "unix_ms": unix_ms, "fault": kind.name(), "target": client, "event": event });
-    let path = dir.join("faults.jsonl");
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    file.write_all(format!("{line}\n").as_bytes())?;
+    tidings_admin::append_fault_event(dir, kind.name(), client, event)
+        .with_context(|| format!("cannot write {}", dir.join(tidings_admin::FAULT_LOG).display()))?;
     Ok(())
 }
 

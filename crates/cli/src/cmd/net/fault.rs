@@ -10,14 +10,13 @@
 //! if its disk had been replaced (for fault tests: what it had kept is gone). Every begin and end is appended to `DIR/faults.jsonl` with its wall
 //! clock time, for experiments to draw on their time axis.
 
-use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tidings_admin::Signal;
 
 use super::proxy::{self, LinkMode, LinkProxy};
@@ -25,7 +24,7 @@ use super::{alive, brokers, pid_of, read_network, update_network, DirArgs};
 use crate::cmd::outln;
 
 /// The fault log in the network's directory, one JSON object per line.
-pub(crate) const LOG_FILE: &str = "faults.jsonl";
+pub(crate) const LOG_FILE: &str = tidings_admin::FAULT_LOG;
 
 /// `net fault` arguments.
 #[derive(clap::Args)]
@@ -219,18 +218,9 @@ fn restart(broker: &Value, dir: &Path, empty: bool) -> anyhow::Result<()> {
 
 /// Appends one event to the fault log and says it on stdout.
 fn log(dir: &Path, kind: Kind, target: &Target, event: &str) -> anyhow::Result<()> {
-    let unix_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
     let kind = format!("{kind:?}").to_lowercase();
-    let line = json!({ "unix_ms": unix_ms, "fault": kind, "target": target.name(), "event": event });
-    let path = dir.join(LOG_FILE);
-    let mut file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    // One write of the whole line: the cuts of a partition are logged by processes side by
-    // side, and an append of one buffer is not interleaved with another's.
-    file.write_all(format!("{line}\n").as_bytes())?;
+    let unix_ms = tidings_admin::append_fault_event(dir, &kind, &target.name(), event)
+        .with_context(|| format!("cannot write {}", dir.join(LOG_FILE).display()))?;
     outln!("{event} {kind} {} at {unix_ms}", target.name())?;
     Ok(())
 }
