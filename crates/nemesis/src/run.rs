@@ -133,7 +133,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
     }
     let started = Instant::now();
     let tracks: Vec<Vec<Fault>> =
-        (0..3).map(|t| s.faults.iter().filter(|f| track_of(f.kind) == t).cloned().collect()).collect();
+        (0..3).map(|t| s.faults.iter().filter(|f| f.kind.track() == t).cloned().collect()).collect();
     let stop = Arc::new(AtomicBool::new(false));
     let proxies = Arc::new(proxies);
     let threads = tracks
@@ -189,15 +189,6 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         .collect();
     drop(net);
     Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
-}
-
-/// The track of a fault kind: brokers 0, links 1, clients 2.
-fn track_of(kind: Kind) -> usize {
-    match kind {
-        Kind::LinkStall | Kind::Cut | Kind::Partition => 1,
-        Kind::ClientStall | Kind::ClientCut => 2,
-        _ => 0,
-    }
 }
 
 /// The threads of the fault tracks. Dropped with the schedule (ended by a signal or an error)

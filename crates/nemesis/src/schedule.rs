@@ -73,9 +73,19 @@ impl Kind {
         }
     }
 
+    /// Its track, each fault over before the next of its track begins: brokers 0, links 1,
+    /// clients 2 (`--client-faults`).
+    pub fn track(self) -> usize {
+        match self {
+            Kind::LinkStall | Kind::Cut | Kind::Partition => 1,
+            Kind::ClientStall | Kind::ClientCut => 2,
+            Kind::Stall | Kind::Kill | Kind::PowerLoss | Kind::EmptyRestart | Kind::StallKill | Kind::CellKill => 0,
+        }
+    }
+
     /// Whether it hits a client's connection (made at the client's own proxy, not by `net fault`).
     pub fn is_client(self) -> bool {
-        matches!(self, Kind::ClientStall | Kind::ClientCut)
+        self.track() == 2
     }
 }
 
