@@ -26,6 +26,9 @@ struct MemLog {
 #[derive(Clone, Debug, Default)]
 pub struct MemStore {
     logs: BTreeMap<PubendId, MemLog>,
+    /// Ack leases of streams (not logs), synced and waiting for the next sync.
+    ack_leases: BTreeMap<PubendId, Tick>,
+    ack_leases_unsynced: BTreeMap<PubendId, Tick>,
 }
 
 impl MemStore {
@@ -60,7 +63,17 @@ impl MemStore {
                     .unwrap_or_default();
                 Some(StoreInput::ReadDone { pubend: *pubend, range: *range, records, lost: Vec::new() })
             }
+            StoreAction::AckLease { pubend, up_to } => {
+                let lease = self.ack_leases_unsynced.entry(*pubend).or_default();
+                *lease = (*lease).max(*up_to);
+                None
+            }
         }
+    }
+
+    /// The ack leases a restarted broker finds, as the inputs that restore them.
+    pub fn ack_leases(&self) -> Vec<StoreInput> {
+        self.ack_leases.iter().map(|(&pubend, &lease)| StoreInput::AckLeaseDone { pubend, lease }).collect()
     }
 
     /// Makes every pending append and lease raise durable; returns their completions.
@@ -81,6 +94,11 @@ impl MemStore {
                 done.push(StoreInput::LeaseDone { pubend, lease: log.lease });
             }
         }
+        for (pubend, lease) in std::mem::take(&mut self.ack_leases_unsynced) {
+            let synced = self.ack_leases.entry(pubend).or_default();
+            *synced = (*synced).max(lease);
+            done.push(StoreInput::AckLeaseDone { pubend, lease: *synced });
+        }
         done
     }
 
@@ -90,6 +108,7 @@ impl MemStore {
             log.unsynced.clear();
             log.lease_unsynced = None;
         }
+        self.ack_leases_unsynced.clear();
     }
 
     /// What the broker finds when it opens `pubend`'s log.

@@ -58,6 +58,10 @@ pub struct Settings {
     /// restart of the pubend's broker) still holds the acknowledgements and the log's release
     /// where it last acknowledged; `None`: until it comes back (the log stays pinned).
     pub departed_retention_ms: Option<u64>,
+    /// Acknowledgements upstream wait for the ack lease ([`crate::StoreAction::AckLease`]):
+    /// on in a shell that stores the leases (the broker, the simulator), off where nothing
+    /// would answer them (tests of the core alone).
+    pub ack_leases: bool,
     /// Deliberate breakages for the simulator's mutation tests; all off by default.
     #[doc(hidden)]
     pub mutations: Mutations,
@@ -116,6 +120,7 @@ impl Default for Settings {
             catch_up_turn: 128,
             catch_up_rate: 0,
             departed_retention_ms: Some(300_000),
+            ack_leases: false,
             mutations: Mutations::default(),
         }
     }

@@ -44,6 +44,18 @@ pub enum StoreAction {
         /// The new lease.
         up_to: Tick,
     },
+    /// Durably remember that this broker may acknowledge `pubend`'s stream upstream up to
+    /// `up_to` (its *ack lease*); answered by [`StoreInput::AckLeaseDone`]. Not a write to the
+    /// pubend's log: it is kept for streams this broker relays or subscribes to. A broker that
+    /// restarts starts every new subscription above it, because what it acknowledged upstream
+    /// was settled there for the subscriptions it had then: a subscription made after the
+    /// restart would get those ticks as silence, its matching messages lost without a word.
+    AckLease {
+        /// The stream.
+        pubend: PubendId,
+        /// The new ack lease.
+        up_to: Tick,
+    },
 }
 
 /// What a pubend's log held when the broker (re)started.
@@ -104,6 +116,14 @@ pub enum StoreInput {
         /// The stream.
         pubend: PubendId,
         /// The durable lease.
+        lease: Tick,
+    },
+    /// The ack lease ([`StoreAction::AckLease`]) is durable up to `lease`; also fed at start for
+    /// every ack lease found, before any subscription.
+    AckLeaseDone {
+        /// The stream.
+        pubend: PubendId,
+        /// The durable ack lease.
         lease: Tick,
     },
     /// The lease could not be raised (a full disk): it is asked for again at the next silence

@@ -15,7 +15,7 @@
 //! confirmation, or a tick delivered here), so every tick the pubend gives from now on is at
 //! or above it.
 
-use tidings_delivery::{StreamView, SubendId, Tick};
+use tidings_delivery::{Engine, Matcher, PubendId, StreamView, SubendId, Tick};
 
 /// The start a pubend's broker answers for its pubend in a round of routing (and confirms a
 /// subscription it has no network for with): the tick the next publish gets at the earliest,
@@ -26,8 +26,9 @@ pub fn next_tick(view: Option<StreamView<'_>>) -> Tick {
     view.and_then(|view| view.next_tick()).unwrap_or(Tick(1))
 }
 
-/// The start of `subend` on the stream `view` shows (`None`: no stream here yet), given the
-/// barrier's `sigma`.
-pub fn confirmed_start(view: Option<StreamView<'_>>, subend: SubendId, sigma: Tick) -> Tick {
-    view.and_then(|view| view.start_floor(subend)).map_or(sigma, |floor| sigma.max(floor))
+/// The start of `subend` on `pubend` given the barrier's `sigma` (or a late start): never
+/// below [`Engine::start_floor`], which also keeps a broker restarted since from promising
+/// ticks its earlier life acknowledged upstream (its ack lease).
+pub fn confirmed_start<M: Matcher>(engine: &Engine<M>, pubend: PubendId, subend: SubendId, sigma: Tick) -> Tick {
+    engine.start_floor(pubend, subend).map_or(sigma, |floor| sigma.max(floor))
 }

@@ -97,6 +97,7 @@ impl Driver {
             Action::Store(StoreAction::ReadRange { pubend, range }) => {
                 journal::read(Arc::clone(&self.store), pubend, range, self.tx.clone());
             }
+            Action::Store(StoreAction::AckLease { pubend, up_to }) => self.ask_ack_lease(pubend, up_to),
             Action::Store(store) => self.store_action(store),
             Action::Rejected { error } => Self::warn_rejected(&error),
             Action::Free(released) => free(released),
@@ -113,7 +114,7 @@ impl Driver {
             StoreAction::ReleasePrefix { pubend, tick } => {
                 self.retained.entry(*pubend).or_default().release(*tick);
             }
-            StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } => {}
+            StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } | StoreAction::AckLease { .. } => {}
         }
         let token = self.token();
         if let Err(error) = journal::submit(&self.store, token, &action) {

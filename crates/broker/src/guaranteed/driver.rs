@@ -86,6 +86,8 @@ pub struct Driver {
     pub(super) snapshot_at: Option<Instant>,
     /// Durable subscriptions and their store.
     pub(super) durables: super::durable::Durables,
+    /// Ack leases asked for by the core and being written.
+    pub(super) ack_leases: super::ack_leases::AckLeases,
     /// Subend numbers, shared with the sessions' handle.
     pub(super) next_subend: Arc<std::sync::atomic::AtomicU64>,
     /// Retention limits, and what each hosted pubend's log holds.
@@ -160,7 +162,8 @@ impl Driver {
             false => LocalMatcher::default(),
         };
         let mut driver = Driver {
-            engine: Engine::new(settings, matcher),
+            // This shell stores ack leases (`super::ack_leases`).
+            engine: Engine::new(tidings_delivery::Settings { ack_leases: true, ..settings }, matcher),
             store: opened.store,
             rx,
             tx,
@@ -197,6 +200,7 @@ impl Driver {
             restart_marks: BTreeMap::new(),
             started_ms: now(),
             refusals: Default::default(),
+            ack_leases: Default::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -268,6 +272,7 @@ impl Driver {
             }
             self.replica_turn();
             self.flush_checkpoints();
+            self.flush_ack_leases();
             self.flush_retained();
             self.enforce_retention();
             self.report();
@@ -392,6 +397,7 @@ impl Driver {
                 self.durable_ack(subend, PubendId(pubend.0), Tick(tick.0));
             }
             Command::CheckpointsSaved { saved, result } => self.checkpoints_saved(saved, result),
+            Command::AckLeasesSaved { saved, result } => self.ack_leases_saved(saved, result),
             Command::Room { subend } => {
                 // A durable subscription's old outbox may call back after its client left.
                 if let Some(entry) = self.subends.get_mut(&subend).filter(|entry| entry.outbox.is_some()) {

@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 const SUBSCRIPTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("subscriptions");
 const CHECKPOINTS: TableDefinition<(&str, u64), u64> = TableDefinition::new("checkpoints");
 const RETAINED: TableDefinition<&str, &[u8]> = TableDefinition::new("retained");
+/// Per stream (pubend id), the ack lease (see `super::ack_leases`).
+const ACK_LEASES: TableDefinition<u64, u64> = TableDefinition::new("ack_leases");
 
 /// What a durable name stands for.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -66,6 +68,8 @@ pub(super) struct Batch {
     pub checkpoints: Vec<(String, u64, u64)>,
     /// `(topic, value)`: retained values set (`Some`: the encoded value) or cleared, in order.
     pub retained: Vec<(String, Option<bytes::Bytes>)>,
+    /// `(pubend, tick)`: ack leases raised (a lower one never lowers the stored one).
+    pub ack_leases: Vec<(u64, u64)>,
 }
 
 impl DurableStore {
@@ -113,6 +117,19 @@ impl DurableStore {
         Ok(out)
     }
 
+    /// Every stream's ack lease, by pubend id.
+    pub(super) fn load_ack_leases(&self) -> Result<Vec<(u64, u64)>, DurableStoreError> {
+        let e = |e: &dyn std::fmt::Display| error(&self.path, e);
+        let txn = self.db.begin_read().map_err(|x| e(&x))?;
+        let table = txn.open_table(ACK_LEASES).map_err(|x| e(&x))?;
+        let mut out = Vec::new();
+        for entry in table.iter().map_err(|x| e(&x))? {
+            let (pubend, lease) = entry.map_err(|x| e(&x))?;
+            out.push((pubend.value(), lease.value()));
+        }
+        Ok(out)
+    }
+
     /// Writes `batch` in one durable transaction (deletions first, then creations, then
     /// checkpoints of names that still exist, then retained values in order).
     pub(super) fn write(&self, batch: &Batch) -> Result<(), DurableStoreError> {
@@ -144,6 +161,11 @@ impl DurableStore {
                     None => retained.remove(topic.as_str()).map(drop),
                 }
                 .map_err(|x| e(&x))?;
+            }
+            let mut leases = txn.open_table(ACK_LEASES).map_err(|x| e(&x))?;
+            for &(pubend, tick) in &batch.ack_leases {
+                let stored = leases.get(pubend).map_err(|x| e(&x))?.map_or(0, |v| v.value());
+                leases.insert(pubend, tick.max(stored)).map_err(|x| e(&x))?;
             }
         }
         txn.commit().map_err(|x| e(&x))
@@ -182,6 +204,19 @@ mod tests {
         store.write(&Batch { deleted: vec!["a".into()], ..Batch::default() }).unwrap();
         let loaded = store.load().unwrap();
         assert_eq!(loaded, vec![("b".into(), record("b"), BTreeMap::from([(1, 5)]))]);
+    }
+
+    #[test]
+    fn ack_leases_survive_a_reopen_and_never_go_down() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = DurableStore::open(dir.path()).unwrap();
+            store.write(&Batch { ack_leases: vec![(1, 100), (2, 7)], ..Batch::default() }).unwrap();
+            store.write(&Batch { ack_leases: vec![(1, 50)], ..Batch::default() }).unwrap();
+            store.write(&Batch { ack_leases: vec![(2, 9)], ..Batch::default() }).unwrap();
+        }
+        let store = DurableStore::open(dir.path()).unwrap();
+        assert_eq!(store.load_ack_leases().unwrap(), [(1, 100), (2, 9)]);
     }
 
     #[test]

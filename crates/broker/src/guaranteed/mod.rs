@@ -19,6 +19,7 @@
 //! [`peer`]) and sends the engine's messages in the links' guaranteed lanes; subscriptions
 //! start after routing's barrier ([`subscribe`]).
 
+mod ack_leases;
 mod actions;
 mod children;
 mod driver;
@@ -136,6 +137,11 @@ pub(crate) enum Command {
     Away { subend: SubendId },
     /// A checkpoint write finished.
     CheckpointsSaved { saved: tidings_node::durables::Batch, result: Result<(), String> },
+    /// An ack lease write finished.
+    AckLeasesSaved {
+        saved: std::collections::BTreeMap<tidings_delivery::PubendId, tidings_delivery::Tick>,
+        result: Result<(), String>,
+    },
     /// A DELIVERY_ACK from the subscriber.
     DeliveryAck { subend: SubendId, pubend: PubendId, tick: Tick },
     /// A subend's outbox that was full has room again.
@@ -219,6 +225,7 @@ impl Command {
             Command::Unsubscribe { .. } => "unsubscribe",
             Command::Away { .. } => "away",
             Command::CheckpointsSaved { .. } => "checkpoints saved",
+            Command::AckLeasesSaved { .. } => "ack leases saved",
             Command::DeliveryAck { .. } => "delivery ack",
             Command::Room { .. } => "room",
             Command::Completed(_) => "log completions",

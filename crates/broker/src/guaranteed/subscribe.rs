@@ -100,7 +100,7 @@ impl Driver {
                 .into_iter()
                 .map(|pubend| {
                     let sigma = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
-                    (pubend, tidings_node::starts::confirmed_start(self.engine.inspect(pubend), subend, sigma))
+                    (pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma))
                 })
                 .collect();
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
@@ -154,12 +154,15 @@ impl Driver {
             .subends
             .iter()
             .map(|(&subend, entry)| {
-                let late = entry.confirmed_at.map(|at| start.unwrap_or_else(|| self.late_start(at)));
+                // Never below the ack lease of a restarted broker: see `Engine::start_floor`.
+                let floor = |start: Tick| tidings_node::starts::confirmed_start(&self.engine, pubend, subend, start);
+                let late = entry.confirmed_at.map(|at| floor(start.unwrap_or_else(|| self.late_start(at))));
                 // A durable subscription with no checkpoint on this pubend yet (it appeared after
                 // the last one was written) takes everything since the subscription was made,
                 // not only what comes next: the pubend may have logged messages for it already.
-                let durable =
-                    self.durable_start(subend, pubend).or_else(|| entry.confirmed_at.map(|at| self.late_start(at)));
+                let durable = self
+                    .durable_start(subend, pubend)
+                    .or_else(|| entry.confirmed_at.map(|at| floor(self.late_start(at))));
                 Attach { subend, start: if entry.durable { durable } else { late }, durable: entry.durable }
             })
             .collect();

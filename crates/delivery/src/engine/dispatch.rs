@@ -5,7 +5,7 @@ use bytes::Bytes;
 
 use crate::engine::log::Log;
 use crate::engine::receive::DataIn;
-use crate::engine::stream::{Learned, Source, Stream};
+use crate::engine::stream::{AckLease, Learned, Source, Stream};
 use crate::engine::types::{Action, Input, Matcher, StreamRoute};
 use crate::engine::{Ctx, Engine};
 use crate::error::DeliveryError;
@@ -67,6 +67,10 @@ impl<M: Matcher> Engine<M> {
             self.counters.unknown_stream += 1;
             return;
         };
+        if self.settings.ack_leases && stream.lease.is_none() {
+            let synced = self.ack_leases.get(&pubend).copied().unwrap_or_default();
+            stream.lease = Some(AckLease { synced, asked: synced });
+        }
         // The tree moves only with the matcher's verdict epoch (a link, an advert): asked again
         // only then, not on every input.
         let epoch = self.matcher.epoch();
@@ -246,7 +250,23 @@ impl<M: Matcher> Engine<M> {
                 self.handle_read_done(now, pubend, range, (records, lost), out)
             }
             StoreInput::LeaseDone { pubend, lease } => self.handle_lease_done(now, pubend, lease, out),
+            StoreInput::AckLeaseDone { pubend, lease } => self.handle_ack_lease_done(now, pubend, lease, out),
         }
+    }
+
+    /// The ack lease is durable up to `lease`: Acks held for it go out.
+    fn handle_ack_lease_done(&mut self, now: Millis, pubend: PubendId, lease: Tick, out: &mut Vec<Action>) {
+        let synced = self.ack_leases.entry(pubend).or_default();
+        *synced = (*synced).max(lease);
+        if !self.streams.contains_key(&pubend) {
+            return;
+        }
+        self.with_stream(now, pubend, Create::Never, out, |stream, _| {
+            if let Some(held) = stream.lease.as_mut() {
+                held.synced = held.synced.max(lease);
+                held.asked = held.asked.max(lease);
+            }
+        });
     }
 
     /// Appends are durable: their ticks are D now, sent first-time, delivered locally.

@@ -91,6 +91,10 @@ pub struct Engine<M: Matcher> {
     /// Per replicated pubend, how far its group confirmed this broker's lead
     /// ([`crate::Input::ConfirmSilence`]): its silence stops there.
     confirmed: BTreeMap<PubendId, Tick>,
+    /// Per stream, the ack lease its store holds ([`crate::StoreAction::AckLease`]): kept
+    /// here, not in the stream, so it outlives a stream dropped while idle, and restored at a
+    /// start before any subscription ([`crate::StoreInput::AckLeaseDone`]).
+    ack_leases: BTreeMap<PubendId, Tick>,
     counters: Counters,
 }
 
@@ -104,6 +108,7 @@ impl<M: Matcher> Engine<M> {
             streams: BTreeMap::new(),
             subend_streams: BTreeMap::new(),
             confirmed: BTreeMap::new(),
+            ack_leases: BTreeMap::new(),
             counters: Counters::default(),
         }
     }
@@ -148,6 +153,20 @@ impl<M: Matcher> Engine<M> {
             stream::Source::Log(log) => Some(log.holds(&stream.know)),
             stream::Source::Upstream(_) => None,
         }
+    }
+
+    /// The lowest start a local subscription made now may be confirmed at on `pubend` (`None`:
+    /// any): at or above [`StreamView::start_floor`] where `subend` is attached, and above the
+    /// stream's ack lease. What this broker acknowledged upstream, in this life or an earlier
+    /// one, was settled there for the subscriptions it had then, and is answered as silence
+    /// below it; a subscription made since may want messages among those ticks, so it starts
+    /// above them, and a client that stood lower is told the gap (nemesis seed 310: a
+    /// subscriber back at its broker after the broker restarted lost, without a word, what
+    /// the broker's earlier life had acknowledged for another subscription).
+    pub fn start_floor(&self, pubend: PubendId, subend: SubendId) -> Option<Tick> {
+        let attached = self.inspect(pubend).and_then(|view| view.start_floor(subend));
+        let leased = self.ack_leases.get(&pubend).map(|lease| lease.next());
+        attached.max(leased)
     }
 
     /// A read-only view of one stream, for invariant checks and `/state`.

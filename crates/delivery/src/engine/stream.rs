@@ -46,6 +46,33 @@ pub(crate) struct Acked {
     pub(crate) force: bool,
 }
 
+/// How far this broker may acknowledge the stream upstream: what its store remembers
+/// ([`crate::StoreAction::AckLease`]), and the most it asked for.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct AckLease {
+    pub(crate) synced: Tick,
+    pub(crate) asked: Tick,
+}
+
+impl AckLease {
+    /// The Ack to send for `(ack, release)`: within the durable lease, asking for a higher one
+    /// when it falls short (the Ack then waits for [`crate::StoreInput::AckLeaseDone`]).
+    fn bound(
+        lease: &mut Option<AckLease>,
+        pubend: PubendId,
+        (ack, release): (Tick, Tick),
+        ctx: &mut Ctx<'_>,
+    ) -> (Tick, Tick) {
+        let Some(lease) = lease else { return (ack, release) };
+        if ack > lease.asked {
+            ctx.out.push(Action::Store(crate::store::StoreAction::AckLease { pubend, up_to: ack }));
+            lease.asked = ack;
+        }
+        let ack = ack.min(lease.synced);
+        (ack, release.min(ack))
+    }
+}
+
 /// One pubend's stream at this broker.
 #[derive(Clone, Debug)]
 pub(crate) struct Stream {
@@ -71,6 +98,8 @@ pub(crate) struct Stream {
     /// F the upstream told under `tree` (see [`View::fresh`]), kept above what this broker
     /// acknowledged upstream.
     pub(crate) fresh: RangeMap<()>,
+    /// The ack lease (`None` with [`crate::Settings::ack_leases`] off).
+    pub(crate) lease: Option<AckLease>,
 }
 
 impl Stream {
@@ -91,6 +120,7 @@ impl Stream {
             tree: TreeTag(0),
             tree_epoch: None,
             fresh: RangeMap::new(),
+            lease: None,
         }
     }
 
@@ -268,7 +298,8 @@ impl Stream {
             }
         }
         if let Source::Upstream(up) = &self.source {
-            up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release.min(ack) }, ctx);
+            let (ack, release) = AckLease::bound(&mut self.lease, self.pubend, (ack, release.min(ack)), ctx);
+            up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
             self.acked = Acked {
                 ack: ack.max(self.acked.ack),
                 release: release.max(self.acked.release),
@@ -335,8 +366,11 @@ impl Stream {
                 let due = self.acked.sent_at.is_none_or(|at| ctx.now >= at.after(ctx.settings.ack_propagation_ms));
                 if moved && due {
                     let (ack, release) = (ack.max(self.acked.ack), release.max(self.acked.release));
-                    up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
-                    self.acked = Acked { ack, release, sent_at: Some(ctx.now), force: false };
+                    let (ack, release) = AckLease::bound(&mut self.lease, self.pubend, (ack, release), ctx);
+                    if ack > self.acked.ack || release > self.acked.release || self.acked.force {
+                        up.send(Message::Ack { pubend: self.pubend, ack_prefix: ack, release_prefix: release }, ctx);
+                        self.acked = Acked { ack, release, sent_at: Some(ctx.now), force: false };
+                    }
                 }
             }
             Source::Log(log) => {

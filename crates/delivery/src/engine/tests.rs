@@ -483,6 +483,9 @@ mod view;
 #[path = "tests_absent.rs"]
 mod absent;
 
+#[path = "tests_lease.rs"]
+mod lease;
+
 /// F is relative to the subtree it was judged for: after a reroute, a former upstream (here a
 /// former entry broker of our own cell, cell 5) may still send F it judged for the old tree.
 /// Only the D of its Data is taken; its silences wait for the current upstream (cell 0).

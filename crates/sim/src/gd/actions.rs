@@ -3,7 +3,7 @@
 //! store operations with their seeded sync delay; and I1 after every input.
 
 use crate::gd::disk::Disk;
-use tidings_delivery::{Action, Input, Know, Millis, PubendId, StoreAction, Tick, TickRange};
+use tidings_delivery::{Action, Input, Know, Millis, PubendId, StoreAction, StoreInput, Tick, TickRange};
 use tidings_node::publishes::{Ack, PublishKey};
 use tidings_store::OpKind;
 
@@ -112,6 +112,11 @@ impl GdLayer {
     }
 
     fn store(&self, node: &mut GdNode, store: &mut Disk, now: Millis, action: StoreAction) -> Option<Input> {
+        if let StoreAction::AckLease { pubend, up_to } = action {
+            let lease = store.ack_leases.entry(pubend).or_default();
+            *lease = (*lease).max(up_to);
+            return Some(Input::Store(StoreInput::AckLeaseDone { pubend, lease: *lease }));
+        }
         match &action {
             StoreAction::Append { pubend, tick, record, .. } => {
                 let mut world = self.world.borrow_mut();
@@ -124,6 +129,7 @@ impl GdLayer {
                 self.schedule_sync(node, now);
             }
             StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
+            StoreAction::AckLease { .. } => return None,
             StoreAction::ReleasePrefix { pubend, tick } => {
                 self.world.borrow_mut().judge_release(*pubend, *tick);
                 self.schedule_sync(node, now);

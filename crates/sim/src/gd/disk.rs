@@ -54,6 +54,10 @@ pub struct Disk {
     pub next_crash: Crash,
     /// Crashes so far (seeds their tears).
     crashes: u64,
+    /// The ack leases (`StoreAction::AckLease`), as the broker's durable store keeps them: each
+    /// write synced at once (redb commits with immediate durability before the broker feeds
+    /// its completion), so only an empty directory loses them.
+    pub ack_leases: std::collections::BTreeMap<PubendId, Tick>,
 }
 
 impl Disk {
@@ -107,6 +111,7 @@ impl Disk {
             Crash::Empty => {
                 self.store = None;
                 self.fs = MemFs::new();
+                self.ack_leases.clear();
             }
         }
         self.queued = false;

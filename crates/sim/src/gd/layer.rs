@@ -155,6 +155,11 @@ impl GdLayer {
         if let Some((pubend, recovered)) = node.recovered.take() {
             self.drive(node, store, now, Input::Store(StoreInput::Opened { pubend, recovered }), out);
         }
+        // As the broker: the ack leases before any subscription.
+        let leases: Vec<(PubendId, Tick)> = store.ack_leases.iter().map(|(&p, &t)| (p, t)).collect();
+        for (pubend, lease) in leases {
+            self.drive(node, store, now, Input::Store(StoreInput::AckLeaseDone { pubend, lease }), out);
+        }
         self.restore_durables(node, store, now, out);
     }
 
@@ -254,7 +259,7 @@ impl GdLayer {
         };
         for subend in waiting {
             // The broker's rule: never below what the stream here can still serve.
-            let start = tidings_node::starts::confirmed_start(node.engine.inspect(pubend), subend, start);
+            let start = tidings_node::starts::confirmed_start(&node.engine, pubend, subend, start);
             if let Some(sub) = self.world.borrow_mut().subs.get_mut(&subend) {
                 sub.starts.insert(pubend, start);
                 // Stored with the start (the shell writes it before promising anything).

@@ -71,6 +71,8 @@ pub fn settings() -> Settings {
         lease_chunk_ms: 500,
         // Longer than any partition of a run (faults heal at the end), well inside SETTLE_MS.
         departed_retention_ms: Some(5_000),
+        // The simulated disk keeps them (`Disk::ack_leases`), as the broker's durable store.
+        ack_leases: true,
         ..Settings::default()
     }
 }

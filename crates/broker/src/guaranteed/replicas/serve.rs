@@ -115,8 +115,8 @@ impl Driver {
         Some(why)
     }
 
-    /// Opens the pubends whose log was found at start, then restores the durable
-    /// subscriptions. A replicated one waits for its group to serve here: a cell mate may have
+    /// Opens the pubends whose log was found at start, then restores the ack leases and the
+    /// durable subscriptions. A replicated one waits for its group to serve here: a cell mate may have
     /// taken it over while this broker was down (`docs/replication.md`, "Takeover"), and this
     /// log would then answer nacks and tell silence for ticks the successor logged.
     pub(in crate::guaranteed) fn open_found(&mut self) -> Result<(), crate::guaranteed::GuaranteedError> {
@@ -129,6 +129,7 @@ impl Driver {
                 false => self.open_pubend(pubend, recovered),
             }
         }
+        self.restore_ack_leases()?;
         self.restore_durables()
     }
 
