@@ -500,3 +500,75 @@ fn a_subscriber_whose_broker_restarted_behind_a_cut_is_told_of_every_tick_it_mis
     assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
     drop(s);
 }
+
+/// Nemesis seed 310 (chain-3, client faults), reduced: a plain subscriber's own connection is
+/// cut while a durable subscription at the same broker keeps that broker acknowledging the
+/// stream upstream; then the broker is killed and restarted while its link is cut, and the
+/// subscriber comes back before the link does. The pubend reaches the new subscription late,
+/// at a start set back 5 s; the upstream answers what the broker's earlier life acknowledged as
+/// silence. With the broker's ack lease the start is raised above it and the subscriber told
+/// the gap; before, the publishes acknowledged while it was away were missing without a word.
+#[test]
+fn a_subscriber_back_at_its_restarted_broker_is_told_what_the_broker_acknowledged_meanwhile() {
+    use tidings_testkit::FaultProxy;
+    let scratch = tempfile::tempdir().unwrap();
+    let (na, ns) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "s"));
+    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let to_a = FaultProxy::start(a.ready.cluster.unwrap()).unwrap();
+    let mut s = ns.start("127.0.0.1:0", "127.0.0.1:0", &[to_a.addr().to_string()]);
+    let (s_tcp, s_cluster) = (s.tcp(), cluster_addr(&s));
+    wait_for("a and s link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&s, 1.0)());
+    let read = |child: Child| std::thread::spawn(move || child.wait_with_output().unwrap());
+    let confirmed = |s: &BrokerProcess| metric(s, "tidings_gd_subscriptions_confirmed_total");
+    let durable = spawn(&["sub", "--server", &s_tcp, "--durable", "keep", "c.>", "--json"]);
+    wait_for("the durable subscription is confirmed", Duration::from_secs(20), || confirmed(&s) >= 1.0);
+    let (durable_pid, durable) = (durable.id(), read(durable));
+    let to_s = FaultProxy::start(s_tcp.parse().unwrap()).unwrap();
+    let plain = spawn(&["sub", "--server", &to_s.addr().to_string(), "--guaranteed", "--json", "c.>"]);
+    wait_for("the plain subscription is confirmed", Duration::from_secs(20), || confirmed(&s) >= 2.0);
+    let (plain_pid, plain) = (plain.id(), read(plain));
+    let publisher = publish(&a.tcp(), "c.data", 1500, &["--rate", "300", "--window", "16"]);
+    std::thread::sleep(Duration::from_secs(1));
+    to_s.cut();
+    // s goes on acknowledging for the durable subscription while the plain one is away.
+    std::thread::sleep(Duration::from_millis(1500));
+    to_a.cut();
+    s.kill();
+    s = ns.start(&s_tcp, &s_cluster, &[to_a.addr().to_string()]);
+    to_s.heal();
+    wait_for("the plain subscriber is back", Duration::from_secs(20), || {
+        to_s.stats().accepted >= 2 && confirmed(&s) >= 1.0
+    });
+    let acked = json_lines(publisher);
+    to_a.heal();
+    wait_for("s links up again", Duration::from_secs(20), links_up(&s, 1.0));
+    std::thread::sleep(Duration::from_secs(4));
+    for pid in [plain_pid, durable_pid] {
+        tidings_testkit::send_signal(pid, tidings_testkit::Signal::Term).unwrap();
+    }
+    let lines = |out: Output| -> Vec<Value> {
+        BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect()
+    };
+    let got = lines(plain.join().unwrap());
+    let kept = lines(durable.join().unwrap());
+    let delivered: std::collections::BTreeSet<(String, u64)> =
+        got.iter().filter(|line| line.get("gap").is_none()).map(gd_common::id).collect();
+    let gaps: Vec<&Value> = got.iter().filter(|line| line.get("gap").is_some()).collect();
+    let in_a_gap = |ack: &Value| {
+        gaps.iter().any(|gap| {
+            gap["pubend"] == ack["pubend"]
+                && (gap["from"].as_u64().unwrap()..=gap["to"].as_u64().unwrap())
+                    .contains(&ack["tick"].as_u64().unwrap())
+        })
+    };
+    let silent: Vec<u64> = acked
+        .iter()
+        .filter(|ack| !delivered.contains(&gd_common::id(ack)) && !in_a_gap(ack))
+        .map(|ack| ack["seq"].as_u64().unwrap())
+        .collect();
+    let missed = acked.iter().filter(|ack| !delivered.contains(&gd_common::id(ack))).count();
+    eprintln!("plain: delivered {}, missed {missed} (gap notices: {gaps:?}); durable: {}", delivered.len(), kept.len());
+    assert!(missed > 0, "the plain subscriber missed nothing: the scenario did not happen");
+    assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
+    drop(s);
+}
