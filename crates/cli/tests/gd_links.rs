@@ -510,6 +510,18 @@ fn a_subscriber_whose_broker_restarted_behind_a_cut_is_told_of_every_tick_it_mis
 /// the gap; before, the publishes acknowledged while it was away were missing without a word.
 #[test]
 fn a_subscriber_back_at_its_restarted_broker_is_told_what_the_broker_acknowledged_meanwhile() {
+    back_at_a_restarted_broker(false);
+}
+
+/// The same, the broker restarted on an empty data directory (its ack leases gone with it) and
+/// a plain subscription keeping it acknowledging: the late start is then no lower than the
+/// broker's own start.
+#[test]
+fn a_subscriber_back_at_its_broker_restarted_empty_is_told_what_the_broker_acknowledged_meanwhile() {
+    back_at_a_restarted_broker(true);
+}
+
+fn back_at_a_restarted_broker(empty: bool) {
     use tidings_testkit::FaultProxy;
     let scratch = tempfile::tempdir().unwrap();
     let (na, ns) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "s"));
@@ -520,8 +532,12 @@ fn a_subscriber_back_at_its_restarted_broker_is_told_what_the_broker_acknowledge
     wait_for("a and s link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&s, 1.0)());
     let read = |child: Child| std::thread::spawn(move || child.wait_with_output().unwrap());
     let confirmed = |s: &BrokerProcess| metric(s, "tidings_gd_subscriptions_confirmed_total");
-    let durable = spawn(&["sub", "--server", &s_tcp, "--durable", "keep", "c.>", "--json"]);
-    wait_for("the durable subscription is confirmed", Duration::from_secs(20), || confirmed(&s) >= 1.0);
+    let keeper = match empty {
+        false => vec!["sub", "--server", &s_tcp, "--durable", "keep", "c.>", "--json"],
+        true => vec!["sub", "--server", &s_tcp, "--guaranteed", "c.>", "--json"],
+    };
+    let durable = spawn(&keeper);
+    wait_for("the keeping subscription is confirmed", Duration::from_secs(20), || confirmed(&s) >= 1.0);
     let (durable_pid, durable) = (durable.id(), read(durable));
     let to_s = FaultProxy::start(s_tcp.parse().unwrap()).unwrap();
     let plain = spawn(&["sub", "--server", &to_s.addr().to_string(), "--guaranteed", "--json", "c.>"]);
@@ -534,6 +550,10 @@ fn a_subscriber_back_at_its_restarted_broker_is_told_what_the_broker_acknowledge
     std::thread::sleep(Duration::from_millis(1500));
     to_a.cut();
     s.kill();
+    let ns = match empty {
+        false => ns,
+        true => Node { data: scratch.path().join("s-second-life"), ..ns },
+    };
     s = ns.start(&s_tcp, &s_cluster, &[to_a.addr().to_string()]);
     to_s.heal();
     wait_for("the plain subscriber is back", Duration::from_secs(20), || {
@@ -567,7 +587,7 @@ fn a_subscriber_back_at_its_restarted_broker_is_told_what_the_broker_acknowledge
         .map(|ack| ack["seq"].as_u64().unwrap())
         .collect();
     let missed = acked.iter().filter(|ack| !delivered.contains(&gd_common::id(ack))).count();
-    eprintln!("plain: delivered {}, missed {missed} (gap notices: {gaps:?}); durable: {}", delivered.len(), kept.len());
+    eprintln!("plain: delivered {}, missed {missed} (gap notices: {gaps:?}); keeper: {}", delivered.len(), kept.len());
     assert!(missed > 0, "the plain subscriber missed nothing: the scenario did not happen");
     assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
     drop(s);

@@ -125,6 +125,10 @@ pub struct Driver {
     /// When this life of the driver started: a group restored from a previous life flags
     /// what other brokers' pubends replay to it from before then (`super::groups`).
     pub(super) started_ms: Millis,
+    /// Whether this broker started without a durable store (a first start, or a wiped data
+    /// directory): it then has no ack leases, and takes its start time as their floor
+    /// (`Driver::late_start`).
+    pub(super) empty_start: bool,
     /// Each publisher's last publish refused as unavailable (`super::refusals`).
     pub(super) refusals: super::refusals::Refusals,
 }
@@ -155,6 +159,7 @@ impl Driver {
         let Handles { claims, next_subend, tx, rx } = handles;
         let opened = journal::open(dir, (options, fs), tx.clone(), metrics.fsync_seconds.clone())?;
         let data_dir = dir.parent().unwrap_or(dir);
+        let empty = !data_dir.join("durable.redb").exists();
         let store = super::durable_store::DurableStore::open(data_dir).map_err(GuaranteedError::Durable)?;
         let names = super::edges::SharedNames::default();
         let matcher = match cluster.is_enabled() {
@@ -199,6 +204,7 @@ impl Driver {
             kept: Default::default(),
             restart_marks: BTreeMap::new(),
             started_ms: now(),
+            empty_start: empty,
             refusals: Default::default(),
             ack_leases: Default::default(),
         };

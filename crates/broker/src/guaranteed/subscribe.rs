@@ -81,8 +81,18 @@ impl Driver {
     }
 
     /// The start of a subscription confirmed at `at` on a pubend its barrier did not report.
-    fn late_start(&self, at: Millis) -> Tick {
-        Tick(self.engine.settings().ticks(at.0.saturating_sub(LATE_PUBEND_MARGIN_MS)).max(1))
+    /// A broker started on an empty data directory has no ack leases (`Engine::start_floor`)
+    /// to keep it above what an earlier life may have acknowledged upstream, so it starts no
+    /// lower than its own start time: that life ended before it, on clocks that agree within
+    /// the time a restart takes (ticks are the pubend's broker's clock). Nothing from before
+    /// this broker existed is owed to a subscription made here.
+    pub(super) fn late_start(&self, at: Millis) -> Tick {
+        let settings = self.engine.settings();
+        let late = Tick(settings.ticks(at.0.saturating_sub(LATE_PUBEND_MARGIN_MS)).max(1));
+        match self.empty_start {
+            true => late.max(Tick(settings.ticks(self.started_ms.0))),
+            false => late,
+        }
     }
 
     /// Barrier `number` came back: every subscription waiting on it (or an earlier one) starts.
