@@ -43,8 +43,6 @@ pub struct Received {
     pub times: Vec<f64>,
     /// Messages received (first copies).
     pub count: u64,
-    /// Messages the broker reported dropping for this subscriber.
-    pub missed: u64,
     /// Deliveries whose number was not above the previous one's.
     pub out_of_order: u64,
     /// Second copies of a message.
@@ -59,7 +57,7 @@ impl Received {
     #[cfg(test)]
     pub(crate) fn of_times(times: Vec<f64>) -> Received {
         let count = times.iter().filter(|t| t.is_finite()).count() as u64;
-        Received { times, count, missed: 0, out_of_order: 0, duplicates: 0, ended: None }
+        Received { times, count, out_of_order: 0, duplicates: 0, ended: None }
     }
 
     /// Time of the last first-copy arrival, seconds since the publish start.
@@ -83,8 +81,6 @@ pub struct FloodRun {
     pub sent: u64,
     /// Seconds since the publish start at which each send returned.
     pub send_times: Vec<f64>,
-    /// Seconds until `flush` returned.
-    pub publish_secs: f64,
     /// One per subscriber, in the spec's order.
     pub subscribers: Vec<Received>,
 }
@@ -160,11 +156,10 @@ impl Flood {
             send_times.push(start.elapsed().as_secs_f64());
         }
         self.publisher.flush().await?;
-        let publish_secs = start.elapsed().as_secs_f64();
         self.engine.drain(self.spec.count, Drain { idle: self.spec.idle, max: self.spec.drain }).await;
         let subscribers = self.engine.finish().await?.into_iter().map(|(t, times)| received(t, times)).collect();
         let _ = self.publisher.close().await;
-        Ok(FloodRun { sent: self.spec.count, send_times, publish_secs, subscribers })
+        Ok(FloodRun { sent: self.spec.count, send_times, subscribers })
     }
 }
 
@@ -172,7 +167,6 @@ fn received(t: Tally, times: Times) -> Received {
     Received {
         times: times.times,
         count: t.count,
-        missed: t.missed,
         out_of_order: t.out_of_order,
         duplicates: t.duplicates,
         ended: t.ended,
@@ -189,7 +183,6 @@ mod tests {
         let run = FloodRun {
             sent: 4,
             send_times: vec![0.0, 0.1, 0.2, 0.3],
-            publish_secs: 0.3,
             subscribers: vec![sub(vec![0.1, 0.2, 0.3, 0.4]), sub(vec![0.1, f64::NAN, 0.3, 0.8])],
         };
         assert_eq!(run.subscribers[0].mean_rate(), 10.0);

@@ -55,7 +55,7 @@ impl Experiment for Matching {
         ]
     }
     fn points(&self, _: &Context) -> u64 {
-        self.0.grid.len() as u64
+        self.0.grid.points() as u64
     }
     async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;

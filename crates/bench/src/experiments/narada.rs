@@ -54,13 +54,8 @@ impl Grid {
     }
 
     /// Points in the grid.
-    pub fn len(&self) -> usize {
+    pub fn points(&self) -> usize {
         self.matching.len() * self.rates.len() * self.sizes.len()
-    }
-
-    /// Whether the grid is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -222,13 +217,11 @@ pub async fn run(
     let net = Narada::up(ctx, topology, publisher).await?;
     let mut population = net.population(measuring, grid.per_broker, grid.total_events(), Kind::BestEffort).await?;
     let mut traffic = Vec::new();
-    let mut id = 0;
     for &matching in &grid.matching {
         let mut t = Traffic { matching, ..Traffic::default() };
         for &size in &grid.sizes {
             for &rate in &grid.rates {
-                id += 1;
-                let spec = PointSpec { id, matching, rate, size, count: grid.events(rate) };
+                let spec = PointSpec { matching, rate, size, count: grid.events(rate) };
                 table.extend(net.point(&mut population, spec, measuring, checks, &mut t).await?.0);
                 ctx.step(format!("{} {matching}% {size} B {rate} msg/s", net.name));
             }
@@ -485,6 +478,6 @@ mod tests {
         };
         assert_eq!(g.events(1.0), 20);
         assert_eq!(g.events(100.0), 400);
-        assert_eq!(g.len(), 4);
+        assert_eq!(g.points(), 4);
     }
 }

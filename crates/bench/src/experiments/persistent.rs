@@ -84,7 +84,7 @@ impl Experiment for Persistent {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (self.0.grid.len() * 2 * ctx.reps) as u64
+        (self.0.grid.points() * 2 * ctx.reps) as u64
     }
     async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
@@ -104,7 +104,6 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
     let mut durable = net.population(&measuring, g.per_broker, events, Kind::Durable).await?;
     ctx.step("both populations connected");
     let (mut table, mut checks, mut traffic) = (Vec::new(), NaradaChecks::default(), Traffic::default());
-    let mut id = 0;
     for rep in 1..=ctx.reps {
         for &matching in &g.matching {
             for &size in &g.sizes {
@@ -114,8 +113,7 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
                         order.reverse();
                     }
                     for (kind, population) in order {
-                        id += 1;
-                        let spec = PointSpec { id, matching, rate, size, count: g.events(rate) };
+                        let spec = PointSpec { matching, rate, size, count: g.events(rate) };
                         let (rows, acked) = net.point(population, spec, &measuring, &mut checks, &mut traffic).await?;
                         for point in rows {
                             let acked = acked.map(|(acked, _)| acked);

@@ -187,7 +187,6 @@ mod tests {
         let run = FloodRun {
             sent: 300,
             send_times: times,
-            publish_secs: 0.3,
             subscribers: vec![Received::of_times(shifted.clone()), Received::of_times(shifted)],
         };
         let mut table = Vec::new();

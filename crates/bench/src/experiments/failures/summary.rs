@@ -12,7 +12,7 @@ use crate::stats::Spread;
 use crate::suite::prelude::*;
 
 /// One system's run of one repetition, through the publishers' broker crash.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub(super) struct Row {
     /// The repetition, from 1.
     pub rep: usize,
@@ -35,19 +35,6 @@ pub(super) struct Row {
     /// Whether every publisher was at the crashed broker when it stalled.
     pub held_by_the_stall: bool,
 }
-
-/// The CSV columns, fields of [`Row`].
-pub(super) const COLUMNS: [&str; 9] = [
-    "rep",
-    "system",
-    "worst_latency_ms",
-    "publishers_held_ms",
-    "least_held_ms",
-    "resumed_after_kill_ms",
-    "down_ms",
-    "before_restart",
-    "held_by_the_stall",
-];
 
 /// The row of `run` (`None` when its fault log has no publishers' crash).
 pub(super) fn row(p: &Params, rep: usize, system: &str, run: &Run) -> Option<Row> {
@@ -148,5 +135,5 @@ pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
 
 /// `rows` as `failures-takeover.csv`.
 pub(super) fn table(rows: &[Row]) -> anyhow::Result<Table> {
-    Table::of(&COLUMNS, rows)
+    Table::typed(rows)
 }

@@ -39,7 +39,7 @@ pub(super) async fn measure(
     let mut population =
         Population::connect(&net.broker(publisher)?.tcp, &addrs, &[], events, Kind::BestEffort).await?;
     for rep in 1..=ctx.reps {
-        let spec = PointSpec { id: rep as u64, matching: 100, rate: p.rate, size: p.size, count: p.latency_count() };
+        let spec = PointSpec { matching: 100, rate: p.rate, size: p.size, count: p.latency_count() };
         let r = population.point(spec, Duration::from_secs(5)).await?;
         for (name, sample) in measuring.iter().zip(&r.measuring) {
             let brokers = net.topology.brokers_on_path(publisher, name).unwrap_or(0);
