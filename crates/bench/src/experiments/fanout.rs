@@ -103,25 +103,17 @@ impl Fanout {
             subs.iter().filter_map(|&i| self.cell(table, system, &format!("{i}"), column).map(|v| (i, v))).collect()
         };
         let flat = |v: Option<f64>| v.map(|v| subs.iter().map(|&i| (i, v)).collect()).unwrap_or_default();
+        let median_sub = |system| flat(self.cell(table, system, "all", |r| r.per_sub_median_msg_s));
+        let received = per_sub("tidings", |r| r.received_msg_s);
         let per_subscriber = vec![
             Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", |r| r.rt_median_msg_s)),
-            Series::new(
-                "tidings received / time",
-                Mark::Points,
-                figure::TIDINGS_ALT,
-                per_sub("tidings", |r| r.received_msg_s),
-            ),
-            Series::new(
-                "NATS median subscriber, received / time",
-                Mark::Dashed,
-                figure::NATS,
-                flat(self.cell(table, "nats", "all", |r| r.per_sub_median_msg_s)),
-            ),
+            Series::new("tidings received / time", Mark::Points, figure::TIDINGS_ALT, received),
+            Series::new("NATS median subscriber, received / time", Mark::Dashed, figure::NATS, median_sub("nats")),
             Series::new(
                 "NATS median subscriber, committed anchor",
                 Mark::Dashed,
                 figure::NATS_ANCHOR,
-                flat(self.cell(table, "nats-anchor", "all", |r| r.per_sub_median_msg_s)),
+                median_sub("nats-anchor"),
             ),
             Series::ranges(
                 "seed 002 per-subscriber range",

@@ -122,15 +122,11 @@ impl Hops {
             })
             .collect();
         let ms = || Axis::log("mean latency (ms)");
+        let x = Axis::linear("brokers on the path (publisher's and subscriber's included)");
         Figure {
             title: format!("Latency vs brokers on the path, {size} B (seed 004, 8.4)"),
             panels: vec![
-                Panel::new(
-                    "by brokers on the path",
-                    Axis::linear("brokers on the path (publisher's and subscriber's included)"),
-                    ms(),
-                    by_path,
-                ),
+                Panel::new("by brokers on the path", x, ms(), by_path),
                 Panel::new(format!("{m}% matching, by publish rate"), Axis::log("publish rate (msg/s)"), ms(), by_rate),
             ],
         }

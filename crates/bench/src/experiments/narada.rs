@@ -159,15 +159,9 @@ impl Narada {
         let after = self.settled().await?;
         let kind = population.kind().label();
         let at = format!("{} {kind} {}% {} B {} msg/s", self.name, spec.matching, spec.size, spec.rate);
-        let inexact = r.inexact.join("; ");
-        checks.exact.record(
-            r.inexact.is_empty(),
-            format!(
-                "{at}: {} subscribers did not get exactly the {} matching events: {inexact}",
-                r.inexact.len(),
-                r.matched
-            ),
-        );
+        let (n, inexact) = (r.inexact.len(), r.inexact.join("; "));
+        let what = format!("{at}: {n} subscribers did not get exactly the {} matching events: {inexact}", r.matched);
+        checks.exact.record(r.inexact.is_empty(), what);
         checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
         let publisher = self.publisher_index;
         match r.acked {
@@ -177,9 +171,8 @@ impl Narada {
             ),
             None => {
                 let counted = after[publisher].delta(&before[publisher], metrics::MESSAGES_IN);
-                checks
-                    .published
-                    .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published))
+                let what = format!("{at}: counted {counted} of {}", r.published);
+                checks.published.record(counted == r.published as f64, what)
             }
         }
         add_links(traffic, &self.names, &before, &after);

@@ -114,10 +114,9 @@ pub async fn measure(
     let expected = run.sent * run.subscribers.len() as u64;
     let ended = run.subscribers.iter().filter(|s| s.ended.is_some()).count();
     let held = ended == 0 && received as f64 == out && expected as f64 == received as f64 + drops;
-    checks.accounted.record(
-        held,
-        format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}"),
-    );
+    let what =
+        format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}");
+    checks.accounted.record(held, what);
     let link_messages = delta(&after, &before, metrics::LINK_MESSAGES_OUT);
     Ok(Measured { run, drops, link_messages, load: [load_before, load_average()] })
 }

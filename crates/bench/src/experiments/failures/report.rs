@@ -137,18 +137,14 @@ fn recovery_table(
             let rec = recovery::recovery(w, ds, bins, until, p.baseline.as_millis() as u64);
             let show = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.0}"));
             let times = [rec.baseline_ms, rec.worst_ms, rec.first_new_ms, rec.all_new_ms, rec.back_ms].map(show);
+            let [_, _, first, all, back] = times.clone();
             md_row(body, [w.label.to_string(), name.to_string()].into_iter().chain(times));
             if let Some((tally, label)) = recovered.as_mut() {
-                tally.record(
-                    rec.recovered(),
-                    label(format!(
-                        "{} at {name}: first new {} ms, from every publisher {} ms, back under 2x baseline {} ms",
-                        w.label,
-                        show(rec.first_new_ms),
-                        show(rec.all_new_ms),
-                        show(rec.back_ms)
-                    )),
+                let at = format!("{} at {name}", w.label);
+                let what = format!(
+                    "{at}: first new {first} ms, from every publisher {all} ms, back under 2x baseline {back} ms"
                 );
+                tally.record(rec.recovered(), label(what));
             }
         }
     }

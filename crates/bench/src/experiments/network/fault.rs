@@ -72,20 +72,17 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, chec
             BrokerNetwork::up(&ctx.tidings, &ctx.topologies.join(&p.fault.0), &dir, Duration::from_secs(60)).await?;
         let gap = once(&net, p, fault).await?;
         let at = format!("{} of {}", fault.label(), gap.carrier);
-        checks.resumed.record(
-            gap.resumed,
-            format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms),
-        );
+        let what =
+            format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms);
+        checks.resumed.record(gap.resumed, what);
         let key = Key::new("reconvergence", TIDINGS, at.clone(), 0, 1);
         let l = gap.losses;
-        checks.fault_losses.record(
-            l.unexplained == 0,
-            format!(
-                "{at}: {} lost of {} sent, {} in the fault window, {} counted as dropped by the surviving brokers, \
-                 {} unexplained",
-                l.lost, l.sent, l.at_fault, l.counted, l.unexplained
-            ),
+        let (lost, sent, at_fault, counted, unexplained) = (l.lost, l.sent, l.at_fault, l.counted, l.unexplained);
+        let what = format!(
+            "{at}: {lost} lost of {sent} sent, {at_fault} in the fault window, {counted} counted as dropped by the \
+             surviving brokers, {unexplained} unexplained"
         );
+        checks.fault_losses.record(unexplained == 0, what);
         key.put(table, "longest_gap_ms", gap.longest_ms)?;
         key.put(table, "lost", l.lost as f64)?;
         key.put(table, "sent", l.sent as f64)?;

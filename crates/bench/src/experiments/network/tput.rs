@@ -112,10 +112,8 @@ async fn flood(
     let link_drops = delta(metrics::LINK_DROPS);
     let drops = delta(metrics::DROPS) + link_drops + delta(metrics::ROUTE_DROPS);
     let at = format!("{}, rep {rep}", setup.label);
-    checks.accounted.record(
-        r.lost as f64 == drops,
-        format!("{at}: sent {}, lost {}, counted drops {drops} (of which link {link_drops})", r.sent, r.lost),
-    );
+    let what = format!("{at}: sent {}, lost {}, counted drops {drops} (of which link {link_drops})", r.sent, r.lost);
+    checks.accounted.record(r.lost as f64 == drops, what);
     if setup.brokers == 2 {
         let (held, detail) = link_held(&before, &after);
         checks.link.record(held, format!("{at}: {detail}"));
