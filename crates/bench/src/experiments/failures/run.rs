@@ -7,8 +7,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tidings_client::now_us;
+
 use super::faults::{self, Window};
-use super::sampler::{unix_us, Sample, Sampler};
+use super::sampler::{Sample, Sampler};
 use super::series::{self, Delivery, Series};
 use super::verify::{verify, Verdict};
 use super::Params;
@@ -63,7 +65,7 @@ pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Resul
     }
     let watched = p.watched.iter().map(|b| Ok((b.clone(), admin(b)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let sampler = Sampler::start(watched, p.bin);
-    let t0_us = unix_us();
+    let t0_us = now_us();
     // Every broker of the publishers' cell, theirs first: when it crashes they move on to a mate.
     let cell = p.cell.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
     let servers = cell.join(",");
@@ -74,7 +76,7 @@ pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Resul
     let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
     ctx.step("faults injected");
     let (failed_publishers, unfinished) = tools::finish_all(&mut pubs, &mut subs, p.drain).await?;
-    let end_us = unix_us();
+    let end_us = now_us();
     let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
     injected?;
     let windows = faults::windows(&std::fs::read_to_string(net.dir().join("faults.jsonl")).unwrap_or_default())?;

@@ -83,12 +83,12 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, chec
              surviving brokers, {unexplained} unexplained"
         );
         checks.fault_losses.record(unexplained == 0, what);
-        key.put(table, "longest_gap_ms", gap.longest_ms)?;
-        key.put(table, "lost", l.lost as f64)?;
-        key.put(table, "sent", l.sent as f64)?;
-        key.put(table, "lost_in_fault_window", l.at_fault as f64)?;
-        key.put(table, "drops_counted_by_survivors", l.counted)?;
-        key.put(table, "lost_unexplained", l.unexplained as f64)?;
+        key.put(table, "longest_gap_ms", gap.longest_ms);
+        key.put(table, "lost", l.lost as f64);
+        key.put(table, "sent", l.sent as f64);
+        key.put(table, "lost_in_fault_window", l.at_fault as f64);
+        key.put(table, "drops_counted_by_survivors", l.counted);
+        key.put(table, "lost_unexplained", l.unexplained as f64);
         ctx.step(format!("{at}: longest gap {:.0} ms", gap.longest_ms));
     }
     Ok(())

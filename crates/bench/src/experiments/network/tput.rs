@@ -129,9 +129,9 @@ async fn flood(
         ("received_msg_s", r.received_rate),
         ("publish_msg_s", r.publish_rate),
     ] {
-        key.put(table, quantity, value)?;
+        key.put(table, quantity, value);
     }
-    cpu::put(&key, table, &spent, received)?;
+    cpu::put(&key, table, &spent, received);
     ctx.step(format!("{at}: {} msg/s", thousands(r.received_rate)));
     Ok(())
 }
@@ -166,7 +166,7 @@ async fn subscriptions(
                 held.push(client.subscribe(&format!("bench.sub.{batch}.{i}.>")).await?);
             }
             let us = start.elapsed().as_secs_f64() * 1e6 / n as f64;
-            Key::new("subscribe", TIDINGS, *setup, *brokers, batch + 1).put(table, "us_per_subscription", us)?;
+            Key::new("subscribe", TIDINGS, *setup, *brokers, batch + 1).put(table, "us_per_subscription", us);
         }
         drop(held);
         let _ = client.close().await;

@@ -184,7 +184,7 @@ impl Experiment for Subscribers {
                 }
             }
         }
-        self.anchors(ctx, &mut table)?;
+        self.anchors(ctx, &mut table);
         let figure = self.figure(&table);
         let mut body = self.body(&table)?;
         if !skipped.is_empty() {
@@ -321,7 +321,7 @@ impl Subscribers {
     }
 
     /// The committed anchors of the peer harness, labelled as such.
-    fn anchors(&self, ctx: &Context, table: &mut Vec<Row>) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<Row>) {
         let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
@@ -342,7 +342,6 @@ impl Subscribers {
                 }
             }
         }
-        Ok(())
     }
 }
 
