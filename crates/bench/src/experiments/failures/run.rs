@@ -10,6 +10,7 @@ use std::time::Duration;
 use tidings_client::now_us;
 
 use super::faults::{self, Window};
+use super::recovery::{recovery, Recovery};
 use super::sampler::{Sample, Sampler};
 use super::series::{self, Delivery, Series};
 use super::verify::{verify, Verdict};
@@ -113,6 +114,21 @@ impl Run {
         let series = series::bin((t0_us, end_us, bin.as_micros() as u64), &binned, samples, &windows, &acked_us);
         let published = (sent, acked.len(), failed);
         Ok(Run { t0_us, series, windows, subscribers, published, unfinished, acks })
+    }
+}
+
+impl Run {
+    /// Where fault `k`'s aftermath ends (Unix ms): the next fault's stall, or the end of the run.
+    pub(super) fn until_ms(&self, p: &Params, k: usize) -> u64 {
+        let end_ms = self.t0_us / 1000 + self.series.t_s.len() as u64 * p.bin.as_millis() as u64;
+        self.windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms)
+    }
+
+    /// How subscriber `i` recovered from fault `k`.
+    pub(super) fn recovery(&self, p: &Params, k: usize, i: usize) -> Recovery {
+        let bins = (&self.series.latency[i].1[..], self.t0_us, p.bin.as_micros() as u64);
+        let until = self.until_ms(p, k);
+        recovery(&self.windows[k], &self.subscribers[i].1, bins, until, p.baseline.as_millis() as u64)
     }
 }
 

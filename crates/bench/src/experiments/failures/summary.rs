@@ -5,7 +5,6 @@
 
 use super::faults::PUBLISHERS_CRASH;
 use super::held::held;
-use super::recovery::recovery;
 use super::run::Run;
 use super::Params;
 use crate::stats::Spread;
@@ -40,19 +39,8 @@ pub(super) struct Row {
 pub(super) fn row(p: &Params, rep: usize, system: &str, run: &Run) -> Option<Row> {
     let k = run.windows.iter().position(|w| w.label == PUBLISHERS_CRASH)?;
     let w = &run.windows[k];
-    let end_ms = run.t0_us / 1000 + run.series.t_s.len() as u64 * p.bin.as_millis() as u64;
-    let until = run.windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
-    let bin_us = p.bin.as_micros() as u64;
-    let worst = run
-        .subscribers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, ds, _))| {
-            let bins = (&run.series.latency[i].1[..], run.t0_us, bin_us);
-            recovery(w, ds, bins, until, p.baseline.as_millis() as u64).worst_ms
-        })
-        .reduce(f64::max);
-    let h = held(w, &run.acks, until);
+    let worst = (0..run.subscribers.len()).filter_map(|i| run.recovery(p, k, i).worst_ms).reduce(f64::max);
+    let h = held(w, &run.acks, run.until_ms(p, k));
     let row = Row {
         rep,
         system: system.to_string(),
