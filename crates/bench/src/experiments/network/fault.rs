@@ -104,25 +104,16 @@ struct Gap {
     resumed: bool,
 }
 
-/// Tasks aborted when dropped, so that an early return leaves none running.
-struct Tasks(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
-
 async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<Gap> {
     let (_, publisher_at, subscriber_at, bundle) = &p.fault;
     let subscriber = Client::builder(net.broker(subscriber_at)?.tcp.as_str()).no_reconnect().connect().await?;
     let subscription = subscriber.subscribe("bench.fault").await?;
     let publisher = Client::builder(net.broker(publisher_at)?.tcp.as_str()).no_reconnect().connect().await?;
     let log = Log::default();
-    let tasks =
-        Tasks(vec![tokio::spawn(receive(subscription, log.clone())), tokio::spawn(pace(publisher, log.clone()))]);
+    // Aborted when dropped, so that an early return leaves neither running.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(receive(subscription, log.clone()));
+    let pacer = tasks.spawn(pace(publisher, log.clone()));
     let admins = |names: &[&String]| -> anyhow::Result<Vec<String>> {
         names.iter().map(|b| net.broker(b)?.admin_addr()).collect()
     };
@@ -141,7 +132,7 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     let failed = Instant::now();
     tokio::time::sleep(p.fault_window).await;
     let end = Instant::now();
-    tasks.0[1].abort();
+    pacer.abort();
     // What was published by the end has had time to arrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The record is taken while a stalled carrier is still stopped: once continued, it forwards
