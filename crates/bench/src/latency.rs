@@ -185,7 +185,7 @@ impl Prepared {
         let count = count(spec);
         let publisher = Publisher::start(&self.addr, spec, count).await?;
         // A failed probe drops the publisher: its thread closes the client and ends.
-        let probes = self.engine.probe(&publisher.client, &spec.topic, spec.size, Duration::from_secs(60)).await?;
+        let probes = self.engine.probe(&publisher.client, &spec.topic, &[], spec.size, Duration::from_secs(60)).await?;
         let achieved_rate = publisher.publish().await?;
         self.engine.drain(count, Drain { idle: spec.idle, max: spec.drain }).await;
         let setup_secs = self.engine.setup_secs;

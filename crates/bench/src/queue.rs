@@ -76,7 +76,7 @@ pub async fn run(addr: &str, spec: &QueueSpec) -> anyhow::Result<QueueResult> {
     let engine = Engine::connect(&members, |_| ()).await?;
     let publisher = Client::builder(addr).name("bench-pub").no_reconnect().connect().await?;
     // Round robin hands probes to each member in turn: every member hears one within a few.
-    engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
+    engine.probe(&publisher, &spec.topic, &[], spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let sent =
         engine::publish_flat_out(&publisher, &spec.topic, &[], spec.size, spec.max_messages, spec.duration).await?;

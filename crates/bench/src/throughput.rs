@@ -116,7 +116,7 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     let background = background(target, spec).await?;
     let publisher =
         spec.access.apply(Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect()).connect().await?;
-    engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
+    engine.probe(&publisher, &spec.topic, &[], spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let sent = engine::publish_flat_out(
         &publisher,

@@ -126,13 +126,9 @@ impl<S: Sink> Engine<S> {
 
     /// Publishes probes on `topic` every 20 ms until every subscriber has heard one: interest
     /// has reached the publisher's broker, through a network too. Returns how many probes were
-    /// published (brokers count them with the data).
-    pub async fn probe(&self, publisher: &Client, topic: &str, size: usize, timeout: Duration) -> anyhow::Result<u64> {
-        self.probe_with(publisher, topic, &[], size, timeout).await
-    }
-
-    /// [`probe`](Self::probe) with `properties` on every probe, for subscribers with selectors.
-    pub async fn probe_with(
+    /// published (brokers count them with the data). Probes carry `properties`, for subscribers
+    /// with selectors.
+    pub async fn probe(
         &self,
         publisher: &Client,
         topic: &str,

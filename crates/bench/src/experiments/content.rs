@@ -189,7 +189,7 @@ impl Population {
             .await
             .map_err(|e| anyhow::anyhow!("subscribing with the selector `{SELECTOR}` failed: {e:#}"))?;
         if kind == Kind::BestEffort {
-            engine.probe_with(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
+            engine.probe(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
         }
         Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0, kind })
     }
