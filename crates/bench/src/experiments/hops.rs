@@ -42,17 +42,10 @@ impl Experiment for Hops {
     const ABOUT: About = About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
+        let ((dense, at_dense), (sparse, at_sparse)) = (&p.dense, &p.sparse);
+        let (at_dense, at_sparse) = (list(at_dense), list(at_sparse));
         vec![
-            (
-                "networks",
-                format!(
-                    "`{}` (measuring at {}), `{}` (measuring at {})",
-                    p.dense.0,
-                    list(&p.dense.1),
-                    p.sparse.0,
-                    list(&p.sparse.1)
-                ),
-            ),
+            ("networks", format!("`{dense}` (measuring at {at_dense}), `{sparse}` (measuring at {at_sparse})")),
             ("publisher", p.publisher.clone()),
             ("subscribers on every broker", p.grid.per_broker.to_string()),
             ("matching rates, %", list(&p.grid.matching)),
