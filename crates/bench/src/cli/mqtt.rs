@@ -388,16 +388,10 @@ fn markdown(
                 }
             };
             let goal = if *figure == point.headline { point.goal } else { "" };
-            let _ = writeln!(
-                out,
-                "| {} | {figure} | {} | {} | {} | {} | {} | {goal} |",
-                point.label,
-                cell("tidings"),
-                cell("mosquitto"),
-                cell("nats"),
-                ratio("mosquitto"),
-                ratio("nats")
-            );
+            let ([ours, mosquitto, nats], [by_mosquitto, by_nats]) =
+                (["tidings", "mosquitto", "nats"].map(cell), ["mosquitto", "nats"].map(ratio));
+            let row = format!("{ours} | {mosquitto} | {nats} | {by_mosquitto} | {by_nats}");
+            let _ = writeln!(out, "| {} | {figure} | {row} | {goal} |", point.label);
         }
     }
     out

@@ -170,16 +170,14 @@ impl Fanout {
             .filter_map(|i| self.cell(table, "tidings", &i.to_string(), |r| r.rt_median_msg_s))
             .collect();
         let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
+        let [min, median, max] = [min, crate::stats::median(&rts), max].map(thousands);
+        let (all, all_mb) =
+            (cell("tidings", "all", |r| r.rt_median_msg_s), cell("tidings", "all", |r| r.rt_median_mb_s));
         let _ = writeln!(
             out,
             "\nThe seed's method, tidings only (**not comparable with NATS**, whose harness records no \
-             per-message times; see below): RTn median per subscriber {} / {} / {} msg/s (min / \
-             median / max), all {} msg/s ({} MB/s).",
-            thousands(min),
-            thousands(crate::stats::median(&rts)),
-            thousands(max),
-            cell("tidings", "all", |r| r.rt_median_msg_s),
-            cell("tidings", "all", |r| r.rt_median_mb_s)
+             per-message times; see below): RTn median per subscriber {min} / {median} / {max} msg/s (min / \
+             median / max), all {all} msg/s ({all_mb} MB/s)."
         );
         let _ = writeln!(out, "\nThe seed's sum hit its 35 MB/s network; on loopback the CPUs are the limit.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

@@ -70,17 +70,14 @@ pub(super) fn report(out: &mut String, table: &[NetRow]) {
 /// What the CPU per message says about the ratio two / one.
 fn bound(out: &mut String, table: &[NetRow], one: (f64, f64, f64), two: (f64, f64, f64)) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let ceiling = one.2 / two.2;
+    let ((first, _, one_all), (second, _, two_all)) = (one, two);
+    let (added, times, ceiling) = (second - first, second / first, one_all / two_all);
     let _ = write!(
         out,
-        "\nA second broker adds {:.1} µs of broker CPU per message to the first's {:.1} ({:.1}× the broker CPU \
-         of one). Every process shares this machine's {cpus} CPUs, so where the CPUs are the limit throughput \
-         goes as the inverse of all the CPU a message costs, and two / one comes to {:.1} / {:.1} = {ceiling:.2}. ",
-        two.0 - one.0,
-        one.0,
-        two.0 / one.0,
-        one.2,
-        two.2
+        "\nA second broker adds {added:.1} µs of broker CPU per message to the first's {first:.1} ({times:.1}× the \
+         broker CPU of one). Every process shares this machine's {cpus} CPUs, so where the CPUs are the limit \
+         throughput goes as the inverse of all the CPU a message costs, and two / one comes to {one_all:.1} / \
+         {two_all:.1} = {ceiling:.2}. "
     );
     match (ratio(table, TIDINGS), cores(table, TIDINGS, 1)) {
         (Some(r), Some(busy)) if r > ceiling => {
