@@ -174,16 +174,14 @@ fn body(p: &Params, table: &[PersistentRow]) -> String {
     let g = &p.grid;
     let mut out = String::new();
     let path = |sub: &str| table.iter().find(|r| r.point.subscriber == sub).map_or(0, |r| r.point.brokers_on_path);
+    let [(first, first_path), (second, second_path)] =
+        [0, 1].map(|i| p.measuring.get(i).map_or(("", 0), |s| (s.as_str(), path(s))));
     let _ = writeln!(
         out,
         "Latency is one-way from each event's scheduled send time to its delivery at the measuring \
-         subscriber (one clock). {} is {} brokers from the publisher, {} is {}. Each cell is the median \
-         over repetitions of the point's mean latency, with the range of the repetitions; the \
-         ratio is durable over best effort.\n",
-        p.measuring.first().map_or("", String::as_str),
-        p.measuring.first().map_or(0, |s| path(s)),
-        p.measuring.get(1).map_or("", String::as_str),
-        p.measuring.get(1).map_or(0, |s| path(s)),
+         subscriber (one clock). {first} is {first_path} brokers from the publisher, {second} is {second_path}. Each \
+         cell is the median over repetitions of the point's mean latency, with the range of the repetitions; the \
+         ratio is durable over best effort.\n"
     );
     md_head(&mut out, &["subscriber", "size", "rate", "durable mean (ms)", "best effort mean (ms)", "ratio"]);
     for sub in &p.measuring {

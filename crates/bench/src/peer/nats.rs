@@ -175,13 +175,11 @@ impl PeerServer {
             let name = format!("nats-{tag}");
             let others: Vec<String> =
                 (0..nodes).filter(|&j| j != i).map(|j| format!("nats-route://127.0.0.1:{}", routes[j])).collect();
+            let (client, route, others) = (clients[i], routes[i], others.join(", "));
+            let store = jetstream_always_block(&logs.join(format!("{name}-store")));
             let text = format!(
-                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{}\n{}\
-                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ {} ]\n}}\n",
-                clients[i],
-                jetstream_always_block(&logs.join(format!("{name}-store"))),
-                routes[i],
-                others.join(", "),
+                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{client}\n{store}\
+                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{route}\n  routes: [ {others} ]\n}}\n"
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;

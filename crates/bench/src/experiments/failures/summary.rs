@@ -58,14 +58,12 @@ pub(super) fn row(p: &Params, rep: usize, system: &str, run: &Run) -> Option<Row
 /// The Markdown of `rows`: one line per repetition and system, then per system the median
 /// and range over the repetitions.
 pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
+    let (brokers, cell, servers) = (p.cell.len(), p.cell.join(", "), p.cell.join(","));
     let answer = match p.replicas {
         Some(n) => format!(
-            "each pubend's log is replicated on the {} brokers of the publishers' cell ({}, `[storage] replicas = {n}`), and \
-             the publishers are given all of them (`--server {}`): when p1 dies a mate takes their pubends over and they \
-             go on there",
-            p.cell.len(),
-            p.cell.join(", "),
-            p.cell.join(","),
+            "each pubend's log is replicated on the {brokers} brokers of the publishers' cell ({cell}, `[storage] \
+             replicas = {n}`), and the publishers are given all of them (`--server {servers}`): when p1 dies a mate \
+             takes their pubends over and they go on there"
         ),
         None => "p1 is alone in its cell (`--unreplicated`): the publishers wait until it is back".to_string(),
     };
