@@ -80,12 +80,11 @@ impl Cluster {
         ];
         let mut nodes = Vec::new();
         for (i, (name, (routes_text, advertise))) in ["n1", "n2", "n3"].into_iter().zip(cluster_of).enumerate() {
+            let (client, store, route) = (clients[i], jetstream_always_block(&dir.join(name)), routes[i]);
             let text = format!(
-                "server_name: {name}\nlisten: 127.0.0.1:{}\n{}\
-                 cluster {{\n  name: failures\n  listen: 127.0.0.1:{}\n  routes: [\n{routes_text}  ]\n{advertise}}}\n",
-                clients[i],
-                jetstream_always_block(&dir.join(name)),
-                routes[i],
+                "server_name: {name}\nlisten: 127.0.0.1:{client}\n{store}\
+                 cluster {{\n  name: failures\n  listen: 127.0.0.1:{route}\n  routes: [\n\
+                 {routes_text}  ]\n{advertise}}}\n"
             );
             let config = dir.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
