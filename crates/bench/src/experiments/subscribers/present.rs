@@ -120,19 +120,8 @@ impl Subscribers {
                  drops, and the gaps each client saw in the broker's numbering of its datagrams); \
                  *not told* is what a subscriber lost beyond what it was told, summed.\n"
             );
-            md_head(
-                &mut out,
-                &[
-                    "subscribers",
-                    "lost",
-                    "broker queue",
-                    "receivers' buffers",
-                    "send buffer",
-                    "not attributed",
-                    "told",
-                    "not told",
-                ],
-            );
+            let head = ["subscribers", "lost", "broker queue", "receivers' buffers", "send buffer"];
+            md_head(&mut out, &[&head[..], &["not attributed", "told", "not told"]].concat());
             for &n in &self.0.counts {
                 let m = |c: Field| Self::median(table, "tidings-udp", n, c);
                 let Some(lost) = m(|r| r.lost) else { continue };
