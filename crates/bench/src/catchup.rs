@@ -16,7 +16,6 @@
 //! runs from the message's send timestamp (set by `tidings pub` just before its client is asked
 //! to publish it) to the moment `tidings sub`'s application takes it (its `latency_us`).
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -24,8 +23,9 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use tidings_client::{now_us, Client, Message, SubscribeOptions};
 
-use crate::children::Children;
+use crate::acked::ScratchDir;
 use crate::target::Target;
+use crate::tools::Tool;
 
 /// One point of the measurement.
 #[derive(Debug, Clone)]
@@ -159,52 +159,36 @@ impl Waiting<'_> {
 /// --guaranteed --json`), as a live subscriber is in practice: the catch-up's own client then
 /// competes with it for the machine, as another application would, but not for its runtime.
 /// Each delivery's latency is the subscriber's `latency_us` (its application's receipt less
-/// the publisher's stamp), filed by its `received_us`.
+/// the publisher's stamp), filed by its `received_us`; their lines are kept in a scratch
+/// directory of their own.
 struct Live {
-    received: Arc<std::sync::Mutex<Vec<(u64, u64)>>>,
-    children: Children,
+    /// The subscriber, then the publisher.
+    tools: [Tool; 2],
+    _dir: ScratchDir,
 }
 
 impl Live {
     async fn start(target: &Target, spec: &CatchUpSpec) -> anyhow::Result<Live> {
-        use std::io::BufRead;
-        let exe = std::env::current_exe()?;
-        let mut sub = std::process::Command::new(&exe)
-            .args(["sub", "--server", &target.tcp, "live.>", "--guaranteed", "--json"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
-        let stdout = sub.stdout.take();
-        // Held from here, so that the subscriber is stopped if the publisher cannot start.
-        let mut children = Children(vec![sub]);
-        let stdout = stdout.ok_or_else(|| anyhow::anyhow!("no stdout"))?;
-        let received = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = Arc::clone(&received);
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
-                let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
-                if let (Some(at), Some(latency)) = (v["received_us"].as_u64(), v["latency_us"].as_u64()) {
-                    sink.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((at, latency));
-                }
-            }
-        });
+        let (exe, dir) = (std::env::current_exe()?, ScratchDir::new(&std::env::temp_dir(), "catchup-live")?);
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let sub = Tool::spawn(
+            &exe,
+            &dir.0,
+            "sub",
+            &args(&["sub", "--server", &target.tcp, "live.>", "--guaranteed", "--json"]),
+        )?;
         // The subscription is confirmed before the first live message is published.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let (rate, size) = (spec.live_rate.to_string(), spec.size.to_string());
-        let publisher = std::process::Command::new(&exe)
-            .args(["pub", "--server", &target.tcp, "live.t", "x", "--guaranteed", "--rate", &rate])
-            .args(["--size", &size, "--count", "1000000000"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()?;
+        let publish = ["pub", "--server", &target.tcp, "live.t", "x", "--guaranteed", "--rate", &rate, "--size", &size];
+        let publisher = Tool::spawn(&exe, &dir.0, "pub", &args(&[&publish[..], &["--count", "1000000000"]].concat()))?;
         tokio::time::sleep(Duration::from_millis(500)).await;
-        children.0.push(publisher);
-        Ok(Live { received, children })
+        Ok(Live { tools: [sub, publisher], _dir: dir })
     }
 
     /// How long the live processes have waited for a CPU while runnable, in all.
     fn waited(&self) -> Duration {
-        self.children.0.iter().map(|child| crate::cpu::waited_for_cpu(child.id())).sum()
+        self.tools.iter().map(|tool| crate::cpu::waited_for_cpu(tool.id())).sum()
     }
 
     /// Starts counting the live processes' waits for a CPU.
@@ -215,9 +199,12 @@ impl Live {
     /// The latencies of deliveries received in `[from, to]` (µs since the epoch).
     fn between(&self, from: u64, to: u64) -> anyhow::Result<Histogram<u64>> {
         let mut h = Histogram::new_with_bounds(1, 60_000_000, 3)?;
-        let received = self.received.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for &(_, latency) in received.iter().filter(|(at, _)| (from..=to).contains(at)) {
-            h.saturating_record(latency);
+        for v in self.tools[0].lines()? {
+            if let (Some(at), Some(latency)) = (v["received_us"].as_u64(), v["latency_us"].as_u64()) {
+                if (from..=to).contains(&at) {
+                    h.saturating_record(latency);
+                }
+            }
         }
         Ok(h)
     }

@@ -41,16 +41,8 @@ pub struct FloodSpec {
 pub struct Received {
     /// Seconds (since the publish start) at which message n arrived; NaN if it never did.
     pub times: Vec<f64>,
-    /// Messages received (first copies).
-    pub count: u64,
-    /// Messages the broker reported dropping for this subscriber.
-    pub missed: u64,
-    /// Deliveries whose number was not above the previous one's.
-    pub out_of_order: u64,
-    /// Second copies of a message.
-    pub duplicates: u64,
-    /// The stream ended before the end of the run (the error, if any).
-    pub ended: Option<String>,
+    /// Its account by identity: first copies, second copies, order, whether its stream ended.
+    pub tally: Tally,
 }
 
 impl Received {
@@ -58,8 +50,9 @@ impl Received {
     /// computed from it.
     #[cfg(test)]
     pub(crate) fn of_times(times: Vec<f64>) -> Received {
-        let count = times.iter().filter(|t| t.is_finite()).count() as u64;
-        Received { times, count, missed: 0, out_of_order: 0, duplicates: 0, ended: None }
+        let mut tally = Tally::default();
+        tally.count = times.iter().filter(|t| t.is_finite()).count() as u64;
+        Received { times, tally }
     }
 
     /// Time of the last first-copy arrival, seconds since the publish start.
@@ -70,7 +63,7 @@ impl Received {
     /// Peer-harness rate: received / (last receive - publish start).
     pub fn mean_rate(&self) -> f64 {
         match self.last() {
-            Some(last) if last > 0.0 => self.count as f64 / last,
+            Some(last) if last > 0.0 => self.tally.count as f64 / last,
             _ => 0.0,
         }
     }
@@ -83,8 +76,6 @@ pub struct FloodRun {
     pub sent: u64,
     /// Seconds since the publish start at which each send returned.
     pub send_times: Vec<f64>,
-    /// Seconds until `flush` returned.
-    pub publish_secs: f64,
     /// One per subscriber, in the spec's order.
     pub subscribers: Vec<Received>,
 }
@@ -92,7 +83,7 @@ pub struct FloodRun {
 impl FloodRun {
     /// All deliveries / (latest receive - publish start), the peer harness's aggregate.
     pub fn aggregate_rate(&self) -> f64 {
-        let total: u64 = self.subscribers.iter().map(|s| s.count).sum();
+        let total: u64 = self.subscribers.iter().map(|s| s.tally.count).sum();
         let last = self.subscribers.iter().filter_map(Received::last).fold(0.0, f64::max);
         if last > 0.0 {
             total as f64 / last
@@ -103,7 +94,7 @@ impl FloodRun {
 
     /// Deliveries that never arrived.
     pub fn lost(&self) -> u64 {
-        let received: u64 = self.subscribers.iter().map(|s| s.count).sum();
+        let received: u64 = self.subscribers.iter().map(|s| s.tally.count).sum();
         (self.sent * self.subscribers.len() as u64).saturating_sub(received)
     }
 }
@@ -146,7 +137,7 @@ impl Flood {
         let count = spec.count as usize;
         let engine =
             Engine::connect(&subscribers, |_| Times { start: start.clone(), times: vec![f64::NAN; count] }).await?;
-        engine.probe(&publisher, &spec.topic, spec.size, probe_timeout).await?;
+        engine.probe(&publisher, &spec.topic, &[], spec.size, probe_timeout).await?;
         Ok(Flood { spec, publisher, engine, start })
     }
 
@@ -160,22 +151,11 @@ impl Flood {
             send_times.push(start.elapsed().as_secs_f64());
         }
         self.publisher.flush().await?;
-        let publish_secs = start.elapsed().as_secs_f64();
         self.engine.drain(self.spec.count, Drain { idle: self.spec.idle, max: self.spec.drain }).await;
-        let subscribers = self.engine.finish().await?.into_iter().map(|(t, times)| received(t, times)).collect();
+        let finished = self.engine.finish().await?.into_iter();
+        let subscribers = finished.map(|(tally, times)| Received { times: times.times, tally }).collect();
         let _ = self.publisher.close().await;
-        Ok(FloodRun { sent: self.spec.count, send_times, publish_secs, subscribers })
-    }
-}
-
-fn received(t: Tally, times: Times) -> Received {
-    Received {
-        times: times.times,
-        count: t.count,
-        missed: t.missed,
-        out_of_order: t.out_of_order,
-        duplicates: t.duplicates,
-        ended: t.ended,
+        Ok(FloodRun { sent: self.spec.count, send_times, subscribers })
     }
 }
 
@@ -189,7 +169,6 @@ mod tests {
         let run = FloodRun {
             sent: 4,
             send_times: vec![0.0, 0.1, 0.2, 0.3],
-            publish_secs: 0.3,
             subscribers: vec![sub(vec![0.1, 0.2, 0.3, 0.4]), sub(vec![0.1, f64::NAN, 0.3, 0.8])],
         };
         assert_eq!(run.subscribers[0].mean_rate(), 10.0);

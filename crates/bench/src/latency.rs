@@ -19,7 +19,6 @@ use tidings_client::{now_us, Client, Delivery, Transport};
 use tidings_wire::Message;
 
 use crate::engine::{self, Accounting, Drain, Engine, Mark, Sink, Subscribers};
-use crate::stats::Moments;
 use crate::target::Target;
 
 /// What to measure.
@@ -65,12 +64,8 @@ impl Default for LatencySpec {
 /// One run's figures; latencies in microseconds.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyResult {
-    /// Subscribers.
-    pub subscribers: usize,
     /// Messages published.
     pub sent: u64,
-    /// The publish rate asked for, msg/s.
-    pub rate: f64,
     /// Publish rate achieved, msg/s (sent / time until the last send returned).
     pub achieved_rate: f64,
     /// Probe messages published before the run (brokers count them too).
@@ -93,14 +88,10 @@ pub struct LatencyResult {
     pub max_lost: u64,
     /// Losses no subscriber was told of (see [`Accounting::unattributed`]).
     pub unattributed: u64,
-    /// Subscribers whose stream ended before the run did.
-    pub ended: usize,
     /// Deliveries whose number was not above the previous one's.
     pub out_of_order: u64,
     /// Second copies.
     pub duplicates: u64,
-    /// Latency moments (µs), from the intended send time.
-    pub moments: Moments,
     /// Mean latency from the intended send time.
     pub mean_us: f64,
     /// Standard deviation.
@@ -194,7 +185,7 @@ impl Prepared {
         let count = count(spec);
         let publisher = Publisher::start(&self.addr, spec, count).await?;
         // A failed probe drops the publisher: its thread closes the client and ends.
-        let probes = self.engine.probe(&publisher.client, &spec.topic, spec.size, Duration::from_secs(60)).await?;
+        let probes = self.engine.probe(&publisher.client, &spec.topic, &[], spec.size, Duration::from_secs(60)).await?;
         let achieved_rate = publisher.publish().await?;
         self.engine.drain(count, Drain { idle: spec.idle, max: spec.drain }).await;
         let setup_secs = self.engine.setup_secs;
@@ -207,7 +198,7 @@ impl Prepared {
         }
         let accounting = Accounting::of(count, &tallies);
         let run = Run { achieved_rate, probes, setup_secs, accounting };
-        Ok(summarize(spec, &run, &intended, &actual))
+        Ok(summarize(&run, &intended, &actual))
     }
 }
 
@@ -332,13 +323,10 @@ struct Run {
     accounting: Accounting,
 }
 
-fn summarize(spec: &LatencySpec, run: &Run, h: &Histogram<u64>, send: &Histogram<u64>) -> LatencyResult {
+fn summarize(run: &Run, h: &Histogram<u64>, send: &Histogram<u64>) -> LatencyResult {
     let a = &run.accounting;
-    let moments = Moments::of(h);
     LatencyResult {
-        subscribers: spec.subscribers,
         sent: a.sent,
-        rate: spec.rate,
         achieved_rate: run.achieved_rate,
         probes: run.probes,
         probes_received: a.probes,
@@ -350,16 +338,14 @@ fn summarize(spec: &LatencySpec, run: &Run, h: &Histogram<u64>, send: &Histogram
         lossy_subscribers: a.lossy_subscribers,
         max_lost: a.max_lost,
         unattributed: a.unattributed,
-        ended: a.ended,
         out_of_order: a.out_of_order,
         duplicates: a.duplicates,
-        moments,
-        mean_us: moments.mean,
-        stdev_us: moments.stdev(),
+        mean_us: h.mean(),
+        stdev_us: h.stdev(),
         p50_us: h.value_at_quantile(0.5),
         p99_us: h.value_at_quantile(0.99),
         max_us: h.max(),
-        send_mean_us: Moments::of(send).mean,
+        send_mean_us: send.mean(),
         send_p50_us: send.value_at_quantile(0.5),
         send_p99_us: send.value_at_quantile(0.99),
         send_max_us: send.max(),
@@ -374,6 +360,19 @@ pub async fn run(target: &Target, spec: &LatencySpec) -> anyhow::Result<LatencyR
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_mean_and_deviation_are_the_histogram_s() {
+        let mut h = histogram().unwrap();
+        for v in [10, 20, 30] {
+            h.record(v).unwrap();
+        }
+        let run = Run { achieved_rate: 0.0, probes: 0, setup_secs: 0.0, accounting: Accounting::default() };
+        let r = summarize(&run, &h, &h);
+        assert_eq!((h.len(), h.min(), r.max_us), (3, 10, 30));
+        assert!((r.mean_us - 20.0).abs() < 0.1 && (r.send_mean_us - 20.0).abs() < 0.1);
+        assert!((r.stdev_us - 8.165).abs() < 0.1);
+    }
 
     /// How late each of 21 sends scheduled 1.3 ms apart was; sorted.
     async fn lateness() -> Vec<Duration> {

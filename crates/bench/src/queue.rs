@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use tidings_client::{Client, SubscribeOptions};
 
-use crate::engine::{self, Engine, Subscribers, Tally, MARK_BYTES};
+use crate::engine::{self, Drain, Engine, Subscribers, Tally, MARK_BYTES};
 
 /// What to measure.
 #[derive(Debug, Clone)]
@@ -76,34 +76,18 @@ pub async fn run(addr: &str, spec: &QueueSpec) -> anyhow::Result<QueueResult> {
     let engine = Engine::connect(&members, |_| ()).await?;
     let publisher = Client::builder(addr).name("bench-pub").no_reconnect().connect().await?;
     // Round robin hands probes to each member in turn: every member hears one within a few.
-    engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
+    engine.probe(&publisher, &spec.topic, &[], spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let sent =
         engine::publish_flat_out(&publisher, &spec.topic, &[], spec.size, spec.max_messages, spec.duration).await?;
     let publish_secs = start.elapsed().as_secs_f64();
-    drain(&engine, sent, spec.duration + spec.drain).await;
+    let drain = Drain { idle: Duration::from_secs(3), max: spec.duration + spec.drain };
+    engine.drain_until(|e| e.received() >= sent, drain).await;
     let tallies: Vec<Tally> = engine.finish().await?.into_iter().map(|(t, ())| t).collect();
     let _ = publisher.close().await;
     let mut result = account(sent, &tallies, start);
     result.publish_rate = sent as f64 / publish_secs.max(1e-9);
     Ok(result)
-}
-
-/// Waits until the members together have `sent` messages, or 3 s pass without progress, or
-/// `max` in all (the engine's own drain waits for each subscriber to have them all, which
-/// a queue group's member never does).
-async fn drain(engine: &Engine<()>, sent: u64, max: Duration) {
-    let deadline = Instant::now() + max;
-    let (mut last, mut last_progress) = (u64::MAX, Instant::now());
-    while Instant::now() < deadline && engine.received() < sent {
-        let now = engine.received();
-        if now != last {
-            (last, last_progress) = (now, Instant::now());
-        } else if last_progress.elapsed() >= Duration::from_secs(3) {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// The group's account of messages `0..sent`: each message's copies over all members.

@@ -76,10 +76,6 @@ pub struct RateRange {
     pub aggregate: Option<(f64, f64)>,
 }
 
-/// Seed 002 experiment 1: 1 publisher, 1 subscriber, 2000 B: 5000-220000 msg/s.
-pub const SEED_002_DIRECT_1: RateRange =
-    RateRange { subscribers: 1, per_subscriber: (5000.0, 220000.0), aggregate: None };
-
 /// Seed 002 experiment 3: 1 publisher, 10 subscribers, 2000 B.
 pub const SEED_002_FANOUT_10: RateRange =
     RateRange { subscribers: 10, per_subscriber: (500.0, 3000.0), aggregate: Some((5000.0, 23000.0)) };

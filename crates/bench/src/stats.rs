@@ -70,42 +70,6 @@ pub fn quantile(values: &[u64], q: f64) -> Option<u64> {
     v.get((last as f64 * q.clamp(0.0, 1.0)).round() as usize).copied()
 }
 
-/// Mean, spread and extremes of a sample, in the sample's unit.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct Moments {
-    /// Values.
-    pub count: u64,
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Population variance.
-    pub variance: f64,
-    /// Smallest value.
-    pub min: f64,
-    /// Largest value.
-    pub max: f64,
-}
-
-impl Moments {
-    /// The moments of a recorded histogram (0s when it is empty).
-    pub fn of(h: &hdrhistogram::Histogram<u64>) -> Moments {
-        if h.is_empty() {
-            return Moments { count: 0, mean: 0.0, variance: 0.0, min: 0.0, max: 0.0 };
-        }
-        Moments {
-            count: h.len(),
-            mean: h.mean(),
-            variance: h.stdev().powi(2),
-            min: h.min() as f64,
-            max: h.max() as f64,
-        }
-    }
-
-    /// Standard deviation.
-    pub fn stdev(&self) -> f64 {
-        self.variance.sqrt()
-    }
-}
-
 /// Repetitions of one figure: the median with the min-max range beside it, and whether the
 /// repetitions disagree by more than [`Spread::FLAG`] of the median (flagged in reports).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
@@ -226,17 +190,5 @@ mod tests {
     fn block_medians_cover_every_value() {
         let v: Vec<f64> = (0..10).map(f64::from).collect();
         assert_eq!(block_medians(&v, 4), vec![(2, 1.0), (6, 5.0), (9, 8.0)]);
-    }
-
-    #[test]
-    fn moments_of_a_histogram() {
-        let mut h = hdrhistogram::Histogram::<u64>::new(3).unwrap();
-        for v in [10, 20, 30] {
-            h.record(v).unwrap();
-        }
-        let m = Moments::of(&h);
-        assert_eq!((m.count, m.min, m.max), (3, 10.0, 30.0));
-        assert!((m.mean - 20.0).abs() < 0.1);
-        assert!((m.stdev() - 8.165).abs() < 0.1);
     }
 }

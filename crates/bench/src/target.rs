@@ -63,10 +63,7 @@ impl Target {
 
     /// A metric of the broker, when its admin address is known.
     pub fn metric(&self, name: &str) -> Option<f64> {
-        match &self.process {
-            Some(p) => p.metric(name).ok(),
-            None => None,
-        }
+        self.process.as_ref()?.metric(name).ok()
     }
 
     /// The broker's `/metrics` text, when this benchmark started it.

@@ -88,10 +88,6 @@ pub fn seed004_properties() -> Vec<Property> {
 /// One run's figures.
 #[derive(Debug, Clone, Serialize)]
 pub struct ThroughputResult {
-    /// Payload size.
-    pub size: usize,
-    /// Subscribers.
-    pub subscribers: usize,
     /// Messages published.
     pub sent: u64,
     /// Publish rate, msg/s (sent / time until flush returned).
@@ -104,8 +100,6 @@ pub struct ThroughputResult {
     pub received_mb_s: f64,
     /// (subscriber, message) pairs that never arrived, by identity.
     pub lost: u64,
-    /// Probe messages published before the run (brokers count them too).
-    pub probes: u64,
     /// Every subscriber's losses, duplicates and reordering, by identity.
     pub accounting: Accounting,
 }
@@ -122,7 +116,7 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     let background = background(target, spec).await?;
     let publisher =
         spec.access.apply(Client::builder(target.tcp.as_str()).name("bench-pub").no_reconnect()).connect().await?;
-    let probes = engine.probe(&publisher, &spec.topic, spec.size, Duration::from_secs(30)).await?;
+    engine.probe(&publisher, &spec.topic, &[], spec.size, Duration::from_secs(30)).await?;
     let start = Instant::now();
     let sent = engine::publish_flat_out(
         &publisher,
@@ -140,7 +134,7 @@ pub async fn run(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Throu
     for (client, _subs) in background {
         let _ = client.close().await;
     }
-    Ok(summarize(spec, sent, probes, publish_secs, start, &tallies))
+    Ok(summarize(spec, sent, publish_secs, start, &tallies))
 }
 
 /// Subscriptions that never match, spread over connections of at most 50,000 subscriptions
@@ -170,7 +164,6 @@ async fn background(target: &Target, spec: &ThroughputSpec) -> anyhow::Result<Ve
 fn summarize(
     spec: &ThroughputSpec,
     sent: u64,
-    probes: u64,
     publish_secs: f64,
     start: Instant,
     tallies: &[Tally],
@@ -189,10 +182,7 @@ fn summarize(
     let accounting = Accounting::of(sent, tallies);
     let received_rate = crate::stats::median(&rates);
     ThroughputResult {
-        size: spec.size,
-        subscribers: spec.subscribers,
         sent,
-        probes,
         publish_rate: sent as f64 / publish_secs.max(1e-9),
         received_rate,
         aggregate_rate: accounting.received as f64 / latest.duration_since(start).as_secs_f64().max(1e-9),

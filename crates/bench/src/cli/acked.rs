@@ -51,6 +51,9 @@ pub struct AckedArgs {
     pub(super) csv: Option<PathBuf>,
 }
 
+/// The figures `acked` summarizes (then the context switches, and the replicas' when there are).
+const ACKED: &[&str] = &["acked_msg_s", "mean_us", "p50_us", "p99_us", "max_us", "acked", "errors"];
+
 fn acked_figures(r: &AckedResult) -> Figures {
     figures!(r: published, acked, errors, secs, acked_msg_s = r.acked_rate, mean_us, p50_us, p99_us, max_us,
         broker_switches_per_1k = per_thousand(r.broker_switches, r.acked),
@@ -94,17 +97,7 @@ pub(super) async fn run(a: AckedArgs) -> anyhow::Result<serde_json::Value> {
         replicas: a.replicas,
     });
     let rows = beside(a.common.reps, &[&ours], theirs.as_ref()).await?;
-    let mut figures = vec![
-        "acked_msg_s",
-        "mean_us",
-        "p50_us",
-        "p99_us",
-        "max_us",
-        "acked",
-        "errors",
-        "broker_switches_per_1k",
-        "client_switches_per_1k",
-    ];
+    let mut figures = [ACKED, &["broker_switches_per_1k", "client_switches_per_1k"]].concat();
     if a.replicas > 1 {
         figures.extend(["replica_applied", "replica_extra_entries"]);
     }

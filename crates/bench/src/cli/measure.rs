@@ -272,16 +272,10 @@ pub(super) fn csv(rows: &[Row]) -> String {
     let mut out = String::from("point,system,rep,figure,value,load_before,load_after\n");
     let load = |l: Option<f64>| l.map_or(String::new(), |l| format!("{l:.2}"));
     for row in rows {
+        let (point, system, rep, before, after) =
+            (&row.point, &row.system, row.rep, load(row.load_before), load(row.load_after));
         for (figure, value) in &row.figures {
-            let _ = writeln!(
-                out,
-                "{},{},{},{figure},{value},{},{}",
-                row.point,
-                row.system,
-                row.rep,
-                load(row.load_before),
-                load(row.load_after)
-            );
+            let _ = writeln!(out, "{point},{system},{rep},{figure},{value},{before},{after}");
         }
     }
     out

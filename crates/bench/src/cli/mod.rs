@@ -14,7 +14,6 @@ pub mod security;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use indicatif::ProgressBar;
 use tidings_client::Transport;
 
@@ -377,13 +376,11 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Runnable>], changed
     let reps = suite.reps.unwrap_or(if suite.quick { 1 } else { 3 });
     anyhow::ensure!(reps >= 1, "--reps must be at least 1");
     let peers_dir = dir_from(&suite.peers, "TIDINGS_PEERS", "bench/peers");
-    let nats = if suite.nats {
-        match NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir) {
-            Ok(tools) => NatsMode::Measured(tools),
-            Err(why) => NatsMode::Unavailable(why),
-        }
-    } else {
-        NatsMode::NotRequested
+    let nats = match suite.nats.then(|| NatsTools::find(suite.nats_server.clone(), suite.peerbench.clone(), &peers_dir))
+    {
+        Some(Ok(tools)) => NatsMode::Measured(tools),
+        Some(Err(why)) => NatsMode::Unavailable(why),
+        None => NatsMode::NotRequested,
     };
     if let NatsMode::Unavailable(why) = &nats {
         eprintln!("warning: NATS will not be measured: {why}");
@@ -392,7 +389,7 @@ async fn run_suite(suite: &SuiteArgs, experiments: &[Box<dyn Runnable>], changed
         scale: scale(suite),
         changed,
         reps,
-        tidings: std::env::current_exe().context("cannot find the tidings binary")?,
+        tidings: measure::tidings_exe()?,
         topologies: dir_from(&suite.topologies, "TIDINGS_TOPOLOGIES", "topologies"),
         peers: Peers { nats, anchors: Anchors::load(&peers_dir) },
         out: suite.out.clone(),

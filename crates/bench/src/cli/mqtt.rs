@@ -297,11 +297,11 @@ pub(super) async fn run(a: MqttArgs) -> anyhow::Result<serde_json::Value> {
     let reps = a.reps.unwrap_or(if a.quick { 1 } else { 3 });
     let limit = rlimit::increase_nofile_limit(u64::MAX).unwrap_or(0);
     let points = points(&a);
-    let needed = points.iter().map(|p| if let Work::Idle { connections, .. } = p.work { connections } else { 0 }).max();
+    let needed = points.iter().map(|p| if let Work::Idle { connections, .. } = p.work { connections } else { 0 });
+    let needed = needed.max().unwrap_or(0);
     anyhow::ensure!(
-        needed.unwrap_or(0) + 200 < limit as usize,
-        "{} idle connections need more open files than the limit of {limit}",
-        needed.unwrap_or(0)
+        needed + 200 < limit as usize,
+        "{needed} idle connections need more open files than the limit of {limit}"
     );
     let versions: Vec<String> = [
         Some(format!("tidings {}", env!("CARGO_PKG_VERSION"))),
@@ -388,16 +388,10 @@ fn markdown(
                 }
             };
             let goal = if *figure == point.headline { point.goal } else { "" };
-            let _ = writeln!(
-                out,
-                "| {} | {figure} | {} | {} | {} | {} | {} | {goal} |",
-                point.label,
-                cell("tidings"),
-                cell("mosquitto"),
-                cell("nats"),
-                ratio("mosquitto"),
-                ratio("nats")
-            );
+            let ([ours, mosquitto, nats], [by_mosquitto, by_nats]) =
+                (["tidings", "mosquitto", "nats"].map(cell), ["mosquitto", "nats"].map(ratio));
+            let row = format!("{ours} | {mosquitto} | {nats} | {by_mosquitto} | {by_nats}");
+            let _ = writeln!(out, "| {} | {figure} | {row} | {goal} |", point.label);
         }
     }
     out

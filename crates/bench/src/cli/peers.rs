@@ -93,11 +93,12 @@ impl Measurement for Nats<'_> {
             }
             Spec::Queue(spec) => return self.blocking(QUEUE, |tools, dir| patterns::run_queue(tools, spec, dir)),
         };
-        let scratch = std::env::temp_dir().join(format!("tidings-bench-nats-{}", std::process::id()));
-        std::fs::create_dir_all(&scratch)?;
-        let rows = nats::run_async(self.tools, run.clone(), &scratch).await;
-        let _ = std::fs::remove_dir_all(&scratch);
-        let row = rows?.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
+        let scratch = ScratchDir::new(&std::env::temp_dir(), "nats")?;
+        let row = nats::run_async(self.tools, run.clone(), &scratch.0)
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("the peer harness wrote no row"))?;
         if run.mode != Mode::Throughput {
             return Ok(renamed(&row, LATENCY));
         }

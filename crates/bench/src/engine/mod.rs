@@ -126,13 +126,9 @@ impl<S: Sink> Engine<S> {
 
     /// Publishes probes on `topic` every 20 ms until every subscriber has heard one: interest
     /// has reached the publisher's broker, through a network too. Returns how many probes were
-    /// published (brokers count them with the data).
-    pub async fn probe(&self, publisher: &Client, topic: &str, size: usize, timeout: Duration) -> anyhow::Result<u64> {
-        self.probe_with(publisher, topic, &[], size, timeout).await
-    }
-
-    /// [`probe`](Self::probe) with `properties` on every probe, for subscribers with selectors.
-    pub async fn probe_with(
+    /// published (brokers count them with the data). Probes carry `properties`, for subscribers
+    /// with selectors.
+    pub async fn probe(
         &self,
         publisher: &Client,
         topic: &str,
@@ -166,14 +162,19 @@ impl<S: Sink> Engine<S> {
 
     /// Waits until every subscriber has messages 0..sent or has ended, or `drain` says stop.
     pub async fn drain(&self, sent: u64, drain: Drain) {
+        let each = |e: &Self| {
+            e.progress.iter().all(|p| p.ended.load(Ordering::Relaxed) || p.received.load(Ordering::Relaxed) >= sent)
+        };
+        self.drain_until(each, drain).await
+    }
+
+    /// Waits until `done` holds, or `drain` says stop: a queue group's members share the
+    /// messages, so it waits for all of them together rather than each.
+    pub async fn drain_until(&self, done: impl Fn(&Self) -> bool, drain: Drain) {
         let deadline = Instant::now() + drain.max;
         let (mut last, mut last_progress) = (u64::MAX, Instant::now());
         while Instant::now() < deadline {
-            let done = self
-                .progress
-                .iter()
-                .all(|p| p.ended.load(Ordering::Relaxed) || p.received.load(Ordering::Relaxed) >= sent);
-            if done {
+            if done(self) {
                 return;
             }
             let now = self.received();

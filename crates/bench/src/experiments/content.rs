@@ -126,8 +126,6 @@ pub struct Population {
 /// One point of the workload.
 #[derive(Debug, Clone, Copy)]
 pub struct PointSpec {
-    /// Point number (for reports).
-    pub id: u64,
     /// Matching rate, percent.
     pub matching: u32,
     /// Publish rate, msg/s.
@@ -139,7 +137,7 @@ pub struct PointSpec {
 }
 
 /// What one point produced.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct PointResult {
     /// Events published.
     pub published: u64,
@@ -151,8 +149,6 @@ pub struct PointResult {
     pub start_us: u64,
     /// Per measuring subscriber, in the order given.
     pub measuring: Vec<Sample>,
-    /// Deliveries to every subscriber in this point.
-    pub delivered: Vec<u64>,
     /// Subscribers whose deliveries were not exactly this point's matching events, by number.
     pub inexact: Vec<String>,
     /// Deliveries that did not satisfy the selector, all subscribers.
@@ -193,7 +189,7 @@ impl Population {
             .await
             .map_err(|e| anyhow::anyhow!("subscribing with the selector `{SELECTOR}` failed: {e:#}"))?;
         if kind == Kind::BestEffort {
-            engine.probe_with(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
+            engine.probe(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
         }
         Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0, kind })
     }
@@ -256,17 +252,8 @@ impl Population {
     }
 
     fn result(&self, spec: &PointSpec, want: &[u64], achieved_rate: f64, start_us: u64) -> PointResult {
-        let mut r = PointResult {
-            published: spec.count,
-            matched: want.len() as u64,
-            achieved_rate,
-            start_us,
-            measuring: Vec::new(),
-            delivered: Vec::new(),
-            inexact: Vec::new(),
-            wrong: 0,
-            acked: None,
-        };
+        let matched = want.len() as u64;
+        let mut r = PointResult { published: spec.count, matched, achieved_rate, start_us, ..PointResult::default() };
         for (i, s) in self.shared.iter().enumerate() {
             let Ok(g) = s.lock() else { continue };
             let mut got = g.numbers.clone();
@@ -276,7 +263,6 @@ impl Population {
                 let missing = want.iter().filter(|n| got.binary_search(n).is_err()).count();
                 r.inexact.push(format!("subscriber {i}: {missing} matching events missing, {extra} others"));
             }
-            r.delivered.push(got.len() as u64);
             r.wrong += g.wrong;
             if i < self.measuring {
                 r.measuring.push(g.sample.clone());

@@ -103,25 +103,17 @@ impl Fanout {
             subs.iter().filter_map(|&i| self.cell(table, system, &format!("{i}"), column).map(|v| (i, v))).collect()
         };
         let flat = |v: Option<f64>| v.map(|v| subs.iter().map(|&i| (i, v)).collect()).unwrap_or_default();
+        let median_sub = |system| flat(self.cell(table, system, "all", |r| r.per_sub_median_msg_s));
+        let received = per_sub("tidings", |r| r.received_msg_s);
         let per_subscriber = vec![
             Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, per_sub("tidings", |r| r.rt_median_msg_s)),
-            Series::new(
-                "tidings received / time",
-                Mark::Points,
-                figure::TIDINGS_ALT,
-                per_sub("tidings", |r| r.received_msg_s),
-            ),
-            Series::new(
-                "NATS median subscriber, received / time",
-                Mark::Dashed,
-                figure::NATS,
-                flat(self.cell(table, "nats", "all", |r| r.per_sub_median_msg_s)),
-            ),
+            Series::new("tidings received / time", Mark::Points, figure::TIDINGS_ALT, received),
+            Series::new("NATS median subscriber, received / time", Mark::Dashed, figure::NATS, median_sub("nats")),
             Series::new(
                 "NATS median subscriber, committed anchor",
                 Mark::Dashed,
                 figure::NATS_ANCHOR,
-                flat(self.cell(table, "nats-anchor", "all", |r| r.per_sub_median_msg_s)),
+                median_sub("nats-anchor"),
             ),
             Series::ranges(
                 "seed 002 per-subscriber range",
@@ -178,16 +170,14 @@ impl Fanout {
             .filter_map(|i| self.cell(table, "tidings", &i.to_string(), |r| r.rt_median_msg_s))
             .collect();
         let (min, max) = (rts.iter().copied().fold(f64::INFINITY, f64::min), rts.iter().copied().fold(0.0, f64::max));
+        let [min, median, max] = [min, crate::stats::median(&rts), max].map(thousands);
+        let (all, all_mb) =
+            (cell("tidings", "all", |r| r.rt_median_msg_s), cell("tidings", "all", |r| r.rt_median_mb_s));
         let _ = writeln!(
             out,
             "\nThe seed's method, tidings only (**not comparable with NATS**, whose harness records no \
-             per-message times; see below): RTn median per subscriber {} / {} / {} msg/s (min / \
-             median / max), all {} msg/s ({} MB/s).",
-            thousands(min),
-            thousands(crate::stats::median(&rts)),
-            thousands(max),
-            cell("tidings", "all", |r| r.rt_median_msg_s),
-            cell("tidings", "all", |r| r.rt_median_mb_s)
+             per-message times; see below): RTn median per subscriber {min} / {median} / {max} msg/s (min / \
+             median / max), all {all} msg/s ({all_mb} MB/s)."
         );
         let _ = writeln!(out, "\nThe seed's sum hit its 35 MB/s network; on loopback the CPUs are the limit.");
         let _ = writeln!(out, "\n{RTN_NOTE}");

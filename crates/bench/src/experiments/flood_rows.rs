@@ -85,8 +85,8 @@ pub fn rows(table: &mut Vec<FloodRow>, size: usize, rep: usize, m: &Measured) {
         let rate = s.mean_rate();
         table.push(FloodRow {
             subscriber: (i + 1).to_string(),
-            received: Some(s.count as f64),
-            lost: Some(run.sent.saturating_sub(s.count) as f64),
+            received: Some(s.tally.count as f64),
+            lost: Some(run.sent.saturating_sub(s.tally.count) as f64),
             rt_median_msg_s: Some(rt),
             rt_median_mb_s: mb(rt),
             received_msg_s: Some(rate),
@@ -97,7 +97,7 @@ pub fn rows(table: &mut Vec<FloodRow>, size: usize, rep: usize, m: &Measured) {
             ..base.clone()
         });
     }
-    let received: u64 = run.subscribers.iter().map(|s| s.count).sum();
+    let received: u64 = run.subscribers.iter().map(|s| s.tally.count).sum();
     let agg = run.aggregate_rate();
     let (lo, hi) =
         (mean_rates.iter().copied().fold(f64::INFINITY, f64::min), mean_rates.iter().copied().fold(0.0, f64::max));

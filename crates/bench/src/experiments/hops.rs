@@ -42,17 +42,10 @@ impl Experiment for Hops {
     const ABOUT: About = About { name: "hops", title: "latency against brokers on the path", seeds: "seed 004" };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
+        let ((dense, at_dense), (sparse, at_sparse)) = (&p.dense, &p.sparse);
+        let (at_dense, at_sparse) = (list(at_dense), list(at_sparse));
         vec![
-            (
-                "networks",
-                format!(
-                    "`{}` (measuring at {}), `{}` (measuring at {})",
-                    p.dense.0,
-                    list(&p.dense.1),
-                    p.sparse.0,
-                    list(&p.sparse.1)
-                ),
-            ),
+            ("networks", format!("`{dense}` (measuring at {at_dense}), `{sparse}` (measuring at {at_sparse})")),
             ("publisher", p.publisher.clone()),
             ("subscribers on every broker", p.grid.per_broker.to_string()),
             ("matching rates, %", list(&p.grid.matching)),
@@ -62,7 +55,7 @@ impl Experiment for Hops {
         ]
     }
     fn points(&self, _: &Context) -> u64 {
-        2 * self.0.grid.len() as u64
+        2 * self.0.grid.points() as u64
     }
     async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
@@ -122,15 +115,11 @@ impl Hops {
             })
             .collect();
         let ms = || Axis::log("mean latency (ms)");
+        let x = Axis::linear("brokers on the path (publisher's and subscriber's included)");
         Figure {
             title: format!("Latency vs brokers on the path, {size} B (seed 004, 8.4)"),
             panels: vec![
-                Panel::new(
-                    "by brokers on the path",
-                    Axis::linear("brokers on the path (publisher's and subscriber's included)"),
-                    ms(),
-                    by_path,
-                ),
+                Panel::new("by brokers on the path", x, ms(), by_path),
                 Panel::new(format!("{m}% matching, by publish rate"), Axis::log("publish rate (msg/s)"), ms(), by_rate),
             ],
         }

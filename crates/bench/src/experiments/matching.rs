@@ -55,7 +55,7 @@ impl Experiment for Matching {
         ]
     }
     fn points(&self, _: &Context) -> u64 {
-        self.0.grid.len() as u64
+        self.0.grid.points() as u64
     }
     async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
@@ -103,38 +103,26 @@ impl Matching {
                 by_rate.push(Series::new(format!("seed 004 {m}% (quoted points)"), Mark::Points, color(i), seed));
             }
         }
+        let received = |s| -> Vec<(f64, f64)> {
+            g.rates.iter().filter_map(|&r| value(table, 100, r, s, |r| r.throughput_msg_s).map(|v| (r, v))).collect()
+        };
+        let quoted = seeds::SEED_004_THROUGHPUT.iter().map(|&(r, _, t)| (r, t)).collect();
         let throughput: Vec<Series> = g
             .sizes
             .iter()
             .enumerate()
-            .map(|(i, &s)| {
-                let pts = g
-                    .rates
-                    .iter()
-                    .filter_map(|&r| value(table, 100, r, s, |r| r.throughput_msg_s).map(|v| (r, v)))
-                    .collect();
-                Series::new(format!("tidings {s} B"), Mark::Line, color(i), pts)
-            })
-            .chain([Series::new(
-                "seed 004 (quoted points)",
-                Mark::Points,
-                figure::SEED,
-                seeds::SEED_004_THROUGHPUT.iter().map(|&(r, _, t)| (r, t)).collect(),
-            )])
+            .map(|(i, &s)| Series::new(format!("tidings {s} B"), Mark::Line, color(i), received(s)))
+            .chain([Series::new("seed 004 (quoted points)", Mark::Points, figure::SEED, quoted)])
             .collect();
         let ms = || Axis::log("mean latency (ms)");
         let rate = || Axis::log("publish rate (msg/s)");
+        let received = "throughput at the measuring subscriber, 100% matching";
         Figure {
             title: "22 brokers, 9 on the path: latency by matching rate (seed 004)".into(),
             panels: vec![
                 Panel::new(format!("{largest} B"), rate(), ms(), by_rate),
                 Panel::new(format!("{fastest} msg/s"), Axis::linear("payload size (B)"), ms(), by_size),
-                Panel::new(
-                    "throughput at the measuring subscriber, 100% matching",
-                    rate(),
-                    Axis::log("received (msg/s)"),
-                    throughput,
-                ),
+                Panel::new(received, rate(), Axis::log("received (msg/s)"), throughput),
             ],
         }
     }
@@ -204,12 +192,8 @@ fn links_panel(traffic: &[Traffic]) -> Panel {
     let most = traffic.iter().map(|t| t.published).max().unwrap_or(0) as f64;
     let last = traffic.iter().map(|t| t.links.len()).max().unwrap_or(1) as f64;
     series.push(Series::new("events published", Mark::Dashed, figure::SEED, vec![(1.0, most), (last, most)]));
-    Panel::new(
-        "messages carried per link direction, all points",
-        Axis::linear("link direction (sorted by name)"),
-        Axis::linear("data messages"),
-        series,
-    )
+    let x = Axis::linear("link direction (sorted by name)");
+    Panel::new("messages carried per link direction, all points", x, Axis::linear("data messages"), series)
 }
 
 /// The report's view of link traffic: carrying links, what they carried, idle ones.

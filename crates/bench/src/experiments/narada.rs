@@ -54,13 +54,8 @@ impl Grid {
     }
 
     /// Points in the grid.
-    pub fn len(&self) -> usize {
+    pub fn points(&self) -> usize {
         self.matching.len() * self.rates.len() * self.sizes.len()
-    }
-
-    /// Whether the grid is empty.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
@@ -164,15 +159,9 @@ impl Narada {
         let after = self.settled().await?;
         let kind = population.kind().label();
         let at = format!("{} {kind} {}% {} B {} msg/s", self.name, spec.matching, spec.size, spec.rate);
-        let inexact = r.inexact.join("; ");
-        checks.exact.record(
-            r.inexact.is_empty(),
-            format!(
-                "{at}: {} subscribers did not get exactly the {} matching events: {inexact}",
-                r.inexact.len(),
-                r.matched
-            ),
-        );
+        let (n, inexact) = (r.inexact.len(), r.inexact.join("; "));
+        let what = format!("{at}: {n} subscribers did not get exactly the {} matching events: {inexact}", r.matched);
+        checks.exact.record(r.inexact.is_empty(), what);
         checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
         let publisher = self.publisher_index;
         match r.acked {
@@ -182,9 +171,8 @@ impl Narada {
             ),
             None => {
                 let counted = after[publisher].delta(&before[publisher], metrics::MESSAGES_IN);
-                checks
-                    .published
-                    .record(counted == r.published as f64, format!("{at}: counted {counted} of {}", r.published))
+                let what = format!("{at}: counted {counted} of {}", r.published);
+                checks.published.record(counted == r.published as f64, what)
             }
         }
         add_links(traffic, &self.names, &before, &after);
@@ -222,13 +210,11 @@ pub async fn run(
     let net = Narada::up(ctx, topology, publisher).await?;
     let mut population = net.population(measuring, grid.per_broker, grid.total_events(), Kind::BestEffort).await?;
     let mut traffic = Vec::new();
-    let mut id = 0;
     for &matching in &grid.matching {
         let mut t = Traffic { matching, ..Traffic::default() };
         for &size in &grid.sizes {
             for &rate in &grid.rates {
-                id += 1;
-                let spec = PointSpec { id, matching, rate, size, count: grid.events(rate) };
+                let spec = PointSpec { matching, rate, size, count: grid.events(rate) };
                 table.extend(net.point(&mut population, spec, measuring, checks, &mut t).await?.0);
                 ctx.step(format!("{} {matching}% {size} B {rate} msg/s", net.name));
             }
@@ -485,6 +471,6 @@ mod tests {
         };
         assert_eq!(g.events(1.0), 20);
         assert_eq!(g.events(100.0), 400);
-        assert_eq!(g.len(), 4);
+        assert_eq!(g.points(), 4);
     }
 }

@@ -84,7 +84,7 @@ impl Experiment for Persistent {
         ]
     }
     fn points(&self, ctx: &Context) -> u64 {
-        (self.0.grid.len() * 2 * ctx.reps) as u64
+        (self.0.grid.points() * 2 * ctx.reps) as u64
     }
     async fn run(&self, ctx: &Context) -> anyhow::Result<Outcome> {
         let p = &self.0;
@@ -104,7 +104,6 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
     let mut durable = net.population(&measuring, g.per_broker, events, Kind::Durable).await?;
     ctx.step("both populations connected");
     let (mut table, mut checks, mut traffic) = (Vec::new(), NaradaChecks::default(), Traffic::default());
-    let mut id = 0;
     for rep in 1..=ctx.reps {
         for &matching in &g.matching {
             for &size in &g.sizes {
@@ -114,8 +113,7 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
                         order.reverse();
                     }
                     for (kind, population) in order {
-                        id += 1;
-                        let spec = PointSpec { id, matching, rate, size, count: g.events(rate) };
+                        let spec = PointSpec { matching, rate, size, count: g.events(rate) };
                         let (rows, acked) = net.point(population, spec, &measuring, &mut checks, &mut traffic).await?;
                         for point in rows {
                             let acked = acked.map(|(acked, _)| acked);
@@ -176,16 +174,14 @@ fn body(p: &Params, table: &[PersistentRow]) -> String {
     let g = &p.grid;
     let mut out = String::new();
     let path = |sub: &str| table.iter().find(|r| r.point.subscriber == sub).map_or(0, |r| r.point.brokers_on_path);
+    let [(first, first_path), (second, second_path)] =
+        [0, 1].map(|i| p.measuring.get(i).map_or(("", 0), |s| (s.as_str(), path(s))));
     let _ = writeln!(
         out,
         "Latency is one-way from each event's scheduled send time to its delivery at the measuring \
-         subscriber (one clock). {} is {} brokers from the publisher, {} is {}. Each cell is the median \
-         over repetitions of the point's mean latency, with the range of the repetitions; the \
-         ratio is durable over best effort.\n",
-        p.measuring.first().map_or("", String::as_str),
-        p.measuring.first().map_or(0, |s| path(s)),
-        p.measuring.get(1).map_or("", String::as_str),
-        p.measuring.get(1).map_or(0, |s| path(s)),
+         subscriber (one clock). {first} is {first_path} brokers from the publisher, {second} is {second_path}. Each \
+         cell is the median over repetitions of the point's mean latency, with the range of the repetitions; the \
+         ratio is durable over best effort.\n"
     );
     md_head(&mut out, &["subscriber", "size", "rate", "durable mean (ms)", "best effort mean (ms)", "ratio"]);
     for sub in &p.measuring {

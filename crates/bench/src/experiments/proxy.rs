@@ -130,20 +130,11 @@ impl Proxy {
         let x = || Axis::linear("subscribers on the second broker");
         let y = || Axis::log("throughput (msg/s)");
         let median_sub: Field = |r| r.per_sub_median_msg_s;
+        let (ours, theirs) = (line("tidings", median_sub), line("nats", median_sub));
         let per_subscriber = vec![
             Series::new("tidings RTn median", Mark::Line, figure::TIDINGS, rt),
-            Series::new(
-                "tidings received / time (median sub)",
-                Mark::Points,
-                figure::TIDINGS_ALT,
-                line("tidings", median_sub),
-            ),
-            Series::new(
-                "NATS cluster, received / time (median sub)",
-                Mark::Line,
-                figure::NATS,
-                line("nats", median_sub),
-            ),
+            Series::new("tidings received / time (median sub)", Mark::Points, figure::TIDINGS_ALT, ours),
+            Series::new("NATS cluster, received / time (median sub)", Mark::Line, figure::NATS, theirs),
             Series::ranges("seed 002 via ZeroMQ proxy", figure::SEED, seed(|r| Some(r.per_subscriber))),
         ];
         // (legend, mark, colour, system, column) of each line over the subscriber counts.

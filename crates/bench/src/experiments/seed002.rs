@@ -103,21 +103,20 @@ pub async fn measure(
     let counted = delta(&publisher_after, &publisher_before, metrics::MESSAGES_IN);
     checks.published.record(counted == run.sent as f64, format!("{at}: counted {counted} of {}", run.sent));
     let (dups, disorder): (u64, u64) =
-        run.subscribers.iter().fold((0, 0), |(d, o), s| (d + s.duplicates, o + s.out_of_order));
+        run.subscribers.iter().fold((0, 0), |(d, o), s| (d + s.tally.duplicates, o + s.tally.out_of_order));
     checks.order.record(dups == 0 && disorder == 0, format!("{at}: {dups} duplicates, {disorder} out of order"));
     // A message dropped on the link to the subscribers' broker is lost to every subscriber
     // behind it (the setups here have at most that one link).
     let remote = sites.subscribers.iter().filter(|a| **a != sites.publisher.0).count() as f64;
     let drops = delta(&after, &before, metrics::DROPS) + remote * delta(&after, &before, metrics::LINK_DROPS);
     let out = delta(&subscriber_after, &subscriber_before, metrics::MESSAGES_OUT);
-    let received: u64 = run.subscribers.iter().map(|s| s.count).sum();
+    let received: u64 = run.subscribers.iter().map(|s| s.tally.count).sum();
     let expected = run.sent * run.subscribers.len() as u64;
-    let ended = run.subscribers.iter().filter(|s| s.ended.is_some()).count();
+    let ended = run.subscribers.iter().filter(|s| s.tally.ended.is_some()).count();
     let held = ended == 0 && received as f64 == out && expected as f64 == received as f64 + drops;
-    checks.accounted.record(
-        held,
-        format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}"),
-    );
+    let what =
+        format!("{at}: sent×subs {expected}, received {received}, out {out}, drops {drops}, streams ended {ended}");
+    checks.accounted.record(held, what);
     let link_messages = delta(&after, &before, metrics::LINK_MESSAGES_OUT);
     Ok(Measured { run, drops, link_messages, load: [load_before, load_average()] })
 }
@@ -187,7 +186,6 @@ mod tests {
         let run = FloodRun {
             sent: 300,
             send_times: times,
-            publish_secs: 0.3,
             subscribers: vec![Received::of_times(shifted.clone()), Received::of_times(shifted)],
         };
         let mut table = Vec::new();

@@ -95,10 +95,8 @@ impl Sizes {
             })
             .collect();
             if let Some(st) = st {
-                series.insert(
-                    1,
-                    Series::new("tidings STn median", Mark::Line, 5, self.series(table, "tidings", "all", st)),
-                );
+                let points = self.series(table, "tidings", "all", st);
+                series.insert(1, Series::new("tidings STn median", Mark::Line, 5, points));
             }
             Panel::new(title, x(), Axis::log(unit), series)
         };
@@ -106,19 +104,14 @@ impl Sizes {
             panel("bandwidth", "throughput (MB/s, payload)", |r| r.rt_median_mb_s, None, |r| r.received_mb_s);
         let ceiling = self.0.sizes.iter().map(|&s| (s as f64, seeds::SEED_002_CEILING_MB_S)).collect();
         bytes.series.push(Series::new("seed 002: its network ceiling, 35 MB/s", Mark::Dashed, figure::SEED, ceiling));
-        Figure {
-            title: "1 → 1 throughput vs message size (seed 002)".into(),
-            panels: vec![
-                panel(
-                    "messages",
-                    "throughput (msg/s)",
-                    |r| r.rt_median_msg_s,
-                    Some(|r| r.st_median_msg_s),
-                    |r| r.received_msg_s,
-                ),
-                bytes,
-            ],
-        }
+        let messages = panel(
+            "messages",
+            "throughput (msg/s)",
+            |r| r.rt_median_msg_s,
+            Some(|r| r.st_median_msg_s),
+            |r| r.received_msg_s,
+        );
+        Figure { title: "1 → 1 throughput vs message size (seed 002)".into(), panels: vec![messages, bytes] }
     }
 
     fn body(&self, table: &[FloodRow]) -> String {

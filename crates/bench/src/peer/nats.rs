@@ -175,13 +175,11 @@ impl PeerServer {
             let name = format!("nats-{tag}");
             let others: Vec<String> =
                 (0..nodes).filter(|&j| j != i).map(|j| format!("nats-route://127.0.0.1:{}", routes[j])).collect();
+            let (client, route, others) = (clients[i], routes[i], others.join(", "));
+            let store = jetstream_always_block(&logs.join(format!("{name}-store")));
             let text = format!(
-                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{}\n{}\
-                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{}\n  routes: [ {} ]\n}}\n",
-                clients[i],
-                jetstream_always_block(&logs.join(format!("{name}-store"))),
-                routes[i],
-                others.join(", "),
+                "server_name: {name}\nserver_tags: [\"{tag}\"]\nlisten: 127.0.0.1:{client}\n{store}\
+                 cluster {{\n  name: bench\n  listen: 127.0.0.1:{route}\n  routes: [ {others} ]\n}}\n"
             );
             let config = logs.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
@@ -354,9 +352,7 @@ pub(crate) fn harness_row(
     scratch: &Path,
     args: impl FnOnce(&Path) -> Vec<String>,
 ) -> anyhow::Result<PeerRow> {
-    let csv = scratch.join(format!("peerbench-{mode}-{}.csv", std::process::id()));
-    let _ = std::fs::remove_file(&csv);
-    let rows = harness(tools, &args(&csv), &csv)?;
+    let rows = harness(tools, &scratch.join(format!("peerbench-{mode}-{}.csv", std::process::id())), args)?;
     rows.into_iter().next().ok_or_else(|| anyhow::anyhow!("the peer harness wrote no {mode} row"))
 }
 
@@ -371,10 +367,12 @@ pub(crate) fn millis(d: Duration) -> String {
     format!("{}ms", d.as_millis())
 }
 
-/// Runs the harness with `args` (blocking), then reads and removes the CSV it wrote.
-pub(crate) fn harness(tools: &NatsTools, args: &[String], csv: &Path) -> anyhow::Result<Vec<PeerRow>> {
+/// Runs the harness (blocking) with the flags `args` gives for its CSV `csv` (removed before and
+/// after), and reads the rows it wrote there.
+fn harness(tools: &NatsTools, csv: &Path, args: impl FnOnce(&Path) -> Vec<String>) -> anyhow::Result<Vec<PeerRow>> {
+    let _ = std::fs::remove_file(csv);
     let output = Command::new(&tools.peerbench)
-        .args(args)
+        .args(args(csv))
         .stdin(Stdio::null())
         .output()
         .with_context(|| format!("running {}", tools.peerbench.display()))?;
@@ -391,9 +389,9 @@ pub(crate) fn harness(tools: &NatsTools, args: &[String], csv: &Path) -> anyhow:
 
 /// Runs the harness (blocking) and returns its rows, one per repetition.
 pub fn run(tools: &NatsTools, run: &PeerRun, scratch: &Path) -> anyhow::Result<Vec<PeerRow>> {
-    let csv = scratch.join(format!("peerbench-{}-{}.csv", run.exp, std::process::id()));
-    let _ = std::fs::remove_file(&csv);
-    let rows = harness(tools, &run.args(&csv), &csv)?;
+    let rows = harness(tools, &scratch.join(format!("peerbench-{}-{}.csv", run.exp, std::process::id())), |csv| {
+        run.args(csv)
+    })?;
     anyhow::ensure!(rows.len() == run.reps, "peerbench wrote {} rows for {} repetitions", rows.len(), run.reps);
     Ok(rows)
 }

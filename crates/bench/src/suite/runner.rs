@@ -78,25 +78,18 @@ pub async fn run(ctx: &mut Context, experiments: &[Box<dyn Runnable>]) -> anyhow
         };
         let result = experiment.run(ctx).await;
         bar.finish();
-        let status = match result {
+        let (body, error, checks) = match result {
             Ok(outcome) => {
                 write_outputs(ctx, experiment.as_ref(), &outcome)?;
-                let body = section(experiment.as_ref(), &info, Ok(&outcome));
-                write_section(ctx, &machine, experiment.name(), &body)?;
-                Status { experiment: experiment.name().into(), completed: true, error: None, checks: outcome.checks }
+                (section(experiment.as_ref(), &info, Ok(&outcome)), None, outcome.checks)
             }
             Err(e) => {
                 let error = format!("{e:#}");
-                let body = section(experiment.as_ref(), &info, Err(&error));
-                write_section(ctx, &machine, experiment.name(), &body)?;
-                Status {
-                    experiment: experiment.name().into(),
-                    completed: false,
-                    error: Some(error),
-                    checks: Vec::new(),
-                }
+                (section(experiment.as_ref(), &info, Err(&error)), Some(error), Vec::new())
             }
         };
+        write_section(ctx, &machine, experiment.name(), &body)?;
+        let status = Status { experiment: experiment.name().into(), completed: error.is_none(), error, checks };
         print_status(&status);
         statuses.push(status);
     }

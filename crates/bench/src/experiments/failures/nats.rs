@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tidings_admin::{send_signal, Signal};
+use tidings_client::now_us;
 
 use super::faults::{steps, Window};
 use super::run::Run;
-use super::sampler::unix_us;
 use super::Params;
 use crate::peer::nats::{free_port, jetstream_always_block, json_line, spawn, wait_port};
 use crate::peer::NatsTools;
@@ -80,12 +80,11 @@ impl Cluster {
         ];
         let mut nodes = Vec::new();
         for (i, (name, (routes_text, advertise))) in ["n1", "n2", "n3"].into_iter().zip(cluster_of).enumerate() {
+            let (client, store, route) = (clients[i], jetstream_always_block(&dir.join(name)), routes[i]);
             let text = format!(
-                "server_name: {name}\nlisten: 127.0.0.1:{}\n{}\
-                 cluster {{\n  name: failures\n  listen: 127.0.0.1:{}\n  routes: [\n{routes_text}  ]\n{advertise}}}\n",
-                clients[i],
-                jetstream_always_block(&dir.join(name)),
-                routes[i],
+                "server_name: {name}\nlisten: 127.0.0.1:{client}\n{store}\
+                 cluster {{\n  name: failures\n  listen: 127.0.0.1:{route}\n  routes: [\n\
+                 {routes_text}  ]\n{advertise}}}\n"
             );
             let config = dir.join(format!("{name}.conf"));
             std::fs::write(&config, text)?;
@@ -169,7 +168,7 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params, logs: &Pat
             .with_context(|| format!("NATS subscriber {name}"))?;
         subs.push(tool);
     }
-    let t0_us = unix_us();
+    let t0_us = now_us();
     let mut pubs = Vec::new();
     for i in 1..=p.publishers {
         let (topic, publisher) = (format!("failures.f{i}"), format!("f{i}"));
@@ -194,7 +193,7 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params, logs: &Pat
     let windows = windows?;
     ctx.step("NATS: faults injected");
     let (failed, unfinished) = finish_all(&mut pubs, &mut subs, p.drain).await?;
-    let end_us = unix_us();
+    let end_us = now_us();
     let names = vec!["NATS s1".to_string(), "NATS s2".to_string()];
     let run = Run::gather((&pubs, &subs, names), (t0_us, end_us, p.bin), &[], windows, (total, failed, unfinished))?;
     drop(cluster);
@@ -206,7 +205,7 @@ pub(super) async fn run(ctx: &Context, tools: &NatsTools, p: &Params, logs: &Pat
 /// The schedule of [`super::faults::inject`] on the cluster: per step a stall, the failure for
 /// its duration (the route healed, the node restarted on its store), then the quiet time.
 fn inject(cluster: &mut Cluster, tools: &NatsTools, p: &Params) -> anyhow::Result<Vec<Window>> {
-    let ms = || unix_us() / 1000;
+    let ms = || now_us() / 1000;
     std::thread::sleep(p.warmup);
     let mut windows = Vec::new();
     for step in steps() {

@@ -4,7 +4,7 @@
 //! findings are reported, never checked.
 
 use super::summary::{self, Row};
-use super::{faults, nats, plot, recovery, run, series, Params};
+use super::{faults, nats, plot, run, Params};
 use crate::experiments::Tally;
 use crate::suite::prelude::*;
 
@@ -106,8 +106,7 @@ fn tidings_section(
     for name in &r.unfinished {
         exact.note(label(format!("{name} had not received every scheduled publish when it was stopped")));
     }
-    let subs: Vec<(&str, &[series::Delivery])> = r.subscribers.iter().map(|(n, d, _)| (n.as_str(), &d[..])).collect();
-    recovery_table(p, (&r.series, r.t0_us), &r.windows, &subs, body, Some((recovered, label)));
+    recovery_table(p, r, body, Some((recovered, label)));
 }
 
 /// The recovery table of one run: per fault and subscriber, the latency baseline, the worst,
@@ -116,9 +115,7 @@ fn tidings_section(
 /// reported).
 fn recovery_table(
     p: &Params,
-    (series, t0_us): (&series::Series, u64),
-    windows: &[faults::Window],
-    subscribers: &[(&str, &[series::Delivery])],
+    r: &run::Run,
     body: &mut String,
     mut recovered: Option<(&mut Tally, &dyn Fn(String) -> String)>,
 ) {
@@ -129,26 +126,19 @@ fn recovery_table(
         body,
         &[&head[..], &["... from every publisher (ms)", "latency under 2x baseline after the end (ms)"]].concat(),
     );
-    let end_ms = t0_us / 1000 + (series.t_s.len() as u64) * p.bin.as_millis() as u64;
-    for (k, w) in windows.iter().enumerate() {
-        let until = windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
-        for (i, (name, ds)) in subscribers.iter().enumerate() {
-            let bins = (&series.latency[i].1[..], t0_us, p.bin.as_micros() as u64);
-            let rec = recovery::recovery(w, ds, bins, until, p.baseline.as_millis() as u64);
+    for (k, w) in r.windows.iter().enumerate() {
+        for (i, (name, _, _)) in r.subscribers.iter().enumerate() {
+            let rec = r.recovery(p, k, i);
             let show = |v: Option<f64>| v.map_or("never".to_string(), |v| format!("{v:.0}"));
             let times = [rec.baseline_ms, rec.worst_ms, rec.first_new_ms, rec.all_new_ms, rec.back_ms].map(show);
+            let [_, _, first, all, back] = times.clone();
             md_row(body, [w.label.to_string(), name.to_string()].into_iter().chain(times));
             if let Some((tally, label)) = recovered.as_mut() {
-                tally.record(
-                    rec.recovered(),
-                    label(format!(
-                        "{} at {name}: first new {} ms, from every publisher {} ms, back under 2x baseline {} ms",
-                        w.label,
-                        show(rec.first_new_ms),
-                        show(rec.all_new_ms),
-                        show(rec.back_ms)
-                    )),
+                let at = format!("{} at {name}", w.label);
+                let what = format!(
+                    "{at}: first new {first} ms, from every publisher {all} ms, back under 2x baseline {back} ms"
                 );
+                tally.record(rec.recovered(), label(what));
             }
         }
     }
@@ -178,6 +168,5 @@ fn nats_section(p: &Params, peer: &nats::NatsRun, body: &mut String) {
     for name in &n.unfinished {
         let _ = writeln!(body, "- {name} had not received every acknowledged publish when it was stopped");
     }
-    let subs: Vec<(&str, &[series::Delivery])> = n.subscribers.iter().map(|(s, d, _)| (s.as_str(), &d[..])).collect();
-    recovery_table(p, (&n.series, n.t0_us), &n.windows, &subs, body, None);
+    recovery_table(p, n, body, None);
 }

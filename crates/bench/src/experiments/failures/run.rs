@@ -7,8 +7,11 @@
 use std::path::Path;
 use std::time::Duration;
 
+use tidings_client::now_us;
+
 use super::faults::{self, Window};
-use super::sampler::{unix_us, Sample, Sampler};
+use super::recovery::{recovery, Recovery};
+use super::sampler::{Sample, Sampler};
 use super::series::{self, Delivery, Series};
 use super::verify::{verify, Verdict};
 use super::Params;
@@ -63,7 +66,7 @@ pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Resul
     }
     let watched = p.watched.iter().map(|b| Ok((b.clone(), admin(b)?))).collect::<anyhow::Result<Vec<_>>>()?;
     let sampler = Sampler::start(watched, p.bin);
-    let t0_us = unix_us();
+    let t0_us = now_us();
     // Every broker of the publishers' cell, theirs first: when it crashes they move on to a mate.
     let cell = p.cell.iter().map(|b| Ok(net.broker(b)?.tcp.clone())).collect::<anyhow::Result<Vec<_>>>()?;
     let servers = cell.join(",");
@@ -74,7 +77,7 @@ pub(super) async fn run(ctx: &Context, p: &Params, logs: &Path) -> anyhow::Resul
     let injected = tokio::task::spawn_blocking(move || faults::inject(&tidings, &fault_dir, &params)).await?;
     ctx.step("faults injected");
     let (failed_publishers, unfinished) = tools::finish_all(&mut pubs, &mut subs, p.drain).await?;
-    let end_us = unix_us();
+    let end_us = now_us();
     let samples: Vec<(String, Vec<Sample>)> = sampler.finish();
     injected?;
     let windows = faults::windows(&std::fs::read_to_string(net.dir().join("faults.jsonl")).unwrap_or_default())?;
@@ -111,6 +114,21 @@ impl Run {
         let series = series::bin((t0_us, end_us, bin.as_micros() as u64), &binned, samples, &windows, &acked_us);
         let published = (sent, acked.len(), failed);
         Ok(Run { t0_us, series, windows, subscribers, published, unfinished, acks })
+    }
+}
+
+impl Run {
+    /// Where fault `k`'s aftermath ends (Unix ms): the next fault's stall, or the end of the run.
+    pub(super) fn until_ms(&self, p: &Params, k: usize) -> u64 {
+        let end_ms = self.t0_us / 1000 + self.series.t_s.len() as u64 * p.bin.as_millis() as u64;
+        self.windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms)
+    }
+
+    /// How subscriber `i` recovered from fault `k`.
+    pub(super) fn recovery(&self, p: &Params, k: usize, i: usize) -> Recovery {
+        let bins = (&self.series.latency[i].1[..], self.t0_us, p.bin.as_micros() as u64);
+        let until = self.until_ms(p, k);
+        recovery(&self.windows[k], &self.subscribers[i].1, bins, until, p.baseline.as_millis() as u64)
     }
 }
 

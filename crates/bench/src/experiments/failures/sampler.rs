@@ -7,6 +7,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use tidings_client::now_us;
+
 use crate::metrics::{self, GD_NACKS_SENT, GD_NACK_TICKS_ABSORBED, GD_NACK_TICKS_SENT};
 
 /// One scrape of one broker.
@@ -26,11 +28,6 @@ pub(super) struct Sample {
 pub(super) struct Sampler {
     stop: Arc<AtomicBool>,
     threads: Vec<(String, JoinHandle<Vec<Sample>>)>,
-}
-
-/// Now, in Unix µs.
-pub(super) fn unix_us() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
 impl Sampler {
@@ -61,7 +58,7 @@ fn sample(admin: &str, period: Duration, stop: &AtomicBool) -> Vec<Sample> {
     while !stop.load(Ordering::Relaxed) {
         if let Ok(s) = metrics::scrape(admin) {
             out.push(Sample {
-                unix_us: unix_us(),
+                unix_us: now_us(),
                 nacks: s.sum(GD_NACKS_SENT),
                 nack_ticks: s.sum(GD_NACK_TICKS_SENT),
                 absorbed_ticks: s.sum(GD_NACK_TICKS_ABSORBED),

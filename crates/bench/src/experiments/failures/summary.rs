@@ -5,14 +5,13 @@
 
 use super::faults::PUBLISHERS_CRASH;
 use super::held::held;
-use super::recovery::recovery;
 use super::run::Run;
 use super::Params;
 use crate::stats::Spread;
 use crate::suite::prelude::*;
 
 /// One system's run of one repetition, through the publishers' broker crash.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub(super) struct Row {
     /// The repetition, from 1.
     pub rep: usize,
@@ -36,36 +35,12 @@ pub(super) struct Row {
     pub held_by_the_stall: bool,
 }
 
-/// The CSV columns, fields of [`Row`].
-pub(super) const COLUMNS: [&str; 9] = [
-    "rep",
-    "system",
-    "worst_latency_ms",
-    "publishers_held_ms",
-    "least_held_ms",
-    "resumed_after_kill_ms",
-    "down_ms",
-    "before_restart",
-    "held_by_the_stall",
-];
-
 /// The row of `run` (`None` when its fault log has no publishers' crash).
 pub(super) fn row(p: &Params, rep: usize, system: &str, run: &Run) -> Option<Row> {
     let k = run.windows.iter().position(|w| w.label == PUBLISHERS_CRASH)?;
     let w = &run.windows[k];
-    let end_ms = run.t0_us / 1000 + run.series.t_s.len() as u64 * p.bin.as_millis() as u64;
-    let until = run.windows.get(k + 1).map_or(end_ms, |n| n.stalled_ms);
-    let bin_us = p.bin.as_micros() as u64;
-    let worst = run
-        .subscribers
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, ds, _))| {
-            let bins = (&run.series.latency[i].1[..], run.t0_us, bin_us);
-            recovery(w, ds, bins, until, p.baseline.as_millis() as u64).worst_ms
-        })
-        .reduce(f64::max);
-    let h = held(w, &run.acks, until);
+    let worst = (0..run.subscribers.len()).filter_map(|i| run.recovery(p, k, i).worst_ms).reduce(f64::max);
+    let h = held(w, &run.acks, run.until_ms(p, k));
     let row = Row {
         rep,
         system: system.to_string(),
@@ -83,14 +58,12 @@ pub(super) fn row(p: &Params, rep: usize, system: &str, run: &Run) -> Option<Row
 /// The Markdown of `rows`: one line per repetition and system, then per system the median
 /// and range over the repetitions.
 pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
+    let (brokers, cell, servers) = (p.cell.len(), p.cell.join(", "), p.cell.join(","));
     let answer = match p.replicas {
         Some(n) => format!(
-            "each pubend's log is replicated on the {} brokers of the publishers' cell ({}, `[storage] replicas = {n}`), and \
-             the publishers are given all of them (`--server {}`): when p1 dies a mate takes their pubends over and they \
-             go on there",
-            p.cell.len(),
-            p.cell.join(", "),
-            p.cell.join(","),
+            "each pubend's log is replicated on the {brokers} brokers of the publishers' cell ({cell}, `[storage] \
+             replicas = {n}`), and the publishers are given all of them (`--server {servers}`): when p1 dies a mate \
+             takes their pubends over and they go on there"
         ),
         None => "p1 is alone in its cell (`--unreplicated`): the publishers wait until it is back".to_string(),
     };
@@ -148,5 +121,5 @@ pub(super) fn section(p: &Params, rows: &[Row], body: &mut String) {
 
 /// `rows` as `failures-takeover.csv`.
 pub(super) fn table(rows: &[Row]) -> anyhow::Result<Table> {
-    Table::of(&COLUMNS, rows)
+    Table::typed(rows)
 }

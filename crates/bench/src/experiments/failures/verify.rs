@@ -41,17 +41,11 @@ impl Verdict {
 
     /// The counts, for the report.
     pub(super) fn describe(&self) -> String {
+        let Verdict { acked, delivered, missing, duplicates, out_of_order, wrong_tick, unacked, gaps } = self;
         format!(
-            "{} acknowledged, {} delivered: {} missing, {} duplicated, {} out of order, {} at another tick, {} gap \
-             notices ({} delivered without an acknowledgement)",
-            self.acked,
-            self.delivered,
-            self.missing,
-            self.duplicates,
-            self.out_of_order,
-            self.wrong_tick,
-            self.gaps,
-            self.unacked
+            "{acked} acknowledged, {delivered} delivered: {missing} missing, {duplicates} duplicated, {out_of_order} \
+             out of order, {wrong_tick} at another tick, {gaps} gap notices ({unacked} delivered without an \
+             acknowledgement)"
         )
     }
 }

@@ -8,19 +8,19 @@ use crate::suite::prelude::*;
 
 /// (`cpu_us_per_msg.NAME`, `cpu_us_per_msg.total`), and the CPUs they kept busy on average
 /// (`cpus_busy`: all their CPU time over the wall-clock time).
-pub(super) fn put(key: &Key, table: &mut Vec<NetRow>, spent: &Spent, received: u64) -> anyhow::Result<()> {
+pub(super) fn put(key: &Key, table: &mut Vec<NetRow>, spent: &Spent, received: u64) {
     let total: f64 = spent.by_process.values().sum();
     if spent.wall_secs > 0.0 {
-        key.put(table, "cpus_busy", total / spent.wall_secs)?;
+        key.put(table, "cpus_busy", total / spent.wall_secs);
     }
     if received == 0 {
-        return Ok(());
+        return;
     }
     let per = |secs: f64| secs * 1e6 / received as f64;
     for (name, &secs) in &spent.by_process {
-        key.put(table, &format!("cpu_us_per_msg.{name}"), per(secs))?;
+        key.put(table, &format!("cpu_us_per_msg.{name}"), per(secs));
     }
-    key.put(table, "cpu_us_per_msg.total", per(total))
+    key.put(table, "cpu_us_per_msg.total", per(total));
 }
 
 /// CPU µs per message of `system` with `brokers`: (brokers' processes, clients, all).
@@ -70,17 +70,14 @@ pub(super) fn report(out: &mut String, table: &[NetRow]) {
 /// What the CPU per message says about the ratio two / one.
 fn bound(out: &mut String, table: &[NetRow], one: (f64, f64, f64), two: (f64, f64, f64)) {
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let ceiling = one.2 / two.2;
+    let ((first, _, one_all), (second, _, two_all)) = (one, two);
+    let (added, times, ceiling) = (second - first, second / first, one_all / two_all);
     let _ = write!(
         out,
-        "\nA second broker adds {:.1} µs of broker CPU per message to the first's {:.1} ({:.1}× the broker CPU \
-         of one). Every process shares this machine's {cpus} CPUs, so where the CPUs are the limit throughput \
-         goes as the inverse of all the CPU a message costs, and two / one comes to {:.1} / {:.1} = {ceiling:.2}. ",
-        two.0 - one.0,
-        one.0,
-        two.0 / one.0,
-        one.2,
-        two.2
+        "\nA second broker adds {added:.1} µs of broker CPU per message to the first's {first:.1} ({times:.1}× the \
+         broker CPU of one). Every process shares this machine's {cpus} CPUs, so where the CPUs are the limit \
+         throughput goes as the inverse of all the CPU a message costs, and two / one comes to {one_all:.1} / \
+         {two_all:.1} = {ceiling:.2}. "
     );
     match (ratio(table, TIDINGS), cores(table, TIDINGS, 1)) {
         (Some(r), Some(busy)) if r > ceiling => {

@@ -72,26 +72,23 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, chec
             BrokerNetwork::up(&ctx.tidings, &ctx.topologies.join(&p.fault.0), &dir, Duration::from_secs(60)).await?;
         let gap = once(&net, p, fault).await?;
         let at = format!("{} of {}", fault.label(), gap.carrier);
-        checks.resumed.record(
-            gap.resumed,
-            format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms),
-        );
+        let what =
+            format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms);
+        checks.resumed.record(gap.resumed, what);
         let key = Key::new("reconvergence", TIDINGS, at.clone(), 0, 1);
         let l = gap.losses;
-        checks.fault_losses.record(
-            l.unexplained == 0,
-            format!(
-                "{at}: {} lost of {} sent, {} in the fault window, {} counted as dropped by the surviving brokers, \
-                 {} unexplained",
-                l.lost, l.sent, l.at_fault, l.counted, l.unexplained
-            ),
+        let (lost, sent, at_fault, counted, unexplained) = (l.lost, l.sent, l.at_fault, l.counted, l.unexplained);
+        let what = format!(
+            "{at}: {lost} lost of {sent} sent, {at_fault} in the fault window, {counted} counted as dropped by the \
+             surviving brokers, {unexplained} unexplained"
         );
-        key.put(table, "longest_gap_ms", gap.longest_ms)?;
-        key.put(table, "lost", l.lost as f64)?;
-        key.put(table, "sent", l.sent as f64)?;
-        key.put(table, "lost_in_fault_window", l.at_fault as f64)?;
-        key.put(table, "drops_counted_by_survivors", l.counted)?;
-        key.put(table, "lost_unexplained", l.unexplained as f64)?;
+        checks.fault_losses.record(unexplained == 0, what);
+        key.put(table, "longest_gap_ms", gap.longest_ms);
+        key.put(table, "lost", l.lost as f64);
+        key.put(table, "sent", l.sent as f64);
+        key.put(table, "lost_in_fault_window", l.at_fault as f64);
+        key.put(table, "drops_counted_by_survivors", l.counted);
+        key.put(table, "lost_unexplained", l.unexplained as f64);
         ctx.step(format!("{at}: longest gap {:.0} ms", gap.longest_ms));
     }
     Ok(())
@@ -107,25 +104,16 @@ struct Gap {
     resumed: bool,
 }
 
-/// Tasks aborted when dropped, so that an early return leaves none running.
-struct Tasks(Vec<tokio::task::JoinHandle<()>>);
-
-impl Drop for Tasks {
-    fn drop(&mut self) {
-        for t in &self.0 {
-            t.abort();
-        }
-    }
-}
-
 async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<Gap> {
     let (_, publisher_at, subscriber_at, bundle) = &p.fault;
     let subscriber = Client::builder(net.broker(subscriber_at)?.tcp.as_str()).no_reconnect().connect().await?;
     let subscription = subscriber.subscribe("bench.fault").await?;
     let publisher = Client::builder(net.broker(publisher_at)?.tcp.as_str()).no_reconnect().connect().await?;
     let log = Log::default();
-    let tasks =
-        Tasks(vec![tokio::spawn(receive(subscription, log.clone())), tokio::spawn(pace(publisher, log.clone()))]);
+    // Aborted when dropped, so that an early return leaves neither running.
+    let mut tasks = tokio::task::JoinSet::new();
+    tasks.spawn(receive(subscription, log.clone()));
+    let pacer = tasks.spawn(pace(publisher, log.clone()));
     let admins = |names: &[&String]| -> anyhow::Result<Vec<String>> {
         names.iter().map(|b| net.broker(b)?.admin_addr()).collect()
     };
@@ -144,7 +132,7 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     let failed = Instant::now();
     tokio::time::sleep(p.fault_window).await;
     let end = Instant::now();
-    tasks.0[1].abort();
+    pacer.abort();
     // What was published by the end has had time to arrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The record is taken while a stalled carrier is still stopped: once continued, it forwards

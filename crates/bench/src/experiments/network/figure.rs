@@ -35,32 +35,21 @@ pub(super) fn faults(table: &[NetRow]) -> Vec<(String, Vec<(String, f64)>)> {
 pub(super) fn figure(table: &[NetRow]) -> Figure {
     let tput = |system, quantity| by_brokers(table, "throughput", system, quantity);
     let brokers = || Axis::linear("brokers between publisher and subscriber");
-    let throughput = Panel::new(
-        "throughput, 2000 B, 1 subscriber",
-        brokers(),
-        Axis::linear("received (msg/s)"),
-        vec![
-            Series::new("tidings", Mark::Line, figure::TIDINGS, tput(TIDINGS, "received_msg_s")),
-            Series::new("NATS (one node; cluster)", Mark::Line, figure::NATS, tput(NATS, "received_msg_s")),
-            Series::new(
-                "NATS cluster, committed anchor",
-                Mark::Dashed,
-                figure::NATS_ANCHOR,
-                tput(ANCHOR, "received_msg_s"),
-            ),
-        ],
-    );
-    let cpu = Panel::new(
-        "CPU per message, all processes",
-        brokers(),
-        Axis::linear("CPU per message received (µs)"),
-        vec![
-            Series::new("tidings, all", Mark::Line, figure::TIDINGS, tput(TIDINGS, "cpu_us_per_msg.total")),
-            Series::new("tidings, brokers", Mark::Dashed, figure::TIDINGS, brokers_cpu(table, TIDINGS)),
-            Series::new("tidings, clients", Mark::Points, figure::TIDINGS_ALT, tput(TIDINGS, "cpu_us_per_msg.clients")),
-            Series::new("NATS, all", Mark::Line, figure::NATS, tput(NATS, "cpu_us_per_msg.total")),
-        ],
-    );
+    let anchor = tput(ANCHOR, "received_msg_s");
+    let lines = vec![
+        Series::new("tidings", Mark::Line, figure::TIDINGS, tput(TIDINGS, "received_msg_s")),
+        Series::new("NATS (one node; cluster)", Mark::Line, figure::NATS, tput(NATS, "received_msg_s")),
+        Series::new("NATS cluster, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, anchor),
+    ];
+    let throughput = Panel::new("throughput, 2000 B, 1 subscriber", brokers(), Axis::linear("received (msg/s)"), lines);
+    let lines = vec![
+        Series::new("tidings, all", Mark::Line, figure::TIDINGS, tput(TIDINGS, "cpu_us_per_msg.total")),
+        Series::new("tidings, brokers", Mark::Dashed, figure::TIDINGS, brokers_cpu(table, TIDINGS)),
+        Series::new("tidings, clients", Mark::Points, figure::TIDINGS_ALT, tput(TIDINGS, "cpu_us_per_msg.clients")),
+        Series::new("NATS, all", Mark::Line, figure::NATS, tput(NATS, "cpu_us_per_msg.total")),
+    ];
+    let y = Axis::linear("CPU per message received (µs)");
+    let cpu = Panel::new("CPU per message, all processes", brokers(), y, lines);
     Figure { title: "Through broker links, 2000 B".into(), panels: vec![throughput, cpu, latency(table), gaps(table)] }
 }
 
@@ -76,18 +65,15 @@ fn latency(table: &[NetRow]) -> Panel {
         points
     };
     let at = |system| by_brokers(table, "latency", system, "p50_us");
-    Panel::new(
-        "latency at 1000 msg/s, by brokers on the path",
-        Axis::linear("brokers on the path (publisher's and subscriber's included)"),
-        Axis::log("latency (µs)"),
-        vec![
-            Series::new("tidings p50, narada-22-sparse", Mark::Line, figure::TIDINGS, path("p50_us")),
-            Series::new("tidings p99, narada-22-sparse", Mark::Dashed, figure::TIDINGS, path("p99_us")),
-            Series::new("tidings p50, two-brokers", Mark::Points, figure::TIDINGS_ALT, at(TIDINGS)),
-            Series::new("NATS cluster p50", Mark::Line, figure::NATS, at(NATS)),
-            Series::new("NATS cluster p50, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, at(ANCHOR)),
-        ],
-    )
+    let lines = vec![
+        Series::new("tidings p50, narada-22-sparse", Mark::Line, figure::TIDINGS, path("p50_us")),
+        Series::new("tidings p99, narada-22-sparse", Mark::Dashed, figure::TIDINGS, path("p99_us")),
+        Series::new("tidings p50, two-brokers", Mark::Points, figure::TIDINGS_ALT, at(TIDINGS)),
+        Series::new("NATS cluster p50", Mark::Line, figure::NATS, at(NATS)),
+        Series::new("NATS cluster p50, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, at(ANCHOR)),
+    ];
+    let x = Axis::linear("brokers on the path (publisher's and subscriber's included)");
+    Panel::new("latency at 1000 msg/s, by brokers on the path", x, Axis::log("latency (µs)"), lines)
 }
 
 fn gaps(table: &[NetRow]) -> Panel {
@@ -99,10 +85,7 @@ fn gaps(table: &[NetRow]) -> Panel {
             Some(((i + 1) as f64, 0.0, gap))
         })
         .collect();
-    Panel::new(
-        "re-convergence: longest gap at s1",
-        Axis::linear("fault of the carrying bundle broker: 1 = SIGKILL, 2 = SIGSTOP"),
-        Axis::linear("longest gap in deliveries (ms)"),
-        vec![Series::ranges("tidings, gryphon-fig3, 1 msg/ms", figure::TIDINGS, bars)],
-    )
+    let x = Axis::linear("fault of the carrying bundle broker: 1 = SIGKILL, 2 = SIGSTOP");
+    let lines = vec![Series::ranges("tidings, gryphon-fig3, 1 msg/ms", figure::TIDINGS, bars)];
+    Panel::new("re-convergence: longest gap at s1", x, Axis::linear("longest gap in deliveries (ms)"), lines)
 }

@@ -80,37 +80,27 @@ impl Experiment for Network {
     };
     fn parameters(&self) -> Vec<(&'static str, String)> {
         let p = &self.0;
+        let (secs, max, two) = (p.duration.as_secs_f64(), thousands(p.max_messages as f64), &p.two);
+        let (rate, latency_secs) = (p.rate, p.latency_duration.as_secs_f64());
+        let ((fault_net, publisher, subscriber, bundle), window) = (&p.fault, p.fault_window.as_secs_f64());
+        let bundle = bundle.join(" or ");
         vec![
             ("message size", format!("{} B", p.size)),
             (
                 "throughput",
                 format!(
-                    "1 subscriber, as fast as the client publishes for {} s (at most {} messages); one broker \
-                     and `{}` (publisher at phb, subscriber at shb) in turn, repetitions interleaved",
-                    p.duration.as_secs_f64(),
-                    thousands(p.max_messages as f64),
-                    p.two
+                    "1 subscriber, as fast as the client publishes for {secs} s (at most {max} messages); one broker \
+                     and `{two}` (publisher at phb, subscriber at shb) in turn, repetitions interleaved"
                 ),
             ),
-            (
-                "latency",
-                format!(
-                    "{} msg/s for {} s, 1 subscriber per broker measured",
-                    p.rate,
-                    p.latency_duration.as_secs_f64()
-                ),
-            ),
+            ("latency", format!("{rate} msg/s for {latency_secs} s, 1 subscriber per broker measured")),
             ("long path", format!("`{}`, publisher at {}, subscribers at {}", p.path.0, p.path.1, list(&p.path.2))),
             (
                 "faults",
                 format!(
-                    "`{}`, publisher at {} every 1 ms, subscriber at {}; SIGKILL, then (fresh network) SIGSTOP, of \
-                     the bundle broker ({}) carrying traffic; deliveries watched for {} s",
-                    p.fault.0,
-                    p.fault.1,
-                    p.fault.2,
-                    p.fault.3.join(" or "),
-                    p.fault_window.as_secs_f64()
+                    "`{fault_net}`, publisher at {publisher} every 1 ms, subscriber at {subscriber}; SIGKILL, then \
+                     (fresh network) SIGSTOP, of the bundle broker ({bundle}) carrying traffic; deliveries watched \
+                     for {window} s"
                 ),
             ),
             (
@@ -194,7 +184,7 @@ impl Key {
     }
 
     /// Adds one row.
-    fn put(&self, table: &mut Vec<NetRow>, quantity: &str, value: f64) -> anyhow::Result<()> {
+    fn put(&self, table: &mut Vec<NetRow>, quantity: &str, value: f64) {
         let source = if self.system == ANCHOR { "committed anchor" } else { "this session" };
         table.push(NetRow {
             part: self.part.into(),
@@ -206,7 +196,6 @@ impl Key {
             quantity: quantity.into(),
             value,
         });
-        Ok(())
     }
 }
 
@@ -240,10 +229,10 @@ mod tests {
     fn medians_are_taken_over_repetitions_of_one_point() {
         let mut t = Vec::new();
         for (rep, v) in [(1, 10.0), (2, 30.0), (3, 20.0)] {
-            Key::new("throughput", TIDINGS, "two brokers", 2, rep).put(&mut t, "received_msg_s", v).unwrap();
+            Key::new("throughput", TIDINGS, "two brokers", 2, rep).put(&mut t, "received_msg_s", v);
         }
-        Key::new("throughput", NATS, "cluster", 2, 1).put(&mut t, "received_msg_s", 99.0).unwrap();
-        Key::new("throughput", ANCHOR, "cluster", 2, 1).put(&mut t, "received_msg_s", 98.0).unwrap();
+        Key::new("throughput", NATS, "cluster", 2, 1).put(&mut t, "received_msg_s", 99.0);
+        Key::new("throughput", ANCHOR, "cluster", 2, 1).put(&mut t, "received_msg_s", 98.0);
         assert_eq!(median(&t, "throughput", TIDINGS, 2, "received_msg_s"), Some(20.0));
         assert_eq!(median(&t, "throughput", TIDINGS, 1, "received_msg_s"), None);
         assert_eq!(t[4].source, "committed anchor");

@@ -71,7 +71,7 @@ pub(super) async fn throughput_rep(
         let spent = CpuSample::take(&processes).since(&cpu);
         let key = Key::new("throughput", NATS, setup, brokers, rep);
         let received = throughput_rows(&key, table, rows.first())?;
-        cpu::put(&key, table, &spent, received)?;
+        cpu::put(&key, table, &spent, received);
         ctx.step(format!("nats {setup}, rep {rep}"));
     }
     Ok(())
@@ -90,9 +90,9 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
     let reports: Vec<&str> = logs.lines().filter(|l| l.contains("Slow Consumer")).collect();
     let on = |kind: &str| reports.iter().filter(|l| l.contains(kind)).count() as f64;
     let key = Key::new("throughput", NATS, CLUSTER, 2, 0);
-    key.put(table, "slow_consumer_reports", reports.len() as f64)?;
-    key.put(table, "slow_consumer_reports_on_clients", on("cid:"))?;
-    key.put(table, "slow_consumer_reports_on_routes", on("rid:"))?;
+    key.put(table, "slow_consumer_reports", reports.len() as f64);
+    key.put(table, "slow_consumer_reports_on_clients", on("cid:"));
+    key.put(table, "slow_consumer_reports_on_routes", on("rid:"));
     for (brokers, setup, sub) in [(1, NODE_A, &a), (2, CLUSTER, &b)] {
         let run = PeerRun {
             mode: Mode::Latency,
@@ -109,7 +109,7 @@ pub(super) async fn finish(ctx: &Context, p: &Params, servers: Servers, table: &
             ..PeerRun::default()
         };
         for (i, row) in nats::run_async(tools, run, &dir).await?.iter().enumerate() {
-            latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row)?;
+            latency_rows(&Key::new("latency", NATS, setup, brokers, i + 1), table, row);
         }
         ctx.step(format!("nats latency, {setup}"));
     }
@@ -126,7 +126,7 @@ pub(super) fn anchored(ctx: &Context, p: &Params, table: &mut Vec<NetRow>) -> an
             throughput_rows(&Key::new("throughput", ANCHOR, setup, brokers as usize, i + 1), table, Some(row))?;
         }
         for (i, row) in anchors.latency(point).iter().enumerate() {
-            latency_rows(&Key::new("latency", ANCHOR, setup, brokers as usize, i + 1), table, row)?;
+            latency_rows(&Key::new("latency", ANCHOR, setup, brokers as usize, i + 1), table, row);
         }
     }
     Ok(())
@@ -139,24 +139,23 @@ fn throughput_rows(key: &Key, table: &mut Vec<NetRow>, row: Option<&PeerRow>) ->
         sent, received = recv_total, lost, lost_pct, received_msg_s = agg_recv_msgs_s, publish_msg_s = pub_msgs_s,
         dropped_subscribers = dropped_subs,
     };
-    put_all(key, table, row, &names)?;
+    put_all(key, table, row, &names);
     Ok(row.require("recv_total")? as u64)
 }
 
 /// A harness latency row as ours.
-fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) -> anyhow::Result<()> {
+fn latency_rows(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow) {
     let names = columns! { sent, received = delivered, p50_us, p99_us, mean_us };
-    put_all(key, table, row, &names)
+    put_all(key, table, row, &names);
 }
 
 /// Each `(quantity, column)` of a harness row the row has, as our quantity.
-fn put_all(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow, names: &[(&str, &str)]) -> anyhow::Result<()> {
+fn put_all(key: &Key, table: &mut Vec<NetRow>, row: &PeerRow, names: &[(&str, &str)]) {
     for (quantity, column) in names {
         if let Some(v) = row.num(column) {
-            key.put(table, quantity, v)?;
+            key.put(table, quantity, v);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -39,7 +39,7 @@ pub(super) async fn measure(
     let mut population =
         Population::connect(&net.broker(publisher)?.tcp, &addrs, &[], events, Kind::BestEffort).await?;
     for rep in 1..=ctx.reps {
-        let spec = PointSpec { id: rep as u64, matching: 100, rate: p.rate, size: p.size, count: p.latency_count() };
+        let spec = PointSpec { matching: 100, rate: p.rate, size: p.size, count: p.latency_count() };
         let r = population.point(spec, Duration::from_secs(5)).await?;
         for (name, sample) in measuring.iter().zip(&r.measuring) {
             let brokers = net.topology.brokers_on_path(publisher, name).unwrap_or(0);
@@ -49,15 +49,15 @@ pub(super) async fn measure(
             let exact = received == r.published && r.inexact.is_empty();
             checks.delivered.record(exact, format!("{at}: {received} of {} (by number)", r.published));
             let key = Key::new(part, TIDINGS, name.clone(), brokers, rep);
-            key.put(table, "sent", r.published as f64)?;
-            key.put(table, "received", received as f64)?;
-            key.put(table, "achieved_msg_s", r.achieved_rate)?;
+            key.put(table, "sent", r.published as f64);
+            key.put(table, "received", received as f64);
+            key.put(table, "achieved_msg_s", r.achieved_rate);
             if !lat.is_empty() {
                 let mean = lat.iter().sum::<u64>() as f64 / lat.len() as f64;
                 for (quantity, q) in [("p50_us", 0.5), ("p99_us", 0.99)] {
-                    key.put(table, quantity, quantile(lat, q).map_or(f64::NAN, |v| v as f64))?;
+                    key.put(table, quantity, quantile(lat, q).map_or(f64::NAN, |v| v as f64));
                 }
-                key.put(table, "mean_us", mean)?;
+                key.put(table, "mean_us", mean);
             }
         }
         ctx.step(format!("{part}, rep {rep}"));

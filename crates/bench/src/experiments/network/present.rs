@@ -198,7 +198,7 @@ mod tests {
     fn table() -> Vec<NetRow> {
         let mut t = Vec::new();
         let mut put = |part, system, brokers, quantity: &str, value| {
-            Key::new(part, system, "s", brokers, 1).put(&mut t, quantity, value).unwrap();
+            Key::new(part, system, "s", brokers, 1).put(&mut t, quantity, value);
         };
         for (b, rate, total, clients) in [(1, 100_000.0, 4.0, 2.0), (2, 95_000.0, 6.0, 2.0)] {
             put("throughput", TIDINGS, b, "received_msg_s", rate);

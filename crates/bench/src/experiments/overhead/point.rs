@@ -180,8 +180,10 @@ pub(super) async fn run(b: &Brokers, load: &Load) -> anyhow::Result<Measured> {
     if !load.guaranteed {
         // Best-effort routes are up once every subscriber heard a probe; a guaranteed
         // subscription is confirmed only after the network's barrier, so it needs none.
-        let probes: Vec<_> =
-            groups.iter().map(|g| g.engine.probe(&publisher, &g.topic, load.size, Duration::from_secs(60))).collect();
+        let probes: Vec<_> = groups
+            .iter()
+            .map(|g| g.engine.probe(&publisher, &g.topic, &[], load.size, Duration::from_secs(60)))
+            .collect();
         stream::iter(probes).buffer_unordered(32).try_collect::<Vec<_>>().await?;
     }
     let (tx, rx) = mpsc::unbounded_channel::<PendingAck>();

@@ -116,22 +116,20 @@ pub(super) fn body(p: &Params, rows: &[Row]) -> String {
             md_row(&mut out, [n.to_string(), what].into_iter().chain(FIGURES.map(diff)).chain([String::new()]));
         }
     }
+    let (groups, share, local) = (p.groups, p.rate / p.groups as f64, p.local);
     let _ = writeln!(
         out,
         "\nThe seed (Gryphon, 2000 msg/s of 250 B, 2 msg/s per subscriber, up to 16,000 subscribers): the guaranteed \
          protocol cost under 4% more CPU at the subscribers' broker, constant with the subscribers, and about 8% more \
          at the publisher's broker (the logging); about 100 ms more latency, local and remote alike, from the logging. \
-         Here each subscriber takes one of {} topics ({} msg/s); the {} local subscribers take topics 0..{} (so the local \
-         figures rest on fewer deliveries: see `local_samples` in the CSV). Both brokers and every client share this \
+         Here each subscriber takes one of {groups} topics ({share} msg/s); the {local} local subscribers take topics \
+         0..{local} (so the local figures rest on fewer deliveries: see `local_samples` in the CSV). Both brokers and \
+         every client share this \
          machine's cores, so the CPU figures include their contention. With `--nats`, NATS runs the same traffic \
          on a fresh two-node cluster right after tidings in each repetition: core NATS, and JetStream with an R1 \
          file stream on the publisher's node syncing every write (`sync_interval: always`), acknowledged \
          publishes (256 in flight) and a durable pull consumer per subscriber acknowledging each message; for \
-         NATS, phb and shb are its two nodes and the CPU is read over the publishing as for tidings.",
-        p.groups,
-        p.rate / p.groups as f64,
-        p.local,
-        p.local
+         NATS, phb and shb are its two nodes and the CPU is read over the publishing as for tidings."
     );
     out
 }

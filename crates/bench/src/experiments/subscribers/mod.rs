@@ -184,7 +184,7 @@ impl Experiment for Subscribers {
                 }
             }
         }
-        self.anchors(ctx, &mut table)?;
+        self.anchors(ctx, &mut table);
         let figure = self.figure(&table);
         let mut body = self.body(&table)?;
         if !skipped.is_empty() {
@@ -262,10 +262,8 @@ impl Subscribers {
         let published = if transport == Transport::Tcp { counted == sent } else { counted <= sent };
         checks.published.record(published, format!("{at}: broker counted {counted} of {sent} (data and probes)"));
         let in_order = latency.duplicates == 0 && (transport == Transport::Udp || latency.out_of_order == 0);
-        checks.order.record(
-            in_order,
-            format!("{at}: {} duplicates, {} out of order", latency.duplicates, latency.out_of_order),
-        );
+        let what = format!("{at}: {} duplicates, {} out of order", latency.duplicates, latency.out_of_order);
+        checks.order.record(in_order, what);
         let (out, drops) = (after.delta(&before, metrics::MESSAGES_OUT), after.delta(&before, metrics::DROPS));
         if transport == Transport::Tcp {
             let disconnects = after.delta(&before, metrics::DISCONNECTS);
@@ -279,10 +277,9 @@ impl Subscribers {
             );
             checks.accounted.record(held, detail);
         } else {
-            checks.accounted.record(
-                (latency.received + latency.probes_received) as f64 <= out,
-                format!("{at}: received {} (+{} probes), broker out {out}", latency.received, latency.probes_received),
-            );
+            let (received, probes) = (latency.received, latency.probes_received);
+            let what = format!("{at}: received {received} (+{probes} probes), broker out {out}");
+            checks.accounted.record((received + probes) as f64 <= out, what);
         }
         Ok(Measured { latency, broker_drops: drops, kernel })
     }
@@ -324,7 +321,7 @@ impl Subscribers {
     }
 
     /// The committed anchors of the peer harness, labelled as such.
-    fn anchors(&self, ctx: &Context, table: &mut Vec<Row>) -> anyhow::Result<()> {
+    fn anchors(&self, ctx: &Context, table: &mut Vec<Row>) {
         let p = &self.0;
         if let Some(anchors) = &ctx.peers.anchors {
             for &n in p.counts.iter().filter(|&&n| p.rate(n) == 1000.0) {
@@ -345,7 +342,6 @@ impl Subscribers {
                 }
             }
         }
-        Ok(())
     }
 }
 

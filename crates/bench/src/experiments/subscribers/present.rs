@@ -37,25 +37,17 @@ impl Subscribers {
     pub(super) fn figure(&self, table: &[Row]) -> Figure {
         let x = || Axis::log("subscribers (each its own connection)");
         let ours = |column: Field| {
+            let line = |label, mark, color, system| Series::new(label, mark, color, self.series(table, system, column));
             vec![
-                Series::new("tidings TCP", Mark::Line, figure::TIDINGS, self.series(table, "tidings-tcp", column)),
-                Series::new("tidings UDP", Mark::Line, figure::TIDINGS_ALT, self.series(table, "tidings-udp", column)),
-                Series::new("NATS", Mark::Line, figure::NATS, self.series(table, "nats", column)),
-                Series::new(
-                    "NATS, committed anchor",
-                    Mark::Dashed,
-                    figure::NATS_ANCHOR,
-                    self.series(table, "nats-anchor", column),
-                ),
+                line("tidings TCP", Mark::Line, figure::TIDINGS, "tidings-tcp"),
+                line("tidings UDP", Mark::Line, figure::TIDINGS_ALT, "tidings-udp"),
+                line("NATS", Mark::Line, figure::NATS, "nats"),
+                line("NATS, committed anchor", Mark::Dashed, figure::NATS_ANCHOR, "nats-anchor"),
             ]
         };
         let seed = |t: &seeds::LatencyTable, color, values: &[f64]| {
-            Series::new(
-                t.label,
-                Mark::Dashed,
-                color,
-                t.subscribers.iter().copied().zip(values.iter().copied()).collect(),
-            )
+            let points = t.subscribers.iter().copied().zip(values.iter().copied()).collect();
+            Series::new(t.label, Mark::Dashed, color, points)
         };
         let mut mean = ours(|r| r.mean_us);
         mean.push(seed(&seeds::SEED_003_LAN, figure::SEED, seeds::SEED_003_LAN.mean_us));
@@ -64,17 +56,13 @@ impl Subscribers {
         dropped.push(seed(&seeds::SEED_003_VM, figure::SEED, seeds::SEED_003_VM.dropped));
         dropped.push(seed(&seeds::SEED_000_VM, 5, seeds::SEED_000_VM.dropped));
         let latency_axis = |what: &str| Axis::log(format!("{what} latency (µs)"));
+        let y = Axis::linear("subscribers no longer served at the end");
         Figure {
             title: "Latency vs subscribers (seeds 003, 000)".into(),
             panels: vec![
                 Panel::new("mean latency", x(), latency_axis("mean"), mean),
                 Panel::new("99th percentile latency", x(), latency_axis("p99"), ours(|r| r.p99_us)),
-                Panel::new(
-                    "dropped subscribers",
-                    x(),
-                    Axis::linear("subscribers no longer served at the end"),
-                    dropped,
-                ),
+                Panel::new("dropped subscribers", x(), y, dropped),
             ],
         }
     }
@@ -132,19 +120,8 @@ impl Subscribers {
                  drops, and the gaps each client saw in the broker's numbering of its datagrams); \
                  *not told* is what a subscriber lost beyond what it was told, summed.\n"
             );
-            md_head(
-                &mut out,
-                &[
-                    "subscribers",
-                    "lost",
-                    "broker queue",
-                    "receivers' buffers",
-                    "send buffer",
-                    "not attributed",
-                    "told",
-                    "not told",
-                ],
-            );
+            let head = ["subscribers", "lost", "broker queue", "receivers' buffers", "send buffer"];
+            md_head(&mut out, &[&head[..], &["not attributed", "told", "not told"]].concat());
             for &n in &self.0.counts {
                 let m = |c: Field| Self::median(table, "tidings-udp", n, c);
                 let Some(lost) = m(|r| r.lost) else { continue };
