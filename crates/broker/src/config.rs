@@ -163,6 +163,11 @@ pub struct Storage {
     /// The largest snapshot of a pubend's state a replica takes or accepts (default 1 GiB): a
     /// larger state is not compacted until releases shrink it (`snapshots_too_large`).
     pub replica_max_snapshot: usize,
+    /// Bytes of snapshot chunks a replica sends one mate per replica tick (100 ms; default
+    /// 8 MiB, 80 MiB/s; at least one chunk a tick): a large snapshot leaves over several ticks,
+    /// so the link it shares with other groups' heartbeats and appends never holds all of it
+    /// (`docs/replication.md`, "Snapshots in chunks").
+    pub replica_snapshot_window: usize,
 }
 
 /// What the replica groups take from `[storage]`.
@@ -176,6 +181,8 @@ pub struct ReplicaSizes {
     pub snapshot_chunk: usize,
     /// `replica_max_snapshot`.
     pub max_snapshot: usize,
+    /// `replica_snapshot_window`.
+    pub snapshot_window: usize,
 }
 
 impl Default for Storage {
@@ -189,6 +196,7 @@ impl Default for Storage {
             replica_compact_bytes: tidings_replica::COMPACT_BYTES,
             replica_snapshot_chunk: tidings_replica::CHUNK_BYTES,
             replica_max_snapshot: tidings_replica::MAX_SNAPSHOT,
+            replica_snapshot_window: tidings_replica::SNAPSHOT_WINDOW,
         }
     }
 }
@@ -201,6 +209,7 @@ impl Storage {
             compact_bytes: self.replica_compact_bytes,
             snapshot_chunk: self.replica_snapshot_chunk,
             max_snapshot: self.replica_max_snapshot,
+            snapshot_window: self.replica_snapshot_window,
         }
     }
 }

@@ -6,7 +6,7 @@
 //! ([`split`]): every chunk carries the snapshot message with its data left out (so each names
 //! the snapshot it belongs to: sender, term, index), its offset and the whole data's length.
 //! One that fits goes whole as before ([`Envelope::Raft`]), so a small snapshot is one message
-//! for a build that knows no chunks.
+//! for a build that knows no chunks. The chunks leave a window per tick (see `pace`).
 //!
 //! **Receiving.** [`Assembly`] holds at most one snapshot in assembly per group, so memory is
 //! bounded by [`GroupSettings::max_snapshot`](crate::GroupSettings::max_snapshot). A snapshot
@@ -21,8 +21,8 @@
 //! [`ReplicaGroup::check`](crate::ReplicaGroup::check) like one that came whole: its checksum
 //! and shape are verified there, and a corrupt one is refused and counted, never applied.
 //!
-//! **Asking again.** Nothing here asks: the leader reports every snapshot sent as finished
-//! (see `snapshot`), so a follower that did not install it refuses the leader's next append,
+//! **Asking again.** Nothing here asks: the leader reports every snapshot finished once its
+//! last chunk has left (see `pace` and `snapshot`), so a follower that did not install it refuses the leader's next append,
 //! and the leader sends the snapshot again, from its first chunk.
 
 use std::collections::BTreeMap;

@@ -82,6 +82,10 @@ pub struct GroupSettings {
     pub snapshot_chunk: usize,
     /// The largest encoded state a replica snapshots or takes from a mate (see `chunks`).
     pub max_snapshot: usize,
+    /// Bytes of snapshot chunks a leader sends one mate per tick (at least one chunk; see
+    /// `pace`): a large snapshot leaves over several ticks, so the link it shares with other
+    /// groups' heartbeats and appends holds a bounded amount of it at a time.
+    pub snapshot_window: usize,
 }
 
 /// The default [`GroupSettings::compact_bytes`]: 8 MiB of entries, about 30,000 publishes of
@@ -106,6 +110,7 @@ impl GroupSettings {
             exact_ticks: false,
             snapshot_chunk: crate::chunks::CHUNK_BYTES,
             max_snapshot: crate::chunks::MAX_SNAPSHOT,
+            snapshot_window: crate::pace::SNAPSHOT_WINDOW,
         }
     }
 }
@@ -382,6 +387,8 @@ pub(crate) struct Running {
     pub(crate) assembly: crate::chunks::Assembly,
     /// The most snapshot data one sent message carries ([`GroupSettings::snapshot_chunk`]).
     pub(crate) chunk: usize,
+    /// The chunks of snapshots still to send, per mate (see `pace`).
+    pub(crate) pacer: crate::pace::Pacer,
     /// The last log position (term, index) the host campaigned with since a leader was last
     /// heard: a host whose log is behind this replica's cannot win, so no mate holds back for
     /// it (see `holds_back`).
@@ -525,6 +532,7 @@ impl Running {
             held: 0,
             assembly: crate::chunks::Assembly::default(),
             chunk: settings.snapshot_chunk,
+            pacer: crate::pace::Pacer::new(settings.snapshot_window),
             host_claim: None,
             snapshots: SnapshotCounts::default(),
             compact_at: 0,
@@ -568,6 +576,7 @@ impl Running {
                 if settings.confirm_lead && self.raw.raft.state == StateRole::Leader {
                     self.raw.read_index(now.to_be_bytes().to_vec());
                 }
+                self.pace(out);
                 self.hand_back(settings);
             }
             Input::Persisted { number } => self.persisted(settings, number, out),
@@ -625,6 +634,8 @@ impl Running {
     fn links(&mut self, settings: &GroupSettings, up: Vec<ReplicaId>) {
         let leader = self.raw.raft.leader_id;
         let lost = leader != 0 && self.linked.contains(&leader) && !up.contains(&leader);
+        let dropped: Vec<ReplicaId> = self.linked.iter().copied().filter(|mate| !up.contains(mate)).collect();
+        dropped.into_iter().for_each(|mate| self.unreachable(mate));
         self.linked = up;
         if lost && self.raw.raft.state == StateRole::Follower {
             let raft = &mut self.raw.raft;

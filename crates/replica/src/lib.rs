@@ -32,7 +32,8 @@
 //! missing (`tidings_node::replicated`); a successor will open it the same way (takeover).
 //!
 //! - `chunks`: a snapshot larger than one REPLICA frame sent as chunks and reassembled, in
-//!   order and bounded, before its checksum is verified and raft-rs sees it.
+//!   order and bounded, before its checksum is verified and raft-rs sees it; `pace`: a leader
+//!   sends each mate a window of those chunks per tick, not all at once.
 //!
 //! Not yet here: membership changes (docs/replication.md, "Compaction and snapshots").
 
@@ -42,6 +43,7 @@ mod envelope;
 mod group;
 pub mod journal;
 mod log;
+mod pace;
 mod propose;
 mod ready;
 mod rejoin;
@@ -57,6 +59,7 @@ pub use group::{
     COMPACT_BYTES,
 };
 pub use journal::{Journal, JournalError};
+pub use pace::SNAPSHOT_WINDOW;
 pub use raft::eraftpb::{Entry, HardState, Message};
 pub use snapshot::SnapshotCounts;
 pub use state::{Outcome, PubendReplica, Record};

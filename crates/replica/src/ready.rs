@@ -119,10 +119,10 @@ impl Running {
         }
     }
 
-    /// Sends `messages` (a snapshot over one message's size in chunks: see `chunks`); returns
-    /// the followers sent a snapshot.
+    /// Sends `messages` (a snapshot over one message's size in chunks, paced: see `chunks` and
+    /// `pace`); returns the followers whose snapshot has left whole.
     fn send(&mut self, messages: Vec<Message>, out: &mut Vec<Action>) -> Vec<u64> {
-        let mut snapshots = Vec::new();
+        let mut finished = Vec::new();
         for msg in messages {
             // A rejoined replica that has not caught up grants no vote (see `rejoin`).
             let grant = matches!(
@@ -133,18 +133,24 @@ impl Running {
                 continue;
             }
             if crate::snapshot::is_snapshot(msg.get_msg_type()) {
-                snapshots.push(msg.to);
+                self.snapshots.sent += 1;
                 let to = msg.to;
-                let envelopes = crate::chunks::split(msg, self.chunk);
-                if envelopes.len() > 1 {
-                    self.snapshots.chunks_sent += envelopes.len() as u64;
+                let mut envelopes = crate::chunks::split(msg, self.chunk);
+                if envelopes.len() == 1 {
+                    // Whole: one message, not paced, finished at once.
+                    self.pacer.drop_queue(to);
+                    out.extend(envelopes.pop().map(|msg| Action::Send { to, msg }));
+                    finished.push(to);
+                    continue;
                 }
-                out.extend(envelopes.into_iter().map(|msg| Action::Send { to, msg }));
+                let emitted = self.pacer.send(to, envelopes, out);
+                self.snapshots.chunks_sent += emitted.chunks;
+                finished.extend(emitted.finished);
                 continue;
             }
             out.push(Action::Send { to: msg.to, msg: Envelope::Raft(msg) });
         }
-        snapshots
+        finished
     }
 
     /// Applies committed entries in order and acknowledges what this leader proposed in the term
@@ -189,6 +195,7 @@ impl Running {
             out.push(Action::LostLeadership { term });
         }
         self.pending.clear();
+        self.pacer.clear();
         self.leading = now;
         if let Some(term) = now {
             self.last_proposed = self.state.last_tick();

@@ -41,6 +41,9 @@ pub struct SnapshotCounts {
     pub too_large: u64,
     /// Chunks of snapshots sent (a snapshot that fits in one message counts none).
     pub chunks_sent: u64,
+    /// Not a count but a level: chunks a leader has queued and not sent yet (see `pace`),
+    /// non-zero while a snapshot is in flight.
+    pub chunks_queued: u64,
     /// Chunks received and kept for assembly.
     pub chunks_received: u64,
     /// Chunks dropped: stale (a deposed leader's, of a snapshot committed past or earlier than
@@ -189,12 +192,12 @@ impl Running {
         }
     }
 
-    /// A leader sent snapshots: raft-rs holds each follower's progress until told how the
-    /// transfer went. Reported finished at once: a snapshot lost on the way (or refused as
-    /// corrupt) shows as the follower's refusal of the next append, which sends another.
-    pub(crate) fn report_sent(&mut self, sent: &[u64]) {
-        for &to in sent {
-            self.snapshots.sent += 1;
+    /// Snapshots have left whole (their last chunk handed out, see `pace`): raft-rs holds each
+    /// follower's progress until told how the transfer went. Reported finished then, not on
+    /// an answer: a snapshot lost on the way (or refused as corrupt) shows as the follower's
+    /// refusal of the next append, which sends another.
+    pub(crate) fn report_sent(&mut self, finished: &[u64]) {
+        for &to in finished {
             self.raw.report_snapshot(to, SnapshotStatus::Finish);
         }
     }

@@ -95,7 +95,7 @@ impl ReplicaGroup {
             first_index: running.raw.store().base() + 1,
             last_index,
             log_bytes: running.raw.store().bytes(),
-            snapshots: running.snapshots,
+            snapshots: crate::SnapshotCounts { chunks_queued: running.pacer.queued(), ..running.snapshots },
             commit: raft.raft_log.committed,
             applied: raft.raft_log.applied,
             fenced: self.withholding_vote(),

@@ -212,3 +212,79 @@ fn a_replica_restarts_from_its_last_checkpoint() {
         assert_eq!((after.first_index, after.last_index), (before.first_index, before.last_index));
     }
 }
+
+/// Replica 3 left behind the first index by a group whose snapshots go in `chunk`-byte chunks
+/// with a window of `window` bytes per tick, its cut mended: the leader sends it a snapshot
+/// at the next round.
+fn pacing(chunk: usize, window: usize) -> Cluster {
+    let mut c = Cluster::with(3, |settings| GroupSettings {
+        compact_bytes: 1 << 10,
+        snapshot_chunk: chunk,
+        snapshot_window: window,
+        ..settings
+    });
+    leave_replica_3_behind(&mut c);
+    c.cut.clear();
+    c
+}
+
+/// Pacing (issue 40, "pacing of chunks"): a snapshot of many chunks under a window of 2 leaves
+/// over several ticks, at most a window per tick beside the send's own, while the leader's
+/// status shows chunks queued; raft-rs sends it once (it waits for the last chunk before it
+/// probes replica 3 again), nothing is lost, and replica 3 assembles and installs it.
+#[test]
+fn a_large_snapshot_leaves_in_windows_over_several_ticks_and_is_assembled() {
+    const WINDOW: u64 = 2;
+    let mut c = pacing(64, WINDOW as usize * 64);
+    let chunks = state(&c, 1).encoded_len().div_ceil(64) as u64;
+    assert!(chunks > 4 * WINDOW, "the state takes more than four windows: {chunks} chunks");
+    let (mut sent, mut queued_rounds, mut rounds) = (0, 0, 0);
+    while c.groups[&3].status().applied < c.groups[&1].status().applied && rounds < 60 {
+        c.run(1, &ALL);
+        rounds += 1;
+        let leader = c.groups[&1].status().snapshots;
+        assert!(leader.chunks_sent - sent <= 2 * WINDOW, "round {rounds}: more than a send's and a tick's window");
+        sent = leader.chunks_sent;
+        queued_rounds += u64::from(leader.chunks_queued > 0);
+    }
+    let (caught, leader) = (c.groups[&3].status(), c.groups[&1].status());
+    assert!(queued_rounds >= chunks / WINDOW - 2, "queued over {queued_rounds} rounds for {chunks} chunks");
+    assert_eq!((leader.snapshots.sent, leader.snapshots.chunks_sent, leader.snapshots.chunks_queued), (1, chunks, 0));
+    assert_eq!((caught.snapshots.received, caught.snapshots.chunks_received), (1, chunks), "{caught:?}");
+    caught_up_and_going_on(&mut c);
+}
+
+/// A transfer stops when it cannot go on: replica 3's link drops mid-snapshot (its queue goes,
+/// raft-rs hears of a failure and sends a new snapshot once the link is back), and a leader
+/// cut off from both mates steps down and drops its queue.
+#[test]
+fn a_dropped_link_or_a_lost_lead_drops_the_queue_and_a_new_snapshot_follows() {
+    let mut c = pacing(16, 16);
+    c.input(1, Input::Links { up: vec![2, 3] });
+    c.run(2, &ALL);
+    let queued = c.groups[&1].status().snapshots.chunks_queued;
+    assert!(queued > 10, "a snapshot in flight: {queued} chunks queued");
+    c.cut.insert(3);
+    c.input(1, Input::Links { up: vec![2] });
+    let sent = c.groups[&1].status().snapshots;
+    assert_eq!(sent.chunks_queued, 0, "the queue went with the link");
+    c.run(5, &ALL);
+    assert_eq!(c.groups[&1].status().snapshots.chunks_sent, sent.chunks_sent, "nothing more to replica 3");
+    c.cut.clear();
+    c.input(1, Input::Links { up: vec![2, 3] });
+    c.run(3, &ALL);
+    assert!(c.groups[&1].status().snapshots.chunks_queued > 0, "a new transfer");
+    assert_eq!(c.groups[&1].status().snapshots.sent, sent.sent + 1);
+    // The leader cut off from both mates loses its lead within an election timeout, and its queue.
+    c.cut.insert(1);
+    c.run(25, &ALL);
+    let deposed = c.groups[&1].status();
+    assert!(c.groups[&1].leading().is_none(), "{deposed:?}");
+    assert_eq!(deposed.snapshots.chunks_queued, 0);
+    // A new leader (2) catches replica 3 up, and the old one rejoins.
+    c.cut.clear();
+    c.run(120, &ALL);
+    let leader = c.leader().expect("a leader");
+    assert_eq!(c.groups[&3].status().applied, c.groups[&leader].status().applied);
+    assert_eq!(state(&c, 3), state(&c, leader));
+}

@@ -30,6 +30,7 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.snapshots_taken += report.snapshots_taken;
             total.snapshots_installed += report.snapshots_installed;
             total.chunks_received += report.chunks_received;
+            total.paced += report.paced;
             total.forgotten += report.forgotten;
             coverage
         })
@@ -44,6 +45,7 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.snapshots_taken as usize >= runs, "too few compactions: {total:?}");
     assert!(total.snapshots_installed > 0, "no replica caught up from a snapshot: {total:?}");
     assert!(total.chunks_received > 0, "no snapshot travelled in chunks: {total:?}");
+    assert!(total.paced > 0, "no snapshot was paced over ticks: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
     if mode.disks {
         assert!(

@@ -136,6 +136,9 @@ pub struct GuaranteedMetrics {
     pub replica_log_bytes: Family<PubendLabel, Gauge>,
     /// Per replica group here: snapshots taken, sent, received and refused since start.
     pub replica_snapshots: Family<SnapshotLabel, Gauge>,
+    /// Per replica group led here: snapshot chunks queued for its mates and not sent yet (a
+    /// level, not a count: non-zero while a paced snapshot is in flight).
+    pub replica_snapshot_chunks_queued: Family<PubendLabel, Gauge>,
     /// Pubends hosted by this broker.
     pub pubends: Gauge,
     /// Guaranteed subscriptions.
@@ -220,6 +223,7 @@ impl GuaranteedMetrics {
             replica_first_index: Family::default(),
             replica_log_bytes: Family::default(),
             replica_snapshots: Family::default(),
+            replica_snapshot_chunks_queued: Family::default(),
             pubends: Gauge::default(),
             subends: Gauge::default(),
             durable_created: Counter::default(),
@@ -305,6 +309,12 @@ impl GuaranteedMetrics {
         r.register("replica_log_bytes", "Bytes of the entries the replica log holds here", m.replica_log_bytes.clone());
         let snapshots = m.replica_snapshots.clone();
         r.register("replica_snapshots", "Replica snapshots taken, sent, received, refused and too large, and their chunks sent, received and refused, here", snapshots);
+        let queued = m.replica_snapshot_chunks_queued.clone();
+        r.register(
+            "replica_snapshot_chunks_queued",
+            "Snapshot chunks a group led here has queued for its mates, not sent yet",
+            queued,
+        );
         r.register("pubends", "Pubends hosted", m.pubends.clone());
         r.register("subends", "Guaranteed subscriptions", m.subends.clone());
         r.register("durable_created", "Durable subscriptions created", m.durable_created.clone());

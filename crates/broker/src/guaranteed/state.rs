@@ -80,6 +80,9 @@ pub struct ReplicaGroupState {
     pub snapshots_too_large: u64,
     /// Chunks of snapshots sent from here (a snapshot over one REPLICA frame's chunk size).
     pub snapshot_chunks_sent: u64,
+    /// Chunks of snapshots queued here for mates and not sent yet: a level, non-zero while a
+    /// snapshot is in flight (sent a window per tick, `[storage] replica_snapshot_window`).
+    pub snapshot_chunks_queued: u64,
     /// Chunks of snapshots received and kept for assembly here.
     pub snapshot_chunks_received: u64,
     /// Chunks refused here (out of order, stale, of another snapshot, over the maximum), each
@@ -204,6 +207,8 @@ impl Driver {
             self.metrics.replica_lag_max.get_or_create(&label).set(lag as i64);
             self.metrics.replica_first_index.get_or_create(&label).set(group.first_index as i64);
             self.metrics.replica_log_bytes.get_or_create(&label).set(group.log_bytes as i64);
+            let queued = group.snapshot_chunks_queued as i64;
+            self.metrics.replica_snapshot_chunks_queued.get_or_create(&label).set(queued);
             let events = [
                 ("taken", group.snapshots_taken),
                 ("sent", group.snapshots_sent),

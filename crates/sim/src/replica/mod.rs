@@ -12,7 +12,7 @@
 //! runs the store's recovery and `tidings-replica`'s journal fold. The replicas compact their
 //! logs often ([`COMPACT_BYTES`], every few entries), so restarts start from snapshots and
 //! replicas behind a leader's first index (a wiped one, one long down or cut off) catch up from
-//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes and journaled in parts of [`JOURNAL_PART`]. Not simulated yet: the delivery core around the group.
+//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes, [`SNAPSHOT_WINDOW`] a tick, and journaled in parts of [`JOURNAL_PART`]. Not simulated yet: the delivery core around the group.
 
 mod disk;
 mod judge;
@@ -33,6 +33,11 @@ pub const COMPACT_BYTES: u64 = 256;
 /// several chunks, through the network's loss, duplication and reordering (`tidings-replica`'s
 /// `chunks`), and is reassembled or refused and sent again.
 pub const SNAPSHOT_CHUNK: usize = 32;
+
+/// The sim's snapshot window: 4 chunks to one mate per tick (`tidings-replica`'s `pace`), so
+/// most snapshots shipped leave over several ticks, and their transfers meet crashes,
+/// partitions and changes of leader half-way.
+pub const SNAPSHOT_WINDOW: usize = 4 * SNAPSHOT_CHUNK;
 
 /// The sim's journal part: a checkpoint's snapshot over it is written as several store
 /// records (`tidings_replica::Journal::records`), so restarts and power losses read snapshots
@@ -90,6 +95,8 @@ pub struct Report {
     pub snapshots_installed: u64,
     /// Snapshot chunks a replica took into an assembly.
     pub chunks_received: u64,
+    /// Ticks after which a leader still had snapshot chunks queued (paced over ticks).
+    pub paced: usize,
     /// Retries answered "logged earlier, tick forgotten" (their record released).
     pub forgotten: usize,
 }
@@ -138,6 +145,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         snapshots_taken: run.world.snapshots.0,
         snapshots_installed: run.world.snapshots.1,
         chunks_received: run.world.snapshots.2,
+        paced: run.world.paced,
         forgotten: judge.forgotten,
     };
     Ok((run.coverage, report))

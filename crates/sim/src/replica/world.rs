@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Record, ReplicaGroup, ReplicaId};
 
-use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK};
+use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
 
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
@@ -72,6 +72,8 @@ pub(crate) struct World {
     pub(crate) snapshots: (u64, u64, u64),
     /// Publishes delivered in a batch of two or more (see `advance`).
     pub(crate) batched: usize,
+    /// Ticks after which a replica still had snapshot chunks queued.
+    pub(crate) paced: usize,
 }
 
 impl World {
@@ -93,6 +95,7 @@ impl World {
             mutation,
             snapshots: (0, 0, 0),
             batched: 0,
+            paced: 0,
         };
         for id in voters {
             let mut disk = Disk::default();
@@ -112,6 +115,7 @@ impl World {
             snapshot_drops_record: self.mutation == Mutation::SnapshotDropsRecord,
             compact_bytes: COMPACT_BYTES,
             snapshot_chunk: SNAPSHOT_CHUNK,
+            snapshot_window: SNAPSHOT_WINDOW,
             ..GroupSettings::new(id, self.voters.clone())
         }
     }
@@ -147,8 +151,12 @@ impl World {
     pub(crate) fn input(&mut self, id: ReplicaId, input: Input) {
         let now = self.now;
         let Some(group) = self.nodes.get_mut(&id).and_then(|n| n.group.as_mut()) else { return };
+        let tick = input == Input::Tick;
         let actions = group.handle(now, input);
         let withholding = group.withholding_vote();
+        if tick && group.status().snapshots.chunks_queued > 0 {
+            self.paced += 1;
+        }
         for action in actions {
             self.act(id, action);
         }

@@ -84,7 +84,7 @@ pub(crate) struct Replicas {
     me: ReplicaId,
     cell: CellName,
     /// `[storage] replicas` (0: 3, or the whole cell if smaller), `replica_compact_bytes`,
-    /// `replica_snapshot_chunk` and `replica_max_snapshot`.
+    /// `replica_snapshot_chunk`, `replica_max_snapshot` and `replica_snapshot_window`.
     sizes: crate::config::ReplicaSizes,
     /// Cell mates ever linked, by replica id.
     mates: BTreeMap<ReplicaId, BrokerName>,
@@ -174,6 +174,7 @@ impl Replicas {
             compact_bytes: self.sizes.compact_bytes,
             snapshot_chunk: self.sizes.snapshot_chunk,
             max_snapshot: self.sizes.max_snapshot,
+            snapshot_window: self.sizes.snapshot_window,
             ..GroupSettings::new(self.me, voters.clone())
         };
         let store_pubend = tidings_store::PubendId(pubend.0);
@@ -437,6 +438,7 @@ impl Replicas {
                     snapshots_refused: status.snapshots.refused,
                     snapshots_too_large: status.snapshots.too_large,
                     snapshot_chunks_sent: status.snapshots.chunks_sent,
+                    snapshot_chunks_queued: status.snapshots.chunks_queued,
                     snapshot_chunks_received: status.snapshots.chunks_received,
                     snapshot_chunks_refused: status.snapshots.chunks_refused,
                     fenced: status.fenced,
