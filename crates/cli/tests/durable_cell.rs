@@ -1,0 +1,112 @@
+//! `[durable] store = "cell"` through real broker processes (issue 40 part 4, the seed's double
+//! replication): a durable subscriber in a three-broker replicated cell whose publishers are in
+//! another cell catches up from its own cell after the publishers' cell is gone.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod gd_common;
+
+use std::process::Child;
+use std::time::Duration;
+
+use gd_common::{cluster_addr, id, links_up, publish, spawn, Node};
+use serde_json::Value;
+use tidings_testkit::BrokerProcess;
+
+const STORE_CELL: &str = "[durable]\nstore = \"cell\"\n";
+
+/// The JSON lines of a command that must succeed within `secs`.
+fn ok_lines(child: Child, secs: u64) -> Vec<Value> {
+    let out = tidings_testkit::finish_within(child, Duration::from_secs(secs));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "command failed: {}\n{text}", String::from_utf8_lossy(&out.stderr));
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+fn wait_for(what: &str, check: impl Fn() -> bool) {
+    tidings_testkit::wait_until(what, Duration::from_secs(30), check);
+}
+
+/// `sub --durable d k.> --json --count N` on `b`.
+fn durable_sub(b: &BrokerProcess, count: usize) -> Child {
+    let (server, count) = (b.tcp(), count.to_string());
+    spawn(&["sub", "--server", &server, "--durable", "d", "k.>", "--json", "--count", &count])
+}
+
+/// The subscriber's lines against the acknowledged publishes: each once, in the origin's tick
+/// order, no gap notice, all from one pubend (the relay's, not the origin's) in its tick order.
+fn assert_relayed_once_in_order(got: &[Value], acked: &[Value]) {
+    let mut expected: Vec<&Value> = acked.iter().collect();
+    expected.sort_by_key(|a| a["tick"].as_u64().unwrap());
+    let got_ids: Vec<(String, u64)> = got.iter().map(id).collect();
+    let want_ids: Vec<(String, u64)> = expected.iter().map(|a| id(a)).collect();
+    assert_eq!(got.len(), want_ids.len(), "got {} of {} acknowledged", got.len(), want_ids.len());
+    assert_eq!(got_ids, want_ids, "deliveries differ from the acknowledged publishes (order, loss or duplicates)");
+    let relay = &got[0]["pubend"];
+    assert_ne!(relay, &acked[0]["pubend"], "the subscriber read the origin pubend, not its cell's copy");
+    let mut last = 0;
+    for line in got {
+        assert_eq!(line["missed"], 0, "a gap was notified: {line}");
+        assert_eq!(&line["pubend"], relay, "every delivery comes from the relay pubend: {line}");
+        assert!(line["topic"].as_str().unwrap().starts_with("k."), "the relay prefix is stripped: {line}");
+        let tick = line["tick"].as_u64().unwrap();
+        assert!(tick > last, "relay ticks in order: {line}");
+        last = tick;
+    }
+}
+
+#[test]
+fn a_durable_subscriber_stored_in_its_cell_catches_up_with_the_publishers_cell_gone() {
+    let scratch = tempfile::tempdir().unwrap();
+    let any = "127.0.0.1:0";
+    let cell: Vec<Node> =
+        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
+    let s3 = cell[2].start(any, any, &[]);
+    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
+    let s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    let peers: Vec<String> = [&s1, &s2, &s3].iter().map(|b| cluster_addr(b)).collect();
+    let mut p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &peers);
+    wait_for("the cells link up", || links_up(&s1, 3.0)() && links_up(&p1, 3.0)());
+
+    let first = durable_sub(&s1, 50);
+    // The reader and its relay are both confirmed.
+    wait_for("the durable subscription and its relay are confirmed", || {
+        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
+    });
+    let mut acked = ok_lines(publish(&p1.tcp(), "k.a", 200, &[]), 60);
+    let mut got = ok_lines(first, 60);
+    assert_eq!(got.len(), 50);
+
+    // Away: more are published, and relayed into the subscribers' cell.
+    acked.extend(ok_lines(publish(&p1.tcp(), "k.b", 1000, &["--window", "256"]), 60));
+    wait_for("s1's relay republished everything into its cell", || {
+        s1.metric("tidings_gd_publishes_acked_total").unwrap_or(0.0) >= acked.len() as f64
+    });
+    // The publishers' cell is gone.
+    p1.kill();
+    wait_for("s1 sees its publisher's broker gone", links_up(&s1, 2.0));
+
+    let rest = acked.len() - got.len();
+    got.extend(ok_lines(durable_sub(&s1, rest), 60));
+    assert_relayed_once_in_order(&got, &acked);
+    // The relay pubend is replicated in the cell: its group has three members.
+    let state: Value =
+        serde_json::from_str(&tidings_testkit::http_get(s1.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    let groups = state["guaranteed"]["replicas"].as_array().cloned().unwrap_or_default();
+    assert!(!groups.is_empty(), "the relay pubend has a replica group: {state}");
+}
+
+#[test]
+fn store_cell_is_refused_where_there_is_no_replication() {
+    let scratch = tempfile::tempdir().unwrap();
+    let config = scratch.path().join("broker.toml");
+    std::fs::write(&config, STORE_CELL).unwrap();
+    let config = config.display().to_string();
+    let out = tidings_testkit::finish_within(
+        spawn(&["broker", "--listen", "127.0.0.1:0", "--udp", "off", "--config", &config]),
+        Duration::from_secs(20),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a lone broker started with store = \"cell\"");
+    assert!(err.contains("durable.store"), "the refusal names the key: {err}");
+}
