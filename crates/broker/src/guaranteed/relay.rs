@@ -81,8 +81,8 @@ pub(super) struct Relays {
     readers: BTreeMap<SubendId, PubendId>,
     /// Relay pubends.
     pubends: BTreeSet<PubendId>,
-    /// Republishes decided during the engine's turn, sent after it: (relay, origin, seq).
-    pending: Vec<(SubendId, PubendId, u64)>,
+    /// Republishes decided during the engine's turn, sent after it: (relay, origin, seq, message).
+    pending: Vec<(SubendId, PubendId, u64, Bytes)>,
     /// Resends already scheduled.
     resends: BTreeSet<(SubendId, PubendId)>,
 }
@@ -254,6 +254,8 @@ impl Driver {
     /// The origin reported ticks `range` lost to relay `relay`: a gap marker is republished at
     /// its last tick.
     pub(super) fn relay_gap(&mut self, relay: SubendId, origin: PubendId, range: TickRange) {
+        // Held like a delivery: the checkpoint does not pass it before its marker is stored.
+        self.durable_delivered(relay, origin, range.to);
         let lost = Property { key: GAP.into(), value: Value::Str(format!("{}-{}", range.from.0, range.to.0)) };
         match Message::new(GAP_TOPIC, &[lost], Bytes::new(), 0) {
             Ok(marker) => self.relay_send(relay, origin, range.to.0, marker),
@@ -263,16 +265,15 @@ impl Driver {
 
     fn relay_send(&mut self, relay: SubendId, origin: PubendId, seq: u64, message: Message) {
         let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
-        if entry.book.send(origin, seq, message.as_bytes().clone()) {
-            self.relays.pending.push((relay, origin, seq));
+        let bytes = message.as_bytes().clone();
+        if entry.book.send(origin, seq, bytes.clone()) {
+            self.relays.pending.push((relay, origin, seq, bytes));
         }
     }
 
     /// Sends the republishes decided during the engine's turn (called after it).
     pub(super) fn relay_pending(&mut self) {
-        for (relay, origin, seq) in std::mem::take(&mut self.relays.pending) {
-            let Some(entry) = self.relays.relays.get_mut(&relay) else { continue };
-            let Some((_, bytes)) = entry.book.unacked(origin).into_iter().find(|(s, _)| *s == seq) else { continue };
+        for (relay, origin, seq, bytes) in std::mem::take(&mut self.relays.pending) {
             self.relay_publish(relay, origin, seq, bytes);
         }
     }
