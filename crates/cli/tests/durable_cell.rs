@@ -110,3 +110,69 @@ fn store_cell_is_refused_where_there_is_no_replication() {
     assert!(!out.status.success(), "a lone broker started with store = \"cell\"");
     assert!(err.contains("durable.store"), "the refusal names the key: {err}");
 }
+
+/// `count` guaranteed publishes on `topic` at `b`, at most 256 in flight: the acknowledged lines.
+fn burst(b: &BrokerProcess, topic: &str, count: u64) -> Vec<Value> {
+    ok_lines(publish(&b.tcp(), topic, count, &["--window", "256", "--size", "200"]), 60)
+}
+
+#[test]
+fn ticks_the_origin_lost_reach_the_subscriber_stored_in_its_cell_as_a_gap() {
+    let scratch = tempfile::tempdir().unwrap();
+    let any = "127.0.0.1:0";
+    let cell: Vec<Node> =
+        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
+    let s3 = cell[2].start(any, any, &[]);
+    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
+    let mut s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    // The publishers' broker links to s1 alone: no mate of s1 caches what s1 misses.
+    let release = "[retention]\nmax_bytes = 60000\npolicy = \"release\"\n";
+    let p1 = Node::configured(scratch.path(), "p1", "PUB", release).start(any, any, &[cluster_addr(&s1)]);
+    wait_for("the cells link up", || links_up(&s1, 3.0)() && links_up(&p1, 1.0)());
+    let mut first = durable_sub(&s1, 1);
+    wait_for("the durable subscription and its relay are confirmed", || {
+        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // The subscriber's broker dies; the origin's log passes its limit and releases early.
+    let (tcp, link) = (s1.tcp(), cluster_addr(&s1));
+    s1.kill();
+    let mut acked = Vec::new();
+    for topic in ["k.b", "k.c"] {
+        acked.extend(burst(&p1, topic, 200));
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    wait_for("the origin's log was released at its limit", || {
+        p1.metric("tidings_gd_early_releases_total").unwrap_or(0.0) >= 1.0
+    });
+    std::thread::sleep(Duration::from_millis(600));
+    let state: Value =
+        serde_json::from_str(&tidings_testkit::http_get(p1.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    let release = state["guaranteed"]["pubends"][0]["release"].as_u64().unwrap();
+    let s1 = cell[0].start(&tcp, &link, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    wait_for("s1 links up again", links_up(&s1, 3.0));
+    let tick = |v: &Value| v["tick"].as_u64().unwrap();
+    let kept: Vec<Value> = acked.iter().filter(|a| tick(a) > release).cloned().collect();
+    let lost = acked.len() - kept.len();
+    assert!(lost > 0 && !kept.is_empty(), "the limit took some, not all: lost {lost}, kept {}", kept.len());
+    let lines = ok_lines(durable_sub(&s1, kept.len()), 60);
+    let gaps: Vec<&Value> = lines.iter().filter(|l| l["gap"] == true).collect();
+    let summary: Vec<String> = lines
+        .iter()
+        .map(|l| match l["gap"] == true {
+            true => format!("gap {}", l["from"]),
+            false => format!("{}:{}", l["topic"], l["properties"]["seq"]),
+        })
+        .collect();
+    let kb: Vec<u64> = acked.iter().filter(|a| a["topic"] == "k.b").map(tick).collect();
+    eprintln!("release {release}; k.b ticks {:?}..{:?}; lines {summary:?}", kb.first(), kb.last());
+    assert!(
+        !gaps.is_empty(),
+        "the ticks the origin lost are told as a gap, not silence: {:?}",
+        lines.iter().take(3).collect::<Vec<_>>()
+    );
+    assert_eq!(lines[0]["gap"], true, "the gap comes first, in stream order");
+    let delivered: Vec<Value> = lines.iter().filter(|l| l["gap"] != true).cloned().collect();
+    assert_relayed_once_in_order(&delivered, &kept);
+}

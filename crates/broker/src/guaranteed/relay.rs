@@ -256,6 +256,13 @@ impl Driver {
     pub(super) fn relay_gap(&mut self, relay: SubendId, origin: PubendId, range: TickRange) {
         // Held like a delivery: the checkpoint does not pass it before its marker is stored.
         self.durable_delivered(relay, origin, range.to);
+        info!(
+            relay = relay.0,
+            pubend = origin.0,
+            from = range.from.0,
+            to = range.to.0,
+            "ticks lost upstream relayed as a gap"
+        );
         let lost = Property { key: GAP.into(), value: Value::Str(format!("{}-{}", range.from.0, range.to.0)) };
         match Message::new(GAP_TOPIC, &[lost], Bytes::new(), 0) {
             Ok(marker) => self.relay_send(relay, origin, range.to.0, marker),
