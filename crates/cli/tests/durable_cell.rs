@@ -176,3 +176,55 @@ fn ticks_the_origin_lost_reach_the_subscriber_stored_in_its_cell_as_a_gap() {
     let delivered: Vec<Value> = lines.iter().filter(|l| l["gap"] != true).cloned().collect();
     assert_relayed_once_in_order(&delivered, &kept);
 }
+
+/// Live delivery latencies (µs) of a durable subscriber at s1 (cell S of three) to `count`
+/// guaranteed publishes of 256 B at `rate`/s from p1 (cell PUB of three, replicated), with the
+/// subscription stored in cell S (`store_cell`) or read from the publishers' pubend.
+fn live_latencies(store_cell: bool, count: u64, rate: u64) -> Vec<u64> {
+    let scratch = tempfile::tempdir().unwrap();
+    let any = "127.0.0.1:0";
+    let extra = if store_cell { STORE_CELL } else { "" };
+    let start_cell = |names: [&str; 3], cell: &str, extra: &str, peers: &[String]| -> Vec<BrokerProcess> {
+        let nodes: Vec<Node> = names.iter().map(|n| Node::configured(scratch.path(), n, cell, extra)).collect();
+        let c = nodes[2].start(any, any, peers);
+        let mut with_c = peers.to_vec();
+        with_c.push(cluster_addr(&c));
+        let b = nodes[1].start(any, any, &with_c);
+        with_c.push(cluster_addr(&b));
+        let a = nodes[0].start(any, any, &with_c);
+        vec![a, b, c]
+    };
+    let s = start_cell(["s1", "s2", "s3"], "S", extra, &[]);
+    let peers: Vec<String> = s.iter().map(cluster_addr).collect();
+    let p = start_cell(["p1", "p2", "p3"], "PUB", "", &peers);
+    wait_for("the cells link up", || s.iter().chain(&p).all(|b| links_up(b, 5.0)()));
+    let sub = durable_sub(&s[0], count as usize);
+    let confirmed = if store_cell { 2.0 } else { 1.0 };
+    wait_for("the durable subscription is confirmed", || {
+        s[0].metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= confirmed
+    });
+    let rate = rate.to_string();
+    ok_lines(publish(&p[0].tcp(), "k.a", count, &["--size", "256", "--rate", &rate]), 120);
+    let lines = ok_lines(sub, 120);
+    assert_eq!(lines.len() as u64, count);
+    lines.iter().map(|l| l["latency_us"].as_u64().unwrap()).collect()
+}
+
+/// `cargo test -p tidings-cli --test durable_cell --release -- --ignored --nocapture`: the
+/// cost of the second replication for a live durable subscriber, alternated three times.
+#[test]
+#[ignore = "a measurement, not a check: run by hand"]
+fn measure_live_latency_stored_in_the_cell_against_the_publishers_pubend() {
+    let pct = |v: &mut Vec<u64>, p: f64| {
+        v.sort_unstable();
+        v[((v.len() - 1) as f64 * p) as usize] as f64 / 1000.0
+    };
+    for round in 1..=3 {
+        for store_cell in [false, true] {
+            let mut v = live_latencies(store_cell, 2000, 500);
+            let (p50, p99) = (pct(&mut v, 0.5), pct(&mut v, 0.99));
+            let what = if store_cell { "store = cell     " } else { "store = publisher" };
+            eprintln!("round {round} {what}: median {p50:.2} ms, p99 {p99:.2} ms over {} deliveries", v.len());
+        }
+    }
+}

@@ -148,7 +148,7 @@ impl Driver {
             }
         };
         let wire = (tidings_wire::PubendId(pubend.0), tidings_wire::Tick(tick.0));
-        let reading = self.relays.reader(subend).map(|_| super::relay::unwrap(message.clone()));
+        let reading = self.relays.unwrap_for(subend, &message);
         let message = match reading {
             None => message,
             Some(Some(super::relay::Reading::Message(message))) => message,

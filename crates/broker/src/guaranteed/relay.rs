@@ -12,7 +12,9 @@
 //!   republished as a gap marker, so it reaches the subscriber as a gap, never as silence.
 //! - its *reader* (the name `d` the client holds): attached only to `$relay.d`, where it
 //!   takes every message (the relay filtered them already); the topic's reserved prefix
-//!   [`RELAY_TOPIC`] is stripped on delivery and a gap marker goes out as a GAP frame.
+//!   (`$relay.d.`, under [`RELAY_TOPIC`]) is stripped on delivery and a gap marker goes out as
+//!   a GAP frame. Its routing filter is `$relay.d.>`, so the relay pubend's records reach it
+//!   wherever the pubend is served.
 //!
 //! So a catch-up reads from this cell's log, even while the publishers' cell is unreachable.
 //! The relay publishes like a client, through an internal connection ([`loopback`]) whose
@@ -34,17 +36,17 @@ use super::relay_book::RelayBook;
 use super::Command;
 use crate::outbox::Outbox;
 
-/// The first level of every relayed topic; clients may not publish under it.
+/// The first level of every relayed topic (`$relay.<durable name>.<topic>`); clients may not
+/// publish under it.
 pub const RELAY_TOPIC: &str = "$relay.";
-/// The prefix of a relay pubend's name (`$relay.<durable name>`); clients may not publish to it.
+/// The prefix of a relay pubend's name (`$relay.<durable name>`, also the prefix of its
+/// topics); clients may not publish to it.
 pub const RELAY_PUBEND: &str = "$relay.";
 /// The prefix of a relay's own durable name (`$relay:<durable name>`: no client name has `$`).
 const RELAY_NAME: &str = "$relay:";
 /// The property of a gap marker: the origin's lost ticks, `"<from>-<to>"`. Clients may not
 /// set a property starting with `$relay`.
 pub const GAP: &str = "$relay-gap";
-/// The topic of a gap marker.
-const GAP_TOPIC: &str = "$relay.gap";
 /// How long after a refusal a relay sends its unacknowledged republishes again.
 const RESEND_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -77,8 +79,8 @@ pub(super) struct Relays {
     /// `[durable] store = "cell"`: new durable subscriptions get a relay.
     pub(super) enabled: bool,
     relays: BTreeMap<SubendId, Relay>,
-    /// Reader subend to its relay pubend.
-    readers: BTreeMap<SubendId, PubendId>,
+    /// Reader subend to its relay pubend and that pubend's name.
+    readers: BTreeMap<SubendId, (PubendId, String)>,
     /// Relay pubends.
     pubends: BTreeSet<PubendId>,
     /// Republishes decided during the engine's turn, sent after it: (relay, origin, seq, message).
@@ -95,14 +97,20 @@ impl Relays {
 
     /// The relay pubend a reader reads, if `subend` is one.
     pub(super) fn reader(&self, subend: SubendId) -> Option<PubendId> {
-        self.readers.get(&subend).copied()
+        self.readers.get(&subend).map(|(pubend, _)| *pubend)
+    }
+
+    /// Unwraps a message of a reader's relay pubend (`None`: `subend` is not a reader).
+    pub(super) fn unwrap_for(&self, subend: SubendId, message: &Message) -> Option<Option<Reading>> {
+        let (_, name) = self.readers.get(&subend)?;
+        Some(unwrap(name, message))
     }
 
     /// Whether `subend` attaches to `pubend`'s stream: a reader only to its relay pubend,
     /// other subends to every pubend but relay pubends.
     pub(super) fn attaches(&self, subend: SubendId, pubend: PubendId) -> bool {
         match self.readers.get(&subend) {
-            Some(&relay) => relay == pubend,
+            Some(&(relay, _)) => relay == pubend,
             None => !self.pubends.contains(&pubend),
         }
     }
@@ -121,13 +129,24 @@ pub(super) enum Reading {
     Gap,
 }
 
-/// Unwraps a relayed message for its reader.
-pub(super) fn unwrap(message: Message) -> Option<Reading> {
+/// The topic a relay pubend named `pubend_name` carries `topic` under.
+fn relayed_topic(pubend_name: &str, topic: &str) -> String {
+    format!("{pubend_name}.{topic}")
+}
+
+/// Unwraps a message of relay pubend `pubend_name` for its reader.
+fn unwrap(pubend_name: &str, message: &Message) -> Option<Reading> {
     if message.property(GAP).is_some() {
         return Some(Reading::Gap);
     }
-    let topic = message.topic().strip_prefix(RELAY_TOPIC)?;
+    let topic = message.topic().strip_prefix(pubend_name)?.strip_prefix('.')?;
     Message::new(topic, &message.properties(), message.payload(), message.sent_us()).ok().map(Reading::Message)
+}
+
+/// The routing filter of a reader of relay pubend `pubend_name`: its relayed topics.
+fn reader_filter(pubend_name: &str) -> Option<crate::cluster::RouteFilter> {
+    let pattern = tidings_matching::Pattern::parse(&format!("{pubend_name}.>")).ok()?;
+    Some(crate::cluster::RouteFilter::new(pattern, None))
 }
 
 impl Driver {
@@ -147,10 +166,24 @@ impl Driver {
     }
 
     /// Registers `reader` as the reader of durable subscription `name`'s relay pubend.
+    /// Its routing filter goes into the summaries: when a mate serves the relay pubend (it
+    /// took it over), its records still reach the reader here, never judged F for it.
     fn add_reader(&mut self, reader: SubendId, name: &str) {
-        let pubend = self.pubend_id(&format!("{RELAY_PUBEND}{name}"));
+        let pubend_name = format!("{RELAY_PUBEND}{name}");
+        let pubend = self.pubend_id(&pubend_name);
+        if let (Some(net), Some(filter)) = (&self.net, reader_filter(&pubend_name)) {
+            net.cluster.subscribe(filter);
+        }
         self.relays.pubends.insert(pubend);
-        self.relays.readers.insert(reader, pubend);
+        self.relays.readers.insert(reader, (pubend, pubend_name));
+    }
+
+    /// A reader goes: its routing filter too.
+    fn remove_reader(&mut self, reader: SubendId) {
+        let Some((_, pubend_name)) = self.relays.readers.remove(&reader) else { return };
+        if let (Some(net), Some(filter)) = (&self.net, reader_filter(&pubend_name)) {
+            net.cluster.unsubscribe(filter);
+        }
     }
 
     /// Adds a subend's filter to the matcher: a reader takes every message of its relay pubend.
@@ -204,7 +237,7 @@ impl Driver {
         let name = spec.name.clone();
         self.add_reader(reader, &name);
         if let Err(notice) = self.create_durable_here(reader, id, spec.clone(), filter.clone(), Some(outbox)) {
-            self.relays.readers.remove(&reader);
+            self.remove_reader(reader);
             return Err(notice);
         }
         let relay = SubendId(self.next_subend.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
@@ -221,7 +254,7 @@ impl Driver {
 
     /// Durable subscription `name` was deleted: its relay goes too (its reader, if it is one).
     pub(super) fn relay_deleted(&mut self, subend: SubendId, name: &str) {
-        self.relays.readers.remove(&subend);
+        self.remove_reader(subend);
         if let Some(relay) = self.relays.relays.remove(&subend) {
             relay.outbox.finish();
             return;
@@ -235,8 +268,9 @@ impl Driver {
     /// A delivery to relay `relay`: republished into its pubend after this turn.
     pub(super) fn relay_deliver(&mut self, relay: SubendId, origin: PubendId, tick: Tick, payload: Bytes) {
         self.durable_delivered(relay, origin, tick);
+        let Some(pubend_name) = self.relays.relays.get(&relay).map(|r| r.pubend_name.clone()) else { return };
         let relayed = Message::decode(payload).ok().and_then(|message| {
-            let topic = format!("{RELAY_TOPIC}{}", message.topic());
+            let topic = relayed_topic(&pubend_name, message.topic());
             Message::new(&topic, &message.properties(), message.payload(), message.sent_us()).ok()
         });
         let message = match relayed {
@@ -263,8 +297,9 @@ impl Driver {
             to = range.to.0,
             "ticks lost upstream relayed as a gap"
         );
+        let Some(pubend_name) = self.relays.relays.get(&relay).map(|r| r.pubend_name.clone()) else { return };
         let lost = Property { key: GAP.into(), value: Value::Str(format!("{}-{}", range.from.0, range.to.0)) };
-        match Message::new(GAP_TOPIC, &[lost], Bytes::new(), 0) {
+        match Message::new(&relayed_topic(&pubend_name, "gap"), &[lost], Bytes::new(), 0) {
             Ok(marker) => self.relay_send(relay, origin, range.to.0, marker),
             Err(error) => warn!(%error, "a gap marker does not encode"),
         }
@@ -393,14 +428,17 @@ mod tests {
     #[test]
     fn a_relayed_message_unwraps_to_its_topic_and_a_marker_to_a_gap() {
         let props = [Property::new("n", 3i64)];
-        let relayed = Message::new("$relay.k.a", &props, Bytes::from_static(b"p"), 9).unwrap();
-        let Some(Reading::Message(m)) = unwrap(relayed) else { panic!("not a message") };
+        let relayed = Message::new("$relay.d.k.a", &props, Bytes::from_static(b"p"), 9).unwrap();
+        let Some(Reading::Message(m)) = unwrap("$relay.d", &relayed) else { panic!("not a message") };
         assert_eq!((m.topic(), m.payload(), m.sent_us()), ("k.a", Bytes::from_static(b"p"), 9));
         assert_eq!(m.properties(), props.to_vec());
         let lost = Property { key: GAP.into(), value: Value::Str("4-5".into()) };
-        let marker = Message::new(GAP_TOPIC, &[lost], Bytes::new(), 0).unwrap();
-        assert!(matches!(unwrap(marker), Some(Reading::Gap)));
-        let foreign = Message::new("k.a", &[], Bytes::new(), 0).unwrap();
-        assert!(unwrap(foreign).is_none(), "a topic without the prefix is not a relayed one");
+        let marker = Message::new(&relayed_topic("$relay.d", "gap"), &[lost], Bytes::new(), 0).unwrap();
+        assert!(matches!(unwrap("$relay.d", &marker), Some(Reading::Gap)));
+        for foreign in ["k.a", "$relay.dd.k.a"] {
+            let foreign = Message::new(foreign, &[], Bytes::new(), 0).unwrap();
+            assert!(unwrap("$relay.d", &foreign).is_none(), "not this relay's topic: {}", foreign.topic());
+        }
+        assert_eq!(reader_filter("$relay.d").map(|f| f.text().pattern.clone()), Some("$relay.d.>".to_string()));
     }
 }
