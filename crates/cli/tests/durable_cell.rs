@@ -109,6 +109,15 @@ fn store_cell_is_refused_where_there_is_no_replication() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a lone broker started with store = \"cell\"");
     assert!(err.contains("durable.store"), "the refusal names the key: {err}");
+    // A cell of one linked to another cell starts, but refuses a durable subscription: no
+    // mate could hold a replica of its copy.
+    let any = "127.0.0.1:0";
+    let s1 = Node::configured(scratch.path(), "s1", "S", STORE_CELL).start(any, any, &[]);
+    let p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &[cluster_addr(&s1)]);
+    wait_for("the cells link up", links_up(&p1, 1.0));
+    let out = tidings_testkit::finish_within(durable_sub(&s1, 1), Duration::from_secs(20));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("no cell mate"), "refused, saying why: {err}");
 }
 
 /// `count` guaranteed publishes on `topic` at `b`, at most 256 in flight: the acknowledged lines.

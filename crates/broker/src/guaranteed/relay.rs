@@ -234,6 +234,12 @@ impl Driver {
         filter: (tidings_matching::Pattern, Option<tidings_matching::Selector>),
         outbox: Arc<Outbox>,
     ) -> Result<(), Notice> {
+        if !self.replicas.as_ref().is_some_and(|r| r.has_mates()) {
+            self.durables.claims.lock().remove(&spec.name);
+            let why = "durable.store = \"cell\": no cell mate of this broker is linked to hold a replica of the \
+                       subscription's copy; subscribe again once its cell is up";
+            return Err(Notice::new(ReasonCode::StorageUnavailable, why));
+        }
         let name = spec.name.clone();
         self.add_reader(reader, &name);
         if let Err(notice) = self.create_durable_here(reader, id, spec.clone(), filter.clone(), Some(outbox)) {
