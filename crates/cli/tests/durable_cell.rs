@@ -220,20 +220,65 @@ fn live_latencies(store_cell: bool, count: u64, rate: u64) -> Vec<u64> {
 }
 
 /// `cargo test -p tidings-cli --test durable_cell --release -- --ignored --nocapture`: the
-/// cost of the second replication for a live durable subscriber, alternated three times.
+/// cost of the second replication for a live durable subscriber, alternated three times
+/// (`MEASURE_COUNT`, `MEASURE_RATE`: publishes and their rate a second, 2,000 at 500 unless given).
 #[test]
 #[ignore = "a measurement, not a check: run by hand"]
 fn measure_live_latency_stored_in_the_cell_against_the_publishers_pubend() {
+    let var = |name: &str, default: u64| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (count, rate) = (var("MEASURE_COUNT", 2000), var("MEASURE_RATE", 500));
     let pct = |v: &mut Vec<u64>, p: f64| {
         v.sort_unstable();
         v[((v.len() - 1) as f64 * p) as usize] as f64 / 1000.0
     };
     for round in 1..=3 {
         for store_cell in [false, true] {
-            let mut v = live_latencies(store_cell, 2000, 500);
+            let mut v = live_latencies(store_cell, count, rate);
             let (p50, p99) = (pct(&mut v, 0.5), pct(&mut v, 0.99));
             let what = if store_cell { "store = cell     " } else { "store = publisher" };
-            eprintln!("round {round} {what}: median {p50:.2} ms, p99 {p99:.2} ms over {} deliveries", v.len());
+            let first = v.first().copied().unwrap_or(0) as f64 / 1000.0;
+            eprintln!(
+                "round {round} {what}: median {p50:.2} ms, p99 {p99:.2} ms, min {first:.2} ms over {} deliveries at {rate}/s",
+                v.len()
+            );
         }
     }
+}
+
+#[test]
+fn the_subscriber_s_broker_killed_while_it_relays_gets_its_pubend_back_and_loses_and_repeats_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let any = "127.0.0.1:0";
+    let cell: Vec<Node> =
+        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
+    let s3 = cell[2].start(any, any, &[]);
+    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
+    let mut s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    let peers: Vec<String> = [&s1, &s2, &s3].iter().map(|b| cluster_addr(b)).collect();
+    let p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &peers);
+    wait_for("the cells link up", || links_up(&s1, 3.0)() && links_up(&p1, 3.0)());
+    let first = durable_sub(&s1, 50);
+    wait_for("the durable subscription and its relay are confirmed", || {
+        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
+    });
+    let mut acked = ok_lines(publish(&p1.tcp(), "k.a", 200, &[]), 60);
+    let mut got = ok_lines(first, 60);
+    // Away; its broker is killed while the relay republishes a stream, and a mate takes the
+    // relay pubend over.
+    let publisher = publish(&p1.tcp(), "k.b", 2000, &["--window", "64", "--rate", "2000"]);
+    let publisher = std::thread::spawn(move || ok_lines(publisher, 60));
+    wait_for("s1 relays part of the stream", || s1.metric("tidings_gd_publishes_acked_total").unwrap_or(0.0) >= 600.0);
+    let (tcp, link) = (s1.tcp(), cluster_addr(&s1));
+    s1.kill();
+    let leading =
+        |b: &BrokerProcess| tidings_testkit::metric_total(&b.metrics().unwrap(), "tidings_gd_replica_leading");
+    wait_for("a mate takes the relay pubend over", || leading(&s2) + leading(&s3) >= 1.0);
+    acked.extend(publisher.join().unwrap());
+    let s1 = cell[0].start(&tcp, &link, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    wait_for("s1 links up again", links_up(&s1, 3.0));
+    // Its relay asks the lead back (only it feeds the pubend): the mate hands it over.
+    wait_for("s1 leads its relay pubend again", || leading(&s1) >= 1.0 && leading(&s2) + leading(&s3) == 0.0);
+    let rest = acked.len() - got.len();
+    got.extend(ok_lines(durable_sub(&s1, rest), 90));
+    assert_relayed_once_in_order(&got, &acked);
 }

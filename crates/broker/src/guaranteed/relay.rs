@@ -357,6 +357,8 @@ impl Driver {
             }
             Frame::PublishRefused(refused) => {
                 let Some(&origin) = entry.origins.get(&refused.publisher.0) else { return };
+                let pubend = entry.pubend;
+                self.claim_relay_lead(pubend);
                 tracing::debug!(relay = relay.0, seq = refused.seq, reason = %refused.reason.text, "relay republish refused");
                 if self.relays.resends.insert((relay, origin)) {
                     let tx = self.tx.clone();
@@ -367,6 +369,18 @@ impl Driver {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// A mate serves relay pubend `pubend` (it took it over while this broker was away): only
+    /// this broker's relay feeds it, so the lead is asked back (`Input::ClaimLead`); the mate
+    /// hands it over once this replica holds the whole log, and closes the pubend as any
+    /// deposed host does.
+    fn claim_relay_lead(&mut self, pubend: PubendId) {
+        if let Some(replicas) = self.replicas.as_mut().filter(|r| r.led_by_mate(pubend).is_some()) {
+            info!(pubend = pubend.0, "a mate leads a relay pubend of this broker; asking for the lead back");
+            let outcomes = replicas.handle(pubend, tidings_replica::Input::ClaimLead);
+            self.replica_outcomes(outcomes);
         }
     }
 
