@@ -47,6 +47,9 @@ const RELAY_NAME: &str = "$relay:";
 /// The property of a gap marker: the origin's lost ticks, `"<from>-<to>"`. Clients may not
 /// set a property starting with `$relay`.
 pub const GAP: &str = "$relay-gap";
+/// Republishes one relay has in flight before the origin's stream to it pauses (as a full
+/// outbox pauses a client's); it resumes at half. Bounds what a relay holds during a catch-up.
+const WINDOW: usize = 256;
 /// How long after a refusal a relay sends its unacknowledged republishes again.
 const RESEND_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
 
@@ -317,6 +320,12 @@ impl Driver {
         if entry.book.send(origin, seq, bytes.clone()) {
             self.relays.pending.push((relay, origin, seq, bytes));
         }
+        if entry.book.in_flight() >= WINDOW {
+            if let Some(subend) = self.subends.get_mut(&relay).filter(|e| !e.blocked) {
+                subend.blocked = true;
+                self.inputs.push_back(tidings_delivery::Input::OutboxFull { subend: relay });
+            }
+        }
     }
 
     /// Sends the republishes decided during the engine's turn (called after it).
@@ -351,8 +360,14 @@ impl Driver {
                 if ack.pubend.0 != entry.pubend.0 {
                     warn!(relay = relay.0, pubend = ack.pubend.0, "a relay's republish acknowledged by another pubend");
                 }
-                if let Some(tick) = entry.book.acked(origin, ack.seq) {
+                let acked = entry.book.acked(origin, ack.seq);
+                let room = entry.book.in_flight() <= WINDOW / 2;
+                if let Some(tick) = acked {
                     self.durable_ack(relay, origin, tick);
+                }
+                if let Some(subend) = self.subends.get_mut(&relay).filter(|e| room && e.blocked) {
+                    subend.blocked = false;
+                    self.feed(tidings_delivery::Input::OutboxReady { subend: relay });
                 }
             }
             Frame::PublishRefused(refused) => {

@@ -62,7 +62,6 @@ impl RelayBook {
     }
 
     /// Republishes in flight, over every origin.
-    #[cfg(test)]
     pub(crate) fn in_flight(&self) -> usize {
         self.origins.values().map(|o| o.in_flight.len()).sum()
     }
