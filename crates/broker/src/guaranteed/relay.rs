@@ -253,7 +253,9 @@ impl Driver {
         self.add_relay(relay, &name);
         let relay_spec = super::durable::DurableSpec { name: relay_name(&name), ..spec };
         if let Err(notice) = self.create_durable_here(relay, tidings_wire::SubId(0), relay_spec, filter, None) {
-            self.relays.relays.remove(&relay);
+            if let Some(gone) = self.relays.relays.remove(&relay) {
+                gone.outbox.finish();
+            }
             self.delete_durable(reader);
             return Err(notice);
         }
