@@ -39,6 +39,8 @@ pub struct Config {
     pub storage: Storage,
     /// How much of each pubend's log may be kept for subscribers that are behind.
     pub retention: Retention,
+    /// Where durable subscriptions keep what they still need (issue 40 part 4).
+    pub durable: Durable,
     /// What the broker logs, and in what shape.
     pub log: Log,
     /// Guaranteed delivery: the liveness timer profile.
@@ -168,6 +170,27 @@ pub struct Storage {
     /// so the link it shares with other groups' heartbeats and appends never holds all of it
     /// (`docs/replication.md`, "Snapshots in chunks").
     pub replica_snapshot_window: usize,
+}
+
+/// `[durable]`: where a durable subscription's messages wait for it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Durable {
+    /// `"publisher"` (the default, also when empty): a durable subscription's messages wait in
+    /// their publishers' pubends, in the publishers' cell (single replication). `"cell"`: each
+    /// new durable subscription made here gets a relay that republishes what it matches into a
+    /// pubend of this broker, replicated in this cell, and the subscription reads from there,
+    /// so its catch-up survives the publishers' cell being unreachable (the seed's double
+    /// replication; `docs/replication.md`, "Durable subscriptions stored in the cell"). Needs
+    /// a cell with replication (`cluster.cell` and links, `storage.replicas` not 1).
+    pub store: String,
+}
+
+impl Durable {
+    /// Whether durable subscriptions are stored in this broker's cell.
+    pub fn in_cell(&self) -> bool {
+        self.store == "cell"
+    }
 }
 
 /// What the replica groups take from `[storage]`.
@@ -326,6 +349,23 @@ impl Config {
             Path::new("tidings-data").join(&self.name)
         } else {
             std::path::PathBuf::from(&self.storage.dir)
+        }
+    }
+
+    /// `[durable] store = "cell"` needs a cell whose pubends are replicated (its cell and
+    /// links may come from the command line: see [`Config::validate_start`]).
+    fn validate_durable(&self, problems: &mut Vec<String>) {
+        match self.durable.store.as_str() {
+            "" | "publisher" => {}
+            "cell" => {
+                if self.storage.replicas == 1 {
+                    problems.push(
+                        "durable.store: \"cell\" needs replication in the cell (storage.replicas is 1: the copy would live on this broker alone)"
+                            .to_string(),
+                    );
+                }
+            }
+            other => problems.push(format!("durable.store: {other:?} is neither \"publisher\" nor \"cell\"")),
         }
     }
 
@@ -589,6 +629,7 @@ impl Default for Config {
             peer: Vec::new(),
             storage: Storage::default(),
             retention: Retention::default(),
+            durable: Durable::default(),
             log: Log::default(),
             guaranteed: Default::default(),
             security: Default::default(),
@@ -683,6 +724,19 @@ impl Config {
             ConfigError::Parse { message, .. } => ConfigError::Parse { path: path.display().to_string(), message },
             other => other,
         })
+    }
+
+    /// The checks of the whole configuration a broker starts with (its file and command line
+    /// together), beyond [`Config::validate`]: `[durable] store = "cell"` needs a cell of
+    /// several brokers, so a cell name and links.
+    pub fn validate_start(&self) -> Result<(), ConfigError> {
+        let linked = !self.cluster.listen.is_empty() || !self.peer.is_empty();
+        if self.durable.in_cell() && (self.cluster.cell.is_empty() || !linked) {
+            let why = "durable.store: \"cell\" needs a cell of several brokers whose pubends are replicated \
+                       (cluster.cell and links to its mates)";
+            return Err(ConfigError::Invalid(vec![why.to_string()]));
+        }
+        Ok(())
     }
 
     /// Parses TOML text and validates it.
@@ -790,6 +844,7 @@ impl Config {
             problems.push("udp.session_ttl: must be at least 100ms".to_string());
         }
         self.validate_cluster(&mut problems);
+        self.validate_durable(&mut problems);
         problems.extend(self.tls.problems());
         if problems.is_empty() {
             Ok(())
@@ -802,6 +857,23 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durable_store_cell_needs_a_replicated_cell_and_other_values_are_refused() {
+        let cell = Config::from_toml("[durable]\nstore = \"cell\"\n").unwrap();
+        let err = cell.validate_start().unwrap_err().to_string();
+        assert!(err.contains("durable.store") && err.contains("cluster.cell"), "{err}");
+        let mut linked = cell.clone();
+        linked.cluster.cell = "S".into();
+        linked.cluster.listen = "127.0.0.1:0".into();
+        assert!(linked.validate_start().is_ok());
+        let err = Config::from_toml("[durable]\nstore = \"cell\"\n[storage]\nreplicas = 1\n").unwrap_err().to_string();
+        assert!(err.contains("storage.replicas is 1"), "{err}");
+        let err = Config::from_toml("[durable]\nstore = \"disk\"\n").unwrap_err().to_string();
+        assert!(err.contains("neither"), "{err}");
+        assert!(!Config::default().durable.in_cell());
+        assert!(Config::default().validate_start().is_ok());
+    }
 
     #[test]
     fn tls_is_off_by_default_and_half_settings_are_named() {

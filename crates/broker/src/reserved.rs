@@ -44,6 +44,12 @@ pub fn check(message: &Message) -> Result<Asks<'_>, Notice> {
             (RETAIN_ONLY, _) => {
                 return Err(Notice::new(ReasonCode::MalformedFrame, format!("{RETAIN_ONLY} must be a boolean")));
             }
+            (key, _) if key.starts_with("$relay") => {
+                return Err(Notice::new(
+                    ReasonCode::MalformedFrame,
+                    format!("{key}: properties starting with $relay are set by brokers relaying durable subscriptions"),
+                ));
+            }
             (RETAINED, _) => {
                 return Err(Notice::new(
                     ReasonCode::MalformedFrame,
@@ -91,6 +97,7 @@ mod tests {
             (vec![Property::new(RETAIN, "yes")], ReasonCode::MalformedFrame, "boolean"),
             (vec![Property::new(RETAIN_ONLY, 1i64)], ReasonCode::MalformedFrame, "boolean"),
             (vec![Property::new(RETAINED, true)], ReasonCode::MalformedFrame, "set by brokers"),
+            (vec![Property::new("$relay-gap", "1-2")], ReasonCode::MalformedFrame, "relaying durable"),
         ] {
             let notice = check(&message(&props)).unwrap_err();
             assert_eq!(notice.reason(), Some(reason), "{props:?}");

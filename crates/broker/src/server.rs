@@ -176,6 +176,7 @@ async fn bind_tcp(what: &'static str, addr: &str) -> Result<Option<TcpListener>,
 /// Binds every listener and starts serving. Returns once all are bound.
 pub async fn start(config: Config) -> Result<Running, StartError> {
     config.validate()?;
+    config.validate_start()?;
     let key = match config.cluster.key_file.as_str() {
         "" => None,
         path => Some(load_key(std::path::Path::new(path))?),
@@ -243,7 +244,7 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
     let storage = (
         config.storage.log_options(),
         config.retention.clone(),
-        (config.storage.fault_drop_unsynced, config.storage.replica_sizes()),
+        (config.storage.fault_drop_unsynced, config.storage.replica_sizes(), config.durable.in_cell()),
         config.guaranteed,
     );
     let (guaranteed, driver) =

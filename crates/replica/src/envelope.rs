@@ -113,7 +113,11 @@ impl ReplicaGroup {
                 | T::MsgTimeoutNow
                 | T::MsgSnapshot
         );
-        if !network {
+        // The host asking this replica, its group's leader, for the lead back (`Input::ClaimLead`),
+        // for itself: refused from a mate, and at a replica that does not lead.
+        let claim =
+            ty == T::MsgTransferLeader && self.settings.voters.first() == Some(&from) && self.leading().is_some();
+        if !network && !claim {
             return invalid(format!("{ty:?} is never sent between replicas by this build"));
         }
         if m.term == 0 || [m.term, m.log_term, m.index, m.commit, m.reject_hint].iter().any(|&v| v > MAX_TERM_OR_INDEX)

@@ -203,6 +203,12 @@ pub enum Input {
         /// The linked mates.
         up: Vec<ReplicaId>,
     },
+    /// The host (the group's first voter), a follower, asks the leader for the lead back:
+    /// raft-rs's leader transfer, which this follower forwards to the leader, and which the
+    /// leader makes once this replica holds its whole log. For a pubend only its host can feed
+    /// (a durable subscription's relay pubend, docs/replication.md "Durable subscriptions stored
+    /// in the cell"); a mate that took another pubend over keeps it. Ignored elsewhere.
+    ClaimLead,
 }
 
 /// One write the shell must make durable, in order, then report with [`Input::Persisted`].
@@ -581,6 +587,13 @@ impl Running {
             }
             Input::Persisted { number } => self.persisted(settings, number, out),
             Input::Links { up } => self.links(settings, up),
+            Input::ClaimLead => {
+                let host = settings.voters.first() == Some(&settings.id);
+                let leader = self.raw.raft.leader_id;
+                if host && self.leading.is_none() && self.rejoin_term == 0 && leader != 0 && leader != settings.id {
+                    self.raw.transfer_leader(settings.id);
+                }
+            }
         }
     }
 

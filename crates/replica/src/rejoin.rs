@@ -77,7 +77,11 @@ impl ReplicaGroup {
                 }
             }
             // Raft traffic, proposals and completions mean nothing before the fence.
-            Input::Message { .. } | Input::Propose(_) | Input::Persisted { .. } | Input::Links { .. } => {}
+            Input::Message { .. }
+            | Input::Propose(_)
+            | Input::Persisted { .. }
+            | Input::Links { .. }
+            | Input::ClaimLead => {}
         }
         let mates = self.settings.voters.iter().filter(|&&v| v != self.settings.id).count();
         if answers.len() < mates {

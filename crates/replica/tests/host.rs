@@ -127,3 +127,20 @@ fn a_mate_does_not_hold_back_for_a_host_whose_log_is_behind_its_own() {
     c.run(6, &ALL);
     assert_eq!(c.leader(), Some(other), "the mate holding the newer entry leads within six ticks");
 }
+
+/// A host back after a mate took its lead asks for it back (`Input::ClaimLead`, a relay
+/// pubend's host: only it feeds the pubend) and gets it; a mate asking does nothing, and
+/// without the ask the successor keeps the lead (`a_mate_leads_with_the_host_back`).
+#[test]
+fn a_host_that_claims_its_lead_back_gets_it_and_a_mate_claiming_does_not() {
+    let (mut c, successor, other) = a_mate_leads_with_the_host_back();
+    c.input(other, Input::ClaimLead);
+    c.run(10, &ALL);
+    assert_eq!(c.leader(), Some(successor), "a mate's claim moves nothing");
+    c.input(1, Input::ClaimLead);
+    c.run(10, &ALL);
+    assert_eq!(c.leader(), Some(1), "the host leads again");
+    c.publish(1, 7, 1);
+    c.run(5, &ALL);
+    assert_eq!(c.acks.len(), 1, "and acknowledges");
+}

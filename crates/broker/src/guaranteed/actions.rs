@@ -85,6 +85,9 @@ impl Driver {
                 }
             }
             Action::Deliver { subend, pubend, tick, payload } => self.deliver(subend, pubend, tick, payload),
+            Action::GapNotice { subend, pubend, range } if self.relays.is_relay(subend) => {
+                self.relay_gap(subend, pubend, range);
+            }
             Action::GapNotice { subend, pubend, range } => {
                 if let Some((entry, outbox)) = self.subends.get(&subend).and_then(|e| Some((e, e.outbox.as_ref()?))) {
                     let (from, to) = (tidings_wire::Tick(range.from.0), tidings_wire::Tick(range.to.0));
@@ -130,6 +133,9 @@ impl Driver {
         if self.groups.is_group(subend) {
             return self.group_deliver(subend, pubend, tick, payload);
         }
+        if self.relays.is_relay(subend) {
+            return self.relay_deliver(subend, pubend, tick, payload);
+        }
         if self.subends.get(&subend).is_some_and(|entry| entry.durable && entry.outbox.is_some()) {
             self.durable_delivered(subend, pubend, tick);
         }
@@ -143,6 +149,20 @@ impl Driver {
             }
         };
         let wire = (tidings_wire::PubendId(pubend.0), tidings_wire::Tick(tick.0));
+        let reading = self.relays.unwrap_for(subend, &message);
+        let message = match reading {
+            None => message,
+            Some(Some(super::relay::Reading::Message(message))) => message,
+            Some(Some(super::relay::Reading::Gap)) => {
+                // The origin lost ticks here: the client is told a gap at this tick.
+                outbox.push_frame(&Frame::Gap(Gap { id: entry.id, pubend: wire.0, from: wire.1, to: wire.1 }));
+                return;
+            }
+            Some(None) => {
+                warn!(pubend = pubend.0, tick = tick.0, "a relayed message does not unwrap; not delivered");
+                return;
+            }
+        };
         self.metrics.deliveries.inc();
         match outbox.push_guaranteed(entry.id, wire.0, wire.1, &message) {
             GuaranteedPush::Queued | GuaranteedPush::Closed => {}

@@ -131,6 +131,8 @@ pub struct Driver {
     pub(super) empty_start: bool,
     /// Each publisher's last publish refused as unavailable (`super::refusals`).
     pub(super) refusals: super::refusals::Refusals,
+    /// Durable subscriptions stored in the cell: their relays and readers (`super::relay`).
+    pub(super) relays: super::relay::Relays,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -207,6 +209,7 @@ impl Driver {
             empty_start: empty,
             refusals: Default::default(),
             ack_leases: Default::default(),
+            relays: Default::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -343,6 +346,8 @@ impl Driver {
                 self.carry_out(action);
             }
         }
+        // Republished by relays during the turn (publishing feeds the engine in turn).
+        self.relay_pending();
     }
 
     /// Opens a pubend's stream in the engine and attaches every local subend to it from its
@@ -424,6 +429,8 @@ impl Driver {
                     replicas.received(&from, frame);
                 }
             }
+            Command::RelayAnswer { relay, frame } => self.relay_answer(relay, frame),
+            Command::RelayResend { relay, origin } => self.relay_resend(relay, origin),
             Command::ReplicaSynced(group) => {
                 let outcomes = self.replicas.as_mut().map(|r| r.synced(&group)).unwrap_or_default();
                 self.replica_outcomes(outcomes);

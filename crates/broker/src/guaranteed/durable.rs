@@ -218,6 +218,7 @@ impl Driver {
     /// before any session, so each stream starts at its lowest checkpoint.
     pub(super) fn restore_durables(&mut self) -> Result<(), super::GuaranteedError> {
         let stored = self.durables.store.load().map_err(super::GuaranteedError::Durable)?;
+        let mut names = Vec::with_capacity(stored.len());
         for (name, record, checkpoints) in stored {
             let pattern = Pattern::parse(&record.pattern);
             let selector = record.selector.as_deref().map(Selector::parse).transpose();
@@ -239,7 +240,7 @@ impl Driver {
             if let Some(net) = &self.net {
                 net.cluster.subscribe(crate::cluster::RouteFilter::new(pattern.clone(), selector.clone()));
             }
-            self.engine.matcher_mut().insert(subend, pattern, selector);
+            names.push((name.clone(), subend, pattern, selector));
             let checkpoints: BTreeMap<PubendId, Tick> =
                 checkpoints.into_iter().map(|(pubend, tick)| (PubendId(pubend), Tick(tick))).collect();
             let confirmed_at = Some(Millis(record.created_ms));
@@ -256,6 +257,13 @@ impl Driver {
             self.durables.by_subend.insert(subend, name.clone());
             self.durables.checkpoints.restore(subend, checkpoints);
             self.durables.by_name.insert(name, Durable { record, subend });
+        }
+        // Relays and their readers (`super::relay`) are known before any filter is matched.
+        let named: Vec<(String, SubendId)> = names.iter().map(|(name, subend, ..)| (name.clone(), *subend)).collect();
+        self.restore_relays(&named);
+        for (_, subend, pattern, selector) in names {
+            self.insert_filter(subend, pattern, selector);
+            self.relay_entry_restored(subend);
         }
         self.metrics.subends.set(self.subends.len() as i64);
         self.metrics.durables.set(self.durables.by_name.len() as i64);
@@ -308,6 +316,7 @@ impl Driver {
         let starts: Vec<(PubendId, Tick)> = self
             .pubends()
             .into_iter()
+            .filter(|&pubend| self.relays.attaches(subend, pubend))
             .filter_map(|pubend| Some((pubend, self.durable_start(subend, pubend)?)))
             .collect();
         // SUBSCRIBED first: the replay that attaching starts comes after it on the connection.
@@ -323,6 +332,25 @@ impl Driver {
     /// delivering to `outbox` (`None`: a queue group's own, whose deliveries go to its work
     /// queue). Refused only if the store cannot write it.
     pub(super) fn create_durable(
+        &mut self,
+        subend: SubendId,
+        id: SubId,
+        spec: DurableSpec,
+        filter: (Pattern, Option<Selector>),
+        outbox: Option<Arc<Outbox>>,
+    ) -> Result<(), Notice> {
+        match outbox {
+            // `[durable] store = "cell"`: a client's durable subscription reads from a relay.
+            Some(outbox) if self.relays.enabled && spec.key.is_none() => {
+                self.create_relayed(subend, id, spec, filter, outbox)
+            }
+            outbox => self.create_durable_here(subend, id, spec, filter, outbox),
+        }
+    }
+
+    /// [`Driver::create_durable`] of a subscription that reads the pubends themselves (a
+    /// queue group's, a relay's, any under `[durable] store = "publisher"`).
+    pub(super) fn create_durable_here(
         &mut self,
         subend: SubendId,
         id: SubId,
@@ -391,6 +419,7 @@ impl Driver {
         self.metrics.durables.set(self.durables.by_name.len() as i64);
         info!(name, "durable subscription deleted");
         self.remove_subend(subend);
+        self.relay_deleted(subend, &name);
     }
 
     /// A DELIVERY_ACK for a durable subend: remembered, written with the next batch.

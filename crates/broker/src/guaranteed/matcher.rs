@@ -3,6 +3,8 @@
 //! subend), over messages decoded from the payload. Downstream cells are judged by routing's
 //! summaries ([`Edges`]).
 
+use std::collections::BTreeMap;
+
 use bytes::Bytes;
 use tidings_delivery::{CellId, Matcher, PubendId, SubendId, TreeTag, Verdict};
 use tidings_matching::{Pattern, Selector};
@@ -10,6 +12,7 @@ use tidings_node::local::LocalSubscriptions;
 use tidings_wire::Message;
 
 use super::edges::Edges;
+use super::relay::RELAY_TOPIC;
 
 /// Local guaranteed subscriptions and the downstream edges' verdicts.
 #[derive(Default)]
@@ -17,6 +20,8 @@ pub(crate) struct LocalMatcher {
     local: LocalSubscriptions,
     /// Verdicts for downstream cells; `None` (a broker without a network) judges none.
     edges: Option<Edges>,
+    /// Relay pubend to its reader (`super::relay`): the one subend a relayed topic matches.
+    readers: BTreeMap<PubendId, SubendId>,
 }
 
 impl LocalMatcher {
@@ -30,9 +35,23 @@ impl LocalMatcher {
         self.local.insert(subend, pattern, selector);
     }
 
+    /// Adds a relay's reader: every relayed message of `pubend` matches it, nothing else does
+    /// (its relay applied its filter already).
+    pub(crate) fn insert_reader(&mut self, subend: SubendId, pubend: PubendId) {
+        self.local.remove(subend);
+        self.readers.insert(pubend, subend);
+    }
+
     /// Removes a subend's filter.
     pub(crate) fn remove(&mut self, subend: SubendId) {
         self.local.remove(subend);
+        self.readers.retain(|_, reader| *reader != subend);
+    }
+
+    /// The subend a message under the relays' reserved topic matches on `pubend`: its reader's
+    /// on its relay pubend, none anywhere else (`None`: not a relayed topic).
+    fn relayed(&self, pubend: PubendId, message: &Message) -> Option<Option<SubendId>> {
+        message.topic().starts_with(RELAY_TOPIC).then(|| self.readers.get(&pubend).copied())
     }
 }
 
@@ -45,13 +64,19 @@ impl Matcher for LocalMatcher {
         }
     }
 
-    fn subends(&self, _: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
+    fn subends(&self, pubend: PubendId, payload: &Bytes, out: &mut Vec<SubendId>) {
         let Ok(message) = Message::decode(payload.clone()) else { return };
-        self.local.matching(&message, out);
+        match self.relayed(pubend, &message) {
+            Some(reader) => out.extend(reader),
+            None => self.local.matching(&message, out),
+        }
     }
 
-    fn subend(&self, _: PubendId, subend: SubendId, payload: &Bytes) -> bool {
-        Message::decode(payload.clone()).is_ok_and(|message| self.local.matches(subend, &message))
+    fn subend(&self, pubend: PubendId, subend: SubendId, payload: &Bytes) -> bool {
+        Message::decode(payload.clone()).is_ok_and(|message| match self.relayed(pubend, &message) {
+            Some(reader) => reader == Some(subend),
+            None => self.local.matches(subend, &message),
+        })
     }
 
     fn epoch(&self) -> u64 {
@@ -90,6 +115,27 @@ mod tests {
         m.remove(SubendId(1));
         out.clear();
         m.subends(p, &payload("a.b.c", 9), &mut out);
+        assert!(out.is_empty());
+    }
+
+    #[test]
+    fn a_relayed_topic_matches_only_its_reader_and_only_on_its_relay_pubend() {
+        let mut m = LocalMatcher::default();
+        m.insert(SubendId(1), Pattern::parse(">").unwrap(), None);
+        m.insert_reader(SubendId(2), PubendId(9));
+        let mut out = Vec::new();
+        m.subends(PubendId(9), &payload("$relay.a.b", 1), &mut out);
+        assert_eq!(out, vec![SubendId(2)], "'>' does not take a relayed topic");
+        assert!(!m.subend(PubendId(9), SubendId(1), &payload("$relay.a.b", 1)));
+        assert!(m.subend(PubendId(9), SubendId(2), &payload("$relay.a.b", 1)));
+        out.clear();
+        m.subends(PubendId(8), &payload("$relay.a.b", 1), &mut out);
+        assert!(out.is_empty(), "a relayed topic on another pubend matches nothing");
+        m.subends(PubendId(9), &payload("a.b", 1), &mut out);
+        assert_eq!(out, vec![SubendId(1)], "the reader takes only relayed topics");
+        m.remove(SubendId(2));
+        out.clear();
+        m.subends(PubendId(9), &payload("$relay.a.b", 1), &mut out);
         assert!(out.is_empty());
     }
 }

@@ -37,6 +37,8 @@ mod metrics;
 mod net;
 pub mod peer;
 mod refusals;
+pub mod relay;
+mod relay_book;
 mod remote_members;
 mod replicas;
 mod retained_values;
@@ -148,6 +150,10 @@ pub(crate) enum Command {
     Room { subend: SubendId },
     /// One group of store completions.
     Completed(Vec<Completion>),
+    /// An answer (PUBLISH_ACK, PUBLISH_REFUSED) to a relay's republish (`relay`).
+    RelayAnswer { relay: SubendId, frame: tidings_wire::Frame },
+    /// A relay's republishes of `origin` are due to be sent again after a refusal.
+    RelayResend { relay: SubendId, origin: tidings_delivery::PubendId },
     /// A read of the log finished.
     ReadDone {
         pubend: tidings_delivery::PubendId,
@@ -230,6 +236,8 @@ impl Command {
             Command::Room { .. } => "room",
             Command::Completed(_) => "log completions",
             Command::ReadDone { .. } => "log read",
+            Command::RelayAnswer { .. } => "relay answer",
+            Command::RelayResend { .. } => "relay resend",
         }
     }
 }
@@ -251,10 +259,10 @@ impl Guaranteed {
     pub fn start(
         data_dir: &Path,
         broker: &str,
-        (options, retention, (drop_unsynced, replicas), guaranteed): (
+        (options, retention, (drop_unsynced, replicas, store_cell), guaranteed): (
             tidings_store::Options,
             crate::config::Retention,
-            (bool, crate::config::ReplicaSizes),
+            (bool, crate::config::ReplicaSizes, bool),
             liveness::GuaranteedConfig,
         ),
         metrics: GuaranteedMetrics,
@@ -273,6 +281,7 @@ impl Guaranteed {
         let replica_cluster = Arc::clone(&cluster);
         let mut driver = Driver::open(&dir, broker, (options, fs, guaranteed.settings()), metrics, cluster, handles)?;
         driver.retention = retention;
+        driver.relays.enabled = store_cell;
         driver.replicas = replicas::Replicas::open(data_dir, replica_store, replica_cluster, tx.clone())?;
         driver.open_found()?;
         let (kept, restored) = retained_values::load(&driver.durables.store)?;
@@ -296,6 +305,11 @@ impl Guaranteed {
     /// retained value it sets, as the session applies it), that value is written to disk
     /// first, so an acknowledged value survives a restart.
     pub fn publish(&self, publish: GuaranteedPublish, reply: Arc<Outbox>, retained: Option<tidings_wire::Message>) {
+        if let Some(reason) = relay::reserved_publish(&publish) {
+            let refused = tidings_wire::PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
+            reply.push_frame(&tidings_wire::Frame::PublishRefused(refused));
+            return;
+        }
         self.send(Command::Publish { publish, reply, retained });
     }
 

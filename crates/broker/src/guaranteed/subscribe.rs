@@ -34,7 +34,7 @@ impl Driver {
         durable: bool,
         outbox: Option<Arc<Outbox>>,
     ) {
-        self.engine.matcher_mut().insert(subend, pattern, selector);
+        self.insert_filter(subend, pattern, selector);
         let entry = Subend {
             id,
             outbox: outbox.clone(),
@@ -47,8 +47,12 @@ impl Driver {
         self.subends.insert(subend, entry);
         self.metrics.subends.set(self.subends.len() as i64);
         let Some(net) = self.net.as_ref() else {
-            let starts: Vec<(PubendId, Tick)> =
-                self.hosted.iter().map(|&pubend| (pubend, self.next_tick(pubend))).collect();
+            let starts: Vec<(PubendId, Tick)> = self
+                .hosted
+                .iter()
+                .filter(|&&pubend| self.relays.attaches(subend, pubend))
+                .map(|&pubend| (pubend, self.next_tick(pubend)))
+                .collect();
             let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
             if let Some(outbox) = &outbox {
                 outbox.push_frame(&tidings_wire::Frame::Subscribed(Subscribed { id, starts: wire }));
@@ -68,7 +72,9 @@ impl Driver {
             entry.barrier = Some(number);
         }
         for pubend in self.pubends() {
-            self.feed(Input::SubendAttach { pubend, subend, start: None, durable });
+            if self.relays.attaches(subend, pubend) {
+                self.feed(Input::SubendAttach { pubend, subend, start: None, durable });
+            }
         }
     }
 
@@ -108,6 +114,7 @@ impl Driver {
             let starts: Vec<(PubendId, Tick)> = self
                 .pubends()
                 .into_iter()
+                .filter(|&pubend| self.relays.attaches(subend, pubend))
                 .map(|pubend| {
                     let sigma = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
                     (pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma))
@@ -163,6 +170,7 @@ impl Driver {
         let attach: Vec<Attach> = self
             .subends
             .iter()
+            .filter(|(&subend, _)| self.relays.attaches(subend, pubend))
             .map(|(&subend, entry)| {
                 // Never below the ack lease of a restarted broker: see `Engine::start_floor`.
                 let floor = |start: Tick| tidings_node::starts::confirmed_start(&self.engine, pubend, subend, start);

@@ -223,6 +223,11 @@ impl Replicas {
         }
     }
 
+    /// Whether a cell mate ever linked here: a new pubend would then be a group.
+    pub(super) fn has_mates(&self) -> bool {
+        !self.mates.is_empty()
+    }
+
     /// Whether `pubend`'s log is a group here.
     pub(super) fn is_replicated(&self, pubend: PubendId) -> bool {
         self.groups.contains_key(&pubend)
