@@ -15,6 +15,32 @@ use tidings_testkit::BrokerProcess;
 
 const STORE_CELL: &str = "[durable]\nstore = \"cell\"\n";
 
+/// The publishers' cell PUB (broker p1, linked to all of cell S), a durable subscription at
+/// s1 (its reader and its relay confirmed), 200 publishes and the subscription's first 50.
+fn publishers_and_fifty(scratch: &std::path::Path, s: [&BrokerProcess; 3]) -> (BrokerProcess, Vec<Value>, Vec<Value>) {
+    let peers: Vec<String> = s.iter().map(|b| cluster_addr(b)).collect();
+    let p1 = Node::in_cell(scratch, "p1", "PUB").start("127.0.0.1:0", "127.0.0.1:0", &peers);
+    wait_for("the cells link up", || links_up(s[0], 3.0)() && links_up(&p1, 3.0)());
+    let first = durable_sub(s[0], 50);
+    wait_for("the durable subscription and its relay are confirmed", || {
+        s[0].metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
+    });
+    let acked = ok_lines(publish(&p1.tcp(), "k.a", 200, &[]), 60);
+    let got = ok_lines(first, 60);
+    (p1, acked, got)
+}
+
+/// Cell S: brokers s1, s2 and s3 with `store = "cell"`, each linked to those started before
+/// it; their nodes (to restart one on its data) and the three processes.
+fn start_cell_s(scratch: &std::path::Path) -> (Vec<Node>, BrokerProcess, BrokerProcess, BrokerProcess) {
+    let any = "127.0.0.1:0";
+    let cell: Vec<Node> = ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch, n, "S", STORE_CELL)).collect();
+    let s3 = cell[2].start(any, any, &[]);
+    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
+    let s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    (cell, s1, s2, s3)
+}
+
 /// The JSON lines of a command that must succeed within `secs`.
 fn ok_lines(child: Child, secs: u64) -> Vec<Value> {
     let out = tidings_testkit::finish_within(child, Duration::from_secs(secs));
@@ -58,23 +84,8 @@ fn assert_relayed_once_in_order(got: &[Value], acked: &[Value]) {
 #[test]
 fn a_durable_subscriber_stored_in_its_cell_catches_up_with_the_publishers_cell_gone() {
     let scratch = tempfile::tempdir().unwrap();
-    let any = "127.0.0.1:0";
-    let cell: Vec<Node> =
-        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
-    let s3 = cell[2].start(any, any, &[]);
-    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
-    let s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
-    let peers: Vec<String> = [&s1, &s2, &s3].iter().map(|b| cluster_addr(b)).collect();
-    let mut p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &peers);
-    wait_for("the cells link up", || links_up(&s1, 3.0)() && links_up(&p1, 3.0)());
-
-    let first = durable_sub(&s1, 50);
-    // The reader and its relay are both confirmed.
-    wait_for("the durable subscription and its relay are confirmed", || {
-        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
-    });
-    let mut acked = ok_lines(publish(&p1.tcp(), "k.a", 200, &[]), 60);
-    let mut got = ok_lines(first, 60);
+    let (_, s1, s2, s3) = start_cell_s(scratch.path());
+    let (mut p1, mut acked, mut got) = publishers_and_fifty(scratch.path(), [&s1, &s2, &s3]);
     assert_eq!(got.len(), 50);
 
     // Away: more are published, and relayed into the subscribers' cell.
@@ -129,11 +140,7 @@ fn burst(b: &BrokerProcess, topic: &str, count: u64) -> Vec<Value> {
 fn ticks_the_origin_lost_reach_the_subscriber_stored_in_its_cell_as_a_gap() {
     let scratch = tempfile::tempdir().unwrap();
     let any = "127.0.0.1:0";
-    let cell: Vec<Node> =
-        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
-    let s3 = cell[2].start(any, any, &[]);
-    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
-    let mut s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    let (cell, mut s1, s2, s3) = start_cell_s(scratch.path());
     // The publishers' broker links to s1 alone: no mate of s1 caches what s1 misses.
     let release = "[retention]\nmax_bytes = 60000\npolicy = \"release\"\n";
     let p1 = Node::configured(scratch.path(), "p1", "PUB", release).start(any, any, &[cluster_addr(&s1)]);
@@ -254,21 +261,8 @@ fn measure_live_latency_stored_in_the_cell_against_the_publishers_pubend() {
 #[test]
 fn the_subscriber_s_broker_killed_while_it_relays_gets_its_pubend_back_and_loses_and_repeats_nothing() {
     let scratch = tempfile::tempdir().unwrap();
-    let any = "127.0.0.1:0";
-    let cell: Vec<Node> =
-        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
-    let s3 = cell[2].start(any, any, &[]);
-    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
-    let mut s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
-    let peers: Vec<String> = [&s1, &s2, &s3].iter().map(|b| cluster_addr(b)).collect();
-    let p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &peers);
-    wait_for("the cells link up", || links_up(&s1, 3.0)() && links_up(&p1, 3.0)());
-    let first = durable_sub(&s1, 50);
-    wait_for("the durable subscription and its relay are confirmed", || {
-        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
-    });
-    let mut acked = ok_lines(publish(&p1.tcp(), "k.a", 200, &[]), 60);
-    let mut got = ok_lines(first, 60);
+    let (cell, mut s1, s2, s3) = start_cell_s(scratch.path());
+    let (p1, mut acked, mut got) = publishers_and_fifty(scratch.path(), [&s1, &s2, &s3]);
     // Away; its broker is killed while the relay republishes a stream, and a mate takes the
     // relay pubend over.
     let publisher = publish(&p1.tcp(), "k.b", 2000, &["--window", "64", "--rate", "2000"]);

@@ -454,14 +454,8 @@ fn a_durable_subscriber_at_another_broker_gets_what_was_published_while_it_and_i
 /// does not: the tail of a stream missing without a word, chain-3 seed 9 of the 60 s runs.)
 #[test]
 fn a_subscriber_whose_broker_restarted_behind_a_cut_is_told_of_every_tick_it_missed() {
-    use tidings_testkit::FaultProxy;
     let scratch = tempfile::tempdir().unwrap();
-    let (na, ns) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "s"));
-    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[]);
-    let to_a = FaultProxy::start(a.ready.cluster.unwrap()).unwrap();
-    let mut s = ns.start("127.0.0.1:0", "127.0.0.1:0", &[to_a.addr().to_string()]);
-    let (s_tcp, s_cluster) = (s.tcp(), cluster_addr(&s));
-    wait_for("a and s link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&s, 1.0)());
+    let Pair { a, to_a, ns, mut s, s_tcp, s_cluster } = pair_behind_a_proxy(scratch.path());
     let count: u64 = 1500;
     let sub = start_sub(&s, &["c.>"]);
     // Read its output from the start: a pipe nobody reads stops it at about 240 lines.
@@ -480,23 +474,8 @@ fn a_subscriber_whose_broker_restarted_behind_a_cut_is_told_of_every_tick_it_mis
     let out = reader.join().unwrap();
     let got: Vec<Value> =
         BufReader::new(&out.stdout[..]).lines().map(|l| serde_json::from_str(&l.unwrap()).unwrap()).collect();
-    let delivered: std::collections::BTreeSet<(String, u64)> =
-        got.iter().filter(|line| line.get("gap").is_none()).map(gd_common::id).collect();
-    let gaps: Vec<&Value> = got.iter().filter(|line| line.get("gap").is_some()).collect();
-    let in_a_gap = |ack: &Value| {
-        gaps.iter().any(|gap| {
-            gap["pubend"] == ack["pubend"]
-                && (gap["from"].as_u64().unwrap()..=gap["to"].as_u64().unwrap())
-                    .contains(&ack["tick"].as_u64().unwrap())
-        })
-    };
-    let silent: Vec<u64> = acked
-        .iter()
-        .filter(|ack| !delivered.contains(&gd_common::id(ack)) && !in_a_gap(ack))
-        .map(|ack| ack["seq"].as_u64().unwrap())
-        .collect();
-    let missed = acked.iter().filter(|ack| !delivered.contains(&gd_common::id(ack))).count();
-    eprintln!("delivered {}, missed {missed} (gap notices: {})", delivered.len(), gaps.len());
+    let Accounted { delivered, missed, gaps, silent } = account(&got, &acked);
+    eprintln!("delivered {delivered}, missed {missed} (gap notices: {})", gaps.len());
     assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
     drop(s);
 }
@@ -524,12 +503,7 @@ fn a_subscriber_back_at_its_broker_restarted_empty_is_told_what_the_broker_ackno
 fn back_at_a_restarted_broker(empty: bool) {
     use tidings_testkit::FaultProxy;
     let scratch = tempfile::tempdir().unwrap();
-    let (na, ns) = (Node::new(scratch.path(), "a"), Node::new(scratch.path(), "s"));
-    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[]);
-    let to_a = FaultProxy::start(a.ready.cluster.unwrap()).unwrap();
-    let mut s = ns.start("127.0.0.1:0", "127.0.0.1:0", &[to_a.addr().to_string()]);
-    let (s_tcp, s_cluster) = (s.tcp(), cluster_addr(&s));
-    wait_for("a and s link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&s, 1.0)());
+    let Pair { a, to_a, ns, mut s, s_tcp, s_cluster } = pair_behind_a_proxy(scratch.path());
     let read = |child: Child| std::thread::spawn(move || child.wait_with_output().unwrap());
     let confirmed = |s: &BrokerProcess| metric(s, "tidings_gd_subscriptions_confirmed_total");
     let keeper = match empty {
@@ -571,6 +545,26 @@ fn back_at_a_restarted_broker(empty: bool) {
     };
     let got = lines(plain.join().unwrap());
     let kept = lines(durable.join().unwrap());
+    let Accounted { delivered, missed, gaps, silent } = account(&got, &acked);
+    eprintln!("plain: delivered {delivered}, missed {missed} (gap notices: {gaps:?}); keeper: {}", kept.len());
+    assert!(missed > 0, "the plain subscriber missed nothing: the scenario did not happen");
+    assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
+    drop(s);
+}
+
+/// A plain subscriber's lines against the acknowledged publishes.
+struct Accounted<'a> {
+    /// Publishes it got.
+    delivered: usize,
+    /// Acknowledged publishes it did not get.
+    missed: usize,
+    /// Its gap notices.
+    gaps: Vec<&'a Value>,
+    /// The seqs of those it did not get that no gap notice covers: lost without a word.
+    silent: Vec<u64>,
+}
+
+fn account<'a>(got: &'a [Value], acked: &[Value]) -> Accounted<'a> {
     let delivered: std::collections::BTreeSet<(String, u64)> =
         got.iter().filter(|line| line.get("gap").is_none()).map(gd_common::id).collect();
     let gaps: Vec<&Value> = got.iter().filter(|line| line.get("gap").is_some()).collect();
@@ -581,14 +575,32 @@ fn back_at_a_restarted_broker(empty: bool) {
                     .contains(&ack["tick"].as_u64().unwrap())
         })
     };
-    let silent: Vec<u64> = acked
+    let silent = acked
         .iter()
         .filter(|ack| !delivered.contains(&gd_common::id(ack)) && !in_a_gap(ack))
         .map(|ack| ack["seq"].as_u64().unwrap())
         .collect();
     let missed = acked.iter().filter(|ack| !delivered.contains(&gd_common::id(ack))).count();
-    eprintln!("plain: delivered {}, missed {missed} (gap notices: {gaps:?}); keeper: {}", delivered.len(), kept.len());
-    assert!(missed > 0, "the plain subscriber missed nothing: the scenario did not happen");
-    assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
-    drop(s);
+    Accounted { delivered: delivered.len(), missed, gaps, silent }
+}
+
+/// Broker `a` and broker `s` linked to it through a proxy `to_a` (to cut the link), `s`'s node
+/// and addresses kept to restart it on the same ports.
+struct Pair {
+    a: BrokerProcess,
+    to_a: tidings_testkit::FaultProxy,
+    ns: Node,
+    s: BrokerProcess,
+    s_tcp: String,
+    s_cluster: String,
+}
+
+fn pair_behind_a_proxy(scratch: &std::path::Path) -> Pair {
+    let (na, ns) = (Node::new(scratch, "a"), Node::new(scratch, "s"));
+    let a = na.start("127.0.0.1:0", "127.0.0.1:0", &[]);
+    let to_a = tidings_testkit::FaultProxy::start(a.ready.cluster.unwrap()).unwrap();
+    let s = ns.start("127.0.0.1:0", "127.0.0.1:0", &[to_a.addr().to_string()]);
+    let (s_tcp, s_cluster) = (s.tcp(), cluster_addr(&s));
+    wait_for("a and s link up", Duration::from_secs(20), || links_up(&a, 1.0)() && links_up(&s, 1.0)());
+    Pair { a, to_a, ns, s, s_tcp, s_cluster }
 }
