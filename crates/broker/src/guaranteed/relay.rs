@@ -87,7 +87,7 @@ pub(super) struct Relays {
     /// Relay pubends.
     pubends: BTreeSet<PubendId>,
     /// Republishes decided during the engine's turn, sent after it: (relay, origin, seq, message).
-    pending: Vec<(SubendId, PubendId, u64, Bytes)>,
+    pending: Vec<(SubendId, PubendId, u64, Message)>,
     /// Resends already scheduled.
     resends: BTreeSet<(SubendId, PubendId)>,
 }
@@ -318,9 +318,8 @@ impl Driver {
 
     fn relay_send(&mut self, relay: SubendId, origin: PubendId, seq: u64, message: Message) {
         let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
-        let bytes = message.as_bytes().clone();
-        if entry.book.send(origin, seq, bytes.clone()) {
-            self.relays.pending.push((relay, origin, seq, bytes));
+        if entry.book.send(origin, seq, message.as_bytes().clone()) {
+            self.relays.pending.push((relay, origin, seq, message));
         }
         if entry.book.in_flight() >= WINDOW {
             if let Some(subend) = self.subends.get_mut(&relay).filter(|e| !e.blocked) {
@@ -332,14 +331,13 @@ impl Driver {
 
     /// Sends the republishes decided during the engine's turn (called after it).
     pub(super) fn relay_pending(&mut self) {
-        for (relay, origin, seq, bytes) in std::mem::take(&mut self.relays.pending) {
-            self.relay_publish(relay, origin, seq, bytes);
+        for (relay, origin, seq, message) in std::mem::take(&mut self.relays.pending) {
+            self.relay_publish(relay, origin, seq, message);
         }
     }
 
-    fn relay_publish(&mut self, relay: SubendId, origin: PubendId, seq: u64, bytes: Bytes) {
+    fn relay_publish(&mut self, relay: SubendId, origin: PubendId, seq: u64, message: Message) {
         let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
-        let Ok(message) = Message::decode(bytes) else { return };
         let publisher = Self::relay_publisher(&entry.pubend_name, origin);
         entry.origins.insert(publisher, origin);
         let publish = GuaranteedPublish {
@@ -406,8 +404,15 @@ impl Driver {
     pub(super) fn relay_resend(&mut self, relay: SubendId, origin: PubendId) {
         self.relays.resends.remove(&(relay, origin));
         let Some(entry) = self.relays.relays.get(&relay) else { return };
-        for (seq, bytes) in entry.book.unacked(origin) {
-            self.relay_publish(relay, origin, seq, bytes);
+        // The book keeps each republish as sent, so these decode.
+        let unacked: Vec<(u64, Message)> = entry
+            .book
+            .unacked(origin)
+            .into_iter()
+            .filter_map(|(seq, bytes)| Some((seq, Message::decode(bytes).ok()?)))
+            .collect();
+        for (seq, message) in unacked {
+            self.relay_publish(relay, origin, seq, message);
         }
     }
 }
