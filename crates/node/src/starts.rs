@@ -15,7 +15,12 @@
 //! confirmation, or a tick delivered here), so every tick the pubend gives from now on is at
 //! or above it.
 
-use tidings_delivery::{Engine, Matcher, PubendId, StreamView, SubendId, Tick};
+use tidings_delivery::{Engine, Matcher, Millis, PubendId, StreamRoute, StreamView, SubendId, Tick};
+
+/// How far before its confirmation a subscription starts on a pubend that its barrier did not
+/// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's
+/// clock, so this is the clock skew between brokers that is tolerated.
+pub const LATE_PUBEND_MARGIN_MS: u64 = 5_000;
 
 /// The start a pubend's broker answers for its pubend in a round of routing (and confirms a
 /// subscription it has no network for with): the tick the next publish gets at the earliest,
@@ -31,4 +36,30 @@ pub fn next_tick(view: Option<StreamView<'_>>) -> Tick {
 /// ticks its earlier life acknowledged upstream (its ack lease).
 pub fn confirmed_start<M: Matcher>(engine: &Engine<M>, pubend: PubendId, subend: SubendId, sigma: Tick) -> Tick {
     engine.start_floor(pubend, subend).map_or(sigma, |floor| sigma.max(floor))
+}
+
+/// The start of a subscription confirmed at `at` (this broker's clock) on a pubend its barrier
+/// did not report: [`LATE_PUBEND_MARGIN_MS`] before the confirmation, as ticks. A broker that
+/// started at `empty_since` on an empty data directory has no ack leases
+/// ([`Engine::start_floor`]) to keep it above what an earlier life may have acknowledged
+/// upstream, so it starts no lower than its own start time: that life ended before it, on
+/// clocks that agree within the time a restart takes. Nothing from before this broker existed
+/// is owed to a subscription made here. The broker's driver and the simulator both start late
+/// pubends with it, then raise the result to [`confirmed_start`].
+pub fn late_start<M: Matcher>(engine: &Engine<M>, at: Millis, empty_since: Option<Millis>) -> Tick {
+    let settings = engine.settings();
+    let late = Tick(settings.ticks(at.0.saturating_sub(LATE_PUBEND_MARGIN_MS)).max(1));
+    empty_since.map_or(late, |since| late.max(Tick(settings.ticks(since.0))))
+}
+
+/// Whether a subscription may start late on a pubend its barrier did not report, given the
+/// pubend's route here (`None`: no route fed). Only when the pubend's home is in view (the
+/// route has an upstream): the barrier then passed its home before the pubend existed, and the
+/// summaries there already route toward this broker. A home out of view never saw the
+/// subscription's summary: what it publishes until the summary reaches it is answered as
+/// silence toward this broker and released, so a start taken from the clock would promise
+/// messages that are already gone (the simulator's census, full mode, seed 333 of 2026-12-01).
+/// Such a pubend waits for a barrier that reaches its home, whose answer is the start.
+pub fn may_start_late(route: Option<&StreamRoute>) -> bool {
+    route.is_some_and(|route| route.upstream.is_some())
 }

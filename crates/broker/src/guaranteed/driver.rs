@@ -53,6 +53,9 @@ pub(super) struct Subend {
     /// again later (its stream moved or came back) continues where it was and is not
     /// announced again.
     pub(super) announced: std::collections::BTreeSet<PubendId>,
+    /// Pubends it was confirmed without, their homes out of view then: each starts at the
+    /// tick a later barrier brings from its home (`super::subscribe`, `start_unstarted`).
+    pub(super) unstarted: std::collections::BTreeSet<PubendId>,
 }
 
 /// A publisher waiting for its PUBLISH_ACK.
@@ -129,6 +132,8 @@ pub struct Driver {
     /// directory): it then has no ack leases, and takes its start time as their floor
     /// (`Driver::late_start`).
     pub(super) empty_start: bool,
+    /// The barrier asked for subscriptions' unstarted pubends, while it climbs.
+    pub(super) unstarted_barrier: Option<u64>,
     /// Each publisher's last publish refused as unavailable (`super::refusals`).
     pub(super) refusals: super::refusals::Refusals,
     /// Durable subscriptions stored in the cell: their relays and readers (`super::relay`).
@@ -207,6 +212,7 @@ impl Driver {
             restart_marks: BTreeMap::new(),
             started_ms: now(),
             empty_start: empty,
+            unstarted_barrier: None,
             refusals: Default::default(),
             ack_leases: Default::default(),
             relays: Default::default(),

@@ -252,6 +252,7 @@ impl Driver {
                 confirmed_at,
                 durable: true,
                 announced: Default::default(),
+                unstarted: Default::default(),
             };
             self.subends.insert(subend, entry);
             self.durables.by_subend.insert(subend, name.clone());

@@ -184,7 +184,7 @@ impl Driver {
             if restored {
                 // Ticks are the pubend's clock: what was published before this life (give or
                 // take the brokers' clock skew) may have been leased in the last one.
-                let margin = super::net::LATE_PUBEND_MARGIN_MS;
+                let margin = tidings_node::starts::LATE_PUBEND_MARGIN_MS;
                 let mark = Tick(self.engine.settings().ticks(self.started_ms.0.saturating_add(margin)));
                 if let Some(entry) = self.groups.by_subend.get_mut(&group) {
                     entry.restored_mark = Some(mark);

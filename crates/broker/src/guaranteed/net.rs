@@ -42,11 +42,6 @@ use crate::cluster::Cluster;
 
 use tidings_node::edges::MATE_CELL;
 
-/// How far before its confirmation a subscription starts on a pubend that its barrier did not
-/// reach (the pubend did not exist yet, or its home was unreachable): ticks are the home's
-/// clock, so this is the clock skew between brokers that is tolerated.
-pub(super) const LATE_PUBEND_MARGIN_MS: u64 = 5_000;
-
 /// The network as the driver sees it.
 pub(super) struct Net {
     pub(super) cluster: Arc<Cluster>,
@@ -376,6 +371,8 @@ impl Driver {
                 }
                 // A home that went out of view may have a successor advertised already.
                 self.rehome();
+                // One that came into view answers a barrier for subscriptions waiting on it.
+                self.ask_for_unstarted();
             }
             GdAction::NextTicksWanted { round, pubends } => {
                 let ticks =
@@ -411,6 +408,13 @@ impl Driver {
         net.routes.insert(pubend, route.clone());
         net.remember(pubend, &route);
         self.feed(Input::Route { pubend, route });
+    }
+
+    /// Whether the route last fed for remote `pubend` reaches its home
+    /// (`tidings_node::starts::may_start_late`); a hosted pubend is always in view.
+    pub(super) fn in_view(&self, pubend: PubendId) -> bool {
+        self.hosted.contains(&pubend)
+            || tidings_node::starts::may_start_late(self.net.as_ref().and_then(|net| net.routes.get(&pubend)))
     }
 
     /// Every pubend with a stream here: hosted and remote.

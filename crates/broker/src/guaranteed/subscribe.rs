@@ -7,10 +7,13 @@
 //! [`GdAction::BarrierConfirmed`](tidings_route::GdAction::BarrierConfirmed) brings each
 //! reachable pubend's next tick at its home, and SUBSCRIBED goes to the client with them.
 //!
-//! A pubend the barrier did not report (it did not exist yet when its home answered, or its
-//! home was unreachable), or one that appears later, starts at the subscription's
-//! confirmation time on the broker clock less [`LATE_PUBEND_MARGIN_MS`]: its ticks are its
-//! home's clock, and it did not exist when the summaries were already in place.
+//! A pubend the barrier did not report though its home is in view (it did not exist yet when
+//! its home answered), or one that appears later, starts at the subscription's confirmation
+//! time on the broker clock less `tidings_node::starts::LATE_PUBEND_MARGIN_MS`: its ticks are
+//! its home's clock, and it did not exist when the summaries were already in place. One whose
+//! home is out of view waits for a barrier that reaches the home
+//! (`tidings_node::starts::may_start_late`), asked when routes move; its start then comes in a
+//! second SUBSCRIBED.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,7 +24,6 @@ use tidings_node::durables::{attach_order, Attach};
 use tidings_wire::{SubId, Subscribed};
 
 use super::driver::{now, Driver, Subend};
-use super::net::LATE_PUBEND_MARGIN_MS;
 use crate::outbox::Outbox;
 
 impl Driver {
@@ -43,6 +45,7 @@ impl Driver {
             confirmed_at: None,
             durable,
             announced: Default::default(),
+            unstarted: Default::default(),
         };
         self.subends.insert(subend, entry);
         self.metrics.subends.set(self.subends.len() as i64);
@@ -86,19 +89,10 @@ impl Driver {
         }
     }
 
-    /// The start of a subscription confirmed at `at` on a pubend its barrier did not report.
-    /// A broker started on an empty data directory has no ack leases (`Engine::start_floor`)
-    /// to keep it above what an earlier life may have acknowledged upstream, so it starts no
-    /// lower than its own start time: that life ended before it, on clocks that agree within
-    /// the time a restart takes (ticks are the pubend's broker's clock). Nothing from before
-    /// this broker existed is owed to a subscription made here.
+    /// The start of a subscription confirmed at `at` on a pubend its barrier did not report
+    /// (`tidings_node::starts::late_start`, which the simulator runs too).
     pub(super) fn late_start(&self, at: Millis) -> Tick {
-        let settings = self.engine.settings();
-        let late = Tick(settings.ticks(at.0.saturating_sub(LATE_PUBEND_MARGIN_MS)).max(1));
-        match self.empty_start {
-            true => late.max(Tick(settings.ticks(self.started_ms.0))),
-            false => late,
-        }
+        tidings_node::starts::late_start(&self.engine, at, self.empty_start.then_some(self.started_ms))
     }
 
     /// Barrier `number` came back: every subscription waiting on it (or an earlier one) starts.
@@ -111,15 +105,21 @@ impl Driver {
             .collect();
         let at = now();
         for subend in waiting {
-            let starts: Vec<(PubendId, Tick)> = self
-                .pubends()
-                .into_iter()
-                .filter(|&pubend| self.relays.attaches(subend, pubend))
-                .map(|pubend| {
-                    let sigma = ticks.get(&pubend).copied().unwrap_or_else(|| self.late_start(at));
-                    (pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma))
-                })
-                .collect();
+            let (mut starts, mut unstarted) = (Vec::new(), std::collections::BTreeSet::new());
+            for pubend in self.pubends().into_iter().filter(|&pubend| self.relays.attaches(subend, pubend)) {
+                let sigma = match ticks.get(&pubend) {
+                    Some(&tick) => tick,
+                    None if self.in_view(pubend) => self.late_start(at),
+                    None => {
+                        unstarted.insert(pubend);
+                        continue;
+                    }
+                };
+                starts.push((pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma)));
+            }
+            if let Some(entry) = self.subends.get_mut(&subend) {
+                entry.unstarted = unstarted;
+            }
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
             if let Some(entry) = self.subends.get_mut(&subend) {
                 entry.announced.extend(starts.iter().map(|(pubend, _)| *pubend));
@@ -137,6 +137,44 @@ impl Driver {
             if self.groups.is_group(subend) {
                 self.group_confirmed(subend);
             }
+        }
+        self.start_unstarted(number, ticks);
+    }
+
+    /// A barrier asked for unstarted pubends (`ask_for_unstarted`) came back as `number`: each
+    /// it reports starts at its home's tick, announced in a second SUBSCRIBED; the others wait
+    /// for the next time routes move.
+    fn start_unstarted(&mut self, number: u64, ticks: &BTreeMap<PubendId, Tick>) {
+        if self.unstarted_barrier.is_none_or(|asked| asked > number) {
+            return;
+        }
+        self.unstarted_barrier = None;
+        let reported: Vec<(SubendId, PubendId, Tick)> = self
+            .subends
+            .iter()
+            .flat_map(|(&subend, entry)| entry.unstarted.iter().map(move |&pubend| (subend, pubend)))
+            .filter_map(|(subend, pubend)| ticks.get(&pubend).map(|&sigma| (subend, pubend, sigma)))
+            .collect();
+        for (subend, pubend, sigma) in reported {
+            if let Some(entry) = self.subends.get_mut(&subend) {
+                entry.unstarted.remove(&pubend);
+            }
+            let start = tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma);
+            self.announce_late_start(subend, pubend, start);
+            self.feed(Input::SubendStart { pubend, subend, start });
+            self.durable_started(subend, pubend, start);
+        }
+    }
+
+    /// Asks a barrier for subscriptions waiting on a pubend whose home is now in view (one at a
+    /// time: a barrier answers every subscription made before it).
+    pub(super) fn ask_for_unstarted(&mut self) {
+        let wanted = self.subends.values().flat_map(|entry| entry.unstarted.iter()).any(|&p| self.in_view(p));
+        if !wanted || self.unstarted_barrier.is_some() {
+            return;
+        }
+        if let Some(net) = self.net.as_ref() {
+            self.unstarted_barrier = Some(net.cluster.request_barrier());
         }
     }
 
@@ -174,19 +212,26 @@ impl Driver {
             .map(|(&subend, entry)| {
                 // Never below the ack lease of a restarted broker: see `Engine::start_floor`.
                 let floor = |start: Tick| tidings_node::starts::confirmed_start(&self.engine, pubend, subend, start);
-                let late = entry.confirmed_at.map(|at| floor(start.unwrap_or_else(|| self.late_start(at))));
+                // A pubend whose home is out of view waits for a barrier (`start_unstarted`).
+                let late_at = entry.confirmed_at.filter(|_| self.in_view(pubend));
+                let late = match start {
+                    Some(start) => entry.confirmed_at.map(|_| floor(start)),
+                    None => late_at.map(|at| floor(self.late_start(at))),
+                };
                 // A durable subscription with no checkpoint on this pubend yet (it appeared after
                 // the last one was written) takes everything since the subscription was made,
                 // not only what comes next: the pubend may have logged messages for it already.
-                let durable = self
-                    .durable_start(subend, pubend)
-                    .or_else(|| entry.confirmed_at.map(|at| floor(self.late_start(at))));
+                let durable =
+                    self.durable_start(subend, pubend).or_else(|| late_at.map(|at| floor(self.late_start(at))));
                 Attach { subend, start: if entry.durable { durable } else { late }, durable: entry.durable }
             })
             .collect();
         for Attach { subend, start, durable } in attach_order(attach) {
             if let (false, Some(start)) = (durable, start) {
                 self.announce_late_start(subend, pubend, start);
+            }
+            if let Some(entry) = self.subends.get_mut(&subend).filter(|e| start.is_none() && e.confirmed_at.is_some()) {
+                entry.unstarted.insert(pubend);
             }
             self.feed(Input::SubendAttach { pubend, subend, start, durable });
             if let (true, Some(start)) = (durable, start) {
@@ -198,5 +243,6 @@ impl Driver {
                 self.feed(Input::OutboxFull { subend });
             }
         }
+        self.ask_for_unstarted();
     }
 }

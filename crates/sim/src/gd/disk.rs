@@ -58,6 +58,9 @@ pub struct Disk {
     /// write synced at once (redb commits with immediate durability before the broker feeds
     /// its completion), so only an empty directory loses them.
     pub ack_leases: std::collections::BTreeMap<PubendId, Tick>,
+    /// The broker's last start found no incarnation counter: a first start or an empty
+    /// directory (the broker's `empty_start`, which floors its late starts).
+    pub fresh: bool,
 }
 
 impl Disk {
@@ -127,6 +130,7 @@ impl Disk {
             Ok(8) => file.read_exact_at(&mut bytes, 0).map_or(0, |()| u64::from_le_bytes(bytes)),
             _ => 0,
         };
+        self.fresh = stored == 0;
         let incarnation = (stored + 1).max(clock_us);
         // The simulated disk does not fail these; a failure would show as a repeated number.
         let _ = file.write_all_at(&incarnation.to_le_bytes(), 0).and_then(|()| file.sync_data());

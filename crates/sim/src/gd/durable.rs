@@ -115,12 +115,13 @@ impl World {
             return Some(last);
         }
         self.stats.deliveries += 1;
-        let owed = self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), tick);
-        if owed != [tick] {
+        if !self.may_deliver(sub, pubend, last, tick) {
+            let owed = self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), tick);
             let text = format!(
-                "I5: durable {subend:?} at node {} received {pubend:?} tick {tick:?} after {last:?} (start {:?}); Expected from there: {owed:?}",
+                "I5: durable {subend:?} at node {} received {pubend:?} tick {tick:?} after {last:?} (start {:?}{}); Expected from there: {owed:?}",
                 sub.node,
-                sub.starts.get(&pubend)
+                sub.starts.get(&pubend),
+                super::world::late_note(sub, pubend)
             );
             self.violation(text);
             return None;

@@ -125,6 +125,9 @@ pub struct GdNode {
     /// The broker's retry table and publish acknowledgements (`tidings_node::publishes`),
     /// rebuilt from the log at a restart; each waiter is the message published.
     pub(super) publishes: Publishes<u64>,
+    /// When this incarnation started, if on an empty data directory (its late starts' floor:
+    /// `tidings_node::starts::late_start`).
+    pub(super) empty_since: Option<Millis>,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -152,6 +155,7 @@ pub(super) type Out = Vec<LayerOutput<GdFrame>>;
 impl GdLayer {
     fn boot(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         node.booted = true;
+        node.empty_since = store.fresh.then_some(now);
         if let Some((pubend, recovered)) = node.recovered.take() {
             self.drive(node, store, now, Input::Store(StoreInput::Opened { pubend, recovered }), out);
         }
@@ -205,11 +209,7 @@ impl GdLayer {
                 self.drive(node, store, now, Input::PeerRestarted { broker }, out);
             }
             Command::Retry => self.retry(node, store, now, out),
-            Command::Confirmed { number, ticks } => {
-                for (pubend, tick) in ticks {
-                    self.start_subends(node, store, now, number, pubend, tick, out);
-                }
-            }
+            Command::Confirmed { number, ticks } => self.confirmed(node, store, now, number, ticks, out),
         }
     }
 
@@ -223,17 +223,48 @@ impl GdLayer {
                 out.push(LayerOutput::Route(tidings_route::Input::NextTicks { round, ticks }));
             }
             GdAction::BarrierConfirmed { number, ticks } => {
-                let confirmed = ticks.iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
-                self.world.borrow_mut().confirmed.insert(node.index, (number, confirmed));
-                for (pubend, tick) in ticks {
-                    self.start_subends(node, store, now, number, PubendId(pubend.0), Tick(tick.0), out);
-                }
+                let confirmed: Vec<(PubendId, Tick)> = ticks.iter().map(|(p, t)| (PubendId(p.0), Tick(t.0))).collect();
+                self.world.borrow_mut().confirmed.insert(node.index, (number, confirmed.clone()));
+                self.confirmed(node, store, now, number, confirmed, out);
             }
             GdAction::PubendsMoved { .. } | GdAction::PubendsAdvertised { .. } => {}
         }
     }
 
-    /// The barrier `number` confirmed: subends waiting on it (or an earlier one) start.
+    /// The barrier `number` confirmed with `ticks`: its subends start on every pubend, as the
+    /// broker's driver starts them (`barrier_confirmed`): at the tick a pubend's home answered,
+    /// or, for one the barrier did not report though its home is in view (the pubend is newer
+    /// than the answer), at the late start. One whose home is out of view waits for a later
+    /// barrier (the run asks again).
+    fn confirmed(
+        &self,
+        node: &mut GdNode,
+        store: &mut Disk,
+        now: Millis,
+        number: u64,
+        ticks: Vec<(PubendId, Tick)>,
+        out: &mut Out,
+    ) {
+        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
+        let late = tidings_node::starts::late_start(&node.engine, now, node.empty_since);
+        let floored = late > tidings_node::starts::late_start(&node.engine, now, None);
+        for pubend in pubends {
+            let tick = ticks.iter().find(|(p, _)| *p == pubend).map(|(_, t)| *t);
+            if tick.is_none() && !tidings_node::starts::may_start_late(node.routes.get(&pubend)) {
+                continue;
+            }
+            let started = self.start_subends(node, store, now, number, pubend, tick.ok_or(late), out);
+            if tick.is_none() {
+                let stats = &mut self.world.borrow_mut().stats;
+                stats.late_starts += started;
+                stats.empty_floors += if floored { started } else { 0 };
+            }
+        }
+    }
+
+    /// The barrier `number` confirmed: subends waiting on it (or an earlier one) start on
+    /// `pubend`, at the tick its home answered (`Ok`) or at their late start (`Err`); returns
+    /// how many started.
     #[allow(clippy::too_many_arguments)]
     fn start_subends(
         &self,
@@ -242,13 +273,13 @@ impl GdLayer {
         now: Millis,
         number: u64,
         pubend: PubendId,
-        start: Tick,
+        start: Result<Tick, Tick>,
         out: &mut Out,
-    ) {
+    ) -> u64 {
         let waiting: Vec<SubendId> = {
             let world = self.world.borrow();
             if !world.pubends.values().any(|p| *p == pubend) {
-                return;
+                return 0;
             }
             let me = node.index;
             let subs = world.subs.iter().filter(|(_, s)| s.node == me && !s.gone);
@@ -257,19 +288,29 @@ impl GdLayer {
             };
             subs.filter(waiting).map(|(&id, _)| id).collect()
         };
+        let count = waiting.len() as u64;
         for subend in waiting {
             // The broker's rule: never below what the stream here can still serve.
-            let start = tidings_node::starts::confirmed_start(&node.engine, pubend, subend, start);
-            if let Some(sub) = self.world.borrow_mut().subs.get_mut(&subend) {
+            let (sigma, late) = (start.unwrap_or_else(|late| late), start.is_err());
+            let start = tidings_node::starts::confirmed_start(&node.engine, pubend, subend, sigma);
+            let mut world = self.world.borrow_mut();
+            let promised = world.assigned.get(&pubend).copied().unwrap_or(Tick(0));
+            if let Some(sub) = world.subs.get_mut(&subend) {
                 sub.starts.insert(pubend, start);
+                sub.promised.insert(pubend, promised);
+                if late {
+                    sub.late.insert(pubend);
+                }
                 // Stored with the start (the shell writes it before promising anything).
                 if let Some(durable) = sub.durable.as_mut() {
                     durable.checkpoint.entry(pubend).or_insert(start.prev());
                     node.clients.started(subend, pubend, start);
                 }
             }
+            drop(world);
             self.drive(node, store, now, Input::SubendStart { pubend, subend, start }, out);
         }
+        count
     }
 
     /// One input, with the router lent to the matcher.
@@ -352,6 +393,7 @@ impl Layer for GdLayer {
             clients: Clients::default(),
             recovered,
             publishes,
+            empty_since: None,
         }
     }
 

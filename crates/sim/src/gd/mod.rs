@@ -20,7 +20,9 @@
 //! client leaves, fed to the core only once durable, moved over unmatched ticks, re-attached
 //! after a restart in the broker's order); `shb` is the driver's side of them (clients away
 //! and back, crashes of their broker at any moment). A barrier's start is what the broker
-//! answers too (`tidings_node::starts`: the stream's next tick, raised to its floor).
+//! answers too (`tidings_node::starts`: the stream's next tick, raised to its floor), and a
+//! pubend the barrier did not report starts as at the broker: from the clock when its home is
+//! in view, with an empty directory's floor; otherwise at a later barrier.
 //!
 //! Still modelled, with why: the durable store is the world's checkpoint map (it survives
 //! crashes as the broker's redb file does; its writes land after a seeded delay and never

@@ -279,6 +279,8 @@ impl GdRun {
             filter,
             gone: false,
             starts: BTreeMap::new(),
+            promised: BTreeMap::new(),
+            late: Default::default(),
             delivered: BTreeMap::new(),
             barrier: None,
             durable: durable.then(|| Durable { connected: true, ..Durable::default() }),

@@ -50,3 +50,25 @@ fn partial_bundles_carry_data_acks_and_nacks_sideways_through_cell_mates() {
     assert!(totals.sideways > 100, "little went sideways: {totals:?}");
     assert!(totals.deliveries > 100, "few deliveries were judged: {totals:?}");
 }
+
+/// The simulator starts a subscription as the broker's driver does on a pubend its barrier did
+/// not report (`tidings_node::starts::late_start`): some do, and a broker restarted on an empty
+/// directory raises some of those to its start time. The promise such a start makes is judged
+/// in every run (`World::judge_promised`); a late start 300 ms ahead of the clock fails seed 2.
+#[test]
+fn late_starts_happen_and_keep_their_promise() {
+    let totals = totals(Mode::FULL, 1..=40);
+    assert!(totals.late_starts > 0, "no subscription started late: {totals:?}");
+    assert!(totals.empty_floors > 0, "no late start met an empty directory's floor: {totals:?}");
+}
+
+/// Full mode's seed 333: a subscription confirmed while a pubend's home was out of view (early,
+/// before routing converged) started at the clock, and the home, which had not yet seen its
+/// summary, released a message published after the confirmation without delivering it. Such
+/// a pubend now waits for a barrier that reaches its home (`tidings_node::starts::may_start_late`).
+#[test]
+fn a_pubend_out_of_view_at_confirmation_waits_for_its_home() {
+    let plan = Plan { seed: 333, steps: 300, skip: BTreeSet::new() };
+    let topology = random_topology(&mut Rng::new(333 ^ 0x7090));
+    run_gd(&topology, &plan, Mode::FULL).unwrap_or_else(|f| panic!("seed 333: {f:?}"));
+}

@@ -18,8 +18,18 @@ pub struct Subscriber {
     pub filter: RouteFilter,
     /// Gone (unsubscribed, or its broker crashed: non-durable subscribers end with it).
     pub gone: bool,
-    /// σ per pubend, from the barrier confirmation.
+    /// σ per pubend, from the barrier confirmation (or the late start of a pubend it did not
+    /// report).
     pub starts: BTreeMap<PubendId, Tick>,
+    /// Per pubend, the highest tick assigned anywhere when the start was given: every tick
+    /// above it is published after the subscription was confirmed, and owed if it matches,
+    /// whatever the start (`judge_promised`).
+    pub promised: BTreeMap<PubendId, Tick>,
+    /// The pubends it started on late (its barrier did not report them): their start is a
+    /// clock reading less a margin, so what was published between it and the confirmation
+    /// may or may not come (routes toward this broker were not in place yet): any of them, in
+    /// order and once, and everything published after the confirmation.
+    pub late: BTreeSet<PubendId>,
     /// Ticks delivered per pubend, in order.
     pub delivered: BTreeMap<PubendId, Vec<Tick>>,
     /// The barrier request that confirms it.
@@ -127,6 +137,11 @@ pub struct Stats {
     pub edges_data: u64,
     /// Child-edge verdicts the routers gave the engines: F.
     pub edges_final: u64,
+    /// Subscriptions started late on a pubend their barrier did not report (its home
+    /// unreachable): the broker's `late_start`.
+    pub late_starts: u64,
+    /// Of those, the starts an empty data directory's floor (its start time) raised.
+    pub empty_floors: u64,
     /// Child-edge verdicts the routers gave the engines: unsure (summary not vouched, no
     /// router, or a child the router does not see).
     pub edges_unsure: u64,
@@ -152,6 +167,8 @@ impl Stats {
         self.edges_data += other.edges_data;
         self.edges_final += other.edges_final;
         self.edges_unsure += other.edges_unsure;
+        self.late_starts += other.late_starts;
+        self.empty_floors += other.empty_floors;
     }
 }
 
@@ -187,13 +204,28 @@ impl World {
 
     /// The ticks `sub` is owed on `pubend` in `[from, to]`, in order.
     pub(super) fn owed(&self, sub: &Subscriber, pubend: PubendId, from: Tick, to: Tick) -> Vec<Tick> {
-        let Some(&start) = sub.starts.get(&pubend) else { return Vec::new() };
-        let from = from.max(start);
+        let Some(first) = first_owed(sub, pubend) else { return Vec::new() };
+        let from = from.max(first);
         if from > to {
             return Vec::new();
         }
         let Some(log) = self.durable.get(&pubend) else { return Vec::new() };
         log.range(from..=to).filter(|(_, &msg)| self.wants(sub, msg)).map(|(&t, _)| t).collect()
+    }
+
+    /// Whether `tick` of `pubend` may be `sub`'s next delivery after `last`: the next tick
+    /// owed, or, on a pubend started late, any wanted tick from the start that was published
+    /// before the confirmation, with nothing owed before it.
+    pub(super) fn may_deliver(&self, sub: &Subscriber, pubend: PubendId, last: Option<Tick>, tick: Tick) -> bool {
+        let owed = self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), tick);
+        if owed == [tick] {
+            return true;
+        }
+        let wanted = self.durable.get(&pubend).and_then(|log| log.get(&tick)).is_some_and(|&msg| self.wants(sub, msg));
+        let early = sub.late.contains(&pubend)
+            && sub.starts.get(&pubend).is_some_and(|&s| s <= tick)
+            && first_owed(sub, pubend).is_some_and(|first| tick < first);
+        owed.is_empty() && early && wanted && last.is_none_or(|last| last < tick)
     }
 
     /// I5 at every delivery: the subscriber's sequence stays a prefix of Expected. (A durable
@@ -213,12 +245,12 @@ impl World {
                 .violation(format!("{subend:?} got {pubend:?} tick {tick:?} msg {msg:?}; the log holds {truth:?}"));
         }
         let last = sub.delivered.get(&pubend).and_then(|d| d.last()).copied();
-        let from = last.map_or(Tick(0), Tick::next);
-        let owed = self.owed(sub, pubend, from, tick);
-        if owed != [tick] {
+        if !self.may_deliver(sub, pubend, last, tick) {
+            let owed = self.owed(sub, pubend, last.map_or(Tick(0), Tick::next), tick);
             let text = format!(
-                "I5: {subend:?} at node {node} got {pubend:?} tick {tick:?} after {last:?} (start {:?}); Expected from there: {owed:?}",
-                sub.starts.get(&pubend)
+                "I5: {subend:?} at node {node} got {pubend:?} tick {tick:?} after {last:?} (start {:?}{}); Expected from there: {owed:?}",
+                sub.starts.get(&pubend),
+                late_note(sub, pubend)
             );
             return self.violation(text);
         }
@@ -290,8 +322,12 @@ impl World {
             let from = last.map_or(Tick(0), Tick::next);
             let owed = self.owed(sub, pubend, from, release);
             if !owed.is_empty() {
-                failed =
-                    Some(format!("I4: {pubend:?} released through {release:?} while {id:?} is still owed {owed:?}"));
+                failed = Some(format!(
+                    "I4: {pubend:?} released through {release:?} while {id:?} at node {} is still owed {owed:?} (start {:?}{}, delivered up to {last:?})",
+                    sub.node,
+                    sub.starts.get(&pubend),
+                    late_note(sub, pubend)
+                ));
                 break;
             }
         }
@@ -308,15 +344,47 @@ impl World {
         })
     }
 
+    /// The promise a start makes: every message published after the subscription was
+    /// confirmed is owed. A start above a tick that was assigned after it (a late start on a
+    /// clock ahead of the pubend's, or a floor above what was published since) would drop
+    /// such a message from Expected, where [`World::judge_complete`] cannot see it.
+    pub fn judge_promised(&self) -> Result<(), String> {
+        for (&id, sub) in &self.subs {
+            for (pubend, (&promised, &start)) in
+                sub.promised.iter().filter_map(|(p, t)| Some((p, (t, sub.starts.get(p)?))))
+            {
+                let Some(log) = self.durable.get(pubend) else { continue };
+                let Some(below) = TickRange::new(promised.next(), start.prev()) else { continue };
+                let skipped: Vec<Tick> = log
+                    .range(below.from..=below.to)
+                    .filter(|(_, &msg)| self.wants(sub, msg))
+                    .map(|(&t, _)| t)
+                    .take(5)
+                    .collect();
+                if !skipped.is_empty() {
+                    return Err(format!(
+                        "{id:?} at node {} started {pubend:?} at {start:?}, above {skipped:?} published after its confirmation (the highest tick then was {promised:?})",
+                        sub.node
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// G2 at the end: every live started subscriber got exactly Expected.
     pub fn judge_complete(&self) -> Result<(), String> {
+        self.judge_promised()?;
         for (&id, sub) in self.subs.iter().filter(|(_, sub)| !sub.gone) {
             for &pubend in self.pubends.values() {
                 if !sub.starts.contains_key(&pubend) {
                     return Err(format!("{id:?} at node {} never got a start tick for {pubend:?}", sub.node));
                 }
                 let expected = self.owed(sub, pubend, Tick(0), Tick(u64::MAX));
-                let got = sub.delivered.get(&pubend).cloned().unwrap_or_default();
+                // What a late start delivered from before its confirmation was judged as it came.
+                let first = first_owed(sub, pubend).unwrap_or(Tick(0));
+                let got: Vec<Tick> =
+                    sub.delivered.get(&pubend).into_iter().flatten().copied().filter(|&t| t >= first).collect();
                 if got != expected {
                     let missing: Vec<&Tick> = expected.iter().filter(|t| !got.contains(t)).take(5).collect();
                     return Err(format!(
@@ -329,6 +397,25 @@ impl World {
             }
         }
         Ok(())
+    }
+}
+
+/// How a late start reads in a violation: the highest tick when it was given.
+pub(super) fn late_note(sub: &Subscriber, pubend: PubendId) -> String {
+    match sub.late.contains(&pubend) {
+        true => format!(", late, highest tick then {:?}", sub.promised.get(&pubend)),
+        false => String::new(),
+    }
+}
+
+/// The first tick `sub` is owed on `pubend` (`None` before it has a start): its start; on a
+/// pubend started late, the first tick published after its confirmation (what came before
+/// may come in part: [`Subscriber::late`]).
+fn first_owed(sub: &Subscriber, pubend: PubendId) -> Option<Tick> {
+    let start = *sub.starts.get(&pubend)?;
+    match sub.late.contains(&pubend) {
+        true => Some(sub.promised.get(&pubend).map_or(start, |p| start.max(p.next()))),
+        false => Some(start),
     }
 }
 
