@@ -245,20 +245,21 @@ impl GdLayer {
         ticks: Vec<(PubendId, Tick)>,
         out: &mut Out,
     ) {
-        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
+        for &(pubend, tick) in &ticks {
+            self.start_subends(node, store, now, number, pubend, Ok(tick), out);
+        }
         let late = tidings_node::starts::late_start(&node.engine, now, node.empty_since);
         let floored = late > tidings_node::starts::late_start(&node.engine, now, None);
-        for pubend in pubends {
-            let tick = ticks.iter().find(|(p, _)| *p == pubend).map(|(_, t)| *t);
-            if tick.is_none() && !tidings_node::starts::may_start_late(node.routes.get(&pubend)) {
+        let pubends: Vec<PubendId> = self.world.borrow().pubends.values().copied().collect();
+        let missed = pubends.into_iter().filter(|pubend| ticks.iter().all(|(p, _)| p != pubend));
+        for pubend in missed.collect::<Vec<_>>() {
+            if !tidings_node::starts::may_start_late(node.routes.get(&pubend)) {
                 continue;
             }
-            let started = self.start_subends(node, store, now, number, pubend, tick.ok_or(late), out);
-            if tick.is_none() {
-                let stats = &mut self.world.borrow_mut().stats;
-                stats.late_starts += started;
-                stats.empty_floors += if floored { started } else { 0 };
-            }
+            let started = self.start_subends(node, store, now, number, pubend, Err(late), out);
+            let stats = &mut self.world.borrow_mut().stats;
+            stats.late_starts += started;
+            stats.empty_floors += if floored { started } else { 0 };
         }
     }
 
