@@ -200,7 +200,9 @@ impl Experiment for Persistent {
 async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow>, NaradaChecks)> {
     let g = &p.grid;
     let net = Narada::up(ctx, &p.topology).await?;
-    let events = ctx.reps as u64 * g.total_events();
+    let warm_up = PointSpec { matching: 50, rate: 50.0, size: 100, count: 20 };
+    // Events are numbered across points, the warm-up's too: a number past `events` is foreign.
+    let events = ctx.reps as u64 * g.total_events() + warm_up.count;
     let mut placed = Vec::new();
     for lane in &p.lanes {
         let measuring: Vec<&str> = lane.measuring.iter().map(|m| m.broker.as_str()).collect();
@@ -212,9 +214,8 @@ async fn measure(ctx: &Context, p: &Params) -> anyhow::Result<(Vec<PersistentRow
     // (an election, the groups' first syncs): one point per population, checked but not
     // measured, so the first measured point does not carry them.
     for (lane, population) in &mut placed {
-        let spec = PointSpec { matching: 50, rate: 50.0, size: 100, count: 20 };
         let measuring: Vec<&str> = lane.measuring.iter().map(|m| m.broker.as_str()).collect();
-        net.point(population, spec, &measuring, &mut checks, &mut traffic).await?;
+        net.point(population, warm_up, &measuring, &mut checks, &mut traffic).await?;
     }
     ctx.step("every population warmed up");
     for rep in 1..=ctx.reps {
