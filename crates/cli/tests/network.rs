@@ -209,6 +209,13 @@ fn net_up_refuses_bad_topologies_before_starting_anything() {
         ),
         ("disconnected", "name = \"x\"\n[[broker]]\nname = \"a\"\n[[broker]]\nname = \"b\"\n", "connected"),
         ("unknown-key", "name = \"k\"\n[[broker]]\nname = \"a\"\ncolour = \"red\"\n", "colour"),
+        ("settings-cell", "name = \"c\"\n[[broker]]\nname = \"a\"\n[cells.zz.storage]\nreplicas = 1\n", "cells.zz"),
+        ("settings-key", "name = \"c\"\n[[broker]]\nname = \"a\"\n[cells.a.storage]\nreplica = 1\n", "replica"),
+        (
+            "settings-lone",
+            "name = \"c\"\n[[broker]]\nname = \"a\"\ndurable = { store = \"cell\" }\n",
+            "no other broker",
+        ),
     ];
     for (name, text, expect) in cases {
         let file = dir.join(format!("{name}.toml"));
@@ -578,4 +585,43 @@ fn print_config_shows_the_cluster_settings_and_every_peer() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("peer[0].address"));
+    let settings = Command::new(bin())
+        .args(["broker", "--print-config", "--replicas", "2", "--durable-store", "cell"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&settings.stdout);
+    assert!(text.contains("replicas = 2") && text.contains("store = \"cell\""), "{text}");
+}
+
+/// A topology's `[cells.<name>]` and per-broker settings reach each broker's command line (and
+/// the line that restarts it), the broker's own keys over its cell's, and the brokers start
+/// with them: C's brokers store durable subscriptions in their cell, which a broker refuses
+/// to start with unless it is in a cell with links.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn net_up_gives_each_broker_the_settings_of_its_cell_and_its_own() {
+    let _one = ONE_NETWORK.lock().await;
+    let dir = scratch_dir("settings-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("settings.toml");
+    let text = "name = \"settings\"\n\
+        [[broker]]\nname = \"c1\"\ncell = \"C\"\n\
+        [[broker]]\nname = \"c2\"\ncell = \"C\"\nstorage = { replicas = 2 }\n\
+        [[broker]]\nname = \"p\"\n\
+        [[link]]\nbetween = [\"p\", \"C\"]\n\
+        [cells.C]\ndurable = { store = \"cell\" }\nstorage = { replicas = 0 }\n";
+    std::fs::write(&file, text).unwrap();
+    let net = Network::up(&file, "settings");
+    let restart = |name: &str| -> Vec<String> {
+        net.brokers[name]["restart"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect()
+    };
+    let flags = |name: &str| {
+        let args = restart(name);
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].clone());
+        (after("--replicas"), after("--durable-store"))
+    };
+    assert_eq!(flags("c1"), (Some("0".into()), Some("cell".into())));
+    assert_eq!(flags("c2"), (Some("2".into()), Some("cell".into())));
+    assert_eq!(flags("p"), (None, None));
+    drop(net);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -73,8 +73,8 @@ pub enum Which {
     Matching(NaradaArgs),
     /// Latency against brokers on the path (1, 2, 4, 9).
     Hops(NaradaArgs),
-    /// Persistent clients over 22 brokers (seed 004 §8.3.4): durable subscribers at n7 and
-    /// n10 against best effort, latency against publish rate and size.
+    /// Persistent clients over 22 brokers (seed 004 §8.3.4): best effort, durable with one copy,
+    /// and the seed's single (n7) and double (n10) replication, latency against rate and size.
     Persistent(NaradaArgs),
     /// One broker against two (throughput, CPU, latency), the 9-broker path, link faults.
     Network(SuiteArgs),

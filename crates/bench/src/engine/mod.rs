@@ -87,6 +87,7 @@ pub struct Drain {
 #[derive(Default)]
 struct Progress {
     received: AtomicU64,
+    duplicates: AtomicU64,
     probed: AtomicBool,
     ended: AtomicBool,
 }
@@ -158,6 +159,13 @@ impl<S: Sink> Engine<S> {
     /// Distinct data messages received so far, all subscribers.
     pub fn received(&self) -> u64 {
         self.progress.iter().map(|p| p.received.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Second and later copies of a data message received so far, per subscriber (in the
+    /// order they were given): a run that must deliver exactly once reads them while it runs,
+    /// where [`Engine::finish`]'s tallies come only at the end.
+    pub fn duplicates(&self) -> Vec<u64> {
+        self.progress.iter().map(|p| p.duplicates.load(Ordering::Relaxed)).collect()
     }
 
     /// Waits until every subscriber has messages 0..sent or has ended, or `drain` says stop.
@@ -246,7 +254,10 @@ async fn receive<S: Sink>(
                 }
             }
             Seen::Probe => progress.probed.store(true, Ordering::Relaxed),
-            Seen::Duplicate | Seen::Foreign => {}
+            Seen::Duplicate => {
+                progress.duplicates.fetch_add(1, Ordering::Relaxed);
+            }
+            Seen::Foreign => {}
         }
     }
     sink.finish();

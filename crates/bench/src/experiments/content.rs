@@ -27,6 +27,10 @@ pub enum Kind {
     /// Durable subscriptions, one name per subscriber, and guaranteed publishes acknowledged
     /// once the publisher's broker has them on disk: seed 004's persistent clients.
     Durable,
+    /// [`Kind::Durable`] on a topic and durable names of its own, so that a second durable
+    /// population (whose publisher's pubend log is replicated, say) can stay connected beside
+    /// the first and a point of one sends nothing to the other.
+    Replicated,
 }
 
 impl Kind {
@@ -36,6 +40,7 @@ impl Kind {
         match self {
             Kind::BestEffort => "narada.events",
             Kind::Durable => "narada.persistent",
+            Kind::Replicated => "narada.replicated",
         }
     }
 
@@ -44,7 +49,13 @@ impl Kind {
         match self {
             Kind::BestEffort => "best effort",
             Kind::Durable => "durable",
+            Kind::Replicated => "durable, replicated",
         }
+    }
+
+    /// Whether its subscriptions are durable and its publishes guaranteed.
+    pub fn durable(self) -> bool {
+        self != Kind::BestEffort
     }
 }
 
@@ -121,6 +132,8 @@ pub struct Population {
     /// The number of the next event (events are numbered across points).
     next: u64,
     kind: Kind,
+    /// Each subscriber's duplicates when the current point started.
+    duplicates: Vec<u64>,
 }
 
 /// One point of the workload.
@@ -153,7 +166,7 @@ pub struct PointResult {
     pub inexact: Vec<String>,
     /// Deliveries that did not satisfy the selector, all subscribers.
     pub wrong: u64,
-    /// Guaranteed publishes acknowledged and failed ([`Kind::Durable`] only).
+    /// Guaranteed publishes acknowledged and failed (durable kinds only).
     pub acked: Option<(u64, u64)>,
 }
 
@@ -175,6 +188,7 @@ impl Population {
         let (mode, durable) = match kind {
             Kind::BestEffort => (DeliveryMode::BestEffort, None),
             Kind::Durable => (DeliveryMode::Guaranteed, Some("narada-persistent".to_string())),
+            Kind::Replicated => (DeliveryMode::Guaranteed, Some("narada-replicated".to_string())),
         };
         let subscribers = Subscribers {
             addrs: measuring.iter().chain(others).cloned().collect(),
@@ -191,7 +205,8 @@ impl Population {
         if kind == Kind::BestEffort {
             engine.probe(&publisher, topic, &properties(0, true), 16, Duration::from_secs(60)).await?;
         }
-        Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0, kind })
+        let duplicates = engine.duplicates();
+        Ok(Population { publisher, engine, shared, measuring: measuring.len(), next: 0, kind, duplicates })
     }
 
     /// Publishes one point on an absolute schedule and waits until every subscriber has every
@@ -202,6 +217,7 @@ impl Population {
                 *g = Shared::default();
             }
         }
+        self.duplicates = self.engine.duplicates();
         let first = self.next;
         let interval = Duration::from_secs_f64(1.0 / spec.rate);
         let (tx, rx) = mpsc::unbounded_channel::<PendingAck>();
@@ -216,7 +232,7 @@ impl Population {
             let message = Message::new(self.kind.topic(), &properties, payload, now_us())?;
             match self.kind {
                 Kind::BestEffort => self.publisher.publish_message(message).await?,
-                Kind::Durable => {
+                Kind::Durable | Kind::Replicated => {
                     let _ = tx.send(self.publisher.send_guaranteed(message).await?);
                 }
             }
@@ -229,7 +245,7 @@ impl Population {
         let want: Vec<u64> = (0..spec.count).filter(|&i| matches(i, spec.matching)).map(|i| first + i).collect();
         self.wait(want.len(), idle).await;
         let mut r = self.result(&spec, &want, achieved_rate, start_us);
-        r.acked = (self.kind == Kind::Durable).then_some(acked);
+        r.acked = self.kind.durable().then_some(acked);
         Ok(r)
     }
 
@@ -254,14 +270,17 @@ impl Population {
     fn result(&self, spec: &PointSpec, want: &[u64], achieved_rate: f64, start_us: u64) -> PointResult {
         let matched = want.len() as u64;
         let mut r = PointResult { published: spec.count, matched, achieved_rate, start_us, ..PointResult::default() };
+        let duplicates = self.engine.duplicates();
         for (i, s) in self.shared.iter().enumerate() {
             let Ok(g) = s.lock() else { continue };
             let mut got = g.numbers.clone();
             got.sort_unstable();
-            if got != want {
+            let twice = duplicates.get(i).copied().unwrap_or(0) - self.duplicates.get(i).copied().unwrap_or(0);
+            if got != want || twice > 0 {
                 let extra = got.iter().filter(|n| want.binary_search(n).is_err()).count();
                 let missing = want.iter().filter(|n| got.binary_search(n).is_err()).count();
-                r.inexact.push(format!("subscriber {i}: {missing} matching events missing, {extra} others"));
+                r.inexact
+                    .push(format!("subscriber {i}: {missing} matching events missing, {extra} others, {twice} twice"));
             }
             r.wrong += g.wrong;
             if i < self.measuring {

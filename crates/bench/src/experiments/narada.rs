@@ -62,7 +62,7 @@ impl Grid {
 super::checks! {
     /// The checks every point makes.
     pub struct NaradaChecks {
-        exact: "every subscriber received exactly the matching events (compared by number)",
+        exact: "every subscriber received exactly the matching events (compared by number), each once",
         selector: "no delivery failed the subscriber's selector",
         published: "the publisher's broker counted every event (best effort) or acknowledged every one (guaranteed)",
         routed: "no event entered a branch without interest: every link carried 0 or exactly the \
@@ -100,45 +100,52 @@ fn add_links(traffic: &mut Traffic, names: &[String], before: &[Snapshot], after
 pub struct Narada {
     network: Network,
     admins: Vec<String>,
-    publisher: String,
-    publisher_index: usize,
     names: Vec<String>,
     /// The topology's name.
     pub name: String,
 }
 
+/// A population connected to a [`Narada`] network, with its publisher's broker (the checks
+/// read that broker's counters, and the path lengths count from it).
+pub struct Placed {
+    /// The clients.
+    pub population: Population,
+    /// The publisher's broker.
+    pub publisher: String,
+    publisher_index: usize,
+}
+
 impl Narada {
-    /// Starts the network of `topology` with the publisher's broker `publisher`.
-    pub async fn up(ctx: &Context, topology: &str, publisher: &str) -> anyhow::Result<Narada> {
+    /// Starts the network of `topology`.
+    pub async fn up(ctx: &Context, topology: &str) -> anyhow::Result<Narada> {
         let dir = ctx.scratch(&format!("net-{topology}"))?;
         let file = ctx.topologies.join(topology);
         let shape: Vec<String> = ctx.links.net_up_args().iter().map(|a| a.to_string()).collect();
         let network = Network::up_with(&ctx.tidings, &file, &dir, Duration::from_secs(120), &shape).await?;
         let admins = network.admins()?;
-        let publisher_index = network
-            .brokers
-            .iter()
-            .position(|b| b.name == publisher)
-            .ok_or_else(|| anyhow::anyhow!("no {publisher}"))?;
         let name = network.topology.name.clone();
         let names = network.brokers.iter().map(|b| b.name.clone()).collect();
-        Ok(Narada { network, admins, publisher: publisher.to_string(), publisher_index, names, name })
+        Ok(Narada { network, admins, names, name })
     }
 
     /// Connects a population: measuring subscribers at `measuring`, `per_broker` on every
-    /// broker, the publisher at the publisher's broker.
+    /// broker, the publisher at `publisher`.
     pub async fn population(
         &self,
+        publisher: &str,
         measuring: &[&str],
         per_broker: usize,
         events: u64,
         kind: Kind,
-    ) -> anyhow::Result<Population> {
+    ) -> anyhow::Result<Placed> {
         let n = &self.network;
+        let publisher_index =
+            self.names.iter().position(|b| b == publisher).ok_or_else(|| anyhow::anyhow!("no broker {publisher}"))?;
         let measuring: Vec<String> =
             measuring.iter().map(|m| n.broker(m).map(|b| b.tcp.clone())).collect::<anyhow::Result<_>>()?;
         let others: Vec<String> = n.brokers.iter().flat_map(|b| vec![b.tcp.clone(); per_broker]).collect();
-        Population::connect(&n.broker(&self.publisher)?.tcp, &measuring, &others, events, kind).await
+        let population = Population::connect(&n.broker(publisher)?.tcp, &measuring, &others, events, kind).await?;
+        Ok(Placed { population, publisher: publisher.to_string(), publisher_index })
     }
 
     /// Runs one point of `population` and checks it against the brokers' metrics: every
@@ -148,12 +155,13 @@ impl Narada {
     /// population, the publishes acknowledged and failed.
     pub async fn point(
         &self,
-        population: &mut Population,
+        placed: &mut Placed,
         spec: PointSpec,
         measuring: &[&str],
         checks: &mut NaradaChecks,
         traffic: &mut Traffic,
     ) -> anyhow::Result<(Vec<NaradaRow>, Option<(u64, u64)>)> {
+        let (population, publisher) = (&mut placed.population, placed.publisher_index);
         let before = self.settled().await?;
         let r = population.point(spec, Duration::from_secs(5)).await?;
         let after = self.settled().await?;
@@ -163,7 +171,6 @@ impl Narada {
         let what = format!("{at}: {n} subscribers did not get exactly the {} matching events: {inexact}", r.matched);
         checks.exact.record(r.inexact.is_empty(), what);
         checks.selector.record(r.wrong == 0, format!("{at}: {} deliveries failed the selector", r.wrong));
-        let publisher = self.publisher_index;
         match r.acked {
             Some((acked, failed)) => checks.published.record(
                 acked == r.published && failed == 0,
@@ -178,7 +185,7 @@ impl Narada {
         add_links(traffic, &self.names, &before, &after);
         (traffic.published, traffic.matched) = (traffic.published + r.published, traffic.matched + r.matched);
         let routed = match r.acked {
-            Some(_) => guaranteed_links(&before, &after, r.matched, self.publisher_index),
+            Some(_) => guaranteed_links(&before, &after, r.matched, publisher),
             None => links(&before, &after, r.matched, self.names.len())
                 .and_then(|()| cross_check(&self.names, &before, &after, false)),
         };
@@ -188,7 +195,7 @@ impl Narada {
             .iter()
             .zip(&r.measuring)
             .map(|(sub, sample)| {
-                let path = topology.brokers_on_path(&self.publisher, sub).unwrap_or(0);
+                let path = topology.brokers_on_path(&placed.publisher, sub).unwrap_or(0);
                 row(&self.name, &spec, &r, (sub, path), sample)
             })
             .collect();
@@ -207,8 +214,9 @@ pub async fn run(
     table: &mut Vec<NaradaRow>,
     checks: &mut NaradaChecks,
 ) -> anyhow::Result<Vec<Traffic>> {
-    let net = Narada::up(ctx, topology, publisher).await?;
-    let mut population = net.population(measuring, grid.per_broker, grid.total_events(), Kind::BestEffort).await?;
+    let net = Narada::up(ctx, topology).await?;
+    let events = grid.total_events();
+    let mut population = net.population(publisher, measuring, grid.per_broker, events, Kind::BestEffort).await?;
     let mut traffic = Vec::new();
     for &matching in &grid.matching {
         let mut t = Traffic { matching, ..Traffic::default() };
@@ -221,7 +229,7 @@ pub async fn run(
         }
         traffic.push(t);
     }
-    population.close().await;
+    population.population.close().await;
     Ok(traffic)
 }
 

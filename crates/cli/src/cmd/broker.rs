@@ -48,6 +48,15 @@ pub(crate) struct Args {
     /// Threads running sessions and links (`[limits] worker_threads`; 0: one per core).
     #[arg(long, value_name = "N")]
     worker_threads: Option<usize>,
+    /// Brokers of the cell holding each pubend's log (`[storage] replicas`; 0: 3, or the whole
+    /// cell if smaller; 1: this broker alone). `net up` sets it from a topology's settings.
+    #[arg(long, value_name = "N")]
+    replicas: Option<usize>,
+    /// Where durable subscriptions' messages wait (`[durable] store`): `publisher` (their
+    /// publishers' cell) or `cell` (this broker's cell too). `net up` sets it from a topology's
+    /// settings.
+    #[arg(long, value_name = "WHERE")]
+    durable_store: Option<String>,
     /// TOML configuration file.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -98,6 +107,12 @@ pub(crate) fn effective_config(args: &Args) -> anyhow::Result<Config> {
     }
     if let Some(v) = &args.data {
         config.storage.dir = v.display().to_string();
+    }
+    if let Some(v) = args.replicas {
+        config.storage.replicas = v;
+    }
+    if let Some(v) = &args.durable_store {
+        config.durable.store = v.clone();
     }
     config.peer.extend(args.peers.iter().map(|address| tidings_broker::config::Peer { address: address.clone() }));
     config.validate().map_err(|e| super::UsageError(e.to_string()))?;

@@ -6,6 +6,7 @@
 //! state, so a broker missing from the file is not a routing error, only a launcher one.
 
 mod schema;
+mod settings;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +17,7 @@ use crate::liveness::LivenessSettings;
 use crate::names::{BrokerName, CellName, Incarnation};
 use crate::router::RouterSettings;
 use schema::TopologyFile;
+pub use settings::BrokerSettings;
 pub use validate::{TopologyError, TopologyProblem};
 
 /// A validated topology: every name unique, every link between known cells, all connected.
@@ -37,6 +39,8 @@ pub struct BrokerSpec {
     pub cell: CellName,
     /// The hierarchical label, for reports only.
     pub address: Option<String>,
+    /// What the file sets for it (`[cells.<name>]` and its own keys).
+    pub settings: BrokerSettings,
 }
 
 /// One `[[link]]`: a bundle between two cells, as the file orders them.
@@ -75,6 +79,7 @@ impl Topology {
                 name: BrokerName::new(&entry.name),
                 cell: CellName::new(entry.cell_name()),
                 address: entry.address.clone(),
+                settings: BrokerSettings::of(entry, file.cells.get(entry.cell_name())),
             })
             .collect();
         let mut cells: BTreeMap<CellName, Vec<BrokerName>> = BTreeMap::new();

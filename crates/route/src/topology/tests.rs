@@ -20,8 +20,9 @@ fn names(list: &[&str]) -> BTreeSet<BrokerName> {
     list.iter().map(BrokerName::new).collect()
 }
 
-/// Brokers on the path from `from` to `to` (both included) along the shortest-path tree rooted
-/// at `from`, for files whose cells are single brokers.
+/// Cells on the path from cell `from` to cell `to` (both included) along the shortest-path tree
+/// rooted at `from`: the brokers on the path, as a broker links to every broker of a linked cell
+/// (a lone broker's cell is its name).
 fn brokers_on_path(topology: &Topology, from: &str, to: &str) -> u32 {
     let cells: Vec<&CellName> = topology.cells().keys().collect();
     let index = |cell: &CellName| cells.binary_search(&cell).unwrap();
@@ -181,4 +182,86 @@ fn a_file_without_brokers_is_refused() {
 fn a_single_broker_without_links_is_a_connected_network() {
     let topology = Topology::parse("name = \"solo\"\n[[broker]]\nname = \"a\"\n").unwrap();
     assert!(topology.expected_peers("a").unwrap().is_empty());
+}
+
+const SETTINGS: &str = r#"
+name = "settings"
+[[broker]]
+name = "p1"
+cell = "P"
+[[broker]]
+name = "p2"
+cell = "P"
+storage = { replicas = 0 }
+[[broker]]
+name = "s1"
+cell = "S"
+[[broker]]
+name = "s2"
+cell = "S"
+[broker.durable]
+store = "publisher"
+[[link]]
+between = ["P", "S"]
+[cells.P.storage]
+replicas = 2
+[cells.S.durable]
+store = "cell"
+"#;
+
+#[test]
+fn a_broker_s_settings_are_its_cell_s_under_its_own() {
+    let topology = Topology::parse(SETTINGS).unwrap();
+    let settings = |name: &str| topology.broker(name).unwrap().settings.clone();
+    assert_eq!(settings("p1"), BrokerSettings { replicas: Some(2), durable_store: None });
+    assert_eq!(settings("p2"), BrokerSettings { replicas: Some(0), durable_store: None });
+    assert_eq!(settings("s1"), BrokerSettings { replicas: None, durable_store: Some("cell".into()) });
+    assert_eq!(settings("s2"), BrokerSettings { replicas: None, durable_store: Some("publisher".into()) });
+    assert!(example_file("narada-22-sparse.toml").brokers().iter().all(|b| b.settings.is_empty()));
+}
+
+#[test]
+fn settings_a_broker_would_refuse_are_problems_of_the_file() {
+    let unknown_cell = format!("{SETTINGS}[cells.Q.storage]\nreplicas = 3\n");
+    assert_eq!(
+        problems(&unknown_cell),
+        vec![TopologyProblem::UnknownCell { path: "cells.Q".into(), name: "Q".into() }]
+    );
+    let bad = SETTINGS.replace("replicas = 2", "replicas = 3").replace("store = \"publisher\"", "store = \"disk\"");
+    let message = Topology::parse(&bad).unwrap_err().to_string();
+    assert!(message.contains("broker[0] (p1): storage.replicas = 3: cell \"P\" has 2 brokers"), "{message}");
+    assert!(
+        message.contains("broker[3] (s2): durable.store = \"disk\": neither \"publisher\" nor \"cell\""),
+        "{message}"
+    );
+    let alone = "name = \"x\"\n[[broker]]\nname = \"a\"\ndurable = { store = \"cell\" }\n";
+    assert!(Topology::parse(alone).unwrap_err().to_string().contains("has no other broker"));
+    let one = SETTINGS.replace("[cells.S.durable]", "[cells.S.storage]\nreplicas = 1\n[cells.S.durable]");
+    assert!(Topology::parse(&one).unwrap_err().to_string().contains("storage.replicas = 1 keeps the copy"));
+    let mixed = SETTINGS.replace("replicas = 0", "replicas = 1");
+    let message = Topology::parse(&mixed).unwrap_err().to_string();
+    assert!(message.contains("broker[1] (p2): storage.replicas = 1: it takes no part in its mates' replica groups, which p1 counts it in"), "{message}");
+    for typo in ["[cells.P.storage]\nreplica = 2\n", "[cells.P]\nfsync = \"never\"\n"] {
+        let text = SETTINGS.replace("[cells.P.storage]\nreplicas = 2\n", typo);
+        assert!(matches!(Topology::parse(&text), Err(TopologyError::Syntax { .. })), "{typo}");
+    }
+}
+
+#[test]
+fn the_persistent_experiment_s_file_keeps_the_seed_s_paths_with_two_cells_of_three() {
+    let topology = example_file("narada-22-replicated.toml");
+    assert_eq!(topology.brokers().len(), 27);
+    assert_eq!(topology.cells()[&CellName::new("C22")], vec![BrokerName::new("n22"), "n22b".into(), "n22c".into()]);
+    assert_eq!(topology.cells()[&CellName::new("C10")], vec![BrokerName::new("n10"), "n10b".into(), "n10c".into()]);
+    let settings = |name: &str| topology.broker(name).unwrap().settings.clone();
+    assert_eq!(settings("n22"), BrokerSettings { replicas: Some(3), durable_store: None });
+    assert_eq!(settings("n22c").replicas, Some(3));
+    assert!(settings("n22u").is_empty());
+    assert_eq!(settings("n10").durable_store.as_deref(), Some("cell"));
+    assert_eq!(settings("n10b").durable_store.as_deref(), Some("publisher"));
+    assert!(settings("n7").is_empty());
+    assert_eq!(brokers_on_path(&topology, "C22", "C10"), 9);
+    assert_eq!(brokers_on_path(&topology, "C22", "n7"), 6);
+    assert_eq!(brokers_on_path(&topology, "n22u", "C10"), 9);
+    assert_eq!(brokers_on_path(&topology, "n22u", "n7"), 6);
 }

@@ -87,7 +87,7 @@ pub enum TopologyProblem {
         /// The cell the broker is in.
         cell: String,
     },
-    /// A link end that is neither a cell nor a broker.
+    /// A link end, or a `[cells.<name>]` table, that names no cell.
     #[error("{path} = {name:?}: no cell or broker has this name")]
     UnknownCell {
         /// Where, e.g. `link[4].between[1]`.
@@ -114,6 +114,16 @@ pub enum TopologyProblem {
         b: String,
         /// Index of the first link between them.
         first: usize,
+    },
+    /// A broker setting (`[cells.<name>]`, or the broker's own) that its broker would refuse.
+    #[error("{path}: {value}: {reason}")]
+    BadSetting {
+        /// The broker entry, e.g. `broker[9] (n10)`.
+        path: String,
+        /// The setting, as `key = value`.
+        value: String,
+        /// Why it cannot be.
+        reason: String,
     },
     /// Some brokers could never reach others.
     #[error("the cells fall apart into {} disconnected groups: {}", .groups.len(), Groups(.groups))]
@@ -182,6 +192,7 @@ pub(super) fn problems(file: &TopologyFile) -> Vec<TopologyProblem> {
         }
     }
     check_links(file, &cells, &mut problems);
+    super::settings::problems(file, &mut problems);
     if !file.broker.is_empty() {
         let groups = connected_groups(file, &cells);
         if groups.len() > 1 {

@@ -28,6 +28,7 @@ use crate::cmd::outln;
 use anyhow::{bail, Context};
 use serde_json::{json, Value};
 use tidings_admin::{send_signal, Signal};
+use tidings_route::topology::BrokerSpec;
 use tidings_route::Topology;
 
 /// What `net` can do.
@@ -242,10 +243,9 @@ impl Net<'_> {
                 }
             }
             let listen = Listen::any();
-            let args = broker_args(self.dir, &name, spec.cell.as_str(), &listen, &dial, self.extra);
+            let args = broker_args(self.dir, spec, &listen, &dial, self.extra);
             let ready = start_broker(self.exe, self.dir, &name, &args, false, self.stop)?;
-            let restart =
-                broker_args(self.dir, &name, spec.cell.as_str(), &Listen::from_ready(&ready), &dial, self.extra);
+            let restart = broker_args(self.dir, spec, &Listen::from_ready(&ready), &dial, self.extra);
             started.push(Started {
                 name,
                 cell: spec.cell.to_string(),
@@ -286,9 +286,14 @@ impl Listen {
     }
 }
 
-fn broker_args(dir: &Path, name: &str, cell: &str, listen: &Listen, dial: &[String], extra: &[String]) -> Vec<String> {
+/// The command line of one broker: its name, cell, listeners, data directory and links, the
+/// topology's settings for it (as flags, so they win over a `--config` file in `extra`), and
+/// `extra`.
+fn broker_args(dir: &Path, spec: &BrokerSpec, listen: &Listen, dial: &[String], extra: &[String]) -> Vec<String> {
     let path = |p: PathBuf| p.to_string_lossy().into_owned();
-    let mut args: Vec<String> = vec!["broker".into(), "--name".into(), name.into(), "--cell".into(), cell.into()];
+    let name = spec.name.as_str();
+    let mut args: Vec<String> =
+        vec!["broker".into(), "--name".into(), name.into(), "--cell".into(), spec.cell.as_str().into()];
     for (flag, addr) in [
         ("--listen", &listen.tcp),
         ("--udp", &listen.udp),
@@ -301,6 +306,12 @@ fn broker_args(dir: &Path, name: &str, cell: &str, listen: &Listen, dial: &[Stri
     args.extend(["--data".into(), path(dir.join("data").join(name))]);
     for peer in dial {
         args.extend(["--peer".into(), peer.clone()]);
+    }
+    if let Some(replicas) = spec.settings.replicas {
+        args.extend(["--replicas".into(), replicas.to_string()]);
+    }
+    if let Some(store) = &spec.settings.durable_store {
+        args.extend(["--durable-store".into(), store.clone()]);
     }
     args.extend(extra.iter().cloned());
     args
