@@ -21,9 +21,10 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// A log of `voters` starting after `snapshot` (index 0: from the start) with `entries`.
-    pub(crate) fn new(voters: Vec<u64>, snapshot: Option<(u64, u64, Vec<u8>)>) -> Self {
-        let conf_state = ConfState::from((voters, Vec::<u64>::new()));
+    /// A log of the members `conf` (voters, learners) starting after `snapshot` (index 0: from
+    /// the start); `conf` is the membership at the snapshot's index.
+    pub(crate) fn new(conf: crate::group::Conf, snapshot: Option<(u64, u64, Vec<u8>)>) -> Self {
+        let conf_state = ConfState::from(conf);
         let mut log = Self {
             hard_state: HardState::default(),
             conf_state,
@@ -63,6 +64,16 @@ impl Log {
     /// The entries held, after the snapshot.
     pub(crate) fn entries_held(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The members as last applied: what the next snapshot records.
+    pub(crate) fn set_conf_state(&mut self, conf_state: ConfState) {
+        self.conf_state = conf_state;
+    }
+
+    /// The members as last applied (voters, learners), each in id order.
+    pub(crate) fn conf(&self) -> crate::group::Conf {
+        crate::members::conf_of(&self.conf_state)
     }
 
     /// Sets the hard state.
@@ -111,6 +122,7 @@ impl Log {
         self.bytes = 0;
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
+        self.conf_state = meta.get_conf_state().clone();
         self.set_snapshot(meta.index, meta.term, snapshot.data.to_vec());
     }
 }

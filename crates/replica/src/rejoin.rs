@@ -81,7 +81,8 @@ impl ReplicaGroup {
             | Input::Propose(_)
             | Input::Persisted { .. }
             | Input::Links { .. }
-            | Input::ClaimLead => {}
+            | Input::ClaimLead
+            | Input::Membership(_) => {}
         }
         let mates = self.settings.voters.iter().filter(|&&v| v != self.settings.id).count();
         if answers.len() < mates {

@@ -172,6 +172,7 @@ impl Running {
             hard_state: Some(log.hard_state().clone()),
             rejoin_term: None,
             snapshot: Some(to_parts(log.snapshot_ref())),
+            conf: Some(crate::members::conf_of(log.snapshot_ref().get_metadata().get_conf_state())),
         };
         out.push(Action::Persist(write));
     }
@@ -186,6 +187,8 @@ impl Running {
                 self.applied_term = snapshot.get_metadata().term;
                 self.raw.mut_store().install(snapshot);
                 self.snapshots.received += 1;
+                let id = self.raw.raft.id;
+                self.members_changed(id, out);
             }
             // `ReplicaGroup::check` decoded it before raft-rs saw it: only a bug gets here.
             Err(e) => out.push(Action::Fault { reason: format!("installing a snapshot raft-rs accepted: {e}") }),

@@ -193,6 +193,7 @@ impl World {
             // Honest replicas never send what the check refuses, except a stale message the
             // receiver's log has since outgrown, which raft-rs would have ignored as well.
             Action::Dropped { .. } => self.judge.dropped += 1,
+            Action::Members { .. } | Action::Removed => {}
         }
     }
 

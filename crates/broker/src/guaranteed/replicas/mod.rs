@@ -410,6 +410,7 @@ impl Replicas {
                     "a replica group's state is over [storage] replica_max_snapshot: its log is not compacted until releases shrink it"
                 ),
                 Action::Fault { reason } => error!(pubend = pubend.0, %reason, "a replica group broke an invariant"),
+                Action::Members { .. } | Action::Removed => {}
             }
         }
         outcomes
