@@ -83,6 +83,7 @@ impl Envelope {
                     Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
                 Envelope::Chunk { header, offset: *offset, total: *total, data: data.clone() }
             }
+            ReplicaBody::Forget { .. } => return invalid("a cell mate's forget is not a group's message"),
         })
     }
 }

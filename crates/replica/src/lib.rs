@@ -64,7 +64,7 @@ pub use group::{
 pub use journal::{Journal, JournalError};
 pub use members::PROMOTE_SLACK;
 pub use pace::SNAPSHOT_WINDOW;
-pub use raft::eraftpb::{Entry, HardState, Message};
+pub use raft::eraftpb::{Entry, HardState, Message, MessageType};
 pub use snapshot::SnapshotCounts;
 pub use state::{Outcome, PubendReplica, Record};
 pub use status::Status;

@@ -18,6 +18,10 @@ pub(crate) struct Log {
     entries: Vec<Entry>,
     /// The bytes of the entries' data: what a compaction frees.
     bytes: u64,
+    /// Set when raft-rs asked for a snapshot for a member the last one does not name (added
+    /// since): the next `Ready` compacts at once, so the snapshot it sends names it (raft-rs
+    /// refuses a snapshot that does not, `members`).
+    stale_for: std::cell::Cell<bool>,
 }
 
 impl Log {
@@ -31,6 +35,7 @@ impl Log {
             snapshot: Snapshot::default(),
             entries: Vec::new(),
             bytes: 0,
+            stale_for: std::cell::Cell::new(false),
         };
         if let Some((index, term, data)) = snapshot {
             log.set_snapshot(index, term, data);
@@ -49,6 +54,11 @@ impl Log {
     /// The index of the entry before the first held (the snapshot's).
     pub(crate) fn base(&self) -> u64 {
         self.snapshot.get_metadata().index
+    }
+
+    /// Whether a member was refused the last snapshot for not being named in it; cleared.
+    pub(crate) fn take_stale(&self) -> bool {
+        self.stale_for.replace(false)
     }
 
     /// The last snapshot.
@@ -175,8 +185,15 @@ impl Storage for Log {
 
     /// The last snapshot: raft-rs asks for one for a follower behind the first index. It is
     /// never empty then (the log starts after it).
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    /// A member the last snapshot does not name gets none until the next compaction (see
+    /// `stale_for`).
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         if self.base() < request_index || self.base() == 0 {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
+        let named = self.snapshot.get_metadata().get_conf_state();
+        if !named.voters.contains(&to) && !named.learners.contains(&to) {
+            self.stale_for.set(true);
             return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
         }
         Ok(self.snapshot.clone())

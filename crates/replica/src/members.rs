@@ -80,11 +80,10 @@ impl Running {
         let (voters, learners) = self.raw.store().conf();
         let forgotten = voters.iter().chain(&learners).find(|&&id| id != settings.id && wanted.forgotten.contains(&id));
         let committed = raft.raft_log.committed;
-        let first = self.raw.store().base() + 1;
         let caught_up = learners.iter().find(|&&id| {
             raft.prs()
                 .get(id)
-                .is_some_and(|p| p.recent_active && p.matched >= first && p.matched + PROMOTE_SLACK >= committed)
+                .is_some_and(|p| p.recent_active && p.matched > 0 && p.matched + PROMOTE_SLACK >= committed)
         });
         let candidate = (voters.len() + learners.len() < wanted.target)
             .then(|| {

@@ -129,10 +129,13 @@ impl Running {
         let log = self.raw.store();
         let applied = self.raw.raft.raft_log.applied;
         let bytes = log.bytes();
-        if applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes) {
+        // A member added since the last snapshot needs one that names it (`members`): now.
+        let stale = log.take_stale() && applied > log.base();
+        if !stale && (applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes)) {
             return;
         }
-        if self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes) {
+        if !stale && self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes)
+        {
             let first = log.base() + 1;
             let behind =
                 self.raw.raft.prs().iter().any(|(&id, p)| {

@@ -30,27 +30,40 @@ fn publish_while(c: &mut Cluster, seq: &mut u64, n: u64, live: &[ReplicaId], mem
     }
 }
 
+/// Settings compacting every 16 KiB of entries, so a replica added later gets a snapshot.
+fn small(settings: GroupSettings) -> GroupSettings {
+    GroupSettings { compact_bytes: 16 << 10, ..settings }
+}
+
+/// Replicas 1-3 that published 800 records (their logs compacted), and replica 4 added to the
+/// group in the leader's term (not yet a member: the leader adds it).
+fn compacted_with_a_fourth(seq: &mut u64) -> Cluster {
+    let mut c = Cluster::with(3, small);
+    c.run(30, &[1, 2, 3]);
+    publish_while(&mut c, seq, 800, &[1, 2, 3], None);
+    assert!(c.groups[&1].status().first_index > 1, "the log was compacted");
+    let term = c.groups[&1].status().term;
+    c.groups.insert(4, ReplicaGroup::added(small(GroupSettings::new(4, vec![1, 2, 3])), term).expect("valid"));
+    c
+}
+
 /// Replaces replica 3 (gone for good) with a new replica 4 while publishing: 4 joins as a
 /// learner, gets the leader's snapshot (the log was compacted long before) and the tail, is
 /// promoted; then 2 is lost too and publishes are still acknowledged by the quorum {1, 4}.
 /// Every publish is acknowledged and 4 holds the leader's log.
 #[test]
 fn a_new_member_catches_up_by_snapshot_and_counts_in_the_quorum() {
-    let small = |settings| GroupSettings { compact_bytes: 16 << 10, ..settings };
-    let mut c = Cluster::with(3, small);
-    c.run(30, &[1, 2, 3]);
     let mut seq = 0;
-    publish_while(&mut c, &mut seq, 800, &[1, 2, 3], None);
-    assert!(c.groups[&1].status().first_index > 1, "the log was compacted");
+    let mut c = compacted_with_a_fourth(&mut seq);
     c.cut.insert(3);
-    let term = c.groups[&1].status().term;
-    let added = ReplicaGroup::added(small(GroupSettings::new(4, vec![1, 2, 3])), term).expect("valid settings");
-    c.groups.insert(4, added);
     let replace = Membership { target: 3, candidates: vec![4], forgotten: vec![3] };
     publish_while(&mut c, &mut seq, 800, &[1, 2, 4], Some(&replace));
     let status = c.groups[&1].status();
     assert_eq!((status.voters, status.learners), (vec![1, 2, 4], vec![]), "3 removed, 4 promoted");
     assert!(c.groups[&4].status().snapshots.received >= 1, "4 caught up from a snapshot");
+    // The leader's last snapshot, taken before 4 was added, does not name it (raft-rs would
+    // refuse it): a fresh one is taken for it rather than sent and refused.
+    assert_eq!(c.groups[&4].status().snapshots.refused, 0, "a snapshot that does not name 4 was sent");
     assert_eq!(c.groups[&4].members(), (vec![1, 2, 4], vec![]), "4 applied its own promotion");
     // The quorum now includes 4: with 2 gone too, 1 and 4 go on acknowledging.
     c.cut.insert(2);
@@ -160,4 +173,19 @@ fn only_sound_conf_changes_pass_the_check() {
     assert!(c.groups[&2].check(1, &append(EntryType::EntryConfChange, sound)).is_ok());
     assert!(c.groups[&2].check(1, &append(EntryType::EntryConfChange, vec![0xff, 0x01])).is_err());
     assert!(c.groups[&2].check(1, &append(EntryType::EntryConfChangeV2, Vec::new())).is_err());
+}
+
+/// The leader's last snapshot was taken before the new member was added and does not name it
+/// (raft-rs refuses such a snapshot): the leader compacts again at once rather than waiting for
+/// enough new entries, so a member added to an idle group catches up too.
+#[test]
+fn a_member_added_to_an_idle_group_gets_a_fresh_snapshot() {
+    let mut c = compacted_with_a_fourth(&mut 0);
+    let grow = Membership { target: 4, candidates: vec![4], forgotten: vec![] };
+    for _ in 0..40 {
+        c.input(1, Input::Membership(grow.clone()));
+        c.run(1, &[1, 2, 3, 4]);
+    }
+    assert_eq!(c.groups[&1].members(), (vec![1, 2, 3, 4], vec![]), "4 caught up and promoted without new publishes");
+    assert_eq!(c.groups[&4].state(), c.groups[&1].state());
 }

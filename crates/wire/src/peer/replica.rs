@@ -4,7 +4,10 @@
 //! no body, kind 3 (TERM_REPLY) is `term:u64`, and kind 4 (SNAPSHOT_CHUNK) is
 //! `message:bytes32 offset:u64 total:u64 data:bytes32`: one piece of a snapshot too large for
 //! one frame, `message` the raft-rs snapshot message with its data left out (so every chunk
-//! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes.
+//! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes; kind
+//! 5 (FORGET) is `broker:u64`, a broker's replica id that an operator removed from the cell for
+//! good (`tidings cell forget`), told to every cell mate with pubend 0 and no voters: each
+//! records it, and the groups it leads remove that member.
 //!
 //! The voters (the group's replica ids, the pubend's host first) travel with every message, so
 //! a broker that has never heard of the group (a new one, or its disk was wiped) learns its
@@ -34,6 +37,7 @@ const RAFT: u8 = 1;
 const TERM_QUERY: u8 = 2;
 const TERM_REPLY: u8 = 3;
 const SNAPSHOT_CHUNK: u8 = 4;
+const FORGET: u8 = 5;
 
 /// What one replica of a pubend's group tells another: the group is named by the pubend, since
 /// each pubend is its own Raft group (multi-raft).
@@ -72,6 +76,12 @@ pub enum ReplicaBody {
         /// The piece.
         data: Bytes,
     },
+    /// A broker removed from the cell for good (`tidings cell forget`): not a group's message,
+    /// so it goes with pubend 0 and no voters, to every cell mate.
+    Forget {
+        /// The forgotten broker's replica id.
+        broker: u64,
+    },
 }
 
 impl Replica {
@@ -109,6 +119,10 @@ impl Replica {
                 out.put_u64(*total);
                 put_bytes32(out, "data", data)?;
             }
+            ReplicaBody::Forget { broker } => {
+                out.put_u8(FORGET);
+                out.put_u64(*broker);
+            }
         }
         Ok(())
     }
@@ -145,6 +159,7 @@ impl Replica {
                 }
                 ReplicaBody::SnapshotChunk { message: body.slice(message), offset, total, data: body.slice(data) }
             }
+            FORGET => ReplicaBody::Forget { broker: r.u64("broker")? },
             kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
         };
         r.finish()?;

@@ -37,6 +37,13 @@ fn replica_golden_bytes() {
     reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
     golden(frame(ReplicaBody::TermReply { term: 7 }), &reply);
 
+    // FORGET: pubend 0, no voters, the broker's id.
+    let forget =
+        PeerFrame::Replica(Replica { pubend: PubendId(0), voters: vec![], body: ReplicaBody::Forget { broker: 9 } });
+    let mut bytes = vec![0, 0, 0, 19, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    bytes.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0, 9]);
+    golden(forget, &bytes);
+
     let mut chunk = vec![0, 0, 0, 54, 0x18];
     chunk.extend_from_slice(&pubend);
     chunk.extend_from_slice(&[4, 0, 0, 0, 1, 0xAB, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 2, 1, 2]);
