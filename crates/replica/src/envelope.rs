@@ -52,7 +52,7 @@ impl Envelope {
                 ReplicaBody::Raft(Bytes::from(bytes))
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
-            Envelope::TermReply { term } => ReplicaBody::TermReply { term: *term },
+            Envelope::TermReply { term, voters } => ReplicaBody::TermReply { term: *term, voters: voters.clone() },
             Envelope::Chunk { header, offset, total, data } => {
                 let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
                 if message.len() + data.len() > MAX_REPLICA_MESSAGE {
@@ -77,7 +77,7 @@ impl Envelope {
                 Envelope::Raft(msg)
             }
             ReplicaBody::TermQuery => Envelope::TermQuery,
-            ReplicaBody::TermReply { term } => Envelope::TermReply { term: *term },
+            ReplicaBody::TermReply { term, voters } => Envelope::TermReply { term: *term, voters: voters.clone() },
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
                 let header =
                     Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
@@ -148,21 +148,21 @@ impl ReplicaGroup {
 }
 
 impl ReplicaGroup {
-    /// Whether `from` may send to this replica: a member as applied here (a removed one is
-    /// refused), or, to a replica not yet in its own membership (just added, `members`), the
-    /// leader's traffic from any cell mate (the shell authenticated the link); a fencing
-    /// replica hears from the creation voters.
+    /// Whether `from` may send this to this replica: anything from a member as applied here,
+    /// and a leader's traffic (appends, heartbeats, snapshots) from any cell mate (the shell
+    /// authenticated the link): a replica just added, or one behind the conf change that added
+    /// the leader, learns the members from that leader's log. A non-member's campaign and
+    /// answers are refused (a removed member's, `members`); a fencing replica hears from the
+    /// creation voters.
     fn knows(&self, from: ReplicaId, msg: &Envelope) -> bool {
-        let Phase::Running(running) = &self.phase else { return self.settings.voters.contains(&from) };
-        if running.is_member(from) {
-            return true;
-        }
+        let fence = matches!(msg, Envelope::TermQuery | Envelope::TermReply { .. });
+        // A fencing replica asks the members its answers name, not only the creation voters.
+        let Phase::Running(running) = &self.phase else { return fence || self.settings.voters.contains(&from) };
         let leader_traffic = |m: &Message| {
             matches!(m.get_msg_type(), MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot)
         };
-        let joining = !running.was_member && !running.is_member(self.settings.id);
-        joining
-            && match msg {
+        running.is_member(from)
+            || match msg {
                 Envelope::Raft(m) | Envelope::Chunk { header: m, .. } => leader_traffic(m),
                 Envelope::TermQuery | Envelope::TermReply { .. } => false,
             }

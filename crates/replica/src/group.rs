@@ -122,10 +122,13 @@ pub enum Envelope {
     Raft(Message),
     /// A replica whose disk was wiped asks a mate for its term (see `rejoin`).
     TermQuery,
-    /// The answer: the mate's current term.
+    /// The answer: the mate's current term, and the voters it applied (membership changes:
+    /// the asker waits for those too, see `rejoin`).
     TermReply {
         /// The mate's term.
         term: u64,
+        /// Its voters as applied (empty from a mate that is fencing itself).
+        voters: Vec<ReplicaId>,
     },
     /// One piece of a snapshot too large for one message (see `chunks`).
     Chunk {
@@ -442,8 +445,14 @@ pub(crate) struct Running {
 
 /// Where a group stands.
 pub(crate) enum Phase {
-    /// A wiped replica learning its mates' terms before it takes part (see `rejoin`).
-    Fencing { answers: BTreeMap<ReplicaId, u64> },
+    /// A wiped replica learning its mates' terms before it takes part (see `rejoin`): the
+    /// answers so far, the voters they named, and the brokers forgotten in the cell (never
+    /// asked).
+    Fencing {
+        answers: BTreeMap<ReplicaId, u64>,
+        named: std::collections::BTreeSet<ReplicaId>,
+        forgotten: Vec<ReplicaId>,
+    },
     /// Taking part in the group.
     Running(Box<Running>),
 }
@@ -608,7 +617,8 @@ impl Running {
             }
             Input::Message { from, msg: Envelope::TermQuery } => {
                 let term = self.raw.raft.term;
-                out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
+                let voters = self.raw.store().conf().0;
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term, voters } });
             }
             // `ReplicaGroup::handle_all` assembles chunks into the message they carry.
             Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}

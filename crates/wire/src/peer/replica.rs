@@ -62,6 +62,10 @@ pub enum ReplicaBody {
     TermReply {
         /// The sender's current term.
         term: u64,
+        /// The group's voters as the sender applied them (membership changes): the asker
+        /// waits for each one's term too. Empty from a sender that knows none (itself fencing);
+        /// on the wire, left out when empty (`count:u8` and the ids after `term` otherwise).
+        voters: Vec<u64>,
     },
     /// One piece of a snapshot sent in several frames (docs/replication.md, "Snapshots in
     /// chunks"): the receiver reassembles the pieces in order and checks the whole before
@@ -108,9 +112,16 @@ impl Replica {
                 put_bytes32(out, "message", message)?;
             }
             ReplicaBody::TermQuery => out.put_u8(TERM_QUERY),
-            ReplicaBody::TermReply { term } => {
+            ReplicaBody::TermReply { term, voters } => {
                 out.put_u8(TERM_REPLY);
                 out.put_u64(*term);
+                if !voters.is_empty() {
+                    if voters.len() > MAX_REPLICA_VOTERS {
+                        return Err(WireError::TooLong { field: "voters", len: voters.len(), max: MAX_REPLICA_VOTERS });
+                    }
+                    out.put_u8(voters.len() as u8);
+                    voters.iter().for_each(|&v| out.put_u64(v));
+                }
             }
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
                 out.put_u8(SNAPSHOT_CHUNK);
@@ -148,7 +159,22 @@ impl Replica {
                 ReplicaBody::Raft(body.slice(range))
             }
             TERM_QUERY => ReplicaBody::TermQuery,
-            TERM_REPLY => ReplicaBody::TermReply { term: r.u64("term")? },
+            TERM_REPLY => {
+                let term = r.u64("term")?;
+                let mut voters = Vec::new();
+                if r.remaining() > 0 {
+                    let count = r.u8("voters")?;
+                    if count == 0 || usize::from(count) > MAX_REPLICA_VOTERS {
+                        return Err(WireError::InvalidField {
+                            frame: "REPLICA",
+                            field: "voters",
+                            value: u64::from(count),
+                        });
+                    }
+                    voters = (0..count).map(|_| r.u64("voter")).collect::<Result<Vec<_>, _>>()?;
+                }
+                ReplicaBody::TermReply { term, voters }
+            }
             SNAPSHOT_CHUNK => {
                 let message = r.bytes32("message")?;
                 let (offset, total) = (r.u64("offset")?, r.u64("total")?);

@@ -272,19 +272,15 @@ impl Replicas {
     /// Makes a new pubend of this broker a group: `Ok(false)` if it stays on this broker alone
     /// (no cell mate ever linked), `Err` if its replicas are not linked now.
     pub(super) fn create(&mut self, pubend: PubendId) -> Result<bool, String> {
-        let size = match self.sizes.replicas {
-            0 => (1 + self.mates.len()).min(3),
-            n => n,
-        };
+        // The size and mates a group grows to (`members`): no forgotten broker among them.
+        let tidings_replica::Membership { target: size, candidates: linked, .. } = self.membership();
         if size <= 1 {
             return Ok(false);
         }
-        let mut linked: Vec<&BrokerName> = self.mates.values().filter(|m| self.cluster.is_linked(m)).collect();
-        linked.sort();
         if linked.len() + 1 < size {
             return Err(format!("{} of the {size} replicas a new pubend needs are linked", linked.len() + 1));
         }
-        let voters = std::iter::once(self.me).chain(linked.iter().take(size - 1).map(|m| replica_id(m.as_str())));
+        let voters = std::iter::once(self.me).chain(linked.into_iter().take(size - 1));
         self.join(pubend, voters.collect(), None)?;
         Ok(true)
     }
@@ -348,9 +344,8 @@ impl Replicas {
         for (pubend, up) in pubends {
             outcomes.extend(self.handle(pubend, Input::Links { up }));
             outcomes.extend(self.handle(pubend, Input::Tick));
-            if self.leads(pubend) {
-                outcomes.extend(self.handle(pubend, Input::Membership(membership.clone())));
-            }
+            // The leader changes the members; a fencing replica learns whom not to wait for.
+            outcomes.extend(self.handle(pubend, Input::Membership(membership.clone())));
         }
         outcomes
     }
