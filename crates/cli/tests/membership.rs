@@ -7,7 +7,8 @@
 //! learner, catch it up from a snapshot (the log was compacted long before) and the tail, and
 //! promote it. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
 //! subscriber gets every acknowledged message once, in order. Prints the catch-up time and the
-//! publisher's refusals and longest wait between acknowledgements.
+//! publisher's refusals and longest wait between acknowledgements. And the grow trigger: a group
+//! created in a cell of two grows to three when a third broker joins.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
@@ -129,4 +130,40 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     let (got, ..) = sub.finish(Duration::from_secs(60));
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
     drop(b4);
+}
+
+/// A group created while its cell had two brokers grows when a third joins (its target is 3,
+/// or the whole cell if smaller): p3 is added as a learner, caught up and promoted, and with
+/// p2 then SIGKILLed, p1 and p3 go on acknowledging.
+#[test]
+fn a_group_of_two_grows_when_a_third_broker_joins() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch.path(), name, "PUB", COMPACT));
+    let any = "127.0.0.1:0";
+    let b2 = p2.start(any, any, &[]);
+    let b1 = p1.start(any, any, &[cluster(&b2)]);
+    wait_for("p1 and p2 link up", Duration::from_secs(20), || links(&b1) == 1.0 && links(&b2) == 1.0);
+    let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
+    let publisher = Lines::follow(gd_common::publish(&servers, "g.a", 2_000, &["--window", "64", "--rate", "200"]));
+    wait_for("a group of two", Duration::from_secs(20), || names(&replica_group(&b1), "voters").len() == 2);
+    let b3 = p3.start(any, any, &[cluster(&b1), cluster(&b2)]);
+    let joined = Instant::now();
+    wait_for("p3 a voter and caught up", Duration::from_secs(60), || {
+        let group = replica_group(&b1);
+        let mut voters = names(&group, "voters");
+        voters.sort();
+        voters == ["p1", "p2", "p3"]
+            && number(&b3, "applied") + 64 >= number(&b1, "commit")
+            && number(&b3, "applied") > 0
+    });
+    eprintln!("p3 a voter and caught up {:?} after it started", joined.elapsed());
+    let mut b2 = b2;
+    let at_kill = publisher.count();
+    b2.kill();
+    wait_for("acknowledgements go on with p1 and p3", Duration::from_secs(30), || publisher.count() >= at_kill + 200);
+    let (acked, status, notes) = publisher.finish(Duration::from_secs(60));
+    assert!(status.success(), "the publisher failed: {notes}");
+    assert_eq!(acked.len(), 2_000);
+    drop(b3);
 }
