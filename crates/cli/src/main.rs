@@ -115,6 +115,9 @@ enum Command {
     /// A running broker's durable subscriptions: list, delete.
     #[command(subcommand)]
     Durable(cmd::durable::Which),
+    /// A broker's cell: forget a broker removed for good (its replica groups replace it).
+    #[command(subcommand)]
+    Cell(cmd::cell::Which),
     /// Add or change a user's password (argon2id) or bearer token in a users file.
     Passwd(cmd::passwd::Args),
     /// Print a shell completion script.
@@ -167,6 +170,7 @@ fn main() -> std::process::ExitCode {
             (Command::Bench(which), _) => cmd::bench::run(which).await,
             (Command::Info(args), _) => cmd::info::run(&args),
             (Command::Durable(which), _) => cmd::durable::run(&which),
+            (Command::Cell(which), _) => cmd::cell::run(&which),
             (Command::Passwd(args), _) => cmd::passwd::run(&args),
             (Command::Completions(args), _) => cmd::docs::completions(&args, Cli::command()),
             (Command::Man(args), _) => cmd::docs::man(&args, Cli::command()),

@@ -226,7 +226,10 @@ impl ReplicaGroup {
     /// mates' terms) takes no snapshot yet and ignores chunks.
     pub(crate) fn assemble(&mut self, chunk: Chunk<'_>, out: &mut Vec<Action>) -> Option<Message> {
         let (me, max) = (self.settings.id, self.settings.max_snapshot);
-        let mate = chunk.from != me && self.settings.voters.contains(&chunk.from);
+        // Any cell mate but this replica: a snapshot is a leader's traffic, and the leader may
+        // be a member added after this replica's creation voters (`members`); the whole
+        // message is checked (`envelope`) before raft-rs sees it.
+        let mate = chunk.from != me;
         let Phase::Running(running) = &mut self.phase else { return None };
         let h = chunk.header;
         let taken = if !mate || h.from != chunk.from || h.to != me || h.term > MAX_TERM_OR_INDEX {

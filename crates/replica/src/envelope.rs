@@ -52,7 +52,7 @@ impl Envelope {
                 ReplicaBody::Raft(Bytes::from(bytes))
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
-            Envelope::TermReply { term } => ReplicaBody::TermReply { term: *term },
+            Envelope::TermReply { term, voters } => ReplicaBody::TermReply { term: *term, voters: voters.clone() },
             Envelope::Chunk { header, offset, total, data } => {
                 let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
                 if message.len() + data.len() > MAX_REPLICA_MESSAGE {
@@ -77,12 +77,13 @@ impl Envelope {
                 Envelope::Raft(msg)
             }
             ReplicaBody::TermQuery => Envelope::TermQuery,
-            ReplicaBody::TermReply { term } => Envelope::TermReply { term: *term },
+            ReplicaBody::TermReply { term, voters } => Envelope::TermReply { term: *term, voters: voters.clone() },
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
                 let header =
                     Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
                 Envelope::Chunk { header, offset: *offset, total: *total, data: data.clone() }
             }
+            ReplicaBody::Forget { .. } => return invalid("a cell mate's forget is not a group's message"),
         })
     }
 }
@@ -91,7 +92,7 @@ impl ReplicaGroup {
     /// Whether `msg`, received from the cell mate `from` over its authenticated link, may be
     /// handed to this replica. See this module for what is refused and why.
     pub fn check(&self, from: ReplicaId, msg: &Envelope) -> Result<(), InvalidMessage> {
-        if from == self.settings.id || !self.settings.voters.contains(&from) {
+        if from == self.settings.id || !self.knows(from, msg) {
             return invalid(format!("sender {from} is not a mate in this group"));
         }
         let Envelope::Raft(m) = msg else { return Ok(()) };
@@ -147,8 +148,29 @@ impl ReplicaGroup {
 }
 
 impl ReplicaGroup {
+    /// Whether `from` may send this to this replica: anything from a member as applied here,
+    /// and a leader's traffic (appends, heartbeats, snapshots) from any cell mate (the shell
+    /// authenticated the link): a replica just added, or one behind the conf change that added
+    /// the leader, learns the members from that leader's log. A non-member's campaign and
+    /// answers are refused (a removed member's, `members`); a fencing replica hears from the
+    /// creation voters.
+    fn knows(&self, from: ReplicaId, msg: &Envelope) -> bool {
+        let fence = matches!(msg, Envelope::TermQuery | Envelope::TermReply { .. });
+        // A fencing replica asks the members its answers name, not only the creation voters.
+        let Phase::Running(running) = &self.phase else { return fence || self.settings.voters.contains(&from) };
+        let leader_traffic = |m: &Message| {
+            matches!(m.get_msg_type(), MessageType::MsgAppend | MessageType::MsgHeartbeat | MessageType::MsgSnapshot)
+        };
+        running.is_member(from)
+            || match msg {
+                Envelope::Raft(m) | Envelope::Chunk { header: m, .. } => leader_traffic(m),
+                Envelope::TermQuery | Envelope::TermReply { .. } => false,
+            }
+    }
+
     /// A snapshot is installed only whole and sound: its state decodes (checksum and shape, see
-    /// `snapshot`), its voters are this group's, and its index and term are in range. A corrupt
+    /// `snapshot`), it names this replica among its members, and its index and term are in
+    /// range. A corrupt
     /// one is refused here, never applied; the leader sends another when this replica refuses
     /// its next append.
     fn check_snapshot(&self, m: &Message) -> Result<(), InvalidMessage> {
@@ -160,13 +182,15 @@ impl ReplicaGroup {
                 meta.index, meta.term, m.term
             ));
         }
-        let mut voters = meta.get_conf_state().voters.clone();
-        let mut ours = self.settings.voters.clone();
-        voters.sort_unstable();
-        ours.sort_unstable();
-        let learners = !meta.get_conf_state().learners.is_empty() || !meta.get_conf_state().voters_outgoing.is_empty();
-        if voters != ours || learners {
-            return invalid("snapshot of another group's voters");
+        // The members may have changed since this replica last applied (`members`), so they
+        // are not compared with its own; they must be a simple configuration (never joint in
+        // this build) of a bounded size, and name this replica.
+        let conf = meta.get_conf_state();
+        let id = self.settings.id;
+        let simple = conf.voters_outgoing.is_empty() && conf.learners_next.is_empty() && !conf.auto_leave;
+        let bounded = !conf.voters.is_empty() && conf.voters.len() + conf.learners.len() <= 64;
+        if !simple || !bounded || !(conf.voters.contains(&id) || conf.learners.contains(&id)) {
+            return invalid("snapshot of a membership this replica is not in");
         }
         if let Err(e) = crate::PubendReplica::decode(&snapshot.data) {
             return invalid(format!("snapshot at index {}: {}", meta.index, e.0));
@@ -206,8 +230,8 @@ impl Running {
     }
 
     /// An append's entries follow its previous entry, one index each, in terms that never go
-    /// down and never pass the message's own term, and are all normal entries (this build logs
-    /// no configuration change).
+    /// down and never pass the message's own term, and are normal entries or single-node conf
+    /// changes of the kinds this build proposes (`members`).
     fn check_shape(m: &Message) -> Result<(), InvalidMessage> {
         if m.get_msg_type() != MessageType::MsgAppend {
             return Ok(());
@@ -220,7 +244,12 @@ impl Running {
             if e.index != m.index + 1 + i as u64 {
                 return invalid(format!("append entry {i} has index {} after {}", e.index, m.index));
             }
-            if e.term < previous || e.term > m.term || e.get_entry_type() != EntryType::EntryNormal {
+            let known = match e.get_entry_type() {
+                EntryType::EntryNormal => true,
+                EntryType::EntryConfChange => crate::members::sound_change(&e.data),
+                EntryType::EntryConfChangeV2 => false,
+            };
+            if e.term < previous || e.term > m.term || !known {
                 return invalid(format!("append entry {} has term {} or a type never logged", e.index, e.term));
             }
             previous = e.term;

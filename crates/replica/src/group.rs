@@ -122,10 +122,13 @@ pub enum Envelope {
     Raft(Message),
     /// A replica whose disk was wiped asks a mate for its term (see `rejoin`).
     TermQuery,
-    /// The answer: the mate's current term.
+    /// The answer: the mate's current term, and the voters it applied (membership changes:
+    /// the asker waits for those too, see `rejoin`).
     TermReply {
         /// The mate's term.
         term: u64,
+        /// Its voters as applied (empty from a mate that is fencing itself).
+        voters: Vec<ReplicaId>,
     },
     /// One piece of a snapshot too large for one message (see `chunks`).
     Chunk {
@@ -209,6 +212,22 @@ pub enum Input {
     /// (a durable subscription's relay pubend, docs/replication.md "Durable subscriptions stored
     /// in the cell"); a mate that took another pubend over keeps it. Ignored elsewhere.
     ClaimLead,
+    /// What the group's membership should become (see `members`): the leader, one change at a
+    /// time, removes a forgotten member, promotes a learner that caught up, or adds a candidate
+    /// as a learner while the group has fewer members than `target`. The shell feeds it at
+    /// every tick; a replica that does not lead ignores it.
+    Membership(Membership),
+}
+
+/// What the shell wants of a group's membership ([`Input::Membership`]).
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct Membership {
+    /// How many members (voters and learners) the group should have.
+    pub target: usize,
+    /// Linked cell mates that may be added, in the order to add them.
+    pub candidates: Vec<ReplicaId>,
+    /// Brokers removed from the cell for good: removed from the group if members.
+    pub forgotten: Vec<ReplicaId>,
 }
 
 /// One write the shell must make durable, in order, then report with [`Input::Persisted`].
@@ -226,7 +245,13 @@ pub struct Write {
     /// by it, and `entries` are the whole log after it (a checkpoint: every journal record
     /// before this one may be released once it is synced).
     pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    /// The members (voters, learners) at the snapshot's index: with the conf changes in the
+    /// entries after it, what a restart rebuilds the current membership from.
+    pub conf: Option<Conf>,
 }
+
+/// A group's members as applied: (voters, learners), each in id order.
+pub type Conf = (Vec<ReplicaId>, Vec<ReplicaId>);
 
 /// One committed entry as this replica applied it.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -313,6 +338,17 @@ pub enum Action {
         /// What broke.
         reason: String,
     },
+    /// The group's members changed (a conf change applied, or a snapshot installed): the
+    /// shell shows them and counts quorums by them.
+    Members {
+        /// The voters.
+        voters: Vec<ReplicaId>,
+        /// The learners (catching up, not counted in quorums).
+        learners: Vec<ReplicaId>,
+    },
+    /// This replica applied its own removal from the group: the shell stops it and drops its
+    /// journal (it will never be asked for anything again).
+    Removed,
 }
 
 /// What a restarted replica read back from its disk: every write it had reported synced, and
@@ -327,6 +363,8 @@ pub struct Recovered {
     pub entries: Vec<Entry>,
     /// The last rejoin term written (0: none).
     pub rejoin_term: u64,
+    /// The members at the snapshot (none: the creation voters, [`GroupSettings::voters`]).
+    pub conf: Option<Conf>,
 }
 
 /// Why a group could not start from what the disk gave back.
@@ -399,12 +437,22 @@ pub(crate) struct Running {
     /// heard: a host whose log is behind this replica's cannot win, so no mate holds back for
     /// it (see `holds_back`).
     pub(crate) host_claim: Option<(u64, u64)>,
+    /// Whether this replica has been a member (voter or learner) of the group as applied
+    /// here: an added replica starts outside its own membership, and only a member that
+    /// then leaves it was removed (see `members`).
+    pub(crate) was_member: bool,
 }
 
 /// Where a group stands.
 pub(crate) enum Phase {
-    /// A wiped replica learning its mates' terms before it takes part (see `rejoin`).
-    Fencing { answers: BTreeMap<ReplicaId, u64> },
+    /// A wiped replica learning its mates' terms before it takes part (see `rejoin`): the
+    /// answers so far, the voters they named, and the brokers forgotten in the cell (never
+    /// asked).
+    Fencing {
+        answers: BTreeMap<ReplicaId, u64>,
+        named: std::collections::BTreeSet<ReplicaId>,
+        forgotten: Vec<ReplicaId>,
+    },
     /// Taking part in the group.
     Running(Box<Running>),
 }
@@ -419,12 +467,16 @@ impl ReplicaGroup {
     /// A replica of a group that has never run: every voter starts this way, once, when the
     /// pubend is created (the shell marks that on disk, so an empty disk later means a wipe).
     pub fn bootstrap(settings: GroupSettings) -> Result<Self, ReplicaError> {
+        if !settings.voters.contains(&settings.id) {
+            return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
+        }
         Self::restart(settings, Recovered::default())
     }
 
     /// A replica restarted from what its disk recovered. Its state is its last snapshot's, and
     /// the committed entries after it are applied again, so the state is rebuilt by the same
-    /// code that built it.
+    /// code that built it; so are its members (the snapshot's, then the conf changes after it:
+    /// see `members`). It may be outside the creation voters (a member added later).
     pub fn restart(settings: GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
         let running = Running::start(&settings, recovered)?;
         Ok(Self { settings, phase: Phase::Running(Box::new(running)) })
@@ -481,7 +533,7 @@ impl ReplicaGroup {
 
 impl Running {
     pub(crate) fn start(settings: &GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
-        let Recovered { mut hard_state, snapshot, entries, rejoin_term } = recovered;
+        let Recovered { mut hard_state, snapshot, entries, rejoin_term, conf } = recovered;
         let (base, base_term) = snapshot.as_ref().map_or((0, 0), |&(index, term, _)| (index, term));
         let contiguous = entries.iter().enumerate().all(|(i, e)| e.index == base + i as u64 + 1)
             && entries.windows(2).all(|w| w[0].term <= w[1].term)
@@ -499,10 +551,13 @@ impl Running {
         let last = base + entries.len() as u64;
         hard_state.commit = hard_state.commit.clamp(base, last);
         let caught_up = rejoin_term == 0 || base_term >= rejoin_term || entries.iter().any(|e| e.term >= rejoin_term);
-        let mut storage = Log::new(settings.voters.clone(), snapshot);
+        let conf = conf.unwrap_or_else(|| (settings.voters.clone(), Vec::new()));
+        let was_member = conf.0.contains(&settings.id) || conf.1.contains(&settings.id);
+        let mut storage = Log::new(conf, snapshot);
         storage.append(&entries).map_err(|_| ReplicaError::BrokenLog)?;
         storage.set_hard_state(hard_state);
-        let rank = settings.voters.iter().position(|&v| v == settings.id).unwrap_or(0);
+        // An added member (not among the creation voters) ranks after all of them.
+        let rank = settings.voters.iter().position(|&v| v == settings.id).unwrap_or(settings.voters.len());
         let config = Config {
             id: settings.id,
             election_tick: settings.election_ticks,
@@ -520,9 +575,6 @@ impl Running {
             ..Config::default()
         };
         config.validate().map_err(|e| ReplicaError::Settings(e.to_string()))?;
-        if !settings.voters.contains(&settings.id) {
-            return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
-        }
         let logger = slog::Logger::root(slog::Discard, slog::o!());
         let raw = RawNode::new(&config, storage, &logger).map_err(|e| ReplicaError::Settings(e.to_string()))?;
         Ok(Self {
@@ -540,6 +592,7 @@ impl Running {
             chunk: settings.snapshot_chunk,
             pacer: crate::pace::Pacer::new(settings.snapshot_window),
             host_claim: None,
+            was_member,
             snapshots: SnapshotCounts::default(),
             compact_at: 0,
             last_number: 0,
@@ -564,7 +617,8 @@ impl Running {
             }
             Input::Message { from, msg: Envelope::TermQuery } => {
                 let term = self.raw.raft.term;
-                out.push(Action::Send { to: from, msg: Envelope::TermReply { term } });
+                let voters = self.raw.store().conf().0;
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term, voters } });
             }
             // `ReplicaGroup::handle_all` assembles chunks into the message they carry.
             Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}
@@ -587,6 +641,7 @@ impl Running {
             }
             Input::Persisted { number } => self.persisted(settings, number, out),
             Input::Links { up } => self.links(settings, up),
+            Input::Membership(wanted) => self.membership(settings, &wanted),
             Input::ClaimLead => {
                 let host = settings.voters.first() == Some(&settings.id);
                 let leader = self.raw.raft.leader_id;

@@ -25,8 +25,9 @@ use tidings_store::{PubendId, PublisherId, PublisherSeq, ReadItem, Record, Store
 use crate::command::{DecodeError, Reader};
 use crate::group::{Recovered, Write};
 
-/// Version 2 adds the snapshot; version 1 records (before compaction) still read.
-const VERSION: u8 = 2;
+/// Version 4 adds the members at the snapshot (3 is [`PART`]'s kind byte), version 2 the
+/// snapshot; version 1 and 2 records (before compaction, before membership changes) still read.
+const VERSION: u8 = 4;
 /// A part of a snapshot too large for one record: `index term offset` then the bytes.
 const PART: u8 = 3;
 /// A snapshot byte of a write: none, inline, or in the part records before it.
@@ -95,6 +96,16 @@ impl Write {
             }
             None => out.push(SNAPSHOT_NONE),
         }
+        match &self.conf {
+            Some((voters, learners)) => {
+                out.push(1);
+                for ids in [voters, learners] {
+                    word(&mut out, ids.len() as u64);
+                    ids.iter().for_each(|&id| word(&mut out, id));
+                }
+            }
+            None => out.push(0),
+        }
         out
     }
 
@@ -111,7 +122,7 @@ impl Write {
     fn decode_record(bytes: &[u8]) -> Result<(Write, Option<PartsRef>), DecodeError> {
         let mut r = Reader(bytes);
         let version = r.byte()?;
-        if version != VERSION && version != 1 {
+        if !matches!(version, 1 | 2 | VERSION) {
             return Err(DecodeError("unknown write version"));
         }
         let number = r.word()?;
@@ -154,10 +165,23 @@ impl Write {
             }
             _ => return Err(DecodeError("unknown snapshot kind")),
         }
+        let conf = match if version < VERSION { 0 } else { r.byte()? } {
+            0 => None,
+            _ => {
+                let mut ids = || -> Result<Vec<u64>, DecodeError> {
+                    let count = r.word()?;
+                    if count > 64 {
+                        return Err(DecodeError("member count"));
+                    }
+                    (0..count).map(|_| r.word()).collect()
+                };
+                Some((ids()?, ids()?))
+            }
+        };
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));
         }
-        Ok((Write { number, entries, hard_state, rejoin_term, snapshot }, parts))
+        Ok((Write { number, entries, hard_state, rejoin_term, snapshot, conf }, parts))
     }
 }
 
@@ -205,6 +229,7 @@ impl Recovered {
     pub fn fold(&mut self, write: Write) {
         if let Some(snapshot) = write.snapshot {
             self.snapshot = Some(snapshot);
+            self.conf = write.conf;
             self.entries.clear();
         }
         if let Some(first) = write.entries.first() {
@@ -386,6 +411,7 @@ mod tests {
             hard_state: Some(HardState { term: 3, vote: 2, commit: 1, ..HardState::default() }),
             rejoin_term: Some(3),
             snapshot: None,
+            conf: None,
         };
         let bytes = write.encode();
         assert_eq!(Write::decode(&bytes), Ok(write.clone()));
@@ -398,13 +424,18 @@ mod tests {
         assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(1, 1), (2, 4)]);
         assert_eq!((recovered.hard_state.term, recovered.rejoin_term), (3, 3));
         // A checkpoint replaces the log with its snapshot and the entries after it.
-        let checkpoint =
-            Write { snapshot: Some((2, 4, b"state".to_vec())), entries: vec![entry(3, 4, b"y")], ..Write::default() };
+        let checkpoint = Write {
+            snapshot: Some((2, 4, b"state".to_vec())),
+            entries: vec![entry(3, 4, b"y")],
+            conf: Some((vec![1, 2, 4], vec![5])),
+            ..Write::default()
+        };
         assert_eq!(Write::decode(&checkpoint.encode()), Ok(checkpoint.clone()));
         recovered.fold(checkpoint);
         recovered.fold(Write { entries: vec![entry(4, 4, b"z")], ..Write::default() });
         recovered.fold(Write { entries: vec![entry(4, 5, b"w")], ..Write::default() });
         assert_eq!(recovered.snapshot.as_ref().map(|s| (s.0, s.1)), Some((2, 4)));
+        assert_eq!(recovered.conf, Some((vec![1, 2, 4], vec![5])));
         assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(3, 4), (4, 5)]);
     }
 }

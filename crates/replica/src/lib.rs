@@ -35,7 +35,9 @@
 //!   order and bounded, before its checksum is verified and raft-rs sees it; `pace`: a leader
 //!   sends each mate a window of those chunks per tick, not all at once.
 //!
-//! Not yet here: membership changes (docs/replication.md, "Compaction and snapshots").
+//! - `members`: membership changes (a learner added, caught up by snapshot and log tail,
+//!   promoted; a forgotten member removed), one single-node conf change at a time, and the
+//!   members persisted with each snapshot so a restart replays the current membership.
 
 mod chunks;
 pub mod command;
@@ -43,6 +45,7 @@ mod envelope;
 mod group;
 pub mod journal;
 mod log;
+mod members;
 mod pace;
 mod propose;
 mod ready;
@@ -55,12 +58,13 @@ pub use chunks::{CHUNK_BYTES, MAX_CHUNK, MAX_SNAPSHOT};
 pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
-    Action, Applied, Envelope, GroupSettings, Input, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Write,
-    COMPACT_BYTES,
+    Action, Applied, Conf, Envelope, GroupSettings, Input, Membership, Recovered, ReplicaError, ReplicaGroup,
+    ReplicaId, Write, COMPACT_BYTES,
 };
 pub use journal::{Journal, JournalError};
+pub use members::PROMOTE_SLACK;
 pub use pace::SNAPSHOT_WINDOW;
-pub use raft::eraftpb::{Entry, HardState, Message};
+pub use raft::eraftpb::{Entry, HardState, Message, MessageType};
 pub use snapshot::SnapshotCounts;
 pub use state::{Outcome, PubendReplica, Record};
 pub use status::Status;

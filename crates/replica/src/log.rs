@@ -18,18 +18,24 @@ pub(crate) struct Log {
     entries: Vec<Entry>,
     /// The bytes of the entries' data: what a compaction frees.
     bytes: u64,
+    /// Set when raft-rs asked for a snapshot for a member the last one does not name (added
+    /// since): the next `Ready` compacts at once, so the snapshot it sends names it (raft-rs
+    /// refuses a snapshot that does not, `members`).
+    stale_for: std::cell::Cell<bool>,
 }
 
 impl Log {
-    /// A log of `voters` starting after `snapshot` (index 0: from the start) with `entries`.
-    pub(crate) fn new(voters: Vec<u64>, snapshot: Option<(u64, u64, Vec<u8>)>) -> Self {
-        let conf_state = ConfState::from((voters, Vec::<u64>::new()));
+    /// A log of the members `conf` (voters, learners) starting after `snapshot` (index 0: from
+    /// the start); `conf` is the membership at the snapshot's index.
+    pub(crate) fn new(conf: crate::group::Conf, snapshot: Option<(u64, u64, Vec<u8>)>) -> Self {
+        let conf_state = ConfState::from(conf);
         let mut log = Self {
             hard_state: HardState::default(),
             conf_state,
             snapshot: Snapshot::default(),
             entries: Vec::new(),
             bytes: 0,
+            stale_for: std::cell::Cell::new(false),
         };
         if let Some((index, term, data)) = snapshot {
             log.set_snapshot(index, term, data);
@@ -50,6 +56,11 @@ impl Log {
         self.snapshot.get_metadata().index
     }
 
+    /// Whether a member was refused the last snapshot for not being named in it; cleared.
+    pub(crate) fn take_stale(&self) -> bool {
+        self.stale_for.replace(false)
+    }
+
     /// The last snapshot.
     pub(crate) fn snapshot_ref(&self) -> &Snapshot {
         &self.snapshot
@@ -63,6 +74,16 @@ impl Log {
     /// The entries held, after the snapshot.
     pub(crate) fn entries_held(&self) -> &[Entry] {
         &self.entries
+    }
+
+    /// The members as last applied: what the next snapshot records.
+    pub(crate) fn set_conf_state(&mut self, conf_state: ConfState) {
+        self.conf_state = conf_state;
+    }
+
+    /// The members as last applied (voters, learners), each in id order.
+    pub(crate) fn conf(&self) -> crate::group::Conf {
+        crate::members::conf_of(&self.conf_state)
     }
 
     /// Sets the hard state.
@@ -111,6 +132,7 @@ impl Log {
         self.bytes = 0;
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
+        self.conf_state = meta.get_conf_state().clone();
         self.set_snapshot(meta.index, meta.term, snapshot.data.to_vec());
     }
 }
@@ -163,8 +185,15 @@ impl Storage for Log {
 
     /// The last snapshot: raft-rs asks for one for a follower behind the first index. It is
     /// never empty then (the log starts after it).
-    fn snapshot(&self, request_index: u64, _to: u64) -> raft::Result<Snapshot> {
+    /// A member the last snapshot does not name gets none until the next compaction (see
+    /// `stale_for`).
+    fn snapshot(&self, request_index: u64, to: u64) -> raft::Result<Snapshot> {
         if self.base() < request_index || self.base() == 0 {
+            return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
+        }
+        let named = self.snapshot.get_metadata().get_conf_state();
+        if !named.voters.contains(&to) && !named.learners.contains(&to) {
+            self.stale_for.set(true);
             return Err(raft::Error::Store(StorageError::SnapshotTemporarilyUnavailable));
         }
         Ok(self.snapshot.clone())

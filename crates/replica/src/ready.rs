@@ -74,8 +74,9 @@ impl Running {
             };
             self.unsynced.push_back(Unsynced { number, messages, max_term, publishes, installed });
             self.last_number = number;
+            let conf = snapshot.as_ref().map(|s| crate::members::conf_of(s.get_metadata().get_conf_state()));
             let snapshot = snapshot.as_ref().map(crate::snapshot::to_parts);
-            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None, snapshot }));
+            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None, snapshot, conf }));
         }
         self.track_leadership(out);
         self.maybe_compact(settings, out);
@@ -158,8 +159,13 @@ impl Running {
     fn apply(&mut self, entries: Vec<Entry>, out: &mut Vec<Action>) {
         let mut applied = Vec::with_capacity(entries.len());
         let mut last_index = 0;
+        let mut changed = false;
         for entry in entries {
             last_index = entry.index;
+            if entry.get_entry_type() == EntryType::EntryConfChange {
+                self.apply_conf(&entry, out);
+                changed = true;
+            }
             let command = match entry.get_entry_type() {
                 EntryType::EntryNormal if !entry.data.is_empty() => Command::decode(&entry.data).ok(),
                 _ => None,
@@ -182,6 +188,10 @@ impl Running {
         }
         self.raw.advance_apply_to(last_index);
         out.push(Action::Apply(applied));
+        if changed {
+            let id = self.raw.raft.id;
+            self.members_changed(id, out);
+        }
     }
 
     /// Reports taking or losing the lead; a change forgets every pending acknowledgement, so

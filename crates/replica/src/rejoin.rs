@@ -26,15 +26,22 @@
 //! one wipe at a time, the asker is then a new group's replica too (any other asker's journal
 //! would be empty as well, a second wipe).
 //!
+//! **Members changed.** The fence asks the creation voters and every voter an answer names
+//! (each answer carries the voters its sender applied, `members`), so a member added since is
+//! asked too; a broker forgotten in the cell ([`Input::Membership`]) is not waited for: it is
+//! gone for good, and a vote its old self cast for it cannot elect it again.
+//!
 //! Limits: one wiped replica at a time (two wiped voters of a commit quorum lose what only they
-//! held, which no replication rule can restore), and it waits while any mate is unreachable.
+//! held, which no replication rule can restore), and it waits while any mate it asks is
+//! unreachable.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use raft::eraftpb::HardState;
 
 use crate::group::{
-    Action, Envelope, GroupSettings, Input, Phase, Recovered, ReplicaError, ReplicaGroup, Running, Unsynced, Write,
+    Action, Envelope, GroupSettings, Input, Phase, Recovered, ReplicaError, ReplicaGroup, ReplicaId, Running, Unsynced,
+    Write,
 };
 use crate::state::Record;
 
@@ -45,29 +52,38 @@ impl ReplicaGroup {
         if !settings.voters.contains(&settings.id) {
             return Err(ReplicaError::Settings("this replica is not a voter of its group".into()));
         }
-        Ok(Self { settings, phase: Phase::Fencing { answers: BTreeMap::new() } })
+        let phase = Phase::Fencing { answers: BTreeMap::new(), named: BTreeSet::new(), forgotten: Vec::new() };
+        Ok(Self { settings, phase })
     }
 
     /// Handles an input while fencing: only ticks (to ask again) and answers count.
     pub(crate) fn fencing(&mut self, input: Input, out: &mut Vec<Action>) {
-        let Phase::Fencing { answers } = &mut self.phase else { return };
+        let Phase::Fencing { answers, named, forgotten } = &mut self.phase else { return };
+        let me = self.settings.id;
+        // Every creation voter and every voter an answer named, but this replica and the
+        // brokers forgotten in the cell (gone for good: see this module).
+        let asked = |named: &BTreeSet<ReplicaId>, forgotten: &[ReplicaId]| -> BTreeSet<ReplicaId> {
+            self.settings.voters.iter().chain(named).copied().filter(|v| *v != me && !forgotten.contains(v)).collect()
+        };
         match input {
             Input::Tick => {
-                for &mate in &self.settings.voters {
-                    if mate != self.settings.id && !answers.contains_key(&mate) {
+                for mate in asked(named, forgotten) {
+                    if !answers.contains_key(&mate) {
                         out.push(Action::Send { to: mate, msg: Envelope::TermQuery });
                     }
                 }
             }
-            Input::Message { from, msg: Envelope::TermReply { term } } => {
-                if from != self.settings.id && self.settings.voters.contains(&from) {
+            Input::Message { from, msg: Envelope::TermReply { term, voters } } => {
+                if from != me && (self.settings.voters.contains(&from) || named.contains(&from)) {
                     let best = answers.entry(from).or_insert(term);
                     *best = (*best).max(term);
+                    named.extend(voters);
                 }
             }
             Input::Message { from, msg: Envelope::TermQuery } => {
-                out.push(Action::Send { to: from, msg: Envelope::TermReply { term: 0 } });
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term: 0, voters: Vec::new() } });
             }
+            Input::Membership(wanted) => *forgotten = wanted.forgotten,
             Input::Publish { publisher, seq, .. } | Input::PublishAt { publisher, seq, .. } => {
                 out.push(Action::Refused { publisher, seq, leader: None });
             }
@@ -83,11 +99,11 @@ impl ReplicaGroup {
             | Input::Links { .. }
             | Input::ClaimLead => {}
         }
-        let mates = self.settings.voters.iter().filter(|&&v| v != self.settings.id).count();
-        if answers.len() < mates {
+        let asked = asked(named, forgotten);
+        if !asked.iter().all(|mate| answers.contains_key(mate)) {
             return;
         }
-        let highest = answers.values().copied().max().unwrap_or(0);
+        let highest = asked.iter().filter_map(|mate| answers.get(mate)).copied().max().unwrap_or(0);
         // All zero: a new group, no vote was ever cast, so it starts fresh (see this module),
         // and the empty write is the journal's creation mark, so a restart finds the group.
         let (recovered, write) = match highest {

@@ -129,10 +129,13 @@ impl Running {
         let log = self.raw.store();
         let applied = self.raw.raft.raft_log.applied;
         let bytes = log.bytes();
-        if applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes) {
+        // A member added since the last snapshot needs one that names it (`members`): now.
+        let stale = log.take_stale() && applied > log.base();
+        if !stale && (applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes)) {
             return;
         }
-        if self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes) {
+        if !stale && self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes)
+        {
             let first = log.base() + 1;
             let behind =
                 self.raw.raft.prs().iter().any(|(&id, p)| {
@@ -172,6 +175,7 @@ impl Running {
             hard_state: Some(log.hard_state().clone()),
             rejoin_term: None,
             snapshot: Some(to_parts(log.snapshot_ref())),
+            conf: Some(crate::members::conf_of(log.snapshot_ref().get_metadata().get_conf_state())),
         };
         out.push(Action::Persist(write));
     }
@@ -186,6 +190,8 @@ impl Running {
                 self.applied_term = snapshot.get_metadata().term;
                 self.raw.mut_store().install(snapshot);
                 self.snapshots.received += 1;
+                let id = self.raw.raft.id;
+                self.members_changed(id, out);
             }
             // `ReplicaGroup::check` decoded it before raft-rs saw it: only a bug gets here.
             Err(e) => out.push(Action::Fault { reason: format!("installing a snapshot raft-rs accepted: {e}") }),

@@ -30,6 +30,10 @@ pub struct Status {
     /// On the leader: each other voter and how many entries it is behind the leader's log, by
     /// replica id.
     pub lag: Vec<(ReplicaId, u64)>,
+    /// The voters as applied here (membership changes: `members`).
+    pub voters: Vec<ReplicaId>,
+    /// The learners as applied here: added members still catching up, in no quorum.
+    pub learners: Vec<ReplicaId>,
 }
 
 impl ReplicaGroup {
@@ -75,7 +79,10 @@ impl ReplicaGroup {
 
     /// Where this group stands here.
     pub fn status(&self) -> Status {
-        let Phase::Running(running) = &self.phase else { return Status { fenced: true, ..Status::default() } };
+        let (voters, learners) = self.members();
+        let Phase::Running(running) = &self.phase else {
+            return Status { fenced: true, voters, learners, ..Status::default() };
+        };
         let raft = &running.raw.raft;
         let last_index = raft.raft_log.last_index();
         let lag = match running.leading {
@@ -100,6 +107,8 @@ impl ReplicaGroup {
             applied: raft.raft_log.applied,
             fenced: self.withholding_vote(),
             lag,
+            voters,
+            learners,
         }
     }
 }

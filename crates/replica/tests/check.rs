@@ -140,7 +140,12 @@ fn messages_raft_rs_would_panic_on_are_refused() {
     forged_ack.index = 1_000;
     assert!(refused(&mut g, follower, leader, forged_ack), "an ack for entries the leader never had");
 
-    assert!(refused(&mut g, 7, follower, raft_message(7, follower, MessageType::MsgHeartbeat, term)), "not a voter");
+    // A leader's traffic is heard from any cell mate (a leader added after this replica's
+    // applied members, `members`); a campaign or an answer from a non-member is not.
+    let campaign = raft_message(7, follower, MessageType::MsgRequestVote, term + 1);
+    assert!(refused(&mut g, 7, follower, campaign), "a vote request from a non-member");
+    let answer = raft_message(7, leader, MessageType::MsgAppendResponse, term);
+    assert!(refused(&mut g, 7, leader, answer), "an append answer from a non-member");
     let spoofed = raft_message(3, follower, MessageType::MsgHeartbeat, term);
     assert!(refused(&mut g, leader, follower, spoofed), "from differs from the link");
     for ty in [MessageType::MsgHup, MessageType::MsgPropose, MessageType::MsgSnapshot, MessageType::MsgTransferLeader] {

@@ -116,6 +116,7 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
         entries: synced.iter().flat_map(|w| w.entries.clone()).collect(),
         rejoin_term: fence,
         snapshot: None,
+        conf: None,
     };
     let restarted = ReplicaGroup::restart(GroupSettings::new(3, ALL.to_vec()), recovered).expect("recovers");
     assert!(!restarted.withholding_vote());

@@ -35,6 +35,7 @@ fn write(number: u64, first: u64, term: u64) -> Write {
         hard_state: Some(HardState { term, vote: 1, commit: first, ..HardState::default() }),
         rejoin_term: None,
         snapshot: None,
+        conf: None,
     }
 }
 

@@ -32,6 +32,8 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.chunks_received += report.chunks_received;
             total.paced += report.paced;
             total.forgotten += report.forgotten;
+            total.replaced += report.replaced;
+            total.member_changes += report.member_changes;
             coverage
         })
     });
@@ -47,6 +49,7 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.chunks_received > 0, "no snapshot travelled in chunks: {total:?}");
     assert!(total.paced > 0, "no snapshot was paced over ticks: {total:?}");
     assert!(coverage.crashes >= runs && coverage.partitions >= runs, "too few faults: {coverage:?}");
+    assert!(total.replaced * 5 >= runs && total.member_changes >= total.replaced, "too few replaces: {total:?}");
     if mode.disks {
         assert!(
             coverage.power_losses * 4 >= runs && coverage.empty_restarts * 4 >= runs,

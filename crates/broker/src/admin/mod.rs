@@ -15,7 +15,7 @@ use axum::extract::State;
 use axum::extract::{Path, Query};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{delete, get};
+use axum::routing::{delete, get, post};
 use axum::Router;
 use tokio::net::TcpListener;
 
@@ -88,6 +88,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<
         .route("/connz", get(connz))
         .route("/subsz", get(subsz))
         .route("/durable/{name}", delete(delete_durable))
+        .route("/cell/forget/{broker}", post(forget_broker))
         .merge(crate::web::routes(&shared))
         .with_state(Arc::clone(&shared));
     let door = shared.security.as_ref().map(|guard| Arc::new(access::Door::new(Arc::clone(guard))));
@@ -317,6 +318,19 @@ async fn subsz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery
 }
 
 /// `DELETE /durable/{name}`: 200 deleted, 404 no such name, 409 held by a client now.
+/// `POST /cell/forget/{broker}` (`tidings cell forget`): `broker` is gone from the cell for
+/// good; the replica groups that have it as a member remove it (docs/replication.md,
+/// "Membership"). 409 when it cannot be forgotten (this broker, or linked now).
+async fn forget_broker(State(shared): State<Arc<Context>>, Path(broker): Path<String>) -> impl IntoResponse {
+    if broker.is_empty() || broker.len() > 255 || broker.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return (StatusCode::BAD_REQUEST, format!("{broker:?} is not a broker name\n"));
+    }
+    match shared.core.guaranteed.forget_broker(tidings_route::BrokerName::new(&broker)).await {
+        Ok(text) => (StatusCode::OK, text),
+        Err(why) => (StatusCode::CONFLICT, format!("{why}\n")),
+    }
+}
+
 async fn delete_durable(State(shared): State<Arc<Context>>, Path(name): Path<String>) -> impl IntoResponse {
     match shared.core.guaranteed.delete_durable_by_name(&name) {
         Some(true) => (StatusCode::OK, format!("deleted durable subscription {name:?}\n")),

@@ -435,6 +435,15 @@ impl Driver {
                     replicas.received(&from, frame);
                 }
             }
+            Command::Forget { broker, reply } => {
+                let answer = match self.replicas.as_mut() {
+                    Some(replicas) => replicas.forget(&broker),
+                    None => {
+                        Err("this broker keeps no replica groups (no cell mates, or [storage] replicas = 1)".into())
+                    }
+                };
+                let _ = reply.send(answer);
+            }
             Command::RelayAnswer { relay, frame } => self.relay_answer(relay, frame),
             Command::RelayResend { relay, origin } => self.relay_resend(relay, origin),
             Command::ReplicaSynced(group) => {

@@ -113,6 +113,9 @@ pub(crate) enum Command {
     Routing(tidings_route::GdAction),
     /// A message of a pubend's Raft group from cell mate `from`.
     Replica { from: tidings_route::BrokerName, frame: tidings_wire::peer::Replica },
+    /// An operator forgets `broker`, gone from the cell for good (`tidings cell forget`): the
+    /// answer (what happened, or why not) goes to `reply`.
+    Forget { broker: tidings_route::BrokerName, reply: tokio::sync::oneshot::Sender<Result<String, String>> },
     /// Writes of the replica journals completed.
     ReplicaSynced(Vec<Completion>),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`. `retained`:
@@ -223,6 +226,7 @@ impl Command {
             Command::Sideways { .. } => "sideways",
             Command::Routing(_) => "routing",
             Command::Replica { .. } => "replica message",
+            Command::Forget { .. } => "forget a broker",
             Command::ReplicaSynced(_) => "replica journal completions",
             Command::Publish { .. } => "publish",
             Command::RetainedChanged { .. } => "retained value changed",
@@ -410,6 +414,15 @@ impl Guaranteed {
         };
         self.send(Command::Unsubscribe { subend });
         Some(true)
+    }
+
+    /// Forgets `broker`, removed from the cell for good, for an operator (`tidings cell
+    /// forget`): every replica group that has it as a member removes it and grows again with a
+    /// linked mate (docs/replication.md, "Membership"). `Err` with the reason when it cannot be.
+    pub async fn forget_broker(&self, broker: tidings_route::BrokerName) -> Result<String, String> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.send(Command::Forget { broker, reply });
+        answer.await.unwrap_or_else(|_| Err("the broker is shutting down".to_string()))
     }
 
     /// UNSUBSCRIBE of durable subscription `name`: it is deleted.

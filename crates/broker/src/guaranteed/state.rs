@@ -48,8 +48,12 @@ pub struct RemoteMemberState {
 pub struct ReplicaGroupState {
     /// The pubend, as 16 hex digits.
     pub pubend: String,
-    /// The voters (broker names; a replica id when the broker is not known here), host first.
+    /// The voters as applied here (broker names; a replica id when the broker is not known
+    /// here): the creation voters, host first, until a membership change; then in name order.
     pub voters: Vec<String>,
+    /// The learners as applied here: members added and still catching up (snapshot and log
+    /// tail), in no quorum until promoted (docs/replication.md, "Membership").
+    pub learners: Vec<String>,
     /// The leader this broker last heard from.
     pub leader: Option<String>,
     /// Its term here.

@@ -80,12 +80,5 @@ fn ls(args: &LsArgs) -> anyhow::Result<ExitCode> {
 
 fn rm(args: &RmArgs) -> anyhow::Result<ExitCode> {
     tidings_broker::guaranteed::durable::check_name(&args.name).map_err(|n| super::UsageError(n.text))?;
-    let (status, body) = args.admin.client()?.request("DELETE", &format!("/durable/{}", args.name))?;
-    match status {
-        200 => {
-            outln!("{}", body.trim())?;
-            Ok(ExitCode::SUCCESS)
-        }
-        _ => anyhow::bail!("{}", body.trim()),
-    }
+    args.admin.client()?.change("DELETE", &format!("/durable/{}", args.name))
 }

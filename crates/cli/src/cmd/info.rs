@@ -78,6 +78,22 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(pubends) = state["guaranteed"]["pubends"].as_array() {
         outln!("  guaranteed pubends {}", pubends.len())?;
     }
+    for group in state["guaranteed"]["replicas"].as_array().into_iter().flatten() {
+        let names = |field: &str| {
+            let names: Vec<&str> = group[field].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            names.join(", ")
+        };
+        let learners = names("learners");
+        let learners = if learners.is_empty() { String::new() } else { format!(", learners {learners}") };
+        outln!(
+            "  replica group {}: voters {}{learners}; leader {}, term {}, commit {}",
+            group["pubend"].as_str().unwrap_or("?"),
+            names("voters"),
+            group["leader"].as_str().unwrap_or("none"),
+            group["term"],
+            group["commit"]
+        )?;
+    }
     Ok(if alive && ready { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 

@@ -131,6 +131,19 @@ impl Admin {
         Ok((status, body))
     }
 
+    /// An operator's change (`METHOD path`, as `durable rm` and `cell forget` make): the
+    /// handler's answer printed on success (200), an error with its words otherwise.
+    pub(crate) fn change(&self, method: &str, path: &str) -> anyhow::Result<std::process::ExitCode> {
+        let (status, body) = self.request(method, path)?;
+        match status {
+            200 => {
+                crate::cmd::outln!("{}", body.trim())?;
+                Ok(std::process::ExitCode::SUCCESS)
+            }
+            _ => anyhow::bail!("{}", body.trim()),
+        }
+    }
+
     /// One line naming the cause of a failed request.
     fn explain(&self, error: std::io::Error) -> anyhow::Error {
         let addr = self.client.addr();

@@ -3,6 +3,7 @@
 pub(crate) mod bench;
 mod bench_store;
 pub(crate) mod broker;
+pub(crate) mod cell;
 pub(crate) mod docs;
 pub(crate) mod durable;
 pub(crate) mod info;

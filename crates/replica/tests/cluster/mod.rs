@@ -32,6 +32,8 @@ pub(crate) struct Cluster {
     first_chunk_seen: bool,
     /// [`Action::TooLarge`]s given.
     pub(crate) too_large: usize,
+    /// Replicas that reported their own removal ([`Action::Removed`]).
+    pub(crate) removed: Vec<ReplicaId>,
 }
 
 impl Cluster {
@@ -65,6 +67,7 @@ impl Cluster {
             lose_chunks: 0,
             first_chunk_seen: false,
             too_large: 0,
+            removed: Vec::new(),
         }
     }
 
@@ -91,6 +94,8 @@ impl Cluster {
                 Action::TooLarge { .. } => self.too_large += 1,
                 // Only stale messages (the receiver's log outgrew them) are refused here.
                 Action::Dropped { .. } => {}
+                Action::Members { .. } => {}
+                Action::Removed => self.removed.push(id),
             }
         }
     }

@@ -12,7 +12,14 @@
 //! runs the store's recovery and `tidings-replica`'s journal fold. The replicas compact their
 //! logs often ([`COMPACT_BYTES`], every few entries), so restarts start from snapshots and
 //! replicas behind a leader's first index (a wiped one, one long down or cut off) catch up from
-//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes, [`SNAPSHOT_WINDOW`] a tick, and journaled in parts of [`JOURNAL_PART`]. Not simulated yet: the delivery core around the group.
+//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes, [`SNAPSHOT_WINDOW`] a tick, and journaled in parts of [`JOURNAL_PART`].
+//!
+//! Every other seed replaces a voter a third of the way through the faults (an operator's
+//! `tidings cell forget`): the voter stops for good, a new replica joins, and the leader of the
+//! moment removes the one, adds the other as a learner, catches it up (from a snapshot, as the
+//! logs are compacted) and promotes it, amid the same crashes, partitions and power losses; the
+//! quiet phase waits for the change to be done. Not simulated yet: the delivery core around
+//! the group.
 
 mod disk;
 mod judge;
@@ -99,6 +106,11 @@ pub struct Report {
     pub paced: usize,
     /// Retries answered "logged earlier, tick forgotten" (their record released).
     pub forgotten: usize,
+    /// Runs in which a voter was replaced by a new replica (`tidings_replica`'s membership
+    /// changes: removed, added as a learner, caught up, promoted) amid the faults.
+    pub replaced: usize,
+    /// Membership changes applied, summed over the replicas.
+    pub member_changes: usize,
 }
 
 const PUBLISHERS: u64 = 3;
@@ -116,9 +128,18 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         heal_at: None,
         coverage: Coverage::default(),
     };
+    // Every other seed replaces a voter from a third of the way through the faults on, once no
+    // wiped replica is catching up (that and the forgotten voter would be two permanent
+    // failures, which a group of three cannot outlive).
+    let replace_from = plan.seed.is_multiple_of(2).then_some(plan.steps / 3);
     for step in 0..plan.steps {
         let now = run.world.now + 1 + run.faults.below(3) as u64;
         run.step(now, true);
+        let rejoining = run.world.nodes.values().any(|n| n.rejoining);
+        if replace_from.is_some_and(|from| step >= from) && run.world.replace.is_none() && !rejoining {
+            let gone = run.world.voters[run.faults.below(run.world.voters.len())];
+            run.world.replace(gone);
+        }
         if run.faults.chance(2) {
             let index = run.coverage.faults;
             run.coverage.faults += 1;
@@ -147,6 +168,8 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         chunks_received: run.world.snapshots.2,
         paced: run.world.paced,
         forgotten: judge.forgotten,
+        replaced: usize::from(run.world.replace.is_some()),
+        member_changes: run.world.member_changes,
     };
     Ok((run.coverage, report))
 }
@@ -173,8 +196,13 @@ impl Run {
         }
         if now >= self.next_tick {
             self.next_tick = now + 10;
-            for id in self.world.voters.clone() {
+            let wanted = self.world.wanted();
+            for id in self.world.ids.clone() {
                 self.world.input(id, Input::Tick);
+                // A replica that does not lead ignores it.
+                if let Some(wanted) = &wanted {
+                    self.world.input(id, Input::Membership(wanted.clone()));
+                }
             }
         }
         if now >= self.next_lease {
@@ -192,7 +220,7 @@ impl Run {
     /// Draws one fault; applies it unless `apply` is false (the shrinker left it out).
     fn fault(&mut self, mode: Mode, apply: bool) {
         let now = self.world.now;
-        let voters = self.world.voters.clone();
+        let voters = self.world.ids.clone();
         let victim = voters[self.faults.below(voters.len())];
         let back = now + 10 + self.faults.below(300) as u64;
         let kind = self.faults.below(if mode.disks { 10 } else { 7 });
@@ -218,8 +246,12 @@ impl Run {
                 }
             }
             _ => {
-                // One wiped disk at a time: two would lose what only they held.
-                if !self.world.nodes.values().any(|n| n.rejoining) {
+                // One wiped disk at a time: two would lose what only they held. Not the added
+                // replica's: it rejoins in the leader's term, not behind the term fence; and
+                // none while a replace is under way: the forgotten voter, still a member, is
+                // one permanent failure already (docs/replication.md, "Membership").
+                let added = self.world.replace.is_some_and(|(_, added)| added == victim);
+                if !added && self.world.replaced() && !self.world.nodes.values().any(|n| n.rejoining) {
                     self.coverage.empty_restarts += 1;
                     self.world.crash(victim, Crash::Wipe, back);
                 }
@@ -231,7 +263,7 @@ impl Run {
     /// from the others until `heal_at`.
     fn partition(&mut self, victim: ReplicaId, heal_at: u64) {
         self.coverage.partitions += 1;
-        let voters = self.world.voters.clone();
+        let voters = self.world.ids.clone();
         let mut minority = vec![self.world.leader().unwrap_or(victim)];
         if self.faults.chance(50) {
             minority = vec![victim];
@@ -256,7 +288,7 @@ impl Run {
         self.world.cut.clear();
         self.heal_at = None;
         self.world.weather = Weather { loss: 0, duplication: 0, ..self.world.weather };
-        for id in self.world.voters.clone() {
+        for id in self.world.ids.clone() {
             if self.world.nodes[&id].group.is_none() {
                 self.world.start(id);
             }
@@ -272,8 +304,16 @@ impl Run {
                 return Ok(());
             }
         }
-        let applied: Vec<_> =
-            self.world.nodes.iter().map(|(id, n)| (*id, n.group.as_ref().map(|g| g.status().applied))).collect();
+        let applied: Vec<_> = self
+            .world
+            .nodes
+            .iter()
+            .map(|(id, n)| {
+                let status = n.group.as_ref().map(|g| g.status());
+                let at = status.as_ref().map(|s| s.applied);
+                (*id, at, status.map(|s| (s.term, s.leader, s.commit, s.first_index, s.voters, s.learners, s.fenced)))
+            })
+            .collect();
         let message =
             format!("the group did not settle in {QUIET_LIMIT_MS} ms of quiet (applied per replica: {applied:?})");
         Err(Failure { step: None, faults: self.coverage.faults, message })

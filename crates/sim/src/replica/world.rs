@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Record, ReplicaGroup, ReplicaId};
+use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Membership, Record, ReplicaGroup, ReplicaId};
 
 use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
 
@@ -57,7 +57,15 @@ pub(crate) struct Publisher {
 pub(crate) struct World {
     pub(crate) now: u64,
     pub(crate) rng: Rng,
+    /// The creation voters (every replica's `GroupSettings::voters`).
     pub(crate) voters: Vec<ReplicaId>,
+    /// The replicas taking part: the creation voters, less one forgotten, plus the one added
+    /// in its place (see [`World::replace`]).
+    pub(crate) ids: Vec<ReplicaId>,
+    /// A replace under way or done: (the voter forgotten, the replica added).
+    pub(crate) replace: Option<(ReplicaId, ReplicaId)>,
+    /// Membership changes applied ([`Action::Members`]), summed over the replicas.
+    pub(crate) member_changes: usize,
     pub(crate) nodes: BTreeMap<ReplicaId, Node>,
     pub(crate) publishers: Vec<Publisher>,
     /// In flight: (due, order, packet).
@@ -83,6 +91,9 @@ impl World {
             now: 0,
             rng: Rng::new(seed),
             voters: voters.clone(),
+            ids: voters.clone(),
+            replace: None,
+            member_changes: 0,
             nodes: BTreeMap::new(),
             publishers: (0..publishers)
                 .map(|p| Publisher { next_seq: 1, outstanding: None, target: 1 + p % replicas, last_sent: 0, tries: 0 })
@@ -98,15 +109,66 @@ impl World {
             paced: 0,
         };
         for id in voters {
-            let mut disk = Disk::default();
-            if let Err(e) = disk.open().and_then(|_| disk.create()) {
-                world.judge.broken = Some(format!("replica {id} cannot create its journal: {e}"));
-            }
-            let node = Node { group: None, disk, applied: Vec::new(), rejoining: false, restart_at: None };
-            world.nodes.insert(id, node);
+            world.create(id);
             world.start(id);
         }
         world
+    }
+
+    /// A new replica's node with an empty journal, not started.
+    fn create(&mut self, id: ReplicaId) {
+        let mut disk = Disk::default();
+        if let Err(e) = disk.open().and_then(|_| disk.create()) {
+            self.judge.broken = Some(format!("replica {id} cannot create its journal: {e}"));
+        }
+        let node = Node { group: None, disk, applied: Vec::new(), rejoining: false, restart_at: None };
+        self.nodes.insert(id, node);
+    }
+
+    /// An operator replaces `gone` for good (`tidings cell forget`): it is stopped and never
+    /// comes back, and a new replica joins, added by the leader as a learner once it is told
+    /// ([`World::wanted`]); it starts in the highest term a running replica knows (the term of
+    /// the leader's first message, as in a broker).
+    pub(crate) fn replace(&mut self, gone: ReplicaId) {
+        let added = self.voters.len() as u64 + 1;
+        if let Some(node) = self.nodes.get_mut(&gone) {
+            self.snapshots = add_snapshots(self.snapshots, node.group.as_ref());
+            node.group = None;
+            node.restart_at = None;
+        }
+        self.ids.retain(|&id| id != gone);
+        self.ids.push(added);
+        self.replace = Some((gone, added));
+        self.create(added);
+        let term = self.highest_term();
+        match ReplicaGroup::added(self.settings(added), term) {
+            Ok(group) => {
+                if let Some(node) = self.nodes.get_mut(&added) {
+                    node.group = Some(group);
+                }
+            }
+            Err(e) => self.judge.broken = Some(format!("replica {added} cannot be added: {e}")),
+        }
+    }
+
+    /// What the replicas are told to want of the membership, once a replace began.
+    pub(crate) fn wanted(&self) -> Option<Membership> {
+        let (gone, added) = self.replace?;
+        Some(Membership { target: self.voters.len(), candidates: vec![added], forgotten: vec![gone] })
+    }
+
+    /// Whether no replace is under way: none began, or the leader's members are the
+    /// replicas taking part (the forgotten one removed, the new one a voter).
+    pub(crate) fn replaced(&self) -> bool {
+        let mut ids = self.ids.clone();
+        ids.sort_unstable();
+        self.replace.is_none()
+            || self.leader().and_then(|l| self.nodes[&l].group.as_ref()).is_some_and(|g| g.members() == (ids, vec![]))
+    }
+
+    /// The highest term among the running replicas.
+    fn highest_term(&self) -> u64 {
+        self.nodes.values().filter_map(|n| Some(n.group.as_ref()?.status().term)).max().unwrap_or(0)
     }
 
     fn settings(&self, id: ReplicaId) -> GroupSettings {
@@ -123,10 +185,14 @@ impl World {
     /// Starts a down replica from its disk: a restart, or a rejoin if the journal is empty.
     pub(crate) fn start(&mut self, id: ReplicaId) {
         let settings = self.settings(id);
+        let creation = self.voters.contains(&id);
+        let term = self.highest_term();
         let Some(node) = self.nodes.get_mut(&id) else { return };
         let group = match node.disk.open() {
             Ok(Some(recovered)) => ReplicaGroup::restart(settings, recovered).map_err(|e| e.to_string()),
-            Ok(None) => ReplicaGroup::rejoin(settings).map_err(|e| e.to_string()),
+            Ok(None) if creation => ReplicaGroup::rejoin(settings).map_err(|e| e.to_string()),
+            // The added replica before it wrote anything: never voted, never acknowledged.
+            Ok(None) => ReplicaGroup::added(settings, term).map_err(|e| e.to_string()),
             Err(e) => Err(e),
         };
         match group {
@@ -193,6 +259,9 @@ impl World {
             // Honest replicas never send what the check refuses, except a stale message the
             // receiver's log has since outgrown, which raft-rs would have ignored as well.
             Action::Dropped { .. } => self.judge.dropped += 1,
+            Action::Members { .. } => self.member_changes += 1,
+            // Only the forgotten replica is ever removed, and it is down for good.
+            Action::Removed => self.judge.broken = Some(format!("replica {id}, not forgotten, was removed")),
         }
     }
 
@@ -302,7 +371,7 @@ impl World {
                 self.judge.acked(from, publisher, seq, tick);
             }
             Action::Refused { seq, leader, .. } if p.outstanding == Some(seq) => {
-                p.target = leader.unwrap_or_else(|| 1 + (p.target % self.voters.len() as u64));
+                p.target = leader.unwrap_or_else(|| next(&self.ids, p.target));
                 p.last_sent = 0;
                 p.tries = 0;
             }
@@ -325,7 +394,7 @@ impl World {
                 Some(seq) if self.now >= p.last_sent + 40 => {
                     p.tries += 1;
                     if p.tries.is_multiple_of(3) {
-                        p.target = 1 + (p.target % self.voters.len() as u64);
+                        p.target = next(&self.ids, p.target);
                     }
                     Some(seq)
                 }
@@ -360,15 +429,23 @@ impl World {
         }
     }
 
-    /// True once every replica runs, none withholds its vote, every publish is acknowledged
-    /// and every replica applied up to the same index (from a snapshot or entry by entry).
+    /// True once every replica taking part runs, none withholds its vote, every publish is
+    /// acknowledged, every replica applied up to the same index (from a snapshot or entry by
+    /// entry), and a replace is done (the leader's voters are the replicas taking part).
     pub(crate) fn settled(&self) -> bool {
-        let counts: BTreeSet<Option<u64>> =
-            self.nodes.values().map(|n| n.group.as_ref().map(|g| g.status().applied)).collect();
+        let nodes = || self.ids.iter().filter_map(|id| self.nodes.get(id));
+        let counts: BTreeSet<Option<u64>> = nodes().map(|n| n.group.as_ref().map(|g| g.status().applied)).collect();
         counts.len() == 1
+            && self.replaced()
             && self.publishers.iter().all(|p| p.outstanding.is_none())
-            && self.nodes.values().all(|n| n.group.as_ref().is_some_and(|g| !g.withholding_vote()))
+            && nodes().all(|n| n.group.as_ref().is_some_and(|g| !g.withholding_vote()))
     }
+}
+
+/// The replica after `current` in `ids` (the first after the last): a publisher failing over.
+fn next(ids: &[ReplicaId], current: ReplicaId) -> ReplicaId {
+    let at = ids.iter().position(|&id| id == current).map_or(0, |i| i + 1);
+    ids[at % ids.len()]
 }
 
 /// `counts` plus the snapshots `group` took and installed, and the snapshot chunks it took,

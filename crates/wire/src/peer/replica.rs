@@ -4,7 +4,10 @@
 //! no body, kind 3 (TERM_REPLY) is `term:u64`, and kind 4 (SNAPSHOT_CHUNK) is
 //! `message:bytes32 offset:u64 total:u64 data:bytes32`: one piece of a snapshot too large for
 //! one frame, `message` the raft-rs snapshot message with its data left out (so every chunk
-//! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes.
+//! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes; kind
+//! 5 (FORGET) is `broker:u64`, a broker's replica id that an operator removed from the cell for
+//! good (`tidings cell forget`), told to every cell mate with pubend 0 and no voters: each
+//! records it, and the groups it leads remove that member.
 //!
 //! The voters (the group's replica ids, the pubend's host first) travel with every message, so
 //! a broker that has never heard of the group (a new one, or its disk was wiped) learns its
@@ -34,6 +37,7 @@ const RAFT: u8 = 1;
 const TERM_QUERY: u8 = 2;
 const TERM_REPLY: u8 = 3;
 const SNAPSHOT_CHUNK: u8 = 4;
+const FORGET: u8 = 5;
 
 /// What one replica of a pubend's group tells another: the group is named by the pubend, since
 /// each pubend is its own Raft group (multi-raft).
@@ -58,6 +62,10 @@ pub enum ReplicaBody {
     TermReply {
         /// The sender's current term.
         term: u64,
+        /// The group's voters as the sender applied them (membership changes): the asker
+        /// waits for each one's term too. Empty from a sender that knows none (itself fencing);
+        /// on the wire, left out when empty (`count:u8` and the ids after `term` otherwise).
+        voters: Vec<u64>,
     },
     /// One piece of a snapshot sent in several frames (docs/replication.md, "Snapshots in
     /// chunks"): the receiver reassembles the pieces in order and checks the whole before
@@ -71,6 +79,12 @@ pub enum ReplicaBody {
         total: u64,
         /// The piece.
         data: Bytes,
+    },
+    /// A broker removed from the cell for good (`tidings cell forget`): not a group's message,
+    /// so it goes with pubend 0 and no voters, to every cell mate.
+    Forget {
+        /// The forgotten broker's replica id.
+        broker: u64,
     },
 }
 
@@ -98,9 +112,16 @@ impl Replica {
                 put_bytes32(out, "message", message)?;
             }
             ReplicaBody::TermQuery => out.put_u8(TERM_QUERY),
-            ReplicaBody::TermReply { term } => {
+            ReplicaBody::TermReply { term, voters } => {
                 out.put_u8(TERM_REPLY);
                 out.put_u64(*term);
+                if !voters.is_empty() {
+                    if voters.len() > MAX_REPLICA_VOTERS {
+                        return Err(WireError::TooLong { field: "voters", len: voters.len(), max: MAX_REPLICA_VOTERS });
+                    }
+                    out.put_u8(voters.len() as u8);
+                    voters.iter().for_each(|&v| out.put_u64(v));
+                }
             }
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
                 out.put_u8(SNAPSHOT_CHUNK);
@@ -108,6 +129,10 @@ impl Replica {
                 out.put_u64(*offset);
                 out.put_u64(*total);
                 put_bytes32(out, "data", data)?;
+            }
+            ReplicaBody::Forget { broker } => {
+                out.put_u8(FORGET);
+                out.put_u64(*broker);
             }
         }
         Ok(())
@@ -134,7 +159,22 @@ impl Replica {
                 ReplicaBody::Raft(body.slice(range))
             }
             TERM_QUERY => ReplicaBody::TermQuery,
-            TERM_REPLY => ReplicaBody::TermReply { term: r.u64("term")? },
+            TERM_REPLY => {
+                let term = r.u64("term")?;
+                let mut voters = Vec::new();
+                if r.remaining() > 0 {
+                    let count = r.u8("voters")?;
+                    if count == 0 || usize::from(count) > MAX_REPLICA_VOTERS {
+                        return Err(WireError::InvalidField {
+                            frame: "REPLICA",
+                            field: "voters",
+                            value: u64::from(count),
+                        });
+                    }
+                    voters = (0..count).map(|_| r.u64("voter")).collect::<Result<Vec<_>, _>>()?;
+                }
+                ReplicaBody::TermReply { term, voters }
+            }
             SNAPSHOT_CHUNK => {
                 let message = r.bytes32("message")?;
                 let (offset, total) = (r.u64("offset")?, r.u64("total")?);
@@ -145,6 +185,7 @@ impl Replica {
                 }
                 ReplicaBody::SnapshotChunk { message: body.slice(message), offset, total, data: body.slice(data) }
             }
+            FORGET => ReplicaBody::Forget { broker: r.u64("broker")? },
             kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
         };
         r.finish()?;

@@ -35,7 +35,19 @@ fn replica_golden_bytes() {
     let mut reply = vec![0, 0, 0, 35, 0x18];
     reply.extend_from_slice(&pubend);
     reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
-    golden(frame(ReplicaBody::TermReply { term: 7 }), &reply);
+    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![] }), &reply);
+    // With the sender's voters: their count and ids after the term.
+    let mut named = vec![0, 0, 0, 44, 0x18];
+    named.extend_from_slice(&pubend);
+    named.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 9]);
+    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![9] }), &named);
+
+    // FORGET: pubend 0, no voters, the broker's id.
+    let forget =
+        PeerFrame::Replica(Replica { pubend: PubendId(0), voters: vec![], body: ReplicaBody::Forget { broker: 9 } });
+    let mut bytes = vec![0, 0, 0, 19, 0x18, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    bytes.extend_from_slice(&[5, 0, 0, 0, 0, 0, 0, 0, 9]);
+    golden(forget, &bytes);
 
     let mut chunk = vec![0, 0, 0, 54, 0x18];
     chunk.extend_from_slice(&pubend);

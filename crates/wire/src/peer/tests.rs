@@ -161,7 +161,8 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
     let body = prop_oneof![
         prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| ReplicaBody::Raft(Bytes::from(b))),
         Just(ReplicaBody::TermQuery),
-        any::<u64>().prop_map(|term| ReplicaBody::TermReply { term }),
+        (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..4))
+            .prop_map(|(term, voters)| ReplicaBody::TermReply { term, voters }),
         (
             prop::collection::vec(any::<u8>(), 0..32),
             any::<u64>(),

@@ -1,12 +1,12 @@
 //! Messages from cell mates: each REPLICA frame is checked against the cell and the group's
-//! voters when it arrives, and stepped at the end of the driver's turn with the others its
+//! creation voters when it arrives (a FORGET goes to `members`), and stepped at the end of the driver's turn with the others its
 //! group received meanwhile (`ReplicaGroup::handle_all`): one `Ready`, one journal write and
 //! one batch of answers per group and turn, however many appends came.
 
 use tidings_delivery::PubendId;
 use tidings_replica::{Envelope, Input};
 use tidings_route::BrokerName;
-use tidings_wire::peer::{Replica, MAX_REPLICA_VOTERS};
+use tidings_wire::peer::{Replica, ReplicaBody, MAX_REPLICA_VOTERS};
 use tracing::{error, warn};
 
 use super::{replica_id, Outcome, Replicas};
@@ -20,31 +20,47 @@ impl Replicas {
         if !self.mates.contains_key(&sender) {
             return warn!(%from, pubend = pubend.0, "a replica message from a broker outside this cell: dropped");
         }
+        if let ReplicaBody::Forget { broker } = frame.body {
+            return self.forgotten_received(from, broker);
+        }
+        let msg = match Envelope::from_wire(&frame.body) {
+            Ok(msg) => msg,
+            Err(e) => {
+                return warn!(%from, pubend = pubend.0, error = %e, "a replica message that does not decode: dropped")
+            }
+        };
         match self.groups.get(&pubend) {
             Some(group) if group.voters != frame.voters => {
                 return warn!(%from, pubend = pubend.0, "a replica message naming other voters than the group's: dropped");
             }
             Some(_) => {}
+            None if self.left.contains(&pubend) => return,
             None => {
                 let mut sorted = frame.voters.clone();
                 sorted.sort_unstable();
                 sorted.dedup();
+                let creation = sorted.contains(&self.me);
+                // Not a creation voter: only the leader's traffic makes this broker an added
+                // member (`members`), in the leader's term.
+                let added = match &msg {
+                    Envelope::Raft(m) | Envelope::Chunk { header: m, .. } if !creation => {
+                        use tidings_replica::MessageType as T;
+                        matches!(m.get_msg_type(), T::MsgAppend | T::MsgHeartbeat | T::MsgSnapshot).then_some(m.term)
+                    }
+                    _ => None,
+                };
                 let sound = sorted.len() == frame.voters.len()
-                    && (2..=MAX_REPLICA_VOTERS).contains(&sorted.len())
-                    && sorted.contains(&self.me)
-                    && sorted.contains(&sender);
+                    && (1..=MAX_REPLICA_VOTERS).contains(&sorted.len())
+                    && (creation && sorted.len() >= 2 && sorted.contains(&sender) || added.is_some());
                 if !sound {
                     return warn!(%from, pubend = pubend.0, voters = ?frame.voters, "a replica message for a group this broker cannot be in: dropped");
                 }
-                if let Err(e) = self.join(pubend, frame.voters.clone()) {
+                if let Err(e) = self.join(pubend, frame.voters.clone(), added) {
                     return error!(pubend = pubend.0, error = %e, "cannot join a replica group");
                 }
             }
         }
-        match Envelope::from_wire(&frame.body) {
-            Ok(msg) => self.inbox.entry(pubend).or_default().push((sender, msg)),
-            Err(e) => warn!(%from, pubend = pubend.0, error = %e, "a replica message that does not decode: dropped"),
-        }
+        self.inbox.entry(pubend).or_default().push((sender, msg));
     }
 
     /// Steps the messages received this turn, each group's at once

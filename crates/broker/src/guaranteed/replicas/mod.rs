@@ -9,14 +9,19 @@
 //! mates' messages, stepped once a turn.
 //!
 //! Membership: the host picks the voters when it creates the group (itself first, then its
-//! linked cell mates by name), and the voters travel with every frame, so a mate learns a group
-//! from its first message. Every replica starts a group with an empty journal by fencing
-//! (`ReplicaGroup::rejoin`): its mates' terms tell a new group (all 0) from a wiped disk.
+//! linked cell mates by name), and these creation voters travel with every frame as the group's
+//! identity, so a mate learns a group from its first message. Every creation voter starts a
+//! group with an empty journal by fencing (`ReplicaGroup::rejoin`): its mates' terms tell a new
+//! group (all 0) from a wiped disk. The current members are the group's own (raft conf changes,
+//! `members`): a broker outside the creation voters learns the group from its leader's first
+//! message as an added learner.
 
 mod depose;
 mod gate;
 mod inbox;
+mod members;
 mod serve;
+mod show;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -86,14 +91,23 @@ pub(crate) struct Replicas {
     /// `[storage] replicas` (0: 3, or the whole cell if smaller), `replica_compact_bytes`,
     /// `replica_snapshot_chunk`, `replica_max_snapshot` and `replica_snapshot_window`.
     sizes: crate::config::ReplicaSizes,
-    /// Cell mates ever linked, by replica id.
+    /// Cell mates ever linked, by replica id (the forgotten ones too: their names still name
+    /// their pubends).
     mates: BTreeMap<ReplicaId, BrokerName>,
+    /// Brokers removed from the cell for good (`tidings cell forget`), kept in
+    /// `<data dir>/cell-forgotten`: never a candidate, removed from every group this broker
+    /// leads (see `members`).
+    forgotten: std::collections::BTreeSet<ReplicaId>,
+    forgotten_path: PathBuf,
     store: Store,
     groups: BTreeMap<PubendId, Group>,
     membership: PathBuf,
     /// Journal writes in flight: token to (group, write number, the journal prefix a synced
     /// checkpoint releases).
     tokens: BTreeMap<u64, (PubendId, Option<u64>, Option<tidings_store::Tick>)>,
+    /// Groups this broker was removed from since it started: their late frames do not make it
+    /// join again.
+    left: std::collections::BTreeSet<PubendId>,
     /// Messages received this turn of the driver, per group in arrival order: stepped together
     /// at the turn's end ([`Replicas::deliver`]), so a follower sent several appends meanwhile
     /// writes its journal once for all of them.
@@ -129,10 +143,13 @@ impl Replicas {
             cluster,
             sizes,
             mates: BTreeMap::new(),
+            forgotten: members::read_forgotten(&data_dir.join("cell-forgotten")).map_err(fail)?,
+            forgotten_path: data_dir.join("cell-forgotten"),
             store,
             groups: BTreeMap::new(),
             membership: data_dir.join("replica-groups"),
             tokens: BTreeMap::new(),
+            left: Default::default(),
             inbox: BTreeMap::new(),
             next_token: 0,
             next_tick: Instant::now(),
@@ -148,7 +165,7 @@ impl Replicas {
                 // A journal that cannot be read keeps this replica out of its group (the others
                 // go on); the broker serves everything else. A damaged one rejoins (`start`).
                 Some((pubend, voters)) => {
-                    if let Err(e) = replicas.start(PubendId(pubend), voters) {
+                    if let Err(e) = replicas.start(PubendId(pubend), voters, None) {
                         error!(error = %e, "a replica group cannot restart here");
                     }
                 }
@@ -158,8 +175,10 @@ impl Replicas {
         Ok(Some(replicas))
     }
 
-    /// Starts this broker's replica of a group from its journal (fencing if it is empty).
-    fn start(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
+    /// Starts this broker's replica of a group from its journal: fencing if it is empty and
+    /// this broker is a creation voter; as a member added in the leader's term `added` if it
+    /// is not (an added member whose journal is empty waits for the leader's next message).
+    fn start(&mut self, pubend: PubendId, voters: Vec<ReplicaId>, added: Option<u64>) -> Result<(), String> {
         // The successor of a dead host keeps the pubend it took over (docs/replication.md,
         // "Takeover"): handing the lead back would leave two brokers serving it. A live host
         // keeps the lead because its mates hold back their campaigns while it is linked
@@ -183,8 +202,16 @@ impl Replicas {
         // A damaged journal, or one whose log cannot restart a replica (a broken snapshot), is
         // never served: the replica counts as wiped and rebuilds from its mates behind the
         // rejoin fences, and the damaged records are released first.
+        let creation = voters.contains(&self.me);
         let replica = match recovered.map(|recovered| ReplicaGroup::restart(settings.clone(), recovered)) {
             Some(Ok(replica)) => replica,
+            None if !creation => match added {
+                Some(term) => ReplicaGroup::added(settings, term).map_err(|e| format!("pubend {}: {e}", pubend.0))?,
+                None => {
+                    info!(pubend = pubend.0, "an added replica with an empty journal waits for its leader");
+                    return Ok(());
+                }
+            },
             Some(Err(e)) => {
                 error!(pubend = pubend.0, error = %e, "a replica journal cannot restart its replica: rebuilt from the mates");
                 damaged = Some(journal.last_tick());
@@ -204,8 +231,9 @@ impl Replicas {
         Ok(())
     }
 
-    /// Joins a group for the first time: its membership is made durable before anything else.
-    fn join(&mut self, pubend: PubendId, voters: Vec<ReplicaId>) -> Result<(), String> {
+    /// Joins a group for the first time: its membership is made durable before anything else;
+    /// `added`: the leader's term, when this broker is not a creation voter.
+    fn join(&mut self, pubend: PubendId, voters: Vec<ReplicaId>, added: Option<u64>) -> Result<(), String> {
         let line = std::iter::once(pubend.0).chain(voters.iter().copied()).map(|n| n.to_string()).collect::<Vec<_>>();
         let write = || -> std::io::Result<()> {
             let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&self.membership)?;
@@ -213,14 +241,22 @@ impl Replicas {
             file.sync_all()
         };
         write().map_err(|e| format!("{}: {e}", self.membership.display()))?;
-        self.start(pubend, voters)
+        self.start(pubend, voters, added)
     }
 
-    /// A link to `peer` of `cell` came up: a cell mate may hold replicas of our pubends.
+    /// A link to `peer` of `cell` came up: a cell mate may hold replicas of our pubends. It is
+    /// told every broker forgotten here (one it missed while down learns them now); a
+    /// forgotten broker is never a mate again.
     pub(super) fn peer_up(&mut self, peer: &BrokerName, cell: &CellName) {
-        if *cell == self.cell {
-            self.mates.insert(replica_id(peer.as_str()), peer.clone());
+        if *cell != self.cell {
+            return;
         }
+        let id = replica_id(peer.as_str());
+        if self.forgotten.contains(&id) {
+            warn!(%peer, "a broker forgotten in this cell linked again: never a member of a group again");
+        }
+        self.mates.insert(id, peer.clone());
+        self.tell_forgotten(peer);
     }
 
     /// Whether a cell mate ever linked here: a new pubend would then be a group.
@@ -236,38 +272,33 @@ impl Replicas {
     /// Makes a new pubend of this broker a group: `Ok(false)` if it stays on this broker alone
     /// (no cell mate ever linked), `Err` if its replicas are not linked now.
     pub(super) fn create(&mut self, pubend: PubendId) -> Result<bool, String> {
-        let size = match self.sizes.replicas {
-            0 => (1 + self.mates.len()).min(3),
-            n => n,
-        };
+        // The size and mates a group grows to (`members`): no forgotten broker among them.
+        let tidings_replica::Membership { target: size, candidates: linked, .. } = self.membership();
         if size <= 1 {
             return Ok(false);
         }
-        let mut linked: Vec<&BrokerName> = self.mates.values().filter(|m| self.cluster.is_linked(m)).collect();
-        linked.sort();
         if linked.len() + 1 < size {
             return Err(format!("{} of the {size} replicas a new pubend needs are linked", linked.len() + 1));
         }
-        let voters = std::iter::once(self.me).chain(linked.iter().take(size - 1).map(|m| replica_id(m.as_str())));
-        self.join(pubend, voters.collect())?;
+        let voters = std::iter::once(self.me).chain(linked.into_iter().take(size - 1));
+        self.join(pubend, voters.collect(), None)?;
         Ok(true)
     }
 
     /// `Err` with the reason when fewer replicas than a quorum are linked.
     pub(super) fn quorum_reachable(&self, pubend: PubendId) -> Result<(), String> {
         let Some(group) = self.groups.get(&pubend) else { return Ok(()) };
-        let live = group
-            .voters
+        let (voters, _) = group.replica.members();
+        let live = voters
             .iter()
             .filter(|&&v| v == self.me || self.mates.get(&v).is_some_and(|m| self.cluster.is_linked(m)))
             .count();
-        let quorum = group.voters.len() / 2 + 1;
+        let quorum = voters.len() / 2 + 1;
         match live >= quorum {
             true => Ok(()),
-            false => Err(format!(
-                "{live} of the pubend's {} replicas are reachable, a quorum is {quorum}",
-                group.voters.len()
-            )),
+            false => {
+                Err(format!("{live} of the pubend's {} replicas are reachable, a quorum is {quorum}", voters.len()))
+            }
         }
     }
 
@@ -308,19 +339,28 @@ impl Replicas {
         self.next_tick = Instant::now() + TICK;
         let pubends: Vec<(PubendId, Vec<ReplicaId>)> =
             self.groups.iter().map(|(&pubend, group)| (pubend, self.linked(group))).collect();
+        let membership = self.membership();
         let mut outcomes = Vec::new();
         for (pubend, up) in pubends {
             outcomes.extend(self.handle(pubend, Input::Links { up }));
             outcomes.extend(self.handle(pubend, Input::Tick));
+            // The leader changes the members; a fencing replica learns whom not to wait for.
+            outcomes.extend(self.handle(pubend, Input::Membership(membership.clone())));
         }
         outcomes
     }
 
-    /// The mates of `group` linked now: its mates hold back their campaigns while its host (its
-    /// first voter) is linked, and a follower campaigns at once when its leader's link drops.
+    /// The mates of `group` linked now (creation voters and current members): its mates hold
+    /// back their campaigns while its host (its first voter) is linked, and a follower
+    /// campaigns at once when its leader's link drops.
     fn linked(&self, group: &Group) -> Vec<ReplicaId> {
         let linked = |id: &&ReplicaId| self.mates.get(id).is_some_and(|m| self.cluster.is_linked(m));
-        group.voters.iter().filter(linked).copied().collect()
+        let (voters, learners) = group.replica.members();
+        let mut all: Vec<ReplicaId> =
+            group.voters.iter().chain(&voters).chain(&learners).filter(linked).copied().collect();
+        all.sort_unstable();
+        all.dedup();
+        all
     }
 
     /// When the next tick is due.
@@ -410,47 +450,14 @@ impl Replicas {
                     "a replica group's state is over [storage] replica_max_snapshot: its log is not compacted until releases shrink it"
                 ),
                 Action::Fault { reason } => error!(pubend = pubend.0, %reason, "a replica group broke an invariant"),
+                Action::Members { voters, learners } => {
+                    let names = |ids: &[ReplicaId]| ids.iter().map(|&id| self.name(id)).collect::<Vec<_>>();
+                    info!(pubend = pubend.0, voters = ?names(&voters), learners = ?names(&learners), "replica group members changed");
+                }
+                Action::Removed => self.removed(pubend),
             }
         }
         outcomes
-    }
-
-    /// Every group's standing, for `/state` and the metrics.
-    pub(super) fn states(&self) -> Vec<super::ReplicaGroupState> {
-        let name = |id: ReplicaId| match id == self.me {
-            true => self.cluster.name().to_string(),
-            false => self.mates.get(&id).map_or_else(|| id.to_string(), |m| m.to_string()),
-        };
-        self.groups
-            .iter()
-            .map(|(pubend, group)| {
-                let status = group.replica.status();
-                let mut lag: Vec<(String, u64)> = status.lag.iter().map(|&(id, behind)| (name(id), behind)).collect();
-                lag.sort();
-                super::ReplicaGroupState {
-                    pubend: format!("{:016x}", pubend.0),
-                    voters: group.voters.iter().map(|&v| name(v)).collect(),
-                    leader: status.leader.map(name),
-                    term: status.term,
-                    last_index: status.last_index,
-                    commit: status.commit,
-                    applied: status.applied,
-                    first_index: status.first_index,
-                    log_bytes: status.log_bytes,
-                    snapshots_taken: status.snapshots.taken,
-                    snapshots_sent: status.snapshots.sent,
-                    snapshots_received: status.snapshots.received,
-                    snapshots_refused: status.snapshots.refused,
-                    snapshots_too_large: status.snapshots.too_large,
-                    snapshot_chunks_sent: status.snapshots.chunks_sent,
-                    snapshot_chunks_queued: status.snapshots.chunks_queued,
-                    snapshot_chunks_received: status.snapshots.chunks_received,
-                    snapshot_chunks_refused: status.snapshots.chunks_refused,
-                    fenced: status.fenced,
-                    lag,
-                }
-            })
-            .collect()
     }
 
     fn send(&self, pubend: PubendId, to: ReplicaId, msg: &Envelope) {

@@ -1,0 +1,169 @@
+//! A broker replaced in its cell (issue 40, "adding or replacing a broker in a cell catches its
+//! replica up from a snapshot plus the log tail, without stopping publishers"), with real
+//! processes: p1, p2 and p3 form cell PUB with a small compaction trigger, a guaranteed
+//! publisher publishes at p1 throughout and a subscriber listens at s1, outside the cell. p3 is
+//! SIGKILLed for good; p4, a new broker with another name, joins the cell; `tidings cell forget
+//! p3` on p2 (not the leader: the forget travels to p1) makes the group remove p3, add p4 as a
+//! learner, catch it up from a snapshot (the log was compacted long before) and the tail, and
+//! promote it. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
+//! subscriber gets every acknowledged message once, in order. Prints the catch-up time and the
+//! publisher's refusals and longest wait between acknowledgements. And the grow trigger: a group
+//! created in a cell of two grows to three when a third broker joins.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
+
+mod gd_common;
+mod replica_common;
+
+use std::time::{Duration, Instant};
+
+use replica_common::{cluster, links, replica_group, subscribe, wait_for, Lines, Node};
+use serde_json::Value;
+use tidings_testkit::BrokerProcess;
+
+/// 16 KiB of raft entries: a compaction every couple of hundred publishes, so the new member
+/// is far behind the leader's first index and must get a snapshot (in chunks of 256 bytes).
+const COMPACT: &str =
+    "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\nreplica_snapshot_window = 8192\n";
+
+fn number(b: &BrokerProcess, field: &str) -> u64 {
+    replica_group(b)[field].as_u64().unwrap_or(0)
+}
+
+fn names(group: &Value, field: &str) -> Vec<String> {
+    group[field].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
+}
+
+fn refused(brokers: &[&BrokerProcess]) -> f64 {
+    brokers.iter().map(|b| b.metric("tidings_gd_publishes_refused_total").unwrap_or(0.0)).sum()
+}
+
+/// The longest wait between two acknowledgements the publisher printed.
+fn longest_wait(publisher: &Lines) -> Duration {
+    let times: Vec<Instant> = publisher.timed().into_iter().map(|(at, _)| at).collect();
+    times.windows(2).map(|w| w[1] - w[0]).max().unwrap_or_default()
+}
+
+#[test]
+fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let [p1, p2, p3, p4] = ["p1", "p2", "p3", "p4"].map(|name| Node::with_config(scratch.path(), name, "PUB", COMPACT));
+    let any = "127.0.0.1:0";
+    let b3 = p3.start(any, any, &[]);
+    let b2 = p2.start(any, any, &[cluster(&b3)]);
+    let b1 = p1.start(any, any, &[cluster(&b2), cluster(&b3)]);
+    let bs = Node::new(scratch.path(), "s1", "S").start(any, any, &[cluster(&b1), cluster(&b2), cluster(&b3)]);
+    wait_for("the cell and s1 link up", Duration::from_secs(20), || {
+        [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
+    });
+    let total = 4_000;
+    let sub = subscribe(&bs, total);
+
+    // One publisher at p1 throughout (200/s for 20 s), the cell's brokers as its servers.
+    let servers = [&b1, &b2, &b3].map(|b| b.tcp()).join(",");
+    let publisher =
+        Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
+    wait_for("every replica compacted", Duration::from_secs(30), || {
+        [&b1, &b2, &b3].iter().all(|b| number(b, "snapshots_taken") >= 1 && number(b, "first_index") > 1)
+    });
+    assert_eq!(replica_group(&b1)["leader"], "p1", "the host leads");
+
+    // p3 lost for good; p4, a new broker, joins the cell.
+    let mut b3 = b3;
+    b3.kill();
+    let b4 = p4.start(any, any, &[cluster(&b1), cluster(&b2)]);
+    wait_for("p4 links to p1 and p2", Duration::from_secs(20), || links(&b4) >= 2.0);
+    assert!(replica_group(&b4).is_null(), "p4 is in no group before p3 is forgotten");
+    let refused_before = refused(&[&b1, &b2]);
+
+    // Forgotten on p2, which does not lead: the forget travels to p1.
+    let admin = b2.ready.admin.unwrap().to_string();
+    let forgotten = Instant::now();
+    let out = tidings_testkit::finish_within(
+        gd_common::spawn(&["cell", "forget", "p3", "--admin", &admin]),
+        Duration::from_secs(20),
+    );
+    assert!(out.status.success(), "cell forget: {}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{}", String::from_utf8_lossy(&out.stdout).trim());
+    let seen_learner = std::cell::Cell::new(false);
+    wait_for("p4 is a voter and caught up", Duration::from_secs(60), || {
+        let group = replica_group(&b1);
+        seen_learner.set(seen_learner.get() || names(&group, "learners") == ["p4"]);
+        let mut voters = names(&group, "voters");
+        voters.sort();
+        voters == ["p1", "p2", "p4"]
+            && names(&group, "learners").is_empty()
+            && number(&b4, "applied") >= number(&b1, "commit").saturating_sub(64)
+            && number(&b4, "applied") > 0
+    });
+    let caught_up = forgotten.elapsed();
+    eprintln!(
+        "p4 a voter and caught up {caught_up:?} after `cell forget p3`: leader commit {}, p4 applied {}, \
+         snapshots received {}, chunks {}; the publisher had {} acknowledged",
+        number(&b1, "commit"),
+        number(&b4, "applied"),
+        number(&b4, "snapshots_received"),
+        number(&b4, "snapshot_chunks_received"),
+        publisher.count()
+    );
+    assert!(number(&b4, "snapshots_received") >= 1, "p4 caught up from a snapshot");
+    assert!(publisher.count() < total, "the publisher was still publishing: the change did not stop it");
+    let shown = tidings_testkit::finish_within(
+        gd_common::spawn(&["info", "--admin", &b4.ready.admin.unwrap().to_string()]),
+        Duration::from_secs(20),
+    );
+    let info = String::from_utf8_lossy(&shown.stdout);
+    assert!(info.contains("replica group") && info.contains("p4"), "tidings info shows the members: {info}");
+
+    // p2 killed too: the quorum is p1 and p4 now, and the publisher goes on.
+    let mut b2 = b2;
+    let at_kill = publisher.count();
+    b2.kill();
+    wait_for("acknowledgements go on with p1 and p4", Duration::from_secs(30), || publisher.count() >= at_kill + 200);
+    let refusals = refused(&[&b1]) - refused_before;
+    let wait = longest_wait(&publisher);
+    let (acked, status, notes) = publisher.finish(Duration::from_secs(90));
+    assert!(status.success(), "the publisher failed: {notes}");
+    assert_eq!(acked.len(), total);
+    eprintln!("publisher: {refusals} refusals at p1 from the forget on; longest wait between acks {wait:?}");
+    let (got, ..) = sub.finish(Duration::from_secs(60));
+    gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
+    drop(b4);
+}
+
+/// A group created while its cell had two brokers grows when a third joins (its target is 3,
+/// or the whole cell if smaller): p3 is added as a learner, caught up and promoted, and with
+/// p2 then SIGKILLed, p1 and p3 go on acknowledging.
+#[test]
+fn a_group_of_two_grows_when_a_third_broker_joins() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch.path(), name, "PUB", COMPACT));
+    let any = "127.0.0.1:0";
+    let b2 = p2.start(any, any, &[]);
+    let b1 = p1.start(any, any, &[cluster(&b2)]);
+    wait_for("p1 and p2 link up", Duration::from_secs(20), || links(&b1) == 1.0 && links(&b2) == 1.0);
+    let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
+    let publisher = Lines::follow(gd_common::publish(&servers, "g.a", 2_000, &["--window", "64", "--rate", "200"]));
+    wait_for("a group of two", Duration::from_secs(20), || names(&replica_group(&b1), "voters").len() == 2);
+    let b3 = p3.start(any, any, &[cluster(&b1), cluster(&b2)]);
+    let joined = Instant::now();
+    wait_for("p3 a voter and caught up", Duration::from_secs(60), || {
+        let group = replica_group(&b1);
+        let mut voters = names(&group, "voters");
+        voters.sort();
+        voters == ["p1", "p2", "p3"]
+            && number(&b3, "applied") + 64 >= number(&b1, "commit")
+            && number(&b3, "applied") > 0
+    });
+    eprintln!("p3 a voter and caught up {:?} after it started", joined.elapsed());
+    let mut b2 = b2;
+    let at_kill = publisher.count();
+    b2.kill();
+    wait_for("acknowledgements go on with p1 and p3", Duration::from_secs(30), || publisher.count() >= at_kill + 200);
+    let (acked, status, notes) = publisher.finish(Duration::from_secs(60));
+    assert!(status.success(), "the publisher failed: {notes}");
+    assert_eq!(acked.len(), 2_000);
+    drop(b3);
+}
