@@ -1,11 +1,12 @@
 //! The cursor: serves a durable subscriber's catch-up outside the driver's turns. The delivery
 //! core hands the driver a serve order ([`Action::Serve`]: ticks already final, their D and L
-//! runs); a cursor on tokio's blocking pool reads the order's records from the pubend's log a
+//! runs); a cursor on a thread of its own (its priority: [`NICE`]) reads the order's
+//! records from the pubend's log a
 //! chunk at a time, filters them with the subscription's filter, pushes them to the subscriber's
 //! outbox in tick order (and each L run as a GAP in its place), waits for room when the outbox
 //! fills, and reports "served through T" back to the driver ([`Command::Served`]), which feeds
 //! it to the core. The driver's turns (every live guaranteed message) no longer wait for a
-//! replay; the cursor pauses between chunks so the live path gets a core (docs/catch-up.md).
+//! replay (docs/catch-up.md).
 //!
 //! A cancel ([`Action::ServeCancel`]) closes the cursor's gate: the gate is held while a chunk
 //! is pushed, so once the driver has closed it nothing more of the order reaches the outbox.
@@ -123,7 +124,18 @@ impl Driver {
             *old.lock() = false;
         }
         let (store, tx, rate) = (Arc::clone(&self.store), self.tx.clone(), self.engine.settings().catch_up_rate);
-        tokio::task::spawn_blocking(move || run(Cursor { order, filter, outbox, id, gate, store, tx, rate }));
+        let (from, id_of_order) = (order.from, order.id);
+        let cursor = Cursor { order, filter, outbox, id, gate, store, tx, rate };
+        let spawned = std::thread::Builder::new().name("tidings-catch-up".into()).spawn(move || {
+            lower_priority();
+            run(cursor);
+        });
+        if let Err(error) = spawned {
+            warn!(%error, "cannot start a catch-up's cursor; the core replays instead");
+            self.cursors.running.remove(&(pubend, subend));
+            let input = Input::SubendServed { pubend, subend, order: id_of_order, through: from.prev(), done: true };
+            self.inputs.push_back(input);
+        }
     }
 
     /// A cursor's report: its deliveries are counted, then the core is told.
@@ -312,6 +324,22 @@ fn progress(report: &mut Served) -> Served {
 fn finish(cursor: &Cursor, mut report: Served) {
     report.done = true;
     let _ = cursor.tx.send(Command::Served(report));
+}
+
+/// The cursor's nice value. Above 0, live traffic (the driver, the sessions, the log's writer,
+/// all at nice 0) gets a core before the catch-up while the machine is busy; but at nice 10 on
+/// a machine loaded by other work (load 10-25 on 2 cores) the catch-up fell to 66-158 k msg/s
+/// and the live p99 did not improve (`tidings bench catch-up`, 2026-12-01), so it stays 0.
+/// `TIDINGS_CATCH_UP_NICE` (0 to 19) sets it, for measuring.
+const NICE: i32 = 0;
+
+/// Lowers the calling thread's priority to [`NICE`] (a thread's own nice value on Linux; not
+/// lowering it is no error: the catch-up then shares the cores evenly).
+fn lower_priority() {
+    let nice = std::env::var("TIDINGS_CATCH_UP_NICE").ok().and_then(|v| v.parse().ok()).unwrap_or(NICE);
+    if let Err(error) = rustix::process::setpriority_process(None, nice.clamp(0, 19)) {
+        warn!(%error, "a catch-up's cursor runs at normal priority");
+    }
 }
 
 /// Gives the live path a core between chunks, and keeps to the rate bound: `walked` records

@@ -172,10 +172,7 @@ impl Driver {
         };
         let mut driver = Driver {
             // This shell stores ack leases (`super::ack_leases`).
-            engine: Engine::new(
-                tidings_delivery::Settings { ack_leases: true, serve_orders: true, ..settings },
-                matcher,
-            ),
+            engine: Engine::new(tidings_delivery::Settings { ack_leases: true, ..settings }, matcher),
             store: opened.store,
             rx,
             tx,
