@@ -439,7 +439,7 @@ fn while_a_durable_subscriber_is_away_its_lag_and_the_logs_release_lag_grow_and_
 /// any build, with live publishes before, during and after it.
 #[test]
 fn a_durable_catch_up_beside_live_publishes_delivers_every_message_once_in_order() {
-    let (_scratch, b) = restartable_with("[guaranteed]\ncatch_up_rate = 20000\n");
+    let (_scratch, b) = restartable_with("[guaranteed]\ncatch_up_rate = 20000\ncatch_up_cursor = true\n");
     let listen = b.tcp();
     let first = durable_sub(&b, "d", 1);
     wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
