@@ -40,12 +40,19 @@ pub struct GuaranteedConfig {
     /// one: on 2 cores, live p99 3 ms alone, 16-30 ms beside a 600-680 k msg/s catch-up, about
     /// 12 ms beside one bound to 370 k (`tidings bench catch-up`, 2026-11-27).
     pub catch_up_rate: u64,
+    /// A durable subscriber catching up at the pubend's broker is served by a cursor over the
+    /// log outside the driver's turns (docs/catch-up.md) instead of replayed by the driver a
+    /// turn at a time (false, the default). Off by default: on the busy 2-core machine of
+    /// 2026-12-01 the cursor caught up at about half the replay's rate and the live p99 beside it
+    /// was not better (docs/results/JOURNAL.md).
+    pub catch_up_cursor: bool,
 }
 
 impl GuaranteedConfig {
     /// The core's settings: the liveness profile's, with this configuration's bounds.
     pub fn settings(&self) -> tidings_delivery::Settings {
-        tidings_delivery::Settings { catch_up_rate: self.catch_up_rate, ..self.liveness.settings() }
+        let serve_orders = self.catch_up_cursor;
+        tidings_delivery::Settings { catch_up_rate: self.catch_up_rate, serve_orders, ..self.liveness.settings() }
     }
 }
 
@@ -62,5 +69,8 @@ mod tests {
         assert_eq!(c.liveness, Liveness::Seed001);
         assert_eq!(c.settings().catch_up_rate, 400_000);
         assert_eq!(c.settings().ack_expected_ms, 10_000, "the profile's timers stay");
+        assert!(!c.settings().serve_orders, "catch-ups are replayed by the driver unless told otherwise");
+        let cursor: GuaranteedConfig = toml::from_str("catch_up_cursor = true").unwrap();
+        assert!(cursor.settings().serve_orders);
     }
 }

@@ -31,4 +31,13 @@ pub enum DeliveryError {
         /// The stream's done prefix.
         done: Tick,
     },
+    /// A serve order reported served over a tick that is not final here: impossible while
+    /// final ticks stay final (gd-protocol I1), so the report is refused and the order cancelled.
+    #[error("{subend:?} was reported served through {tick:?}, which is not final")]
+    ServedNotFinal {
+        /// The subend.
+        subend: SubendId,
+        /// The first tick not final.
+        tick: Tick,
+    },
 }

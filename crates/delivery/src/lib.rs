@@ -213,7 +213,10 @@ pub mod store;
 mod engine;
 mod error;
 
-pub use engine::{Action, ChildLink, Counters, Engine, Input, Matcher, StreamRoute, StreamView, UpstreamCell, Verdict};
+pub use engine::{
+    Action, ChildLink, Counters, Engine, Input, Matcher, ServeOrder, ServeRun, StreamRoute, StreamView, UpstreamCell,
+    Verdict,
+};
 pub use error::DeliveryError;
 pub use knowledge::Know;
 pub use message::{Message, SilenceKind};

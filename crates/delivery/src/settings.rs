@@ -54,6 +54,14 @@ pub struct Settings {
     /// machine has (the broker's, and the catching-up client's), and live traffic then waits
     /// for a core; a bound leaves some.
     pub catch_up_rate: u64,
+    /// Durable subends catching up on a stream whose log is here are served by the shell
+    /// outside the engine's turns, by serve orders ([`crate::Action::Serve`]), instead of
+    /// replayed a turn at a time: live traffic then never waits for a replay turn. Off, every
+    /// catch-up is replayed by the engine (the simulator, and shells without a cursor).
+    pub serve_orders: bool,
+    /// A serve order covers at most this many D ticks: the engine moves the subend's pointer
+    /// (and so the acknowledgements it pins) at least once per order.
+    pub serve_order_messages: u64,
     /// How long a downstream cell that left a stream's tree (a route change, a partition, a
     /// restart of the pubend's broker) still holds the acknowledgements and the log's release
     /// where it last acknowledged; `None`: until it comes back (the log stays pinned).
@@ -119,6 +127,8 @@ impl Default for Settings {
             catch_up_window: 4096,
             catch_up_turn: 128,
             catch_up_rate: 0,
+            serve_orders: false,
+            serve_order_messages: 16_384,
             departed_retention_ms: Some(300_000),
             ack_leases: false,
             mutations: Mutations::default(),

@@ -123,6 +123,7 @@ impl World {
                 Action::PublishAcked { .. } | Action::Free(_) => {}
                 Action::PublishRefused { .. } => panic!("no append fails in these examples"),
                 Action::Rejected { error } => panic!("{error}"),
+                Action::Serve(_) | Action::ServeCancel { .. } => panic!("serve orders are off here"),
             }
         }
     }

@@ -36,6 +36,7 @@ fn durable_subscribers_get_exactly_expected_through_client_absences_and_crashes_
     if plans.len() >= 50 {
         assert!(stats.shb_crashes > plans.len() as u64, "few crashes of durable subscribers' brokers: {stats:?}");
         assert!(stats.clients_away > plans.len() as u64, "few clients went away: {stats:?}");
+        assert!(stats.orders_at_a_moved_seam > 0, "no catch-up was served by a cursor across a moving seam: {stats:?}");
         assert!(stats.checkpoints > 10 * plans.len() as u64, "few checkpoints: {stats:?}");
         assert!(stats.skipped > 0, "no client ever skipped a redelivery: {stats:?}");
         assert!(stats.deliveries > 10 * plans.len() as u64, "few deliveries were judged: {stats:?}");

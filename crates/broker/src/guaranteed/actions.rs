@@ -103,6 +103,7 @@ impl Driver {
             Action::Store(StoreAction::AckLease { pubend, up_to }) => self.ask_ack_lease(pubend, up_to),
             Action::Store(store) => self.store_action(store),
             Action::Rejected { error } => Self::warn_rejected(&error),
+            action @ (Action::Serve(_) | Action::ServeCancel { .. }) => self.serve_action(action),
             Action::Free(released) => free(released),
         }
     }

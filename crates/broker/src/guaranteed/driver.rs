@@ -138,6 +138,8 @@ pub struct Driver {
     pub(super) refusals: super::refusals::Refusals,
     /// Durable subscriptions stored in the cell: their relays and readers (`super::relay`).
     pub(super) relays: super::relay::Relays,
+    /// Catch-ups served outside the driver's turns (`super::cursor`).
+    pub(super) cursors: super::cursor::Cursors,
 }
 
 /// What the driver shares with the sessions' handle, and its command channel.
@@ -216,6 +218,7 @@ impl Driver {
             refusals: Default::default(),
             ack_leases: Default::default(),
             relays: Default::default(),
+            cursors: Default::default(),
         };
         let average = journal::average_record_bytes(dir, opened.pubends.iter().map(|(_, r)| r.logged.len()).sum());
         for (pubend, recovered) in opened.pubends {
@@ -423,6 +426,7 @@ impl Driver {
                 }
             }
             Command::Completed(group) => self.completed(&group),
+            Command::Served(served) => self.served(served),
             Command::ReadDone { pubend, range, records, lost } => {
                 self.feed(Input::Store(tidings_delivery::StoreInput::ReadDone { pubend, range, records, lost }))
             }
@@ -459,6 +463,7 @@ impl Driver {
             self.feed(Input::SubendDetach { pubend, subend });
         }
         self.engine.matcher_mut().remove(subend);
+        self.cursors.remove_filter(subend);
         self.subends.remove(&subend);
         self.metrics.subends.set(self.subends.len() as i64);
     }

@@ -77,6 +77,8 @@ pub struct GuaranteedMetrics {
     pub damaged_ticks: Counter,
     /// Guaranteed deliveries queued to subscribers.
     pub deliveries: Counter,
+    /// Of those, the ones a catch-up's cursor queued, outside the driver (`super::cursor`).
+    pub catch_up_served: Counter,
     /// Times a subscriber's outbox filled and its subend stopped (nothing dropped).
     pub outbox_full: Counter,
     /// Nacks sent upstream.
@@ -196,6 +198,7 @@ impl GuaranteedMetrics {
             segments_deleted: Counter::default(),
             damaged_ticks: Counter::default(),
             deliveries: Counter::default(),
+            catch_up_served: Counter::default(),
             outbox_full: Counter::default(),
             nacks_sent: Counter::default(),
             nack_ticks_sent: Counter::default(),
@@ -266,6 +269,7 @@ impl GuaranteedMetrics {
         r.register("segments_deleted", "Pubend log segments deleted after release", m.segments_deleted.clone());
         r.register("damaged_ticks", "Message ticks lost to unreadable records (gap notices)", m.damaged_ticks.clone());
         r.register("deliveries", "Guaranteed deliveries queued", m.deliveries.clone());
+        r.register("catch_up_served", "Guaranteed deliveries queued by a catch-up's cursor", m.catch_up_served.clone());
         r.register("outbox_full", "Guaranteed subscribers paused by a full outbox", m.outbox_full.clone());
         r.register("nacks_sent", "Nacks sent upstream", m.nacks_sent.clone());
         r.register("nack_ticks_sent", "Ticks nacked upstream (the nack range)", m.nack_ticks_sent.clone());

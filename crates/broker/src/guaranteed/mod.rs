@@ -22,6 +22,7 @@
 mod ack_leases;
 mod actions;
 mod children;
+mod cursor;
 mod driver;
 pub mod durable;
 mod durable_store;
@@ -157,6 +158,8 @@ pub(crate) enum Command {
     RelayAnswer { relay: SubendId, frame: tidings_wire::Frame },
     /// A relay's republishes of `origin` are due to be sent again after a refusal.
     RelayResend { relay: SubendId, origin: tidings_delivery::PubendId },
+    /// A catch-up's cursor served a serve order this far (`cursor`).
+    Served(cursor::Served),
     /// A read of the log finished.
     ReadDone {
         pubend: tidings_delivery::PubendId,
@@ -240,6 +243,7 @@ impl Command {
             Command::Room { .. } => "room",
             Command::Completed(_) => "log completions",
             Command::ReadDone { .. } => "log read",
+            Command::Served(_) => "catch-up served",
             Command::RelayAnswer { .. } => "relay answer",
             Command::RelayResend { .. } => "relay resend",
         }

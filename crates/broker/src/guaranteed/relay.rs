@@ -198,7 +198,11 @@ impl Driver {
     ) {
         match self.relays.reader(subend) {
             Some(pubend) => self.engine.matcher_mut().insert_reader(subend, pubend),
-            None => self.engine.matcher_mut().insert(subend, pattern, selector),
+            None => {
+                let filter = super::cursor::Filter { pattern: pattern.clone(), selector: selector.clone() };
+                self.cursors.insert_filter(subend, filter);
+                self.engine.matcher_mut().insert(subend, pattern, selector);
+            }
         }
     }
 

@@ -47,6 +47,13 @@ impl<M: Matcher> Engine<M> {
             Input::EarlyRelease { pubend, up_to } => self.handle_early_release(now, pubend, up_to, out),
             Input::ConfirmSilence { pubend, up_to } => self.handle_confirm_silence(now, pubend, up_to, out),
             Input::CloseLog { pubend } => self.handle_close_log(now, pubend, out),
+            Input::SubendServed { pubend, subend, order, through, done } => {
+                self.with_stream(now, pubend, Create::Never, out, |stream, ctx| {
+                    if stream.subends.served((pubend, subend, order), (through, done), &stream.know, ctx) {
+                        stream.learn(&[], Learned::Requested, ctx);
+                    }
+                });
+            }
             Input::Tick => self.handle_tick(now, out),
         }
     }
@@ -215,7 +222,7 @@ impl<M: Matcher> Engine<M> {
                 self.subend_streams.remove(&subend);
             }
         }
-        self.with_stream(now, pubend, Create::Never, out, |stream, _| stream.subends.detach(subend));
+        self.with_stream(now, pubend, Create::Never, out, |stream, ctx| stream.subends.detach(pubend, subend, ctx));
     }
 
     fn handle_outbox_full(&mut self, subend: SubendId) {

@@ -24,7 +24,7 @@ use crate::names::{Millis, PubendId, SubendId, Tick, TreeTag};
 use crate::settings::Settings;
 
 use stream::Stream;
-pub use types::{Action, ChildLink, Input, Matcher, StreamRoute, UpstreamCell, Verdict};
+pub use types::{Action, ChildLink, Input, Matcher, ServeOrder, ServeRun, StreamRoute, UpstreamCell, Verdict};
 
 #[cfg(test)]
 mod tests;

@@ -201,7 +201,8 @@ impl Stream {
         }
         let mut fetch = Vec::new();
         let turn = matches!(learned, Learned::Requested);
-        self.subends.advance(self.pubend, &self.know, &self.cache, ctx, (&mut fetch, turn));
+        let serve = ctx.settings.serve_orders && matches!(self.source, Source::Log(_));
+        self.subends.advance(self.pubend, &self.know, &self.cache, ctx, (&mut fetch, turn, serve));
         if !fetch.is_empty() {
             self.fetch(&fetch, ctx);
         }

@@ -12,7 +12,9 @@
 //! acknowledgement upstream (and so the pubend's log) stays pinned at it. A durable subend whose
 //! client is away is simply blocked; when it comes back it is attached again from where its
 //! client acknowledged, and catches up alone, fetching what the cache lost a window at a time
-//! ([`crate::Settings::catch_up_window`]).
+//! ([`crate::Settings::catch_up_window`]). With [`crate::Settings::serve_orders`] on a stream
+//! whose log is here, a durable subend catches up by serve orders instead (`super::serve`):
+//! the shell reads the log for it outside the engine's turns.
 //!
 //! [`Input::SubendCheckpoint`]: crate::Input::SubendCheckpoint
 
@@ -27,6 +29,10 @@ use crate::names::{Millis, PubendId, SubendId, Tick, TickRange};
 
 /// Turns' worth of messages a rate-bound catch-up may save up (see [`Subends::turn_budget`]).
 const SAVED_TURNS: u64 = 4;
+
+#[path = "serve.rs"]
+mod serve;
+use serve::Orders;
 
 #[derive(Clone, Copy, Debug)]
 struct Member {
@@ -56,6 +62,8 @@ pub(crate) struct Subends {
     counted_at: Millis,
     /// Mutation `ack_durable_by_delivery` (set at attach): checkpoints do not count.
     ack_by_delivery: bool,
+    /// Durable subends being served by the shell's cursor (`super::serve`).
+    orders: Orders,
     scratch: Vec<SubendId>,
 }
 
@@ -161,6 +169,8 @@ impl Subends {
         ctx: &mut Ctx<'_>,
     ) {
         self.ack_by_delivery = ctx.settings.mutations.ack_durable_by_delivery;
+        // Rewound (attached again): what its running order would still serve is replayed anew.
+        self.cancel(pubend, subend, ctx);
         self.members.insert(subend, Member { start: None, blocked: false });
         self.lagging.insert(subend, self.delivered);
         if let (true, Some(start)) = (durable, start) {
@@ -228,6 +238,7 @@ impl Subends {
         }
         let Some(member) = self.members.get_mut(&subend) else { return };
         member.start = Some(start);
+        self.cancel(pubend, subend, ctx);
         if let Some(checkpoint) = self.checkpoints.get_mut(&subend) {
             *checkpoint = start.prev();
         }
@@ -241,7 +252,8 @@ impl Subends {
     }
 
     /// A subend leaves.
-    pub(crate) fn detach(&mut self, subend: SubendId) {
+    pub(crate) fn detach(&mut self, pubend: PubendId, subend: SubendId, ctx: &mut Ctx<'_>) {
+        self.cancel(pubend, subend, ctx);
         self.members.remove(&subend);
         self.lagging.remove(&subend);
         self.checkpoints.remove(&subend);
@@ -278,7 +290,7 @@ impl Subends {
         know: &Knowledge,
         cache: &PayloadCache,
         ctx: &mut Ctx<'_>,
-        (fetch, turn): (&mut Vec<TickRange>, bool),
+        (fetch, turn, serve): (&mut Vec<TickRange>, bool, bool),
     ) {
         if self.start.is_none() {
             return;
@@ -308,8 +320,8 @@ impl Subends {
             }
         }
         match turn {
-            true => self.catch_up(pubend, know, cache, ctx, fetch),
-            false => self.more |= self.lagging.keys().any(|s| self.ready(*s)),
+            true => self.catch_up(pubend, know, cache, ctx, (fetch, serve)),
+            false => self.more |= self.lagging.keys().any(|s| self.ready(*s) && self.orders.running(*s).is_none()),
         }
     }
 
@@ -363,9 +375,11 @@ impl Subends {
         know: &Knowledge,
         cache: &PayloadCache,
         ctx: &mut Ctx<'_>,
-        fetch: &mut Vec<TickRange>,
+        (fetch, serve): (&mut Vec<TickRange>, bool),
     ) {
-        let ready: Vec<SubendId> = self.lagging.keys().filter(|s| self.ready(**s)).copied().collect();
+        // A subend being served waits for its cursor, not for turns.
+        let ready = self.lagging.keys().filter(|s| self.ready(**s) && self.orders.running(**s).is_none());
+        let ready: Vec<SubendId> = ready.copied().collect();
         let mut budget = self.turn_budget(ctx);
         let granted = budget;
         self.more = false;
@@ -373,6 +387,10 @@ impl Subends {
             let (Some(&member), Some(&pointer)) = (self.members.get(&subend), self.lagging.get(&subend)) else {
                 continue;
             };
+            if serve && self.checkpoints.contains_key(&subend) && !self.orders.declined(subend) {
+                self.serve(subend, member, pointer, pubend, know, ctx);
+                continue;
+            }
             if budget == 0 {
                 self.more = true;
                 break;
@@ -380,11 +398,7 @@ impl Subends {
             let reached =
                 replay(subend, member, (pointer, self.delivered), pubend, know, cache, ctx, fetch, &mut budget);
             self.more |= budget == 0 && reached < self.delivered;
-            if reached >= self.delivered {
-                self.lagging.remove(&subend);
-            } else {
-                self.lagging.insert(subend, reached);
-            }
+            self.moved(subend, reached);
         }
         if bound(ctx).1 > 0 {
             self.tokens -= granted - budget;
@@ -482,47 +496,5 @@ fn gap_notice(subend: SubendId, member: &Member, pubend: PubendId, range: TickRa
 }
 
 #[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::*;
-    use crate::knowledge::Joined;
-
-    /// What `window` means, a lookup per tick: among the first `4 × messages` D ticks from
-    /// `from`, the first `messages` whose payload is missing; the window ends at the last.
-    fn window_by_lookups(from: Tick, until: Tick, know: &Knowledge, cache: &PayloadCache, messages: u64) -> TickRange {
-        let Some(range) = TickRange::new(from, until) else { return TickRange::single(from) };
-        let messages = messages.max(1) as usize;
-        let data =
-            know.runs(range).filter(|run| run.value == Know::Data).flat_map(|run| run.range.from.0..=run.range.to.0);
-        let missing = data.take(4 * messages).filter(|&tick| !cache.contains(Tick(tick)));
-        TickRange { from, to: missing.take(messages).last().map_or(from, Tick) }
-    }
-
-    proptest! {
-        #[test]
-        fn the_window_walks_the_cache_to_the_same_range_as_a_lookup_per_tick(
-            runs in proptest::collection::vec((1u64..20, 0u8..3), 1..30),
-            cached in proptest::collection::btree_set(1u64..400, 0..200),
-            from in 1u64..400,
-            span in 0u64..400,
-            messages in 0u64..40,
-        ) {
-            let (mut know, mut next) = (Knowledge::new(), 1);
-            for (len, value) in runs {
-                let value = [Know::Data, Know::Final, Know::Lost][usize::from(value)];
-                know.join(TickRange { from: Tick(next), to: Tick(next + len - 1) }, value, &mut Joined::default());
-                next += len;
-            }
-            let mut cache = PayloadCache::default();
-            for tick in cached {
-                cache.insert(Tick(tick), bytes::Bytes::from_static(b"p"), usize::MAX, Tick(u64::MAX));
-            }
-            let (from, until) = (Tick(from), Tick(from + span));
-            prop_assert_eq!(
-                window(from, until, &know, &cache, messages),
-                window_by_lookups(from, until, &know, &cache, messages)
-            );
-        }
-    }
-}
+#[path = "subends_tests.rs"]
+mod tests;

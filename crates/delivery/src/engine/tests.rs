@@ -468,6 +468,9 @@ fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention
 #[path = "tests_durable.rs"]
 mod durable;
 
+#[path = "tests_serve.rs"]
+mod serve;
+
 #[path = "tests_tree.rs"]
 mod tree;
 

@@ -195,6 +195,24 @@ pub enum Input {
         /// The stream.
         pubend: PubendId,
     },
+    /// The shell's cursor served serve order `order` ([`Action::Serve`]) to `subend` through
+    /// `through`: every tick of the order up to it was handed to the subscriber's connection
+    /// (if it matched) or told as a gap, in order. `done`: the cursor stopped (the order is
+    /// complete when `through` is its end; short of it, a record was missing or damaged, or
+    /// the connection closed, and the rest is replayed by the core). Reports for an order that
+    /// was cancelled ([`Action::ServeCancel`]) or is not the subend's current one are ignored.
+    SubendServed {
+        /// The stream.
+        pubend: PubendId,
+        /// The subend.
+        subend: SubendId,
+        /// The order's id.
+        order: u64,
+        /// The last tick served.
+        through: Tick,
+        /// The cursor stopped.
+        done: bool,
+    },
     /// Time passed; call at [`crate::Engine::next_deadline`] (earlier calls are harmless).
     Tick,
 }
@@ -256,9 +274,55 @@ pub enum Action {
     /// Payloads the stream no longer needs: drop them, off any path latency depends on if
     /// there are many (a thread of their own); a simulator may drop them at once.
     Free(crate::cache::Released),
+    /// Serve a catching-up subend a range of ticks already final here, outside the engine's
+    /// turns ([`crate::Settings::serve_orders`]): the shell reads the order's D ticks from the
+    /// pubend's log, hands those that pass the subend's filter to its connection and tells the
+    /// L runs as gaps, all in tick order and with backpressure, and reports progress with
+    /// [`Input::SubendServed`]. Until the order ends, the engine delivers nothing else of the
+    /// stream to the subend.
+    Serve(ServeOrder),
+    /// Stop serving order `order` at once (the subend was rewound or left): nothing more of it
+    /// may reach the subscriber after this action is carried out.
+    ServeCancel {
+        /// The stream.
+        pubend: PubendId,
+        /// The subend.
+        subend: SubendId,
+        /// The order's id.
+        order: u64,
+    },
     /// An input was refused; nothing else changed.
     Rejected {
         /// Why.
         error: DeliveryError,
     },
+}
+
+/// A range of one stream's ticks to serve to one subend from the log (see [`Action::Serve`]).
+/// Every tick in `from..=to` is final in the engine's knowledge; `runs` lists, in tick order,
+/// the D runs (each D tick is delivered if the subend's filter passes it) and the L runs (told
+/// as one gap each); the ticks between are F (nothing to do).
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct ServeOrder {
+    /// Unique per stream; reports name it.
+    pub id: u64,
+    /// The stream.
+    pub pubend: PubendId,
+    /// The subend.
+    pub subend: SubendId,
+    /// The first tick of the order.
+    pub from: Tick,
+    /// The last tick of the order: reporting it served (`done`) completes the order.
+    pub to: Tick,
+    /// The D and L runs, ascending.
+    pub runs: Vec<ServeRun>,
+}
+
+/// One run of a [`ServeOrder`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ServeRun {
+    /// The ticks.
+    pub range: TickRange,
+    /// L (a gap to tell) rather than D (messages to read and filter).
+    pub lost: bool,
 }

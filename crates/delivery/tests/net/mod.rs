@@ -281,6 +281,7 @@ impl Net {
             Action::PublishRefused { .. } => panic!("the in-memory store never fails an append"),
             Action::Rejected { error } => panic!("rejected: {error}"),
             Action::Free(_) => None,
+            Action::Serve(_) | Action::ServeCancel { .. } => panic!("serve orders are off here"),
         }
     }
 

@@ -108,6 +108,7 @@ impl GdLayer {
             }
             // Simulated time does not wait for frees.
             Action::Free(_) => None,
+            action @ (Action::Serve(_) | Action::ServeCancel { .. }) => self.serve_action(node, now, action),
         }
     }
 

@@ -128,6 +128,8 @@ pub struct GdNode {
     /// When this incarnation started, if on an empty data directory (its late starts' floor:
     /// `tidings_node::starts::late_start`).
     pub(super) empty_since: Option<Millis>,
+    /// Serve orders waiting for the modelled cursor (`super::cursor`), and when each is served.
+    pub(super) serving: Vec<(Millis, tidings_delivery::ServeOrder)>,
 }
 
 /// Upper bound of the clock step back of a restarted broker, in ms.
@@ -355,6 +357,7 @@ impl GdLayer {
                 // Every tick, as the broker's driver flushes checkpoints after every event: a
                 // checkpoint may also move over ticks that did not match (`Checkpoints::flush`).
                 self.run_clients(node, store, now, out);
+                self.run_cursors(node, store, now, out);
                 if node.engine.next_deadline().is_some_and(|d| d <= now) {
                     self.drive(node, store, now, Input::Tick, out);
                 }
@@ -395,6 +398,7 @@ impl Layer for GdLayer {
             recovered,
             publishes,
             empty_since: None,
+            serving: Vec::new(),
         }
     }
 
@@ -429,7 +433,9 @@ impl Layer for GdLayer {
         if !node.booted {
             return Some(RouteMillis(0));
         }
-        let at = [node.engine.next_deadline(), node.sync_at, node.clients.deadline()].into_iter().flatten().min();
+        let clients = node.clients.deadline();
+        let at =
+            [node.engine.next_deadline(), node.sync_at, clients, Self::cursors_due(node)].into_iter().flatten().min();
         at.map(|at| RouteMillis(at.0 + node.skew))
     }
 

@@ -35,6 +35,7 @@
 mod actions;
 mod bundles;
 mod chaos;
+mod cursor;
 pub mod disk;
 mod durable;
 pub mod layer;
@@ -75,6 +76,8 @@ pub fn settings() -> Settings {
         departed_retention_ms: Some(5_000),
         // The simulated disk keeps them (`Disk::ack_leases`), as the broker's durable store.
         ack_leases: true,
+        // The broker serves catch-ups by a cursor; `cursor` models it.
+        serve_orders: true,
         ..Settings::default()
     }
 }

@@ -124,6 +124,11 @@ pub struct Stats {
     pub shb_crashes: u64,
     /// Times a durable subscriber's client went away.
     pub clients_away: u64,
+    /// Serve orders the modelled cursor served (`cursor`), and of those, ones that had live
+    /// ticks delivered by the walk while they waited (the seam).
+    pub orders_served: u64,
+    /// See `orders_served`.
+    pub orders_at_a_moved_seam: u64,
     /// Nack messages sent upstream, summed over the engines alive at the end.
     pub nacks_sent: u64,
     /// Ticks nacked upstream, summed over the engines alive at the end.
@@ -160,6 +165,8 @@ impl Stats {
         self.checkpoints += other.checkpoints;
         self.shb_crashes += other.shb_crashes;
         self.clients_away += other.clients_away;
+        self.orders_served += other.orders_served;
+        self.orders_at_a_moved_seam += other.orders_at_a_moved_seam;
         self.nack_ticks_sent += other.nack_ticks_sent;
         self.nacks_sent += other.nacks_sent;
         self.nack_ticks_absorbed += other.nack_ticks_absorbed;
