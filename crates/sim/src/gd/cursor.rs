@@ -1,7 +1,7 @@
 //! The broker's catch-up cursor (`crates/broker/src/guaranteed/cursor.rs`), modelled: a serve
 //! order ([`Action::Serve`]) is served a seeded few milliseconds later from the simulated log,
 //! each D tick its subend's filter passes handed to its client as a delivery is, each L run
-//! told as a gap in its place; a record missing stops the order short; a cancel
+//! told as a gap in its place; a record missing or the client gone stops the order short; a cancel
 //! ([`Action::ServeCancel`]) drops it. Live ticks published meanwhile reach the subend only after
 //! the order, so the census judges the seam (docs/catch-up.md).
 
@@ -60,6 +60,13 @@ impl GdLayer {
     /// Serves `order` from the log; returns how far it got.
     fn serve(&self, node: &mut GdNode, store: &Disk, now: Millis, order: &ServeOrder) -> tidings_delivery::Tick {
         let Some(log) = store.store() else { return order.from.prev() };
+        // The client went away since the order was given: the broker's cursor finds its
+        // outbox closed and stops short, and the core replays the rest once it is back.
+        let connected =
+            self.world.borrow().subs.get(&order.subend).and_then(|s| s.durable.as_ref()).is_some_and(|d| d.connected);
+        if !connected {
+            return order.from.prev();
+        }
         let range = TickRange { from: order.from, to: order.to };
         let tidings_delivery::StoreInput::ReadDone { records, .. } =
             tidings_node::journal::read(log, order.pubend, range)
