@@ -117,11 +117,9 @@ impl Driver {
                 };
                 starts.push((pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma)));
             }
-            if let Some(entry) = self.subends.get_mut(&subend) {
-                entry.unstarted = unstarted;
-            }
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
             if let Some(entry) = self.subends.get_mut(&subend) {
+                entry.unstarted = unstarted;
                 entry.announced.extend(starts.iter().map(|(pubend, _)| *pubend));
                 let wire = starts.iter().map(|(p, t)| (tidings_wire::PubendId(p.0), tidings_wire::Tick(t.0))).collect();
                 let frame = tidings_wire::Frame::Subscribed(Subscribed { id: entry.id, starts: wire });
