@@ -1,11 +1,13 @@
 //! `[durable] store = "cell"` through real broker processes (issue 40 part 4, the seed's double
 //! replication): a durable subscriber in a three-broker replicated cell whose publishers are in
-//! another cell catches up from its own cell after the publishers' cell is gone.
+//! another cell catches up from its own cell after the publishers' cell is gone; the relay
+//! pubend's stream reaches no broker without its reader, link flaps included.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
 mod gd_common;
 
+use std::collections::BTreeMap;
 use std::process::Child;
 use std::time::Duration;
 
@@ -281,4 +283,92 @@ fn the_subscriber_s_broker_killed_while_it_relays_gets_its_pubend_back_and_loses
     let rest = acked.len() - got.len();
     got.extend(ok_lines(durable_sub(&s1, rest), 90));
     assert_relayed_once_in_order(&got, &acked);
+}
+
+/// Guaranteed data messages `b` received from peers, per pubend (hex id).
+fn data_received(b: &BrokerProcess) -> BTreeMap<String, f64> {
+    let text = b.metrics().unwrap();
+    let mut out = BTreeMap::new();
+    for line in text.lines().filter(|l| l.starts_with("tidings_gd_pubend_received_total{")) {
+        if !line.contains("kind=\"data\"") {
+            continue;
+        }
+        let pubend = line.split("pubend=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("?").to_string();
+        let value: f64 = line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(0.0);
+        *out.entry(pubend).or_insert(0.0) += value;
+    }
+    out
+}
+
+/// The hex id of the pubend a subscriber's line came from.
+fn hex(line: &Value) -> String {
+    let id = &line["pubend"];
+    id.as_u64()
+        .map(|v| format!("{v:016x}"))
+        .unwrap_or_else(|| id.as_str().unwrap_or("?").trim_start_matches("0x").to_string())
+}
+
+/// Cells in a line, Q - PUB - S: a durable subscriber stored in cell S (three brokers, `store =
+/// "cell"`), a publisher in PUB (p1), and q1 beyond it. Broker `stall` stalls (SIGSTOP) long
+/// enough for its links to be declared down and comes back, after the subscription was made
+/// (so the brokers it was linked to hold what it had told them, and it what they had). The
+/// relay pubend at s1 has one reader, at s1: no other broker may receive its stream as data
+/// (only its knowledge, F).
+fn no_relay_data_beyond_the_reader_after(stall: &str) {
+    let scratch = tempfile::tempdir().unwrap();
+    let any = "127.0.0.1:0";
+    let cell: Vec<Node> =
+        ["s1", "s2", "s3"].iter().map(|n| Node::configured(scratch.path(), n, "S", STORE_CELL)).collect();
+    let s3 = cell[2].start(any, any, &[]);
+    let s2 = cell[1].start(any, any, &[cluster_addr(&s3)]);
+    let s1 = cell[0].start(any, any, &[cluster_addr(&s2), cluster_addr(&s3)]);
+    let s = [&s1, &s2, &s3];
+    let peers: Vec<String> = s.iter().map(|b| cluster_addr(b)).collect();
+    let p1 = Node::in_cell(scratch.path(), "p1", "PUB").start(any, any, &peers);
+    let q1 = Node::in_cell(scratch.path(), "q1", "Q").start(any, any, &[cluster_addr(&p1)]);
+    let links = |b: &BrokerProcess, n: f64| b.metric("tidings_links_up").unwrap_or(-1.0) == n;
+    wait_for("the cells link up", || links(&s1, 3.0) && links(&p1, 4.0) && links(&q1, 1.0));
+    let (count, server) = (200usize, s1.tcp());
+    let sub = spawn(&["sub", "--server", &server, "--durable", "d", "k.>", "--json", "--count", &count.to_string()]);
+    wait_for("the durable subscription and its relay are confirmed", || {
+        s1.metric("tidings_gd_subscriptions_confirmed_total").unwrap_or(0.0) >= 2.0
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let (stalled, others): (&BrokerProcess, Vec<(&BrokerProcess, f64)>) = match stall {
+        "q1" => (&q1, vec![(&p1, 3.0)]),
+        _ => (&s2, vec![(&s1, 2.0), (&s3, 2.0), (&p1, 3.0)]),
+    };
+    stalled.signal(tidings_testkit::Signal::Stop).unwrap();
+    wait_for("its peers declare it gone", || others.iter().all(|(b, n)| links(b, *n)));
+    std::thread::sleep(Duration::from_millis(800));
+    stalled.signal(tidings_testkit::Signal::Cont).unwrap();
+    wait_for("it links up again", || links(&s1, 3.0) && links(&s2, 3.0) && links(&p1, 4.0) && links(&q1, 1.0));
+    let acked = ok_lines(publish(&p1.tcp(), "k.a", count as u64, &["--window", "64"]), 60);
+    let got = ok_lines(sub, 60);
+    assert_eq!((acked.len(), got.len()), (count, count));
+    let (origin, relay) = (hex(&acked[0]), hex(&got[0]));
+    assert_ne!(origin, relay, "the subscriber reads the relay pubend");
+    // Settle: whatever is still on its way arrives.
+    std::thread::sleep(Duration::from_secs(2));
+    let mut report = Vec::new();
+    for (name, b) in [("s2", &s2), ("s3", &s3), ("p1", &p1), ("q1", &q1)] {
+        let got = data_received(b);
+        let relayed = got.get(&relay).copied().unwrap_or(0.0);
+        report.push(format!("{name}: {got:?}"));
+        assert_eq!(relayed, 0.0, "{name} has no reader of the relay pubend {relay} but received its data: {report:?}");
+        if name == "p1" || name == "q1" {
+            assert!(got.values().all(|n| *n == 0.0), "{name} has no subscriber but received data: {report:?}");
+        }
+    }
+    eprintln!("{stall} stalled: origin {origin}, relay {relay}; data received: {report:?}");
+}
+
+#[test]
+fn a_relay_pubend_s_stream_reaches_no_broker_without_its_reader_after_a_link_beyond_flaps() {
+    no_relay_data_beyond_the_reader_after("q1");
+}
+
+#[test]
+fn a_relay_pubend_s_stream_reaches_no_cell_mate_of_its_reader_after_a_mate_stalled() {
+    no_relay_data_beyond_the_reader_after("s2");
 }

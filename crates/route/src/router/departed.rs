@@ -7,48 +7,73 @@
 //! a restarting broker (durable subscriptions come back with it) would return to find its
 //! ticks told F by relays that judged them for a tree without it (gd-protocol §10, I2).
 //!
-//! So a departed peer's interest stays in our local set for
+//! So a departed peer's interest stays ours for
 //! [`RouterSettings::departed_interest_ms`](super::RouterSettings) (the broker sets it to the
 //! guaranteed-delivery log retention for departed cells, so the two horizons agree); it is
 //! dropped when that passes, or replaced if the peer departs again. The price is over-delivery
 //! toward us for that time: copies we forward nowhere. Gryphon paid it too: its subscription
 //! state is not withdrawn when a link fails.
-
-use std::collections::BTreeSet;
+//!
+//! Each part is held where the peer had told it, no wider. What a peer told us for one tree
+//! (the interest behind it in the tree rooted at that cell) joins what our links bring in for
+//! that tree only (`Router::held`). A mate's own subscribers (its `Local` scope) want every
+//! tree's messages, so they join our cell's subtree interest in every tree, as a linked
+//! mate's do (`Router::held_local`), but not our own subscribers' set told to our mates: the
+//! mate that comes back would find its subscribers' interest ours and send us its messages.
+//! Held as our local interest, every part was advertised in every tree and told to every
+//! mate, which drew toward us messages we forward nowhere until the hold ended (by default it
+//! never does). Issue 40: a relay pubend's stream, read only at its own broker, reached every
+//! broker that had seen a link flap, since the reader's filter was in what that link had
+//! told it for other trees, and a mate of the reader's broker once the two had lost their
+//! link.
 
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
 use crate::names::{BrokerName, CellName, Millis};
+use crate::summary::{Scope, Scoped};
 
 /// One departed peer's interest and when it stops counting.
 #[derive(Clone, Debug)]
 pub(super) struct Departed<F: Filter> {
     until: Millis,
-    filters: BTreeSet<F>,
+    /// What it told us, per scope: released from where it was held.
+    scoped: Scoped<F>,
     /// The same filters, indexed: filter edges ask them for every message while the hold
     /// lasts, and a relay's summary may hold 100,000 filters.
     index: F::Index,
 }
 
 impl<F: Filter> Router<F> {
-    /// Holds what `peer` told us (every scope) as local interest, replacing an earlier hold of
-    /// it; called before its summaries are forgotten.
+    /// Holds what `peer` told us, each scope where it counted (see the module doc),
+    /// replacing an earlier hold of it; called before its summaries are forgotten.
     pub(super) fn hold_departed(&mut self, peer: &BrokerName) {
         let keep = self.settings.departed_interest_ms;
-        let filters: BTreeSet<F> =
-            self.received.get(peer).into_iter().flat_map(|scoped| scoped.values().flatten()).cloned().collect();
-        if keep == 0 || filters.is_empty() {
+        let scoped: Scoped<F> = self
+            .received
+            .get(peer)
+            .into_iter()
+            .flatten()
+            .filter(|(_, filters)| !filters.is_empty())
+            .map(|(scope, filters)| (scope.clone(), filters.clone()))
+            .collect();
+        if keep == 0 || scoped.is_empty() {
             return;
         }
         self.release_departed(peer);
-        for filter in &filters {
-            self.local.insert(filter, &mut self.dirty.local);
-        }
         let mut index = F::Index::default();
-        for filter in &filters {
-            index.insert(filter);
+        for (scope, filters) in &scoped {
+            for filter in filters {
+                index.insert(filter);
+                match scope {
+                    Scope::Local => self.held_local.insert(filter, &mut self.dirty.held_local),
+                    Scope::Tree(root) => {
+                        let delta = self.dirty.held.entry(root.clone()).or_default();
+                        self.held.entry(root.clone()).or_default().insert(filter, delta);
+                    }
+                }
+            }
         }
-        self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), filters, index });
+        self.departed.insert(peer.clone(), Departed { until: self.now.after(keep), scoped, index });
     }
 
     /// Drops the holds whose time passed.
@@ -91,9 +116,21 @@ impl<F: Filter> Router<F> {
     }
 
     fn release_departed(&mut self, peer: &BrokerName) {
-        if let Some(held) = self.departed.remove(peer) {
-            for filter in &held.filters {
-                self.local.remove(filter, &mut self.dirty.local);
+        let Some(held) = self.departed.remove(peer) else { return };
+        for (scope, filters) in &held.scoped {
+            for filter in filters {
+                match scope {
+                    Scope::Local => {
+                        self.held_local.remove(filter, &mut self.dirty.held_local);
+                    }
+                    Scope::Tree(root) => {
+                        let Some(set) = self.held.get_mut(root) else { continue };
+                        set.remove(filter, self.dirty.held.entry(root.clone()).or_default());
+                        if set.distinct_inputs() == 0 {
+                            self.held.remove(root);
+                        }
+                    }
+                }
             }
         }
     }

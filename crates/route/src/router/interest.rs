@@ -35,6 +35,10 @@ pub(super) struct Dirty<F> {
     pub(super) table: bool,
     /// The net change of our minimized local interest.
     pub(super) local: Delta<F>,
+    /// The net change of each root's held departed interest (`Router::held`).
+    pub(super) held: BTreeMap<CellName, Delta<F>>,
+    /// The net change of departed mates' held subscribers (`Router::held_local`).
+    pub(super) held_local: Delta<F>,
     /// Summary deltas accepted from peers, in order of arrival.
     pub(super) received: Vec<(BrokerName, SummaryDelta<F>)>,
     /// What the links dropped or replaced since the last `settle` had told us, as it was
@@ -54,6 +58,8 @@ impl<F> Default for Dirty<F> {
             all: false,
             table: false,
             local: Delta::default(),
+            held: BTreeMap::new(),
+            held_local: Delta::default(),
             received: Vec::new(),
             dropped: BTreeMap::new(),
             fresh: BTreeSet::new(),
@@ -86,9 +92,10 @@ pub(super) enum Refusal {
 /// it touches.
 ///
 /// Invariant (between rounds): `down` holds every root of the data path's current trees, its
-/// inputs the kept filters of that tree's child summaries; `subtree` holds the roots where our
+/// inputs the kept filters of that tree's child summaries and of the departed interest held
+/// for that tree (`Router::held`); `subtree` holds the roots where our
 /// cell has a parent, its inputs our kept local filters, `down` of that root's kept filters,
-/// and every linked mate's local and that root's down summary.
+/// every linked mate's local and that root's down summary, and departed mates' held local.
 #[derive(Clone, Debug)]
 pub(super) struct Advertised<F> {
     /// Per root: interest our own links into child cells bring in (for mates).
@@ -165,9 +172,13 @@ impl<F: Filter> Router<F> {
             // Everything is derived again from what is held, changes included.
             self.rebuild_interest(topology, out);
         } else if topology {
-            self.reshape(dirty.local, &dirty.dropped, &dirty.fresh, out);
-        } else if !dirty.local.is_empty() || !dirty.received.is_empty() {
-            self.propagate(dirty.local, &dirty.received, out);
+            self.reshape((dirty.local, &dirty.held_local, &dirty.held), &dirty.dropped, &dirty.fresh, out);
+        } else if !dirty.local.is_empty()
+            || !dirty.received.is_empty()
+            || !dirty.held.is_empty()
+            || !dirty.held_local.is_empty()
+        {
+            self.propagate((dirty.local, &dirty.held_local, &dirty.held), &dirty.received, out);
         }
         for held in dirty.dropped.into_values() {
             self.garbage.scoped(held);
@@ -221,18 +232,21 @@ impl<F: Filter> Router<F> {
     }
 
     /// Builds what we advertise for one tree from scratch: what our links into child cells
-    /// bring in, and, if our cell has a parent there, the interest of our cell's whole subtree.
+    /// bring in (departed ones' held for this tree included), and, if our cell has a parent
+    /// there, the interest of our cell's whole subtree.
     fn advertise(&mut self, root: &CellName) {
         let Some(tree) = self.routes.trees.get(root).map(|generations| &generations.current) else {
             return;
         };
-        let below = Minimized::from_filters(tree.children.iter().flat_map(|child| child.summary.kept()));
+        let held = self.held.get(root).into_iter().flat_map(Minimized::kept);
+        let below = Minimized::from_filters(tree.children.iter().flat_map(|child| child.summary.kept()).chain(held));
         if tree.parent.is_some() {
             let scope = Scope::Tree(root.clone());
             let mates = self.routes.mates.iter().filter_map(|mate| self.received.get(&mate.name)).flat_map(|held| {
                 held.get(&Scope::Local).into_iter().flatten().chain(held.get(&scope).into_iter().flatten())
             });
-            let subtree = Minimized::from_filters(self.local.kept().chain(below.kept()).chain(mates));
+            let local = self.local.kept().chain(self.held_local.kept());
+            let subtree = Minimized::from_filters(local.chain(below.kept()).chain(mates));
             self.advertised.subtree.insert(root.clone(), subtree);
         }
         self.advertised.down.insert(root.clone(), below);

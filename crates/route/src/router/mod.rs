@@ -249,10 +249,16 @@ pub struct Router<F: Filter> {
     links: BTreeMap<BrokerName, PeerLink>,
     table: RouteTable,
     routes: DataRoutes<F>,
-    /// Local subscriptions, counted, and minimized: what we advertise as our own interest
-    /// (departed links' interest included while it is held).
+    /// Local subscriptions, counted, and minimized: what we advertise as our own interest.
     local: Minimized<F>,
-    /// Departed links' interest held in `local`, per peer.
+    /// Departed mates' own subscribers, while they are held: an input of every tree's
+    /// subtree, as a linked mate's are, never told to mates as ours (`router/departed.rs`).
+    held_local: Minimized<F>,
+    /// Departed links' interest for one tree, per root, while it is held: an input of that
+    /// tree's `advertised.down` (so of its subtree too) and of no other tree's, as it was
+    /// when their links told it (`router/departed.rs`).
+    held: BTreeMap<CellName, Minimized<F>>,
+    /// Departed links' interest held in `held_local` and `held`, per peer.
     departed: BTreeMap<BrokerName, departed::Departed<F>>,
     /// Summaries per up link, as the peer sent them.
     received: BTreeMap<BrokerName, Scoped<F>>,
@@ -309,6 +315,8 @@ impl<F: Filter> Router<F> {
             table,
             routes,
             local: Minimized::default(),
+            held_local: Minimized::default(),
+            held: BTreeMap::new(),
             departed: BTreeMap::new(),
             received: BTreeMap::new(),
             sent: BTreeMap::new(),

@@ -47,16 +47,22 @@ fn index<F: Filter>(index: &mut F::Index, removed: &BTreeSet<F>, added: &BTreeSe
 }
 
 impl<F: Filter> Router<F> {
-    /// Carries a local change and accepted summary deltas forward and sends the result.
+    /// Carries a local change, the change of departed mates' held subscribers and of each
+    /// root's held departed interest, and accepted summary deltas forward and sends the result.
     pub(super) fn propagate(
         &mut self,
-        local: Delta<F>,
+        (local, held_local, held): (Delta<F>, &Delta<F>, &BTreeMap<CellName, Delta<F>>),
         received: &[(BrokerName, SummaryDelta<F>)],
         out: &mut Vec<Action<F>>,
     ) {
         let mut changes = Changes { local, down: BTreeMap::new(), subtree: BTreeMap::new() };
         if !changes.local.is_empty() {
             self.feed_subtrees(None, &changes.local.removed, &changes.local.added, &mut changes.subtree);
+        }
+        // Into every subtree, as a mate's own subscribers; not into what mates are told.
+        self.feed_subtrees(None, &held_local.removed, &held_local.added, &mut changes.subtree);
+        for (root, below) in held {
+            self.feed_down(root, below, &mut changes);
         }
         for (from, delta) in received {
             for scope in &delta.scopes {
@@ -110,6 +116,13 @@ impl<F: Filter> Router<F> {
             return;
         };
         let below = child.change(&delta.removed, &delta.added);
+        let root = root.clone();
+        self.feed_down(&root, &below, changes);
+    }
+
+    /// Feeds a change of what comes in from below for `root` (a child summary's, or the
+    /// departed interest held for that tree) into `down` and on into that root's subtree.
+    fn feed_down(&mut self, root: &CellName, below: &Delta<F>, changes: &mut Changes<F>) {
         let Some(down) = self.advertised.down.get_mut(root) else { return };
         let mut step = Delta::default();
         feed(down, &below.removed, &below.added, &mut step);

@@ -37,7 +37,7 @@ impl<F: Filter> Router<F> {
     /// the last settle; `dropped` what the links dropped or replaced since then had told us.
     pub(super) fn reshape(
         &mut self,
-        local: Delta<F>,
+        (local, held_local, departed): (Delta<F>, &Delta<F>, &BTreeMap<CellName, Delta<F>>),
         dropped: &BTreeMap<BrokerName, Scoped<F>>,
         fresh: &BTreeSet<BrokerName>,
         out: &mut Vec<Action<F>>,
@@ -50,14 +50,20 @@ impl<F: Filter> Router<F> {
         let Reshaped { fed, mates_gone, mates_new } = self.routes.reshape(&self.table, &held);
         self.sync_dirty = true;
         let mut patched = Patched { local, down: BTreeMap::new(), subtree: BTreeMap::new() };
-        self.reshape_down(fed, &mut patched);
-        self.reshape_subtree(&held, (&mates_gone, &mates_new), &mut patched);
+        self.reshape_down(fed, departed, &mut patched);
+        self.reshape_subtree((&held, held_local), (&mates_gone, &mates_new), &mut patched);
         self.received = received;
         self.send_reshaped(&old_parents, &patched, fresh, out);
     }
 
-    /// Brings `advertised.down` to the new child summaries.
-    fn reshape_down(&mut self, mut fed: BTreeMap<CellName, Feed<F>>, patched: &mut Patched<F>) {
+    /// Brings `advertised.down` to the new child summaries and the departed interest held now
+    /// (`departed`: the change of each root's since the last settle).
+    fn reshape_down(
+        &mut self,
+        mut fed: BTreeMap<CellName, Feed<F>>,
+        departed: &BTreeMap<CellName, Delta<F>>,
+        patched: &mut Patched<F>,
+    ) {
         let trees = &self.routes.trees;
         self.advertised.down.retain(|root, _| trees.contains_key(root) && fed.contains_key(root));
         for (root, generations) in trees {
@@ -65,10 +71,14 @@ impl<F: Filter> Router<F> {
                 (Some(down), Some(change)) => {
                     let delta = patched.down.entry(root.clone()).or_default();
                     feed(down, &change.removed, &change.added, delta);
+                    if let Some(change) = departed.get(root) {
+                        feed(down, &change.removed, &change.added, delta);
+                    }
                 }
                 _ => {
                     let children = generations.current.children.iter().flat_map(|child| child.summary.kept());
-                    self.advertised.down.insert(root.clone(), Minimized::from_filters(children));
+                    let kept = self.held.get(root).into_iter().flat_map(Minimized::kept);
+                    self.advertised.down.insert(root.clone(), Minimized::from_filters(children.chain(kept)));
                 }
             }
         }
@@ -78,7 +88,7 @@ impl<F: Filter> Router<F> {
     /// parent (and `down` was patched), built where it gains one, dropped where it loses it.
     fn reshape_subtree(
         &mut self,
-        held: &Held<'_, F>,
+        (held, held_local): (&Held<'_, F>, &Delta<F>),
         (mates_gone, mates_new): (&[BrokerName], &[BrokerName]),
         patched: &mut Patched<F>,
     ) {
@@ -108,15 +118,16 @@ impl<F: Filter> Router<F> {
                 (Some(subtree), Some(below)) => {
                     let gone = mates_gone.iter().flat_map(before);
                     let joined = mates_new.iter().flat_map(after);
-                    let removed = patched.local.removed.iter().chain(&below.removed).chain(gone);
-                    let added = patched.local.added.iter().chain(&below.added).chain(joined);
+                    let local = (patched.local.removed.iter().chain(&held_local.removed), &held_local.added);
+                    let removed = local.0.chain(&below.removed).chain(gone);
+                    let added = patched.local.added.iter().chain(local.1).chain(&below.added).chain(joined);
                     feed(subtree, removed, added, patched.subtree.entry(root.clone()).or_default());
                 }
                 _ => {
                     let mut subtree = Minimized::from_kept_of(&self.local);
                     let mates = self.routes.mates.iter().flat_map(|mate| after(&mate.name));
                     let below = self.advertised.down.get(root).into_iter().flat_map(Minimized::kept);
-                    for filter in below.chain(mates) {
+                    for filter in below.chain(mates).chain(self.held_local.kept()) {
                         subtree.insert(filter, &mut Delta::default());
                     }
                     self.advertised.subtree.insert(root.clone(), subtree);

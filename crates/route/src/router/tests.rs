@@ -332,51 +332,13 @@ fn the_state_view_and_the_wire_messages_serialize() {
 }
 
 mod adverts;
+mod departed;
 mod gd;
 mod incremental;
 mod reshape;
 mod stream;
 mod sync;
 mod verdicts;
-
-#[test]
-fn a_departed_link_s_interest_is_held_until_its_time_passes() {
-    let mut wired = line();
-    wired.routers.get_mut("b").unwrap().settings.departed_interest_ms = 1_000;
-    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
-    wired.pump();
-    let sends = |wired: &Wired| wired.route("a", Arrival::Published { pubend: PubendId(1) }, 15).sends.len();
-    assert_eq!(sends(&wired), 1);
-    wired.input("b", Input::LinkDown { peer: "c".into(), incarnation: Incarnation(1) });
-    wired.input("c", Input::LinkDown { peer: "b".into(), incarnation: Incarnation(1) });
-    wired.pump();
-    assert_eq!(sends(&wired), 1, "c's interest vanished with its link");
-    assert_eq!(wired.router("b").next_deadline().map(|at| at <= Millis(1_000)), Some(true));
-    // a and b keep their link alive meanwhile.
-    let mut held_until = None;
-    while wired.now < Millis(1_200) {
-        wired.now = wired.now.after(20);
-        for name in ["a", "b"] {
-            wired.input(name, Input::Tick);
-        }
-        wired.pump();
-        if sends(&wired) == 1 {
-            held_until = Some(wired.now);
-        }
-    }
-    assert_eq!(held_until, Some(Millis(980)), "not held for exactly its time");
-    assert!(wired.router("b").departed.is_empty());
-}
-
-#[test]
-fn without_a_hold_a_departed_link_s_interest_goes_at_once() {
-    let mut wired = line();
-    wired.input("c", Input::Subscribe { filter: Range(10, 20) });
-    wired.pump();
-    wired.input("b", Input::LinkDown { peer: "c".into(), incarnation: Incarnation(1) });
-    wired.pump();
-    assert!(wired.route("a", Arrival::Published { pubend: PubendId(1) }, 15).sends.is_empty());
-}
 
 #[test]
 fn next_hops_lead_along_shortest_paths_and_around_a_lost_link() {
