@@ -55,10 +55,12 @@ fn partial_bundles_carry_data_acks_and_nacks_sideways_through_cell_mates() {
 /// not report (`tidings_node::starts::late_start`): some do, and a broker restarted on an empty
 /// directory raises some of those to its start time. The promise such a start makes is judged
 /// in every run (`World::judge_promised`); a late start 300 ms ahead of the clock fails seed 2.
-/// The counts: `cargo test -p tidings-sim --lib late_starts -- --nocapture`.
+/// The counts: `cargo test -p tidings-sim --lib late_starts -- --nocapture` (seeds 1-40 met
+/// an empty directory's floor 3 times until routing held a departed link's interest only in the
+/// tree it was told for, 0 times since; seeds 1-120 meet it 9 times).
 #[test]
 fn late_starts_happen_and_keep_their_promise() {
-    let totals = totals(Mode::FULL, 1..=40);
+    let totals = totals(Mode::FULL, 1..=120);
     println!("late starts {}, raised by an empty directory's floor {}", totals.late_starts, totals.empty_floors);
     assert!(totals.late_starts > 0, "no subscription started late: {totals:?}");
     assert!(totals.empty_floors > 0, "no late start met an empty directory's floor: {totals:?}");
