@@ -165,10 +165,10 @@ pub struct Storage {
     /// The largest snapshot of a pubend's state a replica takes or accepts (default 1 GiB): a
     /// larger state is not compacted until releases shrink it (`snapshots_too_large`).
     pub replica_max_snapshot: usize,
-    /// Bytes of snapshot chunks a replica sends one mate per replica tick (100 ms; default
-    /// 8 MiB, 80 MiB/s; at least one chunk a tick): a large snapshot leaves over several ticks,
-    /// so the link it shares with other groups' heartbeats and appends never holds all of it
-    /// (`docs/replication.md`, "Snapshots in chunks").
+    /// Bytes of one snapshot's chunks a replica keeps unacknowledged by the mate it sends them
+    /// to (default 8 MiB; at least one chunk): a large snapshot leaves as the mate takes it, so
+    /// the link it shares with other groups' heartbeats and appends never holds more than this
+    /// of it (`docs/replication.md`, "Snapshots in chunks").
     pub replica_snapshot_window: usize,
 }
 

@@ -3,8 +3,8 @@
 //! publisher publishes at p1 and a subscriber listens at s1, outside the cell. After enough
 //! publishes that every replica compacted its log, p2 is SIGKILLed, its data directory wiped,
 //! and restarted: its log is empty, below the leader's first index, so it catches up from a
-//! snapshot sent in chunks of 256 bytes, paced 32 a tick (its `/state` counts the snapshot
-//! and the chunks it received; the sender's shows chunks queued) while the publisher goes on. Then the leader (p1,
+//! snapshot sent in chunks of 256 bytes, one unacknowledged at a time (its `/state` counts the
+//! snapshot and the chunks it received) while the publisher goes on. Then the leader (p1,
 //! or p3 when the lead moved while p2 rejoined) is SIGKILLed, and in turn the mate that took
 //! over if it is not p2 (once the killed one is back): p2 takes the pubend over and serves it
 //! from the state the snapshot gave it, the publisher resumes there, and the subscriber gets every
@@ -25,7 +25,7 @@ use tidings_testkit::BrokerProcess;
 /// chunks of 256 bytes, so the wiped replica's comes in many, 32 of them a tick (8 KiB per
 /// 100 ms), so it leaves over several ticks (pacing).
 const COMPACT: &str =
-    "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\nreplica_snapshot_window = 8192\n";
+    "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\nreplica_snapshot_window = 256\n";
 
 fn number(b: &BrokerProcess, field: &str) -> u64 {
     replica_group(b)[field].as_u64().unwrap_or(0)
@@ -69,7 +69,11 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
     let b2 = p2.restart(&b2, &[cluster(&b3), cluster(&b1)]);
     let linked = Instant::now();
     wait_for("p2 links again", Duration::from_secs(20), || links(&b2) >= 2.0);
-    // A mate's `/state` shows chunks queued while the snapshot leaves, a window a tick.
+    // One chunk unacknowledged at a time (the window above): the transfer goes at the pace of
+    // p2's acknowledgements, each the next chunk's go. Were they lost, each chunk would wait
+    // for the stall (10 ticks, 1 s) and the 139-551 chunks would not arrive within the wait.
+    // How many chunks a mate had queued is printed; it is 0 when every poll of `/state` fell
+    // between transfers (the window's bound is the pure tests' matter).
     let queued = std::cell::Cell::new(0);
     wait_for("p2 caught up from a snapshot", Duration::from_secs(30), || {
         let now = number(&b1, "snapshot_chunks_queued").max(number(&b3, "snapshot_chunks_queued"));
@@ -87,7 +91,6 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
         queued.get(),
     );
     assert!(number(&b2, "snapshot_chunks_received") >= 2, "the snapshot came in chunks");
-    assert!(queued.get() > 0, "no mate showed snapshot chunks queued: not paced");
     // Sent by the leader of the moment: p1, or p3 when p2's term fence moved the lead to it for
     // an election (seen in 2 of 5 runs on a loaded machine).
     // The sender counts it when it starts sending; the `/state` it is read from may lag.

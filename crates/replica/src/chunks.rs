@@ -21,6 +21,9 @@
 //! [`ReplicaGroup::check`](crate::ReplicaGroup::check) like one that came whole: its checksum
 //! and shape are verified there, and a corrupt one is refused and counted, never applied.
 //!
+//! Every chunk held is acknowledged to its sender ([`Envelope::ChunkAck`]): the sender keeps at
+//! most a window of a snapshot's bytes unacknowledged (see `pace`).
+//!
 //! **Asking again.** Nothing here asks: the leader reports every snapshot finished once its
 //! last chunk has left (see `pace` and `snapshot`), so a follower that did not install it refuses the leader's next append,
 //! and the leader sends the snapshot again, from its first chunk.
@@ -232,6 +235,9 @@ impl ReplicaGroup {
         let mate = chunk.from != me;
         let Phase::Running(running) = &mut self.phase else { return None };
         let h = chunk.header;
+        // Told to the sender once held (kept, or the last piece of a whole): it may send more.
+        let (from, end) = (chunk.from, chunk.offset.saturating_add(chunk.data.len() as u64));
+        let ack = Envelope::ChunkAck { index: h.get_snapshot().get_metadata().index, end };
         let taken = if !mate || h.from != chunk.from || h.to != me || h.term > MAX_TERM_OR_INDEX {
             Taken::Refused(format!("a chunk {}->{} of term {} on the link from {}", h.from, h.to, h.term, chunk.from))
         } else {
@@ -242,10 +248,12 @@ impl ReplicaGroup {
         match taken {
             Taken::Kept => {
                 running.snapshots.chunks_received += 1;
+                out.push(Action::Send { to: from, msg: ack });
                 None
             }
             Taken::Whole(msg) => {
                 running.snapshots.chunks_received += 1;
+                out.push(Action::Send { to: from, msg: ack });
                 Some(msg)
             }
             Taken::Refused(reason) => {

@@ -53,6 +53,7 @@ impl Envelope {
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
             Envelope::TermReply { term, voters } => ReplicaBody::TermReply { term: *term, voters: voters.clone() },
+            Envelope::ChunkAck { index, end } => ReplicaBody::ChunkAck { index: *index, end: *end },
             Envelope::Chunk { header, offset, total, data } => {
                 let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
                 if message.len() + data.len() > MAX_REPLICA_MESSAGE {
@@ -83,6 +84,7 @@ impl Envelope {
                     Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;
                 Envelope::Chunk { header, offset: *offset, total: *total, data: data.clone() }
             }
+            ReplicaBody::ChunkAck { index, end } => Envelope::ChunkAck { index: *index, end: *end },
             ReplicaBody::Forget { .. } => return invalid("a cell mate's forget is not a group's message"),
         })
     }
@@ -164,7 +166,7 @@ impl ReplicaGroup {
         running.is_member(from)
             || match msg {
                 Envelope::Raft(m) | Envelope::Chunk { header: m, .. } => leader_traffic(m),
-                Envelope::TermQuery | Envelope::TermReply { .. } => false,
+                Envelope::TermQuery | Envelope::TermReply { .. } | Envelope::ChunkAck { .. } => false,
             }
     }
 

@@ -141,6 +141,14 @@ pub enum Envelope {
         /// The piece.
         data: bytes::Bytes,
     },
+    /// The receiver of a [`Envelope::Chunk`] holds it: the sender paces the rest of that
+    /// snapshot on these (see `pace`).
+    ChunkAck {
+        /// The raft index of the snapshot the chunk belongs to.
+        index: u64,
+        /// Where the chunk received ends in the snapshot's data.
+        end: u64,
+    },
 }
 
 /// Everything that can happen to a group.
@@ -622,6 +630,7 @@ impl Running {
             }
             // `ReplicaGroup::handle_all` assembles chunks into the message they carry.
             Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}
+            Input::Message { from, msg: Envelope::ChunkAck { index, end } } => self.chunk_acked(from, index, end, out),
             // `ReplicaGroup::check` passed it (`envelope`): a snapshot among them decodes.
             Input::Message { from, msg: Envelope::Raft(msg) } => {
                 self.note_campaigns(settings, from, &msg);

@@ -5,8 +5,9 @@
 //! `SIM_STEPS=<n>` and `SIM_SKIP=<i,j,..>` replay a shrunk plan exactly. To look into one:
 //! `SIM_DEBUG=1` adds every broker's routes and stream state to the failure message, and
 //! `SIM_TRACE=<node>` prints that broker's inputs (timer ticks and store completions left out)
-//! and every frame it sends, on stderr; `SIM_RTRACE=1` prints every router's inputs and actions
-//! (summaries, barriers, link changes; heartbeats left out).
+//! and every action it takes but frees (frames sent, deliveries, store writes), on stderr;
+//! `SIM_RTRACE=1` prints every router's inputs and actions (summaries, barriers, link changes;
+//! heartbeats left out).
 
 use std::collections::BTreeSet;
 use std::panic::{catch_unwind, AssertUnwindSafe};

@@ -85,7 +85,7 @@ pub struct ReplicaGroupState {
     /// Chunks of snapshots sent from here (a snapshot over one REPLICA frame's chunk size).
     pub snapshot_chunks_sent: u64,
     /// Chunks of snapshots queued here for mates and not sent yet: a level, non-zero while a
-    /// snapshot is in flight (sent a window per tick, `[storage] replica_snapshot_window`).
+    /// snapshot is in flight (a window unacknowledged at a time, `[storage] replica_snapshot_window`).
     pub snapshot_chunks_queued: u64,
     /// Chunks of snapshots received and kept for assembly here.
     pub snapshot_chunks_received: u64,

@@ -73,6 +73,21 @@ impl Holds {
         self.restarted_entries.push(Departed { ostream, since: now });
     }
 
+    /// `broker` restarted empty while out of the tree: as for an entry in the tree
+    /// ([`Self::entry_restarted`]), what the ostreams that left through it had acknowledged is
+    /// held, whatever the new incarnation acknowledges, and the departed ostream forgets what
+    /// the old one reported, so that the new one's nacks below it are answered once it returns
+    /// (simulator seed 575: a restarted relay rejoined the pubend's tree with one child of its
+    /// three and acknowledged, for the other two, ticks they were still owed).
+    pub(crate) fn broker_restarted(&mut self, broker: BrokerId, now: Millis) {
+        for ((_, entry), departed) in self.departed.iter_mut() {
+            if *entry == broker {
+                self.restarted_entries.push(Departed { ostream: departed.ostream.clone(), since: now });
+                departed.ostream.peer_restarted();
+            }
+        }
+    }
+
     /// `cell` is back in the tree through `broker`: the ostream held for that entry, if any.
     pub(crate) fn rejoin(&mut self, cell: CellId, broker: BrokerId) -> Option<Ostream> {
         self.departed.remove(&(cell, broker)).map(|departed| departed.ostream)

@@ -521,6 +521,7 @@ impl Stream {
                 child.peer_restarted();
             }
         }
+        self.holds.broker_restarted(broker, now);
         if let Source::Upstream(up) = &mut self.source {
             up.forget_sender(broker, now);
             // Its fresh ostream towards us waits for our ack before it counts us.

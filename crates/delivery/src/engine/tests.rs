@@ -444,6 +444,29 @@ fn a_restarted_entry_brokers_acks_release_nothing_its_old_incarnation_had_not_un
     assert!(released(&engine) >= Tick(5000), "after the retention the new incarnation's ack releases");
 }
 
+/// The same when the entry broker restarts while out of the tree: the cell moved to broker 8,
+/// broker 9 restarted, then came back as the cell's entry. Its new incarnation's acks must not
+/// move the ostream its old one left (simulator seed 575, faults mode, with a confirmation's
+/// pubends started in node order).
+#[test]
+fn an_entry_broker_that_restarts_out_of_the_tree_and_rejoins_releases_nothing_its_old_incarnation_had_not() {
+    let (mut engine, mut out) = pubend_with_one_message();
+    let entry = |broker| StreamRoute {
+        upstream: None,
+        children: vec![ChildLink { cell: CellId(9), broker: BrokerId(broker), via: None }],
+    };
+    engine.handle(Millis(10), Input::Route { pubend: P, route: entry(8) }, &mut out);
+    ack_from(&mut engine, 20, 8, 5000, &mut out);
+    assert!(released(&engine) < Tick(5000), "broker 9's subtree was not heard from");
+    engine.handle(Millis(1030), Input::PeerRestarted { broker: BrokerId(9) }, &mut out);
+    engine.handle(Millis(1031), Input::Route { pubend: P, route: entry(9) }, &mut out);
+    ack_from(&mut engine, 1040, 9, 5000, &mut out);
+    assert!(released(&engine) < Tick(5000), "the old incarnation of broker 9 never acknowledged tick 5000");
+    let retention = Settings::default().departed_retention_ms.unwrap();
+    engine.handle(Millis(1031 + retention), Input::Tick, &mut out);
+    assert!(released(&engine) >= Tick(5000), "after the retention the new incarnation's ack releases");
+}
+
 #[test]
 fn a_relay_without_consumers_acknowledges_what_it_holds_only_after_the_retention() {
     let settings = Settings { departed_retention_ms: Some(1_000), ..Settings::default() };

@@ -47,7 +47,7 @@ impl GdLayer {
             }
             node.engine.handle(now, input, &mut actions);
             for action in actions {
-                if trace && matches!(action, Action::Send { .. }) {
+                if trace && !matches!(action, Action::Free(_)) {
                     eprintln!("TRACE {now:?} node {} out {action:?}", node.index);
                 }
                 if let Some(next) = self.act(node, store, now, action, out) {

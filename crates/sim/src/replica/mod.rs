@@ -12,7 +12,7 @@
 //! runs the store's recovery and `tidings-replica`'s journal fold. The replicas compact their
 //! logs often ([`COMPACT_BYTES`], every few entries), so restarts start from snapshots and
 //! replicas behind a leader's first index (a wiped one, one long down or cut off) catch up from
-//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes, [`SNAPSHOT_WINDOW`] a tick, and journaled in parts of [`JOURNAL_PART`].
+//! one, sent in chunks of [`SNAPSHOT_CHUNK`] bytes, [`SNAPSHOT_WINDOW`] unacknowledged at a time, and journaled in parts of [`JOURNAL_PART`].
 //!
 //! Every other seed replaces a voter a third of the way through the faults (an operator's
 //! `tidings cell forget`): the voter stops for good, a new replica joins, and the leader of the
@@ -41,9 +41,10 @@ pub const COMPACT_BYTES: u64 = 256;
 /// `chunks`), and is reassembled or refused and sent again.
 pub const SNAPSHOT_CHUNK: usize = 32;
 
-/// The sim's snapshot window: 4 chunks to one mate per tick (`tidings-replica`'s `pace`), so
-/// most snapshots shipped leave over several ticks, and their transfers meet crashes,
-/// partitions and changes of leader half-way.
+/// The sim's snapshot window: 4 chunks unacknowledged by one mate (`tidings-replica`'s `pace`),
+/// so most snapshots shipped leave over several round trips (over ticks when the network loses
+/// acknowledgements), and their transfers meet crashes, partitions and changes of leader
+/// half-way.
 pub const SNAPSHOT_WINDOW: usize = 4 * SNAPSHOT_CHUNK;
 
 /// The sim's journal part: a checkpoint's snapshot over it is written as several store

@@ -7,7 +7,10 @@
 //! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes; kind
 //! 5 (FORGET) is `broker:u64`, a broker's replica id that an operator removed from the cell for
 //! good (`tidings cell forget`), told to every cell mate with pubend 0 and no voters: each
-//! records it, and the groups it leads remove that member.
+//! records it, and the groups it leads remove that member; kind 6 (CHUNK_ACK) is
+//! `index:u64 end:u64`: the receiver of a snapshot's chunks tells the sender it holds the chunk
+//! ending at byte `end` of the snapshot at raft index `index`, so the sender keeps at most a
+//! window of chunks unacknowledged on the link.
 //!
 //! The voters (the group's replica ids, the pubend's host first) travel with every message, so
 //! a broker that has never heard of the group (a new one, or its disk was wiped) learns its
@@ -38,6 +41,7 @@ const TERM_QUERY: u8 = 2;
 const TERM_REPLY: u8 = 3;
 const SNAPSHOT_CHUNK: u8 = 4;
 const FORGET: u8 = 5;
+const CHUNK_ACK: u8 = 6;
 
 /// What one replica of a pubend's group tells another: the group is named by the pubend, since
 /// each pubend is its own Raft group (multi-raft).
@@ -86,6 +90,14 @@ pub enum ReplicaBody {
         /// The forgotten broker's replica id.
         broker: u64,
     },
+    /// A snapshot chunk arrived: the sender paces the rest on these (docs/replication.md,
+    /// "Pacing of chunks"), so a slow link never queues more than a window of them.
+    ChunkAck {
+        /// The raft index of the snapshot the chunk belongs to.
+        index: u64,
+        /// The end (offset plus length) of the chunk received, in the snapshot's data.
+        end: u64,
+    },
 }
 
 impl Replica {
@@ -133,6 +145,11 @@ impl Replica {
             ReplicaBody::Forget { broker } => {
                 out.put_u8(FORGET);
                 out.put_u64(*broker);
+            }
+            ReplicaBody::ChunkAck { index, end } => {
+                out.put_u8(CHUNK_ACK);
+                out.put_u64(*index);
+                out.put_u64(*end);
             }
         }
         Ok(())
@@ -186,6 +203,7 @@ impl Replica {
                 ReplicaBody::SnapshotChunk { message: body.slice(message), offset, total, data: body.slice(data) }
             }
             FORGET => ReplicaBody::Forget { broker: r.u64("broker")? },
+            CHUNK_ACK => ReplicaBody::ChunkAck { index: r.u64("index")?, end: r.u64("end")? },
             kind => return Err(WireError::InvalidField { frame: "REPLICA", field: "kind", value: u64::from(kind) }),
         };
         r.finish()?;

@@ -59,6 +59,12 @@ fn replica_golden_bytes() {
         data: Bytes::from_static(&[1, 2]),
     };
     golden(frame(body), &chunk);
+
+    // CHUNK_ACK: the snapshot's raft index, then the end of the chunk received.
+    let mut ack = vec![0, 0, 0, 43, 0x18];
+    ack.extend_from_slice(&pubend);
+    ack.extend_from_slice(&[6, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 4, 0]);
+    golden(frame(ReplicaBody::ChunkAck { index: 3, end: 1024 }), &ack);
 }
 
 /// A chunk's message and data together must fit the limit a whole raft message has.

@@ -175,6 +175,7 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
                 total,
                 data: Bytes::from(d)
             }),
+        (any::<u64>(), any::<u64>()).prop_map(|(index, end)| ReplicaBody::ChunkAck { index, end }),
     ];
     (any::<u64>(), prop::collection::vec(any::<u64>(), 0..4), body)
         .prop_map(|(pubend, voters, body)| PeerFrame::Replica(Replica { pubend: PubendId(pubend), voters, body }))
