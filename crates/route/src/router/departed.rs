@@ -22,10 +22,10 @@
 //! mate that comes back would find its subscribers' interest ours and send us its messages.
 //! Held as our local interest, every part was advertised in every tree and told to every
 //! mate, which drew toward us messages we forward nowhere until the hold ended (the broker's
-//! default: five minutes). Issue 40: a relay pubend's stream, read only at its own broker, reached every
-//! broker that had seen a link flap, since the reader's filter was in what that link had
-//! told it for other trees, and a mate of the reader's broker once the two had lost their
-//! link.
+//! default: five minutes). Issue 40: a relay pubend's stream, read only at its own broker,
+//! reached every broker that had seen a link flap, since the reader's filter was in what that
+//! link had told it for other trees, and a mate of the reader's broker once the two had lost
+//! their link.
 
 use super::Router;
 use crate::filter::{Filter, FilterIndex};
