@@ -41,18 +41,9 @@ impl Outbox {
             }
         }
         let wake = was_empty && !s.items.is_empty();
+        let over = charge > 0 && self.budget.charge(charge);
         drop(s);
-        if charge > 0 && self.budget.charge(charge) {
-            self.budget.shed();
-        }
-        if wake {
-            self.wake_writer.notify_one();
-        }
-        if full {
-            GuaranteedPush::QueuedFull
-        } else {
-            GuaranteedPush::Queued
-        }
+        self.guaranteed_queued(over, wake, full)
     }
 }
 

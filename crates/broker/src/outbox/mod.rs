@@ -338,10 +338,17 @@ impl Outbox {
         let (was_empty, full, charge) = s.push_guaranteed((id, pubend, tick), message, &self.limits);
         let over = charge > 0 && self.budget.charge(charge);
         drop(s);
+        self.guaranteed_queued(over, was_empty, full)
+    }
+
+    /// After guaranteed deliveries were queued (and charged, under the lock): sheds when the
+    /// charge went over the broker's budget, wakes the writer when the queue was empty, and
+    /// says whether the queue is full.
+    fn guaranteed_queued(&self, over: bool, wake: bool, full: bool) -> GuaranteedPush {
         if over {
             self.budget.shed();
         }
-        if was_empty {
+        if wake {
             self.wake_writer.notify_one();
         }
         if full {
