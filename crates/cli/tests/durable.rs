@@ -433,13 +433,24 @@ fn while_a_durable_subscriber_is_away_its_lag_and_the_logs_release_lag_grow_and_
 }
 
 /// Issue 45: a durable subscriber back to a backlog is served by a cursor outside the driver
-/// while live publishes go on; those published during the catch-up reach it after the backlog,
-/// and every message once, in order (the seam between the cursor and live delivery). The
-/// replay is bounded to 20,000 messages a second so that the catch-up lasts about a second in
-/// any build, with live publishes before, during and after it.
+/// (the default) while live publishes go on; those published during the catch-up reach it
+/// after the backlog, and every message once, in order (the seam between the cursor and live
+/// delivery). The catch-up is bounded to 20,000 messages a second so that it lasts about a
+/// second in any build, with live publishes before, during and after it.
 #[test]
 fn a_durable_catch_up_beside_live_publishes_delivers_every_message_once_in_order() {
-    let (_scratch, b) = restartable_with("[guaranteed]\ncatch_up_rate = 20000\ncatch_up_cursor = true\n");
+    catch_up_beside_live("[guaranteed]\ncatch_up_rate = 20000\n", true);
+}
+
+/// The same served by the driver's replay (`catch_up_cursor = false`), the path a catch-up
+/// also takes where the cursor cannot serve it (a relay, a queue group, stopped short).
+#[test]
+fn a_durable_catch_up_replayed_by_the_driver_beside_live_publishes_delivers_every_message_once_in_order() {
+    catch_up_beside_live("[guaranteed]\ncatch_up_rate = 20000\ncatch_up_cursor = false\n", false);
+}
+
+fn catch_up_beside_live(config: &str, by_cursor: bool) {
+    let (_scratch, b) = restartable_with(config);
     let listen = b.tcp();
     let first = durable_sub(&b, "d", 1);
     wait_for(&b, "tidings_gd_subscriptions_confirmed_total", 1.0, "the durable subscription was not confirmed");
@@ -452,5 +463,8 @@ fn a_durable_catch_up_beside_live_publishes_delivers_every_message_once_in_order
     got.extend(ok_lines(back));
     assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
     let served = b.metric("tidings_gd_catch_up_served_total").unwrap_or(0.0);
-    assert!(served >= 19_000.0, "the backlog was served by the cursor: {served}");
+    match by_cursor {
+        true => assert!(served >= 19_000.0, "the backlog was served by the cursor: {served}"),
+        false => assert_eq!(served, 0.0, "the driver replayed the backlog"),
+    }
 }

@@ -9,10 +9,11 @@
 //! The parts: [`queue`] is the queue itself and its rules (no lock, no runtime); [`encode`]
 //! turns a taken batch into frames; [`stream`] writes them to a TCP connection and [`datagram`]
 //! packs them into UDP datagrams; [`backpressure`] is how publishers and readers wait for a
-//! queue. The [`Outbox`] here is the glue: the lock around the queue,
+//! queue; [`catch_up`] queues a durable catch-up's chunk at once. The [`Outbox`] here is the glue: the lock around the queue,
 //! the broker's budget, the metrics, and the wake-ups between publishers and the writer.
 
 mod backpressure;
+mod catch_up;
 mod datagram;
 mod encode;
 pub mod queue;
@@ -34,6 +35,7 @@ use crate::metrics::Metrics;
 use prometheus_client::metrics::counter::Counter;
 
 pub use backpressure::NO_PROGRESS;
+pub use catch_up::CatchUpItem;
 pub use datagram::write_datagrams;
 pub(crate) use queue::MAX_BATCH;
 use queue::{Item, Queue};
@@ -336,10 +338,17 @@ impl Outbox {
         let (was_empty, full, charge) = s.push_guaranteed((id, pubend, tick), message, &self.limits);
         let over = charge > 0 && self.budget.charge(charge);
         drop(s);
+        self.guaranteed_queued(over, was_empty, full)
+    }
+
+    /// After guaranteed deliveries were queued (and charged, under the lock): sheds when the
+    /// charge went over the broker's budget, wakes the writer when the queue was empty, and
+    /// says whether the queue is full.
+    fn guaranteed_queued(&self, over: bool, wake: bool, full: bool) -> GuaranteedPush {
         if over {
             self.budget.shed();
         }
-        if was_empty {
+        if wake {
             self.wake_writer.notify_one();
         }
         if full {

@@ -1,4 +1,4 @@
-//! The broker's catch-up cursor (`crates/broker/src/guaranteed/cursor.rs`), modelled: a serve
+//! The broker's catch-up cursor (`crates/broker/src/guaranteed/cursor/`), modelled: a serve
 //! order ([`Action::Serve`]) is served a seeded few milliseconds later from the simulated log,
 //! each D tick its subend's filter passes handed to its client as a delivery is, each L run
 //! told as a gap in its place; a record missing or the client gone stops the order short; a cancel

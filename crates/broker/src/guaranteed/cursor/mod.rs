@@ -1,35 +1,36 @@
 //! The cursor: serves a durable subscriber's catch-up outside the driver's turns. The delivery
 //! core hands the driver a serve order ([`Action::Serve`]: ticks already final, their D and L
-//! runs); a cursor on a thread of its own (its priority: [`NICE`]) reads the order's
-//! records from the pubend's log a
-//! chunk at a time, filters them with the subscription's filter, pushes them to the subscriber's
-//! outbox in tick order (and each L run as a GAP in its place), waits for room when the outbox
-//! fills, and reports "served through T" back to the driver ([`Command::Served`]), which feeds
-//! it to the core. The driver's turns (every live guaranteed message) no longer wait for a
-//! replay (docs/catch-up.md).
+//! runs); a cursor serves it on a thread of its own (its priority: [`NICE`]). Its reading
+//! half ([`read`]) reads the order's records from the pubend's log a chunk at a time, decodes
+//! and filters them with the subscription's filter, and makes the chunk ready, with a GAP in
+//! place of each L run; its pushing half (here) queues each chunk whole in the subscriber's
+//! outbox in tick order (one lock, one wake of the writer: [`Outbox::push_catch_up`]), waits
+//! for room when the outbox fills, and reports "served through T" back to the driver
+//! ([`Command::Served`]), which feeds it to the core. The driver's turns (every live
+//! guaranteed message) no longer wait for a replay (docs/catch-up.md).
 //!
 //! A cancel ([`Action::ServeCancel`]) closes the cursor's gate: the gate is held while a chunk
-//! is pushed, so once the driver has closed it nothing more of the order reaches the outbox.
+//! is queued, so once the driver has closed it nothing more of the order reaches the outbox.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use tidings_delivery::{Action, Input, PubendId, ServeOrder, SubendId, Tick, TickRange};
+use tidings_delivery::{Action, Input, PubendId, ServeOrder, SubendId, Tick};
 use tidings_matching::{Pattern, Selector};
-use tidings_store::{ReadItem, Store};
-use tidings_wire::{Frame, Gap, Message, SubId};
+use tidings_wire::{Message, SubId};
 use tokio::sync::mpsc;
 use tracing::warn;
+
+mod read;
+
+use read::{Chunks, Ready, Source};
 
 use super::driver::Driver;
 use super::relay::RELAY_TOPIC;
 use super::Command;
 use crate::outbox::{GuaranteedPush, Outbox};
-
-/// Records read from the log, filtered and pushed per chunk (the gate is held that long).
-const CHUNK: usize = 256;
 
 /// How long the cursor sleeps after each chunk: with 2 cores, a cursor that never paused took
 /// one core whole, and the live path (the driver, the sessions) and the catching-up client
@@ -125,10 +126,11 @@ impl Driver {
         }
         let (store, tx, rate) = (Arc::clone(&self.store), self.tx.clone(), self.engine.settings().catch_up_rate);
         let (from, id_of_order) = (order.from, order.id);
-        let cursor = Cursor { order, filter, outbox, id, gate, store, tx, rate };
+        let source = Source { order: order.clone(), filter, store, id };
+        let cursor = Cursor { order, outbox, id, gate, tx, rate };
         let spawned = std::thread::Builder::new().name("tidings-catch-up".into()).spawn(move || {
             lower_priority();
-            run(cursor);
+            run(cursor, source);
         });
         if let Err(error) = spawned {
             warn!(%error, "cannot start a catch-up's cursor; the core replays instead");
@@ -157,41 +159,22 @@ impl Driver {
     }
 }
 
-/// One order being served.
+/// One order being served: the pushing half (the reading half is a [`Source`]).
 struct Cursor {
     order: ServeOrder,
-    filter: Filter,
     outbox: Arc<Outbox>,
     id: SubId,
     gate: Gate,
-    store: Arc<Store>,
     tx: mpsc::UnboundedSender<Command>,
     /// `[guaranteed] catch_up_rate`: at most this many D ticks a second (0: no bound).
     rate: u64,
 }
 
-/// The order's D ticks and L runs, in tick order.
-enum Item {
-    Data(Tick),
-    Lost(TickRange),
-}
-
-/// Why a chunk stopped.
-enum Stop {
-    /// The whole chunk went out.
-    Chunk,
-    /// The outbox is full: wait for room, then go on.
-    Full,
-    /// The order cannot go on (cancelled, the connection closed, a record missing or damaged).
-    End,
-}
-
-fn run(cursor: Cursor) {
+/// Queues the order's chunks in order, reporting after each, until the order is served, a
+/// chunk cannot be queued, or the chunks stop (a failed read, a missing record): the order
+/// then ends where the report stands.
+fn run(cursor: Cursor, source: Source) {
     let order = &cursor.order;
-    let mut items = order.runs.iter().flat_map(|run| match run.lost {
-        true => vec![Item::Lost(run.range)],
-        false => (run.range.from.0..=run.range.to.0).map(|t| Item::Data(Tick(t))).collect(),
-    });
     let mut report = Served {
         pubend: order.pubend,
         subend: order.subend,
@@ -201,109 +184,43 @@ fn run(cursor: Cursor) {
         delivered: None,
         count: 0,
     };
-    let mut next = items.next();
-    let mut read_from = order.from;
     let (started, mut walked) = (Instant::now(), 0u64);
-    while next.is_some() {
-        let (records, chunk_end) = match read(&cursor, read_from) {
-            Ok(chunk) => chunk,
-            Err(()) => break,
-        };
-        let records_read = records.len() as u64;
-        let mut records = records.into_iter().peekable();
-        loop {
-            match push(&cursor, &mut next, &mut items, (&mut records, chunk_end), &mut report) {
-                Stop::Chunk => break,
-                Stop::Full if wait_for_room(&cursor.outbox) => {}
-                Stop::Full | Stop::End => return finish(&cursor, report),
-            }
+    for ready in Chunks::new(source) {
+        walked += ready.walked;
+        let last = ready.last;
+        let Some(full) = queue(&cursor, ready, &mut report) else { break };
+        if last {
+            report.through = order.to;
+            break;
         }
-        read_from = chunk_end.next();
-        walked += records_read;
         let _ = cursor.tx.send(Command::Served(progress(&mut report)));
+        if full && !wait_for_room(&cursor.outbox) {
+            break;
+        }
         pace(cursor.rate, started, walked);
-    }
-    if next.is_none() {
-        report.through = order.to;
     }
     finish(&cursor, report)
 }
 
-/// Reads up to [`CHUNK`] records from `from` on; returns them and the tick the chunk covers to
-/// (the order's end when the log holds no more in it). Damaged records are left out: the tick
-/// they stand for is then missing, and the order stops there.
-fn read(cursor: &Cursor, from: Tick) -> Result<(Vec<(Tick, bytes::Bytes)>, Tick), ()> {
-    let order = &cursor.order;
-    let wanted = tidings_store::TickRange { first: tidings_store::Tick(from.0), last: tidings_store::Tick(order.to.0) };
-    let items = cursor.store.read(tidings_store::PubendId(order.pubend.0), wanted, CHUNK).map_err(|error| {
-        warn!(%error, pubend = order.pubend.0, "a catch-up's read of the pubend log failed; the core replays the rest");
-    })?;
-    let full = items.len() >= CHUNK;
-    let mut records = Vec::with_capacity(items.len());
-    let mut end = order.to;
-    for item in items {
-        match item {
-            ReadItem::Data(record) => {
-                end = Tick(record.tick.0);
-                records.push((end, record.payload));
-            }
-            ReadItem::Lost(range) => end = Tick(range.last.0),
-        }
-    }
-    Ok((records, if full { end } else { order.to }))
-}
-
-/// Pushes the order's items up to `chunk_end` (records in hand), under the gate.
-fn push(
-    cursor: &Cursor,
-    next: &mut Option<Item>,
-    items: &mut impl Iterator<Item = Item>,
-    (records, chunk_end): (&mut std::iter::Peekable<std::vec::IntoIter<(Tick, bytes::Bytes)>>, Tick),
-    report: &mut Served,
-) -> Stop {
+/// Queues a chunk under the gate, one lock of the outbox and one wake of its writer, and moves
+/// the report over it. Returns whether the outbox is now full, or `None` when the order cannot
+/// go on (cancelled, the connection closed, the chunk stopped short).
+fn queue(cursor: &Cursor, ready: Ready, report: &mut Served) -> Option<bool> {
     let gate = cursor.gate.lock();
     if !*gate {
-        return Stop::End;
+        return None;
     }
     let pubend = tidings_wire::PubendId(cursor.order.pubend.0);
-    while let Some(item) = next.as_ref() {
-        match *item {
-            Item::Lost(range) if range.from <= chunk_end => {
-                let (from, to) = (tidings_wire::Tick(range.from.0), tidings_wire::Tick(range.to.0));
-                cursor.outbox.push_frame(&Frame::Gap(Gap { id: cursor.id, pubend, from, to }));
-                report.through = range.to;
-            }
-            Item::Data(tick) if tick <= chunk_end => {
-                while records.next_if(|(t, _)| *t < tick).is_some() {}
-                let Some((_, payload)) = records.next_if(|(t, _)| *t == tick) else { return Stop::End };
-                let message = match Message::decode(payload) {
-                    Ok(message) => message,
-                    Err(error) => {
-                        warn!(%error, tick = tick.0, "a logged message does not decode; not delivered");
-                        report.through = tick;
-                        *next = items.next();
-                        continue;
-                    }
-                };
-                if cursor.filter.matches(&message) {
-                    match cursor.outbox.push_guaranteed(cursor.id, pubend, tidings_wire::Tick(tick.0), &message) {
-                        GuaranteedPush::Closed => return Stop::End,
-                        GuaranteedPush::Queued => {}
-                        GuaranteedPush::QueuedFull => {
-                            (report.through, report.delivered, report.count) = (tick, Some(tick), report.count + 1);
-                            *next = items.next();
-                            return Stop::Full;
-                        }
-                    }
-                    (report.delivered, report.count) = (Some(tick), report.count + 1);
-                }
-                report.through = tick;
-            }
-            _ => return Stop::Chunk,
-        }
-        *next = items.next();
+    let pushed = match ready.items.is_empty() {
+        true => GuaranteedPush::Queued,
+        false => cursor.outbox.push_catch_up(cursor.id, pubend, ready.items),
+    };
+    drop(gate);
+    if pushed == GuaranteedPush::Closed {
+        return None;
     }
-    Stop::Chunk
+    (report.through, report.delivered, report.count) = (ready.through, ready.delivered, report.count + ready.count);
+    (!ready.short).then_some(pushed == GuaranteedPush::QueuedFull)
 }
 
 /// Waits until the outbox has room; false if it never will (the connection closed).
