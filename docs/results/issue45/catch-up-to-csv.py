@@ -7,6 +7,9 @@ for path in sys.argv[2:]:
     for line in open(path):
         m = re.match(r"== pair (\d+) mode (\S+) start (\S+)", line)
         if m: pair, mode, start = m.groups(); continue
+        # catch-up-paced.sh: one run per line `== rate R start T`, the cursor paced to R msg/s
+        m = re.match(r"== rate (\d+) start (\S+)", line)
+        if m: pair, mode, start = str(int(pair or 0) + 1), "cursor@" + m.group(1), m.group(2); continue
         m = re.search(r"rep (\d+): (.*) \(load ([\d.]+) -> ([\d.]+)\)", line)
         if m:
             kv = dict(re.findall(r"(\w+) ([\d.]+)", m.group(2)))
