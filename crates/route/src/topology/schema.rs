@@ -30,7 +30,9 @@ pub(super) struct BrokerEntry {
     pub(super) cell: Option<String>,
     #[serde(default)]
     pub(super) address: Option<String>,
-    /// This broker's own `[storage]` keys, over its cell's.
+    /// This broker's own `[storage]` keys, over its cell's. (The two keys of [`SettingsEntry`]
+    /// are repeated, not `#[serde(flatten)]`ed: serde ignores `deny_unknown_fields` under a
+    /// flatten, and a misspelt key must be refused.)
     #[serde(default)]
     pub(super) storage: StorageEntry,
     /// This broker's own `[durable]` keys, over its cell's.
