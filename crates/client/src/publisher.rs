@@ -75,7 +75,11 @@ impl<S> Window<S> {
             return None;
         }
         let (frame, sink) = self.in_flight.remove(&seq)?;
-        if let Some(home) = acked_by {
+        // Every publish in flight already names its name's home (`open`, `name_homes` and this
+        // keep them equal), so only a changed home is written through. Done for every ack, the
+        // scan cost the window's size per ack: at a window of 256 the client spent most of its
+        // time comparing names (25 k acks/s where a window of 64 gave 70 k).
+        if let Some(home) = acked_by.filter(|&home| self.homes.get(&frame.pubend) != Some(&home)) {
             self.homes.insert(frame.pubend.clone(), home);
             for (other, _) in self.in_flight.values_mut().filter(|(f, _)| f.pubend == frame.pubend) {
                 other.home = Some(home);
