@@ -251,8 +251,9 @@ pub struct Write {
     pub rejoin_term: Option<u64>,
     /// A snapshot (index, term, encoded [`PubendReplica`]): the log up to `index` is replaced
     /// by it, and `entries` are the whole log after it (a checkpoint: every journal record
-    /// before this one may be released once it is synced).
-    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    /// before this one may be released once it is synced). `Bytes`: shared with the snapshot
+    /// the log keeps for followers, not copied (a state of 100 MB took 153 ms to copy).
+    pub snapshot: Option<(u64, u64, bytes::Bytes)>,
     /// The members (voters, learners) at the snapshot's index: with the conf changes in the
     /// entries after it, what a restart rebuilds the current membership from.
     pub conf: Option<Conf>,
@@ -366,7 +367,7 @@ pub struct Recovered {
     /// The last hard state written.
     pub hard_state: HardState,
     /// The last snapshot written (index, term, encoded state), if any.
-    pub snapshot: Option<(u64, u64, Vec<u8>)>,
+    pub snapshot: Option<(u64, u64, bytes::Bytes)>,
     /// The log after the snapshot (from index 1 without one), contiguous.
     pub entries: Vec<Entry>,
     /// The last rejoin term written (0: none).

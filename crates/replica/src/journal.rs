@@ -156,7 +156,7 @@ impl Write {
             SNAPSHOT_INLINE => {
                 let (index, term) = (r.word()?, r.word()?);
                 let len = usize::try_from(r.word()?).map_err(|_| DecodeError("snapshot length"))?;
-                snapshot = Some((index, term, r.take(len)?.to_vec()));
+                snapshot = Some((index, term, bytes::Bytes::copy_from_slice(r.take(len)?)));
             }
             SNAPSHOT_IN_PARTS => {
                 let (index, term, len) = (r.word()?, r.word()?, r.word()?);
@@ -212,10 +212,10 @@ impl Parts {
     }
 
     /// The snapshot a write names, if the parts read are exactly it.
-    fn claim(&mut self, (index, term, len, crc): PartsRef) -> Result<(u64, u64, Vec<u8>), String> {
+    fn claim(&mut self, (index, term, len, crc): PartsRef) -> Result<(u64, u64, bytes::Bytes), String> {
         match self.current.take() {
             Some((i, t, data)) if (i, t, data.len() as u64) == (index, term, len) && crc32fast::hash(&data) == crc => {
-                Ok((i, t, data))
+                Ok((i, t, data.into()))
             }
             _ => Err(format!("the parts of the snapshot at index {index} are missing or damaged")),
         }
@@ -425,7 +425,7 @@ mod tests {
         assert_eq!((recovered.hard_state.term, recovered.rejoin_term), (3, 3));
         // A checkpoint replaces the log with its snapshot and the entries after it.
         let checkpoint = Write {
-            snapshot: Some((2, 4, b"state".to_vec())),
+            snapshot: Some((2, 4, bytes::Bytes::from_static(b"state"))),
             entries: vec![entry(3, 4, b"y")],
             conf: Some((vec![1, 2, 4], vec![5])),
             ..Write::default()

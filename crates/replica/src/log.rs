@@ -27,7 +27,7 @@ pub(crate) struct Log {
 impl Log {
     /// A log of the members `conf` (voters, learners) starting after `snapshot` (index 0: from
     /// the start); `conf` is the membership at the snapshot's index.
-    pub(crate) fn new(conf: crate::group::Conf, snapshot: Option<(u64, u64, Vec<u8>)>) -> Self {
+    pub(crate) fn new(conf: crate::group::Conf, snapshot: Option<(u64, u64, bytes::Bytes)>) -> Self {
         let conf_state = ConfState::from(conf);
         let mut log = Self {
             hard_state: HardState::default(),
@@ -43,12 +43,12 @@ impl Log {
         log
     }
 
-    fn set_snapshot(&mut self, index: u64, term: u64, data: Vec<u8>) {
+    fn set_snapshot(&mut self, index: u64, term: u64, data: bytes::Bytes) {
         let meta = self.snapshot.mut_metadata();
         meta.index = index;
         meta.term = term;
         meta.set_conf_state(self.conf_state.clone());
-        self.snapshot.data = data.into();
+        self.snapshot.data = data;
     }
 
     /// The index of the entry before the first held (the snapshot's).
@@ -121,7 +121,7 @@ impl Log {
         for dropped in self.entries.drain(..drop.min(self.entries.len())) {
             self.bytes -= dropped.data.len() as u64;
         }
-        self.set_snapshot(index, term, data);
+        self.set_snapshot(index, term, data.into());
         Ok(())
     }
 
@@ -133,7 +133,7 @@ impl Log {
         self.hard_state.term = self.hard_state.term.max(meta.term);
         self.hard_state.commit = self.hard_state.commit.max(meta.index);
         self.conf_state = meta.get_conf_state().clone();
-        self.set_snapshot(meta.index, meta.term, snapshot.data.to_vec());
+        self.set_snapshot(meta.index, meta.term, snapshot.data.clone());
     }
 }
 

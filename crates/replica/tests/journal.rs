@@ -112,7 +112,7 @@ fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
     for w in [Write::default(), write(1, 1, 1), write(2, 3, 1)] {
         append(&store, &mut journal, w.number, &w);
     }
-    let state: Vec<u8> = (0..1000u32).map(|i| (i * 13) as u8).collect();
+    let state: bytes::Bytes = (0..1000u32).map(|i| (i * 13) as u8).collect();
     let checkpoint = Write { snapshot: Some((4, 2, state.clone())), ..write(3, 5, 2) };
     let records = journal.records(&checkpoint);
     assert_eq!(records.len(), 11, "ten parts and the write");
@@ -131,7 +131,7 @@ fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
     let (store, reopened) = open(&fs);
     let (mut journal, _) = reopened.expect("reads");
     journal.set_part_bytes(100);
-    let later = Write { snapshot: Some((9, 3, vec![7; 500])), ..write(9, 10, 3) };
+    let later = Write { snapshot: Some((9, 3, vec![7u8; 500].into())), ..write(9, 10, 3) };
     let mut records = journal.records(&later);
     records.pop();
     for (i, record) in records.into_iter().enumerate() {
