@@ -15,6 +15,8 @@ use tidings_replica::{Command, PubendReplica};
 use super::{resume, seed};
 use crate::durables::tests::Nothing as All;
 
+mod void;
+
 const P: PubendId = PubendId(5);
 const CHILD: BrokerId = BrokerId(9);
 
@@ -33,6 +35,16 @@ fn replica() -> PubendReplica {
 /// Feeds `input`, answers every read the core asks for from `store`, and returns the messages
 /// it sent and the ticks it appended.
 fn settle(engine: &mut Engine<All>, store: &mut MemStore, now: u64, input: Input) -> (Vec<Message>, Vec<Tick>) {
+    settle_with(engine, &mut |action| store.apply(action), now, input)
+}
+
+/// [`settle`] with the store actions carried out by `store`.
+fn settle_with(
+    engine: &mut Engine<All>,
+    store: &mut dyn FnMut(&StoreAction) -> Option<StoreInput>,
+    now: u64,
+    input: Input,
+) -> (Vec<Message>, Vec<Tick>) {
     let (mut sent, mut appended, mut inputs) = (Vec::new(), Vec::new(), vec![input]);
     while let Some(input) = inputs.pop() {
         let mut out = Vec::new();
@@ -44,7 +56,7 @@ fn settle(engine: &mut Engine<All>, store: &mut MemStore, now: u64, input: Input
                     if let StoreAction::Append { tick, .. } = &store_action {
                         appended.push(*tick);
                     }
-                    inputs.extend(store.apply(&store_action).map(Input::Store));
+                    inputs.extend(store(&store_action).map(Input::Store));
                 }
                 _ => {}
             }
