@@ -168,6 +168,7 @@ impl Driver {
                 );
                 // Its records are gone from the disk: the group's are counted as they are written.
                 self.retained.remove(&pubend);
+                self.metrics.logs_voided.inc();
             }
             None => info!(
                 pubend = pubend.0,
