@@ -83,8 +83,21 @@ pub struct Seed {
 /// The seed of `pubend`'s log from `state`. The log it writes into must hold nothing of
 /// `pubend` (the store takes a pubend's ticks in growing order only).
 pub fn seed(pubend: PubendId, state: &PubendReplica) -> Seed {
-    let (mut writes, ticks) = appends(pubend, state.records());
     let (lease, release) = (Tick(state.silent_up_to()), Tick(state.released_up_to()));
+    let (writes, ticks) = appends(pubend, state.records());
+    let (writes, recovered) = lease_and_release(pubend, state, writes, &ticks, (lease, release));
+    Seed { writes, recovered, ticks, dropped: Vec::new(), voided: None }
+}
+
+/// `writes`, an empty log's appends of `ticks`, then the lease and the release point; and what
+/// the core is told of the log they make: the group's records and publishers.
+fn lease_and_release(
+    pubend: PubendId,
+    state: &PubendReplica,
+    mut writes: Vec<StoreAction>,
+    ticks: &[Logged],
+    (lease, release): (Tick, Tick),
+) -> (Vec<StoreAction>, Recovered) {
     if lease > Tick(0) {
         writes.push(StoreAction::LeaseRaise { pubend, up_to: lease });
     }
@@ -98,7 +111,7 @@ pub fn seed(pubend: PubendId, state: &PubendReplica) -> Seed {
         publishers: state.publishers().into_iter().map(|(p, seq)| (PublisherId(p), seq)).collect(),
         lost: Vec::new(),
     };
-    Seed { writes, recovered, ticks, dropped: Vec::new(), voided: None }
+    (writes, recovered)
 }
 
 /// The seed that brings `pubend`'s own log, found at start as `found` (or kept when this broker
@@ -167,22 +180,9 @@ pub fn reopen(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Seed
 pub fn reseed(pubend: PubendId, state: &PubendReplica, found: Recovered, lacked: Tick) -> Seed {
     let Bounds { release, lease, held, .. } = Bounds::of(state, &found);
     let (seeded, ticks) = appends(pubend, state.records().filter(|record| Tick(record.tick) > release));
-    let mut writes = vec![StoreAction::Void { pubend }];
-    writes.extend(seeded);
-    if lease > Tick(0) {
-        writes.push(StoreAction::LeaseRaise { pubend, up_to: lease });
-    }
-    if release > Tick(0) {
-        writes.push(StoreAction::ReleasePrefix { pubend, tick: release });
-    }
+    let writes = std::iter::once(StoreAction::Void { pubend }).chain(seeded).collect();
+    let (writes, recovered) = lease_and_release(pubend, state, writes, &ticks, (lease, release));
     let dropped = found.logged.into_iter().filter(|tick| *tick > release && !held.contains(tick)).collect();
-    let recovered = Recovered {
-        lease,
-        release,
-        logged: ticks.iter().map(|&(_, tick)| tick).collect(),
-        publishers: state.publishers().into_iter().map(|(p, seq)| (PublisherId(p), seq)).collect(),
-        lost: Vec::new(),
-    };
     Seed { writes, recovered, ticks, dropped, voided: Some(lacked) }
 }
 

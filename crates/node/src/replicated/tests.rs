@@ -132,8 +132,8 @@ fn a_pubend_opened_from_a_replica_answers_nacks_with_the_groups_records_at_their
 /// A host whose log holds the group's first records (and one the group never committed) resumes
 /// from it: only the records a successor logged past the log's last tick are added, the lease
 /// rises to the group's silence, and the publishers' highest sequence numbers are the group's.
-/// A log that lacks a record below its last tick cannot be brought up to the group: the pubend
-/// stays closed.
+/// A log that lacks a record below its last tick cannot be resumed (`reopen` voids it and seeds
+/// it again then: `void.rs`).
 #[test]
 fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
     let state = replica();

@@ -117,19 +117,24 @@ fn a_log_the_group_contradicts_is_voided_then_seeded_with_the_groups_state() {
     assert_eq!(recovered.publishers, [(PublisherId(1), 3), (PublisherId(2), 1)], "the group's table");
 }
 
-#[test]
-fn a_voided_and_reseeded_log_serves_the_groups_records_and_opens_the_same_after_a_restart() {
+/// The deposed host's log on a fresh file system, opened again at its restart, and how it is
+/// reopened once its group serves there (voided and re-seeded).
+fn deposed_host_restarts() -> (PubendReplica, Arc<MemFs>, Store, super::super::Seed) {
     let state = replica();
     let fs = Arc::new(MemFs::new());
     let (store, _) = open(&fs);
     write(&store, &deposed_log());
     drop(store);
-
-    // The deposed host restarts and its group serves here: the log it finds is re-seeded.
     let (store, found) = open(&fs);
     assert_eq!(found.logged, [Tick(1_005), Tick(1_030), Tick(1_040)]);
     let seed = reopen(P, &state, found);
     assert_eq!(seed.voided, Some(Tick(1_010)));
+    (state, fs, store, seed)
+}
+
+#[test]
+fn a_voided_and_reseeded_log_serves_the_groups_records_and_opens_the_same_after_a_restart() {
+    let (state, fs, store, seed) = deposed_host_restarts();
     write(&store, &seed.writes);
     let (answer, mut engine) = serve(&store, seed.recovered.clone());
     assert_eq!(answer, groups_records(&state), "exactly the group's records, at their ticks");
@@ -155,13 +160,7 @@ fn a_voided_and_reseeded_log_serves_the_groups_records_and_opens_the_same_after_
 /// are. The next start finds the pubend empty and seeds it from the group alone.
 #[test]
 fn a_crash_between_the_void_and_the_reseed_reopens_from_the_group() {
-    let state = replica();
-    let fs = Arc::new(MemFs::new());
-    let (store, _) = open(&fs);
-    write(&store, &deposed_log());
-    drop(store);
-    let (store, found) = open(&fs);
-    let seed = reopen(P, &state, found);
+    let (state, fs, store, seed) = deposed_host_restarts();
     write(&store, &seed.writes[..1]);
     drop(store);
 
