@@ -137,6 +137,12 @@ pub struct Storage {
     /// killing the broker (SIGKILL) loses exactly what a power cut would. Slower; the broker
     /// warns at start when it is on.
     pub fault_drop_unsynced: bool,
+    /// Fault testing only: this broker's guaranteed delivery reads the clock this far ahead of
+    /// the machine's (default `0s`), so one machine can run brokers whose clocks differ, as two
+    /// machines' do: ticks come from each broker's clock. The broker warns at start when it is
+    /// set.
+    #[serde(with = "humantime_serde")]
+    pub fault_clock_ahead: Duration,
     /// Under `fsync = "always"`, the period at which the log writer paces its syncs while
     /// publishes arrive steadily in small groups (`0s` turns it off; default 2 ms): after such
     /// a sync it takes the next group one period after that sync began, so one sync carries
@@ -214,6 +220,7 @@ impl Default for Storage {
             dir: String::new(),
             fsync: String::new(),
             fault_drop_unsynced: false,
+            fault_clock_ahead: Duration::ZERO,
             linger: Duration::from_millis(2),
             replicas: 0,
             replica_compact_bytes: tidings_replica::COMPACT_BYTES,

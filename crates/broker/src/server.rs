@@ -241,6 +241,11 @@ pub async fn start(config: Config) -> Result<Running, StartError> {
             "storage.fault_drop_unsynced is on: unsynced log writes are held in memory (fault testing only)"
         );
     }
+    if !config.storage.fault_clock_ahead.is_zero() {
+        let ahead = humantime::format_duration(config.storage.fault_clock_ahead);
+        tracing::warn!(%ahead, "storage.fault_clock_ahead is set: guaranteed delivery runs ahead of the clock (fault testing only)");
+        crate::guaranteed::set_clock_ahead(config.storage.fault_clock_ahead);
+    }
     let storage = (
         config.storage.log_options(),
         config.retention.clone(),

@@ -15,7 +15,7 @@ mod replica_common;
 
 use std::time::Duration;
 
-use replica_common::{publishers_cell, replica_group, Lines};
+use replica_common::{hosted, publishers_cell, replica_group, Lines};
 use serde_json::Value;
 use tidings_testkit::{wait_until, BrokerProcess};
 
@@ -68,12 +68,4 @@ fn a_host_frozen_past_its_term_closes_the_pubend_when_it_thaws_and_nothing_is_du
     std::thread::sleep(Duration::from_millis(1_000));
     let got: Vec<Value> = sub.timed().into_iter().map(|(_, line)| line).collect();
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
-}
-
-/// Whether `b`'s `/state` shows `pubend` (by its hex id) hosted there; `None` without a stream.
-fn hosted(b: &BrokerProcess, pubend: &str) -> Option<bool> {
-    let state: Value =
-        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
-    let pubends = state["guaranteed"]["pubends"].as_array()?;
-    pubends.iter().find(|p| p["pubend"] == pubend).and_then(|p| p["hosted"].as_bool())
 }

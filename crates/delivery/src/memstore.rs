@@ -56,6 +56,13 @@ impl MemStore {
                 log.durable = log.durable.split_off(&tick.next());
                 None
             }
+            // At once, as if synced, with the appends before it (the model keeps no order
+            // between a void and a crash): only the ground truth of what was ever durable stays.
+            StoreAction::Void { pubend } => {
+                let log = self.logs.entry(*pubend).or_default();
+                *log = MemLog { history: std::mem::take(&mut log.history), ..MemLog::default() };
+                None
+            }
             StoreAction::ReadRange { pubend, range } => {
                 let log = self.logs.get(pubend);
                 let records = log

@@ -44,6 +44,14 @@ pub enum StoreAction {
         /// The new lease.
         up_to: Tick,
     },
+    /// Void everything the pubend's log held (records, lease, release prefix, publishers), in
+    /// order with appends: those issued after it start again at any tick. Never issued by the
+    /// core: the shell voids a replicated pubend's log that its replica group contradicts
+    /// before seeding it again from the group's state (`tidings_node::replicated`).
+    Void {
+        /// The stream.
+        pubend: PubendId,
+    },
     /// Durably remember that this broker may acknowledge `pubend`'s stream upstream up to
     /// `up_to` (its *ack lease*); answered by [`StoreInput::AckLeaseDone`]. Not a write to the
     /// pubend's log: it is kept for streams this broker relays or subscribes to. A broker that

@@ -89,6 +89,7 @@ pub fn submit(store: &Store, token: Token, action: &StoreAction) -> Result<(), S
         StoreAction::ReleasePrefix { pubend, tick } => {
             store.release(token, store::PubendId(pubend.0), store::Tick(tick.0))
         }
+        StoreAction::Void { pubend } => store.void(token, store::PubendId(pubend.0)),
         // Not the log's: the shell keeps ack leases beside it (the broker in its durable
         // store, the simulator on its disk).
         StoreAction::ReadRange { .. } | StoreAction::AckLease { .. } => Ok(()),
@@ -155,7 +156,7 @@ pub fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
                 out.push(StoreInput::AppendFailed { pubend, tick });
             }
             (OpKind::Lease, Ok(())) => out.push(StoreInput::LeaseDone { pubend, lease: tick }),
-            (OpKind::Lease | OpKind::Release, Err(error)) => {
+            (OpKind::Lease | OpKind::Release | OpKind::Void, Err(error)) => {
                 static HUSH: Hush = Hush::new();
                 if let Some(held) = HUSH.pass() {
                     error!(%error, pubend = pubend.0, kind = ?completion.kind, "the pubend log refused a write (and {held} more since the last report)");
@@ -166,7 +167,8 @@ pub fn inputs(group: &[Completion]) -> (Vec<StoreInput>, usize) {
                     out.push(StoreInput::LeaseFailed { pubend });
                 }
             }
-            (OpKind::Release, Ok(())) => {}
+            // A void's completion is its seed's (the shell takes it out first, `seeded`).
+            (OpKind::Release | OpKind::Void, Ok(())) => {}
         }
     }
     out.extend(synced.into_iter().map(|(pubend, synced_up_to)| StoreInput::AppendDone { pubend, synced_up_to }));

@@ -151,8 +151,8 @@ impl<W> Publishes<W> {
     }
 
     /// Forgets the publishes of `pubend` given one of `ticks`: their records were dropped (a log
-    /// resumed from its replica group drops what the group never committed,
-    /// `crate::replicated::resume`), so a retry of one is a new publish, not answered with a
+    /// resumed or re-seeded from its replica group drops what the group never committed,
+    /// `crate::replicated::reopen`), so a retry of one is a new publish, not answered with a
     /// tick no subscriber will ever get.
     pub fn forget_ticks(&mut self, pubend: PubendId, ticks: &[Tick]) {
         let Some(entry) = self.pubends.get_mut(&pubend) else { return };

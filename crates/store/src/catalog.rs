@@ -147,6 +147,16 @@ impl Catalog {
         released
     }
 
+    /// Forgets everything of the pubend (a void record): its log starts again empty, and the
+    /// segments no longer count its records, so those holding nothing else live go like
+    /// released ones. Returns its index entries for the caller to free outside the lock.
+    pub(crate) fn void(&mut self, pubend: PubendId) -> BTreeMap<Tick, Loc> {
+        for segment in self.segments.values_mut() {
+            segment.high.remove(&pubend);
+        }
+        self.pubends.insert(pubend, PubendLog::default()).map(|log| log.index).unwrap_or_default()
+    }
+
     /// Marks `range` of the pubend as unservable.
     pub(crate) fn add_lost(&mut self, pubend: PubendId, range: TickRange) {
         let log = self.pubends.entry(pubend).or_default();

@@ -3,7 +3,12 @@
 //! `[kind: u8][pubend: u64 LE][tick: u64 LE]` followed, for data, by
 //! `[publisher: u64 LE][publisher seq: u64 LE][payload]`, and for a publisher's high-water mark
 //! (written in a segment's checkpoint) by `[publisher: u64 LE][highest seq: u64 LE]`, its tick
-//! the tick of that publish. All integers little-endian.
+//! the tick of that publish. A void (kind 5, its tick zero) ends everything the pubend's log held
+//! before it. All integers little-endian.
+//!
+//! The format has no version number: a kind is a version of a record. A new kind is added, never
+//! an old one changed, so a log written before a kind existed decodes as it always did (the
+//! golden bytes in the tests pin every kind).
 //! The checksum covers the length too, so a flipped length bit is caught, not followed.
 
 use crate::types::{PubendId, PublisherId, PublisherSeq, Tick};
@@ -17,6 +22,7 @@ const KIND_DATA: u8 = 1;
 const KIND_LEASE: u8 = 2;
 const KIND_RELEASE: u8 = 3;
 const KIND_PUBLISHER: u8 = 4;
+const KIND_VOID: u8 = 5;
 const META_BODY: usize = 17;
 const DATA_FIXED: usize = 33;
 
@@ -32,6 +38,9 @@ pub(crate) enum Entry<'a> {
     /// The publisher's highest logged `seq` (at `tick`), kept after its records are released so
     /// a retry of a publish acknowledged before a restart is still taken as a retry (T4).
     Publisher { pubend: PubendId, tick: Tick, publisher: PublisherId, seq: PublisherSeq },
+    /// Everything the pubend's log held before this record (records, lease, release point,
+    /// publishers, lost ranges) is void: its log starts again empty, at any tick.
+    Void { pubend: PubendId },
 }
 
 /// What [`decode`] found at an offset.
@@ -75,6 +84,12 @@ pub(crate) fn encode_lease(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
 /// Appends a framed release record to `out`.
 pub(crate) fn encode_release(out: &mut Vec<u8>, pubend: PubendId, tick: Tick) {
     let start = begin(out, META_BODY, KIND_RELEASE, pubend, tick);
+    seal(out, start);
+}
+
+/// Appends a framed void record to `out` (its tick field is zero: it voids every tick).
+pub(crate) fn encode_void(out: &mut Vec<u8>, pubend: PubendId) {
+    let start = begin(out, META_BODY, KIND_VOID, pubend, Tick(0));
     seal(out, start);
 }
 
@@ -153,6 +168,7 @@ fn parse_body(body: &[u8]) -> Option<Entry<'_>> {
     match (body[0], body.len()) {
         (KIND_LEASE, META_BODY) => Some(Entry::Lease { pubend, tick }),
         (KIND_RELEASE, META_BODY) => Some(Entry::Release { pubend, tick }),
+        (KIND_VOID, META_BODY) if tick == Tick(0) => Some(Entry::Void { pubend }),
         (KIND_PUBLISHER, DATA_FIXED) => Some(Entry::Publisher {
             pubend,
             tick,
@@ -234,6 +250,63 @@ mod tests {
         let expected =
             Entry::Publisher { pubend: PubendId(1), tick: Tick(5), publisher: PublisherId(9), seq: PublisherSeq(42) };
         assert_eq!(decode(&out), Decoded::Record(expected, out.len()));
+    }
+
+    /// Bytes of a log written before the void record existed: one record of each kind then.
+    const OLD_LOG: &str = concat!(
+        "23000000ddd806cc0107000000000000000900000000000000030000000000000004000000000000006869",
+        "1100000083203f2d0207000000000000000a00000000000000",
+        "1100000075f07c790307000000000000000200000000000000",
+        "21000000c963acfd040700000000000000090000000000000003000000000000000400000000000000",
+    );
+    /// The void record of pubend 7.
+    const VOID: &str = "1100000000406d9c0507000000000000000000000000000000";
+
+    fn hex(bytes: &[u8]) -> String {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn entries(bytes: &[u8]) -> Vec<Entry<'_>> {
+        let mut out = Vec::new();
+        let mut at = 0;
+        while let Decoded::Record(entry, used) = decode(&bytes[at..]) {
+            out.push(entry);
+            at += used;
+        }
+        assert_eq!(at, bytes.len(), "every byte is in a record");
+        out
+    }
+
+    /// The bytes of every kind, as logs on disk hold them: a change to the format fails here
+    /// (a kind is added, never changed), and a log written before the void record existed
+    /// decodes to what it did then.
+    #[test]
+    fn every_kind_encodes_to_its_golden_bytes_and_old_logs_decode_as_before() {
+        let mut out = Vec::new();
+        encode_data(&mut out, PubendId(7), Tick(9), PublisherId(3), PublisherSeq(4), b"hi");
+        encode_lease(&mut out, PubendId(7), Tick(10));
+        encode_release(&mut out, PubendId(7), Tick(2));
+        encode_publisher(&mut out, PubendId(7), Tick(9), PublisherId(3), PublisherSeq(4));
+        assert_eq!(hex(&out), OLD_LOG);
+        let (p, publisher, seq) = (PubendId(7), PublisherId(3), PublisherSeq(4));
+        assert_eq!(
+            entries(&out),
+            [
+                Entry::Data { pubend: p, tick: Tick(9), publisher, seq, payload: b"hi" },
+                Entry::Lease { pubend: p, tick: Tick(10) },
+                Entry::Release { pubend: p, tick: Tick(2) },
+                Entry::Publisher { pubend: p, tick: Tick(9), publisher, seq },
+            ]
+        );
+        let mut void = Vec::new();
+        encode_void(&mut void, p);
+        assert_eq!(hex(&void), VOID);
+        assert_eq!(entries(&void), [Entry::Void { pubend: p }]);
+        // A void with a tick is not one this format writes: it is refused, not half-read.
+        let mut odd = Vec::new();
+        let start = begin(&mut odd, META_BODY, KIND_VOID, p, Tick(1));
+        seal(&mut odd, start);
+        assert_eq!(decode(&odd), Decoded::Bad);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Map:
 //! - [`Store`] (`store.rs`): open a directory (locked against a second broker), recover, submit
-//!   appends / lease raises / releases, read ranges. Completions come back through a
+//!   appends / lease raises / releases / voids (a pubend's log emptied, in order with its
+//!   appends), read ranges. Completions come back through a
 //!   [`CompletionSink`] from a dedicated writer thread, so async brokers and synchronous
 //!   callers both consume them; no async runtime here. [`Store::open_stepped`] opens it without
 //!   the thread: [`Store::step`] commits one group on the caller's thread, when a deterministic

@@ -15,6 +15,7 @@ pub(crate) enum Op {
     Append { token: Token, pubend: PubendId, tick: Tick, publisher: PublisherId, seq: PublisherSeq, payload: Bytes },
     Lease { token: Token, pubend: PubendId, tick: Tick },
     Release { token: Token, pubend: PubendId, tick: Tick },
+    Void { token: Token, pubend: PubendId },
 }
 
 /// What the writer got from [`Queue::take`].

@@ -190,6 +190,11 @@ impl Scanner {
             Entry::Publisher { pubend, tick, publisher, seq } => {
                 self.catalog.pubends.entry(pubend).or_default().note_publisher(publisher, seq, tick);
             }
+            Entry::Void { pubend } => {
+                // Damage before the void was in records it voids.
+                self.pending.remove(&pubend);
+                drop(self.catalog.void(pubend));
+            }
         }
     }
 

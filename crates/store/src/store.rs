@@ -59,6 +59,8 @@ pub enum OpKind {
     Lease,
     /// [`Store::release`].
     Release,
+    /// [`Store::void`].
+    Void,
 }
 
 /// The outcome of one submitted operation, reported once the write (and, under `always`, the
@@ -71,7 +73,7 @@ pub struct Completion {
     pub kind: OpKind,
     /// The pubend.
     pub pubend: PubendId,
-    /// The record's tick, the new lease or the new release prefix.
+    /// The record's tick, the new lease or the new release prefix (zero for a void).
     pub tick: Tick,
     /// Whether it is logged.
     pub result: Result<(), StoreError>,
@@ -317,6 +319,17 @@ impl Store {
     /// released are deleted (oldest first) after the release is durable.
     pub fn release(&self, token: Token, pubend: PubendId, tick: Tick) -> Result<(), StoreError> {
         self.submit(Op::Release { token, pubend, tick })
+    }
+
+    /// Submits a void of everything the pubend's log held: its records, lease, release prefix,
+    /// publishers' high-water marks and lost ranges. It takes effect in submission order with
+    /// appends: appends submitted after it start again at any tick (a replicated pubend's log
+    /// the replica group contradicts is re-seeded from the group's state, `docs/store.md`), and
+    /// reads no longer see a voided record once it completes. Lost in a crash before its sync,
+    /// it leaves the old log intact (void again); once synced, a restart finds only what was
+    /// appended after it. Segments holding only voided or released records are deleted.
+    pub fn void(&self, token: Token, pubend: PubendId) -> Result<(), StoreError> {
+        self.submit(Op::Void { token, pubend })
     }
 
     /// Reads the pubend's records in `range` (at most `max` records), in tick order, each checked

@@ -27,6 +27,8 @@ const FILL_AHEAD: u64 = 1 << 20;
 
 /// Where an encoded data record landed in the group buffer.
 struct Placed {
+    /// The append's place in the group: records and voids are published in that order.
+    index: usize,
     pubend: PubendId,
     tick: Tick,
     loc: Loc,
@@ -69,6 +71,7 @@ fn completion(op: &Op, result: Result<(), StoreError>) -> Completion {
         Op::Append { token, pubend, tick, .. } => (OpKind::Append, token, pubend, tick),
         Op::Lease { token, pubend, tick } => (OpKind::Lease, token, pubend, tick),
         Op::Release { token, pubend, tick } => (OpKind::Release, token, pubend, tick),
+        Op::Void { token, pubend } => (OpKind::Void, token, pubend, &Tick(0)),
     };
     Completion { token: *token, kind, pubend: *pubend, tick: *tick, result }
 }
@@ -168,15 +171,21 @@ impl GroupWriter {
         self.buf.clear();
         let mut placed = Vec::new();
         let mut rejected = BTreeMap::new();
+        // Per pubend, the group's last tick (`None` after a void: any tick may follow).
         let mut ticks = BTreeMap::new();
         for (index, op) in ops.iter().enumerate() {
-            if let Err(error) = self.encode(op, &mut ticks, &mut placed) {
+            if let Err(error) = self.encode(index, op, &mut ticks, &mut placed) {
                 rejected.insert(index, error);
             }
         }
         let outcome = self.write_and_sync(ops, &mut placed);
         if outcome.is_ok() {
-            self.last_tick.extend(ticks);
+            for (pubend, last) in ticks {
+                match last {
+                    Some(tick) => self.last_tick.insert(pubend, tick),
+                    None => self.last_tick.remove(&pubend),
+                };
+            }
             self.publish(ops, &placed, &rejected);
         }
         ops.iter()
@@ -194,13 +203,17 @@ impl GroupWriter {
 
     fn encode(
         &mut self,
+        index: usize,
         op: &Op,
-        ticks: &mut BTreeMap<PubendId, Tick>,
+        ticks: &mut BTreeMap<PubendId, Option<Tick>>,
         placed: &mut Vec<Placed>,
     ) -> Result<(), StoreError> {
         match op {
             Op::Append { pubend, tick, publisher, seq, payload, .. } => {
-                let last = ticks.get(pubend).or(self.last_tick.get(pubend)).copied();
+                let last = match ticks.get(pubend) {
+                    Some(last) => *last,
+                    None => self.last_tick.get(pubend).copied(),
+                };
                 if let Some(last) = last.filter(|last| tick <= last) {
                     return Err(StoreError::TickNotIncreasing { tick: tick.0, last: last.0 });
                 }
@@ -210,12 +223,16 @@ impl GroupWriter {
                 }
                 let offset = self.buf.len() as u64;
                 codec::encode_data(&mut self.buf, *pubend, *tick, *publisher, *seq, payload);
-                ticks.insert(*pubend, *tick);
+                ticks.insert(*pubend, Some(*tick));
                 let loc = Loc { segment: 0, offset, len: len as u32, publisher: *publisher, seq: *seq };
-                placed.push(Placed { pubend: *pubend, tick: *tick, loc });
+                placed.push(Placed { index, pubend: *pubend, tick: *tick, loc });
             }
             Op::Lease { pubend, tick, .. } => codec::encode_lease(&mut self.buf, *pubend, *tick),
             Op::Release { pubend, tick, .. } => codec::encode_release(&mut self.buf, *pubend, *tick),
+            Op::Void { pubend, .. } => {
+                codec::encode_void(&mut self.buf, *pubend);
+                ticks.insert(*pubend, None);
+            }
         }
         Ok(())
     }
@@ -226,7 +243,7 @@ impl GroupWriter {
         }
         let mut written = self.write_group();
         self.short_of_space |= matches!(written, Err(StoreError::NoSpace { .. }));
-        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. }));
+        let releasing = ops.iter().any(|op| matches!(op, Op::Release { .. } | Op::Void { .. }));
         if matches!(written, Err(StoreError::NoSpace { .. })) && releasing && self.reserve.free() {
             written = self.write_group();
         }
@@ -352,15 +369,19 @@ impl GroupWriter {
         let mut forgotten = Vec::new();
         let gone = {
             let mut catalog = self.shared.lock_catalog();
-            for p in placed {
-                catalog.add_data(p.pubend, p.tick, p.loc);
-            }
+            // In submission order: a void forgets the records before it, not those after.
+            let mut placed = placed.iter().peekable();
             for (index, op) in ops.iter().enumerate() {
                 match op {
                     _ if rejected.contains_key(&index) => {}
+                    Op::Append { .. } => {
+                        if let Some(p) = placed.next_if(|p| p.index == index) {
+                            catalog.add_data(p.pubend, p.tick, p.loc);
+                        }
+                    }
                     Op::Lease { pubend, tick, .. } => catalog.raise_lease(*pubend, *tick),
                     Op::Release { pubend, tick, .. } => forgotten.push(catalog.release(*pubend, *tick)),
-                    Op::Append { .. } => {}
+                    Op::Void { pubend, .. } => forgotten.push(catalog.void(*pubend)),
                 }
             }
             catalog.take_released_segments()

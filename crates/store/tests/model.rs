@@ -1,5 +1,6 @@
-//! Random operations against a simple model: appends, releases, lease raises, clean reopens and
-//! power losses, on two pubends with small segments. After every step the log must read back
+//! Random operations against a simple model: appends, releases, lease raises, voids (after which
+//! the pubend's ticks start again lower), clean reopens and power losses, on two pubends with
+//! small segments. After every step the log must read back
 //! exactly the model's unreleased records; after every reopen the recovered lease, release
 //! prefix and dedup table must match it. `STORE_MODEL_SEEDS` sets how many seeds run.
 
@@ -19,10 +20,22 @@ struct Model {
     records: BTreeMap<u64, Vec<Record>>,
     released: BTreeMap<u64, u64>,
     lease: BTreeMap<u64, u64>,
-    next_tick: u64,
+    /// Each pubend's last tick given.
+    last: BTreeMap<u64, u64>,
 }
 
 impl Model {
+    /// The next tick of `pubend`, a few above its last.
+    fn next(&mut self, pubend: u64, rng: &mut fastrand::Rng) -> u64 {
+        let last = self.last.entry(pubend).or_default();
+        *last += rng.u64(1..5);
+        *last
+    }
+
+    fn last(&self, pubend: u64) -> u64 {
+        self.last.get(&pubend).copied().unwrap_or(0)
+    }
+
     fn unreleased(&self, pubend: u64) -> Vec<Record> {
         let released = self.released.get(&pubend).copied().unwrap_or(0);
         let all = self.records.get(&pubend).cloned().unwrap_or_default();
@@ -57,12 +70,12 @@ fn run(seed: u64) {
     let mut h = open(fs.clone(), dir, options()).unwrap();
     let mut model = Model::default();
     for step in 0..120 {
-        match rng.u8(0..10) {
+        match rng.u8(0..11) {
             0..=5 => {
                 let batch: Vec<Record> = (0..rng.usize(1..20))
                     .map(|_| {
-                        model.next_tick += rng.u64(1..5);
-                        let (p, t) = (rng.u64(1..=2), model.next_tick);
+                        let p = rng.u64(1..=2);
+                        let t = model.next(p, &mut rng);
                         record(p, t, &payload(p, t, rng.usize(10..300)))
                     })
                     .collect();
@@ -73,17 +86,28 @@ fn run(seed: u64) {
             }
             6 => {
                 let p = rng.u64(1..=2);
-                let upto = rng.u64(0..=model.next_tick);
+                let upto = rng.u64(0..=model.last(p));
                 assert!(h.release(p, upto).result.is_ok());
                 let released = model.released.entry(p).or_default();
                 *released = (*released).max(upto);
             }
             7 => {
                 let p = rng.u64(1..=2);
-                let lease = model.next_tick + rng.u64(0..2000);
+                let lease = model.last(p) + rng.u64(0..2000);
                 assert!(h.lease(p, lease).result.is_ok());
                 let held = model.lease.entry(p).or_default();
                 *held = (*held).max(lease);
+            }
+            10 => {
+                // A void: the pubend's log is empty again, and its ticks go back.
+                let p = rng.u64(1..=2);
+                h.store.void(tidings_store::Token(0), PubendId(p)).unwrap();
+                assert!(h.wait(1)[0].result.is_ok(), "seed {seed}: the void");
+                model.records.remove(&p);
+                model.released.remove(&p);
+                model.lease.remove(&p);
+                let back = rng.u64(0..=model.last(p));
+                model.last.insert(p, back);
             }
             8 => {
                 drop(h);
@@ -104,10 +128,11 @@ fn run(seed: u64) {
     }
     // Once everything is released, only the active segment (and at most the one before it) stays.
     for p in [1, 2] {
-        assert!(h.release(p, model.next_tick).result.is_ok());
+        assert!(h.release(p, model.last(p)).result.is_ok());
     }
-    assert!(h.append_all(&[record(1, model.next_tick + 1, &[1; 4000])])[0].result.is_ok());
-    assert!(h.release(1, model.next_tick + 1).result.is_ok());
+    let t = model.last(1) + 1;
+    assert!(h.append_all(&[record(1, t, &[1; 4000])])[0].result.is_ok());
+    assert!(h.release(1, t).result.is_ok());
     let segments = fs.list_names(dir).iter().filter(|n| n.ends_with(".log")).count();
     assert!(segments <= 2, "seed {seed}: {segments} segments left after releasing everything");
 }

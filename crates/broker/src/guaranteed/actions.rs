@@ -118,7 +118,10 @@ impl Driver {
             StoreAction::ReleasePrefix { pubend, tick } => {
                 self.retained.entry(*pubend).or_default().release(*tick);
             }
-            StoreAction::LeaseRaise { .. } | StoreAction::ReadRange { .. } | StoreAction::AckLease { .. } => {}
+            StoreAction::LeaseRaise { .. }
+            | StoreAction::ReadRange { .. }
+            | StoreAction::AckLease { .. }
+            | StoreAction::Void { .. } => {}
         }
         let token = self.token();
         if let Err(error) = journal::submit(&self.store, token, &action) {

@@ -151,9 +151,22 @@ pub(super) struct Handles {
 }
 
 /// Milliseconds since the Unix epoch: ticks are the pubend's clock, and must keep growing
-/// across restarts (the core's lease guards against a clock stepped back).
+/// across restarts (the core's lease guards against a clock stepped back). Plus
+/// [`CLOCK_AHEAD_MS`].
 pub(super) fn now() -> Millis {
-    Millis(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64))
+    let ahead = CLOCK_AHEAD_MS.load(std::sync::atomic::Ordering::Relaxed);
+    Millis(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64).saturating_add(ahead))
+}
+
+/// How far ahead of the machine's clock this broker's guaranteed delivery runs
+/// (`[storage] fault_clock_ahead`, fault tests only): two brokers whose clocks differ, on one
+/// machine. Process-wide, as the machine's clock is.
+static CLOCK_AHEAD_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets [`CLOCK_AHEAD_MS`] (at start, before any tick is given).
+pub(crate) fn set_clock_ahead(ahead: Duration) {
+    let ms = u64::try_from(ahead.as_millis()).unwrap_or(u64::MAX);
+    CLOCK_AHEAD_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
 }
 
 impl Driver {

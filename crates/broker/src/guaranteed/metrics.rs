@@ -72,6 +72,9 @@ pub struct GuaranteedMetrics {
     pub corrupt_at_open: Counter,
     /// Log segments deleted after release.
     pub segments_deleted: Counter,
+    /// Replicated pubends' logs voided and seeded again from their replica group, because the
+    /// group held a record below the log's last tick that the log lacked.
+    pub logs_voided: Counter,
     /// Ticks known to hold a message that became lost because the record was unreadable
     /// (their subscribers got gap notices).
     pub damaged_ticks: Counter,
@@ -196,6 +199,7 @@ impl GuaranteedMetrics {
             corrupt_records: Counter::default(),
             corrupt_at_open: Counter::default(),
             segments_deleted: Counter::default(),
+            logs_voided: Counter::default(),
             damaged_ticks: Counter::default(),
             deliveries: Counter::default(),
             catch_up_served: Counter::default(),
@@ -267,6 +271,11 @@ impl GuaranteedMetrics {
         r.register("corrupt_records", "Pubend log records found damaged by a read", m.corrupt_records.clone());
         r.register("corrupt_at_open", "Damaged stretches found opening the pubend log", m.corrupt_at_open.clone());
         r.register("segments_deleted", "Pubend log segments deleted after release", m.segments_deleted.clone());
+        r.register(
+            "logs_voided",
+            "Replicated pubend logs voided and seeded again from their group, which contradicted them",
+            m.logs_voided.clone(),
+        );
         r.register("damaged_ticks", "Message ticks lost to unreadable records (gap notices)", m.damaged_ticks.clone());
         r.register("deliveries", "Guaranteed deliveries queued", m.deliveries.clone());
         r.register("catch_up_served", "Guaranteed deliveries queued by a catch-up's cursor", m.catch_up_served.clone());

@@ -61,6 +61,7 @@ use tokio::sync::mpsc;
 
 use crate::outbox::Outbox;
 
+pub(crate) use driver::set_clock_ahead;
 pub use driver::Driver;
 pub use metrics::GuaranteedMetrics;
 

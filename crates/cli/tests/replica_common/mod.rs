@@ -118,6 +118,14 @@ pub(crate) fn replica_group(b: &BrokerProcess) -> Value {
     state["guaranteed"]["replicas"][0].clone()
 }
 
+/// Whether `b`'s `/state` shows `pubend` (by its hex id) hosted there; `None` without a stream.
+pub(crate) fn hosted(b: &BrokerProcess, pubend: &str) -> Option<bool> {
+    let state: Value =
+        serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap();
+    let pubends = state["guaranteed"]["pubends"].as_array()?;
+    pubends.iter().find(|p| p["pubend"] == pubend).and_then(|p| p["hosted"].as_bool())
+}
+
 /// Whether `b`'s replica is past its wipe fences and applied everything `leader` committed.
 pub(crate) fn caught_up(b: &BrokerProcess, leader: &BrokerProcess) -> bool {
     let (mine, theirs) = (replica_group(b), replica_group(leader));

@@ -15,6 +15,8 @@ use tidings_replica::{Command, PubendReplica};
 use super::{resume, seed};
 use crate::durables::tests::Nothing as All;
 
+mod void;
+
 const P: PubendId = PubendId(5);
 const CHILD: BrokerId = BrokerId(9);
 
@@ -33,6 +35,16 @@ fn replica() -> PubendReplica {
 /// Feeds `input`, answers every read the core asks for from `store`, and returns the messages
 /// it sent and the ticks it appended.
 fn settle(engine: &mut Engine<All>, store: &mut MemStore, now: u64, input: Input) -> (Vec<Message>, Vec<Tick>) {
+    settle_with(engine, &mut |action| store.apply(action), now, input)
+}
+
+/// [`settle`] with the store actions carried out by `store`.
+fn settle_with(
+    engine: &mut Engine<All>,
+    store: &mut dyn FnMut(&StoreAction) -> Option<StoreInput>,
+    now: u64,
+    input: Input,
+) -> (Vec<Message>, Vec<Tick>) {
     let (mut sent, mut appended, mut inputs) = (Vec::new(), Vec::new(), vec![input]);
     while let Some(input) = inputs.pop() {
         let mut out = Vec::new();
@@ -44,7 +56,7 @@ fn settle(engine: &mut Engine<All>, store: &mut MemStore, now: u64, input: Input
                     if let StoreAction::Append { tick, .. } = &store_action {
                         appended.push(*tick);
                     }
-                    inputs.extend(store.apply(&store_action).map(Input::Store));
+                    inputs.extend(store(&store_action).map(Input::Store));
                 }
                 _ => {}
             }
@@ -120,8 +132,8 @@ fn a_pubend_opened_from_a_replica_answers_nacks_with_the_groups_records_at_their
 /// A host whose log holds the group's first records (and one the group never committed) resumes
 /// from it: only the records a successor logged past the log's last tick are added, the lease
 /// rises to the group's silence, and the publishers' highest sequence numbers are the group's.
-/// A log that lacks a record below its last tick cannot be brought up to the group: the pubend
-/// stays closed.
+/// A log that lacks a record below its last tick cannot be resumed (`reopen` voids it and seeds
+/// it again then: `void.rs`).
 #[test]
 fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
     let state = replica();

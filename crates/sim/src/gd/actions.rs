@@ -131,6 +131,8 @@ impl GdLayer {
             }
             StoreAction::LeaseRaise { .. } => self.schedule_sync(node, now),
             StoreAction::AckLease { .. } => return None,
+            // The core never voids a log (the broker's shell does, for replicated pubends).
+            StoreAction::Void { .. } => self.schedule_sync(node, now),
             StoreAction::ReleasePrefix { pubend, tick } => {
                 self.world.borrow_mut().judge_release(*pubend, *tick);
                 self.schedule_sync(node, now);

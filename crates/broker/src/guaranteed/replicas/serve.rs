@@ -2,7 +2,8 @@
 //! replicas"): a pubend whose group serves here (this broker leads it and applied an entry of
 //! its term) and that is not open on this broker (its disk was wiped, or the pubend is new) is
 //! opened from the group's state. The state becomes writes to this broker's pubend log
-//! (`tidings_node::replicated::seed`), and once they are synced the engine opens the pubend
+//! (`tidings_node::replicated::seed`; a log found at start is resumed, or voided and seeded again
+//! when the group contradicts it: `reopen`), and once they are synced the engine opens the pubend
 //! from that log, as after any restart: nacks, reads and releases are then the code that serves
 //! every pubend. Until then the pubend is closed here: publishes wait at the gate, and nacks
 //! find no stream.
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction};
 use tidings_store::Completion;
 use tidings_wire::GuaranteedPublish;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use super::Replicas;
 use crate::guaranteed::driver::Driver;
@@ -142,30 +143,40 @@ impl Driver {
             .serving()
             .filter(|(pubend, _)| !self.hosted.contains(pubend) && !self.seeds.0.contains_key(pubend))
             .map(|(pubend, state)| match self.found.get(&pubend) {
-                Some(found) => (pubend, tidings_node::replicated::resume(pubend, state, found.clone())),
-                None => (pubend, Ok(tidings_node::replicated::seed(pubend, state))),
+                Some(found) => (pubend, tidings_node::replicated::reopen(pubend, state, found.clone())),
+                None => (pubend, tidings_node::replicated::seed(pubend, state)),
             })
             .collect();
         for (pubend, seed) in ready {
-            let found = self.found.remove(&pubend).is_some();
-            match seed {
-                Ok(seed) => self.seed(pubend, seed),
-                Err(tick) => {
-                    error!(pubend = pubend.0, tick = tick.0, found, "the log found at start lacks a record of the replica group below its last tick: the pubend stays closed here");
-                    // Kept out of `found` and never opened: `seeds` marks it as failed.
-                    self.seeds.0.insert(pubend, Seed { recovered: Recovered::default(), left: 0, failed: true });
-                }
-            }
+            self.found.remove(&pubend);
+            self.seed(pubend, seed);
         }
     }
 
     fn seed(&mut self, pubend: PubendId, seed: tidings_node::replicated::Seed) {
-        info!(
-            pubend = pubend.0,
-            records = seed.ticks.len(),
-            dropped = seed.dropped.len(),
-            "opening the pubend from its replica group"
-        );
+        match seed.voided {
+            // A successor logged below this log's last tick (the brokers' clocks differ) after
+            // this broker synced records its group never committed: the log is voided and seeded
+            // again from the group (`docs/replication.md`, "Serving from the replicas").
+            Some(tick) => {
+                warn!(
+                    pubend = pubend.0,
+                    tick = tick.0,
+                    records = seed.ticks.len(),
+                    dropped = seed.dropped.len(),
+                    "the log found at start lacks the replica group's record at this tick, below its last one: voiding it and seeding it again from the group"
+                );
+                // Its records are gone from the disk: the group's are counted as they are written.
+                self.retained.remove(&pubend);
+                self.metrics.logs_voided.inc();
+            }
+            None => info!(
+                pubend = pubend.0,
+                records = seed.ticks.len(),
+                dropped = seed.dropped.len(),
+                "opening the pubend from its replica group"
+            ),
+        }
         if !seed.dropped.is_empty() {
             // Synced here, never committed by the group: never served, and a retry is new.
             self.publishes.forget_ticks(pubend, &seed.dropped);
