@@ -396,3 +396,31 @@ fn link_reports_go_only_to_links_that_speak_them_while_someone_watches() {
     assert_eq!(metric(&broker, "tidings_links_up"), 3.0);
     drop(viewer);
 }
+
+/// A broker its cell forgot (`tidings cell forget`, kept in `<data dir>/cell-forgotten`) is
+/// refused before the listener says HELLO: the first frame it reads is a CLOSE saying why, so
+/// no link comes up on its side either, and the refusal changes nothing here. A broker of
+/// another name links after it.
+#[test]
+fn a_forgotten_broker_is_refused_before_the_listener_says_hello() {
+    let data = tempfile::tempdir().unwrap();
+    let ghost_id = tidings_wire::hash::fnv1a(b"ghost").max(1);
+    std::fs::write(data.path().join("cell-forgotten"), format!("{ghost_id}\n")).unwrap();
+    let dir = data.path().display().to_string();
+    let args = ["--name", "solo", "--cluster-listen", "127.0.0.1:0", "--data", &dir];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let before = fingerprint(&broker);
+    let mut ghost = FakePeer::dial(cluster);
+    ghost.send(&PeerFrame::Hello(FakePeer::hello("ghost", 1, AuthMode::SharedKey)));
+    match ghost.next() {
+        Some(PeerFrame::Close(close)) => {
+            assert!(close.reason.starts_with("forgotten by cell solo: `tidings cell forget ghost`"), "{}", close.reason)
+        }
+        other => panic!("the forgotten broker read {other:?}, not a CLOSE"),
+    }
+    assert_eq!(fingerprint(&broker), before, "the refusal changed the broker's links");
+    assert!(state(&broker)["forgotten_here"].is_null(), "solo itself is not forgotten");
+    let (_friend, _) = FakePeer::handshake(cluster, "friend", 1, Some(&the_test_key()));
+    wait_for("another broker links", || metric(&broker, "tidings_links_up") == 1.0);
+}

@@ -123,11 +123,20 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<T
     let now_ms = || began.elapsed().as_millis() as u64;
     let mut peer: Option<BrokerName> = None;
     let mut unreachable = Unreachable::default();
+    let mut said_forgotten = false;
     loop {
         if ctx.shutdown.is_cancelled() {
             return;
         }
-        let delay = if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
+        let forgotten = peer.as_ref().filter(|p| ctx.cluster.is_forgotten(p));
+        if forgotten.is_some() != said_forgotten {
+            info!(%address, peer = ?forgotten, "a broker forgotten in this cell: not dialled while it is");
+            said_forgotten = forgotten.is_some();
+        }
+        let delay = if forgotten.is_some() {
+            // Its cell refuses it (`tidings cell forget`): nothing to dial for.
+            settings.reconnect_max.as_millis() as u64
+        } else if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
             redial.up(now_ms());
             min_ms
         } else {
@@ -139,6 +148,13 @@ pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<T
                         redial.up(now_ms());
                     }
                     peer = outcome.peer.or(peer);
+                    if outcome.forgotten_here {
+                        // Refused for good unless the cell re-admits this broker: seldom.
+                        tokio::select! {
+                            _ = tokio::time::sleep(FORGOTTEN_REDIAL) => {}
+                            _ = ctx.shutdown.cancelled() => return,
+                        }
+                    }
                 }
                 Ok(Err(e)) => unreachable.failed(&address, &e.to_string()),
                 Err(_) => unreachable.failed(&address, "timed out"),
@@ -230,7 +246,12 @@ pub async fn ticker(ctx: Arc<LinkContext>) {
 struct Outcome {
     peer: Option<BrokerName>,
     established: bool,
+    /// The peer refused this broker: its cell forgot it.
+    forgotten_here: bool,
 }
+
+/// How long a broker its cell forgot waits before it dials a mate that refused it again.
+const FORGOTTEN_REDIAL: Duration = Duration::from_secs(30);
 
 async fn connection(
     (mut reader, mut writer): (BoxRead, BoxWrite),
@@ -254,7 +275,7 @@ async fn connection(
     let id = match ctx.cluster.establish((hello, verified.version), direction, remote, Arc::clone(&queue)) {
         Ok(id) => id,
         Err(reason) => {
-            let refused = Refused { reason, auth_failure: None };
+            let refused = Refused::plain(reason);
             let outcome = refuse(&ctx, writer, remote, &refused).await;
             return Outcome { peer: Some(peer), ..outcome };
         }
@@ -266,7 +287,8 @@ async fn connection(
     let why = read_loop(&mut reader, buf, (&peer, verified.version), id, &queue, &ctx).await;
     queue.abort_after_close();
     ctx.cluster.closed(&peer, id, why);
-    Outcome { peer: Some(peer), established: true }
+    let forgotten_here = why == "peer_closed" && ctx.cluster.forgotten_here().is_some();
+    Outcome { peer: Some(peer), established: true, forgotten_here }
 }
 
 /// Tells a cell mate where this broker's clients connect (peer frame SERVERS, version 7), so
@@ -292,7 +314,14 @@ fn tell_servers(
 
 async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
     let reason = refused.reason.as_str();
-    warn!(?remote, reason, "link refused");
+    match &refused.forgotten_here {
+        // Said at error level once (`told_forgotten`), then at each slow redial here.
+        Some(why) => {
+            ctx.cluster.told_forgotten(why);
+            info!(?remote, reason, "link refused: this broker's cell forgot it");
+        }
+        None => warn!(?remote, reason, "link refused"),
+    }
     ctx.metrics.link_closed("refused");
     if let Some(why) = refused.auth_failure {
         ctx.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
@@ -303,7 +332,11 @@ async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAd
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
     let _ = writer.shutdown().await;
-    Outcome::default()
+    Outcome {
+        peer: refused.forgotten_peer.as_deref().map(BrokerName::new),
+        established: false,
+        forgotten_here: refused.forgotten_here.is_some(),
+    }
 }
 
 fn max_peer_frame(ctx: &LinkContext) -> usize {
@@ -390,7 +423,12 @@ async fn read_loop(
                     }
                 }
                 PeerFrame::Close(close) => {
-                    info!(%peer, reason = close.reason, "peer closed the link");
+                    if close.reason.starts_with(super::FORGOTTEN) {
+                        // An insecure link: the peer refused it after both HELLOs, ours done.
+                        cluster.told_forgotten(&close.reason);
+                    } else {
+                        info!(%peer, reason = close.reason, "peer closed the link");
+                    }
                     return "peer_closed";
                 }
                 PeerFrame::LinkStats(stats) => cluster.link_stats_received(peer, stats),

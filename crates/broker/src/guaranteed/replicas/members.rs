@@ -89,11 +89,24 @@ impl Replicas {
     /// A mate told us `broker` is forgotten (a REPLICA frame of kind FORGET).
     pub(in crate::guaranteed) fn forgotten_received(&mut self, from: &BrokerName, broker: ReplicaId) {
         if broker == self.me {
-            return warn!(%from, "a mate says this broker was forgotten in the cell: it stays, but groups remove it");
+            // Its journals stay: dropping them before its removal commits would be a wipe.
+            let why = format!(
+                "{}{}: {from} says `tidings cell forget {}` was run",
+                crate::cluster::FORGOTTEN,
+                self.cell,
+                self.cluster.name()
+            );
+            return self.cluster.told_forgotten(&why);
         }
         if let Err(e) = self.note_forgotten(broker) {
             warn!(%from, error = %e, "a forgotten broker could not be recorded");
         }
+    }
+
+    /// Why this broker's cell refused it (`tidings cell forget` was run for it), while it does:
+    /// the gate then refuses guaranteed publishes (`gate`).
+    pub(super) fn forgotten_here(&self) -> Option<String> {
+        self.cluster.forgotten_here()
     }
 
     /// Records `id` as forgotten (durably, before anything relies on it); `Ok(false)` if it
@@ -109,6 +122,7 @@ impl Replicas {
         };
         write().map_err(|e| format!("{}: {e}", self.forgotten_path.display()))?;
         self.forgotten.insert(id);
+        self.cluster.forget_brokers([id]);
         info!(broker = %self.name(id), "forgotten in the cell: no longer a replica mate");
         Ok(true)
     }
