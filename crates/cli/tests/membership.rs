@@ -7,8 +7,12 @@
 //! learner, catch it up from a snapshot (the log was compacted long before) and the tail, and
 //! promote it. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
 //! subscriber gets every acknowledged message once, in order. Prints the catch-up time and the
-//! publisher's refusals and longest wait between acknowledgements. And the grow trigger: a group
-//! created in a cell of two grows to three when a third broker joins.
+//! publisher's refusals and longest wait between acknowledgements. Before p2's kill, p3's
+//! machine comes back on its old data directory: its cell refuses its links both ways, it says
+//! why and refuses a guaranteed publisher, and the publisher at p1 goes on; then `tidings cell
+//! unforget p3` on the three mates re-admits the name, and p3 on a fresh data directory links.
+//! And the grow trigger: a group created in a cell of two grows to three when a third broker
+//! joins.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
@@ -118,6 +122,7 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     assert!(info.contains("replica group") && info.contains("p4"), "tidings info shows the members: {info}");
 
     p3_comes_back(&p3, &old_p3, [&b1, &b2, &b4], &publisher);
+    let b3 = p3_readmitted(scratch.path(), [&b1, &b2, &b4]);
 
     // p2 killed too: the quorum is p1 and p4 now, and the publisher goes on.
     let mut b2 = b2;
@@ -132,7 +137,7 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     eprintln!("publisher: {refusals} refusals at p1 from the forget on; longest wait between acks {wait:?}");
     let (got, ..) = sub.finish(Duration::from_secs(60));
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
-    drop(b4);
+    drop((b3, b4));
 }
 
 /// p3's machine comes back after the replace, started on its old data directory and dialling
@@ -142,12 +147,17 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
 /// old client address), while the publisher at p1 goes on being acknowledged.
 fn p3_comes_back(p3: &Node, old_p3: &str, mates: [&BrokerProcess; 3], publisher: &Lines) {
     let any = "127.0.0.1:0";
+    let started = Instant::now();
     let b3 = p3.start(any, any, &mates.map(cluster));
+    let up = started.elapsed();
     wait_for("p3 is told its cell forgot it", Duration::from_secs(20), || {
         state(&b3)["forgotten_here"].as_str().is_some_and(|why| why.contains("forgotten by cell PUB"))
     });
+    let told = started.elapsed();
     let acked_before = publisher.count();
+    let publishing = Instant::now();
     let refused = tidings_testkit::finish_within(gd_common::publish(&b3.tcp(), "g.b", 1, &[]), Duration::from_secs(30));
+    let publish_refused = publishing.elapsed();
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success(), "a guaranteed publish at the forgotten p3 was acknowledged");
     assert!(said.contains("unavailable") && said.contains("forgotten by cell PUB"), "the refusal: {said}");
@@ -166,7 +176,37 @@ fn p3_comes_back(p3: &Node, old_p3: &str, mates: [&BrokerProcess; 3], publisher:
         std::thread::sleep(Duration::from_millis(100));
     }
     wait_for("p1 goes on acknowledging", Duration::from_secs(20), || publisher.count() >= acked_before + 100);
-    eprintln!("p3 refused: {}", state(&b3)["forgotten_here"]);
+    eprintln!(
+        "p3 back on its old disk: ready {up:?}, told it is forgotten {told:?} after its start; a guaranteed \
+         publisher at p3 refused in {publish_refused:?}; p3 says {}",
+        state(&b3)["forgotten_here"]
+    );
+}
+
+/// The name re-used: `tidings cell unforget p3` on each of `mates`, and p3 started on a fresh
+/// data directory links to all three. Returns it, running.
+fn p3_readmitted(scratch: &std::path::Path, mates: [&BrokerProcess; 3]) -> BrokerProcess {
+    for mate in mates {
+        let admin = mate.ready.admin.unwrap().to_string();
+        let out = tidings_testkit::finish_within(
+            gd_common::spawn(&["cell", "unforget", "p3", "--admin", &admin]),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "cell unforget: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no longer forgotten here"));
+    }
+    let fresh = scratch.join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    let any = "127.0.0.1:0";
+    let started = Instant::now();
+    let b3 = Node::with_config(&fresh, "p3", "PUB", COMPACT).start(any, any, &mates.map(cluster));
+    wait_for("p3 on a fresh data directory links to its mates", Duration::from_secs(20), || links(&b3) == 3.0);
+    eprintln!(
+        "p3 on a fresh data directory, re-admitted: linked to its 3 mates {:?} after its start",
+        started.elapsed()
+    );
+    assert!(state(&b3)["forgotten_here"].is_null(), "{}", state(&b3)["forgotten_here"]);
+    b3
 }
 
 fn state(b: &BrokerProcess) -> Value {

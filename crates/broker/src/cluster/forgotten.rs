@@ -8,7 +8,9 @@
 //! level, shows it in `/state` (`forgotten_here`) and refuses guaranteed publishes with it.
 //!
 //! The guaranteed layer owns the record (`<data dir>/cell-forgotten`) and tells this one; the
-//! ids are the replica ids of the names ([`broker_id`]).
+//! ids are the replica ids of the names ([`broker_id`]). The refusal is by name: a data
+//! directory carries no identity of its own that HELLO tells, so a fresh machine under a
+//! forgotten name is refused too, until `tidings cell unforget` re-admits the name.
 
 use std::collections::BTreeSet;
 
@@ -55,6 +57,12 @@ impl Cluster {
         }
     }
 
+    /// An operator took back the forget of the broker `id` here (`tidings cell unforget`): its
+    /// links are accepted, and dialled, again.
+    pub(crate) fn readmit_broker(&self, id: u64) {
+        self.forgotten.lock().ids.remove(&id);
+    }
+
     /// Whether `peer` is forgotten in this cell.
     pub(crate) fn is_forgotten(&self, peer: &BrokerName) -> bool {
         self.forgotten.lock().ids.contains(&broker_id(peer.as_str()))
@@ -69,7 +77,8 @@ impl Cluster {
         let (cell, name) = (&self.cell, &hello.name);
         Some(format!(
             "{FORGOTTEN}{cell}: `tidings cell forget {name}` was run, so {name}'s replica groups removed it and \
-             its cell refuses its links; a replacement takes a new name (docs/replication.md, \"Membership changes\")"
+             its cell refuses its links; a replacement takes a new name, or the name is re-admitted by \
+             `tidings cell unforget {name}` on every broker of the cell and used with a fresh data directory"
         ))
     }
 
@@ -80,8 +89,9 @@ impl Cluster {
         if forgotten.here.as_deref() != Some(why) {
             error!(
                 why,
-                "this broker was forgotten by its cell: no link to its cell mates, guaranteed publishes refused; \
-                 start it under a new name with a fresh data directory to serve the cell again"
+                "this broker was forgotten by its cell: no link to its cell mates, guaranteed publishes refused, \
+                 its journals kept; to serve the cell again, start it under a new name with a fresh data \
+                 directory, or re-admit its name (`tidings cell unforget`) and start it with a fresh one"
             );
             forgotten.here = Some(why.to_string());
         }
