@@ -424,3 +424,29 @@ fn a_forgotten_broker_is_refused_before_the_listener_says_hello() {
     let (_friend, _) = FakePeer::handshake(cluster, "friend", 1, Some(&the_test_key()));
     wait_for("another broker links", || metric(&broker, "tidings_links_up") == 1.0);
 }
+
+/// A broker dials a configured peer that turns out to be one its cell forgot: it closes before
+/// AUTH with the reason, and does not dial that address again (on main it redialled every
+/// 100-800 ms).
+#[test]
+fn a_broker_does_not_dial_a_forgotten_broker_again() {
+    let data = tempfile::tempdir().unwrap();
+    let ghost_id = tidings_wire::hash::fnv1a(b"ghost").max(1);
+    std::fs::write(data.path().join("cell-forgotten"), format!("{ghost_id}\n")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (dir, ghost_at) = (data.path().display().to_string(), listener.local_addr().unwrap().to_string());
+    let args = ["--name", "solo", "--cluster-listen", "127.0.0.1:0", "--data", &dir, "--peer", &ghost_at];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ghost = FakePeer { stream, buf: BytesMut::new() };
+    let Some(PeerFrame::Hello(_)) = ghost.next() else { panic!("the dialler sent no HELLO") };
+    ghost.send(&PeerFrame::Hello(FakePeer::hello("ghost", 1, AuthMode::SharedKey)));
+    let reason = ghost.close_reason();
+    assert!(reason.starts_with("forgotten by cell solo: `tidings cell forget ghost`"), "{reason}");
+    listener.set_nonblocking(true).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let again = listener.accept();
+    assert!(again.is_err(), "the broker dialled the forgotten broker again");
+    assert_eq!(metric(&broker, "tidings_links_up"), 0.0);
+}

@@ -1,6 +1,7 @@
-//! The link tasks: the cluster listener, one dialler per configured peer, each connection's
-//! handshake and read loop, and the ticker that drives the router's timers. They only carry
-//! bytes and call [`Cluster`](super::Cluster); every decision is the router's.
+//! The link tasks: the cluster listener, each connection's handshake and read loop (for the
+//! listener and for the dial loops of [`super::dial`]), and the ticker that drives the
+//! router's timers. They only carry bytes and call [`Cluster`](super::Cluster); every decision
+//! is the router's.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use tidings_wire::HEADER_LEN;
 use super::convert;
 use super::handshake::{handshake, Refused};
 use super::queue::{write_link, LinkCounters, LinkQueue};
-use super::redial::Redial;
 use super::{Cluster, Direction, Event, RouteScratch};
 use crate::budget::QueueBudget;
 use crate::config::Config;
@@ -50,21 +50,22 @@ pub struct LinkContext {
 }
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest frame read before a peer is verified: HELLO and AUTH are a few hundred bytes,
 /// and an unknown peer must not make the broker buffer megabytes (it could, 8 MiB for 5 s per
 /// connection, when the handshake read frames of a link's full size).
 const HANDSHAKE_MAX_FRAME: usize = 4096;
 
 /// The two halves of a plaintext link connection.
-fn plain(stream: TcpStream) -> (BoxRead, BoxWrite) {
+pub(super) fn plain(stream: TcpStream) -> (BoxRead, BoxWrite) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     (Box::new(reader), Box::new(writer))
 }
 
 /// The two halves of a TLS link connection.
-fn sealed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static>(stream: S) -> (BoxRead, BoxWrite) {
+pub(super) fn sealed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static>(
+    stream: S,
+) -> (BoxRead, BoxWrite) {
     let (reader, writer) = tokio::io::split(stream);
     (Box::new(reader), Box::new(writer))
 }
@@ -108,114 +109,6 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>, tls: Opti
     }
 }
 
-/// Keeps a link to the broker at `address`: dials, runs the connection, and redials after it
-/// ends, quickly while the peer was up a moment ago, with backoff once it has been gone for
-/// longer ([`Redial`]). While the peer is linked through another connection (it dialled us),
-/// it waits instead of opening a duplicate.
-/// With `tls`, the link runs over mutual TLS and the peer's certificate must name the host
-/// of `address`.
-pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<Tls>>) {
-    let settings = &ctx.config.cluster;
-    let seed = ctx.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
-    let min_ms = settings.reconnect_min.as_millis() as u64;
-    let mut redial = Redial::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
-    let began = Instant::now();
-    let now_ms = || began.elapsed().as_millis() as u64;
-    let mut peer: Option<BrokerName> = None;
-    let mut unreachable = Unreachable::default();
-    let mut said_forgotten = false;
-    loop {
-        if ctx.shutdown.is_cancelled() {
-            return;
-        }
-        let forgotten = peer.as_ref().filter(|p| ctx.cluster.is_forgotten(p));
-        if forgotten.is_some() != said_forgotten {
-            info!(%address, peer = ?forgotten, "a broker forgotten in this cell: not dialled while it is");
-            said_forgotten = forgotten.is_some();
-        }
-        let delay = if forgotten.is_some() {
-            // Its cell refuses it (`tidings cell forget`): nothing to dial for.
-            settings.reconnect_max.as_millis() as u64
-        } else if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
-            redial.up(now_ms());
-            min_ms
-        } else {
-            match tokio::time::timeout(DIAL_TIMEOUT, dial(&address, tls.as_deref())).await {
-                Ok(Ok((halves, ends))) => {
-                    unreachable.reached(&address);
-                    let outcome = connection(halves, Direction::Outbound, ends, Arc::clone(&ctx)).await;
-                    if outcome.established {
-                        redial.up(now_ms());
-                    }
-                    peer = outcome.peer.or(peer);
-                    if outcome.forgotten_here {
-                        // Refused for good unless the cell re-admits this broker: seldom.
-                        tokio::select! {
-                            _ = tokio::time::sleep(FORGOTTEN_REDIAL) => {}
-                            _ = ctx.shutdown.cancelled() => return,
-                        }
-                    }
-                }
-                Ok(Err(e)) => unreachable.failed(&address, &e.to_string()),
-                Err(_) => unreachable.failed(&address, "timed out"),
-            }
-            redial.next_delay_ms(now_ms())
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-            _ = ctx.shutdown.cancelled() => return,
-        }
-    }
-}
-
-/// The two ends of a link connection: the peer's address and ours.
-type Ends = (Option<SocketAddr>, Option<SocketAddr>);
-
-/// Connects to `address`, over TLS when given; the TLS handshake is within the dial's time.
-async fn dial(address: &str, tls: Option<&Tls>) -> std::io::Result<((BoxRead, BoxWrite), Ends)> {
-    let stream = TcpStream::connect(address).await?;
-    let ends = (stream.peer_addr().ok(), stream.local_addr().ok());
-    match tls {
-        None => Ok((plain(stream), ends)),
-        Some(tls) => {
-            let _ = stream.set_nodelay(true);
-            let stream =
-                tls.connect_link(stream, address).await.map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
-            Ok((sealed(stream), ends))
-        }
-    }
-}
-
-/// How often a peer that stays unreachable is reported again.
-const UNREACHABLE_WARN_EVERY: Duration = Duration::from_secs(30);
-
-/// Says at WARN that a configured peer cannot be dialled: at the first failure, then at most
-/// every 30 s while it lasts (each attempt at DEBUG), and at INFO once it answers again.
-#[derive(Default)]
-struct Unreachable {
-    failures: u64,
-    warned: Option<std::time::Instant>,
-}
-
-impl Unreachable {
-    fn failed(&mut self, address: &str, error: &str) {
-        self.failures += 1;
-        if self.warned.is_none_or(|at| at.elapsed() >= UNREACHABLE_WARN_EVERY) {
-            warn!(%address, error, attempts = self.failures, "cannot reach peer; retrying");
-            self.warned = Some(std::time::Instant::now());
-        } else {
-            debug!(%address, error, attempts = self.failures, "dial failed");
-        }
-    }
-
-    fn reached(&mut self, address: &str) {
-        if self.warned.is_some() {
-            info!(%address, failed_attempts = self.failures, "peer reachable again");
-        }
-        *self = Unreachable::default();
-    }
-}
-
 /// Calls the router's timer input at its next deadline, until shutdown.
 pub async fn ticker(ctx: Arc<LinkContext>) {
     let cluster = &ctx.cluster;
@@ -242,18 +135,22 @@ pub async fn ticker(ctx: Arc<LinkContext>) {
     }
 }
 
+/// How a link connection ended, for its dial loop.
 #[derive(Default)]
-struct Outcome {
-    peer: Option<BrokerName>,
-    established: bool,
+pub(super) struct Outcome {
+    /// The peer's name, once its HELLO told it.
+    pub(super) peer: Option<BrokerName>,
+    /// Whether the link came up.
+    pub(super) established: bool,
     /// The peer refused this broker: its cell forgot it.
-    forgotten_here: bool,
+    pub(super) forgotten_here: bool,
 }
 
-/// How long a broker its cell forgot waits before it dials a mate that refused it again.
-const FORGOTTEN_REDIAL: Duration = Duration::from_secs(30);
+/// The two ends of a link connection: the peer's address and ours.
+pub(super) type Ends = (Option<SocketAddr>, Option<SocketAddr>);
 
-async fn connection(
+/// Runs one link connection: the handshake, then the link until it ends.
+pub(super) async fn connection(
     (mut reader, mut writer): (BoxRead, BoxWrite),
     direction: Direction,
     (remote, local): Ends,

@@ -16,6 +16,7 @@
 pub mod auth;
 mod convert;
 mod data;
+mod dial;
 mod events;
 mod filter;
 mod forgotten;
@@ -48,11 +49,12 @@ use crate::metrics::Metrics;
 
 pub use auth::{KeyError, NetworkKey};
 pub use data::RouteScratch;
+pub use dial::dial_loop;
 pub use events::{is_guaranteed, Event, EventSink};
 pub use filter::{FilterText, Probe, RouteFilter};
 pub(crate) use forgotten::broker_id;
 pub use forgotten::FORGOTTEN;
-pub use link::{accept_loop, dial_loop, ticker, LinkContext};
+pub use link::{accept_loop, ticker, LinkContext};
 pub use link_stats::{link_reporter, LinkReport};
 pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
 
