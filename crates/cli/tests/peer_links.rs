@@ -450,3 +450,38 @@ fn a_broker_does_not_dial_a_forgotten_broker_again() {
     assert!(again.is_err(), "the broker dialled the forgotten broker again");
     assert_eq!(metric(&broker, "tidings_links_up"), 0.0);
 }
+
+/// On an insecure network a broker that dials a mate which forgot it has its link up for a
+/// moment (its handshake ends at the HELLOs), then reads the mate's CLOSE: it takes it as its
+/// cell saying it is forgotten, shows why in `/state`, refuses a guaranteed publish with it,
+/// and does not dial the mate again at once.
+#[test]
+fn an_insecure_broker_closed_as_forgotten_says_so_and_refuses_guaranteed_publishes() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mate_at = listener.local_addr().unwrap().to_string();
+    let args = ["--name", "p3", "--cluster-listen", "127.0.0.1:0", "--cluster-insecure", "--peer", &mate_at];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut mate = FakePeer { stream, buf: BytesMut::new() };
+    let Some(PeerFrame::Hello(theirs)) = mate.next() else { panic!("the dialler sent no HELLO") };
+    let ours = Hello { cell: theirs.cell.clone(), ..FakePeer::hello("mate", 1, AuthMode::Insecure) };
+    mate.send(&PeerFrame::Hello(ours));
+    let why = format!("forgotten by cell {}: `tidings cell forget p3` was run", theirs.cell);
+    mate.send(&PeerFrame::Close(tidings_wire::peer::Close { reason: why.clone() }));
+    wait_for("p3 says its cell forgot it", || state(&broker)["forgotten_here"] == why.as_str());
+    let state_dir = tempfile::tempdir().unwrap();
+    let publish = Command::new(bin())
+        .args(["pub", "--server", &broker.tcp(), "--guaranteed", "g.a", "x"])
+        .env("XDG_STATE_HOME", state_dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tidings_testkit::finish_within(publish, Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a guaranteed publish at the forgotten broker was acknowledged");
+    assert!(said.contains("unavailable: this broker was forgotten by cell"), "{said}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "the forgotten broker dialled the mate again within seconds");
+}
