@@ -154,6 +154,12 @@ fn p3_comes_back(p3: &Node, old_p3: &str, mates: [&BrokerProcess; 3], publisher:
         state(&b3)["forgotten_here"].as_str().is_some_and(|why| why.contains("forgotten by cell PUB"))
     });
     let told = started.elapsed();
+    let shown = tidings_testkit::finish_within(
+        gd_common::spawn(&["info", "--admin", &b3.ready.admin.unwrap().to_string()]),
+        Duration::from_secs(20),
+    );
+    let info = String::from_utf8_lossy(&shown.stdout);
+    assert!(info.contains("REFUSED BY ITS CELL, forgotten by cell PUB"), "tidings info: {info}");
     let acked_before = publisher.count();
     let publishing = Instant::now();
     let refused = tidings_testkit::finish_within(gd_common::publish(&b3.tcp(), "g.b", 1, &[]), Duration::from_secs(30));
