@@ -181,6 +181,8 @@ fn p3_comes_back(p3: &Node, old_p3: &str, mates: [&BrokerProcess; 3], publisher:
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    let established = b3.metric("tidings_links_established_total").unwrap_or(-1.0);
+    assert_eq!(established, 0.0, "a link came up at p3, if only for a moment");
     wait_for("p1 goes on acknowledging", Duration::from_secs(20), || publisher.count() >= acked_before + 100);
     eprintln!(
         "p3 back on its old disk: ready {up:?}, told it is forgotten {told:?} after its start; a guaranteed \
