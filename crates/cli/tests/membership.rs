@@ -7,8 +7,12 @@
 //! learner, catch it up from a snapshot (the log was compacted long before) and the tail, and
 //! promote it. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
 //! subscriber gets every acknowledged message once, in order. Prints the catch-up time and the
-//! publisher's refusals and longest wait between acknowledgements. And the grow trigger: a group
-//! created in a cell of two grows to three when a third broker joins.
+//! publisher's refusals and longest wait between acknowledgements. Before p2's kill, p3's
+//! machine comes back on its old data directory: its cell refuses its links both ways, it says
+//! why and refuses a guaranteed publisher, and the publisher at p1 goes on; then `tidings cell
+//! unforget p3` on the three mates re-admits the name, and p3 on a fresh data directory links.
+//! And the grow trigger: a group created in a cell of two grows to three when a third broker
+//! joins.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
@@ -57,10 +61,10 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     wait_for("the cell and s1 link up", Duration::from_secs(20), || {
         [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
     });
-    let total = 4_000;
+    let total = 6_000;
     let sub = subscribe(&bs, total);
 
-    // One publisher at p1 throughout (200/s for 20 s), the cell's brokers as its servers.
+    // One publisher at p1 throughout (200/s for 30 s), the cell's brokers as its servers.
     let servers = [&b1, &b2, &b3].map(|b| b.tcp()).join(",");
     let publisher =
         Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
@@ -71,6 +75,7 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
 
     // p3 lost for good; p4, a new broker, joins the cell.
     let mut b3 = b3;
+    let old_p3 = b3.tcp();
     b3.kill();
     let b4 = p4.start(any, any, &[cluster(&b1), cluster(&b2)]);
     wait_for("p4 links to p1 and p2", Duration::from_secs(20), || links(&b4) >= 2.0);
@@ -116,6 +121,9 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     let info = String::from_utf8_lossy(&shown.stdout);
     assert!(info.contains("replica group") && info.contains("p4"), "tidings info shows the members: {info}");
 
+    p3_comes_back(&p3, &old_p3, [&b1, &b2, &b4], &publisher);
+    let b3 = p3_readmitted(scratch.path(), [&b1, &b2, &b4]);
+
     // p2 killed too: the quorum is p1 and p4 now, and the publisher goes on.
     let mut b2 = b2;
     let at_kill = publisher.count();
@@ -129,7 +137,88 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     eprintln!("publisher: {refusals} refusals at p1 from the forget on; longest wait between acks {wait:?}");
     let (got, ..) = sub.finish(Duration::from_secs(60));
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
-    drop(b4);
+    drop((b3, b4));
+}
+
+/// p3's machine comes back after the replace, started on its old data directory and dialling
+/// its old mates (on new ports, so only its own dials reach them): the cell refuses it. No link
+/// between p3 and a mate comes up either way, p3's `/state` says why, a guaranteed publisher at
+/// p3 is refused with that reason, no group names p3 and no mate tells clients `old_p3` (p3's
+/// old client address), while the publisher at p1 goes on being acknowledged.
+fn p3_comes_back(p3: &Node, old_p3: &str, mates: [&BrokerProcess; 3], publisher: &Lines) {
+    let any = "127.0.0.1:0";
+    let started = Instant::now();
+    let b3 = p3.start(any, any, &mates.map(cluster));
+    let up = started.elapsed();
+    wait_for("p3 is told its cell forgot it", Duration::from_secs(20), || {
+        state(&b3)["forgotten_here"].as_str().is_some_and(|why| why.contains("forgotten by cell PUB"))
+    });
+    let told = started.elapsed();
+    let shown = tidings_testkit::finish_within(
+        gd_common::spawn(&["info", "--admin", &b3.ready.admin.unwrap().to_string()]),
+        Duration::from_secs(20),
+    );
+    let info = String::from_utf8_lossy(&shown.stdout);
+    assert!(info.contains("REFUSED BY ITS CELL, forgotten by cell PUB"), "tidings info: {info}");
+    let acked_before = publisher.count();
+    let publishing = Instant::now();
+    let refused = tidings_testkit::finish_within(gd_common::publish(&b3.tcp(), "g.b", 1, &[]), Duration::from_secs(30));
+    let publish_refused = publishing.elapsed();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "a guaranteed publish at the forgotten p3 was acknowledged");
+    assert!(said.contains("unavailable") && said.contains("forgotten by cell PUB"), "the refusal: {said}");
+    for _ in 0..10 {
+        assert_eq!(links(&b3), 0.0, "p3 holds a link");
+        for mate in mates {
+            let state = state(mate);
+            let linked = state["connections"].as_array().into_iter().flatten().any(|c| c["peer"] == "p3");
+            assert!(!linked, "{} linked p3", state["name"]);
+            let told = state["told_servers"].as_array().cloned().unwrap_or_default();
+            assert!(!told.iter().any(|a| a == old_p3), "{} tells clients p3's address: {told:?}", state["name"]);
+            let group = replica_group(mate);
+            assert!(!names(&group, "voters").contains(&"p3".to_string()), "p3 a voter: {group}");
+            assert!(!names(&group, "learners").contains(&"p3".to_string()), "p3 a learner: {group}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let established = b3.metric("tidings_links_established_total").unwrap_or(-1.0);
+    assert_eq!(established, 0.0, "a link came up at p3, if only for a moment");
+    wait_for("p1 goes on acknowledging", Duration::from_secs(20), || publisher.count() >= acked_before + 100);
+    eprintln!(
+        "p3 back on its old disk: ready {up:?}, told it is forgotten {told:?} after its start; a guaranteed \
+         publisher at p3 refused in {publish_refused:?}; p3 says {}",
+        state(&b3)["forgotten_here"]
+    );
+}
+
+/// The name re-used: `tidings cell unforget p3` on each of `mates`, and p3 started on a fresh
+/// data directory links to all three. Returns it, running.
+fn p3_readmitted(scratch: &std::path::Path, mates: [&BrokerProcess; 3]) -> BrokerProcess {
+    for mate in mates {
+        let admin = mate.ready.admin.unwrap().to_string();
+        let out = tidings_testkit::finish_within(
+            gd_common::spawn(&["cell", "unforget", "p3", "--admin", &admin]),
+            Duration::from_secs(20),
+        );
+        assert!(out.status.success(), "cell unforget: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(String::from_utf8_lossy(&out.stdout).contains("no longer forgotten here"));
+    }
+    let fresh = scratch.join("fresh");
+    std::fs::create_dir_all(&fresh).unwrap();
+    let any = "127.0.0.1:0";
+    let started = Instant::now();
+    let b3 = Node::with_config(&fresh, "p3", "PUB", COMPACT).start(any, any, &mates.map(cluster));
+    wait_for("p3 on a fresh data directory links to its mates", Duration::from_secs(20), || links(&b3) == 3.0);
+    eprintln!(
+        "p3 on a fresh data directory, re-admitted: linked to its 3 mates {:?} after its start",
+        started.elapsed()
+    );
+    assert!(state(&b3)["forgotten_here"].is_null(), "{}", state(&b3)["forgotten_here"]);
+    b3
+}
+
+fn state(b: &BrokerProcess) -> Value {
+    serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap()
 }
 
 /// A group created while its cell had two brokers grows when a third joins (its target is 3,

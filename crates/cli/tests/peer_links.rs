@@ -396,3 +396,92 @@ fn link_reports_go_only_to_links_that_speak_them_while_someone_watches() {
     assert_eq!(metric(&broker, "tidings_links_up"), 3.0);
     drop(viewer);
 }
+
+/// A broker its cell forgot (`tidings cell forget`, kept in `<data dir>/cell-forgotten`) is
+/// refused before the listener says HELLO: the first frame it reads is a CLOSE saying why, so
+/// no link comes up on its side either, and the refusal changes nothing here. A broker of
+/// another name links after it.
+#[test]
+fn a_forgotten_broker_is_refused_before_the_listener_says_hello() {
+    let data = tempfile::tempdir().unwrap();
+    let ghost_id = tidings_wire::hash::fnv1a(b"ghost").max(1);
+    std::fs::write(data.path().join("cell-forgotten"), format!("{ghost_id}\n")).unwrap();
+    let dir = data.path().display().to_string();
+    let args = ["--name", "solo", "--cluster-listen", "127.0.0.1:0", "--data", &dir];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let before = fingerprint(&broker);
+    let mut ghost = FakePeer::dial(cluster);
+    ghost.send(&PeerFrame::Hello(FakePeer::hello("ghost", 1, AuthMode::SharedKey)));
+    match ghost.next() {
+        Some(PeerFrame::Close(close)) => {
+            assert!(close.reason.starts_with("forgotten by cell solo: `tidings cell forget ghost`"), "{}", close.reason)
+        }
+        other => panic!("the forgotten broker read {other:?}, not a CLOSE"),
+    }
+    assert_eq!(fingerprint(&broker), before, "the refusal changed the broker's links");
+    assert!(state(&broker)["forgotten_here"].is_null(), "solo itself is not forgotten");
+    let (_friend, _) = FakePeer::handshake(cluster, "friend", 1, Some(&the_test_key()));
+    wait_for("another broker links", || metric(&broker, "tidings_links_up") == 1.0);
+}
+
+/// A broker dials a configured peer that turns out to be one its cell forgot: it closes before
+/// AUTH with the reason, and does not dial that address again (on main it redialled every
+/// 100-800 ms).
+#[test]
+fn a_broker_does_not_dial_a_forgotten_broker_again() {
+    let data = tempfile::tempdir().unwrap();
+    let ghost_id = tidings_wire::hash::fnv1a(b"ghost").max(1);
+    std::fs::write(data.path().join("cell-forgotten"), format!("{ghost_id}\n")).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let (dir, ghost_at) = (data.path().display().to_string(), listener.local_addr().unwrap().to_string());
+    let args = ["--name", "solo", "--cluster-listen", "127.0.0.1:0", "--data", &dir, "--peer", &ghost_at];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut ghost = FakePeer { stream, buf: BytesMut::new() };
+    let Some(PeerFrame::Hello(_)) = ghost.next() else { panic!("the dialler sent no HELLO") };
+    ghost.send(&PeerFrame::Hello(FakePeer::hello("ghost", 1, AuthMode::SharedKey)));
+    let reason = ghost.close_reason();
+    assert!(reason.starts_with("forgotten by cell solo: `tidings cell forget ghost`"), "{reason}");
+    listener.set_nonblocking(true).unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let again = listener.accept();
+    assert!(again.is_err(), "the broker dialled the forgotten broker again");
+    assert_eq!(metric(&broker, "tidings_links_up"), 0.0);
+}
+
+/// On an insecure network a broker that dials a mate which forgot it has its link up for a
+/// moment (its handshake ends at the HELLOs), then reads the mate's CLOSE: it takes it as its
+/// cell saying it is forgotten, shows why in `/state`, refuses a guaranteed publish with it,
+/// and does not dial the mate again at once.
+#[test]
+fn an_insecure_broker_closed_as_forgotten_says_so_and_refuses_guaranteed_publishes() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mate_at = listener.local_addr().unwrap().to_string();
+    let args = ["--name", "p3", "--cluster-listen", "127.0.0.1:0", "--cluster-insecure", "--peer", &mate_at];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let (stream, _) = listener.accept().unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut mate = FakePeer { stream, buf: BytesMut::new() };
+    let Some(PeerFrame::Hello(theirs)) = mate.next() else { panic!("the dialler sent no HELLO") };
+    let ours = Hello { cell: theirs.cell.clone(), ..FakePeer::hello("mate", 1, AuthMode::Insecure) };
+    mate.send(&PeerFrame::Hello(ours));
+    let why = format!("forgotten by cell {}: `tidings cell forget p3` was run", theirs.cell);
+    mate.send(&PeerFrame::Close(tidings_wire::peer::Close { reason: why.clone() }));
+    wait_for("p3 says its cell forgot it", || state(&broker)["forgotten_here"] == why.as_str());
+    let state_dir = tempfile::tempdir().unwrap();
+    let publish = Command::new(bin())
+        .args(["pub", "--server", &broker.tcp(), "--guaranteed", "g.a", "x"])
+        .env("XDG_STATE_HOME", state_dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tidings_testkit::finish_within(publish, Duration::from_secs(30));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "a guaranteed publish at the forgotten broker was acknowledged");
+    assert!(said.contains("unavailable: this broker was forgotten by cell"), "{said}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(listener.accept().is_err(), "the forgotten broker dialled the mate again within seconds");
+}

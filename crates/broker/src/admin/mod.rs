@@ -89,6 +89,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Context>, tls: Option<Arc<
         .route("/subsz", get(subsz))
         .route("/durable/{name}", delete(delete_durable))
         .route("/cell/forget/{broker}", post(forget_broker))
+        .route("/cell/unforget/{broker}", post(readmit_broker))
         .merge(crate::web::routes(&shared))
         .with_state(Arc::clone(&shared));
     let door = shared.security.as_ref().map(|guard| Arc::new(access::Door::new(Arc::clone(guard))));
@@ -322,10 +323,27 @@ async fn subsz(State(shared): State<Arc<Context>>, Query(query): Query<ListQuery
 /// good; the replica groups that have it as a member remove it (docs/replication.md,
 /// "Membership"). 409 when it cannot be forgotten (this broker, or linked now).
 async fn forget_broker(State(shared): State<Arc<Context>>, Path(broker): Path<String>) -> impl IntoResponse {
+    cell_change(&shared, &broker, false).await
+}
+
+/// `POST /cell/unforget/{broker}` (`tidings cell unforget`): this broker no longer forgets
+/// `broker` and accepts its links again; the operator runs it on every broker of the cell
+/// (docs/replication.md, "Membership changes").
+async fn readmit_broker(State(shared): State<Arc<Context>>, Path(broker): Path<String>) -> impl IntoResponse {
+    cell_change(&shared, &broker, true).await
+}
+
+async fn cell_change(shared: &Context, broker: &str, readmit: bool) -> (StatusCode, String) {
     if broker.is_empty() || broker.len() > 255 || broker.chars().any(|c| c.is_control() || c.is_whitespace()) {
         return (StatusCode::BAD_REQUEST, format!("{broker:?} is not a broker name\n"));
     }
-    match shared.core.guaranteed.forget_broker(tidings_route::BrokerName::new(&broker)).await {
+    let broker = tidings_route::BrokerName::new(broker);
+    let guaranteed = &shared.core.guaranteed;
+    let answer = match readmit {
+        true => guaranteed.readmit_broker(broker).await,
+        false => guaranteed.forget_broker(broker).await,
+    };
+    match answer {
         Ok(text) => (StatusCode::OK, text),
         Err(why) => (StatusCode::CONFLICT, format!("{why}\n")),
     }

@@ -1,6 +1,11 @@
 //! The link handshake: HELLO both ways (versions, auth mode, nonce, claimed identity), then,
 //! with a network key, AUTH both ways (see [`super::auth`]). Only a peer that passes is handed
 //! to [`super::Cluster::establish`]; until then its name and incarnation are just claims.
+//!
+//! The listener reads the dialler's HELLO before it sends its own, so that it can refuse a
+//! broker its cell forgot ([`super::forgotten`]) before anything of the link is agreed: the
+//! dialler then reads a CLOSE where it waits for the HELLO and no link comes up on either side.
+//! A dialler that finds it dialled a forgotten broker refuses after the HELLOs, before AUTH.
 
 use bytes::BytesMut;
 use tidings_wire::peer::{Auth, AuthMode, Hello, PeerFrame};
@@ -24,6 +29,10 @@ pub(super) struct Verified {
 pub(super) struct Refused {
     pub(super) reason: String,
     pub(super) auth_failure: Option<&'static str>,
+    /// The peer is a broker forgotten in this cell: its name, so the dial loop stops dialling it.
+    pub(super) forgotten_peer: Option<String>,
+    /// The peer's CLOSE says this broker is forgotten in its cell: the peer's text.
+    pub(super) forgotten_here: Option<String>,
 }
 
 impl Refused {
@@ -32,12 +41,26 @@ impl Refused {
         Refused::plain("no complete handshake within 5 s")
     }
 
-    fn plain(reason: impl Into<String>) -> Refused {
-        Refused { reason: reason.into(), auth_failure: None }
+    /// Refused for `reason`, nothing more to it.
+    pub(super) fn plain(reason: impl Into<String>) -> Refused {
+        Refused { reason: reason.into(), auth_failure: None, forgotten_peer: None, forgotten_here: None }
     }
 
     fn auth(why: &'static str, reason: impl Into<String>) -> Refused {
-        Refused { reason: reason.into(), auth_failure: Some(why) }
+        Refused { auth_failure: Some(why), ..Refused::plain(reason) }
+    }
+
+    /// The peer `name` is forgotten in this cell, for `reason`.
+    fn forgotten(name: &str, reason: String) -> Refused {
+        Refused { forgotten_peer: Some(name.to_string()), ..Refused::plain(reason) }
+    }
+}
+
+/// Refuses the sender of `theirs` if it is a broker forgotten in this cell.
+fn not_forgotten(cluster: &Cluster, theirs: &Hello) -> Result<(), Refused> {
+    match cluster.refuse_forgotten(theirs) {
+        Some(reason) => Err(Refused::forgotten(&theirs.name, reason)),
+        None => Ok(()),
     }
 }
 
@@ -52,11 +75,17 @@ pub(super) async fn handshake(
 ) -> Result<Verified, Refused> {
     let nonce = super::auth::nonce().map_err(|e| Refused::plain(format!("no randomness for a nonce: {e}")))?;
     let ours = cluster.hello(nonce);
-    send(writer, &PeerFrame::Hello(ours.clone())).await?;
+    if direction == Direction::Outbound {
+        send(writer, &PeerFrame::Hello(ours.clone())).await?;
+    }
     let theirs = match next_frame(reader, buf, max_frame).await? {
         PeerFrame::Hello(hello) => hello,
         _ => return Err(Refused::plain("the first frame on a link must be HELLO")),
     };
+    not_forgotten(cluster, &theirs)?;
+    if direction == Direction::Inbound {
+        send(writer, &PeerFrame::Hello(ours.clone())).await?;
+    }
     let version = agree(&ours, &theirs)?;
     let Some(key) = cluster.key() else {
         return Ok(Verified { hello: theirs, version });
@@ -115,7 +144,9 @@ async fn next_frame(reader: &mut BoxRead, buf: &mut BytesMut, max_frame: usize) 
     loop {
         match PeerFrame::decode(buf, max_frame) {
             Ok(Some(PeerFrame::Close(close))) => {
-                return Err(Refused::plain(format!("peer closed during the handshake: {}", close.reason)))
+                let forgotten_here = close.reason.starts_with(super::FORGOTTEN).then(|| close.reason.clone());
+                let reason = format!("peer closed during the handshake: {}", close.reason);
+                return Err(Refused { forgotten_here, ..Refused::plain(reason) });
             }
             Ok(Some(frame)) => return Ok(frame),
             Ok(None) => {}

@@ -1,6 +1,7 @@
-//! The link tasks: the cluster listener, one dialler per configured peer, each connection's
-//! handshake and read loop, and the ticker that drives the router's timers. They only carry
-//! bytes and call [`Cluster`](super::Cluster); every decision is the router's.
+//! The link tasks: the cluster listener, each connection's handshake and read loop (for the
+//! listener and for the dial loops of [`super::dial`]), and the ticker that drives the
+//! router's timers. They only carry bytes and call [`Cluster`](super::Cluster); every decision
+//! is the router's.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,7 +19,6 @@ use tidings_wire::HEADER_LEN;
 use super::convert;
 use super::handshake::{handshake, Refused};
 use super::queue::{write_link, LinkCounters, LinkQueue};
-use super::redial::Redial;
 use super::{Cluster, Direction, Event, RouteScratch};
 use crate::budget::QueueBudget;
 use crate::config::Config;
@@ -50,21 +50,22 @@ pub struct LinkContext {
 }
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-const DIAL_TIMEOUT: Duration = Duration::from_secs(2);
 /// The largest frame read before a peer is verified: HELLO and AUTH are a few hundred bytes,
 /// and an unknown peer must not make the broker buffer megabytes (it could, 8 MiB for 5 s per
 /// connection, when the handshake read frames of a link's full size).
 const HANDSHAKE_MAX_FRAME: usize = 4096;
 
 /// The two halves of a plaintext link connection.
-fn plain(stream: TcpStream) -> (BoxRead, BoxWrite) {
+pub(super) fn plain(stream: TcpStream) -> (BoxRead, BoxWrite) {
     let _ = stream.set_nodelay(true);
     let (reader, writer) = stream.into_split();
     (Box::new(reader), Box::new(writer))
 }
 
 /// The two halves of a TLS link connection.
-fn sealed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static>(stream: S) -> (BoxRead, BoxWrite) {
+pub(super) fn sealed<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + 'static>(
+    stream: S,
+) -> (BoxRead, BoxWrite) {
     let (reader, writer) = tokio::io::split(stream);
     (Box::new(reader), Box::new(writer))
 }
@@ -108,98 +109,6 @@ pub async fn accept_loop(listener: TcpListener, ctx: Arc<LinkContext>, tls: Opti
     }
 }
 
-/// Keeps a link to the broker at `address`: dials, runs the connection, and redials after it
-/// ends, quickly while the peer was up a moment ago, with backoff once it has been gone for
-/// longer ([`Redial`]). While the peer is linked through another connection (it dialled us),
-/// it waits instead of opening a duplicate.
-/// With `tls`, the link runs over mutual TLS and the peer's certificate must name the host
-/// of `address`.
-pub async fn dial_loop(address: String, ctx: Arc<LinkContext>, tls: Option<Arc<Tls>>) {
-    let settings = &ctx.config.cluster;
-    let seed = ctx.cluster.incarnation().0 ^ address.bytes().fold(0u64, |h, b| h.rotate_left(5) ^ u64::from(b));
-    let min_ms = settings.reconnect_min.as_millis() as u64;
-    let mut redial = Redial::new(min_ms, settings.reconnect_max.as_millis() as u64, seed);
-    let began = Instant::now();
-    let now_ms = || began.elapsed().as_millis() as u64;
-    let mut peer: Option<BrokerName> = None;
-    let mut unreachable = Unreachable::default();
-    loop {
-        if ctx.shutdown.is_cancelled() {
-            return;
-        }
-        let delay = if peer.as_ref().is_some_and(|p| ctx.cluster.is_linked(p)) {
-            redial.up(now_ms());
-            min_ms
-        } else {
-            match tokio::time::timeout(DIAL_TIMEOUT, dial(&address, tls.as_deref())).await {
-                Ok(Ok((halves, ends))) => {
-                    unreachable.reached(&address);
-                    let outcome = connection(halves, Direction::Outbound, ends, Arc::clone(&ctx)).await;
-                    if outcome.established {
-                        redial.up(now_ms());
-                    }
-                    peer = outcome.peer.or(peer);
-                }
-                Ok(Err(e)) => unreachable.failed(&address, &e.to_string()),
-                Err(_) => unreachable.failed(&address, "timed out"),
-            }
-            redial.next_delay_ms(now_ms())
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(delay)) => {}
-            _ = ctx.shutdown.cancelled() => return,
-        }
-    }
-}
-
-/// The two ends of a link connection: the peer's address and ours.
-type Ends = (Option<SocketAddr>, Option<SocketAddr>);
-
-/// Connects to `address`, over TLS when given; the TLS handshake is within the dial's time.
-async fn dial(address: &str, tls: Option<&Tls>) -> std::io::Result<((BoxRead, BoxWrite), Ends)> {
-    let stream = TcpStream::connect(address).await?;
-    let ends = (stream.peer_addr().ok(), stream.local_addr().ok());
-    match tls {
-        None => Ok((plain(stream), ends)),
-        Some(tls) => {
-            let _ = stream.set_nodelay(true);
-            let stream =
-                tls.connect_link(stream, address).await.map_err(|e| std::io::Error::other(format!("TLS: {e}")))?;
-            Ok((sealed(stream), ends))
-        }
-    }
-}
-
-/// How often a peer that stays unreachable is reported again.
-const UNREACHABLE_WARN_EVERY: Duration = Duration::from_secs(30);
-
-/// Says at WARN that a configured peer cannot be dialled: at the first failure, then at most
-/// every 30 s while it lasts (each attempt at DEBUG), and at INFO once it answers again.
-#[derive(Default)]
-struct Unreachable {
-    failures: u64,
-    warned: Option<std::time::Instant>,
-}
-
-impl Unreachable {
-    fn failed(&mut self, address: &str, error: &str) {
-        self.failures += 1;
-        if self.warned.is_none_or(|at| at.elapsed() >= UNREACHABLE_WARN_EVERY) {
-            warn!(%address, error, attempts = self.failures, "cannot reach peer; retrying");
-            self.warned = Some(std::time::Instant::now());
-        } else {
-            debug!(%address, error, attempts = self.failures, "dial failed");
-        }
-    }
-
-    fn reached(&mut self, address: &str) {
-        if self.warned.is_some() {
-            info!(%address, failed_attempts = self.failures, "peer reachable again");
-        }
-        *self = Unreachable::default();
-    }
-}
-
 /// Calls the router's timer input at its next deadline, until shutdown.
 pub async fn ticker(ctx: Arc<LinkContext>) {
     let cluster = &ctx.cluster;
@@ -226,13 +135,22 @@ pub async fn ticker(ctx: Arc<LinkContext>) {
     }
 }
 
+/// How a link connection ended, for its dial loop.
 #[derive(Default)]
-struct Outcome {
-    peer: Option<BrokerName>,
-    established: bool,
+pub(super) struct Outcome {
+    /// The peer's name, once its HELLO told it.
+    pub(super) peer: Option<BrokerName>,
+    /// Whether the link came up.
+    pub(super) established: bool,
+    /// The peer refused this broker: its cell forgot it.
+    pub(super) forgotten_here: bool,
 }
 
-async fn connection(
+/// The two ends of a link connection: the peer's address and ours.
+pub(super) type Ends = (Option<SocketAddr>, Option<SocketAddr>);
+
+/// Runs one link connection: the handshake, then the link until it ends.
+pub(super) async fn connection(
     (mut reader, mut writer): (BoxRead, BoxWrite),
     direction: Direction,
     (remote, local): Ends,
@@ -254,7 +172,7 @@ async fn connection(
     let id = match ctx.cluster.establish((hello, verified.version), direction, remote, Arc::clone(&queue)) {
         Ok(id) => id,
         Err(reason) => {
-            let refused = Refused { reason, auth_failure: None };
+            let refused = Refused::plain(reason);
             let outcome = refuse(&ctx, writer, remote, &refused).await;
             return Outcome { peer: Some(peer), ..outcome };
         }
@@ -266,7 +184,8 @@ async fn connection(
     let why = read_loop(&mut reader, buf, (&peer, verified.version), id, &queue, &ctx).await;
     queue.abort_after_close();
     ctx.cluster.closed(&peer, id, why);
-    Outcome { peer: Some(peer), established: true }
+    let forgotten_here = why == "peer_closed" && ctx.cluster.forgotten_here().is_some();
+    Outcome { peer: Some(peer), established: true, forgotten_here }
 }
 
 /// Tells a cell mate where this broker's clients connect (peer frame SERVERS, version 7), so
@@ -292,7 +211,14 @@ fn tell_servers(
 
 async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAddr>, refused: &Refused) -> Outcome {
     let reason = refused.reason.as_str();
-    warn!(?remote, reason, "link refused");
+    match &refused.forgotten_here {
+        // Said at error level once (`told_forgotten`), then at each slow redial here.
+        Some(why) => {
+            ctx.cluster.told_forgotten(why);
+            info!(?remote, reason, "link refused: this broker's cell forgot it");
+        }
+        None => warn!(?remote, reason, "link refused"),
+    }
     ctx.metrics.link_closed("refused");
     if let Some(why) = refused.auth_failure {
         ctx.metrics.link_auth_failures.get_or_create(&WhyLabel { why }).inc();
@@ -303,7 +229,11 @@ async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAd
     };
     let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
     let _ = writer.shutdown().await;
-    Outcome::default()
+    Outcome {
+        peer: refused.forgotten_peer.as_deref().map(BrokerName::new),
+        established: false,
+        forgotten_here: refused.forgotten_here.is_some(),
+    }
 }
 
 fn max_peer_frame(ctx: &LinkContext) -> usize {
@@ -390,7 +320,12 @@ async fn read_loop(
                     }
                 }
                 PeerFrame::Close(close) => {
-                    info!(%peer, reason = close.reason, "peer closed the link");
+                    if close.reason.starts_with(super::FORGOTTEN) {
+                        // An insecure link: the peer refused it after both HELLOs, ours done.
+                        cluster.told_forgotten(&close.reason);
+                    } else {
+                        info!(%peer, reason = close.reason, "peer closed the link");
+                    }
                     return "peer_closed";
                 }
                 PeerFrame::LinkStats(stats) => cluster.link_stats_received(peer, stats),

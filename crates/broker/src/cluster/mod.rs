@@ -16,8 +16,10 @@
 pub mod auth;
 mod convert;
 mod data;
+mod dial;
 mod events;
 mod filter;
+mod forgotten;
 mod handshake;
 mod link;
 mod link_stats;
@@ -47,9 +49,12 @@ use crate::metrics::Metrics;
 
 pub use auth::{KeyError, NetworkKey};
 pub use data::RouteScratch;
+pub use dial::dial_loop;
 pub use events::{is_guaranteed, Event, EventSink};
 pub use filter::{FilterText, Probe, RouteFilter};
-pub use link::{accept_loop, dial_loop, ticker, LinkContext};
+pub(crate) use forgotten::broker_id;
+pub use forgotten::FORGOTTEN;
+pub use link::{accept_loop, ticker, LinkContext};
 pub use link_stats::{link_reporter, LinkReport};
 pub use queue::{DataPush, LinkCounters, LinkLimits, LinkQueue};
 
@@ -125,6 +130,9 @@ pub struct Cluster {
     /// What clients are told (SERVERS): this broker's addresses, then its linked cell
     /// mates'. Sessions watch it and send the list again when it changes.
     servers: tokio::sync::watch::Sender<Arc<Vec<String>>>,
+    /// Brokers forgotten in this cell, and whether this one is ([`forgotten`]); its own lock,
+    /// never held while taking the router's.
+    forgotten: parking_lot::Mutex<forgotten::Forgotten>,
 }
 
 /// Why a handshake was refused; the text goes into the CLOSE frame.
@@ -186,6 +194,7 @@ impl Cluster {
             link_stats: parking_lot::Mutex::default(),
             advertise: servers::Advertise::Nothing,
             servers: tokio::sync::watch::Sender::new(Arc::new(Vec::new())),
+            forgotten: parking_lot::Mutex::default(),
         }
     }
 
@@ -554,6 +563,9 @@ impl Cluster {
         self.execute(core);
         self.metrics.links_established.inc();
         drop(guard);
+        if hello.cell == self.cell.as_str() {
+            self.mate_linked();
+        }
         self.timer.notify_one();
         Ok(connection)
     }

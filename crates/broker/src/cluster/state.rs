@@ -25,6 +25,9 @@ pub struct ClusterState {
     /// What this broker tells its native clients of its cell (SERVERS): its own client
     /// addresses, then those of every cell mate that linked to it since it started (`servers.rs`).
     pub told_servers: Vec<String>,
+    /// Why this broker's cell refused it (it was forgotten there: `tidings cell forget`), while
+    /// it does; `null` otherwise.
+    pub forgotten_here: Option<String>,
     /// Up link connections as the shell sees them.
     pub connections: Vec<ConnectionState>,
     /// The router's view (filters shown as their pattern and selector texts).
@@ -95,6 +98,7 @@ impl Cluster {
             now_ms: self.now().0,
             last_route_change_ms: self.last_route_change.load(Ordering::Relaxed),
             told_servers: self.servers.borrow().to_vec(),
+            forgotten_here: self.forgotten_here(),
             connections,
             router,
         }

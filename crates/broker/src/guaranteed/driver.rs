@@ -452,8 +452,9 @@ impl Driver {
                     replicas.received(&from, frame);
                 }
             }
-            Command::Forget { broker, reply } => {
+            Command::Forget { broker, readmit, reply } => {
                 let answer = match self.replicas.as_mut() {
+                    Some(replicas) if readmit => replicas.readmit(&broker),
                     Some(replicas) => replicas.forget(&broker),
                     None => {
                         Err("this broker keeps no replica groups (no cell mates, or [storage] replicas = 1)".into())

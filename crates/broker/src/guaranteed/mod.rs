@@ -115,9 +115,14 @@ pub(crate) enum Command {
     Routing(tidings_route::GdAction),
     /// A message of a pubend's Raft group from cell mate `from`.
     Replica { from: tidings_route::BrokerName, frame: tidings_wire::peer::Replica },
-    /// An operator forgets `broker`, gone from the cell for good (`tidings cell forget`): the
-    /// answer (what happened, or why not) goes to `reply`.
-    Forget { broker: tidings_route::BrokerName, reply: tokio::sync::oneshot::Sender<Result<String, String>> },
+    /// An operator forgets `broker`, gone from the cell for good (`tidings cell forget`), or with
+    /// `readmit` takes that back here (`tidings cell unforget`): the answer (what happened, or
+    /// why not) goes to `reply`.
+    Forget {
+        broker: tidings_route::BrokerName,
+        readmit: bool,
+        reply: tokio::sync::oneshot::Sender<Result<String, String>>,
+    },
     /// Writes of the replica journals completed.
     ReplicaSynced(Vec<Completion>),
     /// A GPUBLISH; the answer (PUBLISH_ACK or PUBLISH_REFUSED) goes to `reply`. `retained`:
@@ -425,8 +430,19 @@ impl Guaranteed {
     /// forget`): every replica group that has it as a member removes it and grows again with a
     /// linked mate (docs/replication.md, "Membership"). `Err` with the reason when it cannot be.
     pub async fn forget_broker(&self, broker: tidings_route::BrokerName) -> Result<String, String> {
+        self.cell_change(broker, false).await
+    }
+
+    /// Takes back a forget of `broker` on this broker, for an operator (`tidings cell
+    /// unforget`): its links are accepted here again (docs/replication.md, "Membership
+    /// changes", re-using a name).
+    pub async fn readmit_broker(&self, broker: tidings_route::BrokerName) -> Result<String, String> {
+        self.cell_change(broker, true).await
+    }
+
+    async fn cell_change(&self, broker: tidings_route::BrokerName, readmit: bool) -> Result<String, String> {
         let (reply, answer) = tokio::sync::oneshot::channel();
-        self.send(Command::Forget { broker, reply });
+        self.send(Command::Forget { broker, readmit, reply });
         answer.await.unwrap_or_else(|_| Err("the broker is shutting down".to_string()))
     }
 

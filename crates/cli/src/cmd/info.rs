@@ -56,6 +56,9 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         state["incarnation"]
     )?;
     outln!("  alive {alive}, ready {ready}, links up {}", router["links"].as_array().map_or(0, Vec::len))?;
+    if let Some(why) = state["forgotten_here"].as_str() {
+        outln!("  REFUSED BY ITS CELL, {why}")?;
+    }
     outln!("  connections {}, subscriptions {}", sum("tidings_connections"), sum("tidings_subscriptions"))?;
     outln!(
         "  messages in {}, out {}, slow-consumer drops {}, protocol errors {}",

@@ -103,6 +103,11 @@ impl Driver {
         since: Instant,
     ) -> bool {
         let Some(replicas) = self.replicas.as_mut() else { return true };
+        if let Some(why) = replicas.forgotten_here() {
+            // Its cell removed it from every group: what it logged alone, no group would hold.
+            self.refuse_unavailable(publish, reply, &format!("this broker was {why}"));
+            return false;
+        }
         if !replicas.is_replicated(pubend) {
             if self.hosted.contains(&pubend) {
                 // Created before any cell mate linked: it stays on this broker alone.

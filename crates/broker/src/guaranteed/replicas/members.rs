@@ -86,14 +86,47 @@ impl Replicas {
         })
     }
 
+    /// An operator takes back the forget of `broker` here (admin API, `tidings cell unforget`):
+    /// its links are accepted again. Each broker keeps its own record, and one that still
+    /// forgets `broker` tells the others again when a link comes up, so the operator runs it on
+    /// every broker of the cell.
+    pub(in crate::guaranteed) fn readmit(&mut self, broker: &BrokerName) -> Result<String, String> {
+        let id = replica_id(broker.as_str());
+        if !self.forgotten.contains(&id) {
+            return Ok(format!("{broker} is not forgotten here\n"));
+        }
+        let rest: String = self.forgotten.iter().filter(|&&f| f != id).map(|f| format!("{f}\n")).collect();
+        replace_file(&self.forgotten_path, &rest).map_err(|e| format!("{}: {e}", self.forgotten_path.display()))?;
+        self.forgotten.remove(&id);
+        self.cluster.readmit_broker(id);
+        info!(%broker, "no longer forgotten here: its links are accepted again");
+        Ok(format!(
+            "{broker} is no longer forgotten here: its links are accepted again. Run this on every broker of \
+             the cell: one that still forgets {broker} tells the others again when a link comes up\n"
+        ))
+    }
+
     /// A mate told us `broker` is forgotten (a REPLICA frame of kind FORGET).
     pub(in crate::guaranteed) fn forgotten_received(&mut self, from: &BrokerName, broker: ReplicaId) {
         if broker == self.me {
-            return warn!(%from, "a mate says this broker was forgotten in the cell: it stays, but groups remove it");
+            // Its journals stay: dropping them before its removal commits would be a wipe.
+            let why = format!(
+                "{}{}: {from} says `tidings cell forget {}` was run",
+                crate::cluster::FORGOTTEN,
+                self.cell,
+                self.cluster.name()
+            );
+            return self.cluster.told_forgotten(&why);
         }
         if let Err(e) = self.note_forgotten(broker) {
             warn!(%from, error = %e, "a forgotten broker could not be recorded");
         }
+    }
+
+    /// Why this broker's cell refused it (`tidings cell forget` was run for it), while it does:
+    /// the gate then refuses guaranteed publishes (`gate`).
+    pub(super) fn forgotten_here(&self) -> Option<String> {
+        self.cluster.forgotten_here()
     }
 
     /// Records `id` as forgotten (durably, before anything relies on it); `Ok(false)` if it
@@ -109,6 +142,7 @@ impl Replicas {
         };
         write().map_err(|e| format!("{}: {e}", self.forgotten_path.display()))?;
         self.forgotten.insert(id);
+        self.cluster.forget_brokers([id]);
         info!(broker = %self.name(id), "forgotten in the cell: no longer a replica mate");
         Ok(true)
     }
@@ -157,10 +191,15 @@ impl Replicas {
                 words.join(" ") + "\n"
             })
             .collect();
-        let temporary = self.membership.with_extension("new");
-        let mut file = std::fs::File::create(&temporary)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&temporary, &self.membership)
+        replace_file(&self.membership, &text)
     }
+}
+
+/// Writes `path` anew with `text`, through a temporary file synced and renamed over it.
+fn replace_file(path: &Path, text: &str) -> std::io::Result<()> {
+    let temporary = path.with_extension("new");
+    let mut file = std::fs::File::create(&temporary)?;
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)
 }

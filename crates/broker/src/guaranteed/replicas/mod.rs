@@ -48,7 +48,7 @@ pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// A broker's replica id in every group: raft-rs's peer id, the same on every broker.
 pub(super) fn replica_id(name: &str) -> ReplicaId {
-    tidings_wire::hash::fnv1a(name.as_bytes()).max(1)
+    crate::cluster::broker_id(name)
 }
 
 /// What a group decided for a publisher.
@@ -137,13 +137,16 @@ impl Replicas {
         let (store, _) =
             Store::open_with(fs, &data_dir.join("replicas"), options, Sink(tx)).map_err(|e| fail(e.to_string()))?;
         let me = replica_id(cluster.name().as_str());
+        let forgotten = members::read_forgotten(&data_dir.join("cell-forgotten")).map_err(fail)?;
+        // Before any link task starts: a forgotten broker is never linked.
+        cluster.forget_brokers(forgotten.iter().copied());
         let mut replicas = Replicas {
             me,
             cell: cluster.cell().clone(),
             cluster,
             sizes,
             mates: BTreeMap::new(),
-            forgotten: members::read_forgotten(&data_dir.join("cell-forgotten")).map_err(fail)?,
+            forgotten,
             forgotten_path: data_dir.join("cell-forgotten"),
             store,
             groups: BTreeMap::new(),
@@ -253,7 +256,8 @@ impl Replicas {
         }
         let id = replica_id(peer.as_str());
         if self.forgotten.contains(&id) {
-            warn!(%peer, "a broker forgotten in this cell linked again: never a member of a group again");
+            // Refused at the handshake since; a link that came up just before its forget.
+            warn!(%peer, "a broker forgotten in this cell is linked: never a member of a group again");
         }
         self.mates.insert(id, peer.clone());
         self.tell_forgotten(peer);
