@@ -485,3 +485,34 @@ fn an_insecure_broker_closed_as_forgotten_says_so_and_refuses_guaranteed_publish
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "the forgotten broker dialled the mate again within seconds");
 }
+
+/// A CLOSE saying "forgotten by cell ..." as the first frame of a connection this broker did
+/// not dial is anyone's to send (it comes before AUTH): a healthy broker does not take it as its
+/// cell forgetting it, and goes on acknowledging guaranteed publishes. Before, one such frame
+/// from any client of the cluster port stopped its guaranteed publishes until a mate linked
+/// again.
+#[test]
+fn a_close_on_a_connection_it_did_not_dial_does_not_make_a_broker_forgotten() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = data.path().display().to_string();
+    let args = ["--name", "solo", "--cluster-listen", "127.0.0.1:0", "--data", &dir];
+    let broker = BrokerProcess::start(bin(), &args).unwrap();
+    let cluster = broker.ready.cluster.expect("a cluster listener");
+    let mut stranger = FakePeer::dial(cluster);
+    let why = "forgotten by cell default: `tidings cell forget solo` was run".to_string();
+    stranger.send(&PeerFrame::Close(tidings_wire::peer::Close { reason: why }));
+    // The broker drops the connection: the stranger reads its end (or its refusal).
+    let _ = stranger.next();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(state(&broker)["forgotten_here"].is_null(), "a stranger's CLOSE made the broker forgotten");
+    let state_dir = tempfile::tempdir().unwrap();
+    let publish = Command::new(bin())
+        .args(["pub", "--server", &broker.tcp(), "--guaranteed", "g.a", "x"])
+        .env("XDG_STATE_HOME", state_dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = tidings_testkit::finish_within(publish, Duration::from_secs(30));
+    assert!(out.status.success(), "a guaranteed publish was refused: {}", String::from_utf8_lossy(&out.stderr));
+}

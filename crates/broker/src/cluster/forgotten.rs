@@ -97,6 +97,32 @@ impl Cluster {
         }
     }
 
+    /// A handshake this broker dialled was refused with a CLOSE saying it is forgotten (`why`).
+    /// That CLOSE comes before AUTH, so anyone at a dialled address could send it: it is
+    /// believed only while no cell mate is linked (a forgotten broker's mates all refuse it),
+    /// never against a mate's authenticated link. The caller takes it only from its own dials:
+    /// an inbound connection's first frame is anyone's.
+    pub(super) fn refused_as_forgotten(&self, why: &str) {
+        let linked_mate = self.core.read().links.values().any(|link| link.cell == self.cell);
+        if !linked_mate {
+            self.told_forgotten(why);
+        }
+    }
+
+    /// An insecure link's peer closed it saying this broker is forgotten (`why`): the same
+    /// rule as [`Cluster::refused_as_forgotten`], for a link this broker dialled, with no other
+    /// cell mate linked.
+    pub(super) fn closed_as_forgotten(&self, peer: &BrokerName, why: &str) {
+        let believed = {
+            let core = self.core.read();
+            let dialled = core.links.get(peer).is_some_and(|link| link.direction == super::Direction::Outbound);
+            dialled && !core.links.iter().any(|(name, link)| name != peer && link.cell == self.cell)
+        };
+        if believed {
+            self.told_forgotten(why);
+        }
+    }
+
     /// Why this broker's cell refused it, while it does (see [`Cluster::told_forgotten`]).
     pub fn forgotten_here(&self) -> Option<String> {
         self.forgotten.lock().here.clone()

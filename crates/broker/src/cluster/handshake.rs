@@ -56,6 +56,16 @@ impl Refused {
     }
 }
 
+/// Only a broker this one dialled may tell it that its cell forgot it: an inbound connection's
+/// frames are anyone's, and one CLOSE would otherwise stop a healthy broker's guaranteed
+/// publishes (`Cluster::refused_as_forgotten`).
+fn dialled_only(refused: Refused, direction: Direction) -> Refused {
+    match direction {
+        Direction::Outbound => refused,
+        Direction::Inbound => Refused { forgotten_here: None, ..refused },
+    }
+}
+
 /// Refuses the sender of `theirs` if it is a broker forgotten in this cell.
 fn not_forgotten(cluster: &Cluster, theirs: &Hello) -> Result<(), Refused> {
     match cluster.refuse_forgotten(theirs) {
@@ -78,7 +88,7 @@ pub(super) async fn handshake(
     if direction == Direction::Outbound {
         send(writer, &PeerFrame::Hello(ours.clone())).await?;
     }
-    let theirs = match next_frame(reader, buf, max_frame).await? {
+    let theirs = match next_frame(reader, buf, max_frame).await.map_err(|r| dialled_only(r, direction))? {
         PeerFrame::Hello(hello) => hello,
         _ => return Err(Refused::plain("the first frame on a link must be HELLO")),
     };
@@ -99,7 +109,7 @@ pub(super) async fn handshake(
         }
     };
     send(writer, &PeerFrame::Auth(Auth { proof: transcript.proof(key, me) })).await?;
-    let proof = match next_frame(reader, buf, max_frame).await? {
+    let proof = match next_frame(reader, buf, max_frame).await.map_err(|r| dialled_only(r, direction))? {
         PeerFrame::Auth(auth) => auth.proof,
         _ => return Err(Refused::auth("no_proof", "the frame after HELLO must be AUTH")),
     };

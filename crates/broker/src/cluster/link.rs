@@ -214,7 +214,7 @@ async fn refuse(ctx: &LinkContext, mut writer: BoxWrite, remote: Option<SocketAd
     match &refused.forgotten_here {
         // Said at error level once (`told_forgotten`), then at each slow redial here.
         Some(why) => {
-            ctx.cluster.told_forgotten(why);
+            ctx.cluster.refused_as_forgotten(why);
             info!(?remote, reason, "link refused: this broker's cell forgot it");
         }
         None => warn!(?remote, reason, "link refused"),
@@ -322,7 +322,7 @@ async fn read_loop(
                 PeerFrame::Close(close) => {
                     if close.reason.starts_with(super::FORGOTTEN) {
                         // An insecure link: the peer refused it after both HELLOs, ours done.
-                        cluster.told_forgotten(&close.reason);
+                        cluster.closed_as_forgotten(peer, &close.reason);
                     } else {
                         info!(%peer, reason = close.reason, "peer closed the link");
                     }
