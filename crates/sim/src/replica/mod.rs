@@ -36,6 +36,11 @@ use world::{Weather, World};
 /// snapshot), so a run takes snapshots often and ships some to replicas behind.
 pub const COMPACT_BYTES: u64 = 256;
 
+/// The sim's compaction slice: records of about 40 bytes a turn (`tidings-replica`'s
+/// `compaction`), so nearly every snapshot is encoded over several turns, with publishes,
+/// releases, snapshot installs and crashes in between.
+pub const COMPACT_SLICE: usize = 40;
+
 /// The sim's snapshot chunk: a few dozen bytes, so nearly every snapshot shipped travels in
 /// several chunks, through the network's loss, duplication and reordering (`tidings-replica`'s
 /// `chunks`), and is reassembled or refused and sent again.

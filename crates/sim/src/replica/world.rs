@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Membership, Record, ReplicaGroup, ReplicaId};
 
-use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
+use crate::replica::{Mutation, COMPACT_BYTES, COMPACT_SLICE, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
 
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
@@ -176,6 +176,7 @@ impl World {
             ack_before_quorum: self.mutation == Mutation::AckBeforeQuorum,
             snapshot_drops_record: self.mutation == Mutation::SnapshotDropsRecord,
             compact_bytes: COMPACT_BYTES,
+            compact_slice: COMPACT_SLICE,
             snapshot_chunk: SNAPSHOT_CHUNK,
             snapshot_window: SNAPSHOT_WINDOW,
             ..GroupSettings::new(id, self.voters.clone())
