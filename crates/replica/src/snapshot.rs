@@ -30,6 +30,9 @@ const VERSION: u8 = 1;
 pub struct SnapshotCounts {
     /// Snapshots this replica took of its own state (each a compaction).
     pub taken: u64,
+    /// Compactions ended before they were whole by a snapshot installed from the leader
+    /// (`compaction`).
+    pub aborted: u64,
     /// Snapshots sent to a follower behind this leader's first index.
     pub sent: u64,
     /// Snapshots received and installed.
@@ -222,7 +225,7 @@ impl Running {
         match PubendReplica::decode(&snapshot.data) {
             Ok(state) => {
                 // The log and the state become the leader's: a compaction of the old ones ends.
-                self.compaction = None;
+                self.snapshots.aborted += u64::from(self.compaction.take().is_some());
                 self.state = state;
                 self.applied_term = snapshot.get_metadata().term;
                 self.raw.mut_store().install(snapshot);
