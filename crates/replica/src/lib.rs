@@ -48,6 +48,7 @@ pub mod journal;
 mod log;
 mod members;
 mod pace;
+mod parts;
 mod propose;
 mod ready;
 mod rejoin;
