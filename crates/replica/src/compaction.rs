@@ -68,25 +68,35 @@ impl Compaction {
         }
     }
 
+    /// Encodes one record at the cursor.
+    fn put(&mut self, record: &Record) -> Result<(), String> {
+        if self.left == 0 {
+            return Err(format!("compacting at {}: more records than the state held", self.index));
+        }
+        self.left -= 1;
+        self.next = record.tick + 1;
+        PubendReplica::encode_record(&mut self.out, record);
+        Ok(())
+    }
+
     /// Encodes records until `budget` bytes are spent or none is left: `Some(bytes)` once the
     /// snapshot is whole (its CRC appended), `Err` if the records read are not the count taken
     /// at `A` (a bug: the snapshot would not be the state at `A`).
     pub(crate) fn advance(&mut self, state: &PubendReplica, budget: usize) -> Result<Option<Vec<u8>>, String> {
         let start = self.out.len();
+        // Kept records are all below the state's (a release drops a prefix): first.
         while self.out.len() - start < budget {
-            // Kept records are all below the state's (a release drops a prefix).
-            let record = match self.aside.pop_first() {
-                Some((_, record)) => Some(std::borrow::Cow::Owned(record)),
-                None if self.next > self.last => None,
-                None => state.records.range(self.next..=self.last).next().map(|(_, r)| std::borrow::Cow::Borrowed(r)),
-            };
-            let Some(record) = record else { break };
-            if self.left == 0 {
-                return Err(format!("compacting at {}: more records than the state held", self.index));
+            let Some((_, record)) = self.aside.pop_first() else { break };
+            self.put(&record)?;
+        }
+        // One walk of the state's records a slice, not a search a record.
+        if self.aside.is_empty() && self.next <= self.last {
+            for (_, record) in state.records.range(self.next..=self.last) {
+                if self.out.len() - start >= budget {
+                    break;
+                }
+                self.put(record)?;
             }
-            self.left -= 1;
-            self.next = record.tick + 1;
-            PubendReplica::encode_record(&mut self.out, &record);
         }
         self.crc.update(&self.out[start..]);
         if self.out.len() - start >= budget && self.left > 0 {
