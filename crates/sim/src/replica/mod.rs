@@ -108,6 +108,8 @@ pub struct Report {
     pub snapshots_installed: u64,
     /// Snapshot chunks a replica took into an assembly.
     pub chunks_received: u64,
+    /// Compactions ended before they were whole by a snapshot installed from the leader.
+    pub compactions_aborted: u64,
     /// Ticks after which a leader still had snapshot chunks queued (paced over ticks).
     pub paced: usize,
     /// Retries answered "logged earlier, tick forgotten" (their record released).
@@ -172,6 +174,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         snapshots_taken: run.world.snapshots.0,
         snapshots_installed: run.world.snapshots.1,
         chunks_received: run.world.snapshots.2,
+        compactions_aborted: run.world.snapshots.3,
         paced: run.world.paced,
         forgotten: judge.forgotten,
         replaced: usize::from(run.world.replace.is_some()),
