@@ -97,8 +97,8 @@ pub struct GroupSettings {
 /// restart) catches up from the log; a wiped one gets the snapshot.
 pub const COMPACT_BYTES: u64 = 8 << 20;
 
-/// The default [`GroupSettings::compact_slice`]: 1 MiB, a few ms of encoding a turn.
-pub const COMPACT_SLICE: usize = 1 << 20;
+/// The default [`GroupSettings::compact_slice`]: 256 KiB, under a ms of encoding a turn.
+pub const COMPACT_SLICE: usize = 256 << 10;
 
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
