@@ -55,6 +55,10 @@ pub struct GroupSettings {
     /// Bytes of log entries that make a replica compact its log below what it applied (see
     /// `snapshot`): also at least twice the last snapshot's size.
     pub compact_bytes: u64,
+    /// Bytes of records a compaction encodes per turn (see `compaction`): a large state's
+    /// snapshot is spread over turns so that no turn holds the broker's driver for long. Small
+    /// in the simulator, so its compactions span many turns.
+    pub compact_slice: usize,
     /// Mutation switch for the simulator only: every snapshot leaves out the newest unreleased
     /// record, so that the simulator proves it would notice a snapshot that loses one.
     pub snapshot_drops_record: bool,
@@ -93,6 +97,9 @@ pub struct GroupSettings {
 /// restart) catches up from the log; a wiped one gets the snapshot.
 pub const COMPACT_BYTES: u64 = 8 << 20;
 
+/// The default [`GroupSettings::compact_slice`]: 256 KiB, under a ms of encoding a turn.
+pub const COMPACT_SLICE: usize = 256 << 10;
+
 impl GroupSettings {
     /// Settings with the simulator's and the broker's default timing (10 and 2 ticks).
     pub fn new(id: ReplicaId, voters: Vec<ReplicaId>) -> Self {
@@ -105,6 +112,7 @@ impl GroupSettings {
             hand_back: true,
             broadcast_commit: true,
             compact_bytes: COMPACT_BYTES,
+            compact_slice: COMPACT_SLICE,
             snapshot_drops_record: false,
             confirm_lead: false,
             exact_ticks: false,
@@ -432,6 +440,8 @@ pub(crate) struct Running {
     pub(crate) snapshots: SnapshotCounts,
     /// The log bytes the next compaction waits for: twice the last snapshot's size.
     pub(crate) compact_at: u64,
+    /// The compaction being encoded, a slice a turn (see `compaction`).
+    pub(crate) compaction: Option<crate::compaction::Compaction>,
     /// The number of the last [`Write`] handed out (a compaction's write takes it too).
     pub(crate) last_number: u64,
     /// Ticks in a row this mate held its campaign back for a linked host (see `holds_back`).
@@ -604,6 +614,7 @@ impl Running {
             was_member,
             snapshots: SnapshotCounts::default(),
             compact_at: 0,
+            compaction: None,
             last_number: 0,
         })
     }

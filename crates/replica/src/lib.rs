@@ -19,7 +19,7 @@
 //! - [`snapshot`] (with `log`, the raft-rs storage holding a snapshot and the entries after
 //!   it): log compaction, the snapshot's bytes, and a follower behind the leader's first index
 //!   caught up from a snapshot plus the log's tail; a compaction's write is a checkpoint below
-//!   which the journal is released.
+//!   which the journal is released; `compaction`: a snapshot encoded a slice per turn.
 //!
 //! Nothing here runs a thread, a timer, a socket or a disk. Determinism: raft-rs draws election
 //! timeouts from the thread's random generator; [`GroupSettings`] pins each replica's timeout
@@ -41,12 +41,14 @@
 
 mod chunks;
 pub mod command;
+mod compaction;
 mod envelope;
 mod group;
 pub mod journal;
 mod log;
 mod members;
 mod pace;
+mod parts;
 mod propose;
 mod ready;
 mod rejoin;
@@ -59,7 +61,7 @@ pub use command::{Command, DecodeError, PublisherId};
 pub use envelope::{InvalidMessage, MAX_TERM_OR_INDEX};
 pub use group::{
     Action, Applied, Conf, Envelope, GroupSettings, Input, Membership, Recovered, ReplicaError, ReplicaGroup,
-    ReplicaId, Write, COMPACT_BYTES,
+    ReplicaId, Write, COMPACT_BYTES, COMPACT_SLICE,
 };
 pub use journal::{Journal, JournalError};
 pub use members::PROMOTE_SLACK;

@@ -81,6 +81,11 @@ impl Log {
         self.conf_state = conf_state;
     }
 
+    /// The members as last applied, as raft-rs has them: a compaction starting now takes them.
+    pub(crate) fn conf_state(&self) -> &ConfState {
+        &self.conf_state
+    }
+
     /// The members as last applied (voters, learners), each in id order.
     pub(crate) fn conf(&self) -> crate::group::Conf {
         crate::members::conf_of(&self.conf_state)
@@ -113,15 +118,16 @@ impl Log {
         Ok(())
     }
 
-    /// Takes the state applied at `index` (held, at or below the last entry) as the snapshot and
-    /// drops the entries up to it.
-    pub(crate) fn compact(&mut self, index: u64, data: Vec<u8>) -> Result<(), String> {
+    /// Takes the state applied at `index` (held, at or below the last entry), with the members
+    /// `conf` there, as the snapshot and drops the entries up to it.
+    pub(crate) fn compact(&mut self, index: u64, conf: ConfState, data: Vec<u8>) -> Result<(), String> {
         let term = self.term(index).map_err(|e| format!("compacting to {index}: {e}"))?;
         let drop = index.saturating_sub(self.base()) as usize;
         for dropped in self.entries.drain(..drop.min(self.entries.len())) {
             self.bytes -= dropped.data.len() as u64;
         }
         self.set_snapshot(index, term, data.into());
+        self.snapshot.mut_metadata().set_conf_state(conf);
         Ok(())
     }
 

@@ -170,7 +170,10 @@ impl Running {
                 EntryType::EntryNormal if !entry.data.is_empty() => Command::decode(&entry.data).ok(),
                 _ => None,
             };
-            let outcome = self.state.apply(command);
+            let outcome = match &mut self.compaction {
+                Some(compaction) => self.state.apply_with(command, &mut |r| compaction.keep(r)),
+                None => self.state.apply(command),
+            };
             let acked = match outcome {
                 Outcome::Logged { publisher, seq, tick } => Some((publisher, seq, Some(tick))),
                 Outcome::Duplicate { publisher, seq, tick } => Some((publisher, seq, tick)),

@@ -30,6 +30,9 @@ const VERSION: u8 = 1;
 pub struct SnapshotCounts {
     /// Snapshots this replica took of its own state (each a compaction).
     pub taken: u64,
+    /// Compactions ended before they were whole by a snapshot installed from the leader
+    /// (`compaction`).
+    pub aborted: u64,
     /// Snapshots sent to a follower behind this leader's first index.
     pub sent: u64,
     /// Snapshots received and installed.
@@ -59,30 +62,44 @@ impl PubendReplica {
         // Sized once: grown by doubling, a 100 MB state was copied and faulted in again at
         // every step, on the driver's task.
         let mut out = Vec::with_capacity(self.encoded_len());
-        out.push(VERSION);
-        let word = |out: &mut Vec<u8>, w: u64| out.extend_from_slice(&w.to_le_bytes());
-        for w in [self.last_tick, self.silent_up_to, self.released_up_to, self.records.len() as u64] {
-            word(&mut out, w);
-        }
+        self.encode_head(&mut out, self.records.len() as u64);
         for r in self.records.values() {
-            for w in [r.tick, r.publisher, r.seq, r.payload.len() as u64] {
-                word(&mut out, w);
-            }
-            out.extend_from_slice(&r.payload);
+            Self::encode_record(&mut out, r);
         }
-        word(&mut out, self.released_seqs.len() as u64);
-        for (&publisher, &seq) in &self.released_seqs {
-            word(&mut out, publisher);
-            word(&mut out, seq);
-        }
+        self.encode_tail(&mut out);
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_le_bytes());
         out
     }
 
+    /// The snapshot's start: the version, the header words and the record count.
+    pub(crate) fn encode_head(&self, out: &mut Vec<u8>, count: u64) {
+        out.push(VERSION);
+        for w in [self.last_tick, self.silent_up_to, self.released_up_to, count] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    /// One record of a snapshot.
+    pub(crate) fn encode_record(out: &mut Vec<u8>, r: &Record) {
+        for w in [r.tick, r.publisher, r.seq, r.payload.len() as u64] {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out.extend_from_slice(&r.payload);
+    }
+
+    /// The snapshot's end before its CRC: each publisher's released high-water mark.
+    pub(crate) fn encode_tail(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.released_seqs.len() as u64).to_le_bytes());
+        for (&publisher, &seq) in &self.released_seqs {
+            out.extend_from_slice(&publisher.to_le_bytes());
+            out.extend_from_slice(&seq.to_le_bytes());
+        }
+    }
+
     /// The bytes [`PubendReplica::encode`] takes, without encoding.
     pub fn encoded_len(&self) -> usize {
-        let records: usize = self.records.values().map(|r| 32 + r.payload.len()).sum();
+        let records = 32 * self.records.len() + self.payload_bytes;
         1 + 32 + records + 8 + 16 * self.released_seqs.len() + 4
     }
 
@@ -114,6 +131,7 @@ impl PubendReplica {
                 return Err(DecodeError("snapshot record out of order"));
             }
             previous = tick;
+            state.payload_bytes += payload.len();
             state.records.insert(tick, Record { tick, publisher, seq, payload });
         }
         for _ in 0..r.word()? {
@@ -127,45 +145,30 @@ impl PubendReplica {
 }
 
 impl Running {
-    /// Compacts the log below the applied index when the trigger is reached (see this module).
+    /// Compacts the log below the applied index when the trigger is reached (see this module),
+    /// a slice of the snapshot per call (`compaction`).
     pub(crate) fn maybe_compact(&mut self, settings: &GroupSettings, out: &mut Vec<Action>) {
-        let log = self.raw.store();
-        let applied = self.raw.raft.raft_log.applied;
-        let bytes = log.bytes();
-        // A member added since the last snapshot needs one that names it (`members`): now.
-        let stale = log.take_stale() && applied > log.base();
-        if !stale && (applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes)) {
+        if self.compaction.is_none() && !self.should_compact(settings, out) {
             return;
         }
-        if !stale && self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes)
-        {
-            let first = log.base() + 1;
-            let behind =
-                self.raw.raft.prs().iter().any(|(&id, p)| {
-                    id != settings.id && p.recent_active && p.matched < applied && p.matched + 1 >= first
-                });
-            if behind {
+        let compaction = self.compaction.get_or_insert_with(|| {
+            let log = self.raw.store();
+            let applied = self.raw.raft.raft_log.applied;
+            let conf = log.conf_state().clone();
+            crate::compaction::Compaction::start(&self.state, applied, conf, settings.snapshot_drops_record)
+        });
+        let data = match compaction.advance(&self.state, settings.compact_slice.max(1)) {
+            Ok(None) => return,
+            Ok(Some(data)) => data,
+            Err(reason) => {
+                self.compaction = None;
+                out.push(Action::Fault { reason });
                 return;
             }
-        }
-        if self.state.encoded_len() > settings.max_snapshot {
-            self.snapshots.too_large += 1;
-            self.compact_at = 2 * bytes;
-            let (bytes, max) = (self.state.encoded_len() as u64, settings.max_snapshot as u64);
-            out.push(Action::TooLarge { bytes, max });
-            return;
-        }
-        let data = match settings.snapshot_drops_record {
-            // The mutation: a snapshot missing the newest unreleased record.
-            true => {
-                let mut state = self.state.clone();
-                state.records.pop_last();
-                state.encode()
-            }
-            false => self.state.encode(),
         };
+        let Some(compaction) = self.compaction.take() else { return };
         let size = data.len() as u64;
-        if let Err(reason) = self.raw.mut_store().compact(applied, data) {
+        if let Err(reason) = self.raw.mut_store().compact(compaction.index, compaction.conf, data) {
             out.push(Action::Fault { reason });
             return;
         }
@@ -183,12 +186,46 @@ impl Running {
         out.push(Action::Persist(write));
     }
 
+    /// Whether a compaction starts now: the trigger is reached (see this module) and the state
+    /// is not over the maximum.
+    fn should_compact(&mut self, settings: &GroupSettings, out: &mut Vec<Action>) -> bool {
+        let log = self.raw.store();
+        let applied = self.raw.raft.raft_log.applied;
+        let bytes = log.bytes();
+        // A member added since the last snapshot needs one that names it (`members`): now.
+        let stale = log.take_stale() && applied > log.base();
+        if !stale && (applied <= log.base() || bytes < self.compact_at.max(settings.compact_bytes)) {
+            return false;
+        }
+        if !stale && self.raw.raft.state == StateRole::Leader && bytes < 4 * self.compact_at.max(settings.compact_bytes)
+        {
+            let first = log.base() + 1;
+            let behind =
+                self.raw.raft.prs().iter().any(|(&id, p)| {
+                    id != settings.id && p.recent_active && p.matched < applied && p.matched + 1 >= first
+                });
+            if behind {
+                return false;
+            }
+        }
+        if self.state.encoded_len() > settings.max_snapshot {
+            self.snapshots.too_large += 1;
+            self.compact_at = 2 * bytes;
+            let (bytes, max) = (self.state.encoded_len() as u64, settings.max_snapshot as u64);
+            out.push(Action::TooLarge { bytes, max });
+            return false;
+        }
+        true
+    }
+
     /// Installs a snapshot raft-rs accepted from the leader (its `Ready` carries it): the
     /// applied state becomes the snapshot's. Its journal write goes out with the `Ready`'s, and
     /// the answer to the leader waits for that write's sync (`ready`).
     pub(crate) fn install(&mut self, snapshot: &Snapshot, out: &mut Vec<Action>) {
         match PubendReplica::decode(&snapshot.data) {
             Ok(state) => {
+                // The log and the state become the leader's: a compaction of the old ones ends.
+                self.snapshots.aborted += u64::from(self.compaction.take().is_some());
                 self.state = state;
                 self.applied_term = snapshot.get_metadata().term;
                 self.raw.mut_store().install(snapshot);

@@ -82,11 +82,20 @@ pub struct PubendReplica {
     pub(crate) silent_up_to: u64,
     /// Records up to here are released.
     pub(crate) released_up_to: u64,
+    /// The payload bytes of `records`: a snapshot's size without walking them (a compaction
+    /// sizes its buffer on the driver's task). Derived, like `recent`.
+    pub(crate) payload_bytes: usize,
 }
 
 impl PubendReplica {
     /// Applies one committed command; `None` is an entry without one (see [`Outcome::Nothing`]).
     pub fn apply(&mut self, command: Option<Command>) -> Outcome {
+        self.apply_with(command, &mut |_| {})
+    }
+
+    /// [`PubendReplica::apply`], handing each record a release drops to `released`: a
+    /// compaction in progress keeps the ones its snapshot still needs (`compaction`).
+    pub(crate) fn apply_with(&mut self, command: Option<Command>, released: &mut dyn FnMut(Record)) -> Outcome {
         match command {
             None => Outcome::Nothing,
             Some(Command::Publish { publisher, seq, tick, payload }) => {
@@ -97,6 +106,7 @@ impl PubendReplica {
                 let tick = tick.max(self.last_tick + 1).max(self.silent_up_to + 1);
                 self.last_tick = tick;
                 self.recent.insert((publisher, seq), tick);
+                self.payload_bytes += payload.len();
                 self.records.insert(tick, Record { tick, publisher, seq, payload });
                 Outcome::Logged { publisher, seq, tick }
             }
@@ -111,6 +121,7 @@ impl PubendReplica {
                 let kept = self.records.split_off(&(self.released_up_to + 1));
                 for record in std::mem::replace(&mut self.records, kept).into_values() {
                     self.forget(&record);
+                    released(record);
                 }
                 Outcome::Released { up_to: self.released_up_to }
             }
@@ -130,6 +141,7 @@ impl PubendReplica {
     /// A released record leaves the retry table for its publisher's high-water mark.
     fn forget(&mut self, record: &Record) {
         self.recent.remove(&(record.publisher, record.seq));
+        self.payload_bytes -= record.payload.len();
         let high = self.released_seqs.entry(record.publisher).or_insert(record.seq);
         *high = (*high).max(record.seq);
     }

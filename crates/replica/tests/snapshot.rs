@@ -14,9 +14,11 @@ use tidings_replica::{
 
 const ALL: [ReplicaId; 3] = [1, 2, 3];
 
-/// A small trigger, so a few dozen publishes compact the log.
+/// A small trigger, so a few dozen publishes compact the log, and a small slice, so each
+/// compaction is encoded over several turns (about one record of 100 B a turn) while the group
+/// goes on publishing and releasing.
 fn compacting() -> Cluster {
-    Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, ..settings })
+    Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, compact_slice: 150, ..settings })
 }
 
 /// Publishes `count` records of 100 B from publisher 7 at the leader, releasing all but the
@@ -312,4 +314,52 @@ fn a_dropped_link_or_a_lost_lead_drops_the_queue_and_a_new_snapshot_follows() {
     let leader = c.leader().expect("a leader");
     assert_eq!(c.groups[&3].status().applied, c.groups[&leader].status().applied);
     assert_eq!(state(&c, 3), state(&c, leader));
+}
+
+/// Replica 3 encodes one record a turn, so it is still encoding a compaction of 60 records
+/// when, cut off meanwhile, it gets the leader's snapshot: its compaction ends there (never
+/// compacting its new log to an index the snapshot replaced), it takes the leader's state, and
+/// its next compaction, from that state, is whole.
+#[test]
+fn a_snapshot_installed_ends_a_compaction_in_progress() {
+    let slow = |s: GroupSettings| GroupSettings {
+        compact_bytes: 20 << 10,
+        compact_slice: if s.id == 3 { 1 } else { 1 << 20 },
+        ..s
+    };
+    let mut c = Cluster::with(3, slow);
+    c.run(30, &ALL);
+    assert_eq!(c.leader(), Some(1));
+    let mut seq = 0;
+    let mut publish_big = |c: &mut Cluster, turns: u64, per_turn: u64| {
+        for _ in 0..turns {
+            let records = (seq + 1..=seq + per_turn)
+                .map(|seq| Record { tick: c.now + seq, publisher: 7, seq, payload: vec![seq as u8; 1000] })
+                .collect();
+            seq += per_turn;
+            c.input(1, Input::PublishAllAt(records));
+            c.run(1, &ALL);
+        }
+    };
+    // A first compaction at about 20 records, the next at about 40 more (twice the first).
+    publish_big(&mut c, 62, 1);
+    assert_eq!(c.groups[&3].status().snapshots.taken, 1, "{:?}", c.groups[&3].status());
+    c.cut.insert(3);
+    publish_big(&mut c, 5, 26);
+    c.run(15, &ALL);
+    let behind = c.groups[&3].status();
+    let first = c.groups[&1].status().first_index;
+    assert!(behind.last_index + 1 < first, "replica 3 is behind the first index {first}: {behind:?}");
+    assert_eq!(behind.snapshots.taken, 1, "replica 3 is still encoding: {behind:?}");
+    c.cut.clear();
+    c.run(30, &ALL);
+    let caught = c.groups[&3].status();
+    assert_eq!((caught.snapshots.aborted, caught.snapshots.received), (1, 1), "{caught:?}");
+    assert_eq!(state(&c, 3), state(&c, 1));
+    publish_big(&mut c, 60, 4);
+    c.run(300, &ALL);
+    let caught = c.groups[&3].status();
+    assert!(caught.snapshots.taken >= 2, "replica 3 compacted its new log: {caught:?}");
+    assert_eq!(state(&c, 3), state(&c, 1));
+    assert_eq!(c.acks.len(), 62 + 130 + 240);
 }

@@ -30,6 +30,7 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.snapshots_taken += report.snapshots_taken;
             total.snapshots_installed += report.snapshots_installed;
             total.chunks_received += report.chunks_received;
+            total.compactions_aborted += report.compactions_aborted;
             total.paced += report.paced;
             total.forgotten += report.forgotten;
             total.replaced += report.replaced;

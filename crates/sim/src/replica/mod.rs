@@ -36,6 +36,11 @@ use world::{Weather, World};
 /// snapshot), so a run takes snapshots often and ships some to replicas behind.
 pub const COMPACT_BYTES: u64 = 256;
 
+/// The sim's compaction slice: records of about 40 bytes a turn (`tidings-replica`'s
+/// `compaction`), so nearly every snapshot is encoded over several turns, with publishes,
+/// releases, snapshot installs and crashes in between.
+pub const COMPACT_SLICE: usize = 40;
+
 /// The sim's snapshot chunk: a few dozen bytes, so nearly every snapshot shipped travels in
 /// several chunks, through the network's loss, duplication and reordering (`tidings-replica`'s
 /// `chunks`), and is reassembled or refused and sent again.
@@ -103,6 +108,8 @@ pub struct Report {
     pub snapshots_installed: u64,
     /// Snapshot chunks a replica took into an assembly.
     pub chunks_received: u64,
+    /// Compactions ended before they were whole by a snapshot installed from the leader.
+    pub compactions_aborted: u64,
     /// Ticks after which a leader still had snapshot chunks queued (paced over ticks).
     pub paced: usize,
     /// Retries answered "logged earlier, tick forgotten" (their record released).
@@ -167,6 +174,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         snapshots_taken: run.world.snapshots.0,
         snapshots_installed: run.world.snapshots.1,
         chunks_received: run.world.snapshots.2,
+        compactions_aborted: run.world.snapshots.3,
         paced: run.world.paced,
         forgotten: judge.forgotten,
         replaced: usize::from(run.world.replace.is_some()),

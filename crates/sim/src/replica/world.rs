@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Membership, Record, ReplicaGroup, ReplicaId};
 
-use crate::replica::{Mutation, COMPACT_BYTES, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
+use crate::replica::{Mutation, COMPACT_BYTES, COMPACT_SLICE, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
 
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
@@ -77,7 +77,7 @@ pub(crate) struct World {
     pub(crate) judge: Judge,
     mutation: Mutation,
     /// Snapshots taken and installed, summed over the replicas' lives (each start counts anew).
-    pub(crate) snapshots: (u64, u64, u64),
+    pub(crate) snapshots: (u64, u64, u64, u64),
     /// Publishes delivered in a batch of two or more (see `advance`).
     pub(crate) batched: usize,
     /// Ticks after which a replica still had snapshot chunks queued.
@@ -104,7 +104,7 @@ impl World {
             weather,
             judge: Judge::default(),
             mutation,
-            snapshots: (0, 0, 0),
+            snapshots: (0, 0, 0, 0),
             batched: 0,
             paced: 0,
         };
@@ -176,6 +176,7 @@ impl World {
             ack_before_quorum: self.mutation == Mutation::AckBeforeQuorum,
             snapshot_drops_record: self.mutation == Mutation::SnapshotDropsRecord,
             compact_bytes: COMPACT_BYTES,
+            compact_slice: COMPACT_SLICE,
             snapshot_chunk: SNAPSHOT_CHUNK,
             snapshot_window: SNAPSHOT_WINDOW,
             ..GroupSettings::new(id, self.voters.clone())
@@ -448,10 +449,10 @@ fn next(ids: &[ReplicaId], current: ReplicaId) -> ReplicaId {
     ids[at % ids.len()]
 }
 
-/// `counts` plus the snapshots `group` took and installed, and the snapshot chunks it took,
-/// since it started.
-fn add_snapshots(counts: (u64, u64, u64), group: Option<&ReplicaGroup>) -> (u64, u64, u64) {
+/// `counts` plus the snapshots `group` took and installed, the snapshot chunks it took and the
+/// compactions an installed snapshot ended, since it started.
+fn add_snapshots(counts: (u64, u64, u64, u64), group: Option<&ReplicaGroup>) -> (u64, u64, u64, u64) {
     let Some(group) = group else { return counts };
-    let snapshots = group.status().snapshots;
-    (counts.0 + snapshots.taken, counts.1 + snapshots.received, counts.2 + snapshots.chunks_received)
+    let s = group.status().snapshots;
+    (counts.0 + s.taken, counts.1 + s.received, counts.2 + s.chunks_received, counts.3 + s.aborted)
 }
