@@ -470,15 +470,7 @@ fn an_insecure_broker_closed_as_forgotten_says_so_and_refuses_guaranteed_publish
     let why = format!("forgotten by cell {}: `tidings cell forget p3` was run", theirs.cell);
     mate.send(&PeerFrame::Close(tidings_wire::peer::Close { reason: why.clone() }));
     wait_for("p3 says its cell forgot it", || state(&broker)["forgotten_here"] == why.as_str());
-    let state_dir = tempfile::tempdir().unwrap();
-    let publish = Command::new(bin())
-        .args(["pub", "--server", &broker.tcp(), "--guaranteed", "g.a", "x"])
-        .env("XDG_STATE_HOME", state_dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = tidings_testkit::finish_within(publish, Duration::from_secs(30));
+    let out = publish_guaranteed(&broker);
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "a guaranteed publish at the forgotten broker was acknowledged");
     assert!(said.contains("unavailable: this broker was forgotten by cell"), "{said}");
@@ -505,6 +497,13 @@ fn a_close_on_a_connection_it_did_not_dial_does_not_make_a_broker_forgotten() {
     let _ = stranger.next();
     std::thread::sleep(Duration::from_millis(500));
     assert!(state(&broker)["forgotten_here"].is_null(), "a stranger's CLOSE made the broker forgotten");
+    let out = publish_guaranteed(&broker);
+    assert!(out.status.success(), "a guaranteed publish was refused: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// One guaranteed publish at `broker` with `tidings pub`, its own client state directory, within
+/// 30 s: what the command said and how it ended.
+fn publish_guaranteed(broker: &BrokerProcess) -> std::process::Output {
     let state_dir = tempfile::tempdir().unwrap();
     let publish = Command::new(bin())
         .args(["pub", "--server", &broker.tcp(), "--guaranteed", "g.a", "x"])
@@ -513,6 +512,5 @@ fn a_close_on_a_connection_it_did_not_dial_does_not_make_a_broker_forgotten() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let out = tidings_testkit::finish_within(publish, Duration::from_secs(30));
-    assert!(out.status.success(), "a guaranteed publish was refused: {}", String::from_utf8_lossy(&out.stderr));
+    tidings_testkit::finish_within(publish, Duration::from_secs(30))
 }
