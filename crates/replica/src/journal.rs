@@ -20,8 +20,8 @@
 //! (a crash mid-checkpoint) are ignored, and parts that do not match their write are damage.
 //! A part's payload is a slice of the snapshot's bytes, shared, not copied (copying a 100 MB
 //! snapshot into parts held the broker's driver for 35-150 ms, `tests/encode_cost.rs`): its
-//! record's publisher field says it is a part, the first of a snapshot ([`FIRST_PART`]) or a next one ([`NEXT_PART`]), and
-//! the write after them says which snapshot they make. Journals written before hold parts as
+//! record's publisher field says it is a part, the first of a snapshot ([`FIRST_PART`]) or a
+//! next one ([`NEXT_PART`]), and the write after them says which snapshot they make. Journals written before hold parts as
 //! `PART` records (a kind byte and a header before the bytes), still read.
 
 use raft::eraftpb::{Entry, EntryType, HardState};
