@@ -8,7 +8,8 @@
 //! or p3 when the lead moved while p2 rejoined) is SIGKILLed, and in turn the mate that took
 //! over if it is not p2 (once the killed one is back): p2 takes the pubend over and serves it
 //! from the state the snapshot gave it, the publisher resumes there, and the subscriber gets every
-//! acknowledged message once, in order.
+//! acknowledged message once, in order. A killed leader then restarts from its own journal,
+//! whose checkpoint names a snapshot saved apart.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
@@ -131,10 +132,23 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
         *killed = back;
         wait_for("the killed mate links again", Duration::from_secs(20), || links(killed) >= 2.0);
         wait_for("the killed mate caught up", Duration::from_secs(30), || caught_up(killed, &b2));
+        assert_eq!(replica_group(killed)["started"], "journal", "restarted from its own journal");
     }
     assert_eq!(replica_group(&b2)["leader"], "p2", "the mate caught up from the snapshot took over");
     all.extend(acked(more, 2_000));
     let (got, ..) = sub.finish(Duration::from_secs(60));
     gd_common::assert_exactly_once_in_order(&got, &all.iter().collect::<Vec<_>>());
+
+    // The leader killed last restarts from its own journal, whose last checkpoint names a
+    // snapshot saved apart (`<data dir>/replica-snapshots`): read back whole, not rebuilt from
+    // its mates (which `started` would say).
+    for (b, node) in [(&mut b1, &p1), (&mut b3, &p3)] {
+        if b.wait_timeout(Duration::ZERO).ok().flatten().is_some() {
+            *b = node.restart(b, &[cluster(&b2)]);
+            eprintln!("restarted a killed leader from its disk");
+            wait_for("the killed leader caught up", Duration::from_secs(30), || caught_up(b, &b2));
+            assert_eq!(replica_group(b)["started"], "journal", "restarted from its own journal");
+        }
+    }
     drop(b3);
 }

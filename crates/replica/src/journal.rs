@@ -24,12 +24,14 @@
 //! next one ([`NEXT_PART`]), and the write after them says which snapshot they make. Journals written before hold parts as
 //! `PART` records (a kind byte and a header before the bytes), still read.
 
+use std::collections::BTreeMap;
+
 use raft::eraftpb::{Entry, EntryType, HardState};
 use tidings_store::{PubendId, PublisherId, PublisherSeq, ReadItem, Record, Store, StoreError, Tick, TickRange};
 
 use crate::command::{DecodeError, Reader};
 use crate::group::{Recovered, Write};
-use crate::parts::Parts;
+use crate::parts::{Parts, Saved};
 
 /// Version 4 adds the members at the snapshot (3 is [`PART`]'s kind byte), version 2 the
 /// snapshot; version 1 and 2 records (before compaction, before membership changes) still read.
@@ -38,17 +40,24 @@ const VERSION: u8 = 4;
 const PART: u8 = 3;
 /// The record publisher of a snapshot's first part (its payload only the snapshot's bytes);
 /// a write's records have publisher 0.
-const FIRST_PART: u64 = 1;
+pub(crate) const FIRST_PART: u64 = 1;
 /// The record publisher of a snapshot's next part, which continues the one before it.
-const NEXT_PART: u64 = 2;
+pub(crate) const NEXT_PART: u64 = 2;
 /// A snapshot byte of a write: none, inline, or in the part records before it.
 const SNAPSHOT_NONE: u8 = 0;
 const SNAPSHOT_INLINE: u8 = 1;
 const SNAPSHOT_IN_PARTS: u8 = 2;
+/// Named (index, term, length, CRC32) and saved apart ([`Journal::save`]).
+const SNAPSHOT_APART: u8 = 3;
 
 /// The default snapshot bytes per journal record ([`Journal::set_part_bytes`]): half the
 /// store's largest record, so a checkpoint's own entries fit beside a snapshot kept inline.
 pub const JOURNAL_PART: usize = 8 << 20;
+
+/// The bytes per part of a snapshot saved apart ([`Journal::save`]): a shell that appends one
+/// part a group keeps each of the snapshots' store's syncs short, and with them the file
+/// system journal commits the replica journal's own syncs may have to wait for.
+pub const SAVE_PART: usize = 1 << 20;
 
 /// A snapshot written in parts, as its write names it: (index, term, length, CRC32).
 pub(crate) type PartsRef = (u64, u64, u64, u32);
@@ -91,8 +100,8 @@ impl Write {
             None => out.push(0),
         }
         match &self.snapshot {
-            Some((index, term, data)) if parted => {
-                out.push(SNAPSHOT_IN_PARTS);
+            Some((index, term, data)) if parted || self.snapshot_apart => {
+                out.push(if self.snapshot_apart { SNAPSHOT_APART } else { SNAPSHOT_IN_PARTS });
                 for w in [*index, *term, data.len() as u64] {
                     word(&mut out, w);
                 }
@@ -128,8 +137,9 @@ impl Write {
         }
     }
 
-    /// Reads a write's record: the write, and the snapshot it names if that is in parts (the
-    /// write's `snapshot` is then `None` until the parts are put back).
+    /// Reads a write's record: the write, and the snapshot it names if that is in parts or
+    /// saved apart (the write's `snapshot` is then `None` until it is put back, and
+    /// `snapshot_apart` says where from).
     fn decode_record(bytes: &[u8]) -> Result<(Write, Option<PartsRef>), DecodeError> {
         let mut r = Reader(bytes);
         let version = r.byte()?;
@@ -161,7 +171,7 @@ impl Write {
             0 => None,
             _ => Some(r.word()?),
         };
-        let (mut snapshot, mut parts) = (None, None);
+        let (mut snapshot, mut parts, mut snapshot_apart) = (None, None, false);
         match if version == 1 { SNAPSHOT_NONE } else { r.byte()? } {
             SNAPSHOT_NONE => {}
             SNAPSHOT_INLINE => {
@@ -169,7 +179,8 @@ impl Write {
                 let len = usize::try_from(r.word()?).map_err(|_| DecodeError("snapshot length"))?;
                 snapshot = Some((index, term, bytes::Bytes::copy_from_slice(r.take(len)?)));
             }
-            SNAPSHOT_IN_PARTS => {
+            kind @ (SNAPSHOT_IN_PARTS | SNAPSHOT_APART) => {
+                snapshot_apart = kind == SNAPSHOT_APART;
                 let (index, term, len) = (r.word()?, r.word()?, r.word()?);
                 let crc = r.take(4)?;
                 parts = Some((index, term, len, u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]])));
@@ -192,7 +203,7 @@ impl Write {
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));
         }
-        Ok((Write { number, entries, hard_state, rejoin_term, snapshot, conf }, parts))
+        Ok((Write { number, entries, hard_state, rejoin_term, snapshot, snapshot_apart, conf }, parts))
     }
 }
 
@@ -240,20 +251,30 @@ impl std::fmt::Display for JournalError {
 
 impl std::error::Error for JournalError {}
 
-/// One replica's journal in an open store: it numbers the records it hands out.
+/// One replica's journal in an open store, and the snapshots its checkpoints name, saved
+/// apart in a second store ([`Journal::save`]): it numbers the records it hands out to each.
 #[derive(Clone, Debug)]
 pub struct Journal {
     pubend: PubendId,
     next_tick: u64,
     part_bytes: usize,
+    /// The next tick of this pubend's records in the snapshots' store.
+    next_saved: u64,
+    /// Where each snapshot saved since the open starts in the snapshots' store, by index: once
+    /// a checkpoint naming one is synced, the snapshots' store is released below it.
+    saved: BTreeMap<u64, u64>,
 }
 
 impl Journal {
-    /// Reads the journal of `pubend` back: `None` when it is empty (the disk was wiped, or the
-    /// group never ran here), else what the replica restarts from.
-    pub fn open(store: &Store, pubend: PubendId) -> Result<(Journal, Option<Recovered>), JournalError> {
-        let (last, recovered) = Self::read(store, pubend)?;
-        let journal = Journal { pubend, next_tick: last + 1, part_bytes: JOURNAL_PART };
+    /// Reads the journal of `pubend` back (with the snapshots its checkpoints name, from
+    /// `snapshots`): `None` when it is empty (the disk was wiped, or the group never ran here),
+    /// else what the replica restarts from.
+    pub fn open(
+        store: &Store,
+        snapshots: &Store,
+        pubend: PubendId,
+    ) -> Result<(Journal, Option<Recovered>), JournalError> {
+        let (journal, recovered) = Self::read(store, snapshots, pubend)?;
         Ok((journal, recovered.map_err(JournalError::Damaged)?))
     }
 
@@ -263,25 +284,34 @@ impl Journal {
     /// records end, for the shell to release before anything else (the new journal follows).
     pub fn open_or_wipe(
         store: &Store,
+        snapshots: &Store,
         pubend: PubendId,
     ) -> Result<(Journal, Option<Recovered>, Option<Tick>), JournalError> {
-        let (last, recovered) = Self::read(store, pubend)?;
-        let journal = Journal { pubend, next_tick: last + 1, part_bytes: JOURNAL_PART };
+        let (journal, recovered) = Self::read(store, snapshots, pubend)?;
+        let last = journal.last_tick();
         match recovered {
             Ok(recovered) => Ok((journal, recovered, None)),
-            Err(_) => Ok((journal, None, Some(Tick(last)))),
+            Err(_) => Ok((journal, None, Some(last))),
         }
     }
 
-    /// Every record folded: the last tick read (lost ones included) and what they hold, or why
-    /// they are damaged.
+    /// Every record folded: the journal numbering on after the last tick read in each store
+    /// (lost ones included), and what they hold, or why they are damaged.
     #[allow(clippy::type_complexity)]
-    fn read(store: &Store, pubend: PubendId) -> Result<(u64, Result<Option<Recovered>, String>), JournalError> {
+    fn read(
+        store: &Store,
+        snapshots: &Store,
+        pubend: PubendId,
+    ) -> Result<(Journal, Result<Option<Recovered>, String>), JournalError> {
         let all = TickRange { first: Tick(1), last: Tick(u64::MAX) };
+        let (last_saved, mut saved) =
+            Saved::read(snapshots.read(pubend, all, usize::MAX).map_err(JournalError::Store)?);
         let items = store.read(pubend, all, usize::MAX).map_err(JournalError::Store)?;
         let mut recovered = Ok(Recovered::default());
         let mut last = 0;
         let mut parts = Parts::default();
+        // The snapshot the last checkpoint read names, when it is missing from the snapshots' store.
+        let mut missing = None;
         for item in items {
             match item {
                 ReadItem::Data(record) => {
@@ -297,8 +327,23 @@ impl Journal {
                     }
                     let write = Write::decode_record(&record.payload).map_err(|e| e.to_string());
                     let write = write.and_then(|(mut write, named)| {
-                        if let Some(named) = named {
-                            write.snapshot = Some(parts.claim(named)?);
+                        match named {
+                            // Missing, it is damage only if no later checkpoint replaces it: the
+                            // snapshots' store is released beside the journal, not in order with
+                            // it, so a crash can leave an old checkpoint whose snapshot is gone.
+                            Some(named) if write.snapshot_apart => match saved.claim(named) {
+                                Ok(snapshot) => write.snapshot = Some(snapshot),
+                                Err(why) => {
+                                    write.snapshot = Some((named.0, named.1, bytes::Bytes::new()));
+                                    missing = Some(why);
+                                    return Ok(write);
+                                }
+                            },
+                            Some(named) => write.snapshot = Some(parts.claim(named)?),
+                            None => {}
+                        }
+                        if write.snapshot.is_some() {
+                            missing = None;
                         }
                         Ok(write)
                     });
@@ -314,7 +359,66 @@ impl Journal {
                 }
             }
         }
-        Ok((last, recovered.map(|r| (last > 0).then_some(r))))
+        if let Some(why) = missing {
+            recovered = recovered.and(Err(why));
+        }
+        // A store whose records for the pubend are all released reads empty but takes no tick
+        // at or below the last it took.
+        let journal = Journal {
+            pubend,
+            next_tick: last.max(store.highest(pubend).0) + 1,
+            part_bytes: JOURNAL_PART,
+            next_saved: last_saved.max(snapshots.highest(pubend).0) + 1,
+            saved: BTreeMap::new(),
+        };
+        Ok((journal, recovered.map(|r| (last > 0).then_some(r))))
+    }
+
+    /// The records that save `data`, the snapshot at `index` ([`Action::SaveSnapshot`]), to
+    /// append in order to the snapshots' store: parts of [`SAVE_PART`] (or
+    /// [`Journal::set_part_bytes`] if smaller), each naming the index, sharing `data`'s bytes.
+    /// It is saved once the last is synced.
+    ///
+    /// [`Action::SaveSnapshot`]: crate::Action::SaveSnapshot
+    pub fn save(&mut self, index: u64, data: &bytes::Bytes) -> Vec<Record> {
+        self.saved.insert(index, self.next_saved);
+        let part = self.part_bytes.min(SAVE_PART);
+        let starts = (0..data.len().max(1)).step_by(part);
+        starts
+            .map(|start| {
+                let piece = data.slice(start..(start + part).min(data.len()));
+                let publisher = if start == 0 { FIRST_PART } else { NEXT_PART };
+                let tick = self.next_saved;
+                self.next_saved += 1;
+                Record {
+                    pubend: self.pubend,
+                    tick: Tick(tick),
+                    publisher: PublisherId(publisher),
+                    seq: PublisherSeq(index),
+                    payload: piece,
+                }
+            })
+            .collect()
+    }
+
+    /// The tick up to which the snapshots' store may be released once `write`, a checkpoint,
+    /// is synced: below the snapshot it names if that was saved apart, else (a snapshot
+    /// installed from the leader, which the journal holds itself) everything saved so far.
+    /// Asked when the write is handed to the store, as [`Journal::release_below`].
+    pub fn saved_release_below(&mut self, write: &Write) -> Option<Tick> {
+        let (index, _, _) = write.snapshot.as_ref()?;
+        let below = match write.snapshot_apart {
+            true => *self.saved.get(index)?,
+            false => self.next_saved,
+        };
+        self.saved.retain(|_, first| *first >= below);
+        (below > 1).then(|| Tick(below - 1))
+    }
+
+    /// The last tick this journal handed out in the snapshots' store (0: none): where to
+    /// release it when the journal is dropped.
+    pub fn last_saved_tick(&self) -> Tick {
+        Tick(self.next_saved - 1)
     }
 
     /// The last tick this journal holds or handed out (0: none): where to release a journal
@@ -337,12 +441,12 @@ impl Journal {
     }
 
     /// The records that carry `write`, to append in order to the store: one, or for a snapshot
-    /// over [`Journal::set_part_bytes`] its parts first and the write last. The write is synced
-    /// only once its last record is.
+    /// over [`Journal::set_part_bytes`] (not saved apart) its parts first and the write last.
+    /// The write is synced only once its last record is.
     pub fn records(&mut self, write: &Write) -> Vec<Record> {
         let mut records = Vec::new();
         let parted = match &write.snapshot {
-            Some((_, _, data)) if data.len() > self.part_bytes => {
+            Some((_, _, data)) if data.len() > self.part_bytes && !write.snapshot_apart => {
                 for start in (0..data.len()).step_by(self.part_bytes) {
                     let piece = data.slice(start..(start + self.part_bytes).min(data.len()));
                     let publisher = if start == 0 { FIRST_PART } else { NEXT_PART };
@@ -386,6 +490,7 @@ mod tests {
             hard_state: Some(HardState { term: 3, vote: 2, commit: 1, ..HardState::default() }),
             rejoin_term: Some(3),
             snapshot: None,
+            snapshot_apart: false,
             conf: None,
         };
         let bytes = write.encode();

@@ -76,7 +76,15 @@ impl Running {
             self.last_number = number;
             let conf = snapshot.as_ref().map(|s| crate::members::conf_of(s.get_metadata().get_conf_state()));
             let snapshot = snapshot.as_ref().map(crate::snapshot::to_parts);
-            out.push(Action::Persist(Write { number, entries, hard_state, rejoin_term: None, snapshot, conf }));
+            out.push(Action::Persist(Write {
+                number,
+                entries,
+                hard_state,
+                rejoin_term: None,
+                snapshot,
+                snapshot_apart: false,
+                conf,
+            }));
         }
         self.track_leadership(out);
         self.maybe_compact(settings, out);

@@ -96,6 +96,7 @@ impl ReplicaGroup {
             Input::Message { .. }
             | Input::Propose(_)
             | Input::Persisted { .. }
+            | Input::SnapshotSaved { .. }
             | Input::Links { .. }
             | Input::ClaimLead => {}
         }

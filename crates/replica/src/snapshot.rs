@@ -148,7 +148,7 @@ impl Running {
     /// Compacts the log below the applied index when the trigger is reached (see this module),
     /// a slice of the snapshot per call (`compaction`).
     pub(crate) fn maybe_compact(&mut self, settings: &GroupSettings, out: &mut Vec<Action>) {
-        if self.compaction.is_none() && !self.should_compact(settings, out) {
+        if self.compaction.is_none() && (self.saving.is_some() || !self.should_compact(settings, out)) {
             return;
         }
         let compaction = self.compaction.get_or_insert_with(|| {
@@ -174,13 +174,32 @@ impl Running {
         }
         self.snapshots.taken += 1;
         self.compact_at = 2 * size;
+        let (index, term, data) = to_parts(self.raw.store().snapshot_ref());
+        self.saving = Some(index);
+        out.push(Action::SaveSnapshot { index, term, data });
+    }
+
+    /// The snapshot at `index` is saved apart ([`Input::SnapshotSaved`](crate::Input)): the
+    /// checkpoint naming it is written now, with the log and hard state as they are now (not
+    /// as at the compaction), because the journal's writes since then come before it and it
+    /// replaces them all. A snapshot installed from the leader meanwhile replaced the log:
+    /// nothing is written, and the saved one is left for the next checkpoint to release.
+    pub(crate) fn saved(&mut self, index: u64, out: &mut Vec<Action>) {
+        if self.saving != Some(index) {
+            return;
+        }
+        self.saving = None;
         let log = self.raw.store();
+        if log.base() != index {
+            return;
+        }
         let write = Write {
             number: self.last_number,
             entries: log.entries_held().to_vec(),
             hard_state: Some(log.hard_state().clone()),
             rejoin_term: None,
             snapshot: Some(to_parts(log.snapshot_ref())),
+            snapshot_apart: true,
             conf: Some(crate::members::conf_of(log.snapshot_ref().get_metadata().get_conf_state())),
         };
         out.push(Action::Persist(write));
@@ -225,7 +244,7 @@ impl Running {
         match PubendReplica::decode(&snapshot.data) {
             Ok(state) => {
                 // The log and the state become the leader's: a compaction of the old ones ends.
-                self.snapshots.aborted += u64::from(self.compaction.take().is_some());
+                self.snapshots.aborted += u64::from(self.compaction.take().is_some() || self.saving.take().is_some());
                 self.state = state;
                 self.applied_term = snapshot.get_metadata().term;
                 self.raw.mut_store().install(snapshot);

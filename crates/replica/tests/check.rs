@@ -46,6 +46,7 @@ impl Group {
                         queue.insert(0, (to, Input::Message { from: id, msg: Envelope::from_wire(&body).unwrap() }));
                     }
                     Action::Persist(write) => queue.insert(0, (id, Input::Persisted { number: write.number })),
+                    Action::SaveSnapshot { index, .. } => queue.insert(0, (id, Input::SnapshotSaved { index })),
                     Action::Acked { .. } => self.acks += 1,
                     Action::Dropped { reason, .. } => self.dropped.push(reason),
                     _ => {}

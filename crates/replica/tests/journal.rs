@@ -10,13 +10,21 @@ use tidings_replica::{Entry, HardState, Journal, JournalError, Recovered, Write}
 use tidings_store::{MemFs, Options, PubendId, Store, Tick, Token};
 
 const DIR: &str = "/data/replica";
+/// The snapshots' store, beside the journal's.
+const SNAPSHOTS: &str = "/data/replica-snapshots";
 const PUBEND: PubendId = PubendId(7);
 
-fn open(fs: &MemFs) -> (Store, Result<(Journal, Option<Recovered>), JournalError>) {
+/// A journal read back, or why not.
+type Opened = Result<(Journal, Option<Recovered>), JournalError>;
+
+/// The journal's store, the snapshots' store, and the journal read back.
+fn open(fs: &MemFs) -> (Store, Store, Opened) {
     let options = Options { reserve_bytes: 0, ..Options::default() };
     let (store, _) = Store::open_stepped(Arc::new(fs.clone()), Path::new(DIR), options).expect("the store opens");
-    let journal = Journal::open(&store, PUBEND);
-    (store, journal)
+    let (snapshots, _) =
+        Store::open_stepped(Arc::new(fs.clone()), Path::new(SNAPSHOTS), options).expect("the snapshots' store opens");
+    let journal = Journal::open(&store, &snapshots, PUBEND);
+    (store, snapshots, journal)
 }
 
 /// Appends the records of `w`, numbering their tokens from `token * 100`.
@@ -28,7 +36,7 @@ fn append(store: &Store, journal: &mut Journal, token: u64, w: &Write) {
 
 /// Opens the store and its journal (which must read), with parts of 100 bytes.
 fn open_parted(fs: &MemFs) -> (Store, Journal) {
-    let (store, journal) = open(fs);
+    let (store, _, journal) = open(fs);
     let (mut journal, _) = journal.expect("the journal reads");
     journal.set_part_bytes(100);
     (store, journal)
@@ -51,6 +59,7 @@ fn write(number: u64, first: u64, term: u64) -> Write {
         hard_state: Some(HardState { term, vote: 1, commit: first, ..HardState::default() }),
         rejoin_term: None,
         snapshot: None,
+        snapshot_apart: false,
         conf: None,
     }
 }
@@ -58,7 +67,7 @@ fn write(number: u64, first: u64, term: u64) -> Write {
 #[test]
 fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
     let fs = MemFs::new();
-    let (store, journal) = open(&fs);
+    let (store, _, journal) = open(&fs);
     let (mut journal, recovered) = journal.expect("an empty journal reads");
     assert!(recovered.is_none(), "an empty journal means a new or wiped replica");
     let synced = [Write::default(), write(1, 1, 1), write(2, 3, 1), write(3, 2, 2)];
@@ -71,7 +80,7 @@ fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
     fs.power_loss(1);
     fs.restart();
 
-    let (_, reopened) = open(&fs);
+    let (_, _, reopened) = open(&fs);
     let (mut journal, recovered) = reopened.expect("the journal reads");
     let mut expected = Recovered::default();
     synced.into_iter().for_each(|w| expected.fold(w));
@@ -86,7 +95,7 @@ fn a_restart_recovers_the_synced_writes_and_a_power_loss_drops_the_rest() {
 #[test]
 fn a_damaged_record_is_refused() {
     let fs = MemFs::new();
-    let (store, journal) = open(&fs);
+    let (store, _, journal) = open(&fs);
     let (mut journal, _) = journal.expect("an empty journal reads");
     for (token, w) in [Write::default(), write(1, 1, 1), write(2, 3, 1)].iter().enumerate() {
         append(&store, &mut journal, token as u64, w);
@@ -100,18 +109,18 @@ fn a_damaged_record_is_refused() {
     let at = contents.windows(payload.len()).position(|w| w == payload.as_slice()).expect("the record is on disk");
     // Flip a byte inside the middle record's payload.
     fs.corrupt(&path, at + payload.len() / 2, 0x40);
-    let (store, reopened) = open(&fs);
+    let (store, snapshots, reopened) = open(&fs);
     assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
     // Opened to be rebuilt: the replica counts as wiped, the damaged records are released, and
     // the journal goes on after them; a restart then reads only what followed.
-    let (mut journal, recovered, release) = Journal::open_or_wipe(&store, PUBEND).expect("reads");
+    let (mut journal, recovered, release) = Journal::open_or_wipe(&store, &snapshots, PUBEND).expect("reads");
     assert_eq!((recovered, release), (None, Some(Tick(3))));
     store.release(Token(10), PUBEND, Tick(3)).expect("release");
     let fence = Write { number: 0, rejoin_term: Some(5), ..Write::default() };
     append(&store, &mut journal, 11, &fence);
     assert!(store.step().iter().all(|c| c.result.is_ok()));
-    drop(store);
-    let (_, reopened) = open(&fs);
+    drop((store, snapshots));
+    let (_, _, reopened) = open(&fs);
     let (_, recovered) = reopened.expect("the rebuilt journal reads");
     assert_eq!(recovered.map(|r| r.rejoin_term), Some(5));
 }
@@ -132,7 +141,7 @@ fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
     assert_eq!(records.len(), 11, "ten parts and the write");
     assert_eq!(Journal::release_below(&checkpoint, &records), Some(Tick(3)), "everything before the first part");
     sync_and_close(store, records, 50);
-    let (_, reopened) = open(&fs);
+    let (_, _, reopened) = open(&fs);
     let (_, recovered) = reopened.expect("the journal reads");
     let recovered = recovered.expect("a journal");
     assert_eq!(recovered.snapshot, Some((4, 2, state.clone())));
@@ -143,7 +152,7 @@ fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
     let mut records = journal.records(&later);
     records.pop();
     sync_and_close(store, records, 80);
-    let (_, reopened) = open(&fs);
+    let (_, _, reopened) = open(&fs);
     assert_eq!(reopened.expect("reads").1.expect("a journal").snapshot, Some((4, 2, state)));
 
     // A part flipped on disk: refused, never served.
@@ -153,7 +162,7 @@ fn a_snapshot_in_parts_reads_back_whole_or_not_at_all() {
     let piece: Vec<u8> = (200..300u32).map(|i| (i * 13) as u8).collect();
     let at = contents.windows(piece.len()).position(|w| w == piece.as_slice()).expect("the part is on disk");
     fs.corrupt(&path, at + 50, 0x40);
-    let (_, reopened) = open(&fs);
+    let (_, _, reopened) = open(&fs);
     assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
 }
 
@@ -178,6 +187,68 @@ fn parts_share_the_snapshot_and_a_torn_checkpoint_does_not_spoil_the_next() {
     assert_eq!(records.len(), 11, "ten parts and the write");
     assert_eq!(records[3].payload.as_ptr(), state[300..].as_ptr(), "a part is the snapshot's bytes, shared");
     sync_and_close(store, records, 300);
-    let (_, reopened) = open(&fs);
+    let (_, _, reopened) = open(&fs);
     assert_eq!(reopened.expect("reads").1.expect("a journal").snapshot, Some((6, 3, state)));
+}
+
+/// A checkpoint whose snapshot was saved apart (`Journal::save`, the snapshots' store) is one
+/// small journal record that names it, and reads back whole; the snapshots' store is released
+/// below the snapshot a synced checkpoint names, so the one before stays until then; a
+/// snapshot saved and never named changes nothing; and a named one that is missing is damage.
+#[test]
+fn a_snapshot_saved_apart_reads_back_and_a_missing_one_is_damage() {
+    let fs = MemFs::new();
+    let (store, snapshots, journal) = open(&fs);
+    let (mut journal, _) = journal.expect("an empty journal reads");
+    journal.set_part_bytes(100);
+    for w in [Write::default(), write(1, 1, 1), write(2, 3, 1)] {
+        append(&store, &mut journal, w.number, &w);
+    }
+    let state: bytes::Bytes = (0..1000u32).map(|i| (i * 11) as u8).collect();
+    let saved = journal.save(4, &state);
+    assert_eq!(saved.len(), 10, "ten parts, each naming the index");
+    assert!(saved.iter().all(|r| r.seq.0 == 4));
+    assert_eq!(saved[2].payload.as_ptr(), state[200..].as_ptr(), "a part is the snapshot's bytes, shared");
+    sync_and_close(snapshots, saved, 10);
+    let checkpoint = Write { snapshot: Some((4, 2, state.clone())), snapshot_apart: true, ..write(3, 5, 2) };
+    let records = journal.records(&checkpoint);
+    assert_eq!(records.len(), 1, "only the write: the snapshot is apart");
+    assert!(records[0].payload.len() < 200, "the write names the snapshot, it does not hold it");
+    assert_eq!(Journal::release_below(&checkpoint, &records), Some(Tick(3)), "every journal record before it");
+    assert_eq!(journal.saved_release_below(&checkpoint), None, "nothing saved before this snapshot");
+    sync_and_close(store, records, 50);
+    let (store, snapshots, reopened) = open(&fs);
+    let (mut journal, recovered) = reopened.expect("the journal reads");
+    assert_eq!(recovered.expect("a journal").snapshot, Some((4, 2, state.clone())));
+
+    // A second snapshot saved and its checkpoint synced: the first one's parts go. The journal
+    // is not released here (a crash between the two stores' releases): the first checkpoint,
+    // its snapshot gone, is still read, and the second replaces it.
+    journal.set_part_bytes(100);
+    let second: bytes::Bytes = vec![5u8; 250].into();
+    sync_and_close(snapshots, journal.save(9, &second), 100);
+    let checkpoint = Write { snapshot: Some((9, 3, second.clone())), snapshot_apart: true, ..write(4, 10, 3) };
+    assert_eq!(journal.saved_release_below(&checkpoint), Some(Tick(10)), "below the second snapshot's first part");
+    sync_and_close(store, journal.records(&checkpoint), 150);
+    let (store, snapshots, reopened) = open(&fs);
+    snapshots.release(Token(200), PUBEND, Tick(10)).expect("release");
+    assert!(snapshots.step().iter().all(|c| c.result.is_ok()));
+    let (mut journal, _) = reopened.expect("reads");
+    journal.set_part_bytes(100);
+
+    // A third saved, and a crash before its checkpoint: the second is still the one read.
+    sync_and_close(snapshots, journal.save(12, &vec![6u8; 300].into()), 300);
+    drop(store);
+    let (_, snapshots, reopened) = open(&fs);
+    assert_eq!(reopened.expect("reads").1.expect("a journal").snapshot, Some((9, 3, second.clone())));
+
+    // The snapshots' store loses the named one: refused, never served.
+    snapshots.release(Token(400), PUBEND, Tick(16)).expect("release");
+    assert!(snapshots.step().iter().all(|c| c.result.is_ok()));
+    drop(snapshots);
+    let (store, snapshots, reopened) = open(&fs);
+    assert!(matches!(reopened, Err(JournalError::Damaged(_))), "got {:?}", reopened.map(|(_, r)| r));
+    // Rebuilt: the snapshots' store, every record of it released, numbers on after them.
+    let (mut journal, ..) = Journal::open_or_wipe(&store, &snapshots, PUBEND).expect("reads");
+    assert_eq!(journal.save(20, &second)[0].tick, Tick(17), "above the released ticks");
 }

@@ -217,6 +217,41 @@ fn a_replica_restarts_from_its_last_checkpoint() {
     }
 }
 
+/// A leader whose snapshot is saved apart slowly (`Action::SaveSnapshot`) goes on writing its
+/// journal meanwhile and starts no second compaction; the checkpoint written once the save is
+/// done holds the log and hard state as they are then, not as at the compaction: it replaces
+/// the writes made meanwhile, so a restart from it has the same state.
+#[test]
+fn a_checkpoint_written_after_a_slow_save_holds_the_log_as_it_is_then() {
+    let mut c = compacting();
+    c.run(30, &ALL);
+    let leader = c.leader().expect("a leader");
+    c.slow_saves.insert(leader);
+    publish(&mut c, 1, 60);
+    c.run(5, &ALL);
+    let taken = c.groups[&leader].status().snapshots.taken;
+    assert_eq!((taken, c.saving[&leader].len()), (1, 1), "one compaction, its save held");
+    let written = c.synced[&leader].len();
+    assert!(c.synced[&leader].iter().all(|w| w.snapshot.is_none()), "no checkpoint before the save is done");
+    let index = c.saving.get_mut(&leader).expect("held").remove(0);
+    c.input(leader, Input::SnapshotSaved { index });
+    c.sync(leader);
+    let journal = c.live_journal(leader);
+    let checkpoint = &journal[0];
+    assert!(checkpoint.snapshot_apart && c.synced[&leader].len() > written);
+    let (snapshot_index, ..) = checkpoint.snapshot.clone().expect("a checkpoint");
+    let last = checkpoint.entries.last().map(|e| e.index).expect("entries after the snapshot");
+    assert!(last > snapshot_index + 20, "the log written while the save was held: {snapshot_index}..{last}");
+    let mut recovered = Recovered::default();
+    journal.iter().cloned().for_each(|w| recovered.fold(w));
+    let mut restarted = ReplicaGroup::restart(GroupSettings::new(leader, ALL.to_vec()), recovered).expect("restarts");
+    restarted.handle(c.now, Input::Tick);
+    assert_eq!(restarted.state(), c.groups[&leader].state());
+    c.slow_saves.clear();
+    publish(&mut c, 61, 60);
+    assert!(c.groups[&leader].status().snapshots.taken > taken, "compactions go on once the save is done");
+}
+
 /// Replica 3 left behind the first index by a group whose snapshots go in `chunk`-byte chunks
 /// with a window of `window` bytes unacknowledged, its cut mended: the leader sends it a
 /// snapshot at the next round.

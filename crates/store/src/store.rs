@@ -42,11 +42,22 @@ pub struct Options {
     /// that commit began, so one sync carries several appends and none waits longer than a
     /// period (the rules, and why, are in `linger.rs`). Zero turns it off (default).
     pub linger: Duration,
+    /// Whether segments are filled with zeros ahead of the records (default on), so that a
+    /// group's sync flushes data only: no block allocation, hence no file system journal
+    /// commit. Worth it for small groups whose syncs someone waits for; a store of large
+    /// writes nobody waits on (the snapshots a replica saves apart) would only write twice.
+    pub fill_ahead: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { fsync: FsyncPolicy::Always, segment_bytes: 64 << 20, reserve_bytes: 1 << 20, linger: Duration::ZERO }
+        Options {
+            fsync: FsyncPolicy::Always,
+            segment_bytes: 64 << 20,
+            reserve_bytes: 1 << 20,
+            linger: Duration::ZERO,
+            fill_ahead: true,
+        }
     }
 }
 
@@ -259,6 +270,7 @@ impl Store {
             shared: Arc::clone(&shared),
             policy: options.fsync,
             segment_bytes: options.segment_bytes,
+            fill: options.fill_ahead,
             file,
             active,
             end: scan.active_end,
@@ -388,6 +400,13 @@ impl Store {
         let range = TickRange { first: tick, last: tick };
         self.shared.lock_catalog().add_lost(pubend, range);
         ReadItem::Lost(range)
+    }
+
+    /// The highest data tick the pubend's log ever took (0: none), released records
+    /// included: an append must be above it, so a log whose records are all released, whose
+    /// reads come back empty, still numbers on after it.
+    pub fn highest(&self, pubend: PubendId) -> Tick {
+        self.shared.lock_catalog().pubends.get(&pubend).map_or(Tick(0), |log| log.highest.max(log.released))
     }
 
     /// The store's counters.

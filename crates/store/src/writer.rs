@@ -25,6 +25,9 @@ use crate::types::{PubendId, Tick};
 /// How far ahead of the records a segment is filled with zeros.
 const FILL_AHEAD: u64 = 1 << 20;
 
+/// A group commit this long is logged (what it wrote), as the broker's driver logs a long turn.
+const LONG_GROUP: Duration = Duration::from_millis(50);
+
 /// Where an encoded data record landed in the group buffer.
 struct Placed {
     /// The append's place in the group: records and voids are published in that order.
@@ -41,6 +44,8 @@ pub(crate) struct GroupWriter {
     pub(crate) shared: Arc<Shared>,
     pub(crate) policy: FsyncPolicy,
     pub(crate) segment_bytes: u64,
+    /// [`crate::Options::fill_ahead`].
+    pub(crate) fill: bool,
     pub(crate) file: Arc<dyn LogFile>,
     pub(crate) active: u64,
     pub(crate) end: u64,
@@ -114,6 +119,12 @@ impl GroupWriter {
         if !ops.is_empty() {
             let started = Instant::now();
             let done = self.commit(&ops);
+            let took = started.elapsed();
+            if took >= LONG_GROUP {
+                // Every append queued behind this group waited as long: say what made it large.
+                let (ops, bytes) = (ops.len(), self.buf.len());
+                tracing::warn!(took_ms = took.as_millis() as u64, ops, bytes, "a group commit took long");
+            }
             self.tell_syncs(sink);
             sink.complete(done);
             self.linger.committed(ops.len(), started);
@@ -314,6 +325,11 @@ impl GroupWriter {
     /// (which costs milliseconds on a busy ext4). The fill is synced by the group's own sync.
     fn fill_ahead(&mut self, needed: u64) -> Result<(), StoreError> {
         if needed <= self.filled {
+            return Ok(());
+        }
+        if !self.fill {
+            // The group's own write extends the file.
+            self.filled = needed;
             return Ok(());
         }
         let mut target = (self.filled + FILL_AHEAD).min(self.segment_bytes).max(needed);

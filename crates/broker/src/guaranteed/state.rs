@@ -92,6 +92,11 @@ pub struct ReplicaGroupState {
     /// Chunks refused here (out of order, stale, of another snapshot, over the maximum), each
     /// dropping the assembly under way.
     pub snapshot_chunks_refused: u64,
+    /// How this replica started on this broker: `journal` (restarted from its journal: its
+    /// last checkpoint, the snapshot that names, and the writes after it), `rebuilt` (its
+    /// journal was damaged or could not restart it: rebuilt from its mates, never served), or
+    /// `new` (an empty journal: a new group, an added replica or a wiped disk).
+    pub started: &'static str,
 }
 
 /// One durable subscription, for `/state` and `tidings durable ls`.

@@ -13,6 +13,10 @@ pub(crate) struct Cluster {
     /// Writes handed out and not synced, per replica, and the synced ones.
     pub(crate) unsynced: BTreeMap<ReplicaId, Vec<Write>>,
     pub(crate) synced: BTreeMap<ReplicaId, Vec<Write>>,
+    /// Snapshots being saved apart ([`Action::SaveSnapshot`]), per replica: saved at its next sync.
+    pub(crate) saving: BTreeMap<ReplicaId, Vec<u64>>,
+    /// Replicas whose saves apart do not finish (a slow snapshots' disk) until taken out.
+    pub(crate) slow_saves: BTreeSet<ReplicaId>,
     pub(crate) acks: Vec<(ReplicaId, u64, u64, u64)>,
     pub(crate) refused: Vec<(ReplicaId, u64)>,
     pub(crate) applied: BTreeMap<ReplicaId, Vec<Outcome>>,
@@ -55,6 +59,8 @@ impl Cluster {
             wire: Vec::new(),
             unsynced: BTreeMap::new(),
             synced: BTreeMap::new(),
+            saving: BTreeMap::new(),
+            slow_saves: BTreeSet::new(),
             acks: Vec::new(),
             refused: Vec::new(),
             applied: BTreeMap::new(),
@@ -81,6 +87,7 @@ impl Cluster {
             match action {
                 Action::Send { to, msg } => self.wire.push((id, to, msg)),
                 Action::Persist(write) => self.unsynced.entry(id).or_default().push(write),
+                Action::SaveSnapshot { index, .. } => self.saving.entry(id).or_default().push(index),
                 Action::Apply(applied) => {
                     self.applied.entry(id).or_default().extend(applied.into_iter().map(|a| a.outcome))
                 }
@@ -107,6 +114,12 @@ impl Cluster {
             self.synced.entry(id).or_default().extend(writes);
             self.input(id, Input::Persisted { number });
         }
+        if self.slow_saves.contains(&id) {
+            return;
+        }
+        for index in std::mem::take(self.saving.entry(id).or_default()) {
+            self.input(id, Input::SnapshotSaved { index });
+        }
     }
 
     /// Delivers, syncs and ticks until nothing moves or `rounds` ticks passed; `syncing` are
@@ -123,7 +136,11 @@ impl Cluster {
             self.now += 10;
             for _ in 0..50 {
                 let wire = std::mem::take(&mut self.wire);
-                let quiet = wire.is_empty() && syncing.iter().all(|id| self.unsynced.get(id).is_none_or(Vec::is_empty));
+                let quiet = wire.is_empty()
+                    && syncing.iter().all(|id| {
+                        self.unsynced.get(id).is_none_or(Vec::is_empty)
+                            && (self.slow_saves.contains(id) || self.saving.get(id).is_none_or(Vec::is_empty))
+                    });
                 for (from, to, msg) in wire {
                     if !self.cut.contains(&from) && !self.cut.contains(&to) {
                         if let Some(msg) = self.tamper(msg) {

@@ -242,6 +242,13 @@ impl World {
                     self.judge.broken = Some(format!("replica {id}: {e}"));
                 }
             }
+            Action::SaveSnapshot { index, data, .. } => {
+                let due = self.now + 1 + self.rng.below(6) as u64;
+                let Some(node) = self.nodes.get_mut(&id) else { return };
+                if let Err(e) = node.disk.save(index, &data, due) {
+                    self.judge.broken = Some(format!("replica {id}: {e}"));
+                }
+            }
             Action::Apply(applied) => {
                 self.judge.applied(id, &applied);
                 if let Some(node) = self.nodes.get_mut(&id) {
@@ -340,8 +347,14 @@ impl World {
             return;
         }
         match node.disk.step() {
-            Ok(Some(number)) => self.input(id, Input::Persisted { number }),
-            Ok(None) => {}
+            Ok((number, saved)) => {
+                if let Some(number) = number {
+                    self.input(id, Input::Persisted { number });
+                }
+                for index in saved {
+                    self.input(id, Input::SnapshotSaved { index });
+                }
+            }
             Err(e) => self.judge.broken = Some(format!("replica {id}: {e}")),
         }
     }

@@ -174,6 +174,13 @@ impl Replicas {
         if let Err(e) = self.store.release(Token(self.next_token), store_pubend, group.journal.last_tick()) {
             warn!(pubend = pubend.0, error = %e, "the removed replica's journal was not released");
         }
+        let saved = group.journal.last_saved_tick();
+        self.next_token += 1;
+        if let Err(e) =
+            (saved.0 > 0).then(|| self.snapshots.release(Token(self.next_token), store_pubend, saved)).transpose()
+        {
+            warn!(pubend = pubend.0, error = %e, "the removed replica's snapshots were not released");
+        }
         if let Err(e) = self.rewrite_membership() {
             warn!(pubend = pubend.0, error = %e, "replica-groups still names a group this broker left");
         }

@@ -2,7 +2,10 @@
 //! while it has cell mates is one Raft group ([`tidings_replica::ReplicaGroup`]) among the first
 //! `[storage] replicas` brokers of its cell, and this broker also holds the groups of its cell
 //! mates' pubends. This module is the groups' shell: their journals in one `tidings-store` under
-//! `<data dir>/replicas` (one store pubend per group), their messages as REPLICA frames in the
+//! `<data dir>/replicas` (one store pubend per group), the snapshots their checkpoints name in a
+//! second one under `<data dir>/replica-snapshots` (its own writer and syncs, so that writing a
+//! large snapshot never holds the journal's syncs, which every acknowledgement waits for:
+//! `Action::SaveSnapshot`), their messages as REPLICA frames in the
 //! cell links' guaranteed lanes, their ticks from the driver's loop, and the membership of each
 //! group in `<data dir>/replica-groups`. What a group decides for publishers (acknowledged,
 //! refused) goes back to the driver as [`Outcome`]s; `gate` is the driver's side, `inbox` the
@@ -72,10 +75,28 @@ struct Group {
     voters: Vec<ReplicaId>,
     /// A journal write failed: no later write is reported synced (that would vouch for it).
     failed: bool,
+    /// How this replica started here (`ReplicaGroupState::started`).
+    started: &'static str,
 }
 
 /// Hands the journal writer's completions to the driver.
 struct Sink(mpsc::UnboundedSender<Command>);
+
+/// What a store's completion finishes.
+enum Pending {
+    /// A journal record of a group: on a write's last record its number, and what the write
+    /// releases once synced if it is a checkpoint (the journal's prefix, the snapshots' store's).
+    Journal {
+        pubend: PubendId,
+        number: Option<u64>,
+        release: Option<tidings_store::Tick>,
+        release_saved: Option<tidings_store::Tick>,
+    },
+    /// A part of a group's snapshot saved apart, and the parts after it (last first): one
+    /// part a group, so that no sync of the snapshots' store is long (`Journal::save`); the
+    /// snapshot is saved once `rest` is empty.
+    Saved { pubend: PubendId, index: u64, rest: Vec<tidings_store::Record> },
+}
 
 impl CompletionSink for Sink {
     fn complete(&mut self, group: Vec<Completion>) {
@@ -100,11 +121,12 @@ pub(crate) struct Replicas {
     forgotten: std::collections::BTreeSet<ReplicaId>,
     forgotten_path: PathBuf,
     store: Store,
+    /// The snapshots the journals' checkpoints name, saved apart ([`Journal::save`]).
+    snapshots: Store,
     groups: BTreeMap<PubendId, Group>,
     membership: PathBuf,
-    /// Journal writes in flight: token to (group, write number, the journal prefix a synced
-    /// checkpoint releases).
-    tokens: BTreeMap<u64, (PubendId, Option<u64>, Option<tidings_store::Tick>)>,
+    /// Writes in flight in either store, by token.
+    tokens: BTreeMap<u64, Pending>,
     /// Groups this broker was removed from since it started: their late frames do not make it
     /// join again.
     left: std::collections::BTreeSet<PubendId>,
@@ -134,8 +156,12 @@ impl Replicas {
         // records a group are not a slow stream, and a paced sync would add up to the linger
         // to every acknowledgement, on the leader and on each follower.
         let options = tidings_store::Options { linger: Duration::ZERO, ..options };
-        let (store, _) =
-            Store::open_with(fs, &data_dir.join("replicas"), options, Sink(tx)).map_err(|e| fail(e.to_string()))?;
+        let (store, _) = Store::open_with(Arc::clone(&fs), &data_dir.join("replicas"), options, Sink(tx.clone()))
+            .map_err(|e| fail(e.to_string()))?;
+        // Large writes nobody waits on: no zeros ahead of them (`Options::fill_ahead`).
+        let saves = tidings_store::Options { fill_ahead: false, ..options };
+        let (snapshots, _) = Store::open_with(fs, &data_dir.join("replica-snapshots"), saves, Sink(tx))
+            .map_err(|e| fail(e.to_string()))?;
         let me = replica_id(cluster.name().as_str());
         let forgotten = members::read_forgotten(&data_dir.join("cell-forgotten")).map_err(fail)?;
         // Before any link task starts: a forgotten broker is never linked.
@@ -149,6 +175,7 @@ impl Replicas {
             forgotten,
             forgotten_path: data_dir.join("cell-forgotten"),
             store,
+            snapshots,
             groups: BTreeMap::new(),
             membership: data_dir.join("replica-groups"),
             tokens: BTreeMap::new(),
@@ -200,14 +227,18 @@ impl Replicas {
             ..GroupSettings::new(self.me, voters.clone())
         };
         let store_pubend = tidings_store::PubendId(pubend.0);
-        let (journal, recovered, mut damaged) =
-            Journal::open_or_wipe(&self.store, store_pubend).map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+        let (journal, recovered, mut damaged) = Journal::open_or_wipe(&self.store, &self.snapshots, store_pubend)
+            .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
         // A damaged journal, or one whose log cannot restart a replica (a broken snapshot), is
         // never served: the replica counts as wiped and rebuilds from its mates behind the
         // rejoin fences, and the damaged records are released first.
         let creation = voters.contains(&self.me);
+        let mut started = if damaged.is_some() { "rebuilt" } else { "new" };
         let replica = match recovered.map(|recovered| ReplicaGroup::restart(settings.clone(), recovered)) {
-            Some(Ok(replica)) => replica,
+            Some(Ok(replica)) => {
+                started = "journal";
+                replica
+            }
             None if !creation => match added {
                 Some(term) => ReplicaGroup::added(settings, term).map_err(|e| format!("pubend {}: {e}", pubend.0))?,
                 None => {
@@ -218,6 +249,7 @@ impl Replicas {
             Some(Err(e)) => {
                 error!(pubend = pubend.0, error = %e, "a replica journal cannot restart its replica: rebuilt from the mates");
                 damaged = Some(journal.last_tick());
+                started = "rebuilt";
                 ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?
             }
             None => ReplicaGroup::rejoin(settings).map_err(|e| format!("pubend {}: {e}", pubend.0))?,
@@ -228,9 +260,15 @@ impl Replicas {
             self.store
                 .release(Token(self.next_token), store_pubend, tick)
                 .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+            if journal.last_saved_tick().0 > 0 {
+                self.next_token += 1;
+                self.snapshots
+                    .release(Token(self.next_token), store_pubend, journal.last_saved_tick())
+                    .map_err(|e| format!("pubend {}: {e}", pubend.0))?;
+            }
         }
         info!(pubend = pubend.0, ?voters, "replica group started");
-        self.groups.insert(pubend, Group { replica, journal, voters, failed: false });
+        self.groups.insert(pubend, Group { replica, journal, voters, failed: false, started });
         Ok(())
     }
 
@@ -372,29 +410,56 @@ impl Replicas {
         self.next_tick
     }
 
-    /// Journal writes completed: each group learns its last write synced, in order.
+    /// Journal writes and snapshot saves completed: each group learns its last write synced,
+    /// in order, and its snapshot saved.
     pub(super) fn synced(&mut self, completions: &[Completion]) -> Vec<Outcome> {
         let mut last: BTreeMap<PubendId, u64> = BTreeMap::new();
+        let mut saved = Vec::new();
         for completion in completions {
             // A release's completion too: nothing waits for it.
-            let Some((pubend, number, release)) = self.tokens.remove(&completion.token.0) else { continue };
+            let Some(pending) = self.tokens.remove(&completion.token.0) else { continue };
+            let pubend = match &pending {
+                Pending::Journal { pubend, .. } | Pending::Saved { pubend, .. } => *pubend,
+            };
             let Some(group) = self.groups.get_mut(&pubend) else { continue };
             if let Err(e) = &completion.result {
                 error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
                 group.failed = true;
             }
+            if group.failed {
+                continue;
+            }
+            let (number, release, release_saved) = match pending {
+                Pending::Journal { number, release, release_saved, .. } => (number, release, release_saved),
+                Pending::Saved { index, rest, .. } if rest.is_empty() => {
+                    saved.push((pubend, index));
+                    continue;
+                }
+                Pending::Saved { index, rest, .. } => {
+                    self.save_next(pubend, index, rest);
+                    continue;
+                }
+            };
             // A snapshot part (`carry_out`): its write's last record reports it.
-            let Some(number) = number.filter(|_| !group.failed) else { continue };
+            let Some(number) = number else { continue };
             last.insert(pubend, number);
-            // A synced checkpoint holds everything the records before it held (`Journal`).
-            if let Some(tick) = release {
+            // A synced checkpoint holds everything the records before it held (`Journal`),
+            // and it names its snapshot: the ones saved before it are not needed.
+            let store_pubend = tidings_store::PubendId(pubend.0);
+            for (store, tick) in [(&self.store, release), (&self.snapshots, release_saved)] {
+                let Some(tick) = tick else { continue };
                 self.next_token += 1;
-                if let Err(e) = self.store.release(Token(self.next_token), tidings_store::PubendId(pubend.0), tick) {
-                    warn!(pubend = pubend.0, error = %e, "the replica journal did not take a release");
+                if let Err(e) = store.release(Token(self.next_token), store_pubend, tick) {
+                    warn!(pubend = pubend.0, error = %e, "a replica journal did not take a release");
                 }
             }
         }
-        last.into_iter().flat_map(|(pubend, number)| self.handle(pubend, Input::Persisted { number })).collect()
+        let mut outcomes: Vec<Outcome> =
+            last.into_iter().flat_map(|(pubend, number)| self.handle(pubend, Input::Persisted { number })).collect();
+        for (pubend, index) in saved {
+            outcomes.extend(self.handle(pubend, Input::SnapshotSaved { index }));
+        }
+        outcomes
     }
 
     /// Carries out a group's actions; what concerns publishers goes back to the driver.
@@ -409,17 +474,28 @@ impl Replicas {
                     // only that one's completion reports the write synced (`synced`).
                     let records = group.journal.records(&write);
                     let release = Journal::release_below(&write, &records);
+                    let release_saved = group.journal.saved_release_below(&write);
                     let last = records.len().saturating_sub(1);
                     for (i, record) in records.into_iter().enumerate() {
                         self.next_token += 1;
-                        let number = (i == last).then_some(write.number);
+                        let pending = match i == last {
+                            true => Pending::Journal { pubend, number: Some(write.number), release, release_saved },
+                            false => Pending::Journal { pubend, number: None, release: None, release_saved: None },
+                        };
                         if let Err(e) = self.store.append(Token(self.next_token), record) {
                             error!(pubend = pubend.0, error = %e, "the replica journal did not take a write");
                             group.failed = true;
                             break;
                         }
-                        self.tokens.insert(self.next_token, (pubend, number, release.filter(|_| i == last)));
+                        self.tokens.insert(self.next_token, pending);
                     }
+                }
+                // Its own store, its own syncs: the journal's go on meanwhile.
+                Action::SaveSnapshot { index, data, .. } => {
+                    let Some(group) = self.groups.get_mut(&pubend) else { continue };
+                    let mut parts = group.journal.save(index, &data);
+                    parts.reverse();
+                    self.save_next(pubend, index, parts);
                 }
                 // The host's own pubend log holds what it published; the replicas' applied
                 // state is what a pubend not open here is opened from (`serve`).
@@ -462,6 +538,20 @@ impl Replicas {
             }
         }
         outcomes
+    }
+
+    /// Appends the next part of a snapshot being saved (`rest`, last first): the one after it
+    /// waits for its sync.
+    fn save_next(&mut self, pubend: PubendId, index: u64, mut rest: Vec<tidings_store::Record>) {
+        let Some(group) = self.groups.get_mut(&pubend) else { return };
+        let Some(part) = rest.pop() else { return };
+        self.next_token += 1;
+        if let Err(e) = self.snapshots.append(Token(self.next_token), part) {
+            error!(pubend = pubend.0, error = %e, "the replica snapshots' store did not take a snapshot");
+            group.failed = true;
+            return;
+        }
+        self.tokens.insert(self.next_token, Pending::Saved { pubend, index, rest });
     }
 
     fn send(&self, pubend: PubendId, to: ReplicaId, msg: &Envelope) {

@@ -51,6 +51,7 @@ impl Replicas {
                     snapshot_chunks_received: status.snapshots.chunks_received,
                     snapshot_chunks_refused: status.snapshots.chunks_refused,
                     fenced: status.fenced,
+                    started: group.started,
                     lag,
                 }
             })
