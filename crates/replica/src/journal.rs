@@ -13,8 +13,18 @@
 //! after it), so once it is synced every record before it is released
 //! ([`Journal::release_below`]): the journal holds the last checkpoint and the writes since.
 //!
-//! A snapshot larger than [`JOURNAL_PART`] (the store takes records of at most 16 MiB) is
-//! written as part records before its write's record, which names it by index, term, length
+//! A replica's own compaction saves its snapshot apart first ([`Journal::save`]: parts in a
+//! second store, the snapshots' store, with its own writer and syncs), and its checkpoint, one
+//! small record naming the snapshot by index, term, length and CRC32, follows once that is
+//! synced: the journal's syncs, which acknowledgements wait for, never carry the snapshot's
+//! bytes (76 MB in one group commit held them 350 ms). Once the checkpoint is synced, the
+//! snapshots saved before it are released ([`Journal::saved_release_below`]). The two stores
+//! release apart, so a crash can leave an older checkpoint whose snapshot is gone: that is
+//! damage only if no later checkpoint replaces it.
+//!
+//! A snapshot the journal holds itself (one installed from the leader) larger than
+//! [`JOURNAL_PART`] (the store takes records of at most 16 MiB) is written as part records
+//! before its write's record, which names it by index, term, length
 //! and CRC32 ([`Journal::records`]). The write is still atomic: recovery takes the parts only
 //! when that last record is there and they match it whole; parts with no write after them
 //! (a crash mid-checkpoint) are ignored, and parts that do not match their write are damage.
