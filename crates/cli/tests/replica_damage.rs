@@ -16,7 +16,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gd_common::publish;
-use replica_common::{acked, caught_up, cluster, links, replica_group, subscribe, wait_for, Node};
+use replica_common::{acked, caught_up, cluster, links, publishers_cell_with, replica_group, subscribe, wait_for};
 
 /// 16 KiB of raft entries: a compaction every couple of hundred publishes.
 const COMPACT: &str = "[storage]\nreplica_compact_bytes = 16384\n";
@@ -44,18 +44,7 @@ fn damage(dir: &Path) {
 fn a_replica_whose_saved_snapshot_was_damaged_is_rebuilt_from_its_mates() {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let p1 = Node::with_config(scratch.path(), "p1", "PUB", COMPACT);
-    let p2 = Node::with_config(scratch.path(), "p2", "PUB", COMPACT);
-    let p3 = Node::with_config(scratch.path(), "p3", "PUB", COMPACT);
-    let s1 = Node::new(scratch.path(), "s1", "S");
-    let any = "127.0.0.1:0";
-    let b3 = p3.start(any, any, &[]);
-    let b2 = p2.start(any, any, &[cluster(&b3)]);
-    let b1 = p1.start(any, any, &[cluster(&b2), cluster(&b3)]);
-    let bs = s1.start(any, any, &[cluster(&b1), cluster(&b2), cluster(&b3)]);
-    wait_for("the cell and s1 link up", Duration::from_secs(20), || {
-        [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
-    });
+    let ([_, _, p3], [b1, b2, b3], bs) = publishers_cell_with(scratch.path(), COMPACT);
     let total = 2_500;
     let sub = subscribe(&bs, total);
     let mut all = acked(publish(&b1.tcp(), "g.a", 1_000, &["--window", "64"]), 1_000);
@@ -76,6 +65,12 @@ fn a_replica_whose_saved_snapshot_was_damaged_is_rebuilt_from_its_mates() {
     let restarted = Instant::now();
     wait_for("p3 links again", Duration::from_secs(20), || links(&b3) >= 2.0);
     assert_eq!(replica_group(&b3)["started"], "rebuilt", "the damage was found at start");
+    let shown = tidings_testkit::finish_within(
+        gd_common::spawn(&["info", "--admin", &b3.ready.admin.unwrap().to_string()]),
+        Duration::from_secs(20),
+    );
+    let info = String::from_utf8_lossy(&shown.stdout);
+    assert!(info.contains("rebuilt from its mates"), "tidings info says so: {info}");
     wait_for("p3 rebuilt from its mates", Duration::from_secs(30), || caught_up(&b3, &b1));
     eprintln!("p3 rebuilt and caught up {:?} after its restart", restarted.elapsed());
 

@@ -19,7 +19,7 @@ mod replica_common;
 use std::time::{Duration, Instant};
 
 use gd_common::publish;
-use replica_common::{acked, caught_up, cluster, links, replica_group, subscribe, wait_for, Node};
+use replica_common::{acked, caught_up, cluster, links, publishers_cell_with, replica_group, subscribe, wait_for};
 use tidings_testkit::BrokerProcess;
 
 /// 16 KiB of raft entries: a compaction every couple of hundred publishes; snapshots sent in
@@ -36,18 +36,7 @@ fn number(b: &BrokerProcess, field: &str) -> u64 {
 fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let p1 = Node::with_config(scratch.path(), "p1", "PUB", COMPACT);
-    let p2 = Node::with_config(scratch.path(), "p2", "PUB", COMPACT);
-    let p3 = Node::with_config(scratch.path(), "p3", "PUB", COMPACT);
-    let s1 = Node::new(scratch.path(), "s1", "S");
-    let any = "127.0.0.1:0";
-    let b3 = p3.start(any, any, &[]);
-    let b2 = p2.start(any, any, &[cluster(&b3)]);
-    let b1 = p1.start(any, any, &[cluster(&b2), cluster(&b3)]);
-    let bs = s1.start(any, any, &[cluster(&b1), cluster(&b2), cluster(&b3)]);
-    wait_for("the cell and s1 link up", Duration::from_secs(20), || {
-        [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
-    });
+    let ([p1, p2, p3], [b1, b2, b3], bs) = publishers_cell_with(scratch.path(), COMPACT);
     let total = 3_000;
     let sub = subscribe(&bs, total);
 

@@ -46,7 +46,7 @@ impl Model {
 /// Odd seeds write without zeros ahead of the records (`Options::fill_ahead`, as a replica's
 /// snapshots' store): recovery must find the same log either way.
 fn options(seed: u64) -> Options {
-    let fill_ahead = seed % 2 == 0;
+    let fill_ahead = seed.is_multiple_of(2);
     Options { fsync: FsyncPolicy::Always, segment_bytes: 4096, reserve_bytes: 0, fill_ahead, ..Options::default() }
 }
 

@@ -88,8 +88,10 @@ pub(crate) fn run(args: &Args) -> anyhow::Result<ExitCode> {
         };
         let learners = names("learners");
         let learners = if learners.is_empty() { String::new() } else { format!(", learners {learners}") };
+        // A replica rebuilt from its mates (its journal was damaged) is worth an operator's look.
+        let rebuilt = if group["started"] == "rebuilt" { "; rebuilt from its mates (damaged journal)" } else { "" };
         outln!(
-            "  replica group {}: voters {}{learners}; leader {}, term {}, commit {}",
+            "  replica group {}: voters {}{learners}; leader {}, term {}, commit {}{rebuilt}",
             group["pubend"].as_str().unwrap_or("?"),
             names("voters"),
             group["leader"].as_str().unwrap_or("none"),

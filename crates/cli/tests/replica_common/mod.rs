@@ -58,7 +58,13 @@ impl Node {
 /// The publishers' cell of `replicated-cell.toml` under `scratch`: p1, p2 and p3 in cell PUB,
 /// linked to each other, and s1 in cell S linked to all three, once every link is up.
 pub(crate) fn publishers_cell(scratch: &Path) -> ([Node; 3], [BrokerProcess; 3], BrokerProcess) {
-    let nodes = [Node::new(scratch, "p1", "PUB"), Node::new(scratch, "p2", "PUB"), Node::new(scratch, "p3", "PUB")];
+    publishers_cell_with(scratch, "")
+}
+
+/// As [`publishers_cell`], with `extra` appended to the config of p1, p2 and p3.
+pub(crate) fn publishers_cell_with(scratch: &Path, extra: &str) -> ([Node; 3], [BrokerProcess; 3], BrokerProcess) {
+    let node = |name| Node::with_config(scratch, name, "PUB", extra);
+    let nodes = [node("p1"), node("p2"), node("p3")];
     let any = "127.0.0.1:0";
     let b3 = nodes[2].start(any, any, &[]);
     let b2 = nodes[1].start(any, any, &[cluster(&b3)]);

@@ -19,6 +19,7 @@
 //! `members`): a broker outside the creation voters learns the group from its leader's first
 //! message as an added learner.
 
+mod completions;
 mod depose;
 mod gate;
 mod inbox;
@@ -45,6 +46,7 @@ pub(super) use serve::Seeds;
 
 use super::{Command, GuaranteedError};
 use crate::cluster::Cluster;
+use completions::Pending;
 
 /// One raft tick: heartbeats every 2 (200 ms), elections after 10 to 10 + rank (1 to 1.3 s).
 pub(super) const TICK: Duration = Duration::from_millis(100);
@@ -81,22 +83,6 @@ struct Group {
 
 /// Hands the journal writer's completions to the driver.
 struct Sink(mpsc::UnboundedSender<Command>);
-
-/// What a store's completion finishes.
-enum Pending {
-    /// A journal record of a group: on a write's last record its number, and what the write
-    /// releases once synced if it is a checkpoint (the journal's prefix, the snapshots' store's).
-    Journal {
-        pubend: PubendId,
-        number: Option<u64>,
-        release: Option<tidings_store::Tick>,
-        release_saved: Option<tidings_store::Tick>,
-    },
-    /// A part of a group's snapshot saved apart, and the parts after it (last first): one
-    /// part a group, so that no sync of the snapshots' store is long (`Journal::save`); the
-    /// snapshot is saved once `rest` is empty.
-    Saved { pubend: PubendId, index: u64, rest: Vec<tidings_store::Record> },
-}
 
 impl CompletionSink for Sink {
     fn complete(&mut self, group: Vec<Completion>) {
@@ -410,58 +396,6 @@ impl Replicas {
         self.next_tick
     }
 
-    /// Journal writes and snapshot saves completed: each group learns its last write synced,
-    /// in order, and its snapshot saved.
-    pub(super) fn synced(&mut self, completions: &[Completion]) -> Vec<Outcome> {
-        let mut last: BTreeMap<PubendId, u64> = BTreeMap::new();
-        let mut saved = Vec::new();
-        for completion in completions {
-            // A release's completion too: nothing waits for it.
-            let Some(pending) = self.tokens.remove(&completion.token.0) else { continue };
-            let pubend = match &pending {
-                Pending::Journal { pubend, .. } | Pending::Saved { pubend, .. } => *pubend,
-            };
-            let Some(group) = self.groups.get_mut(&pubend) else { continue };
-            if let Err(e) = &completion.result {
-                error!(pubend = pubend.0, error = %e, "a replica journal write failed: the replica stops acknowledging");
-                group.failed = true;
-            }
-            if group.failed {
-                continue;
-            }
-            let (number, release, release_saved) = match pending {
-                Pending::Journal { number, release, release_saved, .. } => (number, release, release_saved),
-                Pending::Saved { index, rest, .. } if rest.is_empty() => {
-                    saved.push((pubend, index));
-                    continue;
-                }
-                Pending::Saved { index, rest, .. } => {
-                    self.save_next(pubend, index, rest);
-                    continue;
-                }
-            };
-            // A snapshot part (`carry_out`): its write's last record reports it.
-            let Some(number) = number else { continue };
-            last.insert(pubend, number);
-            // A synced checkpoint holds everything the records before it held (`Journal`),
-            // and it names its snapshot: the ones saved before it are not needed.
-            let store_pubend = tidings_store::PubendId(pubend.0);
-            for (store, tick) in [(&self.store, release), (&self.snapshots, release_saved)] {
-                let Some(tick) = tick else { continue };
-                self.next_token += 1;
-                if let Err(e) = store.release(Token(self.next_token), store_pubend, tick) {
-                    warn!(pubend = pubend.0, error = %e, "a replica journal did not take a release");
-                }
-            }
-        }
-        let mut outcomes: Vec<Outcome> =
-            last.into_iter().flat_map(|(pubend, number)| self.handle(pubend, Input::Persisted { number })).collect();
-        for (pubend, index) in saved {
-            outcomes.extend(self.handle(pubend, Input::SnapshotSaved { index }));
-        }
-        outcomes
-    }
-
     /// Carries out a group's actions; what concerns publishers goes back to the driver.
     fn carry_out(&mut self, pubend: PubendId, actions: Vec<Action>) -> Vec<Outcome> {
         let mut outcomes = Vec::new();
@@ -538,20 +472,6 @@ impl Replicas {
             }
         }
         outcomes
-    }
-
-    /// Appends the next part of a snapshot being saved (`rest`, last first): the one after it
-    /// waits for its sync.
-    fn save_next(&mut self, pubend: PubendId, index: u64, mut rest: Vec<tidings_store::Record>) {
-        let Some(group) = self.groups.get_mut(&pubend) else { return };
-        let Some(part) = rest.pop() else { return };
-        self.next_token += 1;
-        if let Err(e) = self.snapshots.append(Token(self.next_token), part) {
-            error!(pubend = pubend.0, error = %e, "the replica snapshots' store did not take a snapshot");
-            group.failed = true;
-            return;
-        }
-        self.tokens.insert(self.next_token, Pending::Saved { pubend, index, rest });
     }
 
     fn send(&self, pubend: PubendId, to: ReplicaId, msg: &Envelope) {
