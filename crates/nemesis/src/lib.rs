@@ -88,6 +88,12 @@ pub struct NemesisArgs {
     /// connection. Off by default: a seed's schedule is then what it always was.
     #[arg(long)]
     pub client_faults: bool,
+    /// Every broker's `[storage] replica_compact_bytes`: a small trigger (say 16384) makes the
+    /// replicated logs compact, save their snapshots and checkpoint many times within a
+    /// schedule, so the faults strike those too. Unset: the default (8 MiB, which a schedule's
+    /// publishes may never reach).
+    #[arg(long, value_name = "BYTES")]
+    pub compact_bytes: Option<u64>,
 }
 
 impl NemesisArgs {
@@ -95,8 +101,9 @@ impl NemesisArgs {
     pub fn replay(&self, seed: u64) -> String {
         let cell = self.publishers_cell.as_ref().map(|c| format!(" --publishers-cell {c}")).unwrap_or_default();
         let clients = if self.client_faults { " --client-faults" } else { "" };
+        let compact = self.compact_bytes.map(|b| format!(" --compact-bytes {b}")).unwrap_or_default();
         format!(
-            "tidings bench nemesis --topology {}{cell}{clients} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
+            "tidings bench nemesis --topology {}{cell}{clients}{compact} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
             self.topology.display(),
             self.duration.as_millis(),
             self.rate,
@@ -121,6 +128,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         duration: args.duration,
         rate: args.rate,
         client_faults: args.client_faults,
+        compact_bytes: args.compact_bytes,
     };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let scratch = std::env::temp_dir().join(format!("tidings-nemesis-{}", std::process::id()));

@@ -157,7 +157,8 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
     let sum = |f: fn(&Row) -> usize| rows.iter().map(f).sum::<usize>();
     let mut text = String::new();
     let clients = if args.client_faults { ", with client faults" } else { "" };
-    let _ = writeln!(text, "# nemesis: {}{clients}\n", args.topology.display());
+    let compact = args.compact_bytes.map(|b| format!(", compaction every {b} bytes of entries")).unwrap_or_default();
+    let _ = writeln!(text, "# nemesis: {}{clients}{compact}\n", args.topology.display());
     let _ = writeln!(
         text,
         "{} schedules of {} s (seeds {}..={}), {} faults: {} acknowledged publishes, {} deliveries; lost silently {}, \

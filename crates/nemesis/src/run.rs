@@ -31,6 +31,8 @@ pub struct Setup {
     pub rate: f64,
     /// Every client dials its broker through a fault point of its own (`--client-faults`).
     pub client_faults: bool,
+    /// Every broker's `[storage] replica_compact_bytes` (`--compact-bytes`), if set.
+    pub compact_bytes: Option<u64>,
 }
 
 /// One schedule's result.
@@ -61,14 +63,18 @@ fn unix_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
-/// The brokers' configuration: quick link-failure detection, seed 001's liveness timers, and
-/// unsynced writes dropped at a kill when the schedule says so.
-fn config(s: &Schedule) -> String {
+/// The brokers' configuration: quick link-failure detection, seed 001's liveness timers,
+/// unsynced writes dropped at a kill when the schedule says so, and the compaction trigger
+/// when one is given.
+fn config(s: &Schedule, compact_bytes: Option<u64>) -> String {
     let mut text = "[cluster]\nheartbeat_interval = \"100ms\"\nmissed_heartbeats = 3\n\n\
-                    [guaranteed]\nliveness = \"seed001\"\n"
+                    [guaranteed]\nliveness = \"seed001\"\n\n[storage]\n"
         .to_string();
     if s.power_loss {
-        text.push_str("\n[storage]\nfault_drop_unsynced = true\n");
+        text.push_str("fault_drop_unsynced = true\n");
+    }
+    if let Some(bytes) = compact_bytes {
+        text.push_str(&format!("replica_compact_bytes = {bytes}\n"));
     }
     text
 }
@@ -77,7 +83,7 @@ fn config(s: &Schedule) -> String {
 /// and `faults.jsonl` stay there).
 pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outcome> {
     let config_file = dir.join("broker.toml");
-    std::fs::write(&config_file, config(s))?;
+    std::fs::write(&config_file, config(s, setup.compact_bytes))?;
     let net_dir = dir.join("net");
     std::fs::create_dir_all(&net_dir)?;
     let extra: Vec<String> = ["--faults", "--", "--config"]

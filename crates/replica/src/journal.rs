@@ -393,22 +393,14 @@ impl Journal {
     pub fn save(&mut self, index: u64, data: &bytes::Bytes) -> Vec<Record> {
         self.saved.insert(index, self.next_saved);
         let part = self.part_bytes.min(SAVE_PART);
-        let starts = (0..data.len().max(1)).step_by(part);
-        starts
-            .map(|start| {
-                let piece = data.slice(start..(start + part).min(data.len()));
-                let publisher = if start == 0 { FIRST_PART } else { NEXT_PART };
-                let tick = self.next_saved;
-                self.next_saved += 1;
-                Record {
-                    pubend: self.pubend,
-                    tick: Tick(tick),
-                    publisher: PublisherId(publisher),
-                    seq: PublisherSeq(index),
-                    payload: piece,
-                }
-            })
-            .collect()
+        let mut records = Vec::new();
+        for start in (0..data.len().max(1)).step_by(part) {
+            let piece = data.slice(start..(start + part).min(data.len()));
+            let publisher = if start == 0 { FIRST_PART } else { NEXT_PART };
+            records.push(self.at(self.next_saved, publisher, index, piece));
+            self.next_saved += 1;
+        }
+        records
     }
 
     /// The tick up to which the snapshots' store may be released once `write`, a checkpoint,
@@ -473,11 +465,16 @@ impl Journal {
     fn record(&mut self, publisher: u64, payload: bytes::Bytes) -> Record {
         let tick = self.next_tick;
         self.next_tick += 1;
+        self.at(tick, publisher, tick, payload)
+    }
+
+    /// A record of this journal's pubend (in either store).
+    fn at(&self, tick: u64, publisher: u64, seq: u64, payload: bytes::Bytes) -> Record {
         Record {
             pubend: self.pubend,
             tick: Tick(tick),
             publisher: PublisherId(publisher),
-            seq: PublisherSeq(tick),
+            seq: PublisherSeq(seq),
             payload,
         }
     }
