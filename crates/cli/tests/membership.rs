@@ -5,7 +5,8 @@
 //! SIGKILLed for good; p4, a new broker with another name, joins the cell; `tidings cell forget
 //! p3` on p2 (not the leader: the forget travels to p1) makes the group remove p3, add p4 as a
 //! learner, catch it up from a snapshot (the log was compacted long before) and the tail, and
-//! promote it. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
+//! promote it. p4's own disk is then wiped: it restarts empty, is fenced as an added member and
+//! catches up again. Then p2 is SIGKILLed too: p1 and p4 are a quorum, the publisher goes on, and the
 //! subscriber gets every acknowledged message once, in order. Prints the catch-up time and the
 //! publisher's refusals and longest wait between acknowledgements. Before p2's kill, p3's
 //! machine comes back on its old data directory: its cell refuses its links both ways, it says
@@ -21,7 +22,7 @@ mod replica_common;
 
 use std::time::{Duration, Instant};
 
-use replica_common::{cluster, links, replica_group, subscribe, wait_for, Lines, Node};
+use replica_common::{caught_up, cluster, links, replica_group, subscribe, wait_for, Lines, Node};
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
 
@@ -61,10 +62,10 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     wait_for("the cell and s1 link up", Duration::from_secs(20), || {
         [&b1, &b2, &b3, &bs].iter().all(|b| links(b) == 3.0)
     });
-    let total = 6_000;
+    let total = 8_000;
     let sub = subscribe(&bs, total);
 
-    // One publisher at p1 throughout (200/s for 30 s), the cell's brokers as its servers.
+    // One publisher at p1 throughout (200/s for 40 s), the cell's brokers as its servers.
     let servers = [&b1, &b2, &b3].map(|b| b.tcp()).join(",");
     let publisher =
         Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
@@ -120,6 +121,7 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     );
     let info = String::from_utf8_lossy(&shown.stdout);
     assert!(info.contains("replica group") && info.contains("p4"), "tidings info shows the members: {info}");
+    let b4 = p4_wiped(&p4, b4, &b1, &b2);
 
     p3_comes_back(&p3, &old_p3, [&b1, &b2, &b4], &publisher);
     let b3 = p3_readmitted(scratch.path(), [&b1, &b2, &b4]);
@@ -138,6 +140,28 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     let (got, ..) = sub.finish(Duration::from_secs(60));
     gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
     drop((b3, b4));
+}
+
+/// p4's disk lost once it is a voter (the replacement's own disk wiped): it restarts empty on
+/// its old addresses, learns the group again from the leader's first message as an added
+/// member, which neither campaigns nor votes until its log holds an entry of the leader's term
+/// (`ReplicaGroup::added`: an old self of the same id may have voted in a term the leader's log
+/// already passed), and catches up from a snapshot; the publisher at p1 goes on meanwhile (p1
+/// and p2 are a quorum). Then it counts in the quorum again (p2's kill below).
+fn p4_wiped(p4: &Node, b4: BrokerProcess, leader: &BrokerProcess, mate: &BrokerProcess) -> BrokerProcess {
+    let mut b4 = b4;
+    b4.kill();
+    std::fs::remove_dir_all(&p4.data).unwrap();
+    let wiped = Instant::now();
+    let b4 = p4.restart(&b4, &[cluster(leader), cluster(mate)]);
+    wait_for("the wiped p4 links again", Duration::from_secs(20), || links(&b4) >= 2.0);
+    wait_for("the wiped p4 caught up", Duration::from_secs(60), || caught_up(&b4, leader));
+    assert_eq!(replica_group(&b4)["started"], "new", "an empty journal: p4 started as an added member");
+    let mut voters = names(&replica_group(leader), "voters");
+    voters.sort();
+    assert_eq!(voters, ["p1", "p2", "p4"], "p4 is still a voter");
+    eprintln!("the wiped p4 caught up {:?} after its restart", wiped.elapsed());
+    b4
 }
 
 /// p3's machine comes back after the replace, started on its old data directory and dialling

@@ -672,6 +672,7 @@ impl Running {
             // `ReplicaGroup::check` passed it (`envelope`): a snapshot among them decodes.
             Input::Message { from, msg: Envelope::Raft(msg) } => {
                 self.note_campaigns(settings, from, &msg);
+                self.forget_lost_progress(from, &msg);
                 let _ = self.raw.step(msg);
             }
             Input::Tick => {

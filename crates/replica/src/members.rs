@@ -63,6 +63,31 @@ impl ReplicaGroup {
 }
 
 impl Running {
+    /// A leader told by a member that its log ends below what that member once acknowledged
+    /// (a rejected append whose hint is under the member's `matched`) takes the member's word:
+    /// its disk was wiped or replaced (an added member restarted empty, which is fenced by
+    /// `ReplicaGroup::added`, not by a new term). raft-rs takes such a rejection for a stale
+    /// one and ignores it, so without this the leader would go on sending from past the
+    /// member's log, and heartbeats committing past it, and the member would never catch up.
+    /// Lowering `matched` is safe: it only counts toward commits, which never go back.
+    pub(crate) fn forget_lost_progress(&mut self, from: ReplicaId, m: &raft::eraftpb::Message) {
+        let raft = &mut self.raw.raft;
+        if raft.state != StateRole::Leader
+            || m.get_msg_type() != raft::eraftpb::MessageType::MsgAppendResponse
+            || !m.reject
+            || m.term != raft.term
+        {
+            return;
+        }
+        if let Some(pr) = raft.mut_prs().get_mut(from) {
+            if m.reject_hint < pr.matched && m.index <= pr.matched {
+                pr.matched = m.reject_hint;
+                pr.become_probe();
+                pr.next_idx = m.reject_hint + 1;
+            }
+        }
+    }
+
     /// Whether `id` is a voter or a learner as applied here.
     pub(crate) fn is_member(&self, id: ReplicaId) -> bool {
         let conf = self.raw.raft.prs().conf();

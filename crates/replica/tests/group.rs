@@ -122,6 +122,41 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
     assert!(!restarted.withholding_vote());
 }
 
+/// A member back with an empty log in the leader's own term (an added member whose disk was
+/// wiped restarts so, `ReplicaGroup::added`, fenced by that term, not by a new one) is caught
+/// up: the leader, which believed it held everything it once acknowledged, takes its rejection
+/// for the truth instead of ignoring it as stale (raft-rs would), and sends it the log again.
+#[test]
+fn a_member_back_empty_in_the_leaders_term_is_caught_up() {
+    // A small compaction trigger: the leader's snapshot ends below what the member had
+    // acknowledged, so the snapshot alone does not bring it back.
+    let mut c = Cluster::with(3, |settings| GroupSettings { compact_bytes: 1 << 10, ..settings });
+    c.run(30, &ALL);
+    let leader = c.leader().expect("a leader");
+    let lost = if leader == 3 { 2 } else { 3 };
+    let mut seq = 0;
+    let mut publish = |c: &mut Cluster, count: u64| {
+        for _ in 0..count {
+            seq += 1;
+            c.input(leader, Input::Publish { publisher: 7, seq, payload: vec![seq as u8; 100] });
+            c.run(1, &ALL);
+        }
+    };
+    publish(&mut c, 40);
+    assert!(c.groups[&leader].status().first_index > 1, "the leader compacted its log");
+    publish(&mut c, 3);
+    let term = c.groups[&leader].status().term;
+    let settings = GroupSettings::new(lost, ALL.to_vec());
+    c.groups.insert(lost, ReplicaGroup::added(settings, term).expect("valid settings"));
+    c.unsynced.remove(&lost);
+    c.applied.remove(&lost);
+    publish(&mut c, 10);
+    c.run(20, &ALL);
+    assert_eq!(c.leader(), Some(leader), "no election: the leader's term is the fence");
+    let (back, theirs) = (c.groups[&lost].status(), c.groups[&leader].status());
+    assert_eq!(back.applied, theirs.commit, "the member back empty caught up: {back:?} against {theirs:?}");
+}
+
 /// What a disk hands back is input: a log with a hole, or a replica outside its group, is
 /// refused with an error rather than started (raft-rs would panic on it).
 #[test]
