@@ -156,6 +156,11 @@ pub struct Forwarding {
     pub sends: Vec<DataSend>,
     /// Set when the message was refused rather than routed (for metrics and logs).
     pub dropped: Option<DropReason>,
+    /// Copies a matching downstream was owed (verdict [`Verdict::Deliver`]) that had no link
+    /// to go by: its entry broker is not linked to this one and no mate can carry it. Best
+    /// effort loses them, so the broker counts them as route drops (a loss no one counts is a
+    /// loss no operator can see).
+    pub unreachable: u32,
     /// Children the message is filtered from (verdict [`Verdict::Filtered`]), with the hop a copy
     /// would have taken: where guaranteed delivery sends silence. Filled only by
     /// [`crate::Router::route_with_verdicts`]; best effort never pays for it.
@@ -168,6 +173,7 @@ impl Forwarding {
         self.deliver_locally = false;
         self.sends.clear();
         self.dropped = None;
+        self.unreachable = 0;
         self.filtered.clear();
     }
 }

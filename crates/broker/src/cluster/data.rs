@@ -62,9 +62,17 @@ impl Cluster {
             self.metrics.route_drops.get_or_create(&WhyLabel { why: drop_label(reason) }).inc();
             return false;
         }
+        if scratch.forwarding.unreachable > 0 {
+            let unreachable = self.metrics.route_drops.get_or_create(&WhyLabel { why: "unreachable" });
+            unreachable.inc_by(u64::from(scratch.forwarding.unreachable));
+        }
         let section = message.as_bytes();
         for send in &scratch.forwarding.sends {
-            let Some(entry) = core.links.get(&send.to) else { continue };
+            let Some(entry) = core.links.get(&send.to) else {
+                // The router's view holds a link the cluster has already closed.
+                self.metrics.route_drops.get_or_create(&WhyLabel { why: "link_closed" }).inc();
+                continue;
+            };
             if scratch.prefix.capacity() < 1024 {
                 scratch.prefix.reserve(64 * 1024);
             }
@@ -74,10 +82,14 @@ impl Cluster {
                 continue;
             }
             let prefix = scratch.prefix.split().freeze();
-            if entry.queue.push_data(prefix, section.clone()) == DataPush::Congested
-                && !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue))
-            {
-                scratch.congested.push(Arc::clone(&entry.queue));
+            match entry.queue.push_data(prefix, section.clone()) {
+                DataPush::Congested if !scratch.congested.iter().any(|queue| Arc::ptr_eq(queue, &entry.queue)) => {
+                    scratch.congested.push(Arc::clone(&entry.queue));
+                }
+                DataPush::Closed => {
+                    self.metrics.route_drops.get_or_create(&WhyLabel { why: "link_closed" }).inc();
+                }
+                _ => {}
             }
         }
         scratch.forwarding.deliver_locally

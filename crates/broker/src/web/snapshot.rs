@@ -108,7 +108,8 @@ pub(super) struct Producer {
 }
 
 /// Why data messages were not delivered, from the broker's counters.
-const ROUTE_DROPS: [&str; 5] = ["unknown_tree", "unknown_root", "not_from_parent", "not_from_mate", "unencodable"];
+const ROUTE_DROPS: [&str; 7] =
+    ["unknown_tree", "unknown_root", "not_from_parent", "not_from_mate", "unencodable", "unreachable", "link_closed"];
 
 impl Producer {
     /// Forgets the counters rates are computed from (after a pause with no viewer).

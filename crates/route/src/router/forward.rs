@@ -81,11 +81,13 @@ impl<F: Filter> Router<F> {
                         continue;
                     }
                     // Sideways hops are never repeated: without our own link, the copy stops.
-                    let Some(index) = choose(header.pubend, &child.targets) else { continue };
-                    if child.direct[index] {
-                        let target = &child.targets[index].broker;
-                        let send = self.send(target, header.pubend, &header.root, tree.id, Hop::Down, verdict);
-                        push(out, send);
+                    match choose(header.pubend, &child.targets) {
+                        Some(index) if child.direct[index] => {
+                            let target = &child.targets[index].broker;
+                            let send = self.send(target, header.pubend, &header.root, tree.id, Hop::Down, verdict);
+                            push(out, send);
+                        }
+                        _ => out.unreachable += u32::from(verdict == Verdict::Deliver),
                     }
                 }
             }
@@ -109,7 +111,10 @@ impl<F: Filter> Router<F> {
             if verdict == Verdict::Filtered && !verdicts {
                 continue;
             }
-            let Some(index) = choose(pubend, &child.targets) else { continue };
+            let Some(index) = choose(pubend, &child.targets) else {
+                out.unreachable += u32::from(verdict == Verdict::Deliver);
+                continue;
+            };
             let target = &child.targets[index].broker;
             if child.direct[index] {
                 push(out, self.send(target, pubend, root, tree.id, Hop::Down, verdict));
@@ -128,12 +133,16 @@ impl<F: Filter> Router<F> {
                     let verdict = if child.known { verdict } else { mate_verdict(&mates[helper]) };
                     sideways.push((helper, child.cell.clone(), verdict));
                 }
-                None if verdicts => {
-                    if let Some(helper) = mates.iter().position(|mate| mate.links.contains(target)) {
-                        sideways.push((helper, child.cell.clone(), Verdict::Filtered));
+                None => {
+                    // No mate links to the entry broker (a known child's copy finds a helper
+                    // whenever one does).
+                    out.unreachable += u32::from(verdict == Verdict::Deliver);
+                    if verdicts {
+                        if let Some(helper) = mates.iter().position(|mate| mate.links.contains(target)) {
+                            sideways.push((helper, child.cell.clone(), Verdict::Filtered));
+                        }
                     }
                 }
-                None => {}
             }
         }
         for (index, mate) in self.routes.mates.iter().enumerate() {

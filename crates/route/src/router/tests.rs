@@ -317,6 +317,30 @@ fn a_cell_mate_gets_a_copy_only_for_its_own_subscribers() {
 }
 
 #[test]
+fn a_matching_copy_with_no_link_to_its_entry_broker_is_counted_unreachable() {
+    // x1 and x2 (cell X) each reach one broker of cell A. Cut from its mate, x1 cannot carry a
+    // copy into A where the cell's hashing enters it at a2: best effort loses it, counted.
+    let mut wired = Wired::new(&[("x1", "X"), ("x2", "X"), ("a1", "A"), ("a2", "A")]);
+    for (one, other) in [("x1", "x2"), ("x1", "a1"), ("x2", "a2"), ("a1", "a2")] {
+        wired.link(one, other);
+    }
+    wired.input("a1", Input::Subscribe { filter: Range(0, 9) });
+    wired.pump();
+    let route = |wired: &Wired, value| -> Vec<Forwarding> {
+        (0..32).map(|p| wired.route("x1", Arrival::Published { pubend: PubendId(p) }, value)).collect()
+    };
+    assert!(route(&wired, 4).iter().all(|out| out.sends.len() == 1 && out.unreachable == 0), "all through");
+    wired.input("x1", Input::LinkDown { peer: "x2".into(), incarnation: Incarnation(1) });
+    wired.pump();
+    let routed = route(&wired, 4);
+    let (cut, direct): (Vec<&Forwarding>, Vec<&Forwarding>) = routed.iter().partition(|out| out.sends.is_empty());
+    assert!(!cut.is_empty() && !direct.is_empty(), "the hashing spreads 32 pubends over a1 and a2");
+    assert!(cut.iter().all(|out| out.unreachable == 1), "{cut:?}");
+    assert!(direct.iter().all(|out| out.unreachable == 0 && out.sends[0].to.as_str() == "a1"));
+    assert!(route(&wired, 50).iter().all(|out| out.sends.is_empty() && out.unreachable == 0), "no interest, no loss");
+}
+
+#[test]
 fn the_state_view_and_the_wire_messages_serialize() {
     let mut wired = line();
     wired.input("c", Input::Subscribe { filter: Range(3, 4) });

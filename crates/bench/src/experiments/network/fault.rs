@@ -76,12 +76,15 @@ pub(super) async fn run(ctx: &Context, p: &Params, table: &mut Vec<NetRow>, chec
             format!("{at}: {} deliveries after the fault, the last {} ms before the end", gap.after, gap.tail_ms);
         checks.resumed.record(gap.resumed, what);
         let key = Key::new("reconvergence", TIDINGS, at.clone(), 0, 1);
-        let l = gap.losses;
+        let l = &gap.losses;
         let (lost, sent, at_fault, counted, unexplained) = (l.lost, l.sent, l.at_fault, l.counted, l.unexplained);
-        let what = format!(
+        let mut what = format!(
             "{at}: {lost} lost of {sent} sent, {at_fault} in the fault window, {counted} counted as dropped by the \
              surviving brokers, {unexplained} unexplained"
         );
+        if unexplained > 0 {
+            what.push_str(&format!(" (outside the window: {})", l.outside_described()));
+        }
         checks.fault_losses.record(unexplained == 0, what);
         key.put(table, "longest_gap_ms", gap.longest_ms);
         key.put(table, "lost", l.lost as f64);
@@ -133,8 +136,8 @@ async fn once(net: &BrokerNetwork, p: &Params, fault: Fault) -> anyhow::Result<G
     tokio::time::sleep(p.fault_window).await;
     let end = Instant::now();
     pacer.abort();
-    // What was published by the end has had time to arrive.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // What was published by the end has had time to arrive: nothing more came for 300 ms.
+    settle(&log.arrivals, Duration::from_millis(300), Duration::from_secs(5)).await;
     // The record is taken while a stalled carrier is still stopped: once continued, it forwards
     // what it held, and those late copies (numbers from inside the outage) would split the run
     // of losses in two and make its second half look unexplained (CI saw 213 so).
@@ -214,7 +217,11 @@ fn attribute(arrived: &[(u64, Instant)], sends: &[Instant], first: u64, failed: 
     };
     let at_fault = missing.iter().filter(|n| window.contains(n)).count() as u64;
     let lost = missing.len() as u64;
+    let since_fault = |n: u64| sends[n as usize].saturating_duration_since(failed);
+    let outside = missing.iter().filter(|n| !window.contains(n)).map(|&n| (n, since_fault(n))).collect();
     Losses {
+        window,
+        outside,
         sent: sent - first,
         lost,
         at_fault,
@@ -224,8 +231,12 @@ fn attribute(arrived: &[(u64, Instant)], sends: &[Instant], first: u64, failed: 
 }
 
 /// Where a fault's losses went.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct Losses {
+    /// The fault window's message numbers.
+    window: std::ops::Range<u64>,
+    /// The messages lost outside it, each with when it was sent after the fault.
+    outside: Vec<(u64, Duration)>,
     /// Messages published from the fault on... (and the moments before it).
     sent: u64,
     /// ...of which never delivered.
@@ -238,9 +249,41 @@ struct Losses {
     unexplained: u64,
 }
 
+impl Losses {
+    /// The losses outside the window, for a failed check to say where to look: the window, then
+    /// each run of consecutive numbers with when its first was sent after the fault.
+    fn outside_described(&self) -> String {
+        let mut runs: Vec<(u64, u64, Duration)> = Vec::new();
+        for &(n, at) in &self.outside {
+            match runs.last_mut() {
+                Some(run) if run.1 + 1 == n => run.1 = n,
+                _ => runs.push((n, n, at)),
+            }
+        }
+        let runs: Vec<String> =
+            runs.iter().map(|(a, b, at)| format!("{a}-{b} sent {} ms after the fault", at.as_millis())).collect();
+        format!("window {}-{}; {}", self.window.start, self.window.end, runs.join(", "))
+    }
+}
+
 /// Entries so far.
 fn count<T>(log: &Mutex<Vec<T>>) -> usize {
     log.lock().map(|a| a.len()).unwrap_or(0)
+}
+
+/// Waits until no delivery arrived for `quiet`, at most `limit`: a loaded machine may take
+/// longer than any fixed pause to deliver the last messages sent, and those are not losses.
+async fn settle(arrivals: &Mutex<Vec<(u64, Instant)>>, quiet: Duration, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    let mut seen = count(arrivals);
+    while Instant::now() < deadline {
+        tokio::time::sleep(quiet).await;
+        let now = count(arrivals);
+        if now == seen {
+            return;
+        }
+        seen = now;
+    }
 }
 
 /// Waits (at most 10 s) until deliveries flow, then 300 ms more so the carrier's counters show it.
@@ -298,6 +341,7 @@ mod tests {
             [0, 1, 2, 3, 7, 9].iter().map(|&n| (n, ms(n) + Duration::from_micros(300))).collect();
         let l = attribute(&arrived, &sends, 0, ms(4), 0.0);
         assert_eq!((l.sent, l.lost, l.at_fault, l.unexplained), (10, 4, 3, 1));
+        assert_eq!(l.outside_described(), "window 4-7; 8-8 sent 4 ms after the fault");
         let l = attribute(&arrived, &sends, 0, ms(4), 1.0);
         assert_eq!(l.unexplained, 0, "a drop a surviving broker counted explains the late loss");
     }
