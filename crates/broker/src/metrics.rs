@@ -299,7 +299,11 @@ impl Metrics {
         r.register("link_bytes_in", "Data bytes received per broker link", self.link_bytes_in.clone());
         r.register("link_messages_out", "Data messages written per broker link", self.link_messages_out.clone());
         r.register("link_bytes_out", "Data bytes written per broker link", self.link_bytes_out.clone());
-        r.register("link_drops", "Data messages dropped for a full broker link queue", self.link_drops.clone());
+        r.register(
+            "link_drops",
+            "Data messages dropped for a full broker link queue, or queued when the link closed",
+            self.link_drops.clone(),
+        );
         r.register("links_up", "Broker links up", self.links_up.clone());
         r.register("links_established", "Broker links established", self.links_established.clone());
         r.register("links_closed", "Broker links closed, by why", self.links_closed.clone());

@@ -29,7 +29,8 @@ pub struct LinkCounters {
     pub messages_out: Counter,
     /// Data bytes written, frame headers included.
     pub bytes_out: Counter,
-    /// Data messages dropped because the link's queue was full.
+    /// Data messages dropped because the link's queue was full, or still queued when the
+    /// link closed.
     pub drops: Counter,
 }
 
@@ -192,12 +193,13 @@ impl LinkQueue {
         }
     }
 
-    /// Writes a CLOSE frame with `reason` after queued control frames, drops queued data, and
-    /// ends the connection.
+    /// Writes a CLOSE frame with `reason` after queued control frames, drops queued data
+    /// (counted with the link's drops: best effort loses it), and ends the connection.
     pub fn close(&self, reason: &str) {
         let mut s = self.state.lock();
         if s.closing.is_none() {
             s.closing = Some(super::convert::close_bytes(reason));
+            self.counters.drops.inc_by(s.data.len() as u64);
             s.data.clear();
             s.guaranteed.clear();
             s.data_bytes = 0;
@@ -209,7 +211,12 @@ impl LinkQueue {
     /// The connection is gone: stop the writer now, unless a CLOSE frame is on its way (the
     /// writer then gives up on its own if the socket is dead).
     pub fn abort_after_close(&self) {
-        if self.state.lock().closing.is_none() {
+        let mut s = self.state.lock();
+        if s.closing.is_none() {
+            self.counters.drops.inc_by(s.data.len() as u64);
+            s.data.clear();
+            s.data_bytes = 0;
+            drop(s);
             self.done.cancel();
             self.wake.notify_one();
         }
@@ -318,6 +325,12 @@ mod tests {
         let (messages, bytes, closing) = queue.take(&mut chunks);
         assert_eq!((messages, bytes, closing), (2, 14, None));
         assert_eq!(chunks.front().map(|c| &c[..]), Some(&b"hb"[..]), "control goes first");
+        for _ in 0..2 {
+            queue.push_data(data().0, data().1);
+        }
+        queue.close("bye");
+        assert_eq!(queue.counters().drops.get(), 3, "what a closing link discards is counted too");
+        assert_eq!(queue.push_data(data().0, data().1), DataPush::Closed);
     }
 
     #[test]
