@@ -252,3 +252,35 @@ fn a_snapshot_saved_apart_reads_back_and_a_missing_one_is_damage() {
     let (mut journal, ..) = Journal::open_or_wipe(&store, &snapshots, PUBEND).expect("reads");
     assert_eq!(journal.save(20, &second)[0].tick, Tick(17), "above the released ticks");
 }
+
+#[test]
+fn a_group_left_and_joined_again_numbers_on_after_its_released_journal() {
+    let fs = MemFs::new();
+    let (store, _, journal) = open(&fs);
+    let (mut journal, _) = journal.expect("an empty journal reads");
+    for (token, w) in [write(1, 1, 1), write(2, 3, 1)].iter().enumerate() {
+        append(&store, &mut journal, token as u64, w);
+    }
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    // Removed from the group: the broker releases the whole journal.
+    let last = journal.last_tick();
+    store.release(Token(50), PUBEND, last).expect("release");
+    assert!(store.step().iter().all(|c| c.result.is_ok()));
+    // Added again, while the store is still open: the journal reads empty (a new replica) and
+    // its first record lands above every tick the store took, which the store accepts.
+    let (mut rejoined, recovered) = Journal::open(&store, &store_snapshots(&fs), PUBEND).expect("reads");
+    assert!(recovered.is_none(), "a released journal is a new replica's");
+    let records = rejoined.records(&write(1, 1, 5));
+    assert!(records[0].tick > last, "{:?} after {last:?}", records[0].tick);
+    sync_and_close(store, records, 60);
+    // And after a restart, the rejoined replica's write is what the journal holds.
+    let (_, _, reopened) = open(&fs);
+    let recovered = reopened.expect("reads").1.expect("a journal");
+    assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), [(1, 5), (2, 5)]);
+}
+
+/// A second handle on the snapshots' store (empty in these tests).
+fn store_snapshots(fs: &MemFs) -> Store {
+    let options = Options { reserve_bytes: 0, ..Options::default() };
+    Store::open_stepped(Arc::new(fs.clone()), Path::new(SNAPSHOTS), options).expect("opens").0
+}
