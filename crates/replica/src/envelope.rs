@@ -213,9 +213,8 @@ impl Running {
         }
         let (last, committed) = (log.last_index(), log.committed);
         match m.get_msg_type() {
-            MessageType::MsgHeartbeat if m.commit > last => {
-                invalid(format!("heartbeat commits {} past this log's last index {last}", m.commit))
-            }
+            // Not refused: `Running::hold_commit` lowers it (see there).
+            MessageType::MsgHeartbeat if m.commit > last => Ok(()),
             MessageType::MsgAppendResponse if !m.reject && m.index > last => {
                 invalid(format!("append ack for index {} past this log's last index {last}", m.index))
             }

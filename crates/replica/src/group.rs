@@ -670,9 +670,10 @@ impl Running {
             Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}
             Input::Message { from, msg: Envelope::ChunkAck { index, end } } => self.chunk_acked(from, index, end, out),
             // `ReplicaGroup::check` passed it (`envelope`): a snapshot among them decodes.
-            Input::Message { from, msg: Envelope::Raft(msg) } => {
+            Input::Message { from, msg: Envelope::Raft(mut msg) } => {
                 self.note_campaigns(settings, from, &msg);
                 self.forget_lost_progress(from, &msg);
+                self.hold_commit(&mut msg);
                 let _ = self.raw.step(msg);
             }
             Input::Tick => {

@@ -63,6 +63,21 @@ impl ReplicaGroup {
 }
 
 impl Running {
+    /// A heartbeat that commits past this log's last index (raft-rs would panic on it) comes
+    /// from a leader that believes this replica holds more than it does: its disk was wiped,
+    /// and it came back in the leader's own term (`ReplicaGroup::added`). Refusing the
+    /// heartbeat left the leader waiting forever for an answer to its last probe, with nothing
+    /// new to append in a quiet group (the simulator found it). So the heartbeat is stepped
+    /// with its commit held at this log's own commit index: it advances nothing, and its
+    /// answer lets the leader probe again, whose refused append then tells it the log is gone
+    /// (`forget_lost_progress`).
+    pub(crate) fn hold_commit(&self, m: &mut raft::eraftpb::Message) {
+        let log = &self.raw.raft.raft_log;
+        if m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat && m.commit > log.last_index() {
+            m.commit = log.committed;
+        }
+    }
+
     /// A leader told by a member that its log ends below what that member once acknowledged
     /// (a rejected append whose hint is under the member's `matched`) takes the member's word:
     /// its disk was wiped or replaced (an added member restarted empty, which is fenced by

@@ -115,16 +115,21 @@ fn refused(g: &mut Group, from: u64, to: u64, m: Message) -> bool {
     g.dropped.len() > before
 }
 
-/// Each of these panics raft-rs (or makes it miscount a quorum) if it reaches `step`.
+/// Each of these panics raft-rs (or makes it miscount a quorum) if it reaches `step` as sent.
 #[test]
 fn messages_raft_rs_would_panic_on_are_refused() {
     let mut g = Group::live();
     let leader = g.leader().unwrap();
     let follower = if leader == 1 { 2 } else { 1 };
     let term = g.replicas[&leader].leading().unwrap();
+    // A heartbeat committing past the log would panic raft-rs. It is not refused (the leader
+    // waits for its answer to probe a replica whose disk was wiped): its commit is held at the
+    // follower's own.
+    let commit = g.replicas[&follower].status().commit;
     let mut heartbeat = raft_message(leader, follower, MessageType::MsgHeartbeat, term);
     heartbeat.commit = 1_000;
-    assert!(refused(&mut g, leader, follower, heartbeat), "heartbeat committing past the log");
+    assert!(!refused(&mut g, leader, follower, heartbeat), "heartbeat committing past the log");
+    assert_eq!(g.replicas[&follower].status().commit, commit, "the heartbeat advanced no commit");
 
     let mut rewrite = raft_message(leader, follower, MessageType::MsgAppend, term + 1);
     rewrite.index = 1;

@@ -35,6 +35,8 @@ fn census(name: &str, count: u64, mode: Mode) {
             total.forgotten += report.forgotten;
             total.replaced += report.replaced;
             total.member_changes += report.member_changes;
+            total.added_wiped_learner += report.added_wiped_learner;
+            total.added_wiped_voter += report.added_wiped_voter;
             coverage
         })
     });
@@ -55,6 +57,10 @@ fn census(name: &str, count: u64, mode: Mode) {
         assert!(
             coverage.power_losses * 4 >= runs && coverage.empty_restarts * 4 >= runs,
             "too few disk faults: {coverage:?}"
+        );
+        assert!(
+            total.added_wiped_learner > 0 && total.added_wiped_voter > 0,
+            "a replace's new replica never lost its disk as a learner and as a voter: {total:?}"
         );
     }
 }

@@ -17,7 +17,8 @@
 //! Every other seed replaces a voter a third of the way through the faults (an operator's
 //! `tidings cell forget`): the voter stops for good, a new replica joins, and the leader of the
 //! moment removes the one, adds the other as a learner, catches it up (from a snapshot, as the
-//! logs are compacted) and promotes it, amid the same crashes, partitions and power losses; the
+//! logs are compacted) and promotes it, amid the same crashes, partitions and power losses, and
+//! in the disk modes the new replica's own disk wiped, before or after its promotion; the
 //! quiet phase waits for the change to be done. Not simulated yet: the delivery core around
 //! the group.
 
@@ -119,6 +120,11 @@ pub struct Report {
     pub replaced: usize,
     /// Membership changes applied, summed over the replicas.
     pub member_changes: usize,
+    /// Times the replica a replace added had its disk wiped while a learner (or with its
+    /// promotion not yet applied by the leader)...
+    pub added_wiped_learner: usize,
+    /// ...and once a voter.
+    pub added_wiped_voter: usize,
 }
 
 const PUBLISHERS: u64 = 3;
@@ -135,6 +141,7 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         next_lease: 0,
         heal_at: None,
         coverage: Coverage::default(),
+        added_wiped: (0, 0),
     };
     // Every other seed replaces a voter from a third of the way through the faults on, once no
     // wiped replica is catching up (that and the forgotten voter would be two permanent
@@ -179,6 +186,8 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         forgotten: judge.forgotten,
         replaced: usize::from(run.world.replace.is_some()),
         member_changes: run.world.member_changes,
+        added_wiped_learner: run.added_wiped.0,
+        added_wiped_voter: run.added_wiped.1,
     };
     Ok((run.coverage, report))
 }
@@ -192,6 +201,8 @@ struct Run {
     next_lease: u64,
     heal_at: Option<u64>,
     coverage: Coverage,
+    /// The added replica's disk wiped (before its promotion, after it).
+    added_wiped: (usize, usize),
 }
 
 impl Run {
@@ -255,13 +266,28 @@ impl Run {
                 }
             }
             _ => {
-                // One wiped disk at a time: two would lose what only they held. Not the added
-                // replica's: it rejoins in the leader's term, not behind the term fence; and
-                // none while a replace is under way: the forgotten voter, still a member, is
-                // one permanent failure already (docs/replication.md, "Membership").
+                // One wiped disk at a time: two would lose what only they held. None of a
+                // creation voter while a replace is under way: the forgotten voter, still a
+                // member, is one permanent failure already (docs/replication.md,
+                // "Membership"). The added replica's disk may go at any time, as a learner
+                // (it counts in no quorum) or once promoted: it restarts empty as an added
+                // member, fenced in the leader's term (`ReplicaGroup::added`), and the leader
+                // must take its word that it lost what it had acknowledged.
+                let replaced = self.world.replaced();
+                // Once a replace is done, the first disk to go is the new voter's (it rarely
+                // would by chance: the change completes late in a run).
+                let victim = match self.world.replace {
+                    Some((_, added)) if replaced && self.added_wiped.1 == 0 => added,
+                    _ => victim,
+                };
                 let added = self.world.replace.is_some_and(|(_, added)| added == victim);
-                if !added && self.world.replaced() && !self.world.nodes.values().any(|n| n.rejoining) {
+                if (added || replaced) && !self.world.nodes.values().any(|n| n.rejoining) {
                     self.coverage.empty_restarts += 1;
+                    match (added, replaced) {
+                        (true, false) => self.added_wiped.0 += 1,
+                        (true, true) => self.added_wiped.1 += 1,
+                        _ => {}
+                    }
                     self.world.crash(victim, Crash::Wipe, back);
                 }
             }
