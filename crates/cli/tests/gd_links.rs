@@ -12,7 +12,7 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use gd_common::fig3::Fig3;
-use gd_common::{cluster_addr, links_up, publish, spawn, Node};
+use gd_common::{account, cluster_addr, links_up, publish, spawn, Accounted, Node};
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
 
@@ -550,38 +550,6 @@ fn back_at_a_restarted_broker(empty: bool) {
     assert!(missed > 0, "the plain subscriber missed nothing: the scenario did not happen");
     assert!(silent.is_empty(), "{} acknowledged publishes missing without a gap notice: {silent:?}", silent.len());
     drop(s);
-}
-
-/// A plain subscriber's lines against the acknowledged publishes.
-struct Accounted<'a> {
-    /// Publishes it got.
-    delivered: usize,
-    /// Acknowledged publishes it did not get.
-    missed: usize,
-    /// Its gap notices.
-    gaps: Vec<&'a Value>,
-    /// The seqs of those it did not get that no gap notice covers: lost without a word.
-    silent: Vec<u64>,
-}
-
-fn account<'a>(got: &'a [Value], acked: &[Value]) -> Accounted<'a> {
-    let delivered: std::collections::BTreeSet<(String, u64)> =
-        got.iter().filter(|line| line.get("gap").is_none()).map(gd_common::id).collect();
-    let gaps: Vec<&Value> = got.iter().filter(|line| line.get("gap").is_some()).collect();
-    let in_a_gap = |ack: &Value| {
-        gaps.iter().any(|gap| {
-            gap["pubend"] == ack["pubend"]
-                && (gap["from"].as_u64().unwrap()..=gap["to"].as_u64().unwrap())
-                    .contains(&ack["tick"].as_u64().unwrap())
-        })
-    };
-    let silent = acked
-        .iter()
-        .filter(|ack| !delivered.contains(&gd_common::id(ack)) && !in_a_gap(ack))
-        .map(|ack| ack["seq"].as_u64().unwrap())
-        .collect();
-    let missed = acked.iter().filter(|ack| !delivered.contains(&gd_common::id(ack))).count();
-    Accounted { delivered: delivered.len(), missed, gaps, silent }
 }
 
 /// Broker `a` and broker `s` linked to it through a proxy `to_a` (to cut the link), `s`'s node

@@ -134,6 +134,8 @@ pub struct Driver {
     pub(super) empty_start: bool,
     /// The barrier asked for subscriptions' unstarted pubends, while it climbs.
     pub(super) unstarted_barrier: Option<u64>,
+    /// When that barrier was last asked (`Driver::unstarted_turn`).
+    pub(super) unstarted_tried: Instant,
     /// Each publisher's last publish refused as unavailable (`super::refusals`).
     pub(super) refusals: super::refusals::Refusals,
     /// Durable subscriptions stored in the cell: their relays and readers (`super::relay`).
@@ -228,6 +230,7 @@ impl Driver {
             started_ms: now(),
             empty_start: empty,
             unstarted_barrier: None,
+            unstarted_tried: Instant::now(),
             refusals: Default::default(),
             ack_leases: Default::default(),
             relays: Default::default(),
@@ -309,6 +312,7 @@ impl Driver {
             self.report();
             self.snapshot();
             self.group_paths_turn();
+            self.unstarted_turn();
             self.busy(busy, what);
         }
     }

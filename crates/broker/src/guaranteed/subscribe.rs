@@ -24,6 +24,10 @@ use tidings_node::durables::{attach_order, Attach};
 use tidings_wire::{SubId, Subscribed};
 
 use super::driver::{now, Driver, Subend};
+
+/// How often a barrier is asked again for pubends a subscription still waits on
+/// (`Driver::unstarted_turn`).
+const UNSTARTED_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
 use crate::outbox::Outbox;
 
 impl Driver {
@@ -117,6 +121,7 @@ impl Driver {
                 };
                 starts.push((pubend, tidings_node::starts::confirmed_start(&self.engine, pubend, subend, sigma)));
             }
+            tracing::debug!(subend = subend.0, number, ?starts, ?unstarted, "barrier confirmed a subscription");
             // SUBSCRIBED first: what starting delivers comes after it on the connection.
             if let Some(entry) = self.subends.get_mut(&subend) {
                 entry.unstarted = unstarted;
@@ -141,12 +146,13 @@ impl Driver {
 
     /// A barrier asked for unstarted pubends (`ask_for_unstarted`) came back as `number`: each
     /// it reports starts at its home's tick, announced in a second SUBSCRIBED; the others wait
-    /// for the next time routes move.
+    /// for the next time routes move, or for [`Driver::unstarted_turn`].
     fn start_unstarted(&mut self, number: u64, ticks: &BTreeMap<PubendId, Tick>) {
         if self.unstarted_barrier.is_none_or(|asked| asked > number) {
             return;
         }
         self.unstarted_barrier = None;
+        tracing::debug!(number, ?ticks, "a barrier for unstarted pubends came back");
         let reported: Vec<(SubendId, PubendId, Tick)> = self
             .subends
             .iter()
@@ -173,6 +179,21 @@ impl Driver {
         }
         if let Some(net) = self.net.as_ref() {
             self.unstarted_barrier = Some(net.cluster.request_barrier());
+            self.unstarted_tried = std::time::Instant::now();
+            tracing::debug!(number = self.unstarted_barrier, "a barrier asked for unstarted pubends");
+        }
+    }
+
+    /// Asks again, every [`UNSTARTED_RETRY`], for pubends a subscription still waits on. A
+    /// barrier can come back without a pubend whose home is in view by the routes: its cell
+    /// was restarting, and the broker the routes lead to did not host it yet when the barrier
+    /// reached it. Routes then need not move again, and without a retry the subscription
+    /// never started on that pubend and its client was never told (the nemesis found a
+    /// subscriber set up again after a lost connection, while its publishers' whole cell was
+    /// killed, receiving nothing more of two pubends, silently).
+    pub(super) fn unstarted_turn(&mut self) {
+        if self.unstarted_barrier.is_none() && self.unstarted_tried.elapsed() >= UNSTARTED_RETRY {
+            self.ask_for_unstarted();
         }
     }
 

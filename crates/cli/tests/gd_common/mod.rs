@@ -53,6 +53,38 @@ pub(crate) fn id(line: &Value) -> (String, u64) {
     (source["publisher"].as_str().unwrap().to_string(), source["seq"].as_u64().unwrap())
 }
 
+/// A plain subscriber's lines against the acknowledged publishes.
+pub(crate) struct Accounted<'a> {
+    /// Publishes it got.
+    pub(crate) delivered: usize,
+    /// Acknowledged publishes it did not get.
+    pub(crate) missed: usize,
+    /// Its gap notices.
+    pub(crate) gaps: Vec<&'a Value>,
+    /// The seqs of those it did not get that no gap notice covers: lost without a word.
+    pub(crate) silent: Vec<u64>,
+}
+
+pub(crate) fn account<'a>(got: &'a [Value], acked: &[Value]) -> Accounted<'a> {
+    let delivered: std::collections::BTreeSet<(String, u64)> =
+        got.iter().filter(|line| line.get("gap").is_none()).map(id).collect();
+    let gaps: Vec<&Value> = got.iter().filter(|line| line.get("gap").is_some()).collect();
+    let in_a_gap = |ack: &Value| {
+        gaps.iter().any(|gap| {
+            gap["pubend"] == ack["pubend"]
+                && (gap["from"].as_u64().unwrap()..=gap["to"].as_u64().unwrap())
+                    .contains(&ack["tick"].as_u64().unwrap())
+        })
+    };
+    let silent = acked
+        .iter()
+        .filter(|ack| !delivered.contains(&id(ack)) && !in_a_gap(ack))
+        .map(|ack| ack["seq"].as_u64().unwrap())
+        .collect();
+    let missed = acked.iter().filter(|ack| !delivered.contains(&id(ack))).count();
+    Accounted { delivered: delivered.len(), missed, gaps, silent }
+}
+
 /// A subscriber's lines against the acknowledged publishes: the same `(publisher, seq)` set,
 /// each once, in tick order, with the acknowledged tick and no gap notice.
 pub(crate) fn assert_exactly_once_in_order(got: &[Value], acked: &[&Value]) {
