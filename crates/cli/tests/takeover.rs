@@ -10,7 +10,9 @@
 //! names the one pubend. The default run kills 3 times; the time from each SIGKILL to the
 //! next acknowledgement (taken on the new leader) is measured over more kills by the ignored
 //! `takeover_times`: `cargo test -p tidings-cli --test takeover -- --ignored --nocapture`
-//! (`TAKEOVER_KILLS` sets its number of kills, 7 by default).
+//! (`TAKEOVER_KILLS` sets its number of kills, 7 by default). And a subscriber set up again
+//! while the whole cell is down starts on its pubend once the cell is back: a gap notice for
+//! what it missed, never silence.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a test harness: a failed step is a failed test
 
