@@ -24,11 +24,11 @@ use tidings_node::durables::{attach_order, Attach};
 use tidings_wire::{SubId, Subscribed};
 
 use super::driver::{now, Driver, Subend};
+use crate::outbox::Outbox;
 
 /// How often a barrier is asked again for pubends a subscription still waits on
 /// (`Driver::unstarted_turn`).
 const UNSTARTED_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
-use crate::outbox::Outbox;
 
 impl Driver {
     /// A guaranteed SUBSCRIBE (its routing filter is already in the summaries).
