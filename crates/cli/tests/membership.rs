@@ -22,7 +22,7 @@ mod replica_common;
 
 use std::time::{Duration, Instant};
 
-use replica_common::{caught_up, cluster, links, replica_group, subscribe, wait_for, Lines, Node};
+use replica_common::{caught_up, cluster, group_number, links, replica_group, subscribe, wait_for, Lines, Node};
 use serde_json::Value;
 use tidings_testkit::BrokerProcess;
 
@@ -30,10 +30,6 @@ use tidings_testkit::BrokerProcess;
 /// is far behind the leader's first index and must get a snapshot (in chunks of 256 bytes).
 const COMPACT: &str =
     "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\nreplica_snapshot_window = 8192\n";
-
-fn number(b: &BrokerProcess, field: &str) -> u64 {
-    replica_group(b)[field].as_u64().unwrap_or(0)
-}
 
 fn names(group: &Value, field: &str) -> Vec<String> {
     group[field].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
@@ -70,7 +66,7 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
     let publisher =
         Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
     wait_for("every replica compacted", Duration::from_secs(30), || {
-        [&b1, &b2, &b3].iter().all(|b| number(b, "snapshots_taken") >= 1 && number(b, "first_index") > 1)
+        [&b1, &b2, &b3].iter().all(|b| group_number(b, "snapshots_taken") >= 1 && group_number(b, "first_index") > 1)
     });
     assert_eq!(replica_group(&b1)["leader"], "p1", "the host leads");
 
@@ -100,20 +96,20 @@ fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
         voters.sort();
         voters == ["p1", "p2", "p4"]
             && names(&group, "learners").is_empty()
-            && number(&b4, "applied") >= number(&b1, "commit").saturating_sub(64)
-            && number(&b4, "applied") > 0
+            && group_number(&b4, "applied") >= group_number(&b1, "commit").saturating_sub(64)
+            && group_number(&b4, "applied") > 0
     });
     let caught_up = forgotten.elapsed();
     eprintln!(
         "p4 a voter and caught up {caught_up:?} after `cell forget p3`: leader commit {}, p4 applied {}, \
          snapshots received {}, chunks {}; the publisher had {} acknowledged",
-        number(&b1, "commit"),
-        number(&b4, "applied"),
-        number(&b4, "snapshots_received"),
-        number(&b4, "snapshot_chunks_received"),
+        group_number(&b1, "commit"),
+        group_number(&b4, "applied"),
+        group_number(&b4, "snapshots_received"),
+        group_number(&b4, "snapshot_chunks_received"),
         publisher.count()
     );
-    assert!(number(&b4, "snapshots_received") >= 1, "p4 caught up from a snapshot");
+    assert!(group_number(&b4, "snapshots_received") >= 1, "p4 caught up from a snapshot");
     assert!(publisher.count() < total, "the publisher was still publishing: the change did not stop it");
     let shown = tidings_testkit::finish_within(
         gd_common::spawn(&["info", "--admin", &b4.ready.admin.unwrap().to_string()]),
@@ -267,8 +263,8 @@ fn a_group_of_two_grows_when_a_third_broker_joins() {
         let mut voters = names(&group, "voters");
         voters.sort();
         voters == ["p1", "p2", "p3"]
-            && number(&b3, "applied") + 64 >= number(&b1, "commit")
-            && number(&b3, "applied") > 0
+            && group_number(&b3, "applied") + 64 >= group_number(&b1, "commit")
+            && group_number(&b3, "applied") > 0
     });
     eprintln!("p3 a voter and caught up {:?} after it started", joined.elapsed());
     let mut b2 = b2;

@@ -16,7 +16,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gd_common::publish;
-use replica_common::{acked, caught_up, cluster, links, publishers_cell_with, replica_group, subscribe, wait_for};
+use replica_common::{
+    acked, caught_up, cluster, group_number, links, publishers_cell_with, replica_group, subscribe, wait_for,
+};
 
 /// 16 KiB of raft entries: a compaction every couple of hundred publishes.
 const COMPACT: &str = "[storage]\nreplica_compact_bytes = 16384\n";
@@ -48,9 +50,8 @@ fn a_replica_whose_saved_snapshot_was_damaged_is_rebuilt_from_its_mates() {
     let total = 2_500;
     let sub = subscribe(&bs, total);
     let mut all = acked(publish(&b1.tcp(), "g.a", 1_000, &["--window", "64"]), 1_000);
-    let number = |b: &tidings_testkit::BrokerProcess, field: &str| replica_group(b)[field].as_u64().unwrap_or(0);
     wait_for("every replica compacted", Duration::from_secs(20), || {
-        [&b1, &b2, &b3].iter().all(|b| number(b, "snapshots_taken") >= 1 && number(b, "first_index") > 1)
+        [&b1, &b2, &b3].iter().all(|b| group_number(b, "snapshots_taken") >= 1 && group_number(b, "first_index") > 1)
     });
     let saved = p3.data.join("replica-snapshots");
 

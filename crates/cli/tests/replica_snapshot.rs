@@ -19,18 +19,15 @@ mod replica_common;
 use std::time::{Duration, Instant};
 
 use gd_common::publish;
-use replica_common::{acked, caught_up, cluster, links, publishers_cell_with, replica_group, subscribe, wait_for};
-use tidings_testkit::BrokerProcess;
+use replica_common::{
+    acked, caught_up, cluster, group_number, links, publishers_cell_with, replica_group, subscribe, wait_for,
+};
 
 /// 16 KiB of raft entries: a compaction every couple of hundred publishes; snapshots sent in
 /// chunks of 256 bytes, so the wiped replica's comes in many, 32 of them a tick (8 KiB per
 /// 100 ms), so it leaves over several ticks (pacing).
 const COMPACT: &str =
     "[storage]\nreplica_compact_bytes = 16384\nreplica_snapshot_chunk = 256\nreplica_snapshot_window = 256\n";
-
-fn number(b: &BrokerProcess, field: &str) -> u64 {
-    replica_group(b)[field].as_u64().unwrap_or(0)
-}
 
 #[test]
 fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
@@ -43,7 +40,7 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
     // Enough publishes that every replica compacted its log (and the journal behind it).
     let mut all = acked(publish(&b1.tcp(), "g.a", 1_000, &["--window", "64"]), 1_000);
     wait_for("every replica compacted", Duration::from_secs(20), || {
-        [&b1, &b2, &b3].iter().all(|b| number(b, "snapshots_taken") >= 1 && number(b, "first_index") > 1)
+        [&b1, &b2, &b3].iter().all(|b| group_number(b, "snapshots_taken") >= 1 && group_number(b, "first_index") > 1)
     });
     let pubend = all[0]["pubend"].as_str().unwrap().to_string();
 
@@ -66,28 +63,28 @@ fn a_wiped_replica_catches_up_from_a_snapshot_and_serves_after_a_takeover() {
     // between transfers (the window's bound is the pure tests' matter).
     let queued = std::cell::Cell::new(0);
     wait_for("p2 caught up from a snapshot", Duration::from_secs(30), || {
-        let now = number(&b1, "snapshot_chunks_queued").max(number(&b3, "snapshot_chunks_queued"));
+        let now = group_number(&b1, "snapshot_chunks_queued").max(group_number(&b3, "snapshot_chunks_queued"));
         queued.set(queued.get().max(now));
-        caught_up(&b2, &b1) && number(&b2, "snapshots_received") >= 1
+        caught_up(&b2, &b1) && group_number(&b2, "snapshots_received") >= 1
     });
     eprintln!(
         "p2 caught up {:?} after it restarted: first index {}, applied {}, snapshots received {}, chunks {}, \
          most queued seen {}",
         linked.elapsed(),
-        number(&b2, "first_index"),
-        number(&b2, "applied"),
-        number(&b2, "snapshots_received"),
-        number(&b2, "snapshot_chunks_received"),
+        group_number(&b2, "first_index"),
+        group_number(&b2, "applied"),
+        group_number(&b2, "snapshots_received"),
+        group_number(&b2, "snapshot_chunks_received"),
         queued.get(),
     );
-    assert!(number(&b2, "snapshot_chunks_received") >= 2, "the snapshot came in chunks");
+    assert!(group_number(&b2, "snapshot_chunks_received") >= 2, "the snapshot came in chunks");
     // Sent by the leader of the moment: p1, or p3 when p2's term fence moved the lead to it for
     // an election (seen in 2 of 5 runs on a loaded machine).
     // The sender counts it when it starts sending; the `/state` it is read from may lag.
-    let sent = || number(&b1, "snapshots_sent") + number(&b3, "snapshots_sent");
+    let sent = || group_number(&b1, "snapshots_sent") + group_number(&b3, "snapshots_sent");
     wait_for("a mate counts the snapshot sent", Duration::from_secs(10), || sent() >= 1);
-    assert_eq!(number(&b2, "snapshots_refused"), 0);
-    assert!(number(&b1, "snapshot_chunks_sent") + number(&b3, "snapshot_chunks_sent") >= 2);
+    assert_eq!(group_number(&b2, "snapshots_refused"), 0);
+    assert!(group_number(&b1, "snapshot_chunks_sent") + group_number(&b3, "snapshot_chunks_sent") >= 2);
     let metric = format!("tidings_gd_replica_snapshots{{event=\"received\",pubend=\"{pubend}\"}}");
     assert!(b2.metric(&metric).unwrap_or(0.0) >= 1.0, "the metric counts the snapshot p2 received");
 

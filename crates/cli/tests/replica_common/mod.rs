@@ -124,6 +124,11 @@ pub(crate) fn replica_group(b: &BrokerProcess) -> Value {
     state["guaranteed"]["replicas"][0].clone()
 }
 
+/// A number of `b`'s replica group as `/state` shows it (0 while it is in none).
+pub(crate) fn group_number(b: &BrokerProcess, field: &str) -> u64 {
+    replica_group(b)[field].as_u64().unwrap_or(0)
+}
+
 /// Whether `b`'s `/state` shows `pubend` (by its hex id) hosted there; `None` without a stream.
 pub(crate) fn hosted(b: &BrokerProcess, pubend: &str) -> Option<bool> {
     let state: Value =
