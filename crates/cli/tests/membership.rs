@@ -241,6 +241,30 @@ fn state(b: &BrokerProcess) -> Value {
     serde_json::from_str(&tidings_testkit::http_get(b.ready.admin.unwrap(), "/state").unwrap()).unwrap()
 }
 
+/// Cell PUB with two of its three brokers up (p1 and p2, linked, with the small compaction
+/// trigger): p3's node, not started, and p1's and p2's processes.
+fn two_of_three(scratch: &std::path::Path) -> (Node, BrokerProcess, BrokerProcess) {
+    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch, name, "PUB", COMPACT));
+    let any = "127.0.0.1:0";
+    let b2 = p2.start(any, any, &[]);
+    let b1 = p1.start(any, any, &[cluster(&b2)]);
+    wait_for("p1 and p2 link up", Duration::from_secs(20), || links(&b1) == 1.0 && links(&b2) == 1.0);
+    (p3, b1, b2)
+}
+
+/// p2 SIGKILLed: p1 and p3 are the quorum, and the publisher goes on to its last of `total`
+/// acknowledgements, which are returned.
+fn p2_killed_p1_and_p3_go_on(b2: BrokerProcess, publisher: Lines, total: usize) -> Vec<Value> {
+    let mut b2 = b2;
+    let at_kill = publisher.count();
+    b2.kill();
+    wait_for("acknowledgements go on with p1 and p3", Duration::from_secs(30), || publisher.count() >= at_kill + 200);
+    let (acked, status, notes) = publisher.finish(Duration::from_secs(60));
+    assert!(status.success(), "the publisher failed: {notes}");
+    assert_eq!(acked.len(), total);
+    acked
+}
+
 /// A group created while its cell had two brokers grows when a third joins (its target is 3,
 /// or the whole cell if smaller): p3 is added as a learner, caught up and promoted, and with
 /// p2 then SIGKILLed, p1 and p3 go on acknowledging.
@@ -248,11 +272,8 @@ fn state(b: &BrokerProcess) -> Value {
 fn a_group_of_two_grows_when_a_third_broker_joins() {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch.path(), name, "PUB", COMPACT));
+    let (p3, b1, b2) = two_of_three(scratch.path());
     let any = "127.0.0.1:0";
-    let b2 = p2.start(any, any, &[]);
-    let b1 = p1.start(any, any, &[cluster(&b2)]);
-    wait_for("p1 and p2 link up", Duration::from_secs(20), || links(&b1) == 1.0 && links(&b2) == 1.0);
     let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
     let publisher = Lines::follow(gd_common::publish(&servers, "g.a", 2_000, &["--window", "64", "--rate", "200"]));
     wait_for("a group of two", Duration::from_secs(20), || names(&replica_group(&b1), "voters").len() == 2);
@@ -267,12 +288,61 @@ fn a_group_of_two_grows_when_a_third_broker_joins() {
             && group_number(&b3, "applied") > 0
     });
     eprintln!("p3 a voter and caught up {:?} after it started", joined.elapsed());
-    let mut b2 = b2;
-    let at_kill = publisher.count();
-    b2.kill();
-    wait_for("acknowledgements go on with p1 and p3", Duration::from_secs(30), || publisher.count() >= at_kill + 200);
-    let (acked, status, notes) = publisher.finish(Duration::from_secs(60));
-    assert!(status.success(), "the publisher failed: {notes}");
-    assert_eq!(acked.len(), 2_000);
+    p2_killed_p1_and_p3_go_on(b2, publisher, 2_000);
+    drop(b3);
+}
+
+/// The replacement's disk lost before its promotion: a group of two, compacted, grows to three
+/// when p3 joins; while p3 is a learner part-way through the snapshot (stopped there with
+/// SIGSTOP, so it cannot be promoted meanwhile), it is SIGKILLed and its data directory
+/// deleted. Restarted empty, it is caught up from a snapshot again and promoted, and with p2
+/// then SIGKILLed, p1 and p3 go on acknowledging; a subscriber outside the cell gets every
+/// acknowledged message once, in order.
+#[test]
+fn a_learner_wiped_before_its_promotion_is_caught_up_and_promoted() {
+    let _serial = tidings_testkit::one_at_a_time();
+    let scratch = tempfile::tempdir().unwrap();
+    let (p3, b1, b2) = two_of_three(scratch.path());
+    let any = "127.0.0.1:0";
+    let bs = Node::new(scratch.path(), "s1", "S").start(any, any, &[cluster(&b1), cluster(&b2)]);
+    wait_for("s1 links to p1 and p2", Duration::from_secs(20), || links(&bs) == 2.0);
+    let total = 4_000;
+    let sub = subscribe(&bs, total);
+    let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
+    let publisher =
+        Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
+    wait_for("a group of two, compacted", Duration::from_secs(30), || {
+        names(&replica_group(&b1), "voters").len() == 2 && group_number(&b1, "first_index") > 1
+    });
+
+    // p3 joins; stopped as a learner once it has some of the snapshot.
+    let b3 = p3.start(any, any, &[cluster(&b1), cluster(&b2)]);
+    wait_for("p3 a learner, part-way through the snapshot", Duration::from_secs(30), || {
+        names(&replica_group(&b1), "learners") == ["p3"] && group_number(&b3, "snapshot_chunks_received") >= 4
+    });
+    b3.pause().unwrap();
+    let chunks = group_number(&b1, "snapshot_chunks_sent");
+    assert_eq!(names(&replica_group(&b1), "learners"), ["p3"], "p3 was stopped before its promotion");
+    let mut b3 = b3;
+    b3.kill();
+    std::fs::remove_dir_all(&p3.data).unwrap();
+    let wiped = Instant::now();
+    let b3 = p3.restart(&b3, &[cluster(&b1), cluster(&b2)]);
+    wait_for("the wiped p3 a voter and caught up", Duration::from_secs(60), || {
+        let mut voters = names(&replica_group(&b1), "voters");
+        voters.sort();
+        voters == ["p1", "p2", "p3"] && caught_up(&b3, &b1)
+    });
+    eprintln!(
+        "the wiped p3 a voter and caught up {:?} after its restart; {} chunks sent before the wipe, {} received after",
+        wiped.elapsed(),
+        chunks,
+        group_number(&b3, "snapshot_chunks_received")
+    );
+    assert!(group_number(&b3, "snapshots_received") >= 1, "the wiped p3 caught up from a snapshot");
+
+    let acked = p2_killed_p1_and_p3_go_on(b2, publisher, total);
+    let (got, ..) = sub.finish(Duration::from_secs(60));
+    gd_common::assert_exactly_once_in_order(&got, &acked.iter().collect::<Vec<_>>());
     drop(b3);
 }

@@ -98,6 +98,16 @@ pub enum ClientError {
         /// What went wrong.
         detail: String,
     },
+    /// A reconnect reached a broker other than the one holding the client's durable
+    /// subscriptions (a cell mate in its list): the client passes over it and tries on, since
+    /// that broker would make them anew and empty.
+    #[error("broker {broker} does not hold this client's durable subscriptions: they live at {home}")]
+    NotHome {
+        /// The broker reached.
+        broker: String,
+        /// The broker the durable subscriptions live at.
+        home: String,
+    },
     /// Reconnecting gave up after the configured number of attempts.
     #[error("gave up reconnecting after {attempts} attempts; last error: {last}")]
     ReconnectFailed {

@@ -52,6 +52,11 @@ pub(crate) struct GuaranteedRoute {
     /// ticks this client never saw because none of them matched: the broker reports every loss
     /// itself (a GAP), so no gap is inferred from where it starts.
     pub(crate) durable: bool,
+    /// For a durable subscription, the broker that first confirmed it. Its record and its
+    /// checkpoints are on that broker's disk alone, so the client reconnects only there: a
+    /// cell mate told in SERVERS would make a subscription of that name anew, from now, and
+    /// what was published meanwhile would be lost without a word ([`Shared::durable_home`]).
+    pub(crate) home: Option<String>,
     /// A guaranteed queue group member: it gets whichever ticks the group leases it, so its
     /// ticks say nothing of what it had (a redelivery is flagged by the broker) and no gap is
     /// inferred from where it starts either.
@@ -299,9 +304,21 @@ impl Shared {
                 "the subscription was set up again after a lost connection; these ticks were possibly missed");
             inbox.push(Event::Gap(gap));
         }
+        if g.durable && g.home.is_none() {
+            g.home = self.server_name();
+        }
         if let Some(confirm) = g.confirm.take() {
             let _ = confirm.send(());
         }
+    }
+
+    /// The broker this client's durable subscriptions live at, once one is confirmed: a
+    /// reconnect takes only that broker and passes over any other its list names (each
+    /// connection is made under one name, so they all live at the same one).
+    pub(crate) fn durable_home(&self) -> Option<String> {
+        let registry = self.registry.lock();
+        let mut homes = registry.sinks().filter_map(|r| r.guaranteed.as_ref().and_then(|g| g.home.clone()));
+        homes.next()
     }
 
     /// A guaranteed publish has its answer: its caller learns it and its window place is free.

@@ -83,6 +83,12 @@ pub struct NemesisArgs {
     /// per schedule) and the whole cell killed at once.
     #[arg(long, value_name = "CELL")]
     pub publishers_cell: Option<String>,
+    /// Put the subscribers at this cell's brokers; with the topology's `store = "cell"` for it
+    /// (`topologies/gryphon-fig3-double.toml`), each durable subscription is relayed into the
+    /// cell's replicated logs (seed 004's double replication), so the faults test those too,
+    /// and the whole cell may be killed at once.
+    #[arg(long, value_name = "CELL")]
+    pub subscribers_cell: Option<String>,
     /// Put every client behind a fault point of its own (a publisher with several servers: its
     /// first) and add a third fault track, `client-stall` and `client-cut` of one client's
     /// connection. Off by default: a seed's schedule is then what it always was.
@@ -100,10 +106,11 @@ impl NemesisArgs {
     /// The command line that runs schedule `seed` alone.
     pub fn replay(&self, seed: u64) -> String {
         let cell = self.publishers_cell.as_ref().map(|c| format!(" --publishers-cell {c}")).unwrap_or_default();
+        let subs = self.subscribers_cell.as_ref().map(|c| format!(" --subscribers-cell {c}")).unwrap_or_default();
         let clients = if self.client_faults { " --client-faults" } else { "" };
         let compact = self.compact_bytes.map(|b| format!(" --compact-bytes {b}")).unwrap_or_default();
         format!(
-            "tidings bench nemesis --topology {}{cell}{clients}{compact} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
+            "tidings bench nemesis --topology {}{cell}{subs}{clients}{compact} --schedules 1 --seed {seed} --duration {}ms --rate {} --out {}",
             self.topology.display(),
             self.duration.as_millis(),
             self.rate,
@@ -115,13 +122,18 @@ impl NemesisArgs {
 /// Runs the schedules; exit status 1 if any failed.
 pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let topology = Topology::load(&args.topology)?;
-    let cell = match &args.publishers_cell {
-        None => Vec::new(),
+    let cell = |named: &Option<String>| match named {
+        None => Ok(Vec::new()),
         Some(name) => match topology.cell(name) {
             brokers if brokers.is_empty() => anyhow::bail!("{} has no cell {name}", args.topology.display()),
-            brokers => brokers,
+            brokers => Ok(brokers),
         },
     };
+    let cells =
+        schedule::Cells { publishers: cell(&args.publishers_cell)?, subscribers: cell(&args.subscribers_cell)? };
+    if cells.publishers.iter().any(|b| cells.subscribers.contains(b)) {
+        anyhow::bail!("the publishers' and the subscribers' cells must differ");
+    }
     let setup = run::Setup {
         tidings: std::env::current_exe().context("cannot find the tidings binary")?,
         topology: args.topology.clone(),
@@ -129,6 +141,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
         rate: args.rate,
         client_faults: args.client_faults,
         compact_bytes: args.compact_bytes,
+        relaying: topology.relaying.clone(),
     };
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     let scratch = std::env::temp_dir().join(format!("tidings-nemesis-{}", std::process::id()));
@@ -141,7 +154,7 @@ pub async fn run(args: NemesisArgs) -> anyhow::Result<ExitCode> {
     let mut rows = Vec::new();
     for i in 0..args.schedules {
         let seed = args.seed.wrapping_add(i);
-        let s = schedule::generate(seed, &topology, args.duration, &cell, args.client_faults);
+        let s = schedule::generate(seed, &topology, args.duration, &cells, args.client_faults);
         bar.set_message(format!("seed {seed}: {} faults", s.faults.len()));
         let dir = scratch.join(format!("seed-{seed}"));
         let _ = std::fs::remove_dir_all(&dir);

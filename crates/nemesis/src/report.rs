@@ -158,7 +158,11 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
     let mut text = String::new();
     let clients = if args.client_faults { ", with client faults" } else { "" };
     let compact = args.compact_bytes.map(|b| format!(", compaction every {b} bytes of entries")).unwrap_or_default();
-    let _ = writeln!(text, "# nemesis: {}{clients}{compact}\n", args.topology.display());
+    let cells = [("publishers", &args.publishers_cell), ("subscribers", &args.subscribers_cell)]
+        .iter()
+        .filter_map(|(who, cell)| cell.as_ref().map(|c| format!(", {who} in cell {c}")))
+        .collect::<String>();
+    let _ = writeln!(text, "# nemesis: {}{cells}{clients}{compact}\n", args.topology.display());
     let _ = writeln!(
         text,
         "{} schedules of {} s (seeds {}..={}), {} faults: {} acknowledged publishes, {} deliveries; lost silently {}, \

@@ -33,6 +33,9 @@ pub struct Setup {
     pub client_faults: bool,
     /// Every broker's `[storage] replica_compact_bytes` (`--compact-bytes`), if set.
     pub compact_bytes: Option<u64>,
+    /// Brokers whose durable subscriptions are relayed into their cell (the topology's
+    /// `store = "cell"`).
+    pub relaying: std::collections::BTreeSet<String>,
 }
 
 /// One schedule's result.
@@ -180,6 +183,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
                     .transpose()
                     .map_err(|e| anyhow::anyhow!("{e:?}"))?,
                 durable: sub.durable.is_some(),
+                relayed: sub.durable.is_some() && setup.relaying.contains(&sub.broker),
             })
         })
         .collect::<anyhow::Result<_>>()?;

@@ -205,20 +205,28 @@ pub struct Schedule {
     pub faults: Vec<Fault>,
 }
 
+/// Where a schedule puts its clients: the cells named on the command line (each empty when not
+/// named), their brokers in file order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cells {
+    /// The publishers' cell (`--publishers-cell`): its brokers hold the publishers and may be
+    /// wiped (one of them, once) and killed all at once.
+    pub publishers: Vec<String>,
+    /// The subscribers' cell (`--subscribers-cell`): its brokers hold the subscribers.
+    pub subscribers: Vec<String>,
+}
+
 /// Selectors the selector subscribers pick from (over `shade` and the publisher's `seq`).
 const SELECTORS: [&str; 4] = ["shade <> 2", "shade = 1 OR seq > 100", "seq < 400 AND shade >= 2", "shade IN (1, 3)"];
 
 /// The schedule of `seed` on `topology`, publishing for `duration`, its publishers at the edge
-/// or, given a cell's brokers (`publishers_cell`, at least one), at that cell's; with
+/// or, given a cell's brokers (`publishers_cell`, at least one), at that cell's; its subscribers
+/// at the edge or, given `subscribers_cell`, at that cell's brokers (where a cell that stores
+/// durable subscriptions, `store = "cell"`, puts its replication under the faults too); with
 /// `client_faults`, a third track of client faults, drawn after the other two so that a seed's
 /// broker and link faults stay what they were without it.
-pub fn generate(
-    seed: u64,
-    topology: &Topology,
-    duration: Duration,
-    publishers_cell: &[String],
-    client_faults: bool,
-) -> Schedule {
+pub fn generate(seed: u64, topology: &Topology, duration: Duration, cells: &Cells, client_faults: bool) -> Schedule {
+    let publishers_cell = &cells.publishers[..];
     let mut rng = Rng::new(seed);
     let degree = |b: &String| topology.links.iter().filter(|(x, y)| x == b || y == b).count();
     let others: Vec<&String> = topology.brokers.iter().filter(|b| !publishers_cell.contains(b)).collect();
@@ -233,6 +241,14 @@ pub fn generate(
             let mut cell = publishers_cell.to_vec();
             rng.shuffle(&mut cell);
             (cell.into_iter().take(2).collect(), edge.clone())
+        }
+    };
+    let sub_at = match cells.subscribers.is_empty() {
+        true => sub_at,
+        false => {
+            let mut cell = cells.subscribers.clone();
+            rng.shuffle(&mut cell);
+            cell
         }
     };
     let publishers: Vec<Pub> = (0..3)
@@ -281,7 +297,11 @@ pub fn generate(
     if !wipeable.is_empty() {
         broker_kinds.push(Kind::EmptyRestart);
     }
-    if publishers_cell.len() > 1 {
+    // Cells of several brokers, killed all at once: the publishers' (its replicated logs) and
+    // the subscribers' (its relayed durable subscriptions, if it stores them).
+    let killable: Vec<&Vec<String>> =
+        [&cells.publishers, &cells.subscribers].into_iter().filter(|c| c.len() > 1).collect();
+    if !killable.is_empty() {
         broker_kinds.push(Kind::CellKill);
     }
     track(&mut rng, end, &mut faults, |rng| {
@@ -290,7 +310,10 @@ pub fn generate(
             kind = kill;
         }
         if kind == Kind::CellKill {
-            return Some((kind, publishers_cell.iter().map(|b| vec![b.clone()]).collect()));
+            // One cell drawn from when there are two, so a schedule with the publishers' alone
+            // draws what it always drew.
+            let cell = if killable.len() > 1 { *rng.pick(&killable)? } else { killable[0] };
+            return Some((kind, cell.iter().map(|b| vec![b.clone()]).collect()));
         }
         let pool = if kind == Kind::EmptyRestart { &wipeable } else { &topology.brokers };
         let broker = rng.pick(pool)?.clone();
@@ -364,10 +387,13 @@ mod tests {
     fn a_seed_names_one_schedule_and_faults_end_in_time() {
         let t = chain();
         let d = Duration::from_secs(20);
-        assert_eq!(generate(7, &t, d, &[], false), generate(7, &t, d, &[], false));
-        assert_ne!(generate(7, &t, d, &[], false).faults, generate(8, &t, d, &[], false).faults);
+        assert_eq!(generate(7, &t, d, &Cells::default(), false), generate(7, &t, d, &Cells::default(), false));
+        assert_ne!(
+            generate(7, &t, d, &Cells::default(), false).faults,
+            generate(8, &t, d, &Cells::default(), false).faults
+        );
         for seed in 0..50 {
-            let s = generate(seed, &t, d, &[], false);
+            let s = generate(seed, &t, d, &Cells::default(), false);
             assert!(!s.faults.is_empty(), "seed {seed} has no fault");
             for f in &s.faults {
                 let stall = if f.kind == Kind::StallKill { STALL_FIRST } else { Duration::ZERO };
@@ -390,9 +416,10 @@ mod tests {
         )
         .unwrap();
         let cell = t.cell("P");
+        let cells = Cells { publishers: cell.clone(), ..Cells::default() };
         let (mut wipes, mut cell_kills) = (0, 0);
         for seed in 0..200 {
-            let s = generate(seed, &t, Duration::from_secs(60), &cell, false);
+            let s = generate(seed, &t, Duration::from_secs(60), &cells, false);
             for p in &s.publishers {
                 assert!(cell.contains(&p.broker), "seed {seed}: {p:?}");
                 assert_eq!(p.servers[0], p.broker);
@@ -411,7 +438,40 @@ mod tests {
             }
         }
         assert!(wipes > 20 && cell_kills > 20, "{wipes} wipes, {cell_kills} cell kills over 200 seeds");
-        assert_eq!(generate(3, &t, Duration::from_secs(20), &[], false).publishers[0].servers.len(), 1);
+        assert_eq!(generate(3, &t, Duration::from_secs(20), &Cells::default(), false).publishers[0].servers.len(), 1);
+    }
+
+    #[test]
+    fn a_subscribers_cell_gets_the_subscribers_and_either_cell_may_be_killed() {
+        let t = Topology::parse(
+            "name = \"two-cells\"\n[[broker]]\nname = \"p1\"\ncell = \"P\"\n[[broker]]\nname = \"p2\"\ncell = \"P\"\n\
+             [[broker]]\nname = \"r\"\n[[broker]]\nname = \"s1\"\ncell = \"S\"\n[[broker]]\nname = \"s2\"\ncell = \"S\"\n\
+             [[broker]]\nname = \"s3\"\ncell = \"S\"\n[[link]]\nbetween = [\"P\", \"r\"]\n[[link]]\nbetween = [\"r\", \"S\"]\n",
+        )
+        .unwrap();
+        let cells = Cells { publishers: t.cell("P"), subscribers: t.cell("S") };
+        let (mut kills_p, mut kills_s) = (0, 0);
+        for seed in 0..200 {
+            let s = generate(seed, &t, Duration::from_secs(60), &cells, false);
+            assert!(s.subscribers.iter().all(|x| cells.subscribers.contains(&x.broker)), "seed {seed}");
+            let used: std::collections::BTreeSet<&String> = s.subscribers.iter().map(|x| &x.broker).collect();
+            assert_eq!(used.len(), 3, "seed {seed}: four subscribers over the cell's three brokers");
+            for f in &s.faults {
+                if f.kind == Kind::EmptyRestart {
+                    assert!(!used.contains(&f.targets[0][0]), "seed {seed}: a subscriber's broker wiped: {f}");
+                }
+                if f.kind == Kind::CellKill {
+                    match f.targets[0][0].as_str() {
+                        "p1" => kills_p += 1,
+                        _ => {
+                            assert_eq!(f.commands(), [["kill", "s1"], ["kill", "s2"], ["kill", "s3"]]);
+                            kills_s += 1
+                        }
+                    }
+                }
+            }
+        }
+        assert!(kills_p > 20 && kills_s > 20, "{kills_p} and {kills_s} cell kills over 200 seeds");
     }
 
     #[test]
@@ -420,8 +480,8 @@ mod tests {
         let d = Duration::from_secs(30);
         let mut kinds = std::collections::BTreeSet::new();
         for seed in 0..50 {
-            let plain = generate(seed, &t, d, &[], false);
-            let with = generate(seed, &t, d, &[], true);
+            let plain = generate(seed, &t, d, &Cells::default(), false);
+            let with = generate(seed, &t, d, &Cells::default(), true);
             assert_eq!(with.faults[..plain.faults.len()], plain.faults[..], "seed {seed}: the old faults change");
             assert_eq!((&with.publishers, &with.subscribers), (&plain.publishers, &plain.subscribers));
             let clients = &with.faults[plain.faults.len()..];

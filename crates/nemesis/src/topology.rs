@@ -21,6 +21,9 @@ pub struct Topology {
     pub links: BTreeSet<(String, String)>,
     /// Each broker's cell (its own name when the file gives none).
     pub cells: BTreeMap<String, String>,
+    /// Brokers that store their durable subscriptions in their cell (`store = "cell"`): a
+    /// durable subscriber there reads a relay pubend's ticks, not its publishers'.
+    pub relaying: BTreeSet<String>,
 }
 
 impl Topology {
@@ -39,6 +42,12 @@ impl Topology {
             brokers: file.brokers().iter().map(|b| text(&b.name)).collect(),
             links: file.connections().iter().map(|(a, b)| (text(a), text(b))).collect(),
             cells: file.brokers().iter().map(|b| (text(&b.name), b.cell.as_str().to_string())).collect(),
+            relaying: file
+                .brokers()
+                .iter()
+                .filter(|b| b.settings.durable_store.as_deref() == Some("cell"))
+                .map(|b| text(&b.name))
+                .collect(),
         })
     }
 
@@ -132,6 +141,13 @@ mod tests {
             assert!(!t.brokers.is_empty(), "{}", file.display());
         }
         assert!(Topology::parse("name = \"x\"\n[[broker]]\nname = \"a\"\nadress = \"1\"\n").is_err());
+        let double = Topology::load(&crate::paths::topologies().join("gryphon-fig3-double.toml")).unwrap();
+        assert_eq!(
+            double.relaying.iter().collect::<Vec<_>>(),
+            ["s1", "s2", "s3"],
+            "SUB stores its durables in the cell"
+        );
+        assert!(Topology::load(&crate::paths::topologies().join("gryphon-fig3.toml")).unwrap().relaying.is_empty());
     }
 
     #[test]

@@ -30,7 +30,7 @@ struct Connection {
 /// Opens the first connection and starts the client's task.
 pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> {
     let user = addresses(&config.addr).map(String::from).enumerate().collect();
-    let (connection, index) = open(&config, user).await?;
+    let (connection, index) = open(&config, user, None).await?;
     let link = Arc::new(TcpLink::new(config.max_pending_bytes));
     let shared = Arc::new(Shared::new(config, Link::Tcp(link.clone())));
     shared.failover.connected(index);
@@ -45,13 +45,25 @@ pub(crate) async fn connect(config: Config) -> Result<Arc<Shared>, ClientError> 
 /// live broker of the list; a guaranteed publisher then sends its window again there. After a
 /// broker refused a guaranteed publish as unavailable (it does not lead the pubend), the tries
 /// start just past it (`failover.rs`). The list grows by the addresses brokers tell the client
-/// (SERVERS), after the user's. Returns the connection and the entry it reached.
-async fn open(config: &Config, order: Vec<(usize, String)>) -> Result<(Connection, usize), ClientError> {
+/// (SERVERS), after the user's. A client whose durable subscriptions live at `home` passes over
+/// any other broker (`Shared::durable_home`). Returns the connection and the entry it reached.
+async fn open(
+    config: &Config,
+    order: Vec<(usize, String)>,
+    home: Option<String>,
+) -> Result<(Connection, usize), ClientError> {
     let limit = config.connect_timeout;
     let mut last = None;
     for (index, addr) in order {
         match timeout(limit, open_one(&addr, config)).await {
-            Ok(Ok(connection)) => return Ok((connection, index)),
+            Ok(Ok(connection)) => match &home {
+                Some(home) if *home != connection.welcome.server_name => {
+                    let broker = connection.welcome.server_name.clone();
+                    debug!(%addr, %broker, %home, "passing over a broker that does not hold the durable subscriptions");
+                    last = Some(ClientError::NotHome { broker, home: home.clone() });
+                }
+                _ => return Ok((connection, index)),
+            },
             Ok(Err(error)) => last = Some(error),
             Err(_) => last = Some(ClientError::Timeout { operation: "connect", after: limit }),
         }
@@ -222,7 +234,7 @@ async fn reconnect(
         shared.emit(ConnectionEvent::Reconnecting { attempt: schedule.attempts(), delay });
         let attempt = async {
             sleep(delay).await;
-            open(&shared.config, shared.failover.order()).await
+            open(&shared.config, shared.failover.order(), shared.durable_home()).await
         };
         let result = tokio::select! {
             () = shared.stopped() => return Err(None),

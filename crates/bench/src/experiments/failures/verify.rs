@@ -56,7 +56,13 @@ impl Verdict {
 pub(super) fn verify(acked: &[Value], got: &[Value]) -> anyhow::Result<Verdict> {
     let acks: Vec<Ack> = acked.iter().filter_map(Ack::parse).collect();
     let lines: Vec<Line> = got.iter().filter_map(Line::parse).collect();
-    let everything = Subscriber { name: String::new(), pattern: Pattern::parse(">")?, selector: None, durable: true };
+    let everything = Subscriber {
+        name: String::new(),
+        pattern: Pattern::parse(">")?,
+        selector: None,
+        durable: true,
+        relayed: false,
+    };
     let v = check(&acks, &everything, &lines);
     Ok(Verdict {
         acked: acks.len(),
