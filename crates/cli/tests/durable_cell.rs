@@ -372,3 +372,37 @@ fn a_relay_pubend_s_stream_reaches_no_broker_without_its_reader_after_a_link_bey
 fn a_relay_pubend_s_stream_reaches_no_cell_mate_of_its_reader_after_a_mate_stalled() {
     no_relay_data_beyond_the_reader_after("s2");
 }
+
+/// The relay's cell without a quorum for seconds while it relays (the nemesis on
+/// `gryphon-fig3-double.toml`, seed 625: s2 killed and s3 cut off from s1 at once): s2 and s3
+/// SIGKILLed while a publisher at p1 publishes at 200/s, and restarted on their data 2.5 s
+/// later. s1's republishes are refused meanwhile; each refusal is followed by the relay's
+/// resend, in order, of everything unacknowledged, and nothing newer is sent before it (a newer
+/// republish logged first would make the pubend answer the older ones as retries, never logging
+/// them). The subscriber, there throughout, gets every acknowledged message once, in order.
+#[test]
+fn the_relays_cell_without_a_quorum_for_seconds_loses_and_repeats_nothing() {
+    let scratch = tempfile::tempdir().unwrap();
+    let (cell, s1, mut s2, mut s3) = start_cell_s(scratch.path());
+    let (p1, mut acked, mut got) = publishers_and_fifty(scratch.path(), [&s1, &s2, &s3]);
+    let total = 1_000;
+    let sub = durable_sub(&s1, 150 + total);
+    let publisher = publish(&p1.tcp(), "k.b", total as u64, &["--rate", "200"]);
+    let publisher = std::thread::spawn(move || ok_lines(publisher, 90));
+    let relayed = || s1.metric("tidings_gd_publishes_acked_total").unwrap_or(0.0);
+    let refused = || s1.metric("tidings_gd_publishes_refused_total").unwrap_or(0.0);
+    wait_for("s1 relays part of the stream", || relayed() >= 400.0);
+    let (addresses, refused_before) = ([(s2.tcp(), cluster_addr(&s2)), (s3.tcp(), cluster_addr(&s3))], refused());
+    s2.kill();
+    s3.kill();
+    std::thread::sleep(Duration::from_millis(2_500));
+    let refusals = refused() - refused_before;
+    let s3 = cell[2].start(&addresses[1].0, &addresses[1].1, &[cluster_addr(&s1)]);
+    let s2 = cell[1].start(&addresses[0].0, &addresses[0].1, &[cluster_addr(&s1), cluster_addr(&s3)]);
+    acked.extend(publisher.join().unwrap());
+    got.extend(ok_lines(sub, 90));
+    eprintln!("republishes refused while s2 and s3 were down: {refusals}");
+    assert!(refusals > 0.0, "the relay's republishes were refused without a quorum");
+    assert_relayed_once_in_order(&got, &acked);
+    drop((s2, s3));
+}

@@ -322,7 +322,13 @@ impl Driver {
 
     fn relay_send(&mut self, relay: SubendId, origin: PubendId, seq: u64, message: Message) {
         let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
-        if entry.book.send(origin, seq, message.as_bytes().clone()) {
+        // While a resend of this origin is due (a republish was refused), a new one waits in the
+        // book and goes with the resend, after every lower one: sent now, it could be logged
+        // ahead of them, and the pubend would then answer them as retries, never logging them.
+        // (A client does the same: it drops the connection at a refusal and sends its window
+        // again in order.)
+        let resend_due = self.relays.resends.contains(&(relay, origin));
+        if entry.book.send(origin, seq, message.as_bytes().clone()) && !resend_due {
             self.relays.pending.push((relay, origin, seq, message));
         }
         if entry.book.in_flight() >= WINDOW {
@@ -377,9 +383,10 @@ impl Driver {
             Frame::PublishRefused(refused) => {
                 let Some(&origin) = entry.origins.get(&refused.publisher.0) else { return };
                 let pubend = entry.pubend;
-                self.claim_relay_lead(pubend);
                 tracing::debug!(relay = relay.0, seq = refused.seq, reason = %refused.reason.text, "relay republish refused");
                 if self.relays.resends.insert((relay, origin)) {
+                    // Once per resend, not once per refused republish.
+                    self.claim_relay_lead(pubend);
                     let tx = self.tx.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(RESEND_AFTER).await;
