@@ -260,6 +260,17 @@ impl Driver {
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
                     // Kept in `proposed`: proposed again, at its tick, when this broker leads.
+                    // While it leads already, nothing proposes it again before a new term: said
+                    // loudly, so a publish that waits on it can be traced.
+                    if self.replicas.as_ref().is_some_and(|r| r.leads(pubend)) {
+                        tracing::warn!(
+                            pubend = pubend.0,
+                            publisher = publisher.0,
+                            seq,
+                            %why,
+                            "the replica group refused a publish while this broker leads it"
+                        );
+                    }
                     if let Some(ack) = self.quorum.parked.remove(&(pubend, publisher, seq)) {
                         let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, &why);
                         ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
