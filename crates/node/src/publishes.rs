@@ -150,13 +150,17 @@ impl<W> Publishes<W> {
         self.waiters.remove(&key)
     }
 
-    /// Forgets the publishes of `pubend` given one of `ticks`: their records were dropped (a log
-    /// resumed or re-seeded from its replica group drops what the group never committed,
-    /// `crate::replicated::reopen`), so a retry of one is a new publish, not answered with a
-    /// tick no subscriber will ever get.
-    pub fn forget_ticks(&mut self, pubend: PubendId, ticks: &[Tick]) {
+    /// Keeps of `pubend`'s publishes only those its reopened log holds: at or below its
+    /// release point, or at one of `logged`. A log resumed or re-seeded from its replica group
+    /// (`crate::replicated::reopen`) drops what the group never committed: a retry of one is a
+    /// new publish, not answered with a tick no subscriber will ever get (nor proposed to the
+    /// group again at a tick it has passed, and refused at every retry). Kept by what the log
+    /// holds rather than forgotten by what it dropped, so no tick the log lacks survives,
+    /// however the log came to lack it.
+    pub fn keep_logged(&mut self, pubend: PubendId, release: Tick, logged: &[Tick]) {
         let Some(entry) = self.pubends.get_mut(&pubend) else { return };
-        entry.ticks.retain(|_, tick| ticks.binary_search(tick).is_err());
+        let logged: std::collections::BTreeSet<Tick> = logged.iter().copied().collect();
+        entry.ticks.retain(|_, tick| *tick <= release || logged.contains(tick));
         let kept = &entry.ticks;
         entry.order.retain(|key| kept.contains_key(key));
     }
@@ -164,7 +168,7 @@ impl<W> Publishes<W> {
     /// `key`'s waiter, to refuse, keeping its tick: its pubend's log closed here (this broker
     /// lost the pubend's replica group) with the publish appended, and the group may hold it at
     /// that tick. A retry after the log reopens is answered with it; one the group lacks is
-    /// forgotten by [`Publishes::forget_ticks`] then.
+    /// forgotten by [`Publishes::keep_logged`] then.
     pub fn unwait(&mut self, key: PublishKey) -> Option<W> {
         self.waiters.remove(&key)
     }
@@ -217,19 +221,25 @@ mod tests {
         let mut p = Publishes::default();
         p.appending((P, A, 1), Tick(100));
         p.appending((P, A, 2), Tick(101));
-        p.synced(P, Tick(101));
-        p.forget_ticks(P, &[Tick(101)]);
+        p.appending((P, A, 4), Tick(103));
+        p.appending((P, A, 5), Tick(104));
+        p.synced(P, Tick(104));
+        // The reopened log holds 100 (released) and 104; the group never committed 101, and
+        // 103 was not in the log that closed (its append unsynced then).
+        p.keep_logged(P, Tick(100), &[Tick(104)]);
         assert_eq!(p.tick(P, (A, 1)), Some(Tick(100)));
+        assert_eq!(p.tick(P, (A, 5)), Some(Tick(104)));
         assert_eq!(p.publish((P, A, 2), "retry"), Admit::New);
+        assert_eq!(p.publish((P, A, 4), "retry"), Admit::New);
         // A waiter refused by a closing log leaves its tick: a retry is answered with it.
         assert_eq!(
             p.publish((P, A, 1), "first"),
             Admit::Ack(Ack { waiter: "first", tick: Some(Tick(100)), synced: true })
         );
-        p.appending((P, A, 3), Tick(102));
+        p.appending((P, A, 3), Tick(105));
         assert_eq!(p.publish((P, A, 3), "waits"), Admit::Wait);
         assert_eq!(p.unwait((P, A, 3)), Some("waits"));
-        assert_eq!(p.tick(P, (A, 3)), Some(Tick(102)));
+        assert_eq!(p.tick(P, (A, 3)), Some(Tick(105)));
     }
 
     #[test]

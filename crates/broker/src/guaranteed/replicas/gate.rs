@@ -14,7 +14,7 @@
 //! only once it is both synced here and committed in the group ([`Frontier`]), so whatever a
 //! subscriber received survives a takeover at its tick.
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,73 +23,14 @@ use tidings_node::publishes::Ack;
 use tidings_replica::{Input, Record};
 use tidings_wire::{Frame, GuaranteedPublish, Notice, PublishRefused, ReasonCode};
 
+use super::quorum::{EngineAck, Key, Proposal};
 use super::Outcome;
 use crate::guaranteed::driver::{Driver, Waiter};
 use crate::outbox::Outbox;
 
-type Key = (PubendId, PublisherId, u64);
-
 /// How long a publish waits for its group to have a leader here (an election, the lead coming
 /// back to the host) before it is refused as unavailable.
 const HOLD: Duration = Duration::from_secs(5);
-
-/// A publish the group has not acknowledged yet.
-struct Proposal {
-    /// The engine's tick (`None` until the engine appends it).
-    tick: Option<Tick>,
-    payload: Vec<u8>,
-}
-
-/// Acknowledgements waiting for the other half of the rule.
-#[derive(Default)]
-pub(crate) struct Quorum {
-    /// The engine acknowledged; the group has not yet.
-    parked: BTreeMap<Key, Ack<Waiter>>,
-    /// The group acknowledged; the engine has not yet.
-    acked: BTreeSet<Key>,
-    /// Taken by the gate and not yet acknowledged by the group: proposed again when this
-    /// broker leads in a new term (in tick order), since the core forgets what an earlier term
-    /// proposed and a publisher that waits (rather than retries) would wait forever.
-    proposed: BTreeMap<Key, Proposal>,
-    /// Publishes waiting for this broker to lead their group.
-    waiting: VecDeque<(GuaranteedPublish, Arc<Outbox>, Instant)>,
-    /// Per replicated pubend, how far its log is synced here and committed in its group.
-    frontier: BTreeMap<PubendId, Frontier>,
-    /// Publishes to propose at the end of this turn of the driver, per pubend in the order
-    /// they were appended (tick order): all of a turn's publishes go to the group as one
-    /// proposal ([`Input::PublishAllAt`]), so its per-message costs (a `Ready`, a journal
-    /// write, an append and its answer per follower) are paid once per turn, not per publish.
-    batch: BTreeMap<PubendId, Vec<Key>>,
-}
-
-impl Quorum {
-    /// Forgets everything of `pubend` (its log closed here, `depose`): the acknowledgements
-    /// parked for the group's half, and the keys the group acknowledged before the engine did.
-    pub(super) fn forget_pubend(&mut self, pubend: PubendId) -> (Vec<(Key, Ack<Waiter>)>, Vec<Key>) {
-        let of = |key: &Key| key.0 == pubend;
-        self.proposed.retain(|key, _| !of(key));
-        self.batch.remove(&pubend);
-        self.frontier.remove(&pubend);
-        let parked = self.parked.extract_if(.., |key, _| of(key)).collect();
-        let acked = self.acked.extract_if(.., of).collect();
-        (parked, acked)
-    }
-}
-
-/// The engine sends a record to subscribers only once its append is synced (`AppendDone`). For a
-/// replicated pubend it is told so only once the group committed the record too: then every
-/// record a subscriber ever received is in the group, and a successor serves it at its tick. A
-/// record sent before its commit could be lost with its host, and a retry of its publish logged
-/// again by the successor at another tick: a duplicate (docs/replication.md, "Takeover").
-#[derive(Default)]
-struct Frontier {
-    /// The store's last `AppendDone`.
-    store: Tick,
-    /// The tick of the last publish the group acknowledged (raft commits in order).
-    group: Tick,
-    /// The last `AppendDone` fed to the engine: the lower of the two.
-    fed: Tick,
-}
 
 impl Driver {
     /// Decides whether a GPUBLISH to `pubend` goes on to the engine: true if the pubend is not
@@ -147,7 +88,7 @@ impl Driver {
         }
         let key = (pubend, PublisherId(publish.publisher.0), publish.seq);
         let payload = publish.message.as_bytes().to_vec();
-        self.quorum.proposed.entry(key).or_insert(Proposal { tick: None, payload });
+        self.quorum.proposed.entry(key).or_insert(Proposal { tick: None, payload, refused: false });
         true
     }
 
@@ -193,28 +134,19 @@ impl Driver {
     /// from its retry table, and logs one it lacks at the engine's tick.
     pub(in crate::guaranteed) fn answer_when_replicated(&mut self, key: Key, ack: Ack<Waiter>) {
         let replicated = self.replicas.as_ref().is_some_and(|r| r.is_replicated(key.0));
-        if !replicated || self.quorum.acked.remove(&key) {
+        if !replicated {
             return self.answer(key, ack);
         }
-        let Some(proposal) = self.quorum.proposed.get_mut(&key) else {
-            // Not taken by the gate (the engine acknowledged a repeat it found in its own log
-            // after a restart): the publisher may retry, and the gate then takes it.
-            let why = "the pubend's replica group did not take the publish";
-            let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
-            ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
-            self.metrics.publishes_refused.inc();
-            return;
-        };
-        if proposal.tick.is_some() {
-            // Proposed at its append: the group answers it, here or after a new term.
-            self.quorum.parked.insert(key, ack);
-            return;
+        match self.quorum.engine_acked(key, ack) {
+            EngineAck::Answer(ack) => self.answer(key, ack),
+            EngineAck::NotTaken(ack) => {
+                let why = "the pubend's replica group did not take the publish";
+                let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
+                ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
+                self.metrics.publishes_refused.inc();
+            }
+            EngineAck::Parked => {}
         }
-        // A retry the engine answered from its table never reached its append here: the tick
-        // is the one the table remembers (0, "after every record", when it is forgotten).
-        proposal.tick = Some(ack.tick.unwrap_or_default());
-        self.quorum.parked.insert(key, ack);
-        self.quorum.batch.entry(key.0).or_default().push(key);
     }
 
     /// Acts on what the groups decided for publishers.
@@ -259,10 +191,10 @@ impl Driver {
                     }
                 }
                 Outcome::Refused { pubend, publisher, seq, why } => {
-                    // Kept in `proposed`: proposed again, at its tick, when this broker leads.
-                    // While it leads already, nothing proposes it again before a new term: said
-                    // loudly, so a publish that waits on it can be traced.
-                    if self.replicas.as_ref().is_some_and(|r| r.leads(pubend)) {
+                    // Refused while this broker leads: nothing proposes it again in this
+                    // term, so the engine's next acknowledgement of it does (`Quorum`).
+                    let leads = self.replicas.as_ref().is_some_and(|r| r.leads(pubend));
+                    if leads {
                         tracing::warn!(
                             pubend = pubend.0,
                             publisher = publisher.0,
@@ -271,7 +203,7 @@ impl Driver {
                             "the replica group refused a publish while this broker leads it"
                         );
                     }
-                    if let Some(ack) = self.quorum.parked.remove(&(pubend, publisher, seq)) {
+                    if let Some(ack) = self.quorum.group_refused((pubend, publisher, seq), leads) {
                         let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, &why);
                         ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
                         self.metrics.publishes_refused.inc();

@@ -24,6 +24,7 @@ mod depose;
 mod gate;
 mod inbox;
 mod members;
+mod quorum;
 mod serve;
 mod show;
 
@@ -41,7 +42,7 @@ use tidings_wire::peer::{PeerFrame, Replica};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-pub(super) use gate::Quorum;
+pub(super) use quorum::Quorum;
 pub(super) use serve::Seeds;
 
 use super::{Command, GuaranteedError};

@@ -177,10 +177,9 @@ impl Driver {
                 "opening the pubend from its replica group"
             ),
         }
-        if !seed.dropped.is_empty() {
-            // Synced here, never committed by the group: never served, and a retry is new.
-            self.publishes.forget_ticks(pubend, &seed.dropped);
-        }
+        // What the reopened log lacks (synced here and never committed by the group, or
+        // appended and unsynced when the log closed) is never served, and a retry is new.
+        self.publishes.keep_logged(pubend, seed.recovered.release, &seed.recovered.logged);
         for ((publisher, seq), tick) in seed.ticks {
             self.publishes.appending((pubend, publisher, seq), tick);
         }
