@@ -468,6 +468,7 @@ impl Driver {
             }
             Command::RelayAnswer { relay, frame } => self.relay_answer(relay, frame),
             Command::RelayResend { relay, origin } => self.relay_resend(relay, origin),
+            Command::RelayWatch { relay, answers } => self.relay_watched(relay, answers),
             Command::ReplicaSynced(group) => {
                 let outcomes = self.replicas.as_mut().map(|r| r.synced(&group)).unwrap_or_default();
                 self.replica_outcomes(outcomes);

@@ -47,6 +47,9 @@ pub struct GuaranteedMetrics {
     pub publishes_acked_synced: Counter,
     /// Guaranteed publishes refused (the log could not take them).
     pub publishes_refused: Counter,
+    /// Resends of a relay's republishes after none was answered for a while (its watch): each
+    /// one a publish the pubend neither acknowledged nor refused. Zero is the expected value.
+    pub relay_resends_unanswered: Counter,
     /// Retried publishes recognised as already logged.
     pub duplicate_publishes: Counter,
     /// Time from a GPUBLISH reaching the driver to its PUBLISH_ACK being queued.
@@ -187,6 +190,7 @@ impl GuaranteedMetrics {
             publishes_acked: Counter::default(),
             publishes_acked_synced: Counter::default(),
             publishes_refused: Counter::default(),
+            relay_resends_unanswered: Counter::default(),
             duplicate_publishes: Counter::default(),
             ack_seconds: Histogram::new(exponential_buckets(1e-5, 2.0, 20)),
             fsyncs: Counter::default(),
@@ -255,6 +259,11 @@ impl GuaranteedMetrics {
             m.publishes_acked_synced.clone(),
         );
         r.register("publishes_refused", "Guaranteed publishes refused", m.publishes_refused.clone());
+        r.register(
+            "relay_resends_unanswered",
+            "Resends of a relay's republishes after none was answered for 6 s",
+            m.relay_resends_unanswered.clone(),
+        );
         r.register("duplicate_publishes", "Retried publishes already logged", m.duplicate_publishes.clone());
         r.register("ack_seconds", "GPUBLISH to PUBLISH_ACK", m.ack_seconds.clone());
         r.register("fsyncs", "fdatasync calls of the pubend log", m.fsyncs.clone());

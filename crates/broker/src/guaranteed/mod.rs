@@ -164,6 +164,8 @@ pub(crate) enum Command {
     RelayAnswer { relay: SubendId, frame: tidings_wire::Frame },
     /// A relay's republishes of `origin` are due to be sent again after a refusal.
     RelayResend { relay: SubendId, origin: tidings_delivery::PubendId },
+    /// A relay's watch: it had had `answers` answers when the watch was set (`relay`).
+    RelayWatch { relay: SubendId, answers: u64 },
     /// A catch-up's cursor served a serve order this far (`cursor`).
     Served(cursor::Served),
     /// A read of the log finished.
@@ -252,6 +254,7 @@ impl Command {
             Command::Served(_) => "catch-up served",
             Command::RelayAnswer { .. } => "relay answer",
             Command::RelayResend { .. } => "relay resend",
+            Command::RelayWatch { .. } => "relay watch",
         }
     }
 }

@@ -52,6 +52,11 @@ pub const GAP: &str = "$relay-gap";
 const WINDOW: usize = 256;
 /// How long after a refusal a relay sends its unacknowledged republishes again.
 const RESEND_AFTER: std::time::Duration = std::time::Duration::from_millis(200);
+/// How long a relay with republishes in flight waits for any answer before it sends them
+/// again (its watch, [`Driver::relay_watched`]). Answers come in milliseconds, and a publish
+/// held for a leader is refused after 5 s (`replicas::gate`), so a longer silence means a
+/// republish nobody will answer.
+const UNANSWERED_AFTER: std::time::Duration = std::time::Duration::from_secs(6);
 
 /// Whether a client's publish names something reserved for relays: refused if so.
 pub fn reserved_publish(publish: &GuaranteedPublish) -> Option<Notice> {
@@ -74,6 +79,8 @@ struct Relay {
     outbox: Arc<Outbox>,
     /// Publisher id to origin pubend.
     origins: BTreeMap<u64, PubendId>,
+    /// Whether a watch is set ([`Driver::relay_watched`]).
+    watched: bool,
 }
 
 /// Every relay and reader of this broker.
@@ -164,7 +171,8 @@ impl Driver {
         let pubend = self.pubend_id(&pubend_name);
         let outbox = loopback(relay, self.tx.clone());
         self.relays.pubends.insert(pubend);
-        let entry = Relay { pubend_name, pubend, book: RelayBook::default(), outbox, origins: BTreeMap::new() };
+        let entry =
+            Relay { pubend_name, pubend, book: RelayBook::default(), outbox, origins: BTreeMap::new(), watched: false };
         self.relays.relays.insert(relay, entry);
     }
 
@@ -358,12 +366,59 @@ impl Driver {
             message,
         };
         let reply = Arc::clone(&entry.outbox);
+        let watch = (!entry.watched).then(|| entry.book.answers());
+        entry.watched = true;
+        if let Some(answers) = watch {
+            self.relay_watch(relay, answers);
+        }
         self.admit(publish, reply);
+    }
+
+    fn relay_watch(&self, relay: SubendId, answers: u64) {
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(UNANSWERED_AFTER).await;
+            let _ = tx.send(Command::RelayWatch { relay, answers });
+        });
+    }
+
+    /// Relay `relay`'s watch, set when it had had `answers` answers: if none came since and
+    /// republishes are in flight, they are sent again, in order, as after a refusal. Every
+    /// publish the gate takes is answered (`replicas::quorum`); the watch keeps a relay live
+    /// should one not be, and says so, so the path can be traced (the nemesis's seed 625 on
+    /// `gryphon-fig3-double`, docs/replication.md). A resend is safe: the pubend's retry
+    /// table answers a republish it logged.
+    pub(super) fn relay_watched(&mut self, relay: SubendId, answers: u64) {
+        let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
+        entry.watched = false;
+        let stalled = entry.book.stalled(answers);
+        let (in_flight, now) = (entry.book.in_flight(), entry.book.answers());
+        for origin in stalled {
+            if self.relays.resends.contains(&(relay, origin)) {
+                continue;
+            }
+            warn!(
+                relay = relay.0,
+                pubend = origin.0,
+                in_flight,
+                after_s = UNANSWERED_AFTER.as_secs(),
+                "a relay's republishes went unanswered: sending them again"
+            );
+            self.metrics.relay_resends_unanswered.inc();
+            self.relay_resend(relay, origin);
+        }
+        if let Some(entry) = self.relays.relays.get_mut(&relay).filter(|e| !e.watched && e.book.in_flight() > 0) {
+            entry.watched = true;
+            self.relay_watch(relay, now);
+        }
     }
 
     /// An answer to one of relay `relay`'s republishes.
     pub(super) fn relay_answer(&mut self, relay: SubendId, frame: Frame) {
         let Some(entry) = self.relays.relays.get_mut(&relay) else { return };
+        if matches!(frame, Frame::PublishAck(_) | Frame::PublishRefused(_)) {
+            entry.book.answered();
+        }
         match frame {
             Frame::PublishAck(ack) => {
                 let Some(&origin) = entry.origins.get(&ack.publisher.0) else { return };

@@ -25,6 +25,8 @@ struct Origin {
 #[derive(Default, Debug)]
 pub(crate) struct RelayBook {
     origins: BTreeMap<PubendId, Origin>,
+    /// Answers (acknowledgements and refusals) to any of the relay's republishes so far.
+    answers: u64,
 }
 
 impl RelayBook {
@@ -59,6 +61,27 @@ impl RelayBook {
     /// refusal (the pubend takes a publisher's numbers only in order).
     pub(crate) fn unacked(&self, origin: PubendId) -> Vec<(u64, bytes::Bytes)> {
         self.origins.get(&origin).map_or_else(Vec::new, |o| o.in_flight.iter().map(|(s, m)| (*s, m.clone())).collect())
+    }
+
+    /// An answer (an acknowledgement or a refusal) to one of the relay's republishes came.
+    pub(crate) fn answered(&mut self) {
+        self.answers += 1;
+    }
+
+    /// Answers so far, for a watch to compare with ([`RelayBook::stalled`]).
+    pub(crate) fn answers(&self) -> u64 {
+        self.answers
+    }
+
+    /// The origins with republishes in flight, if no answer came since the watch that saw
+    /// `answers`: a republish the pubend neither acknowledges nor refuses would otherwise
+    /// stay in the window for good, and a window full of them pauses the origin's stream for
+    /// good (see `super::relay`, "watch").
+    pub(crate) fn stalled(&self, answers: u64) -> Vec<PubendId> {
+        if self.answers != answers {
+            return Vec::new();
+        }
+        self.origins.iter().filter(|(_, o)| !o.in_flight.is_empty()).map(|(&origin, _)| origin).collect()
     }
 
     /// Republishes in flight, over every origin.
@@ -99,6 +122,23 @@ mod tests {
         assert_eq!(book.acked(O, 5), Some(Tick(5)));
         assert_eq!(book.acked(O, 5), None, "a second answer to one republish moves nothing");
         assert!(book.send(O, 5, m()), "replayed after its acknowledgement: sent again, the cell answers it");
+    }
+
+    #[test]
+    fn only_origins_with_republishes_in_flight_and_no_answer_since_the_watch_are_stalled() {
+        let mut book = RelayBook::default();
+        book.send(O, 1, m());
+        book.send(PubendId(8), 2, m());
+        book.send(PubendId(9), 3, m());
+        let watch = book.answers();
+        book.answered();
+        book.acked(PubendId(9), 3);
+        assert!(book.stalled(watch).is_empty(), "an answer came since the watch");
+        let watch = book.answers();
+        assert_eq!(book.stalled(watch), vec![O, PubendId(8)]);
+        book.acked(O, 1);
+        book.acked(PubendId(8), 2);
+        assert!(book.stalled(watch).is_empty(), "nothing in flight");
     }
 
     #[test]
