@@ -101,6 +101,19 @@ fn nemesis_on_a_replicated_cell_killed_whole() {
     nemesis_with("gryphon-fig3-replicated.toml", 4, 1, "30s", &["--publishers-cell", "PHB"]);
 }
 
+/// The seed's double replication (issue 40): the publishers' cell PHB replicated, and the
+/// subscribers' cell SUB (s1-s3) storing its durable subscriptions in the cell (`[durable]
+/// store = "cell"`, a relay at each durable subscriber's broker). Seed 601 SIGKILLs s1 while
+/// `durable-select` is connected to it: its client, told s1's cell mates, moved to s2, which
+/// made the durable subscription anew, and every one of the 853 acknowledged messages from the
+/// kill on was lost silently, until a client holding a durable subscription reconnected only to
+/// the broker that confirmed it.
+#[test]
+fn nemesis_on_the_seeds_double_replication() {
+    let cells = ["--publishers-cell", "PHB", "--subscribers-cell", "SUB", "--client-faults"];
+    nemesis_with("gryphon-fig3-double.toml", 601, 1, "30s", &cells);
+}
+
 /// Client faults (`--client-faults`): every publisher and subscriber dials its broker through a
 /// fault point of its own, and one client at a time has its connection stalled or cut while
 /// the brokers and links are faulted as before. Seed 4 cuts each publisher once (pub0 1.5 s in)
