@@ -243,8 +243,8 @@ fn state(b: &BrokerProcess) -> Value {
 
 /// Cell PUB with two of its three brokers up (p1 and p2, linked, with the small compaction
 /// trigger): p3's node, not started, and p1's and p2's processes.
-fn two_of_three(scratch: &std::path::Path) -> (Node, BrokerProcess, BrokerProcess) {
-    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch, name, "PUB", COMPACT));
+fn two_of_three(scratch: &std::path::Path, config: &str) -> (Node, BrokerProcess, BrokerProcess) {
+    let [p1, p2, p3] = ["p1", "p2", "p3"].map(|name| Node::with_config(scratch, name, "PUB", config));
     let any = "127.0.0.1:0";
     let b2 = p2.start(any, any, &[]);
     let b1 = p1.start(any, any, &[cluster(&b2)]);
@@ -272,7 +272,7 @@ fn p2_killed_p1_and_p3_go_on(b2: BrokerProcess, publisher: Lines, total: usize) 
 fn a_group_of_two_grows_when_a_third_broker_joins() {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let (p3, b1, b2) = two_of_three(scratch.path());
+    let (p3, b1, b2) = two_of_three(scratch.path(), COMPACT);
     let any = "127.0.0.1:0";
     let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
     let publisher = Lines::follow(gd_common::publish(&servers, "g.a", 2_000, &["--window", "64", "--rate", "200"]));
@@ -302,15 +302,20 @@ fn a_group_of_two_grows_when_a_third_broker_joins() {
 fn a_learner_wiped_before_its_promotion_is_caught_up_and_promoted() {
     let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
-    let (p3, b1, b2) = two_of_three(scratch.path());
+    // One chunk of 256 B in flight at a time, and payloads of 1 KiB: the snapshot p3 gets leaves
+    // a chunk per round trip, so p3 is a learner part-way through it long enough to be seen and
+    // stopped there (with 32 chunks in flight a small snapshot left in one go, and CI once saw
+    // p3 promoted before it could be stopped).
+    let one_chunk = COMPACT.replace("replica_snapshot_window = 8192", "replica_snapshot_window = 256");
+    let (p3, b1, b2) = two_of_three(scratch.path(), &one_chunk);
     let any = "127.0.0.1:0";
     let bs = Node::new(scratch.path(), "s1", "S").start(any, any, &[cluster(&b1), cluster(&b2)]);
     wait_for("s1 links to p1 and p2", Duration::from_secs(20), || links(&bs) == 2.0);
     let total = 4_000;
     let sub = subscribe(&bs, total);
     let servers = [&b1, &b2].map(|b| b.tcp()).join(",");
-    let publisher =
-        Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &["--window", "64", "--rate", "200"]));
+    let args = ["--window", "64", "--rate", "200", "--size", "1024"];
+    let publisher = Lines::follow(gd_common::publish(&servers, "g.a", total as u64, &args));
     wait_for("a group of two, compacted", Duration::from_secs(30), || {
         names(&replica_group(&b1), "voters").len() == 2 && group_number(&b1, "first_index") > 1
     });
