@@ -177,8 +177,8 @@ impl Driver {
                 "opening the pubend from its replica group"
             ),
         }
-        // What the reopened log lacks (synced here and never committed by the group, or
-        // appended and unsynced when the log closed) is never served, and a retry is new.
+        // What the reopened log lacks (logged here and never committed by the group) is never
+        // served, and a retry of it is new.
         self.publishes.keep_logged(pubend, seed.recovered.release, &seed.recovered.logged);
         for ((publisher, seq), tick) in seed.ticks {
             self.publishes.appending((pubend, publisher, seq), tick);
