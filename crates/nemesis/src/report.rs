@@ -199,8 +199,8 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// Copies a failing schedule's files (the tools' lines and logs, the brokers' logs, the fault
-/// log) to `keep`.
+/// Copies a failing schedule's files (the tools' lines and logs, the brokers' logs, states and
+/// metrics at the end, the fault log) to `keep`.
 pub fn keep(dir: &Path, keep: &Path) {
     if std::fs::create_dir_all(keep).is_err() {
         return;
@@ -208,7 +208,8 @@ pub fn keep(dir: &Path, keep: &Path) {
     for from in [dir.to_path_buf(), dir.join("net")] {
         for entry in std::fs::read_dir(&from).into_iter().flatten().flatten() {
             let path = entry.path();
-            if path.extension().is_some_and(|e| e == "jsonl" || e == "log" || e == "toml" || e == "json") {
+            if path.extension().is_some_and(|e| e == "jsonl" || e == "log" || e == "toml" || e == "json" || e == "txt")
+            {
                 let name = entry.file_name().to_string_lossy().into_owned();
                 let name = if from == dir { name } else { format!("net-{name}") };
                 let _ = std::fs::copy(&path, keep.join(name));

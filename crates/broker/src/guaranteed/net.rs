@@ -357,6 +357,7 @@ impl Driver {
                 return;
             }
         }
+        tracing::trace!(me = %self.broker, from = %from, ?message, "gd in");
         let from = net.broker_id(&from);
         self.feed(Input::Received { from, from_cell, message });
     }

@@ -503,6 +503,9 @@ mod close;
 #[path = "tests_starts.rs"]
 mod starts;
 
+#[path = "tests_refetch.rs"]
+mod refetch;
+
 #[path = "tests_view.rs"]
 mod view;
 

@@ -6,7 +6,8 @@ use crate::engine::reply::Reply;
 use crate::engine::types::Verdict;
 use crate::engine::Ctx;
 use crate::knowledge::Know;
-use crate::names::{Tick, TickRange};
+use crate::names::{Millis, Tick, TickRange};
+use crate::ranges::RangeMap;
 
 use super::{Ostream, View};
 
@@ -156,7 +157,32 @@ impl Ostream {
             if let Some(marked) = below_origin.filter(|_| !view.authoritative) {
                 self.curious.insert(marked, ctx.now);
             }
+            let first = missing.len();
             self.answer(range, view, ctx, missing);
+            let missed = missing[first..].to_vec();
+            self.mark_refetched(&missed, view, (ctx.now, ctx.settings.nack_repetition_max_ms));
+        }
+    }
+
+    /// Marks what the cell asked for at or below its own ack that goes upstream now
+    /// (`refetch`), so the answer comes through; marks older than the longest nack repetition
+    /// are dropped first (the cell asks again if it still wants them).
+    fn mark_refetched(&mut self, missing: &[TickRange], view: &View<'_>, (now, ttl_ms): (Millis, u64)) {
+        if view.authoritative {
+            return;
+        }
+        if let (Some(first), Some(last)) = (self.refetch.first_tick(), self.refetch.last_tick()) {
+            let all = TickRange { from: first, to: last };
+            let stale: Vec<TickRange> =
+                self.refetch.runs(all).filter(|run| now.since(run.value) > ttl_ms).map(|run| run.range).collect();
+            for range in stale {
+                self.refetch.remove(range, &mut Vec::new());
+            }
+        }
+        for piece in missing {
+            if let Some(acked) = TickRange::new(piece.from, piece.to.min(self.ack)) {
+                self.refetch.insert(acked, now);
+            }
         }
     }
 
@@ -240,20 +266,29 @@ impl Ostream {
     /// fetched for it: inside its suspect range (the upstream's answer is filtered for this
     /// broker's cell, which now includes the cell, while this broker's own F proves nothing) or
     /// at or below its origin (folded here before the ostream existed). It is passed on as is.
+    /// Ticks at or below the cell's ack that it asked for again (`refetch`) are passed on too.
     pub(crate) fn pass_through(&mut self, answer: &Upstreamed<'_>, view: &View<'_>, ctx: &mut Ctx<'_>) {
-        if self.curious.is_empty() {
+        if self.curious.is_empty() && self.refetch.is_empty() {
             return;
         }
-        let mut ranges = Vec::new();
+        // One set of marks: a tick may be both curious (below the origin) and refetched.
+        let mut marks = RangeMap::new();
         for &range in answer.ranges {
             if let Some(fetched) = self.fetched(range) {
-                ranges.extend(self.curious.runs(fetched).map(|run| run.range));
+                self.curious.runs(fetched).for_each(|run| marks.insert(run.range, ()));
             }
+            self.refetch.runs(range).for_each(|run| marks.insert(run.range, ()));
         }
+        let mut ranges: Vec<TickRange> = match (marks.first_tick(), marks.last_tick()) {
+            (Some(from), Some(to)) => marks.runs(TickRange { from, to }).map(|run| run.range).collect(),
+            _ => Vec::new(),
+        };
         let mut reply = Reply::new(view.pubend, true);
         if let Some((tick, payload)) = answer.data {
             let single = TickRange::single(tick);
-            if self.fetched(single).is_some() && self.is_curious(single) {
+            let refetched = self.refetch.get(tick).is_some();
+            self.refetch.remove(single, &mut Vec::new());
+            if refetched || (self.fetched(single).is_some() && self.is_curious(single)) {
                 if ctx.matcher.child(view.pubend, self.cell, payload) == Verdict::Final {
                     ranges.push(single);
                 } else {
@@ -266,6 +301,7 @@ impl Ostream {
         ranges.sort();
         for &range in &ranges {
             self.curious.remove(range, &mut Vec::new());
+            self.refetch.remove(range, &mut Vec::new());
             match answer.lost {
                 true => reply.lost_range(range),
                 false => reply.final_range(range),

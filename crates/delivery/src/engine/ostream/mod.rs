@@ -86,6 +86,14 @@ pub(crate) struct Ostream {
     release: Tick,
     /// C marks: when each range was last asked for.
     curious: RangeMap<Millis>,
+    /// Ticks at or below the cell's ack that it asked for again and this broker fetched
+    /// upstream, with when: the cell's entry fetches them for a member that came back needing
+    /// them (a mate restarted with a durable subscription resuming below what the entry,
+    /// restarted too, acknowledged without it). The upstream's answer is passed through on
+    /// these marks, which the cell's acks (past them already) do not clear. Without them the
+    /// answers were dropped here, the mate's stream stopped for good, and a plain subscriber
+    /// there behind the same stream lost the rest of it silently (nemesis seed 684).
+    refetch: RangeMap<Millis>,
     last_told_at: Millis,
     ack_expected: Option<AckExpected>,
     /// The D tick the walk stopped at because its payload is not cached. The stream fetches it
@@ -137,6 +145,7 @@ impl Ostream {
             ack: start,
             release: start,
             curious: RangeMap::new(),
+            refetch: RangeMap::new(),
             last_told_at: now,
             ack_expected: None,
             stalled: None,
@@ -163,6 +172,7 @@ impl Ostream {
     pub(crate) fn peer_restarted(&mut self) {
         self.reported = Tick(0);
         self.curious = RangeMap::new();
+        self.refetch = RangeMap::new();
         if self.told > self.ack {
             self.told = self.ack;
             self.clear_lazy();
