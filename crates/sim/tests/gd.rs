@@ -185,3 +185,46 @@ fn random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_
         assert!(coverage.crashes > runs, "few crashes: {coverage:?}");
     }
 }
+
+/// 200 seeds by default: everything of `full` but restarts on an empty directory, with every
+/// broker's clock off the network's by its own amount, up to `CLOCK_SPREAD_MS` ahead or
+/// behind (a restart steps it back further). A pubend's ticks are its home's clock and a late
+/// start comes from the subscriber's broker's clock, so the promise each start makes is what
+/// this judges.
+///
+/// Ignored: one known failure, seed 139 of 1-200 (199 pass, 2026-12-02). A broker that starts
+/// without a durable store (its first start, or a wiped directory) floors its late starts at
+/// its own start time (`tidings_node::starts::late_start`), to stay above what an earlier life
+/// may have acknowledged upstream. That floor is its clock; seed 139's node 8 runs ahead of the
+/// pubend's home and started a subscription 289 ms above what was published after its
+/// confirmation. Dropping the floor loses messages silently at a broker restarted empty with
+/// clocks that agree (`gd_links`' `a_subscriber_back_at_its_broker_restarted_empty_...`, 49 of
+/// 1,500). The fix wanted: the upstream tells a restarted child what its earlier life
+/// acknowledged, in the pubend's ticks, and that replaces the clock floor.
+/// `cargo test --release -p tidings-sim --test gd -- --ignored skewed` runs it.
+#[test]
+#[ignore = "known: an empty start's late-start floor is its own clock (seed 139)"]
+fn random_networks_deliver_exactly_expected_with_skewed_clocks() {
+    let (coverage, runs) =
+        random_sweep("random_networks_deliver_exactly_expected_with_skewed_clocks", 200, Mode::SKEWED);
+    if runs >= 50 {
+        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
+    }
+}
+
+/// The skewed mode bites: with clocks up to 4 s ahead or behind, two brokers may differ by more
+/// than the 5 s a late start takes below its confirmation, and some start breaks its promise
+/// (seed 1-120's first failure: a start 312 ms above a message published after it).
+/// Without this, a mode that never moved a clock would pass as well as one that does.
+#[test]
+fn clocks_further_apart_than_a_late_starts_margin_break_its_promise() {
+    let mode = Mode { clock_spread_ms: 4_000, ..Mode::SKEWED };
+    let failure = (1..=120).find_map(|seed| {
+        let plan = Plan { seed, steps: STEPS, skip: Default::default() };
+        let topology = random_topology(&mut Rng::new(seed ^ 0x7090));
+        run_gd(&topology, &plan, mode).err()
+    });
+    let message = failure.map(|f| f.message).unwrap_or_default();
+    println!("{message}");
+    assert!(message.contains("published after its confirmation"), "no start broke its promise: {message:?}");
+}

@@ -115,9 +115,10 @@ pub struct GdNode {
     pub routes: BTreeMap<PubendId, StreamRoute>,
     /// I1: the final value last seen per (pubend, tick) in this incarnation.
     pub(super) seen: BTreeMap<(PubendId, Tick), Know>,
-    /// How far this incarnation's clock is behind the network's (a restart may step the clock
-    /// back, as NTP may: only the durable tick lease keeps a pubend from reusing ticks).
-    pub(super) skew: u64,
+    /// How far this incarnation's clock is behind the network's, ms, negative when ahead (a
+    /// restart may step the clock back, as NTP may: only the durable tick lease keeps a pubend
+    /// from reusing ticks; `Mode::clock_spread_ms` sets every broker off by its own amount).
+    pub(super) skew: i64,
     /// The durable subscribers' outboxes, acknowledgements and checkpoint writes in flight.
     pub(super) clients: Clients,
     /// What its log recovered for its pubend, told to the engine at boot.
@@ -150,11 +151,25 @@ pub struct GdLayer {
     /// The last reading of the brokers' wall clock in µs (for incarnations): the virtual time,
     /// but never the same reading twice (a restart takes more than a microsecond).
     pub wall_us: Cell<u64>,
+    /// Each broker's clock is off the network's by a fixed amount drawn in
+    /// `-clock_spread_ms..=clock_spread_ms` (0: every clock is the network's until a restart).
+    pub clock_spread_ms: u64,
 }
 
 pub(super) type Out = Vec<LayerOutput<GdFrame>>;
 
 impl GdLayer {
+    /// Broker `index`'s own clock offset (behind the network's when positive), the same in
+    /// every incarnation: drawn from the seed and the broker alone (`Mode::clock_spread_ms`).
+    fn clock_offset(&self, index: usize) -> i64 {
+        if self.clock_spread_ms == 0 {
+            return 0;
+        }
+        let spread = self.clock_spread_ms as usize;
+        let mut rng = Rng::new(self.seed ^ 0x00c1_0c00 ^ (index as u64) << 24);
+        rng.below(2 * spread + 1) as i64 - spread as i64
+    }
+
     fn boot(&self, node: &mut GdNode, store: &mut Disk, now: Millis, out: &mut Out) {
         node.booted = true;
         node.empty_since = store.fresh.then_some(now);
@@ -325,7 +340,7 @@ impl GdLayer {
         input: LayerInput<GdFrame>,
         out: &mut Out,
     ) {
-        let now = Millis(now.0.saturating_sub(node.skew));
+        let now = Millis(now.0.saturating_add_signed(-node.skew));
         if !node.booted {
             self.boot(node, store, now, out);
         }
@@ -383,7 +398,8 @@ impl Layer for GdLayer {
         };
         let matcher = SimMatcher::new(index, self.world.clone());
         let mut rng = Rng::new(self.seed ^ (index as u64) << 32 ^ incarnation);
-        let skew = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as u64 } else { 0 };
+        let step = if incarnation > 1 { rng.below(MAX_SKEW_MS as usize + 1) as i64 } else { 0 };
+        let skew = step + self.clock_offset(index);
         GdNode {
             index,
             engine: Engine::new(self.settings.clone(), matcher),
@@ -436,7 +452,7 @@ impl Layer for GdLayer {
         let clients = node.clients.deadline();
         let at =
             [node.engine.next_deadline(), node.sync_at, clients, Self::cursors_due(node)].into_iter().flatten().min();
-        at.map(|at| RouteMillis(at.0 + node.skew))
+        at.map(|at| RouteMillis(at.0.saturating_add_signed(node.skew)))
     }
 
     fn answers_ticks(&self) -> bool {

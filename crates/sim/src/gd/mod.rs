@@ -51,7 +51,7 @@ mod tests;
 pub mod world;
 
 pub use measure::measure_blackout;
-pub use run::{run_gd, run_gd_with, Mode};
+pub use run::{run_gd, run_gd_with, Mode, CLOCK_SPREAD_MS};
 pub use world::Stats;
 
 use tidings_delivery::Settings;

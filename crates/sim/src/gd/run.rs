@@ -55,7 +55,18 @@ pub struct Mode {
     /// A crashed broker without a pubend or a durable subscriber (a relay, a host of plain
     /// subscribers) may restart on an empty data directory, its incarnation from the clock.
     pub empty_restarts: bool,
+    /// Every broker's clock is off the network's by its own fixed amount, ahead or behind by
+    /// up to this many ms (0: none; a restart still steps it back further): a pubend's ticks
+    /// are its home's clock, and a late start is taken from the subscriber's broker's clock.
+    pub clock_spread_ms: u64,
 }
+
+/// How far a broker's clock may be ahead of the network's or behind it in [`Mode::SKEWED`],
+/// ms. Two brokers differ by up to twice this, and a restart adds up
+/// to [`super::layer::MAX_SKEW_MS`] behind: 4.5 s in all, inside the margin a late start
+/// takes below its confirmation (`tidings_node::starts::LATE_PUBEND_MARGIN_MS`, 5 s), the
+/// skew the broker is built to bear.
+pub const CLOCK_SPREAD_MS: u64 = 1500;
 
 impl Mode {
     /// Everything.
@@ -72,6 +83,7 @@ impl Mode {
         shb_crashes: false,
         power_loss: false,
         empty_restarts: false,
+        clock_spread_ms: 0,
     };
     /// The lossy channel and subscriber churn.
     pub const CHURN: Mode = Mode { churn: true, ..Mode::LOSSY };
@@ -86,6 +98,12 @@ impl Mode {
     /// The lossy channel, durable subscribers whose clients come and go, and crashes of
     /// their brokers at any moment.
     pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, power_loss: true, ..Mode::LOSSY };
+    /// Everything but restarts on an empty data directory, with every broker's clock off by
+    /// its own amount. A broker restarted empty starts late subscriptions no lower than its own
+    /// start time (`tidings_node::starts::late_start`), which holds only while its clock is not
+    /// ahead of the pubend's home by more than the restart took: with them, seed 139 starts a
+    /// subscription 289 ms above what was published after its confirmation.
+    pub const SKEWED: Mode = Mode { clock_spread_ms: CLOCK_SPREAD_MS, empty_restarts: false, ..Mode::FULL };
 }
 
 /// The state of one run.
@@ -172,7 +190,15 @@ impl GdRun {
         world.cell_names = cells;
         let world = Rc::new(RefCell::new(world));
         let index = names.iter().enumerate().map(|(i, n)| (n.clone(), i)).collect();
-        let layer = GdLayer { settings, world: world.clone(), names, index, seed: plan.seed, wall_us: Cell::new(0) };
+        let layer = GdLayer {
+            settings,
+            world: world.clone(),
+            names,
+            index,
+            seed: plan.seed,
+            wall_us: Cell::new(0),
+            clock_spread_ms: mode.clock_spread_ms,
+        };
         let mut net = Net::new(topology, layer, plan.seed);
         if mode.partial_bundles {
             thin_bundles(&mut net, &mut Rng::new(plan.seed ^ 0x00b0_4d1e));
