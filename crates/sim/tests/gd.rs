@@ -24,6 +24,15 @@ fn random_sweep(name: &str, count: u64, mode: Mode) -> (tidings_sim::Coverage, u
     (coverage, plans.len())
 }
 
+/// [`random_sweep`] of a mode with faults: with enough runs, they crashed brokers and
+/// partitioned the network (a sweep that drew no fault proves nothing about them).
+fn faulty_sweep(name: &str, mode: Mode) {
+    let (coverage, runs) = random_sweep(name, 200, mode);
+    if runs >= 50 {
+        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
+    }
+}
+
 #[test]
 fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
     let name = "random_networks_deliver_exactly_expected_over_a_lossy_channel";
@@ -49,11 +58,7 @@ fn random_networks_deliver_exactly_expected_over_a_lossy_channel() {
 /// (`failure_census`, below) runs more: seeds 1-1,000 of every mode pass (2026-11-28).
 #[test]
 fn random_networks_deliver_exactly_expected_through_faults_and_churn() {
-    let (coverage, runs) =
-        random_sweep("random_networks_deliver_exactly_expected_through_faults_and_churn", 200, Mode::FULL);
-    if runs >= 50 {
-        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
-    }
+    faulty_sweep("random_networks_deliver_exactly_expected_through_faults_and_churn", Mode::FULL);
 }
 
 /// Runs that had a later barrier carry a lower start than an earlier one that had already
@@ -166,10 +171,7 @@ fn random_networks_deliver_exactly_expected_through_subscriber_churn() {
 /// with their repairs, on a lossy channel.
 #[test]
 fn random_networks_deliver_exactly_expected_through_faults() {
-    let (coverage, runs) = random_sweep("random_networks_deliver_exactly_expected_through_faults", 200, Mode::FAULTS);
-    if runs >= 50 {
-        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
-    }
+    faulty_sweep("random_networks_deliver_exactly_expected_through_faults", Mode::FAULTS);
 }
 
 /// 200 seeds by default; seeds 1-1,000 pass (103 and 114 failed until relays took F only from
@@ -205,11 +207,7 @@ fn random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_
 #[test]
 #[ignore = "known: an empty start's late-start floor is its own clock (seed 139)"]
 fn random_networks_deliver_exactly_expected_with_skewed_clocks() {
-    let (coverage, runs) =
-        random_sweep("random_networks_deliver_exactly_expected_with_skewed_clocks", 200, Mode::SKEWED);
-    if runs >= 50 {
-        assert!(coverage.crashes > runs && coverage.partitions > 0, "few faults: {coverage:?}");
-    }
+    faulty_sweep("random_networks_deliver_exactly_expected_with_skewed_clocks", Mode::SKEWED);
 }
 
 /// The skewed mode bites: with clocks up to 4 s ahead or behind, two brokers may differ by more
