@@ -522,6 +522,11 @@ impl Driver {
         self.metrics.damaged_ticks.inc_by(c.damaged_ticks - old.damaged_ticks);
         self.metrics.foreign_finals.inc_by(c.foreign_finals - old.foreign_finals);
         self.metrics.rejudged.inc_by(c.rejudged - old.rejudged);
+        self.metrics.stale_tree_finals.inc_by(c.stale_tree_finals - old.stale_tree_finals);
+        self.metrics.duplicates_dropped.inc_by(c.duplicates_dropped - old.duplicates_dropped);
+        self.metrics.conflicts.inc_by(c.conflicts - old.conflicts);
+        let refused = |c: tidings_delivery::Counters| c.malformed + c.unknown_stream;
+        self.metrics.refused_messages.inc_by(refused(c) - refused(old));
         // Retries the tick table no longer held (older, or released before a restart) that the
         // core still knew by its publishers' high-water marks.
         self.metrics.duplicate_publishes.inc_by(c.duplicate_publishes - old.duplicate_publishes);

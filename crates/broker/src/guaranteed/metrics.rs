@@ -108,6 +108,15 @@ pub struct GuaranteedMetrics {
     pub foreign_finals: Counter,
     /// Untold F runs cut back when judged again after the routing summaries moved.
     pub rejudged: Counter,
+    /// F from the upstream cell judged under another tree than this broker's, dropped.
+    pub stale_tree_finals: Counter,
+    /// First-time Data for ticks already final here, dropped.
+    pub duplicates_dropped: Counter,
+    /// Knowledge contradicting what a stream held (D against F): protocol errors, the old
+    /// value kept. Anything but 0 wants a look.
+    pub conflicts: Counter,
+    /// Peer messages with impossible fields, or for a pubend with no stream here.
+    pub refused_messages: Counter,
     /// Frames sent sideways through a cell mate (no link of our own to the destination).
     pub sideways_sent: Counter,
     /// Sideways frames carried on for another broker, and acks and nacks handed on to our
@@ -218,6 +227,10 @@ impl GuaranteedMetrics {
             peer_restarts: Counter::default(),
             foreign_finals: Counter::default(),
             rejudged: Counter::default(),
+            stale_tree_finals: Counter::default(),
+            duplicates_dropped: Counter::default(),
+            conflicts: Counter::default(),
+            refused_messages: Counter::default(),
             sideways_sent: Counter::default(),
             sideways_carried: Counter::default(),
             sideways_unsent: Counter::default(),
@@ -302,6 +315,18 @@ impl GuaranteedMetrics {
             "rejudged",
             "Untold F runs cut back: a tick passed the filter when judged again",
             m.rejudged.clone(),
+        );
+        r.register("stale_tree_finals", "F judged under another tree than ours, dropped", m.stale_tree_finals.clone());
+        r.register(
+            "duplicates_dropped",
+            "First-time Data for ticks already final, dropped",
+            m.duplicates_dropped.clone(),
+        );
+        r.register("conflicts", "Knowledge contradicting what a stream held (D against F)", m.conflicts.clone());
+        r.register(
+            "refused_messages",
+            "Peer messages with impossible fields or for no stream here",
+            m.refused_messages.clone(),
         );
         r.register("sideways_sent", "Guaranteed frames sent through a cell mate", m.sideways_sent.clone());
         r.register("sideways_carried", "Guaranteed frames carried on for other brokers", m.sideways_carried.clone());
