@@ -35,6 +35,7 @@ pub mod recovery;
 pub mod report;
 pub mod run;
 pub mod schedule;
+pub mod stuck;
 pub mod table;
 pub mod tools;
 pub mod topology;

@@ -47,6 +47,8 @@ pub struct Row {
     pub failed: bool,
     /// What failed, per subscriber (or the error).
     pub why: String,
+    /// Streams stuck at the end (`crate::stuck`), `;`-separated.
+    pub stuck: String,
     /// Per fault kind, every recovery time (ms); not a CSV column.
     #[serde(skip)]
     pub recoveries: Vec<(&'static str, f64)>,
@@ -103,6 +105,7 @@ impl Row {
         if !o.failed_publishers.is_empty() {
             why.push(format!("(publishers not fully acknowledged in time: {})", o.failed_publishers.join(", ")));
         }
+        row.stuck = o.stuck.join("; ");
         row.failed = o.failed();
         row.why = why.join(" | ");
         row.recoveries = o.recoveries.iter().map(|(k, ms)| (k.name(), *ms)).collect();
@@ -186,9 +189,13 @@ pub fn write(args: &NemesisArgs, rows: &[Row]) -> anyhow::Result<String> {
         let _ = writeln!(text, "| {} |", row.join(" | "));
     }
     for r in failed {
+        let stuck = match r.stuck.is_empty() {
+            true => String::new(),
+            false => format!("\n- streams stuck at the end: {}", r.stuck),
+        };
         let _ = writeln!(
             text,
-            "\n## FAILED seed {}\n\n- faults: {}\n- {}\n- replay: `{}`",
+            "\n## FAILED seed {}\n\n- faults: {}\n- {}{stuck}\n- replay: `{}`",
             r.seed,
             r.fault_list,
             r.why,

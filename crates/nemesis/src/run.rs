@@ -52,6 +52,8 @@ pub struct Outcome {
     pub faults: Vec<Done>,
     /// Publishers that did not exit successfully (some publish not acknowledged in time).
     pub failed_publishers: Vec<String>,
+    /// Streams stuck at the end (`crate::stuck`), one line each.
+    pub stuck: Vec<String>,
 }
 
 impl Outcome {
@@ -188,7 +190,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         })
         .collect::<anyhow::Result<_>>()?;
     let lines = drain(&subs, &acks, &checked).await?;
-    save_states(&net, dir).await;
+    let stuck = save_states(&net, dir).await;
     drop(subs);
     let verdicts =
         checked.iter().zip(&lines).map(|(c, l)| (c.name.clone(), c.durable, guarantee::check(&acks, c, l))).collect();
@@ -199,7 +201,7 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
         })
         .collect();
     drop(net);
-    Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers })
+    Ok(Outcome { acked: acks.len(), verdicts, recoveries, faults, failed_publishers, stuck })
 }
 
 /// Writes every broker's `/state` and `/metrics` after the drain (the subscribers still
@@ -207,22 +209,29 @@ pub async fn run(setup: &Setup, s: &Schedule, dir: &Path) -> anyhow::Result<Outc
 /// schedule's logs: each stream's route, done prefix, doubt horizon, ack and open nacks as the
 /// brokers ended, and what they sent and received per pubend, which the logs alone do not
 /// tell (seed 684's stream that stopped flowing to one broker showed there as a nack nobody
-/// answered). A broker that does not answer is left out.
-async fn save_states(net: &Network, dir: &Path) {
+/// answered). A broker that does not answer is left out. Returns the streams stuck at the end
+/// (`crate::stuck`).
+async fn save_states(net: &Network, dir: &Path) -> Vec<String> {
     let brokers: Vec<(String, String)> =
         net.brokers.iter().filter_map(|b| Some((b.name.clone(), b.admin_addr().ok()?))).collect();
     let dir = dir.to_path_buf();
-    let _ = tokio::task::spawn_blocking(move || {
+    let saved = tokio::task::spawn_blocking(move || {
+        let mut stuck = Vec::new();
         for (name, admin) in brokers {
             let Ok(addr) = admin.parse() else { continue };
             for (path, file) in [("/state", "state"), ("/metrics", "metrics")] {
                 if let Ok(text) = tidings_admin::http_get(addr, path) {
+                    if file == "state" {
+                        stuck.extend(crate::stuck::stuck_streams(&name, &text));
+                    }
                     let _ = std::fs::write(dir.join(format!("{file}-{name}.txt")), text);
                 }
             }
         }
+        stuck
     })
     .await;
+    saved.unwrap_or_default()
 }
 
 /// The threads of the fault tracks. Dropped with the schedule (ended by a signal or an error)
