@@ -99,10 +99,11 @@ impl Mode {
     /// their brokers at any moment.
     pub const DURABLE: Mode = Mode { durable: true, shb_crashes: true, power_loss: true, ..Mode::LOSSY };
     /// Everything but restarts on an empty data directory, with every broker's clock off by
-    /// its own amount. A broker restarted empty starts late subscriptions no lower than its own
-    /// start time (`tidings_node::starts::late_start`), which holds only while its clock is not
-    /// ahead of the pubend's home by more than the restart took: with them, seed 139 starts a
-    /// subscription 289 ms above what was published after its confirmation.
+    /// its own amount. A broker without a data directory (a first start, or one wiped) starts
+    /// late subscriptions no lower than its own start time (`tidings_node::starts::late_start`),
+    /// which holds only while its clock is not ahead of the pubend's home: at a first start,
+    /// seed 139 starts a subscription 289 ms above what was published after its confirmation
+    /// (`random_networks_deliver_exactly_expected_with_skewed_clocks`, ignored for it).
     pub const SKEWED: Mode = Mode { clock_spread_ms: CLOCK_SPREAD_MS, empty_restarts: false, ..Mode::FULL };
 }
 
