@@ -204,9 +204,9 @@ fn random_networks_deliver_exactly_expected_through_crashes_of_every_role_while_
 /// 1,500). The fix wanted: the upstream tells a restarted child what its earlier life
 /// acknowledged, in the pubend's ticks, and that replaces the clock floor. Tried and dropped
 /// (2026-12-02): no floor, and an upstream answering a restarted entry's nacks below its
-/// earlier life's ack as lost rather than final. Full mode's seed 98 then told a subscriber two
-/// cells below a gap over ticks with nothing for it: that ack had not covered only the
-/// restarted broker's own needs.
+/// earlier life's ack as lost rather than final. Full mode's seed 98 then told a subscriber at
+/// a broker further down a gap over ticks with nothing for it: that ack had not covered only
+/// the restarted broker's own needs.
 /// `cargo test --release -p tidings-sim --test gd -- --ignored skewed` runs it.
 #[test]
 #[ignore = "known: an empty start's late-start floor is its own clock (seed 139)"]
