@@ -47,7 +47,6 @@ fn longest_wait(publisher: &Lines) -> Duration {
 
 #[test]
 fn a_replaced_broker_catches_up_and_counts_in_the_quorum() {
-    let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
     let [p1, p2, p3, p4] = ["p1", "p2", "p3", "p4"].map(|name| Node::with_config(scratch.path(), name, "PUB", COMPACT));
     let any = "127.0.0.1:0";
@@ -270,7 +269,6 @@ fn p2_killed_p1_and_p3_go_on(b2: BrokerProcess, publisher: Lines, total: usize) 
 /// p2 then SIGKILLed, p1 and p3 go on acknowledging.
 #[test]
 fn a_group_of_two_grows_when_a_third_broker_joins() {
-    let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
     let (p3, b1, b2) = two_of_three(scratch.path(), COMPACT);
     let any = "127.0.0.1:0";
@@ -300,7 +298,6 @@ fn a_group_of_two_grows_when_a_third_broker_joins() {
 /// acknowledged message once, in order.
 #[test]
 fn a_learner_wiped_before_its_promotion_is_caught_up_and_promoted() {
-    let _serial = tidings_testkit::one_at_a_time();
     let scratch = tempfile::tempdir().unwrap();
     // One chunk of 256 B in flight at a time, and payloads of 1 KiB: the snapshot p3 gets leaves
     // a chunk per round trip, so p3 is a learner part-way through it long enough to be seen and
