@@ -58,6 +58,7 @@ pub mod seeds;
 pub mod snmp;
 pub mod stats;
 pub mod suite;
+pub mod takeover;
 pub mod target;
 pub mod throughput;
 

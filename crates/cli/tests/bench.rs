@@ -133,6 +133,32 @@ fn acked_on_a_three_replica_cell_is_acknowledged_and_applied_by_every_replica() 
     assert!(left.is_empty(), "the cell's data directories are removed: {left:?}");
 }
 
+/// `bench takeover`: each kill struck the leader the brokers agreed on and was answered by a
+/// successor (the bench fails otherwise), every acknowledged publish was acknowledged once, of
+/// one pubend, and is applied on every replica; the per-kill CSV has a row per kill.
+#[test]
+fn takeover_kills_the_leader_and_times_the_successors_first_acknowledgement() {
+    let dir = tempfile::tempdir().unwrap();
+    let (dir_text, csv) = (dir.path().display().to_string(), dir.path().join("kills.csv"));
+    let csv_text = csv.display().to_string();
+    let args = ["takeover", "--kills", "2", "--reps", "1", "--dir", &dir_text, "--csv", &csv_text];
+    let (out, json) = bench(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let row = &json["rows"][0];
+    assert_eq!(row["system"], "tidings");
+    assert_eq!(figure(row, "kills"), 2.0, "{row}");
+    assert!(figure(row, "acked") >= 20.0, "{row}");
+    assert!(figure(row, "min_ms") <= figure(row, "median_ms") && figure(row, "median_ms") <= figure(row, "max_ms"));
+    assert!(figure(row, "min_ms") > 2.0, "no answer counts within the grace after the kill: {row}");
+    let rows: Vec<String> = std::fs::read_to_string(&csv).unwrap().lines().map(str::to_string).collect();
+    assert_eq!(rows[0], "system,rep,kill,killed,took_ms");
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    assert!(rows[1].starts_with("tidings,1,1,p"), "{rows:?}");
+    std::fs::remove_file(&csv).unwrap();
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "the cell's data directories are removed: {left:?}");
+}
+
 /// Runs `bench NAME --quick --out OUT` and asserts that it succeeded, that `summary.json` says
 /// the experiment completed, and that all of its `checks` internal checks held.
 fn quick_suite_held(name: &str, out: &Path, checks: usize) {

@@ -256,7 +256,9 @@ pub(super) fn summarize(point: &str, headline: &str, figures: &[&str], rows: &[R
 pub(super) fn ratio(point: &str, figure: &str, rows: &[Row]) -> std::io::Result<f64> {
     let r = spread_of(rows, "tidings", figure).median / spread_of(rows, "nats", figure).median;
     if r.is_finite() {
-        outln!("{point}: {figure} tidings / NATS = {r:.2}")?;
+        // Two decimals, or two significant digits below 0.1 (a takeover's ms against seconds).
+        let digits = if r > 0.0 && r < 0.1 { (1.0 - r.log10().floor()) as usize } else { 2 };
+        outln!("{point}: {figure} tidings / NATS = {r:.digits$}")?;
     }
     Ok(r)
 }

@@ -10,6 +10,7 @@ pub mod mqtt;
 pub mod patterns;
 pub mod peers;
 pub mod security;
+pub mod takeover;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,6 +47,9 @@ pub enum Which {
     /// Guaranteed publishing acknowledged after the sync, beside NATS JetStream with
     /// `sync_interval: always` (one number).
     Acked(acked::AckedArgs),
+    /// A replicated pubend's leader SIGKILLed again and again: from each kill to the publisher's
+    /// first acknowledgement by the successor, beside NATS JetStream R3 (issue 40).
+    Takeover(takeover::TakeoverArgs),
     /// A durable subscriber replaying a backlog, and live guaranteed latency alone and
     /// during it (one number).
     CatchUp(catchup::CatchUpArgs),
@@ -292,6 +296,7 @@ pub async fn run(which: Which) -> anyhow::Result<ExitCode> {
         Which::Index(a) => return measure::write_json(classic::index(a).await?),
         Which::Acked(a) => return measure::write_json(acked::run(a).await?),
         Which::CatchUp(a) => return measure::write_json(catchup::run(a).await?),
+        Which::Takeover(a) => return measure::write_json(takeover::run(a).await?),
         Which::Request(a) => return patterns::finish(patterns::request(a).await?),
         Which::Queue(a) => return patterns::finish(patterns::queue(a).await?),
         Which::Mqtt(a) => return measure::write_json(mqtt::run(a).await?),

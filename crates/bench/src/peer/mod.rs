@@ -4,6 +4,7 @@
 //! committed anchors from `bench/peers/results/`, labelled as such.
 
 pub mod anchors;
+pub mod jstakeover;
 pub mod mqtt;
 pub mod nats;
 pub mod patterns;

@@ -190,6 +190,30 @@ impl PeerServer {
     }
 }
 
+impl PeerServer {
+    /// SIGKILLs node `i` of a [`PeerServer::jetstream_cluster`] and reaps it; the kill's time
+    /// (µs, just before the signal).
+    pub(crate) fn kill_node(&mut self, i: usize) -> anyhow::Result<u64> {
+        let child = self.children.0.get_mut(i).ok_or_else(|| anyhow::anyhow!("no node {i}"))?;
+        let at = tidings_client::now_us();
+        child.kill()?;
+        child.wait()?;
+        Ok(at)
+    }
+
+    /// Starts node `i` of a [`PeerServer::jetstream_cluster`] (whose files are in `logs`) again
+    /// on its configuration and store, once it was killed.
+    pub(crate) fn restart_node(&mut self, tools: &NatsTools, logs: &Path, i: usize) -> anyhow::Result<()> {
+        let name = format!("nats-{}", char::from(b'a' + i as u8));
+        let config = logs.join(format!("{name}.conf"));
+        let child = spawn(tools, logs, &name, &["-c", &config.display().to_string()])?;
+        let old = std::mem::replace(&mut self.children.0[i], child);
+        drop(Children(vec![old]));
+        let port = self.urls[i].rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(0);
+        wait_port(port)
+    }
+}
+
 /// The `jetstream {}` block of a node whose store is `store` and which syncs every write before
 /// it acknowledges it (`sync_interval: always`): the peer of tidings' `fsync = always`.
 pub(crate) fn jetstream_always_block(store: &Path) -> String {
