@@ -78,6 +78,19 @@ fn publishes_from_two_publishers_reach_two_subscribers_exactly_once_in_tick_orde
     }
 }
 
+/// `pub --guaranteed --json --rate R` stamps `acked_us` when an acknowledgement comes, not
+/// when the next publish goes: at 2 msg/s the two acknowledgements are about 500 ms apart.
+/// Stamped at the next send (as before), the first was stamped with the second's send and the
+/// second at once: a few ms apart, and a takeover measured from them looked instant.
+#[test]
+fn acknowledgements_are_stamped_as_they_come_between_paced_publishes() {
+    let b = BrokerProcess::start(bin(), &[]).unwrap();
+    let acked = json_lines(publish(&b.tcp(), "paced.a", 2, &["--rate", "2"]));
+    let at: Vec<u64> = acked.iter().map(|a| a["acked_us"].as_u64().unwrap()).collect();
+    let apart = at[1] - at[0];
+    assert!(apart > 300_000, "the acknowledgements were stamped {apart} µs apart, not about 500 ms");
+}
+
 fn gpublish(conn: &mut RawConnection, publisher: u64, seq: u64, topic: &str) -> u64 {
     let message = Message::new(topic, &[], Bytes::from_static(b"r"), 0).unwrap();
     let publish =

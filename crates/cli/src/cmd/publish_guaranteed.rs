@@ -46,7 +46,21 @@ pub(crate) async fn run(run: Run<'_>) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     for i in 0..run.count {
         if let Some(interval) = run.interval {
-            tokio::time::sleep_until((started + interval.mul_f64(i as f64)).into()).await;
+            // Acknowledgements are printed (and `acked_us` stamped) as they come while the next
+            // send waits for its time, not when it goes: stamped at the next send, an
+            // acknowledgement read just before a broker's SIGKILL looked like its successor's
+            // answer, up to one interval later (`tidings bench takeover`).
+            let due = tokio::time::sleep_until((started + interval.mul_f64(i as f64)).into());
+            tokio::pin!(due);
+            loop {
+                tokio::select! {
+                    biased;
+                    Some(outcome) = in_flight.next(), if !in_flight.is_empty() => {
+                        failed += report(&mut out, outcome, run.topic, run.json)?;
+                    }
+                    () = &mut due => break,
+                }
+            }
         }
         let seq = i + 1;
         let mut properties = run.properties.clone();
