@@ -8,9 +8,8 @@
 //! (its log waits for its group to serve there). At the end every acknowledged publish reached
 //! the subscriber exactly once, in order, at the acknowledged tick, and every acknowledgement
 //! names the one pubend. The default run kills 3 times; the time from each SIGKILL to the
-//! next acknowledgement (taken on the new leader) is measured over more kills by the ignored
-//! `takeover_times`: `cargo test -p tidings-cli --test takeover -- --ignored --nocapture`
-//! (`TAKEOVER_KILLS` sets its number of kills, 7 by default). And a subscriber set up again
+//! successor's first acknowledgement is measured by `tidings bench takeover`, JetStream's beside
+//! it (`crates/bench/src/takeover.rs`). And a subscriber set up again
 //! while the whole cell is down starts on its pubend once the cell is back: a gap notice for
 //! what it missed, never silence. A durable subscriber at a broker of the cell waits for that
 //! broker when it dies, never moving to a mate (which would make its subscription anew).
@@ -56,19 +55,6 @@ fn a_publisher_refused_by_a_follower_moves_on_to_the_leader() {
         // p3 won the election: the publisher reached the leader directly, nothing to move from.
         _ => eprintln!("p3 took over: no refusal to move on from this time"),
     }
-}
-
-/// The takeover time over `TAKEOVER_KILLS` kills (7 by default): median and max.
-#[test]
-#[ignore = "a measurement (about a minute): run with --ignored --nocapture"]
-fn takeover_times() {
-    let kills: usize = std::env::var("TAKEOVER_KILLS").ok().and_then(|k| k.parse().ok()).unwrap_or(7);
-    let mut took = takeovers(kills, [0, 1, 2]).took;
-    took.sort();
-    assert!(!took.is_empty(), "no takeover measured");
-    let median = took[took.len() / 2];
-    let max = took[took.len() - 1];
-    eprintln!("takeover, SIGKILL of the leader to the first acknowledgement on the new leader, over {} kills: median {median:?}, max {max:?}", took.len());
 }
 
 /// What a run of `takeovers` saw.
