@@ -73,6 +73,7 @@ fn a_replicated_pubend_keeps_what_it_acknowledged_through_a_wiped_replica() {
         gauge(&b1, "replica_leading") == Some(1.0)
             && gauge(&b2, "replica_leading") == Some(0.0)
             && gauge(&b2, "replica_commit") >= Some(200.0)
+            && gauge(&b1, "replica_elections_won_total") >= Some(1.0)
     });
 
     // (b) p2's disk is wiped: SIGKILL, empty data directory, restart. It rejoins behind the

@@ -145,6 +145,10 @@ pub struct GuaranteedMetrics {
     pub replica_commit: Family<PubendLabel, Gauge>,
     /// Per replica group here: 1 while this broker leads it.
     pub replica_leading: Family<PubendLabel, Gauge>,
+    /// Per replica group: elections this broker won (raft-rs made it leader), counted as they
+    /// happen, where `replica_term` and `replica_leading` are read every 250 ms and can miss
+    /// a lead held for less: summed over a cell, the group's elections.
+    pub replica_elections_won: Family<PubendLabel, Counter>,
     /// Per replica group this broker leads: the entries its furthest follower lacks.
     pub replica_lag_max: Family<PubendLabel, Gauge>,
     /// Per replica group here: the first index its log holds (compacted below).
@@ -243,6 +247,7 @@ impl GuaranteedMetrics {
             replica_term: Family::default(),
             replica_commit: Family::default(),
             replica_leading: Family::default(),
+            replica_elections_won: Family::default(),
             replica_lag_max: Family::default(),
             replica_first_index: Family::default(),
             replica_log_bytes: Family::default(),
@@ -349,6 +354,8 @@ impl GuaranteedMetrics {
         r.register("replica_term", "Term of each replica group here", m.replica_term.clone());
         r.register("replica_commit", "Commit index of each replica group here", m.replica_commit.clone());
         r.register("replica_leading", "1 while this broker leads the replica group", m.replica_leading.clone());
+        let won = m.replica_elections_won.clone();
+        r.register("replica_elections_won", "Elections this broker won, per replica group", won);
         let lag = m.replica_lag_max.clone();
         r.register("replica_lag_max", "Entries the furthest follower of a group led here lacks", lag);
         let first = m.replica_first_index.clone();

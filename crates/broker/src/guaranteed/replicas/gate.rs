@@ -209,7 +209,11 @@ impl Driver {
                         self.metrics.publishes_refused.inc();
                     }
                 }
-                Outcome::Leads { pubend } => self.propose_again(pubend),
+                Outcome::Leads { pubend } => {
+                    let label = crate::guaranteed::metrics::PubendLabel { pubend: format!("{:016x}", pubend.0) };
+                    self.metrics.replica_elections_won.get_or_create(&label).inc();
+                    self.propose_again(pubend);
+                }
                 Outcome::Confirmed { pubend, at } => {
                     let up_to = Tick(self.engine.settings().ticks(at));
                     self.feed(tidings_delivery::Input::ConfirmSilence { pubend, up_to });
