@@ -76,6 +76,15 @@ pub fn wait_answered(lines_of: impl Fn() -> anyhow::Result<Vec<Value>>, kill_us:
     }
 }
 
+/// Publishes a run's publisher is asked for: more than any run sends (the run stops it).
+pub const PUBLISHES: &str = "100000000";
+
+/// Waits (30 s at most) for the publisher writing `lines_of` to have 20 acknowledgements: the
+/// group's (or stream's) first election is over before the first kill.
+pub fn wait_started(lines_of: impl Fn() -> anyhow::Result<Vec<Value>>) -> anyhow::Result<()> {
+    wait("the first 20 acknowledgements", Duration::from_secs(30), || (lines_of().ok()?.len() >= 20).then_some(()))
+}
+
 /// Checks a publisher's acknowledgements of `seq`s 1, 2, ...: each acknowledged once, none
 /// missing below the last, and (tidings) every one by the same pubend, the publisher having
 /// resumed its pubend at every successor. Returns how many.
@@ -302,7 +311,7 @@ pub fn run_tidings(parent: &Path, spec: &TakeoverSpec) -> anyhow::Result<Takeove
         "takeover.a",
         "x",
         "--count",
-        "100000000",
+        PUBLISHES,
         "--rate",
         &spec.rate.to_string(),
         "--window",
@@ -313,10 +322,7 @@ pub fn run_tidings(parent: &Path, spec: &TakeoverSpec) -> anyhow::Result<Takeove
     .map(String::from)
     .to_vec();
     let publisher = Tool::spawn(&exe()?, &dir.0, "pub", &args)?;
-    // The first acknowledgements come after the group's first election.
-    wait("the first 20 acknowledgements", Duration::from_secs(30), || {
-        (publisher.lines().ok()?.len() >= 20).then_some(())
-    })?;
+    wait_started(|| publisher.lines())?;
     let mut result = TakeoverResult::default();
     for _ in 0..spec.kills {
         let leader = cell.leader()?;

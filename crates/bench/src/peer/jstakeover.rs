@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::{NatsTools, PeerServer};
 use crate::acked::ScratchDir;
-use crate::takeover::{check_acks, wait_answered, TakeoverResult, TakeoverSpec};
+use crate::takeover::{check_acks, wait_answered, wait_started, TakeoverResult, TakeoverSpec, PUBLISHES};
 use crate::tools::Tool;
 
 /// How long the publisher waits for an acknowledgement before it sends the publish again.
@@ -40,7 +40,7 @@ pub fn run(tools: &NatsTools, parent: &Path, spec: &TakeoverSpec) -> anyhow::Res
         "-publisher",
         "a",
         "-count",
-        "100000000",
+        PUBLISHES,
         "-rate",
         &spec.rate.to_string(),
         "-size",
@@ -53,11 +53,7 @@ pub fn run(tools: &NatsTools, parent: &Path, spec: &TakeoverSpec) -> anyhow::Res
     .map(String::from)
     .to_vec();
     let publisher = Tool::spawn(&tools.peerbench, &scratch.0, "jspub", &args)?;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while publisher.lines()?.len() < 20 {
-        anyhow::ensure!(std::time::Instant::now() < deadline, "JetStream: no 20 acknowledgements within 30 s");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_started(|| publisher.lines()).map_err(|e| anyhow::anyhow!("JetStream: {e}"))?;
     let mut result = TakeoverResult::default();
     for _ in 0..spec.kills {
         let leader = leader_index(&stream(tools, &all)?)?;
