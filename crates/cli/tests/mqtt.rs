@@ -288,6 +288,12 @@ fn a_qos_0_flood_reaches_an_mqtt_subscriber_that_keeps_up_whole() {
     // room past half full for what one read of 64 KiB dispatches (about 560 messages here).
     let count = 100_000;
     let Some((b, port, sub)) = flood_subscriber("max_messages = 4000\n", count, "15") else { return };
+    // The subscriber keeps up when it gets a core whenever it can run, so the broker is niced
+    // to 10 (any user may do that to their own process) and gives way to it. Alone in its
+    // binary the test still failed once (2026-12-02's CI preview: marked slow in its first
+    // second, 29,848 of 100,000 dropped); whether a starved `mosquitto_sub` was the cause is not
+    // known: beside two busy loops it passed 5 runs of 5 with the renice and 5 of 5 without.
+    let _ = Command::new("renice").args(["-n", "10", "-p", &b.ready.pid.to_string()]).output();
     // Its output is read while it runs: a full pipe would stop it reading, a real stall.
     let reading = std::thread::spawn(move || sub.finish());
     flood(&port, "flood", count);
