@@ -107,6 +107,12 @@ pub async fn check_replicated(cell: &Cell, acked: u64) -> anyhow::Result<Replica
 fn group(broker: &Target) -> anyhow::Result<Value> {
     let admin: SocketAddr =
         broker.admin.as_deref().ok_or_else(|| anyhow::anyhow!("a broker without admin"))?.parse()?;
+    replica_group(admin)
+}
+
+/// The one replica group the `/state` of the broker with admin address `admin` lists (an error
+/// while it lists none).
+pub(crate) fn replica_group(admin: SocketAddr) -> anyhow::Result<Value> {
     let state: Value = serde_json::from_str(&tidings_admin::http_get(admin, "/state")?)?;
     let group = &state["guaranteed"]["replicas"][0];
     anyhow::ensure!(group.is_object(), "{admin} is in no replica group: {}", state["guaranteed"]);

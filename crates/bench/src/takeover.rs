@@ -11,7 +11,7 @@
 //! timestamps: the kill's, taken here, and each acknowledgement's `acked_us`, taken by the
 //! publishing client as it read the acknowledgement.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -123,7 +123,7 @@ impl Broker {
             args.extend(["--peer".into(), peer.clone()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let process = BrokerProcess::start_with_args(&exe()?, &args)?;
+        let process = BrokerProcess::start_with_args(&crate::cli::measure::tidings_exe()?, &args)?;
         let address = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
         let r = &process.ready;
         self.addresses = Some((address(r.tcp), address(r.cluster), address(r.admin)));
@@ -143,11 +143,10 @@ impl Broker {
         self.addresses.as_ref().map(|a| a.0.clone()).unwrap_or_default()
     }
 
-    /// Its replica group as `/state` shows it (null while it is in none).
+    /// Its replica group as `/state` shows it (an error while it is in none).
     fn group(&self) -> anyhow::Result<Value> {
         let admin = self.live()?.ready.admin.ok_or_else(|| anyhow::anyhow!("{} has no admin listener", self.name))?;
-        let state: Value = serde_json::from_str(&tidings_admin::http_get(admin, "/state")?)?;
-        Ok(state["guaranteed"]["replicas"][0].clone())
+        crate::cell::replica_group(admin)
     }
 
     fn links(&self) -> f64 {
@@ -272,8 +271,9 @@ impl Cell {
         self.brokers[i].start(&peers)
     }
 
-    /// Waits until every acknowledged publish is applied on every replica: `acked`, plus the
-    /// empty entry each elected leader appends, at most one per term.
+    /// Waits until every replica applied at least `acked` entries. A floor only: each elected
+    /// leader's empty entry counts too, and the publisher was stopped with publishes in
+    /// flight, so how many more there are is not known.
     fn holds(&self, acked: u64) -> anyhow::Result<()> {
         wait("every replica applied every acknowledged publish", Duration::from_secs(20), || {
             let groups: Vec<Value> = self.brokers.iter().map(|b| b.group().ok()).collect::<Option<_>>()?;
@@ -321,7 +321,7 @@ pub fn run_tidings(parent: &Path, spec: &TakeoverSpec) -> anyhow::Result<Takeove
     ]
     .map(String::from)
     .to_vec();
-    let publisher = Tool::spawn(&exe()?, &dir.0, "pub", &args)?;
+    let publisher = Tool::spawn(&crate::cli::measure::tidings_exe()?, &dir.0, "pub", &args)?;
     wait_started(|| publisher.lines())?;
     let mut result = TakeoverResult::default();
     for _ in 0..spec.kills {
@@ -349,11 +349,6 @@ pub fn run_tidings(parent: &Path, spec: &TakeoverSpec) -> anyhow::Result<Takeove
     result.acked = check_acks(&lines, true)?;
     cell.holds(result.acked)?;
     Ok(result)
-}
-
-/// Where `run_tidings` finds the broker: the running `tidings` binary.
-pub(crate) fn exe() -> anyhow::Result<PathBuf> {
-    Ok(std::env::current_exe()?)
 }
 
 #[cfg(test)]

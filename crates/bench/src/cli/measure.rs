@@ -292,6 +292,6 @@ pub(super) fn write_json(summary: serde_json::Value) -> anyhow::Result<ExitCode>
 }
 
 /// The `tidings` binary, for the brokers a measurement starts.
-pub(super) fn tidings_exe() -> anyhow::Result<PathBuf> {
+pub(crate) fn tidings_exe() -> anyhow::Result<PathBuf> {
     std::env::current_exe().context("cannot find the tidings binary")
 }
