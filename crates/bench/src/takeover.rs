@@ -123,7 +123,7 @@ impl Broker {
             args.extend(["--peer".into(), peer.clone()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let process = BrokerProcess::start_with_args(&crate::cli::measure::tidings_exe()?, &args)?;
+        let process = BrokerProcess::start_with_args(&crate::target::tidings_exe()?, &args)?;
         let address = |a: Option<std::net::SocketAddr>| a.map(|a| a.to_string()).unwrap_or_default();
         let r = &process.ready;
         self.addresses = Some((address(r.tcp), address(r.cluster), address(r.admin)));
@@ -321,7 +321,7 @@ pub fn run_tidings(parent: &Path, spec: &TakeoverSpec) -> anyhow::Result<Takeove
     ]
     .map(String::from)
     .to_vec();
-    let publisher = Tool::spawn(&crate::cli::measure::tidings_exe()?, &dir.0, "pub", &args)?;
+    let publisher = Tool::spawn(&crate::target::tidings_exe()?, &dir.0, "pub", &args)?;
     wait_started(|| publisher.lines())?;
     let mut result = TakeoverResult::default();
     for _ in 0..spec.kills {

@@ -5,6 +5,12 @@ use std::path::Path;
 use tidings_admin::BrokerProcess;
 use tidings_client::Transport;
 
+/// The `tidings` binary (this one), for the brokers and tools a measurement starts.
+pub fn tidings_exe() -> anyhow::Result<std::path::PathBuf> {
+    use anyhow::Context as _;
+    std::env::current_exe().context("cannot find the tidings binary")
+}
+
 /// A broker under test. When the benchmark started it, dropping this stops it.
 pub struct Target {
     /// Client TCP address.

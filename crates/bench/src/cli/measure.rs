@@ -291,7 +291,4 @@ pub(super) fn write_json(summary: serde_json::Value) -> anyhow::Result<ExitCode>
     Ok(ExitCode::SUCCESS)
 }
 
-/// The `tidings` binary, for the brokers a measurement starts.
-pub(crate) fn tidings_exe() -> anyhow::Result<PathBuf> {
-    std::env::current_exe().context("cannot find the tidings binary")
-}
+pub(super) use crate::target::tidings_exe;
