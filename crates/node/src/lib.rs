@@ -6,6 +6,8 @@
 //! Map:
 //! - [`edges`]: the filter verdicts toward downstream cells and cell mates, from routing's
 //!   vouched summaries.
+//! - [`gate`]: the seam between the core and a pubend's replica group: a PUBLISH_ACK waits for the
+//!   host's sync and the group's commit, and subscribers get only what both hold.
 //! - [`journal`]: the core's store actions and inputs in `tidings-store`'s terms, both ways
 //!   (what an opened log recovered, submits, reads, completions).
 //! - [`local`]: the local subscriptions' index, which subends a message matches.
@@ -25,6 +27,7 @@
 
 pub mod durables;
 pub mod edges;
+pub mod gate;
 pub mod hush;
 pub mod journal;
 pub mod local;

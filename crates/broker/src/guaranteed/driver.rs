@@ -100,8 +100,11 @@ pub struct Driver {
     pub(super) held: VecDeque<(tidings_wire::GuaranteedPublish, Arc<Outbox>, Instant)>,
     /// The replica groups on this broker (`None`: no network, or `[storage] replicas = 1`).
     pub(super) replicas: Option<super::replicas::Replicas>,
-    /// Acknowledgements of replicated publishes waiting for their other half.
-    pub(super) quorum: super::replicas::Quorum,
+    /// Acknowledgements of replicated publishes waiting for their other half, and what the
+    /// engine is told of a replicated pubend's syncs (`tidings_node::gate`).
+    pub(super) gate: tidings_node::gate::Gate<Waiter>,
+    /// Publishes waiting for this broker to lead their replica group (`replicas::gate`).
+    pub(super) leaderless: VecDeque<(tidings_wire::GuaranteedPublish, Arc<Outbox>, Instant)>,
     /// Pubends being opened from their replica groups, their writes in flight.
     pub(super) seeds: super::replicas::Seeds,
     /// Pubends whose log was found at start and is not open yet: all of them until
@@ -216,7 +219,8 @@ impl Driver {
             retained: BTreeMap::new(),
             held: VecDeque::new(),
             replicas: None,
-            quorum: super::replicas::Quorum::default(),
+            gate: tidings_node::gate::Gate::new(settings.ticks(1)),
+            leaderless: VecDeque::new(),
             seeds: super::replicas::Seeds::default(),
             found: BTreeMap::new(),
             groups: super::groups::Groups::default(),

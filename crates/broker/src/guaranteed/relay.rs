@@ -384,7 +384,7 @@ impl Driver {
 
     /// Relay `relay`'s watch, set when it had had `answers` answers: if none came since and
     /// republishes are in flight, they are sent again, in order, as after a refusal. Every
-    /// publish the gate takes is answered (`replicas::quorum`); the watch keeps a relay live
+    /// publish the gate takes is answered (`tidings_node::gate`); the watch keeps a relay live
     /// should one not be, and says so, so the path can be traced (the nemesis's seed 625 on
     /// `gryphon-fig3-double`, docs/replication.md). A resend is safe: the pubend's retry
     /// table answers a republish it logged.

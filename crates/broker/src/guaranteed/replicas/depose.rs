@@ -49,7 +49,7 @@ impl Driver {
     /// neither comes from this broker any more.
     fn refuse_deposed(&mut self, pubend: PubendId) {
         let why = "this broker no longer leads the pubend's replica group";
-        let (parked, acked) = self.quorum.forget_pubend(pubend);
+        let (parked, acked) = self.gate.forget_pubend(pubend);
         let waiters = parked
             .into_iter()
             .map(|(key, ack)| (key, ack.waiter))

@@ -24,7 +24,6 @@ mod depose;
 mod gate;
 mod inbox;
 mod members;
-mod quorum;
 mod serve;
 mod show;
 
@@ -42,7 +41,6 @@ use tidings_wire::peer::{PeerFrame, Replica};
 use tokio::sync::mpsc;
 use tracing::{error, info, warn};
 
-pub(super) use quorum::Quorum;
 pub(super) use serve::Seeds;
 
 use super::{Command, GuaranteedError};
@@ -57,20 +55,7 @@ pub(super) fn replica_id(name: &str) -> ReplicaId {
     crate::cluster::broker_id(name)
 }
 
-/// What a group decided for a publisher.
-pub(super) enum Outcome {
-    /// A quorum synced the publish and this broker led when it was applied; the tick the group
-    /// holds it at (`None`: released, tick forgotten).
-    Acked { pubend: PubendId, publisher: PublisherId, seq: u64, tick: Option<u64> },
-    /// This broker cannot log it now (it does not lead the group).
-    Refused { pubend: PubendId, publisher: PublisherId, seq: u64, why: String },
-    /// This broker leads the group in a new term: what it proposed before and is not yet
-    /// acknowledged will never be (the core forgets it), so it must be proposed again.
-    Leads { pubend: PubendId },
-    /// A quorum confirmed this broker led the group at `at` (ms): the engine may tell silence
-    /// up to there (`tidings_delivery::Input::ConfirmSilence`).
-    Confirmed { pubend: PubendId, at: u64 },
-}
+pub(super) use tidings_node::gate::Outcome;
 
 struct Group {
     replica: ReplicaGroup,
@@ -436,7 +421,7 @@ impl Replicas {
                 // state is what a pubend not open here is opened from (`serve`).
                 Action::Apply(_) => {}
                 Action::Acked { publisher, seq, tick } => {
-                    outcomes.push(Outcome::Acked { pubend, publisher: PublisherId(publisher), seq, tick })
+                    outcomes.push(Outcome::Acked { key: (pubend, PublisherId(publisher), seq), tick })
                 }
                 Action::Refused { publisher, seq, leader } => {
                     let why = match leader.and_then(|l| self.mates.get(&l)) {
@@ -446,11 +431,12 @@ impl Replicas {
                         }
                         None => "the pubend's replica group has no leader yet".to_string(),
                     };
-                    outcomes.push(Outcome::Refused { pubend, publisher: PublisherId(publisher), seq, why });
+                    let key = (pubend, PublisherId(publisher), seq);
+                    outcomes.push(Outcome::Refused { key, why, leads: self.leads(pubend) });
                 }
                 Action::BecameLeader { term } => {
                     info!(pubend = pubend.0, term, "leads its replica group");
-                    outcomes.push(Outcome::Leads { pubend });
+                    outcomes.push(Outcome::Leads(pubend));
                 }
                 Action::LostLeadership { term } => info!(pubend = pubend.0, term, "no longer leads its replica group"),
                 Action::Confirmed { at } => outcomes.push(Outcome::Confirmed { pubend, at }),
