@@ -262,7 +262,11 @@ impl<W> Gate<W> {
                 Outcome::Acked { key, tick: held } => {
                     let (pubend, publisher, seq) = key;
                     let tick = self.proposed.remove(&key).and_then(|p| p.tick);
-                    let known = tick.or_else(|| publishes.tick(pubend, (publisher, seq)));
+                    // A retry the engine answered "logged earlier, tick forgotten" was proposed
+                    // at tick 0 (see `engine_acked`): no tick is known for it here, and the
+                    // group answers it from its retry table at the tick it holds (the
+                    // simulator's core found this reported as a disagreement).
+                    let known = tick.filter(|t| t.0 > 0).or_else(|| publishes.tick(pubend, (publisher, seq)));
                     match (held, known) {
                         (Some(group), Some(log)) if group != log.0 => {
                             steps.push(Step::Disagree { key, group, log: log.0 })

@@ -301,3 +301,28 @@ fn a_raft_message_round_trips_through_its_wire_form() {
     assert_eq!(back, Envelope::Raft(m.clone()));
     assert_eq!(Message::parse_from_bytes(&m.write_to_bytes().unwrap()).unwrap(), m);
 }
+
+/// A leader that thinks a follower further behind than it is (the follower caught up from an
+/// earlier leader's snapshot) probes it from below the follower's first index. Those entries
+/// are committed and compacted there and cannot be compared: the append is not refused, raft-rs
+/// answers it with the follower's commit, and the leader goes on from there. Refused, the
+/// follower never caught up again (the simulator's delivery-core mode, seed 35).
+#[test]
+fn an_append_below_a_compacted_log_is_answered_not_refused() {
+    let mut g = Group::with(|s| ReplicaGroup::bootstrap(GroupSettings { compact_bytes: 64, ..s }).unwrap());
+    g.tick_all(30);
+    let leader = g.leader().expect("a leader");
+    for seq in 0..30 {
+        g.run(leader, Input::Publish { publisher: 9, seq, payload: vec![seq as u8; 8] });
+        g.tick_all(1);
+    }
+    let follower = if leader == 1 { 2 } else { 1 };
+    let status = g.replicas[&follower].status();
+    assert!(status.first_index > 3, "the follower compacted its log: {status:?}");
+    let term = g.replicas[&leader].leading().unwrap();
+    let mut probe = raft_message(leader, follower, MessageType::MsgAppend, term);
+    (probe.index, probe.log_term) = (1, 1);
+    probe.entries = vec![entry(2, 1), entry(3, 1)].into();
+    assert!(!refused(&mut g, leader, follower, probe), "{:?}", g.dropped);
+    assert!(g.still_commits());
+}

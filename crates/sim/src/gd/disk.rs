@@ -65,7 +65,7 @@ pub struct Disk {
 
 impl Disk {
     /// Opens the log (recovering it); `Err` when the store refuses, which a run reports.
-    pub(super) fn open(&mut self) -> Result<tidings_store::Recovered, StoreError> {
+    pub(crate) fn open(&mut self) -> Result<tidings_store::Recovered, StoreError> {
         self.store = None;
         let fs: Arc<dyn tidings_store::Fs> = Arc::new(self.fs.clone());
         let (store, recovered) = Store::open_stepped(fs, Path::new(LOG_DIR), options())?;
@@ -75,19 +75,19 @@ impl Disk {
     }
 
     /// The open log (`None` while the broker is down or its log would not open).
-    pub(super) fn store(&self) -> Option<&Store> {
+    pub(crate) fn store(&self) -> Option<&Store> {
         self.store.as_ref()
     }
 
     /// A token for the next submitted operation (submitted ones wait for [`Disk::step`]).
-    pub(super) fn token(&mut self) -> Token {
+    pub(crate) fn token(&mut self) -> Token {
         self.queued = true;
         self.next_token += 1;
         Token(self.next_token)
     }
 
     /// Runs one group commit of everything submitted; its completions, in order.
-    pub(super) fn step(&mut self) -> Vec<Completion> {
+    pub(crate) fn step(&mut self) -> Vec<Completion> {
         self.queued = false;
         self.store.as_ref().map(Store::step).unwrap_or_default()
     }
@@ -95,7 +95,7 @@ impl Disk {
     /// The broker crashed: the log is dropped as the chosen [`Crash`] leaves it. With operations
     /// queued, half the crashes (a choice seeded by `seed`) strike inside their group commit,
     /// after the write and before the sync returns.
-    pub(super) fn crash(&mut self, seed: u64) {
+    pub(crate) fn crash(&mut self, seed: u64) {
         self.crashes += 1;
         let mut rng = crate::rng::Rng::new(seed ^ self.crashes.rotate_left(17));
         let (mid_commit, seed) = (rng.chance(50), rng.next_u64());

@@ -39,12 +39,50 @@ pub(crate) struct Judge {
     pub(crate) dropped: usize,
     /// The first broken invariant.
     pub(crate) broken: Option<String>,
+    /// With the delivery core: the publish delivered at each tick, at any replica...
+    pub(crate) deliveries: BTreeMap<u64, (u64, u64)>,
+    /// ...and the tick each publish was delivered at.
+    pub(crate) delivered_at: BTreeMap<(u64, u64), u64>,
+    /// Deliveries to the replicas' local subscribers, summed.
+    pub(crate) delivered: usize,
 }
 
 impl Judge {
-    fn fail(&mut self, message: String) {
+    pub(crate) fn fail(&mut self, message: String) {
         if self.broken.is_none() {
             self.broken = Some(message);
+        }
+    }
+
+    /// Replica `node`'s local subscriber received publish `key` at `tick`, in the `opened`th
+    /// open of the pubend there: one tick carries one publish, and one publish one tick, at
+    /// every replica and over every open (a subscriber following the pubend from host to host
+    /// dedupes by tick, so a second tick would be a duplicate, a second publish a loss).
+    pub(crate) fn delivered(&mut self, node: ReplicaId, opened: u64, tick: u64, key: (u64, u64)) {
+        self.delivered += 1;
+        let at = *self.deliveries.entry(tick).or_insert(key);
+        let first = *self.delivered_at.entry(key).or_insert(tick);
+        if at != key || first != tick {
+            self.fail(format!(
+                "replica {node} (open {opened}) delivered publish {key:?} at tick {tick}: tick {tick} carried {at:?} before, and the publish was delivered at {first} before"
+            ));
+        }
+    }
+
+    /// Whether every acknowledged publish was delivered somewhere (the quiet phase waits).
+    pub(crate) fn all_delivered(&self) -> bool {
+        self.acked.keys().all(|key| self.delivered_at.contains_key(key))
+    }
+
+    /// With the delivery core, at the end: every acknowledged publish was delivered, at its
+    /// acknowledged tick.
+    pub(crate) fn finish_core(&mut self) {
+        for (&(publisher, seq), &tick) in &self.acked.clone() {
+            if self.delivered_at.get(&(publisher, seq)) != Some(&tick) {
+                let at = self.delivered_at.get(&(publisher, seq));
+                return self
+                    .fail(format!("acknowledged publish ({publisher}, {seq}) at tick {tick}: delivered at {at:?}"));
+            }
         }
     }
 

@@ -19,9 +19,17 @@
 //! moment removes the one, adds the other as a learner, catches it up (from a snapshot, as the
 //! logs are compacted) and promotes it, amid the same crashes, partitions and power losses, and
 //! in the disk modes the new replica's own disk wiped, before or after its promotion; the
-//! quiet phase waits for the change to be done. Not simulated yet: the delivery core around
-//! the group.
+//! quiet phase waits for the change to be done.
+//!
+//! In the core modes ([`Mode::core`]) each replica also runs the delivery core around the group
+//! as a broker of the publishers' cell does (`core`): a production engine over its own pubend log,
+//! the retry table and the gate (`tidings_node::gate`); successors open the pubend from the
+//! group, deposed hosts close it, and every delivery to each replica's subscriber is judged.
+//! Not simulated: the routing that moves subscribers' streams to a new home (the process tests
+//! and the nemesis run it).
 
+mod core;
+mod cores;
 mod disk;
 mod judge;
 mod world;
@@ -67,6 +75,12 @@ pub enum Mutation {
     AckBeforeQuorum,
     /// Every snapshot leaves out the newest unreleased record.
     SnapshotDropsRecord,
+    /// With the delivery core: a publish is acknowledged once the host's log synced it, the
+    /// group's half not waited for.
+    AckBeforeGroup,
+    /// With the delivery core: the engine hears a record synced (and sends it to subscribers)
+    /// once the host's log synced it, before the group committed it.
+    SendBeforeCommit,
 }
 
 /// What a run may do to the group.
@@ -76,17 +90,25 @@ pub struct Mode {
     pub replicas: u64,
     /// Wipe disks and cut the whole group's power, beside crashes and partitions.
     pub disks: bool,
+    /// Each replica runs the delivery core around the group (`core`): publishes go through the
+    /// engine and the gate, successors open the pubend from the group, and every delivery is
+    /// judged.
+    pub core: bool,
 }
 
 impl Mode {
     /// Three replicas: crashes, partitions, a faulty network.
-    pub const THREE: Mode = Mode { replicas: 3, disks: false };
+    pub const THREE: Mode = Mode { replicas: 3, disks: false, core: false };
     /// Five replicas: crashes, partitions, a faulty network.
-    pub const FIVE: Mode = Mode { replicas: 5, disks: false };
+    pub const FIVE: Mode = Mode { replicas: 5, disks: false, core: false };
     /// Three replicas, and wiped disks and whole-group power losses too.
-    pub const THREE_DISKS: Mode = Mode { replicas: 3, disks: true };
+    pub const THREE_DISKS: Mode = Mode { replicas: 3, disks: true, core: false };
     /// Five replicas, and wiped disks and whole-group power losses too.
-    pub const FIVE_DISKS: Mode = Mode { replicas: 5, disks: true };
+    pub const FIVE_DISKS: Mode = Mode { replicas: 5, disks: true, core: false };
+    /// Three replicas with the delivery core: crashes, partitions, a faulty network.
+    pub const THREE_CORE: Mode = Mode { replicas: 3, disks: false, core: true };
+    /// Three replicas with the delivery core, and wiped disks and whole-group power losses.
+    pub const THREE_DISKS_CORE: Mode = Mode { replicas: 3, disks: true, core: true };
 }
 
 /// What a run did, beside the routing coverage fields it fills.
@@ -125,6 +147,14 @@ pub struct Report {
     pub added_wiped_learner: usize,
     /// ...and once a voter.
     pub added_wiped_voter: usize,
+    /// With the delivery core: deliveries to the replicas' local subscribers.
+    pub delivered: usize,
+    /// With the delivery core: pubends opened from the group's state into an empty log...
+    pub seeded: usize,
+    /// ...and into the log a replica found at start or closed before (`reopen`)...
+    pub reopened: usize,
+    /// ...and logs a deposed host closed.
+    pub closed: usize,
 }
 
 const PUBLISHERS: u64 = 3;
@@ -135,7 +165,7 @@ const QUIET_LIMIT_MS: u64 = 30_000;
 pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Coverage, Report), Failure> {
     let weather = Weather { loss: 5, duplication: 5, max_delay: 15 };
     let mut run = Run {
-        world: World::new(plan.seed, mode.replicas, PUBLISHERS, weather, mutation),
+        world: World::new(plan.seed, (mode.replicas, mode.core), PUBLISHERS, weather, mutation),
         faults: Rng::new(plan.seed ^ 0xfa17),
         next_tick: 0,
         next_lease: 0,
@@ -168,6 +198,9 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
     run.world.count_snapshots();
     let states = run.world.nodes.iter().filter_map(|(id, n)| Some((*id, n.group.as_ref()?.state()?.clone()))).collect();
     run.world.judge.finish(&states);
+    if mode.core {
+        run.world.judge.finish_core();
+    }
     if let Some(message) = run.world.judge.broken.take() {
         return Err(Failure { step: None, faults: run.coverage.faults, message });
     }
@@ -188,6 +221,10 @@ pub fn run_replica(plan: &Plan, mode: Mode, mutation: Mutation) -> Result<(Cover
         member_changes: run.world.member_changes,
         added_wiped_learner: run.added_wiped.0,
         added_wiped_voter: run.added_wiped.1,
+        delivered: judge.delivered,
+        seeded: run.world.core_counts.0,
+        reopened: run.world.core_counts.1,
+        closed: run.world.core_counts.2,
     };
     Ok((run.coverage, report))
 }
@@ -225,7 +262,9 @@ impl Run {
                 }
             }
         }
-        if now >= self.next_lease {
+        if self.world.core {
+            self.world.core_turns();
+        } else if now >= self.next_lease {
             self.next_lease = now + 100;
             if let Some(leader) = self.world.leader() {
                 let silence = Command::Silence { up_to: now.saturating_sub(30) };
@@ -335,7 +374,10 @@ impl Run {
             if let Some(message) = self.world.judge.broken.take() {
                 return Err(Failure { step: None, faults: self.coverage.faults, message });
             }
-            if self.world.settled() {
+            if self.world.settled()
+                && self.world.core_settled()
+                && (!self.world.core || self.world.judge.all_delivered())
+            {
                 return Ok(());
             }
         }
@@ -349,8 +391,20 @@ impl Run {
                 (*id, at, status.map(|s| (s.term, s.leader, s.commit, s.first_index, s.voters, s.learners, s.fenced)))
             })
             .collect();
-        let message =
-            format!("the group did not settle in {QUIET_LIMIT_MS} ms of quiet (applied per replica: {applied:?})");
+        let judge = &self.world.judge;
+        let undelivered: Vec<_> = judge.acked.iter().filter(|(k, _)| !judge.delivered_at.contains_key(k)).collect();
+        let message = match self.world.settled() && self.world.core_settled() {
+            // With the delivery core: the group settled and its leader serves the pubend, but
+            // acknowledged publishes never reached a subscriber (lost).
+            true => format!("acknowledged publishes (publisher, seq) at their ticks never delivered: {undelivered:?}"),
+            false => {
+                let cores: Vec<_> =
+                    self.world.nodes.iter().map(|(id, n)| (*id, n.core.as_ref().map(|c| c.describe()))).collect();
+                format!(
+                    "the group did not settle in {QUIET_LIMIT_MS} ms of quiet (applied per replica: {applied:?}; cores: {cores:?})"
+                )
+            }
+        };
         Err(Failure { step: None, faults: self.coverage.faults, message })
     }
 }

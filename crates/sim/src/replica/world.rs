@@ -11,6 +11,7 @@ use tidings_replica::{Action, Applied, Envelope, GroupSettings, Input, Membershi
 
 use crate::replica::{Mutation, COMPACT_BYTES, COMPACT_SLICE, SNAPSHOT_CHUNK, SNAPSHOT_WINDOW};
 
+use crate::replica::core::Core;
 use crate::replica::disk::{Crash, Disk};
 use crate::replica::judge::Judge;
 use crate::rng::Rng;
@@ -32,6 +33,10 @@ pub(crate) struct Node {
     pub(crate) rejoining: bool,
     /// When a down replica comes back.
     pub(crate) restart_at: Option<u64>,
+    /// Its delivery core while it runs, in [`crate::replica::Mode::core`] (`core`)...
+    pub(crate) core: Option<Core>,
+    /// ...and the core's pubend log, which outlives it.
+    pub(super) log: crate::gd::disk::Disk,
 }
 
 /// What travels: between replicas, or between a publisher and a replica.
@@ -75,17 +80,30 @@ pub(crate) struct World {
     pub(crate) cut: BTreeSet<(ReplicaId, ReplicaId)>,
     pub(crate) weather: Weather,
     pub(crate) judge: Judge,
-    mutation: Mutation,
+    pub(super) mutation: Mutation,
     /// Snapshots taken and installed, summed over the replicas' lives (each start counts anew).
     pub(crate) snapshots: (u64, u64, u64, u64),
     /// Publishes delivered in a batch of two or more (see `advance`).
     pub(crate) batched: usize,
     /// Ticks after which a replica still had snapshot chunks queued.
     pub(crate) paced: usize,
+    /// Each replica runs the delivery core around its group (`core`).
+    pub(crate) core: bool,
+    /// What the group last decided for publishers, for the core (in `core` mode).
+    pub(super) decided: Vec<tidings_replica::Action>,
+    /// Pubends opened from the group's state into an empty log and into a log found there, and
+    /// logs closed by a deposed host, summed over the replicas (in `core` mode).
+    pub(crate) core_counts: (usize, usize, usize),
 }
 
 impl World {
-    pub(crate) fn new(seed: u64, replicas: u64, publishers: u64, weather: Weather, mutation: Mutation) -> Self {
+    pub(crate) fn new(
+        seed: u64,
+        (replicas, core): (u64, bool),
+        publishers: u64,
+        weather: Weather,
+        mutation: Mutation,
+    ) -> Self {
         let voters: Vec<ReplicaId> = (1..=replicas).collect();
         let mut world = Self {
             now: 0,
@@ -107,6 +125,9 @@ impl World {
             snapshots: (0, 0, 0, 0),
             batched: 0,
             paced: 0,
+            core,
+            decided: Vec::new(),
+            core_counts: (0, 0, 0),
         };
         for id in voters {
             world.create(id);
@@ -121,7 +142,15 @@ impl World {
         if let Err(e) = disk.open().and_then(|_| disk.create()) {
             self.judge.broken = Some(format!("replica {id} cannot create its journal: {e}"));
         }
-        let node = Node { group: None, disk, applied: Vec::new(), rejoining: false, restart_at: None };
+        let node = Node {
+            group: None,
+            disk,
+            applied: Vec::new(),
+            rejoining: false,
+            restart_at: None,
+            core: None,
+            log: Default::default(),
+        };
         self.nodes.insert(id, node);
     }
 
@@ -146,6 +175,7 @@ impl World {
                 if let Some(node) = self.nodes.get_mut(&added) {
                     node.group = Some(group);
                 }
+                self.start_core(added);
             }
             Err(e) => self.judge.broken = Some(format!("replica {added} cannot be added: {e}")),
         }
@@ -179,6 +209,14 @@ impl World {
             compact_slice: COMPACT_SLICE,
             snapshot_chunk: SNAPSHOT_CHUNK,
             snapshot_window: SNAPSHOT_WINDOW,
+            // With the delivery core, the broker's settings (`replicas::Replicas::start`): a
+            // successor keeps the pubend, followers learn commits from the next append,
+            // silence waits for a quorum's confirmation, a record is logged at the engine's
+            // tick or refused.
+            hand_back: !self.core,
+            broadcast_commit: !self.core,
+            confirm_lead: self.core,
+            exact_ticks: self.core,
             ..GroupSettings::new(id, self.voters.clone())
         }
     }
@@ -202,6 +240,7 @@ impl World {
         }
         node.applied.clear();
         node.restart_at = None;
+        self.start_core(id);
     }
 
     /// Stops a replica, its disk left as `crash` leaves it; it comes back at `restart_at`.
@@ -210,6 +249,13 @@ impl World {
         self.snapshots = add_snapshots(self.snapshots, node.group.as_ref());
         node.disk.crash(crash, &mut self.rng);
         node.group = None;
+        node.core = None;
+        node.log.next_crash = match crash {
+            Crash::Process => crate::gd::disk::Crash::Process,
+            Crash::PowerLoss => crate::gd::disk::Crash::PowerLoss,
+            Crash::Wipe => crate::gd::disk::Crash::Empty,
+        };
+        node.log.crash(self.rng.next_u64());
         node.restart_at = Some(restart_at);
         node.rejoining |= crash == Crash::Wipe;
     }
@@ -230,6 +276,7 @@ impl World {
         if let Some(node) = self.nodes.get_mut(&id) {
             node.rejoining &= withholding;
         }
+        self.decide(id);
     }
 
     fn act(&mut self, id: ReplicaId, action: Action) {
@@ -255,8 +302,15 @@ impl World {
                     node.applied.extend(applied);
                 }
             }
-            Action::BecameLeader { term } => self.judge.leader(id, term),
+            Action::BecameLeader { term } => {
+                self.judge.leader(id, term);
+                if self.core {
+                    self.decided.push(action);
+                }
+            }
+            Action::Confirmed { .. } if self.core => self.decided.push(action),
             Action::LostLeadership { .. } | Action::Confirmed { .. } => {}
+            Action::Acked { .. } | Action::Refused { .. } if self.core => self.decided.push(action),
             Action::Acked { publisher, .. } | Action::Refused { publisher, .. } => {
                 self.send(Packet::Reply { from: id, publisher, action })
             }
@@ -310,6 +364,10 @@ impl World {
         // runs under every fault here too.
         let mut publishes: Option<(ReplicaId, Vec<Record>)> = None;
         for (_, _, packet) in due {
+            if let (true, &Packet::Publish { to, publisher, seq }) = (self.core, &packet) {
+                self.core_publish(to, publisher, seq);
+                continue;
+            }
             if let Packet::Publish { to, publisher, seq } = packet {
                 let record = Record { tick: now, publisher, seq, payload: seq.to_le_bytes().to_vec() };
                 match &mut publishes {
