@@ -83,6 +83,9 @@ impl World {
     pub(crate) fn core_turns(&mut self) {
         let now = self.now;
         for id in self.ids.clone() {
+            if self.stalled(id) {
+                continue;
+            }
             let Some(node) = self.nodes.get_mut(&id) else { continue };
             let (Some(group), Some(core)) = (node.group.as_ref(), node.core.as_mut()) else { continue };
             let mut effects = core.sync(&mut node.log, now);

@@ -282,8 +282,22 @@ impl Run {
         let voters = self.world.ids.clone();
         let victim = voters[self.faults.below(voters.len())];
         let back = now + 10 + self.faults.below(300) as u64;
-        let kind = self.faults.below(if mode.disks { 10 } else { 7 });
+        // The core modes add stalls (a SIGSTOPped replica, the leader half the time), drawn as
+        // one more kind so that the other modes' schedules stay as they were.
+        let kinds = if mode.disks { 10 } else { 7 } + usize::from(mode.core);
+        let kind = self.faults.below(kinds);
+        let stalled = match mode.core && self.faults.chance(50) {
+            true => self.world.leader().unwrap_or(victim),
+            false => victim,
+        };
         if !apply {
+            return;
+        }
+        if mode.core && kind == kinds - 1 {
+            if !self.world.stalled(stalled) && self.world.nodes[&stalled].group.is_some() {
+                self.coverage.stalls += 1;
+                self.world.stall(stalled, now + 50 + self.faults.below(550) as u64);
+            }
             return;
         }
         let up = |w: &World, id: ReplicaId| w.nodes[&id].group.is_some();

@@ -33,6 +33,9 @@ pub(crate) struct Node {
     pub(crate) rejoining: bool,
     /// When a down replica comes back.
     pub(crate) restart_at: Option<u64>,
+    /// Stalled (a SIGSTOPped process) until then: it hears nothing, ticks not, syncs nothing;
+    /// what is sent to it waits, as in its socket buffers.
+    pub(crate) stalled_until: Option<u64>,
     /// Its delivery core while it runs, in [`crate::replica::Mode::core`] (`core`)...
     pub(crate) core: Option<Core>,
     /// ...and the core's pubend log, which outlives it.
@@ -148,6 +151,7 @@ impl World {
             applied: Vec::new(),
             rejoining: false,
             restart_at: None,
+            stalled_until: None,
             core: None,
             log: Default::default(),
         };
@@ -263,6 +267,9 @@ impl World {
     /// Feeds one input to a running replica and carries out what it asks.
     pub(crate) fn input(&mut self, id: ReplicaId, input: Input) {
         let now = self.now;
+        if self.stalled(id) {
+            return;
+        }
         let Some(group) = self.nodes.get_mut(&id).and_then(|n| n.group.as_mut()) else { return };
         let tick = input == Input::Tick;
         let actions = group.handle(now, input);
@@ -340,6 +347,18 @@ impl World {
         }
     }
 
+    /// Whether replica `id` is stalled now.
+    pub(crate) fn stalled(&self, id: ReplicaId) -> bool {
+        self.nodes.get(&id).and_then(|n| n.stalled_until).is_some_and(|until| until > self.now)
+    }
+
+    /// Stalls replica `id` until `until` (a SIGSTOP and its SIGCONT).
+    pub(crate) fn stall(&mut self, id: ReplicaId, until: u64) {
+        if let Some(node) = self.nodes.get_mut(&id).filter(|n| n.group.is_some()) {
+            node.stalled_until = Some(until);
+        }
+    }
+
     fn is_cut(&self, a: ReplicaId, b: ReplicaId) -> bool {
         self.cut.contains(&(a, b)) || self.cut.contains(&(b, a))
     }
@@ -353,9 +372,27 @@ impl World {
             if node.restart_at.is_some_and(|at| at <= now) {
                 self.start(id);
             }
-            self.sync_due(id);
+            if !self.stalled(id) {
+                self.sync_due(id);
+            }
         }
-        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.wire).into_iter().partition(|p| p.0 <= now);
+        let (due, mut later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.wire).into_iter().partition(|p| p.0 <= now);
+        // What reaches a stalled replica waits for it to run again, in order.
+        let (due, held): (Vec<_>, Vec<_>) = due.into_iter().partition(|(_, _, packet)| {
+            let to = match packet {
+                Packet::Peer { to, .. } | Packet::Publish { to, .. } => Some(*to),
+                Packet::Reply { .. } => None,
+            };
+            !to.is_some_and(|to| self.stalled(to))
+        });
+        for (_, order, packet) in held {
+            let to = match &packet {
+                Packet::Peer { to, .. } | Packet::Publish { to, .. } => *to,
+                Packet::Reply { from, .. } => *from,
+            };
+            let until = self.nodes[&to].stalled_until.unwrap_or(now);
+            later.push((until, order, packet));
+        }
         self.wire = later;
         let mut due = due;
         due.sort_by_key(|p| (p.0, p.1));
