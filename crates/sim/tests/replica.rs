@@ -121,6 +121,7 @@ fn census_of_1000_seeds_per_mode() {
         ("three_disks", Mode::THREE_DISKS),
         ("five_disks", Mode::FIVE_DISKS),
         ("three_core", Mode::THREE_CORE),
+        ("five_core", Mode::FIVE_CORE),
         ("three_disks_core", Mode::THREE_DISKS_CORE),
     ] {
         census(name, 1_000, mode);
@@ -168,6 +169,12 @@ fn a_snapshot_that_drops_a_record_is_caught() {
 #[test]
 fn the_delivery_core_around_three_replicas_delivers_each_acknowledged_publish_once() {
     census("the_delivery_core_around_three_replicas_delivers_each_acknowledged_publish_once", 200, Mode::THREE_CORE);
+}
+
+/// The delivery core around five replicas: a quorum of three, two down or cut off at once.
+#[test]
+fn the_delivery_core_around_five_replicas_delivers_each_acknowledged_publish_once() {
+    census("the_delivery_core_around_five_replicas_delivers_each_acknowledged_publish_once", 200, Mode::FIVE_CORE);
 }
 
 /// The delivery core with wiped disks and whole-group power losses: a host's pubend log, like

@@ -107,6 +107,8 @@ impl Mode {
     pub const FIVE_DISKS: Mode = Mode { replicas: 5, disks: true, core: false };
     /// Three replicas with the delivery core: crashes, partitions, a faulty network.
     pub const THREE_CORE: Mode = Mode { replicas: 3, disks: false, core: true };
+    /// Five replicas with the delivery core: crashes, partitions, stalls, a faulty network.
+    pub const FIVE_CORE: Mode = Mode { replicas: 5, disks: false, core: true };
     /// Three replicas with the delivery core, and wiped disks and whole-group power losses.
     pub const THREE_DISKS_CORE: Mode = Mode { replicas: 3, disks: true, core: true };
 }
