@@ -33,7 +33,7 @@ impl Driver {
     /// [`Driver::publish`] of a publish that arrived at `since` (it may have waited for its
     /// replica group to have a leader here: see `replicas::gate`).
     pub(super) fn publish_since(&mut self, publish: GuaranteedPublish, reply: Arc<Outbox>, since: Instant) {
-        if self.refusals.behind(&publish, &reply) {
+        if self.refusals.behind(&publish, &reply, since) {
             let why = "an earlier publish of this publisher was refused on this connection; send again in order";
             self.refuse_unavailable(&publish, &reply, why);
             return;
@@ -220,6 +220,7 @@ impl Driver {
             false => self.publishes.unwait(key),
         };
         let Some(waiter) = waiter else { return };
+        self.refusals.refused(publisher, seq, &waiter.reply);
         let reason = Notice::new(ReasonCode::StorageUnavailable, "the broker could not log the publish; retry later");
         let refused = PublishRefused { publisher: tidings_wire::PublisherId(publisher.0), seq, reason };
         waiter.reply.push_frame(&Frame::PublishRefused(refused));

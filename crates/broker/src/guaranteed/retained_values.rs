@@ -74,7 +74,12 @@ impl Driver {
     /// Writes the retained value `copy` of `publish` (as the session is about to apply it) and
     /// what waits before it, durably, before the publish goes on; false (the publish refused
     /// with `storage_unavailable`) if the write failed.
-    pub(super) fn keep_retained(&mut self, copy: &Message, publish: &GuaranteedPublish, reply: &Outbox) -> bool {
+    pub(super) fn keep_retained(
+        &mut self,
+        copy: &Message,
+        publish: &GuaranteedPublish,
+        reply: &std::sync::Arc<Outbox>,
+    ) -> bool {
         let value = match copy.payload().is_empty() {
             true => None,
             false => crate::retained::flagged(copy).map(|m| m.as_bytes().clone()),
@@ -85,6 +90,7 @@ impl Driver {
         if let Err(error) = self.write_retained() {
             let reason =
                 Notice::new(ReasonCode::StorageUnavailable, format!("cannot keep the retained value: {error}"));
+            self.refusals.refused(tidings_delivery::PublisherId(publish.publisher.0), publish.seq, reply);
             let refused = PublishRefused { publisher: publish.publisher, seq: publish.seq, reason };
             reply.push_frame(&Frame::PublishRefused(refused));
             self.metrics.publishes_refused.inc();

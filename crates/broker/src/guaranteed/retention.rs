@@ -140,8 +140,8 @@ impl super::driver::Driver {
         while let Some((publish, _, since)) = self.held.front() {
             let pubend = self.publish_pubend(publish);
             if !self.must_hold(pubend) {
-                if let Some((publish, reply, _)) = self.held.pop_front() {
-                    self.publish(publish, reply);
+                if let Some((publish, reply, since)) = self.held.pop_front() {
+                    self.publish_since(publish, reply, since);
                 }
             } else if since.elapsed() >= self.retention.max_wait {
                 if let Some((publish, reply, _)) = self.held.pop_front() {

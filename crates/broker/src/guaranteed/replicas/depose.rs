@@ -56,6 +56,7 @@ impl Driver {
             .chain(acked.into_iter().filter_map(|key| self.publishes.unwait(key).map(|waiter| (key, waiter))));
         let waiters: Vec<_> = waiters.collect();
         for ((_, publisher, seq), waiter) in waiters {
+            self.refusals.refused(publisher, seq, &waiter.reply);
             let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, why);
             waiter.reply.push_frame(&Frame::PublishRefused(refused));
             self.metrics.publishes_refused.inc();

@@ -109,6 +109,7 @@ impl Driver {
             match step {
                 Step::Answer(key, ack) => self.answer(key, ack),
                 Step::Refuse((_, publisher, seq), waiter, why) => {
+                    self.refusals.refused(publisher, seq, &waiter.reply);
                     let refused = refusal(tidings_wire::PublisherId(publisher.0), seq, &why);
                     waiter.reply.push_frame(&Frame::PublishRefused(refused));
                     self.metrics.publishes_refused.inc();
@@ -161,6 +162,7 @@ impl Driver {
             EngineAck::Answer(ack) => self.answer(key, ack),
             EngineAck::NotTaken(ack) => {
                 let why = "the pubend's replica group did not take the publish";
+                self.refusals.refused(key.1, key.2, &ack.waiter.reply);
                 let refused = refusal(tidings_wire::PublisherId(key.1 .0), key.2, why);
                 ack.waiter.reply.push_frame(&Frame::PublishRefused(refused));
                 self.metrics.publishes_refused.inc();
@@ -223,7 +225,7 @@ impl Driver {
         reply: &Arc<Outbox>,
         why: &str,
     ) {
-        self.refusals.refused(publish, reply);
+        self.refusals.refused(PublisherId(publish.publisher.0), publish.seq, reply);
         reply.push_frame(&Frame::PublishRefused(refusal(publish.publisher, publish.seq, why)));
         self.metrics.publishes_refused.inc();
     }
