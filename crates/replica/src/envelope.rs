@@ -52,7 +52,9 @@ impl Envelope {
                 ReplicaBody::Raft(Bytes::from(bytes))
             }
             Envelope::TermQuery => ReplicaBody::TermQuery,
-            Envelope::TermReply { term, voters } => ReplicaBody::TermReply { term: *term, voters: voters.clone() },
+            Envelope::TermReply { term, voters, last } => {
+                ReplicaBody::TermReply { term: *term, voters: voters.clone(), last: *last }
+            }
             Envelope::ChunkAck { index, end } => ReplicaBody::ChunkAck { index: *index, end: *end },
             Envelope::Chunk { header, offset, total, data } => {
                 let message = header.write_to_bytes().map_err(|e| InvalidMessage(format!("protobuf encode: {e}")))?;
@@ -78,7 +80,9 @@ impl Envelope {
                 Envelope::Raft(msg)
             }
             ReplicaBody::TermQuery => Envelope::TermQuery,
-            ReplicaBody::TermReply { term, voters } => Envelope::TermReply { term: *term, voters: voters.clone() },
+            ReplicaBody::TermReply { term, voters, last } => {
+                Envelope::TermReply { term: *term, voters: voters.clone(), last: *last }
+            }
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
                 let header =
                     Message::parse_from_bytes(message).map_err(|e| InvalidMessage(format!("protobuf: {e}")))?;

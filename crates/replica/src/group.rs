@@ -137,6 +137,9 @@ pub enum Envelope {
         term: u64,
         /// Its voters as applied (empty from a mate that is fencing itself).
         voters: Vec<ReplicaId>,
+        /// The (term, index) of its last log entry: the asker withholds its vote until its
+        /// own log reaches the furthest in the highest term (see `rejoin`).
+        last: (u64, u64),
     },
     /// One piece of a snapshot too large for one message (see `chunks`).
     Chunk {
@@ -263,6 +266,8 @@ pub struct Write {
     pub hard_state: Option<HardState>,
     /// Set when this replica rejoins after a wipe: the term its vote waits for (see `rejoin`).
     pub rejoin_term: Option<u64>,
+    /// With `rejoin_term`: the index its log must reach in that term (0: any entry of it).
+    pub rejoin_index: u64,
     /// A snapshot (index, term, encoded [`PubendReplica`]): the log up to `index` is replaced
     /// by it, and `entries` are the whole log after it (a checkpoint: every journal record
     /// before this one may be released once it is synced). `Bytes`: shared with the snapshot
@@ -402,6 +407,8 @@ pub struct Recovered {
     pub entries: Vec<Entry>,
     /// The last rejoin term written (0: none).
     pub rejoin_term: u64,
+    /// The index written with it (see [`Write::rejoin_index`]).
+    pub rejoin_index: u64,
     /// The members at the snapshot (none: the creation voters, [`GroupSettings::voters`]).
     pub conf: Option<Conf>,
 }
@@ -432,8 +439,8 @@ pub(crate) struct Unsynced {
     pub(crate) number: u64,
     /// Messages raft-rs allows out only once the write is durable (votes, append acks).
     pub(crate) messages: Vec<Message>,
-    /// The highest term among the write's entries (0: none).
-    pub(crate) max_term: u64,
+    /// The highest (term, index) among the write's entries and snapshot ((0, 0): none).
+    pub(crate) reach: (u64, u64),
     /// Publishes in the write, with their proposed ticks (for the mutation switch only).
     pub(crate) publishes: Vec<(PublisherId, u64, u64)>,
     /// The index of a snapshot the write installs (0: none).
@@ -456,6 +463,8 @@ pub(crate) struct Running {
     pub(crate) unsynced: VecDeque<Unsynced>,
     /// Non-zero while a rejoined replica withholds its vote (see `rejoin`).
     pub(crate) rejoin_term: u64,
+    /// The index its log must reach in `rejoin_term` (see `rejoin`).
+    pub(crate) rejoin_index: u64,
     /// The mates linked at the shell's last [`Input::Links`].
     pub(crate) linked: Vec<ReplicaId>,
     /// Snapshot traffic (see `snapshot`).
@@ -493,9 +502,13 @@ pub(crate) enum Phase {
     /// answers so far, the voters they named, and the brokers forgotten in the cell (never
     /// asked).
     Fencing {
-        answers: BTreeMap<ReplicaId, u64>,
+        /// Per mate, its latest answer: its term and its log's last (term, index).
+        answers: BTreeMap<ReplicaId, (u64, (u64, u64))>,
         named: std::collections::BTreeSet<ReplicaId>,
         forgotten: Vec<ReplicaId>,
+        /// An added member (`ReplicaGroup::added`): the term of the leader that named it. It
+        /// never starts as a new group's voter, and starts in that term at least.
+        added: Option<u64>,
     },
     /// Taking part in the group.
     Running(Box<Running>),
@@ -577,7 +590,7 @@ impl ReplicaGroup {
 
 impl Running {
     pub(crate) fn start(settings: &GroupSettings, recovered: Recovered) -> Result<Self, ReplicaError> {
-        let Recovered { mut hard_state, snapshot, entries, rejoin_term, conf } = recovered;
+        let Recovered { mut hard_state, snapshot, entries, rejoin_term, rejoin_index, conf } = recovered;
         let (base, base_term) = snapshot.as_ref().map_or((0, 0), |&(index, term, _)| (index, term));
         let contiguous = entries.iter().enumerate().all(|(i, e)| e.index == base + i as u64 + 1)
             && entries.windows(2).all(|w| w[0].term <= w[1].term)
@@ -594,7 +607,10 @@ impl Running {
         // committed (it was applied).
         let last = base + entries.len() as u64;
         hard_state.commit = hard_state.commit.clamp(base, last);
-        let caught_up = rejoin_term == 0 || base_term >= rejoin_term || entries.iter().any(|e| e.term >= rejoin_term);
+        let fence = (rejoin_term, rejoin_index);
+        let caught_up = rejoin_term == 0
+            || (base_term, base) >= fence
+            || entries.last().is_some_and(|e| (e.term, e.index) >= fence);
         let conf = conf.unwrap_or_else(|| (settings.voters.clone(), Vec::new()));
         let was_member = conf.0.contains(&settings.id) || conf.1.contains(&settings.id);
         let mut storage = Log::new(conf, snapshot);
@@ -630,6 +646,7 @@ impl Running {
             applied_term: base_term,
             unsynced: VecDeque::new(),
             rejoin_term: if caught_up { 0 } else { rejoin_term },
+            rejoin_index: if caught_up { 0 } else { rejoin_index },
             linked: Vec::new(),
             held: 0,
             assembly: crate::chunks::Assembly::default(),
@@ -662,9 +679,10 @@ impl Running {
                 }
             }
             Input::Message { from, msg: Envelope::TermQuery } => {
-                let term = self.raw.raft.term;
+                let raft = &self.raw.raft;
+                let (term, last) = (raft.term, (raft.raft_log.last_term(), raft.raft_log.last_index()));
                 let voters = self.raw.store().conf().0;
-                out.push(Action::Send { to: from, msg: Envelope::TermReply { term, voters } });
+                out.push(Action::Send { to: from, msg: Envelope::TermReply { term, voters, last } });
             }
             // `ReplicaGroup::handle_all` assembles chunks into the message they carry.
             Input::Message { msg: Envelope::TermReply { .. } | Envelope::Chunk { .. }, .. } => {}

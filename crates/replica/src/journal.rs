@@ -103,9 +103,14 @@ impl Write {
             None => out.push(0),
         }
         match self.rejoin_term {
-            Some(term) => {
+            Some(term) if self.rejoin_index == 0 => {
                 out.push(1);
                 word(&mut out, term);
+            }
+            Some(term) => {
+                out.push(2);
+                word(&mut out, term);
+                word(&mut out, self.rejoin_index);
             }
             None => out.push(0),
         }
@@ -177,9 +182,11 @@ impl Write {
             0 => None,
             _ => Some(HardState { term: r.word()?, vote: r.word()?, commit: r.word()?, ..HardState::default() }),
         };
-        let rejoin_term = match r.byte()? {
-            0 => None,
-            _ => Some(r.word()?),
+        let (rejoin_term, rejoin_index) = match r.byte()? {
+            0 => (None, 0),
+            1 => (Some(r.word()?), 0),
+            2 => (Some(r.word()?), r.word()?),
+            _ => return Err(DecodeError("unknown rejoin fence")),
         };
         let (mut snapshot, mut parts, mut snapshot_apart) = (None, None, false);
         match if version == 1 { SNAPSHOT_NONE } else { r.byte()? } {
@@ -213,7 +220,7 @@ impl Write {
         if !r.0.is_empty() {
             return Err(DecodeError("trailing bytes"));
         }
-        Ok((Write { number, entries, hard_state, rejoin_term, snapshot, snapshot_apart, conf }, parts))
+        Ok((Write { number, entries, hard_state, rejoin_term, rejoin_index, snapshot, snapshot_apart, conf }, parts))
     }
 }
 
@@ -236,7 +243,7 @@ impl Recovered {
             self.hard_state = hs;
         }
         if let Some(term) = write.rejoin_term {
-            self.rejoin_term = term;
+            (self.rejoin_term, self.rejoin_index) = (term, write.rejoin_index);
         }
     }
 }
@@ -496,12 +503,15 @@ mod tests {
             entries: vec![entry(1, 1, b""), entry(2, 3, b"abc")],
             hard_state: Some(HardState { term: 3, vote: 2, commit: 1, ..HardState::default() }),
             rejoin_term: Some(3),
+            rejoin_index: 7,
             snapshot: None,
             snapshot_apart: false,
             conf: None,
         };
         let bytes = write.encode();
         assert_eq!(Write::decode(&bytes), Ok(write.clone()));
+        let term_only = Write { rejoin_index: 0, ..write.clone() };
+        assert_eq!(Write::decode(&term_only.encode()), Ok(term_only), "a fence of any entry of its term");
         assert!(Write::decode(&bytes[..bytes.len() - 1]).is_err());
         assert_eq!(Write::decode(&Write::default().encode()), Ok(Write::default()));
         // Folding: a later write's entries replace the log from their first index.
@@ -509,7 +519,7 @@ mod tests {
         recovered.fold(write);
         recovered.fold(Write { entries: vec![entry(2, 4, b"x")], ..Write::default() });
         assert_eq!(recovered.entries.iter().map(|e| (e.index, e.term)).collect::<Vec<_>>(), vec![(1, 1), (2, 4)]);
-        assert_eq!((recovered.hard_state.term, recovered.rejoin_term), (3, 3));
+        assert_eq!((recovered.hard_state.term, recovered.rejoin_term, recovered.rejoin_index), (3, 3, 7));
         // A checkpoint replaces the log with its snapshot and the entries after it.
         let checkpoint = Write {
             snapshot: Some((2, 4, bytes::Bytes::from_static(b"state"))),

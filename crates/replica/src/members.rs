@@ -32,7 +32,6 @@ use protobuf::Message as _;
 use raft::eraftpb::{ConfChange, ConfChangeType, ConfState, Entry};
 use raft::StateRole;
 
-use crate::group::Recovered;
 use crate::group::{Action, Conf, GroupSettings, Membership, Phase, ReplicaError, ReplicaGroup, ReplicaId, Running};
 
 /// How many entries behind the commit index a learner may be and still be promoted: under
@@ -41,15 +40,18 @@ use crate::group::{Action, Conf, GroupSettings, Membership, Phase, ReplicaError,
 pub const PROMOTE_SLACK: u64 = 64;
 
 impl ReplicaGroup {
-    /// A replica added to a running group on a broker that has never held it: it starts empty
-    /// and learns the members from the leader's log or snapshot. It counts in no quorum until
-    /// promoted; until its log holds an entry of `term` (the term of the first message that
-    /// named it, the leader's) it neither campaigns nor grants a vote, as a rejoined replica
-    /// (`rejoin`), so an old self of the same id (added, promoted, then wiped) cannot vote
-    /// twice in a term the current leader's log already passed.
+    /// A replica added to a running group on a broker that holds no journal of it: it starts
+    /// empty and learns the members from the leader's log or snapshot, and counts in no quorum
+    /// until promoted. Its broker cannot tell a first start from an old self of the same id
+    /// (added, promoted, then wiped), whose acknowledgements counted in commits and whose votes
+    /// in elections, so it fences as a wiped creation voter does (`rejoin`): it asks every
+    /// mate's term, starts in the highest of them and of `term` (the term of the first message
+    /// that named it, the leader's), and neither campaigns nor votes until its log reaches the
+    /// last index the leader answered with. Fenced by the leader's term alone, with no index,
+    /// it once voted with a log that lacked entries its old self had acknowledged in that term
+    /// (the simulator's seed 234).
     pub fn added(settings: GroupSettings, term: u64) -> Result<Self, ReplicaError> {
-        let recovered = Recovered { rejoin_term: term, ..Recovered::default() };
-        Self::restart(settings, recovered)
+        Ok(Self::fenced(settings, Some(term)))
     }
 
     /// The members as applied here (voters, learners): the creation voters until a change is

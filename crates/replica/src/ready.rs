@@ -58,8 +58,9 @@ impl Running {
                 self.report_sent(&sent);
                 continue;
             }
-            let snapshot_term = snapshot.as_ref().map_or(0, |s| s.get_metadata().term);
-            let max_term = entries.iter().map(|e| e.term).max().unwrap_or(0).max(snapshot_term);
+            // A log's (term, index) grow together: its last entry reaches furthest.
+            let snapshot_reach = snapshot.as_ref().map_or((0, 0), |s| (s.get_metadata().term, s.get_metadata().index));
+            let reach = entries.last().map_or((0, 0), |e| (e.term, e.index)).max(snapshot_reach);
             let installed = snapshot.as_ref().map_or(0, |s| s.get_metadata().index);
             // Decoding copies every payload: only the mutation reads these.
             let publishes = match settings.ack_before_quorum {
@@ -72,7 +73,7 @@ impl Running {
                     .collect(),
                 false => Vec::new(),
             };
-            self.unsynced.push_back(Unsynced { number, messages, max_term, publishes, installed });
+            self.unsynced.push_back(Unsynced { number, messages, reach, publishes, installed });
             self.last_number = number;
             let conf = snapshot.as_ref().map(|s| crate::members::conf_of(s.get_metadata().get_conf_state()));
             let snapshot = snapshot.as_ref().map(crate::snapshot::to_parts);
@@ -81,6 +82,7 @@ impl Running {
                 entries,
                 hard_state,
                 rejoin_term: None,
+                rejoin_index: 0,
                 snapshot,
                 snapshot_apart: false,
                 conf,
@@ -97,8 +99,8 @@ impl Running {
         while self.unsynced.front().is_some_and(|u| u.number <= number) {
             let Some(done) = self.unsynced.pop_front() else { break };
             installed = installed.max(done.installed);
-            if self.rejoin_term != 0 && done.max_term >= self.rejoin_term {
-                self.rejoin_term = 0;
+            if self.rejoin_term != 0 && done.reach >= (self.rejoin_term, self.rejoin_index) {
+                (self.rejoin_term, self.rejoin_index) = (0, 0);
             }
             if settings.ack_before_quorum {
                 self.ack_on_own_sync(&done.publishes, out);

@@ -198,6 +198,7 @@ impl Running {
             entries: log.entries_held().to_vec(),
             hard_state: Some(log.hard_state().clone()),
             rejoin_term: None,
+            rejoin_index: 0,
             snapshot: Some(to_parts(log.snapshot_ref())),
             snapshot_apart: true,
             conf: Some(crate::members::conf_of(log.snapshot_ref().get_metadata().get_conf_state())),

@@ -76,8 +76,9 @@ fn a_cut_off_leader_acknowledges_nothing_and_a_retry_after_takeover_keeps_its_ti
     }
 }
 
-/// A wiped replica asks every mate its term before it steps anything, starts past the highest,
-/// grants no vote until its log holds an entry of that term, and then is a voter again.
+/// A wiped replica asks every mate its term before it steps anything, starts in the highest,
+/// grants no vote until its log reaches the last index that term's leader answered with, and
+/// then is a voter again.
 #[test]
 fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
     let mut c = Cluster::new(3, false);
@@ -102,7 +103,10 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
     assert!(c.groups[&3].withholding_vote());
     assert!(c.leader().is_none(), "2 won an election with the vote of a replica that lost its log");
     let fence = c.synced[&3][0].rejoin_term.expect("the fence is written first");
-    assert_eq!(fence, 2, "one past the highest term a mate answered");
+    let index = c.synced[&3][0].rejoin_index;
+    assert_eq!(fence, 1, "the highest term a mate answered");
+    assert_eq!(index, c.groups[&1].status().last_index, "the last index of that term's leader");
+    assert!(index >= 2, "past the publish the leader logged");
     // The leader back: 3 catches up, and then votes and applies like the others.
     c.cut.clear();
     c.run(60, &ALL);
@@ -115,6 +119,7 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
         hard_state: synced.iter().rev().find_map(|w| w.hard_state.clone()).unwrap_or_default(),
         entries: synced.iter().flat_map(|w| w.entries.clone()).collect(),
         rejoin_term: fence,
+        rejoin_index: index,
         snapshot: None,
         conf: None,
     };
@@ -122,9 +127,9 @@ fn a_wiped_replica_fences_its_term_and_withholds_its_vote_until_caught_up() {
     assert!(!restarted.withholding_vote());
 }
 
-/// A member back with an empty log in the leader's own term (an added member whose disk was
-/// wiped restarts so, `ReplicaGroup::added`, fenced by that term, not by a new one) is caught
-/// up: the leader, which believed it held everything it once acknowledged, takes its rejection
+/// A member back with an empty log in the leader's own term (a wiped replica fences in the
+/// highest term its mates answered, at the leader's last index, not in a new one: `rejoin`) is
+/// caught up: the leader, which believed it held everything it once acknowledged, takes its rejection
 /// for the truth instead of ignoring it as stale (raft-rs would), and sends it the log again.
 #[test]
 fn a_member_back_empty_in_the_leaders_term_is_caught_up() {

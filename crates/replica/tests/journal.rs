@@ -58,6 +58,7 @@ fn write(number: u64, first: u64, term: u64) -> Write {
         entries: entries.collect(),
         hard_state: Some(HardState { term, vote: 1, commit: first, ..HardState::default() }),
         rejoin_term: None,
+        rejoin_index: 0,
         snapshot: None,
         snapshot_apart: false,
         conf: None,
@@ -116,13 +117,13 @@ fn a_damaged_record_is_refused() {
     let (mut journal, recovered, release) = Journal::open_or_wipe(&store, &snapshots, PUBEND).expect("reads");
     assert_eq!((recovered, release), (None, Some(Tick(3))));
     store.release(Token(10), PUBEND, Tick(3)).expect("release");
-    let fence = Write { number: 0, rejoin_term: Some(5), ..Write::default() };
+    let fence = Write { number: 0, rejoin_term: Some(5), rejoin_index: 42, ..Write::default() };
     append(&store, &mut journal, 11, &fence);
     assert!(store.step().iter().all(|c| c.result.is_ok()));
     drop((store, snapshots));
     let (_, _, reopened) = open(&fs);
     let (_, recovered) = reopened.expect("the rebuilt journal reads");
-    assert_eq!(recovered.map(|r| r.rejoin_term), Some(5));
+    assert_eq!(recovered.map(|r| (r.rejoin_term, r.rejoin_index)), Some((5, 42)), "the fence, index and all");
 }
 
 /// A checkpoint whose snapshot is larger than a part is written in parts and read back whole;

@@ -60,8 +60,10 @@ fn census(name: &str, count: u64, mode: Mode) {
     assert!(total.replaced * 5 >= runs && total.member_changes >= total.replaced, "too few replaces: {total:?}");
     if mode.core {
         assert!(total.delivered >= total.acknowledged, "fewer deliveries than publishes acknowledged: {total:?}");
+        // A close by a deposed host on one seed in three: fewer since a replica back empty no
+        // longer deposes its leader (`rejoin`: 86 closes in 200 seeds of the disk mode).
         assert!(
-            total.seeded >= runs && total.reopened * 2 >= runs && total.closed * 2 >= runs,
+            total.seeded >= runs && total.reopened * 2 >= runs && total.closed * 3 >= runs,
             "too few takeovers through the core (opened from the group, resumed, closed): {total:?}"
         );
     }
@@ -196,14 +198,12 @@ fn the_seams_mutations_are_caught() {
 }
 
 /// Seed 234 of the core mode with disk faults, found by the 1,000-seed census: a replica added
-/// in a replace, promoted, then wiped comes back fenced only by its leader's term; its log soon
-/// holds an entry of that term, older than entries its old self had acknowledged in the same
-/// term, so it votes, and elects a replica that lacks them (two replicas apply different entries
-/// at index 37). Not fixed yet (docs/replication.md, "Membership", limits): fencing it as a
-/// wiped creation voter does passes the simulator but made the broker's membership process
-/// tests fail.
+/// in a replace, promoted, then wiped came back fenced only by its leader's term; its log soon
+/// held an entry of that term, older than entries its old self had acknowledged in the same
+/// term, so it voted, and elected a replica that lacked them (two replicas applied different
+/// entries at index 37). A replica back empty, added or not, now withholds its vote until its
+/// log reaches the furthest entry of the highest term its mates hold (`rejoin`).
 #[test]
-#[ignore = "a known safety fault, not fixed yet: docs/replication.md, Membership, limits"]
 fn a_wiped_added_replica_never_elects_a_replica_lacking_what_it_acknowledged() {
     for plan in plans(234, 1, STEPS) {
         let run = run_replica(&plan, Mode::THREE_DISKS_CORE, Mutation::None);

@@ -326,8 +326,8 @@ impl Run {
                 // member, is one permanent failure already (docs/replication.md,
                 // "Membership"). The added replica's disk may go at any time, as a learner
                 // (it counts in no quorum) or once promoted: it restarts empty as an added
-                // member, fenced in the leader's term (`ReplicaGroup::added`), and the leader
-                // must take its word that it lost what it had acknowledged.
+                // member, fenced as any replica back empty (`ReplicaGroup::added`, `rejoin`),
+                // and the leader must take its word that it lost what it had acknowledged.
                 let replaced = self.world.replaced();
                 // Once a replace is done, the first disk to go is the new voter's (it rarely
                 // would by chance: the change completes late in a run).

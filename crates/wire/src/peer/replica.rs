@@ -1,7 +1,9 @@
 //! REPLICA, one message of a pubend's Raft group between cell mates (issue 40). Layout:
 //! `pubend:u64 | count:u8 | count × voter:u64 | kind:u8 | body`, where kind 1 (RAFT) is
 //! `message:bytes32` (a raft-rs message in raft's protobuf encoding), kind 2 (TERM_QUERY) has
-//! no body, kind 3 (TERM_REPLY) is `term:u64`, and kind 4 (SNAPSHOT_CHUNK) is
+//! no body, kind 3 (TERM_REPLY) is `term:u64`, then `count:u8 count × voter:u64` and
+//! `last_term:u64 last_index:u64` when there is a voter or a last entry (see
+//! [`ReplicaBody::TermReply`]), and kind 4 (SNAPSHOT_CHUNK) is
 //! `message:bytes32 offset:u64 total:u64 data:bytes32`: one piece of a snapshot too large for
 //! one frame, `message` the raft-rs snapshot message with its data left out (so every chunk
 //! names the snapshot it belongs to), `data` the bytes at `offset` of the `total` bytes; kind
@@ -68,8 +70,13 @@ pub enum ReplicaBody {
         term: u64,
         /// The group's voters as the sender applied them (membership changes): the asker
         /// waits for each one's term too. Empty from a sender that knows none (itself fencing);
-        /// on the wire, left out when empty (`count:u8` and the ids after `term` otherwise).
+        /// on the wire, left out when empty and `led` is 0 (`count:u8` and the ids after `term`
+        /// otherwise).
         voters: Vec<u64>,
+        /// The (term, index) of the sender's last log entry, (0, 0) for an empty log: the
+        /// asker's vote waits until its own log reaches the furthest of them in the highest
+        /// term. On the wire, after the voters, left out when the index is 0.
+        last: (u64, u64),
     },
     /// One piece of a snapshot sent in several frames (docs/replication.md, "Snapshots in
     /// chunks"): the receiver reassembles the pieces in order and checks the whole before
@@ -124,15 +131,19 @@ impl Replica {
                 put_bytes32(out, "message", message)?;
             }
             ReplicaBody::TermQuery => out.put_u8(TERM_QUERY),
-            ReplicaBody::TermReply { term, voters } => {
+            ReplicaBody::TermReply { term, voters, last } => {
                 out.put_u8(TERM_REPLY);
                 out.put_u64(*term);
-                if !voters.is_empty() {
+                if !voters.is_empty() || last.1 > 0 {
                     if voters.len() > MAX_REPLICA_VOTERS {
                         return Err(WireError::TooLong { field: "voters", len: voters.len(), max: MAX_REPLICA_VOTERS });
                     }
                     out.put_u8(voters.len() as u8);
                     voters.iter().for_each(|&v| out.put_u64(v));
+                }
+                if last.1 > 0 {
+                    out.put_u64(last.0);
+                    out.put_u64(last.1);
                 }
             }
             ReplicaBody::SnapshotChunk { message, offset, total, data } => {
@@ -178,10 +189,10 @@ impl Replica {
             TERM_QUERY => ReplicaBody::TermQuery,
             TERM_REPLY => {
                 let term = r.u64("term")?;
-                let mut voters = Vec::new();
+                let (mut voters, mut last) = (Vec::new(), (0, 0));
                 if r.remaining() > 0 {
                     let count = r.u8("voters")?;
-                    if count == 0 || usize::from(count) > MAX_REPLICA_VOTERS {
+                    if usize::from(count) > MAX_REPLICA_VOTERS {
                         return Err(WireError::InvalidField {
                             frame: "REPLICA",
                             field: "voters",
@@ -189,8 +200,17 @@ impl Replica {
                         });
                     }
                     voters = (0..count).map(|_| r.u64("voter")).collect::<Result<Vec<_>, _>>()?;
+                    let with_last = r.remaining() > 0;
+                    if with_last {
+                        last = (r.u64("last term")?, r.u64("last index")?);
+                    }
+                    // One encoding per reply: no empty count without a last entry, no last
+                    // entry at index 0.
+                    if (with_last && last.1 == 0) || (!with_last && count == 0) {
+                        return Err(WireError::InvalidField { frame: "REPLICA", field: "term reply", value: 0 });
+                    }
                 }
-                ReplicaBody::TermReply { term, voters }
+                ReplicaBody::TermReply { term, voters, last }
             }
             SNAPSHOT_CHUNK => {
                 let message = r.bytes32("message")?;

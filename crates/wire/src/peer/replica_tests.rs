@@ -35,12 +35,18 @@ fn replica_golden_bytes() {
     let mut reply = vec![0, 0, 0, 35, 0x18];
     reply.extend_from_slice(&pubend);
     reply.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7]);
-    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![] }), &reply);
+    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![], last: (0, 0) }), &reply);
     // With the sender's voters: their count and ids after the term.
     let mut named = vec![0, 0, 0, 44, 0x18];
     named.extend_from_slice(&pubend);
     named.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0, 0, 9]);
-    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![9] }), &named);
+    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![9], last: (0, 0) }), &named);
+    // With the sender's last log entry: its term and index after the voters (a count of 0 if
+    // none).
+    let mut last = vec![0, 0, 0, 52, 0x18];
+    last.extend_from_slice(&pubend);
+    last.extend_from_slice(&[3, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0, 42]);
+    golden(frame(ReplicaBody::TermReply { term: 7, voters: vec![], last: (6, 42) }), &last);
 
     // FORGET: pubend 0, no voters, the broker's id.
     let forget =
@@ -124,6 +130,18 @@ fn an_unknown_kind_or_trailing_bytes_are_refused() {
         PeerFrame::decode_body(PeerFrameType::Replica, body),
         Err(WireError::InvalidField { frame: "REPLICA", field: "voters", value: 200 })
     );
+}
+
+/// A term reply has one encoding: an empty count only before a last entry, and no last entry
+/// at index 0.
+#[test]
+fn a_term_reply_with_an_empty_count_and_no_last_entry_or_a_last_index_of_0_is_refused() {
+    let refused = Err(WireError::InvalidField { frame: "REPLICA", field: "term reply", value: 0 });
+    let head = [0, 0, 0, 0, 0, 0, 1, 2, 0, 3, 0, 0, 0, 0, 0, 0, 0, 7];
+    let empty_count = [&head[..], &[0]].concat();
+    assert_eq!(PeerFrame::decode_body(PeerFrameType::Replica, Bytes::from(empty_count)), refused);
+    let index_0 = [&head[..], &[0], &[0, 0, 0, 0, 0, 0, 0, 6], &[0; 8]].concat();
+    assert_eq!(PeerFrame::decode_body(PeerFrameType::Replica, Bytes::from(index_0)), refused);
 }
 
 /// Raft resends what is lost, so one bad REPLICA frame is dropped alone and the link stays up.

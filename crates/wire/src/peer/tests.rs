@@ -161,8 +161,12 @@ pub(super) fn replica() -> impl Strategy<Value = PeerFrame> {
     let body = prop_oneof![
         prop::collection::vec(any::<u8>(), 0..64).prop_map(|b| ReplicaBody::Raft(Bytes::from(b))),
         Just(ReplicaBody::TermQuery),
-        (any::<u64>(), proptest::collection::vec(any::<u64>(), 0..4))
-            .prop_map(|(term, voters)| ReplicaBody::TermReply { term, voters }),
+        (
+            any::<u64>(),
+            proptest::collection::vec(any::<u64>(), 0..4),
+            prop_oneof![Just((0u64, 0u64)), (any::<u64>(), 1..u64::MAX)]
+        )
+            .prop_map(|(term, voters, last)| ReplicaBody::TermReply { term, voters, last }),
         (
             prop::collection::vec(any::<u8>(), 0..32),
             any::<u64>(),
