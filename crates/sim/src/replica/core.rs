@@ -108,7 +108,8 @@ pub(crate) struct Core {
     /// Opens of the pubend here, over every replica's lives (for the judge's messages).
     opened: u64,
     mutation: Mutation,
-    seed: u64,
+    /// The log's sync delays, drawn per replica life from the run's seed.
+    rng: crate::rng::Rng,
 }
 
 impl Core {
@@ -132,7 +133,7 @@ impl Core {
             delivered: None,
             opened: 0,
             mutation,
-            seed,
+            rng: crate::rng::Rng::new(seed),
         })
     }
 
@@ -323,8 +324,7 @@ impl Core {
 
     fn schedule_sync(&mut self, now: u64) {
         if self.sync_at.is_none() {
-            self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            self.sync_at = Some(now + 1 + (self.seed >> 33) % 6);
+            self.sync_at = Some(now + 1 + self.rng.below(6) as u64);
         }
     }
 
