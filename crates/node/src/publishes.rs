@@ -173,31 +173,6 @@ impl<W> Publishes<W> {
         self.waiters.remove(&key)
     }
 
-    /// The publish remembered at each tick of `pubend`: what its log's records hold, as far as
-    /// the table goes (`crate::replicated::resume` checks them against the group's).
-    pub fn keys(&self, pubend: PubendId) -> crate::replicated::Keys {
-        let Some(entry) = self.pubends.get(&pubend) else { return Default::default() };
-        entry.ticks.iter().map(|(&key, &tick)| (tick, key)).collect()
-    }
-
-    /// A reopened log holds the group's publishes at these ticks (a seed's records): any other
-    /// publish remembered at one of them is forgotten (its record was voided), so its retry is
-    /// a new publish rather than answered with a tick that carries another.
-    pub fn seeded(&mut self, pubend: PubendId, records: &[(Key, Tick)]) {
-        let at: BTreeMap<Tick, Key> = records.iter().map(|&(key, tick)| (tick, key)).collect();
-        if let Some(entry) = self.pubends.get_mut(&pubend) {
-            let before = entry.ticks.len();
-            entry.ticks.retain(|key, tick| at.get(tick).is_none_or(|held| held == key));
-            if entry.ticks.len() != before {
-                let kept = &entry.ticks;
-                entry.order.retain(|key| kept.contains_key(key));
-            }
-        }
-        for &(key, tick) in records {
-            self.remember(pubend, key, tick);
-        }
-    }
-
     /// The tick given to `key`, if remembered.
     pub fn tick(&self, pubend: PubendId, key: Key) -> Option<Tick> {
         self.pubends.get(&pubend).and_then(|entry| entry.ticks.get(&key)).copied()

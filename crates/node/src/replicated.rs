@@ -14,8 +14,6 @@
 //! a record readable only then, and the core would otherwise read a tick it calls D and find
 //! nothing.
 
-use std::collections::BTreeMap;
-
 use bytes::Bytes;
 use tidings_delivery::{PubendId, PublisherId, Recovered, StoreAction, Tick};
 use tidings_replica::PubendReplica;
@@ -37,9 +35,6 @@ fn appends<'a>(
         })
         .unzip()
 }
-
-/// The publish each of a log's records holds, by tick, as far as its broker remembers.
-pub type Keys = BTreeMap<Tick, (PublisherId, u64)>;
 
 /// What a log found at start and its group's state say together.
 struct Bounds {
@@ -134,23 +129,11 @@ fn lease_and_release(
 ///
 /// A record the group holds at or below the log's last tick that the log lacks cannot be added
 /// (the store takes a pubend's ticks in growing order only): `Err` names it, and the pubend
-/// must not be opened from this log ([`reopen`] voids and re-seeds it then). So does a tick at
-/// which the log holds another publish than the group: `keys` are the log's records'
-/// publishes, as the caller's tick table knows them (`crate::publishes::Publishes::keys`).
-/// Two hosts give the same tick to different publishes when they log in the same millisecond
-/// (a deposed host, stalled, and its successor): taken for the group's, the log's record was
-/// served at a tick where subscribers had the group's (the simulator's five-replica core
-/// mode, seed 2,469).
-pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered, keys: &Keys) -> Result<Seed, Tick> {
+/// must not be opened from this log ([`reopen`] voids and re-seeds it then).
+pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Result<Seed, Tick> {
     let Bounds { highest, release, lease, held } = Bounds::of(state, &found);
     let lacks = |tick: &Tick| *tick > found.release && found.logged.binary_search(tick).is_err();
     if let Some(tick) = held.iter().copied().take_while(|tick| *tick <= highest).find(lacks) {
-        return Err(tick);
-    }
-    let group: BTreeMap<Tick, (PublisherId, u64)> =
-        state.records().map(|r| (Tick(r.tick), (PublisherId(r.publisher), r.seq))).collect();
-    let other = |tick: &&Tick| group.get(tick).is_some_and(|key| keys.get(tick).is_some_and(|mine| mine != key));
-    if let Some(&tick) = found.logged.iter().filter(|&&tick| tick > release).find(other) {
         return Err(tick);
     }
     let (mut writes, ticks) = appends(pubend, state.records().filter(|record| Tick(record.tick) > highest));
@@ -172,8 +155,8 @@ pub fn resume(pubend: PubendId, state: &PubendReplica, found: Recovered, keys: &
 /// group's lead) is opened once its group serves here: [`resume`]d when the log can be brought
 /// up to the group's state, else voided and seeded again from it ([`reseed`]). The group's
 /// state is the truth either way.
-pub fn reopen(pubend: PubendId, state: &PubendReplica, found: Recovered, keys: &Keys) -> Seed {
-    match resume(pubend, state, found.clone(), keys) {
+pub fn reopen(pubend: PubendId, state: &PubendReplica, found: Recovered) -> Seed {
+    match resume(pubend, state, found.clone()) {
         Ok(seed) => seed,
         Err(tick) => reseed(pubend, state, found, tick),
     }

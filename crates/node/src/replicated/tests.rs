@@ -12,7 +12,7 @@ use tidings_delivery::{
 };
 use tidings_replica::{Command, PubendReplica};
 
-use super::{resume, seed, Keys};
+use super::{resume, seed};
 use crate::durables::tests::Nothing as All;
 
 mod void;
@@ -144,7 +144,7 @@ fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
         publishers: vec![(PublisherId(2), 1), (PublisherId(3), 4)],
         lost: Vec::new(),
     };
-    let resumed = resume(P, &state, found.clone(), &Keys::new()).expect("the log lacks nothing below its last tick");
+    let resumed = resume(P, &state, found.clone()).expect("the log lacks nothing below its last tick");
     let appended: Vec<Tick> = resumed
         .writes
         .iter()
@@ -162,40 +162,7 @@ fn a_host_log_found_at_start_takes_only_what_the_successor_added() {
     assert_eq!(resumed.ticks, [((PublisherId(1), 2), Tick(1_010)), ((PublisherId(1), 3), Tick(1_016))]);
 
     let holed = tidings_delivery::Recovered { logged: vec![Tick(1_016)], ..found };
-    assert_eq!(resume(P, &state, holed, &Keys::new()), Err(Tick(1_005)), "1005 is the group's, not the log's");
-}
-
-/// A log whose record sits at a tick where the group holds another publish (two hosts logged in
-/// the same millisecond: a deposed host, stalled, and its successor) cannot be resumed: it is
-/// voided and seeded again, and the tick table forgets the log's publish at that tick, whose
-/// retry is then new. Resumed as it was (the code before), the log's record was served at a
-/// tick where subscribers had the group's (the simulator's five-replica core mode, seed 2,469).
-#[test]
-fn a_log_holding_another_publish_at_one_of_the_groups_ticks_is_voided() {
-    let state = replica();
-    let found = tidings_delivery::Recovered {
-        lease: Tick(1_010),
-        release: Tick(1_002),
-        logged: vec![Tick(1_005), Tick(1_010)],
-        publishers: vec![(PublisherId(2), 1), (PublisherId(3), 4)],
-        lost: Vec::new(),
-    };
-    let mut publishes: crate::publishes::Publishes<()> = crate::publishes::Publishes::default();
-    publishes.appending((P, PublisherId(2), 1), Tick(1_005));
-    publishes.appending((P, PublisherId(3), 4), Tick(1_010));
-    let keys = publishes.keys(P);
-    assert_eq!(resume(P, &state, found.clone(), &keys), Err(Tick(1_010)), "1010 carries (1, 2) in the group");
-    let seed = super::reopen(P, &state, found.clone(), &keys);
-    assert_eq!(seed.voided, Some(Tick(1_010)));
-    publishes.keep_logged(P, seed.recovered.release, &seed.recovered.logged);
-    publishes.seeded(P, &seed.ticks);
-    assert_eq!(publishes.tick(P, (PublisherId(3), 4)), None, "the log's publish at 1010 is forgotten");
-    assert_eq!(publishes.tick(P, (PublisherId(1), 2)), Some(Tick(1_010)), "the group's is there");
-    // The same log with the group's publishes at its ticks resumes.
-    let mut same = crate::publishes::Publishes::<()>::default();
-    same.appending((P, PublisherId(2), 1), Tick(1_005));
-    same.appending((P, PublisherId(1), 2), Tick(1_010));
-    assert!(resume(P, &state, found, &same.keys(P)).is_ok());
+    assert_eq!(resume(P, &state, holed), Err(Tick(1_005)), "1005 is the group's, not the log's");
 }
 
 /// Issue 40, a log found at start holding a record its group never committed (its host synced
@@ -227,7 +194,7 @@ fn a_record_the_group_never_committed_is_never_served_after_a_resume() {
     store.sync();
     let StoreInput::Opened { recovered: found, .. } = store.open(P) else { panic!("opened") };
     assert_eq!(found.logged, [Tick(1_005), Tick(1_010), Tick(1_012)]);
-    let resumed = resume(P, &state, found, &Keys::new()).expect("resumes");
+    let resumed = resume(P, &state, found).expect("resumes");
     let dropped = resumed.dropped.clone();
     for write in &resumed.writes {
         store.apply(write);

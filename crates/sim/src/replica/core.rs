@@ -210,7 +210,7 @@ impl Core {
                 let found = self.found.take();
                 out.push(Effect::Opened { found: found.is_some() });
                 let seed = match found {
-                    Some(found) => tidings_node::replicated::reopen(PUBEND, state, found, &self.publishes.keys(PUBEND)),
+                    Some(found) => tidings_node::replicated::reopen(PUBEND, state, found),
                     None => tidings_node::replicated::seed(PUBEND, state),
                 };
                 self.seed(log, now, seed, &mut out);
@@ -247,7 +247,9 @@ impl Core {
     /// `serve::seed`: the group's state written into the log; the pubend opens once it is synced.
     fn seed(&mut self, log: &mut Log, now: u64, seed: tidings_node::replicated::Seed, out: &mut Vec<Effect>) {
         self.publishes.keep_logged(PUBEND, seed.recovered.release, &seed.recovered.logged);
-        self.publishes.seeded(PUBEND, &seed.ticks);
+        for ((publisher, seq), tick) in seed.ticks {
+            self.publishes.appending((PUBEND, publisher, seq), tick);
+        }
         let mut left = 0;
         for write in &seed.writes {
             let token = log.token();

@@ -143,10 +143,7 @@ impl Driver {
             .serving()
             .filter(|(pubend, _)| !self.hosted.contains(pubend) && !self.seeds.0.contains_key(pubend))
             .map(|(pubend, state)| match self.found.get(&pubend) {
-                Some(found) => {
-                    let keys = self.publishes.keys(pubend);
-                    (pubend, tidings_node::replicated::reopen(pubend, state, found.clone(), &keys))
-                }
+                Some(found) => (pubend, tidings_node::replicated::reopen(pubend, state, found.clone())),
                 None => (pubend, tidings_node::replicated::seed(pubend, state)),
             })
             .collect();
@@ -183,7 +180,9 @@ impl Driver {
         // What the reopened log lacks (logged here and never committed by the group) is never
         // served, and a retry of it is new.
         self.publishes.keep_logged(pubend, seed.recovered.release, &seed.recovered.logged);
-        self.publishes.seeded(pubend, &seed.ticks);
+        for ((publisher, seq), tick) in seed.ticks {
+            self.publishes.appending((pubend, publisher, seq), tick);
+        }
         let mut entry = Seed { recovered: seed.recovered, left: 0, failed: false };
         for write in &seed.writes {
             if let StoreAction::Append { tick, record, .. } = write {

@@ -86,8 +86,8 @@ fn a_log_the_group_contradicts_is_voided_then_seeded_with_the_groups_state() {
         publishers: vec![(PublisherId(2), 1), (PublisherId(3), 5)],
         lost: vec![TickRange { from: Tick(1_031), to: Tick(1_035) }],
     };
-    assert_eq!(resume(P, &state, found.clone(), &Keys::new()), Err(Tick(1_010)), "the log cannot be resumed");
-    let seed = reopen(P, &state, found.clone(), &Keys::new());
+    assert_eq!(resume(P, &state, found.clone()), Err(Tick(1_010)), "the log cannot be resumed");
+    let seed = reopen(P, &state, found.clone());
     assert_eq!(seed, reseed(P, &state, found, Tick(1_010)));
     assert_eq!(seed.voided, Some(Tick(1_010)));
     let append = |publisher, seq, tick: u64| StoreAction::Append {
@@ -127,7 +127,7 @@ fn deposed_host_restarts() -> (PubendReplica, Arc<MemFs>, Store, super::super::S
     drop(store);
     let (store, found) = open(&fs);
     assert_eq!(found.logged, [Tick(1_005), Tick(1_030), Tick(1_040)]);
-    let seed = reopen(P, &state, found, &Keys::new());
+    let seed = reopen(P, &state, found);
     assert_eq!(seed.voided, Some(Tick(1_010)));
     (state, fs, store, seed)
 }
@@ -150,7 +150,7 @@ fn a_voided_and_reseeded_log_serves_the_groups_records_and_opens_the_same_after_
     // A restart of that broker: the log now is the group's, resumed as it is.
     let (store, found) = open(&fs);
     assert_eq!(found, seed.recovered, "the same log after the restart");
-    let again = reopen(P, &state, found, &Keys::new());
+    let again = reopen(P, &state, found);
     assert_eq!((again.voided, again.writes.len(), again.dropped.len()), (None, 0, 0));
     assert_eq!(again.recovered, seed.recovered);
     assert_eq!(serve(&store, again.recovered).0, groups_records(&state));
@@ -166,7 +166,7 @@ fn a_crash_between_the_void_and_the_reseed_reopens_from_the_group() {
 
     let (store, found) = open(&fs);
     assert!(found.logged.is_empty() && found.lease == Tick(0), "the voided log: {found:?}");
-    let resumed = reopen(P, &state, found, &Keys::new());
+    let resumed = reopen(P, &state, found);
     assert_eq!(resumed.voided, None, "an empty log lacks nothing below its last tick");
     write(&store, &resumed.writes);
     assert_eq!(resumed.recovered.logged, [Tick(1_005), Tick(1_010), Tick(1_016)]);
