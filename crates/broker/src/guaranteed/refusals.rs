@@ -97,7 +97,9 @@ impl Refusals {
             low: seq,
             at: now,
         });
-        refusal.low = refusal.low.min(seq);
+        // A refusal a window after the last starts the rule afresh: the lower one it kept
+        // was given up on or sent again by then.
+        refusal.low = if now >= refusal.at + WINDOW { seq } else { refusal.low.min(seq) };
         refusal.at = now;
     }
 }
